@@ -1,0 +1,347 @@
+//! Action rows: insertion with idempotency, compare-and-set transitions,
+//! listing, and expiry at the deadline.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+
+use crate::Store;
+use crate::error::StoreError;
+use crate::events::{self, NewEvent};
+use crate::model::{Action, ActionStatus, Decision, DecisionResult, Outcome};
+use crate::time::{from_ms, now, opt_from_ms, to_ms};
+
+/// An action about to be stored, already decided by the policy.
+#[derive(Debug, Clone)]
+pub struct NewAction {
+    /// Time-ordered id.
+    pub id: String,
+    /// The requesting agent.
+    pub agent: String,
+    /// Tool (or handler id).
+    pub tool: String,
+    /// Detail.
+    pub detail: String,
+    /// `tool:<tool>:<detail>`.
+    pub action_string: String,
+    /// Why the agent wants it.
+    pub reason: Option<String>,
+    /// The policy's answer; it sets the initial status.
+    pub decision: Decision,
+    /// When a pending action expires (only for `ask`).
+    pub deadline: Option<DateTime<Utc>>,
+    /// Client-chosen key that makes retries safe.
+    pub idempotency_key: Option<String>,
+    /// Hash of the request body, to tell a retry from a different request
+    /// reusing the key.
+    pub request_hash: String,
+}
+
+/// A compare-and-set change of an action's status.
+#[derive(Debug, Clone)]
+pub struct Transition {
+    /// The statuses it may start from.
+    pub from: &'static [ActionStatus],
+    /// The status it ends in.
+    pub to: ActionStatus,
+    /// Who decided, when this is a decision (sets `decided_at`).
+    pub decided_by: Option<String>,
+    /// The human's note or reason.
+    pub note: Option<String>,
+    /// The outcome, when this reports one.
+    pub outcome: Option<Outcome>,
+    /// The event type recording it.
+    pub event: &'static str,
+}
+
+/// Filters of an action listing; `cursor` is the last id of the previous page.
+#[derive(Debug, Clone, Default)]
+pub struct ActionFilter {
+    /// Only this status.
+    pub status: Option<ActionStatus>,
+    /// Only this agent's.
+    pub agent: Option<String>,
+    /// Only this tool's.
+    pub tool: Option<String>,
+    /// Page after this id (newest first).
+    pub cursor: Option<String>,
+    /// Page size.
+    pub limit: i64,
+}
+
+macro_rules! columns {
+    () => {
+        "id, agent, tool, detail, action_string, reason, status, decision_result, \
+    decision_reason, decision_rule, created_at, decided_at, decided_by, deadline, outcome, decision_note"
+    };
+}
+
+fn from_row(row: &SqliteRow) -> Result<Action, StoreError> {
+    let status: String = row.try_get("status")?;
+    let result: String = row.try_get("decision_result")?;
+    let rule: Option<String> = row.try_get("decision_rule")?;
+    let outcome: Option<String> = row.try_get("outcome")?;
+    Ok(Action {
+        id: row.try_get("id")?,
+        agent: row.try_get("agent")?,
+        tool: row.try_get("tool")?,
+        detail: row.try_get("detail")?,
+        action_string: row.try_get("action_string")?,
+        reason: row.try_get("reason")?,
+        status: status.parse().map_err(StoreError::Corrupt)?,
+        decision: Decision {
+            result: result
+                .parse::<DecisionResult>()
+                .map_err(StoreError::Corrupt)?,
+            reason: row.try_get("decision_reason")?,
+            rule: rule
+                .map(|r| serde_json::from_str::<Value>(&r))
+                .transpose()?,
+        },
+        created_at: from_ms(row.try_get("created_at")?),
+        decided_at: opt_from_ms(row.try_get("decided_at")?),
+        decided_by: row.try_get("decided_by")?,
+        deadline: opt_from_ms(row.try_get("deadline")?),
+        outcome: outcome.map(|o| serde_json::from_str(&o)).transpose()?,
+        decision_note: row.try_get("decision_note")?,
+    })
+}
+
+fn event_for(action: &Action, kind: &'static str) -> Result<NewEvent, StoreError> {
+    Ok(NewEvent {
+        kind,
+        agent: Some(action.agent.clone()),
+        action_id: Some(action.id.clone()),
+        grant_id: None,
+        data: serde_json::to_value(action)?,
+    })
+}
+
+async fn get_on(conn: &mut SqliteConnection, id: &str) -> Result<Option<Action>, StoreError> {
+    let row = sqlx::query(concat!("SELECT ", columns!(), " FROM actions WHERE id = ?"))
+        .bind(id)
+        .fetch_optional(conn)
+        .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+async fn insert_on(
+    conn: &mut SqliteConnection,
+    new: NewAction,
+) -> Result<(Action, bool), StoreError> {
+    if let Some(key) = &new.idempotency_key {
+        let existing: Option<(String, Option<String>)> = sqlx::query_as(
+            "SELECT id, request_hash FROM actions WHERE agent = ? AND idempotency_key = ?",
+        )
+        .bind(&new.agent)
+        .bind(key)
+        .fetch_optional(&mut *conn)
+        .await?;
+        if let Some((id, hash)) = existing {
+            if hash.as_deref() != Some(new.request_hash.as_str()) {
+                return Err(StoreError::Conflict(format!(
+                    "idempotency key '{key}' was already used for a different request"
+                )));
+            }
+            let action = get_on(conn, &id).await?.ok_or(StoreError::NotFound)?;
+            return Ok((action, false));
+        }
+    }
+    let created = now();
+    let (status, decided) = match new.decision.result {
+        DecisionResult::Allow => (ActionStatus::Approved, true),
+        DecisionResult::Deny => (ActionStatus::Denied, true),
+        DecisionResult::Ask => (ActionStatus::Pending, false),
+    };
+    let deadline = if status == ActionStatus::Pending {
+        new.deadline
+    } else {
+        None
+    };
+    let rule = new.decision.rule.as_ref().map(Value::to_string);
+    sqlx::query(
+        "INSERT INTO actions (id, agent, tool, detail, action_string, reason, status, decision_result, \
+         decision_reason, decision_rule, created_at, decided_at, decided_by, deadline, settled_at, \
+         idempotency_key, request_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(&new.id)
+    .bind(&new.agent)
+    .bind(&new.tool)
+    .bind(&new.detail)
+    .bind(&new.action_string)
+    .bind(&new.reason)
+    .bind(status.as_str())
+    .bind(new.decision.result.as_str())
+    .bind(&new.decision.reason)
+    .bind(rule)
+    .bind(to_ms(created))
+    .bind(decided.then(|| to_ms(created)))
+    .bind(decided.then_some("policy"))
+    .bind(deadline.map(to_ms))
+    .bind(decided.then(|| to_ms(created)))
+    .bind(&new.idempotency_key)
+    .bind(&new.request_hash)
+    .execute(&mut *conn)
+    .await?;
+    let action = Action {
+        id: new.id,
+        agent: new.agent,
+        tool: new.tool,
+        detail: new.detail,
+        action_string: new.action_string,
+        reason: new.reason,
+        status,
+        decision: new.decision,
+        created_at: created,
+        decided_at: decided.then_some(created),
+        decided_by: decided.then(|| "policy".to_owned()),
+        deadline,
+        outcome: None,
+        decision_note: None,
+    };
+    let kind = match status {
+        ActionStatus::Approved => "action.approved",
+        ActionStatus::Denied => "action.denied",
+        _ => "action.enqueued",
+    };
+    events::insert_on(conn, &event_for(&action, kind)?).await?;
+    Ok((action, true))
+}
+
+async fn transition_on(
+    conn: &mut SqliteConnection,
+    id: &str,
+    t: &Transition,
+) -> Result<Action, StoreError> {
+    let at = to_ms(now());
+    let outcome = t.outcome.as_ref().map(serde_json::to_string).transpose()?;
+    let mut q: QueryBuilder<Sqlite> = QueryBuilder::new("UPDATE actions SET status = ");
+    q.push_bind(t.to.as_str());
+    if let Some(by) = &t.decided_by {
+        q.push(", decided_at = ").push_bind(at);
+        q.push(", decided_by = ").push_bind(by.clone());
+    }
+    if let Some(note) = &t.note {
+        q.push(", decision_note = ").push_bind(note.clone());
+    }
+    if let Some(outcome) = outcome {
+        q.push(", outcome = ").push_bind(outcome);
+    }
+    q.push(", settled_at = ").push_bind(at);
+    q.push(" WHERE id = ").push_bind(id.to_owned());
+    q.push(" AND status IN (");
+    let mut sep = q.separated(", ");
+    for st in t.from {
+        sep.push_bind(st.as_str());
+    }
+    q.push(concat!(") RETURNING ", columns!()));
+    let row = q.build().fetch_optional(&mut *conn).await?;
+    match row {
+        Some(row) => {
+            let action = from_row(&row)?;
+            events::insert_on(conn, &event_for(&action, t.event)?).await?;
+            Ok(action)
+        }
+        None => match get_on(conn, id).await? {
+            Some(current) => Err(StoreError::WrongState {
+                current: current.status.to_string(),
+            }),
+            None => Err(StoreError::NotFound),
+        },
+    }
+}
+
+impl Store {
+    /// Stores a decided action and the event recording it. With an
+    /// idempotency key already used by this agent: the same request returns
+    /// the existing action (`false`: nothing new stored), a different one is
+    /// a [`StoreError::Conflict`].
+    pub async fn insert_action(&self, new: NewAction) -> Result<(Action, bool), StoreError> {
+        self.writer
+            .run(move |conn| Box::pin(async move { insert_on(conn, new).await }))
+            .await
+    }
+
+    /// Moves an action from one of `t.from` to `t.to` if it is still in one
+    /// of them; otherwise [`StoreError::WrongState`] with where it is now.
+    pub async fn transition(&self, id: &str, t: Transition) -> Result<Action, StoreError> {
+        let id = id.to_owned();
+        self.writer
+            .run(move |conn| Box::pin(async move { transition_on(conn, &id, &t).await }))
+            .await
+    }
+
+    /// Expires every pending action whose deadline is at or before `at`.
+    pub async fn expire_due(&self, at: DateTime<Utc>) -> Result<Vec<Action>, StoreError> {
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let rows = sqlx::query(concat!("UPDATE actions SET status = 'expired', decided_at = ?1, decided_by = 'deadline', \
+                         settled_at = ?1 WHERE status = 'pending' AND deadline <= ?1 RETURNING ", columns!()))
+                    .bind(to_ms(at))
+                    .fetch_all(&mut *conn)
+                    .await?;
+                    let mut expired = Vec::with_capacity(rows.len());
+                    for row in &rows {
+                        let action = from_row(row)?;
+                        events::insert_on(conn, &event_for(&action, "action.expired")?).await?;
+                        expired.push(action);
+                    }
+                    Ok(expired)
+                })
+            })
+            .await
+    }
+
+    /// The earliest deadline among pending actions.
+    pub async fn next_deadline(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let ms: Option<i64> =
+            sqlx::query_scalar("SELECT MIN(deadline) FROM actions WHERE status = 'pending'")
+                .fetch_one(&self.read)
+                .await?;
+        Ok(ms.map(from_ms))
+    }
+
+    /// One action by id.
+    pub async fn get_action(&self, id: &str) -> Result<Action, StoreError> {
+        let row = sqlx::query(concat!("SELECT ", columns!(), " FROM actions WHERE id = ?"))
+            .bind(id)
+            .fetch_optional(&self.read)
+            .await?;
+        row.as_ref()
+            .map(from_row)
+            .transpose()?
+            .ok_or(StoreError::NotFound)
+    }
+
+    /// A page of actions, newest first.
+    pub async fn list_actions(&self, f: &ActionFilter) -> Result<Vec<Action>, StoreError> {
+        let mut q: QueryBuilder<Sqlite> =
+            QueryBuilder::new(concat!("SELECT ", columns!(), " FROM actions WHERE 1 = 1"));
+        if let Some(st) = f.status {
+            q.push(" AND status = ").push_bind(st.as_str());
+        }
+        if let Some(agent) = &f.agent {
+            q.push(" AND agent = ").push_bind(agent.clone());
+        }
+        if let Some(tool) = &f.tool {
+            q.push(" AND tool = ").push_bind(tool.clone());
+        }
+        if let Some(cursor) = &f.cursor {
+            q.push(" AND id < ").push_bind(cursor.clone());
+        }
+        q.push(" ORDER BY id DESC LIMIT ").push_bind(f.limit);
+        let rows = q.build().fetch_all(&self.read).await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    /// How many actions wait for a human.
+    pub async fn pending_count(&self) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT COUNT(*) FROM actions WHERE status = 'pending'")
+                .fetch_one(&self.read)
+                .await?,
+        )
+    }
+}

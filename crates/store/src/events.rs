@@ -1,0 +1,159 @@
+//! The event log: written in the same transaction as the change it records.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use serde_json::Value;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqliteConnection};
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+use crate::Store;
+use crate::error::StoreError;
+use crate::model::Event;
+use crate::time::{from_ms, now, to_ms};
+
+/// An event about to be written.
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    /// Event type, e.g. `action.approved`.
+    pub kind: &'static str,
+    /// The agent concerned.
+    pub agent: Option<String>,
+    /// The action concerned.
+    pub action_id: Option<String>,
+    /// The grant concerned.
+    pub grant_id: Option<String>,
+    /// The resource after the change.
+    pub data: Value,
+}
+
+/// Appends `ev` to the log on the writer's connection.
+pub(crate) async fn insert_on(
+    conn: &mut SqliteConnection,
+    ev: &NewEvent,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO events (id, type, at, agent, action_id, grant_id, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(Uuid::now_v7().to_string())
+    .bind(ev.kind)
+    .bind(to_ms(now()))
+    .bind(&ev.agent)
+    .bind(&ev.action_id)
+    .bind(&ev.grant_id)
+    .bind(ev.data.to_string())
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+macro_rules! columns {
+    () => {
+        "seq, id, type, at, agent, action_id, grant_id, data"
+    };
+}
+
+fn from_row(row: &SqliteRow) -> Result<Event, StoreError> {
+    let data: String = row.try_get("data")?;
+    Ok(Event {
+        seq: row.try_get("seq")?,
+        id: row.try_get("id")?,
+        kind: row.try_get("type")?,
+        at: from_ms(row.try_get("at")?),
+        agent: row.try_get("agent")?,
+        action_id: row.try_get("action_id")?,
+        grant_id: row.try_get("grant_id")?,
+        data: serde_json::from_str(&data)?,
+    })
+}
+
+/// Events after `seq` on the given connection, oldest first.
+pub(crate) async fn after_on(
+    conn: &mut SqliteConnection,
+    seq: i64,
+) -> Result<Vec<Event>, StoreError> {
+    let rows = sqlx::query(concat!(
+        "SELECT ",
+        columns!(),
+        " FROM events WHERE seq > ? ORDER BY seq"
+    ))
+    .bind(seq)
+    .fetch_all(conn)
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// Publishes committed events, in `seq` order, to in-process subscribers.
+pub(crate) struct Publisher {
+    pub(crate) tx: broadcast::Sender<Arc<Event>>,
+    pub(crate) last_seq: Arc<AtomicI64>,
+}
+
+impl Publisher {
+    /// Reads the events committed since the last call and sends them.
+    pub(crate) async fn publish(&self, conn: &mut SqliteConnection) {
+        let after = self.last_seq.load(Ordering::Acquire);
+        match after_on(conn, after).await {
+            Ok(new) => {
+                for ev in new {
+                    self.last_seq.store(ev.seq, Ordering::Release);
+                    // No receivers is fine: nobody is listening.
+                    let _ = self.tx.send(Arc::new(ev));
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "reading committed events failed"),
+        }
+    }
+}
+
+impl Store {
+    /// Up to `limit` events after `seq`, oldest first; only `agent`'s when given.
+    pub async fn events_after(
+        &self,
+        seq: i64,
+        agent: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Event>, StoreError> {
+        let rows = match agent {
+            Some(agent) => {
+                sqlx::query(concat!(
+                    "SELECT ",
+                    columns!(),
+                    " FROM events WHERE seq > ? AND agent = ? ORDER BY seq LIMIT ?"
+                ))
+                .bind(seq)
+                .bind(agent)
+                .bind(limit)
+                .fetch_all(&self.read)
+                .await?
+            }
+            None => {
+                sqlx::query(concat!(
+                    "SELECT ",
+                    columns!(),
+                    " FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+                ))
+                .bind(seq)
+                .bind(limit)
+                .fetch_all(&self.read)
+                .await?
+            }
+        };
+        rows.iter().map(from_row).collect()
+    }
+
+    /// Every event about one action, oldest first.
+    pub async fn action_events(&self, action_id: &str) -> Result<Vec<Event>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            columns!(),
+            " FROM events WHERE action_id = ? ORDER BY seq"
+        ))
+        .bind(action_id)
+        .fetch_all(&self.read)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+}

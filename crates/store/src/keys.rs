@@ -1,0 +1,117 @@
+//! API keys, stored only as hashes.
+
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use crate::Store;
+use crate::error::StoreError;
+use crate::model::{ApiKey, Role};
+use crate::time::{from_ms, now, opt_from_ms, to_ms};
+
+/// A key about to be stored; the caller hashes the secret.
+#[derive(Debug, Clone)]
+pub struct NewKey {
+    /// Key id (public).
+    pub id: String,
+    /// Human-readable name.
+    pub name: String,
+    /// What it may do.
+    pub role: Role,
+    /// The agent it acts as.
+    pub agent: Option<String>,
+    /// Hex SHA-256 of the secret key.
+    pub hash: String,
+}
+
+macro_rules! columns {
+    () => {
+        "id, name, role, agent, created_at, revoked_at"
+    };
+}
+
+fn from_row(row: &SqliteRow) -> Result<ApiKey, StoreError> {
+    let role: String = row.try_get("role")?;
+    Ok(ApiKey {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        role: role.parse().map_err(StoreError::Corrupt)?,
+        agent: row.try_get("agent")?,
+        created_at: from_ms(row.try_get("created_at")?),
+        revoked_at: opt_from_ms(row.try_get("revoked_at")?),
+    })
+}
+
+impl Store {
+    /// Stores a new key.
+    pub async fn create_key(&self, key: NewKey) -> Result<ApiKey, StoreError> {
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let row = sqlx::query(concat!(
+                        "INSERT INTO api_keys (id, name, role, agent, hash, created_at) \
+                         VALUES (?, ?, ?, ?, ?, ?) RETURNING ",
+                        columns!()
+                    ))
+                    .bind(&key.id)
+                    .bind(&key.name)
+                    .bind(key.role.as_str())
+                    .bind(&key.agent)
+                    .bind(&key.hash)
+                    .bind(to_ms(now()))
+                    .fetch_one(conn)
+                    .await?;
+                    from_row(&row)
+                })
+            })
+            .await
+    }
+
+    /// The live (not revoked) key with this hash.
+    pub async fn find_key(&self, hash: &str) -> Result<Option<ApiKey>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            columns!(),
+            " FROM api_keys WHERE hash = ? AND revoked_at IS NULL"
+        ))
+        .bind(hash)
+        .fetch_optional(&self.read)
+        .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    /// Every key, newest first.
+    pub async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            columns!(),
+            " FROM api_keys ORDER BY created_at DESC, id"
+        ))
+        .fetch_all(&self.read)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    /// Revokes a key; revoking twice returns the already revoked key.
+    pub async fn revoke_key(&self, id: &str) -> Result<ApiKey, StoreError> {
+        let id = id.to_owned();
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let row = sqlx::query(concat!("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? RETURNING ", columns!()))
+                    .bind(to_ms(now()))
+                    .bind(&id)
+                    .fetch_optional(conn)
+                    .await?;
+                    row.as_ref().map(from_row).transpose()?.ok_or(StoreError::NotFound)
+                })
+            })
+            .await
+    }
+
+    /// How many keys exist, revoked or not.
+    pub async fn key_count(&self) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM api_keys")
+            .fetch_one(&self.read)
+            .await?)
+    }
+}

@@ -1,0 +1,189 @@
+//! Persistence of actiongate on SQLite.
+//!
+//! Layout: [`Store`] owns one writer connection (see [`writer`]) that runs
+//! every change in batched, durable commits, and a pool of read-only
+//! connections. Each resource has its own module of queries (`actions`,
+//! `agents`, `keys`, `events`). Every state change writes the event that
+//! records it in the same transaction; after each commit the new events are
+//! read back in `seq` order and published on a broadcast channel, which is
+//! what wakes long-polls and feeds event streams.
+
+mod actions;
+mod agents;
+mod error;
+mod events;
+mod keys;
+pub mod model;
+pub mod time;
+mod writer;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use sqlx::ConnectOptions;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use tokio::sync::broadcast;
+
+pub use actions::{ActionFilter, NewAction, Transition};
+pub use error::StoreError;
+pub use events::NewEvent;
+pub use keys::NewKey;
+pub use model::*;
+use writer::Writer;
+
+/// Embedded migrations from `migrations/sqlite`.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
+
+/// How hard commits are pushed to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// `synchronous=FULL`: a commit survives power loss.
+    Full,
+    /// `synchronous=NORMAL` (WAL): a commit survives a process crash
+    /// (`kill -9`) but the last ones may be lost on power loss.
+    Normal,
+}
+
+/// Options for opening a store.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Durability of commits.
+    pub durability: Durability,
+    /// Most jobs that share one commit.
+    pub batch_max: usize,
+    /// Read-only connections in the pool.
+    pub read_connections: u32,
+    /// Capacity of the event broadcast channel.
+    pub event_buffer: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            durability: Durability::Full,
+            batch_max: 128,
+            read_connections: 4,
+            event_buffer: 8192,
+        }
+    }
+}
+
+/// The persistent state of one actiongate daemon.
+#[derive(Clone)]
+pub struct Store {
+    writer: Writer,
+    read: SqlitePool,
+    events: broadcast::Sender<Arc<Event>>,
+    last_seq: Arc<AtomicI64>,
+    shutdown: Arc<
+        tokio::sync::Mutex<
+            Option<(
+                tokio::sync::oneshot::Sender<()>,
+                tokio::task::JoinHandle<()>,
+            )>,
+        >,
+    >,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database file at `path`, applies
+    /// pending migrations and starts the writer.
+    pub async fn open(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
+        let base = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(path)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(match opts.durability {
+                Durability::Full => SqliteSynchronous::Full,
+                Durability::Normal => SqliteSynchronous::Normal,
+            })
+            .busy_timeout(Duration::from_secs(5))
+            .foreign_keys(true)
+            .pragma("temp_store", "memory")
+            .log_statements(tracing::log::LevelFilter::Trace);
+
+        let mut conn = base.clone().create_if_missing(true).connect().await?;
+        MIGRATOR.run(&mut conn).await?;
+
+        let last: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM events")
+            .fetch_one(&mut conn)
+            .await?;
+        let last_seq = Arc::new(AtomicI64::new(last));
+
+        let read = SqlitePoolOptions::new()
+            .max_connections(opts.read_connections.max(1))
+            .min_connections(1)
+            .connect_with(base.read_only(true))
+            .await?;
+
+        let (events, _) = broadcast::channel(opts.event_buffer.max(16));
+        let publish = events::Publisher {
+            tx: events.clone(),
+            last_seq: last_seq.clone(),
+        };
+        let (writer, stop, handle) = Writer::spawn(conn, opts.batch_max, publish);
+        Ok(Store {
+            writer,
+            read,
+            events,
+            last_seq,
+            shutdown: Arc::new(tokio::sync::Mutex::new(Some((stop, handle)))),
+        })
+    }
+
+    /// Receives every event committed from now on, in `seq` order.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.events.subscribe()
+    }
+
+    /// The highest event `seq` published so far.
+    pub fn last_seq(&self) -> i64 {
+        self.last_seq.load(Ordering::Acquire)
+    }
+
+    /// Whether the database answers and its schema is current.
+    pub async fn ready(&self) -> Result<(), StoreError> {
+        let applied: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(MAX(version), 0) FROM _sqlx_migrations WHERE success = 1",
+        )
+        .fetch_one(&self.read)
+        .await?;
+        let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+        if applied < latest {
+            return Err(StoreError::Conflict(format!(
+                "schema at migration {applied}, binary expects {latest}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Stops the writer after the queued work and closes every connection.
+    /// Later writes fail with [`StoreError::Closed`].
+    pub async fn close(&self) {
+        if let Some((stop, handle)) = self.shutdown.lock().await.take() {
+            let _ = stop.send(());
+            if let Err(e) = handle.await {
+                tracing::error!(error = %e, "writer task failed");
+            }
+        }
+        self.read.close().await;
+    }
+}
+
+/// Applies pending migrations to the database at `path` and returns how many
+/// migrations the schema now has.
+pub async fn migrate(path: &Path) -> Result<usize, StoreError> {
+    let mut conn = SqliteConnectOptions::from_str("sqlite://")?
+        .filename(path)
+        .journal_mode(SqliteJournalMode::Wal)
+        .create_if_missing(true)
+        .connect()
+        .await?;
+    MIGRATOR.run(&mut conn).await?;
+    Ok(MIGRATOR.iter().count())
+}

@@ -1,0 +1,290 @@
+//! The records the store keeps, in the shape the API shows them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// Where an action stands. See DESIGN.md "Model" for which are settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ActionStatus {
+    /// Waiting for a human.
+    Pending,
+    /// Allowed by policy, a grant or a human.
+    Approved,
+    /// Being executed by a handler.
+    Running,
+    /// Finished successfully.
+    Completed,
+    /// Finished unsuccessfully.
+    Failed,
+    /// Refused by policy or a human.
+    Denied,
+    /// Nobody decided before the deadline (not a denial).
+    Expired,
+    /// Withdrawn by the agent or an operator while pending.
+    Cancelled,
+}
+
+impl ActionStatus {
+    /// Every status, for validation messages.
+    pub const ALL: [ActionStatus; 8] = [
+        ActionStatus::Pending,
+        ActionStatus::Approved,
+        ActionStatus::Running,
+        ActionStatus::Completed,
+        ActionStatus::Failed,
+        ActionStatus::Denied,
+        ActionStatus::Expired,
+        ActionStatus::Cancelled,
+    ];
+
+    /// The stored and serialized name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionStatus::Pending => "pending",
+            ActionStatus::Approved => "approved",
+            ActionStatus::Running => "running",
+            ActionStatus::Completed => "completed",
+            ActionStatus::Failed => "failed",
+            ActionStatus::Denied => "denied",
+            ActionStatus::Expired => "expired",
+            ActionStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether nothing more will happen to a decision-only action (the agent
+    /// runs it itself, so `approved` is final for the gate).
+    pub fn is_settled_decision_only(self) -> bool {
+        !matches!(self, ActionStatus::Pending)
+    }
+
+    /// Whether nothing more will happen to an action run by a handler.
+    pub fn is_settled_handler(self) -> bool {
+        matches!(
+            self,
+            ActionStatus::Completed
+                | ActionStatus::Failed
+                | ActionStatus::Denied
+                | ActionStatus::Expired
+                | ActionStatus::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for ActionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ActionStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ActionStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| format!("unknown status '{s}'"))
+    }
+}
+
+/// The policy's answer as recorded on an action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DecisionResult {
+    /// Proceed without asking.
+    Allow,
+    /// A human must decide.
+    Ask,
+    /// Refused.
+    Deny,
+}
+
+impl DecisionResult {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionResult::Allow => "allow",
+            DecisionResult::Ask => "ask",
+            DecisionResult::Deny => "deny",
+        }
+    }
+}
+
+impl FromStr for DecisionResult {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "allow" => Ok(DecisionResult::Allow),
+            "ask" => Ok(DecisionResult::Ask),
+            "deny" => Ok(DecisionResult::Deny),
+            other => Err(format!("unknown decision '{other}'")),
+        }
+    }
+}
+
+/// Why the policy answered as it did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Decision {
+    /// allow, ask or deny.
+    pub result: DecisionResult,
+    /// A sentence saying why.
+    pub reason: String,
+    /// The pattern or grant that decided, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<Value>,
+}
+
+/// What the agent (or executor) reported after running an approved action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Outcome {
+    /// `completed` or `failed`.
+    pub status: ActionStatus,
+    /// Result payload, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// Error text, if it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// An action an agent asked for, and everything decided about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Action {
+    /// Time-ordered id (UUIDv7).
+    pub id: String,
+    /// The agent that asked.
+    pub agent: String,
+    /// Tool name (or handler id).
+    pub tool: String,
+    /// Tool-specific detail, e.g. the shell command.
+    pub detail: String,
+    /// `tool:<tool>:<detail>`.
+    pub action_string: String,
+    /// Why the agent wants it.
+    pub reason: Option<String>,
+    /// Where it stands.
+    pub status: ActionStatus,
+    /// The policy's answer.
+    pub decision: Decision,
+    /// When it was requested.
+    pub created_at: DateTime<Utc>,
+    /// When it was decided (by policy or a human).
+    pub decided_at: Option<DateTime<Utc>>,
+    /// Who decided: `policy`, `key:<id>` of an operator, `grant:<id>`, `deadline`.
+    pub decided_by: Option<String>,
+    /// When a pending action expires.
+    pub deadline: Option<DateTime<Utc>>,
+    /// The reported outcome, once there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
+    /// A note or reason given by the human who decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision_note: Option<String>,
+}
+
+impl Action {
+    /// Whether nothing more will happen to it.
+    pub fn is_settled(&self) -> bool {
+        self.status.is_settled_decision_only()
+    }
+}
+
+/// What an API key may do; each role includes the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// An agent runtime: requests actions, sees its own.
+    Agent,
+    /// A human operator: sees everything, decides.
+    Operator,
+    /// Configures the daemon: agents, keys, handlers.
+    Admin,
+}
+
+impl Role {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Agent => "agent",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+impl FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "agent" => Ok(Role::Agent),
+            "operator" => Ok(Role::Operator),
+            "admin" => Ok(Role::Admin),
+            other => Err(format!(
+                "unknown role '{other}' (expected agent, operator or admin)"
+            )),
+        }
+    }
+}
+
+/// An API key as stored (never the key itself, only its hash).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ApiKey {
+    /// Key id (not secret).
+    pub id: String,
+    /// Human-readable name.
+    pub name: String,
+    /// What it may do.
+    pub role: Role,
+    /// The agent it acts as, if any.
+    pub agent: Option<String>,
+    /// When it was issued.
+    pub created_at: DateTime<Utc>,
+    /// When it was revoked.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// An agent and its permission profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Agent {
+    /// Agent id.
+    pub id: String,
+    /// Display name.
+    pub name: Option<String>,
+    /// A preset name or `{allow, ask, deny}`; `None` means the configured default.
+    #[schema(value_type = Option<Object>)]
+    pub profile: Option<Value>,
+    /// When first registered.
+    pub created_at: DateTime<Utc>,
+    /// When last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An entry of the event log, which is also the audit trail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Event {
+    /// Monotonic sequence number (the SSE id).
+    pub seq: i64,
+    /// Unique event id.
+    pub id: String,
+    /// Event type, e.g. `action.approved`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// When it happened.
+    pub at: DateTime<Utc>,
+    /// The agent concerned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The action concerned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action_id: Option<String>,
+    /// The grant concerned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grant_id: Option<String>,
+    /// The resource as it stood after the change.
+    pub data: Value,
+}
