@@ -1,0 +1,359 @@
+//! The decision: deny pattern > active grant > allow pattern > ask pattern >
+//! deny, judged per simple command for shell tools (the strictest answer
+//! wins), with shell hazards capping the answer at ask.
+
+use crate::grant::{Grant, GrantTarget, Request};
+use crate::pattern::{PatternSet, SetMatch};
+use crate::profile::{Profile, format_action, split_action};
+use crate::shell::{Hazard, ShellAnalysis, analyze_shell};
+use crate::verdict::{ListKind, Verdict};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// What decided an action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Rule {
+    /// A profile pattern. For a deny caused by a look-around pattern hitting
+    /// the backtracking limit, this names that pattern (in whatever list).
+    Pattern {
+        /// The list holding it.
+        list: ListKind,
+        /// Its position in the list, from 0.
+        index: usize,
+        /// The pattern as written.
+        pattern: String,
+    },
+    /// A grant.
+    Grant {
+        /// The grant's id.
+        id: String,
+    },
+    /// Nothing matched: denied by default.
+    Default,
+}
+
+/// A verdict with its explanation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    /// The answer.
+    pub verdict: Verdict,
+    /// Why, as a sentence for humans.
+    pub reason: String,
+    /// What decided it.
+    pub rule: Option<Rule>,
+}
+
+/// The verdict of `profile` for a full action string `tool:<tool>:<detail>`.
+///
+/// Shell tools of the profile are judged per simple command, as in
+/// [`decide`]; there are no grants here.
+pub fn check(action: &str, profile: &Profile) -> Verdict {
+    let (tool, detail) = split_action(action).unwrap_or(("", action));
+    let ctx = Context {
+        profile,
+        grants: &[],
+        permission_grant: None,
+        agent: "",
+        tool,
+        now: None,
+        exact: false,
+    };
+    if tool.is_empty() || !profile.is_shell_tool(tool) {
+        return ctx.plain(action, detail).verdict;
+    }
+    ctx.shell(action, detail).verdict
+}
+
+/// Decides `req` for an agent with `profile` and `grants` at `now`, saying why.
+pub fn decide(
+    profile: &Profile,
+    grants: &[Grant],
+    req: &Request<'_>,
+    now: DateTime<Utc>,
+) -> Decision {
+    let action = format_action(req.tool, req.detail);
+    let permission_grant = req.permission.and_then(|_| {
+        grants
+            .iter()
+            .find(|g| g.is_active(now) && g.applies_to(req.agent) && g.covers_permission(req))
+    });
+    let ctx = Context {
+        profile,
+        grants,
+        permission_grant,
+        agent: req.agent,
+        tool: req.tool,
+        now: Some(now),
+        exact: true,
+    };
+    let outcome = if profile.is_shell_tool(req.tool) {
+        ctx.shell(&action, req.detail)
+    } else {
+        ctx.plain(&action, req.detail)
+    };
+    outcome.into_decision(profile)
+}
+
+/// Where a segment's answer came from.
+#[derive(Debug, Clone, Copy)]
+enum Source<'g> {
+    Pattern(ListKind, usize),
+    /// A look-around pattern ran out of backtracking steps.
+    Limit(ListKind, usize),
+    Grant(&'g Grant),
+    /// A grant's look-around pattern ran out of backtracking steps.
+    GrantLimit(&'g Grant),
+    Default,
+}
+
+#[derive(Debug, Clone)]
+struct Outcome<'g> {
+    verdict: Verdict,
+    source: Source<'g>,
+    /// The simple command that decided, for shell tools.
+    command: Option<String>,
+    /// The hazard that lowered an allow to ask.
+    capped_by: Option<Hazard>,
+}
+
+impl<'g> Outcome<'g> {
+    fn new(verdict: Verdict, source: Source<'g>) -> Self {
+        Outcome {
+            verdict,
+            source,
+            command: None,
+            capped_by: None,
+        }
+    }
+
+    fn into_decision(self, profile: &Profile) -> Decision {
+        let pattern = |list: ListKind, index: usize| profile.list(list).pattern(index).to_owned();
+        let on = match &self.command {
+            Some(command) => format!(" (command `{command}`)"),
+            None => String::new(),
+        };
+        let (rule, mut reason) = match self.source {
+            Source::Pattern(list, index) => {
+                let p = pattern(list, index);
+                let reason = match list {
+                    ListKind::Deny => format!("denied by deny pattern #{index} `{p}`{on}"),
+                    ListKind::Allow => format!("allowed by allow pattern #{index} `{p}`{on}"),
+                    ListKind::Ask => {
+                        format!("ask pattern #{index} `{p}` matched{on}; a human must decide")
+                    }
+                };
+                (
+                    Rule::Pattern {
+                        list,
+                        index,
+                        pattern: p,
+                    },
+                    reason,
+                )
+            }
+            Source::Limit(list, index) => {
+                let p = pattern(list, index);
+                let reason = format!(
+                    "{list} pattern #{index} `{p}` exceeded the backtracking limit on this input{on}; denied because its answer is unknown"
+                );
+                (
+                    Rule::Pattern {
+                        list,
+                        index,
+                        pattern: p,
+                    },
+                    reason,
+                )
+            }
+            Source::Grant(grant) => (
+                Rule::Grant {
+                    id: grant.id.clone(),
+                },
+                format!("allowed by grant `{}`{on}", grant.id),
+            ),
+            Source::GrantLimit(grant) => (
+                Rule::Grant {
+                    id: grant.id.clone(),
+                },
+                format!(
+                    "the pattern of grant `{}` exceeded the backtracking limit on this input{on}; denied because its answer is unknown",
+                    grant.id
+                ),
+            ),
+            Source::Default => (
+                Rule::Default,
+                format!("no allow or ask pattern matched{on}; denied by default"),
+            ),
+        };
+        if let Some(hazard) = &self.capped_by {
+            reason = format!("{reason}, but {hazard}; a human must decide");
+        }
+        Decision {
+            verdict: self.verdict,
+            reason,
+            rule: Some(rule),
+        }
+    }
+}
+
+/// Everything one decision needs, so each segment is judged the same way.
+struct Context<'p, 'g> {
+    profile: &'p Profile,
+    grants: &'g [Grant],
+    /// An active grant covering the handler permission the action needs.
+    permission_grant: Option<&'g Grant>,
+    agent: &'p str,
+    tool: &'p str,
+    /// `None` when there are no grants to consult.
+    now: Option<DateTime<Utc>>,
+    /// Whether the index of the matching pattern matters (for `decide`),
+    /// or any witness will do (for `check`).
+    exact: bool,
+}
+
+impl<'g> Context<'_, 'g> {
+    fn find(&self, list: &PatternSet, input: &str) -> SetMatch {
+        if list.is_empty() {
+            SetMatch::None
+        } else if self.exact {
+            list.first_match(input)
+        } else {
+            list.matches_any(input)
+        }
+    }
+
+    fn deny_pass(&self, action: &str) -> Option<Outcome<'g>> {
+        match self.find(self.profile.list(ListKind::Deny), action) {
+            SetMatch::None => None,
+            SetMatch::Matched(i) => Some(Outcome::new(
+                Verdict::Deny,
+                Source::Pattern(ListKind::Deny, i),
+            )),
+            SetMatch::LimitExceeded(i) => Some(Outcome::new(
+                Verdict::Deny,
+                Source::Limit(ListKind::Deny, i),
+            )),
+        }
+    }
+
+    /// Judges one action string (a whole non-shell action, or one simple
+    /// command of a shell action) after the deny pass: grants, then
+    /// allow, then ask, then deny.
+    fn judge(&self, action: &str, detail: &str) -> Outcome<'g> {
+        if let Some(grant) = self.permission_grant {
+            return Outcome::new(Verdict::Allow, Source::Grant(grant));
+        }
+        if let Some(now) = self.now {
+            for grant in self.grants {
+                let GrantTarget::Tool(pattern) = &grant.target else {
+                    continue;
+                };
+                if pattern.tool() != self.tool
+                    || !grant.applies_to(self.agent)
+                    || !grant.is_active(now)
+                {
+                    continue;
+                }
+                match pattern.matches(detail) {
+                    SetMatch::Matched(_) => {
+                        return Outcome::new(Verdict::Allow, Source::Grant(grant));
+                    }
+                    SetMatch::LimitExceeded(_) => {
+                        return Outcome::new(Verdict::Deny, Source::GrantLimit(grant));
+                    }
+                    SetMatch::None => {}
+                }
+            }
+        }
+        for (list, verdict) in [
+            (ListKind::Allow, Verdict::Allow),
+            (ListKind::Ask, Verdict::Ask),
+        ] {
+            match self.find(self.profile.list(list), action) {
+                SetMatch::Matched(i) => return Outcome::new(verdict, Source::Pattern(list, i)),
+                SetMatch::LimitExceeded(i) => {
+                    return Outcome::new(Verdict::Deny, Source::Limit(list, i));
+                }
+                SetMatch::None => {}
+            }
+        }
+        Outcome::new(Verdict::Deny, Source::Default)
+    }
+
+    /// A non-shell action: one string, deny pass included.
+    fn plain(&self, action: &str, detail: &str) -> Outcome<'g> {
+        self.deny_pass(action)
+            .unwrap_or_else(|| self.judge(action, detail))
+    }
+
+    /// A shell action: analyzed once, then every simple command judged
+    /// against every list; the strictest answer wins and hazards cap it.
+    fn shell(&self, action: &str, detail: &str) -> Outcome<'g> {
+        let analysis = analyze_shell(detail);
+        let segments = segments(self.tool, action, &analysis);
+        // Deny patterns see the whole string and every command.
+        if let Some(outcome) = self.deny_pass(action) {
+            return outcome;
+        }
+        for (segment, command) in &segments {
+            if let Some(mut outcome) = self.deny_pass(segment) {
+                outcome.command = Some((*command).to_owned());
+                return outcome;
+            }
+        }
+        let mut worst: Option<Outcome<'g>> = None;
+        for (segment, command) in &segments {
+            let mut outcome = self.judge(segment, command);
+            if segments.len() > 1 {
+                outcome.command = Some((*command).to_owned());
+            }
+            let replace = match &worst {
+                None => true,
+                Some(w) => {
+                    outcome.verdict > w.verdict
+                        // Among allows, report a grant: it is what made the difference.
+                        || (outcome.verdict == w.verdict
+                            && matches!(outcome.source, Source::Grant(_))
+                            && !matches!(w.source, Source::Grant(_)))
+                }
+            };
+            if replace {
+                worst = Some(outcome);
+            }
+            if worst.as_ref().is_some_and(|w| w.verdict == Verdict::Deny) {
+                break;
+            }
+        }
+        let mut outcome = worst.unwrap_or_else(|| Outcome::new(Verdict::Deny, Source::Default));
+        if let (Verdict::Allow, Some(hazard)) = (outcome.verdict, analysis.hazards.first()) {
+            outcome.verdict = Verdict::Ask;
+            outcome.capped_by = Some(hazard.clone());
+        }
+        outcome
+    }
+}
+
+/// The action strings to judge for a shell action, each with its command:
+/// one per simple command, or the whole action if there is none (an empty
+/// or unparsable command).
+fn segments<'a>(
+    tool: &str,
+    action: &'a str,
+    analysis: &'a ShellAnalysis,
+) -> Vec<(std::borrow::Cow<'a, str>, &'a str)> {
+    if analysis.commands.is_empty() {
+        let detail = split_action(action).map_or(action, |(_, d)| d);
+        return vec![(std::borrow::Cow::Borrowed(action), detail)];
+    }
+    analysis
+        .commands
+        .iter()
+        .map(|command| {
+            (
+                std::borrow::Cow::Owned(format_action(tool, command)),
+                command.as_str(),
+            )
+        })
+        .collect()
+}

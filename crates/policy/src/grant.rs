@@ -1,0 +1,224 @@
+//! Grants: a human's standing permission for an agent (or any agent), for a
+//! handler permission within a scope or for a tool's commands matching a
+//! pattern, until it expires or is revoked.
+
+use crate::pattern::{PatternError, PatternSet, SetMatch};
+use crate::profile::DEFAULT_SHELL_TOOLS;
+use crate::shell::analyze_shell;
+use chrono::{DateTime, Utc};
+use globset::GlobBuilder;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The compiled pattern of a decision-only grant: which tool, and which
+/// details of it, the grant allows. The pattern must match the whole detail,
+/// exactly like a profile allow pattern; for shell tools it must match every
+/// simple command and the command must be free of hazards.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(try_from = "ToolPatternSpec", into = "ToolPatternSpec")]
+pub struct ToolPattern {
+    tool: String,
+    set: PatternSet,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ToolPatternSpec {
+    tool: String,
+    pattern: String,
+}
+
+impl ToolPattern {
+    /// Compiles `pattern` (a regex over the detail) for `tool`.
+    pub fn new(tool: &str, pattern: &str) -> Result<ToolPattern, PatternError> {
+        let set = PatternSet::new(&[pattern]).map_err(|(_, e)| e)?;
+        Ok(ToolPattern {
+            tool: tool.to_owned(),
+            set,
+        })
+    }
+
+    /// The tool this pattern is for.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    /// The pattern as written.
+    pub fn pattern(&self) -> &str {
+        self.set.pattern(0)
+    }
+
+    /// Whether the pattern matches the whole of one (simple-command) detail.
+    pub(crate) fn matches(&self, detail: &str) -> SetMatch {
+        self.set.matches_any(detail)
+    }
+}
+
+impl PartialEq for ToolPattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.tool == other.tool && self.pattern() == other.pattern()
+    }
+}
+
+impl TryFrom<ToolPatternSpec> for ToolPattern {
+    type Error = PatternError;
+
+    fn try_from(spec: ToolPatternSpec) -> Result<Self, Self::Error> {
+        ToolPattern::new(&spec.tool, &spec.pattern)
+    }
+}
+
+impl From<ToolPattern> for ToolPatternSpec {
+    fn from(p: ToolPattern) -> Self {
+        ToolPatternSpec {
+            pattern: p.pattern().to_owned(),
+            tool: p.tool,
+        }
+    }
+}
+
+/// What a grant permits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum GrantTarget {
+    /// A permission a handler declares, within a scope.
+    Permission {
+        /// The handler id.
+        handler: String,
+        /// The permission name.
+        permission: String,
+        /// Scope keys and the values they must have; a string value holding
+        /// `*` or `?` is a glob. A key left out matches any value.
+        scope: Map<String, Value>,
+    },
+    /// Decision-only actions of a tool whose detail matches a pattern.
+    Tool(ToolPattern),
+}
+
+/// A standing permission granted by a human.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Grant {
+    /// The grant's id.
+    pub id: String,
+    /// The agent it is for, or `None` for any agent.
+    pub agent: Option<String>,
+    /// What it permits.
+    pub target: GrantTarget,
+    /// When it stops counting (`None`: never). At that instant it is expired.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When it was revoked, if it was.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// The permission a handler action needs, as seen by a grant.
+#[derive(Debug, Clone, Copy)]
+pub struct PermissionRef<'a> {
+    /// The handler id.
+    pub handler: &'a str,
+    /// The permission name.
+    pub permission: &'a str,
+    /// The action's scope values.
+    pub scope: &'a Map<String, Value>,
+}
+
+/// An action to decide about.
+///
+/// For a handler action `tool` is the handler id, `detail` its rendered
+/// detail and `permission` is set; for a decision-only action `permission`
+/// is `None`.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The agent asking.
+    pub agent: &'a str,
+    /// The tool (or handler id).
+    pub tool: &'a str,
+    /// The detail of the action string.
+    pub detail: &'a str,
+    /// The permission a handler action needs.
+    pub permission: Option<PermissionRef<'a>>,
+}
+
+impl Grant {
+    /// Neither revoked nor expired at `now`.
+    pub fn is_active(&self, now: DateTime<Utc>) -> bool {
+        self.revoked_at.is_none_or(|t| t > now) && self.expires_at.is_none_or(|t| t > now)
+    }
+
+    /// For this agent, or for any agent.
+    pub fn applies_to(&self, agent: &str) -> bool {
+        self.agent.as_deref().is_none_or(|a| a == agent)
+    }
+
+    /// Whether this grant alone allows `req` at `now`.
+    ///
+    /// Tool grants treat only [`DEFAULT_SHELL_TOOLS`] as shells here;
+    /// [`crate::decide`] also honours the profile's extra shell tools.
+    pub fn covers(&self, req: &Request<'_>, now: DateTime<Utc>) -> bool {
+        if !self.is_active(now) || !self.applies_to(req.agent) {
+            return false;
+        }
+        match &self.target {
+            GrantTarget::Permission { .. } => self.covers_permission(req),
+            GrantTarget::Tool(pattern) => {
+                if pattern.tool() != req.tool {
+                    return false;
+                }
+                if !DEFAULT_SHELL_TOOLS.contains(&req.tool) {
+                    return pattern.matches(req.detail) == SetMatch::Matched(0);
+                }
+                let analysis = analyze_shell(req.detail);
+                let all = |mut it: std::slice::Iter<'_, String>| {
+                    it.all(|c| pattern.matches(c) == SetMatch::Matched(0))
+                };
+                analysis.is_clean()
+                    && if analysis.commands.is_empty() {
+                        pattern.matches(req.detail) == SetMatch::Matched(0)
+                    } else {
+                        all(analysis.commands.iter())
+                    }
+            }
+        }
+    }
+
+    /// The permission part of [`Grant::covers`]: handler, permission, scope.
+    pub(crate) fn covers_permission(&self, req: &Request<'_>) -> bool {
+        let (
+            GrantTarget::Permission {
+                handler,
+                permission,
+                scope,
+            },
+            Some(wanted),
+        ) = (&self.target, req.permission)
+        else {
+            return false;
+        };
+        handler == wanted.handler
+            && permission == wanted.permission
+            && scope_matches(scope, wanted.scope)
+    }
+}
+
+/// Whether every key of a grant's scope matches the action's scope.
+///
+/// A value matches exactly (JSON equality), or as a glob over the whole
+/// string when the grant's value is a string containing `*` or `?` (`*`
+/// crosses `/` and `.`). A key the grant leaves out matches any value; a
+/// grant key missing from the action does not match.
+pub fn scope_matches(grant_scope: &Map<String, Value>, action_scope: &Map<String, Value>) -> bool {
+    grant_scope.iter().all(|(key, granted)| {
+        action_scope.get(key).is_some_and(|actual| match granted {
+            Value::String(glob) if glob.contains(['*', '?']) => actual
+                .as_str()
+                .is_some_and(|actual| glob_matches(glob, actual)),
+            _ => granted == actual,
+        })
+    })
+}
+
+fn glob_matches(glob: &str, value: &str) -> bool {
+    // An invalid glob matches nothing: a grant must not widen by accident.
+    GlobBuilder::new(glob)
+        .literal_separator(false)
+        .build()
+        .is_ok_and(|g| g.compile_matcher().is_match(value))
+}

@@ -1,0 +1,116 @@
+//! The built-in profiles: `open`, `standard` and `locked` exactly as seed 001
+//! wrote them, `guarded` (seed 000's zero trust) and `readonly` (seed 003).
+
+use crate::profile::{CustomProfile, Profile, ProfileSpec};
+use std::sync::OnceLock;
+
+const NAMES: &[&str] = &["open", "standard", "locked", "guarded", "readonly"];
+
+/// A profile names a preset that does not exist.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown preset `{name}`; valid presets are: {}", NAMES.join(", "))]
+pub struct UnknownPresetError {
+    /// The name that was asked for.
+    pub name: String,
+}
+
+/// The names of all presets, in the order they are documented.
+pub fn preset_names() -> &'static [&'static str] {
+    NAMES
+}
+
+fn lists(allow: &[&str], ask: &[&str]) -> CustomProfile {
+    CustomProfile {
+        allow: allow.iter().map(|p| (*p).to_owned()).collect(),
+        ask: ask.iter().map(|p| (*p).to_owned()).collect(),
+        deny: Vec::new(),
+        shell_tools: Vec::new(),
+    }
+}
+
+/// The pattern lists of a preset, or `None` for an unknown name.
+pub fn preset_spec(name: &str) -> Option<CustomProfile> {
+    let spec = match name {
+        "open" => lists(&[".*"], &[]),
+        "standard" => lists(
+            &["tool:file:.*", "tool:git:(?!push).*"],
+            &["tool:bash:.*", "tool:git:push.*"],
+        ),
+        "locked" => lists(&["tool:file:view.*"], &[]),
+        // Zero trust: every action goes to a human until a grant covers it.
+        // `(?s)` so that multi-line details ask too instead of falling
+        // through to deny.
+        "guarded" => lists(&[], &["(?s).*"]),
+        // Seed 003's auto-approved tools and read-only shell commands. The
+        // shell patterns are judged per simple command, and the shell
+        // analysis refuses to auto-allow anything that writes, substitutes
+        // or runs another command, so `( .*)?` only ever sees arguments.
+        "readonly" => lists(
+            &[
+                "tool:(Read|Glob|Grep|WebSearch|WebFetch):.*",
+                "tool:(bash|sh):(ls|cat|head|tail|pwd|echo|which)( .*)?",
+                "tool:(bash|sh):git (status|log|diff|branch|show)( .*)?",
+            ],
+            &["(?s).*"],
+        ),
+        _ => return None,
+    };
+    Some(spec)
+}
+
+/// Presets compile once per process; handing one out is an `Arc` clone.
+fn compiled() -> &'static [(&'static str, Option<Profile>)] {
+    static PRESETS: OnceLock<Vec<(&'static str, Option<Profile>)>> = OnceLock::new();
+    PRESETS.get_or_init(|| {
+        NAMES
+            .iter()
+            .map(|name| {
+                let profile = preset_spec(name).and_then(|lists| {
+                    // The preset patterns are fixed and a test compiles them
+                    // all, so `None` here is unreachable in practice.
+                    Profile::compile(ProfileSpec::Preset((*name).to_owned()), &lists).ok()
+                });
+                (*name, profile)
+            })
+            .collect()
+    })
+}
+
+/// A preset by name, compiled.
+pub fn get_preset(name: &str) -> Result<Profile, UnknownPresetError> {
+    compiled()
+        .iter()
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, p)| p.clone())
+        .ok_or_else(|| UnknownPresetError {
+            name: name.to_owned(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn every_preset_compiles() {
+        for name in preset_names() {
+            let lists = preset_spec(name).unwrap();
+            Profile::compile(ProfileSpec::Preset((*name).into()), &lists).unwrap();
+            assert_eq!(
+                get_preset(name).unwrap().spec(),
+                &ProfileSpec::Preset((*name).into())
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_preset_error_lists_valid_names() {
+        let err = get_preset("strict").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("strict"));
+        for name in preset_names() {
+            assert!(text.contains(name), "{text}");
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! Profiles: the allow, ask and deny pattern lists of an agent, compiled
+//! once, and how they are written down (a preset name or an object).
+
+use crate::pattern::PatternSet;
+use crate::presets::{self, UnknownPresetError};
+use crate::verdict::ListKind;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Tools whose detail is a shell command and is judged command by command.
+pub const DEFAULT_SHELL_TOOLS: &[&str] = &["bash", "sh"];
+
+/// Builds the action string `tool:<tool>:<detail>`.
+pub fn format_action(tool: &str, detail: &str) -> String {
+    let mut action = String::with_capacity(6 + tool.len() + detail.len());
+    action.push_str("tool:");
+    action.push_str(tool);
+    action.push(':');
+    action.push_str(detail);
+    action
+}
+
+/// Splits an action string `tool:<tool>:<detail>` into tool and detail.
+///
+/// The tool ends at the first colon after `tool:`; the detail may contain
+/// colons. Returns `None` for strings not of that form.
+pub fn split_action(action: &str) -> Option<(&str, &str)> {
+    let rest = action.strip_prefix("tool:")?;
+    rest.split_once(':')
+}
+
+/// How a profile is written in configuration and on the wire: a preset name
+/// (`"standard"`) or an object of pattern lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ProfileSpec {
+    /// The name of a built-in preset (see [`crate::preset_names`]).
+    Preset(String),
+    /// Pattern lists written out.
+    Custom(CustomProfile),
+}
+
+/// A profile written out as pattern lists.
+///
+/// Every pattern is a regex that must match the whole action string
+/// `tool:<tool>:<detail>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CustomProfile {
+    /// Actions matching one of these are allowed (unless a deny pattern matches).
+    pub allow: Vec<String>,
+    /// Actions matching one of these (and no allow pattern) go to a human.
+    pub ask: Vec<String>,
+    /// Actions matching one of these are denied; nothing overrides them.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Extra tools (beside [`DEFAULT_SHELL_TOOLS`]) whose detail is a shell
+    /// command to be judged command by command.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shell_tools: Vec<String>,
+}
+
+/// Why a profile could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileError {
+    /// A pattern does not compile.
+    #[error("invalid pattern #{index} in the {list} list (`{pattern}`): {message}")]
+    InvalidPattern {
+        /// The list holding the pattern.
+        list: ListKind,
+        /// Its position in that list, from 0.
+        index: usize,
+        /// The pattern as written.
+        pattern: String,
+        /// What the regex engine said.
+        message: String,
+    },
+    /// The profile names a preset that does not exist.
+    #[error(transparent)]
+    UnknownPreset(#[from] UnknownPresetError),
+}
+
+/// A compiled profile. Cheap to clone (the compiled patterns are shared).
+///
+/// Serializes as the [`ProfileSpec`] it was built from, so a preset stays a
+/// preset name.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(try_from = "ProfileSpec", into = "ProfileSpec")]
+pub struct Profile {
+    inner: Arc<Compiled>,
+}
+
+#[derive(Debug)]
+struct Compiled {
+    spec: ProfileSpec,
+    allow: PatternSet,
+    ask: PatternSet,
+    deny: PatternSet,
+    shell_tools: Vec<String>,
+}
+
+impl Profile {
+    /// Builds a profile from its written form, compiling every pattern.
+    pub fn from_spec(spec: ProfileSpec) -> Result<Profile, ProfileError> {
+        match spec {
+            ProfileSpec::Preset(name) => Ok(presets::get_preset(&name)?),
+            ProfileSpec::Custom(custom) => {
+                Self::compile(ProfileSpec::Custom(custom.clone()), &custom)
+            }
+        }
+    }
+
+    /// Builds a profile from pattern lists.
+    pub fn custom(custom: CustomProfile) -> Result<Profile, ProfileError> {
+        Self::from_spec(ProfileSpec::Custom(custom))
+    }
+
+    /// Compiles `lists`, remembering `spec` as the written form.
+    pub(crate) fn compile(
+        spec: ProfileSpec,
+        lists: &CustomProfile,
+    ) -> Result<Profile, ProfileError> {
+        let compile = |list: ListKind, patterns: &[String]| {
+            PatternSet::new(patterns).map_err(|(index, e)| ProfileError::InvalidPattern {
+                list,
+                index,
+                pattern: e.pattern,
+                message: e.message,
+            })
+        };
+        let mut shell_tools: Vec<String> = DEFAULT_SHELL_TOOLS
+            .iter()
+            .map(|t| (*t).to_owned())
+            .collect();
+        for tool in &lists.shell_tools {
+            if !shell_tools.contains(tool) {
+                shell_tools.push(tool.clone());
+            }
+        }
+        Ok(Profile {
+            inner: Arc::new(Compiled {
+                deny: compile(ListKind::Deny, &lists.deny)?,
+                allow: compile(ListKind::Allow, &lists.allow)?,
+                ask: compile(ListKind::Ask, &lists.ask)?,
+                spec,
+                shell_tools,
+            }),
+        })
+    }
+
+    /// The written form this profile was built from.
+    pub fn spec(&self) -> &ProfileSpec {
+        &self.inner.spec
+    }
+
+    /// The compiled patterns of one list.
+    pub fn list(&self, kind: ListKind) -> &PatternSet {
+        match kind {
+            ListKind::Allow => &self.inner.allow,
+            ListKind::Ask => &self.inner.ask,
+            ListKind::Deny => &self.inner.deny,
+        }
+    }
+
+    /// All tools whose detail this profile parses as a shell command.
+    pub fn shell_tools(&self) -> &[String] {
+        &self.inner.shell_tools
+    }
+
+    /// Whether `tool`'s detail is parsed as a shell command.
+    pub fn is_shell_tool(&self, tool: &str) -> bool {
+        self.inner.shell_tools.iter().any(|t| t == tool)
+    }
+}
+
+impl PartialEq for Profile {
+    fn eq(&self, other: &Self) -> bool {
+        self.spec() == other.spec()
+    }
+}
+
+impl TryFrom<ProfileSpec> for Profile {
+    type Error = ProfileError;
+
+    fn try_from(spec: ProfileSpec) -> Result<Self, Self::Error> {
+        Profile::from_spec(spec)
+    }
+}
+
+impl From<Profile> for ProfileSpec {
+    fn from(profile: Profile) -> Self {
+        profile.spec().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn split_action_keeps_colons_in_detail() {
+        assert_eq!(
+            split_action("tool:bash:echo a:b"),
+            Some(("bash", "echo a:b"))
+        );
+        assert_eq!(split_action("tool:x:"), Some(("x", "")));
+        assert_eq!(split_action("nottool:x:y"), None);
+        assert_eq!(split_action("tool:x"), None);
+    }
+
+    #[test]
+    fn invalid_pattern_error_names_list_index_and_pattern() {
+        let err = Profile::custom(CustomProfile {
+            allow: vec![],
+            ask: vec!["ok".into()],
+            deny: vec!["fine".into(), "bad(".into()],
+            shell_tools: vec![],
+        })
+        .unwrap_err();
+        let ProfileError::InvalidPattern {
+            list,
+            index,
+            pattern,
+            ..
+        } = &err
+        else {
+            panic!("wrong error {err:?}");
+        };
+        assert_eq!(
+            (*list, *index, pattern.as_str()),
+            (ListKind::Deny, 1, "bad(")
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("deny") && text.contains("#1") && text.contains("bad("),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn shell_tools_extend_the_defaults() {
+        let p = Profile::custom(CustomProfile {
+            shell_tools: vec!["Bash".into()],
+            ..CustomProfile::default()
+        })
+        .unwrap();
+        assert!(p.is_shell_tool("bash") && p.is_shell_tool("sh") && p.is_shell_tool("Bash"));
+        assert!(!p.is_shell_tool("zsh"));
+    }
+
+    #[test]
+    fn unknown_field_is_rejected() {
+        let r: Result<ProfileSpec, _> = serde_json::from_str(r#"{"allow":[],"ask":[],"alow":[]}"#);
+        assert!(r.is_err());
+    }
+}

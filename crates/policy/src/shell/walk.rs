@@ -1,0 +1,275 @@
+//! Walks the `brush-parser` syntax tree down to simple commands, collecting
+//! hazards from redirections, assignments and compound commands on the way.
+
+use super::words::{self, WordInfo};
+use super::{Collector, Hazard};
+use brush_parser::ast::{
+    AndOrList, Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList, ExtendedTestExpr,
+    IoFileRedirectKind, IoFileRedirectTarget, IoRedirect, SimpleCommand, SubshellCommand,
+};
+use brush_parser::{Parser, ParserOptions};
+
+/// Parses `source` as a shell program and walks it. A parse error is a
+/// hazard (nothing unparsable is allowed).
+pub(crate) fn analyze_program(source: &str, c: &mut Collector) {
+    let options = ParserOptions::default();
+    let mut parser = Parser::new(source.as_bytes(), &options);
+    match parser.parse_program() {
+        Ok(program) => {
+            for list in &program.complete_commands {
+                compound_list(list, c);
+            }
+        }
+        Err(e) => c.hazard(Hazard::Unparsable {
+            message: e.to_string(),
+        }),
+    }
+}
+
+fn compound_list(list: &CompoundList, c: &mut Collector) {
+    for item in &list.0 {
+        and_or(&item.0, c);
+    }
+}
+
+fn and_or(list: &AndOrList, c: &mut Collector) {
+    for (_, pipeline) in list {
+        for command in &pipeline.seq {
+            self::command(command, c);
+        }
+    }
+}
+
+fn command(command: &Command, c: &mut Collector) {
+    match command {
+        Command::Simple(simple) => simple_command(simple, c),
+        Command::Compound(compound, redirects) => {
+            compound_command(compound, c);
+            for r in redirects.iter().flat_map(|r| &r.0) {
+                redirect(r, c);
+            }
+        }
+        Command::Function(function) => {
+            c.hazard(Hazard::FunctionDefinition {
+                name: function.fname.value.clone(),
+            });
+            compound_command(&function.body.0, c);
+            for r in function.body.1.iter().flat_map(|r| &r.0) {
+                redirect(r, c);
+            }
+        }
+        Command::ExtendedTest(test, redirects) => {
+            extended_test(&test.expr, c);
+            for r in redirects.iter().flat_map(|r| &r.0) {
+                redirect(r, c);
+            }
+        }
+    }
+}
+
+fn compound_command(compound: &CompoundCommand, c: &mut Collector) {
+    match compound {
+        CompoundCommand::Arithmetic(_) => c.hazard(Hazard::Arithmetic),
+        CompoundCommand::ArithmeticForClause(arith) => {
+            c.hazard(Hazard::Arithmetic);
+            compound_list(&arith.body.list, c);
+        }
+        CompoundCommand::BraceGroup(group) => compound_list(&group.list, c),
+        CompoundCommand::Subshell(subshell) => compound_list(&subshell.list, c),
+        CompoundCommand::ForClause(for_clause) => {
+            // A loop variable is assigned on every iteration; uppercase names
+            // could be PATH, IFS, LD_PRELOAD and the like.
+            let name = &for_clause.variable_name;
+            if !name
+                .chars()
+                .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_')
+            {
+                c.hazard(Hazard::Assignment { name: name.clone() });
+            }
+            for value in for_clause.values.iter().flatten() {
+                words::analyze(&value.value, c);
+            }
+            compound_list(&for_clause.body.list, c);
+        }
+        CompoundCommand::CaseClause(case) => {
+            words::analyze(&case.value.value, c);
+            for item in &case.cases {
+                for pattern in &item.patterns {
+                    words::analyze(&pattern.value, c);
+                }
+                if let Some(body) = &item.cmd {
+                    compound_list(body, c);
+                }
+            }
+        }
+        CompoundCommand::IfClause(if_clause) => {
+            compound_list(&if_clause.condition, c);
+            compound_list(&if_clause.then, c);
+            for clause in if_clause.elses.iter().flatten() {
+                if let Some(condition) = &clause.condition {
+                    compound_list(condition, c);
+                }
+                compound_list(&clause.body, c);
+            }
+        }
+        CompoundCommand::WhileClause(w) | CompoundCommand::UntilClause(w) => {
+            compound_list(&w.0, c);
+            compound_list(&w.1.list, c);
+        }
+        CompoundCommand::Coprocess(coproc) => {
+            c.hazard(Hazard::Coprocess);
+            command(&coproc.body, c);
+        }
+    }
+}
+
+fn extended_test(expr: &ExtendedTestExpr, c: &mut Collector) {
+    use brush_parser::ast::BinaryPredicate as B;
+    match expr {
+        ExtendedTestExpr::And(a, b) | ExtendedTestExpr::Or(a, b) => {
+            extended_test(a, c);
+            extended_test(b, c);
+        }
+        ExtendedTestExpr::Not(a) | ExtendedTestExpr::Parenthesized(a) => extended_test(a, c),
+        ExtendedTestExpr::UnaryTest(_, word) => {
+            words::analyze(&word.value, c);
+        }
+        ExtendedTestExpr::BinaryTest(predicate, left, right) => {
+            let left = words::analyze(&left.value, c);
+            let right = words::analyze(&right.value, c);
+            // `[[ $x -eq 1 ]]` evaluates `$x` as arithmetic, which can run
+            // commands through array subscripts.
+            let arithmetic = matches!(
+                predicate,
+                B::ArithmeticEqualTo
+                    | B::ArithmeticNotEqualTo
+                    | B::ArithmeticLessThan
+                    | B::ArithmeticLessThanOrEqualTo
+                    | B::ArithmeticGreaterThan
+                    | B::ArithmeticGreaterThanOrEqualTo
+            );
+            let numeric = |w: &WordInfo<'_>| {
+                w.literal.as_deref().is_some_and(|v| {
+                    !v.is_empty()
+                        && v.trim_start_matches('-')
+                            .chars()
+                            .all(|ch| ch.is_ascii_digit())
+                })
+            };
+            if arithmetic && !(numeric(&left) && numeric(&right)) {
+                c.hazard(Hazard::Arithmetic);
+            }
+        }
+    }
+}
+
+fn simple_command(simple: &SimpleCommand, c: &mut Collector) {
+    for item in simple.prefix.iter().flat_map(|p| &p.0) {
+        match item {
+            CommandPrefixOrSuffixItem::AssignmentWord(assignment, word) => {
+                c.hazard(Hazard::Assignment {
+                    name: assignment.name.to_string(),
+                });
+                words::analyze(&word.value, c);
+            }
+            other => prefix_or_suffix_item(other, c),
+        }
+    }
+    let mut args = Vec::new();
+    for item in simple.suffix.iter().flat_map(|s| &s.0) {
+        match item {
+            // `echo a=b`: for ordinary commands an assignment-looking word is
+            // just an argument; declaration builtins are judged by name.
+            CommandPrefixOrSuffixItem::Word(word)
+            | CommandPrefixOrSuffixItem::AssignmentWord(_, word) => {
+                args.push(words::analyze(&word.value, c));
+            }
+            other => prefix_or_suffix_item(other, c),
+        }
+    }
+    if let Some(name) = &simple.word_or_name {
+        let name = words::analyze(&name.value, c);
+        c.simple_command(&name, &args);
+    }
+}
+
+fn prefix_or_suffix_item(item: &CommandPrefixOrSuffixItem, c: &mut Collector) {
+    match item {
+        CommandPrefixOrSuffixItem::IoRedirect(r) => redirect(r, c),
+        CommandPrefixOrSuffixItem::ProcessSubstitution(_, subshell) => {
+            process_substitution(subshell, c)
+        }
+        CommandPrefixOrSuffixItem::Word(word)
+        | CommandPrefixOrSuffixItem::AssignmentWord(_, word) => {
+            words::analyze(&word.value, c);
+        }
+    }
+}
+
+fn process_substitution(subshell: &SubshellCommand, c: &mut Collector) {
+    c.hazard(Hazard::ProcessSubstitution);
+    compound_list(&subshell.list, c);
+}
+
+/// Targets that discard output or point at the terminal's own streams.
+fn harmless_target(target: &str) -> bool {
+    matches!(target, "/dev/null" | "/dev/stdout" | "/dev/stderr")
+}
+
+/// `2>&1`, `>&2`, `<&0`, `>&-`, `>&2-`: duplicating or closing descriptors.
+fn is_descriptor(target: &str) -> bool {
+    let digits = target.strip_suffix('-').unwrap_or(target);
+    target == "-" || (!digits.is_empty() && digits.chars().all(|ch| ch.is_ascii_digit()))
+}
+
+fn redirect(r: &IoRedirect, c: &mut Collector) {
+    match r {
+        IoRedirect::File(_, kind, target) => match target {
+            IoFileRedirectTarget::ProcessSubstitution(_, subshell) => {
+                process_substitution(subshell, c)
+            }
+            IoFileRedirectTarget::Fd(_) => {}
+            IoFileRedirectTarget::Filename(word) => {
+                let info = words::analyze(&word.value, c);
+                let writes = !matches!(
+                    kind,
+                    IoFileRedirectKind::Read | IoFileRedirectKind::DuplicateInput
+                );
+                if writes && !info.literal.as_deref().is_some_and(harmless_target) {
+                    c.hazard(Hazard::FileRedirect {
+                        target: word.value.clone(),
+                    });
+                }
+            }
+            IoFileRedirectTarget::Duplicate(word) => {
+                let info = words::analyze(&word.value, c);
+                // `>&file` sends stdout and stderr to a file.
+                if !info
+                    .literal
+                    .as_deref()
+                    .is_some_and(|t| is_descriptor(t) || harmless_target(t))
+                {
+                    c.hazard(Hazard::FileRedirect {
+                        target: word.value.clone(),
+                    });
+                }
+            }
+        },
+        IoRedirect::OutputAndError(word, _) => {
+            let info = words::analyze(&word.value, c);
+            if !info.literal.as_deref().is_some_and(harmless_target) {
+                c.hazard(Hazard::FileRedirect {
+                    target: word.value.clone(),
+                });
+            }
+        }
+        IoRedirect::HereDocument(_, doc) => {
+            if doc.requires_expansion {
+                words::analyze_heredoc(&doc.doc.value, c);
+            }
+        }
+        IoRedirect::HereString(_, word) => {
+            words::analyze(&word.value, c);
+        }
+    }
+}

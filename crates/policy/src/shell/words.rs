@@ -1,0 +1,282 @@
+//! Single shell words: what they expand to when that is known, whether they
+//! hide anything, and their canonical spelling.
+
+use super::{Collector, Hazard, MAX_DEPTH, walk};
+use brush_parser::ParserOptions;
+use brush_parser::word::{WordPiece, WordPieceWithSource};
+use std::borrow::Cow;
+
+/// What the policy knows about one word.
+#[derive(Debug, Clone)]
+pub(crate) struct WordInfo<'a> {
+    /// The word as written.
+    pub raw: &'a str,
+    /// Its value after quote removal, or `None` if only known at run time.
+    pub literal: Option<Cow<'a, str>>,
+    /// It holds unquoted glob or brace characters.
+    pub glob: bool,
+    /// It holds quotes or escapes.
+    pub quoted: bool,
+}
+
+/// Characters that need no quoting and mean nothing special inside a word
+/// (globs aside, which are tracked separately).
+fn bare_raw(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "_@%+=:,./-~^!#*?[]{}".contains(c)
+}
+
+/// Characters a literal value may hold and still be written without quotes.
+fn bare_literal(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c)
+}
+
+fn has_glob(text: &str) -> bool {
+    text.contains(['*', '?', '[', '{', '('])
+}
+
+/// A word of plain characters: no parsing needed.
+pub(crate) fn plain(raw: &str) -> WordInfo<'_> {
+    WordInfo {
+        raw,
+        literal: Some(Cow::Borrowed(raw)),
+        glob: has_glob(raw),
+        quoted: false,
+    }
+}
+
+/// Reads a word, recording hazards for substitutions and expansions it
+/// holds and analyzing the commands inside substitutions.
+pub(crate) fn analyze<'a>(raw: &'a str, c: &mut Collector) -> WordInfo<'a> {
+    if !raw.contains(['$', '`', '\'', '"', '\\']) {
+        return plain(raw);
+    }
+    let pieces = match brush_parser::word::parse(raw, &ParserOptions::default()) {
+        Ok(pieces) => pieces,
+        Err(e) => {
+            c.hazard(Hazard::Unparsable {
+                message: e.to_string(),
+            });
+            return WordInfo {
+                raw,
+                literal: None,
+                glob: false,
+                quoted: true,
+            };
+        }
+    };
+    let mut info = WordInfo {
+        raw,
+        literal: Some(Cow::Owned(String::new())),
+        glob: false,
+        quoted: false,
+    };
+    pieces_into(raw, &pieces, false, &mut info, c);
+    info
+}
+
+/// Checks a here-document body that undergoes expansion.
+pub(crate) fn analyze_heredoc(body: &str, c: &mut Collector) {
+    match brush_parser::word::parse_heredoc(body, &ParserOptions::default()) {
+        Ok(pieces) => {
+            let mut info = WordInfo {
+                raw: body,
+                literal: None,
+                glob: false,
+                quoted: true,
+            };
+            pieces_into(body, &pieces, true, &mut info, c);
+        }
+        Err(e) => c.hazard(Hazard::Unparsable {
+            message: e.to_string(),
+        }),
+    }
+}
+
+fn push_literal(info: &mut WordInfo<'_>, text: &str) {
+    if let Some(Cow::Owned(s)) = &mut info.literal {
+        s.push_str(text);
+    }
+}
+
+fn pieces_into(
+    raw: &str,
+    pieces: &[WordPieceWithSource],
+    in_quotes: bool,
+    info: &mut WordInfo<'_>,
+    c: &mut Collector,
+) {
+    for p in pieces {
+        let source = raw.get(p.start_index..p.end_index).unwrap_or_default();
+        match &p.piece {
+            WordPiece::Text(text) => {
+                if !in_quotes && has_glob(text) {
+                    info.glob = true;
+                }
+                push_literal(info, text);
+            }
+            WordPiece::SingleQuotedText(text) => {
+                info.quoted = true;
+                push_literal(info, text);
+            }
+            WordPiece::DoubleQuotedSequence(inner)
+            | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                info.quoted = true;
+                pieces_into(raw, inner, true, info, c);
+            }
+            WordPiece::EscapeSequence(escape) => {
+                info.quoted = true;
+                // `\` + newline is a line continuation and stands for nothing.
+                let escaped = escape.strip_prefix('\\').unwrap_or(escape);
+                if escaped != "\n" {
+                    push_literal(info, escaped);
+                }
+            }
+            WordPiece::TildeExpansion(_) => push_literal(info, source),
+            WordPiece::AnsiCQuotedText(_) => {
+                // Escapes like `\x72` can spell anything; treat the value as
+                // unknown rather than decode it.
+                info.quoted = true;
+                info.literal = None;
+            }
+            WordPiece::ParameterExpansion(_) => {
+                info.literal = None;
+                if !is_simple_parameter(source) {
+                    if source.contains("$(") || source.contains('`') {
+                        c.hazard(Hazard::CommandSubstitution);
+                    }
+                    c.hazard(Hazard::ComplexExpansion {
+                        word: raw.to_owned(),
+                    });
+                }
+            }
+            WordPiece::CommandSubstitution(inner)
+            | WordPiece::BackquotedCommandSubstitution(inner) => {
+                info.literal = None;
+                c.hazard(Hazard::CommandSubstitution);
+                nested(inner, c);
+            }
+            WordPiece::ArithmeticExpression(_) => {
+                info.literal = None;
+                c.hazard(Hazard::Arithmetic);
+            }
+        }
+    }
+}
+
+/// Analyzes the commands inside a substitution, so that deny patterns and
+/// the strictest-answer rule see them.
+pub(crate) fn nested(program: &str, c: &mut Collector) {
+    if c.depth >= MAX_DEPTH {
+        c.hazard(Hazard::TooDeep);
+        return;
+    }
+    c.depth += 1;
+    walk::analyze_program(program, c);
+    c.depth -= 1;
+}
+
+/// `$NAME`, `${NAME}`, `$1`, `$?` and friends: expansions that only read a
+/// variable. Anything else (`${x:-$(cmd)}`, `${!x}`, `${x@P}`, `${a[$(cmd)]}`)
+/// can hide more.
+fn is_simple_parameter(source: &str) -> bool {
+    let name_ok = |name: &str| {
+        let mut chars = name.chars();
+        match chars.next() {
+            Some(first) if first.is_ascii_alphabetic() || first == '_' => {
+                chars.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+            }
+            Some(first) if first.is_ascii_digit() => chars.all(|ch| ch.is_ascii_digit()),
+            Some(first) => name.len() == 1 && "@*#?$!-".contains(first),
+            None => false,
+        }
+    };
+    match source.strip_prefix('$') {
+        Some(rest) => match rest.strip_prefix('{').and_then(|r| r.strip_suffix('}')) {
+            Some(inner) => name_ok(inner),
+            None => name_ok(rest),
+        },
+        None => false,
+    }
+}
+
+/// The command name if it is a plain name looked up in `PATH` (or a builtin).
+pub(crate) fn command_name<'a>(word: &WordInfo<'a>) -> Result<&'a str, Hazard> {
+    let raw = word.raw;
+    let hidden = || Hazard::HiddenCommandName {
+        word: raw.to_owned(),
+    };
+    if word.quoted || word.literal.is_none() || raw.is_empty() {
+        return Err(hidden());
+    }
+    if raw == "[" || raw == "." {
+        return Ok(raw);
+    }
+    let plain_char = |c: char| c.is_ascii_alphanumeric() || "_.+-".contains(c);
+    if raw.contains('/') {
+        return Err(if raw.chars().all(|c| c == '/' || plain_char(c)) {
+            Hazard::PathCommandName {
+                word: raw.to_owned(),
+            }
+        } else {
+            hidden()
+        });
+    }
+    let starts_plain = raw.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+    if starts_plain && raw.chars().all(plain_char) {
+        Ok(raw)
+    } else {
+        Err(hidden())
+    }
+}
+
+/// Appends the canonical spelling of a word: as written if it needs no
+/// quoting, else its literal value in single quotes, else as written.
+pub(crate) fn render(word: &WordInfo<'_>, out: &mut String) {
+    if word.raw.chars().all(bare_raw) {
+        out.push_str(word.raw);
+        return;
+    }
+    match &word.literal {
+        Some(value) if !value.is_empty() && value.chars().all(bare_literal) => out.push_str(value),
+        Some(value) => {
+            out.push('\'');
+            out.push_str(&value.replace('\'', r"'\''"));
+            out.push('\'');
+        }
+        None => out.push_str(word.raw),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simple_parameters_are_recognized() {
+        for s in ["$HOME", "${HOME}", "$1", "$?", "${_x1}"] {
+            assert!(is_simple_parameter(s), "{s}");
+        }
+        for s in [
+            "${x:-$(id)}",
+            "${!x}",
+            "${x@P}",
+            "${a[$(id)]}",
+            "${#x}",
+            "$",
+        ] {
+            assert!(!is_simple_parameter(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn render_quotes_only_when_needed() {
+        let mut c = Collector::default();
+        let mut out = String::new();
+        for raw in ["ls", "'a b'", "\"-i\"", "'it'\\''s'", "*.rs", "$HOME"] {
+            let w = analyze(raw, &mut c);
+            render(&w, &mut out);
+            out.push('|');
+        }
+        assert_eq!(out, r"ls|'a b'|-i|'it'\''s'|*.rs|$HOME|");
+    }
+}
