@@ -174,7 +174,8 @@ impl fmt::Display for Hazard {
 /// judged as hazards.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ShellAnalysis {
-    /// The simple commands, in source order.
+    /// The simple commands. Commands inside a substitution come before the
+    /// command that uses their output.
     pub commands: Vec<String>,
     /// What keeps the command from being auto-allowed; empty if nothing.
     pub hazards: Vec<Hazard>,
