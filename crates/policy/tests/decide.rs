@@ -5,8 +5,8 @@
 
 use actiongate_policy::chrono::{DateTime, TimeZone, Utc};
 use actiongate_policy::{
-    CustomProfile, Grant, GrantTarget, ListKind, PermissionRef, Profile, Request, Rule, ToolPattern, Verdict,
-    check, decide, format_action, get_preset,
+    CustomProfile, Grant, GrantTarget, ListKind, PermissionRef, Profile, Request, Rule,
+    ToolPattern, Verdict, check, decide, format_action, get_preset,
 };
 use serde_json::{Map, json};
 
@@ -92,7 +92,10 @@ fn deny_pattern_beats_permission_grant() {
     assert_eq!(decide(&p, &grants, &request, now()).verdict, Verdict::Deny);
     let no_deny = profile(&[], &[], &[]);
     let d = decide(&no_deny, &grants, &request, now());
-    assert_eq!((d.verdict, d.rule), (Verdict::Allow, Some(Rule::Grant { id: "g1".into() })));
+    assert_eq!(
+        (d.verdict, d.rule),
+        (Verdict::Allow, Some(Rule::Grant { id: "g1".into() }))
+    );
 }
 
 #[test]
@@ -100,10 +103,16 @@ fn grant_beats_ask() {
     let p = profile(&[], &["tool:npm:.*"], &[]);
     let grants = [tool_grant("g7", "npm", "test( .*)?")];
     let d = decide(&p, &grants, &req("npm", "test --watch"), now());
-    assert_eq!((d.verdict, d.rule), (Verdict::Allow, Some(Rule::Grant { id: "g7".into() })));
+    assert_eq!(
+        (d.verdict, d.rule),
+        (Verdict::Allow, Some(Rule::Grant { id: "g7".into() }))
+    );
     assert!(d.reason.contains("g7"), "{}", d.reason);
     // Without the grant the profile asks.
-    assert_eq!(decide(&p, &[], &req("npm", "test --watch"), now()).verdict, Verdict::Ask);
+    assert_eq!(
+        decide(&p, &[], &req("npm", "test --watch"), now()).verdict,
+        Verdict::Ask
+    );
 }
 
 #[test]
@@ -111,7 +120,10 @@ fn grant_is_reported_ahead_of_an_allow_pattern() {
     let p = profile(&["tool:npm:.*"], &[], &[]);
     let grants = [tool_grant("g7", "npm", "test")];
     let d = decide(&p, &grants, &req("npm", "test"), now());
-    assert_eq!((d.verdict, d.rule), (Verdict::Allow, Some(Rule::Grant { id: "g7".into() })));
+    assert_eq!(
+        (d.verdict, d.rule),
+        (Verdict::Allow, Some(Rule::Grant { id: "g7".into() }))
+    );
 }
 
 #[test]
@@ -135,29 +147,57 @@ fn ask_beats_default_deny() {
     let p = profile(&[], &["tool:file:.*"], &[]);
     let d = decide(&p, &[], &req("file", "create a"), now());
     assert_eq!(d.verdict, Verdict::Ask);
-    assert!(matches!(d.rule, Some(Rule::Pattern { list: ListKind::Ask, index: 0, .. })));
+    assert!(matches!(
+        d.rule,
+        Some(Rule::Pattern {
+            list: ListKind::Ask,
+            index: 0,
+            ..
+        })
+    ));
 }
 
 #[test]
 fn nothing_matching_denies_by_default() {
-    let d = decide(&profile(&["tool:a:.*"], &[], &[]), &[], &req("b", "x"), now());
+    let d = decide(
+        &profile(&["tool:a:.*"], &[], &[]),
+        &[],
+        &req("b", "x"),
+        now(),
+    );
     assert_eq!((d.verdict, d.rule), (Verdict::Deny, Some(Rule::Default)));
     assert!(d.reason.contains("default"), "{}", d.reason);
 }
 
 #[test]
 fn strictest_shell_command_wins() {
-    let p = profile(&["tool:bash:ls( .*)?"], &["tool:bash:rm .*"], &["tool:bash:curl .*"]);
-    assert_eq!(decide(&p, &[], &req("bash", "ls -la"), now()).verdict, Verdict::Allow);
+    let p = profile(
+        &["tool:bash:ls( .*)?"],
+        &["tool:bash:rm .*"],
+        &["tool:bash:curl .*"],
+    );
+    assert_eq!(
+        decide(&p, &[], &req("bash", "ls -la"), now()).verdict,
+        Verdict::Allow
+    );
     let d = decide(&p, &[], &req("bash", "ls; rm x"), now());
     assert_eq!(d.verdict, Verdict::Ask);
     assert!(d.reason.contains("rm x"), "{}", d.reason);
     let d = decide(&p, &[], &req("bash", "ls && rm x | curl evil"), now());
     assert_eq!(d.verdict, Verdict::Deny);
-    assert!(matches!(d.rule, Some(Rule::Pattern { list: ListKind::Deny, .. })));
+    assert!(matches!(
+        d.rule,
+        Some(Rule::Pattern {
+            list: ListKind::Deny,
+            ..
+        })
+    ));
     assert!(d.reason.contains("curl evil"), "{}", d.reason);
     // A command that no list mentions denies the whole line.
-    assert_eq!(decide(&p, &[], &req("bash", "ls; make"), now()).verdict, Verdict::Deny);
+    assert_eq!(
+        decide(&p, &[], &req("bash", "ls; make"), now()).verdict,
+        Verdict::Deny
+    );
 }
 
 #[test]
@@ -173,9 +213,20 @@ fn hazards_cap_allow_at_ask_with_a_reason() {
     let d = decide(&p, &[], &req("bash", "ls > out.txt"), now());
     assert_eq!(d.verdict, Verdict::Ask);
     assert!(d.reason.contains("out.txt"), "{}", d.reason);
-    assert!(matches!(d.rule, Some(Rule::Pattern { list: ListKind::Allow, .. })));
+    assert!(matches!(
+        d.rule,
+        Some(Rule::Pattern {
+            list: ListKind::Allow,
+            ..
+        })
+    ));
     // Hazards never raise a deny to ask.
-    let d = decide(&profile(&[], &[], &[]), &[], &req("bash", "ls > out.txt"), now());
+    let d = decide(
+        &profile(&[], &[], &[]),
+        &[],
+        &req("bash", "ls > out.txt"),
+        now(),
+    );
     assert_eq!(d.verdict, Verdict::Deny);
 }
 
@@ -226,7 +277,11 @@ fn backtrack_limit_in_allow_list_denies_naming_the_pattern() {
             pattern: CATASTROPHIC.into()
         })
     );
-    assert!(d.reason.contains("backtracking limit") && d.reason.contains(CATASTROPHIC), "{}", d.reason);
+    assert!(
+        d.reason.contains("backtracking limit") && d.reason.contains(CATASTROPHIC),
+        "{}",
+        d.reason
+    );
     assert_eq!(check(&action, &p), Verdict::Deny);
     // On ordinary input the pattern works.
     assert_eq!(check("tool:x:aab", &p), Verdict::Allow);
@@ -235,16 +290,30 @@ fn backtrack_limit_in_allow_list_denies_naming_the_pattern() {
 #[test]
 fn backtrack_limit_in_deny_or_ask_list_denies() {
     let action = catastrophic_input();
-    assert_eq!(check(&action, &profile(&[], &[CATASTROPHIC], &[])), Verdict::Deny);
-    assert_eq!(check(&action, &profile(&[".*"], &[], &[CATASTROPHIC])), Verdict::Deny);
+    assert_eq!(
+        check(&action, &profile(&[], &[CATASTROPHIC], &[])),
+        Verdict::Deny
+    );
+    assert_eq!(
+        check(&action, &profile(&[".*"], &[], &[CATASTROPHIC])),
+        Verdict::Deny
+    );
 }
 
 #[test]
 fn backtrack_limit_in_a_grant_denies() {
     let grants = [tool_grant("slow", "x", "(?:(a|aa)+)+(?!x)b")];
     let detail = format!("{}c", "a".repeat(40));
-    let d = decide(&get_preset("guarded").unwrap(), &grants, &req("x", &detail), now());
-    assert_eq!((d.verdict, d.rule), (Verdict::Deny, Some(Rule::Grant { id: "slow".into() })));
+    let d = decide(
+        &get_preset("guarded").unwrap(),
+        &grants,
+        &req("x", &detail),
+        now(),
+    );
+    assert_eq!(
+        (d.verdict, d.rule),
+        (Verdict::Deny, Some(Rule::Grant { id: "slow".into() }))
+    );
 }
 
 #[test]
@@ -274,24 +343,52 @@ fn check_and_decide_agree() {
 #[test]
 fn guarded_asks_for_everything_and_readonly_allows_reads() {
     let guarded = get_preset("guarded").unwrap();
-    for a in ["tool:file:view x", "tool:bash:ls", "tool:Write:a\nb", "tool:x:"] {
+    for a in [
+        "tool:file:view x",
+        "tool:bash:ls",
+        "tool:Write:a\nb",
+        "tool:x:",
+    ] {
         assert_eq!(check(a, &guarded), Verdict::Ask, "{a:?}");
     }
     let readonly = get_preset("readonly").unwrap();
-    for a in ["tool:Read:/etc/hosts", "tool:Glob:**/*.rs", "tool:Grep:fn main", "tool:WebSearch:rust", "tool:WebFetch:https://x"] {
+    for a in [
+        "tool:Read:/etc/hosts",
+        "tool:Glob:**/*.rs",
+        "tool:Grep:fn main",
+        "tool:WebSearch:rust",
+        "tool:WebFetch:https://x",
+    ] {
         assert_eq!(check(a, &readonly), Verdict::Allow, "{a:?}");
     }
-    for a in ["tool:Write:/x", "tool:Edit:/x", "tool:NotebookEdit:x", "tool:bash:rm x", "tool:bash:git push"] {
+    for a in [
+        "tool:Write:/x",
+        "tool:Edit:/x",
+        "tool:NotebookEdit:x",
+        "tool:bash:rm x",
+        "tool:bash:git push",
+    ] {
         assert_eq!(check(a, &readonly), Verdict::Ask, "{a:?}");
     }
 }
 
 #[test]
 fn decision_serializes_with_tagged_rule() {
-    let d = decide(&profile(&["tool:a:.*"], &[], &[]), &[], &req("a", "b"), now());
+    let d = decide(
+        &profile(&["tool:a:.*"], &[], &[]),
+        &[],
+        &req("a", "b"),
+        now(),
+    );
     let v = serde_json::to_value(&d).unwrap();
     assert_eq!(v["verdict"], "allow");
-    assert_eq!(v["rule"], json!({"kind": "pattern", "list": "allow", "index": 0, "pattern": "tool:a:.*"}));
+    assert_eq!(
+        v["rule"],
+        json!({"kind": "pattern", "list": "allow", "index": 0, "pattern": "tool:a:.*"})
+    );
     let d = decide(&profile(&[], &[], &[]), &[], &req("a", "b"), now());
-    assert_eq!(serde_json::to_value(&d).unwrap()["rule"], json!({"kind": "default"}));
+    assert_eq!(
+        serde_json::to_value(&d).unwrap()["rule"],
+        json!({"kind": "default"})
+    );
 }

@@ -52,7 +52,13 @@ fn test_check_allow_takes_priority_over_ask_for_same_pattern() {
 #[test]
 fn test_check_empty_allow_and_ask_denies_everything() {
     let p = profile(&[], &[]);
-    for action in ["tool:file:view /a", "tool:bash:ls", "tool:git:status", "", "anything"] {
+    for action in [
+        "tool:file:view /a",
+        "tool:bash:ls",
+        "tool:git:status",
+        "",
+        "anything",
+    ] {
         assert_eq!(check(action, &p), Verdict::Deny, "{action:?}");
     }
 }
@@ -73,7 +79,12 @@ fn test_check_full_action_string_format() {
 #[test]
 fn test_preset_open_allows_everything() {
     let p = preset("open");
-    for action in ["tool:file:create /a", "tool:git:push origin main", "tool:self_edit:system_prompt", "tool:x:"] {
+    for action in [
+        "tool:file:create /a",
+        "tool:git:push origin main",
+        "tool:self_edit:system_prompt",
+        "tool:x:",
+    ] {
         assert_eq!(check(action, &p), Verdict::Allow, "{action:?}");
     }
 }
@@ -85,43 +96,67 @@ fn test_preset_open_allows_bash_rm() {
 
 #[test]
 fn test_preset_standard_allows_file_create() {
-    assert_eq!(check("tool:file:create /src/app.py", &preset("standard")), Verdict::Allow);
+    assert_eq!(
+        check("tool:file:create /src/app.py", &preset("standard")),
+        Verdict::Allow
+    );
 }
 
 #[test]
 fn test_preset_standard_allows_file_view() {
-    assert_eq!(check("tool:file:view /src/app.py", &preset("standard")), Verdict::Allow);
+    assert_eq!(
+        check("tool:file:view /src/app.py", &preset("standard")),
+        Verdict::Allow
+    );
 }
 
 #[test]
 fn test_preset_standard_asks_bash() {
-    assert_eq!(check("tool:bash:pip install requests", &preset("standard")), Verdict::Ask);
+    assert_eq!(
+        check("tool:bash:pip install requests", &preset("standard")),
+        Verdict::Ask
+    );
 }
 
 #[test]
 fn test_preset_standard_asks_git_push() {
-    assert_eq!(check("tool:git:push origin main", &preset("standard")), Verdict::Ask);
+    assert_eq!(
+        check("tool:git:push origin main", &preset("standard")),
+        Verdict::Ask
+    );
     assert_eq!(check("tool:git:push", &preset("standard")), Verdict::Ask);
 }
 
 #[test]
 fn test_preset_standard_allows_git_commit() {
-    assert_eq!(check("tool:git:commit -m 'fix'", &preset("standard")), Verdict::Allow);
+    assert_eq!(
+        check("tool:git:commit -m 'fix'", &preset("standard")),
+        Verdict::Allow
+    );
 }
 
 #[test]
 fn test_preset_standard_denies_self_edit_system_prompt() {
-    assert_eq!(check("tool:self_edit:system_prompt", &preset("standard")), Verdict::Deny);
+    assert_eq!(
+        check("tool:self_edit:system_prompt", &preset("standard")),
+        Verdict::Deny
+    );
 }
 
 #[test]
 fn test_preset_locked_allows_file_view() {
-    assert_eq!(check("tool:file:view /src/app.py", &preset("locked")), Verdict::Allow);
+    assert_eq!(
+        check("tool:file:view /src/app.py", &preset("locked")),
+        Verdict::Allow
+    );
 }
 
 #[test]
 fn test_preset_locked_denies_file_create() {
-    assert_eq!(check("tool:file:create /src/app.py", &preset("locked")), Verdict::Deny);
+    assert_eq!(
+        check("tool:file:create /src/app.py", &preset("locked")),
+        Verdict::Deny
+    );
 }
 
 #[test]
@@ -131,7 +166,10 @@ fn test_preset_locked_denies_bash() {
 
 #[test]
 fn test_preset_locked_denies_git_push() {
-    assert_eq!(check("tool:git:push origin main", &preset("locked")), Verdict::Deny);
+    assert_eq!(
+        check("tool:git:push origin main", &preset("locked")),
+        Verdict::Deny
+    );
 }
 
 #[test]
@@ -141,7 +179,10 @@ fn test_get_preset_returns_correct_profile() {
     let lists = preset_spec("standard").unwrap();
     assert_eq!(lists.allow, ["tool:file:.*", "tool:git:(?!push).*"]);
     assert_eq!(lists.ask, ["tool:bash:.*", "tool:git:push.*"]);
-    assert_eq!(standard.list(ListKind::Allow).patterns(), lists.allow.as_slice());
+    assert_eq!(
+        standard.list(ListKind::Allow).patterns(),
+        lists.allow.as_slice()
+    );
     assert_eq!(preset_spec("open").unwrap().allow, [".*"]);
     assert_eq!(preset_spec("locked").unwrap().allow, ["tool:file:view.*"]);
     assert!(preset_spec("locked").unwrap().ask.is_empty());
@@ -151,7 +192,11 @@ fn test_get_preset_returns_correct_profile() {
 fn test_get_preset_raises_on_unknown_name() {
     let err = get_preset("permissive").unwrap_err();
     assert_eq!(err.name, "permissive");
-    assert!(err.to_string().contains("open, standard, locked, guarded, readonly"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("open, standard, locked, guarded, readonly"),
+        "{err}"
+    );
     let from_spec = Profile::from_spec(ProfileSpec::Preset("permissive".into())).unwrap_err();
     assert!(matches!(from_spec, ProfileError::UnknownPreset(_)));
 }
@@ -171,13 +216,19 @@ fn test_regex_special_chars_in_action_handled() {
     assert_eq!(check("tool:file:view /a.txt", &p), Verdict::Allow);
     assert_eq!(check("tool:file:view /aXtxt", &p), Verdict::Deny);
     let any = profile(&["tool:file:.*"], &[]);
-    assert_eq!(check(r"tool:file:view (a)[b]{c}*+?|^$\.", &any), Verdict::Allow);
+    assert_eq!(
+        check(r"tool:file:view (a)[b]{c}*+?|^$\.", &any),
+        Verdict::Allow
+    );
 }
 
 #[test]
 fn test_multiline_action_string_not_matched_across_lines() {
     let p = profile(&["tool:file:view.*"], &[]);
-    assert_eq!(check("tool:file:view a\ntool:bash:rm -rf /", &p), Verdict::Deny);
+    assert_eq!(
+        check("tool:file:view a\ntool:bash:rm -rf /", &p),
+        Verdict::Deny
+    );
     assert_eq!(check("tool:file:view a", &p), Verdict::Allow);
 }
 
@@ -187,13 +238,19 @@ fn test_multiline_action_string_not_matched_across_lines() {
 fn test_action_string_with_colons_in_detail() {
     let p = profile(&["tool:file:view .*"], &[]);
     assert_eq!(check("tool:file:view c:/x:y", &p), Verdict::Allow);
-    assert_eq!(split_action("tool:file:view c:/x:y"), Some(("file", "view c:/x:y")));
+    assert_eq!(
+        split_action("tool:file:view c:/x:y"),
+        Some(("file", "view c:/x:y"))
+    );
 }
 
 #[test]
 fn test_empty_detail_string() {
     assert_eq!(format_action("file", ""), "tool:file:");
-    assert_eq!(check("tool:file:", &profile(&["tool:file:.*"], &[])), Verdict::Allow);
+    assert_eq!(
+        check("tool:file:", &profile(&["tool:file:.*"], &[])),
+        Verdict::Allow
+    );
     assert_eq!(check("tool:file:", &preset("locked")), Verdict::Deny);
     // An empty shell command runs nothing, but is not waved through either.
     assert_eq!(check("tool:bash:", &preset("readonly")), Verdict::Ask);
@@ -201,8 +258,14 @@ fn test_empty_detail_string() {
 
 #[test]
 fn test_format_action_produces_correct_string() {
-    assert_eq!(format_action("bash", "pip install requests"), "tool:bash:pip install requests");
-    assert_eq!(format_action("self_edit", "system_prompt"), "tool:self_edit:system_prompt");
+    assert_eq!(
+        format_action("bash", "pip install requests"),
+        "tool:bash:pip install requests"
+    );
+    assert_eq!(
+        format_action("self_edit", "system_prompt"),
+        "tool:self_edit:system_prompt"
+    );
     assert_eq!(format_action("file", "a:b"), "tool:file:a:b");
 }
 
@@ -219,9 +282,13 @@ fn test_invalid_regex_raises_at_construction() {
         matches!(&err, ProfileError::InvalidPattern { list: ListKind::Allow, index: 1, pattern, .. } if pattern == "tool:(bash"),
         "{err:?}"
     );
-    let from_json: Result<Profile, _> = serde_json::from_value(json!({"allow": [], "ask": ["[z-a]"]}));
+    let from_json: Result<Profile, _> =
+        serde_json::from_value(json!({"allow": [], "ask": ["[z-a]"]}));
     let message = from_json.unwrap_err().to_string();
-    assert!(message.contains("ask") && message.contains("[z-a]"), "{message}");
+    assert!(
+        message.contains("ask") && message.contains("[z-a]"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -230,7 +297,10 @@ fn test_profile_compiles_patterns_once() {
     // checking never compiles anything (it has no error path for it).
     let p = profile(&["tool:file:.*", "tool:git:(?!push).*"], &["tool:bash:.*"]);
     let clone = p.clone();
-    assert!(std::ptr::eq(p.list(ListKind::Allow), clone.list(ListKind::Allow)));
+    assert!(std::ptr::eq(
+        p.list(ListKind::Allow),
+        clone.list(ListKind::Allow)
+    ));
     let a = get_preset("standard").unwrap();
     let b = get_preset("standard").unwrap();
     assert!(std::ptr::eq(a.list(ListKind::Ask), b.list(ListKind::Ask)));
@@ -246,7 +316,10 @@ fn test_profile_serialization_to_dict() {
         serde_json::to_value(&p).unwrap(),
         json!({"allow": ["tool:file:.*"], "ask": ["tool:bash:.*"], "deny": []})
     );
-    assert_eq!(serde_json::to_value(preset("standard")).unwrap(), json!("standard"));
+    assert_eq!(
+        serde_json::to_value(preset("standard")).unwrap(),
+        json!("standard")
+    );
     let with_shell = Profile::custom(CustomProfile {
         allow: vec![],
         ask: vec![],
@@ -262,7 +335,9 @@ fn test_profile_serialization_to_dict() {
 
 #[test]
 fn test_profile_deserialization_from_dict() {
-    let p: Profile = serde_json::from_value(json!({"allow": ["tool:file:.*"], "ask": ["tool:bash:.*"]})).unwrap();
+    let p: Profile =
+        serde_json::from_value(json!({"allow": ["tool:file:.*"], "ask": ["tool:bash:.*"]}))
+            .unwrap();
     assert_eq!(check("tool:file:x", &p), Verdict::Allow);
     assert_eq!(check("tool:bash:make", &p), Verdict::Ask);
     assert!(p.list(ListKind::Deny).is_empty());
@@ -271,5 +346,7 @@ fn test_profile_deserialization_from_dict() {
     let standard: Profile = serde_json::from_value(json!("standard")).unwrap();
     assert_eq!(standard, preset("standard"));
     assert!(serde_json::from_value::<Profile>(json!("nope")).is_err());
-    assert!(serde_json::from_value::<Profile>(json!({"allow": [], "ask": [], "extra": 1})).is_err());
+    assert!(
+        serde_json::from_value::<Profile>(json!({"allow": [], "ask": [], "extra": 1})).is_err()
+    );
 }

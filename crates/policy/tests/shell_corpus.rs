@@ -3,7 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use actiongate_policy::{CustomProfile, Profile, Verdict, analyze_shell, check, format_action, get_preset};
+use actiongate_policy::{
+    CustomProfile, Profile, Verdict, analyze_shell, check, format_action, get_preset,
+};
 
 fn custom() -> Profile {
     Profile::custom(CustomProfile {
@@ -251,7 +253,11 @@ const READ_ONLY: &[(&str, bool)] = &[
 #[test]
 fn corpus_is_big_enough() {
     assert!(BYPASSES.len() >= 80, "{} bypasses", BYPASSES.len());
-    assert!(READ_ONLY.len() >= 40, "{} read-only commands", READ_ONLY.len());
+    assert!(
+        READ_ONLY.len() >= 40,
+        "{} read-only commands",
+        READ_ONLY.len()
+    );
 }
 
 #[test]
@@ -264,7 +270,10 @@ fn bypass_attempts_are_never_allowed() {
             let action = format_action(tool, command);
             for (name, profile) in [("readonly", &readonly), ("custom", &custom)] {
                 if check(&action, profile) == Verdict::Allow {
-                    failures.push(format!("{name} allows {action:?}: {:?}", analyze_shell(command)));
+                    failures.push(format!(
+                        "{name} allows {action:?}: {:?}",
+                        analyze_shell(command)
+                    ));
                 }
             }
         }
@@ -280,10 +289,16 @@ fn read_only_commands_are_allowed() {
     for (command, custom_too) in READ_ONLY {
         let action = format_action("bash", command);
         if check(&action, &readonly) != Verdict::Allow {
-            failures.push(format!("readonly refuses {command:?}: {:?}", analyze_shell(command)));
+            failures.push(format!(
+                "readonly refuses {command:?}: {:?}",
+                analyze_shell(command)
+            ));
         }
         if *custom_too && check(&action, &custom) != Verdict::Allow {
-            failures.push(format!("custom refuses {command:?}: {:?}", analyze_shell(command)));
+            failures.push(format!(
+                "custom refuses {command:?}: {:?}",
+                analyze_shell(command)
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -295,6 +310,10 @@ fn bypasses_under_readonly_still_reach_a_human_or_deny() {
     // allowed asks, so a human sees it. Parse failures included.
     let readonly = get_preset("readonly").unwrap();
     for command in BYPASSES {
-        assert_eq!(check(&format_action("bash", command), &readonly), Verdict::Ask, "{command:?}");
+        assert_eq!(
+            check(&format_action("bash", command), &readonly),
+            Verdict::Ask,
+            "{command:?}"
+        );
     }
 }

@@ -1,0 +1,316 @@
+//! Grants: who they are for, when they count, scopes and globs, and
+//! decision-only tool grants judged like allow patterns (shell-aware).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use actiongate_policy::chrono::{DateTime, Duration, TimeZone, Utc};
+use actiongate_policy::{
+    Grant, GrantTarget, PermissionRef, Request, Rule, ToolPattern, Verdict, decide, get_preset,
+    scope_matches,
+};
+use serde_json::{Map, Value, json};
+
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 5, 1, 12, 0, 0).unwrap()
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap()
+}
+
+fn email_grant(agent: Option<&str>, scope: Value) -> Grant {
+    Grant {
+        id: "g1".into(),
+        agent: agent.map(str::to_owned),
+        target: GrantTarget::Permission {
+            handler: "email".into(),
+            permission: "send".into(),
+            scope: obj(scope),
+        },
+        expires_at: None,
+        revoked_at: None,
+    }
+}
+
+fn email_request<'a>(agent: &'a str, scope: &'a Map<String, Value>) -> Request<'a> {
+    Request {
+        agent,
+        tool: "email",
+        detail: "send",
+        permission: Some(PermissionRef {
+            handler: "email",
+            permission: "send",
+            scope,
+        }),
+    }
+}
+
+#[test]
+fn agent_specific_grant_covers_only_that_agent() {
+    let scope = obj(json!({"to": "bob@example.com"}));
+    let g = email_grant(Some("a1"), json!({}));
+    assert!(g.covers(&email_request("a1", &scope), now()));
+    assert!(!g.covers(&email_request("a2", &scope), now()));
+}
+
+#[test]
+fn any_agent_grant_covers_every_agent() {
+    let scope = obj(json!({"to": "bob@example.com"}));
+    let g = email_grant(None, json!({}));
+    assert!(g.covers(&email_request("a1", &scope), now()));
+    assert!(g.covers(&email_request("someone-else", &scope), now()));
+}
+
+#[test]
+fn revoked_grant_does_not_cover() {
+    let scope = Map::new();
+    let mut g = email_grant(None, json!({}));
+    g.revoked_at = Some(now() - Duration::seconds(1));
+    assert!(!g.is_active(now()));
+    assert!(!g.covers(&email_request("a1", &scope), now()));
+    g.revoked_at = Some(now());
+    assert!(!g.is_active(now()));
+}
+
+#[test]
+fn grant_expires_at_the_exact_instant() {
+    let scope = Map::new();
+    let mut g = email_grant(None, json!({}));
+    g.expires_at = Some(now());
+    assert!(!g.covers(&email_request("a1", &scope), now()));
+    assert!(g.covers(
+        &email_request("a1", &scope),
+        now() - Duration::nanoseconds(1)
+    ));
+    g.expires_at = None;
+    assert!(g.covers(&email_request("a1", &scope), now() + Duration::days(10_000)));
+}
+
+#[test]
+fn handler_and_permission_must_match() {
+    let scope = Map::new();
+    let g = email_grant(None, json!({}));
+    let mut r = email_request("a1", &scope);
+    r.permission = Some(PermissionRef {
+        handler: "email",
+        permission: "delete",
+        scope: &scope,
+    });
+    assert!(!g.covers(&r, now()));
+    r.permission = Some(PermissionRef {
+        handler: "sms",
+        permission: "send",
+        scope: &scope,
+    });
+    assert!(!g.covers(&r, now()));
+    r.permission = None;
+    assert!(!g.covers(&r, now()));
+}
+
+#[test]
+fn scope_values_match_exactly_as_json() {
+    let g = obj(json!({"to": "bob@example.com", "max": 5, "opts": {"a": [1, 2]}}));
+    assert!(scope_matches(
+        &g,
+        &obj(json!({"to": "bob@example.com", "max": 5, "opts": {"a": [1, 2]}}))
+    ));
+    assert!(!scope_matches(
+        &g,
+        &obj(json!({"to": "bob@example.com", "max": 6, "opts": {"a": [1, 2]}}))
+    ));
+    assert!(!scope_matches(
+        &g,
+        &obj(json!({"to": "bob@example.com", "max": "5", "opts": {"a": [1, 2]}}))
+    ));
+    assert!(!scope_matches(
+        &g,
+        &obj(json!({"to": "BOB@example.com", "max": 5, "opts": {"a": [1, 2]}}))
+    ));
+}
+
+#[test]
+fn glob_scope_matches_the_whole_string() {
+    let g = obj(json!({"to": "*@example.com"}));
+    assert!(scope_matches(&g, &obj(json!({"to": "bob@example.com"}))));
+    assert!(scope_matches(&g, &obj(json!({"to": "a.b/c@example.com"}))));
+    assert!(!scope_matches(
+        &g,
+        &obj(json!({"to": "bob@example.com.evil.org"}))
+    ));
+    assert!(!scope_matches(&g, &obj(json!({"to": "bob@example.org"}))));
+    // A glob matches strings only.
+    assert!(!scope_matches(&g, &obj(json!({"to": 5}))));
+    let q = obj(json!({"file": "report-?.pdf"}));
+    assert!(scope_matches(&q, &obj(json!({"file": "report-1.pdf"}))));
+    assert!(!scope_matches(&q, &obj(json!({"file": "report-12.pdf"}))));
+    // Without `*` or `?` the value is literal.
+    let literal = obj(json!({"to": "[bob]@example.com"}));
+    assert!(scope_matches(
+        &literal,
+        &obj(json!({"to": "[bob]@example.com"}))
+    ));
+    assert!(!scope_matches(
+        &literal,
+        &obj(json!({"to": "b@example.com"}))
+    ));
+}
+
+#[test]
+fn missing_grant_key_matches_any_value() {
+    let g = obj(json!({"to": "bob@example.com"}));
+    assert!(scope_matches(
+        &g,
+        &obj(json!({"to": "bob@example.com", "subject": "anything"}))
+    ));
+    assert!(scope_matches(&Map::new(), &obj(json!({"anything": 1}))));
+}
+
+#[test]
+fn grant_key_missing_from_action_does_not_match() {
+    let g = obj(json!({"to": "bob@example.com", "cc": "*"}));
+    assert!(!scope_matches(&g, &obj(json!({"to": "bob@example.com"}))));
+}
+
+#[test]
+fn permission_grant_allows_through_decide() {
+    let scope = obj(json!({"to": "carol@example.com"}));
+    let grants = [email_grant(Some("a1"), json!({"to": "*@example.com"}))];
+    let d = decide(
+        &get_preset("guarded").unwrap(),
+        &grants,
+        &email_request("a1", &scope),
+        now(),
+    );
+    assert_eq!(
+        (d.verdict, d.rule),
+        (Verdict::Allow, Some(Rule::Grant { id: "g1".into() }))
+    );
+    let other = obj(json!({"to": "carol@evil.org"}));
+    assert_eq!(
+        decide(
+            &get_preset("guarded").unwrap(),
+            &grants,
+            &email_request("a1", &other),
+            now()
+        )
+        .verdict,
+        Verdict::Ask
+    );
+}
+
+fn npm_grant() -> Grant {
+    Grant {
+        id: "npm".into(),
+        agent: Some("a1".into()),
+        target: GrantTarget::Tool(ToolPattern::new("bash", "npm test( .*)?").unwrap()),
+        expires_at: Some(now() + Duration::hours(1)),
+        revoked_at: None,
+    }
+}
+
+fn bash<'a>(detail: &'a str) -> Request<'a> {
+    Request {
+        agent: "a1",
+        tool: "bash",
+        detail,
+        permission: None,
+    }
+}
+
+#[test]
+fn tool_grant_covers_matching_commands() {
+    let g = npm_grant();
+    assert!(g.covers(&bash("npm test"), now()));
+    assert!(g.covers(&bash("npm test -- --watch"), now()));
+    assert!(g.covers(&bash("npm test && npm test"), now()));
+    assert!(!g.covers(&bash("npm install"), now()));
+    assert!(!g.covers(&bash("xnpm test"), now()));
+    assert_eq!(
+        g.target,
+        GrantTarget::Tool(ToolPattern::new("bash", "npm test( .*)?").unwrap())
+    );
+}
+
+#[test]
+fn tool_grant_is_shell_aware() {
+    let g = npm_grant();
+    for detail in [
+        "npm test; rm -rf ~",
+        "npm test $(x)",
+        "npm test `x`",
+        "npm test > out",
+        "npm test\nrm x",
+        "npm test && curl x | sh",
+    ] {
+        assert!(!g.covers(&bash(detail), now()), "{detail:?}");
+    }
+    let guarded = get_preset("guarded").unwrap();
+    let grants = [g];
+    // Another command asks (guarded asks everything); the grant does not cover it.
+    let d = decide(&guarded, &grants, &bash("npm test; rm -rf ~"), now());
+    assert_eq!(d.verdict, Verdict::Ask);
+    // A hazard caps the grant at ask, even under a profile that would deny.
+    let nothing = actiongate_policy::Profile::custom(Default::default()).unwrap();
+    for detail in ["npm test $(npm test)", "npm test > out"] {
+        let d = decide(&nothing, &grants, &bash(detail), now());
+        assert_eq!(d.verdict, Verdict::Ask, "{detail:?}");
+        assert_eq!(d.rule, Some(Rule::Grant { id: "npm".into() }));
+    }
+    // Commands the grant does not cover are judged by the profile alone.
+    assert_eq!(
+        decide(&nothing, &grants, &bash("npm test; rm -rf ~"), now()).verdict,
+        Verdict::Deny
+    );
+    assert_eq!(
+        decide(&nothing, &grants, &bash("npm test $(x)"), now()).verdict,
+        Verdict::Deny
+    );
+    assert_eq!(
+        decide(&nothing, &grants, &bash("npm test -- -u"), now()).verdict,
+        Verdict::Allow
+    );
+}
+
+#[test]
+fn tool_grant_for_other_agent_tool_or_time_does_not_apply() {
+    let g = npm_grant();
+    let mut other_agent = bash("npm test");
+    other_agent.agent = "a2";
+    assert!(!g.covers(&other_agent, now()));
+    let mut other_tool = bash("npm test");
+    other_tool.tool = "sh";
+    assert!(!g.covers(&other_tool, now()));
+    assert!(!g.covers(&bash("npm test"), now() + Duration::hours(1)));
+}
+
+#[test]
+fn tool_grant_for_non_shell_tool_matches_whole_detail() {
+    let g = Grant {
+        id: "w".into(),
+        agent: None,
+        target: GrantTarget::Tool(ToolPattern::new("Write", "/tmp/.*").unwrap()),
+        expires_at: None,
+        revoked_at: None,
+    };
+    let r = |detail| Request {
+        agent: "a",
+        tool: "Write",
+        detail,
+        permission: None,
+    };
+    assert!(g.covers(&r("/tmp/x; rm -rf ~"), now()));
+    assert!(!g.covers(&r("/etc/tmp/x"), now()));
+    assert!(ToolPattern::new("bash", "(").is_err());
+}
+
+#[test]
+fn grant_round_trips_through_json() {
+    let g = npm_grant();
+    let v = serde_json::to_value(&g).unwrap();
+    assert_eq!(
+        v["target"],
+        json!({"kind": "tool", "tool": "bash", "pattern": "npm test( .*)?"})
+    );
+    let back: Grant = serde_json::from_value(v).unwrap();
+    assert_eq!(back, g);
+}
