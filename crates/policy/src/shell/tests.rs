@@ -1,1 +1,175 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use super::*;
+use proptest::prelude::*;
+
+fn via_parser(detail: &str) -> ShellAnalysis {
+    let mut c = Collector::default();
+    walk::analyze_program(detail, &mut c);
+    c.finish()
+}
+
+fn via_fast(detail: &str) -> Option<ShellAnalysis> {
+    let mut c = Collector::default();
+    fast::analyze(detail, &mut c).then(|| c.finish())
+}
+
+const TOKENS: &[&str] = &[
+    "ls",
+    "-la",
+    "git",
+    "log",
+    "status",
+    "branch",
+    "-D",
+    "a=b",
+    "x",
+    "|",
+    "||",
+    " ",
+    "  ",
+    "if",
+    "for",
+    "time",
+    "--output=f",
+    "1",
+    "%1",
+    "rm",
+    ":",
+    "/bin/ls",
+    ".",
+    "./x",
+    "eval",
+    "sed",
+    "-i",
+    "echo",
+    "@",
+    "+x",
+    ",",
+    "=",
+    "-",
+    "env",
+    "xargs",
+    "sort",
+    "-o",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// The shortcut for plain pipelines agrees with the full parser whenever
+    /// it accepts an input.
+    #[test]
+    fn fast_path_agrees_with_parser(parts in prop::collection::vec(prop::sample::select(TOKENS), 0..10)) {
+        let detail = parts.concat();
+        if let Some(fast) = via_fast(&detail) {
+            prop_assert_eq!(fast, via_parser(&detail), "detail {:?}", detail);
+        }
+    }
+}
+
+#[test]
+fn fast_path_takes_plain_pipelines_only() {
+    assert!(via_fast("ls -la | head -5 | sort | wc -l").is_some());
+    for detail in [
+        "ls; rm", "ls && x", "ls || x", "A=1 ls", "ls $x", "ls > f", "if x", "ls\nx", "ls 'a'",
+        "| ls", "ls |",
+    ] {
+        assert!(via_fast(detail).is_none(), "{detail:?}");
+    }
+}
+
+#[test]
+fn commands_are_cut_at_every_separator() {
+    let a = analyze_shell("a 1; b 2 && c || d | e & f\ng");
+    assert_eq!(a.commands, ["a 1", "b 2", "c", "d", "e", "f", "g"]);
+    assert!(a.is_clean());
+}
+
+#[test]
+fn compound_bodies_are_walked() {
+    let a = analyze_shell(
+        "if a; then b; elif c; then d; else e; fi; while f; do g; done; until h; do i; done",
+    );
+    assert_eq!(a.commands, ["a", "b", "c", "d", "e", "f", "g", "h", "i"]);
+    let a = analyze_shell("for x in 1 2; do j; done; case y in z) k;; *) l;; esac; { m; }; (n)");
+    assert_eq!(a.commands, ["j", "k", "l", "m", "n"]);
+}
+
+#[test]
+fn substitutions_are_walked_and_flagged() {
+    let a = analyze_shell("echo $(whoami) `id` <(date)");
+    assert_eq!(a.commands, ["whoami", "id", "date", "echo $(whoami) `id`"]);
+    assert!(a.hazards.contains(&Hazard::CommandSubstitution));
+    assert!(a.hazards.contains(&Hazard::ProcessSubstitution));
+}
+
+#[test]
+fn canonical_text_normalizes_quoting_and_spacing() {
+    assert_eq!(analyze_shell("ls\t  -la   \"a\"").commands, ["ls -la a"]);
+    assert_eq!(analyze_shell("sed '-i' x").commands, ["sed -i x"]);
+    assert_eq!(
+        analyze_shell("echo 'a b' \"c'd\"").commands,
+        [r"echo 'a b' 'c'\''d'"]
+    );
+}
+
+#[test]
+fn quoted_options_are_still_seen() {
+    let a = analyze_shell("sed \"-i\" s/a/b/ f");
+    assert!(
+        a.hazards
+            .iter()
+            .any(|h| matches!(h, Hazard::UnsafeOption { option, .. } if option == "-i"))
+    );
+    let a = analyze_shell("git branch '-D' x");
+    assert!(!a.is_clean());
+}
+
+#[test]
+fn safe_redirections_are_not_hazards() {
+    for detail in [
+        "ls 2>&1",
+        "ls >/dev/null 2>/dev/null",
+        "ls >&2",
+        "cat <f",
+        "ls 2>&-",
+        "ls &>/dev/null",
+        "cat <<'E'\n$(x)\nE",
+    ] {
+        assert!(
+            analyze_shell(detail).is_clean(),
+            "{detail:?}: {:?}",
+            analyze_shell(detail)
+        );
+    }
+}
+
+#[test]
+fn nesting_is_bounded() {
+    let mut detail = String::from("ls");
+    for _ in 0..20 {
+        detail = format!("echo $({detail})");
+    }
+    assert!(analyze_shell(&detail).hazards.contains(&Hazard::TooDeep));
+}
+
+#[test]
+fn extended_test_arithmetic_is_a_hazard_only_with_variables() {
+    assert!(analyze_shell("[[ -f x ]] && ls").is_clean());
+    assert!(analyze_shell("[[ 1 -eq 1 ]]").is_clean());
+    assert!(
+        analyze_shell("[[ $x -eq 1 ]]")
+            .hazards
+            .contains(&Hazard::Arithmetic)
+    );
+}
+
+#[test]
+fn hazards_display_as_sentences() {
+    let a = analyze_shell("ls > out.txt");
+    assert_eq!(
+        a.hazards[0].to_string(),
+        "output is redirected to a file (`out.txt`)"
+    );
+}
