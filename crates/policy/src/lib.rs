@@ -6,6 +6,25 @@
 //! hazard analysis of shell commands, [`grant`] grants and scopes,
 //! [`decide`] the decision itself, [`expiry`] and [`reply`] the two small
 //! grammars humans type. Nothing here does I/O, and nothing is async.
+//!
+//! Decisions worth knowing:
+//!
+//! - Patterns must match the whole action string. Plain patterns of a list
+//!   are matched in one `RegexSet` pass; patterns with look-around or
+//!   backreferences use `fancy-regex` with a backtracking limit
+//!   ([`BACKTRACK_LIMIT`]). If a pattern hits the limit its answer is
+//!   unknown, and the decision is **deny**, naming the pattern, whatever
+//!   list it is in; an unknown answer never becomes an allow.
+//! - For shell tools ([`DEFAULT_SHELL_TOOLS`] plus a profile's
+//!   `shell_tools`) the detail is parsed once ([`analyze_shell`]); every
+//!   simple command is judged as `tool:<tool>:<command>` against every list
+//!   and the strictest answer wins. Deny patterns also see the whole line.
+//!   A [`Hazard`] (substitution, redirection to a file, hidden command
+//!   name, a command that runs commands, a writing option, anything
+//!   unparsable, …) caps the answer at ask, under every profile including
+//!   `open`, and for grants too.
+//! - `guarded` and `readonly` end in `(?s).*` ask patterns, so that
+//!   multi-line details ask rather than fall through to deny.
 
 pub mod decide;
 pub mod expiry;

@@ -310,6 +310,14 @@ fn test_profile_compiles_patterns_once() {
 }
 
 #[test]
+fn compiled_types_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync + Clone + std::fmt::Debug>() {}
+    assert_send_sync::<Profile>();
+    assert_send_sync::<actiongate_policy::ToolPattern>();
+    assert_send_sync::<actiongate_policy::Grant>();
+}
+
+#[test]
 fn test_profile_serialization_to_dict() {
     let p = profile(&["tool:file:.*"], &["tool:bash:.*"]);
     assert_eq!(
