@@ -30,7 +30,7 @@ pub enum Hazard {
         /// The parser's message.
         message: String,
     },
-    /// Command substitutions nest too deeply to follow.
+    /// The command nests too deeply to analyze.
     TooDeep,
     /// `$(…)` or backticks: the output of a command becomes part of another.
     CommandSubstitution,
@@ -117,7 +117,7 @@ impl fmt::Display for Hazard {
             Self::Unparsable { message } => {
                 write!(f, "the command could not be parsed ({message})")
             }
-            Self::TooDeep => f.write_str("command substitutions nest too deeply to analyze"),
+            Self::TooDeep => f.write_str("the command nests too deeply to analyze"),
             Self::CommandSubstitution => f.write_str("it uses command substitution"),
             Self::ProcessSubstitution => f.write_str("it uses process substitution"),
             Self::Arithmetic => f.write_str("it uses shell arithmetic, which can run commands"),

@@ -155,6 +155,21 @@ fn nesting_is_bounded() {
 }
 
 #[test]
+fn deep_nesting_is_refused_without_overflowing_the_stack() {
+    for detail in [
+        format!("{}ls{}", "{ ".repeat(5000), "; }".repeat(5000)),
+        format!("{}ls{}", "if true; then ".repeat(5000), "; fi".repeat(5000)),
+        format!("{}ls{}", "(".repeat(5000), ")".repeat(5000)),
+        format!("{}ls{}", "echo $(".repeat(5000), ")".repeat(5000)),
+    ] {
+        let a = analyze_shell(&detail);
+        assert!(a.hazards.contains(&Hazard::TooDeep), "{:?}", a.hazards);
+    }
+    // Ordinary compound commands are well within the bound.
+    assert!(analyze_shell("if a; then { (b); }; fi; for x in y; do c; done").is_clean());
+}
+
+#[test]
 fn extended_test_arithmetic_is_a_hazard_only_with_variables() {
     assert!(analyze_shell("[[ -f x ]] && ls").is_clean());
     assert!(analyze_shell("[[ 1 -eq 1 ]]").is_clean());

@@ -12,6 +12,10 @@ use brush_parser::{Parser, ParserOptions};
 /// Parses `source` as a shell program and walks it. A parse error is a
 /// hazard (nothing unparsable is allowed).
 pub(crate) fn analyze_program(source: &str, c: &mut Collector) {
+    if too_nested(source) {
+        c.hazard(Hazard::TooDeep);
+        return;
+    }
     let options = ParserOptions::default();
     let mut parser = Parser::new(source.as_bytes(), &options);
     match parser.parse_program() {
@@ -24,6 +28,29 @@ pub(crate) fn analyze_program(source: &str, c: &mut Collector) {
             message: e.to_string(),
         }),
     }
+}
+
+/// Most constructs that can nest a parser allows in one command. The parser
+/// and this walk recurse once per level; without a bound, a few thousand
+/// nested braces overflow the stack and abort the process.
+const MAX_OPENERS: usize = 32;
+
+/// Whether `source` might nest deeper than [`MAX_OPENERS`]. Counts every
+/// opener rather than the depth (quotes are ignored), so it errs towards
+/// refusing, which only costs a question.
+fn too_nested(source: &str) -> bool {
+    const KEYWORDS: &[&str] = &[
+        "if", "while", "until", "for", "case", "select", "function", "coproc",
+    ];
+    let brackets = source
+        .bytes()
+        .filter(|b| matches!(b, b'(' | b'{' | b'`'))
+        .count();
+    let keywords = source
+        .split(|ch: char| !ch.is_ascii_alphanumeric() && ch != '_')
+        .filter(|w| KEYWORDS.contains(w))
+        .count();
+    brackets + keywords > MAX_OPENERS
 }
 
 fn compound_list(list: &CompoundList, c: &mut Collector) {
