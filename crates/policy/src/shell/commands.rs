@@ -183,7 +183,7 @@ pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
                 runs(c);
             }
         }
-        "git" => git(&lits, c),
+        "git" => super::git::judge(&lits, c),
         "find" => {
             for a in &lits {
                 match *a {
@@ -269,7 +269,7 @@ pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
 }
 
 /// Arguments before `--` that look like options.
-fn options<'a>(lits: &'a [&'a str]) -> impl Iterator<Item = &'a &'a str> {
+pub(super) fn options<'a>(lits: &'a [&'a str]) -> impl Iterator<Item = &'a &'a str> {
     lits.iter()
         .take_while(|a| **a != "--")
         .filter(|a| a.starts_with('-') && a.len() > 1)
@@ -277,7 +277,7 @@ fn options<'a>(lits: &'a [&'a str]) -> impl Iterator<Item = &'a &'a str> {
 
 /// `--name[=value]` where `name` is at least `min` characters and a prefix
 /// of `long` (GNU tools accept unambiguous abbreviations).
-fn long_prefix_of(arg: &str, long: &str, min: usize) -> bool {
+pub(super) fn long_prefix_of(arg: &str, long: &str, min: usize) -> bool {
     arg.strip_prefix("--")
         .map(|rest| rest.split('=').next().unwrap_or(rest))
         .is_some_and(|name| name.len() >= min && long.starts_with(name))
@@ -286,7 +286,7 @@ fn long_prefix_of(arg: &str, long: &str, min: usize) -> bool {
 /// Whether the short-option cluster `arg` (`-no`, `-nofile`) uses `flag`,
 /// scanning letters until one that takes a value (`takes_value`) ends the
 /// cluster.
-fn short_option_before_value(arg: &str, flag: char, takes_value: &str) -> bool {
+pub(super) fn short_option_before_value(arg: &str, flag: char, takes_value: &str) -> bool {
     let Some(cluster) = arg.strip_prefix('-').filter(|r| !r.starts_with('-')) else {
         return false;
     };
@@ -422,197 +422,9 @@ fn xargs_runs_command(lits: &[&str]) -> bool {
     false
 }
 
-/// git: global options, then the read-only forms of the subcommands the
-/// read-only preset allows.
-fn git(lits: &[&str], c: &mut Collector) {
-    let unsafe_option = |c: &mut Collector, option: &str| {
-        c.hazard(Hazard::UnsafeOption {
-            command: "git".to_owned(),
-            option: option.to_owned(),
-        });
-    };
-    let mut i = 0;
-    while let Some(a) = lits.get(i) {
-        if !a.starts_with('-') {
-            break;
-        }
-        match *a {
-            "-C" | "--git-dir" | "--work-tree" | "--namespace" => i += 1,
-            "-P"
-            | "--no-pager"
-            | "--bare"
-            | "--no-replace-objects"
-            | "--literal-pathspecs"
-            | "--glob-pathspecs"
-            | "--noglob-pathspecs"
-            | "--icase-pathspecs"
-            | "--no-optional-locks"
-            | "--no-lazy-fetch"
-            | "--no-advice"
-            | "--version"
-            | "-v"
-            | "--help"
-            | "-h"
-            | "--html-path"
-            | "--man-path"
-            | "--info-path" => {}
-            _ if a.starts_with("--git-dir=")
-                || a.starts_with("--work-tree=")
-                || a.starts_with("--namespace=") => {}
-            // `-c`, `--config-env` (set config: pagers, aliases, hooks),
-            // `--exec-path`, `-p`/`--paginate` (runs the pager), and any
-            // option not known to be harmless.
-            _ => unsafe_option(c, a),
-        }
-        i += 1;
-    }
-    let Some(sub) = lits.get(i) else {
-        return;
-    };
-    let rest = lits.get(i + 1..).unwrap_or_default();
-    match *sub {
-        "log" | "show" | "diff" | "whatchanged" => {
-            for a in options(rest) {
-                if long_prefix_of(a, "output", 2) || long_prefix_of(a, "ext-diff", 3) {
-                    unsafe_option(c, a);
-                }
-            }
-        }
-        "grep" => {
-            for a in options(rest) {
-                if long_prefix_of(a, "open-files-in-pager", 2)
-                    || short_option_before_value(a, 'O', "ABCefm")
-                {
-                    unsafe_option(c, a);
-                }
-            }
-        }
-        "branch" => {
-            if let Some(bad) = git_branch_mutation(rest) {
-                unsafe_option(c, &format!("branch {bad}"));
-            }
-        }
-        _ => {}
-    }
-}
-
-/// The first argument that makes `git branch` do anything but list, or
-/// `None` if it only lists. Unknown options count as mutations.
-fn git_branch_mutation<'a>(args: &[&'a str]) -> Option<&'a str> {
-    const FLAGS: &[&str] = &[
-        "-a",
-        "--all",
-        "-r",
-        "--remotes",
-        "-l",
-        "--list",
-        "-v",
-        "-vv",
-        "--verbose",
-        "-i",
-        "--ignore-case",
-        "--show-current",
-        "--color",
-        "--no-color",
-        "--column",
-        "--no-column",
-        "--omit-empty",
-        "-q",
-        "--quiet",
-        "--abbrev",
-        "--no-abbrev",
-    ];
-    const VALUE_REQUIRED: &[&str] = &["--sort", "--format", "--points-at"];
-    const VALUE_OPTIONAL: &[&str] = &["--contains", "--no-contains", "--merged", "--no-merged"];
-    const WITH_EQUALS: &[&str] = &[
-        "--color=",
-        "--column=",
-        "--abbrev=",
-        "--sort=",
-        "--format=",
-        "--points-at=",
-        "--contains=",
-        "--no-contains=",
-        "--merged=",
-        "--no-merged=",
-    ];
-    let mut list_mode = false;
-    let mut positional = None;
-    let mut i = 0;
-    let mut after_dashes = false;
-    while let Some(&a) = args.get(i) {
-        i += 1;
-        if after_dashes || !a.starts_with('-') || a == "-" {
-            positional = positional.or(Some(a));
-            continue;
-        }
-        if a == "--" {
-            after_dashes = true;
-        } else if a == "-l" || a == "--list" {
-            list_mode = true;
-        } else if FLAGS.contains(&a) || WITH_EQUALS.iter().any(|p| a.starts_with(p)) {
-        } else if VALUE_REQUIRED.contains(&a) {
-            i += 1;
-        } else if VALUE_OPTIONAL.contains(&a) {
-            if args.get(i).is_some_and(|next| !next.starts_with('-')) {
-                i += 1;
-            }
-        } else if !a.starts_with("--")
-            && a.len() > 1
-            && a.chars().skip(1).all(|ch| "arlviq".contains(ch))
-        {
-            list_mode |= a.contains('l');
-        } else {
-            return Some(a);
-        }
-    }
-    // Without `--list`, a name creates a branch.
-    if list_mode { None } else { positional }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn git_branch_listing_forms_pass() {
-        for args in [
-            &[][..],
-            &["-a"],
-            &["-vv"],
-            &["--list", "feat*"],
-            &["-l", "x"],
-            &["--merged", "main"],
-            &["--contains"],
-            &["--sort=-committerdate"],
-            &["--format", "%(refname)"],
-            &["--show-current"],
-        ] {
-            assert_eq!(git_branch_mutation(args), None, "{args:?}");
-        }
-    }
-
-    #[test]
-    fn git_branch_mutating_forms_are_caught() {
-        for args in [
-            &["-D", "x"][..],
-            &["-d", "x"],
-            &["new"],
-            &["-m", "a", "b"],
-            &["-M", "b"],
-            &["-c", "a", "b"],
-            &["--set-upstream-to=origin/x"],
-            &["-u", "origin/x"],
-            &["--unset-upstream"],
-            &["-f", "x", "y"],
-            &["--edit-description"],
-            &["--track", "x", "origin/x"],
-            &["-av", "newbranch"],
-            &["--merged", "main", "new"],
-        ] {
-            assert!(git_branch_mutation(args).is_some(), "{args:?}");
-        }
-    }
 
     #[test]
     fn sed_scripts_that_write_or_execute_are_caught() {

@@ -4,11 +4,12 @@
 //!
 //! `walk` turns the syntax tree into simple commands, `fast` handles the
 //! common metacharacter-free pipelines without the full parser, `words`
-//! reads single words, and `commands` knows which forms of otherwise
-//! read-only commands write files or run programs.
+//! reads single words, and `commands` (with `git`) knows which forms of
+//! otherwise read-only commands write files or run programs.
 
 mod commands;
 mod fast;
+mod git;
 mod walk;
 mod words;
 
