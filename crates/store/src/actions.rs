@@ -154,11 +154,11 @@ async fn insert_on(
         DecisionResult::Deny => (ActionStatus::Denied, true),
         DecisionResult::Ask => (ActionStatus::Pending, false),
     };
-    let deadline = if status == ActionStatus::Pending {
-        new.deadline
-    } else {
-        None
-    };
+    // Truncated to the stored precision so the answer equals what is read back.
+    let deadline = new
+        .deadline
+        .filter(|_| status == ActionStatus::Pending)
+        .map(|d| from_ms(to_ms(d)));
     let rule = new.decision.rule.as_ref().map(Value::to_string);
     sqlx::query(
         "INSERT INTO actions (id, agent, tool, detail, action_string, reason, status, decision_result, \

@@ -74,6 +74,12 @@ impl Default for StoreOptions {
     }
 }
 
+/// What stops the writer task, and the task to await.
+type WriterStop = (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+);
+
 /// The persistent state of one actiongate daemon.
 #[derive(Clone)]
 pub struct Store {
@@ -81,14 +87,7 @@ pub struct Store {
     read: SqlitePool,
     events: broadcast::Sender<Arc<Event>>,
     last_seq: Arc<AtomicI64>,
-    shutdown: Arc<
-        tokio::sync::Mutex<
-            Option<(
-                tokio::sync::oneshot::Sender<()>,
-                tokio::task::JoinHandle<()>,
-            )>,
-        >,
-    >,
+    shutdown: Arc<tokio::sync::Mutex<Option<WriterStop>>>,
 }
 
 impl Store {
@@ -108,7 +107,7 @@ impl Store {
             .log_statements(tracing::log::LevelFilter::Trace);
 
         let mut conn = base.clone().create_if_missing(true).connect().await?;
-        MIGRATOR.run(&mut conn).await?;
+        MIGRATOR.run_direct(None, &mut conn, false).await?;
 
         let last: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM events")
             .fetch_one(&mut conn)
@@ -184,6 +183,6 @@ pub async fn migrate(path: &Path) -> Result<usize, StoreError> {
         .create_if_missing(true)
         .connect()
         .await?;
-    MIGRATOR.run(&mut conn).await?;
+    MIGRATOR.run_direct(None, &mut conn, false).await?;
     Ok(MIGRATOR.iter().count())
 }

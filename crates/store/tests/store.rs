@@ -1,0 +1,248 @@
+//! The store against a real SQLite file.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::Duration;
+
+use actiongate_store::*;
+use chrono::Utc;
+
+async fn open() -> (Store, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("t.db"), StoreOptions::default())
+        .await
+        .unwrap();
+    (store, dir)
+}
+
+fn new_action(agent: &str, result: DecisionResult, key: Option<&str>, hash: &str) -> NewAction {
+    NewAction {
+        id: uuid::Uuid::now_v7().to_string(),
+        agent: agent.to_owned(),
+        tool: "bash".to_owned(),
+        detail: "make".to_owned(),
+        action_string: "tool:bash:make".to_owned(),
+        reason: None,
+        decision: Decision {
+            result,
+            reason: "test".to_owned(),
+            rule: None,
+        },
+        deadline: Some(Utc::now() + chrono::Duration::minutes(5)),
+        idempotency_key: key.map(str::to_owned),
+        request_hash: hash.to_owned(),
+    }
+}
+
+const APPROVE: Transition = Transition {
+    from: &[ActionStatus::Pending],
+    to: ActionStatus::Approved,
+    decided_by: None,
+    note: None,
+    outcome: None,
+    event: "action.approved",
+};
+
+#[tokio::test]
+async fn initial_status_follows_the_decision_and_records_an_event() {
+    let (store, _dir) = open().await;
+    let mut events = store.subscribe();
+    let (a, created) = store
+        .insert_action(new_action("a", DecisionResult::Allow, None, "h"))
+        .await
+        .unwrap();
+    assert!(created);
+    assert_eq!(a.status, ActionStatus::Approved);
+    assert_eq!(a.deadline, None);
+    let (p, _) = store
+        .insert_action(new_action("a", DecisionResult::Ask, None, "h"))
+        .await
+        .unwrap();
+    assert_eq!(p.status, ActionStatus::Pending);
+    assert!(p.deadline.is_some());
+    let (d, _) = store
+        .insert_action(new_action("a", DecisionResult::Deny, None, "h"))
+        .await
+        .unwrap();
+    assert_eq!(d.status, ActionStatus::Denied);
+    let kinds: Vec<String> = (0..3)
+        .map(|_| events.try_recv().unwrap().kind.clone())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["action.approved", "action.enqueued", "action.denied"]
+    );
+    assert_eq!(store.get_action(&p.id).await.unwrap(), p);
+}
+
+#[tokio::test]
+async fn a_failing_job_does_not_disturb_its_batch() {
+    let (store, _dir) = open().await;
+    store
+        .insert_action(new_action("a", DecisionResult::Ask, Some("k"), "h1"))
+        .await
+        .unwrap();
+    // Many writes at once share commits; the one reusing the key with
+    // another body fails alone.
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            if i == 20 {
+                store
+                    .insert_action(new_action("a", DecisionResult::Ask, Some("k"), "other"))
+                    .await
+            } else {
+                store
+                    .insert_action(new_action("a", DecisionResult::Ask, None, "h"))
+                    .await
+            }
+        }));
+    }
+    let mut ok = 0;
+    let mut conflicts = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(_) => ok += 1,
+            Err(StoreError::Conflict(_)) => conflicts += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!((ok, conflicts), (39, 1));
+    let all = store
+        .list_actions(&ActionFilter {
+            limit: 100,
+            ..ActionFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 40);
+    let events = store.events_after(0, None, 1000).await.unwrap();
+    assert_eq!(events.len(), 40);
+    assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
+}
+
+#[tokio::test]
+async fn same_key_same_body_returns_the_existing_action() {
+    let (store, _dir) = open().await;
+    let (first, created) = store
+        .insert_action(new_action("a", DecisionResult::Ask, Some("k"), "h"))
+        .await
+        .unwrap();
+    assert!(created);
+    let (again, created) = store
+        .insert_action(new_action("a", DecisionResult::Ask, Some("k"), "h"))
+        .await
+        .unwrap();
+    assert!(!created);
+    assert_eq!(first, again);
+    // Keys are per agent.
+    let (_, created) = store
+        .insert_action(new_action("b", DecisionResult::Ask, Some("k"), "h"))
+        .await
+        .unwrap();
+    assert!(created);
+}
+
+#[tokio::test]
+async fn transitions_are_compare_and_set() {
+    let (store, _dir) = open().await;
+    let (p, _) = store
+        .insert_action(new_action("a", DecisionResult::Ask, None, "h"))
+        .await
+        .unwrap();
+    let mut approve = APPROVE;
+    approve.decided_by = Some("key:op".to_owned());
+    let a = store.transition(&p.id, approve.clone()).await.unwrap();
+    assert_eq!(a.status, ActionStatus::Approved);
+    assert_eq!(a.decided_by.as_deref(), Some("key:op"));
+    match store.transition(&p.id, approve).await {
+        Err(StoreError::WrongState { current }) => assert_eq!(current, "approved"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        store.transition("nope", APPROVE).await,
+        Err(StoreError::NotFound)
+    ));
+}
+
+#[tokio::test]
+async fn expire_due_expires_only_overdue_pending_actions() {
+    let (store, _dir) = open().await;
+    let mut soon = new_action("a", DecisionResult::Ask, None, "h");
+    soon.deadline = Some(Utc::now() + chrono::Duration::milliseconds(50));
+    let (soon, _) = store.insert_action(soon).await.unwrap();
+    let (later, _) = store
+        .insert_action(new_action("a", DecisionResult::Ask, None, "h"))
+        .await
+        .unwrap();
+    assert_eq!(store.next_deadline().await.unwrap(), soon.deadline);
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let expired = store.expire_due(Utc::now()).await.unwrap();
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0].id, soon.id);
+    assert_eq!(expired[0].status, ActionStatus::Expired);
+    assert_eq!(
+        store.get_action(&later.id).await.unwrap().status,
+        ActionStatus::Pending
+    );
+    assert_eq!(store.next_deadline().await.unwrap(), later.deadline);
+    let events = store.action_events(&soon.id).await.unwrap();
+    assert_eq!(events.last().unwrap().kind, "action.expired");
+}
+
+#[tokio::test]
+async fn data_survives_reopening_and_closed_store_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let store = Store::open(&path, StoreOptions::default()).await.unwrap();
+    let (a, _) = store
+        .insert_action(new_action("a", DecisionResult::Ask, None, "h"))
+        .await
+        .unwrap();
+    store.close().await;
+    assert!(matches!(
+        store
+            .insert_action(new_action("a", DecisionResult::Ask, None, "h"))
+            .await,
+        Err(StoreError::Closed)
+    ));
+    let store = Store::open(&path, StoreOptions::default()).await.unwrap();
+    assert_eq!(store.get_action(&a.id).await.unwrap(), a);
+    assert!(store.last_seq() >= 1);
+    store.ready().await.unwrap();
+}
+
+#[tokio::test]
+async fn keys_are_found_by_hash_until_revoked() {
+    let (store, _dir) = open().await;
+    let key = store
+        .create_key(NewKey {
+            id: "key_1".into(),
+            name: "n".into(),
+            role: Role::Operator,
+            agent: None,
+            hash: "abc".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.find_key("abc").await.unwrap(), Some(key.clone()));
+    let revoked = store.revoke_key("key_1").await.unwrap();
+    assert!(revoked.revoked_at.is_some());
+    assert_eq!(
+        store.revoke_key("key_1").await.unwrap().revoked_at,
+        revoked.revoked_at
+    );
+    assert_eq!(store.find_key("abc").await.unwrap(), None);
+    assert!(matches!(
+        store
+            .create_key(NewKey {
+                id: "key_2".into(),
+                name: "n".into(),
+                role: Role::Admin,
+                agent: None,
+                hash: "abc".into()
+            })
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+}
