@@ -1,0 +1,172 @@
+//! Building the router and running the daemon: store, first admin key,
+//! background tasks, HTTP server, graceful shutdown.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, Request};
+use axum::response::{IntoResponse, Response};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use actiongate_store::{Role, Store, StoreOptions};
+
+use crate::auth::issue_key;
+use crate::config::Settings;
+use crate::error::ApiError;
+use crate::metrics::{Metrics, track};
+use crate::state::AppState;
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The full HTTP application for `state`.
+pub fn router(state: AppState) -> Router {
+    let body_limit = state.settings().http.body_limit_bytes;
+    crate::routes::router()
+        .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), track))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(CatchPanicLayer::custom(|_: Box<dyn std::any::Any + Send>| -> Response {
+            tracing::error!("a request handler panicked");
+            ApiError::internal().into_response()
+        }))
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+                let id = req
+                    .headers()
+                    .get(&REQUEST_ID)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-");
+                tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+            }),
+        )
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .with_state(state)
+}
+
+/// Opens the store of `settings` (creating the data dir), applying migrations.
+pub async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
+    std::fs::create_dir_all(&settings.data_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot create data dir {}: {e}",
+            settings.data_dir.display()
+        )
+    })?;
+    let opts = StoreOptions {
+        durability: settings.storage.durability,
+        batch_max: settings.storage.batch_max,
+        read_connections: settings.storage.read_connections,
+        ..StoreOptions::default()
+    };
+    Store::open(&settings.database_path(), opts)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot open database {}: {e}",
+                settings.database_path().display()
+            )
+        })
+}
+
+/// On first start (no keys at all) creates an admin key, prints it once on
+/// stderr and writes it to `<data-dir>/admin.key` with mode 0600.
+pub async fn ensure_admin_key(store: &Store, data_dir: &Path) -> anyhow::Result<()> {
+    if store.key_count().await? > 0 {
+        return Ok(());
+    }
+    let issued = issue_key(Role::Admin, None, Some("first admin key".to_owned()));
+    store.create_key(issued.record).await?;
+    let path = data_dir.join("admin.key");
+    eprintln!(
+        "actiongate: created the first admin key (shown once; also in {}):",
+        path.display()
+    );
+    eprintln!("{}", issued.secret);
+    if let Err(e) = write_secret_file(&path, &issued.secret) {
+        eprintln!("actiongate: could not write {}: {e}", path.display());
+    }
+    Ok(())
+}
+
+fn write_secret_file(path: &Path, secret: &str) -> std::io::Result<()> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut file = opts.open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    writeln!(file, "{secret}")?;
+    file.sync_all()
+}
+
+/// Opens everything and serves on `listener` until `shutdown` is cancelled,
+/// then stops accepting, answers open long-polls, and closes the database.
+pub async fn run(
+    settings: Settings,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let store = open_store(&settings).await?;
+    ensure_admin_key(&store, &settings.data_dir).await?;
+    let metrics = Metrics::install()?;
+    let grace = Duration::from_secs(settings.http.shutdown_grace_seconds);
+    let state = AppState::new(store.clone(), settings, metrics, shutdown.clone())?;
+    let sweeper = tokio::spawn(crate::sweeper::run(state.clone()));
+
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "actiongate listening");
+    let app = router(state.clone());
+    let server =
+        axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let serving = tokio::spawn(async move { server.await });
+    shutdown.cancelled().await;
+    match tokio::time::timeout(grace, serving).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => tracing::error!(error = %e, "server error"),
+        Ok(Err(e)) => tracing::error!(error = %e, "server task failed"),
+        Err(_) => tracing::warn!("open requests outlived the shutdown grace period"),
+    }
+    let _ = sweeper.await;
+    store.close().await;
+    tracing::info!("actiongate stopped");
+    Ok(())
+}
+
+/// Cancels `token` on SIGINT or SIGTERM.
+pub fn cancel_on_signals(token: CancellationToken) {
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let term = std::future::pending::<()>();
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term => {}
+        }
+        tracing::info!("shutting down");
+        token.cancel();
+    });
+}

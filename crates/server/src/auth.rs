@@ -1,0 +1,141 @@
+//! API keys: how they are made and hashed, and the `Caller` extractor that
+//! turns `Authorization: Bearer <key>` into who is calling.
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use base64::Engine;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+
+use actiongate_store::{NewKey, Role};
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// A freshly made key: the secret is shown once, only the hash is stored.
+pub struct IssuedKey {
+    /// What is stored.
+    pub record: NewKey,
+    /// The bearer token, `agk_…`.
+    pub secret: String,
+}
+
+/// Makes a key with 256 random bits.
+pub fn issue_key(role: Role, agent: Option<String>, name: Option<String>) -> IssuedKey {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    let secret = format!(
+        "agk_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    );
+    let mut id_bytes = [0u8; 8];
+    rand::rng().fill_bytes(&mut id_bytes);
+    let id = format!("key_{}", hex::encode(id_bytes));
+    let name = name.unwrap_or_else(|| match &agent {
+        Some(a) => format!("{} key for {a}", role.as_str()),
+        None => format!("{} key", role.as_str()),
+    });
+    IssuedKey {
+        record: NewKey {
+            id,
+            name,
+            role,
+            agent,
+            hash: hash_key(&secret),
+        },
+        secret,
+    }
+}
+
+/// Keys carry 256 bits of entropy, so a plain SHA-256 is a safe hash for
+/// them (a slow password hash would buy nothing and cost every request).
+pub fn hash_key(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+/// Who is calling, from a valid key.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The key's id.
+    pub key_id: String,
+    /// The key's name.
+    pub name: String,
+    /// What it may do.
+    pub role: Role,
+    /// The agent it acts as.
+    pub agent: Option<String>,
+}
+
+impl Caller {
+    /// Fails with 403 unless the key's role is at least `role`.
+    pub fn require(&self, role: Role) -> Result<(), ApiError> {
+        if self.role >= role {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(format!(
+                "this needs a key with the {} role; this key is {}",
+                role.as_str(),
+                self.role.as_str()
+            )))
+        }
+    }
+
+    /// The agent this key acts as, or 403 if it acts for none.
+    pub fn agent_id(&self) -> Result<&str, ApiError> {
+        self.agent.as_deref().ok_or_else(|| {
+            ApiError::forbidden("this key is not bound to an agent; issue one with an agent id")
+        })
+    }
+
+    /// Whether the caller sees every agent's resources (operators and admins).
+    pub fn sees_all(&self) -> bool {
+        self.role >= Role::Operator
+    }
+
+    /// Whether the caller may see a resource of `agent`.
+    pub fn may_see(&self, agent: &str) -> bool {
+        self.sees_all() || self.agent.as_deref() == Some(agent)
+    }
+
+    /// The identity recorded as `decided_by` / `granted_by`.
+    pub fn identity(&self) -> String {
+        format!("key:{}", self.key_id)
+    }
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let header = parts
+            .headers
+            .get(AUTHORIZATION)
+            .ok_or_else(|| ApiError::unauthorized("send Authorization: Bearer <key>"))?;
+        let value = header
+            .to_str()
+            .map_err(|_| ApiError::unauthorized("the Authorization header is not text"))?;
+        let token = value
+            .strip_prefix("Bearer ")
+            .or_else(|| value.strip_prefix("bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                ApiError::unauthorized("use the Bearer scheme: Authorization: Bearer <key>")
+            })?;
+        let key = state
+            .store()
+            .find_key(&hash_key(token))
+            .await?
+            .ok_or_else(|| ApiError::unauthorized("unknown or revoked key"))?;
+        Ok(Caller {
+            key_id: key.id,
+            name: key.name,
+            role: key.role,
+            agent: key.agent,
+        })
+    }
+}

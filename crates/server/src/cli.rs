@@ -1,0 +1,231 @@
+//! The `actiongate` command line: the daemon and the commands that work
+//! directly on its data dir.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use actiongate_store::Role;
+
+use crate::config::{FlagOverrides, LogFormat, Settings};
+
+/// actiongate: gates what AI agents do.
+#[derive(Debug, Parser)]
+#[command(name = "actiongate", version, about)]
+pub struct Cli {
+    /// Config file (default: config/actiongate.toml when it exists).
+    #[arg(long, global = true, env = "ACTIONGATE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Data directory holding the database (default ./data).
+    #[arg(long, global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon.
+    Serve(ServeArgs),
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Manage API keys in the data dir.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Print the OpenAPI document.
+    Openapi,
+}
+
+/// Flags of `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (default 127.0.0.1:8080).
+    #[arg(long)]
+    pub listen: Option<std::net::SocketAddr>,
+    /// Log format.
+    #[arg(long, value_enum)]
+    pub log_format: Option<LogFormat>,
+}
+
+/// `keys` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Issue a key and print it (shown only now).
+    Create {
+        /// agent, operator or admin.
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+        /// The agent the key acts as (required for agent keys).
+        #[arg(long)]
+        agent: Option<String>,
+        /// A name to recognise the key by.
+        #[arg(long)]
+        name: Option<String>,
+        /// Print JSON instead of the bare key.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List keys (never their secrets).
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a key by id.
+    Revoke {
+        /// Key id (`key_…`).
+        id: String,
+    },
+}
+
+fn parse_role(s: &str) -> Result<Role, String> {
+    s.parse()
+}
+
+fn init_logging(settings: &Settings) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ACTIONGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&settings.log_level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match settings.log_format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+/// Runs the command line; the process exit code.
+pub fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("actiongate: cannot start the runtime: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("actiongate: {e:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let mut flags = FlagOverrides {
+        data_dir: cli.data_dir.clone(),
+        ..FlagOverrides::default()
+    };
+    if let Command::Serve(args) = &cli.command {
+        flags.listen = args.listen;
+        flags.log_format = args.log_format;
+    }
+    match cli.command {
+        Command::Openapi => {
+            print!("{}", crate::openapi::document_json());
+            Ok(())
+        }
+        Command::Serve(_) => {
+            let settings = Settings::load(cli.config.as_deref(), &flags)?;
+            init_logging(&settings);
+            let listener = tokio::net::TcpListener::bind(settings.listen)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", settings.listen))?;
+            let shutdown = CancellationToken::new();
+            crate::app::cancel_on_signals(shutdown.clone());
+            crate::app::run(settings, listener, shutdown).await
+        }
+        Command::Migrate => {
+            let settings = Settings::load(cli.config.as_deref(), &flags)?;
+            std::fs::create_dir_all(&settings.data_dir)?;
+            let n = actiongate_store::migrate(&settings.database_path()).await?;
+            println!(
+                "database {} is at migration {n}",
+                settings.database_path().display()
+            );
+            Ok(())
+        }
+        Command::Keys(cmd) => {
+            let settings = Settings::load(cli.config.as_deref(), &flags)?;
+            keys(&settings, cmd).await
+        }
+    }
+}
+
+async fn keys(settings: &Settings, cmd: KeysCommand) -> anyhow::Result<()> {
+    let store = crate::app::open_store(settings).await?;
+    let result = keys_on(&store, cmd).await;
+    store.close().await;
+    result
+}
+
+async fn keys_on(store: &actiongate_store::Store, cmd: KeysCommand) -> anyhow::Result<()> {
+    match cmd {
+        KeysCommand::Create {
+            role,
+            agent,
+            name,
+            json,
+        } => {
+            crate::routes::keys::validate_new_key(role, agent.as_deref(), name.as_deref())
+                .map_err(|e| anyhow::anyhow!("{}", e.problem().detail))?;
+            let issued = crate::auth::issue_key(role, agent, name);
+            let stored = store.create_key(issued.record).await?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"id": stored.id, "key": issued.secret, "role": stored.role,
+                        "agent": stored.agent, "name": stored.name, "created_at": stored.created_at})
+                );
+            } else {
+                eprintln!(
+                    "issued {} key {} (the key is shown only now):",
+                    stored.role.as_str(),
+                    stored.id
+                );
+                println!("{}", issued.secret);
+            }
+        }
+        KeysCommand::List { json } => {
+            let keys = store.list_keys().await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&keys)?);
+            } else {
+                println!(
+                    "{:<21} {:<9} {:<20} {:<8} NAME",
+                    "ID", "ROLE", "AGENT", "STATE"
+                );
+                for k in keys {
+                    println!(
+                        "{:<21} {:<9} {:<20} {:<8} {}",
+                        k.id,
+                        k.role.as_str(),
+                        k.agent.as_deref().unwrap_or("-"),
+                        if k.revoked_at.is_some() {
+                            "revoked"
+                        } else {
+                            "active"
+                        },
+                        k.name
+                    );
+                }
+            }
+        }
+        KeysCommand::Revoke { id } => {
+            let key = store.revoke_key(&id).await.map_err(|e| match e {
+                actiongate_store::StoreError::NotFound => anyhow::anyhow!("no key '{id}'"),
+                other => other.into(),
+            })?;
+            println!("revoked {}", key.id);
+        }
+    }
+    Ok(())
+}

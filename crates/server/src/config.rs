@@ -1,0 +1,237 @@
+//! Settings, layered: built-in defaults, then the config file, then
+//! `ACTIONGATE_*` environment variables, then command-line flags.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use actiongate_store::Durability;
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+/// The config file read when `--config` is not given and it exists.
+pub const DEFAULT_CONFIG_PATH: &str = "config/actiongate.toml";
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Everything the daemon can be told.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Directory of the database and the first admin key.
+    pub data_dir: PathBuf,
+    /// Log line format.
+    pub log_format: LogFormat,
+    /// Log filter (tracing `EnvFilter` syntax).
+    pub log_level: String,
+    /// Policy settings.
+    pub policy: PolicySettings,
+    /// Action settings.
+    pub actions: ActionSettings,
+    /// Storage settings.
+    pub storage: StorageSettings,
+    /// HTTP settings.
+    pub http: HttpSettings,
+}
+
+/// How decisions are made.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicySettings {
+    /// Profile of agents that have none: a preset name or `{allow, ask, deny}`.
+    pub default_profile: serde_json::Value,
+    /// IANA time zone in which `today` ends.
+    pub time_zone: String,
+}
+
+/// Bounds on requests for actions.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ActionSettings {
+    /// How long a human has when the request names no `timeout`.
+    pub default_timeout: String,
+    /// Shortest `timeout` accepted.
+    pub min_timeout: String,
+    /// Longest `timeout` accepted.
+    pub max_timeout: String,
+    /// Longest `?wait=` in seconds.
+    pub max_wait_seconds: u64,
+}
+
+/// Database settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageSettings {
+    /// `full` (survives power loss) or `normal` (survives process crashes).
+    pub durability: Durability,
+    /// Most writes that share one commit.
+    pub batch_max: usize,
+    /// Read-only connections.
+    pub read_connections: u32,
+}
+
+/// HTTP server settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpSettings {
+    /// Largest request body in bytes.
+    pub body_limit_bytes: usize,
+    /// How long graceful shutdown waits for open requests, in seconds.
+    pub shutdown_grace_seconds: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from("./data"),
+            log_format: LogFormat::Text,
+            log_level: "info".to_owned(),
+            policy: PolicySettings::default(),
+            actions: ActionSettings::default(),
+            storage: StorageSettings::default(),
+            http: HttpSettings::default(),
+        }
+    }
+}
+
+impl Default for PolicySettings {
+    fn default() -> Self {
+        PolicySettings {
+            default_profile: serde_json::Value::String("guarded".to_owned()),
+            time_zone: "UTC".to_owned(),
+        }
+    }
+}
+
+impl Default for ActionSettings {
+    fn default() -> Self {
+        ActionSettings {
+            default_timeout: "15m".to_owned(),
+            min_timeout: "1m".to_owned(),
+            max_timeout: "60m".to_owned(),
+            max_wait_seconds: 60,
+        }
+    }
+}
+
+impl Default for StorageSettings {
+    fn default() -> Self {
+        StorageSettings {
+            durability: Durability::Full,
+            batch_max: 128,
+            read_connections: 4,
+        }
+    }
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            body_limit_bytes: 1024 * 1024,
+            shutdown_grace_seconds: 10,
+        }
+    }
+}
+
+/// Flags that override every other layer.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct FlagOverrides {
+    /// `--listen`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+    /// `--data-dir`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+    /// `--log-format`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_format: Option<LogFormat>,
+}
+
+/// `ACTIONGATE_*` variables that are not settings: read by the client
+/// commands (`URL`, `KEY`), by clap (`CONFIG`) or by logging (`LOG`).
+const NOT_SETTINGS: &[&str] = &["url", "key", "config", "log"];
+
+impl Settings {
+    /// Loads the layers. `config` is `--config`; without it the default
+    /// file is read when present.
+    pub fn load(config: Option<&Path>, flags: &FlagOverrides) -> anyhow::Result<Settings> {
+        let mut fig = Figment::from(Serialized::defaults(Settings::default()));
+        match config {
+            Some(path) => {
+                if !path.exists() {
+                    anyhow::bail!("config file {} does not exist", path.display());
+                }
+                fig = fig.merge(Toml::file_exact(path));
+            }
+            None if Path::new(DEFAULT_CONFIG_PATH).exists() => {
+                fig = fig.merge(Toml::file_exact(DEFAULT_CONFIG_PATH));
+            }
+            None => {}
+        }
+        fig = fig
+            .merge(
+                Env::prefixed("ACTIONGATE_")
+                    .split("__")
+                    .filter(|k| !NOT_SETTINGS.iter().any(|n| k == *n)),
+            )
+            .merge(Serialized::defaults(flags));
+        let settings: Settings = fig
+            .extract()
+            .map_err(|e| anyhow::anyhow!("invalid settings: {e}"))?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Checks what types alone cannot.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        self.time_zone()?;
+        let (min, max, default) = self.timeouts()?;
+        if min > max || default < min || default > max {
+            anyhow::bail!("actions: need min_timeout <= default_timeout <= max_timeout");
+        }
+        actiongate_policy::Profile::from_spec(serde_json::from_value(
+            self.policy.default_profile.clone(),
+        )?)
+        .map_err(|e| anyhow::anyhow!("policy.default_profile: {e}"))?;
+        Ok(())
+    }
+
+    /// The configured time zone.
+    pub fn time_zone(&self) -> anyhow::Result<chrono_tz::Tz> {
+        self.policy.time_zone.parse().map_err(|_| {
+            anyhow::anyhow!(
+                "policy.time_zone: unknown IANA time zone '{}'",
+                self.policy.time_zone
+            )
+        })
+    }
+
+    /// `(min, max, default)` timeouts.
+    pub fn timeouts(&self) -> anyhow::Result<(Duration, Duration, Duration)> {
+        let p = |name: &str, v: &str| {
+            actiongate_policy::parse_duration(v).map_err(|e| anyhow::anyhow!("actions.{name}: {e}"))
+        };
+        Ok((
+            p("min_timeout", &self.actions.min_timeout)?,
+            p("max_timeout", &self.actions.max_timeout)?,
+            p("default_timeout", &self.actions.default_timeout)?,
+        ))
+    }
+
+    /// Path of the SQLite database file.
+    pub fn database_path(&self) -> PathBuf {
+        self.data_dir.join("actiongate.db")
+    }
+}

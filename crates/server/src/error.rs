@@ -1,0 +1,374 @@
+//! `ApiError`, the one type that becomes an HTTP error response: RFC 9457
+//! `application/problem+json` with a stable machine-readable `type`.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, OptionalFromRequest, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use utoipa::ToSchema;
+
+use actiongate_store::StoreError;
+
+/// One invalid field of a request.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FieldError {
+    /// Where: a body field path (`timeout`, `profile.allow[2]`) or query parameter.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+/// The RFC 9457 body of every error response.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Problem {
+    /// Stable identifier of the kind of problem, `urn:actiongate:problem:<code>`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Short summary of the kind of problem.
+    pub title: String,
+    /// The HTTP status.
+    pub status: u16,
+    /// What went wrong this time.
+    pub detail: String,
+    /// The machine-readable code alone.
+    pub code: String,
+    /// Invalid fields, for validation errors.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
+    /// The current status of the action, for conflicts over its state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_status: Option<String>,
+}
+
+/// An error answered to the client.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    title: &'static str,
+    detail: String,
+    errors: Vec<FieldError>,
+    current_status: Option<String>,
+}
+
+impl ApiError {
+    fn new(
+        status: StatusCode,
+        code: &'static str,
+        title: &'static str,
+        detail: impl Into<String>,
+    ) -> Self {
+        ApiError {
+            status,
+            code,
+            title,
+            detail: detail.into(),
+            errors: Vec::new(),
+            current_status: None,
+        }
+    }
+
+    /// 400: the request could not be read.
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "bad-request",
+            "Malformed request",
+            detail,
+        )
+    }
+
+    /// 401: no key, or a key we do not know.
+    pub fn unauthorized(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "Missing or invalid API key",
+            detail,
+        )
+    }
+
+    /// 403: the key's role may not do this.
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "Not allowed for this key",
+            detail,
+        )
+    }
+
+    /// 404: nothing there (or nothing this caller may see).
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not-found", "Not found", detail)
+    }
+
+    /// 405.
+    pub fn method_not_allowed() -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method-not-allowed",
+            "Method not allowed",
+            "this resource does not support that method",
+        )
+    }
+
+    /// 409: the change conflicts with the current state.
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            "Conflict with the current state",
+            detail,
+        )
+    }
+
+    /// 409 because the action is no longer in a state the request acts on.
+    pub fn wrong_state(current: impl Into<String>) -> Self {
+        let current = current.into();
+        let mut e = Self::new(
+            StatusCode::CONFLICT,
+            "action-settled",
+            "The action is not in a state that allows this",
+            format!("the action is {current}"),
+        );
+        e.current_status = Some(current);
+        e
+    }
+
+    /// 422 with one invalid field.
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::invalid_fields(vec![FieldError {
+            field: field.into(),
+            message: message.into(),
+        }])
+    }
+
+    /// 422 with every invalid field.
+    pub fn invalid_fields(errors: Vec<FieldError>) -> Self {
+        let detail = errors
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let mut e = Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation",
+            "The request is not valid",
+            detail,
+        );
+        e.errors = errors;
+        e
+    }
+
+    /// 413.
+    pub fn too_large(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too-large",
+            "Request body too large",
+            detail,
+        )
+    }
+
+    /// 415.
+    pub fn unsupported_media(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "Expected application/json",
+            detail,
+        )
+    }
+
+    /// 503: the store is closing or busy.
+    pub fn unavailable(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "Service unavailable",
+            detail,
+        )
+    }
+
+    /// 500; the detail says nothing internal (the cause goes to the log).
+    pub fn internal() -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "Internal server error",
+            "the server failed to handle the request; see its log",
+        )
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The problem body.
+    pub fn problem(&self) -> Problem {
+        Problem {
+            kind: format!("urn:actiongate:problem:{}", self.code),
+            title: self.title.to_owned(),
+            status: self.status.as_u16(),
+            detail: self.detail.clone(),
+            code: self.code.to_owned(),
+            errors: self.errors.clone(),
+            current_status: self.current_status.clone(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
+        let mut resp = (self.status, body).into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        resp
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound => ApiError::not_found("no such resource"),
+            StoreError::Conflict(msg) => ApiError::conflict(msg),
+            StoreError::WrongState { current } => ApiError::wrong_state(current),
+            StoreError::Busy | StoreError::Closed => {
+                tracing::warn!(error = %err, "store unavailable");
+                ApiError::unavailable("the database is unavailable; retry shortly")
+            }
+            other => {
+                tracing::error!(error = %other, "store error");
+                ApiError::internal()
+            }
+        }
+    }
+}
+
+/// Splits serde's `path: message` into a field error.
+fn field_error(text: &str) -> FieldError {
+    match text.split_once(": ") {
+        Some((path, msg)) if !path.contains(' ') => FieldError {
+            field: path.to_owned(),
+            message: msg.to_owned(),
+        },
+        _ => FieldError {
+            field: "body".to_owned(),
+            message: text.to_owned(),
+        },
+    }
+}
+
+/// `Json` whose rejections are problem+json: malformed 400, invalid 422,
+/// wrong content type 415, too large 413.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match <axum::Json<T> as FromRequest<S>>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(ApiJson(v)),
+            Err(rej) => Err(match rej {
+                JsonRejection::JsonDataError(e) => {
+                    let text = std::error::Error::source(&e)
+                        .map(ToString::to_string)
+                        .unwrap_or_else(|| e.body_text());
+                    ApiError::invalid_fields(vec![field_error(&text)])
+                }
+                JsonRejection::JsonSyntaxError(e) => ApiError::bad_request(format!(
+                    "the body is not valid JSON: {}",
+                    std::error::Error::source(&e)
+                        .map(ToString::to_string)
+                        .unwrap_or_default()
+                )),
+                JsonRejection::MissingJsonContentType(_) => {
+                    ApiError::unsupported_media("send the body as Content-Type: application/json")
+                }
+                other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                    ApiError::too_large("the body exceeds the size limit")
+                }
+                other => ApiError::bad_request(other.body_text()),
+            }),
+        }
+    }
+}
+
+/// An optional body: none when the request has no `Content-Type` and no
+/// body; otherwise it must be valid JSON like any other.
+impl<S, T> OptionalFromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Option<Self>, Self::Rejection> {
+        let no_type = !req.headers().contains_key(header::CONTENT_TYPE);
+        let length = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok());
+        let empty = match length {
+            Some(v) => v.trim() == "0",
+            None => !req.headers().contains_key(header::TRANSFER_ENCODING),
+        };
+        if no_type && empty {
+            return Ok(None);
+        }
+        <ApiJson<T> as FromRequest<S>>::from_request(req, state)
+            .await
+            .map(Some)
+    }
+}
+
+impl<T: Serialize> IntoResponse for ApiJson<T> {
+    fn into_response(self) -> Response {
+        axum::Json(self.0).into_response()
+    }
+}
+
+/// `Query` whose rejections are problem+json (422 naming the parameter).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiQuery<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiQuery<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(v)) => Ok(ApiQuery(v)),
+            Err(QueryRejection::FailedToDeserializeQueryString(e)) => {
+                let text = std::error::Error::source(&e)
+                    .map(ToString::to_string)
+                    .unwrap_or_else(|| e.body_text());
+                let mut fe = field_error(&text);
+                if fe.field == "body" {
+                    fe.field = "query".to_owned();
+                }
+                Err(ApiError::invalid_fields(vec![fe]))
+            }
+            Err(other) => Err(ApiError::bad_request(other.body_text())),
+        }
+    }
+}
+
+/// Result of a handler.
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,84 @@
+//! Prometheus metrics: requests and latency by route and status, decisions
+//! by result, pending actions, open long-polls.
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use crate::state::AppState;
+
+/// The process-wide recorder; installed once, shared by every server a
+/// process starts (tests start several).
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Access to the Prometheus recorder.
+#[derive(Clone)]
+pub struct Metrics {
+    handle: PrometheusHandle,
+}
+
+impl Metrics {
+    /// Installs the global recorder on first use.
+    pub fn install() -> anyhow::Result<Metrics> {
+        if let Some(handle) = HANDLE.get() {
+            return Ok(Metrics {
+                handle: handle.clone(),
+            });
+        }
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(
+                metrics_exporter_prometheus::Matcher::Full(
+                    "http_request_duration_seconds".to_owned(),
+                ),
+                &[
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+                    30.0, 60.0,
+                ],
+            )?
+            .build_recorder();
+        let handle = recorder.handle();
+        match metrics::set_global_recorder(recorder) {
+            Ok(()) => {
+                let _ = HANDLE.set(handle.clone());
+                Ok(Metrics { handle })
+            }
+            // Another thread won the race; use its recorder.
+            Err(_) => HANDLE
+                .get()
+                .map(|h| Metrics { handle: h.clone() })
+                .ok_or_else(|| anyhow::anyhow!("a foreign metrics recorder is installed")),
+        }
+    }
+
+    /// Renders the text exposition format.
+    pub fn render(&self) -> String {
+        self.handle.render()
+    }
+}
+
+/// Counts a decision.
+pub fn record_decision(result: &'static str) {
+    metrics::counter!("actiongate_decisions_total", "result" => result).increment(1);
+}
+
+/// Middleware recording every request by matched route and status.
+pub async fn track(State(_state): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let method = req.method().as_str().to_owned();
+    let start = Instant::now();
+    let resp = next.run(req).await;
+    let status = resp.status().as_u16().to_string();
+    let labels = [("method", method), ("route", route), ("status", status)];
+    metrics::counter!("http_requests_total", &labels).increment(1);
+    metrics::histogram!("http_request_duration_seconds", &labels)
+        .record(start.elapsed().as_secs_f64());
+    resp
+}

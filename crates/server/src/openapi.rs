@@ -1,0 +1,56 @@
+//! The OpenAPI 3.1 document, generated from the handlers' annotations. The
+//! committed `openapi/openapi.json` must equal [`document_json`]; a test
+//! fails when they drift (`actiongate openapi > openapi/openapi.json`).
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::routes::{actions, agents, check, keys, ops, presets};
+
+/// The API description.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "actiongate",
+        description = "Gates what AI agents do: agents request actions, a policy answers allow, ask or deny, humans decide what is asked.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0")
+    ),
+    paths(
+        actions::create_action, actions::list_actions, actions::get_action,
+        actions::approve, actions::deny, actions::reply, actions::cancel, actions::outcome,
+        check::check,
+        agents::put_agent, agents::get_agent, agents::list_agents,
+        keys::create_key, keys::list_keys, keys::revoke_key,
+        presets::list_presets,
+        ops::healthz, ops::readyz, ops::metrics_text, ops::openapi,
+    ),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "actions", description = "Requesting and deciding actions"),
+        (name = "agents", description = "Agents and their permission profiles"),
+        (name = "keys", description = "API keys"),
+        (name = "operations", description = "Health, readiness, metrics"),
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The document as pretty JSON with a trailing newline.
+pub fn document_json() -> String {
+    let mut text = ApiDoc::openapi()
+        .to_pretty_json()
+        .unwrap_or_else(|_| "{}".to_owned());
+    text.push('\n');
+    text
+}

@@ -1,0 +1,574 @@
+//! `/v1/actions`: request, read, list, and decide on actions.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use utoipa::{IntoParams, ToSchema};
+
+use actiongate_policy as policy;
+use actiongate_store::{
+    Action, ActionFilter, ActionStatus, DecisionResult, NewAction, Outcome, Role, Transition,
+};
+
+use crate::auth::Caller;
+use crate::decide::{decide_tool, validate_tool};
+use crate::error::{ApiError, ApiJson, ApiQuery, ApiResult, Problem};
+use crate::metrics::record_decision;
+use crate::state::AppState;
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/actions", post(create_action).get(list_actions))
+        .route("/v1/actions/{id}", get(get_action))
+        .route("/v1/actions/{id}/approve", post(approve))
+        .route("/v1/actions/{id}/deny", post(deny))
+        .route("/v1/actions/{id}/reply", post(reply))
+        .route("/v1/actions/{id}/cancel", post(cancel))
+        .route("/v1/actions/{id}/outcome", post(outcome))
+}
+
+/// A decision-only request: the agent runs the tool itself once allowed.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateAction {
+    /// Tool name, e.g. `bash`; 1-128 of `A-Z a-z 0-9 _ - .`.
+    pub tool: String,
+    /// Tool-specific detail, e.g. the command line.
+    pub detail: String,
+    /// Why the agent wants to do it (shown to the human).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// How long a human has to decide, e.g. `5m` (default and bounds are configured; 1m-60m by default).
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// Makes retries safe: the same key and body return the first action.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// `?wait=S`: long-poll up to S seconds for the action to settle.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct WaitQuery {
+    /// Seconds to wait for the action to settle (0-60).
+    pub wait: Option<u64>,
+}
+
+impl WaitQuery {
+    fn duration(&self, state: &AppState) -> Result<Duration, ApiError> {
+        let max = state.settings().actions.max_wait_seconds;
+        match self.wait {
+            None => Ok(Duration::ZERO),
+            Some(s) if s <= max => Ok(Duration::from_secs(s)),
+            Some(_) => Err(ApiError::invalid(
+                "wait",
+                format!("must be 0-{max} seconds"),
+            )),
+        }
+    }
+}
+
+const MAX_DETAIL: usize = 64 * 1024;
+const MAX_TEXT: usize = 4096;
+
+fn check_len(field: &str, value: Option<&str>, max: usize) -> Result<(), ApiError> {
+    match value {
+        Some(v) if v.len() > max => Err(ApiError::invalid(field, format!("at most {max} bytes"))),
+        _ => Ok(()),
+    }
+}
+
+fn timeout_of(state: &AppState, timeout: Option<&str>) -> Result<Duration, ApiError> {
+    let (min, max, default) = state.timeouts();
+    let Some(text) = timeout else {
+        return Ok(default);
+    };
+    let d =
+        policy::parse_duration(text).map_err(|e| ApiError::invalid("timeout", e.to_string()))?;
+    if d < min || d > max {
+        return Err(ApiError::invalid(
+            "timeout",
+            format!("must be between {} and {}", humanize(min), humanize(max)),
+        ));
+    }
+    Ok(d)
+}
+
+fn humanize(d: Duration) -> String {
+    let s = d.as_secs();
+    if s.is_multiple_of(3600) {
+        format!("{}h", s / 3600)
+    } else if s.is_multiple_of(60) {
+        format!("{}m", s / 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+fn request_hash<T: Serialize>(body: &T) -> String {
+    hex::encode(Sha256::digest(serde_json::to_vec(body).unwrap_or_default()))
+}
+
+fn with_location(status: StatusCode, action: Action) -> Response {
+    let location = format!("/v1/actions/{}", action.id);
+    let mut resp = (status, axum::Json(action)).into_response();
+    if let Ok(v) = HeaderValue::from_str(&location) {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    resp
+}
+
+/// Request an action.
+#[utoipa::path(
+    post, path = "/v1/actions", tag = "actions",
+    params(WaitQuery),
+    request_body = CreateAction,
+    responses(
+        (status = 201, description = "Decided (approved or denied) or queued for a human (pending)", body = Action),
+        (status = 200, description = "The same idempotency key and body were sent before: the existing action", body = Action),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Key not bound to an agent", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Idempotency key reused with a different body", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn create_action(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<WaitQuery>,
+    ApiJson(body): ApiJson<CreateAction>,
+) -> ApiResult<Response> {
+    let agent = caller.agent_id()?.to_owned();
+    let wait = q.duration(&state)?;
+    validate_tool(&body.tool)?;
+    check_len("detail", Some(&body.detail), MAX_DETAIL)?;
+    check_len("reason", body.reason.as_deref(), MAX_TEXT)?;
+    check_len("idempotency_key", body.idempotency_key.as_deref(), 256)?;
+    let timeout = timeout_of(&state, body.timeout.as_deref())?;
+
+    let decision = decide_tool(&state, &agent, &body.tool, &body.detail).await?;
+    let result = decision.result;
+    let deadline = chrono::Duration::from_std(timeout)
+        .ok()
+        .map(|d| actiongate_store::time::now() + d);
+    let new = NewAction {
+        id: uuid::Uuid::now_v7().to_string(),
+        agent,
+        action_string: policy::format_action(&body.tool, &body.detail),
+        request_hash: request_hash(&body),
+        tool: body.tool,
+        detail: body.detail,
+        reason: body.reason,
+        decision,
+        deadline,
+        idempotency_key: body.idempotency_key,
+    };
+    let (mut action, created) = state.store().insert_action(new).await?;
+    if created {
+        record_decision(result.as_str());
+        if result == DecisionResult::Ask {
+            state.deadlines_changed().notify_one();
+        }
+    }
+    if !wait.is_zero() && !action.is_settled() {
+        action = wait_settled(&state, &action.id, wait).await?;
+    }
+    Ok(with_location(
+        if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        },
+        action,
+    ))
+}
+
+async fn wait_settled(state: &AppState, id: &str, wait: Duration) -> Result<Action, ApiError> {
+    let gauge = metrics::gauge!("actiongate_long_polls_open");
+    gauge.increment(1.0);
+    let result = state.waiters().wait_for(id, wait, Action::is_settled).await;
+    gauge.decrement(1.0);
+    Ok(result?)
+}
+
+/// Loads an action the caller may see (another agent's is "not found").
+async fn visible(state: &AppState, caller: &Caller, id: &str) -> Result<Action, ApiError> {
+    match state.store().get_action(id).await {
+        Ok(a) if caller.may_see(&a.agent) => Ok(a),
+        Ok(_) | Err(actiongate_store::StoreError::NotFound) => {
+            Err(ApiError::not_found(format!("no action '{id}'")))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Read an action; `?wait=S` long-polls until it settles.
+#[utoipa::path(
+    get, path = "/v1/actions/{id}", tag = "actions",
+    params(("id" = String, Path, description = "Action id"), WaitQuery),
+    responses(
+        (status = 200, description = "The action", body = Action),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such action visible to the caller", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid wait", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get_action(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiQuery(q): ApiQuery<WaitQuery>,
+) -> ApiResult<axum::Json<Action>> {
+    let wait = q.duration(&state)?;
+    let action = visible(&state, &caller, &id).await?;
+    if wait.is_zero() || action.is_settled() {
+        return Ok(axum::Json(action));
+    }
+    Ok(axum::Json(wait_settled(&state, &id, wait).await?))
+}
+
+/// Filters and paging of `GET /v1/actions`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Only actions in this status.
+    pub status: Option<ActionStatus>,
+    /// Only this agent's actions (agents always see only their own).
+    pub agent: Option<String>,
+    /// Only this tool's actions.
+    pub tool: Option<String>,
+    /// Page size, 1-200 (default 50).
+    pub limit: Option<i64>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// A page of actions, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ActionPage {
+    /// The actions.
+    pub items: Vec<Action>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// List actions, newest first.
+#[utoipa::path(
+    get, path = "/v1/actions", tag = "actions",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of actions", body = ActionPage),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid filter", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list_actions(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> ApiResult<axum::Json<ActionPage>> {
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=200).contains(&limit) {
+        return Err(ApiError::invalid("limit", "must be 1-200"));
+    }
+    let agent = if caller.sees_all() {
+        q.agent
+    } else {
+        let own = caller.agent_id()?.to_owned();
+        if q.agent.as_deref().is_some_and(|a| a != own) {
+            // Another agent's actions are invisible: an empty page.
+            return Ok(axum::Json(ActionPage {
+                items: Vec::new(),
+                next_cursor: None,
+            }));
+        }
+        Some(own)
+    };
+    let filter = ActionFilter {
+        status: q.status,
+        agent,
+        tool: q.tool,
+        cursor: q.cursor,
+        limit: limit + 1,
+    };
+    let mut items = state.store().list_actions(&filter).await?;
+    let next_cursor = if items.len() as i64 > limit {
+        items.truncate(limit as usize);
+        items.last().map(|a| a.id.clone())
+    } else {
+        None
+    };
+    Ok(axum::Json(ActionPage { items, next_cursor }))
+}
+
+/// Body of an approval.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveBody {
+    /// A note kept with the decision.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// Body of a denial.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DenyBody {
+    /// Why it was denied (the agent sees it).
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// Body of a free-text reply.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplyBody {
+    /// yes/approve/ok/continue or no/reject/stop/cancel.
+    pub text: String,
+}
+
+const PENDING: &[ActionStatus] = &[ActionStatus::Pending];
+
+async fn decide_pending(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    to: ActionStatus,
+    note: Option<String>,
+) -> ApiResult<axum::Json<Action>> {
+    caller.require(Role::Operator)?;
+    check_len("note", note.as_deref(), MAX_TEXT)?;
+    visible(state, caller, id).await?;
+    let event = if to == ActionStatus::Approved {
+        "action.approved"
+    } else {
+        "action.denied"
+    };
+    let action = state
+        .store()
+        .transition(
+            id,
+            Transition {
+                from: PENDING,
+                to,
+                decided_by: Some(caller.identity()),
+                note,
+                outcome: None,
+                event,
+            },
+        )
+        .await?;
+    Ok(axum::Json(action))
+}
+
+/// Body given to endpoints whose body is optional.
+fn optional<T: Default>(body: Option<ApiJson<T>>) -> T {
+    body.map(|b| b.0).unwrap_or_default()
+}
+
+/// Approve a pending action (operators).
+#[utoipa::path(
+    post, path = "/v1/actions/{id}/approve", tag = "actions",
+    params(("id" = String, Path, description = "Action id")),
+    request_body(content = Option<ApproveBody>),
+    responses(
+        (status = 200, description = "Approved", body = Action),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an operator", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such action", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already settled; carries current_status", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid body", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn approve(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Option<ApiJson<ApproveBody>>,
+) -> ApiResult<axum::Json<Action>> {
+    let body = optional(body);
+    decide_pending(&state, &caller, &id, ActionStatus::Approved, body.note).await
+}
+
+/// Deny a pending action (operators).
+#[utoipa::path(
+    post, path = "/v1/actions/{id}/deny", tag = "actions",
+    params(("id" = String, Path, description = "Action id")),
+    request_body(content = Option<DenyBody>),
+    responses(
+        (status = 200, description = "Denied", body = Action),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an operator", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such action", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already settled; carries current_status", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid body", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn deny(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Option<ApiJson<DenyBody>>,
+) -> ApiResult<axum::Json<Action>> {
+    let body = optional(body);
+    decide_pending(&state, &caller, &id, ActionStatus::Denied, body.reason).await
+}
+
+/// Decide by free text: yes/approve/ok/continue or no/reject/stop/cancel (operators).
+#[utoipa::path(
+    post, path = "/v1/actions/{id}/reply", tag = "actions",
+    params(("id" = String, Path, description = "Action id")),
+    request_body = ReplyBody,
+    responses(
+        (status = 200, description = "Approved or denied", body = Action),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an operator", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such action", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already settled; carries current_status", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Reply not understood", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn reply(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ReplyBody>,
+) -> ApiResult<axum::Json<Action>> {
+    caller.require(Role::Operator)?;
+    let to = match policy::parse_reply(&body.text) {
+        Some(policy::Reply::Approve) => ActionStatus::Approved,
+        Some(policy::Reply::Deny) => ActionStatus::Denied,
+        None => {
+            return Err(ApiError::invalid(
+                "text",
+                "not understood; say yes, approve, ok or continue to approve, or no, reject, stop or cancel to deny",
+            ));
+        }
+    };
+    let note = Some(format!("reply: {}", body.text.trim()));
+    decide_pending(&state, &caller, &id, to, note).await
+}
+
+/// Cancel a pending action (its agent or an operator).
+#[utoipa::path(
+    post, path = "/v1/actions/{id}/cancel", tag = "actions",
+    params(("id" = String, Path, description = "Action id")),
+    responses(
+        (status = 200, description = "Cancelled", body = Action),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such action visible to the caller", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Not pending; carries current_status", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn cancel(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Action>> {
+    visible(&state, &caller, &id).await?;
+    let action = state
+        .store()
+        .transition(
+            &id,
+            Transition {
+                from: PENDING,
+                to: ActionStatus::Cancelled,
+                decided_by: Some(caller.identity()),
+                note: None,
+                outcome: None,
+                event: "action.cancelled",
+            },
+        )
+        .await?;
+    Ok(axum::Json(action))
+}
+
+/// What the agent reports after running an approved decision-only action.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutcomeBody {
+    /// `completed` or `failed`.
+    pub status: ActionStatus,
+    /// Any result payload.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<serde_json::Value>,
+    /// Error text when it failed.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// Report the outcome of an approved action (its agent).
+#[utoipa::path(
+    post, path = "/v1/actions/{id}/outcome", tag = "actions",
+    params(("id" = String, Path, description = "Action id")),
+    request_body = OutcomeBody,
+    responses(
+        (status = 200, description = "Outcome recorded", body = Action),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not the action's agent", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such action visible to the caller", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Not approved; carries current_status", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid body", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn outcome(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<OutcomeBody>,
+) -> ApiResult<axum::Json<Action>> {
+    let action = visible(&state, &caller, &id).await?;
+    if caller.agent.as_deref() != Some(action.agent.as_str()) {
+        return Err(ApiError::forbidden(
+            "only the agent that requested the action reports its outcome",
+        ));
+    }
+    let (to, event) = match body.status {
+        ActionStatus::Completed => (ActionStatus::Completed, "action.completed"),
+        ActionStatus::Failed => (ActionStatus::Failed, "action.failed"),
+        _ => return Err(ApiError::invalid("status", "must be completed or failed")),
+    };
+    check_len("error", body.error.as_deref(), MAX_DETAIL)?;
+    let outcome = Outcome {
+        status: to,
+        result: body.result,
+        error: body.error,
+    };
+    let action = state
+        .store()
+        .transition(
+            &id,
+            Transition {
+                from: &[ActionStatus::Approved],
+                to,
+                decided_by: None,
+                note: None,
+                outcome: Some(outcome),
+                event,
+            },
+        )
+        .await?;
+    Ok(axum::Json(action))
+}

@@ -1,0 +1,170 @@
+//! `/v1/agents`: agents and their permission profiles (admins).
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use actiongate_policy::{ListKind, Profile, ProfileError, ProfileSpec};
+use actiongate_store::{Agent, Role};
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiJson, ApiResult, Problem};
+use crate::state::AppState;
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/agents", get(list_agents))
+        .route("/v1/agents/{id}", get(get_agent).put(put_agent))
+}
+
+/// An agent's name and profile.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PutAgent {
+    /// Display name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A preset name (`"standard"`) or `{allow, ask, deny?}` of full-match
+    /// regex patterns over `tool:<tool>:<detail>`; absent or null uses the
+    /// configured default.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub profile: Option<serde_json::Value>,
+}
+
+/// Agent ids: 1-128 of `A-Z a-z 0-9 _ - . @`.
+pub fn validate_agent_id(id: &str) -> Result<(), ApiError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '@'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "id",
+            "1-128 characters from A-Z a-z 0-9 _ - . @",
+        ))
+    }
+}
+
+/// Compiles a profile given over the API, naming the bad pattern on failure.
+pub fn compile_profile(json: &serde_json::Value) -> Result<Profile, ApiError> {
+    let spec: ProfileSpec = serde_json::from_value(json.clone()).map_err(|e| {
+        ApiError::invalid(
+            "profile",
+            format!("a preset name or {{allow, ask, deny?}}: {e}"),
+        )
+    })?;
+    Profile::from_spec(spec).map_err(|e| match e {
+        ProfileError::InvalidPattern {
+            list,
+            index,
+            pattern,
+            message,
+        } => {
+            let list = match list {
+                ListKind::Allow => "allow",
+                ListKind::Ask => "ask",
+                ListKind::Deny => "deny",
+            };
+            ApiError::invalid(
+                format!("profile.{list}[{index}]"),
+                format!("invalid pattern '{pattern}': {message}"),
+            )
+        }
+        other => ApiError::invalid("profile", other.to_string()),
+    })
+}
+
+/// Create or replace an agent (admins).
+#[utoipa::path(
+    put, path = "/v1/agents/{id}", tag = "agents",
+    params(("id" = String, Path, description = "Agent id")),
+    request_body = PutAgent,
+    responses(
+        (status = 201, description = "Created", body = Agent),
+        (status = 200, description = "Replaced", body = Agent),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid profile (names the pattern)", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn put_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<PutAgent>,
+) -> ApiResult<(StatusCode, axum::Json<Agent>)> {
+    caller.require(Role::Admin)?;
+    validate_agent_id(&id)?;
+    if body.name.as_ref().is_some_and(|n| n.len() > 256) {
+        return Err(ApiError::invalid("name", "at most 256 bytes"));
+    }
+    let profile = match body.profile {
+        None | Some(serde_json::Value::Null) => None,
+        Some(json) => {
+            compile_profile(&json)?;
+            Some(json)
+        }
+    };
+    let (agent, created) = state.store().put_agent(&id, body.name, profile).await?;
+    Ok((
+        if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        },
+        axum::Json(agent),
+    ))
+}
+
+/// Read an agent (admins).
+#[utoipa::path(
+    get, path = "/v1/agents/{id}", tag = "agents",
+    params(("id" = String, Path, description = "Agent id")),
+    responses(
+        (status = 200, description = "The agent", body = Agent),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such agent", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Agent>> {
+    caller.require(Role::Admin)?;
+    state
+        .store()
+        .get_agent(&id)
+        .await?
+        .map(axum::Json)
+        .ok_or_else(|| ApiError::not_found(format!("no agent '{id}'")))
+}
+
+/// List agents (admins).
+#[utoipa::path(
+    get, path = "/v1/agents", tag = "agents",
+    responses(
+        (status = 200, description = "Every agent", body = Vec<Agent>),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list_agents(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<axum::Json<Vec<Agent>>> {
+    caller.require(Role::Admin)?;
+    Ok(axum::Json(state.store().list_agents().await?))
+}

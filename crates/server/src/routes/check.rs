@@ -1,0 +1,68 @@
+//! `POST /v1/check`: the decision for an action, nothing stored.
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::post;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use actiongate_store::Decision;
+
+use crate::auth::Caller;
+use crate::decide::{decide_tool, validate_tool};
+use crate::error::{ApiJson, ApiResult, Problem};
+use crate::metrics::record_decision;
+use crate::state::AppState;
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/check", post(check))
+}
+
+/// What to check.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckBody {
+    /// Tool name.
+    pub tool: String,
+    /// Tool-specific detail.
+    pub detail: String,
+}
+
+/// The decision and the action string it was made for.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CheckResult {
+    /// `tool:<tool>:<detail>`.
+    pub action_string: String,
+    /// The decision.
+    #[serde(flatten)]
+    pub decision: Decision,
+}
+
+/// Decide an action under the caller's profile and grants without storing anything.
+#[utoipa::path(
+    post, path = "/v1/check", tag = "actions",
+    request_body = CheckBody,
+    responses(
+        (status = 200, description = "The decision", body = CheckResult),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Key not bound to an agent", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn check(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<CheckBody>,
+) -> ApiResult<axum::Json<CheckResult>> {
+    let agent = caller.agent_id()?;
+    validate_tool(&body.tool)?;
+    let decision = decide_tool(&state, agent, &body.tool, &body.detail).await?;
+    record_decision(decision.result.as_str());
+    Ok(axum::Json(CheckResult {
+        action_string: actiongate_policy::format_action(&body.tool, &body.detail),
+        decision,
+    }))
+}

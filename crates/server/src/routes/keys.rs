@@ -1,0 +1,148 @@
+//! `/v1/keys`: issue, list and revoke API keys (admins).
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{delete, post};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use actiongate_store::{ApiKey, Role};
+
+use crate::auth::{Caller, issue_key};
+use crate::error::{ApiError, ApiJson, ApiResult, Problem};
+use crate::routes::agents::validate_agent_id;
+use crate::state::AppState;
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/keys", post(create_key).get(list_keys))
+        .route("/v1/keys/{id}", delete(revoke_key))
+}
+
+/// A key to issue.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateKey {
+    /// agent, operator or admin.
+    pub role: Role,
+    /// The agent the key acts as (required for the agent role).
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// A name to recognise it by.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// A newly issued key; `key` is shown only in this response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedKey {
+    /// Key id, for revoking.
+    pub id: String,
+    /// The bearer token. Store it now: it cannot be shown again.
+    pub key: String,
+    /// Its role.
+    pub role: Role,
+    /// The agent it acts as.
+    pub agent: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// When it was issued.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Checks a key request; shared with the `keys create` command.
+pub fn validate_new_key(
+    role: Role,
+    agent: Option<&str>,
+    name: Option<&str>,
+) -> Result<(), ApiError> {
+    if let Some(agent) = agent {
+        validate_agent_id(agent)
+            .map_err(|_| ApiError::invalid("agent", "1-128 characters from A-Z a-z 0-9 _ - . @"))?;
+    } else if role == Role::Agent {
+        return Err(ApiError::invalid(
+            "agent",
+            "an agent key needs the agent it acts as",
+        ));
+    }
+    if name.is_some_and(|n| n.is_empty() || n.len() > 256) {
+        return Err(ApiError::invalid("name", "1-256 bytes"));
+    }
+    Ok(())
+}
+
+/// Issue a key (admins).
+#[utoipa::path(
+    post, path = "/v1/keys", tag = "keys",
+    request_body = CreateKey,
+    responses(
+        (status = 201, description = "Issued; the key is shown only now", body = CreatedKey),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn create_key(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<CreateKey>,
+) -> ApiResult<(StatusCode, axum::Json<CreatedKey>)> {
+    caller.require(Role::Admin)?;
+    validate_new_key(body.role, body.agent.as_deref(), body.name.as_deref())?;
+    let issued = issue_key(body.role, body.agent, body.name);
+    let stored = state.store().create_key(issued.record).await?;
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(CreatedKey {
+            id: stored.id,
+            key: issued.secret,
+            role: stored.role,
+            agent: stored.agent,
+            name: stored.name,
+            created_at: stored.created_at,
+        }),
+    ))
+}
+
+/// List keys, never their secrets (admins).
+#[utoipa::path(
+    get, path = "/v1/keys", tag = "keys",
+    responses(
+        (status = 200, description = "Every key", body = Vec<ApiKey>),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list_keys(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<axum::Json<Vec<ApiKey>>> {
+    caller.require(Role::Admin)?;
+    Ok(axum::Json(state.store().list_keys().await?))
+}
+
+/// Revoke a key (admins); revoking again returns the revoked key.
+#[utoipa::path(
+    delete, path = "/v1/keys/{id}", tag = "keys",
+    params(("id" = String, Path, description = "Key id")),
+    responses(
+        (status = 200, description = "Revoked", body = ApiKey),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such key", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn revoke_key(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<ApiKey>> {
+    caller.require(Role::Admin)?;
+    Ok(axum::Json(state.store().revoke_key(&id).await?))
+}

@@ -1,0 +1,86 @@
+//! Operations endpoints: health, readiness, metrics, the OpenAPI document.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, ApiResult, Problem};
+use crate::state::AppState;
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .route("/openapi.json", get(openapi))
+}
+
+/// Health answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok`.
+    pub status: String,
+    /// Daemon version.
+    pub version: String,
+}
+
+/// The process is up.
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "Up", body = Health)))]
+pub async fn healthz() -> axum::Json<Health> {
+    axum::Json(Health {
+        status: "ok".to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+    })
+}
+
+/// The database answers and its migrations are applied.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses(
+        (status = 200, description = "Ready", body = Health),
+        (status = 503, description = "Not ready", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn readyz(State(state): State<AppState>) -> ApiResult<axum::Json<Health>> {
+    if state.shutdown().is_cancelled() {
+        return Err(ApiError::unavailable("shutting down"));
+    }
+    state.store().ready().await.map_err(|e| {
+        tracing::warn!(error = %e, "not ready");
+        ApiError::unavailable("database not ready")
+    })?;
+    Ok(axum::Json(Health {
+        status: "ready".to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+    }))
+}
+
+/// Prometheus text exposition.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
+pub async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
+    match state.store().pending_count().await {
+        Ok(n) => metrics::gauge!("actiongate_pending_actions").set(n as f64),
+        Err(e) => tracing::warn!(error = %e, "counting pending actions failed"),
+    }
+    metrics::gauge!("actiongate_long_polls_waiting").set(state.waiters().open() as f64);
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics().render(),
+    )
+}
+
+/// This API's OpenAPI 3.1 document.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations",
+    responses((status = 200, description = "The OpenAPI document", body = Object)))]
+pub async fn openapi() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        crate::openapi::document_json(),
+    )
+}

@@ -1,0 +1,147 @@
+//! `AppState`: what every request handler and background task shares.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actiongate_policy::{Profile, ProfileSpec};
+use actiongate_store::Store;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Settings;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::waiters::Waiters;
+
+/// Compiled profiles stay cached by their JSON text; more distinct profiles
+/// than this clear the cache (they recompile on next use).
+const PROFILE_CACHE_MAX: usize = 1024;
+
+/// Shared state, cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+struct Inner {
+    store: Store,
+    settings: Settings,
+    tz: chrono_tz::Tz,
+    min_timeout: Duration,
+    max_timeout: Duration,
+    default_timeout: Duration,
+    default_profile: Arc<Profile>,
+    profiles: Mutex<HashMap<String, Arc<Profile>>>,
+    waiters: Waiters,
+    deadlines_changed: Notify,
+    metrics: Metrics,
+    shutdown: CancellationToken,
+}
+
+impl AppState {
+    /// Builds the state; settings must already be validated.
+    pub fn new(
+        store: Store,
+        settings: Settings,
+        metrics: Metrics,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<AppState> {
+        let tz = settings.time_zone()?;
+        let (min_timeout, max_timeout, default_timeout) = settings.timeouts()?;
+        let spec: ProfileSpec = serde_json::from_value(settings.policy.default_profile.clone())?;
+        let default_profile = Arc::new(Profile::from_spec(spec)?);
+        Ok(AppState(Arc::new(Inner {
+            waiters: Waiters::new(store.clone(), shutdown.clone()),
+            store,
+            settings,
+            tz,
+            min_timeout,
+            max_timeout,
+            default_timeout,
+            default_profile,
+            profiles: Mutex::new(HashMap::new()),
+            deadlines_changed: Notify::new(),
+            metrics,
+            shutdown,
+        })))
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.0.store
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &Settings {
+        &self.0.settings
+    }
+
+    /// Time zone for `today`.
+    pub fn tz(&self) -> chrono_tz::Tz {
+        self.0.tz
+    }
+
+    /// `(min, max, default)` of a pending action's time to decide.
+    pub fn timeouts(&self) -> (Duration, Duration, Duration) {
+        (
+            self.0.min_timeout,
+            self.0.max_timeout,
+            self.0.default_timeout,
+        )
+    }
+
+    /// Long-poll waiters.
+    pub fn waiters(&self) -> &Waiters {
+        &self.0.waiters
+    }
+
+    /// Wakes the expiry sweeper when a new deadline may be earlier.
+    pub fn deadlines_changed(&self) -> &Notify {
+        &self.0.deadlines_changed
+    }
+
+    /// Metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.0.metrics
+    }
+
+    /// Cancelled when the daemon shuts down.
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.0.shutdown
+    }
+
+    /// The compiled profile of `agent`: its own, or the configured default.
+    pub async fn profile_of(&self, agent: &str) -> Result<Arc<Profile>, ApiError> {
+        let Some(record) = self.0.store.get_agent(agent).await? else {
+            return Ok(self.0.default_profile.clone());
+        };
+        let Some(json) = record.profile else {
+            return Ok(self.0.default_profile.clone());
+        };
+        let text = json.to_string();
+        if let Some(p) = self
+            .0
+            .profiles
+            .lock()
+            .map_err(|_| ApiError::internal())?
+            .get(&text)
+        {
+            return Ok(p.clone());
+        }
+        // Stored profiles were validated when set; failing here means the row
+        // was edited by hand, and an unusable profile must not allow anything.
+        let profile = serde_json::from_value::<ProfileSpec>(json)
+            .map_err(|e| e.to_string())
+            .and_then(|spec| Profile::from_spec(spec).map_err(|e| e.to_string()))
+            .map_err(|e| {
+                tracing::error!(agent, error = %e, "stored profile does not compile");
+                ApiError::internal()
+            })?;
+        let profile = Arc::new(profile);
+        let mut cache = self.0.profiles.lock().map_err(|_| ApiError::internal())?;
+        if cache.len() >= PROFILE_CACHE_MAX {
+            cache.clear();
+        }
+        cache.insert(text, profile.clone());
+        Ok(profile)
+    }
+}

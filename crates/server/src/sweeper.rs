@@ -1,0 +1,47 @@
+//! The expiry sweeper: sleeps until the next pending deadline (no polling
+//! loop), expires what is due, and on start expires what became overdue
+//! while the daemon was down.
+
+use std::time::Duration;
+
+use chrono::Utc;
+
+use crate::state::AppState;
+
+/// Longest single sleep; a safety net should a wake-up ever be missed.
+const MAX_SLEEP: Duration = Duration::from_secs(300);
+
+/// Runs until shutdown.
+pub async fn run(state: AppState) {
+    loop {
+        match state.store().expire_due(Utc::now()).await {
+            Ok(expired) if !expired.is_empty() => {
+                tracing::info!(
+                    count = expired.len(),
+                    "expired pending actions past their deadline"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!(error = %e, "expiring actions failed"),
+        }
+        let sleep = match state.store().next_deadline().await {
+            Ok(Some(at)) => (at - Utc::now())
+                .to_std()
+                .unwrap_or(Duration::ZERO)
+                .min(MAX_SLEEP),
+            Ok(None) => MAX_SLEEP,
+            Err(e) => {
+                tracing::error!(error = %e, "reading the next deadline failed");
+                Duration::from_secs(1)
+            }
+        };
+        if sleep.is_zero() {
+            continue;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(sleep) => {}
+            _ = state.deadlines_changed().notified() => {}
+            _ = state.shutdown().cancelled() => return,
+        }
+    }
+}

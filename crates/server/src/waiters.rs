@@ -1,0 +1,143 @@
+//! Long-poll waiters: a map from action id to the requests waiting on it,
+//! woken by the committed-event broadcast. A waiter costs a map entry and a
+//! oneshot channel: no thread, no database connection while it waits.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actiongate_store::{Action, Store, StoreError};
+use tokio::sync::{broadcast, oneshot};
+use tokio_util::sync::CancellationToken;
+
+type Map = HashMap<String, Vec<(u64, oneshot::Sender<()>)>>;
+
+/// Registry of long-polls, keyed by action id.
+pub struct Waiters {
+    map: Arc<Mutex<Map>>,
+    next_token: AtomicU64,
+    store: Store,
+    shutdown: CancellationToken,
+}
+
+/// Removes its registration when dropped (timeout, client gone).
+struct Registration<'a> {
+    map: &'a Mutex<Map>,
+    id: &'a str,
+    token: u64,
+    rx: oneshot::Receiver<()>,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut map) = self.map.lock()
+            && let Some(list) = map.get_mut(self.id)
+        {
+            list.retain(|(t, _)| *t != self.token);
+            if list.is_empty() {
+                map.remove(self.id);
+            }
+        }
+    }
+}
+
+impl Waiters {
+    /// Starts the task that wakes waiters from committed events.
+    pub fn new(store: Store, shutdown: CancellationToken) -> Waiters {
+        let map: Arc<Mutex<Map>> = Arc::default();
+        tokio::spawn(fan_out(store.subscribe(), map.clone(), shutdown.clone()));
+        Waiters {
+            map,
+            next_token: AtomicU64::new(0),
+            store,
+            shutdown,
+        }
+    }
+
+    fn register<'a>(&'a self, id: &'a str) -> Registration<'a> {
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut map) = self.map.lock() {
+            map.entry(id.to_owned()).or_default().push((token, tx));
+        }
+        Registration {
+            map: &self.map,
+            id,
+            token,
+            rx,
+        }
+    }
+
+    /// How many requests are waiting now.
+    pub fn open(&self) -> usize {
+        self.map
+            .lock()
+            .map(|m| m.values().map(Vec::len).sum())
+            .unwrap_or(0)
+    }
+
+    /// Returns the action once `settled(action)` holds, or its current state
+    /// when `wait` runs out or the daemon shuts down.
+    pub async fn wait_for(
+        &self,
+        id: &str,
+        wait: Duration,
+        settled: impl Fn(&Action) -> bool,
+    ) -> Result<Action, StoreError> {
+        let until = tokio::time::Instant::now() + wait;
+        loop {
+            // Register before reading, so a change committed between the
+            // read and the wait still wakes us.
+            let reg = self.register(id);
+            let action = self.store.get_action(id).await?;
+            if settled(&action) || wait.is_zero() || self.shutdown.is_cancelled() {
+                return Ok(action);
+            }
+            let mut reg = reg;
+            tokio::select! {
+                _ = &mut reg.rx => {}
+                _ = tokio::time::sleep_until(until) => return self.store.get_action(id).await,
+                _ = self.shutdown.cancelled() => return self.store.get_action(id).await,
+            }
+            if tokio::time::Instant::now() >= until {
+                return self.store.get_action(id).await;
+            }
+        }
+    }
+}
+
+async fn fan_out(
+    mut rx: broadcast::Receiver<Arc<actiongate_store::Event>>,
+    map: Arc<Mutex<Map>>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let received = tokio::select! {
+            r = rx.recv() => r,
+            _ = shutdown.cancelled() => break,
+        };
+        match received {
+            Ok(ev) => {
+                let Some(id) = &ev.action_id else { continue };
+                let woken = map.lock().ok().and_then(|mut m| m.remove(id));
+                for (_, tx) in woken.into_iter().flatten() {
+                    let _ = tx.send(());
+                }
+            }
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                // We missed events: wake everyone; each waiter re-reads its
+                // action and goes back to waiting if nothing changed.
+                tracing::warn!(missed = n, "waiter fan-out lagged; waking all waiters");
+                let all = map
+                    .lock()
+                    .map(|mut m| std::mem::take(&mut *m))
+                    .unwrap_or_default();
+                for (_, tx) in all.into_values().flatten() {
+                    let _ = tx.send(());
+                }
+            }
+            Err(broadcast::error::RecvError::Closed) => break,
+        }
+    }
+}

@@ -1,0 +1,963 @@
+//! The daemon's HTTP API over a real SQLite file and real HTTP.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::TestApp;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+fn assert_problem(status: StatusCode, body: &Value, expected: StatusCode) {
+    assert_eq!(status, expected, "{body}");
+    assert_eq!(body["status"], expected.as_u16(), "{body}");
+    assert!(
+        body["type"]
+            .as_str()
+            .unwrap()
+            .starts_with("urn:actiongate:problem:"),
+        "{body}"
+    );
+    assert!(
+        body["title"].is_string() && body["detail"].is_string(),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn allowed_action_is_approved_by_policy() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("standard")).await;
+    let resp = app
+        .send(
+            Method::POST,
+            "/v1/actions",
+            Some(&app.agent),
+            Some(json!({"tool": "file", "detail": "create /src/app.py", "reason": "scaffold"})),
+        )
+        .await;
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let location = resp.headers()["location"].to_str().unwrap().to_owned();
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        location,
+        format!("/v1/actions/{}", body["id"].as_str().unwrap())
+    );
+    assert_eq!(body["status"], "approved");
+    assert_eq!(body["agent"], "agent-1");
+    assert_eq!(body["action_string"], "tool:file:create /src/app.py");
+    assert_eq!(body["decision"]["result"], "allow");
+    assert_eq!(body["decided_by"], "policy");
+    assert_eq!(body["reason"], "scaffold");
+    assert!(body["deadline"].is_null());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn asked_action_is_pending_with_a_deadline_and_denied_one_has_its_reason() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("standard")).await;
+    let (status, pending) = app.request("bash", "rm -rf build").await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(pending["status"], "pending");
+    assert_eq!(pending["decision"]["result"], "ask");
+    assert!(pending["deadline"].is_string());
+
+    let (status, denied) = app.request("self_edit", "system_prompt").await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(denied["status"], "denied");
+    assert_eq!(denied["decision"]["result"], "deny");
+    assert!(!denied["decision"]["reason"].as_str().unwrap().is_empty());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn agent_without_profile_uses_guarded_default() {
+    let app = TestApp::spawn().await;
+    let (_, body) = app.request("file", "view README.md").await;
+    assert_eq!(body["status"], "pending", "{body}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn shell_bypass_is_not_allowed_by_a_prefix_pattern() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:bash:ls( .*)?"], "ask": []}),
+    )
+    .await;
+    let (_, ok) = app.request("bash", "ls -la").await;
+    assert_eq!(ok["status"], "approved");
+    let (_, bad) = app.request("bash", "ls; rm -rf ~").await;
+    assert_ne!(bad["status"], "approved", "{bad}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn idempotency_key_returns_the_first_action_and_rejects_a_different_body() {
+    let app = TestApp::spawn().await;
+    let body = json!({"tool": "bash", "detail": "make", "idempotency_key": "k1"});
+    let (s1, a1) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&app.agent),
+            Some(body.clone()),
+        )
+        .await;
+    let (s2, a2) = app
+        .call(Method::POST, "/v1/actions", Some(&app.agent), Some(body))
+        .await;
+    assert_eq!(s1, StatusCode::CREATED);
+    assert_eq!(s2, StatusCode::OK);
+    assert_eq!(a1, a2);
+    let (s3, p) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&app.agent),
+            Some(json!({"tool": "bash", "detail": "make install", "idempotency_key": "k1"})),
+        )
+        .await;
+    assert_problem(s3, &p, StatusCode::CONFLICT);
+    let (_, page) = app
+        .call(Method::GET, "/v1/actions", Some(&app.operator), None)
+        .await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn operator_approves_denies_and_replies() {
+    let app = TestApp::spawn().await;
+    let (_, a) = app.request("bash", "make").await;
+    let id = a["id"].as_str().unwrap();
+    let (s, approved) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/approve"),
+            Some(&app.operator),
+            Some(json!({"note": "fine"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{approved}");
+    assert_eq!(approved["status"], "approved");
+    assert!(approved["decided_by"].as_str().unwrap().starts_with("key:"));
+    assert_eq!(approved["decision_note"], "fine");
+
+    // A decision on a settled action is a conflict naming its status.
+    let (s, p) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/deny"),
+            Some(&app.operator),
+            None,
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::CONFLICT);
+    assert_eq!(p["current_status"], "approved");
+
+    let (_, b) = app.request("bash", "make clean").await;
+    let id = b["id"].as_str().unwrap();
+    let (s, denied) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/deny"),
+            Some(&app.operator),
+            Some(json!({"reason": "not now"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(denied["status"], "denied");
+    assert_eq!(denied["decision_note"], "not now");
+
+    let (_, c) = app.request("bash", "make test").await;
+    let id = c["id"].as_str().unwrap();
+    let (s, p) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/reply"),
+            Some(&app.operator),
+            Some(json!({"text": "maybe later"})),
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(p["errors"][0]["field"], "text");
+    let (s, replied) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/reply"),
+            Some(&app.operator),
+            Some(json!({"text": "  Yes! "})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(replied["status"], "approved");
+    let (_, d) = app.request("bash", "make deploy").await;
+    let (_, replied) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{}/reply", d["id"].as_str().unwrap()),
+            Some(&app.operator),
+            Some(json!({"text": "STOP"})),
+        )
+        .await;
+    assert_eq!(replied["status"], "denied");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn cancel_and_outcome_by_the_owning_agent() {
+    let app = TestApp::spawn().await;
+    let other = app.key("agent", Some("agent-2")).await;
+    let (_, a) = app.request("bash", "make").await;
+    let id = a["id"].as_str().unwrap();
+    // Another agent cannot see it at all.
+    let (s, p) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/cancel"),
+            Some(&other),
+            None,
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::NOT_FOUND);
+    let (s, p) = app
+        .call(
+            Method::GET,
+            &format!("/v1/actions/{id}"),
+            Some(&other),
+            None,
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::NOT_FOUND);
+    // Outcome before approval is a conflict.
+    let (s, p) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/outcome"),
+            Some(&app.agent),
+            Some(json!({"status": "completed"})),
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::CONFLICT);
+    let (s, c) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/cancel"),
+            Some(&app.agent),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(c["status"], "cancelled");
+
+    let (_, b) = app.request("bash", "make all").await;
+    let id = b["id"].as_str().unwrap();
+    app.call(
+        Method::POST,
+        &format!("/v1/actions/{id}/approve"),
+        Some(&app.operator),
+        None,
+    )
+    .await;
+    let (s, p) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/outcome"),
+            Some(&app.operator),
+            Some(json!({"status": "completed"})),
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::FORBIDDEN);
+    let (s, p) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/outcome"),
+            Some(&app.agent),
+            Some(json!({"status": "denied"})),
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+    let (s, done) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/outcome"),
+            Some(&app.agent),
+            Some(json!({"status": "failed", "error": "exit 2", "result": {"code": 2}})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{done}");
+    assert_eq!(done["status"], "failed");
+    assert_eq!(done["outcome"]["error"], "exit 2");
+    assert_eq!(done["outcome"]["result"]["code"], 2);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn fifty_concurrent_decisions_have_exactly_one_winner() {
+    let app = TestApp::spawn().await;
+    let (_, a) = app.request("bash", "make").await;
+    let id = a["id"].as_str().unwrap().to_owned();
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let client = app.client.clone();
+        let url = format!(
+            "{}/v1/actions/{id}/{}",
+            app.base,
+            if i % 2 == 0 { "approve" } else { "deny" }
+        );
+        let key = app.operator.clone();
+        tasks.push(tokio::spawn(async move {
+            client
+                .post(url)
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }));
+    }
+    let mut ok = 0;
+    let mut conflict = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            s if s.is_success() => ok += 1,
+            StatusCode::CONFLICT => conflict += 1,
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!((ok, conflict), (1, 49));
+    // Exactly one decision event was recorded.
+    let events = app.dir.path().join("actiongate.db");
+    assert!(events.exists());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn long_poll_returns_promptly_after_approval() {
+    let app = TestApp::spawn().await;
+    let (_, a) = app.request("bash", "make").await;
+    let id = a["id"].as_str().unwrap().to_owned();
+    let poll = {
+        let client = app.client.clone();
+        let url = format!("{}/v1/actions/{id}?wait=30", app.base);
+        let key = app.agent.clone();
+        tokio::spawn(async move {
+            let resp = client.get(url).bearer_auth(key).send().await.unwrap();
+            let body: Value = resp.json().await.unwrap();
+            (Instant::now(), body)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !poll.is_finished(),
+        "long-poll answered before the decision"
+    );
+    let (s, _) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/approve"),
+            Some(&app.operator),
+            None,
+        )
+        .await;
+    let approved_at = Instant::now();
+    assert_eq!(s, StatusCode::OK);
+    let (returned_at, body) = poll.await.unwrap();
+    assert_eq!(body["status"], "approved");
+    let lag = returned_at.saturating_duration_since(approved_at);
+    assert!(
+        lag < Duration::from_millis(50),
+        "long-poll returned {lag:?} after the approval"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn long_poll_on_create_times_out_with_current_state() {
+    let app = TestApp::spawn().await;
+    let start = Instant::now();
+    let (s, body) = app
+        .call(
+            Method::POST,
+            "/v1/actions?wait=1",
+            Some(&app.agent),
+            Some(json!({"tool": "bash", "detail": "make"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_eq!(body["status"], "pending");
+    assert!(start.elapsed() >= Duration::from_millis(900));
+    let (s, p) = app
+        .call(
+            Method::POST,
+            "/v1/actions?wait=61",
+            Some(&app.agent),
+            Some(json!({"tool": "bash", "detail": "make"})),
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn pending_action_expires_at_its_deadline() {
+    let app = TestApp::spawn().await;
+    let (_, a) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&app.agent),
+            Some(json!({"tool": "bash", "detail": "make", "timeout": "1s"})),
+        )
+        .await;
+    let id = a["id"].as_str().unwrap();
+    let (_, body) = app
+        .call(
+            Method::GET,
+            &format!("/v1/actions/{id}?wait=10"),
+            Some(&app.agent),
+            None,
+        )
+        .await;
+    assert_eq!(body["status"], "expired");
+    assert_eq!(body["decided_by"], "deadline");
+    let (s, p) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&app.agent),
+            Some(json!({"tool": "bash", "detail": "make", "timeout": "2h"})),
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(p["errors"][0]["field"], "timeout");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn listing_filters_and_paginates_newest_first() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("standard")).await;
+    let other = app.key("agent", Some("agent-2")).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let (_, a) = app.request("bash", &format!("echo {i}")).await;
+        ids.push(a["id"].as_str().unwrap().to_owned());
+    }
+    app.request("file", "view x").await;
+    app.call(
+        Method::POST,
+        "/v1/actions",
+        Some(&other),
+        Some(json!({"tool": "bash", "detail": "ls"})),
+    )
+    .await;
+
+    let (_, page) = app
+        .call(
+            Method::GET,
+            "/v1/actions?status=pending&agent=agent-1&limit=2",
+            Some(&app.operator),
+            None,
+        )
+        .await;
+    let items = page["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[0]["id"], ids[4].as_str());
+    assert_eq!(items[1]["id"], ids[3].as_str());
+    let cursor = page["next_cursor"].as_str().unwrap();
+    let mut seen = 2;
+    let mut cursor = cursor.to_owned();
+    loop {
+        let (_, page) = app
+            .call(
+                Method::GET,
+                &format!("/v1/actions?status=pending&agent=agent-1&limit=2&cursor={cursor}"),
+                Some(&app.operator),
+                None,
+            )
+            .await;
+        seen += page["items"].as_array().unwrap().len();
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = c.to_owned(),
+            None => break,
+        }
+    }
+    assert_eq!(seen, 5);
+    // Agents see only their own.
+    let (_, mine) = app
+        .call(Method::GET, "/v1/actions", Some(&other), None)
+        .await;
+    assert_eq!(mine["items"].as_array().unwrap().len(), 1);
+    let (_, theirs) = app
+        .call(Method::GET, "/v1/actions?agent=agent-1", Some(&other), None)
+        .await;
+    assert_eq!(theirs["items"].as_array().unwrap().len(), 0);
+    let (_, by_tool) = app
+        .call(
+            Method::GET,
+            "/v1/actions?tool=file",
+            Some(&app.operator),
+            None,
+        )
+        .await;
+    assert_eq!(by_tool["items"].as_array().unwrap().len(), 1);
+    let (s, p) = app
+        .call(
+            Method::GET,
+            "/v1/actions?status=bogus",
+            Some(&app.operator),
+            None,
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn check_decides_without_storing() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("standard")).await;
+    let (s, d) = app
+        .call(
+            Method::POST,
+            "/v1/check",
+            Some(&app.agent),
+            Some(json!({"tool": "git", "detail": "push origin main"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(d["result"], "ask");
+    assert_eq!(d["action_string"], "tool:git:push origin main");
+    let (_, page) = app
+        .call(Method::GET, "/v1/actions", Some(&app.operator), None)
+        .await;
+    assert!(page["items"].as_array().unwrap().is_empty());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn bad_requests_get_problems_and_change_nothing() {
+    let app = TestApp::spawn().await;
+    let url = format!("{}/v1/actions", app.base);
+    let c = &app.client;
+    let resp = c
+        .post(&url)
+        .bearer_auth(&app.agent)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(resp.headers()["content-type"], "application/problem+json");
+    let resp = c
+        .post(&url)
+        .bearer_auth(&app.agent)
+        .header("content-type", "text/plain")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let big = json!({"tool": "bash", "detail": "x".repeat(1024 * 1024 + 10)});
+    let resp = c
+        .post(&url)
+        .bearer_auth(&app.agent)
+        .json(&big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let (s, p) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&app.agent),
+            Some(json!({"tool": "bash", "detail": "ls", "extra": 1})),
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(p["detail"].as_str().unwrap().contains("extra"), "{p}");
+    let (s, p) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&app.agent),
+            Some(json!({"tool": "bash"})),
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+    let (s, p) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&app.agent),
+            Some(json!({"tool": "bash:ls", "detail": "x"})),
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(p["errors"][0]["field"], "tool");
+    let (s, p) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some("agk_wrong"),
+            Some(json!({"tool": "bash", "detail": "x"})),
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::UNAUTHORIZED);
+    let (s, p) = app
+        .call(Method::GET, "/v1/nowhere", Some(&app.agent), None)
+        .await;
+    assert_problem(s, &p, StatusCode::NOT_FOUND);
+    let (s, p) = app
+        .call(Method::DELETE, "/v1/actions", Some(&app.agent), None)
+        .await;
+    assert_problem(s, &p, StatusCode::METHOD_NOT_ALLOWED);
+    let (_, page) = app
+        .call(Method::GET, "/v1/actions", Some(&app.operator), None)
+        .await;
+    assert!(
+        page["items"].as_array().unwrap().is_empty(),
+        "a rejected request stored something"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn agent_profiles_are_validated_and_named() {
+    let app = TestApp::spawn().await;
+    let (s, p) = app
+        .call(
+            Method::PUT,
+            "/v1/agents/a1",
+            Some(&app.admin),
+            Some(json!({"profile": {"allow": ["ok", "("], "ask": []}})),
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(p["errors"][0]["field"], "profile.allow[1]");
+    assert!(
+        p["errors"][0]["message"].as_str().unwrap().contains("'('"),
+        "{p}"
+    );
+    let (s, p) = app
+        .call(
+            Method::PUT,
+            "/v1/agents/a1",
+            Some(&app.admin),
+            Some(json!({"profile": "nope"})),
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(p["detail"].as_str().unwrap().contains("standard"), "{p}");
+    let (s, a) = app
+        .call(Method::PUT, "/v1/agents/a1", Some(&app.admin), Some(json!({"name": "A", "profile": {"allow": ["tool:x:.*"], "ask": [], "deny": ["tool:x:rm.*"]}})))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{a}");
+    let (s, _) = app
+        .call(
+            Method::PUT,
+            "/v1/agents/a1",
+            Some(&app.admin),
+            Some(json!({"profile": "locked"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, a) = app
+        .call(Method::GET, "/v1/agents/a1", Some(&app.admin), None)
+        .await;
+    assert_eq!(a["profile"], "locked");
+    let (_, list) = app
+        .call(Method::GET, "/v1/agents", Some(&app.admin), None)
+        .await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    let (_, presets) = app
+        .call(Method::GET, "/v1/presets", Some(&app.agent), None)
+        .await;
+    let names: Vec<&str> = presets
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    for n in ["open", "standard", "locked", "guarded", "readonly"] {
+        assert!(names.contains(&n), "{names:?}");
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn keys_are_issued_once_listed_without_secrets_and_revoked() {
+    let app = TestApp::spawn().await;
+    let (s, k) = app
+        .call(
+            Method::POST,
+            "/v1/keys",
+            Some(&app.admin),
+            Some(json!({"role": "agent", "agent": "bot", "name": "bot key"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let secret = k["key"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("agk_"));
+    let (_, list) = app
+        .call(Method::GET, "/v1/keys", Some(&app.admin), None)
+        .await;
+    assert!(!list.to_string().contains(&secret));
+    let (s, _) = app
+        .call(
+            Method::POST,
+            "/v1/check",
+            Some(&secret),
+            Some(json!({"tool": "x", "detail": "y"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = app
+        .call(
+            Method::DELETE,
+            &format!("/v1/keys/{}", k["id"].as_str().unwrap()),
+            Some(&app.admin),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = app
+        .call(
+            Method::POST,
+            "/v1/check",
+            Some(&secret),
+            Some(json!({"tool": "x", "detail": "y"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, p) = app
+        .call(
+            Method::POST,
+            "/v1/keys",
+            Some(&app.admin),
+            Some(json!({"role": "agent"})),
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+    app.stop().await;
+}
+
+/// Every endpoint with no key, an agent key, an operator key and an admin key.
+#[tokio::test]
+async fn role_matrix() {
+    let app = TestApp::spawn().await;
+    let (_, pending) = app.request("bash", "make").await;
+    let id = pending["id"].as_str().unwrap().to_owned();
+    // (method, path, body, expected for [none, agent, operator, admin]).
+    // Operator and admin keys are not bound to an agent, so agent-only
+    // endpoints answer them 403.
+    let cases: Vec<(Method, String, Option<Value>, [u16; 4])> = vec![
+        (
+            Method::POST,
+            "/v1/actions".into(),
+            Some(json!({"tool": "bash", "detail": "ls"})),
+            [401, 201, 403, 403],
+        ),
+        (
+            Method::GET,
+            "/v1/actions".into(),
+            None,
+            [401, 200, 200, 200],
+        ),
+        (
+            Method::GET,
+            format!("/v1/actions/{id}"),
+            None,
+            [401, 200, 200, 200],
+        ),
+        (
+            Method::POST,
+            "/v1/check".into(),
+            Some(json!({"tool": "bash", "detail": "ls"})),
+            [401, 200, 403, 403],
+        ),
+        (
+            Method::POST,
+            format!("/v1/actions/{id}/approve"),
+            None,
+            [401, 403, 200, 409],
+        ),
+        (
+            Method::POST,
+            format!("/v1/actions/{id}/deny"),
+            None,
+            [401, 403, 409, 409],
+        ),
+        (
+            Method::POST,
+            format!("/v1/actions/{id}/reply"),
+            Some(json!({"text": "yes"})),
+            [401, 403, 409, 409],
+        ),
+        (
+            Method::POST,
+            format!("/v1/actions/{id}/cancel"),
+            None,
+            [401, 409, 409, 409],
+        ),
+        (
+            Method::POST,
+            format!("/v1/actions/{id}/outcome"),
+            Some(json!({"status": "completed"})),
+            [401, 200, 403, 403],
+        ),
+        (
+            Method::PUT,
+            "/v1/agents/agent-9".into(),
+            Some(json!({"profile": "open"})),
+            [401, 403, 403, 201],
+        ),
+        (Method::GET, "/v1/agents".into(), None, [401, 403, 403, 200]),
+        (
+            Method::GET,
+            "/v1/agents/agent-9".into(),
+            None,
+            [401, 403, 403, 200],
+        ),
+        (
+            Method::POST,
+            "/v1/keys".into(),
+            Some(json!({"role": "operator"})),
+            [401, 403, 403, 201],
+        ),
+        (Method::GET, "/v1/keys".into(), None, [401, 403, 403, 200]),
+        (
+            Method::DELETE,
+            "/v1/keys/key_missing".into(),
+            None,
+            [401, 403, 403, 404],
+        ),
+        (
+            Method::GET,
+            "/v1/presets".into(),
+            None,
+            [401, 200, 200, 200],
+        ),
+        (Method::GET, "/healthz".into(), None, [200, 200, 200, 200]),
+        (Method::GET, "/readyz".into(), None, [200, 200, 200, 200]),
+        (Method::GET, "/metrics".into(), None, [200, 200, 200, 200]),
+        (
+            Method::GET,
+            "/openapi.json".into(),
+            None,
+            [200, 200, 200, 200],
+        ),
+    ];
+    let keys = [
+        None,
+        Some(app.agent.clone()),
+        Some(app.operator.clone()),
+        Some(app.admin.clone()),
+    ];
+    let mut failures = Vec::new();
+    for (method, path, body, expected) in &cases {
+        for (key, want) in keys.iter().zip(expected) {
+            let (status, resp) = app
+                .call(method.clone(), path, key.as_deref(), body.clone())
+                .await;
+            if status.as_u16() != *want {
+                failures.push(format!(
+                    "{method} {path} as {:?}: got {status}, want {want}: {resp}",
+                    key.as_ref().map(|k| &k[..8])
+                ));
+            }
+            if status.is_client_error() {
+                assert_problem(status, &resp, status);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn request_id_is_echoed_and_metrics_are_exposed() {
+    let app = TestApp::spawn().await;
+    let resp = app
+        .client
+        .get(format!("{}/healthz", app.base))
+        .header("x-request-id", "abc-123")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["x-request-id"], "abc-123");
+    let resp = app
+        .client
+        .get(format!("{}/healthz", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert!(!resp.headers()["x-request-id"].is_empty());
+    app.request("bash", "make").await;
+    let text = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for needle in [
+        "http_requests_total",
+        "http_request_duration_seconds",
+        "actiongate_decisions_total",
+        "actiongate_pending_actions",
+        "route=\"/v1/actions\"",
+    ] {
+        assert!(text.contains(needle), "metrics lack {needle}:\n{text}");
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_answers_open_long_polls() {
+    let app = TestApp::spawn().await;
+    let (_, a) = app.request("bash", "make").await;
+    let id = a["id"].as_str().unwrap().to_owned();
+    let poll = {
+        let client = app.client.clone();
+        let url = format!("{}/v1/actions/{id}?wait=60", app.base);
+        let key = app.agent.clone();
+        tokio::spawn(async move {
+            client
+                .get(url)
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let start = Instant::now();
+    app.stop().await;
+    let body = poll.await.unwrap();
+    assert_eq!(body["status"], "pending");
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn committed_openapi_matches_the_code() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../openapi/openapi.json");
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    let generated = actiongate_server::openapi::document_json();
+    assert!(
+        committed == generated,
+        "openapi/openapi.json is out of date: run `cargo run -- openapi > openapi/openapi.json`"
+    );
+}

@@ -1,0 +1,155 @@
+//! `TestApp`: the real router and daemon on 127.0.0.1:0 over a fresh SQLite
+//! file in a temporary directory, spoken to over real HTTP.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::Duration;
+
+use actiongate_server::config::Settings;
+use reqwest::{Client, Method, Response, StatusCode};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+pub struct TestApp {
+    pub base: String,
+    pub client: Client,
+    pub admin: String,
+    pub operator: String,
+    /// Agent key for agent "agent-1".
+    pub agent: String,
+    pub shutdown: CancellationToken,
+    pub task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestApp {
+    pub async fn spawn() -> TestApp {
+        Self::spawn_with(|_| {}).await
+    }
+
+    pub async fn spawn_with(tweak: impl FnOnce(&mut Settings)) -> TestApp {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = Settings {
+            data_dir: dir.path().to_path_buf(),
+            ..Settings::default()
+        };
+        settings.actions.min_timeout = "1s".to_owned();
+        settings.storage.durability = actiongate_store::Durability::Normal;
+        tweak(&mut settings);
+        settings.validate().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(actiongate_server::app::run(
+            settings,
+            listener,
+            shutdown.clone(),
+        ));
+        let client = Client::builder()
+            .timeout(Duration::from_secs(90))
+            .build()
+            .unwrap();
+        let key_path = dir.path().join("admin.key");
+        let mut admin = String::new();
+        for _ in 0..200 {
+            if let Ok(k) = std::fs::read_to_string(&key_path)
+                && !k.trim().is_empty()
+                && client.get(format!("{base}/healthz")).send().await.is_ok()
+            {
+                admin = k.trim().to_owned();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(!admin.is_empty(), "daemon did not start");
+        let mut app = TestApp {
+            base,
+            client,
+            admin,
+            operator: String::new(),
+            agent: String::new(),
+            shutdown,
+            task: Some(task),
+            dir,
+        };
+        app.operator = app.key("operator", None).await;
+        app.agent = app.key("agent", Some("agent-1")).await;
+        app
+    }
+
+    /// Issues a key through the API.
+    pub async fn key(&self, role: &str, agent: Option<&str>) -> String {
+        let (status, body) = self
+            .call(
+                Method::POST,
+                "/v1/keys",
+                Some(&self.admin.clone()),
+                Some(json!({"role": role, "agent": agent})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body["key"].as_str().unwrap().to_owned()
+    }
+
+    /// Sets an agent's profile.
+    pub async fn profile(&self, agent: &str, profile: Value) {
+        let (status, body) = self
+            .call(
+                Method::PUT,
+                &format!("/v1/agents/{agent}"),
+                Some(&self.admin.clone()),
+                Some(json!({"profile": profile})),
+            )
+            .await;
+        assert!(status.is_success(), "{body}");
+    }
+
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> Response {
+        let mut req = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        req.send().await.unwrap()
+    }
+
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let resp = self.send(method, path, key, body).await;
+        let status = resp.status();
+        let text = resp.text().await.unwrap();
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, value)
+    }
+
+    /// Requests a decision-only action as agent-1.
+    pub async fn request(&self, tool: &str, detail: &str) -> (StatusCode, Value) {
+        let agent = self.agent.clone();
+        self.call(
+            Method::POST,
+            "/v1/actions",
+            Some(&agent),
+            Some(json!({"tool": tool, "detail": detail})),
+        )
+        .await
+    }
+
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            task.await.unwrap().unwrap();
+        }
+    }
+}
