@@ -1,0 +1,458 @@
+//! Black-box tests: the built `actiongate` binary, started as a user would.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// `target/<profile>/actiongate`, built by `cargo test --workspace` (the
+/// server package's integration tests make cargo build its binary).
+fn binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(Path::parent).unwrap();
+    let bin = dir.join(format!("actiongate{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p actiongate` or `cargo test --workspace`",
+        bin.display()
+    );
+    bin
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Daemon {
+    child: Child,
+    base: String,
+    stderr: std::sync::mpsc::Receiver<String>,
+}
+
+impl Daemon {
+    fn start(data: &Path, extra_env: &[(&str, &str)]) -> Daemon {
+        let port = free_port();
+        let mut cmd = Command::new(binary());
+        cmd.arg("serve")
+            .arg("--data-dir")
+            .arg(data)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .env("ACTIONGATE_LOG", "warn")
+            .env("ACTIONGATE_ACTIONS__MIN_TIMEOUT", "1s")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let d = Daemon {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            stderr: rx,
+        };
+        d.wait_ready();
+        d
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(r) = ureq_get(&format!("{}/readyz", self.base))
+                && r == 200
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("daemon did not become ready");
+    }
+
+    fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success());
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "daemon did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ureq_get(url: &str) -> Result<u16, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        reqwest::Client::new()
+            .get(url)
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+            .map_err(|e| e.to_string())
+    })
+}
+
+fn cli(data: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(binary())
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+async fn call(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    url: String,
+    key: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = client.request(method, url).bearer_auth(key);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+#[test]
+fn first_start_creates_an_admin_key_file_with_mode_0600_and_prints_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let key = std::fs::read_to_string(dir.path().join("admin.key"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(key.starts_with("agk_"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("admin.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let mut printed = false;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline && !printed {
+        if let Ok(line) = d.stderr.recv_timeout(Duration::from_millis(200)) {
+            printed |= line.trim() == key;
+        }
+    }
+    assert!(printed, "the admin key was not printed on stderr");
+    let status = d.terminate();
+    assert!(status.success(), "{status:?}");
+
+    // A second start creates no new key and prints none.
+    let d = Daemon::start(dir.path(), &[]);
+    std::thread::sleep(Duration::from_millis(300));
+    let lines: Vec<String> = d.stderr.try_iter().collect();
+    assert!(!lines.iter().any(|l| l.contains("agk_")), "{lines:?}");
+    let list = cli(dir.path(), &["keys", "list", "--json"]);
+    let keys: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(keys.as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn keys_commands_work_against_the_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cli(dir.path(), &["migrate"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cli(
+        dir.path(),
+        &[
+            "keys", "create", "--role", "agent", "--agent", "bot", "--name", "bot key", "--json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let created: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(created["role"], "agent");
+    assert_eq!(created["agent"], "bot");
+    let key = created["key"].as_str().unwrap().to_owned();
+
+    let out = cli(dir.path(), &["keys", "create", "--role", "agent"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("agent"), "{err}");
+    let out = cli(dir.path(), &["keys", "create", "--role", "root"]);
+    assert!(!out.status.success());
+
+    let out = cli(dir.path(), &["keys", "list"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("bot key") && table.contains("active"),
+        "{table}"
+    );
+    assert!(!table.contains(&key));
+
+    // The key works against a daemon on the same data dir, until revoked.
+    let d = Daemon::start(dir.path(), &[]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = reqwest::Client::new();
+    let (s, _) = rt.block_on(call(
+        &client,
+        reqwest::Method::POST,
+        format!("{}/v1/check", d.base),
+        &key,
+        Some(json!({"tool": "a", "detail": "b"})),
+    ));
+    assert_eq!(s, 200);
+    let out = cli(
+        dir.path(),
+        &["keys", "revoke", created["id"].as_str().unwrap()],
+    );
+    assert!(out.status.success());
+    let (s, _) = rt.block_on(call(
+        &client,
+        reqwest::Method::POST,
+        format!("{}/v1/check", d.base),
+        &key,
+        Some(json!({"tool": "a", "detail": "b"})),
+    ));
+    assert_eq!(s, 401);
+    let out = cli(dir.path(), &["keys", "revoke", "key_nope"]);
+    assert!(!out.status.success());
+}
+
+#[test]
+fn kill_9_loses_no_acknowledged_request_and_overdue_actions_expire_on_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let admin = std::fs::read_to_string(dir.path().join("admin.key"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = reqwest::Client::new();
+    let base = d.base.clone();
+    let (acked, short_id) = rt.block_on(async {
+        let (_, k) = call(
+            &client,
+            reqwest::Method::POST,
+            format!("{base}/v1/keys"),
+            &admin,
+            Some(json!({"role": "agent", "agent": "a1"})),
+        )
+        .await;
+        let agent = k["key"].as_str().unwrap().to_owned();
+        call(
+            &client,
+            reqwest::Method::PUT,
+            format!("{base}/v1/agents/a1"),
+            &admin,
+            Some(json!({"profile": "standard"})),
+        )
+        .await;
+        // One action whose deadline will pass while the daemon is down.
+        let (_, short) = call(
+            &client,
+            reqwest::Method::POST,
+            format!("{base}/v1/actions"),
+            &agent,
+            Some(json!({"tool": "bash", "detail": "make", "timeout": "1s"})),
+        )
+        .await;
+        // 200 acknowledged requests from 8 concurrent clients.
+        let mut tasks = Vec::new();
+        for w in 0..8 {
+            let client = client.clone();
+            let base = base.clone();
+            let agent = agent.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut got = Vec::new();
+                for i in 0..25 {
+                    let detail = if i % 2 == 0 {
+                        format!("create /f{w}-{i}")
+                    } else {
+                        format!("push {w}-{i}")
+                    };
+                    let tool = if i % 2 == 0 { "file" } else { "git" };
+                    let (s, body) = call(
+                        &client,
+                        reqwest::Method::POST,
+                        format!("{base}/v1/actions"),
+                        &agent,
+                        Some(json!({"tool": tool, "detail": detail})),
+                    )
+                    .await;
+                    assert_eq!(s, 201);
+                    got.push(body);
+                }
+                got
+            }));
+        }
+        let mut acked = Vec::new();
+        for t in tasks {
+            acked.extend(t.await.unwrap());
+        }
+        (acked, short["id"].as_str().unwrap().to_owned())
+    });
+    assert_eq!(acked.len(), 200);
+    d.kill9();
+    std::thread::sleep(Duration::from_millis(1500));
+
+    let d = Daemon::start(dir.path(), &[]);
+    let base = d.base.clone();
+    rt.block_on(async {
+        for a in &acked {
+            let (s, now) = call(
+                &client,
+                reqwest::Method::GET,
+                format!("{base}/v1/actions/{}", a["id"].as_str().unwrap()),
+                &admin,
+                None,
+            )
+            .await;
+            assert_eq!(s, 200);
+            assert_eq!(&now, a, "an acknowledged action changed across kill -9");
+        }
+        let (_, short) = call(
+            &client,
+            reqwest::Method::GET,
+            format!("{base}/v1/actions/{short_id}?wait=5"),
+            &admin,
+            None,
+        )
+        .await;
+        assert_eq!(short["status"], "expired", "{short}");
+    });
+}
+
+#[test]
+fn settings_layer_defaults_file_env_and_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let port_file = free_port();
+    let port_flag = free_port();
+    let cfg = dir.path().join("ag.toml");
+    std::fs::write(
+        &cfg,
+        format!("listen = \"127.0.0.1:{port_file}\"\n[actions]\nmax_wait_seconds = 5\n"),
+    )
+    .unwrap();
+    // The file's port is overridden by the flag; env overrides the file.
+    let mut child = Command::new(binary())
+        .arg("serve")
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port_flag}"))
+        .env("ACTIONGATE_ACTIONS__MAX_WAIT_SECONDS", "7")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port_flag}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ureq_get(&format!("{base}/healthz")) != Ok(200) {
+        assert!(
+            Instant::now() < deadline,
+            "daemon not up on the flag's port"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let admin = std::fs::read_to_string(dir.path().join("admin.key"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = reqwest::Client::new();
+    rt.block_on(async {
+        let (_, k) = call(
+            &client,
+            reqwest::Method::POST,
+            format!("{base}/v1/keys"),
+            &admin,
+            Some(json!({"role": "agent", "agent": "a"})),
+        )
+        .await;
+        let agent = k["key"].as_str().unwrap();
+        call(
+            &client,
+            reqwest::Method::PUT,
+            format!("{base}/v1/agents/a"),
+            &admin,
+            Some(json!({"profile": "open"})),
+        )
+        .await;
+        let (s, _) = call(
+            &client,
+            reqwest::Method::POST,
+            format!("{base}/v1/actions?wait=7"),
+            agent,
+            Some(json!({"tool": "t", "detail": "d", "timeout": "1m"})),
+        )
+        .await;
+        assert_eq!(s, 201, "env should raise max_wait to 7");
+        let (s, _) = call(
+            &client,
+            reqwest::Method::POST,
+            format!("{base}/v1/actions?wait=8"),
+            agent,
+            Some(json!({"tool": "t", "detail": "d"})),
+        )
+        .await;
+        assert_eq!(s, 422);
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // A broken config file is a one-line error and a non-zero exit.
+    std::fs::write(&cfg, "listen = 5\n").unwrap();
+    let out = Command::new(binary())
+        .arg("serve")
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("listen"), "{err}");
+}
