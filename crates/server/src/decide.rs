@@ -2,6 +2,7 @@
 
 use actiongate_policy as policy;
 use actiongate_store::{Decision, DecisionResult};
+use serde_json::{Map, Value};
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -24,22 +25,53 @@ pub fn validate_tool(tool: &str) -> Result<(), ApiError> {
     }
 }
 
-/// Decides a decision-only action `tool:<tool>:<detail>` for `agent`.
+/// The permission a handler action needs.
+pub struct NeededPermission<'a> {
+    /// Handler id.
+    pub handler: &'a str,
+    /// Permission name.
+    pub permission: &'a str,
+    /// Scope values.
+    pub scope: &'a Map<String, Value>,
+}
+
+/// Decides `tool:<tool>:<detail>` for `agent` under its profile and its
+/// active grants (`permission` set for handler actions).
+pub async fn decide(
+    state: &AppState,
+    agent: &str,
+    tool: &str,
+    detail: &str,
+    permission: Option<NeededPermission<'_>>,
+) -> Result<Decision, ApiError> {
+    let profile = state.profile_of(agent).await?;
+    let grants = state.store().active_grants(agent, tool).await?;
+    let req = policy::Request {
+        agent,
+        tool,
+        detail,
+        permission: permission.map(|p| policy::PermissionRef {
+            handler: p.handler,
+            permission: p.permission,
+            scope: p.scope,
+        }),
+    };
+    Ok(record(policy::decide(
+        &profile,
+        &grants,
+        &req,
+        chrono::Utc::now(),
+    )))
+}
+
+/// Decides a decision-only action.
 pub async fn decide_tool(
     state: &AppState,
     agent: &str,
     tool: &str,
     detail: &str,
 ) -> Result<Decision, ApiError> {
-    let profile = state.profile_of(agent).await?;
-    let req = policy::Request {
-        agent,
-        tool,
-        detail,
-        permission: None,
-    };
-    let decision = policy::decide(&profile, &[], &req, chrono::Utc::now());
-    Ok(record(decision))
+    decide(state, agent, tool, detail, None).await
 }
 
 /// The policy's decision as stored on an action.

@@ -5,7 +5,9 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::routes::{actions, agents, check, keys, ops, presets};
+use crate::routes::{
+    actions, agents, check, grant_requests, grants, handlers, keys, ops, presets, tools,
+};
 
 /// The API description.
 #[derive(OpenApi)]
@@ -19,6 +21,13 @@ use crate::routes::{actions, agents, check, keys, ops, presets};
         actions::create_action, actions::list_actions, actions::get_action,
         actions::approve, actions::deny, actions::reply, actions::cancel, actions::outcome,
         check::check,
+        handlers::create_handler, handlers::list_handlers, handlers::get_handler,
+        handlers::replace_handler, handlers::retire_handler,
+        tools::list_tools,
+        grants::create_grant, grants::list_grants, grants::get_grant, grants::revoke_grant,
+        grants::check_permission,
+        grant_requests::create_request, grant_requests::list_requests, grant_requests::get_request,
+        grant_requests::approve_request, grant_requests::deny_request,
         agents::put_agent, agents::get_agent, agents::list_agents,
         keys::create_key, keys::list_keys, keys::revoke_key,
         presets::list_presets,
@@ -29,6 +38,8 @@ use crate::routes::{actions, agents, check, keys, ops, presets};
         (name = "actions", description = "Requesting and deciding actions"),
         (name = "agents", description = "Agents and their permission profiles"),
         (name = "keys", description = "API keys"),
+        (name = "handlers", description = "Executors, the actions they perform, tool schemas"),
+        (name = "grants", description = "Standing permissions granted by humans, and requests for them"),
         (name = "operations", description = "Health, readiness, metrics"),
     )
 )]

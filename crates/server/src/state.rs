@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
 use crate::error::ApiError;
+use crate::handler_spec::CompiledHandler;
 use crate::metrics::Metrics;
 use crate::waiters::Waiters;
 
@@ -31,6 +32,7 @@ struct Inner {
     default_timeout: Duration,
     default_profile: Arc<Profile>,
     profiles: Mutex<HashMap<String, Arc<Profile>>>,
+    handlers: Mutex<HashMap<String, Arc<CompiledHandler>>>,
     waiters: Waiters,
     deadlines_changed: Notify,
     metrics: Metrics,
@@ -59,6 +61,7 @@ impl AppState {
             default_timeout,
             default_profile,
             profiles: Mutex::new(HashMap::new()),
+            handlers: Mutex::new(HashMap::new()),
             deadlines_changed: Notify::new(),
             metrics,
             shutdown,
@@ -143,5 +146,34 @@ impl AppState {
         }
         cache.insert(text, profile.clone());
         Ok(profile)
+    }
+
+    /// A handler compiled for use (retired ones too; callers check), cached
+    /// until its registration changes.
+    pub async fn handler(&self, id: &str) -> Result<Arc<CompiledHandler>, ApiError> {
+        let record = match self.0.store.get_handler(id).await {
+            Ok(r) => r,
+            Err(actiongate_store::StoreError::NotFound) => {
+                return Err(ApiError::not_found(format!("no handler '{id}'")));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(h) = self
+            .0
+            .handlers
+            .lock()
+            .map_err(|_| ApiError::internal())?
+            .get(id)
+            && h.record == record
+        {
+            return Ok(h.clone());
+        }
+        let compiled = Arc::new(CompiledHandler::compile(record)?);
+        self.0
+            .handlers
+            .lock()
+            .map_err(|_| ApiError::internal())?
+            .insert(id.to_owned(), compiled.clone());
+        Ok(compiled)
     }
 }

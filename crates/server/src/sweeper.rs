@@ -1,5 +1,5 @@
-//! The expiry sweeper: sleeps until the next pending deadline (no polling
-//! loop), expires what is due, and on start expires what became overdue
+//! The expiry sweeper: sleeps until the next pending deadline of an action
+//! or grant request (no polling loop), expires what is due, and on start expires what became overdue
 //! while the daemon was down.
 
 use std::time::Duration;

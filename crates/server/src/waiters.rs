@@ -3,6 +3,7 @@
 //! oneshot channel: no thread, no database connection while it waits.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -77,31 +78,43 @@ impl Waiters {
             .unwrap_or(0)
     }
 
-    /// Returns the action once `settled(action)` holds, or its current state
-    /// when `wait` runs out or the daemon shuts down.
-    pub async fn wait_for(
+    /// Returns the action once it is settled, or its current state when
+    /// `wait` runs out or the daemon shuts down.
+    pub async fn wait_for_action(&self, id: &str, wait: Duration) -> Result<Action, StoreError> {
+        self.wait_until(id, wait, || self.store.get_action(id), Action::is_settled)
+            .await
+    }
+
+    /// Returns `load()` once `done` holds for it, re-loading whenever an
+    /// event about `key` (an action or grant request id) is committed; or
+    /// its current value when `wait` runs out or the daemon shuts down.
+    pub async fn wait_until<T, F, Fut>(
         &self,
-        id: &str,
+        key: &str,
         wait: Duration,
-        settled: impl Fn(&Action) -> bool,
-    ) -> Result<Action, StoreError> {
+        load: F,
+        done: impl Fn(&T) -> bool,
+    ) -> Result<T, StoreError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
         let until = tokio::time::Instant::now() + wait;
         loop {
             // Register before reading, so a change committed between the
             // read and the wait still wakes us.
-            let reg = self.register(id);
-            let action = self.store.get_action(id).await?;
-            if settled(&action) || wait.is_zero() || self.shutdown.is_cancelled() {
-                return Ok(action);
+            let mut reg = self.register(key);
+            let value = load().await?;
+            if done(&value) || wait.is_zero() || self.shutdown.is_cancelled() {
+                return Ok(value);
             }
-            let mut reg = reg;
             tokio::select! {
                 _ = &mut reg.rx => {}
-                _ = tokio::time::sleep_until(until) => return self.store.get_action(id).await,
-                _ = self.shutdown.cancelled() => return self.store.get_action(id).await,
+                _ = tokio::time::sleep_until(until) => return load().await,
+                _ = self.shutdown.cancelled() => return load().await,
             }
             if tokio::time::Instant::now() >= until {
-                return self.store.get_action(id).await;
+                return load().await;
             }
         }
     }
@@ -119,8 +132,17 @@ async fn fan_out(
         };
         match received {
             Ok(ev) => {
-                let Some(id) = &ev.action_id else { continue };
-                let woken = map.lock().ok().and_then(|mut m| m.remove(id));
+                // Actions are keyed by their id; grant requests by theirs,
+                // which their events carry as the resource's id.
+                let key = match &ev.action_id {
+                    Some(id) => Some(id.as_str()),
+                    None if ev.kind.starts_with("grant_request.") => {
+                        ev.data.get("id").and_then(|v| v.as_str())
+                    }
+                    None => None,
+                };
+                let Some(key) = key else { continue };
+                let woken = map.lock().ok().and_then(|mut m| m.remove(key));
                 for (_, tx) in woken.into_iter().flatten() {
                     let _ = tx.send(());
                 }

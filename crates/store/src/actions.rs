@@ -2,7 +2,7 @@
 //! listing, and expiry at the deadline.
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
@@ -36,6 +36,27 @@ pub struct NewAction {
     /// Hash of the request body, to tell a retry from a different request
     /// reusing the key.
     pub request_hash: String,
+    /// What a handler action runs; `None` for decision-only actions.
+    pub handler: Option<HandlerAction>,
+}
+
+/// The handler part of a handler action.
+#[derive(Debug, Clone)]
+pub struct HandlerAction {
+    /// Handler id.
+    pub handler: String,
+    /// Action name.
+    pub action: String,
+    /// Params as sent (only the executor sees them).
+    pub params: Value,
+    /// Params as shown, sensitive values masked.
+    pub params_view: Value,
+    /// Permission it needs.
+    pub permission: String,
+    /// Scope values extracted from the params.
+    pub scope: Map<String, Value>,
+    /// Rendered display.
+    pub display: Option<Value>,
 }
 
 /// A compare-and-set change of an action's status.
@@ -70,14 +91,16 @@ pub struct ActionFilter {
     pub limit: i64,
 }
 
-macro_rules! columns {
+macro_rules! action_columns {
     () => {
         "id, agent, tool, detail, action_string, reason, status, decision_result, \
-    decision_reason, decision_rule, created_at, decided_at, decided_by, deadline, outcome, decision_note"
+    decision_reason, decision_rule, created_at, decided_at, decided_by, deadline, outcome, decision_note, \
+    handler, action_name, params_view, permission, scope, display"
     };
 }
+pub(crate) use action_columns;
 
-fn from_row(row: &SqliteRow) -> Result<Action, StoreError> {
+pub(crate) fn from_row(row: &SqliteRow) -> Result<Action, StoreError> {
     let status: String = row.try_get("status")?;
     let result: String = row.try_get("decision_result")?;
     let rule: Option<String> = row.try_get("decision_rule")?;
@@ -105,10 +128,24 @@ fn from_row(row: &SqliteRow) -> Result<Action, StoreError> {
         deadline: opt_from_ms(row.try_get("deadline")?),
         outcome: outcome.map(|o| serde_json::from_str(&o)).transpose()?,
         decision_note: row.try_get("decision_note")?,
+        handler: row.try_get("handler")?,
+        action: row.try_get("action_name")?,
+        params: json_col(row, "params_view")?,
+        permission: row.try_get("permission")?,
+        scope: json_col(row, "scope")?,
+        display: json_col(row, "display")?,
     })
 }
 
-fn event_for(action: &Action, kind: &'static str) -> Result<NewEvent, StoreError> {
+fn json_col<T: serde::de::DeserializeOwned>(
+    row: &SqliteRow,
+    col: &str,
+) -> Result<Option<T>, StoreError> {
+    let text: Option<String> = row.try_get(col)?;
+    Ok(text.map(|t| serde_json::from_str(&t)).transpose()?)
+}
+
+pub(crate) fn event_for(action: &Action, kind: &'static str) -> Result<NewEvent, StoreError> {
     Ok(NewEvent {
         kind,
         agent: Some(action.agent.clone()),
@@ -118,11 +155,18 @@ fn event_for(action: &Action, kind: &'static str) -> Result<NewEvent, StoreError
     })
 }
 
-async fn get_on(conn: &mut SqliteConnection, id: &str) -> Result<Option<Action>, StoreError> {
-    let row = sqlx::query(concat!("SELECT ", columns!(), " FROM actions WHERE id = ?"))
-        .bind(id)
-        .fetch_optional(conn)
-        .await?;
+pub(crate) async fn get_on(
+    conn: &mut SqliteConnection,
+    id: &str,
+) -> Result<Option<Action>, StoreError> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        action_columns!(),
+        " FROM actions WHERE id = ?"
+    ))
+    .bind(id)
+    .fetch_optional(conn)
+    .await?;
     row.as_ref().map(from_row).transpose()
 }
 
@@ -160,10 +204,12 @@ async fn insert_on(
         .filter(|_| status == ActionStatus::Pending)
         .map(|d| from_ms(to_ms(d)));
     let rule = new.decision.rule.as_ref().map(Value::to_string);
+    let h = new.handler.as_ref();
     sqlx::query(
         "INSERT INTO actions (id, agent, tool, detail, action_string, reason, status, decision_result, \
          decision_reason, decision_rule, created_at, decided_at, decided_by, deadline, settled_at, \
-         idempotency_key, request_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         idempotency_key, request_hash, handler, action_name, params, params_view, permission, scope, display) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(&new.id)
     .bind(&new.agent)
@@ -182,6 +228,13 @@ async fn insert_on(
     .bind(decided.then(|| to_ms(created)))
     .bind(&new.idempotency_key)
     .bind(&new.request_hash)
+    .bind(h.map(|h| h.handler.clone()))
+    .bind(h.map(|h| h.action.clone()))
+    .bind(h.map(|h| h.params.to_string()))
+    .bind(h.map(|h| h.params_view.to_string()))
+    .bind(h.map(|h| h.permission.clone()))
+    .bind(h.map(|h| Value::Object(h.scope.clone()).to_string()))
+    .bind(h.and_then(|h| h.display.as_ref().map(Value::to_string)))
     .execute(&mut *conn)
     .await?;
     let action = Action {
@@ -199,6 +252,12 @@ async fn insert_on(
         deadline,
         outcome: None,
         decision_note: None,
+        handler: h.map(|h| h.handler.clone()),
+        action: h.map(|h| h.action.clone()),
+        params: h.map(|h| h.params_view.clone()),
+        permission: h.map(|h| h.permission.clone()),
+        scope: h.map(|h| h.scope.clone()),
+        display: h.and_then(|h| h.display.clone()),
     };
     let kind = match status {
         ActionStatus::Approved => "action.approved",
@@ -206,10 +265,31 @@ async fn insert_on(
         _ => "action.enqueued",
     };
     events::insert_on(conn, &event_for(&action, kind)?).await?;
+    if status == ActionStatus::Pending
+        && let (Some(handler), Some(permission), Some(scope)) =
+            (&action.handler, &action.permission, &action.scope)
+    {
+        // Tells operators which grant would let this (and similar) run.
+        let needed = NewEvent {
+            kind: "permission.needed",
+            agent: Some(action.agent.clone()),
+            action_id: Some(action.id.clone()),
+            grant_id: None,
+            data: serde_json::json!({
+                "action_id": action.id,
+                "agent": action.agent,
+                "handler": handler,
+                "permission": permission,
+                "scope": scope,
+                "display": action.display,
+            }),
+        };
+        events::insert_on(conn, &needed).await?;
+    }
     Ok((action, true))
 }
 
-async fn transition_on(
+pub(crate) async fn transition_on(
     conn: &mut SqliteConnection,
     id: &str,
     t: &Transition,
@@ -235,7 +315,7 @@ async fn transition_on(
     for st in t.from {
         sep.push_bind(st.as_str());
     }
-    q.push(concat!(") RETURNING ", columns!()));
+    q.push(concat!(") RETURNING ", action_columns!()));
     let row = q.build().fetch_optional(&mut *conn).await?;
     match row {
         Some(row) => {
@@ -278,7 +358,7 @@ impl Store {
             .run(move |conn| {
                 Box::pin(async move {
                     let rows = sqlx::query(concat!("UPDATE actions SET status = 'expired', decided_at = ?1, decided_by = 'deadline', \
-                         settled_at = ?1 WHERE status = 'pending' AND deadline <= ?1 RETURNING ", columns!()))
+                         settled_at = ?1 WHERE status = 'pending' AND deadline <= ?1 RETURNING ", action_columns!()))
                     .bind(to_ms(at))
                     .fetch_all(&mut *conn)
                     .await?;
@@ -305,10 +385,14 @@ impl Store {
 
     /// One action by id.
     pub async fn get_action(&self, id: &str) -> Result<Action, StoreError> {
-        let row = sqlx::query(concat!("SELECT ", columns!(), " FROM actions WHERE id = ?"))
-            .bind(id)
-            .fetch_optional(&self.read)
-            .await?;
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            action_columns!(),
+            " FROM actions WHERE id = ?"
+        ))
+        .bind(id)
+        .fetch_optional(&self.read)
+        .await?;
         row.as_ref()
             .map(from_row)
             .transpose()?
@@ -317,8 +401,11 @@ impl Store {
 
     /// A page of actions, newest first.
     pub async fn list_actions(&self, f: &ActionFilter) -> Result<Vec<Action>, StoreError> {
-        let mut q: QueryBuilder<Sqlite> =
-            QueryBuilder::new(concat!("SELECT ", columns!(), " FROM actions WHERE 1 = 1"));
+        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(concat!(
+            "SELECT ",
+            action_columns!(),
+            " FROM actions WHERE 1 = 1"
+        ));
         if let Some(st) = f.status {
             q.push(" AND status = ").push_bind(st.as_str());
         }

@@ -12,6 +12,9 @@ mod actions;
 mod agents;
 mod error;
 mod events;
+mod grant_requests;
+pub mod grants;
+mod handlers;
 mod keys;
 pub mod model;
 pub mod time;
@@ -29,9 +32,12 @@ use sqlx::sqlite::{
 };
 use tokio::sync::broadcast;
 
-pub use actions::{ActionFilter, NewAction, Transition};
+pub use actions::{ActionFilter, HandlerAction, NewAction, Transition};
 pub use error::StoreError;
 pub use events::NewEvent;
+pub use grant_requests::NewGrantRequest;
+pub use grants::{ApproveFirst, GrantCreated, GrantFilter, NewGrant, NewGrantTarget};
+pub use handlers::NewHandler;
 pub use keys::NewKey;
 pub use model::*;
 use writer::Writer;

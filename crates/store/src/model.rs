@@ -185,13 +185,175 @@ pub struct Action {
     /// A note or reason given by the human who decided.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision_note: Option<String>,
+    /// The handler that runs it (handler actions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handler: Option<String>,
+    /// The handler's action name (handler actions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// The params, with sensitive values masked as `"***"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub params: Option<Value>,
+    /// The permission it needs (handler actions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permission: Option<String>,
+    /// Its scope: the permission's keys with this action's values.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub scope: Option<serde_json::Map<String, Value>>,
+    /// How the handler asks for it to be shown: `{title, summary?, fields?}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub display: Option<Value>,
 }
 
 impl Action {
-    /// Whether nothing more will happen to it.
+    /// Whether nothing more will happen to it: decision-only actions settle
+    /// once decided (the agent runs them), handler actions once they ran.
     pub fn is_settled(&self) -> bool {
-        self.status.is_settled_decision_only()
+        if self.handler.is_some() {
+            self.status.is_settled_handler()
+        } else {
+            self.status.is_settled_decision_only()
+        }
     }
+}
+
+/// A registered handler as stored; its spec is kept as registered JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandlerRecord {
+    /// Slug id.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// What it does.
+    pub description: Option<String>,
+    /// Webhook URL.
+    pub url: String,
+    /// Per-attempt timeout.
+    pub timeout_ms: Option<i64>,
+    /// `{permissions, actions}` as registered.
+    pub spec: Value,
+    /// When registered.
+    pub created_at: DateTime<Utc>,
+    /// When last replaced.
+    pub updated_at: DateTime<Utc>,
+    /// When retired; its history stays readable.
+    pub retired_at: Option<DateTime<Utc>>,
+}
+
+/// A standing permission given by a human.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct GrantRecord {
+    /// Grant id.
+    pub id: String,
+    /// The agent it is for; absent for any agent.
+    pub agent: Option<String>,
+    /// Handler (permission grants).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handler: Option<String>,
+    /// Permission name (permission grants).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permission: Option<String>,
+    /// Scope values; a string with `*` or `?` is a glob; a missing key matches any value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub scope: Option<serde_json::Map<String, Value>>,
+    /// Tool (decision-only grants).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Full-match pattern over the detail (decision-only grants).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// Who granted it.
+    pub granted_by: String,
+    /// When.
+    pub granted_at: DateTime<Utc>,
+    /// When it stops counting; absent: indefinite.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When it was revoked.
+    pub revoked_at: Option<DateTime<Utc>>,
+    /// A note from the human.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Neither revoked nor expired when this was read.
+    pub active: bool,
+}
+
+/// Where a grant request stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GrantRequestStatus {
+    /// Waiting for a human.
+    Pending,
+    /// Granted (see `grant`).
+    Approved,
+    /// Refused.
+    Denied,
+    /// Nobody decided in time (not a denial).
+    Expired,
+}
+
+impl GrantRequestStatus {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrantRequestStatus::Pending => "pending",
+            GrantRequestStatus::Approved => "approved",
+            GrantRequestStatus::Denied => "denied",
+            GrantRequestStatus::Expired => "expired",
+        }
+    }
+}
+
+impl FromStr for GrantRequestStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "pending" => Ok(GrantRequestStatus::Pending),
+            "approved" => Ok(GrantRequestStatus::Approved),
+            "denied" => Ok(GrantRequestStatus::Denied),
+            "expired" => Ok(GrantRequestStatus::Expired),
+            other => Err(format!("unknown grant request status '{other}'")),
+        }
+    }
+}
+
+/// An agent asking a human for a permission (seed 004).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct GrantRequest {
+    /// Request id.
+    pub id: String,
+    /// The asking agent.
+    pub agent: String,
+    /// Handler.
+    pub handler: String,
+    /// Permission name.
+    pub permission: String,
+    /// Scope asked for.
+    #[schema(value_type = Object)]
+    pub scope: serde_json::Map<String, Value>,
+    /// Why.
+    pub reason: Option<String>,
+    /// Expiry asked for (`1h`, `today`, `indefinite`, RFC 3339).
+    pub expires: Option<String>,
+    /// Where it stands.
+    pub status: GrantRequestStatus,
+    /// When it expires unanswered.
+    pub deadline: DateTime<Utc>,
+    /// When asked.
+    pub created_at: DateTime<Utc>,
+    /// When decided.
+    pub decided_at: Option<DateTime<Utc>>,
+    /// Who decided.
+    pub decided_by: Option<String>,
+    /// Why it was denied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deny_reason: Option<String>,
+    /// The grant made by approving it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grant: Option<GrantRecord>,
 }
 
 /// What an API key may do; each role includes the ones before it.

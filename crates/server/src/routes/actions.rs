@@ -13,13 +13,15 @@ use utoipa::{IntoParams, ToSchema};
 
 use actiongate_policy as policy;
 use actiongate_store::{
-    Action, ActionFilter, ActionStatus, DecisionResult, NewAction, Outcome, Role, Transition,
+    Action, ActionFilter, ActionStatus, ApproveFirst, DecisionResult, HandlerAction, NewAction,
+    NewGrant, Outcome, Role, Transition,
 };
 
 use crate::auth::Caller;
-use crate::decide::{decide_tool, validate_tool};
+use crate::decide::{NeededPermission, decide_tool, validate_tool};
 use crate::error::{ApiError, ApiJson, ApiQuery, ApiResult, Problem};
 use crate::metrics::record_decision;
+use crate::routes::grants;
 use crate::state::AppState;
 
 /// Routes of this module.
@@ -37,7 +39,7 @@ pub fn router() -> Router<AppState> {
 /// A decision-only request: the agent runs the tool itself once allowed.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateAction {
+pub struct ToolActionRequest {
     /// Tool name, e.g. `bash`; 1-128 of `A-Z a-z 0-9 _ - .`.
     pub tool: String,
     /// Tool-specific detail, e.g. the command line.
@@ -53,6 +55,66 @@ pub struct CreateAction {
     pub idempotency_key: Option<String>,
 }
 
+/// A request for an action a registered handler performs.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandlerActionRequest {
+    /// Handler id.
+    pub handler: String,
+    /// Action name.
+    pub action: String,
+    /// Params, validated against the action's `params_schema`.
+    #[schema(value_type = Object)]
+    pub params: serde_json::Value,
+    /// Why the agent wants to do it.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// How long a human has to decide.
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// Makes retries safe.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// Either a handler action or a decision-only action.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum CreateAction {
+    /// `{handler, action, params, …}`.
+    Handler(HandlerActionRequest),
+    /// `{tool, detail, …}`.
+    Tool(ToolActionRequest),
+}
+
+impl CreateAction {
+    /// Picks the form by its keys, so errors name the right fields.
+    fn from_json(v: serde_json::Value) -> Result<CreateAction, ApiError> {
+        let is_handler = v.get("handler").is_some();
+        let parsed = if is_handler {
+            serde_json::from_value(v).map(CreateAction::Handler)
+        } else {
+            serde_json::from_value(v).map(CreateAction::Tool)
+        };
+        parsed.map_err(|e| ApiError::invalid("body", e.to_string()))
+    }
+
+    fn common(&self) -> (Option<&str>, Option<&str>, Option<&str>) {
+        match self {
+            CreateAction::Handler(h) => (
+                h.reason.as_deref(),
+                h.timeout.as_deref(),
+                h.idempotency_key.as_deref(),
+            ),
+            CreateAction::Tool(t) => (
+                t.reason.as_deref(),
+                t.timeout.as_deref(),
+                t.idempotency_key.as_deref(),
+            ),
+        }
+    }
+}
+
 /// `?wait=S`: long-poll up to S seconds for the action to settle.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -63,7 +125,8 @@ pub struct WaitQuery {
 }
 
 impl WaitQuery {
-    fn duration(&self, state: &AppState) -> Result<Duration, ApiError> {
+    /// The wait, checked against the configured maximum.
+    pub fn duration(&self, state: &AppState) -> Result<Duration, ApiError> {
         let max = state.settings().actions.max_wait_seconds;
         match self.wait {
             None => Ok(Duration::ZERO),
@@ -86,7 +149,9 @@ fn check_len(field: &str, value: Option<&str>, max: usize) -> Result<(), ApiErro
     }
 }
 
-fn timeout_of(state: &AppState, timeout: Option<&str>) -> Result<Duration, ApiError> {
+/// The time a human has to decide: the default, or `timeout` within the
+/// configured bounds.
+pub fn timeout_of(state: &AppState, timeout: Option<&str>) -> Result<Duration, ApiError> {
     let (min, max, default) = state.timeouts();
     let Some(text) = timeout else {
         return Ok(default);
@@ -148,32 +213,46 @@ pub async fn create_action(
     State(state): State<AppState>,
     caller: Caller,
     ApiQuery(q): ApiQuery<WaitQuery>,
-    ApiJson(body): ApiJson<CreateAction>,
+    ApiJson(body): ApiJson<serde_json::Value>,
 ) -> ApiResult<Response> {
     let agent = caller.agent_id()?.to_owned();
     let wait = q.duration(&state)?;
-    validate_tool(&body.tool)?;
-    check_len("detail", Some(&body.detail), MAX_DETAIL)?;
-    check_len("reason", body.reason.as_deref(), MAX_TEXT)?;
-    check_len("idempotency_key", body.idempotency_key.as_deref(), 256)?;
-    let timeout = timeout_of(&state, body.timeout.as_deref())?;
-
-    let decision = decide_tool(&state, &agent, &body.tool, &body.detail).await?;
-    let result = decision.result;
-    let deadline = chrono::Duration::from_std(timeout)
-        .ok()
-        .map(|d| actiongate_store::time::now() + d);
+    if !body.is_object() {
+        return Err(ApiError::invalid("body", "must be a JSON object"));
+    }
+    let body = CreateAction::from_json(body)?;
+    let (reason, timeout, key) = body.common();
+    check_len("reason", reason, MAX_TEXT)?;
+    check_len("idempotency_key", key, 256)?;
+    let timeout = timeout_of(&state, timeout)?;
+    let request_hash = request_hash(&body);
+    let new = match body {
+        CreateAction::Tool(t) => {
+            validate_tool(&t.tool)?;
+            check_len("detail", Some(&t.detail), MAX_DETAIL)?;
+            let decision = decide_tool(&state, &agent, &t.tool, &t.detail).await?;
+            NewAction {
+                id: uuid::Uuid::now_v7().to_string(),
+                agent,
+                action_string: policy::format_action(&t.tool, &t.detail),
+                request_hash,
+                tool: t.tool,
+                detail: t.detail,
+                reason: t.reason,
+                decision,
+                deadline: None,
+                idempotency_key: t.idempotency_key,
+                handler: None,
+            }
+        }
+        CreateAction::Handler(h) => handler_action(&state, agent, h, request_hash).await?,
+    };
+    let result = new.decision.result;
     let new = NewAction {
-        id: uuid::Uuid::now_v7().to_string(),
-        agent,
-        action_string: policy::format_action(&body.tool, &body.detail),
-        request_hash: request_hash(&body),
-        tool: body.tool,
-        detail: body.detail,
-        reason: body.reason,
-        decision,
-        deadline,
-        idempotency_key: body.idempotency_key,
+        deadline: chrono::Duration::from_std(timeout)
+            .ok()
+            .map(|d| actiongate_store::time::now() + d),
+        ..new
     };
     let (mut action, created) = state.store().insert_action(new).await?;
     if created {
@@ -195,10 +274,84 @@ pub async fn create_action(
     ))
 }
 
+/// Validates a handler action and decides it.
+async fn handler_action(
+    state: &AppState,
+    agent: String,
+    h: HandlerActionRequest,
+    request_hash: String,
+) -> Result<NewAction, ApiError> {
+    let handler = match state.handler(&h.handler).await {
+        Ok(handler) if handler.record.retired_at.is_none() => handler,
+        Ok(_) => {
+            return Err(ApiError::invalid(
+                "handler",
+                format!("handler '{}' is retired", h.handler),
+            ));
+        }
+        Err(e) if e.status() == StatusCode::NOT_FOUND => {
+            return Err(ApiError::invalid(
+                "handler",
+                format!("no handler '{}'", h.handler),
+            ));
+        }
+        Err(e) => return Err(e),
+    };
+    let Some(action) = handler.action(&h.action) else {
+        return Err(ApiError::invalid(
+            "action",
+            format!("handler '{}' has no action '{}'", h.handler, h.action),
+        ));
+    };
+    let violations = action.violations(&h.params);
+    if !violations.is_empty() {
+        return Err(ApiError::invalid_fields(violations));
+    }
+    let detail = action.detail(&h.params);
+    check_len("params", Some(&detail), MAX_DETAIL)?;
+    let scope = action.scope(&h.params);
+    let permission = action.decl.permission.clone();
+    let decision = crate::decide::decide(
+        state,
+        &agent,
+        &h.handler,
+        &detail,
+        Some(NeededPermission {
+            handler: &h.handler,
+            permission: &permission,
+            scope: &scope,
+        }),
+    )
+    .await?;
+    let params_view = action.masked(&h.params);
+    let display = action.display(&params_view);
+    Ok(NewAction {
+        id: uuid::Uuid::now_v7().to_string(),
+        agent,
+        action_string: policy::format_action(&h.handler, &detail),
+        request_hash,
+        tool: h.handler.clone(),
+        detail,
+        reason: h.reason,
+        decision,
+        deadline: None,
+        idempotency_key: h.idempotency_key,
+        handler: Some(HandlerAction {
+            handler: h.handler,
+            action: h.action,
+            params: h.params,
+            params_view,
+            permission,
+            scope,
+            display,
+        }),
+    })
+}
+
 async fn wait_settled(state: &AppState, id: &str, wait: Duration) -> Result<Action, ApiError> {
     let gauge = metrics::gauge!("actiongate_long_polls_open");
     gauge.increment(1.0);
-    let result = state.waiters().wait_for(id, wait, Action::is_settled).await;
+    let result = state.waiters().wait_for_action(id, wait).await;
     gauge.decrement(1.0);
     Ok(result?)
 }
@@ -324,6 +477,27 @@ pub struct ApproveBody {
     /// A note kept with the decision.
     #[serde(default)]
     pub note: Option<String>,
+    /// Also grant a standing permission (the "don't ask again" of the gear icon).
+    #[serde(default)]
+    pub remember: Option<Remember>,
+}
+
+/// A grant made while approving.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Remember {
+    /// `1h`, `30m`, `2d`, `today`, `indefinite` or an RFC 3339 time.
+    pub expires: String,
+    /// Handler actions: the scope granted (default: this action's scope); values may be globs.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub scope: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Decision-only actions: full-match pattern over the detail (default: exactly this detail).
+    #[serde(default)]
+    pub pattern: Option<String>,
+    /// The agent it is for: default this action's agent; `*` for any agent.
+    #[serde(default)]
+    pub agent: Option<String>,
 }
 
 /// Body of a denial.
@@ -404,7 +578,81 @@ pub async fn approve(
     body: Option<ApiJson<ApproveBody>>,
 ) -> ApiResult<axum::Json<Action>> {
     let body = optional(body);
-    decide_pending(&state, &caller, &id, ActionStatus::Approved, body.note).await
+    match body.remember {
+        None => decide_pending(&state, &caller, &id, ActionStatus::Approved, body.note).await,
+        Some(remember) => approve_and_remember(&state, &caller, &id, body.note, remember).await,
+    }
+}
+
+/// Approves `id` and grants what `remember` says, in one transaction.
+async fn approve_and_remember(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    note: Option<String>,
+    remember: Remember,
+) -> ApiResult<axum::Json<Action>> {
+    caller.require(Role::Operator)?;
+    check_len("note", note.as_deref(), MAX_TEXT)?;
+    let action = visible(state, caller, id).await?;
+    let target = match (&action.handler, &action.permission) {
+        (Some(handler), Some(permission)) => {
+            if remember.pattern.is_some() {
+                return Err(ApiError::invalid(
+                    "remember.pattern",
+                    "handler actions are granted by scope, not pattern",
+                ));
+            }
+            let scope = remember
+                .scope
+                .clone()
+                .or_else(|| action.scope.clone())
+                .unwrap_or_default();
+            grants::permission_target(state, handler, permission, scope, "remember.scope").await?
+        }
+        _ => {
+            if remember.scope.is_some() {
+                return Err(ApiError::invalid(
+                    "remember.scope",
+                    "decision-only actions are granted by pattern, not scope",
+                ));
+            }
+            let pattern = remember
+                .pattern
+                .clone()
+                .unwrap_or_else(|| regex::escape(&action.detail));
+            grants::tool_target(&action.tool, &pattern, "remember.pattern")?
+        }
+    };
+    let agent = match remember.agent.as_deref() {
+        None => Some(action.agent.clone()),
+        Some("*") => None,
+        Some(a) => {
+            crate::routes::agents::validate_agent_id(a).map_err(|_| {
+                ApiError::invalid("remember.agent", "an agent id, or * for any agent")
+            })?;
+            Some(a.to_owned())
+        }
+    };
+    let expires_at = grants::parse_expires(state, &remember.expires, "remember.expires")?;
+    let new = NewGrant {
+        id: grants::new_grant_id(),
+        agent,
+        target,
+        granted_by: caller.identity(),
+        expires_at,
+        note: note.clone(),
+    };
+    let first = ApproveFirst {
+        action_id: id.to_owned(),
+        decided_by: caller.identity(),
+        note,
+    };
+    let created = state.store().create_grant(new, Some(first)).await?;
+    created
+        .approved_first
+        .map(axum::Json)
+        .ok_or_else(ApiError::internal)
 }
 
 /// Deny a pending action (operators).
@@ -540,6 +788,11 @@ pub async fn outcome(
     ApiJson(body): ApiJson<OutcomeBody>,
 ) -> ApiResult<axum::Json<Action>> {
     let action = visible(&state, &caller, &id).await?;
+    if action.handler.is_some() {
+        return Err(ApiError::conflict(
+            "handler actions get their outcome from their executor",
+        ));
+    }
     if caller.agent.as_deref() != Some(action.agent.as_str()) {
         return Err(ApiError::forbidden(
             "only the agent that requested the action reports its outcome",

@@ -3,9 +3,13 @@
 pub mod actions;
 pub mod agents;
 pub mod check;
+pub mod grant_requests;
+pub mod grants;
+pub mod handlers;
 pub mod keys;
 pub mod ops;
 pub mod presets;
+pub mod tools;
 
 use axum::Router;
 
@@ -17,6 +21,10 @@ pub fn router() -> Router<AppState> {
         .merge(actions::router())
         .merge(agents::router())
         .merge(check::router())
+        .merge(grants::router())
+        .merge(grant_requests::router())
+        .merge(handlers::router())
+        .merge(tools::router())
         .merge(keys::router())
         .merge(presets::router())
         .merge(ops::router())

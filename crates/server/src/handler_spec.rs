@@ -1,0 +1,491 @@
+//! Handler registrations: their shape, their validation (schemas, declared
+//! permissions, scope keys, templates) and the compiled form used for every
+//! handler action (params validator, templates, scope pointers, masking).
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use actiongate_store::HandlerRecord;
+
+use crate::error::{ApiError, FieldError};
+use crate::template::Template;
+
+/// A permission a handler declares.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionDecl {
+    /// Name, e.g. `email.send`.
+    pub name: String,
+    /// What it permits.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// JSON Schema of its scope keys (an object schema with `properties`).
+    #[schema(value_type = Object)]
+    pub parameters_schema: Value,
+}
+
+/// One labelled field of a rendered action.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenderField {
+    /// Label shown to the human.
+    pub label: String,
+    /// Template of the value.
+    pub value: String,
+}
+
+/// How the handler wants its actions shown to a human.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Render {
+    /// Title template.
+    pub title: String,
+    /// Summary template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Labelled field templates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<RenderField>,
+}
+
+/// An action a handler performs.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ActionDecl {
+    /// Name, e.g. `send`.
+    pub name: String,
+    /// What it does (shown to agents as the tool description).
+    #[serde(default)]
+    pub description: Option<String>,
+    /// JSON Schema of its params.
+    #[schema(value_type = Object)]
+    pub params_schema: Value,
+    /// The permission it needs.
+    pub permission: String,
+    /// Scope key -> JSON pointer into the params.
+    #[serde(default)]
+    pub scope: BTreeMap<String, String>,
+    /// Template of the action string's detail (default: the action name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Display templates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub render: Option<Render>,
+    /// JSON pointers of params masked as `"***"` wherever shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sensitive: Vec<String>,
+}
+
+/// What an executor registers.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandlerRegistration {
+    /// Slug id: lowercase letters, digits, `_` and `-`, 1-64, starting with a letter or digit.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// What it does.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Webhook URL (http or https).
+    pub url: String,
+    /// Per-attempt timeout, e.g. `30s` (default set by the daemon).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Permissions it declares.
+    #[serde(default)]
+    pub permissions: Vec<PermissionDecl>,
+    /// Actions it performs.
+    pub actions: Vec<ActionDecl>,
+}
+
+/// The parts of a registration kept as the stored spec.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Spec {
+    permissions: Vec<PermissionDecl>,
+    actions: Vec<ActionDecl>,
+    #[serde(default)]
+    timeout: Option<String>,
+}
+
+/// A compiled action.
+pub struct CompiledAction {
+    /// As declared.
+    pub decl: ActionDecl,
+    validator: jsonschema::Validator,
+    detail: Option<Template>,
+    title: Option<Template>,
+    summary: Option<Template>,
+    fields: Vec<(String, Template)>,
+}
+
+/// A handler ready to check and describe actions.
+pub struct CompiledHandler {
+    /// As stored.
+    pub record: HandlerRecord,
+    /// Declared permissions by name.
+    pub permissions: HashMap<String, PermissionDecl>,
+    /// Declared actions by name, in registration order.
+    pub actions: Vec<CompiledAction>,
+}
+
+fn is_slug(s: &str, max: usize) -> bool {
+    !s.is_empty()
+        && s.len() <= max
+        && s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// Walks `properties` of a JSON Schema along `path`.
+fn schema_has(schema: &Value, path: &[String]) -> bool {
+    let mut s = schema;
+    for seg in path {
+        match s.get("properties").and_then(|p| p.get(seg)) {
+            Some(next) => s = next,
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Splits a JSON pointer into unescaped segments.
+fn pointer_segments(ptr: &str) -> Option<Vec<String>> {
+    if ptr.is_empty() {
+        return Some(Vec::new());
+    }
+    let rest = ptr.strip_prefix('/')?;
+    Some(
+        rest.split('/')
+            .map(|s| s.replace("~1", "/").replace("~0", "~"))
+            .collect(),
+    )
+}
+
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    fn add(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError {
+            field: field.into(),
+            message: message.into(),
+        });
+    }
+}
+
+fn check_schema(errs: &mut Errors, field: &str, schema: &Value) -> Option<jsonschema::Validator> {
+    if !schema.is_object() {
+        errs.add(field, "must be a JSON Schema object");
+        return None;
+    }
+    if let Err(e) = jsonschema::meta::validate(schema) {
+        errs.add(field, format!("not a valid JSON Schema: {e}"));
+        return None;
+    }
+    match jsonschema::validator_for(schema) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            errs.add(field, format!("cannot be compiled: {e}"));
+            None
+        }
+    }
+}
+
+fn template(errs: &mut Errors, field: String, text: &str, schema: &Value) -> Option<Template> {
+    match Template::parse(text) {
+        Ok(t) => {
+            for path in t.params() {
+                if !schema_has(schema, path) {
+                    errs.add(
+                        field.clone(),
+                        format!("names param '{}' that params_schema lacks", path.join(".")),
+                    );
+                }
+            }
+            Some(t)
+        }
+        Err(e) => {
+            errs.add(field, e);
+            None
+        }
+    }
+}
+
+/// Validates a registration; every problem is reported with its place.
+pub fn validate(reg: &HandlerRegistration) -> Result<(), ApiError> {
+    compile_parts(reg).map(|_| ())
+}
+
+type Parts = (HashMap<String, PermissionDecl>, Vec<CompiledAction>);
+
+fn compile_parts(reg: &HandlerRegistration) -> Result<Parts, ApiError> {
+    let mut errs = Errors(Vec::new());
+    if !is_slug(&reg.id, 64) {
+        errs.add("id", "1-64 of a-z 0-9 _ -, starting with a letter or digit");
+    }
+    if reg.name.is_empty() || reg.name.len() > 256 {
+        errs.add("name", "1-256 bytes");
+    }
+    if !(reg.url.starts_with("http://") || reg.url.starts_with("https://")) || reg.url.len() > 2048
+    {
+        errs.add("url", "an http:// or https:// URL");
+    }
+    if let Some(t) = &reg.timeout
+        && actiongate_policy::parse_duration(t).is_err()
+    {
+        errs.add("timeout", "a duration like 30s or 2m");
+    }
+    let mut permissions = HashMap::new();
+    for (i, p) in reg.permissions.iter().enumerate() {
+        if !is_name(&p.name) {
+            errs.add(
+                format!("permissions[{i}].name"),
+                "1-64 of A-Z a-z 0-9 _ - .",
+            );
+        }
+        check_schema(
+            &mut errs,
+            &format!("permissions[{i}].parameters_schema"),
+            &p.parameters_schema,
+        );
+        if permissions.insert(p.name.clone(), p.clone()).is_some() {
+            errs.add(
+                format!("permissions[{i}].name"),
+                format!("'{}' is declared twice", p.name),
+            );
+        }
+    }
+    if reg.actions.is_empty() {
+        errs.add("actions", "declare at least one action");
+    }
+    let mut names = std::collections::HashSet::new();
+    let mut actions = Vec::new();
+    for (i, a) in reg.actions.iter().enumerate() {
+        let at = |f: &str| format!("actions[{i}].{f}");
+        if !is_name(&a.name) {
+            errs.add(at("name"), "1-64 of A-Z a-z 0-9 _ - .");
+        }
+        if !names.insert(a.name.clone()) {
+            errs.add(at("name"), format!("'{}' is declared twice", a.name));
+        }
+        let validator = check_schema(&mut errs, &at("params_schema"), &a.params_schema);
+        let perm = permissions.get(&a.permission);
+        if perm.is_none() {
+            errs.add(
+                at("permission"),
+                format!("'{}' is not declared in permissions", a.permission),
+            );
+        }
+        for (key, ptr) in &a.scope {
+            if let Some(p) = perm
+                && !schema_has(&p.parameters_schema, std::slice::from_ref(key))
+            {
+                errs.add(
+                    at(&format!("scope.{key}")),
+                    format!(
+                        "permission '{}' has no scope key '{key}' in its parameters_schema",
+                        a.permission
+                    ),
+                );
+            }
+            match pointer_segments(ptr) {
+                Some(segs) if !segs.is_empty() && schema_has(&a.params_schema, &segs) => {}
+                Some(_) => errs.add(
+                    at(&format!("scope.{key}")),
+                    format!("'{ptr}' does not point to a param in params_schema"),
+                ),
+                None => errs.add(
+                    at(&format!("scope.{key}")),
+                    format!("'{ptr}' is not a JSON pointer"),
+                ),
+            }
+        }
+        let mut sensitive_paths = Vec::new();
+        for (j, ptr) in a.sensitive.iter().enumerate() {
+            match pointer_segments(ptr) {
+                Some(segs) if !segs.is_empty() => sensitive_paths.push(segs),
+                _ => errs.add(
+                    at(&format!("sensitive[{j}]")),
+                    format!("'{ptr}' is not a JSON pointer to a param"),
+                ),
+            }
+        }
+        let detail = a
+            .detail
+            .as_ref()
+            .and_then(|d| template(&mut errs, at("detail"), d, &a.params_schema));
+        if let Some(t) = &detail {
+            for path in t.params() {
+                if sensitive_paths
+                    .iter()
+                    .any(|s| path.starts_with(s) || s.starts_with(path))
+                {
+                    errs.add(at("detail"), format!("names sensitive param '{}'; the action string is shown and matched in the clear", path.join(".")));
+                }
+            }
+        }
+        let (title, summary, fields) = match &a.render {
+            Some(r) => (
+                template(&mut errs, at("render.title"), &r.title, &a.params_schema),
+                r.summary
+                    .as_ref()
+                    .and_then(|s| template(&mut errs, at("render.summary"), s, &a.params_schema)),
+                r.fields
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, f)| {
+                        template(
+                            &mut errs,
+                            at(&format!("render.fields[{k}].value")),
+                            &f.value,
+                            &a.params_schema,
+                        )
+                        .map(|t| (f.label.clone(), t))
+                    })
+                    .collect(),
+            ),
+            None => (None, None, Vec::new()),
+        };
+        if let Some(validator) = validator {
+            actions.push(CompiledAction {
+                decl: a.clone(),
+                validator,
+                detail,
+                title,
+                summary,
+                fields,
+            });
+        }
+    }
+    if errs.0.is_empty() {
+        Ok((permissions, actions))
+    } else {
+        Err(ApiError::invalid_fields(errs.0))
+    }
+}
+
+/// The stored spec of a registration.
+pub fn spec_json(reg: &HandlerRegistration) -> Value {
+    serde_json::to_value(Spec {
+        permissions: reg.permissions.clone(),
+        actions: reg.actions.clone(),
+        timeout: reg.timeout.clone(),
+    })
+    .unwrap_or(Value::Null)
+}
+
+/// The registration a stored record describes.
+pub fn registration_of(record: &HandlerRecord) -> Result<HandlerRegistration, ApiError> {
+    let spec: Spec = serde_json::from_value(record.spec.clone()).map_err(|e| {
+        tracing::error!(handler = %record.id, error = %e, "stored handler spec does not decode");
+        ApiError::internal()
+    })?;
+    Ok(HandlerRegistration {
+        id: record.id.clone(),
+        name: record.name.clone(),
+        description: record.description.clone(),
+        url: record.url.clone(),
+        timeout: spec.timeout,
+        permissions: spec.permissions,
+        actions: spec.actions,
+    })
+}
+
+impl CompiledHandler {
+    /// Compiles a stored handler.
+    pub fn compile(record: HandlerRecord) -> Result<CompiledHandler, ApiError> {
+        let reg = registration_of(&record)?;
+        let (permissions, actions) = compile_parts(&reg).map_err(|e| {
+            tracing::error!(handler = %record.id, problem = ?e.problem(), "stored handler spec does not compile");
+            ApiError::internal()
+        })?;
+        Ok(CompiledHandler {
+            record,
+            permissions,
+            actions,
+        })
+    }
+
+    /// One of its actions.
+    pub fn action(&self, name: &str) -> Option<&CompiledAction> {
+        self.actions.iter().find(|a| a.decl.name == name)
+    }
+}
+
+impl CompiledAction {
+    /// Every violation of the params schema, sensitive values never echoed.
+    pub fn violations(&self, params: &Value) -> Vec<FieldError> {
+        self.validator
+            .iter_errors(params)
+            .map(|e| {
+                let path = e.instance_path().as_str().to_owned();
+                FieldError {
+                    field: format!(
+                        "params{}",
+                        if path.is_empty() { String::new() } else { path }
+                    ),
+                    message: e.masked().to_string(),
+                }
+            })
+            .collect()
+    }
+
+    /// The action string's detail.
+    pub fn detail(&self, params: &Value) -> String {
+        match &self.detail {
+            Some(t) => t.fill(params),
+            None => self.decl.name.clone(),
+        }
+    }
+
+    /// Scope values pointed at in `params`; keys with no value are left out.
+    pub fn scope(&self, params: &Value) -> Map<String, Value> {
+        self.decl
+            .scope
+            .iter()
+            .filter_map(|(k, ptr)| params.pointer(ptr).map(|v| (k.clone(), v.clone())))
+            .collect()
+    }
+
+    /// `params` with every sensitive value replaced by `"***"`.
+    pub fn masked(&self, params: &Value) -> Value {
+        let mut view = params.clone();
+        for ptr in &self.decl.sensitive {
+            if let Some(v) = view.pointer_mut(ptr) {
+                *v = Value::String("***".to_owned());
+            }
+        }
+        view
+    }
+
+    /// The display, rendered from masked params.
+    pub fn display(&self, masked: &Value) -> Option<Value> {
+        let title = self.title.as_ref()?;
+        let mut d = Map::new();
+        d.insert("title".into(), Value::String(title.fill(masked)));
+        if let Some(s) = &self.summary {
+            d.insert("summary".into(), Value::String(s.fill(masked)));
+        }
+        if !self.fields.is_empty() {
+            let fields = self
+                .fields
+                .iter()
+                .map(|(label, t)| serde_json::json!({"label": label, "value": t.fill(masked)}))
+                .collect();
+            d.insert("fields".into(), Value::Array(fields));
+        }
+        Some(Value::Object(d))
+    }
+}

@@ -1,0 +1,257 @@
+//! `/v1/handlers`: executors register the actions they perform and the
+//! permissions those need (admins).
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use actiongate_store::{HandlerRecord, NewHandler, Role};
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiJson, ApiQuery, ApiResult, Problem};
+use crate::handler_spec::{self, ActionDecl, HandlerRegistration, PermissionDecl};
+use crate::state::AppState;
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/handlers", post(create_handler).get(list_handlers))
+        .route(
+            "/v1/handlers/{id}",
+            get(get_handler).put(replace_handler).delete(retire_handler),
+        )
+}
+
+/// A handler as shown: its registration, never its secret.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HandlerView {
+    /// Slug id.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// What it does.
+    pub description: Option<String>,
+    /// Webhook URL.
+    pub url: String,
+    /// Per-attempt timeout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Declared permissions.
+    pub permissions: Vec<PermissionDecl>,
+    /// Declared actions.
+    pub actions: Vec<ActionDecl>,
+    /// When registered.
+    pub created_at: DateTime<Utc>,
+    /// When last replaced.
+    pub updated_at: DateTime<Utc>,
+    /// When retired.
+    pub retired_at: Option<DateTime<Utc>>,
+}
+
+/// A newly registered handler and its webhook secret, shown only now.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RegisteredHandler {
+    /// The handler.
+    #[serde(flatten)]
+    pub handler: HandlerView,
+    /// `whsec_…`: verifies the daemon's webhooks and signs async results. Store it now.
+    pub secret: String,
+}
+
+fn view(record: &HandlerRecord) -> Result<HandlerView, ApiError> {
+    let reg = handler_spec::registration_of(record)?;
+    Ok(HandlerView {
+        id: record.id.clone(),
+        name: record.name.clone(),
+        description: record.description.clone(),
+        url: record.url.clone(),
+        timeout: reg.timeout,
+        permissions: reg.permissions,
+        actions: reg.actions,
+        created_at: record.created_at,
+        updated_at: record.updated_at,
+        retired_at: record.retired_at,
+    })
+}
+
+/// A Standard Webhooks secret: `whsec_` and 32 random bytes in base64.
+pub fn new_secret() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    )
+}
+
+fn new_handler(reg: &HandlerRegistration) -> Result<NewHandler, ApiError> {
+    handler_spec::validate(reg)?;
+    let timeout_ms = reg
+        .timeout
+        .as_deref()
+        .and_then(|t| actiongate_policy::parse_duration(t).ok())
+        .map(|d| d.as_millis() as i64);
+    Ok(NewHandler {
+        id: reg.id.clone(),
+        name: reg.name.clone(),
+        description: reg.description.clone(),
+        url: reg.url.clone(),
+        timeout_ms,
+        spec: handler_spec::spec_json(reg),
+    })
+}
+
+/// Register a handler (admins); the response carries its secret, once.
+#[utoipa::path(
+    post, path = "/v1/handlers", tag = "handlers",
+    request_body = HandlerRegistration,
+    responses(
+        (status = 201, description = "Registered", body = RegisteredHandler),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The id is taken", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid registration (names the place)", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn create_handler(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(reg): ApiJson<HandlerRegistration>,
+) -> ApiResult<(StatusCode, axum::Json<RegisteredHandler>)> {
+    caller.require(Role::Admin)?;
+    let new = new_handler(&reg)?;
+    let secret = new_secret();
+    let record = state.store().create_handler(new, secret.clone()).await?;
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(RegisteredHandler {
+            handler: view(&record)?,
+            secret,
+        }),
+    ))
+}
+
+/// Replace a handler's registration (admins); its secret stays.
+#[utoipa::path(
+    put, path = "/v1/handlers/{id}", tag = "handlers",
+    params(("id" = String, Path, description = "Handler id")),
+    request_body = HandlerRegistration,
+    responses(
+        (status = 200, description = "Replaced", body = HandlerView),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such live handler", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid registration", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn replace_handler(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(reg): ApiJson<HandlerRegistration>,
+) -> ApiResult<axum::Json<HandlerView>> {
+    caller.require(Role::Admin)?;
+    if reg.id != id {
+        return Err(ApiError::invalid(
+            "id",
+            format!("must equal the path's id '{id}'"),
+        ));
+    }
+    let new = new_handler(&reg)?;
+    let record = state
+        .store()
+        .replace_handler(new)
+        .await
+        .map_err(|e| match e {
+            actiongate_store::StoreError::NotFound => {
+                ApiError::not_found(format!("no live handler '{id}'"))
+            }
+            other => other.into(),
+        })?;
+    Ok(axum::Json(view(&record)?))
+}
+
+/// `?include_retired=true` also lists retired handlers.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct HandlerQuery {
+    /// Also list retired handlers.
+    pub include_retired: Option<bool>,
+}
+
+/// List handlers (admins).
+#[utoipa::path(
+    get, path = "/v1/handlers", tag = "handlers",
+    params(HandlerQuery),
+    responses(
+        (status = 200, description = "Handlers", body = Vec<HandlerView>),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list_handlers(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<HandlerQuery>,
+) -> ApiResult<axum::Json<Vec<HandlerView>>> {
+    caller.require(Role::Admin)?;
+    let records = state
+        .store()
+        .list_handlers(q.include_retired.unwrap_or(false))
+        .await?;
+    Ok(axum::Json(
+        records.iter().map(view).collect::<Result<_, _>>()?,
+    ))
+}
+
+/// Read a handler (admins), retired ones included.
+#[utoipa::path(
+    get, path = "/v1/handlers/{id}", tag = "handlers",
+    params(("id" = String, Path, description = "Handler id")),
+    responses(
+        (status = 200, description = "The handler", body = HandlerView),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such handler", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get_handler(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<HandlerView>> {
+    caller.require(Role::Admin)?;
+    Ok(axum::Json(view(&state.store().get_handler(&id).await?)?))
+}
+
+/// Retire a handler (admins): no new actions; its history stays readable.
+#[utoipa::path(
+    delete, path = "/v1/handlers/{id}", tag = "handlers",
+    params(("id" = String, Path, description = "Handler id")),
+    responses(
+        (status = 200, description = "Retired", body = HandlerView),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such handler", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn retire_handler(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<HandlerView>> {
+    caller.require(Role::Admin)?;
+    Ok(axum::Json(view(&state.store().retire_handler(&id).await?)?))
+}

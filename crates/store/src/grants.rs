@@ -1,0 +1,389 @@
+//! Grants: standing permissions given by humans. Creating one approves, in
+//! the same transaction, every pending action it covers.
+
+use actiongate_policy as policy;
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use sqlx::sqlite::SqliteRow;
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+
+use crate::Store;
+use crate::actions::{self, Transition};
+use crate::error::StoreError;
+use crate::events::{self, NewEvent};
+use crate::model::{Action, ActionStatus, GrantRecord};
+use crate::time::{from_ms, now, opt_from_ms, to_ms};
+
+/// What a new grant permits.
+#[derive(Debug, Clone)]
+pub enum NewGrantTarget {
+    /// A handler's permission within a scope.
+    Permission {
+        /// Handler id.
+        handler: String,
+        /// Permission name.
+        permission: String,
+        /// Scope values (globs allowed).
+        scope: Map<String, Value>,
+    },
+    /// Decision-only actions of a tool whose detail matches a pattern.
+    Tool {
+        /// Tool name.
+        tool: String,
+        /// Full-match pattern (validated by the caller).
+        pattern: String,
+    },
+}
+
+/// A grant about to be stored.
+#[derive(Debug, Clone)]
+pub struct NewGrant {
+    /// Grant id.
+    pub id: String,
+    /// For this agent only, or any agent.
+    pub agent: Option<String>,
+    /// What it permits.
+    pub target: NewGrantTarget,
+    /// Who grants it.
+    pub granted_by: String,
+    /// When it stops counting.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// A note.
+    pub note: Option<String>,
+}
+
+/// Approve this pending action first, in the same transaction (the
+/// operator's "approve and remember").
+#[derive(Debug, Clone)]
+pub struct ApproveFirst {
+    /// The action.
+    pub action_id: String,
+    /// The operator.
+    pub decided_by: String,
+    /// Their note.
+    pub note: Option<String>,
+}
+
+/// What creating a grant did.
+#[derive(Debug, Clone)]
+pub struct GrantCreated {
+    /// The grant.
+    pub grant: GrantRecord,
+    /// The action approved first, when asked to.
+    pub approved_first: Option<Action>,
+    /// Other pending actions the grant covered and approved.
+    pub approved: Vec<Action>,
+}
+
+/// Filters of a grant listing.
+#[derive(Debug, Clone, Default)]
+pub struct GrantFilter {
+    /// Only active (or only inactive) grants.
+    pub active: Option<bool>,
+    /// Only grants for this agent (including any-agent grants when `true`).
+    pub agent: Option<String>,
+    /// Only this handler's.
+    pub handler: Option<String>,
+}
+
+macro_rules! columns {
+    () => {
+        "id, agent, handler, permission, scope, tool, pattern, granted_by, granted_at, expires_at, revoked_at, note"
+    };
+}
+
+pub(crate) fn from_row(row: &SqliteRow) -> Result<GrantRecord, StoreError> {
+    let scope: Option<String> = row.try_get("scope")?;
+    let expires_at = opt_from_ms(row.try_get("expires_at")?);
+    let revoked_at = opt_from_ms(row.try_get("revoked_at")?);
+    let at = now();
+    Ok(GrantRecord {
+        id: row.try_get("id")?,
+        agent: row.try_get("agent")?,
+        handler: row.try_get("handler")?,
+        permission: row.try_get("permission")?,
+        scope: scope.map(|s| serde_json::from_str(&s)).transpose()?,
+        tool: row.try_get("tool")?,
+        pattern: row.try_get("pattern")?,
+        granted_by: row.try_get("granted_by")?,
+        granted_at: from_ms(row.try_get("granted_at")?),
+        expires_at,
+        revoked_at,
+        note: row.try_get("note")?,
+        active: revoked_at.is_none() && expires_at.is_none_or(|t| t > at),
+    })
+}
+
+/// The policy crate's view of a stored grant.
+pub fn to_policy(g: &GrantRecord) -> Result<policy::Grant, StoreError> {
+    let target = match (&g.handler, &g.permission, &g.scope, &g.tool, &g.pattern) {
+        (Some(handler), Some(permission), Some(scope), _, _) => policy::GrantTarget::Permission {
+            handler: handler.clone(),
+            permission: permission.clone(),
+            scope: scope.clone(),
+        },
+        (_, _, _, Some(tool), Some(pattern)) => policy::GrantTarget::Tool(
+            policy::ToolPattern::new(tool, pattern)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        ),
+        _ => return Err(StoreError::Corrupt(format!("grant {} has no target", g.id))),
+    };
+    Ok(policy::Grant {
+        id: g.id.clone(),
+        agent: g.agent.clone(),
+        target,
+        expires_at: g.expires_at,
+        revoked_at: g.revoked_at,
+    })
+}
+
+fn grant_event(kind: &'static str, g: &GrantRecord) -> Result<NewEvent, StoreError> {
+    Ok(NewEvent {
+        kind,
+        agent: g.agent.clone(),
+        action_id: None,
+        grant_id: Some(g.id.clone()),
+        data: serde_json::to_value(g)?,
+    })
+}
+
+/// Stores a grant and approves the pending actions it covers.
+pub(crate) async fn create_on(
+    conn: &mut SqliteConnection,
+    new: NewGrant,
+    first: Option<ApproveFirst>,
+) -> Result<GrantCreated, StoreError> {
+    let approved_first = match first {
+        Some(first) => Some(
+            actions::transition_on(
+                conn,
+                &first.action_id,
+                &Transition {
+                    from: &[ActionStatus::Pending],
+                    to: ActionStatus::Approved,
+                    decided_by: Some(first.decided_by),
+                    note: first.note,
+                    outcome: None,
+                    event: "action.approved",
+                },
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let (handler, permission, scope, tool, pattern) = match &new.target {
+        NewGrantTarget::Permission {
+            handler,
+            permission,
+            scope,
+        } => (
+            Some(handler.clone()),
+            Some(permission.clone()),
+            Some(Value::Object(scope.clone()).to_string()),
+            None,
+            None,
+        ),
+        NewGrantTarget::Tool { tool, pattern } => {
+            (None, None, None, Some(tool.clone()), Some(pattern.clone()))
+        }
+    };
+    let row = sqlx::query(concat!(
+        "INSERT INTO grants (id, agent, handler, permission, scope, tool, pattern, granted_by, granted_at, \
+         expires_at, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ",
+        columns!()
+    ))
+    .bind(&new.id)
+    .bind(&new.agent)
+    .bind(handler)
+    .bind(permission)
+    .bind(scope)
+    .bind(tool)
+    .bind(pattern)
+    .bind(&new.granted_by)
+    .bind(to_ms(now()))
+    .bind(new.expires_at.map(to_ms))
+    .bind(&new.note)
+    .fetch_one(&mut *conn)
+    .await?;
+    let grant = from_row(&row)?;
+    events::insert_on(conn, &grant_event("grant.created", &grant)?).await?;
+    let approved = approve_covered_on(conn, &grant).await?;
+    Ok(GrantCreated {
+        grant,
+        approved_first,
+        approved,
+    })
+}
+
+/// Approves every pending action `grant` covers, recording it as decider.
+async fn approve_covered_on(
+    conn: &mut SqliteConnection,
+    grant: &GrantRecord,
+) -> Result<Vec<Action>, StoreError> {
+    let pg = to_policy(grant)?;
+    let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(concat!(
+        "SELECT ",
+        actions::action_columns!(),
+        " FROM actions WHERE status = 'pending'"
+    ));
+    match (&grant.handler, &grant.permission, &grant.tool) {
+        (Some(h), Some(p), _) => {
+            q.push(" AND handler = ").push_bind(h.clone());
+            q.push(" AND permission = ").push_bind(p.clone());
+        }
+        (_, _, Some(tool)) => {
+            q.push(" AND handler IS NULL AND tool = ")
+                .push_bind(tool.clone());
+        }
+        _ => return Ok(Vec::new()),
+    }
+    if let Some(agent) = &grant.agent {
+        q.push(" AND agent = ").push_bind(agent.clone());
+    }
+    let rows = q.build().fetch_all(&mut *conn).await?;
+    let at = now();
+    let mut approved = Vec::new();
+    let empty = Map::new();
+    for row in &rows {
+        let action = actions::from_row(row)?;
+        let permission = match (&action.handler, &action.permission) {
+            (Some(handler), Some(permission)) => Some(policy::PermissionRef {
+                handler,
+                permission,
+                scope: action.scope.as_ref().unwrap_or(&empty),
+            }),
+            _ => None,
+        };
+        let req = policy::Request {
+            agent: &action.agent,
+            tool: &action.tool,
+            detail: &action.detail,
+            permission,
+        };
+        if !pg.covers(&req, at) {
+            continue;
+        }
+        let t = Transition {
+            from: &[ActionStatus::Pending],
+            to: ActionStatus::Approved,
+            decided_by: Some(format!("grant:{}", grant.id)),
+            note: None,
+            outcome: None,
+            event: "action.approved",
+        };
+        approved.push(actions::transition_on(conn, &action.id, &t).await?);
+    }
+    Ok(approved)
+}
+
+impl Store {
+    /// Stores a grant; approves `first` (if given) and every pending action
+    /// the grant covers, all in one transaction.
+    pub async fn create_grant(
+        &self,
+        new: NewGrant,
+        first: Option<ApproveFirst>,
+    ) -> Result<GrantCreated, StoreError> {
+        self.writer
+            .run(move |conn| Box::pin(async move { create_on(conn, new, first).await }))
+            .await
+    }
+
+    /// Revokes a grant; a second revoke returns the revoked grant unchanged.
+    pub async fn revoke_grant(&self, id: &str) -> Result<GrantRecord, StoreError> {
+        let id = id.to_owned();
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let row = sqlx::query(concat!(
+                        "UPDATE grants SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING ",
+                        columns!()
+                    ))
+                    .bind(to_ms(now()))
+                    .bind(&id)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                    match row {
+                        Some(row) => {
+                            let grant = from_row(&row)?;
+                            events::insert_on(conn, &grant_event("grant.revoked", &grant)?).await?;
+                            Ok(grant)
+                        }
+                        None => {
+                            let row = sqlx::query(concat!("SELECT ", columns!(), " FROM grants WHERE id = ?"))
+                                .bind(&id)
+                                .fetch_optional(&mut *conn)
+                                .await?;
+                            row.as_ref().map(from_row).transpose()?.ok_or(StoreError::NotFound)
+                        }
+                    }
+                })
+            })
+            .await
+    }
+
+    /// One grant.
+    pub async fn get_grant(&self, id: &str) -> Result<GrantRecord, StoreError> {
+        let row = sqlx::query(concat!("SELECT ", columns!(), " FROM grants WHERE id = ?"))
+            .bind(id)
+            .fetch_optional(&self.read)
+            .await?;
+        row.as_ref()
+            .map(from_row)
+            .transpose()?
+            .ok_or(StoreError::NotFound)
+    }
+
+    /// Grants, newest first.
+    pub async fn list_grants(&self, f: &GrantFilter) -> Result<Vec<GrantRecord>, StoreError> {
+        let mut q: QueryBuilder<Sqlite> =
+            QueryBuilder::new(concat!("SELECT ", columns!(), " FROM grants WHERE 1 = 1"));
+        let at = to_ms(now());
+        match f.active {
+            Some(true) => {
+                q.push(" AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ")
+                    .push_bind(at)
+                    .push(")");
+            }
+            Some(false) => {
+                q.push(" AND (revoked_at IS NOT NULL OR expires_at <= ")
+                    .push_bind(at)
+                    .push(")");
+            }
+            None => {}
+        }
+        if let Some(agent) = &f.agent {
+            q.push(" AND agent = ").push_bind(agent.clone());
+        }
+        if let Some(handler) = &f.handler {
+            q.push(" AND handler = ").push_bind(handler.clone());
+        }
+        q.push(" ORDER BY granted_at DESC, id DESC LIMIT 1000");
+        let rows = q.build().fetch_all(&self.read).await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    /// Active grants that may apply to `agent` acting on `tool` (a tool
+    /// name or a handler id), as the policy crate sees them.
+    pub async fn active_grants(
+        &self,
+        agent: &str,
+        tool: &str,
+    ) -> Result<Vec<policy::Grant>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            columns!(),
+            " FROM grants WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) \
+             AND (agent IS NULL OR agent = ?) AND (handler = ? OR tool = ?)"
+        ))
+        .bind(to_ms(now()))
+        .bind(agent)
+        .bind(tool)
+        .bind(tool)
+        .fetch_all(&self.read)
+        .await?;
+        rows.iter()
+            .map(|r| from_row(r).and_then(|g| to_policy(&g)))
+            .collect()
+    }
+}

@@ -1,0 +1,178 @@
+//! Registered handlers: their spec as registered and their webhook secret.
+
+use serde_json::Value;
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use crate::Store;
+use crate::error::StoreError;
+use crate::model::HandlerRecord;
+use crate::time::{from_ms, now, opt_from_ms, to_ms};
+
+/// A handler to register or replace.
+#[derive(Debug, Clone)]
+pub struct NewHandler {
+    /// Slug id.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// What it does.
+    pub description: Option<String>,
+    /// Webhook URL.
+    pub url: String,
+    /// Per-attempt timeout.
+    pub timeout_ms: Option<i64>,
+    /// `{permissions, actions}`.
+    pub spec: Value,
+}
+
+macro_rules! columns {
+    () => {
+        "id, name, description, url, timeout_ms, spec, created_at, updated_at, retired_at"
+    };
+}
+
+fn from_row(row: &SqliteRow) -> Result<HandlerRecord, StoreError> {
+    let spec: String = row.try_get("spec")?;
+    Ok(HandlerRecord {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        description: row.try_get("description")?,
+        url: row.try_get("url")?,
+        timeout_ms: row.try_get("timeout_ms")?,
+        spec: serde_json::from_str(&spec)?,
+        created_at: from_ms(row.try_get("created_at")?),
+        updated_at: from_ms(row.try_get("updated_at")?),
+        retired_at: opt_from_ms(row.try_get("retired_at")?),
+    })
+}
+
+impl Store {
+    /// Registers a new handler with its secret; an existing id (even a
+    /// retired one, whose history stays) is a conflict.
+    pub async fn create_handler(
+        &self,
+        h: NewHandler,
+        secret: String,
+    ) -> Result<HandlerRecord, StoreError> {
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let at = to_ms(now());
+                    let row = sqlx::query(concat!(
+                        "INSERT INTO handlers (id, name, description, url, timeout_ms, spec, secret, created_at, updated_at) \
+                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ",
+                        columns!()
+                    ))
+                    .bind(&h.id)
+                    .bind(&h.name)
+                    .bind(&h.description)
+                    .bind(&h.url)
+                    .bind(h.timeout_ms)
+                    .bind(h.spec.to_string())
+                    .bind(&secret)
+                    .bind(at)
+                    .bind(at)
+                    .fetch_one(conn)
+                    .await
+                    .map_err(|e| match StoreError::from(e) {
+                        StoreError::Conflict(_) => StoreError::Conflict(format!("handler '{}' already exists", h.id)),
+                        other => other,
+                    })?;
+                    from_row(&row)
+                })
+            })
+            .await
+    }
+
+    /// Replaces a live handler's registration, keeping its secret.
+    pub async fn replace_handler(&self, h: NewHandler) -> Result<HandlerRecord, StoreError> {
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let row = sqlx::query(concat!(
+                        "UPDATE handlers SET name = ?, description = ?, url = ?, timeout_ms = ?, spec = ?, updated_at = ? \
+                         WHERE id = ? AND retired_at IS NULL RETURNING ",
+                        columns!()
+                    ))
+                    .bind(&h.name)
+                    .bind(&h.description)
+                    .bind(&h.url)
+                    .bind(h.timeout_ms)
+                    .bind(h.spec.to_string())
+                    .bind(to_ms(now()))
+                    .bind(&h.id)
+                    .fetch_optional(conn)
+                    .await?;
+                    row.as_ref().map(from_row).transpose()?.ok_or(StoreError::NotFound)
+                })
+            })
+            .await
+    }
+
+    /// Retires a handler: no new actions; its history stays readable.
+    pub async fn retire_handler(&self, id: &str) -> Result<HandlerRecord, StoreError> {
+        let id = id.to_owned();
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let row = sqlx::query(concat!(
+                        "UPDATE handlers SET retired_at = COALESCE(retired_at, ?) WHERE id = ? RETURNING ",
+                        columns!()
+                    ))
+                    .bind(to_ms(now()))
+                    .bind(&id)
+                    .fetch_optional(conn)
+                    .await?;
+                    row.as_ref().map(from_row).transpose()?.ok_or(StoreError::NotFound)
+                })
+            })
+            .await
+    }
+
+    /// One handler, retired or not.
+    pub async fn get_handler(&self, id: &str) -> Result<HandlerRecord, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            columns!(),
+            " FROM handlers WHERE id = ?"
+        ))
+        .bind(id)
+        .fetch_optional(&self.read)
+        .await?;
+        row.as_ref()
+            .map(from_row)
+            .transpose()?
+            .ok_or(StoreError::NotFound)
+    }
+
+    /// Every handler, by id; retired ones only when asked.
+    pub async fn list_handlers(
+        &self,
+        include_retired: bool,
+    ) -> Result<Vec<HandlerRecord>, StoreError> {
+        let rows = if include_retired {
+            sqlx::query(concat!("SELECT ", columns!(), " FROM handlers ORDER BY id"))
+                .fetch_all(&self.read)
+                .await?
+        } else {
+            sqlx::query(concat!(
+                "SELECT ",
+                columns!(),
+                " FROM handlers WHERE retired_at IS NULL ORDER BY id"
+            ))
+            .fetch_all(&self.read)
+            .await?
+        };
+        rows.iter().map(from_row).collect()
+    }
+
+    /// The webhook secret of a handler.
+    pub async fn handler_secret(&self, id: &str) -> Result<String, StoreError> {
+        sqlx::query_scalar("SELECT secret FROM handlers WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.read)
+            .await?
+            .ok_or(StoreError::NotFound)
+    }
+}
