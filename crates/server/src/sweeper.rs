@@ -1,10 +1,10 @@
 //! The expiry sweeper: sleeps until the next pending deadline of an action
-//! or grant request (no polling loop), expires what is due, and on start expires what became overdue
-//! while the daemon was down.
+//! or grant request (no polling loop), expires what is due, and on start
+//! expires what became overdue while the daemon was down.
 
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
 use crate::state::AppState;
 
@@ -14,17 +14,8 @@ const MAX_SLEEP: Duration = Duration::from_secs(300);
 /// Runs until shutdown.
 pub async fn run(state: AppState) {
     loop {
-        match state.store().expire_due(Utc::now()).await {
-            Ok(expired) if !expired.is_empty() => {
-                tracing::info!(
-                    count = expired.len(),
-                    "expired pending actions past their deadline"
-                );
-            }
-            Ok(_) => {}
-            Err(e) => tracing::error!(error = %e, "expiring actions failed"),
-        }
-        let sleep = match state.store().next_deadline().await {
+        expire(&state).await;
+        let sleep = match next_deadline(&state).await {
             Ok(Some(at)) => (at - Utc::now())
                 .to_std()
                 .unwrap_or(Duration::ZERO)
@@ -44,4 +35,35 @@ pub async fn run(state: AppState) {
             _ = state.shutdown().cancelled() => return,
         }
     }
+}
+
+async fn expire(state: &AppState) {
+    match state.store().expire_due(Utc::now()).await {
+        Ok(expired) if !expired.is_empty() => {
+            tracing::info!(
+                count = expired.len(),
+                "expired pending actions past their deadline"
+            );
+        }
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "expiring actions failed"),
+    }
+    match state.store().expire_grant_requests(Utc::now()).await {
+        Ok(expired) if !expired.is_empty() => {
+            tracing::info!(
+                count = expired.len(),
+                "expired grant requests past their deadline"
+            );
+        }
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "expiring grant requests failed"),
+    }
+}
+
+async fn next_deadline(
+    state: &AppState,
+) -> Result<Option<DateTime<Utc>>, actiongate_store::StoreError> {
+    let action = state.store().next_deadline().await?;
+    let request = state.store().next_grant_request_deadline().await?;
+    Ok(action.into_iter().chain(request).min())
 }

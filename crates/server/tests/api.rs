@@ -755,6 +755,29 @@ async fn role_matrix() {
     let app = TestApp::spawn().await;
     let (_, pending) = app.request("bash", "make").await;
     let id = pending["id"].as_str().unwrap().to_owned();
+    let handler = json!({"id": "h1", "name": "H", "url": "http://127.0.0.1:9/",
+        "permissions": [{"name": "p", "parameters_schema": {"type": "object", "properties": {"k": {"type": "string"}}}}],
+        "actions": [{"name": "a", "params_schema": {"type": "object"}, "permission": "p"}]});
+    let (s, _) = app
+        .call(
+            Method::POST,
+            "/v1/handlers",
+            Some(&app.admin),
+            Some(handler.clone()),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (_, gr) = app
+        .call(
+            Method::POST,
+            "/v1/grant-requests",
+            Some(&app.agent),
+            Some(json!({"handler": "h1", "permission": "p", "reason": "r"})),
+        )
+        .await;
+    let gr = gr["id"].as_str().unwrap().to_owned();
+    let mut h2 = handler.clone();
+    h2["id"] = json!("h2");
     // (method, path, body, expected for [none, agent, operator, admin]).
     // Operator and admin keys are not bound to an agent, so agent-only
     // endpoints answer them 403.
@@ -844,6 +867,92 @@ async fn role_matrix() {
             "/v1/presets".into(),
             None,
             [401, 200, 200, 200],
+        ),
+        (
+            Method::POST,
+            "/v1/handlers".into(),
+            Some(h2),
+            [401, 403, 403, 201],
+        ),
+        (
+            Method::GET,
+            "/v1/handlers".into(),
+            None,
+            [401, 403, 403, 200],
+        ),
+        (
+            Method::GET,
+            "/v1/handlers/h1".into(),
+            None,
+            [401, 403, 403, 200],
+        ),
+        (
+            Method::PUT,
+            "/v1/handlers/h1".into(),
+            Some(handler),
+            [401, 403, 403, 200],
+        ),
+        (Method::GET, "/v1/tools".into(), None, [401, 200, 200, 200]),
+        (
+            Method::POST,
+            "/v1/grants".into(),
+            Some(json!({"tool": "t", "pattern": "x", "expires": "1h"})),
+            [401, 403, 201, 201],
+        ),
+        (Method::GET, "/v1/grants".into(), None, [401, 403, 200, 200]),
+        (
+            Method::GET,
+            "/v1/grants/grt_missing".into(),
+            None,
+            [401, 403, 404, 404],
+        ),
+        (
+            Method::DELETE,
+            "/v1/grants/grt_missing".into(),
+            None,
+            [401, 403, 404, 404],
+        ),
+        (
+            Method::POST,
+            "/v1/permissions/check".into(),
+            Some(json!({"handler": "h1", "permission": "p", "scope": {}})),
+            [401, 200, 403, 403],
+        ),
+        (
+            Method::POST,
+            "/v1/grant-requests".into(),
+            Some(json!({"handler": "h1", "permission": "p", "reason": "r"})),
+            [401, 201, 403, 403],
+        ),
+        (
+            Method::GET,
+            "/v1/grant-requests".into(),
+            None,
+            [401, 200, 200, 200],
+        ),
+        (
+            Method::GET,
+            format!("/v1/grant-requests/{gr}"),
+            None,
+            [401, 200, 200, 200],
+        ),
+        (
+            Method::POST,
+            format!("/v1/grant-requests/{gr}/approve"),
+            None,
+            [401, 403, 200, 409],
+        ),
+        (
+            Method::POST,
+            format!("/v1/grant-requests/{gr}/deny"),
+            None,
+            [401, 403, 409, 409],
+        ),
+        (
+            Method::DELETE,
+            "/v1/handlers/h2".into(),
+            None,
+            [401, 403, 403, 200],
         ),
         (Method::GET, "/healthz".into(), None, [200, 200, 200, 200]),
         (Method::GET, "/readyz".into(), None, [200, 200, 200, 200]),

@@ -30,6 +30,7 @@ fn new_action(agent: &str, result: DecisionResult, key: Option<&str>, hash: &str
         deadline: Some(Utc::now() + chrono::Duration::minutes(5)),
         idempotency_key: key.map(str::to_owned),
         request_hash: hash.to_owned(),
+        handler: None,
     }
 }
 
