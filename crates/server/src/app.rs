@@ -127,6 +127,15 @@ pub async fn run(
     let grace = Duration::from_secs(settings.http.shutdown_grace_seconds);
     let state = AppState::new(store.clone(), settings, metrics, shutdown.clone())?;
     let sweeper = tokio::spawn(crate::sweeper::run(state.clone()));
+    let dispatch = state.settings().dispatch.parsed()?;
+    let dispatcher = if state.settings().dispatch.enabled {
+        tokio::spawn(crate::dispatcher::run(state.clone(), dispatch))
+    } else {
+        tracing::warn!(
+            "dispatch is paused (dispatch.enabled = false): approved handler actions stay approved"
+        );
+        tokio::spawn(async {})
+    };
 
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "actiongate listening");
@@ -142,6 +151,7 @@ pub async fn run(
         Err(_) => tracing::warn!("open requests outlived the shutdown grace period"),
     }
     let _ = sweeper.await;
+    let _ = dispatcher.await;
     store.close().await;
     tracing::info!("actiongate stopped");
     Ok(())

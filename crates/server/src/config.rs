@@ -43,6 +43,91 @@ pub struct Settings {
     pub storage: StorageSettings,
     /// HTTP settings.
     pub http: HttpSettings,
+    /// Dispatch of approved handler actions to executors.
+    pub dispatch: DispatchSettings,
+}
+
+/// How approved handler actions reach their executors.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DispatchSettings {
+    /// Whether approved handler actions are sent at all; `false` pauses
+    /// dispatch (they stay approved and go out once it is turned back on).
+    pub enabled: bool,
+    /// Attempts in flight at once, over all handlers.
+    pub max_in_flight: usize,
+    /// Attempts in flight at once to one handler.
+    pub per_handler_max_in_flight: usize,
+    /// Per-attempt timeout of handlers that name none.
+    pub default_timeout: String,
+    /// Waits before each retry; its length + 1 is the number of attempts.
+    pub retry_schedule: Vec<String>,
+    /// How long an executor that answered 202 has to post the result.
+    pub async_result_timeout: String,
+    /// Largest executor answer kept as the result, in bytes.
+    pub result_max_bytes: usize,
+    /// How long a rotated-out handler secret stays valid.
+    pub secret_grace: String,
+}
+
+impl Default for DispatchSettings {
+    fn default() -> Self {
+        DispatchSettings {
+            enabled: true,
+            max_in_flight: 256,
+            per_handler_max_in_flight: 32,
+            default_timeout: "30s".to_owned(),
+            retry_schedule: ["1s", "5s", "30s", "2m", "10m"].map(str::to_owned).to_vec(),
+            async_result_timeout: "1h".to_owned(),
+            result_max_bytes: 256 * 1024,
+            secret_grace: "24h".to_owned(),
+        }
+    }
+}
+
+/// [`DispatchSettings`] with durations parsed.
+#[derive(Debug, Clone)]
+pub struct Dispatch {
+    /// See [`DispatchSettings::max_in_flight`].
+    pub max_in_flight: usize,
+    /// See [`DispatchSettings::per_handler_max_in_flight`].
+    pub per_handler_max_in_flight: usize,
+    /// See [`DispatchSettings::default_timeout`].
+    pub default_timeout: Duration,
+    /// See [`DispatchSettings::retry_schedule`].
+    pub retry_schedule: Vec<Duration>,
+    /// See [`DispatchSettings::async_result_timeout`].
+    pub async_result_timeout: Duration,
+    /// See [`DispatchSettings::result_max_bytes`].
+    pub result_max_bytes: usize,
+    /// See [`DispatchSettings::secret_grace`].
+    pub secret_grace: Duration,
+}
+
+impl DispatchSettings {
+    /// Parses the durations.
+    pub fn parsed(&self) -> anyhow::Result<Dispatch> {
+        let p = |name: &str, v: &str| {
+            actiongate_policy::parse_duration(v)
+                .map_err(|e| anyhow::anyhow!("dispatch.{name}: {e}"))
+        };
+        if self.max_in_flight == 0 || self.per_handler_max_in_flight == 0 {
+            anyhow::bail!("dispatch: in-flight limits must be at least 1");
+        }
+        Ok(Dispatch {
+            max_in_flight: self.max_in_flight,
+            per_handler_max_in_flight: self.per_handler_max_in_flight,
+            default_timeout: p("default_timeout", &self.default_timeout)?,
+            retry_schedule: self
+                .retry_schedule
+                .iter()
+                .map(|s| p("retry_schedule", s))
+                .collect::<anyhow::Result<_>>()?,
+            async_result_timeout: p("async_result_timeout", &self.async_result_timeout)?,
+            result_max_bytes: self.result_max_bytes,
+            secret_grace: p("secret_grace", &self.secret_grace)?,
+        })
+    }
 }
 
 /// How decisions are made.
@@ -102,6 +187,7 @@ impl Default for Settings {
             actions: ActionSettings::default(),
             storage: StorageSettings::default(),
             http: HttpSettings::default(),
+            dispatch: DispatchSettings::default(),
         }
     }
 }
@@ -197,6 +283,7 @@ impl Settings {
     /// Checks what types alone cannot.
     pub fn validate(&self) -> anyhow::Result<()> {
         self.time_zone()?;
+        self.dispatch.parsed()?;
         let (min, max, default) = self.timeouts()?;
         if min > max || default < min || default > max {
             anyhow::bail!("actions: need min_timeout <= default_timeout <= max_timeout");

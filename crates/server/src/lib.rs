@@ -12,6 +12,7 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod decide;
+pub mod dispatcher;
 pub mod error;
 pub mod handler_spec;
 pub mod metrics;

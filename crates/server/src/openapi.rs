@@ -6,7 +6,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::routes::{
-    actions, agents, check, grant_requests, grants, handlers, keys, ops, presets, tools,
+    actions, agents, check, grant_requests, grants, handlers, keys, ops, presets, results, tools,
 };
 
 /// The API description.
@@ -21,6 +21,8 @@ use crate::routes::{
         actions::create_action, actions::list_actions, actions::get_action,
         actions::approve, actions::deny, actions::reply, actions::cancel, actions::outcome,
         check::check,
+        results::post_result,
+        handlers::rotate_secret,
         handlers::create_handler, handlers::list_handlers, handlers::get_handler,
         handlers::replace_handler, handlers::retire_handler,
         tools::list_tools,

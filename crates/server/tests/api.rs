@@ -752,7 +752,7 @@ async fn keys_are_issued_once_listed_without_secrets_and_revoked() {
 /// Every endpoint with no key, an agent key, an operator key and an admin key.
 #[tokio::test]
 async fn role_matrix() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
     let (_, pending) = app.request("bash", "make").await;
     let id = pending["id"].as_str().unwrap().to_owned();
     let handler = json!({"id": "h1", "name": "H", "url": "http://127.0.0.1:9/",

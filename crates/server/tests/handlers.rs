@@ -1,4 +1,6 @@
-//! Handlers, grants and grant requests over real HTTP and SQLite.
+//! Handlers, grants and grant requests over real HTTP and SQLite. Dispatch
+//! is paused here so that approved handler actions stay `approved`; the
+//! dispatch tests cover what happens next.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod common;
@@ -82,7 +84,7 @@ async fn grant(app: &TestApp, body: Value) -> Value {
 
 #[tokio::test]
 async fn registration_returns_the_secret_once_and_validates_everything() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
     let secret = register(&app).await;
     assert!(secret.starts_with("whsec_"));
     let (_, shown) = app
@@ -200,7 +202,7 @@ async fn registration_returns_the_secret_once_and_validates_everything() {
 
 #[tokio::test]
 async fn zero_trust_end_to_end() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
     register(&app).await;
     // A fresh agent (default profile: everything asks) starts ungranted.
     let first = send(&app, &app.agent, "bob@example.com").await;
@@ -313,7 +315,7 @@ async fn zero_trust_end_to_end() {
 
 #[tokio::test]
 async fn glob_scopes_and_any_agent_grants() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
     register(&app).await;
     let other = app.key("agent", Some("agent-2")).await;
     grant(
@@ -365,7 +367,7 @@ async fn glob_scopes_and_any_agent_grants() {
 
 #[tokio::test]
 async fn schema_violations_are_all_listed_and_nothing_is_stored() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
     register(&app).await;
     let (s, p) = app
         .call(
@@ -416,7 +418,7 @@ async fn schema_violations_are_all_listed_and_nothing_is_stored() {
 
 #[tokio::test]
 async fn sensitive_params_are_masked_in_responses_and_events() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
     register(&app).await;
     let a = send(&app, &app.agent, "bob@example.com").await;
     let id = a["id"].as_str().unwrap();
@@ -460,7 +462,7 @@ async fn sensitive_params_are_masked_in_responses_and_events() {
 
 #[tokio::test]
 async fn agents_cannot_grant_or_decide() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
     register(&app).await;
     let a = send(&app, &app.agent, "bob@example.com").await;
     let id = a["id"].as_str().unwrap();
@@ -530,7 +532,7 @@ async fn agents_cannot_grant_or_decide() {
 
 #[tokio::test]
 async fn approve_and_remember_grants_the_scope() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
     register(&app).await;
     let a = send(&app, &app.agent, "bob@example.com").await;
     let b = send(&app, &app.agent, "bob@example.com").await;
@@ -583,7 +585,7 @@ async fn approve_and_remember_grants_the_scope() {
 
 #[tokio::test]
 async fn decision_only_grants_are_shell_aware() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
     grant(
         &app,
         json!({"agent": "agent-1", "tool": "bash", "pattern": "npm test( .*)?", "expires": "1h"}),
@@ -645,7 +647,7 @@ async fn decision_only_grants_are_shell_aware() {
 
 #[tokio::test]
 async fn grant_request_approved_with_a_narrower_scope() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
     register(&app).await;
     let pending = send(&app, &app.agent, "bob@example.com").await;
     let req = {
@@ -744,7 +746,7 @@ async fn grant_request_approved_with_a_narrower_scope() {
 
 #[tokio::test]
 async fn unanswered_grant_requests_expire_and_denials_carry_a_reason() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
     register(&app).await;
     let (s, r) = app
         .call(Method::POST, "/v1/grant-requests?wait=10", Some(&app.agent),
@@ -789,7 +791,7 @@ async fn unanswered_grant_requests_expire_and_denials_carry_a_reason() {
 
 #[tokio::test]
 async fn tools_in_each_dialect() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
     register(&app).await;
     let (_, openai) = app
         .call(

@@ -95,7 +95,7 @@ macro_rules! action_columns {
     () => {
         "id, agent, tool, detail, action_string, reason, status, decision_result, \
     decision_reason, decision_rule, created_at, decided_at, decided_by, deadline, outcome, decision_note, \
-    handler, action_name, params_view, permission, scope, display"
+    handler, action_name, params_view, permission, scope, display, attempt_log"
     };
 }
 pub(crate) use action_columns;
@@ -134,6 +134,7 @@ pub(crate) fn from_row(row: &SqliteRow) -> Result<Action, StoreError> {
         permission: row.try_get("permission")?,
         scope: json_col(row, "scope")?,
         display: json_col(row, "display")?,
+        attempts: json_col(row, "attempt_log")?.unwrap_or_default(),
     })
 }
 
@@ -258,6 +259,7 @@ async fn insert_on(
         permission: h.map(|h| h.permission.clone()),
         scope: h.map(|h| h.scope.clone()),
         display: h.and_then(|h| h.display.clone()),
+        attempts: Vec::new(),
     };
     let kind = match status {
         ActionStatus::Approved => "action.approved",

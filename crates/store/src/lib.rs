@@ -10,6 +10,7 @@
 
 mod actions;
 mod agents;
+mod dispatch;
 mod error;
 mod events;
 mod grant_requests;
@@ -33,6 +34,7 @@ use sqlx::sqlite::{
 use tokio::sync::broadcast;
 
 pub use actions::{ActionFilter, HandlerAction, NewAction, Transition};
+pub use dispatch::{AttemptNext, AttemptRecord, Claimed};
 pub use error::StoreError;
 pub use events::NewEvent;
 pub use grant_requests::NewGrantRequest;

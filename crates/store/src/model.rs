@@ -206,6 +206,9 @@ pub struct Action {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub display: Option<Value>,
+    /// Delivery attempts to the handler's executor.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<crate::dispatch::AttemptRecord>,
 }
 
 impl Action {

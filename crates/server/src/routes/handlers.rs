@@ -26,6 +26,7 @@ pub fn router() -> Router<AppState> {
             "/v1/handlers/{id}",
             get(get_handler).put(replace_handler).delete(retire_handler),
         )
+        .route("/v1/handlers/{id}/rotate-secret", post(rotate_secret))
 }
 
 /// A handler as shown: its registration, never its secret.
@@ -254,4 +255,49 @@ pub async fn retire_handler(
 ) -> ApiResult<axum::Json<HandlerView>> {
     caller.require(Role::Admin)?;
     Ok(axum::Json(view(&state.store().retire_handler(&id).await?)?))
+}
+
+/// A new secret; the previous one stays valid until `previous_valid_until`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RotatedSecret {
+    /// The new `whsec_…` secret, shown only now.
+    pub secret: String,
+    /// Until when the previous secret still signs and verifies.
+    pub previous_valid_until: DateTime<Utc>,
+}
+
+/// Rotate a handler's secret (admins): both are sent, space-separated, during the grace period.
+#[utoipa::path(
+    post, path = "/v1/handlers/{id}/rotate-secret", tag = "handlers",
+    params(("id" = String, Path, description = "Handler id")),
+    responses(
+        (status = 200, description = "Rotated", body = RotatedSecret),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such live handler", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn rotate_secret(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<RotatedSecret>> {
+    caller.require(Role::Admin)?;
+    let grace = state
+        .settings()
+        .dispatch
+        .parsed()
+        .map_err(|_| ApiError::internal())?
+        .secret_grace;
+    let until = Utc::now() + chrono::Duration::from_std(grace).unwrap_or_default();
+    let secret = new_secret();
+    state
+        .store()
+        .rotate_handler_secret(&id, secret.clone(), until)
+        .await?;
+    Ok(axum::Json(RotatedSecret {
+        secret,
+        previous_valid_until: until,
+    }))
 }

@@ -9,6 +9,7 @@ pub mod handlers;
 pub mod keys;
 pub mod ops;
 pub mod presets;
+pub mod results;
 pub mod tools;
 
 use axum::Router;
@@ -25,6 +26,7 @@ pub fn router() -> Router<AppState> {
         .merge(grant_requests::router())
         .merge(handlers::router())
         .merge(tools::router())
+        .merge(results::router())
         .merge(keys::router())
         .merge(presets::router())
         .merge(ops::router())

@@ -1,0 +1,122 @@
+//! `POST /v1/actions/{id}/result`: an executor that answered 202 posts the
+//! outcome later. It is authenticated by its signature, not a key: signed
+//! with the handler's secret like the webhook it answers, within 5 minutes,
+//! each webhook-id accepted once.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::routing::post;
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use actiongate_store::{Action, ActionStatus, Outcome, StoreError};
+
+use crate::error::{ApiError, ApiResult, Problem};
+use crate::state::AppState;
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/actions/{id}/result", post(post_result))
+}
+
+/// An executor's outcome for an attempt it accepted with 202.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResultBody {
+    /// `completed` or `failed`.
+    pub status: ActionStatus,
+    /// Result payload.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<serde_json::Value>,
+    /// Error text when it failed.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The attempt this answers (the `attempt` of the webhook).
+    pub attempt: i64,
+}
+
+fn unauthorized() -> ApiError {
+    ApiError::unauthorized("missing, invalid, stale or replayed webhook signature")
+}
+
+/// Post an asynchronous result (executors; Standard Webhooks signature, no key).
+#[utoipa::path(
+    post, path = "/v1/actions/{id}/result", tag = "actions",
+    params(
+        ("id" = String, Path, description = "Action id"),
+        ("webhook-id" = String, Header, description = "Unique id of this callback"),
+        ("webhook-timestamp" = String, Header, description = "Unix seconds; within 5 minutes"),
+        ("webhook-signature" = String, Header, description = "v1,<base64 HMAC-SHA256 of id.timestamp.body> with the handler's secret"),
+    ),
+    request_body = ResultBody,
+    responses(
+        (status = 200, description = "Recorded", body = Action),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Bad, stale or replayed signature", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Settled, or a superseded attempt", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn post_result(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<axum::Json<Action>> {
+    // Unknown actions answer like bad signatures: an unauthenticated caller
+    // learns nothing about which ids exist.
+    let action = match state.store().get_action(&id).await {
+        Ok(a) => a,
+        Err(StoreError::NotFound) => return Err(unauthorized()),
+        Err(e) => return Err(e.into()),
+    };
+    let Some(handler) = action.handler.as_deref() else {
+        return Err(unauthorized());
+    };
+    let secrets = state
+        .store()
+        .handler_secrets(handler)
+        .await
+        .map_err(|_| unauthorized())?;
+    let verified = secrets.iter().any(|s| {
+        standardwebhooks::Webhook::new(s).is_ok_and(|wh| wh.verify(&body, &headers).is_ok())
+    });
+    if !verified {
+        return Err(unauthorized());
+    }
+    let webhook_id = headers
+        .get("webhook-id")
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(unauthorized)?
+        .to_owned();
+    let parsed: ResultBody = serde_json::from_slice(&body).map_err(|e| {
+        if e.is_syntax() || e.is_eof() {
+            ApiError::bad_request(format!("the body is not valid JSON: {e}"))
+        } else {
+            ApiError::invalid("body", e.to_string())
+        }
+    })?;
+    if !matches!(
+        parsed.status,
+        ActionStatus::Completed | ActionStatus::Failed
+    ) {
+        return Err(ApiError::invalid("status", "must be completed or failed"));
+    }
+    let outcome = Outcome {
+        status: parsed.status,
+        result: parsed.result,
+        error: parsed.error,
+    };
+    match state
+        .store()
+        .accept_result(&id, webhook_id, parsed.attempt, outcome)
+        .await
+    {
+        Ok(a) => Ok(axum::Json(a)),
+        Err(StoreError::Conflict(_)) => Err(unauthorized()),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,492 @@
+//! Dispatch to executors: a test receiver in this process plays the
+//! executor and records every webhook it gets.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode as AxStatus};
+use axum::response::{IntoResponse, Response};
+use common::TestApp;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+/// One webhook as received.
+#[derive(Clone, Debug)]
+struct Received {
+    headers: HeaderMap,
+    body: Vec<u8>,
+    at: Instant,
+}
+
+impl Received {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap()
+    }
+    fn header(&self, name: &str) -> String {
+        self.headers[name].to_str().unwrap().to_owned()
+    }
+}
+
+type Script = Arc<dyn Fn(usize, &Value) -> Response + Send + Sync>;
+
+#[derive(Clone)]
+struct Receiver {
+    got: Arc<Mutex<Vec<Received>>>,
+    script: Script,
+}
+
+async fn receive(State(r): State<Receiver>, headers: HeaderMap, body: Bytes) -> Response {
+    let n = {
+        let mut got = r.got.lock().unwrap();
+        got.push(Received {
+            headers,
+            body: body.to_vec(),
+            at: Instant::now(),
+        });
+        got.len()
+    };
+    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    (r.script)(n, &v)
+}
+
+/// Starts a receiver answering with `script(call_number, body)`; its URL.
+async fn receiver(
+    script: impl Fn(usize, &Value) -> Response + Send + Sync + 'static,
+) -> (String, Arc<Mutex<Vec<Received>>>) {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let r = Receiver {
+        got: got.clone(),
+        script: Arc::new(script),
+    };
+    let app = axum::Router::new()
+        .route("/hook", axum::routing::post(receive))
+        .with_state(r);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, got)
+}
+
+fn handler(url: &str) -> Value {
+    json!({
+        "id": "files", "name": "Files", "url": url, "timeout": "1s",
+        "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}],
+        "actions": [{"name": "write", "params_schema": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path"]},
+            "permission": "fs.write", "scope": {"path": "/path"}, "detail": "write {path}"}]
+    })
+}
+
+async fn app_with(url: &str) -> (TestApp, String) {
+    app_with_async_timeout(url, "1s").await
+}
+
+async fn app_with_async_timeout(url: &str, async_timeout: &str) -> (TestApp, String) {
+    let app = TestApp::spawn_with(|s| {
+        s.dispatch.retry_schedule = vec!["100ms".into(), "100ms".into()];
+        s.dispatch.async_result_timeout = async_timeout.into();
+    })
+    .await;
+    app.profile("agent-1", json!("open")).await;
+    let (s, body) = app
+        .call(
+            Method::POST,
+            "/v1/handlers",
+            Some(&app.admin),
+            Some(handler(url)),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let secret = body["secret"].as_str().unwrap().to_owned();
+    (app, secret)
+}
+
+/// Requests an allowed handler action and long-polls until it settles.
+async fn run_action(app: &TestApp, path: &str) -> Value {
+    let (s, a) = app
+        .call(Method::POST, "/v1/actions?wait=20", Some(&app.agent), Some(json!({"handler": "files", "action": "write", "params": {"path": path, "content": "hi"}})))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{a}");
+    a
+}
+
+fn verify(secret: &str, r: &Received) {
+    let wh = standardwebhooks::Webhook::new(secret).unwrap();
+    wh.verify(&r.body, &r.headers).expect("signature verifies");
+}
+
+#[tokio::test]
+async fn completed_with_the_body_as_result_and_a_signed_webhook() {
+    let (url, got) =
+        receiver(|_, _| (AxStatus::OK, axum::Json(json!({"written": 2}))).into_response()).await;
+    let (app, secret) = app_with(&url).await;
+    let a = run_action(&app, "/tmp/x").await;
+    assert_eq!(a["status"], "completed", "{a}");
+    assert_eq!(a["outcome"]["result"], json!({"written": 2}));
+    assert_eq!(a["attempts"].as_array().unwrap().len(), 1);
+    assert_eq!(a["attempts"][0]["status_code"], 200);
+    let got = got.lock().unwrap().clone();
+    assert_eq!(got.len(), 1);
+    let r = &got[0];
+    verify(&secret, r);
+    assert_eq!(r.header("webhook-id"), a["id"].as_str().unwrap());
+    let body = r.json();
+    assert_eq!(body["type"], "action.execute");
+    assert_eq!(body["action_id"], a["id"]);
+    assert_eq!(body["handler"], "files");
+    assert_eq!(body["action"], "write");
+    assert_eq!(body["params"], json!({"path": "/tmp/x", "content": "hi"}));
+    assert_eq!(body["agent"], "agent-1");
+    assert_eq!(body["attempt"], 1);
+    // The official Python library agrees with our signature.
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import sys, json, standardwebhooks as s; h = json.loads(sys.argv[3]); s.Webhook(sys.argv[1]).verify(sys.argv[2], h); print('ok')")
+        .arg(&secret)
+        .arg(String::from_utf8(r.body.clone()).unwrap())
+        .arg(json!({"webhook-id": r.header("webhook-id"), "webhook-timestamp": r.header("webhook-timestamp"), "webhook-signature": r.header("webhook-signature")}).to_string())
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok",
+        "standardwebhooks (pip install standardwebhooks) rejected our signature: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_4xx_fails_without_retry() {
+    let (url, got) = receiver(|_, _| {
+        (
+            AxStatus::UNPROCESSABLE_ENTITY,
+            axum::Json(json!({"error": "path escapes the root"})),
+        )
+            .into_response()
+    })
+    .await;
+    let (app, _) = app_with(&url).await;
+    let a = run_action(&app, "../x").await;
+    assert_eq!(a["status"], "failed");
+    assert_eq!(a["outcome"]["error"], "path escapes the root");
+    assert_eq!(a["attempts"].as_array().unwrap().len(), 1);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(got.lock().unwrap().len(), 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_flaky_executor_succeeds_on_attempt_three_with_the_same_webhook_id() {
+    let (url, got) = receiver(|n, _| {
+        if n < 3 {
+            AxStatus::SERVICE_UNAVAILABLE.into_response()
+        } else {
+            (AxStatus::OK, axum::Json(json!({"ok": true}))).into_response()
+        }
+    })
+    .await;
+    let (app, _) = app_with(&url).await;
+    let a = run_action(&app, "/f").await;
+    assert_eq!(a["status"], "completed", "{a}");
+    let attempts = a["attempts"].as_array().unwrap();
+    assert_eq!(
+        attempts
+            .iter()
+            .map(|x| x["status_code"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [503, 503, 200]
+    );
+    let got = got.lock().unwrap().clone();
+    let ids: Vec<String> = got.iter().map(|r| r.header("webhook-id")).collect();
+    assert!(
+        ids.iter().all(|i| i == a["id"].as_str().unwrap()),
+        "{ids:?}"
+    );
+    let nums: Vec<i64> = got
+        .iter()
+        .map(|r| r.json()["attempt"].as_i64().unwrap())
+        .collect();
+    assert_eq!(nums, [1, 2, 3]);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_executor_that_never_answers_times_out_retries_and_fails() {
+    let (url, got) = receiver(|_, _| {
+        std::thread::sleep(Duration::from_millis(1500));
+        AxStatus::OK.into_response()
+    })
+    .await;
+    let (app, _) = app_with(&url).await;
+    let a = run_action(&app, "/slow").await;
+    assert_eq!(a["status"], "failed", "{a}");
+    let attempts = a["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 3);
+    assert!(
+        attempts
+            .iter()
+            .all(|x| x["error"].as_str().unwrap().contains("timed out")),
+        "{attempts:?}"
+    );
+    assert!(
+        a["outcome"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("gave up after 3 attempts")
+    );
+    assert_eq!(got.lock().unwrap().len(), 3);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn refused_connections_retry_then_fail() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (app, _) = app_with(&format!("http://127.0.0.1:{port}/hook")).await;
+    let a = run_action(&app, "/nobody").await;
+    assert_eq!(a["status"], "failed");
+    assert_eq!(a["attempts"].as_array().unwrap().len(), 3);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured() {
+    let (url, got) = receiver(|n, _| {
+        if n == 1 {
+            (AxStatus::TOO_MANY_REQUESTS, [("retry-after", "1")]).into_response()
+        } else {
+            AxStatus::OK.into_response()
+        }
+    })
+    .await;
+    let (app, _) = app_with(&url).await;
+    let a = run_action(&app, "/r").await;
+    assert_eq!(a["status"], "completed");
+    let got = got.lock().unwrap().clone();
+    assert!(got[1].at.duration_since(got[0].at) >= Duration::from_millis(950));
+    app.stop().await;
+}
+
+fn signed_result(
+    secret: &str,
+    id: &str,
+    webhook_id: &str,
+    body: &Value,
+) -> (String, Vec<(String, String)>) {
+    let text = body.to_string();
+    let ts = chrono::Utc::now().timestamp();
+    let sig = standardwebhooks::Webhook::new(secret)
+        .unwrap()
+        .sign(webhook_id, ts, text.as_bytes())
+        .unwrap();
+    let _ = id;
+    (
+        text,
+        vec![
+            ("webhook-id".into(), webhook_id.into()),
+            ("webhook-timestamp".into(), ts.to_string()),
+            ("webhook-signature".into(), sig),
+        ],
+    )
+}
+
+async fn post_result(
+    app: &TestApp,
+    id: &str,
+    text: String,
+    headers: Vec<(String, String)>,
+) -> (StatusCode, Value) {
+    let mut req = app
+        .client
+        .post(format!("{}/v1/actions/{id}/result", app.base))
+        .header("content-type", "application/json")
+        .body(text);
+    for (k, v) in headers {
+        req = req.header(k, v);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn accepted_202_then_a_signed_result_completes_it() {
+    let (url, _got) = receiver(|_, _| AxStatus::ACCEPTED.into_response()).await;
+    let (app, secret) = app_with_async_timeout(&url, "5m").await;
+    let (_, a) = app
+        .call(
+            Method::POST,
+            "/v1/actions?wait=1",
+            Some(&app.agent),
+            Some(json!({"handler": "files", "action": "write", "params": {"path": "/a"}})),
+        )
+        .await;
+    let id = a["id"].as_str().unwrap().to_owned();
+    assert_eq!(a["status"], "running", "{a}");
+    let body = json!({"status": "completed", "result": {"bytes": 5}, "attempt": 1});
+    // Forged: signed with another secret.
+    let (text, headers) = signed_result(
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        &id,
+        "res-1",
+        &body,
+    );
+    assert_eq!(
+        post_result(&app, &id, text, headers).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    // Stale: a timestamp from ten minutes ago.
+    let text = body.to_string();
+    let ts = chrono::Utc::now().timestamp() - 600;
+    let sig = standardwebhooks::Webhook::new(&secret)
+        .unwrap()
+        .sign("res-0", ts, text.as_bytes())
+        .unwrap();
+    let stale = vec![
+        ("webhook-id".into(), "res-0".into()),
+        ("webhook-timestamp".into(), ts.to_string()),
+        ("webhook-signature".into(), sig),
+    ];
+    assert_eq!(
+        post_result(&app, &id, text, stale).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    // A superseded attempt is refused.
+    let (text, headers) = signed_result(
+        &secret,
+        &id,
+        "res-2",
+        &json!({"status": "completed", "attempt": 7}),
+    );
+    assert_eq!(
+        post_result(&app, &id, text, headers).await.0,
+        StatusCode::CONFLICT
+    );
+    // The real one.
+    let (text, headers) = signed_result(&secret, &id, "res-3", &body);
+    let (s, done) = post_result(&app, &id, text.clone(), headers.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{done}");
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["outcome"]["result"]["bytes"], 5);
+    // Replayed: the same webhook-id again.
+    assert_eq!(
+        post_result(&app, &id, text, headers).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    // A new id for a settled action: conflict.
+    let (text, headers) = signed_result(&secret, &id, "res-4", &body);
+    assert_eq!(
+        post_result(&app, &id, text, headers).await.0,
+        StatusCode::CONFLICT
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_lapsed_lease_is_dispatched_again_with_the_same_webhook_id() {
+    // Accepts with 202 and never calls back: the lease (async_result_timeout
+    // = 1s) lapses and the next attempt goes out.
+    let (url, got) = receiver(|_, _| AxStatus::ACCEPTED.into_response()).await;
+    let (app, _) = app_with(&url).await;
+    let a = run_action(&app, "/lost").await;
+    assert_eq!(a["status"], "failed", "{a}");
+    let got = got.lock().unwrap().clone();
+    assert_eq!(got.len(), 3);
+    assert!(
+        got.iter()
+            .all(|r| r.header("webhook-id") == a["id"].as_str().unwrap())
+    );
+    let attempts = a["attempts"].as_array().unwrap();
+    assert_eq!(attempts[0]["status_code"], 202);
+    assert!(
+        attempts
+            .iter()
+            .any(|x| x["n"] == 1 && x["error"].as_str().is_some_and(|e| e.contains("lease"))),
+        "{a}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn rotating_the_secret_sends_both_signatures_during_the_grace_period() {
+    let (url, got) = receiver(|_, _| AxStatus::OK.into_response()).await;
+    let (app, old) = app_with(&url).await;
+    let (s, rotated) = app
+        .call(
+            Method::POST,
+            "/v1/handlers/files/rotate-secret",
+            Some(&app.admin),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{rotated}");
+    let new = rotated["secret"].as_str().unwrap();
+    assert_ne!(new, old);
+    run_action(&app, "/rot").await;
+    let r = got.lock().unwrap()[0].clone();
+    assert_eq!(r.header("webhook-signature").split(' ').count(), 2);
+    verify(&old, &r);
+    verify(new, &r);
+    let (s, _) = app
+        .call(
+            Method::POST,
+            "/v1/handlers/files/rotate-secret",
+            Some(&app.agent),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn per_handler_limit_bounds_attempts_in_flight() {
+    let in_flight = Arc::new(Mutex::new((0usize, 0usize)));
+    let f = in_flight.clone();
+    let (url, _got) = receiver(move |_, _| {
+        {
+            let mut g = f.lock().unwrap();
+            g.0 += 1;
+            g.1 = g.1.max(g.0);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        f.lock().unwrap().0 -= 1;
+        AxStatus::OK.into_response()
+    })
+    .await;
+    let app = TestApp::spawn_with(|s| s.dispatch.per_handler_max_in_flight = 2).await;
+    app.profile("agent-1", json!("open")).await;
+    app.call(
+        Method::POST,
+        "/v1/handlers",
+        Some(&app.admin),
+        Some(handler(&url)),
+    )
+    .await;
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let client = app.client.clone();
+        let url = format!("{}/v1/actions?wait=30", app.base);
+        let key = app.agent.clone();
+        tasks.push(tokio::spawn(async move {
+            client.post(url).bearer_auth(key).json(&json!({"handler": "files", "action": "write", "params": {"path": format!("/p{i}")}}))
+                .send().await.unwrap().json::<Value>().await.unwrap()
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap()["status"], "completed");
+    }
+    assert!(
+        in_flight.lock().unwrap().1 <= 2,
+        "max in flight {}",
+        in_flight.lock().unwrap().1
+    );
+    app.stop().await;
+}

@@ -1,0 +1,413 @@
+//! Dispatch bookkeeping: claiming approved handler actions for an attempt,
+//! recording each attempt's outcome, leases that lapse, recovery after a
+//! crash, and result callbacks (with replay protection).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::SqliteConnection;
+use utoipa::ToSchema;
+
+use crate::Store;
+use crate::actions::{self, action_columns};
+use crate::error::StoreError;
+use crate::events::{self};
+use crate::model::{Action, ActionStatus, Outcome};
+use crate::time::{from_ms, now, to_ms};
+
+/// One delivery attempt, as shown on the action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AttemptRecord {
+    /// Attempt number, from 1.
+    pub n: i64,
+    /// When it started.
+    pub at: DateTime<Utc>,
+    /// The executor's HTTP status, when it answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_code: Option<u16>,
+    /// What went wrong, when something did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// How long it took.
+    pub duration_ms: i64,
+}
+
+/// A claimed attempt: what the dispatcher needs to send.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    /// The action, now `running`.
+    pub action: Action,
+    /// Params as sent by the agent (unmasked: only the executor sees them).
+    pub params: Value,
+    /// This attempt's number.
+    pub attempt: i64,
+}
+
+/// What to do after an attempt.
+#[derive(Debug, Clone)]
+pub enum AttemptNext {
+    /// The executor finished: completed or failed with this outcome.
+    Settle(Outcome),
+    /// Try again at this time.
+    RetryAt(DateTime<Utc>),
+    /// The executor accepted (202) and will post the result before this time.
+    AwaitResult(DateTime<Utc>),
+}
+
+fn status_event(status: ActionStatus) -> &'static str {
+    match status {
+        ActionStatus::Completed => "action.completed",
+        ActionStatus::Failed => "action.failed",
+        ActionStatus::Running => "action.started",
+        _ => "action.approved",
+    }
+}
+
+async fn params_of(conn: &mut SqliteConnection, id: &str) -> Result<Value, StoreError> {
+    let text: Option<String> = sqlx::query_scalar("SELECT params FROM actions WHERE id = ?")
+        .bind(id)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(text
+        .map(|t| serde_json::from_str(&t))
+        .transpose()?
+        .unwrap_or(Value::Null))
+}
+
+async fn append_attempt(
+    conn: &mut SqliteConnection,
+    id: &str,
+    rec: &AttemptRecord,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE actions SET attempt_log = json_insert(COALESCE(attempt_log, '[]'), '$[#]', json(?)) WHERE id = ?")
+        .bind(serde_json::to_string(rec)?)
+        .bind(id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+async fn settle_on(
+    conn: &mut SqliteConnection,
+    id: &str,
+    attempt: i64,
+    outcome: &Outcome,
+) -> Result<Option<Action>, StoreError> {
+    let row = sqlx::query(concat!(
+        "UPDATE actions SET status = ?, outcome = ?, settled_at = ?, lease_until = NULL, next_attempt_at = NULL \
+         WHERE id = ? AND status = 'running' AND attempts = ? RETURNING ",
+        action_columns!()
+    ))
+    .bind(outcome.status.as_str())
+    .bind(serde_json::to_string(outcome)?)
+    .bind(to_ms(now()))
+    .bind(id)
+    .bind(attempt)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let action = actions::from_row(&row)?;
+    events::insert_on(
+        conn,
+        &actions::event_for(&action, status_event(outcome.status))?,
+    )
+    .await?;
+    Ok(Some(action))
+}
+
+impl Store {
+    /// Approved handler actions due for an attempt at `at`, oldest first.
+    pub async fn due_for_dispatch(
+        &self,
+        at: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT id, handler FROM actions WHERE status = 'approved' AND handler IS NOT NULL \
+             AND (next_attempt_at IS NULL OR next_attempt_at <= ?) ORDER BY COALESCE(next_attempt_at, 0), id LIMIT ?",
+        )
+        .bind(to_ms(at))
+        .bind(limit)
+        .fetch_all(&self.read)
+        .await?)
+    }
+
+    /// Moves each still-approved action to `running` for its next attempt,
+    /// leased until `lease_until`; the ones another claimer won are left out.
+    pub async fn claim(
+        &self,
+        ids: Vec<String>,
+        lease_until: DateTime<Utc>,
+    ) -> Result<Vec<Claimed>, StoreError> {
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let mut claimed = Vec::with_capacity(ids.len());
+                    for id in ids {
+                        let row = sqlx::query(concat!(
+                            "UPDATE actions SET status = 'running', attempts = attempts + 1, lease_until = ?, \
+                             next_attempt_at = NULL WHERE id = ? AND status = 'approved' RETURNING attempts, ",
+                            action_columns!()
+                        ))
+                        .bind(to_ms(lease_until))
+                        .bind(&id)
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                        let Some(row) = row else { continue };
+                        let attempt: i64 = sqlx::Row::try_get(&row, "attempts")?;
+                        let action = actions::from_row(&row)?;
+                        events::insert_on(conn, &actions::event_for(&action, "action.started")?).await?;
+                        let params = params_of(conn, &id).await?;
+                        claimed.push(Claimed { action, params, attempt });
+                    }
+                    Ok(claimed)
+                })
+            })
+            .await
+    }
+
+    /// Records attempt `rec` of a running action and applies `next`; `None`
+    /// when the attempt was superseded (lease lapsed, result already in).
+    pub async fn finish_attempt(
+        &self,
+        id: &str,
+        rec: AttemptRecord,
+        next: AttemptNext,
+    ) -> Result<Option<Action>, StoreError> {
+        let id = id.to_owned();
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let current: Option<(String, i64)> =
+                        sqlx::query_as("SELECT status, attempts FROM actions WHERE id = ?")
+                            .bind(&id)
+                            .fetch_optional(&mut *conn)
+                            .await?;
+                    match current {
+                        Some((status, attempts)) if status == "running" && attempts == rec.n => {}
+                        _ => return Ok(None),
+                    }
+                    append_attempt(conn, &id, &rec).await?;
+                    match next {
+                        AttemptNext::Settle(outcome) => settle_on(conn, &id, rec.n, &outcome).await,
+                        AttemptNext::RetryAt(at) => {
+                            sqlx::query(
+                                "UPDATE actions SET status = 'approved', lease_until = NULL, next_attempt_at = ? \
+                                 WHERE id = ? AND status = 'running'",
+                            )
+                            .bind(to_ms(at))
+                            .bind(&id)
+                            .execute(&mut *conn)
+                            .await?;
+                            actions::get_on(conn, &id).await
+                        }
+                        AttemptNext::AwaitResult(until) => {
+                            sqlx::query("UPDATE actions SET lease_until = ? WHERE id = ? AND status = 'running'")
+                                .bind(to_ms(until))
+                                .bind(&id)
+                                .execute(&mut *conn)
+                                .await?;
+                            actions::get_on(conn, &id).await
+                        }
+                    }
+                })
+            })
+            .await
+    }
+
+    /// Running actions whose lease lapsed at `at` go back to approved (due
+    /// now) for another attempt, or fail when `max_attempts` are used up.
+    /// With `all`, every running action is released (start-up after a crash:
+    /// whatever was in flight is lost).
+    pub async fn release_leases(
+        &self,
+        at: DateTime<Utc>,
+        max_attempts: i64,
+        all: bool,
+    ) -> Result<Vec<Action>, StoreError> {
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let ids: Vec<(String, i64)> = if all {
+                        sqlx::query_as("SELECT id, attempts FROM actions WHERE status = 'running'")
+                            .fetch_all(&mut *conn)
+                            .await?
+                    } else {
+                        sqlx::query_as("SELECT id, attempts FROM actions WHERE status = 'running' AND lease_until <= ?")
+                            .bind(to_ms(at))
+                            .fetch_all(&mut *conn)
+                            .await?
+                    };
+                    let mut changed = Vec::new();
+                    for (id, attempts) in ids {
+                        let rec = AttemptRecord {
+                            n: attempts,
+                            at,
+                            status_code: None,
+                            error: Some(if all {
+                                "the daemon stopped during this attempt".to_owned()
+                            } else {
+                                "the attempt's lease lapsed with no answer".to_owned()
+                            }),
+                            duration_ms: 0,
+                        };
+                        append_attempt(conn, &id, &rec).await?;
+                        if attempts >= max_attempts {
+                            let outcome = Outcome {
+                                status: ActionStatus::Failed,
+                                result: None,
+                                error: rec.error.clone(),
+                            };
+                            if let Some(a) = settle_on(conn, &id, attempts, &outcome).await? {
+                                changed.push(a);
+                            }
+                        } else {
+                            sqlx::query(
+                                "UPDATE actions SET status = 'approved', lease_until = NULL, next_attempt_at = ? \
+                                 WHERE id = ? AND status = 'running'",
+                            )
+                            .bind(to_ms(at))
+                            .bind(&id)
+                            .execute(&mut *conn)
+                            .await?;
+                            if let Some(a) = actions::get_on(conn, &id).await? {
+                                changed.push(a);
+                            }
+                        }
+                    }
+                    Ok(changed)
+                })
+            })
+            .await
+    }
+
+    /// The earliest time dispatch has something to do: a retry coming due
+    /// or a lease lapsing. `None` when nothing waits on time.
+    pub async fn next_dispatch_time(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let (retry, lease): (Option<i64>, Option<i64>) = sqlx::query_as(
+            "SELECT (SELECT MIN(next_attempt_at) FROM actions WHERE status = 'approved' AND handler IS NOT NULL), \
+                    (SELECT MIN(lease_until) FROM actions WHERE status = 'running')",
+        )
+        .fetch_one(&self.read)
+        .await?;
+        Ok(retry.into_iter().chain(lease).min().map(from_ms))
+    }
+
+    /// An executor's asynchronous result for `attempt`. A `webhook_id` seen
+    /// before is a replay ([`StoreError::Conflict`]); a result for another
+    /// attempt or a settled action is [`StoreError::WrongState`].
+    pub async fn accept_result(
+        &self,
+        id: &str,
+        webhook_id: String,
+        attempt: i64,
+        outcome: Outcome,
+    ) -> Result<Action, StoreError> {
+        let id = id.to_owned();
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    sqlx::query("INSERT INTO seen_webhooks (id, at) VALUES (?, ?)")
+                        .bind(&webhook_id)
+                        .bind(to_ms(now()))
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(|e| match StoreError::from(e) {
+                            StoreError::Conflict(_) => StoreError::Conflict(format!(
+                                "webhook-id '{webhook_id}' was already used"
+                            )),
+                            other => other,
+                        })?;
+                    let current = actions::get_on(conn, &id)
+                        .await?
+                        .ok_or(StoreError::NotFound)?;
+                    if current.status != ActionStatus::Running {
+                        return Err(StoreError::WrongState {
+                            current: current.status.to_string(),
+                        });
+                    }
+                    let attempts: i64 =
+                        sqlx::query_scalar("SELECT attempts FROM actions WHERE id = ?")
+                            .bind(&id)
+                            .fetch_one(&mut *conn)
+                            .await?;
+                    if attempts != attempt {
+                        return Err(StoreError::WrongState {
+                            current: format!("running attempt {attempts}, not {attempt}"),
+                        });
+                    }
+                    settle_on(conn, &id, attempt, &outcome)
+                        .await?
+                        .ok_or(StoreError::WrongState {
+                            current: current.status.to_string(),
+                        })
+                })
+            })
+            .await
+    }
+
+    /// Forgets replay-protection ids older than `before` (timestamps older
+    /// than the tolerance are refused anyway).
+    pub async fn prune_seen_webhooks(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    Ok(sqlx::query("DELETE FROM seen_webhooks WHERE at < ?")
+                        .bind(to_ms(before))
+                        .execute(conn)
+                        .await?
+                        .rows_affected())
+                })
+            })
+            .await
+    }
+
+    /// Replaces a handler's secret; the old one stays valid until `grace_until`.
+    pub async fn rotate_handler_secret(
+        &self,
+        id: &str,
+        secret: String,
+        grace_until: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let done = sqlx::query(
+                        "UPDATE handlers SET previous_secret = secret, previous_secret_until = ?, secret = ?, updated_at = ? \
+                         WHERE id = ? AND retired_at IS NULL",
+                    )
+                    .bind(to_ms(grace_until))
+                    .bind(&secret)
+                    .bind(to_ms(now()))
+                    .bind(&id)
+                    .execute(conn)
+                    .await?;
+                    if done.rows_affected() == 0 {
+                        return Err(StoreError::NotFound);
+                    }
+                    Ok(())
+                })
+            })
+            .await
+    }
+
+    /// A handler's valid secrets: the current one first, then the previous
+    /// one while its grace period lasts.
+    pub async fn handler_secrets(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        let (secret, previous, until): (String, Option<String>, Option<i64>) = sqlx::query_as(
+            "SELECT secret, previous_secret, previous_secret_until FROM handlers WHERE id = ?",
+        )
+        .bind(id)
+        .fetch_optional(&self.read)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+        let mut out = vec![secret];
+        if let (Some(p), Some(u)) = (previous, until)
+            && u > to_ms(now())
+        {
+            out.push(p);
+        }
+        Ok(out)
+    }
+}
