@@ -10,6 +10,8 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
+pub use crate::config_events::{EventsSettings, WebhookSettings, WebhookTimings};
+
 /// The config file read when `--config` is not given and it exists.
 pub const DEFAULT_CONFIG_PATH: &str = "config/actiongate.toml";
 
@@ -43,6 +45,10 @@ pub struct Settings {
     pub storage: StorageSettings,
     /// HTTP settings.
     pub http: HttpSettings,
+    /// Event streams and retention.
+    pub events: EventsSettings,
+    /// Outbound notification webhooks.
+    pub webhooks: WebhookSettings,
 }
 
 /// How decisions are made.
@@ -102,6 +108,8 @@ impl Default for Settings {
             actions: ActionSettings::default(),
             storage: StorageSettings::default(),
             http: HttpSettings::default(),
+            events: EventsSettings::default(),
+            webhooks: WebhookSettings::default(),
         }
     }
 }
@@ -205,6 +213,8 @@ impl Settings {
             self.policy.default_profile.clone(),
         )?)
         .map_err(|e| anyhow::anyhow!("policy.default_profile: {e}"))?;
+        self.events.check()?;
+        self.webhooks.check()?;
         Ok(())
     }
 

@@ -5,7 +5,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::routes::{actions, agents, check, keys, ops, presets};
+use crate::routes::{actions, agents, audit, check, events, keys, ops, presets, subscriptions};
 
 /// The API description.
 #[derive(OpenApi)]
@@ -23,6 +23,11 @@ use crate::routes::{actions, agents, check, keys, ops, presets};
         keys::create_key, keys::list_keys, keys::revoke_key,
         presets::list_presets,
         ops::healthz, ops::readyz, ops::metrics_text, ops::openapi,
+        events::stream_events, events::action_events,
+        subscriptions::create_subscription, subscriptions::list_subscriptions,
+        subscriptions::get_subscription, subscriptions::delete_subscription,
+        subscriptions::list_deliveries,
+        audit::audit_export,
     ),
     modifiers(&BearerAuth),
     tags(
@@ -30,6 +35,9 @@ use crate::routes::{actions, agents, check, keys, ops, presets};
         (name = "agents", description = "Agents and their permission profiles"),
         (name = "keys", description = "API keys"),
         (name = "operations", description = "Health, readiness, metrics"),
+        (name = "events", description = "Event streams (Server-Sent Events)"),
+        (name = "subscriptions", description = "Outbound notification webhooks"),
+        (name = "audit", description = "Tamper-evident export of the event log"),
     )
 )]
 pub struct ApiDoc;

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Settings;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
+use crate::sse::Hub;
 use crate::waiters::Waiters;
 
 /// Compiled profiles stay cached by their JSON text; more distinct profiles
@@ -32,6 +33,7 @@ struct Inner {
     default_profile: Arc<Profile>,
     profiles: Mutex<HashMap<String, Arc<Profile>>>,
     waiters: Waiters,
+    hub: Hub,
     deadlines_changed: Notify,
     metrics: Metrics,
     shutdown: CancellationToken,
@@ -51,6 +53,7 @@ impl AppState {
         let default_profile = Arc::new(Profile::from_spec(spec)?);
         Ok(AppState(Arc::new(Inner {
             waiters: Waiters::new(store.clone(), shutdown.clone()),
+            hub: Hub::new(&store, settings.events.buffer, shutdown.clone()),
             store,
             settings,
             tz,
@@ -92,6 +95,11 @@ impl AppState {
     /// Long-poll waiters.
     pub fn waiters(&self) -> &Waiters {
         &self.0.waiters
+    }
+
+    /// The event hub that feeds event streams.
+    pub fn events_hub(&self) -> &Hub {
+        &self.0.hub
     }
 
     /// Wakes the expiry sweeper when a new deadline may be earlier.

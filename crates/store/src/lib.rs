@@ -10,10 +10,13 @@
 
 mod actions;
 mod agents;
+pub mod audit;
 mod error;
+pub mod event_types;
 mod events;
 mod keys;
 pub mod model;
+mod subscriptions;
 pub mod time;
 mod writer;
 
@@ -31,9 +34,14 @@ use tokio::sync::broadcast;
 
 pub use actions::{ActionFilter, NewAction, Transition};
 pub use error::StoreError;
+pub use event_types::{EVENT_TYPES, TypeFilter};
 pub use events::NewEvent;
 pub use keys::NewKey;
 pub use model::*;
+pub use subscriptions::{
+    AttemptOutcome, AttemptRecord, Delivery, DeliveryAttempt, DeliveryStatus, DueDelivery,
+    NewSubscription, Subscription,
+};
 use writer::Writer;
 
 /// Embedded migrations from `migrations/sqlite`.
@@ -109,9 +117,13 @@ impl Store {
         let mut conn = base.clone().create_if_missing(true).connect().await?;
         MIGRATOR.run_direct(None, &mut conn, false).await?;
 
-        let last: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM events")
-            .fetch_one(&mut conn)
-            .await?;
+        // Pruning may have removed every event; seqs still continue past the anchor.
+        let last: i64 = sqlx::query_scalar(
+            "SELECT MAX(COALESCE((SELECT MAX(seq) FROM events), 0), \
+             COALESCE((SELECT seq FROM audit_anchor WHERE id = 1), 0))",
+        )
+        .fetch_one(&mut conn)
+        .await?;
         let last_seq = Arc::new(AtomicI64::new(last));
 
         let read = SqlitePoolOptions::new()

@@ -2,10 +2,13 @@
 
 pub mod actions;
 pub mod agents;
+pub mod audit;
 pub mod check;
+pub mod events;
 pub mod keys;
 pub mod ops;
 pub mod presets;
+pub mod subscriptions;
 
 use axum::Router;
 
@@ -20,4 +23,7 @@ pub fn router() -> Router<AppState> {
         .merge(keys::router())
         .merge(presets::router())
         .merge(ops::router())
+        .merge(events::router())
+        .merge(subscriptions::router())
+        .merge(audit::router())
 }
