@@ -115,7 +115,7 @@ fn ureq_get(url: &str) -> Result<u16, String> {
         .build()
         .unwrap();
     rt.block_on(async {
-        reqwest::Client::new()
+        client()
             .get(url)
             .timeout(Duration::from_secs(2))
             .send()
@@ -233,7 +233,7 @@ fn keys_commands_work_against_the_data_dir() {
     // The key works against a daemon on the same data dir, until revoked.
     let d = Daemon::start(dir.path(), &[]);
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let client = reqwest::Client::new();
+    let client = client();
     let (s, _) = rt.block_on(call(
         &client,
         reqwest::Method::POST,
@@ -268,7 +268,7 @@ fn kill_9_loses_no_acknowledged_request_and_overdue_actions_expire_on_restart() 
         .trim()
         .to_owned();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let client = reqwest::Client::new();
+    let client = client();
     let base = d.base.clone();
     let (acked, short_id) = rt.block_on(async {
         let (_, k) = call(
@@ -401,7 +401,7 @@ fn settings_layer_defaults_file_env_and_flags() {
         .trim()
         .to_owned();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let client = reqwest::Client::new();
+    let client = client();
     rt.block_on(async {
         let (_, k) = call(
             &client,
@@ -455,4 +455,11 @@ fn settings_layer_defaults_file_env_and_flags() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("listen"), "{err}");
+}
+
+/// A client; reqwest's TLS (enabled by the daemon's rustls-no-provider
+/// feature, unified into this build) needs a crypto provider first.
+fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
 }

@@ -121,6 +121,7 @@ pub async fn run(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    crate::webhook::install_tls_provider();
     let store = open_store(&settings).await?;
     ensure_admin_key(&store, &settings.data_dir).await?;
     let metrics = Metrics::install()?;
@@ -136,10 +137,14 @@ pub async fn run(
         );
         tokio::spawn(async {})
     };
+    let notifier = tokio::spawn(crate::notifier::run(state.clone()));
+    let retention = tokio::spawn(crate::retention::run(state.clone()));
 
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "actiongate listening");
     let app = router(state.clone());
+    let listener =
+        crate::stall::StallGuardListener::new(listener, state.settings().events.send_timeout()?);
     let server =
         axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let serving = tokio::spawn(async move { server.await });
@@ -152,6 +157,8 @@ pub async fn run(
     }
     let _ = sweeper.await;
     let _ = dispatcher.await;
+    let _ = notifier.await;
+    let _ = retention.await;
     store.close().await;
     tracing::info!("actiongate stopped");
     Ok(())

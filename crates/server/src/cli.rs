@@ -37,6 +37,31 @@ pub enum Command {
     Keys(KeysCommand),
     /// Print the OpenAPI document.
     Openapi,
+    /// Export or verify the tamper-evident audit log.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+}
+
+/// `audit` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Write the hash-chained event log (JSON lines) from the data dir.
+    Export {
+        /// Start at the first event written at or after this time (RFC 3339).
+        #[arg(long)]
+        since: Option<chrono::DateTime<chrono::Utc>>,
+        /// Stop before the first event written at or after this time (RFC 3339).
+        #[arg(long)]
+        until: Option<chrono::DateTime<chrono::Utc>>,
+        /// Write here instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Check an export; names the first bad line and exits non-zero.
+    Verify {
+        /// The export (JSON lines).
+        file: PathBuf,
+    },
 }
 
 /// Flags of `serve`.
@@ -157,6 +182,55 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let settings = Settings::load(cli.config.as_deref(), &flags)?;
             keys(&settings, cmd).await
         }
+        Command::Audit(AuditCommand::Verify { file }) => audit_verify(&file),
+        Command::Audit(AuditCommand::Export { since, until, out }) => {
+            let settings = Settings::load(cli.config.as_deref(), &flags)?;
+            let store = crate::app::open_store(&settings).await?;
+            let range = crate::audit::Range { since, until };
+            let result = audit_export(&store, range, out.as_deref()).await;
+            store.close().await;
+            result
+        }
+    }
+}
+
+async fn audit_export(
+    store: &actiongate_store::Store,
+    range: crate::audit::Range,
+    out: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    use futures::TryStreamExt;
+    use std::io::Write;
+    let mut sink: Box<dyn Write> = match out {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let stream = crate::audit::export(store.clone(), range);
+    futures::pin_mut!(stream);
+    while let Some(chunk) = stream.try_next().await? {
+        sink.write_all(&chunk)?;
+    }
+    sink.flush()?;
+    Ok(())
+}
+
+fn audit_verify(file: &std::path::Path) -> anyhow::Result<()> {
+    let f = std::fs::File::open(file)
+        .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", file.display()))?;
+    match crate::audit::verify(std::io::BufReader::new(f)) {
+        Ok(v) => {
+            println!(
+                "ok: {} lines; the chain starts from {} and ends at {}",
+                v.lines,
+                v.first_prev.as_deref().unwrap_or("-"),
+                v.last_hash.as_deref().unwrap_or("-")
+            );
+            Ok(())
+        }
+        Err((line, why)) => anyhow::bail!("{}: line {line}: {why}", file.display()),
     }
 }
 

@@ -10,6 +10,8 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
+pub use crate::config_events::{EventsSettings, WebhookSettings, WebhookTimings};
+
 /// The config file read when `--config` is not given and it exists.
 pub const DEFAULT_CONFIG_PATH: &str = "config/actiongate.toml";
 
@@ -43,6 +45,10 @@ pub struct Settings {
     pub storage: StorageSettings,
     /// HTTP settings.
     pub http: HttpSettings,
+    /// Event streams and retention.
+    pub events: EventsSettings,
+    /// Outbound notification webhooks.
+    pub webhooks: WebhookSettings,
     /// Dispatch of approved handler actions to executors.
     pub dispatch: DispatchSettings,
 }
@@ -188,6 +194,8 @@ impl Default for Settings {
             storage: StorageSettings::default(),
             http: HttpSettings::default(),
             dispatch: DispatchSettings::default(),
+            events: EventsSettings::default(),
+            webhooks: WebhookSettings::default(),
         }
     }
 }
@@ -292,6 +300,8 @@ impl Settings {
             self.policy.default_profile.clone(),
         )?)
         .map_err(|e| anyhow::anyhow!("policy.default_profile: {e}"))?;
+        self.events.check()?;
+        self.webhooks.check()?;
         Ok(())
     }
 

@@ -16,7 +16,7 @@ use rand::Rng;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, broadcast};
 
-use actiongate_store::{ActionStatus, AttemptNext, AttemptRecord, Claimed, Outcome};
+use actiongate_store::{ActionAttempt, ActionStatus, AttemptNext, Claimed, Outcome};
 
 use crate::config::Dispatch;
 use crate::state::AppState;
@@ -215,7 +215,7 @@ async fn attempt(state: &AppState, client: &reqwest::Client, cfg: &Dispatch, c: 
             next: retry(cfg, c.attempt, None, &e.to_string()),
         },
     };
-    let rec = AttemptRecord {
+    let rec = ActionAttempt {
         n: c.attempt,
         at: started,
         status_code: answer.status_code,

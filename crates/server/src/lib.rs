@@ -5,20 +5,30 @@
 //! one module per resource; [`auth`] turns bearer keys into a [`auth::Caller`];
 //! [`error`] is the one error type rendered as problem+json; [`waiters`] wakes
 //! long-polls; [`sweeper`] expires pending actions at their deadline;
-//! [`cli`] holds the `actiongate` commands.
+//! [`cli`] holds the `actiongate` commands. Events: [`sse`] streams the
+//! log, [`notifier`] sends notification webhooks signed by [`webhook`],
+//! [`audit`] exports the hash-chained log, [`retention`] prunes it, and
+//! [`stall`] disconnects clients that stop reading.
 
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod config_events;
 pub mod decide;
 pub mod dispatcher;
 pub mod error;
 pub mod handler_spec;
 pub mod metrics;
+pub mod notifier;
 pub mod openapi;
+pub mod retention;
 pub mod routes;
+pub mod sse;
+pub mod stall;
 pub mod state;
 pub mod sweeper;
 pub mod template;
 pub mod waiters;
+pub mod webhook;

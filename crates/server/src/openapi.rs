@@ -6,7 +6,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::routes::{
-    actions, agents, check, grant_requests, grants, handlers, keys, ops, presets, results, tools,
+    actions, agents, audit, check, events, grant_requests, grants, handlers, keys, ops, presets,
+    results, subscriptions, tools,
 };
 
 /// The API description.
@@ -34,6 +35,11 @@ use crate::routes::{
         keys::create_key, keys::list_keys, keys::revoke_key,
         presets::list_presets,
         ops::healthz, ops::readyz, ops::metrics_text, ops::openapi,
+        events::stream_events, events::action_events,
+        subscriptions::create_subscription, subscriptions::list_subscriptions,
+        subscriptions::get_subscription, subscriptions::delete_subscription,
+        subscriptions::list_deliveries,
+        audit::audit_export,
     ),
     modifiers(&BearerAuth),
     tags(
@@ -43,6 +49,9 @@ use crate::routes::{
         (name = "handlers", description = "Executors, the actions they perform, tool schemas"),
         (name = "grants", description = "Standing permissions granted by humans, and requests for them"),
         (name = "operations", description = "Health, readiness, metrics"),
+        (name = "events", description = "Event streams (Server-Sent Events)"),
+        (name = "subscriptions", description = "Outbound notification webhooks"),
+        (name = "audit", description = "Tamper-evident export of the event log"),
     )
 )]
 pub struct ApiDoc;

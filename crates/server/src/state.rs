@@ -13,6 +13,7 @@ use crate::config::Settings;
 use crate::error::ApiError;
 use crate::handler_spec::CompiledHandler;
 use crate::metrics::Metrics;
+use crate::sse::Hub;
 use crate::waiters::Waiters;
 
 /// Compiled profiles stay cached by their JSON text; more distinct profiles
@@ -34,6 +35,7 @@ struct Inner {
     profiles: Mutex<HashMap<String, Arc<Profile>>>,
     handlers: Mutex<HashMap<String, Arc<CompiledHandler>>>,
     waiters: Waiters,
+    hub: Hub,
     deadlines_changed: Notify,
     metrics: Metrics,
     shutdown: CancellationToken,
@@ -53,6 +55,7 @@ impl AppState {
         let default_profile = Arc::new(Profile::from_spec(spec)?);
         Ok(AppState(Arc::new(Inner {
             waiters: Waiters::new(store.clone(), shutdown.clone()),
+            hub: Hub::new(&store, settings.events.buffer, shutdown.clone()),
             store,
             settings,
             tz,
@@ -95,6 +98,11 @@ impl AppState {
     /// Long-poll waiters.
     pub fn waiters(&self) -> &Waiters {
         &self.0.waiters
+    }
+
+    /// The event hub that feeds event streams.
+    pub fn events_hub(&self) -> &Hub {
+        &self.0.hub
     }
 
     /// Wakes the expiry sweeper when a new deadline may be earlier.

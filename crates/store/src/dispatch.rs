@@ -17,7 +17,7 @@ use crate::time::{from_ms, now, to_ms};
 
 /// One delivery attempt, as shown on the action.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct AttemptRecord {
+pub struct ActionAttempt {
     /// Attempt number, from 1.
     pub n: i64,
     /// When it started.
@@ -77,7 +77,7 @@ async fn params_of(conn: &mut SqliteConnection, id: &str) -> Result<Value, Store
 async fn append_attempt(
     conn: &mut SqliteConnection,
     id: &str,
-    rec: &AttemptRecord,
+    rec: &ActionAttempt,
 ) -> Result<(), StoreError> {
     sqlx::query("UPDATE actions SET attempt_log = json_insert(COALESCE(attempt_log, '[]'), '$[#]', json(?)) WHERE id = ?")
         .bind(serde_json::to_string(rec)?)
@@ -171,7 +171,7 @@ impl Store {
     pub async fn finish_attempt(
         &self,
         id: &str,
-        rec: AttemptRecord,
+        rec: ActionAttempt,
         next: AttemptNext,
     ) -> Result<Option<Action>, StoreError> {
         let id = id.to_owned();
@@ -240,7 +240,7 @@ impl Store {
                     };
                     let mut changed = Vec::new();
                     for (id, attempts) in ids {
-                        let rec = AttemptRecord {
+                        let rec = ActionAttempt {
                             n: attempts,
                             at,
                             status_code: None,

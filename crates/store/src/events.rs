@@ -51,11 +51,21 @@ pub(crate) async fn insert_on(
 
 macro_rules! columns {
     () => {
-        "seq, id, type, at, agent, action_id, grant_id, data"
+        event_columns!()
     };
 }
 
-fn from_row(row: &SqliteRow) -> Result<Event, StoreError> {
+/// The event columns, in the order [`from_row`] reads them, as a literal
+/// for `concat!` (queries must be static strings).
+macro_rules! event_columns {
+    () => {
+        "seq, id, type, at, agent, action_id, grant_id, data"
+    };
+}
+pub(crate) use event_columns;
+
+/// Reads an event row selected with `event_columns!()`.
+pub(crate) fn from_row(row: &SqliteRow) -> Result<Event, StoreError> {
     let data: String = row.try_get("data")?;
     Ok(Event {
         seq: row.try_get("seq")?,

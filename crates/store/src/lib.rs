@@ -10,14 +10,17 @@
 
 mod actions;
 mod agents;
+pub mod audit;
 mod dispatch;
 mod error;
+pub mod event_types;
 mod events;
 mod grant_requests;
 pub mod grants;
 mod handlers;
 mod keys;
 pub mod model;
+mod subscriptions;
 pub mod time;
 mod writer;
 
@@ -34,14 +37,19 @@ use sqlx::sqlite::{
 use tokio::sync::broadcast;
 
 pub use actions::{ActionFilter, HandlerAction, NewAction, Transition};
-pub use dispatch::{AttemptNext, AttemptRecord, Claimed};
+pub use dispatch::{ActionAttempt, AttemptNext, Claimed};
 pub use error::StoreError;
+pub use event_types::{EVENT_TYPES, TypeFilter};
 pub use events::NewEvent;
 pub use grant_requests::NewGrantRequest;
 pub use grants::{ApproveFirst, GrantCreated, GrantFilter, NewGrant, NewGrantTarget};
 pub use handlers::NewHandler;
 pub use keys::NewKey;
 pub use model::*;
+pub use subscriptions::{
+    AttemptOutcome, AttemptRecord, Delivery, DeliveryAttempt, DeliveryStatus, DueDelivery,
+    NewSubscription, Subscription,
+};
 use writer::Writer;
 
 /// Embedded migrations from `migrations/sqlite`.
@@ -117,9 +125,13 @@ impl Store {
         let mut conn = base.clone().create_if_missing(true).connect().await?;
         MIGRATOR.run_direct(None, &mut conn, false).await?;
 
-        let last: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM events")
-            .fetch_one(&mut conn)
-            .await?;
+        // Pruning may have removed every event; seqs still continue past the anchor.
+        let last: i64 = sqlx::query_scalar(
+            "SELECT MAX(COALESCE((SELECT MAX(seq) FROM events), 0), \
+             COALESCE((SELECT seq FROM audit_anchor WHERE id = 1), 0))",
+        )
+        .fetch_one(&mut conn)
+        .await?;
         let last_seq = Arc::new(AtomicI64::new(last));
 
         let read = SqlitePoolOptions::new()

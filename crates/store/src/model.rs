@@ -208,7 +208,7 @@ pub struct Action {
     pub display: Option<Value>,
     /// Delivery attempts to the handler's executor.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub attempts: Vec<crate::dispatch::AttemptRecord>,
+    pub attempts: Vec<crate::dispatch::ActionAttempt>,
 }
 
 impl Action {

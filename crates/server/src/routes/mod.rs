@@ -2,7 +2,9 @@
 
 pub mod actions;
 pub mod agents;
+pub mod audit;
 pub mod check;
+pub mod events;
 pub mod grant_requests;
 pub mod grants;
 pub mod handlers;
@@ -10,6 +12,7 @@ pub mod keys;
 pub mod ops;
 pub mod presets;
 pub mod results;
+pub mod subscriptions;
 pub mod tools;
 
 use axum::Router;
@@ -30,4 +33,7 @@ pub fn router() -> Router<AppState> {
         .merge(keys::router())
         .merge(presets::router())
         .merge(ops::router())
+        .merge(events::router())
+        .merge(subscriptions::router())
+        .merge(audit::router())
 }

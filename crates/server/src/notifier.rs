@@ -1,0 +1,321 @@
+//! The notifier: outbound notification webhooks, delivered at least once.
+//!
+//! Two small loops. The fan-out loop wakes on committed events and moves
+//! each subscription's cursor forward, writing a delivery row per matching
+//! event in the same transaction (the durable outbox). The delivery loop
+//! POSTs due deliveries, signed per Standard Webhooks with the event id as
+//! `webhook-id` on every attempt, records every attempt, and schedules a
+//! retry with exponential backoff and jitter after 5xx, 408, 429, timeouts
+//! and connection errors. Nothing lives only in memory: after a restart,
+//! pending deliveries are simply due again.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use rand::Rng;
+use tokio::sync::Notify;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::JoinSet;
+
+use actiongate_store::{AttemptOutcome, AttemptRecord, DueDelivery};
+
+use crate::config::WebhookTimings;
+use crate::state::AppState;
+use crate::webhook;
+
+/// Events turned into deliveries per transaction.
+const FAN_OUT_BATCH: i64 = 1000;
+/// Longest sleep of the delivery loop; a safety net for a missed wake-up.
+const MAX_IDLE: Duration = Duration::from_secs(5);
+
+/// Runs both loops until shutdown.
+pub async fn run(state: AppState) {
+    let timings = match state.settings().webhooks.timings() {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!(error = %e, "webhook settings are invalid; notifier not started");
+            return;
+        }
+    };
+    let client = match client(timings) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot build the webhook HTTP client; notifier not started");
+            return;
+        }
+    };
+    let wake = Arc::new(Notify::new());
+    tokio::join!(
+        fan_out_loop(state.clone(), wake.clone()),
+        deliver_loop(state, wake, client, timings)
+    );
+}
+
+fn client(t: WebhookTimings) -> reqwest::Result<reqwest::Client> {
+    webhook::install_tls_provider();
+    reqwest::Client::builder()
+        // A redirect could send the event somewhere the admin did not name.
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(t.timeout)
+        .connect_timeout(t.timeout)
+        .user_agent(concat!("actiongate/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+async fn fan_out_loop(state: AppState, wake: Arc<Notify>) {
+    let store = state.store().clone();
+    let mut rx = store.subscribe();
+    loop {
+        // Catch up: on start, after a wake-up, after a missed broadcast.
+        loop {
+            match store.fan_out(FAN_OUT_BATCH).await {
+                Ok((made, more)) => {
+                    if made > 0 {
+                        wake.notify_one();
+                    }
+                    if !more {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "filling the webhook outbox failed; retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = state.shutdown().cancelled() => return,
+                    }
+                    break;
+                }
+            }
+        }
+        let received = tokio::select! {
+            r = rx.recv() => r,
+            _ = state.shutdown().cancelled() => return,
+        };
+        match received {
+            Ok(_) | Err(RecvError::Lagged(_)) => {
+                // One pass handles every event committed so far.
+                while !matches!(
+                    rx.try_recv(),
+                    Err(tokio::sync::broadcast::error::TryRecvError::Empty
+                        | tokio::sync::broadcast::error::TryRecvError::Closed)
+                ) {}
+                // Without subscriptions there is nothing to write: skip the
+                // writer entirely.
+                match store.outbox_behind().await {
+                    Ok(false) => continue,
+                    Ok(true) => {}
+                    Err(e) => tracing::warn!(error = %e, "checking subscriptions failed"),
+                }
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+async fn deliver_loop(
+    state: AppState,
+    wake: Arc<Notify>,
+    client: reqwest::Client,
+    timings: WebhookTimings,
+) {
+    let store = state.store().clone();
+    let concurrency = state.settings().webhooks.concurrency.max(1);
+    let mut in_flight: HashSet<String> = HashSet::new();
+    let mut tasks: JoinSet<String> = JoinSet::new();
+    loop {
+        if in_flight.len() < concurrency {
+            let want = (concurrency + in_flight.len()) as i64;
+            match store.due_deliveries(Utc::now(), want).await {
+                Ok(due) => {
+                    for d in due {
+                        if in_flight.len() >= concurrency {
+                            break;
+                        }
+                        if in_flight.insert(d.id.clone()) {
+                            let store = store.clone();
+                            let client = client.clone();
+                            tasks.spawn(async move {
+                                let id = d.id.clone();
+                                attempt(&store, &client, timings, d).await;
+                                id
+                            });
+                        }
+                    }
+                }
+                Err(e) => tracing::error!(error = %e, "reading due deliveries failed"),
+            }
+        }
+        let idle = if in_flight.len() >= concurrency {
+            MAX_IDLE
+        } else {
+            match store.pending_schedule((in_flight.len() + 1) as i64).await {
+                Ok(schedule) => schedule
+                    .into_iter()
+                    .find(|(id, _)| !in_flight.contains(id))
+                    .map(|(_, at)| (at - Utc::now()).to_std().unwrap_or(Duration::ZERO))
+                    .unwrap_or(MAX_IDLE)
+                    .min(MAX_IDLE),
+                Err(e) => {
+                    tracing::error!(error = %e, "reading the delivery schedule failed");
+                    Duration::from_secs(1)
+                }
+            }
+        };
+        if idle.is_zero() && in_flight.len() < concurrency {
+            continue;
+        }
+        tokio::select! {
+            done = tasks.join_next(), if !tasks.is_empty() => {
+                if let Some(Ok(id)) = done {
+                    in_flight.remove(&id);
+                } else if let Some(Err(e)) = done {
+                    tracing::error!(error = %e, "a delivery task failed");
+                    // Its id is unknown here; start over with a clean slate
+                    // once the others are done.
+                    if tasks.is_empty() {
+                        in_flight.clear();
+                    }
+                }
+            }
+            _ = tokio::time::sleep(idle) => {}
+            _ = wake.notified() => {}
+            _ = state.shutdown().cancelled() => break,
+        }
+    }
+    // Attempts cut short stay pending and are retried after a restart with
+    // the same webhook-id.
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+}
+
+/// The delay before retry number `attempt` (1 = the first retry):
+/// `min * 2^(attempt-1)` capped at `max`, then a random part of its upper
+/// half (jitter), so receivers coming back are not hit by every sender at once.
+pub fn backoff(attempt: i64, min: Duration, max: Duration) -> Duration {
+    let exp = u32::try_from(attempt.saturating_sub(1).clamp(0, 30)).unwrap_or(30);
+    let base = min.saturating_mul(2u32.saturating_pow(exp)).min(max);
+    let half = base / 2;
+    half + base.mul_f64(rand::rng().random_range(0.0..=0.5))
+}
+
+async fn attempt(
+    store: &actiongate_store::Store,
+    client: &reqwest::Client,
+    t: WebhookTimings,
+    d: DueDelivery,
+) {
+    let at = Utc::now();
+    let start = Instant::now();
+    let timestamp = at.timestamp();
+    let (status_code, error, retryable) =
+        match webhook::sign(&d.secret, &d.event_id, timestamp, d.payload.as_bytes()) {
+            Err(e) => (None, Some(e.to_string()), false),
+            Ok(signature) => {
+                let sent = client
+                    .post(&d.url)
+                    .header("content-type", "application/json")
+                    .header("webhook-id", &d.event_id)
+                    .header("webhook-timestamp", timestamp.to_string())
+                    .header("webhook-signature", signature)
+                    .body(d.payload.clone())
+                    .send()
+                    .await;
+                match sent {
+                    Ok(resp) => {
+                        let status = resp.status();
+                        let code = Some(status.as_u16());
+                        if status.is_success() {
+                            (code, None, false)
+                        } else {
+                            let retry = status.is_server_error()
+                                || status.as_u16() == 429
+                                || status.as_u16() == 408;
+                            (code, Some(format!("HTTP {status}")), retry)
+                        }
+                    }
+                    Err(e) => (None, Some(describe(&e)), true),
+                }
+            }
+        };
+    let duration_ms = i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX);
+    let outcome = match (&error, retryable) {
+        (None, _) => AttemptOutcome::Delivered,
+        (Some(_), false) => AttemptOutcome::Failed,
+        (Some(_), true) => {
+            let give_up = chrono::Duration::from_std(t.give_up_after)
+                .map(|g| d.created_at + g)
+                .unwrap_or(d.created_at);
+            let delay = backoff(d.attempts + 1, t.backoff_min, t.backoff_max);
+            let next = at + chrono::Duration::from_std(delay).unwrap_or_default();
+            if next > give_up {
+                AttemptOutcome::Failed
+            } else {
+                AttemptOutcome::Retry(next)
+            }
+        }
+    };
+    match &outcome {
+        AttemptOutcome::Delivered => {
+            metrics::counter!("actiongate_webhook_deliveries_total", "result" => "delivered")
+                .increment(1)
+        }
+        AttemptOutcome::Retry(_) => {
+            metrics::counter!("actiongate_webhook_deliveries_total", "result" => "retry")
+                .increment(1)
+        }
+        AttemptOutcome::Failed => {
+            tracing::warn!(delivery = %d.id, subscription = %d.subscription_id, error = ?error, "webhook delivery given up");
+            metrics::counter!("actiongate_webhook_deliveries_total", "result" => "failed")
+                .increment(1)
+        }
+    }
+    let rec = AttemptRecord {
+        at,
+        status_code,
+        error,
+        duration_ms,
+        outcome,
+    };
+    if let Err(e) = store.record_attempt(&d.id, rec).await {
+        // It stays pending with its old schedule and is tried again.
+        tracing::error!(delivery = %d.id, error = %e, "recording a delivery attempt failed");
+    }
+}
+
+/// The error and its causes on one line (reqwest's own text omits them).
+fn describe(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connection failed"
+    } else {
+        "request failed"
+    };
+    let mut text = format!("{kind}: {e}");
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_is_capped() {
+        let min = Duration::from_secs(1);
+        let max = Duration::from_secs(300);
+        for attempt in 1..40 {
+            let d = backoff(attempt, min, max);
+            let base = (min * 2u32.pow((attempt as u32 - 1).min(20))).min(max);
+            assert!(d >= base / 2 && d <= base, "attempt {attempt}: {d:?}");
+        }
+        assert!(backoff(100, min, max) <= max);
+    }
+}

@@ -1,0 +1,132 @@
+//! A send timeout for every connection: a peer that accepts no bytes for
+//! too long is disconnected.
+//!
+//! An event stream whose client stops reading fills the socket buffers and
+//! is then never polled again, so it cannot notice on its own that it fell
+//! behind. The listener wraps each connection so that a write left pending
+//! for longer than the timeout fails; hyper then closes the connection and
+//! drops the stream. Memory per stalled client stays bounded by the socket
+//! and hyper buffers, and the client resumes from its last event id.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Sleep;
+
+/// A listener whose connections time out writes that make no progress.
+pub struct StallGuardListener {
+    inner: TcpListener,
+    timeout: Duration,
+}
+
+impl StallGuardListener {
+    /// Wraps `inner`.
+    pub fn new(inner: TcpListener, timeout: Duration) -> StallGuardListener {
+        StallGuardListener { inner, timeout }
+    }
+}
+
+impl axum::serve::Listener for StallGuardListener {
+    type Io = StallGuard;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        let (io, addr) = axum::serve::Listener::accept(&mut self.inner).await;
+        // Small event messages must not wait for the peer's delayed ACK.
+        if let Err(e) = io.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+        (
+            StallGuard {
+                inner: io,
+                timeout: self.timeout,
+                stalled: None,
+            },
+            addr,
+        )
+    }
+
+    fn local_addr(&self) -> io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
+}
+
+/// A connection whose writes fail after making no progress for a while.
+pub struct StallGuard {
+    inner: TcpStream,
+    timeout: Duration,
+    /// Armed when a write first returns pending; cleared by any progress.
+    stalled: Option<Pin<Box<Sleep>>>,
+}
+
+impl StallGuard {
+    fn check<T>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        match r {
+            Poll::Ready(v) => {
+                self.stalled = None;
+                Poll::Ready(v)
+            }
+            Poll::Pending => {
+                let timeout = self.timeout;
+                let sleep = self
+                    .stalled
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+                match sleep.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the peer accepted no data within the send timeout",
+                    ))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+}
+
+impl AsyncRead for StallGuard {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for StallGuard {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.check(cx, r)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.check(cx, r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let r = Pin::new(&mut self.inner).poll_flush(cx);
+        self.check(cx, r)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

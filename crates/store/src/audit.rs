@@ -1,0 +1,268 @@
+//! The audit chain over the event log, and retention.
+//!
+//! An export is one JSON line per event in `seq` order. Each line carries
+//! `prev_hash` and `hash = SHA-256(prev_hash "\n" canonical(line without
+//! prev_hash and hash))`, hex, so an edited, inserted, removed or reordered
+//! line breaks the chain. The chain is computed from stored content when it
+//! is needed, starting at the anchor: the hash of the last event pruned by
+//! retention (or 64 zeros when nothing was ever pruned). Pruning stores the
+//! new anchor in the same transaction that deletes the events, so later
+//! exports continue exactly the chain an earlier export showed.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::Store;
+use crate::error::StoreError;
+use crate::events::{event_columns, from_row};
+use crate::model::Event;
+use crate::time::to_ms;
+
+/// `prev_hash` of the very first event.
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Where the chain of the stored events starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Anchor {
+    /// The last pruned event's seq (0: nothing pruned).
+    pub seq: i64,
+    /// Its chain hash, the `prev_hash` of the next event.
+    pub hash: String,
+}
+
+impl Default for Anchor {
+    fn default() -> Self {
+        Anchor {
+            seq: 0,
+            hash: GENESIS_HASH.to_owned(),
+        }
+    }
+}
+
+/// JSON with object keys sorted and no whitespace, so the same content
+/// always hashes the same, whatever the key order of a line.
+pub fn canonical_json(v: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(v, &mut out);
+    out
+}
+
+fn write_canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                if let Some(item) = map.get(k) {
+                    write_canonical(item, out);
+                }
+            }
+            out.push('}');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// The chain hash of content following `prev`.
+pub fn chain_hash(prev: &str, content: &Value) -> String {
+    let mut h = Sha256::new();
+    h.update(prev.as_bytes());
+    h.update(b"\n");
+    h.update(canonical_json(content).as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// The export line of `ev` after `prev`, and its hash.
+pub fn audit_line(ev: &Event, prev: &str) -> Result<(String, String), StoreError> {
+    let mut content = serde_json::to_value(ev)?;
+    let hash = chain_hash(prev, &content);
+    if let Value::Object(map) = &mut content {
+        map.insert("prev_hash".to_owned(), Value::String(prev.to_owned()));
+        map.insert("hash".to_owned(), Value::String(hash.clone()));
+    }
+    Ok((serde_json::to_string(&content)?, hash))
+}
+
+/// Checks an export line by line.
+#[derive(Debug, Default)]
+pub struct Verifier {
+    prev: Option<String>,
+    last_seq: Option<i64>,
+    /// Lines checked so far.
+    pub lines: usize,
+    /// `prev_hash` of the first line (the anchor the export starts from).
+    pub first_prev: Option<String>,
+}
+
+impl Verifier {
+    /// A verifier at the start of a file.
+    pub fn new() -> Verifier {
+        Verifier::default()
+    }
+
+    /// The hash of the last good line.
+    pub fn last_hash(&self) -> Option<&str> {
+        self.prev.as_deref()
+    }
+
+    /// Checks the next line; the error says what is wrong with it.
+    pub fn line(&mut self, text: &str) -> Result<(), String> {
+        let mut v: Value =
+            serde_json::from_str(text).map_err(|e| format!("not a JSON line: {e}"))?;
+        let Value::Object(map) = &mut v else {
+            return Err("not a JSON object".to_owned());
+        };
+        let hash = match map.remove("hash") {
+            Some(Value::String(s)) => s,
+            _ => return Err("no hash".to_owned()),
+        };
+        let prev = match map.remove("prev_hash") {
+            Some(Value::String(s)) => s,
+            _ => return Err("no prev_hash".to_owned()),
+        };
+        let seq = map
+            .get("seq")
+            .and_then(Value::as_i64)
+            .ok_or_else(|| "no seq".to_owned())?;
+        if let Some(expected) = &self.prev
+            && *expected != prev
+        {
+            return Err(
+                "prev_hash is not the previous line's hash (a line was removed, inserted or moved)"
+                    .to_owned(),
+            );
+        }
+        if self.last_seq.is_some_and(|last| seq <= last) {
+            return Err(format!("seq {seq} does not follow the previous line's"));
+        }
+        if chain_hash(&prev, &v) != hash {
+            return Err("hash does not match the line's content (the line was changed)".to_owned());
+        }
+        if self.first_prev.is_none() {
+            self.first_prev = Some(prev);
+        }
+        self.prev = Some(hash);
+        self.last_seq = Some(seq);
+        self.lines += 1;
+        Ok(())
+    }
+}
+
+impl Store {
+    /// Where the chain of the stored events starts.
+    pub async fn audit_anchor(&self) -> Result<Anchor, StoreError> {
+        let row: Option<(i64, String)> =
+            sqlx::query_as("SELECT seq, hash FROM audit_anchor WHERE id = 1")
+                .fetch_optional(&self.read)
+                .await?;
+        Ok(row
+            .map(|(seq, hash)| Anchor { seq, hash })
+            .unwrap_or_default())
+    }
+
+    /// The seq of the first event (in seq order) at or after `at`.
+    pub async fn first_seq_since(&self, at: DateTime<Utc>) -> Result<Option<i64>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT MIN(seq) FROM events WHERE at >= ?")
+                .bind(to_ms(at))
+                .fetch_one(&self.read)
+                .await?,
+        )
+    }
+
+    /// Deletes up to `max` of the oldest events written before `cutoff`
+    /// (never one a subscription has not yet turned into deliveries), moves
+    /// the anchor past them, and drops finished deliveries older than
+    /// `cutoff`. Returns how many events were pruned.
+    pub async fn prune_events(&self, cutoff: DateTime<Utc>, max: i64) -> Result<usize, StoreError> {
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let anchor: Option<(i64, String)> =
+                        sqlx::query_as("SELECT seq, hash FROM audit_anchor WHERE id = 1")
+                            .fetch_optional(&mut *conn)
+                            .await?;
+                    let (mut seq, mut hash) =
+                        anchor.unwrap_or_else(|| (0, GENESIS_HASH.to_owned()));
+                    let keep_after: Option<i64> =
+                        sqlx::query_scalar("SELECT MIN(cursor) FROM subscriptions")
+                            .fetch_one(&mut *conn)
+                            .await?;
+                    let rows = sqlx::query(concat!(
+                        "SELECT ",
+                        event_columns!(),
+                        " FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+                    ))
+                    .bind(seq)
+                    .bind(max)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                    let mut pruned = 0;
+                    for row in &rows {
+                        let ev = from_row(row)?;
+                        if ev.at >= cutoff || keep_after.is_some_and(|k| ev.seq > k) {
+                            break;
+                        }
+                        hash = chain_hash(&hash, &serde_json::to_value(&ev)?);
+                        seq = ev.seq;
+                        pruned += 1;
+                    }
+                    sqlx::query(
+                        "DELETE FROM deliveries WHERE status != 'pending' AND finished_at < ?",
+                    )
+                    .bind(to_ms(cutoff))
+                    .execute(&mut *conn)
+                    .await?;
+                    if pruned == 0 {
+                        return Ok(0);
+                    }
+                    sqlx::query("DELETE FROM events WHERE seq <= ?")
+                        .bind(seq)
+                        .execute(&mut *conn)
+                        .await?;
+                    sqlx::query(
+                        "INSERT INTO audit_anchor (id, seq, hash) VALUES (1, ?, ?) \
+                         ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+                    )
+                    .bind(seq)
+                    .bind(&hash)
+                    .execute(&mut *conn)
+                    .await?;
+                    Ok(pruned)
+                })
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level() {
+        let a: Value = serde_json::json!({"b": 1, "a": {"d": [1, {"z": 1, "y": 2}], "c": "x"}});
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"c":"x","d":[1,{"y":2,"z":1}]},"b":1}"#
+        );
+    }
+}
