@@ -37,6 +37,9 @@ pub enum Command {
     Keys(KeysCommand),
     /// Print the OpenAPI document.
     Openapi,
+    /// Commands that talk to a running daemon (see [`crate::client`]).
+    #[command(flatten)]
+    Client(crate::client::ClientCommand),
 }
 
 /// Flags of `serve`.
@@ -110,6 +113,10 @@ pub fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(1);
         }
     };
+    let cli = match cli.command {
+        Command::Client(cmd) => return runtime.block_on(crate::client::run(cmd)),
+        command => Cli { command, ..cli },
+    };
     match runtime.block_on(run(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -157,6 +164,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let settings = Settings::load(cli.config.as_deref(), &flags)?;
             keys(&settings, cmd).await
         }
+        Command::Client(_) => anyhow::bail!("client commands run through crate::client::run"),
     }
 }
 

@@ -5,11 +5,13 @@
 //! one module per resource; [`auth`] turns bearer keys into a [`auth::Caller`];
 //! [`error`] is the one error type rendered as problem+json; [`waiters`] wakes
 //! long-polls; [`sweeper`] expires pending actions at their deadline;
-//! [`cli`] holds the `actiongate` commands.
+//! [`cli`] holds the `actiongate` commands; [`client`] the ones that talk to
+//! a running daemon (operator CLI, Claude Code hook, outbox follower).
 
 pub mod app;
 pub mod auth;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod decide;
 pub mod error;
