@@ -721,3 +721,63 @@ async fn tail_json_prints_the_event_objects_and_stops_on_client_errors() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.matches("reconnecting").count() >= 2, "{err}");
 }
+
+/// Against the real daemon's `GET /v1/events`. On a daemon without the
+/// stream (404) tail must stop with exit 5 rather than retry for ever.
+#[tokio::test]
+async fn tail_follows_the_real_daemon() {
+    let app = TestApp::spawn().await;
+    let probe = app
+        .client
+        .get(format!("{}/v1/events", app.base))
+        .bearer_auth(&app.operator)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .unwrap();
+    let has_events = probe.status() != StatusCode::NOT_FOUND;
+    drop(probe);
+    let op = app.operator.clone();
+    if !has_events {
+        let r = ag(&app, &op, &["tail"]).await;
+        assert_eq!(r.code, 5, "{r:?}");
+        assert!(r.stderr.contains("(HTTP 404)"), "{}", r.stderr);
+        app.stop().await;
+        return;
+    }
+    let first = pending_id(&app, "bash", "make one").await;
+    let second = pending_id(&app, "bash", "make two").await;
+    let url = app.base.clone();
+    let tail = tokio::spawn(async move {
+        run(
+            &url,
+            &op,
+            &[
+                "tail",
+                "--after",
+                "0",
+                "--types",
+                "action.enqueued",
+                "--count",
+                "3",
+            ],
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let third = pending_id(&app, "bash", "make three").await;
+    let r = tokio::time::timeout(Duration::from_secs(30), tail)
+        .await
+        .expect("tail did not print three events")
+        .unwrap();
+    assert_eq!(r.code, 0, "{r:?}");
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", r.stdout);
+    for (line, id) in lines.iter().zip([&first, &second, &third]) {
+        assert!(
+            line.contains("action.enqueued") && line.contains(id.as_str()),
+            "{line}"
+        );
+    }
+    app.stop().await;
+}

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::Exit;
 
 /// The daemon's address and the key to call it with.
-#[derive(Debug, Clone, Args)]
+#[derive(Clone, Args)]
 pub struct Conn {
     /// Base URL of the daemon.
     #[arg(long, env = "ACTIONGATE_URL", default_value = "http://127.0.0.1:8080")]
@@ -21,6 +21,16 @@ pub struct Conn {
     /// operator key for the rest.
     #[arg(long, env = "ACTIONGATE_KEY", hide_env_values = true)]
     pub key: Option<String>,
+}
+
+/// Never shows the key.
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("url", &self.url)
+            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 /// Installs rustls' ring provider, which reqwest needs when it is built
@@ -157,13 +167,22 @@ fn chain(e: &dyn std::error::Error) -> String {
 const WAIT_CHUNK: u64 = 55;
 
 /// A client of one daemon with one key.
-#[derive(Debug)]
 pub struct Api {
     base: String,
     key: Option<String>,
     http: reqwest::Client,
     wait_cap: AtomicU64,
     timeout: Duration,
+}
+
+/// Never shows the key.
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api")
+            .field("base", &self.base)
+            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
 }
 
 impl Api {
@@ -458,6 +477,16 @@ mod tests {
         assert!(!is_settled(&json!({"status": "approved", "handler": "fs"})));
         assert!(is_settled(&json!({"status": "failed", "handler": "fs"})));
         assert!(!is_settled(&json!({"status": "pending"})));
+    }
+
+    #[test]
+    fn debug_output_never_shows_the_key() {
+        let conn = Conn {
+            url: "http://127.0.0.1:1".into(),
+            key: Some("agk_secret".into()),
+        };
+        let api = Api::new(&conn).unwrap();
+        assert!(!format!("{conn:?} {api:?}").contains("agk_secret"));
     }
 
     #[test]
