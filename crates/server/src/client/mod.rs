@@ -5,11 +5,13 @@
 //!
 //! Layout: [`http`] wraps reqwest and turns problem+json answers into
 //! [`http::ClientError`]; [`output`] renders tables and one-line summaries;
-//! [`commands`] holds the request/response commands; [`tail`] follows the
+//! [`commands`] holds the request/response commands (their flags are in
+//! [`args`]); [`tail`] follows the
 //! SSE stream; [`hook`] answers Claude Code's PreToolUse hook; [`outbox`]
 //! follows a JSONL outbox exactly once. Every command ends with an [`Exit`]
 //! code that scripts can branch on (documented in the README).
 
+pub mod args;
 pub mod commands;
 pub mod hook;
 pub mod http;
@@ -79,27 +81,27 @@ pub fn parse_scope(s: &str) -> Result<(String, Value), String> {
 #[derive(Debug, Subcommand)]
 pub enum ClientCommand {
     /// List actions waiting for a human (operator key).
-    Pending(commands::PendingArgs),
+    Pending(args::PendingArgs),
     /// Show one action.
-    Show(commands::ShowArgs),
+    Show(args::ShowArgs),
     /// Approve a pending action, optionally remembering it as a grant (operator key).
-    Approve(commands::ApproveArgs),
+    Approve(args::ApproveArgs),
     /// Deny a pending action (operator key).
-    Deny(commands::DenyArgs),
+    Deny(args::DenyArgs),
     /// Decide a pending action by free text: yes/approve/ok/continue or no/reject/stop/cancel.
-    Reply(commands::ReplyArgs),
+    Reply(args::ReplyArgs),
     /// Grant a scoped, expiring permission (operator key).
-    Grant(commands::GrantArgs),
+    Grant(args::GrantArgs),
     /// List grants (operator key).
-    Grants(commands::GrantsArgs),
+    Grants(args::GrantsArgs),
     /// Revoke a grant (operator key).
-    Revoke(commands::RevokeArgs),
+    Revoke(args::RevokeArgs),
     /// Follow the event stream, one line per event; reconnects and resumes.
     Tail(tail::TailArgs),
     /// Request a decision-only action and optionally wait for the decision (agent key).
-    Request(commands::RequestArgs),
+    Request(args::RequestArgs),
     /// Ask what the policy would decide, storing nothing (agent key).
-    Check(commands::CheckArgs),
+    Check(args::CheckArgs),
     /// Hooks for agent runtimes.
     #[command(subcommand)]
     Hook(hook::HookCommand),

@@ -11,25 +11,27 @@
 //! crash returns the action it created the first time. New bytes are
 //! noticed through file-change notifications (`notify`) with a poll timer
 //! as fallback; only bytes past the offset are read, so a long outbox costs
-//! no more per new line than a short one.
+//! no more per new line than a short one. [`submit`] sends a line's actions
+//! and writes the status file.
 
 pub mod line;
 pub mod position;
+pub mod submit;
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
 
 use super::Exit;
-use super::http::{Api, ClientError, Conn};
+use super::http::{Api, Conn};
 use super::output::one_line;
-use line::{Item, LineId};
+use line::LineId;
 use position::Position;
+use submit::Sink;
 
 /// `outbox` subcommands.
 #[derive(Debug, Subcommand)]
@@ -79,19 +81,9 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-fn log(msg: &str) {
+/// Logs one line on stderr.
+pub(crate) fn log(msg: &str) {
     eprintln!("actiongate outbox: {}", one_line(msg));
-}
-
-/// One status-file record.
-struct Record<'a> {
-    line: u64,
-    index: Option<usize>,
-    action_type: Option<&'a str>,
-    filepath: Option<&'a str>,
-    action_id: Option<&'a str>,
-    status: &'a str,
-    details: String,
 }
 
 /// The size, modification time and identity last handled: when a poll
@@ -100,10 +92,9 @@ type Seen = (u64, Option<SystemTime>, (u64, u64));
 
 struct Follower {
     args: FollowArgs,
-    api: Api,
+    sink: Sink,
     pos: Position,
     state_path: PathBuf,
-    status: File,
     /// The open outbox, whose identity is the position's.
     file: Option<File>,
     seen: Option<Seen>,
@@ -160,12 +151,18 @@ impl Follower {
             .append(true)
             .open(&status_path)
             .map_err(|e| format!("cannot open the status file {}: {e}", status_path.display()))?;
+        let sink = Sink {
+            api,
+            wait: Duration::from_secs(args.wait),
+            status,
+            handler: args.handler.clone(),
+            include_demo: args.include_demo,
+        };
         Ok(Follower {
             args,
-            api,
+            sink,
             pos,
             state_path,
-            status,
             file: None,
             seen: None,
             missing_logged: false,
@@ -337,7 +334,13 @@ impl Follower {
                 .map(|b| b.strip_suffix(b"\r").unwrap_or(b))
                 .unwrap_or(&buf);
             let line_no = self.pos.line + 1;
-            let submitted = self.handle_line(line_no, content).await;
+            let id = LineId {
+                dev: self.pos.dev,
+                ino: self.pos.ino,
+                generation: self.pos.generation,
+                line: line_no,
+            };
+            let submitted = self.sink.handle_line(id, content).await;
             self.pos.offset += n as u64;
             self.pos.line = line_no;
             if submitted {
@@ -384,173 +387,6 @@ impl Follower {
             Err(e) => log(&format!("cannot read {}: {e}", self.args.path.display())),
         }
     }
-
-    /// Handles one line; whether anything was sent to the daemon.
-    async fn handle_line(&mut self, line_no: u64, content: &[u8]) -> bool {
-        let id = LineId {
-            dev: self.pos.dev,
-            ino: self.pos.ino,
-            generation: self.pos.generation,
-            line: line_no,
-        };
-        let items = match line::parse(id, content, &self.args.handler, self.args.include_demo) {
-            Ok(None) => return false,
-            Ok(Some(items)) => items,
-            Err(why) => {
-                log(&format!("line {line_no}: skipped: {why}"));
-                self.record(Record {
-                    line: line_no,
-                    index: None,
-                    action_type: None,
-                    filepath: None,
-                    action_id: None,
-                    status: "invalid",
-                    details: why,
-                });
-                return false;
-            }
-        };
-        let mut submitted = false;
-        for (index, item) in items.into_iter().enumerate() {
-            match item {
-                Item::Submit {
-                    action_type,
-                    filepath,
-                    body,
-                } => {
-                    submitted = true;
-                    self.submit(line_no, index, &action_type, filepath.as_deref(), &body)
-                        .await;
-                }
-                Item::Skip {
-                    action_type,
-                    filepath,
-                    why,
-                } => self.record(Record {
-                    line: line_no,
-                    index: Some(index),
-                    action_type: action_type.as_deref(),
-                    filepath: filepath.as_deref(),
-                    action_id: None,
-                    status: "skipped",
-                    details: why,
-                }),
-                Item::Invalid {
-                    action_type,
-                    filepath,
-                    why,
-                } => {
-                    log(&format!("line {line_no} action {index}: skipped: {why}"));
-                    self.record(Record {
-                        line: line_no,
-                        index: Some(index),
-                        action_type: action_type.as_deref(),
-                        filepath: filepath.as_deref(),
-                        action_id: None,
-                        status: "invalid",
-                        details: why,
-                    });
-                }
-            }
-        }
-        submitted
-    }
-
-    /// Submits one action until the daemon answers for it, and records the
-    /// answer. Transient failures (unreachable, 5xx, 401/403 while keys are
-    /// sorted out) are retried for ever: an action is never skipped for them.
-    async fn submit(
-        &mut self,
-        line_no: u64,
-        index: usize,
-        action_type: &str,
-        filepath: Option<&str>,
-        body: &Value,
-    ) {
-        let mut backoff = Duration::from_millis(250);
-        let wait = Duration::from_secs(self.args.wait);
-        let answer = loop {
-            match self.api.create_action(body, wait).await {
-                Ok(ok) => break Ok(ok),
-                Err(e) if e.is_transient() || is_auth(&e) => {
-                    log(&format!(
-                        "line {line_no} action {index}: {e}; retrying in {:.1}s",
-                        backoff.as_secs_f64()
-                    ));
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(10));
-                }
-                Err(e) => break Err(e),
-            }
-        };
-        match answer {
-            Ok((action, created)) => {
-                let status = action.get("status").and_then(Value::as_str).unwrap_or("");
-                let id = action.get("id").and_then(Value::as_str);
-                let mut details = action
-                    .get("decision_note")
-                    .and_then(Value::as_str)
-                    .or_else(|| action.pointer("/decision/reason").and_then(Value::as_str))
-                    .unwrap_or("")
-                    .to_owned();
-                if !created {
-                    details.push_str(" (submitted before; the same action)");
-                }
-                log(&format!(
-                    "line {line_no} action {index}: {action_type} {} -> {status} ({})",
-                    filepath.unwrap_or(""),
-                    id.unwrap_or("")
-                ));
-                self.record(Record {
-                    line: line_no,
-                    index: Some(index),
-                    action_type: Some(action_type),
-                    filepath,
-                    action_id: id,
-                    status,
-                    details,
-                });
-            }
-            Err(e) => {
-                log(&format!("line {line_no} action {index}: rejected: {e}"));
-                self.record(Record {
-                    line: line_no,
-                    index: Some(index),
-                    action_type: Some(action_type),
-                    filepath,
-                    action_id: None,
-                    status: "rejected",
-                    details: e.to_string(),
-                });
-            }
-        }
-    }
-
-    fn record(&mut self, r: Record<'_>) {
-        let timestamp = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let rec = json!({
-            "timestamp": timestamp,
-            "line": r.line,
-            "index": r.index,
-            "action_type": r.action_type,
-            "filepath": r.filepath,
-            "action_id": r.action_id,
-            "status": r.status,
-            "details": r.details,
-        });
-        let mut bytes = rec.to_string().into_bytes();
-        bytes.push(b'\n');
-        // One write per record, so records never interleave.
-        if let Err(e) = self.status.write_all(&bytes) {
-            log(&format!("cannot write the status file: {e}"));
-        }
-    }
-}
-
-fn is_auth(e: &ClientError) -> bool {
-    matches!(e, ClientError::Api(p) if p.status == 401 || p.status == 403)
 }
 
 fn parent(path: &Path) -> &Path {
