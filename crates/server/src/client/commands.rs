@@ -172,7 +172,10 @@ pub async fn approve(args: ApproveArgs) -> Exit {
         if !args.common.json
             && let Some(expires) = &args.remember
         {
-            println!("remembered: granted until {}", one_line(expires));
+            println!(
+                "remembered: granted for {} (see actiongate grants)",
+                one_line(expires)
+            );
         }
         Ok(exit)
     })

@@ -107,7 +107,9 @@ pub fn relative_to(text: Option<&str>, now: DateTime<Utc>) -> String {
         return "-".to_owned();
     };
     let d = (t - now).num_seconds();
-    if d >= 0 {
+    if d == 0 {
+        "now".to_owned()
+    } else if d > 0 {
         format!("in {}", span(d))
     } else {
         format!("{} ago", span(d))
@@ -150,7 +152,8 @@ pub fn decided_by(action: &Value) -> String {
     }
 }
 
-/// `status: tool:x:detail` plus the reason the decision gives, on one line.
+/// `id status: tool:x:detail — why` on one line: the human's note, the
+/// policy's reason, or who decided.
 pub fn action_line(action: &Value) -> String {
     let mut line = format!(
         "{} {}: {}",
@@ -158,10 +161,15 @@ pub fn action_line(action: &Value) -> String {
         s(action, "status"),
         clip(s(action, "action_string"), 200)
     );
+    let by = action.get("decided_by").and_then(Value::as_str);
     if let Some(note) = action.get("decision_note").and_then(Value::as_str) {
         line.push_str(&format!(" — {}", clip(note, 300)));
-    } else if let Some(reason) = action.pointer("/decision/reason").and_then(Value::as_str) {
-        line.push_str(&format!(" — {}", clip(reason, 300)));
+    } else if by.is_none() || by == Some("policy") {
+        if let Some(reason) = action.pointer("/decision/reason").and_then(Value::as_str) {
+            line.push_str(&format!(" — {}", clip(reason, 300)));
+        }
+    } else {
+        line.push_str(&format!(" — by {}", decided_by(action)));
     }
     line
 }
@@ -261,6 +269,26 @@ mod tests {
         assert_eq!(relative_to(Some("2026-01-01T11:59:15Z"), now), "45s ago");
         assert_eq!(relative_to(Some("2025-12-30T12:00:00Z"), now), "2d ago");
         assert_eq!(relative_to(None, now), "-");
+        assert_eq!(relative_to(Some("2026-01-01T12:00:00.300Z"), now), "now");
+    }
+
+    #[test]
+    fn action_lines_say_why() {
+        let a = json!({"id": "a1", "status": "approved", "action_string": "tool:bash:ls",
+            "decided_by": "key:k1", "decision": {"reason": "ask pattern matched"}});
+        assert_eq!(
+            action_line(&a),
+            "a1 approved: tool:bash:ls — by operator (key:k1)"
+        );
+        let a = json!({"id": "a1", "status": "pending", "action_string": "tool:bash:ls",
+            "decision": {"reason": "ask pattern matched"}});
+        assert_eq!(
+            action_line(&a),
+            "a1 pending: tool:bash:ls — ask pattern matched"
+        );
+        let a = json!({"id": "a1", "status": "denied", "action_string": "tool:bash:ls",
+            "decided_by": "key:k1", "decision_note": "no"});
+        assert_eq!(action_line(&a), "a1 denied: tool:bash:ls — no");
     }
 
     #[test]
