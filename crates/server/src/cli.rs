@@ -40,6 +40,9 @@ pub enum Command {
     /// Export or verify the tamper-evident audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Commands that talk to a running daemon (see [`crate::client`]).
+    #[command(flatten)]
+    Client(crate::client::ClientCommand),
 }
 
 /// `audit` subcommands.
@@ -135,6 +138,10 @@ pub fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(1);
         }
     };
+    let cli = match cli.command {
+        Command::Client(cmd) => return runtime.block_on(crate::client::run(cmd)),
+        command => Cli { command, ..cli },
+    };
     match runtime.block_on(run(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -191,6 +198,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             store.close().await;
             result
         }
+        Command::Client(_) => anyhow::bail!("client commands run through crate::client::run"),
     }
 }
 

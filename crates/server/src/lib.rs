@@ -9,11 +9,14 @@
 //! log, [`notifier`] sends notification webhooks signed by [`webhook`],
 //! [`audit`] exports the hash-chained log, [`retention`] prunes it, and
 //! [`stall`] disconnects clients that stop reading.
+//! [`cli`] holds the `actiongate` commands; [`client`] the ones that talk to
+//! a running daemon (operator CLI, Claude Code hook, outbox follower).
 
 pub mod app;
 pub mod audit;
 pub mod auth;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod config_events;
 pub mod decide;

@@ -119,6 +119,15 @@ impl Publisher {
 }
 
 impl Store {
+    /// The highest committed event `seq` (possibly not yet published).
+    pub async fn newest_seq(&self) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM events")
+                .fetch_one(&self.read)
+                .await?,
+        )
+    }
+
     /// Up to `limit` events after `seq`, oldest first; only `agent`'s when given.
     pub async fn events_after(
         &self,

@@ -130,9 +130,11 @@ pub async fn stream_events(
         },
         Some(id) => {
             let anchor = state.store().audit_anchor().await?;
+            // A replay reads committed rows that may not be published yet,
+            // so a client can hold an id above `newest`: ask the database.
             let reason = if id < anchor.seq {
                 Some("pruned")
-            } else if id > newest {
+            } else if id > newest && id > state.store().newest_seq().await? {
                 Some("unknown")
             } else {
                 None

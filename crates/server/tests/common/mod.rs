@@ -52,7 +52,8 @@ impl TestApp {
             .unwrap();
         let key_path = dir.path().join("admin.key");
         let mut admin = String::new();
-        for _ in 0..200 {
+        // Generous: a loaded CI machine can take seconds to start a daemon.
+        for _ in 0..1200 {
             if let Ok(k) = std::fs::read_to_string(&key_path)
                 && !k.trim().is_empty()
                 && client.get(format!("{base}/healthz")).send().await.is_ok()

@@ -1,0 +1,409 @@
+//! The request/response client commands: the operator's `pending`, `show`,
+//! `approve`, `deny`, `reply`, `grant`, `grants`, `revoke`, and the agent's
+//! `request` and `check`.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::args::{
+    ApproveArgs, CheckArgs, DenyArgs, GrantArgs, GrantsArgs, PendingArgs, ReplyArgs, RequestArgs,
+    RevokeArgs, ShowArgs,
+};
+use super::http::{Api, ClientError, exit_for_status, path_segment, query_value, report};
+use super::output::{self, clip, one_line, or_dash, relative, s, table};
+use super::{Common, Exit};
+
+/// Builds the client, or reports why not.
+fn api(common: &Common) -> Result<Api, ClientError> {
+    let api = Api::new(&common.conn)?;
+    api.require_key()?;
+    Ok(api)
+}
+
+/// Runs `f` and turns its error into a one-line message and exit code.
+async fn guarded<F>(f: F) -> Exit
+where
+    F: std::future::Future<Output = Result<Exit, ClientError>>,
+{
+    match f.await {
+        Ok(exit) => exit,
+        Err(e) => report(&e),
+    }
+}
+
+fn print_json(v: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+    );
+}
+
+fn scope_map(pairs: Vec<(String, Value)>) -> Result<Map<String, Value>, ClientError> {
+    let mut map = Map::new();
+    for (k, v) in pairs {
+        if map.insert(k.clone(), v).is_some() {
+            return Err(ClientError::Usage(format!("--scope {k} given twice")));
+        }
+    }
+    Ok(map)
+}
+
+/// `pending`: the queue, oldest first.
+pub async fn pending(args: PendingArgs) -> Exit {
+    guarded(async {
+        let api = api(&args.common)?;
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut path = "/v1/actions?status=pending&limit=200".to_owned();
+            if let Some(a) = &args.agent {
+                path.push_str(&format!("&agent={}", query_value(a)));
+            }
+            if let Some(c) = &cursor {
+                path.push_str(&format!("&cursor={}", query_value(c)));
+            }
+            let page = api.get(&path).await?;
+            if let Some(Value::Array(batch)) = page.get("items") {
+                items.extend(batch.iter().cloned());
+            }
+            cursor = page
+                .get("next_cursor")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            if cursor.is_none() {
+                break;
+            }
+        }
+        // The API lists newest first; a queue reads oldest first.
+        items.reverse();
+        if args.common.json {
+            print_json(&Value::Array(items));
+            return Ok(Exit::Ok);
+        }
+        if items.is_empty() {
+            println!("no pending actions");
+            return Ok(Exit::Ok);
+        }
+        let rows: Vec<Vec<String>> = items
+            .iter()
+            .map(|a| {
+                vec![
+                    s(a, "id").to_owned(),
+                    relative(a, "created_at"),
+                    clip(s(a, "agent"), 20),
+                    clip(s(a, "action_string"), 60),
+                    relative(a, "deadline"),
+                    clip(s(a, "reason"), 50),
+                ]
+            })
+            .collect();
+        print!(
+            "{}",
+            table(
+                &["ID", "ASKED", "AGENT", "ACTION", "EXPIRES", "REASON"],
+                &rows
+            )
+        );
+        Ok(Exit::Ok)
+    })
+    .await
+}
+
+/// `show ID`.
+pub async fn show(args: ShowArgs) -> Exit {
+    guarded(async {
+        let api = api(&args.common)?;
+        let action = api
+            .get(&format!("/v1/actions/{}", path_segment(&args.id)))
+            .await?;
+        if args.common.json {
+            print_json(&action);
+        } else {
+            print!("{}", output::action_details(&action));
+        }
+        Ok(Exit::Ok)
+    })
+    .await
+}
+
+/// Prints a decided action and returns success.
+fn decided(common: &Common, action: &Value) -> Exit {
+    if common.json {
+        print_json(action);
+    } else {
+        println!("{}", output::action_line(action));
+    }
+    Exit::Ok
+}
+
+/// `approve ID [--remember EXPIRY [--scope k=v]… | --pattern P]`.
+pub async fn approve(args: ApproveArgs) -> Exit {
+    guarded(async {
+        let api = api(&args.common)?;
+        let mut body = Map::new();
+        if let Some(note) = &args.note {
+            body.insert("note".into(), json!(note));
+        }
+        if let Some(expires) = &args.remember {
+            let mut remember = Map::new();
+            remember.insert("expires".into(), json!(expires));
+            if !args.scope.is_empty() {
+                remember.insert(
+                    "scope".into(),
+                    Value::Object(scope_map(args.scope.clone())?),
+                );
+            }
+            if let Some(p) = &args.pattern {
+                remember.insert("pattern".into(), json!(p));
+            }
+            if let Some(a) = &args.agent {
+                remember.insert("agent".into(), json!(a));
+            }
+            body.insert("remember".into(), Value::Object(remember));
+        }
+        let action = api
+            .post(
+                &format!("/v1/actions/{}/approve", path_segment(&args.id)),
+                &Value::Object(body),
+            )
+            .await?;
+        let exit = decided(&args.common, &action);
+        if !args.common.json
+            && let Some(expires) = &args.remember
+        {
+            println!(
+                "remembered: granted for {} (see actiongate grants)",
+                one_line(expires)
+            );
+        }
+        Ok(exit)
+    })
+    .await
+}
+
+/// `deny ID [--reason R]`.
+pub async fn deny(args: DenyArgs) -> Exit {
+    guarded(async {
+        let api = api(&args.common)?;
+        let body = match &args.reason {
+            Some(r) => json!({"reason": r}),
+            None => json!({}),
+        };
+        let action = api
+            .post(
+                &format!("/v1/actions/{}/deny", path_segment(&args.id)),
+                &body,
+            )
+            .await?;
+        Ok(decided(&args.common, &action))
+    })
+    .await
+}
+
+/// `reply ID TEXT`.
+pub async fn reply(args: ReplyArgs) -> Exit {
+    guarded(async {
+        let api = api(&args.common)?;
+        let action = api
+            .post(
+                &format!("/v1/actions/{}/reply", path_segment(&args.id)),
+                &json!({"text": args.text}),
+            )
+            .await?;
+        Ok(decided(&args.common, &action))
+    })
+    .await
+}
+
+/// `grant …`.
+pub async fn grant(args: GrantArgs) -> Exit {
+    guarded(async {
+        let api = api(&args.common)?;
+        let mut body = Map::new();
+        body.insert("expires".into(), json!(args.expires));
+        for (k, v) in [
+            ("handler", &args.handler),
+            ("permission", &args.permission),
+            ("tool", &args.tool),
+            ("pattern", &args.pattern),
+            ("agent", &args.agent),
+            ("note", &args.note),
+        ] {
+            if let Some(v) = v {
+                body.insert(k.into(), json!(v));
+            }
+        }
+        if args.handler.is_some() {
+            body.insert(
+                "scope".into(),
+                Value::Object(scope_map(args.scope.clone())?),
+            );
+        }
+        let g = api.post("/v1/grants", &Value::Object(body)).await?;
+        if args.common.json {
+            print_json(&g);
+            return Ok(Exit::Ok);
+        }
+        let approved = g
+            .get("approved_actions")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        println!(
+            "granted {}: {} for {}, {}; approved {approved} pending action{}",
+            s(&g, "id"),
+            output::grant_target(&g),
+            g.get("agent")
+                .and_then(Value::as_str)
+                .map_or("any agent".to_owned(), one_line),
+            match g.get("expires_at").and_then(Value::as_str) {
+                Some(_) => format!("until {}", output::when(&g, "expires_at")),
+                None => "indefinitely".to_owned(),
+            },
+            if approved == 1 { "" } else { "s" }
+        );
+        Ok(Exit::Ok)
+    })
+    .await
+}
+
+/// `grants [--all]`.
+pub async fn grants(args: GrantsArgs) -> Exit {
+    guarded(async {
+        let api = api(&args.common)?;
+        let mut path = "/v1/grants".to_owned();
+        let mut q = Vec::new();
+        if !args.all {
+            q.push("active=true".to_owned());
+        }
+        if let Some(a) = &args.agent {
+            q.push(format!("agent={}", query_value(a)));
+        }
+        if !q.is_empty() {
+            path.push('?');
+            path.push_str(&q.join("&"));
+        }
+        let list = api.get(&path).await?;
+        if args.common.json {
+            print_json(&list);
+            return Ok(Exit::Ok);
+        }
+        let items = list.as_array().cloned().unwrap_or_default();
+        if items.is_empty() {
+            println!("no {}grants", if args.all { "" } else { "active " });
+            return Ok(Exit::Ok);
+        }
+        let rows: Vec<Vec<String>> = items
+            .iter()
+            .map(|g| {
+                let state = if g.get("revoked_at").is_some_and(|r| !r.is_null()) {
+                    "revoked"
+                } else if g.get("active").and_then(Value::as_bool) == Some(true) {
+                    "active"
+                } else {
+                    "expired"
+                };
+                vec![
+                    s(g, "id").to_owned(),
+                    g.get("agent")
+                        .and_then(Value::as_str)
+                        .map_or("*".to_owned(), |a| clip(a, 20)),
+                    clip(&output::grant_target(g), 70),
+                    match g.get("expires_at").and_then(Value::as_str) {
+                        Some(_) => relative(g, "expires_at"),
+                        None => "never".to_owned(),
+                    },
+                    state.to_owned(),
+                    or_dash(g, "granted_by"),
+                ]
+            })
+            .collect();
+        print!(
+            "{}",
+            table(&["ID", "AGENT", "GRANT", "EXPIRES", "STATE", "BY"], &rows)
+        );
+        Ok(Exit::Ok)
+    })
+    .await
+}
+
+/// `revoke ID`.
+pub async fn revoke(args: RevokeArgs) -> Exit {
+    guarded(async {
+        let api = api(&args.common)?;
+        let g = api
+            .delete(&format!("/v1/grants/{}", path_segment(&args.id)))
+            .await?;
+        if args.common.json {
+            print_json(&g);
+        } else {
+            println!("revoked {}: {}", s(&g, "id"), output::grant_target(&g));
+        }
+        Ok(Exit::Ok)
+    })
+    .await
+}
+
+/// `request --tool T --detail D [--wait S]`: the exit code says how it stands.
+pub async fn request(args: RequestArgs) -> Exit {
+    guarded(async {
+        let api = api(&args.common)?;
+        let mut body = Map::new();
+        body.insert("tool".into(), json!(args.tool));
+        body.insert("detail".into(), json!(args.detail));
+        for (k, v) in [
+            ("reason", &args.reason),
+            ("timeout", &args.timeout),
+            ("idempotency_key", &args.idempotency_key),
+        ] {
+            if let Some(v) = v {
+                body.insert(k.into(), json!(v));
+            }
+        }
+        let (action, _) = api
+            .create_action(&Value::Object(body), Duration::from_secs(args.wait))
+            .await?;
+        if args.common.json {
+            print_json(&action);
+        } else {
+            println!("{}", output::action_line(&action));
+        }
+        Ok(exit_for_status(s(&action, "status")))
+    })
+    .await
+}
+
+/// `check --tool T --detail D`: 0 allow, 4 ask, 1 deny.
+pub async fn check(args: CheckArgs) -> Exit {
+    guarded(async {
+        let api = api(&args.common)?;
+        let answer = api
+            .post(
+                "/v1/check",
+                &json!({"tool": args.tool, "detail": args.detail}),
+            )
+            .await?;
+        let result = s(&answer, "result");
+        if args.common.json {
+            print_json(&answer);
+        } else {
+            println!(
+                "{result}: {} — {}",
+                clip(s(&answer, "action_string"), 200),
+                clip(s(&answer, "reason"), 300)
+            );
+        }
+        Ok(match result {
+            "allow" => Exit::Ok,
+            "ask" => Exit::Pending,
+            "deny" => Exit::Denied,
+            other => {
+                return Err(ClientError::BadResponse(format!(
+                    "the daemon answered an unknown decision '{}'",
+                    one_line(other)
+                )));
+            }
+        })
+    })
+    .await
+}

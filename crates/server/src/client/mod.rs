@@ -1,0 +1,158 @@
+//! The `actiongate` commands that talk to a running daemon over its HTTP API:
+//! the operator's queue commands (`pending`, `show`, `approve`, `deny`,
+//! `reply`, `grant`, `grants`, `revoke`, `tail`), the agent's `request` and
+//! `check`, the Claude Code hook and the JSONL outbox follower.
+//!
+//! Layout: [`http`] wraps reqwest and turns problem+json answers into
+//! [`http::ClientError`]; [`output`] renders tables and one-line summaries;
+//! [`commands`] holds the request/response commands (their flags are in
+//! [`args`]); [`tail`] follows the
+//! SSE stream; [`hook`] answers Claude Code's PreToolUse hook; [`outbox`]
+//! follows a JSONL outbox exactly once. Every command ends with an [`Exit`]
+//! code that scripts can branch on (documented in the README).
+
+pub mod args;
+pub mod commands;
+pub mod hook;
+pub mod http;
+pub mod outbox;
+pub mod output;
+pub mod tail;
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+use http::Conn;
+
+/// Exit codes of the client commands (clap's usage errors exit 2 too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Exit {
+    /// Done: approved, completed, allowed, or the operator command succeeded.
+    Ok = 0,
+    /// Denied (by policy or a human), or the action failed.
+    Denied = 1,
+    /// Usage error or bad input (clap's default code for usage errors).
+    Usage = 2,
+    /// Expired (nobody decided before the deadline) or cancelled.
+    Expired = 3,
+    /// Still pending when the wait ran out; for `check`, the answer is ask.
+    Pending = 4,
+    /// The daemon answered with an error (problem+json), or an unreadable answer.
+    Api = 5,
+    /// The daemon could not be reached (or did not answer in time).
+    Unreachable = 6,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> ExitCode {
+        ExitCode::from(e as u8)
+    }
+}
+
+/// Flags shared by the commands that print results.
+#[derive(Debug, Clone, Args)]
+pub struct Common {
+    /// Where the daemon is and which key to use.
+    #[command(flatten)]
+    pub conn: Conn,
+    /// Print JSON (the API's objects) instead of human-readable text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses `--scope k=v`: the value is JSON if it parses (numbers, bools,
+/// quoted strings), else the text itself.
+pub fn parse_scope(s: &str) -> Result<(String, Value), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected KEY=VALUE, got '{s}'"))?;
+    let k = k.trim();
+    if k.is_empty() {
+        return Err(format!("empty scope key in '{s}'"));
+    }
+    let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_owned()));
+    Ok((k.to_owned(), value))
+}
+
+/// The client commands, flattened into the top-level `actiongate` command.
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// List actions waiting for a human (operator key).
+    Pending(args::PendingArgs),
+    /// Show one action.
+    Show(args::ShowArgs),
+    /// Approve a pending action, optionally remembering it as a grant (operator key).
+    Approve(args::ApproveArgs),
+    /// Deny a pending action (operator key).
+    Deny(args::DenyArgs),
+    /// Decide a pending action by free text: yes/approve/ok/continue or no/reject/stop/cancel.
+    Reply(args::ReplyArgs),
+    /// Grant a scoped, expiring permission (operator key).
+    Grant(args::GrantArgs),
+    /// List grants (operator key).
+    Grants(args::GrantsArgs),
+    /// Revoke a grant (operator key).
+    Revoke(args::RevokeArgs),
+    /// Follow the event stream, one line per event; reconnects and resumes.
+    Tail(tail::TailArgs),
+    /// Request a decision-only action and optionally wait for the decision (agent key).
+    Request(args::RequestArgs),
+    /// Ask what the policy would decide, storing nothing (agent key).
+    Check(args::CheckArgs),
+    /// Hooks for agent runtimes.
+    #[command(subcommand)]
+    Hook(hook::HookCommand),
+    /// Submit a JSONL outbox's actions to the daemon.
+    #[command(subcommand)]
+    Outbox(outbox::OutboxCommand),
+}
+
+/// Runs a client command; the process exit code.
+pub async fn run(cmd: ClientCommand) -> ExitCode {
+    crate::webhook::install_tls_provider();
+    let exit = match cmd {
+        ClientCommand::Pending(a) => commands::pending(a).await,
+        ClientCommand::Show(a) => commands::show(a).await,
+        ClientCommand::Approve(a) => commands::approve(a).await,
+        ClientCommand::Deny(a) => commands::deny(a).await,
+        ClientCommand::Reply(a) => commands::reply(a).await,
+        ClientCommand::Grant(a) => commands::grant(a).await,
+        ClientCommand::Grants(a) => commands::grants(a).await,
+        ClientCommand::Revoke(a) => commands::revoke(a).await,
+        ClientCommand::Tail(a) => tail::tail(a).await,
+        ClientCommand::Request(a) => commands::request(a).await,
+        ClientCommand::Check(a) => commands::check(a).await,
+        ClientCommand::Hook(hook::HookCommand::ClaudeCode(a)) => hook::claude_code(a).await,
+        ClientCommand::Outbox(outbox::OutboxCommand::Follow(a)) => outbox::follow(a).await,
+    };
+    exit.into()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn scope_values_are_json_when_they_parse() {
+        assert_eq!(parse_scope("n=3").unwrap(), ("n".into(), json!(3)));
+        assert_eq!(parse_scope("b=true").unwrap(), ("b".into(), json!(true)));
+        assert_eq!(
+            parse_scope("to=*@example.com").unwrap(),
+            ("to".into(), json!("*@example.com"))
+        );
+        assert_eq!(parse_scope("s=\"42\"").unwrap(), ("s".into(), json!("42")));
+        assert_eq!(parse_scope("e=").unwrap(), ("e".into(), json!("")));
+        assert_eq!(parse_scope("p=a=b").unwrap(), ("p".into(), json!("a=b")));
+    }
+
+    #[test]
+    fn scope_needs_a_key_and_an_equals_sign() {
+        assert!(parse_scope("novalue").is_err());
+        assert!(parse_scope("=x").is_err());
+    }
+}

@@ -1,0 +1,307 @@
+//! How the client commands print: aligned tables, one-line summaries of
+//! actions, grants and events, relative times, and escaping of text that
+//! came from agents (no control characters reach the terminal).
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+/// Text on one line with control characters escaped (`\n`, `\u{1b}`), so an
+/// agent-supplied detail cannot forge lines or move the cursor.
+pub fn one_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `one_line`, cut to at most `max` characters with an ellipsis.
+pub fn clip(s: &str, max: usize) -> String {
+    let s = one_line(s);
+    if s.chars().count() <= max {
+        return s;
+    }
+    let mut cut: String = s.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// Columns aligned to their widest cell; the last column is not padded.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<String> = headers.iter().map(|h| (*h).to_owned()).collect();
+    for row in std::iter::once(&header).chain(rows.iter()) {
+        let last = row.len().saturating_sub(1);
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            line.push_str(cell);
+            if i < last {
+                let width = widths.get(i).copied().unwrap_or(0);
+                let pad = width.saturating_sub(cell.chars().count());
+                line.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A string field, or "".
+pub fn s<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// A string field, or `-`.
+pub fn or_dash(v: &Value, key: &str) -> String {
+    match v.get(key) {
+        Some(Value::String(t)) if !t.is_empty() => one_line(t),
+        Some(Value::Null) | None => "-".to_owned(),
+        Some(Value::String(_)) => "-".to_owned(),
+        Some(other) => one_line(&other.to_string()),
+    }
+}
+
+fn parse_time(text: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// A duration in the largest sensible unit: `45s`, `12m`, `3h`, `2d`.
+pub fn span(secs: i64) -> String {
+    let secs = secs.abs();
+    if secs < 60 {
+        format!("{secs}s")
+    } else if secs < 3600 {
+        format!("{}m", secs / 60)
+    } else if secs < 86_400 {
+        format!("{}h", secs / 3600)
+    } else {
+        format!("{}d", secs / 86_400)
+    }
+}
+
+/// `3m ago` / `in 12m` relative to now, or `-`.
+pub fn relative(v: &Value, key: &str) -> String {
+    relative_to(v.get(key).and_then(Value::as_str), Utc::now())
+}
+
+/// [`relative`] against a given now.
+pub fn relative_to(text: Option<&str>, now: DateTime<Utc>) -> String {
+    let Some(t) = text.and_then(parse_time) else {
+        return "-".to_owned();
+    };
+    let d = (t - now).num_seconds();
+    if d == 0 {
+        "now".to_owned()
+    } else if d > 0 {
+        format!("in {}", span(d))
+    } else {
+        format!("{} ago", span(d))
+    }
+}
+
+/// A time field with its relative form: `2026-11-22T10:00:00Z (in 12m)`.
+pub fn when(v: &Value, key: &str) -> String {
+    match v.get(key).and_then(Value::as_str) {
+        Some(t) => format!("{} ({})", one_line(t), relative(v, key)),
+        None => "-".to_owned(),
+    }
+}
+
+/// What a grant covers: `fs/fs.write {"path":"/tmp/*"}` or `tool:bash:git pull.*`.
+pub fn grant_target(g: &Value) -> String {
+    if let Some(tool) = g.get("tool").and_then(Value::as_str) {
+        return one_line(&format!("tool:{tool}:{}", s(g, "pattern")));
+    }
+    let scope = match g.get("scope") {
+        Some(Value::Object(m)) if !m.is_empty() => format!(" {}", Value::Object(m.clone())),
+        _ => String::new(),
+    };
+    one_line(&format!(
+        "{}/{}{scope}",
+        s(g, "handler"),
+        s(g, "permission")
+    ))
+}
+
+/// Who decided an action, in words.
+pub fn decided_by(action: &Value) -> String {
+    match action.get("decided_by").and_then(Value::as_str) {
+        Some("policy") => "the policy".to_owned(),
+        Some("deadline") => "the deadline".to_owned(),
+        Some(by) if by.starts_with("grant:") => format!("grant {}", &by[6..]),
+        Some(by) if by.starts_with("key:") => format!("operator ({by})"),
+        Some(by) => one_line(by),
+        None => "-".to_owned(),
+    }
+}
+
+/// `id status: tool:x:detail — why` on one line: the human's note, the
+/// policy's reason, or who decided.
+pub fn action_line(action: &Value) -> String {
+    let mut line = format!(
+        "{} {}: {}",
+        s(action, "id"),
+        s(action, "status"),
+        clip(s(action, "action_string"), 200)
+    );
+    let by = action.get("decided_by").and_then(Value::as_str);
+    if let Some(note) = action.get("decision_note").and_then(Value::as_str) {
+        line.push_str(&format!(" — {}", clip(note, 300)));
+    } else if by.is_none() || by == Some("policy") {
+        if let Some(reason) = action.pointer("/decision/reason").and_then(Value::as_str) {
+            line.push_str(&format!(" — {}", clip(reason, 300)));
+        }
+    } else {
+        line.push_str(&format!(" — by {}", decided_by(action)));
+    }
+    line
+}
+
+/// An action as `key: value` lines.
+pub fn action_details(a: &Value) -> String {
+    let mut rows: Vec<(&str, String)> = vec![
+        ("id", or_dash(a, "id")),
+        ("agent", or_dash(a, "agent")),
+        ("action", or_dash(a, "action_string")),
+        ("status", or_dash(a, "status")),
+        (
+            "decision",
+            format!(
+                "{} — {}",
+                a.pointer("/decision/result")
+                    .and_then(Value::as_str)
+                    .unwrap_or("-"),
+                one_line(
+                    a.pointer("/decision/reason")
+                        .and_then(Value::as_str)
+                        .unwrap_or("-")
+                )
+            ),
+        ),
+        ("reason", or_dash(a, "reason")),
+        ("created", when(a, "created_at")),
+    ];
+    if a.get("deadline").is_some_and(|d| !d.is_null()) && s(a, "status") == "pending" {
+        rows.push(("deadline", when(a, "deadline")));
+    }
+    if a.get("decided_at").is_some_and(|d| !d.is_null()) {
+        rows.push((
+            "decided",
+            format!("{} by {}", when(a, "decided_at"), decided_by(a)),
+        ));
+    }
+    if a.get("decision_note").is_some() {
+        rows.push(("note", or_dash(a, "decision_note")));
+    }
+    if a.get("handler").is_some_and(|h| !h.is_null()) {
+        rows.push((
+            "handler",
+            format!("{} / {}", or_dash(a, "handler"), or_dash(a, "action")),
+        ));
+        rows.push(("permission", or_dash(a, "permission")));
+        if let Some(scope) = a.get("scope") {
+            rows.push(("scope", one_line(&scope.to_string())));
+        }
+        if let Some(params) = a.get("params") {
+            rows.push(("params", clip(&params.to_string(), 2000)));
+        }
+        if let Some(title) = a.pointer("/display/title").and_then(Value::as_str) {
+            rows.push(("title", one_line(title)));
+        }
+    }
+    if let Some(outcome) = a.get("outcome") {
+        rows.push(("outcome", clip(&outcome.to_string(), 2000)));
+    }
+    let mut out = String::new();
+    for (k, v) in rows {
+        out.push_str(&format!("{:<11}{v}\n", format!("{k}:")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn agent_text_cannot_forge_lines_or_escape_sequences() {
+        assert_eq!(one_line("ls\nrm -rf /"), "ls\\nrm -rf /");
+        assert_eq!(one_line("\u{1b}[2J"), "\\u{1b}[2J");
+        assert_eq!(clip("abcdef", 4), "abc…");
+        assert_eq!(clip("abc", 4), "abc");
+    }
+
+    #[test]
+    fn tables_align_columns() {
+        let t = table(
+            &["ID", "NAME"],
+            &[
+                vec!["1".into(), "one".into()],
+                vec!["22222".into(), "two".into()],
+            ],
+        );
+        assert_eq!(t, "ID     NAME\n1      one\n22222  two\n");
+    }
+
+    #[test]
+    fn relative_times_read_naturally() {
+        let now = parse_time("2026-01-01T12:00:00Z").unwrap();
+        assert_eq!(relative_to(Some("2026-01-01T12:12:00Z"), now), "in 12m");
+        assert_eq!(relative_to(Some("2026-01-01T11:59:15Z"), now), "45s ago");
+        assert_eq!(relative_to(Some("2025-12-30T12:00:00Z"), now), "2d ago");
+        assert_eq!(relative_to(None, now), "-");
+        assert_eq!(relative_to(Some("2026-01-01T12:00:00.300Z"), now), "now");
+    }
+
+    #[test]
+    fn action_lines_say_why() {
+        let a = json!({"id": "a1", "status": "approved", "action_string": "tool:bash:ls",
+            "decided_by": "key:k1", "decision": {"reason": "ask pattern matched"}});
+        assert_eq!(
+            action_line(&a),
+            "a1 approved: tool:bash:ls — by operator (key:k1)"
+        );
+        let a = json!({"id": "a1", "status": "pending", "action_string": "tool:bash:ls",
+            "decision": {"reason": "ask pattern matched"}});
+        assert_eq!(
+            action_line(&a),
+            "a1 pending: tool:bash:ls — ask pattern matched"
+        );
+        let a = json!({"id": "a1", "status": "denied", "action_string": "tool:bash:ls",
+            "decided_by": "key:k1", "decision_note": "no"});
+        assert_eq!(action_line(&a), "a1 denied: tool:bash:ls — no");
+    }
+
+    #[test]
+    fn grants_say_what_they_cover() {
+        assert_eq!(
+            grant_target(&json!({"tool": "bash", "pattern": "git pull.*"})),
+            "tool:bash:git pull.*"
+        );
+        assert_eq!(
+            grant_target(
+                &json!({"handler": "fs", "permission": "fs.write", "scope": {"path": "/tmp/*"}})
+            ),
+            "fs/fs.write {\"path\":\"/tmp/*\"}"
+        );
+    }
+}
