@@ -201,12 +201,24 @@ pub async fn run(ctx: Arc<Ctx>, action: &str, params: Value) -> Outcome {
     }
 }
 
+/// A JSON value as plain text (strings without their quotes).
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
 fn run_file(ctx: &Ctx, action: &str, params: &Value) -> Result<Outcome, ActionError> {
     Ok(match action {
         "create_file" => {
             let p: WriteParams = parse(params)?;
             let body = files::create(&ctx.root, &p.filepath, &p.content)?;
-            let details = format!("created {} ({} bytes)", body["path"], p.content.len());
+            let details = format!(
+                "created {} ({} bytes)",
+                text(&body["path"]),
+                p.content.len()
+            );
             Outcome::success(body, details)
         }
         "update_file" => {
@@ -214,9 +226,9 @@ fn run_file(ctx: &Ctx, action: &str, params: &Value) -> Result<Outcome, ActionEr
             let body = files::update(&ctx.root, &p.filepath, &p.content)?;
             let details = format!(
                 "updated {} ({} bytes), previous version in {}",
-                body["path"],
+                text(&body["path"]),
                 p.content.len(),
-                body["backup"]
+                text(&body["backup"])
             );
             Outcome::success(body, details)
         }
@@ -228,13 +240,17 @@ fn run_file(ctx: &Ctx, action: &str, params: &Value) -> Result<Outcome, ActionEr
                 &p.reason,
                 chrono::Utc::now(),
             )?;
-            let details = format!("appended to the auto-update log of {}", body["path"]);
+            let details = format!("appended to the auto-update log of {}", text(&body["path"]));
             Outcome::success(body, details)
         }
         "read_file" => {
             let p: ReadParams = parse(params)?;
             let body = files::read(&ctx.root, &p.filepath, ctx.read_cap)?;
-            let details = format!("read {} ({} bytes)", body["path"], body["bytes"]);
+            let details = format!(
+                "read {} ({} bytes)",
+                text(&body["path"]),
+                text(&body["bytes"])
+            );
             Outcome::success(body, details)
         }
         other => return Err(ActionError::UnknownAction(other.to_owned())),
