@@ -7,7 +7,9 @@
 //! and body; in async mode the final outcome, answered synchronously since it
 //! is known); one still running in this process gets 503 + `Retry-After`
 //! (202 in async mode); one an earlier process never finished gets a final
-//! 422 `interrupted` and is not re-run.
+//! 422 `interrupted` and is not re-run. An async action still running at
+//! shutdown is abandoned (only its shell is killed); its redelivery after the
+//! restart is answered `interrupted` the same way.
 
 use std::future::Future;
 use std::io;
@@ -213,6 +215,7 @@ async fn deliver(
     let env: Envelope = match serde_json::from_slice(&body) {
         Ok(env) => env,
         Err(e) => {
+            tracing::warn!(webhook_id = %webhook_id, error = %e, "refused a signed delivery that is not action.execute");
             return reply(
                 422,
                 json!({"error": format!("not an action.execute delivery: {e}"), "kind": "bad_delivery"}),
