@@ -1,20 +1,22 @@
-//! `actiongate-executor`: the reference executor. Its protocol lands with the
-//! executor issue; until then it only reports its version.
+//! `actiongate-executor`: parses the command line and runs it.
 
-fn version_line() -> String {
-    format!("actiongate-executor {}", env!("CARGO_PKG_VERSION"))
-}
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
 
-fn main() {
-    println!("{}", version_line());
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn version_line_names_the_binary_and_version() {
-        let line = super::version_line();
-        assert!(line.starts_with("actiongate-executor "));
-        assert!(line.ends_with(env!("CARGO_PKG_VERSION")));
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = actiongate_executor::cli::Cli::parse();
+    match actiongate_executor::cli::run(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("actiongate-executor: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }

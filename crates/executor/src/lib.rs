@@ -1,0 +1,21 @@
+//! The reference executor of actiongate: an HTTP server that runs seed 002's
+//! file and command actions for signed `action.execute` webhooks.
+//!
+//! Layout: [`server`] verifies ([`signing`]), deduplicates ([`dedupe`]),
+//! runs ([`actions`], with [`files`] and [`command`] on paths confined by
+//! [`paths`], written via [`atomic`]) and journals ([`journal`]) each
+//! delivery; [`callback`] posts async results; [`registration`] is what the
+//! executor registers with the daemon; [`cli`] wires them to flags.
+
+pub mod actions;
+pub mod atomic;
+pub mod callback;
+pub mod cli;
+pub mod command;
+pub mod dedupe;
+pub mod files;
+pub mod journal;
+pub mod paths;
+pub mod registration;
+pub mod server;
+pub mod signing;

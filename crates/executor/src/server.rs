@@ -1,0 +1,350 @@
+//! The executor's HTTP side: `POST` (any path) takes the daemon's signed
+//! `action.execute` deliveries; `GET /healthz` answers `ok`.
+//!
+//! A delivery is verified (401 and nothing runs if forged or stale), parsed,
+//! claimed in the delivery record, run, recorded, journaled and answered.
+//! A redelivery of a finished id gets the stored first outcome (same status
+//! and body; in async mode the final outcome, answered synchronously since it
+//! is known); one still running in this process gets 503 + `Retry-After`
+//! (202 in async mode); one an earlier process never finished gets a final
+//! 422 `interrupted` and is not re-run. An async action still running at
+//! shutdown is abandoned (only its shell is killed); its redelivery after the
+//! restart is answered `interrupted` the same way.
+
+use std::future::Future;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+use crate::actions::{self, Ctx, Outcome};
+use crate::callback::Callback;
+use crate::dedupe::{Claim, Dedupe, Stored};
+use crate::journal::{self, Entry, Journal};
+use crate::paths::Root;
+use crate::signing::Signer;
+
+/// Largest delivery accepted.
+const BODY_LIMIT: usize = 16 * 1024 * 1024;
+
+/// Everything the executor needs to serve.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Directory actions are confined to.
+    pub root: PathBuf,
+    /// Directory of the delivery record (and by default the journal).
+    pub state_dir: PathBuf,
+    /// Journal file (default `<state_dir>/agent_actions.jsonl`).
+    pub journal: Option<PathBuf>,
+    /// The handler's `whsec_` secret.
+    pub secret: String,
+    /// The handler id deliveries must name.
+    pub handler_id: String,
+    /// Commands are killed after this long.
+    pub command_timeout: Duration,
+    /// Cap of each of a command's stdout and stderr.
+    pub output_cap: usize,
+    /// Cap of what `read_file` returns.
+    pub read_cap: usize,
+    /// `Some(daemon base URL)`: answer 202 and post results there.
+    pub async_results: Option<String>,
+    /// Seconds a finished delivery is remembered (see [`crate::dedupe`]).
+    pub dedupe_retention_secs: i64,
+}
+
+/// Why the executor cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The root is missing or not a directory.
+    #[error("--root {0}: {1}")]
+    Root(PathBuf, io::Error),
+    /// The state dir (or the journal) lies inside the root.
+    #[error(
+        "{0} is inside --root; keep the executor's state outside it so agents cannot rewrite it"
+    )]
+    StateInsideRoot(PathBuf),
+    /// A state file cannot be opened.
+    #[error("{0}: {1}")]
+    State(PathBuf, io::Error),
+    /// The secret is not usable.
+    #[error(transparent)]
+    Secret(#[from] crate::signing::BadSecret),
+    /// The HTTP client for callbacks cannot be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+}
+
+/// A ready executor.
+#[derive(Clone)]
+pub struct Executor {
+    ctx: Arc<Ctx>,
+    signer: Signer,
+    dedupe: Arc<Dedupe>,
+    journal: Arc<Journal>,
+    handler_id: Arc<str>,
+    callback: Option<Callback>,
+}
+
+impl Executor {
+    /// Opens the root and the state files.
+    pub fn open(s: &Settings) -> Result<Executor, StartError> {
+        let root = Root::new(&s.root).map_err(|e| StartError::Root(s.root.clone(), e))?;
+        let journal_path = s
+            .journal
+            .clone()
+            .unwrap_or_else(|| s.state_dir.join("agent_actions.jsonl"));
+        for p in [&s.state_dir, &journal_path] {
+            if root.contains(p) {
+                return Err(StartError::StateInsideRoot(p.clone()));
+            }
+        }
+        let state = |p: &PathBuf| {
+            let p = p.clone();
+            move |e| StartError::State(p, e)
+        };
+        std::fs::create_dir_all(&s.state_dir).map_err(state(&s.state_dir))?;
+        let dedupe =
+            Dedupe::open(&s.state_dir, s.dedupe_retention_secs).map_err(state(&s.state_dir))?;
+        let journal = Journal::open(&journal_path).map_err(state(&journal_path))?;
+        let signer = Signer::new(&s.secret)?;
+        let callback = match &s.async_results {
+            Some(daemon) => Some(Callback::new(daemon, signer.clone())?),
+            None => None,
+        };
+        Ok(Executor {
+            ctx: Arc::new(Ctx {
+                root,
+                command_timeout: s.command_timeout,
+                output_cap: s.output_cap,
+                read_cap: s.read_cap,
+            }),
+            signer,
+            dedupe: Arc::new(dedupe),
+            journal: Arc::new(journal),
+            handler_id: Arc::from(s.handler_id.as_str()),
+            callback,
+        })
+    }
+
+    /// The router.
+    pub fn router(self) -> Router {
+        Router::new()
+            .route("/healthz", get(|| async { "ok" }))
+            .fallback(deliver)
+            .layer(DefaultBodyLimit::max(BODY_LIMIT))
+            .with_state(self)
+    }
+
+    /// Serves on `listener` until `shutdown` completes.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> io::Result<()> {
+        axum::serve(listener, self.router())
+            .with_graceful_shutdown(shutdown)
+            .await
+    }
+}
+
+/// The daemon's delivery body.
+#[derive(Debug, Deserialize)]
+struct Envelope {
+    #[serde(rename = "type")]
+    kind: String,
+    action_id: String,
+    handler: String,
+    action: String,
+    #[serde(default)]
+    params: Value,
+    #[serde(default)]
+    agent: Value,
+    #[serde(default = "one")]
+    attempt: u32,
+    #[serde(default)]
+    deadline: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn reply(code: u16, body: Value) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, axum::Json(body)).into_response()
+}
+
+fn retry_later(message: &str) -> Response {
+    let mut r = reply(503, json!({"error": message}));
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
+    r
+}
+
+async fn deliver(
+    State(ex): State<Executor>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if method != Method::POST {
+        return reply(405, json!({"error": "POST action.execute deliveries here"}));
+    }
+    if let Err(e) = ex.signer.verify(&body, &headers) {
+        tracing::warn!(error = %e, "refused a delivery with a bad signature or timestamp");
+        return reply(
+            401,
+            json!({"error": format!("signature check failed: {e}")}),
+        );
+    }
+    let webhook_id = headers
+        .get("webhook-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let env: Envelope = match serde_json::from_slice(&body) {
+        Ok(env) => env,
+        Err(e) => {
+            tracing::warn!(webhook_id = %webhook_id, error = %e, "refused a signed delivery that is not action.execute");
+            return reply(
+                422,
+                json!({"error": format!("not an action.execute delivery: {e}"), "kind": "bad_delivery"}),
+            );
+        }
+    };
+    let mismatch = if env.kind != "action.execute" {
+        Some(format!("unsupported delivery type '{}'", env.kind))
+    } else if env.action_id != webhook_id {
+        Some("webhook-id does not match action_id".to_owned())
+    } else if env.handler != *ex.handler_id {
+        Some(format!(
+            "this executor is handler '{}', not '{}'",
+            ex.handler_id, env.handler
+        ))
+    } else {
+        None
+    };
+    if let Some(msg) = mismatch {
+        let outcome = Outcome::failure(journal::Status::Error, "bad_delivery", msg, Value::Null);
+        ex.log(&env, &outcome);
+        return reply(outcome.code, outcome.body);
+    }
+
+    let claim = {
+        let (dedupe, id, action, attempt) = (
+            ex.dedupe.clone(),
+            env.action_id.clone(),
+            env.action.clone(),
+            env.attempt,
+        );
+        tokio::task::spawn_blocking(move || dedupe.claim(&id, &action, attempt)).await
+    };
+    let claim = match claim {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            tracing::error!(action_id = %env.action_id, error = %e, "cannot record a delivery");
+            return retry_later("cannot record the delivery; nothing was run");
+        }
+        Err(e) => {
+            tracing::error!(action_id = %env.action_id, error = %e, "delivery record task failed");
+            return retry_later("cannot record the delivery; nothing was run");
+        }
+    };
+    match claim {
+        Claim::Done(stored) => {
+            tracing::info!(action_id = %env.action_id, attempt = env.attempt, "redelivery: answering with the first outcome");
+            reply(stored.code, stored.body)
+        }
+        Claim::Running if ex.callback.is_some() => {
+            reply(202, json!({"accepted": true, "running": true}))
+        }
+        Claim::Running => retry_later("still running; retry later for its outcome"),
+        Claim::Interrupted => {
+            let outcome = actions::interrupted();
+            ex.finish(&env, &outcome).await;
+            reply(outcome.code, outcome.body)
+        }
+        Claim::New => {
+            if let Some(cb) = ex.callback.clone() {
+                let ex = ex.clone();
+                let (id, attempt) = (env.action_id.clone(), env.attempt);
+                tokio::spawn(async move {
+                    let outcome = ex.execute(&env).await;
+                    ex.finish(&env, &outcome).await;
+                    cb.post(&id, attempt, &outcome).await;
+                });
+                reply(202, json!({"accepted": true}))
+            } else {
+                let outcome = ex.execute(&env).await;
+                ex.finish(&env, &outcome).await;
+                reply(outcome.code, outcome.body)
+            }
+        }
+    }
+}
+
+impl Executor {
+    async fn execute(&self, env: &Envelope) -> Outcome {
+        if let Some(deadline) = &env.deadline
+            && let Ok(d) = chrono::DateTime::parse_from_rfc3339(deadline)
+            && d < chrono::Utc::now()
+        {
+            return Outcome::failure(
+                journal::Status::Failed,
+                "deadline_passed",
+                format!("the action's deadline ({deadline}) has passed; not run"),
+                Value::Null,
+            );
+        }
+        actions::run(self.ctx.clone(), &env.action, env.params.clone()).await
+    }
+
+    async fn finish(&self, env: &Envelope, outcome: &Outcome) {
+        let stored = Stored {
+            code: outcome.code,
+            body: outcome.body.clone(),
+        };
+        let (dedupe, id) = (self.dedupe.clone(), env.action_id.clone());
+        match tokio::task::spawn_blocking(move || dedupe.finish(&id, &stored)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(action_id = %env.action_id, error = %e, "cannot record an outcome; a redelivery after a restart will be answered 'interrupted'");
+            }
+            Err(e) => {
+                tracing::error!(action_id = %env.action_id, error = %e, "outcome record task failed")
+            }
+        }
+        self.log(env, outcome);
+    }
+
+    fn log(&self, env: &Envelope, outcome: &Outcome) {
+        let (filepath, reason) = actions::journal_fields(&env.params);
+        let agent = match &env.agent {
+            Value::Null => None,
+            Value::String(s) => Some(s.clone()),
+            other => Some(other.to_string()),
+        };
+        tracing::info!(action_id = %env.action_id, action = %env.action, status = ?outcome.status, details = %outcome.details, "action finished");
+        self.journal.append(&Entry {
+            timestamp: chrono::Utc::now().timestamp(),
+            action_type: env.action.clone(),
+            filepath,
+            reason,
+            status: outcome.status,
+            details: outcome.details.clone(),
+            action_id: env.action_id.clone(),
+            attempt: env.attempt,
+            agent,
+        });
+    }
+}
