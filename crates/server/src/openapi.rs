@@ -7,7 +7,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use crate::routes::{actions, agents, check, keys, ops, presets};
+use crate::routes::{actions, agents, check, keys, ops, presets, whoami};
 
 /// The API description.
 #[derive(OpenApi)]
@@ -22,7 +22,7 @@ use crate::routes::{actions, agents, check, keys, ops, presets};
         actions::approve, actions::deny, actions::reply, actions::cancel, actions::outcome,
         check::check,
         agents::put_agent, agents::get_agent, agents::list_agents,
-        keys::create_key, keys::list_keys, keys::revoke_key,
+        keys::create_key, keys::list_keys, keys::revoke_key, whoami::whoami,
         presets::list_presets,
         ops::healthz, ops::readyz, ops::metrics_text, ops::openapi,
     ),

@@ -819,6 +819,23 @@ async fn keys_are_issued_once_listed_without_secrets_and_revoked() {
         .call(Method::GET, "/v1/keys", Some(&app.admin), None)
         .await;
     assert!(!list.to_string().contains(&secret));
+    let (s, me) = app
+        .call(Method::GET, "/v1/whoami", Some(&secret), None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{me}");
+    assert_eq!(me["key_id"], k["id"]);
+    assert_eq!(me["name"], "bot key");
+    assert_eq!(me["role"], "agent");
+    assert_eq!(me["agent"], "bot");
+    let (_, me) = app
+        .call(Method::GET, "/v1/whoami", Some(&app.operator), None)
+        .await;
+    assert_eq!(me["role"], "operator");
+    assert!(me["agent"].is_null(), "{me}");
+    let (s, p) = app
+        .call(Method::GET, "/v1/whoami", Some("agk_nope"), None)
+        .await;
+    assert_problem(s, &p, StatusCode::UNAUTHORIZED);
     let (s, _) = app
         .call(
             Method::POST,
@@ -954,6 +971,7 @@ async fn role_matrix() {
             None,
             [401, 200, 200, 200],
         ),
+        (Method::GET, "/v1/whoami".into(), None, [401, 200, 200, 200]),
         (Method::GET, "/healthz".into(), None, [200, 200, 200, 200]),
         (Method::GET, "/readyz".into(), None, [200, 200, 200, 200]),
         (Method::GET, "/metrics".into(), None, [200, 200, 200, 200]),

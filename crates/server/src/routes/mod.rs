@@ -6,6 +6,7 @@ pub mod check;
 pub mod keys;
 pub mod ops;
 pub mod presets;
+pub mod whoami;
 
 use axum::Router;
 
@@ -20,4 +21,5 @@ pub fn router() -> Router<AppState> {
         .merge(keys::router())
         .merge(presets::router())
         .merge(ops::router())
+        .merge(whoami::router())
 }
