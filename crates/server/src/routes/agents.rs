@@ -165,6 +165,7 @@ pub async fn put_agent(
         }
     };
     let (agent, created) = state.store().put_agent(&id, body.name, profile).await?;
+    state.forget_agent(&id);
     Ok((
         if created {
             StatusCode::CREATED

@@ -151,5 +151,7 @@ pub async fn revoke_key(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<ApiKey>> {
     caller.require(Role::Admin)?;
-    Ok(axum::Json(state.store().revoke_key(&id).await?))
+    let key = state.store().revoke_key(&id).await?;
+    state.forget_key(&key.id);
+    Ok(axum::Json(key))
 }
