@@ -44,6 +44,7 @@ pub fn body(outcome: &Outcome, attempt: u32) -> Value {
 impl Callback {
     /// Posts to `daemon` (its base URL) with `signer`.
     pub fn new(daemon: &str, signer: Signer) -> Result<Callback, reqwest::Error> {
+        crate::install_tls_provider();
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .build()?;

@@ -19,3 +19,10 @@ pub mod paths;
 pub mod registration;
 pub mod server;
 pub mod signing;
+
+/// Installs rustls' ring provider as the process default (once; later calls
+/// do nothing). The workspace builds reqwest with `rustls-no-provider`, so a
+/// provider must be in place before any HTTP client is built.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

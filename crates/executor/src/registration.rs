@@ -155,6 +155,7 @@ pub async fn register(
     known_secret: Option<&str>,
 ) -> Result<String, RegisterError> {
     let base = daemon.trim_end_matches('/');
+    crate::install_tls_provider();
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()?;

@@ -405,7 +405,12 @@ async fn kill_9_loses_no_outcome_and_an_interrupted_action_is_not_rerun() {
             cut_id.clone(),
         );
         tokio::spawn(async move {
-            let mut req = reqwest::Client::new().post(url).body(body.clone());
+            let mut req = {
+                actiongate_executor::install_tls_provider();
+                reqwest::Client::new()
+            }
+            .post(url)
+            .body(body.clone());
             for (k, v) in signer.headers(&id, &body).unwrap() {
                 req = req.header(k, v);
             }

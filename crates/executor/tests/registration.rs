@@ -38,7 +38,10 @@ impl Daemon {
             listener,
             shutdown.clone(),
         ));
-        let client = Client::new();
+        let client = {
+            actiongate_executor::install_tls_provider();
+            Client::new()
+        };
         let key_path = dir.path().join("admin.key");
         for _ in 0..400 {
             if let Ok(k) = std::fs::read_to_string(&key_path)
@@ -254,7 +257,12 @@ async fn the_daemon_accepts_the_registration_and_the_saved_secret_verifies_deliv
     ))
     .unwrap();
     let signer = actiongate_executor::signing::Signer::new(secret).unwrap();
-    let mut req = Client::new().post(&url).body(body.clone());
+    let mut req = {
+        actiongate_executor::install_tls_provider();
+        Client::new()
+    }
+    .post(&url)
+    .body(body.clone());
     for (k, v) in signer.headers(&id, &body).unwrap() {
         req = req.header(k, v);
     }

@@ -126,16 +126,23 @@ impl FromRequestParts<AppState> for Caller {
             .ok_or_else(|| {
                 ApiError::unauthorized("use the Bearer scheme: Authorization: Bearer <key>")
             })?;
+        let hash = hash_key(token);
+        let ticket = match state.keys().get(&hash) {
+            Ok(caller) => return Ok(caller),
+            Err(ticket) => ticket,
+        };
         let key = state
             .store()
-            .find_key(&hash_key(token))
+            .find_key(&hash)
             .await?
             .ok_or_else(|| ApiError::unauthorized("unknown or revoked key"))?;
-        Ok(Caller {
+        let caller = Caller {
             key_id: key.id,
             name: key.name,
             role: key.role,
             agent: key.agent,
-        })
+        };
+        state.keys().insert(ticket, &hash, caller.clone());
+        Ok(caller)
     }
 }

@@ -1,10 +1,11 @@
 //! `ApiError`, the one type that becomes an HTTP error response: RFC 9457
 //! `application/problem+json` with a stable machine-readable `type`.
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequest, FromRequestParts, OptionalFromRequest, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -267,8 +268,73 @@ fn field_error(text: &str) -> FieldError {
     }
 }
 
-/// `Json` whose rejections are problem+json: malformed 400, invalid 422,
-/// wrong content type 415, too large 413.
+/// Whether the request says its body is JSON: `application/json` or
+/// `application/<anything>+json`, parameters ignored.
+fn has_json_content_type(headers: &HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    match essence.split_once('/') {
+        Some(("application", sub)) => sub == "json" || sub.ends_with("+json"),
+        _ => false,
+    }
+}
+
+/// Reads the body of `req` as bytes: 413 over the size limit.
+async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|rej| {
+        if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large("the body exceeds the size limit")
+        } else {
+            ApiError::bad_request(rej.body_text())
+        }
+    })
+}
+
+/// Parses a JSON object body into `T`. Text that is not JSON is 400; JSON of
+/// the wrong shape (not an object, a field of the wrong type, an unknown
+/// field) is 422 naming the field.
+fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // serde_json reports some shape errors (an enum given as `{}`, a struct
+    // given as a longer array) as syntax errors; what decides between 400
+    // and 422 is whether the text is JSON at all.
+    let shape_error = |field: String, message: String| match serde_json::from_slice::<
+        serde::de::IgnoredAny,
+    >(bytes)
+    {
+        Ok(_) => ApiError::invalid_fields(vec![FieldError { field, message }]),
+        Err(e) => ApiError::bad_request(format!("the body is not valid JSON: {e}")),
+    };
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err(shape_error(
+            "body".to_owned(),
+            "expected a JSON object".to_owned(),
+        ));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|err| {
+        let path = err.path().to_string();
+        let field = if path == "." { "body".to_owned() } else { path };
+        shape_error(field, err.inner().to_string())
+    })?;
+    de.end()
+        .map_err(|e| shape_error("body".to_owned(), e.to_string()))?;
+    Ok(value)
+}
+
+/// `Json` whose rejections are problem+json: not JSON 400, JSON of the
+/// wrong shape 422, wrong content type 415, too large 413. The body must be
+/// a JSON object (serde alone would also take a struct as an array).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ApiJson<T>(pub T);
 
@@ -280,35 +346,18 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match <axum::Json<T> as FromRequest<S>>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(ApiJson(v)),
-            Err(rej) => Err(match rej {
-                JsonRejection::JsonDataError(e) => {
-                    let text = std::error::Error::source(&e)
-                        .map(ToString::to_string)
-                        .unwrap_or_else(|| e.body_text());
-                    ApiError::invalid_fields(vec![field_error(&text)])
-                }
-                JsonRejection::JsonSyntaxError(e) => ApiError::bad_request(format!(
-                    "the body is not valid JSON: {}",
-                    std::error::Error::source(&e)
-                        .map(ToString::to_string)
-                        .unwrap_or_default()
-                )),
-                JsonRejection::MissingJsonContentType(_) => {
-                    ApiError::unsupported_media("send the body as Content-Type: application/json")
-                }
-                other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                    ApiError::too_large("the body exceeds the size limit")
-                }
-                other => ApiError::bad_request(other.body_text()),
-            }),
+        if !has_json_content_type(req.headers()) {
+            return Err(ApiError::unsupported_media(
+                "send the body as Content-Type: application/json",
+            ));
         }
+        let bytes = body_bytes(req, state).await?;
+        parse_object(&bytes).map(ApiJson)
     }
 }
 
-/// An optional body: none when the request has no `Content-Type` and no
-/// body; otherwise it must be valid JSON like any other.
+/// An optional body: none when the body is empty or the JSON `null`;
+/// otherwise a JSON object like any other.
 impl<S, T> OptionalFromRequest<S> for ApiJson<T>
 where
     T: DeserializeOwned,
@@ -317,27 +366,54 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Option<Self>, Self::Rejection> {
-        let no_type = !req.headers().contains_key(header::CONTENT_TYPE);
-        let length = req
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok());
-        let empty = match length {
-            Some(v) => v.trim() == "0",
-            None => !req.headers().contains_key(header::TRANSFER_ENCODING),
-        };
-        if no_type && empty {
+        let typed = req.headers().contains_key(header::CONTENT_TYPE);
+        let json = has_json_content_type(req.headers());
+        let bytes = body_bytes(req, state).await?;
+        let text = bytes.trim_ascii();
+        if text.is_empty() {
             return Ok(None);
         }
-        <ApiJson<T> as FromRequest<S>>::from_request(req, state)
-            .await
-            .map(Some)
+        if !json {
+            return Err(ApiError::unsupported_media(if typed {
+                "send the body as Content-Type: application/json"
+            } else {
+                "a body needs Content-Type: application/json"
+            }));
+        }
+        if text == b"null" {
+            return Ok(None);
+        }
+        parse_object(text).map(|v| Some(ApiJson(v)))
     }
 }
 
 impl<T: Serialize> IntoResponse for ApiJson<T> {
     fn into_response(self) -> Response {
         axum::Json(self.0).into_response()
+    }
+}
+
+/// `Path` whose rejections are problem+json (400: a segment that does not
+/// decode, e.g. percent-encoded bytes that are not UTF-8).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiPath<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(v)) => Ok(ApiPath(v)),
+            Err(rej) if rej.status().is_server_error() => {
+                tracing::error!(error = %rej.body_text(), "path extraction failed");
+                Err(ApiError::internal())
+            }
+            Err(rej) => Err(ApiError::bad_request(rej.body_text())),
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! Layout: [`config`] loads settings; [`app`] builds the router and runs the
 //! daemon (`serve` takes its listener, so tests bind port 0); [`routes`] has
 //! one module per resource; [`auth`] turns bearer keys into a [`auth::Caller`];
+//! [`cache`] keeps keys and compiled profiles in memory;
 //! [`error`] is the one error type rendered as problem+json; [`waiters`] wakes
 //! long-polls; [`sweeper`] expires pending actions at their deadline;
 //! [`cli`] holds the `actiongate` commands. Events: [`sse`] streams the
@@ -15,6 +16,7 @@
 pub mod app;
 pub mod audit;
 pub mod auth;
+pub mod cache;
 pub mod cli;
 pub mod client;
 pub mod config;

@@ -2,12 +2,14 @@
 //! committed `openapi/openapi.json` must equal [`document_json`]; a test
 //! fails when they drift (`actiongate openapi > openapi/openapi.json`).
 
+use utoipa::openapi::path::{Operation, ParameterIn};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::routes::{
     actions, agents, audit, check, events, grant_requests, grants, handlers, keys, ops, presets,
-    results, subscriptions, tools,
+    results, subscriptions, tools, whoami,
 };
 
 /// The API description.
@@ -32,7 +34,7 @@ use crate::routes::{
         grant_requests::create_request, grant_requests::list_requests, grant_requests::get_request,
         grant_requests::approve_request, grant_requests::deny_request,
         agents::put_agent, agents::get_agent, agents::list_agents,
-        keys::create_key, keys::list_keys, keys::revoke_key,
+        keys::create_key, keys::list_keys, keys::revoke_key, whoami::whoami,
         presets::list_presets,
         ops::healthz, ops::readyz, ops::metrics_text, ops::openapi,
         events::stream_events, events::action_events,
@@ -41,7 +43,7 @@ use crate::routes::{
         subscriptions::list_deliveries,
         audit::audit_export,
     ),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &CommonErrors),
     tags(
         (name = "actions", description = "Requesting and deciding actions"),
         (name = "agents", description = "Agents and their permission profiles"),
@@ -65,6 +67,78 @@ impl Modify for BearerAuth {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+    }
+}
+
+/// Declares the errors every operation of a kind can answer, so each
+/// handler's annotation lists only its own: 401 and 503 where a key is
+/// checked (against the database), 400/413/415/422 where a JSON body is
+/// read, 422 where query parameters are, 400 where a path segment is
+/// decoded. Every one is `application/problem+json`; a status the handler
+/// already declares keeps its own description.
+struct CommonErrors;
+
+impl CommonErrors {
+    fn add(op: &mut Operation, status: &str, description: &str) {
+        let problem = ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name("Problem")))
+            .build();
+        op.responses
+            .responses
+            .entry(status.to_owned())
+            .or_insert_with(|| {
+                RefOr::T(
+                    ResponseBuilder::new()
+                        .description(description)
+                        .content("application/problem+json", problem)
+                        .build(),
+                )
+            });
+    }
+
+    fn apply(op: &mut Operation) {
+        let has = |place: ParameterIn| {
+            op.parameters
+                .iter()
+                .flatten()
+                .any(|p| p.parameter_in == place)
+        };
+        let (query, path) = (has(ParameterIn::Query), has(ParameterIn::Path));
+        if op.security.is_some() {
+            Self::add(op, "401", "Missing or unknown key");
+            Self::add(op, "503", "The database is busy or closing; retry");
+        }
+        if op.request_body.is_some() {
+            Self::add(op, "400", "The body is not JSON");
+            Self::add(op, "413", "The body is over the size limit");
+            Self::add(op, "415", "The body is not Content-Type: application/json");
+            Self::add(op, "422", "Invalid fields");
+        }
+        if query {
+            Self::add(op, "422", "Invalid query parameter");
+        }
+        if path {
+            Self::add(op, "400", "A path segment does not decode");
+        }
+    }
+}
+
+impl Modify for CommonErrors {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for item in openapi.paths.paths.values_mut() {
+            for op in [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                Self::apply(op);
+            }
+        }
     }
 }
 

@@ -9,6 +9,8 @@ use actiongate_store::Store;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::Caller;
+use crate::cache::{Cache, KEY_TTL};
 use crate::config::Settings;
 use crate::error::ApiError;
 use crate::handler_spec::CompiledHandler;
@@ -34,6 +36,8 @@ struct Inner {
     default_profile: Arc<Profile>,
     profiles: Mutex<HashMap<String, Arc<Profile>>>,
     handlers: Mutex<HashMap<String, Arc<CompiledHandler>>>,
+    agent_profiles: Cache<Arc<Profile>>,
+    keys: Cache<Caller>,
     waiters: Waiters,
     hub: Hub,
     deadlines_changed: Notify,
@@ -65,6 +69,8 @@ impl AppState {
             default_profile,
             profiles: Mutex::new(HashMap::new()),
             handlers: Mutex::new(HashMap::new()),
+            agent_profiles: Cache::new(None),
+            keys: Cache::new(Some(KEY_TTL)),
             deadlines_changed: Notify::new(),
             metrics,
             shutdown,
@@ -120,8 +126,34 @@ impl AppState {
         &self.0.shutdown
     }
 
+    /// Valid keys by the hash of their secret (see [`crate::cache`]).
+    pub fn keys(&self) -> &Cache<Caller> {
+        &self.0.keys
+    }
+
+    /// Forgets the cached profile of `agent` after it changed.
+    pub fn forget_agent(&self, agent: &str) {
+        self.0.agent_profiles.invalidate(|id, _| id == agent);
+    }
+
+    /// Forgets key `key_id` after it was revoked.
+    pub fn forget_key(&self, key_id: &str) {
+        self.0.keys.invalidate(|_, caller| caller.key_id == key_id);
+    }
+
     /// The compiled profile of `agent`: its own, or the configured default.
     pub async fn profile_of(&self, agent: &str) -> Result<Arc<Profile>, ApiError> {
+        match self.0.agent_profiles.get(agent) {
+            Ok(profile) => Ok(profile),
+            Err(ticket) => {
+                let profile = self.load_profile(agent).await?;
+                self.0.agent_profiles.insert(ticket, agent, profile.clone());
+                Ok(profile)
+            }
+        }
+    }
+
+    async fn load_profile(&self, agent: &str) -> Result<Arc<Profile>, ApiError> {
         let Some(record) = self.0.store.get_agent(agent).await? else {
             return Ok(self.0.default_profile.clone());
         };

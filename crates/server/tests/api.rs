@@ -629,6 +629,115 @@ async fn bad_requests_get_problems_and_change_nothing() {
     app.stop().await;
 }
 
+/// Shapes the API fuzzing found mishandled: each is answered as the OpenAPI
+/// document says, as problem+json.
+#[tokio::test]
+async fn request_shapes_match_the_openapi_document() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("guarded")).await;
+    let (_, pending) = app.request("deploy", "prod").await;
+    let id = pending["id"].as_str().unwrap().to_owned();
+    let raw = |method: Method, path: &str, key: &str, body: &'static str| {
+        app.client
+            .request(method, format!("{}{path}", app.base))
+            .bearer_auth(key)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let problem = |resp: reqwest::Response| async move {
+        assert_eq!(resp.headers()["content-type"], "application/problem+json");
+        let status = resp.status();
+        (status, resp.json::<Value>().await.unwrap())
+    };
+
+    // A JSON array where an object is expected is invalid data, not malformed.
+    let resp = raw(Method::POST, "/v1/actions", &app.agent, r#"["bash", "ls"]"#)
+        .await
+        .unwrap();
+    let (s, p) = problem(resp).await;
+    assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+    // So is an enum given as an object (serde_json calls that a syntax error).
+    let resp = raw(Method::POST, "/v1/keys", &app.admin, r#"{"role": {}}"#)
+        .await
+        .unwrap();
+    let (s, p) = problem(resp).await;
+    assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(p["errors"][0]["field"], "role", "{p}");
+    // Trailing garbage is malformed.
+    let resp = raw(
+        Method::POST,
+        "/v1/check",
+        &app.agent,
+        r#"{"tool":"a","detail":"b"} x"#,
+    )
+    .await
+    .unwrap();
+    let (s, p) = problem(resp).await;
+    assert_problem(s, &p, StatusCode::BAD_REQUEST);
+    // A path segment that is not UTF-8 once decoded.
+    let resp = app
+        .send(Method::GET, "/v1/actions/%FF%FE", Some(&app.agent), None)
+        .await;
+    let (s, p) = problem(resp).await;
+    assert_problem(s, &p, StatusCode::BAD_REQUEST);
+    // Filters are checked like the values they filter on.
+    for query in ["agent=", "agent=a%20b", "tool=a:b", "limit=0", "wait=61"] {
+        let path = if query.starts_with("wait") {
+            format!("/v1/actions/{id}?{query}")
+        } else {
+            format!("/v1/actions?{query}")
+        };
+        let (s, p) = app
+            .call(Method::GET, &path, Some(&app.operator), None)
+            .await;
+        assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+    }
+    // An outcome is completed or failed, nothing else.
+    let (s, p) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/outcome"),
+            Some(&app.agent),
+            Some(json!({"status": "pending"})),
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(p["errors"][0]["field"], "status", "{p}");
+    // Lengths count characters, as JSON Schema's maxLength does.
+    let (s, p) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&app.agent),
+            Some(json!({"tool": "t", "detail": "d", "reason": "é".repeat(4096)})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    let (s, p) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/reply"),
+            Some(&app.operator),
+            Some(json!({"text": format!("yes{}", "!".repeat(300))})),
+        )
+        .await;
+    assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+    // A JSON null is no body for an optional body.
+    let resp = raw(
+        Method::POST,
+        &format!("/v1/actions/{id}/approve"),
+        &app.operator,
+        "null",
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let action: Value = resp.json().await.unwrap();
+    assert_eq!(action["status"], "approved");
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn agent_profiles_are_validated_and_named() {
     let app = TestApp::spawn().await;
@@ -710,6 +819,23 @@ async fn keys_are_issued_once_listed_without_secrets_and_revoked() {
         .call(Method::GET, "/v1/keys", Some(&app.admin), None)
         .await;
     assert!(!list.to_string().contains(&secret));
+    let (s, me) = app
+        .call(Method::GET, "/v1/whoami", Some(&secret), None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{me}");
+    assert_eq!(me["key_id"], k["id"]);
+    assert_eq!(me["name"], "bot key");
+    assert_eq!(me["role"], "agent");
+    assert_eq!(me["agent"], "bot");
+    let (_, me) = app
+        .call(Method::GET, "/v1/whoami", Some(&app.operator), None)
+        .await;
+    assert_eq!(me["role"], "operator");
+    assert!(me["agent"].is_null(), "{me}");
+    let (s, p) = app
+        .call(Method::GET, "/v1/whoami", Some("agk_nope"), None)
+        .await;
+    assert_problem(s, &p, StatusCode::UNAUTHORIZED);
     let (s, _) = app
         .call(
             Method::POST,
@@ -954,6 +1080,7 @@ async fn role_matrix() {
             None,
             [401, 403, 403, 200],
         ),
+        (Method::GET, "/v1/whoami".into(), None, [401, 200, 200, 200]),
         (Method::GET, "/healthz".into(), None, [200, 200, 200, 200]),
         (Method::GET, "/readyz".into(), None, [200, 200, 200, 200]),
         (Method::GET, "/metrics".into(), None, [200, 200, 200, 200]),

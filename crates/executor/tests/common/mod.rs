@@ -102,10 +102,13 @@ impl Exec {
             child,
             root,
             state,
-            client: reqwest::Client::builder()
-                .timeout(Duration::from_secs(60))
-                .build()
-                .unwrap(),
+            client: {
+                actiongate_executor::install_tls_provider();
+                reqwest::Client::builder()
+                    .timeout(Duration::from_secs(60))
+                    .build()
+                    .unwrap()
+            },
             signer: Signer::new(SECRET).unwrap(),
             extra,
         }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -19,8 +19,9 @@ use actiongate_store::{
 
 use crate::auth::Caller;
 use crate::decide::{NeededPermission, decide_tool, validate_tool};
-use crate::error::{ApiError, ApiJson, ApiQuery, ApiResult, Problem};
+use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
 use crate::metrics::record_decision;
+use crate::routes::agents::validate_agent_id;
 use crate::routes::grants;
 use crate::state::AppState;
 
@@ -41,17 +42,32 @@ pub fn router() -> Router<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct ToolActionRequest {
     /// Tool name, e.g. `bash`; 1-128 of `A-Z a-z 0-9 _ - .`.
+    #[schema(
+        pattern = r"^[A-Za-z0-9_.\-]{1,128}$",
+        min_length = 1,
+        max_length = 128
+    )]
     pub tool: String,
     /// Tool-specific detail, e.g. the command line.
+    #[schema(max_length = 65536)]
     pub detail: String,
     /// Why the agent wants to do it (shown to the human).
     #[serde(default)]
+    #[schema(max_length = 4096)]
     pub reason: Option<String>,
-    /// How long a human has to decide, e.g. `5m` (default and bounds are configured; 1m-60m by default).
+    /// How long a human has to decide if the policy asks one, e.g. `5m`.
+    /// Bounds and default are configured (`actions.min_timeout`,
+    /// `max_timeout`, `default_timeout`); the pattern spells the default
+    /// bounds, 1m-60m, in seconds, minutes or hours. The server also takes
+    /// other spellings of a duration within the configured bounds (`1h 0m`).
     #[serde(default)]
+    #[schema(
+        pattern = r"^(?:(?:[1-9]|[1-5][0-9]|60)m|1h|(?:6[0-9]|[7-9][0-9]|[1-9][0-9]{2}|[12][0-9]{3}|3[0-5][0-9]{2}|3600)s)$"
+    )]
     pub timeout: Option<String>,
     /// Makes retries safe: the same key and body return the first action.
     #[serde(default)]
+    #[schema(max_length = 256)]
     pub idempotency_key: Option<String>,
 }
 
@@ -120,7 +136,9 @@ impl CreateAction {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct WaitQuery {
-    /// Seconds to wait for the action to settle (0-60).
+    /// Seconds to wait for the action to settle: 0 (the default) to
+    /// `actions.max_wait_seconds` (60 by default).
+    #[param(minimum = 0, maximum = 60)]
     pub wait: Option<u64>,
 }
 
@@ -139,12 +157,21 @@ impl WaitQuery {
     }
 }
 
-const MAX_DETAIL: usize = 64 * 1024;
-const MAX_TEXT: usize = 4096;
+/// Most characters of a detail, an outcome's error text.
+pub const MAX_DETAIL: usize = 64 * 1024;
+/// Most characters of a reason or note.
+pub const MAX_TEXT: usize = 4096;
+/// Most characters of a free-text reply.
+const MAX_REPLY: usize = 256;
 
-fn check_len(field: &str, value: Option<&str>, max: usize) -> Result<(), ApiError> {
+/// Limits are in characters, as JSON Schema's `maxLength` counts them.
+pub fn check_len(field: &str, value: Option<&str>, max: usize) -> Result<(), ApiError> {
     match value {
-        Some(v) if v.len() > max => Err(ApiError::invalid(field, format!("at most {max} bytes"))),
+        // Counting is only needed when the bytes could exceed the limit.
+        Some(v) if v.len() > max && v.chars().count() > max => Err(ApiError::invalid(
+            field,
+            format!("at most {max} characters"),
+        )),
         _ => Ok(()),
     }
 }
@@ -370,7 +397,7 @@ async fn visible(state: &AppState, caller: &Caller, id: &str) -> Result<Action, 
 /// Read an action; `?wait=S` long-polls until it settles.
 #[utoipa::path(
     get, path = "/v1/actions/{id}", tag = "actions",
-    params(("id" = String, Path, description = "Action id"), WaitQuery),
+    params(("id" = String, Path, description = "Action id (a UUID)"), WaitQuery),
     responses(
         (status = 200, description = "The action", body = Action),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
@@ -382,7 +409,7 @@ async fn visible(state: &AppState, caller: &Caller, id: &str) -> Result<Action, 
 pub async fn get_action(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<WaitQuery>,
 ) -> ApiResult<axum::Json<Action>> {
     let wait = q.duration(&state)?;
@@ -401,10 +428,21 @@ pub struct ListQuery {
     /// Only actions in this status.
     pub status: Option<ActionStatus>,
     /// Only this agent's actions (agents always see only their own).
+    #[param(
+        pattern = r"^[A-Za-z0-9_.@\-]{1,128}$",
+        min_length = 1,
+        max_length = 128
+    )]
     pub agent: Option<String>,
     /// Only this tool's actions.
+    #[param(
+        pattern = r"^[A-Za-z0-9_.\-]{1,128}$",
+        min_length = 1,
+        max_length = 128
+    )]
     pub tool: Option<String>,
     /// Page size, 1-200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
@@ -439,6 +477,13 @@ pub async fn list_actions(
     let limit = q.limit.unwrap_or(50);
     if !(1..=200).contains(&limit) {
         return Err(ApiError::invalid("limit", "must be 1-200"));
+    }
+    if let Some(agent) = &q.agent {
+        validate_agent_id(agent)
+            .map_err(|_| ApiError::invalid("agent", "1-128 characters from A-Z a-z 0-9 _ - . @"))?;
+    }
+    if let Some(tool) = &q.tool {
+        validate_tool(tool)?;
     }
     let agent = if caller.sees_all() {
         q.agent
@@ -476,6 +521,7 @@ pub async fn list_actions(
 pub struct ApproveBody {
     /// A note kept with the decision.
     #[serde(default)]
+    #[schema(max_length = 4096)]
     pub note: Option<String>,
     /// Also grant a standing permission (the "don't ask again" of the gear icon).
     #[serde(default)]
@@ -506,6 +552,7 @@ pub struct Remember {
 pub struct DenyBody {
     /// Why it was denied (the agent sees it).
     #[serde(default)]
+    #[schema(max_length = 4096)]
     pub reason: Option<String>,
 }
 
@@ -513,7 +560,12 @@ pub struct DenyBody {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReplyBody {
-    /// yes/approve/ok/continue or no/reject/stop/cancel.
+    /// yes/approve/ok/continue or no/reject/stop/cancel, in any case,
+    /// with surrounding whitespace and ASCII punctuation ignored (`"Yes!"`).
+    #[schema(
+        max_length = 256,
+        pattern = r"^[\t\n\r !-/:-@\[-`{-~]*(?:[Yy][Ee][Ss]|[Aa][Pp][Pp][Rr][Oo][Vv][Ee]|[Oo][Kk]|[Cc][Oo][Nn][Tt][Ii][Nn][Uu][Ee]|[Nn][Oo]|[Rr][Ee][Jj][Ee][Cc][Tt]|[Ss][Tt][Oo][Pp]|[Cc][Aa][Nn][Cc][Ee][Ll])[\t\n\r !-/:-@\[-`{-~]*$"
+    )]
     pub text: String,
 }
 
@@ -525,9 +577,10 @@ async fn decide_pending(
     id: &str,
     to: ActionStatus,
     note: Option<String>,
+    note_field: &str,
 ) -> ApiResult<axum::Json<Action>> {
     caller.require(Role::Operator)?;
-    check_len("note", note.as_deref(), MAX_TEXT)?;
+    check_len(note_field, note.as_deref(), MAX_TEXT)?;
     visible(state, caller, id).await?;
     let event = if to == ActionStatus::Approved {
         "action.approved"
@@ -559,7 +612,7 @@ fn optional<T: Default>(body: Option<ApiJson<T>>) -> T {
 /// Approve a pending action (operators).
 #[utoipa::path(
     post, path = "/v1/actions/{id}/approve", tag = "actions",
-    params(("id" = String, Path, description = "Action id")),
+    params(("id" = String, Path, description = "Action id (a UUID)")),
     request_body(content = Option<ApproveBody>),
     responses(
         (status = 200, description = "Approved", body = Action),
@@ -574,12 +627,22 @@ fn optional<T: Default>(body: Option<ApiJson<T>>) -> T {
 pub async fn approve(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     body: Option<ApiJson<ApproveBody>>,
 ) -> ApiResult<axum::Json<Action>> {
     let body = optional(body);
     match body.remember {
-        None => decide_pending(&state, &caller, &id, ActionStatus::Approved, body.note).await,
+        None => {
+            decide_pending(
+                &state,
+                &caller,
+                &id,
+                ActionStatus::Approved,
+                body.note,
+                "note",
+            )
+            .await
+        }
         Some(remember) => approve_and_remember(&state, &caller, &id, body.note, remember).await,
     }
 }
@@ -658,7 +721,7 @@ async fn approve_and_remember(
 /// Deny a pending action (operators).
 #[utoipa::path(
     post, path = "/v1/actions/{id}/deny", tag = "actions",
-    params(("id" = String, Path, description = "Action id")),
+    params(("id" = String, Path, description = "Action id (a UUID)")),
     request_body(content = Option<DenyBody>),
     responses(
         (status = 200, description = "Denied", body = Action),
@@ -673,17 +736,25 @@ async fn approve_and_remember(
 pub async fn deny(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     body: Option<ApiJson<DenyBody>>,
 ) -> ApiResult<axum::Json<Action>> {
     let body = optional(body);
-    decide_pending(&state, &caller, &id, ActionStatus::Denied, body.reason).await
+    decide_pending(
+        &state,
+        &caller,
+        &id,
+        ActionStatus::Denied,
+        body.reason,
+        "reason",
+    )
+    .await
 }
 
 /// Decide by free text: yes/approve/ok/continue or no/reject/stop/cancel (operators).
 #[utoipa::path(
     post, path = "/v1/actions/{id}/reply", tag = "actions",
-    params(("id" = String, Path, description = "Action id")),
+    params(("id" = String, Path, description = "Action id (a UUID)")),
     request_body = ReplyBody,
     responses(
         (status = 200, description = "Approved or denied", body = Action),
@@ -698,10 +769,11 @@ pub async fn deny(
 pub async fn reply(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ReplyBody>,
 ) -> ApiResult<axum::Json<Action>> {
     caller.require(Role::Operator)?;
+    check_len("text", Some(&body.text), MAX_REPLY)?;
     let to = match policy::parse_reply(&body.text) {
         Some(policy::Reply::Approve) => ActionStatus::Approved,
         Some(policy::Reply::Deny) => ActionStatus::Denied,
@@ -713,13 +785,13 @@ pub async fn reply(
         }
     };
     let note = Some(format!("reply: {}", body.text.trim()));
-    decide_pending(&state, &caller, &id, to, note).await
+    decide_pending(&state, &caller, &id, to, note, "text").await
 }
 
 /// Cancel a pending action (its agent or an operator).
 #[utoipa::path(
     post, path = "/v1/actions/{id}/cancel", tag = "actions",
-    params(("id" = String, Path, description = "Action id")),
+    params(("id" = String, Path, description = "Action id (a UUID)")),
     responses(
         (status = 200, description = "Cancelled", body = Action),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
@@ -731,7 +803,7 @@ pub async fn reply(
 pub async fn cancel(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<Action>> {
     visible(&state, &caller, &id).await?;
     let action = state
@@ -755,21 +827,31 @@ pub async fn cancel(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OutcomeBody {
-    /// `completed` or `failed`.
-    pub status: ActionStatus,
-    /// Any result payload.
+    /// How it went.
+    pub status: OutcomeStatus,
+    /// Any result payload (any JSON value).
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
     pub result: Option<serde_json::Value>,
     /// Error text when it failed.
     #[serde(default)]
+    #[schema(max_length = 65536)]
     pub error: Option<String>,
+}
+
+/// How an approved action went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OutcomeStatus {
+    /// It ran and succeeded.
+    Completed,
+    /// It ran and failed, or could not run.
+    Failed,
 }
 
 /// Report the outcome of an approved action (its agent).
 #[utoipa::path(
     post, path = "/v1/actions/{id}/outcome", tag = "actions",
-    params(("id" = String, Path, description = "Action id")),
+    params(("id" = String, Path, description = "Action id (a UUID)")),
     request_body = OutcomeBody,
     responses(
         (status = 200, description = "Outcome recorded", body = Action),
@@ -784,7 +866,7 @@ pub struct OutcomeBody {
 pub async fn outcome(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<OutcomeBody>,
 ) -> ApiResult<axum::Json<Action>> {
     let action = visible(&state, &caller, &id).await?;
@@ -799,9 +881,8 @@ pub async fn outcome(
         ));
     }
     let (to, event) = match body.status {
-        ActionStatus::Completed => (ActionStatus::Completed, "action.completed"),
-        ActionStatus::Failed => (ActionStatus::Failed, "action.failed"),
-        _ => return Err(ApiError::invalid("status", "must be completed or failed")),
+        OutcomeStatus::Completed => (ActionStatus::Completed, "action.completed"),
+        OutcomeStatus::Failed => (ActionStatus::Failed, "action.failed"),
     };
     check_len("error", body.error.as_deref(), MAX_DETAIL)?;
     let outcome = Outcome {

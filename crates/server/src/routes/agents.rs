@@ -1,17 +1,21 @@
 //! `/v1/agents`: agents and their permission profiles (admins).
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use serde::Deserialize;
 use utoipa::ToSchema;
+use utoipa::openapi::schema::{
+    AdditionalProperties, ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, Type,
+};
 
 use actiongate_policy::{ListKind, Profile, ProfileError, ProfileSpec};
 use actiongate_store::{Agent, Role};
 
 use crate::auth::Caller;
-use crate::error::{ApiError, ApiJson, ApiResult, Problem};
+use crate::error::{ApiError, ApiJson, ApiPath, ApiResult, Problem};
+use crate::routes::actions::check_len;
 use crate::state::AppState;
 
 /// Routes of this module.
@@ -27,13 +31,61 @@ pub fn router() -> Router<AppState> {
 pub struct PutAgent {
     /// Display name.
     #[serde(default)]
+    #[schema(max_length = 256)]
     pub name: Option<String>,
-    /// A preset name (`"standard"`) or `{allow, ask, deny?}` of full-match
-    /// regex patterns over `tool:<tool>:<detail>`; absent or null uses the
-    /// configured default.
+    /// A preset name (`"standard"`) or `{allow, ask, deny?, shell_tools?}`
+    /// of full-match regex patterns over `tool:<tool>:<detail>`; absent or
+    /// null uses the configured default.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(schema_with = profile_schema)]
     pub profile: Option<serde_json::Value>,
+}
+
+/// The wire form of a profile (`actiongate_policy::ProfileSpec`): a preset
+/// name, pattern lists, or null for the configured default.
+fn profile_schema() -> Schema {
+    let strings = |description: &str| {
+        ArrayBuilder::new()
+            .items(ObjectBuilder::new().schema_type(Type::String))
+            .description(Some(description))
+    };
+    let preset = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(actiongate_policy::preset_names().iter().copied()))
+        .description(Some("A preset (GET /v1/presets)."));
+    let custom = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property(
+            "allow",
+            strings("Patterns that allow, unless a deny pattern matches."),
+        )
+        .required("allow")
+        .property(
+            "ask",
+            strings("Patterns that ask a human (when no allow pattern matches)."),
+        )
+        .required("ask")
+        .property(
+            "deny",
+            strings("Patterns that deny, whatever else matches."),
+        )
+        .property(
+            "shell_tools",
+            strings("Tools besides bash and sh whose detail is a shell command."),
+        )
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+        .description(Some(
+            "Full-match regular expressions over `tool:<tool>:<detail>`; an invalid one is a 422 naming it.",
+        ));
+    OneOfBuilder::new()
+        .item(preset)
+        .item(custom)
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .description(Some(
+            "A preset name or pattern lists; null or absent uses the configured default.",
+        ))
+        .build()
+        .into()
 }
 
 /// Agent ids: 1-128 of `A-Z a-z 0-9 _ - . @`.
@@ -85,7 +137,7 @@ pub fn compile_profile(json: &serde_json::Value) -> Result<Profile, ApiError> {
 /// Create or replace an agent (admins).
 #[utoipa::path(
     put, path = "/v1/agents/{id}", tag = "agents",
-    params(("id" = String, Path, description = "Agent id")),
+    params(("id" = String, Path, description = "Agent id: 1-128 of `A-Z a-z 0-9 _ - . @`", pattern = r"^[A-Za-z0-9_.@\-]{1,128}$")),
     request_body = PutAgent,
     responses(
         (status = 201, description = "Created", body = Agent),
@@ -99,14 +151,12 @@ pub fn compile_profile(json: &serde_json::Value) -> Result<Profile, ApiError> {
 pub async fn put_agent(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<PutAgent>,
 ) -> ApiResult<(StatusCode, axum::Json<Agent>)> {
     caller.require(Role::Admin)?;
     validate_agent_id(&id)?;
-    if body.name.as_ref().is_some_and(|n| n.len() > 256) {
-        return Err(ApiError::invalid("name", "at most 256 bytes"));
-    }
+    check_len("name", body.name.as_deref(), 256)?;
     let profile = match body.profile {
         None | Some(serde_json::Value::Null) => None,
         Some(json) => {
@@ -115,6 +165,7 @@ pub async fn put_agent(
         }
     };
     let (agent, created) = state.store().put_agent(&id, body.name, profile).await?;
+    state.forget_agent(&id);
     Ok((
         if created {
             StatusCode::CREATED
@@ -128,7 +179,7 @@ pub async fn put_agent(
 /// Read an agent (admins).
 #[utoipa::path(
     get, path = "/v1/agents/{id}", tag = "agents",
-    params(("id" = String, Path, description = "Agent id")),
+    params(("id" = String, Path, description = "Agent id: 1-128 of `A-Z a-z 0-9 _ - . @`", pattern = r"^[A-Za-z0-9_.@\-]{1,128}$")),
     responses(
         (status = 200, description = "The agent", body = Agent),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
@@ -140,7 +191,7 @@ pub async fn put_agent(
 pub async fn get_agent(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<Agent>> {
     caller.require(Role::Admin)?;
     state

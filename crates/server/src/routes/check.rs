@@ -12,6 +12,7 @@ use crate::auth::Caller;
 use crate::decide::{decide_tool, validate_tool};
 use crate::error::{ApiJson, ApiResult, Problem};
 use crate::metrics::record_decision;
+use crate::routes::actions::{MAX_DETAIL, check_len};
 use crate::state::AppState;
 
 /// Routes of this module.
@@ -23,9 +24,15 @@ pub fn router() -> Router<AppState> {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckBody {
-    /// Tool name.
+    /// Tool name; 1-128 of `A-Z a-z 0-9 _ - .`.
+    #[schema(
+        pattern = r"^[A-Za-z0-9_.\-]{1,128}$",
+        min_length = 1,
+        max_length = 128
+    )]
     pub tool: String,
     /// Tool-specific detail.
+    #[schema(max_length = 65536)]
     pub detail: String,
 }
 
@@ -59,6 +66,7 @@ pub async fn check(
 ) -> ApiResult<axum::Json<CheckResult>> {
     let agent = caller.agent_id()?;
     validate_tool(&body.tool)?;
+    check_len("detail", Some(&body.detail), MAX_DETAIL)?;
     let decision = decide_tool(&state, agent, &body.tool, &body.detail).await?;
     record_decision(decision.result.as_str());
     Ok(axum::Json(CheckResult {

@@ -1,7 +1,7 @@
 //! `/v1/keys`: issue, list and revoke API keys (admins).
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{delete, post};
 use chrono::{DateTime, Utc};
@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use actiongate_store::{ApiKey, Role};
 
 use crate::auth::{Caller, issue_key};
-use crate::error::{ApiError, ApiJson, ApiResult, Problem};
+use crate::error::{ApiError, ApiJson, ApiPath, ApiResult, Problem};
 use crate::routes::agents::validate_agent_id;
 use crate::state::AppState;
 
@@ -28,11 +28,18 @@ pub fn router() -> Router<AppState> {
 pub struct CreateKey {
     /// agent, operator or admin.
     pub role: Role,
-    /// The agent the key acts as (required for the agent role).
+    /// The agent the key acts as (required for the agent role): 1-128 of
+    /// `A-Z a-z 0-9 _ - . @`.
     #[serde(default)]
+    #[schema(
+        pattern = r"^[A-Za-z0-9_.@\-]{1,128}$",
+        min_length = 1,
+        max_length = 128
+    )]
     pub agent: Option<String>,
     /// A name to recognise it by.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
     pub name: Option<String>,
 }
 
@@ -68,8 +75,8 @@ pub fn validate_new_key(
             "an agent key needs the agent it acts as",
         ));
     }
-    if name.is_some_and(|n| n.is_empty() || n.len() > 256) {
-        return Err(ApiError::invalid("name", "1-256 bytes"));
+    if name.is_some_and(|n| n.is_empty() || n.chars().count() > 256) {
+        return Err(ApiError::invalid("name", "1-256 characters"));
     }
     Ok(())
 }
@@ -141,8 +148,10 @@ pub async fn list_keys(
 pub async fn revoke_key(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<ApiKey>> {
     caller.require(Role::Admin)?;
-    Ok(axum::Json(state.store().revoke_key(&id).await?))
+    let key = state.store().revoke_key(&id).await?;
+    state.forget_key(&key.id);
+    Ok(axum::Json(key))
 }

@@ -14,6 +14,7 @@ pub mod presets;
 pub mod results;
 pub mod subscriptions;
 pub mod tools;
+pub mod whoami;
 
 use axum::Router;
 
@@ -36,4 +37,5 @@ pub fn router() -> Router<AppState> {
         .merge(events::router())
         .merge(subscriptions::router())
         .merge(audit::router())
+        .merge(whoami::router())
 }

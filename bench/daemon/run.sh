@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Load benchmarks of the daemon, from other processes on loopback.
+#
+# For each durability (normal, full) it starts the release daemon with a
+# fresh data dir and measures, in one run:
+#   1. GET  /v1/whoami   the trivial authenticated JSON endpoint
+#   2. POST /v1/check    the decision, nothing stored
+#   3. POST /v1/actions  decision-only, allowed (profile open), durable
+# each with oha, 64 connections for $DURATION; then
+#   4. approval-to-waiter latency with 1,000 concurrent long-polls
+#   5. resident memory with 10,000 idle long-polls
+# (bench/daemon/longpoll.py). Results go to bench/out/daemon-<stamp>/ and a
+# summary table to stdout.
+#
+# Needs: oha (cargo install oha --locked), python3. Environment:
+# DURATION (default 10s), CONNECTIONS (64), ROUNDS (1), DURABILITIES
+# ("normal full"), LONGPOLLS (1000), IDLE (10000), CARGO_TARGET_DIR.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+DURATION=${DURATION:-10s}
+CONNECTIONS=${CONNECTIONS:-64}
+ROUNDS=${ROUNDS:-1}
+DURABILITIES=${DURABILITIES:-normal full}
+LONGPOLLS=${LONGPOLLS:-1000}
+IDLE=${IDLE:-10000}
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+VENV=target/bench-venv
+OUT=bench/out/daemon-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$OUT"
+
+command -v oha >/dev/null || { echo "oha not found: cargo install oha --locked"; exit 1; }
+if ! "$VENV/bin/python" -c 'import aiohttp' 2>/dev/null; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check 'aiohttp==3.12.15'
+fi
+cargo build --quiet --release -p actiongate
+BIN="$TARGET_DIR/release/actiongate"
+
+# 10,000 idle long-polls need as many sockets in the client and the daemon
+# (separate processes, so each needs a bit more than 10,000).
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $((IDLE + 1000)) ]; then
+  echo "open-file limit $(ulimit -n) is too low for $IDLE long-polls"
+  exit 1
+fi
+
+WORK=$(mktemp -d)
+PID=
+stop_daemon() {
+  if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
+    kill "$PID"
+    wait "$PID" 2>/dev/null || true
+  fi
+  PID=
+}
+trap 'stop_daemon; rm -rf "$WORK"' EXIT
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "nproc: $(nproc)"
+  echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "oha: $(oha --version)"
+} | tee "$OUT/machine.txt"
+
+start_daemon() {
+  local durability=$1
+  local port
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  BASE="http://127.0.0.1:$port"
+  rm -rf "$WORK/data"
+  ACTIONGATE_LOG=warn ACTIONGATE_STORAGE__DURABILITY=$durability \
+    "$BIN" --data-dir "$WORK/data" serve --listen "127.0.0.1:$port" >"$OUT/daemon-$durability.log" 2>&1 &
+  PID=$!
+  for _ in $(seq 1 100); do
+    curl -fsS "$BASE/readyz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  local admin
+  admin=$(tr -d '[:space:]' <"$WORK/data/admin.key")
+  api() {
+    curl -fsS -X "$1" "$BASE$2" -H "authorization: Bearer $admin" -H 'content-type: application/json' -d "$3"
+  }
+  AGENT=$(api POST /v1/keys '{"role":"agent","agent":"bench"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+  ASKER=$(api POST /v1/keys '{"role":"agent","agent":"asker"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+  OPERATOR=$(api POST /v1/keys '{"role":"operator"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+  api PUT /v1/agents/bench '{"profile":"open"}' >/dev/null
+  api PUT /v1/agents/asker '{"profile":"guarded"}' >/dev/null
+}
+
+BODY='{"tool":"bash","detail":"cargo test --workspace"}'
+
+load() {
+  local name=$1 method=$2 path=$3 file=$4
+  local common=(-c "$CONNECTIONS" --no-tui -m "$method" -H "authorization: Bearer $AGENT")
+  if [ "$method" = POST ]; then
+    common+=(-T application/json -d "$BODY")
+  fi
+  # A short warm-up, not recorded.
+  oha -z 2s "${common[@]}" "$BASE$path" >/dev/null
+  oha -z "$DURATION" --output-format json "${common[@]}" "$BASE$path" >"$file"
+  echo "  $name: $(python3 bench/daemon/summary.py one "$file")"
+}
+
+for round in $(seq 1 "$ROUNDS"); do
+  for durability in $DURABILITIES; do
+    echo "== round $round, durability=$durability"
+    start_daemon "$durability"
+    load whoami GET /v1/whoami "$OUT/r$round-$durability-whoami.json"
+    load check POST /v1/check "$OUT/r$round-$durability-check.json"
+    load actions POST /v1/actions "$OUT/r$round-$durability-actions.json"
+    "$VENV/bin/python" bench/daemon/longpoll.py latency --base "$BASE" --agent-key "$ASKER" \
+      --operator-key "$OPERATOR" --pid "$PID" -n "$LONGPOLLS" | tee "$OUT/r$round-$durability-latency.json"
+    "$VENV/bin/python" bench/daemon/longpoll.py idle --base "$BASE" --agent-key "$ASKER" \
+      --operator-key "$OPERATOR" --pid "$PID" -n "$IDLE" | tee "$OUT/r$round-$durability-idle.json"
+    stop_daemon
+  done
+done
+
+python3 bench/daemon/summary.py table "$OUT" | tee "$OUT/summary.md"
