@@ -54,6 +54,9 @@ impl TestApp {
         let mut admin = String::new();
         // Generous: a loaded CI machine can take seconds to start a daemon.
         for _ in 0..1200 {
+            if task.is_finished() {
+                panic!("daemon exited during start-up: {:?}", task.await);
+            }
             if let Ok(k) = std::fs::read_to_string(&key_path)
                 && !k.trim().is_empty()
                 && client.get(format!("{base}/healthz")).send().await.is_ok()
