@@ -4,82 +4,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod common;
+mod daemon;
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use actiongate_server::config::Settings;
 use common::{Exec, new_id};
+use daemon::Daemon;
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
-
-struct Daemon {
-    base: String,
-    admin: String,
-    client: Client,
-    shutdown: CancellationToken,
-    _dir: tempfile::TempDir,
-}
-
-impl Daemon {
-    async fn start() -> Daemon {
-        let dir = tempfile::tempdir().unwrap();
-        let settings = Settings {
-            data_dir: dir.path().to_path_buf(),
-            ..Settings::default()
-        };
-        settings.validate().unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let shutdown = CancellationToken::new();
-        tokio::spawn(actiongate_server::app::run(
-            settings,
-            listener,
-            shutdown.clone(),
-        ));
-        let client = {
-            actiongate_executor::install_tls_provider();
-            Client::new()
-        };
-        let key_path = dir.path().join("admin.key");
-        for _ in 0..400 {
-            if let Ok(k) = std::fs::read_to_string(&key_path)
-                && !k.trim().is_empty()
-                && client.get(format!("{base}/healthz")).send().await.is_ok()
-            {
-                return Daemon {
-                    base,
-                    admin: k.trim().to_owned(),
-                    client,
-                    shutdown,
-                    _dir: dir,
-                };
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("daemon did not start");
-    }
-
-    async fn call(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        key: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        let mut req = self
-            .client
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(key);
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await.unwrap();
-        let status = resp.status();
-        (status, resp.json().await.unwrap_or(Value::Null))
-    }
-}
 
 async fn run_cli(args: &[&str], admin: &str) -> std::process::Output {
     tokio::process::Command::new(common::bin())
