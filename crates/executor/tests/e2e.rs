@@ -6,8 +6,6 @@
 mod common;
 mod daemon;
 
-use std::time::Duration;
-
 use daemon::Daemon;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
