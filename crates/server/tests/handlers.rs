@@ -187,7 +187,7 @@ async fn registration_returns_the_secret_once_and_validates_everything() {
     let (s, _) = app
         .call(Method::POST, "/v1/actions", Some(&app.agent), Some(json!({"handler": "mail", "action": "send", "params": {"to": "a@b.c", "subject": "x"}})))
         .await;
-    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(s, StatusCode::CONFLICT);
     let (s, _) = app
         .call(
             Method::GET,
@@ -398,8 +398,12 @@ async fn schema_violations_are_all_listed_and_nothing_is_stored() {
             Some(json!({"handler": "mail", "action": "nope", "params": {}})),
         )
         .await;
-    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(p["errors"][0]["field"], "action");
+    // A handler, action or permission that does not exist is "not found".
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert!(
+        p["detail"].as_str().unwrap().contains("no action 'nope'"),
+        "{p}"
+    );
     let (s, _) = app
         .call(
             Method::POST,
@@ -408,7 +412,7 @@ async fn schema_violations_are_all_listed_and_nothing_is_stored() {
             Some(json!({"handler": "nope", "action": "send", "params": {}})),
         )
         .await;
-    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(s, StatusCode::NOT_FOUND);
     let (_, page) = app
         .call(Method::GET, "/v1/actions", Some(&app.operator), None)
         .await;
@@ -785,7 +789,7 @@ async fn unanswered_grant_requests_expire_and_denials_carry_a_reason() {
             ),
         )
         .await;
-    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(s, StatusCode::NOT_FOUND);
     app.stop().await;
 }
 

@@ -229,7 +229,8 @@ fn with_location(status: StatusCode, action: Action) -> Response {
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Key not bound to an agent", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Idempotency key reused with a different body", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such handler or action", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Idempotency key reused with a different body, or the handler is retired", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
@@ -311,24 +312,21 @@ async fn handler_action(
     let handler = match state.handler(&h.handler).await {
         Ok(handler) if handler.record.retired_at.is_none() => handler,
         Ok(_) => {
-            return Err(ApiError::invalid(
-                "handler",
-                format!("handler '{}' is retired", h.handler),
-            ));
+            return Err(ApiError::conflict(format!(
+                "handler '{}' is retired",
+                h.handler
+            )));
         }
         Err(e) if e.status() == StatusCode::NOT_FOUND => {
-            return Err(ApiError::invalid(
-                "handler",
-                format!("no handler '{}'", h.handler),
-            ));
+            return Err(ApiError::not_found(format!("no handler '{}'", h.handler)));
         }
         Err(e) => return Err(e),
     };
     let Some(action) = handler.action(&h.action) else {
-        return Err(ApiError::invalid(
-            "action",
-            format!("handler '{}' has no action '{}'", h.handler, h.action),
-        ));
+        return Err(ApiError::not_found(format!(
+            "handler '{}' has no action '{}'",
+            h.handler, h.action
+        )));
     };
     let violations = action.violations(&h.params);
     if !violations.is_empty() {

@@ -32,6 +32,7 @@ pub struct EventsQuery {
     /// `action.*,grant.created` (default: all).
     pub types: Option<String>,
     /// Resume after this event seq; the `Last-Event-ID` header wins.
+    #[param(minimum = 0)]
     pub last_event_id: Option<i64>,
 }
 

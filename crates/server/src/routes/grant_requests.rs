@@ -84,6 +84,7 @@ async fn wait_request(
         (status = 201, description = "The request (pending, or settled within the wait)", body = GrantRequest),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Key not bound to an agent", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such handler or permission", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))

@@ -54,18 +54,14 @@ pub async fn permission_target(
     let h = match state.handler(handler).await {
         Ok(h) => h,
         Err(e) if e.status() == StatusCode::NOT_FOUND => {
-            return Err(ApiError::invalid(
-                "handler",
-                format!("no handler '{handler}'"),
-            ));
+            return Err(ApiError::not_found(format!("no handler '{handler}'")));
         }
         Err(e) => return Err(e),
     };
     let Some(decl) = h.permissions.get(permission) else {
-        return Err(ApiError::invalid(
-            "permission",
-            format!("handler '{handler}' declares no permission '{permission}'"),
-        ));
+        return Err(ApiError::not_found(format!(
+            "handler '{handler}' declares no permission '{permission}'"
+        )));
     };
     let known = decl
         .parameters_schema
@@ -151,6 +147,7 @@ pub struct CreatedGrant {
         (status = 201, description = "Granted", body = CreatedGrant),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an operator: only humans grant", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such handler or permission", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
