@@ -531,6 +531,7 @@ pub struct ApproveBody {
 #[serde(deny_unknown_fields)]
 pub struct Remember {
     /// `1h`, `30m`, `2d`, `today`, `indefinite` or an RFC 3339 time.
+    #[schema(pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite)$")]
     pub expires: String,
     /// Handler actions: the scope granted (default: this action's scope); values may be globs.
     #[serde(default)]

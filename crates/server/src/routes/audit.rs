@@ -33,6 +33,7 @@ pub struct AuditQuery {
     /// Stop before the first event written at or after this time (RFC 3339).
     pub until: Option<DateTime<Utc>>,
     /// `jsonl` (the only format, and the default).
+    #[param(pattern = "^jsonl$")]
     pub format: Option<String>,
 }
 

@@ -53,9 +53,13 @@ pub struct CreateGrantRequest {
     pub reason: String,
     /// How long the grant should last (`1h`, `today`, `indefinite`, RFC 3339; default 1h).
     #[serde(default)]
+    #[schema(pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite)$")]
     pub expires: Option<String>,
     /// How long a human has to answer (default and bounds as for actions).
     #[serde(default)]
+    #[schema(
+        pattern = r"^(?:(?:[1-9]|[1-5][0-9]|60)m|1h|(?:6[0-9]|[7-9][0-9]|[1-9][0-9]{2}|[12][0-9]{3}|3[0-5][0-9]{2}|3600)s)$"
+    )]
     pub timeout: Option<String>,
 }
 
@@ -217,6 +221,7 @@ pub struct ApproveRequest {
     pub scope: Option<Map<String, Value>>,
     /// An expiry no later than the one asked for (default: as asked).
     #[serde(default)]
+    #[schema(pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite)$")]
     pub expires: Option<String>,
 }
 

@@ -99,34 +99,77 @@ pub fn tool_target(
     })
 }
 
-/// A grant to create: `{handler, permission, scope}` or `{tool, pattern}`.
+/// A grant of a handler's permission within a scope.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateGrant {
+pub struct PermissionGrant {
     /// For this agent only; absent: any agent.
     #[serde(default)]
+    #[schema(pattern = r"^[A-Za-z0-9_.@\-]{1,128}$")]
     pub agent: Option<String>,
-    /// Handler id (permission grants).
-    #[serde(default)]
-    pub handler: Option<String>,
-    /// Permission name (permission grants).
-    #[serde(default)]
-    pub permission: Option<String>,
+    /// Handler id.
+    pub handler: String,
+    /// Permission name.
+    pub permission: String,
     /// Scope values; a string with `*` or `?` is a glob; a missing key matches any value.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    pub scope: Option<Map<String, Value>>,
-    /// Tool (decision-only grants).
-    #[serde(default)]
-    pub tool: Option<String>,
-    /// Full-match pattern over the detail, shell-aware for shell tools (decision-only grants).
-    #[serde(default)]
-    pub pattern: Option<String>,
-    /// `1h`, `30m`, `2d`, `today`, `indefinite` or an RFC 3339 time.
+    #[schema(value_type = Object)]
+    pub scope: Map<String, Value>,
+    /// `1h`, `30m`, `2d`, `today`, `indefinite`; the server also takes an RFC 3339 time.
+    #[schema(pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite)$")]
     pub expires: String,
     /// A note.
     #[serde(default)]
+    #[schema(max_length = 4096)]
     pub note: Option<String>,
+}
+
+/// A grant for decision-only actions of a tool whose detail matches a pattern.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolGrant {
+    /// For this agent only; absent: any agent.
+    #[serde(default)]
+    #[schema(pattern = r"^[A-Za-z0-9_.@\-]{1,128}$")]
+    pub agent: Option<String>,
+    /// Tool name.
+    #[schema(pattern = r"^[A-Za-z0-9_.\-]{1,128}$")]
+    pub tool: String,
+    /// Full-match regex over the detail, shell-aware for shell tools.
+    #[schema(max_length = 4096)]
+    pub pattern: String,
+    /// `1h`, `30m`, `2d`, `today`, `indefinite`; the server also takes an RFC 3339 time.
+    #[schema(pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite)$")]
+    pub expires: String,
+    /// A note.
+    #[serde(default)]
+    #[schema(max_length = 4096)]
+    pub note: Option<String>,
+}
+
+/// A grant to create: `{handler, permission, scope}` or `{tool, pattern}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum CreateGrant {
+    /// A handler permission.
+    Permission(PermissionGrant),
+    /// A decision-only tool pattern.
+    Tool(ToolGrant),
+}
+
+impl CreateGrant {
+    /// Picks the form by its keys, so errors name the right fields.
+    fn from_json(v: Value) -> Result<CreateGrant, ApiError> {
+        if !v.is_object() {
+            return Err(ApiError::invalid("body", "must be a JSON object"));
+        }
+        let parsed = if v.get("tool").is_some() {
+            serde_json::from_value(v).map(CreateGrant::Tool)
+        } else {
+            serde_json::from_value(v).map(CreateGrant::Permission)
+        };
+        parsed.map_err(|e| ApiError::invalid("body", e.to_string()))
+    }
 }
 
 /// A grant, and the pending actions creating it approved.
@@ -155,43 +198,35 @@ pub struct CreatedGrant {
 pub async fn create_grant(
     State(state): State<AppState>,
     caller: Caller,
-    ApiJson(body): ApiJson<CreateGrant>,
+    ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<(StatusCode, axum::Json<CreatedGrant>)> {
     caller.require(Role::Operator)?;
-    if let Some(a) = &body.agent {
+    let (agent, expires, note, target) = match CreateGrant::from_json(body)? {
+        CreateGrant::Permission(g) => {
+            let target =
+                permission_target(&state, &g.handler, &g.permission, g.scope, "scope").await?;
+            (g.agent, g.expires, g.note, target)
+        }
+        CreateGrant::Tool(g) => {
+            let target = tool_target(&g.tool, &g.pattern, "pattern")?;
+            (g.agent, g.expires, g.note, target)
+        }
+    };
+    if let Some(a) = &agent {
         validate_agent_id(a)
             .map_err(|_| ApiError::invalid("agent", "1-128 characters from A-Z a-z 0-9 _ - . @"))?;
     }
-    if body.note.as_ref().is_some_and(|n| n.len() > 4096) {
-        return Err(ApiError::invalid("note", "at most 4096 bytes"));
+    if note.as_ref().is_some_and(|n| n.chars().count() > 4096) {
+        return Err(ApiError::invalid("note", "at most 4096 characters"));
     }
-    let target = match (&body.handler, &body.permission, &body.tool, &body.pattern) {
-        (Some(h), Some(p), None, None) => {
-            permission_target(
-                &state,
-                h,
-                p,
-                body.scope.clone().unwrap_or_default(),
-                "scope",
-            )
-            .await?
-        }
-        (None, None, Some(t), Some(p)) if body.scope.is_none() => tool_target(t, p, "pattern")?,
-        _ => {
-            return Err(ApiError::invalid(
-                "body",
-                "give either handler, permission and scope, or tool and pattern",
-            ));
-        }
-    };
-    let expires_at = parse_expires(&state, &body.expires, "expires")?;
+    let expires_at = parse_expires(&state, &expires, "expires")?;
     let new = NewGrant {
         id: new_grant_id(),
-        agent: body.agent,
+        agent,
         target,
         granted_by: caller.identity(),
         expires_at,
-        note: body.note,
+        note,
     };
     let created = state.store().create_grant(new, None).await?;
     Ok((
