@@ -97,7 +97,7 @@ fn last_event_id(headers: &HeaderMap, query: Option<i64>) -> Result<Option<i64>,
         ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this event seq (wins over ?last_event_id)"),
     ),
     responses(
-        (status = 200, description = "An event stream", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "An event stream", body = SseMessage, content_type = "text/event-stream"),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "An agent-role key bound to no agent", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown type or invalid last id", body = Problem, content_type = "application/problem+json"),
@@ -173,7 +173,7 @@ pub async fn stream_events(
     get, path = "/v1/actions/{id}/events", tag = "events",
     params(("id" = String, Path, description = "Action id")),
     responses(
-        (status = 200, description = "The action's event stream", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "The action's event stream", body = SseMessage, content_type = "text/event-stream"),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such action visible to the caller", body = Problem, content_type = "application/problem+json"),
     ),
@@ -207,4 +207,20 @@ pub async fn action_events(
         timing,
         state.shutdown().clone(),
     )))
+}
+
+/// One message of an event stream, as an SSE client parses it: `id` is the
+/// event's `seq`, `event` its type (or `reset`), `data` the event as JSON
+/// text (`{seq, id, type, at, agent?, action_id?, grant_id?, data}`).
+#[derive(Debug, utoipa::ToSchema)]
+#[allow(dead_code)] // describes the wire format for the OpenAPI document
+pub struct SseMessage {
+    /// The event's seq (absent on `reset`).
+    pub id: Option<String>,
+    /// The event type, or `reset`.
+    pub event: Option<String>,
+    /// JSON text of the event, or of the reset notice.
+    pub data: String,
+    /// Reconnection hint in milliseconds (first message only).
+    pub retry: Option<u64>,
 }
