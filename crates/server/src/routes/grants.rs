@@ -91,6 +91,9 @@ pub fn tool_target(
     pattern_field: &str,
 ) -> Result<NewGrantTarget, ApiError> {
     validate_tool(tool)?;
+    if pattern.chars().count() > 4096 {
+        return Err(ApiError::invalid(pattern_field, "at most 4096 characters"));
+    }
     policy::ToolPattern::new(tool, pattern)
         .map_err(|e| ApiError::invalid(pattern_field, e.to_string()))?;
     Ok(NewGrantTarget::Tool {
