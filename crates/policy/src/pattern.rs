@@ -267,7 +267,8 @@ fn literal_prefix(pattern: &str) -> String {
             c
         } else if c == '\\' {
             match chars.peek() {
-                Some(&next) if next.is_ascii_punctuation() => {
+                // `\<` and `\>` are word boundaries, not `<` and `>`.
+                Some(&next) if next.is_ascii_punctuation() && !matches!(next, '<' | '>') => {
                     chars.next();
                     next
                 }
@@ -322,6 +323,15 @@ mod tests {
         assert_eq!(literal_prefix("(?i)abc(?=x)"), "");
         assert_eq!(literal_prefix("ab+(?=x)"), "ab");
         assert_eq!(literal_prefix("a[|](?=x)"), "a");
+        assert_eq!(literal_prefix(r"a \<b(?!c)"), "a ");
+        assert_eq!(literal_prefix(r"a\>(?!c)"), "a");
+    }
+
+    #[test]
+    fn word_boundary_escape_is_not_part_of_the_prefilter() {
+        let set = PatternSet::new(&[r"a \<b(?!c)"]).unwrap();
+        assert_eq!(set.first_match("a b"), SetMatch::Matched(0));
+        assert_eq!(set.first_match("a bc"), SetMatch::None);
     }
 
     #[test]
