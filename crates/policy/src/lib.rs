@@ -9,8 +9,10 @@
 //!
 //! Decisions worth knowing:
 //!
-//! - Patterns must match the whole action string. Plain patterns of a list
-//!   are matched in one `RegexSet` pass; patterns with look-around or
+//! - Patterns must match the whole action string. Patterns that are a
+//!   literal followed by `.*` (`tool:file:.*`, `(?s).*`) are matched as a
+//!   prefix test through a sorted index of literals; other plain patterns
+//!   of a list are matched in one `RegexSet` pass; patterns with look-around or
 //!   backreferences use `fancy-regex` with a backtracking limit
 //!   ([`BACKTRACK_LIMIT`]). If a pattern hits the limit its answer is
 //!   unknown, and the decision is **deny**, naming the pattern, whatever

@@ -1,6 +1,10 @@
-//! Full-match pattern lists: one `RegexSet` pass for plain patterns, a
-//! backtracking engine (with a limit) for the few that need look-around.
+//! Full-match pattern lists: literal-then-`.*` patterns by prefix lookup,
+//! other plain patterns in one `RegexSet` pass, and a backtracking engine
+//! (with a limit) for the few that need look-around.
 
+mod prefix;
+
+use prefix::PrefixIndex;
 use regex::{Regex, RegexSet, RegexSetBuilder};
 use std::fmt;
 
@@ -34,7 +38,10 @@ pub enum SetMatch {
 
 /// An ordered list of full-match patterns, compiled once.
 ///
-/// Patterns the `regex` crate accepts are matched together in one pass by a
+/// Patterns that are a literal followed by `.*` (or by nothing), like
+/// `tool:file:.*`, are matched as "starts with the literal, and no `\n`
+/// follows" through a sorted index of literals (see `prefix`). Other patterns
+/// the `regex` crate accepts are matched together in one pass by a
 /// `RegexSet`, each wrapped as `\A(?:pattern)\z` so that it must match the
 /// whole input (without the group, `^a|b$` would match `axxx`). Patterns that
 /// need look-around or backreferences go to `fancy-regex`, with a
@@ -43,6 +50,8 @@ pub enum SetMatch {
 #[derive(Clone)]
 pub struct PatternSet {
     patterns: Vec<String>,
+    /// Literal-then-`.*` patterns.
+    prefixes: PrefixIndex,
     set: Option<RegexSet>,
     /// Maps a position in `set` back to the index in `patterns`.
     set_index: Vec<usize>,
@@ -74,14 +83,18 @@ impl PatternSet {
     pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<Self, (usize, PatternError)> {
         let mut plain = Vec::new();
         let mut set_index = Vec::new();
+        let mut literals = Vec::new();
         let mut fancy = Vec::new();
         for (index, pattern) in patterns.iter().enumerate() {
             let pattern = pattern.as_ref();
             match classify(pattern) {
-                Ok(Engine::Plain) => {
-                    plain.push(wrap(pattern));
-                    set_index.push(index);
-                }
+                Ok(Engine::Plain) => match prefix::literal_pattern(pattern) {
+                    Some(lit) => literals.push((index, lit)),
+                    None => {
+                        plain.push(wrap(pattern));
+                        set_index.push(index);
+                    }
+                },
                 Ok(Engine::Fancy) => {
                     let regex = fancy_regex::RegexBuilder::new(&wrap_fancy(pattern))
                         .backtrack_limit(BACKTRACK_LIMIT)
@@ -110,6 +123,7 @@ impl PatternSet {
         };
         Ok(Self {
             patterns: patterns.iter().map(|p| p.as_ref().to_owned()).collect(),
+            prefixes: PrefixIndex::new(literals),
             set,
             set_index,
             fancy,
@@ -132,7 +146,7 @@ impl PatternSet {
     }
 
     /// Whether any pattern matches the whole of `input`, without working out
-    /// which one (cheaper: one `RegexSet::is_match`).
+    /// which one (cheaper: the prefix index, then one `RegexSet::is_match`).
     ///
     /// If a look-around pattern runs out of backtracking steps, the result is
     /// [`SetMatch::LimitExceeded`] even when another pattern matches: an
@@ -143,6 +157,9 @@ impl PatternSet {
             return SetMatch::LimitExceeded(limit);
         }
         if let Some(index) = fancy_hit {
+            return SetMatch::Matched(index);
+        }
+        if let Some(index) = self.prefixes.any_match(input) {
             return SetMatch::Matched(index);
         }
         if self.set.as_ref().is_some_and(|set| set.is_match(input)) {
@@ -160,18 +177,31 @@ impl PatternSet {
         if let Some(limit) = limit {
             return SetMatch::LimitExceeded(limit);
         }
-        let plain_hit = self.set.as_ref().and_then(|set| {
-            if !set.is_match(input) {
-                return None;
-            }
-            let first = set.matches(input).iter().next()?;
-            self.set_index.get(first).copied()
-        });
-        match (plain_hit, fancy_hit) {
-            (Some(a), Some(b)) => SetMatch::Matched(a.min(b)),
-            (Some(i), None) | (None, Some(i)) => SetMatch::Matched(i),
-            (None, None) => SetMatch::None,
+        let mut best = fancy_hit;
+        if !self.prefixes.is_empty()
+            && let Some(i) = self.prefixes.first_match(input)
+        {
+            best = Some(best.map_or(i, |b| b.min(i)));
         }
+        // The set can only improve on `best` if it holds a lower index.
+        let set_can_improve = self
+            .set_index
+            .first()
+            .is_some_and(|&lowest| best.is_none_or(|b| lowest < b));
+        if set_can_improve
+            && let Some(set) = &self.set
+            && set.is_match(input)
+        {
+            let plain_hit = set
+                .matches(input)
+                .iter()
+                .next()
+                .and_then(|first| self.set_index.get(first).copied());
+            if let Some(i) = plain_hit {
+                best = Some(best.map_or(i, |b| b.min(i)));
+            }
+        }
+        best.map_or(SetMatch::None, SetMatch::Matched)
     }
 
     /// Runs the look-around patterns whose prefix fits `input`, all of them:

@@ -1,0 +1,333 @@
+//! Patterns that are a literal followed by `.*` (or by nothing), matched
+//! without a regex engine.
+//!
+//! `tool:file:.*` full-matches a string exactly when the string starts with
+//! `tool:file:` and the rest holds no `\n` (Unicode `.` matches any
+//! character but `\n`; under `(?s)` it matches anything). A lazy DFA walks
+//! every byte of the input through `.`; a prefix test and one `memrchr` do
+//! not. Such patterns are recognised on the parsed syntax tree (so escapes,
+//! groups and flags are read exactly as the regex crate reads them) and kept
+//! in a sorted index, so a profile of 200 such prefixes costs one binary
+//! search or two, not 200 tests.
+
+use regex_syntax::hir::{Dot, Hir, HirKind};
+
+/// What may follow the literal for the whole input to match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tail {
+    /// Nothing: the pattern is a plain literal.
+    Nothing,
+    /// At least `min` characters, none of them `\n` unless `dotall`.
+    Any {
+        /// `(?s)`: `.` matches `\n` too.
+        dotall: bool,
+        /// The least number of characters (`.*` is 0, `.+` is 1).
+        min: usize,
+    },
+}
+
+/// A pattern of the form `<literal><tail>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct LiteralPattern {
+    pub(super) literal: String,
+    pub(super) tail: Tail,
+}
+
+/// Parses `pattern` as the regex crate does and returns it as a literal and
+/// a tail, if it has that form.
+pub(super) fn literal_pattern(pattern: &str) -> Option<LiteralPattern> {
+    let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
+    from_hir(&hir)
+}
+
+fn from_hir(hir: &Hir) -> Option<LiteralPattern> {
+    // A capture group around the whole pattern changes nothing for a
+    // full match.
+    if let HirKind::Capture(capture) = hir.kind() {
+        return from_hir(&capture.sub);
+    }
+    let items = match hir.kind() {
+        HirKind::Concat(items) => items.as_slice(),
+        _ => std::slice::from_ref(hir),
+    };
+    // Adjacent literals are merged into one by the parser, so the literal
+    // part is at most one item.
+    let (literal, rest) = match items.split_first() {
+        Some((first, rest)) => match first.kind() {
+            HirKind::Literal(lit) => (String::from_utf8(lit.0.to_vec()).ok()?, rest),
+            HirKind::Empty => (String::new(), rest),
+            _ => (String::new(), items),
+        },
+        None => (String::new(), items),
+    };
+    let tail = match rest {
+        [] => Tail::Nothing,
+        [last] => dot_star(last)?,
+        _ => return None,
+    };
+    Some(LiteralPattern { literal, tail })
+}
+
+/// `.*`, `.+`, `.{n,}` (lazy or greedy), with or without `(?s)`.
+fn dot_star(hir: &Hir) -> Option<Tail> {
+    let HirKind::Repetition(rep) = hir.kind() else {
+        return None;
+    };
+    if rep.max.is_some() {
+        return None;
+    }
+    let dotall = if *rep.sub == Hir::dot(Dot::AnyCharExceptLF) {
+        false
+    } else if *rep.sub == Hir::dot(Dot::AnyChar) {
+        true
+    } else {
+        return None;
+    };
+    Some(Tail::Any {
+        dotall,
+        min: usize::try_from(rep.min).ok()?,
+    })
+}
+
+/// One pattern of the index.
+#[derive(Debug, Clone)]
+struct Member {
+    /// The pattern's index in its [`super::PatternSet`].
+    index: usize,
+    tail: Tail,
+}
+
+/// Every pattern whose literal is `literal`, lowest index first.
+#[derive(Debug, Clone)]
+struct Group {
+    literal: String,
+    members: Vec<Member>,
+}
+
+/// Literal patterns sorted by literal, so that the literals that start an
+/// input are found by binary search.
+#[derive(Debug, Clone, Default)]
+pub(super) struct PrefixIndex {
+    groups: Vec<Group>,
+}
+
+impl PrefixIndex {
+    /// Builds the index from `(index, pattern)` pairs.
+    pub(super) fn new(patterns: Vec<(usize, LiteralPattern)>) -> Self {
+        let mut groups: Vec<Group> = Vec::new();
+        let mut patterns = patterns;
+        patterns.sort_by(|(i, a), (j, b)| a.literal.cmp(&b.literal).then(i.cmp(j)));
+        for (index, p) in patterns {
+            let member = Member {
+                index,
+                tail: p.tail,
+            };
+            match groups.last_mut() {
+                Some(group) if group.literal == p.literal => group.members.push(member),
+                _ => groups.push(Group {
+                    literal: p.literal,
+                    members: vec![member],
+                }),
+            }
+        }
+        PrefixIndex { groups }
+    }
+
+    /// True if the index holds no pattern.
+    pub(super) fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    /// The lowest index of a pattern that matches the whole of `input`.
+    pub(super) fn first_match(&self, input: &str) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        self.visit(input, |index| {
+            best = Some(best.map_or(index, |b| b.min(index)));
+            false
+        });
+        best
+    }
+
+    /// The index of some pattern that matches the whole of `input`.
+    pub(super) fn any_match(&self, input: &str) -> Option<usize> {
+        let mut found = None;
+        self.visit(input, |index| {
+            found = Some(index);
+            true
+        });
+        found
+    }
+
+    /// Calls `hit` with the lowest matching index of every group whose
+    /// literal starts `input`, longest literal first, until `hit` returns
+    /// true.
+    ///
+    /// The literals that start `input` are found without testing each: the
+    /// largest literal not above `query` (initially `input`) either starts
+    /// `query`, and then every other literal starting `query` is shorter and
+    /// starts that literal minus its last byte; or it does not, and then
+    /// every literal starting `query` is at most as long as their common
+    /// prefix (a longer one would sort between the two). Either way `query`
+    /// gets shorter, so the loop ends.
+    fn visit(&self, input: &str, mut hit: impl FnMut(usize) -> bool) {
+        let bytes = input.as_bytes();
+        let mut query = bytes;
+        // Where the last `\n` is, found on first need.
+        let mut last_newline: Option<Option<usize>> = None;
+        loop {
+            let pos = self
+                .groups
+                .partition_point(|g| g.literal.as_bytes() <= query);
+            let Some(group) = pos.checked_sub(1).and_then(|p| self.groups.get(p)) else {
+                return;
+            };
+            let literal = group.literal.as_bytes();
+            if !query.starts_with(literal) {
+                let common = literal
+                    .iter()
+                    .zip(query)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                query = &query[..common];
+                continue;
+            }
+            let len = literal.len();
+            // `len` is a character boundary of `input`: the literal is
+            // valid UTF-8 and equals the start of `input`.
+            let rest = input.get(len..).unwrap_or_default();
+            let matched = group.members.iter().find(|m| match m.tail {
+                Tail::Nothing => rest.is_empty(),
+                Tail::Any { dotall, min } => {
+                    let no_newline = dotall || {
+                        let last =
+                            *last_newline.get_or_insert_with(|| memchr::memrchr(b'\n', bytes));
+                        last.is_none_or(|at| at < len)
+                    };
+                    no_newline && (min == 0 || rest.chars().nth(min - 1).is_some())
+                }
+            });
+            if let Some(m) = matched
+                && hit(m.index)
+            {
+                return;
+            }
+            match literal.split_last() {
+                Some((_, shorter)) => query = shorter,
+                None => return,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn lit(literal: &str, tail: Tail) -> Option<LiteralPattern> {
+        Some(LiteralPattern {
+            literal: literal.to_owned(),
+            tail,
+        })
+    }
+
+    const DOT: Tail = Tail::Any {
+        dotall: false,
+        min: 0,
+    };
+    const DOTALL: Tail = Tail::Any {
+        dotall: true,
+        min: 0,
+    };
+
+    #[test]
+    fn literal_patterns_are_recognised() {
+        assert_eq!(literal_pattern("tool:file:.*"), lit("tool:file:", DOT));
+        assert_eq!(literal_pattern(r"tool:a\.b:.*?"), lit("tool:a.b:", DOT));
+        assert_eq!(literal_pattern("(?s)tool:x:.*"), lit("tool:x:", DOTALL));
+        assert_eq!(literal_pattern("tool:(?s:.*)"), lit("tool:", DOTALL));
+        assert_eq!(literal_pattern("(?s).*"), lit("", DOTALL));
+        assert_eq!(literal_pattern(".*"), lit("", DOT));
+        assert_eq!(literal_pattern("(?:ab)c.*"), lit("abc", DOT));
+        assert_eq!(literal_pattern("(abc.*)"), lit("abc", DOT));
+        assert_eq!(
+            literal_pattern("ab.+"),
+            lit(
+                "ab",
+                Tail::Any {
+                    dotall: false,
+                    min: 1
+                }
+            )
+        );
+        assert_eq!(
+            literal_pattern("tool:self_edit:x"),
+            lit("tool:self_edit:x", Tail::Nothing)
+        );
+        assert_eq!(literal_pattern(""), lit("", Tail::Nothing));
+        assert_eq!(literal_pattern("é.*"), lit("é", DOT));
+    }
+
+    #[test]
+    fn other_patterns_are_not() {
+        for p in [
+            "(?i)abc.*",
+            "a.*b",
+            "a.*.*",
+            "a.{0,5}",
+            "(?R)a.*",
+            "a|b.*",
+            "^a.*",
+            "a.*$",
+            "a[bc].*",
+            r"a\b.*",
+            "(?x)a b .*(?s:.*)",
+            "tool:(a|b):.*",
+        ] {
+            assert_eq!(literal_pattern(p), None, "{p}");
+        }
+    }
+
+    fn index(patterns: &[&str]) -> PrefixIndex {
+        PrefixIndex::new(
+            patterns
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (i, literal_pattern(p).unwrap()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn lowest_index_among_nested_literals_wins() {
+        let idx = index(&["tool:a:b.*", "tool:.*", "tool:a:.*", "tool:a:bc", "(?s).*"]);
+        assert_eq!(idx.first_match("tool:a:bc"), Some(0));
+        assert_eq!(idx.first_match("tool:a:x"), Some(1));
+        assert_eq!(idx.first_match("tool:a:x\ny"), Some(4));
+        assert_eq!(idx.first_match("tool:a:\nbc"), Some(4));
+        assert_eq!(idx.first_match("x"), Some(4));
+        assert!(idx.any_match("tool:a:x").is_some());
+    }
+
+    #[test]
+    fn newline_only_matters_after_the_literal() {
+        let idx = index(&["a\nb.*"]);
+        assert_eq!(idx.first_match("a\nbcd"), Some(0));
+        assert_eq!(idx.first_match("a\nbc\nd"), None);
+        let idx = index(&["ab.+"]);
+        assert_eq!(idx.first_match("ab"), None);
+        assert_eq!(idx.first_match("abé"), Some(0));
+    }
+
+    #[test]
+    fn many_prefixes_are_found_by_search() {
+        let patterns: Vec<String> = (0..200).map(|i| format!("tool:svc{i:03}:op.*")).collect();
+        let refs: Vec<&str> = patterns.iter().map(String::as_str).collect();
+        let idx = index(&refs);
+        assert_eq!(idx.first_match("tool:svc199:op.read x"), Some(199));
+        assert_eq!(idx.first_match("tool:svc000:op"), Some(0));
+        assert_eq!(idx.first_match("tool:svc200:op.read"), None);
+        assert_eq!(idx.first_match("tool:svc19:op.read"), None);
+        assert_eq!(idx.first_match(""), None);
+    }
+}
