@@ -11,7 +11,7 @@
 //!
 //! - Patterns must match the whole action string. Patterns that are a
 //!   literal followed by `.*` (`tool:file:.*`, `(?s).*`) are matched as a
-//!   prefix test through a sorted index of literals; other plain patterns
+//!   prefix test through a trie of literals; other plain patterns
 //!   of a list are matched in one `RegexSet` pass; patterns with look-around or
 //!   backreferences use `fancy-regex` with a backtracking limit
 //!   ([`BACKTRACK_LIMIT`]). If a pattern hits the limit its answer is

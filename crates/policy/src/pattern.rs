@@ -40,7 +40,7 @@ pub enum SetMatch {
 ///
 /// Patterns that are a literal followed by `.*` (or by nothing), like
 /// `tool:file:.*`, are matched as "starts with the literal, and no `\n`
-/// follows" through a sorted index of literals (see `prefix`). Other patterns
+/// follows" through a byte trie of literals (see `prefix`). Other patterns
 /// the `regex` crate accepts are matched together in one pass by a
 /// `RegexSet`, each wrapped as `\A(?:pattern)\z` so that it must match the
 /// whole input (without the group, `^a|b$` would match `axxx`). Patterns that
