@@ -25,6 +25,11 @@
 //!   name, a command that runs commands, a writing option, anything
 //!   unparsable, …) caps the answer at ask, under every profile including
 //!   `open`, and for grants too.
+//!   [`check`] skips the parsing when no deny or allow pattern can reach
+//!   the tool and the ask list answers alike for every command (as for
+//!   `bash` under `guarded` and `standard`), since it cannot change the
+//!   verdict there; [`decide()`] always parses, because its reason names the
+//!   deciding command.
 //! - `guarded` and `readonly` end in `(?s).*` ask patterns, so that
 //!   multi-line details ask rather than fall through to deny.
 

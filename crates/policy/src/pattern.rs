@@ -4,7 +4,7 @@
 
 mod prefix;
 
-use prefix::PrefixIndex;
+use prefix::{LiteralPattern, PrefixIndex, Tail};
 use regex::{Regex, RegexSet, RegexSetBuilder};
 use std::fmt;
 
@@ -36,6 +36,18 @@ pub enum SetMatch {
     LimitExceeded(usize),
 }
 
+/// Which strings that start with a given text one pattern of a set is
+/// certain to match (see [`PatternSet::coverage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Coverage {
+    /// No single pattern matches all of them.
+    Partial,
+    /// Every one without a `\n` after the given text.
+    WithoutNewline,
+    /// Every one.
+    All,
+}
+
 /// An ordered list of full-match patterns, compiled once.
 ///
 /// Patterns that are a literal followed by `.*` (or by nothing), like
@@ -56,6 +68,19 @@ pub struct PatternSet {
     /// Maps a position in `set` back to the index in `patterns`.
     set_index: Vec<usize>,
     fancy: Vec<FancyPattern>,
+    /// Per pattern, what its matches are known to start with.
+    shapes: Vec<Shape>,
+}
+
+/// What is known of a pattern's matches, to prove what it cannot match.
+#[derive(Debug, Clone)]
+struct Shape {
+    /// Set if the pattern is a literal followed by `.*` or by nothing.
+    literal: Option<LiteralPattern>,
+    /// Every match starts with one of these; `None` if nothing is known.
+    starts: Option<Vec<String>>,
+    /// Matched by the backtracking engine, so it may hit the limit.
+    fancy: bool,
 }
 
 #[derive(Clone)]
@@ -85,24 +110,39 @@ impl PatternSet {
         let mut set_index = Vec::new();
         let mut literals = Vec::new();
         let mut fancy = Vec::new();
+        let mut shapes = Vec::with_capacity(patterns.len());
         for (index, pattern) in patterns.iter().enumerate() {
             let pattern = pattern.as_ref();
             match classify(pattern) {
-                Ok(Engine::Plain) => match prefix::literal_pattern(pattern) {
-                    Some(lit) => literals.push((index, lit)),
-                    None => {
-                        plain.push(wrap(pattern));
-                        set_index.push(index);
+                Ok(Engine::Plain) => {
+                    let literal = prefix::literal_pattern(pattern);
+                    match &literal {
+                        Some(lit) => literals.push((index, lit.clone())),
+                        None => {
+                            plain.push(wrap(pattern));
+                            set_index.push(index);
+                        }
                     }
-                },
+                    shapes.push(Shape {
+                        literal,
+                        starts: prefix::possible_starts(pattern),
+                        fancy: false,
+                    });
+                }
                 Ok(Engine::Fancy) => {
                     let regex = fancy_regex::RegexBuilder::new(&wrap_fancy(pattern))
                         .backtrack_limit(BACKTRACK_LIMIT)
                         .build()
                         .map_err(|e| (index, invalid(pattern, e.to_string())))?;
+                    let start = literal_prefix(pattern);
+                    shapes.push(Shape {
+                        literal: None,
+                        starts: Some(vec![start.clone()]),
+                        fancy: true,
+                    });
                     fancy.push(FancyPattern {
                         index,
-                        prefix: literal_prefix(pattern),
+                        prefix: start,
                         regex,
                     });
                 }
@@ -127,6 +167,7 @@ impl PatternSet {
             set,
             set_index,
             fancy,
+            shapes,
         })
     }
 
@@ -204,6 +245,49 @@ impl PatternSet {
         best.map_or(SetMatch::None, SetMatch::Matched)
     }
 
+    /// Whether some pattern might match a string that starts with `start`
+    /// (false only when that is impossible, judged by the literal text each
+    /// pattern's matches start with; look-around patterns included).
+    pub(crate) fn may_match_starting_with(&self, start: &str) -> bool {
+        self.shapes.iter().any(|shape| shape.may_start_with(start))
+    }
+
+    /// Whether a look-around pattern might run on a string that starts with
+    /// `start`, and so might hit the backtracking limit.
+    pub(crate) fn may_backtrack_starting_with(&self, start: &str) -> bool {
+        self.shapes
+            .iter()
+            .any(|shape| shape.fancy && shape.may_start_with(start))
+    }
+
+    /// Which strings starting with `start` a single pattern of the set is
+    /// certain to match, whatever follows `start` (up to a `\n`, for a
+    /// pattern like `tool:bash:.*`).
+    pub(crate) fn coverage(&self, start: &str) -> Coverage {
+        self.shapes
+            .iter()
+            .filter_map(|shape| shape.literal.as_ref())
+            .map(|lit| {
+                let Tail::Any { dotall, min } = lit.tail else {
+                    return Coverage::Partial;
+                };
+                let Some(rest) = start.strip_prefix(lit.literal.as_str()) else {
+                    return Coverage::Partial;
+                };
+                if rest.chars().count() < min {
+                    Coverage::Partial
+                } else if dotall {
+                    Coverage::All
+                } else if rest.contains('\n') {
+                    Coverage::Partial
+                } else {
+                    Coverage::WithoutNewline
+                }
+            })
+            .max()
+            .unwrap_or(Coverage::Partial)
+    }
+
     /// Runs the look-around patterns whose prefix fits `input`, all of them:
     /// returns the lowest matching index and the first pattern that hit the
     /// backtracking limit.
@@ -220,6 +304,16 @@ impl PatternSet {
             }
         }
         (hit, None)
+    }
+}
+
+impl Shape {
+    fn may_start_with(&self, start: &str) -> bool {
+        self.starts.as_ref().is_none_or(|starts| {
+            starts
+                .iter()
+                .any(|s| s.starts_with(start) || start.starts_with(s.as_str()))
+        })
     }
 }
 

@@ -12,6 +12,7 @@
 //! search: every comparison is a `memcmp` call, and `memcmp` on the empty,
 //! dangling slice of an empty `String` took about 100 ns here.)
 
+use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use regex_syntax::hir::{Dot, Hir, HirKind};
 
 /// What may follow the literal for the whole input to match.
@@ -89,6 +90,18 @@ fn dot_star(hir: &Hir) -> Option<Tail> {
         dotall,
         min: usize::try_from(rep.min).ok()?,
     })
+}
+
+/// Literal texts one of which every full match of `pattern` starts with, or
+/// `None` if nothing is known (then any input may match). Used to prove
+/// that a pattern can never match strings starting with some text.
+pub(super) fn possible_starts(pattern: &str) -> Option<Vec<String>> {
+    let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
+    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(&hir);
+    seq.literals()?
+        .iter()
+        .map(|lit| String::from_utf8(lit.as_bytes().to_vec()).ok())
+        .collect()
 }
 
 /// One pattern of the index.
@@ -330,5 +343,20 @@ mod tests {
         assert_eq!(idx.first_match("tool:svc200:op.read"), None);
         assert_eq!(idx.first_match("tool:svc19:op.read"), None);
         assert_eq!(idx.first_match(""), None);
+    }
+
+    #[test]
+    fn possible_starts_are_sound() {
+        assert_eq!(
+            possible_starts("tool:(a|b):.*"),
+            Some(vec!["tool:a:".to_owned(), "tool:b:".to_owned()])
+        );
+        let unknown = possible_starts(".*x");
+        assert!(
+            unknown
+                .as_ref()
+                .is_none_or(|s| s.iter().any(String::is_empty)),
+            "{unknown:?}"
+        );
     }
 }
