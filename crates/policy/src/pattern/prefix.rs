@@ -7,8 +7,8 @@
 //! every byte of the input through `.`; a prefix test and one `memrchr` do
 //! not. Such patterns are recognised on the parsed syntax tree (so escapes,
 //! groups and flags are read exactly as the regex crate reads them) and kept
-//! in a byte trie, so a profile of 200 such prefixes costs one walk over the
-//! first bytes of the input, not 200 tests. (Not a sorted list and binary
+//! in a compressed byte trie, so a profile of 200 such prefixes costs one
+//! walk over the first bytes of the input, not 200 tests. (Not a sorted list and binary
 //! search: every comparison is a `memcmp` call, and `memcmp` on the empty,
 //! dangling slice of an empty `String` took about 100 ns here.)
 
@@ -112,18 +112,32 @@ struct Member {
     tail: Tail,
 }
 
-/// A node of the trie: the literals that are the bytes on the path to it.
+/// A node of the trie as it is built, one byte per edge.
 #[derive(Debug, Clone, Default)]
-struct Node {
+struct ByteNode {
     /// The next byte and the node it leads to, sorted by byte.
     children: Vec<(u8, usize)>,
     /// The patterns whose literal ends here, lowest index first.
     members: Vec<Member>,
 }
 
-/// Literal patterns in a byte trie, so that the literals that start an
-/// input are found in one walk over the input's first bytes, however many
-/// patterns there are.
+/// A node of the compressed trie: the literal that is the labels on the
+/// path to it.
+#[derive(Debug, Clone, Default)]
+struct Node {
+    /// The bytes from the parent to this node (empty for the root): runs
+    /// of nodes with one child and no pattern are merged, so that walking
+    /// `tool:file:` is one comparison, not ten steps.
+    label: Box<[u8]>,
+    /// The first byte of each child's label and the child, sorted by byte.
+    children: Vec<(u8, usize)>,
+    /// The patterns whose literal ends here, lowest index first.
+    members: Vec<Member>,
+}
+
+/// Literal patterns in a compressed byte trie, so that the literals that
+/// start an input are found in one walk over the input's first bytes,
+/// however many patterns there are.
 #[derive(Debug, Clone)]
 pub(super) struct PrefixIndex {
     /// `nodes[0]` is the root (the empty literal).
@@ -134,28 +148,50 @@ impl PrefixIndex {
     /// Builds the index from `(index, pattern)` pairs in increasing index
     /// order.
     pub(super) fn new(patterns: Vec<(usize, LiteralPattern)>) -> Self {
-        let mut nodes = vec![Node::default()];
+        // Indexing below cannot panic: every index stored in `children` was
+        // the length of the vector just before the node was pushed.
+        let mut trie = vec![ByteNode::default()];
         for (index, p) in patterns {
             let mut at = 0;
             for &byte in p.literal.as_bytes() {
-                let next = nodes.len();
-                let Some(node) = nodes.get_mut(at) else {
-                    break; // unreachable: `at` is always a node's index
-                };
+                let next = trie.len();
+                let node = &mut trie[at];
                 at = match node.children.binary_search_by_key(&byte, |&(b, _)| b) {
-                    Ok(i) => node.children.get(i).map_or(next, |&(_, child)| child),
+                    Ok(i) => node.children[i].1,
                     Err(i) => {
                         node.children.insert(i, (byte, next));
-                        nodes.push(Node::default());
+                        trie.push(ByteNode::default());
                         next
                     }
                 };
             }
-            if let Some(node) = nodes.get_mut(at) {
-                node.members.push(Member {
-                    index,
-                    tail: p.tail,
+            trie[at].members.push(Member {
+                index,
+                tail: p.tail,
+            });
+        }
+        let mut nodes = vec![Node {
+            members: std::mem::take(&mut trie[0].members),
+            ..Node::default()
+        }];
+        // (node in `trie`, the same node in `nodes`)
+        let mut stack = vec![(0, 0)];
+        while let Some((from, to)) = stack.pop() {
+            for (byte, mut child) in std::mem::take(&mut trie[from].children) {
+                let mut label = vec![byte];
+                while trie[child].members.is_empty() && trie[child].children.len() == 1 {
+                    let (next_byte, next) = trie[child].children[0];
+                    label.push(next_byte);
+                    child = next;
+                }
+                let id = nodes.len();
+                nodes.push(Node {
+                    label: label.into_boxed_slice(),
+                    children: Vec::new(),
+                    members: std::mem::take(&mut trie[child].members),
                 });
+                nodes[to].children.push((byte, id));
+                stack.push((child, id));
             }
         }
         PrefixIndex { nodes }
@@ -224,11 +260,18 @@ impl PrefixIndex {
             let Ok(i) = node.children.binary_search_by_key(&byte, |&(b, _)| b) else {
                 return;
             };
-            let Some(&(_, child)) = node.children.get(i) else {
+            let Some((child, label)) = node
+                .children
+                .get(i)
+                .and_then(|&(_, child)| Some((child, &self.nodes.get(child)?.label)))
+            else {
                 return;
             };
+            if !bytes.get(len..).is_some_and(|rest| rest.starts_with(label)) {
+                return;
+            }
             at = child;
-            len += 1;
+            len += label.len();
         }
     }
 }
