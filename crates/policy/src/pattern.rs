@@ -130,6 +130,17 @@ impl PatternSet {
                     });
                 }
                 Ok(Engine::Fancy) => {
+                    // Matched exactly by the index, so it cannot hit the
+                    // backtracking limit.
+                    if let Some(lit) = prefix::lookahead_pattern(pattern) {
+                        shapes.push(Shape {
+                            literal: None,
+                            starts: Some(vec![lit.literal.clone()]),
+                            fancy: false,
+                        });
+                        literals.push((index, lit));
+                        continue;
+                    }
                     let regex = fancy_regex::RegexBuilder::new(&wrap_fancy(pattern))
                         .backtrack_limit(BACKTRACK_LIMIT)
                         .build()
@@ -267,6 +278,7 @@ impl PatternSet {
         self.shapes
             .iter()
             .filter_map(|shape| shape.literal.as_ref())
+            .filter(|lit| lit.not_followed_by.is_none())
             .map(|lit| {
                 let Tail::Any { dotall, min } = lit.tail else {
                     return Coverage::Partial;

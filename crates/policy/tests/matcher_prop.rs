@@ -1,6 +1,6 @@
 //! Property: the combined matcher (a prefix index for literal-then-`.*`
-//! patterns, one RegexSet pass, fancy-regex for look-around) answers exactly
-//! like matching each pattern on its own.
+//! patterns and literal look-aheads, one RegexSet pass, fancy-regex for
+//! other look-around) answers exactly like matching each pattern on its own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -48,18 +48,23 @@ const TAILS: &[&str] = &[
 /// Flags in front of the pattern.
 const FLAGS: &[&str] = &["", "", "(?s)", "(?i)", "(?-s)", "(?m)"];
 
-/// `<flags><literal><tail>`, sometimes in a group: the shape of
-/// `tool:file:.*` and `(?s).*`, with literals (escaped, possibly holding a
-/// newline or a multi-byte character) that often start one another.
+/// `<flags><literal>[(?!<literal>)]<tail>`, sometimes in a group: the
+/// shape of `tool:file:.*`, `(?s).*` and `tool:git:(?!push).*`, with
+/// literals (escaped, possibly holding a newline or a multi-byte character)
+/// that often start one another.
 fn literal_pattern() -> impl Strategy<Value = String> {
     (
         prop::sample::select(FLAGS),
         "(tool:|[ab:.\n]|é){0,4}",
+        prop::option::of("(tool:|[ab:.]|é){0,2}"),
         prop::sample::select(TAILS),
         any::<bool>(),
     )
-        .prop_map(|(flags, literal, tail, group)| {
-            let body = format!("{}{tail}", regex_syntax::escape(&literal));
+        .prop_map(|(flags, literal, ahead, tail, group)| {
+            let ahead = ahead.map_or(String::new(), |a| {
+                format!("(?!{})", regex_syntax::escape(&a))
+            });
+            let body = format!("{}{ahead}{tail}", regex_syntax::escape(&literal));
             if group {
                 format!("{flags}({body})")
             } else {

@@ -60,14 +60,19 @@ fn shortcut_needs_every_list_to_be_out_of_reach_or_uniform() {
     );
     assert_eq!(kind(profile(&[], &["tool:bash:rm.*"], &[])), Never);
     assert_eq!(kind(profile(&[], &["tool:bash:(?!rm).*"], &[])), Never);
-    // A look-around pattern may hit its limit on one command and not on
+    // A backtracking pattern may hit its limit on one command and not on
     // another, even beside a pattern that matches everything.
     assert_eq!(
-        kind(profile(&[], &["tool:bash:(?!rm).*", "(?s).*"], &[])),
+        kind(profile(&[], &[r"tool:bash:(\w)\1.*", "(?s).*"], &[])),
         Never
     );
+    // A literal look-ahead is matched exactly and has no limit to hit.
     assert_eq!(
-        kind(profile(&[], &["tool:git:(?!rm).*", "(?s).*"], &[])),
+        kind(profile(&[], &["tool:bash:(?!rm).*", "(?s).*"], &[])),
+        Always
+    );
+    assert_eq!(
+        kind(profile(&[], &[r"tool:git:(\w)\1.*", "(?s).*"], &[])),
         Always
     );
     assert_eq!(

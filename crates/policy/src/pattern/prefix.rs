@@ -34,6 +34,8 @@ pub(super) enum Tail {
 pub(super) struct LiteralPattern {
     pub(super) literal: String,
     pub(super) tail: Tail,
+    /// For `<literal>(?!<text>)<tail>`: what must not follow the literal.
+    pub(super) not_followed_by: Option<String>,
 }
 
 /// Parses `pattern` as the regex crate does and returns it as a literal and
@@ -41,6 +43,43 @@ pub(super) struct LiteralPattern {
 pub(super) fn literal_pattern(pattern: &str) -> Option<LiteralPattern> {
     let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
     from_hir(&hir)
+}
+
+/// Recognises `<A>(?!<B>)<C>` where `A` and `B` are literals and `<A><C>`
+/// is a literal pattern with no more literal text: like `tool:git:(?!push).*`
+/// (`standard`'s git rule). It full-matches exactly when the input starts
+/// with `A`, what follows does not start with `B`, and the tail matches.
+///
+/// Each part is checked with the parser, so that flags and escapes of `A`
+/// carry over as the regex engine reads them: `A` alone and `<A><B>` must be
+/// plain literals, `B` alone must read as the same literal as it does after
+/// `A` (so `(?x)` or a quantifier binding to `A` are refused), and `<A><C>`
+/// must have `A`'s literal and a tail. Anything else is left to
+/// fancy-regex.
+pub(super) fn lookahead_pattern(pattern: &str) -> Option<LiteralPattern> {
+    let (a, rest) = pattern.split_once("(?!")?;
+    let (b, c) = rest.split_once(')')?;
+    let exact = |p: &str| match literal_pattern(p)? {
+        LiteralPattern {
+            literal,
+            tail: Tail::Nothing,
+            ..
+        } => Some(literal),
+        _ => None,
+    };
+    let first = exact(a)?;
+    let forbidden = exact(b)?;
+    if exact(&format!("{a}{b}"))? != format!("{first}{forbidden}") {
+        return None;
+    }
+    let whole = literal_pattern(&format!("{a}{c}"))?;
+    if whole.literal != first {
+        return None;
+    }
+    Some(LiteralPattern {
+        not_followed_by: Some(forbidden),
+        ..whole
+    })
 }
 
 fn from_hir(hir: &Hir) -> Option<LiteralPattern> {
@@ -68,7 +107,11 @@ fn from_hir(hir: &Hir) -> Option<LiteralPattern> {
         [last] => dot_star(last)?,
         _ => return None,
     };
-    Some(LiteralPattern { literal, tail })
+    Some(LiteralPattern {
+        literal,
+        tail,
+        not_followed_by: None,
+    })
 }
 
 /// `.*`, `.+`, `.{n,}` (lazy or greedy), with or without `(?s)`.
@@ -110,6 +153,7 @@ struct Member {
     /// The pattern's index in its [`super::PatternSet`].
     index: usize,
     tail: Tail,
+    not_followed_by: Option<Box<str>>,
 }
 
 /// A node of the trie as it is built, one byte per edge.
@@ -168,6 +212,7 @@ impl PrefixIndex {
             trie[at].members.push(Member {
                 index,
                 tail: p.tail,
+                not_followed_by: p.not_followed_by.map(String::into_boxed_str),
             });
         }
         let mut nodes = vec![Node {
@@ -237,16 +282,22 @@ impl PrefixIndex {
             // A literal's end is a character boundary of `input`: the
             // literal is valid UTF-8 and equals the start of `input`.
             if let (false, Some(rest)) = (node.members.is_empty(), input.get(len..)) {
-                let matched = node.members.iter().find(|m| match m.tail {
-                    Tail::Nothing => rest.is_empty(),
-                    Tail::Any { dotall, min } => {
-                        let no_newline = dotall || {
-                            let last =
-                                *last_newline.get_or_insert_with(|| memchr::memrchr(b'\n', bytes));
-                            last.is_none_or(|at| at < len)
-                        };
-                        no_newline && (min == 0 || rest.chars().nth(min - 1).is_some())
-                    }
+                let matched = node.members.iter().find(|m| {
+                    let tail = match m.tail {
+                        Tail::Nothing => rest.is_empty(),
+                        Tail::Any { dotall, min } => {
+                            let no_newline = dotall || {
+                                let last = *last_newline
+                                    .get_or_insert_with(|| memchr::memrchr(b'\n', bytes));
+                                last.is_none_or(|at| at < len)
+                            };
+                            no_newline && (min == 0 || rest.chars().nth(min - 1).is_some())
+                        }
+                    };
+                    tail && m
+                        .not_followed_by
+                        .as_deref()
+                        .is_none_or(|text| !rest.starts_with(text))
                 });
                 if let Some(m) = matched
                     && hit(m.index)
@@ -285,6 +336,7 @@ mod tests {
         Some(LiteralPattern {
             literal: literal.to_owned(),
             tail,
+            not_followed_by: None,
         })
     }
 
@@ -342,6 +394,42 @@ mod tests {
             "tool:(a|b):.*",
         ] {
             assert_eq!(literal_pattern(p), None, "{p}");
+        }
+    }
+
+    #[test]
+    fn literal_lookahead_patterns_are_recognised() {
+        let ahead = |literal: &str, not: &str, tail: Tail| {
+            Some(LiteralPattern {
+                literal: literal.to_owned(),
+                tail,
+                not_followed_by: Some(not.to_owned()),
+            })
+        };
+        assert_eq!(
+            lookahead_pattern("tool:git:(?!push).*"),
+            ahead("tool:git:", "push", DOT)
+        );
+        assert_eq!(
+            lookahead_pattern(r"(?s)a\.(?!b\.c).*"),
+            ahead("a.", "b.c", DOTALL)
+        );
+        assert_eq!(lookahead_pattern("a(?!b)"), ahead("a", "b", Tail::Nothing));
+        for p in [
+            "(?i)a(?!b).*",
+            "(?x)a(?!b c).*",
+            "a(?!b|c).*",
+            "a(?!b*).*",
+            "a(?!{2}).*",
+            "a(?!b).*(?!c)",
+            "a(?!b)c.*",
+            "a(?=b).*",
+            r"a(?!b\)).*",
+            "a(?!(b)).*",
+            "(a(?!b).*)",
+            "a(?!b)*",
+        ] {
+            assert_eq!(lookahead_pattern(p), None, "{p}");
         }
     }
 
