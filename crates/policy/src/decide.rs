@@ -4,7 +4,7 @@
 
 use crate::grant::{Grant, GrantTarget, Request};
 use crate::pattern::{PatternSet, SetMatch};
-use crate::profile::{Profile, format_action, split_action};
+use crate::profile::{Profile, ShellShortcut, format_action, split_action};
 use crate::shell::{Hazard, ShellAnalysis, analyze_shell};
 use crate::verdict::{ListKind, Verdict};
 use chrono::{DateTime, Utc};
@@ -48,7 +48,18 @@ pub struct Decision {
 ///
 /// Shell tools of the profile are judged per simple command, as in
 /// [`decide`]; there are no grants here.
+///
+/// Where parsing cannot change the verdict (see `ShellShortcut`), a shell
+/// action is judged as one string without parsing it: `guarded` asks for
+/// every `bash` action and `standard` for every single-line one whatever
+/// the command. [`decide`] always parses, since its reason names the
+/// command that decided.
 pub fn check(action: &str, profile: &Profile) -> Verdict {
+    check_with(action, profile, true)
+}
+
+/// [`check`], with or without the shortcut (tests compare the two).
+pub(crate) fn check_with(action: &str, profile: &Profile, shortcut: bool) -> Verdict {
     let (tool, detail) = split_action(action).unwrap_or(("", action));
     let ctx = Context {
         profile,
@@ -59,10 +70,23 @@ pub fn check(action: &str, profile: &Profile) -> Verdict {
         now: None,
         exact: false,
     };
-    if tool.is_empty() || !profile.is_shell_tool(tool) {
-        return ctx.plain(action, detail).verdict;
+    let kind = if tool.is_empty() {
+        None
+    } else {
+        profile.shell_shortcut(tool)
+    };
+    let parse = match kind {
+        None => false,
+        Some(_) if !shortcut => true,
+        Some(ShellShortcut::Always) => false,
+        Some(ShellShortcut::WithoutNewline) => detail.contains('\n'),
+        Some(ShellShortcut::Never) => true,
+    };
+    if parse {
+        ctx.shell(action, detail).verdict
+    } else {
+        ctx.plain(action, detail).verdict
     }
-    ctx.shell(action, detail).verdict
 }
 
 /// Decides `req` for an agent with `profile` and `grants` at `now`, saying why.
@@ -357,3 +381,6 @@ fn segments<'a>(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod shortcut_tests;

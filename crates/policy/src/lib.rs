@@ -9,8 +9,10 @@
 //!
 //! Decisions worth knowing:
 //!
-//! - Patterns must match the whole action string. Plain patterns of a list
-//!   are matched in one `RegexSet` pass; patterns with look-around or
+//! - Patterns must match the whole action string. Patterns that are a
+//!   literal followed by `.*` (`tool:file:.*`, `(?s).*`) are matched as a
+//!   prefix test through a trie of literals; other plain patterns
+//!   of a list are matched in one `RegexSet` pass; patterns with look-around or
 //!   backreferences use `fancy-regex` with a backtracking limit
 //!   ([`BACKTRACK_LIMIT`]). If a pattern hits the limit its answer is
 //!   unknown, and the decision is **deny**, naming the pattern, whatever
@@ -23,6 +25,11 @@
 //!   name, a command that runs commands, a writing option, anything
 //!   unparsable, …) caps the answer at ask, under every profile including
 //!   `open`, and for grants too.
+//!   [`check`] skips the parsing when no deny or allow pattern can reach
+//!   the tool and the ask list answers alike for every command (as for
+//!   `bash` under `guarded` and `standard`), since it cannot change the
+//!   verdict there; [`decide()`] always parses, because its reason names the
+//!   deciding command.
 //! - `guarded` and `readonly` end in `(?s).*` ask patterns, so that
 //!   multi-line details ask rather than fall through to deny.
 

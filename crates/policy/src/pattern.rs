@@ -1,6 +1,10 @@
-//! Full-match pattern lists: one `RegexSet` pass for plain patterns, a
-//! backtracking engine (with a limit) for the few that need look-around.
+//! Full-match pattern lists: literal-then-`.*` patterns by prefix lookup,
+//! other plain patterns in one `RegexSet` pass, and a backtracking engine
+//! (with a limit) for the few that need look-around.
 
+mod prefix;
+
+use prefix::{LiteralPattern, PrefixIndex, Tail};
 use regex::{Regex, RegexSet, RegexSetBuilder};
 use std::fmt;
 
@@ -32,9 +36,24 @@ pub enum SetMatch {
     LimitExceeded(usize),
 }
 
+/// Which strings that start with a given text one pattern of a set is
+/// certain to match (see [`PatternSet::coverage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Coverage {
+    /// No single pattern matches all of them.
+    Partial,
+    /// Every one without a `\n` after the given text.
+    WithoutNewline,
+    /// Every one.
+    All,
+}
+
 /// An ordered list of full-match patterns, compiled once.
 ///
-/// Patterns the `regex` crate accepts are matched together in one pass by a
+/// Patterns that are a literal followed by `.*` (or by nothing), like
+/// `tool:file:.*`, are matched as "starts with the literal, and no `\n`
+/// follows" through a byte trie of literals (see `prefix`). Other patterns
+/// the `regex` crate accepts are matched together in one pass by a
 /// `RegexSet`, each wrapped as `\A(?:pattern)\z` so that it must match the
 /// whole input (without the group, `^a|b$` would match `axxx`). Patterns that
 /// need look-around or backreferences go to `fancy-regex`, with a
@@ -43,10 +62,25 @@ pub enum SetMatch {
 #[derive(Clone)]
 pub struct PatternSet {
     patterns: Vec<String>,
+    /// Literal-then-`.*` patterns.
+    prefixes: PrefixIndex,
     set: Option<RegexSet>,
     /// Maps a position in `set` back to the index in `patterns`.
     set_index: Vec<usize>,
     fancy: Vec<FancyPattern>,
+    /// Per pattern, what its matches are known to start with.
+    shapes: Vec<Shape>,
+}
+
+/// What is known of a pattern's matches, to prove what it cannot match.
+#[derive(Debug, Clone)]
+struct Shape {
+    /// Set if the pattern is a literal followed by `.*` or by nothing.
+    literal: Option<LiteralPattern>,
+    /// Every match starts with one of these; `None` if nothing is known.
+    starts: Option<Vec<String>>,
+    /// Matched by the backtracking engine, so it may hit the limit.
+    fancy: bool,
 }
 
 #[derive(Clone)]
@@ -74,22 +108,52 @@ impl PatternSet {
     pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<Self, (usize, PatternError)> {
         let mut plain = Vec::new();
         let mut set_index = Vec::new();
+        let mut literals = Vec::new();
         let mut fancy = Vec::new();
+        let mut shapes = Vec::with_capacity(patterns.len());
         for (index, pattern) in patterns.iter().enumerate() {
             let pattern = pattern.as_ref();
             match classify(pattern) {
                 Ok(Engine::Plain) => {
-                    plain.push(wrap(pattern));
-                    set_index.push(index);
+                    let literal = prefix::literal_pattern(pattern);
+                    match &literal {
+                        Some(lit) => literals.push((index, lit.clone())),
+                        None => {
+                            plain.push(wrap(pattern));
+                            set_index.push(index);
+                        }
+                    }
+                    shapes.push(Shape {
+                        literal,
+                        starts: prefix::possible_starts(pattern),
+                        fancy: false,
+                    });
                 }
                 Ok(Engine::Fancy) => {
+                    // Matched exactly by the index, so it cannot hit the
+                    // backtracking limit.
+                    if let Some(lit) = prefix::lookahead_pattern(pattern) {
+                        shapes.push(Shape {
+                            literal: None,
+                            starts: Some(vec![lit.literal.clone()]),
+                            fancy: false,
+                        });
+                        literals.push((index, lit));
+                        continue;
+                    }
                     let regex = fancy_regex::RegexBuilder::new(&wrap_fancy(pattern))
                         .backtrack_limit(BACKTRACK_LIMIT)
                         .build()
                         .map_err(|e| (index, invalid(pattern, e.to_string())))?;
+                    let start = literal_prefix(pattern);
+                    shapes.push(Shape {
+                        literal: None,
+                        starts: Some(vec![start.clone()]),
+                        fancy: true,
+                    });
                     fancy.push(FancyPattern {
                         index,
-                        prefix: literal_prefix(pattern),
+                        prefix: start,
                         regex,
                     });
                 }
@@ -110,9 +174,11 @@ impl PatternSet {
         };
         Ok(Self {
             patterns: patterns.iter().map(|p| p.as_ref().to_owned()).collect(),
+            prefixes: PrefixIndex::new(literals),
             set,
             set_index,
             fancy,
+            shapes,
         })
     }
 
@@ -132,7 +198,7 @@ impl PatternSet {
     }
 
     /// Whether any pattern matches the whole of `input`, without working out
-    /// which one (cheaper: one `RegexSet::is_match`).
+    /// which one (cheaper: the prefix index, then one `RegexSet::is_match`).
     ///
     /// If a look-around pattern runs out of backtracking steps, the result is
     /// [`SetMatch::LimitExceeded`] even when another pattern matches: an
@@ -143,6 +209,9 @@ impl PatternSet {
             return SetMatch::LimitExceeded(limit);
         }
         if let Some(index) = fancy_hit {
+            return SetMatch::Matched(index);
+        }
+        if let Some(index) = self.prefixes.any_match(input) {
             return SetMatch::Matched(index);
         }
         if self.set.as_ref().is_some_and(|set| set.is_match(input)) {
@@ -160,18 +229,75 @@ impl PatternSet {
         if let Some(limit) = limit {
             return SetMatch::LimitExceeded(limit);
         }
-        let plain_hit = self.set.as_ref().and_then(|set| {
-            if !set.is_match(input) {
-                return None;
-            }
-            let first = set.matches(input).iter().next()?;
-            self.set_index.get(first).copied()
-        });
-        match (plain_hit, fancy_hit) {
-            (Some(a), Some(b)) => SetMatch::Matched(a.min(b)),
-            (Some(i), None) | (None, Some(i)) => SetMatch::Matched(i),
-            (None, None) => SetMatch::None,
+        let mut best = fancy_hit;
+        if !self.prefixes.is_empty()
+            && let Some(i) = self.prefixes.first_match(input)
+        {
+            best = Some(best.map_or(i, |b| b.min(i)));
         }
+        // The set can only improve on `best` if it holds a lower index.
+        let set_can_improve = self
+            .set_index
+            .first()
+            .is_some_and(|&lowest| best.is_none_or(|b| lowest < b));
+        if set_can_improve
+            && let Some(set) = &self.set
+            && set.is_match(input)
+        {
+            let plain_hit = set
+                .matches(input)
+                .iter()
+                .next()
+                .and_then(|first| self.set_index.get(first).copied());
+            if let Some(i) = plain_hit {
+                best = Some(best.map_or(i, |b| b.min(i)));
+            }
+        }
+        best.map_or(SetMatch::None, SetMatch::Matched)
+    }
+
+    /// Whether some pattern might match a string that starts with `start`
+    /// (false only when that is impossible, judged by the literal text each
+    /// pattern's matches start with; look-around patterns included).
+    pub(crate) fn may_match_starting_with(&self, start: &str) -> bool {
+        self.shapes.iter().any(|shape| shape.may_start_with(start))
+    }
+
+    /// Whether a look-around pattern might run on a string that starts with
+    /// `start`, and so might hit the backtracking limit.
+    pub(crate) fn may_backtrack_starting_with(&self, start: &str) -> bool {
+        self.shapes
+            .iter()
+            .any(|shape| shape.fancy && shape.may_start_with(start))
+    }
+
+    /// Which strings starting with `start` a single pattern of the set is
+    /// certain to match, whatever follows `start` (up to a `\n`, for a
+    /// pattern like `tool:bash:.*`).
+    pub(crate) fn coverage(&self, start: &str) -> Coverage {
+        self.shapes
+            .iter()
+            .filter_map(|shape| shape.literal.as_ref())
+            .filter(|lit| lit.not_followed_by.is_none())
+            .map(|lit| {
+                let Tail::Any { dotall, min } = lit.tail else {
+                    return Coverage::Partial;
+                };
+                let Some(rest) = start.strip_prefix(lit.literal.as_str()) else {
+                    return Coverage::Partial;
+                };
+                if rest.chars().count() < min {
+                    Coverage::Partial
+                } else if dotall {
+                    Coverage::All
+                } else if rest.contains('\n') {
+                    Coverage::Partial
+                } else {
+                    Coverage::WithoutNewline
+                }
+            })
+            .max()
+            .unwrap_or(Coverage::Partial)
     }
 
     /// Runs the look-around patterns whose prefix fits `input`, all of them:
@@ -190,6 +316,16 @@ impl PatternSet {
             }
         }
         (hit, None)
+    }
+}
+
+impl Shape {
+    fn may_start_with(&self, start: &str) -> bool {
+        self.starts.as_ref().is_none_or(|starts| {
+            starts
+                .iter()
+                .any(|s| s.starts_with(start) || start.starts_with(s.as_str()))
+        })
     }
 }
 
@@ -267,7 +403,8 @@ fn literal_prefix(pattern: &str) -> String {
             c
         } else if c == '\\' {
             match chars.peek() {
-                Some(&next) if next.is_ascii_punctuation() => {
+                // `\<` and `\>` are word boundaries, not `<` and `>`.
+                Some(&next) if next.is_ascii_punctuation() && !matches!(next, '<' | '>') => {
                     chars.next();
                     next
                 }
@@ -322,6 +459,15 @@ mod tests {
         assert_eq!(literal_prefix("(?i)abc(?=x)"), "");
         assert_eq!(literal_prefix("ab+(?=x)"), "ab");
         assert_eq!(literal_prefix("a[|](?=x)"), "a");
+        assert_eq!(literal_prefix(r"a \<b(?!c)"), "a ");
+        assert_eq!(literal_prefix(r"a\>(?!c)"), "a");
+    }
+
+    #[test]
+    fn word_boundary_escape_is_not_part_of_the_prefilter() {
+        let set = PatternSet::new(&[r"a \<b(?!c)"]).unwrap();
+        assert_eq!(set.first_match("a b"), SetMatch::Matched(0));
+        assert_eq!(set.first_match("a bc"), SetMatch::None);
     }
 
     #[test]

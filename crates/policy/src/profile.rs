@@ -1,7 +1,7 @@
 //! Profiles: the allow, ask and deny pattern lists of an agent, compiled
 //! once, and how they are written down (a preset name or an object).
 
-use crate::pattern::PatternSet;
+use crate::pattern::{Coverage, PatternSet};
 use crate::presets::{self, UnknownPresetError};
 use crate::verdict::ListKind;
 use serde::{Deserialize, Serialize};
@@ -97,6 +97,56 @@ struct Compiled {
     ask: PatternSet,
     deny: PatternSet,
     shell_tools: Vec<String>,
+    /// For each of `shell_tools`, whether [`crate::check`] may skip the
+    /// shell analysis.
+    shortcuts: Vec<ShellShortcut>,
+}
+
+/// When the verdict for a shell tool's action is the same whether or not
+/// the command is parsed, so [`crate::check`] can judge the action string
+/// as a whole.
+///
+/// The analysis matters only through the lists: deny patterns judge every
+/// command, allow patterns (which hazards cap at ask) and ask patterns judge
+/// each command, and the strictest answer wins. Every command is judged as
+/// `tool:<tool>:<command>`, and so is the whole action. So if no deny or
+/// allow pattern can match any string starting with `tool:<tool>:`, every
+/// command ends at the ask list, and the answer is the same for all of
+/// them and for the whole action when either no ask pattern can match such
+/// a string (deny by default) or one ask pattern matches all of them (ask).
+/// Look-around ask patterns that could run are excluded, since hitting the
+/// backtracking limit on one command but not another changes the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ShellShortcut {
+    /// The analysis can change the verdict.
+    Never,
+    /// Same verdict unless the detail holds a `\n`: the ask pattern is like
+    /// `tool:bash:.*`, which a multi-line action does not match but each of
+    /// its commands does. (A command of a detail without `\n` holds none:
+    /// commands are rendered from the detail's own words.)
+    WithoutNewline,
+    /// Same verdict for every detail.
+    Always,
+}
+
+impl ShellShortcut {
+    fn for_tool(tool: &str, deny: &PatternSet, allow: &PatternSet, ask: &PatternSet) -> Self {
+        let start = format_action(tool, "");
+        if deny.may_match_starting_with(&start) || allow.may_match_starting_with(&start) {
+            return ShellShortcut::Never;
+        }
+        if !ask.may_match_starting_with(&start) {
+            return ShellShortcut::Always;
+        }
+        if ask.may_backtrack_starting_with(&start) {
+            return ShellShortcut::Never;
+        }
+        match ask.coverage(&start) {
+            Coverage::All => ShellShortcut::Always,
+            Coverage::WithoutNewline => ShellShortcut::WithoutNewline,
+            Coverage::Partial => ShellShortcut::Never,
+        }
+    }
 }
 
 impl Profile {
@@ -137,13 +187,21 @@ impl Profile {
                 shell_tools.push(tool.clone());
             }
         }
+        let deny = compile(ListKind::Deny, &lists.deny)?;
+        let allow = compile(ListKind::Allow, &lists.allow)?;
+        let ask = compile(ListKind::Ask, &lists.ask)?;
+        let shortcuts = shell_tools
+            .iter()
+            .map(|tool| ShellShortcut::for_tool(tool, &deny, &allow, &ask))
+            .collect();
         Ok(Profile {
             inner: Arc::new(Compiled {
-                deny: compile(ListKind::Deny, &lists.deny)?,
-                allow: compile(ListKind::Allow, &lists.allow)?,
-                ask: compile(ListKind::Ask, &lists.ask)?,
+                deny,
+                allow,
+                ask,
                 spec,
                 shell_tools,
+                shortcuts,
             }),
         })
     }
@@ -170,6 +228,13 @@ impl Profile {
     /// Whether `tool`'s detail is parsed as a shell command.
     pub fn is_shell_tool(&self, tool: &str) -> bool {
         self.inner.shell_tools.iter().any(|t| t == tool)
+    }
+
+    /// `None` if `tool` is not a shell tool of this profile, else whether
+    /// [`crate::check`] may skip parsing its detail.
+    pub(crate) fn shell_shortcut(&self, tool: &str) -> Option<ShellShortcut> {
+        let i = self.inner.shell_tools.iter().position(|t| t == tool)?;
+        self.inner.shortcuts.get(i).copied()
     }
 }
 

@@ -1,5 +1,6 @@
-//! Property: the combined matcher (one RegexSet pass plus fancy-regex for
-//! look-around) answers exactly like matching each pattern on its own.
+//! Property: the combined matcher (a prefix index for literal-then-`.*`
+//! patterns and literal look-aheads, one RegexSet pass, fancy-regex for
+//! other look-around) answers exactly like matching each pattern on its own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -34,8 +35,46 @@ const ATOMS: &[&str] = &[
     "(?:tool:a|b)",
 ];
 
-fn pattern() -> impl Strategy<Value = String> {
+fn atoms() -> impl Strategy<Value = String> {
     prop::collection::vec(prop::sample::select(ATOMS), 1..5).prop_map(|parts| parts.concat())
+}
+
+/// What may follow a literal; most of these keep the pattern in the prefix
+/// index, the last few push it back to the `RegexSet`.
+const TAILS: &[&str] = &[
+    ".*", ".*?", ".+", "", "(?s:.*)", ".{2,}", ".*$", ".{0,3}", "[^:]*",
+];
+
+/// Flags in front of the pattern.
+const FLAGS: &[&str] = &["", "", "(?s)", "(?i)", "(?-s)", "(?m)"];
+
+/// `<flags><literal>[(?!<literal>)]<tail>`, sometimes in a group: the
+/// shape of `tool:file:.*`, `(?s).*` and `tool:git:(?!push).*`, with
+/// literals (escaped, possibly holding a newline or a multi-byte character)
+/// that often start one another.
+fn literal_pattern() -> impl Strategy<Value = String> {
+    (
+        prop::sample::select(FLAGS),
+        "(tool:|[ab:.\n]|é){0,4}",
+        prop::option::of("(tool:|[ab:.]|é){0,2}"),
+        prop::sample::select(TAILS),
+        any::<bool>(),
+    )
+        .prop_map(|(flags, literal, ahead, tail, group)| {
+            let ahead = ahead.map_or(String::new(), |a| {
+                format!("(?!{})", regex_syntax::escape(&a))
+            });
+            let body = format!("{}{ahead}{tail}", regex_syntax::escape(&literal));
+            if group {
+                format!("{flags}({body})")
+            } else {
+                format!("{flags}{body}")
+            }
+        })
+}
+
+fn pattern() -> impl Strategy<Value = String> {
+    prop_oneof![atoms(), literal_pattern()]
 }
 
 fn naive_first_match(patterns: &[String], input: &str) -> Option<usize> {
@@ -52,8 +91,8 @@ proptest! {
 
     #[test]
     fn combined_matcher_equals_naive_full_match(
-        patterns in prop::collection::vec(pattern(), 0..8),
-        input in "(tool:|[abx1:\n]){0,8}",
+        patterns in prop::collection::vec(pattern(), 0..12),
+        input in "(tool:|[abx1:.\n]|é){0,8}",
     ) {
         let set = PatternSet::new(&patterns).unwrap();
         let expected = naive_first_match(&patterns, &input);

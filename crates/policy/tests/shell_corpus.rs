@@ -317,3 +317,23 @@ fn bypasses_under_readonly_still_reach_a_human_or_deny() {
         );
     }
 }
+
+/// `check` judges a single-line `bash` action under `standard` (ask
+/// `tool:bash:.*`) without parsing it; that is only sound if no command of a
+/// detail without `\n` holds one.
+#[test]
+fn commands_of_a_single_line_detail_are_single_line() {
+    let details = BYPASSES
+        .iter()
+        .copied()
+        .chain(READ_ONLY.iter().map(|(d, _)| *d))
+        .filter(|d| !d.contains('\n'));
+    let mut seen = 0;
+    for detail in details {
+        seen += 1;
+        for command in analyze_shell(detail).commands {
+            assert!(!command.contains('\n'), "{detail:?} gave {command:?}");
+        }
+    }
+    assert!(seen > 100, "{seen}");
+}

@@ -15,8 +15,10 @@ const RESERVED: &[&str] = &[
     "select", "then", "time", "until", "while",
 ];
 
+const ALPHABET: [bool; 128] = words::ascii_set(b" _./:,=@%+-|");
+
 fn in_alphabet(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b" _./:,=@%+-|".contains(&b)
+    ALPHABET.get(usize::from(b)).copied().unwrap_or(false)
 }
 
 /// Analyzes `detail` if it is a plain pipeline; returns false (having
@@ -47,4 +49,17 @@ pub(crate) fn analyze(detail: &str, c: &mut Collector) -> bool {
         c.simple_command(&words::plain(name), &args);
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alphabet_table_equals_its_definition() {
+        for b in 0..=255u8 {
+            let expected = b.is_ascii_alphanumeric() || b" _./:,=@%+-|".contains(&b);
+            assert_eq!(in_alphabet(b), expected, "{b}");
+        }
+    }
 }

@@ -19,15 +19,41 @@ pub(crate) struct WordInfo<'a> {
     pub quoted: bool,
 }
 
+/// The ASCII alphanumerics plus `extra`, as a table indexed by byte: a
+/// per-character lookup where `"…".contains(c)` would scan a string (these
+/// run over every byte of every shell command).
+pub(crate) const fn ascii_set(extra: &[u8]) -> [bool; 128] {
+    let mut set = [false; 128];
+    let mut b = 0;
+    while b < 128 {
+        set[b] = (b as u8).is_ascii_alphanumeric();
+        b += 1;
+    }
+    let mut i = 0;
+    while i < extra.len() {
+        set[(extra[i] & 0x7f) as usize] = true;
+        i += 1;
+    }
+    set
+}
+
+/// Whether `c` is in a set built by [`ascii_set`].
+pub(crate) fn in_set(set: &[bool; 128], c: char) -> bool {
+    set.get(c as usize).copied().unwrap_or(false)
+}
+
+const BARE_RAW: [bool; 128] = ascii_set(b"_@%+=:,./-~^!#*?[]{}");
+const BARE_LITERAL: [bool; 128] = ascii_set(b"_@%+=:,./-");
+
 /// Characters that need no quoting and mean nothing special inside a word
 /// (globs aside, which are tracked separately).
 fn bare_raw(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "_@%+=:,./-~^!#*?[]{}".contains(c)
+    in_set(&BARE_RAW, c)
 }
 
 /// Characters a literal value may hold and still be written without quotes.
 fn bare_literal(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c)
+    in_set(&BARE_LITERAL, c)
 }
 
 fn has_glob(text: &str) -> bool {
@@ -266,6 +292,21 @@ mod tests {
         ] {
             assert!(!is_simple_parameter(s), "{s}");
         }
+    }
+
+    #[test]
+    fn character_sets_equal_their_definitions() {
+        for b in 0..=255u8 {
+            let c = char::from(b);
+            let alnum = c.is_ascii_alphanumeric();
+            assert_eq!(
+                bare_raw(c),
+                alnum || "_@%+=:,./-~^!#*?[]{}".contains(c),
+                "{c:?}"
+            );
+            assert_eq!(bare_literal(c), alnum || "_@%+=:,./-".contains(c), "{c:?}");
+        }
+        assert!(!bare_raw('é') && !bare_literal('\u{12f}'));
     }
 
     #[test]

@@ -1,0 +1,493 @@
+//! Patterns that are a literal followed by `.*` (or by nothing), matched
+//! without a regex engine.
+//!
+//! `tool:file:.*` full-matches a string exactly when the string starts with
+//! `tool:file:` and the rest holds no `\n` (Unicode `.` matches any
+//! character but `\n`; under `(?s)` it matches anything). A lazy DFA walks
+//! every byte of the input through `.`; a prefix test and one `memrchr` do
+//! not. Such patterns are recognised on the parsed syntax tree (so escapes,
+//! groups and flags are read exactly as the regex crate reads them) and kept
+//! in a compressed byte trie, so a profile of 200 such prefixes costs one
+//! walk over the first bytes of the input, not 200 tests. (Not a sorted list and binary
+//! search: every comparison is a `memcmp` call, and `memcmp` on the empty,
+//! dangling slice of an empty `String` took about 100 ns here.)
+
+use regex_syntax::hir::literal::{ExtractKind, Extractor};
+use regex_syntax::hir::{Dot, Hir, HirKind};
+
+/// What may follow the literal for the whole input to match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tail {
+    /// Nothing: the pattern is a plain literal.
+    Nothing,
+    /// At least `min` characters, none of them `\n` unless `dotall`.
+    Any {
+        /// `(?s)`: `.` matches `\n` too.
+        dotall: bool,
+        /// The least number of characters (`.*` is 0, `.+` is 1).
+        min: usize,
+    },
+}
+
+/// A pattern of the form `<literal><tail>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct LiteralPattern {
+    pub(super) literal: String,
+    pub(super) tail: Tail,
+    /// For `<literal>(?!<text>)<tail>`: what must not follow the literal.
+    pub(super) not_followed_by: Option<String>,
+}
+
+/// Parses `pattern` as the regex crate does and returns it as a literal and
+/// a tail, if it has that form.
+pub(super) fn literal_pattern(pattern: &str) -> Option<LiteralPattern> {
+    let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
+    from_hir(&hir)
+}
+
+/// Recognises `<A>(?!<B>)<C>` where `A` and `B` are literals and `<A><C>`
+/// is a literal pattern with no more literal text: like `tool:git:(?!push).*`
+/// (`standard`'s git rule). It full-matches exactly when the input starts
+/// with `A`, what follows does not start with `B`, and the tail matches.
+///
+/// Each part is checked with the parser, so that flags and escapes of `A`
+/// carry over as the regex engine reads them: `A` alone and `<A><B>` must be
+/// plain literals, `B` alone must read as the same literal as it does after
+/// `A` (so `(?x)` or a quantifier binding to `A` are refused), and `<A><C>`
+/// must have `A`'s literal and a tail. Anything else is left to
+/// fancy-regex.
+pub(super) fn lookahead_pattern(pattern: &str) -> Option<LiteralPattern> {
+    let (a, rest) = pattern.split_once("(?!")?;
+    let (b, c) = rest.split_once(')')?;
+    let exact = |p: &str| match literal_pattern(p)? {
+        LiteralPattern {
+            literal,
+            tail: Tail::Nothing,
+            ..
+        } => Some(literal),
+        _ => None,
+    };
+    let first = exact(a)?;
+    let forbidden = exact(b)?;
+    if exact(&format!("{a}{b}"))? != format!("{first}{forbidden}") {
+        return None;
+    }
+    let whole = literal_pattern(&format!("{a}{c}"))?;
+    if whole.literal != first {
+        return None;
+    }
+    Some(LiteralPattern {
+        not_followed_by: Some(forbidden),
+        ..whole
+    })
+}
+
+fn from_hir(hir: &Hir) -> Option<LiteralPattern> {
+    // A capture group around the whole pattern changes nothing for a
+    // full match.
+    if let HirKind::Capture(capture) = hir.kind() {
+        return from_hir(&capture.sub);
+    }
+    let items = match hir.kind() {
+        HirKind::Concat(items) => items.as_slice(),
+        _ => std::slice::from_ref(hir),
+    };
+    // Adjacent literals are merged into one by the parser, so the literal
+    // part is at most one item.
+    let (literal, rest) = match items.split_first() {
+        Some((first, rest)) => match first.kind() {
+            HirKind::Literal(lit) => (String::from_utf8(lit.0.to_vec()).ok()?, rest),
+            HirKind::Empty => (String::new(), rest),
+            _ => (String::new(), items),
+        },
+        None => (String::new(), items),
+    };
+    let tail = match rest {
+        [] => Tail::Nothing,
+        [last] => dot_star(last)?,
+        _ => return None,
+    };
+    Some(LiteralPattern {
+        literal,
+        tail,
+        not_followed_by: None,
+    })
+}
+
+/// `.*`, `.+`, `.{n,}` (lazy or greedy), with or without `(?s)`.
+fn dot_star(hir: &Hir) -> Option<Tail> {
+    let HirKind::Repetition(rep) = hir.kind() else {
+        return None;
+    };
+    if rep.max.is_some() {
+        return None;
+    }
+    let dotall = if *rep.sub == Hir::dot(Dot::AnyCharExceptLF) {
+        false
+    } else if *rep.sub == Hir::dot(Dot::AnyChar) {
+        true
+    } else {
+        return None;
+    };
+    Some(Tail::Any {
+        dotall,
+        min: usize::try_from(rep.min).ok()?,
+    })
+}
+
+/// Literal texts one of which every full match of `pattern` starts with, or
+/// `None` if nothing is known (then any input may match). Used to prove
+/// that a pattern can never match strings starting with some text.
+pub(super) fn possible_starts(pattern: &str) -> Option<Vec<String>> {
+    let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
+    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(&hir);
+    seq.literals()?
+        .iter()
+        .map(|lit| String::from_utf8(lit.as_bytes().to_vec()).ok())
+        .collect()
+}
+
+/// One pattern of the index.
+#[derive(Debug, Clone)]
+struct Member {
+    /// The pattern's index in its [`super::PatternSet`].
+    index: usize,
+    tail: Tail,
+    not_followed_by: Option<Box<str>>,
+}
+
+/// A node of the trie as it is built, one byte per edge.
+#[derive(Debug, Clone, Default)]
+struct ByteNode {
+    /// The next byte and the node it leads to, sorted by byte.
+    children: Vec<(u8, usize)>,
+    /// The patterns whose literal ends here, lowest index first.
+    members: Vec<Member>,
+}
+
+/// A node of the compressed trie: the literal that is the labels on the
+/// path to it.
+#[derive(Debug, Clone, Default)]
+struct Node {
+    /// The bytes from the parent to this node (empty for the root): runs
+    /// of nodes with one child and no pattern are merged, so that walking
+    /// `tool:file:` is one comparison, not ten steps.
+    label: Box<[u8]>,
+    /// The first byte of each child's label and the child, sorted by byte.
+    children: Vec<(u8, usize)>,
+    /// The patterns whose literal ends here, lowest index first.
+    members: Vec<Member>,
+}
+
+/// Literal patterns in a compressed byte trie, so that the literals that
+/// start an input are found in one walk over the input's first bytes,
+/// however many patterns there are.
+#[derive(Debug, Clone)]
+pub(super) struct PrefixIndex {
+    /// `nodes[0]` is the root (the empty literal).
+    nodes: Vec<Node>,
+}
+
+impl PrefixIndex {
+    /// Builds the index from `(index, pattern)` pairs in increasing index
+    /// order.
+    pub(super) fn new(patterns: Vec<(usize, LiteralPattern)>) -> Self {
+        // Indexing below cannot panic: every index stored in `children` was
+        // the length of the vector just before the node was pushed.
+        let mut trie = vec![ByteNode::default()];
+        for (index, p) in patterns {
+            let mut at = 0;
+            for &byte in p.literal.as_bytes() {
+                let next = trie.len();
+                let node = &mut trie[at];
+                at = match node.children.binary_search_by_key(&byte, |&(b, _)| b) {
+                    Ok(i) => node.children[i].1,
+                    Err(i) => {
+                        node.children.insert(i, (byte, next));
+                        trie.push(ByteNode::default());
+                        next
+                    }
+                };
+            }
+            trie[at].members.push(Member {
+                index,
+                tail: p.tail,
+                not_followed_by: p.not_followed_by.map(String::into_boxed_str),
+            });
+        }
+        let mut nodes = vec![Node {
+            members: std::mem::take(&mut trie[0].members),
+            ..Node::default()
+        }];
+        // (node in `trie`, the same node in `nodes`)
+        let mut stack = vec![(0, 0)];
+        while let Some((from, to)) = stack.pop() {
+            for (byte, mut child) in std::mem::take(&mut trie[from].children) {
+                let mut label = vec![byte];
+                while trie[child].members.is_empty() && trie[child].children.len() == 1 {
+                    let (next_byte, next) = trie[child].children[0];
+                    label.push(next_byte);
+                    child = next;
+                }
+                let id = nodes.len();
+                nodes.push(Node {
+                    label: label.into_boxed_slice(),
+                    children: Vec::new(),
+                    members: std::mem::take(&mut trie[child].members),
+                });
+                nodes[to].children.push((byte, id));
+                stack.push((child, id));
+            }
+        }
+        PrefixIndex { nodes }
+    }
+
+    /// True if the index holds no pattern.
+    pub(super) fn is_empty(&self) -> bool {
+        self.nodes
+            .first()
+            .is_none_or(|root| root.children.is_empty() && root.members.is_empty())
+    }
+
+    /// The lowest index of a pattern that matches the whole of `input`.
+    pub(super) fn first_match(&self, input: &str) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        self.visit(input, |index| {
+            best = Some(best.map_or(index, |b| b.min(index)));
+            false
+        });
+        best
+    }
+
+    /// The index of some pattern that matches the whole of `input`.
+    pub(super) fn any_match(&self, input: &str) -> Option<usize> {
+        let mut found = None;
+        self.visit(input, |index| {
+            found = Some(index);
+            true
+        });
+        found
+    }
+
+    /// Walks the trie along `input` and calls `hit` with the lowest
+    /// matching index of every node whose literal starts `input`, shortest
+    /// literal first, until `hit` returns true.
+    fn visit(&self, input: &str, mut hit: impl FnMut(usize) -> bool) {
+        let bytes = input.as_bytes();
+        // Where the last `\n` is, found on first need.
+        let mut last_newline: Option<Option<usize>> = None;
+        let mut at = 0;
+        let mut len = 0;
+        while let Some(node) = self.nodes.get(at) {
+            // A literal's end is a character boundary of `input`: the
+            // literal is valid UTF-8 and equals the start of `input`.
+            if let (false, Some(rest)) = (node.members.is_empty(), input.get(len..)) {
+                let matched = node.members.iter().find(|m| {
+                    let tail = match m.tail {
+                        Tail::Nothing => rest.is_empty(),
+                        Tail::Any { dotall, min } => {
+                            let no_newline = dotall || {
+                                let last = *last_newline
+                                    .get_or_insert_with(|| memchr::memrchr(b'\n', bytes));
+                                last.is_none_or(|at| at < len)
+                            };
+                            no_newline && (min == 0 || rest.chars().nth(min - 1).is_some())
+                        }
+                    };
+                    tail && m
+                        .not_followed_by
+                        .as_deref()
+                        .is_none_or(|text| !rest.starts_with(text))
+                });
+                if let Some(m) = matched
+                    && hit(m.index)
+                {
+                    return;
+                }
+            }
+            let Some(&byte) = bytes.get(len) else {
+                return;
+            };
+            let Ok(i) = node.children.binary_search_by_key(&byte, |&(b, _)| b) else {
+                return;
+            };
+            let Some((child, label)) = node
+                .children
+                .get(i)
+                .and_then(|&(_, child)| Some((child, &self.nodes.get(child)?.label)))
+            else {
+                return;
+            };
+            if !bytes.get(len..).is_some_and(|rest| rest.starts_with(label)) {
+                return;
+            }
+            at = child;
+            len += label.len();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn lit(literal: &str, tail: Tail) -> Option<LiteralPattern> {
+        Some(LiteralPattern {
+            literal: literal.to_owned(),
+            tail,
+            not_followed_by: None,
+        })
+    }
+
+    const DOT: Tail = Tail::Any {
+        dotall: false,
+        min: 0,
+    };
+    const DOTALL: Tail = Tail::Any {
+        dotall: true,
+        min: 0,
+    };
+
+    #[test]
+    fn literal_patterns_are_recognised() {
+        assert_eq!(literal_pattern("tool:file:.*"), lit("tool:file:", DOT));
+        assert_eq!(literal_pattern(r"tool:a\.b:.*?"), lit("tool:a.b:", DOT));
+        assert_eq!(literal_pattern("(?s)tool:x:.*"), lit("tool:x:", DOTALL));
+        assert_eq!(literal_pattern("tool:(?s:.*)"), lit("tool:", DOTALL));
+        assert_eq!(literal_pattern("(?s).*"), lit("", DOTALL));
+        assert_eq!(literal_pattern(".*"), lit("", DOT));
+        assert_eq!(literal_pattern("(?:ab)c.*"), lit("abc", DOT));
+        assert_eq!(literal_pattern("(abc.*)"), lit("abc", DOT));
+        assert_eq!(
+            literal_pattern("ab.+"),
+            lit(
+                "ab",
+                Tail::Any {
+                    dotall: false,
+                    min: 1
+                }
+            )
+        );
+        assert_eq!(
+            literal_pattern("tool:self_edit:x"),
+            lit("tool:self_edit:x", Tail::Nothing)
+        );
+        assert_eq!(literal_pattern(""), lit("", Tail::Nothing));
+        assert_eq!(literal_pattern("é.*"), lit("é", DOT));
+    }
+
+    #[test]
+    fn other_patterns_are_not() {
+        for p in [
+            "(?i)abc.*",
+            "a.*b",
+            "a.*.*",
+            "a.{0,5}",
+            "(?R)a.*",
+            "a|b.*",
+            "^a.*",
+            "a.*$",
+            "a[bc].*",
+            r"a\b.*",
+            "(?x)a b .*(?s:.*)",
+            "tool:(a|b):.*",
+        ] {
+            assert_eq!(literal_pattern(p), None, "{p}");
+        }
+    }
+
+    #[test]
+    fn literal_lookahead_patterns_are_recognised() {
+        let ahead = |literal: &str, not: &str, tail: Tail| {
+            Some(LiteralPattern {
+                literal: literal.to_owned(),
+                tail,
+                not_followed_by: Some(not.to_owned()),
+            })
+        };
+        assert_eq!(
+            lookahead_pattern("tool:git:(?!push).*"),
+            ahead("tool:git:", "push", DOT)
+        );
+        assert_eq!(
+            lookahead_pattern(r"(?s)a\.(?!b\.c).*"),
+            ahead("a.", "b.c", DOTALL)
+        );
+        assert_eq!(lookahead_pattern("a(?!b)"), ahead("a", "b", Tail::Nothing));
+        for p in [
+            "(?i)a(?!b).*",
+            "(?x)a(?!b c).*",
+            "a(?!b|c).*",
+            "a(?!b*).*",
+            "a(?!{2}).*",
+            "a(?!b).*(?!c)",
+            "a(?!b)c.*",
+            "a(?=b).*",
+            r"a(?!b\)).*",
+            "a(?!(b)).*",
+            "(a(?!b).*)",
+            "a(?!b)*",
+        ] {
+            assert_eq!(lookahead_pattern(p), None, "{p}");
+        }
+    }
+
+    fn index(patterns: &[&str]) -> PrefixIndex {
+        PrefixIndex::new(
+            patterns
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (i, literal_pattern(p).unwrap()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn lowest_index_among_nested_literals_wins() {
+        let idx = index(&["tool:a:b.*", "tool:.*", "tool:a:.*", "tool:a:bc", "(?s).*"]);
+        assert_eq!(idx.first_match("tool:a:bc"), Some(0));
+        assert_eq!(idx.first_match("tool:a:x"), Some(1));
+        assert_eq!(idx.first_match("tool:a:x\ny"), Some(4));
+        assert_eq!(idx.first_match("tool:a:\nbc"), Some(4));
+        assert_eq!(idx.first_match("x"), Some(4));
+        assert!(idx.any_match("tool:a:x").is_some());
+    }
+
+    #[test]
+    fn newline_only_matters_after_the_literal() {
+        let idx = index(&["a\nb.*"]);
+        assert_eq!(idx.first_match("a\nbcd"), Some(0));
+        assert_eq!(idx.first_match("a\nbc\nd"), None);
+        let idx = index(&["ab.+"]);
+        assert_eq!(idx.first_match("ab"), None);
+        assert_eq!(idx.first_match("abé"), Some(0));
+    }
+
+    #[test]
+    fn many_prefixes_are_found_by_search() {
+        let patterns: Vec<String> = (0..200).map(|i| format!("tool:svc{i:03}:op.*")).collect();
+        let refs: Vec<&str> = patterns.iter().map(String::as_str).collect();
+        let idx = index(&refs);
+        assert_eq!(idx.first_match("tool:svc199:op.read x"), Some(199));
+        assert_eq!(idx.first_match("tool:svc000:op"), Some(0));
+        assert_eq!(idx.first_match("tool:svc200:op.read"), None);
+        assert_eq!(idx.first_match("tool:svc19:op.read"), None);
+        assert_eq!(idx.first_match(""), None);
+    }
+
+    #[test]
+    fn possible_starts_are_sound() {
+        assert_eq!(
+            possible_starts("tool:(a|b):.*"),
+            Some(vec!["tool:a:".to_owned(), "tool:b:".to_owned()])
+        );
+        let unknown = possible_starts(".*x");
+        assert!(
+            unknown
+                .as_ref()
+                .is_none_or(|s| s.iter().any(String::is_empty)),
+            "{unknown:?}"
+        );
+    }
+}
