@@ -12,8 +12,8 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use crate::state::AppState;
 
 /// The process-wide recorder; installed once, shared by every server a
-/// process starts (tests start several).
-static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+/// process starts (tests start several, possibly on several threads at once).
+static HANDLE: OnceLock<Result<PrometheusHandle, String>> = OnceLock::new();
 
 /// Access to the Prometheus recorder.
 #[derive(Clone)]
@@ -22,35 +22,32 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Installs the global recorder on first use.
+    /// Installs the global recorder on first use; racing callers wait for
+    /// the one that installs it.
     pub fn install() -> anyhow::Result<Metrics> {
-        if let Some(handle) = HANDLE.get() {
-            return Ok(Metrics {
+        let installed = HANDLE.get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(
+                        "http_request_duration_seconds".to_owned(),
+                    ),
+                    &[
+                        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+                        30.0, 60.0,
+                    ],
+                )
+                .map_err(|e| e.to_string())?
+                .build_recorder();
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder)
+                .map_err(|_| "a foreign metrics recorder is installed".to_owned())?;
+            Ok(handle)
+        });
+        match installed {
+            Ok(handle) => Ok(Metrics {
                 handle: handle.clone(),
-            });
-        }
-        let recorder = PrometheusBuilder::new()
-            .set_buckets_for_metric(
-                metrics_exporter_prometheus::Matcher::Full(
-                    "http_request_duration_seconds".to_owned(),
-                ),
-                &[
-                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
-                    30.0, 60.0,
-                ],
-            )?
-            .build_recorder();
-        let handle = recorder.handle();
-        match metrics::set_global_recorder(recorder) {
-            Ok(()) => {
-                let _ = HANDLE.set(handle.clone());
-                Ok(Metrics { handle })
-            }
-            // Another thread won the race; use its recorder.
-            Err(_) => HANDLE
-                .get()
-                .map(|h| Metrics { handle: h.clone() })
-                .ok_or_else(|| anyhow::anyhow!("a foreign metrics recorder is installed")),
+            }),
+            Err(e) => Err(anyhow::anyhow!("{e}")),
         }
     }
 
