@@ -135,7 +135,7 @@ impl PatternSet {
                     if let Some(lit) = prefix::lookahead_pattern(pattern) {
                         shapes.push(Shape {
                             literal: None,
-                            starts: Some(vec![lit.literal.clone()]),
+                            starts: Some(lit.literals.clone()),
                             fancy: false,
                         });
                         literals.push((index, lit));
@@ -279,11 +279,12 @@ impl PatternSet {
             .iter()
             .filter_map(|shape| shape.literal.as_ref())
             .filter(|lit| lit.not_followed_by.is_none())
-            .map(|lit| {
-                let Tail::Any { dotall, min } = lit.tail else {
+            .flat_map(|lit| lit.literals.iter().map(move |literal| (literal, &lit.tail)))
+            .map(|(literal, tail)| {
+                let Tail::Any { dotall, min } = *tail else {
                     return Coverage::Partial;
                 };
-                let Some(rest) = start.strip_prefix(lit.literal.as_str()) else {
+                let Some(rest) = start.strip_prefix(literal.as_str()) else {
                     return Coverage::Partial;
                 };
                 if rest.chars().count() < min {

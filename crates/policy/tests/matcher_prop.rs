@@ -1,6 +1,7 @@
 //! Property: the combined matcher (a prefix index for literal-then-`.*`
-//! patterns and literal look-aheads, one RegexSet pass, fancy-regex for
-//! other look-around) answers exactly like matching each pattern on its own.
+//! patterns, small alternations of literals, optional `( .*)?` tails and
+//! literal look-aheads, one RegexSet pass, fancy-regex for other
+//! look-around) answers exactly like matching each pattern on its own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -42,7 +43,34 @@ fn atoms() -> impl Strategy<Value = String> {
 /// What may follow a literal; most of these keep the pattern in the prefix
 /// index, the last few push it back to the `RegexSet`.
 const TAILS: &[&str] = &[
-    ".*", ".*?", ".+", "", "(?s:.*)", ".{2,}", ".*$", ".{0,3}", "[^:]*",
+    ".*",
+    ".*?",
+    ".+",
+    "",
+    "(?s:.*)",
+    ".{2,}",
+    ".*$",
+    ".{0,3}",
+    "[^:]*",
+    "( .*)?",
+    "(a.+)?",
+    "(?:\n.*?)?",
+    "(?s:(b.*)?)",
+    "( .*)+",
+    "(a|b.*)?",
+    "(a.*){0,2}",
+];
+
+/// Small alternations inside the literal, expanded by the prefix index
+/// (the last one is too large and stays with the `RegexSet`).
+const GROUPS: &[&str] = &[
+    "",
+    "(a|b)",
+    "(tool:|a )",
+    "[ab]",
+    "(é|x:|)",
+    "(?:a|b)(a|:)",
+    "(a|b|c|d|e|f|g|h)(a|b|c|d|e|f|g|h)(a|b|c|d|e|f|g|h)",
 ];
 
 /// Flags in front of the pattern.
@@ -56,15 +84,19 @@ fn literal_pattern() -> impl Strategy<Value = String> {
     (
         prop::sample::select(FLAGS),
         "(tool:|[ab:.\n]|é){0,4}",
+        prop::sample::select(GROUPS),
         prop::option::of("(tool:|[ab:.]|é){0,2}"),
         prop::sample::select(TAILS),
         any::<bool>(),
     )
-        .prop_map(|(flags, literal, ahead, tail, group)| {
+        .prop_map(|(flags, literal, alternation, ahead, tail, group)| {
             let ahead = ahead.map_or(String::new(), |a| {
                 format!("(?!{})", regex_syntax::escape(&a))
             });
-            let body = format!("{}{ahead}{tail}", regex_syntax::escape(&literal));
+            let body = format!(
+                "{}{alternation}{ahead}{tail}",
+                regex_syntax::escape(&literal)
+            );
             if group {
                 format!("{flags}({body})")
             } else {
@@ -87,12 +119,12 @@ fn naive_first_match(patterns: &[String], input: &str) -> Option<usize> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig::with_cases(1024))]
 
     #[test]
     fn combined_matcher_equals_naive_full_match(
         patterns in prop::collection::vec(pattern(), 0..12),
-        input in "(tool:|[abx1:.\n]|é){0,8}",
+        input in "(tool:|[abx1:. \n]|é){0,8}",
     ) {
         let set = PatternSet::new(&patterns).unwrap();
         let expected = naive_first_match(&patterns, &input);

@@ -1,5 +1,7 @@
 //! Patterns that are a literal followed by `.*` (or by nothing), matched
-//! without a regex engine.
+//! without a regex engine. The literal may hold small alternations
+//! (`tool:(bash|sh):(ls|cat)`, expanded into one literal each) and the tail
+//! may be optional (`( .*)?`, as in the `readonly` preset).
 //!
 //! `tool:file:.*` full-matches a string exactly when the string starts with
 //! `tool:file:` and the rest holds no `\n` (Unicode `.` matches any
@@ -13,10 +15,17 @@
 //! dangling slice of an empty `String` took about 100 ns here.)
 
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
-use regex_syntax::hir::{Dot, Hir, HirKind};
+use regex_syntax::hir::{Class, Dot, Hir, HirKind};
+
+/// Alternations expand into at most this many literals; larger ones are
+/// left to the regex engine.
+const MAX_LITERALS: usize = 64;
+
+/// Character classes expand into their characters up to this many.
+const MAX_CLASS_CHARS: usize = 16;
 
 /// What may follow the literal for the whole input to match.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Tail {
     /// Nothing: the pattern is a plain literal.
     Nothing,
@@ -27,12 +36,24 @@ pub(super) enum Tail {
         /// The least number of characters (`.*` is 0, `.+` is 1).
         min: usize,
     },
+    /// `(<text>.*)?`: nothing, or `text` followed by at least `min`
+    /// characters, none of them `\n` unless `dotall`.
+    OptionalAny {
+        /// What the optional part starts with.
+        text: Box<str>,
+        /// `(?s)`: `.` matches `\n` too.
+        dotall: bool,
+        /// The least number of characters after `text`.
+        min: usize,
+    },
 }
 
-/// A pattern of the form `<literal><tail>`.
+/// A pattern of the form `<literal><tail>`, where the literal is one of a
+/// few alternatives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct LiteralPattern {
-    pub(super) literal: String,
+    /// The alternatives, without duplicates, in the order written.
+    pub(super) literals: Vec<String>,
     pub(super) tail: Tail,
     /// For `<literal>(?!<text>)<tail>`: what must not follow the literal.
     pub(super) not_followed_by: Option<String>,
@@ -61,10 +82,10 @@ pub(super) fn lookahead_pattern(pattern: &str) -> Option<LiteralPattern> {
     let (b, c) = rest.split_once(')')?;
     let exact = |p: &str| match literal_pattern(p)? {
         LiteralPattern {
-            literal,
+            mut literals,
             tail: Tail::Nothing,
             ..
-        } => Some(literal),
+        } if literals.len() == 1 => literals.pop(),
         _ => None,
     };
     let first = exact(a)?;
@@ -73,7 +94,7 @@ pub(super) fn lookahead_pattern(pattern: &str) -> Option<LiteralPattern> {
         return None;
     }
     let whole = literal_pattern(&format!("{a}{c}"))?;
-    if whole.literal != first {
+    if whole.literals != [first] {
         return None;
     }
     Some(LiteralPattern {
@@ -92,25 +113,102 @@ fn from_hir(hir: &Hir) -> Option<LiteralPattern> {
         HirKind::Concat(items) => items.as_slice(),
         _ => std::slice::from_ref(hir),
     };
-    // Adjacent literals are merged into one by the parser, so the literal
-    // part is at most one item.
-    let (literal, rest) = match items.split_first() {
-        Some((first, rest)) => match first.kind() {
-            HirKind::Literal(lit) => (String::from_utf8(lit.0.to_vec()).ok()?, rest),
-            HirKind::Empty => (String::new(), rest),
-            _ => (String::new(), items),
-        },
-        None => (String::new(), items),
-    };
+    // The longest run of leading items that are literals or small
+    // alternations of literals; what follows must be one tail item.
+    let mut literals = vec![String::new()];
+    let mut rest = items;
+    while let Some((first, after)) = rest.split_first() {
+        let Some(alternatives) = literal_set(first) else {
+            break;
+        };
+        literals = product(&literals, &alternatives)?;
+        rest = after;
+    }
     let tail = match rest {
         [] => Tail::Nothing,
-        [last] => dot_star(last)?,
+        [last] => dot_star(last).or_else(|| optional_any(last))?,
         _ => return None,
     };
     Some(LiteralPattern {
-        literal,
+        literals,
         tail,
         not_followed_by: None,
+    })
+}
+
+/// The strings `hir` matches, if it matches only a few literal strings.
+fn literal_set(hir: &Hir) -> Option<Vec<String>> {
+    match hir.kind() {
+        HirKind::Empty => Some(vec![String::new()]),
+        HirKind::Literal(lit) => Some(vec![String::from_utf8(lit.0.to_vec()).ok()?]),
+        HirKind::Capture(capture) => literal_set(&capture.sub),
+        HirKind::Class(Class::Unicode(class)) => {
+            let mut chars = Vec::new();
+            for range in class.ranges() {
+                for c in range.start()..=range.end() {
+                    if chars.len() == MAX_CLASS_CHARS {
+                        return None;
+                    }
+                    chars.push(c.to_string());
+                }
+            }
+            Some(chars)
+        }
+        HirKind::Concat(items) => items.iter().try_fold(vec![String::new()], |acc, item| {
+            product(&acc, &literal_set(item)?)
+        }),
+        HirKind::Alternation(alternatives) => {
+            let mut all: Vec<String> = Vec::new();
+            for alternative in alternatives {
+                for s in literal_set(alternative)? {
+                    if !all.contains(&s) {
+                        all.push(s);
+                    }
+                }
+                if all.len() > MAX_LITERALS {
+                    return None;
+                }
+            }
+            Some(all)
+        }
+        _ => None,
+    }
+}
+
+/// Every `a` followed by every `b`, without duplicates; `None` past
+/// [`MAX_LITERALS`].
+fn product(heads: &[String], tails: &[String]) -> Option<Vec<String>> {
+    if heads.len().saturating_mul(tails.len()) > MAX_LITERALS {
+        return None;
+    }
+    let mut out: Vec<String> = Vec::with_capacity(heads.len() * tails.len());
+    for head in heads {
+        for tail in tails {
+            let s = format!("{head}{tail}");
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
+    }
+    Some(out)
+}
+
+/// `(<literal>.*)?` (greedy or lazy, the group capturing or not).
+fn optional_any(hir: &Hir) -> Option<Tail> {
+    let HirKind::Repetition(rep) = hir.kind() else {
+        return None;
+    };
+    if rep.min != 0 || rep.max != Some(1) {
+        return None;
+    }
+    let inner = from_hir(&rep.sub)?;
+    let ([text], Tail::Any { dotall, min }) = (inner.literals.as_slice(), inner.tail) else {
+        return None;
+    };
+    Some(Tail::OptionalAny {
+        text: text.as_str().into(),
+        dotall,
+        min,
     })
 }
 
@@ -196,24 +294,26 @@ impl PrefixIndex {
         // the length of the vector just before the node was pushed.
         let mut trie = vec![ByteNode::default()];
         for (index, p) in patterns {
-            let mut at = 0;
-            for &byte in p.literal.as_bytes() {
-                let next = trie.len();
-                let node = &mut trie[at];
-                at = match node.children.binary_search_by_key(&byte, |&(b, _)| b) {
-                    Ok(i) => node.children[i].1,
-                    Err(i) => {
-                        node.children.insert(i, (byte, next));
-                        trie.push(ByteNode::default());
-                        next
-                    }
-                };
+            for literal in &p.literals {
+                let mut at = 0;
+                for &byte in literal.as_bytes() {
+                    let next = trie.len();
+                    let node = &mut trie[at];
+                    at = match node.children.binary_search_by_key(&byte, |&(b, _)| b) {
+                        Ok(i) => node.children[i].1,
+                        Err(i) => {
+                            node.children.insert(i, (byte, next));
+                            trie.push(ByteNode::default());
+                            next
+                        }
+                    };
+                }
+                trie[at].members.push(Member {
+                    index,
+                    tail: p.tail.clone(),
+                    not_followed_by: p.not_followed_by.clone().map(String::into_boxed_str),
+                });
             }
-            trie[at].members.push(Member {
-                index,
-                tail: p.tail,
-                not_followed_by: p.not_followed_by.map(String::into_boxed_str),
-            });
         }
         let mut nodes = vec![Node {
             members: std::mem::take(&mut trie[0].members),
@@ -282,16 +382,28 @@ impl PrefixIndex {
             // A literal's end is a character boundary of `input`: the
             // literal is valid UTF-8 and equals the start of `input`.
             if let (false, Some(rest)) = (node.members.is_empty(), input.get(len..)) {
+                // Whether `input[from..]` is at least `min` characters, none
+                // of them `\n` unless `dotall`.
+                let mut any = |from: usize, dotall: bool, min: usize| {
+                    let no_newline = dotall || {
+                        let last =
+                            *last_newline.get_or_insert_with(|| memchr::memrchr(b'\n', bytes));
+                        last.is_none_or(|at| at < from)
+                    };
+                    no_newline
+                        && (min == 0
+                            || input
+                                .get(from..)
+                                .is_some_and(|s| s.chars().nth(min - 1).is_some()))
+                };
                 let matched = node.members.iter().find(|m| {
-                    let tail = match m.tail {
+                    let tail = match &m.tail {
                         Tail::Nothing => rest.is_empty(),
-                        Tail::Any { dotall, min } => {
-                            let no_newline = dotall || {
-                                let last = *last_newline
-                                    .get_or_insert_with(|| memchr::memrchr(b'\n', bytes));
-                                last.is_none_or(|at| at < len)
-                            };
-                            no_newline && (min == 0 || rest.chars().nth(min - 1).is_some())
+                        Tail::Any { dotall, min } => any(len, *dotall, *min),
+                        Tail::OptionalAny { text, dotall, min } => {
+                            rest.is_empty()
+                                || (rest.starts_with(&**text)
+                                    && any(len + text.len(), *dotall, *min))
                         }
                     };
                     tail && m
@@ -334,7 +446,7 @@ mod tests {
 
     fn lit(literal: &str, tail: Tail) -> Option<LiteralPattern> {
         Some(LiteralPattern {
-            literal: literal.to_owned(),
+            literals: vec![literal.to_owned()],
             tail,
             not_followed_by: None,
         })
@@ -380,7 +492,6 @@ mod tests {
     #[test]
     fn other_patterns_are_not() {
         for p in [
-            "(?i)abc.*",
             "a.*b",
             "a.*.*",
             "a.{0,5}",
@@ -388,20 +499,81 @@ mod tests {
             "a|b.*",
             "^a.*",
             "a.*$",
-            "a[bc].*",
             r"a\b.*",
             "(?x)a b .*(?s:.*)",
-            "tool:(a|b):.*",
+            "a(b.*)?c",
+            "a(.*b)?",
+            "a(b.*){0,2}",
+            "a(b.*)+",
+            "a(b|c.*)?",
+            "a[a-z].*",
+            "(a|b|c|d|e|f|g|h)(a|b|c|d|e|f|g|h)(a|b|c|d|e|f|g|h).*",
         ] {
             assert_eq!(literal_pattern(p), None, "{p}");
         }
     }
 
     #[test]
+    fn small_alternations_and_optional_tails_are_recognised() {
+        let alt = |literals: &[&str], tail: Tail| {
+            Some(LiteralPattern {
+                literals: literals.iter().map(|s| (*s).to_owned()).collect(),
+                tail,
+                not_followed_by: None,
+            })
+        };
+        let opt = |text: &str| Tail::OptionalAny {
+            text: text.into(),
+            dotall: false,
+            min: 0,
+        };
+        assert_eq!(
+            literal_pattern("tool:(a|b):.*"),
+            alt(&["tool:a:", "tool:b:"], DOT)
+        );
+        assert_eq!(literal_pattern("a[bc].*"), alt(&["ab", "ac"], DOT));
+        assert_eq!(
+            literal_pattern("x(ls|cat)( .*)?"),
+            alt(&["xls", "xcat"], opt(" "))
+        );
+        assert_eq!(literal_pattern("x(?: .*?)?"), alt(&["x"], opt(" ")));
+        assert_eq!(
+            literal_pattern("(?i)ab"),
+            alt(&["AB", "Ab", "aB", "ab"], Tail::Nothing)
+        );
+        assert_eq!(
+            literal_pattern("tool:(bash|sh):git (status|log)( .*)?"),
+            alt(
+                &[
+                    "tool:bash:git status",
+                    "tool:bash:git log",
+                    "tool:sh:git status",
+                    "tool:sh:git log"
+                ],
+                opt(" ")
+            )
+        );
+        let idx = index(&["x(ls|cat)( .*)?", "(?s).*"]);
+        assert_eq!(idx.first_match("xls"), Some(0));
+        assert_eq!(idx.first_match("xcat -n a"), Some(0));
+        assert_eq!(idx.first_match("xlsa"), Some(1));
+        assert_eq!(idx.first_match("xls a\nb"), Some(1));
+        assert_eq!(idx.first_match("xca"), Some(1));
+        // The optional part's own text may be a newline; only what follows
+        // it must hold none.
+        let idx = index(&["a(\n.*)?", "b(\n.+)?"]);
+        assert_eq!(idx.first_match("a\nxy"), Some(0));
+        assert_eq!(idx.first_match("a\nx\ny"), None);
+        assert_eq!(idx.first_match("b\n"), None);
+        assert_eq!(idx.first_match("b\né"), Some(1));
+        assert_eq!(idx.first_match("b"), Some(1));
+    }
+
+    #[test]
     fn literal_lookahead_patterns_are_recognised() {
         let ahead = |literal: &str, not: &str, tail: Tail| {
             Some(LiteralPattern {
-                literal: literal.to_owned(),
+                literals: vec![literal.to_owned()],
                 tail,
                 not_followed_by: Some(not.to_owned()),
             })
