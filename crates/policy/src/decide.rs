@@ -5,7 +5,7 @@
 use crate::grant::{Grant, GrantTarget, Request};
 use crate::pattern::{PatternSet, SetMatch};
 use crate::profile::{Profile, ShellShortcut, format_action, split_action};
-use crate::shell::{Hazard, ShellAnalysis, analyze_shell};
+use crate::shell::{Hazard, ShellAnalysis, analyze_shell, simple_hazard};
 use crate::verdict::{ListKind, Verdict};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -314,6 +314,17 @@ impl<'g> Context<'_, 'g> {
     /// A shell action: analyzed once, then every simple command judged
     /// against every list; the strictest answer wins and hazards cap it.
     fn shell(&self, action: &str, detail: &str) -> Outcome<'g> {
+        // One command written canonically (`ls -la src`) is its own only
+        // segment: the action string is judged as it is, as `plain` does,
+        // and only the hazard remains to apply.
+        if let Some(hazard) = simple_hazard(detail) {
+            let mut outcome = self.plain(action, detail);
+            if let (Verdict::Allow, Some(hazard)) = (outcome.verdict, hazard) {
+                outcome.verdict = Verdict::Ask;
+                outcome.capped_by = Some(hazard);
+            }
+            return outcome;
+        }
         let analysis = analyze_shell(detail);
         let segments = segments(self.tool, action, &analysis);
         // Deny patterns see the whole string and every command.

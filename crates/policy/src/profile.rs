@@ -26,7 +26,10 @@ pub fn format_action(tool: &str, detail: &str) -> String {
 /// colons. Returns `None` for strings not of that form.
 pub fn split_action(action: &str) -> Option<(&str, &str)> {
     let rest = action.strip_prefix("tool:")?;
-    rest.split_once(':')
+    // A byte search: tool names are short, and `:` is ASCII, so the split
+    // falls on a character boundary.
+    let colon = rest.bytes().position(|b| b == b':')?;
+    Some((rest.get(..colon)?, rest.get(colon + 1..)?))
 }
 
 /// How a profile is written in configuration and on the wire: a preset name

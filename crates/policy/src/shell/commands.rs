@@ -7,6 +7,9 @@
 
 use super::words::WordInfo;
 use super::{Collector, Hazard};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::OnceLock;
 
 /// Commands whose options cannot write files or run programs, so arguments
 /// known only at run time (`echo $HOME`) are harmless to them.
@@ -107,28 +110,114 @@ const INTERPRETERS: &[&str] = &[
 /// their arguments could expand into one of those options.
 const CHECKED: &[&str] = &[
     "git", "find", "sed", "sort", "tee", "rg", "awk", "gawk", "mawk", "nawk", "less", "more",
-    "most", "man", "tar", "xargs", "env", "command", "printf",
+    "most", "pg", "man", "tar", "xargs", "env", "command", "printf",
 ];
 
-/// Judges one simple command whose name is plain.
-pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
-    let runs = |c: &mut Collector| {
+/// Which of the lists above a command name is in, as bits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Kind(u8);
+
+impl Kind {
+    const RUNNER: u8 = 1;
+    const STATE: u8 = 1 << 1;
+    const STATE_WITH_ARGS: u8 = 1 << 2;
+    const FLAG_SAFE: u8 = 1 << 3;
+    const CHECKED: u8 = 1 << 4;
+    const INTERPRETER: u8 = 1 << 5;
+
+    fn is(self, bit: u8) -> bool {
+        self.0 & bit != 0
+    }
+
+    /// Looks `name` up in all the lists at once: one hash of a short
+    /// string instead of a comparison with each of about 150 names.
+    fn of(name: &str) -> Kind {
+        static KINDS: OnceLock<HashMap<&'static str, u8, BuildHasherDefault<Fnv>>> =
+            OnceLock::new();
+        let kinds = KINDS.get_or_init(|| {
+            let mut kinds = HashMap::default();
+            for (list, bit) in [
+                (RUNNERS, Kind::RUNNER),
+                (STATE, Kind::STATE),
+                (STATE_WITH_ARGS, Kind::STATE_WITH_ARGS),
+                (FLAG_SAFE, Kind::FLAG_SAFE),
+                (CHECKED, Kind::CHECKED),
+                (INTERPRETERS, Kind::INTERPRETER),
+            ] {
+                for name in list {
+                    *kinds.entry(*name).or_insert(0) |= bit;
+                }
+            }
+            kinds
+        });
+        Kind(kinds.get(name).copied().unwrap_or(0))
+    }
+}
+
+/// FNV-1a: command names are short and not chosen to collide with each
+/// other (a collision only costs a comparison), so a simple hash is enough.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// The hazards that follow from the name alone (and whether there are
+/// arguments); false if one was recorded and the command needs no more
+/// looking at.
+fn judge_name(name: &str, kind: Kind, has_args: bool, c: &mut Collector) -> bool {
+    if kind.is(Kind::RUNNER) {
         c.hazard(Hazard::RunsCommand {
             command: name.to_owned(),
         });
-    };
-    if RUNNERS.contains(&name) {
-        return runs(c);
+        return false;
     }
-    if STATE.contains(&name) || (STATE_WITH_ARGS.contains(&name) && !args.is_empty()) {
-        return c.hazard(Hazard::ChangesShellState {
+    if kind.is(Kind::STATE) || (kind.is(Kind::STATE_WITH_ARGS) && has_args) {
+        c.hazard(Hazard::ChangesShellState {
             command: name.to_owned(),
         });
+        return false;
     }
     if name == "let" {
-        return c.hazard(Hazard::Arithmetic);
+        c.hazard(Hazard::Arithmetic);
+        return false;
     }
-    if !FLAG_SAFE.contains(&name)
+    true
+}
+
+/// Judges one simple command whose name is plain and whose arguments are
+/// all plain literals (no globs, nothing known only at run time): what
+/// [`judge`] does, without building [`WordInfo`]s.
+pub(crate) fn judge_literal(name: &str, lits: &[&str], c: &mut Collector) {
+    let kind = Kind::of(name);
+    if judge_name(name, kind, !lits.is_empty(), c)
+        && (kind.is(Kind::CHECKED) || kind.is(Kind::INTERPRETER))
+    {
+        inspect(name, kind, lits, c);
+    }
+}
+
+/// Judges one simple command whose name is plain.
+pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
+    let kind = Kind::of(name);
+    if !judge_name(name, kind, !args.is_empty(), c) {
+        return;
+    }
+    if !kind.is(Kind::FLAG_SAFE)
         && let Some(arg) = args.iter().find(|a| a.literal.is_none())
     {
         c.hazard(Hazard::DynamicArgument {
@@ -136,7 +225,7 @@ pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
             word: arg.raw.to_owned(),
         });
     }
-    if CHECKED.contains(&name) {
+    if kind.is(Kind::CHECKED) {
         let mut options = args
             .iter()
             .take_while(|a| a.literal.as_deref() != Some("--"));
@@ -147,8 +236,23 @@ pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
             });
         }
     }
+    // Every command `inspect` looks at is in one of these lists.
+    if !kind.is(Kind::CHECKED) && !kind.is(Kind::INTERPRETER) {
+        return;
+    }
     // From here on only literal arguments matter; dynamic ones were flagged.
     let lits: Vec<&str> = args.iter().filter_map(|a| a.literal.as_deref()).collect();
+    inspect(name, kind, &lits, c);
+}
+
+/// The option-by-option checks of the commands in `CHECKED` and
+/// `INTERPRETERS`, on their literal arguments.
+fn inspect(name: &str, kind: Kind, lits: &[&str], c: &mut Collector) {
+    let runs = |c: &mut Collector| {
+        c.hazard(Hazard::RunsCommand {
+            command: name.to_owned(),
+        });
+    };
     let unsafe_option = |c: &mut Collector, option: &str| {
         c.hazard(Hazard::UnsafeOption {
             command: name.to_owned(),
@@ -159,7 +263,7 @@ pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
         // `command -v x` / `command -V x` only look a name up.
         "command" if !lits.is_empty() && !matches!(lits.first(), Some(&"-v" | &"-V")) => runs(c),
         "env" if !lits.is_empty() => runs(c),
-        "xargs" if xargs_runs_command(&lits) => runs(c),
+        "xargs" if xargs_runs_command(lits) => runs(c),
         "printf" => {
             if let Some(opt) = lits
                 .iter()
@@ -171,7 +275,7 @@ pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
                 });
             }
         }
-        _ if INTERPRETERS.contains(&name) => {
+        _ if kind.is(Kind::INTERPRETER) => {
             let inline = lits.iter().any(|a| {
                 matches!(*a, "--eval" | "--print" | "--command" | "-")
                     || (a.starts_with('-')
@@ -183,9 +287,9 @@ pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
                 runs(c);
             }
         }
-        "git" => super::git::judge(&lits, c),
+        "git" => super::git::judge(lits, c),
         "find" => {
-            for a in &lits {
+            for a in lits {
                 match *a {
                     "-exec" | "-execdir" | "-ok" | "-okdir" => runs(c),
                     "-delete" | "-fprint" | "-fprint0" | "-fprintf" | "-fls" => unsafe_option(c, a),
@@ -193,9 +297,9 @@ pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
                 }
             }
         }
-        "sed" => sed(&lits, &unsafe_option, c),
+        "sed" => sed(lits, &unsafe_option, c),
         "sort" => {
-            for a in options(&lits) {
+            for a in options(lits) {
                 let long_hit =
                     long_prefix_of(a, "output", 2) || long_prefix_of(a, "compress-program", 3);
                 if long_hit || short_option_before_value(a, 'o', "ktSTo") {
@@ -211,14 +315,14 @@ pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
             }
         }
         "rg" => {
-            for a in options(&lits) {
+            for a in options(lits) {
                 if *a == "--pre" || a.starts_with("--pre=") {
                     unsafe_option(c, a);
                 }
             }
         }
         "awk" | "gawk" | "mawk" | "nawk" => {
-            for a in &lits {
+            for a in lits {
                 let risky = ["system", "|", ">", "getline", "@load"]
                     .iter()
                     .any(|s| a.contains(s));
@@ -232,14 +336,14 @@ pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
             }
         }
         "less" | "more" | "most" | "pg" => {
-            for a in &lits {
+            for a in lits {
                 if a.starts_with('+') || a.contains('!') {
                     unsafe_option(c, a);
                 }
             }
         }
         "man" => {
-            for a in options(&lits) {
+            for a in options(lits) {
                 let short = !a.starts_with("--") && a.contains(['P', 'H']);
                 if short || long_prefix_of(a, "pager", 2) || long_prefix_of(a, "html", 2) {
                     unsafe_option(c, a);
@@ -247,7 +351,7 @@ pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
             }
         }
         "tar" => {
-            for a in &lits {
+            for a in lits {
                 let long = [
                     "to-command",
                     "checkpoint-action",

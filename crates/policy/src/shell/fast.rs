@@ -6,8 +6,50 @@
 //! newlines or separators other than a single `|`. Everything else goes to
 //! the full parser. A property test checks that both give the same answer.
 
-use super::Collector;
 use super::words;
+use super::{Collector, Hazard, commands};
+
+/// Words [`simple_hazard`] keeps on the stack; longer commands spill into a
+/// vector.
+const STACK_WORDS: usize = 16;
+
+/// The words of a command, on the stack while they fit.
+struct Words<'a> {
+    stack: [&'a str; STACK_WORDS],
+    spill: Vec<&'a str>,
+    count: usize,
+}
+
+impl<'a> Words<'a> {
+    fn new() -> Self {
+        Words {
+            stack: [""; STACK_WORDS],
+            spill: Vec::new(),
+            count: 0,
+        }
+    }
+
+    fn push(&mut self, word: &'a str) {
+        match self.stack.get_mut(self.count) {
+            Some(slot) => *slot = word,
+            None => {
+                if self.spill.is_empty() {
+                    self.spill.extend_from_slice(&self.stack);
+                }
+                self.spill.push(word);
+            }
+        }
+        self.count += 1;
+    }
+
+    fn as_slice(&self) -> &[&'a str] {
+        if self.spill.is_empty() {
+            self.stack.get(..self.count).unwrap_or_default()
+        } else {
+            &self.spill
+        }
+    }
+}
 
 /// Reserved words that change the grammar when they start a command.
 const RESERVED: &[&str] = &[
@@ -19,6 +61,78 @@ const ALPHABET: [bool; 128] = words::ascii_set(b" _./:,=@%+-|");
 
 fn in_alphabet(b: u8) -> bool {
     ALPHABET.get(usize::from(b)).copied().unwrap_or(false)
+}
+
+/// What [`simple_hazard`] makes of each byte: one lookup in a table of all
+/// 256 bytes instead of several comparisons.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ByteClass {
+    /// Not in a simple command (outside the alphabet, or `|`).
+    Other,
+    Word,
+    /// `=`, which makes a first word an assignment.
+    Equals,
+    Space,
+}
+
+const CLASSES: [ByteClass; 256] = {
+    let mut classes = [ByteClass::Other; 256];
+    let mut b = 0;
+    while b < 128 {
+        if ALPHABET[b] {
+            classes[b] = ByteClass::Word;
+        }
+        b += 1;
+    }
+    classes[b' ' as usize] = ByteClass::Space;
+    classes[b'=' as usize] = ByteClass::Equals;
+    classes[b'|' as usize] = ByteClass::Other;
+    classes
+};
+
+/// For one command written the way the analysis would write it back (words
+/// of the alphabet one space apart; no pipe, no leading, trailing or double
+/// space), the first hazard [`super::analyze_shell`] would report, found
+/// without building the analysis: such a command is its own only simple
+/// command, so a caller can judge the action string as it is. `None` if
+/// `detail` is not of that form.
+pub(crate) fn simple_hazard(detail: &str) -> Option<Option<Hazard>> {
+    // The command name, then its arguments.
+    let mut words = Words::new();
+    let mut start = 0;
+    for (i, &b) in detail.as_bytes().iter().enumerate() {
+        match CLASSES[usize::from(b)] {
+            ByteClass::Word => {}
+            // `A=1 ls` assigns: left to the full analysis.
+            ByteClass::Equals if words.count == 0 => return None,
+            ByteClass::Equals => {}
+            ByteClass::Space if i == start => return None, // a leading or a double space
+            ByteClass::Space => {
+                words.push(detail.get(start..i)?);
+                start = i + 1;
+            }
+            ByteClass::Other => return None,
+        }
+    }
+    if start == detail.len() {
+        return None; // empty, or a trailing space
+    }
+    words.push(detail.get(start..)?);
+    let (name, args) = words.as_slice().split_first()?;
+    if is_reserved(name) {
+        return None;
+    }
+    let mut c = Collector::default();
+    match words::command_name(&words::bare(name)) {
+        // Words of the alphabet are literals without globs (tested below).
+        Ok(plain) => commands::judge_literal(plain, args, &mut c),
+        Err(hazard) => c.hazard(hazard),
+    }
+    Some(c.hazards.into_iter().next())
+}
+
+fn is_reserved(word: &str) -> bool {
+    RESERVED.contains(&word)
 }
 
 /// Analyzes `detail` if it is a plain pipeline; returns false (having
@@ -34,7 +148,7 @@ pub(crate) fn analyze(detail: &str, c: &mut Collector) -> bool {
         let Some(first) = words.next() else {
             return false; // empty command: a syntax error the parser reports
         };
-        if first.contains('=') || RESERVED.contains(&first) {
+        if first.contains('=') || is_reserved(first) {
             return false;
         }
     }
@@ -45,8 +159,8 @@ pub(crate) fn analyze(detail: &str, c: &mut Collector) -> bool {
             continue;
         };
         args.clear();
-        args.extend(parts.map(words::plain));
-        c.simple_command(&words::plain(name), &args);
+        args.extend(parts.map(words::bare));
+        c.simple_command(&words::bare(name), &args);
     }
     true
 }
@@ -60,6 +174,35 @@ mod tests {
         for b in 0..=255u8 {
             let expected = b.is_ascii_alphanumeric() || b" _./:,=@%+-|".contains(&b);
             assert_eq!(in_alphabet(b), expected, "{b}");
+        }
+    }
+
+    #[test]
+    fn byte_classes_follow_the_alphabet() {
+        for b in 0..=255u8 {
+            let expected = match b {
+                b' ' => ByteClass::Space,
+                b'=' => ByteClass::Equals,
+                b'|' => ByteClass::Other,
+                _ if in_alphabet(b) => ByteClass::Word,
+                _ => ByteClass::Other,
+            };
+            assert!(CLASSES[usize::from(b)] == expected, "{b}");
+        }
+    }
+
+    /// `simple_hazard` relies on words of the alphabet being written back
+    /// as they are, and on none of them holding a glob character.
+    #[test]
+    fn alphabet_words_are_bare() {
+        for b in 0..128u8 {
+            if in_alphabet(b) && b != b' ' && b != b'|' {
+                let word = char::from(b).to_string();
+                let mut out = String::new();
+                words::render(&words::plain(&word), &mut out);
+                assert_eq!(out, word, "{b}");
+                assert!(!words::plain(&word).glob, "{b}");
+            }
         }
     }
 }

@@ -189,6 +189,8 @@ impl ShellAnalysis {
     }
 }
 
+pub(crate) use fast::simple_hazard;
+
 /// Parses a shell command and cuts it into simple commands and hazards.
 pub fn analyze_shell(detail: &str) -> ShellAnalysis {
     let mut collector = Collector::default();

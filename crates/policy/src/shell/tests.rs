@@ -66,6 +66,46 @@ proptest! {
             prop_assert_eq!(fast, via_parser(&detail), "detail {:?}", detail);
         }
     }
+
+    /// A command `simple_hazard` takes is its own only simple command, as
+    /// the full parser writes it, and has the parser's first hazard.
+    #[test]
+    fn simple_commands_agree_with_parser(parts in prop::collection::vec(prop::sample::select(TOKENS), 0..40)) {
+        let detail = parts.concat();
+        if let Some(hazard) = fast::simple_hazard(&detail) {
+            let parsed = via_parser(&detail);
+            prop_assert_eq!(&parsed.commands, &vec![detail.clone()], "detail {:?}", detail);
+            prop_assert_eq!(hazard.as_ref(), parsed.hazards.first(), "detail {:?}", detail);
+        }
+    }
+}
+
+#[test]
+fn simple_path_takes_single_canonical_commands_only() {
+    for detail in [
+        "ls",
+        "ls -la src/a.rs",
+        "git log --oneline -n 5",
+        "sed -i x f",
+        "./x",
+    ] {
+        assert!(fast::simple_hazard(detail).is_some(), "{detail:?}");
+    }
+    assert_eq!(
+        fast::simple_hazard("sed -i s/a/b/ f"),
+        Some(via_parser("sed -i s/a/b/ f").hazards.first().cloned())
+    );
+    assert!(fast::simple_hazard("sed -i s/a/b/ f").unwrap().is_some());
+    // Past the words kept on the stack.
+    let many = format!("ls{}", " a".repeat(40));
+    assert_eq!(fast::simple_hazard(&many), Some(None));
+    let many_unsafe = format!("sed{} -i x", " a".repeat(40));
+    assert!(fast::simple_hazard(&many_unsafe).unwrap().is_some());
+    for detail in [
+        "", " ls", "ls ", "ls  -la", "ls | wc", "A=1 ls", "if x", "ls;x", "ls 'a'", "ls *",
+    ] {
+        assert!(fast::simple_hazard(detail).is_none(), "{detail:?}");
+    }
 }
 
 #[test]

@@ -44,6 +44,8 @@ pub(crate) fn in_set(set: &[bool; 128], c: char) -> bool {
 
 const BARE_RAW: [bool; 128] = ascii_set(b"_@%+=:,./-~^!#*?[]{}");
 const BARE_LITERAL: [bool; 128] = ascii_set(b"_@%+=:,./-");
+/// Characters of a plain command name (besides `/` in a path).
+const NAME_CHARS: [bool; 128] = ascii_set(b"_.+-");
 
 /// Characters that need no quoting and mean nothing special inside a word
 /// (globs aside, which are tracked separately).
@@ -58,6 +60,17 @@ fn bare_literal(c: char) -> bool {
 
 fn has_glob(text: &str) -> bool {
     text.contains(['*', '?', '[', '{', '('])
+}
+
+/// A word of the fast path's alphabet, which holds no glob character (a
+/// test checks this).
+pub(crate) fn bare(raw: &str) -> WordInfo<'_> {
+    WordInfo {
+        raw,
+        literal: Some(Cow::Borrowed(raw)),
+        glob: false,
+        quoted: false,
+    }
 }
 
 /// A word of plain characters: no parsing needed.
@@ -237,9 +250,9 @@ pub(crate) fn command_name<'a>(word: &WordInfo<'a>) -> Result<&'a str, Hazard> {
     if raw == "[" || raw == "." {
         return Ok(raw);
     }
-    let plain_char = |c: char| c.is_ascii_alphanumeric() || "_.+-".contains(c);
+    let plain_char = |b: u8| NAME_CHARS.get(usize::from(b)).copied().unwrap_or(false);
     if raw.contains('/') {
-        return Err(if raw.chars().all(|c| c == '/' || plain_char(c)) {
+        return Err(if raw.bytes().all(|b| b == b'/' || plain_char(b)) {
             Hazard::PathCommandName {
                 word: raw.to_owned(),
             }
@@ -247,8 +260,11 @@ pub(crate) fn command_name<'a>(word: &WordInfo<'a>) -> Result<&'a str, Hazard> {
             hidden()
         });
     }
-    let starts_plain = raw.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
-    if starts_plain && raw.chars().all(plain_char) {
+    let starts_plain = raw
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if starts_plain && raw.bytes().all(plain_char) {
         Ok(raw)
     } else {
         Err(hidden())
