@@ -54,10 +54,11 @@ before(async () => {
 });
 
 after(async () => {
-  if (env) {
-    assert.deepEqual(env.consoleErrors.filter((e) => !/Failed to load resource|ERR_/.test(e)), []);
-    await stopAll(env);
-  }
+  if (!env) return;
+  const errors = env.consoleErrors.filter((e) => !/Failed to load resource|ERR_/.test(e));
+  await stopAll(env);
+  // Nothing went wrong in the page that the page did not handle.
+  assert.deepEqual(errors, []);
 });
 
 test('an action appears live, the gear grants 1h, it completes, and a matching one never queues', async () => {
@@ -79,6 +80,11 @@ test('an action appears live, the gear grants 1h, it completes, and a matching o
   await card(a.id).locator('summary').click();
   await page.waitForSelector(`#queue .card[data-id="${a.id}"] pre.params:has-text("s1/app.py")`);
   await screenshot('queue.png');
+  // Readable on a phone: nothing wider than the screen.
+  await page.setViewportSize({ width: 390, height: 844 });
+  assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), 'wider than a phone');
+  await screenshot('queue-phone.png');
+  await page.setViewportSize({ width: 1100, height: 800 });
 
   await card(a.id).locator('button.gear').click();
   const scope = page.locator('#grant-scope input[name=path]');
@@ -118,7 +124,7 @@ test('an action appears live, the gear grants 1h, it completes, and a matching o
   const types = await page.locator('#timeline li').evaluateAll((els) => els.map((e) => e.dataset.type));
   assert.deepEqual(types.filter((t) => t.startsWith('action.')),
     ['action.enqueued', 'action.approved', 'action.started', 'action.completed']);
-  await screenshot('timeline.png');
+  if (shots) await page.screenshot({ path: join(shots, 'timeline.png'), fullPage: true });
   await page.goto(`${env.pageUrl}#/queue`);
   await page.waitForSelector('#queue');
 });
@@ -129,9 +135,15 @@ test('deny with a reason: the agent\'s long-poll returns denied with it', async 
     { tool: 'bash', detail: 'rm -rf build', reason: 'clean the build' });
   const item = page.locator('#queue .card[data-kind=action]', { hasText: 'rm -rf build' });
   await item.waitFor();
-  await item.locator('button', { hasText: 'Deny' }).click();
-  await page.fill('#deny-reason', 'not on a Friday');
-  await page.click('#deny-confirm');
+  // By keyboard alone: Enter on Deny…, type the reason, Tab to the Deny button.
+  await item.locator('button', { hasText: 'Deny' }).focus();
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#deny-reason:focus');
+  await page.keyboard.type('not on a Friday');
+  await page.keyboard.press('Tab');
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'deny-confirm');
+  await page.keyboard.press('Enter');
   await item.waitFor({ state: 'detached' });
   const r = await poll;
   assert.equal(r.status, 201);
@@ -179,8 +191,11 @@ test('the event stream is cut and restored: nothing is missed or doubled', async
   }
   const denied = await env.call('POST', `/v1/actions/${before.id}/deny`, env.operator, { reason: 'while cut' });
   assert.equal(denied.status, 200);
-  // Still cut: the page has not seen them.
+  // Still cut: the page has not seen them, and a decision it tries fails visibly.
   assert.equal(await card(during[0].id).count(), 0);
+  await card(before.id).locator('button', { hasText: 'Approve' }).click();
+  await page.waitForSelector('#errors .error:has-text("could not be reached")');
+  await page.locator('#errors .error button').first().click();
   env.proxy.restore();
 
   await page.waitForSelector('#stream-state[data-state=live]', { timeout: 30000 });
@@ -197,4 +212,66 @@ test('the event stream is cut and restored: nothing is missed or doubled', async
   const shown = (await page.locator('#queue .card[data-kind=action]').evaluateAll((els) => els.map((e) => e.dataset.id))).sort();
   assert.deepEqual(shown, pending);
   assert.equal(await page.title(), `(${pending.length}) actiongate`);
+});
+
+test('a grant request is approved narrower and shorter; a bad expiry is shown, not swallowed', async () => {
+  const { page } = env;
+  await page.goto(`${env.pageUrl}#/queue`);
+  const asked = await env.call('POST', '/v1/grant-requests', env.agent,
+    { handler: 'fs', permission: 'fs.write', scope: { path: 'gr/*' }, reason: 'write the generated files', expires: '2d' });
+  assert.equal(asked.status, 201, JSON.stringify(asked.body));
+  const item = page.locator(`#queue .card[data-id="${asked.body.id}"]`);
+  await item.waitFor();
+  await item.locator('button', { hasText: 'Approve' }).click();
+  assert.equal(await page.inputValue('#grant-scope input[name=path]'), 'gr/*');
+  assert.equal(await page.inputValue('#grant-custom'), '2d');
+  await page.fill('#grant-scope input[name=path]', 'gr/sub/*');
+  await page.fill('#grant-custom', 'soon');
+  await page.click('#grant-confirm');
+  await page.waitForSelector('#grant-error:has-text("expires")');
+  assert.equal(await item.count(), 1);
+  await page.check('#grant-expiry input[value="1h"]');
+  await page.click('#grant-confirm');
+  await item.waitFor({ state: 'detached' });
+  const r = (await env.call('GET', `/v1/grant-requests/${asked.body.id}`, env.operator)).body;
+  assert.equal(r.status, 'approved', JSON.stringify(r));
+  assert.deepEqual(r.grant.scope, { path: 'gr/sub/*' });
+  const hours = (Date.parse(r.grant.expires_at) - Date.parse(r.grant.granted_at)) / 3600e3;
+  assert.ok(hours > 0.99 && hours < 1.01, `expires after ${hours} h`);
+});
+
+test('sensitive params are masked and never reach the DOM; history filters by status', async () => {
+  const { page } = env;
+  const reg = await env.call('POST', '/v1/handlers', env.admin, {
+    id: 'mail', name: 'Mail', url: 'http://127.0.0.1:9/',
+    permissions: [{ name: 'mail.send', description: 'send mail', parameters_schema: { type: 'object', properties: { to: { type: 'string' } } } }],
+    actions: [{
+      name: 'send', description: 'send a mail', permission: 'mail.send', scope: { to: '/to' },
+      params_schema: { type: 'object', properties: { to: { type: 'string' }, api_key: { type: 'string' }, password: { type: 'string' }, subject: { type: 'string' } }, required: ['to'] },
+      sensitive: ['/password'],
+      render: { title: 'Mail {to}', summary: '{subject}', fields: [{ label: 'Subject', value: '{subject}' }] },
+    }],
+  });
+  assert.equal(reg.status, 201, JSON.stringify(reg.body));
+  const r = await env.call('POST', '/v1/actions', env.agent, { handler: 'mail', action: 'send',
+    params: { to: 'bob@example.com', subject: 'hello', api_key: 'AKIA-by-its-name', password: 'hunter2-by-schema' } });
+  assert.equal(r.body.status, 'pending', JSON.stringify(r.body));
+  await page.goto(`${env.pageUrl}#/queue`);
+  const item = card(r.body.id);
+  await item.waitFor();
+  await item.locator('summary').click();
+  const raw = await item.locator('pre.params').textContent();
+  assert.match(raw, /"api_key": "••••"/);
+  assert.match(raw, /"password": "••••"/);
+  assert.match(raw, /bob@example.com/);
+  const html = await page.content();
+  assert.ok(!html.includes('AKIA-by-its-name') && !html.includes('hunter2-by-schema'), 'a secret reached the DOM');
+
+  // History: only denied actions when filtered so.
+  await page.goto(`${env.pageUrl}#/history`);
+  await page.selectOption('#history-filters select[name=status]', 'denied');
+  await page.click('#history-filters button[type=submit]');
+  await page.waitForSelector('#history-table tbody tr[data-id]');
+  const statuses = await page.locator('#history-table tbody tr[data-id] .badge').allTextContents();
+  assert.ok(statuses.length >= 2 && statuses.every((s) => s === 'denied'), statuses.join());
 });

@@ -22,7 +22,7 @@ const state = {
 // ---- errors and notices -------------------------------------------------
 
 function fail(err) {
-  console.error(err);
+  console.warn(err);
   const text = err?.message || String(err);
   const item = h('div', { class: 'error' }, h('span', {}, text),
     h('button', { type: 'button', class: 'icon', 'aria-label': 'Dismiss', onclick: () => item.remove() }, '×'));
@@ -399,6 +399,7 @@ async function route() {
     if (a.dataset.view === view || (view === 'actions' && a.dataset.view === 'history')) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
+  for (const n of document.querySelectorAll('#errors .notice')) n.remove();
   const root = $('view');
   const [, query = ''] = location.hash.split('?');
   try {

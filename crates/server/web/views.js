@@ -166,12 +166,15 @@ export async function renderHistory(root, ctx, params) {
 
 function eventLine(ev) {
   const d = ev.data || {};
-  const bits = [];
-  if (d.decided_by && ev.type !== 'action.enqueued') bits.push(`by ${d.decided_by}`);
-  if (d.decision_note && ev.type === 'action.denied') bits.push(`“${d.decision_note}”`);
-  if (ev.type === 'action.enqueued' || ev.type === 'permission.needed') bits.push(d.decision?.reason || '');
-  if (d.outcome?.error) bits.push(d.outcome.error);
-  return bits.filter(Boolean).join(' · ');
+  switch (ev.type) {
+    case 'action.enqueued': return d.decision?.reason || '';
+    case 'permission.needed': return d.permission ? `needs ${d.permission} (${scopeText(d.scope)})` : '';
+    case 'action.approved': return d.decided_by ? `by ${d.decided_by}` : '';
+    case 'action.denied': return [d.decided_by && `by ${d.decided_by}`, d.decision_note && `“${d.decision_note}”`].filter(Boolean).join(' · ');
+    case 'action.started': return d.attempts?.length ? `attempt ${d.attempts.length}` : '';
+    case 'action.failed': return d.outcome?.error || '';
+    default: return '';
+  }
 }
 
 /** One action: details, dispatch attempts, and its live timeline of events. */
