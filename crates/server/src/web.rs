@@ -120,7 +120,10 @@ fn serve(i: usize, headers: &HeaderMap) -> Response {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         (
-            [(header::CONTENT_TYPE, HeaderValue::from_static(asset.content_type))],
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(asset.content_type),
+            )],
             asset.body,
         )
             .into_response()

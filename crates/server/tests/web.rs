@@ -57,16 +57,16 @@ async fn the_page_and_every_asset_it_loads_are_served_with_their_types_and_csp()
     let script = Regex::new(r"<script\b[^>]*>").unwrap();
     let tags: Vec<&str> = script.find_iter(&html).map(|m| m.as_str()).collect();
     assert!(!tags.is_empty());
-    assert!(tags.iter().all(|t| t.contains("src=\"/assets/")), "{tags:?}");
+    assert!(
+        tags.iter().all(|t| t.contains("src=\"/assets/")),
+        "{tags:?}"
+    );
     assert!(!html.contains("<style") && !html.contains(" style="));
 
     // Follow every asset the page references, and every module import.
     let refs = Regex::new(r#"(?:src|href)="/assets/([^"]+)""#).unwrap();
     let import = Regex::new(r#"from '\./([^']+)'"#).unwrap();
-    let mut todo: Vec<String> = refs
-        .captures_iter(&html)
-        .map(|c| c[1].to_owned())
-        .collect();
+    let mut todo: Vec<String> = refs.captures_iter(&html).map(|c| c[1].to_owned()).collect();
     let mut seen = std::collections::BTreeSet::new();
     while let Some(name) = todo.pop() {
         if !seen.insert(name.clone()) {
@@ -132,7 +132,11 @@ async fn an_unchanged_file_is_revalidated_with_304_and_unknown_assets_are_404() 
         .unwrap();
     assert_eq!(stale.status(), StatusCode::OK);
 
-    for path in ["/assets/nope.js", "/assets/index.html", "/assets/..%2fweb.rs"] {
+    for path in [
+        "/assets/nope.js",
+        "/assets/index.html",
+        "/assets/..%2fweb.rs",
+    ] {
         let resp = get(&app, path).await;
         assert_eq!(resp.status(), StatusCode::NOT_FOUND, "{path}");
         assert_eq!(
