@@ -260,6 +260,8 @@ test('sensitive params are masked and never reach the DOM; history filters by st
   const item = card(r.body.id);
   await item.waitFor();
   await item.locator('summary').click();
+  // The params are put in the page when opened (the toggle event), not before.
+  await item.locator('pre.params', { hasText: 'api_key' }).waitFor();
   const raw = await item.locator('pre.params').textContent();
   assert.match(raw, /"api_key": "••••"/);
   assert.match(raw, /"password": "••••"/);
@@ -271,7 +273,11 @@ test('sensitive params are masked and never reach the DOM; history filters by st
   await page.goto(`${env.pageUrl}#/history`);
   await page.selectOption('#history-filters select[name=status]', 'denied');
   await page.click('#history-filters button[type=submit]');
-  await page.waitForSelector('#history-table tbody tr[data-id]');
-  const statuses = await page.locator('#history-table tbody tr[data-id] .badge').allTextContents();
-  assert.ok(statuses.length >= 2 && statuses.every((s) => s === 'denied'), statuses.join());
+  await page.waitForFunction(() => location.hash === '#/history?status=denied');
+  // Two actions were denied above (one on the page, one while the stream was cut).
+  await page.waitForFunction(() => {
+    const s = [...document.querySelectorAll('#history-table tbody tr[data-id] .badge')].map((b) => b.textContent);
+    return s.length >= 2 && s.every((x) => x === 'denied');
+  });
+  assert.equal(await page.inputValue('#history-filters select[name=status]'), 'denied');
 });

@@ -404,9 +404,9 @@ async function route() {
   const [, query = ''] = location.hash.split('?');
   try {
     if (view === 'grants') {
-      await renderGrants(root, ctx);
+      await renderGrants(root, ctx, abort.signal);
     } else if (view === 'history') {
-      await renderHistory(root, ctx, new URLSearchParams(query));
+      await renderHistory(root, ctx, new URLSearchParams(query), abort.signal);
     } else if (view === 'actions') {
       const id = decodeURIComponent(location.hash.slice('#/actions/'.length).split('?')[0]);
       await renderAction(root, ctx, id, abort.signal);

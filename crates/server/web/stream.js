@@ -15,6 +15,8 @@ export async function readSse(body, onMessage, signal) {
       buf += value;
       let nl;
       while ((nl = buf.search(/\r\n|\r|\n/)) >= 0) {
+        // A CR at the end may be the first half of a CRLF split across chunks.
+        if (nl === buf.length - 1 && buf[nl] === '\r') break;
         const line = buf.slice(0, nl);
         buf = buf.slice(nl + (buf.startsWith('\r\n', nl) ? 2 : 1));
         if (line === '') {

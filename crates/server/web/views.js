@@ -81,8 +81,10 @@ export function grantRequestCard(gr, ctx) {
 }
 
 /** Active grants, with revoke. */
-export async function renderGrants(root, ctx) {
+export async function renderGrants(root, ctx, signal) {
   const list = await api('GET', '/v1/grants?active=true');
+  // The operator went elsewhere while this loaded: leave their view alone.
+  if (signal.aborted) return;
   const rows = list.map((g) => {
     const what = g.handler
       ? [h('strong', {}, `${g.handler} · ${g.permission}`), h('div', { class: 'muted' }, scopeText(g.scope))]
@@ -115,7 +117,7 @@ export async function renderGrants(root, ctx) {
 const STATUSES = ['pending', 'approved', 'running', 'completed', 'failed', 'denied', 'expired', 'cancelled'];
 
 /** Settled (and other) actions with filters; `params` is the route's query. */
-export async function renderHistory(root, ctx, params) {
+export async function renderHistory(root, ctx, params, signal) {
   const status = params.get('status') || '';
   const agent = params.get('agent') || '';
   const handler = params.get('handler') || '';
@@ -147,6 +149,7 @@ export async function renderHistory(root, ctx, params) {
     if (handler) q.set('tool', handler);
     if (cursor) q.set('cursor', cursor);
     const page = await api('GET', `/v1/actions?${q}`);
+    if (signal.aborted) return;
     for (const a of page.items) {
       tbody.append(h('tr', { dataset: { id: a.id } },
         h('td', { 'data-label': 'Action' }, h('a', { href: `#/actions/${enc(a.id)}` }, displayOf(a).title),
@@ -180,6 +183,7 @@ function eventLine(ev) {
 /** One action: details, dispatch attempts, and its live timeline of events. */
 export async function renderAction(root, ctx, id, signal) {
   const a = await api('GET', `/v1/actions/${enc(id)}`);
+  if (signal.aborted) return;
   const d = displayOf(a);
   const timeline = h('ol', { class: 'timeline', id: 'timeline' });
   const attempts = a.attempts?.length
