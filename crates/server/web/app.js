@@ -171,7 +171,8 @@ function renderQueue() {
   const root = $('view');
   let list = $('queue');
   if (!list) {
-    list = h('div', { id: 'queue', class: 'queue', 'aria-live': 'polite' });
+    // Not aria-live: the countdowns tick every second; the count in the nav says what changed.
+    list = h('div', { id: 'queue', class: 'queue' });
     root.replaceChildren(h('h1', {}, 'Waiting for you'), list);
   }
   // Newest first: ids are UUIDv7, so they sort by creation time.
@@ -385,6 +386,7 @@ function currentView() {
 const ctx = {
   openGrant, openGrantRequest, openDeny, openDenyRequest, approve, fail, notice,
   key: () => session.key,
+  me: () => state.me,
   refresh: () => route(),
   rerender: () => route(),
 };

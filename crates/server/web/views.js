@@ -7,6 +7,12 @@ import { readSse } from './stream.js';
 
 const json = (v) => JSON.stringify(v, null, 2);
 
+/** Who decided, with the operator's own key shown as "you". */
+function who(ctx, decidedBy) {
+  const me = ctx.me();
+  return me && decidedBy === `key:${me.key_id}` ? `you (${decidedBy})` : decidedBy;
+}
+
 function statusBadge(status) {
   return h('span', { class: `badge s-${status}` }, status);
 }
@@ -95,7 +101,7 @@ export async function renderGrants(root, ctx, signal) {
       h('td', { 'data-label': 'Expires' }, g.expires_at
         ? h('span', { dataset: { deadline: g.expires_at, prefix: '' }, title: when(g.expires_at) }, countdown(g.expires_at))
         : 'never'),
-      h('td', { 'data-label': 'Granted' }, `${g.granted_by}, ${when(g.granted_at)}`),
+      h('td', { 'data-label': 'Granted' }, `${who(ctx, g.granted_by)}, ${when(g.granted_at)}`),
       h('td', {}, h('button', { type: 'button', class: 'danger small', 'aria-label': `Revoke grant ${g.id}`, onclick: async (e) => {
         e.currentTarget.disabled = true;
         try {
@@ -157,7 +163,7 @@ export async function renderHistory(root, ctx, params, signal) {
         h('td', { 'data-label': 'Agent' }, a.agent),
         h('td', { 'data-label': 'Status' }, statusBadge(a.status)),
         h('td', { 'data-label': 'Requested' }, when(a.created_at)),
-        h('td', { 'data-label': 'Decided by' }, a.decided_by || '—')));
+        h('td', { 'data-label': 'Decided by' }, a.decided_by ? who(ctx, a.decided_by) : '—')));
     }
     if (!tbody.children.length) tbody.append(h('tr', {}, h('td', { colspan: 5, class: 'empty' }, 'No actions match.')));
     cursor = page.next_cursor || null;
@@ -167,13 +173,13 @@ export async function renderHistory(root, ctx, params, signal) {
   await load();
 }
 
-function eventLine(ev) {
+function eventLine(ev, ctx) {
   const d = ev.data || {};
   switch (ev.type) {
     case 'action.enqueued': return d.decision?.reason || '';
     case 'permission.needed': return d.permission ? `needs ${d.permission} (${scopeText(d.scope)})` : '';
-    case 'action.approved': return d.decided_by ? `by ${d.decided_by}` : '';
-    case 'action.denied': return [d.decided_by && `by ${d.decided_by}`, d.decision_note && `“${d.decision_note}”`].filter(Boolean).join(' · ');
+    case 'action.approved': return d.decided_by ? `by ${who(ctx, d.decided_by)}` : '';
+    case 'action.denied': return [d.decided_by && `by ${who(ctx, d.decided_by)}`, d.decision_note && `“${d.decision_note}”`].filter(Boolean).join(' · ');
     case 'action.started': return d.attempts?.length ? `attempt ${d.attempts.length}` : '';
     case 'action.failed': return d.outcome?.error || '';
     default: return '';
@@ -211,7 +217,7 @@ export async function renderAction(root, ctx, id, signal) {
         a.reason ? [h('dt', {}, 'Reason'), h('dd', {}, a.reason)] : null,
         h('dt', {}, 'Policy'), h('dd', {}, `${a.decision.result}: ${a.decision.reason}`),
         h('dt', {}, 'Requested'), h('dd', {}, when(a.created_at)),
-        a.decided_by ? [h('dt', {}, 'Decided'), h('dd', {}, `${a.decided_by}, ${when(a.decided_at)}`)] : null,
+        a.decided_by ? [h('dt', {}, 'Decided'), h('dd', {}, `${who(ctx, a.decided_by)}, ${when(a.decided_at)}`)] : null,
         a.decision_note ? [h('dt', {}, 'Note'), h('dd', {}, a.decision_note)] : null,
         d.fields.map((f) => [h('dt', {}, String(f.label ?? '')), h('dd', {}, String(masked(f.value ?? '')))])),
       paramsDisclosure(a),
@@ -230,7 +236,7 @@ export async function renderAction(root, ctx, id, signal) {
     timeline.append(h('li', { dataset: { type: ev.type } },
       h('time', { datetime: ev.at }, when(ev.at)), ' ',
       h('span', { class: `ev ev-${ev.type.replace(/\W/g, '-')}` }, ev.type), ' ',
-      h('span', { class: 'muted' }, eventLine(ev))));
+      h('span', { class: 'muted' }, eventLine(ev, ctx))));
     if (/^action\.(completed|failed|denied|expired|cancelled)$/.test(ev.type)) settledSeen = true;
   }, signal);
   // Once it settled, show the final state (outcome, attempts) too.
