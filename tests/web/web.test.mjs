@@ -281,3 +281,26 @@ test('sensitive params are masked and never reach the DOM; history filters by st
   });
   assert.equal(await page.inputValue('#history-filters select[name=status]'), 'denied');
 });
+
+test('the gear on a decision-only action grants a pattern, for any agent, indefinitely', async () => {
+  const { page } = env;
+  await page.goto(`${env.pageUrl}#/queue`);
+  const r = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'cargo test', reason: 'run the tests' });
+  assert.equal(r.body.status, 'pending', JSON.stringify(r.body));
+  await card(r.body.id).waitFor();
+  await card(r.body.id).locator('button.gear').click();
+  assert.equal(await page.inputValue('#grant-pattern'), 'cargo test');
+  await page.fill('#grant-pattern', 'cargo test( .*)?');
+  await page.check('#grant-expiry input[value=indefinite]');
+  await page.check('#grant-agent input[value="*"]');
+  await page.click('#grant-confirm');
+  await card(r.body.id).waitFor({ state: 'detached' });
+  assert.equal((await env.call('GET', `/v1/actions/${r.body.id}`, env.agent)).body.status, 'approved');
+  const g = (await env.call('GET', '/v1/grants?active=true', env.operator)).body.find((x) => x.tool === 'bash');
+  assert.ok(g, 'no grant');
+  assert.equal(g.pattern, 'cargo test( .*)?');
+  assert.equal(g.agent, null);
+  assert.equal(g.expires_at, null);
+  const next = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'cargo test --workspace' });
+  assert.equal(next.body.status, 'approved', JSON.stringify(next.body));
+});
