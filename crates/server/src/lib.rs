@@ -11,7 +11,8 @@
 //! [`audit`] exports the hash-chained log, [`retention`] prunes it, and
 //! [`stall`] disconnects clients that stop reading.
 //! [`cli`] holds the `actiongate` commands; [`client`] the ones that talk to
-//! a running daemon (operator CLI, Claude Code hook, outbox follower).
+//! a running daemon (operator CLI, Claude Code hook, outbox follower);
+//! [`web`] serves the operator's web page at `/`.
 
 pub mod app;
 pub mod audit;
@@ -36,4 +37,5 @@ pub mod state;
 pub mod sweeper;
 pub mod template;
 pub mod waiters;
+pub mod web;
 pub mod webhook;

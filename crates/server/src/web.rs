@@ -1,0 +1,150 @@
+//! The operator's web page: `/` and its assets under `/assets/`, embedded in
+//! the binary so the page works with no network beyond the daemon.
+//!
+//! The page holds no data, so its routes need no key; every API call the
+//! page makes sends the operator's bearer key. Each response carries a strict
+//! Content-Security-Policy (only this origin, no inline script or style),
+//! `nosniff`, and an `ETag` with `Cache-Control: no-cache`: browsers keep
+//! the files but revalidate them, so a new daemon version is picked up at
+//! once and an unchanged file costs a 304.
+
+use std::sync::OnceLock;
+
+use axum::Router;
+use axum::extract::Path;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use sha2::{Digest, Sha256};
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The policy sent with every page response: scripts, styles, images and
+/// API calls from this origin only; never framed.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
+style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; \
+base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// One embedded file.
+struct Asset {
+    name: &'static str,
+    content_type: &'static str,
+    body: &'static [u8],
+}
+
+/// Every file of the page; `index.html` is served at `/`.
+const ASSETS: &[Asset] = &[
+    Asset {
+        name: "index.html",
+        content_type: "text/html; charset=utf-8",
+        body: include_bytes!("../web/index.html"),
+    },
+    Asset {
+        name: "app.css",
+        content_type: "text/css; charset=utf-8",
+        body: include_bytes!("../web/app.css"),
+    },
+    Asset {
+        name: "app.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../web/app.js"),
+    },
+    Asset {
+        name: "api.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../web/api.js"),
+    },
+    Asset {
+        name: "stream.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../web/stream.js"),
+    },
+    Asset {
+        name: "views.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../web/views.js"),
+    },
+    Asset {
+        name: "dom.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("../web/dom.js"),
+    },
+    Asset {
+        name: "icon.svg",
+        content_type: "image/svg+xml",
+        body: include_bytes!("../web/icon.svg"),
+    },
+];
+
+/// Routes of the page.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/", get(index))
+        .route("/assets/{name}", get(asset))
+}
+
+fn etags() -> &'static [String] {
+    static ETAGS: OnceLock<Vec<String>> = OnceLock::new();
+    ETAGS.get_or_init(|| {
+        ASSETS
+            .iter()
+            .map(|a| format!("\"{}\"", hex::encode(&Sha256::digest(a.body)[..12])))
+            .collect()
+    })
+}
+
+async fn index(headers: HeaderMap) -> Response {
+    serve(0, &headers)
+}
+
+async fn asset(Path(name): Path<String>, headers: HeaderMap) -> Response {
+    // index.html is only served at `/`, so the page has one address.
+    match ASSETS
+        .iter()
+        .position(|a| a.name == name && a.name != "index.html")
+    {
+        Some(i) => serve(i, &headers),
+        None => ApiError::not_found(format!("no asset '{name}'")).into_response(),
+    }
+}
+
+fn serve(i: usize, headers: &HeaderMap) -> Response {
+    let asset = &ASSETS[i];
+    let etag = &etags()[i];
+    let fresh = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    let mut resp = if fresh {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(asset.content_type),
+            )],
+            asset.body,
+        )
+            .into_response()
+    };
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        h.insert(header::ETAG, v);
+    }
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    resp
+}

@@ -1,0 +1,54 @@
+// Calls to the daemon's API with the operator's key. Every failure becomes
+// an ApiError carrying the problem+json title and detail, so the page can
+// show it instead of swallowing it.
+
+const KEY = 'actiongate.key';
+
+export const session = {
+  get key() { return sessionStorage.getItem(KEY); },
+  set key(v) {
+    if (v) sessionStorage.setItem(KEY, v);
+    else sessionStorage.removeItem(KEY);
+  },
+};
+
+/** A failed API call. */
+export class ApiError extends Error {
+  constructor(status, problem) {
+    const title = problem?.title || `HTTP ${status}`;
+    const detail = problem?.detail ? `: ${problem.detail}` : '';
+    const fields = Array.isArray(problem?.errors) && problem.errors.length
+      ? ` (${problem.errors.map((e) => `${e.field}: ${e.message}`).join('; ')})` : '';
+    super(`${title}${detail}${fields}`);
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+/** Calls the API; resolves to the parsed JSON body (or null). */
+export async function api(method, path, body, key = session.key) {
+  const headers = { accept: 'application/json' };
+  if (key) headers.authorization = `Bearer ${key}`;
+  const init = { method, headers, cache: 'no-store' };
+  if (body !== undefined) {
+    headers['content-type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let resp;
+  try {
+    resp = await fetch(path, init);
+  } catch (e) {
+    throw new ApiError(0, { title: 'The daemon could not be reached', detail: String(e.message || e) });
+  }
+  const text = await resp.text();
+  let json = null;
+  if (text) {
+    try { json = JSON.parse(text); } catch { json = null; }
+  }
+  if (!resp.ok) {
+    throw new ApiError(resp.status, json || { title: `HTTP ${resp.status}`, detail: text.slice(0, 200) });
+  }
+  return json;
+}
+
+export const enc = encodeURIComponent;

@@ -1,0 +1,457 @@
+// The operator's page: sign-in, the live queue (actions and grant requests
+// that wait for a human), grants, history and an action's timeline.
+// Hash routes (#/queue, #/grants, #/history?…, #/actions/<id>) keep it one
+// page served at `/`.
+
+import { api, enc, session } from './api.js';
+import { EventFollower } from './stream.js';
+import { h, countdown } from './dom.js';
+import { actionCard, grantRequestCard, renderGrants, renderHistory, renderAction } from './views.js';
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  me: null,
+  follower: null,
+  actions: new Map(), // pending actions by id
+  requests: new Map(), // pending grant requests by id
+  gone: new Set(), // ids seen leaving the queue: a late list never brings them back
+  viewAbort: null,
+};
+
+// ---- errors and notices -------------------------------------------------
+
+function fail(err) {
+  console.warn(err);
+  const text = err?.message || String(err);
+  const item = h('div', { class: 'error' }, h('span', {}, text),
+    h('button', { type: 'button', class: 'icon', 'aria-label': 'Dismiss', onclick: () => item.remove() }, '×'));
+  $('errors').append(item);
+}
+
+function notice(text) {
+  const item = h('div', { class: 'notice', role: 'status' }, text);
+  $('errors').append(item);
+  setTimeout(() => item.remove(), 4000);
+}
+
+// ---- sign-in ------------------------------------------------------------
+
+async function signIn(key) {
+  let me;
+  try {
+    me = await api('GET', '/v1/whoami', undefined, key);
+  } catch (e) {
+    if (e.status === 401) throw new Error('That key was not accepted: check it and try again.');
+    throw e;
+  }
+  if (me.role !== 'operator' && me.role !== 'admin') {
+    throw new Error(`That is an ${me.role} key; the queue needs an operator key.`);
+  }
+  session.key = key;
+  state.me = me;
+  $('whoami').textContent = `${me.name || me.key_id} (${me.role})`;
+  $('sign-in').hidden = true;
+  $('nav').hidden = false;
+  $('session').hidden = false;
+  $('view').hidden = false;
+  startStream();
+  route();
+}
+
+function signOut(message) {
+  state.follower?.stop();
+  state.follower = null;
+  state.viewAbort?.abort();
+  session.key = null;
+  state.me = null;
+  state.actions.clear();
+  state.requests.clear();
+  state.gone.clear();
+  $('nav').hidden = true;
+  $('session').hidden = true;
+  $('view').hidden = true;
+  $('view').replaceChildren();
+  $('sign-in').hidden = false;
+  $('sign-in-error').textContent = message || '';
+  $('key').value = '';
+  $('key').focus();
+  updateTitle();
+}
+
+// ---- the live queue -----------------------------------------------------
+
+const SETTLED_REQUEST = new Set(['grant_request.approved', 'grant_request.denied', 'grant_request.expired']);
+
+function onEvent(ev) {
+  const d = ev.data || {};
+  if (ev.type === 'action.enqueued' && d.status === 'pending') {
+    if (!state.gone.has(d.id)) state.actions.set(d.id, d);
+  } else if (ev.type.startsWith('action.') && ev.action_id && d.status && d.status !== 'pending') {
+    state.gone.add(ev.action_id);
+    state.actions.delete(ev.action_id);
+  } else if (ev.type === 'grant_request.created' && d.status === 'pending') {
+    if (!state.gone.has(d.id)) state.requests.set(d.id, d);
+  } else if (SETTLED_REQUEST.has(ev.type) && d.id) {
+    state.gone.add(d.id);
+    state.requests.delete(d.id);
+  }
+  queueChanged();
+  if (ev.type.startsWith('grant.') && currentView() === 'grants') route();
+}
+
+/** Loads the pending lists; merged with what the stream already told us. */
+async function loadQueue() {
+  const [actions, requests] = await Promise.all([
+    pendingActions(),
+    api('GET', '/v1/grant-requests?status=pending'),
+  ]);
+  for (const a of actions) if (!state.gone.has(a.id) && a.status === 'pending') state.actions.set(a.id, a);
+  for (const r of requests) if (!state.gone.has(r.id) && r.status === 'pending') state.requests.set(r.id, r);
+  queueChanged();
+}
+
+async function pendingActions() {
+  const all = [];
+  let cursor = null;
+  do {
+    const q = new URLSearchParams({ status: 'pending', limit: '200' });
+    if (cursor) q.set('cursor', cursor);
+    const page = await api('GET', `/v1/actions?${q}`);
+    all.push(...page.items);
+    cursor = page.next_cursor;
+  } while (cursor && all.length < 2000);
+  return all;
+}
+
+function startStream() {
+  state.follower?.stop();
+  const follower = new EventFollower({
+    key: session.key,
+    types: 'action.*,grant_request.*,grant.*',
+    onEvent,
+    onOpen: async (fresh) => {
+      // A first connection (or one that never got an event) starts at the
+      // newest event: load the lists now that the stream holds the rest.
+      if (fresh) await loadQueue().catch(fail);
+    },
+    onReset: () => {
+      state.actions.clear();
+      state.requests.clear();
+      loadQueue().catch(fail);
+    },
+    onState: (s, why) => {
+      const el = $('stream-state');
+      el.dataset.state = s;
+      el.textContent = s === 'live' ? 'live' : 'reconnecting…';
+      el.title = why || '';
+    },
+    onFatal: (e) => signOut(e.message),
+  });
+  state.follower = follower;
+  follower.start();
+}
+
+function pendingCount() {
+  return state.actions.size + state.requests.size;
+}
+
+function updateTitle() {
+  const n = state.me ? pendingCount() : 0;
+  document.title = n ? `(${n}) actiongate` : 'actiongate';
+  $('pending-count').textContent = String(n);
+}
+
+function queueChanged() {
+  updateTitle();
+  if (currentView() === 'queue') renderQueue();
+}
+
+function renderQueue() {
+  const root = $('view');
+  let list = $('queue');
+  if (!list) {
+    // Not aria-live: the countdowns tick every second; the count in the nav says what changed.
+    list = h('div', { id: 'queue', class: 'queue' });
+    root.replaceChildren(h('h1', {}, 'Waiting for you'), list);
+  }
+  // Newest first: ids are UUIDv7, so they sort by creation time.
+  const items = [
+    ...[...state.actions.values()].map((a) => ({ id: a.id, at: a.created_at, a })),
+    ...[...state.requests.values()].map((r) => ({ id: r.id, at: r.created_at, r })),
+  ].sort((x, y) => (x.at < y.at ? 1 : x.at > y.at ? -1 : 0));
+  const existing = new Map([...list.querySelectorAll(':scope > .card')].map((el) => [el.dataset.id, el]));
+  const want = new Set(items.map((i) => i.id));
+  for (const [id, el] of existing) if (!want.has(id)) el.remove();
+  let prev = null;
+  for (const it of items) {
+    let el = existing.get(it.id);
+    if (!el) el = it.a ? actionCard(it.a, ctx) : grantRequestCard(it.r, ctx);
+    const next = prev ? prev.nextElementSibling : list.firstElementChild;
+    if (next !== el) list.insertBefore(el, next);
+    prev = el;
+  }
+  let empty = list.querySelector('.empty');
+  if (!items.length && !empty) list.append(h('p', { class: 'empty' }, 'Nothing is waiting for a decision.'));
+  else if (items.length && empty) empty.remove();
+}
+
+// ---- decisions ----------------------------------------------------------
+
+async function approve(action, button) {
+  button.disabled = true;
+  try {
+    await api('POST', `/v1/actions/${enc(action.id)}/approve`, {});
+    removeAction(action.id);
+  } catch (e) {
+    fail(e);
+    button.disabled = false;
+  }
+}
+
+function removeAction(id) {
+  state.gone.add(id);
+  state.actions.delete(id);
+  queueChanged();
+}
+
+let dialogSubmit = null;
+
+function setupDialogs() {
+  const grant = $('grant-dialog');
+  $('grant-cancel').addEventListener('click', () => grant.close());
+  $('grant-custom').addEventListener('focus', () => {
+    grant.querySelector('input[name=expires][value=custom]').checked = true;
+  });
+  $('grant-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    $('grant-error').textContent = '';
+    $('grant-confirm').disabled = true;
+    try {
+      await dialogSubmit();
+      grant.close();
+    } catch (err) {
+      $('grant-error').textContent = err.message || String(err);
+    } finally {
+      $('grant-confirm').disabled = false;
+    }
+  });
+  const deny = $('deny-dialog');
+  $('deny-cancel').addEventListener('click', () => deny.close());
+  $('deny-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    $('deny-error').textContent = '';
+    $('deny-confirm').disabled = true;
+    try {
+      await dialogSubmit($('deny-reason').value.trim());
+      deny.close();
+    } catch (err) {
+      $('deny-error').textContent = err.message || String(err);
+    } finally {
+      $('deny-confirm').disabled = false;
+    }
+  });
+}
+
+function expiryValue() {
+  const choice = $('grant-dialog').querySelector('input[name=expires]:checked').value;
+  if (choice !== 'custom') return choice;
+  const v = $('grant-custom').value.trim();
+  if (!v) throw new Error('Enter a custom expiry, e.g. 30m, 2d or an RFC 3339 time.');
+  return v;
+}
+
+/** Scope inputs, one per key; a value that was not a string is read as JSON. */
+function scopeInputs(scope) {
+  const fs = $('grant-scope');
+  fs.replaceChildren(h('legend', {}, 'Scope'));
+  const keys = Object.keys(scope || {});
+  keys.forEach((k, i) => {
+    const v = scope[k];
+    const id = `scope-${i}`;
+    fs.append(h('div', { class: 'field' },
+      h('label', { for: id }, k),
+      h('input', { id, name: k, value: typeof v === 'string' ? v : JSON.stringify(v), dataset: { json: typeof v !== 'string' ? '1' : '' }, spellcheck: 'false' })));
+  });
+  if (!keys.length) fs.append(h('p', { class: 'muted' }, 'This permission has no scope keys: it covers every use.'));
+  fs.append(h('p', { class: 'hint' }, 'Globs allowed: * matches anything, e.g. src/*.'));
+  return () => {
+    const out = {};
+    for (const input of fs.querySelectorAll('input')) {
+      const raw = input.value;
+      if (input.dataset.json) {
+        try { out[input.name] = JSON.parse(raw); } catch { throw new Error(`${input.name}: not a JSON value`); }
+      } else out[input.name] = raw;
+    }
+    return out;
+  };
+}
+
+function patternInput(pattern) {
+  const fs = $('grant-scope');
+  fs.replaceChildren(h('legend', {}, 'Pattern'),
+    h('div', { class: 'field' }, h('label', { for: 'grant-pattern' }, 'Detail pattern (full-match regex)'),
+      h('input', { id: 'grant-pattern', value: pattern, spellcheck: 'false' })));
+  return () => $('grant-pattern').value;
+}
+
+function openGrant(action) {
+  const dialog = $('grant-dialog');
+  $('grant-title').textContent = 'Grant permission and run';
+  $('grant-what').textContent = action.permission
+    ? `${action.handler} · ${action.permission}, asked by ${action.agent}`
+    : `tool ${action.tool}, asked by ${action.agent}`;
+  const read = action.permission ? scopeInputs(action.scope) : patternInput(escapeRegex(action.detail));
+  $('grant-agent-this').textContent = `this agent (${action.agent})`;
+  $('grant-agent').hidden = false;
+  dialog.querySelector('input[name=expires][value="1h"]').checked = true;
+  dialog.querySelector('input[name=agent][value=this]').checked = true;
+  $('grant-custom').value = '';
+  $('grant-error').textContent = '';
+  $('grant-confirm').textContent = 'Grant and run';
+  dialogSubmit = async () => {
+    const remember = { expires: expiryValue() };
+    if (action.permission) remember.scope = read();
+    else remember.pattern = read();
+    if (dialog.querySelector('input[name=agent]:checked').value === '*') remember.agent = '*';
+    await api('POST', `/v1/actions/${enc(action.id)}/approve`, { remember });
+    removeAction(action.id);
+    notice('Granted; the action runs, and so does every pending action the grant covers.');
+  };
+  dialog.showModal();
+}
+
+function openGrantRequest(gr) {
+  const dialog = $('grant-dialog');
+  $('grant-title').textContent = 'Approve grant request';
+  $('grant-what').textContent = `${gr.handler} · ${gr.permission} for ${gr.agent}; may only be narrowed`;
+  const read = scopeInputs(gr.scope);
+  $('grant-agent').hidden = true;
+  const asked = gr.expires || '1h';
+  const preset = dialog.querySelector(`input[name=expires][value="${CSS.escape(asked)}"]`);
+  if (preset) {
+    preset.checked = true;
+    $('grant-custom').value = '';
+  } else {
+    dialog.querySelector('input[name=expires][value=custom]').checked = true;
+    $('grant-custom').value = asked;
+  }
+  $('grant-error').textContent = '';
+  $('grant-confirm').textContent = 'Approve';
+  dialogSubmit = async () => {
+    await api('POST', `/v1/grant-requests/${enc(gr.id)}/approve`, { scope: read(), expires: expiryValue() });
+    state.gone.add(gr.id);
+    state.requests.delete(gr.id);
+    queueChanged();
+    notice('Grant request approved.');
+  };
+  dialog.showModal();
+}
+
+function openDenyDialog(what, submit) {
+  $('deny-what').textContent = what;
+  $('deny-reason').value = '';
+  $('deny-error').textContent = '';
+  dialogSubmit = submit;
+  $('deny-dialog').showModal();
+}
+
+function openDeny(action) {
+  openDenyDialog(`${action.action_string} (agent ${action.agent})`, async (reason) => {
+    await api('POST', `/v1/actions/${enc(action.id)}/deny`, reason ? { reason } : {});
+    removeAction(action.id);
+  });
+}
+
+function openDenyRequest(gr) {
+  openDenyDialog(`${gr.handler} · ${gr.permission} for ${gr.agent}`, async (reason) => {
+    await api('POST', `/v1/grant-requests/${enc(gr.id)}/deny`, reason ? { reason } : {});
+    state.gone.add(gr.id);
+    state.requests.delete(gr.id);
+    queueChanged();
+  });
+}
+
+function escapeRegex(s) {
+  return s.replace(/[\\^$.*+?()[\]{}|]/g, '\\$&');
+}
+
+// ---- routing ------------------------------------------------------------
+
+function currentView() {
+  const m = location.hash.match(/^#\/([a-z]+)/);
+  return m ? m[1] : 'queue';
+}
+
+const ctx = {
+  openGrant, openGrantRequest, openDeny, openDenyRequest, approve, fail, notice,
+  key: () => session.key,
+  me: () => state.me,
+  refresh: () => route(),
+  rerender: () => route(),
+};
+
+async function route() {
+  if (!state.me) return;
+  state.viewAbort?.abort();
+  const abort = new AbortController();
+  state.viewAbort = abort;
+  const view = currentView();
+  for (const a of document.querySelectorAll('#nav a')) {
+    if (a.dataset.view === view || (view === 'actions' && a.dataset.view === 'history')) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  for (const n of document.querySelectorAll('#errors .notice')) n.remove();
+  const root = $('view');
+  const [, query = ''] = location.hash.split('?');
+  try {
+    if (view === 'grants') {
+      await renderGrants(root, ctx, abort.signal);
+    } else if (view === 'history') {
+      await renderHistory(root, ctx, new URLSearchParams(query), abort.signal);
+    } else if (view === 'actions') {
+      const id = decodeURIComponent(location.hash.slice('#/actions/'.length).split('?')[0]);
+      await renderAction(root, ctx, id, abort.signal);
+    } else {
+      root.replaceChildren();
+      renderQueue();
+    }
+  } catch (e) {
+    if (!abort.signal.aborted) fail(e);
+  }
+}
+
+// ---- start --------------------------------------------------------------
+
+function tick() {
+  const now = Date.now();
+  for (const el of document.querySelectorAll('[data-deadline]')) {
+    const text = countdown(el.dataset.deadline, now);
+    el.textContent = el.dataset.prefix === '' ? text : `expires ${text}`;
+  }
+}
+
+function init() {
+  setupDialogs();
+  $('sign-in-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    $('sign-in-error').textContent = '';
+    const key = $('key').value.trim();
+    try {
+      await signIn(key);
+    } catch (err) {
+      $('sign-in-error').textContent = err.message || String(err);
+    }
+  });
+  $('sign-out').addEventListener('click', () => signOut());
+  window.addEventListener('hashchange', route);
+  setInterval(tick, 1000);
+  const saved = session.key;
+  if (saved) {
+    signIn(saved).catch((e) => signOut(e.message));
+  } else {
+    signOut();
+  }
+}
+
+init();

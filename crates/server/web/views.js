@@ -1,0 +1,247 @@
+// Rendering of the queue cards, the grants table, the history list and an
+// action's page. Every view shows API errors through `ctx.fail`.
+
+import { api, enc } from './api.js';
+import { h, gearIcon, countdown, when, masked } from './dom.js';
+import { readSse } from './stream.js';
+
+const json = (v) => JSON.stringify(v, null, 2);
+
+/** Who decided, with the operator's own key shown as "you". */
+function who(ctx, decidedBy) {
+  const me = ctx.me();
+  return me && decidedBy === `key:${me.key_id}` ? `you (${decidedBy})` : decidedBy;
+}
+
+function statusBadge(status) {
+  return h('span', { class: `badge s-${status}` }, status);
+}
+
+function scopeText(scope) {
+  if (!scope || !Object.keys(scope).length) return 'any scope';
+  return Object.entries(scope).map(([k, v]) => `${k} = ${typeof v === 'string' ? v : JSON.stringify(v)}`).join(', ');
+}
+
+/** The raw params, masked, built only when the operator opens them. */
+function paramsDisclosure(action) {
+  if (action.params === undefined) return null;
+  const pre = h('pre', { class: 'params' });
+  const details = h('details', { class: 'raw' }, h('summary', {}, 'Raw params'), pre);
+  details.addEventListener('toggle', () => {
+    if (details.open && !pre.textContent) pre.textContent = json(masked(action.params));
+  });
+  return details;
+}
+
+function displayOf(action) {
+  const d = action.display;
+  if (d && typeof d === 'object' && d.title) {
+    return {
+      title: String(d.title),
+      summary: d.summary ? String(d.summary) : null,
+      fields: Array.isArray(d.fields) ? d.fields : [],
+    };
+  }
+  return { title: action.action_string, summary: null, fields: [] };
+}
+
+/** A pending action's card in the queue. */
+export function actionCard(action, ctx) {
+  const d = displayOf(action);
+  const title = h('h3', { class: 'title', id: `t-${action.id}` }, d.title);
+  const fields = d.fields.length
+    ? h('dl', { class: 'fields' }, d.fields.map((f) => [h('dt', {}, String(f.label ?? '')), h('dd', {}, String(masked(f.value ?? '') ))]))
+    : null;
+  const deadline = action.deadline
+    ? h('span', { class: 'deadline', dataset: { deadline: action.deadline }, title: when(action.deadline) }, `expires ${countdown(action.deadline)}`)
+    : null;
+  return h('article', { class: 'card', dataset: { id: action.id, kind: 'action' }, 'aria-labelledby': `t-${action.id}` },
+    h('div', { class: 'card-head' },
+      title,
+      h('button', { type: 'button', class: 'icon gear', title: 'Grant permission and run', 'aria-label': `Grant permission for ${d.title}`, onclick: () => ctx.openGrant(action) }, gearIcon())),
+    d.summary ? h('p', { class: 'summary' }, d.summary) : null,
+    h('p', { class: 'meta' },
+      h('span', { class: 'agent' }, `agent ${action.agent}`), ' · ',
+      h('code', { class: 'action-string' }, action.action_string), deadline ? ' · ' : null, deadline),
+    action.reason ? h('p', { class: 'reason' }, h('span', { class: 'label' }, 'Reason: '), action.reason) : null,
+    fields,
+    paramsDisclosure(action),
+    h('div', { class: 'buttons' },
+      h('button', { type: 'button', class: 'primary', onclick: (e) => ctx.approve(action, e.currentTarget) }, 'Approve'),
+      h('button', { type: 'button', class: 'danger', onclick: () => ctx.openDeny(action) }, 'Deny…'),
+      h('a', { href: `#/actions/${enc(action.id)}`, class: 'link' }, 'Details')));
+}
+
+/** A pending grant request's card (seed 004). */
+export function grantRequestCard(gr, ctx) {
+  const deadline = h('span', { class: 'deadline', dataset: { deadline: gr.deadline }, title: when(gr.deadline) }, `expires ${countdown(gr.deadline)}`);
+  return h('article', { class: 'card request', dataset: { id: gr.id, kind: 'grant-request' }, 'aria-labelledby': `t-${gr.id}` },
+    h('div', { class: 'card-head' },
+      h('h3', { class: 'title', id: `t-${gr.id}` }, `Permission ${gr.permission} on ${gr.handler}`),
+      h('span', { class: 'badge kind' }, 'grant request')),
+    h('p', { class: 'meta' }, `agent ${gr.agent} · scope ${scopeText(gr.scope)} · asks ${gr.expires || 'default expiry'} · `, deadline),
+    gr.reason ? h('p', { class: 'reason' }, h('span', { class: 'label' }, 'Reason: '), gr.reason) : null,
+    h('div', { class: 'buttons' },
+      h('button', { type: 'button', class: 'primary', onclick: () => ctx.openGrantRequest(gr) }, 'Approve…'),
+      h('button', { type: 'button', class: 'danger', onclick: () => ctx.openDenyRequest(gr) }, 'Deny…')));
+}
+
+/** Active grants, with revoke. */
+export async function renderGrants(root, ctx, signal) {
+  const list = await api('GET', '/v1/grants?active=true');
+  // The operator went elsewhere while this loaded: leave their view alone.
+  if (signal.aborted) return;
+  const rows = list.map((g) => {
+    const what = g.handler
+      ? [h('strong', {}, `${g.handler} · ${g.permission}`), h('div', { class: 'muted' }, scopeText(g.scope))]
+      : [h('strong', {}, `tool ${g.tool}`), h('div', {}, h('code', {}, g.pattern))];
+    return h('tr', { dataset: { id: g.id } },
+      h('td', { 'data-label': 'Permission' }, what),
+      h('td', { 'data-label': 'Agent' }, g.agent || 'any agent'),
+      h('td', { 'data-label': 'Expires' }, g.expires_at
+        ? h('span', { dataset: { deadline: g.expires_at, prefix: '' }, title: when(g.expires_at) }, countdown(g.expires_at))
+        : 'never'),
+      h('td', { 'data-label': 'Granted' }, `${who(ctx, g.granted_by)}, ${when(g.granted_at)}`),
+      h('td', {}, h('button', { type: 'button', class: 'danger small', 'aria-label': `Revoke grant ${g.id}`, onclick: async (e) => {
+        e.currentTarget.disabled = true;
+        try {
+          await api('DELETE', `/v1/grants/${enc(g.id)}`);
+          ctx.notice('Grant revoked.');
+          await ctx.refresh();
+        } catch (err) { ctx.fail(err); e.currentTarget.disabled = false; }
+      } }, 'Revoke')));
+  });
+  root.replaceChildren(
+    h('h1', {}, 'Active grants'),
+    list.length
+      ? h('table', { class: 'grid', id: 'grants-table' },
+        h('thead', {}, h('tr', {}, ['Permission', 'Agent', 'Expires', 'Granted by', ''].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', {}, rows))
+      : h('p', { class: 'empty' }, 'No active grants.'));
+}
+
+const STATUSES = ['pending', 'approved', 'running', 'completed', 'failed', 'denied', 'expired', 'cancelled'];
+
+/** Settled (and other) actions with filters; `params` is the route's query. */
+export async function renderHistory(root, ctx, params, signal) {
+  const status = params.get('status') || '';
+  const agent = params.get('agent') || '';
+  const handler = params.get('handler') || '';
+  const form = h('form', { class: 'filters', id: 'history-filters' },
+    h('label', {}, 'Status ', h('select', { name: 'status' },
+      h('option', { value: '' }, 'any'),
+      STATUSES.map((s) => h('option', { value: s, selected: s === status }, s)))),
+    h('label', {}, 'Agent ', h('input', { name: 'agent', value: agent, placeholder: 'any', size: 12 })),
+    h('label', {}, 'Handler or tool ', h('input', { name: 'handler', value: handler, placeholder: 'any', size: 12 })),
+    h('button', { type: 'submit' }, 'Filter'));
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const q = new URLSearchParams();
+    for (const [k, v] of new FormData(form)) if (v) q.set(k, v);
+    location.hash = `#/history?${q}`;
+  });
+  const tbody = h('tbody');
+  const more = h('button', { type: 'button', hidden: true }, 'More');
+  root.replaceChildren(h('h1', {}, 'History'), form,
+    h('table', { class: 'grid', id: 'history-table' },
+      h('thead', {}, h('tr', {}, ['Action', 'Agent', 'Status', 'Requested', 'Decided by'].map((t) => h('th', { scope: 'col' }, t)))),
+      tbody),
+    more);
+  let cursor = null;
+  const load = async () => {
+    const q = new URLSearchParams({ limit: '50' });
+    if (status) q.set('status', status);
+    if (agent) q.set('agent', agent);
+    if (handler) q.set('tool', handler);
+    if (cursor) q.set('cursor', cursor);
+    const page = await api('GET', `/v1/actions?${q}`);
+    if (signal.aborted) return;
+    for (const a of page.items) {
+      tbody.append(h('tr', { dataset: { id: a.id } },
+        h('td', { 'data-label': 'Action' }, h('a', { href: `#/actions/${enc(a.id)}` }, displayOf(a).title),
+          h('div', {}, h('code', { class: 'muted' }, a.action_string))),
+        h('td', { 'data-label': 'Agent' }, a.agent),
+        h('td', { 'data-label': 'Status' }, statusBadge(a.status)),
+        h('td', { 'data-label': 'Requested' }, when(a.created_at)),
+        h('td', { 'data-label': 'Decided by' }, a.decided_by ? who(ctx, a.decided_by) : '—')));
+    }
+    if (!tbody.children.length) tbody.append(h('tr', {}, h('td', { colspan: 5, class: 'empty' }, 'No actions match.')));
+    cursor = page.next_cursor || null;
+    more.hidden = !cursor;
+  };
+  more.addEventListener('click', () => load().catch(ctx.fail));
+  await load();
+}
+
+function eventLine(ev, ctx) {
+  const d = ev.data || {};
+  switch (ev.type) {
+    case 'action.enqueued': return d.decision?.reason || '';
+    case 'permission.needed': return d.permission ? `needs ${d.permission} (${scopeText(d.scope)})` : '';
+    case 'action.approved': return d.decided_by ? `by ${who(ctx, d.decided_by)}` : '';
+    case 'action.denied': return [d.decided_by && `by ${who(ctx, d.decided_by)}`, d.decision_note && `“${d.decision_note}”`].filter(Boolean).join(' · ');
+    case 'action.started': return d.attempts?.length ? `attempt ${d.attempts.length}` : '';
+    case 'action.failed': return d.outcome?.error || '';
+    default: return '';
+  }
+}
+
+/** One action: details, dispatch attempts, and its live timeline of events. */
+export async function renderAction(root, ctx, id, signal) {
+  const a = await api('GET', `/v1/actions/${enc(id)}`);
+  if (signal.aborted) return;
+  const d = displayOf(a);
+  const timeline = h('ol', { class: 'timeline', id: 'timeline' });
+  const attempts = a.attempts?.length
+    ? h('table', { class: 'grid', id: 'attempts' },
+      h('thead', {}, h('tr', {}, ['#', 'Started', 'HTTP', 'Took', 'Error'].map((t) => h('th', { scope: 'col' }, t)))),
+      h('tbody', {}, a.attempts.map((t) => h('tr', {},
+        h('td', { 'data-label': '#' }, String(t.n)),
+        h('td', { 'data-label': 'Started' }, when(t.at)),
+        h('td', { 'data-label': 'HTTP' }, t.status_code ?? '—'),
+        h('td', { 'data-label': 'Took' }, `${t.duration_ms} ms`),
+        h('td', { 'data-label': 'Error' }, t.error || '')))))
+    : h('p', { class: 'muted' }, a.handler ? 'No dispatch attempts yet.' : 'Decision-only: the agent runs it itself.');
+  const outcome = a.outcome
+    ? h('details', { class: 'raw', open: true }, h('summary', {}, `Outcome: ${a.outcome.status}`),
+      h('pre', { class: 'params' }, json(masked(a.outcome.result ?? a.outcome.error ?? null))))
+    : null;
+  root.replaceChildren(
+    h('p', {}, h('a', { href: '#/history', class: 'link' }, '← History')),
+    h('article', { class: 'card wide', dataset: { id: a.id } },
+      h('div', { class: 'card-head' }, h('h1', { class: 'title' }, d.title), statusBadge(a.status)),
+      d.summary ? h('p', { class: 'summary' }, d.summary) : null,
+      h('dl', { class: 'fields' },
+        h('dt', {}, 'Action'), h('dd', {}, h('code', {}, a.action_string)),
+        h('dt', {}, 'Agent'), h('dd', {}, a.agent),
+        a.reason ? [h('dt', {}, 'Reason'), h('dd', {}, a.reason)] : null,
+        h('dt', {}, 'Policy'), h('dd', {}, `${a.decision.result}: ${a.decision.reason}`),
+        h('dt', {}, 'Requested'), h('dd', {}, when(a.created_at)),
+        a.decided_by ? [h('dt', {}, 'Decided'), h('dd', {}, `${who(ctx, a.decided_by)}, ${when(a.decided_at)}`)] : null,
+        a.decision_note ? [h('dt', {}, 'Note'), h('dd', {}, a.decision_note)] : null,
+        d.fields.map((f) => [h('dt', {}, String(f.label ?? '')), h('dd', {}, String(masked(f.value ?? '')))])),
+      paramsDisclosure(a),
+      outcome),
+    h('h2', {}, 'Timeline'), timeline,
+    h('h2', {}, 'Dispatch attempts'), attempts);
+  // The action's own stream: its history, then live events until it settles.
+  const resp = await fetch(`/v1/actions/${enc(id)}/events`, {
+    headers: { authorization: `Bearer ${ctx.key()}`, accept: 'text/event-stream' }, signal, cache: 'no-store',
+  });
+  if (!resp.ok || !resp.body) throw new Error(`the timeline could not be read (HTTP ${resp.status})`);
+  let settledSeen = false;
+  await readSse(resp.body, (m) => {
+    let ev;
+    try { ev = JSON.parse(m.data); } catch { return; }
+    timeline.append(h('li', { dataset: { type: ev.type } },
+      h('time', { datetime: ev.at }, when(ev.at)), ' ',
+      h('span', { class: `ev ev-${ev.type.replace(/\W/g, '-')}` }, ev.type), ' ',
+      h('span', { class: 'muted' }, eventLine(ev, ctx))));
+    if (/^action\.(completed|failed|denied|expired|cancelled)$/.test(ev.type)) settledSeen = true;
+  }, signal);
+  // Once it settled, show the final state (outcome, attempts) too.
+  if (settledSeen && !signal.aborted && a.status !== 'completed' && a.status !== 'failed'
+    && a.status !== 'denied' && a.status !== 'expired' && a.status !== 'cancelled') {
+    ctx.rerender();
+  }
+}

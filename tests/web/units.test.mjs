@@ -1,0 +1,62 @@
+// The page's pure parts in node: the SSE parser (chunks split anywhere,
+// CRLF, comments, multi-line data) and the masking rule.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readSse } from '../../crates/server/web/stream.js';
+import { masked, MASK } from '../../crates/server/web/dom.js';
+
+function body(chunks) {
+  const enc = new TextEncoder();
+  return new ReadableStream({
+    start(c) {
+      for (const ch of chunks) c.enqueue(enc.encode(ch));
+      c.close();
+    },
+  });
+}
+
+async function parse(chunks) {
+  const out = [];
+  await readSse(body(chunks), (m) => out.push(m));
+  return out;
+}
+
+test('messages split across chunks at any byte parse the same', async () => {
+  const text = 'retry: 2000\n\n: heartbeat\n\nid: 7\nevent: action.enqueued\ndata: {"a":1}\n\nid: 8\r\nevent: action.approved\r\ndata: line one\r\ndata: line two\r\n\r\n';
+  const whole = await parse([text]);
+  assert.deepEqual(whole, [
+    { id: '7', event: 'action.enqueued', data: '{"a":1}' },
+    { id: '8', event: 'action.approved', data: 'line one\nline two' },
+  ]);
+  for (let cut = 1; cut < text.length; cut++) {
+    assert.deepEqual(await parse([text.slice(0, cut), text.slice(cut)]), whole, `split at ${cut}`);
+  }
+  // One byte at a time, too.
+  assert.deepEqual(await parse([...text]), whole);
+});
+
+test('a message cut off before its blank line is not delivered', async () => {
+  assert.deepEqual(await parse(['id: 9\nevent: x\ndata: {}\n']), []);
+});
+
+test('sensitive values are masked by key name at any depth, and the daemon\'s *** too', () => {
+  const params = {
+    to: 'bob@example.com',
+    API_KEY: 'k',
+    nested: { password: 'p', list: [{ authToken: 't' }, 'plain'] },
+    client_secret: 's',
+    masked_by_schema: '***',
+    count: 3,
+  };
+  assert.deepEqual(masked(params), {
+    to: 'bob@example.com',
+    API_KEY: MASK,
+    nested: { password: MASK, list: [{ authToken: MASK }, 'plain'] },
+    client_secret: MASK,
+    masked_by_schema: MASK,
+    count: 3,
+  });
+  // The original is untouched.
+  assert.equal(params.nested.password, 'p');
+});

@@ -1,0 +1,306 @@
+// The operator's web page in a real browser against the real daemon and the
+// reference executor (issue 7). Run by .ci/web-tests; with WEB_SCREENSHOTS
+// set to a directory it also saves the README's screenshots there.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { startAll, stopAll, sleep } from './harness.mjs';
+
+let env;
+const shots = process.env.WEB_SCREENSHOTS;
+
+async function screenshot(name) {
+  if (!shots) return;
+  mkdirSync(shots, { recursive: true });
+  await env.page.screenshot({ path: join(shots, name) });
+}
+
+/** An agent's request for the reference executor's action. */
+async function request(action, params, wait) {
+  const q = wait ? `?wait=${wait}` : '';
+  const r = await env.call('POST', `/v1/actions${q}`, env.agent, { handler: 'fs', action, params });
+  assert.ok(r.status === 201 || r.status === 200, JSON.stringify(r.body));
+  return r.body;
+}
+
+const card = (id) => env.page.locator(`#queue .card[data-id="${id}"]`);
+
+/** Records every card id ever added to the queue list, in the page. */
+async function watchQueue() {
+  await env.page.evaluate(() => {
+    window.seenCards = [];
+    const list = document.getElementById('queue');
+    for (const el of list.querySelectorAll('.card')) window.seenCards.push(el.dataset.id);
+    new MutationObserver((records) => {
+      for (const r of records) for (const n of r.addedNodes) if (n.dataset?.id) window.seenCards.push(n.dataset.id);
+    }).observe(list, { childList: true });
+  });
+}
+
+before(async () => {
+  env = await startAll();
+  const { page } = env;
+  await page.goto(env.pageUrl);
+  // A wrong key is refused, and says so.
+  await page.fill('#key', 'agk_not_a_real_key');
+  await page.click('#sign-in-form button[type=submit]');
+  await page.waitForSelector('#sign-in-error:has-text("not accepted")');
+  await page.fill('#key', env.operator);
+  await page.click('#sign-in-form button[type=submit]');
+  await page.waitForSelector('#stream-state[data-state=live]');
+  await page.waitForSelector('#queue');
+});
+
+after(async () => {
+  if (!env) return;
+  const errors = env.consoleErrors.filter((e) => !/Failed to load resource|ERR_/.test(e));
+  await stopAll(env);
+  // Nothing went wrong in the page that the page did not handle.
+  assert.deepEqual(errors, []);
+});
+
+test('an action appears live, the gear grants 1h, it completes, and a matching one never queues', async () => {
+  const { page } = env;
+  await watchQueue();
+  // Other work waiting, so the queue looks like a real one.
+  const cmd = await request('execute_command', { content: 'ls -la src', reason: 'see what the build left' });
+  const upd = await request('update_file', { filepath: 'docs/notes.md', content: '# Notes\n', reason: 'tidy the notes' });
+  const other = await request('create_file', { filepath: 's1/other.py', content: 'y = 2\n', reason: 'a helper' });
+  const a = await request('create_file', { filepath: 's1/app.py', content: "print('hi')\n", reason: 'scaffold the app' });
+  assert.equal(a.status, 'pending');
+  await card(a.id).waitFor();
+  await card(cmd.id).waitFor();
+  await card(upd.id).waitFor();
+  await card(other.id).waitFor();
+  // Newest first; the title counts what is pending.
+  assert.equal(await page.locator('#queue .card').first().getAttribute('data-id'), a.id);
+  assert.match(await page.title(), /^\(4\) actiongate$/);
+  await card(a.id).locator('summary').click();
+  await page.waitForSelector(`#queue .card[data-id="${a.id}"] pre.params:has-text("s1/app.py")`);
+  await screenshot('queue.png');
+  // Readable on a phone: nothing wider than the screen.
+  await page.setViewportSize({ width: 390, height: 844 });
+  assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), 'wider than a phone');
+  await screenshot('queue-phone.png');
+  await page.setViewportSize({ width: 1100, height: 800 });
+
+  await card(a.id).locator('button.gear').click();
+  const scope = page.locator('#grant-scope input[name=path]');
+  assert.equal(await scope.inputValue(), 's1/app.py');
+  await scope.fill('s1/*');
+  await page.check('#grant-expiry input[value="1h"]');
+  await screenshot('grant-dialog.png');
+  await page.click('#grant-confirm');
+  await card(a.id).waitFor({ state: 'detached' });
+  // The grant covers the other pending s1/ request too: it leaves the queue and runs.
+  await card(other.id).waitFor({ state: 'detached' });
+  assert.equal((await env.call('GET', `/v1/actions/${other.id}?wait=30`, env.agent)).body.status, 'completed');
+
+  const done = await env.call('GET', `/v1/actions/${a.id}?wait=30`, env.agent);
+  assert.equal(done.body.status, 'completed', JSON.stringify(done.body));
+  assert.ok(existsSync(join(env.root, 's1/app.py')));
+  const grants = (await env.call('GET', '/v1/grants?active=true', env.operator)).body;
+  const g = grants.find((x) => x.scope?.path === 's1/*');
+  assert.ok(g && g.agent === 'coder' && g.expires_at, JSON.stringify(grants));
+  const hours = (Date.parse(g.expires_at) - Date.parse(g.granted_at)) / 3600e3;
+  assert.ok(hours > 0.99 && hours < 1.01, `expires after ${hours} h`);
+
+  // A second matching request is allowed by the grant and never queued.
+  const b = await request('create_file', { filepath: 's1/lib.py', content: 'x = 1\n', reason: 'more' }, 30);
+  assert.equal(b.status, 'completed', JSON.stringify(b));
+  // Give the stream time to deliver anything it would.
+  await page.waitForFunction((n) => document.title === `(${n}) actiongate`, 2);
+  await sleep(500);
+  const seen = await page.evaluate(() => window.seenCards);
+  assert.ok(!seen.includes(b.id), 'the granted request showed in the queue');
+  assert.equal(await card(b.id).count(), 0);
+
+  // Its page shows the timeline and the dispatch attempt.
+  await page.goto(`${env.pageUrl}#/actions/${a.id}`);
+  await page.waitForSelector('#timeline li[data-type="action.completed"]');
+  await page.waitForSelector('#attempts td:has-text("200")');
+  const types = await page.locator('#timeline li').evaluateAll((els) => els.map((e) => e.dataset.type));
+  assert.deepEqual(types.filter((t) => t.startsWith('action.')),
+    ['action.enqueued', 'action.approved', 'action.started', 'action.completed']);
+  if (shots) await page.screenshot({ path: join(shots, 'timeline.png'), fullPage: true });
+  await page.goto(`${env.pageUrl}#/queue`);
+  await page.waitForSelector('#queue');
+});
+
+test('deny with a reason: the agent\'s long-poll returns denied with it', async () => {
+  const { page } = env;
+  const poll = env.call('POST', '/v1/actions?wait=60', env.agent,
+    { tool: 'bash', detail: 'rm -rf build', reason: 'clean the build' });
+  const item = page.locator('#queue .card[data-kind=action]', { hasText: 'rm -rf build' });
+  await item.waitFor();
+  // By keyboard alone: Enter on Deny…, type the reason, Tab to the Deny button.
+  await item.locator('button', { hasText: 'Deny' }).focus();
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#deny-reason:focus');
+  await page.keyboard.type('not on a Friday');
+  await page.keyboard.press('Tab');
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'deny-confirm');
+  await page.keyboard.press('Enter');
+  await item.waitFor({ state: 'detached' });
+  const r = await poll;
+  assert.equal(r.status, 201);
+  assert.equal(r.body.status, 'denied');
+  assert.equal(r.body.decision_note, 'not on a Friday');
+});
+
+test('revoking a grant on the page makes the next matching request pending again', async () => {
+  const { page } = env;
+  const made = await env.call('POST', '/v1/grants', env.operator,
+    { agent: 'coder', handler: 'fs', permission: 'fs.write', scope: { path: 's3/*' }, expires: 'indefinite' });
+  assert.equal(made.status, 201, JSON.stringify(made.body));
+  const id = made.body.id;
+  const first = await request('create_file', { filepath: 's3/one.txt', content: '1', reason: 'r' });
+  assert.notEqual(first.status, 'pending');
+
+  await page.click('#nav a[data-view=grants]');
+  const row = page.locator(`#grants-table tr[data-id="${id}"]`);
+  await row.waitFor();
+  await row.locator('button', { hasText: 'Revoke' }).click();
+  await row.waitFor({ state: 'detached' });
+  const g = (await env.call('GET', `/v1/grants/${id}`, env.operator)).body;
+  assert.ok(g.revoked_at && !g.active, JSON.stringify(g));
+
+  await page.click('#nav a[data-view=queue]');
+  const next = await request('create_file', { filepath: 's3/two.txt', content: '2', reason: 'r' });
+  assert.equal(next.status, 'pending');
+  await card(next.id).waitFor();
+});
+
+test('the event stream is cut and restored: nothing is missed or doubled', async () => {
+  const { page } = env;
+  await page.goto(`${env.pageUrl}#/queue`);
+  await page.waitForSelector('#stream-state[data-state=live]');
+  const before = await request('create_file', { filepath: 's4/before.txt', content: 'b', reason: 'before the cut' });
+  await card(before.id).waitFor();
+  await watchQueue();
+
+  env.proxy.cut();
+  await page.waitForSelector('#stream-state[data-state=reconnecting]');
+  // While the page is cut off: new requests, and one settles.
+  const during = [];
+  for (let i = 0; i < 3; i++) {
+    during.push(await request('create_file', { filepath: `s4/during-${i}.txt`, content: 'd', reason: `during the cut ${i}` }));
+  }
+  const denied = await env.call('POST', `/v1/actions/${before.id}/deny`, env.operator, { reason: 'while cut' });
+  assert.equal(denied.status, 200);
+  // Still cut: the page has not seen them, and a decision it tries fails visibly.
+  assert.equal(await card(during[0].id).count(), 0);
+  await card(before.id).locator('button', { hasText: 'Approve' }).click();
+  await page.waitForSelector('#errors .error:has-text("could not be reached")');
+  await page.locator('#errors .error button').first().click();
+  env.proxy.restore();
+
+  await page.waitForSelector('#stream-state[data-state=live]', { timeout: 30000 });
+  for (const a of during) await card(a.id).waitFor();
+  await card(before.id).waitFor({ state: 'detached' });
+  await sleep(500);
+  const seen = await page.evaluate(() => window.seenCards);
+  for (const a of during) {
+    assert.equal(seen.filter((x) => x === a.id).length, 1, `${a.id} shown ${seen.filter((x) => x === a.id).length} times`);
+    assert.equal(await card(a.id).count(), 1);
+  }
+  // The page's queue is exactly the daemon's.
+  const pending = (await env.call('GET', '/v1/actions?status=pending&limit=200', env.operator)).body.items.map((a) => a.id).sort();
+  const shown = (await page.locator('#queue .card[data-kind=action]').evaluateAll((els) => els.map((e) => e.dataset.id))).sort();
+  assert.deepEqual(shown, pending);
+  assert.equal(await page.title(), `(${pending.length}) actiongate`);
+});
+
+test('a grant request is approved narrower and shorter; a bad expiry is shown, not swallowed', async () => {
+  const { page } = env;
+  await page.goto(`${env.pageUrl}#/queue`);
+  const asked = await env.call('POST', '/v1/grant-requests', env.agent,
+    { handler: 'fs', permission: 'fs.write', scope: { path: 'gr/*' }, reason: 'write the generated files', expires: '2d' });
+  assert.equal(asked.status, 201, JSON.stringify(asked.body));
+  const item = page.locator(`#queue .card[data-id="${asked.body.id}"]`);
+  await item.waitFor();
+  await item.locator('button', { hasText: 'Approve' }).click();
+  assert.equal(await page.inputValue('#grant-scope input[name=path]'), 'gr/*');
+  assert.equal(await page.inputValue('#grant-custom'), '2d');
+  await page.fill('#grant-scope input[name=path]', 'gr/sub/*');
+  await page.fill('#grant-custom', 'soon');
+  await page.click('#grant-confirm');
+  await page.waitForSelector('#grant-error:has-text("expires")');
+  assert.equal(await item.count(), 1);
+  await page.check('#grant-expiry input[value="1h"]');
+  await page.click('#grant-confirm');
+  await item.waitFor({ state: 'detached' });
+  const r = (await env.call('GET', `/v1/grant-requests/${asked.body.id}`, env.operator)).body;
+  assert.equal(r.status, 'approved', JSON.stringify(r));
+  assert.deepEqual(r.grant.scope, { path: 'gr/sub/*' });
+  const hours = (Date.parse(r.grant.expires_at) - Date.parse(r.grant.granted_at)) / 3600e3;
+  assert.ok(hours > 0.99 && hours < 1.01, `expires after ${hours} h`);
+});
+
+test('sensitive params are masked and never reach the DOM; history filters by status', async () => {
+  const { page } = env;
+  const reg = await env.call('POST', '/v1/handlers', env.admin, {
+    id: 'mail', name: 'Mail', url: 'http://127.0.0.1:9/',
+    permissions: [{ name: 'mail.send', description: 'send mail', parameters_schema: { type: 'object', properties: { to: { type: 'string' } } } }],
+    actions: [{
+      name: 'send', description: 'send a mail', permission: 'mail.send', scope: { to: '/to' },
+      params_schema: { type: 'object', properties: { to: { type: 'string' }, api_key: { type: 'string' }, password: { type: 'string' }, subject: { type: 'string' } }, required: ['to'] },
+      sensitive: ['/password'],
+      render: { title: 'Mail {to}', summary: '{subject}', fields: [{ label: 'Subject', value: '{subject}' }] },
+    }],
+  });
+  assert.equal(reg.status, 201, JSON.stringify(reg.body));
+  const r = await env.call('POST', '/v1/actions', env.agent, { handler: 'mail', action: 'send',
+    params: { to: 'bob@example.com', subject: 'hello', api_key: 'AKIA-by-its-name', password: 'hunter2-by-schema' } });
+  assert.equal(r.body.status, 'pending', JSON.stringify(r.body));
+  await page.goto(`${env.pageUrl}#/queue`);
+  const item = card(r.body.id);
+  await item.waitFor();
+  await item.locator('summary').click();
+  // The params are put in the page when opened (the toggle event), not before.
+  await item.locator('pre.params', { hasText: 'api_key' }).waitFor();
+  const raw = await item.locator('pre.params').textContent();
+  assert.match(raw, /"api_key": "••••"/);
+  assert.match(raw, /"password": "••••"/);
+  assert.match(raw, /bob@example.com/);
+  const html = await page.content();
+  assert.ok(!html.includes('AKIA-by-its-name') && !html.includes('hunter2-by-schema'), 'a secret reached the DOM');
+
+  // History: only denied actions when filtered so.
+  await page.goto(`${env.pageUrl}#/history`);
+  await page.selectOption('#history-filters select[name=status]', 'denied');
+  await page.click('#history-filters button[type=submit]');
+  await page.waitForFunction(() => location.hash === '#/history?status=denied');
+  // Two actions were denied above (one on the page, one while the stream was cut).
+  await page.waitForFunction(() => {
+    const s = [...document.querySelectorAll('#history-table tbody tr[data-id] .badge')].map((b) => b.textContent);
+    return s.length >= 2 && s.every((x) => x === 'denied');
+  });
+  assert.equal(await page.inputValue('#history-filters select[name=status]'), 'denied');
+});
+
+test('the gear on a decision-only action grants a pattern, for any agent, indefinitely', async () => {
+  const { page } = env;
+  await page.goto(`${env.pageUrl}#/queue`);
+  const r = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'cargo test', reason: 'run the tests' });
+  assert.equal(r.body.status, 'pending', JSON.stringify(r.body));
+  await card(r.body.id).waitFor();
+  await card(r.body.id).locator('button.gear').click();
+  assert.equal(await page.inputValue('#grant-pattern'), 'cargo test');
+  await page.fill('#grant-pattern', 'cargo test( .*)?');
+  await page.check('#grant-expiry input[value=indefinite]');
+  await page.check('#grant-agent input[value="*"]');
+  await page.click('#grant-confirm');
+  await card(r.body.id).waitFor({ state: 'detached' });
+  assert.equal((await env.call('GET', `/v1/actions/${r.body.id}`, env.agent)).body.status, 'approved');
+  const g = (await env.call('GET', '/v1/grants?active=true', env.operator)).body.find((x) => x.tool === 'bash');
+  assert.ok(g, 'no grant');
+  assert.equal(g.pattern, 'cargo test( .*)?');
+  assert.equal(g.agent, null);
+  assert.equal(g.expires_at, null);
+  const next = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'cargo test --workspace' });
+  assert.equal(next.body.status, 'approved', JSON.stringify(next.body));
+});
