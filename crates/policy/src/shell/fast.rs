@@ -9,47 +9,9 @@
 use super::words;
 use super::{Collector, Hazard, commands};
 
-/// Words [`simple_hazard`] keeps on the stack; longer commands spill into a
-/// vector.
-const STACK_WORDS: usize = 16;
-
-/// The words of a command, on the stack while they fit.
-struct Words<'a> {
-    stack: [&'a str; STACK_WORDS],
-    spill: Vec<&'a str>,
-    count: usize,
-}
-
-impl<'a> Words<'a> {
-    fn new() -> Self {
-        Words {
-            stack: [""; STACK_WORDS],
-            spill: Vec::new(),
-            count: 0,
-        }
-    }
-
-    fn push(&mut self, word: &'a str) {
-        match self.stack.get_mut(self.count) {
-            Some(slot) => *slot = word,
-            None => {
-                if self.spill.is_empty() {
-                    self.spill.extend_from_slice(&self.stack);
-                }
-                self.spill.push(word);
-            }
-        }
-        self.count += 1;
-    }
-
-    fn as_slice(&self) -> &[&'a str] {
-        if self.spill.is_empty() {
-            self.stack.get(..self.count).unwrap_or_default()
-        } else {
-            &self.spill
-        }
-    }
-}
+/// The most words [`simple_hazard`] takes (kept on the stack); longer
+/// commands take the general path.
+const MAX_WORDS: usize = 24;
 
 /// Reserved words that change the grammar when they start a command.
 const RESERVED: &[&str] = &[
@@ -98,17 +60,19 @@ const CLASSES: [ByteClass; 256] = {
 /// `detail` is not of that form.
 pub(crate) fn simple_hazard(detail: &str) -> Option<Option<Hazard>> {
     // The command name, then its arguments.
-    let mut words = Words::new();
+    let mut words = [""; MAX_WORDS];
+    let mut count = 0;
     let mut start = 0;
     for (i, &b) in detail.as_bytes().iter().enumerate() {
         match CLASSES[usize::from(b)] {
             ByteClass::Word => {}
             // `A=1 ls` assigns: left to the full analysis.
-            ByteClass::Equals if words.count == 0 => return None,
+            ByteClass::Equals if count == 0 => return None,
             ByteClass::Equals => {}
             ByteClass::Space if i == start => return None, // a leading or a double space
             ByteClass::Space => {
-                words.push(detail.get(start..i)?);
+                *words.get_mut(count)? = detail.get(start..i)?;
+                count += 1;
                 start = i + 1;
             }
             ByteClass::Other => return None,
@@ -117,8 +81,8 @@ pub(crate) fn simple_hazard(detail: &str) -> Option<Option<Hazard>> {
     if start == detail.len() {
         return None; // empty, or a trailing space
     }
-    words.push(detail.get(start..)?);
-    let (name, args) = words.as_slice().split_first()?;
+    *words.get_mut(count)? = detail.get(start..)?;
+    let (name, args) = words.get(..=count)?.split_first()?;
     if is_reserved(name) {
         return None;
     }
