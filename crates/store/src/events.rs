@@ -116,6 +116,24 @@ impl Publisher {
             Err(e) => tracing::error!(error = %e, "reading committed events failed"),
         }
     }
+
+    /// Sends `events`, the only ones a commit wrote, sorted by `seq`,
+    /// without reading them back; reads the log instead when they do not
+    /// follow on from the last one sent (an earlier read failed, or pruning
+    /// left a gap), so no event is skipped.
+    pub(crate) async fn publish_known(&self, conn: &mut SqliteConnection, events: Vec<Event>) {
+        let after = self.last_seq.load(Ordering::Acquire);
+        match events.first() {
+            None => {}
+            Some(first) if first.seq == after + 1 => {
+                for ev in events {
+                    self.last_seq.store(ev.seq, Ordering::Release);
+                    let _ = self.tx.send(Arc::new(ev));
+                }
+            }
+            Some(_) => self.publish(conn).await,
+        }
+    }
 }
 
 impl Store {

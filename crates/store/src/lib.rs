@@ -11,6 +11,7 @@
 mod actions;
 mod agents;
 pub mod audit;
+mod create;
 mod dispatch;
 mod error;
 pub mod event_types;
@@ -122,7 +123,14 @@ impl Store {
             .pragma("temp_store", "memory")
             .log_statements(tracing::log::LevelFilter::Trace);
 
-        let mut conn = base.clone().create_if_missing(true).connect().await?;
+        // The writer reads back whole batches of RETURNING rows: let them
+        // come in one go rather than 50 at a time.
+        let mut conn = base
+            .clone()
+            .create_if_missing(true)
+            .row_buffer_size(1024)
+            .connect()
+            .await?;
         MIGRATOR.run_direct(None, &mut conn, false).await?;
 
         // Pruning may have removed every event; seqs still continue past the anchor.
