@@ -7,8 +7,8 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
 use crate::Store;
-use crate::error::StoreError;
 use crate::create::CreateJob;
+use crate::error::StoreError;
 use crate::events::{self, NewEvent};
 use crate::model::{Action, ActionStatus, Decision, DecisionResult, Outcome};
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
@@ -175,9 +175,7 @@ pub(crate) async fn get_on(
 /// The status a new action starts in, whether the policy settled it, and
 /// its deadline (only while pending, truncated to the stored precision so
 /// the answer equals what is read back).
-pub(crate) fn initial_state(
-    new: &NewAction,
-) -> (ActionStatus, bool, Option<DateTime<Utc>>) {
+pub(crate) fn initial_state(new: &NewAction) -> (ActionStatus, bool, Option<DateTime<Utc>>) {
     let (status, decided) = match new.decision.result {
         DecisionResult::Allow => (ActionStatus::Approved, true),
         DecisionResult::Deny => (ActionStatus::Denied, true),

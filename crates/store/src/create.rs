@@ -40,8 +40,13 @@ impl CreateJob {
     /// receiver of its answer.
     pub(crate) fn prepare(
         new: NewAction,
-    ) -> Result<(CreateJob, oneshot::Receiver<Result<(Action, bool), StoreError>>), StoreError>
-    {
+    ) -> Result<
+        (
+            CreateJob,
+            oneshot::Receiver<Result<(Action, bool), StoreError>>,
+        ),
+        StoreError,
+    > {
         let created = now();
         let (status, decided, deadline) = initial_state(&new);
         let rule = new.decision.rule.as_ref().map(Value::to_string);

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use crate::Store;
 use crate::error::StoreError;
+use crate::grant_cache::GrantCache;
 use crate::model::Event;
 use crate::time::{from_ms, now, to_ms};
 
@@ -99,6 +100,8 @@ pub(crate) async fn after_on(
 pub(crate) struct Publisher {
     pub(crate) tx: broadcast::Sender<Arc<Event>>,
     pub(crate) last_seq: Arc<AtomicI64>,
+    /// Cleared after commits that may have changed grants.
+    pub(crate) grants: Arc<GrantCache>,
 }
 
 impl Publisher {

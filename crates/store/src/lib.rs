@@ -16,6 +16,7 @@ mod dispatch;
 mod error;
 pub mod event_types;
 mod events;
+mod grant_cache;
 mod grant_requests;
 pub mod grants;
 mod handlers;
@@ -104,6 +105,7 @@ pub struct Store {
     read: SqlitePool,
     events: broadcast::Sender<Arc<Event>>,
     last_seq: Arc<AtomicI64>,
+    grant_cache: Arc<grant_cache::GrantCache>,
     shutdown: Arc<tokio::sync::Mutex<Option<WriterStop>>>,
 }
 
@@ -149,9 +151,11 @@ impl Store {
             .await?;
 
         let (events, _) = broadcast::channel(opts.event_buffer.max(16));
+        let grant_cache = Arc::new(grant_cache::GrantCache::default());
         let publish = events::Publisher {
             tx: events.clone(),
             last_seq: last_seq.clone(),
+            grants: grant_cache.clone(),
         };
         let (writer, stop, handle) = Writer::spawn(conn, opts.batch_max, publish);
         Ok(Store {
@@ -159,6 +163,7 @@ impl Store {
             read,
             events,
             last_seq,
+            grant_cache,
             shutdown: Arc::new(tokio::sync::Mutex::new(Some((stop, handle)))),
         })
     }

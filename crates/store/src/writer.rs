@@ -195,6 +195,8 @@ async fn run(
         let (mut done, commit) = run_batch(&mut conn, &mut batch).await;
         if commit.is_ok() {
             if general {
+                // General work may have changed grants; new actions cannot.
+                after_commit.grants.clear();
                 after_commit.publish(&mut conn).await;
             } else {
                 let mut events: Vec<Event> = done

@@ -327,3 +327,30 @@ async fn keys_are_found_by_hash_until_revoked() {
         Err(StoreError::Conflict(_))
     ));
 }
+
+#[tokio::test]
+async fn cached_grants_follow_creation_and_revocation() {
+    let (store, _dir) = open().await;
+    assert!(store.active_grants("a", "bash").await.unwrap().is_empty());
+    // Read twice: the second answer comes from the cache.
+    assert!(store.active_grants("a", "bash").await.unwrap().is_empty());
+    let grant = NewGrant {
+        id: uuid::Uuid::now_v7().to_string(),
+        agent: Some("a".to_owned()),
+        target: NewGrantTarget::Tool {
+            tool: "bash".to_owned(),
+            pattern: "make.*".to_owned(),
+        },
+        granted_by: "op".to_owned(),
+        expires_at: None,
+        note: None,
+    };
+    let id = grant.id.clone();
+    store.create_grant(grant, None).await.unwrap();
+    let active = store.active_grants("a", "bash").await.unwrap();
+    assert_eq!(active.len(), 1);
+    assert_eq!(active[0].id, id);
+    assert!(store.active_grants("b", "bash").await.unwrap().is_empty());
+    store.revoke_grant(&id).await.unwrap();
+    assert!(store.active_grants("a", "bash").await.unwrap().is_empty());
+}
