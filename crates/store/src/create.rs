@@ -107,17 +107,31 @@ impl CreateJob {
     }
 }
 
+/// What the inserts of a group are wrapped in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wrap {
+    /// Nothing: the caller's transaction holds only this group.
+    Bare,
+    /// Savepoint `grp`, inside the caller's transaction.
+    Savepoint,
+    /// A transaction of their own, committed in the same hand-off.
+    Transaction,
+}
+
 /// Inserts the actions of `group` and their events in one hand-off to the
-/// connection's thread, inside savepoint `grp` when `savepoint` is set, and
-/// fills in the events' `seq`. All or nothing: on an error the caller rolls
-/// back to the savepoint (or the transaction).
+/// connection's thread, wrapped as `wrap` says, and fills in the events'
+/// `seq`. All or nothing: on an error the caller rolls back to the savepoint
+/// (or the transaction).
 pub(crate) async fn insert_group_on(
     conn: &mut SqliteConnection,
     group: &mut [CreateJob],
-    savepoint: bool,
+    wrap: Wrap,
 ) -> Result<(), StoreError> {
-    let mut q: QueryBuilder<Sqlite> =
-        QueryBuilder::new(if savepoint { "SAVEPOINT grp; " } else { "" });
+    let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(match wrap {
+        Wrap::Bare => "",
+        Wrap::Savepoint => "SAVEPOINT grp; ",
+        Wrap::Transaction => "BEGIN IMMEDIATE; ",
+    });
     q.push(
         "INSERT INTO actions (id, agent, tool, detail, action_string, reason, status, \
          decision_result, decision_reason, decision_rule, created_at, decided_at, decided_by, \
@@ -155,8 +169,14 @@ pub(crate) async fn insert_group_on(
             .push_bind(job.event_data.clone());
     });
     q.push(" RETURNING seq, id");
-    if savepoint {
-        q.push("; RELEASE grp");
+    match wrap {
+        Wrap::Bare => {}
+        Wrap::Savepoint => {
+            q.push("; RELEASE grp");
+        }
+        Wrap::Transaction => {
+            q.push("; COMMIT");
+        }
     }
     // The text differs with the group's size: not worth a cache slot each.
     let rows = q.build().persistent(false).fetch_all(&mut *conn).await?;

@@ -12,9 +12,10 @@
 //! hand-offs, not SQLite, were what limited throughput. So a batch of one job
 //! runs without a savepoint (a failure rolls the transaction back instead),
 //! and consecutive new actions ([`CreateJob`]) are written together: one
-//! statement per table for the whole run, inside one savepoint. If that
-//! fails, each is retried alone in its own savepoint, so one bad row still
-//! fails only its own caller. Their events are known from the inserts; the
+//! statement per table for the whole run, inside one savepoint; a batch of
+//! nothing but new actions is begun, written and committed in one hand-off.
+//! If that fails, each is retried alone in its own savepoint, so one bad row
+//! still fails only its own caller. Their events are known from the inserts; the
 //! log is read back after a commit only when general jobs (which may write
 //! any events) were in the batch.
 
@@ -25,7 +26,7 @@ use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::actions::NewAction;
-use crate::create::{CreateJob, insert_group_on};
+use crate::create::{CreateJob, Wrap, insert_group_on};
 use crate::error::StoreError;
 use crate::events::Publisher;
 use crate::model::{Action, Event};
@@ -237,6 +238,9 @@ async fn run_batch(
     batch: &mut Vec<Queued>,
 ) -> (Vec<Outcome>, Result<(), String>) {
     let mut done = Vec::with_capacity(batch.len());
+    if let Some(created) = create_only(conn, batch).await {
+        return (created, Ok(()));
+    }
     let single = batch.len() == 1;
     if let Err(e) = exec(conn, "BEGIN IMMEDIATE").await {
         done.extend(batch.drain(..).map(|q| match q {
@@ -276,7 +280,13 @@ async fn run_batch(
                         group.push(job);
                     }
                 }
-                match insert_group_on(conn, &mut group, !single).await {
+                match insert_group_on(
+                    conn,
+                    &mut group,
+                    if single { Wrap::Bare } else { Wrap::Savepoint },
+                )
+                .await
+                {
                     Ok(()) => done.extend(group.into_iter().map(|j| Outcome::Create(j, Ok(())))),
                     Err(e) if single => {
                         failed_alone = true;
@@ -298,7 +308,7 @@ async fn run_batch(
                         }
                         for job in group {
                             let mut one = [job];
-                            let result = insert_group_on(conn, &mut one, true).await;
+                            let result = insert_group_on(conn, &mut one, Wrap::Savepoint).await;
                             let [job] = one;
                             if result.is_err()
                                 && let Err(e) = exec(conn, "ROLLBACK TO grp; RELEASE grp").await
@@ -325,6 +335,39 @@ async fn run_batch(
         return (done, Err(e));
     }
     (done, Ok(()))
+}
+
+/// A batch of new actions only is written and committed in one hand-off.
+/// `None` (and `batch` untouched, nothing written) when the batch holds other
+/// work or that failed; the caller then goes the long way, which isolates
+/// failures.
+async fn create_only(conn: &mut SqliteConnection, batch: &mut Vec<Queued>) -> Option<Vec<Outcome>> {
+    if !batch.iter().all(|q| matches!(q, Queued::Create(_))) {
+        return None;
+    }
+    let mut group: Vec<CreateJob> = batch
+        .drain(..)
+        .filter_map(|q| match q {
+            Queued::Create(job) => Some(job),
+            Queued::Job(_) => None,
+        })
+        .collect();
+    match insert_group_on(conn, &mut group, Wrap::Transaction).await {
+        Ok(()) => Some(
+            group
+                .into_iter()
+                .map(|j| Outcome::Create(j, Ok(())))
+                .collect(),
+        ),
+        Err(e) => {
+            tracing::debug!(error = %e, size = group.len(), "batch of new actions failed; retrying job by job");
+            // The transaction may be open (an insert failed) or not (BEGIN
+            // or COMMIT failed); either way nothing of it stands.
+            let _ = exec(conn, "ROLLBACK").await;
+            batch.extend(group.into_iter().map(Queued::Create));
+            None
+        }
+    }
 }
 
 /// Ends the batch after a failed savepoint statement: the transaction is
