@@ -65,6 +65,7 @@ trap 'stop_daemon; rm -rf "$WORK"' EXIT
   echo "nproc: $(nproc)"
   echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "binary: $BIN"
   echo "oha: $(oha --version)"
 } | tee "$OUT/machine.txt"
 

@@ -27,50 +27,14 @@ use tokio_util::sync::CancellationToken;
 const REPLAY_PAGE: i64 = 500;
 /// Most bytes sent as one chunk when several live events are ready.
 const COALESCE_BYTES: usize = 64 * 1024;
-/// How long the hub waits after an event for more before it sends them to
-/// the streams as one frame. With 1,000 streams every frame costs 1,000 task
-/// wake-ups and socket writes, so under a steady flow of events this cuts
-/// the daemon's work several-fold for a few milliseconds of delay.
-const LINGER: Duration = Duration::from_millis(5);
-/// Most events in one frame.
-const FRAME_EVENTS: usize = 256;
 
-/// Committed events that arrived together (one commit, or a few within
-/// [`LINGER`]), each rendered once.
+/// A committed event and its rendered SSE message.
 #[derive(Debug)]
 pub struct Frame {
-    /// The events, in `seq` order.
-    pub events: Vec<Arc<Event>>,
-    /// Their SSE messages (`id:`, `event:`, `data:` lines and the blank
-    /// line), one after another.
+    /// The event.
+    pub event: Arc<Event>,
+    /// `id:`, `event:`, `data:` lines and the blank line.
     pub bytes: Bytes,
-    /// Where each event's message ends in `bytes`.
-    ends: Vec<usize>,
-}
-
-impl Frame {
-    fn new(events: Vec<Arc<Event>>) -> Frame {
-        let mut buf = Vec::new();
-        let mut ends = Vec::with_capacity(events.len());
-        for ev in &events {
-            buf.extend_from_slice(&render(ev));
-            ends.push(buf.len());
-        }
-        Frame {
-            events,
-            bytes: Bytes::from(buf),
-            ends,
-        }
-    }
-
-    /// Each event with its own message (a cheap slice of `bytes`).
-    pub fn messages(&self) -> impl Iterator<Item = (&Arc<Event>, Bytes)> + '_ {
-        let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        self.events
-            .iter()
-            .zip(starts.zip(self.ends.iter().copied()))
-            .map(|(ev, (start, end))| (ev, self.bytes.slice(start..end)))
-    }
 }
 
 /// Renders one SSE message for `ev`.
@@ -118,67 +82,33 @@ impl Hub {
                 r = rx.recv() => r,
                 _ = shutdown.cancelled() => break,
             };
-            let first = match received {
-                Ok(event) => event,
+            match received {
+                Ok(event) => {
+                    let frame = Arc::new(Frame {
+                        bytes: render(&event),
+                        event,
+                    });
+                    if let Ok(tx) = self.tx.read() {
+                        // No receivers is fine: nobody is streaming.
+                        let _ = tx.send(frame);
+                    }
+                }
                 Err(RecvError::Lagged(n)) => {
-                    self.lagged(n);
-                    continue;
+                    // The hub itself missed events: no stream may go on as if
+                    // nothing happened. Replacing the sender closes every
+                    // stream once it has drained; clients resume from their
+                    // last id and the log fills the hole.
+                    tracing::warn!(missed = n, "event hub lagged; closing every stream");
+                    if let Ok(mut tx) = self.tx.write() {
+                        *tx = broadcast::channel(self.capacity).0;
+                    }
                 }
                 Err(RecvError::Closed) => break,
-            };
-            // The events of one commit are already queued; more may follow
-            // within the linger.
-            let mut events = vec![first];
-            let until = tokio::time::Instant::now() + LINGER;
-            let mut lagged = None;
-            let mut closed = false;
-            while events.len() < FRAME_EVENTS {
-                let next = match rx.try_recv() {
-                    Ok(event) => Ok(event),
-                    Err(TryRecvError::Empty) => tokio::select! {
-                        r = rx.recv() => r,
-                        _ = tokio::time::sleep_until(until) => break,
-                    },
-                    Err(TryRecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
-                    Err(TryRecvError::Closed) => Err(RecvError::Closed),
-                };
-                match next {
-                    Ok(event) => events.push(event),
-                    Err(RecvError::Lagged(n)) => {
-                        lagged = Some(n);
-                        break;
-                    }
-                    Err(RecvError::Closed) => {
-                        closed = true;
-                        break;
-                    }
-                }
-            }
-            let frame = Arc::new(Frame::new(events));
-            if let Ok(tx) = self.tx.read() {
-                // No receivers is fine: nobody is streaming.
-                let _ = tx.send(frame);
-            }
-            if let Some(n) = lagged {
-                self.lagged(n);
-            }
-            if closed {
-                break;
             }
         }
         // Dropping the senders ends every stream.
         if let Ok(mut tx) = self.tx.write() {
             *tx = broadcast::channel(1).0;
-        }
-    }
-
-    /// The hub itself missed events: no stream may go on as if nothing
-    /// happened. Replacing the sender closes every stream once it has
-    /// drained; clients resume from their last id and the log fills the hole.
-    fn lagged(&self, missed: u64) {
-        tracing::warn!(missed, "event hub lagged; closing every stream");
-        if let Ok(mut tx) = self.tx.write() {
-            *tx = broadcast::channel(self.capacity).0;
         }
     }
 }
@@ -310,12 +240,16 @@ pub fn log_stream(
                 }
                 Err(RecvError::Closed) => return,
             };
-            // Send what is ready in one chunk; a whole frame as it is when
-            // every event in it is for this stream (no copy).
-            let mut chunk = Chunk::default();
+            // Send what is ready in one chunk.
+            let mut chunk: Vec<u8> = Vec::new();
             let mut next = Some(first);
             while let Some(frame) = next.take() {
-                chunk.add(&frame, &scope, &mut last);
+                if frame.event.seq > last {
+                    last = frame.event.seq;
+                    if scope.admits(&frame.event) {
+                        chunk.extend_from_slice(&frame.bytes);
+                    }
+                }
                 if chunk.len() >= COALESCE_BYTES {
                     break;
                 }
@@ -323,69 +257,18 @@ pub fn log_stream(
                     Ok(frame) => next = Some(frame),
                     Err(TryRecvError::Empty) => {}
                     Err(TryRecvError::Lagged(_)) | Err(TryRecvError::Closed) => {
-                        if let Some(bytes) = chunk.take() {
-                            yield Ok(bytes);
+                        if !chunk.is_empty() {
+                            yield Ok(Bytes::from(chunk));
                         }
                         return;
                     }
                 }
             }
-            if let Some(bytes) = chunk.take() {
+            if !chunk.is_empty() {
                 heartbeat.reset();
-                yield Ok(bytes);
+                yield Ok(Bytes::from(chunk));
             }
         }
-    }
-}
-
-/// The bytes of one write to a stream, gathered from frames.
-#[derive(Default)]
-struct Chunk {
-    /// The first frame's bytes, when it was taken whole.
-    whole: Option<Bytes>,
-    /// Everything else, copied.
-    copied: Vec<u8>,
-}
-
-impl Chunk {
-    /// Adds what of `frame` the stream has not sent yet and `scope` admits.
-    fn add(&mut self, frame: &Frame, scope: &Scope, last: &mut i64) {
-        let all = frame
-            .events
-            .iter()
-            .all(|ev| ev.seq > *last && scope.admits(ev));
-        if all && self.whole.is_none() && self.copied.is_empty() {
-            self.whole = Some(frame.bytes.clone());
-            if let Some(ev) = frame.events.last() {
-                *last = ev.seq;
-            }
-            return;
-        }
-        if let Some(whole) = self.whole.take() {
-            self.copied.extend_from_slice(&whole);
-        }
-        for (ev, bytes) in frame.messages() {
-            if ev.seq > *last {
-                *last = ev.seq;
-                if scope.admits(ev) {
-                    self.copied.extend_from_slice(&bytes);
-                }
-            }
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.whole.as_ref().map_or(0, Bytes::len) + self.copied.len()
-    }
-
-    fn take(&mut self) -> Option<Bytes> {
-        if let Some(whole) = self.whole.take() {
-            return Some(whole);
-        }
-        if self.copied.is_empty() {
-            return None;
-        }
-        Some(Bytes::from(std::mem::take(&mut self.copied)))
     }
 }
 
@@ -443,16 +326,15 @@ pub fn action_stream(
             };
             match received {
                 Ok(frame) => {
-                    for (ev, bytes) in frame.messages() {
-                        if ev.seq <= last || ev.action_id.as_deref() != Some(action_id.as_str()) {
-                            continue;
-                        }
-                        last = ev.seq;
-                        heartbeat.reset();
-                        yield Ok(bytes);
-                        if settles(ev) {
-                            return;
-                        }
+                    let ev = &frame.event;
+                    if ev.seq <= last || ev.action_id.as_deref() != Some(action_id.as_str()) {
+                        continue;
+                    }
+                    last = ev.seq;
+                    heartbeat.reset();
+                    yield Ok(frame.bytes.clone());
+                    if settles(ev) {
+                        return;
                     }
                 }
                 Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,

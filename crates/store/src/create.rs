@@ -157,12 +157,18 @@ pub(crate) async fn insert_group_on(
             .push_bind(decided)
             .push_bind(job.request_hash.clone());
     });
+    // Like every other event's, `at` is the time of the transaction that
+    // writes it, not of the request (which may have queued meanwhile).
+    let at = now();
+    for job in group.iter_mut() {
+        job.event.at = at;
+    }
     q.push("; INSERT INTO events (id, type, at, agent, action_id, grant_id, data) ");
     q.push_values(group.iter(), |mut row, job| {
         let e = &job.event;
         row.push_bind(e.id.clone())
             .push_bind(e.kind.clone())
-            .push_bind(to_ms(e.at))
+            .push_bind(to_ms(at))
             .push_bind(e.agent.clone())
             .push_bind(e.action_id.clone())
             .push_bind(None::<String>)
