@@ -16,6 +16,9 @@ use crate::error::StoreError;
 use crate::model::{Action, Event};
 use crate::time::{now, to_ms};
 
+/// Where the caller of a [`CreateJob`] receives its answer.
+pub(crate) type Answer = oneshot::Receiver<Result<(Action, bool), StoreError>>;
+
 /// A new action prepared by its caller (rows built, JSON rendered), waiting
 /// in the writer's queue for its answer.
 pub(crate) struct CreateJob {
@@ -38,15 +41,7 @@ impl CreateJob {
 
     /// Builds the rows of `new` (see [`CreateJob::applies`]) and the
     /// receiver of its answer.
-    pub(crate) fn prepare(
-        new: NewAction,
-    ) -> Result<
-        (
-            CreateJob,
-            oneshot::Receiver<Result<(Action, bool), StoreError>>,
-        ),
-        StoreError,
-    > {
+    pub(crate) fn prepare(new: NewAction) -> Result<(CreateJob, Answer), StoreError> {
         let created = now();
         let (status, decided, deadline) = initial_state(&new);
         let rule = new.decision.rule.as_ref().map(Value::to_string);
@@ -124,7 +119,7 @@ pub(crate) enum Wrap {
 /// (or the transaction).
 pub(crate) async fn insert_group_on(
     conn: &mut SqliteConnection,
-    group: &mut [CreateJob],
+    group: &mut [Box<CreateJob>],
     wrap: Wrap,
 ) -> Result<(), StoreError> {
     let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(match wrap {

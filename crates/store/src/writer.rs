@@ -47,7 +47,7 @@ enum Queued {
     /// General work on the connection.
     Job(Box<dyn Job>),
     /// A new action, written together with its neighbours.
-    Create(CreateJob),
+    Create(Box<CreateJob>),
 }
 
 struct TypedJob<T, F> {
@@ -141,7 +141,7 @@ impl Writer {
     pub(crate) async fn create(&self, new: NewAction) -> Result<(Action, bool), StoreError> {
         let (job, rx) = CreateJob::prepare(new)?;
         self.tx
-            .send(Queued::Create(job))
+            .send(Queued::Create(Box::new(job)))
             .await
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
@@ -153,7 +153,7 @@ enum Outcome {
     /// General work: it keeps its own result.
     Job(Box<dyn Job>),
     /// A new action: written (`Ok`) or refused.
-    Create(CreateJob, Result<(), StoreError>),
+    Create(Box<CreateJob>, Result<(), StoreError>),
 }
 
 async fn run(
@@ -345,7 +345,7 @@ async fn create_only(conn: &mut SqliteConnection, batch: &mut Vec<Queued>) -> Op
     if !batch.iter().all(|q| matches!(q, Queued::Create(_))) {
         return None;
     }
-    let mut group: Vec<CreateJob> = batch
+    let mut group: Vec<Box<CreateJob>> = batch
         .drain(..)
         .filter_map(|q| match q {
             Queued::Create(job) => Some(job),
