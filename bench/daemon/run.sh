@@ -14,7 +14,7 @@
 #
 # Needs: oha (cargo install oha --locked), python3. Environment:
 # DURATION (default 10s), CONNECTIONS (64), ROUNDS (1), DURABILITIES
-# ("normal full"), LONGPOLLS (1000), IDLE (10000), CARGO_TARGET_DIR.
+# ("normal full"), LONGPOLLS (1000), IDLE (10000), CARGO_TARGET_DIR, BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -34,8 +34,12 @@ if ! "$VENV/bin/python" -c 'import aiohttp' 2>/dev/null; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --disable-pip-version-check 'aiohttp==3.12.15'
 fi
-cargo build --quiet --release -p actiongate
-BIN="$TARGET_DIR/release/actiongate"
+# BIN=path/to/actiongate measures that binary instead (e.g. an older commit's
+# build, to compare in one session); otherwise the release build of this tree.
+if [ -z "${BIN:-}" ]; then
+  cargo build --quiet --release -p actiongate
+  BIN="$TARGET_DIR/release/actiongate"
+fi
 
 # 10,000 idle long-polls need as many sockets in the client and the daemon
 # (separate processes, so each needs a bit more than 10,000).
@@ -61,6 +65,7 @@ trap 'stop_daemon; rm -rf "$WORK"' EXIT
   echo "nproc: $(nproc)"
   echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "binary: $BIN"
   echo "oha: $(oha --version)"
 } | tee "$OUT/machine.txt"
 

@@ -10,12 +10,15 @@ SECS=${3:-20}
 PORT=${PORT:-18457}
 TARGET=${CARGO_TARGET_DIR:-target}
 
+# BIN=path/to/actiongate runs that daemon (e.g. an older commit's build, to
+# compare in one session) with this tree's load client.
 cargo build --release -q -p actiongate --bin actiongate --example events_load
+BIN=${BIN:-$TARGET/release/actiongate}
 ulimit -n 8192
 
 DATA=$(mktemp -d)
 trap 'kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; rm -rf "$DATA"' EXIT
-ACTIONGATE_LOG=warn "$TARGET/release/actiongate" serve --data-dir "$DATA" \
+ACTIONGATE_LOG=warn "$BIN" serve --data-dir "$DATA" \
   --listen "127.0.0.1:$PORT" 2>"$DATA/daemon.log" &
 PID=$!
 for _ in $(seq 100); do

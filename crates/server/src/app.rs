@@ -146,8 +146,13 @@ pub async fn run(
     let app = router(state.clone());
     let listener =
         crate::stall::StallGuardListener::new(listener, state.settings().events.send_timeout()?);
-    let server =
-        axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    // `into_make_service` hands each connection a clone of the built router
+    // (an `Arc`). Serving the `Router` itself rebuilds its route table for
+    // every connection (`with_state(())`: a hash map, the path tree, a boxed
+    // clone of every route), about 50 KiB per open connection, which
+    // dominated the memory of idle long-polls.
+    let server = axum::serve(listener, app.into_make_service())
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let serving = tokio::spawn(async move { server.await });
     shutdown.cancelled().await;
     match tokio::time::timeout(grace, serving).await {

@@ -141,12 +141,28 @@ pub async fn run(state: AppState, cfg: Dispatch) {
 
 /// Returns when an event may have made an action due.
 async fn wake_on_event(events: &mut broadcast::Receiver<Arc<actiongate_store::Event>>) {
+    // Only an approved handler action gives a pass something to do (a
+    // decision-only action is approved too, with no handler). Everything
+    // already queued is taken now: one pass serves them all, where returning
+    // at the first would run a pass (three reads and a write) per event.
+    let dispatchable = |ev: &actiongate_store::Event| {
+        ev.kind == "action.approved" && ev.data.get("handler").is_some_and(|h| !h.is_null())
+    };
     loop {
-        match events.recv().await {
-            Ok(ev) if ev.kind == "action.approved" => return,
-            Ok(_) => {}
-            Err(broadcast::error::RecvError::Lagged(_)) => return,
-            Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
+        let mut wake = match events.recv().await {
+            Ok(ev) => dispatchable(&ev),
+            Err(broadcast::error::RecvError::Lagged(_)) => true,
+            Err(broadcast::error::RecvError::Closed) => std::future::pending::<bool>().await,
+        };
+        loop {
+            match events.try_recv() {
+                Ok(ev) => wake |= dispatchable(&ev),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => wake = true,
+                Err(_) => break,
+            }
+        }
+        if wake {
+            return;
         }
     }
 }

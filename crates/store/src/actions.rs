@@ -7,6 +7,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
 use crate::Store;
+use crate::create::CreateJob;
 use crate::error::StoreError;
 use crate::events::{self, NewEvent};
 use crate::model::{Action, ActionStatus, Decision, DecisionResult, Outcome};
@@ -171,6 +172,31 @@ pub(crate) async fn get_on(
     row.as_ref().map(from_row).transpose()
 }
 
+/// The status a new action starts in, whether the policy settled it, and
+/// its deadline (only while pending, truncated to the stored precision so
+/// the answer equals what is read back).
+pub(crate) fn initial_state(new: &NewAction) -> (ActionStatus, bool, Option<DateTime<Utc>>) {
+    let (status, decided) = match new.decision.result {
+        DecisionResult::Allow => (ActionStatus::Approved, true),
+        DecisionResult::Deny => (ActionStatus::Denied, true),
+        DecisionResult::Ask => (ActionStatus::Pending, false),
+    };
+    let deadline = new
+        .deadline
+        .filter(|_| status == ActionStatus::Pending)
+        .map(|d| from_ms(to_ms(d)));
+    (status, decided, deadline)
+}
+
+/// The type of the event that records a new action in `status`.
+pub(crate) fn created_kind(status: ActionStatus) -> &'static str {
+    match status {
+        ActionStatus::Approved => "action.approved",
+        ActionStatus::Denied => "action.denied",
+        _ => "action.enqueued",
+    }
+}
+
 async fn insert_on(
     conn: &mut SqliteConnection,
     new: NewAction,
@@ -194,16 +220,7 @@ async fn insert_on(
         }
     }
     let created = now();
-    let (status, decided) = match new.decision.result {
-        DecisionResult::Allow => (ActionStatus::Approved, true),
-        DecisionResult::Deny => (ActionStatus::Denied, true),
-        DecisionResult::Ask => (ActionStatus::Pending, false),
-    };
-    // Truncated to the stored precision so the answer equals what is read back.
-    let deadline = new
-        .deadline
-        .filter(|_| status == ActionStatus::Pending)
-        .map(|d| from_ms(to_ms(d)));
+    let (status, decided, deadline) = initial_state(&new);
     let rule = new.decision.rule.as_ref().map(Value::to_string);
     let h = new.handler.as_ref();
     sqlx::query(
@@ -261,12 +278,7 @@ async fn insert_on(
         display: h.and_then(|h| h.display.clone()),
         attempts: Vec::new(),
     };
-    let kind = match status {
-        ActionStatus::Approved => "action.approved",
-        ActionStatus::Denied => "action.denied",
-        _ => "action.enqueued",
-    };
-    events::insert_on(conn, &event_for(&action, kind)?).await?;
+    events::insert_on(conn, &event_for(&action, created_kind(status))?).await?;
     if status == ActionStatus::Pending
         && let (Some(handler), Some(permission), Some(scope)) =
             (&action.handler, &action.permission, &action.scope)
@@ -340,6 +352,9 @@ impl Store {
     /// the existing action (`false`: nothing new stored), a different one is
     /// a [`StoreError::Conflict`].
     pub async fn insert_action(&self, new: NewAction) -> Result<(Action, bool), StoreError> {
+        if CreateJob::applies(&new) {
+            return self.writer.create(new).await;
+        }
         self.writer
             .run(move |conn| Box::pin(async move { insert_on(conn, new).await }))
             .await

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use crate::Store;
 use crate::error::StoreError;
+use crate::grant_cache::GrantCache;
 use crate::model::Event;
 use crate::time::{from_ms, now, to_ms};
 
@@ -99,6 +100,8 @@ pub(crate) async fn after_on(
 pub(crate) struct Publisher {
     pub(crate) tx: broadcast::Sender<Arc<Event>>,
     pub(crate) last_seq: Arc<AtomicI64>,
+    /// Cleared after commits that may have changed grants.
+    pub(crate) grants: Arc<GrantCache>,
 }
 
 impl Publisher {
@@ -114,6 +117,24 @@ impl Publisher {
                 }
             }
             Err(e) => tracing::error!(error = %e, "reading committed events failed"),
+        }
+    }
+
+    /// Sends `events`, the only ones a commit wrote, sorted by `seq`,
+    /// without reading them back; reads the log instead when they do not
+    /// follow on from the last one sent (an earlier read failed, or pruning
+    /// left a gap), so no event is skipped.
+    pub(crate) async fn publish_known(&self, conn: &mut SqliteConnection, events: Vec<Event>) {
+        let after = self.last_seq.load(Ordering::Acquire);
+        match events.first() {
+            None => {}
+            Some(first) if first.seq == after + 1 => {
+                for ev in events {
+                    self.last_seq.store(ev.seq, Ordering::Release);
+                    let _ = self.tx.send(Arc::new(ev));
+                }
+            }
+            Some(_) => self.publish(conn).await,
         }
     }
 }

@@ -364,12 +364,17 @@ impl Store {
     }
 
     /// Active grants that may apply to `agent` acting on `tool` (a tool
-    /// name or a handler id), as the policy crate sees them.
+    /// name or a handler id), as the policy crate sees them. Cached until
+    /// the next commit that may change grants (see `grant_cache`).
     pub async fn active_grants(
         &self,
         agent: &str,
         tool: &str,
     ) -> Result<Vec<policy::Grant>, StoreError> {
+        let generation = match self.grant_cache.get(agent, tool) {
+            Ok(grants) => return Ok(grants.as_ref().clone()),
+            Err(generation) => generation,
+        };
         let rows = sqlx::query(concat!(
             "SELECT ",
             columns!(),
@@ -382,8 +387,12 @@ impl Store {
         .bind(tool)
         .fetch_all(&self.read)
         .await?;
-        rows.iter()
+        let grants = rows
+            .iter()
             .map(|r| from_row(r).and_then(|g| to_policy(&g)))
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        self.grant_cache
+            .insert(generation, agent, tool, std::sync::Arc::new(grants.clone()));
+        Ok(grants)
     }
 }

@@ -11,10 +11,12 @@
 mod actions;
 mod agents;
 pub mod audit;
+mod create;
 mod dispatch;
 mod error;
 pub mod event_types;
 mod events;
+mod grant_cache;
 mod grant_requests;
 pub mod grants;
 mod handlers;
@@ -103,6 +105,7 @@ pub struct Store {
     read: SqlitePool,
     events: broadcast::Sender<Arc<Event>>,
     last_seq: Arc<AtomicI64>,
+    grant_cache: Arc<grant_cache::GrantCache>,
     shutdown: Arc<tokio::sync::Mutex<Option<WriterStop>>>,
 }
 
@@ -122,7 +125,14 @@ impl Store {
             .pragma("temp_store", "memory")
             .log_statements(tracing::log::LevelFilter::Trace);
 
-        let mut conn = base.clone().create_if_missing(true).connect().await?;
+        // The writer reads back whole batches of RETURNING rows: let them
+        // come in one go rather than 50 at a time.
+        let mut conn = base
+            .clone()
+            .create_if_missing(true)
+            .row_buffer_size(1024)
+            .connect()
+            .await?;
         MIGRATOR.run_direct(None, &mut conn, false).await?;
 
         // Pruning may have removed every event; seqs still continue past the anchor.
@@ -141,9 +151,11 @@ impl Store {
             .await?;
 
         let (events, _) = broadcast::channel(opts.event_buffer.max(16));
+        let grant_cache = Arc::new(grant_cache::GrantCache::default());
         let publish = events::Publisher {
             tx: events.clone(),
             last_seq: last_seq.clone(),
+            grants: grant_cache.clone(),
         };
         let (writer, stop, handle) = Writer::spawn(conn, opts.batch_max, publish);
         Ok(Store {
@@ -151,6 +163,7 @@ impl Store {
             read,
             events,
             last_seq,
+            grant_cache,
             shutdown: Arc::new(tokio::sync::Mutex::new(Some((stop, handle)))),
         })
     }

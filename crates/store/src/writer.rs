@@ -7,6 +7,17 @@
 //! `BEGIN IMMEDIATE` transaction, commits once, and only then answers the
 //! callers: an answer means the change is on disk. A job that fails rolls back
 //! to its savepoint and does not disturb the others in its batch.
+//!
+//! Every statement is a round trip to the connection's own thread, and those
+//! hand-offs, not SQLite, were what limited throughput. So a batch of one job
+//! runs without a savepoint (a failure rolls the transaction back instead),
+//! and consecutive new actions ([`CreateJob`]) are written together: one
+//! statement per table for the whole run, inside one savepoint; a batch of
+//! nothing but new actions is begun, written and committed in one hand-off.
+//! If that fails, each is retried alone in its own savepoint, so one bad row
+//! still fails only its own caller. Their events are known from the inserts; the
+//! log is read back after a commit only when general jobs (which may write
+//! any events) were in the batch.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,8 +25,11 @@ use std::pin::Pin;
 use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::actions::NewAction;
+use crate::create::{CreateJob, Wrap, insert_group_on};
 use crate::error::StoreError;
 use crate::events::Publisher;
+use crate::model::{Action, Event};
 
 /// A boxed future borrowing the writer's connection.
 pub type BoxFuture<'c, T> = Pin<Box<dyn Future<Output = T> + Send + 'c>>;
@@ -26,6 +40,14 @@ trait Job: Send {
     fn run<'c>(&'c mut self, conn: &'c mut SqliteConnection) -> BoxFuture<'c, bool>;
     /// Answers the caller once the batch's commit is known.
     fn finish(self: Box<Self>, commit: Result<(), String>);
+}
+
+/// What waits in the writer's queue.
+enum Queued {
+    /// General work on the connection.
+    Job(Box<dyn Job>),
+    /// A new action, written together with its neighbours.
+    Create(Box<CreateJob>),
 }
 
 struct TypedJob<T, F> {
@@ -74,7 +96,7 @@ where
 /// Handle used to submit work to the writer task.
 #[derive(Clone)]
 pub struct Writer {
-    tx: mpsc::Sender<Box<dyn Job>>,
+    tx: mpsc::Sender<Queued>,
 }
 
 impl Writer {
@@ -108,21 +130,40 @@ impl Writer {
             reply,
         };
         self.tx
-            .send(Box::new(job))
+            .send(Queued::Job(Box::new(job)))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Stores a new action that [`CreateJob::applies`] to, and its event;
+    /// answers once committed.
+    pub(crate) async fn create(&self, new: NewAction) -> Result<(Action, bool), StoreError> {
+        let (job, rx) = CreateJob::prepare(new)?;
+        self.tx
+            .send(Queued::Create(Box::new(job)))
             .await
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
 }
 
+/// A job's result inside a batch, until the commit is known.
+enum Outcome {
+    /// General work: it keeps its own result.
+    Job(Box<dyn Job>),
+    /// A new action: written (`Ok`) or refused.
+    Create(Box<CreateJob>, Result<(), StoreError>),
+}
+
 async fn run(
     mut conn: SqliteConnection,
-    mut rx: mpsc::Receiver<Box<dyn Job>>,
+    mut rx: mpsc::Receiver<Queued>,
     mut stop: oneshot::Receiver<()>,
     batch_max: usize,
     after_commit: Publisher,
 ) {
-    let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(batch_max);
+    let mut batch: Vec<Queued> = Vec::with_capacity(batch_max);
     let mut stopping = false;
     loop {
         let first = if stopping {
@@ -151,12 +192,34 @@ async fn run(
                 Err(_) => break,
             }
         }
-        let commit = run_batch(&mut conn, &mut batch).await;
+        let general = batch.iter().any(|q| matches!(q, Queued::Job(_)));
+        let (mut done, commit) = run_batch(&mut conn, &mut batch).await;
         if commit.is_ok() {
-            after_commit.publish(&mut conn).await;
+            if general {
+                // General work may have changed grants; new actions cannot.
+                after_commit.grants.clear();
+                after_commit.publish(&mut conn).await;
+            } else {
+                let mut events: Vec<Event> = done
+                    .iter_mut()
+                    .filter_map(|o| match o {
+                        Outcome::Create(job, Ok(())) => Some(job.take_event()),
+                        _ => None,
+                    })
+                    .collect();
+                events.sort_by_key(|e| e.seq);
+                after_commit.publish_known(&mut conn, events).await;
+            }
         }
-        for job in batch.drain(..) {
-            job.finish(commit.clone());
+        for outcome in done.drain(..) {
+            match outcome {
+                Outcome::Job(job) => job.finish(commit.clone()),
+                Outcome::Create(job, result) => job.answer(match (&commit, result) {
+                    (Ok(()), result) => result,
+                    (Err(_), Err(e)) => Err(e),
+                    (Err(e), Ok(())) => Err(commit_failed(e)),
+                }),
+            }
         }
     }
     if let Err(e) = conn.close().await {
@@ -164,32 +227,178 @@ async fn run(
     }
 }
 
-async fn run_batch(conn: &mut SqliteConnection, batch: &mut [Box<dyn Job>]) -> Result<(), String> {
-    sqlx::raw_sql("BEGIN IMMEDIATE")
+fn commit_failed(e: &str) -> StoreError {
+    StoreError::Backend(sqlx::Error::Protocol(format!("commit failed: {e}")))
+}
+
+/// Runs `batch` (emptying it) in one transaction; returns every job's
+/// outcome, in order, and whether the transaction committed.
+async fn run_batch(
+    conn: &mut SqliteConnection,
+    batch: &mut Vec<Queued>,
+) -> (Vec<Outcome>, Result<(), String>) {
+    let mut done = Vec::with_capacity(batch.len());
+    if let Some(created) = create_only(conn, batch).await {
+        return (created, Ok(()));
+    }
+    let single = batch.len() == 1;
+    if let Err(e) = exec(conn, "BEGIN IMMEDIATE").await {
+        done.extend(batch.drain(..).map(|q| match q {
+            Queued::Job(job) => Outcome::Job(job),
+            Queued::Create(job) => Outcome::Create(job, Ok(())),
+        }));
+        return (done, Err(e));
+    }
+    let mut queue = batch.drain(..).peekable();
+    let mut failed_alone = false;
+    while let Some(next) = queue.next() {
+        match next {
+            Queued::Job(mut job) => {
+                if !single && let Err(e) = exec(conn, "SAVEPOINT job").await {
+                    return abort(conn, done, Outcome::Job(job), queue, e).await;
+                }
+                let ok = job.run(conn).await;
+                let end = match (single, ok) {
+                    (true, true) => None,
+                    // Alone in the batch: nothing else to keep.
+                    (true, false) => Some("ROLLBACK"),
+                    (false, true) => Some("RELEASE job"),
+                    (false, false) => Some("ROLLBACK TO job; RELEASE job"),
+                };
+                failed_alone = single && !ok;
+                if let Some(end) = end
+                    && let Err(e) = exec(conn, end).await
+                {
+                    return abort(conn, done, Outcome::Job(job), queue, e).await;
+                }
+                done.push(Outcome::Job(job));
+            }
+            Queued::Create(job) => {
+                let mut group = vec![job];
+                while let Some(Queued::Create(_)) = queue.peek() {
+                    if let Some(Queued::Create(job)) = queue.next() {
+                        group.push(job);
+                    }
+                }
+                match insert_group_on(
+                    conn,
+                    &mut group,
+                    if single { Wrap::Bare } else { Wrap::Savepoint },
+                )
+                .await
+                {
+                    Ok(()) => done.extend(group.into_iter().map(|j| Outcome::Create(j, Ok(())))),
+                    Err(e) if single => {
+                        failed_alone = true;
+                        rollback(conn).await;
+                        // `single`: the group is this one job.
+                        let mut e = Some(e);
+                        done.extend(group.into_iter().map(|j| {
+                            Outcome::Create(j, Err(e.take().unwrap_or(StoreError::Closed)))
+                        }));
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, size = group.len(), "group insert failed; inserting one by one");
+                        if let Err(e) = exec(conn, "ROLLBACK TO grp; RELEASE grp").await {
+                            let rest = group.into_iter().map(|j| Outcome::Create(j, Ok(())));
+                            done.extend(rest);
+                            rollback(conn).await;
+                            drain_into(&mut done, queue);
+                            return (done, Err(e));
+                        }
+                        for job in group {
+                            let mut one = [job];
+                            let result = insert_group_on(conn, &mut one, Wrap::Savepoint).await;
+                            let [job] = one;
+                            if result.is_err()
+                                && let Err(e) = exec(conn, "ROLLBACK TO grp; RELEASE grp").await
+                            {
+                                done.push(Outcome::Create(job, result));
+                                rollback(conn).await;
+                                drain_into(&mut done, queue);
+                                return (done, Err(e));
+                            }
+                            done.push(Outcome::Create(job, result));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    drop(queue);
+    if failed_alone {
+        // Rolled back already; the job's own error is its answer.
+        return (done, Ok(()));
+    }
+    if let Err(e) = exec(conn, "COMMIT").await {
+        rollback(conn).await;
+        return (done, Err(e));
+    }
+    (done, Ok(()))
+}
+
+/// A batch of new actions only is written and committed in one hand-off.
+/// `None` (and `batch` untouched, nothing written) when the batch holds other
+/// work or that failed; the caller then goes the long way, which isolates
+/// failures.
+async fn create_only(conn: &mut SqliteConnection, batch: &mut Vec<Queued>) -> Option<Vec<Outcome>> {
+    if !batch.iter().all(|q| matches!(q, Queued::Create(_))) {
+        return None;
+    }
+    let mut group: Vec<Box<CreateJob>> = batch
+        .drain(..)
+        .filter_map(|q| match q {
+            Queued::Create(job) => Some(job),
+            Queued::Job(_) => None,
+        })
+        .collect();
+    match insert_group_on(conn, &mut group, Wrap::Transaction).await {
+        Ok(()) => Some(
+            group
+                .into_iter()
+                .map(|j| Outcome::Create(j, Ok(())))
+                .collect(),
+        ),
+        Err(e) => {
+            tracing::debug!(error = %e, size = group.len(), "batch of new actions failed; retrying job by job");
+            // The transaction may be open (an insert failed) or not (BEGIN
+            // or COMMIT failed); either way nothing of it stands.
+            let _ = exec(conn, "ROLLBACK").await;
+            batch.extend(group.into_iter().map(Queued::Create));
+            None
+        }
+    }
+}
+
+/// Ends the batch after a failed savepoint statement: the transaction is
+/// rolled back and nothing in it stands.
+async fn abort(
+    conn: &mut SqliteConnection,
+    mut done: Vec<Outcome>,
+    current: Outcome,
+    queue: impl Iterator<Item = Queued>,
+    e: String,
+) -> (Vec<Outcome>, Result<(), String>) {
+    rollback(conn).await;
+    done.push(current);
+    drain_into(&mut done, queue);
+    (done, Err(e))
+}
+
+/// The jobs not reached when a batch ended early.
+fn drain_into(done: &mut Vec<Outcome>, queue: impl Iterator<Item = Queued>) {
+    done.extend(queue.map(|q| match q {
+        Queued::Job(job) => Outcome::Job(job),
+        Queued::Create(job) => Outcome::Create(job, Ok(())),
+    }));
+}
+
+async fn exec(conn: &mut SqliteConnection, sql: &'static str) -> Result<(), String> {
+    sqlx::raw_sql(sql)
         .execute(&mut *conn)
         .await
-        .map_err(|e| e.to_string())?;
-    for job in batch.iter_mut() {
-        if let Err(e) = sqlx::raw_sql("SAVEPOINT job").execute(&mut *conn).await {
-            rollback(conn).await;
-            return Err(e.to_string());
-        }
-        let ok = job.run(conn).await;
-        let end = if ok {
-            "RELEASE job"
-        } else {
-            "ROLLBACK TO job; RELEASE job"
-        };
-        if let Err(e) = sqlx::raw_sql(end).execute(&mut *conn).await {
-            rollback(conn).await;
-            return Err(e.to_string());
-        }
-    }
-    if let Err(e) = sqlx::raw_sql("COMMIT").execute(&mut *conn).await {
-        rollback(conn).await;
-        return Err(e.to_string());
-    }
-    Ok(())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 async fn rollback(conn: &mut SqliteConnection) {

@@ -123,6 +123,86 @@ async fn a_failing_job_does_not_disturb_its_batch() {
 }
 
 #[tokio::test]
+async fn a_failing_new_action_does_not_disturb_the_ones_written_with_it() {
+    let (store, _dir) = open().await;
+    let (first, _) = store
+        .insert_action(new_action("a", DecisionResult::Allow, None, "h"))
+        .await
+        .unwrap();
+    let mut live = store.subscribe();
+    // New actions queued together are written with one statement per table;
+    // the one reusing an id makes that statement fail, and then only it.
+    let mut tasks = Vec::new();
+    for i in 0..60 {
+        let store = store.clone();
+        let mut new = new_action("a", DecisionResult::Allow, None, "h");
+        if i == 30 {
+            new.id = first.id.clone();
+        }
+        tasks.push(tokio::spawn(async move { store.insert_action(new).await }));
+    }
+    let mut created = Vec::new();
+    let mut conflicts = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok((a, true)) => created.push(a),
+            Ok((_, false)) => panic!("nothing was a retry"),
+            Err(StoreError::Conflict(_)) => conflicts += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!((created.len(), conflicts), (59, 1));
+    for a in &created {
+        assert_eq!(&store.get_action(&a.id).await.unwrap(), a);
+    }
+    // What was published is exactly the log after the first event, in order.
+    let log = store.events_after(1, None, 1000).await.unwrap();
+    assert_eq!(log.len(), 59);
+    let published: Vec<Event> = (0..59)
+        .map(|_| live.try_recv().unwrap().as_ref().clone())
+        .collect();
+    assert_eq!(published, log);
+    assert!(live.try_recv().is_err());
+    assert_eq!(store.last_seq(), log.last().unwrap().seq);
+}
+
+#[tokio::test]
+async fn a_job_failing_alone_in_its_batch_leaves_nothing_behind() {
+    let (store, _dir) = open().await;
+    let (first, _) = store
+        .insert_action(new_action("a", DecisionResult::Allow, None, "h"))
+        .await
+        .unwrap();
+    let mut again = new_action("a", DecisionResult::Ask, None, "h");
+    again.id = first.id.clone();
+    assert!(matches!(
+        store.insert_action(again).await,
+        Err(StoreError::Conflict(_))
+    ));
+    // Also for general work: the agent's key is refused, nothing is kept.
+    let (other, _) = store
+        .insert_action(new_action("b", DecisionResult::Ask, Some("k"), "h"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store
+            .insert_action(new_action("b", DecisionResult::Ask, Some("k"), "x"))
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(store.get_action(&first.id).await.unwrap(), first);
+    let events = store.events_after(0, None, 100).await.unwrap();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[1].action_id.as_deref(), Some(other.id.as_str()));
+    // The writer goes on.
+    store
+        .insert_action(new_action("a", DecisionResult::Deny, None, "h"))
+        .await
+        .unwrap();
+    assert_eq!(store.events_after(0, None, 100).await.unwrap().len(), 3);
+}
+
+#[tokio::test]
 async fn same_key_same_body_returns_the_existing_action() {
     let (store, _dir) = open().await;
     let (first, created) = store
@@ -246,4 +326,31 @@ async fn keys_are_found_by_hash_until_revoked() {
             .await,
         Err(StoreError::Conflict(_))
     ));
+}
+
+#[tokio::test]
+async fn cached_grants_follow_creation_and_revocation() {
+    let (store, _dir) = open().await;
+    assert!(store.active_grants("a", "bash").await.unwrap().is_empty());
+    // Read twice: the second answer comes from the cache.
+    assert!(store.active_grants("a", "bash").await.unwrap().is_empty());
+    let grant = NewGrant {
+        id: uuid::Uuid::now_v7().to_string(),
+        agent: Some("a".to_owned()),
+        target: NewGrantTarget::Tool {
+            tool: "bash".to_owned(),
+            pattern: "make.*".to_owned(),
+        },
+        granted_by: "op".to_owned(),
+        expires_at: None,
+        note: None,
+    };
+    let id = grant.id.clone();
+    store.create_grant(grant, None).await.unwrap();
+    let active = store.active_grants("a", "bash").await.unwrap();
+    assert_eq!(active.len(), 1);
+    assert_eq!(active[0].id, id);
+    assert!(store.active_grants("b", "bash").await.unwrap().is_empty());
+    store.revoke_grant(&id).await.unwrap();
+    assert!(store.active_grants("a", "bash").await.unwrap().is_empty());
 }
