@@ -93,9 +93,14 @@ async fn start_daemon(data: &Path, config: &Path, port: u16) -> Proc {
     }
 }
 
-/// Starts the executor, registered with the daemon at `base`.
-fn start_executor(root: &Path, state: &Path, base: &str, admin: &str) -> Proc {
-    let mut child = Command::new(binary("actiongate-executor"))
+/// Starts the executor, registered with the daemon at `base`; with
+/// `async_mode` it answers 202 and posts each result back later.
+fn start_executor(root: &Path, state: &Path, base: &str, admin: &str, async_mode: bool) -> Proc {
+    let mut cmd = Command::new(binary("actiongate-executor"));
+    if async_mode {
+        cmd.arg("--async");
+    }
+    let mut child = cmd
         .args([
             "--listen",
             "127.0.0.1:0",
@@ -155,6 +160,17 @@ fn lines_of(path: &Path) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_dispatch_settles_every_action_and_runs_each_once() {
+    crash_and_recover(false).await;
+}
+
+/// The same with results posted back (202): callbacks of the attempt cut
+/// by the kill arrive after the restart, when a newer attempt is current.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_async_dispatch_settles_every_action_and_runs_each_once() {
+    crash_and_recover(true).await;
+}
+
+async fn crash_and_recover(async_mode: bool) {
     let data = tempfile::tempdir().unwrap();
     let root = tempfile::tempdir().unwrap();
     let exec_state = tempfile::tempdir().unwrap();
@@ -174,7 +190,7 @@ async fn kill_9_during_dispatch_settles_every_action_and_runs_each_once() {
         .unwrap()
         .trim()
         .to_owned();
-    let _exec = start_executor(root.path(), exec_state.path(), &base, &admin);
+    let _exec = start_executor(root.path(), exec_state.path(), &base, &admin, async_mode);
     let client = client();
     let key = |role: &str| {
         let body = if role == "agent" {
@@ -213,7 +229,7 @@ async fn kill_9_during_dispatch_settles_every_action_and_runs_each_once() {
             (
                 FILES + j,
                 json!({"handler": "fs", "action": "execute_command",
-                    "params": {"content": format!("sleep 1; echo line-{j} >> append.log"), "reason": "crash test"}}),
+                    "params": {"content": format!("sleep 10; echo line-{j} >> append.log"), "reason": "crash test"}}),
             )
         }))
         .collect();
@@ -243,23 +259,31 @@ async fn kill_9_during_dispatch_settles_every_action_and_runs_each_once() {
         .collect();
     assert_eq!(ids.len(), FILES + COMMANDS);
 
-    // The commands one by one (each runs for a second), then every file at once.
-    let commands: Vec<&str> = created
+    // The commands first (each runs for 10 s, longer than the kill and the
+    // restart take), then every file at once.
+    let commands: Vec<String> = created
         .iter()
         .filter(|(i, _)| *i >= FILES)
-        .map(|(_, a)| a["id"].as_str().unwrap())
+        .map(|(_, a)| a["id"].as_str().unwrap().to_owned())
         .collect();
-    for id in commands {
-        let (s, a) = call(
-            &client,
-            reqwest::Method::POST,
-            format!("{base}/v1/actions/{id}/approve"),
-            &operator,
-            None,
-        )
+    futures::stream::iter(commands.clone())
+        .map(|id| {
+            let (client, base, operator) = (client.clone(), base.clone(), operator.clone());
+            async move {
+                let (s, a) = call(
+                    &client,
+                    reqwest::Method::POST,
+                    format!("{base}/v1/actions/{id}/approve"),
+                    &operator,
+                    None,
+                )
+                .await;
+                assert_eq!(s, 200, "{a}");
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
         .await;
-        assert_eq!(s, 200, "{a}");
-    }
     let (s, g) = call(
         &client,
         reqwest::Method::POST,
@@ -273,19 +297,26 @@ async fn kill_9_during_dispatch_settles_every_action_and_runs_each_once() {
     .await;
     assert_eq!(s, 201, "{g}");
 
-    // Kill once the executor finished some, while the rest are in flight.
+    // Kill once every command is running in the executor and some files
+    // are done, while the rest are in flight.
     let journal = exec_state.path().join("agent_actions.jsonl");
+    let deliveries = exec_state.path().join("deliveries.jsonl");
     let deadline = Instant::now() + Duration::from_secs(60);
     let done_at_kill = loop {
-        let n = std::fs::read_to_string(&journal)
+        let done = std::fs::read_to_string(&journal)
             .map(|t| t.lines().count())
             .unwrap_or(0);
-        if n >= KILL_AFTER {
-            break n;
+        let record = std::fs::read_to_string(&deliveries).unwrap_or_default();
+        let commands_started = commands
+            .iter()
+            .filter(|id| record.contains(&format!("\"id\":\"{id}\"")))
+            .count();
+        if done >= KILL_AFTER && commands_started == COMMANDS {
+            break done;
         }
         assert!(
             Instant::now() < deadline,
-            "the executor finished only {n} actions in 60 s"
+            "in 60 s the executor finished {done} actions and started {commands_started} commands"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     };

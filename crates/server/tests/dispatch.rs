@@ -390,6 +390,57 @@ async fn accepted_202_then_a_signed_result_completes_it() {
 }
 
 #[tokio::test]
+async fn a_late_result_of_an_earlier_attempt_settles_the_action() {
+    // The executor accepted attempt 1 with 202 and is still running it when
+    // attempt 2 arrives (the lease lapsed, or the daemon restarted). It
+    // deduplicates by webhook-id, so it answers 202 again and posts the
+    // one result it has, for attempt 1: that result is the action's.
+    let (url, got) = receiver(|_, _| AxStatus::ACCEPTED.into_response()).await;
+    let (app, secret) = app_with_async_timeout(&url, "2s").await;
+    let (_, a) = app
+        .call(
+            Method::POST,
+            "/v1/actions?wait=1",
+            Some(&app.agent),
+            Some(json!({"handler": "files", "action": "write", "params": {"path": "/late"}})),
+        )
+        .await;
+    let id = a["id"].as_str().unwrap().to_owned();
+    let until = Instant::now() + Duration::from_secs(20);
+    while got.lock().unwrap().len() < 2 {
+        assert!(Instant::now() < until, "no second attempt");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let body = json!({"status": "completed", "result": {"late": true}, "attempt": 1});
+    let (text, headers) = signed_result(&secret, &id, &format!("res_{id}_1"), &body);
+    let (s, done) = post_result(&app, &id, text, headers).await;
+    assert_eq!(s, StatusCode::OK, "{done}");
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["outcome"]["result"]["late"], true);
+    // An attempt that was never sent is still refused.
+    let (_, b) = app
+        .call(
+            Method::POST,
+            "/v1/actions?wait=1",
+            Some(&app.agent),
+            Some(json!({"handler": "files", "action": "write", "params": {"path": "/later"}})),
+        )
+        .await;
+    let bid = b["id"].as_str().unwrap().to_owned();
+    let (text, headers) = signed_result(
+        &secret,
+        &bid,
+        &format!("res_{bid}_2"),
+        &json!({"status": "completed", "attempt": 2}),
+    );
+    assert_eq!(
+        post_result(&app, &bid, text, headers).await.0,
+        StatusCode::CONFLICT
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn a_lapsed_lease_is_dispatched_again_with_the_same_webhook_id() {
     // Accepts with 202 and never calls back: the lease (async_result_timeout
     // = 1s) lapses and the next attempt goes out.

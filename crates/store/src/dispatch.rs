@@ -293,9 +293,11 @@ impl Store {
         Ok(retry.into_iter().chain(lease).min().map(from_ms))
     }
 
-    /// An executor's asynchronous result for `attempt`. A `webhook_id` seen
-    /// before is a replay ([`StoreError::Conflict`]); a result for another
-    /// attempt or a settled action is [`StoreError::WrongState`].
+    /// An executor's asynchronous result for `attempt` (the current one or
+    /// an earlier one: all share the webhook-id the executor deduplicates
+    /// by). A `webhook_id` seen before is a replay ([`StoreError::Conflict`]);
+    /// a result for an attempt not yet sent or for an action not running is
+    /// [`StoreError::WrongState`].
     pub async fn accept_result(
         &self,
         id: &str,
@@ -331,12 +333,16 @@ impl Store {
                             .bind(&id)
                             .fetch_one(&mut *conn)
                             .await?;
-                    if attempts != attempt {
+                    // Every attempt carries the same webhook-id, so an
+                    // executor runs the action once and the result of any
+                    // attempt sent so far is the action's result: one that
+                    // was cut off (a crash, a lapsed lease) may answer late.
+                    if !(1..=attempts).contains(&attempt) {
                         return Err(StoreError::WrongState {
                             current: format!("running attempt {attempts}, not {attempt}"),
                         });
                     }
-                    settle_on(conn, &id, attempt, &outcome)
+                    settle_on(conn, &id, attempts, &outcome)
                         .await?
                         .ok_or(StoreError::WrongState {
                             current: current.status.to_string(),
