@@ -440,6 +440,65 @@ async fn a_late_result_of_an_earlier_attempt_settles_the_action() {
     app.stop().await;
 }
 
+// Multi-threaded: the receiver blocks its worker until the result is in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_result_that_beats_its_own_202_still_leaves_the_attempt_in_the_log() {
+    // A fast executor posts its result before the daemon has read its 202.
+    type Target = Arc<Mutex<Option<(String, String)>>>;
+    let target: Target = Arc::default();
+    let t = target.clone();
+    let (url, _got) = receiver(move |_, v| {
+        let (base, secret) = t.lock().unwrap().clone().unwrap();
+        let id = v["action_id"].as_str().unwrap().to_owned();
+        let body =
+            json!({"status": "completed", "result": {"fast": true}, "attempt": v["attempt"]});
+        let (text, headers) = signed_result(&secret, &id, &format!("res_{id}"), &body);
+        std::thread::spawn(move || {
+            tokio::runtime::Runtime::new()
+                .unwrap()
+                .block_on(async move {
+                    let mut req = reqwest::Client::new()
+                        .post(format!("{base}/v1/actions/{id}/result"))
+                        .header("content-type", "application/json")
+                        .body(text);
+                    for (k, v) in headers {
+                        req = req.header(k, v);
+                    }
+                    assert_eq!(req.send().await.unwrap().status(), StatusCode::OK);
+                })
+        })
+        .join()
+        .unwrap();
+        AxStatus::ACCEPTED.into_response()
+    })
+    .await;
+    let (app, secret) = app_with_async_timeout(&url, "5m").await;
+    *target.lock().unwrap() = Some((app.base.clone(), secret));
+    let a = run_action(&app, "/fast").await;
+    assert_eq!(a["status"], "completed", "{a}");
+    let id = a["id"].as_str().unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    let a = loop {
+        let (_, a) = app
+            .call(
+                Method::GET,
+                &format!("/v1/actions/{id}"),
+                Some(&app.agent),
+                None,
+            )
+            .await;
+        if a["attempts"].as_array().is_some_and(|l| !l.is_empty()) || Instant::now() > until {
+            break a;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(a["outcome"]["result"]["fast"], true, "{a}");
+    let attempts = a["attempts"].as_array().expect("the attempt is logged");
+    assert_eq!(attempts.len(), 1, "{a}");
+    assert_eq!(attempts[0]["status_code"], 202);
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn a_lapsed_lease_is_dispatched_again_with_the_same_webhook_id() {
     // Accepts with 202 and never calls back: the lease (async_result_timeout

@@ -77,7 +77,6 @@ pub async fn post_result(
         return Err(unauthorized());
     };
     let secrets = state
-        .store()
         .handler_secrets(handler)
         .await
         .map_err(|_| unauthorized())?;
