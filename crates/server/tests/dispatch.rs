@@ -453,22 +453,26 @@ async fn a_result_that_beats_its_own_202_still_leaves_the_attempt_in_the_log() {
         let body =
             json!({"status": "completed", "result": {"fast": true}, "attempt": v["attempt"]});
         let (text, headers) = signed_result(&secret, &id, &format!("res_{id}"), &body);
-        std::thread::spawn(move || {
-            tokio::runtime::Runtime::new()
-                .unwrap()
-                .block_on(async move {
-                    let mut req = reqwest::Client::new()
-                        .post(format!("{base}/v1/actions/{id}/result"))
-                        .header("content-type", "application/json")
-                        .body(text);
-                    for (k, v) in headers {
-                        req = req.header(k, v);
-                    }
-                    assert_eq!(req.send().await.unwrap().status(), StatusCode::OK);
-                })
+        // Bounded, and checked by the test through the action's outcome:
+        // a panic here would only look like a failed delivery to the daemon.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let mut req = reqwest::Client::new()
+                    .post(format!("{base}/v1/actions/{id}/result"))
+                    .timeout(Duration::from_secs(5))
+                    .header("content-type", "application/json")
+                    .body(text);
+                for (k, v) in headers {
+                    req = req.header(k, v);
+                }
+                let _ = req.send().await;
+            })
         })
-        .join()
-        .unwrap();
+        .join();
         AxStatus::ACCEPTED.into_response()
     })
     .await;
