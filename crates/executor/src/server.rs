@@ -240,6 +240,22 @@ async fn deliver(
         return reply(outcome.code, outcome.body);
     }
 
+    // The rest runs in its own task: if the daemon hangs up (it crashed,
+    // or its timeout fired), hyper drops this handler, and a delivery
+    // cancelled between its claim and its outcome would stay `Running`
+    // here forever, answering every redelivery 503. Run it to the end and
+    // record the outcome for the redelivery instead.
+    match tokio::spawn(claim_and_run(ex, env)).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(error = %e, "a delivery's task failed");
+            reply(500, json!({"error": "the delivery's task failed"}))
+        }
+    }
+}
+
+/// Claims a verified delivery's id and runs it, or answers a redelivery.
+async fn claim_and_run(ex: Executor, env: Envelope) -> Response {
     let claim = {
         let (dedupe, id, action, attempt) = (
             ex.dedupe.clone(),

@@ -163,3 +163,50 @@ async fn a_granted_action_runs_on_disk_and_completes() {
 async fn the_same_through_the_202_callback_path() {
     pending_then_granted_then_written(true).await;
 }
+
+async fn command(s: &Setup, line: &str) -> Value {
+    let (status, a) = s
+        .daemon
+        .call(
+            Method::POST,
+            "/v1/actions",
+            &s.agent,
+            Some(json!({"handler": "fs", "action": "execute_command",
+                "params": {"content": line, "reason": "look around"}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{a}");
+    a
+}
+
+#[tokio::test]
+async fn a_command_grant_on_ls_does_not_run_a_chained_rm() {
+    let s = setup(false).await;
+    std::fs::write(s.root.path().join("victim.txt"), "keep me").unwrap();
+    let (status, g) = s
+        .daemon
+        .call(
+            Method::POST,
+            "/v1/grants",
+            &s.operator,
+            Some(
+                json!({"agent": "coder", "handler": "fs", "permission": "shell.exec",
+                "scope": {"command": "ls*"}, "expires": "1h"}),
+            ),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{g}");
+    let ok = command(&s, "ls -la").await;
+    let ok = wait_settled(&s, ok["id"].as_str().unwrap()).await;
+    assert_eq!(ok["status"], "completed", "{ok}");
+    // The grant's glob matches the raw line, but not its second command.
+    let chained = command(&s, "ls; rm -f victim.txt").await;
+    assert_eq!(chained["status"], "pending", "{chained}");
+    let hidden = command(&s, "ls $(rm -f victim.txt)").await;
+    assert_eq!(hidden["status"], "pending", "{hidden}");
+    assert_eq!(
+        std::fs::read_to_string(s.root.path().join("victim.txt")).unwrap(),
+        "keep me"
+    );
+    s.daemon.shutdown.cancel();
+}

@@ -380,6 +380,39 @@ async fn a_redelivery_while_running_is_told_to_retry_and_never_runs_twice() {
 }
 
 #[tokio::test]
+async fn a_delivery_whose_caller_hangs_up_still_finishes_and_its_redelivery_gets_the_outcome() {
+    let ex = Exec::start().await;
+    let id = new_id();
+    let params = json!({"content": "sleep 1; echo x >> once.txt", "reason": "slow"});
+    let body = Exec::envelope(&id, "execute_command", params, 1);
+    let bytes = serde_json::to_vec(&body).unwrap();
+    // The daemon gives up (or dies) while the command runs: the connection
+    // closes under the executor's handler.
+    let mut req = ex
+        .client
+        .post(&ex.url)
+        .timeout(Duration::from_millis(300))
+        .body(bytes.clone());
+    for (k, v) in ex.signer.headers(&id, &bytes).unwrap() {
+        req = req.header(k, v);
+    }
+    assert!(req.send().await.unwrap_err().is_timeout());
+    // It ran to the end anyway, once; the redelivery gets its outcome
+    // rather than "still running" for ever.
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    let (s, out) = loop {
+        let (s, out) = ex.deliver_body(&id, &body).await;
+        if s != StatusCode::SERVICE_UNAVAILABLE || std::time::Instant::now() > until {
+            break (s, out);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(s, StatusCode::OK, "{out}");
+    assert_eq!(lines(&ex.path("once.txt")), 1);
+    assert_eq!(ex.journal().len(), 1);
+}
+
+#[tokio::test]
 async fn kill_9_loses_no_outcome_and_an_interrupted_action_is_not_rerun() {
     let ex = Exec::start().await;
     let done_id = new_id();

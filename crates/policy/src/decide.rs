@@ -113,10 +113,27 @@ pub fn decide(
     };
     let outcome = if profile.is_shell_tool(req.tool) {
         ctx.shell(&action, req.detail)
+    } else if let Some((prefix, command)) = shell_part(req) {
+        ctx.shell_in(&action, prefix, command)
     } else {
         ctx.plain(&action, req.detail)
     };
     outcome.into_decision(profile)
+}
+
+/// A handler action whose scope has a shell command line
+/// ([`crate::grant::SHELL_SCOPE_KEY`]) that ends its detail (as in
+/// `execute_command {content}`): the detail split into what comes before
+/// the command and the command, so the command is judged like a shell
+/// tool's.
+fn shell_part<'r>(req: &Request<'r>) -> Option<(&'r str, &'r str)> {
+    let command = req
+        .permission?
+        .scope
+        .get(crate::grant::SHELL_SCOPE_KEY)?
+        .as_str()?;
+    let prefix = req.detail.strip_suffix(command)?;
+    Some((prefix, &req.detail[prefix.len()..]))
 }
 
 /// Where a segment's answer came from.
@@ -325,8 +342,15 @@ impl<'g> Context<'_, 'g> {
             }
             return outcome;
         }
-        let analysis = analyze_shell(detail);
-        let segments = segments(self.tool, action, &analysis);
+        self.shell_in(action, "", detail)
+    }
+
+    /// [`Context::shell`] for a detail made of `prefix` and a shell
+    /// `command`: each simple command is judged as
+    /// `tool:<tool>:<prefix><command>`.
+    fn shell_in(&self, action: &str, prefix: &str, command: &str) -> Outcome<'g> {
+        let analysis = analyze_shell(command);
+        let segments = segments(self.tool, prefix, action, &analysis);
         // Deny patterns see the whole string and every command.
         if let Some(outcome) = self.deny_pass(action) {
             return outcome;
@@ -339,7 +363,9 @@ impl<'g> Context<'_, 'g> {
         }
         let mut worst: Option<Outcome<'g>> = None;
         for (segment, command) in &segments {
-            let mut outcome = self.judge(segment, command);
+            // Tool grants see the segment's whole detail (with the prefix).
+            let detail = split_action(segment).map_or(*command, |(_, d)| d);
+            let mut outcome = self.judge(segment, detail);
             if segments.len() > 1 {
                 outcome.command = Some((*command).to_owned());
             }
@@ -374,6 +400,7 @@ impl<'g> Context<'_, 'g> {
 /// or unparsable command).
 fn segments<'a>(
     tool: &str,
+    prefix: &str,
     action: &'a str,
     analysis: &'a ShellAnalysis,
 ) -> Vec<(std::borrow::Cow<'a, str>, &'a str)> {
@@ -385,10 +412,12 @@ fn segments<'a>(
         .commands
         .iter()
         .map(|command| {
-            (
-                std::borrow::Cow::Owned(format_action(tool, command)),
-                command.as_str(),
-            )
+            let segment = if prefix.is_empty() {
+                format_action(tool, command)
+            } else {
+                format_action(tool, &format!("{prefix}{command}"))
+            };
+            (std::borrow::Cow::Owned(segment), command.as_str())
         })
         .collect()
 }

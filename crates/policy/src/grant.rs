@@ -204,15 +204,42 @@ impl Grant {
 /// string when the grant's value is a string containing `*` or `?` (`*`
 /// crosses `/` and `.`). A key the grant leaves out matches any value; a
 /// grant key missing from the action does not match.
+///
+/// The key [`SHELL_SCOPE_KEY`] (`command`) holds a shell command line and is
+/// matched like a shell tool's grant: a glob must match every simple command
+/// of the parsed line, and a line with a hazard (substitution, redirection
+/// to a file, …) or that cannot be parsed is never covered by a glob. So
+/// `{"command": "ls*"}` covers `ls -la` but not `ls; rm -rf /`. An exact
+/// value still matches only that exact line.
 pub fn scope_matches(grant_scope: &Map<String, Value>, action_scope: &Map<String, Value>) -> bool {
     grant_scope.iter().all(|(key, granted)| {
         action_scope.get(key).is_some_and(|actual| match granted {
-            Value::String(glob) if glob.contains(['*', '?']) => actual
-                .as_str()
-                .is_some_and(|actual| glob_matches(glob, actual)),
+            Value::String(glob) if glob.contains(['*', '?']) => {
+                actual.as_str().is_some_and(|actual| {
+                    if key == SHELL_SCOPE_KEY {
+                        shell_glob_matches(glob, actual)
+                    } else {
+                        glob_matches(glob, actual)
+                    }
+                })
+            }
             _ => granted == actual,
         })
     })
+}
+
+/// The scope key whose value is a shell command line (see [`scope_matches`]
+/// and, for profile patterns, [`crate::decide()`]).
+pub const SHELL_SCOPE_KEY: &str = "command";
+
+fn shell_glob_matches(glob: &str, line: &str) -> bool {
+    let analysis = analyze_shell(line);
+    analysis.is_clean()
+        && if analysis.commands.is_empty() {
+            glob_matches(glob, line)
+        } else {
+            analysis.commands.iter().all(|c| glob_matches(glob, c))
+        }
 }
 
 fn glob_matches(glob: &str, value: &str) -> bool {

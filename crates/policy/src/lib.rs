@@ -30,6 +30,12 @@
 //!   `bash` under `guarded` and `standard`), since it cannot change the
 //!   verdict there; [`decide()`] always parses, because its reason names the
 //!   deciding command.
+//! - A handler action whose scope has a `command` ([`SHELL_SCOPE_KEY`])
+//!   that ends its detail (the reference executor's `execute_command`,
+//!   detail `execute_command {content}`) is judged like a shell tool: each
+//!   simple command as `tool:<handler>:<detail before the command><command>`,
+//!   hazards cap it at ask, and a grant's glob on `command` must match every
+//!   simple command of a hazard-free line ([`scope_matches`]).
 //! - `guarded` and `readonly` end in `(?s).*` ask patterns, so that
 //!   multi-line details ask rather than fall through to deny.
 
@@ -48,7 +54,9 @@ pub use chrono_tz;
 
 pub use decide::{Decision, Rule, check, decide};
 pub use expiry::{Expiry, ExpiryError, parse_duration, parse_expiry};
-pub use grant::{Grant, GrantTarget, PermissionRef, Request, ToolPattern, scope_matches};
+pub use grant::{
+    Grant, GrantTarget, PermissionRef, Request, SHELL_SCOPE_KEY, ToolPattern, scope_matches,
+};
 pub use pattern::{BACKTRACK_LIMIT, PatternError, PatternSet, SetMatch};
 pub use presets::{UnknownPresetError, get_preset, preset_names, preset_spec};
 pub use profile::{

@@ -314,3 +314,129 @@ fn grant_round_trips_through_json() {
     let back: Grant = serde_json::from_value(v).unwrap();
     assert_eq!(back, g);
 }
+
+// The reference executor's `execute_command`: permission `shell.exec`,
+// scope `{"command": <the line>}`, detail `execute_command <the line>`.
+
+fn shell_grant(command_glob: &str) -> Grant {
+    Grant {
+        id: "gsh".into(),
+        agent: Some("a1".into()),
+        target: GrantTarget::Permission {
+            handler: "fs".into(),
+            permission: "shell.exec".into(),
+            scope: obj(json!({ "command": command_glob })),
+        },
+        expires_at: None,
+        revoked_at: None,
+    }
+}
+
+fn command_request<'a>(detail: &'a str, scope: &'a Map<String, Value>) -> Request<'a> {
+    Request {
+        agent: "a1",
+        tool: "fs",
+        detail,
+        permission: Some(PermissionRef {
+            handler: "fs",
+            permission: "shell.exec",
+            scope,
+        }),
+    }
+}
+
+fn decide_command(profile: &str, grants: &[Grant], line: &str) -> Verdict {
+    let scope = obj(json!({ "command": line }));
+    let detail = format!("execute_command {line}");
+    decide(
+        &get_preset(profile).unwrap(),
+        grants,
+        &command_request(&detail, &scope),
+        now(),
+    )
+    .verdict
+}
+
+#[test]
+fn a_command_grant_covers_every_simple_command_or_nothing() {
+    let grants = [shell_grant("ls*")];
+    assert_eq!(decide_command("guarded", &grants, "ls -la"), Verdict::Allow);
+    assert_eq!(
+        decide_command("guarded", &grants, "ls -la && ls src"),
+        Verdict::Allow
+    );
+    // The glob alone would match the whole line; the second command is not ls.
+    assert!(glob_would_match_the_raw_line());
+    assert_eq!(
+        decide_command("guarded", &grants, "ls; rm -rf /"),
+        Verdict::Ask
+    );
+    assert_eq!(decide_command("guarded", &grants, "ls | sh"), Verdict::Ask);
+}
+
+fn glob_would_match_the_raw_line() -> bool {
+    // Any other scope key is matched as a plain glob over the whole string.
+    scope_matches(
+        &obj(json!({"path": "ls*"})),
+        &obj(json!({"path": "ls; rm -rf /"})),
+    )
+}
+
+#[test]
+fn hazards_keep_a_command_grant_from_covering() {
+    let grants = [shell_grant("*")];
+    assert_eq!(
+        decide_command("guarded", &grants, "echo hi"),
+        Verdict::Allow
+    );
+    for line in [
+        "echo $(cat /etc/shadow)",
+        "echo x > /etc/passwd",
+        "ls `rm -rf /`",
+    ] {
+        assert_eq!(
+            decide_command("guarded", &grants, line),
+            Verdict::Ask,
+            "{line}"
+        );
+    }
+    // An exact value covers exactly that line, but a hazard still caps the
+    // decision at ask, as it does for every grant.
+    let exact = [shell_grant("echo x > out.txt"), shell_grant("make test")];
+    assert_eq!(
+        decide_command("guarded", &exact, "make test"),
+        Verdict::Allow
+    );
+    assert_eq!(
+        decide_command("guarded", &exact, "echo x > out.txt"),
+        Verdict::Ask
+    );
+}
+
+#[test]
+fn profile_patterns_judge_each_command_of_an_executor_command_line() {
+    // `open` allows everything, but a hazard caps a command line at ask,
+    // as it would for bash; a plain line stays allowed.
+    assert_eq!(decide_command("open", &[], "ls -la"), Verdict::Allow);
+    assert_eq!(
+        decide_command("open", &[], "echo x > /etc/passwd"),
+        Verdict::Ask
+    );
+    let profile = actiongate_policy::Profile::custom(actiongate_policy::CustomProfile {
+        allow: vec!["tool:fs:execute_command ls.*".into()],
+        ask: vec![],
+        deny: vec!["tool:fs:execute_command rm .*".into()],
+        shell_tools: vec![],
+    })
+    .unwrap();
+    let scope = |l: &str| obj(json!({ "command": l }));
+    let judge = |line: &str| {
+        let s = scope(line);
+        let detail = format!("execute_command {line}");
+        decide(&profile, &[], &command_request(&detail, &s), now()).verdict
+    };
+    assert_eq!(judge("ls -la"), Verdict::Allow);
+    // `ls.*` would match the whole line; each command is judged instead.
+    assert_eq!(judge("ls; rm -rf /"), Verdict::Deny);
+    assert_eq!(judge("ls && cat x"), Verdict::Deny);
+}

@@ -104,11 +104,15 @@ pub async fn run(state: AppState, cfg: Dispatch) {
     });
     let cfg = Arc::new(cfg);
     let mut events = state.store().subscribe();
+    // When the earliest lease lapses; releasing is a write, so it is done
+    // only when one is due, not on every pass.
+    let mut lease_due: Option<chrono::DateTime<Utc>> = None;
     loop {
-        if let Err(e) = state
-            .store()
-            .release_leases(Utc::now(), max_attempts, false)
-            .await
+        if lease_due.is_some_and(|at| at <= Utc::now())
+            && let Err(e) = state
+                .store()
+                .release_leases(Utc::now(), max_attempts, false)
+                .await
         {
             tracing::error!(error = %e, "releasing lapsed leases failed");
         }
@@ -119,13 +123,21 @@ pub async fn run(state: AppState, cfg: Dispatch) {
                 false
             }
         };
-        let sleep = match state.store().next_dispatch_time().await {
-            Ok(Some(at)) => (at - Utc::now())
-                .to_std()
-                .unwrap_or(Duration::ZERO)
-                .min(MAX_IDLE),
-            Ok(None) => MAX_IDLE,
-            Err(_) => Duration::from_secs(1),
+        let sleep = match state.store().next_dispatch_times().await {
+            Ok(next) => {
+                lease_due = next.lease;
+                match next.retry.into_iter().chain(next.lease).min() {
+                    Some(at) => (at - Utc::now())
+                        .to_std()
+                        .unwrap_or(Duration::ZERO)
+                        .min(MAX_IDLE),
+                    None => MAX_IDLE,
+                }
+            }
+            Err(_) => {
+                lease_due = Some(Utc::now());
+                Duration::from_secs(1)
+            }
         };
         if sleep.is_zero() && !blocked {
             continue;
@@ -259,7 +271,7 @@ async fn exchange(
         .handler(handler_id)
         .await
         .map_err(|_| anyhow::anyhow!("handler '{handler_id}' is gone"))?;
-    let secrets = state.store().handler_secrets(handler_id).await?;
+    let secrets = state.handler_secrets(handler_id).await?;
     let body = serde_json::to_vec(&json!({
         "type": "action.execute",
         "action_id": a.id,

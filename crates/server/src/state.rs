@@ -5,13 +5,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actiongate_policy::{Profile, ProfileSpec};
-use actiongate_store::Store;
+use actiongate_store::{HandlerSecrets, Store, StoreError};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
 use crate::cache::{Cache, KEY_TTL};
-use crate::config::Settings;
+use crate::config::{Dispatch, Settings};
 use crate::error::ApiError;
 use crate::handler_spec::CompiledHandler;
 use crate::metrics::Metrics;
@@ -21,6 +21,12 @@ use crate::waiters::Waiters;
 /// Compiled profiles stay cached by their JSON text; more distinct profiles
 /// than this clear the cache (they recompile on next use).
 const PROFILE_CACHE_MAX: usize = 1024;
+
+/// How long a handler's registration and secrets are used without reading
+/// them again. Changes through the API take effect at once (they invalidate
+/// the cache); this bounds how long a change made behind the daemon's back
+/// goes unseen.
+const HANDLER_TTL: Duration = Duration::from_secs(5);
 
 /// Shared state, cheap to clone.
 #[derive(Clone)]
@@ -35,7 +41,12 @@ struct Inner {
     default_timeout: Duration,
     default_profile: Arc<Profile>,
     profiles: Mutex<HashMap<String, Arc<Profile>>>,
-    handlers: Mutex<HashMap<String, Arc<CompiledHandler>>>,
+    /// Handlers by id, as looked up (see [`HANDLER_TTL`]).
+    handlers: Cache<Arc<CompiledHandler>>,
+    /// Compiled handlers by id, reused while their record is unchanged.
+    compiled: Mutex<HashMap<String, Arc<CompiledHandler>>>,
+    secrets: Cache<Arc<HandlerSecrets>>,
+    dispatch: Dispatch,
     agent_profiles: Cache<Arc<Profile>>,
     keys: Cache<Caller>,
     waiters: Waiters,
@@ -57,6 +68,7 @@ impl AppState {
         let (min_timeout, max_timeout, default_timeout) = settings.timeouts()?;
         let spec: ProfileSpec = serde_json::from_value(settings.policy.default_profile.clone())?;
         let default_profile = Arc::new(Profile::from_spec(spec)?);
+        let dispatch = settings.dispatch.parsed()?;
         Ok(AppState(Arc::new(Inner {
             waiters: Waiters::new(store.clone(), shutdown.clone()),
             hub: Hub::new(&store, settings.events.buffer, shutdown.clone()),
@@ -68,7 +80,10 @@ impl AppState {
             default_timeout,
             default_profile,
             profiles: Mutex::new(HashMap::new()),
-            handlers: Mutex::new(HashMap::new()),
+            handlers: Cache::new(Some(HANDLER_TTL)),
+            compiled: Mutex::new(HashMap::new()),
+            secrets: Cache::new(Some(HANDLER_TTL)),
+            dispatch,
             agent_profiles: Cache::new(None),
             keys: Cache::new(Some(KEY_TTL)),
             deadlines_changed: Notify::new(),
@@ -85,6 +100,11 @@ impl AppState {
     /// The settings.
     pub fn settings(&self) -> &Settings {
         &self.0.settings
+    }
+
+    /// The dispatch settings, parsed.
+    pub fn dispatch(&self) -> &Dispatch {
+        &self.0.dispatch
     }
 
     /// Time zone for `today`.
@@ -188,32 +208,62 @@ impl AppState {
         Ok(profile)
     }
 
+    /// Forgets what is cached of handler `id` after it changed.
+    pub fn forget_handler(&self, id: &str) {
+        self.0.handlers.invalidate(|k, _| k == id);
+        self.0.secrets.invalidate(|k, _| k == id);
+    }
+
     /// A handler compiled for use (retired ones too; callers check), cached
     /// until its registration changes.
     pub async fn handler(&self, id: &str) -> Result<Arc<CompiledHandler>, ApiError> {
+        let ticket = match self.0.handlers.get(id) {
+            Ok(h) => return Ok(h),
+            Err(ticket) => ticket,
+        };
         let record = match self.0.store.get_handler(id).await {
             Ok(r) => r,
-            Err(actiongate_store::StoreError::NotFound) => {
+            Err(StoreError::NotFound) => {
                 return Err(ApiError::not_found(format!("no handler '{id}'")));
             }
             Err(e) => return Err(e.into()),
         };
-        if let Some(h) = self
+        let reuse = self
             .0
-            .handlers
+            .compiled
             .lock()
             .map_err(|_| ApiError::internal())?
             .get(id)
-            && h.record == record
-        {
-            return Ok(h.clone());
-        }
-        let compiled = Arc::new(CompiledHandler::compile(record)?);
-        self.0
-            .handlers
-            .lock()
-            .map_err(|_| ApiError::internal())?
-            .insert(id.to_owned(), compiled.clone());
+            .filter(|h| h.record == record)
+            .cloned();
+        let compiled = match reuse {
+            Some(h) => h,
+            None => {
+                let h = Arc::new(CompiledHandler::compile(record)?);
+                self.0
+                    .compiled
+                    .lock()
+                    .map_err(|_| ApiError::internal())?
+                    .insert(id.to_owned(), h.clone());
+                h
+            }
+        };
+        self.0.handlers.insert(ticket, id, compiled.clone());
         Ok(compiled)
+    }
+
+    /// Handler `id`'s secrets valid now (the current one first), cached
+    /// like [`AppState::handler`].
+    pub async fn handler_secrets(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        let now = chrono::Utc::now();
+        let secrets = match self.0.secrets.get(id) {
+            Ok(s) => s,
+            Err(ticket) => {
+                let s = Arc::new(self.0.store.handler_secret_set(id).await?);
+                self.0.secrets.insert(ticket, id, s.clone());
+                s
+            }
+        };
+        Ok(secrets.valid_at(now))
     }
 }

@@ -390,6 +390,120 @@ async fn accepted_202_then_a_signed_result_completes_it() {
 }
 
 #[tokio::test]
+async fn a_late_result_of_an_earlier_attempt_settles_the_action() {
+    // The executor accepted attempt 1 with 202 and is still running it when
+    // attempt 2 arrives (the lease lapsed, or the daemon restarted). It
+    // deduplicates by webhook-id, so it answers 202 again and posts the
+    // one result it has, for attempt 1: that result is the action's.
+    let (url, got) = receiver(|_, _| AxStatus::ACCEPTED.into_response()).await;
+    let (app, secret) = app_with_async_timeout(&url, "2s").await;
+    let (_, a) = app
+        .call(
+            Method::POST,
+            "/v1/actions?wait=1",
+            Some(&app.agent),
+            Some(json!({"handler": "files", "action": "write", "params": {"path": "/late"}})),
+        )
+        .await;
+    let id = a["id"].as_str().unwrap().to_owned();
+    let until = Instant::now() + Duration::from_secs(20);
+    while got.lock().unwrap().len() < 2 {
+        assert!(Instant::now() < until, "no second attempt");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let body = json!({"status": "completed", "result": {"late": true}, "attempt": 1});
+    let (text, headers) = signed_result(&secret, &id, &format!("res_{id}_1"), &body);
+    let (s, done) = post_result(&app, &id, text, headers).await;
+    assert_eq!(s, StatusCode::OK, "{done}");
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["outcome"]["result"]["late"], true);
+    // An attempt that was never sent is still refused.
+    let (_, b) = app
+        .call(
+            Method::POST,
+            "/v1/actions?wait=1",
+            Some(&app.agent),
+            Some(json!({"handler": "files", "action": "write", "params": {"path": "/later"}})),
+        )
+        .await;
+    let bid = b["id"].as_str().unwrap().to_owned();
+    let (text, headers) = signed_result(
+        &secret,
+        &bid,
+        &format!("res_{bid}_2"),
+        &json!({"status": "completed", "attempt": 2}),
+    );
+    assert_eq!(
+        post_result(&app, &bid, text, headers).await.0,
+        StatusCode::CONFLICT
+    );
+    app.stop().await;
+}
+
+// Multi-threaded: the receiver blocks its worker until the result is in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_result_that_beats_its_own_202_still_leaves_the_attempt_in_the_log() {
+    // A fast executor posts its result before the daemon has read its 202.
+    type Target = Arc<Mutex<Option<(String, String)>>>;
+    let target: Target = Arc::default();
+    let t = target.clone();
+    let (url, _got) = receiver(move |_, v| {
+        let (base, secret) = t.lock().unwrap().clone().unwrap();
+        let id = v["action_id"].as_str().unwrap().to_owned();
+        let body =
+            json!({"status": "completed", "result": {"fast": true}, "attempt": v["attempt"]});
+        let (text, headers) = signed_result(&secret, &id, &format!("res_{id}"), &body);
+        // Bounded, and checked by the test through the action's outcome:
+        // a panic here would only look like a failed delivery to the daemon.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let mut req = reqwest::Client::new()
+                    .post(format!("{base}/v1/actions/{id}/result"))
+                    .timeout(Duration::from_secs(5))
+                    .header("content-type", "application/json")
+                    .body(text);
+                for (k, v) in headers {
+                    req = req.header(k, v);
+                }
+                let _ = req.send().await;
+            })
+        })
+        .join();
+        AxStatus::ACCEPTED.into_response()
+    })
+    .await;
+    let (app, secret) = app_with_async_timeout(&url, "5m").await;
+    *target.lock().unwrap() = Some((app.base.clone(), secret));
+    let a = run_action(&app, "/fast").await;
+    assert_eq!(a["status"], "completed", "{a}");
+    let id = a["id"].as_str().unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    let a = loop {
+        let (_, a) = app
+            .call(
+                Method::GET,
+                &format!("/v1/actions/{id}"),
+                Some(&app.agent),
+                None,
+            )
+            .await;
+        if a["attempts"].as_array().is_some_and(|l| !l.is_empty()) || Instant::now() > until {
+            break a;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(a["outcome"]["result"]["fast"], true, "{a}");
+    let attempts = a["attempts"].as_array().expect("the attempt is logged");
+    assert_eq!(attempts.len(), 1, "{a}");
+    assert_eq!(attempts[0]["status_code"], 202);
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn a_lapsed_lease_is_dispatched_again_with_the_same_webhook_id() {
     // Accepts with 202 and never calls back: the lease (async_result_timeout
     // = 1s) lapses and the next attempt goes out.

@@ -63,17 +63,6 @@ fn status_event(status: ActionStatus) -> &'static str {
     }
 }
 
-async fn params_of(conn: &mut SqliteConnection, id: &str) -> Result<Value, StoreError> {
-    let text: Option<String> = sqlx::query_scalar("SELECT params FROM actions WHERE id = ?")
-        .bind(id)
-        .fetch_one(&mut *conn)
-        .await?;
-    Ok(text
-        .map(|t| serde_json::from_str(&t))
-        .transpose()?
-        .unwrap_or(Value::Null))
-}
-
 async fn append_attempt(
     conn: &mut SqliteConnection,
     id: &str,
@@ -92,15 +81,21 @@ async fn settle_on(
     id: &str,
     attempt: i64,
     outcome: &Outcome,
+    rec: Option<&ActionAttempt>,
 ) -> Result<Option<Action>, StoreError> {
+    let rec = rec.map(serde_json::to_string).transpose()?;
     let row = sqlx::query(concat!(
-        "UPDATE actions SET status = ?, outcome = ?, settled_at = ?, lease_until = NULL, next_attempt_at = NULL \
+        "UPDATE actions SET status = ?, outcome = ?, settled_at = ?, lease_until = NULL, next_attempt_at = NULL, \
+         attempt_log = CASE WHEN ? IS NULL THEN attempt_log \
+             ELSE json_insert(COALESCE(attempt_log, '[]'), '$[#]', json(?)) END \
          WHERE id = ? AND status = 'running' AND attempts = ? RETURNING ",
         action_columns!()
     ))
     .bind(outcome.status.as_str())
     .bind(serde_json::to_string(outcome)?)
     .bind(to_ms(now()))
+    .bind(&rec)
+    .bind(&rec)
     .bind(id)
     .bind(attempt)
     .fetch_optional(&mut *conn)
@@ -146,7 +141,7 @@ impl Store {
                     for id in ids {
                         let row = sqlx::query(concat!(
                             "UPDATE actions SET status = 'running', attempts = attempts + 1, lease_until = ?, \
-                             next_attempt_at = NULL WHERE id = ? AND status = 'approved' RETURNING attempts, ",
+                             next_attempt_at = NULL WHERE id = ? AND status = 'approved' RETURNING attempts, params, ",
                             action_columns!()
                         ))
                         .bind(to_ms(lease_until))
@@ -155,9 +150,13 @@ impl Store {
                         .await?;
                         let Some(row) = row else { continue };
                         let attempt: i64 = sqlx::Row::try_get(&row, "attempts")?;
+                        let params: Option<String> = sqlx::Row::try_get(&row, "params")?;
+                        let params = params
+                            .map(|t| serde_json::from_str(&t))
+                            .transpose()?
+                            .unwrap_or(Value::Null);
                         let action = actions::from_row(&row)?;
                         events::insert_on(conn, &actions::event_for(&action, "action.started")?).await?;
-                        let params = params_of(conn, &id).await?;
                         claimed.push(Claimed { action, params, attempt });
                     }
                     Ok(claimed)
@@ -178,36 +177,57 @@ impl Store {
         self.writer
             .run(move |conn| {
                 Box::pin(async move {
-                    let current: Option<(String, i64)> =
-                        sqlx::query_as("SELECT status, attempts FROM actions WHERE id = ?")
+                    // Each branch is one compare-and-set that also appends
+                    // the attempt: it applies only while attempt `rec.n` is
+                    // still the running one.
+                    let n = rec.n;
+                    match next {
+                        AttemptNext::Settle(outcome) => {
+                            settle_on(conn, &id, rec.n, &outcome, Some(&rec)).await
+                        }
+                        AttemptNext::RetryAt(at) => {
+                            let row = sqlx::query(concat!(
+                                "UPDATE actions SET status = 'approved', lease_until = NULL, next_attempt_at = ?, \
+                                 attempt_log = json_insert(COALESCE(attempt_log, '[]'), '$[#]', json(?)) \
+                                 WHERE id = ? AND status = 'running' AND attempts = ? RETURNING ",
+                                action_columns!()
+                            ))
+                            .bind(to_ms(at))
+                            .bind(serde_json::to_string(&rec)?)
                             .bind(&id)
+                            .bind(rec.n)
                             .fetch_optional(&mut *conn)
                             .await?;
-                    match current {
-                        Some((status, attempts)) if status == "running" && attempts == rec.n => {}
-                        _ => return Ok(None),
-                    }
-                    append_attempt(conn, &id, &rec).await?;
-                    match next {
-                        AttemptNext::Settle(outcome) => settle_on(conn, &id, rec.n, &outcome).await,
-                        AttemptNext::RetryAt(at) => {
-                            sqlx::query(
-                                "UPDATE actions SET status = 'approved', lease_until = NULL, next_attempt_at = ? \
-                                 WHERE id = ? AND status = 'running'",
-                            )
-                            .bind(to_ms(at))
-                            .bind(&id)
-                            .execute(&mut *conn)
-                            .await?;
-                            actions::get_on(conn, &id).await
+                            row.as_ref().map(actions::from_row).transpose()
                         }
                         AttemptNext::AwaitResult(until) => {
-                            sqlx::query("UPDATE actions SET lease_until = ? WHERE id = ? AND status = 'running'")
-                                .bind(to_ms(until))
+                            let rec = serde_json::to_string(&rec)?;
+                            let row = sqlx::query(concat!(
+                                "UPDATE actions SET lease_until = ?, \
+                                 attempt_log = json_insert(COALESCE(attempt_log, '[]'), '$[#]', json(?)) \
+                                 WHERE id = ? AND status = 'running' AND attempts = ? RETURNING ",
+                                action_columns!()
+                            ))
+                            .bind(to_ms(until))
+                            .bind(&rec)
+                            .bind(&id)
+                            .bind(n)
+                            .fetch_optional(&mut *conn)
+                            .await?;
+                            if row.is_none() {
+                                // The executor's result may beat its own 202
+                                // here; the attempt still belongs in the log.
+                                sqlx::query(
+                                    "UPDATE actions SET attempt_log = json_insert(COALESCE(attempt_log, '[]'), '$[#]', json(?)) \
+                                     WHERE id = ? AND attempts = ? AND status IN ('completed', 'failed')",
+                                )
+                                .bind(&rec)
                                 .bind(&id)
+                                .bind(n)
                                 .execute(&mut *conn)
                                 .await?;
-                            actions::get_on(conn, &id).await
+                            }
+                            row.as_ref().map(actions::from_row).transpose()
                         }
                     }
                 })
@@ -258,7 +278,7 @@ impl Store {
                                 result: None,
                                 error: rec.error.clone(),
                             };
-                            if let Some(a) = settle_on(conn, &id, attempts, &outcome).await? {
+                            if let Some(a) = settle_on(conn, &id, attempts, &outcome, None).await? {
                                 changed.push(a);
                             }
                         } else {
@@ -281,21 +301,26 @@ impl Store {
             .await
     }
 
-    /// The earliest time dispatch has something to do: a retry coming due
-    /// or a lease lapsing. `None` when nothing waits on time.
-    pub async fn next_dispatch_time(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+    /// When dispatch next has something to do: the earliest retry coming
+    /// due and the earliest lease lapsing (`None` when there is none).
+    pub async fn next_dispatch_times(&self) -> Result<NextDispatch, StoreError> {
         let (retry, lease): (Option<i64>, Option<i64>) = sqlx::query_as(
             "SELECT (SELECT MIN(next_attempt_at) FROM actions WHERE status = 'approved' AND handler IS NOT NULL), \
                     (SELECT MIN(lease_until) FROM actions WHERE status = 'running')",
         )
         .fetch_one(&self.read)
         .await?;
-        Ok(retry.into_iter().chain(lease).min().map(from_ms))
+        Ok(NextDispatch {
+            retry: retry.map(from_ms),
+            lease: lease.map(from_ms),
+        })
     }
 
-    /// An executor's asynchronous result for `attempt`. A `webhook_id` seen
-    /// before is a replay ([`StoreError::Conflict`]); a result for another
-    /// attempt or a settled action is [`StoreError::WrongState`].
+    /// An executor's asynchronous result for `attempt` (the current one or
+    /// an earlier one: all share the webhook-id the executor deduplicates
+    /// by). A `webhook_id` seen before is a replay ([`StoreError::Conflict`]);
+    /// a result for an attempt not yet sent or for an action not running is
+    /// [`StoreError::WrongState`].
     pub async fn accept_result(
         &self,
         id: &str,
@@ -331,16 +356,20 @@ impl Store {
                             .bind(&id)
                             .fetch_one(&mut *conn)
                             .await?;
-                    if attempts != attempt {
+                    // Every attempt carries the same webhook-id, so an
+                    // executor runs the action once and the result of any
+                    // attempt sent so far is the action's result: one that
+                    // was cut off (a crash, a lapsed lease) may answer late.
+                    if !(1..=attempts).contains(&attempt) {
                         return Err(StoreError::WrongState {
                             current: format!("running attempt {attempts}, not {attempt}"),
                         });
                     }
-                    settle_on(conn, &id, attempt, &outcome)
-                        .await?
-                        .ok_or(StoreError::WrongState {
+                    settle_on(conn, &id, attempts, &outcome, None).await?.ok_or(
+                        StoreError::WrongState {
                             current: current.status.to_string(),
-                        })
+                        },
+                    )
                 })
             })
             .await
@@ -392,22 +421,57 @@ impl Store {
             .await
     }
 
-    /// A handler's valid secrets: the current one first, then the previous
-    /// one while its grace period lasts.
-    pub async fn handler_secrets(&self, id: &str) -> Result<Vec<String>, StoreError> {
-        let (secret, previous, until): (String, Option<String>, Option<i64>) = sqlx::query_as(
+    /// A handler's secrets: the current one and the rotated-out one with
+    /// the end of its grace period (see [`HandlerSecrets::valid_at`]).
+    pub async fn handler_secret_set(&self, id: &str) -> Result<HandlerSecrets, StoreError> {
+        let (current, previous, until): (String, Option<String>, Option<i64>) = sqlx::query_as(
             "SELECT secret, previous_secret, previous_secret_until FROM handlers WHERE id = ?",
         )
         .bind(id)
         .fetch_optional(&self.read)
         .await?
         .ok_or(StoreError::NotFound)?;
-        let mut out = vec![secret];
-        if let (Some(p), Some(u)) = (previous, until)
-            && u > to_ms(now())
+        Ok(HandlerSecrets {
+            current,
+            previous: previous.zip(until.map(from_ms)),
+        })
+    }
+
+    /// A handler's valid secrets: the current one first, then the previous
+    /// one while its grace period lasts.
+    pub async fn handler_secrets(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self.handler_secret_set(id).await?.valid_at(now()))
+    }
+}
+
+/// When dispatch next has something to do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NextDispatch {
+    /// The earliest retry of an approved action.
+    pub retry: Option<DateTime<Utc>>,
+    /// The earliest lease of a running action to lapse.
+    pub lease: Option<DateTime<Utc>>,
+}
+
+/// A handler's webhook secrets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandlerSecrets {
+    /// The current secret.
+    pub current: String,
+    /// The rotated-out secret and when it stops being valid.
+    pub previous: Option<(String, DateTime<Utc>)>,
+}
+
+impl HandlerSecrets {
+    /// The secrets valid at `at`: the current one first, then the previous
+    /// one while its grace period lasts.
+    pub fn valid_at(&self, at: DateTime<Utc>) -> Vec<String> {
+        let mut out = vec![self.current.clone()];
+        if let Some((p, until)) = &self.previous
+            && *until > at
         {
-            out.push(p);
+            out.push(p.clone());
         }
-        Ok(out)
+        out
     }
 }

@@ -39,7 +39,7 @@ use sqlx::sqlite::{
 use tokio::sync::broadcast;
 
 pub use actions::{ActionFilter, HandlerAction, NewAction, Transition};
-pub use dispatch::{ActionAttempt, AttemptNext, Claimed};
+pub use dispatch::{ActionAttempt, AttemptNext, Claimed, HandlerSecrets, NextDispatch};
 pub use error::StoreError;
 pub use event_types::{EVENT_TYPES, TypeFilter};
 pub use events::NewEvent;

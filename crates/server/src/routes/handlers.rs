@@ -130,6 +130,7 @@ pub async fn create_handler(
     let new = new_handler(&reg)?;
     let secret = new_secret();
     let record = state.store().create_handler(new, secret.clone()).await?;
+    state.forget_handler(&record.id);
     Ok((
         StatusCode::CREATED,
         axum::Json(RegisteredHandler {
@@ -177,6 +178,7 @@ pub async fn replace_handler(
             }
             other => other.into(),
         })?;
+    state.forget_handler(&id);
     Ok(axum::Json(view(&record)?))
 }
 
@@ -254,7 +256,9 @@ pub async fn retire_handler(
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<HandlerView>> {
     caller.require(Role::Admin)?;
-    Ok(axum::Json(view(&state.store().retire_handler(&id).await?)?))
+    let record = state.store().retire_handler(&id).await?;
+    state.forget_handler(&id);
+    Ok(axum::Json(view(&record)?))
 }
 
 /// A new secret; the previous one stays valid until `previous_valid_until`.
@@ -284,18 +288,14 @@ pub async fn rotate_secret(
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<RotatedSecret>> {
     caller.require(Role::Admin)?;
-    let grace = state
-        .settings()
-        .dispatch
-        .parsed()
-        .map_err(|_| ApiError::internal())?
-        .secret_grace;
+    let grace = state.dispatch().secret_grace;
     let until = Utc::now() + chrono::Duration::from_std(grace).unwrap_or_default();
     let secret = new_secret();
     state
         .store()
         .rotate_handler_secret(&id, secret.clone(), until)
         .await?;
+    state.forget_handler(&id);
     Ok(axum::Json(RotatedSecret {
         secret,
         previous_valid_until: until,

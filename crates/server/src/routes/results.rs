@@ -56,7 +56,7 @@ fn unauthorized() -> ApiError {
         (status = 200, description = "Recorded", body = Action),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Bad, stale or replayed signature", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Settled, or a superseded attempt", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Not running (settled, or waiting for a retry), or an attempt not yet sent", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -77,7 +77,6 @@ pub async fn post_result(
         return Err(unauthorized());
     };
     let secrets = state
-        .store()
         .handler_secrets(handler)
         .await
         .map_err(|_| unauthorized())?;
