@@ -2,33 +2,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-/// `target/<profile>/actiongate`, built by `cargo test --workspace` (the
-/// server package's integration tests make cargo build its binary).
-fn binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap();
-    let bin = dir.join(format!("actiongate{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build -p actiongate` or `cargo test --workspace`",
-        bin.display()
-    );
-    bin
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+mod common;
+use common::{binary, call, client, free_port};
 
 struct Daemon {
     child: Child,
@@ -39,7 +20,7 @@ struct Daemon {
 impl Daemon {
     fn start(data: &Path, extra_env: &[(&str, &str)]) -> Daemon {
         let port = free_port();
-        let mut cmd = Command::new(binary());
+        let mut cmd = Command::new(binary("actiongate"));
         cmd.arg("serve")
             .arg("--data-dir")
             .arg(data)
@@ -126,28 +107,12 @@ fn ureq_get(url: &str) -> Result<u16, String> {
 }
 
 fn cli(data: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(binary())
+    Command::new(binary("actiongate"))
         .arg("--data-dir")
         .arg(data)
         .args(args)
         .output()
         .unwrap()
-}
-
-async fn call(
-    client: &reqwest::Client,
-    method: reqwest::Method,
-    url: String,
-    key: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = client.request(method, url).bearer_auth(key);
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
 }
 
 #[test]
@@ -385,7 +350,7 @@ fn settings_layer_defaults_file_env_and_flags() {
     )
     .unwrap();
     // The file's port is overridden by the flag; env overrides the file.
-    let mut child = Command::new(binary())
+    let mut child = Command::new(binary("actiongate"))
         .arg("serve")
         .arg("--config")
         .arg(&cfg)
@@ -454,7 +419,7 @@ fn settings_layer_defaults_file_env_and_flags() {
 
     // A broken config file is a one-line error and a non-zero exit.
     std::fs::write(&cfg, "listen = 5\n").unwrap();
-    let out = Command::new(binary())
+    let out = Command::new(binary("actiongate"))
         .arg("serve")
         .arg("--config")
         .arg(&cfg)
@@ -465,11 +430,4 @@ fn settings_layer_defaults_file_env_and_flags() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("listen"), "{err}");
-}
-
-/// A client; reqwest's TLS (enabled by the daemon's rustls-no-provider
-/// feature, unified into this build) needs a crypto provider first.
-fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::new()
 }

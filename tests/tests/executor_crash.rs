@@ -8,48 +8,21 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+mod common;
+use common::{binary, call, client, free_port};
+
 /// Actions in the run: `FILES` create_file and `COMMANDS` execute_command.
 const FILES: usize = 450;
 const COMMANDS: usize = 50;
 /// Executor journal lines to wait for before the kill: some done, most not.
 const KILL_AFTER: usize = 120;
-
-/// A binary next to this test's directory (`target/<profile>/`), built by
-/// `cargo test --workspace` (or `cargo build -p actiongate -p actiongate-executor`).
-fn binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap();
-    let bin = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build -p actiongate -p actiongate-executor` or `cargo test --workspace`",
-        bin.display()
-    );
-    bin
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .unwrap()
-}
 
 /// A child process killed (SIGKILL) when dropped.
 struct Proc(Child);
@@ -129,22 +102,6 @@ fn start_executor(root: &Path, state: &Path, base: &str, admin: &str, async_mode
     // Keep draining stdout so the executor never writes into a closed pipe.
     std::thread::spawn(move || for _ in out.lines() {});
     Proc(child)
-}
-
-async fn call(
-    client: &reqwest::Client,
-    method: reqwest::Method,
-    url: String,
-    key: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = client.request(method, url).bearer_auth(key);
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
 }
 
 fn lines_of(path: &Path) -> Vec<Value> {

@@ -29,53 +29,41 @@ base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 /// One embedded file.
 struct Asset {
     name: &'static str,
-    content_type: &'static str,
     body: &'static [u8],
 }
 
-/// Every file of the page; `index.html` is served at `/`.
+/// An embedded file of `crates/server/web/`.
+macro_rules! asset {
+    ($name:literal) => {
+        Asset {
+            name: $name,
+            body: include_bytes!(concat!("../web/", $name)),
+        }
+    };
+}
+
+/// Every file of the page; `index.html` (the first) is served at `/`.
 const ASSETS: &[Asset] = &[
-    Asset {
-        name: "index.html",
-        content_type: "text/html; charset=utf-8",
-        body: include_bytes!("../web/index.html"),
-    },
-    Asset {
-        name: "app.css",
-        content_type: "text/css; charset=utf-8",
-        body: include_bytes!("../web/app.css"),
-    },
-    Asset {
-        name: "app.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../web/app.js"),
-    },
-    Asset {
-        name: "api.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../web/api.js"),
-    },
-    Asset {
-        name: "stream.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../web/stream.js"),
-    },
-    Asset {
-        name: "views.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../web/views.js"),
-    },
-    Asset {
-        name: "dom.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../web/dom.js"),
-    },
-    Asset {
-        name: "icon.svg",
-        content_type: "image/svg+xml",
-        body: include_bytes!("../web/icon.svg"),
-    },
+    asset!("index.html"),
+    asset!("app.css"),
+    asset!("app.js"),
+    asset!("api.js"),
+    asset!("stream.js"),
+    asset!("views.js"),
+    asset!("dom.js"),
+    asset!("icon.svg"),
 ];
+
+/// The content type of an asset, by its extension.
+fn content_type(name: &str) -> &'static str {
+    match name.rsplit_once('.').map(|(_, ext)| ext) {
+        Some("html") => "text/html; charset=utf-8",
+        Some("css") => "text/css; charset=utf-8",
+        Some("js") => "text/javascript; charset=utf-8",
+        Some("svg") => "image/svg+xml",
+        _ => "application/octet-stream",
+    }
+}
 
 /// Routes of the page.
 pub fn router() -> Router<AppState> {
@@ -122,7 +110,7 @@ fn serve(i: usize, headers: &HeaderMap) -> Response {
         (
             [(
                 header::CONTENT_TYPE,
-                HeaderValue::from_static(asset.content_type),
+                HeaderValue::from_static(content_type(asset.name)),
             )],
             asset.body,
         )
