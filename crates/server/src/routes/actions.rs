@@ -539,6 +539,7 @@ pub struct Remember {
     pub scope: Option<serde_json::Map<String, serde_json::Value>>,
     /// Decision-only actions: full-match pattern over the detail (default: exactly this detail).
     #[serde(default)]
+    #[schema(format = Regex)]
     pub pattern: Option<String>,
     /// The agent it is for: default this action's agent; `*` for any agent.
     #[serde(default)]

@@ -138,8 +138,9 @@ pub struct ToolGrant {
     /// Tool name.
     #[schema(pattern = r"^[A-Za-z0-9_.\-]{1,128}$")]
     pub tool: String,
-    /// Full-match regex over the detail, shell-aware for shell tools.
-    #[schema(max_length = 4096)]
+    /// Full-match regex over the detail, shell-aware for shell tools (the
+    /// Rust `regex` syntax, plus look-around; an invalid one is a 422).
+    #[schema(format = Regex, max_length = 4096)]
     pub pattern: String,
     /// `1h`, `30m`, `2d`, `today`, `indefinite`; the server also takes an RFC 3339 time.
     #[schema(pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite)$")]
