@@ -175,6 +175,35 @@ pub(crate) async fn get_on(
 /// The status a new action starts in, whether the policy settled it, and
 /// its deadline (only while pending, truncated to the stored precision so
 /// the answer equals what is read back).
+/// The action `new` is once stored at `created`, in its initial state.
+pub(crate) fn stored_action(new: NewAction, created: DateTime<Utc>) -> Action {
+    let (status, decided, deadline) = initial_state(&new);
+    let h = new.handler;
+    Action {
+        id: new.id,
+        agent: new.agent,
+        tool: new.tool,
+        detail: new.detail,
+        action_string: new.action_string,
+        reason: new.reason,
+        status,
+        decision: new.decision,
+        created_at: created,
+        decided_at: decided.then_some(created),
+        decided_by: decided.then(|| "policy".to_owned()),
+        deadline,
+        outcome: None,
+        decision_note: None,
+        params: h.as_ref().map(|h| h.params_view.clone()),
+        handler: h.as_ref().map(|h| h.handler.clone()),
+        action: h.as_ref().map(|h| h.action.clone()),
+        permission: h.as_ref().map(|h| h.permission.clone()),
+        display: h.as_ref().and_then(|h| h.display.clone()),
+        scope: h.map(|h| h.scope),
+        attempts: Vec::new(),
+    }
+}
+
 pub(crate) fn initial_state(new: &NewAction) -> (ActionStatus, bool, Option<DateTime<Utc>>) {
     let (status, decided) = match new.decision.result {
         DecisionResult::Allow => (ActionStatus::Approved, true),
@@ -255,29 +284,7 @@ async fn insert_on(
     .bind(h.and_then(|h| h.display.as_ref().map(Value::to_string)))
     .execute(&mut *conn)
     .await?;
-    let action = Action {
-        id: new.id,
-        agent: new.agent,
-        tool: new.tool,
-        detail: new.detail,
-        action_string: new.action_string,
-        reason: new.reason,
-        status,
-        decision: new.decision,
-        created_at: created,
-        decided_at: decided.then_some(created),
-        decided_by: decided.then(|| "policy".to_owned()),
-        deadline,
-        outcome: None,
-        decision_note: None,
-        handler: h.map(|h| h.handler.clone()),
-        action: h.map(|h| h.action.clone()),
-        params: h.map(|h| h.params_view.clone()),
-        permission: h.map(|h| h.permission.clone()),
-        scope: h.map(|h| h.scope.clone()),
-        display: h.and_then(|h| h.display.clone()),
-        attempts: Vec::new(),
-    };
+    let action = stored_action(new, created);
     events::insert_on(conn, &event_for(&action, created_kind(status))?).await?;
     if status == ActionStatus::Pending
         && let (Some(handler), Some(permission), Some(scope)) =

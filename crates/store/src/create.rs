@@ -11,7 +11,7 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use crate::actions::{NewAction, event_for, initial_state};
+use crate::actions::{NewAction, event_for};
 use crate::error::StoreError;
 use crate::model::{Action, Event};
 use crate::time::{now, to_ms};
@@ -41,34 +41,12 @@ impl CreateJob {
 
     /// Builds the rows of `new` (see [`CreateJob::applies`]) and the
     /// receiver of its answer.
-    pub(crate) fn prepare(new: NewAction) -> Result<(CreateJob, Answer), StoreError> {
+    pub(crate) fn prepare(mut new: NewAction) -> Result<(CreateJob, Answer), StoreError> {
         let created = now();
-        let (status, decided, deadline) = initial_state(&new);
         let rule = new.decision.rule.as_ref().map(Value::to_string);
-        let action = Action {
-            id: new.id,
-            agent: new.agent,
-            tool: new.tool,
-            detail: new.detail,
-            action_string: new.action_string,
-            reason: new.reason,
-            status,
-            decision: new.decision,
-            created_at: created,
-            decided_at: decided.then_some(created),
-            decided_by: decided.then(|| "policy".to_owned()),
-            deadline,
-            outcome: None,
-            decision_note: None,
-            handler: None,
-            action: None,
-            params: None,
-            permission: None,
-            scope: None,
-            display: None,
-            attempts: Vec::new(),
-        };
-        let ev = event_for(&action, crate::actions::created_kind(status))?;
+        let request_hash = std::mem::take(&mut new.request_hash);
+        let action = crate::actions::stored_action(new, created);
+        let ev = event_for(&action, crate::actions::created_kind(action.status))?;
         let event_data = ev.data.to_string();
         let event = Event {
             seq: 0,
@@ -85,7 +63,7 @@ impl CreateJob {
             CreateJob {
                 action,
                 rule,
-                request_hash: new.request_hash,
+                request_hash,
                 event,
                 event_data,
                 reply,
