@@ -27,7 +27,9 @@ pub(crate) struct GrantCache {
 #[derive(Default)]
 struct Inner {
     generation: u64,
-    map: HashMap<(String, String), Arc<Vec<policy::Grant>>>,
+    /// Agent, then tool: nested so that a lookup borrows both names.
+    map: HashMap<String, HashMap<String, Arc<Vec<policy::Grant>>>>,
+    entries: usize,
 }
 
 impl GrantCache {
@@ -36,9 +38,7 @@ impl GrantCache {
         let Ok(inner) = self.inner.lock() else {
             return Err(u64::MAX);
         };
-        // Tuple keys cannot be looked up by borrowed parts; the agent and
-        // tool are short, and a hit still saves a database round trip.
-        match inner.map.get(&(agent.to_owned(), tool.to_owned())) {
+        match inner.map.get(agent).and_then(|tools| tools.get(tool)) {
             Some(grants) => Ok(grants.clone()),
             None => Err(inner.generation),
         }
@@ -59,12 +59,18 @@ impl GrantCache {
         if inner.generation != generation {
             return;
         }
-        if inner.map.len() >= MAX_ENTRIES {
+        if inner.entries >= MAX_ENTRIES {
             inner.map.clear();
+            inner.entries = 0;
         }
-        inner
+        let replaced = inner
             .map
-            .insert((agent.to_owned(), tool.to_owned()), grants);
+            .entry(agent.to_owned())
+            .or_default()
+            .insert(tool.to_owned(), grants);
+        if replaced.is_none() {
+            inner.entries += 1;
+        }
     }
 
     /// Forgets everything; called by the writer after a commit that may
@@ -73,6 +79,7 @@ impl GrantCache {
         if let Ok(mut inner) = self.inner.lock() {
             inner.generation = inner.generation.wrapping_add(1);
             inner.map.clear();
+            inner.entries = 0;
         }
     }
 }
