@@ -130,6 +130,7 @@ pub async fn run(
     let state = AppState::new(store.clone(), settings, metrics, shutdown.clone())?;
     let sweeper = tokio::spawn(crate::sweeper::run(state.clone()));
     let dispatch = state.settings().dispatch.parsed()?;
+    crate::dispatcher::recover_in_flight(&state, &dispatch).await;
     let dispatcher = if state.settings().dispatch.enabled {
         tokio::spawn(crate::dispatcher::run(state.clone(), dispatch))
     } else {

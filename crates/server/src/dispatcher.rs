@@ -68,18 +68,11 @@ pub fn sign(
     Ok(sigs.join(" "))
 }
 
-/// Runs until shutdown.
-pub async fn run(state: AppState, cfg: Dispatch) {
-    let client = match reqwest::Client::builder()
-        .pool_max_idle_per_host(cfg.per_handler_max_in_flight)
-        .build()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot build the HTTP client; dispatch is off");
-            return;
-        }
-    };
+/// Makes whatever was in flight when the daemon last stopped due again
+/// (or failed, with its attempts used up), recording the cut attempt. Runs
+/// before the server accepts requests, so that an executor's late result
+/// cannot settle such an action before its cut attempt is on record.
+pub async fn recover_in_flight(state: &AppState, cfg: &Dispatch) {
     let max_attempts = cfg.retry_schedule.len() as i64 + 1;
     // Whatever was in flight when the daemon last stopped is lost: make it due again.
     match state
@@ -96,6 +89,21 @@ pub async fn run(state: AppState, cfg: Dispatch) {
         Ok(_) => {}
         Err(e) => tracing::error!(error = %e, "recovering running actions failed"),
     }
+}
+
+/// Runs until shutdown.
+pub async fn run(state: AppState, cfg: Dispatch) {
+    let client = match reqwest::Client::builder()
+        .pool_max_idle_per_host(cfg.per_handler_max_in_flight)
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot build the HTTP client; dispatch is off");
+            return;
+        }
+    };
+    let max_attempts = cfg.retry_schedule.len() as i64 + 1;
     let limits = Arc::new(Limits {
         global: Arc::new(Semaphore::new(cfg.max_in_flight)),
         per_handler: Mutex::new(HashMap::new()),
