@@ -67,17 +67,17 @@ fn client(t: WebhookTimings) -> reqwest::Result<reqwest::Client> {
 async fn fan_out_loop(state: AppState, wake: Arc<Notify>) {
     let store = state.store().clone();
     let mut rx = store.subscribe();
+    // Whether subscriptions may be behind the log: on start, and after
+    // events were committed while some subscription exists.
+    let mut behind = true;
     loop {
-        // Catch up: on start, after a wake-up, after a missed broadcast.
-        loop {
+        while behind {
             match store.fan_out(FAN_OUT_BATCH).await {
                 Ok((made, more)) => {
                     if made > 0 {
                         wake.notify_one();
                     }
-                    if !more {
-                        break;
-                    }
+                    behind = more;
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "filling the webhook outbox failed; retrying");
@@ -85,7 +85,6 @@ async fn fan_out_loop(state: AppState, wake: Arc<Notify>) {
                         _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                         _ = state.shutdown().cancelled() => return,
                     }
-                    break;
                 }
             }
         }
@@ -102,12 +101,15 @@ async fn fan_out_loop(state: AppState, wake: Arc<Notify>) {
                         | tokio::sync::broadcast::error::TryRecvError::Closed)
                 ) {}
                 // Without subscriptions there is nothing to write: skip the
-                // writer entirely.
-                match store.outbox_behind().await {
-                    Ok(false) => continue,
-                    Ok(true) => {}
-                    Err(e) => tracing::warn!(error = %e, "checking subscriptions failed"),
-                }
+                // writer entirely (a fan-out is a write, and it would cost
+                // every commit a second one).
+                behind = match store.outbox_behind().await {
+                    Ok(behind) => behind,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "checking subscriptions failed");
+                        true
+                    }
+                };
             }
             Err(RecvError::Closed) => return,
         }

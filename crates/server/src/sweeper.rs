@@ -13,8 +13,15 @@ const MAX_SLEEP: Duration = Duration::from_secs(300);
 
 /// Runs until shutdown.
 pub async fn run(state: AppState) {
+    // Whether something may be due: on start (what became overdue while the
+    // daemon was down), and when the earliest deadline passes. A new
+    // deadline only sets the next wake-up; expiring is a write, and running
+    // it for every new pending action would cost each a second commit.
+    let mut due = true;
     loop {
-        expire(&state).await;
+        if due {
+            expire(&state).await;
+        }
         let sleep = match next_deadline(&state).await {
             Ok(Some(at)) => (at - Utc::now())
                 .to_std()
@@ -27,11 +34,12 @@ pub async fn run(state: AppState) {
             }
         };
         if sleep.is_zero() {
+            due = true;
             continue;
         }
         tokio::select! {
-            _ = tokio::time::sleep(sleep) => {}
-            _ = state.deadlines_changed().notified() => {}
+            _ = tokio::time::sleep(sleep) => due = true,
+            _ = state.deadlines_changed().notified() => due = false,
             _ = state.shutdown().cancelled() => return,
         }
     }
