@@ -431,3 +431,77 @@ fn settings_layer_defaults_file_env_and_flags() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("listen"), "{err}");
 }
+
+/// The value of an unlabelled metric in Prometheus text.
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+}
+
+#[test]
+fn without_subscriptions_an_action_costs_one_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let admin = std::fs::read_to_string(dir.path().join("admin.key"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = client();
+    let base = d.base.clone();
+    let commits = || async {
+        let text = client
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        metric(&text, "actiongate_store_commits_total")
+    };
+    rt.block_on(async {
+        let (_, k) = call(
+            &client,
+            reqwest::Method::POST,
+            format!("{base}/v1/keys"),
+            &admin,
+            Some(json!({"role": "agent", "agent": "a1"})),
+        )
+        .await;
+        let agent = k["key"].as_str().unwrap().to_owned();
+        // `guarded`: every action waits for a human, with a deadline.
+        call(
+            &client,
+            reqwest::Method::PUT,
+            format!("{base}/v1/agents/a1"),
+            &admin,
+            Some(json!({"profile": "guarded"})),
+        )
+        .await;
+        let before = commits().await;
+        for _ in 0..20 {
+            let (s, a) = call(
+                &client,
+                reqwest::Method::POST,
+                format!("{base}/v1/actions"),
+                &agent,
+                Some(json!({"tool": "bash", "detail": "make"})),
+            )
+            .await;
+            assert_eq!(s, 201);
+            assert_eq!(a["status"], "pending");
+        }
+        let after = commits().await;
+        // One each. Filling an empty webhook outbox after every commit, and
+        // an expiry sweep for every new deadline, made it 40 to 60.
+        assert!(after - before >= 20.0, "commits are counted");
+        assert!(
+            after - before <= 22.0,
+            "20 actions took {} commits",
+            after - before
+        );
+    });
+    d.terminate();
+}

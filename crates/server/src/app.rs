@@ -129,10 +129,9 @@ pub async fn run(
     let grace = Duration::from_secs(settings.http.shutdown_grace_seconds);
     let state = AppState::new(store.clone(), settings, metrics, shutdown.clone())?;
     let sweeper = tokio::spawn(crate::sweeper::run(state.clone()));
-    let dispatch = state.settings().dispatch.parsed()?;
-    crate::dispatcher::recover_in_flight(&state, &dispatch).await;
+    crate::dispatcher::recover_in_flight(&state, state.dispatch()).await;
     let dispatcher = if state.settings().dispatch.enabled {
-        tokio::spawn(crate::dispatcher::run(state.clone(), dispatch))
+        tokio::spawn(crate::dispatcher::run(state.clone()))
     } else {
         tracing::warn!(
             "dispatch is paused (dispatch.enabled = false): approved handler actions stay approved"

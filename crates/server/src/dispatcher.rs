@@ -8,6 +8,7 @@
 //! webhook-id and the next attempt number.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,17 +36,102 @@ struct Limits {
     freed: Notify,
 }
 
-impl Limits {
-    fn try_acquire(&self, handler: &str) -> Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)> {
+/// Room for one attempt in flight, within the global and the handler's
+/// limit; given back (waking the dispatch loop) when dropped.
+pub struct Slot {
+    _permits: (OwnedSemaphorePermit, OwnedSemaphorePermit),
+    limits: Arc<Limits>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.limits.freed.notify_one();
+    }
+}
+
+/// What the dispatch loop and request handlers share: the in-flight limits,
+/// the HTTP client and the settings. A request that stores an allowed
+/// handler action takes a [`Slot`] first; the action is then stored
+/// already claimed and its attempt starts at once, without waiting for the
+/// loop to find it.
+pub struct Dispatcher {
+    cfg: Arc<Dispatch>,
+    client: reqwest::Client,
+    limits: Arc<Limits>,
+    /// Whether the loop runs (dispatch enabled, past start-up recovery).
+    live: AtomicBool,
+    /// Whether approved actions wait for the loop to find room for them;
+    /// new requests then queue behind them instead of taking the room.
+    backlog: AtomicBool,
+}
+
+impl Dispatcher {
+    /// The shared part; nothing is sent until [`run`] starts.
+    pub fn new(cfg: Dispatch) -> anyhow::Result<Dispatcher> {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(cfg.per_handler_max_in_flight)
+            .build()
+            .map_err(|e| anyhow::anyhow!("cannot build the dispatch HTTP client: {e}"))?;
+        Ok(Dispatcher {
+            limits: Arc::new(Limits {
+                global: Arc::new(Semaphore::new(cfg.max_in_flight)),
+                per_handler: Mutex::new(HashMap::new()),
+                per_handler_max: cfg.per_handler_max_in_flight,
+                freed: Notify::new(),
+            }),
+            cfg: Arc::new(cfg),
+            client,
+            live: AtomicBool::new(false),
+            backlog: AtomicBool::new(false),
+        })
+    }
+
+    /// A slot for an attempt to `handler`, if dispatch runs, no approved
+    /// action waits for room, and the limits have room. Without one, the
+    /// action is stored approved and the loop sends it in turn.
+    pub fn reserve(&self, handler: &str) -> Option<Slot> {
+        if !self.live.load(Ordering::Acquire) || self.backlog.load(Ordering::Acquire) {
+            return None;
+        }
+        let slot = self.try_acquire(handler);
+        if slot.is_none() {
+            self.backlog.store(true, Ordering::Release);
+        }
+        slot
+    }
+
+    fn try_acquire(&self, handler: &str) -> Option<Slot> {
         let sem = {
-            let mut map = self.per_handler.lock().ok()?;
+            let mut map = self.limits.per_handler.lock().ok()?;
             map.entry(handler.to_owned())
-                .or_insert_with(|| Arc::new(Semaphore::new(self.per_handler_max)))
+                .or_insert_with(|| Arc::new(Semaphore::new(self.limits.per_handler_max)))
                 .clone()
         };
         let h = sem.try_acquire_owned().ok()?;
-        let g = self.global.clone().try_acquire_owned().ok()?;
-        Some((g, h))
+        let g = self.limits.global.clone().try_acquire_owned().ok()?;
+        Some(Slot {
+            _permits: (g, h),
+            limits: self.limits.clone(),
+        })
+    }
+
+    /// How long an attempt to a handler with this timeout is leased for.
+    pub fn lease(&self, timeout_ms: Option<i64>) -> chrono::Duration {
+        let timeout = timeout_ms
+            .map(|ms| Duration::from_millis(ms.max(1) as u64))
+            .unwrap_or(self.cfg.default_timeout)
+            .max(self.cfg.default_timeout);
+        chrono::Duration::from_std(timeout + LEASE_SLACK).unwrap_or_default()
+    }
+
+    /// Runs claimed attempt `c` in its own task, holding `slot` until done.
+    pub fn start(&self, state: &AppState, c: Claimed, slot: Slot) {
+        let state = state.clone();
+        tokio::spawn(async move {
+            let d = state.dispatcher();
+            attempt(&state, &d.client, &d.cfg, c).await;
+            drop(slot);
+        });
     }
 }
 
@@ -92,25 +178,10 @@ pub async fn recover_in_flight(state: &AppState, cfg: &Dispatch) {
 }
 
 /// Runs until shutdown.
-pub async fn run(state: AppState, cfg: Dispatch) {
-    let client = match reqwest::Client::builder()
-        .pool_max_idle_per_host(cfg.per_handler_max_in_flight)
-        .build()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot build the HTTP client; dispatch is off");
-            return;
-        }
-    };
-    let max_attempts = cfg.retry_schedule.len() as i64 + 1;
-    let limits = Arc::new(Limits {
-        global: Arc::new(Semaphore::new(cfg.max_in_flight)),
-        per_handler: Mutex::new(HashMap::new()),
-        per_handler_max: cfg.per_handler_max_in_flight,
-        freed: Notify::new(),
-    });
-    let cfg = Arc::new(cfg);
+pub async fn run(state: AppState) {
+    let d = state.dispatcher();
+    d.live.store(true, Ordering::Release);
+    let max_attempts = d.cfg.retry_schedule.len() as i64 + 1;
     let mut events = state.store().subscribe();
     // When the earliest lease lapses; releasing is a write, so it is done
     // only when one is due, not on every pass.
@@ -124,7 +195,7 @@ pub async fn run(state: AppState, cfg: Dispatch) {
         {
             tracing::error!(error = %e, "releasing lapsed leases failed");
         }
-        let blocked = match pass(&state, &client, &cfg, &limits).await {
+        let blocked = match pass(&state).await {
             Ok(blocked) => blocked,
             Err(e) => {
                 tracing::error!(error = %e, "dispatch pass failed");
@@ -152,83 +223,80 @@ pub async fn run(state: AppState, cfg: Dispatch) {
         }
         tokio::select! {
             _ = tokio::time::sleep(sleep.max(Duration::from_millis(1))) => {}
-            _ = limits.freed.notified() => {}
+            _ = d.limits.freed.notified() => {}
             _ = wake_on_event(&mut events) => {}
-            _ = state.shutdown().cancelled() => return,
+            _ = state.shutdown().cancelled() => break,
         }
     }
+    d.live.store(false, Ordering::Release);
 }
 
 /// Returns when an event may have made an action due.
 async fn wake_on_event(events: &mut broadcast::Receiver<Arc<actiongate_store::Event>>) {
     // Only an approved handler action gives a pass something to do (a
-    // decision-only action is approved too, with no handler). Everything
-    // already queued is taken now: one pass serves them all, where returning
-    // at the first would run a pass (three reads and a write) per event.
-    let dispatchable = |ev: &actiongate_store::Event| {
-        ev.kind == "action.approved" && ev.data.get("handler").is_some_and(|h| !h.is_null())
+    // decision-only action is approved too, with no handler), and not one
+    // its request already claimed (its `action.started` follows in the same
+    // commit). Everything already queued is taken now: one pass serves them
+    // all, where returning at the first would run a pass (three reads and a
+    // write) per event.
+    let mut approved: Vec<String> = Vec::new();
+    let mut lagged = false;
+    let note = |approved: &mut Vec<String>, ev: &actiongate_store::Event| match ev.kind.as_str() {
+        "action.approved" if ev.data.get("handler").is_some_and(|h| !h.is_null()) => {
+            approved.extend(ev.action_id.clone());
+        }
+        "action.started" => approved.retain(|id| Some(id) != ev.action_id.as_ref()),
+        _ => {}
     };
     loop {
-        let mut wake = match events.recv().await {
-            Ok(ev) => dispatchable(&ev),
-            Err(broadcast::error::RecvError::Lagged(_)) => true,
-            Err(broadcast::error::RecvError::Closed) => std::future::pending::<bool>().await,
-        };
+        match events.recv().await {
+            Ok(ev) => note(&mut approved, &ev),
+            Err(broadcast::error::RecvError::Lagged(_)) => lagged = true,
+            Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
+        }
         loop {
             match events.try_recv() {
-                Ok(ev) => wake |= dispatchable(&ev),
-                Err(broadcast::error::TryRecvError::Lagged(_)) => wake = true,
+                Ok(ev) => note(&mut approved, &ev),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => lagged = true,
                 Err(_) => break,
             }
         }
-        if wake {
+        if lagged || !approved.is_empty() {
             return;
         }
     }
 }
 
 /// Claims what is due and within limits; `true` when limits held some back.
-async fn pass(
-    state: &AppState,
-    client: &reqwest::Client,
-    cfg: &Arc<Dispatch>,
-    limits: &Arc<Limits>,
-) -> anyhow::Result<bool> {
+async fn pass(state: &AppState) -> anyhow::Result<bool> {
+    let d = state.dispatcher();
     let due = state.store().due_for_dispatch(Utc::now(), BATCH).await?;
     let mut blocked = false;
     let mut ids = Vec::new();
-    let mut permits = HashMap::new();
-    let mut longest = cfg.default_timeout;
+    let mut slots = HashMap::new();
+    let mut lease = d.lease(None);
     for (id, handler) in due {
-        let Some(p) = limits.try_acquire(&handler) else {
+        let Some(slot) = d.try_acquire(&handler) else {
             blocked = true;
             continue;
         };
-        if let Ok(h) = state.handler(&handler).await
-            && let Some(ms) = h.record.timeout_ms
-        {
-            longest = longest.max(Duration::from_millis(ms.max(0) as u64));
+        if let Ok(h) = state.handler(&handler).await {
+            lease = lease.max(d.lease(h.record.timeout_ms));
         }
-        permits.insert(id.clone(), p);
+        slots.insert(id.clone(), slot);
         ids.push(id);
     }
     if ids.is_empty() {
+        d.backlog.store(blocked, Ordering::Release);
         return Ok(blocked);
     }
-    let lease = chrono::Duration::from_std(longest + LEASE_SLACK).unwrap_or_default();
     let claimed = state.store().claim(ids, Utc::now() + lease).await?;
     for c in claimed {
-        let Some(p) = permits.remove(&c.action.id) else {
-            continue;
-        };
-        let (state, client, cfg, limits) =
-            (state.clone(), client.clone(), cfg.clone(), limits.clone());
-        tokio::spawn(async move {
-            attempt(&state, &client, &cfg, c).await;
-            drop(p);
-            limits.freed.notify_one();
-        });
+        if let Some(slot) = slots.remove(&c.action.id) {
+            d.start(state, c, slot);
+        }
     }
+    d.backlog.store(blocked, Ordering::Release);
     Ok(blocked)
 }
 
@@ -258,7 +326,13 @@ async fn attempt(state: &AppState, client: &reqwest::Client, cfg: &Dispatch, c: 
         error: answer.error,
         duration_ms: clock.elapsed().as_millis() as i64,
     };
-    match state.store().finish_attempt(&id, rec, answer.next).await {
+    let recorded = match answer.next {
+        AttemptNext::Settle(outcome) => {
+            state.store().settle_attempt(&c.action, &rec, outcome).await
+        }
+        next => state.store().finish_attempt(&id, rec, next).await,
+    };
+    match recorded {
         Ok(Some(a)) if a.status == ActionStatus::Failed => {
             tracing::warn!(action = %id, "action failed")
         }

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Caller;
 use crate::cache::{Cache, KEY_TTL};
 use crate::config::{Dispatch, Settings};
+use crate::dispatcher::Dispatcher;
 use crate::error::ApiError;
 use crate::handler_spec::CompiledHandler;
 use crate::metrics::Metrics;
@@ -47,6 +48,7 @@ struct Inner {
     compiled: Mutex<HashMap<String, Arc<CompiledHandler>>>,
     secrets: Cache<Arc<HandlerSecrets>>,
     dispatch: Dispatch,
+    dispatcher: Dispatcher,
     agent_profiles: Cache<Arc<Profile>>,
     keys: Cache<Caller>,
     waiters: Waiters,
@@ -69,6 +71,7 @@ impl AppState {
         let spec: ProfileSpec = serde_json::from_value(settings.policy.default_profile.clone())?;
         let default_profile = Arc::new(Profile::from_spec(spec)?);
         let dispatch = settings.dispatch.parsed()?;
+        let dispatcher = Dispatcher::new(dispatch.clone())?;
         Ok(AppState(Arc::new(Inner {
             waiters: Waiters::new(store.clone(), shutdown.clone()),
             hub: Hub::new(&store, settings.events.buffer, shutdown.clone()),
@@ -84,6 +87,7 @@ impl AppState {
             compiled: Mutex::new(HashMap::new()),
             secrets: Cache::new(Some(HANDLER_TTL)),
             dispatch,
+            dispatcher,
             agent_profiles: Cache::new(None),
             keys: Cache::new(Some(KEY_TTL)),
             deadlines_changed: Notify::new(),
@@ -105,6 +109,12 @@ impl AppState {
     /// The dispatch settings, parsed.
     pub fn dispatch(&self) -> &Dispatch {
         &self.0.dispatch
+    }
+
+    /// Dispatch limits and client, shared by the dispatch loop and the
+    /// requests that start attempts themselves.
+    pub fn dispatcher(&self) -> &Dispatcher {
+        &self.0.dispatcher
     }
 
     /// Time zone for `today`.

@@ -1,6 +1,12 @@
 //! Long-poll waiters: a map from action id to the requests waiting on it,
 //! woken by the committed-event broadcast. A waiter costs a map entry and a
 //! oneshot channel: no thread, no database connection while it waits.
+//!
+//! The waking event is handed to the waiter: an action's events carry the
+//! action as committed, so an event that leaves it unsettled, with nothing
+//! published after it, needs no read of the database. What a waiter answers
+//! is always read from the database (an action may still change after the
+//! event that settled it, e.g. a late attempt record).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -8,11 +14,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use actiongate_store::{Action, Store, StoreError};
+use actiongate_store::{Action, Event, Store, StoreError};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
-type Map = HashMap<String, Vec<(u64, oneshot::Sender<()>)>>;
+/// What wakes a waiter: the event about its key, or `None` when events were
+/// missed and anything may have changed.
+type Wake = Option<Arc<Event>>;
+type Map = HashMap<String, Vec<(u64, oneshot::Sender<Wake>)>>;
 
 /// Registry of long-polls, keyed by action id.
 pub struct Waiters {
@@ -22,12 +31,12 @@ pub struct Waiters {
     shutdown: CancellationToken,
 }
 
-/// Removes its registration when dropped (timeout, client gone).
-struct Registration<'a> {
+/// A waiter's place in the map; removed when dropped (timeout, client gone).
+pub struct Registration<'a> {
     map: &'a Mutex<Map>,
     id: &'a str,
     token: u64,
-    rx: oneshot::Receiver<()>,
+    rx: oneshot::Receiver<Wake>,
 }
 
 impl Drop for Registration<'_> {
@@ -56,7 +65,9 @@ impl Waiters {
         }
     }
 
-    fn register<'a>(&'a self, id: &'a str) -> Registration<'a> {
+    /// Registers a waiter on `id` now, so that an event committed from now
+    /// on wakes it, even one about a write the caller has yet to make.
+    pub fn register<'a>(&'a self, id: &'a str) -> Registration<'a> {
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         if let Ok(mut map) = self.map.lock() {
@@ -81,8 +92,29 @@ impl Waiters {
     /// Returns the action once it is settled, or its current state when
     /// `wait` runs out or the daemon shuts down.
     pub async fn wait_for_action(&self, id: &str, wait: Duration) -> Result<Action, StoreError> {
-        self.wait_until(id, wait, || self.store.get_action(id), Action::is_settled)
-            .await
+        let reg = self.register(id);
+        let current = self.store.get_action(id).await?;
+        self.wait_for_action_from(reg, current, wait).await
+    }
+
+    /// [`Waiters::wait_for_action`] for a waiter registered before
+    /// `current` was read or written, so nothing committed since is missed.
+    pub async fn wait_for_action_from(
+        &self,
+        reg: Registration<'_>,
+        current: Action,
+        wait: Duration,
+    ) -> Result<Action, StoreError> {
+        let id = reg.id;
+        self.wait_loop(
+            reg,
+            current,
+            wait,
+            || self.store.get_action(id),
+            Action::is_settled,
+            leaves_unsettled,
+        )
+        .await
     }
 
     /// Returns `load()` once `done` holds for it, re-loading whenever an
@@ -99,25 +131,63 @@ impl Waiters {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, StoreError>>,
     {
+        // Register before reading, so a change committed between the read
+        // and the wait still wakes us.
+        let reg = self.register(key);
+        let current = load().await?;
+        self.wait_loop(reg, current, wait, load, done, |_| false)
+            .await
+    }
+
+    /// The waiting itself: `current` was read after `reg` was registered.
+    /// `unsettled(event)` tells an event that leaves the value not done.
+    async fn wait_loop<'a, T, F, Fut>(
+        &'a self,
+        mut reg: Registration<'a>,
+        mut current: T,
+        wait: Duration,
+        load: F,
+        done: impl Fn(&T) -> bool,
+        unsettled: impl Fn(&Event) -> bool,
+    ) -> Result<T, StoreError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let key = reg.id;
         let until = tokio::time::Instant::now() + wait;
         loop {
-            // Register before reading, so a change committed between the
-            // read and the wait still wakes us.
-            let mut reg = self.register(key);
-            let value = load().await?;
-            if done(&value) || wait.is_zero() || self.shutdown.is_cancelled() {
-                return Ok(value);
+            if done(&current) || wait.is_zero() || self.shutdown.is_cancelled() {
+                return Ok(current);
             }
-            tokio::select! {
-                _ = &mut reg.rx => {}
+            let woken = tokio::select! {
+                woken = &mut reg.rx => woken.ok().flatten(),
                 _ = tokio::time::sleep_until(until) => return load().await,
                 _ = self.shutdown.cancelled() => return load().await,
-            }
+            };
             if tokio::time::Instant::now() >= until {
                 return load().await;
             }
+            // Register again before looking, so nothing published from
+            // here on is missed.
+            reg = self.register(key);
+            // An event that leaves it unsettled, with none published
+            // since, changes nothing this waiter answers: no read.
+            let quiet = woken
+                .as_ref()
+                .is_some_and(|ev| unsettled(ev) && self.store.last_seq() == ev.seq);
+            if !quiet {
+                current = load().await?;
+            }
         }
     }
+}
+
+/// Whether an event about an action leaves it unsettled.
+fn leaves_unsettled(ev: &Event) -> bool {
+    ev.kind.starts_with("action.")
+        && serde_json::from_value::<Action>(ev.data.clone())
+            .is_ok_and(|a| !a.is_settled() && ev.action_id.as_deref() == Some(a.id.as_str()))
 }
 
 async fn fan_out(
@@ -144,7 +214,7 @@ async fn fan_out(
                 let Some(key) = key else { continue };
                 let woken = map.lock().ok().and_then(|mut m| m.remove(key));
                 for (_, tx) in woken.into_iter().flatten() {
-                    let _ = tx.send(());
+                    let _ = tx.send(Some(ev.clone()));
                 }
             }
             Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -156,7 +226,7 @@ async fn fan_out(
                     .map(|mut m| std::mem::take(&mut *m))
                     .unwrap_or_default();
                 for (_, tx) in all.into_values().flatten() {
-                    let _ = tx.send(());
+                    let _ = tx.send(None);
                 }
             }
             Err(broadcast::error::RecvError::Closed) => break,

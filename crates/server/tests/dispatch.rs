@@ -480,6 +480,9 @@ async fn a_result_that_beats_its_own_202_still_leaves_the_attempt_in_the_log() {
     *target.lock().unwrap() = Some((app.base.clone(), secret));
     let a = run_action(&app, "/fast").await;
     assert_eq!(a["status"], "completed", "{a}");
+    // Logged as it settles (a crash before the 202 is read loses nothing),
+    // its record completed once the 202 is read.
+    assert_eq!(a["attempts"].as_array().map(Vec::len), Some(1), "{a}");
     let id = a["id"].as_str().unwrap();
     let until = Instant::now() + Duration::from_secs(10);
     let a = loop {
@@ -491,7 +494,7 @@ async fn a_result_that_beats_its_own_202_still_leaves_the_attempt_in_the_log() {
                 None,
             )
             .await;
-        if a["attempts"].as_array().is_some_and(|l| !l.is_empty()) || Instant::now() > until {
+        if a["attempts"][0]["status_code"] == 202 || Instant::now() > until {
             break a;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -602,5 +605,69 @@ async fn per_handler_limit_bounds_attempts_in_flight() {
         "max in flight {}",
         in_flight.lock().unwrap().1
     );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_allowed_action_is_stored_claimed_and_its_long_poll_answers_what_is_stored() {
+    let (url, got) = receiver(|_, _| {
+        // Slow enough that the first answer below sees the attempt running.
+        std::thread::sleep(Duration::from_millis(300));
+        (AxStatus::OK, axum::Json(json!({"ok": true}))).into_response()
+    })
+    .await;
+    let (app, _) = app_with(&url).await;
+    let body = json!({"handler": "files", "action": "write", "params": {"path": "/tmp/a"}});
+    let (s, a) = app
+        .call(Method::POST, "/v1/actions", Some(&app.agent), Some(body))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{a}");
+    // Claimed in the transaction that stored it: no dispatch pass between.
+    assert_eq!(a["status"], "running", "{a}");
+    let id = a["id"].as_str().unwrap();
+    let (_, done) = app
+        .call(
+            Method::GET,
+            &format!("/v1/actions/{id}?wait=20"),
+            Some(&app.agent),
+            None,
+        )
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(got.lock().unwrap().len(), 1);
+    // A settled action's stream is its history, then the end.
+    let history = app
+        .client
+        .get(format!("{}/v1/actions/{id}/events", app.base))
+        .bearer_auth(&app.agent)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = history
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["action.approved", "action.started", "action.completed"],
+        "{history}"
+    );
+
+    // A long-poll from the request itself: it is answered from the
+    // settling event, and that answer is exactly what is stored.
+    let a = run_action(&app, "/tmp/b").await;
+    assert_eq!(a["status"], "completed", "{a}");
+    let (_, stored) = app
+        .call(
+            Method::GET,
+            &format!("/v1/actions/{}", a["id"].as_str().unwrap()),
+            Some(&app.agent),
+            None,
+        )
+        .await;
+    assert_eq!(a, stored);
     app.stop().await;
 }

@@ -58,6 +58,10 @@ pub struct HandlerAction {
     pub scope: Map<String, Value>,
     /// Rendered display.
     pub display: Option<Value>,
+    /// When set and the policy allowed the action, it is stored already
+    /// claimed for its first attempt (`running`, leased until then), so the
+    /// caller can hand it to the dispatcher without another transaction.
+    pub claim_until: Option<DateTime<Utc>>,
 }
 
 /// A compare-and-set change of an action's status.
@@ -172,9 +176,6 @@ pub(crate) async fn get_on(
     row.as_ref().map(from_row).transpose()
 }
 
-/// The status a new action starts in, whether the policy settled it, and
-/// its deadline (only while pending, truncated to the stored precision so
-/// the answer equals what is read back).
 /// The action `new` is once stored at `created`, in its initial state.
 pub(crate) fn stored_action(new: NewAction, created: DateTime<Utc>) -> Action {
     let (status, decided, deadline) = initial_state(&new);
@@ -204,6 +205,9 @@ pub(crate) fn stored_action(new: NewAction, created: DateTime<Utc>) -> Action {
     }
 }
 
+/// The status a new action starts in, whether the policy settled it, and
+/// its deadline (only while pending, truncated to the stored precision so
+/// the answer equals what is read back).
 pub(crate) fn initial_state(new: &NewAction) -> (ActionStatus, bool, Option<DateTime<Utc>>) {
     let (status, decided) = match new.decision.result {
         DecisionResult::Allow => (ActionStatus::Approved, true),
@@ -251,12 +255,14 @@ async fn insert_on(
     let created = now();
     let (status, decided, deadline) = initial_state(&new);
     let rule = new.decision.rule.as_ref().map(Value::to_string);
+    let claim = claim_of(&new);
     let h = new.handler.as_ref();
     sqlx::query(
         "INSERT INTO actions (id, agent, tool, detail, action_string, reason, status, decision_result, \
          decision_reason, decision_rule, created_at, decided_at, decided_by, deadline, settled_at, \
-         idempotency_key, request_hash, handler, action_name, params, params_view, permission, scope, display) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         idempotency_key, request_hash, handler, action_name, params, params_view, permission, scope, display, \
+         attempts, lease_until) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(&new.id)
     .bind(&new.agent)
@@ -264,7 +270,11 @@ async fn insert_on(
     .bind(&new.detail)
     .bind(&new.action_string)
     .bind(&new.reason)
-    .bind(status.as_str())
+    .bind(if claim.is_some() {
+        ActionStatus::Running.as_str()
+    } else {
+        status.as_str()
+    })
     .bind(new.decision.result.as_str())
     .bind(&new.decision.reason)
     .bind(rule)
@@ -282,16 +292,46 @@ async fn insert_on(
     .bind(h.map(|h| h.permission.clone()))
     .bind(h.map(|h| Value::Object(h.scope.clone()).to_string()))
     .bind(h.and_then(|h| h.display.as_ref().map(Value::to_string)))
+    .bind(i64::from(claim.is_some()))
+    .bind(claim.map(to_ms))
     .execute(&mut *conn)
     .await?;
-    let action = stored_action(new, created);
-    events::insert_on(conn, &event_for(&action, created_kind(status))?).await?;
-    if status == ActionStatus::Pending
+    let mut action = stored_action(new, created);
+    for ev in created_events(&mut action, claim.is_some())? {
+        events::insert_on(conn, &ev).await?;
+    }
+    Ok((action, true))
+}
+
+/// Until when a new action is stored claimed for its first attempt: only an
+/// allowed handler action whose caller reserved a dispatch slot.
+pub(crate) fn claim_of(new: &NewAction) -> Option<DateTime<Utc>> {
+    new.handler
+        .as_ref()
+        .and_then(|h| h.claim_until)
+        .filter(|_| new.decision.result == DecisionResult::Allow)
+}
+
+/// The events recording a new action, in order: how the policy left it
+/// (approved, denied or enqueued); `action.started` when it is stored
+/// `claimed` (the same two events a later claim records), which moves
+/// `action` to `running`; and for a pending handler action
+/// `permission.needed`, which tells operators which grant would let it (and
+/// similar ones) run.
+pub(crate) fn created_events(
+    action: &mut Action,
+    claimed: bool,
+) -> Result<Vec<NewEvent>, StoreError> {
+    let mut out = vec![event_for(action, created_kind(action.status))?];
+    if claimed {
+        action.status = ActionStatus::Running;
+        out.push(event_for(action, "action.started")?);
+    }
+    if action.status == ActionStatus::Pending
         && let (Some(handler), Some(permission), Some(scope)) =
             (&action.handler, &action.permission, &action.scope)
     {
-        // Tells operators which grant would let this (and similar) run.
-        let needed = NewEvent {
+        out.push(NewEvent {
             kind: "permission.needed",
             agent: Some(action.agent.clone()),
             action_id: Some(action.id.clone()),
@@ -304,10 +344,9 @@ async fn insert_on(
                 "scope": scope,
                 "display": action.display,
             }),
-        };
-        events::insert_on(conn, &needed).await?;
+        });
     }
-    Ok((action, true))
+    Ok(out)
 }
 
 pub(crate) async fn transition_on(
@@ -363,7 +402,7 @@ impl Store {
             return self.writer.create(new).await;
         }
         self.writer
-            .run(move |conn| Box::pin(async move { insert_on(conn, new).await }))
+            .run_sparing_grants(move |conn| Box::pin(async move { insert_on(conn, new).await }))
             .await
     }
 
@@ -372,14 +411,16 @@ impl Store {
     pub async fn transition(&self, id: &str, t: Transition) -> Result<Action, StoreError> {
         let id = id.to_owned();
         self.writer
-            .run(move |conn| Box::pin(async move { transition_on(conn, &id, &t).await }))
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move { transition_on(conn, &id, &t).await })
+            })
             .await
     }
 
     /// Expires every pending action whose deadline is at or before `at`.
     pub async fn expire_due(&self, at: DateTime<Utc>) -> Result<Vec<Action>, StoreError> {
         self.writer
-            .run(move |conn| {
+            .run_sparing_grants(move |conn| {
                 Box::pin(async move {
                     let rows = sqlx::query(concat!("UPDATE actions SET status = 'expired', decided_at = ?1, decided_by = 'deadline', \
                          settled_at = ?1 WHERE status = 'pending' AND deadline <= ?1 RETURNING ", action_columns!()))

@@ -1,20 +1,21 @@
-//! The hot write: new actions with nothing to read first (no idempotency key,
-//! no handler). The writer inserts every one of them queued in a batch with
-//! one statement per table, instead of four round trips to the connection's
-//! thread per action (savepoint, action row, event row, release), and knows
-//! the events it wrote without reading them back.
+//! The hot write: new actions with nothing to read first (no idempotency
+//! key), decision-only or for a handler. The writer inserts every one of
+//! them queued in a batch with one statement per table, instead of several
+//! round trips to the connection's thread per action (savepoint, action
+//! row, each event row, release), and knows the events it wrote without
+//! reading them back.
 
 use std::collections::HashMap;
 
 use serde_json::Value;
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+use sqlx::{QueryBuilder, Sqlite};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use crate::actions::{NewAction, event_for};
+use crate::actions::{NewAction, claim_of, created_events};
 use crate::error::StoreError;
 use crate::model::{Action, Event};
-use crate::time::{now, to_ms};
+use crate::time::{from_ms, now, to_ms};
 
 /// Where the caller of a [`CreateJob`] receives its answer.
 pub(crate) type Answer = oneshot::Receiver<Result<(Action, bool), StoreError>>;
@@ -26,17 +27,22 @@ pub(crate) struct CreateJob {
     pub(crate) action: Action,
     rule: Option<String>,
     request_hash: String,
-    /// The event recording it; `seq` is filled in by the insert.
-    pub(crate) event: Event,
-    event_data: String,
+    /// A handler action's params as sent (the action shows them masked).
+    params: Option<String>,
+    /// When it is stored claimed for its first attempt, in ms.
+    claim_until: Option<i64>,
+    /// The events recording it, in order; `seq` is filled in by the insert.
+    events: Vec<Event>,
+    /// Their data as stored.
+    event_data: Vec<String>,
     reply: oneshot::Sender<Result<(Action, bool), StoreError>>,
 }
 
 impl CreateJob {
     /// Whether `new` can take this path: nothing must be read before it is
-    /// inserted, and it records exactly one event.
+    /// inserted (no idempotency key to look up).
     pub(crate) fn applies(new: &NewAction) -> bool {
-        new.idempotency_key.is_none() && new.handler.is_none()
+        new.idempotency_key.is_none()
     }
 
     /// Builds the rows of `new` (see [`CreateJob::applies`]) and the
@@ -45,26 +51,34 @@ impl CreateJob {
         let created = now();
         let rule = new.decision.rule.as_ref().map(Value::to_string);
         let request_hash = std::mem::take(&mut new.request_hash);
-        let action = crate::actions::stored_action(new, created);
-        let ev = event_for(&action, crate::actions::created_kind(action.status))?;
-        let event_data = ev.data.to_string();
-        let event = Event {
-            seq: 0,
-            id: Uuid::now_v7().to_string(),
-            kind: ev.kind.to_owned(),
-            at: created,
-            agent: ev.agent,
-            action_id: ev.action_id,
-            grant_id: None,
-            data: ev.data,
-        };
+        let claim_until = claim_of(&new).map(to_ms);
+        let params = new.handler.as_ref().map(|h| h.params.to_string());
+        let mut action = crate::actions::stored_action(new, created);
+        let created_events = created_events(&mut action, claim_until.is_some())?;
+        let mut events = Vec::with_capacity(created_events.len());
+        let mut event_data = Vec::with_capacity(created_events.len());
+        for ev in created_events {
+            event_data.push(ev.data.to_string());
+            events.push(Event {
+                seq: 0,
+                id: Uuid::now_v7().to_string(),
+                kind: ev.kind.to_owned(),
+                at: created,
+                agent: ev.agent,
+                action_id: ev.action_id,
+                grant_id: None,
+                data: ev.data,
+            });
+        }
         let (reply, rx) = oneshot::channel();
         Ok((
             CreateJob {
                 action,
                 rule,
                 request_hash,
-                event,
+                params,
+                claim_until,
+                events,
                 event_data,
                 reply,
             },
@@ -80,39 +94,20 @@ impl CreateJob {
     }
 }
 
-/// What the inserts of a group are wrapped in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wrap {
-    /// Nothing: the caller's transaction holds only this group.
-    Bare,
-    /// Savepoint `grp`, inside the caller's transaction.
-    Savepoint,
-    /// A transaction of their own, committed in the same hand-off.
-    Transaction,
-}
-
-/// Inserts the actions of `group` and their events in one hand-off to the
-/// connection's thread, wrapped as `wrap` says, and fills in the events'
-/// `seq`. All or nothing: on an error the caller rolls back to the savepoint
-/// (or the transaction).
-pub(crate) async fn insert_group_on(
-    conn: &mut SqliteConnection,
-    group: &mut [Box<CreateJob>],
-    wrap: Wrap,
-) -> Result<(), StoreError> {
-    let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(match wrap {
-        Wrap::Bare => "",
-        Wrap::Savepoint => "SAVEPOINT grp; ",
-        Wrap::Transaction => "BEGIN IMMEDIATE; ",
-    });
+/// Appends the inserts of `jobs` to `q` (no `;` after the last): one
+/// statement for their actions, one for their events (returning each event's `seq` and id), all with
+/// `at` as the time of the transaction that writes them.
+pub(crate) fn push_inserts(q: &mut QueryBuilder<Sqlite>, jobs: &mut [&mut CreateJob], at: i64) {
     q.push(
         "INSERT INTO actions (id, agent, tool, detail, action_string, reason, status, \
          decision_result, decision_reason, decision_rule, created_at, decided_at, decided_by, \
-         deadline, settled_at, request_hash) ",
+         deadline, settled_at, request_hash, handler, action_name, params, params_view, \
+         permission, scope, display, attempts, lease_until) ",
     );
-    q.push_values(group.iter(), |mut row, job| {
+    q.push_values(jobs.iter(), |mut row, job| {
         let a = &job.action;
         let decided = a.decided_at.map(to_ms);
+        let json = |v: Option<&Value>| v.map(Value::to_string);
         row.push_bind(a.id.clone())
             .push_bind(a.agent.clone())
             .push_bind(a.tool.clone())
@@ -128,66 +123,54 @@ pub(crate) async fn insert_group_on(
             .push_bind(a.decided_by.clone())
             .push_bind(a.deadline.map(to_ms))
             .push_bind(decided)
-            .push_bind(job.request_hash.clone());
+            .push_bind(job.request_hash.clone())
+            .push_bind(a.handler.clone())
+            .push_bind(a.action.clone())
+            .push_bind(job.params.clone())
+            .push_bind(json(a.params.as_ref()))
+            .push_bind(a.permission.clone())
+            .push_bind(a.scope.clone().map(|s| Value::Object(s).to_string()))
+            .push_bind(json(a.display.as_ref()))
+            .push_bind(i64::from(job.claim_until.is_some()))
+            .push_bind(job.claim_until);
     });
     // Like every other event's, `at` is the time of the transaction that
     // writes it, not of the request (which may have queued meanwhile).
-    let at = now();
-    for job in group.iter_mut() {
-        job.event.at = at;
+    for ev in jobs.iter_mut().flat_map(|job| job.events.iter_mut()) {
+        ev.at = from_ms(at);
     }
     q.push("; INSERT INTO events (id, type, at, agent, action_id, grant_id, data) ");
-    q.push_values(group.iter(), |mut row, job| {
-        let e = &job.event;
+    let rows = jobs
+        .iter()
+        .flat_map(|job| job.events.iter().zip(&job.event_data));
+    q.push_values(rows, |mut row, (e, data)| {
         row.push_bind(e.id.clone())
             .push_bind(e.kind.clone())
-            .push_bind(to_ms(at))
+            .push_bind(at)
             .push_bind(e.agent.clone())
             .push_bind(e.action_id.clone())
             .push_bind(None::<String>)
-            .push_bind(job.event_data.clone());
+            .push_bind(data.clone());
     });
     q.push(" RETURNING seq, id");
-    match wrap {
-        Wrap::Bare => {}
-        Wrap::Savepoint => {
-            q.push("; RELEASE grp");
-        }
-        Wrap::Transaction => {
-            q.push("; COMMIT");
-        }
-    }
-    // The text differs with the group's size: not worth a cache slot each.
-    let rows = q.build().persistent(false).fetch_all(&mut *conn).await?;
-    let mut seqs: HashMap<String, i64> = HashMap::with_capacity(rows.len());
-    for row in &rows {
-        seqs.insert(row.try_get("id")?, row.try_get("seq")?);
-    }
-    for job in group.iter_mut() {
-        job.event.seq = seqs
-            .get(&job.event.id)
-            .copied()
-            .ok_or_else(|| StoreError::Corrupt(format!("no seq for event {}", job.event.id)))?;
-    }
-    Ok(())
 }
 
 impl CreateJob {
-    /// Its event, once committed, to publish.
-    pub(crate) fn take_event(&mut self) -> Event {
-        std::mem::replace(&mut self.event, placeholder_event())
+    /// Fills in its events' `seq` from those the insert returned.
+    pub(crate) fn written(&mut self, seqs: &HashMap<String, i64>) -> Result<(), StoreError> {
+        for ev in &mut self.events {
+            ev.seq = seqs
+                .get(&ev.id)
+                .copied()
+                .ok_or_else(|| StoreError::Corrupt(format!("no seq for event {}", ev.id)))?;
+        }
+        Ok(())
     }
 }
 
-fn placeholder_event() -> Event {
-    Event {
-        seq: 0,
-        id: String::new(),
-        kind: String::new(),
-        at: chrono::DateTime::<chrono::Utc>::default(),
-        agent: None,
-        action_id: None,
-        grant_id: None,
-        data: Value::Null,
+impl CreateJob {
+    /// Its events, once committed, to publish.
+    pub(crate) fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
     }
 }

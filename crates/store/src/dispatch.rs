@@ -135,7 +135,7 @@ impl Store {
         lease_until: DateTime<Utc>,
     ) -> Result<Vec<Claimed>, StoreError> {
         self.writer
-            .run(move |conn| {
+            .run_sparing_grants(move |conn| {
                 Box::pin(async move {
                     let mut claimed = Vec::with_capacity(ids.len());
                     for id in ids {
@@ -165,6 +165,20 @@ impl Store {
             .await
     }
 
+    /// Records attempt `rec` of `running`, as its claim returned it, and
+    /// settles it with `outcome`: the same as [`Store::finish_attempt`] with
+    /// [`AttemptNext::Settle`], written with whatever else is queued in one
+    /// hand-off to the writer's connection. `None` when the attempt was
+    /// superseded (lease lapsed, result already in).
+    pub async fn settle_attempt(
+        &self,
+        running: &Action,
+        rec: &ActionAttempt,
+        outcome: Outcome,
+    ) -> Result<Option<Action>, StoreError> {
+        self.writer.settle(running, rec, outcome).await
+    }
+
     /// Records attempt `rec` of a running action and applies `next`; `None`
     /// when the attempt was superseded (lease lapsed, result already in).
     pub async fn finish_attempt(
@@ -175,7 +189,7 @@ impl Store {
     ) -> Result<Option<Action>, StoreError> {
         let id = id.to_owned();
         self.writer
-            .run(move |conn| {
+            .run_sparing_grants(move |conn| {
                 Box::pin(async move {
                     // Each branch is one compare-and-set that also appends
                     // the attempt: it applies only while attempt `rec.n` is
@@ -216,10 +230,14 @@ impl Store {
                             .await?;
                             if row.is_none() {
                                 // The executor's result may beat its own 202
-                                // here; the attempt still belongs in the log.
+                                // here: the settle logged the attempt without
+                                // its answer; this record replaces that one.
                                 sqlx::query(
-                                    "UPDATE actions SET attempt_log = json_insert(COALESCE(attempt_log, '[]'), '$[#]', json(?)) \
-                                     WHERE id = ? AND attempts = ? AND status IN ('completed', 'failed')",
+                                    "UPDATE actions SET attempt_log = COALESCE( \
+                                       (SELECT json_set(attempt_log, '$[' || e.key || ']', json(?1)) \
+                                        FROM json_each(attempt_log) e WHERE json_extract(e.value, '$.n') = ?3 LIMIT 1), \
+                                       json_insert(COALESCE(attempt_log, '[]'), '$[#]', json(?1))) \
+                                     WHERE id = ?2 AND attempts = ?3 AND status IN ('completed', 'failed')",
                                 )
                                 .bind(&rec)
                                 .bind(&id)
@@ -246,7 +264,7 @@ impl Store {
         all: bool,
     ) -> Result<Vec<Action>, StoreError> {
         self.writer
-            .run(move |conn| {
+            .run_sparing_grants(move |conn| {
                 Box::pin(async move {
                     let ids: Vec<(String, i64)> = if all {
                         sqlx::query_as("SELECT id, attempts FROM actions WHERE status = 'running'")
@@ -330,7 +348,7 @@ impl Store {
     ) -> Result<Action, StoreError> {
         let id = id.to_owned();
         self.writer
-            .run(move |conn| {
+            .run_sparing_grants(move |conn| {
                 Box::pin(async move {
                     sqlx::query("INSERT INTO seen_webhooks (id, at) VALUES (?, ?)")
                         .bind(&webhook_id)
@@ -365,11 +383,24 @@ impl Store {
                             current: format!("running attempt {attempts}, not {attempt}"),
                         });
                     }
-                    settle_on(conn, &id, attempts, &outcome, None).await?.ok_or(
-                        StoreError::WrongState {
+                    // The result can beat the executor's own answer (its 202)
+                    // to the daemon, and a crash can then lose that answer:
+                    // the running attempt is logged now, and its record is
+                    // completed when the answer comes in.
+                    let sent = (!current.attempts.iter().any(|a| a.n == attempts)).then(|| {
+                        ActionAttempt {
+                            n: attempts,
+                            at: now(),
+                            status_code: None,
+                            error: None,
+                            duration_ms: 0,
+                        }
+                    });
+                    settle_on(conn, &id, attempts, &outcome, sent.as_ref())
+                        .await?
+                        .ok_or(StoreError::WrongState {
                             current: current.status.to_string(),
-                        },
-                    )
+                        })
                 })
             })
             .await
@@ -379,7 +410,7 @@ impl Store {
     /// than the tolerance are refused anyway).
     pub async fn prune_seen_webhooks(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
         self.writer
-            .run(move |conn| {
+            .run_sparing_grants(move |conn| {
                 Box::pin(async move {
                     Ok(sqlx::query("DELETE FROM seen_webhooks WHERE at < ?")
                         .bind(to_ms(before))
@@ -400,7 +431,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let id = id.to_owned();
         self.writer
-            .run(move |conn| {
+            .run_sparing_grants(move |conn| {
                 Box::pin(async move {
                     let done = sqlx::query(
                         "UPDATE handlers SET previous_secret = secret, previous_secret_until = ?, secret = ?, updated_at = ? \

@@ -3,8 +3,9 @@
 //! each commit, SQLite re-reading the pages it had cached.
 //!
 //! Grants change only through the writer, so the writer clears this cache
-//! after every commit that ran general work (only those can touch grants),
-//! before any caller of that batch is answered. A grant that expires while
+//! after every commit that ran general work that may touch grants (all but
+//! what is submitted with `Writer::run_sparing_grants`), before any caller
+//! of that batch is answered. A grant that expires while
 //! cached stays in the list; the policy checks expiry against the time of
 //! each decision. A lookup notes the generation before it reads and stores
 //! what it read only if no commit cleared the cache meanwhile, so a read

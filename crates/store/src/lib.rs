@@ -22,6 +22,8 @@ pub mod grants;
 mod handlers;
 mod keys;
 pub mod model;
+mod quick;
+mod settle;
 mod subscriptions;
 pub mod time;
 mod writer;
@@ -52,6 +54,7 @@ pub use subscriptions::{
     AttemptOutcome, AttemptRecord, Delivery, DeliveryAttempt, DeliveryStatus, DueDelivery,
     NewSubscription, Subscription,
 };
+pub use writer::WriteStats;
 use writer::Writer;
 
 /// Embedded migrations from `migrations/sqlite`.
@@ -176,6 +179,11 @@ impl Store {
     /// The highest event `seq` published so far.
     pub fn last_seq(&self) -> i64 {
         self.last_seq.load(Ordering::Acquire)
+    }
+
+    /// How many transactions the writer committed, and jobs in them.
+    pub fn write_stats(&self) -> WriteStats {
+        self.writer.stats()
     }
 
     /// Whether the database answers and its schema is current.

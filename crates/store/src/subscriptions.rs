@@ -314,7 +314,7 @@ impl Store {
     /// many deliveries were created and whether more events wait.
     pub async fn fan_out(&self, limit: i64) -> Result<(usize, bool), StoreError> {
         self.writer
-            .run(move |conn| {
+            .run_sparing_grants(move |conn| {
                 Box::pin(async move {
                     let subs: Vec<(String, String, i64)> =
                         sqlx::query_as("SELECT id, types, cursor FROM subscriptions")

@@ -11,25 +11,29 @@
 //! Every statement is a round trip to the connection's own thread, and those
 //! hand-offs, not SQLite, were what limited throughput. So a batch of one job
 //! runs without a savepoint (a failure rolls the transaction back instead),
-//! and consecutive new actions ([`CreateJob`]) are written together: one
-//! statement per table for the whole run, inside one savepoint; a batch of
-//! nothing but new actions is begun, written and committed in one hand-off.
-//! If that fails, each is retried alone in its own savepoint, so one bad row
-//! still fails only its own caller. Their events are known from the inserts; the
-//! log is read back after a commit only when general jobs (which may write
-//! any events) were in the batch.
+//! and consecutive prepared writes ([`Quick`]: new actions, executors'
+//! answers) are written together in one hand-off, inside one savepoint; a
+//! batch of nothing but those is begun, written and committed in one
+//! hand-off. If that fails, each is retried alone in its own savepoint, so
+//! one bad row still fails only its own caller. Their events are known from
+//! the writes; the log is read back after a commit only when general jobs
+//! (which may write any events) were in the batch.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::actions::NewAction;
-use crate::create::{CreateJob, Wrap, insert_group_on};
+use crate::create::CreateJob;
 use crate::error::StoreError;
 use crate::events::Publisher;
 use crate::model::{Action, Event};
+use crate::quick::{Quick, Wrap, write_group_on};
+use crate::settle::SettleJob;
 
 /// A boxed future borrowing the writer's connection.
 pub type BoxFuture<'c, T> = Pin<Box<dyn Future<Output = T> + Send + 'c>>;
@@ -40,17 +44,21 @@ trait Job: Send {
     fn run<'c>(&'c mut self, conn: &'c mut SqliteConnection) -> BoxFuture<'c, bool>;
     /// Answers the caller once the batch's commit is known.
     fn finish(self: Box<Self>, commit: Result<(), String>);
+    /// Whether it may change grants (their cache is then cleared).
+    fn may_change_grants(&self) -> bool;
 }
 
 /// What waits in the writer's queue.
 enum Queued {
     /// General work on the connection.
     Job(Box<dyn Job>),
-    /// A new action, written together with its neighbours.
-    Create(Box<CreateJob>),
+    /// A prepared write (new action, settle), written together with its
+    /// neighbours.
+    Quick(Quick),
 }
 
 struct TypedJob<T, F> {
+    grants: bool,
     work: Option<F>,
     result: Option<Result<T, StoreError>>,
     reply: oneshot::Sender<Result<T, StoreError>>,
@@ -91,12 +99,34 @@ where
         // stands either way.
         let _ = self.reply.send(answer);
     }
+
+    fn may_change_grants(&self) -> bool {
+        self.grants
+    }
 }
 
 /// Handle used to submit work to the writer task.
 #[derive(Clone)]
 pub struct Writer {
     tx: mpsc::Sender<Queued>,
+    stats: Arc<Counts>,
+}
+
+/// How much the writer has committed since the store was opened.
+#[derive(Debug, Default)]
+struct Counts {
+    commits: AtomicU64,
+    jobs: AtomicU64,
+}
+
+/// The writer's totals since the store was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Transactions committed (each a batch of jobs).
+    pub commits: u64,
+    /// Jobs in those transactions (changes asked for, whether or not they
+    /// succeeded).
+    pub jobs: u64,
 }
 
 impl Writer {
@@ -111,8 +141,24 @@ impl Writer {
     ) -> (Writer, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(4096);
         let (stop_tx, stop_rx) = oneshot::channel();
-        let handle = tokio::spawn(run(conn, rx, stop_rx, batch_max.max(1), after_commit));
-        (Writer { tx }, stop_tx, handle)
+        let stats = Arc::new(Counts::default());
+        let handle = tokio::spawn(run(
+            conn,
+            rx,
+            stop_rx,
+            batch_max.max(1),
+            after_commit,
+            stats.clone(),
+        ));
+        (Writer { tx, stats }, stop_tx, handle)
+    }
+
+    /// Commits and jobs so far.
+    pub fn stats(&self) -> WriteStats {
+        WriteStats {
+            commits: self.stats.commits.load(Ordering::Relaxed),
+            jobs: self.stats.jobs.load(Ordering::Relaxed),
+        }
     }
 
     /// Runs `work` in the next batch and returns its result once committed.
@@ -123,8 +169,31 @@ impl Writer {
             + Send
             + 'static,
     {
+        self.submit(true, work).await
+    }
+
+    /// [`Writer::run`] for work that never touches the grants table (action
+    /// transitions, dispatch bookkeeping): the grant cache outlives its commit.
+    pub async fn run_sparing_grants<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T, StoreError>>
+            + Send
+            + 'static,
+    {
+        self.submit(false, work).await
+    }
+
+    async fn submit<T, F>(&self, grants: bool, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T, StoreError>>
+            + Send
+            + 'static,
+    {
         let (reply, rx) = oneshot::channel();
         let job = TypedJob {
+            grants,
             work: Some(work),
             result: None,
             reply,
@@ -136,12 +205,28 @@ impl Writer {
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
-    /// Stores a new action that [`CreateJob::applies`] to, and its event;
+    /// Stores a new action that [`CreateJob::applies`] to, and its events;
     /// answers once committed.
     pub(crate) async fn create(&self, new: NewAction) -> Result<(Action, bool), StoreError> {
         let (job, rx) = CreateJob::prepare(new)?;
         self.tx
-            .send(Queued::Create(Box::new(job)))
+            .send(Queued::Quick(Quick::Create(Box::new(job))))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Settles `running` (claimed for attempt `rec.n`) with `outcome` if
+    /// that attempt is still the running one; answers once committed.
+    pub(crate) async fn settle(
+        &self,
+        running: &Action,
+        rec: &crate::dispatch::ActionAttempt,
+        outcome: crate::model::Outcome,
+    ) -> Result<Option<Action>, StoreError> {
+        let (job, rx) = SettleJob::prepare(running, rec, outcome)?;
+        self.tx
+            .send(Queued::Quick(Quick::Settle(Box::new(job))))
             .await
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
@@ -152,8 +237,8 @@ impl Writer {
 enum Outcome {
     /// General work: it keeps its own result.
     Job(Box<dyn Job>),
-    /// A new action: written (`Ok`) or refused.
-    Create(Box<CreateJob>, Result<(), StoreError>),
+    /// A prepared write: written (`Ok`) or refused.
+    Quick(Quick, Result<(), StoreError>),
 }
 
 async fn run(
@@ -162,6 +247,7 @@ async fn run(
     mut stop: oneshot::Receiver<()>,
     batch_max: usize,
     after_commit: Publisher,
+    stats: Arc<Counts>,
 ) {
     let mut batch: Vec<Queued> = Vec::with_capacity(batch_max);
     let mut stopping = false;
@@ -193,18 +279,25 @@ async fn run(
             }
         }
         let general = batch.iter().any(|q| matches!(q, Queued::Job(_)));
+        let grants = batch
+            .iter()
+            .any(|q| matches!(q, Queued::Job(job) if job.may_change_grants()));
+        let jobs = batch.len() as u64;
         let (mut done, commit) = run_batch(&mut conn, &mut batch).await;
         if commit.is_ok() {
+            stats.commits.fetch_add(1, Ordering::Relaxed);
+            stats.jobs.fetch_add(jobs, Ordering::Relaxed);
             if general {
-                // General work may have changed grants; new actions cannot.
-                after_commit.grants.clear();
+                if grants {
+                    after_commit.grants.clear();
+                }
                 after_commit.publish(&mut conn).await;
             } else {
                 let mut events: Vec<Event> = done
                     .iter_mut()
-                    .filter_map(|o| match o {
-                        Outcome::Create(job, Ok(())) => Some(job.take_event()),
-                        _ => None,
+                    .flat_map(|o| match o {
+                        Outcome::Quick(job, Ok(())) => job.take_events(),
+                        _ => Vec::new(),
                     })
                     .collect();
                 events.sort_by_key(|e| e.seq);
@@ -214,7 +307,7 @@ async fn run(
         for outcome in done.drain(..) {
             match outcome {
                 Outcome::Job(job) => job.finish(commit.clone()),
-                Outcome::Create(job, result) => job.answer(match (&commit, result) {
+                Outcome::Quick(job, result) => job.answer(match (&commit, result) {
                     (Ok(()), result) => result,
                     (Err(_), Err(e)) => Err(e),
                     (Err(e), Ok(())) => Err(commit_failed(e)),
@@ -238,14 +331,14 @@ async fn run_batch(
     batch: &mut Vec<Queued>,
 ) -> (Vec<Outcome>, Result<(), String>) {
     let mut done = Vec::with_capacity(batch.len());
-    if let Some(created) = create_only(conn, batch).await {
+    if let Some(created) = quick_only(conn, batch).await {
         return (created, Ok(()));
     }
     let single = batch.len() == 1;
     if let Err(e) = exec(conn, "BEGIN IMMEDIATE").await {
         done.extend(batch.drain(..).map(|q| match q {
             Queued::Job(job) => Outcome::Job(job),
-            Queued::Create(job) => Outcome::Create(job, Ok(())),
+            Queued::Quick(job) => Outcome::Quick(job, Ok(())),
         }));
         return (done, Err(e));
     }
@@ -273,34 +366,34 @@ async fn run_batch(
                 }
                 done.push(Outcome::Job(job));
             }
-            Queued::Create(job) => {
+            Queued::Quick(job) => {
                 let mut group = vec![job];
-                while let Some(Queued::Create(_)) = queue.peek() {
-                    if let Some(Queued::Create(job)) = queue.next() {
+                while let Some(Queued::Quick(_)) = queue.peek() {
+                    if let Some(Queued::Quick(job)) = queue.next() {
                         group.push(job);
                     }
                 }
-                match insert_group_on(
+                match write_group_on(
                     conn,
                     &mut group,
                     if single { Wrap::Bare } else { Wrap::Savepoint },
                 )
                 .await
                 {
-                    Ok(()) => done.extend(group.into_iter().map(|j| Outcome::Create(j, Ok(())))),
+                    Ok(()) => done.extend(group.into_iter().map(|j| Outcome::Quick(j, Ok(())))),
                     Err(e) if single => {
                         failed_alone = true;
                         rollback(conn).await;
                         // `single`: the group is this one job.
                         let mut e = Some(e);
                         done.extend(group.into_iter().map(|j| {
-                            Outcome::Create(j, Err(e.take().unwrap_or(StoreError::Closed)))
+                            Outcome::Quick(j, Err(e.take().unwrap_or(StoreError::Closed)))
                         }));
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, size = group.len(), "group insert failed; inserting one by one");
                         if let Err(e) = exec(conn, "ROLLBACK TO grp; RELEASE grp").await {
-                            let rest = group.into_iter().map(|j| Outcome::Create(j, Ok(())));
+                            let rest = group.into_iter().map(|j| Outcome::Quick(j, Ok(())));
                             done.extend(rest);
                             rollback(conn).await;
                             drain_into(&mut done, queue);
@@ -308,17 +401,17 @@ async fn run_batch(
                         }
                         for job in group {
                             let mut one = [job];
-                            let result = insert_group_on(conn, &mut one, Wrap::Savepoint).await;
+                            let result = write_group_on(conn, &mut one, Wrap::Savepoint).await;
                             let [job] = one;
                             if result.is_err()
                                 && let Err(e) = exec(conn, "ROLLBACK TO grp; RELEASE grp").await
                             {
-                                done.push(Outcome::Create(job, result));
+                                done.push(Outcome::Quick(job, result));
                                 rollback(conn).await;
                                 drain_into(&mut done, queue);
                                 return (done, Err(e));
                             }
-                            done.push(Outcome::Create(job, result));
+                            done.push(Outcome::Quick(job, result));
                         }
                     }
                 }
@@ -337,26 +430,26 @@ async fn run_batch(
     (done, Ok(()))
 }
 
-/// A batch of new actions only is written and committed in one hand-off.
+/// A batch of prepared writes only is written and committed in one hand-off.
 /// `None` (and `batch` untouched, nothing written) when the batch holds other
 /// work or that failed; the caller then goes the long way, which isolates
 /// failures.
-async fn create_only(conn: &mut SqliteConnection, batch: &mut Vec<Queued>) -> Option<Vec<Outcome>> {
-    if !batch.iter().all(|q| matches!(q, Queued::Create(_))) {
+async fn quick_only(conn: &mut SqliteConnection, batch: &mut Vec<Queued>) -> Option<Vec<Outcome>> {
+    if !batch.iter().all(|q| matches!(q, Queued::Quick(_))) {
         return None;
     }
-    let mut group: Vec<Box<CreateJob>> = batch
+    let mut group: Vec<Quick> = batch
         .drain(..)
         .filter_map(|q| match q {
-            Queued::Create(job) => Some(job),
+            Queued::Quick(job) => Some(job),
             Queued::Job(_) => None,
         })
         .collect();
-    match insert_group_on(conn, &mut group, Wrap::Transaction).await {
+    match write_group_on(conn, &mut group, Wrap::Transaction).await {
         Ok(()) => Some(
             group
                 .into_iter()
-                .map(|j| Outcome::Create(j, Ok(())))
+                .map(|j| Outcome::Quick(j, Ok(())))
                 .collect(),
         ),
         Err(e) => {
@@ -364,7 +457,7 @@ async fn create_only(conn: &mut SqliteConnection, batch: &mut Vec<Queued>) -> Op
             // The transaction may be open (an insert failed) or not (BEGIN
             // or COMMIT failed); either way nothing of it stands.
             let _ = exec(conn, "ROLLBACK").await;
-            batch.extend(group.into_iter().map(Queued::Create));
+            batch.extend(group.into_iter().map(Queued::Quick));
             None
         }
     }
@@ -389,7 +482,7 @@ async fn abort(
 fn drain_into(done: &mut Vec<Outcome>, queue: impl Iterator<Item = Queued>) {
     done.extend(queue.map(|q| match q {
         Queued::Job(job) => Outcome::Job(job),
-        Queued::Create(job) => Outcome::Create(job, Ok(())),
+        Queued::Quick(job) => Outcome::Quick(job, Ok(())),
     }));
 }
 

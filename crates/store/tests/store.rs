@@ -354,3 +354,100 @@ async fn cached_grants_follow_creation_and_revocation() {
     store.revoke_grant(&id).await.unwrap();
     assert!(store.active_grants("a", "bash").await.unwrap().is_empty());
 }
+
+fn claimed_handler_action(agent: &str, result: DecisionResult) -> NewAction {
+    NewAction {
+        handler: Some(HandlerAction {
+            handler: "files".to_owned(),
+            action: "write".to_owned(),
+            params: serde_json::json!({"path": "/a", "secret": "s3"}),
+            params_view: serde_json::json!({"path": "/a", "secret": "***"}),
+            permission: "fs.write".to_owned(),
+            scope: serde_json::Map::from_iter([("path".to_owned(), serde_json::json!("/a"))]),
+            display: Some(serde_json::json!("write /a")),
+            claim_until: Some(Utc::now() + chrono::Duration::seconds(60)),
+        }),
+        ..new_action(agent, result, None, "h")
+    }
+}
+
+#[tokio::test]
+async fn an_allowed_handler_action_can_be_stored_claimed_and_settled_once() {
+    let (store, _dir) = open().await;
+    let mut events = store.subscribe();
+    let (running, created) = store
+        .insert_action(claimed_handler_action("a", DecisionResult::Allow))
+        .await
+        .unwrap();
+    assert!(created);
+    assert_eq!(running.status, ActionStatus::Running);
+    assert_eq!(store.get_action(&running.id).await.unwrap(), running);
+    let first = events.recv().await.unwrap();
+    let second = events.recv().await.unwrap();
+    assert_eq!(
+        (first.kind.as_str(), second.kind.as_str()),
+        ("action.approved", "action.started")
+    );
+    assert_eq!(second.seq, first.seq + 1);
+    assert_eq!(first.data["status"], "approved");
+    // Claimed for attempt 1: nothing is due for the dispatch loop.
+    assert!(
+        store
+            .due_for_dispatch(Utc::now(), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let rec = ActionAttempt {
+        n: 1,
+        at: Utc::now(),
+        status_code: Some(200),
+        error: None,
+        duration_ms: 3,
+    };
+    let outcome = Outcome {
+        status: ActionStatus::Completed,
+        result: Some(serde_json::json!({"ok": true})),
+        error: None,
+    };
+    let settled = store
+        .settle_attempt(&running, &rec, outcome.clone())
+        .await
+        .unwrap()
+        .expect("attempt 1 was running");
+    assert_eq!(settled.status, ActionStatus::Completed);
+    // What the settle answers (and publishes) is what is stored.
+    assert_eq!(store.get_action(&running.id).await.unwrap(), settled);
+    let ev = events.recv().await.unwrap();
+    assert_eq!(ev.kind, "action.completed");
+    assert_eq!(ev.seq, second.seq + 1);
+    assert_eq!(serde_json::to_value(&settled).unwrap(), ev.data);
+
+    // The same attempt again (a duplicate answer) changes nothing.
+    let again = store.settle_attempt(&running, &rec, outcome).await.unwrap();
+    assert_eq!(again, None);
+    assert_eq!(store.get_action(&running.id).await.unwrap(), settled);
+    assert!(
+        events.try_recv().is_err(),
+        "no event for a superseded settle"
+    );
+}
+
+#[tokio::test]
+async fn only_an_allowed_handler_action_is_stored_claimed() {
+    let (store, _dir) = open().await;
+    let (asked, _) = store
+        .insert_action(claimed_handler_action("a", DecisionResult::Ask))
+        .await
+        .unwrap();
+    assert_eq!(asked.status, ActionStatus::Pending);
+    let (denied, _) = store
+        .insert_action(claimed_handler_action("a", DecisionResult::Deny))
+        .await
+        .unwrap();
+    assert_eq!(denied.status, ActionStatus::Denied);
+    for a in [asked, denied] {
+        assert_eq!(store.get_action(&a.id).await.unwrap(), a);
+    }
+}

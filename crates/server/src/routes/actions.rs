@@ -13,17 +13,19 @@ use utoipa::{IntoParams, ToSchema};
 
 use actiongate_policy as policy;
 use actiongate_store::{
-    Action, ActionFilter, ActionStatus, ApproveFirst, DecisionResult, HandlerAction, NewAction,
-    NewGrant, Outcome, Role, Transition,
+    Action, ActionFilter, ActionStatus, ApproveFirst, Claimed, DecisionResult, HandlerAction,
+    NewAction, NewGrant, Outcome, Role, Transition,
 };
 
 use crate::auth::Caller;
 use crate::decide::{NeededPermission, decide_tool, validate_tool};
+use crate::dispatcher::Slot;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
 use crate::metrics::record_decision;
 use crate::routes::agents::validate_agent_id;
 use crate::routes::grants;
 use crate::state::AppState;
+use crate::waiters::Registration;
 
 /// Routes of this module.
 pub fn router() -> Router<AppState> {
@@ -254,6 +256,7 @@ pub async fn create_action(
     check_len("idempotency_key", key, 256)?;
     let timeout = timeout_of(&state, timeout)?;
     let request_hash = request_hash(&body);
+    let mut slot = None;
     let new = match body {
         CreateAction::Tool(t) => {
             validate_tool(&t.tool)?;
@@ -273,7 +276,11 @@ pub async fn create_action(
                 handler: None,
             }
         }
-        CreateAction::Handler(h) => handler_action(&state, agent, h, request_hash).await?,
+        CreateAction::Handler(h) => {
+            let (new, s) = handler_action(&state, agent, h, request_hash).await?;
+            slot = s;
+            new
+        }
     };
     let result = new.decision.result;
     let new = NewAction {
@@ -282,7 +289,14 @@ pub async fn create_action(
             .map(|d| actiongate_store::time::now() + d),
         ..new
     };
-    let (mut action, created) = state.store().insert_action(new).await?;
+    // A waiter registered before the insert needs no read to start from,
+    // and misses nothing however fast the action settles.
+    let id = new.id.clone();
+    let registered = (!wait.is_zero()).then(|| state.waiters().register(&id));
+    let (mut action, created) = match slot {
+        None => state.store().insert_action(new).await?,
+        Some(slot) => insert_and_start(&state, new, slot).await?,
+    };
     if created {
         record_decision(result.as_str());
         if result == DecisionResult::Ask {
@@ -290,7 +304,11 @@ pub async fn create_action(
         }
     }
     if !wait.is_zero() && !action.is_settled() {
-        action = wait_settled(&state, &action.id, wait).await?;
+        action = match registered {
+            // An idempotent retry answers with an earlier action, not `id`.
+            Some(reg) if created => wait_settled_from(&state, reg, action, wait).await?,
+            _ => wait_settled(&state, &action.id, wait).await?,
+        };
     }
     Ok(with_location(
         if created {
@@ -302,13 +320,49 @@ pub async fn create_action(
     ))
 }
 
-/// Validates a handler action and decides it.
+/// Stores an allowed handler action already claimed for its first attempt
+/// and starts that attempt. One task does both, so a client that goes away
+/// meanwhile cannot leave the action claimed and unsent until its lease
+/// lapses.
+async fn insert_and_start(
+    state: &AppState,
+    new: NewAction,
+    slot: Slot,
+) -> Result<(Action, bool), ApiError> {
+    let params = new
+        .handler
+        .as_ref()
+        .map(|h| h.params.clone())
+        .unwrap_or_default();
+    let state = state.clone();
+    tokio::spawn(async move {
+        let (action, created) = state.store().insert_action(new).await?;
+        if created && action.status == ActionStatus::Running {
+            let claimed = Claimed {
+                action: action.clone(),
+                params,
+                attempt: 1,
+            };
+            state.dispatcher().start(&state, claimed, slot);
+        }
+        Ok::<_, actiongate_store::StoreError>((action, created))
+    })
+    .await
+    .map_err(|e| {
+        tracing::error!(error = %e, "storing a handler action failed");
+        ApiError::internal()
+    })?
+    .map_err(ApiError::from)
+}
+
+/// Validates a handler action and decides it. When the policy allows it and
+/// dispatch has room, it comes with a [`Slot`] and is to be stored claimed.
 async fn handler_action(
     state: &AppState,
     agent: String,
     h: HandlerActionRequest,
     request_hash: String,
-) -> Result<NewAction, ApiError> {
+) -> Result<(NewAction, Option<Slot>), ApiError> {
     let handler = match state.handler(&h.handler).await {
         Ok(handler) if handler.record.retired_at.is_none() => handler,
         Ok(_) => {
@@ -350,7 +404,15 @@ async fn handler_action(
     .await?;
     let params_view = action.masked(&h.params);
     let display = action.display(&params_view);
-    Ok(NewAction {
+    let slot = if decision.result == DecisionResult::Allow {
+        state.dispatcher().reserve(&h.handler)
+    } else {
+        None
+    };
+    let claim_until = slot.as_ref().map(|_| {
+        actiongate_store::time::now() + state.dispatcher().lease(handler.record.timeout_ms)
+    });
+    let new = NewAction {
         id: uuid::Uuid::now_v7().to_string(),
         agent,
         action_string: policy::format_action(&h.handler, &detail),
@@ -369,14 +431,33 @@ async fn handler_action(
             permission,
             scope,
             display,
+            claim_until,
         }),
-    })
+    };
+    Ok((new, slot))
 }
 
 async fn wait_settled(state: &AppState, id: &str, wait: Duration) -> Result<Action, ApiError> {
     let gauge = metrics::gauge!("actiongate_long_polls_open");
     gauge.increment(1.0);
     let result = state.waiters().wait_for_action(id, wait).await;
+    gauge.decrement(1.0);
+    Ok(result?)
+}
+
+/// [`wait_settled`] for a waiter registered before `current` was stored.
+async fn wait_settled_from(
+    state: &AppState,
+    reg: Registration<'_>,
+    current: Action,
+    wait: Duration,
+) -> Result<Action, ApiError> {
+    let gauge = metrics::gauge!("actiongate_long_polls_open");
+    gauge.increment(1.0);
+    let result = state
+        .waiters()
+        .wait_for_action_from(reg, current, wait)
+        .await;
     gauge.decrement(1.0);
     Ok(result?)
 }

@@ -68,6 +68,9 @@ pub async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
         Err(e) => tracing::warn!(error = %e, "counting pending actions failed"),
     }
     metrics::gauge!("actiongate_long_polls_waiting").set(state.waiters().open() as f64);
+    let writes = state.store().write_stats();
+    metrics::counter!("actiongate_store_commits_total").absolute(writes.commits);
+    metrics::counter!("actiongate_store_writes_total").absolute(writes.jobs);
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
