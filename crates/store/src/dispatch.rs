@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::SqliteConnection;
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 use utoipa::ToSchema;
 
 use crate::Store;
@@ -63,6 +63,21 @@ fn status_event(status: ActionStatus) -> &'static str {
     }
 }
 
+/// A claimed action from a row of `RETURNING attempts, params, <action columns>`.
+fn claimed_from(row: &sqlx::sqlite::SqliteRow) -> Result<Claimed, StoreError> {
+    let attempt: i64 = sqlx::Row::try_get(row, "attempts")?;
+    let params: Option<String> = sqlx::Row::try_get(row, "params")?;
+    let params = params
+        .map(|t| serde_json::from_str(&t))
+        .transpose()?
+        .unwrap_or(Value::Null);
+    Ok(Claimed {
+        action: actions::from_row(row)?,
+        params,
+        attempt,
+    })
+}
+
 async fn append_attempt(
     conn: &mut SqliteConnection,
     id: &str,
@@ -112,13 +127,19 @@ async fn settle_on(
 
 impl Store {
     /// Approved handler actions due for an attempt at `at`, oldest first.
+    ///
+    /// The dispatch queries name their partial index (`INDEXED BY`): without
+    /// statistics SQLite picks `actions_status` (or `actions_handler`) and
+    /// walks every approved action, decision-only ones included, so each
+    /// pass grew with the history (76,000 rows after a minute of load).
     pub async fn due_for_dispatch(
         &self,
         at: DateTime<Utc>,
         limit: i64,
     ) -> Result<Vec<(String, String)>, StoreError> {
         Ok(sqlx::query_as(
-            "SELECT id, handler FROM actions WHERE status = 'approved' AND handler IS NOT NULL \
+            "SELECT id, handler FROM actions INDEXED BY actions_dispatch_due \
+             WHERE status = 'approved' AND handler IS NOT NULL \
              AND (next_attempt_at IS NULL OR next_attempt_at <= ?) ORDER BY COALESCE(next_attempt_at, 0), id LIMIT ?",
         )
         .bind(to_ms(at))
@@ -137,29 +158,71 @@ impl Store {
         self.writer
             .run_sparing_grants(move |conn| {
                 Box::pin(async move {
-                    let mut claimed = Vec::with_capacity(ids.len());
-                    for id in ids {
-                        let row = sqlx::query(concat!(
-                            "UPDATE actions SET status = 'running', attempts = attempts + 1, lease_until = ?, \
-                             next_attempt_at = NULL WHERE id = ? AND status = 'approved' RETURNING attempts, params, ",
-                            action_columns!()
-                        ))
-                        .bind(to_ms(lease_until))
-                        .bind(&id)
-                        .fetch_optional(&mut *conn)
-                        .await?;
-                        let Some(row) = row else { continue };
-                        let attempt: i64 = sqlx::Row::try_get(&row, "attempts")?;
-                        let params: Option<String> = sqlx::Row::try_get(&row, "params")?;
-                        let params = params
-                            .map(|t| serde_json::from_str(&t))
-                            .transpose()?
-                            .unwrap_or(Value::Null);
-                        let action = actions::from_row(&row)?;
-                        events::insert_on(conn, &actions::event_for(&action, "action.started")?).await?;
-                        claimed.push(Claimed { action, params, attempt });
+                    if ids.is_empty() {
+                        return Ok(Vec::new());
                     }
+                    // One statement for the whole pass, one for the events.
+                    let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
+                        "UPDATE actions SET status = 'running', attempts = attempts + 1, lease_until = ",
+                    );
+                    q.push_bind(to_ms(lease_until));
+                    q.push(", next_attempt_at = NULL WHERE status = 'approved' AND id IN (");
+                    let mut list = q.separated(", ");
+                    for id in &ids {
+                        list.push_bind(id.clone());
+                    }
+                    q.push(concat!(") RETURNING attempts, params, ", action_columns!()));
+                    let rows = q.build().persistent(false).fetch_all(&mut *conn).await?;
+                    let mut claimed = rows
+                        .iter()
+                        .map(claimed_from)
+                        .collect::<Result<Vec<_>, _>>()?;
+                    // Oldest first, as the pass asked for them.
+                    let order: std::collections::HashMap<&String, usize> =
+                        ids.iter().enumerate().map(|(i, id)| (id, i)).collect();
+                    claimed.sort_by_key(|c| order.get(&c.action.id).copied().unwrap_or(usize::MAX));
+                    let started = claimed
+                        .iter()
+                        .map(|c| actions::event_for(&c.action, "action.started"))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    events::insert_all_on(conn, &started).await?;
                     Ok(claimed)
+                })
+            })
+            .await
+    }
+
+    /// Claims the approved action of `handler` that has waited longest and
+    /// is due at `at`, if there is one, for its next attempt leased until
+    /// `lease_until`: how a finished attempt hands its room in the limits
+    /// straight to the next action waiting for it.
+    pub async fn claim_next(
+        &self,
+        handler: &str,
+        at: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> Result<Option<Claimed>, StoreError> {
+        let handler = handler.to_owned();
+        self.writer
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move {
+                    let row = sqlx::query(concat!(
+                        "UPDATE actions SET status = 'running', attempts = attempts + 1, lease_until = ?, \
+                         next_attempt_at = NULL WHERE id = (SELECT id FROM actions INDEXED BY actions_dispatch_due \
+                         WHERE status = 'approved' AND handler IS NOT NULL AND handler = ? AND (next_attempt_at IS NULL OR next_attempt_at <= ?) \
+                         ORDER BY COALESCE(next_attempt_at, 0), id LIMIT 1) RETURNING attempts, params, ",
+                        action_columns!()
+                    ))
+                    .bind(to_ms(lease_until))
+                    .bind(&handler)
+                    .bind(to_ms(at))
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                    let Some(row) = row else { return Ok(None) };
+                    let claimed = claimed_from(&row)?;
+                    events::insert_on(conn, &actions::event_for(&claimed.action, "action.started")?)
+                        .await?;
+                    Ok(Some(claimed))
                 })
             })
             .await
@@ -323,8 +386,10 @@ impl Store {
     /// due and the earliest lease lapsing (`None` when there is none).
     pub async fn next_dispatch_times(&self) -> Result<NextDispatch, StoreError> {
         let (retry, lease): (Option<i64>, Option<i64>) = sqlx::query_as(
-            "SELECT (SELECT MIN(next_attempt_at) FROM actions WHERE status = 'approved' AND handler IS NOT NULL), \
-                    (SELECT MIN(lease_until) FROM actions WHERE status = 'running')",
+            "SELECT (SELECT MIN(next_attempt_at) FROM actions INDEXED BY actions_dispatch_due \
+                     WHERE status = 'approved' AND handler IS NOT NULL), \
+                    (SELECT MIN(lease_until) FROM actions INDEXED BY actions_running_lease \
+                     WHERE status = 'running')",
         )
         .fetch_one(&self.read)
         .await?;
