@@ -125,11 +125,37 @@ impl Dispatcher {
     }
 
     /// Runs claimed attempt `c` in its own task, holding `slot` until done.
+    /// While actions wait for room, the slot then goes straight to the next
+    /// one of the same handler (one claim, no pass of the dispatch loop).
     pub fn start(&self, state: &AppState, c: Claimed, slot: Slot) {
         let state = state.clone();
         tokio::spawn(async move {
             let d = state.dispatcher();
-            attempt(&state, &d.client, &d.cfg, c).await;
+            let mut c = c;
+            loop {
+                let handler = c.action.handler.clone().unwrap_or_default();
+                attempt(&state, &d.client, &d.cfg, c).await;
+                if !d.backlog.load(Ordering::Acquire) || state.shutdown().is_cancelled() {
+                    break;
+                }
+                let timeout = match state.handler(&handler).await {
+                    Ok(h) => h.record.timeout_ms,
+                    Err(_) => break,
+                };
+                let now = Utc::now();
+                match state
+                    .store()
+                    .claim_next(&handler, now, now + d.lease(timeout))
+                    .await
+                {
+                    Ok(Some(next)) => c = next,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::error!(error = %e, "claiming the next action failed");
+                        break;
+                    }
+                }
+            }
             drop(slot);
         });
     }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection};
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
@@ -47,6 +47,30 @@ pub(crate) async fn insert_on(
     .bind(ev.data.to_string())
     .execute(conn)
     .await?;
+    Ok(())
+}
+
+/// Writes `events` in order, with one statement.
+pub(crate) async fn insert_all_on(
+    conn: &mut SqliteConnection,
+    events: &[NewEvent],
+) -> Result<(), StoreError> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let at = to_ms(now());
+    let mut q: QueryBuilder<Sqlite> =
+        QueryBuilder::new("INSERT INTO events (id, type, at, agent, action_id, grant_id, data) ");
+    q.push_values(events, |mut row, ev| {
+        row.push_bind(Uuid::now_v7().to_string())
+            .push_bind(ev.kind)
+            .push_bind(at)
+            .push_bind(ev.agent.clone())
+            .push_bind(ev.action_id.clone())
+            .push_bind(ev.grant_id.clone())
+            .push_bind(ev.data.to_string());
+    });
+    q.build().persistent(false).execute(conn).await?;
     Ok(())
 }
 

@@ -451,3 +451,49 @@ async fn only_an_allowed_handler_action_is_stored_claimed() {
         assert_eq!(store.get_action(&a.id).await.unwrap(), a);
     }
 }
+
+#[tokio::test]
+async fn claim_next_takes_the_oldest_due_action_of_the_handler_once() {
+    let (store, _dir) = open().await;
+    let unclaimed = |agent: &str| {
+        let mut new = claimed_handler_action(agent, DecisionResult::Allow);
+        if let Some(h) = new.handler.as_mut() {
+            h.claim_until = None;
+        }
+        new
+    };
+    // Decision-only approved actions are not the dispatcher's business.
+    store
+        .insert_action(new_action("a", DecisionResult::Allow, None, "h"))
+        .await
+        .unwrap();
+    let (first, _) = store.insert_action(unclaimed("a")).await.unwrap();
+    let (second, _) = store.insert_action(unclaimed("b")).await.unwrap();
+    assert_eq!(first.status, ActionStatus::Approved);
+    let lease = Utc::now() + chrono::Duration::seconds(60);
+    let none = store.claim_next("other", Utc::now(), lease).await.unwrap();
+    assert!(none.is_none(), "another handler's action is not taken");
+    for expected in [&first, &second] {
+        let c = store
+            .claim_next("files", Utc::now(), lease)
+            .await
+            .unwrap()
+            .expect("one is due");
+        assert_eq!(c.action.id, expected.id);
+        assert_eq!(c.attempt, 1);
+        assert_eq!(c.action.status, ActionStatus::Running);
+        assert_eq!(
+            c.params["secret"], "s3",
+            "the executor gets the params as sent"
+        );
+    }
+    let rest = store.claim_next("files", Utc::now(), lease).await.unwrap();
+    assert!(rest.is_none());
+    assert!(
+        store
+            .due_for_dispatch(Utc::now(), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
