@@ -5,7 +5,9 @@
 # N concurrent agents, request to `completed`, plus the direct-to-executor
 # and decision-only baselines in the same run) and stops the daemon.
 #   bench/executor/run.sh [CONCURRENCY,...] [SECONDS]
-# Environment: DURABILITIES ("normal full"), CARGO_TARGET_DIR.
+# Environment: DURABILITIES ("normal full"), CARGO_TARGET_DIR, BIN (another
+# daemon binary to measure, e.g. an older commit's build; the load client is
+# always this tree's).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CONC=${1:-1,64}
@@ -28,7 +30,7 @@ echo "commit $(git rev-parse --short HEAD)$(git diff --quiet || echo '+dirty'), 
 for d in $DURABILITIES; do
   DATA=$(mktemp -d)
   PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  ACTIONGATE_LOG=warn ACTIONGATE_STORAGE__DURABILITY=$d "$TARGET/release/actiongate" serve \
+  ACTIONGATE_LOG=warn ACTIONGATE_STORAGE__DURABILITY=$d "${BIN:-$TARGET/release/actiongate}" serve \
     --data-dir "$DATA" --listen "127.0.0.1:$PORT" 2>"$DATA/daemon.log" &
   PID=$!
   for _ in $(seq 100); do
