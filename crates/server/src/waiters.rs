@@ -94,21 +94,24 @@ impl Waiters {
     pub async fn wait_for_action(&self, id: &str, wait: Duration) -> Result<Action, StoreError> {
         let reg = self.register(id);
         let current = self.store.get_action(id).await?;
-        self.wait_for_action_from(reg, current, wait).await
+        if current.is_settled() || wait.is_zero() || self.shutdown.is_cancelled() {
+            return Ok(current);
+        }
+        // Not kept while waiting: an idle long-poll's memory is its future.
+        drop(current);
+        self.wait_for_action_from(reg, wait).await
     }
 
-    /// [`Waiters::wait_for_action`] for a waiter registered before
-    /// `current` was read or written, so nothing committed since is missed.
+    /// [`Waiters::wait_for_action`] for a waiter registered before its
+    /// caller saw the action unsettled, so nothing committed since is missed.
     pub async fn wait_for_action_from(
         &self,
         reg: Registration<'_>,
-        current: Action,
         wait: Duration,
     ) -> Result<Action, StoreError> {
         let id = reg.id;
         self.wait_loop(
             reg,
-            current,
             wait,
             || self.store.get_action(id),
             Action::is_settled,
@@ -135,16 +138,19 @@ impl Waiters {
         // and the wait still wakes us.
         let reg = self.register(key);
         let current = load().await?;
-        self.wait_loop(reg, current, wait, load, done, |_| false)
-            .await
+        if done(&current) || wait.is_zero() || self.shutdown.is_cancelled() {
+            return Ok(current);
+        }
+        drop(current);
+        self.wait_loop(reg, wait, load, done, |_| false).await
     }
 
-    /// The waiting itself: `current` was read after `reg` was registered.
-    /// `unsettled(event)` tells an event that leaves the value not done.
+    /// The waiting itself, for a value seen not done after `reg` was
+    /// registered. `unsettled(event)` tells an event that leaves it not
+    /// done. No value is held while waiting.
     async fn wait_loop<'a, T, F, Fut>(
         &'a self,
         mut reg: Registration<'a>,
-        mut current: T,
         wait: Duration,
         load: F,
         done: impl Fn(&T) -> bool,
@@ -157,9 +163,6 @@ impl Waiters {
         let key = reg.id;
         let until = tokio::time::Instant::now() + wait;
         loop {
-            if done(&current) || wait.is_zero() || self.shutdown.is_cancelled() {
-                return Ok(current);
-            }
             let woken = tokio::select! {
                 woken = &mut reg.rx => woken.ok().flatten(),
                 _ = tokio::time::sleep_until(until) => return load().await,
@@ -177,7 +180,10 @@ impl Waiters {
                 .as_ref()
                 .is_some_and(|ev| unsettled(ev) && self.store.last_seq() == ev.seq);
             if !quiet {
-                current = load().await?;
+                let value = load().await?;
+                if done(&value) || self.shutdown.is_cancelled() {
+                    return Ok(value);
+                }
             }
         }
     }

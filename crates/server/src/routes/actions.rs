@@ -306,7 +306,7 @@ pub async fn create_action(
     if !wait.is_zero() && !action.is_settled() {
         action = match registered {
             // An idempotent retry answers with an earlier action, not `id`.
-            Some(reg) if created => wait_settled_from(&state, reg, action, wait).await?,
+            Some(reg) if created => wait_settled_from(&state, reg, wait).await?,
             _ => wait_settled(&state, &action.id, wait).await?,
         };
     }
@@ -445,19 +445,16 @@ async fn wait_settled(state: &AppState, id: &str, wait: Duration) -> Result<Acti
     Ok(result?)
 }
 
-/// [`wait_settled`] for a waiter registered before `current` was stored.
+/// [`wait_settled`] for a waiter registered before its action was stored
+/// (and seen unsettled).
 async fn wait_settled_from(
     state: &AppState,
     reg: Registration<'_>,
-    current: Action,
     wait: Duration,
 ) -> Result<Action, ApiError> {
     let gauge = metrics::gauge!("actiongate_long_polls_open");
     gauge.increment(1.0);
-    let result = state
-        .waiters()
-        .wait_for_action_from(reg, current, wait)
-        .await;
+    let result = state.waiters().wait_for_action_from(reg, wait).await;
     gauge.decrement(1.0);
     Ok(result?)
 }
@@ -496,6 +493,8 @@ pub async fn get_action(
     if wait.is_zero() || action.is_settled() {
         return Ok(axum::Json(action));
     }
+    // Neither is kept while waiting: an idle long-poll's memory is its future.
+    drop((action, caller));
     Ok(axum::Json(wait_settled(&state, &id, wait).await?))
 }
 
