@@ -191,9 +191,7 @@ impl Waiters {
 
 /// Whether an event about an action leaves it unsettled.
 fn leaves_unsettled(ev: &Event) -> bool {
-    ev.kind.starts_with("action.")
-        && serde_json::from_value::<Action>(ev.data.clone())
-            .is_ok_and(|a| !a.is_settled() && ev.action_id.as_deref() == Some(a.id.as_str()))
+    ev.settles_its_action() == Some(false)
 }
 
 async fn fan_out(

@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use serde_json::Value;
 use sqlx::{QueryBuilder, Sqlite};
 use tokio::sync::oneshot;
-use uuid::Uuid;
 
 use crate::actions::{NewAction, claim_of, created_events};
 use crate::error::StoreError;
@@ -55,21 +54,10 @@ impl CreateJob {
         let params = new.handler.as_ref().map(|h| h.params.to_string());
         let mut action = crate::actions::stored_action(new, created);
         let created_events = created_events(&mut action, claim_until.is_some())?;
-        let mut events = Vec::with_capacity(created_events.len());
-        let mut event_data = Vec::with_capacity(created_events.len());
-        for ev in created_events {
-            event_data.push(ev.data.to_string());
-            events.push(Event {
-                seq: 0,
-                id: Uuid::now_v7().to_string(),
-                kind: ev.kind.to_owned(),
-                at: created,
-                agent: ev.agent,
-                action_id: ev.action_id,
-                grant_id: None,
-                data: ev.data,
-            });
-        }
+        let (events, event_data) = created_events
+            .into_iter()
+            .map(|ev| ev.prepare(created))
+            .unzip();
         let (reply, rx) = oneshot::channel();
         Ok((
             CreateJob {

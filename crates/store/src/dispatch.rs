@@ -54,7 +54,7 @@ pub enum AttemptNext {
     AwaitResult(DateTime<Utc>),
 }
 
-fn status_event(status: ActionStatus) -> &'static str {
+pub(crate) fn status_event(status: ActionStatus) -> &'static str {
     match status {
         ActionStatus::Completed => "action.completed",
         ActionStatus::Failed => "action.failed",

@@ -50,6 +50,25 @@ pub(crate) async fn insert_on(
     Ok(())
 }
 
+impl NewEvent {
+    /// The event as it will be published once written (its `seq` is filled
+    /// in then), with a new id, and its data as it is stored.
+    pub(crate) fn prepare(self, at: chrono::DateTime<chrono::Utc>) -> (Event, String) {
+        let data = self.data.to_string();
+        let event = Event {
+            seq: 0,
+            id: Uuid::now_v7().to_string(),
+            kind: self.kind.to_owned(),
+            at,
+            agent: self.agent,
+            action_id: self.action_id,
+            grant_id: self.grant_id,
+            data: self.data,
+        };
+        (event, data)
+    }
+}
+
 /// Writes `events` in order, with one statement.
 pub(crate) async fn insert_all_on(
     conn: &mut SqliteConnection,

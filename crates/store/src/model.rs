@@ -63,6 +63,16 @@ impl ActionStatus {
         !matches!(self, ActionStatus::Pending)
     }
 
+    /// Whether nothing more will happen to an action in this status, run by
+    /// a handler or not.
+    pub fn is_settled(self, by_handler: bool) -> bool {
+        if by_handler {
+            self.is_settled_handler()
+        } else {
+            self.is_settled_decision_only()
+        }
+    }
+
     /// Whether nothing more will happen to an action run by a handler.
     pub fn is_settled_handler(self) -> bool {
         matches!(
@@ -215,11 +225,7 @@ impl Action {
     /// Whether nothing more will happen to it: decision-only actions settle
     /// once decided (the agent runs them), handler actions once they ran.
     pub fn is_settled(&self) -> bool {
-        if self.handler.is_some() {
-            self.status.is_settled_handler()
-        } else {
-            self.status.is_settled_decision_only()
-        }
+        self.status.is_settled(self.handler.is_some())
     }
 }
 
@@ -452,4 +458,23 @@ pub struct Event {
     pub grant_id: Option<String>,
     /// The resource as it stood after the change.
     pub data: Value,
+}
+
+impl Event {
+    /// For an event that carries its action as it stood after the change:
+    /// whether that left the action settled. `None` for other events.
+    /// Reads only the fields that decide it.
+    pub fn settles_its_action(&self) -> Option<bool> {
+        if !self.kind.starts_with("action.") {
+            return None;
+        }
+        let d = &self.data;
+        let id = d.get("id").and_then(Value::as_str);
+        if id.is_none() || id != self.action_id.as_deref() {
+            return None;
+        }
+        let status: ActionStatus = d.get("status")?.as_str()?.parse().ok()?;
+        let by_handler = d.get("handler").is_some_and(|h| !h.is_null());
+        Some(status.is_settled(by_handler))
+    }
 }

@@ -7,12 +7,11 @@
 
 use sqlx::{QueryBuilder, Sqlite};
 use tokio::sync::oneshot;
-use uuid::Uuid;
 
 use crate::actions::event_for;
-use crate::dispatch::ActionAttempt;
+use crate::dispatch::{ActionAttempt, status_event};
 use crate::error::StoreError;
-use crate::model::{Action, ActionStatus, Event, Outcome};
+use crate::model::{Action, Event, Outcome};
 use crate::time::{from_ms, now};
 
 /// Where the caller of a [`SettleJob`] receives its answer: the settled
@@ -48,22 +47,7 @@ impl SettleJob {
         action.attempts.push(rec.clone());
         let outcome_text = serde_json::to_string(&outcome)?;
         action.outcome = Some(outcome);
-        let kind = match action.status {
-            ActionStatus::Completed => "action.completed",
-            _ => "action.failed",
-        };
-        let ev = event_for(&action, kind)?;
-        let event_data = ev.data.to_string();
-        let event = Event {
-            seq: 0,
-            id: Uuid::now_v7().to_string(),
-            kind: kind.to_owned(),
-            at: now(),
-            agent: ev.agent,
-            action_id: ev.action_id,
-            grant_id: None,
-            data: ev.data,
-        };
+        let (event, event_data) = event_for(&action, status_event(action.status))?.prepare(now());
         let (reply, rx) = oneshot::channel();
         Ok((
             SettleJob {
