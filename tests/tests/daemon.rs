@@ -106,6 +106,35 @@ fn ureq_get(url: &str) -> Result<u16, String> {
     })
 }
 
+/// A new key for `agent`, whose profile is set to `profile`.
+async fn agent_key(
+    client: &reqwest::Client,
+    base: &str,
+    admin: &str,
+    agent: &str,
+    profile: &str,
+) -> String {
+    let (s, k) = call(
+        client,
+        reqwest::Method::POST,
+        format!("{base}/v1/keys"),
+        admin,
+        Some(json!({"role": "agent", "agent": agent})),
+    )
+    .await;
+    assert_eq!(s, 201, "{k}");
+    let (s, a) = call(
+        client,
+        reqwest::Method::PUT,
+        format!("{base}/v1/agents/{agent}"),
+        admin,
+        Some(json!({"profile": profile})),
+    )
+    .await;
+    assert!(s == 200 || s == 201, "{a}");
+    k["key"].as_str().unwrap().to_owned()
+}
+
 fn cli(data: &Path, args: &[&str]) -> std::process::Output {
     Command::new(binary("actiongate"))
         .arg("--data-dir")
@@ -246,23 +275,7 @@ fn kill_9_loses_no_acknowledged_request_and_overdue_actions_expire_on_restart() 
     let client = client();
     let base = d.base.clone();
     let (acked, short_id) = rt.block_on(async {
-        let (_, k) = call(
-            &client,
-            reqwest::Method::POST,
-            format!("{base}/v1/keys"),
-            &admin,
-            Some(json!({"role": "agent", "agent": "a1"})),
-        )
-        .await;
-        let agent = k["key"].as_str().unwrap().to_owned();
-        call(
-            &client,
-            reqwest::Method::PUT,
-            format!("{base}/v1/agents/a1"),
-            &admin,
-            Some(json!({"profile": "standard"})),
-        )
-        .await;
+        let agent = agent_key(&client, &base, &admin, "a1", "standard").await;
         // One action whose deadline will pass while the daemon is down.
         let (_, short) = call(
             &client,
@@ -462,24 +475,8 @@ fn without_subscriptions_an_action_costs_one_commit() {
         metric(&text, "actiongate_store_commits_total")
     };
     rt.block_on(async {
-        let (_, k) = call(
-            &client,
-            reqwest::Method::POST,
-            format!("{base}/v1/keys"),
-            &admin,
-            Some(json!({"role": "agent", "agent": "a1"})),
-        )
-        .await;
-        let agent = k["key"].as_str().unwrap().to_owned();
         // `guarded`: every action waits for a human, with a deadline.
-        call(
-            &client,
-            reqwest::Method::PUT,
-            format!("{base}/v1/agents/a1"),
-            &admin,
-            Some(json!({"profile": "guarded"})),
-        )
-        .await;
+        let agent = agent_key(&client, &base, &admin, "a1", "guarded").await;
         let before = commits().await;
         for _ in 0..20 {
             let (s, a) = call(
