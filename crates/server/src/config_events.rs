@@ -20,9 +20,17 @@ pub struct EventsSettings {
     /// A client whose connection takes no bytes for this long (a stalled
     /// stream subscriber) is disconnected; it resumes from its last id.
     pub send_timeout: String,
-    /// How many events a stream may fall behind before it is closed (the
-    /// client resumes from its last id).
+    /// How many batches of events (at least as many events) a stream may
+    /// fall behind before it is closed (the client resumes from its last id).
     pub buffer: usize,
+    /// While events keep coming, streams are sent at most one batch per
+    /// gap, so each wakes and writes once per gap, not once per event; an
+    /// event after a quiet period goes out at once. The gap is
+    /// `coalesce_per_stream` per open stream, at most this. `0s`: every
+    /// commit's events at once.
+    pub coalesce: String,
+    /// The gap's share per open stream (see `coalesce`).
+    pub coalesce_per_stream: String,
 }
 
 impl Default for EventsSettings {
@@ -34,6 +42,8 @@ impl Default for EventsSettings {
             prune_interval: "1h".to_owned(),
             send_timeout: "30s".to_owned(),
             buffer: 4096,
+            coalesce: "20ms".to_owned(),
+            coalesce_per_stream: "20us".to_owned(),
         }
     }
 }
@@ -50,7 +60,26 @@ impl EventsSettings {
         self.retention()?;
         self.prune_interval()?;
         self.send_timeout()?;
+        self.coalesce()?;
         Ok(())
+    }
+
+    /// How long the event hub gathers events between two batches.
+    pub fn coalesce(&self) -> anyhow::Result<crate::sse::Coalesce> {
+        let short = |name: &str, value: &str| match value.trim() {
+            "0" | "0s" | "0ms" => Ok(Duration::ZERO),
+            other => {
+                let d = duration("events", name, other)?;
+                if d > Duration::from_secs(5) {
+                    anyhow::bail!("events.{name}: at most 5s (got {other})");
+                }
+                Ok(d)
+            }
+        };
+        Ok(crate::sse::Coalesce {
+            per_stream: short("coalesce_per_stream", &self.coalesce_per_stream)?,
+            max: short("coalesce", &self.coalesce)?,
+        })
     }
 
     /// Heartbeat period.

@@ -9,104 +9,227 @@
 //! behind is not dropped from silently: its stream ends and the client
 //! resumes from its last id. A client that stops reading altogether is cut
 //! off by the connection's send timeout (see [`crate::stall`]).
+//!
+//! The hub hands events to streams in batches: what was committed together,
+//! and, while events keep coming, what was committed within one gap of the
+//! batch before, a gap that grows with the number of open streams
+//! (`events.coalesce_per_stream`, at most `events.coalesce`). A stream then
+//! wakes and writes once per batch instead of once per event: with 1,000
+//! subscribers and hundreds of events a second, the wake-ups and socket
+//! writes, not the events, are the cost. An event after a quiet period goes
+//! out at once.
 
 use std::convert::Infallible;
+use std::ops::Range;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use actiongate_store::{Action, Event, Store, TypeFilter};
+use actiongate_store::{Event, Store, TypeFilter};
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use futures::Stream;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+use tokio_util::bytes::BytesMut;
 use tokio_util::sync::CancellationToken;
 
 /// Events read from the log per query while replaying.
 const REPLAY_PAGE: i64 = 500;
-/// Most bytes sent as one chunk when several live events are ready.
+/// Most bytes sent as one chunk when several live batches are ready.
 const COALESCE_BYTES: usize = 64 * 1024;
+/// Most events in one batch.
+const BATCH_EVENTS: usize = 256;
 
-/// A committed event and its rendered SSE message.
-#[derive(Debug)]
-pub struct Frame {
-    /// The event.
-    pub event: Arc<Event>,
-    /// `id:`, `event:`, `data:` lines and the blank line.
-    pub bytes: Bytes,
+/// How long the hub gathers events before it sends the next batch.
+#[derive(Debug, Clone, Copy)]
+pub struct Coalesce {
+    /// Per open stream: about what one stream's wake-up and socket write
+    /// cost, so with few streams events go out almost at once.
+    pub per_stream: Duration,
+    /// At most this.
+    pub max: Duration,
 }
 
-/// Renders one SSE message for `ev`.
-pub fn render(ev: &Event) -> Bytes {
+/// Renders one SSE message for `ev` onto `out`.
+fn render_into(out: &mut BytesMut, ev: &Event) {
+    use std::fmt::Write as _;
     // Compact JSON never contains a raw newline, so one data line suffices.
     let json = serde_json::to_string(ev).unwrap_or_else(|e| {
         tracing::error!(seq = ev.seq, error = %e, "event does not serialize");
         "{}".to_owned()
     });
-    Bytes::from(format!(
-        "id: {}\nevent: {}\ndata: {json}\n\n",
-        ev.seq, ev.kind
-    ))
+    let _ = write!(out, "id: {}\nevent: {}\ndata: {json}\n\n", ev.seq, ev.kind);
+}
+
+/// Renders one SSE message for `ev`.
+pub fn render(ev: &Event) -> Bytes {
+    let mut out = BytesMut::new();
+    render_into(&mut out, ev);
+    out.freeze()
+}
+
+/// Committed events handed to every stream together, each rendered once.
+#[derive(Debug)]
+pub struct Batch {
+    /// The events, in `seq` order.
+    pub events: Vec<Arc<Event>>,
+    /// Where each event's message lies in `bytes`.
+    spans: Vec<Range<usize>>,
+    /// Every event's message, in order: what a stream that takes every
+    /// event sends, without copying.
+    pub bytes: Bytes,
+}
+
+impl Batch {
+    fn new(events: Vec<Arc<Event>>) -> Batch {
+        let mut out = BytesMut::new();
+        let mut spans = Vec::with_capacity(events.len());
+        for ev in &events {
+            let start = out.len();
+            render_into(&mut out, ev);
+            spans.push(start..out.len());
+        }
+        Batch {
+            events,
+            spans,
+            bytes: out.freeze(),
+        }
+    }
+
+    /// The rendered message of the `i`th event.
+    pub fn message(&self, i: usize) -> &[u8] {
+        &self.bytes[self.spans[i].clone()]
+    }
+
+    /// The `seq` of the last event.
+    fn last_seq(&self) -> i64 {
+        self.events.last().map_or(i64::MIN, |e| e.seq)
+    }
 }
 
 /// Fans committed events out to every open stream, rendered once.
 #[derive(Clone)]
 pub struct Hub {
-    tx: Arc<RwLock<broadcast::Sender<Arc<Frame>>>>,
+    tx: Arc<RwLock<broadcast::Sender<Arc<Batch>>>>,
     capacity: usize,
 }
 
 impl Hub {
     /// Starts the task that renders the store's events for streams. Each
-    /// stream may fall `capacity` events behind before it is closed.
-    pub fn new(store: &Store, capacity: usize, shutdown: CancellationToken) -> Hub {
+    /// stream may fall `capacity` batches (at least as many events) behind
+    /// before it is closed. While events keep coming, a batch goes out at
+    /// most once per gap (see [`Coalesce`]; zero: one per commit, at once).
+    pub fn new(
+        store: &Store,
+        capacity: usize,
+        coalesce: Coalesce,
+        shutdown: CancellationToken,
+    ) -> Hub {
         let capacity = capacity.max(16);
         let (tx, _) = broadcast::channel(capacity);
         let hub = Hub {
             tx: Arc::new(RwLock::new(tx)),
             capacity,
         };
-        tokio::spawn(hub.clone().run(store.subscribe(), shutdown));
+        tokio::spawn(hub.clone().run(store.subscribe(), coalesce, shutdown));
         hub
     }
 
-    /// Receives every event rendered from now on.
-    pub fn subscribe(&self) -> Option<broadcast::Receiver<Arc<Frame>>> {
+    /// Receives every batch sent from now on.
+    pub fn subscribe(&self) -> Option<broadcast::Receiver<Arc<Batch>>> {
         self.tx.read().ok().map(|tx| tx.subscribe())
     }
 
-    async fn run(self, mut rx: broadcast::Receiver<Arc<Event>>, shutdown: CancellationToken) {
-        loop {
-            let received = tokio::select! {
-                r = rx.recv() => r,
-                _ = shutdown.cancelled() => break,
+    fn send(&self, events: Vec<Arc<Event>>) {
+        let Ok(tx) = self.tx.read() else { return };
+        // With nobody streaming, nothing is rendered.
+        if events.is_empty() || tx.receiver_count() == 0 {
+            return;
+        }
+        let _ = tx.send(Arc::new(Batch::new(events)));
+    }
+
+    /// Least time between two batches, for the streams open now.
+    fn gap(&self, coalesce: Coalesce) -> Duration {
+        let streams = self.tx.read().map_or(0, |tx| tx.receiver_count());
+        let streams = u32::try_from(streams).unwrap_or(u32::MAX);
+        coalesce
+            .max
+            .min(coalesce.per_stream.saturating_mul(streams))
+    }
+
+    /// Closes every stream once it has drained: clients resume from their
+    /// last id and the log fills whatever the hub missed.
+    fn restart(&self) {
+        if let Ok(mut tx) = self.tx.write() {
+            *tx = broadcast::channel(self.capacity).0;
+        }
+    }
+
+    async fn run(
+        self,
+        mut rx: broadcast::Receiver<Arc<Event>>,
+        coalesce: Coalesce,
+        shutdown: CancellationToken,
+    ) {
+        // When the last batch went out; the next waits until one gap after
+        // it, gathering what commits meanwhile.
+        let mut last_sent = tokio::time::Instant::now() - coalesce.max;
+        let mut batch: Vec<Arc<Event>> = Vec::new();
+        'run: loop {
+            let flush_at = last_sent + self.gap(coalesce);
+            let received = if batch.is_empty() {
+                tokio::select! {
+                    r = rx.recv() => r,
+                    _ = shutdown.cancelled() => break,
+                }
+            } else {
+                tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => break,
+                    _ = tokio::time::sleep_until(flush_at) => {
+                        self.send(std::mem::take(&mut batch));
+                        last_sent = tokio::time::Instant::now();
+                        continue;
+                    }
+                    r = rx.recv() => r,
+                }
             };
-            match received {
-                Ok(event) => {
-                    let frame = Arc::new(Frame {
-                        bytes: render(&event),
-                        event,
-                    });
-                    if let Ok(tx) = self.tx.read() {
-                        // No receivers is fine: nobody is streaming.
-                        let _ = tx.send(frame);
+            let mut next = Some(received);
+            while let Some(received) = next.take() {
+                match received {
+                    Ok(event) => batch.push(event),
+                    Err(RecvError::Lagged(n)) => {
+                        // The hub itself missed events: no stream may go on
+                        // as if nothing happened.
+                        tracing::warn!(missed = n, "event hub lagged; closing every stream");
+                        batch.clear();
+                        self.restart();
+                        continue 'run;
                     }
+                    Err(RecvError::Closed) => break 'run,
                 }
-                Err(RecvError::Lagged(n)) => {
-                    // The hub itself missed events: no stream may go on as if
-                    // nothing happened. Replacing the sender closes every
-                    // stream once it has drained; clients resume from their
-                    // last id and the log fills the hole.
-                    tracing::warn!(missed = n, "event hub lagged; closing every stream");
-                    if let Ok(mut tx) = self.tx.write() {
-                        *tx = broadcast::channel(self.capacity).0;
-                    }
+                if batch.len() >= BATCH_EVENTS {
+                    break;
                 }
-                Err(RecvError::Closed) => break,
+                // What else is ready (typically the rest of one commit).
+                next = match rx.try_recv() {
+                    Ok(event) => Some(Ok(event)),
+                    Err(TryRecvError::Lagged(n)) => Some(Err(RecvError::Lagged(n))),
+                    Err(TryRecvError::Closed) => Some(Err(RecvError::Closed)),
+                    Err(TryRecvError::Empty) => None,
+                };
+            }
+            let now = tokio::time::Instant::now();
+            if now >= last_sent + self.gap(coalesce) || batch.len() >= BATCH_EVENTS {
+                self.send(std::mem::take(&mut batch));
+                last_sent = now;
             }
         }
-        // Dropping the senders ends every stream.
+        // What was gathered still goes out, then dropping the sender ends
+        // every stream.
+        self.send(batch);
         if let Ok(mut tx) = self.tx.write() {
             *tx = broadcast::channel(1).0;
         }
@@ -173,11 +296,32 @@ pub struct Start {
     pub reset: Option<serde_json::Value>,
 }
 
+/// Adds to `chunk` the messages of `batch` after `last` that `scope`
+/// admits, and moves `last` on. When that is the whole batch and `chunk` is
+/// empty, returns the batch's bytes instead of copying them.
+fn take_batch(batch: &Batch, scope: &Scope, last: &mut i64, chunk: &mut Vec<u8>) -> Option<Bytes> {
+    let first_new = batch.events.partition_point(|e| e.seq <= *last);
+    if first_new == batch.events.len() {
+        return None;
+    }
+    *last = batch.last_seq();
+    let fresh = &batch.events[first_new..];
+    if chunk.is_empty() && first_new == 0 && fresh.iter().all(|e| scope.admits(e)) {
+        return Some(batch.bytes.clone());
+    }
+    for (i, ev) in fresh.iter().enumerate() {
+        if scope.admits(ev) {
+            chunk.extend_from_slice(batch.message(first_new + i));
+        }
+    }
+    None
+}
+
 /// The stream of `GET /v1/events`. `rx` must have been subscribed before
 /// `start` was worked out.
 pub fn log_stream(
     store: Store,
-    mut rx: broadcast::Receiver<Arc<Frame>>,
+    mut rx: broadcast::Receiver<Arc<Batch>>,
     scope: Scope,
     start: Start,
     timing: Timing,
@@ -218,76 +362,121 @@ pub fn log_stream(
             }
         }
         // Live.
-        let mut heartbeat = tokio::time::interval_at(
-            tokio::time::Instant::now() + timing.heartbeat,
-            timing.heartbeat,
-        );
+        let mut heartbeat = Heartbeat::new(timing.heartbeat);
+        let cancelled = shutdown.cancelled_owned();
+        tokio::pin!(cancelled);
         loop {
             let received = tokio::select! {
                 biased;
-                _ = shutdown.cancelled() => return,
+                _ = &mut cancelled => return,
                 r = rx.recv() => r,
-                _ = heartbeat.tick() => {
-                    yield Ok(Bytes::from_static(HEARTBEAT));
+                due = heartbeat.tick() => {
+                    if due {
+                        yield Ok(Bytes::from_static(HEARTBEAT));
+                    }
                     continue;
                 }
             };
             let first = match received {
-                Ok(frame) => frame,
+                Ok(batch) => batch,
                 Err(RecvError::Lagged(n)) => {
                     tracing::info!(missed = n, "event stream fell behind; closing it so the client resumes");
                     return;
                 }
                 Err(RecvError::Closed) => return,
             };
-            // Send what is ready in one chunk.
+            // Send what is ready in one chunk: usually one whole batch, sent
+            // as the hub rendered it.
             let mut chunk: Vec<u8> = Vec::new();
             let mut next = Some(first);
-            while let Some(frame) = next.take() {
-                if frame.event.seq > last {
-                    last = frame.event.seq;
-                    if scope.admits(&frame.event) {
-                        chunk.extend_from_slice(&frame.bytes);
+            let mut end = false;
+            while let Some(batch) = next.take() {
+                if let Some(whole) = take_batch(&batch, &scope, &mut last, &mut chunk) {
+                    match rx.try_recv() {
+                        Ok(more) => {
+                            chunk.extend_from_slice(&whole);
+                            next = Some(more);
+                            continue;
+                        }
+                        Err(TryRecvError::Empty) => {}
+                        Err(TryRecvError::Lagged(_)) | Err(TryRecvError::Closed) => end = true,
                     }
+                    heartbeat.sent();
+                    yield Ok(whole);
+                    break;
                 }
                 if chunk.len() >= COALESCE_BYTES {
                     break;
                 }
                 match rx.try_recv() {
-                    Ok(frame) => next = Some(frame),
+                    Ok(more) => next = Some(more),
                     Err(TryRecvError::Empty) => {}
-                    Err(TryRecvError::Lagged(_)) | Err(TryRecvError::Closed) => {
-                        if !chunk.is_empty() {
-                            yield Ok(Bytes::from(chunk));
-                        }
-                        return;
-                    }
+                    Err(TryRecvError::Lagged(_)) | Err(TryRecvError::Closed) => end = true,
                 }
             }
             if !chunk.is_empty() {
-                heartbeat.reset();
+                heartbeat.sent();
                 yield Ok(Bytes::from(chunk));
+            }
+            if end {
+                return;
+            }
+        }
+    }
+}
+
+/// When an idle stream sends its heartbeat comment: one period after the
+/// last thing it sent. A message only notes the time; the timer is moved
+/// when it fires early, not re-armed for every message.
+struct Heartbeat {
+    period: Duration,
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+    last_sent: Option<tokio::time::Instant>,
+}
+
+impl Heartbeat {
+    fn new(period: Duration) -> Heartbeat {
+        Heartbeat {
+            period,
+            sleep: Box::pin(tokio::time::sleep(period)),
+            last_sent: None,
+        }
+    }
+
+    /// Something was sent now.
+    fn sent(&mut self) {
+        self.last_sent = Some(tokio::time::Instant::now());
+    }
+
+    /// Waits for the timer; whether the stream has been idle for a whole
+    /// period, so a heartbeat is due (the timer then restarts either way).
+    async fn tick(&mut self) -> bool {
+        (&mut self.sleep).await;
+        let next_due = self.last_sent.take().map(|at| at + self.period);
+        match next_due {
+            Some(due) if due > self.sleep.deadline() => {
+                self.sleep.as_mut().reset(due);
+                false
+            }
+            _ => {
+                let next = tokio::time::Instant::now() + self.period;
+                self.sleep.as_mut().reset(next);
+                true
             }
         }
     }
 }
 
 /// Whether `ev` leaves its action settled, so its stream can end.
-///
-/// [`Action::is_settled`] is the one place that decides. It treats every
-/// action as decision-only (settled at anything but pending); once actions
-/// run by handlers exist, it must settle those only at
-/// completed/failed/denied/expired/cancelled, and this follows.
-pub fn settles(ev: &Event) -> bool {
-    ev.kind.starts_with("action.")
-        && serde_json::from_value::<Action>(ev.data.clone()).is_ok_and(|a| a.is_settled())
+fn settles(ev: &Event) -> bool {
+    ev.settles_its_action() == Some(true)
 }
 
 /// The stream of `GET /v1/actions/{id}/events`: `history` (read after `rx`
 /// was subscribed), then live events of the action until one settles it.
 pub fn action_stream(
     action_id: String,
-    mut rx: broadcast::Receiver<Arc<Frame>>,
+    mut rx: broadcast::Receiver<Arc<Batch>>,
     history: Vec<Event>,
     settled: bool,
     timing: Timing,
@@ -310,34 +499,44 @@ pub fn action_stream(
         if done {
             return;
         }
-        let mut heartbeat = tokio::time::interval_at(
-            tokio::time::Instant::now() + timing.heartbeat,
-            timing.heartbeat,
-        );
+        let mut heartbeat = Heartbeat::new(timing.heartbeat);
+        let cancelled = shutdown.cancelled_owned();
+        tokio::pin!(cancelled);
         loop {
             let received = tokio::select! {
                 biased;
-                _ = shutdown.cancelled() => return,
+                _ = &mut cancelled => return,
                 r = rx.recv() => r,
-                _ = heartbeat.tick() => {
-                    yield Ok(Bytes::from_static(HEARTBEAT));
+                due = heartbeat.tick() => {
+                    if due {
+                        yield Ok(Bytes::from_static(HEARTBEAT));
+                    }
                     continue;
                 }
             };
-            match received {
-                Ok(frame) => {
-                    let ev = &frame.event;
-                    if ev.seq <= last || ev.action_id.as_deref() != Some(action_id.as_str()) {
-                        continue;
-                    }
-                    last = ev.seq;
-                    heartbeat.reset();
-                    yield Ok(frame.bytes.clone());
-                    if settles(ev) {
-                        return;
-                    }
-                }
+            let batch = match received {
+                Ok(batch) => batch,
                 Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
+            };
+            let mut chunk = Vec::new();
+            let mut done = false;
+            for (i, ev) in batch.events.iter().enumerate() {
+                if ev.seq <= last || ev.action_id.as_deref() != Some(action_id.as_str()) {
+                    continue;
+                }
+                last = ev.seq;
+                chunk.extend_from_slice(batch.message(i));
+                if settles(ev) {
+                    done = true;
+                    break;
+                }
+            }
+            if !chunk.is_empty() {
+                heartbeat.sent();
+                yield Ok(Bytes::from(chunk));
+            }
+            if done {
+                return;
             }
         }
     }

@@ -74,7 +74,12 @@ impl AppState {
         let dispatcher = Dispatcher::new(dispatch.clone())?;
         Ok(AppState(Arc::new(Inner {
             waiters: Waiters::new(store.clone(), shutdown.clone()),
-            hub: Hub::new(&store, settings.events.buffer, shutdown.clone()),
+            hub: Hub::new(
+                &store,
+                settings.events.buffer,
+                settings.events.coalesce()?,
+                shutdown.clone(),
+            ),
             store,
             settings,
             tz,

@@ -384,6 +384,65 @@ async fn action_stream_replays_history_and_closes_when_the_action_settles() {
     app.stop().await;
 }
 
+/// The action ids of the events in one chunk of a stream.
+fn action_ids(chunk: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(chunk)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|v| v["action_id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_committed_within_the_coalescing_period_reach_a_stream_together() {
+    let app = TestApp::spawn_with(|s| {
+        s.events.coalesce = "1500ms".to_owned();
+        s.events.coalesce_per_stream = "5s".to_owned();
+    })
+    .await;
+    app.profile("agent-1", json!("open")).await;
+    let resp = app
+        .send(Method::GET, "/v1/events", Some(&app.operator), None)
+        .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut chunks = Box::pin(resp.bytes_stream());
+    let mut next_chunk = async || {
+        tokio::time::timeout(Duration::from_secs(10), chunks.next())
+            .await
+            .expect("a chunk in time")
+            .expect("the stream goes on")
+            .unwrap()
+    };
+    assert!(next_chunk().await.starts_with(b"retry:"));
+    // A quiet period: the next event goes out at once, not a period later.
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let (s, a) = app.request("file", "view a").await;
+    assert_eq!(s, StatusCode::CREATED);
+    let a_id = a["id"].as_str().unwrap().to_owned();
+    let sent = Instant::now();
+    let first = next_chunk().await;
+    assert!(
+        sent.elapsed() < Duration::from_millis(1200),
+        "the first event waited {:?}",
+        sent.elapsed()
+    );
+    assert!(action_ids(&first).iter().all(|id| *id == a_id), "{first:?}");
+    // Three more commits right after: one message carries all three.
+    let mut ids = Vec::new();
+    for d in ["view b", "view c", "view d"] {
+        let (s, b) = app.request("file", d).await;
+        assert_eq!(s, StatusCode::CREATED);
+        ids.push(b["id"].as_str().unwrap().to_owned());
+    }
+    let together = next_chunk().await;
+    let got = action_ids(&together);
+    for id in &ids {
+        assert!(got.contains(id), "{id} not in {together:?}");
+    }
+    app.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_with_a_hundred_open_streams_finishes_quickly() {
     let app = TestApp::spawn().await;
