@@ -124,6 +124,8 @@ impl Kind {
     const INTERPRETER: u8 = 1 << 5;
     /// A reserved word of the shell grammar (`if`, `time`, …).
     const RESERVED: u8 = 1 << 6;
+    /// `let`, which evaluates arithmetic.
+    const LET: u8 = 1 << 7;
 
     fn is(self, bit: u8) -> bool {
         self.0 & bit != 0
@@ -142,6 +144,18 @@ impl Kind {
     /// Whether [`inspect`] looks at the arguments.
     pub(crate) fn has_checked_arguments(self) -> bool {
         self.is(Kind::CHECKED) || self.is(Kind::INTERPRETER)
+    }
+
+    /// Whether [`judge_name`] or [`inspect`] may find a hazard in a
+    /// command with this name and literal arguments; if not, such a
+    /// command is plainly safe (`ls -la src`).
+    pub(crate) fn may_be_hazardous(self) -> bool {
+        self.is(Kind::RUNNER
+            | Kind::STATE
+            | Kind::STATE_WITH_ARGS
+            | Kind::LET
+            | Kind::CHECKED
+            | Kind::INTERPRETER)
     }
 
     /// Looks `name` up in all the lists at once.
@@ -199,6 +213,7 @@ impl Names {
             (CHECKED, Kind::CHECKED),
             (INTERPRETERS, Kind::INTERPRETER),
             (super::fast::RESERVED, Kind::RESERVED),
+            (&["let"], Kind::LET),
         ] {
             for &name in list {
                 names.insert(name, bit);
@@ -271,7 +286,7 @@ pub(crate) fn judge_name(name: &str, kind: Kind, has_args: bool, c: &mut Collect
         });
         return false;
     }
-    if name == "let" {
+    if kind.is(Kind::LET) {
         c.hazard(Hazard::Arithmetic);
         return false;
     }
@@ -599,7 +614,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
-    const LISTS: [(&[&str], u8); 7] = [
+    const LISTS: [(&[&str], u8); 8] = [
         (RUNNERS, Kind::RUNNER),
         (STATE, Kind::STATE),
         (STATE_WITH_ARGS, Kind::STATE_WITH_ARGS),
@@ -607,6 +622,7 @@ mod tests {
         (CHECKED, Kind::CHECKED),
         (INTERPRETERS, Kind::INTERPRETER),
         (super::super::fast::RESERVED, Kind::RESERVED),
+        (&["let"], Kind::LET),
     ];
 
     /// The lists, scanned name by name.
@@ -660,6 +676,27 @@ mod tests {
                 let longer = format!("{name}x");
                 assert_eq!(Kind::of(&longer), Kind(listed(&longer)), "{longer}");
             }
+        }
+    }
+
+    /// Only the bits `may_be_hazardous` names lead to a hazard.
+    #[test]
+    fn harmless_kinds_give_no_hazard() {
+        for name in [
+            "ls", "cat", "echo", "cargo", "if", "wc", "grep", "true", "[",
+        ] {
+            let kind = Kind::of(name);
+            assert!(!kind.may_be_hazardous(), "{name}");
+            for has_args in [false, true] {
+                let mut c = Collector::default();
+                assert!(judge_name(name, kind, has_args, &mut c), "{name}");
+                assert!(c.hazards.is_empty(), "{name}");
+            }
+        }
+        for name in [
+            "let", "eval", "set", "export", "git", "python", "sed", "env",
+        ] {
+            assert!(Kind::of(name).may_be_hazardous(), "{name}");
         }
     }
 

@@ -43,7 +43,6 @@ pub(crate) fn simple_hazard(detail: &str) -> Option<Option<Hazard>> {
     if kind.is_reserved() {
         return None;
     }
-    let mut c = Collector::default();
     if kind.is_unknown() {
         // `A=1 ls` assigns: left to the full analysis.
         if name.contains('=') {
@@ -55,6 +54,10 @@ pub(crate) fn simple_hazard(detail: &str) -> Option<Option<Hazard>> {
             return Some(Some(hazard));
         }
     }
+    if !kind.may_be_hazardous() {
+        return Some(None);
+    }
+    let mut c = Collector::default();
     if commands::judge_name(name, kind, !args.is_empty(), &mut c) && kind.has_checked_arguments() {
         // `args` is empty or a space and the words one space apart.
         let mut lits = [""; MAX_WORDS - 1];

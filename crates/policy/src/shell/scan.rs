@@ -61,25 +61,30 @@ pub(super) fn single_spaced(bytes: &[u8]) -> Option<Words> {
     if bytes.first().is_none_or(|&b| b == b' ') || bytes.last() == Some(&b' ') {
         return None;
     }
-    if bytes
-        .iter()
-        .fold(0, |other, &b| other | OTHER[usize::from(b)])
-        != 0
-    {
-        return None;
-    }
-    // No double space: for each chunk, the spaces that follow a space in
-    // it or end the chunk before. The last chunk may overlap the one
-    // before; every pair of neighbours in the overlap was checked there.
+    // Every byte a word character or a space, and no space right after
+    // another: one table lookup per byte, and for each chunk of eight the
+    // spaces that follow a space in it or end the chunk before. Both are
+    // gathered without a branch and tested once.
     let (chunks, tail) = bytes.as_chunks::<8>();
+    let mut other = 0;
+    let mut double = 0;
     let mut carry = 0;
     for chunk in chunks {
-        let space = spaces(u64::from_le_bytes(*chunk));
-        if ((space << 8) | carry) & space != 0 {
-            return None;
+        for &b in chunk {
+            other |= OTHER[usize::from(b)];
         }
+        let space = spaces(u64::from_le_bytes(*chunk));
+        double |= ((space << 8) | carry) & space;
         carry = space >> 56;
     }
+    for &b in tail {
+        other |= OTHER[usize::from(b)];
+    }
+    if other != 0 || double != 0 {
+        return None;
+    }
+    // The last chunk may overlap the one before; every pair of neighbours
+    // in the overlap was checked there.
     let last = bytes
         .len()
         .checked_sub(8)
