@@ -292,39 +292,69 @@ impl Node {
     }
 }
 
-/// A node's label, with its first eight bytes as a number so that most
-/// labels are compared with the input in one step.
+/// A node's label, also as numbers of eight bytes so that it is compared
+/// with the input a word at a time.
 #[derive(Debug, Clone, Default)]
 struct Label {
     bytes: Box<[u8]>,
-    /// The first eight bytes (little-endian), zero past the end.
-    head: u64,
-    /// Ones over the bytes of `head` that belong to the label.
+    /// The label in little-endian words, the last one zero past the end.
+    words: Box<[u64]>,
+    /// Ones over the bytes of the last word that belong to the label.
     mask: u64,
 }
 
 impl Label {
     fn new(bytes: Vec<u8>) -> Self {
-        let mut head = [0; 8];
-        let mut mask = [0; 8];
-        for ((h, m), b) in head.iter_mut().zip(&mut mask).zip(&bytes) {
-            *h = *b;
-            *m = 0xff;
+        let (full, rest) = bytes.as_chunks::<8>();
+        let mut words: Vec<u64> = full.iter().map(|w| u64::from_le_bytes(*w)).collect();
+        let mut mask = u64::MAX;
+        if !rest.is_empty() {
+            let mut last = [0; 8];
+            let mut ones = [0; 8];
+            for ((l, o), b) in last.iter_mut().zip(&mut ones).zip(rest) {
+                *l = *b;
+                *o = 0xff;
+            }
+            words.push(u64::from_le_bytes(last));
+            mask = u64::from_le_bytes(ones);
         }
         Label {
             bytes: bytes.into_boxed_slice(),
-            head: u64::from_le_bytes(head),
-            mask: u64::from_le_bytes(mask),
+            words: words.into_boxed_slice(),
+            mask,
         }
     }
 
-    /// Whether `hay` starts with the label.
+    /// Whether `hay` starts with the label: word by word where `hay` has
+    /// a whole word under each (the last one masked), else byte by byte.
     fn starts(&self, hay: &[u8]) -> bool {
-        match hay.first_chunk::<8>() {
-            Some(first) if self.bytes.len() <= 8 => {
-                u64::from_le_bytes(*first) & self.mask == self.head
+        let (chunks, _) = hay.as_chunks::<8>();
+        let Some((last, full)) = self.words.split_last() else {
+            return true;
+        };
+        match (full, chunks.first()) {
+            // The common case: a label of at most eight bytes.
+            ([], Some(chunk)) => u64::from_le_bytes(*chunk) & self.mask == *last,
+            _ => self.starts_long(hay),
+        }
+    }
+
+    /// [`Label::starts`] for a label of more than eight bytes, or a short
+    /// `hay`.
+    fn starts_long(&self, hay: &[u8]) -> bool {
+        let (chunks, _) = hay.as_chunks::<8>();
+        let Some((last, full)) = self.words.split_last() else {
+            return true;
+        };
+        match chunks.get(full.len()) {
+            Some(chunk) => {
+                u64::from_le_bytes(*chunk) & self.mask == *last
+                    && full
+                        .iter()
+                        .zip(chunks)
+                        .all(|(word, chunk)| u64::from_le_bytes(*chunk) == *word)
             }
-            _ => starts_with(hay, &self.bytes),
+            None => starts_with(hay, &self.bytes),
         }
     }
 }
