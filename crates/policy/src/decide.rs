@@ -69,6 +69,7 @@ pub(crate) fn check_with(action: &str, profile: &Profile, shortcut: bool) -> Ver
         tool,
         now: None,
         exact: false,
+        single_line: false,
     };
     let kind = if tool.is_empty() {
         None
@@ -82,11 +83,20 @@ pub(crate) fn check_with(action: &str, profile: &Profile, shortcut: bool) -> Ver
         Some(ShellShortcut::WithoutNewline) => detail.contains('\n'),
         Some(ShellShortcut::Never) => true,
     };
-    if parse {
-        ctx.shell(action, detail).verdict
+    let verdict = if parse {
+        ctx.shell_verdict(action, detail)
     } else {
-        ctx.plain(action, detail).verdict
-    }
+        ctx.verdict(action)
+    };
+    debug_assert_eq!(
+        verdict,
+        if parse {
+            ctx.shell(action, detail).verdict
+        } else {
+            ctx.plain(action, detail).verdict
+        }
+    );
+    verdict
 }
 
 /// Decides `req` for an agent with `profile` and `grants` at `now`, saying why.
@@ -110,6 +120,7 @@ pub fn decide(
         tool: req.tool,
         now: Some(now),
         exact: true,
+        single_line: false,
     };
     let outcome = if profile.is_shell_tool(req.tool) {
         ctx.shell(&action, req.detail)
@@ -239,6 +250,7 @@ impl<'g> Outcome<'g> {
 }
 
 /// Everything one decision needs, so each segment is judged the same way.
+#[derive(Clone, Copy)]
 struct Context<'p, 'g> {
     profile: &'p Profile,
     grants: &'g [Grant],
@@ -251,6 +263,9 @@ struct Context<'p, 'g> {
     /// Whether the index of the matching pattern matters (for `decide`),
     /// or any witness will do (for `check`).
     exact: bool,
+    /// The action strings judged are known to hold no `\n`, so the
+    /// pattern lists need not look for one.
+    single_line: bool,
 }
 
 impl<'g> Context<'_, 'g> {
@@ -258,9 +273,9 @@ impl<'g> Context<'_, 'g> {
         if list.is_empty() {
             SetMatch::None
         } else if self.exact {
-            list.first_match(input)
+            list.first_match_in(input, self.single_line)
         } else {
-            list.matches_any(input)
+            list.matches_any_in(input, self.single_line)
         }
     }
 
@@ -322,20 +337,42 @@ impl<'g> Context<'_, 'g> {
         Outcome::new(Verdict::Deny, Source::Default)
     }
 
+    /// What [`Context::plain`] answers when there are no grants (as for
+    /// [`check`]), without building an [`Outcome`]: the first list that
+    /// matches decides, a backtracking limit denies. (`check_with` checks
+    /// in debug builds that the two agree.)
+    fn verdict(&self, action: &str) -> Verdict {
+        debug_assert!(self.grants.is_empty() && self.permission_grant.is_none());
+        for (list, verdict) in [
+            (ListKind::Deny, Verdict::Deny),
+            (ListKind::Allow, Verdict::Allow),
+            (ListKind::Ask, Verdict::Ask),
+        ] {
+            match self.find(self.profile.list(list), action) {
+                SetMatch::Matched(_) => return verdict,
+                SetMatch::LimitExceeded(_) => return Verdict::Deny,
+                SetMatch::None => {}
+            }
+        }
+        Verdict::Deny
+    }
+
     /// A non-shell action: one string, deny pass included.
     fn plain(&self, action: &str, detail: &str) -> Outcome<'g> {
         self.deny_pass(action)
             .unwrap_or_else(|| self.judge(action, detail))
     }
 
-    /// A shell action: analyzed once, then every simple command judged
-    /// against every list; the strictest answer wins and hazards cap it.
+    /// A shell action `action` = `tool:<self.tool>:<detail>`: analyzed
+    /// once, then every simple command judged against every list; the
+    /// strictest answer wins and hazards cap it.
     fn shell(&self, action: &str, detail: &str) -> Outcome<'g> {
+        debug_assert_eq!(action, format_action(self.tool, detail));
         // One command written canonically (`ls -la src`) is its own only
         // segment: the action string is judged as it is, as `plain` does,
         // and only the hazard remains to apply.
         if let Some(hazard) = simple_hazard(detail) {
-            let mut outcome = self.plain(action, detail);
+            let mut outcome = self.single_line().plain(action, detail);
             if let (Verdict::Allow, Some(hazard)) = (outcome.verdict, hazard) {
                 outcome.verdict = Verdict::Ask;
                 outcome.capped_by = Some(hazard);
@@ -343,6 +380,29 @@ impl<'g> Context<'_, 'g> {
             return outcome;
         }
         self.shell_in(action, "", detail)
+    }
+
+    /// [`Context::shell`]'s verdict when there are no grants, as
+    /// [`Context::verdict`] is [`Context::plain`]'s.
+    fn shell_verdict(&self, action: &str, detail: &str) -> Verdict {
+        debug_assert_eq!(action, format_action(self.tool, detail));
+        match simple_hazard(detail) {
+            Some(hazard) => match self.single_line().verdict(action) {
+                Verdict::Allow if hazard.is_some() => Verdict::Ask,
+                verdict => verdict,
+            },
+            None => self.shell_in(action, "", detail).verdict,
+        }
+    }
+
+    /// This context for the action of a command that [`simple_hazard`]
+    /// took: such a command holds no newline, so the action
+    /// `tool:<tool>:<command>` holds one only in the tool's name.
+    fn single_line(&self) -> Self {
+        Context {
+            single_line: !self.tool.bytes().any(|b| b == b'\n'),
+            ..*self
+        }
     }
 
     /// [`Context::shell`] for a detail made of `prefix` and a shell

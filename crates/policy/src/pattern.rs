@@ -204,6 +204,13 @@ impl PatternSet {
     /// [`SetMatch::LimitExceeded`] even when another pattern matches: an
     /// unknown answer must not be papered over.
     pub fn matches_any(&self, input: &str) -> SetMatch {
+        self.matches_any_in(input, false)
+    }
+
+    /// [`PatternSet::matches_any`] for a caller that may know that `input`
+    /// holds no `\n` (`single_line`), which the prefix index would
+    /// otherwise look for.
+    pub(crate) fn matches_any_in(&self, input: &str, single_line: bool) -> SetMatch {
         let (fancy_hit, limit) = self.fancy_scan(input);
         if let Some(limit) = limit {
             return SetMatch::LimitExceeded(limit);
@@ -211,7 +218,7 @@ impl PatternSet {
         if let Some(index) = fancy_hit {
             return SetMatch::Matched(index);
         }
-        if let Some(index) = self.prefixes.any_match(input) {
+        if let Some(index) = self.prefixes.any_match(input, single_line) {
             return SetMatch::Matched(index);
         }
         if self.set.as_ref().is_some_and(|set| set.is_match(input)) {
@@ -225,13 +232,19 @@ impl PatternSet {
     ///
     /// Same limit rule as [`PatternSet::matches_any`].
     pub fn first_match(&self, input: &str) -> SetMatch {
+        self.first_match_in(input, false)
+    }
+
+    /// [`PatternSet::first_match`], `single_line` as for
+    /// [`PatternSet::matches_any_in`].
+    pub(crate) fn first_match_in(&self, input: &str, single_line: bool) -> SetMatch {
         let (fancy_hit, limit) = self.fancy_scan(input);
         if let Some(limit) = limit {
             return SetMatch::LimitExceeded(limit);
         }
         let mut best = fancy_hit;
         if !self.prefixes.is_empty()
-            && let Some(i) = self.prefixes.first_match(input)
+            && let Some(i) = self.prefixes.first_match(input, single_line)
         {
             best = Some(best.map_or(i, |b| b.min(i)));
         }

@@ -270,11 +270,109 @@ struct Node {
     /// The bytes from the parent to this node (empty for the root): runs
     /// of nodes with one child and no pattern are merged, so that walking
     /// `tool:file:` is one comparison, not ten steps.
-    label: Box<[u8]>,
-    /// The first byte of each child's label and the child, sorted by byte.
-    children: Vec<(u8, usize)>,
+    label: Label,
+    /// The first byte of each child's label, sorted.
+    child_bytes: Box<[u8]>,
+    /// The children, in the order of `child_bytes`.
+    children: Box<[usize]>,
     /// The patterns whose literal ends here, lowest index first.
     members: Vec<Member>,
+}
+
+impl Node {
+    /// The child whose label starts with `byte`: a scan of a few bytes
+    /// (most nodes have a handful of children), a binary search of more.
+    fn child(&self, byte: u8) -> Option<usize> {
+        let i = if self.child_bytes.len() <= 16 {
+            self.child_bytes.iter().position(|&b| b == byte)?
+        } else {
+            self.child_bytes.binary_search(&byte).ok()?
+        };
+        self.children.get(i).copied()
+    }
+}
+
+/// A node's label, also as numbers of eight bytes so that it is compared
+/// with the input a word at a time.
+#[derive(Debug, Clone, Default)]
+struct Label {
+    bytes: Box<[u8]>,
+    /// The label in little-endian words, the last one zero past the end.
+    words: Box<[u64]>,
+    /// Ones over the bytes of the last word that belong to the label.
+    mask: u64,
+}
+
+impl Label {
+    fn new(bytes: Vec<u8>) -> Self {
+        let (full, rest) = bytes.as_chunks::<8>();
+        let mut words: Vec<u64> = full.iter().map(|w| u64::from_le_bytes(*w)).collect();
+        let mut mask = u64::MAX;
+        if !rest.is_empty() {
+            let mut last = [0; 8];
+            let mut ones = [0; 8];
+            for ((l, o), b) in last.iter_mut().zip(&mut ones).zip(rest) {
+                *l = *b;
+                *o = 0xff;
+            }
+            words.push(u64::from_le_bytes(last));
+            mask = u64::from_le_bytes(ones);
+        }
+        Label {
+            bytes: bytes.into_boxed_slice(),
+            words: words.into_boxed_slice(),
+            mask,
+        }
+    }
+
+    /// Whether `hay` starts with the label: word by word where `hay` has
+    /// a whole word under each (the last one masked), else byte by byte.
+    fn starts(&self, hay: &[u8]) -> bool {
+        let (chunks, _) = hay.as_chunks::<8>();
+        let Some((last, full)) = self.words.split_last() else {
+            return true;
+        };
+        match (full, chunks.first()) {
+            // The common case: a label of at most eight bytes.
+            ([], Some(chunk)) => u64::from_le_bytes(*chunk) & self.mask == *last,
+            _ => self.starts_long(hay),
+        }
+    }
+
+    /// [`Label::starts`] for a label of more than eight bytes, or a short
+    /// `hay`.
+    fn starts_long(&self, hay: &[u8]) -> bool {
+        let (chunks, _) = hay.as_chunks::<8>();
+        let Some((last, full)) = self.words.split_last() else {
+            return true;
+        };
+        match chunks.get(full.len()) {
+            Some(chunk) => {
+                u64::from_le_bytes(*chunk) & self.mask == *last
+                    && full
+                        .iter()
+                        .zip(chunks)
+                        .all(|(word, chunk)| u64::from_le_bytes(*chunk) == *word)
+            }
+            None => starts_with(hay, &self.bytes),
+        }
+    }
+}
+
+/// `hay.starts_with(needle)` without a call: the texts compared here are a
+/// few bytes long, and a `memcmp` call for each cost more than comparing
+/// them.
+fn starts_with(hay: &[u8], needle: &[u8]) -> bool {
+    let Some(hay) = hay.get(..needle.len()) else {
+        return false;
+    };
+    let (hay_words, hay_rest) = hay.as_chunks::<8>();
+    let (needle_words, needle_rest) = needle.as_chunks::<8>();
+    hay_words
+        .iter()
+        .zip(needle_words)
+        .all(|(h, n)| u64::from_le_bytes(*h) == u64::from_le_bytes(*n))
+        && hay_rest.iter().zip(needle_rest).all(|(h, n)| h == n)
 }
 
 /// Literal patterns in a compressed byte trie, so that the literals that
@@ -322,6 +420,8 @@ impl PrefixIndex {
         // (node in `trie`, the same node in `nodes`)
         let mut stack = vec![(0, 0)];
         while let Some((from, to)) = stack.pop() {
+            let mut child_bytes = Vec::new();
+            let mut children = Vec::new();
             for (byte, mut child) in std::mem::take(&mut trie[from].children) {
                 let mut label = vec![byte];
                 while trie[child].members.is_empty() && trie[child].children.len() == 1 {
@@ -331,13 +431,16 @@ impl PrefixIndex {
                 }
                 let id = nodes.len();
                 nodes.push(Node {
-                    label: label.into_boxed_slice(),
-                    children: Vec::new(),
+                    label: Label::new(label),
                     members: std::mem::take(&mut trie[child].members),
+                    ..Node::default()
                 });
-                nodes[to].children.push((byte, id));
+                child_bytes.push(byte);
+                children.push(id);
                 stack.push((child, id));
             }
+            nodes[to].child_bytes = child_bytes.into_boxed_slice();
+            nodes[to].children = children.into_boxed_slice();
         }
         PrefixIndex { nodes }
     }
@@ -349,20 +452,22 @@ impl PrefixIndex {
             .is_none_or(|root| root.children.is_empty() && root.members.is_empty())
     }
 
-    /// The lowest index of a pattern that matches the whole of `input`.
-    pub(super) fn first_match(&self, input: &str) -> Option<usize> {
+    /// The lowest index of a pattern that matches the whole of `input`;
+    /// `single_line` says that the caller knows `input` holds no `\n`.
+    pub(super) fn first_match(&self, input: &str, single_line: bool) -> Option<usize> {
         let mut best: Option<usize> = None;
-        self.visit(input, |index| {
+        self.visit(input, single_line, |index| {
             best = Some(best.map_or(index, |b| b.min(index)));
             false
         });
         best
     }
 
-    /// The index of some pattern that matches the whole of `input`.
-    pub(super) fn any_match(&self, input: &str) -> Option<usize> {
+    /// The index of some pattern that matches the whole of `input`
+    /// (`single_line` as for [`PrefixIndex::first_match`]).
+    pub(super) fn any_match(&self, input: &str, single_line: bool) -> Option<usize> {
         let mut found = None;
-        self.visit(input, |index| {
+        self.visit(input, single_line, |index| {
             found = Some(index);
             true
         });
@@ -372,16 +477,18 @@ impl PrefixIndex {
     /// Walks the trie along `input` and calls `hit` with the lowest
     /// matching index of every node whose literal starts `input`, shortest
     /// literal first, until `hit` returns true.
-    fn visit(&self, input: &str, mut hit: impl FnMut(usize) -> bool) {
+    fn visit(&self, input: &str, single_line: bool, mut hit: impl FnMut(usize) -> bool) {
         let bytes = input.as_bytes();
         // Where the last `\n` is, found on first need.
-        let mut last_newline: Option<Option<usize>> = None;
-        let mut at = 0;
+        let mut last_newline: Option<Option<usize>> = single_line.then_some(None);
+        let Some(mut node) = self.nodes.first() else {
+            return;
+        };
+        // The length of `node`'s literal, which `input` starts with.
         let mut len = 0;
-        while let Some(node) = self.nodes.get(at) {
-            // A literal's end is a character boundary of `input`: the
-            // literal is valid UTF-8 and equals the start of `input`.
-            if let (false, Some(rest)) = (node.members.is_empty(), input.get(len..)) {
+        loop {
+            if !node.members.is_empty() {
+                let rest = bytes.get(len..).unwrap_or_default();
                 // Whether `input[from..]` is at least `min` characters, none
                 // of them `\n` unless `dotall`.
                 let mut any = |from: usize, dotall: bool, min: usize| {
@@ -390,6 +497,8 @@ impl PrefixIndex {
                             *last_newline.get_or_insert_with(|| memchr::memrchr(b'\n', bytes));
                         last.is_none_or(|at| at < from)
                     };
+                    // `from` is a character boundary: it ends a literal
+                    // (valid UTF-8) that `input` starts with.
                     no_newline
                         && (min == 0
                             || input
@@ -402,14 +511,14 @@ impl PrefixIndex {
                         Tail::Any { dotall, min } => any(len, *dotall, *min),
                         Tail::OptionalAny { text, dotall, min } => {
                             rest.is_empty()
-                                || (rest.starts_with(&**text)
+                                || (starts_with(rest, text.as_bytes())
                                     && any(len + text.len(), *dotall, *min))
                         }
                     };
                     tail && m
                         .not_followed_by
                         .as_deref()
-                        .is_none_or(|text| !rest.starts_with(text))
+                        .is_none_or(|text| !starts_with(rest, text.as_bytes()))
                 });
                 if let Some(m) = matched
                     && hit(m.index)
@@ -417,24 +526,21 @@ impl PrefixIndex {
                     return;
                 }
             }
-            let Some(&byte) = bytes.get(len) else {
+            let Some(rest) = bytes.get(len..) else {
                 return;
             };
-            let Ok(i) = node.children.binary_search_by_key(&byte, |&(b, _)| b) else {
-                return;
-            };
-            let Some((child, label)) = node
-                .children
-                .get(i)
-                .and_then(|&(_, child)| Some((child, &self.nodes.get(child)?.label)))
+            let Some(next) = rest
+                .first()
+                .and_then(|&byte| node.child(byte))
+                .and_then(|child| self.nodes.get(child))
             else {
                 return;
             };
-            if !bytes.get(len..).is_some_and(|rest| rest.starts_with(label)) {
+            if !next.label.starts(rest) {
                 return;
             }
-            at = child;
-            len += label.len();
+            node = next;
+            len += next.label.bytes.len();
         }
     }
 }
@@ -554,19 +660,19 @@ mod tests {
             )
         );
         let idx = index(&["x(ls|cat)( .*)?", "(?s).*"]);
-        assert_eq!(idx.first_match("xls"), Some(0));
-        assert_eq!(idx.first_match("xcat -n a"), Some(0));
-        assert_eq!(idx.first_match("xlsa"), Some(1));
-        assert_eq!(idx.first_match("xls a\nb"), Some(1));
-        assert_eq!(idx.first_match("xca"), Some(1));
+        assert_eq!(idx.first_match("xls", false), Some(0));
+        assert_eq!(idx.first_match("xcat -n a", false), Some(0));
+        assert_eq!(idx.first_match("xlsa", false), Some(1));
+        assert_eq!(idx.first_match("xls a\nb", false), Some(1));
+        assert_eq!(idx.first_match("xca", false), Some(1));
         // The optional part's own text may be a newline; only what follows
         // it must hold none.
         let idx = index(&["a(\n.*)?", "b(\n.+)?"]);
-        assert_eq!(idx.first_match("a\nxy"), Some(0));
-        assert_eq!(idx.first_match("a\nx\ny"), None);
-        assert_eq!(idx.first_match("b\n"), None);
-        assert_eq!(idx.first_match("b\né"), Some(1));
-        assert_eq!(idx.first_match("b"), Some(1));
+        assert_eq!(idx.first_match("a\nxy", false), Some(0));
+        assert_eq!(idx.first_match("a\nx\ny", false), None);
+        assert_eq!(idx.first_match("b\n", false), None);
+        assert_eq!(idx.first_match("b\né", false), Some(1));
+        assert_eq!(idx.first_match("b", false), Some(1));
     }
 
     #[test]
@@ -618,22 +724,22 @@ mod tests {
     #[test]
     fn lowest_index_among_nested_literals_wins() {
         let idx = index(&["tool:a:b.*", "tool:.*", "tool:a:.*", "tool:a:bc", "(?s).*"]);
-        assert_eq!(idx.first_match("tool:a:bc"), Some(0));
-        assert_eq!(idx.first_match("tool:a:x"), Some(1));
-        assert_eq!(idx.first_match("tool:a:x\ny"), Some(4));
-        assert_eq!(idx.first_match("tool:a:\nbc"), Some(4));
-        assert_eq!(idx.first_match("x"), Some(4));
-        assert!(idx.any_match("tool:a:x").is_some());
+        assert_eq!(idx.first_match("tool:a:bc", false), Some(0));
+        assert_eq!(idx.first_match("tool:a:x", false), Some(1));
+        assert_eq!(idx.first_match("tool:a:x\ny", false), Some(4));
+        assert_eq!(idx.first_match("tool:a:\nbc", false), Some(4));
+        assert_eq!(idx.first_match("x", false), Some(4));
+        assert!(idx.any_match("tool:a:x", false).is_some());
     }
 
     #[test]
     fn newline_only_matters_after_the_literal() {
         let idx = index(&["a\nb.*"]);
-        assert_eq!(idx.first_match("a\nbcd"), Some(0));
-        assert_eq!(idx.first_match("a\nbc\nd"), None);
+        assert_eq!(idx.first_match("a\nbcd", false), Some(0));
+        assert_eq!(idx.first_match("a\nbc\nd", false), None);
         let idx = index(&["ab.+"]);
-        assert_eq!(idx.first_match("ab"), None);
-        assert_eq!(idx.first_match("abé"), Some(0));
+        assert_eq!(idx.first_match("ab", false), None);
+        assert_eq!(idx.first_match("abé", false), Some(0));
     }
 
     #[test]
@@ -641,11 +747,70 @@ mod tests {
         let patterns: Vec<String> = (0..200).map(|i| format!("tool:svc{i:03}:op.*")).collect();
         let refs: Vec<&str> = patterns.iter().map(String::as_str).collect();
         let idx = index(&refs);
-        assert_eq!(idx.first_match("tool:svc199:op.read x"), Some(199));
-        assert_eq!(idx.first_match("tool:svc000:op"), Some(0));
-        assert_eq!(idx.first_match("tool:svc200:op.read"), None);
-        assert_eq!(idx.first_match("tool:svc19:op.read"), None);
-        assert_eq!(idx.first_match(""), None);
+        assert_eq!(idx.first_match("tool:svc199:op.read x", false), Some(199));
+        assert_eq!(idx.first_match("tool:svc000:op", false), Some(0));
+        assert_eq!(idx.first_match("tool:svc200:op.read", false), None);
+        assert_eq!(idx.first_match("tool:svc19:op.read", false), None);
+        assert_eq!(idx.first_match("", false), None);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+        /// The comparisons without `memcmp` agree with `starts_with`,
+        /// across the eight-byte steps.
+        #[test]
+        fn prefix_comparisons_agree_with_starts_with(
+            hay in proptest::collection::vec(proptest::sample::select(b"ab\0\xff".to_vec()), 0..20),
+            needle in proptest::collection::vec(proptest::sample::select(b"ab\0\xff".to_vec()), 0..20),
+        ) {
+            proptest::prop_assert_eq!(starts_with(&hay, &needle), hay.starts_with(&needle));
+            proptest::prop_assert_eq!(Label::new(needle.clone()).starts(&hay), hay.starts_with(&needle));
+        }
+
+        /// Saying that an input holds no newline changes no answer for
+        /// inputs that hold none.
+        #[test]
+        fn single_line_hint_changes_nothing_on_single_lines(
+            input in "[a-c: é]{0,12}",
+            patterns in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "a.*", "ab.+", "a(b|c)( .*)?", "(?s)b.*", "c", "a:(?!b).*", "ab:.{2,}", "(a|b|c)(a|b|c):.*",
+                ]),
+                1..5,
+            ),
+        ) {
+            let idx = PrefixIndex::new(
+                patterns
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| (i, literal_pattern(p).or_else(|| lookahead_pattern(p)).unwrap()))
+                    .collect(),
+            );
+            proptest::prop_assert_eq!(idx.first_match(&input, true), idx.first_match(&input, false));
+            proptest::prop_assert_eq!(
+                idx.any_match(&input, true).is_some(),
+                idx.any_match(&input, false).is_some()
+            );
+        }
+    }
+
+    #[test]
+    fn labels_of_every_length_are_compared_whole() {
+        for len in 0..=20 {
+            let label: Vec<u8> = (0..len).map(|i| b'a' + i as u8).collect();
+            let l = Label::new(label.clone());
+            for cut in 0..=len {
+                let mut hay = label.clone();
+                hay.extend_from_slice(b"xyzxyzxyz");
+                assert!(l.starts(&hay), "{len}");
+                assert_eq!(l.starts(&label[..cut]), cut == len, "{len} {cut}");
+                if cut < len {
+                    hay[cut] = b'!';
+                    assert!(!l.starts(&hay), "{len} {cut}");
+                }
+            }
+        }
     }
 
     #[test]

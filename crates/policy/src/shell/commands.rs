@@ -7,8 +7,6 @@
 
 use super::words::WordInfo;
 use super::{Collector, Hazard};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
 /// Commands whose options cannot write files or run programs, so arguments
@@ -115,7 +113,7 @@ const CHECKED: &[&str] = &[
 
 /// Which of the lists above a command name is in, as bits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Kind(u8);
+pub(crate) struct Kind(u8);
 
 impl Kind {
     const RUNNER: u8 = 1;
@@ -124,62 +122,158 @@ impl Kind {
     const FLAG_SAFE: u8 = 1 << 3;
     const CHECKED: u8 = 1 << 4;
     const INTERPRETER: u8 = 1 << 5;
+    /// A reserved word of the shell grammar (`if`, `time`, …).
+    const RESERVED: u8 = 1 << 6;
+    /// `let`, which evaluates arithmetic.
+    const LET: u8 = 1 << 7;
 
     fn is(self, bit: u8) -> bool {
         self.0 & bit != 0
     }
 
-    /// Looks `name` up in all the lists at once: one hash of a short
-    /// string instead of a comparison with each of about 150 names.
-    fn of(name: &str) -> Kind {
-        static KINDS: OnceLock<HashMap<&'static str, u8, BuildHasherDefault<Fnv>>> =
-            OnceLock::new();
-        let kinds = KINDS.get_or_init(|| {
-            let mut kinds = HashMap::default();
-            for (list, bit) in [
-                (RUNNERS, Kind::RUNNER),
-                (STATE, Kind::STATE),
-                (STATE_WITH_ARGS, Kind::STATE_WITH_ARGS),
-                (FLAG_SAFE, Kind::FLAG_SAFE),
-                (CHECKED, Kind::CHECKED),
-                (INTERPRETERS, Kind::INTERPRETER),
-            ] {
-                for name in list {
-                    *kinds.entry(*name).or_insert(0) |= bit;
-                }
+    /// In none of the lists (nor a reserved word).
+    pub(crate) fn is_unknown(self) -> bool {
+        self.0 == 0
+    }
+
+    /// A reserved word, which changes the grammar when it starts a command.
+    pub(crate) fn is_reserved(self) -> bool {
+        self.is(Kind::RESERVED)
+    }
+
+    /// Whether [`inspect`] looks at the arguments.
+    pub(crate) fn has_checked_arguments(self) -> bool {
+        self.is(Kind::CHECKED) || self.is(Kind::INTERPRETER)
+    }
+
+    /// Whether [`judge_name`] or [`inspect`] may find a hazard in a
+    /// command with this name and literal arguments; if not, such a
+    /// command is plainly safe (`ls -la src`).
+    pub(crate) fn may_be_hazardous(self) -> bool {
+        self.is(Kind::RUNNER
+            | Kind::STATE
+            | Kind::STATE_WITH_ARGS
+            | Kind::LET
+            | Kind::CHECKED
+            | Kind::INTERPRETER)
+    }
+
+    /// Looks `name` up in all the lists at once.
+    pub(crate) fn of(name: &str) -> Kind {
+        Kind::of_keyed(name, name_key(name.as_bytes()))
+    }
+
+    /// [`Kind::of`] for a caller that has the name's [`name_key`] at hand.
+    pub(crate) fn of_keyed(name: &str, key: Option<u64>) -> Kind {
+        static NAMES: OnceLock<Names> = OnceLock::new();
+        Kind(NAMES.get_or_init(Names::new).bits(name, key))
+    }
+}
+
+/// A command name of one to eight bytes as a little-endian `u64`, zero past
+/// its end: compared and hashed as one number. `None` for other lengths and
+/// for names holding a NUL byte (whose key could equal a shorter name's).
+pub(crate) fn name_key(name: &[u8]) -> Option<u64> {
+    if !(1..=8).contains(&name.len()) || name.contains(&0) {
+        return None;
+    }
+    let mut padded = [0; 8];
+    for (to, from) in padded.iter_mut().zip(name) {
+        *to = *from;
+    }
+    Some(u64::from_le_bytes(padded))
+}
+
+/// Slots of the open-addressing table of short names: a power of two, at
+/// least three times the number of names (about 150), so probes are short.
+const SLOTS: usize = 512;
+
+/// Every listed name with its [`Kind`] bits: names of up to eight bytes by
+/// their [`name_key`] in an open-addressing table (one multiplication and
+/// usually one comparison of two numbers, where a `HashMap<&str, _>` hashed
+/// the string byte by byte and compared it with `memcmp`), the few longer
+/// ones in a list.
+struct Names {
+    /// `(key, bits)`, key 0 for an empty slot (no name has key 0).
+    slots: [(u64, u8); SLOTS],
+    long: Vec<(&'static str, u8)>,
+}
+
+impl Names {
+    fn new() -> Self {
+        let mut names = Names {
+            slots: [(0, 0); SLOTS],
+            long: Vec::new(),
+        };
+        for (list, bit) in [
+            (RUNNERS, Kind::RUNNER),
+            (STATE, Kind::STATE),
+            (STATE_WITH_ARGS, Kind::STATE_WITH_ARGS),
+            (FLAG_SAFE, Kind::FLAG_SAFE),
+            (CHECKED, Kind::CHECKED),
+            (INTERPRETERS, Kind::INTERPRETER),
+            (super::fast::RESERVED, Kind::RESERVED),
+            (&["let"], Kind::LET),
+        ] {
+            for &name in list {
+                names.insert(name, bit);
             }
-            kinds
-        });
-        Kind(kinds.get(name).copied().unwrap_or(0))
-    }
-}
-
-/// FNV-1a: command names are short and not chosen to collide with each
-/// other (a collision only costs a comparison), so a simple hash is enough.
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
+        }
+        names
     }
 
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    fn insert(&mut self, name: &'static str, bit: u8) {
+        let Some(key) = name_key(name.as_bytes()) else {
+            match self.long.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, bits)) => *bits |= bit,
+                None => self.long.push((name, bit)),
+            }
+            return;
+        };
+        let home = slot(key);
+        // The table has room to spare, so an empty or equal slot comes.
+        for i in home..home + SLOTS {
+            let (k, bits) = &mut self.slots[i % SLOTS];
+            if *k == 0 || *k == key {
+                *k = key;
+                *bits |= bit;
+                return;
+            }
         }
     }
+
+    fn bits(&self, name: &str, key: Option<u64>) -> u8 {
+        let Some(key) = key else {
+            return self
+                .long
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(0, |&(_, bits)| bits);
+        };
+        let home = slot(key);
+        for i in home..home + SLOTS {
+            let (k, bits) = self.slots[i % SLOTS];
+            if k == key {
+                return bits;
+            }
+            if k == 0 {
+                return 0;
+            }
+        }
+        0
+    }
+}
+
+/// The home slot of a key: Fibonacci hashing, the top nine bits of the key
+/// times 2^64 / φ.
+fn slot(key: u64) -> usize {
+    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 55) as usize
 }
 
 /// The hazards that follow from the name alone (and whether there are
 /// arguments); false if one was recorded and the command needs no more
 /// looking at.
-fn judge_name(name: &str, kind: Kind, has_args: bool, c: &mut Collector) -> bool {
+pub(crate) fn judge_name(name: &str, kind: Kind, has_args: bool, c: &mut Collector) -> bool {
     if kind.is(Kind::RUNNER) {
         c.hazard(Hazard::RunsCommand {
             command: name.to_owned(),
@@ -192,23 +286,11 @@ fn judge_name(name: &str, kind: Kind, has_args: bool, c: &mut Collector) -> bool
         });
         return false;
     }
-    if name == "let" {
+    if kind.is(Kind::LET) {
         c.hazard(Hazard::Arithmetic);
         return false;
     }
     true
-}
-
-/// Judges one simple command whose name is plain and whose arguments are
-/// all plain literals (no globs, nothing known only at run time): what
-/// [`judge`] does, without building [`WordInfo`]s.
-pub(crate) fn judge_literal(name: &str, lits: &[&str], c: &mut Collector) {
-    let kind = Kind::of(name);
-    if judge_name(name, kind, !lits.is_empty(), c)
-        && (kind.is(Kind::CHECKED) || kind.is(Kind::INTERPRETER))
-    {
-        inspect(name, kind, lits, c);
-    }
 }
 
 /// Judges one simple command whose name is plain.
@@ -237,7 +319,7 @@ pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
         }
     }
     // Every command `inspect` looks at is in one of these lists.
-    if !kind.is(Kind::CHECKED) && !kind.is(Kind::INTERPRETER) {
+    if !kind.has_checked_arguments() {
         return;
     }
     // From here on only literal arguments matter; dynamic ones were flagged.
@@ -246,8 +328,9 @@ pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
 }
 
 /// The option-by-option checks of the commands in `CHECKED` and
-/// `INTERPRETERS`, on their literal arguments.
-fn inspect(name: &str, kind: Kind, lits: &[&str], c: &mut Collector) {
+/// `INTERPRETERS` (see [`Kind::has_checked_arguments`]), on their literal
+/// arguments.
+pub(crate) fn inspect(name: &str, kind: Kind, lits: &[&str], c: &mut Collector) {
     let runs = |c: &mut Collector| {
         c.hazard(Hazard::RunsCommand {
             command: name.to_owned(),
@@ -528,7 +611,105 @@ fn xargs_runs_command(lits: &[&str]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    const LISTS: [(&[&str], u8); 8] = [
+        (RUNNERS, Kind::RUNNER),
+        (STATE, Kind::STATE),
+        (STATE_WITH_ARGS, Kind::STATE_WITH_ARGS),
+        (FLAG_SAFE, Kind::FLAG_SAFE),
+        (CHECKED, Kind::CHECKED),
+        (INTERPRETERS, Kind::INTERPRETER),
+        (super::super::fast::RESERVED, Kind::RESERVED),
+        (&["let"], Kind::LET),
+    ];
+
+    /// The lists, scanned name by name.
+    fn listed(name: &str) -> u8 {
+        LISTS
+            .iter()
+            .filter(|(list, _)| list.contains(&name))
+            .fold(0, |bits, (_, bit)| bits | bit)
+    }
+
+    #[test]
+    fn every_listed_name_has_the_bits_of_its_lists() {
+        for (list, _) in LISTS {
+            for name in list {
+                assert_eq!(Kind::of(name), Kind(listed(name)), "{name}");
+                assert!(!Kind::of(name).is_unknown(), "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn other_names_are_unknown() {
+        for name in [
+            "",
+            "l",
+            "lss",
+            "ls ",
+            "cargo",
+            "gi",
+            "gitt",
+            "Git",
+            "python4",
+            "powershel",
+            "powershells",
+            "readarra",
+            "a=b",
+            "\0",
+            "bashbash",
+            "echo\0\0\0\0",
+        ] {
+            assert_eq!(listed(name), 0, "{name}");
+            assert!(Kind::of(name).is_unknown(), "{name}");
+        }
+        // Every prefix and extension of a listed name that is not listed.
+        for (list, _) in LISTS {
+            for name in list {
+                for end in 0..name.len() {
+                    let prefix = &name[..end];
+                    assert_eq!(Kind::of(prefix), Kind(listed(prefix)), "{prefix}");
+                }
+                let longer = format!("{name}x");
+                assert_eq!(Kind::of(&longer), Kind(listed(&longer)), "{longer}");
+            }
+        }
+    }
+
+    /// Only the bits `may_be_hazardous` names lead to a hazard.
+    #[test]
+    fn harmless_kinds_give_no_hazard() {
+        for name in [
+            "ls", "cat", "echo", "cargo", "if", "wc", "grep", "true", "[",
+        ] {
+            let kind = Kind::of(name);
+            assert!(!kind.may_be_hazardous(), "{name}");
+            for has_args in [false, true] {
+                let mut c = Collector::default();
+                assert!(judge_name(name, kind, has_args, &mut c), "{name}");
+                assert!(c.hazards.is_empty(), "{name}");
+            }
+        }
+        for name in [
+            "let", "eval", "set", "export", "git", "python", "sed", "env",
+        ] {
+            assert!(Kind::of(name).may_be_hazardous(), "{name}");
+        }
+    }
+
+    /// The fast path skips the name check for listed names.
+    #[test]
+    fn every_listed_name_is_a_plain_command_name() {
+        for (list, _) in LISTS {
+            for name in list {
+                let word = super::super::words::bare(name);
+                assert_eq!(super::super::words::command_name(&word), Ok(*name));
+            }
+        }
+    }
 
     #[test]
     fn sed_scripts_that_write_or_execute_are_caught() {

@@ -7,14 +7,14 @@
 //! the full parser. A property test checks that both give the same answer.
 
 use super::words;
-use super::{Collector, Hazard, commands};
+use super::{Collector, Hazard, commands, scan};
 
-/// The most words [`simple_hazard`] takes (kept on the stack); longer
-/// commands take the general path.
+/// The most words [`simple_hazard`] splits (kept on the stack); a longer
+/// command whose arguments are checked takes the general path.
 const MAX_WORDS: usize = 24;
 
 /// Reserved words that change the grammar when they start a command.
-const RESERVED: &[&str] = &[
+pub(super) const RESERVED: &[&str] = &[
     "case", "coproc", "do", "done", "elif", "else", "esac", "fi", "for", "function", "if", "in",
     "select", "then", "time", "until", "while",
 ];
@@ -25,72 +25,48 @@ fn in_alphabet(b: u8) -> bool {
     ALPHABET.get(usize::from(b)).copied().unwrap_or(false)
 }
 
-/// What [`simple_hazard`] makes of each byte: one lookup in a table of all
-/// 256 bytes instead of several comparisons.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum ByteClass {
-    /// Not in a simple command (outside the alphabet, or `|`).
-    Other,
-    Word,
-    /// `=`, which makes a first word an assignment.
-    Equals,
-    Space,
-}
-
-const CLASSES: [ByteClass; 256] = {
-    let mut classes = [ByteClass::Other; 256];
-    let mut b = 0;
-    while b < 128 {
-        if ALPHABET[b] {
-            classes[b] = ByteClass::Word;
-        }
-        b += 1;
-    }
-    classes[b' ' as usize] = ByteClass::Space;
-    classes[b'=' as usize] = ByteClass::Equals;
-    classes[b'|' as usize] = ByteClass::Other;
-    classes
-};
-
 /// For one command written the way the analysis would write it back (words
 /// of the alphabet one space apart; no pipe, no leading, trailing or double
 /// space), the first hazard [`super::analyze_shell`] would report, found
 /// without building the analysis: such a command is its own only simple
 /// command, so a caller can judge the action string as it is. `None` if
 /// `detail` is not of that form.
+///
+/// The bytes are checked eight at a time ([`scan`]); the arguments are
+/// split into words only for commands whose options [`commands::inspect`]
+/// checks, since for every other command no argument of the alphabet can be
+/// a hazard (they are literals without globs, tested below).
 pub(crate) fn simple_hazard(detail: &str) -> Option<Option<Hazard>> {
-    // The command name, then its arguments.
-    let mut words = [""; MAX_WORDS];
-    let mut count = 0;
-    let mut start = 0;
-    for (i, &b) in detail.as_bytes().iter().enumerate() {
-        match CLASSES[usize::from(b)] {
-            ByteClass::Word => {}
-            // `A=1 ls` assigns: left to the full analysis.
-            ByteClass::Equals if count == 0 => return None,
-            ByteClass::Equals => {}
-            ByteClass::Space if i == start => return None, // a leading or a double space
-            ByteClass::Space => {
-                *words.get_mut(count)? = detail.get(start..i)?;
-                count += 1;
-                start = i + 1;
-            }
-            ByteClass::Other => return None,
-        }
-    }
-    if start == detail.len() {
-        return None; // empty, or a trailing space
-    }
-    *words.get_mut(count)? = detail.get(start..)?;
-    let (name, args) = words.get(..=count)?.split_first()?;
-    if is_reserved(name) {
+    let words = scan::single_spaced(detail.as_bytes())?;
+    let (name, args) = detail.split_at_checked(words.first_len)?;
+    let kind = commands::Kind::of_keyed(name, words.first_key);
+    if kind.is_reserved() {
         return None;
     }
+    if kind.is_unknown() {
+        // `A=1 ls` assigns: left to the full analysis.
+        if name.contains('=') {
+            return None;
+        }
+        // Every listed name is plain (tested in `commands`), so only an
+        // unknown one can be a path or hidden.
+        if let Err(hazard) = words::command_name(&words::bare(name)) {
+            return Some(Some(hazard));
+        }
+    }
+    if !kind.may_be_hazardous() {
+        return Some(None);
+    }
     let mut c = Collector::default();
-    match words::command_name(&words::bare(name)) {
-        // Words of the alphabet are literals without globs (tested below).
-        Ok(plain) => commands::judge_literal(plain, args, &mut c),
-        Err(hazard) => c.hazard(hazard),
+    if commands::judge_name(name, kind, !args.is_empty(), &mut c) && kind.has_checked_arguments() {
+        // `args` is empty or a space and the words one space apart.
+        let mut lits = [""; MAX_WORDS - 1];
+        let mut count = 0;
+        for word in args.split(' ').skip(1) {
+            *lits.get_mut(count)? = word;
+            count += 1;
+        }
+        commands::inspect(name, kind, lits.get(..count)?, &mut c);
     }
     Some(c.hazards.into_iter().next())
 }
@@ -138,20 +114,6 @@ mod tests {
         for b in 0..=255u8 {
             let expected = b.is_ascii_alphanumeric() || b" _./:,=@%+-|".contains(&b);
             assert_eq!(in_alphabet(b), expected, "{b}");
-        }
-    }
-
-    #[test]
-    fn byte_classes_follow_the_alphabet() {
-        for b in 0..=255u8 {
-            let expected = match b {
-                b' ' => ByteClass::Space,
-                b'=' => ByteClass::Equals,
-                b'|' => ByteClass::Other,
-                _ if in_alphabet(b) => ByteClass::Word,
-                _ => ByteClass::Other,
-            };
-            assert!(CLASSES[usize::from(b)] == expected, "{b}");
         }
     }
 

@@ -10,6 +10,7 @@
 mod commands;
 mod fast;
 mod git;
+mod scan;
 mod walk;
 mod words;
 

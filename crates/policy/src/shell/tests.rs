@@ -80,6 +80,79 @@ proptest! {
     }
 }
 
+/// Command names of every kind the fast path tells apart.
+const NAMES: &[&str] = &[
+    "ls",
+    "cat",
+    "echo",
+    "cargo",
+    "git",
+    "sed",
+    "sort",
+    "env",
+    "xargs",
+    "find",
+    "tar",
+    "tee",
+    "python3",
+    "eval",
+    "set",
+    "export",
+    "let",
+    "if",
+    "time",
+    "./x",
+    "a=b",
+    "x:y",
+    "%1",
+    "@",
+    "readarray",
+    "powershell",
+    "checkout",
+];
+
+/// Arguments, some of them hazardous to some commands.
+const ARGS: &[&str] = &[
+    "-la",
+    "src/a.rs",
+    "-i",
+    "-o",
+    "--output=f",
+    "-c",
+    "-e",
+    "push",
+    "-exec",
+    "rm",
+    "-D",
+    "a=b",
+    "1",
+    "-",
+    "--",
+    "/dev/null",
+    "s/a/b/w",
+    "-v",
+    "x",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// Long single commands (past the 24 words the fast path splits) of
+    /// every kind of name: the fast path agrees with the parser.
+    #[test]
+    fn long_simple_commands_agree_with_parser(
+        name in prop::sample::select(NAMES),
+        args in prop::collection::vec(prop::sample::select(ARGS), 0..40),
+    ) {
+        let detail = std::iter::once(name).chain(args).collect::<Vec<_>>().join(" ");
+        if let Some(hazard) = fast::simple_hazard(&detail) {
+            let parsed = via_parser(&detail);
+            prop_assert_eq!(&parsed.commands, &vec![detail.clone()], "detail {:?}", detail);
+            prop_assert_eq!(hazard.as_ref(), parsed.hazards.first(), "detail {:?}", detail);
+        }
+    }
+}
+
 #[test]
 fn simple_path_takes_single_canonical_commands_only() {
     for detail in [
@@ -96,9 +169,13 @@ fn simple_path_takes_single_canonical_commands_only() {
         Some(via_parser("sed -i s/a/b/ f").hazards.first().cloned())
     );
     assert!(fast::simple_hazard("sed -i s/a/b/ f").unwrap().is_some());
-    let longest = format!("ls{}", " a".repeat(23));
+    // Only commands whose options are checked are split into words, and
+    // only as many as fit on the stack.
+    let longest = format!("git log{}", " a".repeat(22));
     assert_eq!(fast::simple_hazard(&longest), Some(None));
-    let too_long = format!("ls{}", " a".repeat(24));
+    let too_long = format!("git log{}", " a".repeat(23));
+    let many = format!("ls{}", " a".repeat(500));
+    assert_eq!(fast::simple_hazard(&many), Some(None));
     for detail in [
         "", " ls", "ls ", "ls  -la", "ls | wc", "A=1 ls", "if x", "ls;x", "ls 'a'", "ls *",
         &too_long,
