@@ -67,6 +67,20 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time (user + system) `pid` has used so far, in seconds.
+fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // utime and stime are fields 14 and 15, i.e. 12 and 13 after the name.
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    ticks as f64 / 100.0
+}
+
 /// Latencies in microseconds and the number of events one subscriber got.
 struct Tally {
     latencies_us: Vec<u32>,
@@ -198,6 +212,8 @@ async fn main() {
 
     // Produce at a fixed rate.
     measure.store(true, Ordering::Relaxed);
+    let daemon_pid = a.pid.to_string();
+    let cpu_before = (cpu_seconds(&daemon_pid), cpu_seconds("self"));
     let total = a.rate * a.seconds;
     let period = Duration::from_secs_f64(1.0 / a.rate as f64);
     let started = Instant::now();
@@ -224,6 +240,10 @@ async fn main() {
         ok += u64::from(r.unwrap_or(false));
     }
     let produced_in = started.elapsed();
+    let cpu = (
+        cpu_seconds(&daemon_pid) - cpu_before.0,
+        cpu_seconds("self") - cpu_before.1,
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_busy = rss_kib(a.pid);
     stop.store(true, Ordering::Relaxed);
@@ -258,4 +278,10 @@ async fn main() {
         all.last().copied().unwrap_or(0) as f64 / 1000.0
     );
     println!("daemon RSS after the run: {rss_busy} KiB");
+    println!(
+        "CPU while producing ({:.1} s): daemon {:.2} s, this client {:.2} s",
+        produced_in.as_secs_f64(),
+        cpu.0,
+        cpu.1
+    );
 }

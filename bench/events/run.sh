@@ -13,13 +13,15 @@ TARGET=${CARGO_TARGET_DIR:-target}
 # BIN=path/to/actiongate runs that daemon (e.g. an older commit's build, to
 # compare in one session) with this tree's load client.
 cargo build --release -q -p actiongate --bin actiongate --example events_load
-BIN=${BIN:-$TARGET/release/actiongate}
+BIN=$(realpath "${BIN:-$TARGET/release/actiongate}")
 ulimit -n 8192
 
 DATA=$(mktemp -d)
 trap 'kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; rm -rf "$DATA"' EXIT
-ACTIONGATE_LOG=warn "$BIN" serve --data-dir "$DATA" \
-  --listen "127.0.0.1:$PORT" 2>"$DATA/daemon.log" &
+# Started in its data dir, so it runs on built-in defaults whatever build it
+# is (an older one would reject this tree's config/actiongate.toml keys).
+(cd "$DATA" && ACTIONGATE_LOG=warn exec "$BIN" serve --data-dir "$DATA" \
+  --listen "127.0.0.1:$PORT" 2>"$DATA/daemon.log") &
 PID=$!
 for _ in $(seq 100); do
   [ -s "$DATA/admin.key" ] && curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break
