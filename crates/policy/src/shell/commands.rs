@@ -199,22 +199,25 @@ struct Names {
     long: Vec<(&'static str, u8)>,
 }
 
+/// Every named list and the kind bit its names carry.
+const LISTS: [(&[&str], u8); 8] = [
+    (RUNNERS, Kind::RUNNER),
+    (STATE, Kind::STATE),
+    (STATE_WITH_ARGS, Kind::STATE_WITH_ARGS),
+    (FLAG_SAFE, Kind::FLAG_SAFE),
+    (CHECKED, Kind::CHECKED),
+    (INTERPRETERS, Kind::INTERPRETER),
+    (super::fast::RESERVED, Kind::RESERVED),
+    (&["let"], Kind::LET),
+];
+
 impl Names {
     fn new() -> Self {
         let mut names = Names {
             slots: [(0, 0); SLOTS],
             long: Vec::new(),
         };
-        for (list, bit) in [
-            (RUNNERS, Kind::RUNNER),
-            (STATE, Kind::STATE),
-            (STATE_WITH_ARGS, Kind::STATE_WITH_ARGS),
-            (FLAG_SAFE, Kind::FLAG_SAFE),
-            (CHECKED, Kind::CHECKED),
-            (INTERPRETERS, Kind::INTERPRETER),
-            (super::fast::RESERVED, Kind::RESERVED),
-            (&["let"], Kind::LET),
-        ] {
+        for (list, bit) in LISTS {
             for &name in list {
                 names.insert(name, bit);
             }
@@ -613,17 +616,6 @@ fn xargs_runs_command(lits: &[&str]) -> bool {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-
-    const LISTS: [(&[&str], u8); 8] = [
-        (RUNNERS, Kind::RUNNER),
-        (STATE, Kind::STATE),
-        (STATE_WITH_ARGS, Kind::STATE_WITH_ARGS),
-        (FLAG_SAFE, Kind::FLAG_SAFE),
-        (CHECKED, Kind::CHECKED),
-        (INTERPRETERS, Kind::INTERPRETER),
-        (super::super::fast::RESERVED, Kind::RESERVED),
-        (&["let"], Kind::LET),
-    ];
 
     /// The lists, scanned name by name.
     fn listed(name: &str) -> u8 {
