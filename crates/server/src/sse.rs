@@ -175,7 +175,8 @@ impl Hub {
     ) {
         // When the last batch went out; the next waits until one gap after
         // it, gathering what commits meanwhile.
-        let mut last_sent = tokio::time::Instant::now() - coalesce.max;
+        let start = tokio::time::Instant::now();
+        let mut last_sent = start.checked_sub(coalesce.max).unwrap_or(start);
         let mut batch: Vec<Arc<Event>> = Vec::new();
         'run: loop {
             let flush_at = last_sent + self.gap(coalesce);
