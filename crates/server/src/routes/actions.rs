@@ -86,12 +86,19 @@ pub struct HandlerActionRequest {
     pub params: serde_json::Value,
     /// Why the agent wants to do it.
     #[serde(default)]
+    #[schema(max_length = 4096)]
     pub reason: Option<String>,
-    /// How long a human has to decide.
+    /// How long a human has to decide if the policy asks one, e.g. `5m`;
+    /// bounds and default as for a decision-only action (the pattern
+    /// spells the default bounds, 1m-60m).
     #[serde(default)]
+    #[schema(
+        pattern = r"^(?:(?:[1-9]|[1-5][0-9]|60)m|1h|(?:6[0-9]|[7-9][0-9]|[1-9][0-9]{2}|[12][0-9]{3}|3[0-5][0-9]{2}|3600)s)$"
+    )]
     pub timeout: Option<String>,
     /// Makes retries safe.
     #[serde(default)]
+    #[schema(max_length = 256)]
     pub idempotency_key: Option<String>,
 }
 
