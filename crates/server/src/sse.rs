@@ -223,7 +223,7 @@ impl Hub {
                 };
             }
             let now = tokio::time::Instant::now();
-            if now >= last_sent + self.gap(coalesce) || batch.len() >= BATCH_EVENTS {
+            if now >= flush_at || batch.len() >= BATCH_EVENTS {
                 self.send(std::mem::take(&mut batch));
                 last_sent = now;
             }
@@ -387,25 +387,16 @@ pub fn log_stream(
                 Err(RecvError::Closed) => return,
             };
             // Send what is ready in one chunk: usually one whole batch, sent
-            // as the hub rendered it.
+            // as the hub rendered it (`whole`, only while `chunk` is empty).
             let mut chunk: Vec<u8> = Vec::new();
+            let mut whole: Option<Bytes> = None;
             let mut next = Some(first);
             let mut end = false;
             while let Some(batch) = next.take() {
-                if let Some(whole) = take_batch(&batch, &scope, &mut last, &mut chunk) {
-                    match rx.try_recv() {
-                        Ok(more) => {
-                            chunk.extend_from_slice(&whole);
-                            next = Some(more);
-                            continue;
-                        }
-                        Err(TryRecvError::Empty) => {}
-                        Err(TryRecvError::Lagged(_)) | Err(TryRecvError::Closed) => end = true,
-                    }
-                    heartbeat.sent();
-                    yield Ok(whole);
-                    break;
+                if let Some(earlier) = whole.take() {
+                    chunk.extend_from_slice(&earlier);
                 }
+                whole = take_batch(&batch, &scope, &mut last, &mut chunk);
                 if chunk.len() >= COALESCE_BYTES {
                     break;
                 }
@@ -415,9 +406,9 @@ pub fn log_stream(
                     Err(TryRecvError::Lagged(_)) | Err(TryRecvError::Closed) => end = true,
                 }
             }
-            if !chunk.is_empty() {
+            if let Some(out) = whole.or_else(|| (!chunk.is_empty()).then(|| Bytes::from(chunk))) {
                 heartbeat.sent();
-                yield Ok(Bytes::from(chunk));
+                yield Ok(out);
             }
             if end {
                 return;
