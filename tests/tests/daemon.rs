@@ -443,6 +443,20 @@ fn settings_layer_defaults_file_env_and_flags() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("listen"), "{err}");
+
+    // So is a value out of its range.
+    std::fs::write(&cfg, "[storage]\ncommit_delay = \"1s\"\n").unwrap();
+    let out = Command::new(binary("actiongate"))
+        .arg("serve")
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("storage.commit_delay: at most 100ms"), "{err}");
 }
 
 /// The value of an unlabelled metric in Prometheus text.

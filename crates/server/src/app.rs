@@ -64,6 +64,7 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
     let opts = StoreOptions {
         durability: settings.storage.durability,
         batch_max: settings.storage.batch_max,
+        commit_delay: settings.storage.commit_delay()?,
         read_connections: settings.storage.read_connections,
         ..StoreOptions::default()
     };

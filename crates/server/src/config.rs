@@ -168,8 +168,29 @@ pub struct StorageSettings {
     pub durability: Durability,
     /// Most writes that share one commit.
     pub batch_max: usize,
+    /// How long the writer waits for more writes to join a commit when
+    /// several arrived together, e.g. `200us`; `0s` commits at once.
+    pub commit_delay: String,
     /// Read-only connections.
     pub read_connections: u32,
+}
+
+impl StorageSettings {
+    /// [`StorageSettings::commit_delay`], at most 100ms.
+    pub fn commit_delay(&self) -> anyhow::Result<Duration> {
+        let d = match self.commit_delay.trim() {
+            "0" | "0s" | "0ms" | "0us" => Duration::ZERO,
+            other => actiongate_policy::parse_duration(other)
+                .map_err(|e| anyhow::anyhow!("storage.commit_delay: {e}"))?,
+        };
+        if d > Duration::from_millis(100) {
+            anyhow::bail!(
+                "storage.commit_delay: at most 100ms (got {})",
+                self.commit_delay
+            );
+        }
+        Ok(d)
+    }
 }
 
 /// HTTP server settings.
@@ -225,6 +246,7 @@ impl Default for StorageSettings {
         StorageSettings {
             durability: Durability::Full,
             batch_max: 128,
+            commit_delay: "200us".to_owned(),
             read_connections: 4,
         }
     }
@@ -300,6 +322,7 @@ impl Settings {
             self.policy.default_profile.clone(),
         )?)
         .map_err(|e| anyhow::anyhow!("policy.default_profile: {e}"))?;
+        self.storage.commit_delay()?;
         self.events.check()?;
         self.webhooks.check()?;
         Ok(())

@@ -35,7 +35,7 @@ pub struct NewAction {
     /// Client-chosen key that makes retries safe.
     pub idempotency_key: Option<String>,
     /// Hash of the request body, to tell a retry from a different request
-    /// reusing the key.
+    /// reusing the key (empty without a key: it is not stored then).
     pub request_hash: String,
     /// What a handler action runs; `None` for decision-only actions.
     pub handler: Option<HandlerAction>,

@@ -25,9 +25,12 @@ pub(crate) struct CreateJob {
     /// The action as it will be stored and answered.
     pub(crate) action: Action,
     rule: Option<String>,
-    request_hash: String,
     /// A handler action's params as sent (the action shows them masked).
     params: Option<String>,
+    /// The JSON columns of a handler action as stored.
+    params_view: Option<String>,
+    scope: Option<String>,
+    display: Option<String>,
     /// When it is stored claimed for its first attempt, in ms.
     claim_until: Option<i64>,
     /// The events recording it, in order; `seq` is filled in by the insert.
@@ -46,13 +49,16 @@ impl CreateJob {
 
     /// Builds the rows of `new` (see [`CreateJob::applies`]) and the
     /// receiver of its answer.
-    pub(crate) fn prepare(mut new: NewAction) -> Result<(CreateJob, Answer), StoreError> {
+    pub(crate) fn prepare(new: NewAction) -> Result<(CreateJob, Answer), StoreError> {
         let created = now();
         let rule = new.decision.rule.as_ref().map(Value::to_string);
-        let request_hash = std::mem::take(&mut new.request_hash);
         let claim_until = claim_of(&new).map(to_ms);
         let params = new.handler.as_ref().map(|h| h.params.to_string());
         let mut action = crate::actions::stored_action(new, created);
+        let json = |v: Option<&Value>| v.map(Value::to_string);
+        let params_view = json(action.params.as_ref());
+        let scope = action.scope.clone().map(|s| Value::Object(s).to_string());
+        let display = json(action.display.as_ref());
         let created_events = created_events(&mut action, claim_until.is_some())?;
         let (events, event_data) = created_events
             .into_iter()
@@ -63,8 +69,10 @@ impl CreateJob {
             CreateJob {
                 action,
                 rule,
-                request_hash,
                 params,
+                params_view,
+                scope,
+                display,
                 claim_until,
                 events,
                 event_data,
@@ -82,63 +90,135 @@ impl CreateJob {
     }
 }
 
-/// Appends the inserts of `jobs` to `q` (no `;` after the last): one
-/// statement for their actions, one for their events (returning each event's `seq` and id), all with
-/// `at` as the time of the transaction that writes them.
-pub(crate) fn push_inserts(q: &mut QueryBuilder<Sqlite>, jobs: &mut [&mut CreateJob], at: i64) {
-    q.push(
-        "INSERT INTO actions (id, agent, tool, detail, action_string, reason, status, \
-         decision_result, decision_reason, decision_rule, created_at, decided_at, decided_by, \
-         deadline, settled_at, request_hash, handler, action_name, params, params_view, \
-         permission, scope, display, attempts, lease_until) ",
-    );
-    q.push_values(jobs.iter(), |mut row, job| {
-        let a = &job.action;
-        let decided = a.decided_at.map(to_ms);
-        let json = |v: Option<&Value>| v.map(Value::to_string);
-        row.push_bind(a.id.clone())
-            .push_bind(a.agent.clone())
-            .push_bind(a.tool.clone())
-            .push_bind(a.detail.clone())
-            .push_bind(a.action_string.clone())
-            .push_bind(a.reason.clone())
-            .push_bind(a.status.as_str())
-            .push_bind(a.decision.result.as_str())
-            .push_bind(a.decision.reason.clone())
-            .push_bind(job.rule.clone())
-            .push_bind(to_ms(a.created_at))
-            .push_bind(decided)
-            .push_bind(a.decided_by.clone())
-            .push_bind(a.deadline.map(to_ms))
-            .push_bind(decided)
-            .push_bind(job.request_hash.clone())
-            .push_bind(a.handler.clone())
-            .push_bind(a.action.clone())
-            .push_bind(job.params.clone())
-            .push_bind(json(a.params.as_ref()))
-            .push_bind(a.permission.clone())
-            .push_bind(a.scope.clone().map(|s| Value::Object(s).to_string()))
-            .push_bind(json(a.display.as_ref()))
-            .push_bind(i64::from(job.claim_until.is_some()))
-            .push_bind(job.claim_until);
-    });
-    // Like every other event's, `at` is the time of the transaction that
-    // writes it, not of the request (which may have queued meanwhile).
-    for ev in jobs.iter_mut().flat_map(|job| job.events.iter_mut()) {
-        ev.at = from_ms(at);
+/// The columns of an action row as [`CreateJob::action_row`] lists them.
+pub(crate) const ACTION_COLUMNS: &str = "id, agent, tool, detail, action_string, reason, status, \
+     decision_result, decision_reason, decision_rule, created_at, decided_at, decided_by, \
+     deadline, settled_at, request_hash, handler, action_name, params, params_view, \
+     permission, scope, display, attempts, lease_until";
+
+/// The columns of an event row as [`CreateJob::event_row`] lists them.
+pub(crate) const EVENT_COLUMNS: &str = "id, type, at, agent, action_id, grant_id, data";
+
+/// A column value of a row about to be inserted, borrowed from the job: the
+/// same row feeds sqlx's multi-row insert and the writer's direct one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Val<'a> {
+    Text(Option<&'a str>),
+    Int(Option<i64>),
+}
+
+impl Val<'_> {
+    /// Binds it as the next value of a sqlx `VALUES` row.
+    fn push(self, row: &mut sqlx::query_builder::Separated<'_, Sqlite, &'static str>) {
+        match self {
+            Val::Text(t) => row.push_bind(t.map(str::to_owned)),
+            Val::Int(i) => row.push_bind(i),
+        };
     }
-    q.push("; INSERT INTO events (id, type, at, agent, action_id, grant_id, data) ");
+}
+
+impl rusqlite::ToSql for Val<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, Value as Sql, ValueRef};
+        Ok(match *self {
+            Val::Text(Some(t)) => ToSqlOutput::Borrowed(ValueRef::Text(t.as_bytes())),
+            Val::Int(Some(i)) => ToSqlOutput::Owned(Sql::Integer(i)),
+            Val::Text(None) | Val::Int(None) => ToSqlOutput::Owned(Sql::Null),
+        })
+    }
+}
+
+impl CreateJob {
+    /// Its action row, in [`ACTION_COLUMNS`] order.
+    pub(crate) fn action_row(&self) -> [Val<'_>; 25] {
+        let a = &self.action;
+        let decided = a.decided_at.map(to_ms);
+        [
+            Val::Text(Some(&a.id)),
+            Val::Text(Some(&a.agent)),
+            Val::Text(Some(&a.tool)),
+            Val::Text(Some(&a.detail)),
+            Val::Text(Some(&a.action_string)),
+            Val::Text(a.reason.as_deref()),
+            Val::Text(Some(a.status.as_str())),
+            Val::Text(Some(a.decision.result.as_str())),
+            Val::Text(Some(&a.decision.reason)),
+            Val::Text(self.rule.as_deref()),
+            Val::Int(Some(to_ms(a.created_at))),
+            Val::Int(decided),
+            Val::Text(a.decided_by.as_deref()),
+            Val::Int(a.deadline.map(to_ms)),
+            // Settled when decided: approved (decision-only), denied.
+            Val::Int(decided),
+            // No idempotency key (see `applies`): nothing to compare.
+            Val::Text(None),
+            Val::Text(a.handler.as_deref()),
+            Val::Text(a.action.as_deref()),
+            Val::Text(self.params.as_deref()),
+            Val::Text(self.params_view.as_deref()),
+            Val::Text(a.permission.as_deref()),
+            Val::Text(self.scope.as_deref()),
+            Val::Text(self.display.as_deref()),
+            Val::Int(Some(i64::from(self.claim_until.is_some()))),
+            Val::Int(self.claim_until),
+        ]
+    }
+
+    /// Its `i`th event's row, in [`EVENT_COLUMNS`] order, written at `at`.
+    pub(crate) fn event_row(&self, i: usize, at: i64) -> [Val<'_>; 7] {
+        let e = &self.events[i];
+        [
+            Val::Text(Some(&e.id)),
+            Val::Text(Some(&e.kind)),
+            Val::Int(Some(at)),
+            Val::Text(e.agent.as_deref()),
+            Val::Text(e.action_id.as_deref()),
+            Val::Text(None),
+            Val::Text(Some(&self.event_data[i])),
+        ]
+    }
+
+    /// How many events record it.
+    pub(crate) fn event_count(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Like every other event's, its events' time is that of the transaction
+    /// that writes them, not of the request (which may have queued meanwhile).
+    pub(crate) fn set_event_time(&mut self, at: i64) {
+        for ev in &mut self.events {
+            ev.at = from_ms(at);
+        }
+    }
+
+    /// Its `i`th event was written as `seq`.
+    pub(crate) fn set_seq(&mut self, i: usize, seq: i64) {
+        self.events[i].seq = seq;
+    }
+}
+
+/// Appends the inserts of `jobs` to `q` (no `;` after the last): one
+/// statement for their actions, one for their events (returning each
+/// event's `seq` and id), all with `at` as the time of the transaction that
+/// writes them.
+pub(crate) fn push_inserts(q: &mut QueryBuilder<Sqlite>, jobs: &mut [&mut CreateJob], at: i64) {
+    q.push(format_args!("INSERT INTO actions ({ACTION_COLUMNS}) "));
+    q.push_values(jobs.iter(), |mut row, job| {
+        for v in job.action_row() {
+            v.push(&mut row);
+        }
+    });
+    for job in jobs.iter_mut() {
+        job.set_event_time(at);
+    }
+    q.push(format_args!("; INSERT INTO events ({EVENT_COLUMNS}) "));
     let rows = jobs
         .iter()
-        .flat_map(|job| job.events.iter().zip(&job.event_data));
-    q.push_values(rows, |mut row, (e, data)| {
-        row.push_bind(e.id.clone())
-            .push_bind(e.kind.clone())
-            .push_bind(at)
-            .push_bind(e.agent.clone())
-            .push_bind(e.action_id.clone())
-            .push_bind(None::<String>)
-            .push_bind(data.clone());
+        .flat_map(|job| (0..job.event_count()).map(move |i| job.event_row(i, at)));
+    q.push_values(rows, |mut row, values| {
+        for v in values {
+            v.push(&mut row);
+        }
     });
     q.push(" RETURNING seq, id");
 }

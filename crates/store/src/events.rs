@@ -168,16 +168,25 @@ impl Publisher {
     /// follow on from the last one sent (an earlier read failed, or pruning
     /// left a gap), so no event is skipped.
     pub(crate) async fn publish_known(&self, conn: &mut SqliteConnection, events: Vec<Event>) {
+        if !self.send_known(events) {
+            self.publish(conn).await;
+        }
+    }
+
+    /// [`Publisher::publish_known`] without the reading: `false` when the
+    /// caller must [`Publisher::publish`] instead (nothing was sent).
+    pub(crate) fn send_known(&self, events: Vec<Event>) -> bool {
         let after = self.last_seq.load(Ordering::Acquire);
         match events.first() {
-            None => {}
+            None => true,
             Some(first) if first.seq == after + 1 => {
                 for ev in events {
                     self.last_seq.store(ev.seq, Ordering::Release);
                     let _ = self.tx.send(Arc::new(ev));
                 }
+                true
             }
-            Some(_) => self.publish(conn).await,
+            Some(_) => false,
         }
     }
 }

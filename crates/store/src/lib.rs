@@ -11,7 +11,9 @@
 mod actions;
 mod agents;
 pub mod audit;
+mod checkpoint;
 mod create;
+mod direct;
 mod dispatch;
 mod error;
 pub mod event_types;
@@ -78,6 +80,9 @@ pub struct StoreOptions {
     pub durability: Durability,
     /// Most jobs that share one commit.
     pub batch_max: usize,
+    /// How long the writer waits for more jobs to join a commit when it
+    /// found several queued ("group commit"; zero commits at once).
+    pub commit_delay: Duration,
     /// Read-only connections in the pool.
     pub read_connections: u32,
     /// Capacity of the event broadcast channel.
@@ -89,14 +94,16 @@ impl Default for StoreOptions {
         StoreOptions {
             durability: Durability::Full,
             batch_max: 128,
+            commit_delay: Duration::from_micros(200),
             read_connections: 4,
             event_buffer: 8192,
         }
     }
 }
 
-/// What stops the writer task, and the task to await.
-type WriterStop = (
+/// What stops a background task (the writer, the checkpoints), and the task
+/// to await.
+type TaskStop = (
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<()>,
 );
@@ -109,7 +116,12 @@ pub struct Store {
     events: broadcast::Sender<Arc<Event>>,
     last_seq: Arc<AtomicI64>,
     grant_cache: Arc<grant_cache::GrantCache>,
-    shutdown: Arc<tokio::sync::Mutex<Option<WriterStop>>>,
+    /// At least the number of subscriptions (raised before one is stored,
+    /// lowered after one is deleted): while it is 0 no event needs a
+    /// delivery and the notifier need not look.
+    subscriptions: Arc<AtomicI64>,
+    /// The writer first (it may still commit), then the checkpoints.
+    shutdown: Arc<tokio::sync::Mutex<Vec<TaskStop>>>,
 }
 
 impl Store {
@@ -134,6 +146,8 @@ impl Store {
             .clone()
             .create_if_missing(true)
             .row_buffer_size(1024)
+            // Checkpoints run beside it (see `checkpoint`).
+            .pragma("wal_autocheckpoint", "0")
             .connect()
             .await?;
         MIGRATOR.run_direct(None, &mut conn, false).await?;
@@ -146,11 +160,14 @@ impl Store {
         .fetch_one(&mut conn)
         .await?;
         let last_seq = Arc::new(AtomicI64::new(last));
+        let subscriptions: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM subscriptions")
+            .fetch_one(&mut conn)
+            .await?;
 
         let read = SqlitePoolOptions::new()
             .max_connections(opts.read_connections.max(1))
             .min_connections(1)
-            .connect_with(base.read_only(true))
+            .connect_with(base.clone().read_only(true))
             .await?;
 
         let (events, _) = broadcast::channel(opts.event_buffer.max(16));
@@ -160,14 +177,39 @@ impl Store {
             last_seq: last_seq.clone(),
             grants: grant_cache.clone(),
         };
-        let (writer, stop, handle) = Writer::spawn(conn, opts.batch_max, publish);
+        let checkpoints = Arc::new(checkpoint::Checkpoints::default());
+        let (checkpoint_stop, stopped) = tokio::sync::oneshot::channel();
+        let checkpointer = tokio::spawn(checkpoint::run(
+            base.clone().connect().await?,
+            checkpoints.clone(),
+            stopped,
+        ));
+        // New actions skip sqlx when this connection opens; if it does not,
+        // sqlx writes them too.
+        let direct = direct::Direct::open(path, opts.durability)
+            .inspect_err(
+                |e| tracing::warn!(error = %e, "direct writes unavailable; using sqlx only"),
+            )
+            .ok();
+        let (writer, stop, handle) = Writer::spawn(
+            conn,
+            opts.batch_max,
+            opts.commit_delay,
+            direct,
+            publish,
+            checkpoints,
+        );
         Ok(Store {
             writer,
             read,
             events,
             last_seq,
             grant_cache,
-            shutdown: Arc::new(tokio::sync::Mutex::new(Some((stop, handle)))),
+            subscriptions: Arc::new(AtomicI64::new(subscriptions)),
+            shutdown: Arc::new(tokio::sync::Mutex::new(vec![
+                (stop, handle),
+                (checkpoint_stop, checkpointer),
+            ])),
         })
     }
 
@@ -205,10 +247,11 @@ impl Store {
     /// Stops the writer after the queued work and closes every connection.
     /// Later writes fail with [`StoreError::Closed`].
     pub async fn close(&self) {
-        if let Some((stop, handle)) = self.shutdown.lock().await.take() {
+        let tasks = std::mem::take(&mut *self.shutdown.lock().await);
+        for (stop, handle) in tasks {
             let _ = stop.send(());
             if let Err(e) = handle.await {
-                tracing::error!(error = %e, "writer task failed");
+                tracing::error!(error = %e, "store task failed");
             }
         }
         self.read.close().await;

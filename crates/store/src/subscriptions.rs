@@ -6,6 +6,8 @@
 //! duplicates one. Deliveries stay `pending` until an attempt succeeds or
 //! the sender gives up; every attempt is recorded.
 
+use std::sync::atomic::Ordering;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
@@ -227,7 +229,9 @@ impl Store {
         &self,
         new: NewSubscription,
     ) -> Result<Subscription, StoreError> {
-        self.writer
+        self.subscriptions.fetch_add(1, Ordering::AcqRel);
+        let stored = self
+            .writer
             .run(move |conn| {
                 Box::pin(async move {
                     let created = now();
@@ -259,7 +263,11 @@ impl Store {
                     })
                 })
             })
-            .await
+            .await;
+        if stored.is_err() {
+            self.subscriptions.fetch_sub(1, Ordering::AcqRel);
+        }
+        stored
     }
 
     /// Every subscription, oldest first.
@@ -306,7 +314,9 @@ impl Store {
                     Ok(())
                 })
             })
-            .await
+            .await?;
+        self.subscriptions.fetch_sub(1, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Turns up to `limit` events past the subscriptions' cursors into
@@ -416,6 +426,10 @@ impl Store {
 
     /// Whether some subscription has not yet seen the newest event.
     pub async fn outbox_behind(&self) -> Result<bool, StoreError> {
+        // None at all (the usual case): nothing to read.
+        if self.subscriptions.load(Ordering::Acquire) == 0 {
+            return Ok(false);
+        }
         Ok(
             sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM subscriptions WHERE cursor < ?)")
                 .bind(self.last_seq())

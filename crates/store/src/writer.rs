@@ -8,32 +8,39 @@
 //! callers: an answer means the change is on disk. A job that fails rolls back
 //! to its savepoint and does not disturb the others in its batch.
 //!
-//! Every statement is a round trip to the connection's own thread, and those
-//! hand-offs, not SQLite, were what limited throughput. So a batch of one job
-//! runs without a savepoint (a failure rolls the transaction back instead),
-//! and consecutive prepared writes ([`Quick`]: new actions, executors'
-//! answers) are written together in one hand-off, inside one savepoint; a
-//! batch of nothing but those is begun, written and committed in one
-//! hand-off. If that fails, each is retried alone in its own savepoint, so
-//! one bad row still fails only its own caller. Their events are known from
-//! the writes; the log is read back after a commit only when general jobs
-//! (which may write any events) were in the batch.
+//! The writer runs on a thread of its own. A batch of nothing but new actions
+//! (the hot path) is written through the writer's second, synchronous
+//! connection ([`Direct`]): prepared inserts, no hand-off to another thread.
+//! Everything else goes through sqlx, where every statement is a round trip
+//! to the connection's own thread. So there a batch of one job runs without
+//! a savepoint (a failure rolls the transaction back instead), and
+//! consecutive prepared writes ([`Quick`]: new actions, executors' answers)
+//! are written together in one hand-off, inside one savepoint; a batch of
+//! nothing but those is begun, written and committed in one hand-off. If a
+//! batch of new actions fails on either path, each is retried alone in its
+//! own savepoint, so one bad row still fails only its own caller. Their
+//! events are known from the writes; the log is read back after a commit
+//! only when general jobs (which may write any events) were in the batch.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::actions::NewAction;
+use crate::checkpoint::{self, Checkpoints};
 use crate::create::CreateJob;
+use crate::direct::Direct;
 use crate::error::StoreError;
 use crate::events::Publisher;
 use crate::model::{Action, Event};
 use crate::quick::{Quick, Wrap, write_group_on};
 use crate::settle::SettleJob;
+use crate::time::{now, to_ms};
 
 /// A boxed future borrowing the writer's connection.
 pub type BoxFuture<'c, T> = Pin<Box<dyn Future<Output = T> + Send + 'c>>;
@@ -137,19 +144,28 @@ impl Writer {
     pub fn spawn(
         conn: SqliteConnection,
         batch_max: usize,
+        commit_delay: Duration,
+        direct: Option<Direct>,
         after_commit: Publisher,
+        checkpoints: Arc<Checkpoints>,
     ) -> (Writer, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(4096);
         let (stop_tx, stop_rx) = oneshot::channel();
         let stats = Arc::new(Counts::default());
-        let handle = tokio::spawn(run(
-            conn,
+        let inbox = Inbox {
             rx,
-            stop_rx,
-            batch_max.max(1),
-            after_commit,
-            stats.clone(),
-        ));
+            stop: stop_rx,
+            stopping: false,
+            batch_max: batch_max.max(1),
+            commit_delay,
+        };
+        let counts = stats.clone();
+        // Its own thread: the direct path runs SQLite synchronously, which
+        // would stall a runtime worker and every task queued on it.
+        let runtime = tokio::runtime::Handle::current();
+        let handle = tokio::task::spawn_blocking(move || {
+            runtime.block_on(run(conn, direct, inbox, after_commit, counts, checkpoints))
+        });
         (Writer { tx, stats }, stop_tx, handle)
     }
 
@@ -241,42 +257,152 @@ enum Outcome {
     Quick(Quick, Result<(), StoreError>),
 }
 
-async fn run(
-    mut conn: SqliteConnection,
-    mut rx: mpsc::Receiver<Queued>,
-    mut stop: oneshot::Receiver<()>,
+/// The writer's queue and what stops it.
+struct Inbox {
+    rx: mpsc::Receiver<Queued>,
+    stop: oneshot::Receiver<()>,
+    stopping: bool,
     batch_max: usize,
-    after_commit: Publisher,
-    stats: Arc<Counts>,
-) {
-    let mut batch: Vec<Queued> = Vec::with_capacity(batch_max);
-    let mut stopping = false;
-    loop {
-        let first = if stopping {
-            // Finish what was queued before the stop, then end.
-            match rx.try_recv() {
-                Ok(job) => job,
-                Err(_) => break,
+    commit_delay: Duration,
+}
+
+impl Inbox {
+    /// Waits for work and fills `batch` (empty) with what is queued, up to
+    /// `batch_max`; `false` when the writer is to end (stopped and drained,
+    /// or every handle dropped).
+    async fn next(&mut self, batch: &mut Vec<Queued>) -> bool {
+        let first = loop {
+            if self.stopping {
+                // Finish what was queued before the stop, then end.
+                match self.rx.try_recv() {
+                    Ok(job) => break job,
+                    Err(_) => return false,
+                }
             }
-        } else {
             tokio::select! {
-                job = rx.recv() => match job {
-                    Some(job) => job,
-                    None => break,
+                job = self.rx.recv() => match job {
+                    Some(job) => break job,
+                    None => return false,
                 },
-                _ = &mut stop => {
-                    stopping = true;
-                    rx.close();
-                    continue;
+                _ = &mut self.stop => {
+                    self.stopping = true;
+                    self.rx.close();
                 }
             }
         };
         batch.push(first);
-        while batch.len() < batch_max {
-            match rx.try_recv() {
+        self.take_queued(batch);
+        // Group commit: others arrived alongside, so more are likely on the
+        // way; a moment's wait lets them share this commit (each commit
+        // rewrites the last page of every table and index it touches).
+        // Waiting ends early when a step brings nothing new.
+        if batch.len() > 1 && !self.stopping && !self.commit_delay.is_zero() {
+            let until = Instant::now() + self.commit_delay;
+            let step = (self.commit_delay / 4).max(Duration::from_micros(25));
+            while batch.len() < self.batch_max {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                // The writer has its own thread (see `Writer::spawn`).
+                std::thread::sleep(step.min(left));
+                let had = batch.len();
+                self.take_queued(batch);
+                if batch.len() == had {
+                    break;
+                }
+            }
+        }
+        true
+    }
+
+    /// Moves what is queued into `batch`, up to `batch_max`.
+    fn take_queued(&mut self, batch: &mut Vec<Queued>) {
+        while batch.len() < self.batch_max {
+            match self.rx.try_recv() {
                 Ok(job) => batch.push(job),
                 Err(_) => break,
             }
+        }
+    }
+}
+
+/// Whether `batch` holds nothing but new actions (the direct path's work).
+fn creates_only(batch: &[Queued]) -> bool {
+    batch
+        .iter()
+        .all(|q| matches!(q, Queued::Quick(Quick::Create(_))))
+}
+
+/// Writes `batch` (new actions only) directly and publishes their events;
+/// `Ok(false)` when those could not be sent from memory and the log must be
+/// read. `Err` leaves `batch` as it was and nothing written.
+fn write_direct(
+    direct: &Direct,
+    batch: &mut [Queued],
+    after_commit: &Publisher,
+) -> Result<bool, rusqlite::Error> {
+    let mut jobs: Vec<&mut CreateJob> = batch
+        .iter_mut()
+        .filter_map(|q| match q {
+            Queued::Quick(Quick::Create(job)) => Some(&mut **job),
+            _ => None,
+        })
+        .collect();
+    direct.create(&mut jobs, to_ms(now()))?;
+    // Inserted in order: their seqs ascend.
+    let events: Vec<Event> = jobs.iter_mut().flat_map(|job| job.take_events()).collect();
+    Ok(after_commit.send_known(events))
+}
+
+async fn run(
+    mut conn: SqliteConnection,
+    direct: Option<Direct>,
+    mut inbox: Inbox,
+    after_commit: Publisher,
+    stats: Arc<Counts>,
+    checkpoints: Arc<Checkpoints>,
+) {
+    let mut batch: Vec<Queued> = Vec::with_capacity(inbox.batch_max);
+    loop {
+        if batch.is_empty() && !inbox.next(&mut batch).await {
+            break;
+        }
+        if let Some(direct) = &direct
+            && creates_only(&batch)
+        {
+            if checkpoints.restart_due()
+                && let Err(e) = direct.checkpoint()
+            {
+                tracing::warn!(error = %e, "checkpoint on the writer failed");
+            }
+            let jobs = batch.len() as u64;
+            match write_direct(direct, &mut batch, &after_commit) {
+                Ok(sent) => {
+                    checkpoints.committed();
+                    stats.commits.fetch_add(1, Ordering::Relaxed);
+                    stats.jobs.fetch_add(jobs, Ordering::Relaxed);
+                    if !sent {
+                        after_commit.publish(&mut conn).await;
+                    }
+                    // Published first, then answered, as on sqlx's path.
+                    for q in batch.drain(..) {
+                        if let Queued::Quick(job) = q {
+                            job.answer(Ok(()));
+                        }
+                    }
+                    continue;
+                }
+                // sqlx's path below isolates the failing job.
+                Err(e) => {
+                    tracing::debug!(error = %e, size = jobs, "direct batch failed; retrying job by job")
+                }
+            }
+        }
+        if checkpoints.restart_due()
+            && let Err(e) = checkpoint::passive(&mut conn).await
+        {
+            tracing::warn!(error = %e, "checkpoint on the writer failed");
         }
         let general = batch.iter().any(|q| matches!(q, Queued::Job(_)));
         let grants = batch
@@ -285,6 +411,7 @@ async fn run(
         let jobs = batch.len() as u64;
         let (mut done, commit) = run_batch(&mut conn, &mut batch).await;
         if commit.is_ok() {
+            checkpoints.committed();
             stats.commits.fetch_add(1, Ordering::Relaxed);
             stats.jobs.fetch_add(jobs, Ordering::Relaxed);
             if general {
@@ -315,6 +442,8 @@ async fn run(
             }
         }
     }
+    // It finalizes its statements; the connection closes after.
+    drop(direct);
     if let Err(e) = conn.close().await {
         tracing::warn!(error = %e, "closing the writer connection failed");
     }

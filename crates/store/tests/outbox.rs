@@ -198,3 +198,41 @@ async fn pruning_moves_the_anchor_and_keeps_events_owed_to_subscriptions() {
     v.line(&line).unwrap();
     store.close().await;
 }
+
+#[tokio::test]
+async fn the_outbox_is_behind_only_while_some_subscription_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("t.db"), StoreOptions::default())
+        .await
+        .unwrap();
+    store
+        .insert_action(action("a", DecisionResult::Allow))
+        .await
+        .unwrap();
+    // Nobody to deliver to: nothing to catch up.
+    assert!(!store.outbox_behind().await.unwrap());
+    let s = store.create_subscription(sub(&["*"])).await.unwrap();
+    assert!(
+        !store.outbox_behind().await.unwrap(),
+        "it starts at the end"
+    );
+    store
+        .insert_action(action("a", DecisionResult::Deny))
+        .await
+        .unwrap();
+    assert!(store.outbox_behind().await.unwrap());
+    store.delete_subscription(&s.id).await.unwrap();
+    assert!(!store.outbox_behind().await.unwrap());
+    // A failed delete changes nothing.
+    let kept = store.create_subscription(sub(&["*"])).await.unwrap();
+    assert!(matches!(
+        store.delete_subscription("sub_none").await,
+        Err(StoreError::NotFound)
+    ));
+    store
+        .insert_action(action("a", DecisionResult::Deny))
+        .await
+        .unwrap();
+    assert!(store.outbox_behind().await.unwrap());
+    store.delete_subscription(&kept.id).await.unwrap();
+}

@@ -262,7 +262,8 @@ pub async fn create_action(
     check_len("reason", reason, MAX_TEXT)?;
     check_len("idempotency_key", key, 256)?;
     let timeout = timeout_of(&state, timeout)?;
-    let request_hash = request_hash(&body);
+    // Only a retry with the same key compares it.
+    let request_hash = key.map(|_| request_hash(&body)).unwrap_or_default();
     let mut slot = None;
     let new = match body {
         CreateAction::Tool(t) => {
