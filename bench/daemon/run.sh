@@ -40,6 +40,8 @@ if [ -z "${BIN:-}" ]; then
   cargo build --quiet --release -p actiongate
   BIN="$TARGET_DIR/release/actiongate"
 fi
+# Absolute: the daemon is started from its work dir.
+BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
 
 # 10,000 idle long-polls need as many sockets in the client and the daemon
 # (separate processes, so each needs a bit more than 10,000).
@@ -75,8 +77,10 @@ start_daemon() {
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   BASE="http://127.0.0.1:$port"
   rm -rf "$WORK/data"
-  ACTIONGATE_LOG=warn ACTIONGATE_STORAGE__DURABILITY=$durability \
-    "$BIN" --data-dir "$WORK/data" serve --listen "127.0.0.1:$port" >"$OUT/daemon-$durability.log" 2>&1 &
+  # Started in the work dir, away from config/actiongate.toml: every build
+  # runs on its own built-in defaults (an older one would refuse newer keys).
+  (cd "$WORK" && exec env ACTIONGATE_LOG=warn ACTIONGATE_STORAGE__DURABILITY="$durability" \
+    "$BIN" --data-dir "$WORK/data" serve --listen "127.0.0.1:$port") >"$OUT/daemon-$durability.log" 2>&1 &
   PID=$!
   for _ in $(seq 1 100); do
     curl -fsS "$BASE/readyz" >/dev/null 2>&1 && break

@@ -430,33 +430,28 @@ fn settings_layer_defaults_file_env_and_flags() {
     let _ = child.kill();
     let _ = child.wait();
 
-    // A broken config file is a one-line error and a non-zero exit.
-    std::fs::write(&cfg, "listen = 5\n").unwrap();
-    let out = Command::new(binary("actiongate"))
-        .arg("serve")
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("listen"), "{err}");
-
-    // So is a value out of its range.
-    std::fs::write(&cfg, "[storage]\ncommit_delay = \"1s\"\n").unwrap();
-    let out = Command::new(binary("actiongate"))
-        .arg("serve")
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("storage.commit_delay: at most 100ms"), "{err}");
+    // A broken config file, or a value out of its range, is a one-line
+    // error and a non-zero exit.
+    for (text, says) in [
+        ("listen = 5\n", "listen"),
+        (
+            "[storage]\ncommit_delay = \"1s\"\n",
+            "storage.commit_delay: at most 100ms",
+        ),
+    ] {
+        std::fs::write(&cfg, text).unwrap();
+        let out = Command::new(binary("actiongate"))
+            .arg("serve")
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--data-dir")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+    }
 }
 
 /// The value of an unlabelled metric in Prometheus text.

@@ -25,7 +25,7 @@ const PACE: Duration = Duration::from_millis(50);
 
 /// WAL frames (pages) after which the writer is asked to let the file start
 /// over: SQLite's own default threshold.
-pub(crate) const RESTART_FRAMES: i64 = 1000;
+const RESTART_FRAMES: i64 = 1000;
 
 /// Shared between the writer and the checkpoint task.
 #[derive(Debug, Default)]

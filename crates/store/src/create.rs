@@ -96,8 +96,14 @@ pub(crate) const ACTION_COLUMNS: &str = "id, agent, tool, detail, action_string,
      deadline, settled_at, request_hash, handler, action_name, params, params_view, \
      permission, scope, display, attempts, lease_until";
 
+/// How many columns [`ACTION_COLUMNS`] names.
+pub(crate) const ACTION_WIDTH: usize = 25;
+
 /// The columns of an event row as [`CreateJob::event_row`] lists them.
 pub(crate) const EVENT_COLUMNS: &str = "id, type, at, agent, action_id, grant_id, data";
+
+/// How many columns [`EVENT_COLUMNS`] names.
+pub(crate) const EVENT_WIDTH: usize = 7;
 
 /// A column value of a row about to be inserted, borrowed from the job: the
 /// same row feeds sqlx's multi-row insert and the writer's direct one.
@@ -130,7 +136,7 @@ impl rusqlite::ToSql for Val<'_> {
 
 impl CreateJob {
     /// Its action row, in [`ACTION_COLUMNS`] order.
-    pub(crate) fn action_row(&self) -> [Val<'_>; 25] {
+    pub(crate) fn action_row(&self) -> [Val<'_>; ACTION_WIDTH] {
         let a = &self.action;
         let decided = a.decided_at.map(to_ms);
         [
@@ -165,7 +171,7 @@ impl CreateJob {
     }
 
     /// Its `i`th event's row, in [`EVENT_COLUMNS`] order, written at `at`.
-    pub(crate) fn event_row(&self, i: usize, at: i64) -> [Val<'_>; 7] {
+    pub(crate) fn event_row(&self, i: usize, at: i64) -> [Val<'_>; EVENT_WIDTH] {
         let e = &self.events[i];
         [
             Val::Text(Some(&e.id)),
@@ -240,5 +246,16 @@ impl CreateJob {
     /// Its events, once committed, to publish.
     pub(crate) fn take_events(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_widths_count_the_columns_named() {
+        assert_eq!(ACTION_COLUMNS.split(',').count(), ACTION_WIDTH);
+        assert_eq!(EVENT_COLUMNS.split(',').count(), EVENT_WIDTH);
     }
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 
 use crate::Durability;
-use crate::create::{ACTION_COLUMNS, CreateJob, EVENT_COLUMNS};
+use crate::create::{ACTION_COLUMNS, ACTION_WIDTH, CreateJob, EVENT_COLUMNS, EVENT_WIDTH};
 
 /// Placeholders for `n` columns.
 fn placeholders(n: usize) -> String {
@@ -56,11 +56,11 @@ impl Direct {
             db,
             insert_action: format!(
                 "INSERT INTO actions ({ACTION_COLUMNS}) VALUES ({})",
-                placeholders(25)
+                placeholders(ACTION_WIDTH)
             ),
             insert_event: format!(
                 "INSERT INTO events ({EVENT_COLUMNS}) VALUES ({})",
-                placeholders(7)
+                placeholders(EVENT_WIDTH)
             ),
         })
     }

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Compares builds of the daemon on POST /v1/check and POST /v1/actions,
+# alternating them so each pair of runs sees the same machine: on a shared
+# two-core machine the speed drifts by a third over minutes, so only figures
+# taken side by side compare.
+#
+#   bench/daemon/compare.sh ROUNDS BIN [BIN...]
+#
+# For each round and build: a fresh daemon (built-in defaults, its own data
+# dir, durability $DURABILITY or normal), an agent with profile `open`, then
+# oha with 64 connections for $SECONDS_EACH (4) seconds on /v1/check and on
+# /v1/actions (each after a 1 s warm-up). Prints one line per run: 2xx/s of
+# both, their ratio, the actions' p99, and the daemon's CPU time per action
+# (user + system, from /proc). Needs oha and python3.
+set -euo pipefail
+
+ROUNDS=${1:?rounds}
+shift
+[ $# -gt 0 ] || { echo "usage: $0 ROUNDS BIN [BIN...]" >&2; exit 2; }
+SECONDS_EACH=${SECONDS_EACH:-4}
+DURABILITY=${DURABILITY:-normal}
+BODY='{"tool":"bash","detail":"cargo test --workspace"}'
+command -v oha >/dev/null || { echo "oha not found: cargo install oha --locked" >&2; exit 1; }
+
+run_one() {
+  local bin=$1 work port pid admin agent
+  work=$(mktemp -d)
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  (cd "$work" && exec env ACTIONGATE_LOG=warn ACTIONGATE_STORAGE__DURABILITY="$DURABILITY" \
+    "$bin" --data-dir "$work/data" serve --listen "127.0.0.1:$port") >/dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 1 100); do
+    curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  admin=$(tr -d '[:space:]' <"$work/data/admin.key")
+  agent=$(curl -fsS -X POST "http://127.0.0.1:$port/v1/keys" -H "authorization: Bearer $admin" \
+    -H 'content-type: application/json' -d '{"role":"agent","agent":"bench"}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+  curl -fsS -X PUT "http://127.0.0.1:$port/v1/agents/bench" -H "authorization: Bearer $admin" \
+    -H 'content-type: application/json' -d '{"profile":"open"}' >/dev/null
+  local line=""
+  for path in /v1/check /v1/actions; do
+    local common=(-c 64 --no-tui -m POST -H "authorization: Bearer $agent" -H 'content-type: application/json' -d "$BODY")
+    oha -z 1s "${common[@]}" "http://127.0.0.1:$port$path" >/dev/null
+    local before after
+    before=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+    oha -z "${SECONDS_EACH}s" --output-format json "${common[@]}" "http://127.0.0.1:$port$path" >"$work/oha.json"
+    after=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+    line+=$(python3 - "$work/oha.json" "$before" "$after" "$(getconf CLK_TCK)" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ok = sum(n for code, n in d["statusCodeDistribution"].items() if code.startswith("2"))
+rate = d["summary"]["requestsPerSec"] * ok / max(1, sum(d["statusCodeDistribution"].values()))
+cpu_us = (int(sys.argv[3]) - int(sys.argv[2])) / int(sys.argv[4]) * 1e6 / max(ok, 1)
+print("%.0f %.2f %.1f " % (rate, d["latencyPercentiles"]["p99"] * 1000, cpu_us), end="")
+PY
+)
+  done
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+  rm -rf "$work"
+  read -r check _ _ actions p99 cpu <<<"$line"
+  printf '%-24s check %6s/s  actions %6s/s  actions/check %.3f  actions p99 %5s ms  daemon CPU %5s us/action\n' \
+    "$(basename "$bin")" "$check" "$actions" "$(python3 -c "print($actions / $check)")" "$p99" "$cpu"
+}
+
+for _ in $(seq 1 "$ROUNDS"); do
+  for bin in "$@"; do
+    run_one "$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
+  done
+done
