@@ -1,9 +1,11 @@
 //! The hot write: new actions with nothing to read first (no idempotency
-//! key), decision-only or for a handler. The writer inserts every one of
-//! them queued in a batch with one statement per table, instead of several
-//! round trips to the connection's thread per action (savepoint, action
-//! row, each event row, release), and knows the events it wrote without
-//! reading them back.
+//! key), decision-only or for a handler. Each is prepared here as rows
+//! ([`CreateJob::action_row`], [`CreateJob::event_row`]) that the writer
+//! inserts for a whole batch at once: through its synchronous connection
+//! with prepared single-row inserts ([`crate::direct`]), or through sqlx
+//! with one statement per table ([`push_inserts`]) when other work shares
+//! the batch or the direct write failed. Either way the writer knows the
+//! events it wrote without reading them back.
 
 use std::collections::HashMap;
 

@@ -1,12 +1,15 @@
 //! Persistence of actiongate on SQLite.
 //!
-//! Layout: [`Store`] owns one writer connection (see [`writer`]) that runs
-//! every change in batched, durable commits, and a pool of read-only
+//! Layout: [`Store`] owns one writer (`writer`) that runs every change in
+//! batched, durable commits on its own thread, through sqlx or, for new
+//! actions, its own synchronous connection (`direct`); a task that
+//! checkpoints the WAL beside it (`checkpoint`); and a pool of read-only
 //! connections. Each resource has its own module of queries (`actions`,
 //! `agents`, `keys`, `events`). Every state change writes the event that
 //! records it in the same transaction; after each commit the new events are
-//! read back in `seq` order and published on a broadcast channel, which is
-//! what wakes long-polls and feeds event streams.
+//! published in `seq` order on a broadcast channel (read back when the
+//! writer cannot know them), which is what wakes long-polls and feeds event
+//! streams.
 
 mod actions;
 mod agents;
