@@ -440,7 +440,8 @@ async fn a_late_result_of_an_earlier_attempt_settles_the_action() {
     app.stop().await;
 }
 
-// Multi-threaded: the receiver blocks its worker until the result is in.
+// Multi-threaded: the receiver blocks its worker until the result is in
+// (`block_in_place` needs this runtime).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_result_that_beats_its_own_202_still_leaves_the_attempt_in_the_log() {
     // A fast executor posts its result before the daemon has read its 202.
@@ -455,24 +456,29 @@ async fn a_result_that_beats_its_own_202_still_leaves_the_attempt_in_the_log() {
         let (text, headers) = signed_result(&secret, &id, &format!("res_{id}"), &body);
         // Bounded, and checked by the test through the action's outcome:
         // a panic here would only look like a failed delivery to the daemon.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let mut req = reqwest::Client::new()
-                    .post(format!("{base}/v1/actions/{id}/result"))
-                    .timeout(Duration::from_secs(5))
-                    .header("content-type", "application/json")
-                    .body(text);
-                for (k, v) in headers {
-                    req = req.header(k, v);
-                }
-                let _ = req.send().await;
+        // `block_in_place`: the daemon runs in this runtime, and a task
+        // waiting in this worker's LIFO slot (which no other worker steals)
+        // would wait for the join, and the join for it, until the timeout.
+        let _ = tokio::task::block_in_place(|| {
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async move {
+                    let mut req = reqwest::Client::new()
+                        .post(format!("{base}/v1/actions/{id}/result"))
+                        .timeout(Duration::from_secs(5))
+                        .header("content-type", "application/json")
+                        .body(text);
+                    for (k, v) in headers {
+                        req = req.header(k, v);
+                    }
+                    let _ = req.send().await;
+                })
             })
-        })
-        .join();
+            .join()
+        });
         AxStatus::ACCEPTED.into_response()
     })
     .await;
