@@ -59,7 +59,11 @@ impl CreateJob {
         let mut action = crate::actions::stored_action(new, created);
         let json = |v: Option<&Value>| v.map(Value::to_string);
         let params_view = json(action.params.as_ref());
-        let scope = action.scope.clone().map(|s| Value::Object(s).to_string());
+        let scope = action
+            .scope
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()?;
         let display = json(action.display.as_ref());
         let created_events = created_events(&mut action, claim_until.is_some())?;
         let (events, event_data) = created_events

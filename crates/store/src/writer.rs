@@ -364,24 +364,34 @@ async fn run(
     checkpoints: Arc<Checkpoints>,
 ) {
     let mut batch: Vec<Queued> = Vec::with_capacity(inbox.batch_max);
+    let committed = |jobs: u64| {
+        checkpoints.committed();
+        stats.commits.fetch_add(1, Ordering::Relaxed);
+        stats.jobs.fetch_add(jobs, Ordering::Relaxed);
+    };
     loop {
         if batch.is_empty() && !inbox.next(&mut batch).await {
             break;
         }
+        if checkpoints.restart_due() {
+            let copied = match &direct {
+                Some(direct) => direct.checkpoint().map_err(|e| e.to_string()),
+                None => checkpoint::passive(&mut conn)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string()),
+            };
+            if let Err(e) = copied {
+                tracing::warn!(error = %e, "checkpoint on the writer failed");
+            }
+        }
         if let Some(direct) = &direct
             && creates_only(&batch)
         {
-            if checkpoints.restart_due()
-                && let Err(e) = direct.checkpoint()
-            {
-                tracing::warn!(error = %e, "checkpoint on the writer failed");
-            }
             let jobs = batch.len() as u64;
             match write_direct(direct, &mut batch, &after_commit) {
                 Ok(sent) => {
-                    checkpoints.committed();
-                    stats.commits.fetch_add(1, Ordering::Relaxed);
-                    stats.jobs.fetch_add(jobs, Ordering::Relaxed);
+                    committed(jobs);
                     if !sent {
                         after_commit.publish(&mut conn).await;
                     }
@@ -399,11 +409,6 @@ async fn run(
                 }
             }
         }
-        if checkpoints.restart_due()
-            && let Err(e) = checkpoint::passive(&mut conn).await
-        {
-            tracing::warn!(error = %e, "checkpoint on the writer failed");
-        }
         let general = batch.iter().any(|q| matches!(q, Queued::Job(_)));
         let grants = batch
             .iter()
@@ -411,9 +416,7 @@ async fn run(
         let jobs = batch.len() as u64;
         let (mut done, commit) = run_batch(&mut conn, &mut batch).await;
         if commit.is_ok() {
-            checkpoints.committed();
-            stats.commits.fetch_add(1, Ordering::Relaxed);
-            stats.jobs.fetch_add(jobs, Ordering::Relaxed);
+            committed(jobs);
             if general {
                 if grants {
                     after_commit.grants.clear();
