@@ -268,7 +268,7 @@ async fn wake_on_event(events: &mut broadcast::Receiver<Arc<actiongate_store::Ev
     let mut approved: Vec<String> = Vec::new();
     let mut lagged = false;
     let note = |approved: &mut Vec<String>, ev: &actiongate_store::Event| match ev.kind.as_str() {
-        "action.approved" if ev.data.get("handler").is_some_and(|h| !h.is_null()) => {
+        "action.approved" if ev.names_a_handler() => {
             approved.extend(ev.action_id.clone());
         }
         "action.started" => approved.retain(|id| Some(id) != ev.action_id.as_ref()),

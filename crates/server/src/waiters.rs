@@ -209,14 +209,12 @@ async fn fan_out(
                 // Actions are keyed by their id; grant requests by theirs,
                 // which their events carry as the resource's id.
                 let key = match &ev.action_id {
-                    Some(id) => Some(id.as_str()),
-                    None if ev.kind.starts_with("grant_request.") => {
-                        ev.data.get("id").and_then(|v| v.as_str())
-                    }
+                    Some(id) => Some(std::borrow::Cow::Borrowed(id.as_str())),
+                    None if ev.kind.starts_with("grant_request.") => ev.resource_id(),
                     None => None,
                 };
                 let Some(key) = key else { continue };
-                let woken = map.lock().ok().and_then(|mut m| m.remove(key));
+                let woken = map.lock().ok().and_then(|mut m| m.remove(key.as_ref()));
                 for (_, tx) in woken.into_iter().flatten() {
                     let _ = tx.send(Some(ev.clone()));
                 }

@@ -459,7 +459,7 @@ async fn sensitive_params_are_masked_in_responses_and_events() {
     let events = store.events_after(0, None, 1000).await.unwrap();
     assert!(events.iter().any(|e| e.kind == "permission.needed"));
     for e in &events {
-        assert!(!e.data.to_string().contains("tok-SECRET-123"), "{:?}", e);
+        assert!(!e.data.get().contains("tok-SECRET-123"), "{:?}", e);
     }
     app.stop().await;
 }

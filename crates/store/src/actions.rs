@@ -10,7 +10,7 @@ use crate::Store;
 use crate::create::CreateJob;
 use crate::error::StoreError;
 use crate::events::{self, NewEvent};
-use crate::model::{Action, ActionStatus, Decision, DecisionResult, Outcome};
+use crate::model::{Action, ActionStatus, Decision, DecisionResult, Json, Outcome};
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
 
 /// An action about to be stored, already decided by the policy.
@@ -157,7 +157,7 @@ pub(crate) fn event_for(action: &Action, kind: &'static str) -> Result<NewEvent,
         agent: Some(action.agent.clone()),
         action_id: Some(action.id.clone()),
         grant_id: None,
-        data: serde_json::to_value(action)?,
+        data: Json::of(action)?,
     })
 }
 
@@ -336,14 +336,14 @@ pub(crate) fn created_events(
             agent: Some(action.agent.clone()),
             action_id: Some(action.id.clone()),
             grant_id: None,
-            data: serde_json::json!({
+            data: Json::of(&serde_json::json!({
                 "action_id": action.id,
                 "agent": action.agent,
                 "handler": handler,
                 "permission": permission,
                 "scope": scope,
                 "display": action.display,
-            }),
+            }))?,
         });
     }
     Ok(out)

@@ -8,6 +8,7 @@
 //! events it wrote without reading them back.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 use sqlx::{QueryBuilder, Sqlite};
@@ -18,11 +19,17 @@ use crate::error::StoreError;
 use crate::model::{Action, Event};
 use crate::time::{from_ms, now, to_ms};
 
-/// Where the caller of a [`CreateJob`] receives its answer.
-pub(crate) type Answer = oneshot::Receiver<Result<(Action, bool), StoreError>>;
+/// Where the caller of a [`CreateJob`] receives its answer: the job itself,
+/// so that what the caller's thread allocated is freed there too.
+pub(crate) type Answer = oneshot::Receiver<Result<Box<CreateJob>, StoreError>>;
 
 /// A new action prepared by its caller (rows built, JSON rendered), waiting
 /// in the writer's queue for its answer.
+///
+/// Everything in it is allocated on the caller's thread and, once written,
+/// handed back to be freed there: freeing it on the writer's thread would
+/// take the lock of another thread's malloc arena for every piece, and the
+/// two threads then queue on each other's locks.
 pub(crate) struct CreateJob {
     /// The action as it will be stored and answered.
     pub(crate) action: Action,
@@ -36,10 +43,9 @@ pub(crate) struct CreateJob {
     /// When it is stored claimed for its first attempt, in ms.
     claim_until: Option<i64>,
     /// The events recording it, in order; `seq` is filled in by the insert.
-    events: Vec<Event>,
-    /// Their data as stored.
-    event_data: Vec<String>,
-    reply: oneshot::Sender<Result<(Action, bool), StoreError>>,
+    /// Shared as they will be published (see the type's docs).
+    events: Vec<Arc<Event>>,
+    reply: Option<oneshot::Sender<Result<Box<CreateJob>, StoreError>>>,
 }
 
 impl CreateJob {
@@ -66,10 +72,10 @@ impl CreateJob {
             .transpose()?;
         let display = json(action.display.as_ref());
         let created_events = created_events(&mut action, claim_until.is_some())?;
-        let (events, event_data) = created_events
+        let events = created_events
             .into_iter()
-            .map(|ev| ev.prepare(created))
-            .unzip();
+            .map(|ev| Arc::new(ev.prepare(created)))
+            .collect();
         let (reply, rx) = oneshot::channel();
         Ok((
             CreateJob {
@@ -81,18 +87,19 @@ impl CreateJob {
                 display,
                 claim_until,
                 events,
-                event_data,
-                reply,
+                reply: Some(reply),
             },
             rx,
         ))
     }
 
-    /// Answers the caller.
-    pub(crate) fn answer(self, result: Result<(), StoreError>) {
-        // The caller may have gone away (client disconnected); the change
-        // stands either way.
-        let _ = self.reply.send(result.map(|()| (self.action, true)));
+    /// Answers the caller, handing the job back (see the type's docs).
+    pub(crate) fn answer(mut self: Box<Self>, result: Result<(), StoreError>) {
+        if let Some(reply) = self.reply.take() {
+            // The caller may have gone away (client disconnected); the
+            // change stands either way.
+            let _ = reply.send(result.map(|()| self));
+        }
     }
 }
 
@@ -186,7 +193,7 @@ impl CreateJob {
             Val::Text(e.agent.as_deref()),
             Val::Text(e.action_id.as_deref()),
             Val::Text(None),
-            Val::Text(Some(&self.event_data[i])),
+            Val::Text(Some(e.data.get())),
         ]
     }
 
@@ -199,13 +206,14 @@ impl CreateJob {
     /// that writes them, not of the request (which may have queued meanwhile).
     pub(crate) fn set_event_time(&mut self, at: i64) {
         for ev in &mut self.events {
-            ev.at = from_ms(at);
+            // Not shared yet: no copy is made.
+            Arc::make_mut(ev).at = from_ms(at);
         }
     }
 
     /// Its `i`th event was written as `seq`.
     pub(crate) fn set_seq(&mut self, i: usize, seq: i64) {
-        self.events[i].seq = seq;
+        Arc::make_mut(&mut self.events[i]).seq = seq;
     }
 }
 
@@ -239,7 +247,7 @@ impl CreateJob {
     /// Fills in its events' `seq` from those the insert returned.
     pub(crate) fn written(&mut self, seqs: &HashMap<String, i64>) -> Result<(), StoreError> {
         for ev in &mut self.events {
-            ev.seq = seqs
+            Arc::make_mut(ev).seq = seqs
                 .get(&ev.id)
                 .copied()
                 .ok_or_else(|| StoreError::Corrupt(format!("no seq for event {}", ev.id)))?;
@@ -249,9 +257,15 @@ impl CreateJob {
 }
 
 impl CreateJob {
-    /// Its events, once committed, to publish.
-    pub(crate) fn take_events(&mut self) -> Vec<Event> {
-        std::mem::take(&mut self.events)
+    /// Its events, once committed, to publish (shared: the job keeps its
+    /// own references, to be dropped on the caller's thread).
+    pub(crate) fn events(&self) -> &[Arc<Event>] {
+        &self.events
+    }
+
+    /// The action it stored, once answered.
+    pub(crate) fn into_action(self) -> Action {
+        self.action
     }
 }
 

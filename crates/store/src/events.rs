@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 use tokio::sync::broadcast;
@@ -12,7 +11,7 @@ use uuid::Uuid;
 use crate::Store;
 use crate::error::StoreError;
 use crate::grant_cache::GrantCache;
-use crate::model::Event;
+use crate::model::{Event, Json};
 use crate::time::{from_ms, now, to_ms};
 
 /// An event about to be written.
@@ -27,7 +26,7 @@ pub struct NewEvent {
     /// The grant concerned.
     pub grant_id: Option<String>,
     /// The resource after the change.
-    pub data: Value,
+    pub data: Json,
 }
 
 /// Appends `ev` to the log on the writer's connection.
@@ -44,7 +43,7 @@ pub(crate) async fn insert_on(
     .bind(&ev.agent)
     .bind(&ev.action_id)
     .bind(&ev.grant_id)
-    .bind(ev.data.to_string())
+    .bind(ev.data.get())
     .execute(conn)
     .await?;
     Ok(())
@@ -52,10 +51,9 @@ pub(crate) async fn insert_on(
 
 impl NewEvent {
     /// The event as it will be published once written (its `seq` is filled
-    /// in then), with a new id, and its data as it is stored.
-    pub(crate) fn prepare(self, at: chrono::DateTime<chrono::Utc>) -> (Event, String) {
-        let data = self.data.to_string();
-        let event = Event {
+    /// in then), with a new id; its data is stored as it is.
+    pub(crate) fn prepare(self, at: chrono::DateTime<chrono::Utc>) -> Event {
+        Event {
             seq: 0,
             id: Uuid::now_v7().to_string(),
             kind: self.kind.to_owned(),
@@ -64,8 +62,7 @@ impl NewEvent {
             action_id: self.action_id,
             grant_id: self.grant_id,
             data: self.data,
-        };
-        (event, data)
+        }
     }
 }
 
@@ -87,7 +84,7 @@ pub(crate) async fn insert_all_on(
             .push_bind(ev.agent.clone())
             .push_bind(ev.action_id.clone())
             .push_bind(ev.grant_id.clone())
-            .push_bind(ev.data.to_string());
+            .push_bind(ev.data.get().to_owned());
     });
     q.build().persistent(false).execute(conn).await?;
     Ok(())
@@ -119,7 +116,7 @@ pub(crate) fn from_row(row: &SqliteRow) -> Result<Event, StoreError> {
         agent: row.try_get("agent")?,
         action_id: row.try_get("action_id")?,
         grant_id: row.try_get("grant_id")?,
-        data: serde_json::from_str(&data)?,
+        data: Json::from_text(data)?,
     })
 }
 
@@ -167,7 +164,7 @@ impl Publisher {
     /// without reading them back; reads the log instead when they do not
     /// follow on from the last one sent (an earlier read failed, or pruning
     /// left a gap), so no event is skipped.
-    pub(crate) async fn publish_known(&self, conn: &mut SqliteConnection, events: Vec<Event>) {
+    pub(crate) async fn publish_known(&self, conn: &mut SqliteConnection, events: Vec<Arc<Event>>) {
         if !self.send_known(events) {
             self.publish(conn).await;
         }
@@ -175,14 +172,14 @@ impl Publisher {
 
     /// [`Publisher::publish_known`] without the reading: `false` when the
     /// caller must [`Publisher::publish`] instead (nothing was sent).
-    pub(crate) fn send_known(&self, events: Vec<Event>) -> bool {
+    pub(crate) fn send_known(&self, events: Vec<Arc<Event>>) -> bool {
         let after = self.last_seq.load(Ordering::Acquire);
         match events.first() {
             None => true,
             Some(first) if first.seq == after + 1 => {
                 for ev in events {
                     self.last_seq.store(ev.seq, Ordering::Release);
-                    let _ = self.tx.send(Arc::new(ev));
+                    let _ = self.tx.send(ev);
                 }
                 true
             }

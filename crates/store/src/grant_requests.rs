@@ -10,7 +10,7 @@ use crate::Store;
 use crate::error::StoreError;
 use crate::events::{self, NewEvent};
 use crate::grants::{self, GrantCreated, NewGrant};
-use crate::model::{GrantRecord, GrantRequest, GrantRequestStatus};
+use crate::model::{GrantRecord, GrantRequest, GrantRequestStatus, Json};
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
 
 /// A grant request about to be stored.
@@ -86,7 +86,7 @@ fn event(kind: &'static str, r: &GrantRequest) -> Result<NewEvent, StoreError> {
         agent: Some(r.agent.clone()),
         action_id: None,
         grant_id: r.grant.as_ref().map(|g| g.id.clone()),
-        data: serde_json::to_value(r)?,
+        data: Json::of(r)?,
     })
 }
 

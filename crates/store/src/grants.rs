@@ -11,7 +11,7 @@ use crate::Store;
 use crate::actions::{self, Transition};
 use crate::error::StoreError;
 use crate::events::{self, NewEvent};
-use crate::model::{Action, ActionStatus, GrantRecord};
+use crate::model::{Action, ActionStatus, GrantRecord, Json};
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
 
 /// What a new grant permits.
@@ -143,7 +143,7 @@ fn grant_event(kind: &'static str, g: &GrantRecord) -> Result<NewEvent, StoreErr
         agent: g.agent.clone(),
         action_id: None,
         grant_id: Some(g.id.clone()),
-        data: serde_json::to_value(g)?,
+        data: Json::of(g)?,
     })
 }
 

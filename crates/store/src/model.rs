@@ -6,6 +6,7 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 /// Where an action stands. See DESIGN.md "Model" for which are settled.
@@ -457,10 +458,81 @@ pub struct Event {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grant_id: Option<String>,
     /// The resource as it stood after the change.
-    pub data: Value,
+    #[schema(value_type = Object)]
+    pub data: Json,
+}
+
+/// JSON kept as its text. An event's data is rendered once, when the event
+/// is made, and then stored, published and served as that text: no tree of
+/// values to build, copy between threads and free.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Json(Box<RawValue>);
+
+impl Json {
+    /// `value` rendered as JSON.
+    pub fn of<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Json> {
+        serde_json::value::to_raw_value(value).map(Json)
+    }
+
+    /// `null`.
+    pub fn null() -> Json {
+        Json(RawValue::NULL.to_owned())
+    }
+
+    /// `text`, checked to be JSON.
+    pub fn from_text(text: String) -> serde_json::Result<Json> {
+        RawValue::from_string(text).map(Json)
+    }
+
+    /// The text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// Reads the text as a `T` (only the fields `T` names are kept).
+    pub fn parse<'a, T: Deserialize<'a>>(&'a self) -> serde_json::Result<T> {
+        serde_json::from_str(self.get())
+    }
+
+    /// The text as a tree of values.
+    pub fn to_value(&self) -> Value {
+        // Checked to be JSON when made.
+        self.parse().unwrap_or(Value::Null)
+    }
+}
+
+/// Same text: two renderings of equal values made the same way compare equal.
+impl PartialEq for Json {
+    fn eq(&self, other: &Json) -> bool {
+        self.get() == other.get()
+    }
 }
 
 impl Event {
+    /// The `id` of the resource its data carries, if it has one.
+    pub fn resource_id(&self) -> Option<std::borrow::Cow<'_, str>> {
+        #[derive(Deserialize)]
+        struct Fields<'a> {
+            #[serde(borrow)]
+            id: Option<std::borrow::Cow<'a, str>>,
+        }
+        self.data.parse::<Fields<'_>>().ok()?.id
+    }
+
+    /// Whether the action its data carries is run by a handler (`false`
+    /// when the data is not an action).
+    pub fn names_a_handler(&self) -> bool {
+        #[derive(Deserialize)]
+        struct Fields {
+            #[serde(default)]
+            handler: Option<serde::de::IgnoredAny>,
+        }
+        self.data
+            .parse::<Fields>()
+            .is_ok_and(|d| d.handler.is_some())
+    }
+
     /// For an event that carries its action as it stood after the change:
     /// whether that left the action settled. `None` for other events.
     /// Reads only the fields that decide it.
@@ -468,13 +540,80 @@ impl Event {
         if !self.kind.starts_with("action.") {
             return None;
         }
-        let d = &self.data;
-        let id = d.get("id").and_then(Value::as_str);
-        if id.is_none() || id != self.action_id.as_deref() {
+        #[derive(Deserialize)]
+        struct Fields<'a> {
+            #[serde(borrow)]
+            id: Option<std::borrow::Cow<'a, str>>,
+            status: Option<ActionStatus>,
+            #[serde(default)]
+            handler: Option<serde::de::IgnoredAny>,
+        }
+        let d: Fields<'_> = self.data.parse().ok()?;
+        let id = d.id?;
+        if Some(id.as_ref()) != self.action_id.as_deref() {
             return None;
         }
-        let status: ActionStatus = d.get("status")?.as_str()?.parse().ok()?;
-        let by_handler = d.get("handler").is_some_and(|h| !h.is_null());
-        Some(status.is_settled(by_handler))
+        Some(d.status?.is_settled(d.handler.is_some()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: &str, action_id: Option<&str>, data: &str) -> Event {
+        Event {
+            seq: 1,
+            id: "e".into(),
+            kind: kind.into(),
+            at: Utc::now(),
+            agent: None,
+            action_id: action_id.map(str::to_owned),
+            grant_id: None,
+            data: Json::from_text(data.to_owned()).unwrap(),
+        }
+    }
+
+    #[test]
+    fn event_data_is_kept_as_its_text_and_read_field_by_field() {
+        let ev = event(
+            "action.approved",
+            Some("a\"1"),
+            r#"{"id":"a\"1","status":"approved","handler":"h","x":[1,{"y":2}]}"#,
+        );
+        assert_eq!(ev.resource_id().as_deref(), Some("a\"1"));
+        assert!(ev.names_a_handler());
+        // Approved is not settled for a handler action.
+        assert_eq!(ev.settles_its_action(), Some(false));
+        assert_eq!(
+            serde_json::to_string(&ev.data).unwrap(),
+            r#"{"id":"a\"1","status":"approved","handler":"h","x":[1,{"y":2}]}"#
+        );
+        assert_eq!(ev.data.to_value()["x"][1]["y"], 2);
+
+        let decision_only = event(
+            "action.approved",
+            Some("a2"),
+            r#"{"id":"a2","status":"approved","handler":null}"#,
+        );
+        assert!(!decision_only.names_a_handler());
+        assert_eq!(decision_only.settles_its_action(), Some(true));
+
+        // Another action's data, or data that is no action, settles nothing.
+        assert_eq!(
+            event(
+                "action.approved",
+                Some("a3"),
+                r#"{"id":"a2","status":"denied"}"#
+            )
+            .settles_its_action(),
+            None
+        );
+        assert_eq!(
+            event("grant.created", None, r#"{"id":"g1"}"#).settles_its_action(),
+            None
+        );
+        assert!(Json::from_text("{".into()).is_err());
+        assert_eq!(Json::null().get(), "null");
     }
 }

@@ -3,6 +3,7 @@
 //! thread and knows their events without reading the log back.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
@@ -30,10 +31,10 @@ impl Quick {
     }
 
     /// The events it wrote, once committed, to publish.
-    pub(crate) fn take_events(&mut self) -> Vec<Event> {
+    pub(crate) fn take_events(&mut self) -> Vec<Arc<Event>> {
         match self {
-            Quick::Create(job) => job.take_events(),
-            Quick::Settle(job) => job.take_event().into_iter().collect(),
+            Quick::Create(job) => job.events().to_vec(),
+            Quick::Settle(job) => job.take_event().map(Arc::new).into_iter().collect(),
         }
     }
 }

@@ -29,7 +29,6 @@ pub(crate) struct SettleJob {
     record: String,
     /// The event recording it; `seq` is filled in when written.
     event: Event,
-    event_data: String,
     /// Whether the compare-and-set applied (known once written).
     applied: bool,
     reply: oneshot::Sender<Result<Option<Action>, StoreError>>,
@@ -47,7 +46,7 @@ impl SettleJob {
         action.attempts.push(rec.clone());
         let outcome_text = serde_json::to_string(&outcome)?;
         action.outcome = Some(outcome);
-        let (event, event_data) = event_for(&action, status_event(action.status))?.prepare(now());
+        let event = event_for(&action, status_event(action.status))?.prepare(now());
         let (reply, rx) = oneshot::channel();
         Ok((
             SettleJob {
@@ -56,7 +55,6 @@ impl SettleJob {
                 outcome: outcome_text,
                 record: serde_json::to_string(rec)?,
                 event,
-                event_data,
                 applied: false,
                 reply,
             },
@@ -95,7 +93,7 @@ impl SettleJob {
             .push(", ")
             .push_bind(self.event.action_id.clone())
             .push(", NULL, ")
-            .push_bind(self.event_data.clone())
+            .push_bind(self.event.data.get().to_owned())
             .push(" WHERE changes() = 1 RETURNING seq, id");
     }
 
@@ -135,6 +133,6 @@ fn placeholder(at: chrono::DateTime<chrono::Utc>) -> Event {
         agent: None,
         action_id: None,
         grant_id: None,
-        data: serde_json::Value::Null,
+        data: crate::model::Json::null(),
     }
 }

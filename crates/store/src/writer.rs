@@ -229,7 +229,8 @@ impl Writer {
             .send(Queued::Quick(Quick::Create(Box::new(job))))
             .await
             .map_err(|_| StoreError::Closed)?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        let job = rx.await.map_err(|_| StoreError::Closed)??;
+        Ok((job.into_action(), true))
     }
 
     /// Settles `running` (claimed for attempt `rec.n`) with `outcome` if
@@ -351,7 +352,7 @@ fn write_direct(
         .collect();
     direct.create(&mut jobs, to_ms(now()))?;
     // Inserted in order: their seqs ascend.
-    let events: Vec<Event> = jobs.iter_mut().flat_map(|job| job.take_events()).collect();
+    let events: Vec<Arc<Event>> = jobs.iter().flat_map(|job| job.events()).cloned().collect();
     Ok(after_commit.send_known(events))
 }
 
@@ -423,7 +424,7 @@ async fn run(
                 }
                 after_commit.publish(&mut conn).await;
             } else {
-                let mut events: Vec<Event> = done
+                let mut events: Vec<Arc<Event>> = done
                     .iter_mut()
                     .flat_map(|o| match o {
                         Outcome::Quick(job, Ok(())) => job.take_events(),

@@ -389,7 +389,7 @@ async fn an_allowed_handler_action_can_be_stored_claimed_and_settled_once() {
         ("action.approved", "action.started")
     );
     assert_eq!(second.seq, first.seq + 1);
-    assert_eq!(first.data["status"], "approved");
+    assert_eq!(first.data.to_value()["status"], "approved");
     // Claimed for attempt 1: nothing is due for the dispatch loop.
     assert!(
         store
@@ -422,7 +422,7 @@ async fn an_allowed_handler_action_can_be_stored_claimed_and_settled_once() {
     let ev = events.recv().await.unwrap();
     assert_eq!(ev.kind, "action.completed");
     assert_eq!(ev.seq, second.seq + 1);
-    assert_eq!(serde_json::to_value(&settled).unwrap(), ev.data);
+    assert_eq!(serde_json::to_value(&settled).unwrap(), ev.data.to_value());
 
     // The same attempt again (a duplicate answer) changes nothing.
     let again = store.settle_attempt(&running, &rec, outcome).await.unwrap();
