@@ -549,3 +549,99 @@ async fn a_write_arriving_alone_does_not_wait_for_company() {
     assert!(written.is_ok(), "a lone write waited for the commit delay");
     store.close().await;
 }
+
+/// Migration 5 rebuilds `actions` and `events` (cheaper inserts): rows, the
+/// `seq` counter and every constraint but the dropped one survive it.
+#[tokio::test]
+async fn rebuilding_actions_and_events_keeps_rows_and_the_event_counter() {
+    use sqlx::{ConnectOptions, Connection, Row};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true)
+        .connect()
+        .await
+        .unwrap();
+    MIGRATOR.run_to(4, &mut conn).await.unwrap();
+    sqlx::query(
+        "INSERT INTO actions (id, agent, tool, detail, action_string, status, decision_result, \
+         decision_reason, created_at, handler, attempts) \
+         VALUES ('a1', 'ag', 'bash', 'make', 'tool:bash:make', 'pending', 'ask', 'r', 1, NULL, 0)",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    for (id, at) in [("e1", 1), ("e2", 2), ("e3", 3)] {
+        sqlx::query(
+            "INSERT INTO events (id, type, at, agent, action_id, data) \
+             VALUES (?, 'action.created', ?, 'ag', 'a1', '{\"id\":\"a1\"}')",
+        )
+        .bind(id)
+        .bind(at)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    // The newest event deleted: its seq must still never be reused.
+    sqlx::query("DELETE FROM events WHERE id = 'e3'")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+
+    let store = Store::open(&path, StoreOptions::default()).await.unwrap();
+    let a = store.get_action("a1").await.unwrap();
+    assert_eq!(
+        (a.status, a.detail.as_str()),
+        (ActionStatus::Pending, "make")
+    );
+    let old = store.events_after(0, None, 10).await.unwrap();
+    assert_eq!(
+        old.iter()
+            .map(|e| (e.seq, e.id.as_str()))
+            .collect::<Vec<_>>(),
+        [(1, "e1"), (2, "e2")]
+    );
+    assert_eq!(old[0].data.get(), r#"{"id":"a1"}"#);
+    let (b, _) = store
+        .insert_action(new_action("ag", DecisionResult::Allow, None, "h"))
+        .await
+        .unwrap();
+    let new = store.action_events(&b.id).await.unwrap();
+    assert!(new[0].seq > 3, "seq {} reused", new[0].seq);
+    // The pending action is still found by its deadline index and status.
+    assert_eq!(store.pending_count().await.unwrap(), 1);
+    drop(store);
+
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .connect()
+        .await
+        .unwrap();
+    // A status outside the list is still refused.
+    let bad = sqlx::query(
+        "INSERT INTO actions (id, agent, tool, detail, action_string, status, decision_result, \
+         decision_reason, created_at) VALUES ('x', 'ag', 'b', 'd', 's', 'bogus', 'allow', 'r', 1)",
+    )
+    .execute(&mut conn)
+    .await;
+    assert!(bad.is_err());
+    // Inserting an action builds no temporary b-tree (the IN lists did,
+    // for every row), and events have no unique index left to update.
+    let plan = sqlx::query(
+        "EXPLAIN INSERT INTO actions (id, agent, tool, detail, action_string, status, \
+         decision_result, decision_reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let ops: Vec<String> = plan.iter().map(|r| r.get::<String, _>("opcode")).collect();
+    assert!(!ops.iter().any(|o| o == "OpenEphemeral"), "{ops:?}");
+    let unique: Vec<(String,)> =
+        sqlx::query_as("SELECT name FROM pragma_index_list('events') WHERE \"unique\" = 1")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    assert!(unique.is_empty(), "{unique:?}");
+}
