@@ -54,6 +54,46 @@ async fn allowed_action_is_approved_by_policy() {
     app.stop().await;
 }
 
+/// A new action's 201 body is the text its event recorded when it was
+/// stored, not a second rendering: it must be exactly what a read returns.
+#[tokio::test]
+async fn a_new_action_is_answered_with_the_same_json_a_read_returns() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("standard")).await;
+    for (tool, detail, status) in [
+        ("file", "create /src/app.py", "approved"),
+        ("bash", "rm -rf build", "pending"),
+        ("self_edit", "system_prompt", "denied"),
+    ] {
+        let resp = app
+            .send(
+                Method::POST,
+                "/v1/actions",
+                Some(&app.agent),
+                Some(json!({"tool": tool, "detail": detail, "reason": "r \"q\" \u{1F600}"})),
+            )
+            .await;
+        assert_eq!(resp.status(), StatusCode::CREATED);
+        assert_eq!(resp.headers()["content-type"], "application/json");
+        let location = resp.headers()["location"].to_str().unwrap().to_owned();
+        let created = resp.text().await.unwrap();
+        let body: Value = serde_json::from_str(&created).unwrap();
+        assert_eq!(body["status"], status, "{body}");
+        assert_eq!(
+            location,
+            format!("/v1/actions/{}", body["id"].as_str().unwrap())
+        );
+        let read = app
+            .send(Method::GET, &location, Some(&app.agent), None)
+            .await
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(created, read);
+    }
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn asked_action_is_pending_with_a_deadline_and_denied_one_has_its_reason() {
     let app = TestApp::spawn().await;

@@ -1,6 +1,8 @@
 //! Action rows: insertion with idempotency, compare-and-set transitions,
 //! listing, and expiry at the deadline.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use sqlx::sqlite::SqliteRow;
@@ -10,7 +12,7 @@ use crate::Store;
 use crate::create::CreateJob;
 use crate::error::StoreError;
 use crate::events::{self, NewEvent};
-use crate::model::{Action, ActionStatus, Decision, DecisionResult, Json, Outcome};
+use crate::model::{Action, ActionStatus, Decision, DecisionResult, Event, Json, Outcome};
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
 
 /// An action about to be stored, already decided by the policy.
@@ -392,18 +394,55 @@ pub(crate) async fn transition_on(
     }
 }
 
+/// What [`Store::create_action`] stored.
+#[derive(Debug)]
+pub struct Inserted {
+    /// The action.
+    pub action: Action,
+    /// `false`: an earlier action with the same idempotency key.
+    pub created: bool,
+    /// The event whose data is `action` as stored, when it was just created.
+    rendered: Option<Arc<Event>>,
+}
+
+impl Inserted {
+    /// `action` as JSON, as its event records it (rendered once, when it
+    /// was stored), if at hand.
+    pub fn rendered(&self) -> Option<&str> {
+        self.rendered.as_ref().map(|ev| ev.data.get())
+    }
+}
+
 impl Store {
     /// Stores a decided action and the event recording it. With an
     /// idempotency key already used by this agent: the same request returns
     /// the existing action (`false`: nothing new stored), a different one is
     /// a [`StoreError::Conflict`].
     pub async fn insert_action(&self, new: NewAction) -> Result<(Action, bool), StoreError> {
+        let done = self.create_action(new).await?;
+        Ok((done.action, done.created))
+    }
+
+    /// [`Store::insert_action`], answering also with the new action already
+    /// rendered as JSON when it was just created.
+    pub async fn create_action(&self, new: NewAction) -> Result<Inserted, StoreError> {
         if CreateJob::applies(&new) {
-            return self.writer.create(new).await;
+            let (action, rendered) = self.writer.create(new).await?;
+            return Ok(Inserted {
+                action,
+                created: true,
+                rendered,
+            });
         }
-        self.writer
+        let (action, created) = self
+            .writer
             .run_sparing_grants(move |conn| Box::pin(async move { insert_on(conn, new).await }))
-            .await
+            .await?;
+        Ok(Inserted {
+            action,
+            created,
+            rendered: None,
+        })
     }
 
     /// Moves an action from one of `t.from` to `t.to` if it is still in one

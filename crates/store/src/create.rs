@@ -263,9 +263,18 @@ impl CreateJob {
         &self.events
     }
 
-    /// The action it stored, once answered.
-    pub(crate) fn into_action(self) -> Action {
-        self.action
+    /// The action it stored, once answered, and its last `action.*` event,
+    /// whose data is that action as stored, already rendered (see
+    /// `created_events`: every such event carries the action as it stands
+    /// then, and the last one as it was stored).
+    pub(crate) fn into_action(self) -> (Action, Option<Arc<Event>>) {
+        let rendered = self
+            .events
+            .iter()
+            .rev()
+            .find(|ev| ev.kind.starts_with("action."))
+            .cloned();
+        (self.action, rendered)
     }
 }
 

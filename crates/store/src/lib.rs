@@ -45,7 +45,7 @@ use sqlx::sqlite::{
 };
 use tokio::sync::broadcast;
 
-pub use actions::{ActionFilter, HandlerAction, NewAction, Transition};
+pub use actions::{ActionFilter, HandlerAction, Inserted, NewAction, Transition};
 pub use dispatch::{ActionAttempt, AttemptNext, Claimed, HandlerSecrets, NextDispatch};
 pub use error::StoreError;
 pub use event_types::{EVENT_TYPES, TypeFilter};

@@ -223,14 +223,17 @@ impl Writer {
 
     /// Stores a new action that [`CreateJob::applies`] to, and its events;
     /// answers once committed.
-    pub(crate) async fn create(&self, new: NewAction) -> Result<(Action, bool), StoreError> {
+    pub(crate) async fn create(
+        &self,
+        new: NewAction,
+    ) -> Result<(Action, Option<Arc<Event>>), StoreError> {
         let (job, rx) = CreateJob::prepare(new)?;
         self.tx
             .send(Queued::Quick(Quick::Create(Box::new(job))))
             .await
             .map_err(|_| StoreError::Closed)?;
         let job = rx.await.map_err(|_| StoreError::Closed)??;
-        Ok((job.into_action(), true))
+        Ok(job.into_action())
     }
 
     /// Settles `running` (claimed for attempt `rec.n`) with `outcome` if

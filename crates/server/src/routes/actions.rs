@@ -219,12 +219,16 @@ fn request_hash<T: Serialize>(body: &T) -> String {
 }
 
 fn with_location(status: StatusCode, action: Action) -> Response {
-    let location = format!("/v1/actions/{}", action.id);
+    let id = action.id.clone();
     let mut resp = (status, axum::Json(action)).into_response();
-    if let Ok(v) = HeaderValue::from_str(&location) {
+    set_location(&mut resp, &id);
+    resp
+}
+
+fn set_location(resp: &mut Response, id: &str) {
+    if let Ok(v) = HeaderValue::from_str(&format!("/v1/actions/{id}")) {
         resp.headers_mut().insert(header::LOCATION, v);
     }
-    resp
 }
 
 /// Request an action.
@@ -301,9 +305,18 @@ pub async fn create_action(
     // and misses nothing however fast the action settles.
     let id = new.id.clone();
     let registered = (!wait.is_zero()).then(|| state.waiters().register(&id));
-    let (mut action, created) = match slot {
-        None => state.store().insert_action(new).await?,
-        Some(slot) => insert_and_start(&state, new, slot).await?,
+    let (mut action, created, rendered) = match slot {
+        None => {
+            let done = state.store().create_action(new).await?;
+            let rendered = done
+                .rendered()
+                .map(|json| axum::body::Bytes::copy_from_slice(json.as_bytes()));
+            (done.action, done.created, rendered)
+        }
+        Some(slot) => {
+            let (action, created) = insert_and_start(&state, new, slot).await?;
+            (action, created, None)
+        }
     };
     if created {
         record_decision(result.as_str());
@@ -317,6 +330,20 @@ pub async fn create_action(
             Some(reg) if created => wait_settled_from(&state, reg, wait).await?,
             _ => wait_settled(&state, &action.id, wait).await?,
         };
+    } else if let Some(json) = rendered {
+        // The action as stored, rendered once for its event: the same text
+        // serializing it again would give.
+        let mut resp = (
+            StatusCode::CREATED,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            json,
+        )
+            .into_response();
+        set_location(&mut resp, &action.id);
+        return Ok(resp);
     }
     Ok(with_location(
         if created {
