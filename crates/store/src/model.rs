@@ -183,12 +183,15 @@ pub struct Action {
     /// The policy's answer.
     pub decision: Decision,
     /// When it was requested.
+    #[serde(serialize_with = "crate::time::rfc3339::serialize")]
     pub created_at: DateTime<Utc>,
     /// When it was decided (by policy or a human).
+    #[serde(serialize_with = "crate::time::rfc3339::option")]
     pub decided_at: Option<DateTime<Utc>>,
     /// Who decided: `policy`, `key:<id>` of an operator, `grant:<id>`, `deadline`.
     pub decided_by: Option<String>,
     /// When a pending action expires.
+    #[serde(serialize_with = "crate::time::rfc3339::option")]
     pub deadline: Option<DateTime<Utc>>,
     /// The reported outcome, once there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -447,6 +450,7 @@ pub struct Event {
     #[serde(rename = "type")]
     pub kind: String,
     /// When it happened.
+    #[serde(serialize_with = "crate::time::rfc3339::serialize")]
     pub at: DateTime<Utc>,
     /// The agent concerned.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -523,6 +527,12 @@ impl Event {
     /// Whether the action its data carries is run by a handler (`false`
     /// when the data is not an action).
     pub fn names_a_handler(&self) -> bool {
+        // Without the key anywhere in the text (a decision-only action
+        // leaves it out) there is nothing to read. A quote inside a string
+        // is escaped, so the text of a string value cannot match.
+        if memchr::memmem::find(self.data.get().as_bytes(), br#""handler":"#).is_none() {
+            return false;
+        }
         #[derive(Deserialize)]
         struct Fields {
             #[serde(default)]
@@ -613,6 +623,13 @@ mod tests {
             event("grant.created", None, r#"{"id":"g1"}"#).settles_its_action(),
             None
         );
+        // The key only inside a string or a nested object: no handler.
+        let nested = event(
+            "action.approved",
+            Some("a4"),
+            r#"{"id":"a4","detail":"\"handler\":\"x\"","params":{"handler":"y"}}"#,
+        );
+        assert!(!nested.names_a_handler());
         assert!(Json::from_text("{".into()).is_err());
         assert_eq!(Json::null().get(), "null");
     }
