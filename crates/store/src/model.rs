@@ -569,6 +569,8 @@ impl Event {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     fn event(kind: &str, action_id: Option<&str>, data: &str) -> Event {

@@ -91,6 +91,8 @@ pub mod rfc3339 {
 
     #[cfg(test)]
     mod tests {
+        #![allow(clippy::unwrap_used)]
+
         use chrono::TimeZone;
 
         use super::*;
