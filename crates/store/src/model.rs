@@ -1,5 +1,6 @@
 //! The records the store keeps, in the shape the API shows them.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
@@ -513,15 +514,27 @@ impl PartialEq for Json {
     }
 }
 
+/// The few fields of an event's data that the daemon itself reads; the
+/// rest of the text is skipped over.
+#[derive(Deserialize)]
+struct DataFields<'a> {
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    status: Option<Cow<'a, str>>,
+    /// Present and not `null`.
+    #[serde(default)]
+    handler: Option<serde::de::IgnoredAny>,
+}
+
 impl Event {
+    fn fields(&self) -> Option<DataFields<'_>> {
+        self.data.parse().ok()
+    }
+
     /// The `id` of the resource its data carries, if it has one.
-    pub fn resource_id(&self) -> Option<std::borrow::Cow<'_, str>> {
-        #[derive(Deserialize)]
-        struct Fields<'a> {
-            #[serde(borrow)]
-            id: Option<std::borrow::Cow<'a, str>>,
-        }
-        self.data.parse::<Fields<'_>>().ok()?.id
+    pub fn resource_id(&self) -> Option<Cow<'_, str>> {
+        self.fields()?.id
     }
 
     /// Whether the action its data carries is run by a handler (`false`
@@ -533,14 +546,7 @@ impl Event {
         if memchr::memmem::find(self.data.get().as_bytes(), br#""handler":"#).is_none() {
             return false;
         }
-        #[derive(Deserialize)]
-        struct Fields {
-            #[serde(default)]
-            handler: Option<serde::de::IgnoredAny>,
-        }
-        self.data
-            .parse::<Fields>()
-            .is_ok_and(|d| d.handler.is_some())
+        self.fields().is_some_and(|d| d.handler.is_some())
     }
 
     /// For an event that carries its action as it stood after the change:
@@ -550,20 +556,12 @@ impl Event {
         if !self.kind.starts_with("action.") {
             return None;
         }
-        #[derive(Deserialize)]
-        struct Fields<'a> {
-            #[serde(borrow)]
-            id: Option<std::borrow::Cow<'a, str>>,
-            status: Option<ActionStatus>,
-            #[serde(default)]
-            handler: Option<serde::de::IgnoredAny>,
-        }
-        let d: Fields<'_> = self.data.parse().ok()?;
-        let id = d.id?;
-        if Some(id.as_ref()) != self.action_id.as_deref() {
+        let d = self.fields()?;
+        if d.id.as_deref()? != self.action_id.as_deref()? {
             return None;
         }
-        Some(d.status?.is_settled(d.handler.is_some()))
+        let status: ActionStatus = d.status?.parse().ok()?;
+        Some(status.is_settled(d.handler.is_some()))
     }
 }
 
