@@ -324,6 +324,11 @@ pub async fn create_action(
             state.deadlines_changed().notify_one();
         }
     }
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     if !wait.is_zero() && !action.is_settled() {
         action = match registered {
             // An idempotent retry answers with an earlier action, not `id`.
@@ -333,26 +338,12 @@ pub async fn create_action(
     } else if let Some(json) = rendered {
         // The action as stored, rendered once for its event: the same text
         // serializing it again would give.
-        let mut resp = (
-            StatusCode::CREATED,
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            json,
-        )
-            .into_response();
+        let content_type = HeaderValue::from_static("application/json");
+        let mut resp = (status, [(header::CONTENT_TYPE, content_type)], json).into_response();
         set_location(&mut resp, &action.id);
         return Ok(resp);
     }
-    Ok(with_location(
-        if created {
-            StatusCode::CREATED
-        } else {
-            StatusCode::OK
-        },
-        action,
-    ))
+    Ok(with_location(status, action))
 }
 
 /// Stores an allowed handler action already claimed for its first attempt
