@@ -178,6 +178,36 @@ pub(crate) async fn get_on(
     row.as_ref().map(from_row).transpose()
 }
 
+/// The query [`Store::list_actions`] runs, after `prefix` (`EXPLAIN QUERY
+/// PLAN ` in a test).
+fn list_query(prefix: &str, f: &ActionFilter) -> QueryBuilder<Sqlite> {
+    let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(prefix);
+    q.push(concat!(
+        "SELECT ",
+        action_columns!(),
+        " FROM actions WHERE 1 = 1"
+    ));
+    if let Some(st) = f.status {
+        q.push(" AND status = ").push_bind(st.as_str());
+        if st != ActionStatus::Approved {
+            // `actions_status` leaves approved actions out (migration 6);
+            // SQLite uses it only when the query says so itself.
+            q.push(" AND status <> 'approved'");
+        }
+    }
+    if let Some(agent) = &f.agent {
+        q.push(" AND agent = ").push_bind(agent.clone());
+    }
+    if let Some(tool) = &f.tool {
+        q.push(" AND tool = ").push_bind(tool.clone());
+    }
+    if let Some(cursor) = &f.cursor {
+        q.push(" AND id < ").push_bind(cursor.clone());
+    }
+    q.push(" ORDER BY id DESC LIMIT ").push_bind(f.limit);
+    q
+}
+
 /// The action `new` is once stored at `created`, in its initial state.
 pub(crate) fn stored_action(new: NewAction, created: DateTime<Utc>) -> Action {
     let (status, decided, deadline) = initial_state(&new);
@@ -505,25 +535,7 @@ impl Store {
 
     /// A page of actions, newest first.
     pub async fn list_actions(&self, f: &ActionFilter) -> Result<Vec<Action>, StoreError> {
-        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(concat!(
-            "SELECT ",
-            action_columns!(),
-            " FROM actions WHERE 1 = 1"
-        ));
-        if let Some(st) = f.status {
-            q.push(" AND status = ").push_bind(st.as_str());
-        }
-        if let Some(agent) = &f.agent {
-            q.push(" AND agent = ").push_bind(agent.clone());
-        }
-        if let Some(tool) = &f.tool {
-            q.push(" AND tool = ").push_bind(tool.clone());
-        }
-        if let Some(cursor) = &f.cursor {
-            q.push(" AND id < ").push_bind(cursor.clone());
-        }
-        q.push(" ORDER BY id DESC LIMIT ").push_bind(f.limit);
-        let rows = q.build().fetch_all(&self.read).await?;
+        let rows = list_query("", f).build().fetch_all(&self.read).await?;
         rows.iter().map(from_row).collect()
     }
 
@@ -534,5 +546,102 @@ impl Store {
                 .fetch_one(&self.read)
                 .await?,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::{Store, StoreOptions};
+
+    fn new_action(n: usize, result: DecisionResult) -> NewAction {
+        NewAction {
+            id: uuid::Uuid::now_v7().to_string(),
+            agent: format!("agent-{}", n % 2),
+            tool: "bash".to_owned(),
+            detail: format!("echo {n}"),
+            action_string: format!("tool:bash:echo {n}"),
+            reason: None,
+            decision: Decision {
+                result,
+                reason: "test".to_owned(),
+                rule: None,
+            },
+            deadline: Some(Utc::now() + chrono::Duration::minutes(5)),
+            idempotency_key: None,
+            request_hash: String::new(),
+            handler: None,
+        }
+    }
+
+    /// Approved actions are listed from the table, every other status from
+    /// `actions_status`, which leaves approved actions out: each listing
+    /// still finds exactly its actions, newest first.
+    #[tokio::test]
+    async fn each_status_lists_exactly_its_actions_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db"), StoreOptions::default())
+            .await
+            .unwrap();
+        let cancel = Transition {
+            from: &[ActionStatus::Pending],
+            to: ActionStatus::Cancelled,
+            decided_by: None,
+            note: None,
+            outcome: None,
+            event: "action.cancelled",
+        };
+        let mut expected: Vec<(ActionStatus, String)> = Vec::new();
+        for n in 0..24 {
+            let result = [DecisionResult::Allow, DecisionResult::Ask, DecisionResult::Deny][n % 3];
+            let (a, _) = store.insert_action(new_action(n, result)).await.unwrap();
+            let a = if n % 6 == 1 {
+                store.transition(&a.id, cancel.clone()).await.unwrap()
+            } else {
+                a
+            };
+            expected.push((a.status, a.id));
+        }
+        expected.reverse();
+        for status in [
+            ActionStatus::Approved,
+            ActionStatus::Pending,
+            ActionStatus::Denied,
+            ActionStatus::Cancelled,
+            ActionStatus::Completed,
+        ] {
+            let mut f = ActionFilter {
+                status: Some(status),
+                agent: None,
+                tool: None,
+                cursor: None,
+                limit: 3,
+            };
+            let mut listed = Vec::new();
+            loop {
+                let page = store.list_actions(&f).await.unwrap();
+                let Some(last) = page.last() else { break };
+                f.cursor = Some(last.id.clone());
+                listed.extend(page.into_iter().map(|a| a.id));
+            }
+            let want: Vec<String> = expected
+                .iter()
+                .filter(|(s, _)| *s == status)
+                .map(|(_, id)| id.clone())
+                .collect();
+            assert_eq!(listed, want, "{status:?}");
+
+            f.cursor = None;
+            let plan: Vec<(i64, i64, i64, String)> = list_query("EXPLAIN QUERY PLAN ", &f)
+                .build_query_as()
+                .fetch_all(&store.read)
+                .await
+                .unwrap();
+            let indexed = plan.iter().any(|p| p.3.contains("actions_status"));
+            assert_eq!(indexed, status != ActionStatus::Approved, "{status:?}: {plan:?}");
+        }
+        store.close().await;
     }
 }
