@@ -595,7 +595,11 @@ mod tests {
         };
         let mut expected: Vec<(ActionStatus, String)> = Vec::new();
         for n in 0..24 {
-            let result = [DecisionResult::Allow, DecisionResult::Ask, DecisionResult::Deny][n % 3];
+            let result = [
+                DecisionResult::Allow,
+                DecisionResult::Ask,
+                DecisionResult::Deny,
+            ][n % 3];
             let (a, _) = store.insert_action(new_action(n, result)).await.unwrap();
             let a = if n % 6 == 1 {
                 store.transition(&a.id, cancel.clone()).await.unwrap()
@@ -640,7 +644,11 @@ mod tests {
                 .await
                 .unwrap();
             let indexed = plan.iter().any(|p| p.3.contains("actions_status"));
-            assert_eq!(indexed, status != ActionStatus::Approved, "{status:?}: {plan:?}");
+            assert_eq!(
+                indexed,
+                status != ActionStatus::Approved,
+                "{status:?}: {plan:?}"
+            );
         }
         store.close().await;
     }
