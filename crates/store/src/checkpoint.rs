@@ -8,10 +8,11 @@
 //! writer), at most once per [`PACE`], and each page once however many
 //! commits rewrote it since. The WAL can only start over from its beginning
 //! when every frame in it has been copied, which a copy running alongside
-//! the writer seldom sees, so once the WAL holds [`RESTART_FRAMES`] the task
-//! asks the writer to copy the few frames committed since, between two
-//! batches ([`Checkpoints::restart_due`]); the writer's next transaction then
-//! reuses the file from its start.
+//! the writer seldom sees, so once the WAL holds
+//! [`crate::StoreOptions::wal_restart_frames`] the task asks the writer to
+//! copy the few frames committed since, between two batches
+//! ([`Checkpoints::restart_due`]); the writer's next transaction then reuses
+//! the file from its start.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,13 +24,11 @@ use tokio::sync::{Notify, oneshot};
 /// Shortest time between two background copies.
 const PACE: Duration = Duration::from_millis(50);
 
-/// WAL frames (pages) after which the writer is asked to let the file start
-/// over: SQLite's own default threshold.
-const RESTART_FRAMES: i64 = 1000;
-
 /// Shared between the writer and the checkpoint task.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Checkpoints {
+    /// WAL frames after which the writer lets the file start over.
+    restart_frames: i64,
     /// Something was committed since the last copy.
     committed: Notify,
     /// The background copy has caught up with a full WAL; the writer copies
@@ -38,6 +37,15 @@ pub(crate) struct Checkpoints {
 }
 
 impl Checkpoints {
+    /// Asks for a restart once the WAL holds `restart_frames`.
+    pub(crate) fn new(restart_frames: i64) -> Checkpoints {
+        Checkpoints {
+            restart_frames,
+            committed: Notify::new(),
+            restart: AtomicBool::new(false),
+        }
+    }
+
     /// Called by the writer after each commit.
     pub(crate) fn committed(&self) {
         self.committed.notify_one();
@@ -72,7 +80,9 @@ pub(crate) async fn run(
             _ = &mut stop => break,
         }
         match passive(&mut conn).await {
-            Ok(frames) if frames >= RESTART_FRAMES => shared.restart.store(true, Ordering::Release),
+            Ok(frames) if frames >= shared.restart_frames => {
+                shared.restart.store(true, Ordering::Release)
+            }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "background checkpoint failed"),
         }

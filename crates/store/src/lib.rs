@@ -90,6 +90,12 @@ pub struct StoreOptions {
     pub read_connections: u32,
     /// Capacity of the event broadcast channel.
     pub event_buffer: usize,
+    /// WAL frames (pages) after which the writer lets the WAL start over
+    /// from its beginning (see `checkpoint`). Each time costs the writer a
+    /// few fsyncs, a stall every queued write waits out; a larger value
+    /// means fewer stalls under sustained load and a larger WAL file (it is
+    /// reused, not shrunk: 4 KiB a frame).
+    pub wal_restart_frames: i64,
 }
 
 impl Default for StoreOptions {
@@ -100,6 +106,8 @@ impl Default for StoreOptions {
             commit_delay: Duration::from_micros(200),
             read_connections: 4,
             event_buffer: 8192,
+            // 40 MiB of WAL at most; SQLite's own threshold is 1,000.
+            wal_restart_frames: 10_000,
         }
     }
 }
@@ -180,7 +188,7 @@ impl Store {
             last_seq: last_seq.clone(),
             grants: grant_cache.clone(),
         };
-        let checkpoints = Arc::new(checkpoint::Checkpoints::default());
+        let checkpoints = Arc::new(checkpoint::Checkpoints::new(opts.wal_restart_frames));
         let (checkpoint_stop, stopped) = tokio::sync::oneshot::channel();
         let checkpointer = tokio::spawn(checkpoint::run(
             base.clone().connect().await?,
