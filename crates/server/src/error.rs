@@ -303,7 +303,7 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
 /// Parses a JSON object body into `T`. Text that is not JSON is 400; JSON of
 /// the wrong shape (not an object, a field of the wrong type, an unknown
 /// field) is 422 naming the field.
-fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     // serde_json reports some shape errors (an enum given as `{}`, a struct
     // given as a longer array) as syntax errors; what decides between 400
     // and 422 is whether the text is JSON at all.
@@ -353,6 +353,28 @@ where
         }
         let bytes = body_bytes(req, state).await?;
         parse_object(&bytes).map(ApiJson)
+    }
+}
+
+/// The body of a JSON request with [`ApiJson`]'s checks (content type,
+/// size) but not parsed yet, for a handler that picks its shape itself and
+/// then parses it with [`parse_object`].
+#[derive(Debug, Clone)]
+pub struct ApiJsonBody(pub Bytes);
+
+impl<S> FromRequest<S> for ApiJsonBody
+where
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        if !has_json_content_type(req.headers()) {
+            return Err(ApiError::unsupported_media(
+                "send the body as Content-Type: application/json",
+            ));
+        }
+        body_bytes(req, state).await.map(ApiJsonBody)
     }
 }
 

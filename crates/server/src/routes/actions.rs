@@ -20,7 +20,9 @@ use actiongate_store::{
 use crate::auth::Caller;
 use crate::decide::{NeededPermission, decide_tool, validate_tool};
 use crate::dispatcher::Slot;
-use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
+use crate::error::{
+    ApiError, ApiJson, ApiJsonBody, ApiPath, ApiQuery, ApiResult, Problem, parse_object,
+};
 use crate::metrics::record_decision;
 use crate::routes::agents::validate_agent_id;
 use crate::routes::grants;
@@ -113,6 +115,24 @@ pub enum CreateAction {
 }
 
 impl CreateAction {
+    /// Parses a request body. Most are decision-only, and one that parses as
+    /// such is taken as it is, with no tree of values built and taken apart
+    /// first; anything else (a handler action, a body in error) takes the
+    /// long way, which picks the form by its keys and names the field at
+    /// fault.
+    fn parse(bytes: &[u8]) -> Result<CreateAction, ApiError> {
+        // `parse_object`'s rule: serde would also take a struct as an array.
+        let object = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        if object && let Ok(tool) = serde_json::from_slice::<ToolActionRequest>(bytes) {
+            return Ok(CreateAction::Tool(tool));
+        }
+        let body: serde_json::Value = parse_object(bytes)?;
+        if !body.is_object() {
+            return Err(ApiError::invalid("body", "must be a JSON object"));
+        }
+        CreateAction::from_json(body)
+    }
+
     /// Picks the form by its keys, so errors name the right fields.
     fn from_json(v: serde_json::Value) -> Result<CreateAction, ApiError> {
         let is_handler = v.get("handler").is_some();
@@ -254,14 +274,11 @@ pub async fn create_action(
     State(state): State<AppState>,
     caller: Caller,
     ApiQuery(q): ApiQuery<WaitQuery>,
-    ApiJson(body): ApiJson<serde_json::Value>,
+    ApiJsonBody(body): ApiJsonBody,
 ) -> ApiResult<Response> {
     let agent = caller.agent_id()?.to_owned();
     let wait = q.duration(&state)?;
-    if !body.is_object() {
-        return Err(ApiError::invalid("body", "must be a JSON object"));
-    }
-    let body = CreateAction::from_json(body)?;
+    let body = CreateAction::parse(&body)?;
     let (reason, timeout, key) = body.common();
     check_len("reason", reason, MAX_TEXT)?;
     check_len("idempotency_key", key, 256)?;
