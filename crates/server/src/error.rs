@@ -346,12 +346,7 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        if !has_json_content_type(req.headers()) {
-            return Err(ApiError::unsupported_media(
-                "send the body as Content-Type: application/json",
-            ));
-        }
-        let bytes = body_bytes(req, state).await?;
+        let ApiJsonBody(bytes) = ApiJsonBody::from_request(req, state).await?;
         parse_object(&bytes).map(ApiJson)
     }
 }

@@ -557,23 +557,7 @@ mod tests {
     use crate::{Store, StoreOptions};
 
     fn new_action(n: usize, result: DecisionResult) -> NewAction {
-        NewAction {
-            id: uuid::Uuid::now_v7().to_string(),
-            agent: format!("agent-{}", n % 2),
-            tool: "bash".to_owned(),
-            detail: format!("echo {n}"),
-            action_string: format!("tool:bash:echo {n}"),
-            reason: None,
-            decision: Decision {
-                result,
-                reason: "test".to_owned(),
-                rule: None,
-            },
-            deadline: Some(Utc::now() + chrono::Duration::minutes(5)),
-            idempotency_key: None,
-            request_hash: String::new(),
-            handler: None,
-        }
+        crate::test_support::new_action(n, format!("agent-{}", n % 2), result)
     }
 
     /// Approved actions are listed from the table, every other status from

@@ -175,7 +175,7 @@ mod tests {
 
     use super::*;
     use crate::actions::{HandlerAction, NewAction};
-    use crate::model::{Decision, DecisionResult};
+    use crate::model::DecisionResult;
 
     #[test]
     fn chunks_are_the_largest_power_of_two_that_fits() {
@@ -206,26 +206,14 @@ mod tests {
             claim_until: Some(Utc::now() + chrono::Duration::seconds(60)),
         });
         NewAction {
-            id: uuid::Uuid::now_v7().to_string(),
-            agent: format!("agent-{}", n % 5),
-            tool: "bash".to_owned(),
-            detail: format!("echo {n}"),
-            action_string: format!("tool:bash:echo {n}"),
-            reason: None,
-            decision: Decision {
-                result,
-                reason: "test".to_owned(),
-                rule: None,
-            },
-            deadline: Some(Utc::now() + chrono::Duration::minutes(5)),
-            idempotency_key: None,
-            request_hash: String::new(),
             handler,
+            ..crate::test_support::new_action(n, format!("agent-{}", n % 5), result)
         }
     }
 
-    #[tokio::test]
-    async fn batches_of_any_size_give_each_event_the_seq_it_was_stored_with() {
+    /// A migrated database in a new directory, its store, and a direct
+    /// connection to it.
+    async fn open() -> (tempfile::TempDir, crate::Store, Direct) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
         // Creates and migrates the file.
@@ -233,6 +221,12 @@ mod tests {
             .await
             .unwrap();
         let direct = Direct::open(&path, Durability::Normal).unwrap();
+        (dir, store, direct)
+    }
+
+    #[tokio::test]
+    async fn batches_of_any_size_give_each_event_the_seq_it_was_stored_with() {
+        let (_dir, store, direct) = open().await;
         let mut stored = 0;
         for size in [1, 2, 3, 7, 64, 65, 100, 129] {
             let mut jobs: Vec<CreateJob> = (0..size)
@@ -280,12 +274,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_batch_with_a_bad_row_leaves_nothing_behind() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
-        let store = crate::Store::open(&path, crate::StoreOptions::default())
-            .await
-            .unwrap();
-        let direct = Direct::open(&path, Durability::Normal).unwrap();
+        let (_dir, store, direct) = open().await;
         let mut jobs: Vec<CreateJob> = (0..20)
             .map(|n| CreateJob::prepare(new_action(n)).unwrap().0)
             .collect();

@@ -62,6 +62,36 @@ pub use subscriptions::{
 pub use writer::WriteStats;
 use writer::Writer;
 
+/// What the crate's unit tests share.
+#[cfg(test)]
+mod test_support {
+    use chrono::Utc;
+
+    use crate::{Decision, DecisionResult, NewAction};
+
+    /// The `n`th of a series of decision-only actions of `agent`, each with
+    /// its own detail.
+    pub(crate) fn new_action(n: usize, agent: String, result: DecisionResult) -> NewAction {
+        NewAction {
+            id: uuid::Uuid::now_v7().to_string(),
+            agent,
+            tool: "bash".to_owned(),
+            detail: format!("echo {n}"),
+            action_string: format!("tool:bash:echo {n}"),
+            reason: None,
+            decision: Decision {
+                result,
+                reason: "test".to_owned(),
+                rule: None,
+            },
+            deadline: Some(Utc::now() + chrono::Duration::minutes(5)),
+            idempotency_key: None,
+            request_hash: String::new(),
+            handler: None,
+        }
+    }
+}
+
 /// Embedded migrations from `migrations/sqlite`.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
 
