@@ -10,7 +10,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde_json::Value;
 use sqlx::{QueryBuilder, Sqlite};
 use tokio::sync::oneshot;
 
@@ -59,19 +58,12 @@ impl CreateJob {
     /// receiver of its answer.
     pub(crate) fn prepare(new: NewAction) -> Result<(CreateJob, Answer), StoreError> {
         let created = now();
-        // `serde_json::to_string`, not `Value`'s `Display`: that writes
-        // through a formatter, a call per token, at twice the cost.
-        let json = |v: Option<&Value>| v.map(serde_json::to_string).transpose();
         let rule = json(new.decision.rule.as_ref())?;
         let claim_until = claim_of(&new).map(to_ms);
         let params = json(new.handler.as_ref().map(|h| &h.params))?;
         let mut action = crate::actions::stored_action(new, created);
         let params_view = json(action.params.as_ref())?;
-        let scope = action
-            .scope
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()?;
+        let scope = json(action.scope.as_ref())?;
         let display = json(action.display.as_ref())?;
         let created_events = created_events(&mut action, claim_until.is_some())?;
         let events = created_events
@@ -103,6 +95,12 @@ impl CreateJob {
             let _ = reply.send(result.map(|()| self));
         }
     }
+}
+
+/// A JSON column's text. `serde_json::to_string`, not `Value`'s `Display`:
+/// that writes through a formatter, a call per token, at twice the cost.
+fn json<T: serde::Serialize>(v: Option<&T>) -> Result<Option<String>, serde_json::Error> {
+    v.map(serde_json::to_string).transpose()
 }
 
 /// The columns of an action row as [`CreateJob::action_row`] lists them.

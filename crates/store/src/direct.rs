@@ -37,6 +37,19 @@ fn chunk(n: usize) -> usize {
     }
 }
 
+/// `rows` cut into the inserts that carry them ([`chunk`]), each with the
+/// index of its statement's shape (the log2 of its size).
+fn chunks<T>(mut rows: &[T]) -> impl Iterator<Item = (usize, &[T])> {
+    std::iter::from_fn(move || {
+        if rows.is_empty() {
+            return None;
+        }
+        let (now, later) = rows.split_at(chunk(rows.len()));
+        rows = later;
+        Some((now.len().ilog2() as usize, now))
+    })
+}
+
 /// `INSERT OR FAIL INTO table (columns) VALUES (?,…),(?,…)…` for `rows`
 /// rows of `width` values each.
 ///
@@ -118,15 +131,11 @@ impl Direct {
     }
 
     fn insert_all(&self, jobs: &mut [&mut CreateJob], at: i64) -> rusqlite::Result<()> {
-        let mut rest: &[&mut CreateJob] = jobs;
-        while !rest.is_empty() {
-            let (now, later) = rest.split_at(chunk(rest.len()));
-            let sql = &self.insert_actions[now.len().ilog2() as usize];
+        for (shape, now) in chunks(jobs) {
             let rows = now.iter().flat_map(|job| job.action_row());
             self.db
-                .prepare_cached(sql)?
+                .prepare_cached(&self.insert_actions[shape])?
                 .execute(params_from_iter(rows))?;
-            rest = later;
         }
         for job in jobs.iter_mut() {
             job.set_event_time(at);
@@ -137,14 +146,11 @@ impl Direct {
             .enumerate()
             .flat_map(|(j, job)| (0..job.event_count()).map(move |i| (j, i)))
             .collect();
-        let mut rest = &events[..];
-        while !rest.is_empty() {
-            let (now, later) = rest.split_at(chunk(rest.len()));
-            let sql = &self.insert_events[now.len().ilog2() as usize];
+        for (shape, now) in chunks(&events) {
             let rows = now.iter().flat_map(|&(j, i)| jobs[j].event_row(i, at));
             let written = self
                 .db
-                .prepare_cached(sql)?
+                .prepare_cached(&self.insert_events[shape])?
                 .execute(params_from_iter(rows))?;
             if written != now.len() {
                 return Err(rusqlite::Error::StatementChangedRows(written));
@@ -155,7 +161,6 @@ impl Direct {
             for (n, &(j, i)) in now.iter().enumerate() {
                 jobs[j].set_seq(i, first + n as i64);
             }
-            rest = later;
         }
         Ok(())
     }
