@@ -300,6 +300,12 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
     })
 }
 
+/// Whether `bytes` can only be a JSON object: its first character past
+/// whitespace opens one. serde would also take a struct written as an array.
+pub fn is_object_text(bytes: &[u8]) -> bool {
+    bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+}
+
 /// Parses a JSON object body into `T`. Text that is not JSON is 400; JSON of
 /// the wrong shape (not an object, a field of the wrong type, an unknown
 /// field) is 422 naming the field.
@@ -314,8 +320,7 @@ pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         Ok(_) => ApiError::invalid_fields(vec![FieldError { field, message }]),
         Err(e) => ApiError::bad_request(format!("the body is not valid JSON: {e}")),
     };
-    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
-    if first != Some(&b'{') {
+    if !is_object_text(bytes) {
         return Err(shape_error(
             "body".to_owned(),
             "expected a JSON object".to_owned(),

@@ -21,7 +21,8 @@ use crate::auth::Caller;
 use crate::decide::{NeededPermission, decide_tool, validate_tool};
 use crate::dispatcher::Slot;
 use crate::error::{
-    ApiError, ApiJson, ApiJsonBody, ApiPath, ApiQuery, ApiResult, Problem, parse_object,
+    ApiError, ApiJson, ApiJsonBody, ApiPath, ApiQuery, ApiResult, Problem, is_object_text,
+    parse_object,
 };
 use crate::metrics::record_decision;
 use crate::routes::agents::validate_agent_id;
@@ -121,16 +122,13 @@ impl CreateAction {
     /// long way, which picks the form by its keys and names the field at
     /// fault.
     fn parse(bytes: &[u8]) -> Result<CreateAction, ApiError> {
-        // `parse_object`'s rule: serde would also take a struct as an array.
-        let object = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-        if object && let Ok(tool) = serde_json::from_slice::<ToolActionRequest>(bytes) {
+        if is_object_text(bytes)
+            && let Ok(tool) = serde_json::from_slice::<ToolActionRequest>(bytes)
+        {
             return Ok(CreateAction::Tool(tool));
         }
-        let body: serde_json::Value = parse_object(bytes)?;
-        if !body.is_object() {
-            return Err(ApiError::invalid("body", "must be a JSON object"));
-        }
-        CreateAction::from_json(body)
+        // An object (`parse_object` refuses anything else).
+        CreateAction::from_json(parse_object(bytes)?)
     }
 
     /// Picks the form by its keys, so errors name the right fields.
