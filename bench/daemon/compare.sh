@@ -4,29 +4,42 @@
 # two-core machine the speed drifts by a third over minutes, so only figures
 # taken side by side compare.
 #
-#   bench/daemon/compare.sh ROUNDS BIN [BIN...]
+#   bench/daemon/compare.sh ROUNDS BIN[,VAR=value...] [BIN[,VAR=value...]...]
 #
 # For each round and build: a fresh daemon (built-in defaults, its own data
-# dir, durability $DURABILITY or normal), an agent with profile `open`, then
-# oha with 64 connections for $SECONDS_EACH (4) seconds on /v1/check and on
+# dir, durability $DURABILITY or normal, plus the VAR=value settings given
+# with that BIN, e.g. `target/release/actiongate,ACTIONGATE_STORAGE__BATCH_MAX=32`
+# to compare settings of one build), an agent with profile `open`, then oha
+# with 64 connections for $SECONDS_EACH (4) seconds on /v1/check and on
 # /v1/actions (each after a 1 s warm-up). Prints one line per run: 2xx/s of
-# both, their ratio, the actions' p99, and the daemon's CPU time per action
-# (user + system, from /proc). Needs oha and python3.
+# both, their ratio, the actions' p99, the daemon's CPU time per action
+# (user + system, from /proc) and how idle the machine was during the
+# actions' run; then the median of each over the rounds, per argument.
+# Needs oha and python3.
 set -euo pipefail
 
 ROUNDS=${1:?rounds}
 shift
-[ $# -gt 0 ] || { echo "usage: $0 ROUNDS BIN [BIN...]" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 ROUNDS BIN[,VAR=value...] [BIN[,VAR=value...]...]" >&2; exit 2; }
 SECONDS_EACH=${SECONDS_EACH:-4}
 DURABILITY=${DURABILITY:-normal}
 BODY='{"tool":"bash","detail":"cargo test --workspace"}'
 command -v oha >/dev/null || { echo "oha not found: cargo install oha --locked" >&2; exit 1; }
+RESULTS=$(mktemp)
+trap 'rm -f "$RESULTS"' EXIT
+
+# Machine-wide idle and busy jiffies, from /proc/stat.
+jiffies() { awk '/^cpu / {print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
 
 run_one() {
-  local bin=$1 work port pid admin agent
+  local arg=$1 bin settings=() label work port pid admin agent
+  bin=${arg%%,*}
+  [ "$arg" = "$bin" ] || IFS=, read -ra settings <<<"${arg#*,}"
+  label="$(basename "$bin")${settings[*]:+ ${settings[*]}}"
+  bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
   work=$(mktemp -d)
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  (cd "$work" && exec env ACTIONGATE_LOG=warn ACTIONGATE_STORAGE__DURABILITY="$DURABILITY" \
+  (cd "$work" && exec env ACTIONGATE_LOG=warn ACTIONGATE_STORAGE__DURABILITY="$DURABILITY" "${settings[@]}" \
     "$bin" --data-dir "$work/data" serve --listen "127.0.0.1:$port") >/dev/null 2>&1 &
   pid=$!
   for _ in $(seq 1 100); do
@@ -43,30 +56,49 @@ run_one() {
   for path in /v1/check /v1/actions; do
     local common=(-c 64 --no-tui -m POST -H "authorization: Bearer $agent" -H 'content-type: application/json' -d "$BODY")
     oha -z 1s "${common[@]}" "http://127.0.0.1:$port$path" >/dev/null
-    local before after
+    local before after machine_before machine_after
     before=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+    machine_before=$(jiffies)
     oha -z "${SECONDS_EACH}s" --output-format json "${common[@]}" "http://127.0.0.1:$port$path" >"$work/oha.json"
+    machine_after=$(jiffies)
     after=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-    line+=$(python3 - "$work/oha.json" "$before" "$after" "$(getconf CLK_TCK)" <<'PY'
+    line+=$(python3 - "$work/oha.json" "$before" "$after" "$(getconf CLK_TCK)" $machine_before $machine_after <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 ok = sum(n for code, n in d["statusCodeDistribution"].items() if code.startswith("2"))
 rate = d["summary"]["requestsPerSec"] * ok / max(1, sum(d["statusCodeDistribution"].values()))
 cpu_us = (int(sys.argv[3]) - int(sys.argv[2])) / int(sys.argv[4]) * 1e6 / max(ok, 1)
-print("%.0f %.2f %.1f " % (rate, d["latencyPercentiles"]["p99"] * 1000, cpu_us), end="")
+idle0, all0, idle1, all1 = map(int, sys.argv[5:9])
+idle = 100 * (idle1 - idle0) / max(1, all1 - all0)
+print("%.0f %.2f %.1f %.1f " % (rate, d["latencyPercentiles"]["p99"] * 1000, cpu_us, idle), end="")
 PY
 )
   done
   kill "$pid"
   wait "$pid" 2>/dev/null || true
   rm -rf "$work"
-  read -r check _ _ actions p99 cpu <<<"$line"
-  printf '%-24s check %6s/s  actions %6s/s  actions/check %.3f  actions p99 %5s ms  daemon CPU %5s us/action\n' \
-    "$(basename "$bin")" "$check" "$actions" "$(python3 -c "print($actions / $check)")" "$p99" "$cpu"
+  read -r check _ _ _ actions p99 cpu idle <<<"$line"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$check" "$actions" "$p99" "$cpu" "$idle" >>"$RESULTS"
+  printf '%-24s check %6s/s  actions %6s/s  actions/check %.3f  actions p99 %5s ms  daemon CPU %5s us/action  idle %4s%%\n' \
+    "$label" "$check" "$actions" "$(python3 -c "print($actions / $check)")" "$p99" "$cpu" "$idle"
 }
 
 for _ in $(seq 1 "$ROUNDS"); do
-  for bin in "$@"; do
-    run_one "$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
+  for arg in "$@"; do
+    run_one "$arg"
   done
 done
+
+echo "medians over $ROUNDS round(s):"
+python3 - "$RESULTS" <<'PY'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    label, *values = line.rstrip("\n").split("\t")
+    runs.setdefault(label, []).append([float(v) for v in values])
+for label, rows in runs.items():
+    med = lambda i: statistics.median(r[i] for r in rows)
+    ratios = statistics.median(r[1] / r[0] for r in rows)
+    print("%-24s check %6.0f/s  actions %6.0f/s  actions/check %.3f  actions p99 %5.2f ms  daemon CPU %5.1f us/action  idle %4.1f%%"
+          % (label, med(0), med(1), ratios, med(2), med(3), med(4)))
+PY

@@ -6,19 +6,30 @@
 #   1. GET  /v1/whoami   the trivial authenticated JSON endpoint
 #   2. POST /v1/check    the decision, nothing stored
 #   3. POST /v1/actions  decision-only, allowed (profile open), durable
-# each with oha, 64 connections for $DURATION; then
+# each with oha, 64 connections for $DURATION in all, taken in $WINDOWS
+# windows in turn (whoami, check, actions, whoami, ...): this machine's speed
+# drifts by a fifth within minutes, and in turns the drift weighs on the
+# three alike instead of on whichever ran last; then
 #   4. approval-to-waiter latency with 1,000 concurrent long-polls
 #   5. resident memory with 10,000 idle long-polls
 # (bench/daemon/longpoll.py). Results go to bench/out/daemon-<stamp>/ and a
 # summary table to stdout.
 #
 # Needs: oha (cargo install oha --locked), python3. Environment:
-# DURATION (default 10s), CONNECTIONS (64), ROUNDS (1), DURABILITIES
-# ("normal full"), LONGPOLLS (1000), IDLE (10000), CARGO_TARGET_DIR, BIN.
+# DURATION (default 10s, whole seconds), WINDOWS (5), CONNECTIONS (64),
+# ROUNDS (1), DURABILITIES ("normal full"), LONGPOLLS (1000), IDLE (10000),
+# CARGO_TARGET_DIR, BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 DURATION=${DURATION:-10s}
+WINDOWS=${WINDOWS:-5}
+SECONDS_EACH=${DURATION%s}
+if ! [[ "$SECONDS_EACH" =~ ^[0-9]+$ && "$WINDOWS" =~ ^[0-9]+$ ]] || ((WINDOWS < 1 || SECONDS_EACH < WINDOWS)); then
+  echo "DURATION must be whole seconds (e.g. 10s), at least WINDOWS ($WINDOWS) of them"
+  exit 1
+fi
+WINDOW="$((SECONDS_EACH / WINDOWS))s"
 CONNECTIONS=${CONNECTIONS:-64}
 ROUNDS=${ROUNDS:-1}
 DURABILITIES=${DURABILITIES:-normal full}
@@ -100,25 +111,44 @@ start_daemon() {
 
 BODY='{"tool":"bash","detail":"cargo test --workspace"}'
 
-load() {
-  local name=$1 method=$2 path=$3 file=$4
-  local common=(-c "$CONNECTIONS" --no-tui -m "$method" -H "authorization: Bearer $AGENT")
+# The three loads: name, method, path.
+LOADS=("whoami GET /v1/whoami" "check POST /v1/check" "actions POST /v1/actions")
+
+oha_args() {
+  local method=$1
+  OHA=(-c "$CONNECTIONS" --no-tui -m "$method" -H "authorization: Bearer $AGENT")
   if [ "$method" = POST ]; then
-    common+=(-T application/json -d "$BODY")
+    OHA+=(-T application/json -d "$BODY")
   fi
-  # A short warm-up, not recorded.
-  oha -z 2s "${common[@]}" "$BASE$path" >/dev/null
-  oha -z "$DURATION" --output-format json "${common[@]}" "$BASE$path" >"$file"
-  echo "  $name: $(python3 bench/daemon/summary.py one "$file")"
+}
+
+# Each load once for 2 s (a warm-up, not recorded), then WINDOWS windows of
+# each in turn, to "$1-<name>-w<n>.json".
+loads() {
+  local prefix=$1 load name method path
+  for load in "${LOADS[@]}"; do
+    read -r name method path <<<"$load"
+    oha_args "$method"
+    oha -z 2s "${OHA[@]}" "$BASE$path" >/dev/null
+  done
+  for w in $(seq 1 "$WINDOWS"); do
+    for load in "${LOADS[@]}"; do
+      read -r name method path <<<"$load"
+      oha_args "$method"
+      oha -z "$WINDOW" --output-format json "${OHA[@]}" "$BASE$path" >"$prefix-$name-w$w.json"
+    done
+  done
+  for load in "${LOADS[@]}"; do
+    read -r name _ <<<"$load"
+    echo "  $name: $(python3 bench/daemon/summary.py one "$prefix-$name-w"*.json)"
+  done
 }
 
 for round in $(seq 1 "$ROUNDS"); do
   for durability in $DURABILITIES; do
     echo "== round $round, durability=$durability"
     start_daemon "$durability"
-    load whoami GET /v1/whoami "$OUT/r$round-$durability-whoami.json"
-    load check POST /v1/check "$OUT/r$round-$durability-check.json"
-    load actions POST /v1/actions "$OUT/r$round-$durability-actions.json"
+    loads "$OUT/r$round-$durability"
     "$VENV/bin/python" bench/daemon/longpoll.py latency --base "$BASE" --agent-key "$ASKER" \
       --operator-key "$OPERATOR" --pid "$PID" -n "$LONGPOLLS" | tee "$OUT/r$round-$durability-latency.json"
     "$VENV/bin/python" bench/daemon/longpoll.py idle --base "$BASE" --agent-key "$ASKER" \
