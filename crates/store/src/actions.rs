@@ -43,6 +43,27 @@ pub struct NewAction {
     pub handler: Option<HandlerAction>,
 }
 
+impl NewAction {
+    /// A decision-only action of `agent` on `tool` with `detail`: a new
+    /// time-ordered id, its action string, and nothing else set (no reason,
+    /// deadline, idempotency key or handler).
+    pub fn new(agent: String, tool: String, detail: String, decision: Decision) -> NewAction {
+        NewAction {
+            id: uuid::Uuid::now_v7().to_string(),
+            action_string: actiongate_policy::format_action(&tool, &detail),
+            agent,
+            tool,
+            detail,
+            reason: None,
+            decision,
+            deadline: None,
+            idempotency_key: None,
+            request_hash: String::new(),
+            handler: None,
+        }
+    }
+}
+
 /// The handler part of a handler action.
 #[derive(Debug, Clone)]
 pub struct HandlerAction {

@@ -72,22 +72,14 @@ mod test_support {
     /// The `n`th of a series of decision-only actions of `agent`, each with
     /// its own detail.
     pub(crate) fn new_action(n: usize, agent: String, result: DecisionResult) -> NewAction {
+        let decision = Decision {
+            result,
+            reason: "test".to_owned(),
+            rule: None,
+        };
         NewAction {
-            id: uuid::Uuid::now_v7().to_string(),
-            agent,
-            tool: "bash".to_owned(),
-            detail: format!("echo {n}"),
-            action_string: format!("tool:bash:echo {n}"),
-            reason: None,
-            decision: Decision {
-                result,
-                reason: "test".to_owned(),
-                rule: None,
-            },
             deadline: Some(Utc::now() + chrono::Duration::minutes(5)),
-            idempotency_key: None,
-            request_hash: String::new(),
-            handler: None,
+            ..NewAction::new(agent, "bash".to_owned(), format!("echo {n}"), decision)
         }
     }
 }

@@ -7,22 +7,20 @@ use actiongate_store::*;
 use chrono::Utc;
 
 fn action(agent: &str, result: DecisionResult) -> NewAction {
+    let decision = Decision {
+        result,
+        reason: "test".to_owned(),
+        rule: None,
+    };
     NewAction {
-        id: uuid::Uuid::now_v7().to_string(),
-        agent: agent.to_owned(),
-        tool: "bash".to_owned(),
-        detail: "make".to_owned(),
-        action_string: "tool:bash:make".to_owned(),
-        reason: None,
-        decision: Decision {
-            result,
-            reason: "test".to_owned(),
-            rule: None,
-        },
         deadline: Some(Utc::now() + chrono::Duration::minutes(5)),
-        idempotency_key: None,
         request_hash: "h".to_owned(),
-        handler: None,
+        ..NewAction::new(
+            agent.to_owned(),
+            "bash".to_owned(),
+            "make".to_owned(),
+            decision,
+        )
     }
 }
 

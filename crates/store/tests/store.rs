@@ -15,22 +15,21 @@ async fn open() -> (Store, tempfile::TempDir) {
 }
 
 fn new_action(agent: &str, result: DecisionResult, key: Option<&str>, hash: &str) -> NewAction {
+    let decision = Decision {
+        result,
+        reason: "test".to_owned(),
+        rule: None,
+    };
     NewAction {
-        id: uuid::Uuid::now_v7().to_string(),
-        agent: agent.to_owned(),
-        tool: "bash".to_owned(),
-        detail: "make".to_owned(),
-        action_string: "tool:bash:make".to_owned(),
-        reason: None,
-        decision: Decision {
-            result,
-            reason: "test".to_owned(),
-            rule: None,
-        },
         deadline: Some(Utc::now() + chrono::Duration::minutes(5)),
         idempotency_key: key.map(str::to_owned),
         request_hash: hash.to_owned(),
-        handler: None,
+        ..NewAction::new(
+            agent.to_owned(),
+            "bash".to_owned(),
+            "make".to_owned(),
+            decision,
+        )
     }
 }
 

@@ -290,17 +290,10 @@ pub async fn create_action(
             check_len("detail", Some(&t.detail), MAX_DETAIL)?;
             let decision = decide_tool(&state, &agent, &t.tool, &t.detail).await?;
             NewAction {
-                id: uuid::Uuid::now_v7().to_string(),
-                agent,
-                action_string: policy::format_action(&t.tool, &t.detail),
-                request_hash,
-                tool: t.tool,
-                detail: t.detail,
                 reason: t.reason,
-                decision,
-                deadline: None,
                 idempotency_key: t.idempotency_key,
-                handler: None,
+                request_hash,
+                ..NewAction::new(agent, t.tool, t.detail, decision)
             }
         }
         CreateAction::Handler(h) => {
@@ -454,18 +447,11 @@ async fn handler_action(
         actiongate_store::time::now() + state.dispatcher().lease(handler.record.timeout_ms)
     });
     let new = NewAction {
-        id: uuid::Uuid::now_v7().to_string(),
-        agent,
-        action_string: policy::format_action(&h.handler, &detail),
-        request_hash,
-        tool: h.handler.clone(),
-        detail,
         reason: h.reason,
-        decision,
-        deadline: None,
         idempotency_key: h.idempotency_key,
+        request_hash,
         handler: Some(HandlerAction {
-            handler: h.handler,
+            handler: h.handler.clone(),
             action: h.action,
             params: h.params,
             params_view,
@@ -474,6 +460,7 @@ async fn handler_action(
             display,
             claim_until,
         }),
+        ..NewAction::new(agent, h.handler, detail, decision)
     };
     Ok((new, slot))
 }
