@@ -10,7 +10,7 @@
 # dir, durability $DURABILITY or normal, plus the VAR=value settings given
 # with that BIN, e.g. `target/release/actiongate,ACTIONGATE_STORAGE__BATCH_MAX=32`
 # to compare settings of one build), an agent with profile `open`, then oha
-# with 64 connections for $SECONDS_EACH (4) seconds on /v1/check and on
+# with $CONNECTIONS (64) connections for $SECONDS_EACH (4) seconds on /v1/check and on
 # /v1/actions (each after a 1 s warm-up). Prints one line per run: 2xx/s of
 # both, their ratio, the actions' p99, the daemon's CPU time per action
 # (user + system, from /proc) and how idle the machine was during the
@@ -22,6 +22,7 @@ ROUNDS=${1:?rounds}
 shift
 [ $# -gt 0 ] || { echo "usage: $0 ROUNDS BIN[,VAR=value...] [BIN[,VAR=value...]...]" >&2; exit 2; }
 SECONDS_EACH=${SECONDS_EACH:-4}
+CONNECTIONS=${CONNECTIONS:-64}
 DURABILITY=${DURABILITY:-normal}
 BODY='{"tool":"bash","detail":"cargo test --workspace"}'
 command -v oha >/dev/null || { echo "oha not found: cargo install oha --locked" >&2; exit 1; }
@@ -54,7 +55,7 @@ run_one() {
     -H 'content-type: application/json' -d '{"profile":"open"}' >/dev/null
   local line=""
   for path in /v1/check /v1/actions; do
-    local common=(-c 64 --no-tui -m POST -H "authorization: Bearer $agent" -H 'content-type: application/json' -d "$BODY")
+    local common=(-c "$CONNECTIONS" --no-tui -m POST -H "authorization: Bearer $agent" -H 'content-type: application/json' -d "$BODY")
     oha -z 1s "${common[@]}" "http://127.0.0.1:$port$path" >/dev/null
     local before after machine_before machine_after
     before=$(awk '{print $14 + $15}' "/proc/$pid/stat")

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Where the CPU goes per request, by thread of the daemon, for POST
+# /v1/check and POST /v1/actions on one daemon.
+#
+#   bench/daemon/threads.sh [BIN]
+#
+# Starts BIN (default: the release build of this tree, built if needed)
+# with a fresh data dir and durability $DURABILITY (normal), an agent with
+# profile `open`, warms both routes up for 1 s, then for each route runs
+# oha with $CONNECTIONS (64) connections for $REQUESTS (60000) requests and
+# prints, per request: the CPU time (user + system, from
+# /proc/<pid>/task/*/stat) of every daemon thread that used any, one figure
+# per thread grouped by thread name (the writer's thread is named like the
+# runtime's workers; it is the one that only new actions keep busy; the
+# sqlx threads are SQLite connections, one of them the background
+# checkpoint), and oha's own; the machine's idle share; and the machine
+# time per request (CPUs / rate). Needs oha and python3.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+DURABILITY=${DURABILITY:-normal}
+CONNECTIONS=${CONNECTIONS:-64}
+REQUESTS=${REQUESTS:-60000}
+BODY='{"tool":"bash","detail":"cargo test --workspace"}'
+command -v oha >/dev/null || { echo "oha not found: cargo install oha --locked" >&2; exit 1; }
+if [ -n "${1:-}" ]; then
+  BIN=$1
+else
+  cargo build --quiet --release -p actiongate
+  BIN=${CARGO_TARGET_DIR:-target}/release/actiongate
+fi
+BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
+
+WORK=$(mktemp -d)
+PID=
+trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+base="http://127.0.0.1:$port"
+(cd "$WORK" && exec env ACTIONGATE_LOG=warn ACTIONGATE_STORAGE__DURABILITY="$DURABILITY" \
+  "$BIN" --data-dir "$WORK/data" serve --listen "127.0.0.1:$port") >/dev/null 2>&1 &
+PID=$!
+for _ in $(seq 1 100); do
+  curl -fsS "$base/readyz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+admin=$(tr -d '[:space:]' <"$WORK/data/admin.key")
+agent=$(curl -fsS -X POST "$base/v1/keys" -H "authorization: Bearer $admin" \
+  -H 'content-type: application/json' -d '{"role":"agent","agent":"bench"}' |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+curl -fsS -X PUT "$base/v1/agents/bench" -H "authorization: Bearer $admin" \
+  -H 'content-type: application/json' -d '{"profile":"open"}' >/dev/null
+common=(-c "$CONNECTIONS" --no-tui -m POST -H "authorization: Bearer $agent" -H 'content-type: application/json' -d "$BODY")
+for path in /v1/check /v1/actions; do
+  oha -z 1s "${common[@]}" "$base$path" >/dev/null
+done
+
+# "tid name cpu-ticks" for every thread of the daemon.
+threads() {
+  for t in /proc/"$PID"/task/*; do
+    echo "$(basename "$t") $(sed 's/^[0-9]* (\(.*\)) .*/\1/' "$t/stat" | tr ' ' _) $(awk '{print $14 + $15}' "$t/stat")"
+  done
+}
+for path in /v1/check /v1/actions; do
+  threads >"$WORK/before"
+  machine_before=$(head -1 /proc/stat)
+  /usr/bin/env time -f "%U %S" -o "$WORK/oha.time" \
+    oha -n "$REQUESTS" --output-format json "${common[@]}" "$base$path" >"$WORK/oha.json"
+  machine_after=$(head -1 /proc/stat)
+  threads >"$WORK/after"
+  python3 - "$path" "$WORK" "$REQUESTS" "$machine_before" "$machine_after" <<'PY'
+import json, os, sys
+path, work, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tick = os.sysconf("SC_CLK_TCK")
+def load(name):
+    out = {}
+    for line in open(os.path.join(work, name)):
+        tid, comm, ticks = line.split()
+        out[tid] = (comm, int(ticks))
+    return out
+before, after = load("before"), load("after")
+used = {tid: (comm, ticks - before.get(tid, (comm, 0))[1]) for tid, (comm, ticks) in after.items()}
+used = {tid: v for tid, v in used.items() if v[1] > 0}
+per = lambda ticks: ticks / tick * 1e6 / n
+groups = {}
+for tid, (comm, ticks) in sorted(used.items(), key=lambda kv: -kv[1][1]):
+    groups.setdefault(comm, []).append(per(ticks))
+user, system = map(float, open(os.path.join(work, "oha.time")).read().split()[-2:])
+d = json.load(open(os.path.join(work, "oha.json")))
+rate = d["summary"]["requestsPerSec"]
+a = [int(x) for x in sys.argv[4].split()[1:]]
+b = [int(x) for x in sys.argv[5].split()[1:]]
+dt = [y - x for x, y in zip(a, b)]
+idle = 100 * (dt[3] + dt[4]) / max(1, sum(dt))
+threads = "  ".join("%s %s" % (comm, "+".join("%.1f" % v for v in vals)) for comm, vals in groups.items())
+daemon = sum(sum(v) for v in groups.values())
+print("%-12s %6.0f/s  daemon %5.1f us (%s)  oha %4.1f us  idle %4.1f%%  machine %5.1f us/request"
+      % (path, rate, daemon, threads, (user + system) * 1e6 / n, idle, os.cpu_count() * 1e6 / rate))
+PY
+done
