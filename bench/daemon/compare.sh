@@ -17,6 +17,8 @@
 # actions' run; then the median of each over the rounds, per argument.
 # Needs oha and python3.
 set -euo pipefail
+# shellcheck source=bench/daemon/daemon.sh
+. "$(dirname "$0")/daemon.sh"
 
 ROUNDS=${1:?rounds}
 shift
@@ -33,36 +35,23 @@ trap 'rm -f "$RESULTS"' EXIT
 jiffies() { awk '/^cpu / {print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
 
 run_one() {
-  local arg=$1 bin settings=() label work port pid admin agent
+  local arg=$1 bin settings=() label work
   bin=${arg%%,*}
   [ "$arg" = "$bin" ] || IFS=, read -ra settings <<<"${arg#*,}"
   label="$(basename "$bin")${settings[*]:+ ${settings[*]}}"
   bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
   work=$(mktemp -d)
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  (cd "$work" && exec env ACTIONGATE_LOG=warn ACTIONGATE_STORAGE__DURABILITY="$DURABILITY" "${settings[@]}" \
-    "$bin" --data-dir "$work/data" serve --listen "127.0.0.1:$port") >/dev/null 2>&1 &
-  pid=$!
-  for _ in $(seq 1 100); do
-    curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  admin=$(tr -d '[:space:]' <"$work/data/admin.key")
-  agent=$(curl -fsS -X POST "http://127.0.0.1:$port/v1/keys" -H "authorization: Bearer $admin" \
-    -H 'content-type: application/json' -d '{"role":"agent","agent":"bench"}' |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
-  curl -fsS -X PUT "http://127.0.0.1:$port/v1/agents/bench" -H "authorization: Bearer $admin" \
-    -H 'content-type: application/json' -d '{"profile":"open"}' >/dev/null
+  bench_daemon "$work" "$DURABILITY" "$bin" /dev/null "${settings[@]}"
   local line=""
   for path in /v1/check /v1/actions; do
-    local common=(-c "$CONNECTIONS" --no-tui -m POST -H "authorization: Bearer $agent" -H 'content-type: application/json' -d "$BODY")
-    oha -z 1s "${common[@]}" "http://127.0.0.1:$port$path" >/dev/null
+    local common=(-c "$CONNECTIONS" --no-tui -m POST -H "authorization: Bearer $AGENT" -H 'content-type: application/json' -d "$BODY")
+    oha -z 1s "${common[@]}" "$BASE$path" >/dev/null
     local before after machine_before machine_after
-    before=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+    before=$(awk '{print $14 + $15}' "/proc/$PID/stat")
     machine_before=$(jiffies)
-    oha -z "${SECONDS_EACH}s" --output-format json "${common[@]}" "http://127.0.0.1:$port$path" >"$work/oha.json"
+    oha -z "${SECONDS_EACH}s" --output-format json "${common[@]}" "$BASE$path" >"$work/oha.json"
     machine_after=$(jiffies)
-    after=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+    after=$(awk '{print $14 + $15}' "/proc/$PID/stat")
     line+=$(python3 - "$work/oha.json" "$before" "$after" "$(getconf CLK_TCK)" $machine_before $machine_after <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -75,8 +64,8 @@ print("%.0f %.2f %.1f %.1f " % (rate, d["latencyPercentiles"]["p99"] * 1000, cpu
 PY
 )
   done
-  kill "$pid"
-  wait "$pid" 2>/dev/null || true
+  kill "$PID"
+  wait "$PID" 2>/dev/null || true
   rm -rf "$work"
   read -r check _ _ _ actions p99 cpu idle <<<"$line"
   printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$check" "$actions" "$p99" "$cpu" "$idle" >>"$RESULTS"

@@ -21,6 +21,8 @@
 # CARGO_TARGET_DIR, BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/daemon/daemon.sh
+. bench/daemon/daemon.sh
 
 DURATION=${DURATION:-10s}
 WINDOWS=${WINDOWS:-5}
@@ -82,31 +84,16 @@ trap 'stop_daemon; rm -rf "$WORK"' EXIT
   echo "oha: $(oha --version)"
 } | tee "$OUT/machine.txt"
 
+# A fresh daemon (see bench_daemon) with the keys of the loads: AGENT
+# (`bench`, profile open), ASKER (`asker`, profile guarded: every action
+# asks) and OPERATOR.
 start_daemon() {
   local durability=$1
-  local port
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  BASE="http://127.0.0.1:$port"
   rm -rf "$WORK/data"
-  # Started in the work dir, away from config/actiongate.toml: every build
-  # runs on its own built-in defaults (an older one would refuse newer keys).
-  (cd "$WORK" && exec env ACTIONGATE_LOG=warn ACTIONGATE_STORAGE__DURABILITY="$durability" \
-    "$BIN" --data-dir "$WORK/data" serve --listen "127.0.0.1:$port") >"$OUT/daemon-$durability.log" 2>&1 &
-  PID=$!
-  for _ in $(seq 1 100); do
-    curl -fsS "$BASE/readyz" >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  local admin
-  admin=$(tr -d '[:space:]' <"$WORK/data/admin.key")
-  api() {
-    curl -fsS -X "$1" "$BASE$2" -H "authorization: Bearer $admin" -H 'content-type: application/json' -d "$3"
-  }
-  AGENT=$(api POST /v1/keys '{"role":"agent","agent":"bench"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
-  ASKER=$(api POST /v1/keys '{"role":"agent","agent":"asker"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
-  OPERATOR=$(api POST /v1/keys '{"role":"operator"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
-  api PUT /v1/agents/bench '{"profile":"open"}' >/dev/null
-  api PUT /v1/agents/asker '{"profile":"guarded"}' >/dev/null
+  bench_daemon "$WORK" "$durability" "$BIN" "$OUT/daemon-$durability.log"
+  ASKER=$(bench_key '{"role":"agent","agent":"asker"}')
+  OPERATOR=$(bench_key '{"role":"operator"}')
+  bench_api PUT /v1/agents/asker '{"profile":"guarded"}' >/dev/null
 }
 
 BODY='{"tool":"bash","detail":"cargo test --workspace"}'

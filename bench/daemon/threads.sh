@@ -16,42 +16,29 @@
 # checkpoint), and oha's own; the machine's idle share; and the machine
 # time per request (CPUs / rate). Needs oha and python3.
 set -euo pipefail
+# A BIN given is relative to where this was started from.
+BIN=${1:+$(cd "$(dirname "$1")" && pwd)/$(basename "$1")}
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/daemon/daemon.sh
+. bench/daemon/daemon.sh
 
 DURABILITY=${DURABILITY:-normal}
 CONNECTIONS=${CONNECTIONS:-64}
 REQUESTS=${REQUESTS:-60000}
 BODY='{"tool":"bash","detail":"cargo test --workspace"}'
 command -v oha >/dev/null || { echo "oha not found: cargo install oha --locked" >&2; exit 1; }
-if [ -n "${1:-}" ]; then
-  BIN=$1
-else
+if [ -z "$BIN" ]; then
   cargo build --quiet --release -p actiongate
-  BIN=${CARGO_TARGET_DIR:-target}/release/actiongate
+  BIN="$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)/actiongate"
 fi
-BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
 
 WORK=$(mktemp -d)
 PID=
 trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-base="http://127.0.0.1:$port"
-(cd "$WORK" && exec env ACTIONGATE_LOG=warn ACTIONGATE_STORAGE__DURABILITY="$DURABILITY" \
-  "$BIN" --data-dir "$WORK/data" serve --listen "127.0.0.1:$port") >/dev/null 2>&1 &
-PID=$!
-for _ in $(seq 1 100); do
-  curl -fsS "$base/readyz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
-admin=$(tr -d '[:space:]' <"$WORK/data/admin.key")
-agent=$(curl -fsS -X POST "$base/v1/keys" -H "authorization: Bearer $admin" \
-  -H 'content-type: application/json' -d '{"role":"agent","agent":"bench"}' |
-  python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
-curl -fsS -X PUT "$base/v1/agents/bench" -H "authorization: Bearer $admin" \
-  -H 'content-type: application/json' -d '{"profile":"open"}' >/dev/null
-common=(-c "$CONNECTIONS" --no-tui -m POST -H "authorization: Bearer $agent" -H 'content-type: application/json' -d "$BODY")
+bench_daemon "$WORK" "$DURABILITY" "$BIN" /dev/null
+common=(-c "$CONNECTIONS" --no-tui -m POST -H "authorization: Bearer $AGENT" -H 'content-type: application/json' -d "$BODY")
 for path in /v1/check /v1/actions; do
-  oha -z 1s "${common[@]}" "$base$path" >/dev/null
+  oha -z 1s "${common[@]}" "$BASE$path" >/dev/null
 done
 
 # "tid name cpu-ticks" for every thread of the daemon.
@@ -64,7 +51,7 @@ for path in /v1/check /v1/actions; do
   threads >"$WORK/before"
   machine_before=$(head -1 /proc/stat)
   /usr/bin/env time -f "%U %S" -o "$WORK/oha.time" \
-    oha -n "$REQUESTS" --output-format json "${common[@]}" "$base$path" >"$WORK/oha.json"
+    oha -n "$REQUESTS" --output-format json "${common[@]}" "$BASE$path" >"$WORK/oha.json"
   machine_after=$(head -1 /proc/stat)
   threads >"$WORK/after"
   python3 - "$path" "$WORK" "$REQUESTS" "$machine_before" "$machine_after" <<'PY'

@@ -1,0 +1,36 @@
+# Sourced by the daemon's load scripts (run.sh, compare.sh, threads.sh): a
+# daemon on a free loopback port, and the keys to load it with.
+
+# bench_daemon WORK DURABILITY BIN LOG [VAR=value...]: starts BIN (an
+# absolute path) from WORK, away from config/actiongate.toml, so that every
+# build runs on its own built-in defaults plus the VAR=value settings given,
+# with its data in WORK/data and its output in LOG; waits until it is ready;
+# creates an agent `bench` with profile `open` (every action allowed). Sets
+# BASE (http://127.0.0.1:<port>), PID, ADMIN (the admin key) and AGENT
+# (`bench`'s key).
+bench_daemon() {
+  local work=$1 durability=$2 bin=$3 log=$4 port
+  shift 4
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  BASE="http://127.0.0.1:$port"
+  (cd "$work" && exec env ACTIONGATE_LOG=warn ACTIONGATE_STORAGE__DURABILITY="$durability" "$@" \
+    "$bin" --data-dir "$work/data" serve --listen "127.0.0.1:$port") >"$log" 2>&1 &
+  PID=$!
+  for _ in $(seq 1 100); do
+    curl -fsS "$BASE/readyz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  ADMIN=$(tr -d '[:space:]' <"$work/data/admin.key")
+  AGENT=$(bench_key '{"role":"agent","agent":"bench"}')
+  bench_api PUT /v1/agents/bench '{"profile":"open"}' >/dev/null
+}
+
+# bench_api METHOD PATH BODY: a request with the admin key.
+bench_api() {
+  curl -fsS -X "$1" "$BASE$2" -H "authorization: Bearer $ADMIN" -H 'content-type: application/json' -d "$3"
+}
+
+# bench_key BODY: creates a key as POST /v1/keys describes it; prints the key.
+bench_key() {
+  bench_api POST /v1/keys "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])'
+}
