@@ -31,9 +31,6 @@ command -v oha >/dev/null || { echo "oha not found: cargo install oha --locked" 
 RESULTS=$(mktemp)
 trap 'rm -f "$RESULTS"' EXIT
 
-# Machine-wide idle and busy jiffies, from /proc/stat.
-jiffies() { awk '/^cpu / {print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
-
 run_one() {
   local arg=$1 bin settings=() label work
   bin=${arg%%,*}

@@ -1,5 +1,6 @@
 # Sourced by the daemon's load scripts (run.sh, compare.sh, threads.sh): a
-# daemon on a free loopback port, and the keys to load it with.
+# daemon on a free loopback port, the keys to load it with, and the
+# machine's idle time.
 
 # bench_daemon WORK DURABILITY BIN LOG [VAR=value...]: starts BIN (an
 # absolute path) from WORK, away from config/actiongate.toml, so that every
@@ -34,3 +35,7 @@ bench_api() {
 bench_key() {
   bench_api POST /v1/keys "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])'
 }
+
+# jiffies: the machine's idle and all jiffies so far (idle + iowait; user to
+# steal), from /proc/stat.
+jiffies() { awk '/^cpu / {print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }

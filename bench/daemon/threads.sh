@@ -49,16 +49,16 @@ threads() {
 }
 for path in /v1/check /v1/actions; do
   threads >"$WORK/before"
-  machine_before=$(head -1 /proc/stat)
+  machine_before=$(jiffies)
   # oha's own CPU time, from its rusage.
   python3 -c 'import resource, subprocess, sys
 subprocess.run(sys.argv[2:], stdout=open(sys.argv[1], "w"), check=True)
 r = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(r.ru_utime, r.ru_stime)' "$WORK/oha.json" \
     oha -n "$REQUESTS" --output-format json "${common[@]}" "$BASE$path" >"$WORK/oha.time"
-  machine_after=$(head -1 /proc/stat)
+  machine_after=$(jiffies)
   threads >"$WORK/after"
-  python3 - "$path" "$WORK" "$REQUESTS" "$machine_before" "$machine_after" <<'PY'
+  python3 - "$path" "$WORK" "$REQUESTS" $machine_before $machine_after <<'PY'
 import json, os, sys
 path, work, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 tick = os.sysconf("SC_CLK_TCK")
@@ -78,10 +78,8 @@ for tid, (comm, ticks) in sorted(used.items(), key=lambda kv: -kv[1][1]):
 user, system = map(float, open(os.path.join(work, "oha.time")).read().split()[-2:])
 d = json.load(open(os.path.join(work, "oha.json")))
 rate = d["summary"]["requestsPerSec"]
-a = [int(x) for x in sys.argv[4].split()[1:]]
-b = [int(x) for x in sys.argv[5].split()[1:]]
-dt = [y - x for x, y in zip(a, b)]
-idle = 100 * (dt[3] + dt[4]) / max(1, sum(dt))
+idle0, all0, idle1, all1 = map(int, sys.argv[4:8])
+idle = 100 * (idle1 - idle0) / max(1, all1 - all0)
 threads = "  ".join("%s %s" % (comm, "+".join("%.1f" % v for v in vals)) for comm, vals in groups.items())
 daemon = sum(sum(v) for v in groups.values())
 print("%-12s %6.0f/s  daemon %5.1f us (%s)  oha %4.1f us  idle %4.1f%%  machine %5.1f us/request"
