@@ -1,4 +1,4 @@
-# Sourced by the daemon's load scripts (run.sh, compare.sh, threads.sh): a
+# Sourced by the daemon's load scripts (run.sh, compare.sh, threads.sh, idle.sh): a
 # daemon on a free loopback port, the keys to load it with, and the
 # machine's idle time.
 
