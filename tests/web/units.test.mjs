@@ -1,10 +1,10 @@
 // The page's pure parts in node: the SSE parser (chunks split anywhere,
-// CRLF, comments, multi-line data) and the masking rule.
+// CRLF, comments, multi-line data), the masking rule and the queue's order.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readSse } from '../../crates/server/web/stream.js';
-import { masked, MASK } from '../../crates/server/web/dom.js';
+import { masked, MASK, newestFirst } from '../../crates/server/web/dom.js';
 
 function body(chunks) {
   const enc = new TextEncoder();
@@ -59,4 +59,20 @@ test('sensitive values are masked by key name at any depth, and the daemon\'s **
   });
   // The original is untouched.
   assert.equal(params.nested.password, 'p');
+});
+
+test('the queue is newest first by time, also across a whole second, and by id within a millisecond', () => {
+  // As the daemon writes them: a whole second has no fraction.
+  const items = [
+    { id: '01a20d94-d378-7151-a590-7c8e01d164ca', at: '2026-11-24T12:43:07Z' },
+    { id: '01a20d94-d37d-757b-add7-6cea0523cf99', at: '2026-11-24T12:43:07.005Z' },
+    { id: '01a20d94-cf8f-7000-8000-000000000001', at: '2026-11-24T12:43:05.999Z' },
+    { id: '01a20d94-d37d-757b-add7-6cea0523cfaa', at: '2026-11-24T12:43:07.005Z' },
+  ];
+  assert.deepEqual([...items].sort(newestFirst).map((i) => i.id), [
+    '01a20d94-d37d-757b-add7-6cea0523cfaa',
+    '01a20d94-d37d-757b-add7-6cea0523cf99',
+    '01a20d94-d378-7151-a590-7c8e01d164ca',
+    '01a20d94-cf8f-7000-8000-000000000001',
+  ]);
 });

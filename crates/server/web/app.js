@@ -5,7 +5,7 @@
 
 import { api, enc, session } from './api.js';
 import { EventFollower } from './stream.js';
-import { h, countdown } from './dom.js';
+import { h, countdown, newestFirst } from './dom.js';
 import { actionCard, grantRequestCard, renderGrants, renderHistory, renderAction } from './views.js';
 
 const $ = (id) => document.getElementById(id);
@@ -175,11 +175,10 @@ function renderQueue() {
     list = h('div', { id: 'queue', class: 'queue' });
     root.replaceChildren(h('h1', {}, 'Waiting for you'), list);
   }
-  // Newest first: ids are UUIDv7, so they sort by creation time.
   const items = [
     ...[...state.actions.values()].map((a) => ({ id: a.id, at: a.created_at, a })),
     ...[...state.requests.values()].map((r) => ({ id: r.id, at: r.created_at, r })),
-  ].sort((x, y) => (x.at < y.at ? 1 : x.at > y.at ? -1 : 0));
+  ].sort(newestFirst);
   const existing = new Map([...list.querySelectorAll(':scope > .card')].map((el) => [el.dataset.id, el]));
   const want = new Set(items.map((i) => i.id));
   for (const [id, el] of existing) if (!want.has(id)) el.remove();

@@ -56,6 +56,18 @@ export function countdown(iso, now = Date.now()) {
   return ms >= 0 ? `in ${parts.join(' ')}` : `${parts.join(' ')} ago`;
 }
 
+/**
+ * Orders `{id, at}` items newest first. `at` is RFC 3339 text, compared as
+ * a time: the daemon writes a whole second without a fraction ("…:07Z"),
+ * which as text sorts after "…:07.005Z". Within one millisecond the id
+ * decides (UUIDv7 ids sort by creation).
+ */
+export function newestFirst(x, y) {
+  const d = Date.parse(y.at) - Date.parse(x.at);
+  if (d) return d;
+  return x.id < y.id ? 1 : x.id > y.id ? -1 : 0;
+}
+
 /** A local, readable time. */
 export function when(iso) {
   if (!iso) return '—';
