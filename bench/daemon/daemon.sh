@@ -1,6 +1,6 @@
-# Sourced by the daemon's load scripts (run.sh, compare.sh, threads.sh, idle.sh): a
-# daemon on a free loopback port, the keys to load it with, and the
-# machine's idle time.
+# Sourced by the daemon's load scripts (run.sh, compare.sh, threads.sh, idle.sh): the
+# build to load, a daemon on a free loopback port, the keys to load it with,
+# and the machine's idle time.
 
 # bench_daemon WORK DURABILITY BIN LOG [VAR=value...]: starts BIN (an
 # absolute path) from WORK, away from config/actiongate.toml, so that every
@@ -39,3 +39,25 @@ bench_key() {
 # jiffies: the machine's idle and all jiffies so far (idle + iowait; user to
 # steal), from /proc/stat.
 jiffies() { awk '/^cpu / {print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
+
+# bench_bin: BIN if set, else the release build of this tree (built if
+# needed); run from the repository's root.
+bench_bin() {
+  if [ -z "${BIN:-}" ]; then
+    cargo build --quiet --release -p actiongate
+    BIN="$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)/actiongate"
+  fi
+}
+
+# bench_routes WORK: bench_daemon with durability $DURABILITY and BIN, its
+# output dropped; sets LOAD, oha's arguments for $CONNECTIONS connections
+# posting $BODY with the agent's key (the URL to follow), and warms up
+# POST /v1/check and POST /v1/actions for a second each.
+bench_routes() {
+  bench_daemon "$1" "$DURABILITY" "$BIN" /dev/null
+  LOAD=(-c "$CONNECTIONS" --no-tui -m POST -H "authorization: Bearer $AGENT" -H 'content-type: application/json' -d "$BODY")
+  local path
+  for path in /v1/check /v1/actions; do
+    oha -z 1s "${LOAD[@]}" "$BASE$path" >/dev/null
+  done
+}

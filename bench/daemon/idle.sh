@@ -26,22 +26,15 @@ BODY='{"tool":"bash","detail":"cargo test --workspace"}'
 for tool in oha perf python3; do
   command -v "$tool" >/dev/null || { echo "$tool not found" >&2; exit 1; }
 done
-if [ -z "$BIN" ]; then
-  cargo build --quiet --release -p actiongate
-  BIN="$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)/actiongate"
-fi
+bench_bin
 
 WORK=$(mktemp -d)
 PID=
 trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT
-bench_daemon "$WORK" "$DURABILITY" "$BIN" /dev/null
-common=(-c "$CONNECTIONS" --no-tui -m POST -H "authorization: Bearer $AGENT" -H 'content-type: application/json' -d "$BODY")
-for path in /v1/check /v1/actions; do
-  oha -z 1s "${common[@]}" "$BASE$path" >/dev/null
-done
+bench_routes "$WORK"
 
 for path in /v1/check /v1/actions; do
-  oha -z 4s --output-format json "${common[@]}" "$BASE$path" >"$WORK/oha.json" &
+  oha -z 4s --output-format json "${LOAD[@]}" "$BASE$path" >"$WORK/oha.json" &
   load=$!
   sleep 1
   for t in /proc/"$PID"/task/*; do

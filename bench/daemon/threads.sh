@@ -27,19 +27,12 @@ CONNECTIONS=${CONNECTIONS:-64}
 REQUESTS=${REQUESTS:-60000}
 BODY='{"tool":"bash","detail":"cargo test --workspace"}'
 command -v oha >/dev/null || { echo "oha not found: cargo install oha --locked" >&2; exit 1; }
-if [ -z "$BIN" ]; then
-  cargo build --quiet --release -p actiongate
-  BIN="$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)/actiongate"
-fi
+bench_bin
 
 WORK=$(mktemp -d)
 PID=
 trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT
-bench_daemon "$WORK" "$DURABILITY" "$BIN" /dev/null
-common=(-c "$CONNECTIONS" --no-tui -m POST -H "authorization: Bearer $AGENT" -H 'content-type: application/json' -d "$BODY")
-for path in /v1/check /v1/actions; do
-  oha -z 1s "${common[@]}" "$BASE$path" >/dev/null
-done
+bench_routes "$WORK"
 
 # "tid name cpu-ticks" for every thread of the daemon.
 threads() {
@@ -55,7 +48,7 @@ for path in /v1/check /v1/actions; do
 subprocess.run(sys.argv[2:], stdout=open(sys.argv[1], "w"), check=True)
 r = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(r.ru_utime, r.ru_stime)' "$WORK/oha.json" \
-    oha -n "$REQUESTS" --output-format json "${common[@]}" "$BASE$path" >"$WORK/oha.time"
+    oha -n "$REQUESTS" --output-format json "${LOAD[@]}" "$BASE$path" >"$WORK/oha.time"
   machine_after=$(jiffies)
   threads >"$WORK/after"
   python3 - "$path" "$WORK" "$REQUESTS" $machine_before $machine_after <<'PY'
