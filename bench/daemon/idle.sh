@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Why the machine idles under load: who had been woken and was waiting for a
-# CPU while a CPU sat idle, for POST /v1/check and POST /v1/actions.
+# CPU while a CPU sat idle, and what it waited behind, for POST /v1/check
+# and POST /v1/actions.
 #
 #   bench/daemon/idle.sh [BIN]
 #
@@ -37,9 +38,16 @@ for path in /v1/check /v1/actions; do
   oha -z 4s --output-format json "${LOAD[@]}" "$BASE$path" >"$WORK/oha.json" &
   load=$!
   sleep 1
+  # The runtime starts its workers (one a CPU) before anything else, so
+  # the runtime's threads after them are its blocking pool: the writer,
+  # the only thing the daemon runs there. sqlx runs a thread per SQLite
+  # connection, the background checkpoint's among them.
   for t in /proc/"$PID"/task/*; do
     echo "$(basename "$t") $(cat "$t/comm")"
-  done >"$WORK/tids"
+  done | sort -n | awk -v cpus="$(nproc)" '
+    $2 == "tokio-rt-worker" { $2 = (++n <= cpus) ? "runtime worker" : "writer" }
+    $2 == "sqlx-sqlite-wor" { $2 = "sqlx connection" }
+    { print }' >"$WORK/tids"
   before=$(jiffies)
   perf record -q -m 4096 -a -e sched:sched_switch -e sched:sched_wakeup -o "$WORK/sched.data" -- sleep "$WINDOW" >/dev/null 2>&1
   after=$(jiffies)
