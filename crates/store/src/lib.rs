@@ -15,6 +15,7 @@ mod actions;
 mod agents;
 pub mod audit;
 mod checkpoint;
+pub mod cpus;
 mod create;
 mod direct;
 mod dispatch;
@@ -118,6 +119,10 @@ pub struct StoreOptions {
     /// means fewer stalls under sustained load and a larger WAL file (it is
     /// reused, not shrunk: 4 KiB a frame).
     pub wal_restart_frames: i64,
+    /// The CPU the writer's thread runs on, alone among the daemon's
+    /// threads when they were kept off it ([`cpus::keep_off`]); `None`
+    /// leaves it to the kernel. Linux only.
+    pub writer_cpu: Option<usize>,
 }
 
 impl Default for StoreOptions {
@@ -130,6 +135,7 @@ impl Default for StoreOptions {
             event_buffer: 8192,
             // 40 MiB of WAL at most; SQLite's own threshold is 1,000.
             wal_restart_frames: 10_000,
+            writer_cpu: None,
         }
     }
 }
@@ -231,6 +237,7 @@ impl Store {
             direct,
             publish,
             checkpoints,
+            opts.writer_cpu,
         );
         Ok(Store {
             writer,

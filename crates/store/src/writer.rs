@@ -148,6 +148,7 @@ impl Writer {
         direct: Option<Direct>,
         after_commit: Publisher,
         checkpoints: Arc<Checkpoints>,
+        cpu: Option<usize>,
     ) -> (Writer, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(4096);
         let (stop_tx, stop_rx) = oneshot::channel();
@@ -164,7 +165,15 @@ impl Writer {
         // would stall a runtime worker and every task queued on it.
         let runtime = tokio::runtime::Handle::current();
         let handle = tokio::task::spawn_blocking(move || {
-            runtime.block_on(run(conn, direct, inbox, after_commit, counts, checkpoints))
+            // The runtime's blocking pool keeps the thread afterwards: it
+            // gets its CPUs back when the writer ends.
+            let pinned = cpu.and_then(pin_to);
+            runtime.block_on(run(conn, direct, inbox, after_commit, counts, checkpoints));
+            if let Some(before) = pinned
+                && let Err(e) = crate::cpus::restrict(&before)
+            {
+                tracing::warn!(error = %e, "the writer's thread kept its CPU");
+            }
         });
         (Writer { tx, stats }, stop_tx, handle)
     }
@@ -250,6 +259,22 @@ impl Writer {
             .await
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+/// Pins the calling thread to `cpu`; the CPUs it had, or `None` (and a
+/// warning) when it could not. A writer off its CPU still writes.
+fn pin_to(cpu: usize) -> Option<Vec<usize>> {
+    let pinned = crate::cpus::allowed().and_then(|before| {
+        crate::cpus::restrict(&[cpu])?;
+        Ok(before)
+    });
+    match pinned {
+        Ok(before) => Some(before),
+        Err(e) => {
+            tracing::warn!(error = %e, cpu, "cannot pin the writer to its CPU");
+            None
+        }
     }
 }
 
