@@ -511,3 +511,112 @@ fn without_subscriptions_an_action_costs_one_commit() {
     });
     d.terminate();
 }
+
+/// The CPUs of a `Cpus_allowed_list:` line in a /proc status file ("0-3,6").
+fn allowed_cpus(status: &str) -> Vec<usize> {
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    let mut cpus = Vec::new();
+    for part in list.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => cpus.extend(a.parse::<usize>().unwrap()..=b.parse().unwrap()),
+            None => cpus.push(part.parse().unwrap()),
+        }
+    }
+    cpus
+}
+
+#[test]
+fn writer_cpu_gives_the_writer_a_cpu_no_other_thread_uses() {
+    let mine = allowed_cpus(&std::fs::read_to_string("/proc/self/status").unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    // A CPU the daemon may not use, or its only one: a one-line error, and
+    // no daemon.
+    let outside = mine.last().unwrap() + 1;
+    let mut refused = vec![(outside, "is not one this process may run on")];
+    if mine.len() == 1 {
+        refused.push((mine[0], "is the only one this process may run on"));
+    }
+    for (cpu, says) in refused {
+        let out = Command::new(binary("actiongate"))
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(dir.path())
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", free_port()))
+            .env("ACTIONGATE_STORAGE__WRITER_CPU", cpu.to_string())
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("storage.writer_cpu = {cpu}: CPU {cpu} {says}")),
+            "{err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    if mine.len() == 1 {
+        return;
+    }
+
+    let cpu = *mine.last().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        &[("ACTIONGATE_STORAGE__WRITER_CPU", &cpu.to_string())],
+    );
+    let admin = std::fs::read_to_string(dir.path().join("admin.key"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = client();
+    let base = d.base.clone();
+    rt.block_on(async {
+        // New actions go through the writer, on its CPU.
+        let agent = agent_key(&client, &base, &admin, "a1", "open").await;
+        for _ in 0..5 {
+            let (s, a) = call(
+                &client,
+                reqwest::Method::POST,
+                format!("{base}/v1/actions"),
+                &agent,
+                Some(json!({"tool": "bash", "detail": "make"})),
+            )
+            .await;
+            assert_eq!(s, 201, "{a}");
+            assert_eq!(a["status"], "approved");
+        }
+    });
+    // One thread, the writer (a thread of the runtime's), runs on `cpu`
+    // alone; every other thread of the daemon stays off it.
+    let tasks = format!("/proc/{}/task", d.child.id());
+    let mut on_cpu = Vec::new();
+    let mut runtime_threads = 0;
+    for task in std::fs::read_dir(&tasks).unwrap() {
+        let task = task.unwrap().path();
+        let name = std::fs::read_to_string(task.join("comm")).unwrap();
+        let cpus = allowed_cpus(&std::fs::read_to_string(task.join("status")).unwrap());
+        if cpus == [cpu] {
+            on_cpu.push(name.trim().to_owned());
+        } else {
+            runtime_threads += usize::from(name.trim() == "tokio-rt-worker");
+            assert!(
+                !cpus.contains(&cpu),
+                "{} ({name:?}) may run on CPU {cpu}: {cpus:?}",
+                task.display()
+            );
+        }
+    }
+    assert_eq!(on_cpu, ["tokio-rt-worker"], "threads on CPU {cpu} alone");
+    // As many runtime workers as without the setting: one a CPU the daemon
+    // may use, the writer's included (it moves threads, not their number).
+    assert!(
+        runtime_threads >= mine.len(),
+        "{runtime_threads} runtime workers for {} CPUs",
+        mine.len()
+    );
+    d.terminate();
+}

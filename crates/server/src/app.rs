@@ -66,6 +66,7 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
         batch_max: settings.storage.batch_max,
         commit_delay: settings.storage.commit_delay()?,
         read_connections: settings.storage.read_connections,
+        writer_cpu: settings.storage.writer_cpu,
         ..StoreOptions::default()
     };
     Store::open(&settings.database_path(), opts)

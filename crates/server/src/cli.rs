@@ -128,10 +128,29 @@ fn init_logging(settings: &Settings) {
 /// Runs the command line; the process exit code.
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    // As many runtime workers as CPUs, counted before `serve_settings` may
+    // take one for the writer: it moves the threads, not their number.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // `serve` reads its settings before the runtime starts its threads: with
+    // `storage.writer_cpu` they start off the writer's CPU.
+    let serve = match &cli.command {
+        Command::Serve(_) => match serve_settings(&cli) {
+            Ok(settings) => Some(settings),
+            Err(e) => {
+                eprintln!("actiongate: {e:#}");
+                return std::process::ExitCode::from(1);
+            }
+        },
+        _ => None,
+    };
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if serve
+        .as_ref()
+        .is_some_and(|s| s.storage.writer_cpu.is_some())
     {
+        builder.worker_threads(cpus);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("actiongate: cannot start the runtime: {e}");
@@ -142,7 +161,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Client(cmd) => return runtime.block_on(crate::client::run(cmd)),
         command => Cli { command, ..cli },
     };
-    match runtime.block_on(run(cli)) {
+    match runtime.block_on(run(cli, serve)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("actiongate: {e:#}");
@@ -151,7 +170,8 @@ pub fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+/// The settings given by flags.
+fn flag_overrides(cli: &Cli) -> FlagOverrides {
     let mut flags = FlagOverrides {
         data_dir: cli.data_dir.clone(),
         ..FlagOverrides::default()
@@ -160,14 +180,40 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         flags.listen = args.listen;
         flags.log_format = args.log_format;
     }
+    flags
+}
+
+/// `serve`'s settings. With `storage.writer_cpu`, this thread (which starts
+/// every other, and they inherit it) is kept off the writer's CPU.
+fn serve_settings(cli: &Cli) -> anyhow::Result<Settings> {
+    let settings = Settings::load(cli.config.as_deref(), &flag_overrides(cli))?;
+    if let Some(cpu) = settings.storage.writer_cpu {
+        actiongate_store::cpus::keep_off(cpu)
+            .map_err(|e| anyhow::anyhow!("storage.writer_cpu = {cpu}: {e}"))?;
+    }
+    Ok(settings)
+}
+
+/// `serve` comes with its settings ([`serve_settings`]).
+async fn run(cli: Cli, serve: Option<Settings>) -> anyhow::Result<()> {
+    let flags = flag_overrides(&cli);
     match cli.command {
         Command::Openapi => {
             print!("{}", crate::openapi::document_json());
             Ok(())
         }
         Command::Serve(_) => {
-            let settings = Settings::load(cli.config.as_deref(), &flags)?;
+            let settings = match serve {
+                Some(settings) => settings,
+                None => serve_settings(&cli)?,
+            };
             init_logging(&settings);
+            if let Some(cpu) = settings.storage.writer_cpu {
+                let others = actiongate_store::cpus::allowed()
+                    .map(|c| actiongate_store::cpus::list(&c))
+                    .unwrap_or_default();
+                tracing::info!(cpu, others, "the writer has a CPU to itself");
+            }
             let listener = tokio::net::TcpListener::bind(settings.listen)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", settings.listen))?;

@@ -173,6 +173,10 @@ pub struct StorageSettings {
     pub commit_delay: String,
     /// Read-only connections.
     pub read_connections: u32,
+    /// A CPU for the writer alone: the writer's thread runs on it and every
+    /// other thread of `serve` stays off it (Linux). Unset: the kernel
+    /// places every thread.
+    pub writer_cpu: Option<usize>,
 }
 
 impl StorageSettings {
@@ -248,6 +252,7 @@ impl Default for StorageSettings {
             batch_max: 128,
             commit_delay: "200us".to_owned(),
             read_connections: 4,
+            writer_cpu: None,
         }
     }
 }
