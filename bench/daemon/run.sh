@@ -18,7 +18,8 @@
 # Needs: oha (cargo install oha --locked), python3. Environment:
 # DURATION (default 10s, whole seconds), WINDOWS (5), CONNECTIONS (64),
 # ROUNDS (1), DURABILITIES ("normal full"), LONGPOLLS (1000), IDLE (10000),
-# CARGO_TARGET_DIR, BIN.
+# CARGO_TARGET_DIR, BIN, SETTINGS (the daemon's settings as environment
+# variables, space-separated, e.g. "ACTIONGATE_STORAGE__WRITER_CPU=1").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=bench/daemon/daemon.sh
@@ -81,6 +82,7 @@ trap 'stop_daemon; rm -rf "$WORK"' EXIT
   echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "binary: $BIN"
+  echo "settings: ${SETTINGS:-defaults}"
   echo "oha: $(oha --version)"
 } | tee "$OUT/machine.txt"
 
@@ -90,7 +92,8 @@ trap 'stop_daemon; rm -rf "$WORK"' EXIT
 start_daemon() {
   local durability=$1
   rm -rf "$WORK/data"
-  bench_daemon "$WORK" "$durability" "$BIN" "$OUT/daemon-$durability.log"
+  # shellcheck disable=SC2086 # one word a setting
+  bench_daemon "$WORK" "$durability" "$BIN" "$OUT/daemon-$durability.log" ${SETTINGS:-}
   ASKER=$(bench_key '{"role":"agent","agent":"asker"}')
   OPERATOR=$(bench_key '{"role":"operator"}')
   bench_api PUT /v1/agents/asker '{"profile":"guarded"}' >/dev/null
