@@ -49,12 +49,14 @@ bench_bin() {
   fi
 }
 
-# bench_routes WORK: bench_daemon with durability $DURABILITY and BIN, its
-# output dropped; sets LOAD, oha's arguments for $CONNECTIONS connections
+# bench_routes WORK: bench_daemon with durability $DURABILITY, BIN and the
+# settings in $SETTINGS (VAR=value, space-separated), its output dropped;
+# sets LOAD, oha's arguments for $CONNECTIONS connections
 # posting $BODY with the agent's key (the URL to follow), and warms up
 # POST /v1/check and POST /v1/actions for a second each.
 bench_routes() {
-  bench_daemon "$1" "$DURABILITY" "$BIN" /dev/null
+  # shellcheck disable=SC2086 # one word a setting
+  bench_daemon "$1" "$DURABILITY" "$BIN" /dev/null ${SETTINGS:-}
   LOAD=(-c "$CONNECTIONS" --no-tui -m POST -H "authorization: Bearer $AGENT" -H 'content-type: application/json' -d "$BODY")
   local path
   for path in /v1/check /v1/actions; do

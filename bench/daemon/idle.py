@@ -22,6 +22,7 @@ from collections import defaultdict
 
 LINE = re.compile(r"^\s*.+?\s+\d+/\d+\s+\[(\d+)\]\s+([\d.]+):\s+sched:(\w+):\s+(.*)$")
 SWITCH = re.compile(r"prev_pid=(\d+) .*prev_state=(\S+) ==> next_comm=(.*) next_pid=(\d+)")
+STALE = 0.02
 WAKEUP = re.compile(r"comm=(.*) pid=(\d+) .*target_cpu=(\d+)")
 
 
@@ -51,7 +52,9 @@ def main():
     for t, cpu, kind, rest in events:
         idle_cpus = sum(1 for tid, _ in running.values() if tid == "0")
         idle += (t - last) * idle_cpus
-        if woken:
+        # A wakeup whose switch the trace lost would count forever: a wait
+        # over 20 ms is taken for one.
+        if idle_cpus and any(t - since < STALE for since, _, _ in woken.values()):
             with_woken += (t - last) * idle_cpus
         last = t
         if kind == "sched_switch":

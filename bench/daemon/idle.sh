@@ -6,7 +6,8 @@
 #   bench/daemon/idle.sh [BIN]
 #
 # Starts BIN (default: the release build of this tree, built if needed)
-# with a fresh data dir and durability $DURABILITY (normal) and an agent
+# with a fresh data dir, durability $DURABILITY (normal), the daemon's
+# settings in $SETTINGS (VAR=value, space-separated; none) and an agent
 # with profile `open`; for each route runs oha with $CONNECTIONS (64)
 # connections for 4 s and, from its second second, records the scheduler's
 # switch and wakeup events on every CPU for $WINDOW (0.5) seconds with

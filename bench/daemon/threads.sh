@@ -5,7 +5,8 @@
 #   bench/daemon/threads.sh [BIN]
 #
 # Starts BIN (default: the release build of this tree, built if needed)
-# with a fresh data dir and durability $DURABILITY (normal), an agent with
+# with a fresh data dir, durability $DURABILITY (normal), the daemon's
+# settings in $SETTINGS (VAR=value, space-separated; none) and an agent with
 # profile `open`, warms both routes up for 1 s, then for each route runs
 # oha with $CONNECTIONS (64) connections for $REQUESTS (60000) requests and
 # prints, per request: the CPU time (user + system, from
