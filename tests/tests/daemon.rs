@@ -135,6 +135,29 @@ async fn agent_key(
     k["key"].as_str().unwrap().to_owned()
 }
 
+/// The first admin key, as the daemon wrote it into `data`.
+fn admin_key(data: &Path) -> String {
+    std::fs::read_to_string(data.join("admin.key"))
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+/// `POST /v1/actions` of `bash: make` as `agent`: the new action, answered
+/// 201.
+async fn make(client: &reqwest::Client, base: &str, agent: &str) -> Value {
+    let (s, a) = call(
+        client,
+        reqwest::Method::POST,
+        format!("{base}/v1/actions"),
+        agent,
+        Some(json!({"tool": "bash", "detail": "make"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{a}");
+    a
+}
+
 fn cli(data: &Path, args: &[&str]) -> std::process::Output {
     Command::new(binary("actiongate"))
         .arg("--data-dir")
@@ -267,10 +290,7 @@ fn keys_commands_work_against_the_data_dir() {
 fn kill_9_loses_no_acknowledged_request_and_overdue_actions_expire_on_restart() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(dir.path(), &[]);
-    let admin = std::fs::read_to_string(dir.path().join("admin.key"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let admin = admin_key(dir.path());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = client();
     let base = d.base.clone();
@@ -384,10 +404,7 @@ fn settings_layer_defaults_file_env_and_flags() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let admin = std::fs::read_to_string(dir.path().join("admin.key"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let admin = admin_key(dir.path());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = client();
     rt.block_on(async {
@@ -465,10 +482,7 @@ fn metric(text: &str, name: &str) -> f64 {
 fn without_subscriptions_an_action_costs_one_commit() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(dir.path(), &[]);
-    let admin = std::fs::read_to_string(dir.path().join("admin.key"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let admin = admin_key(dir.path());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = client();
     let base = d.base.clone();
@@ -488,16 +502,7 @@ fn without_subscriptions_an_action_costs_one_commit() {
         let agent = agent_key(&client, &base, &admin, "a1", "guarded").await;
         let before = commits().await;
         for _ in 0..20 {
-            let (s, a) = call(
-                &client,
-                reqwest::Method::POST,
-                format!("{base}/v1/actions"),
-                &agent,
-                Some(json!({"tool": "bash", "detail": "make"})),
-            )
-            .await;
-            assert_eq!(s, 201);
-            assert_eq!(a["status"], "pending");
+            assert_eq!(make(&client, &base, &agent).await["status"], "pending");
         }
         let after = commits().await;
         // One each. Filling an empty webhook outbox after every commit, and
@@ -567,10 +572,7 @@ fn writer_cpu_gives_the_writer_a_cpu_no_other_thread_uses() {
         dir.path(),
         &[("ACTIONGATE_STORAGE__WRITER_CPU", &cpu.to_string())],
     );
-    let admin = std::fs::read_to_string(dir.path().join("admin.key"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let admin = admin_key(dir.path());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = client();
     let base = d.base.clone();
@@ -578,16 +580,7 @@ fn writer_cpu_gives_the_writer_a_cpu_no_other_thread_uses() {
         // New actions go through the writer, on its CPU.
         let agent = agent_key(&client, &base, &admin, "a1", "open").await;
         for _ in 0..5 {
-            let (s, a) = call(
-                &client,
-                reqwest::Method::POST,
-                format!("{base}/v1/actions"),
-                &agent,
-                Some(json!({"tool": "bash", "detail": "make"})),
-            )
-            .await;
-            assert_eq!(s, 201, "{a}");
-            assert_eq!(a["status"], "approved");
+            assert_eq!(make(&client, &base, &agent).await["status"], "approved");
         }
     });
     // One thread, the writer (a thread of the runtime's), runs on `cpu`
