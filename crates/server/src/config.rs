@@ -169,8 +169,9 @@ pub struct StorageSettings {
     /// Most writes that share one commit.
     pub batch_max: usize,
     /// How long the writer waits for more writes to join a commit when
-    /// several arrived together, e.g. `200us`; `0s` commits at once.
-    pub commit_delay: String,
+    /// several arrived together, e.g. `200us`; `0s` commits at once. Unset:
+    /// [`StorageSettings::commit_delay`] picks it by durability.
+    pub commit_delay: Option<String>,
     /// Read-only connections.
     pub read_connections: u32,
     /// A CPU for the writer alone: the writer's thread runs on it and every
@@ -180,18 +181,25 @@ pub struct StorageSettings {
 }
 
 impl StorageSettings {
-    /// [`StorageSettings::commit_delay`], at most 100ms.
+    /// [`StorageSettings::commit_delay`], at most 100ms. Unset, it is none
+    /// with `full` durability, where the writes that arrive while a commit
+    /// waits for its fsync make the next batch anyway (a wait on top of
+    /// that only idles the machine: BENCHMARKS.md, tenth session), and
+    /// 200us with `normal`, whose commits return at once.
     pub fn commit_delay(&self) -> anyhow::Result<Duration> {
-        let d = match self.commit_delay.trim() {
+        let Some(text) = &self.commit_delay else {
+            return Ok(match self.durability {
+                Durability::Full => Duration::ZERO,
+                Durability::Normal => Duration::from_micros(200),
+            });
+        };
+        let d = match text.trim() {
             "0" | "0s" | "0ms" | "0us" => Duration::ZERO,
             other => actiongate_policy::parse_duration(other)
                 .map_err(|e| anyhow::anyhow!("storage.commit_delay: {e}"))?,
         };
         if d > Duration::from_millis(100) {
-            anyhow::bail!(
-                "storage.commit_delay: at most 100ms (got {})",
-                self.commit_delay
-            );
+            anyhow::bail!("storage.commit_delay: at most 100ms (got {text})");
         }
         Ok(d)
     }
@@ -250,7 +258,7 @@ impl Default for StorageSettings {
         StorageSettings {
             durability: Durability::Full,
             batch_max: 128,
-            commit_delay: "200us".to_owned(),
+            commit_delay: None,
             read_connections: 4,
             writer_cpu: None,
         }
@@ -358,5 +366,42 @@ impl Settings {
     /// Path of the SQLite database file.
     pub fn database_path(&self) -> PathBuf {
         self.data_dir.join("actiongate.db")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn commit_delay_defaults_by_durability_and_a_given_one_wins() {
+        let storage = |durability, commit_delay: Option<&str>| StorageSettings {
+            durability,
+            commit_delay: commit_delay.map(str::to_owned),
+            ..StorageSettings::default()
+        };
+        let delay = |s: StorageSettings| s.commit_delay().unwrap();
+        assert_eq!(delay(storage(Durability::Full, None)), Duration::ZERO);
+        assert_eq!(
+            delay(storage(Durability::Normal, None)),
+            Duration::from_micros(200)
+        );
+        assert_eq!(
+            delay(storage(Durability::Full, Some("300us"))),
+            Duration::from_micros(300)
+        );
+        assert_eq!(
+            delay(storage(Durability::Normal, Some("0s"))),
+            Duration::ZERO
+        );
+        let err = storage(Durability::Full, Some("1s"))
+            .commit_delay()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "storage.commit_delay: at most 100ms (got 1s)"
+        );
     }
 }
