@@ -510,7 +510,9 @@ async fn checkpoints_keep_the_wal_from_growing_without_bound() {
     // The writer does no automatic checkpoints, and under writes that never
     // pause the background copy never catches up with the end of the WAL:
     // without the writer's catch-up these 6,000 actions leave a WAL that only
-    // grows (25 MB when last measured; 5.3-5.6 MB with it).
+    // grows (24 MB when last measured; 5-9 MB with it, depending on how many
+    // frames a busy machine appends between a background copy, which comes
+    // at most every 50 ms, and the writer's catch-up).
     let mut tasks = Vec::new();
     for _ in 0..32 {
         let store = store.clone();
@@ -534,7 +536,7 @@ async fn checkpoints_keep_the_wal_from_growing_without_bound() {
     let events = store.events_after(0, None, 7000).await.unwrap();
     assert_eq!(events.len(), 6000 / 32 * 32);
     assert!(
-        largest < 8 << 20,
+        largest < 12 << 20,
         "the WAL reached {largest} bytes: it is not being reused"
     );
 }
