@@ -1,6 +1,6 @@
-# Sourced by the daemon's load scripts (run.sh, compare.sh, threads.sh, idle.sh): the
-# build to load, a daemon on a free loopback port, the keys to load it with,
-# and the machine's idle time.
+# Sourced by the daemon's load scripts (run.sh, compare.sh, threads.sh,
+# idle.sh): the build to load, a daemon on a free loopback port, the keys to
+# load it with, and the machine's idle time.
 
 # bench_daemon WORK DURABILITY BIN LOG [VAR=value...]: starts BIN (an
 # absolute path) from WORK, away from config/actiongate.toml, so that every
@@ -51,9 +51,9 @@ bench_bin() {
 
 # bench_routes WORK: bench_daemon with durability $DURABILITY, BIN and the
 # settings in $SETTINGS (VAR=value, space-separated), its output dropped;
-# sets LOAD, oha's arguments for $CONNECTIONS connections
-# posting $BODY with the agent's key (the URL to follow), and warms up
-# POST /v1/check and POST /v1/actions for a second each.
+# sets LOAD, oha's arguments for $CONNECTIONS connections posting $BODY with
+# the agent's key (the URL to follow), and warms up POST /v1/check and
+# POST /v1/actions for a second each.
 bench_routes() {
   # shellcheck disable=SC2086 # one word a setting
   bench_daemon "$1" "$DURABILITY" "$BIN" /dev/null ${SETTINGS:-}
