@@ -181,17 +181,11 @@ pub struct StorageSettings {
 }
 
 impl StorageSettings {
-    /// [`StorageSettings::commit_delay`], at most 100ms. Unset, it is none
-    /// with `full` durability, where the writes that arrive while a commit
-    /// waits for its fsync make the next batch anyway (a wait on top of
-    /// that only idles the machine: BENCHMARKS.md, tenth session), and
-    /// 200us with `normal`, whose commits return at once.
+    /// [`StorageSettings::commit_delay`], at most 100ms; unset, the one
+    /// that suits the durability ([`Durability::commit_delay`]).
     pub fn commit_delay(&self) -> anyhow::Result<Duration> {
         let Some(text) = &self.commit_delay else {
-            return Ok(match self.durability {
-                Durability::Full => Duration::ZERO,
-                Durability::Normal => Duration::from_micros(200),
-            });
+            return Ok(self.durability.commit_delay());
         };
         let d = match text.trim() {
             "0" | "0s" | "0ms" | "0us" => Duration::ZERO,

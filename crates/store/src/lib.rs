@@ -99,6 +99,20 @@ pub enum Durability {
     Normal,
 }
 
+impl Durability {
+    /// The group-commit wait ([`StoreOptions::commit_delay`]) that suits it:
+    /// none with `Full`, where the writes that arrive while a commit waits
+    /// for its fsync make the next batch anyway (a wait on top only idles
+    /// the machine: BENCHMARKS.md, tenth session), and 200us with `Normal`,
+    /// whose commits return at once.
+    pub fn commit_delay(self) -> Duration {
+        match self {
+            Durability::Full => Duration::ZERO,
+            Durability::Normal => Duration::from_micros(200),
+        }
+    }
+}
+
 /// Options for opening a store.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
@@ -130,7 +144,7 @@ impl Default for StoreOptions {
         StoreOptions {
             durability: Durability::Full,
             batch_max: 128,
-            commit_delay: Duration::from_micros(200),
+            commit_delay: Durability::Full.commit_delay(),
             read_connections: 4,
             event_buffer: 8192,
             // 40 MiB of WAL at most; SQLite's own threshold is 1,000.
