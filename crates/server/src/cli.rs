@@ -161,7 +161,11 @@ pub fn main() -> std::process::ExitCode {
         Command::Client(cmd) => return runtime.block_on(crate::client::run(cmd)),
         command => Cli { command, ..cli },
     };
-    match runtime.block_on(run(cli, serve)) {
+    let done = match serve {
+        Some(settings) => runtime.block_on(serve_daemon(settings)),
+        None => runtime.block_on(run(cli)),
+    };
+    match done {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("actiongate: {e:#}");
@@ -194,33 +198,31 @@ fn serve_settings(cli: &Cli) -> anyhow::Result<Settings> {
     Ok(settings)
 }
 
-/// `serve` comes with its settings ([`serve_settings`]).
-async fn run(cli: Cli, serve: Option<Settings>) -> anyhow::Result<()> {
+/// `serve`, with its settings ([`serve_settings`]).
+async fn serve_daemon(settings: Settings) -> anyhow::Result<()> {
+    init_logging(&settings);
+    if let Some(cpu) = settings.storage.writer_cpu {
+        let others = actiongate_store::cpus::allowed()
+            .map(|c| actiongate_store::cpus::list(&c))
+            .unwrap_or_default();
+        tracing::info!(cpu, others, "the writer has a CPU to itself");
+    }
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", settings.listen))?;
+    let shutdown = CancellationToken::new();
+    crate::app::cancel_on_signals(shutdown.clone());
+    crate::app::run(settings, listener, shutdown).await
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     let flags = flag_overrides(&cli);
     match cli.command {
         Command::Openapi => {
             print!("{}", crate::openapi::document_json());
             Ok(())
         }
-        Command::Serve(_) => {
-            let settings = match serve {
-                Some(settings) => settings,
-                None => serve_settings(&cli)?,
-            };
-            init_logging(&settings);
-            if let Some(cpu) = settings.storage.writer_cpu {
-                let others = actiongate_store::cpus::allowed()
-                    .map(|c| actiongate_store::cpus::list(&c))
-                    .unwrap_or_default();
-                tracing::info!(cpu, others, "the writer has a CPU to itself");
-            }
-            let listener = tokio::net::TcpListener::bind(settings.listen)
-                .await
-                .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", settings.listen))?;
-            let shutdown = CancellationToken::new();
-            crate::app::cancel_on_signals(shutdown.clone());
-            crate::app::run(settings, listener, shutdown).await
-        }
+        Command::Serve(_) => anyhow::bail!("serve runs through serve_daemon"),
         Command::Migrate => {
             let settings = Settings::load(cli.config.as_deref(), &flags)?;
             std::fs::create_dir_all(&settings.data_dir)?;
