@@ -24,9 +24,6 @@ ROUNDS=${1:?rounds}
 shift
 [ $# -gt 0 ] || { echo "usage: $0 ROUNDS BIN[,VAR=value...] [BIN[,VAR=value...]...]" >&2; exit 2; }
 SECONDS_EACH=${SECONDS_EACH:-4}
-CONNECTIONS=${CONNECTIONS:-64}
-DURABILITY=${DURABILITY:-normal}
-BODY='{"tool":"bash","detail":"cargo test --workspace"}'
 command -v oha >/dev/null || { echo "oha not found: cargo install oha --locked" >&2; exit 1; }
 RESULTS=$(mktemp)
 trap 'rm -f "$RESULTS"' EXIT

@@ -2,6 +2,12 @@
 # idle.sh): the build to load, a daemon on a free loopback port, the keys to
 # load it with, and the machine's idle time.
 
+# What every load posts, with how many connections, and the durability of
+# a single daemon (run.sh takes each of $DURABILITIES instead).
+BODY='{"tool":"bash","detail":"cargo test --workspace"}'
+CONNECTIONS=${CONNECTIONS:-64}
+DURABILITY=${DURABILITY:-normal}
+
 # bench_daemon WORK DURABILITY BIN LOG [VAR=value...]: starts BIN (an
 # absolute path) from WORK, away from config/actiongate.toml, so that every
 # build runs on its own built-in defaults plus the VAR=value settings given,

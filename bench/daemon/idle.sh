@@ -21,10 +21,7 @@ cd "$(dirname "$0")/../.."
 # shellcheck source=bench/daemon/daemon.sh
 . bench/daemon/daemon.sh
 
-DURABILITY=${DURABILITY:-normal}
-CONNECTIONS=${CONNECTIONS:-64}
 WINDOW=${WINDOW:-0.5}
-BODY='{"tool":"bash","detail":"cargo test --workspace"}'
 for tool in oha perf python3; do
   command -v "$tool" >/dev/null || { echo "$tool not found" >&2; exit 1; }
 done

@@ -33,7 +33,6 @@ if ! [[ "$SECONDS_EACH" =~ ^[0-9]+$ && "$WINDOWS" =~ ^[0-9]+$ ]] || ((WINDOWS < 
   exit 1
 fi
 WINDOW="$((SECONDS_EACH / WINDOWS))s"
-CONNECTIONS=${CONNECTIONS:-64}
 ROUNDS=${ROUNDS:-1}
 DURABILITIES=${DURABILITIES:-normal full}
 LONGPOLLS=${LONGPOLLS:-1000}
@@ -98,8 +97,6 @@ start_daemon() {
   OPERATOR=$(bench_key '{"role":"operator"}')
   bench_api PUT /v1/agents/asker '{"profile":"guarded"}' >/dev/null
 }
-
-BODY='{"tool":"bash","detail":"cargo test --workspace"}'
 
 # The three loads: name, method, path.
 LOADS=("whoami GET /v1/whoami" "check POST /v1/check" "actions POST /v1/actions")

@@ -23,10 +23,7 @@ cd "$(dirname "$0")/../.."
 # shellcheck source=bench/daemon/daemon.sh
 . bench/daemon/daemon.sh
 
-DURABILITY=${DURABILITY:-normal}
-CONNECTIONS=${CONNECTIONS:-64}
 REQUESTS=${REQUESTS:-60000}
-BODY='{"tool":"bash","detail":"cargo test --workspace"}'
 command -v oha >/dev/null || { echo "oha not found: cargo install oha --locked" >&2; exit 1; }
 bench_bin
 
