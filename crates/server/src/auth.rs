@@ -104,6 +104,42 @@ impl Caller {
     }
 }
 
+/// A caller whose key has at least the operator role. As an extractor it
+/// answers 403 before the request's path or body is looked at, so a key
+/// without the role learns nothing from how its request was malformed.
+#[derive(Debug, Clone)]
+pub struct Operator(pub Caller);
+
+/// A caller whose key has the admin role (see [`Operator`]).
+#[derive(Debug, Clone)]
+pub struct Admin(pub Caller);
+
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.require(Role::Operator)?;
+        Ok(Operator(caller))
+    }
+}
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.require(Role::Admin)?;
+        Ok(Admin(caller))
+    }
+}
+
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 

@@ -1158,6 +1158,87 @@ async fn role_matrix() {
     app.stop().await;
 }
 
+/// A key without the role an endpoint needs gets 403 whatever else its
+/// request says: a malformed body, the wrong content type or unknown fields
+/// are not looked at first (the answer would tell it about the endpoint).
+#[tokio::test]
+async fn the_role_is_checked_before_the_body() {
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
+    let (_, pending) = app.request("bash", "make").await;
+    let id = pending["id"].as_str().unwrap().to_owned();
+    // (method, path, keys that lack the role).
+    let operator_only = [app.agent.clone()];
+    let admin_only = [app.agent.clone(), app.operator.clone()];
+    let cases: Vec<(Method, String, &[String])> = vec![
+        (
+            Method::POST,
+            format!("/v1/actions/{id}/approve"),
+            &operator_only,
+        ),
+        (
+            Method::POST,
+            format!("/v1/actions/{id}/deny"),
+            &operator_only,
+        ),
+        (
+            Method::POST,
+            format!("/v1/actions/{id}/reply"),
+            &operator_only,
+        ),
+        (Method::POST, "/v1/grants".into(), &operator_only),
+        (
+            Method::POST,
+            "/v1/grant-requests/grq_x/approve".into(),
+            &operator_only,
+        ),
+        (Method::POST, "/v1/keys".into(), &admin_only),
+        (Method::PUT, "/v1/agents/a9".into(), &admin_only),
+        (Method::POST, "/v1/handlers".into(), &admin_only),
+        (Method::PUT, "/v1/handlers/h9".into(), &admin_only),
+        (Method::POST, "/v1/subscriptions".into(), &admin_only),
+    ];
+    let bodies: [(&str, &str); 3] = [
+        ("application/json", "{bad"),
+        ("text/plain", "hello"),
+        ("application/json", r#"{"role":"admin","bogus":1}"#),
+    ];
+    let mut failures = Vec::new();
+    for (method, path, keys) in &cases {
+        for key in keys.iter() {
+            for (content_type, body) in bodies {
+                let resp = app
+                    .client
+                    .request(method.clone(), format!("{}{path}", app.base))
+                    .bearer_auth(key)
+                    .header("content-type", content_type)
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                if resp.status() != StatusCode::FORBIDDEN {
+                    failures.push(format!(
+                        "{method} {path} ({content_type} {body}) as {}: {}",
+                        &key[..8],
+                        resp.status()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Nothing was changed on the way: the action is still pending.
+    let (_, now) = app
+        .call(
+            Method::GET,
+            &format!("/v1/actions/{id}"),
+            Some(&app.operator),
+            None,
+        )
+        .await;
+    assert_eq!(now["status"], "pending");
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn request_id_is_echoed_and_metrics_are_exposed() {
     let app = TestApp::spawn().await;

@@ -17,7 +17,7 @@ use actiongate_store::{
     NewAction, NewGrant, Outcome, Role, Transition,
 };
 
-use crate::auth::Caller;
+use crate::auth::{Caller, Operator};
 use crate::decide::{NeededPermission, decide_tool, validate_tool};
 use crate::dispatcher::Slot;
 use crate::error::{
@@ -734,7 +734,7 @@ fn optional<T: Default>(body: Option<ApiJson<T>>) -> T {
 )]
 pub async fn approve(
     State(state): State<AppState>,
-    caller: Caller,
+    Operator(caller): Operator,
     ApiPath(id): ApiPath<String>,
     body: Option<ApiJson<ApproveBody>>,
 ) -> ApiResult<axum::Json<Action>> {
@@ -843,7 +843,7 @@ async fn approve_and_remember(
 )]
 pub async fn deny(
     State(state): State<AppState>,
-    caller: Caller,
+    Operator(caller): Operator,
     ApiPath(id): ApiPath<String>,
     body: Option<ApiJson<DenyBody>>,
 ) -> ApiResult<axum::Json<Action>> {
@@ -876,11 +876,10 @@ pub async fn deny(
 )]
 pub async fn reply(
     State(state): State<AppState>,
-    caller: Caller,
+    Operator(caller): Operator,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ReplyBody>,
 ) -> ApiResult<axum::Json<Action>> {
-    caller.require(Role::Operator)?;
     check_len("text", Some(&body.text), MAX_REPLY)?;
     let to = match policy::parse_reply(&body.text) {
         Some(policy::Reply::Approve) => ActionStatus::Approved,

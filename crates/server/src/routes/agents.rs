@@ -11,9 +11,9 @@ use utoipa::openapi::schema::{
 };
 
 use actiongate_policy::{ListKind, Profile, ProfileError, ProfileSpec};
-use actiongate_store::{Agent, Role};
+use actiongate_store::Agent;
 
-use crate::auth::Caller;
+use crate::auth::Admin;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiResult, Problem};
 use crate::routes::actions::check_len;
 use crate::state::AppState;
@@ -150,11 +150,10 @@ pub fn compile_profile(json: &serde_json::Value) -> Result<Profile, ApiError> {
 )]
 pub async fn put_agent(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<PutAgent>,
 ) -> ApiResult<(StatusCode, axum::Json<Agent>)> {
-    caller.require(Role::Admin)?;
     validate_agent_id(&id)?;
     check_len("name", body.name.as_deref(), 256)?;
     let profile = match body.profile {
@@ -190,10 +189,9 @@ pub async fn put_agent(
 )]
 pub async fn get_agent(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<Agent>> {
-    caller.require(Role::Admin)?;
     state
         .store()
         .get_agent(&id)
@@ -214,8 +212,7 @@ pub async fn get_agent(
 )]
 pub async fn list_agents(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
 ) -> ApiResult<axum::Json<Vec<Agent>>> {
-    caller.require(Role::Admin)?;
     Ok(axum::Json(state.store().list_agents().await?))
 }

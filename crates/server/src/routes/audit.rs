@@ -11,10 +11,8 @@ use futures::TryStreamExt;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use actiongate_store::Role;
-
 use crate::audit::{Range, export};
-use crate::auth::Caller;
+use crate::auth::Operator;
 use crate::error::{ApiError, ApiQuery, ApiResult, Problem};
 use crate::state::AppState;
 
@@ -59,10 +57,9 @@ pub struct AuditQuery {
 )]
 pub async fn audit_export(
     State(state): State<AppState>,
-    caller: Caller,
+    Operator(_caller): Operator,
     ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> ApiResult<Response> {
-    caller.require(Role::Operator)?;
     if q.format.as_deref().is_some_and(|f| f != "jsonl") {
         return Err(ApiError::invalid("format", "the only format is jsonl"));
     }

@@ -13,10 +13,10 @@ use utoipa::{IntoParams, ToSchema};
 
 use actiongate_policy as policy;
 use actiongate_store::{
-    GrantRequest, GrantRequestStatus, NewGrant, NewGrantRequest, NewGrantTarget, Role,
+    GrantRequest, GrantRequestStatus, NewGrant, NewGrantRequest, NewGrantTarget,
 };
 
-use crate::auth::Caller;
+use crate::auth::{Caller, Operator};
 use crate::error::{ApiError, ApiJson, ApiQuery, ApiResult, Problem};
 use crate::routes::actions::WaitQuery;
 use crate::routes::grants::{new_grant_id, parse_expires, permission_target};
@@ -242,11 +242,10 @@ pub struct ApproveRequest {
 )]
 pub async fn approve_request(
     State(state): State<AppState>,
-    caller: Caller,
+    Operator(caller): Operator,
     Path(id): Path<String>,
     body: Option<ApiJson<ApproveRequest>>,
 ) -> ApiResult<axum::Json<GrantRequest>> {
-    caller.require(Role::Operator)?;
     let body = body.map(|b| b.0).unwrap_or_default();
     let r = visible(&state, &caller, &id).await?;
     let scope = match body.scope {
@@ -326,11 +325,10 @@ pub struct DenyRequest {
 )]
 pub async fn deny_request(
     State(state): State<AppState>,
-    caller: Caller,
+    Operator(caller): Operator,
     Path(id): Path<String>,
     body: Option<ApiJson<DenyRequest>>,
 ) -> ApiResult<axum::Json<GrantRequest>> {
-    caller.require(Role::Operator)?;
     let body = body.map(|b| b.0).unwrap_or_default();
     if body.reason.as_ref().is_some_and(|r| r.len() > 4096) {
         return Err(ApiError::invalid("reason", "at most 4096 bytes"));

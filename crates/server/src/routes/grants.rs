@@ -11,9 +11,9 @@ use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 
 use actiongate_policy as policy;
-use actiongate_store::{GrantFilter, GrantRecord, NewGrant, NewGrantTarget, Role};
+use actiongate_store::{GrantFilter, GrantRecord, NewGrant, NewGrantTarget};
 
-use crate::auth::Caller;
+use crate::auth::{Caller, Operator};
 use crate::decide::validate_tool;
 use crate::error::{ApiError, ApiJson, ApiQuery, ApiResult, Problem};
 use crate::routes::agents::validate_agent_id;
@@ -201,10 +201,9 @@ pub struct CreatedGrant {
 )]
 pub async fn create_grant(
     State(state): State<AppState>,
-    caller: Caller,
+    Operator(caller): Operator,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<(StatusCode, axum::Json<CreatedGrant>)> {
-    caller.require(Role::Operator)?;
     let (agent, expires, note, target) = match CreateGrant::from_json(body)? {
         CreateGrant::Permission(g) => {
             let target =
@@ -269,10 +268,9 @@ pub struct GrantQuery {
 )]
 pub async fn list_grants(
     State(state): State<AppState>,
-    caller: Caller,
+    Operator(_caller): Operator,
     ApiQuery(q): ApiQuery<GrantQuery>,
 ) -> ApiResult<axum::Json<Vec<GrantRecord>>> {
-    caller.require(Role::Operator)?;
     let f = GrantFilter {
         active: q.active,
         agent: q.agent,
@@ -295,10 +293,9 @@ pub async fn list_grants(
 )]
 pub async fn get_grant(
     State(state): State<AppState>,
-    caller: Caller,
+    Operator(_caller): Operator,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<GrantRecord>> {
-    caller.require(Role::Operator)?;
     Ok(axum::Json(state.store().get_grant(&id).await?))
 }
 
@@ -316,10 +313,9 @@ pub async fn get_grant(
 )]
 pub async fn revoke_grant(
     State(state): State<AppState>,
-    caller: Caller,
+    Operator(_caller): Operator,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<GrantRecord>> {
-    caller.require(Role::Operator)?;
     Ok(axum::Json(state.store().revoke_grant(&id).await?))
 }
 

@@ -11,9 +11,9 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use actiongate_store::{HandlerRecord, NewHandler, Role};
+use actiongate_store::{HandlerRecord, NewHandler};
 
-use crate::auth::Caller;
+use crate::auth::Admin;
 use crate::error::{ApiError, ApiJson, ApiQuery, ApiResult, Problem};
 use crate::handler_spec::{self, ActionDecl, HandlerRegistration, PermissionDecl};
 use crate::state::AppState;
@@ -123,10 +123,9 @@ fn new_handler(reg: &HandlerRegistration) -> Result<NewHandler, ApiError> {
 )]
 pub async fn create_handler(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
     ApiJson(reg): ApiJson<HandlerRegistration>,
 ) -> ApiResult<(StatusCode, axum::Json<RegisteredHandler>)> {
-    caller.require(Role::Admin)?;
     let new = new_handler(&reg)?;
     let secret = new_secret();
     let record = state.store().create_handler(new, secret.clone()).await?;
@@ -156,11 +155,10 @@ pub async fn create_handler(
 )]
 pub async fn replace_handler(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
     Path(id): Path<String>,
     ApiJson(reg): ApiJson<HandlerRegistration>,
 ) -> ApiResult<axum::Json<HandlerView>> {
-    caller.require(Role::Admin)?;
     if reg.id != id {
         return Err(ApiError::invalid(
             "id",
@@ -204,10 +202,9 @@ pub struct HandlerQuery {
 )]
 pub async fn list_handlers(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
     ApiQuery(q): ApiQuery<HandlerQuery>,
 ) -> ApiResult<axum::Json<Vec<HandlerView>>> {
-    caller.require(Role::Admin)?;
     let records = state
         .store()
         .list_handlers(q.include_retired.unwrap_or(false))
@@ -231,10 +228,9 @@ pub async fn list_handlers(
 )]
 pub async fn get_handler(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<HandlerView>> {
-    caller.require(Role::Admin)?;
     Ok(axum::Json(view(&state.store().get_handler(&id).await?)?))
 }
 
@@ -252,10 +248,9 @@ pub async fn get_handler(
 )]
 pub async fn retire_handler(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<HandlerView>> {
-    caller.require(Role::Admin)?;
     let record = state.store().retire_handler(&id).await?;
     state.forget_handler(&id);
     Ok(axum::Json(view(&record)?))
@@ -284,10 +279,9 @@ pub struct RotatedSecret {
 )]
 pub async fn rotate_secret(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<RotatedSecret>> {
-    caller.require(Role::Admin)?;
     let grace = state.dispatch().secret_grace;
     let until = Utc::now() + chrono::Duration::from_std(grace).unwrap_or_default();
     let secret = new_secret();

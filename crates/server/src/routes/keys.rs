@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 
 use actiongate_store::{ApiKey, Role};
 
-use crate::auth::{Caller, issue_key};
+use crate::auth::{Admin, issue_key};
 use crate::error::{ApiError, ApiJson, ApiPath, ApiResult, Problem};
 use crate::routes::agents::validate_agent_id;
 use crate::state::AppState;
@@ -95,10 +95,9 @@ pub fn validate_new_key(
 )]
 pub async fn create_key(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
     ApiJson(body): ApiJson<CreateKey>,
 ) -> ApiResult<(StatusCode, axum::Json<CreatedKey>)> {
-    caller.require(Role::Admin)?;
     validate_new_key(body.role, body.agent.as_deref(), body.name.as_deref())?;
     let issued = issue_key(body.role, body.agent, body.name);
     let stored = state.store().create_key(issued.record).await?;
@@ -127,9 +126,8 @@ pub async fn create_key(
 )]
 pub async fn list_keys(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
 ) -> ApiResult<axum::Json<Vec<ApiKey>>> {
-    caller.require(Role::Admin)?;
     Ok(axum::Json(state.store().list_keys().await?))
 }
 
@@ -147,10 +145,9 @@ pub async fn list_keys(
 )]
 pub async fn revoke_key(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<ApiKey>> {
-    caller.require(Role::Admin)?;
     let key = state.store().revoke_key(&id).await?;
     state.forget_key(&key.id);
     Ok(axum::Json(key))

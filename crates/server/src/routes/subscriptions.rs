@@ -9,9 +9,9 @@ use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use actiongate_store::{Delivery, DeliveryStatus, NewSubscription, Role, StoreError, Subscription};
+use actiongate_store::{Delivery, DeliveryStatus, NewSubscription, StoreError, Subscription};
 
-use crate::auth::Caller;
+use crate::auth::Admin;
 use crate::error::{ApiError, ApiJson, ApiQuery, ApiResult, Problem};
 use crate::routes::events::parse_types;
 use crate::state::AppState;
@@ -105,10 +105,9 @@ fn validate(body: &CreateSubscription) -> Result<(), ApiError> {
 )]
 pub async fn create_subscription(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
     ApiJson(body): ApiJson<CreateSubscription>,
 ) -> ApiResult<Response> {
-    caller.require(Role::Admin)?;
     validate(&body)?;
     let secret = webhook::new_secret();
     let types = body
@@ -148,9 +147,8 @@ pub async fn create_subscription(
 )]
 pub async fn list_subscriptions(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
 ) -> ApiResult<axum::Json<Vec<Subscription>>> {
-    caller.require(Role::Admin)?;
     Ok(axum::Json(state.store().list_subscriptions().await?))
 }
 
@@ -175,10 +173,9 @@ fn not_found(id: &str) -> impl FnOnce(StoreError) -> ApiError + '_ {
 )]
 pub async fn get_subscription(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Subscription>> {
-    caller.require(Role::Admin)?;
     let sub = state
         .store()
         .get_subscription(&id)
@@ -201,10 +198,9 @@ pub async fn get_subscription(
 )]
 pub async fn delete_subscription(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    caller.require(Role::Admin)?;
     state
         .store()
         .delete_subscription(&id)
@@ -251,11 +247,10 @@ pub struct DeliveryPage {
 )]
 pub async fn list_deliveries(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(_caller): Admin,
     Path(id): Path<String>,
     ApiQuery(q): ApiQuery<DeliveriesQuery>,
 ) -> ApiResult<axum::Json<DeliveryPage>> {
-    caller.require(Role::Admin)?;
     let limit = q.limit.unwrap_or(50);
     if !(1..=200).contains(&limit) {
         return Err(ApiError::invalid("limit", "must be 1-200"));
