@@ -286,6 +286,127 @@ fn keys_commands_work_against_the_data_dir() {
     assert!(!out.status.success());
 }
 
+/// The mode bits of `path` that say who may use it.
+#[cfg(unix)]
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// The database holds webhook secrets and every agent's actions, so a data
+/// dir the daemon makes, and the database files in it, are its owner's alone.
+#[cfg(unix)]
+#[test]
+fn the_data_dir_and_the_database_are_private() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("nested").join("data");
+    let d = Daemon::start(&data, &[]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = client();
+    rt.block_on(async {
+        let agent = agent_key(&client, &d.base, &admin_key(&data), "a1", "open").await;
+        make(&client, &d.base, &agent).await;
+    });
+    assert_eq!(mode(&data), 0o700);
+    assert_eq!(mode(&dir.path().join("nested")), 0o700);
+    for file in [
+        "actiongate.db",
+        "actiongate.db-wal",
+        "actiongate.db-shm",
+        "admin.key",
+    ] {
+        assert_eq!(mode(&data.join(file)), 0o600, "{file}");
+    }
+    // `migrate` on a new data dir makes it the same way.
+    let other = dir.path().join("other");
+    let out = cli(&other, &["migrate"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(mode(&other), 0o700);
+    assert_eq!(mode(&other.join("actiongate.db")), 0o600);
+}
+
+/// Reading or revoking keys, or exporting the audit log, of a data dir with
+/// no database is a mistake (a mistyped path): a one-line error, and no
+/// empty database left behind.
+#[test]
+fn commands_that_read_the_database_refuse_a_data_dir_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("typo");
+    for args in [
+        &["keys", "list"][..],
+        &["keys", "revoke", "key_0000000000000000"],
+        &["audit", "export"],
+    ] {
+        let out = cli(&typo, args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("no database"), "{args:?}: {err}");
+        assert!(!typo.join("actiongate.db").exists(), "{args:?}");
+    }
+}
+
+/// A daemon always has an admin: keys made with the CLI before the first
+/// start (for agents only) or every admin key revoked, the next start makes
+/// one, prints it once and writes it to `admin.key`.
+#[test]
+fn a_start_with_no_active_admin_key_makes_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cli(
+        dir.path(),
+        &["keys", "create", "--role", "agent", "--agent", "bot"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = Daemon::start(dir.path(), &[]);
+    let first = admin_key(dir.path());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = client();
+    let keys_url = format!("{}/v1/keys", d.base);
+    let (s, keys) = rt.block_on(call(&client, reqwest::Method::GET, keys_url, &first, None));
+    assert_eq!(s, 200, "{keys}");
+    let admin_id = keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["role"] == "admin")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, _) = rt.block_on(call(
+        &client,
+        reqwest::Method::DELETE,
+        format!("{}/v1/keys/{admin_id}", d.base),
+        &first,
+        None,
+    ));
+    assert_eq!(s, 200);
+    assert!(d.terminate().success());
+
+    let d = Daemon::start(dir.path(), &[]);
+    let second = admin_key(dir.path());
+    assert_ne!(first, second);
+    let keys_url = format!("{}/v1/keys", d.base);
+    let (s, _) = rt.block_on(call(
+        &client,
+        reqwest::Method::GET,
+        keys_url.clone(),
+        &second,
+        None,
+    ));
+    assert_eq!(s, 200);
+    let (s, _) = rt.block_on(call(&client, reqwest::Method::GET, keys_url, &first, None));
+    assert_eq!(s, 401);
+}
+
 #[test]
 fn kill_9_loses_no_acknowledged_request_and_overdue_actions_expire_on_restart() {
     let dir = tempfile::tempdir().unwrap();

@@ -55,12 +55,8 @@ pub fn router(state: AppState) -> Router {
 
 /// Opens the store of `settings` (creating the data dir), applying migrations.
 pub async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
-    std::fs::create_dir_all(&settings.data_dir).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot create data dir {}: {e}",
-            settings.data_dir.display()
-        )
-    })?;
+    create_data_dir(&settings.data_dir)?;
+    warn_if_others_read(&settings.database_path());
     let opts = StoreOptions {
         durability: settings.storage.durability,
         batch_max: settings.storage.batch_max,
@@ -79,17 +75,52 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
         })
 }
 
-/// On first start (no keys at all) creates an admin key, prints it once on
-/// stderr and writes it to `<data-dir>/admin.key` with mode 0600.
+/// Creates `dir` (and its parents) if missing, for its owner alone: it
+/// holds the database and the admin key. An existing one is left as it is.
+pub fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder
+        .create(dir)
+        .map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", dir.display()))
+}
+
+/// Warns when the database at `path` exists and other users may read it
+/// (made by an older version, or by hand): it holds webhook secrets.
+fn warn_if_others_read(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            tracing::warn!(
+                path = %path.display(),
+                mode = format!("{:o}", meta.permissions().mode() & 0o777),
+                "the database is readable by other users and holds webhook secrets; chmod 600 it"
+            );
+        }
+    }
+}
+
+/// When no admin key is active (the first start, also after keys for agents
+/// were made with the CLI, or once every admin key was revoked) creates one,
+/// prints it once on stderr and writes it to `<data-dir>/admin.key` with
+/// mode 0600: a daemon nobody can administer is of no use.
 pub async fn ensure_admin_key(store: &Store, data_dir: &Path) -> anyhow::Result<()> {
-    if store.key_count().await? > 0 {
+    if store.active_admin_keys().await? > 0 {
         return Ok(());
     }
     let issued = issue_key(Role::Admin, None, Some("first admin key".to_owned()));
     store.create_key(issued.record).await?;
     let path = data_dir.join("admin.key");
     eprintln!(
-        "actiongate: created the first admin key (shown once; also in {}):",
+        "actiongate: no admin key was active; created one (shown once; also in {}):",
         path.display()
     );
     eprintln!("{}", issued.secret);

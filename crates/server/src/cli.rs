@@ -225,7 +225,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(_) => anyhow::bail!("serve runs through serve_daemon"),
         Command::Migrate => {
             let settings = Settings::load(cli.config.as_deref(), &flags)?;
-            std::fs::create_dir_all(&settings.data_dir)?;
+            crate::app::create_data_dir(&settings.data_dir)?;
             let n = actiongate_store::migrate(&settings.database_path()).await?;
             println!(
                 "database {} is at migration {n}",
@@ -240,6 +240,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Audit(AuditCommand::Verify { file }) => audit_verify(&file),
         Command::Audit(AuditCommand::Export { since, until, out }) => {
             let settings = Settings::load(cli.config.as_deref(), &flags)?;
+            existing_database(&settings)?;
             let store = crate::app::open_store(&settings).await?;
             let range = crate::audit::Range { since, until };
             let result = audit_export(&store, range, out.as_deref()).await;
@@ -247,6 +248,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             result
         }
         Command::Client(_) => anyhow::bail!("client commands run through crate::client::run"),
+    }
+}
+
+/// Fails unless the database of `settings` exists.
+fn existing_database(settings: &Settings) -> anyhow::Result<()> {
+    let path = settings.database_path();
+    if path.exists() {
+        Ok(())
+    } else {
+        anyhow::bail!(
+            "no database at {}: check --data-dir, or start `actiongate serve` there first",
+            path.display()
+        )
     }
 }
 
@@ -291,6 +305,12 @@ fn audit_verify(file: &std::path::Path) -> anyhow::Result<()> {
 }
 
 async fn keys(settings: &Settings, cmd: KeysCommand) -> anyhow::Result<()> {
+    // Issuing a key may come before the first start; reading or revoking
+    // keys of a database that is not there is a mistyped data dir, which
+    // must not leave an empty database behind.
+    if !matches!(cmd, KeysCommand::Create { .. }) {
+        existing_database(settings)?;
+    }
     let store = crate::app::open_store(settings).await?;
     let result = keys_on(&store, cmd).await;
     store.close().await;

@@ -108,10 +108,12 @@ impl Store {
             .await
     }
 
-    /// How many keys exist, revoked or not.
-    pub async fn key_count(&self) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM api_keys")
-            .fetch_one(&self.read)
-            .await?)
+    /// How many admin keys are not revoked.
+    pub async fn active_admin_keys(&self) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT COUNT(*) FROM api_keys WHERE role = 'admin' AND revoked_at IS NULL",
+        )
+        .fetch_one(&self.read)
+        .await?)
     }
 }

@@ -181,6 +181,7 @@ impl Store {
     /// Opens (creating if needed) the database file at `path`, applies
     /// pending migrations and starts the writer.
     pub async fn open(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
+        create_private(path)?;
         let base = SqliteConnectOptions::from_str("sqlite://")?
             .filename(path)
             .journal_mode(SqliteJournalMode::Wal)
@@ -315,6 +316,7 @@ impl Store {
 /// Applies pending migrations to the database at `path` and returns how many
 /// migrations the schema now has.
 pub async fn migrate(path: &Path) -> Result<usize, StoreError> {
+    create_private(path)?;
     let mut conn = SqliteConnectOptions::from_str("sqlite://")?
         .filename(path)
         .journal_mode(SqliteJournalMode::Wal)
@@ -323,4 +325,22 @@ pub async fn migrate(path: &Path) -> Result<usize, StoreError> {
         .await?;
     MIGRATOR.run_direct(None, &mut conn, false).await?;
     Ok(MIGRATOR.iter().count())
+}
+
+/// Creates the database file at `path`, empty and readable by its owner
+/// alone, unless it exists. It holds webhook secrets and every agent's
+/// actions; SQLite gives its `-wal` and `-shm` files the same mode.
+fn create_private(path: &Path) -> Result<(), StoreError> {
+    let mut file = std::fs::OpenOptions::new();
+    file.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        file.mode(0o600);
+    }
+    match file.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(StoreError::Backend(sqlx::Error::Io(e))),
+    }
 }
