@@ -407,6 +407,57 @@ fn a_start_with_no_active_admin_key_makes_one() {
     assert_eq!(s, 401);
 }
 
+/// A key revoked with the CLI, behind the daemon's back, no longer holds
+/// an event stream open: the stream asks at its heartbeats.
+#[test]
+fn a_key_revoked_with_the_cli_loses_its_open_stream_by_the_next_heartbeat() {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[("ACTIONGATE_EVENTS__HEARTBEAT", "1s")]);
+    let admin = admin_key(dir.path());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = client();
+    let (s, created) = rt.block_on(call(
+        &client,
+        reqwest::Method::POST,
+        format!("{}/v1/keys", d.base),
+        &admin,
+        Some(json!({"role": "operator"})),
+    ));
+    assert_eq!(s, 201, "{created}");
+    let key = created["key"].as_str().unwrap().to_owned();
+    let mut body = rt.block_on(async {
+        let resp = client
+            .get(format!("{}/v1/events", d.base))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        resp.bytes_stream()
+    });
+    let out = cli(
+        dir.path(),
+        &["keys", "revoke", created["id"].as_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ended = rt.block_on(async {
+        let until = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            match tokio::time::timeout_at(until, body.next()).await {
+                Ok(Some(Ok(_))) => continue,
+                Ok(None) | Ok(Some(Err(_))) => break true,
+                Err(_) => break false,
+            }
+        }
+    });
+    assert!(ended, "the stream of a revoked key stayed open");
+}
+
 #[test]
 fn kill_9_loses_no_acknowledged_request_and_overdue_actions_expire_on_restart() {
     let dir = tempfile::tempdir().unwrap();

@@ -8,7 +8,8 @@ use base64::Engine;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
-use actiongate_store::{NewKey, Role};
+use actiongate_store::{NewKey, Role, Store};
+use tokio::sync::watch;
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -137,6 +138,48 @@ impl FromRequestParts<AppState> for Admin {
         let caller = Caller::from_request_parts(parts, state).await?;
         caller.require(Role::Admin)?;
         Ok(Admin(caller))
+    }
+}
+
+/// Tells what a key holds open (an event stream) that the key was revoked.
+///
+/// A request is authorized once, when it arrives; a stream outlives that.
+/// Revocations through the API are announced at once ([`KeyGuard::changed`]);
+/// `actiongate keys revoke` on the data dir is not, so a stream also asks
+/// [`KeyGuard::active`] now and then (at its heartbeats).
+pub struct KeyGuard {
+    store: Store,
+    key_id: String,
+    revocations: watch::Receiver<u64>,
+}
+
+impl KeyGuard {
+    /// A guard for `key_id`, told of revocations by `revocations`.
+    pub fn new(store: Store, key_id: String, revocations: watch::Receiver<u64>) -> KeyGuard {
+        KeyGuard {
+            store,
+            key_id,
+            revocations,
+        }
+    }
+
+    /// Waits until some key was revoked through the API; `false` when no
+    /// more can be (the daemon is stopping). Cancel-safe.
+    pub async fn changed(&mut self) -> bool {
+        self.revocations.changed().await.is_ok()
+    }
+
+    /// Whether the key is still active. An error reading it counts as
+    /// revoked: the stream ends and the client, reconnecting, is asked for
+    /// its key again.
+    pub async fn active(&self) -> bool {
+        match self.store.key_active(&self.key_id).await {
+            Ok(active) => active,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot check a stream's key; closing the stream");
+                false
+            }
+        }
     }
 }
 

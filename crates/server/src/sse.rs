@@ -34,6 +34,8 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio_util::bytes::BytesMut;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::KeyGuard;
+
 /// Events read from the log per query while replaying.
 const REPLAY_PAGE: i64 = 500;
 /// Most bytes sent as one chunk when several live batches are ready.
@@ -327,6 +329,7 @@ pub fn log_stream(
     start: Start,
     timing: Timing,
     shutdown: CancellationToken,
+    mut key: KeyGuard,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> {
     async_stream::stream! {
         let _open = OpenGauge::new();
@@ -371,8 +374,17 @@ pub fn log_stream(
                 biased;
                 _ = &mut cancelled => return,
                 r = rx.recv() => r,
+                some = key.changed() => {
+                    if !some || !key.active().await {
+                        return;
+                    }
+                    continue;
+                }
                 due = heartbeat.tick() => {
                     if due {
+                        if !key.active().await {
+                            return;
+                        }
                         yield Ok(Bytes::from_static(HEARTBEAT));
                     }
                     continue;
@@ -473,6 +485,7 @@ pub fn action_stream(
     settled: bool,
     timing: Timing,
     shutdown: CancellationToken,
+    mut key: KeyGuard,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> {
     async_stream::stream! {
         let _open = OpenGauge::new();
@@ -499,8 +512,17 @@ pub fn action_stream(
                 biased;
                 _ = &mut cancelled => return,
                 r = rx.recv() => r,
+                some = key.changed() => {
+                    if !some || !key.active().await {
+                        return;
+                    }
+                    continue;
+                }
                 due = heartbeat.tick() => {
                     if due {
+                        if !key.active().await {
+                            return;
+                        }
                         yield Ok(Bytes::from_static(HEARTBEAT));
                     }
                     continue;

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use actiongate_policy::{Profile, ProfileSpec};
 use actiongate_store::{HandlerSecrets, Store, StoreError};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::Caller;
+use crate::auth::{Caller, KeyGuard};
 use crate::cache::{Cache, KEY_TTL};
 use crate::config::{Dispatch, Settings};
 use crate::dispatcher::Dispatcher;
@@ -51,6 +51,8 @@ struct Inner {
     dispatcher: Dispatcher,
     agent_profiles: Cache<Arc<Profile>>,
     keys: Cache<Caller>,
+    /// Bumped when a key is revoked through the API (see [`KeyGuard`]).
+    revocations: watch::Sender<u64>,
     waiters: Waiters,
     hub: Hub,
     deadlines_changed: Notify,
@@ -95,6 +97,7 @@ impl AppState {
             dispatcher,
             agent_profiles: Cache::new(None),
             keys: Cache::new(Some(KEY_TTL)),
+            revocations: watch::Sender::new(0),
             deadlines_changed: Notify::new(),
             metrics,
             shutdown,
@@ -171,9 +174,20 @@ impl AppState {
         self.0.agent_profiles.invalidate(|id, _| id == agent);
     }
 
-    /// Forgets key `key_id` after it was revoked.
+    /// Forgets key `key_id` after it was revoked, and tells the streams it
+    /// holds open.
     pub fn forget_key(&self, key_id: &str) {
         self.0.keys.invalidate(|_, caller| caller.key_id == key_id);
+        self.0.revocations.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// What ends a stream of `caller`'s once its key is revoked.
+    pub fn key_guard(&self, caller: &Caller) -> KeyGuard {
+        KeyGuard::new(
+            self.0.store.clone(),
+            caller.key_id.clone(),
+            self.0.revocations.subscribe(),
+        )
     }
 
     /// The compiled profile of `agent`: its own, or the configured default.

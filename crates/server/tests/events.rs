@@ -235,6 +235,77 @@ async fn agents_see_only_their_own_events_and_operators_see_all() {
     app.stop().await;
 }
 
+/// A stream is authorized when it opens; revoking its key ends it, so a
+/// revoked key sees nothing committed after.
+#[tokio::test]
+async fn revoking_a_key_ends_the_streams_it_holds_open() {
+    let app = TestApp::spawn().await;
+    let issue = |role: &'static str, agent: Option<&'static str>| {
+        let app = &app;
+        async move {
+            let (status, body) = app
+                .call(
+                    Method::POST,
+                    "/v1/keys",
+                    Some(&app.admin),
+                    Some(json!({"role": role, "agent": agent})),
+                )
+                .await;
+            assert_eq!(status, StatusCode::CREATED, "{body}");
+            (
+                body["id"].as_str().unwrap().to_owned(),
+                body["key"].as_str().unwrap().to_owned(),
+            )
+        }
+    };
+    let (op_id, op_key) = issue("operator", None).await;
+    let (agent_id, agent_key) = issue("agent", Some("agent-1")).await;
+    let pending = request_as(&app, &app.agent, "bash", "make").await;
+    let id = pending["id"].as_str().unwrap().to_owned();
+    let mut log = open(&app, &op_key, "/v1/events", None).await;
+    let mut one = open(&app, &agent_key, &format!("/v1/actions/{id}/events"), None).await;
+    let ev = next(&mut one, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(ev.event, "action.enqueued");
+    // A stream of a key that stays is not disturbed by another's revocation.
+    let mut kept = open(&app, &app.operator, "/v1/events", None).await;
+    for key_id in [&op_id, &agent_id] {
+        let (status, body) = app
+            .call(
+                Method::DELETE,
+                &format!("/v1/keys/{key_id}"),
+                Some(&app.admin),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    for (name, stream) in [("/v1/events", &mut log), ("action events", &mut one)] {
+        let end = tokio::time::timeout(Duration::from_secs(5), stream.next()).await;
+        assert!(matches!(end, Ok(None)), "{name}: the stream did not end");
+    }
+    let (status, _) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/approve"),
+            Some(&app.operator),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let ev = next(&mut kept, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(ev.event, "action.approved");
+    // Reconnecting with the revoked key is refused.
+    let resp = app
+        .client
+        .get(format!("{}/v1/events", app.base))
+        .bearer_auth(&op_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn type_filters_pick_events_and_unknown_types_are_rejected() {
     let app = TestApp::spawn().await;

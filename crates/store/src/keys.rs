@@ -108,6 +108,16 @@ impl Store {
             .await
     }
 
+    /// Whether key `id` exists and is not revoked.
+    pub async fn key_active(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM api_keys WHERE id = ? AND revoked_at IS NULL)",
+        )
+        .bind(id)
+        .fetch_one(&self.read)
+        .await?)
+    }
+
     /// How many admin keys are not revoked.
     pub async fn active_admin_keys(&self) -> Result<i64, StoreError> {
         Ok(sqlx::query_scalar(

@@ -164,6 +164,7 @@ pub async fn stream_events(
         start,
         timing,
         state.shutdown().clone(),
+        state.key_guard(&caller),
     )))
 }
 
@@ -206,6 +207,7 @@ pub async fn action_events(
         action.is_settled(),
         timing,
         state.shutdown().clone(),
+        state.key_guard(&caller),
     )))
 }
 
