@@ -114,7 +114,13 @@ pub fn decide(
     });
     let ctx = Context {
         profile,
-        grants,
+        // Tool grants are for decision-only actions; a handler action is
+        // allowed by a grant of its permission alone (`permission_grant`).
+        grants: if req.permission.is_some() {
+            &[]
+        } else {
+            grants
+        },
         permission_grant,
         agent: req.agent,
         tool: req.tool,

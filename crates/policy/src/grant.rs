@@ -159,7 +159,9 @@ impl Grant {
         match &self.target {
             GrantTarget::Permission { .. } => self.covers_permission(req),
             GrantTarget::Tool(pattern) => {
-                if pattern.tool() != req.tool {
+                // A handler action needs a permission grant: a tool grant
+                // whose tool happens to be named like the handler is none.
+                if req.permission.is_some() || pattern.tool() != req.tool {
                     return false;
                 }
                 if !DEFAULT_SHELL_TOOLS.contains(&req.tool) {

@@ -440,3 +440,39 @@ fn profile_patterns_judge_each_command_of_an_executor_command_line() {
     assert_eq!(judge("ls; rm -rf /"), Verdict::Deny);
     assert_eq!(judge("ls && cat x"), Verdict::Deny);
 }
+
+/// A decision-only tool grant for a tool named like a handler does not allow
+/// that handler's actions: they need a grant of their permission, scoped.
+#[test]
+fn a_tool_grant_never_allows_a_handler_action() {
+    let profile = get_preset("guarded").unwrap();
+    let tool_grant = Grant {
+        id: "g-tool".into(),
+        agent: None,
+        target: GrantTarget::Tool(ToolPattern::new("email", "send").unwrap()),
+        expires_at: None,
+        revoked_at: None,
+    };
+    let scope = obj(json!({"to": "evil@attacker.example"}));
+    let handler_req = email_request("a1", &scope);
+    assert!(!tool_grant.covers(&handler_req, now()));
+    let d = decide(
+        &profile,
+        std::slice::from_ref(&tool_grant),
+        &handler_req,
+        now(),
+    );
+    assert_ne!(d.verdict, Verdict::Allow, "{d:?}");
+    // The same grant still allows the decision-only action it was made for.
+    let plain = Request {
+        agent: "a1",
+        tool: "email",
+        detail: "send",
+        permission: None,
+    };
+    assert!(tool_grant.covers(&plain, now()));
+    assert_eq!(
+        decide(&profile, std::slice::from_ref(&tool_grant), &plain, now()).verdict,
+        Verdict::Allow
+    );
+}
