@@ -325,14 +325,19 @@ impl Settings {
         if min > max || default < min || default > max {
             anyhow::bail!("actions: need min_timeout <= default_timeout <= max_timeout");
         }
-        actiongate_policy::Profile::from_spec(serde_json::from_value(
-            self.policy.default_profile.clone(),
-        )?)
-        .map_err(|e| anyhow::anyhow!("policy.default_profile: {e}"))?;
+        self.default_profile()?;
         self.storage.commit_delay()?;
         self.events.check()?;
         self.webhooks.check()?;
         Ok(())
+    }
+
+    /// The profile of agents with none of their own, compiled.
+    pub fn default_profile(&self) -> anyhow::Result<actiongate_policy::Profile> {
+        actiongate_policy::Profile::from_spec(serde_json::from_value(
+            self.policy.default_profile.clone(),
+        )?)
+        .map_err(|e| anyhow::anyhow!("policy.default_profile: {e}"))
     }
 
     /// The configured time zone.

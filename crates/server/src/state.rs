@@ -70,8 +70,7 @@ impl AppState {
     ) -> anyhow::Result<AppState> {
         let tz = settings.time_zone()?;
         let (min_timeout, max_timeout, default_timeout) = settings.timeouts()?;
-        let spec: ProfileSpec = serde_json::from_value(settings.policy.default_profile.clone())?;
-        let default_profile = Arc::new(Profile::from_spec(spec)?);
+        let default_profile = Arc::new(settings.default_profile()?);
         let dispatch = settings.dispatch.parsed()?;
         let dispatcher = Dispatcher::new(dispatch.clone())?;
         Ok(AppState(Arc::new(Inner {

@@ -1239,6 +1239,52 @@ async fn the_role_is_checked_before_the_body() {
     app.stop().await;
 }
 
+/// A new grant approves the pending actions it covers only where it would
+/// allow them as new requests: a pattern the agent's profile now denies
+/// wins over it, as it does for every request.
+#[tokio::test]
+async fn a_new_grant_leaves_pending_what_the_profile_now_denies() {
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
+    let profile = |deny: Value| json!({"allow": [], "ask": ["tool:deploy:.*"], "deny": deny});
+    app.profile("agent-1", profile(json!([]))).await;
+    let (_, danger) = app.request("deploy", "prod").await;
+    let (_, safe) = app.request("deploy", "staging").await;
+    assert_eq!(danger["status"], "pending");
+    assert_eq!(safe["status"], "pending");
+    app.profile("agent-1", profile(json!(["tool:deploy:prod"])))
+        .await;
+    let (s, body) = app
+        .call(
+            Method::POST,
+            "/v1/grants",
+            Some(&app.operator),
+            Some(json!({"agent": "agent-1", "tool": "deploy", "pattern": ".*", "expires": "1h"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let status = |a: Value| {
+        let app = &app;
+        async move {
+            let id = a["id"].as_str().unwrap().to_owned();
+            let (_, now) = app
+                .call(
+                    Method::GET,
+                    &format!("/v1/actions/{id}"),
+                    Some(&app.operator),
+                    None,
+                )
+                .await;
+            now["status"].as_str().unwrap().to_owned()
+        }
+    };
+    assert_eq!(status(safe).await, "approved");
+    assert_eq!(status(danger).await, "pending");
+    // A new request for it is denied, grant or not.
+    let (_, again) = app.request("deploy", "prod").await;
+    assert_eq!(again["status"], "denied", "{again}");
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn request_id_is_echoed_and_metrics_are_exposed() {
     let app = TestApp::spawn().await;

@@ -428,7 +428,13 @@ pub(crate) async fn transition_on(
     for st in t.from {
         sep.push_bind(st.as_str());
     }
-    q.push(concat!(") RETURNING ", action_columns!()));
+    q.push(")");
+    // Past its deadline a pending action is expired, whether or not the
+    // sweeper has written that yet: nobody decides it any more.
+    q.push(" AND (status <> 'pending' OR deadline IS NULL OR deadline > ")
+        .push_bind(at)
+        .push(")");
+    q.push(concat!(" RETURNING ", action_columns!()));
     let row = q.build().fetch_optional(&mut *conn).await?;
     match row {
         Some(row) => {
@@ -438,7 +444,14 @@ pub(crate) async fn transition_on(
         }
         None => match get_on(conn, id).await? {
             Some(current) => Err(StoreError::WrongState {
-                current: current.status.to_string(),
+                current: if current.status == ActionStatus::Pending
+                    && current.deadline.is_some_and(|d| to_ms(d) <= at)
+                {
+                    // The sweeper, due now, writes the expiry.
+                    ActionStatus::Expired.to_string()
+                } else {
+                    current.status.to_string()
+                },
             }),
             None => Err(StoreError::NotFound),
         },

@@ -172,6 +172,7 @@ impl Store {
         grant: NewGrant,
     ) -> Result<(GrantRequest, GrantCreated), StoreError> {
         let id = id.to_owned();
+        let default_profile = self.default_profile.clone();
         self.writer
             .run(move |conn| {
                 Box::pin(async move {
@@ -186,7 +187,8 @@ impl Store {
                         Some(&grant_id),
                     )
                     .await?;
-                    let created = grants::create_on(conn, grant, None).await?;
+                    let created =
+                        grants::create_on(conn, grant, None, default_profile.as_deref()).await?;
                     let r = get_on(conn, &id).await?;
                     events::insert_on(conn, &event("grant_request.approved", &r)?).await?;
                     Ok((r, created))

@@ -1,6 +1,9 @@
 //! Grants: standing permissions given by humans. Creating one approves, in
 //! the same transaction, every pending action it covers.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use actiongate_policy as policy;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
@@ -152,6 +155,7 @@ pub(crate) async fn create_on(
     conn: &mut SqliteConnection,
     new: NewGrant,
     first: Option<ApproveFirst>,
+    default_profile: Option<&policy::Profile>,
 ) -> Result<GrantCreated, StoreError> {
     let approved_first = match first {
         Some(first) => Some(
@@ -207,7 +211,7 @@ pub(crate) async fn create_on(
     .await?;
     let grant = from_row(&row)?;
     events::insert_on(conn, &grant_event("grant.created", &grant)?).await?;
-    let approved = approve_covered_on(conn, &grant).await?;
+    let approved = approve_covered_on(conn, &grant, default_profile).await?;
     Ok(GrantCreated {
         grant,
         approved_first,
@@ -215,10 +219,15 @@ pub(crate) async fn create_on(
     })
 }
 
-/// Approves every pending action `grant` covers, recording it as decider.
+/// Approves every pending action `grant` covers, recording it as decider,
+/// where the grant would allow it as a new request: the agent's profile
+/// (its own as stored now, else `default_profile`) is judged first, so
+/// what it denies stays pending for a human. Actions past their deadline
+/// are left to expire.
 async fn approve_covered_on(
     conn: &mut SqliteConnection,
     grant: &GrantRecord,
+    default_profile: Option<&policy::Profile>,
 ) -> Result<Vec<Action>, StoreError> {
     let pg = to_policy(grant)?;
     let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(concat!(
@@ -244,6 +253,7 @@ async fn approve_covered_on(
     let at = now();
     let mut approved = Vec::new();
     let empty = Map::new();
+    let mut profiles: HashMap<String, StoredProfile> = HashMap::new();
     for row in &rows {
         let action = actions::from_row(row)?;
         let permission = match (&action.handler, &action.permission) {
@@ -263,6 +273,28 @@ async fn approve_covered_on(
         if !pg.covers(&req, at) {
             continue;
         }
+        let profile = match profiles.get(&action.agent) {
+            Some(p) => p.clone(),
+            None => {
+                let p = profile_on(conn, &action.agent).await?;
+                profiles.insert(action.agent.clone(), p.clone());
+                p
+            }
+        };
+        let allowed = match &profile {
+            StoredProfile::Default => match default_profile {
+                Some(p) => policy::decide(p, std::slice::from_ref(&pg), &req, at),
+                None => continue,
+            },
+            StoredProfile::Own(p) => policy::decide(p, std::slice::from_ref(&pg), &req, at),
+            // Unusable (edited by hand): nothing is approved on its behalf.
+            StoredProfile::Broken => continue,
+        }
+        .verdict
+            == policy::Verdict::Allow;
+        if !allowed {
+            continue;
+        }
         let t = Transition {
             from: &[ActionStatus::Pending],
             to: ActionStatus::Approved,
@@ -271,9 +303,46 @@ async fn approve_covered_on(
             outcome: None,
             event: "action.approved",
         };
-        approved.push(actions::transition_on(conn, &action.id, &t).await?);
+        match actions::transition_on(conn, &action.id, &t).await {
+            Ok(action) => approved.push(action),
+            // Its deadline passed meanwhile: it expires instead.
+            Err(StoreError::WrongState { .. }) => {}
+            Err(e) => return Err(e),
+        }
     }
     Ok(approved)
+}
+
+/// An agent's profile as stored.
+#[derive(Clone)]
+enum StoredProfile {
+    /// None of its own: the configured default.
+    Default,
+    Own(Arc<policy::Profile>),
+    /// Stored but not usable.
+    Broken,
+}
+
+/// The profile of `agent` as stored now.
+async fn profile_on(conn: &mut SqliteConnection, agent: &str) -> Result<StoredProfile, StoreError> {
+    let text: Option<Option<String>> =
+        sqlx::query_scalar("SELECT profile FROM agents WHERE id = ?")
+            .bind(agent)
+            .fetch_optional(&mut *conn)
+            .await?;
+    let Some(text) = text.flatten() else {
+        return Ok(StoredProfile::Default);
+    };
+    let compiled = serde_json::from_str::<policy::ProfileSpec>(&text)
+        .map_err(|e| e.to_string())
+        .and_then(|spec| policy::Profile::from_spec(spec).map_err(|e| e.to_string()));
+    Ok(match compiled {
+        Ok(p) => StoredProfile::Own(Arc::new(p)),
+        Err(e) => {
+            tracing::error!(agent, error = %e, "stored profile does not compile");
+            StoredProfile::Broken
+        }
+    })
 }
 
 impl Store {
@@ -284,8 +353,13 @@ impl Store {
         new: NewGrant,
         first: Option<ApproveFirst>,
     ) -> Result<GrantCreated, StoreError> {
+        let default_profile = self.default_profile.clone();
         self.writer
-            .run(move |conn| Box::pin(async move { create_on(conn, new, first).await }))
+            .run(move |conn| {
+                Box::pin(
+                    async move { create_on(conn, new, first, default_profile.as_deref()).await },
+                )
+            })
             .await
     }
 

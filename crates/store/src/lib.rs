@@ -137,6 +137,11 @@ pub struct StoreOptions {
     /// threads when they were kept off it ([`cpus::keep_off`]); `None`
     /// leaves it to the kernel. Linux only.
     pub writer_cpu: Option<usize>,
+    /// The profile of agents that have none of their own: a new grant
+    /// approves what is pending only where the agent's profile would let
+    /// the grant allow it. `None`: nothing of such agents is approved by a
+    /// new grant.
+    pub default_profile: Option<Arc<actiongate_policy::Profile>>,
 }
 
 impl Default for StoreOptions {
@@ -150,6 +155,7 @@ impl Default for StoreOptions {
             // 40 MiB of WAL at most; SQLite's own threshold is 1,000.
             wal_restart_frames: 10_000,
             writer_cpu: None,
+            default_profile: actiongate_policy::get_preset("guarded").ok().map(Arc::new),
         }
     }
 }
@@ -175,6 +181,8 @@ pub struct Store {
     subscriptions: Arc<AtomicI64>,
     /// The writer first (it may still commit), then the checkpoints.
     shutdown: Arc<tokio::sync::Mutex<Vec<TaskStop>>>,
+    /// See [`StoreOptions::default_profile`].
+    default_profile: Option<Arc<actiongate_policy::Profile>>,
 }
 
 impl Store {
@@ -265,6 +273,7 @@ impl Store {
                 (stop, handle),
                 (checkpoint_stop, checkpointer),
             ])),
+            default_profile: opts.default_profile,
         })
     }
 

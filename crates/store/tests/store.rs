@@ -245,6 +245,29 @@ async fn transitions_are_compare_and_set() {
     ));
 }
 
+/// Past its deadline a pending action is decided by nobody, even before
+/// the sweeper has written it expired: a decision gets `expired`.
+#[tokio::test]
+async fn a_pending_action_past_its_deadline_cannot_be_decided() {
+    let (store, _dir) = open().await;
+    let mut soon = new_action("a", DecisionResult::Ask, None, "h");
+    soon.deadline = Some(Utc::now() + chrono::Duration::milliseconds(50));
+    let (soon, _) = store.insert_action(soon).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    match store.transition(&soon.id, APPROVE).await {
+        Err(StoreError::WrongState { current }) => assert_eq!(current, "expired"),
+        other => panic!("{other:?}"),
+    }
+    // Nothing was written: the expiry is the sweeper's to record.
+    assert_eq!(
+        store.get_action(&soon.id).await.unwrap().status,
+        ActionStatus::Pending
+    );
+    let expired = store.expire_due(Utc::now()).await.unwrap();
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0].decided_by.as_deref(), Some("deadline"));
+}
+
 #[tokio::test]
 async fn expire_due_expires_only_overdue_pending_actions() {
     let (store, _dir) = open().await;
