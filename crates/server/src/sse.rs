@@ -350,6 +350,28 @@ pub fn log_stream(
                     return;
                 }
             };
+            // Retention may have pruned past `last` while the stream was
+            // replaying (a client that resumes far back and reads slowly):
+            // asked after the page was read, the anchor shows any pruning
+            // that page could have missed. Then the client is told, as on
+            // connecting, and the replay goes on from the oldest event left.
+            let anchor = match store.audit_anchor().await {
+                Ok(anchor) => anchor.seq,
+                Err(e) => {
+                    tracing::warn!(error = %e, "replaying events failed; closing the stream");
+                    return;
+                }
+            };
+            if anchor > last {
+                let reset = serde_json::json!({
+                    "reason": "pruned",
+                    "last_event_id": last,
+                    "oldest_seq": anchor + 1,
+                });
+                yield Ok(Bytes::from(format!("event: reset\ndata: {reset}\n\n")));
+                last = anchor;
+                continue;
+            }
             let full = page.len() as i64 >= REPLAY_PAGE;
             let mut chunk = Vec::new();
             for ev in page {

@@ -1073,3 +1073,81 @@ async fn retention_prunes_and_later_exports_and_streams_continue_from_the_anchor
     assert_eq!(seq(&next(&mut s, Duration::from_secs(5)).await.unwrap()), 7);
     app.stop().await;
 }
+
+/// A client that resumes far back and reads slowly may still be replaying
+/// when retention prunes what it has not read yet: it is told with a
+/// `reset`, as on connecting, never left with a silent gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruning_during_a_slow_replay_is_announced_not_skipped() {
+    let app = TestApp::spawn_with(|s| {
+        s.events.retention = "2s".to_owned();
+        s.events.prune_interval = "200ms".to_owned();
+        s.events.send_timeout = "120s".to_owned();
+    })
+    .await;
+    app.profile("agent-1", json!("open")).await;
+    // Enough to overflow the sockets' buffers while the client waits:
+    // about 18 MB of events.
+    let detail = "x".repeat(12 * 1024);
+    let total = 1_500;
+    for batch in 0..total / 50 {
+        futures::future::join_all((0..50).map(|i| {
+            let detail = format!("view {} {detail}", batch * 50 + i);
+            let app = &app;
+            async move { request_as(app, &app.agent, "file", &detail).await }
+        }))
+        .await;
+    }
+    let mut slow = open(&app, &app.operator, "/v1/events", Some(0)).await;
+    let first = next(&mut slow, Duration::from_secs(10)).await.unwrap();
+    let mut seen = vec![(first.event.clone(), first.id.clone())];
+    // Wait until everything written so far is pruned.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut probe = open(&app, &app.operator, "/v1/events", Some(1)).await;
+        let ev = next(&mut probe, Duration::from_secs(5)).await.unwrap();
+        if ev.event == "reset" {
+            let reset: Value = serde_json::from_str(&ev.data).unwrap();
+            if reset["oldest_seq"].as_i64().unwrap() > total {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "events were not pruned");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let last = request_as(&app, &app.agent, "file", "after").await;
+    let last_id = last["id"].clone();
+    // Read on until the newest event: every gap is announced.
+    loop {
+        let ev = next(&mut slow, Duration::from_secs(30))
+            .await
+            .expect("stream ended early");
+        let done = ev.event != "reset"
+            && serde_json::from_str::<Value>(&ev.data).unwrap()["action_id"] == last_id;
+        seen.push((ev.event, ev.id));
+        if done {
+            break;
+        }
+    }
+    let mut previous: Option<i64> = None;
+    let mut resets = 0;
+    for (event, id) in &seen {
+        if event == "reset" {
+            resets += 1;
+            previous = None;
+            continue;
+        }
+        let seq: i64 = id.parse().unwrap();
+        if let Some(p) = previous {
+            assert_eq!(
+                seq,
+                p + 1,
+                "events {}..{seq} skipped without a reset",
+                p + 1
+            );
+        }
+        previous = Some(seq);
+    }
+    assert!(resets >= 1, "nothing was pruned under the slow stream");
+    app.stop().await;
+}
