@@ -197,10 +197,11 @@ impl FromRequestParts<AppState> for Caller {
         let value = header
             .to_str()
             .map_err(|_| ApiError::unauthorized("the Authorization header is not text"))?;
+        // The scheme's name is case-insensitive (RFC 9110, 11.1).
         let token = value
-            .strip_prefix("Bearer ")
-            .or_else(|| value.strip_prefix("bearer "))
-            .map(str::trim)
+            .split_once(' ')
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
             .filter(|t| !t.is_empty())
             .ok_or_else(|| {
                 ApiError::unauthorized("use the Bearer scheme: Authorization: Bearer <key>")

@@ -289,6 +289,19 @@ fn has_json_content_type(headers: &HeaderMap) -> bool {
     }
 }
 
+/// The raw body, whose rejections are problem+json (413 over the size
+/// limit), for endpoints that check a signature over the bytes as sent.
+#[derive(Debug, Clone, Default)]
+pub struct ApiBytes(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for ApiBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        body_bytes(req, state).await.map(ApiBytes)
+    }
+}
+
 /// Reads the body of `req` as bytes: 413 over the size limit.
 async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     Bytes::from_request(req, state).await.map_err(|rej| {

@@ -11,13 +11,12 @@
 use std::sync::OnceLock;
 
 use axum::Router;
-use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use sha2::{Digest, Sha256};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ApiPath};
 use crate::state::AppState;
 
 /// The policy sent with every page response: scripts, styles, images and
@@ -86,7 +85,7 @@ async fn index(headers: HeaderMap) -> Response {
     serve(0, &headers)
 }
 
-async fn asset(Path(name): Path<String>, headers: HeaderMap) -> Response {
+async fn asset(ApiPath(name): ApiPath<String>, headers: HeaderMap) -> Response {
     // index.html is only served at `/`, so the page has one address.
     match ASSETS
         .iter()

@@ -715,12 +715,46 @@ async fn request_shapes_match_the_openapi_document() {
     .unwrap();
     let (s, p) = problem(resp).await;
     assert_problem(s, &p, StatusCode::BAD_REQUEST);
-    // A path segment that is not UTF-8 once decoded.
+    // A path segment that is not UTF-8 once decoded, on every route with one.
     let resp = app
         .send(Method::GET, "/v1/actions/%FF%FE", Some(&app.agent), None)
         .await;
     let (s, p) = problem(resp).await;
     assert_problem(s, &p, StatusCode::BAD_REQUEST);
+    for (method, path) in [
+        (Method::GET, "/v1/actions/%FF%FE/events"),
+        (Method::POST, "/v1/actions/%FF%FE/result"),
+        (Method::GET, "/v1/grants/%FF%FE"),
+        (Method::DELETE, "/v1/grants/%FF%FE"),
+        (Method::GET, "/v1/grant-requests/%FF%FE"),
+        (Method::POST, "/v1/grant-requests/%FF%FE/approve"),
+        (Method::POST, "/v1/grant-requests/%FF%FE/deny"),
+        (Method::GET, "/v1/handlers/%FF%FE"),
+        (Method::DELETE, "/v1/handlers/%FF%FE"),
+        (Method::GET, "/v1/subscriptions/%FF%FE"),
+        (Method::DELETE, "/v1/subscriptions/%FF%FE"),
+        (Method::GET, "/assets/%FF%FE"),
+    ] {
+        let resp = app.send(method.clone(), path, Some(&app.admin), None).await;
+        assert_eq!(
+            resp.headers()["content-type"],
+            "application/problem+json",
+            "{method} {path}"
+        );
+        let (s, p) = problem(resp).await;
+        assert_problem(s, &p, StatusCode::BAD_REQUEST);
+    }
+    // An executor's result over the size limit.
+    let resp = app
+        .client
+        .post(format!("{}/v1/actions/{id}/result", app.base))
+        .header("content-type", "application/json")
+        .body("x".repeat(1024 * 1024 + 10))
+        .send()
+        .await
+        .unwrap();
+    let (s, p) = problem(resp).await;
+    assert_problem(s, &p, StatusCode::PAYLOAD_TOO_LARGE);
     // Filters are checked like the values they filter on.
     for query in ["agent=", "agent=a%20b", "tool=a:b", "limit=0", "wait=61"] {
         let path = if query.starts_with("wait") {
@@ -1282,6 +1316,72 @@ async fn a_new_grant_leaves_pending_what_the_profile_now_denies() {
     // A new request for it is denied, grant or not.
     let (_, again) = app.request("deploy", "prod").await;
     assert_eq!(again["status"], "denied", "{again}");
+    app.stop().await;
+}
+
+/// The `Bearer` scheme in any case; key names without control characters;
+/// invented methods counted under one label.
+#[tokio::test]
+async fn keys_schemes_names_and_methods_are_read_strictly_but_fairly() {
+    let app = TestApp::spawn().await;
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let resp = app
+            .client
+            .get(format!("{}/v1/whoami", app.base))
+            .header("authorization", format!("{scheme} {}", app.agent))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK, "{scheme}");
+    }
+    for bad in [
+        format!("Basic {}", app.agent),
+        format!("Bearer{}", app.agent),
+    ] {
+        let resp = app
+            .client
+            .get(format!("{}/v1/whoami", app.base))
+            .header("authorization", bad)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    }
+    for name in ["bad\u{0}name", "two\nlines", "bell\u{7}", "c1\u{85}"] {
+        let (s, p) = app
+            .call(
+                Method::POST,
+                "/v1/keys",
+                Some(&app.admin),
+                Some(json!({"role": "operator", "name": name})),
+            )
+            .await;
+        assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(p["errors"][0]["field"], "name", "{p}");
+    }
+    let (_, keys) = app
+        .call(Method::GET, "/v1/keys", Some(&app.admin), None)
+        .await;
+    assert_eq!(keys.as_array().unwrap().len(), 3, "{keys}");
+    for method in ["AAAA", "BBBB", "CCCC"] {
+        let m = Method::from_bytes(method.as_bytes()).unwrap();
+        app.client
+            .request(m, format!("{}/nowhere", app.base))
+            .send()
+            .await
+            .unwrap();
+    }
+    let text = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!text.contains("AAAA"), "{text}");
+    assert!(text.contains("method=\"other\""), "{text}");
     app.stop().await;
 }
 

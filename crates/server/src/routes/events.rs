@@ -2,7 +2,7 @@
 //! the event log (see [`crate::sse`] for how they resume without gaps).
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::get;
@@ -12,7 +12,7 @@ use utoipa::IntoParams;
 use actiongate_store::{StoreError, TypeFilter};
 
 use crate::auth::Caller;
-use crate::error::{ApiError, ApiQuery, ApiResult, Problem};
+use crate::error::{ApiError, ApiPath, ApiQuery, ApiResult, Problem};
 use crate::sse::{self, Scope, Start, Timing};
 use crate::state::AppState;
 
@@ -183,7 +183,7 @@ pub async fn stream_events(
 pub async fn action_events(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Response> {
     let timing = timing(&state)?;
     let rx = state

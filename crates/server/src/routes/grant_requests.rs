@@ -3,7 +3,7 @@
 //! deny; unanswered requests expire, which is not a denial.
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use chrono::Utc;
@@ -17,7 +17,7 @@ use actiongate_store::{
 };
 
 use crate::auth::{Caller, Operator};
-use crate::error::{ApiError, ApiJson, ApiQuery, ApiResult, Problem};
+use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
 use crate::routes::actions::WaitQuery;
 use crate::routes::grants::{new_grant_id, parse_expires, permission_target};
 use crate::state::AppState;
@@ -200,7 +200,7 @@ async fn visible(state: &AppState, caller: &Caller, id: &str) -> Result<GrantReq
 pub async fn get_request(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<WaitQuery>,
 ) -> ApiResult<axum::Json<GrantRequest>> {
     let wait = q.duration(&state)?;
@@ -243,7 +243,7 @@ pub struct ApproveRequest {
 pub async fn approve_request(
     State(state): State<AppState>,
     Operator(caller): Operator,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     body: Option<ApiJson<ApproveRequest>>,
 ) -> ApiResult<axum::Json<GrantRequest>> {
     let body = body.map(|b| b.0).unwrap_or_default();
@@ -326,7 +326,7 @@ pub struct DenyRequest {
 pub async fn deny_request(
     State(state): State<AppState>,
     Operator(caller): Operator,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     body: Option<ApiJson<DenyRequest>>,
 ) -> ApiResult<axum::Json<GrantRequest>> {
     let body = body.map(|b| b.0).unwrap_or_default();

@@ -2,7 +2,7 @@
 //! `/v1/permissions/check` for agents to ask whether they hold one.
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
@@ -15,7 +15,7 @@ use actiongate_store::{GrantFilter, GrantRecord, NewGrant, NewGrantTarget};
 
 use crate::auth::{Caller, Operator};
 use crate::decide::validate_tool;
-use crate::error::{ApiError, ApiJson, ApiQuery, ApiResult, Problem};
+use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
 use crate::routes::agents::validate_agent_id;
 use crate::state::AppState;
 
@@ -294,7 +294,7 @@ pub async fn list_grants(
 pub async fn get_grant(
     State(state): State<AppState>,
     Operator(_caller): Operator,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<GrantRecord>> {
     Ok(axum::Json(state.store().get_grant(&id).await?))
 }
@@ -314,7 +314,7 @@ pub async fn get_grant(
 pub async fn revoke_grant(
     State(state): State<AppState>,
     Operator(_caller): Operator,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<GrantRecord>> {
     Ok(axum::Json(state.store().revoke_grant(&id).await?))
 }

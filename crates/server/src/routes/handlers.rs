@@ -2,7 +2,7 @@
 //! permissions those need (admins).
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use base64::Engine;
@@ -14,7 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 use actiongate_store::{HandlerRecord, NewHandler};
 
 use crate::auth::Admin;
-use crate::error::{ApiError, ApiJson, ApiQuery, ApiResult, Problem};
+use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
 use crate::handler_spec::{self, ActionDecl, HandlerRegistration, PermissionDecl};
 use crate::state::AppState;
 
@@ -156,7 +156,7 @@ pub async fn create_handler(
 pub async fn replace_handler(
     State(state): State<AppState>,
     Admin(_caller): Admin,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(reg): ApiJson<HandlerRegistration>,
 ) -> ApiResult<axum::Json<HandlerView>> {
     if reg.id != id {
@@ -229,7 +229,7 @@ pub async fn list_handlers(
 pub async fn get_handler(
     State(state): State<AppState>,
     Admin(_caller): Admin,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<HandlerView>> {
     Ok(axum::Json(view(&state.store().get_handler(&id).await?)?))
 }
@@ -249,7 +249,7 @@ pub async fn get_handler(
 pub async fn retire_handler(
     State(state): State<AppState>,
     Admin(_caller): Admin,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<HandlerView>> {
     let record = state.store().retire_handler(&id).await?;
     state.forget_handler(&id);
@@ -280,7 +280,7 @@ pub struct RotatedSecret {
 pub async fn rotate_secret(
     State(state): State<AppState>,
     Admin(_caller): Admin,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<RotatedSecret>> {
     let grace = state.dispatch().secret_grace;
     let until = Utc::now() + chrono::Duration::from_std(grace).unwrap_or_default();

@@ -37,9 +37,14 @@ pub struct CreateKey {
         max_length = 128
     )]
     pub agent: Option<String>,
-    /// A name to recognise it by.
+    /// A name to recognise it by: 1-256 characters, no control characters
+    /// (it is printed in `actiongate keys list`'s table).
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 256)]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
     pub name: Option<String>,
 }
 
@@ -75,8 +80,13 @@ pub fn validate_new_key(
             "an agent key needs the agent it acts as",
         ));
     }
-    if name.is_some_and(|n| n.is_empty() || n.chars().count() > 256) {
-        return Err(ApiError::invalid("name", "1-256 characters"));
+    if name
+        .is_some_and(|n| n.is_empty() || n.chars().count() > 256 || n.chars().any(char::is_control))
+    {
+        return Err(ApiError::invalid(
+            "name",
+            "1-256 characters, none of them control characters",
+        ));
     }
     Ok(())
 }

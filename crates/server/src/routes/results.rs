@@ -4,8 +4,7 @@
 //! each webhook-id accepted once.
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
 use serde::Deserialize;
@@ -13,7 +12,7 @@ use utoipa::ToSchema;
 
 use actiongate_store::{Action, ActionStatus, Outcome, StoreError};
 
-use crate::error::{ApiError, ApiResult, Problem};
+use crate::error::{ApiBytes, ApiError, ApiPath, ApiResult, Problem};
 use crate::state::AppState;
 
 /// Routes of this module.
@@ -62,9 +61,9 @@ fn unauthorized() -> ApiError {
 )]
 pub async fn post_result(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
-    body: Bytes,
+    ApiBytes(body): ApiBytes,
 ) -> ApiResult<axum::Json<Action>> {
     // Unknown actions answer like bad signatures: an unauthenticated caller
     // learns nothing about which ids exist.

@@ -2,7 +2,7 @@
 //! record of their deliveries.
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -12,7 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 use actiongate_store::{Delivery, DeliveryStatus, NewSubscription, StoreError, Subscription};
 
 use crate::auth::Admin;
-use crate::error::{ApiError, ApiJson, ApiQuery, ApiResult, Problem};
+use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
 use crate::routes::events::parse_types;
 use crate::state::AppState;
 use crate::webhook;
@@ -174,7 +174,7 @@ fn not_found(id: &str) -> impl FnOnce(StoreError) -> ApiError + '_ {
 pub async fn get_subscription(
     State(state): State<AppState>,
     Admin(_caller): Admin,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<Subscription>> {
     let sub = state
         .store()
@@ -199,7 +199,7 @@ pub async fn get_subscription(
 pub async fn delete_subscription(
     State(state): State<AppState>,
     Admin(_caller): Admin,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
     state
         .store()
@@ -248,7 +248,7 @@ pub struct DeliveryPage {
 pub async fn list_deliveries(
     State(state): State<AppState>,
     Admin(_caller): Admin,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<DeliveriesQuery>,
 ) -> ApiResult<axum::Json<DeliveryPage>> {
     let limit = q.limit.unwrap_or(50);
