@@ -342,12 +342,35 @@ pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|err| {
         let path = err.path().to_string();
-        let field = if path == "." { "body".to_owned() } else { path };
-        shape_error(field, err.inner().to_string())
+        let message = err.inner().to_string();
+        let field = if path == "." {
+            // A repeated field is reported on the object holding it.
+            repeated_field(&message).unwrap_or("body").to_owned()
+        } else {
+            path
+        };
+        shape_error(field, message)
     })?;
     de.end()
         .map_err(|e| shape_error("body".to_owned(), e.to_string()))?;
     Ok(value)
+}
+
+/// The field serde's "duplicate field `x`" message names.
+fn repeated_field(message: &str) -> Option<&str> {
+    message
+        .strip_prefix("duplicate field `")?
+        .split_once('`')
+        .map(|(field, _)| field)
+}
+
+/// Whether `bytes`, a JSON object, has `key` among its own keys: for bodies
+/// of two forms told apart by a key, before [`parse_object`] parses the
+/// one it picks (and names the field at fault, a repeated one too). Not an
+/// object: `false`, and the parse that follows says what is wrong.
+pub fn object_has_key(bytes: &[u8], key: &str) -> bool {
+    serde_json::from_slice::<std::collections::HashMap<String, serde::de::IgnoredAny>>(bytes)
+        .is_ok_and(|keys| keys.contains_key(key))
 }
 
 /// `Json` whose rejections are problem+json: not JSON 400, JSON of the

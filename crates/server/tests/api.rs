@@ -1385,6 +1385,88 @@ async fn keys_schemes_names_and_methods_are_read_strictly_but_fairly() {
     app.stop().await;
 }
 
+/// New actions and grants, each of two forms, name the field at fault like
+/// every other body: an unknown one, one of the wrong type, one given twice
+/// (never "last one wins").
+#[tokio::test]
+async fn two_form_bodies_name_the_field_at_fault() {
+    let app = TestApp::spawn().await;
+    let post = |path: &'static str, key: String, body: &'static str| {
+        let app = &app;
+        async move {
+            let resp = app
+                .client
+                .post(format!("{}{path}", app.base))
+                .bearer_auth(key)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status();
+            (status, resp.json::<Value>().await.unwrap())
+        }
+    };
+    let cases = [
+        (
+            "/v1/actions",
+            app.agent.clone(),
+            r#"{"tool":"bash","detail":"ls","bogus":1}"#,
+            "bogus",
+        ),
+        (
+            "/v1/actions",
+            app.agent.clone(),
+            r#"{"tool":"bash","detail":1}"#,
+            "detail",
+        ),
+        (
+            "/v1/actions",
+            app.agent.clone(),
+            r#"{"tool":"bash","detail":"ls","tool":"sh"}"#,
+            "tool",
+        ),
+        (
+            "/v1/actions",
+            app.agent.clone(),
+            r#"{"handler":"h","action":"a","params":{},"bogus":1}"#,
+            "bogus",
+        ),
+        (
+            "/v1/grants",
+            app.operator.clone(),
+            r#"{"tool":"t","pattern":"x","expires":"1h","bogus":1}"#,
+            "bogus",
+        ),
+        (
+            "/v1/grants",
+            app.operator.clone(),
+            r#"{"tool":"t","pattern":"x","expires":"1h","tool":"u"}"#,
+            "tool",
+        ),
+        (
+            "/v1/grants",
+            app.operator.clone(),
+            r#"{"handler":"h","permission":"p","expires":7}"#,
+            "expires",
+        ),
+    ];
+    for (path, key, body, field) in cases {
+        let (s, p) = post(path, key, body).await;
+        assert_problem(s, &p, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(p["errors"][0]["field"], field, "{body}: {p}");
+    }
+    let (_, page) = app
+        .call(Method::GET, "/v1/actions", Some(&app.operator), None)
+        .await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 0, "{page}");
+    let (_, grants) = app
+        .call(Method::GET, "/v1/grants", Some(&app.operator), None)
+        .await;
+    assert_eq!(grants.as_array().map_or(0, Vec::len), 0, "{grants}");
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn request_id_is_echoed_and_metrics_are_exposed() {
     let app = TestApp::spawn().await;

@@ -22,7 +22,7 @@ use crate::decide::{NeededPermission, decide_tool, validate_tool};
 use crate::dispatcher::Slot;
 use crate::error::{
     ApiError, ApiJson, ApiJsonBody, ApiPath, ApiQuery, ApiResult, Problem, is_object_text,
-    parse_object,
+    object_has_key, parse_object,
 };
 use crate::metrics::record_decision;
 use crate::routes::agents::validate_agent_id;
@@ -127,19 +127,13 @@ impl CreateAction {
         {
             return Ok(CreateAction::Tool(tool));
         }
-        // An object (`parse_object` refuses anything else).
-        CreateAction::from_json(parse_object(bytes)?)
-    }
-
-    /// Picks the form by its keys, so errors name the right fields.
-    fn from_json(v: serde_json::Value) -> Result<CreateAction, ApiError> {
-        let is_handler = v.get("handler").is_some();
-        let parsed = if is_handler {
-            serde_json::from_value(v).map(CreateAction::Handler)
+        // The form is picked by its keys, so errors name the right fields
+        // (an unknown one, one of the wrong type, one given twice).
+        if object_has_key(bytes, "handler") {
+            parse_object(bytes).map(CreateAction::Handler)
         } else {
-            serde_json::from_value(v).map(CreateAction::Tool)
-        };
-        parsed.map_err(|e| ApiError::invalid("body", e.to_string()))
+            parse_object(bytes).map(CreateAction::Tool)
+        }
     }
 
     fn common(&self) -> (Option<&str>, Option<&str>, Option<&str>) {

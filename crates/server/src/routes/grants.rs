@@ -15,7 +15,10 @@ use actiongate_store::{GrantFilter, GrantRecord, NewGrant, NewGrantTarget};
 
 use crate::auth::{Caller, Operator};
 use crate::decide::validate_tool;
-use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
+use crate::error::{
+    ApiError, ApiJson, ApiJsonBody, ApiPath, ApiQuery, ApiResult, Problem, object_has_key,
+    parse_object,
+};
 use crate::routes::agents::validate_agent_id;
 use crate::state::AppState;
 
@@ -162,17 +165,14 @@ pub enum CreateGrant {
 }
 
 impl CreateGrant {
-    /// Picks the form by its keys, so errors name the right fields.
-    fn from_json(v: Value) -> Result<CreateGrant, ApiError> {
-        if !v.is_object() {
-            return Err(ApiError::invalid("body", "must be a JSON object"));
-        }
-        let parsed = if v.get("tool").is_some() {
-            serde_json::from_value(v).map(CreateGrant::Tool)
+    /// Picks the form by its keys, so errors name the right fields (an
+    /// unknown one, one of the wrong type, one given twice).
+    fn parse(bytes: &[u8]) -> Result<CreateGrant, ApiError> {
+        if object_has_key(bytes, "tool") {
+            parse_object(bytes).map(CreateGrant::Tool)
         } else {
-            serde_json::from_value(v).map(CreateGrant::Permission)
-        };
-        parsed.map_err(|e| ApiError::invalid("body", e.to_string()))
+            parse_object(bytes).map(CreateGrant::Permission)
+        }
     }
 }
 
@@ -202,9 +202,9 @@ pub struct CreatedGrant {
 pub async fn create_grant(
     State(state): State<AppState>,
     Operator(caller): Operator,
-    ApiJson(body): ApiJson<Value>,
+    ApiJsonBody(body): ApiJsonBody,
 ) -> ApiResult<(StatusCode, axum::Json<CreatedGrant>)> {
-    let (agent, expires, note, target) = match CreateGrant::from_json(body)? {
+    let (agent, expires, note, target) = match CreateGrant::parse(&body)? {
         CreateGrant::Permission(g) => {
             let target =
                 permission_target(&state, &g.handler, &g.permission, g.scope, "scope").await?;
