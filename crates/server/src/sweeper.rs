@@ -11,6 +11,9 @@ use crate::state::AppState;
 /// Longest single sleep; a safety net should a wake-up ever be missed.
 const MAX_SLEEP: Duration = Duration::from_secs(300);
 
+/// The wait before trying again after expiring failed.
+const RETRY: Duration = Duration::from_secs(1);
+
 /// Runs until shutdown.
 pub async fn run(state: AppState) {
     // Whether something may be due: on start (what became overdue while the
@@ -19,8 +22,14 @@ pub async fn run(state: AppState) {
     // it for every new pending action would cost each a second commit.
     let mut due = true;
     loop {
-        if due {
-            expire(&state).await;
+        if due && !expire(&state).await {
+            // The deadline stays past, so retrying at once would spin on the
+            // writer; what is overdue cannot be decided meanwhile anyway.
+            tokio::select! {
+                _ = tokio::time::sleep(RETRY) => {}
+                _ = state.shutdown().cancelled() => return,
+            }
+            continue;
         }
         let sleep = match next_deadline(&state).await {
             Ok(Some(at)) => (at - Utc::now())
@@ -45,7 +54,9 @@ pub async fn run(state: AppState) {
     }
 }
 
-async fn expire(state: &AppState) {
+/// Expires what is due; `false` when that failed.
+async fn expire(state: &AppState) -> bool {
+    let mut ok = true;
     match state.store().expire_due(Utc::now()).await {
         Ok(expired) if !expired.is_empty() => {
             tracing::info!(
@@ -54,7 +65,10 @@ async fn expire(state: &AppState) {
             );
         }
         Ok(_) => {}
-        Err(e) => tracing::error!(error = %e, "expiring actions failed"),
+        Err(e) => {
+            tracing::error!(error = %e, "expiring actions failed");
+            ok = false;
+        }
     }
     match state.store().expire_grant_requests(Utc::now()).await {
         Ok(expired) if !expired.is_empty() => {
@@ -64,8 +78,12 @@ async fn expire(state: &AppState) {
             );
         }
         Ok(_) => {}
-        Err(e) => tracing::error!(error = %e, "expiring grant requests failed"),
+        Err(e) => {
+            tracing::error!(error = %e, "expiring grant requests failed");
+            ok = false;
+        }
     }
+    ok
 }
 
 async fn next_deadline(
