@@ -89,6 +89,20 @@ impl Caller {
         })
     }
 
+    /// Fails with 403 when this key is bound to an agent that `agent` (an
+    /// approval's or a grant's; `None` for any agent) includes: nobody
+    /// approves or grants for themselves, whatever their key's role.
+    pub fn not_for_own(&self, agent: Option<&str>) -> Result<(), ApiError> {
+        match (&self.agent, agent) {
+            (Some(own), Some(agent)) if own != agent => Ok(()),
+            (Some(own), _) => Err(ApiError::forbidden(format!(
+                "this key acts as agent '{own}', and nobody approves or grants for themselves: \
+                 use a key bound to no agent, or another agent"
+            ))),
+            (None, _) => Ok(()),
+        }
+    }
+
     /// Whether the caller sees every agent's resources (operators and admins).
     pub fn sees_all(&self) -> bool {
         self.role >= Role::Operator
@@ -115,29 +129,26 @@ pub struct Operator(pub Caller);
 #[derive(Debug, Clone)]
 pub struct Admin(pub Caller);
 
+/// The caller, if its key has at least `role`.
+async fn with_role(parts: &mut Parts, state: &AppState, role: Role) -> Result<Caller, ApiError> {
+    let caller = Caller::from_request_parts(parts, state).await?;
+    caller.require(role)?;
+    Ok(caller)
+}
+
 impl FromRequestParts<AppState> for Operator {
     type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        let caller = Caller::from_request_parts(parts, state).await?;
-        caller.require(Role::Operator)?;
-        Ok(Operator(caller))
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        with_role(parts, state, Role::Operator).await.map(Operator)
     }
 }
 
 impl FromRequestParts<AppState> for Admin {
     type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        let caller = Caller::from_request_parts(parts, state).await?;
-        caller.require(Role::Admin)?;
-        Ok(Admin(caller))
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        with_role(parts, state, Role::Admin).await.map(Admin)
     }
 }
 

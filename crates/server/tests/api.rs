@@ -1467,6 +1467,170 @@ async fn two_form_bodies_name_the_field_at_fault() {
     app.stop().await;
 }
 
+/// An operator key bound to an agent (it may also ask as that agent) never
+/// approves or grants for that agent: nobody approves their own requests.
+#[tokio::test]
+async fn nobody_approves_or_grants_for_themselves() {
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
+    let own = app.key("operator", Some("agent-1")).await;
+    let handler = json!({"id": "h1", "name": "H", "url": "http://127.0.0.1:9/",
+        "permissions": [{"name": "p", "parameters_schema": {"type": "object", "properties": {"k": {"type": "string"}}}}],
+        "actions": [{"name": "a", "params_schema": {"type": "object"}, "permission": "p"}]});
+    let (s, _) = app
+        .call(
+            Method::POST,
+            "/v1/handlers",
+            Some(&app.admin),
+            Some(handler),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (_, pending) = app.request("bash", "make").await;
+    let id = pending["id"].as_str().unwrap().to_owned();
+    let (_, gr) = app
+        .call(
+            Method::POST,
+            "/v1/grant-requests",
+            Some(&app.agent),
+            Some(json!({"handler": "h1", "permission": "p", "reason": "r"})),
+        )
+        .await;
+    let gr = gr["id"].as_str().unwrap().to_owned();
+    let refused: Vec<(String, Option<Value>)> = vec![
+        (format!("/v1/actions/{id}/approve"), None),
+        (
+            format!("/v1/actions/{id}/approve"),
+            Some(json!({"remember": {"expires": "1h"}})),
+        ),
+        (
+            format!("/v1/actions/{id}/reply"),
+            Some(json!({"text": "yes"})),
+        ),
+        (format!("/v1/grant-requests/{gr}/approve"), None),
+        (
+            "/v1/grants".to_owned(),
+            Some(json!({"agent": "agent-1", "tool": "bash", "pattern": ".*", "expires": "1h"})),
+        ),
+        (
+            "/v1/grants".to_owned(),
+            Some(json!({"tool": "bash", "pattern": ".*", "expires": "1h"})),
+        ),
+    ];
+    for (path, body) in refused {
+        let (s, p) = app
+            .call(Method::POST, &path, Some(&own), body.clone())
+            .await;
+        assert_problem(s, &p, StatusCode::FORBIDDEN);
+    }
+    // Nothing changed; a grant for another agent is fine; another operator
+    // approves.
+    let (_, now) = app
+        .call(
+            Method::GET,
+            &format!("/v1/actions/{id}"),
+            Some(&app.operator),
+            None,
+        )
+        .await;
+    assert_eq!(now["status"], "pending");
+    let (_, grants) = app
+        .call(Method::GET, "/v1/grants", Some(&app.operator), None)
+        .await;
+    assert_eq!(grants.as_array().unwrap().len(), 0, "{grants}");
+    let (s, body) = app
+        .call(
+            Method::POST,
+            "/v1/grants",
+            Some(&own),
+            Some(json!({"agent": "agent-2", "tool": "bash", "pattern": ".*", "expires": "1h"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let (s, _) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/approve"),
+            Some(&app.operator),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    app.stop().await;
+}
+
+/// A retry with the same idempotency key and `?wait` waits on the action it
+/// answers with, and on nothing else.
+#[tokio::test]
+async fn an_idempotent_retry_that_waits_holds_one_waiter() {
+    let app = TestApp::spawn().await;
+    let body = json!({"tool": "bash", "detail": "make", "idempotency_key": "k1"});
+    let (s, first) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&app.agent),
+            Some(body.clone()),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{first}");
+    assert_eq!(first["status"], "pending");
+    let id = first["id"].as_str().unwrap().to_owned();
+    let retry = {
+        let (client, url, key) = (
+            app.client.clone(),
+            format!("{}/v1/actions?wait=10", app.base),
+            app.agent.clone(),
+        );
+        tokio::spawn(async move {
+            let resp = client
+                .post(url)
+                .bearer_auth(key)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (resp.status(), resp.json::<Value>().await.unwrap())
+        })
+    };
+    let waiting = || async {
+        let text = app
+            .client
+            .get(format!("{}/metrics", app.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("actiongate_long_polls_waiting "))
+            .map(|v| v.trim().parse::<f64>().unwrap())
+            .unwrap_or(0.0)
+    };
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while waiting().await < 1.0 {
+        assert!(std::time::Instant::now() < until, "the retry never waited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(waiting().await, 1.0);
+    let (s, _) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/approve"),
+            Some(&app.operator),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, answer) = retry.await.unwrap();
+    assert_eq!(s, StatusCode::OK, "{answer}");
+    assert_eq!(answer["id"], id);
+    assert_eq!(answer["status"], "approved");
+    assert_eq!(waiting().await, 0.0);
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn request_id_is_echoed_and_metrics_are_exposed() {
     let app = TestApp::spawn().await;

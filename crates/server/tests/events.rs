@@ -240,26 +240,8 @@ async fn agents_see_only_their_own_events_and_operators_see_all() {
 #[tokio::test]
 async fn revoking_a_key_ends_the_streams_it_holds_open() {
     let app = TestApp::spawn().await;
-    let issue = |role: &'static str, agent: Option<&'static str>| {
-        let app = &app;
-        async move {
-            let (status, body) = app
-                .call(
-                    Method::POST,
-                    "/v1/keys",
-                    Some(&app.admin),
-                    Some(json!({"role": role, "agent": agent})),
-                )
-                .await;
-            assert_eq!(status, StatusCode::CREATED, "{body}");
-            (
-                body["id"].as_str().unwrap().to_owned(),
-                body["key"].as_str().unwrap().to_owned(),
-            )
-        }
-    };
-    let (op_id, op_key) = issue("operator", None).await;
-    let (agent_id, agent_key) = issue("agent", Some("agent-1")).await;
+    let (op_id, op_key) = app.issue("operator", None).await;
+    let (agent_id, agent_key) = app.issue("agent", Some("agent-1")).await;
     let pending = request_as(&app, &app.agent, "bash", "make").await;
     let id = pending["id"].as_str().unwrap().to_owned();
     let mut log = open(&app, &op_key, "/v1/events", None).await;

@@ -333,9 +333,13 @@ pub async fn create_action(
     };
     if !wait.is_zero() && !action.is_settled() {
         action = match registered {
-            // An idempotent retry answers with an earlier action, not `id`.
             Some(reg) if created => wait_settled_from(&state, reg, wait).await?,
-            _ => wait_settled(&state, &action.id, wait).await?,
+            // An idempotent retry answers with an earlier action, not `id`:
+            // the waiter on `id`, which will never settle, goes first.
+            unused => {
+                drop(unused);
+                wait_settled(&state, &action.id, wait).await?
+            }
         };
     } else if let Some(json) = rendered {
         // The action as stored, rendered once for its event: the same text
@@ -683,7 +687,10 @@ async fn decide_pending(
 ) -> ApiResult<axum::Json<Action>> {
     caller.require(Role::Operator)?;
     check_len(note_field, note.as_deref(), MAX_TEXT)?;
-    visible(state, caller, id).await?;
+    let action = visible(state, caller, id).await?;
+    if to == ActionStatus::Approved {
+        caller.not_for_own(Some(&action.agent))?;
+    }
     let event = if to == ActionStatus::Approved {
         "action.approved"
     } else {
@@ -799,6 +806,8 @@ async fn approve_and_remember(
             Some(a.to_owned())
         }
     };
+    caller.not_for_own(Some(&action.agent))?;
+    caller.not_for_own(agent.as_deref())?;
     let expires_at = grants::parse_expires(state, &remember.expires, "remember.expires")?;
     let new = NewGrant {
         id: grants::new_grant_id(),

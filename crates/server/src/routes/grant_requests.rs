@@ -248,6 +248,7 @@ pub async fn approve_request(
 ) -> ApiResult<axum::Json<GrantRequest>> {
     let body = body.map(|b| b.0).unwrap_or_default();
     let r = visible(&state, &caller, &id).await?;
+    caller.not_for_own(Some(&r.agent))?;
     let scope = match body.scope {
         Some(narrow) => {
             // Every key asked for must still hold within what is granted.

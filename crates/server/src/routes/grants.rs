@@ -219,6 +219,7 @@ pub async fn create_grant(
         validate_agent_id(a)
             .map_err(|_| ApiError::invalid("agent", "1-128 characters from A-Z a-z 0-9 _ - . @"))?;
     }
+    caller.not_for_own(agent.as_deref())?;
     if note.as_ref().is_some_and(|n| n.chars().count() > 4096) {
         return Err(ApiError::invalid("note", "at most 4096 characters"));
     }

@@ -84,6 +84,11 @@ impl TestApp {
 
     /// Issues a key through the API.
     pub async fn key(&self, role: &str, agent: Option<&str>) -> String {
+        self.issue(role, agent).await.1
+    }
+
+    /// A new key: its id and the key.
+    pub async fn issue(&self, role: &str, agent: Option<&str>) -> (String, String) {
         let (status, body) = self
             .call(
                 Method::POST,
@@ -93,7 +98,10 @@ impl TestApp {
             )
             .await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
-        body["key"].as_str().unwrap().to_owned()
+        (
+            body["id"].as_str().unwrap().to_owned(),
+            body["key"].as_str().unwrap().to_owned(),
+        )
     }
 
     /// Sets an agent's profile.
