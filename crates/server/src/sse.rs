@@ -299,6 +299,21 @@ pub struct Start {
     pub reset: Option<serde_json::Value>,
 }
 
+/// The data of a `reset` message: the client's last id (gone for `reason`)
+/// and the first seq it will get instead, the one after the retention
+/// `anchor`.
+pub fn reset_notice(reason: &str, last_event_id: i64, anchor: i64) -> serde_json::Value {
+    serde_json::json!({
+        "reason": reason,
+        "last_event_id": last_event_id,
+        "oldest_seq": anchor + 1,
+    })
+}
+
+fn reset_message(notice: &serde_json::Value) -> Bytes {
+    Bytes::from(format!("event: reset\ndata: {notice}\n\n"))
+}
+
 /// Adds to `chunk` the messages of `batch` after `last` that `scope`
 /// admits, and moves `last` on. When that is the whole batch and `chunk` is
 /// empty, returns the batch's bytes instead of copying them.
@@ -329,13 +344,13 @@ pub fn log_stream(
     start: Start,
     timing: Timing,
     shutdown: CancellationToken,
-    mut key: KeyGuard,
+    key: KeyGuard,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> {
     async_stream::stream! {
         let _open = OpenGauge::new();
         yield Ok(retry_line(timing.retry));
         if let Some(reset) = &start.reset {
-            yield Ok(Bytes::from(format!("event: reset\ndata: {reset}\n\n")));
+            yield Ok(reset_message(reset));
         }
         let mut last = start.after;
         // Replay from the log.
@@ -363,12 +378,7 @@ pub fn log_stream(
                 }
             };
             if anchor > last {
-                let reset = serde_json::json!({
-                    "reason": "pruned",
-                    "last_event_id": last,
-                    "oldest_seq": anchor + 1,
-                });
-                yield Ok(Bytes::from(format!("event: reset\ndata: {reset}\n\n")));
+                yield Ok(reset_message(&reset_notice("pruned", last, anchor)));
                 last = anchor;
                 continue;
             }
@@ -388,7 +398,7 @@ pub fn log_stream(
             }
         }
         // Live.
-        let mut heartbeat = Heartbeat::new(timing.heartbeat);
+        let mut idle = Idle::new(timing.heartbeat, key);
         let cancelled = shutdown.cancelled_owned();
         tokio::pin!(cancelled);
         loop {
@@ -396,20 +406,13 @@ pub fn log_stream(
                 biased;
                 _ = &mut cancelled => return,
                 r = rx.recv() => r,
-                some = key.changed() => {
-                    if !some || !key.active().await {
-                        return;
-                    }
-                    continue;
-                }
-                due = heartbeat.tick() => {
-                    if due {
-                        if !key.active().await {
-                            return;
-                        }
+                wake = idle.wake() => match idle.answer(wake).await {
+                    None => return,
+                    Some(true) => {
                         yield Ok(Bytes::from_static(HEARTBEAT));
+                        continue;
                     }
-                    continue;
+                    Some(false) => continue,
                 }
             };
             let first = match received {
@@ -441,13 +444,68 @@ pub fn log_stream(
                 }
             }
             if let Some(out) = whole.or_else(|| (!chunk.is_empty()).then(|| Bytes::from(chunk))) {
-                heartbeat.sent();
+                idle.sent();
                 yield Ok(out);
             }
             if end {
                 return;
             }
         }
+    }
+}
+
+/// What wakes a stream that has no events to send: its heartbeat timer,
+/// and revocations of keys (its own may be among them).
+struct Idle {
+    heartbeat: Heartbeat,
+    key: KeyGuard,
+}
+
+/// Why [`Idle::wake`] returned.
+enum Wake {
+    /// A key was revoked through the API; `false` when no more can be.
+    Revocation(bool),
+    /// The heartbeat timer fired; whether a heartbeat is due.
+    Tick(bool),
+}
+
+impl Idle {
+    fn new(period: Duration, key: KeyGuard) -> Idle {
+        Idle {
+            heartbeat: Heartbeat::new(period),
+            key,
+        }
+    }
+
+    /// Waits for the timer or a revocation. Cancel-safe, to be raced
+    /// against the stream's events; [`Idle::answer`] then runs unraced, so
+    /// that no check of the key is dropped halfway.
+    async fn wake(&mut self) -> Wake {
+        tokio::select! {
+            more = self.key.changed() => Wake::Revocation(more),
+            due = self.heartbeat.tick() => Wake::Tick(due),
+        }
+    }
+
+    /// `None` to end the stream (its key is revoked, or cannot be checked
+    /// any more); else whether to send a heartbeat. The key is asked about
+    /// after every revocation and before every heartbeat, which catches
+    /// revocations made with the CLI, behind the daemon's back.
+    async fn answer(&mut self, wake: Wake) -> Option<bool> {
+        match wake {
+            Wake::Revocation(false) => None,
+            Wake::Tick(false) => Some(false),
+            Wake::Revocation(true) | Wake::Tick(true) => self
+                .key
+                .active()
+                .await
+                .then_some(matches!(wake, Wake::Tick(true))),
+        }
+    }
+
+    /// Something was sent now.
+    fn sent(&mut self) {
+        self.heartbeat.sent();
     }
 }
 
@@ -507,7 +565,7 @@ pub fn action_stream(
     settled: bool,
     timing: Timing,
     shutdown: CancellationToken,
-    mut key: KeyGuard,
+    key: KeyGuard,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> {
     async_stream::stream! {
         let _open = OpenGauge::new();
@@ -526,7 +584,7 @@ pub fn action_stream(
         if done {
             return;
         }
-        let mut heartbeat = Heartbeat::new(timing.heartbeat);
+        let mut idle = Idle::new(timing.heartbeat, key);
         let cancelled = shutdown.cancelled_owned();
         tokio::pin!(cancelled);
         loop {
@@ -534,20 +592,13 @@ pub fn action_stream(
                 biased;
                 _ = &mut cancelled => return,
                 r = rx.recv() => r,
-                some = key.changed() => {
-                    if !some || !key.active().await {
-                        return;
-                    }
-                    continue;
-                }
-                due = heartbeat.tick() => {
-                    if due {
-                        if !key.active().await {
-                            return;
-                        }
+                wake = idle.wake() => match idle.answer(wake).await {
+                    None => return,
+                    Some(true) => {
                         yield Ok(Bytes::from_static(HEARTBEAT));
+                        continue;
                     }
-                    continue;
+                    Some(false) => continue,
                 }
             };
             let batch = match received {
@@ -568,7 +619,7 @@ pub fn action_stream(
                 }
             }
             if !chunk.is_empty() {
-                heartbeat.sent();
+                idle.sent();
                 yield Ok(Bytes::from(chunk));
             }
             if done {

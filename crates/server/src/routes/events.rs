@@ -147,11 +147,7 @@ pub async fn stream_events(
                 },
                 Some(reason) => Start {
                     after: anchor.seq,
-                    reset: Some(serde_json::json!({
-                        "reason": reason,
-                        "last_event_id": id,
-                        "oldest_seq": anchor.seq + 1,
-                    })),
+                    reset: Some(sse::reset_notice(reason, id, anchor.seq)),
                 },
             }
         }
