@@ -188,7 +188,7 @@ impl Store {
                     )
                     .await?;
                     let created =
-                        grants::create_on(conn, grant, None, default_profile.as_deref()).await?;
+                        grants::create_on(conn, grant, None, default_profile.as_ref()).await?;
                     let r = get_on(conn, &id).await?;
                     events::insert_on(conn, &event("grant_request.approved", &r)?).await?;
                     Ok((r, created))

@@ -155,7 +155,7 @@ pub(crate) async fn create_on(
     conn: &mut SqliteConnection,
     new: NewGrant,
     first: Option<ApproveFirst>,
-    default_profile: Option<&policy::Profile>,
+    default_profile: Option<&Arc<policy::Profile>>,
 ) -> Result<GrantCreated, StoreError> {
     let approved_first = match first {
         Some(first) => Some(
@@ -227,7 +227,7 @@ pub(crate) async fn create_on(
 async fn approve_covered_on(
     conn: &mut SqliteConnection,
     grant: &GrantRecord,
-    default_profile: Option<&policy::Profile>,
+    default_profile: Option<&Arc<policy::Profile>>,
 ) -> Result<Vec<Action>, StoreError> {
     let pg = to_policy(grant)?;
     let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(concat!(
@@ -253,7 +253,7 @@ async fn approve_covered_on(
     let at = now();
     let mut approved = Vec::new();
     let empty = Map::new();
-    let mut profiles: HashMap<String, StoredProfile> = HashMap::new();
+    let mut profiles: HashMap<String, Option<Arc<policy::Profile>>> = HashMap::new();
     for row in &rows {
         let action = actions::from_row(row)?;
         let permission = match (&action.handler, &action.permission) {
@@ -276,23 +276,16 @@ async fn approve_covered_on(
         let profile = match profiles.get(&action.agent) {
             Some(p) => p.clone(),
             None => {
-                let p = profile_on(conn, &action.agent).await?;
+                let p = profile_on(conn, &action.agent, default_profile).await?;
                 profiles.insert(action.agent.clone(), p.clone());
                 p
             }
         };
-        let allowed = match &profile {
-            StoredProfile::Default => match default_profile {
-                Some(p) => policy::decide(p, std::slice::from_ref(&pg), &req, at),
-                None => continue,
-            },
-            StoredProfile::Own(p) => policy::decide(p, std::slice::from_ref(&pg), &req, at),
-            // Unusable (edited by hand): nothing is approved on its behalf.
-            StoredProfile::Broken => continue,
-        }
-        .verdict
-            == policy::Verdict::Allow;
-        if !allowed {
+        // No usable profile: nothing is approved on the agent's behalf.
+        let Some(profile) = profile else { continue };
+        if policy::decide(&profile, std::slice::from_ref(&pg), &req, at).verdict
+            != policy::Verdict::Allow
+        {
             continue;
         }
         let t = Transition {
@@ -313,34 +306,29 @@ async fn approve_covered_on(
     Ok(approved)
 }
 
-/// An agent's profile as stored.
-#[derive(Clone)]
-enum StoredProfile {
-    /// None of its own: the configured default.
-    Default,
-    Own(Arc<policy::Profile>),
-    /// Stored but not usable.
-    Broken,
-}
-
-/// The profile of `agent` as stored now.
-async fn profile_on(conn: &mut SqliteConnection, agent: &str) -> Result<StoredProfile, StoreError> {
+/// The profile of `agent` as stored now, or `default` when it has none of
+/// its own; `None` when neither is usable (a stored one edited by hand).
+async fn profile_on(
+    conn: &mut SqliteConnection,
+    agent: &str,
+    default: Option<&Arc<policy::Profile>>,
+) -> Result<Option<Arc<policy::Profile>>, StoreError> {
     let text: Option<Option<String>> =
         sqlx::query_scalar("SELECT profile FROM agents WHERE id = ?")
             .bind(agent)
             .fetch_optional(&mut *conn)
             .await?;
     let Some(text) = text.flatten() else {
-        return Ok(StoredProfile::Default);
+        return Ok(default.cloned());
     };
     let compiled = serde_json::from_str::<policy::ProfileSpec>(&text)
         .map_err(|e| e.to_string())
         .and_then(|spec| policy::Profile::from_spec(spec).map_err(|e| e.to_string()));
     Ok(match compiled {
-        Ok(p) => StoredProfile::Own(Arc::new(p)),
+        Ok(p) => Some(Arc::new(p)),
         Err(e) => {
             tracing::error!(agent, error = %e, "stored profile does not compile");
-            StoredProfile::Broken
+            None
         }
     })
 }
@@ -356,9 +344,7 @@ impl Store {
         let default_profile = self.default_profile.clone();
         self.writer
             .run(move |conn| {
-                Box::pin(
-                    async move { create_on(conn, new, first, default_profile.as_deref()).await },
-                )
+                Box::pin(async move { create_on(conn, new, first, default_profile.as_ref()).await })
             })
             .await
     }
