@@ -14,7 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 use actiongate_policy as policy;
 use actiongate_store::{
     Action, ActionFilter, ActionStatus, ApproveFirst, Claimed, DecisionResult, HandlerAction,
-    NewAction, NewGrant, Outcome, Role, Transition,
+    NewAction, NewGrant, Outcome, Transition,
 };
 
 use crate::auth::{Caller, Operator};
@@ -679,13 +679,12 @@ const PENDING: &[ActionStatus] = &[ActionStatus::Pending];
 
 async fn decide_pending(
     state: &AppState,
-    caller: &Caller,
+    Operator(caller): &Operator,
     id: &str,
     to: ActionStatus,
     note: Option<String>,
     note_field: &str,
 ) -> ApiResult<axum::Json<Action>> {
-    caller.require(Role::Operator)?;
     check_len(note_field, note.as_deref(), MAX_TEXT)?;
     let action = visible(state, caller, id).await?;
     if to == ActionStatus::Approved {
@@ -735,7 +734,7 @@ fn optional<T: Default>(body: Option<ApiJson<T>>) -> T {
 )]
 pub async fn approve(
     State(state): State<AppState>,
-    Operator(caller): Operator,
+    operator: Operator,
     ApiPath(id): ApiPath<String>,
     body: Option<ApiJson<ApproveBody>>,
 ) -> ApiResult<axum::Json<Action>> {
@@ -744,7 +743,7 @@ pub async fn approve(
         None => {
             decide_pending(
                 &state,
-                &caller,
+                &operator,
                 &id,
                 ActionStatus::Approved,
                 body.note,
@@ -752,19 +751,18 @@ pub async fn approve(
             )
             .await
         }
-        Some(remember) => approve_and_remember(&state, &caller, &id, body.note, remember).await,
+        Some(remember) => approve_and_remember(&state, &operator, &id, body.note, remember).await,
     }
 }
 
 /// Approves `id` and grants what `remember` says, in one transaction.
 async fn approve_and_remember(
     state: &AppState,
-    caller: &Caller,
+    Operator(caller): &Operator,
     id: &str,
     note: Option<String>,
     remember: Remember,
 ) -> ApiResult<axum::Json<Action>> {
-    caller.require(Role::Operator)?;
     check_len("note", note.as_deref(), MAX_TEXT)?;
     let action = visible(state, caller, id).await?;
     let target = match (&action.handler, &action.permission) {
@@ -846,14 +844,14 @@ async fn approve_and_remember(
 )]
 pub async fn deny(
     State(state): State<AppState>,
-    Operator(caller): Operator,
+    operator: Operator,
     ApiPath(id): ApiPath<String>,
     body: Option<ApiJson<DenyBody>>,
 ) -> ApiResult<axum::Json<Action>> {
     let body = optional(body);
     decide_pending(
         &state,
-        &caller,
+        &operator,
         &id,
         ActionStatus::Denied,
         body.reason,
@@ -879,7 +877,7 @@ pub async fn deny(
 )]
 pub async fn reply(
     State(state): State<AppState>,
-    Operator(caller): Operator,
+    operator: Operator,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ReplyBody>,
 ) -> ApiResult<axum::Json<Action>> {
@@ -895,7 +893,7 @@ pub async fn reply(
         }
     };
     let note = Some(format!("reply: {}", body.text.trim()));
-    decide_pending(&state, &caller, &id, to, note, "text").await
+    decide_pending(&state, &operator, &id, to, note, "text").await
 }
 
 /// Cancel a pending action (its agent or an operator).
