@@ -81,7 +81,7 @@ pub async fn tail(args: TailArgs) -> Exit {
         Ok(a) => a,
         Err(e) => return report(&e),
     };
-    crate::webhook::install_tls_provider();
+    crate::install_tls_provider();
     let http = match reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
         .read_timeout(READ_TIMEOUT)

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::line::{self, Item, LineId};
 use super::log;
-use crate::client::http::{Api, ClientError};
+use crate::http::{Api, ClientError};
 
 /// One status-file record.
 struct Record<'a> {

@@ -112,7 +112,7 @@ pub enum ClientCommand {
 
 /// Runs a client command; the process exit code.
 pub async fn run(cmd: ClientCommand) -> ExitCode {
-    crate::webhook::install_tls_provider();
+    crate::install_tls_provider();
     let exit = match cmd {
         ClientCommand::Pending(a) => commands::pending(a).await,
         ClientCommand::Show(a) => commands::show(a).await,
@@ -129,6 +129,14 @@ pub async fn run(cmd: ClientCommand) -> ExitCode {
         ClientCommand::Outbox(outbox::OutboxCommand::Follow(a)) => outbox::follow(a).await,
     };
     exit.into()
+}
+
+/// Installs rustls' `ring` provider, once per process, before any HTTPS
+/// client is built: reqwest is built without a provider of its own (see
+/// DEPENDENCIES.md). The daemon's outbound clients call this too, so the
+/// binary sets TLS up in one place.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 #[cfg(test)]

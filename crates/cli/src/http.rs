@@ -198,7 +198,7 @@ impl Api {
                 "--url must start with http:// or https://, got '{base}'"
             )));
         }
-        crate::webhook::install_tls_provider();
+        crate::install_tls_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(connect)
             .user_agent(concat!("actiongate-cli/", env!("CARGO_PKG_VERSION")))
