@@ -152,7 +152,7 @@ async fn subscriber(
 #[tokio::main]
 async fn main() {
     let a = args();
-    actiongate_server::webhook::install_tls_provider();
+    actiongate_cli::install_tls_provider();
     let http = reqwest::Client::new();
     let key = |role: &str, agent: Option<&str>| {
         let http = http.clone();

@@ -224,7 +224,7 @@ async fn post(
 #[tokio::main]
 async fn main() {
     let a = args();
-    actiongate_server::webhook::install_tls_provider();
+    actiongate_cli::install_tls_provider();
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(512)
         .build()

@@ -3,6 +3,7 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -17,11 +18,15 @@ use tower_http::trace::TraceLayer;
 
 use actiongate_store::{Role, Store, StoreOptions};
 
+use actiongate_gate::Gate;
+
 use crate::auth::issue_key;
 use crate::config::Settings;
 use crate::error::ApiError;
 use crate::metrics::{Metrics, track};
+use crate::sse::Hub;
 use crate::state::AppState;
+use crate::transport::HttpTransport;
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -156,24 +161,28 @@ pub async fn run(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    crate::webhook::install_tls_provider();
     let store = open_store(&settings).await?;
     ensure_admin_key(&store, &settings.data_dir).await?;
     let metrics = Metrics::install()?;
     let grace = Duration::from_secs(settings.http.shutdown_grace_seconds);
-    let state = AppState::new(store.clone(), settings, metrics, shutdown.clone())?;
-    let sweeper = tokio::spawn(crate::sweeper::run(state.clone()));
-    crate::dispatcher::recover_in_flight(&state, state.dispatch()).await;
-    let dispatcher = if state.settings().dispatch.enabled {
-        tokio::spawn(crate::dispatcher::run(state.clone()))
-    } else {
-        tracing::warn!(
-            "dispatch is paused (dispatch.enabled = false): approved handler actions stay approved"
-        );
-        tokio::spawn(async {})
-    };
-    let notifier = tokio::spawn(crate::notifier::run(state.clone()));
-    let retention = tokio::spawn(crate::retention::run(state.clone()));
+    let config = settings.gate_config()?;
+    let dispatch = Arc::new(HttpTransport::new(
+        config.dispatch.per_handler_max_in_flight,
+        None,
+    )?);
+    let notify = Arc::new(HttpTransport::new(
+        config.notify.concurrency,
+        Some(config.notify.timeout),
+    )?);
+    let hub = Hub::new(
+        &store,
+        settings.events.buffer,
+        settings.events.coalesce()?,
+        shutdown.clone(),
+    );
+    let gate = Gate::new(store, config, dispatch, notify, shutdown.clone());
+    let loops = gate.spawn().await;
+    let state = AppState::new(gate.clone(), settings, hub, metrics);
 
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "actiongate listening");
@@ -195,11 +204,10 @@ pub async fn run(
         Ok(Err(e)) => tracing::error!(error = %e, "server task failed"),
         Err(_) => tracing::warn!("open requests outlived the shutdown grace period"),
     }
-    let _ = sweeper.await;
-    let _ = dispatcher.await;
-    let _ = notifier.await;
-    let _ = retention.await;
-    store.close().await;
+    for task in loops {
+        let _ = task.await;
+    }
+    gate.close().await;
     tracing::info!("actiongate stopped");
     Ok(())
 }

@@ -40,9 +40,9 @@ pub enum Command {
     /// Export or verify the tamper-evident audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
-    /// Commands that talk to a running daemon (see [`crate::client`]).
+    /// Commands that talk to a running daemon (see `actiongate_cli`).
     #[command(flatten)]
-    Client(crate::client::ClientCommand),
+    Client(actiongate_cli::ClientCommand),
 }
 
 /// `audit` subcommands.
@@ -158,7 +158,7 @@ pub fn main() -> std::process::ExitCode {
         }
     };
     let cli = match cli.command {
-        Command::Client(cmd) => return runtime.block_on(crate::client::run(cmd)),
+        Command::Client(cmd) => return runtime.block_on(actiongate_cli::run(cmd)),
         command => Cli { command, ..cli },
     };
     let done = match serve {
@@ -247,7 +247,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             store.close().await;
             result
         }
-        Command::Client(_) => anyhow::bail!("client commands run through crate::client::run"),
+        Command::Client(_) => anyhow::bail!("client commands run through actiongate_cli::run"),
     }
 }
 

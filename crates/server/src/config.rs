@@ -362,6 +362,41 @@ impl Settings {
         ))
     }
 
+    /// What the gate is told: every duration parsed, the default profile
+    /// compiled.
+    pub fn gate_config(&self) -> anyhow::Result<actiongate_gate::GateConfig> {
+        let (min_timeout, max_timeout, default_timeout) = self.timeouts()?;
+        let d = self.dispatch.parsed()?;
+        let w = self.webhooks.timings()?;
+        Ok(actiongate_gate::GateConfig {
+            tz: self.time_zone()?,
+            min_timeout,
+            max_timeout,
+            default_timeout,
+            max_wait: Duration::from_secs(self.actions.max_wait_seconds),
+            default_profile: std::sync::Arc::new(self.default_profile()?),
+            dispatch: actiongate_gate::DispatchConfig {
+                max_in_flight: d.max_in_flight,
+                per_handler_max_in_flight: d.per_handler_max_in_flight,
+                default_timeout: d.default_timeout,
+                retry_schedule: d.retry_schedule,
+                async_result_timeout: d.async_result_timeout,
+                result_max_bytes: d.result_max_bytes,
+                secret_grace: d.secret_grace,
+            },
+            dispatch_enabled: self.dispatch.enabled,
+            notify: actiongate_gate::NotifyConfig {
+                timeout: w.timeout,
+                backoff_min: w.backoff_min,
+                backoff_max: w.backoff_max,
+                give_up_after: w.give_up_after,
+                concurrency: self.webhooks.concurrency,
+            },
+            retention: self.events.retention()?,
+            prune_interval: self.events.prune_interval()?,
+        })
+    }
+
     /// Path of the SQLite database file.
     pub fn database_path(&self) -> PathBuf {
         self.data_dir.join("actiongate.db")

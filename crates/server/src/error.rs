@@ -9,40 +9,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use utoipa::ToSchema;
 
+use actiongate_gate::{ErrorCode, GateError};
 use actiongate_store::StoreError;
 
-/// One invalid field of a request.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct FieldError {
-    /// Where: a body field path (`timeout`, `profile.allow[2]`) or query parameter.
-    pub field: String,
-    /// What is wrong with it.
-    pub message: String,
-}
-
-/// The RFC 9457 body of every error response.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct Problem {
-    /// Stable identifier of the kind of problem, `urn:actiongate:problem:<code>`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// Short summary of the kind of problem.
-    pub title: String,
-    /// The HTTP status.
-    pub status: u16,
-    /// What went wrong this time.
-    pub detail: String,
-    /// The machine-readable code alone.
-    pub code: String,
-    /// Invalid fields, for validation errors.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub errors: Vec<FieldError>,
-    /// The current status of the action, for conflicts over its state.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub current_status: Option<String>,
-}
+pub use actiongate_api::{FieldError, Problem};
 
 /// An error answered to the client.
 #[derive(Debug)]
@@ -232,25 +203,51 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            // Busy or closing: worth a retry shortly.
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
         resp
+    }
+}
+
+impl From<GateError> for ApiError {
+    /// Each [`ErrorCode`] has exactly one status, `type` and title.
+    fn from(err: GateError) -> Self {
+        let (status, title) = match err.code {
+            ErrorCode::Unauthorized => (StatusCode::UNAUTHORIZED, "Missing or invalid API key"),
+            ErrorCode::Forbidden => (StatusCode::FORBIDDEN, "Not allowed for this key"),
+            ErrorCode::NotFound => (StatusCode::NOT_FOUND, "Not found"),
+            ErrorCode::Conflict => (StatusCode::CONFLICT, "Conflict with the current state"),
+            ErrorCode::ActionSettled => (
+                StatusCode::CONFLICT,
+                "The action is not in a state that allows this",
+            ),
+            ErrorCode::GrantRequestSettled => (
+                StatusCode::CONFLICT,
+                "The grant request was already answered",
+            ),
+            ErrorCode::Validation => (StatusCode::UNPROCESSABLE_ENTITY, "The request is not valid"),
+            ErrorCode::LimitReached => (StatusCode::TOO_MANY_REQUESTS, "A limit was reached"),
+            ErrorCode::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "Service unavailable"),
+            ErrorCode::StorageFull => (StatusCode::INSUFFICIENT_STORAGE, "Storage is full"),
+            ErrorCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "Internal server error"),
+        };
+        ApiError {
+            status,
+            code: err.code.as_str(),
+            title,
+            detail: err.detail,
+            errors: err.errors,
+            current_status: err.current_status,
+        }
     }
 }
 
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
-        match err {
-            StoreError::NotFound => ApiError::not_found("no such resource"),
-            StoreError::Conflict(msg) => ApiError::conflict(msg),
-            StoreError::WrongState { current } => ApiError::wrong_state(current),
-            StoreError::Busy | StoreError::Closed => {
-                tracing::warn!(error = %err, "store unavailable");
-                ApiError::unavailable("the database is unavailable; retry shortly")
-            }
-            other => {
-                tracing::error!(error = %other, "store error");
-                ApiError::internal()
-            }
-        }
+        GateError::from(err).into()
     }
 }
 

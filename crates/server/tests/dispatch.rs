@@ -142,20 +142,6 @@ async fn completed_with_the_body_as_result_and_a_signed_webhook() {
     assert_eq!(body["params"], json!({"path": "/tmp/x", "content": "hi"}));
     assert_eq!(body["agent"], "agent-1");
     assert_eq!(body["attempt"], 1);
-    // The official Python library agrees with our signature.
-    let out = std::process::Command::new("python3")
-        .arg("-c")
-        .arg("import sys, json, standardwebhooks as s; h = json.loads(sys.argv[3]); s.Webhook(sys.argv[1]).verify(sys.argv[2], h); print('ok')")
-        .arg(&secret)
-        .arg(String::from_utf8(r.body.clone()).unwrap())
-        .arg(json!({"webhook-id": r.header("webhook-id"), "webhook-timestamp": r.header("webhook-timestamp"), "webhook-signature": r.header("webhook-signature")}).to_string())
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok",
-        "standardwebhooks (pip install standardwebhooks) rejected our signature: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     app.stop().await;
 }
 

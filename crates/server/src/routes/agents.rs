@@ -15,8 +15,8 @@ use actiongate_store::Agent;
 
 use crate::auth::Admin;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiResult, Problem};
-use crate::routes::actions::check_len;
 use crate::state::AppState;
+use actiongate_gate::actions::check_len;
 
 /// Routes of this module.
 pub fn router() -> Router<AppState> {
@@ -163,8 +163,12 @@ pub async fn put_agent(
             Some(json)
         }
     };
-    let (agent, created) = state.store().put_agent(&id, body.name, profile).await?;
-    state.forget_agent(&id);
+    let (agent, created) = state
+        .gate()
+        .store()
+        .put_agent(&id, body.name, profile)
+        .await?;
+    state.gate().forget_agent(&id);
     Ok((
         if created {
             StatusCode::CREATED
@@ -193,6 +197,7 @@ pub async fn get_agent(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<Agent>> {
     state
+        .gate()
         .store()
         .get_agent(&id)
         .await?
@@ -214,5 +219,5 @@ pub async fn list_agents(
     State(state): State<AppState>,
     Admin(_caller): Admin,
 ) -> ApiResult<axum::Json<Vec<Agent>>> {
-    Ok(axum::Json(state.store().list_agents().await?))
+    Ok(axum::Json(state.gate().store().list_agents().await?))
 }

@@ -6,13 +6,10 @@ use axum::routing::post;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use actiongate_store::Decision;
+use actiongate_gate::Decision;
 
 use crate::auth::Caller;
-use crate::decide::{decide_tool, validate_tool};
 use crate::error::{ApiJson, ApiResult, Problem};
-use crate::metrics::record_decision;
-use crate::routes::actions::{MAX_DETAIL, check_len};
 use crate::state::AppState;
 
 /// Routes of this module.
@@ -64,13 +61,12 @@ pub async fn check(
     caller: Caller,
     ApiJson(body): ApiJson<CheckBody>,
 ) -> ApiResult<axum::Json<CheckResult>> {
-    let agent = caller.agent_id()?;
-    validate_tool(&body.tool)?;
-    check_len("detail", Some(&body.detail), MAX_DETAIL)?;
-    let decision = decide_tool(&state, agent, &body.tool, &body.detail).await?;
-    record_decision(decision.result.as_str());
+    let (action_string, decision) = state
+        .gate()
+        .check(&caller, &body.tool, &body.detail)
+        .await?;
     Ok(axum::Json(CheckResult {
-        action_string: actiongate_policy::format_action(&body.tool, &body.detail),
+        action_string,
         decision,
     }))
 }

@@ -5,9 +5,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use base64::Engine;
 use chrono::{DateTime, Utc};
-use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -15,8 +13,9 @@ use actiongate_store::{HandlerRecord, NewHandler};
 
 use crate::auth::Admin;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
-use crate::handler_spec::{self, ActionDecl, HandlerRegistration, PermissionDecl};
 use crate::state::AppState;
+use actiongate_api::{ActionDecl, HandlerRegistration, PermissionDecl};
+use actiongate_gate::handler_spec;
 
 /// Routes of this module.
 pub fn router() -> Router<AppState> {
@@ -81,16 +80,6 @@ fn view(record: &HandlerRecord) -> Result<HandlerView, ApiError> {
     })
 }
 
-/// A Standard Webhooks secret: `whsec_` and 32 random bytes in base64.
-pub fn new_secret() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    format!(
-        "whsec_{}",
-        base64::engine::general_purpose::STANDARD.encode(bytes)
-    )
-}
-
 fn new_handler(reg: &HandlerRegistration) -> Result<NewHandler, ApiError> {
     handler_spec::validate(reg)?;
     let timeout_ms = reg
@@ -127,9 +116,13 @@ pub async fn create_handler(
     ApiJson(reg): ApiJson<HandlerRegistration>,
 ) -> ApiResult<(StatusCode, axum::Json<RegisteredHandler>)> {
     let new = new_handler(&reg)?;
-    let secret = new_secret();
-    let record = state.store().create_handler(new, secret.clone()).await?;
-    state.forget_handler(&record.id);
+    let secret = actiongate_gate::sign::new_secret();
+    let record = state
+        .gate()
+        .store()
+        .create_handler(new, secret.clone())
+        .await?;
+    state.gate().forget_handler(&record.id);
     Ok((
         StatusCode::CREATED,
         axum::Json(RegisteredHandler {
@@ -167,6 +160,7 @@ pub async fn replace_handler(
     }
     let new = new_handler(&reg)?;
     let record = state
+        .gate()
         .store()
         .replace_handler(new)
         .await
@@ -176,7 +170,7 @@ pub async fn replace_handler(
             }
             other => other.into(),
         })?;
-    state.forget_handler(&id);
+    state.gate().forget_handler(&id);
     Ok(axum::Json(view(&record)?))
 }
 
@@ -206,6 +200,7 @@ pub async fn list_handlers(
     ApiQuery(q): ApiQuery<HandlerQuery>,
 ) -> ApiResult<axum::Json<Vec<HandlerView>>> {
     let records = state
+        .gate()
         .store()
         .list_handlers(q.include_retired.unwrap_or(false))
         .await?;
@@ -231,7 +226,9 @@ pub async fn get_handler(
     Admin(_caller): Admin,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<HandlerView>> {
-    Ok(axum::Json(view(&state.store().get_handler(&id).await?)?))
+    Ok(axum::Json(view(
+        &state.gate().store().get_handler(&id).await?,
+    )?))
 }
 
 /// Retire a handler (admins): no new actions; its history stays readable.
@@ -251,8 +248,8 @@ pub async fn retire_handler(
     Admin(_caller): Admin,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<HandlerView>> {
-    let record = state.store().retire_handler(&id).await?;
-    state.forget_handler(&id);
+    let record = state.gate().store().retire_handler(&id).await?;
+    state.gate().forget_handler(&id);
     Ok(axum::Json(view(&record)?))
 }
 
@@ -282,14 +279,15 @@ pub async fn rotate_secret(
     Admin(_caller): Admin,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<RotatedSecret>> {
-    let grace = state.dispatch().secret_grace;
+    let grace = state.gate().config().dispatch.secret_grace;
     let until = Utc::now() + chrono::Duration::from_std(grace).unwrap_or_default();
-    let secret = new_secret();
+    let secret = actiongate_gate::sign::new_secret();
     state
+        .gate()
         .store()
         .rotate_handler_secret(&id, secret.clone(), until)
         .await?;
-    state.forget_handler(&id);
+    state.gate().forget_handler(&id);
     Ok(axum::Json(RotatedSecret {
         secret,
         previous_valid_until: until,

@@ -110,7 +110,7 @@ pub async fn create_key(
 ) -> ApiResult<(StatusCode, axum::Json<CreatedKey>)> {
     validate_new_key(body.role, body.agent.as_deref(), body.name.as_deref())?;
     let issued = issue_key(body.role, body.agent, body.name);
-    let stored = state.store().create_key(issued.record).await?;
+    let stored = state.gate().store().create_key(issued.record).await?;
     Ok((
         StatusCode::CREATED,
         axum::Json(CreatedKey {
@@ -138,7 +138,7 @@ pub async fn list_keys(
     State(state): State<AppState>,
     Admin(_caller): Admin,
 ) -> ApiResult<axum::Json<Vec<ApiKey>>> {
-    Ok(axum::Json(state.store().list_keys().await?))
+    Ok(axum::Json(state.gate().store().list_keys().await?))
 }
 
 /// Revoke a key (admins); revoking again returns the revoked key.
@@ -158,7 +158,7 @@ pub async fn revoke_key(
     Admin(_caller): Admin,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<ApiKey>> {
-    let key = state.store().revoke_key(&id).await?;
-    state.forget_key(&key.id);
+    let key = state.gate().store().revoke_key(&id).await?;
+    state.gate().forget_key(&key.id);
     Ok(axum::Json(key))
 }

@@ -10,7 +10,8 @@ use axum::routing::post;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use actiongate_store::{Action, ActionStatus, Outcome, StoreError};
+use actiongate_gate::decisions::ExecutorResult;
+use actiongate_gate::{Action, ActionStatus};
 
 use crate::error::{ApiBytes, ApiError, ApiPath, ApiResult, Problem};
 use crate::state::AppState;
@@ -65,31 +66,23 @@ pub async fn post_result(
     headers: HeaderMap,
     ApiBytes(body): ApiBytes,
 ) -> ApiResult<axum::Json<Action>> {
-    // Unknown actions answer like bad signatures: an unauthenticated caller
-    // learns nothing about which ids exist.
-    let action = match state.store().get_action(&id).await {
-        Ok(a) => a,
-        Err(StoreError::NotFound) => return Err(unauthorized()),
-        Err(e) => return Err(e.into()),
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(unauthorized)
     };
-    let Some(handler) = action.handler.as_deref() else {
-        return Err(unauthorized());
-    };
-    let secrets = state
-        .handler_secrets(handler)
-        .await
-        .map_err(|_| unauthorized())?;
-    let verified = secrets.iter().any(|s| {
-        standardwebhooks::Webhook::new(s).is_ok_and(|wh| wh.verify(&body, &headers).is_ok())
-    });
-    if !verified {
-        return Err(unauthorized());
-    }
-    let webhook_id = headers
-        .get("webhook-id")
-        .and_then(|v| v.to_str().ok())
-        .ok_or_else(unauthorized)?
-        .to_owned();
+    let webhook_id = header("webhook-id")?;
+    state
+        .gate()
+        .verify_executor(
+            &id,
+            webhook_id,
+            header("webhook-timestamp")?,
+            header("webhook-signature")?,
+            &body,
+        )
+        .await?;
     let parsed: ResultBody = serde_json::from_slice(&body).map_err(|e| {
         if e.is_syntax() || e.is_eof() {
             ApiError::bad_request(format!("the body is not valid JSON: {e}"))
@@ -97,24 +90,16 @@ pub async fn post_result(
             ApiError::invalid("body", e.to_string())
         }
     })?;
-    if !matches!(
-        parsed.status,
-        ActionStatus::Completed | ActionStatus::Failed
-    ) {
-        return Err(ApiError::invalid("status", "must be completed or failed"));
-    }
-    let outcome = Outcome {
+    let result = ExecutorResult {
         status: parsed.status,
         result: parsed.result,
         error: parsed.error,
+        attempt: parsed.attempt,
     };
-    match state
-        .store()
-        .accept_result(&id, webhook_id, parsed.attempt, outcome)
-        .await
-    {
-        Ok(a) => Ok(axum::Json(a)),
-        Err(StoreError::Conflict(_)) => Err(unauthorized()),
-        Err(e) => Err(e.into()),
-    }
+    Ok(axum::Json(
+        state
+            .gate()
+            .executor_result(&id, webhook_id.to_owned(), result)
+            .await?,
+    ))
 }

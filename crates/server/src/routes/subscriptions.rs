@@ -15,7 +15,6 @@ use crate::auth::Admin;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
 use crate::routes::events::parse_types;
 use crate::state::AppState;
-use crate::webhook;
 
 /// Routes of this module.
 pub fn router() -> Router<AppState> {
@@ -109,13 +108,14 @@ pub async fn create_subscription(
     ApiJson(body): ApiJson<CreateSubscription>,
 ) -> ApiResult<Response> {
     validate(&body)?;
-    let secret = webhook::new_secret();
+    let secret = actiongate_gate::sign::new_secret();
     let types = body
         .types
         .iter()
         .map(|t| t.trim().to_owned())
         .collect::<Vec<_>>();
     let subscription = state
+        .gate()
         .store()
         .create_subscription(NewSubscription {
             id: format!("sub_{}", uuid::Uuid::now_v7().simple()),
@@ -149,7 +149,7 @@ pub async fn list_subscriptions(
     State(state): State<AppState>,
     Admin(_caller): Admin,
 ) -> ApiResult<axum::Json<Vec<Subscription>>> {
-    Ok(axum::Json(state.store().list_subscriptions().await?))
+    Ok(axum::Json(state.gate().store().list_subscriptions().await?))
 }
 
 fn not_found(id: &str) -> impl FnOnce(StoreError) -> ApiError + '_ {
@@ -177,6 +177,7 @@ pub async fn get_subscription(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<Subscription>> {
     let sub = state
+        .gate()
         .store()
         .get_subscription(&id)
         .await
@@ -202,6 +203,7 @@ pub async fn delete_subscription(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
     state
+        .gate()
         .store()
         .delete_subscription(&id)
         .await
@@ -256,11 +258,13 @@ pub async fn list_deliveries(
         return Err(ApiError::invalid("limit", "must be 1-200"));
     }
     state
+        .gate()
         .store()
         .get_subscription(&id)
         .await
         .map_err(not_found(&id))?;
     let mut items = state
+        .gate()
         .store()
         .list_deliveries(&id, q.status, q.cursor, limit + 1)
         .await?;

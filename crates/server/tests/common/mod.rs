@@ -28,7 +28,7 @@ impl TestApp {
 
     pub async fn spawn_with(tweak: impl FnOnce(&mut Settings)) -> TestApp {
         // reqwest's TLS needs a crypto provider before any client is built.
-        actiongate_server::webhook::install_tls_provider();
+        actiongate_cli::install_tls_provider();
         let dir = tempfile::tempdir().unwrap();
         let mut settings = Settings {
             data_dir: dir.path().to_path_buf(),

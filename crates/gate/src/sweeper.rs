@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::state::AppState;
+use crate::Gate;
 
 /// Longest single sleep; a safety net should a wake-up ever be missed.
 const MAX_SLEEP: Duration = Duration::from_secs(300);
@@ -15,23 +15,23 @@ const MAX_SLEEP: Duration = Duration::from_secs(300);
 const RETRY: Duration = Duration::from_secs(1);
 
 /// Runs until shutdown.
-pub async fn run(state: AppState) {
+pub async fn run(gate: Gate) {
     // Whether something may be due: on start (what became overdue while the
     // daemon was down), and when the earliest deadline passes. A new
     // deadline only sets the next wake-up; expiring is a write, and running
     // it for every new pending action would cost each a second commit.
     let mut due = true;
     loop {
-        if due && !expire(&state).await {
+        if due && !expire(&gate).await {
             // The deadline stays past, so retrying at once would spin on the
             // writer; what is overdue cannot be decided meanwhile anyway.
             tokio::select! {
                 _ = tokio::time::sleep(RETRY) => {}
-                _ = state.shutdown().cancelled() => return,
+                _ = gate.shutdown().cancelled() => return,
             }
             continue;
         }
-        let sleep = match next_deadline(&state).await {
+        let sleep = match next_deadline(&gate).await {
             Ok(Some(at)) => (at - Utc::now())
                 .to_std()
                 .unwrap_or(Duration::ZERO)
@@ -48,16 +48,16 @@ pub async fn run(state: AppState) {
         }
         tokio::select! {
             _ = tokio::time::sleep(sleep) => due = true,
-            _ = state.deadlines_changed().notified() => due = false,
-            _ = state.shutdown().cancelled() => return,
+            _ = gate.deadlines_changed().notified() => due = false,
+            _ = gate.shutdown().cancelled() => return,
         }
     }
 }
 
 /// Expires what is due; `false` when that failed.
-async fn expire(state: &AppState) -> bool {
+async fn expire(gate: &Gate) -> bool {
     let mut ok = true;
-    match state.store().expire_due(Utc::now()).await {
+    match gate.store().expire_due(Utc::now()).await {
         Ok(expired) if !expired.is_empty() => {
             tracing::info!(
                 count = expired.len(),
@@ -70,7 +70,7 @@ async fn expire(state: &AppState) -> bool {
             ok = false;
         }
     }
-    match state.store().expire_grant_requests(Utc::now()).await {
+    match gate.store().expire_grant_requests(Utc::now()).await {
         Ok(expired) if !expired.is_empty() => {
             tracing::info!(
                 count = expired.len(),
@@ -86,10 +86,8 @@ async fn expire(state: &AppState) -> bool {
     ok
 }
 
-async fn next_deadline(
-    state: &AppState,
-) -> Result<Option<DateTime<Utc>>, actiongate_store::StoreError> {
-    let action = state.store().next_deadline().await?;
-    let request = state.store().next_grant_request_deadline().await?;
+async fn next_deadline(gate: &Gate) -> Result<Option<DateTime<Utc>>, actiongate_store::StoreError> {
+    let action = gate.store().next_deadline().await?;
+    let request = gate.store().next_grant_request_deadline().await?;
     Ok(action.into_iter().chain(request).min())
 }

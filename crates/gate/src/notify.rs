@@ -21,51 +21,46 @@ use tokio::task::JoinSet;
 
 use actiongate_store::{AttemptOutcome, AttemptRecord, DueDelivery};
 
-use crate::config::WebhookTimings;
-use crate::state::AppState;
-use crate::webhook;
+use actiongate_store::Store;
+use tokio_util::sync::CancellationToken;
+
+use crate::transport::{OutboundRequest, Transport};
+
+/// Outbound notification webhooks, typed.
+#[derive(Debug, Clone, Copy)]
+pub struct NotifyConfig {
+    /// How long one attempt may take.
+    pub timeout: Duration,
+    /// Delay before the first retry; it doubles with every attempt.
+    pub backoff_min: Duration,
+    /// Longest delay between attempts.
+    pub backoff_max: Duration,
+    /// A delivery still failing this long after its event is given up.
+    pub give_up_after: Duration,
+    /// Most attempts in flight at once.
+    pub concurrency: usize,
+}
 
 /// Events turned into deliveries per transaction.
 const FAN_OUT_BATCH: i64 = 1000;
 /// Longest sleep of the delivery loop; a safety net for a missed wake-up.
 const MAX_IDLE: Duration = Duration::from_secs(5);
 
-/// Runs both loops until shutdown.
-pub async fn run(state: AppState) {
-    let timings = match state.settings().webhooks.timings() {
-        Ok(t) => t,
-        Err(e) => {
-            tracing::error!(error = %e, "webhook settings are invalid; notifier not started");
-            return;
-        }
-    };
-    let client = match client(timings) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot build the webhook HTTP client; notifier not started");
-            return;
-        }
-    };
+/// Runs both loops until `shutdown`.
+pub async fn run(
+    store: Store,
+    transport: Arc<dyn Transport>,
+    config: NotifyConfig,
+    shutdown: CancellationToken,
+) {
     let wake = Arc::new(Notify::new());
     tokio::join!(
-        fan_out_loop(state.clone(), wake.clone()),
-        deliver_loop(state, wake, client, timings)
+        fan_out_loop(store.clone(), wake.clone(), shutdown.clone()),
+        deliver_loop(store, wake, transport, config, shutdown)
     );
 }
 
-fn client(t: WebhookTimings) -> reqwest::Result<reqwest::Client> {
-    webhook::install_tls_provider();
-    reqwest::Client::builder()
-        // A redirect could send the event somewhere the admin did not name.
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(t.timeout)
-        .connect_timeout(t.timeout)
-        .user_agent(concat!("actiongate/", env!("CARGO_PKG_VERSION")))
-        .build()
-}
-
-async fn fan_out_loop(state: AppState, wake: Arc<Notify>) {
-    let store = state.store().clone();
+async fn fan_out_loop(store: Store, wake: Arc<Notify>, shutdown: CancellationToken) {
     let mut rx = store.subscribe();
     // Whether subscriptions may be behind the log: on start, and after
     // events were committed while some subscription exists.
@@ -83,14 +78,14 @@ async fn fan_out_loop(state: AppState, wake: Arc<Notify>) {
                     tracing::error!(error = %e, "filling the webhook outbox failed; retrying");
                     tokio::select! {
                         _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                        _ = state.shutdown().cancelled() => return,
+                        _ = shutdown.cancelled() => return,
                     }
                 }
             }
         }
         let received = tokio::select! {
             r = rx.recv() => r,
-            _ = state.shutdown().cancelled() => return,
+            _ = shutdown.cancelled() => return,
         };
         match received {
             Ok(_) | Err(RecvError::Lagged(_)) => {
@@ -117,13 +112,13 @@ async fn fan_out_loop(state: AppState, wake: Arc<Notify>) {
 }
 
 async fn deliver_loop(
-    state: AppState,
+    store: Store,
     wake: Arc<Notify>,
-    client: reqwest::Client,
-    timings: WebhookTimings,
+    transport: Arc<dyn Transport>,
+    timings: NotifyConfig,
+    shutdown: CancellationToken,
 ) {
-    let store = state.store().clone();
-    let concurrency = state.settings().webhooks.concurrency.max(1);
+    let concurrency = timings.concurrency.max(1);
     let mut in_flight: HashSet<String> = HashSet::new();
     let mut tasks: JoinSet<String> = JoinSet::new();
     loop {
@@ -137,10 +132,10 @@ async fn deliver_loop(
                         }
                         if in_flight.insert(d.id.clone()) {
                             let store = store.clone();
-                            let client = client.clone();
+                            let transport = transport.clone();
                             tasks.spawn(async move {
                                 let id = d.id.clone();
-                                attempt(&store, &client, timings, d).await;
+                                attempt(&store, transport.as_ref(), timings, d).await;
                                 id
                             });
                         }
@@ -183,7 +178,7 @@ async fn deliver_loop(
             }
             _ = tokio::time::sleep(idle) => {}
             _ = wake.notified() => {}
-            _ = state.shutdown().cancelled() => break,
+            _ = shutdown.cancelled() => break,
         }
     }
     // Attempts cut short stay pending and are retried after a restart with
@@ -202,45 +197,43 @@ pub fn backoff(attempt: i64, min: Duration, max: Duration) -> Duration {
     half + base.mul_f64(rand::rng().random_range(0.0..=0.5))
 }
 
-async fn attempt(
-    store: &actiongate_store::Store,
-    client: &reqwest::Client,
-    t: WebhookTimings,
-    d: DueDelivery,
-) {
+async fn attempt(store: &Store, transport: &dyn Transport, t: NotifyConfig, d: DueDelivery) {
     let at = Utc::now();
     let start = Instant::now();
     let timestamp = at.timestamp();
-    let (status_code, error, retryable) =
-        match webhook::sign(&d.secret, &d.event_id, timestamp, d.payload.as_bytes()) {
-            Err(e) => (None, Some(e.to_string()), false),
-            Ok(signature) => {
-                let sent = client
-                    .post(&d.url)
-                    .header("content-type", "application/json")
-                    .header("webhook-id", &d.event_id)
-                    .header("webhook-timestamp", timestamp.to_string())
-                    .header("webhook-signature", signature)
-                    .body(d.payload.clone())
-                    .send()
-                    .await;
-                match sent {
-                    Ok(resp) => {
-                        let status = resp.status();
-                        let code = Some(status.as_u16());
-                        if status.is_success() {
-                            (code, None, false)
-                        } else {
-                            let retry = status.is_server_error()
-                                || status.as_u16() == 429
-                                || status.as_u16() == 408;
-                            (code, Some(format!("HTTP {status}")), retry)
-                        }
-                    }
-                    Err(e) => (None, Some(describe(&e)), true),
+    let signed = crate::sign::sign(
+        std::slice::from_ref(&d.secret),
+        &d.event_id,
+        timestamp,
+        d.payload.as_bytes(),
+    );
+    let (status_code, error, retryable) = match signed {
+        Err(e) => (None, Some(e.to_string()), false),
+        Ok(signature) => {
+            let req = OutboundRequest {
+                url: d.url.clone(),
+                headers: vec![
+                    ("webhook-id", d.event_id.clone()),
+                    ("webhook-timestamp", timestamp.to_string()),
+                    ("webhook-signature", signature),
+                ],
+                body: d.payload.clone().into_bytes(),
+                timeout: t.timeout,
+                max_body: 0,
+            };
+            match transport.post(req).await {
+                Ok(resp) if (200..300).contains(&resp.status) => (Some(resp.status), None, false),
+                // A redirect could send the event somewhere the admin did
+                // not name: it is a failure, never followed.
+                Ok(resp) => {
+                    let code = resp.status;
+                    let retry = code >= 500 || code == 429 || code == 408;
+                    (Some(code), Some(format!("HTTP {code}")), retry)
                 }
+                Err(e) => (None, Some(e.to_string()), true),
             }
-        };
+        }
+    };
     let duration_ms = i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX);
     let outcome = match (&error, retryable) {
         (None, _) => AttemptOutcome::Delivered,
@@ -284,25 +277,6 @@ async fn attempt(
         // It stays pending with its old schedule and is tried again.
         tracing::error!(delivery = %d.id, error = %e, "recording a delivery attempt failed");
     }
-}
-
-/// The error and its causes on one line (reqwest's own text omits them).
-fn describe(e: &reqwest::Error) -> String {
-    let kind = if e.is_timeout() {
-        "timeout"
-    } else if e.is_connect() {
-        "connection failed"
-    } else {
-        "request failed"
-    };
-    let mut text = format!("{kind}: {e}");
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

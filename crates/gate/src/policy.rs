@@ -4,12 +4,12 @@ use actiongate_policy as policy;
 use actiongate_store::{Decision, DecisionResult};
 use serde_json::{Map, Value};
 
-use crate::error::ApiError;
-use crate::state::AppState;
+use crate::Gate;
+use crate::error::GateError;
 
 /// Characters allowed in a tool name. A colon would let a tool name smuggle
 /// part of a detail into `tool:<tool>:<detail>` and match other patterns.
-pub fn validate_tool(tool: &str) -> Result<(), ApiError> {
+pub fn validate_tool(tool: &str) -> Result<(), GateError> {
     let ok = !tool.is_empty()
         && tool.len() <= 128
         && tool
@@ -18,7 +18,7 @@ pub fn validate_tool(tool: &str) -> Result<(), ApiError> {
     if ok {
         Ok(())
     } else {
-        Err(ApiError::invalid(
+        Err(GateError::invalid(
             "tool",
             "1-128 characters from A-Z a-z 0-9 _ - .",
         ))
@@ -38,14 +38,14 @@ pub struct NeededPermission<'a> {
 /// Decides `tool:<tool>:<detail>` for `agent` under its profile and its
 /// active grants (`permission` set for handler actions).
 pub async fn decide(
-    state: &AppState,
+    gate: &Gate,
     agent: &str,
     tool: &str,
     detail: &str,
     permission: Option<NeededPermission<'_>>,
-) -> Result<Decision, ApiError> {
-    let profile = state.profile_of(agent).await?;
-    let grants = state.store().active_grants(agent, tool).await?;
+) -> Result<Decision, GateError> {
+    let profile = gate.profile_of(agent).await?;
+    let grants = gate.store().active_grants(agent, tool).await?;
     let req = policy::Request {
         agent,
         tool,
@@ -66,12 +66,12 @@ pub async fn decide(
 
 /// Decides a decision-only action.
 pub async fn decide_tool(
-    state: &AppState,
+    gate: &Gate,
     agent: &str,
     tool: &str,
     detail: &str,
-) -> Result<Decision, ApiError> {
-    decide(state, agent, tool, detail, None).await
+) -> Result<Decision, GateError> {
+    decide(gate, agent, tool, detail, None).await
 }
 
 /// The policy's decision as stored on an action.
@@ -84,5 +84,24 @@ pub fn record(d: policy::Decision) -> Decision {
         },
         reason: d.reason,
         rule: d.rule.and_then(|r| serde_json::to_value(r).ok()),
+    }
+}
+
+impl Gate {
+    /// A dry run: what the policy decides for `tool`/`detail` for the
+    /// calling agent now, and the action string it judged; nothing stored.
+    pub async fn check(
+        &self,
+        caller: &crate::Caller,
+        tool: &str,
+        detail: &str,
+    ) -> Result<(String, Decision), GateError> {
+        let agent = caller.agent_id()?;
+        validate_tool(tool)?;
+        crate::actions::check_len("detail", Some(detail), crate::actions::MAX_DETAIL)?;
+        let decision = decide_tool(self, agent, tool, detail).await?;
+        metrics::counter!("actiongate_decisions_total", "result" => decision.result.as_str())
+            .increment(1);
+        Ok((policy::format_action(tool, detail), decision))
     }
 }

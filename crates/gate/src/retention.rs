@@ -3,37 +3,39 @@
 
 use std::time::Duration;
 
-use crate::state::AppState;
+use actiongate_store::Store;
+use tokio_util::sync::CancellationToken;
 
 /// Events deleted per transaction, so pruning never holds the writer long.
 const PRUNE_BATCH: i64 = 5000;
 
-/// Runs until shutdown; does nothing when events are kept forever.
-pub async fn run(state: AppState) {
-    let ev = &state.settings().events;
-    let (Ok(Some(retention)), Ok(interval)) = (ev.retention(), ev.prune_interval()) else {
-        return;
-    };
+/// Prunes every `interval` until `shutdown`.
+pub async fn run(
+    store: Store,
+    retention: Duration,
+    interval: Duration,
+    shutdown: CancellationToken,
+) {
     loop {
-        prune_once(&state, retention).await;
+        prune_once(&store, retention, &shutdown).await;
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
-            _ = state.shutdown().cancelled() => return,
+            _ = shutdown.cancelled() => return,
         }
     }
 }
 
-async fn prune_once(state: &AppState, retention: Duration) {
+async fn prune_once(store: &Store, retention: Duration, shutdown: &CancellationToken) {
     let Ok(age) = chrono::Duration::from_std(retention) else {
         return;
     };
     let cutoff = chrono::Utc::now() - age;
     let mut total = 0;
     loop {
-        if state.shutdown().is_cancelled() {
+        if shutdown.is_cancelled() {
             break;
         }
-        match state.store().prune_events(cutoff, PRUNE_BATCH).await {
+        match store.prune_events(cutoff, PRUNE_BATCH).await {
             Ok(n) => {
                 total += n;
                 if (n as i64) < PRUNE_BATCH {

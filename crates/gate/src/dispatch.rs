@@ -19,8 +19,8 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, broadcast};
 
 use actiongate_store::{ActionAttempt, ActionStatus, AttemptNext, Claimed, Outcome};
 
-use crate::config::Dispatch;
-use crate::state::AppState;
+use crate::Gate;
+use crate::transport::{OutboundRequest, Transport};
 
 /// Longest idle sleep; a safety net should a wake-up ever be missed.
 const MAX_IDLE: Duration = Duration::from_secs(60);
@@ -28,6 +28,25 @@ const MAX_IDLE: Duration = Duration::from_secs(60);
 const BATCH: i64 = 256;
 /// Extra lease beyond the handler's timeout, for the answer to be recorded.
 const LEASE_SLACK: Duration = Duration::from_secs(30);
+
+/// How approved handler actions reach their executors, typed.
+#[derive(Debug, Clone)]
+pub struct DispatchConfig {
+    /// Attempts in flight at once, over all handlers.
+    pub max_in_flight: usize,
+    /// Attempts in flight at once to one handler.
+    pub per_handler_max_in_flight: usize,
+    /// Per-attempt timeout of handlers that name none.
+    pub default_timeout: Duration,
+    /// Waits before each retry; its length + 1 is the number of attempts.
+    pub retry_schedule: Vec<Duration>,
+    /// How long an executor that answered 202 has to post the result.
+    pub async_result_timeout: Duration,
+    /// Largest executor answer kept as the result, in bytes.
+    pub result_max_bytes: usize,
+    /// How long a rotated-out handler secret stays valid.
+    pub secret_grace: Duration,
+}
 
 struct Limits {
     global: Arc<Semaphore>,
@@ -50,13 +69,13 @@ impl Drop for Slot {
 }
 
 /// What the dispatch loop and request handlers share: the in-flight limits,
-/// the HTTP client and the settings. A request that stores an allowed
+/// the transport and the settings. A request that stores an allowed
 /// handler action takes a [`Slot`] first; the action is then stored
 /// already claimed and its attempt starts at once, without waiting for the
 /// loop to find it.
 pub struct Dispatcher {
-    cfg: Arc<Dispatch>,
-    client: reqwest::Client,
+    cfg: Arc<DispatchConfig>,
+    transport: Arc<dyn Transport>,
     limits: Arc<Limits>,
     /// Whether the loop runs (dispatch enabled, past start-up recovery).
     live: AtomicBool,
@@ -67,12 +86,8 @@ pub struct Dispatcher {
 
 impl Dispatcher {
     /// The shared part; nothing is sent until [`run`] starts.
-    pub fn new(cfg: Dispatch) -> anyhow::Result<Dispatcher> {
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(cfg.per_handler_max_in_flight)
-            .build()
-            .map_err(|e| anyhow::anyhow!("cannot build the dispatch HTTP client: {e}"))?;
-        Ok(Dispatcher {
+    pub fn new(cfg: DispatchConfig, transport: Arc<dyn Transport>) -> Dispatcher {
+        Dispatcher {
             limits: Arc::new(Limits {
                 global: Arc::new(Semaphore::new(cfg.max_in_flight)),
                 per_handler: Mutex::new(HashMap::new()),
@@ -80,10 +95,10 @@ impl Dispatcher {
                 freed: Notify::new(),
             }),
             cfg: Arc::new(cfg),
-            client,
+            transport,
             live: AtomicBool::new(false),
             backlog: AtomicBool::new(false),
-        })
+        }
     }
 
     /// A slot for an attempt to `handler`, if dispatch runs, no approved
@@ -127,23 +142,23 @@ impl Dispatcher {
     /// Runs claimed attempt `c` in its own task, holding `slot` until done.
     /// While actions wait for room, the slot then goes straight to the next
     /// one of the same handler (one claim, no pass of the dispatch loop).
-    pub fn start(&self, state: &AppState, c: Claimed, slot: Slot) {
-        let state = state.clone();
+    pub fn start(&self, gate: &Gate, c: Claimed, slot: Slot) {
+        let gate = gate.clone();
         tokio::spawn(async move {
-            let d = state.dispatcher();
+            let d = gate.dispatcher();
             let mut c = c;
             loop {
                 let handler = c.action.handler.clone().unwrap_or_default();
-                attempt(&state, &d.client, &d.cfg, c).await;
-                if !d.backlog.load(Ordering::Acquire) || state.shutdown().is_cancelled() {
+                attempt(&gate, d.transport.as_ref(), &d.cfg, c).await;
+                if !d.backlog.load(Ordering::Acquire) || gate.shutdown().is_cancelled() {
                     break;
                 }
-                let timeout = match state.handler(&handler).await {
+                let timeout = match gate.handler(&handler).await {
                     Ok(h) => h.record.timeout_ms,
                     Err(_) => break,
                 };
                 let now = Utc::now();
-                match state
+                match gate
                     .store()
                     .claim_next(&handler, now, now + d.lease(timeout))
                     .await
@@ -161,33 +176,15 @@ impl Dispatcher {
     }
 }
 
-/// Signs `body` for every valid secret (several during a rotation).
-pub fn sign(
-    secrets: &[String],
-    msg_id: &str,
-    timestamp: i64,
-    body: &[u8],
-) -> anyhow::Result<String> {
-    let mut sigs = Vec::with_capacity(secrets.len());
-    for s in secrets {
-        let wh = standardwebhooks::Webhook::new(s)
-            .map_err(|e| anyhow::anyhow!("bad handler secret: {e}"))?;
-        sigs.push(
-            wh.sign(msg_id, timestamp, body)
-                .map_err(|e| anyhow::anyhow!("signing failed: {e}"))?,
-        );
-    }
-    Ok(sigs.join(" "))
-}
-
 /// Makes whatever was in flight when the daemon last stopped due again
 /// (or failed, with its attempts used up), recording the cut attempt. Runs
 /// before the server accepts requests, so that an executor's late result
 /// cannot settle such an action before its cut attempt is on record.
-pub async fn recover_in_flight(state: &AppState, cfg: &Dispatch) {
+pub async fn recover_in_flight(gate: &Gate) {
+    let cfg = &gate.dispatcher().cfg;
     let max_attempts = cfg.retry_schedule.len() as i64 + 1;
     // Whatever was in flight when the daemon last stopped is lost: make it due again.
-    match state
+    match gate
         .store()
         .release_leases(Utc::now(), max_attempts, true)
         .await
@@ -204,31 +201,31 @@ pub async fn recover_in_flight(state: &AppState, cfg: &Dispatch) {
 }
 
 /// Runs until shutdown.
-pub async fn run(state: AppState) {
-    let d = state.dispatcher();
+pub async fn run(gate: Gate) {
+    let d = gate.dispatcher();
     d.live.store(true, Ordering::Release);
     let max_attempts = d.cfg.retry_schedule.len() as i64 + 1;
-    let mut events = state.store().subscribe();
+    let mut events = gate.store().subscribe();
     // When the earliest lease lapses; releasing is a write, so it is done
     // only when one is due, not on every pass.
     let mut lease_due: Option<chrono::DateTime<Utc>> = None;
     loop {
         if lease_due.is_some_and(|at| at <= Utc::now())
-            && let Err(e) = state
+            && let Err(e) = gate
                 .store()
                 .release_leases(Utc::now(), max_attempts, false)
                 .await
         {
             tracing::error!(error = %e, "releasing lapsed leases failed");
         }
-        let blocked = match pass(&state).await {
+        let blocked = match pass(&gate).await {
             Ok(blocked) => blocked,
             Err(e) => {
                 tracing::error!(error = %e, "dispatch pass failed");
                 false
             }
         };
-        let sleep = match state.store().next_dispatch_times().await {
+        let sleep = match gate.store().next_dispatch_times().await {
             Ok(next) => {
                 lease_due = next.lease;
                 match next.retry.into_iter().chain(next.lease).min() {
@@ -251,7 +248,7 @@ pub async fn run(state: AppState) {
             _ = tokio::time::sleep(sleep.max(Duration::from_millis(1))) => {}
             _ = d.limits.freed.notified() => {}
             _ = wake_on_event(&mut events) => {}
-            _ = state.shutdown().cancelled() => break,
+            _ = gate.shutdown().cancelled() => break,
         }
     }
     d.live.store(false, Ordering::Release);
@@ -294,9 +291,9 @@ async fn wake_on_event(events: &mut broadcast::Receiver<Arc<actiongate_store::Ev
 }
 
 /// Claims what is due and within limits; `true` when limits held some back.
-async fn pass(state: &AppState) -> anyhow::Result<bool> {
-    let d = state.dispatcher();
-    let due = state.store().due_for_dispatch(Utc::now(), BATCH).await?;
+async fn pass(gate: &Gate) -> anyhow::Result<bool> {
+    let d = gate.dispatcher();
+    let due = gate.store().due_for_dispatch(Utc::now(), BATCH).await?;
     let mut blocked = false;
     let mut ids = Vec::new();
     let mut slots = HashMap::new();
@@ -306,7 +303,7 @@ async fn pass(state: &AppState) -> anyhow::Result<bool> {
             blocked = true;
             continue;
         };
-        if let Ok(h) = state.handler(&handler).await {
+        if let Ok(h) = gate.handler(&handler).await {
             lease = lease.max(d.lease(h.record.timeout_ms));
         }
         slots.insert(id.clone(), slot);
@@ -316,10 +313,10 @@ async fn pass(state: &AppState) -> anyhow::Result<bool> {
         d.backlog.store(blocked, Ordering::Release);
         return Ok(blocked);
     }
-    let claimed = state.store().claim(ids, Utc::now() + lease).await?;
+    let claimed = gate.store().claim(ids, Utc::now() + lease).await?;
     for c in claimed {
         if let Some(slot) = slots.remove(&c.action.id) {
-            d.start(state, c, slot);
+            d.start(gate, c, slot);
         }
     }
     d.backlog.store(blocked, Ordering::Release);
@@ -333,11 +330,11 @@ struct Answer {
     next: AttemptNext,
 }
 
-async fn attempt(state: &AppState, client: &reqwest::Client, cfg: &Dispatch, c: Claimed) {
+async fn attempt(gate: &Gate, transport: &dyn Transport, cfg: &DispatchConfig, c: Claimed) {
     let id = c.action.id.clone();
     let started = Utc::now();
     let clock = Instant::now();
-    let answer = match exchange(state, client, cfg, &c).await {
+    let answer = match exchange(gate, transport, cfg, &c).await {
         Ok(a) => a,
         Err(e) => Answer {
             status_code: None,
@@ -353,10 +350,8 @@ async fn attempt(state: &AppState, client: &reqwest::Client, cfg: &Dispatch, c: 
         duration_ms: clock.elapsed().as_millis() as i64,
     };
     let recorded = match answer.next {
-        AttemptNext::Settle(outcome) => {
-            state.store().settle_attempt(&c.action, &rec, outcome).await
-        }
-        next => state.store().finish_attempt(&id, rec, next).await,
+        AttemptNext::Settle(outcome) => gate.store().settle_attempt(&c.action, &rec, outcome).await,
+        next => gate.store().finish_attempt(&id, rec, next).await,
     };
     match recorded {
         Ok(Some(a)) if a.status == ActionStatus::Failed => {
@@ -368,18 +363,18 @@ async fn attempt(state: &AppState, client: &reqwest::Client, cfg: &Dispatch, c: 
 }
 
 async fn exchange(
-    state: &AppState,
-    client: &reqwest::Client,
-    cfg: &Dispatch,
+    gate: &Gate,
+    transport: &dyn Transport,
+    cfg: &DispatchConfig,
     c: &Claimed,
 ) -> anyhow::Result<Answer> {
     let a = &c.action;
     let handler_id = a.handler.as_deref().unwrap_or_default();
-    let handler = state
+    let handler = gate
         .handler(handler_id)
         .await
         .map_err(|_| anyhow::anyhow!("handler '{handler_id}' is gone"))?;
-    let secrets = state.handler_secrets(handler_id).await?;
+    let secrets = gate.handler_secrets(handler_id).await?;
     let body = serde_json::to_vec(&json!({
         "type": "action.execute",
         "action_id": a.id,
@@ -391,33 +386,29 @@ async fn exchange(
         "deadline": a.deadline,
     }))?;
     let ts = Utc::now().timestamp();
-    let signature = sign(&secrets, &a.id, ts, &body)?;
+    let signature = crate::sign::sign(&secrets, &a.id, ts, &body)?;
     let timeout = handler
         .record
         .timeout_ms
         .map(|ms| Duration::from_millis(ms.max(1) as u64))
         .unwrap_or(cfg.default_timeout);
-    let resp = client
-        .post(&handler.record.url)
-        .timeout(timeout)
-        .header("content-type", "application/json")
-        .header("webhook-id", &a.id)
-        .header("webhook-timestamp", ts.to_string())
-        .header("webhook-signature", signature)
-        .body(body)
-        .send()
-        .await;
-    let resp = match resp {
+    let req = OutboundRequest {
+        url: handler.record.url.clone(),
+        headers: vec![
+            ("webhook-id", a.id.clone()),
+            ("webhook-timestamp", ts.to_string()),
+            ("webhook-signature", signature),
+        ],
+        body,
+        timeout,
+        max_body: cfg.result_max_bytes,
+    };
+    let resp = match transport.post(req).await {
         Ok(r) => r,
+        // No answer, or one cut short: the executor may or may not have
+        // run it; the same webhook-id lets it tell a retry from a new one.
         Err(e) => {
-            let what = if e.is_timeout() {
-                "timed out"
-            } else if e.is_connect() {
-                "connection failed"
-            } else {
-                "request failed"
-            };
-            let msg = format!("{what}: {e}");
+            let msg = e.to_string();
             return Ok(Answer {
                 status_code: None,
                 error: Some(msg.clone()),
@@ -425,14 +416,8 @@ async fn exchange(
             });
         }
     };
-    let code = resp.status().as_u16();
-    let retry_after = resp
-        .headers()
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
-    let body = read_capped(resp, cfg.result_max_bytes).await;
+    let code = resp.status;
+    let body = result_value(&resp.body, resp.body_len, cfg.result_max_bytes);
     Ok(match code {
         202 => Answer {
             status_code: Some(code),
@@ -451,12 +436,25 @@ async fn exchange(
                 error: None,
             }),
         },
+        // A redirect is never followed: it could point anywhere the daemon
+        // can reach. It counts as a failed attempt, retried like a 5xx.
+        300..=399 => {
+            let msg = match &resp.location {
+                Some(to) => format!("executor answered {code} (redirect to {to}, not followed)"),
+                None => format!("executor answered {code} (redirect, not followed)"),
+            };
+            Answer {
+                status_code: Some(code),
+                error: Some(msg.clone()),
+                next: retry(cfg, c.attempt, resp.retry_after, &msg),
+            }
+        }
         408 | 429 | 500..=599 => {
             let msg = format!("executor answered {code}");
             Answer {
                 status_code: Some(code),
                 error: Some(msg.clone()),
-                next: retry(cfg, c.attempt, retry_after, &msg),
+                next: retry(cfg, c.attempt, resp.retry_after, &msg),
             }
         }
         _ => {
@@ -478,28 +476,20 @@ async fn exchange(
     })
 }
 
-/// The answer's body as JSON (text bodies as `{"text": …}`), at most `max` bytes kept.
-async fn read_capped(mut resp: reqwest::Response, max: usize) -> Value {
-    let mut buf = Vec::new();
-    let mut total = 0usize;
-    while let Ok(Some(chunk)) = resp.chunk().await {
-        total += chunk.len();
-        if buf.len() < max {
-            let take = (max - buf.len()).min(chunk.len());
-            buf.extend_from_slice(&chunk[..take]);
-        }
+/// An answer's body as the result: JSON, or text as `{"text": …}`; a body
+/// longer than `max` as `{"truncated": true, "size": …}`.
+fn result_value(body: &[u8], len: usize, max: usize) -> Value {
+    if len > max {
+        return json!({"truncated": true, "size": len});
     }
-    if total > max {
-        return json!({"truncated": true, "size": total});
-    }
-    if buf.is_empty() {
+    if body.is_empty() {
         return Value::Null;
     }
-    serde_json::from_slice(&buf).unwrap_or_else(|_| json!({"text": String::from_utf8_lossy(&buf)}))
+    serde_json::from_slice(body).unwrap_or_else(|_| json!({"text": String::from_utf8_lossy(body)}))
 }
 
 /// The next step after a retryable failure of attempt `n`.
-fn retry(cfg: &Dispatch, n: i64, retry_after: Option<Duration>, error: &str) -> AttemptNext {
+fn retry(cfg: &DispatchConfig, n: i64, retry_after: Option<Duration>, error: &str) -> AttemptNext {
     let idx = usize::try_from(n - 1).unwrap_or(usize::MAX);
     match cfg.retry_schedule.get(idx) {
         Some(base) => {

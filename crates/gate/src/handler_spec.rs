@@ -2,105 +2,17 @@
 //! permissions, scope keys, templates) and the compiled form used for every
 //! handler action (params validator, templates, scope pointers, masking).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use utoipa::ToSchema;
 
 use actiongate_store::HandlerRecord;
 
-use crate::error::{ApiError, FieldError};
+use actiongate_api::{ActionDecl, FieldError, HandlerRegistration, PermissionDecl};
+
+use crate::error::GateError;
 use crate::template::Template;
-
-/// A permission a handler declares.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PermissionDecl {
-    /// Name, e.g. `email.send`.
-    pub name: String,
-    /// What it permits.
-    #[serde(default)]
-    pub description: Option<String>,
-    /// JSON Schema of its scope keys (an object schema with `properties`).
-    #[schema(value_type = Object)]
-    pub parameters_schema: Value,
-}
-
-/// One labelled field of a rendered action.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RenderField {
-    /// Label shown to the human.
-    pub label: String,
-    /// Template of the value.
-    pub value: String,
-}
-
-/// How the handler wants its actions shown to a human.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Render {
-    /// Title template.
-    pub title: String,
-    /// Summary template.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summary: Option<String>,
-    /// Labelled field templates.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub fields: Vec<RenderField>,
-}
-
-/// An action a handler performs.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ActionDecl {
-    /// Name, e.g. `send`.
-    pub name: String,
-    /// What it does (shown to agents as the tool description).
-    #[serde(default)]
-    pub description: Option<String>,
-    /// JSON Schema of its params.
-    #[schema(value_type = Object)]
-    pub params_schema: Value,
-    /// The permission it needs.
-    pub permission: String,
-    /// Scope key -> JSON pointer into the params.
-    #[serde(default)]
-    pub scope: BTreeMap<String, String>,
-    /// Template of the action string's detail (default: the action name).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-    /// Display templates.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub render: Option<Render>,
-    /// JSON pointers of params masked as `"***"` wherever shown.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sensitive: Vec<String>,
-}
-
-/// What an executor registers.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HandlerRegistration {
-    /// Slug id: lowercase letters, digits, `_` and `-`, 1-64, starting with a letter or digit.
-    pub id: String,
-    /// Display name.
-    pub name: String,
-    /// What it does.
-    #[serde(default)]
-    pub description: Option<String>,
-    /// Webhook URL (http or https).
-    pub url: String,
-    /// Per-attempt timeout, e.g. `30s` (default set by the daemon).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<String>,
-    /// Permissions it declares.
-    #[serde(default)]
-    pub permissions: Vec<PermissionDecl>,
-    /// Actions it performs.
-    pub actions: Vec<ActionDecl>,
-}
 
 /// The parts of a registration kept as the stored spec.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -224,13 +136,13 @@ fn template(errs: &mut Errors, field: String, text: &str, schema: &Value) -> Opt
 }
 
 /// Validates a registration; every problem is reported with its place.
-pub fn validate(reg: &HandlerRegistration) -> Result<(), ApiError> {
+pub fn validate(reg: &HandlerRegistration) -> Result<(), GateError> {
     compile_parts(reg).map(|_| ())
 }
 
 type Parts = (HashMap<String, PermissionDecl>, Vec<CompiledAction>);
 
-fn compile_parts(reg: &HandlerRegistration) -> Result<Parts, ApiError> {
+fn compile_parts(reg: &HandlerRegistration) -> Result<Parts, GateError> {
     let mut errs = Errors(Vec::new());
     if !is_slug(&reg.id, 64) {
         errs.add("id", "1-64 of a-z 0-9 _ -, starting with a letter or digit");
@@ -372,7 +284,7 @@ fn compile_parts(reg: &HandlerRegistration) -> Result<Parts, ApiError> {
     if errs.0.is_empty() {
         Ok((permissions, actions))
     } else {
-        Err(ApiError::invalid_fields(errs.0))
+        Err(GateError::invalid_fields(errs.0))
     }
 }
 
@@ -387,10 +299,10 @@ pub fn spec_json(reg: &HandlerRegistration) -> Value {
 }
 
 /// The registration a stored record describes.
-pub fn registration_of(record: &HandlerRecord) -> Result<HandlerRegistration, ApiError> {
+pub fn registration_of(record: &HandlerRecord) -> Result<HandlerRegistration, GateError> {
     let spec: Spec = serde_json::from_value(record.spec.clone()).map_err(|e| {
         tracing::error!(handler = %record.id, error = %e, "stored handler spec does not decode");
-        ApiError::internal()
+        GateError::internal()
     })?;
     Ok(HandlerRegistration {
         id: record.id.clone(),
@@ -405,11 +317,11 @@ pub fn registration_of(record: &HandlerRecord) -> Result<HandlerRegistration, Ap
 
 impl CompiledHandler {
     /// Compiles a stored handler.
-    pub fn compile(record: HandlerRecord) -> Result<CompiledHandler, ApiError> {
+    pub fn compile(record: HandlerRecord) -> Result<CompiledHandler, GateError> {
         let reg = registration_of(&record)?;
         let (permissions, actions) = compile_parts(&reg).map_err(|e| {
-            tracing::error!(handler = %record.id, problem = ?e.problem(), "stored handler spec does not compile");
-            ApiError::internal()
+            tracing::error!(handler = %record.id, error = %e, "stored handler spec does not compile");
+            GateError::internal()
         })?;
         Ok(CompiledHandler {
             record,

@@ -1,0 +1,176 @@
+//! Bodies of `/v1/actions`: requesting an action and deciding on it.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// A decision-only request: the agent runs the tool itself once allowed.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolActionRequest {
+    /// Tool name, e.g. `bash`; 1-128 of `A-Z a-z 0-9 _ - .`.
+    #[schema(
+        pattern = r"^[A-Za-z0-9_.\-]{1,128}$",
+        min_length = 1,
+        max_length = 128
+    )]
+    pub tool: String,
+    /// Tool-specific detail, e.g. the command line.
+    #[schema(max_length = 65536)]
+    pub detail: String,
+    /// Why the agent wants to do it (shown to the human).
+    #[serde(default)]
+    #[schema(max_length = 4096)]
+    pub reason: Option<String>,
+    /// How long a human has to decide if the policy asks one, e.g. `5m`.
+    /// Bounds and default are configured (`actions.min_timeout`,
+    /// `max_timeout`, `default_timeout`); the pattern spells the default
+    /// bounds, 1m-60m, in seconds, minutes or hours. The server also takes
+    /// other spellings of a duration within the configured bounds (`1h 0m`).
+    #[serde(default)]
+    #[schema(
+        pattern = r"^(?:(?:[1-9]|[1-5][0-9]|60)m|1h|(?:6[0-9]|[7-9][0-9]|[1-9][0-9]{2}|[12][0-9]{3}|3[0-5][0-9]{2}|3600)s)$"
+    )]
+    pub timeout: Option<String>,
+    /// Makes retries safe: the same key and body return the first action.
+    #[serde(default)]
+    #[schema(max_length = 256)]
+    pub idempotency_key: Option<String>,
+}
+
+/// A request for an action a registered handler performs.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandlerActionRequest {
+    /// Handler id.
+    pub handler: String,
+    /// Action name.
+    pub action: String,
+    /// Params, validated against the action's `params_schema`.
+    #[schema(value_type = Object)]
+    pub params: serde_json::Value,
+    /// Why the agent wants to do it.
+    #[serde(default)]
+    #[schema(max_length = 4096)]
+    pub reason: Option<String>,
+    /// How long a human has to decide if the policy asks one, e.g. `5m`;
+    /// bounds and default as for a decision-only action (the pattern
+    /// spells the default bounds, 1m-60m).
+    #[serde(default)]
+    #[schema(
+        pattern = r"^(?:(?:[1-9]|[1-5][0-9]|60)m|1h|(?:6[0-9]|[7-9][0-9]|[1-9][0-9]{2}|[12][0-9]{3}|3[0-5][0-9]{2}|3600)s)$"
+    )]
+    pub timeout: Option<String>,
+    /// Makes retries safe.
+    #[serde(default)]
+    #[schema(max_length = 256)]
+    pub idempotency_key: Option<String>,
+}
+
+/// Either a handler action or a decision-only action.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum CreateAction {
+    /// `{handler, action, params, …}`.
+    Handler(HandlerActionRequest),
+    /// `{tool, detail, …}`.
+    Tool(ToolActionRequest),
+}
+
+impl CreateAction {
+    /// `(reason, timeout, idempotency_key)` of either form.
+    pub fn common(&self) -> (Option<&str>, Option<&str>, Option<&str>) {
+        match self {
+            CreateAction::Handler(h) => (
+                h.reason.as_deref(),
+                h.timeout.as_deref(),
+                h.idempotency_key.as_deref(),
+            ),
+            CreateAction::Tool(t) => (
+                t.reason.as_deref(),
+                t.timeout.as_deref(),
+                t.idempotency_key.as_deref(),
+            ),
+        }
+    }
+}
+
+/// Body of an approval.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveBody {
+    /// A note kept with the decision.
+    #[serde(default)]
+    #[schema(max_length = 4096)]
+    pub note: Option<String>,
+    /// Also grant a standing permission (the "don't ask again" of the gear icon).
+    #[serde(default)]
+    pub remember: Option<Remember>,
+}
+
+/// A grant made while approving.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Remember {
+    /// `1h`, `30m`, `2d`, `today`, `indefinite` or an RFC 3339 time.
+    #[schema(pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite)$")]
+    pub expires: String,
+    /// Handler actions: the scope granted (default: this action's scope); values may be globs.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub scope: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Decision-only actions: full-match pattern over the detail (default: exactly this detail).
+    #[serde(default)]
+    #[schema(format = Regex)]
+    pub pattern: Option<String>,
+    /// The agent it is for: default this action's agent; `*` for any agent.
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// Body of a denial.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DenyBody {
+    /// Why it was denied (the agent sees it).
+    #[serde(default)]
+    #[schema(max_length = 4096)]
+    pub reason: Option<String>,
+}
+
+/// Body of a free-text reply.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplyBody {
+    /// yes/approve/ok/continue or no/reject/stop/cancel, in any case,
+    /// with surrounding whitespace and ASCII punctuation ignored (`"Yes!"`).
+    #[schema(
+        max_length = 256,
+        pattern = r"^[\t\n\r !-/:-@\[-`{-~]*(?:[Yy][Ee][Ss]|[Aa][Pp][Pp][Rr][Oo][Vv][Ee]|[Oo][Kk]|[Cc][Oo][Nn][Tt][Ii][Nn][Uu][Ee]|[Nn][Oo]|[Rr][Ee][Jj][Ee][Cc][Tt]|[Ss][Tt][Oo][Pp]|[Cc][Aa][Nn][Cc][Ee][Ll])[\t\n\r !-/:-@\[-`{-~]*$"
+    )]
+    pub text: String,
+}
+
+/// What the agent reports after running an approved decision-only action.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutcomeBody {
+    /// How it went.
+    pub status: OutcomeStatus,
+    /// Any result payload (any JSON value).
+    #[serde(default)]
+    pub result: Option<serde_json::Value>,
+    /// Error text when it failed.
+    #[serde(default)]
+    #[schema(max_length = 65536)]
+    pub error: Option<String>,
+}
+
+/// How an approved action went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OutcomeStatus {
+    /// It ran and succeeded.
+    Completed,
+    /// It ran and failed, or could not run.
+    Failed,
+}

@@ -1,0 +1,127 @@
+//! Bodies of `/v1/grants`, `/v1/permissions/check` and `/v1/grant-requests`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+/// An agent's request for a permission.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateGrantRequest {
+    /// Handler id.
+    pub handler: String,
+    /// Permission name.
+    pub permission: String,
+    /// Scope asked for.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub scope: Map<String, Value>,
+    /// Why the agent needs it.
+    pub reason: String,
+    /// How long the grant should last (`1h`, `today`, `indefinite`, RFC 3339; default 1h).
+    #[serde(default)]
+    #[schema(pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite)$")]
+    pub expires: Option<String>,
+    /// How long a human has to answer (default and bounds as for actions).
+    #[serde(default)]
+    #[schema(
+        pattern = r"^(?:(?:[1-9]|[1-5][0-9]|60)m|1h|(?:6[0-9]|[7-9][0-9]|[1-9][0-9]{2}|[12][0-9]{3}|3[0-5][0-9]{2}|3600)s)$"
+    )]
+    pub timeout: Option<String>,
+}
+
+/// An approval, optionally narrower than asked.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveRequest {
+    /// A scope within the one asked for (default: as asked).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub scope: Option<Map<String, Value>>,
+    /// An expiry no later than the one asked for (default: as asked).
+    #[serde(default)]
+    #[schema(pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite)$")]
+    pub expires: Option<String>,
+}
+
+/// A denial.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DenyRequest {
+    /// Why (the agent sees it).
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// A grant of a handler's permission within a scope.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionGrant {
+    /// For this agent only; absent: any agent.
+    #[serde(default)]
+    #[schema(pattern = r"^[A-Za-z0-9_.@\-]{1,128}$")]
+    pub agent: Option<String>,
+    /// Handler id.
+    pub handler: String,
+    /// Permission name.
+    pub permission: String,
+    /// Scope values; a string with `*` or `?` is a glob; a missing key matches any value.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub scope: Map<String, Value>,
+    /// `1h`, `30m`, `2d`, `today`, `indefinite`; the server also takes an RFC 3339 time.
+    #[schema(pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite)$")]
+    pub expires: String,
+    /// A note.
+    #[serde(default)]
+    #[schema(max_length = 4096)]
+    pub note: Option<String>,
+}
+
+/// A grant for decision-only actions of a tool whose detail matches a pattern.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolGrant {
+    /// For this agent only; absent: any agent.
+    #[serde(default)]
+    #[schema(pattern = r"^[A-Za-z0-9_.@\-]{1,128}$")]
+    pub agent: Option<String>,
+    /// Tool name.
+    #[schema(pattern = r"^[A-Za-z0-9_.\-]{1,128}$")]
+    pub tool: String,
+    /// Full-match regex over the detail, shell-aware for shell tools (the
+    /// Rust `regex` syntax, plus look-around; an invalid one is a 422).
+    #[schema(format = Regex, max_length = 4096)]
+    pub pattern: String,
+    /// `1h`, `30m`, `2d`, `today`, `indefinite`; the server also takes an RFC 3339 time.
+    #[schema(pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite)$")]
+    pub expires: String,
+    /// A note.
+    #[serde(default)]
+    #[schema(max_length = 4096)]
+    pub note: Option<String>,
+}
+
+/// A grant to create: `{handler, permission, scope}` or `{tool, pattern}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum CreateGrant {
+    /// A handler permission.
+    Permission(PermissionGrant),
+    /// A decision-only tool pattern.
+    Tool(ToolGrant),
+}
+
+/// Does the calling agent hold this permission for this scope?
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionCheck {
+    /// Handler id.
+    pub handler: String,
+    /// Permission name.
+    pub permission: String,
+    /// Scope values of the intended action.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub scope: Map<String, Value>,
+}

@@ -1,0 +1,97 @@
+//! What an executor registers: a handler, the permissions it declares and
+//! the actions it performs, with the templates that render them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// A permission a handler declares.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionDecl {
+    /// Name, e.g. `email.send`.
+    pub name: String,
+    /// What it permits.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// JSON Schema of its scope keys (an object schema with `properties`).
+    #[schema(value_type = Object)]
+    pub parameters_schema: Value,
+}
+
+/// One labelled field of a rendered action.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenderField {
+    /// Label shown to the human.
+    pub label: String,
+    /// Template of the value.
+    pub value: String,
+}
+
+/// How the handler wants its actions shown to a human.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Render {
+    /// Title template.
+    pub title: String,
+    /// Summary template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Labelled field templates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<RenderField>,
+}
+
+/// An action a handler performs.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ActionDecl {
+    /// Name, e.g. `send`.
+    pub name: String,
+    /// What it does (shown to agents as the tool description).
+    #[serde(default)]
+    pub description: Option<String>,
+    /// JSON Schema of its params.
+    #[schema(value_type = Object)]
+    pub params_schema: Value,
+    /// The permission it needs.
+    pub permission: String,
+    /// Scope key -> JSON pointer into the params.
+    #[serde(default)]
+    pub scope: BTreeMap<String, String>,
+    /// Template of the action string's detail (default: the action name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Display templates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub render: Option<Render>,
+    /// JSON pointers of params masked as `"***"` wherever shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sensitive: Vec<String>,
+}
+
+/// What an executor registers.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandlerRegistration {
+    /// Slug id: lowercase letters, digits, `_` and `-`, 1-64, starting with a letter or digit.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// What it does.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Webhook URL (http or https).
+    pub url: String,
+    /// Per-attempt timeout, e.g. `30s` (default set by the daemon).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Permissions it declares.
+    #[serde(default)]
+    pub permissions: Vec<PermissionDecl>,
+    /// Actions it performs.
+    pub actions: Vec<ActionDecl>,
+}

@@ -1,0 +1,17 @@
+//! The wire types of actiongate's HTTP API: request and response bodies
+//! and their OpenAPI schemas. Only serde and utoipa; no I/O.
+//!
+//! Invariants: a type here is what crosses the wire, field for field; the
+//! daemon (`crates/server`), the workflows that take these inputs
+//! (`crates/gate`) and the client (`crates/cli`) share them, so a change
+//! here is a change of the API and shows in `openapi/openapi.json`.
+
+pub mod actions;
+pub mod grants;
+pub mod handlers;
+pub mod problem;
+
+pub use actions::*;
+pub use grants::*;
+pub use handlers::*;
+pub use problem::{FieldError, Problem};

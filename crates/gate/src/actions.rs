@@ -1,0 +1,420 @@
+//! Requesting an action: policy, grants, idempotency, persistence and the
+//! answer; reading and listing actions; waiting for one to settle.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use actiongate_api::{CreateAction, HandlerActionRequest};
+use actiongate_policy as policy;
+use actiongate_store::{
+    Action, ActionFilter, ActionStatus, Claimed, DecisionResult, HandlerAction, NewAction,
+};
+
+use crate::dispatch::Slot;
+use crate::policy::{NeededPermission, decide_tool, validate_tool};
+use crate::waiters::Registration;
+use crate::{Caller, Gate, GateError, GateResult};
+
+/// Most characters of a detail, an outcome's error text.
+pub const MAX_DETAIL: usize = 64 * 1024;
+/// Most characters of a reason or note.
+pub const MAX_TEXT: usize = 4096;
+/// Most characters of a free-text reply.
+pub const MAX_REPLY: usize = 256;
+
+/// Limits are in characters, as JSON Schema's `maxLength` counts them.
+pub fn check_len(field: &str, value: Option<&str>, max: usize) -> GateResult<()> {
+    match value {
+        // Counting is only needed when the bytes could exceed the limit.
+        Some(v) if v.len() > max && v.chars().count() > max => Err(GateError::invalid(
+            field,
+            format!("at most {max} characters"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// An agent id: 1-128 of `A-Z a-z 0-9 _ - . @`.
+pub fn validate_agent_id(id: &str) -> GateResult<()> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '@'));
+    if ok {
+        Ok(())
+    } else {
+        Err(GateError::invalid(
+            "agent",
+            "1-128 characters from A-Z a-z 0-9 _ - . @",
+        ))
+    }
+}
+
+fn humanize(d: Duration) -> String {
+    let s = d.as_secs();
+    if s.is_multiple_of(3600) {
+        format!("{}h", s / 3600)
+    } else if s.is_multiple_of(60) {
+        format!("{}m", s / 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+fn request_hash<T: Serialize>(body: &T) -> String {
+    hex::encode(Sha256::digest(serde_json::to_vec(body).unwrap_or_default()))
+}
+
+/// What [`Gate::request_action`] answers.
+pub struct Requested {
+    /// The action as stored (or as it settled within the wait).
+    pub action: Action,
+    /// `false`: an earlier action with the same idempotency key.
+    pub created: bool,
+    /// The action as JSON text, rendered once when it was stored, when it
+    /// is exactly what [`Requested::action`] serializes to (an adapter may
+    /// send it as is).
+    pub rendered: Option<String>,
+}
+
+/// Filters and paging of [`Gate::list_actions`].
+#[derive(Debug, Default, Clone)]
+pub struct ListActions {
+    /// Only actions in this status.
+    pub status: Option<ActionStatus>,
+    /// Only this agent's (agents always see only their own).
+    pub agent: Option<String>,
+    /// Only this tool's.
+    pub tool: Option<String>,
+    /// Page size, 1-200 (default 50).
+    pub limit: Option<i64>,
+    /// The last id of the previous page.
+    pub cursor: Option<String>,
+}
+
+impl Gate {
+    /// A long-poll of `secs` seconds, checked against the configured most.
+    pub fn wait_of(&self, secs: Option<u64>) -> GateResult<Duration> {
+        let max = self.config().max_wait.as_secs();
+        match secs {
+            None => Ok(Duration::ZERO),
+            Some(s) if s <= max => Ok(Duration::from_secs(s)),
+            Some(_) => Err(GateError::invalid(
+                "wait",
+                format!("must be 0-{max} seconds"),
+            )),
+        }
+    }
+
+    /// The time a human has to decide: the default, or `timeout` within
+    /// the configured bounds.
+    pub fn timeout_of(&self, timeout: Option<&str>) -> GateResult<Duration> {
+        let c = self.config();
+        let Some(text) = timeout else {
+            return Ok(c.default_timeout);
+        };
+        let d = policy::parse_duration(text)
+            .map_err(|e| GateError::invalid("timeout", e.to_string()))?;
+        if d < c.min_timeout || d > c.max_timeout {
+            return Err(GateError::invalid(
+                "timeout",
+                format!(
+                    "must be between {} and {}",
+                    humanize(c.min_timeout),
+                    humanize(c.max_timeout)
+                ),
+            ));
+        }
+        Ok(d)
+    }
+
+    /// An agent requests an action: it is decided, stored with its event
+    /// (allowed handler actions already claimed for their first attempt,
+    /// which starts at once), and, with a `wait`, answered once settled or
+    /// when the wait runs out.
+    pub async fn request_action(
+        &self,
+        caller: &Caller,
+        body: CreateAction,
+        wait: Duration,
+    ) -> GateResult<Requested> {
+        let agent = caller.agent_id()?.to_owned();
+        let (reason, timeout, key) = body.common();
+        check_len("reason", reason, MAX_TEXT)?;
+        check_len("idempotency_key", key, 256)?;
+        let timeout = self.timeout_of(timeout)?;
+        // Only a retry with the same key compares it.
+        let request_hash = key.map(|_| request_hash(&body)).unwrap_or_default();
+        let mut slot = None;
+        let new = match body {
+            CreateAction::Tool(t) => {
+                validate_tool(&t.tool)?;
+                check_len("detail", Some(&t.detail), MAX_DETAIL)?;
+                let decision = decide_tool(self, &agent, &t.tool, &t.detail).await?;
+                NewAction {
+                    reason: t.reason,
+                    idempotency_key: t.idempotency_key,
+                    request_hash,
+                    ..NewAction::new(agent, t.tool, t.detail, decision)
+                }
+            }
+            CreateAction::Handler(h) => {
+                let (new, s) = self.handler_action(agent, h, request_hash).await?;
+                slot = s;
+                new
+            }
+        };
+        let result = new.decision.result;
+        let new = NewAction {
+            deadline: chrono::Duration::from_std(timeout)
+                .ok()
+                .map(|d| actiongate_store::time::now() + d),
+            ..new
+        };
+        // A waiter registered before the insert needs no read to start from,
+        // and misses nothing however fast the action settles.
+        let id = new.id.clone();
+        let registered = (!wait.is_zero()).then(|| self.waiters().register(&id));
+        let (action, created, inserted) = match slot {
+            None => {
+                let done = self.store().create_action(new).await?;
+                let rendered = done.rendered().map(str::to_owned);
+                (done.action, done.created, rendered)
+            }
+            Some(slot) => {
+                let (action, created) = self.insert_and_start(new, slot).await?;
+                (action, created, None)
+            }
+        };
+        if created {
+            metrics::counter!("actiongate_decisions_total", "result" => result.as_str())
+                .increment(1);
+            if result == DecisionResult::Ask {
+                self.deadlines_changed().notify_one();
+            }
+        }
+        if wait.is_zero() || action.is_settled() {
+            return Ok(Requested {
+                action,
+                created,
+                rendered: inserted,
+            });
+        }
+        let action = match registered {
+            Some(reg) if created => self.wait_settled_from(reg, wait).await?,
+            // An idempotent retry answers with an earlier action, not `id`:
+            // the waiter on `id`, which will never settle, goes first.
+            unused => {
+                drop(unused);
+                self.wait_settled(&action.id, wait).await?
+            }
+        };
+        Ok(Requested {
+            action,
+            created,
+            rendered: None,
+        })
+    }
+
+    /// Stores an allowed handler action already claimed for its first
+    /// attempt and starts that attempt. One task does both, so a client
+    /// that goes away meanwhile cannot leave the action claimed and unsent
+    /// until its lease lapses.
+    async fn insert_and_start(&self, new: NewAction, slot: Slot) -> GateResult<(Action, bool)> {
+        let params = new
+            .handler
+            .as_ref()
+            .map(|h| h.params.clone())
+            .unwrap_or_default();
+        let gate = self.clone();
+        tokio::spawn(async move {
+            let (action, created) = gate.store().insert_action(new).await?;
+            if created && action.status == ActionStatus::Running {
+                let claimed = Claimed {
+                    action: action.clone(),
+                    params,
+                    attempt: 1,
+                };
+                gate.dispatcher().start(&gate, claimed, slot);
+            }
+            Ok::<_, actiongate_store::StoreError>((action, created))
+        })
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "storing a handler action failed");
+            GateError::internal()
+        })?
+        .map_err(GateError::from)
+    }
+
+    /// Validates a handler action and decides it. When the policy allows it
+    /// and dispatch has room, it comes with a [`Slot`] and is to be stored
+    /// claimed.
+    async fn handler_action(
+        &self,
+        agent: String,
+        h: HandlerActionRequest,
+        request_hash: String,
+    ) -> GateResult<(NewAction, Option<Slot>)> {
+        let handler = match self.handler(&h.handler).await {
+            Ok(handler) if handler.record.retired_at.is_none() => handler,
+            Ok(_) => {
+                return Err(GateError::conflict(format!(
+                    "handler '{}' is retired",
+                    h.handler
+                )));
+            }
+            Err(e) if e.is_not_found() => {
+                return Err(GateError::not_found(format!("no handler '{}'", h.handler)));
+            }
+            Err(e) => return Err(e),
+        };
+        let Some(action) = handler.action(&h.action) else {
+            return Err(GateError::not_found(format!(
+                "handler '{}' has no action '{}'",
+                h.handler, h.action
+            )));
+        };
+        let violations = action.violations(&h.params);
+        if !violations.is_empty() {
+            return Err(GateError::invalid_fields(violations));
+        }
+        let detail = action.detail(&h.params);
+        check_len("params", Some(&detail), MAX_DETAIL)?;
+        let scope = action.scope(&h.params);
+        let permission = action.decl.permission.clone();
+        let decision = crate::policy::decide(
+            self,
+            &agent,
+            &h.handler,
+            &detail,
+            Some(NeededPermission {
+                handler: &h.handler,
+                permission: &permission,
+                scope: &scope,
+            }),
+        )
+        .await?;
+        let params_view = action.masked(&h.params);
+        let display = action.display(&params_view);
+        let slot = if decision.result == DecisionResult::Allow {
+            self.dispatcher().reserve(&h.handler)
+        } else {
+            None
+        };
+        let claim_until = slot.as_ref().map(|_| {
+            actiongate_store::time::now() + self.dispatcher().lease(handler.record.timeout_ms)
+        });
+        let new = NewAction {
+            reason: h.reason,
+            idempotency_key: h.idempotency_key,
+            request_hash,
+            handler: Some(HandlerAction {
+                handler: h.handler.clone(),
+                action: h.action,
+                params: h.params,
+                params_view,
+                permission,
+                scope,
+                display,
+                claim_until,
+            }),
+            ..NewAction::new(agent, h.handler, detail, decision)
+        };
+        Ok((new, slot))
+    }
+
+    /// Waits up to `wait` for action `id` to settle; the action then.
+    pub async fn wait_settled(&self, id: &str, wait: Duration) -> GateResult<Action> {
+        let gauge = metrics::gauge!("actiongate_long_polls_open");
+        gauge.increment(1.0);
+        let result = self.waiters().wait_for_action(id, wait).await;
+        gauge.decrement(1.0);
+        Ok(result?)
+    }
+
+    /// [`Gate::wait_settled`] for a waiter registered before its action was
+    /// stored (and seen unsettled).
+    async fn wait_settled_from(&self, reg: Registration<'_>, wait: Duration) -> GateResult<Action> {
+        let gauge = metrics::gauge!("actiongate_long_polls_open");
+        gauge.increment(1.0);
+        let result = self.waiters().wait_for_action_from(reg, wait).await;
+        gauge.decrement(1.0);
+        Ok(result?)
+    }
+
+    /// An action the caller may see (another agent's is "not found").
+    pub async fn visible_action(&self, caller: &Caller, id: &str) -> GateResult<Action> {
+        match self.store().get_action(id).await {
+            Ok(a) if caller.may_see(&a.agent) => Ok(a),
+            Ok(_) | Err(actiongate_store::StoreError::NotFound) => {
+                Err(GateError::not_found(format!("no action '{id}'")))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// An action the caller may see; with a `wait`, once it settles or the
+    /// wait runs out.
+    pub async fn get_action(
+        &self,
+        caller: &Caller,
+        id: &str,
+        wait: Duration,
+    ) -> GateResult<Action> {
+        let action = self.visible_action(caller, id).await?;
+        if wait.is_zero() || action.is_settled() {
+            return Ok(action);
+        }
+        // Nothing is kept while waiting: an idle long-poll's memory is its future.
+        drop(action);
+        self.wait_settled(id, wait).await
+    }
+
+    /// A page of the actions the caller may see, newest first, and the
+    /// cursor of the next page.
+    pub async fn list_actions(
+        &self,
+        caller: &Caller,
+        q: ListActions,
+    ) -> GateResult<(Vec<Action>, Option<String>)> {
+        let limit = q.limit.unwrap_or(50);
+        if !(1..=200).contains(&limit) {
+            return Err(GateError::invalid("limit", "must be 1-200"));
+        }
+        if let Some(agent) = &q.agent {
+            validate_agent_id(agent)?;
+        }
+        if let Some(tool) = &q.tool {
+            validate_tool(tool)?;
+        }
+        let agent = if caller.sees_all() {
+            q.agent
+        } else {
+            let own = caller.agent_id()?.to_owned();
+            if q.agent.as_deref().is_some_and(|a| a != own) {
+                // Another agent's actions are invisible: an empty page.
+                return Ok((Vec::new(), None));
+            }
+            Some(own)
+        };
+        let filter = ActionFilter {
+            status: q.status,
+            agent,
+            tool: q.tool,
+            cursor: q.cursor,
+            limit: limit + 1,
+        };
+        let mut items = self.store().list_actions(&filter).await?;
+        let next_cursor = if items.len() as i64 > limit {
+            items.truncate(limit as usize);
+            items.last().map(|a| a.id.clone())
+        } else {
+            None
+        };
+        Ok((items, next_cursor))
+    }
+}

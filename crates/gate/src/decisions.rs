@@ -1,0 +1,340 @@
+//! Deciding on a pending action: approve (once, or "approve and remember",
+//! which also grants), deny, reply by words; and what follows a decision:
+//! cancel, the agent's outcome, an executor's signed result.
+
+use actiongate_api::{OutcomeBody, OutcomeStatus, Remember};
+use actiongate_policy as policy;
+use actiongate_store::{Action, ActionStatus, ApproveFirst, NewGrant, Outcome, Transition};
+
+use crate::actions::{MAX_DETAIL, MAX_REPLY, MAX_TEXT, check_len, validate_agent_id};
+use crate::{Caller, Gate, GateError, GateResult};
+
+const PENDING: &[ActionStatus] = &[ActionStatus::Pending];
+
+/// A human's decision on a pending action.
+#[derive(Debug, Clone)]
+pub enum Verdict {
+    /// Approve it, once.
+    Approve {
+        /// A note kept with the decision.
+        note: Option<String>,
+    },
+    /// Approve it and grant what `remember` says, in one transaction.
+    ApproveAndRemember {
+        /// A note kept with the decision and the grant.
+        note: Option<String>,
+        /// The grant.
+        remember: Remember,
+    },
+    /// Deny it.
+    Deny {
+        /// Why (the agent sees it).
+        reason: Option<String>,
+    },
+}
+
+impl Verdict {
+    /// The verdict a free-text reply means (seed 003: yes, approve, ok,
+    /// continue / no, reject, stop, cancel); `None` when not understood.
+    pub fn from_reply(text: &str) -> Option<Verdict> {
+        let note = Some(format!("reply: {}", text.trim()));
+        match policy::parse_reply(text)? {
+            policy::Reply::Approve => Some(Verdict::Approve { note }),
+            policy::Reply::Deny => Some(Verdict::Deny { reason: note }),
+        }
+    }
+}
+
+/// What a reply that is not understood is answered with.
+pub const REPLY_HELP: &str = "not understood; say yes, approve, ok or continue to approve, or no, reject, stop or cancel to deny";
+
+/// What an executor posts for an attempt it accepted with 202.
+#[derive(Debug, Clone)]
+pub struct ExecutorResult {
+    /// `completed` or `failed`.
+    pub status: ActionStatus,
+    /// The result payload.
+    pub result: Option<serde_json::Value>,
+    /// Error text when it failed.
+    pub error: Option<String>,
+    /// The attempt this answers.
+    pub attempt: i64,
+}
+
+impl Gate {
+    /// An operator (`caller`) decides pending action `id`. Two deciders
+    /// racing produce one decision; the loser gets
+    /// [`crate::ErrorCode::ActionSettled`].
+    pub async fn decide(&self, caller: &Caller, id: &str, verdict: Verdict) -> GateResult<Action> {
+        caller.require(actiongate_store::Role::Operator)?;
+        match verdict {
+            Verdict::Approve { note } => {
+                self.transition_pending(caller, id, ActionStatus::Approved, note, "note")
+                    .await
+            }
+            Verdict::Deny { reason } => {
+                self.transition_pending(caller, id, ActionStatus::Denied, reason, "reason")
+                    .await
+            }
+            Verdict::ApproveAndRemember { note, remember } => {
+                self.approve_and_remember(caller, id, note, remember).await
+            }
+        }
+    }
+
+    /// A reply by words: [`Verdict::from_reply`], or 422 naming `text`.
+    pub async fn reply(&self, caller: &Caller, id: &str, text: &str) -> GateResult<Action> {
+        caller.require(actiongate_store::Role::Operator)?;
+        check_len("text", Some(text), MAX_REPLY)?;
+        let verdict =
+            Verdict::from_reply(text).ok_or_else(|| GateError::invalid("text", REPLY_HELP))?;
+        let field = "text";
+        match verdict {
+            Verdict::Approve { note } => {
+                self.transition_pending(caller, id, ActionStatus::Approved, note, field)
+                    .await
+            }
+            Verdict::Deny { reason } => {
+                self.transition_pending(caller, id, ActionStatus::Denied, reason, field)
+                    .await
+            }
+            Verdict::ApproveAndRemember { .. } => Err(GateError::internal()),
+        }
+    }
+
+    async fn transition_pending(
+        &self,
+        caller: &Caller,
+        id: &str,
+        to: ActionStatus,
+        note: Option<String>,
+        note_field: &str,
+    ) -> GateResult<Action> {
+        check_len(note_field, note.as_deref(), MAX_TEXT)?;
+        let action = self.visible_action(caller, id).await?;
+        if to == ActionStatus::Approved {
+            caller.not_for_own(Some(&action.agent))?;
+        }
+        let event = if to == ActionStatus::Approved {
+            "action.approved"
+        } else {
+            "action.denied"
+        };
+        let action = self
+            .store()
+            .transition(
+                id,
+                Transition {
+                    from: PENDING,
+                    to,
+                    decided_by: Some(caller.identity()),
+                    note,
+                    outcome: None,
+                    event,
+                },
+            )
+            .await?;
+        Ok(action)
+    }
+
+    /// Approves `id` and grants what `remember` says, in one transaction:
+    /// the gear's "don't ask again".
+    async fn approve_and_remember(
+        &self,
+        caller: &Caller,
+        id: &str,
+        note: Option<String>,
+        remember: Remember,
+    ) -> GateResult<Action> {
+        check_len("note", note.as_deref(), MAX_TEXT)?;
+        let action = self.visible_action(caller, id).await?;
+        let target = match (&action.handler, &action.permission) {
+            (Some(handler), Some(permission)) => {
+                if remember.pattern.is_some() {
+                    return Err(GateError::invalid(
+                        "remember.pattern",
+                        "handler actions are granted by scope, not pattern",
+                    ));
+                }
+                let scope = remember
+                    .scope
+                    .clone()
+                    .or_else(|| action.scope.clone())
+                    .unwrap_or_default();
+                self.permission_target(handler, permission, scope, "remember.scope")
+                    .await?
+            }
+            _ => {
+                if remember.scope.is_some() {
+                    return Err(GateError::invalid(
+                        "remember.scope",
+                        "decision-only actions are granted by pattern, not scope",
+                    ));
+                }
+                let pattern = remember
+                    .pattern
+                    .clone()
+                    .unwrap_or_else(|| regex::escape(&action.detail));
+                crate::grants::tool_target(&action.tool, &pattern, "remember.pattern")?
+            }
+        };
+        let agent = match remember.agent.as_deref() {
+            None => Some(action.agent.clone()),
+            Some("*") => None,
+            Some(a) => {
+                validate_agent_id(a).map_err(|_| {
+                    GateError::invalid("remember.agent", "an agent id, or * for any agent")
+                })?;
+                Some(a.to_owned())
+            }
+        };
+        caller.not_for_own(Some(&action.agent))?;
+        caller.not_for_own(agent.as_deref())?;
+        let expires_at = self.parse_expires(&remember.expires, "remember.expires")?;
+        let new = NewGrant {
+            id: crate::grants::new_grant_id(),
+            agent,
+            target,
+            granted_by: caller.identity(),
+            expires_at,
+            note: note.clone(),
+        };
+        let first = ApproveFirst {
+            action_id: id.to_owned(),
+            decided_by: caller.identity(),
+            note,
+        };
+        let created = self.store().create_grant(new, Some(first)).await?;
+        created.approved_first.ok_or_else(GateError::internal)
+    }
+
+    /// Cancels a pending action (its agent, or an operator).
+    pub async fn cancel(&self, caller: &Caller, id: &str) -> GateResult<Action> {
+        self.visible_action(caller, id).await?;
+        let action = self
+            .store()
+            .transition(
+                id,
+                Transition {
+                    from: PENDING,
+                    to: ActionStatus::Cancelled,
+                    decided_by: Some(caller.identity()),
+                    note: None,
+                    outcome: None,
+                    event: "action.cancelled",
+                },
+            )
+            .await?;
+        Ok(action)
+    }
+
+    /// The agent reports how an approved decision-only action went.
+    pub async fn outcome(
+        &self,
+        caller: &Caller,
+        id: &str,
+        body: OutcomeBody,
+    ) -> GateResult<Action> {
+        let action = self.visible_action(caller, id).await?;
+        if action.handler.is_some() {
+            return Err(GateError::conflict(
+                "handler actions get their outcome from their executor",
+            ));
+        }
+        if caller.agent.as_deref() != Some(action.agent.as_str()) {
+            return Err(GateError::forbidden(
+                "only the agent that requested the action reports its outcome",
+            ));
+        }
+        let (to, event) = match body.status {
+            OutcomeStatus::Completed => (ActionStatus::Completed, "action.completed"),
+            OutcomeStatus::Failed => (ActionStatus::Failed, "action.failed"),
+        };
+        check_len("error", body.error.as_deref(), MAX_DETAIL)?;
+        let outcome = Outcome {
+            status: to,
+            result: body.result,
+            error: body.error,
+        };
+        let action = self
+            .store()
+            .transition(
+                id,
+                Transition {
+                    from: &[ActionStatus::Approved],
+                    to,
+                    decided_by: None,
+                    note: None,
+                    outcome: Some(outcome),
+                    event,
+                },
+            )
+            .await?;
+        Ok(action)
+    }
+
+    /// Checks an executor's signed callback for action `id`: the
+    /// signature of one of its handler's secrets over the body. Unknown
+    /// actions answer like bad signatures, so an unauthenticated caller
+    /// learns nothing about which ids exist.
+    pub async fn verify_executor(
+        &self,
+        id: &str,
+        webhook_id: &str,
+        timestamp: &str,
+        signature: &str,
+        body: &[u8],
+    ) -> GateResult<()> {
+        let unauthorized =
+            || GateError::unauthorized("missing, invalid, stale or replayed webhook signature");
+        let action = match self.store().get_action(id).await {
+            Ok(a) => a,
+            Err(actiongate_store::StoreError::NotFound) => return Err(unauthorized()),
+            Err(e) => return Err(e.into()),
+        };
+        let Some(handler) = action.handler.as_deref() else {
+            return Err(unauthorized());
+        };
+        let secrets = self
+            .handler_secrets(handler)
+            .await
+            .map_err(|_| unauthorized())?;
+        if crate::sign::verify(&secrets, webhook_id, timestamp, signature, body) {
+            Ok(())
+        } else {
+            Err(unauthorized())
+        }
+    }
+
+    /// Records an executor's result, verified by [`Gate::verify_executor`];
+    /// each `webhook_id` is accepted once.
+    pub async fn executor_result(
+        &self,
+        id: &str,
+        webhook_id: String,
+        result: ExecutorResult,
+    ) -> GateResult<Action> {
+        if !matches!(
+            result.status,
+            ActionStatus::Completed | ActionStatus::Failed
+        ) {
+            return Err(GateError::invalid("status", "must be completed or failed"));
+        }
+        let outcome = Outcome {
+            status: result.status,
+            result: result.result,
+            error: result.error,
+        };
+        match self
+            .store()
+            .accept_result(id, webhook_id, result.attempt, outcome)
+            .await
+        {
+            Ok(a) => Ok(a),
+            Err(actiongate_store::StoreError::Conflict(_)) => Err(GateError::unauthorized(
+                "missing, invalid, stale or replayed webhook signature",
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! The gate's one error type: a closed set of codes, each of which an
+//! adapter maps to exactly one answer (the HTTP API: one problem+json
+//! `type` and status per [`ErrorCode`]).
+
+use actiongate_api::FieldError;
+use actiongate_store::StoreError;
+
+/// Every way a workflow of the gate can refuse or fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// No valid key: unknown, revoked, or none.
+    Unauthorized,
+    /// The caller's role or binding does not allow this.
+    Forbidden,
+    /// Nothing there, or nothing this caller may see.
+    NotFound,
+    /// The change conflicts with the current state (a reused idempotency
+    /// key, a retired handler, a duplicate id).
+    Conflict,
+    /// The action is no longer in a state the request acts on.
+    ActionSettled,
+    /// The grant request was already answered, or expired.
+    GrantRequestSettled,
+    /// One or more fields of the input are invalid.
+    Validation,
+    /// A limit on what the caller may hold at once was reached.
+    LimitReached,
+    /// The database is busy or closing; retrying shortly may work.
+    Unavailable,
+    /// The database has no room left.
+    StorageFull,
+    /// A fault of the gate itself; the cause is in the log.
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code, in the order the README's table lists them.
+    pub const ALL: [ErrorCode; 11] = [
+        ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
+        ErrorCode::NotFound,
+        ErrorCode::Conflict,
+        ErrorCode::ActionSettled,
+        ErrorCode::GrantRequestSettled,
+        ErrorCode::Validation,
+        ErrorCode::LimitReached,
+        ErrorCode::Unavailable,
+        ErrorCode::StorageFull,
+        ErrorCode::Internal,
+    ];
+
+    /// The stable machine-readable name (`not-found`, `action-settled`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::NotFound => "not-found",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::ActionSettled => "action-settled",
+            ErrorCode::GrantRequestSettled => "grant-request-settled",
+            ErrorCode::Validation => "validation",
+            ErrorCode::LimitReached => "limit-reached",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::StorageFull => "storage-full",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+/// Why a workflow did not do what was asked.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}: {detail}", code.as_str())]
+pub struct GateError {
+    /// What kind of refusal or failure.
+    pub code: ErrorCode,
+    /// What went wrong this time, for the caller (nothing internal).
+    pub detail: String,
+    /// The invalid fields, for [`ErrorCode::Validation`].
+    pub errors: Vec<FieldError>,
+    /// The state the action or grant request is in now, for the two
+    /// `*Settled` codes.
+    pub current_status: Option<String>,
+}
+
+impl GateError {
+    /// An error of `code` saying `detail`.
+    pub fn new(code: ErrorCode, detail: impl Into<String>) -> GateError {
+        GateError {
+            code,
+            detail: detail.into(),
+            errors: Vec::new(),
+            current_status: None,
+        }
+    }
+
+    /// No valid key.
+    pub fn unauthorized(detail: impl Into<String>) -> GateError {
+        GateError::new(ErrorCode::Unauthorized, detail)
+    }
+
+    /// Not allowed for this caller.
+    pub fn forbidden(detail: impl Into<String>) -> GateError {
+        GateError::new(ErrorCode::Forbidden, detail)
+    }
+
+    /// Nothing there (or nothing this caller may see).
+    pub fn not_found(detail: impl Into<String>) -> GateError {
+        GateError::new(ErrorCode::NotFound, detail)
+    }
+
+    /// Conflicts with the current state.
+    pub fn conflict(detail: impl Into<String>) -> GateError {
+        GateError::new(ErrorCode::Conflict, detail)
+    }
+
+    /// The action is `current`, which the request cannot act on.
+    pub fn action_settled(current: impl Into<String>) -> GateError {
+        let current = current.into();
+        let mut e = GateError::new(ErrorCode::ActionSettled, format!("the action is {current}"));
+        e.current_status = Some(current);
+        e
+    }
+
+    /// The grant request is `current` (answered or expired).
+    pub fn grant_request_settled(current: impl Into<String>) -> GateError {
+        let current = current.into();
+        let mut e = GateError::new(
+            ErrorCode::GrantRequestSettled,
+            format!("the grant request is {current}"),
+        );
+        e.current_status = Some(current);
+        e
+    }
+
+    /// One invalid field.
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> GateError {
+        GateError::invalid_fields(vec![FieldError {
+            field: field.into(),
+            message: message.into(),
+        }])
+    }
+
+    /// Every invalid field.
+    pub fn invalid_fields(errors: Vec<FieldError>) -> GateError {
+        let detail = errors
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let mut e = GateError::new(ErrorCode::Validation, detail);
+        e.errors = errors;
+        e
+    }
+
+    /// A limit was reached.
+    pub fn limit_reached(detail: impl Into<String>) -> GateError {
+        GateError::new(ErrorCode::LimitReached, detail)
+    }
+
+    /// Busy or closing; retry shortly.
+    pub fn unavailable(detail: impl Into<String>) -> GateError {
+        GateError::new(ErrorCode::Unavailable, detail)
+    }
+
+    /// A fault of the gate itself; says nothing internal (log the cause).
+    pub fn internal() -> GateError {
+        GateError::new(
+            ErrorCode::Internal,
+            "the server failed to handle the request; see its log",
+        )
+    }
+
+    /// Whether this is [`ErrorCode::NotFound`].
+    pub fn is_not_found(&self) -> bool {
+        self.code == ErrorCode::NotFound
+    }
+}
+
+impl From<StoreError> for GateError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound => GateError::not_found("no such resource"),
+            StoreError::Conflict(msg) => GateError::conflict(msg),
+            StoreError::WrongState { current } => GateError::action_settled(current),
+            StoreError::Busy | StoreError::Closed => {
+                tracing::warn!(error = %err, "store unavailable");
+                GateError::unavailable("the database is unavailable; retry shortly")
+            }
+            other => {
+                tracing::error!(error = %other, "store error");
+                GateError::internal()
+            }
+        }
+    }
+}
+
+/// What workflows return.
+pub type GateResult<T> = Result<T, GateError>;

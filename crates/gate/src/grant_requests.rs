@@ -1,0 +1,211 @@
+//! Grant requests (seed 004): an agent asks a human for a permission and
+//! may wait for the answer; an operator approves it as asked or narrower
+//! (which creates the grant) or denies it; unanswered ones expire, which is
+//! not a denial.
+
+use std::time::Duration;
+
+use chrono::Utc;
+
+use actiongate_api::{ApproveRequest, CreateGrantRequest};
+use actiongate_policy as policy;
+use actiongate_store::{
+    GrantRequest, GrantRequestStatus, NewGrant, NewGrantRequest, NewGrantTarget, StoreError,
+};
+
+use crate::actions::MAX_TEXT;
+use crate::grants::new_grant_id;
+use crate::{Caller, Gate, GateError, GateResult};
+
+/// The expiry granted when neither the request nor the approval names one.
+pub const DEFAULT_GRANT_EXPIRY: &str = "1h";
+
+fn settled(r: &GrantRequest) -> bool {
+    r.status != GrantRequestStatus::Pending
+}
+
+/// A lost compare-and-set on a grant request names the grant request.
+fn settled_error(e: StoreError) -> GateError {
+    match e {
+        StoreError::WrongState { current } => GateError::grant_request_settled(current),
+        other => other.into(),
+    }
+}
+
+impl Gate {
+    /// An agent asks for a permission; with a `wait`, answered once a human
+    /// decided or the wait ran out.
+    pub async fn request_grant(
+        &self,
+        caller: &Caller,
+        body: CreateGrantRequest,
+        wait: Duration,
+    ) -> GateResult<GrantRequest> {
+        let agent = caller.agent_id()?.to_owned();
+        if body.reason.len() > MAX_TEXT {
+            return Err(GateError::invalid("reason", "at most 4096 bytes"));
+        }
+        self.permission_target(&body.handler, &body.permission, body.scope.clone(), "scope")
+            .await?;
+        if let Some(e) = &body.expires {
+            self.parse_expires(e, "expires")?;
+        }
+        let timeout = self.timeout_of(body.timeout.as_deref())?;
+        let deadline =
+            actiongate_store::time::now() + chrono::Duration::from_std(timeout).unwrap_or_default();
+        let r = self
+            .store()
+            .create_grant_request(NewGrantRequest {
+                id: format!("grq_{}", uuid::Uuid::now_v7().simple()),
+                agent,
+                handler: body.handler,
+                permission: body.permission,
+                scope: body.scope,
+                reason: Some(body.reason),
+                expires: body.expires,
+                deadline,
+            })
+            .await?;
+        self.deadlines_changed().notify_one();
+        if wait.is_zero() {
+            Ok(r)
+        } else {
+            self.wait_grant_request(&r.id, wait).await
+        }
+    }
+
+    async fn wait_grant_request(&self, id: &str, wait: Duration) -> GateResult<GrantRequest> {
+        let store = self.store();
+        Ok(self
+            .waiters()
+            .wait_until(id, wait, || store.get_grant_request(id), settled)
+            .await?)
+    }
+
+    /// Grant requests, newest first: an operator's all, an agent's its own.
+    pub async fn list_grant_requests(
+        &self,
+        caller: &Caller,
+        status: Option<GrantRequestStatus>,
+    ) -> GateResult<Vec<GrantRequest>> {
+        let agent = if caller.sees_all() {
+            None
+        } else {
+            Some(caller.agent_id()?)
+        };
+        Ok(self.store().list_grant_requests(agent, status).await?)
+    }
+
+    async fn visible_grant_request(&self, caller: &Caller, id: &str) -> GateResult<GrantRequest> {
+        match self.store().get_grant_request(id).await {
+            Ok(r) if caller.may_see(&r.agent) => Ok(r),
+            Ok(_) | Err(StoreError::NotFound) => {
+                Err(GateError::not_found(format!("no grant request '{id}'")))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A grant request the caller may see; with a `wait`, once answered.
+    pub async fn get_grant_request(
+        &self,
+        caller: &Caller,
+        id: &str,
+        wait: Duration,
+    ) -> GateResult<GrantRequest> {
+        let r = self.visible_grant_request(caller, id).await?;
+        if wait.is_zero() || settled(&r) {
+            return Ok(r);
+        }
+        self.wait_grant_request(id, wait).await
+    }
+
+    /// An operator approves a grant request as asked, or narrower in scope
+    /// and shorter in time; the grant approves the pending actions it
+    /// covers. Expiries are compared as asked: both counted from the
+    /// request's own time, so the expiry asked for, spelled out again,
+    /// is never "longer"; the grant then runs from now.
+    pub async fn approve_grant_request(
+        &self,
+        caller: &Caller,
+        id: &str,
+        body: ApproveRequest,
+    ) -> GateResult<GrantRequest> {
+        caller.require(actiongate_store::Role::Operator)?;
+        let r = self.visible_grant_request(caller, id).await?;
+        caller.not_for_own(Some(&r.agent))?;
+        if settled(&r) {
+            return Err(GateError::grant_request_settled(r.status.as_str()));
+        }
+        let scope = match body.scope {
+            Some(narrow) => {
+                // Every key asked for must still hold within what is granted.
+                if !policy::scope_matches(&r.scope, &narrow) {
+                    return Err(GateError::invalid(
+                        "scope",
+                        "must lie within the scope asked for",
+                    ));
+                }
+                narrow
+            }
+            None => r.scope.clone(),
+        };
+        let target = self
+            .permission_target(&r.handler, &r.permission, scope, "scope")
+            .await?;
+        let asked = r.expires.as_deref().unwrap_or(DEFAULT_GRANT_EXPIRY);
+        let given = body.expires.as_deref().unwrap_or(asked);
+        let asked_end = self.parse_expires_at(asked, r.created_at, "expires")?;
+        let given_end = self.parse_expires_at(given, r.created_at, "expires")?;
+        let longer = match (given_end, asked_end) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(g), Some(a)) => g > a,
+        };
+        if longer {
+            return Err(GateError::invalid(
+                "expires",
+                format!("may not outlast the expiry asked for ({asked})"),
+            ));
+        }
+        let expires_at = self.parse_expires(given, "expires")?;
+        if expires_at.is_some_and(|t| t <= Utc::now()) {
+            return Err(GateError::invalid("expires", "is already past"));
+        }
+        let grant = NewGrant {
+            id: new_grant_id(),
+            agent: Some(r.agent.clone()),
+            target: match target {
+                t @ NewGrantTarget::Permission { .. } => t,
+                NewGrantTarget::Tool { .. } => return Err(GateError::internal()),
+            },
+            granted_by: caller.identity(),
+            expires_at,
+            note: r.reason.clone(),
+        };
+        let (r, _created) = self
+            .store()
+            .approve_grant_request(id, grant)
+            .await
+            .map_err(settled_error)?;
+        Ok(r)
+    }
+
+    /// An operator denies a grant request.
+    pub async fn deny_grant_request(
+        &self,
+        caller: &Caller,
+        id: &str,
+        reason: Option<String>,
+    ) -> GateResult<GrantRequest> {
+        caller.require(actiongate_store::Role::Operator)?;
+        if reason.as_ref().is_some_and(|r| r.len() > MAX_TEXT) {
+            return Err(GateError::invalid("reason", "at most 4096 bytes"));
+        }
+        self.visible_grant_request(caller, id).await?;
+        self.store()
+            .deny_grant_request(id, caller.identity(), reason)
+            .await
+            .map_err(settled_error)
+    }
+}

@@ -1,0 +1,380 @@
+//! The gate: the workflows every adapter shares, with no HTTP in them.
+//!
+//! An adapter (the HTTP API, SSE and long-poll, the CLI's offline commands,
+//! MCP, chat connectors) turns its input into a call on [`Gate`] and the
+//! answer (or a [`GateError`]) into its output. Deciding, grants, expiry,
+//! dispatch and events live here and only here.
+//!
+//! Layout: [`caller`] turns keys into a [`Caller`]; [`policy`] runs the
+//! policy for a caller; [`actions`] requests actions, [`decisions`] decides
+//! on them (approve, approve and remember, deny, reply, cancel, outcome,
+//! executor result); [`grants`] and [`grant_requests`] the standing
+//! permissions;
+//! [`waiters`] wakes long-polls; background loops ([`sweeper`],
+//! [`dispatch`], [`notify`], [`retention`]) are started by [`Gate::spawn`]
+//! and end on the gate's cancellation token. Outbound HTTP is the adapter's:
+//! dispatch and notifications send through a [`Transport`].
+//!
+//! Invariants:
+//! - no function here knows HTTP: inputs are typed, errors are
+//!   [`ErrorCode`]s that an adapter maps one to one;
+//! - every state change goes through the store's compare-and-set
+//!   transitions, which also write its event in the same transaction;
+//! - an error, timeout or limit hit while deciding is never an allow;
+//! - a human decision records who made it ([`Caller::identity`]).
+
+pub mod actions;
+pub mod cache;
+pub mod caller;
+pub mod decisions;
+pub mod dispatch;
+pub mod error;
+pub mod grant_requests;
+pub mod grants;
+pub mod handler_spec;
+pub mod notify;
+pub mod policy;
+pub mod retention;
+pub mod sign;
+pub mod sweeper;
+pub mod template;
+pub mod transport;
+pub mod waiters;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actiongate_policy::{Profile, ProfileSpec};
+use actiongate_store::Store;
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+pub use actiongate_store as store;
+pub use actiongate_store::{
+    Action, ActionStatus, Decision, DecisionResult, Event, GrantRecord, GrantRequest,
+    GrantRequestStatus, Role,
+};
+pub use caller::{Caller, KeyGuard};
+pub use dispatch::DispatchConfig;
+pub use error::{ErrorCode, GateError, GateResult};
+pub use notify::NotifyConfig;
+pub use transport::{OutboundError, OutboundRequest, OutboundResponse, Transport};
+
+use crate::cache::{Cache, KEY_TTL};
+use crate::dispatch::Dispatcher;
+use crate::handler_spec::CompiledHandler;
+use crate::waiters::Waiters;
+
+/// Compiled profiles stay cached by their JSON text; more distinct profiles
+/// than this clear the cache (they recompile on next use).
+const PROFILE_CACHE_MAX: usize = 1024;
+
+/// How long a handler's registration and secrets are used without reading
+/// them again. Changes through the gate take effect at once (they
+/// invalidate the cache); this bounds how long a change made behind the
+/// daemon's back goes unseen.
+const HANDLER_TTL: Duration = Duration::from_secs(5);
+
+/// Everything the gate is told at start, typed.
+#[derive(Clone)]
+pub struct GateConfig {
+    /// Time zone in which `today` ends.
+    pub tz: chrono_tz::Tz,
+    /// Shortest time to decide a request may name.
+    pub min_timeout: Duration,
+    /// Longest time to decide a request may name.
+    pub max_timeout: Duration,
+    /// Time to decide when a request names none.
+    pub default_timeout: Duration,
+    /// Longest long-poll.
+    pub max_wait: Duration,
+    /// Profile of agents that have none.
+    pub default_profile: Arc<Profile>,
+    /// Dispatch to executors.
+    pub dispatch: DispatchConfig,
+    /// Whether dispatch runs at all.
+    pub dispatch_enabled: bool,
+    /// Outbound notification webhooks.
+    pub notify: NotifyConfig,
+    /// How long events are kept (`None`: forever).
+    pub retention: Option<Duration>,
+    /// How often pruning runs.
+    pub prune_interval: Duration,
+}
+
+/// The application core, cheap to clone.
+#[derive(Clone)]
+pub struct Gate(Arc<Inner>);
+
+struct Inner {
+    store: Store,
+    config: GateConfig,
+    profiles: Mutex<HashMap<String, Arc<Profile>>>,
+    /// Handlers by id, as looked up (see [`HANDLER_TTL`]).
+    handlers: Cache<Arc<CompiledHandler>>,
+    /// Compiled handlers by id, reused while their record is unchanged.
+    compiled: Mutex<HashMap<String, Arc<CompiledHandler>>>,
+    secrets: Cache<Arc<actiongate_store::HandlerSecrets>>,
+    dispatcher: Dispatcher,
+    agent_profiles: Cache<Arc<Profile>>,
+    keys: Cache<Caller>,
+    /// Bumped when a key is revoked through the gate (see [`KeyGuard`]).
+    revocations: watch::Sender<u64>,
+    waiters: Waiters,
+    deadlines_changed: Notify,
+    notify_transport: Arc<dyn Transport>,
+    shutdown: CancellationToken,
+}
+
+impl Gate {
+    /// The gate over `store`; dispatch sends through `dispatch_transport`
+    /// and notifications through `notify_transport`.
+    pub fn new(
+        store: Store,
+        config: GateConfig,
+        dispatch_transport: Arc<dyn Transport>,
+        notify_transport: Arc<dyn Transport>,
+        shutdown: CancellationToken,
+    ) -> Gate {
+        Gate(Arc::new(Inner {
+            waiters: Waiters::new(store.clone(), shutdown.clone()),
+            dispatcher: Dispatcher::new(config.dispatch.clone(), dispatch_transport),
+            store,
+            config,
+            profiles: Mutex::new(HashMap::new()),
+            handlers: Cache::new(Some(HANDLER_TTL)),
+            compiled: Mutex::new(HashMap::new()),
+            secrets: Cache::new(Some(HANDLER_TTL)),
+            agent_profiles: Cache::new(None),
+            keys: Cache::new(Some(KEY_TTL)),
+            revocations: watch::Sender::new(0),
+            deadlines_changed: Notify::new(),
+            notify_transport,
+            shutdown,
+        }))
+    }
+
+    /// Starts the background loops (expiry, dispatch, notifications,
+    /// retention) after recovering what the last run left in flight. They
+    /// end when the shutdown token is cancelled; await the handles then.
+    pub async fn spawn(&self) -> Vec<tokio::task::JoinHandle<()>> {
+        let mut tasks = vec![tokio::spawn(sweeper::run(self.clone()))];
+        dispatch::recover_in_flight(self).await;
+        if self.0.config.dispatch_enabled {
+            tasks.push(tokio::spawn(dispatch::run(self.clone())));
+        } else {
+            tracing::warn!(
+                "dispatch is paused (dispatch.enabled = false): approved handler actions stay approved"
+            );
+        }
+        tasks.push(tokio::spawn(notify::run(
+            self.0.store.clone(),
+            self.0.notify_transport.clone(),
+            self.0.config.notify,
+            self.0.shutdown.clone(),
+        )));
+        if let Some(keep) = self.0.config.retention {
+            tasks.push(tokio::spawn(retention::run(
+                self.0.store.clone(),
+                keep,
+                self.0.config.prune_interval,
+                self.0.shutdown.clone(),
+            )));
+        }
+        tasks
+    }
+
+    /// The store. Only the gate's workflows and the admin resources
+    /// (handlers, agents, keys, subscriptions, events, audit) that have not
+    /// moved into workflows of their own yet reach it.
+    pub fn store(&self) -> &Store {
+        &self.0.store
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &GateConfig {
+        &self.0.config
+    }
+
+    pub(crate) fn dispatcher(&self) -> &Dispatcher {
+        &self.0.dispatcher
+    }
+
+    /// Long-poll waiters.
+    pub fn waiters(&self) -> &Waiters {
+        &self.0.waiters
+    }
+
+    /// Wakes the expiry sweeper when a new deadline may be earlier.
+    pub fn deadlines_changed(&self) -> &Notify {
+        &self.0.deadlines_changed
+    }
+
+    /// Cancelled when the daemon shuts down.
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.0.shutdown
+    }
+
+    /// Closes the store (after the loops ended).
+    pub async fn close(&self) {
+        self.0.store.close().await;
+    }
+
+    /// Events committed from now on, in `seq` order (what wakes event
+    /// streams).
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<Event>> {
+        self.0.store.subscribe()
+    }
+
+    /// Forgets the cached profile of `agent` after it changed.
+    pub fn forget_agent(&self, agent: &str) {
+        self.0.agent_profiles.invalidate(|id, _| id == agent);
+    }
+
+    /// Forgets key `key_id` after it was revoked, and tells the streams it
+    /// holds open.
+    pub fn forget_key(&self, key_id: &str) {
+        self.0.keys.invalidate(|_, caller| caller.key_id == key_id);
+        self.0.revocations.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// What ends a stream of `caller`'s once its key is revoked.
+    pub fn key_guard(&self, caller: &Caller) -> KeyGuard {
+        KeyGuard::new(
+            self.0.store.clone(),
+            caller.key_id.clone(),
+            self.0.revocations.subscribe(),
+        )
+    }
+
+    /// Who holds the key whose secret is `token`: 401 for an unknown or
+    /// revoked one. Answers from memory for a second (see [`KEY_TTL`]).
+    pub async fn authenticate(&self, token: &str) -> GateResult<Caller> {
+        let hash = caller::hash_key(token);
+        let ticket = match self.0.keys.get(&hash) {
+            Ok(caller) => return Ok(caller),
+            Err(ticket) => ticket,
+        };
+        let key = self
+            .0
+            .store
+            .find_key(&hash)
+            .await?
+            .ok_or_else(|| GateError::unauthorized("unknown or revoked key"))?;
+        let caller = Caller {
+            key_id: key.id,
+            name: key.name,
+            role: key.role,
+            agent: key.agent,
+        };
+        self.0.keys.insert(ticket, &hash, caller.clone());
+        Ok(caller)
+    }
+
+    /// The compiled profile of `agent`: its own, or the configured default.
+    pub async fn profile_of(&self, agent: &str) -> GateResult<Arc<Profile>> {
+        match self.0.agent_profiles.get(agent) {
+            Ok(profile) => Ok(profile),
+            Err(ticket) => {
+                let profile = self.load_profile(agent).await?;
+                self.0.agent_profiles.insert(ticket, agent, profile.clone());
+                Ok(profile)
+            }
+        }
+    }
+
+    async fn load_profile(&self, agent: &str) -> GateResult<Arc<Profile>> {
+        let Some(record) = self.0.store.get_agent(agent).await? else {
+            return Ok(self.0.config.default_profile.clone());
+        };
+        let Some(json) = record.profile else {
+            return Ok(self.0.config.default_profile.clone());
+        };
+        let text = json.to_string();
+        if let Some(p) = self
+            .0
+            .profiles
+            .lock()
+            .map_err(|_| GateError::internal())?
+            .get(&text)
+        {
+            return Ok(p.clone());
+        }
+        // Stored profiles were validated when set; failing here means the row
+        // was edited by hand, and an unusable profile must not allow anything.
+        let profile = serde_json::from_value::<ProfileSpec>(json)
+            .map_err(|e| e.to_string())
+            .and_then(|spec| Profile::from_spec(spec).map_err(|e| e.to_string()))
+            .map_err(|e| {
+                tracing::error!(agent, error = %e, "stored profile does not compile");
+                GateError::internal()
+            })?;
+        let profile = Arc::new(profile);
+        let mut cache = self.0.profiles.lock().map_err(|_| GateError::internal())?;
+        if cache.len() >= PROFILE_CACHE_MAX {
+            cache.clear();
+        }
+        cache.insert(text, profile.clone());
+        Ok(profile)
+    }
+
+    /// Forgets what is cached of handler `id` after it changed.
+    pub fn forget_handler(&self, id: &str) {
+        self.0.handlers.invalidate(|k, _| k == id);
+        self.0.secrets.invalidate(|k, _| k == id);
+    }
+
+    /// A handler compiled for use (retired ones too; callers check), cached
+    /// until its registration changes.
+    pub async fn handler(&self, id: &str) -> GateResult<Arc<CompiledHandler>> {
+        let ticket = match self.0.handlers.get(id) {
+            Ok(h) => return Ok(h),
+            Err(ticket) => ticket,
+        };
+        let record = match self.0.store.get_handler(id).await {
+            Ok(r) => r,
+            Err(actiongate_store::StoreError::NotFound) => {
+                return Err(GateError::not_found(format!("no handler '{id}'")));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let reuse = self
+            .0
+            .compiled
+            .lock()
+            .map_err(|_| GateError::internal())?
+            .get(id)
+            .filter(|h| h.record == record)
+            .cloned();
+        let compiled = match reuse {
+            Some(h) => h,
+            None => {
+                let h = Arc::new(CompiledHandler::compile(record)?);
+                self.0
+                    .compiled
+                    .lock()
+                    .map_err(|_| GateError::internal())?
+                    .insert(id.to_owned(), h.clone());
+                h
+            }
+        };
+        self.0.handlers.insert(ticket, id, compiled.clone());
+        Ok(compiled)
+    }
+
+    /// Handler `id`'s secrets valid now (the current one first), cached
+    /// like [`Gate::handler`].
+    pub async fn handler_secrets(&self, id: &str) -> GateResult<Vec<String>> {
+        let now = chrono::Utc::now();
+        let secrets = match self.0.secrets.get(id) {
+            Ok(s) => s,
+            Err(ticket) => {
+                let s = Arc::new(self.0.store.handler_secret_set(id).await?);
+                self.0.secrets.insert(ticket, id, s.clone());
+                s
+            }
+        };
+        Ok(secrets.valid_at(now))
+    }
+}

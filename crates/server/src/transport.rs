@@ -1,0 +1,124 @@
+//! Outbound HTTP for the gate ([`actiongate_gate::Transport`]): one
+//! reqwest client per use that never follows a redirect (a 3xx comes back
+//! as it is, with its `Location`), reads the answer's body to its end, and
+//! reports a body that ends early or cannot be read as an error, never as
+//! an answer.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use actiongate_gate::{OutboundError, OutboundRequest, OutboundResponse, Transport};
+
+/// A [`Transport`] over reqwest.
+pub struct HttpTransport {
+    client: reqwest::Client,
+}
+
+impl HttpTransport {
+    /// A transport keeping up to `idle_per_host` idle connections per host;
+    /// `connect_timeout` bounds connecting when set.
+    pub fn new(
+        idle_per_host: usize,
+        connect_timeout: Option<Duration>,
+    ) -> anyhow::Result<HttpTransport> {
+        actiongate_cli::install_tls_provider();
+        let mut builder = reqwest::Client::builder()
+            // A redirect could send a signed delivery, or fetch a result,
+            // somewhere nobody named: never followed.
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_max_idle_per_host(idle_per_host)
+            .user_agent(concat!("actiongate/", env!("CARGO_PKG_VERSION")));
+        if let Some(t) = connect_timeout {
+            builder = builder.connect_timeout(t);
+        }
+        let client = builder
+            .build()
+            .map_err(|e| anyhow::anyhow!("cannot build an HTTP client: {e}"))?;
+        Ok(HttpTransport { client })
+    }
+
+    async fn send(&self, req: OutboundRequest) -> Result<OutboundResponse, OutboundError> {
+        let mut builder = self
+            .client
+            .post(&req.url)
+            .timeout(req.timeout)
+            .header("content-type", "application/json");
+        for (name, value) in &req.headers {
+            builder = builder.header(*name, value);
+        }
+        let mut resp = builder.body(req.body).send().await.map_err(|e| {
+            let text = describe(&e);
+            if e.is_timeout() {
+                OutboundError::Timeout(text)
+            } else if e.is_connect() {
+                OutboundError::Connect(text)
+            } else {
+                OutboundError::Other(text)
+            }
+        })?;
+        let status = resp.status().as_u16();
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let retry_after = header("retry-after")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let location = header("location");
+        let mut body = Vec::new();
+        let mut body_len = 0usize;
+        loop {
+            match resp.chunk().await {
+                Ok(Some(chunk)) => {
+                    body_len += chunk.len();
+                    if body.len() < req.max_body {
+                        let take = (req.max_body - body.len()).min(chunk.len());
+                        body.extend_from_slice(&chunk[..take]);
+                    }
+                }
+                Ok(None) => break,
+                // Cut short (fewer bytes than its length said, a reset, a
+                // timeout while reading): not an answer.
+                Err(e) => {
+                    let text = describe(&e);
+                    return Err(if e.is_timeout() {
+                        OutboundError::Timeout(format!("reading the answer: {text}"))
+                    } else {
+                        OutboundError::Body(text)
+                    });
+                }
+            }
+        }
+        Ok(OutboundResponse {
+            status,
+            retry_after,
+            location,
+            body,
+            body_len,
+        })
+    }
+}
+
+impl Transport for HttpTransport {
+    fn post(
+        &self,
+        req: OutboundRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<OutboundResponse, OutboundError>> + Send + '_>> {
+        Box::pin(self.send(req))
+    }
+}
+
+/// The error and its causes on one line (reqwest's own text omits them).
+fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
