@@ -62,6 +62,10 @@ pub struct Caller {
     pub role: Role,
     /// The agent it acts as.
     pub agent: Option<String>,
+    /// Who decides, when not a key: a human known to an adapter
+    /// (`telegram:<user id>`, `slack:<user id>`, ...). Recorded instead of
+    /// `key:<id>` as `decided_by` and `granted_by`.
+    pub via: Option<String>,
 }
 
 impl Caller {
@@ -109,9 +113,25 @@ impl Caller {
         self.sees_all() || self.agent.as_deref() == Some(agent)
     }
 
+    /// An operator known to an adapter rather than by a key: a chat
+    /// user on the connector's list of approvers. `identity` is what the
+    /// decision records, e.g. `telegram:1234`.
+    pub fn human(identity: String) -> Caller {
+        Caller {
+            key_id: String::new(),
+            name: identity.clone(),
+            role: Role::Operator,
+            agent: None,
+            via: Some(identity),
+        }
+    }
+
     /// The identity recorded as `decided_by` / `granted_by`.
     pub fn identity(&self) -> String {
-        format!("key:{}", self.key_id)
+        match &self.via {
+            Some(who) => who.clone(),
+            None => format!("key:{}", self.key_id),
+        }
     }
 }
 

@@ -267,6 +267,7 @@ impl Gate {
             name: key.name,
             role: key.role,
             agent: key.agent,
+            via: None,
         };
         self.0.keys.insert(ticket, &hash, caller.clone());
         Ok(caller)
