@@ -9,7 +9,8 @@
 //! policy for a caller; [`actions`] requests actions, [`decisions`] decides
 //! on them (approve, approve and remember, deny, reply, cancel, outcome,
 //! executor result); [`grants`] and [`grant_requests`] the standing
-//! permissions;
+//! permissions; [`admin`] keys, agents and handlers; [`subscriptions`]
+//! notification webhooks; [`events`] the event log adapters read;
 //! [`waiters`] wakes long-polls; background loops ([`sweeper`],
 //! [`dispatch`], [`notify`], [`retention`]) are started by [`Gate::spawn`]
 //! and end on the gate's cancellation token. Outbound HTTP is the adapter's:
@@ -24,11 +25,13 @@
 //! - a human decision records who made it ([`Caller::identity`]).
 
 pub mod actions;
+pub mod admin;
 pub mod cache;
 pub mod caller;
 pub mod decisions;
 pub mod dispatch;
 pub mod error;
+pub mod events;
 pub mod grant_requests;
 pub mod grants;
 pub mod handler_spec;
@@ -36,6 +39,7 @@ pub mod notify;
 pub mod policy;
 pub mod retention;
 pub mod sign;
+pub mod subscriptions;
 pub mod sweeper;
 pub mod template;
 pub mod transport;
@@ -185,10 +189,8 @@ impl Gate {
         tasks
     }
 
-    /// The store. Only the gate's workflows and the admin resources
-    /// (handlers, agents, keys, subscriptions, events, audit) that have not
-    /// moved into workflows of their own yet reach it.
-    pub fn store(&self) -> &Store {
+    /// The store: the gate's workflows are the only code that reaches it.
+    pub(crate) fn store(&self) -> &Store {
         &self.0.store
     }
 

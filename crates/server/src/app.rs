@@ -174,13 +174,13 @@ pub async fn run(
         config.notify.concurrency,
         Some(config.notify.timeout),
     )?);
+    let gate = Gate::new(store, config, dispatch, notify, shutdown.clone());
     let hub = Hub::new(
-        &store,
+        &gate.event_log(),
         settings.events.buffer,
         settings.events.coalesce()?,
         shutdown.clone(),
     );
-    let gate = Gate::new(store, config, dispatch, notify, shutdown.clone());
     let loops = gate.spawn().await;
     let state = AppState::new(gate.clone(), settings, hub, metrics);
 

@@ -8,8 +8,9 @@ use axum::body::Bytes;
 use chrono::{DateTime, Utc};
 use futures::Stream;
 
+use actiongate_gate::events::EventLog;
+use actiongate_store::StoreError;
 use actiongate_store::audit::{Verifier, audit_line};
-use actiongate_store::{Store, StoreError};
 
 /// Events read per query.
 const PAGE: i64 = 1000;
@@ -26,7 +27,7 @@ pub struct Range {
 }
 
 /// The export as a stream of lines, each ending in a newline.
-pub fn export(store: Store, range: Range) -> impl Stream<Item = Result<Bytes, StoreError>> {
+pub fn export(store: EventLog, range: Range) -> impl Stream<Item = Result<Bytes, StoreError>> {
     async_stream::try_stream! {
         // Events committed later are not part of this export.
         let newest = store.last_seq();

@@ -278,7 +278,7 @@ async fn audit_export(
         )),
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
-    let stream = crate::audit::export(store.clone(), range);
+    let stream = crate::audit::export(actiongate_gate::events::EventLog::of(store.clone()), range);
     futures::pin_mut!(stream);
     while let Some(chunk) = stream.try_next().await? {
         sink.write_all(&chunk)?;
@@ -325,8 +325,8 @@ async fn keys_on(store: &actiongate_store::Store, cmd: KeysCommand) -> anyhow::R
             name,
             json,
         } => {
-            crate::routes::keys::validate_new_key(role, agent.as_deref(), name.as_deref())
-                .map_err(|e| anyhow::anyhow!("{}", e.problem().detail))?;
+            actiongate_gate::admin::validate_new_key(role, agent.as_deref(), name.as_deref())
+                .map_err(|e| anyhow::anyhow!("{}", e.detail))?;
             let issued = crate::auth::issue_key(role, agent, name);
             let stored = store.create_key(issued.record).await?;
             if json {

@@ -24,7 +24,8 @@ use std::ops::Range;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use actiongate_store::{Event, Store, TypeFilter};
+use actiongate_gate::events::EventLog;
+use actiongate_store::{Event, TypeFilter};
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
@@ -123,7 +124,7 @@ impl Hub {
     /// before it is closed. While events keep coming, a batch goes out at
     /// most once per gap (see [`Coalesce`]; zero: one per commit, at once).
     pub fn new(
-        store: &Store,
+        store: &EventLog,
         capacity: usize,
         coalesce: Coalesce,
         shutdown: CancellationToken,
@@ -338,7 +339,7 @@ fn take_batch(batch: &Batch, scope: &Scope, last: &mut i64, chunk: &mut Vec<u8>)
 /// The stream of `GET /v1/events`. `rx` must have been subscribed before
 /// `start` was worked out.
 pub fn log_stream(
-    store: Store,
+    store: EventLog,
     mut rx: broadcast::Receiver<Arc<Batch>>,
     scope: Scope,
     start: Start,

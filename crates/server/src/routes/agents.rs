@@ -10,13 +10,11 @@ use utoipa::openapi::schema::{
     AdditionalProperties, ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, Type,
 };
 
-use actiongate_policy::{ListKind, Profile, ProfileError, ProfileSpec};
 use actiongate_store::Agent;
 
 use crate::auth::Admin;
-use crate::error::{ApiError, ApiJson, ApiPath, ApiResult, Problem};
+use crate::error::{ApiJson, ApiPath, ApiResult, Problem};
 use crate::state::AppState;
-use actiongate_gate::actions::check_len;
 
 /// Routes of this module.
 pub fn router() -> Router<AppState> {
@@ -88,52 +86,6 @@ fn profile_schema() -> Schema {
         .into()
 }
 
-/// Agent ids: 1-128 of `A-Z a-z 0-9 _ - . @`.
-pub fn validate_agent_id(id: &str) -> Result<(), ApiError> {
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '@'));
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(
-            "id",
-            "1-128 characters from A-Z a-z 0-9 _ - . @",
-        ))
-    }
-}
-
-/// Compiles a profile given over the API, naming the bad pattern on failure.
-pub fn compile_profile(json: &serde_json::Value) -> Result<Profile, ApiError> {
-    let spec: ProfileSpec = serde_json::from_value(json.clone()).map_err(|e| {
-        ApiError::invalid(
-            "profile",
-            format!("a preset name or {{allow, ask, deny?}}: {e}"),
-        )
-    })?;
-    Profile::from_spec(spec).map_err(|e| match e {
-        ProfileError::InvalidPattern {
-            list,
-            index,
-            pattern,
-            message,
-        } => {
-            let list = match list {
-                ListKind::Allow => "allow",
-                ListKind::Ask => "ask",
-                ListKind::Deny => "deny",
-            };
-            ApiError::invalid(
-                format!("profile.{list}[{index}]"),
-                format!("invalid pattern '{pattern}': {message}"),
-            )
-        }
-        other => ApiError::invalid("profile", other.to_string()),
-    })
-}
-
 /// Create or replace an agent (admins).
 #[utoipa::path(
     put, path = "/v1/agents/{id}", tag = "agents",
@@ -150,25 +102,14 @@ pub fn compile_profile(json: &serde_json::Value) -> Result<Profile, ApiError> {
 )]
 pub async fn put_agent(
     State(state): State<AppState>,
-    Admin(_caller): Admin,
+    Admin(caller): Admin,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<PutAgent>,
 ) -> ApiResult<(StatusCode, axum::Json<Agent>)> {
-    validate_agent_id(&id)?;
-    check_len("name", body.name.as_deref(), 256)?;
-    let profile = match body.profile {
-        None | Some(serde_json::Value::Null) => None,
-        Some(json) => {
-            compile_profile(&json)?;
-            Some(json)
-        }
-    };
     let (agent, created) = state
         .gate()
-        .store()
-        .put_agent(&id, body.name, profile)
+        .put_agent(&caller, &id, body.name, body.profile)
         .await?;
-    state.gate().forget_agent(&id);
     Ok((
         if created {
             StatusCode::CREATED
@@ -193,16 +134,10 @@ pub async fn put_agent(
 )]
 pub async fn get_agent(
     State(state): State<AppState>,
-    Admin(_caller): Admin,
+    Admin(caller): Admin,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<Agent>> {
-    state
-        .gate()
-        .store()
-        .get_agent(&id)
-        .await?
-        .map(axum::Json)
-        .ok_or_else(|| ApiError::not_found(format!("no agent '{id}'")))
+    Ok(axum::Json(state.gate().get_agent(&caller, &id).await?))
 }
 
 /// List agents (admins).
@@ -217,7 +152,7 @@ pub async fn get_agent(
 )]
 pub async fn list_agents(
     State(state): State<AppState>,
-    Admin(_caller): Admin,
+    Admin(caller): Admin,
 ) -> ApiResult<axum::Json<Vec<Agent>>> {
-    Ok(axum::Json(state.gate().store().list_agents().await?))
+    Ok(axum::Json(state.gate().list_agents(&caller).await?))
 }

@@ -68,7 +68,7 @@ pub async fn audit_export(
         since: q.since,
         until: q.until,
     };
-    let stream = export(state.gate().store().clone(), range).map_err(|e| {
+    let stream = export(state.gate().event_log(), range).map_err(|e| {
         // The body is cut short, which the client sees as an error.
         tracing::error!(error = %e, "audit export failed");
         std::io::Error::other("audit export failed")

@@ -9,7 +9,7 @@ use axum::routing::get;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use actiongate_store::{StoreError, TypeFilter};
+use actiongate_store::TypeFilter;
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiPath, ApiQuery, ApiResult, Problem};
@@ -123,19 +123,19 @@ pub async fn stream_events(
         .events_hub()
         .subscribe()
         .ok_or_else(ApiError::internal)?;
-    let newest = state.gate().store().last_seq();
+    let newest = state.gate().event_log().last_seq();
     let start = match last_id {
         None => Start {
             after: newest,
             reset: None,
         },
         Some(id) => {
-            let anchor = state.gate().store().audit_anchor().await?;
+            let anchor = state.gate().event_log().audit_anchor().await?;
             // A replay reads committed rows that may not be published yet,
             // so a client can hold an id above `newest`: ask the database.
             let reason = if id < anchor.seq {
                 Some("pruned")
-            } else if id > newest && id > state.gate().store().newest_seq().await? {
+            } else if id > newest && id > state.gate().event_log().newest_seq().await? {
                 Some("unknown")
             } else {
                 None
@@ -154,7 +154,7 @@ pub async fn stream_events(
     };
     let scope = Scope { agent, types };
     Ok(sse::response(sse::log_stream(
-        state.gate().store().clone(),
+        state.gate().event_log(),
         rx,
         scope,
         start,
@@ -188,14 +188,8 @@ pub async fn action_events(
         .ok_or_else(ApiError::internal)?;
     // Read the action before its history: if it is settled now, the event
     // that settled it is in the history.
-    let action = match state.gate().store().get_action(&id).await {
-        Ok(a) if caller.may_see(&a.agent) => a,
-        Ok(_) | Err(StoreError::NotFound) => {
-            return Err(ApiError::not_found(format!("no action '{id}'")));
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let history = state.gate().store().action_events(&id).await?;
+    let action = state.gate().visible_action(&caller, &id).await?;
+    let history = state.gate().event_log().action_events(&id).await?;
     Ok(sse::response(sse::action_stream(
         id,
         rx,

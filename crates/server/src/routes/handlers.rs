@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use actiongate_store::{HandlerRecord, NewHandler};
+use actiongate_gate::store::HandlerRecord;
 
 use crate::auth::Admin;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
@@ -80,23 +80,6 @@ fn view(record: &HandlerRecord) -> Result<HandlerView, ApiError> {
     })
 }
 
-fn new_handler(reg: &HandlerRegistration) -> Result<NewHandler, ApiError> {
-    handler_spec::validate(reg)?;
-    let timeout_ms = reg
-        .timeout
-        .as_deref()
-        .and_then(|t| actiongate_policy::parse_duration(t).ok())
-        .map(|d| d.as_millis() as i64);
-    Ok(NewHandler {
-        id: reg.id.clone(),
-        name: reg.name.clone(),
-        description: reg.description.clone(),
-        url: reg.url.clone(),
-        timeout_ms,
-        spec: handler_spec::spec_json(reg),
-    })
-}
-
 /// Register a handler (admins); the response carries its secret, once.
 #[utoipa::path(
     post, path = "/v1/handlers", tag = "handlers",
@@ -112,17 +95,10 @@ fn new_handler(reg: &HandlerRegistration) -> Result<NewHandler, ApiError> {
 )]
 pub async fn create_handler(
     State(state): State<AppState>,
-    Admin(_caller): Admin,
+    Admin(caller): Admin,
     ApiJson(reg): ApiJson<HandlerRegistration>,
 ) -> ApiResult<(StatusCode, axum::Json<RegisteredHandler>)> {
-    let new = new_handler(&reg)?;
-    let secret = actiongate_gate::sign::new_secret();
-    let record = state
-        .gate()
-        .store()
-        .create_handler(new, secret.clone())
-        .await?;
-    state.gate().forget_handler(&record.id);
+    let (record, secret) = state.gate().register_handler(&caller, &reg).await?;
     Ok((
         StatusCode::CREATED,
         axum::Json(RegisteredHandler {
@@ -148,29 +124,11 @@ pub async fn create_handler(
 )]
 pub async fn replace_handler(
     State(state): State<AppState>,
-    Admin(_caller): Admin,
+    Admin(caller): Admin,
     ApiPath(id): ApiPath<String>,
     ApiJson(reg): ApiJson<HandlerRegistration>,
 ) -> ApiResult<axum::Json<HandlerView>> {
-    if reg.id != id {
-        return Err(ApiError::invalid(
-            "id",
-            format!("must equal the path's id '{id}'"),
-        ));
-    }
-    let new = new_handler(&reg)?;
-    let record = state
-        .gate()
-        .store()
-        .replace_handler(new)
-        .await
-        .map_err(|e| match e {
-            actiongate_store::StoreError::NotFound => {
-                ApiError::not_found(format!("no live handler '{id}'"))
-            }
-            other => other.into(),
-        })?;
-    state.gate().forget_handler(&id);
+    let record = state.gate().replace_handler(&caller, &id, &reg).await?;
     Ok(axum::Json(view(&record)?))
 }
 
@@ -201,7 +159,6 @@ pub async fn list_handlers(
 ) -> ApiResult<axum::Json<Vec<HandlerView>>> {
     let records = state
         .gate()
-        .store()
         .list_handlers(q.include_retired.unwrap_or(false))
         .await?;
     Ok(axum::Json(
@@ -223,11 +180,11 @@ pub async fn list_handlers(
 )]
 pub async fn get_handler(
     State(state): State<AppState>,
-    Admin(_caller): Admin,
+    Admin(caller): Admin,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<HandlerView>> {
     Ok(axum::Json(view(
-        &state.gate().store().get_handler(&id).await?,
+        &state.gate().handler_record(&caller, &id).await?,
     )?))
 }
 
@@ -245,11 +202,10 @@ pub async fn get_handler(
 )]
 pub async fn retire_handler(
     State(state): State<AppState>,
-    Admin(_caller): Admin,
+    Admin(caller): Admin,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<HandlerView>> {
-    let record = state.gate().store().retire_handler(&id).await?;
-    state.gate().forget_handler(&id);
+    let record = state.gate().retire_handler(&caller, &id).await?;
     Ok(axum::Json(view(&record)?))
 }
 
@@ -276,18 +232,10 @@ pub struct RotatedSecret {
 )]
 pub async fn rotate_secret(
     State(state): State<AppState>,
-    Admin(_caller): Admin,
+    Admin(caller): Admin,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<RotatedSecret>> {
-    let grace = state.gate().config().dispatch.secret_grace;
-    let until = Utc::now() + chrono::Duration::from_std(grace).unwrap_or_default();
-    let secret = actiongate_gate::sign::new_secret();
-    state
-        .gate()
-        .store()
-        .rotate_handler_secret(&id, secret.clone(), until)
-        .await?;
-    state.gate().forget_handler(&id);
+    let (secret, until) = state.gate().rotate_handler_secret(&caller, &id).await?;
     Ok(axum::Json(RotatedSecret {
         secret,
         previous_valid_until: until,

@@ -8,11 +8,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use actiongate_store::{ApiKey, Role};
+use actiongate_gate::store::{ApiKey, Role};
 
-use crate::auth::{Admin, issue_key};
-use crate::error::{ApiError, ApiJson, ApiPath, ApiResult, Problem};
-use crate::routes::agents::validate_agent_id;
+use crate::auth::Admin;
+use crate::error::{ApiJson, ApiPath, ApiResult, Problem};
 use crate::state::AppState;
 
 /// Routes of this module.
@@ -65,32 +64,6 @@ pub struct CreatedKey {
     pub created_at: DateTime<Utc>,
 }
 
-/// Checks a key request; shared with the `keys create` command.
-pub fn validate_new_key(
-    role: Role,
-    agent: Option<&str>,
-    name: Option<&str>,
-) -> Result<(), ApiError> {
-    if let Some(agent) = agent {
-        validate_agent_id(agent)
-            .map_err(|_| ApiError::invalid("agent", "1-128 characters from A-Z a-z 0-9 _ - . @"))?;
-    } else if role == Role::Agent {
-        return Err(ApiError::invalid(
-            "agent",
-            "an agent key needs the agent it acts as",
-        ));
-    }
-    if name
-        .is_some_and(|n| n.is_empty() || n.chars().count() > 256 || n.chars().any(char::is_control))
-    {
-        return Err(ApiError::invalid(
-            "name",
-            "1-256 characters, none of them control characters",
-        ));
-    }
-    Ok(())
-}
-
 /// Issue a key (admins).
 #[utoipa::path(
     post, path = "/v1/keys", tag = "keys",
@@ -105,12 +78,14 @@ pub fn validate_new_key(
 )]
 pub async fn create_key(
     State(state): State<AppState>,
-    Admin(_caller): Admin,
+    Admin(caller): Admin,
     ApiJson(body): ApiJson<CreateKey>,
 ) -> ApiResult<(StatusCode, axum::Json<CreatedKey>)> {
-    validate_new_key(body.role, body.agent.as_deref(), body.name.as_deref())?;
-    let issued = issue_key(body.role, body.agent, body.name);
-    let stored = state.gate().store().create_key(issued.record).await?;
+    let issued = state
+        .gate()
+        .create_key(&caller, body.role, body.agent, body.name)
+        .await?;
+    let stored = issued.key;
     Ok((
         StatusCode::CREATED,
         axum::Json(CreatedKey {
@@ -136,9 +111,9 @@ pub async fn create_key(
 )]
 pub async fn list_keys(
     State(state): State<AppState>,
-    Admin(_caller): Admin,
+    Admin(caller): Admin,
 ) -> ApiResult<axum::Json<Vec<ApiKey>>> {
-    Ok(axum::Json(state.gate().store().list_keys().await?))
+    Ok(axum::Json(state.gate().list_keys(&caller).await?))
 }
 
 /// Revoke a key (admins); revoking again returns the revoked key.
@@ -155,10 +130,8 @@ pub async fn list_keys(
 )]
 pub async fn revoke_key(
     State(state): State<AppState>,
-    Admin(_caller): Admin,
+    Admin(caller): Admin,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<ApiKey>> {
-    let key = state.gate().store().revoke_key(&id).await?;
-    state.gate().forget_key(&key.id);
-    Ok(axum::Json(key))
+    Ok(axum::Json(state.gate().revoke_key(&caller, &id).await?))
 }

@@ -49,7 +49,7 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<axum::Json<Healt
     if state.gate().shutdown().is_cancelled() {
         return Err(ApiError::unavailable("shutting down"));
     }
-    state.gate().store().ready().await.map_err(|e| {
+    state.gate().ready().await.map_err(|e| {
         tracing::warn!(error = %e, "not ready");
         ApiError::unavailable("database not ready")
     })?;
@@ -63,12 +63,12 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<axum::Json<Healt
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
 pub async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
-    match state.gate().store().pending_count().await {
+    match state.gate().pending_count().await {
         Ok(n) => metrics::gauge!("actiongate_pending_actions").set(n as f64),
         Err(e) => tracing::warn!(error = %e, "counting pending actions failed"),
     }
     metrics::gauge!("actiongate_long_polls_waiting").set(state.gate().waiters().open() as f64);
-    let writes = state.gate().store().write_stats();
+    let writes = state.gate().write_stats();
     metrics::counter!("actiongate_store_commits_total").absolute(writes.commits);
     metrics::counter!("actiongate_store_writes_total").absolute(writes.jobs);
     (

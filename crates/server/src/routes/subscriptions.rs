@@ -9,7 +9,7 @@ use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use actiongate_store::{Delivery, DeliveryStatus, NewSubscription, StoreError, Subscription};
+use actiongate_gate::store::{Delivery, DeliveryStatus, Subscription};
 
 use crate::auth::Admin;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
@@ -104,26 +104,18 @@ fn validate(body: &CreateSubscription) -> Result<(), ApiError> {
 )]
 pub async fn create_subscription(
     State(state): State<AppState>,
-    Admin(_caller): Admin,
+    Admin(caller): Admin,
     ApiJson(body): ApiJson<CreateSubscription>,
 ) -> ApiResult<Response> {
     validate(&body)?;
-    let secret = actiongate_gate::sign::new_secret();
     let types = body
         .types
         .iter()
         .map(|t| t.trim().to_owned())
         .collect::<Vec<_>>();
-    let subscription = state
+    let (subscription, secret) = state
         .gate()
-        .store()
-        .create_subscription(NewSubscription {
-            id: format!("sub_{}", uuid::Uuid::now_v7().simple()),
-            url: body.url,
-            types,
-            description: body.description,
-            secret: secret.clone(),
-        })
+        .create_subscription(&caller, body.url, types, body.description)
         .await?;
     Ok((
         StatusCode::CREATED,
@@ -147,16 +139,9 @@ pub async fn create_subscription(
 )]
 pub async fn list_subscriptions(
     State(state): State<AppState>,
-    Admin(_caller): Admin,
+    Admin(caller): Admin,
 ) -> ApiResult<axum::Json<Vec<Subscription>>> {
-    Ok(axum::Json(state.gate().store().list_subscriptions().await?))
-}
-
-fn not_found(id: &str) -> impl FnOnce(StoreError) -> ApiError + '_ {
-    move |e| match e {
-        StoreError::NotFound => ApiError::not_found(format!("no subscription '{id}'")),
-        other => other.into(),
-    }
+    Ok(axum::Json(state.gate().list_subscriptions(&caller).await?))
 }
 
 /// Read a subscription (admins).
@@ -173,16 +158,12 @@ fn not_found(id: &str) -> impl FnOnce(StoreError) -> ApiError + '_ {
 )]
 pub async fn get_subscription(
     State(state): State<AppState>,
-    Admin(_caller): Admin,
+    Admin(caller): Admin,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<axum::Json<Subscription>> {
-    let sub = state
-        .gate()
-        .store()
-        .get_subscription(&id)
-        .await
-        .map_err(not_found(&id))?;
-    Ok(axum::Json(sub))
+    Ok(axum::Json(
+        state.gate().get_subscription(&caller, &id).await?,
+    ))
 }
 
 /// Delete a subscription and its deliveries (admins).
@@ -199,15 +180,10 @@ pub async fn get_subscription(
 )]
 pub async fn delete_subscription(
     State(state): State<AppState>,
-    Admin(_caller): Admin,
+    Admin(caller): Admin,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
-    state
-        .gate()
-        .store()
-        .delete_subscription(&id)
-        .await
-        .map_err(not_found(&id))?;
+    state.gate().delete_subscription(&caller, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -249,30 +225,13 @@ pub struct DeliveryPage {
 )]
 pub async fn list_deliveries(
     State(state): State<AppState>,
-    Admin(_caller): Admin,
+    Admin(caller): Admin,
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<DeliveriesQuery>,
 ) -> ApiResult<axum::Json<DeliveryPage>> {
-    let limit = q.limit.unwrap_or(50);
-    if !(1..=200).contains(&limit) {
-        return Err(ApiError::invalid("limit", "must be 1-200"));
-    }
-    state
+    let (items, next_cursor) = state
         .gate()
-        .store()
-        .get_subscription(&id)
-        .await
-        .map_err(not_found(&id))?;
-    let mut items = state
-        .gate()
-        .store()
-        .list_deliveries(&id, q.status, q.cursor, limit + 1)
+        .list_deliveries(&caller, &id, q.status, q.cursor, q.limit.unwrap_or(50))
         .await?;
-    let next_cursor = if items.len() as i64 > limit {
-        items.truncate(limit as usize);
-        items.last().map(|d| d.event_seq)
-    } else {
-        None
-    };
     Ok(axum::Json(DeliveryPage { items, next_cursor }))
 }

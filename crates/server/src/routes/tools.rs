@@ -73,7 +73,7 @@ pub async fn list_tools(
 ) -> ApiResult<axum::Json<Value>> {
     let format = q.format.unwrap_or_default();
     let mut tools = Vec::new();
-    for record in state.gate().store().list_handlers(false).await? {
+    for record in state.gate().list_handlers(false).await? {
         let handler = state.gate().handler(&record.id).await?;
         for a in &handler.actions {
             let name = tool_name(&record.id, &a.decl.name);

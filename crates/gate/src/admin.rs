@@ -1,0 +1,263 @@
+//! What admins do: issue and revoke keys, set agents and their profiles,
+//! register, replace, retire handlers and rotate their secrets.
+//!
+//! A key bound to an agent never administers: it could otherwise raise its
+//! own agent's power (a laxer profile, an unbound operator key that
+//! approves for it). Admin keys cannot be bound to an agent at all.
+
+use chrono::{DateTime, Utc};
+
+use actiongate_api::HandlerRegistration;
+use actiongate_policy::{ListKind, Profile, ProfileError, ProfileSpec};
+use actiongate_store::{Agent, ApiKey, HandlerRecord, NewHandler, Role, StoreError};
+
+use crate::actions::validate_agent_id;
+use crate::caller::issue_key;
+use crate::handler_spec;
+use crate::{Caller, Gate, GateError, GateResult};
+
+/// A key just issued: the record, and its secret, shown only now.
+pub struct NewKeyIssued {
+    /// As stored.
+    pub key: ApiKey,
+    /// The bearer token.
+    pub secret: String,
+}
+
+/// Checks a key request; shared with the `keys create` command on the
+/// data dir.
+pub fn validate_new_key(role: Role, agent: Option<&str>, name: Option<&str>) -> GateResult<()> {
+    if let Some(agent) = agent {
+        validate_agent_id(agent)?;
+        if role == Role::Admin {
+            return Err(GateError::invalid(
+                "agent",
+                "an admin key cannot be bound to an agent: it could raise its own agent's power",
+            ));
+        }
+    } else if role == Role::Agent {
+        return Err(GateError::invalid(
+            "agent",
+            "an agent key needs the agent it acts as",
+        ));
+    }
+    if name
+        .is_some_and(|n| n.is_empty() || n.chars().count() > 256 || n.chars().any(char::is_control))
+    {
+        return Err(GateError::invalid(
+            "name",
+            "1-256 characters, none of them control characters",
+        ));
+    }
+    Ok(())
+}
+
+/// Compiles a profile given as JSON, naming the bad field or pattern.
+pub fn compile_profile(json: &serde_json::Value) -> GateResult<Profile> {
+    let spec: ProfileSpec = serde_json::from_value(json.clone()).map_err(|e| {
+        GateError::invalid(
+            "profile",
+            format!("a preset name or {{allow, ask, deny?}}: {e}"),
+        )
+    })?;
+    Profile::from_spec(spec).map_err(|e| match e {
+        ProfileError::InvalidPattern {
+            list,
+            index,
+            pattern,
+            message,
+        } => {
+            let list = match list {
+                ListKind::Allow => "allow",
+                ListKind::Ask => "ask",
+                ListKind::Deny => "deny",
+            };
+            GateError::invalid(
+                format!("profile.{list}[{index}]"),
+                format!("invalid pattern '{pattern}': {message}"),
+            )
+        }
+        other => GateError::invalid("profile", other.to_string()),
+    })
+}
+
+/// An admin: the admin role and bound to no agent.
+fn admin(caller: &Caller) -> GateResult<()> {
+    caller.require(Role::Admin)?;
+    if let Some(agent) = &caller.agent {
+        return Err(GateError::forbidden(format!(
+            "this key acts as agent '{agent}', and a key bound to an agent does not administer"
+        )));
+    }
+    Ok(())
+}
+
+fn new_handler(reg: &HandlerRegistration) -> GateResult<NewHandler> {
+    handler_spec::validate(reg)?;
+    let timeout_ms = reg
+        .timeout
+        .as_deref()
+        .and_then(|t| actiongate_policy::parse_duration(t).ok())
+        .map(|d| d.as_millis() as i64);
+    Ok(NewHandler {
+        id: reg.id.clone(),
+        name: reg.name.clone(),
+        description: reg.description.clone(),
+        url: reg.url.clone(),
+        timeout_ms,
+        spec: handler_spec::spec_json(reg),
+    })
+}
+
+impl Gate {
+    /// Issues a key; its secret is in the answer only.
+    pub async fn create_key(
+        &self,
+        caller: &Caller,
+        role: Role,
+        agent: Option<String>,
+        name: Option<String>,
+    ) -> GateResult<NewKeyIssued> {
+        admin(caller)?;
+        validate_new_key(role, agent.as_deref(), name.as_deref())?;
+        let issued = issue_key(role, agent, name);
+        let key = self.store().create_key(issued.record).await?;
+        Ok(NewKeyIssued {
+            key,
+            secret: issued.secret,
+        })
+    }
+
+    /// Every key, never their secrets.
+    pub async fn list_keys(&self, caller: &Caller) -> GateResult<Vec<ApiKey>> {
+        admin(caller)?;
+        Ok(self.store().list_keys().await?)
+    }
+
+    /// Revokes a key: at once for this daemon's caches and the streams it
+    /// holds open.
+    pub async fn revoke_key(&self, caller: &Caller, id: &str) -> GateResult<ApiKey> {
+        admin(caller)?;
+        let key = self.store().revoke_key(id).await?;
+        self.forget_key(&key.id);
+        Ok(key)
+    }
+
+    /// Creates or replaces an agent and its profile (`None`: the default);
+    /// `true` when created.
+    pub async fn put_agent(
+        &self,
+        caller: &Caller,
+        id: &str,
+        name: Option<String>,
+        profile: Option<serde_json::Value>,
+    ) -> GateResult<(Agent, bool)> {
+        admin(caller)?;
+        validate_agent_id(id)
+            .map_err(|_| GateError::invalid("id", "1-128 characters from A-Z a-z 0-9 _ - . @"))?;
+        crate::actions::check_len("name", name.as_deref(), 256)?;
+        let profile = match profile {
+            None | Some(serde_json::Value::Null) => None,
+            Some(json) => {
+                compile_profile(&json)?;
+                Some(json)
+            }
+        };
+        let (agent, created) = self.store().put_agent(id, name, profile).await?;
+        self.forget_agent(id);
+        Ok((agent, created))
+    }
+
+    /// One agent.
+    pub async fn get_agent(&self, caller: &Caller, id: &str) -> GateResult<Agent> {
+        admin(caller)?;
+        self.store()
+            .get_agent(id)
+            .await?
+            .ok_or_else(|| GateError::not_found(format!("no agent '{id}'")))
+    }
+
+    /// Every agent.
+    pub async fn list_agents(&self, caller: &Caller) -> GateResult<Vec<Agent>> {
+        admin(caller)?;
+        Ok(self.store().list_agents().await?)
+    }
+
+    /// Registers a handler; its new secret is in the answer only.
+    pub async fn register_handler(
+        &self,
+        caller: &Caller,
+        reg: &HandlerRegistration,
+    ) -> GateResult<(HandlerRecord, String)> {
+        admin(caller)?;
+        let new = new_handler(reg)?;
+        let secret = crate::sign::new_secret();
+        let record = self.store().create_handler(new, secret.clone()).await?;
+        self.forget_handler(&record.id);
+        Ok((record, secret))
+    }
+
+    /// Replaces a live handler's registration; its secret stays.
+    pub async fn replace_handler(
+        &self,
+        caller: &Caller,
+        id: &str,
+        reg: &HandlerRegistration,
+    ) -> GateResult<HandlerRecord> {
+        admin(caller)?;
+        if reg.id != id {
+            return Err(GateError::invalid(
+                "id",
+                format!("must equal the path's id '{id}'"),
+            ));
+        }
+        let new = new_handler(reg)?;
+        let record = self
+            .store()
+            .replace_handler(new)
+            .await
+            .map_err(|e| match e {
+                StoreError::NotFound => GateError::not_found(format!("no live handler '{id}'")),
+                other => other.into(),
+            })?;
+        self.forget_handler(id);
+        Ok(record)
+    }
+
+    /// Handlers (retired ones too with `include_retired`).
+    pub async fn list_handlers(&self, include_retired: bool) -> GateResult<Vec<HandlerRecord>> {
+        Ok(self.store().list_handlers(include_retired).await?)
+    }
+
+    /// One handler's record, retired or not.
+    pub async fn handler_record(&self, caller: &Caller, id: &str) -> GateResult<HandlerRecord> {
+        admin(caller)?;
+        Ok(self.store().get_handler(id).await?)
+    }
+
+    /// Retires a handler: no new actions; its history stays readable.
+    pub async fn retire_handler(&self, caller: &Caller, id: &str) -> GateResult<HandlerRecord> {
+        admin(caller)?;
+        let record = self.store().retire_handler(id).await?;
+        self.forget_handler(id);
+        Ok(record)
+    }
+
+    /// A new secret for handler `id`; the previous one stays valid for the
+    /// configured grace, until the time answered.
+    pub async fn rotate_handler_secret(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> GateResult<(String, DateTime<Utc>)> {
+        admin(caller)?;
+        let grace = self.config().dispatch.secret_grace;
+        let until = Utc::now() + chrono::Duration::from_std(grace).unwrap_or_default();
+        let secret = crate::sign::new_secret();
+        self.store()
+            .rotate_handler_secret(id, secret.clone(), until)
+            .await?;
+        self.forget_handler(id);
+        Ok((secret, until))
+    }
+}
