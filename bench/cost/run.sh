@@ -287,5 +287,9 @@ median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
   done
   echo
   echo "Medians of $ROUNDS round(s); requests = 2xx answers in ${DURATION}s. A = $BIN_A${BIN_B:+, B = $BIN_B}."
+  others=$(awk -F'\t' 'NR > 1 && $11 > m { m = $11 } END { print m + 0 }' "$RESULTS")
+  if ((others > 10)); then
+    echo "Noisy: other work took up to ${others}% of CPU $SERVER_CPU during a load (load average $(cut -d' ' -f1-3 /proc/loadavg) at the end)."
+  fi
 } | tee "$OUT/summary.md"
 echo "rows: $RESULTS"
