@@ -21,7 +21,7 @@ struct Setup {
 
 async fn setup(async_mode: bool) -> Setup {
     let daemon = Daemon::start_with(|s| {
-        s.dispatch.retry_schedule = vec!["200ms".into(), "500ms".into()];
+        s.dispatch.retry_schedule = vec!["200ms".parse().unwrap(), "500ms".parse().unwrap()];
     })
     .await;
     let root = tempfile::tempdir().unwrap();

@@ -178,7 +178,7 @@ pub async fn run(
     let hub = Hub::new(
         &gate.event_log(),
         settings.events.buffer,
-        settings.events.coalesce()?,
+        settings.events.coalesce(),
         shutdown.clone(),
     );
     let loops = gate.spawn().await;
@@ -188,7 +188,7 @@ pub async fn run(
     tracing::info!(%addr, "actiongate listening");
     let app = router(state.clone());
     let listener =
-        crate::stall::StallGuardListener::new(listener, state.settings().events.send_timeout()?);
+        crate::stall::StallGuardListener::new(listener, state.settings().events.send_timeout.get());
     // `into_make_service` hands each connection a clone of the built router
     // (an `Arc`). Serving the `Router` itself rebuilds its route table for
     // every connection (`with_state(())`: a hash map, the path tree, a boxed

@@ -10,7 +10,8 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
-pub use crate::config_events::{EventsSettings, WebhookSettings, WebhookTimings};
+pub use crate::config_duration::{Dur, Keep};
+pub use crate::config_events::{EventsSettings, WebhookSettings};
 
 /// The config file read when `--config` is not given and it exists.
 pub const DEFAULT_CONFIG_PATH: &str = "config/actiongate.toml";
@@ -65,15 +66,15 @@ pub struct DispatchSettings {
     /// Attempts in flight at once to one handler.
     pub per_handler_max_in_flight: usize,
     /// Per-attempt timeout of handlers that name none.
-    pub default_timeout: String,
+    pub default_timeout: Dur,
     /// Waits before each retry; its length + 1 is the number of attempts.
-    pub retry_schedule: Vec<String>,
+    pub retry_schedule: Vec<Dur>,
     /// How long an executor that answered 202 has to post the result.
-    pub async_result_timeout: String,
+    pub async_result_timeout: Dur,
     /// Largest executor answer kept as the result, in bytes.
     pub result_max_bytes: usize,
     /// How long a rotated-out handler secret stays valid.
-    pub secret_grace: String,
+    pub secret_grace: Dur,
 }
 
 impl Default for DispatchSettings {
@@ -82,58 +83,45 @@ impl Default for DispatchSettings {
             enabled: true,
             max_in_flight: 256,
             per_handler_max_in_flight: 32,
-            default_timeout: "30s".to_owned(),
-            retry_schedule: ["1s", "5s", "30s", "2m", "10m"].map(str::to_owned).to_vec(),
-            async_result_timeout: "1h".to_owned(),
+            default_timeout: Dur::secs(30),
+            retry_schedule: [1, 5, 30, 120, 600].map(Dur::secs).to_vec(),
+            async_result_timeout: Dur::secs(3600),
             result_max_bytes: 256 * 1024,
-            secret_grace: "24h".to_owned(),
+            secret_grace: Dur::secs(24 * 3600),
         }
     }
-}
-
-/// [`DispatchSettings`] with durations parsed.
-#[derive(Debug, Clone)]
-pub struct Dispatch {
-    /// See [`DispatchSettings::max_in_flight`].
-    pub max_in_flight: usize,
-    /// See [`DispatchSettings::per_handler_max_in_flight`].
-    pub per_handler_max_in_flight: usize,
-    /// See [`DispatchSettings::default_timeout`].
-    pub default_timeout: Duration,
-    /// See [`DispatchSettings::retry_schedule`].
-    pub retry_schedule: Vec<Duration>,
-    /// See [`DispatchSettings::async_result_timeout`].
-    pub async_result_timeout: Duration,
-    /// See [`DispatchSettings::result_max_bytes`].
-    pub result_max_bytes: usize,
-    /// See [`DispatchSettings::secret_grace`].
-    pub secret_grace: Duration,
 }
 
 impl DispatchSettings {
-    /// Parses the durations.
-    pub fn parsed(&self) -> anyhow::Result<Dispatch> {
-        let p = |name: &str, v: &str| {
-            actiongate_policy::parse_duration(v)
-                .map_err(|e| anyhow::anyhow!("dispatch.{name}: {e}"))
-        };
+    /// The dispatch settings as the gate takes them.
+    pub fn config(&self) -> anyhow::Result<actiongate_gate::DispatchConfig> {
         if self.max_in_flight == 0 || self.per_handler_max_in_flight == 0 {
             anyhow::bail!("dispatch: in-flight limits must be at least 1");
         }
-        Ok(Dispatch {
+        if self.retry_schedule.iter().any(|d| d.get().is_zero()) {
+            anyhow::bail!("dispatch.retry_schedule: every wait must be more than 0s");
+        }
+        Ok(actiongate_gate::DispatchConfig {
             max_in_flight: self.max_in_flight,
             per_handler_max_in_flight: self.per_handler_max_in_flight,
-            default_timeout: p("default_timeout", &self.default_timeout)?,
-            retry_schedule: self
-                .retry_schedule
-                .iter()
-                .map(|s| p("retry_schedule", s))
-                .collect::<anyhow::Result<_>>()?,
-            async_result_timeout: p("async_result_timeout", &self.async_result_timeout)?,
+            default_timeout: nonzero("dispatch.default_timeout", self.default_timeout)?,
+            retry_schedule: self.retry_schedule.iter().map(|d| d.get()).collect(),
+            async_result_timeout: nonzero(
+                "dispatch.async_result_timeout",
+                self.async_result_timeout,
+            )?,
             result_max_bytes: self.result_max_bytes,
-            secret_grace: p("secret_grace", &self.secret_grace)?,
+            secret_grace: self.secret_grace.get(),
         })
     }
+}
+
+/// Fails naming `name` when `d` is zero.
+fn nonzero(name: &str, d: Dur) -> anyhow::Result<Duration> {
+    if d.get().is_zero() {
+        anyhow::bail!("{name}: must be more than 0s");
+    }
+    Ok(d.get())
 }
 
 /// How decisions are made.
@@ -151,11 +139,11 @@ pub struct PolicySettings {
 #[serde(deny_unknown_fields, default)]
 pub struct ActionSettings {
     /// How long a human has when the request names no `timeout`.
-    pub default_timeout: String,
+    pub default_timeout: Dur,
     /// Shortest `timeout` accepted.
-    pub min_timeout: String,
+    pub min_timeout: Dur,
     /// Longest `timeout` accepted.
-    pub max_timeout: String,
+    pub max_timeout: Dur,
     /// Longest `?wait=` in seconds.
     pub max_wait_seconds: u64,
 }
@@ -171,7 +159,7 @@ pub struct StorageSettings {
     /// How long the writer waits for more writes to join a commit when
     /// several arrived together, e.g. `200us`; `0s` commits at once. Unset:
     /// [`StorageSettings::commit_delay`] picks it by durability.
-    pub commit_delay: Option<String>,
+    pub commit_delay: Option<Dur>,
     /// Read-only connections.
     pub read_connections: u32,
     /// A CPU for the writer alone: the writer's thread runs on it and every
@@ -184,18 +172,13 @@ impl StorageSettings {
     /// [`StorageSettings::commit_delay`], at most 100ms; unset, the one
     /// that suits the durability ([`Durability::commit_delay`]).
     pub fn commit_delay(&self) -> anyhow::Result<Duration> {
-        let Some(text) = &self.commit_delay else {
+        let Some(d) = self.commit_delay else {
             return Ok(self.durability.commit_delay());
         };
-        let d = match text.trim() {
-            "0" | "0s" | "0ms" | "0us" => Duration::ZERO,
-            other => actiongate_policy::parse_duration(other)
-                .map_err(|e| anyhow::anyhow!("storage.commit_delay: {e}"))?,
-        };
-        if d > Duration::from_millis(100) {
-            anyhow::bail!("storage.commit_delay: at most 100ms (got {text})");
+        if d.get() > Duration::from_millis(100) {
+            anyhow::bail!("storage.commit_delay: at most 100ms (got {d})");
         }
-        Ok(d)
+        Ok(d.get())
     }
 }
 
@@ -239,9 +222,9 @@ impl Default for PolicySettings {
 impl Default for ActionSettings {
     fn default() -> Self {
         ActionSettings {
-            default_timeout: "15m".to_owned(),
-            min_timeout: "1m".to_owned(),
-            max_timeout: "60m".to_owned(),
+            default_timeout: Dur::secs(15 * 60),
+            min_timeout: Dur::secs(60),
+            max_timeout: Dur::secs(3600),
             max_wait_seconds: 60,
         }
     }
@@ -320,7 +303,7 @@ impl Settings {
     /// Checks what types alone cannot.
     pub fn validate(&self) -> anyhow::Result<()> {
         self.time_zone()?;
-        self.dispatch.parsed()?;
+        self.dispatch.config()?;
         let (min, max, default) = self.timeouts()?;
         if min > max || default < min || default > max {
             anyhow::bail!("actions: need min_timeout <= default_timeout <= max_timeout");
@@ -352,13 +335,10 @@ impl Settings {
 
     /// `(min, max, default)` timeouts.
     pub fn timeouts(&self) -> anyhow::Result<(Duration, Duration, Duration)> {
-        let p = |name: &str, v: &str| {
-            actiongate_policy::parse_duration(v).map_err(|e| anyhow::anyhow!("actions.{name}: {e}"))
-        };
         Ok((
-            p("min_timeout", &self.actions.min_timeout)?,
-            p("max_timeout", &self.actions.max_timeout)?,
-            p("default_timeout", &self.actions.default_timeout)?,
+            nonzero("actions.min_timeout", self.actions.min_timeout)?,
+            nonzero("actions.max_timeout", self.actions.max_timeout)?,
+            nonzero("actions.default_timeout", self.actions.default_timeout)?,
         ))
     }
 
@@ -366,8 +346,7 @@ impl Settings {
     /// compiled.
     pub fn gate_config(&self) -> anyhow::Result<actiongate_gate::GateConfig> {
         let (min_timeout, max_timeout, default_timeout) = self.timeouts()?;
-        let d = self.dispatch.parsed()?;
-        let w = self.webhooks.timings()?;
+        let w = &self.webhooks;
         Ok(actiongate_gate::GateConfig {
             tz: self.time_zone()?,
             min_timeout,
@@ -375,25 +354,17 @@ impl Settings {
             default_timeout,
             max_wait: Duration::from_secs(self.actions.max_wait_seconds),
             default_profile: std::sync::Arc::new(self.default_profile()?),
-            dispatch: actiongate_gate::DispatchConfig {
-                max_in_flight: d.max_in_flight,
-                per_handler_max_in_flight: d.per_handler_max_in_flight,
-                default_timeout: d.default_timeout,
-                retry_schedule: d.retry_schedule,
-                async_result_timeout: d.async_result_timeout,
-                result_max_bytes: d.result_max_bytes,
-                secret_grace: d.secret_grace,
-            },
+            dispatch: self.dispatch.config()?,
             dispatch_enabled: self.dispatch.enabled,
             notify: actiongate_gate::NotifyConfig {
-                timeout: w.timeout,
-                backoff_min: w.backoff_min,
-                backoff_max: w.backoff_max,
-                give_up_after: w.give_up_after,
-                concurrency: self.webhooks.concurrency,
+                timeout: w.timeout.get(),
+                backoff_min: w.backoff_min.get(),
+                backoff_max: w.backoff_max.get(),
+                give_up_after: w.give_up_after.get(),
+                concurrency: w.concurrency,
             },
-            retention: self.events.retention()?,
-            prune_interval: self.events.prune_interval()?,
+            retention: self.events.retention(),
+            prune_interval: self.events.prune_interval.get(),
         })
     }
 
@@ -413,7 +384,7 @@ mod tests {
     fn commit_delay_defaults_by_durability_and_a_given_one_wins() {
         let storage = |durability, commit_delay: Option<&str>| StorageSettings {
             durability,
-            commit_delay: commit_delay.map(str::to_owned),
+            commit_delay: commit_delay.map(|t| t.parse().unwrap()),
             ..StorageSettings::default()
         };
         let delay = |s: StorageSettings| s.commit_delay().unwrap();

@@ -5,21 +5,23 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config_duration::{Dur, Keep};
+
 /// Event streams (SSE) and retention of the event log.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EventsSettings {
     /// A comment line is sent on idle streams this often.
-    pub heartbeat: String,
+    pub heartbeat: Dur,
     /// The `retry:` hint: how long clients wait before reconnecting.
-    pub retry: String,
+    pub retry: Dur,
     /// How long events are kept, e.g. `30d`; `forever` keeps them all.
-    pub retention: String,
+    pub retention: Keep,
     /// How often old events are pruned.
-    pub prune_interval: String,
+    pub prune_interval: Dur,
     /// A client whose connection takes no bytes for this long (a stalled
     /// stream subscriber) is disconnected; it resumes from its last id.
-    pub send_timeout: String,
+    pub send_timeout: Dur,
     /// How many batches of events (at least as many events) a stream may
     /// fall behind before it is closed (the client resumes from its last id).
     pub buffer: usize,
@@ -28,86 +30,69 @@ pub struct EventsSettings {
     /// event after a quiet period goes out at once. The gap is
     /// `coalesce_per_stream` per open stream, at most this. `0s`: every
     /// commit's events at once.
-    pub coalesce: String,
+    pub coalesce: Dur,
     /// The gap's share per open stream (see `coalesce`).
-    pub coalesce_per_stream: String,
+    pub coalesce_per_stream: Dur,
 }
 
 impl Default for EventsSettings {
     fn default() -> Self {
         EventsSettings {
-            heartbeat: "15s".to_owned(),
-            retry: "3s".to_owned(),
-            retention: "30d".to_owned(),
-            prune_interval: "1h".to_owned(),
-            send_timeout: "30s".to_owned(),
+            heartbeat: Dur::secs(15),
+            retry: Dur::secs(3),
+            retention: Keep::For(Dur::secs(30 * 86400)),
+            prune_interval: Dur::secs(3600),
+            send_timeout: Dur::secs(30),
             buffer: 4096,
-            coalesce: "20ms".to_owned(),
-            coalesce_per_stream: "20us".to_owned(),
+            coalesce: Dur::millis(20),
+            coalesce_per_stream: Dur::micros(20),
         }
     }
 }
 
-fn duration(section: &str, name: &str, value: &str) -> anyhow::Result<Duration> {
-    actiongate_policy::parse_duration(value).map_err(|e| anyhow::anyhow!("{section}.{name}: {e}"))
+/// Fails naming `section.name` when `d` is zero.
+fn nonzero(section: &str, name: &str, d: Dur) -> anyhow::Result<Duration> {
+    if d.get().is_zero() {
+        anyhow::bail!("{section}.{name}: must be more than 0s");
+    }
+    Ok(d.get())
 }
 
 impl EventsSettings {
-    /// Checks every value parses.
+    /// Checks what the types alone cannot.
     pub fn check(&self) -> anyhow::Result<()> {
-        self.heartbeat()?;
-        self.retry()?;
-        self.retention()?;
-        self.prune_interval()?;
-        self.send_timeout()?;
-        self.coalesce()?;
+        nonzero("events", "heartbeat", self.heartbeat)?;
+        nonzero("events", "retry", self.retry)?;
+        nonzero("events", "prune_interval", self.prune_interval)?;
+        nonzero("events", "send_timeout", self.send_timeout)?;
+        if let Keep::For(d) = self.retention {
+            nonzero("events", "retention", d)?;
+        }
+        for (name, d) in [
+            ("coalesce", self.coalesce),
+            ("coalesce_per_stream", self.coalesce_per_stream),
+        ] {
+            if d.get() > Duration::from_secs(5) {
+                anyhow::bail!("events.{name}: at most 5s (got {d})");
+            }
+        }
         Ok(())
     }
 
     /// How long the event hub gathers events between two batches.
-    pub fn coalesce(&self) -> anyhow::Result<crate::sse::Coalesce> {
-        let short = |name: &str, value: &str| match value.trim() {
-            "0" | "0s" | "0ms" => Ok(Duration::ZERO),
-            other => {
-                let d = duration("events", name, other)?;
-                if d > Duration::from_secs(5) {
-                    anyhow::bail!("events.{name}: at most 5s (got {other})");
-                }
-                Ok(d)
-            }
-        };
-        Ok(crate::sse::Coalesce {
-            per_stream: short("coalesce_per_stream", &self.coalesce_per_stream)?,
-            max: short("coalesce", &self.coalesce)?,
-        })
-    }
-
-    /// Heartbeat period.
-    pub fn heartbeat(&self) -> anyhow::Result<Duration> {
-        duration("events", "heartbeat", &self.heartbeat)
-    }
-
-    /// Reconnect hint.
-    pub fn retry(&self) -> anyhow::Result<Duration> {
-        duration("events", "retry", &self.retry)
-    }
-
-    /// Retention; `None` keeps events forever.
-    pub fn retention(&self) -> anyhow::Result<Option<Duration>> {
-        match self.retention.trim() {
-            "forever" | "indefinite" => Ok(None),
-            other => duration("events", "retention", other).map(Some),
+    pub fn coalesce(&self) -> crate::sse::Coalesce {
+        crate::sse::Coalesce {
+            per_stream: self.coalesce_per_stream.get(),
+            max: self.coalesce.get(),
         }
     }
 
-    /// Pruning period.
-    pub fn prune_interval(&self) -> anyhow::Result<Duration> {
-        duration("events", "prune_interval", &self.prune_interval)
-    }
-
-    /// Stalled-connection cutoff.
-    pub fn send_timeout(&self) -> anyhow::Result<Duration> {
-        duration("events", "send_timeout", &self.send_timeout)
+    /// Retention; `None` keeps events forever.
+    pub fn retention(&self) -> Option<Duration> {
+        match self.retention {
+            Keep::Forever => None,
+            Keep::For(d) => Some(d.get()),
+        }
     }
 }
 
@@ -116,13 +101,13 @@ impl EventsSettings {
 #[serde(deny_unknown_fields, default)]
 pub struct WebhookSettings {
     /// How long one attempt may take.
-    pub timeout: String,
+    pub timeout: Dur,
     /// Delay before the first retry; it doubles with every attempt.
-    pub backoff_min: String,
+    pub backoff_min: Dur,
     /// Longest delay between attempts.
-    pub backoff_max: String,
+    pub backoff_max: Dur,
     /// A delivery still failing this long after its event is given up.
-    pub give_up_after: String,
+    pub give_up_after: Dur,
     /// Most attempts in flight at once.
     pub concurrency: usize,
 }
@@ -130,48 +115,27 @@ pub struct WebhookSettings {
 impl Default for WebhookSettings {
     fn default() -> Self {
         WebhookSettings {
-            timeout: "10s".to_owned(),
-            backoff_min: "1s".to_owned(),
-            backoff_max: "5m".to_owned(),
-            give_up_after: "3d".to_owned(),
+            timeout: Dur::secs(10),
+            backoff_min: Dur::secs(1),
+            backoff_max: Dur::secs(300),
+            give_up_after: Dur::secs(3 * 86400),
             concurrency: 16,
         }
     }
 }
 
-/// [`WebhookSettings`] parsed.
-#[derive(Debug, Clone, Copy)]
-pub struct WebhookTimings {
-    /// Per attempt.
-    pub timeout: Duration,
-    /// First retry delay.
-    pub backoff_min: Duration,
-    /// Cap of the delay.
-    pub backoff_max: Duration,
-    /// Age at which a delivery is given up.
-    pub give_up_after: Duration,
-}
-
 impl WebhookSettings {
-    /// Checks every value.
+    /// Checks what the types alone cannot.
     pub fn check(&self) -> anyhow::Result<()> {
-        let t = self.timings()?;
-        if t.backoff_min > t.backoff_max {
+        nonzero("webhooks", "timeout", self.timeout)?;
+        nonzero("webhooks", "backoff_min", self.backoff_min)?;
+        nonzero("webhooks", "give_up_after", self.give_up_after)?;
+        if self.backoff_min > self.backoff_max {
             anyhow::bail!("webhooks: need backoff_min <= backoff_max");
         }
         if self.concurrency == 0 {
             anyhow::bail!("webhooks.concurrency: must be at least 1");
         }
         Ok(())
-    }
-
-    /// The durations.
-    pub fn timings(&self) -> anyhow::Result<WebhookTimings> {
-        Ok(WebhookTimings {
-            timeout: duration("webhooks", "timeout", &self.timeout)?,
-            backoff_min: duration("webhooks", "backoff_min", &self.backoff_min)?,
-            backoff_max: duration("webhooks", "backoff_max", &self.backoff_max)?,
-            give_up_after: duration("webhooks", "give_up_after", &self.give_up_after)?,
-        })
     }
 }

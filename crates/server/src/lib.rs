@@ -20,6 +20,7 @@ pub mod audit;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod config_duration;
 pub mod config_events;
 pub mod error;
 pub mod metrics;

@@ -1710,3 +1710,44 @@ fn committed_openapi_matches_the_code() {
         "openapi/openapi.json is out of date: run `cargo run -- openapi > openapi/openapi.json`"
     );
 }
+
+#[tokio::test]
+async fn an_admin_key_cannot_be_bound_to_an_agent() {
+    let app = TestApp::spawn().await;
+    let (s, p) = app
+        .call(
+            Method::POST,
+            "/v1/keys",
+            Some(&app.admin),
+            Some(json!({"role": "admin", "agent": "agent-1"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{p}");
+    assert_eq!(p["errors"][0]["field"], "agent", "{p}");
+    // Nothing was issued.
+    let (_, keys) = app
+        .call(Method::GET, "/v1/keys", Some(&app.admin), None)
+        .await;
+    assert!(
+        keys.as_array()
+            .unwrap()
+            .iter()
+            .all(|k| !(k["role"] == "admin" && k["agent"] == "agent-1")),
+        "{keys}"
+    );
+    app.stop().await;
+}
+
+/// Every error code the gate can answer with is in the README's table, with
+/// the status the server gives it.
+#[test]
+fn every_error_code_is_in_the_readme() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    for code in actiongate_gate::ErrorCode::ALL {
+        let err =
+            actiongate_server::error::ApiError::from(actiongate_gate::GateError::new(code, "x"));
+        let row = format!("| `{}` | {} |", code.as_str(), err.status().as_u16());
+        assert!(readme.contains(&row), "README lacks the row {row}");
+    }
+}

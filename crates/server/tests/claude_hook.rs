@@ -230,7 +230,7 @@ async fn the_hook_waits_for_a_human_and_passes_on_the_answer() {
 
 #[tokio::test]
 async fn policy_denials_and_expiry_deny_with_the_reason() {
-    let app = TestApp::spawn_with(|s| s.actions.default_timeout = "1s".to_owned()).await;
+    let app = TestApp::spawn_with(|s| s.actions.default_timeout = "1s".parse().unwrap()).await;
     app.profile(
         "agent-1",
         json!({"allow": ["tool:Read:.*"], "ask": ["tool:file:.*"], "deny": ["tool:bash:rm .*"]}),

@@ -87,8 +87,8 @@ async fn app_with(url: &str) -> (TestApp, String) {
 
 async fn app_with_async_timeout(url: &str, async_timeout: &str) -> (TestApp, String) {
     let app = TestApp::spawn_with(|s| {
-        s.dispatch.retry_schedule = vec!["100ms".into(), "100ms".into()];
-        s.dispatch.async_result_timeout = async_timeout.into();
+        s.dispatch.retry_schedule = vec!["100ms".parse().unwrap(); 2];
+        s.dispatch.async_result_timeout = async_timeout.parse().unwrap();
     })
     .await;
     app.profile("agent-1", json!("open")).await;

@@ -450,8 +450,8 @@ fn action_ids(chunk: &[u8]) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_committed_within_the_coalescing_period_reach_a_stream_together() {
     let app = TestApp::spawn_with(|s| {
-        s.events.coalesce = "1500ms".to_owned();
-        s.events.coalesce_per_stream = "5s".to_owned();
+        s.events.coalesce = "1500ms".parse().unwrap();
+        s.events.coalesce_per_stream = "5s".parse().unwrap();
     })
     .await;
     app.profile("agent-1", json!("open")).await;
@@ -541,7 +541,7 @@ fn rss_kib() -> u64 {
 async fn a_subscriber_that_reads_nothing_is_cut_off_and_others_keep_up() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let app = TestApp::spawn_with(|s| {
-        s.events.send_timeout = "1s".to_owned();
+        s.events.send_timeout = "1s".parse().unwrap();
     })
     .await;
     app.profile("agent-1", json!("open")).await;
@@ -679,9 +679,9 @@ fn ensure_standardwebhooks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhook_subscriber_down_then_up_gets_every_event_signed() {
     let app = TestApp::spawn_with(|s| {
-        s.webhooks.backoff_min = "50ms".to_owned();
-        s.webhooks.backoff_max = "300ms".to_owned();
-        s.webhooks.timeout = "2s".to_owned();
+        s.webhooks.backoff_min = "50ms".parse().unwrap();
+        s.webhooks.backoff_max = "300ms".parse().unwrap();
+        s.webhooks.timeout = "2s".parse().unwrap();
     })
     .await;
     app.profile("agent-1", json!("standard")).await;
@@ -1005,8 +1005,8 @@ fn urlencode(s: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_prunes_and_later_exports_and_streams_continue_from_the_anchor() {
     let app = TestApp::spawn_with(|s| {
-        s.events.retention = "3s".to_owned();
-        s.events.prune_interval = "200ms".to_owned();
+        s.events.retention = actiongate_server::config::Keep::For("3s".parse().unwrap());
+        s.events.prune_interval = "200ms".parse().unwrap();
     })
     .await;
     app.profile("agent-1", json!("open")).await;
@@ -1062,9 +1062,9 @@ async fn retention_prunes_and_later_exports_and_streams_continue_from_the_anchor
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pruning_during_a_slow_replay_is_announced_not_skipped() {
     let app = TestApp::spawn_with(|s| {
-        s.events.retention = "2s".to_owned();
-        s.events.prune_interval = "200ms".to_owned();
-        s.events.send_timeout = "120s".to_owned();
+        s.events.retention = actiongate_server::config::Keep::For("2s".parse().unwrap());
+        s.events.prune_interval = "200ms".parse().unwrap();
+        s.events.send_timeout = "120s".parse().unwrap();
     })
     .await;
     app.profile("agent-1", json!("open")).await;

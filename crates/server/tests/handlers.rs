@@ -748,6 +748,71 @@ async fn grant_request_approved_with_a_narrower_scope() {
     app.stop().await;
 }
 
+/// Creates a pending grant request for `mail`'s `email.send`, asking `expires`.
+async fn pending_grant_request(app: &TestApp, expires: &str) -> String {
+    let (s, r) = app
+        .call(Method::POST, "/v1/grant-requests", Some(&app.agent),
+            Some(json!({"handler": "mail", "permission": "email.send", "scope": {}, "reason": "r", "expires": expires})))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    r["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_grant_request_is_approved_with_the_expiry_it_asked_for_spelled_out() {
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
+    register(&app).await;
+    let id = pending_grant_request(&app, "1h").await;
+    // Asked 1h: a minute later, "1h" is still exactly what was asked.
+    let (s, p) = app
+        .call(
+            Method::POST,
+            &format!("/v1/grant-requests/{id}/approve"),
+            Some(&app.operator),
+            Some(json!({"expires": "61m"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{p}");
+    assert_eq!(p["errors"][0]["field"], "expires");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (s, r) = app
+        .call(
+            Method::POST,
+            &format!("/v1/grant-requests/{id}/approve"),
+            Some(&app.operator),
+            Some(json!({"expires": "1h"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["status"], "approved");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn answering_a_grant_request_twice_names_the_grant_request() {
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
+    register(&app).await;
+    let id = pending_grant_request(&app, "1h").await;
+    let approve = format!("/v1/grant-requests/{id}/approve");
+    let (s, _) = app
+        .call(Method::POST, &approve, Some(&app.operator), None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    for path in [approve.clone(), format!("/v1/grant-requests/{id}/deny")] {
+        let (s, p) = app
+            .call(Method::POST, &path, Some(&app.operator), None)
+            .await;
+        assert_eq!(s, StatusCode::CONFLICT, "{p}");
+        assert_eq!(p["code"], "grant-request-settled", "{p}");
+        assert_eq!(p["current_status"], "approved", "{p}");
+        assert!(
+            p["detail"].as_str().unwrap().contains("grant request"),
+            "{p}"
+        );
+    }
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn unanswered_grant_requests_expire_and_denials_carry_a_reason() {
     let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;

@@ -51,11 +51,10 @@ pub fn parse_types(field: &str, text: Option<&str>) -> Result<TypeFilter, ApiErr
 
 fn timing(state: &AppState) -> Result<Timing, ApiError> {
     let ev = &state.settings().events;
-    match (ev.heartbeat(), ev.retry()) {
-        (Ok(heartbeat), Ok(retry)) => Ok(Timing { heartbeat, retry }),
-        // Settings are validated at start; this cannot happen.
-        _ => Err(ApiError::internal()),
-    }
+    Ok(Timing {
+        heartbeat: ev.heartbeat.get(),
+        retry: ev.retry.get(),
+    })
 }
 
 fn last_event_id(headers: &HeaderMap, query: Option<i64>) -> Result<Option<i64>, ApiError> {

@@ -34,7 +34,7 @@ impl TestApp {
             data_dir: dir.path().to_path_buf(),
             ..Settings::default()
         };
-        settings.actions.min_timeout = "1s".to_owned();
+        settings.actions.min_timeout = "1s".parse().unwrap();
         settings.storage.durability = actiongate_store::Durability::Normal;
         tweak(&mut settings);
         settings.validate().unwrap();
