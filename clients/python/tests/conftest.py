@@ -87,9 +87,9 @@ def _start(data: Path) -> Daemon:
         pytest.exit(f"no daemon binary at {exe}: run `cargo build -p actiongate`", returncode=3)
     port = free_port()
     log = data.parent / f"daemon-{port}.log"
-    env = dict(os.environ)
-    env.pop("ACTIONGATE_URL", None)
-    env.pop("ACTIONGATE_KEY", None)
+    # The daemon reads every ACTIONGATE_* variable as a setting: give it
+    # none of the caller's (ACTIONGATE_BIN, ACTIONGATE_KEY, ...).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACTIONGATE_")}
     # Short deadlines so expiry can be tested in seconds.
     env["ACTIONGATE_ACTIONS__MIN_TIMEOUT"] = "1s"
     with open(log, "wb") as out:

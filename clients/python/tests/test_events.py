@@ -53,18 +53,18 @@ def _next(out: "queue.Queue", kind: str, detail: str, timeout: float = 20):
     raise AssertionError(f"no {kind} for {detail}")
 
 
-def test_events_resume_after_a_dropped_stream(daemon, agent_key, operator_key):
+def test_events_resume_after_a_dropped_stream(daemon, agent_key):
     port = int(daemon.url.rsplit(":", 1)[1])
     relay = Relay(port)
     out: "queue.Queue" = queue.Queue()
     agent = Client(daemon.url, agent_key)
-    watcher = Client(relay.url, operator_key)
+    watcher = Client(relay.url, agent_key)
     try:
-        threading.Thread(
-            target=_collect, args=(watcher.events(types="action.*"), out), daemon=True
-        ).start()
-        # Wait until the stream is up: the first action's event arrives.
         agent.request("echo", "before")
+        # A new agent's history starts with that action: follow it from 0.
+        threading.Thread(
+            target=_collect, args=(watcher.events(since=0, types="action.*"), out), daemon=True
+        ).start()
         first = _next(out, "action.approved", "before")
 
         # Drop the stream and keep it down while events happen.
