@@ -39,7 +39,9 @@ def main(task: str) -> str:
     agent = create_agent(
         ChatOpenAI(model=os.environ.get("MODEL", "gpt-4.1-mini")),
         tools=[delete_file],
-        middleware=[HumanInTheLoopMiddleware(interrupt_on={"delete_file": {"allowed_decisions": ["approve", "reject"]}})],
+        middleware=[
+            HumanInTheLoopMiddleware(interrupt_on={"delete_file": {"allowed_decisions": ["approve", "reject"]}})
+        ],
         checkpointer=InMemorySaver(),
     )
     config = {"configurable": {"thread_id": str(uuid.uuid4())}}

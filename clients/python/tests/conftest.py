@@ -33,7 +33,16 @@ sys.path.insert(0, str(HERE))
 # "danger" denied, everything else denied (unmatched).
 PROFILE = {
     "allow": ["tool:echo:.*"],
-    "ask": ["tool:bash:.*", "tool:slow:.*", "tool:fs:.*", "tool:.*_file:.*", "tool:run_shell:.*", "tool:pyexec:.*", "tool:file:.*", "tool:write_note:.*"],
+    "ask": [
+        "tool:bash:.*",
+        "tool:slow:.*",
+        "tool:fs:.*",
+        "tool:.*_file:.*",
+        "tool:run_shell:.*",
+        "tool:pyexec:.*",
+        "tool:file:.*",
+        "tool:write_note:.*",
+    ],
     "deny": ["tool:danger:.*"],
 }
 

@@ -119,6 +119,16 @@ def test_decorator_raises_denied_with_the_operators_reason(agent_client, op, age
     assert ran == []
 
 
+def test_decorator_default_names_the_tool_and_arguments(agent_client, op, agent):
+    @agent_client.gate(wait=5)
+    def echo(text, loud=False):
+        return text.upper() if loud else text
+
+    assert echo("hi", loud=True) == "HI"
+    [action] = agent_client_actions(op, agent)
+    assert (action.tool, action.detail) == ("echo", '{"text":"hi","loud":true}')
+
+
 def test_decorator_policy_deny_never_runs(agent_client):
     ran = []
 

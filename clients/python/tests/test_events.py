@@ -62,9 +62,7 @@ def test_events_resume_after_a_dropped_stream(daemon, agent_key):
     try:
         agent.request("echo", "before")
         # A new agent's history starts with that action: follow it from 0.
-        threading.Thread(
-            target=_collect, args=(watcher.events(since=0, types="action.*"), out), daemon=True
-        ).start()
+        threading.Thread(target=_collect, args=(watcher.events(since=0, types="action.*"), out), daemon=True).start()
         first = _next(out, "action.approved", "before")
 
         # Drop the stream and keep it down while events happen.

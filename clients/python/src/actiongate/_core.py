@@ -9,6 +9,8 @@ exist in one place.
 
 from __future__ import annotations
 
+import inspect
+import json
 import math
 import os
 import time
@@ -514,10 +516,22 @@ def grant_fields(
 # ------------------------------------------------------------------ gating
 
 
-def gate_detail(detail: Union[None, str, Callable[..., str]], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> str:
-    """The detail of a gated call: a fixed string, or computed from the arguments."""
+def gate_detail(
+    detail: Union[None, str, Callable[..., str]],
+    fn: Callable[..., Any],
+    args: Tuple[Any, ...],
+    kwargs: Dict[str, Any],
+) -> str:
+    """The detail of a gated call: a fixed string, computed from the
+    arguments, or by default the arguments by name as compact JSON
+    (``{"path":"build"}``, as the Claude Code hook spells MCP tools)."""
     if detail is None:
-        return ""
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+            named: Any = dict(bound.arguments)
+        except (TypeError, ValueError):
+            named = {"args": list(args), "kwargs": kwargs}
+        return json.dumps(named, separators=(",", ":"), ensure_ascii=False, default=repr)
     if callable(detail):
         value = detail(*args, **kwargs)
         if not isinstance(value, str):

@@ -284,7 +284,7 @@ class AsyncClient:
 
             @functools.wraps(fn)
             async def wrapper(*args: Any, **kwargs: Any) -> Any:
-                text = _core.gate_detail(detail, args, kwargs)
+                text = _core.gate_detail(detail, fn, args, kwargs)
                 action: Action = await self._drive(
                     _core.gate_request(name, text, reason, timeout, _core.seconds(wait, "wait"))
                 )

@@ -315,7 +315,7 @@ class Client:
             name = tool or fn.__name__
 
             def ask(args: Any, kwargs: Any) -> Action:
-                text = _core.gate_detail(detail, args, kwargs)
+                text = _core.gate_detail(detail, fn, args, kwargs)
                 return self._drive(_core.gate_request(name, text, reason, timeout, _core.seconds(wait, "wait")))  # type: ignore[no-any-return]
 
             def done(action: Action, error: Optional[BaseException]) -> None:
@@ -351,4 +351,3 @@ class Client:
             return wrapper  # type: ignore[return-value]
 
         return decorate
-

@@ -40,11 +40,7 @@ class FieldError:
         return f"FieldError(field={self.field!r}, message={self.message!r})"
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, FieldError)
-            and other.field == self.field
-            and other.message == self.message
-        )
+        return isinstance(other, FieldError) and other.field == self.field and other.message == self.message
 
 
 class ApiError(ActionGateError):

@@ -64,6 +64,7 @@ class HitlGate:
             value = getattr(intr, "value", intr)
             if not isinstance(value, dict):
                 raise ActionGateError("not a HumanInTheLoopMiddleware interrupt")
+            reqs: Any
             if value.get("type") == "tool_approval":
                 reqs = [value]
                 batched = False
@@ -83,7 +84,7 @@ class HitlGate:
         return plans
 
     @staticmethod
-    def _command(plans: List[Tuple[Any, List[ToolCall], bool]], verdicts: List[Verdict]) -> Command:
+    def _command(plans: List[Tuple[Any, List[ToolCall], bool]], verdicts: List[Verdict]) -> Command[Any]:
         answers: List[Tuple[Any, Any]] = []
         i = 0
         for intr, calls, batched in plans:
@@ -108,7 +109,7 @@ class HitlGate:
         calls = [c for _, cs, _ in plans for c in cs]
         return [_decision(v) for v in decide_all(self._sync(), calls, self.wait, self.timeout)]
 
-    def resume(self, source: Any) -> Command:
+    def resume(self, source: Any) -> Command[Any]:
         """The ``Command`` answering the interrupt(s) in ``source``: an
         ``invoke`` result (``__interrupt__`` or ``.interrupts``), a list of
         interrupts, one interrupt, or its value."""
@@ -116,7 +117,7 @@ class HitlGate:
         calls = [c for _, cs, _ in plans for c in cs]
         return self._command(plans, decide_all(self._sync(), calls, self.wait, self.timeout))
 
-    async def aresume(self, source: Any) -> Command:
+    async def aresume(self, source: Any) -> Command[Any]:
         """:meth:`resume` with an :class:`~actiongate.AsyncClient`."""
         if not isinstance(self.client, AsyncClient):
             raise TypeError("aresume needs an AsyncClient")

@@ -13,9 +13,7 @@ __all__ = ["Decision", "Action", "GrantRequest", "Grant", "Event"]
 
 # An action is settled when nothing more will happen to it (DESIGN.md, Model).
 _SETTLED_HANDLER = frozenset({"completed", "failed", "denied", "expired", "cancelled"})
-_SETTLED_DECISION_ONLY = frozenset(
-    {"approved", "denied", "expired", "cancelled", "completed", "failed"}
-)
+_SETTLED_DECISION_ONLY = frozenset({"approved", "denied", "expired", "cancelled", "completed", "failed"})
 
 
 def _str(value: Any) -> Optional[str]:
