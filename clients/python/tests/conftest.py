@@ -14,7 +14,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -126,8 +125,9 @@ def _start(data: Path) -> Daemon:
 
 
 @pytest.fixture(scope="session")
-def daemon() -> Iterator[Daemon]:
-    tmp = Path(tempfile.mkdtemp(prefix="actiongate-py-"))
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    # pytest's own temp dirs: it keeps the last few runs' and removes older ones.
+    tmp = tmp_path_factory.mktemp("actiongate")
     d = _start(tmp / "data")
     try:
         yield d
