@@ -1,0 +1,540 @@
+"""The API's workflows, written once for the sync and the async client.
+
+Each workflow is a generator that yields :class:`Call` (an HTTP request to
+make) or :class:`Sleep` and receives the parsed JSON answer; ``Client`` and
+``AsyncClient`` only drive these generators over their own transport. So the
+long-poll loops, the fail-closed reading of statuses and the request bodies
+exist in one place.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Tuple, Union
+
+import httpx
+
+from .errors import ActionGateError, ApiError, Denied, Expired, FieldError, TimedOut
+from .models import Action, Decision, Grant, GrantRequest
+
+__version__ = "0.1.0"
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+#: Longest single long-poll the daemon accepts by default
+#: (``actions.max_wait_seconds``); longer waits are split into several.
+MAX_POLL_SECONDS = 60
+#: Pauses between attempts of a retried call, in seconds.
+RETRY_DELAYS = (0.25, 0.5, 1.0, 2.0, 4.0)
+#: Statuses worth retrying: the daemon (or a proxy) is busy or restarting.
+RETRY_STATUSES = frozenset({502, 503, 504})
+
+Timeout = Union[None, int, float, str, timedelta]
+
+
+@dataclass
+class Call:
+    """One HTTP request a workflow wants made.
+
+    ``retry``: transport errors and 502/503/504 are retried (only for calls
+    that are safe to repeat: reads, checks, and new actions, which carry an
+    idempotency key). ``best_effort``: any error is answered with ``None``
+    instead of raising (for clean-ups such as cancelling). ``wait`` is the
+    long-poll time the daemon may hold the request, added to the read
+    timeout.
+    """
+
+    method: str
+    path: str
+    params: Optional[Dict[str, Any]] = None
+    json: Any = None
+    has_body: bool = False
+    retry: bool = False
+    best_effort: bool = False
+    wait: float = 0.0
+
+
+@dataclass
+class Sleep:
+    """A pause a workflow wants taken."""
+
+    seconds: float
+
+
+Step = Union[Call, Sleep]
+Flow = Generator[Step, Any, Any]
+
+
+@dataclass
+class Settings:
+    """What both clients are built from."""
+
+    url: str
+    key: str
+    timeout: float
+    headers: Dict[str, str] = field(default_factory=dict)
+
+
+def settings(url: Optional[str], key: Optional[str], timeout: float) -> Settings:
+    """Resolves ``url`` and ``key`` from the arguments or the environment."""
+    url = url or os.environ.get("ACTIONGATE_URL") or DEFAULT_URL
+    key = key or os.environ.get("ACTIONGATE_KEY")
+    if not key:
+        raise ActionGateError("no API key: pass key= or set ACTIONGATE_KEY")
+    if not url.startswith(("http://", "https://")):
+        raise ActionGateError(f"bad url {url!r}: it must start with http:// or https://")
+    if timeout <= 0:
+        raise ValueError("timeout must be positive")
+    return Settings(
+        url=url.rstrip("/"),
+        key=key,
+        timeout=float(timeout),
+        headers={
+            "authorization": f"Bearer {key}",
+            "accept": "application/json",
+            "user-agent": f"actiongate-python/{__version__}",
+        },
+    )
+
+
+# ---------------------------------------------------------------- responses
+
+
+def problem(response: httpx.Response) -> ApiError:
+    """The :class:`ApiError` for an error response (problem+json or not)."""
+    body: Any = None
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and ("title" in body or "code" in body):
+        code = body.get("code")
+        if not isinstance(code, str):
+            kind = body.get("type")
+            code = kind.rsplit(":", 1)[-1] if isinstance(kind, str) else f"http_{response.status_code}"
+        errors = [
+            FieldError(str(e.get("field", "")), str(e.get("message", "")))
+            for e in body.get("errors") or []
+            if isinstance(e, dict)
+        ]
+        return ApiError(
+            status=response.status_code,
+            code=code,
+            title=str(body.get("title") or response.reason_phrase),
+            detail=str(body.get("detail") or ""),
+            errors=errors,
+            problem=body,
+        )
+    text = response.text[:200] if response.content else ""
+    return ApiError(
+        status=response.status_code,
+        code=f"http_{response.status_code}",
+        title=response.reason_phrase or "HTTP error",
+        detail=text,
+    )
+
+
+def parse(response: httpx.Response) -> Any:
+    """The JSON of a successful response; an :class:`ApiError` otherwise."""
+    if response.status_code >= 400:
+        raise problem(response)
+    if response.status_code == 204 or not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        raise ApiError(
+            status=response.status_code,
+            code="bad_response",
+            title="Not JSON",
+            detail="the daemon's answer was not JSON (is the URL right?)",
+        ) from None
+
+
+def retry_after(response: httpx.Response, default: float) -> float:
+    """The pause a 503 asks for (``Retry-After`` seconds), capped at 10 s."""
+    value = response.headers.get("retry-after", "")
+    try:
+        return min(max(float(value), 0.0), 10.0)
+    except ValueError:
+        return default
+
+
+def _dict(value: Any) -> Dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ApiError(200, "bad_response", "Unexpected answer", f"expected an object, got {type(value).__name__}")
+    return value
+
+
+# ------------------------------------------------------------------- inputs
+
+
+def duration(value: Timeout, name: str) -> Optional[str]:
+    """A duration for the API (``"5m"``, ``"90s"``) from str, seconds or timedelta."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"{name} must be a positive number of seconds, a timedelta or a string like '5m'")
+    return f"{int(math.ceil(value))}s"
+
+
+def seconds(value: Optional[float], name: str) -> float:
+    """A wait in seconds (0 when not given)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"{name} must be a non-negative number of seconds")
+    return float(value)
+
+
+def _poll(remaining: float) -> int:
+    return max(0, min(MAX_POLL_SECONDS, int(math.ceil(remaining))))
+
+
+def _remember(remember: Union[None, str, Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
+    if remember is None:
+        return None
+    if isinstance(remember, str):
+        return {"expires": remember}
+    return dict(remember)
+
+
+# ---------------------------------------------------------------- workflows
+
+
+def check(tool: str, detail: str) -> Flow:
+    """``POST /v1/check``: the decision, nothing stored."""
+    data = yield Call("POST", "/v1/check", json={"tool": tool, "detail": detail}, has_body=True, retry=True)
+    return Decision.from_json(_dict(data))
+
+
+def _new_action(body: Dict[str, Any], wait: float) -> Flow:
+    # One idempotency key for every attempt: a retry after a dropped
+    # connection gets the action the first attempt made, never a second one.
+    body.setdefault("idempotency_key", uuid.uuid4().hex)
+    deadline = time.monotonic() + wait
+    first = _poll(wait)
+    data = yield Call(
+        "POST",
+        "/v1/actions",
+        params={"wait": first} if first else None,
+        json=body,
+        has_body=True,
+        retry=True,
+        wait=first,
+    )
+    action = Action.from_json(_dict(data))
+    if wait > 0 and not action.settled:
+        action = yield from _poll_action(action, deadline)
+    return action
+
+
+def _poll_action(action: Action, deadline: float) -> Flow:
+    while not action.settled:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        w = _poll(remaining)
+        data = yield Call("GET", f"/v1/actions/{action.id}", params={"wait": w}, retry=True, wait=w)
+        action = Action.from_json(_dict(data))
+    return action
+
+
+def request(
+    tool: str,
+    detail: str,
+    reason: Optional[str],
+    timeout: Timeout,
+    wait: Optional[float],
+    idempotency_key: Optional[str],
+) -> Flow:
+    """``POST /v1/actions`` for a decision-only action, waiting up to ``wait`` s."""
+    body: Dict[str, Any] = {"tool": tool, "detail": detail}
+    _extra(body, reason, timeout, idempotency_key)
+    return (yield from _new_action(body, seconds(wait, "wait")))
+
+
+def run(
+    handler: str,
+    action: str,
+    params: Mapping[str, Any],
+    reason: Optional[str],
+    timeout: Timeout,
+    wait: Optional[float],
+    idempotency_key: Optional[str],
+) -> Flow:
+    """``POST /v1/actions`` for a handler action, waiting up to ``wait`` s."""
+    body: Dict[str, Any] = {"handler": handler, "action": action, "params": dict(params)}
+    _extra(body, reason, timeout, idempotency_key)
+    return (yield from _new_action(body, seconds(wait, "wait")))
+
+
+def _extra(body: Dict[str, Any], reason: Optional[str], timeout: Timeout, key: Optional[str]) -> None:
+    if reason is not None:
+        body["reason"] = reason
+    t = duration(timeout, "timeout")
+    if t is not None:
+        body["timeout"] = t
+    if key is not None:
+        body["idempotency_key"] = key
+
+
+def get(action_id: str, wait: float = 0) -> Flow:
+    """``GET /v1/actions/{id}``."""
+    w = _poll(wait)
+    data = yield Call("GET", f"/v1/actions/{action_id}", params={"wait": w} if w else None, retry=True, wait=w)
+    return Action.from_json(_dict(data))
+
+
+def wait(action_id: str, timeout: float) -> Flow:
+    """Waits until the action is settled; :class:`TimedOut` if it is not in time."""
+    total = seconds(timeout, "timeout")
+    deadline = time.monotonic() + total
+    action = yield from get(action_id, min(total, MAX_POLL_SECONDS))
+    action = yield from _poll_action(action, deadline)
+    if not action.settled:
+        raise TimedOut(f"action {action_id} still {action.status} after {total:g} s", action)
+    return action
+
+
+def request_permission(
+    permission: str,
+    reason: str,
+    timeout_minutes: int,
+    handler: Optional[str],
+    scope: Optional[Mapping[str, Any]],
+    expires: Optional[str],
+) -> Flow:
+    """Asks a human for a permission (``POST /v1/grant-requests``) and waits.
+
+    True only when approved; denied, expired or still pending when the wait
+    ran out is False.
+    """
+    if handler is None:
+        handler, sep, permission = permission.partition(":")
+        if not sep:
+            raise ValueError("name the handler: handler='fs' or permission='fs:fs.write'")
+    if isinstance(timeout_minutes, bool) or not isinstance(timeout_minutes, int) or not 1 <= timeout_minutes <= 60:
+        raise ValueError("timeout_minutes must be an integer from 1 to 60")
+    body: Dict[str, Any] = {
+        "handler": handler,
+        "permission": permission,
+        "reason": reason,
+        "timeout": f"{timeout_minutes}m",
+    }
+    if scope is not None:
+        body["scope"] = dict(scope)
+    if expires is not None:
+        body["expires"] = expires
+    # The daemon expires the request at its deadline; wait a little past it
+    # so the answer is the settled one.
+    deadline = time.monotonic() + timeout_minutes * 60 + 5
+    w = _poll(deadline - time.monotonic())
+    data = yield Call("POST", "/v1/grant-requests", params={"wait": w}, json=body, has_body=True, wait=w)
+    req = GrantRequest.from_json(_dict(data))
+    while not req.settled:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        w = _poll(remaining)
+        data = yield Call("GET", f"/v1/grant-requests/{req.id}", params={"wait": w}, retry=True, wait=w)
+        req = GrantRequest.from_json(_dict(data))
+    return req.status == "approved"
+
+
+def gate_request(
+    tool: str,
+    detail: str,
+    reason: Optional[str],
+    timeout: Timeout,
+    wait: float,
+) -> Flow:
+    """The decorator's question: the approved action, or an exception.
+
+    Fails closed: denied raises :class:`Denied`, expired :class:`Expired`,
+    still pending after ``wait`` :class:`TimedOut` (the pending action is
+    withdrawn), any other status :class:`ActionGateError`.
+    """
+    action = yield from request(tool, detail, reason, timeout, wait, None)
+    if action.status == "pending":
+        yield Call("POST", f"/v1/actions/{action.id}/cancel", best_effort=True)
+        # Read it back: an operator may have decided just before the cancel.
+        action = yield from get(action.id)
+        if action.status in ("pending", "cancelled"):
+            raise TimedOut(f"no decision within {wait:g} s; the request was withdrawn", action)
+    return settle(action, wait)
+
+
+def settle(action: Action, wait: float = 0) -> Action:
+    """Returns the action if it may go ahead, else raises the matching error."""
+    if action.approved:
+        return action
+    if action.status == "denied":
+        raise Denied(action.denial_reason, action)
+    if action.status == "expired":
+        raise Expired(action)
+    if action.status == "cancelled":
+        raise Denied(action.decision_note or "cancelled", action)
+    if action.status == "pending":
+        raise TimedOut(f"no decision within {wait:g} s; the request was withdrawn", action)
+    raise ActionGateError(f"action {action.id} is {action.status!r}, not approved")
+
+
+def outcome(action_id: str, error: Optional[BaseException]) -> Flow:
+    """Reports how a gated function went (best effort: it already ran)."""
+    body: Dict[str, Any] = {"status": "completed"}
+    if error is not None:
+        body = {"status": "failed", "error": f"{type(error).__name__}: {error}"[:4096]}
+    yield Call("POST", f"/v1/actions/{action_id}/outcome", json=body, has_body=True, best_effort=True)
+
+
+def cancel(action_id: str) -> Flow:
+    """``POST /v1/actions/{id}/cancel``."""
+    data = yield Call("POST", f"/v1/actions/{action_id}/cancel")
+    return Action.from_json(_dict(data))
+
+
+def report(action_id: str, status: str, result: Any, error: Optional[str]) -> Flow:
+    """``POST /v1/actions/{id}/outcome``."""
+    body: Dict[str, Any] = {"status": status}
+    if result is not None:
+        body["result"] = result
+    if error is not None:
+        body["error"] = error
+    data = yield Call("POST", f"/v1/actions/{action_id}/outcome", json=body, has_body=True)
+    return Action.from_json(_dict(data))
+
+
+# ---------------------------------------------------------------- operators
+
+
+def pending() -> Flow:
+    """Every pending action, oldest first (all pages)."""
+    items: List[Action] = []
+    cursor: Optional[str] = None
+    while True:
+        params: Dict[str, Any] = {"status": "pending", "limit": 200}
+        if cursor:
+            params["cursor"] = cursor
+        page = _dict((yield Call("GET", "/v1/actions", params=params, retry=True)))
+        items.extend(Action.from_json(a) for a in page.get("items") or [] if isinstance(a, dict))
+        cursor = page.get("next_cursor")
+        if not cursor:
+            break
+    items.reverse()
+    return items
+
+
+def approve(action_id: str, remember: Union[None, str, Mapping[str, Any]], note: Optional[str]) -> Flow:
+    """``POST /v1/actions/{id}/approve``, optionally granting (``remember``)."""
+    body: Dict[str, Any] = {}
+    if note is not None:
+        body["note"] = note
+    r = _remember(remember)
+    if r is not None:
+        body["remember"] = r
+    data = yield Call("POST", f"/v1/actions/{action_id}/approve", json=body, has_body=True)
+    return Action.from_json(_dict(data))
+
+
+def deny(action_id: str, reason: Optional[str]) -> Flow:
+    """``POST /v1/actions/{id}/deny``; the agent sees ``reason``."""
+    body = {"reason": reason} if reason is not None else {}
+    data = yield Call("POST", f"/v1/actions/{action_id}/deny", json=body, has_body=True)
+    return Action.from_json(_dict(data))
+
+
+def grant(fields: Dict[str, Any]) -> Flow:
+    """``POST /v1/grants``."""
+    body = {k: v for k, v in fields.items() if v is not None}
+    data = yield Call("POST", "/v1/grants", json=body, has_body=True)
+    return Grant.from_json(_dict(data))
+
+
+def revoke(grant_id: str) -> Flow:
+    """``DELETE /v1/grants/{id}``."""
+    data = yield Call("DELETE", f"/v1/grants/{grant_id}")
+    return Grant.from_json(_dict(data))
+
+
+def grant_requests(status: Optional[str]) -> Flow:
+    """``GET /v1/grant-requests``."""
+    data = yield Call("GET", "/v1/grant-requests", params={"status": status} if status else None, retry=True)
+    return [GrantRequest.from_json(r) for r in data or [] if isinstance(r, dict)]
+
+
+def answer_grant_request(request_id: str, approve: bool, body: Dict[str, Any]) -> Flow:
+    """Approves or denies a grant request."""
+    verb = "approve" if approve else "deny"
+    body = {k: v for k, v in body.items() if v is not None}
+    data = yield Call("POST", f"/v1/grant-requests/{request_id}/{verb}", json=body, has_body=True)
+    return GrantRequest.from_json(_dict(data))
+
+
+def whoami() -> Flow:
+    """``GET /v1/whoami``."""
+    return _dict((yield Call("GET", "/v1/whoami", retry=True)))
+
+
+def grant_fields(
+    handler: Optional[str],
+    permission: Optional[str],
+    scope: Optional[Mapping[str, Any]],
+    tool: Optional[str],
+    pattern: Optional[str],
+    expires: str,
+    agent: Optional[str],
+    note: Optional[str],
+) -> Dict[str, Any]:
+    """The body of a grant: ``{handler, permission, scope}`` or ``{tool, pattern}``."""
+    if (tool is None) == (handler is None):
+        raise ValueError("grant either handler= and permission= or tool= and pattern=")
+    return {
+        "handler": handler,
+        "permission": permission,
+        "scope": dict(scope) if scope is not None else None,
+        "tool": tool,
+        "pattern": pattern,
+        "expires": expires,
+        "agent": agent,
+        "note": note,
+    }
+
+
+# ------------------------------------------------------------------ gating
+
+
+def gate_detail(
+    detail: Union[None, str, Callable[..., str]],
+    fn: Callable[..., Any],
+    args: Tuple[Any, ...],
+    kwargs: Dict[str, Any],
+) -> str:
+    """The detail of a gated call: a fixed string, computed from the
+    arguments, or by default the arguments by name as compact JSON
+    (``{"path":"build"}``, as the Claude Code hook spells MCP tools)."""
+    if detail is None:
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+            named: Any = dict(bound.arguments)
+        except (TypeError, ValueError):
+            named = {"args": list(args), "kwargs": kwargs}
+        return json.dumps(named, separators=(",", ":"), ensure_ascii=False, default=repr)
+    if callable(detail):
+        value = detail(*args, **kwargs)
+        if not isinstance(value, str):
+            raise TypeError("the detail callable must return a string")
+        return value
+    return detail

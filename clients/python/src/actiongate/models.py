@@ -1,0 +1,177 @@
+"""What the daemon answers, as small read-only objects.
+
+Each object keeps the whole JSON it was built from in ``raw``, so fields this
+version does not name are still reachable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
+
+__all__ = ["Decision", "Action", "GrantRequest", "Grant", "Event"]
+
+# An action is settled when nothing more will happen to it (DESIGN.md, Model).
+_SETTLED_HANDLER = frozenset({"completed", "failed", "denied", "expired", "cancelled"})
+_SETTLED_DECISION_ONLY = frozenset({"approved", "denied", "expired", "cancelled", "completed", "failed"})
+
+
+def _str(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The policy's answer: ``result`` is ``allow``, ``ask`` or ``deny``."""
+
+    result: str
+    reason: str
+    rule: Any = None
+    action_string: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Decision":
+        """Builds a decision from the API's ``Decision`` or ``CheckResult``."""
+        return cls(
+            result=str(data.get("result", "deny")),
+            reason=str(data.get("reason", "")),
+            rule=data.get("rule"),
+            action_string=_str(data.get("action_string")),
+            raw=data,
+        )
+
+    @property
+    def allowed(self) -> bool:
+        """True only for ``allow``."""
+        return self.result == "allow"
+
+
+@dataclass(frozen=True)
+class Action:
+    """An action an agent asked for, and everything decided about it."""
+
+    id: str
+    status: str
+    decision: Decision
+    agent: str = ""
+    tool: str = ""
+    detail: str = ""
+    reason: Optional[str] = None
+    decision_note: Optional[str] = None
+    decided_by: Optional[str] = None
+    deadline: Optional[str] = None
+    handler: Optional[str] = None
+    action: Optional[str] = None
+    params: Optional[Dict[str, Any]] = None
+    outcome: Optional[Dict[str, Any]] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Action":
+        """Builds an action from the API's ``Action``."""
+        decision = data.get("decision")
+        params = data.get("params")
+        outcome = data.get("outcome")
+        return cls(
+            id=str(data.get("id", "")),
+            status=str(data.get("status", "")),
+            decision=Decision.from_json(decision if isinstance(decision, dict) else {}),
+            agent=str(data.get("agent", "")),
+            tool=str(data.get("tool", "")),
+            detail=str(data.get("detail", "")),
+            reason=_str(data.get("reason")),
+            decision_note=_str(data.get("decision_note")),
+            decided_by=_str(data.get("decided_by")),
+            deadline=_str(data.get("deadline")),
+            handler=_str(data.get("handler")),
+            action=_str(data.get("action")),
+            params=params if isinstance(params, dict) else None,
+            outcome=outcome if isinstance(outcome, dict) else None,
+            raw=data,
+        )
+
+    @property
+    def settled(self) -> bool:
+        """Nothing more will happen to it (for decision-only actions,
+        ``approved`` is settled: the agent runs it itself)."""
+        if self.handler is not None:
+            return self.status in _SETTLED_HANDLER
+        return self.status in _SETTLED_DECISION_ONLY
+
+    @property
+    def approved(self) -> bool:
+        """The agent may go ahead: approved (or, for handler actions, run)."""
+        return self.status in ("approved", "running", "completed")
+
+    @property
+    def denial_reason(self) -> str:
+        """The operator's reason when a human decided, else the policy's."""
+        return self.decision_note or self.decision.reason or self.status
+
+
+@dataclass(frozen=True)
+class GrantRequest:
+    """An agent's request for a permission (seed 004)."""
+
+    id: str
+    status: str
+    handler: str = ""
+    permission: str = ""
+    deny_reason: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "GrantRequest":
+        """Builds a grant request from the API's ``GrantRequest``."""
+        return cls(
+            id=str(data.get("id", "")),
+            status=str(data.get("status", "")),
+            handler=str(data.get("handler", "")),
+            permission=str(data.get("permission", "")),
+            deny_reason=_str(data.get("deny_reason")),
+            raw=data,
+        )
+
+    @property
+    def settled(self) -> bool:
+        """Approved, denied or expired."""
+        return self.status != "pending"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A standing permission given by a human."""
+
+    id: str
+    active: bool
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Grant":
+        """Builds a grant from the API's ``GrantRecord``/``CreatedGrant``."""
+        return cls(id=str(data.get("id", "")), active=bool(data.get("active")), raw=data)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event of ``GET /v1/events``.
+
+    ``type`` is ``reset`` (and ``seq`` is None) when the id resumed from is
+    older than the daemon's retained log: events were lost, ``data`` says
+    from where (``oldest_seq``).
+    """
+
+    seq: Optional[int]
+    type: str
+    data: Dict[str, Any]
+
+    @property
+    def action_id(self) -> Optional[str]:
+        """The action the event is about, if any."""
+        return _str(self.data.get("action_id"))
+
+    @property
+    def resource(self) -> Any:
+        """The resource after the change (the event's ``data``)."""
+        return self.data.get("data")

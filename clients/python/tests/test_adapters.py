@@ -1,0 +1,218 @@
+"""The framework adapters in process: policy answers, several calls in one
+turn, per-call interrupts, and failing closed."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from fake_model import FakeModel
+from helpers import Operator
+
+import actiongate
+from actiongate import AsyncClient, Client, Denied
+
+agents = pytest.importorskip("agents")
+pytest.importorskip("langchain.agents")
+
+from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled  # noqa: E402
+from langchain.agents import create_agent  # noqa: E402
+from langchain.agents.middleware import HumanInTheLoopMiddleware  # noqa: E402
+from langchain_core.tools import tool  # noqa: E402
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from openai import AsyncOpenAI  # noqa: E402
+
+from actiongate.langgraph import HitlGate  # noqa: E402
+from actiongate.openai_agents import AgentsGate  # noqa: E402
+
+set_tracing_disabled(True)
+
+
+@pytest.fixture
+def op(daemon, operator_key):
+    with Client(daemon.url, operator_key) as c:
+        yield c
+
+
+def _sdk_agent(gate, model, ran, tool_name="echo"):
+    @function_tool(needs_approval=gate.needs_approval("shout", tool=tool_name, detail=lambda a: a["text"]))
+    def shout(text: str) -> str:
+        """Say something."""
+        ran.append(text)
+        return f"said {text}"
+
+    m = OpenAIChatCompletionsModel(model="fake", openai_client=AsyncOpenAI(base_url=model.url, api_key="sk-fake"))
+    return Agent(name="talker", tools=[shout], model=m)
+
+
+def test_agents_allow_runs_without_interruption(daemon, agent_key):
+    model = FakeModel([("shout", {"text": "hi"})])
+    ran = []
+
+    async def main():
+        async with AsyncClient(daemon.url, agent_key) as c:
+            gate = AgentsGate(c, wait=5)
+            result = await Runner.run(_sdk_agent(gate, model, ran), "say hi")
+            return result
+
+    try:
+        result = asyncio.run(main())
+    finally:
+        model.close()
+    assert not result.interruptions
+    assert ran == ["hi"]
+    assert "said hi" in str(result.final_output)
+
+
+def test_agents_policy_deny_raises(daemon, agent_key):
+    model = FakeModel([("shout", {"text": "boom"})])
+    ran = []
+
+    async def main():
+        async with AsyncClient(daemon.url, agent_key) as c:
+            await Runner.run(_sdk_agent(AgentsGate(c, wait=5), model, ran, tool_name="danger"), "go")
+
+    try:
+        with pytest.raises(Exception) as e:
+            asyncio.run(main())
+    finally:
+        model.close()
+    # The SDK wraps what needs_approval raised (UserError from Denied).
+    assert isinstance(e.value, Denied) or isinstance(e.value.__cause__, Denied), repr(e.value)
+    assert "tool:danger:.*" in str(e.value)
+    assert ran == []
+
+
+def test_agents_ask_interrupts_and_resolve_applies_the_decision(daemon, agent_key, op, agent):
+    model = FakeModel([("shout", {"text": "deploy"})])
+    ran = []
+
+    async def main():
+        async with AsyncClient(daemon.url, agent_key) as c:
+            gate = AgentsGate(c, wait=30)
+            a = _sdk_agent(gate, model, ran, tool_name="bash")
+            first = await Runner.run(a, "go")
+            assert len(first.interruptions) == 1 and ran == []
+            answer = Operator(op, agent, lambda o, x: o.deny(x.id, "not today"))
+            state = await gate.resolve(first)
+            answer.finish()
+            result = await Runner.run(a, state)
+            return result
+
+    try:
+        result = asyncio.run(main())
+    finally:
+        model.close()
+    assert ran == []
+    assert "not today" in str(result.final_output)
+
+
+def test_agents_unreachable_gate_rejects(monkeypatch):
+    monkeypatch.setattr(actiongate._core, "RETRY_DELAYS", (0.01,))
+    model = FakeModel([("shout", {"text": "x"})])
+    ran = []
+
+    async def main():
+        async with AsyncClient("http://127.0.0.1:9", "agk_x", timeout=2) as c:
+            gate = AgentsGate(c, wait=5)
+            a = _sdk_agent(gate, model, ran)
+            first = await Runner.run(a, "go")
+            # The gate could not be asked: the call needs approval ...
+            assert len(first.interruptions) == 1
+            # ... and approval cannot be had: rejected, with the reason.
+            return await Runner.run(a, await gate.resolve(first))
+
+    try:
+        result = asyncio.run(main())
+    finally:
+        model.close()
+    assert ran == []
+    assert "actiongate could not decide" in str(result.final_output)
+
+
+def _graph(model, ran, mode="batched"):
+    @tool
+    def write_note(name: str) -> str:
+        """Write a note."""
+        ran.append(name)
+        return f"wrote {name}"
+
+    from langchain_openai import ChatOpenAI
+
+    return create_agent(
+        ChatOpenAI(model="fake", base_url=model.url, api_key="sk-fake"),
+        tools=[write_note],
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"write_note": True}, interrupt_mode=mode)],
+        checkpointer=InMemorySaver(),
+    )
+
+
+def test_hitl_several_calls_answered_in_order(daemon, agent_key, op, agent):
+    pytest.importorskip("langchain_openai")
+    model = FakeModel([("write_note", {"name": "a"}), ("write_note", {"name": "b"}), ("write_note", {"name": "c"})])
+    ran = []
+    graph = _graph(model, ran)
+    config = {"configurable": {"thread_id": uuid.uuid4().hex}}
+
+    def answer(o, a):
+        return o.approve(a.id) if a.detail.endswith('"b"}') else o.deny(a.id, f"no {a.detail}")
+
+    try:
+        result = graph.invoke({"messages": [{"role": "user", "content": "notes"}]}, config)
+        [intr] = result["__interrupt__"]
+        assert [r["name"] for r in intr.value["action_requests"]] == ["write_note"] * 3
+        with Client(daemon.url, agent_key) as c:
+            ops = Operator(op, agent, answer, count=3)
+            cmd = HitlGate(c, wait=30).resume(result)
+            ops.finish()
+        decisions = cmd.resume["decisions"]
+        assert [d["type"] for d in decisions] == ["reject", "approve", "reject"]
+        assert 'no {"name":"a"}' in decisions[0]["message"]
+        result = graph.invoke(cmd, config)
+    finally:
+        model.close()
+    assert ran == ["b"]
+    assert not result.get("__interrupt__")
+
+
+def test_hitl_per_call_interrupts_answered_by_id(daemon, agent_key):
+    pytest.importorskip("langchain_openai")
+    model = FakeModel([("write_note", {"name": "x"})])
+    ran = []
+    graph = _graph(model, ran, mode="per_call")
+    config = {"configurable": {"thread_id": uuid.uuid4().hex}}
+    try:
+        result = graph.invoke({"messages": [{"role": "user", "content": "notes"}]}, config)
+        [intr] = result["__interrupt__"]
+        assert intr.value["type"] == "tool_approval"
+        with Client(daemon.url, agent_key) as c:
+            gate = HitlGate(c, wait=5).tool("write_note", tool="echo", detail=lambda a: a["name"])
+            cmd = gate.resume(result)
+        assert cmd.resume == {intr.id: {"type": "approve"}}
+        graph.invoke(cmd, config)
+    finally:
+        model.close()
+    assert ran == ["x"]
+
+
+def test_hitl_unreachable_gate_rejects(monkeypatch):
+    monkeypatch.setattr(actiongate._core, "RETRY_DELAYS", (0.01,))
+    value = {"action_requests": [{"name": "rm", "args": {"path": "/"}}], "review_configs": []}
+    with Client("http://127.0.0.1:9", "agk_x", timeout=2) as c:
+        cmd = HitlGate(c, wait=5).resume(value)
+    [d] = cmd.resume["decisions"]
+    assert d["type"] == "reject" and "could not decide" in d["message"]
+
+
+def test_hitl_async_no_decision_in_time_rejects_and_withdraws(daemon, agent_key, op, agent):
+    value = {"action_requests": [{"name": "bash", "args": {"cmd": "reboot"}, "description": "reboot it"}]}
+
+    async def main():
+        async with AsyncClient(daemon.url, agent_key) as c:
+            return await HitlGate(c, wait=1).aresume(value)
+
+    cmd = asyncio.run(main())
+    [d] = cmd.resume["decisions"]
+    assert d["type"] == "reject" and "no decision within 1 s" in d["message"]
+    assert [a for a in op.pending() if a.agent == agent] == []

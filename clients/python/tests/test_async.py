@@ -1,0 +1,125 @@
+"""AsyncClient against the real daemon (asyncio.run: no plugin needed)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from actiongate import ApiError, AsyncClient, Denied
+
+
+def test_twenty_concurrent_requests_each_answered(daemon, agent_key, operator_key, agent):
+    async def main():
+        async with AsyncClient(daemon.url, agent_key) as c, AsyncClient(daemon.url, operator_key) as op:
+
+            async def operator():
+                seen = set()
+                while len(seen) < 20:
+                    for a in await op.pending():
+                        if a.agent == agent and a.id not in seen:
+                            seen.add(a.id)
+                            n = int(a.detail.split()[-1])
+                            if n % 2:
+                                await op.deny(a.id, f"odd {n}")
+                            else:
+                                await op.approve(a.id)
+                    await asyncio.sleep(0.05)
+
+            worker = asyncio.ensure_future(operator())
+            actions = await asyncio.wait_for(
+                asyncio.gather(*(c.request("bash", f"job {i}", wait=30) for i in range(20))), 60
+            )
+            await worker
+            return actions
+
+    actions = asyncio.run(main())
+    assert len({a.id for a in actions}) == 20
+    for i, a in enumerate(actions):
+        assert a.detail == f"job {i}"
+        if i % 2:
+            assert (a.status, a.decision_note) == ("denied", f"odd {i}")
+        else:
+            assert a.status == "approved"
+
+
+def test_async_check_and_api_error(daemon, agent_key):
+    async def main():
+        async with AsyncClient(daemon.url, agent_key) as c:
+            d = await c.check("echo", "x")
+            with pytest.raises(ApiError) as e:
+                await c.check("echo", "x" * 70000)
+            return d, e.value
+
+    d, err = asyncio.run(main())
+    assert d.result == "allow"
+    assert err.status == 422 and any(f.field == "detail" for f in err.errors)
+
+
+def test_async_gate_decorator(daemon, agent_key, operator_key, agent):
+    ran = []
+
+    async def main():
+        async with AsyncClient(daemon.url, agent_key) as c, AsyncClient(daemon.url, operator_key) as op:
+
+            @c.gate(tool="bash", detail=lambda name: f"deploy {name}", wait=30)
+            async def deploy(name):
+                ran.append(name)
+                return name
+
+            async def deny_it():
+                while True:
+                    mine = [a for a in await op.pending() if a.agent == agent]
+                    if mine:
+                        return await op.deny(mine[0].id, "freeze week")
+                    await asyncio.sleep(0.05)
+
+            task = asyncio.ensure_future(deny_it())
+            with pytest.raises(Denied) as e:
+                await deploy("web")
+            await task
+            assert e.value.reason == "freeze week"
+            assert await deploy.__wrapped__("direct") == "direct"  # the undecorated function
+
+            # Allowed by policy: runs at once.
+            @c.gate(tool="echo", detail="hi")
+            async def hello():
+                ran.append("hello")
+
+            await hello()
+
+    asyncio.run(main())
+    assert ran == ["direct", "hello"]
+
+
+def test_sync_client_gates_async_functions(daemon, agent_key):
+    from actiongate import Client
+
+    ran = []
+    with Client(daemon.url, agent_key) as c:
+
+        @c.gate(tool="danger", detail="x")
+        async def bad():
+            ran.append(1)
+
+        @c.gate(tool="echo", detail="x")
+        async def good():
+            ran.append(2)
+            return "ok"
+
+        with pytest.raises(Denied):
+            asyncio.run(bad())
+        assert asyncio.run(good()) == "ok"
+    assert ran == [2]
+
+
+def test_async_gate_refuses_sync_functions(daemon, agent_key):
+    async def main():
+        async with AsyncClient(daemon.url, agent_key) as c:
+            with pytest.raises(TypeError):
+
+                @c.gate(tool="echo")
+                def sync():
+                    pass
+
+    asyncio.run(main())

@@ -1,0 +1,282 @@
+"""The blocking client against the real daemon."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from helpers import Operator, Relay, wait_pending
+
+import actiongate
+from actiongate import ActionGateError, ApiError, Client, Denied, Expired, TimedOut, Unreachable
+
+
+@pytest.fixture
+def agent_client(daemon, agent_key):
+    with Client(daemon.url, agent_key) as c:
+        yield c
+
+
+@pytest.fixture
+def op(daemon, operator_key):
+    with Client(daemon.url, operator_key) as c:
+        yield c
+
+
+def test_env_gives_url_and_key(daemon, agent_key, monkeypatch):
+    monkeypatch.setenv("ACTIONGATE_URL", daemon.url)
+    monkeypatch.setenv("ACTIONGATE_KEY", agent_key)
+    with Client() as c:
+        assert c.whoami()["role"] == "agent"
+
+
+def test_no_key_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("ACTIONGATE_KEY", raising=False)
+    with pytest.raises(ActionGateError, match="ACTIONGATE_KEY"):
+        Client("http://127.0.0.1:1")
+
+
+def test_check_answers_allow_ask_deny(agent_client):
+    allow = agent_client.check("echo", "hi")
+    assert (allow.result, allow.allowed) == ("allow", True)
+    assert allow.rule["pattern"] == "tool:echo:.*"
+    assert allow.action_string == "tool:echo:hi"
+    assert agent_client.check("bash", "make").result == "ask"
+    deny = agent_client.check("danger", "x")
+    assert deny.result == "deny" and deny.reason
+
+
+def test_request_waits_for_the_operator(agent_client, op, agent):
+    answer = Operator(op, agent, lambda o, a: o.approve(a.id, note="fine"))
+    action = agent_client.request("bash", "make test", reason="run the tests", wait=30)
+    assert answer.finish()[0].id == action.id
+    assert action.status == "approved" and action.approved
+    assert action.decision.result == "ask"
+    assert action.reason == "run the tests"
+
+
+def test_request_without_wait_returns_pending(agent_client, op, agent):
+    action = agent_client.request("bash", "ls", timeout="5m")
+    assert action.status == "pending" and not action.settled
+    with pytest.raises(TimedOut):
+        agent_client.wait(action.id, 1)
+    op.deny(action.id, "not now")
+    settled = agent_client.wait(action.id, 10)
+    assert settled.status == "denied" and settled.decision_note == "not now"
+
+
+def test_a_policy_allow_settles_at_once(agent_client):
+    action = agent_client.request("echo", "hello", wait=5)
+    assert action.status == "approved" and action.decided_by == "policy"
+
+
+def test_bad_request_is_an_api_error_with_the_field(agent_client):
+    with pytest.raises(ApiError) as e:
+        agent_client.request("not a tool!", "x")
+    assert e.value.status == 422
+    assert e.value.code
+    assert any(f.field == "tool" for f in e.value.errors), e.value.errors
+
+
+def test_wrong_key_is_a_401(daemon):
+    with Client(daemon.url, "agk_nope") as c, pytest.raises(ApiError) as e:
+        c.check("echo", "x")
+    assert e.value.status == 401
+
+
+def test_decorator_runs_the_function_once_approved(agent_client, op, agent):
+    ran = []
+
+    @agent_client.gate(tool="bash", detail=lambda path: f"rm -rf {path}", wait=30)
+    def remove(path):
+        ran.append(path)
+        return "removed"
+
+    answer = Operator(op, agent, lambda o, a: o.approve(a.id))
+    assert remove("build") == "removed"
+    [approved] = answer.finish()
+    assert ran == ["build"]
+    assert approved.detail == "rm -rf build"
+    # The outcome was reported on the action.
+    after = op.get(approved.id)
+    assert after.outcome and after.outcome["status"] == "completed"
+
+
+def test_decorator_raises_denied_with_the_operators_reason(agent_client, op, agent):
+    ran = []
+
+    @agent_client.gate(tool="bash", detail="git push --force", wait=30)
+    def push():
+        ran.append(1)
+
+    answer = Operator(op, agent, lambda o, a: o.deny(a.id, "not on a Friday"))
+    with pytest.raises(Denied) as e:
+        push()
+    answer.finish()
+    assert e.value.reason == "not on a Friday"
+    assert ran == []
+
+
+def test_decorator_default_names_the_tool_and_arguments(agent_client, op, agent):
+    @agent_client.gate(wait=5)
+    def echo(text, loud=False):
+        return text.upper() if loud else text
+
+    assert echo("hi", loud=True) == "HI"
+    [action] = agent_client_actions(op, agent)
+    assert (action.tool, action.detail) == ("echo", '{"text":"hi","loud":true}')
+
+
+def test_decorator_policy_deny_never_runs(agent_client):
+    ran = []
+
+    @agent_client.gate(tool="danger", wait=5)
+    def boom():
+        ran.append(1)
+
+    with pytest.raises(Denied):
+        boom()
+    assert ran == []
+
+
+def test_decorator_times_out_and_withdraws(agent_client, op, agent):
+    ran = []
+
+    @agent_client.gate(tool="bash", detail="sleep 1", wait=1)
+    def nap():
+        ran.append(1)
+
+    with pytest.raises(TimedOut) as e:
+        nap()
+    assert ran == []
+    assert e.value.action is not None
+    assert op.get(e.value.action.id).status == "cancelled"
+    assert [a for a in op.pending() if a.agent == agent] == []
+
+
+def test_decorator_expired_never_runs(agent_client):
+    ran = []
+
+    @agent_client.gate(tool="slow", detail="x", wait=20, timeout="1s")
+    def never():
+        ran.append(1)
+
+    with pytest.raises(Expired):
+        never()
+    assert ran == []
+
+
+def test_decorator_reports_a_failure(agent_client, op, agent):
+    @agent_client.gate(tool="echo", detail="fail", wait=5)
+    def fails():
+        raise ValueError("bad input")
+
+    with pytest.raises(ValueError):
+        fails()
+    [action] = [a for a in agent_client_actions(op, agent) if a.detail == "fail"]
+    assert action.outcome["status"] == "failed"
+    assert action.outcome["error"] == "ValueError: bad input"
+
+
+def agent_client_actions(op, agent):
+    """Every action of the agent, whatever its status (one page is plenty)."""
+    data = op._http.get("/v1/actions", params={"agent": agent}).json()
+    return [actiongate.Action.from_json(a) for a in data["items"]]
+
+
+def test_unreachable_gate_fails_closed(monkeypatch):
+    monkeypatch.setattr(actiongate._core, "RETRY_DELAYS", (0.01, 0.01))
+    ran = []
+    with Client("http://127.0.0.1:9", "agk_x", timeout=2) as c:
+
+        @c.gate(tool="bash", detail="ls")
+        def ls():
+            ran.append(1)
+
+        with pytest.raises(Unreachable):
+            ls()
+    assert ran == []
+
+
+def test_dropped_connection_is_retried_with_one_idempotency_key(daemon, agent_key, op, agent):
+    port = int(daemon.url.rsplit(":", 1)[1])
+    relay = Relay(port, drop_first_post=True)
+    try:
+        with Client(relay.url, agent_key) as c:
+            action = c.request("echo", "once", wait=5)
+        assert relay.dropped == 1
+        posts = [json.loads(b) for h, b in zip(relay.heads, relay.bodies) if h.startswith("POST /v1/actions")]
+        assert len(posts) == 2, relay.heads
+        assert posts[0]["idempotency_key"] == posts[1]["idempotency_key"]
+    finally:
+        relay.close()
+    assert action.status == "approved"
+    mine = agent_client_actions(op, agent)
+    assert [a.id for a in mine] == [action.id]
+
+
+def test_operator_grant_and_revoke(agent_client, op, agent):
+    assert agent_client.check("bash", "cargo build").result == "ask"
+    g = op.grant(tool="bash", pattern="cargo build.*", expires="1h", agent=agent)
+    assert g.active and g.id
+    assert agent_client.check("bash", "cargo build --release").result == "allow"
+    assert op.revoke(g.id).active is False
+    assert agent_client.check("bash", "cargo build").result == "ask"
+
+
+def test_approve_with_remember_grants(agent_client, op, agent):
+    answer = Operator(op, agent, lambda o, a: o.approve(a.id, remember="1h"))
+    assert agent_client.request("bash", "make lint", wait=30).approved
+    answer.finish()
+    assert agent_client.check("bash", "make lint").result == "allow"
+
+
+def test_run_a_handler_action(daemon, handler, agent_client, op, agent):
+    answer = Operator(op, agent, lambda o, a: o.approve(a.id))
+    action = agent_client.run(handler, "write", {"path": "/notes/a.txt", "text": "hi"}, wait=30)
+    answer.finish()
+    assert action.status == "completed", action
+    assert action.handler == handler and action.detail == "write /notes/a.txt"
+    assert action.raw["outcome"]["result"]["ran"] == "write"
+
+
+def test_request_permission_approved_and_denied(daemon, handler, agent_client, op):
+    results = []
+
+    def ask():
+        results.append(
+            agent_client.request_permission(f"{handler}:notes.write", "save notes", 1, scope={"path": "/notes/*"})
+        )
+
+    for verdict in (True, False):
+        t = threading.Thread(target=ask)
+        t.start()
+        deadline = time.monotonic() + 20
+        while not (reqs := op.grant_requests()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [req] = reqs
+        assert req.permission == "notes.write"
+        if verdict:
+            op.approve_grant_request(req.id)
+        else:
+            op.deny_grant_request(req.id, "no notes today")
+        t.join(30)
+    assert results == [True, False]
+
+
+def test_request_permission_needs_a_handler(agent_client):
+    with pytest.raises(ValueError):
+        agent_client.request_permission("notes.write", "why")
+    with pytest.raises(ValueError):
+        agent_client.request_permission("pyexec:notes.write", "why", timeout_minutes=0)
+
+
+def test_pending_lists_oldest_first(agent_client, op, agent):
+    a = agent_client.request("bash", "one")
+    b = agent_client.request("bash", "two")
+    mine = wait_pending(op, agent, 2)
+    assert [x.id for x in mine] == [a.id, b.id]
+    for x in mine:
+        op.deny(x.id, "cleanup")
