@@ -24,7 +24,14 @@ pub struct Problem {
     pub status: u16,
     /// What went wrong this time.
     pub detail: String,
-    /// The machine-readable code alone.
+    /// The machine-readable code alone, one of: `bad-request` (400),
+    /// `unauthorized` (401), `forbidden` (403), `not-found` (404),
+    /// `method-not-allowed` (405), `conflict` (409), `action-settled` (409),
+    /// `grant-request-settled` (409), `too-large` (413),
+    /// `unsupported-media-type` (415), `validation` (422), `limit-reached`
+    /// (429), `internal` (500), `unavailable` (503, with `Retry-After`),
+    /// `storage-full` (507).
+    #[schema(example = "validation")]
     pub code: String,
     /// Invalid fields, for validation errors.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

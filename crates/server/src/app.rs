@@ -35,9 +35,10 @@ pub fn router(state: AppState) -> Router {
     let body_limit = state.settings().http.body_limit_bytes;
     crate::routes::router()
         .merge(crate::web::router())
+        .merge(crate::openapi::router())
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
-        .layer(axum::middleware::from_fn_with_state(state.clone(), track))
+        .layer(axum::middleware::from_fn(track))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(CatchPanicLayer::custom(|_: Box<dyn std::any::Any + Send>| -> Response {
             tracing::error!("a request handler panicked");

@@ -4,12 +4,10 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-
-use crate::state::AppState;
 
 /// The process-wide recorder; installed once, shared by every server a
 /// process starts (tests start several, possibly on several threads at once).
@@ -57,13 +55,8 @@ impl Metrics {
     }
 }
 
-/// Counts a decision.
-pub fn record_decision(result: &'static str) {
-    metrics::counter!("actiongate_decisions_total", "result" => result).increment(1);
-}
-
 /// Middleware recording every request by matched route and status.
-pub async fn track(State(_state): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn track(req: Request, next: Next) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()

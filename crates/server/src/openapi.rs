@@ -36,7 +36,7 @@ use crate::routes::{
         agents::put_agent, agents::get_agent, agents::list_agents,
         keys::create_key, keys::list_keys, keys::revoke_key, whoami::whoami,
         presets::list_presets,
-        ops::healthz, ops::readyz, ops::metrics_text, ops::openapi,
+        ops::healthz, ops::readyz, ops::metrics_text, serve,
         events::stream_events, events::action_events,
         subscriptions::create_subscription, subscriptions::list_subscriptions,
         subscriptions::get_subscription, subscriptions::delete_subscription,
@@ -149,4 +149,19 @@ pub fn document_json() -> String {
         .unwrap_or_else(|_| "{}".to_owned());
     text.push('\n');
     text
+}
+
+/// The route of the document.
+pub fn router() -> axum::Router<crate::state::AppState> {
+    axum::Router::new().route("/openapi.json", axum::routing::get(serve))
+}
+
+/// This API's OpenAPI 3.1 document.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations", operation_id = "openapi",
+    responses((status = 200, description = "The OpenAPI document", body = Object)))]
+pub async fn serve() -> impl axum::response::IntoResponse {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        document_json(),
+    )
 }

@@ -35,7 +35,7 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio_util::bytes::BytesMut;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::KeyGuard;
+use actiongate_gate::KeyGuard;
 
 /// Events read from the log per query while replaying.
 const REPLAY_PAGE: i64 = 500;

@@ -1,4 +1,4 @@
-//! Operations endpoints: health, readiness, metrics, the OpenAPI document.
+//! Operations endpoints: health, readiness, metrics.
 
 use axum::Router;
 use axum::extract::State;
@@ -17,7 +17,6 @@ pub fn router() -> Router<AppState> {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
-        .route("/openapi.json", get(openapi))
 }
 
 /// Health answer.
@@ -75,15 +74,5 @@ pub async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics().render(),
-    )
-}
-
-/// This API's OpenAPI 3.1 document.
-#[utoipa::path(get, path = "/openapi.json", tag = "operations",
-    responses((status = 200, description = "The OpenAPI document", body = Object)))]
-pub async fn openapi() -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        crate::openapi::document_json(),
     )
 }
