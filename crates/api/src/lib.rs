@@ -7,11 +7,16 @@
 //! here is a change of the API and shows in `openapi/openapi.json`.
 
 pub mod actions;
+pub mod deliveries;
 pub mod grants;
 pub mod handlers;
+pub mod model;
 pub mod problem;
+pub mod rfc3339;
 
 pub use actions::*;
+pub use deliveries::*;
 pub use grants::*;
 pub use handlers::*;
+pub use model::*;
 pub use problem::{FieldError, Problem};

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use actiongate_api::{ApproveBody, DenyBody, Remember, ReplyBody};
 use serde_json::{Map, Value, json};
 
 use super::args::{
@@ -137,35 +138,45 @@ fn decided(common: &Common, action: &Value) -> Exit {
     Exit::Ok
 }
 
+/// A request body as JSON, fields left unset left out.
+fn to_body<T: serde::Serialize>(body: &T) -> Result<Value, ClientError> {
+    let mut v = serde_json::to_value(body).map_err(|e| ClientError::Usage(e.to_string()))?;
+    if let Value::Object(map) = &mut v {
+        map.retain(|_, v| !v.is_null());
+        for (_, inner) in map.iter_mut() {
+            if let Value::Object(m) = inner {
+                m.retain(|_, v| !v.is_null());
+            }
+        }
+    }
+    Ok(v)
+}
+
 /// `approve ID [--remember EXPIRY [--scope k=v]… | --pattern P]`.
 pub async fn approve(args: ApproveArgs) -> Exit {
     guarded(async {
         let api = api(&args.common)?;
-        let mut body = Map::new();
-        if let Some(note) = &args.note {
-            body.insert("note".into(), json!(note));
-        }
-        if let Some(expires) = &args.remember {
-            let mut remember = Map::new();
-            remember.insert("expires".into(), json!(expires));
-            if !args.scope.is_empty() {
-                remember.insert(
-                    "scope".into(),
-                    Value::Object(scope_map(args.scope.clone())?),
-                );
-            }
-            if let Some(p) = &args.pattern {
-                remember.insert("pattern".into(), json!(p));
-            }
-            if let Some(a) = &args.agent {
-                remember.insert("agent".into(), json!(a));
-            }
-            body.insert("remember".into(), Value::Object(remember));
-        }
+        let remember = match &args.remember {
+            None => None,
+            Some(expires) => Some(Remember {
+                expires: expires.clone(),
+                scope: if args.scope.is_empty() {
+                    None
+                } else {
+                    Some(scope_map(args.scope.clone())?)
+                },
+                pattern: args.pattern.clone(),
+                agent: args.agent.clone(),
+            }),
+        };
+        let body = to_body(&ApproveBody {
+            note: args.note.clone(),
+            remember,
+        })?;
         let action = api
             .post(
                 &format!("/v1/actions/{}/approve", path_segment(&args.id)),
-                &Value::Object(body),
+                &body,
             )
             .await?;
         let exit = decided(&args.common, &action);
@@ -186,10 +197,9 @@ pub async fn approve(args: ApproveArgs) -> Exit {
 pub async fn deny(args: DenyArgs) -> Exit {
     guarded(async {
         let api = api(&args.common)?;
-        let body = match &args.reason {
-            Some(r) => json!({"reason": r}),
-            None => json!({}),
-        };
+        let body = to_body(&DenyBody {
+            reason: args.reason.clone(),
+        })?;
         let action = api
             .post(
                 &format!("/v1/actions/{}/deny", path_segment(&args.id)),
@@ -208,7 +218,9 @@ pub async fn reply(args: ReplyArgs) -> Exit {
         let action = api
             .post(
                 &format!("/v1/actions/{}/reply", path_segment(&args.id)),
-                &json!({"text": args.text}),
+                &to_body(&ReplyBody {
+                    text: args.text.clone(),
+                })?,
             )
             .await?;
         Ok(decided(&args.common, &action))

@@ -12,8 +12,8 @@ use crate::Store;
 use crate::create::CreateJob;
 use crate::error::StoreError;
 use crate::events::{self, NewEvent};
-use crate::model::{Action, ActionStatus, Decision, DecisionResult, Event, Json, Outcome};
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
+use actiongate_api::model::{Action, ActionStatus, Decision, DecisionResult, Event, Json, Outcome};
 
 /// An action about to be stored, already decided by the policy.
 #[derive(Debug, Clone)]

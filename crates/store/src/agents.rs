@@ -6,8 +6,8 @@ use sqlx::sqlite::SqliteRow;
 
 use crate::Store;
 use crate::error::StoreError;
-use crate::model::Agent;
 use crate::time::{from_ms, now, to_ms};
+use actiongate_api::model::Agent;
 
 macro_rules! columns {
     () => {

@@ -17,8 +17,8 @@ use sha2::{Digest, Sha256};
 use crate::Store;
 use crate::error::StoreError;
 use crate::events::{event_columns, from_row};
-use crate::model::Event;
 use crate::time::to_ms;
+use actiongate_api::model::Event;
 
 /// `prev_hash` of the very first event.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";

@@ -15,8 +15,8 @@ use tokio::sync::oneshot;
 
 use crate::actions::{NewAction, claim_of, created_events};
 use crate::error::StoreError;
-use crate::model::{Action, Event};
 use crate::time::{from_ms, now, to_ms};
+use actiongate_api::model::{Action, Event};
 
 /// Where the caller of a [`CreateJob`] receives its answer: the job itself,
 /// so that what the caller's thread allocated is freed there too.

@@ -180,7 +180,7 @@ mod tests {
 
     use super::*;
     use crate::actions::{HandlerAction, NewAction};
-    use crate::model::DecisionResult;
+    use actiongate_api::model::DecisionResult;
 
     #[test]
     fn chunks_are_the_largest_power_of_two_that_fits() {

@@ -3,34 +3,17 @@
 //! crash, and result callbacks (with replay protection).
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
-use utoipa::ToSchema;
 
 use crate::Store;
 use crate::actions::{self, action_columns};
 use crate::error::StoreError;
 use crate::events::{self};
-use crate::model::{Action, ActionStatus, Outcome};
 use crate::time::{from_ms, now, to_ms};
+use actiongate_api::model::{Action, ActionStatus, Outcome};
 
-/// One delivery attempt, as shown on the action.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct ActionAttempt {
-    /// Attempt number, from 1.
-    pub n: i64,
-    /// When it started.
-    pub at: DateTime<Utc>,
-    /// The executor's HTTP status, when it answered.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status_code: Option<u16>,
-    /// What went wrong, when something did.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// How long it took.
-    pub duration_ms: i64,
-}
+pub use actiongate_api::ActionAttempt;
 
 /// A claimed attempt: what the dispatcher needs to send.
 #[derive(Debug, Clone)]

@@ -11,8 +11,8 @@ use uuid::Uuid;
 use crate::Store;
 use crate::error::StoreError;
 use crate::grant_cache::GrantCache;
-use crate::model::{Event, Json};
 use crate::time::{from_ms, now, to_ms};
+use actiongate_api::model::{Event, Json};
 
 /// An event about to be written.
 #[derive(Debug, Clone)]

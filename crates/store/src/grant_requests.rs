@@ -10,8 +10,8 @@ use crate::Store;
 use crate::error::StoreError;
 use crate::events::{self, NewEvent};
 use crate::grants::{self, GrantCreated, NewGrant};
-use crate::model::{GrantRecord, GrantRequest, GrantRequestStatus, Json};
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
+use actiongate_api::model::{GrantRecord, GrantRequest, GrantRequestStatus, Json};
 
 /// A grant request about to be stored.
 #[derive(Debug, Clone)]

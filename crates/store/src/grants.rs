@@ -14,8 +14,8 @@ use crate::Store;
 use crate::actions::{self, Transition};
 use crate::error::StoreError;
 use crate::events::{self, NewEvent};
-use crate::model::{Action, ActionStatus, GrantRecord, Json};
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
+use actiongate_api::model::{Action, ActionStatus, GrantRecord, Json};
 
 /// What a new grant permits.
 #[derive(Debug, Clone)]

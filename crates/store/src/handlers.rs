@@ -6,8 +6,8 @@ use sqlx::sqlite::SqliteRow;
 
 use crate::Store;
 use crate::error::StoreError;
-use crate::model::HandlerRecord;
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
+use actiongate_api::model::HandlerRecord;
 
 /// A handler to register or replace.
 #[derive(Debug, Clone)]

@@ -5,8 +5,8 @@ use sqlx::sqlite::SqliteRow;
 
 use crate::Store;
 use crate::error::StoreError;
-use crate::model::{ApiKey, Role};
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
+use actiongate_api::model::{ApiKey, Role};
 
 /// A key about to be stored; the caller hashes the secret.
 #[derive(Debug, Clone)]

@@ -27,7 +27,6 @@ mod grant_requests;
 pub mod grants;
 mod handlers;
 mod keys;
-pub mod model;
 mod quick;
 mod settle;
 mod subscriptions;
@@ -46,6 +45,7 @@ use sqlx::sqlite::{
 };
 use tokio::sync::broadcast;
 
+pub use actiongate_api::model::*;
 pub use actions::{ActionFilter, HandlerAction, Inserted, NewAction, Transition};
 pub use dispatch::{ActionAttempt, AttemptNext, Claimed, HandlerSecrets, NextDispatch};
 pub use error::StoreError;
@@ -55,7 +55,6 @@ pub use grant_requests::NewGrantRequest;
 pub use grants::{ApproveFirst, GrantCreated, GrantFilter, NewGrant, NewGrantTarget};
 pub use handlers::NewHandler;
 pub use keys::NewKey;
-pub use model::*;
 pub use subscriptions::{
     AttemptOutcome, AttemptRecord, Delivery, DeliveryAttempt, DeliveryStatus, DueDelivery,
     NewSubscription, Subscription,

@@ -9,9 +9,9 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
 use crate::create::{CreateJob, push_inserts};
 use crate::error::StoreError;
-use crate::model::Event;
 use crate::settle::SettleJob;
 use crate::time::{now, to_ms};
+use actiongate_api::model::Event;
 
 /// A prepared write waiting in the writer's queue.
 pub(crate) enum Quick {

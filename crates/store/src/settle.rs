@@ -11,8 +11,8 @@ use tokio::sync::oneshot;
 use crate::actions::event_for;
 use crate::dispatch::{ActionAttempt, status_event};
 use crate::error::StoreError;
-use crate::model::{Action, Event, Outcome};
 use crate::time::{from_ms, now};
+use actiongate_api::model::{Action, Event, Outcome};
 
 /// Where the caller of a [`SettleJob`] receives its answer: the settled
 /// action, or `None` when the attempt was superseded (lease lapsed, result
@@ -133,6 +133,6 @@ fn placeholder(at: chrono::DateTime<chrono::Utc>) -> Event {
         agent: None,
         action_id: None,
         grant_id: None,
-        data: crate::model::Json::null(),
+        data: actiongate_api::model::Json::null(),
     }
 }

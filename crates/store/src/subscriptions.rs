@@ -9,10 +9,8 @@
 use std::sync::atomic::Ordering;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
-use utoipa::ToSchema;
 
 use crate::Store;
 use crate::error::StoreError;
@@ -35,103 +33,11 @@ pub struct NewSubscription {
     pub secret: String,
 }
 
-/// An outbound notification webhook (never shows its secret).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct Subscription {
-    /// Its id.
-    pub id: String,
-    /// Where events are POSTed.
-    pub url: String,
-    /// The event types sent: names, `prefix.*` patterns, or `*`.
-    pub types: Vec<String>,
-    /// What it is for.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// When it was created; only events after this are sent.
-    pub created_at: DateTime<Utc>,
-}
+pub use actiongate_api::{Delivery, DeliveryAttempt, DeliveryStatus, Subscription};
 
-/// Where a delivery stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum DeliveryStatus {
-    /// Not yet accepted by the receiver; retried at `next_attempt_at`.
-    Pending,
-    /// The receiver answered 2xx.
-    Delivered,
-    /// Given up: a non-retryable answer, or retried for too long.
-    Failed,
-}
-
-impl DeliveryStatus {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryStatus::Pending => "pending",
-            DeliveryStatus::Delivered => "delivered",
-            DeliveryStatus::Failed => "failed",
-        }
-    }
-
-    fn parse(s: &str) -> Result<DeliveryStatus, StoreError> {
-        match s {
-            "pending" => Ok(DeliveryStatus::Pending),
-            "delivered" => Ok(DeliveryStatus::Delivered),
-            "failed" => Ok(DeliveryStatus::Failed),
-            other => Err(StoreError::Corrupt(format!(
-                "unknown delivery status '{other}'"
-            ))),
-        }
-    }
-}
-
-/// One try at a delivery.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct DeliveryAttempt {
-    /// 1 for the first try.
-    pub attempt: i64,
-    /// When it started.
-    pub at: DateTime<Utc>,
-    /// The receiver's HTTP status, when it answered.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status_code: Option<i64>,
-    /// Why it failed, when it did.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// How long it took.
-    pub duration_ms: i64,
-}
-
-/// One event owed to one subscription.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct Delivery {
-    /// Its id.
-    pub id: String,
-    /// The subscription.
-    pub subscription_id: String,
-    /// The event's seq.
-    pub event_seq: i64,
-    /// The event's id, sent as `webhook-id` on every attempt.
-    pub event_id: String,
-    /// The event's type.
-    pub event_type: String,
-    /// Where it stands.
-    pub status: DeliveryStatus,
-    /// Attempts so far.
-    pub attempts: i64,
-    /// When the next attempt is due, while pending.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_attempt_at: Option<DateTime<Utc>>,
-    /// When the event was put in the outbox.
-    pub created_at: DateTime<Utc>,
-    /// When it was delivered or given up.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<DateTime<Utc>>,
-    /// The last failure.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    /// Every attempt, oldest first.
-    pub attempt_log: Vec<DeliveryAttempt>,
+/// A stored delivery status.
+fn parse_status(s: &str) -> Result<DeliveryStatus, StoreError> {
+    s.parse().map_err(StoreError::Corrupt)
 }
 
 /// A delivery due now, with what is needed to send it.
@@ -200,7 +106,7 @@ fn delivery_from_row(row: &SqliteRow) -> Result<Delivery, StoreError> {
         event_seq: row.try_get("event_seq")?,
         event_id: row.try_get("event_id")?,
         event_type: row.try_get("event_type")?,
-        status: DeliveryStatus::parse(&status)?,
+        status: parse_status(&status)?,
         attempts: row.try_get("attempts")?,
         next_attempt_at: opt_from_ms(row.try_get("next_attempt_at")?),
         created_at: from_ms(row.try_get("created_at")?),

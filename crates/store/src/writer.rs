@@ -37,10 +37,10 @@ use crate::create::CreateJob;
 use crate::direct::Direct;
 use crate::error::StoreError;
 use crate::events::Publisher;
-use crate::model::{Action, Event};
 use crate::quick::{Quick, Wrap, write_group_on};
 use crate::settle::SettleJob;
 use crate::time::{now, to_ms};
+use actiongate_api::model::{Action, Event};
 
 /// A boxed future borrowing the writer's connection.
 pub type BoxFuture<'c, T> = Pin<Box<dyn Future<Output = T> + Send + 'c>>;
@@ -251,7 +251,7 @@ impl Writer {
         &self,
         running: &Action,
         rec: &crate::dispatch::ActionAttempt,
-        outcome: crate::model::Outcome,
+        outcome: actiongate_api::model::Outcome,
     ) -> Result<Option<Action>, StoreError> {
         let (job, rx) = SettleJob::prepare(running, rec, outcome)?;
         self.tx

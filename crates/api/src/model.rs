@@ -1,4 +1,5 @@
-//! The records the store keeps, in the shape the API shows them.
+//! The records the daemon keeps, in the shape the API shows them (the
+//! store reads and writes these very types).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -184,15 +185,15 @@ pub struct Action {
     /// The policy's answer.
     pub decision: Decision,
     /// When it was requested.
-    #[serde(serialize_with = "crate::time::rfc3339::serialize")]
+    #[serde(serialize_with = "crate::rfc3339::serialize")]
     pub created_at: DateTime<Utc>,
     /// When it was decided (by policy or a human).
-    #[serde(serialize_with = "crate::time::rfc3339::option")]
+    #[serde(serialize_with = "crate::rfc3339::option")]
     pub decided_at: Option<DateTime<Utc>>,
     /// Who decided: `policy`, `key:<id>` of an operator, `grant:<id>`, `deadline`.
     pub decided_by: Option<String>,
     /// When a pending action expires.
-    #[serde(serialize_with = "crate::time::rfc3339::option")]
+    #[serde(serialize_with = "crate::rfc3339::option")]
     pub deadline: Option<DateTime<Utc>>,
     /// The reported outcome, once there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -223,7 +224,7 @@ pub struct Action {
     pub display: Option<Value>,
     /// Delivery attempts to the handler's executor.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub attempts: Vec<crate::dispatch::ActionAttempt>,
+    pub attempts: Vec<ActionAttempt>,
 }
 
 impl Action {
@@ -451,7 +452,7 @@ pub struct Event {
     #[serde(rename = "type")]
     pub kind: String,
     /// When it happened.
-    #[serde(serialize_with = "crate::time::rfc3339::serialize")]
+    #[serde(serialize_with = "crate::rfc3339::serialize")]
     pub at: DateTime<Utc>,
     /// The agent concerned.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -633,4 +634,21 @@ mod tests {
         assert!(Json::from_text("{".into()).is_err());
         assert_eq!(Json::null().get(), "null");
     }
+}
+
+/// One delivery attempt, as shown on the action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ActionAttempt {
+    /// Attempt number, from 1.
+    pub n: i64,
+    /// When it started.
+    pub at: DateTime<Utc>,
+    /// The executor's HTTP status, when it answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_code: Option<u16>,
+    /// What went wrong, when something did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// How long it took.
+    pub duration_ms: i64,
 }
