@@ -26,6 +26,7 @@
 pub mod actions;
 pub mod cache;
 pub mod caller;
+pub mod connectors;
 pub mod decisions;
 pub mod dispatch;
 pub mod error;

@@ -10,6 +10,10 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
+pub use crate::config_connectors::{
+    ConnectorsSettings, DiscordSettings, SlackSettings, TelegramMode, TelegramSettings,
+    WhatsAppSettings,
+};
 pub use crate::config_events::{EventsSettings, WebhookSettings, WebhookTimings};
 
 /// The config file read when `--config` is not given and it exists.
@@ -51,6 +55,8 @@ pub struct Settings {
     pub webhooks: WebhookSettings,
     /// Dispatch of approved handler actions to executors.
     pub dispatch: DispatchSettings,
+    /// Chat connectors (Telegram, Slack, Discord, WhatsApp).
+    pub connectors: ConnectorsSettings,
 }
 
 /// How approved handler actions reach their executors.
@@ -223,6 +229,7 @@ impl Default for Settings {
             dispatch: DispatchSettings::default(),
             events: EventsSettings::default(),
             webhooks: WebhookSettings::default(),
+            connectors: ConnectorsSettings::default(),
         }
     }
 }
@@ -329,6 +336,7 @@ impl Settings {
         self.storage.commit_delay()?;
         self.events.check()?;
         self.webhooks.check()?;
+        self.connectors.check()?;
         Ok(())
     }
 
