@@ -103,29 +103,60 @@ pub async fn decide(gate: &Gate, identity: String, verb: Verb, item: &str) -> St
     }
 }
 
+/// A reply's verb and the reason that may follow it: `no, not on a
+/// Friday` is a denial with the reason `not on a Friday`. `None` when the
+/// first word is not one of the reply words.
+pub fn parse_reply(text: &str) -> Option<(Verb, Option<String>)> {
+    let text = text.trim();
+    let (first, rest) = match text.find(|c: char| c.is_whitespace() || c == ',' || c == ':') {
+        Some(at) => text.split_at(at),
+        None => (text, ""),
+    };
+    let verb = match Verdict::from_reply(first)? {
+        Verdict::Deny { .. } => Verb::Deny,
+        _ => Verb::Approve,
+    };
+    let rest = rest
+        .trim_matches(|c: char| c.is_whitespace() || c.is_ascii_punctuation())
+        .to_owned();
+    Some((verb, (!rest.is_empty()).then_some(rest)))
+}
+
 /// `identity` replies `text` to `item`'s message; the answer shown to them.
 pub async fn reply(gate: &Gate, identity: String, item: &str, text: &str) -> String {
+    let Some((verb, reason)) = parse_reply(text) else {
+        return actiongate_gate::decisions::REPLY_HELP.to_owned();
+    };
     let caller = Caller::human(identity);
-    if let Some(id) = item.strip_prefix("gr:") {
-        let verdict = Verdict::from_reply(text);
-        let r = match verdict {
-            Some(Verdict::Approve { .. }) => gate
-                .approve_grant_request(&caller, id, ApproveRequest::default())
-                .await
-                .map(|_| "Approved."),
-            Some(Verdict::Deny { reason }) => gate
+    let note = Some(match &reason {
+        Some(r) => format!("reply: {r}"),
+        None => format!("reply: {}", text.trim()),
+    });
+    let result = if let Some(id) = item.strip_prefix("gr:") {
+        match verb {
+            Verb::Deny => gate
                 .deny_grant_request(&caller, id, reason)
                 .await
                 .map(|_| "Denied."),
-            _ => return actiongate_gate::decisions::REPLY_HELP.to_owned(),
+            _ => gate
+                .approve_grant_request(&caller, id, ApproveRequest::default())
+                .await
+                .map(|_| "Approved."),
+        }
+    } else {
+        let verdict = match verb {
+            Verb::Deny => Verdict::Deny { reason: note },
+            _ => Verdict::Approve { note },
         };
-        return r.map(str::to_owned).unwrap_or_else(|e| answer_of(&e));
-    }
-    match gate.reply(&caller, item, text).await {
-        Ok(a) => match a.status {
-            actiongate_gate::ActionStatus::Denied => "Denied.".to_owned(),
-            _ => "Approved.".to_owned(),
-        },
+        let done = if verb == Verb::Deny {
+            "Denied."
+        } else {
+            "Approved."
+        };
+        gate.decide(&caller, item, verdict).await.map(|_| done)
+    };
+    match result {
+        Ok(t) => t.to_owned(),
         Err(e) => answer_of(&e),
     }
 }
@@ -154,6 +185,21 @@ mod tests {
         assert_eq!(Verb::parse("x:1"), None);
         assert_eq!(Verb::parse("a:"), None);
         assert!(Verb::button_id(Verb::Approve, "gr:0193").len() < 64);
+    }
+
+    #[test]
+    fn replies_take_a_word_and_a_reason() {
+        assert_eq!(parse_reply("yes"), Some((Verb::Approve, None)));
+        assert_eq!(
+            parse_reply("No, not on a Friday."),
+            Some((Verb::Deny, Some("not on a Friday".to_owned())))
+        );
+        assert_eq!(
+            parse_reply("STOP: tests fail"),
+            Some((Verb::Deny, Some("tests fail".to_owned())))
+        );
+        assert_eq!(parse_reply("maybe later"), None);
+        assert_eq!(parse_reply("nope"), None);
     }
 
     #[test]

@@ -67,9 +67,8 @@ fn off() -> Response {
     ApiError::not_found("this connector is not configured").into_response()
 }
 
-fn json_of(body: &[u8]) -> Result<Value, Response> {
-    serde_json::from_slice(body)
-        .map_err(|_| ApiError::bad_request("the body is not JSON").into_response())
+fn json_of(body: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|_| ApiError::bad_request("the body is not JSON"))
 }
 
 async fn telegram_webhook(State(c): State<Arc<Connectors>>, h: HeaderMap, body: Bytes) -> Response {
@@ -85,7 +84,7 @@ async fn telegram_webhook(State(c): State<Arc<Connectors>>, h: HeaderMap, body: 
     }
     let update = match json_of(&body) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(e) => return e.into_response(),
     };
     if let Some(id) = update.get("update_id").and_then(Value::as_i64) {
         match c
@@ -137,7 +136,7 @@ async fn discord_interactions(
     }
     let interaction = match json_of(&body) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(e) => return e.into_response(),
     };
     axum::Json(discord::handle_interaction(&c, &interaction).await).into_response()
 }
@@ -162,7 +161,7 @@ async fn whatsapp_webhook(State(c): State<Arc<Connectors>>, h: HeaderMap, body: 
     }
     let payload = match json_of(&body) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(e) => return e.into_response(),
     };
     whatsapp::handle_webhook(&c, &payload, now()).await;
     StatusCode::OK.into_response()

@@ -1,0 +1,334 @@
+//! Telegram in poll mode (and webhook mode) against the fake Bot API.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::common::TestApp;
+use super::fake::Fake;
+use super::{action, assert_retried, events_text, pending, request_latency, wait_status};
+
+const APPROVER: i64 = 42;
+const CHAT: i64 = -1001;
+
+async fn spawn(
+    fake: &Fake,
+    tweak: impl FnOnce(&mut actiongate_server::config::Settings),
+) -> TestApp {
+    let base = fake.base.clone();
+    let app = TestApp::spawn_with(move |s| {
+        let t = &mut s.connectors.telegram;
+        t.token = "123:TOKEN".into();
+        t.chat_id = CHAT.to_string();
+        t.approvers = vec![APPROVER.to_string()];
+        t.api_base = base;
+        t.poll_seconds = 1;
+        tweak(s);
+    })
+    .await;
+    app.profile("agent-1", json!("standard")).await;
+    app
+}
+
+/// Waits for the message of action `id` (its buttons name it) to be sent
+/// and recorded; its body and message id.
+async fn sent(fake: &Fake, id: &str) -> (Value, i64) {
+    let calls = fake
+        .wait_for("/sendMessage", "the action's message", |c| {
+            c.iter()
+                .any(|c| c.answered >= 0 && c.body.to_string().contains(id))
+        })
+        .await;
+    let call = calls
+        .iter()
+        .find(|c| c.answered >= 0 && c.body.to_string().contains(id))
+        .unwrap()
+        .clone();
+    // The daemon records the message id once the answer is read.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    (call.body, call.answered)
+}
+
+async fn message_of(fake: &Fake, id: &str) -> Value {
+    sent(fake, id).await.0
+}
+
+fn tap(update_id: i64, query: &str, from: i64, data: &str) -> Value {
+    json!({
+        "update_id": update_id,
+        "callback_query": {
+            "id": query,
+            "from": {"id": from, "is_bot": false, "first_name": "T"},
+            "message": {"message_id": 1, "chat": {"id": CHAT}},
+            "chat_instance": "1",
+            "data": data,
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_pending_action_is_sent_with_buttons_and_an_approvers_tap_approves_and_edits_it() {
+    let fake = Fake::start().await;
+    let app = spawn(&fake, |_| {}).await;
+    let id = pending(&app, "make deploy").await;
+    let body = message_of(&fake, &id).await;
+    assert_eq!(body["chat_id"], CHAT.to_string());
+    assert!(
+        body["text"]
+            .as_str()
+            .unwrap()
+            .contains("tool:bash:make deploy"),
+        "{body}"
+    );
+    assert!(
+        body["text"].as_str().unwrap().contains("Agent: agent-1"),
+        "{body}"
+    );
+    let row = body["reply_markup"]["inline_keyboard"][0]
+        .as_array()
+        .unwrap();
+    let labels: Vec<&str> = row.iter().map(|b| b["text"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["Approve", "Approve for 1h", "Deny"]);
+    assert_eq!(row[0]["callback_data"], format!("a:{id}"));
+
+    fake.push_update(tap(1, "cq-1", APPROVER, &format!("a:{id}")));
+    let a = wait_status(&app, &id, "approved").await;
+    assert_eq!(a["decided_by"], format!("telegram:{APPROVER}"));
+    let edits = fake
+        .wait_for("/editMessageText", "the outcome edit", |c| !c.is_empty())
+        .await;
+    let text = edits[0].body["text"].as_str().unwrap();
+    assert!(text.contains("Approved by telegram:42"), "{text}");
+    assert_eq!(edits[0].body["reply_markup"]["inline_keyboard"], json!([]));
+    let answers = fake
+        .wait_for("/answerCallbackQuery", "the tap's answer", |c| {
+            !c.is_empty()
+        })
+        .await;
+    assert_eq!(answers[0].body["callback_query_id"], "cq-1");
+    assert!(
+        events_text(&app, &id)
+            .await
+            .contains("\"decided_by\":\"telegram:42\"")
+    );
+
+    // The same tap again (a duplicate delivery) changes and answers nothing.
+    fake.push_update(tap(2, "cq-1", APPROVER, &format!("d:{id}")));
+    fake.push_update(tap(3, "cq-2", APPROVER, &format!("a:{id}")));
+    let answers = fake
+        .wait_for("/answerCallbackQuery", "the second tap's answer", |c| {
+            c.len() >= 2
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(fake.calls_to("/answerCallbackQuery").len(), 2);
+    assert_eq!(answers[1].body["text"], "Already decided.");
+    assert_eq!(action(&app, &id).await["status"], "approved");
+    assert_eq!(fake.calls_to("/editMessageText").len(), 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_strangers_tap_decides_nothing_and_gets_an_alert() {
+    let fake = Fake::start().await;
+    let app = spawn(&fake, |_| {}).await;
+    let id = pending(&app, "make deploy").await;
+    message_of(&fake, &id).await;
+    fake.push_update(tap(1, "cq-x", 7, &format!("a:{id}")));
+    let answers = fake
+        .wait_for("/answerCallbackQuery", "the alert", |c| !c.is_empty())
+        .await;
+    assert_eq!(answers[0].body["show_alert"], true);
+    assert!(answers[0].body["text"].as_str().unwrap().contains("not on"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(action(&app, &id).await["status"], "pending");
+    assert!(fake.calls_to("/editMessageText").is_empty());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_no_reply_to_the_message_denies_and_decided_on_the_api_edits() {
+    let fake = Fake::start().await;
+    let app = spawn(&fake, |_| {}).await;
+    let denied = pending(&app, "make deploy").await;
+    let (_, message_id) = sent(&fake, &denied).await;
+    fake.push_update(json!({
+        "update_id": 10,
+        "message": {
+            "message_id": 900,
+            "from": {"id": APPROVER},
+            "chat": {"id": CHAT},
+            "reply_to_message": {"message_id": message_id},
+            "text": "no, not on a Friday",
+        }
+    }));
+    let a = wait_status(&app, &denied, "denied").await;
+    assert_eq!(a["decided_by"], format!("telegram:{APPROVER}"));
+    assert!(
+        a["decision_note"]
+            .as_str()
+            .unwrap()
+            .contains("not on a Friday"),
+        "{a}"
+    );
+    fake.wait_for("/editMessageText", "the denial's edit", |c| {
+        c.iter().any(|c| {
+            c.body["message_id"] == message_id
+                && c.body["text"].as_str().unwrap().contains("Denied")
+        })
+    })
+    .await;
+
+    let approved = pending(&app, "make release").await;
+    message_of(&fake, &approved).await;
+    let op = app.operator.clone();
+    let (status, body) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{approved}/approve"),
+            Some(&op),
+            Some(json!({})),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    fake.wait_for("/editMessageText", "the API decision's edit", |c| {
+        c.iter().any(|c| {
+            c.body["text"].as_str().unwrap().contains("make release")
+                && c.body["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Approved by key:")
+        })
+    })
+    .await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn with_the_bot_api_failing_the_gate_answers_as_fast_and_the_send_is_retried() {
+    let fake = Fake::start().await;
+    let app = spawn(&fake, |_| {}).await;
+    let healthy = request_latency(&app, 9).await;
+    fake.wait_for("/sendMessage", "the healthy messages", |c| c.len() >= 9)
+        .await;
+    let before = fake.calls_to("/sendMessage").len();
+    fake.fail_posts(1000);
+    let failing = request_latency(&app, 9).await;
+    eprintln!("median request: {healthy:?} with the Bot API up, {failing:?} with it failing");
+    assert!(
+        failing < healthy * 3 + Duration::from_millis(50),
+        "requests slowed: {healthy:?} then {failing:?}"
+    );
+    let id = pending(&app, "make failover").await;
+    let mine = |c: &[super::fake::Call]| -> Vec<super::fake::Call> {
+        c.iter()
+            .skip(before)
+            .filter(|c| c.body.to_string().contains(&id))
+            .cloned()
+            .collect()
+    };
+    fake.wait_for("/sendMessage", "two failed sends", |c| mine(c).len() >= 2)
+        .await;
+    fake.fail_posts(0);
+    let calls = fake
+        .wait_for("/sendMessage", "the retried message", |c| {
+            mine(c).len() >= 3
+        })
+        .await;
+    assert_retried(&mine(&calls));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn approve_for_an_hour_grants_and_notify_only_sends_no_buttons() {
+    let fake = Fake::start().await;
+    let app = spawn(&fake, |_| {}).await;
+    let id = pending(&app, "make deploy").await;
+    message_of(&fake, &id).await;
+    fake.push_update(tap(1, "cq-r", APPROVER, &format!("r:{id}")));
+    wait_status(&app, &id, "approved").await;
+    // The same action again is allowed by the grant, without asking.
+    let (_, again) = app.request("bash", "make deploy").await;
+    assert_eq!(again["status"], "approved", "{again}");
+    let op = app.operator.clone();
+    let (_, grants) = app.call(Method::GET, "/v1/grants", Some(&op), None).await;
+    assert!(grants.to_string().contains("telegram:42"), "{grants}");
+    app.stop().await;
+
+    let fake = Fake::start().await;
+    let app = spawn(&fake, |s| s.connectors.notify_only = true).await;
+    let id = pending(&app, "make deploy").await;
+    let calls = fake
+        .wait_for("/sendMessage", "the notice", |c| !c.is_empty())
+        .await;
+    let body = &calls[0].body;
+    assert!(
+        body["text"].as_str().unwrap().contains("make deploy"),
+        "{body}"
+    );
+    assert!(body.get("reply_markup").is_none(), "{body}");
+    fake.push_update(tap(1, "cq-n", APPROVER, &format!("a:{id}")));
+    fake.wait_for("/answerCallbackQuery", "the answer", |c| !c.is_empty())
+        .await;
+    assert_eq!(action(&app, &id).await["status"], "pending");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn webhook_mode_checks_the_secret_token() {
+    let fake = Fake::start().await;
+    let secret = "a-webhook-secret-of-some-length";
+    let app = spawn(&fake, |s| {
+        let t = &mut s.connectors.telegram;
+        t.mode = actiongate_server::config::TelegramMode::Webhook;
+        t.webhook_url = "https://gate.example/v1/connectors/telegram/webhook".into();
+        t.webhook_secret = secret.into();
+    })
+    .await;
+    let set = fake
+        .wait_for("/setWebhook", "setWebhook", |c| !c.is_empty())
+        .await;
+    assert_eq!(set[0].body["secret_token"], secret);
+    let id = pending(&app, "make deploy").await;
+    message_of(&fake, &id).await;
+    let update = tap(5, "cq-w", APPROVER, &format!("a:{id}"));
+    let url = format!("{}/v1/connectors/telegram/webhook", app.base);
+    for wrong in [None, Some("not-the-secret")] {
+        let mut req = app.client.post(&url).json(&update);
+        if let Some(w) = wrong {
+            req = req.header("x-telegram-bot-api-secret-token", w);
+        }
+        assert_eq!(req.send().await.unwrap().status(), 401);
+    }
+    assert_eq!(action(&app, &id).await["status"], "pending");
+    let resp = app
+        .client
+        .post(&url)
+        .header("x-telegram-bot-api-secret-token", secret)
+        .json(&update)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let a = wait_status(&app, &id, "approved").await;
+    assert_eq!(a["decided_by"], "telegram:42");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn approvers_may_be_one_comma_separated_text_and_ids_numbers() {
+    // The environment's form (`ACTIONGATE_CONNECTORS__TELEGRAM__APPROVERS=42,43`)
+    // arrives as one text, and digits as numbers: the same deserializer
+    // takes them from a file, without touching this process's environment.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(
+        &path,
+        "[connectors.telegram]\ntoken = \"1:x\"\nchat_id = -100\napprovers = \"42, 43\"\n",
+    )
+    .unwrap();
+    let s = actiongate_server::config::Settings::load(Some(&path), &Default::default()).unwrap();
+    assert_eq!(s.connectors.telegram.chat_id, "-100");
+    assert_eq!(s.connectors.telegram.approvers, ["42", "43"]);
+}
