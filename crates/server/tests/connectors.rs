@@ -106,3 +106,30 @@ async fn without_connectors_the_webhooks_are_not_there() {
     assert_eq!(status, 404);
     app.stop().await;
 }
+
+/// The shipped config file names every connector key with its default.
+#[test]
+fn the_shipped_config_file_shows_the_connector_defaults() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/actiongate.toml");
+    let s = actiongate_server::config::Settings::load(Some(&path), &Default::default()).unwrap();
+    let defaults = actiongate_server::config::ConnectorsSettings::default();
+    assert_eq!(
+        serde_json::to_value(&s.connectors).unwrap(),
+        serde_json::to_value(&defaults).unwrap()
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    for key in [
+        "[connectors.telegram]",
+        "[connectors.slack]",
+        "[connectors.discord]",
+        "[connectors.whatsapp]",
+        "webhook_secret",
+        "public_key",
+        "verify_token",
+        "signing_secret",
+        "notify_only",
+    ] {
+        assert!(text.contains(key), "{key} is not documented");
+    }
+}

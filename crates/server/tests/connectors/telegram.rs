@@ -316,6 +316,114 @@ async fn webhook_mode_checks_the_secret_token() {
     app.stop().await;
 }
 
+/// The real binary configured by the environment alone: the token, chat id,
+/// API base and a comma-separated list of approvers; the second approver's
+/// tap approves.
+#[tokio::test]
+async fn the_binary_takes_telegram_from_the_environment() {
+    let fake = Fake::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_actiongate"))
+        .arg("serve")
+        .current_dir(dir.path())
+        .env("ACTIONGATE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("ACTIONGATE_DATA_DIR", dir.path().join("data"))
+        .env("ACTIONGATE_CONNECTORS__TELEGRAM__TOKEN", "123:TOKEN")
+        .env("ACTIONGATE_CONNECTORS__TELEGRAM__CHAT_ID", CHAT.to_string())
+        .env("ACTIONGATE_CONNECTORS__TELEGRAM__APPROVERS", "41,42")
+        .env("ACTIONGATE_CONNECTORS__TELEGRAM__API_BASE", &fake.base)
+        .env("ACTIONGATE_CONNECTORS__TELEGRAM__POLL_SECONDS", "1")
+        .env("ACTIONGATE_STORAGE__DURABILITY", "normal")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let key_path = dir.path().join("data/admin.key");
+    let mut admin = String::new();
+    for _ in 0..800 {
+        if let Ok(k) = std::fs::read_to_string(&key_path)
+            && !k.trim().is_empty()
+            && client.get(format!("{base}/healthz")).send().await.is_ok()
+        {
+            admin = k.trim().to_owned();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(!admin.is_empty(), "the daemon did not start");
+    let call = |method: Method, path: &str, key: &str, body: Value| {
+        client
+            .request(method, format!("{base}{path}"))
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+    };
+    let key: Value = call(
+        Method::POST,
+        "/v1/keys",
+        &admin,
+        json!({"role": "agent", "agent": "a1"}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let agent = key["key"].as_str().unwrap().to_owned();
+    call(
+        Method::PUT,
+        "/v1/agents/a1",
+        &admin,
+        json!({"profile": "standard"}),
+    )
+    .await
+    .unwrap();
+    let a: Value = call(
+        Method::POST,
+        "/v1/actions",
+        &agent,
+        json!({"tool": "bash", "detail": "make deploy"}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let id = a["id"].as_str().unwrap().to_owned();
+    message_of(&fake, &id).await;
+    fake.push_update(tap(1, "cq-env", APPROVER, &format!("a:{id}")));
+    let mut status = Value::Null;
+    for _ in 0..200 {
+        let a: Value = call(
+            Method::GET,
+            &format!("/v1/actions/{id}"),
+            &admin,
+            Value::Null,
+        )
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+        status = a["status"].clone();
+        if status == "approved" {
+            assert_eq!(a["decided_by"], "telegram:42");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(status, "approved");
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
+}
+
 #[tokio::test]
 async fn approvers_may_be_one_comma_separated_text_and_ids_numbers() {
     // The environment's form (`ACTIONGATE_CONNECTORS__TELEGRAM__APPROVERS=42,43`)
