@@ -121,7 +121,9 @@ async fn a_pending_action_is_sent_with_buttons_and_an_approvers_tap_approves_and
             c.len() >= 2
         })
         .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // An update below the kept offset (delivered again) is not handled.
+    fake.push_update(tap(3, "cq-3", APPROVER, &format!("d:{id}")));
+    tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(fake.calls_to("/answerCallbackQuery").len(), 2);
     assert_eq!(answers[1].body["text"], "Already decided.");
     assert_eq!(action(&app, &id).await["status"], "approved");
@@ -439,4 +441,133 @@ async fn approvers_may_be_one_comma_separated_text_and_ids_numbers() {
     let s = actiongate_server::config::Settings::load(Some(&path), &Default::default()).unwrap();
     assert_eq!(s.connectors.telegram.chat_id, "-100");
     assert_eq!(s.connectors.telegram.approvers, ["42", "43"]);
+}
+
+fn mail_handler() -> Value {
+    json!({
+        "id": "mail",
+        "name": "Mailer",
+        "description": "Sends email",
+        "url": "http://127.0.0.1:9/hook",
+        "permissions": [{
+            "name": "email.send",
+            "description": "Send email to a recipient",
+            "parameters_schema": {"type": "object", "properties": {"recipient": {"type": "string"}}}
+        }],
+        "actions": [{
+            "name": "send",
+            "description": "Send one email",
+            "params_schema": {
+                "type": "object",
+                "properties": {
+                    "to": {"type": "string"},
+                    "subject": {"type": "string"},
+                    "api_token": {"type": "string"}
+                },
+                "required": ["to", "subject"]
+            },
+            "permission": "email.send",
+            "scope": {"recipient": "/to"},
+            "detail": "send to {to}",
+            "render": {"title": "Email to {to}", "summary": "{subject}", "fields": [{"label": "Token", "value": "{api_token}"}]},
+            "sensitive": ["/api_token"]
+        }]
+    })
+}
+
+#[tokio::test]
+async fn handler_actions_are_rendered_masked_and_grant_requests_are_decided() {
+    let fake = Fake::start().await;
+    let app = spawn(&fake, |s| s.dispatch.enabled = false).await;
+    app.profile("agent-1", json!({"allow": [], "ask": ["tool:mail:.*"]}))
+        .await;
+    let admin = app.admin.clone();
+    let (s, body) = app
+        .call(
+            Method::POST,
+            "/v1/handlers",
+            Some(&admin),
+            Some(mail_handler()),
+        )
+        .await;
+    assert!(s.is_success(), "{body}");
+    let agent = app.agent.clone();
+    let (_, a) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&agent),
+            Some(json!({"handler": "mail", "action": "send",
+                "params": {"to": "ann@example.com", "subject": "Quarterly report", "api_token": "tok-SECRET-123"}})),
+        )
+        .await;
+    assert_eq!(a["status"], "pending", "{a}");
+    let id = a["id"].as_str().unwrap().to_owned();
+    let body = message_of(&fake, &id).await;
+    let text = body["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Email to ann@example.com\nQuarterly report\nToken: ••••"),
+        "{text}"
+    );
+    assert!(!body.to_string().contains("tok-SECRET-123"), "{body}");
+
+    let (s, gr) = app
+        .call(
+            Method::POST,
+            "/v1/grant-requests",
+            Some(&agent),
+            Some(json!({"handler": "mail", "permission": "email.send",
+                "scope": {"recipient": "ann@example.com"}, "reason": "the weekly mail", "expires": "1h"})),
+        )
+        .await;
+    assert!(s.is_success(), "{gr}");
+    let gr = gr["id"].as_str().unwrap().to_owned();
+    let item = format!("gr:{gr}");
+    let body = message_of(&fake, &item).await;
+    let text = body["text"].as_str().unwrap();
+    assert!(text.contains("Permission asked: mail.email.send"), "{text}");
+    assert!(text.contains("recipient: ann@example.com"), "{text}");
+    assert_eq!(
+        body["reply_markup"]["inline_keyboard"][0][0]["callback_data"],
+        format!("a:{item}")
+    );
+    fake.push_update(tap(1, "cq-gr", APPROVER, &format!("a:{item}")));
+    let op = app.operator.clone();
+    let mut status = Value::Null;
+    for _ in 0..200 {
+        let (_, r) = app
+            .call(
+                Method::GET,
+                &format!("/v1/grant-requests/{gr}"),
+                Some(&op),
+                None,
+            )
+            .await;
+        status = r["status"].clone();
+        if status == "approved" {
+            assert_eq!(r["decided_by"], "telegram:42");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(status, "approved");
+    fake.wait_for("/editMessageText", "the grant request's edit", |c| {
+        c.iter().any(|c| {
+            let t = c.body["text"].as_str().unwrap_or("");
+            t.contains("Permission asked") && t.contains("Approved by telegram:42")
+        })
+    })
+    .await;
+    // The grant covers the pending action: approved too, and its message edited.
+    wait_status(&app, &id, "approved").await;
+    fake.wait_for("/editMessageText", "the covered action's edit", |c| {
+        c.iter().any(|c| {
+            c.body["text"]
+                .as_str()
+                .unwrap_or("")
+                .contains("Email to ann@example.com")
+        })
+    })
+    .await;
+    app.stop().await;
 }
