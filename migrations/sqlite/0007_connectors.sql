@@ -12,7 +12,8 @@ CREATE TABLE connector_messages (
     message_ref  TEXT,
     settled      INTEGER NOT NULL DEFAULT 0,
     created_at   INTEGER NOT NULL,
-    PRIMARY KEY (chat, item)
+    -- Item first: each outcome looks up the chats of one item.
+    PRIMARY KEY (item, chat)
 );
 CREATE INDEX connector_messages_ref ON connector_messages (chat, message_ref);
 

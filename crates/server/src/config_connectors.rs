@@ -207,9 +207,13 @@ impl ConnectorsSettings {
             base("telegram", &t.api_base)?;
             if t.mode == TelegramMode::Webhook {
                 need("telegram", "webhook_url", &t.webhook_url)?;
-                if t.webhook_secret.len() < 16 {
+                let ok = (16..=256).contains(&t.webhook_secret.len())
+                    && t.webhook_secret
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                if !ok {
                     anyhow::bail!(
-                        "connectors.telegram.webhook_secret: at least 16 characters in webhook mode"
+                        "connectors.telegram.webhook_secret: 16-256 characters of A-Z, a-z, 0-9, _ and - in webhook mode"
                     );
                 }
             }
@@ -305,4 +309,41 @@ fn list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
             .collect::<Vec<_>>(),
     };
     Ok(items.into_iter().filter(|s| !s.is_empty()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn telegram(f: impl FnOnce(&mut TelegramSettings)) -> ConnectorsSettings {
+        let mut s = ConnectorsSettings::default();
+        s.telegram.token = "1:x".into();
+        s.telegram.chat_id = "-1".into();
+        f(&mut s.telegram);
+        s
+    }
+
+    #[test]
+    fn what_each_connector_needs_is_checked() {
+        assert!(ConnectorsSettings::default().check().is_ok());
+        assert!(!ConnectorsSettings::default().any());
+        assert!(telegram(|_| {}).check().is_ok());
+        assert!(telegram(|t| t.chat_id.clear()).check().is_err());
+        let webhook = |secret: &str| {
+            let secret = secret.to_owned();
+            telegram(move |t| {
+                t.mode = TelegramMode::Webhook;
+                t.webhook_url = "https://gate.example/v1/connectors/telegram/webhook".into();
+                t.webhook_secret = secret;
+            })
+        };
+        assert!(webhook("short").check().is_err());
+        assert!(webhook("has spaces in it, sixteen+").check().is_err());
+        assert!(webhook("a-good_secret-0123456789").check().is_ok());
+        let mut d = ConnectorsSettings::default();
+        d.discord.token = "t".into();
+        d.discord.channel_id = "1".into();
+        d.discord.public_key = "00".into();
+        assert!(d.check().is_err());
+    }
 }

@@ -94,6 +94,20 @@ async fn on_event(c: &Connectors, ev: &Event) {
         }
         "action.approved" | "action.denied" | "action.expired" | "action.cancelled" => {
             let Some(id) = &ev.action_id else { return };
+            // Allowed by policy: never pending, so never posted (the hot
+            // path of an allowed request costs no read here).
+            #[derive(serde::Deserialize)]
+            struct By<'a> {
+                #[serde(borrow)]
+                decided_by: Option<&'a str>,
+            }
+            if ev
+                .data
+                .parse::<By>()
+                .is_ok_and(|b| b.decided_by == Some("policy"))
+            {
+                return;
+            }
             let chats = match c.gate.connector_open_chats(id).await {
                 Ok(chats) if !chats.is_empty() => chats,
                 Ok(_) => return,
