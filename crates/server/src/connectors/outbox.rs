@@ -56,7 +56,8 @@ pub async fn follow(c: Arc<Connectors>) {
     }
 }
 
-/// Queues a post of every pending action and grant request not posted yet.
+/// Queues a post of every pending action (the newest 200) and grant
+/// request not posted yet.
 async fn catch_up(c: &Connectors) {
     let q = ListActions {
         status: Some(ActionStatus::Pending),
@@ -70,6 +71,15 @@ async fn catch_up(c: &Connectors) {
             }
         }
         Err(e) => tracing::warn!(error = %e.detail, "connectors cannot list pending actions"),
+    }
+    let pending = Some(actiongate_gate::GrantRequestStatus::Pending);
+    match c.gate.list_grant_requests(&reader(), pending).await {
+        Ok(requests) => {
+            for r in requests {
+                post(c, card::grant_request_card(&r, !c.notify_only)).await;
+            }
+        }
+        Err(e) => tracing::warn!(error = %e.detail, "connectors cannot list grant requests"),
     }
 }
 

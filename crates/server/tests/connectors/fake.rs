@@ -31,6 +31,7 @@ struct Inner {
     calls: Mutex<Vec<Call>>,
     updates: Mutex<Vec<Value>>,
     fail_posts: AtomicUsize,
+    slow_ms: AtomicI64,
     ids: AtomicI64,
 }
 
@@ -63,6 +64,11 @@ impl Fake {
     /// The next `n` posts of a message answer 500.
     pub fn fail_posts(&self, n: usize) {
         self.inner.fail_posts.store(n, Ordering::SeqCst);
+    }
+
+    /// Every later call (but `getUpdates`) answers only after `ms`.
+    pub fn slow(&self, ms: i64) {
+        self.inner.slow_ms.store(ms, Ordering::SeqCst);
     }
 
     pub fn calls(&self) -> Vec<Call> {
@@ -118,6 +124,10 @@ async fn answer(
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         return ok(json!({"ok": true, "result": ups}));
+    }
+    let slow = inner.slow_ms.load(Ordering::SeqCst);
+    if slow > 0 {
+        tokio::time::sleep(Duration::from_millis(slow as u64)).await;
     }
     let mut call = Call {
         method: method.to_string(),

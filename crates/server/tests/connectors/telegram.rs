@@ -571,3 +571,42 @@ async fn handler_actions_are_rendered_masked_and_grant_requests_are_decided() {
     .await;
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_slow_bot_api_does_not_slow_the_gate_and_expiry_edits_the_message() {
+    let fake = Fake::start().await;
+    let app = spawn(&fake, |_| {}).await;
+    let healthy = request_latency(&app, 9).await;
+    fake.wait_for("/sendMessage", "the healthy messages", |c| c.len() >= 9)
+        .await;
+    // Each call now takes 3 s (the connectors' timeout is 10 s).
+    fake.slow(3000);
+    let slow = request_latency(&app, 9).await;
+    eprintln!("median request: {healthy:?} with the Bot API quick, {slow:?} with it taking 3 s");
+    assert!(
+        slow < healthy * 3 + Duration::from_millis(50),
+        "requests slowed: {healthy:?} then {slow:?}"
+    );
+    fake.slow(0);
+
+    let agent = app.agent.clone();
+    let (_, a) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&agent),
+            Some(json!({"tool": "bash", "detail": "make expire", "timeout": "2s"})),
+        )
+        .await;
+    let id = a["id"].as_str().unwrap().to_owned();
+    let (_, message_id) = sent(&fake, &id).await;
+    wait_status(&app, &id, "expired").await;
+    fake.wait_for("/editMessageText", "the expiry's edit", |c| {
+        c.iter().any(|c| {
+            c.body["message_id"] == message_id
+                && c.body["text"].as_str().unwrap_or("").contains("Expired")
+        })
+    })
+    .await;
+    app.stop().await;
+}
