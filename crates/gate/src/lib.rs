@@ -28,6 +28,7 @@ pub mod actions;
 pub mod admin;
 pub mod cache;
 pub mod caller;
+pub mod connectors;
 pub mod decisions;
 pub mod dispatch;
 pub mod error;

@@ -33,9 +33,13 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// The full HTTP application for `state`.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.settings().http.body_limit_bytes;
-    crate::routes::router()
+    let mut routes = crate::routes::router()
         .merge(crate::web::router())
-        .merge(crate::openapi::router())
+        .merge(crate::openapi::router());
+    if let Some(c) = state.connectors() {
+        routes = routes.merge(crate::connectors::routes::router(c.clone()));
+    }
+    routes
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(axum::middleware::from_fn(track))
@@ -182,8 +186,12 @@ pub async fn run(
         settings.events.coalesce(),
         shutdown.clone(),
     );
-    let loops = gate.spawn().await;
-    let state = AppState::new(gate.clone(), settings, hub, metrics);
+    let mut loops = gate.spawn().await;
+    let connectors = crate::connectors::Connectors::new(gate.clone(), &settings.connectors)?;
+    if let Some(c) = &connectors {
+        loops.extend(c.spawn());
+    }
+    let state = AppState::new(gate.clone(), settings, hub, metrics, connectors);
 
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "actiongate listening");

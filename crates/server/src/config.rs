@@ -10,6 +10,10 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
+pub use crate::config_connectors::{
+    ConnectorsSettings, DiscordSettings, SlackSettings, TelegramMode, TelegramSettings,
+    WhatsAppSettings,
+};
 pub use crate::config_duration::{Dur, Keep};
 pub use crate::config_events::{EventsSettings, WebhookSettings};
 
@@ -52,6 +56,8 @@ pub struct Settings {
     pub webhooks: WebhookSettings,
     /// Dispatch of approved handler actions to executors.
     pub dispatch: DispatchSettings,
+    /// Chat connectors (Telegram, Slack, Discord, WhatsApp).
+    pub connectors: ConnectorsSettings,
 }
 
 /// How approved handler actions reach their executors.
@@ -206,6 +212,7 @@ impl Default for Settings {
             dispatch: DispatchSettings::default(),
             events: EventsSettings::default(),
             webhooks: WebhookSettings::default(),
+            connectors: ConnectorsSettings::default(),
         }
     }
 }
@@ -312,6 +319,7 @@ impl Settings {
         self.storage.commit_delay()?;
         self.events.check()?;
         self.webhooks.check()?;
+        self.connectors.check()?;
         Ok(())
     }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use actiongate_gate::Gate;
 
 use crate::config::Settings;
+use crate::connectors::Connectors;
 use crate::metrics::Metrics;
 use crate::sse::Hub;
 
@@ -18,17 +19,30 @@ struct Inner {
     settings: Settings,
     hub: Hub,
     metrics: Metrics,
+    connectors: Option<Arc<Connectors>>,
 }
 
 impl AppState {
     /// The state of the HTTP adapter over `gate`.
-    pub fn new(gate: Gate, settings: Settings, hub: Hub, metrics: Metrics) -> AppState {
+    pub fn new(
+        gate: Gate,
+        settings: Settings,
+        hub: Hub,
+        metrics: Metrics,
+        connectors: Option<Arc<Connectors>>,
+    ) -> AppState {
         AppState(Arc::new(Inner {
             gate,
             settings,
             hub,
             metrics,
+            connectors,
         }))
+    }
+
+    /// The chat connectors, when any is configured.
+    pub fn connectors(&self) -> Option<&Arc<Connectors>> {
+        self.0.connectors.as_ref()
     }
 
     /// The gate.

@@ -15,6 +15,7 @@ mod actions;
 mod agents;
 pub mod audit;
 mod checkpoint;
+pub mod connectors;
 pub mod cpus;
 mod create;
 mod direct;

@@ -1,0 +1,227 @@
+//! A pending item as one chat message (a "card"): the handler's title,
+//! summary and fields with the web page's masking rules, the agent, the
+//! reason, the deadline, and which buttons it carries; and the same card
+//! once decided, with its outcome and no buttons.
+
+use std::sync::LazyLock;
+
+use actiongate_gate::{Action, GrantRequest};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::decide::Verb;
+
+/// What a masked value is shown as (the page's `MASK`).
+pub const MASK: &str = "••••";
+
+/// Keys whose values the page never shows (the page's `SENSITIVE_KEY`).
+static SENSITIVE_KEY: LazyLock<Option<regex::Regex>> = LazyLock::new(|| {
+    regex::Regex::new(
+        r"(?i)pass(word|wd|phrase)?|secret|token|api[_-]?key|apikey|authorization|auth[_-]?header|credential|private[_-]?key|cookie|session",
+    )
+    .ok()
+});
+
+/// Longest text of one field's value in a card.
+const MAX_VALUE: usize = 300;
+
+/// A message about one item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Card {
+    /// The item: an action id, or `gr:<id>` for a grant request.
+    pub item: String,
+    /// First line.
+    pub title: String,
+    /// The lines after it.
+    pub lines: Vec<String>,
+    /// The buttons, in order (none once decided, or in notify-only mode).
+    pub buttons: Vec<Verb>,
+}
+
+impl Card {
+    /// The whole text, lines joined.
+    pub fn text(&self) -> String {
+        let mut t = self.title.clone();
+        for l in &self.lines {
+            t.push('\n');
+            t.push_str(l);
+        }
+        t
+    }
+}
+
+/// Whether a value under `key` is never shown.
+fn sensitive_key(key: &str) -> bool {
+    match &*SENSITIVE_KEY {
+        Some(re) => re.is_match(key),
+        None => true,
+    }
+}
+
+/// A value as shown: masked values as [`MASK`], long ones cut.
+fn shown(label: &str, value: &Value) -> String {
+    if sensitive_key(label) {
+        return MASK.to_owned();
+    }
+    let text = match value {
+        Value::String(s) if s == "***" => return MASK.to_owned(),
+        Value::String(s) => s.clone(),
+        other => masked(other).to_string(),
+    };
+    cut(&text, MAX_VALUE)
+}
+
+/// A deep copy of `value` with sensitive values replaced (the page's `masked`).
+fn masked(value: &Value) -> Value {
+    match value {
+        Value::String(s) if s == "***" => Value::String(MASK.to_owned()),
+        Value::Array(a) => Value::Array(a.iter().map(masked).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, v)| {
+                    let v = if sensitive_key(k) {
+                        Value::String(MASK.to_owned())
+                    } else {
+                        masked(v)
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// `text` cut to at most `max` characters, with an ellipsis when cut.
+pub fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut s: String = text.chars().take(max.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
+/// The card of pending action `a`.
+pub fn action_card(a: &Action, with_buttons: bool) -> Card {
+    let mut lines = Vec::new();
+    let display = a.display.as_ref().and_then(Value::as_object);
+    let title = match display.and_then(|d| d.get("title")).and_then(Value::as_str) {
+        Some(t) => cut(t, MAX_VALUE),
+        None => cut(&a.action_string, MAX_VALUE),
+    };
+    if let Some(d) = display {
+        if let Some(s) = d.get("summary").and_then(Value::as_str) {
+            lines.push(cut(s, MAX_VALUE));
+        }
+        for f in d
+            .get("fields")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let label = f.get("label").and_then(Value::as_str).unwrap_or("");
+            let value = f.get("value").cloned().unwrap_or(Value::Null);
+            lines.push(format!("{label}: {}", shown(label, &value)));
+        }
+    }
+    lines.push(format!("Agent: {}", a.agent));
+    if let Some(r) = &a.reason {
+        lines.push(format!("Reason: {}", cut(r, MAX_VALUE)));
+    }
+    if let Some(d) = a.deadline {
+        lines.push(format!("Decide by: {}", d.format("%Y-%m-%d %H:%M UTC")));
+    }
+    let buttons = if with_buttons {
+        vec![Verb::Approve, Verb::Remember, Verb::Deny]
+    } else {
+        Vec::new()
+    };
+    Card {
+        item: a.id.clone(),
+        title,
+        lines,
+        buttons,
+    }
+}
+
+/// The card of pending grant request `r` (approved as asked, or denied).
+pub fn grant_request_card(r: &GrantRequest, with_buttons: bool) -> Card {
+    let mut lines = Vec::new();
+    for (k, v) in &r.scope {
+        lines.push(format!("{k}: {}", shown(k, v)));
+    }
+    lines.push(format!(
+        "For: {}",
+        r.expires.as_deref().unwrap_or("as the handler's default")
+    ));
+    lines.push(format!("Agent: {}", r.agent));
+    if let Some(reason) = &r.reason {
+        lines.push(format!("Reason: {}", cut(reason, MAX_VALUE)));
+    }
+    lines.push(format!(
+        "Decide by: {}",
+        r.deadline.format("%Y-%m-%d %H:%M UTC")
+    ));
+    Card {
+        item: format!("gr:{}", r.id),
+        title: cut(
+            &format!("Permission asked: {}.{}", r.handler, r.permission),
+            MAX_VALUE,
+        ),
+        lines,
+        buttons: if with_buttons {
+            vec![Verb::Approve, Verb::Deny]
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// `card` once decided: its outcome as the last line, no buttons.
+pub fn settled(mut card: Card, status: &str, by: Option<&str>, note: Option<&str>) -> Card {
+    let mut line = match by {
+        Some(who) => format!("{} by {who}", outcome_word(status)),
+        None => outcome_word(status).to_owned(),
+    };
+    if let Some(n) = note {
+        line.push_str(&format!(" ({})", cut(n, MAX_VALUE)));
+    }
+    card.lines.push(line);
+    card.buttons.clear();
+    card
+}
+
+fn outcome_word(status: &str) -> &'static str {
+    match status {
+        "approved" | "running" | "completed" | "failed" => "✅ Approved",
+        "denied" => "❌ Denied",
+        "expired" => "⌛ Expired (nobody decided)",
+        "cancelled" => "🚫 Cancelled",
+        _ => "Settled",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_like_the_page() {
+        assert_eq!(shown("password", &Value::String("hunter2".into())), MASK);
+        assert_eq!(shown("path", &Value::String("***".into())), MASK);
+        assert_eq!(shown("path", &Value::String("/tmp/x".into())), "/tmp/x");
+        let v = serde_json::json!({"api_key": "k", "n": 1});
+        assert_eq!(
+            shown("params", &v),
+            format!("{{\"api_key\":\"{MASK}\",\"n\":1}}")
+        );
+    }
+
+    #[test]
+    fn cuts_long_values() {
+        let long = "x".repeat(400);
+        assert_eq!(cut(&long, 10).chars().count(), 10);
+        assert_eq!(cut("short", 10), "short");
+    }
+}

@@ -1,0 +1,212 @@
+//! Deciding from chat: a button (verb and item, packed in the button's id)
+//! or a reply in words, by a chat user who must be on the connector's list
+//! of approvers. The decision takes the API's path through the gate, as
+//! `Caller::human("<chat>:<user id>")`.
+
+use actiongate_api::{ApproveRequest, Remember};
+use actiongate_gate::decisions::Verdict;
+use actiongate_gate::{Caller, ErrorCode, Gate, GateError};
+use serde::{Deserialize, Serialize};
+
+/// What a button does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Verb {
+    /// Approve once.
+    Approve,
+    /// Approve and remember for an hour.
+    Remember,
+    /// Deny.
+    Deny,
+}
+
+impl Verb {
+    /// The button's label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Verb::Approve => "Approve",
+            Verb::Remember => "Approve for 1h",
+            Verb::Deny => "Deny",
+        }
+    }
+
+    /// The button's id: `<letter>:<item>` (at most 40 bytes for an action,
+    /// within Telegram's 64).
+    pub fn button_id(self, item: &str) -> String {
+        let letter = match self {
+            Verb::Approve => 'a',
+            Verb::Remember => 'r',
+            Verb::Deny => 'd',
+        };
+        format!("{letter}:{item}")
+    }
+
+    /// The verb and item of a button id.
+    pub fn parse(id: &str) -> Option<(Verb, &str)> {
+        let (letter, item) = id.split_once(':')?;
+        let verb = match letter {
+            "a" => Verb::Approve,
+            "r" => Verb::Remember,
+            "d" => Verb::Deny,
+            _ => return None,
+        };
+        (!item.is_empty() && item.len() <= 80).then_some((verb, item))
+    }
+}
+
+/// What a stranger (not an approver) is told.
+pub const NOT_AN_APPROVER: &str =
+    "You are not on this connector's list of approvers: nothing was decided.";
+
+/// Whether `who` is on `approvers`.
+pub fn is_approver(approvers: &[String], who: &str) -> bool {
+    !who.is_empty() && approvers.iter().any(|a| a == who)
+}
+
+/// `identity` decides `item` with `verb`; the answer shown to them.
+pub async fn decide(gate: &Gate, identity: String, verb: Verb, item: &str) -> String {
+    let caller = Caller::human(identity);
+    let result = if let Some(id) = item.strip_prefix("gr:") {
+        match verb {
+            Verb::Approve | Verb::Remember => gate
+                .approve_grant_request(&caller, id, ApproveRequest::default())
+                .await
+                .map(|_| "Approved."),
+            Verb::Deny => gate
+                .deny_grant_request(&caller, id, None)
+                .await
+                .map(|_| "Denied."),
+        }
+    } else {
+        let verdict = match verb {
+            Verb::Approve => Verdict::Approve { note: None },
+            Verb::Deny => Verdict::Deny { reason: None },
+            Verb::Remember => Verdict::ApproveAndRemember {
+                note: None,
+                remember: Remember {
+                    expires: "1h".to_owned(),
+                    scope: None,
+                    pattern: None,
+                    agent: None,
+                },
+            },
+        };
+        let done = match verb {
+            Verb::Approve => "Approved.",
+            Verb::Remember => "Approved, and allowed for 1h.",
+            Verb::Deny => "Denied.",
+        };
+        gate.decide(&caller, item, verdict).await.map(|_| done)
+    };
+    match result {
+        Ok(text) => text.to_owned(),
+        Err(e) => answer_of(&e),
+    }
+}
+
+/// A reply's verb and the reason that may follow it: `no, not on a
+/// Friday` is a denial with the reason `not on a Friday`. `None` when the
+/// first word is not one of the reply words.
+pub fn parse_reply(text: &str) -> Option<(Verb, Option<String>)> {
+    let text = text.trim();
+    let (first, rest) = match text.find(|c: char| c.is_whitespace() || c == ',' || c == ':') {
+        Some(at) => text.split_at(at),
+        None => (text, ""),
+    };
+    let verb = match Verdict::from_reply(first)? {
+        Verdict::Deny { .. } => Verb::Deny,
+        _ => Verb::Approve,
+    };
+    let rest = rest
+        .trim_matches(|c: char| c.is_whitespace() || c.is_ascii_punctuation())
+        .to_owned();
+    Some((verb, (!rest.is_empty()).then_some(rest)))
+}
+
+/// `identity` replies `text` to `item`'s message; the answer shown to them.
+pub async fn reply(gate: &Gate, identity: String, item: &str, text: &str) -> String {
+    let Some((verb, reason)) = parse_reply(text) else {
+        return actiongate_gate::decisions::REPLY_HELP.to_owned();
+    };
+    let caller = Caller::human(identity);
+    let note = Some(match &reason {
+        Some(r) => format!("reply: {r}"),
+        None => format!("reply: {}", text.trim()),
+    });
+    let result = if let Some(id) = item.strip_prefix("gr:") {
+        match verb {
+            Verb::Deny => gate
+                .deny_grant_request(&caller, id, reason)
+                .await
+                .map(|_| "Denied."),
+            _ => gate
+                .approve_grant_request(&caller, id, ApproveRequest::default())
+                .await
+                .map(|_| "Approved."),
+        }
+    } else {
+        let verdict = match verb {
+            Verb::Deny => Verdict::Deny { reason: note },
+            _ => Verdict::Approve { note },
+        };
+        let done = if verb == Verb::Deny {
+            "Denied."
+        } else {
+            "Approved."
+        };
+        gate.decide(&caller, item, verdict).await.map(|_| done)
+    };
+    match result {
+        Ok(t) => t.to_owned(),
+        Err(e) => answer_of(&e),
+    }
+}
+
+/// A gate error as a chat user reads it.
+fn answer_of(e: &GateError) -> String {
+    match e.code {
+        ErrorCode::ActionSettled | ErrorCode::GrantRequestSettled => "Already decided.".to_owned(),
+        ErrorCode::NotFound => "No such item.".to_owned(),
+        ErrorCode::Validation => format!("Not done: {}", e.detail),
+        ErrorCode::Forbidden => format!("Not allowed: {}", e.detail),
+        _ => "Could not decide now; try again or use the web page.".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn button_ids_round_trip() {
+        for v in [Verb::Approve, Verb::Remember, Verb::Deny] {
+            let id = v.button_id("0193-abc");
+            assert_eq!(Verb::parse(&id), Some((v, "0193-abc")));
+        }
+        assert_eq!(Verb::parse("x:1"), None);
+        assert_eq!(Verb::parse("a:"), None);
+        assert!(Verb::button_id(Verb::Approve, "gr:0193").len() < 64);
+    }
+
+    #[test]
+    fn replies_take_a_word_and_a_reason() {
+        assert_eq!(parse_reply("yes"), Some((Verb::Approve, None)));
+        assert_eq!(
+            parse_reply("No, not on a Friday."),
+            Some((Verb::Deny, Some("not on a Friday".to_owned())))
+        );
+        assert_eq!(
+            parse_reply("STOP: tests fail"),
+            Some((Verb::Deny, Some("tests fail".to_owned())))
+        );
+        assert_eq!(parse_reply("maybe later"), None);
+        assert_eq!(parse_reply("nope"), None);
+    }
+
+    #[test]
+    fn approvers_match_exactly() {
+        let list = vec!["42".to_owned()];
+        assert!(is_approver(&list, "42"));
+        assert!(!is_approver(&list, "421"));
+        assert!(!is_approver(&list, ""));
+    }
+}

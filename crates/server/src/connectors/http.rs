@@ -1,0 +1,112 @@
+//! The connectors' outbound HTTP: one reqwest client that never follows a
+//! redirect, every call bounded by a timeout; an answer is sorted into
+//! success, worth retrying (connect errors, timeouts, 408, 429, 5xx) or
+//! not (any other refusal).
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::Value;
+
+/// A failed call.
+#[derive(Debug, Clone)]
+pub struct CallError {
+    /// Whether trying again later may work.
+    pub retry: bool,
+    /// What happened (no secrets: URLs are never included).
+    pub message: String,
+}
+
+impl CallError {
+    /// A failure not worth retrying.
+    pub fn fatal(message: impl Into<String>) -> CallError {
+        CallError {
+            retry: false,
+            message: message.into(),
+        }
+    }
+
+    /// A failure worth retrying.
+    pub fn transient(message: impl Into<String>) -> CallError {
+        CallError {
+            retry: true,
+            message: message.into(),
+        }
+    }
+}
+
+/// The HTTP client of all connectors.
+#[derive(Clone)]
+pub struct Http {
+    client: reqwest::Client,
+    timeout: Duration,
+}
+
+impl Http {
+    /// A client whose calls take at most `timeout`.
+    pub fn new(timeout: Duration) -> anyhow::Result<Http> {
+        actiongate_cli::install_tls_provider();
+        let client = reqwest::Client::builder()
+            // A redirect could carry a bot token somewhere nobody named.
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(timeout)
+            .user_agent(concat!("actiongate/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| anyhow::anyhow!("cannot build the connectors' HTTP client: {e}"))?;
+        Ok(Http { client, timeout })
+    }
+
+    /// Sends `body` as JSON with `method` to `url`, with an extra
+    /// `authorization` header when given, waiting at most `timeout` (the
+    /// client's when `None`); the answer's JSON body.
+    pub async fn call(
+        &self,
+        method: Method,
+        url: &str,
+        authorization: Option<&str>,
+        body: &Value,
+        timeout: Option<Duration>,
+    ) -> Result<Value, CallError> {
+        let mut req = self
+            .client
+            .request(method, url)
+            .timeout(timeout.unwrap_or(self.timeout))
+            .json(body);
+        if let Some(a) = authorization {
+            req = req.header("authorization", a);
+        }
+        let resp = req.send().await.map_err(|e| {
+            CallError::transient(if e.is_timeout() {
+                "timed out".to_owned()
+            } else if e.is_connect() {
+                "cannot connect".to_owned()
+            } else {
+                "request failed".to_owned()
+            })
+        })?;
+        let status = resp.status();
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|_| CallError::transient("answer cut short"))?;
+        if status.is_success() {
+            return serde_json::from_slice(&bytes)
+                .or_else(|_| {
+                    if bytes.is_empty() {
+                        Ok(Value::Null)
+                    } else {
+                        Err(())
+                    }
+                })
+                .map_err(|_| CallError::fatal(format!("{status} with a body that is not JSON")));
+        }
+        let code = status.as_u16();
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
+        let message = format!("{code}: {text}");
+        if code == 408 || code == 429 || status.is_server_error() {
+            Err(CallError::transient(message))
+        } else {
+            Err(CallError::fatal(message))
+        }
+    }
+}

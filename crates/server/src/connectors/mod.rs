@@ -1,0 +1,171 @@
+//! Chat connectors: pending items decided where the humans are (Telegram,
+//! Slack, Discord, WhatsApp).
+//!
+//! Layout: what every chat shares is here ([`Connectors`]: the configured
+//! chats and where each message goes), in [`card`] (rendering a pending
+//! item with the page's masking rules), [`outbox`] (following the gate's
+//! events into a durable queue of posts and outcome edits, and sending it
+//! with retries) and [`decide`] (buttons and reply words, approvers, the
+//! gate calls). Then one module per chat ([`telegram`], [`slack`],
+//! [`discord`], [`whatsapp`]) that speaks its API, and [`routes`] for the
+//! webhooks, whose signatures are checked before anything is decided.
+//!
+//! Invariants: a decision from chat is the API's decision, made through the
+//! gate as `Caller::human("<chat>:<user id>")`, only for a user on the
+//! connector's approvers; the chats' APIs are called only from background
+//! tasks, so a chat that is down or slow never slows a request to the gate.
+
+pub mod card;
+pub mod decide;
+pub mod discord;
+pub mod http;
+pub mod outbox;
+pub mod routes;
+pub mod slack;
+pub mod telegram;
+pub mod whatsapp;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actiongate_gate::Gate;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::config::{ConnectorsSettings, TelegramMode};
+use card::Card;
+use http::{CallError, Http};
+
+/// What an outgoing message does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A new message for a pending item.
+    Post,
+    /// The item's message shows its outcome (and loses its buttons).
+    Edit,
+}
+
+/// The configured chats, shared by the background tasks and the webhooks.
+pub struct Connectors {
+    gate: Gate,
+    http: Http,
+    notify_only: bool,
+    telegram: Option<telegram::Telegram>,
+    slack: Option<slack::Slack>,
+    discord: Option<discord::Discord>,
+    whatsapp: Option<whatsapp::WhatsApp>,
+    /// Poked when a message is queued.
+    wake: Notify,
+}
+
+impl Connectors {
+    /// The connectors `settings` turn on; `None` when none is.
+    pub fn new(
+        gate: Gate,
+        settings: &ConnectorsSettings,
+    ) -> anyhow::Result<Option<Arc<Connectors>>> {
+        if !settings.any() {
+            return Ok(None);
+        }
+        let on = |token: &str| !token.is_empty();
+        Ok(Some(Arc::new(Connectors {
+            gate,
+            http: Http::new(Duration::from_secs(settings.timeout_seconds))?,
+            notify_only: settings.notify_only,
+            telegram: on(&settings.telegram.token)
+                .then(|| telegram::Telegram::new(settings.telegram.clone())),
+            slack: on(&settings.slack.token).then(|| slack::Slack::new(settings.slack.clone())),
+            discord: on(&settings.discord.token)
+                .then(|| discord::Discord::new(settings.discord.clone()))
+                .transpose()?,
+            whatsapp: on(&settings.whatsapp.access_token)
+                .then(|| whatsapp::WhatsApp::new(settings.whatsapp.clone())),
+            wake: Notify::new(),
+        })))
+    }
+
+    /// Starts the background tasks: the event follower, the sender and,
+    /// per chat, what receives its updates. They end with the gate's
+    /// shutdown token.
+    pub fn spawn(self: &Arc<Self>) -> Vec<JoinHandle<()>> {
+        let mut tasks = vec![
+            tokio::spawn(outbox::follow(self.clone())),
+            tokio::spawn(outbox::send(self.clone())),
+        ];
+        if let Some(t) = &self.telegram {
+            tasks.push(match t.mode() {
+                TelegramMode::Poll => tokio::spawn(telegram::poll(self.clone())),
+                TelegramMode::Webhook => tokio::spawn(telegram::set_webhook(self.clone())),
+            });
+        }
+        tasks
+    }
+
+    /// The gate.
+    pub fn gate(&self) -> &Gate {
+        &self.gate
+    }
+
+    /// Whether messages go without buttons and nothing is decided from chat.
+    pub fn notify_only(&self) -> bool {
+        self.notify_only
+    }
+
+    /// Every chat a message of an item goes to.
+    pub fn destinations(&self) -> Vec<String> {
+        let mut d = Vec::new();
+        if self.telegram.is_some() {
+            d.push(telegram::CHAT.to_owned());
+        }
+        if self.slack.is_some() {
+            d.push(slack::CHAT.to_owned());
+        }
+        if self.discord.is_some() {
+            d.push(discord::CHAT.to_owned());
+        }
+        if let Some(w) = &self.whatsapp {
+            d.extend(w.destinations());
+        }
+        d
+    }
+
+    /// Sends one outgoing message to `chat`; the chat's message id of a
+    /// post.
+    async fn deliver(
+        &self,
+        chat: &str,
+        kind: Kind,
+        card: &Card,
+        message_ref: Option<&str>,
+    ) -> Result<Option<String>, CallError> {
+        let off = || CallError::fatal(format!("connector {chat} is not configured"));
+        if chat == telegram::CHAT {
+            let t = self.telegram.as_ref().ok_or_else(off)?;
+            t.deliver(&self.http, kind, card, message_ref).await
+        } else if chat == slack::CHAT {
+            let s = self.slack.as_ref().ok_or_else(off)?;
+            s.deliver(&self.http, kind, card, message_ref).await
+        } else if chat == discord::CHAT {
+            let d = self.discord.as_ref().ok_or_else(off)?;
+            d.deliver(&self.http, kind, card, message_ref).await
+        } else if let Some(to) = chat.strip_prefix(whatsapp::PREFIX) {
+            let w = self.whatsapp.as_ref().ok_or_else(off)?;
+            w.deliver(&self.http, to, kind, card, message_ref).await
+        } else {
+            Err(off())
+        }
+    }
+
+    /// Sends a short notice now, outside the queue (an alert to a tap, an
+    /// answer to a reply): in its own task, so that nothing waits for it.
+    fn notice<F>(&self, what: &'static str, call: F)
+    where
+        F: std::future::Future<Output = Result<serde_json::Value, CallError>> + Send + 'static,
+    {
+        tokio::spawn(async move {
+            if let Err(e) = call.await {
+                tracing::warn!(what, error = %e.message, "a chat notice was not sent");
+            }
+        });
+    }
+}

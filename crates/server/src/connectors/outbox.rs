@@ -1,0 +1,288 @@
+//! From the gate's events to chat messages, durably: [`follow`] turns each
+//! newly pending item into one queued post per chat and each outcome into
+//! one queued edit of every message of the item; [`send`] sends what is due
+//! and retries what failed with backoff (first retry after 1 s).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actiongate_gate::actions::ListActions;
+use actiongate_gate::{ActionStatus, Caller, Event};
+use chrono::Utc;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::card::{self, Card};
+use super::{Connectors, Kind};
+
+/// Outgoing messages read at once.
+const BATCH: i64 = 16;
+/// Longest wait between retries.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// How long a message is retried before it is given up.
+const GIVE_UP_AFTER: chrono::Duration = chrono::Duration::hours(24);
+/// Pending actions read when catching up.
+const CATCH_UP: i64 = 200;
+
+/// Who reads items for rendering (an operator known to no chat).
+fn reader() -> Caller {
+    Caller::human("connectors".to_owned())
+}
+
+/// Wait before retry number `attempts + 1`: 1 s, 2 s, 4 s, … up to 5 min.
+pub fn backoff(attempts: i64) -> Duration {
+    let shift = attempts.clamp(0, 16) as u32;
+    Duration::from_secs(1u64 << shift).min(MAX_BACKOFF)
+}
+
+/// Follows the gate's events until shutdown, catching up on what is
+/// pending at start and after falling behind.
+pub async fn follow(c: Arc<Connectors>) {
+    let mut events = c.gate.subscribe();
+    let shutdown = c.gate.shutdown().clone();
+    catch_up(&c).await;
+    loop {
+        let ev = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            ev = events.recv() => ev,
+        };
+        match ev {
+            Ok(ev) => on_event(&c, &ev).await,
+            Err(RecvError::Lagged(n)) => {
+                tracing::warn!(missed = n, "connectors fell behind the events; catching up");
+                catch_up(&c).await;
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Queues a post of every pending action (the newest 200) and grant
+/// request not posted yet.
+async fn catch_up(c: &Connectors) {
+    let q = ListActions {
+        status: Some(ActionStatus::Pending),
+        limit: Some(CATCH_UP),
+        ..ListActions::default()
+    };
+    match c.gate.list_actions(&reader(), q).await {
+        Ok((actions, _)) => {
+            for a in actions {
+                post(c, card::action_card(&a, !c.notify_only)).await;
+            }
+        }
+        Err(e) => tracing::warn!(error = %e.detail, "connectors cannot list pending actions"),
+    }
+    let pending = Some(actiongate_gate::GrantRequestStatus::Pending);
+    match c.gate.list_grant_requests(&reader(), pending).await {
+        Ok(requests) => {
+            for r in requests {
+                post(c, card::grant_request_card(&r, !c.notify_only)).await;
+            }
+        }
+        Err(e) => tracing::warn!(error = %e.detail, "connectors cannot list grant requests"),
+    }
+}
+
+async fn on_event(c: &Connectors, ev: &Event) {
+    match ev.kind.as_str() {
+        "action.enqueued" => {
+            let Some(id) = &ev.action_id else { return };
+            match c.gate.visible_action(&reader(), id).await {
+                Ok(a) if a.status == ActionStatus::Pending => {
+                    post(c, card::action_card(&a, !c.notify_only)).await;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(action = %id, error = %e.detail, "connectors cannot read an action")
+                }
+            }
+        }
+        "grant_request.created" => {
+            if let Ok(r) = ev.data.parse::<actiongate_gate::GrantRequest>() {
+                post(c, card::grant_request_card(&r, !c.notify_only)).await;
+            }
+        }
+        "action.approved" | "action.denied" | "action.expired" | "action.cancelled" => {
+            let Some(id) = &ev.action_id else { return };
+            // Allowed by policy: never pending, so never posted (the hot
+            // path of an allowed request costs no read here).
+            #[derive(serde::Deserialize)]
+            struct By<'a> {
+                #[serde(borrow)]
+                decided_by: Option<&'a str>,
+            }
+            if ev
+                .data
+                .parse::<By>()
+                .is_ok_and(|b| b.decided_by == Some("policy"))
+            {
+                return;
+            }
+            let chats = match c.gate.connector_open_chats(id).await {
+                Ok(chats) if !chats.is_empty() => chats,
+                Ok(_) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e.detail, "connectors cannot read their messages");
+                    return;
+                }
+            };
+            let Ok(a) = ev.data.parse::<actiongate_gate::Action>() else {
+                return;
+            };
+            let done = card::settled(
+                card::action_card(&a, false),
+                a.status.as_str(),
+                a.decided_by.as_deref(),
+                a.decision_note.as_deref(),
+            );
+            edit(c, &chats, done).await;
+        }
+        "grant_request.approved" | "grant_request.denied" | "grant_request.expired" => {
+            let Ok(r) = ev.data.parse::<actiongate_gate::GrantRequest>() else {
+                return;
+            };
+            let item = format!("gr:{}", r.id);
+            let chats = match c.gate.connector_open_chats(&item).await {
+                Ok(chats) if !chats.is_empty() => chats,
+                _ => return,
+            };
+            let status = ev.kind.trim_start_matches("grant_request.");
+            let done = card::settled(
+                card::grant_request_card(&r, false),
+                status,
+                r.decided_by.as_deref(),
+                r.deny_reason.as_deref(),
+            );
+            edit(c, &chats, done).await;
+        }
+        _ => {}
+    }
+}
+
+async fn post(c: &Connectors, card: Card) {
+    let Ok(body) = serde_json::to_string(&card) else {
+        return;
+    };
+    for chat in c.destinations() {
+        match c.gate.connector_post(&chat, &card.item, body.clone()).await {
+            Ok(true) => c.wake.notify_one(),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(chat, error = %e.detail, "cannot queue a chat message"),
+        }
+    }
+}
+
+async fn edit(c: &Connectors, chats: &[String], card: Card) {
+    let Ok(body) = serde_json::to_string(&card) else {
+        return;
+    };
+    for chat in chats {
+        match c.gate.connector_edit(chat, &card.item, body.clone()).await {
+            Ok(true) => c.wake.notify_one(),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(chat, error = %e.detail, "cannot queue a chat edit"),
+        }
+    }
+}
+
+/// Sends due messages until shutdown.
+pub async fn send(c: Arc<Connectors>) {
+    let shutdown = c.gate.shutdown().clone();
+    loop {
+        match c.gate.connector_due(BATCH).await {
+            Ok(due) => {
+                for o in due {
+                    if shutdown.is_cancelled() {
+                        return;
+                    }
+                    send_one(&c, o).await;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e.detail, "cannot read the chat outbox"),
+        }
+        let wait = match c.gate.connector_next_due().await {
+            Ok(Some(at)) => (at - Utc::now()).to_std().unwrap_or(Duration::ZERO),
+            _ => Duration::from_secs(1),
+        }
+        .min(Duration::from_secs(1));
+        if wait.is_zero() {
+            tokio::task::yield_now().await;
+            continue;
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = c.wake.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+async fn send_one(c: &Connectors, o: actiongate_gate::connectors::Outgoing) {
+    let card: Card = match serde_json::from_str(&o.body) {
+        Ok(card) => card,
+        Err(_) => {
+            tracing::error!(chat = %o.chat, "an outgoing chat message does not parse; dropped");
+            let _ = c.gate.connector_sent(o.id, None).await;
+            return;
+        }
+    };
+    let too_old = Utc::now() - o.created_at > GIVE_UP_AFTER;
+    let kind = if o.kind == "edit" {
+        Kind::Edit
+    } else {
+        Kind::Post
+    };
+    let message_ref = if kind == Kind::Edit {
+        match c.gate.connector_message_ref(&o.chat, &o.item).await {
+            Ok(Some(r)) => Some(r),
+            Ok(None) if !too_old => {
+                // Its post is not sent yet: wait for it.
+                let at = Utc::now() + chrono::Duration::seconds(2);
+                let _ = c
+                    .gate
+                    .connector_retry(o.id, at, "waiting for the message to be sent".into())
+                    .await;
+                return;
+            }
+            Ok(None) => {
+                let _ = c.gate.connector_sent(o.id, None).await;
+                return;
+            }
+            Err(_) => return,
+        }
+    } else {
+        None
+    };
+    match c
+        .deliver(&o.chat, kind, &card, message_ref.as_deref())
+        .await
+    {
+        Ok(r) => {
+            if let Err(e) = c.gate.connector_sent(o.id, r).await {
+                tracing::warn!(error = %e.detail, "cannot record a sent chat message");
+            }
+        }
+        Err(e) if e.retry && !too_old => {
+            let wait = backoff(o.attempts);
+            tracing::info!(chat = %o.chat, error = %e.message, retry_in = ?wait, "chat API failed; retrying");
+            let at = Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default();
+            let _ = c.gate.connector_retry(o.id, at, e.message).await;
+        }
+        Err(e) => {
+            tracing::warn!(chat = %o.chat, item = %o.item, error = %e.message, "chat message given up");
+            let _ = c.gate.connector_sent(o.id, None).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_starts_at_a_second_and_is_capped() {
+        assert_eq!(backoff(0), Duration::from_secs(1));
+        assert_eq!(backoff(1), Duration::from_secs(2));
+        assert_eq!(backoff(30), MAX_BACKOFF);
+    }
+}

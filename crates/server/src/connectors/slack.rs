@@ -1,0 +1,195 @@
+//! Slack (Web API): `chat.postMessage` with Block Kit buttons,
+//! `chat.update` on the outcome, `chat.postEphemeral` to answer a click.
+//! Clicks arrive at `/v1/connectors/slack/interactivity`, signed with the
+//! app's signing secret (v0 scheme, 5-minute window, constant-time check).
+
+use hmac::{Hmac, Mac};
+use reqwest::Method;
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+use super::card::{Card, cut};
+use super::decide::{self, NOT_AN_APPROVER, Verb};
+use super::http::{CallError, Http};
+use super::{Connectors, Kind};
+use crate::config::SlackSettings;
+
+/// The chat key of Slack's messages.
+pub const CHAT: &str = "slack";
+/// A section's text holds at most 3000 characters.
+const MAX_TEXT: usize = 2900;
+/// Requests older (or newer) than this are refused.
+pub const WINDOW_SECS: i64 = 300;
+
+/// A configured Slack app.
+pub struct Slack {
+    s: SlackSettings,
+}
+
+impl Slack {
+    /// The app of `s`.
+    pub fn new(s: SlackSettings) -> Slack {
+        Slack { s }
+    }
+
+    fn url(&self, method: &str) -> String {
+        format!("{}/{method}", self.s.api_base.trim_end_matches('/'))
+    }
+
+    fn auth(&self) -> String {
+        format!("Bearer {}", self.s.token)
+    }
+
+    async fn call(&self, http: &Http, method: &str, body: &Value) -> Result<Value, CallError> {
+        let auth = self.auth();
+        let answer = http
+            .call(Method::POST, &self.url(method), Some(&auth), body, None)
+            .await?;
+        if answer.get("ok").and_then(Value::as_bool) != Some(true) {
+            let err = answer
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown");
+            let msg = format!("{method}: {err}");
+            return Err(match err {
+                "ratelimited" | "internal_error" | "fatal_error" | "service_unavailable" => {
+                    CallError::transient(msg)
+                }
+                _ => CallError::fatal(msg),
+            });
+        }
+        Ok(answer)
+    }
+
+    fn blocks(card: &Card) -> Value {
+        let mut blocks = vec![json!({
+            "type": "section",
+            "text": {"type": "plain_text", "text": cut(&card.text(), MAX_TEXT)},
+        })];
+        if !card.buttons.is_empty() {
+            let elements: Vec<Value> = card
+                .buttons
+                .iter()
+                .map(|v| {
+                    let mut b = json!({
+                        "type": "button",
+                        "action_id": v.button_id(&card.item),
+                        "value": v.button_id(&card.item),
+                        "text": {"type": "plain_text", "text": v.label()},
+                    });
+                    match v {
+                        Verb::Approve => b["style"] = json!("primary"),
+                        Verb::Deny => b["style"] = json!("danger"),
+                        Verb::Remember => {}
+                    }
+                    b
+                })
+                .collect();
+            blocks.push(json!({"type": "actions", "elements": elements}));
+        }
+        Value::Array(blocks)
+    }
+
+    /// Posts or updates `card`'s message; the message's `ts` of a post.
+    pub async fn deliver(
+        &self,
+        http: &Http,
+        kind: Kind,
+        card: &Card,
+        message_ref: Option<&str>,
+    ) -> Result<Option<String>, CallError> {
+        let text = cut(&card.text(), MAX_TEXT);
+        match kind {
+            Kind::Post => {
+                let body =
+                    json!({"channel": self.s.channel, "text": text, "blocks": Self::blocks(card)});
+                let answer = self.call(http, "chat.postMessage", &body).await?;
+                let ts = answer
+                    .get("ts")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| CallError::fatal("chat.postMessage: no ts"))?;
+                Ok(Some(ts.to_owned()))
+            }
+            Kind::Edit => {
+                let ts = message_ref.ok_or_else(|| CallError::fatal("no message to update"))?;
+                let body = json!({"channel": self.s.channel, "ts": ts, "text": text, "blocks": Self::blocks(card)});
+                self.call(http, "chat.update", &body).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Whether `body` was signed with the signing secret at `timestamp`
+    /// (seconds), within the window around `now`.
+    pub fn verify(&self, timestamp: &str, signature: &str, body: &[u8], now: i64) -> bool {
+        let Ok(ts) = timestamp.parse::<i64>() else {
+            return false;
+        };
+        if (now - ts).abs() > WINDOW_SECS {
+            return false;
+        }
+        let Some(hex_sig) = signature.strip_prefix("v0=") else {
+            return false;
+        };
+        let Ok(sig) = hex::decode(hex_sig) else {
+            return false;
+        };
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(self.s.signing_secret.as_bytes()) else {
+            return false;
+        };
+        mac.update(format!("v0:{timestamp}:").as_bytes());
+        mac.update(body);
+        mac.verify_slice(&sig).is_ok()
+    }
+}
+
+/// Handles a verified interactivity payload (the `payload` form field).
+pub async fn handle_interaction(c: &Connectors, payload: &Value) {
+    let Some(s) = &c.slack else { return };
+    if payload.get("type").and_then(Value::as_str) != Some("block_actions") {
+        return;
+    }
+    let who = payload
+        .pointer("/user/id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let Some(action) = payload.pointer("/actions/0") else {
+        return;
+    };
+    let action_id = action
+        .get("action_id")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let ts = action
+        .get("action_ts")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let seen = format!("{who}:{ts}:{action_id}");
+    match c.gate.connector_first_seen(CHAT, &seen).await {
+        Ok(true) => {}
+        _ => return,
+    }
+    let answer = if c.notify_only {
+        Some("Decisions are not taken here (notify-only).".to_owned())
+    } else if !decide::is_approver(&s.s.approvers, &who) {
+        Some(NOT_AN_APPROVER.to_owned())
+    } else {
+        match Verb::parse(action_id) {
+            Some((verb, item)) => {
+                let a = decide::decide(&c.gate, format!("{CHAT}:{who}"), verb, item).await;
+                // A decision shows in the message itself; anything else is told.
+                (!a.starts_with("Approved") && a != "Denied.").then_some(a)
+            }
+            None => Some("Unknown button.".to_owned()),
+        }
+    };
+    if let Some(text) = answer {
+        let body = json!({"channel": s.s.channel, "user": who, "text": text});
+        let (http, url, auth) = (c.http.clone(), s.url("chat.postEphemeral"), s.auth());
+        c.notice("chat.postEphemeral", async move {
+            http.call(Method::POST, &url, Some(&auth), &body, None)
+                .await
+        });
+    }
+}

@@ -1,0 +1,233 @@
+//! WhatsApp (Cloud API): each approver's phone gets an interactive message
+//! with reply buttons; the outcome is a text replying to it (WhatsApp
+//! messages cannot be edited). Taps and text replies arrive at
+//! `/v1/connectors/whatsapp/webhook`, signed in `X-Hub-Signature-256`
+//! with the app secret; the GET verification handshake answers with the
+//! challenge when the verify token matches.
+
+use hmac::{Hmac, Mac};
+use reqwest::Method;
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+use super::card::{Card, cut};
+use super::decide::{self, NOT_AN_APPROVER, Verb};
+use super::http::{CallError, Http};
+use super::{Connectors, Kind};
+use crate::config::WhatsAppSettings;
+
+/// Chat keys of WhatsApp start with this, then the phone number.
+pub const PREFIX: &str = "whatsapp:";
+/// An interactive body holds at most 1024 characters.
+const MAX_BODY: usize = 1000;
+/// Messages sent longer ago than this decide nothing (a webhook retried
+/// for days must not approve what nobody looks at any more).
+const STALE_SECS: i64 = 600;
+
+/// A configured WhatsApp Business number.
+pub struct WhatsApp {
+    s: WhatsAppSettings,
+}
+
+/// Digits of a phone number (`+1 555-0100` and `15550100` are the same).
+fn digits(phone: &str) -> String {
+    phone.chars().filter(char::is_ascii_digit).collect()
+}
+
+impl WhatsApp {
+    /// The number of `s`.
+    pub fn new(s: WhatsAppSettings) -> WhatsApp {
+        WhatsApp { s }
+    }
+
+    /// One chat per approver.
+    pub fn destinations(&self) -> Vec<String> {
+        self.s
+            .approvers
+            .iter()
+            .map(|p| format!("{PREFIX}{}", digits(p)))
+            .collect()
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "{}/{}/messages",
+            self.s.api_base.trim_end_matches('/'),
+            self.s.phone_number_id
+        )
+    }
+
+    fn auth(&self) -> String {
+        format!("Bearer {}", self.s.access_token)
+    }
+
+    fn text_message(to: &str, text: &str, context: Option<&str>) -> Value {
+        let mut m = json!({
+            "messaging_product": "whatsapp",
+            "recipient_type": "individual",
+            "to": to,
+            "type": "text",
+            "text": {"body": cut(text, 4000)},
+        });
+        if let Some(id) = context {
+            m["context"] = json!({"message_id": id});
+        }
+        m
+    }
+
+    /// Sends `card` to `to` (a post) or its outcome as a reply to the
+    /// post (an edit); the message id of a post.
+    pub async fn deliver(
+        &self,
+        http: &Http,
+        to: &str,
+        kind: Kind,
+        card: &Card,
+        message_ref: Option<&str>,
+    ) -> Result<Option<String>, CallError> {
+        let body = match kind {
+            Kind::Post if !card.buttons.is_empty() => {
+                let buttons: Vec<Value> = card
+                    .buttons
+                    .iter()
+                    .map(|v| json!({"type": "reply", "reply": {"id": v.button_id(&card.item), "title": v.label()}}))
+                    .collect();
+                json!({
+                    "messaging_product": "whatsapp",
+                    "recipient_type": "individual",
+                    "to": to,
+                    "type": "interactive",
+                    "interactive": {
+                        "type": "button",
+                        "body": {"text": cut(&card.text(), MAX_BODY)},
+                        "footer": {"text": "Or reply yes / no to this message"},
+                        "action": {"buttons": buttons},
+                    },
+                })
+            }
+            Kind::Post => Self::text_message(to, &card.text(), None),
+            Kind::Edit => Self::text_message(to, &card.text(), message_ref),
+        };
+        let auth = self.auth();
+        let answer = http
+            .call(Method::POST, &self.url(), Some(&auth), &body, None)
+            .await?;
+        let id = answer.pointer("/messages/0/id").and_then(Value::as_str);
+        match kind {
+            Kind::Post => Ok(Some(
+                id.ok_or_else(|| CallError::fatal("messages: no id"))?
+                    .to_owned(),
+            )),
+            Kind::Edit => Ok(None),
+        }
+    }
+
+    /// Whether `signature` (`sha256=<hex>`) is the app secret's HMAC of `body`.
+    pub fn verify(&self, signature: &str, body: &[u8]) -> bool {
+        let Some(sig) = signature
+            .strip_prefix("sha256=")
+            .and_then(|h| hex::decode(h).ok())
+        else {
+            return false;
+        };
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(self.s.app_secret.as_bytes()) else {
+            return false;
+        };
+        mac.update(body);
+        mac.verify_slice(&sig).is_ok()
+    }
+
+    /// Whether `token` is the verify token (constant time).
+    pub fn verify_token_matches(&self, token: &str) -> bool {
+        super::routes::same_secret(token, &self.s.verify_token)
+    }
+}
+
+/// Handles a verified webhook payload: every message in it.
+pub async fn handle_webhook(c: &Connectors, payload: &Value, now: i64) {
+    let Some(w) = &c.whatsapp else { return };
+    let messages = messages_of(payload);
+    for m in &messages {
+        handle_message(c, w, m, now).await;
+    }
+}
+
+/// Every message of a webhook payload (`entry[].changes[].value.messages[]`).
+fn messages_of(payload: &Value) -> Vec<Value> {
+    let mut out = Vec::new();
+    for e in payload
+        .get("entry")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        for ch in e
+            .get("changes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(ms) = ch.pointer("/value/messages").and_then(Value::as_array) {
+                out.extend(ms.iter().cloned());
+            }
+        }
+    }
+    out
+}
+
+async fn handle_message(c: &Connectors, w: &WhatsApp, m: &Value, now: i64) {
+    let from = digits(m.get("from").and_then(Value::as_str).unwrap_or(""));
+    let Some(id) = m.get("id").and_then(Value::as_str) else {
+        return;
+    };
+    let sent: i64 = m
+        .get("timestamp")
+        .and_then(Value::as_str)
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0);
+    if now - sent > STALE_SECS {
+        tracing::info!("a stale whatsapp message decides nothing");
+        return;
+    }
+    match c.gate.connector_first_seen("whatsapp", id).await {
+        Ok(true) => {}
+        _ => return,
+    }
+    let approver =
+        w.s.approvers
+            .iter()
+            .any(|a| digits(a) == from && !from.is_empty());
+    let answer = if c.notify_only {
+        "Decisions are not taken here (notify-only).".to_owned()
+    } else if !approver {
+        NOT_AN_APPROVER.to_owned()
+    } else if let Some(button) = m
+        .pointer("/interactive/button_reply/id")
+        .and_then(Value::as_str)
+    {
+        match Verb::parse(button) {
+            Some((verb, item)) => {
+                decide::decide(&c.gate, format!("whatsapp:{from}"), verb, item).await
+            }
+            None => "Unknown button.".to_owned(),
+        }
+    } else if let Some(text) = m.pointer("/text/body").and_then(Value::as_str) {
+        let chat = format!("{PREFIX}{from}");
+        let item = match m.pointer("/context/id").and_then(Value::as_str) {
+            Some(ctx) => c.gate.connector_item_of(&chat, ctx).await.ok().flatten(),
+            None => None,
+        };
+        match item {
+            Some(item) => decide::reply(&c.gate, format!("whatsapp:{from}"), &item, text).await,
+            None => "Reply to the request's message (swipe it) with yes or no.".to_owned(),
+        }
+    } else {
+        return;
+    };
+    let body = WhatsApp::text_message(&from, &answer, Some(id));
+    let (http, url, auth) = (c.http.clone(), w.url(), w.auth());
+    c.notice("whatsapp answer", async move {
+        http.call(Method::POST, &url, Some(&auth), &body, None)
+            .await
+    });
+}

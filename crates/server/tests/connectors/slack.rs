@@ -1,0 +1,165 @@
+//! Slack against the fake Web API, clicks signed like Slack signs them.
+
+use hmac::{Hmac, Mac};
+use reqwest::Method;
+use serde_json::json;
+use sha2::Sha256;
+
+use super::common::TestApp;
+use super::fake::{Call, Fake};
+use super::{action, assert_retried, pending, wait_status};
+
+const SECRET: &str = "slack-signing-secret";
+const APPROVER: &str = "U42";
+
+async fn spawn(fake: &Fake) -> TestApp {
+    let base = fake.base.clone();
+    let app = TestApp::spawn_with(move |s| {
+        let c = &mut s.connectors.slack;
+        c.token = "xoxb-test".into();
+        c.channel = "C1".into();
+        c.signing_secret = SECRET.into();
+        c.approvers = vec![APPROVER.into()];
+        c.api_base = format!("{base}/api");
+    })
+    .await;
+    app.profile("agent-1", json!("standard")).await;
+    app
+}
+
+fn signed(secret: &str, ts: i64, body: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("v0:{ts}:{body}").as_bytes());
+    format!("v0={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+fn click(user: &str, action_id: &str, ts: &str) -> String {
+    let payload = json!({
+        "type": "block_actions",
+        "user": {"id": user},
+        "channel": {"id": "C1"},
+        "actions": [{"action_id": action_id, "value": action_id, "action_ts": ts}],
+    });
+    serde_urlencoded::to_string([("payload", payload.to_string())]).unwrap()
+}
+
+async fn post(app: &TestApp, body: &str, ts: i64, sig: &str) -> u16 {
+    app.client
+        .post(format!("{}/v1/connectors/slack/interactivity", app.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("x-slack-request-timestamp", ts.to_string())
+        .header("x-slack-signature", sig)
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+fn mine<'a>(calls: &'a [Call], id: &str) -> Vec<&'a Call> {
+    calls
+        .iter()
+        .filter(|c| c.body.to_string().contains(id))
+        .collect()
+}
+
+#[tokio::test]
+async fn slack_message_click_edit_stranger_and_forgeries() {
+    let fake = Fake::start().await;
+    let app = spawn(&fake).await;
+    let id = pending(&app, "make deploy").await;
+    let posts = fake
+        .wait_for("/chat.postMessage", "the message", |c| {
+            !mine(c, &id).is_empty()
+        })
+        .await;
+    let post_body = &mine(&posts, &id)[0].body;
+    assert_eq!(
+        mine(&posts, &id)[0].auth.as_deref(),
+        Some("Bearer xoxb-test")
+    );
+    assert_eq!(post_body["channel"], "C1");
+    let buttons = post_body["blocks"][1]["elements"].as_array().unwrap();
+    assert_eq!(buttons.len(), 3);
+    assert_eq!(buttons[0]["action_id"], format!("a:{id}"));
+
+    let now = chrono::Utc::now().timestamp();
+    // A stranger's click decides nothing and is told so.
+    let body = click("U7", &format!("a:{id}"), "1.1");
+    assert_eq!(
+        post(&app, &body, now, &signed(SECRET, now, &body)).await,
+        200
+    );
+    fake.wait_for("/chat.postEphemeral", "the stranger's notice", |c| {
+        !c.is_empty()
+    })
+    .await;
+    // Forged (wrong secret), stale (6 minutes old) and unsigned clicks are refused.
+    let body = click(APPROVER, &format!("a:{id}"), "1.2");
+    assert_eq!(
+        post(&app, &body, now, &signed("wrong", now, &body)).await,
+        401
+    );
+    let old = now - 360;
+    assert_eq!(
+        post(&app, &body, old, &signed(SECRET, old, &body)).await,
+        401
+    );
+    assert_eq!(post(&app, &body, now, "v0=00").await, 401);
+    assert_eq!(action(&app, &id).await["status"], "pending");
+
+    assert_eq!(
+        post(&app, &body, now, &signed(SECRET, now, &body)).await,
+        200
+    );
+    let a = wait_status(&app, &id, "approved").await;
+    assert_eq!(a["decided_by"], "slack:U42");
+    let updates = fake
+        .wait_for("/chat.update", "the outcome", |c| !c.is_empty())
+        .await;
+    let u = &updates[0].body;
+    assert!(
+        u["text"]
+            .as_str()
+            .unwrap()
+            .contains("Approved by slack:U42"),
+        "{u}"
+    );
+    assert_eq!(
+        u["blocks"].as_array().unwrap().len(),
+        1,
+        "buttons removed: {u}"
+    );
+
+    // Decided on the API: edited too. The Web API failing: retried.
+    fake.fail_posts(1);
+    let other = pending(&app, "make release").await;
+    let posts = fake
+        .wait_for("/chat.postMessage", "the retried message", |c| {
+            mine(c, &other).len() >= 2
+        })
+        .await;
+    let ours: Vec<Call> = mine(&posts, &other).into_iter().cloned().collect();
+    assert_retried(&ours);
+    let op = app.operator.clone();
+    let (status, _) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{other}/deny"),
+            Some(&op),
+            Some(json!({"reason": "no"})),
+        )
+        .await;
+    assert!(status.is_success());
+    fake.wait_for("/chat.update", "the API decision's edit", |c| {
+        c.iter().any(|c| {
+            c.body["text"]
+                .as_str()
+                .unwrap_or("")
+                .contains("Denied by key:")
+        })
+    })
+    .await;
+    app.stop().await;
+}
