@@ -247,7 +247,7 @@ def test_request_permission_approved_and_denied(daemon, handler, agent_client, o
 
     def ask():
         results.append(
-            agent_client.request_permission(f"{handler}:notes.write", "save notes", 1, scope={"path": "/notes/*"})
+            agent_client.request_permission("notes.write", "save notes", 1, handler=handler, scope={"path": "/notes/*"})
         )
 
     for verdict in (True, False):
@@ -266,11 +266,21 @@ def test_request_permission_approved_and_denied(daemon, handler, agent_client, o
     assert results == [True, False]
 
 
-def test_request_permission_needs_a_handler(agent_client):
+def test_request_permission_without_a_handler_is_a_pending_item(agent_client, op, agent):
+    # Seed 004's request_permission(permission, reason, timeout_minutes):
+    # the same item the MCP tool makes, tool:permission:<permission>.
+    for verdict, expected in ((lambda o, a: o.approve(a.id), True), (lambda o, a: o.deny(a.id, "not now"), False)):
+        answer = Operator(op, agent, verdict)
+        assert agent_client.request_permission("deploy.production", "ship the fix", 1) is expected
+        [decided] = answer.finish()
+        assert decided.tool == "permission" and decided.detail == "deploy.production", decided
+
+
+def test_request_permission_checks_its_arguments(agent_client):
     with pytest.raises(ValueError):
-        agent_client.request_permission("notes.write", "why")
+        agent_client.request_permission("", "why")
     with pytest.raises(ValueError):
-        agent_client.request_permission("pyexec:notes.write", "why", timeout_minutes=0)
+        agent_client.request_permission("notes.write", "why", timeout_minutes=0)
 
 
 def test_pending_lists_oldest_first(agent_client, op, agent):

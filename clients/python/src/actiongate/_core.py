@@ -317,17 +317,27 @@ def request_permission(
     scope: Optional[Mapping[str, Any]],
     expires: Optional[str],
 ) -> Flow:
-    """Asks a human for a permission (``POST /v1/grant-requests``) and waits.
+    """Asks a human for a permission and waits (seed 004).
 
+    Without ``handler`` it is the same item the MCP tool
+    ``request_permission`` makes: a decision-only action
+    ``tool:permission:<permission>``, decided by the agent's profile or a
+    human. With ``handler`` it is a grant request for that handler's
+    permission (``POST /v1/grant-requests``), which grants it on approval.
     True only when approved; denied, expired or still pending when the wait
     ran out is False.
     """
-    if handler is None:
-        handler, sep, permission = permission.partition(":")
-        if not sep:
-            raise ValueError("name the handler: handler='fs' or permission='fs:fs.write'")
     if isinstance(timeout_minutes, bool) or not isinstance(timeout_minutes, int) or not 1 <= timeout_minutes <= 60:
         raise ValueError("timeout_minutes must be an integer from 1 to 60")
+    if handler is None:
+        if not permission or not reason:
+            raise ValueError("permission and reason must not be empty")
+        deadline = time.monotonic() + timeout_minutes * 60 + 5
+        action = yield from _new_action(
+            {"tool": "permission", "detail": permission, "reason": reason, "timeout": f"{timeout_minutes}m"},
+            deadline - time.monotonic(),
+        )
+        return action.status in ("approved", "completed")
     body: Dict[str, Any] = {
         "handler": handler,
         "permission": permission,

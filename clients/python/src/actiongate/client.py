@@ -181,9 +181,12 @@ class Client:
     ) -> bool:
         """Asks a human for a permission and blocks until they answer.
 
-        ``permission`` is ``"handler:permission"`` (``"fs:fs.write"``) or the
-        permission with ``handler=``. True when approved; False when denied,
-        expired or unanswered after ``timeout_minutes`` (1-60).
+        Without ``handler`` it is the item the MCP tool makes, a pending
+        action ``tool:permission:<permission>`` (the agent's profile may
+        allow or deny it at once); with ``handler=`` it is a grant request
+        for that handler's permission, granted on approval. True when
+        approved; False when denied, expired or unanswered after
+        ``timeout_minutes`` (1-60).
         """
         return self._drive(  # type: ignore[no-any-return]
             _core.request_permission(permission, reason, timeout_minutes, handler, scope, expires)
