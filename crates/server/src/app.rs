@@ -63,6 +63,7 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
         commit_delay: settings.storage.commit_delay()?,
         read_connections: settings.storage.read_connections,
         writer_cpu: settings.storage.writer_cpu,
+        max_page_count: settings.storage.test_max_page_count,
         default_profile: Some(std::sync::Arc::new(settings.default_profile()?)),
         ..StoreOptions::default()
     };

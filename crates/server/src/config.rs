@@ -178,6 +178,10 @@ pub struct StorageSettings {
     /// other thread of `serve` stays off it (Linux). Unset: the kernel
     /// places every thread.
     pub writer_cpu: Option<usize>,
+    /// For tests only: SQLite's `max_page_count` (4 KiB pages), so a test
+    /// can make the database "full" without filling a disk. Unset in
+    /// production.
+    pub test_max_page_count: Option<u64>,
 }
 
 impl StorageSettings {
@@ -255,6 +259,7 @@ impl Default for StorageSettings {
             commit_delay: None,
             read_connections: 4,
             writer_cpu: None,
+            test_max_page_count: None,
         }
     }
 }

@@ -53,6 +53,8 @@ pub struct ApiError {
     detail: String,
     errors: Vec<FieldError>,
     current_status: Option<String>,
+    /// Seconds for the `Retry-After` header.
+    retry_after: Option<u32>,
 }
 
 impl ApiError {
@@ -69,6 +71,7 @@ impl ApiError {
             detail: detail.into(),
             errors: Vec::new(),
             current_status: None,
+            retry_after: None,
         }
     }
 
@@ -195,6 +198,28 @@ impl ApiError {
         )
     }
 
+    /// 503 with `Retry-After`: another process holds the database's lock.
+    pub fn busy() -> Self {
+        let mut e = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database-busy",
+            "Database busy",
+            "the database is locked by another process; nothing was written, retry shortly",
+        );
+        e.retry_after = Some(2);
+        e
+    }
+
+    /// 507: the database or the disk under it is full.
+    pub fn storage_full() -> Self {
+        Self::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "storage-full",
+            "Insufficient storage",
+            "the database or disk is full; nothing was written until space is freed",
+        )
+    }
+
     /// 500; the detail says nothing internal (the cause goes to the log).
     pub fn internal() -> Self {
         Self::new(
@@ -232,6 +257,10 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         resp
     }
 }
@@ -242,7 +271,13 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound => ApiError::not_found("no such resource"),
             StoreError::Conflict(msg) => ApiError::conflict(msg),
             StoreError::WrongState { current } => ApiError::wrong_state(current),
-            StoreError::Busy | StoreError::Closed => {
+            StoreError::Busy => {
+                tracing::warn!("database busy: a write waited out the busy timeout");
+                ApiError::busy()
+            }
+            // The store logs it once, when writes start to fail.
+            StoreError::Full => ApiError::storage_full(),
+            StoreError::Closed => {
                 tracing::warn!(error = %err, "store unavailable");
                 ApiError::unavailable("the database is unavailable; retry shortly")
             }

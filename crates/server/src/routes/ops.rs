@@ -49,9 +49,14 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<axum::Json<Healt
     if state.shutdown().is_cancelled() {
         return Err(ApiError::unavailable("shutting down"));
     }
-    state.store().ready().await.map_err(|e| {
-        tracing::warn!(error = %e, "not ready");
-        ApiError::unavailable("database not ready")
+    state.store().ready().await.map_err(|e| match e {
+        actiongate_store::StoreError::Full => {
+            ApiError::unavailable("the database or disk is full: writes fail until space is freed")
+        }
+        e => {
+            tracing::warn!(error = %e, "not ready");
+            ApiError::unavailable("database not ready")
+        }
     })?;
     Ok(axum::Json(Health {
         status: "ready".to_owned(),
