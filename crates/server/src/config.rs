@@ -51,6 +51,27 @@ pub struct Settings {
     pub webhooks: WebhookSettings,
     /// Dispatch of approved handler actions to executors.
     pub dispatch: DispatchSettings,
+    /// The `/metrics` endpoint.
+    pub metrics: MetricsSettings,
+}
+
+/// Who may read `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricsAuth {
+    /// Anyone who can reach the port (a scraper without a key).
+    #[default]
+    Open,
+    /// Operator and admin keys only: 401 without a key, 403 for an agent's.
+    Operator,
+}
+
+/// The `/metrics` endpoint's settings.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSettings {
+    /// `open` (default) or `operator`.
+    pub auth: MetricsAuth,
 }
 
 /// How approved handler actions reach their executors.
@@ -227,6 +248,7 @@ impl Default for Settings {
             dispatch: DispatchSettings::default(),
             events: EventsSettings::default(),
             webhooks: WebhookSettings::default(),
+            metrics: MetricsSettings::default(),
         }
     }
 }
