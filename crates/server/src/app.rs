@@ -64,6 +64,10 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
         read_connections: settings.storage.read_connections,
         writer_cpu: settings.storage.writer_cpu,
         max_page_count: settings.storage.test_max_page_count,
+        audit_key: Some(
+            actiongate_store::anchor::AuditKey::load_or_create(&settings.audit_key_path())
+                .map_err(|e| anyhow::anyhow!("audit key: {e}"))?,
+        ),
         default_profile: Some(std::sync::Arc::new(settings.default_profile()?)),
         ..StoreOptions::default()
     };
@@ -175,6 +179,12 @@ pub async fn run(
     };
     let notifier = tokio::spawn(crate::notifier::run(state.clone()));
     let retention = tokio::spawn(crate::retention::run(state.clone()));
+    if let (Some(key), Some(every)) = (
+        store.audit_key().cloned(),
+        state.settings().events.audit_anchor_interval()?,
+    ) {
+        store.start_anchors(key, every).await;
+    }
 
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "actiongate listening");

@@ -393,6 +393,11 @@ impl Settings {
     pub fn database_path(&self) -> PathBuf {
         self.data_dir.join("actiongate.db")
     }
+
+    /// The audit key's file in the data dir.
+    pub fn audit_key_path(&self) -> PathBuf {
+        self.data_dir.join("audit.key")
+    }
 }
 
 #[cfg(test)]

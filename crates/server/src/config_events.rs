@@ -31,6 +31,9 @@ pub struct EventsSettings {
     pub coalesce: String,
     /// The gap's share per open stream (see `coalesce`).
     pub coalesce_per_stream: String,
+    /// How often the daemon appends a signed `audit.anchor` event (when
+    /// events were written since the last); `off` writes none.
+    pub audit_anchor_interval: String,
 }
 
 impl Default for EventsSettings {
@@ -44,6 +47,7 @@ impl Default for EventsSettings {
             buffer: 4096,
             coalesce: "20ms".to_owned(),
             coalesce_per_stream: "20us".to_owned(),
+            audit_anchor_interval: "10m".to_owned(),
         }
     }
 }
@@ -61,7 +65,16 @@ impl EventsSettings {
         self.prune_interval()?;
         self.send_timeout()?;
         self.coalesce()?;
+        self.audit_anchor_interval()?;
         Ok(())
+    }
+
+    /// See [`EventsSettings::audit_anchor_interval`]; `None` when `off`.
+    pub fn audit_anchor_interval(&self) -> anyhow::Result<Option<Duration>> {
+        match self.audit_anchor_interval.trim() {
+            "off" => Ok(None),
+            other => duration("events", "audit_anchor_interval", other).map(Some),
+        }
     }
 
     /// How long the event hub gathers events between two batches.

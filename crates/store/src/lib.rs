@@ -13,7 +13,9 @@
 
 mod actions;
 mod agents;
+pub mod anchor;
 pub mod audit;
+pub mod audit_verify;
 mod checkpoint;
 pub mod cpus;
 mod create;
@@ -147,6 +149,8 @@ pub struct StoreOptions {
     /// the database is "full" past that many pages (4 KiB each). `None`:
     /// SQLite's own limit.
     pub max_page_count: Option<u64>,
+    /// The daemon's audit key: exports end with a line signed by it.
+    pub audit_key: Option<anchor::AuditKey>,
 }
 
 impl Default for StoreOptions {
@@ -162,6 +166,7 @@ impl Default for StoreOptions {
             writer_cpu: None,
             default_profile: actiongate_policy::get_preset("guarded").ok().map(Arc::new),
             max_page_count: None,
+            audit_key: None,
         }
     }
 }
@@ -189,6 +194,8 @@ pub struct Store {
     shutdown: Arc<tokio::sync::Mutex<Vec<TaskStop>>>,
     /// See [`StoreOptions::default_profile`].
     default_profile: Option<Arc<actiongate_policy::Profile>>,
+    /// See [`StoreOptions::audit_key`].
+    audit_key: Option<anchor::AuditKey>,
 }
 
 impl Store {
@@ -283,6 +290,7 @@ impl Store {
                 (checkpoint_stop, checkpointer),
             ])),
             default_profile: opts.default_profile,
+            audit_key: opts.audit_key,
         })
     }
 
@@ -299,6 +307,11 @@ impl Store {
     /// How many transactions the writer committed, and jobs in them.
     pub fn write_stats(&self) -> WriteStats {
         self.writer.stats()
+    }
+
+    /// The daemon's audit key, if it has one.
+    pub fn audit_key(&self) -> Option<&anchor::AuditKey> {
+        self.audit_key.as_ref()
     }
 
     /// Whether the last write found the database or disk full, and none has
