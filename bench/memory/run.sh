@@ -16,8 +16,8 @@ cd "$(dirname "$0")/../.."
 python3 -c 'import aiohttp' 2>/dev/null \
   || python3 -m pip install --quiet --disable-pip-version-check aiohttp
 bench_bin
-# 10,000 sockets on each side, and the probes.
-ulimit -n 65536
+# 10,000 sockets on each side (two processes), and the probes.
+ulimit -n "$(ulimit -Hn)"
 
 WORK=$(mktemp -d)
 PID=
