@@ -1,6 +1,10 @@
 # Multi-stage build of the actiongate daemon.
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
+# jemalloc (the daemon's allocator) is built with make, which the slim
+# image lacks.
+RUN apt-get update && apt-get install -y --no-install-recommends make \
+    && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN cargo build --release --locked -p actiongate
 

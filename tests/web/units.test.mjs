@@ -4,7 +4,16 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readSse } from '../../crates/server/web/stream.js';
-import { masked, MASK, newestFirst } from '../../crates/server/web/dom.js';
+import { masked, MASK, newestFirst, visibleText } from '../../crates/server/web/dom.js';
+
+test('hidden characters are shown as the CLI shows them', () => {
+  assert.equal(visibleText('cat README.md\nrm -rf ~/projects'), 'cat README.md⏎rm -rf ~/projects');
+  assert.equal(visibleText('ls\r\tx'), 'ls␍⇥x');
+  assert.equal(visibleText('echo \u202emr'), 'echo ⟨U+202E⟩mr');
+  assert.equal(visibleText('r\u200bm\ufeff\u001b[2J'), 'r⟨U+200B⟩m⟨U+FEFF⟩⟨U+001B⟩[2J');
+  assert.equal(visibleText('tag\u{e0041}'), 'tag⟨U+E0041⟩');
+  assert.equal(visibleText('ls -la ~/src | grep é → 日本'), 'ls -la ~/src | grep é → 日本');
+});
 
 function body(chunks) {
   const enc = new TextEncoder();

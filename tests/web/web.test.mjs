@@ -304,3 +304,51 @@ test('the gear on a decision-only action grants a pattern, for any agent, indefi
   const next = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'cargo test --workspace' });
   assert.equal(next.body.status, 'approved', JSON.stringify(next.body));
 });
+
+test('what the operator sees is what runs: line breaks and hidden characters are shown', async () => {
+  const { page } = env;
+  await page.goto(`${env.pageUrl}#/queue`);
+  // A newline is a command separator to the shell: two commands, not one.
+  const detail = 'cat README.md\nrm -rf ~/projects';
+  const r = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail, reason: 'look\u202e at it' });
+  assert.equal(r.body.status, 'pending', JSON.stringify(r.body));
+  const c = card(r.body.id);
+  await c.waitFor();
+  const code = c.locator('code.action-string');
+  // The text as rendered (innerText follows layout): two lines, the first
+  // ending in ⏎.
+  const shown = await code.evaluate((el) => el.innerText);
+  assert.deepEqual(shown.split('\n'), ['tool:bash:cat README.md⏎', 'rm -rf ~/projects'], shown);
+  const box = await code.evaluate((el) => {
+    const lh = parseFloat(getComputedStyle(el).lineHeight) || 16;
+    return { h: el.getBoundingClientRect().height, lh };
+  });
+  assert.ok(box.h >= 1.5 * box.lh, `rendered on one line: ${JSON.stringify(box)}`);
+  // The bidi override in the reason is named, not obeyed.
+  const reason = await c.locator('p.reason').innerText();
+  assert.ok(reason.includes('look⟨U+202E⟩ at it'), reason);
+  assert.ok(!reason.includes('\u202e'), 'a raw U+202E reached the page');
+
+  // The deny dialog shows the same two lines.
+  await c.locator('button.danger').click();
+  const what = await page.locator('#deny-what').evaluate((el) => el.innerText);
+  assert.ok(what.includes('tool:bash:cat README.md⏎\nrm -rf ~/projects'), what);
+  await page.click('#deny-cancel');
+
+  // The grant dialog too.
+  await c.locator('button.gear').click();
+  const grantWhat = await page.locator('#grant-what').evaluate((el) => el.innerText);
+  assert.ok(grantWhat.includes('cat README.md⏎\nrm -rf ~/projects'), grantWhat);
+  await page.keyboard.press('Escape');
+
+  // The action's page and the history list.
+  await page.goto(`${env.pageUrl}#/actions/${r.body.id}`);
+  const page1 = await page.locator('dd code.action-string').evaluate((el) => el.innerText);
+  assert.deepEqual(page1.split('\n'), ['tool:bash:cat README.md⏎', 'rm -rf ~/projects'], page1);
+  await page.goto(`${env.pageUrl}#/history`);
+  const row = page.locator(`#history-table tr[data-id="${r.body.id}"] code`);
+  await row.waitFor();
+  const hist = await row.evaluate((el) => el.innerText);
+  assert.deepEqual(hist.split('\n'), ['tool:bash:cat README.md⏎', 'rm -rf ~/projects'], hist);
+  await env.call('POST', `/v1/actions/${r.body.id}/deny`, env.operator, { reason: 'two commands' });
+});

@@ -29,7 +29,8 @@ pub struct Problem {
     /// `method-not-allowed` (405), `conflict` (409), `action-settled` (409),
     /// `grant-request-settled` (409), `too-large` (413),
     /// `unsupported-media-type` (415), `validation` (422), `limit-reached`
-    /// (429), `internal` (500), `unavailable` (503, with `Retry-After`),
+    /// (429), `internal` (500), `unavailable` and `database-busy` (503, with
+    /// `Retry-After`),
     /// `storage-full` (507).
     #[schema(example = "validation")]
     pub code: String,

@@ -462,7 +462,7 @@ mod tests {
         assert_eq!(p.title, "Bad Gateway");
         assert_eq!(
             ClientError::Api(Box::new(p)).to_string(),
-            "Bad Gateway: <html>bad\\ngateway</html> (HTTP 502)"
+            "Bad Gateway: <html>bad⏎gateway</html> (HTTP 502)"
         );
     }
 

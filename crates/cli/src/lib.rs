@@ -18,6 +18,7 @@ pub mod http;
 pub mod outbox;
 pub mod output;
 pub mod tail;
+pub mod visible;
 
 use std::process::ExitCode;
 

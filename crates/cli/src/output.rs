@@ -5,20 +5,39 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-/// Text on one line with control characters escaped (`\n`, `\u{1b}`), so an
-/// agent-supplied detail cannot forge lines or move the cursor.
+/// Text on one line with hidden characters made visible (`⏎`, `␍`,
+/// `⟨U+202E⟩`: see [`super::visible`]), so an agent-supplied detail cannot
+/// forge lines, move the cursor or reorder what the operator reads.
 pub fn one_line(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-            c => out.push(c),
-        }
+    super::visible::one_line(s)
+}
+
+/// The indent of a continued value in [`action_details`].
+const DETAIL_INDENT: &str = "           ";
+
+/// Text over as many lines as it has (`⏎` then a real break), hidden
+/// characters made visible: what runs, as it will run.
+fn as_lines(v: &Value, key: &str) -> String {
+    match v.get(key).and_then(Value::as_str) {
+        Some(text) if !text.is_empty() => super::visible::lines(text, DETAIL_INDENT),
+        _ => "-".to_owned(),
     }
-    out
+}
+
+/// Params as `key = value` lines, string values with their line breaks.
+fn params_lines(params: &Value) -> String {
+    let Some(map) = params.as_object() else {
+        return clip(&params.to_string(), 2000);
+    };
+    let mut out = Vec::new();
+    for (k, v) in map {
+        let value = match v.as_str() {
+            Some(text) => super::visible::lines(text, &format!("{DETAIL_INDENT}  ")),
+            None => clip(&v.to_string(), 2000),
+        };
+        out.push(format!("{} = {value}", one_line(k)));
+    }
+    out.join(&format!("\n{DETAIL_INDENT}"))
 }
 
 /// `one_line`, cut to at most `max` characters with an ellipsis.
@@ -179,7 +198,7 @@ pub fn action_details(a: &Value) -> String {
     let mut rows: Vec<(&str, String)> = vec![
         ("id", or_dash(a, "id")),
         ("agent", or_dash(a, "agent")),
-        ("action", or_dash(a, "action_string")),
+        ("action", as_lines(a, "action_string")),
         ("status", or_dash(a, "status")),
         (
             "decision",
@@ -195,7 +214,7 @@ pub fn action_details(a: &Value) -> String {
                 )
             ),
         ),
-        ("reason", or_dash(a, "reason")),
+        ("reason", as_lines(a, "reason")),
         ("created", when(a, "created_at")),
     ];
     if a.get("deadline").is_some_and(|d| !d.is_null()) && s(a, "status") == "pending" {
@@ -208,7 +227,7 @@ pub fn action_details(a: &Value) -> String {
         ));
     }
     if a.get("decision_note").is_some() {
-        rows.push(("note", or_dash(a, "decision_note")));
+        rows.push(("note", as_lines(a, "decision_note")));
     }
     if a.get("handler").is_some_and(|h| !h.is_null()) {
         rows.push((
@@ -220,7 +239,7 @@ pub fn action_details(a: &Value) -> String {
             rows.push(("scope", one_line(&scope.to_string())));
         }
         if let Some(params) = a.get("params") {
-            rows.push(("params", clip(&params.to_string(), 2000)));
+            rows.push(("params", params_lines(params)));
         }
         if let Some(title) = a.pointer("/display/title").and_then(Value::as_str) {
             rows.push(("title", one_line(title)));
@@ -244,10 +263,28 @@ mod tests {
 
     #[test]
     fn agent_text_cannot_forge_lines_or_escape_sequences() {
-        assert_eq!(one_line("ls\nrm -rf /"), "ls\\nrm -rf /");
-        assert_eq!(one_line("\u{1b}[2J"), "\\u{1b}[2J");
+        assert_eq!(one_line("ls\nrm -rf /"), "ls⏎rm -rf /");
+        assert_eq!(one_line("\u{1b}[2J"), "⟨U+001B⟩[2J");
         assert_eq!(clip("abcdef", 4), "abc…");
         assert_eq!(clip("abc", 4), "abc");
+    }
+
+    #[test]
+    fn details_show_an_action_on_as_many_lines_as_it_runs() {
+        let a = json!({"id": "a1", "status": "pending", "agent": "bot",
+            "action_string": "tool:bash:cat README.md\nrm -rf ~/projects",
+            "reason": "look\u{202e}", "decision": {"result": "ask", "reason": "r"}});
+        let text = action_details(&a);
+        assert!(
+            text.contains("action:    tool:bash:cat README.md⏎\n           rm -rf ~/projects\n"),
+            "{text}"
+        );
+        assert!(text.contains("reason:    look⟨U+202E⟩\n"), "{text}");
+        let line = action_line(&a);
+        assert!(
+            !line.contains('\n') && line.contains("README.md⏎rm"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -232,7 +232,7 @@ mod tests {
         });
         assert_eq!(
             event_line("7", "action.denied", &ev),
-            "2026-11-22T10:00:00Z       7 action.denied      0193-x coder tool:bash:rm -rf /\\nx — no way"
+            "2026-11-22T10:00:00Z       7 action.denied      0193-x coder tool:bash:rm -rf /⏎x — no way"
         );
     }
 }

@@ -11,6 +11,10 @@ use std::path::Path;
 /// file starts as 0600.
 pub const NEW_FILE_MODE: u32 = 0o644;
 
+/// The setuid and setgid bits: never written. A rewrite by an agent would
+/// otherwise keep a privileged program's bits on content the agent chose.
+const SET_ID_BITS: u32 = 0o6000;
+
 /// Whether an existing target may be replaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Replace {
@@ -21,8 +25,10 @@ pub enum Replace {
     No,
 }
 
-/// Writes `bytes` to `path` atomically with the given mode.
+/// Writes `bytes` to `path` atomically with the given mode, less the setuid
+/// and setgid bits.
 pub fn write(path: &Path, bytes: &[u8], mode: u32, replace: Replace) -> io::Result<()> {
+    let mode = mode & !SET_ID_BITS;
     let dir = parent(path)?;
     let mut tmp = tempfile::Builder::new()
         .prefix(".actiongate-")
@@ -70,6 +76,17 @@ mod tests {
         assert_eq!(fs::read_to_string(&p).unwrap(), "two");
         assert_eq!(mode_of(&p).unwrap(), NEW_FILE_MODE);
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_rewrite_drops_setuid_and_setgid_and_keeps_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("tool");
+        write(&p, b"one", 0o755, Replace::No).unwrap();
+        fs::set_permissions(&p, Permissions::from_mode(0o6755)).unwrap();
+        assert_eq!(mode_of(&p).unwrap(), 0o6755);
+        write(&p, b"two", mode_of(&p).unwrap(), Replace::Yes).unwrap();
+        assert_eq!(mode_of(&p).unwrap(), 0o755);
     }
 
     #[test]

@@ -104,6 +104,29 @@ async fn file_actions_work_on_disk_atomically_with_a_backup_and_a_readme_log() {
 }
 
 #[tokio::test]
+async fn update_file_drops_setuid_and_setgid_bits_of_the_file_and_its_backup() {
+    use std::os::unix::fs::PermissionsExt;
+    let ex = Exec::start().await;
+    fs::create_dir_all(ex.path("bin")).unwrap();
+    fs::write(ex.path("bin/tool"), "#!/bin/sh\necho one\n").unwrap();
+    fs::set_permissions(ex.path("bin/tool"), fs::Permissions::from_mode(0o6755)).unwrap();
+    let (s, body) = ex
+        .run(
+            "update_file",
+            json!({"filepath": "bin/tool", "content": "#!/bin/sh\necho two\n", "reason": "r"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let mode = |p: &str| fs::metadata(ex.path(p)).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode("bin/tool"), 0o755);
+    assert_eq!(mode("bin/tool.bak"), 0o755);
+    assert_eq!(
+        fs::read_to_string(ex.path("bin/tool")).unwrap(),
+        "#!/bin/sh\necho two\n"
+    );
+}
+
+#[tokio::test]
 async fn commands_capture_output_and_exit_codes_in_the_root_without_the_executor_secrets() {
     let ex = Exec::start().await;
     let (s, body) = ex

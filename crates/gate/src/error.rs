@@ -25,8 +25,10 @@ pub enum ErrorCode {
     Validation,
     /// A limit on what the caller may hold at once was reached.
     LimitReached,
-    /// The database is busy or closing; retrying shortly may work.
+    /// The database is closing; retrying shortly may work.
     Unavailable,
+    /// Another process holds the database's lock; nothing was written.
+    DatabaseBusy,
     /// The database has no room left.
     StorageFull,
     /// A fault of the gate itself; the cause is in the log.
@@ -35,7 +37,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order the README's table lists them.
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 12] = [
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::NotFound,
@@ -45,6 +47,7 @@ impl ErrorCode {
         ErrorCode::Validation,
         ErrorCode::LimitReached,
         ErrorCode::Unavailable,
+        ErrorCode::DatabaseBusy,
         ErrorCode::StorageFull,
         ErrorCode::Internal,
     ];
@@ -61,6 +64,7 @@ impl ErrorCode {
             ErrorCode::Validation => "validation",
             ErrorCode::LimitReached => "limit-reached",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::DatabaseBusy => "database-busy",
             ErrorCode::StorageFull => "storage-full",
             ErrorCode::Internal => "internal",
         }
@@ -182,7 +186,19 @@ impl From<StoreError> for GateError {
             StoreError::NotFound => GateError::not_found("no such resource"),
             StoreError::Conflict(msg) => GateError::conflict(msg),
             StoreError::WrongState { current } => GateError::action_settled(current),
-            StoreError::Busy | StoreError::Closed => {
+            StoreError::Busy => {
+                tracing::warn!("database busy: a write waited out the busy timeout");
+                GateError::new(
+                    ErrorCode::DatabaseBusy,
+                    "the database is locked by another process; nothing was written, retry shortly",
+                )
+            }
+            // The store logs it once, when writes start to fail.
+            StoreError::Full => GateError::new(
+                ErrorCode::StorageFull,
+                "the database or disk is full; nothing was written until space is freed",
+            ),
+            StoreError::Closed => {
                 tracing::warn!(error = %err, "store unavailable");
                 GateError::unavailable("the database is unavailable; retry shortly")
             }

@@ -61,6 +61,11 @@ impl EventLog {
         self.store.audit_anchor().await
     }
 
+    /// The key that signs audit anchors and export end lines, if any.
+    pub fn audit_key(&self) -> Option<&actiongate_store::anchor::AuditKey> {
+        self.store.audit_key()
+    }
+
     /// The first `seq` written at or after `at`.
     pub async fn first_seq_since(&self, at: DateTime<Utc>) -> Result<Option<i64>, StoreError> {
         self.store.first_seq_since(at).await

@@ -73,6 +73,11 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
         commit_delay: settings.storage.commit_delay()?,
         read_connections: settings.storage.read_connections,
         writer_cpu: settings.storage.writer_cpu,
+        max_page_count: settings.storage.test_max_page_count,
+        audit_key: Some(
+            actiongate_store::anchor::AuditKey::load_or_create(&settings.audit_key_path())
+                .map_err(|e| anyhow::anyhow!("audit key: {e}"))?,
+        ),
         default_profile: Some(std::sync::Arc::new(settings.default_profile()?)),
         ..StoreOptions::default()
     };
@@ -179,6 +184,12 @@ pub async fn run(
         config.notify.concurrency,
         Some(config.notify.timeout),
     )?);
+    if let (Some(key), Some(every)) = (
+        store.audit_key().cloned(),
+        settings.events.audit_anchor_interval(),
+    ) {
+        store.start_anchors(key, every).await;
+    }
     let gate = Gate::new(store, config, dispatch, notify, shutdown.clone());
     let hub = Hub::new(
         &gate.event_log(),

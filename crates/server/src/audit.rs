@@ -1,6 +1,7 @@
 //! Audit exports: the event log as JSON lines chained by hashes (see
 //! `actiongate_store::audit` for the chain), streamed by `GET /v1/audit` and
-//! written by `actiongate audit export`; and `actiongate audit verify`.
+//! written by `actiongate audit export`, each ending in a final anchor line
+//! (signed with the daemon's audit key); and `actiongate audit verify`.
 
 use std::io::BufRead;
 
@@ -10,7 +11,8 @@ use futures::Stream;
 
 use actiongate_gate::events::EventLog;
 use actiongate_store::StoreError;
-use actiongate_store::audit::{Verifier, audit_line};
+use actiongate_store::audit::{Anchor, audit_line};
+use actiongate_store::audit_verify::{Report, VerifyOptions, end_line};
 
 /// Events read per query.
 const PAGE: i64 = 1000;
@@ -51,6 +53,8 @@ pub fn export(store: EventLog, range: Range) -> impl Stream<Item = Result<Bytes,
                 }
             };
             let mut prev = anchor.hash;
+            let mut exported = 0usize;
+            let mut last_line = Anchor::default();
             'pages: while let Some(last) = page.last().map(|e| e.seq) {
                 let mut chunk = String::new();
                 for ev in &page {
@@ -64,6 +68,8 @@ pub fn export(store: EventLog, range: Range) -> impl Stream<Item = Result<Bytes,
                     if ev.seq >= first {
                         chunk.push_str(&line);
                         chunk.push('\n');
+                        exported += 1;
+                        last_line = Anchor { seq: ev.seq, hash: hash.clone() };
                     }
                     prev = hash;
                 }
@@ -72,35 +78,17 @@ pub fn export(store: EventLog, range: Range) -> impl Stream<Item = Result<Bytes,
                 }
                 page = store.events_after(last, None, PAGE).await?;
             }
+            if exported > 0 {
+                let mut end = end_line(exported, &last_line, store.audit_key());
+                end.push('\n');
+                yield Bytes::from(end);
+            }
         }
     }
 }
 
-/// What a successful verification found.
-#[derive(Debug)]
-pub struct Verified {
-    /// Lines checked.
-    pub lines: usize,
-    /// `prev_hash` of the first line: the anchor the export continues.
-    pub first_prev: Option<String>,
-    /// Hash of the last line.
-    pub last_hash: Option<String>,
-}
-
-/// Checks an export; the error names the first bad line (1-based).
-pub fn verify(reader: impl BufRead) -> Result<Verified, (usize, String)> {
-    let mut v = Verifier::new();
-    for (i, line) in reader.lines().enumerate() {
-        let n = i + 1;
-        let line = line.map_err(|e| (n, format!("cannot read: {e}")))?;
-        if line.trim().is_empty() {
-            return Err((n, "empty line".to_owned()));
-        }
-        v.line(&line).map_err(|e| (n, e))?;
-    }
-    Ok(Verified {
-        lines: v.lines,
-        first_prev: v.first_prev.clone(),
-        last_hash: v.last_hash().map(str::to_owned),
-    })
+/// Checks an export strictly (see `actiongate_store::audit_verify`); the
+/// error names the first bad line (1-based; 0 for an empty file).
+pub fn verify(reader: impl BufRead, opts: &VerifyOptions) -> Result<Report, (usize, String)> {
+    actiongate_store::audit_verify::verify(reader.lines(), opts)
 }

@@ -60,10 +60,24 @@ pub enum AuditCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Check an export; names the first bad line and exits non-zero.
+    /// Check an export strictly; names the first bad line and exits
+    /// non-zero. See docs/audit.md for what it proves.
     Verify {
         /// The export (JSON lines).
         file: PathBuf,
+        /// Where the export's chain starts when not at genesis, as
+        /// `SEQ:HASH`: the end of the previous export (printed by its
+        /// verification) or the retention anchor.
+        #[arg(
+            long = "from-anchor",
+            visible_alias = "anchor",
+            value_name = "SEQ:HASH"
+        )]
+        from_anchor: Option<String>,
+        /// The daemon's audit key (`<data-dir>/audit.key`): every anchor
+        /// and the final line must be signed with it.
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
     },
 }
 
@@ -237,7 +251,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let settings = Settings::load(cli.config.as_deref(), &flags)?;
             keys(&settings, cmd).await
         }
-        Command::Audit(AuditCommand::Verify { file }) => audit_verify(&file),
+        Command::Audit(AuditCommand::Verify {
+            file,
+            from_anchor,
+            key,
+        }) => audit_verify(&file, from_anchor.as_deref(), key.as_deref()),
         Command::Audit(AuditCommand::Export { since, until, out }) => {
             let settings = Settings::load(cli.config.as_deref(), &flags)?;
             existing_database(&settings)?;
@@ -287,16 +305,57 @@ async fn audit_export(
     Ok(())
 }
 
-fn audit_verify(file: &std::path::Path) -> anyhow::Result<()> {
+fn audit_verify(
+    file: &std::path::Path,
+    from_anchor: Option<&str>,
+    key: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    use actiongate_store::audit::Anchor;
+    let from = match from_anchor {
+        Some(text) => {
+            let parsed = text.split_once(':').and_then(|(seq, hash)| {
+                let ok = hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit());
+                Some(Anchor {
+                    seq: seq.parse().ok().filter(|s: &i64| *s >= 0)?,
+                    hash: ok.then(|| hash.to_ascii_lowercase())?,
+                })
+            });
+            Some(parsed.ok_or_else(|| {
+                anyhow::anyhow!("--from-anchor: expected SEQ:HASH (a seq and 64 hex digits)")
+            })?)
+        }
+        None => None,
+    };
+    let key = match key {
+        Some(path) => Some(
+            actiongate_store::anchor::AuditKey::load(path)
+                .map_err(|e| anyhow::anyhow!("--key: {e}"))?,
+        ),
+        None => None,
+    };
+    let opts = actiongate_store::audit_verify::VerifyOptions { from, key };
     let f = std::fs::File::open(file)
         .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", file.display()))?;
-    match crate::audit::verify(std::io::BufReader::new(f)) {
+    match crate::audit::verify(std::io::BufReader::new(f), &opts) {
         Ok(v) => {
             println!(
-                "ok: {} lines; the chain starts from {} and ends at {}",
-                v.lines,
-                v.first_prev.as_deref().unwrap_or("-"),
-                v.last_hash.as_deref().unwrap_or("-")
+                "ok: {} lines; the chain starts at seq {} ({}) and ends at seq {} ({})",
+                v.events, v.start.seq, v.start.hash, v.end.seq, v.end.hash
+            );
+            if opts.key.is_some() {
+                println!(
+                    "signed: {} anchors and the final line verified with the key",
+                    v.anchors_signed
+                );
+            } else {
+                println!(
+                    "unsigned: {} anchors matched the chain, signatures not checked (pass --key)",
+                    v.anchors_unchecked
+                );
+            }
+            println!(
+                "to verify the next export: --from-anchor {}:{}",
+                v.end.seq, v.end.hash
             );
             Ok(())
         }

@@ -58,6 +58,27 @@ pub struct Settings {
     pub dispatch: DispatchSettings,
     /// Chat connectors (Telegram, Slack, Discord, WhatsApp).
     pub connectors: ConnectorsSettings,
+    /// The `/metrics` endpoint.
+    pub metrics: MetricsSettings,
+}
+
+/// Who may read `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricsAuth {
+    /// Anyone who can reach the port (a scraper without a key).
+    #[default]
+    Open,
+    /// Operator and admin keys only: 401 without a key, 403 for an agent's.
+    Operator,
+}
+
+/// The `/metrics` endpoint's settings.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSettings {
+    /// `open` (default) or `operator`.
+    pub auth: MetricsAuth,
 }
 
 /// How approved handler actions reach their executors.
@@ -172,6 +193,10 @@ pub struct StorageSettings {
     /// other thread of `serve` stays off it (Linux). Unset: the kernel
     /// places every thread.
     pub writer_cpu: Option<usize>,
+    /// For tests only: SQLite's `max_page_count` (4 KiB pages), so a test
+    /// can make the database "full" without filling a disk. Unset in
+    /// production.
+    pub test_max_page_count: Option<u64>,
 }
 
 impl StorageSettings {
@@ -213,6 +238,7 @@ impl Default for Settings {
             events: EventsSettings::default(),
             webhooks: WebhookSettings::default(),
             connectors: ConnectorsSettings::default(),
+            metrics: MetricsSettings::default(),
         }
     }
 }
@@ -245,6 +271,7 @@ impl Default for StorageSettings {
             commit_delay: None,
             read_connections: 4,
             writer_cpu: None,
+            test_max_page_count: None,
         }
     }
 }
@@ -379,6 +406,11 @@ impl Settings {
     /// Path of the SQLite database file.
     pub fn database_path(&self) -> PathBuf {
         self.data_dir.join("actiongate.db")
+    }
+
+    /// The audit key's file in the data dir.
+    pub fn audit_key_path(&self) -> PathBuf {
+        self.data_dir.join("audit.key")
     }
 }
 

@@ -24,6 +24,8 @@ pub struct ApiError {
     detail: String,
     errors: Vec<FieldError>,
     current_status: Option<String>,
+    /// Seconds for the `Retry-After` header.
+    retry_after: Option<u32>,
 }
 
 impl ApiError {
@@ -40,6 +42,7 @@ impl ApiError {
             detail: detail.into(),
             errors: Vec::new(),
             current_status: None,
+            retry_after: None,
         }
     }
 
@@ -166,6 +169,28 @@ impl ApiError {
         )
     }
 
+    /// 503 with `Retry-After`: another process holds the database's lock.
+    pub fn busy() -> Self {
+        let mut e = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database-busy",
+            "Database busy",
+            "the database is locked by another process; nothing was written, retry shortly",
+        );
+        e.retry_after = Some(2);
+        e
+    }
+
+    /// 507: the database or the disk under it is full.
+    pub fn storage_full() -> Self {
+        Self::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "storage-full",
+            "Insufficient storage",
+            "the database or disk is full; nothing was written until space is freed",
+        )
+    }
+
     /// 500; the detail says nothing internal (the cause goes to the log).
     pub fn internal() -> Self {
         Self::new(
@@ -203,10 +228,13 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            // Busy or closing: worth a retry shortly.
+        // 503s are worth a retry shortly (every one carries Retry-After).
+        let retry_after = self
+            .retry_after
+            .or((self.status == StatusCode::SERVICE_UNAVAILABLE).then_some(1));
+        if let Some(secs) = retry_after {
             resp.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp
     }
@@ -231,7 +259,8 @@ impl From<GateError> for ApiError {
             ErrorCode::Validation => (StatusCode::UNPROCESSABLE_ENTITY, "The request is not valid"),
             ErrorCode::LimitReached => (StatusCode::TOO_MANY_REQUESTS, "A limit was reached"),
             ErrorCode::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "Service unavailable"),
-            ErrorCode::StorageFull => (StatusCode::INSUFFICIENT_STORAGE, "Storage is full"),
+            ErrorCode::DatabaseBusy => (StatusCode::SERVICE_UNAVAILABLE, "Database busy"),
+            ErrorCode::StorageFull => (StatusCode::INSUFFICIENT_STORAGE, "Insufficient storage"),
             ErrorCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "Internal server error"),
         };
         ApiError {
@@ -241,6 +270,7 @@ impl From<GateError> for ApiError {
             detail: err.detail,
             errors: err.errors,
             current_status: err.current_status,
+            retry_after: (err.code == ErrorCode::DatabaseBusy).then_some(2),
         }
     }
 }

@@ -47,7 +47,7 @@ async fn operator_lists_shows_approves_and_denies_with_exit_codes() {
     assert!(r.stdout.contains("tool:bash:rm -rf build"));
     // Agent text cannot forge table rows.
     assert!(
-        r.stdout.contains("git push origin main\\nand more"),
+        r.stdout.contains("git push origin main⏎and more"),
         "{}",
         r.stdout
     );

@@ -64,8 +64,10 @@ async fn request_as(app: &TestApp, key: &str, tool: &str, detail: &str) -> Value
 /// Every event in the log, from the audit export.
 async fn all_events(app: &TestApp) -> Vec<Value> {
     let text = audit_text(app, "").await;
+    // The last line is the export's final anchor, not an event.
     text.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l.get("audit").is_none())
         .collect()
 }
 
@@ -896,9 +898,14 @@ async fn subscriptions_are_for_admins_and_validated() {
 }
 
 fn verify_file(path: &std::path::Path) -> (bool, String) {
+    verify_file_with(path, &[])
+}
+
+fn verify_file_with(path: &std::path::Path, args: &[&str]) -> (bool, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_actiongate"))
         .args(["audit", "verify"])
         .arg(path)
+        .args(args)
         .output()
         .unwrap();
     (
@@ -928,7 +935,7 @@ async fn audit_export_verifies_and_names_the_first_tampered_line() {
     .await;
     let text = audit_text(&app, "?format=jsonl").await;
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 8);
+    assert_eq!(lines.len(), 9, "8 events and the final anchor");
     let first: Value = serde_json::from_str(lines[0]).unwrap();
     assert_eq!(first["prev_hash"], "0".repeat(64));
     assert_eq!(first["seq"], 1);
@@ -1032,10 +1039,17 @@ async fn retention_prunes_and_later_exports_and_streams_continue_from_the_anchor
     // The chain continues from the last pruned event's hash.
     assert_eq!(first_after["prev_hash"], last_before["hash"]);
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("joined.jsonl");
-    std::fs::write(&path, format!("{before}{after}")).unwrap();
+    // Each export verifies; the later one from where the earlier ended.
+    let path = dir.path().join("part.jsonl");
+    std::fs::write(&path, &before).unwrap();
     let (ok, out) = verify_file(&path);
     assert!(ok, "{out}");
+    std::fs::write(&path, &after).unwrap();
+    let from = format!("5:{}", last_before["hash"].as_str().unwrap());
+    let (ok, out) = verify_file_with(&path, &["--from-anchor", &from]);
+    assert!(ok, "{out}");
+    let (ok, out) = verify_file(&path);
+    assert!(!ok && out.contains("genesis"), "{out}");
 
     // A client resuming from a pruned id is told so first.
     let mut s = open(&app, &app.agent, "/v1/events", Some(2)).await;

@@ -5,7 +5,7 @@
 
 import { api, enc, session } from './api.js';
 import { EventFollower } from './stream.js';
-import { h, countdown, newestFirst } from './dom.js';
+import { h, countdown, newestFirst, visible } from './dom.js';
 import { actionCard, grantRequestCard, renderGrants, renderHistory, renderAction } from './views.js';
 
 const $ = (id) => document.getElementById(id);
@@ -297,9 +297,10 @@ function patternInput(pattern) {
 function openGrant(action) {
   const dialog = $('grant-dialog');
   $('grant-title').textContent = 'Grant permission and run';
-  $('grant-what').textContent = action.permission
+  $('grant-what').replaceChildren(action.permission
     ? `${action.handler} · ${action.permission}, asked by ${action.agent}`
-    : `tool ${action.tool}, asked by ${action.agent}`;
+    : `tool ${action.tool}, asked by ${action.agent}`, ' for ',
+  h('code', { class: 'action-string vis' }, visible(action.action_string)));
   const read = action.permission ? scopeInputs(action.scope) : patternInput(escapeRegex(action.detail));
   $('grant-agent-this').textContent = `this agent (${action.agent})`;
   $('grant-agent').hidden = false;
@@ -347,8 +348,9 @@ function openGrantRequest(gr) {
   dialog.showModal();
 }
 
+/** `what` is text or nodes (an action string made visible). */
 function openDenyDialog(what, submit) {
-  $('deny-what').textContent = what;
+  $('deny-what').replaceChildren(...[].concat(what));
   $('deny-reason').value = '';
   $('deny-error').textContent = '';
   dialogSubmit = submit;
@@ -356,7 +358,8 @@ function openDenyDialog(what, submit) {
 }
 
 function openDeny(action) {
-  openDenyDialog(`${action.action_string} (agent ${action.agent})`, async (reason) => {
+  const what = [h('code', { class: 'action-string vis' }, visible(action.action_string)), ` (agent ${action.agent})`];
+  openDenyDialog(what, async (reason) => {
     await api('POST', `/v1/actions/${enc(action.id)}/deny`, reason ? { reason } : {});
     removeAction(action.id);
   });

@@ -30,6 +30,59 @@ function append(el, children) {
   }
 }
 
+// Characters a browser would hide, or that reorder the text around them:
+// controls (C0, DEL, C1), format characters (bidi marks, embeddings,
+// overrides and isolates, zero-width spaces and joiners, the BOM, soft
+// hyphen, tags), line/paragraph separators, variation selectors and the
+// fillers that render as nothing. The same set as the CLI's
+// `client/visible.rs`.
+const HIDDEN = /[\u0000-\u001f\u007f-\u009f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\u{110bd}\u{110cd}\u{13430}-\u{1343f}\u{1bca0}-\u{1bca3}\u{1d173}-\u{1d17a}\u{e0000}-\u{e0fff}]/u;
+
+/** How one hidden character is shown: ⏎ (LF), ␍ (CR), ⇥ (tab), ⟨U+202E⟩. */
+function mark(c) {
+  if (c === '\n') return '⏎';
+  if (c === '\r') return '␍';
+  if (c === '\t') return '⇥';
+  return `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}⟩`;
+}
+
+/** `text` on one line with every hidden character shown (for attributes). */
+export function visibleText(text) {
+  let out = '';
+  for (const c of String(text ?? '')) out += HIDDEN.test(c) ? mark(c) : c;
+  return out;
+}
+
+/**
+ * What the operator sees is what runs: `text` as nodes, every hidden
+ * character shown as a `span.ctl` mark, and each line feed as ⏎ followed
+ * by a real line break (the element needs `white-space: pre-wrap`, class
+ * `vis`). With `{ breaks: false }` line feeds stay as they are (text that
+ * is already laid out, like pretty JSON).
+ */
+export function visible(text, { breaks = true } = {}) {
+  const frag = document.createDocumentFragment();
+  let run = '';
+  for (const c of String(text ?? '')) {
+    if (!HIDDEN.test(c) || (c === '\n' && !breaks)) {
+      run += c;
+      continue;
+    }
+    if (run) frag.append(document.createTextNode(run));
+    run = c === '\n' ? '\n' : '';
+    const span = document.createElement('span');
+    span.className = 'ctl';
+    span.textContent = mark(c);
+    frag.append(span);
+    if (run) {
+      frag.append(document.createTextNode(run));
+      run = '';
+    }
+  }
+  if (run) frag.append(document.createTextNode(run));
+  return frag;
+}
+
 /** The gear icon, drawn as SVG (no icon font, no external file). */
 export function gearIcon() {
   const ns = 'http://www.w3.org/2000/svg';

@@ -2,7 +2,7 @@
 // action's page. Every view shows API errors through `ctx.fail`.
 
 import { api, enc } from './api.js';
-import { h, gearIcon, countdown, when, masked } from './dom.js';
+import { h, gearIcon, countdown, when, masked, visible, visibleText } from './dom.js';
 import { readSse } from './stream.js';
 
 const json = (v) => JSON.stringify(v, null, 2);
@@ -28,7 +28,7 @@ function paramsDisclosure(action) {
   const pre = h('pre', { class: 'params' });
   const details = h('details', { class: 'raw' }, h('summary', {}, 'Raw params'), pre);
   details.addEventListener('toggle', () => {
-    if (details.open && !pre.textContent) pre.textContent = json(masked(action.params));
+    if (details.open && !pre.textContent) pre.replaceChildren(visible(json(masked(action.params)), { breaks: false }));
   });
   return details;
 }
@@ -48,9 +48,9 @@ function displayOf(action) {
 /** A pending action's card in the queue. */
 export function actionCard(action, ctx) {
   const d = displayOf(action);
-  const title = h('h3', { class: 'title', id: `t-${action.id}` }, d.title);
+  const title = h('h3', { class: 'title vis', id: `t-${action.id}` }, visible(d.title));
   const fields = d.fields.length
-    ? h('dl', { class: 'fields' }, d.fields.map((f) => [h('dt', {}, String(f.label ?? '')), h('dd', {}, String(masked(f.value ?? '') ))]))
+    ? h('dl', { class: 'fields' }, d.fields.map((f) => [h('dt', {}, visible(String(f.label ?? ''))), h('dd', {}, visible(String(masked(f.value ?? ''))))]))
     : null;
   const deadline = action.deadline
     ? h('span', { class: 'deadline', dataset: { deadline: action.deadline }, title: when(action.deadline) }, `expires ${countdown(action.deadline)}`)
@@ -58,12 +58,12 @@ export function actionCard(action, ctx) {
   return h('article', { class: 'card', dataset: { id: action.id, kind: 'action' }, 'aria-labelledby': `t-${action.id}` },
     h('div', { class: 'card-head' },
       title,
-      h('button', { type: 'button', class: 'icon gear', title: 'Grant permission and run', 'aria-label': `Grant permission for ${d.title}`, onclick: () => ctx.openGrant(action) }, gearIcon())),
-    d.summary ? h('p', { class: 'summary' }, d.summary) : null,
+      h('button', { type: 'button', class: 'icon gear', title: 'Grant permission and run', 'aria-label': `Grant permission for ${visibleText(d.title)}`, onclick: () => ctx.openGrant(action) }, gearIcon())),
+    d.summary ? h('p', { class: 'summary vis' }, visible(d.summary)) : null,
     h('p', { class: 'meta' },
       h('span', { class: 'agent' }, `agent ${action.agent}`), ' · ',
-      h('code', { class: 'action-string' }, action.action_string), deadline ? ' · ' : null, deadline),
-    action.reason ? h('p', { class: 'reason' }, h('span', { class: 'label' }, 'Reason: '), action.reason) : null,
+      h('code', { class: 'action-string vis' }, visible(action.action_string)), deadline ? ' · ' : null, deadline),
+    action.reason ? h('p', { class: 'reason vis' }, h('span', { class: 'label' }, 'Reason: '), visible(action.reason)) : null,
     fields,
     paramsDisclosure(action),
     h('div', { class: 'buttons' },
@@ -158,8 +158,8 @@ export async function renderHistory(root, ctx, params, signal) {
     if (signal.aborted) return;
     for (const a of page.items) {
       tbody.append(h('tr', { dataset: { id: a.id } },
-        h('td', { 'data-label': 'Action' }, h('a', { href: `#/actions/${enc(a.id)}` }, displayOf(a).title),
-          h('div', {}, h('code', { class: 'muted' }, a.action_string))),
+        h('td', { 'data-label': 'Action' }, h('a', { href: `#/actions/${enc(a.id)}`, class: 'vis' }, visible(displayOf(a).title)),
+          h('div', {}, h('code', { class: 'muted vis' }, visible(a.action_string)))),
         h('td', { 'data-label': 'Agent' }, a.agent),
         h('td', { 'data-label': 'Status' }, statusBadge(a.status)),
         h('td', { 'data-label': 'Requested' }, when(a.created_at)),
@@ -204,22 +204,22 @@ export async function renderAction(root, ctx, id, signal) {
     : h('p', { class: 'muted' }, a.handler ? 'No dispatch attempts yet.' : 'Decision-only: the agent runs it itself.');
   const outcome = a.outcome
     ? h('details', { class: 'raw', open: true }, h('summary', {}, `Outcome: ${a.outcome.status}`),
-      h('pre', { class: 'params' }, json(masked(a.outcome.result ?? a.outcome.error ?? null))))
+      h('pre', { class: 'params' }, visible(json(masked(a.outcome.result ?? a.outcome.error ?? null)), { breaks: false })))
     : null;
   root.replaceChildren(
     h('p', {}, h('a', { href: '#/history', class: 'link' }, '← History')),
     h('article', { class: 'card wide', dataset: { id: a.id } },
-      h('div', { class: 'card-head' }, h('h1', { class: 'title' }, d.title), statusBadge(a.status)),
-      d.summary ? h('p', { class: 'summary' }, d.summary) : null,
+      h('div', { class: 'card-head' }, h('h1', { class: 'title vis' }, visible(d.title)), statusBadge(a.status)),
+      d.summary ? h('p', { class: 'summary vis' }, visible(d.summary)) : null,
       h('dl', { class: 'fields' },
-        h('dt', {}, 'Action'), h('dd', {}, h('code', {}, a.action_string)),
+        h('dt', {}, 'Action'), h('dd', {}, h('code', { class: 'action-string vis' }, visible(a.action_string))),
         h('dt', {}, 'Agent'), h('dd', {}, a.agent),
-        a.reason ? [h('dt', {}, 'Reason'), h('dd', {}, a.reason)] : null,
+        a.reason ? [h('dt', {}, 'Reason'), h('dd', {}, visible(a.reason))] : null,
         h('dt', {}, 'Policy'), h('dd', {}, `${a.decision.result}: ${a.decision.reason}`),
         h('dt', {}, 'Requested'), h('dd', {}, when(a.created_at)),
         a.decided_by ? [h('dt', {}, 'Decided'), h('dd', {}, `${who(ctx, a.decided_by)}, ${when(a.decided_at)}`)] : null,
-        a.decision_note ? [h('dt', {}, 'Note'), h('dd', {}, a.decision_note)] : null,
-        d.fields.map((f) => [h('dt', {}, String(f.label ?? '')), h('dd', {}, String(masked(f.value ?? '')))])),
+        a.decision_note ? [h('dt', {}, 'Note'), h('dd', {}, visible(a.decision_note))] : null,
+        d.fields.map((f) => [h('dt', {}, visible(String(f.label ?? ''))), h('dd', {}, visible(String(masked(f.value ?? ''))))])),
       paramsDisclosure(a),
       outcome),
     h('h2', {}, 'Timeline'), timeline,

@@ -17,9 +17,11 @@ pub fn restrict(cpus: &[usize]) -> io::Result<()> {
     imp::restrict(cpus)
 }
 
-/// Keeps the calling thread, and every thread it starts from now on, off
-/// `cpu`, which must be one it may run on and not the only one. Returns the
-/// CPUs left to it; on an error (a one-line reason) nothing changed.
+/// Keeps the calling thread, every thread it starts from now on, and the
+/// process's threads already running (the allocator's background thread,
+/// started before `main`) off `cpu`, which must be one it may run on and
+/// not the only one. Returns the CPUs left to it; on an error (a one-line
+/// reason) nothing changed.
 pub fn keep_off(cpu: usize) -> Result<Vec<usize>, String> {
     let allowed = allowed().map_err(|e| format!("cannot read this thread's CPUs: {e}"))?;
     if !allowed.contains(&cpu) {
@@ -35,6 +37,8 @@ pub fn keep_off(cpu: usize) -> Result<Vec<usize>, String> {
         ));
     }
     restrict(&rest).map_err(|e| format!("cannot keep the threads off CPU {cpu}: {e}"))?;
+    imp::restrict_others(&rest)
+        .map_err(|e| format!("cannot keep the threads off CPU {cpu}: {e}"))?;
     Ok(rest)
 }
 
@@ -80,6 +84,25 @@ mod imp {
         sched_setaffinity(Pid::from_raw(0), &set)?;
         Ok(())
     }
+
+    /// Restricts every other thread of the process that runs now.
+    pub(super) fn restrict_others(cpus: &[usize]) -> io::Result<()> {
+        let mut set = CpuSet::new();
+        for &c in cpus {
+            set.set(c)?;
+        }
+        for task in std::fs::read_dir("/proc/self/task")? {
+            let Some(tid) = task?.file_name().to_str().and_then(|t| t.parse().ok()) else {
+                continue;
+            };
+            match sched_setaffinity(Pid::from_raw(tid), &set) {
+                // It ended meanwhile.
+                Err(nix::errno::Errno::ESRCH) => {}
+                other => other?,
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -98,6 +121,10 @@ mod imp {
     }
 
     pub(super) fn restrict(_cpus: &[usize]) -> io::Result<()> {
+        Err(unsupported())
+    }
+
+    pub(super) fn restrict_others(_cpus: &[usize]) -> io::Result<()> {
         Err(unsupported())
     }
 }

@@ -82,12 +82,20 @@ pub(crate) struct Direct {
 impl Direct {
     /// Opens the database at `path` (migrated already) with the settings of
     /// the writer's sqlx connection.
-    pub(crate) fn open(path: &Path, durability: Durability) -> rusqlite::Result<Direct> {
+    pub(crate) fn open(
+        path: &Path,
+        durability: Durability,
+        max_page_count: Option<u64>,
+    ) -> rusqlite::Result<Direct> {
         let db = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         db.busy_timeout(Duration::from_secs(5))?;
+        if let Some(pages) = max_page_count {
+            let pages = i64::try_from(pages).unwrap_or(i64::MAX);
+            db.pragma_update_and_check(None, "max_page_count", pages, |r| r.get::<_, i64>(0))?;
+        }
         db.execute_batch(match durability {
             Durability::Full => "PRAGMA synchronous = FULL;",
             Durability::Normal => "PRAGMA synchronous = NORMAL;",
@@ -225,7 +233,7 @@ mod tests {
         let store = crate::Store::open(&path, crate::StoreOptions::default())
             .await
             .unwrap();
-        let direct = Direct::open(&path, Durability::Normal).unwrap();
+        let direct = Direct::open(&path, Durability::Normal, None).unwrap();
         (dir, store, direct)
     }
 

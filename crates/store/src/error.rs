@@ -2,6 +2,8 @@
 
 use thiserror::Error;
 
+use crate::fault::Fault;
+
 /// What went wrong in the store, classified so callers can answer sensibly.
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -22,6 +24,10 @@ pub enum StoreError {
     /// The database stayed locked by another process past the busy timeout.
     #[error("database busy")]
     Busy,
+    /// The database or the disk under it is full (`SQLITE_FULL`): nothing
+    /// was written.
+    #[error("database or disk is full")]
+    Full,
     /// The writer task has stopped (the store is closing).
     #[error("store is closed")]
     Closed,
@@ -43,17 +49,14 @@ impl From<sqlx::Error> for StoreError {
             sqlx::Error::Database(db) if db.is_unique_violation() => {
                 StoreError::Conflict(db.message().to_owned())
             }
-            // SQLITE_BUSY (5) and SQLITE_LOCKED (6), also in extended forms.
-            sqlx::Error::Database(db)
-                if db
-                    .code()
-                    .and_then(|c| c.parse::<i32>().ok())
-                    .is_some_and(|c| c & 0xff == 5 || c & 0xff == 6) =>
-            {
-                StoreError::Busy
-            }
+            // SQLITE_BUSY, SQLITE_LOCKED and SQLITE_FULL, also in extended
+            // forms, classified where the writer classifies them.
             sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => StoreError::Closed,
-            _ => StoreError::Backend(err),
+            _ => match Fault::of_sqlx(&err) {
+                Fault::Busy => StoreError::Busy,
+                Fault::Full => StoreError::Full,
+                Fault::Other(_) => StoreError::Backend(err),
+            },
         }
     }
 }

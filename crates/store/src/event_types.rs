@@ -18,6 +18,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "grant_request.approved",
     "grant_request.denied",
     "grant_request.expired",
+    "audit.anchor",
 ];
 
 /// Which event types a reader wants: exact types, `prefix.*` patterns, or

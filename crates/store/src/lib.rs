@@ -13,7 +13,9 @@
 
 mod actions;
 mod agents;
+pub mod anchor;
 pub mod audit;
+pub mod audit_verify;
 mod checkpoint;
 pub mod connectors;
 pub mod cpus;
@@ -23,6 +25,7 @@ mod dispatch;
 mod error;
 pub mod event_types;
 mod events;
+mod fault;
 mod grant_cache;
 mod grant_requests;
 pub mod grants;
@@ -142,6 +145,12 @@ pub struct StoreOptions {
     /// the grant allow it. `None`: nothing of such agents is approved by a
     /// new grant.
     pub default_profile: Option<Arc<actiongate_policy::Profile>>,
+    /// For tests: SQLite's `max_page_count` on the writer's connections, so
+    /// the database is "full" past that many pages (4 KiB each). `None`:
+    /// SQLite's own limit.
+    pub max_page_count: Option<u64>,
+    /// The daemon's audit key: exports end with a line signed by it.
+    pub audit_key: Option<anchor::AuditKey>,
 }
 
 impl Default for StoreOptions {
@@ -156,6 +165,8 @@ impl Default for StoreOptions {
             wal_restart_frames: 10_000,
             writer_cpu: None,
             default_profile: actiongate_policy::get_preset("guarded").ok().map(Arc::new),
+            max_page_count: None,
+            audit_key: None,
         }
     }
 }
@@ -183,6 +194,8 @@ pub struct Store {
     shutdown: Arc<tokio::sync::Mutex<Vec<TaskStop>>>,
     /// See [`StoreOptions::default_profile`].
     default_profile: Option<Arc<actiongate_policy::Profile>>,
+    /// See [`StoreOptions::audit_key`].
+    audit_key: Option<anchor::AuditKey>,
 }
 
 impl Store {
@@ -204,8 +217,11 @@ impl Store {
 
         // The writer reads back whole batches of RETURNING rows: let them
         // come in one go rather than 50 at a time.
-        let mut conn = base
-            .clone()
+        let mut writer_opts = base.clone();
+        if let Some(pages) = opts.max_page_count {
+            writer_opts = writer_opts.pragma("max_page_count", pages.to_string());
+        }
+        let mut conn = writer_opts
             .create_if_missing(true)
             .row_buffer_size(1024)
             // Checkpoints run beside it (see `checkpoint`).
@@ -248,7 +264,7 @@ impl Store {
         ));
         // New actions skip sqlx when this connection opens; if it does not,
         // sqlx writes them too.
-        let direct = direct::Direct::open(path, opts.durability)
+        let direct = direct::Direct::open(path, opts.durability, opts.max_page_count)
             .inspect_err(
                 |e| tracing::warn!(error = %e, "direct writes unavailable; using sqlx only"),
             )
@@ -274,6 +290,7 @@ impl Store {
                 (checkpoint_stop, checkpointer),
             ])),
             default_profile: opts.default_profile,
+            audit_key: opts.audit_key,
         })
     }
 
@@ -292,8 +309,23 @@ impl Store {
         self.writer.stats()
     }
 
-    /// Whether the database answers and its schema is current.
+    /// The daemon's audit key, if it has one.
+    pub fn audit_key(&self) -> Option<&anchor::AuditKey> {
+        self.audit_key.as_ref()
+    }
+
+    /// Whether the last write found the database or disk full, and none has
+    /// committed since.
+    pub fn disk_full(&self) -> bool {
+        self.writer.disk_full()
+    }
+
+    /// Whether the database answers, its schema is current and it takes
+    /// writes ([`StoreError::Full`] while the disk is full).
     pub async fn ready(&self) -> Result<(), StoreError> {
+        if self.disk_full() {
+            return Err(StoreError::Full);
+        }
         let applied: i64 = sqlx::query_scalar(
             "SELECT COALESCE(MAX(version), 0) FROM _sqlx_migrations WHERE success = 1",
         )

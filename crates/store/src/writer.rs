@@ -37,10 +37,14 @@ use crate::create::CreateJob;
 use crate::direct::Direct;
 use crate::error::StoreError;
 use crate::events::Publisher;
+use crate::fault::{DiskState, Fault};
 use crate::quick::{Quick, Wrap, write_group_on};
 use crate::settle::SettleJob;
 use crate::time::{now, to_ms};
 use actiongate_api::model::{Action, Event};
+
+mod batch;
+use batch::{abort, drain_into, exec, quick_only, rollback};
 
 /// A boxed future borrowing the writer's connection.
 pub type BoxFuture<'c, T> = Pin<Box<dyn Future<Output = T> + Send + 'c>>;
@@ -50,7 +54,9 @@ trait Job: Send {
     /// Runs the work; `true` when it succeeded and its savepoint is kept.
     fn run<'c>(&'c mut self, conn: &'c mut SqliteConnection) -> BoxFuture<'c, bool>;
     /// Answers the caller once the batch's commit is known.
-    fn finish(self: Box<Self>, commit: Result<(), String>);
+    fn finish(self: Box<Self>, commit: Result<(), Fault>);
+    /// Whether its work failed because the database or disk is full.
+    fn found_full(&self) -> bool;
     /// Whether it may change grants (their cache is then cleared).
     fn may_change_grants(&self) -> bool;
 }
@@ -90,7 +96,7 @@ where
         })
     }
 
-    fn finish(self: Box<Self>, commit: Result<(), String>) {
+    fn finish(self: Box<Self>, commit: Result<(), Fault>) {
         let answer = match (commit, self.result) {
             (Ok(()), Some(result)) => result,
             (Ok(()), None) => Err(StoreError::Closed),
@@ -98,9 +104,7 @@ where
                 tracing::debug!(error = %e, "batch failed after job error");
                 Err(job_err)
             }
-            (Err(e), _) => Err(StoreError::Backend(sqlx::Error::Protocol(format!(
-                "commit failed: {e}"
-            )))),
+            (Err(e), _) => Err(e.to_error("commit failed")),
         };
         // The caller may have gone away (client disconnected); the change
         // stands either way.
@@ -110,6 +114,10 @@ where
     fn may_change_grants(&self) -> bool {
         self.grants
     }
+
+    fn found_full(&self) -> bool {
+        matches!(self.result, Some(Err(StoreError::Full)))
+    }
 }
 
 /// Handle used to submit work to the writer task.
@@ -117,6 +125,7 @@ where
 pub struct Writer {
     tx: mpsc::Sender<Queued>,
     stats: Arc<Counts>,
+    disk: Arc<DiskState>,
 }
 
 /// How much the writer has committed since the store was opened.
@@ -153,6 +162,7 @@ impl Writer {
         let (tx, rx) = mpsc::channel(4096);
         let (stop_tx, stop_rx) = oneshot::channel();
         let stats = Arc::new(Counts::default());
+        let disk = Arc::new(DiskState::default());
         let inbox = Inbox {
             rx,
             stop: stop_rx,
@@ -161,6 +171,7 @@ impl Writer {
             commit_delay,
         };
         let counts = stats.clone();
+        let space = disk.clone();
         // Its own thread: the direct path runs SQLite synchronously, which
         // would stall a runtime worker and every task queued on it.
         let runtime = tokio::runtime::Handle::current();
@@ -168,14 +179,26 @@ impl Writer {
             // The runtime's blocking pool keeps the thread afterwards: it
             // gets its CPUs back when the writer ends.
             let pinned = cpu.and_then(pin_to);
-            runtime.block_on(run(conn, direct, inbox, after_commit, counts, checkpoints));
+            let ends = Ends {
+                after_commit,
+                stats: counts,
+                checkpoints,
+                disk: space,
+            };
+            runtime.block_on(run(conn, direct, inbox, ends));
             if let Some(before) = pinned
                 && let Err(e) = crate::cpus::restrict(&before)
             {
                 tracing::warn!(error = %e, "the writer's thread kept its CPU");
             }
         });
-        (Writer { tx, stats }, stop_tx, handle)
+        (Writer { tx, stats, disk }, stop_tx, handle)
+    }
+
+    /// Whether the last write found the database or disk full (and none
+    /// has committed since).
+    pub fn disk_full(&self) -> bool {
+        self.disk.is_full()
     }
 
     /// Commits and jobs so far.
@@ -384,17 +407,25 @@ fn write_direct(
     Ok(after_commit.send_known(events))
 }
 
-async fn run(
-    mut conn: SqliteConnection,
-    direct: Option<Direct>,
-    mut inbox: Inbox,
+/// What the writer tells after its batches.
+struct Ends {
     after_commit: Publisher,
     stats: Arc<Counts>,
     checkpoints: Arc<Checkpoints>,
-) {
+    disk: Arc<DiskState>,
+}
+
+async fn run(mut conn: SqliteConnection, direct: Option<Direct>, mut inbox: Inbox, ends: Ends) {
+    let Ends {
+        after_commit,
+        stats,
+        checkpoints,
+        disk,
+    } = ends;
     let mut batch: Vec<Queued> = Vec::with_capacity(inbox.batch_max);
     let committed = |jobs: u64| {
         checkpoints.committed();
+        disk.committed();
         stats.commits.fetch_add(1, Ordering::Relaxed);
         stats.jobs.fetch_add(jobs, Ordering::Relaxed);
     };
@@ -432,8 +463,22 @@ async fn run(
                     }
                     continue;
                 }
-                // sqlx's path below isolates the failing job.
                 Err(e) => {
+                    let fault = Fault::of_rusqlite(&e);
+                    // Locked or full: the same writes would fail again on
+                    // sqlx's path, each after its own busy timeout.
+                    if fault.is_lasting() {
+                        if fault == Fault::Full {
+                            disk.filled();
+                        }
+                        for q in batch.drain(..) {
+                            if let Queued::Quick(job) = q {
+                                job.answer(Err(fault.to_error("direct write failed")));
+                            }
+                        }
+                        continue;
+                    }
+                    // sqlx's path below isolates the failing job.
                     tracing::debug!(error = %e, size = jobs, "direct batch failed; retrying job by job")
                 }
             }
@@ -444,8 +489,23 @@ async fn run(
             .any(|q| matches!(q, Queued::Job(job) if job.may_change_grants()));
         let jobs = batch.len() as u64;
         let (mut done, commit) = run_batch(&mut conn, &mut batch).await;
+        let full = commit == Err(Fault::Full)
+            || done.iter().any(|o| match o {
+                Outcome::Job(job) => job.found_full(),
+                Outcome::Quick(_, result) => matches!(result, Err(StoreError::Full)),
+            });
+        if full {
+            disk.filled();
+        }
         if commit.is_ok() {
-            committed(jobs);
+            if full {
+                // Not a sign of space: only the jobs that fit were kept.
+                checkpoints.committed();
+                stats.commits.fetch_add(1, Ordering::Relaxed);
+                stats.jobs.fetch_add(jobs, Ordering::Relaxed);
+            } else {
+                committed(jobs);
+            }
             if general {
                 if grants {
                     after_commit.grants.clear();
@@ -481,8 +541,8 @@ async fn run(
     }
 }
 
-fn commit_failed(e: &str) -> StoreError {
-    StoreError::Backend(sqlx::Error::Protocol(format!("commit failed: {e}")))
+fn commit_failed(e: &Fault) -> StoreError {
+    e.to_error("commit failed")
 }
 
 /// Runs `batch` (emptying it) in one transaction; returns every job's
@@ -490,10 +550,10 @@ fn commit_failed(e: &str) -> StoreError {
 async fn run_batch(
     conn: &mut SqliteConnection,
     batch: &mut Vec<Queued>,
-) -> (Vec<Outcome>, Result<(), String>) {
+) -> (Vec<Outcome>, Result<(), Fault>) {
     let mut done = Vec::with_capacity(batch.len());
-    if let Some(created) = quick_only(conn, batch).await {
-        return (created, Ok(()));
+    if let Some(written) = quick_only(conn, batch).await {
+        return written;
     }
     let single = batch.len() == 1;
     if let Err(e) = exec(conn, "BEGIN IMMEDIATE").await {
@@ -589,74 +649,4 @@ async fn run_batch(
         return (done, Err(e));
     }
     (done, Ok(()))
-}
-
-/// A batch of prepared writes only is written and committed in one hand-off.
-/// `None` (and `batch` untouched, nothing written) when the batch holds other
-/// work or that failed; the caller then goes the long way, which isolates
-/// failures.
-async fn quick_only(conn: &mut SqliteConnection, batch: &mut Vec<Queued>) -> Option<Vec<Outcome>> {
-    if !batch.iter().all(|q| matches!(q, Queued::Quick(_))) {
-        return None;
-    }
-    let mut group: Vec<Quick> = batch
-        .drain(..)
-        .filter_map(|q| match q {
-            Queued::Quick(job) => Some(job),
-            Queued::Job(_) => None,
-        })
-        .collect();
-    match write_group_on(conn, &mut group, Wrap::Transaction).await {
-        Ok(()) => Some(
-            group
-                .into_iter()
-                .map(|j| Outcome::Quick(j, Ok(())))
-                .collect(),
-        ),
-        Err(e) => {
-            tracing::debug!(error = %e, size = group.len(), "batch of new actions failed; retrying job by job");
-            // The transaction may be open (an insert failed) or not (BEGIN
-            // or COMMIT failed); either way nothing of it stands.
-            let _ = exec(conn, "ROLLBACK").await;
-            batch.extend(group.into_iter().map(Queued::Quick));
-            None
-        }
-    }
-}
-
-/// Ends the batch after a failed savepoint statement: the transaction is
-/// rolled back and nothing in it stands.
-async fn abort(
-    conn: &mut SqliteConnection,
-    mut done: Vec<Outcome>,
-    current: Outcome,
-    queue: impl Iterator<Item = Queued>,
-    e: String,
-) -> (Vec<Outcome>, Result<(), String>) {
-    rollback(conn).await;
-    done.push(current);
-    drain_into(&mut done, queue);
-    (done, Err(e))
-}
-
-/// The jobs not reached when a batch ended early.
-fn drain_into(done: &mut Vec<Outcome>, queue: impl Iterator<Item = Queued>) {
-    done.extend(queue.map(|q| match q {
-        Queued::Job(job) => Outcome::Job(job),
-        Queued::Quick(job) => Outcome::Quick(job, Ok(())),
-    }));
-}
-
-async fn exec(conn: &mut SqliteConnection, sql: &'static str) -> Result<(), String> {
-    sqlx::raw_sql(sql)
-        .execute(&mut *conn)
-        .await
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-}
-
-async fn rollback(conn: &mut SqliteConnection) {
-    if let Err(e) = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await {
-        tracing::error!(error = %e, "rollback failed");
-    }
 }

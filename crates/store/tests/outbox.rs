@@ -2,7 +2,8 @@
 //! restarts.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use actiongate_store::audit::{Verifier, audit_line};
+use actiongate_store::audit::audit_line;
+use actiongate_store::audit_verify::{VerifyOptions, end_line, verify};
 use actiongate_store::*;
 use chrono::Utc;
 
@@ -191,9 +192,14 @@ async fn pruning_moves_the_anchor_and_keeps_events_owed_to_subscriptions() {
     let anchor = store.audit_anchor().await.unwrap();
     let ev = store.events_after(anchor.seq, None, 10).await.unwrap();
     assert_eq!(ev[0].seq, 7);
-    let (line, _) = audit_line(&ev[0], &anchor.hash).unwrap();
-    let mut v = Verifier::new();
-    v.line(&line).unwrap();
+    let (line, hash) = audit_line(&ev[0], &anchor.hash).unwrap();
+    let end = end_line(1, &actiongate_store::audit::Anchor { seq: 7, hash }, None);
+    let opts = VerifyOptions {
+        from: Some(anchor.clone()),
+        key: None,
+    };
+    let report = verify([Ok(line), Ok(end)], &opts).unwrap();
+    assert_eq!(report.start, anchor);
     store.close().await;
 }
 

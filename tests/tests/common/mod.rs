@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub mod daemon;
+
 /// `target/<profile>/<name>`, built by `cargo test --workspace` (the
 /// server's and executor's integration tests make cargo build their
 /// binaries) or `cargo build -p actiongate -p actiongate-executor`.

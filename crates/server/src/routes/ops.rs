@@ -8,6 +8,8 @@ use axum::routing::get;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::auth::Operator;
+use crate::config::MetricsAuth;
 use crate::error::{ApiError, ApiResult, Problem};
 use crate::state::AppState;
 
@@ -48,9 +50,14 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<axum::Json<Healt
     if state.gate().shutdown().is_cancelled() {
         return Err(ApiError::unavailable("shutting down"));
     }
-    state.gate().ready().await.map_err(|e| {
-        tracing::warn!(error = %e, "not ready");
-        ApiError::unavailable("database not ready")
+    state.gate().ready().await.map_err(|e| match e.code {
+        actiongate_gate::ErrorCode::StorageFull => {
+            ApiError::unavailable("the database or disk is full: writes fail until space is freed")
+        }
+        _ => {
+            tracing::warn!(error = %e, "not ready");
+            ApiError::unavailable("database not ready")
+        }
     })?;
     Ok(axum::Json(Health {
         status: "ready".to_owned(),
@@ -58,10 +65,21 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<axum::Json<Healt
     }))
 }
 
-/// Prometheus text exposition.
+/// Prometheus text exposition; with `metrics.auth = "operator"`, for
+/// operator and admin keys only.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
-pub async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
+    responses(
+        (status = 200, description = "Prometheus text format", body = String, content_type = "text/plain"),
+        (status = 401, description = "No or unknown key (metrics.auth = operator)", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an operator (metrics.auth = operator)", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn metrics_text(
+    State(state): State<AppState>,
+    operator: Result<Operator, ApiError>,
+) -> ApiResult<impl IntoResponse> {
+    if state.settings().metrics.auth == MetricsAuth::Operator {
+        operator?;
+    }
     match state.gate().pending_count().await {
         Ok(n) => metrics::gauge!("actiongate_pending_actions").set(n as f64),
         Err(e) => tracing::warn!(error = %e, "counting pending actions failed"),
@@ -70,9 +88,9 @@ pub async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
     let writes = state.gate().write_stats();
     metrics::counter!("actiongate_store_commits_total").absolute(writes.commits);
     metrics::counter!("actiongate_store_writes_total").absolute(writes.jobs);
-    (
+    Ok((
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics().render(),
-    )
+    ))
 }

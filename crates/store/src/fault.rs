@@ -1,0 +1,143 @@
+//! Faults of the database itself (busy, full), classified once so they keep
+//! their meaning through the writer, and the "disk full" state that
+//! readiness reports until a write succeeds again.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::error::StoreError;
+
+/// SQLite's primary result codes the daemon answers differently.
+const SQLITE_BUSY: i32 = 5;
+const SQLITE_LOCKED: i32 = 6;
+const SQLITE_FULL: i32 = 13;
+
+/// Why a statement of the writer failed, cheap to hand to every job of a
+/// batch (a `sqlx::Error` is not `Clone`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// Another connection held the lock past the busy timeout.
+    Busy,
+    /// The database or the disk under it is full.
+    Full,
+    /// Anything else, as text.
+    Other(String),
+}
+
+impl Fault {
+    /// Classifies a primary (or extended) SQLite result code and message.
+    fn from_code(code: Option<i32>, message: String) -> Fault {
+        match code.map(|c| c & 0xff) {
+            Some(SQLITE_BUSY | SQLITE_LOCKED) => Fault::Busy,
+            Some(SQLITE_FULL) => Fault::Full,
+            _ => Fault::Other(message),
+        }
+    }
+
+    /// Classifies an error of the writer's sqlx connection.
+    pub(crate) fn of_sqlx(err: &sqlx::Error) -> Fault {
+        match err {
+            sqlx::Error::Database(db) => {
+                Fault::from_code(db.code().and_then(|c| c.parse().ok()), err.to_string())
+            }
+            // ENOSPC while SQLite writes is reported as SQLITE_FULL; an
+            // `Io` error here comes from sqlx's own files.
+            sqlx::Error::Io(io) if io.raw_os_error() == Some(28) => Fault::Full,
+            _ => Fault::Other(err.to_string()),
+        }
+    }
+
+    /// Classifies an error of the writer's direct (rusqlite) connection.
+    pub(crate) fn of_rusqlite(err: &rusqlite::Error) -> Fault {
+        match err {
+            rusqlite::Error::SqliteFailure(e, _) => {
+                Fault::from_code(Some(e.extended_code), err.to_string())
+            }
+            _ => Fault::Other(err.to_string()),
+        }
+    }
+
+    /// Whether retrying the same write at once cannot help: the lock or the
+    /// space will not come back within the request.
+    pub(crate) fn is_lasting(&self) -> bool {
+        matches!(self, Fault::Busy | Fault::Full)
+    }
+
+    /// The error its callers get.
+    pub(crate) fn to_error(&self, what: &str) -> StoreError {
+        match self {
+            Fault::Busy => StoreError::Busy,
+            Fault::Full => StoreError::Full,
+            Fault::Other(e) => StoreError::Backend(sqlx::Error::Protocol(format!("{what}: {e}"))),
+        }
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fault::Busy => f.write_str("database busy"),
+            Fault::Full => f.write_str("database or disk is full"),
+            Fault::Other(e) => f.write_str(e),
+        }
+    }
+}
+
+/// Whether the last write found the database or disk full: set by a write
+/// that failed so, cleared by the next that commits. Each change is logged
+/// once, not every failed write.
+#[derive(Debug, Default)]
+pub(crate) struct DiskState {
+    full: AtomicBool,
+}
+
+impl DiskState {
+    /// Whether writes are failing for want of space.
+    pub(crate) fn is_full(&self) -> bool {
+        self.full.load(Ordering::Acquire)
+    }
+
+    /// A write failed because the database or disk is full.
+    pub(crate) fn filled(&self) {
+        if !self.full.swap(true, Ordering::AcqRel) {
+            tracing::error!(
+                "database or disk is full: writes are refused (507) and /readyz \
+                 reports not ready until space is freed and a write succeeds"
+            );
+        }
+    }
+
+    /// A write committed: there is space again.
+    pub(crate) fn committed(&self) {
+        if self.full.load(Ordering::Acquire) && self.full.swap(false, Ordering::AcqRel) {
+            tracing::warn!("the database accepts writes again (space was freed)");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extended_codes_keep_their_primary_meaning() {
+        // SQLITE_BUSY_SNAPSHOT (517) and SQLITE_LOCKED_SHAREDCACHE (262).
+        assert_eq!(Fault::from_code(Some(517), String::new()), Fault::Busy);
+        assert_eq!(Fault::from_code(Some(262), String::new()), Fault::Busy);
+        assert_eq!(Fault::from_code(Some(13), String::new()), Fault::Full);
+        assert!(matches!(
+            Fault::from_code(Some(19), "x".into()),
+            Fault::Other(_)
+        ));
+    }
+
+    #[test]
+    fn the_full_state_clears_on_the_next_commit() {
+        let disk = DiskState::default();
+        assert!(!disk.is_full());
+        disk.filled();
+        disk.filled();
+        assert!(disk.is_full());
+        disk.committed();
+        assert!(!disk.is_full());
+    }
+}

@@ -1,0 +1,182 @@
+//! A daemon started from the built binary on a free loopback port, for the
+//! hardening tests (faults, audit, metrics): start, read its admin key and
+//! stderr, stop it by its own PID.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::{binary, call, free_port};
+
+/// A running `actiongate serve`.
+pub struct Daemon {
+    child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    /// The data dir.
+    pub data: PathBuf,
+    stderr: std::sync::mpsc::Receiver<String>,
+}
+
+impl Daemon {
+    /// Starts the daemon on `data` with `env` on top of the test defaults,
+    /// and waits until `/healthz` answers.
+    pub fn start(data: &Path, env: &[(&str, &str)]) -> Daemon {
+        let port = free_port();
+        let mut cmd = Command::new(binary("actiongate"));
+        cmd.arg("serve")
+            .arg("--data-dir")
+            .arg(data)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .env("ACTIONGATE_LOG", "warn")
+            .env("ACTIONGATE_ACTIONS__MIN_TIMEOUT", "1s")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let d = Daemon {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            data: data.to_owned(),
+            stderr: rx,
+        };
+        d.wait_up();
+        d
+    }
+
+    fn wait_up(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if self.healthz_blocking() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("daemon did not come up");
+    }
+
+    /// `GET /healthz` over a plain socket (callable from async tests).
+    fn healthz_blocking(&self) -> bool {
+        use std::io::{Read, Write};
+        let addr = self.base["http://".len()..].parse().unwrap();
+        let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200))
+        else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        if s.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").is_err() {
+            return false;
+        }
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).is_ok() && head.ends_with(b"200")
+    }
+
+    /// The admin key the first start wrote.
+    pub fn admin_key(&self) -> String {
+        std::fs::read_to_string(self.data.join("admin.key"))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+
+    /// The database file.
+    pub fn database(&self) -> PathBuf {
+        self.data.join("actiongate.db")
+    }
+
+    /// Every stderr line so far.
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.stderr.try_iter().collect()
+    }
+
+    /// SIGTERM, then waits (at most 15 s) for it to end.
+    pub fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if self.child.try_wait().unwrap().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("daemon did not stop on SIGTERM");
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A new agent key for `agent` (its profile left as the default, `guarded`:
+/// every action asks, so each is stored pending).
+pub async fn agent_key(client: &reqwest::Client, base: &str, admin: &str, agent: &str) -> String {
+    let (s, k) = call(
+        client,
+        reqwest::Method::POST,
+        format!("{base}/v1/keys"),
+        admin,
+        Some(json!({"role": "agent", "agent": agent})),
+    )
+    .await;
+    assert_eq!(s, 201, "{k}");
+    k["key"].as_str().unwrap().to_owned()
+}
+
+/// A new key of `role` (`operator`, `admin`).
+pub async fn role_key(client: &reqwest::Client, base: &str, admin: &str, role: &str) -> String {
+    let (s, k) = call(
+        client,
+        reqwest::Method::POST,
+        format!("{base}/v1/keys"),
+        admin,
+        Some(json!({"role": role})),
+    )
+    .await;
+    assert_eq!(s, 201, "{k}");
+    k["key"].as_str().unwrap().to_owned()
+}
+
+/// `POST /v1/actions` of a decision-only action; the raw response.
+pub async fn request_action(
+    client: &reqwest::Client,
+    base: &str,
+    agent: &str,
+    tool: &str,
+    detail: &str,
+) -> reqwest::Response {
+    client
+        .post(format!("{base}/v1/actions"))
+        .bearer_auth(agent)
+        .json(&json!({"tool": tool, "detail": detail}))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The status and JSON body of a response (`Null` when not JSON).
+pub async fn status_json(resp: reqwest::Response) -> (u16, Option<String>, Value) {
+    let status = resp.status().as_u16();
+    let ctype = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    (status, ctype, resp.json().await.unwrap_or(Value::Null))
+}
