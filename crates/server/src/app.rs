@@ -35,6 +35,7 @@ pub fn router(state: AppState) -> Router {
     let body_limit = state.settings().http.body_limit_bytes;
     crate::routes::router()
         .merge(crate::web::router())
+        .merge(crate::mcp::router(&state))
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(axum::middleware::from_fn_with_state(state.clone(), track))

@@ -22,6 +22,7 @@ pub mod cli;
 pub mod config;
 pub mod config_events;
 pub mod error;
+pub mod mcp;
 pub mod metrics;
 pub mod openapi;
 pub mod routes;
