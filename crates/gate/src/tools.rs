@@ -64,7 +64,11 @@ impl Gate {
     }
 
     /// The handler tool called `name`, if one is in service.
-    pub async fn handler_tool(&self, caller: &Caller, name: &str) -> GateResult<Option<HandlerTool>> {
+    pub async fn handler_tool(
+        &self,
+        caller: &Caller,
+        name: &str,
+    ) -> GateResult<Option<HandlerTool>> {
         Ok(self
             .handler_tools(caller)
             .await?

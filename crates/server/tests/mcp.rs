@@ -10,8 +10,8 @@ use std::time::Duration;
 use common::TestApp;
 use reqwest::{Method, StatusCode};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientConfig, NumberOrString,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestMetaObject,
+    CallToolRequestParams, CallToolResult, ClientConfig, NumberOrString, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, RequestMetaObject,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -158,12 +158,22 @@ async fn tools_are_listed_in_both_eras_with_the_permission_schema() {
         ] {
             assert!(names.contains(&want.to_owned()), "{era:?}: {names:?}");
         }
-        let rp = tools.iter().find(|t| t.name == "request_permission").unwrap();
+        let rp = tools
+            .iter()
+            .find(|t| t.name == "request_permission")
+            .unwrap();
         let schema = Value::Object((*rp.input_schema).clone());
         assert_eq!(schema["properties"]["permission"]["minLength"], 1);
         assert_eq!(schema["properties"]["reason"]["minLength"], 1);
         let t = &schema["properties"]["timeout_minutes"];
-        assert_eq!((t["minimum"].clone(), t["maximum"].clone(), t["default"].clone()), (json!(1), json!(60), json!(15)));
+        assert_eq!(
+            (
+                t["minimum"].clone(),
+                t["maximum"].clone(),
+                t["default"].clone()
+            ),
+            (json!(1), json!(60), json!(15))
+        );
         conn.cancel().await.unwrap();
     }
     app.stop().await;
@@ -179,15 +189,43 @@ async fn request_permission_follows_the_profile_at_once() {
     .await;
     for era in ERAS {
         let (conn, _) = connect(&app, &app.agent, era).await;
-        let ok = call(&conn, "request_permission", json!({"permission": "net:ok", "reason": "fetch docs"}), false).await;
+        let ok = call(
+            &conn,
+            "request_permission",
+            json!({"permission": "net:ok", "reason": "fetch docs"}),
+            false,
+        )
+        .await;
         assert_eq!(text(&ok), "Permission granted for net:ok", "{era:?}");
         assert_ne!(ok.is_error, Some(true));
-        let bad = call(&conn, "request_permission", json!({"permission": "net:bad", "reason": "fetch docs"}), false).await;
-        assert!(text(&bad).starts_with("Permission denied for net:bad: "), "{era:?}: {}", text(&bad));
+        let bad = call(
+            &conn,
+            "request_permission",
+            json!({"permission": "net:bad", "reason": "fetch docs"}),
+            false,
+        )
+        .await;
+        assert!(
+            text(&bad).starts_with("Permission denied for net:bad: "),
+            "{era:?}: {}",
+            text(&bad)
+        );
         assert_ne!(bad.is_error, Some(true), "a denial is a normal result");
-        let invalid = call(&conn, "request_permission", json!({"permission": "", "reason": "x"}), false).await;
+        let invalid = call(
+            &conn,
+            "request_permission",
+            json!({"permission": "", "reason": "x"}),
+            false,
+        )
+        .await;
         assert_eq!(invalid.is_error, Some(true));
-        let invalid = call(&conn, "request_permission", json!({"permission": "p", "reason": "x", "timeout_minutes": 61}), false).await;
+        let invalid = call(
+            &conn,
+            "request_permission",
+            json!({"permission": "p", "reason": "x", "timeout_minutes": 61}),
+            false,
+        )
+        .await;
         assert_eq!(invalid.is_error, Some(true));
         conn.cancel().await.unwrap();
     }
@@ -217,7 +255,11 @@ async fn a_waiting_call_sends_progress_and_ends_with_the_operators_decision() {
             .expect("a progress notification within the interval")
             .unwrap();
         assert!(
-            first.message.as_deref().unwrap_or("").starts_with("waiting for an operator, 5 min left"),
+            first
+                .message
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("waiting for an operator, 5 min left"),
             "{first:?}"
         );
         let second = tokio::time::timeout(Duration::from_secs(10), progress.recv())
@@ -263,9 +305,10 @@ async fn a_client_that_goes_away_cancels_its_pending_item() {
         let (conn, _) = connect(&app, &app.agent, era).await;
         let peer = conn.peer().clone();
         let waiting = tokio::spawn(async move {
-            peer.call_tool(CallToolRequestParams::new("request_permission").with_arguments(args(
-                json!({"permission": "gone", "reason": "r"}),
-            )))
+            peer.call_tool(
+                CallToolRequestParams::new("request_permission")
+                    .with_arguments(args(json!({"permission": "gone", "reason": "r"}))),
+            )
             .await
         });
         let id = pending_id(&app).await;
@@ -274,7 +317,12 @@ async fn a_client_that_goes_away_cancels_its_pending_item() {
         let mut status = Value::Null;
         for _ in 0..400 {
             let (_, a) = app
-                .call(Method::GET, &format!("/v1/actions/{id}"), Some(&app.operator.clone()), None)
+                .call(
+                    Method::GET,
+                    &format!("/v1/actions/{id}"),
+                    Some(&app.operator.clone()),
+                    None,
+                )
                 .await;
             status = a["status"].clone();
             if status == "cancelled" {
@@ -290,25 +338,68 @@ async fn a_client_that_goes_away_cancels_its_pending_item() {
 #[tokio::test]
 async fn check_request_and_poll_an_action() {
     let app = spawn().await;
-    app.profile("agent-1", json!({"allow": ["tool:bash:ls"], "ask": ["tool:bash:.*"]})).await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:bash:ls"], "ask": ["tool:bash:.*"]}),
+    )
+    .await;
     for era in ERAS {
         let (conn, _) = connect(&app, &app.agent, era).await;
-        let c = call(&conn, "check_action", json!({"tool": "bash", "detail": "ls"}), false).await;
-        assert_eq!(c.structured_content.as_ref().unwrap()["result"], "allow", "{era:?}");
-        let c = call(&conn, "check_action", json!({"tool": "bash", "detail": "make"}), false).await;
+        let c = call(
+            &conn,
+            "check_action",
+            json!({"tool": "bash", "detail": "ls"}),
+            false,
+        )
+        .await;
+        assert_eq!(
+            c.structured_content.as_ref().unwrap()["result"],
+            "allow",
+            "{era:?}"
+        );
+        let c = call(
+            &conn,
+            "check_action",
+            json!({"tool": "bash", "detail": "make"}),
+            false,
+        )
+        .await;
         assert_eq!(c.structured_content.as_ref().unwrap()["result"], "ask");
-        let r = call(&conn, "request_action", json!({"tool": "bash", "detail": "make", "wait_seconds": 0}), false).await;
+        let r = call(
+            &conn,
+            "request_action",
+            json!({"tool": "bash", "detail": "make", "wait_seconds": 0}),
+            false,
+        )
+        .await;
         let action = &r.structured_content.as_ref().unwrap()["action"];
         assert_eq!(action["status"], "pending");
         let id = action["id"].as_str().unwrap().to_owned();
         let s = call(&conn, "get_action_status", json!({"id": id}), false).await;
-        assert_eq!(s.structured_content.as_ref().unwrap()["action"]["status"], "pending");
+        assert_eq!(
+            s.structured_content.as_ref().unwrap()["action"]["status"],
+            "pending"
+        );
         let (status, _) = app
-            .call(Method::POST, &format!("/v1/actions/{id}/approve"), Some(&app.operator.clone()), Some(json!({})))
+            .call(
+                Method::POST,
+                &format!("/v1/actions/{id}/approve"),
+                Some(&app.operator.clone()),
+                Some(json!({})),
+            )
             .await;
         assert_eq!(status, StatusCode::OK);
-        let s = call(&conn, "get_action_status", json!({"id": id, "wait_seconds": 5}), false).await;
-        assert_eq!(s.structured_content.as_ref().unwrap()["action"]["status"], "approved");
+        let s = call(
+            &conn,
+            "get_action_status",
+            json!({"id": id, "wait_seconds": 5}),
+            false,
+        )
+        .await;
+        assert_eq!(
+            s.structured_content.as_ref().unwrap()["action"]["status"],
+            "approved"
+        );
         assert_ne!(s.is_error, Some(true));
         conn.cancel().await.unwrap();
     }
@@ -318,19 +409,45 @@ async fn check_request_and_poll_an_action() {
 #[tokio::test]
 async fn approval_prompt_answers_claude_codes_json_and_fails_closed() {
     let app = spawn().await;
-    app.profile("agent-1", json!({"allow": ["tool:bash:ls"], "deny": ["tool:bash:rm( .*)?"], "ask": []})).await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:bash:ls"], "deny": ["tool:bash:rm( .*)?"], "ask": []}),
+    )
+    .await;
     for era in ERAS {
         let (conn, _) = connect(&app, &app.agent, era).await;
         let input = json!({"command": "ls"});
-        let r = call(&conn, "approval_prompt", json!({"tool_name": "Bash", "input": input, "tool_use_id": "t1"}), false).await;
+        let r = call(
+            &conn,
+            "approval_prompt",
+            json!({"tool_name": "Bash", "input": input, "tool_use_id": "t1"}),
+            false,
+        )
+        .await;
         let v: Value = serde_json::from_str(&text(&r)).unwrap();
-        assert_eq!(v, json!({"behavior": "allow", "updatedInput": {"command": "ls"}}), "{era:?}");
-        let r = call(&conn, "approval_prompt", json!({"tool_name": "Bash", "input": {"command": "rm x"}}), false).await;
+        assert_eq!(
+            v,
+            json!({"behavior": "allow", "updatedInput": {"command": "ls"}}),
+            "{era:?}"
+        );
+        let r = call(
+            &conn,
+            "approval_prompt",
+            json!({"tool_name": "Bash", "input": {"command": "rm x"}}),
+            false,
+        )
+        .await;
         let v: Value = serde_json::from_str(&text(&r)).unwrap();
         assert_eq!(v["behavior"], "deny");
         assert!(v["message"].as_str().unwrap().contains("denied"), "{v}");
         // Input the mapping cannot read is a deny, not an allow.
-        let r = call(&conn, "approval_prompt", json!({"tool_name": "Bash", "input": {}}), false).await;
+        let r = call(
+            &conn,
+            "approval_prompt",
+            json!({"tool_name": "Bash", "input": {}}),
+            false,
+        )
+        .await;
         let v: Value = serde_json::from_str(&text(&r)).unwrap();
         assert_eq!(v["behavior"], "deny", "{v}");
         conn.cancel().await.unwrap();
@@ -342,7 +459,13 @@ async fn approval_prompt_answers_claude_codes_json_and_fails_closed() {
 async fn an_operator_key_gets_an_error_result_not_an_allow() {
     let app = spawn().await;
     let (conn, _) = connect(&app, &app.operator, Era::Stateless).await;
-    let r = call(&conn, "request_permission", json!({"permission": "p", "reason": "r"}), true).await;
+    let r = call(
+        &conn,
+        "request_permission",
+        json!({"permission": "p", "reason": "r"}),
+        true,
+    )
+    .await;
     assert_eq!(r.is_error, Some(true), "{}", text(&r));
     conn.cancel().await.unwrap();
     app.stop().await;

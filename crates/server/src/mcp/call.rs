@@ -13,7 +13,9 @@ use actiongate_cli::hook::{Fallback, decision_for, map_tool};
 use actiongate_gate::store::{Action, ActionStatus};
 use actiongate_gate::{Caller, GateError};
 
-use super::tools::{APPROVAL_PROMPT, CHECK_ACTION, GET_ACTION_STATUS, REQUEST_ACTION, REQUEST_PERMISSION};
+use super::tools::{
+    APPROVAL_PROMPT, CHECK_ACTION, GET_ACTION_STATUS, REQUEST_ACTION, REQUEST_PERMISSION,
+};
 use super::wait::{WaitEnd, Waiter};
 use crate::state::AppState;
 
@@ -168,7 +170,11 @@ struct PromptArgs {
 
 impl Ctx<'_> {
     /// Requests `body` now and waits (up to `limit`, or until settled).
-    async fn request(&self, body: CreateAction, limit: Option<Duration>) -> Result<Action, CallToolResult> {
+    async fn request(
+        &self,
+        body: CreateAction,
+        limit: Option<Duration>,
+    ) -> Result<Action, CallToolResult> {
         let gate = self.state.gate();
         let requested = gate
             .request_action(self.caller, body, Duration::ZERO)
@@ -275,7 +281,13 @@ impl Ctx<'_> {
             action
         } else {
             // Waiting here is a poll: leaving it withdraws nothing.
-            match tokio::time::timeout(wait, self.waiter.until_settled(gate, self.caller, action.clone(), Some(wait))).await {
+            match tokio::time::timeout(
+                wait,
+                self.waiter
+                    .until_settled(gate, self.caller, action.clone(), Some(wait)),
+            )
+            .await
+            {
                 Ok(r) => r.map_err(wait_error)?,
                 Err(_) => action,
             }
@@ -336,7 +348,9 @@ impl Ctx<'_> {
     async fn approval_prompt(&self, args: JsonObject) -> CallToolResult {
         let answer = match self.prompt(args).await {
             Ok(answer) => answer,
-            Err(message) => json!({"behavior": "deny", "message": format!("actiongate: {message}")}),
+            Err(message) => {
+                json!({"behavior": "deny", "message": format!("actiongate: {message}")})
+            }
         };
         CallToolResult::success(vec![ContentBlock::text(answer.to_string())])
     }
@@ -381,13 +395,18 @@ fn describe(a: &Action) -> CallToolResult {
         ActionStatus::Running => format!("running: {}", a.action_string),
         ActionStatus::Completed => format!("completed: {}", a.action_string),
         ActionStatus::Denied => format!("denied: {}: {}", a.action_string, reason_of(a)),
-        ActionStatus::Expired => format!("expired: no operator decided in time: {}", a.action_string),
+        ActionStatus::Expired => {
+            format!("expired: no operator decided in time: {}", a.action_string)
+        }
         ActionStatus::Cancelled => format!("cancelled: {}", a.action_string),
         ActionStatus::Failed => format!("failed: {}", a.action_string),
     };
     let is_error = matches!(
         s,
-        ActionStatus::Denied | ActionStatus::Expired | ActionStatus::Cancelled | ActionStatus::Failed
+        ActionStatus::Denied
+            | ActionStatus::Expired
+            | ActionStatus::Cancelled
+            | ActionStatus::Failed
     );
     with_action(text, a, is_error)
 }

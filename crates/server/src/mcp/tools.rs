@@ -142,9 +142,8 @@ pub fn of_handler(t: &HandlerTool) -> Tool {
         t.description.clone(),
         object(t.params_schema.clone()),
     );
-    tool.annotations = Some(
-        ToolAnnotations::with_title(format!("{} {}", t.handler, t.action)).read_only(false),
-    );
+    tool.annotations =
+        Some(ToolAnnotations::with_title(format!("{} {}", t.handler, t.action)).read_only(false));
     tool
 }
 

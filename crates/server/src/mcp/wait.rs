@@ -124,7 +124,9 @@ pub fn progress_message(action: &Action) -> String {
 /// Withdraws `id` if still pending (a settled one is left as it is).
 async fn withdraw(gate: &Gate, caller: &Caller, id: &str) {
     match gate.cancel(caller, id).await {
-        Ok(_) => tracing::info!(action = %id, "the MCP client went away; its pending action was cancelled"),
+        Ok(_) => {
+            tracing::info!(action = %id, "the MCP client went away; its pending action was cancelled")
+        }
         Err(e) => tracing::debug!(action = %id, error = %e, "not cancelled"),
     }
 }
