@@ -102,10 +102,12 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
             command.args(rest);
             let transport = TokioChildProcess::new(command)
                 .map_err(|e| (Exit::Unreachable, format!("cannot start {cmd}: {e}")))?;
-            handler
-                .serve(transport)
-                .await
-                .map_err(|e| (Exit::Unreachable, format!("{cmd} did not start as an MCP server: {e}")))?
+            handler.serve(transport).await.map_err(|e| {
+                (
+                    Exit::Unreachable,
+                    format!("{cmd} did not start as an MCP server: {e}"),
+                )
+            })?
         }
         (None, None) => {
             return Err(usage(

@@ -87,7 +87,8 @@ impl PinFile {
 
     /// Writes the pins (to a temporary file renamed over the old one).
     pub fn save(&mut self) -> Result<(), String> {
-        let fail = |e: std::io::Error| format!("cannot write the pin file {}: {e}", self.path.display());
+        let fail =
+            |e: std::io::Error| format!("cannot write the pin file {}: {e}", self.path.display());
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(fail)?;
         }
@@ -116,7 +117,10 @@ pub fn pin_detail(server: &str, tool: &str, digest: &str) -> String {
 /// operator), not by a rule or a grant.
 pub fn approved_by_a_human(action: &Value) -> bool {
     let status = action.get("status").and_then(Value::as_str);
-    let by = action.get("decided_by").and_then(Value::as_str).unwrap_or("");
+    let by = action
+        .get("decided_by")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     status == Some("approved") && !by.is_empty() && by != "policy" && !by.starts_with("grant:")
 }
 

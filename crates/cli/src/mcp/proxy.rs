@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig, Tool,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ResultType,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
 use rmcp::{ClientHandler, ServerHandler};
@@ -103,7 +103,12 @@ impl Proxy {
             if file.pins.refused.get(&name) == Some(&d) {
                 continue;
             }
-            let asked = file.pins.asked.get(&name).filter(|a| a.digest == d).cloned();
+            let asked = file
+                .pins
+                .asked
+                .get(&name)
+                .filter(|a| a.digest == d)
+                .cloned();
             let ask_again = match asked {
                 Some(a) => {
                     let action = self
@@ -186,7 +191,10 @@ impl Proxy {
             // Wakes the agent's side once the question is settled.
             let mut action = action;
             while !is_settled(&action) {
-                match api.wait_settled(action.clone(), Duration::from_secs(3600)).await {
+                match api
+                    .wait_settled(action.clone(), Duration::from_secs(3600))
+                    .await
+                {
                     Ok(a) => action = a,
                     Err(_) => return,
                 }
@@ -218,7 +226,8 @@ impl Proxy {
                 .unwrap_or_default()
                 .to_owned();
             tokio::select! {
-                next = self.api.wait_settled(action.clone(), self.progress_every) => action = next?,
+                // `wait_settled` does not long-poll for less than a second.
+                next = self.api.wait_settled(action.clone(), self.progress_every + Duration::from_secs(1)) => action = next?,
                 () = ctx.ct.cancelled() => {
                     let _ = self.api.cancel(&id).await;
                     return Err(ClientError::BadResponse("the call was cancelled; the request was withdrawn".to_owned()));
@@ -300,10 +309,20 @@ impl ServerHandler for Proxy {
         }
         let mut forwarded = request;
         forwarded.meta = None;
-        self.upstream
+        let mut response = self
+            .upstream
             .call_tool_once(forwarded)
             .await
-            .map_err(internal)
+            .map_err(internal)?;
+        // An upstream of the handshake era sends no `resultType`; a client
+        // of the stateless era needs it (rmcp leaves it out again for
+        // clients of the handshake era).
+        if let CallToolResponse::Complete(r) = &mut response
+            && r.result_type.is_none()
+        {
+            r.result_type = Some(ResultType::COMPLETE);
+        }
+        Ok(response)
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
