@@ -32,6 +32,7 @@ const ERAS: [Era; 2] = [Era::Stateless, Era::Handshake];
 struct Client {
     config: ClientConfig,
     progress: mpsc::UnboundedSender<ProgressNotificationParam>,
+    list_changed: mpsc::UnboundedSender<()>,
 }
 
 impl ClientHandler for Client {
@@ -41,6 +42,10 @@ impl ClientHandler for Client {
         _ctx: NotificationContext<RoleClient>,
     ) {
         let _ = self.progress.send(params);
+    }
+
+    async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        let _ = self.list_changed.send(());
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -55,14 +60,29 @@ async fn connect(
     key: &str,
     era: Era,
 ) -> (Conn, mpsc::UnboundedReceiver<ProgressNotificationParam>) {
+    let (conn, progress, _) = connect_full(app, key, era).await;
+    (conn, progress)
+}
+
+async fn connect_full(
+    app: &TestApp,
+    key: &str,
+    era: Era,
+) -> (
+    Conn,
+    mpsc::UnboundedReceiver<ProgressNotificationParam>,
+    mpsc::UnboundedReceiver<()>,
+) {
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", app.base))
             .auth_header(key.to_owned()),
     );
     let (tx, rx) = mpsc::unbounded_channel();
+    let (changed_tx, changed_rx) = mpsc::unbounded_channel();
     let client = Client {
         config: ClientConfig::default(),
         progress: tx,
+        list_changed: changed_tx,
     };
     let lifecycle = match era {
         Era::Stateless => ClientLifecycleMode::Discover {
@@ -74,7 +94,7 @@ async fn connect(
         .serve_with_lifecycle(transport, lifecycle)
         .await
         .expect("the MCP client starts");
-    (conn, rx)
+    (conn, rx, changed_rx)
 }
 
 fn args(v: Value) -> rmcp::model::JsonObject {
@@ -467,6 +487,131 @@ async fn an_operator_key_gets_an_error_result_not_an_allow() {
     )
     .await;
     assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    conn.cancel().await.unwrap();
+    app.stop().await;
+}
+
+/// An executor on a random loopback port answering every webhook with
+/// `status` and `body`.
+async fn executor(status: u16, body: Value) -> String {
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move || {
+            let body = body.clone();
+            async move {
+                (
+                    axum::http::StatusCode::from_u16(status).unwrap(),
+                    axum::Json(body),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+fn files_handler(id: &str, url: &str) -> Value {
+    json!({
+        "id": id, "name": "Files", "url": url, "timeout": "1s",
+        "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}],
+        "actions": [{"name": "write", "description": "Write a file.",
+            "params_schema": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path"]},
+            "permission": "fs.write", "scope": {"path": "/path"}, "detail": "write {path}"}]
+    })
+}
+
+async fn register(app: &TestApp, handler: Value) {
+    let (s, body) = app
+        .call(
+            Method::POST,
+            "/v1/handlers",
+            Some(&app.admin.clone()),
+            Some(handler),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+}
+
+#[tokio::test]
+async fn a_handler_action_is_a_tool_whose_result_is_the_executors_answer() {
+    let app = TestApp::spawn_with(|s| {
+        s.http.mcp_progress_seconds = 1;
+        s.dispatch.retry_schedule = vec![];
+    })
+    .await;
+    app.profile("agent-1", json!("open")).await;
+    register(
+        &app,
+        files_handler("files", &executor(200, json!({"written": 2})).await),
+    )
+    .await;
+    register(
+        &app,
+        files_handler(
+            "broken",
+            &executor(400, json!({"error": "disk full"})).await,
+        ),
+    )
+    .await;
+    for era in ERAS {
+        let (conn, _) = connect(&app, &app.agent, era).await;
+        let tools = conn.list_all_tools().await.unwrap();
+        let t = tools
+            .iter()
+            .find(|t| t.name == "files__write")
+            .expect("the handler tool is listed");
+        assert_eq!(t.description.as_deref(), Some("Write a file."));
+        assert_eq!(t.input_schema["required"], json!(["path"]));
+        let r = call(
+            &conn,
+            "files__write",
+            json!({"path": "/tmp/x", "content": "hi"}),
+            true,
+        )
+        .await;
+        assert_ne!(r.is_error, Some(true), "{era:?}: {}", text(&r));
+        assert_eq!(r.structured_content, Some(json!({"written": 2})));
+        let bad = call(&conn, "broken__write", json!({"path": "/tmp/x"}), false).await;
+        assert_eq!(bad.is_error, Some(true), "{}", text(&bad));
+        let invalid = call(&conn, "files__write", json!({"content": "no path"}), false).await;
+        assert_eq!(invalid.is_error, Some(true), "{}", text(&invalid));
+        conn.cancel().await.unwrap();
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_denied_handler_tool_is_an_error_result() {
+    let app = spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": [], "ask": [], "deny": ["files:.*"]}),
+    )
+    .await;
+    register(&app, files_handler("files", "http://127.0.0.1:9/hook")).await;
+    let (conn, _) = connect(&app, &app.agent, Era::Stateless).await;
+    let r = call(&conn, "files__write", json!({"path": "/etc/x"}), false).await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    assert!(text(&r).starts_with("denied"), "{}", text(&r));
+    conn.cancel().await.unwrap();
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_new_handler_tells_handshake_sessions_that_the_list_changed() {
+    let app = spawn().await;
+    let (conn, _, mut changed) = connect_full(&app, &app.agent, Era::Handshake).await;
+    // The session is set up once `notifications/initialized` was handled.
+    conn.list_all_tools().await.unwrap();
+    register(&app, files_handler("files", "http://127.0.0.1:9/hook")).await;
+    tokio::time::timeout(Duration::from_secs(10), changed.recv())
+        .await
+        .expect("notifications/tools/list_changed")
+        .unwrap();
+    let tools = conn.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "files__write"));
     conn.cancel().await.unwrap();
     app.stop().await;
 }
