@@ -14,7 +14,8 @@ import httpx2
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+# A relative CARGO_TARGET_DIR is relative to the repository, as for cargo.
+TARGET = ROOT / os.environ.get("CARGO_TARGET_DIR", "target")
 BINARY = TARGET / "debug" / "actiongate"
 
 # Both eras: the initialize handshake and the stateless revision.

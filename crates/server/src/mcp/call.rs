@@ -255,12 +255,16 @@ impl Ctx<'_> {
 
     async fn request_action(&self, args: JsonObject) -> ToolResult {
         let a: RequestArgs = parse(args)?;
-        let (_, timeout) = timeout_of(a.timeout_minutes)?;
+        // Absent: the daemon's default timeout.
+        let timeout = match a.timeout_minutes {
+            Some(m) => Some(timeout_of(Some(m))?.1),
+            None => None,
+        };
         let body = CreateAction::Tool(ToolActionRequest {
             tool: a.tool,
             detail: a.detail,
             reason: a.reason,
-            timeout: Some(timeout),
+            timeout,
             idempotency_key: None,
         });
         let action = self

@@ -91,7 +91,8 @@ pub fn builtin() -> Vec<Tool> {
                     "tool": {"type": "string", "pattern": "^[A-Za-z0-9_.\\-]{1,128}$"},
                     "detail": {"type": "string", "maxLength": 65536},
                     "reason": {"type": "string", "maxLength": 4096},
-                    "timeout_minutes": {"type": "number", "minimum": 1, "maximum": 60, "default": 15},
+                    "timeout_minutes": {"type": "number", "minimum": 1, "maximum": 60,
+                        "description": "How long a human has to decide (default: the daemon's)."},
                     "wait_seconds": {"type": "integer", "minimum": 0,
                         "description": "0: answer at once with the action's id; absent: wait for the decision."}
                 },
