@@ -1,7 +1,8 @@
 //! The `actiongate` commands that talk to a running daemon over its HTTP API:
 //! the operator's queue commands (`pending`, `show`, `approve`, `deny`,
 //! `reply`, `grant`, `grants`, `revoke`, `tail`), the agent's `request` and
-//! `check`, the Claude Code hook and the JSONL outbox follower.
+//! `check`, the Claude Code hook, the JSONL outbox follower and the MCP
+//! proxy ([`mcp`]).
 //!
 //! Layout: [`http`] wraps reqwest and turns problem+json answers into
 //! [`http::ClientError`]; [`output`] renders tables and one-line summaries;
@@ -15,6 +16,7 @@ pub mod args;
 pub mod commands;
 pub mod hook;
 pub mod http;
+pub mod mcp;
 pub mod outbox;
 pub mod output;
 pub mod tail;
@@ -109,6 +111,9 @@ pub enum ClientCommand {
     /// Submit a JSONL outbox's actions to the daemon.
     #[command(subcommand)]
     Outbox(outbox::OutboxCommand),
+    /// Model Context Protocol: gate the tools of any MCP server.
+    #[command(subcommand)]
+    Mcp(mcp::McpCommand),
 }
 
 /// Runs a client command; the process exit code.
@@ -128,6 +133,7 @@ pub async fn run(cmd: ClientCommand) -> ExitCode {
         ClientCommand::Check(a) => commands::check(a).await,
         ClientCommand::Hook(hook::HookCommand::ClaudeCode(a)) => hook::claude_code(a).await,
         ClientCommand::Outbox(outbox::OutboxCommand::Follow(a)) => outbox::follow(a).await,
+        ClientCommand::Mcp(mcp::McpCommand::Proxy(a)) => mcp::proxy(a).await,
     };
     exit.into()
 }

@@ -43,6 +43,7 @@ pub mod sign;
 pub mod subscriptions;
 pub mod sweeper;
 pub mod template;
+pub mod tools;
 pub mod transport;
 pub mod waiters;
 
@@ -126,6 +127,9 @@ struct Inner {
     keys: Cache<Caller>,
     /// Bumped when a key is revoked through the gate (see [`KeyGuard`]).
     revocations: watch::Sender<u64>,
+    /// Bumped when a handler is registered, changed or retired (see
+    /// [`Gate::handlers_changed`]).
+    handler_changes: watch::Sender<u64>,
     waiters: Waiters,
     deadlines_changed: Notify,
     notify_transport: Arc<dyn Transport>,
@@ -154,6 +158,7 @@ impl Gate {
             agent_profiles: Cache::new(None),
             keys: Cache::new(Some(KEY_TTL)),
             revocations: watch::Sender::new(0),
+            handler_changes: watch::Sender::new(0),
             deadlines_changed: Notify::new(),
             notify_transport,
             shutdown,
@@ -327,6 +332,13 @@ impl Gate {
     pub fn forget_handler(&self, id: &str) {
         self.0.handlers.invalidate(|k, _| k == id);
         self.0.secrets.invalidate(|k, _| k == id);
+        self.0.handler_changes.send_modify(|n| *n += 1);
+    }
+
+    /// Changes whenever a handler was registered, changed or retired on
+    /// this daemon (what adapters offer as tools follows it).
+    pub fn handlers_changed(&self) -> watch::Receiver<u64> {
+        self.0.handler_changes.subscribe()
     }
 
     /// A handler compiled for use (retired ones too; callers check), cached

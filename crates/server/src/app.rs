@@ -35,7 +35,8 @@ pub fn router(state: AppState) -> Router {
     let body_limit = state.settings().http.body_limit_bytes;
     let mut routes = crate::routes::router()
         .merge(crate::web::router())
-        .merge(crate::openapi::router());
+        .merge(crate::openapi::router())
+        .merge(crate::mcp::router(&state));
     if let Some(c) = state.connectors() {
         routes = routes.merge(crate::connectors::routes::router(c.clone()));
     }

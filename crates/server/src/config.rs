@@ -221,6 +221,9 @@ pub struct HttpSettings {
     pub body_limit_bytes: usize,
     /// How long graceful shutdown waits for open requests, in seconds.
     pub shutdown_grace_seconds: u64,
+    /// Seconds between MCP progress notifications while a tool call waits
+    /// for a human (1-30: clients cut calls that stay silent too long).
+    pub mcp_progress_seconds: u64,
 }
 
 impl Default for Settings {
@@ -281,6 +284,7 @@ impl Default for HttpSettings {
         HttpSettings {
             body_limit_bytes: 1024 * 1024,
             shutdown_grace_seconds: 10,
+            mcp_progress_seconds: 20,
         }
     }
 }
@@ -347,6 +351,9 @@ impl Settings {
         self.events.check()?;
         self.webhooks.check()?;
         self.connectors.check()?;
+        if !(1..=30).contains(&self.http.mcp_progress_seconds) {
+            anyhow::bail!("http.mcp_progress_seconds: must be 1-30");
+        }
         Ok(())
     }
 

@@ -25,6 +25,7 @@ pub mod config_duration;
 pub mod config_events;
 pub mod connectors;
 pub mod error;
+pub mod mcp;
 pub mod metrics;
 pub mod openapi;
 pub mod routes;

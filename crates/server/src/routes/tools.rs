@@ -39,21 +39,7 @@ pub struct ToolsQuery {
     pub format: Option<ToolFormat>,
 }
 
-/// The tool name of a handler action: `<handler>__<action>`, with characters
-/// outside `[A-Za-z0-9_-]` replaced so every dialect accepts it.
-pub fn tool_name(handler: &str, action: &str) -> String {
-    format!("{handler}__{action}")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect()
-}
+pub use actiongate_gate::tools::tool_name;
 
 /// Tool definitions of every registered action (`{tools: [...]}`).
 #[utoipa::path(
@@ -68,22 +54,18 @@ pub fn tool_name(handler: &str, action: &str) -> String {
 )]
 pub async fn list_tools(
     State(state): State<AppState>,
-    _caller: Caller,
+    caller: Caller,
     ApiQuery(q): ApiQuery<ToolsQuery>,
 ) -> ApiResult<axum::Json<Value>> {
     let format = q.format.unwrap_or_default();
-    let mut tools = Vec::new();
-    for record in state.gate().list_handlers(false).await? {
-        let handler = state.gate().handler(&record.id).await?;
-        for a in &handler.actions {
-            let name = tool_name(&record.id, &a.decl.name);
-            let description = a
-                .decl
-                .description
-                .clone()
-                .unwrap_or_else(|| format!("{} ({})", a.decl.name, record.name));
-            let schema = a.decl.params_schema.clone();
-            tools.push(match format {
+    let tools: Vec<Value> = state
+        .gate()
+        .handler_tools(&caller)
+        .await?
+        .into_iter()
+        .map(|t| {
+            let (name, description, schema) = (t.name, t.description, t.params_schema);
+            match format {
                 ToolFormat::Openai => json!({
                     "type": "function",
                     "function": {"name": name, "description": description, "parameters": schema}
@@ -94,8 +76,8 @@ pub async fn list_tools(
                 ToolFormat::Mcp => {
                     json!({"name": name, "description": description, "inputSchema": schema})
                 }
-            });
-        }
-    }
+            }
+        })
+        .collect();
     Ok(axum::Json(json!({"tools": tools})))
 }

@@ -1,0 +1,133 @@
+//! `actiongate mcp proxy --name NAME -- CMD ARGS...`: a stdio MCP server
+//! that starts CMD (any stdio MCP server), or reaches a Streamable HTTP one
+//! with `--upstream-url`, relays its tools and gates each call through the
+//! daemon (see [`proxy`]); tool definitions are pinned (see [`pins`]).
+
+pub mod pins;
+pub mod proxy;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use rmcp::ServiceExt;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+
+use super::Exit;
+use super::http::{Api, Conn};
+
+/// `mcp` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Put the gate in front of an MCP server: a stdio MCP server that
+    /// relays CMD's tools and gates every call (agent key).
+    Proxy(ProxyArgs),
+}
+
+/// Flags of `mcp proxy`.
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// Where the daemon is; the key must be an agent key.
+    #[command(flatten)]
+    pub conn: Conn,
+    /// The server's name: calls are the actions `tool:mcp__NAME__<tool>:<arguments>`.
+    #[arg(long, value_parser = parse_name)]
+    pub name: String,
+    /// The pin state file (default `$HOME/.config/actiongate/mcp-pins/NAME.json`).
+    #[arg(long, env = "ACTIONGATE_MCP_PINS", value_name = "FILE")]
+    pub pins: Option<PathBuf>,
+    /// Front a remote Streamable HTTP MCP server instead of starting CMD.
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    pub upstream_url: Option<String>,
+    /// Seconds between progress notifications while a call waits for a human.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=30))]
+    pub progress_seconds: u64,
+    /// The upstream stdio MCP server and its arguments (after `--`).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+fn parse_name(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err("1-64 of A-Z a-z 0-9 _ -".to_owned())
+    }
+}
+
+fn pins_path(args: &ProxyArgs) -> PathBuf {
+    if let Some(p) = &args.pins {
+        return p.clone();
+    }
+    let base = std::env::var_os("HOME")
+        .map(|h| PathBuf::from(h).join(".config/actiongate/mcp-pins"))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join(format!("{}.json", args.name))
+}
+
+/// Runs the proxy until the agent's side closes.
+pub async fn proxy(args: ProxyArgs) -> Exit {
+    match run(args).await {
+        Ok(()) => Exit::Ok,
+        Err((exit, message)) => {
+            eprintln!("actiongate mcp proxy: {message}");
+            exit
+        }
+    }
+}
+
+async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
+    let usage = |m: String| (Exit::Usage, m);
+    // Each call waits in steps of at most `progress_seconds`.
+    let api = Api::with_timeouts(&args.conn, Duration::from_secs(5), Duration::from_secs(30))
+        .map_err(|e| usage(e.to_string()))?;
+    api.require_key().map_err(|e| usage(e.to_string()))?;
+    let pins = pins::PinFile::load(&pins_path(&args)).map_err(usage)?;
+    let downstream: proxy::Downstream = Arc::new(StdMutex::new(None));
+    let handler = proxy::Upstream {
+        downstream: downstream.clone(),
+    };
+    let upstream = match (&args.upstream_url, args.command.split_first()) {
+        (Some(url), _) => handler
+            .serve(StreamableHttpClientTransport::from_uri(url.clone()))
+            .await
+            .map_err(|e| (Exit::Unreachable, format!("cannot reach {url}: {e}")))?,
+        (None, Some((cmd, rest))) => {
+            let mut command = tokio::process::Command::new(cmd);
+            command.args(rest);
+            let transport = TokioChildProcess::new(command)
+                .map_err(|e| (Exit::Unreachable, format!("cannot start {cmd}: {e}")))?;
+            handler.serve(transport).await.map_err(|e| {
+                (
+                    Exit::Unreachable,
+                    format!("{cmd} did not start as an MCP server: {e}"),
+                )
+            })?
+        }
+        (None, None) => {
+            return Err(usage(
+                "name the upstream server: -- CMD ARGS... or --upstream-url URL".to_owned(),
+            ));
+        }
+    };
+    let server = proxy::Proxy {
+        name: args.name.clone(),
+        api: Arc::new(api),
+        upstream: upstream.peer().clone(),
+        pins: Arc::new(tokio::sync::Mutex::new(pins)),
+        downstream,
+        progress_every: Duration::from_secs(args.progress_seconds),
+    };
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| (Exit::Api, format!("the MCP client did not connect: {e}")))?;
+    let _ = running.waiting().await;
+    let _ = upstream.cancel().await;
+    Ok(())
+}

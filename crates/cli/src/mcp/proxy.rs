@@ -1,0 +1,331 @@
+//! The proxy's MCP server (on stdio, toward the agent) and its client of
+//! the upstream server. `tools/list` is relayed with unaccepted definitions
+//! hidden; each `tools/call` is first requested as the action
+//! `tool:mcp__NAME__<tool>:<arguments as compact JSON>` through the HTTP
+//! API: allowed, it is forwarded; asked, the call waits (sending progress
+//! when the client asked for it); anything else is an error result with
+//! the reason. Nothing that fails is forwarded.
+
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ResultType,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
+use rmcp::{ClientHandler, ServerHandler};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+use super::pins::{PIN_TOOL, PinFile, approved_by_a_human, digest, pin_detail};
+use crate::hook::{Fallback, decision_for, sanitize_tool};
+use crate::http::{Api, ClientError, is_settled, path_segment};
+
+/// Where the agent's side of the proxy is, once known: upstream
+/// `list_changed` notifications are passed on to it.
+pub type Downstream = Arc<StdMutex<Option<Peer<RoleServer>>>>;
+
+/// The upstream server's client side.
+pub struct Upstream {
+    /// The agent's side.
+    pub downstream: Downstream,
+}
+
+impl ClientHandler for Upstream {
+    async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        notify_list_changed(&self.downstream).await;
+    }
+}
+
+async fn notify_list_changed(downstream: &Downstream) {
+    let peer = downstream.lock().ok().and_then(|p| p.clone());
+    if let Some(peer) = peer {
+        let _ = peer.notify_tool_list_changed().await;
+    }
+}
+
+/// The proxy's server.
+#[derive(Clone)]
+pub struct Proxy {
+    /// The server's name (`mcp__NAME__tool`).
+    pub name: String,
+    /// The daemon.
+    pub api: Arc<Api>,
+    /// The upstream server.
+    pub upstream: Peer<RoleClient>,
+    /// The tool pins.
+    pub pins: Arc<Mutex<PinFile>>,
+    /// The agent's side (see [`Downstream`]).
+    pub downstream: Downstream,
+    /// Progress interval while a call waits for a human.
+    pub progress_every: Duration,
+}
+
+fn error_result(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+fn internal(e: impl std::fmt::Display) -> rmcp::ErrorData {
+    rmcp::ErrorData::internal_error(e.to_string(), None)
+}
+
+impl Proxy {
+    fn remember_peer(&self, peer: &Peer<RoleServer>) {
+        if let Ok(mut p) = self.downstream.lock()
+            && p.is_none()
+        {
+            *p = Some(peer.clone());
+        }
+    }
+
+    /// The upstream tools an operator accepted (all of them at first sight);
+    /// the others are asked about and hidden.
+    async fn accepted(&self, tools: Vec<Tool>) -> Result<Vec<Tool>, String> {
+        let mut file = self.pins.lock().await;
+        let mut changed = false;
+        if !file.existed {
+            for t in &tools {
+                file.pins.tools.insert(t.name.to_string(), digest(t));
+            }
+            file.save()?;
+            return Ok(tools);
+        }
+        let mut visible = Vec::new();
+        for t in tools {
+            let name = t.name.to_string();
+            let d = digest(&t);
+            if file.accepts(&name, &d) {
+                visible.push(t);
+                continue;
+            }
+            if file.pins.refused.get(&name) == Some(&d) {
+                continue;
+            }
+            let asked = file
+                .pins
+                .asked
+                .get(&name)
+                .filter(|a| a.digest == d)
+                .cloned();
+            let ask_again = match asked {
+                Some(a) => {
+                    let action = self
+                        .api
+                        .get(&format!("/v1/actions/{}", path_segment(&a.action)))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if approved_by_a_human(&action) {
+                        file.pins.tools.insert(name.clone(), d.clone());
+                        file.pins.asked.remove(&name);
+                        changed = true;
+                        visible.push(t.clone());
+                        false
+                    } else if action.get("status").and_then(Value::as_str) == Some("denied") {
+                        file.pins.refused.insert(name.clone(), d.clone());
+                        file.pins.asked.remove(&name);
+                        changed = true;
+                        false
+                    } else {
+                        // Pending: wait; settled otherwise (expired, or
+                        // approved by a rule): ask a human again.
+                        is_settled(&action)
+                    }
+                }
+                None => true,
+            };
+            if ask_again {
+                let id = self.ask(&name, &d, &t).await?;
+                file.pins.asked.insert(
+                    name.clone(),
+                    super::pins::Asked {
+                        digest: d.clone(),
+                        action: id,
+                    },
+                );
+                changed = true;
+            }
+        }
+        if changed {
+            file.save()?;
+        }
+        Ok(visible)
+    }
+
+    /// Asks an operator to accept a new or changed definition; the id of
+    /// the pending action. When it is decided, the agent's side is told
+    /// that the list changed.
+    async fn ask(&self, name: &str, d: &str, tool: &Tool) -> Result<String, String> {
+        let definition = serde_json::to_string(tool).unwrap_or_default();
+        let mut reason = format!(
+            "The MCP server '{}' offers a new or changed definition of tool '{name}'. \
+             Approve to accept it: {definition}",
+            self.name
+        );
+        if reason.len() > 4000 {
+            let mut end = 4000;
+            while !reason.is_char_boundary(end) {
+                end -= 1;
+            }
+            reason.truncate(end);
+        }
+        let body = json!({
+            "tool": PIN_TOOL,
+            "detail": pin_detail(&self.name, name, d),
+            "reason": reason,
+        });
+        let (action, _) = self
+            .api
+            .create_action(&body, Duration::ZERO)
+            .await
+            .map_err(|e| e.to_string())?;
+        let id = action
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or("the daemon answered an action without an id")?
+            .to_owned();
+        let api = self.api.clone();
+        let downstream = self.downstream.clone();
+        tokio::spawn(async move {
+            // Wakes the agent's side once the question is settled.
+            let mut action = action;
+            while !is_settled(&action) {
+                match api
+                    .wait_settled(action.clone(), Duration::from_secs(3600))
+                    .await
+                {
+                    Ok(a) => action = a,
+                    Err(_) => return,
+                }
+            }
+            notify_list_changed(&downstream).await;
+        });
+        Ok(id)
+    }
+
+    /// Requests the call as an action and waits for it to settle.
+    async fn gate(
+        &self,
+        tool: &str,
+        args: &Value,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Value, ClientError> {
+        let body = json!({
+            "tool": sanitize_tool(&format!("mcp__{}__{tool}", self.name)),
+            "detail": args.to_string(),
+            "reason": format!("MCP server '{}' (actiongate mcp proxy)", self.name),
+        });
+        let (mut action, _) = self.api.create_action(&body, Duration::ZERO).await?;
+        let token = ctx.meta.get_progress_token();
+        let mut step = 0u32;
+        while !is_settled(&action) {
+            let id = action
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            tokio::select! {
+                // `wait_settled` does not long-poll for less than a second.
+                next = self.api.wait_settled(action.clone(), self.progress_every + Duration::from_secs(1)) => action = next?,
+                () = ctx.ct.cancelled() => {
+                    let _ = self.api.cancel(&id).await;
+                    return Err(ClientError::BadResponse("the call was cancelled; the request was withdrawn".to_owned()));
+                }
+            }
+            if !is_settled(&action)
+                && let Some(token) = token.clone()
+            {
+                step += 1;
+                let param = ProgressNotificationParam::new(token, f64::from(step))
+                    .with_message(format!("waiting for an operator (action {id})"));
+                let _ = ctx.peer.notify_progress(param).await;
+            }
+        }
+        Ok(action)
+    }
+}
+
+impl ServerHandler for Proxy {
+    fn get_info(&self) -> ServerConfig {
+        let upstream = self.upstream.peer_info();
+        let mut info = ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            format!("actiongate-proxy-{}", self.name),
+            env!("CARGO_PKG_VERSION"),
+        ));
+        if let Some(i) = upstream.and_then(|u| u.instructions.clone()) {
+            info = info.with_instructions(i);
+        }
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, rmcp::ErrorData> {
+        self.remember_peer(&ctx.peer);
+        let tools = self.upstream.list_all_tools().await.map_err(internal)?;
+        let visible = self.accepted(tools).await.map_err(internal)?;
+        Ok(ListToolsResult::with_all_items(visible))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, rmcp::ErrorData> {
+        self.remember_peer(&ctx.peer);
+        let name = request.name.to_string();
+        let tools = match self.upstream.list_all_tools().await {
+            Ok(t) => t,
+            Err(e) => return Ok(error_result(format!("the upstream server failed: {e}")).into()),
+        };
+        let visible = match self.accepted(tools).await {
+            Ok(v) => v,
+            Err(e) => return Ok(error_result(format!("actiongate: {e}")).into()),
+        };
+        if !visible.iter().any(|t| t.name == name) {
+            return Ok(error_result(format!(
+                "tool '{name}' is unknown, or its definition is new or changed and waits for an \
+                 operator to accept it"
+            ))
+            .into());
+        }
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let action = match self.gate(&name, &args, &ctx).await {
+            Ok(a) => a,
+            Err(e) => return Ok(error_result(format!("actiongate: {e}")).into()),
+        };
+        let decision = decision_for(&action, Fallback::Deny, 0);
+        if decision.decision != "allow" {
+            return Ok(error_result(decision.reason).into());
+        }
+        let mut forwarded = request;
+        forwarded.meta = None;
+        let mut response = self
+            .upstream
+            .call_tool_once(forwarded)
+            .await
+            .map_err(internal)?;
+        // An upstream of the handshake era sends no `resultType`; a client
+        // of the stateless era needs it (rmcp leaves it out again for
+        // clients of the handshake era).
+        if let CallToolResponse::Complete(r) = &mut response
+            && r.result_type.is_none()
+        {
+            r.result_type = Some(ResultType::COMPLETE);
+        }
+        Ok(response)
+    }
+
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        self.remember_peer(&ctx.peer);
+    }
+}

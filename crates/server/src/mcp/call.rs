@@ -1,0 +1,416 @@
+//! `tools/call`: each tool turned into gate calls and the answer into a
+//! tool result. Whatever goes wrong is an error result naming it; nothing
+//! that fails is ever reported as allowed.
+
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, JsonObject};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use actiongate_api::actions::{CreateAction, HandlerActionRequest, ToolActionRequest};
+use actiongate_cli::hook::{Fallback, decision_for, map_tool};
+use actiongate_gate::store::{Action, ActionStatus};
+use actiongate_gate::{Caller, GateError};
+
+use super::tools::{
+    APPROVAL_PROMPT, CHECK_ACTION, GET_ACTION_STATUS, REQUEST_ACTION, REQUEST_PERMISSION,
+};
+use super::wait::{WaitEnd, Waiter};
+use crate::state::AppState;
+
+/// The tool `permission`'s actions stand for `request_permission` calls.
+pub const PERMISSION_TOOL: &str = "permission";
+
+/// Runs one tool call.
+pub async fn call(
+    state: &AppState,
+    caller: &Caller,
+    request: CallToolRequestParams,
+    waiter: Waiter,
+) -> CallToolResult {
+    let args = request.arguments.unwrap_or_default();
+    let name = request.name.as_ref();
+    let ctx = Ctx {
+        state,
+        caller,
+        waiter,
+    };
+    let result = match name {
+        REQUEST_PERMISSION => ctx.request_permission(args).await,
+        CHECK_ACTION => ctx.check_action(args).await,
+        REQUEST_ACTION => ctx.request_action(args).await,
+        GET_ACTION_STATUS => ctx.get_action_status(args).await,
+        APPROVAL_PROMPT => return ctx.approval_prompt(args).await,
+        other => ctx.handler_tool(other, args).await,
+    };
+    result.unwrap_or_else(|e| e)
+}
+
+struct Ctx<'a> {
+    state: &'a AppState,
+    caller: &'a Caller,
+    waiter: Waiter,
+}
+
+type ToolResult = Result<CallToolResult, CallToolResult>;
+
+fn text_error(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+fn gate_error(e: GateError) -> CallToolResult {
+    text_error(format!("actiongate: {e}"))
+}
+
+fn wait_error(e: WaitEnd) -> CallToolResult {
+    match e {
+        WaitEnd::Gone => text_error("the call was cancelled; the request was withdrawn"),
+        WaitEnd::Failed(e) => gate_error(e),
+    }
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(args: JsonObject) -> Result<T, CallToolResult> {
+    serde_json::from_value(Value::Object(args))
+        .map_err(|e| text_error(format!("invalid arguments: {e}")))
+}
+
+/// `timeout_minutes` as the gate's timeout text; 1-60, default 15.
+fn timeout_of(minutes: Option<f64>) -> Result<(f64, String), CallToolResult> {
+    let m = minutes.unwrap_or(15.0);
+    if !(1.0..=60.0).contains(&m) {
+        return Err(text_error(
+            "invalid arguments: timeout_minutes must be between 1 and 60",
+        ));
+    }
+    Ok((m, format!("{}s", (m * 60.0).round() as u64)))
+}
+
+fn minutes_text(m: f64) -> String {
+    if m.fract() == 0.0 {
+        format!("{m:.0}")
+    } else {
+        format!("{m}")
+    }
+}
+
+/// Why an action ended as it did: the human's note, or the policy's reason.
+fn reason_of(a: &Action) -> String {
+    a.decision_note
+        .clone()
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| {
+            if a.decided_by.as_deref().is_some_and(|b| b != "policy") {
+                "no reason given".to_owned()
+            } else {
+                a.decision.reason.clone()
+            }
+        })
+}
+
+fn action_json(a: &Action) -> Value {
+    serde_json::to_value(a).unwrap_or(Value::Null)
+}
+
+/// A result with `text` and the action as structured content.
+fn with_action(text: String, a: &Action, is_error: bool) -> CallToolResult {
+    let mut r = if is_error {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    r.structured_content = Some(json!({"action": action_json(a)}));
+    r
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PermissionArgs {
+    permission: String,
+    reason: String,
+    #[serde(default)]
+    timeout_minutes: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckArgs {
+    tool: String,
+    detail: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestArgs {
+    tool: String,
+    detail: String,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    timeout_minutes: Option<f64>,
+    #[serde(default)]
+    wait_seconds: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatusArgs {
+    id: String,
+    #[serde(default)]
+    wait_seconds: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct PromptArgs {
+    tool_name: String,
+    input: Value,
+    #[serde(default)]
+    tool_use_id: Option<String>,
+}
+
+impl Ctx<'_> {
+    /// Requests `body` now and waits (up to `limit`, or until settled).
+    async fn request(
+        &self,
+        body: CreateAction,
+        limit: Option<Duration>,
+    ) -> Result<Action, CallToolResult> {
+        let gate = self.state.gate();
+        let requested = gate
+            .request_action(self.caller, body, Duration::ZERO)
+            .await
+            .map_err(gate_error)?;
+        if limit.is_some_and(|l| l.is_zero()) {
+            return Ok(requested.action);
+        }
+        self.waiter
+            .until_settled(gate, self.caller, requested.action, limit)
+            .await
+            .map_err(wait_error)
+    }
+
+    async fn request_permission(&self, args: JsonObject) -> ToolResult {
+        let a: PermissionArgs = parse(args)?;
+        if a.permission.is_empty() || a.reason.trim().is_empty() {
+            return Err(text_error(
+                "invalid arguments: permission and reason must not be empty",
+            ));
+        }
+        let (minutes, timeout) = timeout_of(a.timeout_minutes)?;
+        let body = CreateAction::Tool(ToolActionRequest {
+            tool: PERMISSION_TOOL.to_owned(),
+            detail: a.permission.clone(),
+            reason: Some(a.reason),
+            timeout: Some(timeout),
+            idempotency_key: None,
+        });
+        let action = self.request(body, None).await?;
+        let p = &a.permission;
+        Ok(match action.status {
+            ActionStatus::Approved | ActionStatus::Running | ActionStatus::Completed => {
+                with_action(format!("Permission granted for {p}"), &action, false)
+            }
+            ActionStatus::Denied => with_action(
+                format!("Permission denied for {p}: {}", reason_of(&action)),
+                &action,
+                false,
+            ),
+            ActionStatus::Expired => with_action(
+                format!(
+                    "Permission request timed out after {} minutes",
+                    minutes_text(minutes)
+                ),
+                &action,
+                true,
+            ),
+            other => with_action(
+                format!("Permission request for {p} ended as {other}"),
+                &action,
+                true,
+            ),
+        })
+    }
+
+    async fn check_action(&self, args: JsonObject) -> ToolResult {
+        let a: CheckArgs = parse(args)?;
+        let (action, decision) = self
+            .state
+            .gate()
+            .check(self.caller, &a.tool, &a.detail)
+            .await
+            .map_err(gate_error)?;
+        let result = decision.result.as_str();
+        let mut r = CallToolResult::success(vec![ContentBlock::text(format!(
+            "{result}: {action} ({})",
+            decision.reason
+        ))]);
+        r.structured_content = Some(json!({
+            "action": action,
+            "result": result,
+            "reason": decision.reason,
+            "rule": decision.rule,
+        }));
+        Ok(r)
+    }
+
+    async fn request_action(&self, args: JsonObject) -> ToolResult {
+        let a: RequestArgs = parse(args)?;
+        // Absent: the daemon's default timeout.
+        let timeout = match a.timeout_minutes {
+            Some(m) => Some(timeout_of(Some(m))?.1),
+            None => None,
+        };
+        let body = CreateAction::Tool(ToolActionRequest {
+            tool: a.tool,
+            detail: a.detail,
+            reason: a.reason,
+            timeout,
+            idempotency_key: None,
+        });
+        let action = self
+            .request(body, a.wait_seconds.map(Duration::from_secs))
+            .await?;
+        Ok(describe(&action))
+    }
+
+    async fn get_action_status(&self, args: JsonObject) -> ToolResult {
+        let a: StatusArgs = parse(args)?;
+        let gate = self.state.gate();
+        let action = gate
+            .get_action(self.caller, &a.id, Duration::ZERO)
+            .await
+            .map_err(gate_error)?;
+        let wait = Duration::from_secs(a.wait_seconds.unwrap_or(0));
+        let action = if wait.is_zero() {
+            action
+        } else {
+            // Waiting here is a poll: leaving it withdraws nothing.
+            match tokio::time::timeout(
+                wait,
+                self.waiter
+                    .until_settled(gate, self.caller, action.clone(), Some(wait)),
+            )
+            .await
+            {
+                Ok(r) => r.map_err(wait_error)?,
+                Err(_) => action,
+            }
+        };
+        Ok(describe(&action))
+    }
+
+    async fn handler_tool(&self, name: &str, args: JsonObject) -> ToolResult {
+        let gate = self.state.gate();
+        let Some(tool) = gate
+            .handler_tool(self.caller, name)
+            .await
+            .map_err(gate_error)?
+        else {
+            return Err(text_error(format!("no tool '{name}'")));
+        };
+        let body = CreateAction::Handler(HandlerActionRequest {
+            handler: tool.handler,
+            action: tool.action,
+            params: Value::Object(args),
+            reason: None,
+            timeout: None,
+            idempotency_key: None,
+        });
+        let action = self.request(body, None).await?;
+        Ok(match action.status {
+            ActionStatus::Completed => {
+                let result = action
+                    .outcome
+                    .as_ref()
+                    .and_then(|o| o.result.clone())
+                    .unwrap_or(Value::Null);
+                let text = match &result {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+                r.structured_content = Some(match result {
+                    Value::Object(_) => result,
+                    other => json!({"result": other}),
+                });
+                r
+            }
+            ActionStatus::Failed => {
+                let error = action
+                    .outcome
+                    .as_ref()
+                    .and_then(|o| o.error.clone())
+                    .unwrap_or_else(|| "the executor reported a failure".to_owned());
+                with_action(format!("failed: {error}"), &action, true)
+            }
+            _ => describe(&action),
+        })
+    }
+
+    /// Claude Code's permission prompt: always JSON text, never an allow on
+    /// error.
+    async fn approval_prompt(&self, args: JsonObject) -> CallToolResult {
+        let answer = match self.prompt(args).await {
+            Ok(answer) => answer,
+            Err(message) => {
+                json!({"behavior": "deny", "message": format!("actiongate: {message}")})
+            }
+        };
+        CallToolResult::success(vec![ContentBlock::text(answer.to_string())])
+    }
+
+    async fn prompt(&self, args: JsonObject) -> Result<Value, String> {
+        let a: PromptArgs = serde_json::from_value(Value::Object(args))
+            .map_err(|e| format!("invalid arguments: {e}"))?;
+        let mapped = map_tool(&a.tool_name, &a.input)?;
+        let reason = match &a.tool_use_id {
+            Some(id) => format!("Claude Code permission prompt (tool use {id})"),
+            None => "Claude Code permission prompt".to_owned(),
+        };
+        let body = CreateAction::Tool(ToolActionRequest {
+            tool: mapped.tool,
+            detail: mapped.detail,
+            reason: Some(reason),
+            timeout: None,
+            idempotency_key: None,
+        });
+        let action = self.request(body, None).await.map_err(|r| {
+            r.content
+                .first()
+                .and_then(|c| c.as_text().map(|t| t.text.clone()))
+                .unwrap_or_else(|| "the request failed".to_owned())
+        })?;
+        let decision = decision_for(&action_json(&action), Fallback::Deny, 0);
+        Ok(if decision.decision == "allow" {
+            json!({"behavior": "allow", "updatedInput": a.input})
+        } else {
+            json!({"behavior": "deny", "message": decision.reason})
+        })
+    }
+}
+
+/// An action as a tool result: an error result unless it is allowed or
+/// still waiting.
+fn describe(a: &Action) -> CallToolResult {
+    let s = a.status;
+    let text = match s {
+        ActionStatus::Pending => format!("pending: action {} waits for an operator", a.id),
+        ActionStatus::Approved => format!("approved: {}", a.action_string),
+        ActionStatus::Running => format!("running: {}", a.action_string),
+        ActionStatus::Completed => format!("completed: {}", a.action_string),
+        ActionStatus::Denied => format!("denied: {}: {}", a.action_string, reason_of(a)),
+        ActionStatus::Expired => {
+            format!("expired: no operator decided in time: {}", a.action_string)
+        }
+        ActionStatus::Cancelled => format!("cancelled: {}", a.action_string),
+        ActionStatus::Failed => format!("failed: {}", a.action_string),
+    };
+    let is_error = matches!(
+        s,
+        ActionStatus::Denied
+            | ActionStatus::Expired
+            | ActionStatus::Cancelled
+            | ActionStatus::Failed
+    );
+    with_action(text, a, is_error)
+}

@@ -1,0 +1,143 @@
+//! `/mcp`: the Model Context Protocol over Streamable HTTP, on rmcp's tower
+//! service. Requests of the stateless revision (`2026-07-28`) are served
+//! without a session, so any daemon on the same database answers them; the
+//! handshake era (`2025-11-25`, `2025-06-18`, ...) gets rmcp's in-memory
+//! sessions. Every request carries an agent key as Bearer token, checked by
+//! the gate before rmcp sees the request (401 problem+json without one).
+//! The tools themselves are in [`tools`] and [`call`]; waiting for a human
+//! with progress notifications in [`wait`].
+
+pub mod call;
+pub mod tools;
+pub mod wait;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use actiongate_gate::Caller;
+
+use crate::state::AppState;
+
+/// The `/mcp` route, authenticated, for the daemon's router.
+pub fn router(state: &AppState) -> Router<AppState> {
+    let for_factory = state.clone();
+    let config = StreamableHttpServerConfig::default()
+        // The Bearer key is the protection here; a daemon behind a proxy or
+        // a load balancer is reached under names of its operator's choosing.
+        .disable_allowed_hosts()
+        .with_max_request_body_bytes(state.settings().http.body_limit_bytes)
+        .with_cancellation_token(state.gate().shutdown().child_token());
+    let service = StreamableHttpService::new(
+        move || Ok(McpServer::new(for_factory.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .route_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authenticate,
+        ))
+}
+
+/// Authenticates the Bearer key (any role: the tools check what they need)
+/// and hands the [`Caller`] to the tools through the request's extensions.
+async fn authenticate(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    match Caller::from_request_parts(&mut parts, &state).await {
+        Ok(caller) => {
+            parts.extensions.insert(caller);
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// One MCP server: per session in the handshake era, per request in the
+/// stateless one. It holds nothing but the shared state.
+#[derive(Clone)]
+pub struct McpServer {
+    state: AppState,
+}
+
+impl McpServer {
+    /// A server over `state`.
+    pub fn new(state: AppState) -> McpServer {
+        McpServer { state }
+    }
+
+    fn progress_every(&self) -> Duration {
+        Duration::from_secs(self.state.settings().http.mcp_progress_seconds)
+    }
+}
+
+/// The caller authenticated for the request of `ctx`.
+fn caller_of(ctx: &RequestContext<RoleServer>) -> Result<Caller, rmcp::ErrorData> {
+    ctx.extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Caller>())
+        .cloned()
+        .ok_or_else(|| rmcp::ErrorData::internal_error("the request was not authenticated", None))
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("actiongate", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "actiongate gates what you do: ask for a permission with request_permission, \
+             check or request an action, or call a gated tool. A call may wait for a human; \
+             its answer says whether it was allowed.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, rmcp::ErrorData> {
+        let caller = caller_of(&ctx)?;
+        let mut list: Vec<Tool> = tools::builtin();
+        let handler_tools = self
+            .state
+            .gate()
+            .handler_tools(&caller)
+            .await
+            .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?;
+        list.extend(handler_tools.iter().map(tools::of_handler));
+        Ok(ListToolsResult::with_all_items(list))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, rmcp::ErrorData> {
+        let caller = caller_of(&ctx)?;
+        let waiter = wait::Waiter::new(&ctx, self.progress_every());
+        let result = call::call(&self.state, &caller, request, waiter).await;
+        Ok(result.into())
+    }
+
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        tools::follow_handler_changes(self.state.gate().clone(), ctx.peer);
+    }
+}

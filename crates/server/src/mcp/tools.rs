@@ -1,0 +1,170 @@
+//! The tools `/mcp` offers: the built-in ones (asking for a permission,
+//! checking and requesting actions, following one, Claude Code's permission
+//! prompt) and every handler action in service.
+
+use std::sync::Arc;
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use rmcp::service::{Peer, RoleServer};
+use serde_json::{Value, json};
+
+use actiongate_gate::Gate;
+use actiongate_gate::tools::HandlerTool;
+
+/// `request_permission`: ask a human (or the profile) for a named permission.
+pub const REQUEST_PERMISSION: &str = "request_permission";
+/// `check_action`: a dry run of the policy.
+pub const CHECK_ACTION: &str = "check_action";
+/// `request_action`: request an action and (by default) wait for its decision.
+pub const REQUEST_ACTION: &str = "request_action";
+/// `get_action_status`: an action this agent requested, optionally waiting.
+pub const GET_ACTION_STATUS: &str = "get_action_status";
+/// `approval_prompt`: Claude Code's `--permission-prompt-tool`.
+pub const APPROVAL_PROMPT: &str = "approval_prompt";
+
+fn object(schema: Value) -> Arc<JsonObject> {
+    match schema {
+        Value::Object(map) => Arc::new(map),
+        // Handler schemas are validated as objects at registration; anything
+        // else is offered as "any object" and still checked on call.
+        _ => Arc::new(JsonObject::new()),
+    }
+}
+
+fn tool(name: &'static str, description: &'static str, schema: Value, read_only: bool) -> Tool {
+    let mut t = Tool::new(name, description, object(schema));
+    t.annotations = Some(
+        ToolAnnotations::new()
+            .read_only(read_only)
+            .destructive(false),
+    );
+    t
+}
+
+/// The built-in tools.
+pub fn builtin() -> Vec<Tool> {
+    vec![
+        tool(
+            REQUEST_PERMISSION,
+            "Ask for a permission before doing something that needs it. Blocks until a human \
+             (or your profile) decides: the answer says whether it was granted, denied (with \
+             the reason) or timed out.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "permission": {"type": "string", "minLength": 1, "maxLength": 65536,
+                        "description": "The permission asked for, e.g. \"network:api.example.com\"."},
+                    "reason": {"type": "string", "minLength": 1, "maxLength": 4096,
+                        "description": "Why it is needed, shown to the human."},
+                    "timeout_minutes": {"type": "number", "minimum": 1, "maximum": 60, "default": 15,
+                        "description": "How long to wait for a decision."}
+                },
+                "required": ["permission", "reason"],
+                "additionalProperties": false
+            }),
+            false,
+        ),
+        tool(
+            CHECK_ACTION,
+            "What the policy would decide for an action now (allow, deny or ask), without \
+             requesting it.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "tool": {"type": "string", "pattern": "^[A-Za-z0-9_.\\-]{1,128}$",
+                        "description": "The tool, e.g. \"bash\" or \"file\"."},
+                    "detail": {"type": "string", "maxLength": 65536,
+                        "description": "What exactly, e.g. the command line."}
+                },
+                "required": ["tool", "detail"],
+                "additionalProperties": false
+            }),
+            true,
+        ),
+        tool(
+            REQUEST_ACTION,
+            "Request an action (tool and detail). Blocks until it is decided unless \
+             wait_seconds is 0, in which case poll it with get_action_status.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "tool": {"type": "string", "pattern": "^[A-Za-z0-9_.\\-]{1,128}$"},
+                    "detail": {"type": "string", "maxLength": 65536},
+                    "reason": {"type": "string", "maxLength": 4096},
+                    "timeout_minutes": {"type": "number", "minimum": 1, "maximum": 60,
+                        "description": "How long a human has to decide (default: the daemon's)."},
+                    "wait_seconds": {"type": "integer", "minimum": 0,
+                        "description": "0: answer at once with the action's id; absent: wait for the decision."}
+                },
+                "required": ["tool", "detail"],
+                "additionalProperties": false
+            }),
+            false,
+        ),
+        tool(
+            GET_ACTION_STATUS,
+            "The status of an action you requested; with wait_seconds, waits up to that long \
+             for it to be decided.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "minLength": 1},
+                    "wait_seconds": {"type": "integer", "minimum": 0, "default": 0}
+                },
+                "required": ["id"],
+                "additionalProperties": false
+            }),
+            true,
+        ),
+        tool(
+            APPROVAL_PROMPT,
+            "Claude Code's --permission-prompt-tool: decides a tool call through actiongate \
+             and answers {\"behavior\":\"allow\",\"updatedInput\":...} or \
+             {\"behavior\":\"deny\",\"message\":...}.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "tool_name": {"type": "string", "minLength": 1},
+                    "input": {"type": "object"},
+                    "tool_use_id": {"type": "string"}
+                },
+                "required": ["tool_name", "input"]
+            }),
+            false,
+        ),
+    ]
+}
+
+/// A handler action as a tool. Its annotations say it may change things:
+/// handlers declare no hints, and a hint never allows anything anyway.
+pub fn of_handler(t: &HandlerTool) -> Tool {
+    let mut tool = Tool::new(
+        t.name.clone(),
+        t.description.clone(),
+        object(t.params_schema.clone()),
+    );
+    tool.annotations =
+        Some(ToolAnnotations::with_title(format!("{} {}", t.handler, t.action)).read_only(false));
+    tool
+}
+
+/// Sends `notifications/tools/list_changed` to a handshake-era session
+/// whenever a handler changes, until the session is gone or the daemon
+/// stops.
+pub fn follow_handler_changes(gate: Gate, peer: Peer<RoleServer>) {
+    let mut changes = gate.handlers_changed();
+    changes.mark_unchanged();
+    let shutdown = gate.shutdown().clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() || peer.notify_tool_list_changed().await.is_err() {
+                        return;
+                    }
+                }
+                () = shutdown.cancelled() => return,
+            }
+        }
+    });
+}
