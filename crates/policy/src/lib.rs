@@ -60,9 +60,9 @@ pub use grant::{
 pub use pattern::{BACKTRACK_LIMIT, PatternError, PatternSet, SetMatch};
 pub use presets::{UnknownPresetError, get_preset, preset_names, preset_spec};
 pub use profile::{
-    CustomProfile, DEFAULT_SHELL_TOOLS, Profile, ProfileError, ProfileSpec, format_action,
-    split_action,
+    CustomProfile, DEFAULT_SHELL_TOOLS, GIT_TOOL, Profile, ProfileError, ProfileSpec,
+    format_action, split_action,
 };
 pub use reply::{Reply, parse_reply};
-pub use shell::{Hazard, ShellAnalysis, analyze_shell};
+pub use shell::{Dialect, Hazard, MAX_LEN, ShellAnalysis, analyze, analyze_shell};
 pub use verdict::{ListKind, Verdict};

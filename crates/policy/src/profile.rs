@@ -3,12 +3,17 @@
 
 use crate::pattern::{Coverage, PatternSet};
 use crate::presets::{self, UnknownPresetError};
+use crate::shell::Dialect;
 use crate::verdict::ListKind;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// Tools whose detail is a shell command and is judged command by command.
 pub const DEFAULT_SHELL_TOOLS: &[&str] = &["bash", "sh"];
+
+/// The tool whose detail is git's argument list, analysed as such
+/// ([`Dialect::Git`]) under every profile.
+pub const GIT_TOOL: &str = "git";
 
 /// Builds the action string `tool:<tool>:<detail>`.
 pub fn format_action(tool: &str, detail: &str) -> String {
@@ -103,6 +108,8 @@ struct Compiled {
     /// For each of `shell_tools`, whether [`crate::check`] may skip the
     /// shell analysis.
     shortcuts: Vec<ShellShortcut>,
+    /// The same for the `git` tool.
+    git_shortcut: ShellShortcut,
 }
 
 /// When the verdict for a shell tool's action is the same whether or not
@@ -197,6 +204,7 @@ impl Profile {
             .iter()
             .map(|tool| ShellShortcut::for_tool(tool, &deny, &allow, &ask))
             .collect();
+        let git_shortcut = ShellShortcut::for_tool(GIT_TOOL, &deny, &allow, &ask);
         Ok(Profile {
             inner: Arc::new(Compiled {
                 deny,
@@ -205,6 +213,7 @@ impl Profile {
                 spec,
                 shell_tools,
                 shortcuts,
+                git_shortcut,
             }),
         })
     }
@@ -233,9 +242,28 @@ impl Profile {
         self.inner.shell_tools.iter().any(|t| t == tool)
     }
 
-    /// `None` if `tool` is not a shell tool of this profile, else whether
-    /// [`crate::check`] may skip parsing its detail.
+    /// How `tool`'s detail is analysed before the patterns see it: `git`
+    /// as git's argument list, `sh` as a POSIX `sh` line, the other shell
+    /// tools as bash lines; `None` for tools whose detail is matched as it
+    /// is.
+    pub fn dialect(&self, tool: &str) -> Option<Dialect> {
+        if tool == GIT_TOOL {
+            Some(Dialect::Git)
+        } else if tool == "sh" {
+            Some(Dialect::Sh)
+        } else if self.is_shell_tool(tool) {
+            Some(Dialect::Bash)
+        } else {
+            None
+        }
+    }
+
+    /// `None` if `tool`'s detail is not analysed (see [`Profile::dialect`]),
+    /// else whether [`crate::check`] may skip analysing it.
     pub(crate) fn shell_shortcut(&self, tool: &str) -> Option<ShellShortcut> {
+        if tool == GIT_TOOL {
+            return Some(self.inner.git_shortcut);
+        }
         let i = self.inner.shell_tools.iter().position(|t| t == tool)?;
         self.inner.shortcuts.get(i).copied()
     }

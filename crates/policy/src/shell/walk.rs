@@ -12,12 +12,17 @@ use brush_parser::{Parser, ParserOptions};
 /// Parses `source` as a shell program and walks it. A parse error is a
 /// hazard (nothing unparsable is allowed).
 pub(crate) fn analyze_program(source: &str, c: &mut Collector) {
+    analyze_program_with(source, &ParserOptions::default(), c);
+}
+
+/// [`analyze_program`] with the parser's options (`sh_mode` reads as POSIX
+/// `sh` does).
+pub(crate) fn analyze_program_with(source: &str, options: &ParserOptions, c: &mut Collector) {
     if too_nested(source) {
         c.hazard(Hazard::TooDeep);
         return;
     }
-    let options = ParserOptions::default();
-    let mut parser = Parser::new(source.as_bytes(), &options);
+    let mut parser = Parser::new(source.as_bytes(), options);
     match parser.parse_program() {
         Ok(program) => {
             for list in &program.complete_commands {
@@ -32,25 +37,41 @@ pub(crate) fn analyze_program(source: &str, c: &mut Collector) {
 
 /// Most constructs that can nest a parser allows in one command. The parser
 /// and this walk recurse once per level; without a bound, a few thousand
-/// nested braces overflow the stack and abort the process.
-const MAX_OPENERS: usize = 32;
+/// nested braces (or `!`s inside `[[ ]]`) overflow the stack and abort the
+/// process.
+pub(crate) const MAX_OPENERS: usize = 32;
 
 /// Whether `source` might nest deeper than [`MAX_OPENERS`]. Counts every
 /// opener rather than the depth (quotes are ignored), so it errs towards
-/// refusing, which only costs a question.
-fn too_nested(source: &str) -> bool {
+/// refusing, which only costs a question. Inside `[[ ]]` the parser also
+/// recurses on `!`, `&&` and `||`, so where `[[` appears those count too.
+pub(crate) fn too_nested(source: &str) -> bool {
     const KEYWORDS: &[&str] = &[
         "if", "while", "until", "for", "case", "select", "function", "coproc",
     ];
-    let brackets = source
-        .bytes()
+    let bytes = source.as_bytes();
+    let mut count = bytes
+        .iter()
         .filter(|b| matches!(b, b'(' | b'{' | b'`'))
         .count();
+    if count > MAX_OPENERS {
+        return true;
+    }
+    if source.contains("[[") {
+        count += bytes.iter().filter(|&&b| b == b'!').count();
+        count += bytes
+            .windows(2)
+            .filter(|w| matches!(w, [b'&', b'&'] | [b'|', b'|']))
+            .count();
+        if count > MAX_OPENERS {
+            return true;
+        }
+    }
     let keywords = source
         .split(|ch: char| !ch.is_ascii_alphanumeric() && ch != '_')
         .filter(|w| KEYWORDS.contains(w))
         .count();
-    brackets + keywords > MAX_OPENERS
+    count + keywords > MAX_OPENERS
 }
 
 fn compound_list(list: &CompoundList, c: &mut Collector) {
@@ -86,6 +107,9 @@ fn command(command: &Command, c: &mut Collector) {
             }
         }
         Command::ExtendedTest(test, redirects) => {
+            // `[[ … ]]` is a command like any other for the patterns: it
+            // must not vanish from what they see.
+            c.push_command(format!("[[ {} ]]", test.expr));
             extended_test(&test.expr, c);
             for r in redirects.iter().flat_map(|r| &r.0) {
                 redirect(r, c);
@@ -158,8 +182,18 @@ fn extended_test(expr: &ExtendedTestExpr, c: &mut Collector) {
             extended_test(b, c);
         }
         ExtendedTestExpr::Not(a) | ExtendedTestExpr::Parenthesized(a) => extended_test(a, c),
-        ExtendedTestExpr::UnaryTest(_, word) => {
-            words::analyze(&word.value, c);
+        ExtendedTestExpr::UnaryTest(predicate, word) => {
+            let info = words::analyze(&word.value, c);
+            // `-v NAME[sub]` and `-R NAME[sub]` evaluate the subscript as
+            // arithmetic, quoted or not: `[[ -v 'x[$(id)]' ]]` runs `id`.
+            use brush_parser::ast::UnaryPredicate as U;
+            if matches!(
+                predicate,
+                U::ShellVariableIsSetAndAssigned | U::ShellVariableIsSetAndNameRef
+            ) && !words::is_plain_name(info.literal.as_deref())
+            {
+                c.hazard(Hazard::Arithmetic);
+            }
         }
         ExtendedTestExpr::BinaryTest(predicate, left, right) => {
             let left = words::analyze(&left.value, c);
@@ -243,6 +277,18 @@ fn harmless_target(target: &str) -> bool {
     matches!(target, "/dev/null" | "/dev/stdout" | "/dev/stderr")
 }
 
+/// `/dev/tcp/…` or `/dev/udp/…`, however the slashes are doubled or
+/// dotted (bash only knows the plain spelling; the others are refused
+/// anyway, since nothing is lost).
+fn is_network(target: &str) -> bool {
+    let mut path = String::with_capacity(target.len());
+    for part in target.split('/').filter(|p| !p.is_empty() && *p != ".") {
+        path.push('/');
+        path.push_str(part);
+    }
+    path.starts_with("/dev/tcp") || path.starts_with("/dev/udp")
+}
+
 /// `2>&1`, `>&2`, `<&0`, `>&-`, `>&2-`: duplicating or closing descriptors.
 fn is_descriptor(target: &str) -> bool {
     let digits = target.strip_suffix('-').unwrap_or(target);
@@ -258,6 +304,17 @@ fn redirect(r: &IoRedirect, c: &mut Collector) {
             IoFileRedirectTarget::Fd(_) => {}
             IoFileRedirectTarget::Filename(word) => {
                 let info = words::analyze(&word.value, c);
+                // Bash opens a socket for `/dev/tcp/host/port`, reading or
+                // writing; a target known only at run time could be one.
+                match info.literal.as_deref() {
+                    Some(target) if is_network(target) => c.hazard(Hazard::Network {
+                        target: word.value.clone(),
+                    }),
+                    None => c.hazard(Hazard::FileRedirect {
+                        target: word.value.clone(),
+                    }),
+                    Some(_) => {}
+                }
                 let writes = !matches!(
                     kind,
                     IoFileRedirectKind::Read | IoFileRedirectKind::DuplicateInput
@@ -284,6 +341,11 @@ fn redirect(r: &IoRedirect, c: &mut Collector) {
         },
         IoRedirect::OutputAndError(word, _) => {
             let info = words::analyze(&word.value, c);
+            if info.literal.as_deref().is_some_and(is_network) {
+                c.hazard(Hazard::Network {
+                    target: word.value.clone(),
+                });
+            }
             if !info.literal.as_deref().is_some_and(harmless_target) {
                 c.hazard(Hazard::FileRedirect {
                     target: word.value.clone(),

@@ -238,6 +238,18 @@ fn is_simple_parameter(source: &str) -> bool {
     }
 }
 
+/// Whether `name` is a known, plain variable name (no subscript), which a
+/// test of `-v`/`-R` only looks up.
+pub(crate) fn is_plain_name(name: Option<&str>) -> bool {
+    name.is_some_and(|n| {
+        let mut chars = n.chars();
+        chars
+            .next()
+            .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+            && chars.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+    })
+}
+
 /// The command name if it is a plain name looked up in `PATH` (or a builtin).
 pub(crate) fn command_name<'a>(word: &WordInfo<'a>) -> Result<&'a str, Hazard> {
     let raw = word.raw;
