@@ -15,6 +15,37 @@ pub const DEFAULT_SHELL_TOOLS: &[&str] = &["bash", "sh"];
 /// ([`Dialect::Git`]) under every profile.
 pub const GIT_TOOL: &str = "git";
 
+/// Tool names the policy gives a meaning of its own: the shell tools and
+/// `git` (whose details are analysed), the tools the presets and the Claude
+/// Code hook name (`file`, `Read`, `Glob`, `Grep`, `WebFetch`,
+/// `WebSearch`), and the hook's raw names. A handler id must not take one
+/// (compared case-insensitively, see [`is_builtin_tool`]), or its actions
+/// would get the rules written for that tool.
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "bash",
+    "sh",
+    "git",
+    "file",
+    "Read",
+    "Glob",
+    "Grep",
+    "WebFetch",
+    "WebSearch",
+    "Bash",
+    "Edit",
+    "MultiEdit",
+    "Write",
+    "NotebookEdit",
+    "Task",
+    "TodoWrite",
+];
+
+/// Whether `name` is (in any letter case) one of [`BUILTIN_TOOLS`]: such a
+/// name cannot be a handler id.
+pub fn is_builtin_tool(name: &str) -> bool {
+    BUILTIN_TOOLS.iter().any(|t| t.eq_ignore_ascii_case(name))
+}
+
 /// Builds the action string `tool:<tool>:<detail>`.
 pub fn format_action(tool: &str, detail: &str) -> String {
     let mut action = String::with_capacity(6 + tool.len() + detail.len());
@@ -39,13 +70,46 @@ pub fn split_action(action: &str) -> Option<(&str, &str)> {
 
 /// How a profile is written in configuration and on the wire: a preset name
 /// (`"standard"`) or an object of pattern lists.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum ProfileSpec {
     /// The name of a built-in preset (see [`crate::preset_names`]).
     Preset(String),
     /// Pattern lists written out.
     Custom(CustomProfile),
+}
+
+/// Reads a string as a preset name and a map as [`CustomProfile`], so
+/// that an error names the field and the problem ("unknown field
+/// `approvals` in profile") instead of serde's "did not match any variant
+/// of untagged enum".
+impl<'de> Deserialize<'de> for ProfileSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = ProfileSpec;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "a preset name or an object with `allow`, `ask`, `deny` and `shell_tools`",
+                )
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ProfileSpec, E> {
+                Ok(ProfileSpec::Preset(v.to_owned()))
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<ProfileSpec, A::Error> {
+                CustomProfile::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(ProfileSpec::Custom)
+                    .map_err(|e| serde::de::Error::custom(format!("{e} in profile")))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 /// A profile written out as pattern lists.
@@ -349,5 +413,50 @@ mod tests {
     fn unknown_field_is_rejected() {
         let r: Result<ProfileSpec, _> = serde_json::from_str(r#"{"allow":[],"ask":[],"alow":[]}"#);
         assert!(r.is_err());
+    }
+
+    #[test]
+    fn profile_errors_name_the_field_and_the_problem() {
+        let err = |json: &str| {
+            serde_json::from_str::<ProfileSpec>(json)
+                .unwrap_err()
+                .to_string()
+        };
+        let e = err(r#"{"allow":[],"ask":[],"approvals":[]}"#);
+        assert!(e.starts_with("unknown field `approvals`"), "{e}");
+        assert!(e.contains("in profile"), "{e}");
+        let e = err(r#"{"ask":[]}"#);
+        assert!(e.starts_with("missing field `allow` in profile"), "{e}");
+        let e = err(r#"{"allow":"x","ask":[]}"#);
+        assert!(
+            e.contains("invalid type: string \"x\", expected a sequence"),
+            "{e}"
+        );
+        let e = err("3");
+        assert!(e.contains("expected a preset name or an object"), "{e}");
+        for e in [e, err(r#"{"allow":[],"ask":[],"approvals":[]}"#)] {
+            assert!(!e.contains("untagged"), "{e}");
+        }
+        // Both forms still read, and a `Profile` reads through them.
+        assert_eq!(
+            serde_json::from_str::<ProfileSpec>(r#""standard""#).unwrap(),
+            ProfileSpec::Preset("standard".into())
+        );
+        let p: Profile = serde_json::from_str(r#"{"allow":["x"],"ask":[]}"#).unwrap();
+        assert!(matches!(p.spec(), ProfileSpec::Custom(_)));
+        let e = serde_json::from_str::<Profile>(r#"{"allow":[],"ask":[],"approvals":[]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("unknown field `approvals`"), "{e}");
+    }
+
+    #[test]
+    fn builtin_tool_names_are_recognized_in_any_case() {
+        for name in ["git", "GIT", "file", "bash", "Sh", "webfetch", "Read"] {
+            assert!(is_builtin_tool(name), "{name}");
+        }
+        for name in ["fs", "github", "gitx", "files", ""] {
+            assert!(!is_builtin_tool(name), "{name}");
+        }
     }
 }

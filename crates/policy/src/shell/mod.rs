@@ -356,7 +356,7 @@ impl Collector {
         }
         let plain = words::command_name(name);
         if self.git_tool {
-            if plain == Ok(git::TOOL) {
+            if plain.as_deref() == Ok(git::TOOL) {
                 let canonical = self.git_canonical(args);
                 self.commands.push(canonical);
             } else {
@@ -369,7 +369,7 @@ impl Collector {
             self.commands.push(text);
         }
         match plain {
-            Ok(plain) => commands::judge(plain, args, self),
+            Ok(plain) => commands::judge(&plain, args, self),
             Err(hazard) => self.hazard(hazard),
         }
     }
