@@ -316,8 +316,9 @@ pub(crate) fn subcommand(sub: &str, rest: &[&str], c: &mut Collector) {
         }
         "rebase" => {
             for a in options(rest) {
-                if long_prefix_of(a, "exec", 3)
-                    || long_prefix_of(a, "interactive", 3)
+                // git takes any unambiguous abbreviation (`--ex`).
+                if long_prefix_of(a, "exec", 2)
+                    || long_prefix_of(a, "interactive", 2)
                     || short_option_before_value(a, 'x', "sXoSC")
                     || short_option_before_value(a, 'i', "sXoSCx")
                 {
@@ -339,7 +340,7 @@ pub(crate) fn subcommand(sub: &str, rest: &[&str], c: &mut Collector) {
             for a in options(rest) {
                 let runs = ["upload-pack", "receive-pack", "exec", "template", "config"]
                     .iter()
-                    .any(|o| long_prefix_of(a, o, 3));
+                    .any(|o| long_prefix_of(a, o, 2));
                 let short = matches!(sub, "clone" | "ls-remote")
                     && (short_option_before_value(a, 'u', "obcj")
                         || short_option_before_value(a, 'c', "obuj"));
