@@ -408,9 +408,9 @@ impl<'g> Context<'_, 'g> {
     /// For a detail that is its own only command in canonical form, the
     /// first hazard of its analysis; `None` if it is not of that form.
     fn simple_hazard(&self, detail: &str) -> Option<Option<Hazard>> {
-        if detail.len() > crate::shell::MAX_LEN {
+        if let Some(hazard) = crate::shell::length_hazard(detail) {
             // Judged as one string, as the analysis would leave it.
-            return Some(Some(Hazard::TooLong));
+            return Some(Some(hazard));
         }
         match self.dialect {
             Dialect::Git => git_simple_hazard(detail),

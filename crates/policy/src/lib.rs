@@ -66,5 +66,5 @@ pub use profile::{
 };
 pub use remember::{NoGrant, grant_patterns};
 pub use reply::{Reply, parse_reply};
-pub use shell::{Dialect, Hazard, MAX_LEN, ShellAnalysis, analyze, analyze_shell};
+pub use shell::{Dialect, Hazard, MAX_LEN, MAX_SEPARATORS, ShellAnalysis, analyze, analyze_shell};
 pub use verdict::{ListKind, Verdict};

@@ -62,6 +62,13 @@ fn nasty(len: usize) -> Vec<(String, String)> {
         ("extglob".into(), wrap("ls @(", ")")),
         ("assignments".into(), rep("a=1 ")),
         ("arrays".into(), wrap("a=(", ")")),
+        // Found by the property tests: `$[` nests without bound (a stack
+        // overflow) and `[`, stray `)` and redirections took the parser
+        // more than linear time.
+        ("dollar brackets".into(), wrap("echo $[", "]")),
+        ("brackets".into(), format!("echo {}", rep("a["))),
+        ("close parens".into(), format!("echo {}", rep("x)"))),
+        ("redirects".into(), format!("echo {}", rep("x>"))),
     ]
 }
 
@@ -183,4 +190,36 @@ fn ordinary_commands_stay_under_the_limits() {
     );
     let test = "[[ -f a && ! -d b || ( -e c ) ]] && ls";
     assert!(analyze_shell(test).is_clean(), "{:?}", analyze_shell(test));
+}
+
+/// Thousands of commands took the parser tens of milliseconds; more than
+/// `MAX_SEPARATORS` separators are refused before parsing.
+#[test]
+fn many_commands_are_refused_quickly() {
+    let open = get_preset("open").unwrap();
+    for unit in ["x;", "x\n", "x&", "x|"] {
+        let detail = unit.repeat(8000);
+        let started = Instant::now();
+        let d = decide(
+            &open,
+            &[],
+            &Request {
+                agent: "a",
+                tool: "bash",
+                detail: &detail,
+                permission: None,
+            },
+            actiongate_policy::chrono::Utc::now(),
+        );
+        let took = started.elapsed();
+        assert_eq!(d.verdict, Verdict::Ask, "{unit:?}: {}", d.reason);
+        assert!(d.reason.contains("too long"), "{unit:?}: {}", d.reason);
+        assert!(took < Duration::from_millis(50), "{unit:?} took {took:?}");
+    }
+    // Under the bound, a long list is still judged command by command.
+    let list = "ls;".repeat(actiongate_policy::MAX_SEPARATORS);
+    assert_eq!(
+        analyze_shell(&list).commands.len(),
+        actiongate_policy::MAX_SEPARATORS
+    );
 }

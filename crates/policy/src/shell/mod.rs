@@ -26,6 +26,22 @@ const MAX_DEPTH: usize = 8;
 /// parser ([`walk`]) this bounds the time and stack any detail can take.
 pub const MAX_LEN: usize = 16 * 1024;
 
+/// The most list and pipeline separators (`;`, `&`, `|`, newline) a
+/// detail may hold: the parser takes a few microseconds per command, so
+/// this bounds the time a detail of [`MAX_LEN`] bytes can take (a few
+/// milliseconds) where a line of 8,000 `x;` took 20 ms or more.
+pub const MAX_SEPARATORS: usize = 512;
+
+/// Whether `detail` is beyond what the analysis reads.
+fn too_long(detail: &str) -> bool {
+    detail.len() > MAX_LEN
+        || detail
+            .bytes()
+            .filter(|b| matches!(b, b';' | b'&' | b'|' | b'\n'))
+            .count()
+            > MAX_SEPARATORS
+}
+
 /// How a tool's detail is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -43,7 +59,7 @@ pub enum Dialect {
 /// Analyses `detail` as `dialect` reads it.
 pub fn analyze(dialect: Dialect, detail: &str) -> ShellAnalysis {
     let mut collector = Collector::default();
-    if detail.len() > MAX_LEN {
+    if too_long(detail) {
         collector.hazard(Hazard::TooLong);
         return collector.finish();
     }
@@ -84,7 +100,8 @@ pub enum Hazard {
     },
     /// The command nests too deeply to analyze.
     TooDeep,
-    /// The command is longer than the analysis reads ([`MAX_LEN`] bytes).
+    /// The command is longer than the analysis reads ([`MAX_LEN`] bytes,
+    /// [`MAX_SEPARATORS`] separators).
     TooLong,
     /// A redirection from or to `/dev/tcp/…` or `/dev/udp/…`: bash opens a
     /// network connection.
@@ -288,6 +305,11 @@ impl ShellAnalysis {
 
 pub(crate) use fast::simple_hazard;
 pub(crate) use git::simple_hazard as git_simple_hazard;
+
+/// [`Hazard::TooLong`] if `detail` is beyond what the analysis reads.
+pub(crate) fn length_hazard(detail: &str) -> Option<Hazard> {
+    too_long(detail).then_some(Hazard::TooLong)
+}
 
 impl Collector {
     /// The canonical form of a git command line given its arguments:

@@ -54,7 +54,13 @@ pub(crate) fn too_nested(source: &str) -> bool {
         .iter()
         .filter(|b| matches!(b, b'(' | b'{' | b'`'))
         .count();
-    if count > MAX_OPENERS {
+    // `$[` nests like `$((`, and every `[` makes the word parser look
+    // ahead for its `]` (a line of `a[a[a[…` took seconds), so they count
+    // too, with room for ordinary tests and character classes.
+    // Stray `)` and long runs of redirections cost the parser more than
+    // linear time too (milliseconds per 8 KiB).
+    let budget = |set: &[u8]| bytes.iter().filter(|b| set.contains(b)).count() > 2 * MAX_OPENERS;
+    if count > MAX_OPENERS || budget(b"[") || budget(b")") || budget(b"<>") {
         return true;
     }
     if source.contains("[[") {
