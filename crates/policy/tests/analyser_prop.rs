@@ -209,3 +209,12 @@ proptest! {
         judge_everything(&d);
     }
 }
+
+/// Found by `cargo fuzz`: the fast path and the full analysis disagreed on
+/// a `-v` operand that is no valid name (and runs nothing).
+#[test]
+fn fuzz_findings_stay_fixed() {
+    for d in ["test -v IOMedsrfe.ho set", "[ -v a.b ]", "[[ -v a.b ]]"] {
+        judge_everything(d);
+    }
+}

@@ -350,8 +350,7 @@ fn test_operands(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
     for (i, a) in args.iter().enumerate() {
         if matches!(a.literal.as_deref(), Some("-v" | "-R")) {
             let operand = args.get(i + 1);
-            if operand.is_some_and(|o| o.glob || !super::words::is_plain_name(o.literal.as_deref()))
-            {
+            if operand.is_some_and(|o| super::words::may_subscript(o)) {
                 c.hazard(Hazard::Arithmetic);
             }
             continue;

@@ -196,7 +196,7 @@ fn extended_test(expr: &ExtendedTestExpr, c: &mut Collector) {
             if matches!(
                 predicate,
                 U::ShellVariableIsSetAndAssigned | U::ShellVariableIsSetAndNameRef
-            ) && !words::is_plain_name(info.literal.as_deref())
+            ) && words::may_subscript(&info)
             {
                 c.hazard(Hazard::Arithmetic);
             }

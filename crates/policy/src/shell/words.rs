@@ -238,16 +238,12 @@ fn is_simple_parameter(source: &str) -> bool {
     }
 }
 
-/// Whether `name` is a known, plain variable name (no subscript), which a
-/// test of `-v`/`-R` only looks up.
-pub(crate) fn is_plain_name(name: Option<&str>) -> bool {
-    name.is_some_and(|n| {
-        let mut chars = n.chars();
-        chars
-            .next()
-            .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
-            && chars.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
-    })
+/// Whether the operand of a `-v`/`-R` test may name an array element,
+/// whose subscript bash evaluates as arithmetic (which can run commands):
+/// it holds a `[` or is known only at run time. A name without `[` is
+/// only looked up (an invalid one is an error, nothing runs).
+pub(crate) fn may_subscript(operand: &WordInfo<'_>) -> bool {
+    operand.glob || operand.literal.as_deref().is_none_or(|v| v.contains('['))
 }
 
 /// The command name if it is a plain name looked up in `PATH` (or a
