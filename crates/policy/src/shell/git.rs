@@ -604,9 +604,6 @@ fn git_branch_mutation<'a>(args: &[&'a str]) -> Option<&'a str> {
     if list_mode { None } else { positional }
 }
 
-/// The most words [`simple_hazard`] splits.
-const MAX_WORDS: usize = 24;
-
 /// For a `git` tool detail that is its own canonical form (a subcommand
 /// and arguments of the fast path's alphabet, one space apart), the first
 /// hazard [`super::analyze`] would report, without building the analysis;
@@ -616,13 +613,8 @@ pub(crate) fn simple_hazard(detail: &str) -> Option<Option<Hazard>> {
     if detail.starts_with('-') {
         return None;
     }
-    let mut lits = [""; MAX_WORDS];
-    let mut count = 0;
-    for word in detail.split(' ') {
-        *lits.get_mut(count)? = word;
-        count += 1;
-    }
-    let (sub, rest) = lits.get(..count)?.split_first()?;
+    let lits: Vec<&str> = detail.split(' ').collect();
+    let (sub, rest) = lits.split_first()?;
     let mut c = Collector {
         git_tool: true,
         ..Collector::default()

@@ -306,11 +306,6 @@ impl ShellAnalysis {
 pub(crate) use fast::simple_hazard;
 pub(crate) use git::simple_hazard as git_simple_hazard;
 
-/// [`Hazard::TooLong`] if `detail` is beyond what the analysis reads.
-pub(crate) fn length_hazard(detail: &str) -> Option<Hazard> {
-    too_long(detail).then_some(Hazard::TooLong)
-}
-
 impl Collector {
     /// The canonical form of a git command line given its arguments:
     /// `<subcommand> <args>`, inert global options left out. (Hazardous
