@@ -214,7 +214,15 @@ proptest! {
 /// a `-v` operand that is no valid name (and runs nothing).
 #[test]
 fn fuzz_findings_stay_fixed() {
-    for d in ["test -v IOMedsrfe.ho set", "[ -v a.b ]", "[[ -v a.b ]]"] {
+    for d in [
+        "test -v IOMedsrfe.ho set",
+        "[ -v a.b ]",
+        "[[ -v a.b ]]",
+        // brush-parser unwrapped an i32 parse of the descriptor number.
+        " $x\0 ls$; 999999999999999999999999>&touc\0P{\0\u{1}@}",
+        "ls 99999999999>&x",
+        "ls 99999999999<x",
+    ] {
         judge_everything(d);
     }
 }

@@ -22,17 +22,49 @@ pub(crate) fn analyze_program_with(source: &str, options: &ParserOptions, c: &mu
         c.hazard(Hazard::TooDeep);
         return;
     }
-    let mut parser = Parser::new(source.as_bytes(), options);
-    match parser.parse_program() {
-        Ok(program) => {
+    if huge_redirect_number(source) {
+        c.hazard(Hazard::Unparsable {
+            message: "a redirection's descriptor number is too large".to_owned(),
+        });
+        return;
+    }
+    // brush-parser 0.4 panics on some inputs (cargo fuzz found
+    // `99999999999>&x`, a descriptor number over i32, unwrapped); a panic
+    // in the parser is an unparsable command, never a crash.
+    let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Parser::new(source.as_bytes(), options).parse_program()
+    }));
+    match parsed {
+        Ok(Ok(program)) => {
             for list in &program.complete_commands {
                 compound_list(list, c);
             }
         }
-        Err(e) => c.hazard(Hazard::Unparsable {
+        Ok(Err(e)) => c.hazard(Hazard::Unparsable {
             message: e.to_string(),
         }),
+        Err(_) => c.hazard(Hazard::Unparsable {
+            message: "the parser failed".to_owned(),
+        }),
     }
+}
+
+/// A run of more than nine digits right before `<` or `>`: brush-parser
+/// reads it as a descriptor number into an `i32` and panics if it does not
+/// fit.
+fn huge_redirect_number(source: &str) -> bool {
+    let mut digits = 0;
+    for b in source.bytes() {
+        if b.is_ascii_digit() {
+            digits += 1;
+        } else {
+            if digits > 9 && matches!(b, b'<' | b'>') {
+                return true;
+            }
+            digits = 0;
+        }
+    }
+    false
 }
 
 /// Most constructs that can nest a parser allows in one command. The parser

@@ -89,12 +89,15 @@ pub(crate) fn analyze<'a>(raw: &'a str, c: &mut Collector) -> WordInfo<'a> {
     if !raw.contains(['$', '`', '\'', '"', '\\']) {
         return plain(raw);
     }
-    let pieces = match brush_parser::word::parse(raw, &ParserOptions::default()) {
+    // A panic in the word parser is an unparsable word, never a crash.
+    let parsed = std::panic::catch_unwind(|| {
+        brush_parser::word::parse(raw, &ParserOptions::default()).map_err(|e| e.to_string())
+    })
+    .unwrap_or_else(|_| Err("the parser failed".to_owned()));
+    let pieces = match parsed {
         Ok(pieces) => pieces,
-        Err(e) => {
-            c.hazard(Hazard::Unparsable {
-                message: e.to_string(),
-            });
+        Err(message) => {
+            c.hazard(Hazard::Unparsable { message });
             return WordInfo {
                 raw,
                 literal: None,
