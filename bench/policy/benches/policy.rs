@@ -3,19 +3,27 @@
 
 use actiongate_policy::{Verdict, check, get_preset, preset_names};
 use actiongate_policy_bench::{
-    SIZES, bash_action, file_action, pipelines, svc_profile, svc_requests,
+    SIZES, bash_action, file_action, git_action, pipelines, svc_profile, svc_requests,
+    write_action,
 };
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
 
-/// Every preset × action size, for a file action (one regex pass) and a
-/// shell action (parsed, then judged per simple command).
+/// Every preset × action size, for a file view (one regex pass), a file
+/// write (`standard` looks for protected paths), a shell action (parsed,
+/// then judged per simple command) and a git action (read as git's
+/// argument list).
 fn check_presets(c: &mut Criterion) {
     let mut group = c.benchmark_group("check_presets");
     for name in preset_names() {
         let profile = get_preset(name).expect("preset exists");
         for size in SIZES {
-            for (kind, action) in [("file", file_action(size)), ("bash", bash_action(size))] {
+            for (kind, action) in [
+                ("file", file_action(size)),
+                ("write", write_action(size)),
+                ("bash", bash_action(size)),
+                ("git", git_action(size)),
+            ] {
                 group.bench_with_input(
                     BenchmarkId::new(format!("{name}/{kind}"), size),
                     &action,

@@ -52,6 +52,28 @@ pub fn file_action(len: usize) -> String {
     )
 }
 
+/// A file write of exactly `len` bytes (at least 40):
+/// `tool:file:write /srv/app/src/module_00/module_01/…`, which `standard`
+/// checks for protected path segments.
+pub fn write_action(len: usize) -> String {
+    exact_len(
+        "tool:file:write /srv/app/src/",
+        |i| format!("module_{:02}/", i % 100),
+        len,
+    )
+}
+
+/// A git action of exactly `len` bytes (at least 40): `tool:git:log
+/// --oneline` followed by plain path arguments, analysed as git's
+/// argument list.
+pub fn git_action(len: usize) -> String {
+    exact_len(
+        "tool:git:log --oneline",
+        |i| format!(" src/module_{:02}/lib.rs", i % 100),
+        len,
+    )
+}
+
 /// A shell action of exactly `len` bytes (at least 40): `tool:bash:ls -la`
 /// followed by plain path arguments, one simple command.
 pub fn bash_action(len: usize) -> String {

@@ -257,15 +257,25 @@ fn run_file(ctx: &Ctx, action: &str, params: &Value) -> Result<Outcome, ActionEr
     })
 }
 
+/// The program that runs an `execute_command` line: always bash, because
+/// bash is how the policy read the line (`tool:<handler>:execute_command
+/// …` is analysed as a bash line). `sh` on Debian is dash, which reads
+/// `&>`, `$'…'` or `[[` otherwise: a line judged harmless as bash could
+/// run a second program there. `filepath: "sh"` is still accepted, and
+/// runs bash in POSIX mode, which parses like bash.
+fn shell_for(requested: Option<Shell>) -> &'static [&'static str] {
+    match requested {
+        Some(Shell::Sh) => &["bash", "--posix"],
+        Some(Shell::Bash) | None => &["bash"],
+    }
+}
+
 async fn run_command(ctx: &Ctx, params: &Value) -> Outcome {
     let p: CommandParams = match parse(params) {
         Ok(p) => p,
         Err(e) => return Outcome::from_error(e),
     };
-    let shell = match p.filepath.unwrap_or(Shell::Sh) {
-        Shell::Bash => "bash",
-        Shell::Sh => "sh",
-    };
+    let shell = shell_for(p.filepath);
     let out = match command::run(
         ctx.root.path(),
         shell,
@@ -313,4 +323,32 @@ pub fn interrupted() -> Outcome {
         "interrupted; not re-run to avoid doing it twice (the executor stopped while it was running, so it may or may not have taken effect)".to_owned(),
         json!({}),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// `echo hi &>/dev/null touch marker` is one harmless `echo` to bash
+    /// (which the policy reads) but `echo hi &` then `touch marker` to
+    /// dash. Whatever shell is asked for, the line runs as bash read it.
+    #[tokio::test]
+    async fn the_line_runs_in_the_shell_the_policy_analysed() {
+        let line = "echo hi &>/dev/null touch marker";
+        for requested in [None, Some(Shell::Sh), Some(Shell::Bash)] {
+            let dir = tempfile::tempdir().unwrap();
+            let out = command::run(
+                dir.path(),
+                shell_for(requested),
+                line,
+                std::time::Duration::from_secs(10),
+                1024,
+            )
+            .await
+            .unwrap();
+            assert!(out.succeeded());
+            assert!(!dir.path().join("marker").exists());
+        }
+    }
 }

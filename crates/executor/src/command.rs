@@ -54,17 +54,22 @@ impl CommandOutput {
     }
 }
 
-/// Runs `command` with `shell -c` in `cwd`.
+/// Runs `command` with `shell -c` in `cwd`; `shell` is the program and
+/// its options before `-c` (`["bash"]`, `["bash", "--posix"]`).
 pub async fn run(
     cwd: &Path,
-    shell: &str,
+    shell: &[&str],
     command: &str,
     timeout: Duration,
     cap: usize,
 ) -> std::io::Result<CommandOutput> {
     let started = Instant::now();
-    let mut cmd = Command::new(shell);
-    cmd.arg("-c")
+    let (program, options) = shell
+        .split_first()
+        .ok_or_else(|| std::io::Error::other("no shell given"))?;
+    let mut cmd = Command::new(program);
+    cmd.args(options)
+        .arg("-c")
         .arg(command)
         .current_dir(cwd)
         .stdin(Stdio::null())
@@ -93,7 +98,7 @@ pub async fn run(
     let (stderr, stderr_truncated) = drain(err).await;
     let (exit_code, signal) = codes(status);
     Ok(CommandOutput {
-        shell: shell.to_owned(),
+        shell: shell.join(" "),
         exit_code,
         signal,
         timed_out,
@@ -172,7 +177,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let o = run(
             dir.path(),
-            "sh",
+            &["sh"],
             "echo out; echo err >&2; exit 3",
             Duration::from_secs(10),
             1024,
@@ -190,7 +195,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let o = run(
             dir.path(),
-            "sh",
+            &["sh"],
             "head -c 100000 /dev/zero | tr '\\0' x",
             Duration::from_secs(10),
             1000,
@@ -208,7 +213,7 @@ mod tests {
         let t = Instant::now();
         let o = run(
             dir.path(),
-            "sh",
+            &["sh"],
             "sleep 60; echo never",
             Duration::from_millis(300),
             1024,
@@ -223,7 +228,7 @@ mod tests {
     #[tokio::test]
     async fn runs_in_the_given_directory() {
         let dir = tempfile::tempdir().unwrap();
-        let o = run(dir.path(), "sh", "pwd", Duration::from_secs(10), 1024)
+        let o = run(dir.path(), &["sh"], "pwd", Duration::from_secs(10), 1024)
             .await
             .unwrap();
         let canon = std::fs::canonicalize(dir.path()).unwrap();

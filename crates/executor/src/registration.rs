@@ -107,7 +107,7 @@ pub fn registration(handler_id: &str, url: &str, command_timeout: Duration) -> V
                     "type": "object",
                     "properties": {
                         "content": {"type": "string", "minLength": 1, "description": "The command line"},
-                        "filepath": {"type": "string", "enum": ["bash", "sh"], "description": "The shell (default sh)"},
+                        "filepath": {"type": "string", "enum": ["bash", "sh"], "description": "Accepted for compatibility: the line always runs in bash (the shell the policy analysed it as); `sh` runs `bash --posix`"},
                         "reason": {"type": "string", "description": "Why this action accomplishes the user's request"}
                     },
                     "required": ["content", "reason"],

@@ -5,7 +5,7 @@
 use crate::grant::{Grant, GrantTarget, Request};
 use crate::pattern::{PatternSet, SetMatch};
 use crate::profile::{Profile, ShellShortcut, format_action, split_action};
-use crate::shell::{Hazard, ShellAnalysis, analyze_shell, simple_hazard};
+use crate::shell::{Dialect, Hazard, ShellAnalysis, analyze, git_simple_hazard, simple_hazard};
 use crate::verdict::{ListKind, Verdict};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -70,6 +70,7 @@ pub(crate) fn check_with(action: &str, profile: &Profile, shortcut: bool) -> Ver
         now: None,
         exact: false,
         single_line: false,
+        dialect: profile.dialect(tool).unwrap_or(Dialect::Bash),
     };
     let kind = if tool.is_empty() {
         None
@@ -127,8 +128,9 @@ pub fn decide(
         now: Some(now),
         exact: true,
         single_line: false,
+        dialect: profile.dialect(req.tool).unwrap_or(Dialect::Bash),
     };
-    let outcome = if profile.is_shell_tool(req.tool) {
+    let outcome = if profile.dialect(req.tool).is_some() {
         ctx.shell(&action, req.detail)
     } else if let Some((prefix, command)) = shell_part(req) {
         ctx.shell_in(&action, prefix, command)
@@ -272,6 +274,8 @@ struct Context<'p, 'g> {
     /// The action strings judged are known to hold no `\n`, so the
     /// pattern lists need not look for one.
     single_line: bool,
+    /// How a shell tool's detail (or a handler's command) is read.
+    dialect: Dialect,
 }
 
 impl<'g> Context<'_, 'g> {
@@ -377,7 +381,7 @@ impl<'g> Context<'_, 'g> {
         // One command written canonically (`ls -la src`) is its own only
         // segment: the action string is judged as it is, as `plain` does,
         // and only the hazard remains to apply.
-        if let Some(hazard) = simple_hazard(detail) {
+        if let Some(hazard) = self.simple_hazard(detail) {
             let mut outcome = self.single_line().plain(action, detail);
             if let (Verdict::Allow, Some(hazard)) = (outcome.verdict, hazard) {
                 outcome.verdict = Verdict::Ask;
@@ -392,12 +396,27 @@ impl<'g> Context<'_, 'g> {
     /// [`Context::verdict`] is [`Context::plain`]'s.
     fn shell_verdict(&self, action: &str, detail: &str) -> Verdict {
         debug_assert_eq!(action, format_action(self.tool, detail));
-        match simple_hazard(detail) {
+        match self.simple_hazard(detail) {
             Some(hazard) => match self.single_line().verdict(action) {
                 Verdict::Allow if hazard.is_some() => Verdict::Ask,
                 verdict => verdict,
             },
             None => self.shell_in(action, "", detail).verdict,
+        }
+    }
+
+    /// For a detail that is its own only command in canonical form, the
+    /// first hazard of its analysis; `None` if it is not of that form.
+    fn simple_hazard(&self, detail: &str) -> Option<Option<Hazard>> {
+        if detail.len() > crate::shell::MAX_LEN {
+            // Judged as one string, as the analysis would leave it. (The
+            // separator bound needs no test here: the simple form holds
+            // no separator.)
+            return Some(Some(Hazard::TooLong));
+        }
+        match self.dialect {
+            Dialect::Git => git_simple_hazard(detail),
+            Dialect::Bash | Dialect::Sh => simple_hazard(detail),
         }
     }
 
@@ -415,7 +434,7 @@ impl<'g> Context<'_, 'g> {
     /// `command`: each simple command is judged as
     /// `tool:<tool>:<prefix><command>`.
     fn shell_in(&self, action: &str, prefix: &str, command: &str) -> Outcome<'g> {
-        let analysis = analyze_shell(command);
+        let analysis = analyze(self.dialect, command);
         let segments = segments(self.tool, prefix, action, &analysis);
         // Deny patterns see the whole string and every command.
         if let Some(outcome) = self.deny_pass(action) {

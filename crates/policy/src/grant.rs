@@ -3,8 +3,8 @@
 //! pattern, until it expires or is revoked.
 
 use crate::pattern::{PatternError, PatternSet, SetMatch};
-use crate::profile::DEFAULT_SHELL_TOOLS;
-use crate::shell::analyze_shell;
+use crate::profile::{DEFAULT_SHELL_TOOLS, GIT_TOOL};
+use crate::shell::{Dialect, analyze, analyze_shell};
 use chrono::{DateTime, Utc};
 use globset::GlobBuilder;
 use serde::{Deserialize, Serialize};
@@ -164,10 +164,13 @@ impl Grant {
                 if req.permission.is_some() || pattern.tool() != req.tool {
                     return false;
                 }
-                if !DEFAULT_SHELL_TOOLS.contains(&req.tool) {
-                    return pattern.matches(req.detail) == SetMatch::Matched(0);
-                }
-                let analysis = analyze_shell(req.detail);
+                let dialect = match req.tool {
+                    GIT_TOOL => Dialect::Git,
+                    "sh" => Dialect::Sh,
+                    t if DEFAULT_SHELL_TOOLS.contains(&t) => Dialect::Bash,
+                    _ => return pattern.matches(req.detail) == SetMatch::Matched(0),
+                };
+                let analysis = analyze(dialect, req.detail);
                 let all = |mut it: std::slice::Iter<'_, String>| {
                     it.all(|c| pattern.matches(c) == SetMatch::Matched(0))
                 };

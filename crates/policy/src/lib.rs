@@ -45,6 +45,7 @@ pub mod grant;
 pub mod pattern;
 pub mod presets;
 pub mod profile;
+pub mod remember;
 pub mod reply;
 pub mod shell;
 pub mod verdict;
@@ -60,9 +61,10 @@ pub use grant::{
 pub use pattern::{BACKTRACK_LIMIT, PatternError, PatternSet, SetMatch};
 pub use presets::{UnknownPresetError, get_preset, preset_names, preset_spec};
 pub use profile::{
-    CustomProfile, DEFAULT_SHELL_TOOLS, Profile, ProfileError, ProfileSpec, format_action,
-    split_action,
+    BUILTIN_TOOLS, CustomProfile, DEFAULT_SHELL_TOOLS, GIT_TOOL, Profile, ProfileError,
+    ProfileSpec, format_action, is_builtin_tool, split_action,
 };
+pub use remember::{NoGrant, grant_patterns};
 pub use reply::{Reply, parse_reply};
-pub use shell::{Hazard, ShellAnalysis, analyze_shell};
+pub use shell::{Dialect, Hazard, MAX_LEN, MAX_SEPARATORS, ShellAnalysis, analyze, analyze_shell};
 pub use verdict::{ListKind, Verdict};

@@ -28,28 +28,74 @@ fn lists(allow: &[&str], ask: &[&str]) -> CustomProfile {
     }
 }
 
+/// Path segments a file action may not touch under `standard` without a
+/// human: git's own directory and configuration (hooks, `core.fsmonitor`
+/// and the like run programs), shell start-up files, and the configuration
+/// of tools that run commands from it (editors, Claude Code's hooks, CI,
+/// ssh, cargo, npm, direnv, XDG configuration, `~/.local/bin`).
+/// (Each without its leading `.`, which the rule matches once.)
+const PROTECTED_SEGMENTS: &str = r"git|gitconfig|gitmodules|gitattributes|bashrc|bash_profile|bash_login|bash_logout|profile|zshrc|zshenv|zprofile|zlogin|zlogout|kshrc|mkshrc|cshrc|tcshrc|login|logout|inputrc|envrc|npmrc|yarnrc|yarnrc\.yml|pypirc|netrc|curlrc|wgetrc|vimrc|exrc|tmux\.conf|ssh|gnupg|config|local|cargo|claude|vscode|idea|github|husky|pre-commit-config\.yaml|pam_environment|xprofile|xinitrc|xsession|docker|kube|aws";
+
+/// `standard`'s file view rule: viewing is always fine.
+const FILE_VIEW: &str = r"tool:file:view\s.*";
+
+/// `standard`'s fast file rule: a path none of whose segments starts with
+/// a dot (besides `.` and `..`), so none is protected. A plain regex, so
+/// the common case never reaches the look-ahead of [`standard_file_rule`].
+const FILE_NO_DOT_SEGMENT: &str =
+    r"tool:file:(?:[\s&&[^\n]]|/|\\|[^\s/\\.][^\s/\\]*|\.\.?(?:[\s&&[^\n]]|/|\\))*(?:\.\.?)?";
+
+/// `standard`'s file rule for the rest: every file action except changes to
+/// a path with a [`PROTECTED_SEGMENTS`] segment (case-insensitively, as
+/// on macOS).
+fn standard_file_rule() -> String {
+    format!(r"tool:file:(?!.*(?:^|[\s/\\])\.(?i:{PROTECTED_SEGMENTS})(?:[/\\]|\s|$)).*")
+}
+
 /// The pattern lists of a preset, or `None` for an unknown name.
+///
+/// `tool:fs:*` are the reference executor's actions (handler id `fs`):
+/// `standard` and `readonly` allow `read_file` and ask for the rest (file
+/// writes, `execute_command`); `open` allows all, `guarded` asks all,
+/// `locked` denies them.
 pub fn preset_spec(name: &str) -> Option<CustomProfile> {
     let spec = match name {
         "open" => lists(&[".*"], &[]),
-        "standard" => lists(
-            &["tool:file:.*", "tool:git:(?!push).*"],
-            &["tool:bash:.*", "tool:git:push.*"],
-        ),
+        "standard" => {
+            let file = standard_file_rule();
+            lists(
+                &[
+                    FILE_VIEW,
+                    FILE_NO_DOT_SEGMENT,
+                    &file,
+                    "tool:git:(?!push).*",
+                    FS_READ,
+                ],
+                &[
+                    "tool:file:.*",
+                    "tool:bash:.*",
+                    "tool:git:push.*",
+                    "tool:fs:.*",
+                ],
+            )
+        }
         "locked" => lists(&["tool:file:view.*"], &[]),
         // Zero trust: every action goes to a human until a grant covers it.
         // `(?s)` so that multi-line details ask too instead of falling
         // through to deny.
         "guarded" => lists(&[], &["(?s).*"]),
-        // Seed 003's auto-approved tools and read-only shell commands. The
-        // shell patterns are judged per simple command, and the shell
-        // analysis refuses to auto-allow anything that writes, substitutes
-        // or runs another command, so `( .*)?` only ever sees arguments.
+        // Seed 003's auto-approved tools and read-only shell commands,
+        // without the network tools (`WebFetch`, `WebSearch`: reading a
+        // secret and sending it off would need no human). The shell
+        // patterns are judged per simple command, and the shell analysis
+        // refuses to auto-allow anything that writes, substitutes or runs
+        // another command, so `( .*)?` only ever sees arguments.
         "readonly" => lists(
             &[
-                "tool:(Read|Glob|Grep|WebSearch|WebFetch):.*",
-                "tool:(bash|sh):(ls|cat|head|tail|pwd|echo|which)( .*)?",
+                "tool:(Read|Glob|Grep):.*",
+                r"tool:(bash|sh):(ls|cat|head|tail|pwd|echo|which|test|\[|\[\[)( .*)?",
                 "tool:(bash|sh):git (status|log|diff|branch|show)( .*)?",
+                FS_READ,
             ],
             &["(?s).*"],
         ),
@@ -57,6 +103,9 @@ pub fn preset_spec(name: &str) -> Option<CustomProfile> {
     };
     Some(spec)
 }
+
+/// The reference executor's reads.
+const FS_READ: &str = "tool:fs:read_file .*";
 
 /// Presets compile once per process; handing one out is an `Arc` clone.
 fn compiled() -> &'static [(&'static str, Option<Profile>)] {

@@ -3,12 +3,48 @@
 
 use crate::pattern::{Coverage, PatternSet};
 use crate::presets::{self, UnknownPresetError};
+use crate::shell::Dialect;
 use crate::verdict::ListKind;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// Tools whose detail is a shell command and is judged command by command.
 pub const DEFAULT_SHELL_TOOLS: &[&str] = &["bash", "sh"];
+
+/// The tool whose detail is git's argument list, analysed as such
+/// ([`Dialect::Git`]) under every profile.
+pub const GIT_TOOL: &str = "git";
+
+/// Tool names the policy gives a meaning of its own: the shell tools and
+/// `git` (whose details are analysed), the tools the presets and the Claude
+/// Code hook name (`file`, `Read`, `Glob`, `Grep`, `WebFetch`,
+/// `WebSearch`), and the hook's raw names. A handler id must not take one
+/// (compared case-insensitively, see [`is_builtin_tool`]), or its actions
+/// would get the rules written for that tool.
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "bash",
+    "sh",
+    "git",
+    "file",
+    "Read",
+    "Glob",
+    "Grep",
+    "WebFetch",
+    "WebSearch",
+    "Bash",
+    "Edit",
+    "MultiEdit",
+    "Write",
+    "NotebookEdit",
+    "Task",
+    "TodoWrite",
+];
+
+/// Whether `name` is (in any letter case) one of [`BUILTIN_TOOLS`]: such a
+/// name cannot be a handler id.
+pub fn is_builtin_tool(name: &str) -> bool {
+    BUILTIN_TOOLS.iter().any(|t| t.eq_ignore_ascii_case(name))
+}
 
 /// Builds the action string `tool:<tool>:<detail>`.
 pub fn format_action(tool: &str, detail: &str) -> String {
@@ -34,13 +70,46 @@ pub fn split_action(action: &str) -> Option<(&str, &str)> {
 
 /// How a profile is written in configuration and on the wire: a preset name
 /// (`"standard"`) or an object of pattern lists.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum ProfileSpec {
     /// The name of a built-in preset (see [`crate::preset_names`]).
     Preset(String),
     /// Pattern lists written out.
     Custom(CustomProfile),
+}
+
+/// Reads a string as a preset name and a map as [`CustomProfile`], so
+/// that an error names the field and the problem ("unknown field
+/// `approvals` in profile") instead of serde's "did not match any variant
+/// of untagged enum".
+impl<'de> Deserialize<'de> for ProfileSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = ProfileSpec;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "a preset name or an object with `allow`, `ask`, `deny` and `shell_tools`",
+                )
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ProfileSpec, E> {
+                Ok(ProfileSpec::Preset(v.to_owned()))
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<ProfileSpec, A::Error> {
+                CustomProfile::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(ProfileSpec::Custom)
+                    .map_err(|e| serde::de::Error::custom(format!("{e} in profile")))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 /// A profile written out as pattern lists.
@@ -103,6 +172,8 @@ struct Compiled {
     /// For each of `shell_tools`, whether [`crate::check`] may skip the
     /// shell analysis.
     shortcuts: Vec<ShellShortcut>,
+    /// The same for the `git` tool.
+    git_shortcut: ShellShortcut,
 }
 
 /// When the verdict for a shell tool's action is the same whether or not
@@ -197,6 +268,7 @@ impl Profile {
             .iter()
             .map(|tool| ShellShortcut::for_tool(tool, &deny, &allow, &ask))
             .collect();
+        let git_shortcut = ShellShortcut::for_tool(GIT_TOOL, &deny, &allow, &ask);
         Ok(Profile {
             inner: Arc::new(Compiled {
                 deny,
@@ -205,6 +277,7 @@ impl Profile {
                 spec,
                 shell_tools,
                 shortcuts,
+                git_shortcut,
             }),
         })
     }
@@ -233,9 +306,28 @@ impl Profile {
         self.inner.shell_tools.iter().any(|t| t == tool)
     }
 
-    /// `None` if `tool` is not a shell tool of this profile, else whether
-    /// [`crate::check`] may skip parsing its detail.
+    /// How `tool`'s detail is analysed before the patterns see it: `git`
+    /// as git's argument list, `sh` as a POSIX `sh` line, the other shell
+    /// tools as bash lines; `None` for tools whose detail is matched as it
+    /// is.
+    pub fn dialect(&self, tool: &str) -> Option<Dialect> {
+        if tool == GIT_TOOL {
+            Some(Dialect::Git)
+        } else if tool == "sh" {
+            Some(Dialect::Sh)
+        } else if self.is_shell_tool(tool) {
+            Some(Dialect::Bash)
+        } else {
+            None
+        }
+    }
+
+    /// `None` if `tool`'s detail is not analysed (see [`Profile::dialect`]),
+    /// else whether [`crate::check`] may skip analysing it.
     pub(crate) fn shell_shortcut(&self, tool: &str) -> Option<ShellShortcut> {
+        if tool == GIT_TOOL {
+            return Some(self.inner.git_shortcut);
+        }
         let i = self.inner.shell_tools.iter().position(|t| t == tool)?;
         self.inner.shortcuts.get(i).copied()
     }
@@ -321,5 +413,50 @@ mod tests {
     fn unknown_field_is_rejected() {
         let r: Result<ProfileSpec, _> = serde_json::from_str(r#"{"allow":[],"ask":[],"alow":[]}"#);
         assert!(r.is_err());
+    }
+
+    #[test]
+    fn profile_errors_name_the_field_and_the_problem() {
+        let err = |json: &str| {
+            serde_json::from_str::<ProfileSpec>(json)
+                .unwrap_err()
+                .to_string()
+        };
+        let e = err(r#"{"allow":[],"ask":[],"approvals":[]}"#);
+        assert!(e.starts_with("unknown field `approvals`"), "{e}");
+        assert!(e.contains("in profile"), "{e}");
+        let e = err(r#"{"ask":[]}"#);
+        assert!(e.starts_with("missing field `allow` in profile"), "{e}");
+        let e = err(r#"{"allow":"x","ask":[]}"#);
+        assert!(
+            e.contains("invalid type: string \"x\", expected a sequence"),
+            "{e}"
+        );
+        let e = err("3");
+        assert!(e.contains("expected a preset name or an object"), "{e}");
+        for e in [e, err(r#"{"allow":[],"ask":[],"approvals":[]}"#)] {
+            assert!(!e.contains("untagged"), "{e}");
+        }
+        // Both forms still read, and a `Profile` reads through them.
+        assert_eq!(
+            serde_json::from_str::<ProfileSpec>(r#""standard""#).unwrap(),
+            ProfileSpec::Preset("standard".into())
+        );
+        let p: Profile = serde_json::from_str(r#"{"allow":["x"],"ask":[]}"#).unwrap();
+        assert!(matches!(p.spec(), ProfileSpec::Custom(_)));
+        let e = serde_json::from_str::<Profile>(r#"{"allow":[],"ask":[],"approvals":[]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("unknown field `approvals`"), "{e}");
+    }
+
+    #[test]
+    fn builtin_tool_names_are_recognized_in_any_case() {
+        for name in ["git", "GIT", "file", "bash", "Sh", "webfetch", "Read"] {
+            assert!(is_builtin_tool(name), "{name}");
+        }
+        for name in ["fs", "github", "gitx", "files", ""] {
+            assert!(!is_builtin_tool(name), "{name}");
+        }
     }
 }

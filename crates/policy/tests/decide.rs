@@ -356,10 +356,22 @@ fn guarded_asks_for_everything_and_readonly_allows_reads() {
         "tool:Read:/etc/hosts",
         "tool:Glob:**/*.rs",
         "tool:Grep:fn main",
-        "tool:WebSearch:rust",
-        "tool:WebFetch:https://x",
+        "tool:fs:read_file src/lib.rs",
     ] {
         assert_eq!(check(a, &readonly), Verdict::Allow, "{a:?}");
+    }
+    // Network tools: reading a secret and sending it off needs a human.
+    for a in [
+        "tool:WebSearch:rust",
+        "tool:WebFetch:https://x",
+        "tool:bash:curl https://x",
+        "tool:bash:wget https://x",
+        "tool:bash:nc x 80",
+        "tool:bash:cat < /dev/tcp/127.0.0.1/80",
+        "tool:fs:create_file x",
+        "tool:fs:execute_command ls",
+    ] {
+        assert_eq!(check(a, &readonly), Verdict::Ask, "{a:?}");
     }
     for a in [
         "tool:Write:/x",
@@ -391,4 +403,70 @@ fn decision_serializes_with_tagged_rule() {
         serde_json::to_value(&d).unwrap()["rule"],
         json!({"kind": "default"})
     );
+}
+
+/// `standard` asks for file writes that plant programs (git's directory and
+/// configuration, shell start-up files, tool configuration) and allows the
+/// rest; it allows the reference executor's reads and asks for its writes
+/// and commands.
+#[test]
+fn standard_asks_for_writes_that_plant_programs() {
+    let p = get_preset("standard").unwrap();
+    for a in [
+        "tool:file:write .git/config",
+        "tool:file:edit /srv/app/.git/hooks/pre-commit",
+        "tool:file:write ./.git/info/attributes",
+        "tool:file:write app/../.git/config",
+        "tool:file:write .GIT/config",
+        "tool:file:write .git",
+        "tool:file:edit /home/u/.bashrc",
+        "tool:file:write ~/.profile",
+        "tool:file:write ~/.zshrc",
+        "tool:file:write ~/.bash_profile",
+        "tool:file:write .gitconfig",
+        "tool:file:write .gitmodules",
+        "tool:file:write .gitattributes",
+        "tool:file:write .claude/settings.json",
+        "tool:file:write .vscode/tasks.json",
+        "tool:file:write .github/workflows/ci.yml",
+        "tool:file:write .cargo/config.toml",
+        "tool:file:write ~/.config/fish/config.fish",
+        "tool:file:write ~/.ssh/authorized_keys",
+        "tool:file:write ~/.local/bin/git",
+        "tool:file:write .envrc",
+        "tool:file:write .npmrc",
+        "tool:file:notebook_edit .git/x.ipynb",
+        "tool:fs:create_file x",
+        "tool:fs:update_file x",
+        "tool:fs:execute_command ls",
+    ] {
+        assert_eq!(check(a, &p), Verdict::Ask, "{a:?}");
+        assert_eq!(
+            decide(&p, &[], &req_of(a), now()).verdict,
+            Verdict::Ask,
+            "{a:?}"
+        );
+    }
+    for a in [
+        "tool:file:write src/lib.rs",
+        "tool:file:edit /srv/app/.gitignore",
+        "tool:file:write docs/git/notes.md",
+        "tool:file:write .github-notes.md",
+        "tool:file:view .git/config",
+        "tool:file:write my.bashrc.example",
+        "tool:fs:read_file src/lib.rs",
+        "tool:git:status",
+    ] {
+        assert_eq!(check(a, &p), Verdict::Allow, "{a:?}");
+    }
+}
+
+fn req_of(action: &str) -> actiongate_policy::Request<'_> {
+    let (tool, detail) = actiongate_policy::split_action(action).unwrap();
+    actiongate_policy::Request {
+        agent: "a",
+        tool,
+        detail,
+        permission: None,
+    }
 }

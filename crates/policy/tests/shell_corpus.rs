@@ -90,9 +90,7 @@ const BYPASSES: &[&str] = &[
     "/bin/ls",
     "$X",
     "$X -la",
-    "'ls' -la",
     "\"rm\" -rf ~",
-    "l\\s",
     "e\\val ls",
     "{rm,-rf,~}",
     // Assignments and shell state.
@@ -182,6 +180,10 @@ const BYPASSES: &[&str] = &[
 /// `git status` (so the custom profile must allow them too).
 const READ_ONLY: &[(&str, bool)] = &[
     ("ls", true),
+    // A quoted or escaped command name is read as the name (issue 23).
+    ("'ls' -la", true),
+    ("\"ls\" -la", true),
+    ("l\\s", true),
     ("ls -la", true),
     ("ls -la --color=auto", true),
     ("ls -la | head -5", false),

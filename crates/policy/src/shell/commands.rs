@@ -302,6 +302,9 @@ pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
     if !judge_name(name, kind, !args.is_empty(), c) {
         return;
     }
+    if matches!(name, "test" | "[") {
+        test_operands(name, args, c);
+    }
     if !kind.is(Kind::FLAG_SAFE)
         && let Some(arg) = args.iter().find(|a| a.literal.is_none())
     {
@@ -328,6 +331,53 @@ pub(crate) fn judge(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
     // From here on only literal arguments matter; dynamic ones were flagged.
     let lits: Vec<&str> = args.iter().filter_map(|a| a.literal.as_deref()).collect();
     inspect(name, kind, &lits, c);
+}
+
+/// `test` and `[`: bash evaluates the subscript of `-v NAME[…]` and
+/// `-R NAME[…]` as arithmetic, which can run commands, so their operand
+/// must be a plain name. A word known only at run time could turn into
+/// such an operator and operand (`[ "$a" "$b" ]`), and an unquoted one or a
+/// glob into several words, so such words pass only as the operand of a
+/// literal unary test or a side of a literal `=`/`!=`.
+fn test_operands(name: &str, args: &[WordInfo<'_>], c: &mut Collector) {
+    let lit = |i: usize| args.get(i).and_then(|a| a.literal.as_deref());
+    let hazard = |c: &mut Collector, a: &WordInfo<'_>| {
+        c.hazard(Hazard::DynamicArgument {
+            command: name.to_owned(),
+            word: a.raw.to_owned(),
+        });
+    };
+    for (i, a) in args.iter().enumerate() {
+        if matches!(a.literal.as_deref(), Some("-v" | "-R")) {
+            let operand = args.get(i + 1);
+            if operand.is_some_and(|o| super::words::may_subscript(o)) {
+                c.hazard(Hazard::Arithmetic);
+            }
+            continue;
+        }
+        if a.glob {
+            c.hazard(Hazard::GlobArgument {
+                command: name.to_owned(),
+                word: a.raw.to_owned(),
+            });
+            continue;
+        }
+        if a.literal.is_some() {
+            continue;
+        }
+        let after_unary = i
+            .checked_sub(1)
+            .and_then(lit)
+            .is_some_and(|p| p.len() == 2 && p.starts_with('-') && !matches!(p, "-v" | "-R"));
+        let compared = [i.checked_sub(1), Some(i + 1)]
+            .into_iter()
+            .flatten()
+            .filter_map(lit)
+            .any(|op| matches!(op, "=" | "==" | "!="));
+        if !a.quoted || !(after_unary || compared) {
+            hazard(c, a);
+        }
+    }
 }
 
 /// The option-by-option checks of the commands in `CHECKED` and
@@ -698,7 +748,10 @@ mod tests {
         for (list, _) in LISTS {
             for name in list {
                 let word = super::super::words::bare(name);
-                assert_eq!(super::super::words::command_name(&word), Ok(*name));
+                assert_eq!(
+                    super::super::words::command_name(&word).as_deref(),
+                    Ok(*name)
+                );
             }
         }
     }

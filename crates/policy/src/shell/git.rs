@@ -1,61 +1,297 @@
-//! git: which global options and subcommand forms keep it read-only.
+//! git: which global options, subcommands, options and configuration keys
+//! run programs, change configuration or hide what runs, for `git` inside a
+//! shell command and for the `git` tool alike.
+//!
+//! The principle: a plain allow rule allows only what it plainly says. Git
+//! can run programs in many ways (aliases, pagers, editors, hooks, ssh
+//! commands, credential helpers, diff and merge drivers, transports), so
+//! anything that could make it do so is a hazard, and an unknown
+//! subcommand (an alias or an external `git-*` program) is one too.
 
 use super::commands::{long_prefix_of, options, short_option_before_value};
 use super::{Collector, Hazard};
 
-/// git: global options, then the read-only forms of the subcommands the
-/// read-only preset allows.
-pub(super) fn judge(lits: &[&str], c: &mut Collector) {
-    let unsafe_option = |c: &mut Collector, option: &str| {
-        c.hazard(Hazard::UnsafeOption {
-            command: "git".to_owned(),
-            option: option.to_owned(),
-        });
-    };
+/// Global options that neither run programs nor change configuration or
+/// the repository git works on; the `git` tool's canonical form leaves
+/// them out.
+const INERT_GLOBAL: &[&str] = &[
+    "--no-replace-objects",
+    "--literal-pathspecs",
+    "--glob-pathspecs",
+    "--noglob-pathspecs",
+    "--icase-pathspecs",
+    "--no-optional-locks",
+    "--no-advice",
+    "--no-lazy-fetch",
+];
+
+/// Global options that take the next word as their value.
+const GLOBAL_WITH_VALUE: &[&str] = &[
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--config-env",
+    "--super-prefix",
+    "--list-cmds",
+    "--attr-source",
+];
+
+/// Subcommands that run programs, talk to helpers or publish by
+/// themselves (besides `push`, which profiles judge by name).
+const RUNS: &[&str] = &[
+    "filter-branch",
+    "filter-repo",
+    "difftool",
+    "mergetool",
+    "merge-index",
+    "send-email",
+    "imap-send",
+    "instaweb",
+    "web--browse",
+    "daemon",
+    "credential",
+    "credential-cache",
+    "credential-cache--daemon",
+    "credential-store",
+    "upload-pack",
+    "receive-pack",
+    "upload-archive",
+    "shell",
+    "remote-ext",
+    "remote-fd",
+    "http-backend",
+    "http-push",
+    "http-fetch",
+    "send-pack",
+    "fetch-pack",
+    "svn",
+    "p4",
+    "cvsserver",
+    "cvsimport",
+    "cvsexportcommit",
+    "archimport",
+    "quiltimport",
+    "hook",
+    "maintenance",
+    "subtree",
+    "sh-setup",
+    "fsmonitor--daemon",
+    "gui",
+    "citool",
+    "scalar",
+];
+
+/// Subcommands git has built in (or ships), besides [`RUNS`]: an alias
+/// cannot take their names, so they mean what they say.
+const KNOWN: &[&str] = &[
+    "add",
+    "am",
+    "annotate",
+    "apply",
+    "archive",
+    "backfill",
+    "bisect",
+    "blame",
+    "branch",
+    "bugreport",
+    "bundle",
+    "cat-file",
+    "check-attr",
+    "check-ignore",
+    "check-mailmap",
+    "check-ref-format",
+    "checkout",
+    "checkout-index",
+    "cherry",
+    "cherry-pick",
+    "clean",
+    "clone",
+    "column",
+    "commit",
+    "commit-graph",
+    "commit-tree",
+    "config",
+    "count-objects",
+    "describe",
+    "diagnose",
+    "diff",
+    "diff-files",
+    "diff-index",
+    "diff-tree",
+    "fetch",
+    "fmt-merge-msg",
+    "for-each-ref",
+    "for-each-repo",
+    "format-patch",
+    "fsck",
+    "gc",
+    "get-tar-commit-id",
+    "grep",
+    "hash-object",
+    "help",
+    "index-pack",
+    "init",
+    "interpret-trailers",
+    "log",
+    "ls-files",
+    "ls-remote",
+    "ls-tree",
+    "mailinfo",
+    "mailsplit",
+    "merge",
+    "merge-base",
+    "merge-file",
+    "merge-tree",
+    "mktag",
+    "mktree",
+    "multi-pack-index",
+    "mv",
+    "name-rev",
+    "notes",
+    "pack-objects",
+    "pack-refs",
+    "prune",
+    "prune-packed",
+    "pull",
+    "push",
+    "range-diff",
+    "read-tree",
+    "rebase",
+    "reflog",
+    "refs",
+    "remote",
+    "repack",
+    "replace",
+    "replay",
+    "request-pull",
+    "rerere",
+    "reset",
+    "restore",
+    "rev-list",
+    "rev-parse",
+    "revert",
+    "rm",
+    "shortlog",
+    "show",
+    "show-branch",
+    "show-index",
+    "show-ref",
+    "sparse-checkout",
+    "stash",
+    "status",
+    "stripspace",
+    "submodule",
+    "switch",
+    "symbolic-ref",
+    "tag",
+    "unpack-file",
+    "unpack-objects",
+    "update-index",
+    "update-ref",
+    "update-server-info",
+    "var",
+    "verify-commit",
+    "verify-pack",
+    "verify-tag",
+    "version",
+    "whatchanged",
+    "worktree",
+    "write-tree",
+];
+
+/// Merge strategies git has built in; any other name runs a
+/// `git-merge-<name>` program found on the path.
+const STRATEGIES: &[&str] = &["ort", "recursive", "resolve", "octopus", "ours", "subtree"];
+
+/// Whether `git` is one of the tools whose detail this module analyses
+/// (the `git` tool: the argument list after `git`).
+pub(crate) const TOOL: &str = "git";
+
+/// The index in `lits` of the subcommand (`lits.len()` if there is none),
+/// recording a hazard for every global option before it that is not inert.
+pub(crate) fn global_options(lits: &[&str], c: &mut Collector) -> usize {
     let mut i = 0;
     while let Some(a) = lits.get(i) {
         if !a.starts_with('-') {
             break;
         }
-        match *a {
-            "-C" | "--git-dir" | "--work-tree" | "--namespace" => i += 1,
-            "-P"
-            | "--no-pager"
-            | "--bare"
-            | "--no-replace-objects"
-            | "--literal-pathspecs"
-            | "--glob-pathspecs"
-            | "--noglob-pathspecs"
-            | "--icase-pathspecs"
-            | "--no-optional-locks"
-            | "--no-lazy-fetch"
-            | "--no-advice"
-            | "--version"
-            | "-v"
-            | "--help"
-            | "-h"
-            | "--html-path"
-            | "--man-path"
-            | "--info-path" => {}
-            _ if a.starts_with("--git-dir=")
-                || a.starts_with("--work-tree=")
-                || a.starts_with("--namespace=") => {}
+        if *a == "--version" {
+            // `git --version` prints and ignores the rest.
+            break;
+        }
+        if !INERT_GLOBAL.contains(a) {
             // `-c`, `--config-env` (set config: pagers, aliases, hooks),
-            // `--exec-path`, `-p`/`--paginate` (runs the pager), and any
-            // option not known to be harmless.
-            _ => unsafe_option(c, a),
+            // `-C`, `--git-dir`, `--work-tree` (another repository and its
+            // configuration), `--exec-path` (where subcommands come from),
+            // `-p`/`-P`/`--no-pager`, `--bare`, `--namespace`, help that
+            // may start a browser, and anything unknown.
+            unsafe_option(c, a);
+        }
+        if GLOBAL_WITH_VALUE.contains(a) {
+            i += 1;
         }
         i += 1;
     }
+    i.min(lits.len())
+}
+
+fn unsafe_option(c: &mut Collector, option: &str) {
+    c.hazard(Hazard::UnsafeOption {
+        command: "git".to_owned(),
+        option: option.to_owned(),
+    });
+}
+
+/// git with the literal arguments `lits`: global options, then the
+/// subcommand and its options.
+pub(super) fn judge(lits: &[&str], c: &mut Collector) {
+    let i = global_options(lits, c);
     let Some(sub) = lits.get(i) else {
         return;
     };
-    let rest = lits.get(i + 1..).unwrap_or_default();
-    match *sub {
-        "log" | "show" | "diff" | "whatchanged" => {
+    subcommand(sub, lits.get(i + 1..).unwrap_or_default(), c);
+}
+
+/// Judges a subcommand and its arguments.
+pub(crate) fn subcommand(sub: &str, rest: &[&str], c: &mut Collector) {
+    if sub == "--version" {
+        return;
+    }
+    if RUNS.contains(&sub) {
+        c.hazard(Hazard::RunsCommand {
+            command: format!("git {sub}"),
+        });
+        return;
+    }
+    if !KNOWN.contains(&sub) {
+        c.hazard(Hazard::UnknownSubcommand {
+            command: "git".to_owned(),
+            subcommand: sub.to_owned(),
+        });
+        return;
+    }
+    let bad = |c: &mut Collector, option: &str| {
+        c.hazard(Hazard::UnsafeOption {
+            command: format!("git {sub}"),
+            option: option.to_owned(),
+        });
+    };
+    // `ext::sh -c …` and `fd::` run programs; any `<helper>::<address>`
+    // runs `git-remote-<helper>`.
+    for a in rest {
+        if is_transport(a) {
+            bad(c, a);
+        }
+    }
+    strategy(sub, rest, &bad, c);
+    match sub {
+        "log" | "show" | "diff" | "whatchanged" | "diff-tree" | "diff-index" | "diff-files"
+        | "format-patch" | "range-diff" => {
             for a in options(rest) {
-                if long_prefix_of(a, "output", 2) || long_prefix_of(a, "ext-diff", 3) {
-                    unsafe_option(c, a);
+                if long_prefix_of(a, "output", 3) || long_prefix_of(a, "ext-diff", 3) {
+                    bad(c, a);
                 }
             }
         }
@@ -64,16 +300,233 @@ pub(super) fn judge(lits: &[&str], c: &mut Collector) {
                 if long_prefix_of(a, "open-files-in-pager", 2)
                     || short_option_before_value(a, 'O', "ABCefm")
                 {
-                    unsafe_option(c, a);
+                    bad(c, a);
                 }
             }
         }
-        "branch" => {
-            if let Some(bad) = git_branch_mutation(rest) {
-                unsafe_option(c, &format!("branch {bad}"));
+        "branch" if !c.git_tool => {
+            if let Some(mutation) = git_branch_mutation(rest) {
+                // Creating or deleting branches runs no program; only the
+                // read-only preset's `git branch` in a shell needs to know.
+                c.hazard(Hazard::UnsafeOption {
+                    command: "git".to_owned(),
+                    option: format!("branch {mutation}"),
+                });
             }
         }
+        "rebase" => {
+            for a in options(rest) {
+                // git takes any unambiguous abbreviation (`--ex`).
+                if long_prefix_of(a, "exec", 2)
+                    || long_prefix_of(a, "interactive", 2)
+                    || short_option_before_value(a, 'x', "sXoSC")
+                    || short_option_before_value(a, 'i', "sXoSCx")
+                {
+                    bad(c, a);
+                }
+            }
+        }
+        "bisect" if rest.first() == Some(&"run") => bad(c, "run"),
+        "submodule" if rest.contains(&"foreach") => bad(c, "foreach"),
+        "help" => {
+            for a in options(rest) {
+                if long_prefix_of(a, "web", 2) || short_option_before_value(a, 'w', "") {
+                    bad(c, a);
+                }
+            }
+        }
+        "clone" | "fetch" | "pull" | "push" | "ls-remote" | "archive" | "init" | "remote"
+        | "submodule" => {
+            for a in options(rest) {
+                let runs = ["upload-pack", "receive-pack", "exec", "template", "config"]
+                    .iter()
+                    .any(|o| long_prefix_of(a, o, 2));
+                let short = matches!(sub, "clone" | "ls-remote")
+                    && (short_option_before_value(a, 'u', "obcj")
+                        || short_option_before_value(a, 'c', "obuj"));
+                if runs || short {
+                    bad(c, a);
+                }
+            }
+        }
+        "config" => config(rest, &bad, c),
         _ => {}
+    }
+}
+
+/// `-s`/`--strategy` naming a strategy git does not have runs
+/// `git-merge-<name>` from the path.
+fn strategy(sub: &str, rest: &[&str], bad: &dyn Fn(&mut Collector, &str), c: &mut Collector) {
+    if !matches!(sub, "merge" | "pull" | "rebase" | "cherry-pick" | "revert") {
+        return;
+    }
+    let mut i = 0;
+    while let Some(a) = rest.get(i) {
+        i += 1;
+        if *a == "--" {
+            break;
+        }
+        let value = if let Some(v) = a.strip_prefix("--strategy=") {
+            Some(v)
+        } else if *a == "--strategy" || *a == "-s" {
+            i += 1;
+            rest.get(i - 1).copied()
+        } else {
+            a.strip_prefix("-s").filter(|v| !v.is_empty())
+        };
+        if let Some(v) = value
+            && !STRATEGIES.contains(&v)
+        {
+            bad(c, a);
+        }
+        if value.is_none()
+            && a.starts_with("--str")
+            && !a.starts_with("--strategy-option")
+            && "--strategy".starts_with(a.split('=').next().unwrap_or(a))
+        {
+            bad(c, a);
+        }
+    }
+}
+
+/// `ext::…`, `fd::…` or any `<helper>::<address>` URL.
+fn is_transport(arg: &str) -> bool {
+    let value = arg.split_once('=').map_or(arg, |(_, v)| v);
+    value.split_once("::").is_some_and(|(helper, _)| {
+        !helper.is_empty()
+            && helper
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.' | '+'))
+    })
+}
+
+/// Configuration keys that can be written without letting git run a
+/// program, reach another repository or change what a command means:
+/// whole sections, then single keys (lowercase; a subsection in between is
+/// not allowed for these).
+const INERT_SECTIONS: &[&str] = &["color", "advice", "log", "status", "column"];
+const INERT_KEYS: &[&str] = &[
+    "user.name",
+    "user.email",
+    "core.autocrlf",
+    "core.eol",
+    "core.filemode",
+    "core.ignorecase",
+    "core.quotepath",
+    "core.safecrlf",
+    "init.defaultbranch",
+    "pull.rebase",
+    "pull.ff",
+    "merge.ff",
+    "push.default",
+    "push.autosetupremote",
+    "fetch.prune",
+    "diff.renames",
+    "diff.algorithm",
+    "diff.colormoved",
+    "rerere.enabled",
+    "commit.verbose",
+    "branch.autosetuprebase",
+];
+
+/// Whether writing `key` is harmless.
+fn inert_key(key: &str) -> bool {
+    let lower = key.to_ascii_lowercase();
+    let Some((section, name)) = lower.split_once('.') else {
+        return false;
+    };
+    if name.contains('.') {
+        // `section.subsection.name`: drivers, remotes, branches, aliases…
+        return false;
+    }
+    INERT_SECTIONS.contains(&section) || INERT_KEYS.contains(&lower.as_str())
+}
+
+/// `git config`: reads pass; a write (old or new syntax) passes only for
+/// an inert key of the repository's own configuration.
+fn config(rest: &[&str], bad: &dyn Fn(&mut Collector, &str), c: &mut Collector) {
+    const WITH_VALUE: &[&str] = &[
+        "-f",
+        "--file",
+        "--blob",
+        "--type",
+        "--default",
+        "--comment",
+        "--value",
+    ];
+    const READS: &[&str] = &[
+        "--get",
+        "--get-all",
+        "--get-regexp",
+        "--get-urlmatch",
+        "--get-color",
+        "--get-colorbool",
+        "-l",
+        "--list",
+        "--show-origin",
+        "--show-scope",
+        "--name-only",
+    ];
+    const READ_VERBS: &[&str] = &["get", "list"];
+    const WRITE_VERBS: &[&str] = &["set", "unset", "rename-section", "remove-section"];
+    let mut positional = Vec::new();
+    let mut read = false;
+    let mut file = None;
+    let mut i = 0;
+    while let Some(a) = rest.get(i) {
+        i += 1;
+        if !a.starts_with('-') || *a == "-" {
+            positional.push(*a);
+            continue;
+        }
+        if matches!(*a, "-e" | "--edit") || a.starts_with("--rename-section") {
+            bad(c, a);
+            return;
+        }
+        if READS
+            .iter()
+            .any(|r| a == r || a.starts_with(&format!("{r}=")))
+        {
+            read = true;
+        }
+        if matches!(*a, "-f" | "--file") || a.starts_with("--file=") {
+            file = Some(*a);
+        }
+        if WITH_VALUE.contains(a) {
+            i += 1;
+        }
+    }
+    let (verb, args) = match positional.split_first() {
+        Some((v, args)) if READ_VERBS.contains(v) || WRITE_VERBS.contains(v) || *v == "edit" => {
+            (Some(*v), args)
+        }
+        _ => (None, positional.as_slice()),
+    };
+    match verb {
+        Some("edit") => {
+            bad(c, "edit");
+            return;
+        }
+        Some("rename-section") => {
+            bad(c, "rename-section");
+            return;
+        }
+        Some(v) if READ_VERBS.contains(&v) => read = true,
+        Some(_) => read = false,
+        // `git config key` reads, `git config key value` writes.
+        None => read = read || args.len() < 2,
+    }
+    if read {
+        return;
+    }
+    if let Some(file) = file {
+        bad(c, file);
+        return;
+    }
+    if let Some(key) = args.first()
+        && !inert_key(key)
+    {
+        bad(c, key);
     }
 }
 
@@ -151,47 +604,24 @@ fn git_branch_mutation<'a>(args: &[&'a str]) -> Option<&'a str> {
     if list_mode { None } else { positional }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn git_branch_listing_forms_pass() {
-        for args in [
-            &[][..],
-            &["-a"],
-            &["-vv"],
-            &["--list", "feat*"],
-            &["-l", "x"],
-            &["--merged", "main"],
-            &["--contains"],
-            &["--sort=-committerdate"],
-            &["--format", "%(refname)"],
-            &["--show-current"],
-        ] {
-            assert_eq!(git_branch_mutation(args), None, "{args:?}");
-        }
+/// For a `git` tool detail that is its own canonical form (a subcommand
+/// and arguments of the fast path's alphabet, one space apart), the first
+/// hazard [`super::analyze`] would report, without building the analysis;
+/// `None` if `detail` is not of that form.
+pub(crate) fn simple_hazard(detail: &str) -> Option<Option<Hazard>> {
+    super::scan::single_spaced(detail.as_bytes())?;
+    if detail.starts_with('-') {
+        return None;
     }
-
-    #[test]
-    fn git_branch_mutating_forms_are_caught() {
-        for args in [
-            &["-D", "x"][..],
-            &["-d", "x"],
-            &["new"],
-            &["-m", "a", "b"],
-            &["-M", "b"],
-            &["-c", "a", "b"],
-            &["--set-upstream-to=origin/x"],
-            &["-u", "origin/x"],
-            &["--unset-upstream"],
-            &["-f", "x", "y"],
-            &["--edit-description"],
-            &["--track", "x", "origin/x"],
-            &["-av", "newbranch"],
-            &["--merged", "main", "new"],
-        ] {
-            assert!(git_branch_mutation(args).is_some(), "{args:?}");
-        }
-    }
+    let lits: Vec<&str> = detail.split(' ').collect();
+    let (sub, rest) = lits.split_first()?;
+    let mut c = Collector {
+        git_tool: true,
+        ..Collector::default()
+    };
+    subcommand(sub, rest, &mut c);
+    Some(c.hazards.into_iter().next())
 }
+
+#[cfg(test)]
+mod tests;

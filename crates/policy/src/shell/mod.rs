@@ -8,6 +8,7 @@
 //! otherwise read-only commands write files or run programs.
 
 mod commands;
+mod dialect;
 mod fast;
 mod git;
 mod scan;
@@ -19,6 +20,71 @@ use std::fmt;
 
 /// Nested command substitutions deeper than this are not analyzed further.
 const MAX_DEPTH: usize = 8;
+
+/// The longest detail the analysers read; a longer one is a hazard
+/// ([`Hazard::TooLong`]) without being parsed. With the nesting bound of the
+/// parser ([`walk`]) this bounds the time and stack any detail can take.
+pub const MAX_LEN: usize = 16 * 1024;
+
+/// The most list and pipeline separators (`;`, `&`, `|`, newline) a
+/// detail may hold: the parser takes a few microseconds per command, so
+/// this bounds the time a detail of [`MAX_LEN`] bytes can take (a few
+/// milliseconds) where a line of 8,000 `x;` took 20 ms or more.
+pub const MAX_SEPARATORS: usize = 512;
+
+/// Whether `detail` is beyond what the analysis reads.
+fn too_long(detail: &str) -> bool {
+    detail.len() > MAX_LEN
+        || detail
+            .bytes()
+            .filter(|b| matches!(b, b';' | b'&' | b'|' | b'\n'))
+            .count()
+            > MAX_SEPARATORS
+}
+
+/// How a tool's detail is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dialect {
+    /// A bash command line.
+    Bash,
+    /// A POSIX `sh` command line (dash on Debian): read as bash, and any
+    /// construct the two read differently is a hazard.
+    Sh,
+    /// The argument list after `git`, split as shell words; the commands
+    /// are its canonical form `<subcommand> <args>`.
+    Git,
+}
+
+/// Analyses `detail` as `dialect` reads it.
+pub fn analyze(dialect: Dialect, detail: &str) -> ShellAnalysis {
+    let mut collector = Collector::default();
+    if too_long(detail) {
+        collector.hazard(Hazard::TooLong);
+        return collector.finish();
+    }
+    match dialect {
+        Dialect::Bash => {
+            if !fast::analyze(detail, &mut collector) {
+                walk::analyze_program(detail, &mut collector);
+            }
+        }
+        Dialect::Sh => {
+            if !fast::analyze(detail, &mut collector) {
+                walk::analyze_program(detail, &mut collector);
+                dialect::sh_only(detail, &mut collector);
+            }
+        }
+        Dialect::Git => {
+            collector.git_tool = true;
+            let line = format!("git {detail}");
+            if !fast::analyze(&line, &mut collector) {
+                walk::analyze_program(&line, &mut collector);
+            }
+        }
+    }
+    collector.finish()
+}
 
 /// Something about a shell command that the policy cannot judge safely from
 /// the command text. Any hazard caps the verdict at ask: the command may
@@ -34,6 +100,34 @@ pub enum Hazard {
     },
     /// The command nests too deeply to analyze.
     TooDeep,
+    /// The command is longer than the analysis reads ([`MAX_LEN`] bytes,
+    /// [`MAX_SEPARATORS`] separators).
+    TooLong,
+    /// A redirection from or to `/dev/tcp/…` or `/dev/udp/…`: bash opens a
+    /// network connection.
+    Network {
+        /// The redirection target as written.
+        target: String,
+    },
+    /// A construct that bash reads one way and POSIX `sh` (dash) another,
+    /// in a line that `sh` runs.
+    BashOnly {
+        /// The construct.
+        construct: String,
+    },
+    /// A git argument list that also runs something other than git.
+    NotGit {
+        /// The other command.
+        command: String,
+    },
+    /// A subcommand the tool does not have built in: an alias or an
+    /// external program, so what runs is not what the text shows.
+    UnknownSubcommand {
+        /// The tool.
+        command: String,
+        /// The subcommand as written.
+        subcommand: String,
+    },
     /// `$(…)` or backticks: the output of a command becomes part of another.
     CommandSubstitution,
     /// `<(…)` or `>(…)`.
@@ -120,6 +214,25 @@ impl fmt::Display for Hazard {
                 write!(f, "the command could not be parsed ({message})")
             }
             Self::TooDeep => f.write_str("the command nests too deeply to analyze"),
+            Self::TooLong => write!(
+                f,
+                "the command is too long to analyze (over {MAX_LEN} bytes)"
+            ),
+            Self::Network { target } => {
+                write!(f, "it opens a network connection (`{target}`)")
+            }
+            Self::BashOnly { construct } => write!(
+                f,
+                "`{construct}` means something else in sh (dash) than in bash"
+            ),
+            Self::NotGit { command } => write!(f, "it also runs `{command}`, which is not git"),
+            Self::UnknownSubcommand {
+                command,
+                subcommand,
+            } => write!(
+                f,
+                "`{command} {subcommand}` is not a built-in subcommand (an alias or another program may run)"
+            ),
             Self::CommandSubstitution => f.write_str("it uses command substitution"),
             Self::ProcessSubstitution => f.write_str("it uses process substitution"),
             Self::Arithmetic => f.write_str("it uses shell arithmetic, which can run commands"),
@@ -191,14 +304,30 @@ impl ShellAnalysis {
 }
 
 pub(crate) use fast::simple_hazard;
+pub(crate) use git::simple_hazard as git_simple_hazard;
 
-/// Parses a shell command and cuts it into simple commands and hazards.
-pub fn analyze_shell(detail: &str) -> ShellAnalysis {
-    let mut collector = Collector::default();
-    if !fast::analyze(detail, &mut collector) {
-        walk::analyze_program(detail, &mut collector);
+impl Collector {
+    /// The canonical form of a git command line given its arguments:
+    /// `<subcommand> <args>`, inert global options left out. (Hazardous
+    /// global options are recorded when the command is judged.)
+    fn git_canonical(&self, args: &[words::WordInfo<'_>]) -> String {
+        let mut scratch = Collector::default();
+        let lits: Vec<&str> = args.iter().map_while(|a| a.literal.as_deref()).collect();
+        let skip = git::global_options(&lits, &mut scratch);
+        let mut text = String::new();
+        for (i, arg) in args.iter().skip(skip).enumerate() {
+            if i > 0 {
+                text.push(' ');
+            }
+            words::render(arg, &mut text);
+        }
+        text
     }
-    collector.finish()
+}
+
+/// Parses a bash command and cuts it into simple commands and hazards.
+pub fn analyze_shell(detail: &str) -> ShellAnalysis {
+    analyze(Dialect::Bash, detail)
 }
 
 /// Accumulates the analysis while walking.
@@ -207,6 +336,9 @@ pub(crate) struct Collector {
     commands: Vec<String>,
     hazards: Vec<Hazard>,
     depth: usize,
+    /// Reading the `git` tool's detail: `git` commands are recorded in
+    /// canonical form, anything else is a hazard.
+    git_tool: bool,
 }
 
 impl Collector {
@@ -214,6 +346,11 @@ impl Collector {
         if !self.hazards.contains(&hazard) {
             self.hazards.push(hazard);
         }
+    }
+
+    /// Records a command's canonical text without judging it.
+    pub(crate) fn push_command(&mut self, text: String) {
+        self.commands.push(text);
     }
 
     fn finish(self) -> ShellAnalysis {
@@ -234,9 +371,22 @@ impl Collector {
             text.push(' ');
             words::render(arg, &mut text);
         }
-        self.commands.push(text);
-        match words::command_name(name) {
-            Ok(plain) => commands::judge(plain, args, self),
+        let plain = words::command_name(name);
+        if self.git_tool {
+            if plain.as_deref() == Ok(git::TOOL) {
+                let canonical = self.git_canonical(args);
+                self.commands.push(canonical);
+            } else {
+                self.hazard(Hazard::NotGit {
+                    command: text.clone(),
+                });
+                self.commands.push(text);
+            }
+        } else {
+            self.commands.push(text);
+        }
+        match plain {
+            Ok(plain) => commands::judge(&plain, args, self),
             Err(hazard) => self.hazard(hazard),
         }
     }

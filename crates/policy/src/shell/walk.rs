@@ -12,45 +12,104 @@ use brush_parser::{Parser, ParserOptions};
 /// Parses `source` as a shell program and walks it. A parse error is a
 /// hazard (nothing unparsable is allowed).
 pub(crate) fn analyze_program(source: &str, c: &mut Collector) {
+    analyze_program_with(source, &ParserOptions::default(), c);
+}
+
+/// [`analyze_program`] with the parser's options (`sh_mode` reads as POSIX
+/// `sh` does).
+pub(crate) fn analyze_program_with(source: &str, options: &ParserOptions, c: &mut Collector) {
     if too_nested(source) {
         c.hazard(Hazard::TooDeep);
         return;
     }
-    let options = ParserOptions::default();
-    let mut parser = Parser::new(source.as_bytes(), &options);
-    match parser.parse_program() {
-        Ok(program) => {
+    if huge_redirect_number(source) {
+        c.hazard(Hazard::Unparsable {
+            message: "a redirection's descriptor number is too large".to_owned(),
+        });
+        return;
+    }
+    // brush-parser 0.4 panics on some inputs (cargo fuzz found
+    // `99999999999>&x`, a descriptor number over i32, unwrapped); a panic
+    // in the parser is an unparsable command, never a crash.
+    let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Parser::new(source.as_bytes(), options).parse_program()
+    }));
+    match parsed {
+        Ok(Ok(program)) => {
             for list in &program.complete_commands {
                 compound_list(list, c);
             }
         }
-        Err(e) => c.hazard(Hazard::Unparsable {
+        Ok(Err(e)) => c.hazard(Hazard::Unparsable {
             message: e.to_string(),
+        }),
+        Err(_) => c.hazard(Hazard::Unparsable {
+            message: "the parser failed".to_owned(),
         }),
     }
 }
 
+/// A run of more than nine digits right before `<` or `>`: brush-parser
+/// reads it as a descriptor number into an `i32` and panics if it does not
+/// fit.
+fn huge_redirect_number(source: &str) -> bool {
+    let mut digits = 0;
+    for b in source.bytes() {
+        if b.is_ascii_digit() {
+            digits += 1;
+        } else {
+            if digits > 9 && matches!(b, b'<' | b'>') {
+                return true;
+            }
+            digits = 0;
+        }
+    }
+    false
+}
+
 /// Most constructs that can nest a parser allows in one command. The parser
 /// and this walk recurse once per level; without a bound, a few thousand
-/// nested braces overflow the stack and abort the process.
-const MAX_OPENERS: usize = 32;
+/// nested braces (or `!`s inside `[[ ]]`) overflow the stack and abort the
+/// process.
+pub(crate) const MAX_OPENERS: usize = 32;
 
 /// Whether `source` might nest deeper than [`MAX_OPENERS`]. Counts every
 /// opener rather than the depth (quotes are ignored), so it errs towards
-/// refusing, which only costs a question.
-fn too_nested(source: &str) -> bool {
+/// refusing, which only costs a question. Inside `[[ ]]` the parser also
+/// recurses on `!`, `&&` and `||`, so where `[[` appears those count too.
+pub(crate) fn too_nested(source: &str) -> bool {
     const KEYWORDS: &[&str] = &[
         "if", "while", "until", "for", "case", "select", "function", "coproc",
     ];
-    let brackets = source
-        .bytes()
+    let bytes = source.as_bytes();
+    let mut count = bytes
+        .iter()
         .filter(|b| matches!(b, b'(' | b'{' | b'`'))
         .count();
+    // `$[` nests like `$((`, and every `[` makes the word parser look
+    // ahead for its `]` (a line of `a[a[a[…` took seconds), so they count
+    // too, with room for ordinary tests and character classes.
+    // Stray `)` and long runs of redirections cost the parser more than
+    // linear time too (milliseconds per 8 KiB).
+    let budget = |set: &[u8]| bytes.iter().filter(|b| set.contains(b)).count() > 2 * MAX_OPENERS;
+    if count > MAX_OPENERS || budget(b"[") || budget(b")") || budget(b"<>") {
+        return true;
+    }
+    if source.contains("[[") {
+        count += bytes.iter().filter(|&&b| b == b'!').count();
+        count += bytes
+            .windows(2)
+            .filter(|w| matches!(w, [b'&', b'&'] | [b'|', b'|']))
+            .count();
+        if count > MAX_OPENERS {
+            return true;
+        }
+    }
     let keywords = source
         .split(|ch: char| !ch.is_ascii_alphanumeric() && ch != '_')
         .filter(|w| KEYWORDS.contains(w))
         .count();
-    brackets + keywords > MAX_OPENERS
+    count + keywords > MAX_OPENERS
 }
 
 fn compound_list(list: &CompoundList, c: &mut Collector) {
@@ -86,6 +145,9 @@ fn command(command: &Command, c: &mut Collector) {
             }
         }
         Command::ExtendedTest(test, redirects) => {
+            // `[[ … ]]` is a command like any other for the patterns: it
+            // must not vanish from what they see.
+            c.push_command(format!("[[ {} ]]", test.expr));
             extended_test(&test.expr, c);
             for r in redirects.iter().flat_map(|r| &r.0) {
                 redirect(r, c);
@@ -158,8 +220,18 @@ fn extended_test(expr: &ExtendedTestExpr, c: &mut Collector) {
             extended_test(b, c);
         }
         ExtendedTestExpr::Not(a) | ExtendedTestExpr::Parenthesized(a) => extended_test(a, c),
-        ExtendedTestExpr::UnaryTest(_, word) => {
-            words::analyze(&word.value, c);
+        ExtendedTestExpr::UnaryTest(predicate, word) => {
+            let info = words::analyze(&word.value, c);
+            // `-v NAME[sub]` and `-R NAME[sub]` evaluate the subscript as
+            // arithmetic, quoted or not: `[[ -v 'x[$(id)]' ]]` runs `id`.
+            use brush_parser::ast::UnaryPredicate as U;
+            if matches!(
+                predicate,
+                U::ShellVariableIsSetAndAssigned | U::ShellVariableIsSetAndNameRef
+            ) && words::may_subscript(&info)
+            {
+                c.hazard(Hazard::Arithmetic);
+            }
         }
         ExtendedTestExpr::BinaryTest(predicate, left, right) => {
             let left = words::analyze(&left.value, c);
@@ -243,6 +315,18 @@ fn harmless_target(target: &str) -> bool {
     matches!(target, "/dev/null" | "/dev/stdout" | "/dev/stderr")
 }
 
+/// `/dev/tcp/…` or `/dev/udp/…`, however the slashes are doubled or
+/// dotted (bash only knows the plain spelling; the others are refused
+/// anyway, since nothing is lost).
+fn is_network(target: &str) -> bool {
+    let mut path = String::with_capacity(target.len());
+    for part in target.split('/').filter(|p| !p.is_empty() && *p != ".") {
+        path.push('/');
+        path.push_str(part);
+    }
+    path.starts_with("/dev/tcp") || path.starts_with("/dev/udp")
+}
+
 /// `2>&1`, `>&2`, `<&0`, `>&-`, `>&2-`: duplicating or closing descriptors.
 fn is_descriptor(target: &str) -> bool {
     let digits = target.strip_suffix('-').unwrap_or(target);
@@ -258,6 +342,17 @@ fn redirect(r: &IoRedirect, c: &mut Collector) {
             IoFileRedirectTarget::Fd(_) => {}
             IoFileRedirectTarget::Filename(word) => {
                 let info = words::analyze(&word.value, c);
+                // Bash opens a socket for `/dev/tcp/host/port`, reading or
+                // writing; a target known only at run time could be one.
+                match info.literal.as_deref() {
+                    Some(target) if is_network(target) => c.hazard(Hazard::Network {
+                        target: word.value.clone(),
+                    }),
+                    None => c.hazard(Hazard::FileRedirect {
+                        target: word.value.clone(),
+                    }),
+                    Some(_) => {}
+                }
                 let writes = !matches!(
                     kind,
                     IoFileRedirectKind::Read | IoFileRedirectKind::DuplicateInput
@@ -284,6 +379,11 @@ fn redirect(r: &IoRedirect, c: &mut Collector) {
         },
         IoRedirect::OutputAndError(word, _) => {
             let info = words::analyze(&word.value, c);
+            if info.literal.as_deref().is_some_and(is_network) {
+                c.hazard(Hazard::Network {
+                    target: word.value.clone(),
+                });
+            }
             if !info.literal.as_deref().is_some_and(harmless_target) {
                 c.hazard(Hazard::FileRedirect {
                     target: word.value.clone(),

@@ -89,12 +89,15 @@ pub(crate) fn analyze<'a>(raw: &'a str, c: &mut Collector) -> WordInfo<'a> {
     if !raw.contains(['$', '`', '\'', '"', '\\']) {
         return plain(raw);
     }
-    let pieces = match brush_parser::word::parse(raw, &ParserOptions::default()) {
+    // A panic in the word parser is an unparsable word, never a crash.
+    let parsed = std::panic::catch_unwind(|| {
+        brush_parser::word::parse(raw, &ParserOptions::default()).map_err(|e| e.to_string())
+    })
+    .unwrap_or_else(|_| Err("the parser failed".to_owned()));
+    let pieces = match parsed {
         Ok(pieces) => pieces,
-        Err(e) => {
-            c.hazard(Hazard::Unparsable {
-                message: e.to_string(),
-            });
+        Err(message) => {
+            c.hazard(Hazard::Unparsable { message });
             return WordInfo {
                 raw,
                 literal: None,
@@ -238,21 +241,36 @@ fn is_simple_parameter(source: &str) -> bool {
     }
 }
 
-/// The command name if it is a plain name looked up in `PATH` (or a builtin).
-pub(crate) fn command_name<'a>(word: &WordInfo<'a>) -> Result<&'a str, Hazard> {
+/// Whether the operand of a `-v`/`-R` test may name an array element,
+/// whose subscript bash evaluates as arithmetic (which can run commands):
+/// it holds a `[` or is known only at run time. A name without `[` is
+/// only looked up (an invalid one is an error, nothing runs).
+pub(crate) fn may_subscript(operand: &WordInfo<'_>) -> bool {
+    operand.glob || operand.literal.as_deref().is_none_or(|v| v.contains('['))
+}
+
+/// The command name if it is a plain name looked up in `PATH` (or a
+/// builtin). Quoting does not hide a name whose value is known and plain:
+/// `'ls'` and `l\s` run `ls` (quotes only keep aliases and reserved words
+/// from applying, and neither can make a plain name run something else in
+/// a non-interactive shell).
+pub(crate) fn command_name<'a>(word: &WordInfo<'a>) -> Result<Cow<'a, str>, Hazard> {
     let raw = word.raw;
     let hidden = || Hazard::HiddenCommandName {
         word: raw.to_owned(),
     };
-    if word.quoted || word.literal.is_none() || raw.is_empty() {
+    let Some(value) = word.literal.as_ref() else {
+        return Err(hidden());
+    };
+    if value.is_empty() {
         return Err(hidden());
     }
-    if raw == "[" || raw == "." {
-        return Ok(raw);
+    if !word.quoted && (raw == "[" || raw == ".") {
+        return Ok(Cow::Borrowed(raw));
     }
     let plain_char = |b: u8| NAME_CHARS.get(usize::from(b)).copied().unwrap_or(false);
-    if raw.contains('/') {
-        return Err(if raw.bytes().all(|b| b == b'/' || plain_char(b)) {
+    if value.contains('/') {
+        return Err(if value.bytes().all(|b| b == b'/' || plain_char(b)) {
             Hazard::PathCommandName {
                 word: raw.to_owned(),
             }
@@ -260,12 +278,12 @@ pub(crate) fn command_name<'a>(word: &WordInfo<'a>) -> Result<&'a str, Hazard> {
             hidden()
         });
     }
-    let starts_plain = raw
+    let starts_plain = value
         .bytes()
         .next()
         .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_');
-    if starts_plain && raw.bytes().all(plain_char) {
-        Ok(raw)
+    if starts_plain && value.bytes().all(plain_char) {
+        Ok(value.clone())
     } else {
         Err(hidden())
     }

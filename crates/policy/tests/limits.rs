@@ -1,0 +1,228 @@
+//! Bounded analysis (issue 23, item 5): no detail of any size or nesting
+//! stops the process, and a limit hit is an ask (or a deny), never an
+//! allow.
+//!
+//! Every analysis here runs on a thread with a 2 MiB stack, the size of a
+//! tokio worker's, in whatever profile the tests are built with (debug
+//! frames are the larger ones).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use actiongate_policy::{
+    Request, Verdict, analyze_shell, check, decide, format_action, get_preset,
+};
+use std::time::{Duration, Instant};
+
+/// The largest detail the API takes.
+const API_MAX: usize = 64 * 1024;
+
+/// Details built to nest or repeat the constructs the parsers recurse on,
+/// each about `len` bytes long.
+fn nasty(len: usize) -> Vec<(String, String)> {
+    let rep = |unit: &str| unit.repeat(len / unit.len().max(1));
+    let wrap = |open: &str, close: &str| {
+        let n = len / (open.len() + close.len()).max(1);
+        format!("{}x{}", open.repeat(n), close.repeat(n))
+    };
+    vec![
+        ("bang in [[".into(), format!("[[ {}-n x ]]", rep("! "))),
+        ("bang glued in [[".into(), format!("[[ {}-n x ]]", rep("!"))),
+        ("and in [[".into(), format!("[[ -n x {}]]", rep("&& -n x "))),
+        ("or in [[".into(), format!("[[ -n x {}]]", rep("|| -n x "))),
+        ("parens in [[".into(), format!("[[ {} ]]", wrap("( ", " )"))),
+        ("ls and [[".into(), format!("ls && [[ {}-v x ]]", rep("! "))),
+        ("and chain".into(), format!("ls{}", rep(" && ls"))),
+        ("pipe chain".into(), format!("ls{}", rep(" | ls"))),
+        ("semicolons".into(), format!("ls{}", rep(";ls"))),
+        ("bangs".into(), format!("{}ls", rep("! "))),
+        ("arith parens".into(), wrap("((", "))")),
+        ("arith word".into(), format!("echo $(({}1))", rep("-"))),
+        ("arith not".into(), format!("echo $(({}1))", rep("!"))),
+        ("cmd subst".into(), wrap("$(", ")")),
+        ("backticks".into(), rep("`")),
+        ("quoted subst".into(), wrap("\"$(", ")\"")),
+        ("braces".into(), wrap("{ ", "; }")),
+        ("subshells".into(), wrap("(", ")")),
+        ("param default".into(), wrap("${x:-", "}")),
+        ("subscripts".into(), wrap("${a[", "]}")),
+        ("ifs".into(), wrap("if true; then ", "; fi")),
+        ("whiles".into(), wrap("while true; do ", "; done")),
+        ("process subst".into(), wrap("cat <(", ")")),
+        ("heredocs".into(), rep("cat <<E\nx\nE\n")),
+        ("quotes".into(), rep("'a'\"b\"")),
+        ("escapes".into(), rep("\\")),
+        ("dollar quotes".into(), rep("$'\\x41'")),
+        ("test cmd".into(), format!("test {}-n x", rep("! "))),
+        ("bracket cmd".into(), format!("[ {}-n x ]", rep("( "))),
+        ("words".into(), rep("a ")),
+        ("one word".into(), rep("a")),
+        ("git global".into(), rep("-C . ")),
+        ("newlines".into(), rep("ls\n")),
+        ("case".into(), wrap("case x in x) ", ";; esac")),
+        ("extglob".into(), wrap("ls @(", ")")),
+        ("assignments".into(), rep("a=1 ")),
+        ("arrays".into(), wrap("a=(", ")")),
+        // Found by the property tests: `$[` nests without bound (a stack
+        // overflow) and `[`, stray `)` and redirections took the parser
+        // more than linear time.
+        ("dollar brackets".into(), wrap("echo $[", "]")),
+        ("brackets".into(), format!("echo {}", rep("a["))),
+        ("close parens".into(), format!("echo {}", rep("x)"))),
+        ("redirects".into(), format!("echo {}", rep("x>"))),
+    ]
+}
+
+/// Runs `f` on a 2 MiB stack; panics (failing the test) if it overflows,
+/// which aborts the test binary instead.
+fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+#[test]
+fn no_detail_overflows_the_stack_or_is_allowed() {
+    on_small_stack(|| {
+        let open = get_preset("open").unwrap();
+        let readonly = get_preset("readonly").unwrap();
+        for len in [1_000, 5_000, API_MAX] {
+            for (name, detail) in nasty(len) {
+                // Plain repetitions are fine while they fit the limits.
+                let benign = [
+                    "and chain",
+                    "pipe chain",
+                    "semicolons",
+                    "words",
+                    "one word",
+                    "newlines",
+                    "quotes",
+                    "bangs",
+                    "heredocs",
+                    "test cmd",
+                    "git global",
+                ]
+                .contains(&name.as_str())
+                    && detail.len() <= actiongate_policy::MAX_LEN;
+                let started = Instant::now();
+                for tool in ["bash", "sh", "git"] {
+                    let action = format_action(tool, &detail);
+                    for profile in [&open, &readonly] {
+                        let verdict = check(&action, profile);
+                        assert!(
+                            benign || verdict != Verdict::Allow,
+                            "{name} ({len} bytes) allowed for {tool}"
+                        );
+                    }
+                    let d = decide(
+                        &open,
+                        &[],
+                        &Request {
+                            agent: "a",
+                            tool,
+                            detail: &detail,
+                            permission: None,
+                        },
+                        actiongate_policy::chrono::Utc::now(),
+                    );
+                    assert!(
+                        benign || d.verdict != Verdict::Allow,
+                        "{name} ({len}): {}",
+                        d.reason
+                    );
+                }
+                let _ = analyze_shell(&detail);
+                // Generous for debug builds on a shared machine.
+                assert!(
+                    started.elapsed() < Duration::from_secs(2),
+                    "{name} ({len} bytes) took {:?}",
+                    started.elapsed()
+                );
+            }
+        }
+    });
+}
+
+#[test]
+fn a_limit_hit_is_named_in_the_reason() {
+    on_small_stack(|| {
+        let detail = format!("[[ {}-n x ]]", "! ".repeat(3000));
+        let d = decide(
+            &get_preset("open").unwrap(),
+            &[],
+            &Request {
+                agent: "a",
+                tool: "bash",
+                detail: &detail,
+                permission: None,
+            },
+            actiongate_policy::chrono::Utc::now(),
+        );
+        assert_eq!(d.verdict, Verdict::Ask, "{}", d.reason);
+        assert!(d.reason.contains("too deeply"), "{}", d.reason);
+        let long = format!("ls {}", "a ".repeat(API_MAX / 2));
+        let d = decide(
+            &get_preset("open").unwrap(),
+            &[],
+            &Request {
+                agent: "a",
+                tool: "bash",
+                detail: &long,
+                permission: None,
+            },
+            actiongate_policy::chrono::Utc::now(),
+        );
+        assert_eq!(d.verdict, Verdict::Ask, "{}", d.reason);
+        assert!(d.reason.contains("too long"), "{}", d.reason);
+    });
+}
+
+/// Short commands far from every limit are still judged normally.
+#[test]
+fn ordinary_commands_stay_under_the_limits() {
+    let readonly = get_preset("readonly").unwrap();
+    let chain = vec!["ls -la"; 20].join(" && ");
+    assert_eq!(
+        check(&format_action("bash", &chain), &readonly),
+        Verdict::Allow
+    );
+    let test = "[[ -f a && ! -d b || ( -e c ) ]] && ls";
+    assert!(analyze_shell(test).is_clean(), "{:?}", analyze_shell(test));
+}
+
+/// Thousands of commands took the parser tens of milliseconds; more than
+/// `MAX_SEPARATORS` separators are refused before parsing.
+#[test]
+fn many_commands_are_refused_quickly() {
+    let open = get_preset("open").unwrap();
+    for unit in ["x;", "x\n", "x&", "x|"] {
+        let detail = unit.repeat(8000);
+        let started = Instant::now();
+        let d = decide(
+            &open,
+            &[],
+            &Request {
+                agent: "a",
+                tool: "bash",
+                detail: &detail,
+                permission: None,
+            },
+            actiongate_policy::chrono::Utc::now(),
+        );
+        let took = started.elapsed();
+        assert_ne!(d.verdict, Verdict::Allow, "{unit:?}: {}", d.reason);
+        // A multi-line detail matches no `.*` as a whole: denied.
+        if !unit.contains('\n') {
+            assert!(d.reason.contains("too long"), "{unit:?}: {}", d.reason);
+        }
+        assert!(took < Duration::from_millis(50), "{unit:?} took {took:?}");
+    }
+    // Under the bound, a long list is still judged command by command.
+    let list = "ls;".repeat(actiongate_policy::MAX_SEPARATORS);
+    assert_eq!(
+        analyze_shell(&list).commands.len(),
+        actiongate_policy::MAX_SEPARATORS
+    );
+}
