@@ -93,6 +93,22 @@ fn admin(caller: &Caller) -> GateResult<()> {
 }
 
 fn new_handler(reg: &HandlerRegistration) -> GateResult<NewHandler> {
+    // A handler's actions are `tool:<handler id>:…`: a handler named after
+    // a built-in tool would get the rules written for that tool.
+    // `permission` and `mcp-pin` are the decision-only tools of MCP's
+    // request_permission and of the proxy's pinned tool definitions.
+    if actiongate_policy::is_builtin_tool(&reg.id)
+        || ["permission", "mcp-pin"].contains(&reg.id.as_str())
+    {
+        return Err(GateError::invalid(
+            "id",
+            format!(
+                "'{}' is the name of a built-in tool; handler ids and tool names share the \
+                 action string's namespace, so choose another id",
+                reg.id
+            ),
+        ));
+    }
     handler_spec::validate(reg)?;
     let timeout_ms = reg
         .timeout

@@ -171,10 +171,10 @@ impl Gate {
                         "decision-only actions are granted by pattern, not scope",
                     ));
                 }
-                let pattern = remember
-                    .pattern
-                    .clone()
-                    .unwrap_or_else(|| regex::escape(&action.detail));
+                let pattern = match remember.pattern.clone() {
+                    Some(p) => p,
+                    None => self.remembered_pattern(&action).await?,
+                };
                 crate::grants::tool_target(&action.tool, &pattern, "remember.pattern")?
             }
         };
@@ -206,6 +206,21 @@ impl Gate {
         };
         let created = self.store().create_grant(new, Some(first)).await?;
         created.approved_first.ok_or_else(GateError::internal)
+    }
+
+    /// The pattern "remember" grants for a decision-only action: built from
+    /// the analysed command line, one exact alternative per simple command
+    /// (`cd app && cargo build` grants `cd app` and `cargo build`), so the
+    /// grant matches what it was made for. A line no grant can cover (a
+    /// substitution, a redirection, a command that runs commands) is
+    /// refused with the reason instead of a grant that never matches.
+    async fn remembered_pattern(&self, action: &Action) -> GateResult<String> {
+        let profile = self.profile_of(&action.agent).await?;
+        match policy::grant_patterns(&profile, &action.tool, &action.detail) {
+            Ok(patterns) if patterns.len() == 1 => Ok(patterns.concat()),
+            Ok(patterns) => Ok(format!("(?:{})", patterns.join("|"))),
+            Err(no) => Err(GateError::invalid("remember", no.reason)),
+        }
     }
 
     /// Cancels a pending action (its agent, or an operator).

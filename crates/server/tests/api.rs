@@ -1751,3 +1751,60 @@ fn every_error_code_is_in_the_readme() {
         assert!(readme.contains(&row), "README lacks the row {row}");
     }
 }
+
+#[tokio::test]
+async fn remembering_a_compound_command_grants_each_of_its_commands() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("guarded")).await;
+    let (_, a) = app.request("bash", "cd app && cargo build").await;
+    assert_eq!(a["status"], "pending", "{a}");
+    let (s, approved) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{}/approve", a["id"].as_str().unwrap()),
+            Some(&app.operator),
+            Some(json!({"remember": {"expires": "1h"}})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{approved}");
+    // The grant matches the line it was made for, and each of its commands.
+    for detail in ["cd app && cargo build", "cargo build", "cd app"] {
+        let (_, again) = app.request("bash", detail).await;
+        assert_eq!(again["status"], "approved", "{detail}: {again}");
+    }
+    let (_, other) = app.request("bash", "cargo publish").await;
+    assert_eq!(other["status"], "pending", "{other}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn remember_says_when_no_grant_can_cover_a_command_line() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("guarded")).await;
+    let (_, a) = app.request("bash", "echo $(id) > out.txt").await;
+    let (s, p) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{}/approve", a["id"].as_str().unwrap()),
+            Some(&app.operator),
+            Some(json!({"remember": {"expires": "1h"}})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{p}");
+    assert_eq!(p["errors"][0]["field"], "remember", "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("no grant can cover"),
+        "{p}"
+    );
+    // Nothing was decided: the action still waits, and a plain approval works.
+    let (_, still) = app
+        .call(
+            Method::GET,
+            &format!("/v1/actions/{}", a["id"].as_str().unwrap()),
+            Some(&app.operator),
+            None,
+        )
+        .await;
+    assert_eq!(still["status"], "pending");
+    app.stop().await;
+}

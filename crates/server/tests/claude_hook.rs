@@ -77,12 +77,13 @@ const CASES: &[(&str, &str, &str)] = &[
     (
         "web_fetch",
         "tool:WebFetch:https://docs.rs/notify/latest/notify/",
-        "allow",
+        // Reading a secret and sending it off needs a human.
+        "ask",
     ),
     (
         "web_search",
         "tool:WebSearch:claude code pretooluse hook json output",
-        "allow",
+        "ask",
     ),
     (
         "mcp",

@@ -902,3 +902,22 @@ async fn tools_in_each_dialect() {
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_handler_cannot_take_a_built_in_tools_name() {
+    let app = TestApp::spawn().await;
+    for id in ["git", "bash", "file", "permission"] {
+        let mut reg = mail_handler();
+        reg["id"] = json!(id);
+        let (s, p) = app
+            .call(Method::POST, "/v1/handlers", Some(&app.admin), Some(reg))
+            .await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{id}: {p}");
+        assert_eq!(p["errors"][0]["field"], "id", "{p}");
+    }
+    let (_, list) = app
+        .call(Method::GET, "/v1/handlers", Some(&app.admin), None)
+        .await;
+    assert_eq!(list, json!([]));
+    app.stop().await;
+}
