@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-mod common;
+use crate::common;
 use common::daemon::{Daemon, agent_key, request_action, status_json};
 use common::{binary, client};
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::{binary, call, client, free_port};
 
 struct Daemon {

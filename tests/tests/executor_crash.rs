@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::{binary, call, client, free_port};
 
 /// Actions in the run: `FILES` create_file and `COMMANDS` execute_command.

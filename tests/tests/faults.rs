@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-mod common;
+use crate::common;
 use common::client;
 use common::daemon::{Daemon, agent_key, request_action, status_json};
 

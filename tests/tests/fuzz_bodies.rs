@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Map, Value, json};
 
-mod common;
+use crate::common;
 use common::client;
 use common::daemon::{Daemon, agent_key, role_key};
 

@@ -2,7 +2,7 @@
 //! `metrics.auth = "operator"`, for operator and admin keys only.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod common;
+use crate::common;
 use common::client;
 use common::daemon::{Daemon, agent_key, role_key};
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::{binary, call, client, free_port};
 
 /// The daemon, killed when dropped.

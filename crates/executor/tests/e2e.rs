@@ -3,8 +3,8 @@
 //! disk. Zero trust: the agent's action waits until a human grants it.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod common;
-mod daemon;
+use crate::common;
+use crate::daemon;
 
 use daemon::Daemon;
 use reqwest::{Method, StatusCode};

@@ -2,7 +2,7 @@
 //! signatures, deduplication across kill -9, the journal, async results.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::time::{Duration, Instant};

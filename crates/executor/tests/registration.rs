@@ -3,8 +3,8 @@
 //! saved and verifies deliveries, and re-registering replaces the handler.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod common;
-mod daemon;
+use crate::common;
+use crate::daemon;
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;

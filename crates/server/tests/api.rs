@@ -1,7 +1,7 @@
 //! The daemon's HTTP API over a real SQLite file and real HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

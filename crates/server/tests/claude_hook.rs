@@ -4,8 +4,8 @@
 //! never allow on error.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod cli_support;
-mod common;
+use crate::cli_support;
+use crate::common;
 
 use std::time::Duration;
 

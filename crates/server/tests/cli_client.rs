@@ -3,8 +3,8 @@
 //! `tail` against a scripted SSE server (reconnects resume from the last id).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod cli_support;
-mod common;
+use crate::cli_support;
+use crate::common;
 
 use std::time::Duration;
 

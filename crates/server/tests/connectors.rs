@@ -2,7 +2,7 @@
 //! daemon on a random loopback port over a real SQLite file.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod common;
+use crate::common;
 #[path = "connectors/discord.rs"]
 mod discord;
 #[path = "connectors/fake.rs"]

@@ -2,7 +2,7 @@
 //! executor and records every webhook it gets.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

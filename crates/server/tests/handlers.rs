@@ -3,7 +3,7 @@
 //! dispatch tests cover what happens next.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! (initialize, sessions).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,8 +4,8 @@
 //! line file.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod cli_support;
-mod common;
+use crate::cli_support;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Write;

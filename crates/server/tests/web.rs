@@ -3,7 +3,7 @@
 //! revalidation by ETag, and nothing loaded from another origin.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod common;
+use crate::common;
 
 use common::TestApp;
 use regex::Regex;

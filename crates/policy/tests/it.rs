@@ -1,0 +1,15 @@
+//! Every integration test of this crate in one binary, so the workspace
+//! links it once: one module per file beside this one.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, dead_code)]
+
+mod analyser_prop;
+mod decide;
+mod engine;
+mod expiry;
+mod git;
+mod grants;
+mod limits;
+mod matcher_prop;
+mod policy_corpus;
+mod remember;
+mod shell_corpus;

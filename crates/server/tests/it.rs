@@ -1,0 +1,17 @@
+//! Every integration test of this crate in one binary, so the workspace
+//! links it once: one module per file beside this one.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, dead_code)]
+
+mod cli_support;
+mod common;
+
+mod api;
+mod claude_hook;
+mod cli_client;
+mod connectors;
+mod dispatch;
+mod events;
+mod handlers;
+mod mcp;
+mod outbox_follow;
+mod web;

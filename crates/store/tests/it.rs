@@ -1,0 +1,6 @@
+//! Every integration test of this crate in one binary, so the workspace
+//! links it once: one module per file beside this one.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, dead_code)]
+
+mod outbox;
+mod store;

@@ -1,0 +1,15 @@
+//! Every integration test of this crate in one binary, so the workspace
+//! links it once: one module per file beside this one.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, dead_code)]
+
+mod common;
+
+mod audit;
+mod daemon;
+mod executor_crash;
+mod faults;
+mod fuzz_bodies;
+mod layout;
+mod metrics;
+mod policy_corpus;
+mod readme;
