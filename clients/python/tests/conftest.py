@@ -34,6 +34,7 @@ PROFILE = {
     "allow": ["tool:echo:.*"],
     "ask": [
         "tool:bash:.*",
+        "tool:permission:.*",
         "tool:slow:.*",
         "tool:fs:.*",
         "tool:.*_file:.*",
