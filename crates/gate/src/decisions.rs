@@ -67,13 +67,27 @@ impl Gate {
     /// [`crate::ErrorCode::ActionSettled`].
     pub async fn decide(&self, caller: &Caller, id: &str, verdict: Verdict) -> GateResult<Action> {
         caller.require(actiongate_store::Role::Operator)?;
+        self.apply(caller, id, verdict, None).await
+    }
+
+    /// Carries out `verdict`; a length error names `field` when given (a
+    /// reply's note is its `text`), else the verdict's own field.
+    async fn apply(
+        &self,
+        caller: &Caller,
+        id: &str,
+        verdict: Verdict,
+        field: Option<&str>,
+    ) -> GateResult<Action> {
         match verdict {
             Verdict::Approve { note } => {
-                self.transition_pending(caller, id, ActionStatus::Approved, note, "note")
+                let field = field.unwrap_or("note");
+                self.transition_pending(caller, id, ActionStatus::Approved, note, field)
                     .await
             }
             Verdict::Deny { reason } => {
-                self.transition_pending(caller, id, ActionStatus::Denied, reason, "reason")
+                let field = field.unwrap_or("reason");
+                self.transition_pending(caller, id, ActionStatus::Denied, reason, field)
                     .await
             }
             Verdict::ApproveAndRemember { note, remember } => {
@@ -88,18 +102,7 @@ impl Gate {
         check_len("text", Some(text), MAX_REPLY)?;
         let verdict =
             Verdict::from_reply(text).ok_or_else(|| GateError::invalid("text", REPLY_HELP))?;
-        let field = "text";
-        match verdict {
-            Verdict::Approve { note } => {
-                self.transition_pending(caller, id, ActionStatus::Approved, note, field)
-                    .await
-            }
-            Verdict::Deny { reason } => {
-                self.transition_pending(caller, id, ActionStatus::Denied, reason, field)
-                    .await
-            }
-            Verdict::ApproveAndRemember { .. } => Err(GateError::internal()),
-        }
+        self.apply(caller, id, verdict, Some("text")).await
     }
 
     async fn transition_pending(

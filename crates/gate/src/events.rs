@@ -7,6 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use tokio::sync::broadcast;
 
+pub use actiongate_store::TypeFilter;
 use actiongate_store::audit::Anchor;
 use actiongate_store::{Event, Store, StoreError, WriteStats};
 

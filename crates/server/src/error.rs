@@ -91,29 +91,6 @@ impl ApiError {
         )
     }
 
-    /// 409: the change conflicts with the current state.
-    pub fn conflict(detail: impl Into<String>) -> Self {
-        Self::new(
-            StatusCode::CONFLICT,
-            "conflict",
-            "Conflict with the current state",
-            detail,
-        )
-    }
-
-    /// 409 because the action is no longer in a state the request acts on.
-    pub fn wrong_state(current: impl Into<String>) -> Self {
-        let current = current.into();
-        let mut e = Self::new(
-            StatusCode::CONFLICT,
-            "action-settled",
-            "The action is not in a state that allows this",
-            format!("the action is {current}"),
-        );
-        e.current_status = Some(current);
-        e
-    }
-
     /// 422 with one invalid field.
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self::invalid_fields(vec![FieldError {
@@ -166,28 +143,6 @@ impl ApiError {
             "unavailable",
             "Service unavailable",
             detail,
-        )
-    }
-
-    /// 503 with `Retry-After`: another process holds the database's lock.
-    pub fn busy() -> Self {
-        let mut e = Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "database-busy",
-            "Database busy",
-            "the database is locked by another process; nothing was written, retry shortly",
-        );
-        e.retry_after = Some(2);
-        e
-    }
-
-    /// 507: the database or the disk under it is full.
-    pub fn storage_full() -> Self {
-        Self::new(
-            StatusCode::INSUFFICIENT_STORAGE,
-            "storage-full",
-            "Insufficient storage",
-            "the database or disk is full; nothing was written until space is freed",
         )
     }
 

@@ -24,8 +24,9 @@ use std::ops::Range;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use actiongate_api::Event;
 use actiongate_gate::events::EventLog;
-use actiongate_store::{Event, TypeFilter};
+use actiongate_gate::events::TypeFilter;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, header};
 use axum::response::Response;

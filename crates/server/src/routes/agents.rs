@@ -10,7 +10,7 @@ use utoipa::openapi::schema::{
     AdditionalProperties, ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, Type,
 };
 
-use actiongate_store::Agent;
+use actiongate_api::Agent;
 
 use crate::auth::Admin;
 use crate::error::{ApiJson, ApiPath, ApiResult, Problem};

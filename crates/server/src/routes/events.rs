@@ -9,7 +9,7 @@ use axum::routing::get;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use actiongate_store::TypeFilter;
+use actiongate_gate::events::TypeFilter;
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiPath, ApiQuery, ApiResult, Problem};

@@ -5,7 +5,7 @@ use axum::routing::get;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use actiongate_store::Role;
+use actiongate_api::Role;
 
 use crate::auth::Caller;
 use crate::error::{ApiResult, Problem};
