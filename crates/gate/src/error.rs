@@ -198,6 +198,10 @@ impl From<StoreError> for GateError {
                 ErrorCode::StorageFull,
                 "the database or disk is full; nothing was written until space is freed",
             ),
+            StoreError::Unavailable(why) => {
+                tracing::warn!(error = %why, "database unavailable");
+                GateError::unavailable("the database is unavailable; nothing was written, retry shortly")
+            }
             StoreError::Closed => {
                 tracing::warn!(error = %err, "store unavailable");
                 GateError::unavailable("the database is unavailable; retry shortly")

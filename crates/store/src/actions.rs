@@ -5,10 +5,9 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
-use sqlx::sqlite::SqliteRow;
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 
-use crate::Store;
+use crate::SqliteStore;
 use crate::create::CreateJob;
 use crate::error::StoreError;
 use crate::events::{self, NewEvent};
@@ -128,7 +127,7 @@ macro_rules! action_columns {
 }
 pub(crate) use action_columns;
 
-pub(crate) fn from_row(row: &SqliteRow) -> Result<Action, StoreError> {
+pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<Action, StoreError> {
     let status: String = row.try_get("status")?;
     let result: String = row.try_get("decision_result")?;
     let rule: Option<String> = row.try_get("decision_rule")?;
@@ -167,7 +166,7 @@ pub(crate) fn from_row(row: &SqliteRow) -> Result<Action, StoreError> {
 }
 
 fn json_col<T: serde::de::DeserializeOwned>(
-    row: &SqliteRow,
+    row: &impl crate::row::Cols,
     col: &str,
 ) -> Result<Option<T>, StoreError> {
     let text: Option<String> = row.try_get(col)?;
@@ -470,6 +469,15 @@ pub struct Inserted {
 }
 
 impl Inserted {
+    /// What a backend stored: `action`, whether it is new, and its event.
+    pub(crate) fn new(action: Action, created: bool, rendered: Option<Arc<Event>>) -> Inserted {
+        Inserted {
+            action,
+            created,
+            rendered,
+        }
+    }
+
     /// `action` as JSON, as its event records it (rendered once, when it
     /// was stored), if at hand.
     pub fn rendered(&self) -> Option<&str> {
@@ -477,7 +485,7 @@ impl Inserted {
     }
 }
 
-impl Store {
+impl SqliteStore {
     /// Stores a decided action and the event recording it. With an
     /// idempotency key already used by this agent: the same request returns
     /// the existing action (`false`: nothing new stored), a different one is
@@ -588,7 +596,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::{Store, StoreOptions};
+    use crate::{SqliteStore, StoreOptions};
 
     fn new_action(n: usize, result: DecisionResult) -> NewAction {
         crate::test_support::new_action(n, format!("agent-{}", n % 2), result)
@@ -600,7 +608,7 @@ mod tests {
     #[tokio::test]
     async fn each_status_lists_exactly_its_actions_newest_first() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("t.db"), StoreOptions::default())
+        let store = SqliteStore::open(&dir.path().join("t.db"), StoreOptions::default())
             .await
             .unwrap();
         let cancel = Transition {

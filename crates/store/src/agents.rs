@@ -1,21 +1,20 @@
 //! Agents and their permission profiles.
 
 use serde_json::Value;
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 
-use crate::Store;
+use crate::SqliteStore;
 use crate::error::StoreError;
 use crate::time::{from_ms, now, to_ms};
 use actiongate_api::model::Agent;
 
-macro_rules! columns {
+macro_rules! agent_columns {
     () => {
         "id, name, profile, created_at, updated_at"
     };
 }
+pub(crate) use agent_columns;
 
-fn from_row(row: &SqliteRow) -> Result<Agent, StoreError> {
+pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<Agent, StoreError> {
     let profile: Option<String> = row.try_get("profile")?;
     Ok(Agent {
         id: row.try_get("id")?,
@@ -26,7 +25,7 @@ fn from_row(row: &SqliteRow) -> Result<Agent, StoreError> {
     })
 }
 
-impl Store {
+impl SqliteStore {
     /// Creates or replaces an agent; returns it and whether it was new.
     pub async fn put_agent(
         &self,
@@ -46,7 +45,7 @@ impl Store {
                     let at = to_ms(now());
                     let row = sqlx::query(concat!("INSERT INTO agents (id, name, profile, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4) \
                          ON CONFLICT (id) DO UPDATE SET name = excluded.name, profile = excluded.profile, \
-                         updated_at = excluded.updated_at RETURNING ", columns!()))
+                         updated_at = excluded.updated_at RETURNING ", agent_columns!()))
                     .bind(&id)
                     .bind(&name)
                     .bind(profile.as_ref().map(Value::to_string))
@@ -61,18 +60,26 @@ impl Store {
 
     /// One agent, if registered.
     pub async fn get_agent(&self, id: &str) -> Result<Option<Agent>, StoreError> {
-        let row = sqlx::query(concat!("SELECT ", columns!(), " FROM agents WHERE id = ?"))
-            .bind(id)
-            .fetch_optional(&self.read)
-            .await?;
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            agent_columns!(),
+            " FROM agents WHERE id = ?"
+        ))
+        .bind(id)
+        .fetch_optional(&self.read)
+        .await?;
         row.as_ref().map(from_row).transpose()
     }
 
     /// Every registered agent, by id.
     pub async fn list_agents(&self) -> Result<Vec<Agent>, StoreError> {
-        let rows = sqlx::query(concat!("SELECT ", columns!(), " FROM agents ORDER BY id"))
-            .fetch_all(&self.read)
-            .await?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            agent_columns!(),
+            " FROM agents ORDER BY id"
+        ))
+        .fetch_all(&self.read)
+        .await?;
         rows.iter().map(from_row).collect()
     }
 }

@@ -18,7 +18,7 @@ use hmac::{Hmac, Mac};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::Store;
+use crate::SqliteStore;
 use crate::audit::{Anchor, chain_hash};
 use crate::error::StoreError;
 use crate::events::{NewEvent, after_on, insert_on};
@@ -133,7 +133,7 @@ struct Head {
     last_was_anchor: bool,
 }
 
-impl Store {
+impl SqliteStore {
     /// Starts the task that appends a signed `audit.anchor` event every
     /// `interval` when events were written since the last one. It stops
     /// with the store.

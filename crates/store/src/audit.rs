@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::Store;
+use crate::SqliteStore;
 use crate::error::StoreError;
 use crate::events::{event_columns, from_row};
 use crate::time::to_ms;
@@ -102,7 +102,7 @@ pub fn audit_line(ev: &Event, prev: &str) -> Result<(String, String), StoreError
     Ok((canonical_json(&content), hash))
 }
 
-impl Store {
+impl SqliteStore {
     /// Where the chain of the stored events starts.
     pub async fn audit_anchor(&self) -> Result<Anchor, StoreError> {
         let row: Option<(i64, String)> =

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::Row;
 
-use crate::Store;
+use crate::SqliteStore;
 use crate::error::StoreError;
 use crate::time::{from_ms, now, to_ms};
 
@@ -32,7 +32,7 @@ pub struct Outgoing {
     pub created_at: DateTime<Utc>,
 }
 
-impl Store {
+impl SqliteStore {
     /// Queues the message of `item` in `chat` unless one was queued before;
     /// whether it was queued now.
     pub async fn connector_post(
@@ -335,7 +335,9 @@ mod tests {
     async fn the_outbox_posts_and_edits_once_and_survives_a_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
-        let store = Store::open(&path, StoreOptions::default()).await.unwrap();
+        let store = SqliteStore::open(&path, StoreOptions::default())
+            .await
+            .unwrap();
         assert!(
             store
                 .connector_post("telegram", "a1", "{}".into())
@@ -412,7 +414,9 @@ mod tests {
         );
         store.close().await;
 
-        let store = Store::open(&path, StoreOptions::default()).await.unwrap();
+        let store = SqliteStore::open(&path, StoreOptions::default())
+            .await
+            .unwrap();
         assert_eq!(
             store
                 .connector_message_ref("telegram", "a1")

@@ -226,11 +226,11 @@ mod tests {
 
     /// A migrated database in a new directory, its store, and a direct
     /// connection to it.
-    async fn open() -> (tempfile::TempDir, crate::Store, Direct) {
+    async fn open() -> (tempfile::TempDir, crate::SqliteStore, Direct) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
         // Creates and migrates the file.
-        let store = crate::Store::open(&path, crate::StoreOptions::default())
+        let store = crate::SqliteStore::open(&path, crate::StoreOptions::default())
             .await
             .unwrap();
         let direct = Direct::open(&path, Durability::Normal, None).unwrap();

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 
-use crate::Store;
+use crate::SqliteStore;
 use crate::actions::{self, action_columns};
 use crate::error::StoreError;
 use crate::events::{self};
@@ -47,9 +47,9 @@ pub(crate) fn status_event(status: ActionStatus) -> &'static str {
 }
 
 /// A claimed action from a row of `RETURNING attempts, params, <action columns>`.
-fn claimed_from(row: &sqlx::sqlite::SqliteRow) -> Result<Claimed, StoreError> {
-    let attempt: i64 = sqlx::Row::try_get(row, "attempts")?;
-    let params: Option<String> = sqlx::Row::try_get(row, "params")?;
+pub(crate) fn claimed_from(row: &impl crate::row::Cols) -> Result<Claimed, StoreError> {
+    let attempt: i64 = row.try_get("attempts")?;
+    let params: Option<String> = row.try_get("params")?;
     let params = params
         .map(|t| serde_json::from_str(&t))
         .transpose()?
@@ -108,7 +108,7 @@ async fn settle_on(
     Ok(Some(action))
 }
 
-impl Store {
+impl SqliteStore {
     /// Approved handler actions due for an attempt at `at`, oldest first.
     ///
     /// The dispatch queries name their partial index (`INDEXED BY`): without

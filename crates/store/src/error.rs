@@ -1,5 +1,6 @@
 //! The store's one error type: backend errors classified in one place.
 
+use sqlx::postgres::PgDatabaseError;
 use thiserror::Error;
 
 use crate::fault::Fault;
@@ -28,6 +29,10 @@ pub enum StoreError {
     /// was written.
     #[error("database or disk is full")]
     Full,
+    /// The database cannot be reached, or is shutting down or starting
+    /// (Postgres): nothing was written; a retry after it is back succeeds.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
     /// The writer task has stopped (the store is closing).
     #[error("store is closed")]
     Closed,
@@ -52,13 +57,49 @@ impl From<sqlx::Error> for StoreError {
             // SQLITE_BUSY, SQLITE_LOCKED and SQLITE_FULL, also in extended
             // forms, classified where the writer classifies them.
             sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => StoreError::Closed,
-            _ => match Fault::of_sqlx(&err) {
-                Fault::Busy => StoreError::Busy,
-                Fault::Full => StoreError::Full,
-                Fault::Other(_) => StoreError::Backend(err),
+            sqlx::Error::Database(db) => match db.try_downcast_ref::<PgDatabaseError>() {
+                Some(pg) => {
+                    of_sqlstate(pg.code(), err.to_string()).unwrap_or(StoreError::Backend(err))
+                }
+                None => of_fault(err),
             },
+            // Postgres down or unreachable: no connection within the pool's
+            // acquire timeout, or one lost mid-statement.
+            sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::Tls(_)
+                if !matches!(Fault::of_sqlx(&err), Fault::Full) =>
+            {
+                StoreError::Unavailable(err.to_string())
+            }
+            _ => of_fault(err),
         }
     }
+}
+
+/// A SQLite error, or one of sqlx's own, by the fault it is.
+fn of_fault(err: sqlx::Error) -> StoreError {
+    match Fault::of_sqlx(&err) {
+        Fault::Busy => StoreError::Busy,
+        Fault::Full => StoreError::Full,
+        Fault::Other(_) => StoreError::Backend(err),
+    }
+}
+
+/// A Postgres error by its SQLSTATE, when it is one the daemon answers
+/// differently from a plain failure.
+fn of_sqlstate(code: &str, message: String) -> Option<StoreError> {
+    Some(match code {
+        // disk_full
+        "53100" => StoreError::Full,
+        // serialization_failure, deadlock_detected, lock_not_available,
+        // query_canceled (statement timeout), too_many_connections,
+        // out_of_memory: retrying shortly may succeed.
+        "40001" | "40P01" | "55P03" | "57014" | "53300" | "53200" => StoreError::Busy,
+        // admin_shutdown, crash_shutdown, cannot_connect_now, and every
+        // connection exception.
+        "57P01" | "57P02" | "57P03" => StoreError::Unavailable(message),
+        c if c.starts_with("08") => StoreError::Unavailable(message),
+        _ => return None,
+    })
 }
 
 impl From<serde_json::Error> for StoreError {

@@ -3,12 +3,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use sqlx::sqlite::SqliteRow;
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
-use crate::Store;
+use crate::SqliteStore;
 use crate::error::StoreError;
 use crate::grant_cache::GrantCache;
 use crate::time::{from_ms, now, to_ms};
@@ -106,7 +105,7 @@ macro_rules! event_columns {
 pub(crate) use event_columns;
 
 /// Reads an event row selected with `event_columns!()`.
-pub(crate) fn from_row(row: &SqliteRow) -> Result<Event, StoreError> {
+pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<Event, StoreError> {
     let data: String = row.try_get("data")?;
     Ok(Event {
         seq: row.try_get("seq")?,
@@ -188,7 +187,7 @@ impl Publisher {
     }
 }
 
-impl Store {
+impl SqliteStore {
     /// The highest committed event `seq` (possibly not yet published).
     pub async fn newest_seq(&self) -> Result<i64, StoreError> {
         Ok(

@@ -3,10 +3,9 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
-use sqlx::sqlite::SqliteRow;
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 
-use crate::Store;
+use crate::SqliteStore;
 use crate::error::StoreError;
 use crate::events::{self, NewEvent};
 use crate::grants::{self, GrantCreated, NewGrant};
@@ -43,7 +42,7 @@ macro_rules! columns {
 
 async fn from_row_on(
     conn: &mut SqliteConnection,
-    row: &SqliteRow,
+    row: &impl crate::row::Cols,
 ) -> Result<GrantRequest, StoreError> {
     let grant_id: Option<String> = row.try_get("grant_id")?;
     let grant = match grant_id {
@@ -59,7 +58,10 @@ async fn from_row_on(
     decode(row, grant)
 }
 
-fn decode(row: &SqliteRow, grant: Option<GrantRecord>) -> Result<GrantRequest, StoreError> {
+pub(crate) fn decode(
+    row: &impl crate::row::Cols,
+    grant: Option<GrantRecord>,
+) -> Result<GrantRequest, StoreError> {
     let scope: String = row.try_get("scope")?;
     let status: String = row.try_get("status")?;
     Ok(GrantRequest {
@@ -133,7 +135,7 @@ async fn settle_on(
     Ok(())
 }
 
-impl Store {
+impl SqliteStore {
     /// Stores a pending grant request.
     pub async fn create_grant_request(
         &self,

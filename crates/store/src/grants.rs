@@ -7,10 +7,9 @@ use std::sync::Arc;
 use actiongate_policy as policy;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
-use sqlx::sqlite::SqliteRow;
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 
-use crate::Store;
+use crate::SqliteStore;
 use crate::actions::{self, Transition};
 use crate::error::StoreError;
 use crate::events::{self, NewEvent};
@@ -95,7 +94,7 @@ macro_rules! columns {
     };
 }
 
-pub(crate) fn from_row(row: &SqliteRow) -> Result<GrantRecord, StoreError> {
+pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<GrantRecord, StoreError> {
     let scope: Option<String> = row.try_get("scope")?;
     let expires_at = opt_from_ms(row.try_get("expires_at")?);
     let revoked_at = opt_from_ms(row.try_get("revoked_at")?);
@@ -333,7 +332,7 @@ async fn profile_on(
     })
 }
 
-impl Store {
+impl SqliteStore {
     /// Stores a grant; approves `first` (if given) and every pending action
     /// the grant covers, all in one transaction.
     pub async fn create_grant(

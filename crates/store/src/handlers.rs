@@ -1,10 +1,8 @@
 //! Registered handlers: their spec as registered and their webhook secret.
 
 use serde_json::Value;
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 
-use crate::Store;
+use crate::SqliteStore;
 use crate::error::StoreError;
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
 use actiongate_api::model::HandlerRecord;
@@ -32,7 +30,7 @@ macro_rules! columns {
     };
 }
 
-fn from_row(row: &SqliteRow) -> Result<HandlerRecord, StoreError> {
+pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<HandlerRecord, StoreError> {
     let spec: String = row.try_get("spec")?;
     Ok(HandlerRecord {
         id: row.try_get("id")?,
@@ -47,7 +45,7 @@ fn from_row(row: &SqliteRow) -> Result<HandlerRecord, StoreError> {
     })
 }
 
-impl Store {
+impl SqliteStore {
     /// Registers a new handler with its secret; an existing id (even a
     /// retired one, whose history stays) is a conflict.
     pub async fn create_handler(

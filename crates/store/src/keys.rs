@@ -1,9 +1,6 @@
 //! API keys, stored only as hashes.
 
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
-
-use crate::Store;
+use crate::SqliteStore;
 use crate::error::StoreError;
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
 use actiongate_api::model::{ApiKey, Role};
@@ -23,13 +20,14 @@ pub struct NewKey {
     pub hash: String,
 }
 
-macro_rules! columns {
+macro_rules! key_columns {
     () => {
         "id, name, role, agent, created_at, revoked_at"
     };
 }
+pub(crate) use key_columns;
 
-fn from_row(row: &SqliteRow) -> Result<ApiKey, StoreError> {
+pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<ApiKey, StoreError> {
     let role: String = row.try_get("role")?;
     Ok(ApiKey {
         id: row.try_get("id")?,
@@ -41,7 +39,7 @@ fn from_row(row: &SqliteRow) -> Result<ApiKey, StoreError> {
     })
 }
 
-impl Store {
+impl SqliteStore {
     /// Stores a new key.
     pub async fn create_key(&self, key: NewKey) -> Result<ApiKey, StoreError> {
         self.writer
@@ -50,7 +48,7 @@ impl Store {
                     let row = sqlx::query(concat!(
                         "INSERT INTO api_keys (id, name, role, agent, hash, created_at) \
                          VALUES (?, ?, ?, ?, ?, ?) RETURNING ",
-                        columns!()
+                        key_columns!()
                     ))
                     .bind(&key.id)
                     .bind(&key.name)
@@ -70,7 +68,7 @@ impl Store {
     pub async fn find_key(&self, hash: &str) -> Result<Option<ApiKey>, StoreError> {
         let row = sqlx::query(concat!(
             "SELECT ",
-            columns!(),
+            key_columns!(),
             " FROM api_keys WHERE hash = ? AND revoked_at IS NULL"
         ))
         .bind(hash)
@@ -83,7 +81,7 @@ impl Store {
     pub async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
         let rows = sqlx::query(concat!(
             "SELECT ",
-            columns!(),
+            key_columns!(),
             " FROM api_keys ORDER BY created_at DESC, id"
         ))
         .fetch_all(&self.read)
@@ -97,7 +95,7 @@ impl Store {
         self.writer
             .run(move |conn| {
                 Box::pin(async move {
-                    let row = sqlx::query(concat!("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? RETURNING ", columns!()))
+                    let row = sqlx::query(concat!("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? RETURNING ", key_columns!()))
                     .bind(to_ms(now()))
                     .bind(&id)
                     .fetch_optional(conn)

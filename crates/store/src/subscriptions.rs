@@ -10,9 +10,8 @@ use std::sync::atomic::Ordering;
 
 use chrono::{DateTime, Utc};
 use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 
-use crate::Store;
+use crate::SqliteStore;
 use crate::error::StoreError;
 use crate::event_types::TypeFilter;
 use crate::events::{event_columns, from_row as event_from_row};
@@ -87,7 +86,9 @@ pub struct AttemptRecord {
     pub outcome: AttemptOutcome,
 }
 
-fn subscription_from_row(row: &SqliteRow) -> Result<Subscription, StoreError> {
+pub(crate) fn subscription_from_row(
+    row: &impl crate::row::Cols,
+) -> Result<Subscription, StoreError> {
     let types: String = row.try_get("types")?;
     Ok(Subscription {
         id: row.try_get("id")?,
@@ -98,7 +99,7 @@ fn subscription_from_row(row: &SqliteRow) -> Result<Subscription, StoreError> {
     })
 }
 
-fn delivery_from_row(row: &SqliteRow) -> Result<Delivery, StoreError> {
+pub(crate) fn delivery_from_row(row: &impl crate::row::Cols) -> Result<Delivery, StoreError> {
     let status: String = row.try_get("status")?;
     Ok(Delivery {
         id: row.try_get("id")?,
@@ -129,7 +130,7 @@ macro_rules! delivery_columns {
     };
 }
 
-impl Store {
+impl SqliteStore {
     /// Stores a subscription; it receives events committed from now on.
     pub async fn create_subscription(
         &self,

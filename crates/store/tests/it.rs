@@ -2,5 +2,6 @@
 //! links it once: one module per file beside this one.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, dead_code)]
 
+mod backends;
 mod outbox;
 mod store;

@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
+use crate::backends::{Kind, open};
 use actiongate_store::*;
 use chrono::Utc;
 
-async fn open() -> (Store, tempfile::TempDir) {
+async fn open_sqlite() -> (Store, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("t.db"), StoreOptions::default())
         .await
@@ -42,9 +43,10 @@ const APPROVE: Transition = Transition {
     event: "action.approved",
 };
 
-#[tokio::test]
-async fn initial_status_follows_the_decision_and_records_an_event() {
-    let (store, _dir) = open().await;
+async fn initial_status_follows_the_decision_and_records_an_event(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
     let mut events = store.subscribe();
     let (a, created) = store
         .insert_action(new_action("a", DecisionResult::Allow, None, "h"))
@@ -74,9 +76,10 @@ async fn initial_status_follows_the_decision_and_records_an_event() {
     assert_eq!(store.get_action(&p.id).await.unwrap(), p);
 }
 
-#[tokio::test]
-async fn a_failing_job_does_not_disturb_its_batch() {
-    let (store, _dir) = open().await;
+async fn a_failing_job_does_not_disturb_its_batch(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
     store
         .insert_action(new_action("a", DecisionResult::Ask, Some("k"), "h1"))
         .await
@@ -121,9 +124,10 @@ async fn a_failing_job_does_not_disturb_its_batch() {
     assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
 }
 
-#[tokio::test]
-async fn a_failing_new_action_does_not_disturb_the_ones_written_with_it() {
-    let (store, _dir) = open().await;
+async fn a_failing_new_action_does_not_disturb_the_ones_written_with_it(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
     let (first, _) = store
         .insert_action(new_action("a", DecisionResult::Allow, None, "h"))
         .await
@@ -165,9 +169,10 @@ async fn a_failing_new_action_does_not_disturb_the_ones_written_with_it() {
     assert_eq!(store.last_seq(), log.last().unwrap().seq);
 }
 
-#[tokio::test]
-async fn a_job_failing_alone_in_its_batch_leaves_nothing_behind() {
-    let (store, _dir) = open().await;
+async fn a_job_failing_alone_in_its_batch_leaves_nothing_behind(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
     let (first, _) = store
         .insert_action(new_action("a", DecisionResult::Allow, None, "h"))
         .await
@@ -201,9 +206,10 @@ async fn a_job_failing_alone_in_its_batch_leaves_nothing_behind() {
     assert_eq!(store.events_after(0, None, 100).await.unwrap().len(), 3);
 }
 
-#[tokio::test]
-async fn same_key_same_body_returns_the_existing_action() {
-    let (store, _dir) = open().await;
+async fn same_key_same_body_returns_the_existing_action(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
     let (first, created) = store
         .insert_action(new_action("a", DecisionResult::Ask, Some("k"), "h"))
         .await
@@ -223,9 +229,10 @@ async fn same_key_same_body_returns_the_existing_action() {
     assert!(created);
 }
 
-#[tokio::test]
-async fn transitions_are_compare_and_set() {
-    let (store, _dir) = open().await;
+async fn transitions_are_compare_and_set(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
     let (p, _) = store
         .insert_action(new_action("a", DecisionResult::Ask, None, "h"))
         .await
@@ -247,9 +254,10 @@ async fn transitions_are_compare_and_set() {
 
 /// Past its deadline a pending action is decided by nobody, even before
 /// the sweeper has written it expired: a decision gets `expired`.
-#[tokio::test]
-async fn a_pending_action_past_its_deadline_cannot_be_decided() {
-    let (store, _dir) = open().await;
+async fn a_pending_action_past_its_deadline_cannot_be_decided(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
     let mut soon = new_action("a", DecisionResult::Ask, None, "h");
     soon.deadline = Some(Utc::now() + chrono::Duration::milliseconds(50));
     let (soon, _) = store.insert_action(soon).await.unwrap();
@@ -268,9 +276,10 @@ async fn a_pending_action_past_its_deadline_cannot_be_decided() {
     assert_eq!(expired[0].decided_by.as_deref(), Some("deadline"));
 }
 
-#[tokio::test]
-async fn expire_due_expires_only_overdue_pending_actions() {
-    let (store, _dir) = open().await;
+async fn expire_due_expires_only_overdue_pending_actions(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
     let mut soon = new_action("a", DecisionResult::Ask, None, "h");
     soon.deadline = Some(Utc::now() + chrono::Duration::milliseconds(50));
     let (soon, _) = store.insert_action(soon).await.unwrap();
@@ -315,9 +324,10 @@ async fn data_survives_reopening_and_closed_store_refuses_writes() {
     store.ready().await.unwrap();
 }
 
-#[tokio::test]
-async fn keys_are_found_by_hash_until_revoked() {
-    let (store, _dir) = open().await;
+async fn keys_are_found_by_hash_until_revoked(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
     let key = store
         .create_key(NewKey {
             id: "key_1".into(),
@@ -350,9 +360,10 @@ async fn keys_are_found_by_hash_until_revoked() {
     ));
 }
 
-#[tokio::test]
-async fn cached_grants_follow_creation_and_revocation() {
-    let (store, _dir) = open().await;
+async fn cached_grants_follow_creation_and_revocation(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
     assert!(store.active_grants("a", "bash").await.unwrap().is_empty());
     // Read twice: the second answer comes from the cache.
     assert!(store.active_grants("a", "bash").await.unwrap().is_empty());
@@ -393,9 +404,10 @@ fn claimed_handler_action(agent: &str, result: DecisionResult) -> NewAction {
     }
 }
 
-#[tokio::test]
-async fn an_allowed_handler_action_can_be_stored_claimed_and_settled_once() {
-    let (store, _dir) = open().await;
+async fn an_allowed_handler_action_can_be_stored_claimed_and_settled_once(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
     let mut events = store.subscribe();
     let (running, created) = store
         .insert_action(claimed_handler_action("a", DecisionResult::Allow))
@@ -456,9 +468,10 @@ async fn an_allowed_handler_action_can_be_stored_claimed_and_settled_once() {
     );
 }
 
-#[tokio::test]
-async fn only_an_allowed_handler_action_is_stored_claimed() {
-    let (store, _dir) = open().await;
+async fn only_an_allowed_handler_action_is_stored_claimed(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
     let (asked, _) = store
         .insert_action(claimed_handler_action("a", DecisionResult::Ask))
         .await
@@ -474,9 +487,10 @@ async fn only_an_allowed_handler_action_is_stored_claimed() {
     }
 }
 
-#[tokio::test]
-async fn claim_next_takes_the_oldest_due_action_of_the_handler_once() {
-    let (store, _dir) = open().await;
+async fn claim_next_takes_the_oldest_due_action_of_the_handler_once(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
     let unclaimed = |agent: &str| {
         let mut new = claimed_handler_action(agent, DecisionResult::Allow);
         if let Some(h) = new.handler.as_mut() {
@@ -677,3 +691,19 @@ async fn rebuilding_actions_and_events_keeps_rows_and_the_event_counter() {
             .unwrap();
     assert!(unique.is_empty(), "{unique:?}");
 }
+
+crate::conformance!(
+    initial_status_follows_the_decision_and_records_an_event,
+    a_failing_job_does_not_disturb_its_batch,
+    a_failing_new_action_does_not_disturb_the_ones_written_with_it,
+    a_job_failing_alone_in_its_batch_leaves_nothing_behind,
+    same_key_same_body_returns_the_existing_action,
+    transitions_are_compare_and_set,
+    a_pending_action_past_its_deadline_cannot_be_decided,
+    expire_due_expires_only_overdue_pending_actions,
+    keys_are_found_by_hash_until_revoked,
+    cached_grants_follow_creation_and_revocation,
+    an_allowed_handler_action_can_be_stored_claimed_and_settled_once,
+    only_an_allowed_handler_action_is_stored_claimed,
+    claim_next_takes_the_oldest_due_action_of_the_handler_once,
+);

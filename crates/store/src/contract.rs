@@ -1,0 +1,267 @@
+//! The store's contract: every operation the gate may ask of the store,
+//! answered by the backend the daemon was started on. Each line below is
+//! one operation; each backend implements all of them (the build fails
+//! otherwise), and the conformance suite (`tests/`) runs the same tests
+//! against both.
+
+use std::time::Duration;
+
+use actiongate_policy as policy;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::anchor::AuditKey;
+use crate::audit::Anchor;
+use crate::connectors::Outgoing;
+use crate::{
+    Action, ActionAttempt, ActionFilter, Agent, ApiKey, ApproveFirst, AttemptNext, AttemptRecord,
+    Backend, Claimed, Delivery, DeliveryStatus, DueDelivery, Event, GrantCreated, GrantFilter,
+    GrantRecord, GrantRequest, GrantRequestStatus, HandlerRecord, HandlerSecrets, Inserted,
+    NewAction, NewGrant, NewGrantRequest, NewHandler, NewKey, NewSubscription, NextDispatch,
+    Outcome, Store, StoreError, Subscription, Transition,
+};
+
+/// Defines each operation on [`Store`] as a call of the same method of the
+/// backend in use.
+macro_rules! contract {
+    ($( $(#[doc = $doc:expr])* pub async fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) $(-> $ret:ty)?; )*) => {
+        impl Store {
+            $(
+                $(#[doc = $doc])*
+                pub async fn $name(&self $(, $arg: $ty)*) $(-> $ret)? {
+                    match &self.0 {
+                        Backend::Sqlite(s) => s.$name($($arg),*).await,
+                        Backend::Postgres(p) => p.$name($($arg),*).await,
+                    }
+                }
+            )*
+        }
+    };
+}
+
+contract! {
+
+    // actions
+    /// Stores a decided action and the event recording it. With an
+    /// idempotency key already used by this agent: the same request returns
+    /// the existing action (`false`: nothing new stored), a different one is
+    /// a [`StoreError::Conflict`].
+    pub async fn insert_action(&self, new: NewAction) -> Result<(Action, bool), StoreError>;
+    /// [`Store::insert_action`], answering also with the new action already
+    /// rendered as JSON when it was just created.
+    pub async fn create_action(&self, new: NewAction) -> Result<Inserted, StoreError>;
+    /// Moves an action from one of `t.from` to `t.to` if it is still in one
+    /// of them; otherwise [`StoreError::WrongState`] with where it is now.
+    pub async fn transition(&self, id: &str, t: Transition) -> Result<Action, StoreError>;
+    /// Expires every pending action whose deadline is at or before `at`.
+    pub async fn expire_due(&self, at: DateTime<Utc>) -> Result<Vec<Action>, StoreError>;
+    /// The earliest deadline among pending actions.
+    pub async fn next_deadline(&self) -> Result<Option<DateTime<Utc>>, StoreError>;
+    /// One action by id.
+    pub async fn get_action(&self, id: &str) -> Result<Action, StoreError>;
+    /// A page of actions, newest first.
+    pub async fn list_actions(&self, f: &ActionFilter) -> Result<Vec<Action>, StoreError>;
+    /// How many actions wait for a human.
+    pub async fn pending_count(&self) -> Result<i64, StoreError>;
+
+    // agents
+    /// Creates or replaces an agent; returns it and whether it was new.
+    pub async fn put_agent(&self, id: &str, name: Option<String>, profile: Option<Value>) -> Result<(Agent, bool), StoreError>;
+    /// One agent, if registered.
+    pub async fn get_agent(&self, id: &str) -> Result<Option<Agent>, StoreError>;
+    /// Every registered agent, by id.
+    pub async fn list_agents(&self) -> Result<Vec<Agent>, StoreError>;
+
+    // anchor
+    /// Starts the task that appends a signed `audit.anchor` event every
+    /// `interval` when events were written since the last one. It stops
+    /// with the store.
+    pub async fn start_anchors(&self, key: AuditKey, interval: Duration);
+
+    // audit
+    /// Where the chain of the stored events starts.
+    pub async fn audit_anchor(&self) -> Result<Anchor, StoreError>;
+    /// The seq of the first event (in seq order) at or after `at`.
+    pub async fn first_seq_since(&self, at: DateTime<Utc>) -> Result<Option<i64>, StoreError>;
+    /// Deletes up to `max` of the oldest events written before `cutoff`
+    /// (never one a subscription has not yet turned into deliveries), moves
+    /// the anchor past them, and drops finished deliveries older than
+    /// `cutoff`. Returns how many events were pruned.
+    pub async fn prune_events(&self, cutoff: DateTime<Utc>, max: i64) -> Result<usize, StoreError>;
+
+    // connectors
+    /// Queues the message of `item` in `chat` unless one was queued before;
+    /// whether it was queued now.
+    pub async fn connector_post(&self, chat: &str, item: &str, body: String) -> Result<bool, StoreError>;
+    /// The chats that have a message of `item` whose outcome is not queued.
+    pub async fn connector_open_chats(&self, item: &str) -> Result<Vec<String>, StoreError>;
+    /// Queues the outcome edit of `item`'s message in `chat` once; whether
+    /// it was queued now.
+    pub async fn connector_edit(&self, chat: &str, item: &str, body: String) -> Result<bool, StoreError>;
+    /// Up to `limit` outgoing messages due at `at`, oldest first.
+    pub async fn connector_due(&self, at: DateTime<Utc>, limit: i64) -> Result<Vec<Outgoing>, StoreError>;
+    /// When the next outgoing message is due, if any waits.
+    pub async fn connector_next_due(&self) -> Result<Option<DateTime<Utc>>, StoreError>;
+    /// Forgets outgoing message `id` (sent, or given up), recording the
+    /// chat's message id when a post was sent.
+    pub async fn connector_sent(&self, id: i64, message_ref: Option<String>) -> Result<(), StoreError>;
+    /// Records a failed attempt of `id` and when to try again.
+    pub async fn connector_retry(&self, id: i64, at: DateTime<Utc>, error: String) -> Result<(), StoreError>;
+    /// The chat's id of `item`'s message in `chat`, once sent.
+    pub async fn connector_message_ref(&self, chat: &str, item: &str) -> Result<Option<String>, StoreError>;
+    /// The item whose message in `chat` has id `message_ref`.
+    pub async fn connector_item_of(&self, chat: &str, message_ref: &str) -> Result<Option<String>, StoreError>;
+    /// A value `chat` keeps.
+    pub async fn connector_state(&self, chat: &str, key: &str) -> Result<Option<String>, StoreError>;
+    /// Keeps `value` for `chat`.
+    pub async fn set_connector_state(&self, chat: &str, key: &str, value: String) -> Result<(), StoreError>;
+    /// Records interaction `id` of `chat` as handled: `true` the first
+    /// time, `false` for a repeat. Ids older than a week are forgotten.
+    pub async fn connector_first_seen(&self, chat: &str, id: &str) -> Result<bool, StoreError>;
+
+    // dispatch
+    /// Approved handler actions due for an attempt at `at`, oldest first.
+    ///
+    /// The dispatch queries name their partial index (`INDEXED BY`): without
+    /// statistics SQLite picks `actions_status` (or `actions_handler`) and
+    /// walks every approved action, decision-only ones included, so each
+    /// pass grew with the history (76,000 rows after a minute of load).
+    pub async fn due_for_dispatch(&self, at: DateTime<Utc>, limit: i64) -> Result<Vec<(String, String)>, StoreError>;
+    /// Moves each still-approved action to `running` for its next attempt,
+    /// leased until `lease_until`; the ones another claimer won are left out.
+    pub async fn claim(&self, ids: Vec<String>, lease_until: DateTime<Utc>) -> Result<Vec<Claimed>, StoreError>;
+    /// Claims the approved action of `handler` that has waited longest and
+    /// is due at `at`, if there is one, for its next attempt leased until
+    /// `lease_until`: how a finished attempt hands its room in the limits
+    /// straight to the next action waiting for it.
+    pub async fn claim_next(&self, handler: &str, at: DateTime<Utc>, lease_until: DateTime<Utc>) -> Result<Option<Claimed>, StoreError>;
+    /// Records attempt `rec` of `running`, as its claim returned it, and
+    /// settles it with `outcome`: the same as [`Store::finish_attempt`] with
+    /// [`AttemptNext::Settle`], written with whatever else is queued in one
+    /// hand-off to the writer's connection. `None` when the attempt was
+    /// superseded (lease lapsed, result already in).
+    pub async fn settle_attempt(&self, running: &Action, rec: &ActionAttempt, outcome: Outcome) -> Result<Option<Action>, StoreError>;
+    /// Records attempt `rec` of a running action and applies `next`; `None`
+    /// when the attempt was superseded (lease lapsed, result already in).
+    pub async fn finish_attempt(&self, id: &str, rec: ActionAttempt, next: AttemptNext) -> Result<Option<Action>, StoreError>;
+    /// Running actions whose lease lapsed at `at` go back to approved (due
+    /// now) for another attempt, or fail when `max_attempts` are used up.
+    /// With `all`, every running action is released (start-up after a crash:
+    /// whatever was in flight is lost).
+    pub async fn release_leases(&self, at: DateTime<Utc>, max_attempts: i64, all: bool) -> Result<Vec<Action>, StoreError>;
+    /// When dispatch next has something to do: the earliest retry coming
+    /// due and the earliest lease lapsing (`None` when there is none).
+    pub async fn next_dispatch_times(&self) -> Result<NextDispatch, StoreError>;
+    /// An executor's asynchronous result for `attempt` (the current one or
+    /// an earlier one: all share the webhook-id the executor deduplicates
+    /// by). A `webhook_id` seen before is a replay ([`StoreError::Conflict`]);
+    /// a result for an attempt not yet sent or for an action not running is
+    /// [`StoreError::WrongState`].
+    pub async fn accept_result(&self, id: &str, webhook_id: String, attempt: i64, outcome: Outcome) -> Result<Action, StoreError>;
+    /// Forgets replay-protection ids older than `before` (timestamps older
+    /// than the tolerance are refused anyway).
+    pub async fn prune_seen_webhooks(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
+    /// Replaces a handler's secret; the old one stays valid until `grace_until`.
+    pub async fn rotate_handler_secret(&self, id: &str, secret: String, grace_until: DateTime<Utc>) -> Result<(), StoreError>;
+    /// A handler's secrets: the current one and the rotated-out one with
+    /// the end of its grace period (see [`HandlerSecrets::valid_at`]).
+    pub async fn handler_secret_set(&self, id: &str) -> Result<HandlerSecrets, StoreError>;
+    /// A handler's valid secrets: the current one first, then the previous
+    /// one while its grace period lasts.
+    pub async fn handler_secrets(&self, id: &str) -> Result<Vec<String>, StoreError>;
+
+    // events
+    /// The highest committed event `seq` (possibly not yet published).
+    pub async fn newest_seq(&self) -> Result<i64, StoreError>;
+    /// Up to `limit` events after `seq`, oldest first; only `agent`'s when given.
+    pub async fn events_after(&self, seq: i64, agent: Option<&str>, limit: i64) -> Result<Vec<Event>, StoreError>;
+    /// Every event about one action, oldest first.
+    pub async fn action_events(&self, action_id: &str) -> Result<Vec<Event>, StoreError>;
+
+    // grant_requests
+    /// Stores a pending grant request.
+    pub async fn create_grant_request(&self, new: NewGrantRequest) -> Result<GrantRequest, StoreError>;
+    /// Approves a pending request by creating `grant`, in one transaction.
+    pub async fn approve_grant_request(&self, id: &str, grant: NewGrant) -> Result<(GrantRequest, GrantCreated), StoreError>;
+    /// Denies a pending request.
+    pub async fn deny_grant_request(&self, id: &str, decided_by: String, reason: Option<String>) -> Result<GrantRequest, StoreError>;
+    /// Expires every pending request whose deadline is at or before `at`.
+    pub async fn expire_grant_requests(&self, at: DateTime<Utc>) -> Result<Vec<GrantRequest>, StoreError>;
+    /// The earliest deadline among pending grant requests.
+    pub async fn next_grant_request_deadline(&self) -> Result<Option<DateTime<Utc>>, StoreError>;
+    /// One grant request.
+    pub async fn get_grant_request(&self, id: &str) -> Result<GrantRequest, StoreError>;
+    /// Grant requests, newest first; only `agent`'s and/or in `status` when given.
+    pub async fn list_grant_requests(&self, agent: Option<&str>, status: Option<GrantRequestStatus>) -> Result<Vec<GrantRequest>, StoreError>;
+
+    // grants
+    /// Stores a grant; approves `first` (if given) and every pending action
+    /// the grant covers, all in one transaction.
+    pub async fn create_grant(&self, new: NewGrant, first: Option<ApproveFirst>) -> Result<GrantCreated, StoreError>;
+    /// Revokes a grant; a second revoke returns the revoked grant unchanged.
+    pub async fn revoke_grant(&self, id: &str) -> Result<GrantRecord, StoreError>;
+    /// One grant.
+    pub async fn get_grant(&self, id: &str) -> Result<GrantRecord, StoreError>;
+    /// Grants, newest first.
+    pub async fn list_grants(&self, f: &GrantFilter) -> Result<Vec<GrantRecord>, StoreError>;
+    /// Active grants that may apply to `agent` acting on `tool` (a tool
+    /// name or a handler id), as the policy crate sees them. Cached until
+    /// the next commit that may change grants (see `grant_cache`).
+    pub async fn active_grants(&self, agent: &str, tool: &str) -> Result<Vec<policy::Grant>, StoreError>;
+
+    // handlers
+    /// Registers a new handler with its secret; an existing id (even a
+    /// retired one, whose history stays) is a conflict.
+    pub async fn create_handler(&self, h: NewHandler, secret: String) -> Result<HandlerRecord, StoreError>;
+    /// Replaces a live handler's registration, keeping its secret.
+    pub async fn replace_handler(&self, h: NewHandler) -> Result<HandlerRecord, StoreError>;
+    /// Retires a handler: no new actions; its history stays readable.
+    pub async fn retire_handler(&self, id: &str) -> Result<HandlerRecord, StoreError>;
+    /// One handler, retired or not.
+    pub async fn get_handler(&self, id: &str) -> Result<HandlerRecord, StoreError>;
+    /// Every handler, by id; retired ones only when asked.
+    pub async fn list_handlers(&self, include_retired: bool) -> Result<Vec<HandlerRecord>, StoreError>;
+    /// The webhook secret of a handler.
+    pub async fn handler_secret(&self, id: &str) -> Result<String, StoreError>;
+
+    // keys
+    /// Stores a new key.
+    pub async fn create_key(&self, key: NewKey) -> Result<ApiKey, StoreError>;
+    /// The live (not revoked) key with this hash.
+    pub async fn find_key(&self, hash: &str) -> Result<Option<ApiKey>, StoreError>;
+    /// Every key, newest first.
+    pub async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError>;
+    /// Revokes a key; revoking twice returns the already revoked key.
+    pub async fn revoke_key(&self, id: &str) -> Result<ApiKey, StoreError>;
+    /// Whether key `id` exists and is not revoked.
+    pub async fn key_active(&self, id: &str) -> Result<bool, StoreError>;
+    /// How many admin keys are not revoked.
+    pub async fn active_admin_keys(&self) -> Result<i64, StoreError>;
+
+    // subscriptions
+    /// Stores a subscription; it receives events committed from now on.
+    pub async fn create_subscription(&self, new: NewSubscription) -> Result<Subscription, StoreError>;
+    /// Every subscription, oldest first.
+    pub async fn list_subscriptions(&self) -> Result<Vec<Subscription>, StoreError>;
+    /// One subscription.
+    pub async fn get_subscription(&self, id: &str) -> Result<Subscription, StoreError>;
+    /// Deletes a subscription with its deliveries.
+    pub async fn delete_subscription(&self, id: &str) -> Result<(), StoreError>;
+    /// Turns up to `limit` events past the subscriptions' cursors into
+    /// deliveries and moves the cursors, in one transaction. Returns how
+    /// many deliveries were created and whether more events wait.
+    pub async fn fan_out(&self, limit: i64) -> Result<(usize, bool), StoreError>;
+    /// Pending deliveries due at `at`, earliest first.
+    pub async fn due_deliveries(&self, at: DateTime<Utc>, limit: i64) -> Result<Vec<DueDelivery>, StoreError>;
+    /// Whether some subscription has not yet seen the newest event.
+    pub async fn outbox_behind(&self) -> Result<bool, StoreError>;
+    /// The `limit` earliest pending deliveries and when each is due.
+    pub async fn pending_schedule(&self, limit: i64) -> Result<Vec<(String, DateTime<Utc>)>, StoreError>;
+    /// When the next pending delivery is due.
+    pub async fn next_delivery_due(&self) -> Result<Option<DateTime<Utc>>, StoreError>;
+    /// Records an attempt and what follows from it.
+    pub async fn record_attempt(&self, id: &str, rec: AttemptRecord) -> Result<(), StoreError>;
+    /// A page of a subscription's deliveries, newest event first, each with
+    /// its attempts; `before` is the `event_seq` the previous page ended at.
+    pub async fn list_deliveries(&self, subscription_id: &str, status: Option<DeliveryStatus>, before: Option<i64>, limit: i64) -> Result<Vec<Delivery>, StoreError>;
+}

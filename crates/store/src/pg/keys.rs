@@ -1,0 +1,94 @@
+//! API keys on Postgres.
+
+use crate::error::StoreError;
+use crate::keys::{NewKey, from_row, key_columns};
+use crate::pg::Postgres;
+use crate::time::{now, to_ms};
+use actiongate_api::model::ApiKey;
+
+impl Postgres {
+    /// Stores a new key.
+    pub async fn create_key(&self, key: NewKey) -> Result<ApiKey, StoreError> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(concat!(
+            "INSERT INTO api_keys (id, name, role, agent, hash, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING ",
+            key_columns!()
+        ))
+        .bind(&key.id)
+        .bind(&key.name)
+        .bind(key.role.as_str())
+        .bind(&key.agent)
+        .bind(&key.hash)
+        .bind(to_ms(now()))
+        .fetch_one(&mut *tx)
+        .await?;
+        let key = from_row(&row)?;
+        self.commit(tx, Vec::new()).await?;
+        Ok(key)
+    }
+
+    /// The live (not revoked) key with this hash.
+    pub async fn find_key(&self, hash: &str) -> Result<Option<ApiKey>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            key_columns!(),
+            " FROM api_keys WHERE hash = $1 AND revoked_at IS NULL"
+        ))
+        .bind(hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    /// Every key, newest first.
+    pub async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            key_columns!(),
+            " FROM api_keys ORDER BY created_at DESC, id"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    /// Revokes a key; revoking twice returns the already revoked key.
+    pub async fn revoke_key(&self, id: &str) -> Result<ApiKey, StoreError> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(concat!(
+            "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 RETURNING ",
+            key_columns!()
+        ))
+        .bind(to_ms(now()))
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let key = row
+            .as_ref()
+            .map(from_row)
+            .transpose()?
+            .ok_or(StoreError::NotFound)?;
+        self.commit(tx, Vec::new()).await?;
+        Ok(key)
+    }
+
+    /// Whether key `id` exists and is not revoked.
+    pub async fn key_active(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL)",
+        )
+        .bind(id)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// How many admin keys are not revoked.
+    pub async fn active_admin_keys(&self) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT COUNT(*) FROM api_keys WHERE role = 'admin' AND revoked_at IS NULL",
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+}

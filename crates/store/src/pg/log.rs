@@ -1,0 +1,81 @@
+//! Appending to the event log, in commit order across nodes.
+//!
+//! A transaction takes its seqs from `event_counter` as its last step: the
+//! `UPDATE` locks the counter's row until the transaction ends, so a second
+//! transaction gets the numbers after these only once these events are
+//! committed and visible (Postgres makes a commit visible before it releases
+//! its locks). A rollback gives the numbers back with the lock. Seqs are
+//! therefore gapless and ordered as commits are, which is what lets every
+//! node follow the log by "everything after the last seq I saw".
+
+use sqlx::PgConnection;
+
+use crate::error::StoreError;
+use crate::events::NewEvent;
+use crate::time::{from_ms, now, to_ms};
+use actiongate_api::model::Event;
+
+/// The channel each commit notifies with the newest seq.
+pub(crate) const CHANNEL: &str = "actiongate_events";
+
+/// Writes `events` after every event committed so far and asks Postgres to
+/// notify the other nodes at commit. Hold no other lock after this: commit.
+pub(crate) async fn append(
+    conn: &mut PgConnection,
+    events: Vec<NewEvent>,
+) -> Result<Vec<Event>, StoreError> {
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
+    let n = i64::try_from(events.len()).unwrap_or(i64::MAX);
+    let last: i64 =
+        sqlx::query_scalar("UPDATE event_counter SET seq = seq + $1 WHERE id = 1 RETURNING seq")
+            .bind(n)
+            .fetch_one(&mut *conn)
+            .await?;
+    let at = from_ms(to_ms(now()));
+    let mut written = Vec::with_capacity(events.len());
+    for (seq, ev) in (last - n + 1..).zip(events) {
+        let mut ev = ev.prepare(at);
+        ev.seq = seq;
+        written.push(ev);
+    }
+    let mut cols: (
+        Vec<i64>,
+        Vec<&str>,
+        Vec<&str>,
+        Vec<Option<&str>>,
+        Vec<Option<&str>>,
+    ) = Default::default();
+    let mut more: (Vec<Option<&str>>, Vec<&str>) = Default::default();
+    for ev in &written {
+        cols.0.push(ev.seq);
+        cols.1.push(&ev.id);
+        cols.2.push(&ev.kind);
+        cols.3.push(ev.agent.as_deref());
+        cols.4.push(ev.action_id.as_deref());
+        more.0.push(ev.grant_id.as_deref());
+        more.1.push(ev.data.get());
+    }
+    sqlx::query(
+        "INSERT INTO events (seq, id, type, at, agent, action_id, grant_id, data) \
+         SELECT s, i, t, $4, a, ac, g, d FROM UNNEST($1::BIGINT[], $2::TEXT[], $3::TEXT[], \
+         $5::TEXT[], $6::TEXT[], $7::TEXT[], $8::TEXT[]) AS e(s, i, t, a, ac, g, d)",
+    )
+    .bind(&cols.0)
+    .bind(&cols.1)
+    .bind(&cols.2)
+    .bind(to_ms(at))
+    .bind(&cols.3)
+    .bind(&cols.4)
+    .bind(&more.0)
+    .bind(&more.1)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(CHANNEL)
+        .bind(last.to_string())
+        .execute(&mut *conn)
+        .await?;
+    Ok(written)
+}

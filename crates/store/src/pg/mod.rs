@@ -1,0 +1,253 @@
+//! The Postgres backend: several daemons on one database act as one gate.
+//!
+//! Every change is one transaction on a connection of the pool; the events
+//! it records are appended last (`log::append`), under the row lock of
+//! `event_counter`, so event seqs are gapless and in commit order across
+//! every node. Compare-and-set updates (`UPDATE ... WHERE status = ...`)
+//! decide races between nodes: Postgres re-checks the condition against the
+//! row a concurrent winner committed, so exactly one wins.
+//!
+//! Each node follows the log (`tail`): woken by a LISTEN/NOTIFY message that
+//! each commit sends (the newest seq, a few bytes), by its own commits, and
+//! by a timer as a fallback, it reads the events after the last one it
+//! published and publishes them in order. A lost notification costs
+//! latency, never an event.
+//!
+//! Modules: `actions`, `events`, `keys`, `agents` hold the queries of the
+//! records they are named after; the record types and the pure parts of each
+//! operation are shared with the SQLite backend.
+
+mod actions;
+mod agents;
+mod events;
+mod keys;
+mod log;
+mod pending;
+mod tail;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{ConnectOptions, Postgres as Pg, Transaction};
+use tokio::sync::broadcast;
+
+use crate::{Event, NewEvent, StoreError, StoreOptions, WriteStats, anchor};
+
+/// Embedded migrations from `migrations/postgres`.
+pub static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
+
+/// How the daemon reaches its Postgres database.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// `postgres://user:password@host:port/database?...`
+    pub url: String,
+    /// Most connections this daemon opens (besides the one that listens).
+    pub max_connections: u32,
+    /// How long a request waits for a connection (and a new connection for
+    /// the server) before it fails with 503.
+    pub connect_timeout: Duration,
+    /// Longest a statement may run before Postgres cancels it (503).
+    pub statement_timeout: Duration,
+    /// Longest a node goes without reading the event log when no
+    /// notification arrives (at most a second).
+    pub poll_interval: Duration,
+}
+
+impl PgOptions {
+    /// The defaults for `url`.
+    pub fn new(url: impl Into<String>) -> PgOptions {
+        PgOptions {
+            url: url.into(),
+            max_connections: 16,
+            connect_timeout: Duration::from_secs(5),
+            statement_timeout: Duration::from_secs(10),
+            poll_interval: Duration::from_millis(500),
+        }
+    }
+}
+
+/// What stops a background task, and the task to await.
+type TaskStop = (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+);
+
+/// The store on Postgres. Cheap to clone.
+#[derive(Clone)]
+pub struct Postgres {
+    pub(crate) pool: PgPool,
+    events: broadcast::Sender<Arc<Event>>,
+    last_seq: Arc<AtomicI64>,
+    /// Publishes events, this node's and the others'.
+    tail: Arc<tail::Tail>,
+    commits: Arc<AtomicU64>,
+    /// Set while writes fail with a full disk.
+    full: Arc<AtomicBool>,
+    shutdown: Arc<tokio::sync::Mutex<Vec<TaskStop>>>,
+    pub(crate) default_profile: Option<Arc<actiongate_policy::Profile>>,
+    audit_key: Option<anchor::AuditKey>,
+}
+
+impl Postgres {
+    /// Connects, applies pending migrations (Postgres' advisory lock keeps
+    /// nodes that start together from applying them twice) and starts the
+    /// tail of the event log.
+    pub async fn open(pg: &PgOptions, opts: StoreOptions) -> Result<Postgres, StoreError> {
+        let statement_ms = pg.statement_timeout.as_millis().max(1).to_string();
+        let connect: PgConnectOptions = pg
+            .url
+            .parse::<PgConnectOptions>()?
+            .options([("statement_timeout", statement_ms.as_str())])
+            .log_statements(tracing::log::LevelFilter::Trace);
+        let pool = PgPoolOptions::new()
+            .max_connections(pg.max_connections.max(2))
+            .min_connections(1)
+            .acquire_timeout(pg.connect_timeout)
+            .connect_with(connect)
+            .await?;
+        PG_MIGRATOR.run(&pool).await?;
+
+        let last: i64 = sqlx::query_scalar("SELECT seq FROM event_counter WHERE id = 1")
+            .fetch_one(&pool)
+            .await?;
+        let last_seq = Arc::new(AtomicI64::new(last));
+        let (events, _) = broadcast::channel(opts.event_buffer.max(16));
+        let tail = Arc::new(tail::Tail {
+            pool: pool.clone(),
+            tx: events.clone(),
+            last_seq: last_seq.clone(),
+            poll: pg.poll_interval.min(Duration::from_secs(1)),
+            lock: tokio::sync::Mutex::new(()),
+        });
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let follow = tokio::spawn(tail::run(tail.clone(), stopped));
+        Ok(Postgres {
+            pool,
+            events,
+            last_seq,
+            tail,
+            commits: Arc::new(AtomicU64::new(0)),
+            full: Arc::new(AtomicBool::new(false)),
+            shutdown: Arc::new(tokio::sync::Mutex::new(vec![(stop, follow)])),
+            default_profile: opts.default_profile,
+            audit_key: opts.audit_key,
+        })
+    }
+
+    /// Starts a transaction.
+    pub(crate) async fn begin(&self) -> Result<Transaction<'static, Pg>, StoreError> {
+        self.pool.begin().await.map_err(StoreError::from)
+    }
+
+    /// Appends `events` (in order) and commits `tx`; then publishes them on
+    /// this node before returning, so the caller's waiters hear of them
+    /// first. Returns the events as written, with their seqs.
+    pub(crate) async fn commit(
+        &self,
+        mut tx: Transaction<'static, Pg>,
+        events: Vec<NewEvent>,
+    ) -> Result<Vec<Event>, StoreError> {
+        let result = async {
+            let written = log::append(&mut tx, events).await?;
+            tx.commit().await?;
+            Ok::<_, StoreError>(written)
+        }
+        .await;
+        match &result {
+            Ok(written) => {
+                self.full.store(false, Ordering::Relaxed);
+                self.commits.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = self.tail.publish(written.clone()).await {
+                    // Committed all the same; the tail's loop publishes them.
+                    tracing::warn!(error = %e, "publishing committed events failed");
+                }
+            }
+            Err(StoreError::Full) => {
+                if !self.full.swap(true, Ordering::Relaxed) {
+                    tracing::error!(
+                        "the Postgres database's disk is full: writes fail until space is freed"
+                    );
+                }
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
+    /// Receives every event committed from now on (by any node), in `seq`
+    /// order.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.events.subscribe()
+    }
+
+    /// The highest event `seq` published so far on this node.
+    pub fn last_seq(&self) -> i64 {
+        self.last_seq.load(Ordering::Acquire)
+    }
+
+    /// Transactions this node committed (each one job).
+    pub fn write_stats(&self) -> WriteStats {
+        let n = self.commits.load(Ordering::Relaxed);
+        WriteStats {
+            commits: n,
+            jobs: n,
+        }
+    }
+
+    /// The daemon's audit key, if it has one.
+    pub fn audit_key(&self) -> Option<&anchor::AuditKey> {
+        self.audit_key.as_ref()
+    }
+
+    /// Whether the last write found the disk full.
+    pub fn disk_full(&self) -> bool {
+        self.full.load(Ordering::Relaxed)
+    }
+
+    /// Whether the database answers and its schema is the one this binary
+    /// expects.
+    pub async fn ready(&self) -> Result<(), StoreError> {
+        if self.disk_full() {
+            return Err(StoreError::Full);
+        }
+        let applied: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(MAX(version), 0) FROM _sqlx_migrations WHERE success",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        let latest = PG_MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+        if applied < latest {
+            return Err(StoreError::Conflict(format!(
+                "schema at migration {applied}, binary expects {latest}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Stops the tail and closes the pool.
+    pub async fn close(&self) {
+        let tasks = std::mem::take(&mut *self.shutdown.lock().await);
+        for (stop, handle) in tasks {
+            let _ = stop.send(());
+            if let Err(e) = handle.await {
+                tracing::error!(error = %e, "store task failed");
+            }
+        }
+        self.pool.close().await;
+    }
+}
+
+/// Applies pending migrations to the Postgres database at `url`; returns
+/// how many migrations the schema now has.
+pub async fn migrate_postgres(url: &str) -> Result<usize, StoreError> {
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect(url)
+        .await?;
+    PG_MIGRATOR.run(&pool).await?;
+    pool.close().await;
+    Ok(PG_MIGRATOR.iter().count())
+}

@@ -1,0 +1,132 @@
+//! Following the event log: what publishes every node's events to this
+//! node's waiters and streams, in `seq` order, none skipped.
+//!
+//! Two paths publish, one at a time (`lock`): a commit of this node
+//! publishes its own events before its caller is answered (as on SQLite:
+//! whoever hears the answer can find the events already sent), reading the
+//! log first when other nodes' events came in between; and the loop
+//! ([`run`]) publishes what other nodes commit, woken by a notification or
+//! the poll interval.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
+use tokio::sync::{broadcast, oneshot};
+
+use crate::error::StoreError;
+use crate::events::{event_columns, from_row};
+use actiongate_api::model::Event;
+
+/// Events read per query while catching up.
+const PAGE: i64 = 1000;
+
+/// What the tail needs.
+pub(crate) struct Tail {
+    pub(crate) pool: PgPool,
+    pub(crate) tx: broadcast::Sender<Arc<Event>>,
+    pub(crate) last_seq: Arc<AtomicI64>,
+    pub(crate) poll: Duration,
+    /// Held while publishing, so events go out once and in order.
+    pub(crate) lock: tokio::sync::Mutex<()>,
+}
+
+impl Tail {
+    /// Publishes `written`, the events a commit of this node just wrote (in
+    /// `seq` order), and any committed before them not yet published.
+    pub(crate) async fn publish(&self, written: Vec<Event>) -> Result<(), StoreError> {
+        let Some(last) = written.last().map(|e| e.seq) else {
+            return Ok(());
+        };
+        let _held = self.lock.lock().await;
+        let after = self.last_seq.load(Ordering::Acquire);
+        if last <= after {
+            return Ok(());
+        }
+        if written.first().is_some_and(|e| e.seq == after + 1) {
+            for ev in written {
+                self.last_seq.store(ev.seq, Ordering::Release);
+                let _ = self.tx.send(Arc::new(ev));
+            }
+            return Ok(());
+        }
+        self.catch_up_locked().await
+    }
+
+    /// Publishes every committed event after the last one published.
+    async fn catch_up(&self) -> Result<(), StoreError> {
+        let _held = self.lock.lock().await;
+        self.catch_up_locked().await
+    }
+
+    async fn catch_up_locked(&self) -> Result<(), StoreError> {
+        loop {
+            let after = self.last_seq.load(Ordering::Acquire);
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM events WHERE seq > $1 ORDER BY seq LIMIT $2"
+            ))
+            .bind(after)
+            .bind(PAGE)
+            .fetch_all(&self.pool)
+            .await?;
+            let n = rows.len();
+            for row in &rows {
+                let ev = from_row(row)?;
+                self.last_seq.store(ev.seq, Ordering::Release);
+                // No receivers is fine: nobody is listening.
+                let _ = self.tx.send(Arc::new(ev));
+            }
+            if i64::try_from(n).unwrap_or(0) < PAGE {
+                return Ok(());
+            }
+        }
+    }
+}
+
+async fn listen(pool: &PgPool) -> Option<PgListener> {
+    let mut listener = PgListener::connect_with(pool).await.ok()?;
+    listener.listen(super::log::CHANNEL).await.ok()?;
+    Some(listener)
+}
+
+/// Runs until `stop`: catch up, then wait for a notification or the poll
+/// interval, and again.
+pub(crate) async fn run(tail: Arc<Tail>, mut stop: oneshot::Receiver<()>) {
+    let mut listener = listen(&tail.pool).await;
+    let mut failing = false;
+    loop {
+        match tail.catch_up().await {
+            Ok(()) => failing = false,
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(error = %e, "reading the event log failed; retrying");
+                }
+                failing = true;
+            }
+        }
+        let heard = async {
+            match listener.as_mut() {
+                Some(l) => l.recv().await.is_ok(),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = &mut stop => return,
+            ok = heard => {
+                if !ok {
+                    // The listening connection broke: poll until it is back.
+                    listener = None;
+                }
+            }
+            () = tokio::time::sleep(tail.poll) => {
+                if listener.is_none() {
+                    listener = listen(&tail.pool).await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! The SQLite backend: one file, one batching writer, a read pool.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use sqlx::ConnectOptions;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use tokio::sync::broadcast;
+
+use crate::writer::{WriteStats, Writer};
+use crate::{
+    Durability, Event, StoreError, StoreOptions, anchor, checkpoint, direct, events, grant_cache,
+};
+
+/// Embedded migrations from `migrations/sqlite`.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
+
+/// What stops a background task (the writer, the checkpoints), and the task
+/// to await.
+type TaskStop = (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+);
+
+/// The persistent state of one actiongate daemon.
+#[derive(Clone)]
+pub struct SqliteStore {
+    pub(crate) writer: Writer,
+    pub(crate) read: SqlitePool,
+    pub(crate) events: broadcast::Sender<Arc<Event>>,
+    pub(crate) last_seq: Arc<AtomicI64>,
+    pub(crate) grant_cache: Arc<grant_cache::GrantCache>,
+    /// At least the number of subscriptions (raised before one is stored,
+    /// lowered after one is deleted): while it is 0 no event needs a
+    /// delivery and the notifier need not look.
+    pub(crate) subscriptions: Arc<AtomicI64>,
+    /// The writer first (it may still commit), then the checkpoints.
+    pub(crate) shutdown: Arc<tokio::sync::Mutex<Vec<TaskStop>>>,
+    /// See [`StoreOptions::default_profile`].
+    pub(crate) default_profile: Option<Arc<actiongate_policy::Profile>>,
+    /// See [`StoreOptions::audit_key`].
+    pub(crate) audit_key: Option<anchor::AuditKey>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file at `path`, applies
+    /// pending migrations and starts the writer.
+    pub async fn open(path: &Path, opts: StoreOptions) -> Result<SqliteStore, StoreError> {
+        create_private(path)?;
+        let base = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(path)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(match opts.durability {
+                Durability::Full => SqliteSynchronous::Full,
+                Durability::Normal => SqliteSynchronous::Normal,
+            })
+            .busy_timeout(Duration::from_secs(5))
+            .foreign_keys(true)
+            .pragma("temp_store", "memory")
+            .log_statements(tracing::log::LevelFilter::Trace);
+
+        // The writer reads back whole batches of RETURNING rows: let them
+        // come in one go rather than 50 at a time.
+        let mut writer_opts = base.clone();
+        if let Some(pages) = opts.max_page_count {
+            writer_opts = writer_opts.pragma("max_page_count", pages.to_string());
+        }
+        let mut conn = writer_opts
+            .create_if_missing(true)
+            .row_buffer_size(1024)
+            // Checkpoints run beside it (see `checkpoint`).
+            .pragma("wal_autocheckpoint", "0")
+            .connect()
+            .await?;
+        MIGRATOR.run_direct(None, &mut conn, false).await?;
+
+        // Pruning may have removed every event; seqs still continue past the anchor.
+        let last: i64 = sqlx::query_scalar(
+            "SELECT MAX(COALESCE((SELECT MAX(seq) FROM events), 0), \
+             COALESCE((SELECT seq FROM audit_anchor WHERE id = 1), 0))",
+        )
+        .fetch_one(&mut conn)
+        .await?;
+        let last_seq = Arc::new(AtomicI64::new(last));
+        let subscriptions: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM subscriptions")
+            .fetch_one(&mut conn)
+            .await?;
+
+        let read = SqlitePoolOptions::new()
+            .max_connections(opts.read_connections.max(1))
+            .min_connections(1)
+            .connect_with(base.clone().read_only(true))
+            .await?;
+
+        let (events, _) = broadcast::channel(opts.event_buffer.max(16));
+        let grant_cache = Arc::new(grant_cache::GrantCache::default());
+        let publish = events::Publisher {
+            tx: events.clone(),
+            last_seq: last_seq.clone(),
+            grants: grant_cache.clone(),
+        };
+        let checkpoints = Arc::new(checkpoint::Checkpoints::new(opts.wal_restart_frames));
+        let (checkpoint_stop, stopped) = tokio::sync::oneshot::channel();
+        let checkpointer = tokio::spawn(checkpoint::run(
+            base.clone().connect().await?,
+            checkpoints.clone(),
+            stopped,
+        ));
+        // New actions skip sqlx when this connection opens; if it does not,
+        // sqlx writes them too.
+        let direct = direct::Direct::open(path, opts.durability, opts.max_page_count)
+            .inspect_err(
+                |e| tracing::warn!(error = %e, "direct writes unavailable; using sqlx only"),
+            )
+            .ok();
+        let (writer, stop, handle) = Writer::spawn(
+            conn,
+            opts.batch_max,
+            opts.commit_delay,
+            direct,
+            publish,
+            checkpoints,
+            opts.writer_cpu,
+        );
+        Ok(SqliteStore {
+            writer,
+            read,
+            events,
+            last_seq,
+            grant_cache,
+            subscriptions: Arc::new(AtomicI64::new(subscriptions)),
+            shutdown: Arc::new(tokio::sync::Mutex::new(vec![
+                (stop, handle),
+                (checkpoint_stop, checkpointer),
+            ])),
+            default_profile: opts.default_profile,
+            audit_key: opts.audit_key,
+        })
+    }
+
+    /// Receives every event committed from now on, in `seq` order.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.events.subscribe()
+    }
+
+    /// The highest event `seq` published so far.
+    pub fn last_seq(&self) -> i64 {
+        self.last_seq.load(Ordering::Acquire)
+    }
+
+    /// How many transactions the writer committed, and jobs in them.
+    pub fn write_stats(&self) -> WriteStats {
+        self.writer.stats()
+    }
+
+    /// The daemon's audit key, if it has one.
+    pub fn audit_key(&self) -> Option<&anchor::AuditKey> {
+        self.audit_key.as_ref()
+    }
+
+    /// Whether the last write found the database or disk full, and none has
+    /// committed since.
+    pub fn disk_full(&self) -> bool {
+        self.writer.disk_full()
+    }
+
+    /// Whether the database answers, its schema is current and it takes
+    /// writes ([`StoreError::Full`] while the disk is full).
+    pub async fn ready(&self) -> Result<(), StoreError> {
+        if self.disk_full() {
+            return Err(StoreError::Full);
+        }
+        let applied: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(MAX(version), 0) FROM _sqlx_migrations WHERE success = 1",
+        )
+        .fetch_one(&self.read)
+        .await?;
+        let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+        if applied < latest {
+            return Err(StoreError::Conflict(format!(
+                "schema at migration {applied}, binary expects {latest}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Stops the writer after the queued work and closes every connection.
+    /// Later writes fail with [`StoreError::Closed`].
+    pub async fn close(&self) {
+        let tasks = std::mem::take(&mut *self.shutdown.lock().await);
+        for (stop, handle) in tasks {
+            let _ = stop.send(());
+            if let Err(e) = handle.await {
+                tracing::error!(error = %e, "store task failed");
+            }
+        }
+        self.read.close().await;
+    }
+}
+
+/// Applies pending migrations to the database at `path` and returns how many
+/// migrations the schema now has.
+pub async fn migrate(path: &Path) -> Result<usize, StoreError> {
+    create_private(path)?;
+    let mut conn = SqliteConnectOptions::from_str("sqlite://")?
+        .filename(path)
+        .journal_mode(SqliteJournalMode::Wal)
+        .create_if_missing(true)
+        .connect()
+        .await?;
+    MIGRATOR.run_direct(None, &mut conn, false).await?;
+    Ok(MIGRATOR.iter().count())
+}
+
+/// Creates the database file at `path`, empty and readable by its owner
+/// alone, unless it exists. It holds webhook secrets and every agent's
+/// actions; SQLite gives its `-wal` and `-shm` files the same mode.
+fn create_private(path: &Path) -> Result<(), StoreError> {
+    let mut file = std::fs::OpenOptions::new();
+    file.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        file.mode(0o600);
+    }
+    match file.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(StoreError::Backend(sqlx::Error::Io(e))),
+    }
+}

@@ -1,0 +1,77 @@
+//! The conformance suite's two backends: each test written as
+//! `async fn name(kind: Kind)` runs once on SQLite and once on Postgres
+//! (a throwaway cluster, see `tests/support/pg_cluster.rs`).
+
+use actiongate_store::{PgOptions, Store, StoreOptions};
+
+#[path = "../../../tests/support/pg_cluster.rs"]
+pub mod pg_cluster;
+
+/// Which backend a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+/// What keeps a test's database alive: its SQLite directory (Postgres
+/// databases live as long as the cluster).
+pub struct Held(Option<tempfile::TempDir>);
+
+/// A fresh, empty store on `kind` with `opts`; `None` when Postgres is not
+/// installed (the test is then skipped, unless CI requires Postgres).
+pub async fn open_with(kind: Kind, opts: StoreOptions) -> Option<(Store, Held)> {
+    match kind {
+        Kind::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(&dir.path().join("t.db"), opts).await.unwrap();
+            Some((store, Held(Some(dir))))
+        }
+        Kind::Postgres => {
+            let cluster = pg_cluster::Cluster::shared()?;
+            let url = cluster.database();
+            let store = Store::open_postgres(&PgOptions::new(url), opts)
+                .await
+                .unwrap();
+            Some((store, Held(None)))
+        }
+    }
+}
+
+/// [`open_with`] the default options.
+pub async fn open(kind: Kind) -> Option<(Store, Held)> {
+    open_with(kind, StoreOptions::default()).await
+}
+
+/// For each `name`, the tests `name::sqlite` and `name::postgres`, calling
+/// `name(Kind::...)`.
+#[macro_export]
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$name($crate::backends::Kind::Sqlite).await;
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$name($crate::backends::Kind::Postgres).await;
+                }
+            }
+        )*
+    };
+}
+
+/// A new empty Postgres database's URL, for tests that open several stores
+/// on one database (several nodes); `None` without Postgres.
+pub fn pg_database() -> Option<String> {
+    Some(pg_cluster::Cluster::shared()?.database())
+}
+
+/// A store on the Postgres database at `url`, as one more node.
+pub async fn open_node(url: &str) -> Store {
+    Store::open_postgres(&PgOptions::new(url), StoreOptions::default())
+        .await
+        .unwrap()
+}
