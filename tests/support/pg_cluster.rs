@@ -5,7 +5,7 @@
 //!
 //! Postgres is Debian's `postgresql` package (`.ci/run` installs it). Where
 //! it is missing, [`Cluster::shared`] returns `None` and the Postgres half of
-//! a test is skipped with a line saying so, unless `ACTIONGATE_TEST_POSTGRES=1`
+//! a test is skipped with a line saying so, unless `PG_TESTS_REQUIRED=1`
 //! (set by CI), which makes a missing Postgres a failure.
 //!
 //! A watchdog process stops the cluster when the test process ends, however
@@ -33,7 +33,7 @@ static NEXT_DB: AtomicU64 = AtomicU64::new(0);
 
 /// Whether the run must have Postgres (CI sets it).
 pub fn required() -> bool {
-    std::env::var("ACTIONGATE_TEST_POSTGRES").is_ok_and(|v| v == "1")
+    std::env::var("PG_TESTS_REQUIRED").is_ok_and(|v| v == "1")
 }
 
 /// The directory holding `initdb`, `pg_ctl` and `postgres`.
@@ -71,7 +71,7 @@ impl Cluster {
             .get_or_init(|| match Cluster::start() {
                 Ok(c) => Some(c),
                 Err(e) if required() => {
-                    panic!("Postgres is required (ACTIONGATE_TEST_POSTGRES=1): {e}")
+                    panic!("Postgres is required (PG_TESTS_REQUIRED=1): {e}")
                 }
                 Err(e) => {
                     eprintln!("skipping the Postgres half of the tests: {e}");

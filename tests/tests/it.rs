@@ -5,6 +5,8 @@
 mod common;
 
 mod audit;
+mod cluster;
+mod cluster_dispatch;
 mod daemon;
 mod executor_crash;
 mod faults;

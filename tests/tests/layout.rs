@@ -44,6 +44,19 @@ fn the_gate_knows_no_http() {
     }
 }
 
+/// The daemon's routes, streams, page, MCP endpoint, connectors and
+/// data-dir commands all reach the store through the gate: the server does
+/// not depend on the store crate at all.
+#[test]
+fn the_server_reaches_the_store_only_through_the_gate() {
+    let deps = dependencies("server");
+    assert!(deps.contains("actiongate-gate"), "{deps:?}");
+    assert!(
+        !deps.contains("actiongate-store"),
+        "crates/server depends on actiongate-store"
+    );
+}
+
 #[test]
 fn the_client_knows_only_the_api() {
     let deps = dependencies("cli");

@@ -113,6 +113,19 @@ impl Caller {
         self.sees_all() || self.agent.as_deref() == Some(agent)
     }
 
+    /// Whoever runs a command on the daemon's data dir or database itself
+    /// (`actiongate keys ...`): holding them is holding every key, so this
+    /// caller administers. Recorded as `local`.
+    pub fn local() -> Caller {
+        Caller {
+            key_id: "local".to_owned(),
+            name: "local command line".to_owned(),
+            role: Role::Admin,
+            agent: None,
+            via: Some("local".to_owned()),
+        }
+    }
+
     /// An operator known to an adapter rather than by a key: a chat
     /// user on the connector's list of approvers. `identity` is what the
     /// decision records, e.g. `telegram:1234`.

@@ -26,8 +26,6 @@ use crate::transport::{OutboundRequest, Transport};
 const MAX_IDLE: Duration = Duration::from_secs(60);
 /// How many due actions one pass looks at.
 const BATCH: i64 = 256;
-/// Extra lease beyond the handler's timeout, for the answer to be recorded.
-const LEASE_SLACK: Duration = Duration::from_secs(30);
 
 /// How approved handler actions reach their executors, typed.
 #[derive(Debug, Clone)]
@@ -46,6 +44,10 @@ pub struct DispatchConfig {
     pub result_max_bytes: usize,
     /// How long a rotated-out handler secret stays valid.
     pub secret_grace: Duration,
+    /// Added to an attempt's timeout to make its lease: past the lease, an
+    /// attempt whose daemon went away is presumed lost and sent again (by
+    /// any daemon on the database).
+    pub lease_slack: Duration,
 }
 
 struct Limits {
@@ -136,7 +138,7 @@ impl Dispatcher {
             .map(|ms| Duration::from_millis(ms.max(1) as u64))
             .unwrap_or(self.cfg.default_timeout)
             .max(self.cfg.default_timeout);
-        chrono::Duration::from_std(timeout + LEASE_SLACK).unwrap_or_default()
+        chrono::Duration::from_std(timeout + self.cfg.lease_slack).unwrap_or_default()
     }
 
     /// Runs claimed attempt `c` in its own task, holding `slot` until done.
@@ -183,10 +185,14 @@ impl Dispatcher {
 pub async fn recover_in_flight(gate: &Gate) {
     let cfg = &gate.dispatcher().cfg;
     let max_attempts = cfg.retry_schedule.len() as i64 + 1;
-    // Whatever was in flight when the daemon last stopped is lost: make it due again.
+    // Whatever was in flight when the daemon last stopped is lost: make it
+    // due again. Not with other daemons on the database: what is running
+    // may be theirs, still in flight; a lost attempt is released when its
+    // lease lapses.
+    let all = !gate.store().is_shared();
     match gate
         .store()
-        .release_leases(Utc::now(), max_attempts, true)
+        .release_leases(Utc::now(), max_attempts, all)
         .await
     {
         Ok(released) if !released.is_empty() => {

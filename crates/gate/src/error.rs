@@ -200,7 +200,9 @@ impl From<StoreError> for GateError {
             ),
             StoreError::Unavailable(why) => {
                 tracing::warn!(error = %why, "database unavailable");
-                GateError::unavailable("the database is unavailable; nothing was written, retry shortly")
+                GateError::unavailable(
+                    "the database is unavailable; nothing was written, retry shortly",
+                )
             }
             StoreError::Closed => {
                 tracing::warn!(error = %err, "store unavailable");

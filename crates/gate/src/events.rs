@@ -9,7 +9,7 @@ use tokio::sync::broadcast;
 
 pub use actiongate_store::TypeFilter;
 use actiongate_store::audit::Anchor;
-use actiongate_store::{Event, Store, StoreError, WriteStats};
+use actiongate_store::{Event, Store, WriteStats};
 
 use crate::{Gate, GateResult};
 
@@ -21,12 +21,6 @@ pub struct EventLog {
 }
 
 impl EventLog {
-    /// The log of a store opened without a running gate (the data-dir
-    /// commands: `audit export`).
-    pub fn of(store: Store) -> EventLog {
-        EventLog { store }
-    }
-
     /// Events committed from now on, in `seq` order.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.store.subscribe()
@@ -38,8 +32,8 @@ impl EventLog {
     }
 
     /// The newest `seq` committed (by anyone).
-    pub async fn newest_seq(&self) -> Result<i64, StoreError> {
-        self.store.newest_seq().await
+    pub async fn newest_seq(&self) -> GateResult<i64> {
+        Ok(self.store.newest_seq().await?)
     }
 
     /// Up to `limit` events after `seq`, oldest first; only `agent`'s when given.
@@ -48,18 +42,18 @@ impl EventLog {
         seq: i64,
         agent: Option<&str>,
         limit: i64,
-    ) -> Result<Vec<Event>, StoreError> {
-        self.store.events_after(seq, agent, limit).await
+    ) -> GateResult<Vec<Event>> {
+        Ok(self.store.events_after(seq, agent, limit).await?)
     }
 
     /// Every event of one action, oldest first.
-    pub async fn action_events(&self, action_id: &str) -> Result<Vec<Event>, StoreError> {
-        self.store.action_events(action_id).await
+    pub async fn action_events(&self, action_id: &str) -> GateResult<Vec<Event>> {
+        Ok(self.store.action_events(action_id).await?)
     }
 
     /// Where the audit chain starts now (pruning moves it).
-    pub async fn audit_anchor(&self) -> Result<Anchor, StoreError> {
-        self.store.audit_anchor().await
+    pub async fn audit_anchor(&self) -> GateResult<Anchor> {
+        Ok(self.store.audit_anchor().await?)
     }
 
     /// The key that signs audit anchors and export end lines, if any.
@@ -68,8 +62,8 @@ impl EventLog {
     }
 
     /// The first `seq` written at or after `at`.
-    pub async fn first_seq_since(&self, at: DateTime<Utc>) -> Result<Option<i64>, StoreError> {
-        self.store.first_seq_since(at).await
+    pub async fn first_seq_since(&self, at: DateTime<Utc>) -> GateResult<Option<i64>> {
+        Ok(self.store.first_seq_since(at).await?)
     }
 }
 

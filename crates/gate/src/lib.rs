@@ -26,6 +26,7 @@
 
 pub mod actions;
 pub mod admin;
+pub mod audit;
 pub mod cache;
 pub mod caller;
 pub mod connectors;
@@ -40,6 +41,7 @@ pub mod notify;
 pub mod policy;
 pub mod retention;
 pub mod sign;
+pub mod storage;
 pub mod subscriptions;
 pub mod sweeper;
 pub mod template;
@@ -81,6 +83,11 @@ const PROFILE_CACHE_MAX: usize = 1024;
 /// invalidate the cache); this bounds how long a change made behind the
 /// daemon's back goes unseen.
 const HANDLER_TTL: Duration = Duration::from_secs(5);
+
+/// With several daemons on one database (Postgres), how long anything read
+/// from it is used without reading it again: a change made through another
+/// daemon (a profile, a handler, a revoked key) takes effect here within it.
+const SHARED_TTL: Duration = Duration::from_secs(1);
 
 /// Everything the gate is told at start, typed.
 #[derive(Clone)]
@@ -146,16 +153,19 @@ impl Gate {
         notify_transport: Arc<dyn Transport>,
         shutdown: CancellationToken,
     ) -> Gate {
+        // Another daemon's changes do not invalidate this one's caches.
+        let shared = store.is_shared();
+        let ttl = |alone: Option<Duration>| if shared { Some(SHARED_TTL) } else { alone };
         Gate(Arc::new(Inner {
             waiters: Waiters::new(store.clone(), shutdown.clone()),
             dispatcher: Dispatcher::new(config.dispatch.clone(), dispatch_transport),
             store,
             config,
             profiles: Mutex::new(HashMap::new()),
-            handlers: Cache::new(Some(HANDLER_TTL)),
+            handlers: Cache::new(ttl(Some(HANDLER_TTL))),
             compiled: Mutex::new(HashMap::new()),
-            secrets: Cache::new(Some(HANDLER_TTL)),
-            agent_profiles: Cache::new(None),
+            secrets: Cache::new(ttl(Some(HANDLER_TTL))),
+            agent_profiles: Cache::new(ttl(None)),
             keys: Cache::new(Some(KEY_TTL)),
             revocations: watch::Sender::new(0),
             handler_changes: watch::Sender::new(0),
@@ -163,6 +173,20 @@ impl Gate {
             notify_transport,
             shutdown,
         }))
+    }
+
+    /// The gate over `store` for a command that works on the database
+    /// without serving (keys, the audit export): it sends nothing, and its
+    /// background loops are not started.
+    pub fn offline(store: Store, config: GateConfig) -> Gate {
+        let refuse: Arc<dyn Transport> = Arc::new(transport::Refuse);
+        Gate::new(
+            store,
+            config,
+            refuse.clone(),
+            refuse,
+            CancellationToken::new(),
+        )
     }
 
     /// Starts the background loops (expiry, dispatch, notifications,

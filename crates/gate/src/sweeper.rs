@@ -11,11 +11,20 @@ use crate::Gate;
 /// Longest single sleep; a safety net should a wake-up ever be missed.
 const MAX_SLEEP: Duration = Duration::from_secs(300);
 
+/// Longest single sleep with other daemons on the database: their new
+/// deadlines wake only them, and should one stop, its items are expired here.
+const MAX_SLEEP_SHARED: Duration = Duration::from_secs(1);
+
 /// The wait before trying again after expiring failed.
 const RETRY: Duration = Duration::from_secs(1);
 
 /// Runs until shutdown.
 pub async fn run(gate: Gate) {
+    let max_sleep = if gate.store().is_shared() {
+        MAX_SLEEP_SHARED
+    } else {
+        MAX_SLEEP
+    };
     // Whether something may be due: on start (what became overdue while the
     // daemon was down), and when the earliest deadline passes. A new
     // deadline only sets the next wake-up; expiring is a write, and running
@@ -35,8 +44,8 @@ pub async fn run(gate: Gate) {
             Ok(Some(at)) => (at - Utc::now())
                 .to_std()
                 .unwrap_or(Duration::ZERO)
-                .min(MAX_SLEEP),
-            Ok(None) => MAX_SLEEP,
+                .min(max_sleep),
+            Ok(None) => max_sleep,
             Err(e) => {
                 tracing::error!(error = %e, "reading the next deadline failed");
                 Duration::from_secs(1)

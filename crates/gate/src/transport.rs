@@ -61,3 +61,21 @@ pub trait Transport: Send + Sync + 'static {
         req: OutboundRequest,
     ) -> Pin<Box<dyn Future<Output = Result<OutboundResponse, OutboundError>> + Send + '_>>;
 }
+
+/// A transport that sends nothing: for a gate opened by a command that
+/// works on the database without running the daemon's background loops.
+pub struct Refuse;
+
+impl Transport for Refuse {
+    fn post(
+        &self,
+        req: OutboundRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<OutboundResponse, OutboundError>> + Send + '_>> {
+        Box::pin(async move {
+            Err(OutboundError::Other(format!(
+                "not sent to {}: this gate does not send",
+                req.url
+            )))
+        })
+    }
+}

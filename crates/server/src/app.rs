@@ -16,9 +16,8 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use actiongate_store::{Role, Store, StoreOptions};
-
-use actiongate_gate::Gate;
+use actiongate_gate::storage::{self, AuditKey, Store, StoreOptions};
+use actiongate_gate::{Gate, Role};
 
 use crate::auth::issue_key;
 use crate::config::Settings;
@@ -64,10 +63,11 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Opens the store of `settings` (creating the data dir), applying migrations.
+/// Opens the store of `settings` (creating the data dir), applying
+/// migrations: the SQLite file in the data dir, or the Postgres database of
+/// `storage.database_url`.
 pub async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
     create_data_dir(&settings.data_dir)?;
-    warn_if_others_read(&settings.database_path());
     let opts = StoreOptions {
         durability: settings.storage.durability,
         batch_max: settings.storage.batch_max,
@@ -76,20 +76,33 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
         writer_cpu: settings.storage.writer_cpu,
         max_page_count: settings.storage.test_max_page_count,
         audit_key: Some(
-            actiongate_store::anchor::AuditKey::load_or_create(&settings.audit_key_path())
+            AuditKey::load_or_create(&settings.audit_key_path())
                 .map_err(|e| anyhow::anyhow!("audit key: {e}"))?,
         ),
         default_profile: Some(std::sync::Arc::new(settings.default_profile()?)),
         ..StoreOptions::default()
     };
-    Store::open(&settings.database_path(), opts)
-        .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot open database {}: {e}",
-                settings.database_path().display()
-            )
-        })
+    let target = settings.storage_target();
+    match &target {
+        storage::Target::Sqlite(path) => warn_if_others_read(path),
+        storage::Target::Postgres(_) => {
+            tracing::info!(database = %settings.database_shown(), "storage on Postgres");
+        }
+    }
+    storage::open(&target, opts).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot open database {}: {}",
+            settings.database_shown(),
+            e.detail
+        )
+    })
+}
+
+/// The gate over the store of `settings`, for the commands that work on
+/// it without serving (`keys`, `audit export`): no loops, nothing sent.
+pub async fn open_offline(settings: &Settings) -> anyhow::Result<Gate> {
+    let store = open_store(settings).await?;
+    Ok(Gate::offline(store, settings.gate_config()?))
 }
 
 /// Creates `dir` (and its parents) if missing, for its owner alone: it
@@ -134,7 +147,11 @@ pub async fn ensure_admin_key(store: &Store, data_dir: &Path) -> anyhow::Result<
         return Ok(());
     }
     let issued = issue_key(Role::Admin, None, Some("first admin key".to_owned()));
-    store.create_key(issued.record).await?;
+    // Checked again where it is written: of daemons starting together on
+    // one empty database, one mints the key.
+    if store.create_first_admin_key(issued.record).await?.is_none() {
+        return Ok(());
+    }
     let path = data_dir.join("admin.key");
     eprintln!(
         "actiongate: no admin key was active; created one (shown once; also in {}):",

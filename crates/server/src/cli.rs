@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use actiongate_store::Role;
+use actiongate_gate::Role;
+use actiongate_gate::storage::{self, AuditKey};
 
 use crate::config::{FlagOverrides, LogFormat, Settings};
 
@@ -20,6 +21,12 @@ pub struct Cli {
     /// Data directory holding the database (default ./data).
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
+    /// Keep everything in this Postgres database instead of the SQLite
+    /// file in the data dir (`postgres://user:password@host:port/db`;
+    /// setting `storage.database_url`). Daemons given the same URL act as
+    /// one gate.
+    #[arg(long, global = true, value_name = "URL")]
+    pub database_url: Option<String>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -192,6 +199,10 @@ pub fn main() -> std::process::ExitCode {
 fn flag_overrides(cli: &Cli) -> FlagOverrides {
     let mut flags = FlagOverrides {
         data_dir: cli.data_dir.clone(),
+        storage: cli
+            .database_url
+            .clone()
+            .map(|database_url| crate::config::StorageFlags { database_url }),
         ..FlagOverrides::default()
     };
     if let Command::Serve(args) = &cli.command {
@@ -206,7 +217,7 @@ fn flag_overrides(cli: &Cli) -> FlagOverrides {
 fn serve_settings(cli: &Cli) -> anyhow::Result<Settings> {
     let settings = Settings::load(cli.config.as_deref(), &flag_overrides(cli))?;
     if let Some(cpu) = settings.storage.writer_cpu {
-        actiongate_store::cpus::keep_off(cpu)
+        storage::cpus::keep_off(cpu)
             .map_err(|e| anyhow::anyhow!("storage.writer_cpu = {cpu}: {e}"))?;
     }
     Ok(settings)
@@ -216,8 +227,8 @@ fn serve_settings(cli: &Cli) -> anyhow::Result<Settings> {
 async fn serve_daemon(settings: Settings) -> anyhow::Result<()> {
     init_logging(&settings);
     if let Some(cpu) = settings.storage.writer_cpu {
-        let others = actiongate_store::cpus::allowed()
-            .map(|c| actiongate_store::cpus::list(&c))
+        let others = storage::cpus::allowed()
+            .map(|c| storage::cpus::list(&c))
             .unwrap_or_default();
         tracing::info!(cpu, others, "the writer has a CPU to itself");
     }
@@ -239,12 +250,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(_) => anyhow::bail!("serve runs through serve_daemon"),
         Command::Migrate => {
             let settings = Settings::load(cli.config.as_deref(), &flags)?;
-            crate::app::create_data_dir(&settings.data_dir)?;
-            let n = actiongate_store::migrate(&settings.database_path()).await?;
-            println!(
-                "database {} is at migration {n}",
-                settings.database_path().display()
-            );
+            if settings.storage.database_url.is_none() {
+                crate::app::create_data_dir(&settings.data_dir)?;
+            }
+            let n = storage::migrate(&settings.storage_target())
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.detail))?;
+            println!("database {} is at migration {n}", settings.database_shown());
             Ok(())
         }
         Command::Keys(cmd) => {
@@ -259,18 +271,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Audit(AuditCommand::Export { since, until, out }) => {
             let settings = Settings::load(cli.config.as_deref(), &flags)?;
             existing_database(&settings)?;
-            let store = crate::app::open_store(&settings).await?;
-            let range = crate::audit::Range { since, until };
-            let result = audit_export(&store, range, out.as_deref()).await;
-            store.close().await;
+            let gate = crate::app::open_offline(&settings).await?;
+            let range = actiongate_gate::audit::Range { since, until };
+            let result = audit_export(&gate, range, out.as_deref()).await;
+            gate.close().await;
             result
         }
         Command::Client(_) => anyhow::bail!("client commands run through actiongate_cli::run"),
     }
 }
 
-/// Fails unless the database of `settings` exists.
+/// Fails unless the database of `settings` exists (a Postgres database is
+/// found when it is opened).
 fn existing_database(settings: &Settings) -> anyhow::Result<()> {
+    if settings.storage.database_url.is_some() {
+        return Ok(());
+    }
     let path = settings.database_path();
     if path.exists() {
         Ok(())
@@ -283,8 +299,8 @@ fn existing_database(settings: &Settings) -> anyhow::Result<()> {
 }
 
 async fn audit_export(
-    store: &actiongate_store::Store,
-    range: crate::audit::Range,
+    gate: &actiongate_gate::Gate,
+    range: actiongate_gate::audit::Range,
     out: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
     use futures::TryStreamExt;
@@ -296,10 +312,14 @@ async fn audit_export(
         )),
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
-    let stream = crate::audit::export(actiongate_gate::events::EventLog::of(store.clone()), range);
+    let stream = actiongate_gate::audit::export(gate.event_log(), range);
     futures::pin_mut!(stream);
-    while let Some(chunk) = stream.try_next().await? {
-        sink.write_all(&chunk)?;
+    while let Some(chunk) = stream
+        .try_next()
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", e.detail))?
+    {
+        sink.write_all(chunk.as_bytes())?;
     }
     sink.flush()?;
     Ok(())
@@ -310,7 +330,7 @@ fn audit_verify(
     from_anchor: Option<&str>,
     key: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
-    use actiongate_store::audit::Anchor;
+    use actiongate_gate::audit::Anchor;
     let from = match from_anchor {
         Some(text) => {
             let parsed = text.split_once(':').and_then(|(seq, hash)| {
@@ -327,16 +347,13 @@ fn audit_verify(
         None => None,
     };
     let key = match key {
-        Some(path) => Some(
-            actiongate_store::anchor::AuditKey::load(path)
-                .map_err(|e| anyhow::anyhow!("--key: {e}"))?,
-        ),
+        Some(path) => Some(AuditKey::load(path).map_err(|e| anyhow::anyhow!("--key: {e}"))?),
         None => None,
     };
-    let opts = actiongate_store::audit_verify::VerifyOptions { from, key };
+    let opts = actiongate_gate::audit::VerifyOptions { from, key };
     let f = std::fs::File::open(file)
         .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", file.display()))?;
-    match crate::audit::verify(std::io::BufReader::new(f), &opts) {
+    match actiongate_gate::audit::verify(std::io::BufReader::new(f), &opts) {
         Ok(v) => {
             println!(
                 "ok: {} lines; the chain starts at seq {} ({}) and ends at seq {} ({})",
@@ -370,13 +387,16 @@ async fn keys(settings: &Settings, cmd: KeysCommand) -> anyhow::Result<()> {
     if !matches!(cmd, KeysCommand::Create { .. }) {
         existing_database(settings)?;
     }
-    let store = crate::app::open_store(settings).await?;
-    let result = keys_on(&store, cmd).await;
-    store.close().await;
+    let gate = crate::app::open_offline(settings).await?;
+    let result = keys_on(&gate, cmd).await;
+    gate.close().await;
     result
 }
 
-async fn keys_on(store: &actiongate_store::Store, cmd: KeysCommand) -> anyhow::Result<()> {
+/// The command line's key commands, as the local administrator.
+async fn keys_on(gate: &actiongate_gate::Gate, cmd: KeysCommand) -> anyhow::Result<()> {
+    let local = actiongate_gate::Caller::local();
+    let fail = |e: actiongate_gate::GateError| anyhow::anyhow!("{}", e.detail);
     match cmd {
         KeysCommand::Create {
             role,
@@ -384,10 +404,11 @@ async fn keys_on(store: &actiongate_store::Store, cmd: KeysCommand) -> anyhow::R
             name,
             json,
         } => {
-            actiongate_gate::admin::validate_new_key(role, agent.as_deref(), name.as_deref())
-                .map_err(|e| anyhow::anyhow!("{}", e.detail))?;
-            let issued = crate::auth::issue_key(role, agent, name);
-            let stored = store.create_key(issued.record).await?;
+            let issued = gate
+                .create_key(&local, role, agent, name)
+                .await
+                .map_err(fail)?;
+            let stored = issued.key;
             if json {
                 println!(
                     "{}",
@@ -404,7 +425,7 @@ async fn keys_on(store: &actiongate_store::Store, cmd: KeysCommand) -> anyhow::R
             }
         }
         KeysCommand::List { json } => {
-            let keys = store.list_keys().await?;
+            let keys = gate.list_keys(&local).await.map_err(fail)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&keys)?);
             } else {
@@ -429,9 +450,12 @@ async fn keys_on(store: &actiongate_store::Store, cmd: KeysCommand) -> anyhow::R
             }
         }
         KeysCommand::Revoke { id } => {
-            let key = store.revoke_key(&id).await.map_err(|e| match e {
-                actiongate_store::StoreError::NotFound => anyhow::anyhow!("no key '{id}'"),
-                other => other.into(),
+            let key = gate.revoke_key(&local, &id).await.map_err(|e| {
+                if e.is_not_found() {
+                    anyhow::anyhow!("no key '{id}'")
+                } else {
+                    fail(e)
+                }
             })?;
             println!("revoked {}", key.id);
         }

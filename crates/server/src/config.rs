@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use actiongate_store::Durability;
+use actiongate_gate::storage::{Durability, PgOptions, Target};
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
@@ -102,6 +102,9 @@ pub struct DispatchSettings {
     pub result_max_bytes: usize,
     /// How long a rotated-out handler secret stays valid.
     pub secret_grace: Dur,
+    /// Added to an attempt's timeout to make its lease: past it, an attempt
+    /// whose daemon went away is sent again, by any daemon on the database.
+    pub lease_slack: Dur,
 }
 
 impl Default for DispatchSettings {
@@ -115,6 +118,7 @@ impl Default for DispatchSettings {
             async_result_timeout: Dur::secs(3600),
             result_max_bytes: 256 * 1024,
             secret_grace: Dur::secs(24 * 3600),
+            lease_slack: Dur::secs(30),
         }
     }
 }
@@ -139,6 +143,7 @@ impl DispatchSettings {
             )?,
             result_max_bytes: self.result_max_bytes,
             secret_grace: self.secret_grace.get(),
+            lease_slack: nonzero("dispatch.lease_slack", self.lease_slack)?,
         })
     }
 }
@@ -197,9 +202,71 @@ pub struct StorageSettings {
     /// can make the database "full" without filling a disk. Unset in
     /// production.
     pub test_max_page_count: Option<u64>,
+    /// `postgres://user:password@host:port/db`: keep everything in this
+    /// Postgres database, shared by every daemon given the same URL,
+    /// instead of the SQLite file in the data dir. The settings above are
+    /// SQLite's; the ones below, Postgres'.
+    pub database_url: Option<String>,
+    /// Most connections to Postgres this daemon opens.
+    pub pool_size: u32,
+    /// How long a request waits for a Postgres connection before it fails
+    /// with 503.
+    pub connect_timeout: Dur,
+    /// Longest a Postgres statement may run before it is cancelled (503).
+    pub statement_timeout: Dur,
+    /// Longest this daemon goes without reading the shared event log when
+    /// no notification arrives (at most 1s).
+    pub poll_interval: Dur,
+}
+
+/// `url` with its password (if any) replaced, for logs and errors.
+pub fn redacted_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) => {
+            if u.password().is_some() {
+                let _ = u.set_password(Some("***"));
+            }
+            u.to_string()
+        }
+        Err(_) => "(unparsable URL)".to_owned(),
+    }
 }
 
 impl StorageSettings {
+    /// How to reach Postgres, when `database_url` is set.
+    pub fn postgres(&self) -> Option<PgOptions> {
+        let url = self.database_url.as_ref()?;
+        Some(PgOptions {
+            url: url.clone(),
+            max_connections: self.pool_size,
+            connect_timeout: self.connect_timeout.get(),
+            statement_timeout: self.statement_timeout.get(),
+            poll_interval: self.poll_interval.get(),
+        })
+    }
+
+    /// Checks the Postgres settings.
+    fn check(&self) -> anyhow::Result<()> {
+        if let Some(url) = &self.database_url
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            anyhow::bail!(
+                "storage.database_url: must start with postgres:// (got {})",
+                redacted_url(url)
+            );
+        }
+        if !(2..=1000).contains(&self.pool_size) {
+            anyhow::bail!("storage.pool_size: must be 2-1000");
+        }
+        if self.poll_interval.get() > Duration::from_secs(1) || self.poll_interval.get().is_zero() {
+            anyhow::bail!("storage.poll_interval: more than 0s, at most 1s");
+        }
+        if self.connect_timeout.get().is_zero() || self.statement_timeout.get().is_zero() {
+            anyhow::bail!("storage.connect_timeout and storage.statement_timeout: more than 0s");
+        }
+        Ok(())
+    }
+
     /// [`StorageSettings::commit_delay`], at most 100ms; unset, the one
     /// that suits the durability ([`Durability::commit_delay`]).
     pub fn commit_delay(&self) -> anyhow::Result<Duration> {
@@ -275,6 +342,11 @@ impl Default for StorageSettings {
             read_connections: 4,
             writer_cpu: None,
             test_max_page_count: None,
+            database_url: None,
+            pool_size: 16,
+            connect_timeout: Dur::secs(5),
+            statement_timeout: Dur::secs(10),
+            poll_interval: Dur::millis(500),
         }
     }
 }
@@ -301,6 +373,16 @@ pub struct FlagOverrides {
     /// `--log-format`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_format: Option<LogFormat>,
+    /// `--database-url`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageFlags>,
+}
+
+/// Storage settings given by flags.
+#[derive(Debug, Clone, Serialize)]
+pub struct StorageFlags {
+    /// `--database-url`.
+    pub database_url: String,
 }
 
 /// `ACTIONGATE_*` variables that are not settings: read by the client
@@ -348,6 +430,7 @@ impl Settings {
         }
         self.default_profile()?;
         self.storage.commit_delay()?;
+        self.storage.check()?;
         self.events.check()?;
         self.webhooks.check()?;
         self.connectors.check()?;
@@ -408,6 +491,23 @@ impl Settings {
             retention: self.events.retention(),
             prune_interval: self.events.prune_interval.get(),
         })
+    }
+
+    /// The database: Postgres when `storage.database_url` is set, else the
+    /// SQLite file in the data dir.
+    pub fn storage_target(&self) -> Target {
+        match self.storage.postgres() {
+            Some(pg) => Target::Postgres(pg),
+            None => Target::Sqlite(self.database_path()),
+        }
+    }
+
+    /// The database as logs and errors name it (a URL without its password).
+    pub fn database_shown(&self) -> String {
+        match &self.storage.database_url {
+            Some(url) => redacted_url(url),
+            None => self.database_path().display().to_string(),
+        }
     }
 
     /// Path of the SQLite database file.

@@ -11,7 +11,6 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use actiongate_gate::{ErrorCode, GateError};
-use actiongate_store::StoreError;
 
 pub use actiongate_api::{FieldError, Problem};
 
@@ -227,12 +226,6 @@ impl From<GateError> for ApiError {
             current_status: err.current_status,
             retry_after: (err.code == ErrorCode::DatabaseBusy).then_some(2),
         }
-    }
-}
-
-impl From<StoreError> for ApiError {
-    fn from(err: StoreError) -> Self {
-        GateError::from(err).into()
     }
 }
 

@@ -16,7 +16,6 @@
 //! route extracts, calls the gate, and maps the answer.
 
 pub mod app;
-pub mod audit;
 pub mod auth;
 pub mod cli;
 pub mod config;

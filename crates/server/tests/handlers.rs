@@ -452,10 +452,12 @@ async fn sensitive_params_are_masked_in_responses_and_events() {
         assert!(!body.to_string().contains("tok-SECRET-123"), "{body}");
     }
     // The event log (the audit trail) never holds the secret either.
-    let store =
-        actiongate_store::Store::open(&app.dir.path().join("actiongate.db"), Default::default())
-            .await
-            .unwrap();
+    let store = actiongate_gate::storage::Store::open(
+        &app.dir.path().join("actiongate.db"),
+        Default::default(),
+    )
+    .await
+    .unwrap();
     let events = store.events_after(0, None, 1000).await.unwrap();
     assert!(events.iter().any(|e| e.kind == "permission.needed"));
     for e in &events {

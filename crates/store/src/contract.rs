@@ -235,6 +235,9 @@ contract! {
     pub async fn revoke_key(&self, id: &str) -> Result<ApiKey, StoreError>;
     /// Whether key `id` exists and is not revoked.
     pub async fn key_active(&self, id: &str) -> Result<bool, StoreError>;
+    /// Stores `key`, an admin key, only if no admin key is active (across
+    /// every node): what a first start does. `None`: one was active.
+    pub async fn create_first_admin_key(&self, key: NewKey) -> Result<Option<ApiKey>, StoreError>;
     /// How many admin keys are not revoked.
     pub async fn active_admin_keys(&self) -> Result<i64, StoreError>;
 

@@ -116,6 +116,37 @@ impl SqliteStore {
         .await?)
     }
 
+    /// Stores `key`, an admin key, only if no admin key is active: what a
+    /// first start does. `None`: one was active, nothing stored.
+    pub async fn create_first_admin_key(&self, key: NewKey) -> Result<Option<ApiKey>, StoreError> {
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let active: i64 = sqlx::query_scalar(
+                        "SELECT COUNT(*) FROM api_keys WHERE role = 'admin' AND revoked_at IS NULL",
+                    )
+                    .fetch_one(&mut *conn)
+                    .await?;
+                    if active > 0 {
+                        return Ok(None);
+                    }
+                    let row = sqlx::query(concat!(
+                        "INSERT INTO api_keys (id, name, role, agent, hash, created_at) \
+                         VALUES (?, ?, 'admin', NULL, ?, ?) RETURNING ",
+                        key_columns!()
+                    ))
+                    .bind(&key.id)
+                    .bind(&key.name)
+                    .bind(&key.hash)
+                    .bind(to_ms(now()))
+                    .fetch_one(conn)
+                    .await?;
+                    from_row(&row).map(Some)
+                })
+            })
+            .await
+    }
+
     /// How many admin keys are not revoked.
     pub async fn active_admin_keys(&self) -> Result<i64, StoreError> {
         Ok(sqlx::query_scalar(

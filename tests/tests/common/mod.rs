@@ -10,6 +10,10 @@ use serde_json::Value;
 
 pub mod daemon;
 
+/// A throwaway Postgres cluster, one per test process.
+#[path = "../../support/pg_cluster.rs"]
+pub mod pg_cluster;
+
 /// `target/<profile>/<name>`, built by `cargo test --workspace` (the
 /// server's and executor's integration tests make cargo build their
 /// binaries) or `cargo build -p actiongate -p actiongate-executor`.

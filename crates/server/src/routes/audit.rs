@@ -11,10 +11,10 @@ use futures::TryStreamExt;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use crate::audit::{Range, export};
 use crate::auth::Operator;
 use crate::error::{ApiError, ApiQuery, ApiResult, Problem};
 use crate::state::AppState;
+use actiongate_gate::audit::{Range, export};
 
 /// Routes of this module.
 pub fn router() -> Router<AppState> {

@@ -35,7 +35,7 @@ impl TestApp {
             ..Settings::default()
         };
         settings.actions.min_timeout = "1s".parse().unwrap();
-        settings.storage.durability = actiongate_store::Durability::Normal;
+        settings.storage.durability = actiongate_gate::storage::Durability::Normal;
         tweak(&mut settings);
         settings.validate().unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

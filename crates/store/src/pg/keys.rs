@@ -83,6 +83,38 @@ impl Postgres {
         .await?)
     }
 
+    /// Stores `key`, an admin key, only if no admin key is active: what a
+    /// first start does. Nodes starting together on an empty database take
+    /// turns (an advisory lock), so one of them mints the key.
+    pub async fn create_first_admin_key(&self, key: NewKey) -> Result<Option<ApiKey>, StoreError> {
+        let mut tx = self.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('actiongate.first_admin_key'))")
+            .execute(&mut *tx)
+            .await?;
+        let active: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM api_keys WHERE role = 'admin' AND revoked_at IS NULL",
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        if active > 0 {
+            return Ok(None);
+        }
+        let row = sqlx::query(concat!(
+            "INSERT INTO api_keys (id, name, role, agent, hash, created_at) \
+             VALUES ($1, $2, 'admin', NULL, $3, $4) RETURNING ",
+            key_columns!()
+        ))
+        .bind(&key.id)
+        .bind(&key.name)
+        .bind(&key.hash)
+        .bind(to_ms(now()))
+        .fetch_one(&mut *tx)
+        .await?;
+        let key = from_row(&row)?;
+        self.commit(tx, Vec::new()).await?;
+        Ok(Some(key))
+    }
+
     /// How many admin keys are not revoked.
     pub async fn active_admin_keys(&self) -> Result<i64, StoreError> {
         Ok(sqlx::query_scalar(

@@ -1,18 +1,18 @@
-//! Audit exports: the event log as JSON lines chained by hashes (see
-//! `actiongate_store::audit` for the chain), streamed by `GET /v1/audit` and
-//! written by `actiongate audit export`, each ending in a final anchor line
-//! (signed with the daemon's audit key); and `actiongate audit verify`.
+//! The audit export: the event log as JSON lines chained by hashes (see
+//! `actiongate_store::audit` for the chain), ending in a final anchor line
+//! signed with the daemon's audit key; and the strict check of an export.
+//! `GET /v1/audit` and `actiongate audit export` both stream [`export`].
 
-use std::io::BufRead;
-
-use axum::body::Bytes;
 use chrono::{DateTime, Utc};
 use futures::Stream;
 
-use actiongate_gate::events::EventLog;
-use actiongate_store::StoreError;
-use actiongate_store::audit::{Anchor, audit_line};
-use actiongate_store::audit_verify::{Report, VerifyOptions, end_line};
+pub use actiongate_store::audit::Anchor;
+use actiongate_store::audit::audit_line;
+use actiongate_store::audit_verify::end_line;
+pub use actiongate_store::audit_verify::{Report, VerifyOptions};
+
+use crate::GateError;
+use crate::events::EventLog;
 
 /// Events read per query.
 const PAGE: i64 = 1000;
@@ -28,17 +28,18 @@ pub struct Range {
     pub until: Option<DateTime<Utc>>,
 }
 
-/// The export as a stream of lines, each ending in a newline.
-pub fn export(store: EventLog, range: Range) -> impl Stream<Item = Result<Bytes, StoreError>> {
+/// The export as a stream of chunks of whole lines, each line ending in a
+/// newline.
+pub fn export(log: EventLog, range: Range) -> impl Stream<Item = Result<String, GateError>> {
     async_stream::try_stream! {
         // Events committed later are not part of this export.
-        let newest = store.last_seq();
+        let newest = log.last_seq();
         let first = match range.since {
-            Some(t) => store.first_seq_since(t).await?,
+            Some(t) => log.first_seq_since(t).await?,
             None => Some(0),
         };
         let end = match range.until {
-            Some(t) => store.first_seq_since(t).await?.unwrap_or(i64::MAX),
+            Some(t) => log.first_seq_since(t).await?.unwrap_or(i64::MAX),
             None => i64::MAX,
         }
         .min(newest.saturating_add(1));
@@ -46,9 +47,9 @@ pub fn export(store: EventLog, range: Range) -> impl Stream<Item = Result<Bytes,
             // The chain is computed from the anchor; if pruning moved the
             // anchor while the first page was read, read it again.
             let (anchor, mut page) = loop {
-                let anchor = store.audit_anchor().await?;
-                let page = store.events_after(anchor.seq, None, PAGE).await?;
-                if store.audit_anchor().await? == anchor {
+                let anchor = log.audit_anchor().await?;
+                let page = log.events_after(anchor.seq, None, PAGE).await?;
+                if log.audit_anchor().await? == anchor {
                     break (anchor, page);
                 }
             };
@@ -60,7 +61,7 @@ pub fn export(store: EventLog, range: Range) -> impl Stream<Item = Result<Bytes,
                 for ev in &page {
                     if ev.seq >= end {
                         if !chunk.is_empty() {
-                            yield Bytes::from(chunk);
+                            yield chunk;
                         }
                         break 'pages;
                     }
@@ -74,14 +75,14 @@ pub fn export(store: EventLog, range: Range) -> impl Stream<Item = Result<Bytes,
                     prev = hash;
                 }
                 if !chunk.is_empty() {
-                    yield Bytes::from(chunk);
+                    yield chunk;
                 }
-                page = store.events_after(last, None, PAGE).await?;
+                page = log.events_after(last, None, PAGE).await?;
             }
             if exported > 0 {
-                let mut end = end_line(exported, &last_line, store.audit_key());
+                let mut end = end_line(exported, &last_line, log.audit_key());
                 end.push('\n');
-                yield Bytes::from(end);
+                yield end;
             }
         }
     }
@@ -89,6 +90,9 @@ pub fn export(store: EventLog, range: Range) -> impl Stream<Item = Result<Bytes,
 
 /// Checks an export strictly (see `actiongate_store::audit_verify`); the
 /// error names the first bad line (1-based; 0 for an empty file).
-pub fn verify(reader: impl BufRead, opts: &VerifyOptions) -> Result<Report, (usize, String)> {
+pub fn verify(
+    reader: impl std::io::BufRead,
+    opts: &VerifyOptions,
+) -> Result<Report, (usize, String)> {
     actiongate_store::audit_verify::verify(reader.lines(), opts)
 }

@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# Several daemons on one Postgres against one daemon on SQLite: durable
+# actions per second and CPU per request with 1, 2 and 3 daemons on
+# Postgres and 1 on SQLite, and the cross-node wake (an agent's long-poll on
+# one daemon, the operator's decision on another). See README.md beside it.
+#
+# The system under test (the daemons and Postgres) runs on CPU $SUT_CPU (0),
+# wrk on CPU $LOAD_CPU (1): one wrk per daemon at once, $CONNECTIONS
+# connections in all. Each setup starts on a fresh database, warms up for
+# $WARMUP s, then loads POST /v1/actions (a decision-only action allowed
+# under `standard`, stored durably) for $DURATION s. CPU per request is
+# utime+stime (/proc/PID/stat) of the daemons, and of every Postgres
+# process, divided by the 2xx answers.
+#
+# Environment: BIN (required: an actiongate binary, release build),
+# DURATION (10), WARMUP (2), CONNECTIONS (24), WAKES (50), SUT_CPU (0),
+# LOAD_CPU (1), OUT (default bench/out/cluster-<UTC stamp>).
+# Needs: wrk, curl, jq, taskset, Debian's postgresql (initdb, pg_ctl).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+COST=$ROOT/bench/cost
+BIN=${BIN:-}
+DURATION=${DURATION:-10}
+WARMUP=${WARMUP:-2}
+CONNECTIONS=${CONNECTIONS:-24}
+WAKES=${WAKES:-50}
+SUT_CPU=${SUT_CPU:-0}
+LOAD_CPU=${LOAD_CPU:-1}
+OUT=${OUT:-$ROOT/bench/out/cluster-$(date -u +%Y%m%dT%H%M%SZ)}
+
+die() {
+  echo "run.sh: $*" >&2
+  exit 1
+}
+for tool in wrk curl jq taskset getconf; do
+  command -v "$tool" >/dev/null || die "$tool not found"
+done
+[ -x "$BIN" ] || die "set BIN to an actiongate binary"
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+PGBIN=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort | tail -1)
+[ -x "$PGBIN/initdb" ] || die "no Postgres (apt-get install postgresql)"
+
+TCK=$(getconf CLK_TCK)
+mkdir -p "$OUT/logs"
+WORK=$OUT/work
+mkdir -p "$WORK"
+RESULTS=$OUT/results.tsv
+printf 'setup\tdaemons\trequests\trps\tdaemon_us_per_req\tpostgres_us_per_req\tp50_ms\tp99_ms\n' >"$RESULTS"
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "host: nproc $(nproc), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+  echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "binary: $BIN"
+  echo "postgres: $("$PGBIN/postgres" --version)"
+  echo "load: ${DURATION}s, $CONNECTIONS connections over one wrk per daemon on CPU $LOAD_CPU; daemons and Postgres on CPU $SUT_CPU"
+  echo "loadavg at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$OUT/machine.txt"
+
+PIDS=()
+RUNAS=()
+if [ "$(id -u)" = 0 ]; then RUNAS=(runuser -u postgres --); fi
+PGDATA=$WORK/pg
+stop_daemons() {
+  for pid in "${PIDS[@]}"; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  PIDS=()
+}
+cleanup() {
+  stop_daemons
+  [ -d "$PGDATA" ] && "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$PGDATA" -m immediate stop >/dev/null 2>&1 || true
+  [ -d "$WORK" ] && rm -rf -- "$WORK"
+}
+trap cleanup EXIT
+
+free_port() {
+  local port
+  for _ in $(seq 1 50); do
+    port=$((20000 + RANDOM % 40000))
+    if ! (: <"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "$port"
+      return
+    fi
+  done
+  die "no free port"
+}
+
+# Postgres: one throwaway cluster for the run, on SUT_CPU, durable commits.
+PGPORT=$(free_port)
+mkdir -p "$PGDATA"
+[ "$(id -u)" = 0 ] && chown -R postgres:postgres "$WORK"
+"${RUNAS[@]}" "$PGBIN/initdb" -D "$PGDATA" -U postgres --auth=trust -E UTF8 >"$OUT/logs/initdb.log"
+"${RUNAS[@]}" taskset -c "$SUT_CPU" "$PGBIN/pg_ctl" -D "$PGDATA" -l "$WORK/pg.log" -w \
+  -o "-p $PGPORT -k $WORK -c listen_addresses=127.0.0.1 -c max_connections=200" start >/dev/null
+PGPID=$(head -1 "$PGDATA/postmaster.pid")
+psql_do() { psql -h 127.0.0.1 -p "$PGPORT" -U postgres -d postgres -Atqc "$1"; }
+
+# Ticks of the daemons, and of every process of the cluster.
+ticks_of() {
+  local sum=0 pid line rest
+  for pid in "$@"; do
+    read -r line <"/proc/$pid/stat" || continue
+    rest=${line##*) }
+    # shellcheck disable=SC2086
+    set -- $rest
+    sum=$((sum + ${12} + ${13}))
+  done
+  echo "$sum"
+}
+pg_pids() { echo "$PGPID $(pgrep -P "$PGPID" | tr '\n' ' ')"; }
+
+# start_nodes N URL: N daemons on SUT_CPU (URL empty: SQLite); sets BASES.
+start_nodes() {
+  local n=$1 url=$2 i dir port
+  BASES=()
+  for i in $(seq 1 "$n"); do
+    dir=$WORK/node$i
+    mkdir -p "$dir"
+    port=$(free_port)
+    (cd "$dir" && exec env ${url:+ACTIONGATE_STORAGE__DATABASE_URL=$url} ACTIONGATE_LOG=warn \
+      taskset -c "$SUT_CPU" "$BIN" serve --data-dir data --listen "127.0.0.1:$port") \
+      >"$OUT/logs/$SETUP-node$i.log" 2>&1 &
+    PIDS+=($!)
+    BASES+=("http://127.0.0.1:$port")
+    for _ in $(seq 1 100); do
+      curl -fsS -o /dev/null "${BASES[-1]}/readyz" 2>/dev/null && break
+      sleep 0.1
+    done
+    curl -fsS -o /dev/null "${BASES[-1]}/readyz" || die "$SETUP node $i not ready"
+  done
+  ADMIN=$(tr -d '[:space:]' <"$WORK/node1/data/admin.key")
+  api() { curl -fsS -X "$1" "${BASES[0]}$2" -H "authorization: Bearer $ADMIN" -H 'content-type: application/json' -d "$3"; }
+  (umask 077 && api POST /v1/keys '{"role":"agent","agent":"bench"}' | jq -er .key >"$WORK/agent.key")
+  api PUT /v1/agents/bench '{"profile":"standard"}' >/dev/null
+}
+
+# wrk_all SECONDS: one wrk per daemon at once; prints summed requests, ok, max p99, median p50.
+wrk_all() {
+  local per=$((CONNECTIONS / ${#BASES[@]})) base i=0
+  ((per >= 1)) || per=1
+  for base in "${BASES[@]}"; do
+    taskset -c "$LOAD_CPU" wrk -t1 -c "$per" -d "${1}s" --latency -s "$COST/post.lua" \
+      "$base/v1/actions" -- "$COST/action.json" "$WORK/agent.key" | grep '^requests=' >"$WORK/wrk.$i" &
+    i=$((i + 1))
+  done
+  wait
+  cat "$WORK"/wrk.* >>"$OUT/logs/wrk.txt"
+  awk '{ for (f = 1; f <= NF; f++) { split($f, kv, "="); v[kv[1]] = kv[2] }
+         ok += v["ok"]; bad += v["other"] + v["errors"]; p50 += v["p50_us"]; if (v["p99_us"] > p99) p99 = v["p99_us"] }
+       END { printf "%d %d %.0f %d\n", ok, bad, p50 / NR, p99 }' "$WORK"/wrk.*
+  rm -f "$WORK"/wrk.*
+}
+
+# measure SETUP N URL
+measure() {
+  SETUP=$1
+  local n=$2 url=$3 d0 d1 p0 p1 ok bad p50 p99
+  start_nodes "$n" "$url"
+  wrk_all "$WARMUP" >/dev/null
+  d0=$(ticks_of "${PIDS[@]}")
+  p0=$(ticks_of $(pg_pids))
+  read -r ok bad p50 p99 < <(wrk_all "$DURATION")
+  d1=$(ticks_of "${PIDS[@]}")
+  p1=$(ticks_of $(pg_pids))
+  ((bad == 0)) || die "$SETUP: $bad non-2xx answers or socket errors"
+  awk -v OFS='\t' -v s="$SETUP" -v n="$n" -v ok="$ok" -v d="$DURATION" -v dt="$((d1 - d0))" \
+    -v pt="$((p1 - p0))" -v tck="$TCK" -v p50="$p50" -v p99="$p99" -v pg="$url" \
+    'BEGIN { print s, n, ok, sprintf("%.0f", ok / d), sprintf("%.1f", dt * 1e6 / tck / ok),
+             (pg == "" ? "-" : sprintf("%.1f", pt * 1e6 / tck / ok)), sprintf("%.2f", p50 / 1000), sprintf("%.2f", p99 / 1000) }' >>"$RESULTS"
+  tail -1 "$RESULTS"
+  stop_daemons
+}
+
+measure sqlite-1 1 ""
+for n in 1 2 3; do
+  psql_do "CREATE DATABASE bench$n"
+  measure "postgres-$n" "$n" "postgres://postgres@127.0.0.1:$PGPORT/bench$n"
+done
+
+# Cross-node wake: the agent long-polls on node 1, the operator approves on
+# node 2; the time from the approval's answer to the poll's.
+psql_do "CREATE DATABASE wake"
+SETUP=wake
+start_nodes 2 "postgres://postgres@127.0.0.1:$PGPORT/wake"
+(umask 077 && curl -fsS -X POST "${BASES[0]}/v1/keys" -H "authorization: Bearer $ADMIN" \
+  -H 'content-type: application/json' -d '{"role":"agent","agent":"asker"}' | jq -er .key >"$WORK/asker.key")
+(umask 077 && curl -fsS -X POST "${BASES[0]}/v1/keys" -H "authorization: Bearer $ADMIN" \
+  -H 'content-type: application/json' -d '{"role":"operator"}' | jq -er .key >"$WORK/operator.key")
+ASKER=$(cat "$WORK/asker.key")
+OPER=$(cat "$WORK/operator.key")
+: >"$WORK/wakes"
+for i in $(seq 1 "$WAKES"); do
+  id=$(curl -fsS -X POST "${BASES[0]}/v1/actions" -H "authorization: Bearer $ASKER" \
+    -H 'content-type: application/json' -d "{\"tool\":\"bash\",\"detail\":\"make $i\"}" | jq -er .id)
+  (curl -fsS -o /dev/null "${BASES[0]}/v1/actions/$id?wait=30" -H "authorization: Bearer $ASKER" &&
+    date +%s%N >"$WORK/woke") &
+  poll=$!
+  sleep 0.1
+  curl -fsS -o /dev/null -X POST "${BASES[1]}/v1/actions/$id/approve" -H "authorization: Bearer $OPER"
+  decided=$(date +%s%N)
+  wait "$poll"
+  echo $((($(cat "$WORK/woke") - decided) / 1000)) >>"$WORK/wakes"
+done
+stop_daemons
+sort -n "$WORK/wakes" | awk '{ v[NR] = $1 } END { printf "cross-node wake over %d rounds: p50 %.1f ms, p99 %.1f ms (curl-timed)\n", NR, v[int(NR * 0.5) + 1] / 1000, v[int(NR * 0.99) + (NR * 0.99 > int(NR * 0.99))] / 1000 }' |
+  tee "$OUT/wake.txt"
+
+{
+  echo
+  echo "| setup | daemons | actions/s | daemon CPU µs/request | Postgres CPU µs/request | p50 ms | p99 ms |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+  awk -F'\t' 'NR > 1 { printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $4, $5, $6, $7, $8 }' "$RESULTS"
+  echo
+  cat "$OUT/wake.txt"
+  echo "loadavg at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$OUT/summary.md"

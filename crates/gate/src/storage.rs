@@ -1,0 +1,37 @@
+//! Where the gate keeps its state, opened for the daemon and for the
+//! commands that work on a data dir or database without a daemon
+//! (`keys`, `audit export`, `migrate`): SQLite in the data dir, or a
+//! Postgres database shared by several daemons. Adapters name the store
+//! only through this module.
+
+use std::path::PathBuf;
+
+pub use actiongate_store::anchor::AuditKey;
+pub use actiongate_store::{Durability, PgOptions, Store, StoreOptions, cpus};
+
+use crate::GateError;
+
+/// Which database.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// The SQLite file at this path.
+    Sqlite(PathBuf),
+    /// A Postgres database (several daemons may share it).
+    Postgres(PgOptions),
+}
+
+/// Opens the store at `target`, applying pending migrations.
+pub async fn open(target: &Target, opts: StoreOptions) -> Result<Store, GateError> {
+    Ok(match target {
+        Target::Sqlite(path) => Store::open(path, opts).await?,
+        Target::Postgres(pg) => Store::open_postgres(pg, opts).await?,
+    })
+}
+
+/// Applies pending migrations to `target`; how many the schema now has.
+pub async fn migrate(target: &Target) -> Result<usize, GateError> {
+    Ok(match target {
+        Target::Sqlite(path) => actiongate_store::migrate(path).await?,
+        Target::Postgres(pg) => actiongate_store::migrate_postgres(&pg.url).await?,
+    })
+}
