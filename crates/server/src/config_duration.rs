@@ -147,6 +147,69 @@ impl<'de> Deserialize<'de> for Keep {
     }
 }
 
+/// How often something recurring happens: a duration, or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Every {
+    /// Never.
+    Off,
+    /// Once per this.
+    Each(Dur),
+}
+
+impl Every {
+    /// The period; `None` when `off`.
+    pub fn get(self) -> Option<Duration> {
+        match self {
+            Every::Off => None,
+            Every::Each(d) => Some(d.get()),
+        }
+    }
+}
+
+impl Serialize for Every {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Every::Off => s.serialize_str("off"),
+            Every::Each(d) => d.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Every {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Every, D::Error> {
+        struct EveryVisitor;
+        impl serde::de::Visitor<'_> for EveryVisitor {
+            type Value = Every;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration such as 10m, or off")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Every, E> {
+                match v.trim() {
+                    "off" => Ok(Every::Off),
+                    t => t
+                        .parse()
+                        .map(Every::Each)
+                        .map_err(|e: String| E::custom(format!("{e}, or off"))),
+                }
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Every, E> {
+                if v {
+                    Err(E::custom("give a duration such as 10m, or off"))
+                } else {
+                    Ok(Every::Off)
+                }
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Every, E> {
+                DurVisitor.visit_u64(v).map(Every::Each)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Every, E> {
+                DurVisitor.visit_i64(v).map(Every::Each)
+            }
+        }
+        d.deserialize_any(EveryVisitor)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -185,5 +248,18 @@ mod tests {
         let k: Keep = serde_json::from_str("\"30d\"").unwrap();
         assert_eq!(k, Keep::For(Dur::secs(30 * 86400)));
         assert!(serde_json::from_str::<Keep>("\"later\"").is_err());
+    }
+
+    #[test]
+    fn every_reads_off_and_durations() {
+        let e: Every = serde_json::from_str("\"off\"").unwrap();
+        assert_eq!(e, Every::Off);
+        assert_eq!(e.get(), None);
+        let e: Every = serde_json::from_str("\"10m\"").unwrap();
+        assert_eq!(e.get(), Some(Duration::from_secs(600)));
+        let err = serde_json::from_str::<Every>("\"sometimes\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("or off"), "{err}");
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config_duration::{Dur, Keep};
+use crate::config_duration::{Dur, Every, Keep};
 
 /// Event streams (SSE) and retention of the event log.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -35,7 +35,7 @@ pub struct EventsSettings {
     pub coalesce_per_stream: Dur,
     /// How often the daemon appends a signed `audit.anchor` event (when
     /// events were written since the last); `off` writes none.
-    pub audit_anchor_interval: String,
+    pub audit_anchor_interval: Every,
 }
 
 impl Default for EventsSettings {
@@ -49,7 +49,7 @@ impl Default for EventsSettings {
             buffer: 4096,
             coalesce: Dur::millis(20),
             coalesce_per_stream: Dur::micros(20),
-            audit_anchor_interval: "10m".to_owned(),
+            audit_anchor_interval: Every::Each(Dur::secs(600)),
         }
     }
 }
@@ -80,27 +80,15 @@ impl EventsSettings {
                 anyhow::bail!("events.{name}: at most 5s (got {d})");
             }
         }
-        self.audit_anchor_interval_checked()?;
+        if let Every::Each(d) = self.audit_anchor_interval {
+            nonzero("events", "audit_anchor_interval", d)?;
+        }
         Ok(())
     }
 
     /// See [`EventsSettings::audit_anchor_interval`]; `None` when `off`.
-    fn audit_anchor_interval_checked(&self) -> anyhow::Result<Option<Duration>> {
-        match self.audit_anchor_interval.trim() {
-            "off" => Ok(None),
-            other => {
-                let d: Dur = other
-                    .parse()
-                    .map_err(|e| anyhow::anyhow!("events.audit_anchor_interval: {e}, or off"))?;
-                nonzero("events", "audit_anchor_interval", d).map(Some)
-            }
-        }
-    }
-
-    /// See [`EventsSettings::audit_anchor_interval`]; `None` when `off`
-    /// (the settings were checked at load).
     pub fn audit_anchor_interval(&self) -> Option<Duration> {
-        self.audit_anchor_interval_checked().ok().flatten()
+        self.audit_anchor_interval.get()
     }
 
     /// How long the event hub gathers events between two batches.
