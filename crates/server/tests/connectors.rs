@@ -7,6 +7,8 @@ use crate::common;
 mod discord;
 #[path = "connectors/fake.rs"]
 mod fake;
+#[path = "connectors/gateway_fake.rs"]
+mod gateway_fake;
 #[path = "connectors/slack.rs"]
 mod slack;
 #[path = "connectors/telegram.rs"]
