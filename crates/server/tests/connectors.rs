@@ -9,6 +9,8 @@ mod discord;
 mod fake;
 #[path = "connectors/gateway_fake.rs"]
 mod gateway_fake;
+#[path = "connectors/reliability.rs"]
+mod reliability;
 #[path = "connectors/slack.rs"]
 mod slack;
 #[path = "connectors/telegram.rs"]

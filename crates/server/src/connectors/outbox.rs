@@ -219,7 +219,13 @@ pub async fn send(c: Arc<Connectors>) {
                     let c = c.clone();
                     let task = sending.spawn(async move {
                         for o in batch {
-                            send_one(&c, o).await;
+                            // The chat's API is down or hanging: the rest
+                            // waits for the next round, where a message
+                            // retried sooner than theirs comes first, so
+                            // that retries keep their pace.
+                            if send_one(&c, o).await == Sent::ApiFailed {
+                                break;
+                            }
                         }
                     });
                     busy.insert(task.id(), chat);
@@ -255,13 +261,23 @@ pub async fn send(c: Arc<Connectors>) {
     }
 }
 
-async fn send_one(c: &Connectors, o: Outgoing) {
+/// How sending one message went, as far as the rest of its chat's batch
+/// cares.
+#[derive(Debug, PartialEq)]
+enum Sent {
+    /// Sent, given up, or waiting for its post.
+    Done,
+    /// The chat's API failed in a way worth retrying.
+    ApiFailed,
+}
+
+async fn send_one(c: &Connectors, o: Outgoing) -> Sent {
     let card: Card = match serde_json::from_str(&o.body) {
         Ok(card) => card,
         Err(_) => {
             tracing::error!(chat = %o.chat, "an outgoing chat message does not parse; dropped");
             let _ = c.gate.connector_sent(o.id, None).await;
-            return;
+            return Sent::Done;
         }
     };
     let too_old = Utc::now() - o.created_at > GIVE_UP_AFTER;
@@ -280,13 +296,13 @@ async fn send_one(c: &Connectors, o: Outgoing) {
                     .gate
                     .connector_retry(o.id, at, "waiting for the message to be sent".into())
                     .await;
-                return;
+                return Sent::Done;
             }
             Ok(None) => {
                 let _ = c.gate.connector_sent(o.id, None).await;
-                return;
+                return Sent::Done;
             }
-            Err(_) => return,
+            Err(_) => return Sent::Done,
         }
     } else {
         None
@@ -299,16 +315,19 @@ async fn send_one(c: &Connectors, o: Outgoing) {
             if let Err(e) = c.gate.connector_sent(o.id, r).await {
                 tracing::warn!(error = %e.detail, "cannot record a sent chat message");
             }
+            Sent::Done
         }
         Err(e) if e.retry && !too_old => {
             let wait = backoff(o.attempts);
             tracing::info!(chat = %o.chat, error = %e.message, retry_in = ?wait, "chat API failed; retrying");
             let at = Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default();
             let _ = c.gate.connector_retry(o.id, at, e.message).await;
+            Sent::ApiFailed
         }
         Err(e) => {
             tracing::warn!(chat = %o.chat, item = %o.item, error = %e.message, "chat message given up");
             let _ = c.gate.connector_sent(o.id, None).await;
+            Sent::Done
         }
     }
 }
