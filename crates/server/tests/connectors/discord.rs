@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::common::TestApp;
 use super::fake::{Call, Fake};
 use super::gateway_fake::{FakeGateway, SESSION, ops, snowflake, snowflake_at};
-use super::{action, assert_retried, events_text, pending, wait_status};
+use super::{Daemon, action, assert_retried, events_text, pending, wait_status};
 
 const APPROVER: &str = "111";
 const ROLE: &str = "999";
@@ -516,4 +516,93 @@ async fn discord_a_no_reply_denies_and_strangers_bots_and_chatter_decide_nothing
     })
     .await;
     app.stop().await;
+}
+
+/// The real binary with Discord, Slack and WhatsApp from the environment
+/// alone (Discord in Gateway mode at a configured Gateway URL): each chat
+/// gets the message, and a role's member's tap in Discord approves.
+#[tokio::test]
+async fn the_binary_takes_discord_slack_and_whatsapp_from_the_environment() {
+    let fake = Fake::start().await;
+    let gw = FakeGateway::start().await;
+    let daemon = Daemon::start(&[
+        ("ACTIONGATE_CONNECTORS__DISCORD__TOKEN", "bot-token".into()),
+        ("ACTIONGATE_CONNECTORS__DISCORD__CHANNEL_ID", "C9".into()),
+        (
+            "ACTIONGATE_CONNECTORS__DISCORD__APPROVERS",
+            format!("{APPROVER},{ROLE}"),
+        ),
+        (
+            "ACTIONGATE_CONNECTORS__DISCORD__API_BASE",
+            format!("{}/api/v10", fake.base),
+        ),
+        ("ACTIONGATE_CONNECTORS__DISCORD__MODE", "gateway".into()),
+        (
+            "ACTIONGATE_CONNECTORS__DISCORD__GATEWAY_URL",
+            gw.url.clone(),
+        ),
+        ("ACTIONGATE_CONNECTORS__SLACK__TOKEN", "xoxb-env".into()),
+        ("ACTIONGATE_CONNECTORS__SLACK__CHANNEL", "C1".into()),
+        (
+            "ACTIONGATE_CONNECTORS__SLACK__SIGNING_SECRET",
+            "s3cret".into(),
+        ),
+        ("ACTIONGATE_CONNECTORS__SLACK__APPROVERS", "U1,U2".into()),
+        (
+            "ACTIONGATE_CONNECTORS__SLACK__API_BASE",
+            format!("{}/api", fake.base),
+        ),
+        (
+            "ACTIONGATE_CONNECTORS__WHATSAPP__ACCESS_TOKEN",
+            "EAAG-env".into(),
+        ),
+        (
+            "ACTIONGATE_CONNECTORS__WHATSAPP__PHONE_NUMBER_ID",
+            "PHONE".into(),
+        ),
+        ("ACTIONGATE_CONNECTORS__WHATSAPP__APP_SECRET", "app".into()),
+        (
+            "ACTIONGATE_CONNECTORS__WHATSAPP__VERIFY_TOKEN",
+            "verify".into(),
+        ),
+        (
+            "ACTIONGATE_CONNECTORS__WHATSAPP__APPROVERS",
+            "+15550100,+15550101".into(),
+        ),
+        (
+            "ACTIONGATE_CONNECTORS__WHATSAPP__API_BASE",
+            format!("{}/v21.0", fake.base),
+        ),
+        ("ACTIONGATE_CONNECTORS__TIMEOUT_SECONDS", "5".into()),
+    ])
+    .await;
+    gw.wait_for("identify", |g| !ops(g, 2).is_empty()).await;
+    assert!(
+        fake.calls_to("/gateway/bot").is_empty(),
+        "the configured URL is used"
+    );
+    let id = daemon.pending("make deploy").await;
+    message_id(&fake, &id).await;
+    let slack = fake
+        .wait_for("/chat.postMessage", "slack's message", |c| {
+            !mine(c, &id).is_empty()
+        })
+        .await;
+    assert_eq!(
+        mine(&slack, &id)[0].auth.as_deref(),
+        Some("Bearer xoxb-env")
+    );
+    fake.wait_for("/PHONE/messages", "a message to each phone", |c| {
+        let to: Vec<&Value> = mine(c, &id).iter().map(|c| &c.body["to"]).collect();
+        to.contains(&&json!("15550100")) && to.contains(&&json!("15550101"))
+    })
+    .await;
+    let tap = snowflake();
+    gw.dispatch(
+        "INTERACTION_CREATE",
+        click(&tap, "6", &[ROLE], &format!("a:{id}")),
+    );
+    let a = daemon.wait_status(&id, "approved").await;
+    assert_eq!(a["decided_by"], "discord:6");
+    daemon.stop().await;
 }
