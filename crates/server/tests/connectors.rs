@@ -258,6 +258,9 @@ fn the_shipped_config_file_shows_the_connector_defaults() {
         "verify_token",
         "signing_secret",
         "notify_only",
+        "gateway_url",
+        "mode = \"gateway\"",
+        "/v1/connectors/slack/events",
     ] {
         assert!(text.contains(key), "{key} is not documented");
     }
