@@ -9,11 +9,14 @@
 //! and resumed; Ready gives the session and the URL to resume at. A
 //! dropped connection, Reconnect (op 7) or a resumable Invalid Session
 //! (op 9) resumes there; a session Discord will not resume is started
-//! again after 1-5 s; a close code that says retrying cannot help (a bad
-//! token, say) stops the connector, loudly. Every wait is bounded, and
+//! again after 1-5 s (and at most 20 times an hour: Discord resets the
+//! token of a bot that identifies 1000 times a day); a close code that
+//! says retrying cannot help (a bad token, say) stops the connector,
+//! loudly. Every wait is bounded, and
 //! events are handled in their own tasks, so nothing here waits for the
 //! gate or the gate for it.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,6 +47,11 @@ const MAX_MESSAGE: usize = 16 << 20;
 const MAX_PAUSE: Duration = Duration::from_secs(60);
 /// Resuming fails this many times in a row: start a new session.
 const RESUME_TRIES: u32 = 3;
+/// At most this many Identifies an hour: Discord resets the bot token of
+/// an application that identifies 1000 times a day, so a Gateway that
+/// keeps ending sessions must not make the daemon loop into that.
+const IDENTIFIES_PER_HOUR: usize = 20;
+const HOUR: Duration = Duration::from_secs(3600);
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -79,6 +87,7 @@ pub async fn run(c: Arc<Connectors>) {
     let mut session: Option<Session> = None;
     let mut intents = GUILD_MESSAGES | MESSAGE_CONTENT;
     let mut failures: u32 = 0;
+    let mut identified: VecDeque<Instant> = VecDeque::new();
     loop {
         let pause = match failures {
             0 => Duration::ZERO,
@@ -88,10 +97,30 @@ pub async fn run(c: Arc<Connectors>) {
             _ = shutdown.cancelled() => return,
             _ = sleep(pause) => {}
         }
+        if session.is_none() {
+            while identified.front().is_some_and(|at| at.elapsed() >= HOUR) {
+                identified.pop_front();
+            }
+            if identified.len() >= IDENTIFIES_PER_HOUR
+                && let Some(oldest) = identified.front()
+            {
+                tracing::warn!(
+                    "discord gateway: {IDENTIFIES_PER_HOUR} new sessions within an hour; waiting"
+                );
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = sleep_until(*oldest + HOUR) => {}
+                }
+                continue;
+            }
+        }
         let target = match (&session, &url) {
             (Some(s), _) => s.resume_url.clone(),
             (None, Some(u)) => u.clone(),
-            (None, None) => match discover(&c, d).await {
+            (None, None) => match tokio::select! {
+                _ = shutdown.cancelled() => return,
+                found = discover(&c, d) => found,
+            } {
                 Ok(u) => {
                     url = Some(u.clone());
                     u
@@ -111,6 +140,7 @@ pub async fn run(c: Arc<Connectors>) {
             &mut session,
             intents,
             &mut ready,
+            &mut identified,
         )
         .await;
         failures = if ready { 0 } else { failures + 1 };
@@ -181,7 +211,8 @@ pub fn with_query(url: &str) -> String {
 }
 
 /// One connection, from connecting to its end; `ready` is set once Discord
-/// accepted the Identify or the Resume.
+/// accepted the Identify or the Resume, and the time of an Identify is
+/// added to `identified`.
 async fn connection(
     c: &Arc<Connectors>,
     d: &Discord,
@@ -189,6 +220,7 @@ async fn connection(
     session: &mut Option<Session>,
     intents: u64,
     ready: &mut bool,
+    identified: &mut VecDeque<Instant>,
 ) -> End {
     let shutdown = c.gate.shutdown().clone();
     let bound = c.http.timeout();
@@ -210,7 +242,11 @@ async fn connection(
     };
     let (mut tx, mut rx) = socket.split();
     // Hello comes first, at once.
-    let interval = match timeout(bound, next_payload(&mut rx)).await {
+    let hello = tokio::select! {
+        _ = shutdown.cancelled() => return End::Shutdown,
+        hello = timeout(bound, next_payload(&mut rx)) => hello,
+    };
+    let interval = match hello {
         Ok(Ok(hello)) if hello.get("op").and_then(Value::as_u64) == Some(10) => {
             let ms = hello
                 .pointer("/d/heartbeat_interval")
@@ -234,6 +270,9 @@ async fn connection(
             "properties": {"os": std::env::consts::OS, "browser": "actiongate", "device": "actiongate"},
         }}),
     };
+    if session.is_none() {
+        identified.push_back(Instant::now());
+    }
     if !send(&mut tx, &first, bound).await {
         return End::Resume;
     }
@@ -306,7 +345,8 @@ async fn connection(
             }
             // Discord asks for a heartbeat now.
             Some(1) => {
-                if !send(&mut tx, &json!({"op": 1, "d": seq}), bound).await {
+                let sent = send(&mut tx, &json!({"op": 1, "d": seq}), bound).await;
+                if !sent {
                     return End::Resume;
                 }
             }

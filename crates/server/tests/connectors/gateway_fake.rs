@@ -167,6 +167,8 @@ pub fn ops(got: &[Got], op: u64) -> Vec<&Got> {
         .collect()
 }
 
+// The handshake callback's error type is tungstenite's, large by design.
+#[allow(clippy::result_large_err)]
 async fn serve(inner: Arc<Inner>, url: String, tcp: tokio::net::TcpStream) {
     let path = Arc::new(Mutex::new(String::new()));
     let seen = path.clone();
