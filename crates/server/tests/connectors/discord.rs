@@ -281,6 +281,13 @@ async fn discord_gateway_identifies_heartbeats_and_a_tap_approves_and_edits() {
         .map(|b| b["label"].as_str().unwrap())
         .collect();
     assert_eq!(labels, ["Approve", "Approve for 1h", "Deny"]);
+    let content = mine(&posts, &id)[0].body["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(content.contains("tool:bash:make deploy"), "{content}");
+    assert!(content.contains("Agent: agent-1"), "{content}");
+    assert!(content.contains("Decide by: "), "{content}");
 
     // A stranger's tap decides nothing; only they are told.
     let i1 = snowflake();
