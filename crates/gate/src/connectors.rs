@@ -26,7 +26,7 @@ impl Gate {
         Ok(self.store().connector_edit(chat, item, body).await?)
     }
 
-    /// Up to `limit` outgoing messages due now, oldest first.
+    /// Outgoing messages due now: up to `limit` of each chat, oldest first.
     pub async fn connector_due(&self, limit: i64) -> GateResult<Vec<Outgoing>> {
         Ok(self.store().connector_due(Utc::now(), limit).await?)
     }

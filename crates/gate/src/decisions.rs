@@ -4,7 +4,9 @@
 
 use actiongate_api::{OutcomeBody, OutcomeStatus, Remember};
 use actiongate_policy as policy;
-use actiongate_store::{Action, ActionStatus, ApproveFirst, NewGrant, Outcome, Transition};
+use actiongate_store::{
+    Action, ActionStatus, ApproveFirst, NewGrant, NewGrantTarget, Outcome, Transition,
+};
 
 use crate::actions::{MAX_DETAIL, MAX_REPLY, MAX_TEXT, check_len, validate_agent_id};
 use crate::{Caller, Gate, GateError, GateResult};
@@ -151,36 +153,7 @@ impl Gate {
     ) -> GateResult<Action> {
         check_len("note", note.as_deref(), MAX_TEXT)?;
         let action = self.visible_action(caller, id).await?;
-        let target = match (&action.handler, &action.permission) {
-            (Some(handler), Some(permission)) => {
-                if remember.pattern.is_some() {
-                    return Err(GateError::invalid(
-                        "remember.pattern",
-                        "handler actions are granted by scope, not pattern",
-                    ));
-                }
-                let scope = remember
-                    .scope
-                    .clone()
-                    .or_else(|| action.scope.clone())
-                    .unwrap_or_default();
-                self.permission_target(handler, permission, scope, "remember.scope")
-                    .await?
-            }
-            _ => {
-                if remember.scope.is_some() {
-                    return Err(GateError::invalid(
-                        "remember.scope",
-                        "decision-only actions are granted by pattern, not scope",
-                    ));
-                }
-                let pattern = match remember.pattern.clone() {
-                    Some(p) => p,
-                    None => self.remembered_pattern(&action).await?,
-                };
-                crate::grants::tool_target(&action.tool, &pattern, "remember.pattern")?
-            }
-        };
+        let target = self.remember_target(&action, &remember).await?;
         let agent = match remember.agent.as_deref() {
             None => Some(action.agent.clone()),
             Some("*") => None,
@@ -209,6 +182,58 @@ impl Gate {
         };
         let created = self.store().create_grant(new, Some(first)).await?;
         created.approved_first.ok_or_else(GateError::internal)
+    }
+
+    /// What "approve and remember" with `remember` grants for `action`.
+    async fn remember_target(
+        &self,
+        action: &Action,
+        remember: &Remember,
+    ) -> GateResult<NewGrantTarget> {
+        match (&action.handler, &action.permission) {
+            (Some(handler), Some(permission)) => {
+                if remember.pattern.is_some() {
+                    return Err(GateError::invalid(
+                        "remember.pattern",
+                        "handler actions are granted by scope, not pattern",
+                    ));
+                }
+                let scope = remember
+                    .scope
+                    .clone()
+                    .or_else(|| action.scope.clone())
+                    .unwrap_or_default();
+                self.permission_target(handler, permission, scope, "remember.scope")
+                    .await
+            }
+            _ => {
+                if remember.scope.is_some() {
+                    return Err(GateError::invalid(
+                        "remember.scope",
+                        "decision-only actions are granted by pattern, not scope",
+                    ));
+                }
+                let pattern = match remember.pattern.clone() {
+                    Some(p) => p,
+                    None => self.remembered_pattern(action).await?,
+                };
+                crate::grants::tool_target(&action.tool, &pattern, "remember.pattern")
+            }
+        }
+    }
+
+    /// Whether "approve and remember" with the grant dialog's defaults
+    /// (this action's scope, or exactly its analysed command, for its
+    /// agent) can grant for pending `action`: a chat offers "Approve for
+    /// 1h" only then. A command line no grant can cover cannot.
+    pub async fn can_remember(&self, action: &Action) -> bool {
+        let defaults = Remember {
+            expires: "1h".to_owned(),
+            scope: None,
+            pattern: None,
+            agent: None,
+        };
+        self.remember_target(action, &defaults).await.is_ok()
     }
 
     /// The pattern "remember" grants for a decision-only action: built from

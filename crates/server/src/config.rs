@@ -11,8 +11,8 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
 pub use crate::config_connectors::{
-    ConnectorsSettings, DiscordSettings, SlackSettings, TelegramMode, TelegramSettings,
-    WhatsAppSettings,
+    ConnectorsSettings, DiscordMode, DiscordSettings, SlackSettings, TelegramMode,
+    TelegramSettings, WhatsAppSettings,
 };
 pub use crate::config_duration::{Dur, Keep};
 pub use crate::config_events::{EventsSettings, WebhookSettings};

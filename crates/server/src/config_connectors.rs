@@ -13,7 +13,7 @@ pub struct ConnectorsSettings {
     pub telegram: TelegramSettings,
     /// Slack (Web API and interactivity).
     pub slack: SlackSettings,
-    /// Discord (HTTP API and interactions endpoint).
+    /// Discord (HTTP API; the Gateway or the interactions endpoint).
     pub discord: DiscordSettings,
     /// WhatsApp (Cloud API).
     pub whatsapp: WhatsAppSettings,
@@ -121,6 +121,20 @@ impl Default for SlackSettings {
     }
 }
 
+/// How Discord's interactions (button clicks) arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DiscordMode {
+    /// Over the Gateway websocket the daemon opens (works behind NAT);
+    /// replies in words arrive there too.
+    #[default]
+    Gateway,
+    /// Discord POSTs them to `/v1/connectors/discord/interactions` (the
+    /// application's Interactions Endpoint URL); no websocket, so replies
+    /// in words are not read.
+    Http,
+}
+
 /// `[connectors.discord]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -131,10 +145,16 @@ pub struct DiscordSettings {
     /// The channel id the messages go to.
     #[serde(deserialize_with = "text")]
     pub channel_id: String,
-    /// User ids or role ids whose clicks decide.
+    /// User ids or role ids whose clicks and replies decide.
     #[serde(deserialize_with = "list")]
     pub approvers: Vec<String>,
-    /// The application's public key (hex), which checks interactions.
+    /// `gateway` or `http`.
+    pub mode: DiscordMode,
+    /// Gateway mode: the websocket URL; empty: asked of `GET
+    /// /gateway/bot`.
+    pub gateway_url: String,
+    /// The application's public key (hex), which checks requests to the
+    /// interactions endpoint; needed in `http` mode.
     #[serde(deserialize_with = "text")]
     pub public_key: String,
     /// The HTTP API's base URL.
@@ -147,6 +167,8 @@ impl Default for DiscordSettings {
             token: String::new(),
             channel_id: String::new(),
             approvers: Vec::new(),
+            mode: DiscordMode::Gateway,
+            gateway_url: String::new(),
             public_key: String::new(),
             api_base: "https://discord.com/api/v10".to_owned(),
         }
@@ -231,11 +253,17 @@ impl ConnectorsSettings {
         if !d.token.is_empty() {
             need("discord", "channel_id", &d.channel_id)?;
             base("discord", &d.api_base)?;
-            let key = hex::decode(&d.public_key).ok().filter(|k| k.len() == 32);
-            if key.is_none() {
-                anyhow::bail!(
-                    "connectors.discord.public_key: the application's public key, 64 hex digits"
-                );
+            if d.mode == DiscordMode::Http || !d.public_key.is_empty() {
+                let key = hex::decode(&d.public_key).ok().filter(|k| k.len() == 32);
+                if key.is_none() {
+                    anyhow::bail!(
+                        "connectors.discord.public_key: the application's public key, 64 hex digits (needed in http mode)"
+                    );
+                }
+            }
+            let ws = d.gateway_url.starts_with("wss://") || d.gateway_url.starts_with("ws://");
+            if !d.gateway_url.is_empty() && !ws {
+                anyhow::bail!("connectors.discord.gateway_url: a ws(s) URL, or empty");
             }
         }
         let w = &self.whatsapp;
@@ -344,6 +372,13 @@ mod tests {
         d.discord.token = "t".into();
         d.discord.channel_id = "1".into();
         d.discord.public_key = "00".into();
+        assert!(d.check().is_err());
+        d.discord.public_key.clear();
+        assert!(d.check().is_ok(), "the gateway needs no public key");
+        d.discord.mode = DiscordMode::Http;
+        assert!(d.check().is_err(), "the interactions endpoint does");
+        d.discord.mode = DiscordMode::Gateway;
+        d.discord.gateway_url = "https://gateway.discord.gg".into();
         assert!(d.check().is_err());
     }
 }

@@ -7,6 +7,10 @@ use crate::common;
 mod discord;
 #[path = "connectors/fake.rs"]
 mod fake;
+#[path = "connectors/gateway_fake.rs"]
+mod gateway_fake;
+#[path = "connectors/reliability.rs"]
+mod reliability;
 #[path = "connectors/slack.rs"]
 mod slack;
 #[path = "connectors/telegram.rs"]
@@ -91,6 +95,131 @@ pub fn assert_retried(calls: &[fake::Call]) {
     assert!(gap < Duration::from_secs(5), "first retry after {gap:?}");
 }
 
+/// The built `actiongate` binary, configured by the environment alone,
+/// with an agent `a1` on the standard profile.
+pub struct Daemon {
+    child: tokio::process::Child,
+    base: String,
+    admin: String,
+    agent: String,
+    client: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    pub async fn start(env: &[(&str, String)]) -> Daemon {
+        actiongate_cli::install_tls_provider();
+        let dir = tempfile::tempdir().unwrap();
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_actiongate"));
+        cmd.arg("serve")
+            .current_dir(dir.path())
+            .env("ACTIONGATE_LISTEN", format!("127.0.0.1:{port}"))
+            .env("ACTIONGATE_DATA_DIR", dir.path().join("data"))
+            .env("ACTIONGATE_STORAGE__DURABILITY", "normal")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap();
+        let base = format!("http://127.0.0.1:{port}");
+        let client = reqwest::Client::new();
+        let key_path = dir.path().join("data/admin.key");
+        let mut admin = String::new();
+        for _ in 0..800 {
+            if let Ok(k) = std::fs::read_to_string(&key_path)
+                && !k.trim().is_empty()
+                && client.get(format!("{base}/healthz")).send().await.is_ok()
+            {
+                admin = k.trim().to_owned();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(!admin.is_empty(), "the daemon did not start");
+        let mut d = Daemon {
+            child,
+            base,
+            admin,
+            agent: String::new(),
+            client,
+            _dir: dir,
+        };
+        let admin = d.admin.clone();
+        let key = d
+            .call(
+                Method::POST,
+                "/v1/keys",
+                &admin,
+                json!({"role": "agent", "agent": "a1"}),
+            )
+            .await;
+        d.agent = key["key"].as_str().unwrap().to_owned();
+        d.call(
+            Method::PUT,
+            "/v1/agents/a1",
+            &admin,
+            json!({"profile": "standard"}),
+        )
+        .await;
+        d
+    }
+
+    pub async fn call(&self, method: Method, path: &str, key: &str, body: Value) -> Value {
+        let mut req = self
+            .client
+            .request(method.clone(), format!("{}{path}", self.base))
+            .bearer_auth(key);
+        if method != Method::GET {
+            req = req.json(&body);
+        }
+        req.send().await.unwrap().json().await.unwrap()
+    }
+
+    /// Requests a decision-only action the standard profile asks about.
+    pub async fn pending(&self, detail: &str) -> String {
+        let a = self
+            .call(
+                Method::POST,
+                "/v1/actions",
+                &self.agent,
+                json!({"tool": "bash", "detail": detail}),
+            )
+            .await;
+        assert_eq!(a["status"], "pending", "{a}");
+        a["id"].as_str().unwrap().to_owned()
+    }
+
+    pub async fn wait_status(&self, id: &str, status: &str) -> Value {
+        let mut a = Value::Null;
+        for _ in 0..200 {
+            a = self
+                .call(
+                    Method::GET,
+                    &format!("/v1/actions/{id}"),
+                    &self.admin,
+                    Value::Null,
+                )
+                .await;
+            if a["status"] == status {
+                return a;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("action {id} never became {status}: {a}");
+    }
+
+    pub async fn stop(mut self) {
+        self.child.start_kill().unwrap();
+        let _ = self.child.wait().await;
+    }
+}
+
 /// A configuration nobody set: no connector, no webhook routes.
 #[tokio::test]
 async fn without_connectors_the_webhooks_are_not_there() {
@@ -129,6 +258,9 @@ fn the_shipped_config_file_shows_the_connector_defaults() {
         "verify_token",
         "signing_secret",
         "notify_only",
+        "gateway_url",
+        "mode = \"gateway\"",
+        "/v1/connectors/slack/events",
     ] {
         assert!(text.contains(key), "{key} is not documented");
     }

@@ -129,15 +129,20 @@ impl SqliteStore {
             .await
     }
 
-    /// Up to `limit` outgoing messages due at `at`, oldest first.
+    /// Outgoing messages due at `at`: up to `limit` of each chat, oldest
+    /// first. Per chat, so that the backlog of a chat whose API hangs never
+    /// hides another chat's messages.
     pub async fn connector_due(
         &self,
         at: DateTime<Utc>,
         limit: i64,
     ) -> Result<Vec<Outgoing>, StoreError> {
         let rows = sqlx::query(
-            "SELECT id, chat, item, kind, body, attempts, created_at FROM connector_outbox \
-             WHERE next_attempt_at <= ? ORDER BY id LIMIT ?",
+            "SELECT id, chat, item, kind, body, attempts, created_at FROM ( \
+               SELECT id, chat, item, kind, body, attempts, created_at, \
+                      ROW_NUMBER() OVER (PARTITION BY chat ORDER BY id) AS n \
+               FROM connector_outbox WHERE next_attempt_at <= ?) \
+             WHERE n <= ? ORDER BY id",
         )
         .bind(to_ms(at))
         .bind(limit)
@@ -450,6 +455,40 @@ mod tests {
         let due = store.connector_due(later, 10).await.unwrap();
         assert_eq!(due.len(), 2, "the retried post and the edit wait: {due:?}");
         assert_eq!(due[0].attempts, 1);
+        store.close().await;
+    }
+
+    /// The limit is per chat: three due in one chat never hide the one due
+    /// in another.
+    #[tokio::test]
+    async fn due_messages_are_limited_per_chat() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("t.db"), StoreOptions::default())
+            .await
+            .unwrap();
+        for item in ["a1", "a2", "a3"] {
+            assert!(
+                store
+                    .connector_post("telegram", item, "{}".into())
+                    .await
+                    .unwrap()
+            );
+        }
+        assert!(
+            store
+                .connector_post("slack", "a3", "{}".into())
+                .await
+                .unwrap()
+        );
+        let due = store.connector_due(now(), 2).await.unwrap();
+        let got: Vec<(&str, &str)> = due
+            .iter()
+            .map(|o| (o.chat.as_str(), o.item.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [("telegram", "a1"), ("telegram", "a2"), ("slack", "a3")]
+        );
         store.close().await;
     }
 }

@@ -98,7 +98,8 @@ contract! {
     /// Queues the outcome edit of `item`'s message in `chat` once; whether
     /// it was queued now.
     pub async fn connector_edit(&self, chat: &str, item: &str, body: String) -> Result<bool, StoreError>;
-    /// Up to `limit` outgoing messages due at `at`, oldest first.
+    /// Outgoing messages due at `at`: up to `limit` of each chat, oldest
+    /// first (a chat's backlog never hides another chat's messages).
     pub async fn connector_due(&self, at: DateTime<Utc>, limit: i64) -> Result<Vec<Outgoing>, StoreError>;
     /// When the next outgoing message is due, if any waits.
     pub async fn connector_next_due(&self) -> Result<Option<DateTime<Utc>>, StoreError>;

@@ -102,8 +102,9 @@ pub fn cut(text: &str, max: usize) -> String {
     s
 }
 
-/// The card of pending action `a`.
-pub fn action_card(a: &Action, with_buttons: bool) -> Card {
+/// The card of pending action `a`; with `remember`, "Approve for 1h" is
+/// among its buttons.
+pub fn action_card(a: &Action, with_buttons: bool, remember: bool) -> Card {
     let mut lines = Vec::new();
     let display = a.display.as_ref().and_then(Value::as_object);
     let title = match display.and_then(|d| d.get("title")).and_then(Value::as_str) {
@@ -132,10 +133,10 @@ pub fn action_card(a: &Action, with_buttons: bool) -> Card {
     if let Some(d) = a.deadline {
         lines.push(format!("Decide by: {}", d.format("%Y-%m-%d %H:%M UTC")));
     }
-    let buttons = if with_buttons {
-        vec![Verb::Approve, Verb::Remember, Verb::Deny]
-    } else {
-        Vec::new()
+    let buttons = match (with_buttons, remember) {
+        (true, true) => vec![Verb::Approve, Verb::Remember, Verb::Deny],
+        (true, false) => vec![Verb::Approve, Verb::Deny],
+        (false, _) => Vec::new(),
     };
     Card {
         item: a.id.clone(),

@@ -161,6 +161,13 @@ pub async fn reply(gate: &Gate, identity: String, item: &str, text: &str) -> Str
     }
 }
 
+/// Whether `answer` (of [`decide`] or [`reply`]) tells of a decision just
+/// made, which the outcome edit of the item's message shows to everyone:
+/// chats that cannot answer one user alone say nothing more.
+pub fn shown_by_the_edit(answer: &str) -> bool {
+    answer.starts_with("Approved") || answer == "Denied."
+}
+
 /// A gate error as a chat user reads it.
 fn answer_of(e: &GateError) -> String {
     match e.code {

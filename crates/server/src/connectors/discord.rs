@@ -1,8 +1,12 @@
 //! Discord (HTTP API v10): a channel message with button components,
-//! edited on the outcome (its components removed). Clicks arrive at
-//! `/v1/connectors/discord/interactions`, signed with Ed25519 over the
-//! timestamp and body (`X-Signature-Ed25519`, `X-Signature-Timestamp`),
-//! and are answered with an ephemeral message.
+//! edited on the outcome (its components removed). Clicks arrive over the
+//! Gateway websocket ([`super::gateway`], the default, which also brings
+//! replies in words) or at `/v1/connectors/discord/interactions`, signed
+//! with Ed25519 over the timestamp and body (`X-Signature-Ed25519`,
+//! `X-Signature-Timestamp`); either way they are answered with an
+//! ephemeral message, seen only by the clicker.
+
+use std::sync::Arc;
 
 use ed25519_dalek::{Signature, VerifyingKey};
 use reqwest::Method;
@@ -12,7 +16,7 @@ use super::card::{Card, cut};
 use super::decide::{self, NOT_AN_APPROVER, Verb};
 use super::http::{CallError, Http};
 use super::{Connectors, Kind};
-use crate::config::DiscordSettings;
+use crate::config::{DiscordMode, DiscordSettings};
 
 /// The chat key of Discord's messages.
 pub const CHAT: &str = "discord";
@@ -22,35 +26,58 @@ const MAX_TEXT: usize = 1900;
 pub const WINDOW_SECS: i64 = 300;
 /// Message flag: only the clicking user sees the answer.
 const EPHEMERAL: u64 = 64;
+/// Interactions and messages from the Gateway created longer ago than this
+/// decide nothing (an interaction's token lasts 15 minutes; a replay after
+/// a long outage must not approve what nobody looks at any more).
+const STALE_MS: i64 = 10 * 60 * 1000;
+/// Discord's epoch (2015-01-01), in milliseconds: snowflake ids count from
+/// it.
+const DISCORD_EPOCH_MS: i64 = 1_420_070_400_000;
 
 /// A configured Discord application.
 pub struct Discord {
-    s: DiscordSettings,
-    key: VerifyingKey,
+    pub(super) s: DiscordSettings,
+    key: Option<VerifyingKey>,
 }
 
 impl Discord {
-    /// The application of `s`; its public key must be valid.
+    /// The application of `s`; its public key, when given, must be valid.
     pub fn new(s: DiscordSettings) -> anyhow::Result<Discord> {
-        let bytes: [u8; 32] = hex::decode(&s.public_key)
-            .ok()
-            .and_then(|b| b.try_into().ok())
-            .ok_or_else(|| anyhow::anyhow!("connectors.discord.public_key: 64 hex digits"))?;
-        let key = VerifyingKey::from_bytes(&bytes)
-            .map_err(|_| anyhow::anyhow!("connectors.discord.public_key: not an Ed25519 key"))?;
+        let key = if s.public_key.is_empty() {
+            None
+        } else {
+            let bytes: [u8; 32] = hex::decode(&s.public_key)
+                .ok()
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| anyhow::anyhow!("connectors.discord.public_key: 64 hex digits"))?;
+            Some(VerifyingKey::from_bytes(&bytes).map_err(|_| {
+                anyhow::anyhow!("connectors.discord.public_key: not an Ed25519 key")
+            })?)
+        };
         Ok(Discord { s, key })
     }
 
-    fn auth(&self) -> String {
+    /// How interactions arrive.
+    pub fn mode(&self) -> DiscordMode {
+        self.s.mode
+    }
+
+    /// Whether the interactions endpoint can check signatures (a public
+    /// key is configured).
+    pub fn takes_http_interactions(&self) -> bool {
+        self.key.is_some()
+    }
+
+    pub(super) fn auth(&self) -> String {
         format!("Bot {}", self.s.token)
     }
 
+    pub(super) fn api(&self, path: &str) -> String {
+        format!("{}{path}", self.s.api_base.trim_end_matches('/'))
+    }
+
     fn messages_url(&self) -> String {
-        format!(
-            "{}/channels/{}/messages",
-            self.s.api_base.trim_end_matches('/'),
-            self.s.channel_id
-        )
+        self.api(&format!("/channels/{}/messages", self.s.channel_id))
     }
 
     fn components(card: &Card) -> Value {
@@ -122,10 +149,12 @@ impl Discord {
         else {
             return false;
         };
+        let Some(key) = &self.key else {
+            return false;
+        };
         let mut message = timestamp.as_bytes().to_vec();
         message.extend_from_slice(body);
-        self.key
-            .verify_strict(&message, &Signature::from_bytes(&sig))
+        key.verify_strict(&message, &Signature::from_bytes(&sig))
             .is_ok()
     }
 
@@ -137,41 +166,40 @@ impl Discord {
     }
 }
 
-fn ephemeral(text: &str) -> Value {
+/// An answer only the clicker sees.
+pub fn ephemeral(text: &str) -> Value {
     json!({"type": 4, "data": {"content": text, "flags": EPHEMERAL}})
 }
 
-/// The answer to a verified interaction.
-pub async fn handle_interaction(c: &Connectors, i: &Value) -> Value {
+/// The answer to a verified interaction; `None` for one handled before
+/// (delivered again).
+pub async fn handle_interaction(c: &Connectors, i: &Value) -> Option<Value> {
     let Some(d) = &c.discord else {
-        return json!({"type": 1});
+        return Some(json!({"type": 1}));
     };
     match i.get("type").and_then(Value::as_u64) {
-        Some(1) => return json!({"type": 1}),
+        Some(1) => return Some(json!({"type": 1})),
         Some(3) => {}
-        _ => return ephemeral("Not handled."),
+        _ => return Some(ephemeral("Not handled.")),
     }
     let id = i.get("id").and_then(Value::as_str).unwrap_or("");
     match c.gate.connector_first_seen(CHAT, id).await {
         Ok(true) => {}
-        Ok(false) => return ephemeral("Already handled."),
-        Err(_) => return ephemeral("Could not decide now; try again."),
+        Ok(false) => return None,
+        Err(_) => return Some(ephemeral("Could not decide now; try again.")),
     }
+    Some(answer_click(c, d, i).await)
+}
+
+/// The answer to a click seen for the first time.
+async fn answer_click(c: &Connectors, d: &Discord, i: &Value) -> Value {
     let user = i
         .pointer("/member/user/id")
         .or_else(|| i.pointer("/user/id"))
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned();
-    let roles: Vec<String> = i
-        .pointer("/member/roles")
-        .and_then(Value::as_array)
-        .map(|r| {
-            r.iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+    let roles = roles_of(i);
     if c.notify_only {
         return ephemeral("Decisions are not taken here (notify-only).");
     }
@@ -187,5 +215,140 @@ pub async fn handle_interaction(c: &Connectors, i: &Value) -> Value {
             ephemeral(&decide::decide(&c.gate, format!("{CHAT}:{user}"), verb, item).await)
         }
         None => ephemeral("Unknown button."),
+    }
+}
+
+/// The role ids of the member who sent `v` (an interaction or a message).
+fn roles_of(v: &Value) -> Vec<String> {
+    v.pointer("/member/roles")
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// How long ago (ms) snowflake `id` was made, at `now_ms`; `None` when
+/// it is not a snowflake.
+pub fn age_ms(id: &str, now_ms: i64) -> Option<i64> {
+    let n: u64 = id.parse().ok()?;
+    let made = i64::try_from(n >> 22).ok()? + DISCORD_EPOCH_MS;
+    Some(now_ms - made)
+}
+
+/// Whether `id` was made within [`STALE_MS`] of now.
+fn fresh(id: &str) -> bool {
+    let now = chrono::Utc::now().timestamp_millis();
+    age_ms(id, now).is_some_and(|age| age <= STALE_MS)
+}
+
+/// Whether `s` may stand in a URL path as one segment (ids and tokens).
+fn path_safe(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 512
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && s != "."
+        && s != ".."
+}
+
+/// An interaction from the Gateway (`INTERACTION_CREATE`): decided as one
+/// at the endpoint, answered through the interaction callback endpoint.
+pub async fn on_gateway_interaction(c: Arc<Connectors>, i: Value) {
+    let Some(d) = &c.discord else { return };
+    let id = i.get("id").and_then(Value::as_str).unwrap_or("");
+    let token = i.get("token").and_then(Value::as_str).unwrap_or("");
+    if !path_safe(id) || !path_safe(token) {
+        return;
+    }
+    if !fresh(id) {
+        tracing::info!("a stale discord interaction decides nothing");
+        return;
+    }
+    let Some(answer) = handle_interaction(&c, &i).await else {
+        return;
+    };
+    let url = d.api(&format!("/interactions/{id}/{token}/callback"));
+    let http = c.http.clone();
+    c.notice("discord interaction callback", async move {
+        http.call(Method::POST, &url, None, &answer, None).await
+    });
+}
+
+/// A message from the Gateway (`MESSAGE_CREATE`): a reply to an item's
+/// message with reply words decides it, by an approver.
+pub async fn on_gateway_message(c: Arc<Connectors>, m: Value) {
+    let Some(d) = &c.discord else { return };
+    let bot = m.pointer("/author/bot").and_then(Value::as_bool) == Some(true);
+    if bot || m.get("webhook_id").is_some() || c.notify_only {
+        return;
+    }
+    if m.get("channel_id").and_then(Value::as_str) != Some(d.s.channel_id.as_str()) {
+        return;
+    }
+    let (Some(id), Some(to), Some(text)) = (
+        m.get("id").and_then(Value::as_str),
+        m.pointer("/message_reference/message_id")
+            .and_then(Value::as_str),
+        m.get("content").and_then(Value::as_str),
+    ) else {
+        return;
+    };
+    // Talk in the thread of replies is not for the gate.
+    if decide::parse_reply(text).is_none() || !fresh(id) {
+        return;
+    }
+    let Ok(Some(item)) = c.gate.connector_item_of(CHAT, to).await else {
+        return;
+    };
+    match c.gate.connector_first_seen(CHAT, &format!("m:{id}")).await {
+        Ok(true) => {}
+        _ => return,
+    }
+    let user = m
+        .pointer("/author/id")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let answer = if d.is_approver(user, &roles_of(&m)) {
+        decide::reply(&c.gate, format!("{CHAT}:{user}"), &item, text).await
+    } else {
+        NOT_AN_APPROVER.to_owned()
+    };
+    if decide::shown_by_the_edit(&answer) {
+        return;
+    }
+    let body = json!({
+        "content": answer,
+        "message_reference": {"message_id": id, "fail_if_not_exists": false},
+        "allowed_mentions": {"parse": [], "replied_user": false},
+    });
+    let (http, url, auth) = (c.http.clone(), d.messages_url(), d.auth());
+    c.notice("discord reply", async move {
+        http.call(Method::POST, &url, Some(&auth), &body, None)
+            .await
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snowflakes_tell_their_age() {
+        // Discord's documented example: 175928847299117063 was made at
+        // 1462015105796 ms.
+        assert_eq!(age_ms("175928847299117063", 1_462_015_105_796 + 5), Some(5));
+        assert_eq!(age_ms("not-a-number", 0), None);
+    }
+
+    #[test]
+    fn only_plain_segments_go_into_a_path() {
+        assert!(path_safe("aW50ZXJhY3Rpb246MTIz.abc-_"));
+        assert!(!path_safe("../webhooks"));
+        assert!(!path_safe("a/b"));
+        assert!(!path_safe(".."));
+        assert!(!path_safe(""));
     }
 }

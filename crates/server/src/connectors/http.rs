@@ -67,11 +67,29 @@ impl Http {
         body: &Value,
         timeout: Option<Duration>,
     ) -> Result<Value, CallError> {
-        let mut req = self
-            .client
-            .request(method, url)
-            .timeout(timeout.unwrap_or(self.timeout))
-            .json(body);
+        let req = self.client.request(method, url).json(body);
+        self.answer(req, authorization, timeout).await
+    }
+
+    /// GETs `url` (no body), with an `authorization` header when given;
+    /// the answer's JSON body.
+    pub async fn get(&self, url: &str, authorization: Option<&str>) -> Result<Value, CallError> {
+        self.answer(self.client.get(url), authorization, None).await
+    }
+
+    /// The most the connectors' calls wait.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    async fn answer(
+        &self,
+        req: reqwest::RequestBuilder,
+        authorization: Option<&str>,
+        timeout: Option<Duration>,
+    ) -> Result<Value, CallError> {
+        // The whole exchange, body included, is bounded.
+        let mut req = req.timeout(timeout.unwrap_or(self.timeout));
         if let Some(a) = authorization {
             req = req.header("authorization", a);
         }

@@ -7,17 +7,21 @@
 //! events into a durable queue of posts and outcome edits, and sending it
 //! with retries) and [`decide`] (buttons and reply words, approvers, the
 //! gate calls). Then one module per chat ([`telegram`], [`slack`],
-//! [`discord`], [`whatsapp`]) that speaks its API, and [`routes`] for the
-//! webhooks, whose signatures are checked before anything is decided.
+//! [`discord`] with its Gateway websocket in [`gateway`], [`whatsapp`])
+//! that speaks its API, and [`routes`] for the webhooks, whose signatures
+//! are checked before anything is decided.
 //!
 //! Invariants: a decision from chat is the API's decision, made through the
 //! gate as `Caller::human("<chat>:<user id>")`, only for a user on the
 //! connector's approvers; the chats' APIs are called only from background
-//! tasks, so a chat that is down or slow never slows a request to the gate.
+//! tasks, so a chat that is down or slow never slows a request to the gate;
+//! each chat's messages are sent by a task of its own, so a chat that
+//! hangs never holds up another's.
 
 pub mod card;
 pub mod decide;
 pub mod discord;
+pub mod gateway;
 pub mod http;
 pub mod outbox;
 pub mod routes;
@@ -32,7 +36,7 @@ use actiongate_gate::Gate;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::config::{ConnectorsSettings, TelegramMode};
+use crate::config::{ConnectorsSettings, DiscordMode, TelegramMode};
 use card::Card;
 use http::{CallError, Http};
 
@@ -97,6 +101,11 @@ impl Connectors {
                 TelegramMode::Poll => tokio::spawn(telegram::poll(self.clone())),
                 TelegramMode::Webhook => tokio::spawn(telegram::set_webhook(self.clone())),
             });
+        }
+        if let Some(d) = &self.discord
+            && d.mode() == DiscordMode::Gateway
+        {
+            tasks.push(tokio::spawn(gateway::run(self.clone())));
         }
         tasks
     }

@@ -3,19 +3,25 @@
 //! one queued edit of every message of the item; [`send`] sends what is due
 //! and retries what failed with backoff (first retry after 1 s).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actiongate_gate::actions::ListActions;
+use actiongate_gate::connectors::Outgoing;
 use actiongate_gate::{ActionStatus, Caller, Event};
 use chrono::Utc;
 use tokio::sync::broadcast::error::RecvError;
+use tokio::task::JoinSet;
 
 use super::card::{self, Card};
 use super::{Connectors, Kind};
 
-/// Outgoing messages read at once.
+/// Outgoing messages of one chat read at once.
 const BATCH: i64 = 16;
+/// How soon the sender looks again while what is due waits for a chat
+/// that is being sent to.
+const BUSY_LOOK: Duration = Duration::from_millis(250);
 /// Longest wait between retries.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// How long a message is retried before it is given up.
@@ -67,7 +73,7 @@ async fn catch_up(c: &Connectors) {
     match c.gate.list_actions(&reader(), q).await {
         Ok((actions, _)) => {
             for a in actions {
-                post(c, card::action_card(&a, !c.notify_only)).await;
+                post_action(c, &a).await;
             }
         }
         Err(e) => tracing::warn!(error = %e.detail, "connectors cannot list pending actions"),
@@ -88,9 +94,7 @@ async fn on_event(c: &Connectors, ev: &Event) {
         "action.enqueued" => {
             let Some(id) = &ev.action_id else { return };
             match c.gate.visible_action(&reader(), id).await {
-                Ok(a) if a.status == ActionStatus::Pending => {
-                    post(c, card::action_card(&a, !c.notify_only)).await;
-                }
+                Ok(a) if a.status == ActionStatus::Pending => post_action(c, &a).await,
                 Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(action = %id, error = %e.detail, "connectors cannot read an action")
@@ -130,7 +134,7 @@ async fn on_event(c: &Connectors, ev: &Event) {
                 return;
             };
             let done = card::settled(
-                card::action_card(&a, false),
+                card::action_card(&a, false, false),
                 a.status.as_str(),
                 a.decided_by.as_deref(),
                 a.decision_note.as_deref(),
@@ -159,6 +163,14 @@ async fn on_event(c: &Connectors, ev: &Event) {
     }
 }
 
+/// Queues the message of pending action `a`, with "Approve for 1h" when
+/// a grant can be made for it.
+async fn post_action(c: &Connectors, a: &actiongate_gate::Action) {
+    let buttons = !c.notify_only;
+    let remember = buttons && c.gate.can_remember(a).await;
+    post(c, card::action_card(a, buttons, remember)).await;
+}
+
 async fn post(c: &Connectors, card: Card) {
     let Ok(body) = serde_json::to_string(&card) else {
         return;
@@ -185,45 +197,87 @@ async fn edit(c: &Connectors, chats: &[String], card: Card) {
     }
 }
 
-/// Sends due messages until shutdown.
+/// Sends due messages until shutdown: each chat by its own task, one
+/// message after another (a post before its edit), so that a chat whose
+/// API hangs holds up only its own messages.
 pub async fn send(c: Arc<Connectors>) {
     let shutdown = c.gate.shutdown().clone();
+    // Chats with a task sending now; dropped (and aborted) at shutdown,
+    // when what they were sending stays queued for the next start.
+    let mut sending: JoinSet<()> = JoinSet::new();
+    let mut busy: HashMap<tokio::task::Id, String> = HashMap::new();
     loop {
         match c.gate.connector_due(BATCH).await {
             Ok(due) => {
+                let mut by_chat: HashMap<String, Vec<Outgoing>> = HashMap::new();
                 for o in due {
-                    if shutdown.is_cancelled() {
-                        return;
+                    if !busy.values().any(|chat| *chat == o.chat) {
+                        by_chat.entry(o.chat.clone()).or_default().push(o);
                     }
-                    send_one(&c, o).await;
+                }
+                for (chat, batch) in by_chat {
+                    let c = c.clone();
+                    let task = sending.spawn(async move {
+                        for o in batch {
+                            // The chat's API is down or hanging: the rest
+                            // waits for the next round, where a message
+                            // retried sooner than theirs comes first, so
+                            // that retries keep their pace.
+                            if send_one(&c, o).await == Sent::ApiFailed {
+                                break;
+                            }
+                        }
+                    });
+                    busy.insert(task.id(), chat);
                 }
             }
             Err(e) => tracing::warn!(error = %e.detail, "cannot read the chat outbox"),
         }
+        // What is due now belongs to chats being sent to: look again when
+        // one is done, a message is queued, or soon.
         let wait = match c.gate.connector_next_due().await {
-            Ok(Some(at)) => (at - Utc::now()).to_std().unwrap_or(Duration::ZERO),
+            Ok(Some(at)) => (at - Utc::now())
+                .to_std()
+                .unwrap_or(BUSY_LOOK)
+                .max(Duration::from_millis(1)),
             _ => Duration::from_secs(1),
         }
         .min(Duration::from_secs(1));
-        if wait.is_zero() {
-            tokio::task::yield_now().await;
-            continue;
-        }
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = c.wake.notified() => {}
             _ = tokio::time::sleep(wait) => {}
+            Some(done) = sending.join_next_with_id() => {
+                let id = match done {
+                    Ok((id, ())) => id,
+                    Err(e) => {
+                        tracing::error!(error = %e, "a chat sender failed");
+                        e.id()
+                    }
+                };
+                busy.remove(&id);
+            }
         }
     }
 }
 
-async fn send_one(c: &Connectors, o: actiongate_gate::connectors::Outgoing) {
+/// How sending one message went, as far as the rest of its chat's batch
+/// cares.
+#[derive(Debug, PartialEq)]
+enum Sent {
+    /// Sent, given up, or waiting for its post.
+    Done,
+    /// The chat's API failed in a way worth retrying.
+    ApiFailed,
+}
+
+async fn send_one(c: &Connectors, o: Outgoing) -> Sent {
     let card: Card = match serde_json::from_str(&o.body) {
         Ok(card) => card,
         Err(_) => {
             tracing::error!(chat = %o.chat, "an outgoing chat message does not parse; dropped");
             let _ = c.gate.connector_sent(o.id, None).await;
-            return;
+            return Sent::Done;
         }
     };
     let too_old = Utc::now() - o.created_at > GIVE_UP_AFTER;
@@ -242,13 +296,13 @@ async fn send_one(c: &Connectors, o: actiongate_gate::connectors::Outgoing) {
                     .gate
                     .connector_retry(o.id, at, "waiting for the message to be sent".into())
                     .await;
-                return;
+                return Sent::Done;
             }
             Ok(None) => {
                 let _ = c.gate.connector_sent(o.id, None).await;
-                return;
+                return Sent::Done;
             }
-            Err(_) => return,
+            Err(_) => return Sent::Done,
         }
     } else {
         None
@@ -261,16 +315,19 @@ async fn send_one(c: &Connectors, o: actiongate_gate::connectors::Outgoing) {
             if let Err(e) = c.gate.connector_sent(o.id, r).await {
                 tracing::warn!(error = %e.detail, "cannot record a sent chat message");
             }
+            Sent::Done
         }
         Err(e) if e.retry && !too_old => {
             let wait = backoff(o.attempts);
             tracing::info!(chat = %o.chat, error = %e.message, retry_in = ?wait, "chat API failed; retrying");
             let at = Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default();
             let _ = c.gate.connector_retry(o.id, at, e.message).await;
+            Sent::ApiFailed
         }
         Err(e) => {
             tracing::warn!(chat = %o.chat, item = %o.item, error = %e.message, "chat message given up");
             let _ = c.gate.connector_sent(o.id, None).await;
+            Sent::Done
         }
     }
 }

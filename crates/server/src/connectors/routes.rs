@@ -27,6 +27,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(c: Arc<Connectors>) -> Router<S>
             "/v1/connectors/slack/interactivity",
             post(slack_interactivity),
         )
+        .route("/v1/connectors/slack/events", post(slack_events))
         .route(
             "/v1/connectors/discord/interactions",
             post(discord_interactions),
@@ -123,12 +124,41 @@ async fn slack_interactivity(
     StatusCode::OK.into_response()
 }
 
+async fn slack_events(State(c): State<Arc<Connectors>>, h: HeaderMap, body: Bytes) -> Response {
+    let Some(s) = &c.slack else { return off() };
+    let ts = header(&h, "x-slack-request-timestamp");
+    let sig = header(&h, "x-slack-signature");
+    if !s.verify(ts, sig, &body, now()) {
+        return forged();
+    }
+    let payload = match json_of(&body) {
+        Ok(v) => v,
+        Err(e) => return e.into_response(),
+    };
+    match payload.get("type").and_then(Value::as_str) {
+        // Slack checks the Request URL with a signed challenge.
+        Some("url_verification") => {
+            let challenge = payload.get("challenge").cloned().unwrap_or(Value::Null);
+            axum::Json(serde_json::json!({ "challenge": challenge })).into_response()
+        }
+        Some("event_callback") => {
+            // Only a reply that decides is remembered (a retried delivery
+            // carries the same message ts): most messages are not for us.
+            slack::handle_event(&c, &payload, now()).await;
+            StatusCode::OK.into_response()
+        }
+        _ => StatusCode::OK.into_response(),
+    }
+}
+
 async fn discord_interactions(
     State(c): State<Arc<Connectors>>,
     h: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let Some(d) = &c.discord else { return off() };
+    let Some(d) = c.discord.as_ref().filter(|d| d.takes_http_interactions()) else {
+        return off();
+    };
     let ts = header(&h, "x-signature-timestamp");
     let sig = header(&h, "x-signature-ed25519");
     if !d.verify(ts, sig, &body, now()) {
@@ -138,7 +168,10 @@ async fn discord_interactions(
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };
-    axum::Json(discord::handle_interaction(&c, &interaction).await).into_response()
+    let answer = discord::handle_interaction(&c, &interaction)
+        .await
+        .unwrap_or_else(|| discord::ephemeral("Already handled."));
+    axum::Json(answer).into_response()
 }
 
 async fn whatsapp_verify(

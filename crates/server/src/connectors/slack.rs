@@ -1,7 +1,9 @@
 //! Slack (Web API): `chat.postMessage` with Block Kit buttons,
 //! `chat.update` on the outcome, `chat.postEphemeral` to answer a click.
-//! Clicks arrive at `/v1/connectors/slack/interactivity`, signed with the
-//! app's signing secret (v0 scheme, 5-minute window, constant-time check).
+//! Clicks arrive at `/v1/connectors/slack/interactivity` and threaded
+//! replies (Events API, `message` events) at `/v1/connectors/slack/events`,
+//! both signed with the app's signing secret (v0 scheme, 5-minute window,
+//! constant-time check).
 
 use hmac::{Hmac, Mac};
 use reqwest::Method;
@@ -20,6 +22,9 @@ pub const CHAT: &str = "slack";
 const MAX_TEXT: usize = 2900;
 /// Requests older (or newer) than this are refused.
 pub const WINDOW_SECS: i64 = 300;
+/// Replies written longer ago than this decide nothing (Slack retries an
+/// event for about an hour).
+const STALE_SECS: f64 = 600.0;
 
 /// A configured Slack app.
 pub struct Slack {
@@ -179,17 +184,74 @@ pub async fn handle_interaction(c: &Connectors, payload: &Value) {
             Some((verb, item)) => {
                 let a = decide::decide(&c.gate, format!("{CHAT}:{who}"), verb, item).await;
                 // A decision shows in the message itself; anything else is told.
-                (!a.starts_with("Approved") && a != "Denied.").then_some(a)
+                (!decide::shown_by_the_edit(&a)).then_some(a)
             }
             None => Some("Unknown button.".to_owned()),
         }
     };
     if let Some(text) = answer {
-        let body = json!({"channel": s.s.channel, "user": who, "text": text});
-        let (http, url, auth) = (c.http.clone(), s.url("chat.postEphemeral"), s.auth());
-        c.notice("chat.postEphemeral", async move {
-            http.call(Method::POST, &url, Some(&auth), &body, None)
-                .await
-        });
+        tell(c, s, &who, text);
+    }
+}
+
+/// Tells `user` (only them) `text` in the channel, outside the queue.
+fn tell(c: &Connectors, s: &Slack, user: &str, text: String) {
+    let body = json!({"channel": s.s.channel, "user": user, "text": text});
+    let (http, url, auth) = (c.http.clone(), s.url("chat.postEphemeral"), s.auth());
+    c.notice("chat.postEphemeral", async move {
+        http.call(Method::POST, &url, Some(&auth), &body, None)
+            .await
+    });
+}
+
+/// Handles a verified Events API `event_callback` at `now` (seconds): a
+/// threaded reply to an item's message with reply words decides it, by an
+/// approver.
+pub async fn handle_event(c: &Connectors, payload: &Value, now: i64) {
+    let Some(s) = &c.slack else { return };
+    let Some(e) = payload.get("event") else {
+        return;
+    };
+    let text_of = |k: &str| e.get(k).and_then(Value::as_str);
+    // Plain messages (and replies also sent to the channel); not edits,
+    // deletions or any bot's, this app's own included.
+    let subtype_ok = matches!(text_of("subtype"), None | Some("thread_broadcast"));
+    if text_of("type") != Some("message") || !subtype_ok || e.get("bot_id").is_some() {
+        return;
+    }
+    if c.notify_only || text_of("channel") != Some(s.s.channel.as_str()) {
+        return;
+    }
+    let (Some(user), Some(ts), Some(parent), Some(text)) = (
+        text_of("user"),
+        text_of("ts"),
+        text_of("thread_ts"),
+        text_of("text"),
+    ) else {
+        return;
+    };
+    // Talk in the thread is not for the gate.
+    if ts == parent || decide::parse_reply(text).is_none() {
+        return;
+    }
+    let written: f64 = ts.parse().unwrap_or(0.0);
+    if now as f64 - written > STALE_SECS {
+        tracing::info!("a stale slack reply decides nothing");
+        return;
+    }
+    let Ok(Some(item)) = c.gate.connector_item_of(CHAT, parent).await else {
+        return;
+    };
+    match c.gate.connector_first_seen(CHAT, &format!("m:{ts}")).await {
+        Ok(true) => {}
+        _ => return,
+    }
+    let answer = if decide::is_approver(&s.s.approvers, user) {
+        decide::reply(&c.gate, format!("{CHAT}:{user}"), &item, text).await
+    } else {
+        NOT_AN_APPROVER.to_owned()
+    };
+    if !decide::shown_by_the_edit(&answer) {
+        tell(c, s, user, answer);
     }
 }

@@ -1,9 +1,10 @@
 //! One local fake of the four chat APIs (Telegram Bot API, Slack Web API,
 //! Discord HTTP API, WhatsApp Cloud API), told apart by path: it records
 //! every call, answers like the real one, queues Telegram updates for
-//! `getUpdates`, and fails the next posts on demand.
+//! `getUpdates`, and fails the next posts, answers slowly or never on
+//! demand.
 
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,7 +33,10 @@ struct Inner {
     updates: Mutex<Vec<Value>>,
     fail_posts: AtomicUsize,
     slow_ms: AtomicI64,
+    hang: AtomicBool,
     ids: AtomicI64,
+    /// What `GET /gateway/bot` answers with as the Gateway's URL.
+    gateway: Mutex<String>,
 }
 
 #[derive(Clone)]
@@ -69,6 +73,17 @@ impl Fake {
     /// Every later call (but `getUpdates`) answers only after `ms`.
     pub fn slow(&self, ms: i64) {
         self.inner.slow_ms.store(ms, Ordering::SeqCst);
+    }
+
+    /// Every later call is recorded and never answered (`false`: answered
+    /// again).
+    pub fn hang(&self, on: bool) {
+        self.inner.hang.store(on, Ordering::SeqCst);
+    }
+
+    /// The Gateway URL `GET /gateway/bot` names.
+    pub fn set_gateway(&self, url: &str) {
+        *self.inner.gateway.lock().unwrap() = url.to_owned();
     }
 
     pub fn calls(&self) -> Vec<Call> {
@@ -118,6 +133,17 @@ async fn answer(
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    if inner.hang.load(Ordering::SeqCst) {
+        inner.calls.lock().unwrap().push(Call {
+            method: method.to_string(),
+            path: path.clone(),
+            auth: auth.clone(),
+            body: body.clone(),
+            at: Instant::now(),
+            answered: -1,
+        });
+        return std::future::pending().await;
+    }
     if path.ends_with("/getUpdates") {
         let ups: Vec<Value> = std::mem::take(&mut *inner.updates.lock().unwrap());
         if ups.is_empty() {
@@ -137,6 +163,13 @@ async fn answer(
         at: Instant::now(),
         answered: -1,
     };
+    if path.ends_with("/gateway/bot") {
+        call.answered = 0;
+        inner.calls.lock().unwrap().push(call);
+        let url = inner.gateway.lock().unwrap().clone();
+        return ok(json!({"url": url, "shards": 1,
+            "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 14400000, "max_concurrency": 1}}));
+    }
     let is_post = path.ends_with("/sendMessage")
         || path.ends_with("/chat.postMessage")
         || (method == Method::POST && path.contains("/channels/"))
@@ -161,6 +194,8 @@ async fn answer(
         ok(json!({"ok": true, "channel": "C1", "ts": format!("1700000000.{id}")}))
     } else if path.contains("/chat.") {
         ok(json!({"ok": true}))
+    } else if path.contains("/interactions/") && path.ends_with("/callback") {
+        StatusCode::NO_CONTENT.into_response()
     } else if path.contains("/channels/") {
         ok(json!({"id": id.to_string()}))
     } else if path.ends_with("/messages") {

@@ -163,3 +163,164 @@ async fn slack_message_click_edit_stranger_and_forgeries() {
     .await;
     app.stop().await;
 }
+
+async fn post_event(app: &TestApp, body: &str, ts: i64, sig: &str) -> reqwest::Response {
+    app.client
+        .post(format!("{}/v1/connectors/slack/events", app.base))
+        .header("content-type", "application/json")
+        .header("x-slack-request-timestamp", ts.to_string())
+        .header("x-slack-signature", sig)
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap()
+}
+
+/// An Events API `message` event, as Slack delivers it.
+fn message_event(user: &str, text: &str, ts: &str, thread_ts: Option<&str>) -> String {
+    let mut event = json!({
+        "type": "message",
+        "channel": "C1",
+        "channel_type": "channel",
+        "user": user,
+        "text": text,
+        "ts": ts,
+        "event_ts": ts,
+    });
+    if let Some(t) = thread_ts {
+        event["thread_ts"] = json!(t);
+    }
+    json!({
+        "token": "unused",
+        "team_id": "T1",
+        "api_app_id": "A1",
+        "type": "event_callback",
+        "event_id": format!("Ev{}", ts.replace('.', "")),
+        "event_time": chrono::Utc::now().timestamp(),
+        "event": event,
+    })
+    .to_string()
+}
+
+/// A message ts written now (`seconds.micro`), unique per `n`.
+fn ts_now(n: u32) -> String {
+    format!("{}.{:06}", chrono::Utc::now().timestamp(), n)
+}
+
+#[tokio::test]
+async fn slack_a_threaded_no_denies_and_strangers_chatter_and_forgeries_decide_nothing() {
+    let fake = Fake::start().await;
+    let app = spawn(&fake).await;
+    let now = chrono::Utc::now().timestamp();
+    // Slack checks the Request URL with a signed challenge.
+    let challenge = json!({"token": "t", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"}).to_string();
+    let resp = post_event(&app, &challenge, now, &signed(SECRET, now, &challenge)).await;
+    assert_eq!(resp.status(), 200);
+    let answer: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(
+        answer["challenge"],
+        "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"
+    );
+    assert_eq!(
+        post_event(&app, &challenge, now, &signed("wrong", now, &challenge))
+            .await
+            .status(),
+        401
+    );
+
+    let id = pending(&app, "make deploy").await;
+    let posts = fake
+        .wait_for("/chat.postMessage", "the message", |c| {
+            c.iter()
+                .any(|c| c.answered >= 0 && c.body.to_string().contains(&id))
+        })
+        .await;
+    let parent = format!(
+        "1700000000.{}",
+        posts
+            .iter()
+            .find(|c| c.body.to_string().contains(&id))
+            .unwrap()
+            .answered
+    );
+    // The daemon records the message ts once the answer is read.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+
+    // A stranger's threaded "yes": told (only them), nothing decided.
+    let body = message_event("U7", "yes", &ts_now(1), Some(&parent));
+    assert_eq!(
+        post_event(&app, &body, now, &signed(SECRET, now, &body))
+            .await
+            .status(),
+        200
+    );
+    let told = fake
+        .wait_for("/chat.postEphemeral", "the stranger's notice", |c| {
+            c.iter().any(|c| c.body["user"] == "U7")
+        })
+        .await;
+    assert!(told[0].body["text"].as_str().unwrap().contains("not on"));
+    // The approver's "no" forged, stale, not in the thread, or chatter in
+    // the thread: nothing decided.
+    let no = message_event(APPROVER, "no, not on a Friday", &ts_now(2), Some(&parent));
+    assert_eq!(
+        post_event(&app, &no, now, &signed("wrong", now, &no))
+            .await
+            .status(),
+        401
+    );
+    let old = now - 360;
+    assert_eq!(
+        post_event(&app, &no, old, &signed(SECRET, old, &no))
+            .await
+            .status(),
+        401
+    );
+    for body in [
+        message_event(APPROVER, "no", &ts_now(3), None),
+        message_event(APPROVER, "is this the release?", &ts_now(4), Some(&parent)),
+    ] {
+        assert_eq!(
+            post_event(&app, &body, now, &signed(SECRET, now, &body))
+                .await
+                .status(),
+            200
+        );
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(action(&app, &id).await["status"], "pending");
+
+    // The approver's threaded "no" with a reason denies; the message shows it.
+    let resp = post_event(&app, &no, now, &signed(SECRET, now, &no)).await;
+    assert_eq!(resp.status(), 200);
+    let a = wait_status(&app, &id, "denied").await;
+    assert_eq!(a["decided_by"], "slack:U42");
+    assert!(
+        a["decision_note"]
+            .as_str()
+            .unwrap()
+            .contains("not on a Friday"),
+        "{a}"
+    );
+    fake.wait_for("/chat.update", "the denial's edit", |c| {
+        c.iter().any(|c| {
+            c.body["ts"] == parent.as_str()
+                && c.body["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("Denied by slack:U42")
+        })
+    })
+    .await;
+    // Delivered again (Slack retries): handled once, nothing more said.
+    let before = fake.calls_to("/chat.postEphemeral").len();
+    assert_eq!(
+        post_event(&app, &no, now, &signed(SECRET, now, &no))
+            .await
+            .status(),
+        200
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(fake.calls_to("/chat.postEphemeral").len(), before);
+    app.stop().await;
+}

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::common::TestApp;
 use super::fake::Fake;
-use super::{action, assert_retried, events_text, pending, request_latency, wait_status};
+use super::{Daemon, action, assert_retried, events_text, pending, request_latency, wait_status};
 
 const APPROVER: i64 = 42;
 const CHAT: i64 = -1001;
@@ -256,6 +256,36 @@ async fn approve_for_an_hour_grants_and_notify_only_sends_no_buttons() {
     let op = app.operator.clone();
     let (_, grants) = app.call(Method::GET, "/v1/grants", Some(&op), None).await;
     assert!(grants.to_string().contains("telegram:42"), "{grants}");
+    // A command line no grant can cover (it writes a file) is offered
+    // Approve and Deny only; the remember button, forged, grants nothing.
+    let unrememberable = pending(&app, "make deploy > deploy.log").await;
+    let body = message_of(&fake, &unrememberable).await;
+    let labels: Vec<&str> = body["reply_markup"]["inline_keyboard"][0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["Approve", "Deny"]);
+    fake.push_update(tap(2, "cq-r2", APPROVER, &format!("r:{unrememberable}")));
+    let answers = fake
+        .wait_for("/answerCallbackQuery", "the refusal", |c| {
+            c.iter().any(|c| c.body["callback_query_id"] == "cq-r2")
+        })
+        .await;
+    let refusal = answers
+        .iter()
+        .find(|c| c.body["callback_query_id"] == "cq-r2")
+        .unwrap();
+    assert!(
+        refusal.body["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Not done"),
+        "{}",
+        refusal.body
+    );
+    assert_eq!(action(&app, &unrememberable).await["status"], "pending");
     app.stop().await;
 
     let fake = Fake::start().await;
@@ -324,106 +354,24 @@ async fn webhook_mode_checks_the_secret_token() {
 #[tokio::test]
 async fn the_binary_takes_telegram_from_the_environment() {
     let fake = Fake::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_actiongate"))
-        .arg("serve")
-        .current_dir(dir.path())
-        .env("ACTIONGATE_LISTEN", format!("127.0.0.1:{port}"))
-        .env("ACTIONGATE_DATA_DIR", dir.path().join("data"))
-        .env("ACTIONGATE_CONNECTORS__TELEGRAM__TOKEN", "123:TOKEN")
-        .env("ACTIONGATE_CONNECTORS__TELEGRAM__CHAT_ID", CHAT.to_string())
-        .env("ACTIONGATE_CONNECTORS__TELEGRAM__APPROVERS", "41,42")
-        .env("ACTIONGATE_CONNECTORS__TELEGRAM__API_BASE", &fake.base)
-        .env("ACTIONGATE_CONNECTORS__TELEGRAM__POLL_SECONDS", "1")
-        .env("ACTIONGATE_STORAGE__DURABILITY", "normal")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let base = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::new();
-    let key_path = dir.path().join("data/admin.key");
-    let mut admin = String::new();
-    for _ in 0..800 {
-        if let Ok(k) = std::fs::read_to_string(&key_path)
-            && !k.trim().is_empty()
-            && client.get(format!("{base}/healthz")).send().await.is_ok()
-        {
-            admin = k.trim().to_owned();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert!(!admin.is_empty(), "the daemon did not start");
-    let call = |method: Method, path: &str, key: &str, body: Value| {
-        client
-            .request(method, format!("{base}{path}"))
-            .bearer_auth(key)
-            .json(&body)
-            .send()
-    };
-    let key: Value = call(
-        Method::POST,
-        "/v1/keys",
-        &admin,
-        json!({"role": "agent", "agent": "a1"}),
-    )
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
-    let agent = key["key"].as_str().unwrap().to_owned();
-    call(
-        Method::PUT,
-        "/v1/agents/a1",
-        &admin,
-        json!({"profile": "standard"}),
-    )
-    .await
-    .unwrap();
-    let a: Value = call(
-        Method::POST,
-        "/v1/actions",
-        &agent,
-        json!({"tool": "bash", "detail": "make deploy"}),
-    )
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
-    let id = a["id"].as_str().unwrap().to_owned();
+    let daemon = Daemon::start(&[
+        ("ACTIONGATE_CONNECTORS__TELEGRAM__TOKEN", "123:TOKEN".into()),
+        ("ACTIONGATE_CONNECTORS__TELEGRAM__CHAT_ID", CHAT.to_string()),
+        ("ACTIONGATE_CONNECTORS__TELEGRAM__APPROVERS", "41,42".into()),
+        (
+            "ACTIONGATE_CONNECTORS__TELEGRAM__API_BASE",
+            fake.base.clone(),
+        ),
+        ("ACTIONGATE_CONNECTORS__TELEGRAM__POLL_SECONDS", "1".into()),
+        ("ACTIONGATE_CONNECTORS__TELEGRAM__MODE", "poll".into()),
+    ])
+    .await;
+    let id = daemon.pending("make deploy").await;
     message_of(&fake, &id).await;
     fake.push_update(tap(1, "cq-env", APPROVER, &format!("a:{id}")));
-    let mut status = Value::Null;
-    for _ in 0..200 {
-        let a: Value = call(
-            Method::GET,
-            &format!("/v1/actions/{id}"),
-            &admin,
-            Value::Null,
-        )
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-        status = a["status"].clone();
-        if status == "approved" {
-            assert_eq!(a["decided_by"], "telegram:42");
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert_eq!(status, "approved");
-    child.start_kill().unwrap();
-    let _ = child.wait().await;
+    let a = daemon.wait_status(&id, "approved").await;
+    assert_eq!(a["decided_by"], "telegram:42");
+    daemon.stop().await;
 }
 
 #[tokio::test]

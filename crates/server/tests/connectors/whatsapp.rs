@@ -183,5 +183,41 @@ async fn whatsapp_handshake_buttons_replies_strangers_and_forgeries() {
         )
         .await;
     assert_eq!(body["status"], "denied");
+
+    // Decided on the API: the outcome goes as a reply to the message.
+    let third = pending(&app, "make publish").await;
+    let posts = fake
+        .wait_for("/PHONE/messages", "the third message", |c| {
+            mine(c, &third).iter().any(|c| c.answered >= 0)
+        })
+        .await;
+    let sent = format!(
+        "wamid.{}",
+        mine(&posts, &third)
+            .iter()
+            .find(|c| c.answered >= 0)
+            .unwrap()
+            .answered
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (status, _) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{third}/approve"),
+            Some(&op),
+            Some(json!({})),
+        )
+        .await;
+    assert!(status.is_success());
+    fake.wait_for("/PHONE/messages", "the API decision's outcome", |c| {
+        c.iter().any(|c| {
+            c.body["context"]["message_id"] == sent.as_str()
+                && c.body["text"]["body"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("Approved by key:")
+        })
+    })
+    .await;
     app.stop().await;
 }
