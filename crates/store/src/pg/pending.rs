@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use actiongate_policy as policy;
 use chrono::{DateTime, Utc};
 
 use crate::anchor::AuditKey;
@@ -12,10 +11,10 @@ use crate::audit::Anchor;
 use crate::connectors::Outgoing;
 use crate::pg::Postgres;
 use crate::{
-    Action, ActionAttempt, ApproveFirst, AttemptNext, AttemptRecord, Claimed, Delivery,
-    DeliveryStatus, DueDelivery, GrantCreated, GrantFilter, GrantRecord, GrantRequest,
-    GrantRequestStatus, HandlerRecord, HandlerSecrets, NewGrant, NewGrantRequest, NewHandler,
-    NewSubscription, NextDispatch, Outcome, StoreError, Subscription,
+    Action, ActionAttempt, AttemptNext, AttemptRecord, Claimed, Delivery, DeliveryStatus,
+    DueDelivery, GrantCreated, GrantRequest, GrantRequestStatus, HandlerRecord, HandlerSecrets,
+    NewGrant, NewGrantRequest, NewHandler, NewSubscription, NextDispatch, Outcome, StoreError,
+    Subscription,
 };
 
 fn todo(what: &str) -> StoreError {
@@ -226,29 +225,6 @@ impl Postgres {
         status: Option<GrantRequestStatus>,
     ) -> Result<Vec<GrantRequest>, StoreError> {
         Err(todo("list_grant_requests"))
-    }
-    pub async fn create_grant(
-        &self,
-        new: NewGrant,
-        first: Option<ApproveFirst>,
-    ) -> Result<GrantCreated, StoreError> {
-        Err(todo("create_grant"))
-    }
-    pub async fn revoke_grant(&self, id: &str) -> Result<GrantRecord, StoreError> {
-        Err(todo("revoke_grant"))
-    }
-    pub async fn get_grant(&self, id: &str) -> Result<GrantRecord, StoreError> {
-        Err(todo("get_grant"))
-    }
-    pub async fn list_grants(&self, f: &GrantFilter) -> Result<Vec<GrantRecord>, StoreError> {
-        Err(todo("list_grants"))
-    }
-    pub async fn active_grants(
-        &self,
-        agent: &str,
-        tool: &str,
-    ) -> Result<Vec<policy::Grant>, StoreError> {
-        Err(todo("active_grants"))
     }
     pub async fn create_handler(
         &self,
