@@ -503,17 +503,14 @@ impl SqliteStore {
     /// A handler's secrets: the current one and the rotated-out one with
     /// the end of its grace period (see [`HandlerSecrets::valid_at`]).
     pub async fn handler_secret_set(&self, id: &str) -> Result<HandlerSecrets, StoreError> {
-        let (current, previous, until): (String, Option<String>, Option<i64>) = sqlx::query_as(
+        let cols: SecretCols = sqlx::query_as(
             "SELECT secret, previous_secret, previous_secret_until FROM handlers WHERE id = ?",
         )
         .bind(id)
         .fetch_optional(&self.read)
         .await?
         .ok_or(StoreError::NotFound)?;
-        Ok(HandlerSecrets {
-            current,
-            previous: previous.zip(until.map(from_ms)),
-        })
+        Ok(HandlerSecrets::from(cols))
     }
 
     /// A handler's valid secrets: the current one first, then the previous
@@ -539,6 +536,18 @@ pub struct HandlerSecrets {
     pub current: String,
     /// The rotated-out secret and when it stops being valid.
     pub previous: Option<(String, DateTime<Utc>)>,
+}
+
+/// `secret, previous_secret, previous_secret_until` of a handler row.
+pub(crate) type SecretCols = (String, Option<String>, Option<i64>);
+
+impl From<SecretCols> for HandlerSecrets {
+    fn from((current, previous, until): SecretCols) -> HandlerSecrets {
+        HandlerSecrets {
+            current,
+            previous: previous.zip(until.map(from_ms)),
+        }
+    }
 }
 
 impl HandlerSecrets {

@@ -4,5 +4,6 @@
 
 mod backends;
 mod grants;
+mod handlers;
 mod outbox;
 mod store;

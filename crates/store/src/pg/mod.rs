@@ -13,7 +13,7 @@
 //! published and publishes them in order. A lost notification costs
 //! latency, never an event.
 //!
-//! Modules: `actions`, `events`, `grants`, `keys`, `agents` hold the queries of the
+//! Modules: `actions`, `events`, `grants`, `handlers`, `keys`, `agents` hold the queries of the
 //! records they are named after; the record types and the pure parts of each
 //! operation are shared with the SQLite backend.
 
@@ -21,6 +21,7 @@ mod actions;
 mod agents;
 mod events;
 mod grants;
+mod handlers;
 mod keys;
 mod log;
 mod pending;

@@ -12,9 +12,8 @@ use crate::connectors::Outgoing;
 use crate::pg::Postgres;
 use crate::{
     Action, ActionAttempt, AttemptNext, AttemptRecord, Claimed, Delivery, DeliveryStatus,
-    DueDelivery, GrantCreated, GrantRequest, GrantRequestStatus, HandlerRecord, HandlerSecrets,
-    NewGrant, NewGrantRequest, NewHandler, NewSubscription, NextDispatch, Outcome, StoreError,
-    Subscription,
+    DueDelivery, GrantCreated, GrantRequest, GrantRequestStatus, NewGrant, NewGrantRequest,
+    NewSubscription, NextDispatch, Outcome, StoreError, Subscription,
 };
 
 fn todo(what: &str) -> StoreError {
@@ -172,20 +171,6 @@ impl Postgres {
     pub async fn prune_seen_webhooks(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
         Err(todo("prune_seen_webhooks"))
     }
-    pub async fn rotate_handler_secret(
-        &self,
-        id: &str,
-        secret: String,
-        grace_until: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
-        Err(todo("rotate_handler_secret"))
-    }
-    pub async fn handler_secret_set(&self, id: &str) -> Result<HandlerSecrets, StoreError> {
-        Err(todo("handler_secret_set"))
-    }
-    pub async fn handler_secrets(&self, id: &str) -> Result<Vec<String>, StoreError> {
-        Err(todo("handler_secrets"))
-    }
     pub async fn create_grant_request(
         &self,
         new: NewGrantRequest,
@@ -225,31 +210,6 @@ impl Postgres {
         status: Option<GrantRequestStatus>,
     ) -> Result<Vec<GrantRequest>, StoreError> {
         Err(todo("list_grant_requests"))
-    }
-    pub async fn create_handler(
-        &self,
-        h: NewHandler,
-        secret: String,
-    ) -> Result<HandlerRecord, StoreError> {
-        Err(todo("create_handler"))
-    }
-    pub async fn replace_handler(&self, h: NewHandler) -> Result<HandlerRecord, StoreError> {
-        Err(todo("replace_handler"))
-    }
-    pub async fn retire_handler(&self, id: &str) -> Result<HandlerRecord, StoreError> {
-        Err(todo("retire_handler"))
-    }
-    pub async fn get_handler(&self, id: &str) -> Result<HandlerRecord, StoreError> {
-        Err(todo("get_handler"))
-    }
-    pub async fn list_handlers(
-        &self,
-        include_retired: bool,
-    ) -> Result<Vec<HandlerRecord>, StoreError> {
-        Err(todo("list_handlers"))
-    }
-    pub async fn handler_secret(&self, id: &str) -> Result<String, StoreError> {
-        Err(todo("handler_secret"))
     }
     pub async fn create_subscription(
         &self,
