@@ -12,8 +12,7 @@ use crate::connectors::Outgoing;
 use crate::pg::Postgres;
 use crate::{
     Action, ActionAttempt, AttemptNext, AttemptRecord, Claimed, Delivery, DeliveryStatus,
-    DueDelivery, GrantCreated, GrantRequest, GrantRequestStatus, NewGrant, NewGrantRequest,
-    NewSubscription, NextDispatch, Outcome, StoreError, Subscription,
+    DueDelivery, NewSubscription, NextDispatch, Outcome, StoreError, Subscription,
 };
 
 fn todo(what: &str) -> StoreError {
@@ -170,46 +169,6 @@ impl Postgres {
     }
     pub async fn prune_seen_webhooks(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
         Err(todo("prune_seen_webhooks"))
-    }
-    pub async fn create_grant_request(
-        &self,
-        new: NewGrantRequest,
-    ) -> Result<GrantRequest, StoreError> {
-        Err(todo("create_grant_request"))
-    }
-    pub async fn approve_grant_request(
-        &self,
-        id: &str,
-        grant: NewGrant,
-    ) -> Result<(GrantRequest, GrantCreated), StoreError> {
-        Err(todo("approve_grant_request"))
-    }
-    pub async fn deny_grant_request(
-        &self,
-        id: &str,
-        decided_by: String,
-        reason: Option<String>,
-    ) -> Result<GrantRequest, StoreError> {
-        Err(todo("deny_grant_request"))
-    }
-    pub async fn expire_grant_requests(
-        &self,
-        at: DateTime<Utc>,
-    ) -> Result<Vec<GrantRequest>, StoreError> {
-        Err(todo("expire_grant_requests"))
-    }
-    pub async fn next_grant_request_deadline(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
-        Err(todo("next_grant_request_deadline"))
-    }
-    pub async fn get_grant_request(&self, id: &str) -> Result<GrantRequest, StoreError> {
-        Err(todo("get_grant_request"))
-    }
-    pub async fn list_grant_requests(
-        &self,
-        agent: Option<&str>,
-        status: Option<GrantRequestStatus>,
-    ) -> Result<Vec<GrantRequest>, StoreError> {
-        Err(todo("list_grant_requests"))
     }
     pub async fn create_subscription(
         &self,
