@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, dead_code)]
 
 mod backends;
+mod dispatch;
 mod grant_requests;
 mod grants;
 mod handlers;

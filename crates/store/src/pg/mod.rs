@@ -13,12 +13,13 @@
 //! published and publishes them in order. A lost notification costs
 //! latency, never an event.
 //!
-//! Modules: `actions`, `events`, `grant_requests`, `grants`, `handlers`, `keys`, `agents` hold the queries of the
+//! Modules: `actions`, `dispatch`, `events`, `grant_requests`, `grants`, `handlers`, `keys`, `agents` hold the queries of the
 //! records they are named after; the record types and the pure parts of each
 //! operation are shared with the SQLite backend.
 
 mod actions;
 mod agents;
+mod dispatch;
 mod events;
 mod grant_requests;
 mod grants;

@@ -11,8 +11,7 @@ use crate::audit::Anchor;
 use crate::connectors::Outgoing;
 use crate::pg::Postgres;
 use crate::{
-    Action, ActionAttempt, AttemptNext, AttemptRecord, Claimed, Delivery, DeliveryStatus,
-    DueDelivery, NewSubscription, NextDispatch, Outcome, StoreError, Subscription,
+    AttemptRecord, Delivery, DeliveryStatus, DueDelivery, NewSubscription, StoreError, Subscription,
 };
 
 fn todo(what: &str) -> StoreError {
@@ -108,67 +107,6 @@ impl Postgres {
     }
     pub async fn connector_first_seen(&self, chat: &str, id: &str) -> Result<bool, StoreError> {
         Err(todo("connector_first_seen"))
-    }
-    pub async fn due_for_dispatch(
-        &self,
-        at: DateTime<Utc>,
-        limit: i64,
-    ) -> Result<Vec<(String, String)>, StoreError> {
-        Err(todo("due_for_dispatch"))
-    }
-    pub async fn claim(
-        &self,
-        ids: Vec<String>,
-        lease_until: DateTime<Utc>,
-    ) -> Result<Vec<Claimed>, StoreError> {
-        Err(todo("claim"))
-    }
-    pub async fn claim_next(
-        &self,
-        handler: &str,
-        at: DateTime<Utc>,
-        lease_until: DateTime<Utc>,
-    ) -> Result<Option<Claimed>, StoreError> {
-        Err(todo("claim_next"))
-    }
-    pub async fn settle_attempt(
-        &self,
-        running: &Action,
-        rec: &ActionAttempt,
-        outcome: Outcome,
-    ) -> Result<Option<Action>, StoreError> {
-        Err(todo("settle_attempt"))
-    }
-    pub async fn finish_attempt(
-        &self,
-        id: &str,
-        rec: ActionAttempt,
-        next: AttemptNext,
-    ) -> Result<Option<Action>, StoreError> {
-        Err(todo("finish_attempt"))
-    }
-    pub async fn release_leases(
-        &self,
-        at: DateTime<Utc>,
-        max_attempts: i64,
-        all: bool,
-    ) -> Result<Vec<Action>, StoreError> {
-        Err(todo("release_leases"))
-    }
-    pub async fn next_dispatch_times(&self) -> Result<NextDispatch, StoreError> {
-        Err(todo("next_dispatch_times"))
-    }
-    pub async fn accept_result(
-        &self,
-        id: &str,
-        webhook_id: String,
-        attempt: i64,
-        outcome: Outcome,
-    ) -> Result<Action, StoreError> {
-        Err(todo("accept_result"))
-    }
-    pub async fn prune_seen_webhooks(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
-        Err(todo("prune_seen_webhooks"))
     }
     pub async fn create_subscription(
         &self,
