@@ -211,9 +211,48 @@ pub(crate) fn approve_by_grant(id: &str) -> Transition {
     }
 }
 
-/// The query for the pending actions `grant` may cover (the policy judges
-/// each), in id order; `None` when it names no target.
-pub(crate) fn covered_query<DB>(grant: &GrantRecord) -> Option<QueryBuilder<DB>>
+/// What a grant may cover, as the query for candidates sees it.
+pub(crate) struct Reach<'a> {
+    agent: Option<&'a str>,
+    handler: Option<&'a str>,
+    permission: Option<&'a str>,
+    tool: Option<&'a str>,
+}
+
+impl<'a> From<&'a GrantRecord> for Reach<'a> {
+    fn from(g: &'a GrantRecord) -> Reach<'a> {
+        Reach {
+            agent: g.agent.as_deref(),
+            handler: g.handler.as_deref(),
+            permission: g.permission.as_deref(),
+            tool: g.tool.as_deref(),
+        }
+    }
+}
+
+impl<'a> From<&'a NewGrant> for Reach<'a> {
+    fn from(g: &'a NewGrant) -> Reach<'a> {
+        let (handler, permission, tool) = match &g.target {
+            NewGrantTarget::Permission {
+                handler,
+                permission,
+                ..
+            } => (Some(handler.as_str()), Some(permission.as_str()), None),
+            NewGrantTarget::Tool { tool, .. } => (None, None, Some(tool.as_str())),
+        };
+        Reach {
+            agent: g.agent.as_deref(),
+            handler,
+            permission,
+            tool,
+        }
+    }
+}
+
+/// The query for the pending actions a grant may cover (the policy judges
+/// each), and action `also` when given, in id order; `None` when the grant
+/// names no target.
+pub(crate) fn covered_query<DB>(reach: Reach<'_>, also: Option<&str>) -> Option<QueryBuilder<DB>>
 where
     DB: sqlx::Database,
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
@@ -221,23 +260,27 @@ where
     let mut q: QueryBuilder<DB> = QueryBuilder::new(concat!(
         "SELECT ",
         actions::action_columns!(),
-        " FROM actions WHERE status = 'pending'"
+        " FROM actions WHERE "
     ));
-    match (&grant.handler, &grant.permission, &grant.tool) {
+    if let Some(id) = also {
+        q.push("id = ").push_bind(id.to_owned()).push(" OR ");
+    }
+    q.push("(status = 'pending'");
+    match (reach.handler, reach.permission, reach.tool) {
         (Some(h), Some(p), _) => {
-            q.push(" AND handler = ").push_bind(h.clone());
-            q.push(" AND permission = ").push_bind(p.clone());
+            q.push(" AND handler = ").push_bind(h.to_owned());
+            q.push(" AND permission = ").push_bind(p.to_owned());
         }
         (_, _, Some(tool)) => {
             q.push(" AND handler IS NULL AND tool = ")
-                .push_bind(tool.clone());
+                .push_bind(tool.to_owned());
         }
         _ => return None,
     }
-    if let Some(agent) = &grant.agent {
-        q.push(" AND agent = ").push_bind(agent.clone());
+    if let Some(agent) = reach.agent {
+        q.push(" AND agent = ").push_bind(agent.to_owned());
     }
-    q.push(" ORDER BY id");
+    q.push(") ORDER BY id");
     Some(q)
 }
 
@@ -406,7 +449,7 @@ async fn approve_covered_on(
     default_profile: Option<&Arc<policy::Profile>>,
 ) -> Result<Vec<Action>, StoreError> {
     let pg = to_policy(grant)?;
-    let Some(mut q) = covered_query::<Sqlite>(grant) else {
+    let Some(mut q) = covered_query::<Sqlite>(grant.into(), None) else {
         return Ok(Vec::new());
     };
     let rows = q.build().fetch_all(&mut *conn).await?;

@@ -349,3 +349,56 @@ async fn grants_and_decisions_racing_on_two_nodes_decide_each_action_once() {
     a.close().await;
     b.close().await;
 }
+
+/// "Approve and remember" on two nodes at once, each grant covering the
+/// action the other approves first: no deadlock (a 503 to an operator),
+/// each action approved once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn approvals_that_remember_on_two_nodes_at_once_do_not_deadlock() {
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let nodes = [open_node(&url).await, open_node(&url).await];
+    nodes[0]
+        .put_agent("a", None, Some(json!("guarded")))
+        .await
+        .unwrap();
+    for round in 0..5 {
+        let mut ids = Vec::new();
+        for i in 0..20 {
+            let new = ask("a", &format!("make {round}-{i}"));
+            ids.push(nodes[0].insert_action(new).await.unwrap().0.id);
+        }
+        let remember = |node: &Store, first: &str| {
+            let (node, first) = (node.clone(), first.to_owned());
+            tokio::spawn(async move {
+                let grant = tool_grant(Some("a"), &format!("make {round}-.*"));
+                let first = ApproveFirst {
+                    action_id: first,
+                    decided_by: "op".to_owned(),
+                    note: None,
+                };
+                node.create_grant(grant, Some(first)).await
+            })
+        };
+        let answers = [remember(&nodes[0], &ids[15]), remember(&nodes[1], &ids[5])];
+        let mut approved = Vec::new();
+        for a in answers {
+            match a.await.unwrap() {
+                Ok(created) => {
+                    approved.extend(created.approved_first.map(|a| a.id));
+                    approved.extend(created.approved.into_iter().map(|a| a.id));
+                }
+                // The other grant approved this one's first action already.
+                Err(StoreError::WrongState { current }) => assert_eq!(current, "approved"),
+                Err(e) => panic!("round {round}: {e}"),
+            }
+        }
+        approved.sort();
+        ids.sort();
+        assert_eq!(approved, ids, "round {round}: each approved once");
+    }
+    for n in nodes {
+        n.close().await;
+    }
+}

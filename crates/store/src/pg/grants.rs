@@ -3,10 +3,11 @@
 //! them (`grants::covers`, `grants::allows`, the agent's profile as stored
 //! now or the default one).
 //!
-//! Races with other nodes: the covered actions are locked in id order
-//! (`FOR UPDATE`, which re-checks `pending` against a concurrent decision
-//! once it commits), so a decision on another node and the grant never
-//! both apply, and two writers that lock several actions never deadlock.
+//! Races with other nodes: the covered actions (and the one approved
+//! first) are locked in id order (`FOR UPDATE`, which re-checks `pending`
+//! against a concurrent decision once it commits), so a decision on
+//! another node and the grant never both apply, and two writers that lock
+//! several actions (grants, sweeps) never deadlock.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -51,6 +52,16 @@ pub(crate) async fn create_on(
     default_profile: Option<&Arc<policy::Profile>>,
     events: &mut Vec<NewEvent>,
 ) -> Result<GrantCreated, StoreError> {
+    if let Some(first) = &first
+        && let Some(mut q) = covered_query::<Pg>((&new).into(), Some(&first.action_id))
+    {
+        // The action approved first and what the grant may cover, locked
+        // together in id order before any is changed: locked one after the
+        // other, a sweep or another grant holding some of the same rows
+        // could each wait for the other.
+        q.push(" FOR UPDATE");
+        q.build().execute(&mut *conn).await?;
+    }
     let approved_first = match first {
         Some(first) => {
             let t = approve_first(&first);
@@ -84,7 +95,7 @@ async fn approve_covered_on(
     events: &mut Vec<NewEvent>,
 ) -> Result<Vec<Action>, StoreError> {
     let pg = to_policy(grant)?;
-    let Some(mut q) = covered_query::<Pg>(grant) else {
+    let Some(mut q) = covered_query::<Pg>(grant.into(), None) else {
         return Ok(Vec::new());
     };
     q.push(" FOR UPDATE");
