@@ -130,7 +130,7 @@ impl Cluster {
     /// (Re)starts the server on the same port and data.
     pub fn start_server(&self) -> Result<(), String> {
         let opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off \
              -c full_page_writes=off -c max_connections=300 -c shared_buffers=32MB",
             self.port,
             self.dir_str()

@@ -24,6 +24,10 @@ use crate::transport::{OutboundRequest, Transport};
 
 /// Longest idle sleep; a safety net should a wake-up ever be missed.
 const MAX_IDLE: Duration = Duration::from_secs(60);
+/// Longest idle sleep with other daemons on the database: what they do
+/// wakes only them, so a lease that lapses when one of them dies, or a
+/// retry it scheduled, is found here by looking.
+const MAX_IDLE_SHARED: Duration = Duration::from_secs(1);
 /// How many due actions one pass looks at.
 const BATCH: i64 = 256;
 
@@ -211,6 +215,11 @@ pub async fn run(gate: Gate) {
     let d = gate.dispatcher();
     d.live.store(true, Ordering::Release);
     let max_attempts = d.cfg.retry_schedule.len() as i64 + 1;
+    let max_idle = if gate.store().is_shared() {
+        MAX_IDLE_SHARED
+    } else {
+        MAX_IDLE
+    };
     let mut events = gate.store().subscribe();
     // When the earliest lease lapses; releasing is a write, so it is done
     // only when one is due, not on every pass.
@@ -238,8 +247,8 @@ pub async fn run(gate: Gate) {
                     Some(at) => (at - Utc::now())
                         .to_std()
                         .unwrap_or(Duration::ZERO)
-                        .min(MAX_IDLE),
-                    None => MAX_IDLE,
+                        .min(max_idle),
+                    None => max_idle,
                 }
             }
             Err(_) => {

@@ -108,6 +108,69 @@ async fn settle_on(
     Ok(Some(action))
 }
 
+/// `e`, storing webhook-id `id` failing, as the caller sees it: a unique
+/// violation means the id was used before (a replay).
+pub(crate) fn replayed(id: &str, e: sqlx::Error) -> StoreError {
+    match StoreError::from(e) {
+        StoreError::Conflict(_) => {
+            StoreError::Conflict(format!("webhook-id '{id}' was already used"))
+        }
+        other => other,
+    }
+}
+
+/// The record of an attempt cut short: its lease lapsed with no answer, or
+/// (`stopped`) the daemon stopped during it.
+pub(crate) fn cut_attempt(n: i64, at: DateTime<Utc>, stopped: bool) -> ActionAttempt {
+    ActionAttempt {
+        n,
+        at,
+        status_code: None,
+        error: Some(if stopped {
+            "the daemon stopped during this attempt".to_owned()
+        } else {
+            "the attempt's lease lapsed with no answer".to_owned()
+        }),
+        duration_ms: 0,
+    }
+}
+
+/// Whether an executor's result for `attempt` may settle `current`, whose
+/// running attempt is `attempts`; the record to log for the running
+/// attempt when its own answer (the 202) is not in yet.
+pub(crate) fn result_applies(
+    current: &Action,
+    attempts: i64,
+    attempt: i64,
+) -> Result<Option<ActionAttempt>, StoreError> {
+    if current.status != ActionStatus::Running {
+        return Err(StoreError::WrongState {
+            current: current.status.to_string(),
+        });
+    }
+    // Every attempt carries the same webhook-id, so an executor runs the
+    // action once and the result of any attempt sent so far is the
+    // action's result: one that was cut off (a crash, a lapsed lease) may
+    // answer late.
+    if !(1..=attempts).contains(&attempt) {
+        return Err(StoreError::WrongState {
+            current: format!("running attempt {attempts}, not {attempt}"),
+        });
+    }
+    // The result can beat the executor's own answer (its 202) to the
+    // daemon, and a crash can then lose that answer: the running attempt
+    // is logged now, and its record is completed when the answer comes in.
+    Ok(
+        (!current.attempts.iter().any(|a| a.n == attempts)).then(|| ActionAttempt {
+            n: attempts,
+            at: now(),
+            status_code: None,
+            error: None,
+            duration_ms: 0,
+        }),
+    )
+}
+
 impl SqliteStore {
     /// Approved handler actions due for an attempt at `at`, oldest first.
     ///
@@ -324,17 +387,7 @@ impl SqliteStore {
                     };
                     let mut changed = Vec::new();
                     for (id, attempts) in ids {
-                        let rec = ActionAttempt {
-                            n: attempts,
-                            at,
-                            status_code: None,
-                            error: Some(if all {
-                                "the daemon stopped during this attempt".to_owned()
-                            } else {
-                                "the attempt's lease lapsed with no answer".to_owned()
-                            }),
-                            duration_ms: 0,
-                        };
+                        let rec = cut_attempt(attempts, at, all);
                         append_attempt(conn, &id, &rec).await?;
                         if attempts >= max_attempts {
                             let outcome = Outcome {
@@ -403,47 +456,16 @@ impl SqliteStore {
                         .bind(to_ms(now()))
                         .execute(&mut *conn)
                         .await
-                        .map_err(|e| match StoreError::from(e) {
-                            StoreError::Conflict(_) => StoreError::Conflict(format!(
-                                "webhook-id '{webhook_id}' was already used"
-                            )),
-                            other => other,
-                        })?;
+                        .map_err(|e| replayed(&webhook_id, e))?;
                     let current = actions::get_on(conn, &id)
                         .await?
                         .ok_or(StoreError::NotFound)?;
-                    if current.status != ActionStatus::Running {
-                        return Err(StoreError::WrongState {
-                            current: current.status.to_string(),
-                        });
-                    }
                     let attempts: i64 =
                         sqlx::query_scalar("SELECT attempts FROM actions WHERE id = ?")
                             .bind(&id)
                             .fetch_one(&mut *conn)
                             .await?;
-                    // Every attempt carries the same webhook-id, so an
-                    // executor runs the action once and the result of any
-                    // attempt sent so far is the action's result: one that
-                    // was cut off (a crash, a lapsed lease) may answer late.
-                    if !(1..=attempts).contains(&attempt) {
-                        return Err(StoreError::WrongState {
-                            current: format!("running attempt {attempts}, not {attempt}"),
-                        });
-                    }
-                    // The result can beat the executor's own answer (its 202)
-                    // to the daemon, and a crash can then lose that answer:
-                    // the running attempt is logged now, and its record is
-                    // completed when the answer comes in.
-                    let sent = (!current.attempts.iter().any(|a| a.n == attempts)).then(|| {
-                        ActionAttempt {
-                            n: attempts,
-                            at: now(),
-                            status_code: None,
-                            error: None,
-                            duration_ms: 0,
-                        }
-                    });
+                    let sent = result_applies(&current, attempts, attempt)?;
                     settle_on(conn, &id, attempts, &outcome, sent.as_ref())
                         .await?
                         .ok_or(StoreError::WrongState {
@@ -503,17 +525,14 @@ impl SqliteStore {
     /// A handler's secrets: the current one and the rotated-out one with
     /// the end of its grace period (see [`HandlerSecrets::valid_at`]).
     pub async fn handler_secret_set(&self, id: &str) -> Result<HandlerSecrets, StoreError> {
-        let (current, previous, until): (String, Option<String>, Option<i64>) = sqlx::query_as(
+        let cols: SecretCols = sqlx::query_as(
             "SELECT secret, previous_secret, previous_secret_until FROM handlers WHERE id = ?",
         )
         .bind(id)
         .fetch_optional(&self.read)
         .await?
         .ok_or(StoreError::NotFound)?;
-        Ok(HandlerSecrets {
-            current,
-            previous: previous.zip(until.map(from_ms)),
-        })
+        Ok(HandlerSecrets::from(cols))
     }
 
     /// A handler's valid secrets: the current one first, then the previous
@@ -539,6 +558,18 @@ pub struct HandlerSecrets {
     pub current: String,
     /// The rotated-out secret and when it stops being valid.
     pub previous: Option<(String, DateTime<Utc>)>,
+}
+
+/// `secret, previous_secret, previous_secret_until` of a handler row.
+pub(crate) type SecretCols = (String, Option<String>, Option<i64>);
+
+impl From<SecretCols> for HandlerSecrets {
+    fn from((current, previous, until): SecretCols) -> HandlerSecrets {
+        HandlerSecrets {
+            current,
+            previous: previous.zip(until.map(from_ms)),
+        }
+    }
 }
 
 impl HandlerSecrets {

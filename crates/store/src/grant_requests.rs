@@ -33,12 +33,15 @@ pub struct NewGrantRequest {
     pub deadline: DateTime<Utc>,
 }
 
-macro_rules! columns {
+/// The grant request columns, in the order [`decode`] reads them, as a
+/// literal for `concat!`.
+macro_rules! request_columns {
     () => {
         "id, agent, handler, permission, scope, reason, expires, status, deadline, created_at, \
          decided_at, decided_by, deny_reason, grant_id"
     };
 }
+pub(crate) use request_columns;
 
 async fn from_row_on(
     conn: &mut SqliteConnection,
@@ -47,10 +50,14 @@ async fn from_row_on(
     let grant_id: Option<String> = row.try_get("grant_id")?;
     let grant = match grant_id {
         Some(id) => {
-            let g = sqlx::query("SELECT id, agent, handler, permission, scope, tool, pattern, granted_by, granted_at, expires_at, revoked_at, note FROM grants WHERE id = ?")
-                .bind(&id)
-                .fetch_optional(&mut *conn)
-                .await?;
+            let g = sqlx::query(concat!(
+                "SELECT ",
+                grants::grant_columns!(),
+                " FROM grants WHERE id = ?"
+            ))
+            .bind(&id)
+            .fetch_optional(&mut *conn)
+            .await?;
             g.as_ref().map(grants::from_row).transpose()?
         }
         None => None,
@@ -82,7 +89,7 @@ pub(crate) fn decode(
     })
 }
 
-fn event(kind: &'static str, r: &GrantRequest) -> Result<NewEvent, StoreError> {
+pub(crate) fn event(kind: &'static str, r: &GrantRequest) -> Result<NewEvent, StoreError> {
     Ok(NewEvent {
         kind,
         agent: Some(r.agent.clone()),
@@ -95,7 +102,7 @@ fn event(kind: &'static str, r: &GrantRequest) -> Result<NewEvent, StoreError> {
 async fn get_on(conn: &mut SqliteConnection, id: &str) -> Result<GrantRequest, StoreError> {
     let row = sqlx::query(concat!(
         "SELECT ",
-        columns!(),
+        request_columns!(),
         " FROM grant_requests WHERE id = ?"
     ))
     .bind(id)
@@ -133,6 +140,31 @@ async fn settle_on(
         });
     }
     Ok(())
+}
+
+/// The query of [`Store::list_grant_requests`](crate::Store::list_grant_requests).
+pub(crate) fn list_query<DB>(
+    agent: Option<&str>,
+    status: Option<GrantRequestStatus>,
+) -> QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> &'static str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut q: QueryBuilder<DB> = QueryBuilder::new(concat!(
+        "SELECT ",
+        request_columns!(),
+        " FROM grant_requests WHERE 1 = 1"
+    ));
+    if let Some(agent) = agent {
+        q.push(" AND agent = ").push_bind(agent.to_owned());
+    }
+    if let Some(status) = status {
+        q.push(" AND status = ").push_bind(status.as_str());
+    }
+    q.push(" ORDER BY id DESC LIMIT 500");
+    q
 }
 
 impl SqliteStore {
@@ -276,18 +308,7 @@ impl SqliteStore {
         status: Option<GrantRequestStatus>,
     ) -> Result<Vec<GrantRequest>, StoreError> {
         let mut conn = self.read.acquire().await?;
-        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(concat!(
-            "SELECT ",
-            columns!(),
-            " FROM grant_requests WHERE 1 = 1"
-        ));
-        if let Some(agent) = agent {
-            q.push(" AND agent = ").push_bind(agent.to_owned());
-        }
-        if let Some(status) = status {
-            q.push(" AND status = ").push_bind(status.as_str());
-        }
-        q.push(" ORDER BY id DESC LIMIT 500");
+        let mut q = list_query::<Sqlite>(agent, status);
         let rows = q.build().fetch_all(&mut *conn).await?;
         let mut out = Vec::with_capacity(rows.len());
         for row in &rows {

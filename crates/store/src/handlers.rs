@@ -24,11 +24,14 @@ pub struct NewHandler {
     pub spec: Value,
 }
 
-macro_rules! columns {
+/// The handler columns, in the order [`from_row`] reads them, as a literal
+/// for `concat!`.
+macro_rules! handler_columns {
     () => {
         "id, name, description, url, timeout_ms, spec, created_at, updated_at, retired_at"
     };
 }
+pub(crate) use handler_columns;
 
 pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<HandlerRecord, StoreError> {
     let spec: String = row.try_get("spec")?;
@@ -43,6 +46,15 @@ pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<HandlerRecord, Sto
         updated_at: from_ms(row.try_get("updated_at")?),
         retired_at: opt_from_ms(row.try_get("retired_at")?),
     })
+}
+
+/// `e`, an insert of handler `id` failing, as the caller sees it: a
+/// unique violation means the id is taken.
+pub(crate) fn taken(id: &str, e: sqlx::Error) -> StoreError {
+    match StoreError::from(e) {
+        StoreError::Conflict(_) => StoreError::Conflict(format!("handler '{id}' already exists")),
+        other => other,
+    }
 }
 
 impl SqliteStore {
@@ -60,7 +72,7 @@ impl SqliteStore {
                     let row = sqlx::query(concat!(
                         "INSERT INTO handlers (id, name, description, url, timeout_ms, spec, secret, created_at, updated_at) \
                          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ",
-                        columns!()
+                        handler_columns!()
                     ))
                     .bind(&h.id)
                     .bind(&h.name)
@@ -73,10 +85,7 @@ impl SqliteStore {
                     .bind(at)
                     .fetch_one(conn)
                     .await
-                    .map_err(|e| match StoreError::from(e) {
-                        StoreError::Conflict(_) => StoreError::Conflict(format!("handler '{}' already exists", h.id)),
-                        other => other,
-                    })?;
+                    .map_err(|e| taken(&h.id, e))?;
                     from_row(&row)
                 })
             })
@@ -91,7 +100,7 @@ impl SqliteStore {
                     let row = sqlx::query(concat!(
                         "UPDATE handlers SET name = ?, description = ?, url = ?, timeout_ms = ?, spec = ?, updated_at = ? \
                          WHERE id = ? AND retired_at IS NULL RETURNING ",
-                        columns!()
+                        handler_columns!()
                     ))
                     .bind(&h.name)
                     .bind(&h.description)
@@ -116,7 +125,7 @@ impl SqliteStore {
                 Box::pin(async move {
                     let row = sqlx::query(concat!(
                         "UPDATE handlers SET retired_at = COALESCE(retired_at, ?) WHERE id = ? RETURNING ",
-                        columns!()
+                        handler_columns!()
                     ))
                     .bind(to_ms(now()))
                     .bind(&id)
@@ -132,7 +141,7 @@ impl SqliteStore {
     pub async fn get_handler(&self, id: &str) -> Result<HandlerRecord, StoreError> {
         let row = sqlx::query(concat!(
             "SELECT ",
-            columns!(),
+            handler_columns!(),
             " FROM handlers WHERE id = ?"
         ))
         .bind(id)
@@ -150,13 +159,17 @@ impl SqliteStore {
         include_retired: bool,
     ) -> Result<Vec<HandlerRecord>, StoreError> {
         let rows = if include_retired {
-            sqlx::query(concat!("SELECT ", columns!(), " FROM handlers ORDER BY id"))
-                .fetch_all(&self.read)
-                .await?
+            sqlx::query(concat!(
+                "SELECT ",
+                handler_columns!(),
+                " FROM handlers ORDER BY id"
+            ))
+            .fetch_all(&self.read)
+            .await?
         } else {
             sqlx::query(concat!(
                 "SELECT ",
-                columns!(),
+                handler_columns!(),
                 " FROM handlers WHERE retired_at IS NULL ORDER BY id"
             ))
             .fetch_all(&self.read)

@@ -2,6 +2,11 @@
 //! links it once: one module per file beside this one.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, dead_code)]
 
+mod actions;
 mod backends;
+mod dispatch;
+mod grant_requests;
+mod grants;
+mod handlers;
 mod outbox;
 mod store;

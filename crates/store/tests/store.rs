@@ -302,23 +302,34 @@ async fn expire_due_expires_only_overdue_pending_actions(kind: Kind) {
     assert_eq!(events.last().unwrap().kind, "action.expired");
 }
 
-#[tokio::test]
-async fn data_survives_reopening_and_closed_store_refuses_writes() {
+async fn data_survives_reopening_and_closed_store_refuses_writes(kind: Kind) {
+    // What a second open finds the same database by.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.db");
-    let store = Store::open(&path, StoreOptions::default()).await.unwrap();
+    let url = match kind {
+        Kind::Sqlite => None,
+        Kind::Postgres => match crate::backends::pg_database() {
+            Some(url) => Some(url),
+            None => return,
+        },
+    };
+    let reopen = || async {
+        match &url {
+            None => Store::open(&path, StoreOptions::default()).await.unwrap(),
+            Some(url) => crate::backends::open_node(url).await,
+        }
+    };
+    let store = reopen().await;
     let (a, _) = store
         .insert_action(new_action("a", DecisionResult::Ask, None, "h"))
         .await
         .unwrap();
     store.close().await;
-    assert!(matches!(
-        store
-            .insert_action(new_action("a", DecisionResult::Ask, None, "h"))
-            .await,
-        Err(StoreError::Closed)
-    ));
-    let store = Store::open(&path, StoreOptions::default()).await.unwrap();
+    let refused = store
+        .insert_action(new_action("a", DecisionResult::Ask, None, "h"))
+        .await;
+    assert!(matches!(refused, Err(StoreError::Closed)), "{refused:?}");
+    let store = reopen().await;
     assert_eq!(store.get_action(&a.id).await.unwrap(), a);
     assert!(store.last_seq() >= 1);
     store.ready().await.unwrap();
@@ -694,6 +705,7 @@ async fn rebuilding_actions_and_events_keeps_rows_and_the_event_counter() {
 
 crate::conformance!(
     initial_status_follows_the_decision_and_records_an_event,
+    data_survives_reopening_and_closed_store_refuses_writes,
     a_failing_job_does_not_disturb_its_batch,
     a_failing_new_action_does_not_disturb_the_ones_written_with_it,
     a_job_failing_alone_in_its_batch_leaves_nothing_behind,

@@ -140,18 +140,22 @@ impl Postgres {
 
     /// Expires every pending action whose deadline is at or before `at`.
     /// Nodes that sweep at once expire each action once: the second waits
-    /// for the first's commit and finds it no longer pending.
+    /// for the first's commit and finds it no longer pending. The rows are
+    /// locked in id order, as a new grant locks what it approves, so the
+    /// two never deadlock.
     pub async fn expire_due(&self, at: DateTime<Utc>) -> Result<Vec<Action>, StoreError> {
         let mut tx = self.begin().await?;
         let rows = sqlx::query(concat!(
             "UPDATE actions SET status = 'expired', decided_at = $1, decided_by = 'deadline', \
-             settled_at = $1 WHERE status = 'pending' AND deadline <= $1 RETURNING ",
+             settled_at = $1 WHERE id IN (SELECT id FROM actions WHERE status = 'pending' \
+             AND deadline <= $1 ORDER BY id FOR UPDATE) AND status = 'pending' RETURNING ",
             action_columns!()
         ))
         .bind(to_ms(at))
         .fetch_all(&mut *tx)
         .await?;
-        let expired = rows.iter().map(from_row).collect::<Result<Vec<_>, _>>()?;
+        let mut expired = rows.iter().map(from_row).collect::<Result<Vec<_>, _>>()?;
+        expired.sort_by(|a, b| a.id.cmp(&b.id));
         let events = expired
             .iter()
             .map(|a| event_for(a, "action.expired"))

@@ -13,13 +13,19 @@
 //! published and publishes them in order. A lost notification costs
 //! latency, never an event.
 //!
-//! Modules: `actions`, `events`, `keys`, `agents` hold the queries of the
-//! records they are named after; the record types and the pure parts of each
-//! operation are shared with the SQLite backend.
+//! Modules: `actions`, `agents`, `dispatch`, `events`, `grant_requests`,
+//! `grants`, `handlers`, `keys` hold the queries of the records they are
+//! named after; the record types and the pure parts of each operation are
+//! shared with the SQLite backend. Multi-row changes lock their rows in id
+//! order, so no two transactions deadlock; dispatch claims skip locked rows.
 
 mod actions;
 mod agents;
+mod dispatch;
 mod events;
+mod grant_requests;
+mod grants;
+mod handlers;
 mod keys;
 mod log;
 mod pending;

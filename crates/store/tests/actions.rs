@@ -1,0 +1,124 @@
+//! Listing actions on both backends: by status, agent and tool, newest
+//! first, page by page; what waits for a human and until when.
+
+use actiongate_store::*;
+use chrono::Utc;
+
+use crate::backends::{Kind, open};
+
+fn new_action(n: usize, result: DecisionResult) -> NewAction {
+    let decision = Decision {
+        result,
+        reason: "test".to_owned(),
+        rule: None,
+    };
+    let tool = if n.is_multiple_of(4) { "git" } else { "bash" };
+    NewAction {
+        deadline: Some(Utc::now() + chrono::Duration::minutes(5 + n as i64)),
+        ..NewAction::new(
+            format!("agent-{}", n % 2),
+            tool.to_owned(),
+            format!("echo {n}"),
+            decision,
+        )
+    }
+}
+
+/// Every id of a listing, read `limit` at a time.
+async fn all_pages(store: &Store, mut f: ActionFilter) -> Vec<String> {
+    let mut listed = Vec::new();
+    loop {
+        let page = store.list_actions(&f).await.unwrap();
+        assert!(page.len() as i64 <= f.limit);
+        let Some(last) = page.last() else { break };
+        f.cursor = Some(last.id.clone());
+        listed.extend(page.into_iter().map(|a| a.id));
+    }
+    listed
+}
+
+async fn listings_filter_and_page_newest_first(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
+    let cancel = Transition {
+        from: &[ActionStatus::Pending],
+        to: ActionStatus::Cancelled,
+        decided_by: None,
+        note: None,
+        outcome: None,
+        event: "action.cancelled",
+    };
+    let mut stored: Vec<Action> = Vec::new();
+    for n in 0..24 {
+        let result = [
+            DecisionResult::Allow,
+            DecisionResult::Ask,
+            DecisionResult::Deny,
+        ][n % 3];
+        let (a, _) = store.insert_action(new_action(n, result)).await.unwrap();
+        let a = if n % 6 == 1 {
+            store.transition(&a.id, cancel.clone()).await.unwrap()
+        } else {
+            a
+        };
+        stored.push(a);
+    }
+    stored.reverse();
+    let want = |keep: &dyn Fn(&Action) -> bool| -> Vec<String> {
+        stored
+            .iter()
+            .filter(|a| keep(a))
+            .map(|a| a.id.clone())
+            .collect()
+    };
+    let base = ActionFilter {
+        limit: 5,
+        ..ActionFilter::default()
+    };
+    assert_eq!(all_pages(&store, base.clone()).await, want(&|_| true));
+    for status in [
+        ActionStatus::Approved,
+        ActionStatus::Pending,
+        ActionStatus::Denied,
+        ActionStatus::Cancelled,
+        ActionStatus::Completed,
+    ] {
+        let f = ActionFilter {
+            status: Some(status),
+            ..base.clone()
+        };
+        assert_eq!(
+            all_pages(&store, f).await,
+            want(&|a| a.status == status),
+            "{status:?}"
+        );
+    }
+    let f = ActionFilter {
+        agent: Some("agent-1".to_owned()),
+        tool: Some("bash".to_owned()),
+        status: Some(ActionStatus::Pending),
+        ..base.clone()
+    };
+    assert_eq!(
+        all_pages(&store, f).await,
+        want(&|a| a.agent == "agent-1" && a.tool == "bash" && a.status == ActionStatus::Pending)
+    );
+
+    let pending: Vec<&Action> = stored
+        .iter()
+        .filter(|a| a.status == ActionStatus::Pending)
+        .collect();
+    assert_eq!(store.pending_count().await.unwrap(), pending.len() as i64);
+    let earliest = pending.iter().filter_map(|a| a.deadline).min();
+    assert_eq!(
+        store
+            .next_deadline()
+            .await
+            .unwrap()
+            .map(|d| d.timestamp_millis()),
+        earliest.map(|d| d.timestamp_millis())
+    );
+}
+
+crate::conformance!(listings_filter_and_page_newest_first);
