@@ -131,6 +131,10 @@ async def test_resources_and_prompts_are_relayed_and_gated(daemon, fs_profile, m
         # Allowed by the profile: relayed at once.
         p = await client.get_prompt("summarize", {"topic": "MCP"})
         assert p.messages[0].content.text == "Summarize MCP in one line."
+        # A name with a space could read as "summarize" to that rule: refused.
+        with pytest.raises(Exception) as refused:
+            await client.get_prompt("summarize {} x", {"topic": "MCP"})
+        assert "without spaces" in str(refused.value)
 
         # Asked: denied by the operator, so the upstream is never read.
         t, out = decide_later(daemon, "mcp-resource", "deny", body={"reason": "memos stay shut"})

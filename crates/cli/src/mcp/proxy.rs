@@ -523,6 +523,9 @@ impl ServerHandler for Proxy {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, rmcp::ErrorData> {
         self.remember_peer(&ctx.peer);
+        // The action's detail is "NAME <uri>": a URI with white space (never
+        // a valid one) could make a rule read as meant for another.
+        refuse_blank(&request.uri, "resource URI")?;
         self.gate_use(RESOURCE_TOOL, request.uri.clone(), &ctx)
             .await?;
         request.meta = None;
@@ -558,6 +561,7 @@ impl ServerHandler for Proxy {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, rmcp::ErrorData> {
         self.remember_peer(&ctx.peer);
+        refuse_blank(&request.name, "prompt name")?;
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
         self.gate_use(PROMPT_TOOL, format!("{} {args}", request.name), &ctx)
             .await?;
@@ -582,6 +586,18 @@ const PROGRESS_SETTLE: Duration = Duration::from_millis(20);
 pub const RESOURCE_TOOL: &str = "mcp-resource";
 /// The action tool a prompt is gated as.
 pub const PROMPT_TOOL: &str = "mcp-prompt";
+
+/// Refuses an empty `what`, or one with white space or control characters,
+/// which the gated action's detail could not tell apart.
+fn refuse_blank(what: &str, name: &str) -> Result<(), rmcp::ErrorData> {
+    if what.is_empty() || what.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(rmcp::ErrorData::invalid_params(
+            format!("actiongate: a {name} must be non-empty, without spaces or control characters"),
+            None,
+        ));
+    }
+    Ok(())
+}
 
 fn without_meta(mut p: PaginatedRequestParams) -> PaginatedRequestParams {
     p.meta = None;
