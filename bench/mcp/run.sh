@@ -47,6 +47,10 @@ if [ -z "${FLOOR_BIN:-}" ]; then
   cargo build --quiet --release --manifest-path "$ROOT/bench/cost/floor/Cargo.toml"
   FLOOR_BIN=$ROOT/bench/cost/floor/target/release/actiongate-cost-floor
 fi
+# Absolute paths: servers start from their own work dirs.
+abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+FLOOR_BIN=$(abs "$FLOOR_BIN")
+BIN=$(abs "$BIN")
 TCK=$(getconf CLK_TCK)
 WORK=$OUT/work
 mkdir -p "$OUT/logs" "$WORK"

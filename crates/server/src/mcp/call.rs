@@ -24,6 +24,10 @@ use super::tools::{
 use super::wait::{WaitEnd, Waiter};
 use crate::state::AppState;
 
+/// How long a call waits inside its request before waiting in steps with
+/// progress (see `Ctx::request`).
+const FIRST_WAIT: Duration = Duration::from_millis(500);
+
 /// The tool `permission`'s actions stand for `request_permission` calls.
 pub const PERMISSION_TOOL: &str = "permission";
 
@@ -203,22 +207,39 @@ impl Ctx<'_> {
         kind: Option<Kind>,
     ) -> Result<Action, Reply> {
         let gate = self.state.gate();
-        let requested = gate
-            .request_action(self.caller, body, Duration::ZERO)
+        let task = kind.filter(|_| self.tasks);
+        // Most calls settle at once or within milliseconds (an allowed
+        // handler action on its executor): the gate waits for them in the
+        // request itself, with its waiter registered before the insert, so
+        // no read follows. A task needs the answer at once. The wait is
+        // short because a client that leaves during it is noticed only at
+        // its end (the action's id is not known before).
+        let first = match (limit, task) {
+            (Some(l), _) if l.is_zero() => Duration::ZERO,
+            (_, Some(_)) => Duration::ZERO,
+            (Some(l), None) => l.min(FIRST_WAIT),
+            (None, None) => FIRST_WAIT,
+        };
+        let action = gate
+            .request_action(self.caller, body, first)
             .await
-            .map_err(gate_error)?;
-        if limit.is_some_and(|l| l.is_zero()) {
-            return Ok(requested.action);
+            .map_err(gate_error)?
+            .action;
+        if limit.is_some_and(|l| l.is_zero()) || action.is_settled() {
+            return Ok(action);
         }
-        if let Some(kind) = kind
-            && self.tasks
-            && requested.action.status == ActionStatus::Pending
+        if let Some(kind) = task
+            && action.status == ActionStatus::Pending
         {
-            return Err(Reply::Task(tasks::created(kind, &requested.action)));
+            return Err(Reply::Task(tasks::created(kind, &action)));
         }
+        if self.waiter.gone() {
+            return Err(wait_error(self.waiter.withdraw(gate, self.caller, &action).await).into());
+        }
+        let rest = limit.map(|l| l.saturating_sub(first));
         Ok(self
             .waiter
-            .until_settled(gate, self.caller, requested.action, limit)
+            .until_settled(gate, self.caller, action, rest, first)
             .await
             .map_err(wait_error)?)
     }
@@ -302,8 +323,13 @@ impl Ctx<'_> {
             // Waiting here is a poll: leaving it withdraws nothing.
             match tokio::time::timeout(
                 wait,
-                self.waiter
-                    .until_settled(gate, self.caller, action.clone(), Some(wait)),
+                self.waiter.until_settled(
+                    gate,
+                    self.caller,
+                    action.clone(),
+                    Some(wait),
+                    Duration::ZERO,
+                ),
             )
             .await
             {
