@@ -7,6 +7,7 @@ mod common;
 mod audit;
 mod cluster;
 mod cluster_dispatch;
+mod cluster_mcp;
 mod daemon;
 mod executor_crash;
 mod faults;

@@ -162,4 +162,4 @@ export async function stopAll(all) {
   for (const d of all.dirs || []) rmSync(d, { recursive: true, force: true });
 }
 
-export { sleep };
+export { sleep, bin };

@@ -4,9 +4,12 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startAll, stopAll, sleep } from './harness.mjs';
+import { startAll, stopAll, sleep, bin } from './harness.mjs';
 
 let env;
 const shots = process.env.WEB_SCREENSHOTS;
@@ -351,4 +354,53 @@ test('what the operator sees is what runs: line breaks and hidden characters are
   const hist = await row.evaluate((el) => el.innerText);
   assert.deepEqual(hist.split('\n'), ['tool:bash:cat README.md⏎', 'rm -rf ~/projects'], hist);
   await env.call('POST', `/v1/actions/${r.body.id}/deny`, env.operator, { reason: 'two commands' });
+});
+
+test('a call held by `actiongate mcp proxy` is approved on the page and then forwarded', async () => {
+  const { page } = env;
+  await page.goto(`${env.pageUrl}#/queue`);
+  await page.waitForSelector('#queue');
+  const pins = mkdtempSync(join(tmpdir(), 'ag-web-pins-'));
+  // The MCP client's side of the proxy, spoken as JSON-RPC lines over its stdio;
+  // the upstream is a one-tool stdio server (mcp_upstream.mjs).
+  const proxy = spawn(bin('actiongate'), ['mcp', 'proxy', '--name', 'web', '--pins', join(pins, 'web.json'),
+    '--', process.execPath, join(import.meta.dirname, 'mcp_upstream.mjs')],
+  { env: { ...process.env, ACTIONGATE_URL: env.base, ACTIONGATE_KEY: env.agent },
+    stdio: ['pipe', 'pipe', process.env.WEB_TEST_LOG ? 'inherit' : 'ignore'] });
+  try {
+    const answers = new Map();
+    createInterface({ input: proxy.stdout }).on('line', (l) => {
+      const m = JSON.parse(l);
+      if (m.id !== undefined) answers.set(m.id, m);
+    });
+    const send = (m) => proxy.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...m })}\n`);
+    const answer = async (id, ms = 30000) => {
+      for (let t = 0; t < ms && !answers.has(id); t += 50) await sleep(50);
+      assert.ok(answers.has(id), `no answer to request ${id}`);
+      return answers.get(id);
+    };
+    send({ id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {},
+      clientInfo: { name: 'web-test', version: '1' } } });
+    await answer(1);
+    send({ method: 'notifications/initialized' });
+    send({ id: 2, method: 'tools/list', params: {} });
+    assert.deepEqual((await answer(2)).result.tools.map((t) => t.name), ['echo']);
+    // The agent's profile (guarded) asks: the call waits while the page shows it.
+    send({ id: 3, method: 'tools/call', params: { name: 'echo', arguments: { text: 'from the page' } } });
+    const item = page.locator('#queue .card[data-kind=action]', { hasText: 'mcp__web__echo' });
+    await item.waitFor();
+    assert.ok((await item.innerText()).includes('from the page'));
+    assert.ok(!answers.has(3), 'the call was answered before anyone decided');
+    await item.locator('button', { hasText: 'Approve' }).click();
+    await item.waitFor({ state: 'detached' });
+    const r = await answer(3);
+    assert.equal(r.result.isError ?? false, false, JSON.stringify(r));
+    assert.equal(r.result.content[0].text, 'echo: from the page');
+    const done = (await env.call('GET', '/v1/actions?tool=mcp__web__echo', env.operator)).body.items[0];
+    assert.equal(done.status, 'approved');
+    assert.ok(done.decided_by.startsWith('key:'), done.decided_by);
+  } finally {
+    proxy.kill('SIGTERM');
+    rmSync(pins, { recursive: true, force: true });
+  }
 });

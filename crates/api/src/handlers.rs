@@ -71,6 +71,35 @@ pub struct ActionDecl {
     /// JSON pointers of params masked as `"***"` wherever shown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sensitive: Vec<String>,
+    /// What the action does, as hints for agents (the MCP tool annotations
+    /// `readOnlyHint`, `destructiveHint`, ...). Hints only: the policy never
+    /// reads them, so they never make anything allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hints: Option<ActionHints>,
+}
+
+/// Hints a handler declares about one of its actions, shown to agents as
+/// the MCP tool annotations of the same names. An absent hint is unknown
+/// (MCP's defaults then apply: not read-only, destructive, not idempotent,
+/// open world).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ActionHints {
+    /// It does not change anything (`readOnlyHint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// What it changes may be destroyed or overwritten (`destructiveHint`;
+    /// meaningful when not read-only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    /// Doing it twice with the same params does no more than once
+    /// (`idempotentHint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
+    /// It reaches beyond the executor's own closed domain, e.g. the web or
+    /// other people (`openWorldHint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
 }
 
 /// What an executor registers.

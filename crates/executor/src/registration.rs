@@ -63,6 +63,7 @@ pub fn registration(handler_id: &str, url: &str, command_timeout: Duration) -> V
                 "permission": "fs.write",
                 "scope": {"path": "/filepath"},
                 "detail": "create_file {filepath}",
+                "hints": {"read_only": false, "destructive": false, "idempotent": false, "open_world": false},
                 "render": {"title": "Create {filepath}", "summary": "{reason}", "fields": [{"label": "Content", "value": "{content}"}]}
             },
             {
@@ -72,6 +73,7 @@ pub fn registration(handler_id: &str, url: &str, command_timeout: Duration) -> V
                 "permission": "fs.write",
                 "scope": {"path": "/filepath"},
                 "detail": "update_file {filepath}",
+                "hints": {"read_only": false, "destructive": true, "idempotent": true, "open_world": false},
                 "render": {"title": "Overwrite {filepath}", "summary": "{reason}", "fields": [{"label": "New content", "value": "{content}"}]}
             },
             {
@@ -89,6 +91,7 @@ pub fn registration(handler_id: &str, url: &str, command_timeout: Duration) -> V
                 "permission": "fs.write",
                 "scope": {"path": "/filepath"},
                 "detail": "update_readme {filepath}",
+                "hints": {"read_only": false, "destructive": false, "idempotent": false, "open_world": false},
                 "render": {"title": "Log an update in {filepath}", "summary": "{reason}"}
             },
             {
@@ -98,6 +101,7 @@ pub fn registration(handler_id: &str, url: &str, command_timeout: Duration) -> V
                 "permission": "fs.read",
                 "scope": {"path": "/filepath"},
                 "detail": "read_file {filepath}",
+                "hints": {"read_only": true, "open_world": false},
                 "render": {"title": "Read {filepath}", "summary": "{reason}"}
             },
             {
@@ -116,6 +120,7 @@ pub fn registration(handler_id: &str, url: &str, command_timeout: Duration) -> V
                 "permission": "shell.exec",
                 "scope": {"command": "/content"},
                 "detail": "execute_command {content}",
+                "hints": {"read_only": false, "destructive": true, "idempotent": false, "open_world": true},
                 "render": {"title": "Run a command", "summary": "{reason}", "fields": [{"label": "Command", "value": "{content}"}, {"label": "Shell", "value": "{filepath}"}]}
             }
         ]

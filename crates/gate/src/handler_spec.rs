@@ -193,6 +193,15 @@ fn compile_parts(reg: &HandlerRegistration) -> Result<Parts, GateError> {
             errs.add(at("name"), format!("'{}' is declared twice", a.name));
         }
         let validator = check_schema(&mut errs, &at("params_schema"), &a.params_schema);
+        if let Some(h) = &a.hints
+            && h.read_only == Some(true)
+            && h.destructive == Some(true)
+        {
+            errs.add(
+                at("hints"),
+                "read_only and destructive contradict each other",
+            );
+        }
         let perm = permissions.get(&a.permission);
         if perm.is_none() {
             errs.add(

@@ -129,6 +129,8 @@ struct Inner {
     /// Compiled handlers by id, reused while their record is unchanged.
     compiled: Mutex<HashMap<String, Arc<CompiledHandler>>>,
     secrets: Cache<Arc<actiongate_store::HandlerSecrets>>,
+    /// Every handler's actions as tools (one entry), until a handler changes.
+    tools: Cache<tools::HandlerTools>,
     dispatcher: Dispatcher,
     agent_profiles: Cache<Arc<Profile>>,
     keys: Cache<Caller>,
@@ -165,6 +167,7 @@ impl Gate {
             handlers: Cache::new(ttl(Some(HANDLER_TTL))),
             compiled: Mutex::new(HashMap::new()),
             secrets: Cache::new(ttl(Some(HANDLER_TTL))),
+            tools: Cache::new(ttl(Some(HANDLER_TTL))),
             agent_profiles: Cache::new(ttl(None)),
             keys: Cache::new(Some(KEY_TTL)),
             revocations: watch::Sender::new(0),
@@ -194,6 +197,12 @@ impl Gate {
     /// end when the shutdown token is cancelled; await the handles then.
     pub async fn spawn(&self) -> Vec<tokio::task::JoinHandle<()>> {
         let mut tasks = vec![tokio::spawn(sweeper::run(self.clone()))];
+        if self.0.store.is_shared() {
+            tasks.push(tokio::spawn(tools::watch_handlers(
+                self.clone(),
+                SHARED_TTL,
+            )));
+        }
         dispatch::recover_in_flight(self).await;
         if self.0.config.dispatch_enabled {
             tasks.push(tokio::spawn(dispatch::run(self.clone())));
@@ -356,11 +365,26 @@ impl Gate {
     pub fn forget_handler(&self, id: &str) {
         self.0.handlers.invalidate(|k, _| k == id);
         self.0.secrets.invalidate(|k, _| k == id);
+        self.0.tools.invalidate(|_, _| true);
         self.0.handler_changes.send_modify(|n| *n += 1);
     }
 
-    /// Changes whenever a handler was registered, changed or retired on
-    /// this daemon (what adapters offer as tools follows it).
+    /// Forgets every cached handler after one changed through another
+    /// daemon (see [`tools::watch_handlers`]).
+    pub(crate) fn handlers_changed_elsewhere(&self) {
+        self.0.handlers.invalidate(|_, _| true);
+        self.0.secrets.invalidate(|_, _| true);
+        self.0.tools.invalidate(|_, _| true);
+        self.0.handler_changes.send_modify(|n| *n += 1);
+    }
+
+    pub(crate) fn tools_cache(&self) -> &Cache<tools::HandlerTools> {
+        &self.0.tools
+    }
+
+    /// Changes whenever a handler was registered, changed or retired: on
+    /// this daemon at once, through another daemon on the same database
+    /// within a second (what adapters offer as tools follows it).
     pub fn handlers_changed(&self) -> watch::Receiver<u64> {
         self.0.handler_changes.subscribe()
     }

@@ -1,10 +1,19 @@
 //! Handler actions as tool definitions: what `GET /v1/tools` and the MCP
 //! endpoint offer an agent, and the way back from a tool name to its
-//! handler and action.
+//! handler and action. The list is kept in memory until a handler changes
+//! (see [`Gate::handlers_changed`]); with several daemons on one database,
+//! [`watch_handlers`] notices changes made through the others.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use actiongate_api::ActionHints;
 use serde_json::Value;
 
 use crate::{Caller, Gate, GateResult};
+
+/// The tools of every handler in service, as listed once.
+pub type HandlerTools = Arc<Vec<HandlerTool>>;
 
 /// One registered handler action, described as a tool.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +28,10 @@ pub struct HandlerTool {
     pub description: String,
     /// The JSON Schema of the action's params.
     pub params_schema: Value,
+    /// The handler's display name.
+    pub handler_name: String,
+    /// What the handler declared about the action (display hints only).
+    pub hints: ActionHints,
 }
 
 /// The tool name of a handler action: `<handler>__<action>`, with characters
@@ -42,7 +55,11 @@ impl Gate {
     /// Every action of every handler in service, as tools, in handler then
     /// registration order. Any authenticated caller may list them; the
     /// policy still decides each call.
-    pub async fn handler_tools(&self, _caller: &Caller) -> GateResult<Vec<HandlerTool>> {
+    pub async fn handler_tools(&self, _caller: &Caller) -> GateResult<HandlerTools> {
+        let ticket = match self.tools_cache().get("") {
+            Ok(tools) => return Ok(tools),
+            Err(ticket) => ticket,
+        };
         let mut tools = Vec::new();
         for record in self.store().list_handlers(false).await? {
             let handler = self.handler(&record.id).await?;
@@ -57,9 +74,13 @@ impl Gate {
                         .clone()
                         .unwrap_or_else(|| format!("{} ({})", a.decl.name, record.name)),
                     params_schema: a.decl.params_schema.clone(),
+                    handler_name: record.name.clone(),
+                    hints: a.decl.hints.clone().unwrap_or_default(),
                 });
             }
         }
+        let tools = Arc::new(tools);
+        self.tools_cache().insert(ticket, "", tools.clone());
         Ok(tools)
     }
 
@@ -72,8 +93,52 @@ impl Gate {
         Ok(self
             .handler_tools(caller)
             .await?
-            .into_iter()
-            .find(|t| t.name == name))
+            .iter()
+            .find(|t| t.name == name)
+            .cloned())
+    }
+}
+
+/// What identifies the handlers' registrations at one moment: their ids,
+/// and when each was last replaced or retired.
+fn fingerprint(records: &[actiongate_store::HandlerRecord]) -> Vec<(String, i64, Option<i64>)> {
+    let mut f: Vec<_> = records
+        .iter()
+        .map(|r| {
+            (
+                r.id.clone(),
+                r.updated_at.timestamp_micros(),
+                r.retired_at.map(|t| t.timestamp_micros()),
+            )
+        })
+        .collect();
+    f.sort();
+    f
+}
+
+/// With several daemons on one database, reads the handlers' registrations
+/// every `every` and treats a difference as a change made here: caches are
+/// dropped and [`Gate::handlers_changed`] fires, so MCP sessions on this
+/// daemon hear of handlers registered through another. Ends with the gate.
+pub async fn watch_handlers(gate: Gate, every: Duration) {
+    let mut last = None;
+    let shutdown = gate.shutdown().clone();
+    loop {
+        match gate.store().list_handlers(true).await {
+            Ok(records) => {
+                let now = fingerprint(&records);
+                if last.as_ref().is_some_and(|l| *l != now) {
+                    tracing::debug!("handlers changed on another daemon");
+                    gate.handlers_changed_elsewhere();
+                }
+                last = Some(now);
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the handlers to follow changes"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = shutdown.cancelled() => return,
+        }
     }
 }
 

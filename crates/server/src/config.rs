@@ -291,6 +291,9 @@ pub struct HttpSettings {
     /// Seconds between MCP progress notifications while a tool call waits
     /// for a human (1-30: clients cut calls that stay silent too long).
     pub mcp_progress_seconds: u64,
+    /// How long an MCP client of the stateless era may reuse the tool list
+    /// before asking again (its `ttlMs` cache hint), in seconds (0-3600).
+    pub mcp_tools_ttl_seconds: u64,
 }
 
 impl Default for Settings {
@@ -357,6 +360,7 @@ impl Default for HttpSettings {
             body_limit_bytes: 1024 * 1024,
             shutdown_grace_seconds: 10,
             mcp_progress_seconds: 20,
+            mcp_tools_ttl_seconds: 10,
         }
     }
 }
@@ -436,6 +440,9 @@ impl Settings {
         self.connectors.check()?;
         if !(1..=30).contains(&self.http.mcp_progress_seconds) {
             anyhow::bail!("http.mcp_progress_seconds: must be 1-30");
+        }
+        if self.http.mcp_tools_ttl_seconds > 3600 {
+            anyhow::bail!("http.mcp_tools_ttl_seconds: must be 0-3600");
         }
         Ok(())
     }

@@ -13,5 +13,6 @@ mod dispatch;
 mod events;
 mod handlers;
 mod mcp;
+mod mcp_tasks;
 mod outbox_follow;
 mod web;

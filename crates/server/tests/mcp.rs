@@ -10,8 +10,8 @@ use std::time::Duration;
 use common::TestApp;
 use reqwest::{Method, StatusCode};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientConfig, NumberOrString, ProgressNotificationParam,
-    ProgressToken, ProtocolVersion, RequestMetaObject,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, NumberOrString,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestMetaObject,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -21,15 +21,15 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 #[derive(Clone, Copy, Debug)]
-enum Era {
+pub(crate) enum Era {
     Stateless,
     Handshake,
 }
 
-const ERAS: [Era; 2] = [Era::Stateless, Era::Handshake];
+pub(crate) const ERAS: [Era; 2] = [Era::Stateless, Era::Handshake];
 
 /// A client that forwards the progress notifications it gets.
-struct Client {
+pub(crate) struct Client {
     config: ClientConfig,
     progress: mpsc::UnboundedSender<ProgressNotificationParam>,
     list_changed: mpsc::UnboundedSender<()>,
@@ -53,9 +53,9 @@ impl ClientHandler for Client {
     }
 }
 
-type Conn = RunningService<RoleClient, Client>;
+pub(crate) type Conn = RunningService<RoleClient, Client>;
 
-async fn connect(
+pub(crate) async fn connect(
     app: &TestApp,
     key: &str,
     era: Era,
@@ -64,10 +64,24 @@ async fn connect(
     (conn, progress)
 }
 
-async fn connect_full(
+pub(crate) async fn connect_full(
     app: &TestApp,
     key: &str,
     era: Era,
+) -> (
+    Conn,
+    mpsc::UnboundedReceiver<ProgressNotificationParam>,
+    mpsc::UnboundedReceiver<()>,
+) {
+    connect_with(app, key, era, ClientCapabilities::default()).await
+}
+
+/// A client of `era` declaring `capabilities`.
+pub(crate) async fn connect_with(
+    app: &TestApp,
+    key: &str,
+    era: Era,
+    capabilities: ClientCapabilities,
 ) -> (
     Conn,
     mpsc::UnboundedReceiver<ProgressNotificationParam>,
@@ -79,8 +93,10 @@ async fn connect_full(
     );
     let (tx, rx) = mpsc::unbounded_channel();
     let (changed_tx, changed_rx) = mpsc::unbounded_channel();
+    let mut config = ClientConfig::default();
+    config.capabilities = capabilities;
     let client = Client {
-        config: ClientConfig::default(),
+        config,
         progress: tx,
         list_changed: changed_tx,
     };
@@ -97,11 +113,16 @@ async fn connect_full(
     (conn, rx, changed_rx)
 }
 
-fn args(v: Value) -> rmcp::model::JsonObject {
+pub(crate) fn args(v: Value) -> rmcp::model::JsonObject {
     v.as_object().unwrap().clone()
 }
 
-async fn call(conn: &Conn, name: &str, arguments: Value, progress: bool) -> CallToolResult {
+pub(crate) async fn call(
+    conn: &Conn,
+    name: &str,
+    arguments: Value,
+    progress: bool,
+) -> CallToolResult {
     let mut params = CallToolRequestParams::new(name.to_owned()).with_arguments(args(arguments));
     if progress {
         let mut meta = RequestMetaObject::new();
@@ -111,7 +132,7 @@ async fn call(conn: &Conn, name: &str, arguments: Value, progress: bool) -> Call
     conn.call_tool(params).await.expect("tools/call answers")
 }
 
-fn text(r: &CallToolResult) -> String {
+pub(crate) fn text(r: &CallToolResult) -> String {
     r.content
         .iter()
         .filter_map(|c| c.as_text().map(|t| t.text.clone()))
@@ -120,7 +141,7 @@ fn text(r: &CallToolResult) -> String {
 }
 
 /// The only pending action of agent-1, once there is one.
-async fn pending_id(app: &TestApp) -> String {
+pub(crate) async fn pending_id(app: &TestApp) -> String {
     for _ in 0..400 {
         let (_, body) = app
             .call(
@@ -138,7 +159,7 @@ async fn pending_id(app: &TestApp) -> String {
     panic!("no pending action appeared");
 }
 
-async fn spawn() -> TestApp {
+pub(crate) async fn spawn() -> TestApp {
     TestApp::spawn_with(|s| s.http.mcp_progress_seconds = 1).await
 }
 
@@ -493,7 +514,7 @@ async fn an_operator_key_gets_an_error_result_not_an_allow() {
 
 /// An executor on a random loopback port answering every webhook with
 /// `status` and `body`.
-async fn executor(status: u16, body: Value) -> String {
+pub(crate) async fn executor(status: u16, body: Value) -> String {
     let app = axum::Router::new().route(
         "/hook",
         axum::routing::post(move || {
@@ -512,7 +533,7 @@ async fn executor(status: u16, body: Value) -> String {
     url
 }
 
-fn files_handler(id: &str, url: &str) -> Value {
+pub(crate) fn files_handler(id: &str, url: &str) -> Value {
     json!({
         "id": id, "name": "Files", "url": url, "timeout": "1s",
         "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}],
@@ -522,7 +543,7 @@ fn files_handler(id: &str, url: &str) -> Value {
     })
 }
 
-async fn register(app: &TestApp, handler: Value) {
+pub(crate) async fn register(app: &TestApp, handler: Value) {
     let (s, body) = app
         .call(
             Method::POST,
@@ -587,14 +608,17 @@ async fn a_denied_handler_tool_is_an_error_result() {
     let app = spawn().await;
     app.profile(
         "agent-1",
-        json!({"allow": [], "ask": [], "deny": ["files:.*"]}),
+        json!({"allow": ["tool:files:.*"], "ask": [], "deny": ["tool:files:write /etc/.*"]}),
     )
     .await;
     register(&app, files_handler("files", "http://127.0.0.1:9/hook")).await;
     let (conn, _) = connect(&app, &app.agent, Era::Stateless).await;
     let r = call(&conn, "files__write", json!({"path": "/etc/x"}), false).await;
     assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    // Denied by the deny rule, not by default: nothing reached the executor.
     assert!(text(&r).starts_with("denied"), "{}", text(&r));
+    let action = &r.structured_content.as_ref().unwrap()["action"];
+    assert_eq!(action["decision"]["rule"]["list"], "deny", "{action}");
     conn.cancel().await.unwrap();
     app.stop().await;
 }

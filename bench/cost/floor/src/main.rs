@@ -5,6 +5,9 @@
 //!
 //! Usage: `actiongate-cost-floor 127.0.0.1:PORT`. Like the daemon, it runs a
 //! multi-threaded tokio runtime with one worker per CPU it may use.
+//!
+//! `POST /hook` answers `{"written":2}` to anything: bench/mcp/run.sh runs a
+//! second copy as the executor of the handler action it measures.
 
 use axum::Json;
 use axum::Router;
@@ -40,6 +43,15 @@ async fn main() -> std::io::Result<()> {
         .unwrap_or_else(|| "127.0.0.1:8099".to_owned());
     let app = Router::new()
         .route("/v1/check", post(check))
+        .route(
+            "/hook",
+            post(|| async {
+                (
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    r#"{"written":2}"#,
+                )
+            }),
+        )
         .route("/readyz", get(|| async { "ok" }));
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     axum::serve(listener, app)

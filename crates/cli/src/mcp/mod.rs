@@ -6,12 +6,15 @@
 pub mod pins;
 pub mod proxy;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::ServiceExt;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 
 use super::Exit;
@@ -40,6 +43,10 @@ pub struct ProxyArgs {
     /// Front a remote Streamable HTTP MCP server instead of starting CMD.
     #[arg(long, value_name = "URL", conflicts_with = "command")]
     pub upstream_url: Option<String>,
+    /// A header sent with every request to the `--upstream-url` server,
+    /// e.g. `Authorization: Bearer ...` (repeatable).
+    #[arg(long, value_name = "NAME: VALUE", requires = "upstream_url", value_parser = parse_header)]
+    pub upstream_header: Vec<(HeaderName, HeaderValue)>,
     /// Seconds between progress notifications while a call waits for a human.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=30))]
     pub progress_seconds: u64,
@@ -58,6 +65,13 @@ fn parse_name(s: &str) -> Result<String, String> {
     } else {
         Err("1-64 of A-Z a-z 0-9 _ -".to_owned())
     }
+}
+
+fn parse_header(s: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let (name, value) = s.split_once(':').ok_or("expected NAME: VALUE".to_owned())?;
+    let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|e| e.to_string())?;
+    let value = HeaderValue::from_str(value.trim()).map_err(|e| e.to_string())?;
+    Ok((name, value))
 }
 
 fn pins_path(args: &ProxyArgs) -> PathBuf {
@@ -89,14 +103,21 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
     api.require_key().map_err(|e| usage(e.to_string()))?;
     let pins = pins::PinFile::load(&pins_path(&args)).map_err(usage)?;
     let downstream: proxy::Downstream = Arc::new(StdMutex::new(None));
+    let progress: proxy::ProgressTokens = Arc::default();
     let handler = proxy::Upstream {
         downstream: downstream.clone(),
+        progress: progress.clone(),
     };
     let upstream = match (&args.upstream_url, args.command.split_first()) {
-        (Some(url), _) => handler
-            .serve(StreamableHttpClientTransport::from_uri(url.clone()))
-            .await
-            .map_err(|e| (Exit::Unreachable, format!("cannot reach {url}: {e}")))?,
+        (Some(url), _) => {
+            let headers: HashMap<_, _> = args.upstream_header.iter().cloned().collect();
+            let config =
+                StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(headers);
+            handler
+                .serve(StreamableHttpClientTransport::from_config(config))
+                .await
+                .map_err(|e| (Exit::Unreachable, format!("cannot reach {url}: {e}")))?
+        }
         (None, Some((cmd, rest))) => {
             let mut command = tokio::process::Command::new(cmd);
             command.args(rest);
@@ -122,6 +143,7 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
         pins: Arc::new(tokio::sync::Mutex::new(pins)),
         downstream,
         progress_every: Duration::from_secs(args.progress_seconds),
+        progress,
     };
     let running = server
         .serve(rmcp::transport::stdio())

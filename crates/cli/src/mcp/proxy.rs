@@ -5,15 +5,31 @@
 //! API: allowed, it is forwarded; asked, the call waits (sending progress
 //! when the client asked for it); anything else is an error result with
 //! the reason. Nothing that fails is forwarded.
+//!
+//! Resources and prompts are relayed too: their lists as they are, and
+//! each read or use gated the same way, as `tool:mcp-resource:NAME <uri>`
+//! and `tool:mcp-prompt:NAME <prompt> <arguments as compact JSON>` (a
+//! resource can hold what a tool would be refused). Progress of a forwarded
+//! call and the upstream's list changes reach the agent. Not relayed:
+//! completions, logging, resource subscriptions, and requests the upstream
+//! server makes of the client (elicitation, sampling, roots).
 
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
+use std::collections::HashMap;
+
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ResultType,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequest, CancelledNotificationParam, ClientRequest, ProgressToken, ServerResult,
 };
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig,
+    Tool,
+};
+use rmcp::service::PeerRequestOptions;
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
 use rmcp::{ClientHandler, ServerHandler};
 use serde_json::{Value, json};
@@ -27,21 +43,70 @@ use crate::http::{Api, ClientError, is_settled, path_segment};
 /// `list_changed` notifications are passed on to it.
 pub type Downstream = Arc<StdMutex<Option<Peer<RoleServer>>>>;
 
+/// Progress tokens of forwarded calls: rmcp gives each upstream request a
+/// token of its own; the agent's token it stands for.
+pub type ProgressTokens = Arc<StdMutex<HashMap<ProgressToken, ProgressToken>>>;
+
 /// The upstream server's client side.
 pub struct Upstream {
     /// The agent's side.
     pub downstream: Downstream,
+    /// Tokens of forwarded calls (shared with [`Proxy`]).
+    pub progress: ProgressTokens,
 }
 
 impl ClientHandler for Upstream {
     async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
         notify_list_changed(&self.downstream).await;
     }
+
+    async fn on_resource_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        if let Some(peer) = peer_of(&self.downstream) {
+            let _ = peer.notify_resource_list_changed().await;
+        }
+    }
+
+    async fn on_prompt_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        if let Some(peer) = peer_of(&self.downstream) {
+            let _ = peer.notify_prompt_list_changed().await;
+        }
+    }
+
+    /// Progress of a forwarded call goes to the agent under its own token;
+    /// progress for anything else is dropped.
+    async fn on_progress(
+        &self,
+        mut params: ProgressNotificationParam,
+        _ctx: NotificationContext<RoleClient>,
+    ) {
+        // The token is recorded right after the request is sent; a
+        // notification that overtakes that waits a moment for it.
+        let mut theirs = None;
+        for _ in 0..20 {
+            theirs = self
+                .progress
+                .lock()
+                .ok()
+                .and_then(|m| m.get(&params.progress_token).cloned());
+            if theirs.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let (Some(token), Some(peer)) = (theirs, peer_of(&self.downstream)) else {
+            return;
+        };
+        params.progress_token = token;
+        let _ = peer.notify_progress(params).await;
+    }
+}
+
+fn peer_of(downstream: &Downstream) -> Option<Peer<RoleServer>> {
+    downstream.lock().ok().and_then(|p| p.clone())
 }
 
 async fn notify_list_changed(downstream: &Downstream) {
-    let peer = downstream.lock().ok().and_then(|p| p.clone());
-    if let Some(peer) = peer {
+    if let Some(peer) = peer_of(downstream) {
         let _ = peer.notify_tool_list_changed().await;
     }
 }
@@ -61,6 +126,8 @@ pub struct Proxy {
     pub downstream: Downstream,
     /// Progress interval while a call waits for a human.
     pub progress_every: Duration,
+    /// Tokens of forwarded calls (see [`Upstream::on_progress`]).
+    pub progress: ProgressTokens,
 }
 
 fn error_result(text: impl Into<String>) -> CallToolResult {
@@ -204,16 +271,50 @@ impl Proxy {
         Ok(id)
     }
 
-    /// Requests the call as an action and waits for it to settle.
+    /// Requests a tool call as an action and waits for it to settle.
     async fn gate(
         &self,
         tool: &str,
         args: &Value,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Value, ClientError> {
+        let tool = sanitize_tool(&format!("mcp__{}__{tool}", self.name));
+        self.gate_action(&tool, args.to_string(), ctx).await
+    }
+
+    /// Gates a resource read or a prompt (`tool` is `mcp-resource` or
+    /// `mcp-prompt`): `Ok` only when the action was allowed.
+    async fn gate_use(
+        &self,
+        tool: &str,
+        what: String,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        let detail = format!("{} {what}", self.name);
+        let refused = |m: String| rmcp::ErrorData::invalid_request(m, None);
+        let action = self
+            .gate_action(tool, detail, ctx)
+            .await
+            .map_err(|e| refused(format!("actiongate: {e}")))?;
+        let decision = decision_for(&action, Fallback::Deny, 0);
+        if decision.decision == "allow" {
+            Ok(())
+        } else {
+            Err(refused(decision.reason))
+        }
+    }
+
+    /// Requests the decision-only action `tool:<tool>:<detail>` and waits
+    /// for it to settle, with progress for the client.
+    async fn gate_action(
+        &self,
+        tool: &str,
+        detail: String,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Value, ClientError> {
         let body = json!({
-            "tool": sanitize_tool(&format!("mcp__{}__{tool}", self.name)),
-            "detail": args.to_string(),
+            "tool": tool,
+            "detail": detail,
             "reason": format!("MCP server '{}' (actiongate mcp proxy)", self.name),
         });
         let (mut action, _) = self.api.create_action(&body, Duration::ZERO).await?;
@@ -246,16 +347,76 @@ impl Proxy {
     }
 }
 
+impl Proxy {
+    /// Sends an allowed call upstream and relays its progress to the agent
+    /// (when the agent asked for progress). The agent cancelling cancels
+    /// the forwarded call.
+    async fn forward(
+        &self,
+        call: CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, rmcp::ErrorData> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(call));
+        let handle = self
+            .upstream
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(internal)?;
+        let (id, ours) = (handle.id.clone(), handle.progress_token.clone());
+        let theirs = ctx.meta.get_progress_token();
+        if let (Some(t), Ok(mut m)) = (theirs.clone(), self.progress.lock()) {
+            m.insert(ours.clone(), t);
+        }
+        let answer = tokio::select! {
+            r = handle.await_response() => Some(r),
+            () = ctx.ct.cancelled() => None,
+        };
+        if theirs.is_some() {
+            // rmcp hands each notification to a task of its own but the
+            // response straight to the caller, so progress sent just
+            // before the result could reach the agent after it, and be
+            // dropped there. A moment lets those relays finish first.
+            tokio::time::sleep(PROGRESS_SETTLE).await;
+        }
+        if let Ok(mut m) = self.progress.lock() {
+            m.remove(&ours);
+        }
+        let Some(answer) = answer else {
+            let note = CancelledNotificationParam::new(
+                Some(id),
+                Some("the agent cancelled the call".to_owned()),
+            );
+            let _ = self.upstream.notify_cancelled(note).await;
+            return Ok(error_result("the call was cancelled").into());
+        };
+        match answer.map_err(internal)? {
+            ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
+            other => Ok(error_result(format!(
+                "the upstream server answered with a result the proxy does not relay: {}",
+                serde_json::to_string(&other).unwrap_or_default()
+            ))
+            .into()),
+        }
+    }
+}
+
 impl ServerHandler for Proxy {
     fn get_info(&self) -> ServerConfig {
         let upstream = self.upstream.peer_info();
-        let mut info = ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .build(),
-        )
-        .with_server_info(Implementation::new(
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        // Resources and prompts as the upstream offers them, but no
+        // resource subscriptions: they are not relayed.
+        if let Some(up) = upstream.as_ref().map(|u| &u.capabilities) {
+            capabilities.resources = up.resources.clone().map(|mut r| {
+                r.subscribe = None;
+                r
+            });
+            capabilities.prompts = up.prompts.clone();
+        }
+        let mut info = ServerConfig::new(capabilities).with_server_info(Implementation::new(
             format!("actiongate-proxy-{}", self.name),
             env!("CARGO_PKG_VERSION"),
         ));
@@ -309,14 +470,11 @@ impl ServerHandler for Proxy {
         }
         let mut forwarded = request;
         forwarded.meta = None;
-        let mut response = self
-            .upstream
-            .call_tool_once(forwarded)
-            .await
-            .map_err(internal)?;
+        let mut response = self.forward(forwarded, &ctx).await?;
         // An upstream of the handshake era sends no `resultType`; a client
         // of the stateless era needs it (rmcp leaves it out again for
-        // clients of the handshake era).
+        // clients of the handshake era). The same goes for every relayed
+        // result below.
         if let CallToolResponse::Complete(r) = &mut response
             && r.result_type.is_none()
         {
@@ -328,4 +486,120 @@ impl ServerHandler for Proxy {
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
         self.remember_peer(&ctx.peer);
     }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, rmcp::ErrorData> {
+        self.remember_peer(&ctx.peer);
+        let mut r = self
+            .upstream
+            .list_resources(request.map(without_meta))
+            .await
+            .map_err(internal)?;
+        r.result_type.get_or_insert(ResultType::COMPLETE);
+        Ok(r)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, rmcp::ErrorData> {
+        self.remember_peer(&ctx.peer);
+        let mut r = self
+            .upstream
+            .list_resource_templates(request.map(without_meta))
+            .await
+            .map_err(internal)?;
+        r.result_type.get_or_insert(ResultType::COMPLETE);
+        Ok(r)
+    }
+
+    async fn read_resource(
+        &self,
+        mut request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, rmcp::ErrorData> {
+        self.remember_peer(&ctx.peer);
+        // The action's detail is "NAME <uri>": a URI with white space (never
+        // a valid one) could make a rule read as meant for another.
+        refuse_blank(&request.uri, "resource URI")?;
+        self.gate_use(RESOURCE_TOOL, request.uri.clone(), &ctx)
+            .await?;
+        request.meta = None;
+        let mut r = self
+            .upstream
+            .read_resource_once(request)
+            .await
+            .map_err(internal)?;
+        if let ReadResourceResponse::Complete(c) = &mut r {
+            c.result_type.get_or_insert(ResultType::COMPLETE);
+        }
+        Ok(r)
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, rmcp::ErrorData> {
+        self.remember_peer(&ctx.peer);
+        let mut r = self
+            .upstream
+            .list_prompts(request.map(without_meta))
+            .await
+            .map_err(internal)?;
+        r.result_type.get_or_insert(ResultType::COMPLETE);
+        Ok(r)
+    }
+
+    async fn get_prompt(
+        &self,
+        mut request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, rmcp::ErrorData> {
+        self.remember_peer(&ctx.peer);
+        refuse_blank(&request.name, "prompt name")?;
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        self.gate_use(PROMPT_TOOL, format!("{} {args}", request.name), &ctx)
+            .await?;
+        request.meta = None;
+        let mut r = self
+            .upstream
+            .get_prompt_once(request)
+            .await
+            .map_err(internal)?;
+        if let GetPromptResponse::Complete(c) = &mut r {
+            c.result_type.get_or_insert(ResultType::COMPLETE);
+        }
+        Ok(r)
+    }
+}
+
+/// How long a forwarded call's result waits for the upstream's last
+/// progress notifications to be relayed (see `call_tool`).
+const PROGRESS_SETTLE: Duration = Duration::from_millis(20);
+
+/// The action tool a resource read is gated as.
+pub const RESOURCE_TOOL: &str = "mcp-resource";
+/// The action tool a prompt is gated as.
+pub const PROMPT_TOOL: &str = "mcp-prompt";
+
+/// Refuses an empty `what`, or one with white space or control characters,
+/// which the gated action's detail could not tell apart.
+fn refuse_blank(what: &str, name: &str) -> Result<(), rmcp::ErrorData> {
+    if what.is_empty() || what.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(rmcp::ErrorData::invalid_params(
+            format!("actiongate: a {name} must be non-empty, without spaces or control characters"),
+            None,
+        ));
+    }
+    Ok(())
+}
+
+fn without_meta(mut p: PaginatedRequestParams) -> PaginatedRequestParams {
+    p.meta = None;
+    p
 }

@@ -1,10 +1,14 @@
 //! `tools/call`: each tool turned into gate calls and the answer into a
-//! tool result. Whatever goes wrong is an error result naming it; nothing
-//! that fails is ever reported as allowed.
+//! tool result (or, for a client that takes tasks, a task while a human
+//! decides: see [`super::tasks`]). Whatever goes wrong is an error result
+//! naming it; nothing that fails is ever reported as allowed.
 
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, JsonObject};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult,
+    JsonObject,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -13,47 +17,71 @@ use actiongate_cli::hook::{Fallback, decision_for, map_tool};
 use actiongate_gate::store::{Action, ActionStatus};
 use actiongate_gate::{Caller, GateError};
 
+use super::tasks::{self, Kind};
 use super::tools::{
     APPROVAL_PROMPT, CHECK_ACTION, GET_ACTION_STATUS, REQUEST_ACTION, REQUEST_PERMISSION,
 };
 use super::wait::{WaitEnd, Waiter};
 use crate::state::AppState;
 
+/// How long a call waits inside its request before waiting in steps with
+/// progress (see `Ctx::request`).
+const FIRST_WAIT: Duration = Duration::from_millis(500);
+
 /// The tool `permission`'s actions stand for `request_permission` calls.
 pub const PERMISSION_TOOL: &str = "permission";
 
-/// Runs one tool call.
+/// Runs one tool call. With `tasks` (the client takes tasks), a call whose
+/// action waits for a human answers at once with its task.
 pub async fn call(
     state: &AppState,
     caller: &Caller,
     request: CallToolRequestParams,
     waiter: Waiter,
-) -> CallToolResult {
+    tasks: bool,
+) -> CallToolResponse {
     let args = request.arguments.unwrap_or_default();
     let name = request.name.as_ref();
     let ctx = Ctx {
         state,
         caller,
         waiter,
+        tasks,
     };
     let result = match name {
         REQUEST_PERMISSION => ctx.request_permission(args).await,
         CHECK_ACTION => ctx.check_action(args).await,
         REQUEST_ACTION => ctx.request_action(args).await,
         GET_ACTION_STATUS => ctx.get_action_status(args).await,
-        APPROVAL_PROMPT => return ctx.approval_prompt(args).await,
+        APPROVAL_PROMPT => return ctx.approval_prompt(args).await.into(),
         other => ctx.handler_tool(other, args).await,
     };
-    result.unwrap_or_else(|e| e)
+    match result {
+        Ok(r) | Err(Reply::Result(r)) => r.into(),
+        Err(Reply::Task(t)) => CallToolResponse::Task(t),
+    }
 }
 
 struct Ctx<'a> {
     state: &'a AppState,
     caller: &'a Caller,
     waiter: Waiter,
+    tasks: bool,
 }
 
-type ToolResult = Result<CallToolResult, CallToolResult>;
+/// How a tool call ends early: an (error) result, or a task to follow.
+enum Reply {
+    Result(CallToolResult),
+    Task(CreateTaskResult),
+}
+
+impl From<CallToolResult> for Reply {
+    fn from(r: CallToolResult) -> Reply {
+        Reply::Result(r)
+    }
+}
+
+type ToolResult = Result<CallToolResult, Reply>;
 
 fn text_error(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
@@ -170,31 +198,58 @@ struct PromptArgs {
 
 impl Ctx<'_> {
     /// Requests `body` now and waits (up to `limit`, or until settled).
+    /// A client that takes tasks gets one instead when the action waits for
+    /// a human and the tool (`kind`) can answer through a task.
     async fn request(
         &self,
         body: CreateAction,
         limit: Option<Duration>,
-    ) -> Result<Action, CallToolResult> {
+        kind: Option<Kind>,
+    ) -> Result<Action, Reply> {
         let gate = self.state.gate();
-        let requested = gate
-            .request_action(self.caller, body, Duration::ZERO)
+        let task = kind.filter(|_| self.tasks);
+        // Most calls settle at once or within milliseconds (an allowed
+        // handler action on its executor): the gate waits for them in the
+        // request itself, with its waiter registered before the insert, so
+        // no read follows. A task needs the answer at once. The wait is
+        // short because a client that leaves during it is noticed only at
+        // its end (the action's id is not known before).
+        let first = match (limit, task) {
+            (Some(l), _) if l.is_zero() => Duration::ZERO,
+            (_, Some(_)) => Duration::ZERO,
+            (Some(l), None) => l.min(FIRST_WAIT),
+            (None, None) => FIRST_WAIT,
+        };
+        let action = gate
+            .request_action(self.caller, body, first)
             .await
-            .map_err(gate_error)?;
-        if limit.is_some_and(|l| l.is_zero()) {
-            return Ok(requested.action);
+            .map_err(gate_error)?
+            .action;
+        if limit.is_some_and(|l| l.is_zero()) || action.is_settled() {
+            return Ok(action);
         }
-        self.waiter
-            .until_settled(gate, self.caller, requested.action, limit)
+        if let Some(kind) = task
+            && action.status == ActionStatus::Pending
+        {
+            return Err(Reply::Task(tasks::created(kind, &action)));
+        }
+        if self.waiter.gone() {
+            return Err(wait_error(self.waiter.withdraw(gate, self.caller, &action).await).into());
+        }
+        let rest = limit.map(|l| l.saturating_sub(first));
+        Ok(self
+            .waiter
+            .until_settled(gate, self.caller, action, rest, first)
             .await
-            .map_err(wait_error)
+            .map_err(wait_error)?)
     }
 
     async fn request_permission(&self, args: JsonObject) -> ToolResult {
         let a: PermissionArgs = parse(args)?;
         if a.permission.is_empty() || a.reason.trim().is_empty() {
-            return Err(text_error(
-                "invalid arguments: permission and reason must not be empty",
-            ));
+            return Err(
+                text_error("invalid arguments: permission and reason must not be empty").into(),
+            );
         }
         let (minutes, timeout) = timeout_of(a.timeout_minutes)?;
         let body = CreateAction::Tool(ToolActionRequest {
@@ -204,31 +259,8 @@ impl Ctx<'_> {
             timeout: Some(timeout),
             idempotency_key: None,
         });
-        let action = self.request(body, None).await?;
-        let p = &a.permission;
-        Ok(match action.status {
-            ActionStatus::Approved | ActionStatus::Running | ActionStatus::Completed => {
-                with_action(format!("Permission granted for {p}"), &action, false)
-            }
-            ActionStatus::Denied => with_action(
-                format!("Permission denied for {p}: {}", reason_of(&action)),
-                &action,
-                false,
-            ),
-            ActionStatus::Expired => with_action(
-                format!(
-                    "Permission request timed out after {} minutes",
-                    minutes_text(minutes)
-                ),
-                &action,
-                true,
-            ),
-            other => with_action(
-                format!("Permission request for {p} ended as {other}"),
-                &action,
-                true,
-            ),
-        })
+        let action = self.request(body, None, Some(Kind::Permission)).await?;
+        Ok(permission_result(&a.permission, minutes, &action))
     }
 
     async fn check_action(&self, args: JsonObject) -> ToolResult {
@@ -268,9 +300,13 @@ impl Ctx<'_> {
             idempotency_key: None,
         });
         let action = self
-            .request(body, a.wait_seconds.map(Duration::from_secs))
+            .request(
+                body,
+                a.wait_seconds.map(Duration::from_secs),
+                Some(Kind::Action),
+            )
             .await?;
-        Ok(describe(&action))
+        Ok(described(&action))
     }
 
     async fn get_action_status(&self, args: JsonObject) -> ToolResult {
@@ -287,8 +323,13 @@ impl Ctx<'_> {
             // Waiting here is a poll: leaving it withdraws nothing.
             match tokio::time::timeout(
                 wait,
-                self.waiter
-                    .until_settled(gate, self.caller, action.clone(), Some(wait)),
+                self.waiter.until_settled(
+                    gate,
+                    self.caller,
+                    action.clone(),
+                    Some(wait),
+                    Duration::ZERO,
+                ),
             )
             .await
             {
@@ -296,7 +337,7 @@ impl Ctx<'_> {
                 Err(_) => action,
             }
         };
-        Ok(describe(&action))
+        Ok(described(&action))
     }
 
     async fn handler_tool(&self, name: &str, args: JsonObject) -> ToolResult {
@@ -306,7 +347,7 @@ impl Ctx<'_> {
             .await
             .map_err(gate_error)?
         else {
-            return Err(text_error(format!("no tool '{name}'")));
+            return Err(text_error(format!("no tool '{name}'")).into());
         };
         let body = CreateAction::Handler(HandlerActionRequest {
             handler: tool.handler,
@@ -316,35 +357,8 @@ impl Ctx<'_> {
             timeout: None,
             idempotency_key: None,
         });
-        let action = self.request(body, None).await?;
-        Ok(match action.status {
-            ActionStatus::Completed => {
-                let result = action
-                    .outcome
-                    .as_ref()
-                    .and_then(|o| o.result.clone())
-                    .unwrap_or(Value::Null);
-                let text = match &result {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
-                r.structured_content = Some(match result {
-                    Value::Object(_) => result,
-                    other => json!({"result": other}),
-                });
-                r
-            }
-            ActionStatus::Failed => {
-                let error = action
-                    .outcome
-                    .as_ref()
-                    .and_then(|o| o.error.clone())
-                    .unwrap_or_else(|| "the executor reported a failure".to_owned());
-                with_action(format!("failed: {error}"), &action, true)
-            }
-            _ => describe(&action),
-        })
+        let action = self.request(body, None, Some(Kind::Handler)).await?;
+        Ok(handler_result(&action))
     }
 
     /// Claude Code's permission prompt: always JSON text, never an allow on
@@ -374,11 +388,15 @@ impl Ctx<'_> {
             timeout: None,
             idempotency_key: None,
         });
-        let action = self.request(body, None).await.map_err(|r| {
-            r.content
+        // No task here: the answer must carry the input as it was sent,
+        // which the daemon does not keep, so the call waits for the decision.
+        let action = self.request(body, None, None).await.map_err(|r| match r {
+            Reply::Result(r) => r
+                .content
                 .first()
                 .and_then(|c| c.as_text().map(|t| t.text.clone()))
-                .unwrap_or_else(|| "the request failed".to_owned())
+                .unwrap_or_else(|| "the request failed".to_owned()),
+            Reply::Task(_) => "the request failed".to_owned(),
         })?;
         let decision = decision_for(&action_json(&action), Fallback::Deny, 0);
         Ok(if decision.decision == "allow" {
@@ -389,9 +407,71 @@ impl Ctx<'_> {
     }
 }
 
+/// `request_permission`'s answer once `action` (the permission's) settled;
+/// `minutes` is what it waited at most.
+pub fn permission_result(permission: &str, minutes: f64, action: &Action) -> CallToolResult {
+    let p = permission;
+    match action.status {
+        ActionStatus::Approved | ActionStatus::Running | ActionStatus::Completed => {
+            with_action(format!("Permission granted for {p}"), action, false)
+        }
+        ActionStatus::Denied => with_action(
+            format!("Permission denied for {p}: {}", reason_of(action)),
+            action,
+            false,
+        ),
+        ActionStatus::Expired => with_action(
+            format!(
+                "Permission request timed out after {} minutes",
+                minutes_text(minutes)
+            ),
+            action,
+            true,
+        ),
+        other => with_action(
+            format!("Permission request for {p} ended as {other}"),
+            action,
+            true,
+        ),
+    }
+}
+
+/// A handler tool's answer once its action settled: the executor's answer,
+/// or an error result saying why there is none.
+pub fn handler_result(action: &Action) -> CallToolResult {
+    match action.status {
+        ActionStatus::Completed => {
+            let result = action
+                .outcome
+                .as_ref()
+                .and_then(|o| o.result.clone())
+                .unwrap_or(Value::Null);
+            let text = match &result {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+            r.structured_content = Some(match result {
+                Value::Object(_) => result,
+                other => json!({"result": other}),
+            });
+            r
+        }
+        ActionStatus::Failed => {
+            let error = action
+                .outcome
+                .as_ref()
+                .and_then(|o| o.error.clone())
+                .unwrap_or_else(|| "the executor reported a failure".to_owned());
+            with_action(format!("failed: {error}"), action, true)
+        }
+        _ => described(action),
+    }
+}
+
 /// An action as a tool result: an error result unless it is allowed or
 /// still waiting.
-fn describe(a: &Action) -> CallToolResult {
+pub fn described(a: &Action) -> CallToolResult {
     let s = a.status;
     let text = match s {
         ActionStatus::Pending => format!("pending: action {} waits for an operator", a.id),

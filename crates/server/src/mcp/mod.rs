@@ -8,6 +8,7 @@
 //! with progress notifications in [`wait`].
 
 pub mod call;
+pub mod tasks;
 pub mod tools;
 pub mod wait;
 
@@ -20,10 +21,12 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams,
+    GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig, ServerNotification, SubscriptionFilter, Tool,
+    ToolListChangedNotification,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
@@ -84,6 +87,13 @@ impl McpServer {
     }
 }
 
+/// Whether the request of `ctx` speaks the stateless revision (2026-07-28
+/// or later).
+fn is_stateless(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
 /// The caller authenticated for the request of `ctx`.
 fn caller_of(ctx: &RequestContext<RoleServer>) -> Result<Caller, rmcp::ErrorData> {
     ctx.extensions
@@ -99,6 +109,7 @@ impl ServerHandler for McpServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new("actiongate", env!("CARGO_PKG_VERSION")))
@@ -123,7 +134,51 @@ impl ServerHandler for McpServer {
             .await
             .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?;
         list.extend(handler_tools.iter().map(tools::of_handler));
-        Ok(ListToolsResult::with_all_items(list))
+        let mut result = ListToolsResult::with_all_items(list);
+        if is_stateless(&ctx) {
+            // The list follows handler changes: a client may reuse it this
+            // long, then asks again (any daemon answers from the database).
+            // Private: it is listed for an authenticated caller.
+            result = result
+                .with_ttl_ms(self.state.settings().http.mcp_tools_ttl_seconds * 1000)
+                .with_cache_scope(CacheScope::Private);
+        }
+        Ok(result)
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // `subscriptions/listen` (stateless era): only the tool list changes
+        // (rmcp keeps of this what the client asked for).
+        let _ = requested;
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), rmcp::ErrorData> {
+        let gate = self.state.gate();
+        let mut changes = gate.handlers_changed();
+        changes.mark_unchanged();
+        let shutdown = gate.shutdown().clone();
+        loop {
+            tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    let note = ServerNotification::ToolListChangedNotification(
+                        ToolListChangedNotification::default(),
+                    );
+                    if subscription.sink().send(note).await.is_err() {
+                        return Ok(());
+                    }
+                }
+                () = subscription.cancelled() => return Ok(()),
+                // A graceful end: the client listens again elsewhere.
+                () = shutdown.cancelled() => return Ok(()),
+            }
+        }
     }
 
     async fn call_tool(
@@ -132,9 +187,32 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, rmcp::ErrorData> {
         let caller = caller_of(&ctx)?;
+        // Tasks are the stateless era's (SEP-2663 defines the extension for
+        // no older version), for a client that says it takes them.
+        let tasks = is_stateless(&ctx)
+            && ctx
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks());
         let waiter = wait::Waiter::new(&ctx, self.progress_every());
-        let result = call::call(&self.state, &caller, request, waiter).await;
-        Ok(result.into())
+        Ok(call::call(&self.state, &caller, request, waiter, tasks).await)
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, rmcp::ErrorData> {
+        let caller = caller_of(&ctx)?;
+        tasks::get(self.state.gate(), &caller, &request.task_id).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        let caller = caller_of(&ctx)?;
+        tasks::cancel(self.state.gate(), &caller, &request.task_id).await
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {

@@ -135,17 +135,33 @@ pub fn builtin() -> Vec<Tool> {
     ]
 }
 
-/// A handler action as a tool. Its annotations say it may change things:
-/// handlers declare no hints, and a hint never allows anything anyway.
+/// A handler action as a tool, with the hints its handler declared as the
+/// tool's annotations (a hint the handler left out stays out: MCP's
+/// defaults then apply). Hints are for display: nothing here or in the
+/// policy reads them to allow a call.
 pub fn of_handler(t: &HandlerTool) -> Tool {
     let mut tool = Tool::new(
         t.name.clone(),
         t.description.clone(),
         object(t.params_schema.clone()),
     );
-    tool.annotations =
-        Some(ToolAnnotations::with_title(format!("{} {}", t.handler, t.action)).read_only(false));
+    tool.annotations = Some(annotations(t));
     tool
+}
+
+fn annotations(t: &HandlerTool) -> ToolAnnotations {
+    ToolAnnotations::from_raw(
+        Some(format!("{}: {}", t.handler_name, t.action)),
+        t.hints.read_only,
+        t.hints.destructive,
+        t.hints.idempotent,
+        t.hints.open_world,
+    )
+}
+
+/// The annotations of a handler action as JSON (`GET /v1/tools?format=mcp`).
+pub fn annotations_json(t: &HandlerTool) -> Value {
+    serde_json::to_value(annotations(t)).unwrap_or(Value::Null)
 }
 
 /// Sends `notifications/tools/list_changed` to a handshake-era session

@@ -42,27 +42,47 @@ impl Waiter {
         }
     }
 
+    /// Whether the client went away (disconnected or cancelled the call).
+    pub fn gone(&self) -> bool {
+        self.ct.is_cancelled()
+    }
+
+    /// Withdraws `action` because its client went away.
+    pub async fn withdraw(&self, gate: &Gate, caller: &Caller, action: &Action) -> WaitEnd {
+        withdraw(gate, caller, &action.id).await;
+        WaitEnd::Gone
+    }
+
     /// Waits until `action` settles, or for at most `limit` when given
-    /// (then answers it as it is).
+    /// (then answers it as it is). `waited` is how long the call already
+    /// waited silently: the first progress comes that much sooner.
     pub async fn until_settled(
         &self,
         gate: &Gate,
         caller: &Caller,
         mut action: Action,
         limit: Option<Duration>,
+        waited: Duration,
     ) -> Result<Action, WaitEnd> {
         let started = Instant::now();
         let mut step_no = 0u32;
         while !action.is_settled() {
+            let every = if step_no == 0 {
+                self.every
+                    .saturating_sub(waited)
+                    .max(Duration::from_millis(1))
+            } else {
+                self.every
+            };
             let step = match limit {
                 Some(limit) => {
                     let left = limit.saturating_sub(started.elapsed());
                     if left.is_zero() {
                         return Ok(action);
                     }
-                    left.min(self.every)
+                    left.min(every)
                 }
-                None => self.every,
+                None => every,
             };
             let id = action.id.clone();
             let next = tokio::select! {

@@ -26,7 +26,7 @@ pub enum ToolFormat {
     Openai,
     /// Anthropic: `{name, description, input_schema}`.
     Anthropic,
-    /// MCP `tools/list` entries: `{name, description, inputSchema}`.
+    /// MCP `tools/list` entries: `{name, description, inputSchema, annotations}`.
     Mcp,
 }
 
@@ -62,9 +62,10 @@ pub async fn list_tools(
         .gate()
         .handler_tools(&caller)
         .await?
-        .into_iter()
+        .iter()
         .map(|t| {
-            let (name, description, schema) = (t.name, t.description, t.params_schema);
+            let annotations = crate::mcp::tools::annotations_json(t);
+            let (name, description, schema) = (&t.name, &t.description, &t.params_schema);
             match format {
                 ToolFormat::Openai => json!({
                     "type": "function",
@@ -74,7 +75,8 @@ pub async fn list_tools(
                     json!({"name": name, "description": description, "input_schema": schema})
                 }
                 ToolFormat::Mcp => {
-                    json!({"name": name, "description": description, "inputSchema": schema})
+                    json!({"name": name, "description": description, "inputSchema": schema,
+                        "annotations": annotations})
                 }
             }
         })

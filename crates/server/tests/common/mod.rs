@@ -17,8 +17,50 @@ pub struct TestApp {
     /// Agent key for agent "agent-1".
     pub agent: String,
     pub shutdown: CancellationToken,
-    pub task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    pub task: Option<Daemon>,
     pub dir: tempfile::TempDir,
+}
+
+type Daemon = tokio::task::JoinHandle<anyhow::Result<()>>;
+
+/// Starts the daemon on `dir` and waits until it answers with its admin key
+/// written.
+async fn boot(
+    dir: &std::path::Path,
+    client: &Client,
+    tweak: impl FnOnce(&mut Settings),
+) -> (String, CancellationToken, Daemon) {
+    let mut settings = Settings {
+        data_dir: dir.to_path_buf(),
+        ..Settings::default()
+    };
+    settings.actions.min_timeout = "1s".parse().unwrap();
+    settings.storage.durability = actiongate_gate::storage::Durability::Normal;
+    tweak(&mut settings);
+    settings.validate().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(actiongate_server::app::run(
+        settings,
+        listener,
+        shutdown.clone(),
+    ));
+    let key_path = dir.join("admin.key");
+    // Generous: a loaded CI machine can take seconds to start a daemon.
+    for _ in 0..1200 {
+        if task.is_finished() {
+            panic!("daemon exited during start-up: {:?}", task.await);
+        }
+        if let Ok(k) = std::fs::read_to_string(&key_path)
+            && !k.trim().is_empty()
+            && client.get(format!("{base}/healthz")).send().await.is_ok()
+        {
+            return (base, shutdown, task);
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("daemon did not start");
 }
 
 impl TestApp {
@@ -30,43 +72,15 @@ impl TestApp {
         // reqwest's TLS needs a crypto provider before any client is built.
         actiongate_cli::install_tls_provider();
         let dir = tempfile::tempdir().unwrap();
-        let mut settings = Settings {
-            data_dir: dir.path().to_path_buf(),
-            ..Settings::default()
-        };
-        settings.actions.min_timeout = "1s".parse().unwrap();
-        settings.storage.durability = actiongate_gate::storage::Durability::Normal;
-        tweak(&mut settings);
-        settings.validate().unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(actiongate_server::app::run(
-            settings,
-            listener,
-            shutdown.clone(),
-        ));
         let client = Client::builder()
             .timeout(Duration::from_secs(90))
             .build()
             .unwrap();
-        let key_path = dir.path().join("admin.key");
-        let mut admin = String::new();
-        // Generous: a loaded CI machine can take seconds to start a daemon.
-        for _ in 0..1200 {
-            if task.is_finished() {
-                panic!("daemon exited during start-up: {:?}", task.await);
-            }
-            if let Ok(k) = std::fs::read_to_string(&key_path)
-                && !k.trim().is_empty()
-                && client.get(format!("{base}/healthz")).send().await.is_ok()
-            {
-                admin = k.trim().to_owned();
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        assert!(!admin.is_empty(), "daemon did not start");
+        let (base, shutdown, task) = boot(dir.path(), &client, tweak).await;
+        let admin = std::fs::read_to_string(dir.path().join("admin.key"))
+            .unwrap()
+            .trim()
+            .to_owned();
         let mut app = TestApp {
             base,
             client,
@@ -80,6 +94,22 @@ impl TestApp {
         app.operator = app.key("operator", None).await;
         app.agent = app.key("agent", Some("agent-1")).await;
         app
+    }
+
+    /// Stops the daemon and starts it again on the same data dir (a new
+    /// port; the keys stay valid).
+    pub async fn restart_with(mut self, tweak: impl FnOnce(&mut Settings)) -> TestApp {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            task.await.unwrap().unwrap();
+        }
+        let (base, shutdown, task) = boot(self.dir.path(), &self.client, tweak).await;
+        TestApp {
+            base,
+            shutdown,
+            task: Some(task),
+            ..self
+        }
     }
 
     /// Issues a key through the API.

@@ -1,0 +1,281 @@
+//! `/mcp` on several daemons sharing one Postgres database, spoken to as
+//! raw JSON-RPC over HTTP in the stateless era (2026-07-28): a handler
+//! registered through one daemon is in every daemon's tool list and is
+//! announced on another daemon's `subscriptions/listen` stream; a task made
+//! on one daemon is answered by another. Without Postgres each test says
+//! so and passes, unless `PG_TESTS_REQUIRED=1`.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use crate::common::daemon::{Daemon, agent_key, role_key};
+use crate::common::pg_cluster::Cluster;
+use crate::common::{call, client};
+
+struct Nodes {
+    nodes: Vec<Daemon>,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+impl Nodes {
+    fn start(n: usize) -> Option<Nodes> {
+        let url = Cluster::shared()?.database();
+        let mut nodes = Vec::new();
+        let mut dirs = Vec::new();
+        for _ in 0..n {
+            let dir = tempfile::tempdir().unwrap();
+            nodes.push(Daemon::start(
+                dir.path(),
+                &[("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())],
+            ));
+            dirs.push(dir);
+        }
+        Some(Nodes { nodes, _dirs: dirs })
+    }
+
+    /// One daemon on SQLite standing for every node: the same flows, with
+    /// no database shared.
+    fn alone() -> Nodes {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes = vec![Daemon::start(dir.path(), &[])];
+        Nodes {
+            nodes,
+            _dirs: vec![dir],
+        }
+    }
+
+    fn base(&self, i: usize) -> &str {
+        &self.nodes[i % self.nodes.len()].base
+    }
+}
+
+const VERSION: &str = "2026-07-28";
+
+fn meta(tasks: bool) -> Value {
+    let capabilities = if tasks {
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+    } else {
+        json!({})
+    };
+    json!({
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientInfo": {"name": "cluster-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    })
+}
+
+/// One stateless request; `name` is its `Mcp-Name` (tools/call, tasks/*).
+fn mcp_request(
+    c: &reqwest::Client,
+    base: &str,
+    key: &str,
+    method: &str,
+    name: Option<&str>,
+    mut params: Value,
+    tasks: bool,
+) -> reqwest::RequestBuilder {
+    params["_meta"] = meta(tasks);
+    let mut req = c
+        .post(format!("{base}/mcp"))
+        .bearer_auth(key)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", VERSION)
+        .header("mcp-method", method)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+    if let Some(n) = name {
+        req = req.header("mcp-name", n);
+    }
+    req
+}
+
+/// The JSON-RPC messages of an answer, JSON or SSE.
+fn messages(body: &str) -> Vec<Value> {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        return vec![v];
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str(d.trim()).ok())
+        .collect()
+}
+
+/// The result of a request with `id` 1.
+async fn rpc(req: reqwest::RequestBuilder) -> Value {
+    let resp = req.send().await.unwrap();
+    let status = resp.status();
+    let body = resp.text().await.unwrap();
+    assert!(status.is_success(), "{status}: {body}");
+    messages(&body)
+        .into_iter()
+        .find(|m| m["id"] == 1)
+        .unwrap_or_else(|| panic!("no answer in {body}"))
+}
+
+fn handler(id: &str) -> Value {
+    json!({
+        "id": id, "name": "Files", "url": "http://127.0.0.1:9/hook",
+        "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object"}}],
+        "actions": [{"name": "write", "params_schema": {"type": "object"}, "permission": "fs.write",
+                     "hints": {"read_only": false, "destructive": true}}]
+    })
+}
+
+async fn tool_names(c: &reqwest::Client, base: &str, key: &str) -> Vec<String> {
+    let answer = rpc(mcp_request(
+        c,
+        base,
+        key,
+        "tools/list",
+        None,
+        json!({}),
+        false,
+    ))
+    .await;
+    answer["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_handler_registered_on_one_node_is_a_tool_on_the_others() {
+    if let Some(n) = Nodes::start(2) {
+        handler_change_is_seen(n).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_registered_handler_is_announced_on_a_listen_stream_alone() {
+    handler_change_is_seen(Nodes::alone()).await;
+}
+
+async fn handler_change_is_seen(n: Nodes) {
+    let c = client();
+    let admin = n.nodes[0].admin_key();
+    let agent = agent_key(&c, n.base(0), &admin, "coder").await;
+    assert!(
+        !tool_names(&c, n.base(0), &agent)
+            .await
+            .contains(&"files__write".to_owned())
+    );
+
+    // A listen stream on node 0, then the handler registered through node 1.
+    let listen = mcp_request(
+        &c,
+        n.base(0),
+        &agent,
+        "subscriptions/listen",
+        None,
+        json!({"notifications": {"toolsListChanged": true}}),
+        false,
+    )
+    .send()
+    .await
+    .unwrap();
+    assert!(listen.status().is_success());
+    let mut stream = listen.bytes_stream();
+    let mut seen = String::new();
+    // Wait for the acknowledgement before changing anything.
+    while !seen.contains("notifications/subscriptions/acknowledged") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .expect("the listen stream is acknowledged")
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let (s, body) = call(
+        &c,
+        reqwest::Method::POST,
+        format!("{}/v1/handlers", n.base(1)),
+        &admin,
+        Some(handler("files")),
+    )
+    .await;
+    assert_eq!(s, 201, "{body}");
+    while !seen.contains("notifications/tools/list_changed") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .expect("node 0 announces the change made through node 1")
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    drop(stream);
+    assert!(
+        tool_names(&c, n.base(0), &agent)
+            .await
+            .contains(&"files__write".to_owned())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_task_made_on_one_node_is_answered_by_another() {
+    if let Some(n) = Nodes::start(2) {
+        task_is_answered(n).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_task_over_raw_json_rpc_alone() {
+    task_is_answered(Nodes::alone()).await;
+}
+
+async fn task_is_answered(n: Nodes) {
+    let c = client();
+    let admin = n.nodes[0].admin_key();
+    let agent = agent_key(&c, n.base(0), &admin, "coder").await;
+    let operator = role_key(&c, n.base(1), &admin, "operator").await;
+    let created = rpc(mcp_request(
+        &c,
+        n.base(0),
+        &agent,
+        "tools/call",
+        Some("request_permission"),
+        json!({"name": "request_permission", "arguments": {"permission": "deploy", "reason": "r"}}),
+        true,
+    ))
+    .await;
+    let result = &created["result"];
+    assert_eq!(result["resultType"], "task", "{created}");
+    let task = result["taskId"].as_str().unwrap().to_owned();
+    let action = task.split_once('.').unwrap().1.to_owned();
+
+    let get = |base: String| {
+        let (c, agent, task) = (c.clone(), agent.clone(), task.clone());
+        async move {
+            rpc(mcp_request(
+                &c,
+                &base,
+                &agent,
+                "tasks/get",
+                Some(&task),
+                json!({"taskId": task}),
+                true,
+            ))
+            .await
+        }
+    };
+    let working = get(n.base(1).to_owned()).await;
+    assert_eq!(working["result"]["status"], "working", "{working}");
+    let (s, body) = call(
+        &c,
+        reqwest::Method::POST,
+        format!("{}/v1/actions/{action}/approve", n.base(1)),
+        &operator,
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let done = get(n.base(1).to_owned()).await;
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["result"]["content"][0]["text"],
+        "Permission granted for deploy"
+    );
+}
