@@ -13,5 +13,6 @@ mod faults;
 mod fuzz_bodies;
 mod layout;
 mod metrics;
+mod outbound;
 mod policy_corpus;
 mod readme;

@@ -180,3 +180,41 @@ pub async fn status_json(resp: reqwest::Response) -> (u16, Option<String>, Value
         .map(str::to_owned);
     (status, ctype, resp.json().await.unwrap_or(Value::Null))
 }
+
+/// Sets `agent`'s profile (admin key).
+pub async fn set_profile(
+    client: &reqwest::Client,
+    base: &str,
+    admin: &str,
+    agent: &str,
+    profile: Value,
+) {
+    let (s, b) = call(
+        client,
+        reqwest::Method::PUT,
+        format!("{base}/v1/agents/{agent}"),
+        admin,
+        Some(json!({ "profile": profile })),
+    )
+    .await;
+    assert!((200..300).contains(&s), "{b}");
+}
+
+/// Registers a handler (admin key); its webhook secret.
+pub async fn register_handler(
+    client: &reqwest::Client,
+    base: &str,
+    admin: &str,
+    registration: Value,
+) -> String {
+    let (s, b) = call(
+        client,
+        reqwest::Method::POST,
+        format!("{base}/v1/handlers"),
+        admin,
+        Some(registration),
+    )
+    .await;
+    assert_eq!(s, 201, "{b}");
+    b["secret"].as_str().unwrap().to_owned()
+}
