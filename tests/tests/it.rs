@@ -5,6 +5,7 @@
 mod common;
 
 mod audit;
+mod bounded_json;
 mod cluster;
 mod cluster_dispatch;
 mod daemon;
@@ -14,5 +15,8 @@ mod fuzz_bodies;
 mod layout;
 mod metrics;
 mod outbound;
+mod pending_limit;
 mod policy_corpus;
 mod readme;
+mod results;
+mod sensitive;

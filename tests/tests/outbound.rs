@@ -165,3 +165,77 @@ async fn an_answer_cut_short_is_a_failed_attempt_that_is_retried() {
     assert!(!a.to_string().contains("partial"), "{a}");
     d.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_and_subscription_urls_keep_to_the_allowed_networks() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    // By default: no link-local addresses (cloud metadata lives there).
+    let (s, p) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/handlers", d.base),
+        &admin,
+        Some(handler("http://169.254.169.254/latest/meta-data")),
+    )
+    .await;
+    assert_eq!(s, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "url", "{p}");
+    let (s, p) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/subscriptions", d.base),
+        &admin,
+        Some(json!({"url": "http://[fe80::1]/hook", "types": ["*"]})),
+    )
+    .await;
+    assert_eq!(s, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "url", "{p}");
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_that_resolves_outside_the_allowed_networks_is_never_contacted() {
+    let executor = RawServer::start(|_, _| {
+        (
+            answer("200 OK", &[("content-type", "application/json")], "{}"),
+            After::Close,
+        )
+    })
+    .await;
+    let port = executor.base.rsplit(':').next().unwrap().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = ENV.to_vec();
+    env.push(("ACTIONGATE_OUTBOUND__ALLOWED_NETWORKS", "[\"10.0.0.0/8\"]"));
+    let d = Daemon::start(dir.path(), &env);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    // A loopback address is refused when it is registered...
+    let (s, p) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/handlers", d.base),
+        &admin,
+        Some(handler(&format!("{}/hook", executor.base))),
+    )
+    .await;
+    assert_eq!(s, 422, "{p}");
+    // ...and a name is checked by what it resolves to, at every connection.
+    register_handler(
+        &http,
+        &d.base,
+        &admin,
+        handler(&format!("http://localhost:{port}/hook")),
+    )
+    .await;
+    let a = run(&d, &agent).await;
+    assert_eq!(a["status"], "failed", "{a}");
+    let err = a["attempts"][0]["error"].as_str().unwrap();
+    assert!(err.contains("outbound.allowed_networks"), "{err}");
+    assert!(executor.requests().is_empty(), "the executor was contacted");
+    d.stop();
+}

@@ -2,31 +2,74 @@
 //! reqwest client per use that never follows a redirect (a 3xx comes back
 //! as it is, with its `Location`), reads the answer's body to its end, and
 //! reports a body that ends early or cannot be read as an error, never as
-//! an answer.
+//! an answer; and connects only to addresses `outbound.allowed_networks`
+//! allows (checked on the addresses a name resolves to at each connection,
+//! so a name that turns private later is refused too).
 
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
+use actiongate_gate::outbound::OutboundPolicy;
 use actiongate_gate::{OutboundError, OutboundRequest, OutboundResponse, Transport};
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 /// A [`Transport`] over reqwest.
 pub struct HttpTransport {
     client: reqwest::Client,
+    policy: Arc<OutboundPolicy>,
+}
+
+/// Resolves names with the system resolver and keeps only the addresses
+/// the policy allows; none left is an error, so nothing is sent.
+struct Guarded(Arc<OutboundPolicy>);
+
+impl Resolve for Guarded {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.0.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_owned();
+            if !policy.allows_name(&host) {
+                return Err(format!("host '{host}' is not in outbound.allowed_hosts").into());
+            }
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let allowed: Vec<SocketAddr> = found
+                .iter()
+                .copied()
+                .filter(|a| policy.allows_ip(a.ip()))
+                .collect();
+            if allowed.is_empty() {
+                let ips: Vec<String> = found.iter().map(|a| a.ip().to_string()).collect();
+                return Err(format!(
+                    "'{host}' resolves to {}, not in outbound.allowed_networks",
+                    ips.join(", ")
+                )
+                .into());
+            }
+            Ok(Box::new(allowed.into_iter()) as Addrs)
+        })
+    }
 }
 
 impl HttpTransport {
     /// A transport keeping up to `idle_per_host` idle connections per host;
-    /// `connect_timeout` bounds connecting when set.
+    /// `connect_timeout` bounds connecting when set; it connects only where
+    /// `policy` allows.
     pub fn new(
         idle_per_host: usize,
         connect_timeout: Option<Duration>,
+        policy: OutboundPolicy,
     ) -> anyhow::Result<HttpTransport> {
         actiongate_cli::install_tls_provider();
+        let policy = Arc::new(policy);
         let mut builder = reqwest::Client::builder()
             // A redirect could send a signed delivery, or fetch a result,
             // somewhere nobody named: never followed.
             .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(Arc::new(Guarded(policy.clone())))
             .pool_max_idle_per_host(idle_per_host)
             .user_agent(concat!("actiongate/", env!("CARGO_PKG_VERSION")));
         if let Some(t) = connect_timeout {
@@ -35,10 +78,18 @@ impl HttpTransport {
         let client = builder
             .build()
             .map_err(|e| anyhow::anyhow!("cannot build an HTTP client: {e}"))?;
-        Ok(HttpTransport { client })
+        Ok(HttpTransport { client, policy })
     }
 
     async fn send(&self, req: OutboundRequest) -> Result<OutboundResponse, OutboundError> {
+        // An address in the URL is not resolved, so it is checked here.
+        if let Some(ip) = url_ip(&req.url)
+            && !self.policy.allows_ip(ip)
+        {
+            return Err(OutboundError::Connect(format!(
+                "address {ip} is not in outbound.allowed_networks; not sent"
+            )));
+        }
         let mut builder = self
             .client
             .post(&req.url)
@@ -108,6 +159,15 @@ impl Transport for HttpTransport {
         req: OutboundRequest,
     ) -> Pin<Box<dyn Future<Output = Result<OutboundResponse, OutboundError>> + Send + '_>> {
         Box::pin(self.send(req))
+    }
+}
+
+/// The address a URL names as its host, if it names one.
+fn url_ip(url: &str) -> Option<IpAddr> {
+    match reqwest::Url::parse(url).ok()?.host()? {
+        url::Host::Ipv4(v4) => Some(IpAddr::V4(v4)),
+        url::Host::Ipv6(v6) => Some(IpAddr::V6(v6)),
+        url::Host::Domain(_) => None,
     }
 }
 

@@ -21,6 +21,7 @@ mod actions;
 mod agents;
 mod events;
 mod keys;
+mod limits;
 mod log;
 mod pending;
 mod tail;

@@ -173,6 +173,9 @@ impl Postgres {
     pub async fn prune_seen_webhooks(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
         Err(todo("prune_seen_webhooks"))
     }
+    pub async fn consume_webhook(&self, webhook_id: String) -> Result<bool, StoreError> {
+        Err(todo("consume_webhook"))
+    }
     pub async fn rotate_handler_secret(
         &self,
         id: &str,
