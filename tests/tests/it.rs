@@ -20,3 +20,4 @@ mod policy_corpus;
 mod readme;
 mod results;
 mod sensitive;
+mod visible;
