@@ -7,15 +7,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::common;
+use common::executor::{Proc, start_executor};
 use common::{binary, call, client, free_port};
 
 /// Actions in the run: `FILES` create_file and `COMMANDS` execute_command.
@@ -23,16 +23,6 @@ const FILES: usize = 450;
 const COMMANDS: usize = 50;
 /// Executor journal lines to wait for before the kill: some done, most not.
 const KILL_AFTER: usize = 120;
-
-/// A child process killed (SIGKILL) when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Starts the daemon on `data` with `config` and waits until it is ready.
 async fn start_daemon(data: &Path, config: &Path, port: u16) -> Proc {
@@ -64,44 +54,6 @@ async fn start_daemon(data: &Path, config: &Path, port: u16) -> Proc {
         assert!(Instant::now() < deadline, "the daemon did not become ready");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// Starts the executor, registered with the daemon at `base`; with
-/// `async_mode` it answers 202 and posts each result back later.
-fn start_executor(root: &Path, state: &Path, base: &str, admin: &str, async_mode: bool) -> Proc {
-    let mut cmd = Command::new(binary("actiongate-executor"));
-    if async_mode {
-        cmd.arg("--async");
-    }
-    let mut child = cmd
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--register",
-            base,
-            "--admin-key",
-            admin,
-        ])
-        .arg("--root")
-        .arg(root)
-        .arg("--state-dir")
-        .arg(state)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert!(
-        line.starts_with("actiongate-executor listening on "),
-        "unexpected first line: {line:?}"
-    );
-    // Keep draining stdout so the executor never writes into a closed pipe.
-    std::thread::spawn(move || for _ in out.lines() {});
-    Proc(child)
 }
 
 fn lines_of(path: &Path) -> Vec<Value> {

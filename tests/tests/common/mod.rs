@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub mod daemon;
+pub mod executor;
 pub mod raw_http;
 
 /// A throwaway Postgres cluster, one per test process.
