@@ -85,11 +85,14 @@ async fn crash_and_recover(async_mode: bool) {
     let exec_state = tempfile::tempdir().unwrap();
     let config = data.path().join("actiongate.toml");
     // Every action may be in flight at once; retries come quickly and
-    // outlast the executor's 5 s Retry-After for deliveries it is still running.
+    // outlast the executor's 5 s Retry-After for deliveries it is still
+    // running. All of them wait for the grant at first: past the default
+    // limit of pending items per agent.
     std::fs::write(
         &config,
         "[dispatch]\nmax_in_flight = 1024\nper_handler_max_in_flight = 1024\n\
-         retry_schedule = [\"200ms\", \"500ms\", \"1s\", \"2s\", \"5s\", \"5s\", \"5s\", \"10s\"]\n",
+         retry_schedule = [\"200ms\", \"500ms\", \"1s\", \"2s\", \"5s\", \"5s\", \"5s\", \"10s\"]\n\
+         [limits]\nmax_pending_per_agent = 1000\n",
     )
     .unwrap();
     let port = free_port();

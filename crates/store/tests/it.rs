@@ -3,5 +3,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, dead_code)]
 
 mod backends;
+mod limits;
 mod outbox;
 mod store;
