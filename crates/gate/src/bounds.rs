@@ -39,16 +39,15 @@ pub fn depth(v: &Value) -> usize {
     let mut deepest = 0;
     let mut stack = vec![(v, 1usize)];
     while let Some((v, d)) = stack.pop() {
-        let children: Box<dyn Iterator<Item = &Value>> = match v {
-            Value::Array(items) => Box::new(items.iter()),
-            Value::Object(map) => Box::new(map.values()),
+        match v {
+            Value::Array(items) => stack.extend(items.iter().map(|c| (c, d + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|c| (c, d + 1))),
             _ => continue,
-        };
+        }
         deepest = deepest.max(d);
         if deepest > MAX_DEPTH {
             return deepest;
         }
-        stack.extend(children.map(|c| (c, d + 1)));
     }
     deepest
 }

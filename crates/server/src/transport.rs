@@ -7,7 +7,7 @@
 //! so a name that turns private later is refused too).
 
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,13 +82,10 @@ impl HttpTransport {
     }
 
     async fn send(&self, req: OutboundRequest) -> Result<OutboundResponse, OutboundError> {
-        // An address in the URL is not resolved, so it is checked here.
-        if let Some(ip) = url_ip(&req.url)
-            && !self.policy.allows_ip(ip)
-        {
-            return Err(OutboundError::Connect(format!(
-                "address {ip} is not in outbound.allowed_networks; not sent"
-            )));
+        // The URL as registration checks it (it may predate the settings);
+        // an address in it is not resolved, so this is its only check.
+        if let Err(why) = self.policy.check_url(&req.url) {
+            return Err(OutboundError::Connect(format!("{why}; not sent")));
         }
         let mut builder = self
             .client
@@ -159,15 +156,6 @@ impl Transport for HttpTransport {
         req: OutboundRequest,
     ) -> Pin<Box<dyn Future<Output = Result<OutboundResponse, OutboundError>> + Send + '_>> {
         Box::pin(self.send(req))
-    }
-}
-
-/// The address a URL names as its host, if it names one.
-fn url_ip(url: &str) -> Option<IpAddr> {
-    match reqwest::Url::parse(url).ok()?.host()? {
-        url::Host::Ipv4(v4) => Some(IpAddr::V4(v4)),
-        url::Host::Ipv6(v6) => Some(IpAddr::V6(v6)),
-        url::Host::Domain(_) => None,
     }
 }
 
