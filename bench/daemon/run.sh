@@ -92,7 +92,7 @@ start_daemon() {
   local durability=$1
   rm -rf "$WORK/data"
   # shellcheck disable=SC2086 # one word a setting
-  bench_daemon "$WORK" "$durability" "$BIN" "$OUT/daemon-$durability.log" ${SETTINGS:-}
+  bench_daemon "$WORK" "$durability" "$BIN" "$OUT/daemon-$durability.log" ${SETTINGS:-} $PENDING_SETTING
   ASKER=$(bench_key '{"role":"agent","agent":"asker"}')
   OPERATOR=$(bench_key '{"role":"operator"}')
   bench_api PUT /v1/agents/asker '{"profile":"guarded"}' >/dev/null

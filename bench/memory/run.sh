@@ -22,7 +22,8 @@ ulimit -n "$(ulimit -Hn)"
 WORK=$(mktemp -d)
 PID=
 trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT
-bench_daemon "$WORK" "$DURABILITY" "$BIN" "$WORK/daemon.log" ${SETTINGS:-}
+# shellcheck disable=SC2086 # one word a setting
+bench_daemon "$WORK" "$DURABILITY" "$BIN" "$WORK/daemon.log" ${SETTINGS:-} $PENDING_SETTING
 # Every action asks: each stays pending for its long-poll.
 bench_api PUT /v1/agents/bench '{"profile":"guarded"}' >/dev/null
 echo "== $BIN ($(basename "$BIN")), durability $DURABILITY"

@@ -18,7 +18,7 @@ use common::{binary, client};
 
 /// `audit verify` on `text` (written to a file) with `args`: success and
 /// everything it printed.
-fn verify(dir: &Path, text: &str, args: &[&str]) -> (bool, String) {
+pub(crate) fn verify(dir: &Path, text: &str, args: &[&str]) -> (bool, String) {
     let path = dir.join("check.jsonl");
     std::fs::write(&path, text).unwrap();
     let out = Command::new(binary("actiongate"))
@@ -41,7 +41,7 @@ fn join(lines: &[String]) -> String {
     lines.join("\n") + "\n"
 }
 
-async fn export(http: &reqwest::Client, base: &str, key: &str) -> String {
+pub(crate) async fn export(http: &reqwest::Client, base: &str, key: &str) -> String {
     let resp = http
         .get(format!("{base}/v1/audit"))
         .bearer_auth(key)

@@ -7,15 +7,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::common;
+use common::executor::{Proc, start_executor};
 use common::{binary, call, client, free_port};
 
 /// Actions in the run: `FILES` create_file and `COMMANDS` execute_command.
@@ -23,16 +23,6 @@ const FILES: usize = 450;
 const COMMANDS: usize = 50;
 /// Executor journal lines to wait for before the kill: some done, most not.
 const KILL_AFTER: usize = 120;
-
-/// A child process killed (SIGKILL) when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Starts the daemon on `data` with `config` and waits until it is ready.
 async fn start_daemon(data: &Path, config: &Path, port: u16) -> Proc {
@@ -66,44 +56,6 @@ async fn start_daemon(data: &Path, config: &Path, port: u16) -> Proc {
     }
 }
 
-/// Starts the executor, registered with the daemon at `base`; with
-/// `async_mode` it answers 202 and posts each result back later.
-fn start_executor(root: &Path, state: &Path, base: &str, admin: &str, async_mode: bool) -> Proc {
-    let mut cmd = Command::new(binary("actiongate-executor"));
-    if async_mode {
-        cmd.arg("--async");
-    }
-    let mut child = cmd
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--register",
-            base,
-            "--admin-key",
-            admin,
-        ])
-        .arg("--root")
-        .arg(root)
-        .arg("--state-dir")
-        .arg(state)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert!(
-        line.starts_with("actiongate-executor listening on "),
-        "unexpected first line: {line:?}"
-    );
-    // Keep draining stdout so the executor never writes into a closed pipe.
-    std::thread::spawn(move || for _ in out.lines() {});
-    Proc(child)
-}
-
 fn lines_of(path: &Path) -> Vec<Value> {
     match std::fs::read_to_string(path) {
         Ok(text) => text
@@ -133,11 +85,14 @@ async fn crash_and_recover(async_mode: bool) {
     let exec_state = tempfile::tempdir().unwrap();
     let config = data.path().join("actiongate.toml");
     // Every action may be in flight at once; retries come quickly and
-    // outlast the executor's 5 s Retry-After for deliveries it is still running.
+    // outlast the executor's 5 s Retry-After for deliveries it is still
+    // running. All of them wait for the grant at first: past the default
+    // limit of pending items per agent.
     std::fs::write(
         &config,
         "[dispatch]\nmax_in_flight = 1024\nper_handler_max_in_flight = 1024\n\
-         retry_schedule = [\"200ms\", \"500ms\", \"1s\", \"2s\", \"5s\", \"5s\", \"5s\", \"10s\"]\n",
+         retry_schedule = [\"200ms\", \"500ms\", \"1s\", \"2s\", \"5s\", \"5s\", \"5s\", \"10s\"]\n\
+         [limits]\nmax_pending_per_agent = 1000\n",
     )
     .unwrap();
     let port = free_port();

@@ -1,8 +1,11 @@
-//! Property test against the real binary: whatever JSON (or not-JSON) a
+//! Property tests against the real binary: whatever JSON (or not-JSON) a
 //! client sends to the API's write endpoints, deeply nested or not, with
 //! field names the daemon knows or not, the answer is never a 5xx, every
-//! error is problem+json, and the daemon stays ready. A short run here;
-//! `.ci/fuzz-bodies` runs many more cases (`FUZZ_BODIES_CASES`).
+//! error is problem+json, and the daemon stays ready; and free-form JSON
+//! (params, scopes, results) of any shape is taken exactly when it keeps
+//! to the limits (64 levels, its size), else refused with a 422 naming the
+//! field. A short run here; `.ci/fuzz-bodies` runs many more cases
+//! (`FUZZ_BODIES_CASES`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use proptest::prelude::*;
@@ -195,5 +198,150 @@ fn no_request_body_gets_a_5xx_or_a_non_problem_error() {
         let r = http.get(format!("{}/readyz", d.base)).send().await.unwrap();
         assert_eq!(r.status(), 200);
     });
+    d.stop();
+}
+
+/// How deeply `v` nests (0 for a scalar).
+fn depth(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
+        Value::Object(o) => 1 + o.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Property test of the JSON limits against the real binary: a handler
+/// action's params, a grant request's scope and an outcome's result of any
+/// shape, nested up to 130 levels or with a long string, are taken when
+/// they nest at most 64 levels and keep to their size, and otherwise
+/// refused with a 422 naming the field; whatever was taken, the audit
+/// export still verifies.
+#[test]
+fn free_form_json_is_held_to_its_limits_whatever_its_shape() {
+    let cases: u32 = std::env::var("FUZZ_BODIES_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(60, |n: u32| n / 4);
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        &[("ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT", "100000")],
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let http = client();
+    let admin = d.admin_key();
+    let (agent, operator, outcome_id) = rt.block_on(async {
+        let agent = agent_key(&http, &d.base, &admin, "fuzz").await;
+        let operator = role_key(&http, &d.base, &admin, "operator").await;
+        common::daemon::register_handler(
+            &http,
+            &d.base,
+            &admin,
+            json!({"id": "files", "name": "Files", "url": "http://127.0.0.1:9/hook",
+                "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object", "properties": {"path": {}}}}],
+                "actions": [{"name": "write", "permission": "fs.write", "params_schema": {"type": "object"}}]}),
+        )
+        .await;
+        let (_, a) = common::call(
+            &http,
+            reqwest::Method::POST,
+            format!("{}/v1/actions", d.base),
+            &agent,
+            Some(json!({"tool": "deploy", "detail": "x"})),
+        )
+        .await;
+        let id = a["id"].as_str().unwrap().to_owned();
+        let (s, _) = common::call(
+            &http,
+            reqwest::Method::POST,
+            format!("{}/v1/actions/{id}/approve", d.base),
+            &operator,
+            Some(json!({})),
+        )
+        .await;
+        assert_eq!(s, 200);
+        (agent, operator, id)
+    });
+
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let inner = prop_oneof![
+        4 => (value(), 0usize..130, any::<bool>()).prop_map(|(v, d, arrays)| nest(v, d, arrays)),
+        1 => (0usize..40_000).prop_map(|n| Value::String("x".repeat(n))),
+    ];
+    let result = runner.run(&(0usize..3, inner), |(which, v)| {
+        // The field, its value's depth and size, the path and the body.
+        let (field, levels, bytes, path, body) = match which {
+            0 => {
+                let params = json!({ "v": v });
+                (
+                    "params",
+                    depth(&params),
+                    params.to_string().len(),
+                    "/v1/actions".to_owned(),
+                    json!({"handler": "files", "action": "write", "params": params}),
+                )
+            }
+            1 => {
+                let scope = json!({ "path": v });
+                (
+                    "scope",
+                    depth(&scope),
+                    scope.to_string().len(),
+                    "/v1/grant-requests".to_owned(),
+                    json!({"handler": "files", "permission": "fs.write", "reason": "r", "scope": scope}),
+                )
+            }
+            _ => (
+                "result",
+                depth(&v),
+                v.to_string().len(),
+                format!("/v1/actions/{outcome_id}/outcome"),
+                json!({"status": "completed", "result": v}),
+            ),
+        };
+        let max = match field {
+            "scope" => 16 * 1024,
+            _ => 256 * 1024,
+        };
+        let text = body.to_string();
+        let (status, answer) = rt.block_on(async {
+            let r = http
+                .post(format!("{}{path}", d.base))
+                .bearer_auth(&agent)
+                .header("content-type", "application/json")
+                .body(text.clone())
+                .send()
+                .await
+                .unwrap();
+            let s = r.status().as_u16();
+            (s, r.json::<Value>().await.unwrap_or(Value::Null))
+        });
+        let refused_for_field = status == 422
+            && answer["errors"]
+                .as_array()
+                .is_some_and(|e| e.iter().any(|x| x["field"] == field));
+        if levels > 64 || bytes > max {
+            prop_assert!(
+                refused_for_field,
+                "{field} of {levels} levels, {bytes} bytes: {status} {answer}"
+            );
+        } else {
+            prop_assert!(
+                !refused_for_field && status < 500,
+                "{field} of {levels} levels, {bytes} bytes: {status} {answer}"
+            );
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    let text = rt.block_on(crate::audit::export(&http, &d.base, &operator));
+    let (ok, out) = crate::audit::verify(dir.path(), &text, &[]);
+    assert!(ok, "{out}");
     d.stop();
 }

@@ -5,14 +5,22 @@
 mod common;
 
 mod audit;
+mod bounded_json;
 mod cluster;
 mod cluster_dispatch;
 mod cluster_mcp;
 mod daemon;
 mod executor_crash;
+mod executor_modes;
 mod faults;
 mod fuzz_bodies;
 mod layout;
+mod memory;
 mod metrics;
+mod outbound;
+mod pending_limit;
 mod policy_corpus;
 mod readme;
+mod results;
+mod sensitive;
+mod visible;

@@ -1,6 +1,7 @@
 //! Async results: after answering 202, the executor posts the outcome to
 //! `{daemon}/v1/actions/{id}/result`, signed like the daemon's deliveries
-//! (`webhook-id` = `res_<action id>_<attempt>`, a fresh timestamp), and
+//! (`webhook-id` = `res_<action id>_<attempt>`, a fresh timestamp; the
+//! body names the action, which binds the result to it), and
 //! retries with backoff on network errors, 5xx, 408 and 429.
 
 use std::time::Duration;
@@ -27,16 +28,18 @@ pub struct Callback {
     signer: Signer,
 }
 
-/// The callback body for an outcome.
-pub fn body(outcome: &Outcome, attempt: u32) -> Value {
+/// The callback body for an outcome of action `action_id`; naming the
+/// action in the signed body binds the result to it.
+pub fn body(action_id: &str, outcome: &Outcome, attempt: u32) -> Value {
     if outcome.code < 300 {
-        json!({"status": "completed", "result": outcome.body, "attempt": attempt})
+        json!({"status": "completed", "result": outcome.body, "attempt": attempt, "action_id": action_id})
     } else {
         json!({
             "status": "failed",
             "error": outcome.body.get("error").cloned().unwrap_or(Value::Null),
             "result": outcome.body,
             "attempt": attempt,
+            "action_id": action_id,
         })
     }
 }
@@ -58,7 +61,7 @@ impl Callback {
     /// Delivers one result; gives up after the last backoff step.
     pub async fn post(&self, action_id: &str, attempt: u32, outcome: &Outcome) {
         let url = format!("{}/v1/actions/{action_id}/result", self.daemon);
-        let payload = match serde_json::to_vec(&body(outcome, attempt)) {
+        let payload = match serde_json::to_vec(&body(action_id, outcome, attempt)) {
             Ok(p) => p,
             Err(e) => {
                 tracing::error!(action_id, error = %e, "cannot encode a result");

@@ -168,6 +168,11 @@ impl Gate {
             }
         };
         let result = new.decision.result;
+        // An item for a human: within the agent's limit, counted until stored.
+        let ticket = match result {
+            DecisionResult::Ask => Some(self.admit_pending(&new.agent).await?),
+            _ => None,
+        };
         let new = NewAction {
             deadline: chrono::Duration::from_std(timeout)
                 .ok()
@@ -189,6 +194,7 @@ impl Gate {
                 (action, created, None)
             }
         };
+        drop(ticket);
         if created {
             metrics::counter!("actiongate_decisions_total", "result" => result.as_str())
                 .increment(1);
@@ -278,6 +284,7 @@ impl Gate {
                 h.handler, h.action
             )));
         };
+        crate::bounds::check("params", &h.params, self.config().json.params)?;
         let violations = action.violations(&h.params);
         if !violations.is_empty() {
             return Err(GateError::invalid_fields(violations));

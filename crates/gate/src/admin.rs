@@ -92,7 +92,10 @@ fn admin(caller: &Caller) -> GateResult<()> {
     Ok(())
 }
 
-fn new_handler(reg: &HandlerRegistration) -> GateResult<NewHandler> {
+fn new_handler(
+    reg: &HandlerRegistration,
+    outbound: &crate::outbound::OutboundPolicy,
+) -> GateResult<NewHandler> {
     // A handler's actions are `tool:<handler id>:…`: a handler named after
     // a built-in tool would get the rules written for that tool.
     // `permission` and `mcp-pin` are the decision-only tools of MCP's
@@ -110,6 +113,9 @@ fn new_handler(reg: &HandlerRegistration) -> GateResult<NewHandler> {
         ));
     }
     handler_spec::validate(reg)?;
+    outbound
+        .check_url(&reg.url)
+        .map_err(|e| GateError::invalid("url", e))?;
     let timeout_ms = reg
         .timeout
         .as_deref()
@@ -206,7 +212,7 @@ impl Gate {
         reg: &HandlerRegistration,
     ) -> GateResult<(HandlerRecord, String)> {
         admin(caller)?;
-        let new = new_handler(reg)?;
+        let new = new_handler(reg, &self.config().outbound)?;
         let secret = crate::sign::new_secret();
         let record = self.store().create_handler(new, secret.clone()).await?;
         self.forget_handler(&record.id);
@@ -227,7 +233,7 @@ impl Gate {
                 format!("must equal the path's id '{id}'"),
             ));
         }
-        let new = new_handler(reg)?;
+        let new = new_handler(reg, &self.config().outbound)?;
         let record = self
             .store()
             .replace_handler(new)

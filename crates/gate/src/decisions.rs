@@ -61,6 +61,8 @@ pub struct ExecutorResult {
     pub error: Option<String>,
     /// The attempt this answers.
     pub attempt: i64,
+    /// The action the executor means, when its signed body names it.
+    pub action_id: Option<String>,
 }
 
 impl Gate {
@@ -294,6 +296,9 @@ impl Gate {
             OutcomeStatus::Failed => (ActionStatus::Failed, "action.failed"),
         };
         check_len("error", body.error.as_deref(), MAX_DETAIL)?;
+        if let Some(r) = &body.result {
+            crate::bounds::check("result", r, self.config().json.result)?;
+        }
         let outcome = Outcome {
             status: to,
             result: body.result,
@@ -349,19 +354,58 @@ impl Gate {
         }
     }
 
-    /// Records an executor's result, verified by [`Gate::verify_executor`];
-    /// each `webhook_id` is accepted once.
+    /// Records a signed callback's `webhook_id` as seen when the callback
+    /// is refused before [`Gate::executor_result`] records anything (a body
+    /// that does not parse): it cannot be replayed either. Fails only when
+    /// the store does (the executor may then retry).
+    pub async fn refuse_callback(&self, webhook_id: &str) -> GateResult<()> {
+        self.store().consume_webhook(webhook_id.to_owned()).await?;
+        Ok(())
+    }
+
+    /// Records an executor's result for action `id`, verified by
+    /// [`Gate::verify_executor`]. The signed callback must be bound to `id`:
+    /// its body's `action_id` is `id`, or (without one) its `webhook_id`
+    /// contains `id`; so a result signed for one action is refused at
+    /// another. Each `webhook_id` is used once, whether the result is
+    /// accepted or refused.
     pub async fn executor_result(
         &self,
         id: &str,
         webhook_id: String,
         result: ExecutorResult,
     ) -> GateResult<Action> {
-        if !matches!(
+        let replayed =
+            || GateError::unauthorized("missing, invalid, stale or replayed webhook signature");
+        let bound = match &result.action_id {
+            Some(named) => named == id,
+            None => webhook_id.contains(id),
+        };
+        let refusal = if !bound {
+            Some(GateError::unauthorized(
+                "the signed callback is not bound to this action: its body's action_id, or \
+                 without one its webhook-id, must name the action in the URL",
+            ))
+        } else if !matches!(
             result.status,
             ActionStatus::Completed | ActionStatus::Failed
         ) {
-            return Err(GateError::invalid("status", "must be completed or failed"));
+            Some(GateError::invalid("status", "must be completed or failed"))
+        } else {
+            let checks = (|| {
+                check_len("error", result.error.as_deref(), MAX_DETAIL)?;
+                if let Some(r) = &result.result {
+                    crate::bounds::check("result", r, self.config().json.result)?;
+                }
+                Ok::<_, GateError>(())
+            })();
+            checks.err()
+        };
+        if let Some(e) = refusal {
+            return match self.store().consume_webhook(webhook_id).await? {
+                true => Err(e),
+                false => Err(replayed()),
+            };
         }
         let outcome = Outcome {
             status: result.status,
@@ -374,9 +418,7 @@ impl Gate {
             .await
         {
             Ok(a) => Ok(a),
-            Err(actiongate_store::StoreError::Conflict(_)) => Err(GateError::unauthorized(
-                "missing, invalid, stale or replayed webhook signature",
-            )),
+            Err(actiongate_store::StoreError::Conflict(_)) => Err(replayed()),
             Err(e) => Err(e.into()),
         }
     }

@@ -491,8 +491,10 @@ async fn exchange(
     })
 }
 
-/// An answer's body as the result: JSON, or text as `{"text": …}`; a body
-/// longer than `max` as `{"truncated": true, "size": …}`.
+/// An answer's body as the result: JSON, or text as `{"text": …}` (also
+/// JSON nested deeper than [`crate::bounds::MAX_DEPTH`], which the events
+/// and the audit wrap further); a body longer than `max` as
+/// `{"truncated": true, "size": …}`.
 fn result_value(body: &[u8], len: usize, max: usize) -> Value {
     if len > max {
         return json!({"truncated": true, "size": len});
@@ -500,7 +502,10 @@ fn result_value(body: &[u8], len: usize, max: usize) -> Value {
     if body.is_empty() {
         return Value::Null;
     }
-    serde_json::from_slice(body).unwrap_or_else(|_| json!({"text": String::from_utf8_lossy(body)}))
+    match serde_json::from_slice::<Value>(body) {
+        Ok(v) if crate::bounds::depth(&v) <= crate::bounds::MAX_DEPTH => v,
+        _ => json!({"text": String::from_utf8_lossy(body)}),
+    }
 }
 
 /// The next step after a retryable failure of attempt `n`.

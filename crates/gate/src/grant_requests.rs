@@ -53,6 +53,7 @@ impl Gate {
         let timeout = self.timeout_of(body.timeout.as_deref())?;
         let deadline =
             actiongate_store::time::now() + chrono::Duration::from_std(timeout).unwrap_or_default();
+        let ticket = self.admit_pending(&agent).await?;
         let r = self
             .store()
             .create_grant_request(NewGrantRequest {
@@ -66,6 +67,7 @@ impl Gate {
                 deadline,
             })
             .await?;
+        drop(ticket);
         self.deadlines_changed().notify_one();
         if wait.is_zero() {
             Ok(r)

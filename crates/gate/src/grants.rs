@@ -75,6 +75,7 @@ impl Gate {
         scope: Map<String, Value>,
         scope_field: &str,
     ) -> GateResult<NewGrantTarget> {
+        crate::bounds::check_map(scope_field, &scope, self.config().json.scope)?;
         let h = match self.handler(handler).await {
             Ok(h) => h,
             Err(e) if e.is_not_found() => {
@@ -173,6 +174,7 @@ impl Gate {
         check: &PermissionCheck,
     ) -> GateResult<Holding> {
         let agent = caller.agent_id()?;
+        crate::bounds::check_map("scope", &check.scope, self.config().json.scope)?;
         let now = Utc::now();
         let grants = self.store().active_grants(agent, &check.handler).await?;
         let req = policy::Request {

@@ -86,6 +86,32 @@ fn pointer_segments(ptr: &str) -> Option<Vec<String>> {
     )
 }
 
+/// An action's sensitive params, as paths of unescaped segments.
+#[derive(Default)]
+struct Sensitive(Vec<(String, Vec<String>)>);
+
+impl Sensitive {
+    /// Adds pointer `ptr`; `false` when it is not a pointer to a param.
+    fn add(&mut self, ptr: &str) -> bool {
+        match pointer_segments(ptr) {
+            Some(segs) if !segs.is_empty() => {
+                self.0.push((ptr.to_owned(), segs));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The sensitive pointer that `path` is, contains or lies inside, if
+    /// any: a value read at `path` may then hold a sensitive one.
+    fn clash(&self, path: &[String]) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(_, s)| path.starts_with(s) || s.starts_with(path))
+            .map(|(ptr, _)| ptr.as_str())
+    }
+}
+
 struct Errors(Vec<FieldError>);
 
 impl Errors {
@@ -209,6 +235,18 @@ fn compile_parts(reg: &HandlerRegistration) -> Result<Parts, GateError> {
                 format!("'{}' is not declared in permissions", a.permission),
             );
         }
+        // Sensitive params first: everything derived from params in the
+        // clear (the scope, the action string's detail) is checked against
+        // them here, in one place.
+        let mut sensitive = Sensitive::default();
+        for (j, ptr) in a.sensitive.iter().enumerate() {
+            if !sensitive.add(ptr) {
+                errs.add(
+                    at(&format!("sensitive[{j}]")),
+                    format!("'{ptr}' is not a JSON pointer to a param"),
+                );
+            }
+        }
         for (key, ptr) in &a.scope {
             if let Some(p) = perm
                 && !schema_has(&p.parameters_schema, std::slice::from_ref(key))
@@ -222,7 +260,18 @@ fn compile_parts(reg: &HandlerRegistration) -> Result<Parts, GateError> {
                 );
             }
             match pointer_segments(ptr) {
-                Some(segs) if !segs.is_empty() && schema_has(&a.params_schema, &segs) => {}
+                Some(segs) if !segs.is_empty() && schema_has(&a.params_schema, &segs) => {
+                    if let Some(s) = sensitive.clash(&segs) {
+                        errs.add(
+                            at(&format!("scope.{key}")),
+                            format!(
+                                "'{ptr}' is, contains or lies inside sensitive param '{s}'; \
+                                 scope values are shown in the clear (actions, events, grants, \
+                                 notifications, the page)"
+                            ),
+                        );
+                    }
+                }
                 Some(_) => errs.add(
                     at(&format!("scope.{key}")),
                     format!("'{ptr}' does not point to a param in params_schema"),
@@ -233,27 +282,21 @@ fn compile_parts(reg: &HandlerRegistration) -> Result<Parts, GateError> {
                 ),
             }
         }
-        let mut sensitive_paths = Vec::new();
-        for (j, ptr) in a.sensitive.iter().enumerate() {
-            match pointer_segments(ptr) {
-                Some(segs) if !segs.is_empty() => sensitive_paths.push(segs),
-                _ => errs.add(
-                    at(&format!("sensitive[{j}]")),
-                    format!("'{ptr}' is not a JSON pointer to a param"),
-                ),
-            }
-        }
         let detail = a
             .detail
             .as_ref()
             .and_then(|d| template(&mut errs, at("detail"), d, &a.params_schema));
         if let Some(t) = &detail {
             for path in t.params() {
-                if sensitive_paths
-                    .iter()
-                    .any(|s| path.starts_with(s) || s.starts_with(path))
-                {
-                    errs.add(at("detail"), format!("names sensitive param '{}'; the action string is shown and matched in the clear", path.join(".")));
+                if let Some(s) = sensitive.clash(path) {
+                    errs.add(
+                        at("detail"),
+                        format!(
+                            "names param '{}', which is, contains or lies inside sensitive \
+                             param '{s}'; the action string is shown and matched in the clear",
+                            path.join(".")
+                        ),
+                    );
                 }
             }
         }

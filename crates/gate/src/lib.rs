@@ -27,6 +27,7 @@
 pub mod actions;
 pub mod admin;
 pub mod audit;
+pub mod bounds;
 pub mod cache;
 pub mod caller;
 pub mod connectors;
@@ -38,6 +39,8 @@ pub mod grant_requests;
 pub mod grants;
 pub mod handler_spec;
 pub mod notify;
+pub mod outbound;
+mod pending_limit;
 pub mod policy;
 pub mod retention;
 pub mod sign;
@@ -114,6 +117,13 @@ pub struct GateConfig {
     pub retention: Option<Duration>,
     /// How often pruning runs.
     pub prune_interval: Duration,
+    /// Size limits of free-form JSON (params, results, scopes).
+    pub json: bounds::JsonLimits,
+    /// Most items (actions and grant requests) one agent may have waiting
+    /// for a human at once.
+    pub max_pending_per_agent: usize,
+    /// Where handler and subscription URLs may point.
+    pub outbound: outbound::OutboundPolicy,
 }
 
 /// The application core, cheap to clone.
@@ -143,6 +153,7 @@ struct Inner {
     deadlines_changed: Notify,
     notify_transport: Arc<dyn Transport>,
     shutdown: CancellationToken,
+    pending_limit: pending_limit::PendingLimit,
 }
 
 impl Gate {
@@ -175,6 +186,7 @@ impl Gate {
             deadlines_changed: Notify::new(),
             notify_transport,
             shutdown,
+            pending_limit: pending_limit::PendingLimit::default(),
         }))
     }
 
@@ -236,6 +248,10 @@ impl Gate {
     /// The configuration.
     pub fn config(&self) -> &GateConfig {
         &self.0.config
+    }
+
+    pub(crate) fn pending_limit(&self) -> &pending_limit::PendingLimit {
+        &self.0.pending_limit
     }
 
     pub(crate) fn dispatcher(&self) -> &Dispatcher {

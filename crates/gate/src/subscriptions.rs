@@ -23,6 +23,10 @@ impl Gate {
         description: Option<String>,
     ) -> GateResult<(Subscription, String)> {
         caller.require(Role::Admin)?;
+        self.config()
+            .outbound
+            .check_url(&url)
+            .map_err(|e| GateError::invalid("url", e))?;
         let secret = crate::sign::new_secret();
         let subscription = self
             .store()

@@ -197,10 +197,12 @@ pub async fn run(
     let dispatch = Arc::new(HttpTransport::new(
         config.dispatch.per_handler_max_in_flight,
         None,
+        config.outbound.clone(),
     )?);
     let notify = Arc::new(HttpTransport::new(
         config.notify.concurrency,
         Some(config.notify.timeout),
+        config.outbound.clone(),
     )?);
     if let (Some(key), Some(every)) = (
         store.audit_key().cloned(),

@@ -16,6 +16,7 @@ pub use crate::config_connectors::{
 };
 pub use crate::config_duration::{Dur, Keep};
 pub use crate::config_events::{EventsSettings, WebhookSettings};
+pub use crate::config_limits::{LimitsSettings, OutboundSettings};
 
 /// The config file read when `--config` is not given and it exists.
 pub const DEFAULT_CONFIG_PATH: &str = "config/actiongate.toml";
@@ -60,6 +61,10 @@ pub struct Settings {
     pub connectors: ConnectorsSettings,
     /// The `/metrics` endpoint.
     pub metrics: MetricsSettings,
+    /// What one agent may hold and send.
+    pub limits: LimitsSettings,
+    /// Where outbound requests may go.
+    pub outbound: OutboundSettings,
 }
 
 /// Who may read `/metrics`.
@@ -312,6 +317,8 @@ impl Default for Settings {
             webhooks: WebhookSettings::default(),
             connectors: ConnectorsSettings::default(),
             metrics: MetricsSettings::default(),
+            limits: LimitsSettings::default(),
+            outbound: OutboundSettings::default(),
         }
     }
 }
@@ -438,6 +445,8 @@ impl Settings {
         self.events.check()?;
         self.webhooks.check()?;
         self.connectors.check()?;
+        self.limits.check()?;
+        self.outbound.policy()?;
         if !(1..=30).contains(&self.http.mcp_progress_seconds) {
             anyhow::bail!("http.mcp_progress_seconds: must be 1-30");
         }
@@ -497,6 +506,9 @@ impl Settings {
             },
             retention: self.events.retention(),
             prune_interval: self.events.prune_interval.get(),
+            json: self.limits.json(self.dispatch.result_max_bytes),
+            max_pending_per_agent: self.limits.max_pending_per_agent,
+            outbound: self.outbound.policy()?,
         })
     }
 

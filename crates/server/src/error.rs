@@ -318,6 +318,22 @@ pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|err| {
         let path = err.path().to_string();
         let message = err.inner().to_string();
+        // Past the parser's own nesting limit: named by the field it is
+        // in, with the limit every free-form value is held to.
+        if message.starts_with("recursion limit exceeded") {
+            let field = path
+                .split(['.', '['])
+                .next()
+                .filter(|f| !f.is_empty())
+                .unwrap_or("body");
+            return shape_error(
+                field.to_owned(),
+                format!(
+                    "nests deeper than {} levels of arrays and objects",
+                    actiongate_gate::bounds::MAX_DEPTH
+                ),
+            );
+        }
         let field = if path == "." {
             // A repeated field is reported on the object holding it.
             repeated_field(&message).unwrap_or("body").to_owned()

@@ -22,6 +22,7 @@ pub mod config;
 pub mod config_connectors;
 pub mod config_duration;
 pub mod config_events;
+pub mod config_limits;
 pub mod connectors;
 pub mod error;
 pub mod mcp;

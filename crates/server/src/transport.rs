@@ -2,31 +2,74 @@
 //! reqwest client per use that never follows a redirect (a 3xx comes back
 //! as it is, with its `Location`), reads the answer's body to its end, and
 //! reports a body that ends early or cannot be read as an error, never as
-//! an answer.
+//! an answer; and connects only to addresses `outbound.allowed_networks`
+//! allows (checked on the addresses a name resolves to at each connection,
+//! so a name that turns private later is refused too).
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
+use actiongate_gate::outbound::OutboundPolicy;
 use actiongate_gate::{OutboundError, OutboundRequest, OutboundResponse, Transport};
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 /// A [`Transport`] over reqwest.
 pub struct HttpTransport {
     client: reqwest::Client,
+    policy: Arc<OutboundPolicy>,
+}
+
+/// Resolves names with the system resolver and keeps only the addresses
+/// the policy allows; none left is an error, so nothing is sent.
+struct Guarded(Arc<OutboundPolicy>);
+
+impl Resolve for Guarded {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.0.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_owned();
+            if !policy.allows_name(&host) {
+                return Err(format!("host '{host}' is not in outbound.allowed_hosts").into());
+            }
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let allowed: Vec<SocketAddr> = found
+                .iter()
+                .copied()
+                .filter(|a| policy.allows_ip(a.ip()))
+                .collect();
+            if allowed.is_empty() {
+                let ips: Vec<String> = found.iter().map(|a| a.ip().to_string()).collect();
+                return Err(format!(
+                    "'{host}' resolves to {}, not in outbound.allowed_networks",
+                    ips.join(", ")
+                )
+                .into());
+            }
+            Ok(Box::new(allowed.into_iter()) as Addrs)
+        })
+    }
 }
 
 impl HttpTransport {
     /// A transport keeping up to `idle_per_host` idle connections per host;
-    /// `connect_timeout` bounds connecting when set.
+    /// `connect_timeout` bounds connecting when set; it connects only where
+    /// `policy` allows.
     pub fn new(
         idle_per_host: usize,
         connect_timeout: Option<Duration>,
+        policy: OutboundPolicy,
     ) -> anyhow::Result<HttpTransport> {
         actiongate_cli::install_tls_provider();
+        let policy = Arc::new(policy);
         let mut builder = reqwest::Client::builder()
             // A redirect could send a signed delivery, or fetch a result,
             // somewhere nobody named: never followed.
             .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(Arc::new(Guarded(policy.clone())))
             .pool_max_idle_per_host(idle_per_host)
             .user_agent(concat!("actiongate/", env!("CARGO_PKG_VERSION")));
         if let Some(t) = connect_timeout {
@@ -35,10 +78,15 @@ impl HttpTransport {
         let client = builder
             .build()
             .map_err(|e| anyhow::anyhow!("cannot build an HTTP client: {e}"))?;
-        Ok(HttpTransport { client })
+        Ok(HttpTransport { client, policy })
     }
 
     async fn send(&self, req: OutboundRequest) -> Result<OutboundResponse, OutboundError> {
+        // The URL as registration checks it (it may predate the settings);
+        // an address in it is not resolved, so this is its only check.
+        if let Err(why) = self.policy.check_url(&req.url) {
+            return Err(OutboundError::Connect(format!("{why}; not sent")));
+        }
         let mut builder = self
             .client
             .post(&req.url)

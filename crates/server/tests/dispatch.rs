@@ -316,7 +316,9 @@ async fn accepted_202_then_a_signed_result_completes_it() {
         .await;
     let id = a["id"].as_str().unwrap().to_owned();
     assert_eq!(a["status"], "running", "{a}");
-    let body = json!({"status": "completed", "result": {"bytes": 5}, "attempt": 1});
+    // Bound to its action by naming it in the signed body.
+    let body =
+        json!({"status": "completed", "result": {"bytes": 5}, "attempt": 1, "action_id": id});
     // Forged: signed with another secret.
     let (text, headers) = signed_result(
         "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
@@ -349,7 +351,7 @@ async fn accepted_202_then_a_signed_result_completes_it() {
         &secret,
         &id,
         "res-2",
-        &json!({"status": "completed", "attempt": 7}),
+        &json!({"status": "completed", "attempt": 7, "action_id": id}),
     );
     assert_eq!(
         post_result(&app, &id, text, headers).await.0,

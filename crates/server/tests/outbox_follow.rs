@@ -124,7 +124,9 @@ fn expected(names: impl IntoIterator<Item = String>) -> BTreeMap<String, usize> 
 #[tokio::test]
 async fn killed_and_restarted_mid_file_submits_each_action_exactly_once() {
     let _serial = ONE_AT_A_TIME.lock().await;
-    let app = TestApp::spawn().await;
+    // 600 actions stay pending (the agent's profile asks): past the default
+    // limit of pending items per agent.
+    let app = TestApp::spawn_with(|s| s.limits.max_pending_per_agent = 1000).await;
     register_fs(&app).await;
     let outbox = Outbox::new();
     let total = 600;

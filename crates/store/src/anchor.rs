@@ -19,7 +19,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::SqliteStore;
-use crate::audit::{Anchor, chain_hash};
+use crate::audit::{Anchor, chain_hash, event_content};
 use crate::error::StoreError;
 use crate::events::{NewEvent, after_on, insert_on};
 use actiongate_api::model::Json;
@@ -180,7 +180,7 @@ impl SqliteStore {
             let Some(last) = page.last() else { break };
             h.last_was_anchor = last.kind == ANCHOR_EVENT;
             for ev in &page {
-                h.at.hash = chain_hash(&h.at.hash, &serde_json::to_value(ev)?);
+                h.at.hash = chain_hash(&h.at.hash, &event_content(ev));
                 h.at.seq = ev.seq;
             }
         }
@@ -205,7 +205,7 @@ impl SqliteStore {
                     }
                     let mut at = from;
                     for ev in after_on(conn, at.seq).await? {
-                        at.hash = chain_hash(&at.hash, &serde_json::to_value(&ev)?);
+                        at.hash = chain_hash(&at.hash, &event_content(&ev));
                         at.seq = ev.seq;
                     }
                     let data = json!({

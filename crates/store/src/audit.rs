@@ -90,9 +90,71 @@ pub fn chain_hash(prev: &str, content: &Value) -> String {
     hex::encode(h.finalize())
 }
 
+/// Deepest `data` an audit line carries as a tree: the line wraps it one
+/// level deeper, and a reader such as `audit verify` (serde_json) reads at
+/// most 128 levels. Data the API accepts nests at most 64 levels (plus the
+/// few its event adds), so only a value stored before that limit, or
+/// written around the daemon, is deeper.
+pub const MAX_DATA_DEPTH: usize = 127;
+
+/// How deeply `v` nests (0 for a scalar), counted without recursion.
+pub fn json_depth(v: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v, 1usize)];
+    while let Some((v, d)) = stack.pop() {
+        match v {
+            Value::Array(items) => {
+                deepest = deepest.max(d);
+                stack.extend(items.iter().map(|c| (c, d + 1)));
+            }
+            Value::Object(map) => {
+                deepest = deepest.max(d);
+                stack.extend(map.values().map(|c| (c, d + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// The content of `ev`'s audit line (before `prev_hash` and `hash`): the
+/// event as JSON. An event whose data cannot be read as a tree (nested past
+/// [`MAX_DATA_DEPTH`] levels) is logged and carries its stored text as the
+/// string `data_raw` instead of `data`, so it never stops an export, the
+/// anchors or pruning, and its line is hashed and verified like any other.
+pub fn event_content(ev: &Event) -> Value {
+    match serde_json::to_value(ev) {
+        Ok(v)
+            if v.get("data")
+                .is_none_or(|d| json_depth(d) <= MAX_DATA_DEPTH) =>
+        {
+            v
+        }
+        _ => {
+            tracing::warn!(
+                seq = ev.seq,
+                "an event's data nests too deeply to render; the audit carries it as raw text (data_raw)"
+            );
+            let bare = Event {
+                data: actiongate_api::model::Json::null(),
+                ..ev.clone()
+            };
+            let mut v = serde_json::to_value(&bare).unwrap_or_default();
+            if let Value::Object(map) = &mut v {
+                map.remove("data");
+                map.insert(
+                    "data_raw".to_owned(),
+                    Value::String(ev.data.get().to_owned()),
+                );
+            }
+            v
+        }
+    }
+}
+
 /// The export line of `ev` after `prev`, and its hash.
 pub fn audit_line(ev: &Event, prev: &str) -> Result<(String, String), StoreError> {
-    let mut content = serde_json::to_value(ev)?;
+    let mut content = event_content(ev);
     let hash = chain_hash(prev, &content);
     if let Value::Object(map) = &mut content {
         map.insert("prev_hash".to_owned(), Value::String(prev.to_owned()));
@@ -157,7 +219,7 @@ impl SqliteStore {
                         if ev.at >= cutoff || keep_after.is_some_and(|k| ev.seq > k) {
                             break;
                         }
-                        hash = chain_hash(&hash, &serde_json::to_value(&ev)?);
+                        hash = chain_hash(&hash, &event_content(&ev));
                         seq = ev.seq;
                         pruned += 1;
                     }

@@ -157,8 +157,14 @@ contract! {
     /// an earlier one: all share the webhook-id the executor deduplicates
     /// by). A `webhook_id` seen before is a replay ([`StoreError::Conflict`]);
     /// a result for an attempt not yet sent or for an action not running is
-    /// [`StoreError::WrongState`].
+    /// [`StoreError::WrongState`]. The `webhook_id` is recorded as seen
+    /// whether the result is accepted or refused; only a fault leaves it
+    /// unrecorded.
     pub async fn accept_result(&self, id: &str, webhook_id: String, attempt: i64, outcome: Outcome) -> Result<Action, StoreError>;
+    /// Records a signed callback's `webhook_id` as seen without accepting
+    /// anything (a callback refused before [`Store::accept_result`]);
+    /// `false` when it was seen before.
+    pub async fn consume_webhook(&self, webhook_id: String) -> Result<bool, StoreError>;
     /// Forgets replay-protection ids older than `before` (timestamps older
     /// than the tolerance are refused anyway).
     pub async fn prune_seen_webhooks(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
@@ -241,6 +247,13 @@ contract! {
     pub async fn create_first_admin_key(&self, key: NewKey) -> Result<Option<ApiKey>, StoreError>;
     /// How many admin keys are not revoked.
     pub async fn active_admin_keys(&self) -> Result<i64, StoreError>;
+
+    // limits
+    /// How many of `agent`'s actions and grant requests wait for a human.
+    pub async fn pending_of_agent(&self, agent: &str) -> Result<i64, StoreError>;
+    /// Appends a `limit.reached` event about `agent`, `data` saying which
+    /// limit.
+    pub async fn record_limit_reached(&self, agent: &str, data: actiongate_api::model::Json) -> Result<(), StoreError>;
 
     // subscriptions
     /// Stores a subscription; it receives events committed from now on.

@@ -108,17 +108,6 @@ async fn settle_on(
     Ok(Some(action))
 }
 
-/// `e`, storing webhook-id `id` failing, as the caller sees it: a unique
-/// violation means the id was used before (a replay).
-pub(crate) fn replayed(id: &str, e: sqlx::Error) -> StoreError {
-    match StoreError::from(e) {
-        StoreError::Conflict(_) => {
-            StoreError::Conflict(format!("webhook-id '{id}' was already used"))
-        }
-        other => other,
-    }
-}
-
 /// The record of an attempt cut short: its lease lapsed with no answer, or
 /// (`stopped`) the daemon stopped during it.
 pub(crate) fn cut_attempt(n: i64, at: DateTime<Utc>, stopped: bool) -> ActionAttempt {
@@ -439,7 +428,10 @@ impl SqliteStore {
     /// an earlier one: all share the webhook-id the executor deduplicates
     /// by). A `webhook_id` seen before is a replay ([`StoreError::Conflict`]);
     /// a result for an attempt not yet sent or for an action not running is
-    /// [`StoreError::WrongState`].
+    /// [`StoreError::WrongState`], an unknown action [`StoreError::NotFound`].
+    /// The `webhook_id` is recorded as seen whether the result is accepted
+    /// or refused (a refused callback cannot be replayed either); only a
+    /// fault (busy, full) leaves it unrecorded, so a retry can succeed.
     pub async fn accept_result(
         &self,
         id: &str,
@@ -451,27 +443,30 @@ impl SqliteStore {
         self.writer
             .run_sparing_grants(move |conn| {
                 Box::pin(async move {
-                    sqlx::query("INSERT INTO seen_webhooks (id, at) VALUES (?, ?)")
-                        .bind(&webhook_id)
-                        .bind(to_ms(now()))
-                        .execute(&mut *conn)
-                        .await
-                        .map_err(|e| replayed(&webhook_id, e))?;
-                    let current = actions::get_on(conn, &id)
-                        .await?
-                        .ok_or(StoreError::NotFound)?;
-                    let attempts: i64 =
-                        sqlx::query_scalar("SELECT attempts FROM actions WHERE id = ?")
-                            .bind(&id)
-                            .fetch_one(&mut *conn)
-                            .await?;
-                    let sent = result_applies(&current, attempts, attempt)?;
-                    settle_on(conn, &id, attempts, &outcome, sent.as_ref())
-                        .await?
-                        .ok_or(StoreError::WrongState {
-                            current: current.status.to_string(),
-                        })
+                    if !record_webhook_on(conn, &webhook_id).await? {
+                        return Ok(Err(StoreError::Conflict(format!(
+                            "webhook-id '{webhook_id}' was already used"
+                        ))));
+                    }
+                    // A refusal commits the webhook-id above; a fault rolls
+                    // everything back.
+                    match settle_result_on(conn, &id, attempt, &outcome).await {
+                        Ok(a) => Ok(Ok(a)),
+                        Err(e @ (StoreError::WrongState { .. } | StoreError::NotFound)) => {
+                            Ok(Err(e))
+                        }
+                        Err(e) => Err(e),
+                    }
                 })
+            })
+            .await?
+    }
+
+    /// Records `webhook_id` as seen; `false` when it was seen before.
+    pub async fn consume_webhook(&self, webhook_id: String) -> Result<bool, StoreError> {
+        self.writer
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move { record_webhook_on(conn, &webhook_id).await })
             })
             .await
     }
@@ -584,4 +579,41 @@ impl HandlerSecrets {
         }
         out
     }
+}
+
+/// Records `webhook_id` as seen on the writer's connection; `false` when it
+/// was seen before.
+async fn record_webhook_on(
+    conn: &mut sqlx::SqliteConnection,
+    webhook_id: &str,
+) -> Result<bool, StoreError> {
+    let done =
+        sqlx::query("INSERT INTO seen_webhooks (id, at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING")
+            .bind(webhook_id)
+            .bind(to_ms(now()))
+            .execute(&mut *conn)
+            .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Settles running action `id` with an executor's `outcome` for `attempt`.
+async fn settle_result_on(
+    conn: &mut sqlx::SqliteConnection,
+    id: &str,
+    attempt: i64,
+    outcome: &Outcome,
+) -> Result<Action, StoreError> {
+    let current = actions::get_on(conn, id)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let attempts: i64 = sqlx::query_scalar("SELECT attempts FROM actions WHERE id = ?")
+        .bind(id)
+        .fetch_one(&mut *conn)
+        .await?;
+    let sent = result_applies(&current, attempts, attempt)?;
+    settle_on(conn, id, attempts, outcome, sent.as_ref())
+        .await?
+        .ok_or(StoreError::WrongState {
+            current: current.status.to_string(),
+        })
 }

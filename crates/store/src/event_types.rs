@@ -19,6 +19,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "grant_request.denied",
     "grant_request.expired",
     "audit.anchor",
+    "limit.reached",
 ];
 
 /// Which event types a reader wants: exact types, `prefix.*` patterns, or

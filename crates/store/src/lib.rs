@@ -40,6 +40,7 @@ mod grant_requests;
 pub mod grants;
 mod handlers;
 mod keys;
+pub mod limits;
 mod pg;
 mod quick;
 mod row;

@@ -8,5 +8,6 @@ mod dispatch;
 mod grant_requests;
 mod grants;
 mod handlers;
+mod limits;
 mod outbox;
 mod store;

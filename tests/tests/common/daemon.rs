@@ -92,6 +92,22 @@ impl Daemon {
             .to_owned()
     }
 
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its resident memory (`VmRSS`), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    }
+
     /// The database file.
     pub fn database(&self) -> PathBuf {
         self.data.join("actiongate.db")
@@ -179,4 +195,42 @@ pub async fn status_json(resp: reqwest::Response) -> (u16, Option<String>, Value
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     (status, ctype, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// Sets `agent`'s profile (admin key).
+pub async fn set_profile(
+    client: &reqwest::Client,
+    base: &str,
+    admin: &str,
+    agent: &str,
+    profile: Value,
+) {
+    let (s, b) = call(
+        client,
+        reqwest::Method::PUT,
+        format!("{base}/v1/agents/{agent}"),
+        admin,
+        Some(json!({ "profile": profile })),
+    )
+    .await;
+    assert!((200..300).contains(&s), "{b}");
+}
+
+/// Registers a handler (admin key); its webhook secret.
+pub async fn register_handler(
+    client: &reqwest::Client,
+    base: &str,
+    admin: &str,
+    registration: Value,
+) -> String {
+    let (s, b) = call(
+        client,
+        reqwest::Method::POST,
+        format!("{base}/v1/handlers"),
+        admin,
+        Some(registration),
+    )
+    .await;
+    assert_eq!(s, 201, "{b}");
+    b["secret"].as_str().unwrap().to_owned()
 }

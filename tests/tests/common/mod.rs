@@ -9,6 +9,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub mod daemon;
+pub mod executor;
+pub mod raw_http;
 
 /// A throwaway Postgres cluster, one per test process.
 #[path = "../../support/pg_cluster.rs"]
@@ -16,10 +18,15 @@ pub mod pg_cluster;
 
 /// `target/<profile>/<name>`, built by `cargo test --workspace` (the
 /// server's and executor's integration tests make cargo build their
-/// binaries) or `cargo build -p actiongate -p actiongate-executor`.
+/// binaries) or `cargo build -p actiongate -p actiongate-executor`. With
+/// `BLACKBOX_BIN_DIR` set, from that directory instead: to run these tests
+/// against another build (an older one, to see a test fail there).
 pub fn binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap();
+    let built = exe.parent().and_then(Path::parent).unwrap().to_owned();
+    let dir = std::env::var_os("BLACKBOX_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or(built);
     let bin = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(
         bin.exists(),

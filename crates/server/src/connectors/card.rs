@@ -1,10 +1,14 @@
 //! A pending item as one chat message (a "card"): the handler's title,
 //! summary and fields with the web page's masking rules, the agent, the
 //! reason, the deadline, and which buttons it carries; and the same card
-//! once decided, with its outcome and no buttons.
+//! once decided, with its outcome and no buttons. Text that came from an
+//! agent is shown as the page and the CLI show it: line breaks kept and
+//! marked `⏎`, control and format characters made visible (`␍`, `⇥`,
+//! `⟨U+202E⟩`), so what the approver reads is what runs.
 
 use std::sync::LazyLock;
 
+use actiongate_cli::visible;
 use actiongate_gate::{Action, GrantRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -66,9 +70,16 @@ fn shown(label: &str, value: &Value) -> String {
     let text = match value {
         Value::String(s) if s == "***" => return MASK.to_owned(),
         Value::String(s) => s.clone(),
+        // JSON escapes controls but not format characters (bidi overrides).
         other => masked(other).to_string(),
     };
-    cut(&text, MAX_VALUE)
+    shown_text(&text)
+}
+
+/// Agent-given text as a card shows it: every hidden character visible,
+/// line breaks kept (and marked), cut to [`MAX_VALUE`] characters.
+fn shown_text(text: &str) -> String {
+    cut(&visible::lines(text, ""), MAX_VALUE)
 }
 
 /// A deep copy of `value` with sensitive values replaced (the page's `masked`).
@@ -108,12 +119,12 @@ pub fn action_card(a: &Action, with_buttons: bool, remember: bool) -> Card {
     let mut lines = Vec::new();
     let display = a.display.as_ref().and_then(Value::as_object);
     let title = match display.and_then(|d| d.get("title")).and_then(Value::as_str) {
-        Some(t) => cut(t, MAX_VALUE),
-        None => cut(&a.action_string, MAX_VALUE),
+        Some(t) => shown_text(t),
+        None => shown_text(&a.action_string),
     };
     if let Some(d) = display {
         if let Some(s) = d.get("summary").and_then(Value::as_str) {
-            lines.push(cut(s, MAX_VALUE));
+            lines.push(shown_text(s));
         }
         for f in d
             .get("fields")
@@ -123,12 +134,16 @@ pub fn action_card(a: &Action, with_buttons: bool, remember: bool) -> Card {
         {
             let label = f.get("label").and_then(Value::as_str).unwrap_or("");
             let value = f.get("value").cloned().unwrap_or(Value::Null);
-            lines.push(format!("{label}: {}", shown(label, &value)));
+            lines.push(format!(
+                "{}: {}",
+                visible::one_line(label),
+                shown(label, &value)
+            ));
         }
     }
     lines.push(format!("Agent: {}", a.agent));
     if let Some(r) = &a.reason {
-        lines.push(format!("Reason: {}", cut(r, MAX_VALUE)));
+        lines.push(format!("Reason: {}", shown_text(r)));
     }
     if let Some(d) = a.deadline {
         lines.push(format!("Decide by: {}", d.format("%Y-%m-%d %H:%M UTC")));
@@ -150,7 +165,7 @@ pub fn action_card(a: &Action, with_buttons: bool, remember: bool) -> Card {
 pub fn grant_request_card(r: &GrantRequest, with_buttons: bool) -> Card {
     let mut lines = Vec::new();
     for (k, v) in &r.scope {
-        lines.push(format!("{k}: {}", shown(k, v)));
+        lines.push(format!("{}: {}", visible::one_line(k), shown(k, v)));
     }
     lines.push(format!(
         "For: {}",
@@ -158,7 +173,7 @@ pub fn grant_request_card(r: &GrantRequest, with_buttons: bool) -> Card {
     ));
     lines.push(format!("Agent: {}", r.agent));
     if let Some(reason) = &r.reason {
-        lines.push(format!("Reason: {}", cut(reason, MAX_VALUE)));
+        lines.push(format!("Reason: {}", shown_text(reason)));
     }
     lines.push(format!(
         "Decide by: {}",
@@ -186,7 +201,7 @@ pub fn settled(mut card: Card, status: &str, by: Option<&str>, note: Option<&str
         None => outcome_word(status).to_owned(),
     };
     if let Some(n) = note {
-        line.push_str(&format!(" ({})", cut(n, MAX_VALUE)));
+        line.push_str(&format!(" ({})", shown_text(n)));
     }
     card.lines.push(line);
     card.buttons.clear();
@@ -217,6 +232,17 @@ mod tests {
             shown("params", &v),
             format!("{{\"api_key\":\"{MASK}\",\"n\":1}}")
         );
+    }
+
+    #[test]
+    fn agent_text_shows_its_line_breaks_and_hidden_characters() {
+        assert_eq!(
+            shown_text("cat README.md\nrm -rf ~/projects"),
+            "cat README.md⏎\nrm -rf ~/projects"
+        );
+        assert_eq!(shown_text("ls\r\u{202e}mr"), "ls␍⟨U+202E⟩mr");
+        let v = serde_json::json!({"cmd": "echo \u{202e}mr"});
+        assert_eq!(shown("params", &v), "{\"cmd\":\"echo ⟨U+202E⟩mr\"}");
     }
 
     #[test]

@@ -101,6 +101,7 @@ fn set_location(resp: &mut Response, id: &str) {
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The agent has limits.max_pending_per_agent items waiting for a human (limit-reached)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]

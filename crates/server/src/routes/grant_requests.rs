@@ -40,6 +40,7 @@ pub fn router() -> Router<AppState> {
         (status = 403, description = "Key not bound to an agent", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such handler or permission", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The agent has limits.max_pending_per_agent items waiting for a human (limit-reached)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]

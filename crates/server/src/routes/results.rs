@@ -1,7 +1,8 @@
 //! `POST /v1/actions/{id}/result`: an executor that answered 202 posts the
 //! outcome later. It is authenticated by its signature, not a key: signed
 //! with the handler's secret like the webhook it answers, within 5 minutes,
-//! each webhook-id accepted once.
+//! bound to the action in its URL (the body's `action_id`, or the
+//! webhook-id), each webhook-id used once whether accepted or refused.
 
 use axum::Router;
 use axum::extract::State;
@@ -13,7 +14,7 @@ use utoipa::ToSchema;
 use actiongate_gate::decisions::ExecutorResult;
 use actiongate_gate::{Action, ActionStatus};
 
-use crate::error::{ApiBytes, ApiError, ApiPath, ApiResult, Problem};
+use crate::error::{ApiBytes, ApiError, ApiPath, ApiResult, Problem, parse_object};
 use crate::state::AppState;
 
 /// Routes of this module.
@@ -36,6 +37,12 @@ pub struct ResultBody {
     pub error: Option<String>,
     /// The attempt this answers (the `attempt` of the webhook).
     pub attempt: i64,
+    /// The action this result is for: the `action_id` of the webhook. A
+    /// result is bound to its action by this field or, without it, by a
+    /// `webhook-id` that contains the action id; one bound to another
+    /// action is refused (401).
+    #[serde(default)]
+    pub action_id: Option<String>,
 }
 
 fn unauthorized() -> ApiError {
@@ -55,7 +62,7 @@ fn unauthorized() -> ApiError {
     responses(
         (status = 200, description = "Recorded", body = Action),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Bad, stale or replayed signature", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Bad, stale or replayed signature, or a callback bound to another action", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Not running (settled, or waiting for a retry), or an attempt not yet sent", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
     )
@@ -83,18 +90,20 @@ pub async fn post_result(
             &body,
         )
         .await?;
-    let parsed: ResultBody = serde_json::from_slice(&body).map_err(|e| {
-        if e.is_syntax() || e.is_eof() {
-            ApiError::bad_request(format!("the body is not valid JSON: {e}"))
-        } else {
-            ApiError::invalid("body", e.to_string())
+    let parsed: ResultBody = match parse_object(&body) {
+        Ok(p) => p,
+        Err(e) => {
+            // Signed, but refused: its webhook-id is used up all the same.
+            state.gate().refuse_callback(webhook_id).await?;
+            return Err(e);
         }
-    })?;
+    };
     let result = ExecutorResult {
         status: parsed.status,
         result: parsed.result,
         error: parsed.error,
         attempt: parsed.attempt,
+        action_id: parsed.action_id,
     };
     Ok(axum::Json(
         state

@@ -19,8 +19,8 @@ use sqlx::PgConnection;
 
 use crate::actions::{action_columns, event_for, from_row};
 use crate::dispatch::{
-    ActionAttempt, AttemptNext, Claimed, NextDispatch, claimed_from, cut_attempt, replayed,
-    result_applies, status_event,
+    ActionAttempt, AttemptNext, Claimed, NextDispatch, claimed_from, cut_attempt, result_applies,
+    status_event,
 };
 use crate::error::StoreError;
 use crate::events::NewEvent;
@@ -340,34 +340,33 @@ impl Postgres {
     ) -> Result<Action, StoreError> {
         let mut tx = self.begin().await?;
         // A replay sent to two nodes at once: the second insert waits for
-        // the first transaction and fails if it commits.
-        sqlx::query("INSERT INTO seen_webhooks (id, at) VALUES ($1, $2)")
-            .bind(&webhook_id)
-            .bind(to_ms(now()))
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| replayed(&webhook_id, e))?;
-        // Locked: a release or a settle on another node waits for this.
-        let row = sqlx::query(concat!(
-            "SELECT attempts, ",
-            action_columns!(),
-            " FROM actions WHERE id = $1 FOR UPDATE"
-        ))
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or(StoreError::NotFound)?;
-        let attempts: i64 = crate::row::Cols::try_get(&row, "attempts")?;
-        let current = from_row(&row)?;
-        let sent = result_applies(&current, attempts, attempt)?;
-        let mut events = Vec::new();
-        let settled = settle_on(&mut tx, id, attempts, &outcome, sent.as_ref(), &mut events)
-            .await?
-            .ok_or(StoreError::WrongState {
-                current: current.status.to_string(),
-            })?;
-        self.commit(tx, events).await?;
-        Ok(settled)
+        // the first transaction and inserts nothing if it commits.
+        if !record_webhook_on(&mut tx, &webhook_id).await? {
+            return Err(StoreError::Conflict(format!(
+                "webhook-id '{webhook_id}' was already used"
+            )));
+        }
+        match settle_result_on(&mut tx, id, attempt, &outcome).await {
+            Ok((settled, events)) => {
+                self.commit(tx, events).await?;
+                Ok(settled)
+            }
+            // A refused callback still uses up its webhook-id; a fault
+            // rolls everything back, so the executor can try again.
+            Err(e @ (StoreError::WrongState { .. } | StoreError::NotFound)) => {
+                self.commit(tx, Vec::new()).await?;
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Records `webhook_id` as seen; `false` when it was seen before.
+    pub async fn consume_webhook(&self, webhook_id: String) -> Result<bool, StoreError> {
+        let mut tx = self.begin().await?;
+        let fresh = record_webhook_on(&mut tx, &webhook_id).await?;
+        self.commit(tx, Vec::new()).await?;
+        Ok(fresh)
     }
 
     /// Forgets replay-protection ids older than `before`.
@@ -381,4 +380,46 @@ impl Postgres {
         self.commit(tx, Vec::new()).await?;
         Ok(n)
     }
+}
+
+/// Records `webhook_id` as seen on `conn`; `false` when it was seen before.
+async fn record_webhook_on(conn: &mut PgConnection, webhook_id: &str) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "INSERT INTO seen_webhooks (id, at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(webhook_id)
+    .bind(to_ms(now()))
+    .execute(&mut *conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Settles running action `id` with an executor's `outcome` for `attempt`,
+/// on `conn`; the settled action and the events to append.
+async fn settle_result_on(
+    conn: &mut PgConnection,
+    id: &str,
+    attempt: i64,
+    outcome: &Outcome,
+) -> Result<(Action, Vec<NewEvent>), StoreError> {
+    // Locked: a release or a settle on another node waits for this.
+    let row = sqlx::query(concat!(
+        "SELECT attempts, ",
+        action_columns!(),
+        " FROM actions WHERE id = $1 FOR UPDATE"
+    ))
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or(StoreError::NotFound)?;
+    let attempts: i64 = crate::row::Cols::try_get(&row, "attempts")?;
+    let current = from_row(&row)?;
+    let sent = result_applies(&current, attempts, attempt)?;
+    let mut events = Vec::new();
+    let settled = settle_on(conn, id, attempts, outcome, sent.as_ref(), &mut events)
+        .await?
+        .ok_or(StoreError::WrongState {
+            current: current.status.to_string(),
+        })?;
+    Ok((settled, events))
 }

@@ -27,6 +27,7 @@ mod grant_requests;
 mod grants;
 mod handlers;
 mod keys;
+mod limits;
 mod log;
 mod pending;
 mod tail;

@@ -1,0 +1,241 @@
+//! Black-box tests: what the daemon does with an executor's answer. A
+//! redirect is never followed (a 303 would make the daemon GET any URL it
+//! can reach and store the answer as the result; a 307 would re-send the
+//! signed delivery elsewhere): it is a failed attempt recording its
+//! `Location`, retried. A body cut short (closed or stalled before its
+//! `content-length`) is a failed attempt too, never a result.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common;
+use common::daemon::{Daemon, agent_key, register_handler, set_profile};
+use common::raw_http::{After, RawServer, answer};
+use common::{call, client};
+
+/// Three attempts, 200 ms apart; one second per attempt.
+const ENV: &[(&str, &str)] = &[(
+    "ACTIONGATE_DISPATCH__RETRY_SCHEDULE",
+    "[\"200ms\", \"200ms\"]",
+)];
+
+fn handler(url: &str) -> Value {
+    json!({
+        "id": "files", "name": "Files", "url": url, "timeout": "1s",
+        "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object"}}],
+        "actions": [{"name": "write", "permission": "fs.write",
+            "params_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
+    })
+}
+
+/// A daemon whose agent `bot` (open profile) has the handler `files` at
+/// `url`; the agent's key.
+async fn daemon_with_handler(dir: &std::path::Path, url: &str) -> (Daemon, String) {
+    let d = Daemon::start(dir, ENV);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    register_handler(&http, &d.base, &admin, handler(url)).await;
+    (d, agent)
+}
+
+/// Requests the handler action and waits until it settles.
+async fn run(d: &Daemon, agent: &str) -> Value {
+    let (s, a) = call(
+        &client(),
+        reqwest::Method::POST,
+        format!("{}/v1/actions?wait=30", d.base),
+        agent,
+        Some(json!({"handler": "files", "action": "write", "params": {"path": "/x"}})),
+    )
+    .await;
+    assert_eq!(s, 201, "{a}");
+    assert!(
+        a["status"] == "completed" || a["status"] == "failed",
+        "not settled: {a}"
+    );
+    a
+}
+
+async fn a_redirect_is_a_failed_attempt(status: &str) {
+    // What only the daemon's side of the network should reach.
+    let internal = RawServer::start(|_, _| {
+        (
+            answer(
+                "200 OK",
+                &[("content-type", "application/json")],
+                r#"{"internal":"secret"}"#,
+            ),
+            After::Close,
+        )
+    })
+    .await;
+    let target = format!("{}/internal", internal.base);
+    let loc = target.clone();
+    let status = status.to_owned();
+    let executor = RawServer::start(move |_, _| {
+        (
+            answer(&status, &[("location", loc.as_str())], ""),
+            After::Close,
+        )
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (d, agent) = daemon_with_handler(dir.path(), &format!("{}/hook", executor.base)).await;
+    let a = run(&d, &agent).await;
+
+    assert_eq!(a["status"], "failed", "{a}");
+    assert!(
+        !a.to_string().contains("secret"),
+        "the redirect's answer reached the action: {a}"
+    );
+    let attempts = a["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 3, "retried like a 5xx: {a}");
+    let code: u64 = a_code(&a);
+    for at in attempts {
+        assert_eq!(at["status_code"].as_u64(), Some(code), "{at}");
+        let err = at["error"].as_str().unwrap();
+        assert!(
+            err.contains(&target) && err.contains("not followed"),
+            "{err}"
+        );
+    }
+    assert_eq!(executor.requests().len(), 3);
+    assert!(
+        internal.requests().is_empty(),
+        "the daemon followed the redirect: {:?}",
+        internal.requests()
+    );
+    d.stop();
+}
+
+fn a_code(a: &Value) -> u64 {
+    a["attempts"][0]["status_code"].as_u64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_303_from_an_executor_is_not_followed_and_fails_the_attempt() {
+    a_redirect_is_a_failed_attempt("303 See Other").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_307_from_an_executor_does_not_resend_the_signed_delivery() {
+    a_redirect_is_a_failed_attempt("307 Temporary Redirect").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_cut_short_is_a_failed_attempt_that_is_retried() {
+    // Attempt 1: 10 of 100 bytes, then the connection closes. Attempt 2:
+    // 10 bytes, then nothing until the attempt's timeout. Attempt 3: whole.
+    let executor = RawServer::start(|n, _| {
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"partial\"";
+        match n {
+            1 => (head.as_bytes().to_vec(), After::Close),
+            2 => (
+                head.as_bytes().to_vec(),
+                After::Stall(Duration::from_secs(5)),
+            ),
+            _ => (
+                answer(
+                    "200 OK",
+                    &[("content-type", "application/json")],
+                    r#"{"whole":true}"#,
+                ),
+                After::Close,
+            ),
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (d, agent) = daemon_with_handler(dir.path(), &format!("{}/hook", executor.base)).await;
+    let a = run(&d, &agent).await;
+
+    assert_eq!(a["status"], "completed", "{a}");
+    assert_eq!(a["outcome"]["result"], json!({"whole": true}), "{a}");
+    let attempts = a["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 3, "{a}");
+    let e1 = attempts[0]["error"].as_str().unwrap_or_default();
+    assert!(e1.contains("cut short"), "attempt 1: {e1}");
+    let e2 = attempts[1]["error"].as_str().unwrap_or_default();
+    assert!(e2.contains("timed out"), "attempt 2: {e2}");
+    assert!(attempts[2]["error"].is_null(), "{a}");
+    assert!(!a.to_string().contains("partial"), "{a}");
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_and_subscription_urls_keep_to_the_allowed_networks() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    // By default: no link-local addresses (cloud metadata lives there).
+    let (s, p) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/handlers", d.base),
+        &admin,
+        Some(handler("http://169.254.169.254/latest/meta-data")),
+    )
+    .await;
+    assert_eq!(s, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "url", "{p}");
+    let (s, p) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/subscriptions", d.base),
+        &admin,
+        Some(json!({"url": "http://[fe80::1]/hook", "types": ["*"]})),
+    )
+    .await;
+    assert_eq!(s, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "url", "{p}");
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_that_resolves_outside_the_allowed_networks_is_never_contacted() {
+    let executor = RawServer::start(|_, _| {
+        (
+            answer("200 OK", &[("content-type", "application/json")], "{}"),
+            After::Close,
+        )
+    })
+    .await;
+    let port = executor.base.rsplit(':').next().unwrap().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = ENV.to_vec();
+    env.push(("ACTIONGATE_OUTBOUND__ALLOWED_NETWORKS", "[\"10.0.0.0/8\"]"));
+    let d = Daemon::start(dir.path(), &env);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    // A loopback address is refused when it is registered...
+    let (s, p) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/handlers", d.base),
+        &admin,
+        Some(handler(&format!("{}/hook", executor.base))),
+    )
+    .await;
+    assert_eq!(s, 422, "{p}");
+    // ...and a name is checked by what it resolves to, at every connection.
+    register_handler(
+        &http,
+        &d.base,
+        &admin,
+        handler(&format!("http://localhost:{port}/hook")),
+    )
+    .await;
+    let a = run(&d, &agent).await;
+    assert_eq!(a["status"], "failed", "{a}");
+    let err = a["attempts"][0]["error"].as_str().unwrap();
+    assert!(err.contains("outbound.allowed_networks"), "{err}");
+    assert!(executor.requests().is_empty(), "the executor was contacted");
+    d.stop();
+}

@@ -1,0 +1,170 @@
+//! Black-box tests: an executor's signed result callback is bound to its
+//! action. A result signed for action A (its body's `action_id`, or its
+//! `webhook-id`, names A) is refused at `/v1/actions/B/result`, and every
+//! signed callback's `webhook-id` is used up whether it was accepted or
+//! refused, so a refused one cannot be replayed where it would be taken.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common;
+use common::daemon::{Daemon, agent_key, register_handler, set_profile};
+use common::raw_http::{After, RawServer, answer};
+use common::{call, client};
+
+/// A signed callback: its body and headers, as an executor sends it.
+struct Callback {
+    body: String,
+    headers: Vec<(&'static str, String)>,
+}
+
+fn sign(secret: &str, webhook_id: &str, body: &Value) -> Callback {
+    let text = body.to_string();
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let sig = standardwebhooks::Webhook::new(secret)
+        .unwrap()
+        .sign(webhook_id, ts, text.as_bytes())
+        .unwrap();
+    Callback {
+        body: text,
+        headers: vec![
+            ("webhook-id", webhook_id.to_owned()),
+            ("webhook-timestamp", ts.to_string()),
+            ("webhook-signature", sig),
+        ],
+    }
+}
+
+/// Posts `cb` to action `id`'s result URL; the status and answer.
+async fn post(base: &str, id: &str, cb: &Callback) -> (u16, Value) {
+    let mut req = client()
+        .post(format!("{base}/v1/actions/{id}/result"))
+        .header("content-type", "application/json")
+        .body(cb.body.clone());
+    for (k, v) in &cb.headers {
+        req = req.header(*k, v);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+async fn status_of(base: &str, key: &str, id: &str) -> Value {
+    let (s, a) = call(
+        &client(),
+        reqwest::Method::GET,
+        format!("{base}/v1/actions/{id}"),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{a}");
+    a
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_signed_for_one_action_is_refused_at_another_and_used_up() {
+    // The executor takes every delivery for later (202).
+    let executor = RawServer::start(|_, _| (answer("202 Accepted", &[], ""), After::Close)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    let secret = register_handler(
+        &http,
+        &d.base,
+        &admin,
+        json!({
+            "id": "files", "name": "Files", "url": format!("{}/hook", executor.base),
+            "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object"}}],
+            "actions": [{"name": "write", "permission": "fs.write", "params_schema": {"type": "object"}}]
+        }),
+    )
+    .await;
+    let mut ids = Vec::new();
+    for path in ["/a", "/b"] {
+        let (s, a) = call(
+            &http,
+            reqwest::Method::POST,
+            format!("{}/v1/actions", d.base),
+            &agent,
+            Some(json!({"handler": "files", "action": "write", "params": {"path": path}})),
+        )
+        .await;
+        assert_eq!(s, 201, "{a}");
+        ids.push(a["id"].as_str().unwrap().to_owned());
+    }
+    let (a, b) = (ids[0].as_str(), ids[1].as_str());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while executor.requests().len() < 2 {
+        assert!(Instant::now() < deadline, "the deliveries did not arrive");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for id in [a, b] {
+        let act = status_of(&d.base, &agent, id).await;
+        assert_eq!(act["status"], "running", "{act}");
+    }
+
+    // A's result, signed as the reference executor signs it (its
+    // webhook-id names A), posted at B.
+    let for_a = sign(
+        &secret,
+        &format!("res_{a}_1"),
+        &json!({"status": "completed", "result": {"for": "a"}, "attempt": 1}),
+    );
+    let (s, body) = post(&d.base, b, &for_a).await;
+    assert_eq!(s, 401, "a result signed for A was taken at B: {body}");
+    assert_eq!(status_of(&d.base, &agent, b).await["status"], "running");
+    // Refused, but used up: the same callback is not taken at A either.
+    let (s, body) = post(&d.base, a, &for_a).await;
+    assert_eq!(s, 401, "a refused callback was replayed: {body}");
+    assert_eq!(status_of(&d.base, &agent, a).await["status"], "running");
+
+    // Without action_id in the body, the webhook-id must name the action.
+    let unbound = sign(
+        &secret,
+        "callback-1",
+        &json!({"status": "completed", "result": {"for": "b"}, "attempt": 1}),
+    );
+    let (s, body) = post(&d.base, b, &unbound).await;
+    assert_eq!(s, 401, "{body}");
+
+    // Bound callbacks are taken, once.
+    let ok_a = sign(
+        &secret,
+        "callback-2",
+        &json!({"status": "completed", "result": {"for": "a"}, "attempt": 1, "action_id": a}),
+    );
+    let (s, body) = post(&d.base, a, &ok_a).await;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(body["outcome"]["result"], json!({"for": "a"}));
+    let ok_b = sign(
+        &secret,
+        &format!("res_{b}_1"),
+        &json!({"status": "completed", "result": {"for": "b"}, "attempt": 1}),
+    );
+    let (s, body) = post(&d.base, b, &ok_b).await;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(body["outcome"]["result"], json!({"for": "b"}));
+    let (s, _) = post(&d.base, b, &ok_b).await;
+    assert_eq!(s, 401, "replayed");
+
+    // A callback refused because its action is settled is used up too.
+    let late = sign(
+        &secret,
+        "callback-3",
+        &json!({"status": "failed", "error": "late", "attempt": 1, "action_id": a}),
+    );
+    let (s, _) = post(&d.base, a, &late).await;
+    assert_eq!(s, 409);
+    let (s, _) = post(&d.base, a, &late).await;
+    assert_eq!(s, 401, "a refused callback's webhook-id is consumed");
+    d.stop();
+}
