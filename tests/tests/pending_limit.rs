@@ -5,6 +5,7 @@
 //! never pass the limit.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::audit::export;
@@ -32,12 +33,45 @@ async fn past_the_default_of_100_pending_items_an_agent_gets_429() {
     let http = client();
     let admin = d.admin_key();
     let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    for i in 0..100 {
+    let keyed = json!({"tool": "deploy", "detail": "keyed", "idempotency_key": "k1"});
+    let (s, first) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/actions", d.base),
+        &agent,
+        Some(keyed.clone()),
+    )
+    .await;
+    assert_eq!(s, 201, "{first}");
+    for i in 1..100 {
         let (s, _, a) =
             status_json(request_action(&http, &d.base, &agent, "deploy", &format!("n{i}")).await)
                 .await;
         assert_eq!(s, 201, "{i}: {a}");
     }
+    // At the limit, a retry of a request already stored adds nothing: it
+    // gets the stored action, as any retry does.
+    let (s, again) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/actions", d.base),
+        &agent,
+        Some(keyed),
+    )
+    .await;
+    assert_eq!(s, 200, "{again}");
+    assert_eq!(again["id"], first["id"]);
+    // The same key for another request is still a conflict, not a way past the limit.
+    let other = json!({"tool": "deploy", "detail": "other", "idempotency_key": "k1"});
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/actions", d.base),
+        &agent,
+        Some(other),
+    )
+    .await;
+    assert_eq!(s, 409, "{p}");
     let (s, ctype, p) =
         status_json(request_action(&http, &d.base, &agent, "deploy", "one more").await).await;
     assert_eq!(s, 429, "{p}");

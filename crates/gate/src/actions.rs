@@ -15,7 +15,7 @@ use actiongate_store::{
 use crate::dispatch::Slot;
 use crate::policy::{NeededPermission, decide_tool, validate_tool};
 use crate::waiters::Registration;
-use crate::{Caller, Gate, GateError, GateResult};
+use crate::{Caller, ErrorCode, Gate, GateError, GateResult};
 
 /// Most characters of a detail, an outcome's error text.
 pub const MAX_DETAIL: usize = 64 * 1024;
@@ -170,7 +170,25 @@ impl Gate {
         let result = new.decision.result;
         // An item for a human: within the agent's limit, counted until stored.
         let ticket = match result {
-            DecisionResult::Ask => Some(self.admit_pending(&new.agent).await?),
+            DecisionResult::Ask => match self.admit_pending(&new.agent).await {
+                Ok(ticket) => Some(ticket),
+                // A retry of a request already stored adds nothing: it is
+                // answered as any retry is (the stored action, or 409 when
+                // the key was used for another request).
+                Err(e) if e.code == ErrorCode::LimitReached => match &new.idempotency_key {
+                    Some(key)
+                        if self
+                            .store()
+                            .action_for_key(&new.agent, key)
+                            .await?
+                            .is_some() =>
+                    {
+                        None
+                    }
+                    _ => return Err(e),
+                },
+                Err(e) => return Err(e),
+            },
             _ => None,
         };
         let new = NewAction {

@@ -575,6 +575,24 @@ impl SqliteStore {
             .ok_or(StoreError::NotFound)
     }
 
+    /// The action `agent` stored under idempotency key `key`, if any.
+    pub async fn action_for_key(
+        &self,
+        agent: &str,
+        key: &str,
+    ) -> Result<Option<Action>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            action_columns!(),
+            " FROM actions WHERE agent = ? AND idempotency_key = ?"
+        ))
+        .bind(agent)
+        .bind(key)
+        .fetch_optional(&self.read)
+        .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
     /// A page of actions, newest first.
     pub async fn list_actions(&self, f: &ActionFilter) -> Result<Vec<Action>, StoreError> {
         let rows = list_query("", f).build().fetch_all(&self.read).await?;

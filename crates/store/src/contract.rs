@@ -59,6 +59,8 @@ contract! {
     pub async fn next_deadline(&self) -> Result<Option<DateTime<Utc>>, StoreError>;
     /// One action by id.
     pub async fn get_action(&self, id: &str) -> Result<Action, StoreError>;
+    /// The action `agent` stored under idempotency key `key`, if any.
+    pub async fn action_for_key(&self, agent: &str, key: &str) -> Result<Option<Action>, StoreError>;
     /// A page of actions, newest first.
     pub async fn list_actions(&self, f: &ActionFilter) -> Result<Vec<Action>, StoreError>;
     /// How many actions wait for a human.

@@ -179,6 +179,24 @@ impl Postgres {
         get_on(&mut conn, id).await?.ok_or(StoreError::NotFound)
     }
 
+    /// The action `agent` stored under idempotency key `key`, if any.
+    pub async fn action_for_key(
+        &self,
+        agent: &str,
+        key: &str,
+    ) -> Result<Option<Action>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            action_columns!(),
+            " FROM actions WHERE agent = $1 AND idempotency_key = $2"
+        ))
+        .bind(agent)
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
     /// A page of actions, newest first.
     pub async fn list_actions(&self, f: &ActionFilter) -> Result<Vec<Action>, StoreError> {
         let mut q: QueryBuilder<Pg> = QueryBuilder::new(concat!(
