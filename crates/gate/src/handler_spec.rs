@@ -354,7 +354,11 @@ pub fn spec_json(reg: &HandlerRegistration) -> Value {
 pub fn registration_of(record: &HandlerRecord) -> Result<HandlerRegistration, GateError> {
     let spec: Spec = serde_json::from_value(record.spec.clone()).map_err(|e| {
         tracing::error!(handler = %record.id, error = %e, "stored handler spec does not decode");
-        GateError::internal()
+        GateError::conflict(format!(
+            "handler '{}' is stored in a form this daemon cannot read; an admin must register \
+             it again (PUT /v1/handlers/{})",
+            record.id, record.id
+        ))
     })?;
     Ok(HandlerRegistration {
         id: record.id.clone(),
@@ -371,9 +375,16 @@ impl CompiledHandler {
     /// Compiles a stored handler.
     pub fn compile(record: HandlerRecord) -> Result<CompiledHandler, GateError> {
         let reg = registration_of(&record)?;
+        // A handler registered under older rules (say, before a scope
+        // pointer into a sensitive param was refused) serves nothing until
+        // it is registered again; the caller is told so, never a bare 500.
         let (permissions, actions) = compile_parts(&reg).map_err(|e| {
             tracing::error!(handler = %record.id, error = %e, "stored handler spec does not compile");
-            GateError::internal()
+            GateError::conflict(format!(
+                "handler '{}' no longer passes registration checks ({}); an admin must \
+                 register it again (PUT /v1/handlers/{})",
+                record.id, e.detail, record.id
+            ))
         })?;
         Ok(CompiledHandler {
             record,
@@ -451,5 +462,45 @@ impl CompiledAction {
             d.insert("fields".into(), Value::Array(fields));
         }
         Some(Value::Object(d))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::ErrorCode;
+    use serde_json::json;
+
+    #[test]
+    fn a_stored_handler_that_fails_todays_checks_is_a_conflict_naming_it() {
+        // Stored before scope pointers into sensitive params were refused.
+        let record = HandlerRecord {
+            id: "mail".to_owned(),
+            name: "Mail".to_owned(),
+            description: None,
+            url: "http://127.0.0.1:9/hook".to_owned(),
+            timeout_ms: None,
+            spec: json!({
+                "permissions": [{
+                    "name": "send",
+                    "parameters_schema": {"type": "object", "properties": {"token": {"type": "string"}}},
+                }],
+                "actions": [{
+                    "name": "send",
+                    "permission": "send",
+                    "params_schema": {"type": "object", "properties": {"token": {"type": "string"}}},
+                    "sensitive": ["/token"],
+                    "scope": {"token": "/token"},
+                }],
+            }),
+            created_at: chrono::Utc::now(),
+            updated_at: chrono::Utc::now(),
+            retired_at: None,
+        };
+        let e = CompiledHandler::compile(record).err().unwrap();
+        assert_eq!(e.code, ErrorCode::Conflict, "{e}");
+        assert!(e.detail.contains("register it again"), "{e}");
+        assert!(e.detail.contains("sensitive"), "{e}");
     }
 }

@@ -360,13 +360,17 @@ impl Gate {
             return Ok(p.clone());
         }
         // Stored profiles were validated when set; failing here means the row
-        // was edited by hand, and an unusable profile must not allow anything.
+        // was edited by hand or rules tightened since, and an unusable
+        // profile must not allow anything: nothing is decided for the agent.
         let profile = serde_json::from_value::<ProfileSpec>(json)
             .map_err(|e| e.to_string())
             .and_then(|spec| Profile::from_spec(spec).map_err(|e| e.to_string()))
             .map_err(|e| {
                 tracing::error!(agent, error = %e, "stored profile does not compile");
-                GateError::internal()
+                GateError::conflict(format!(
+                    "the stored profile of agent '{agent}' does not compile ({e}); an admin \
+                     must set it again (PUT /v1/agents/{agent})"
+                ))
             })?;
         let profile = Arc::new(profile);
         let mut cache = self.0.profiles.lock().map_err(|_| GateError::internal())?;
