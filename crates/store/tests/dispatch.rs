@@ -212,12 +212,17 @@ async fn an_async_result_settles_once_and_a_replay_is_refused(kind: Kind) {
         "b's lease is the earlier one"
     );
     let early = store
-        .accept_result(&a.id, "msg_1".into(), 2, completed(json!("x")))
+        .accept_result(&a.id, "msg_0".into(), 2, completed(json!("x")))
         .await;
     assert!(
         matches!(early, Err(StoreError::WrongState { .. })),
         "{early:?}"
     );
+    // A refused callback uses up its webhook-id too.
+    let again = store
+        .accept_result(&a.id, "msg_0".into(), 1, completed(json!("x")))
+        .await;
+    assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
     let done = store
         .accept_result(&a.id, "msg_1".into(), 1, completed(json!({"ok": 1})))
         .await
