@@ -14,8 +14,8 @@ use tokio::sync::broadcast::error::RecvError;
 use super::card::{self, Card};
 use super::{Connectors, Kind};
 
-/// Outgoing messages read at once.
-const BATCH: i64 = 16;
+/// Outgoing messages read (and, on Postgres, taken) at once.
+pub(crate) const BATCH: u32 = 16;
 /// Longest wait between retries.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// How long a message is retried before it is given up.
@@ -189,7 +189,7 @@ async fn edit(c: &Connectors, chats: &[String], card: Card) {
 pub async fn send(c: Arc<Connectors>) {
     let shutdown = c.gate.shutdown().clone();
     loop {
-        match c.gate.connector_due(BATCH).await {
+        match c.gate.connector_due(i64::from(BATCH)).await {
             Ok(due) => {
                 for o in due {
                     if shutdown.is_cancelled() {
