@@ -88,11 +88,14 @@ pub struct GrantFilter {
     pub handler: Option<String>,
 }
 
-macro_rules! columns {
+/// The grant columns, in the order [`from_row`] reads them, as a literal
+/// for `concat!`.
+macro_rules! grant_columns {
     () => {
         "id, agent, handler, permission, scope, tool, pattern, granted_by, granted_at, expires_at, revoked_at, note"
     };
 }
+pub(crate) use grant_columns;
 
 pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<GrantRecord, StoreError> {
     let scope: Option<String> = row.try_get("scope")?;
@@ -139,7 +142,7 @@ pub fn to_policy(g: &GrantRecord) -> Result<policy::Grant, StoreError> {
     })
 }
 
-fn grant_event(kind: &'static str, g: &GrantRecord) -> Result<NewEvent, StoreError> {
+pub(crate) fn grant_event(kind: &'static str, g: &GrantRecord) -> Result<NewEvent, StoreError> {
     Ok(NewEvent {
         kind,
         agent: g.agent.clone(),
@@ -147,6 +150,222 @@ fn grant_event(kind: &'static str, g: &GrantRecord) -> Result<NewEvent, StoreErr
         grant_id: Some(g.id.clone()),
         data: Json::of(g)?,
     })
+}
+
+/// What a new grant's target puts in each column.
+pub(crate) struct TargetCols {
+    pub(crate) handler: Option<String>,
+    pub(crate) permission: Option<String>,
+    pub(crate) scope: Option<String>,
+    pub(crate) tool: Option<String>,
+    pub(crate) pattern: Option<String>,
+}
+
+impl NewGrantTarget {
+    /// The columns that store this target.
+    pub(crate) fn cols(&self) -> TargetCols {
+        match self {
+            NewGrantTarget::Permission {
+                handler,
+                permission,
+                scope,
+            } => TargetCols {
+                handler: Some(handler.clone()),
+                permission: Some(permission.clone()),
+                scope: Some(Value::Object(scope.clone()).to_string()),
+                tool: None,
+                pattern: None,
+            },
+            NewGrantTarget::Tool { tool, pattern } => TargetCols {
+                handler: None,
+                permission: None,
+                scope: None,
+                tool: Some(tool.clone()),
+                pattern: Some(pattern.clone()),
+            },
+        }
+    }
+}
+
+/// The transition of an action `first` approves ("approve and remember").
+pub(crate) fn approve_first(first: &ApproveFirst) -> Transition {
+    Transition {
+        from: &[ActionStatus::Pending],
+        to: ActionStatus::Approved,
+        decided_by: Some(first.decided_by.clone()),
+        note: first.note.clone(),
+        outcome: None,
+        event: "action.approved",
+    }
+}
+
+/// The transition of a pending action grant `id` approves.
+pub(crate) fn approve_by_grant(id: &str) -> Transition {
+    Transition {
+        from: &[ActionStatus::Pending],
+        to: ActionStatus::Approved,
+        decided_by: Some(format!("grant:{id}")),
+        note: None,
+        outcome: None,
+        event: "action.approved",
+    }
+}
+
+/// The query for the pending actions `grant` may cover (the policy judges
+/// each), in id order; `None` when it names no target.
+pub(crate) fn covered_query<DB>(grant: &GrantRecord) -> Option<QueryBuilder<DB>>
+where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut q: QueryBuilder<DB> = QueryBuilder::new(concat!(
+        "SELECT ",
+        actions::action_columns!(),
+        " FROM actions WHERE status = 'pending'"
+    ));
+    match (&grant.handler, &grant.permission, &grant.tool) {
+        (Some(h), Some(p), _) => {
+            q.push(" AND handler = ").push_bind(h.clone());
+            q.push(" AND permission = ").push_bind(p.clone());
+        }
+        (_, _, Some(tool)) => {
+            q.push(" AND handler IS NULL AND tool = ")
+                .push_bind(tool.clone());
+        }
+        _ => return None,
+    }
+    if let Some(agent) = &grant.agent {
+        q.push(" AND agent = ").push_bind(agent.clone());
+    }
+    q.push(" ORDER BY id");
+    Some(q)
+}
+
+/// Runs `f` on `action` as the policy sees a request.
+fn as_request<T>(action: &Action, f: impl FnOnce(&policy::Request<'_>) -> T) -> T {
+    let empty = Map::new();
+    let permission = match (&action.handler, &action.permission) {
+        (Some(handler), Some(permission)) => Some(policy::PermissionRef {
+            handler,
+            permission,
+            scope: action.scope.as_ref().unwrap_or(&empty),
+        }),
+        _ => None,
+    };
+    f(&policy::Request {
+        agent: &action.agent,
+        tool: &action.tool,
+        detail: &action.detail,
+        permission,
+    })
+}
+
+/// Whether `grant` covers pending `action` at `at`.
+pub(crate) fn covers(grant: &policy::Grant, action: &Action, at: DateTime<Utc>) -> bool {
+    as_request(action, |req| grant.covers(req, at))
+}
+
+/// Whether `action` would be allowed as a new request with `grant` under
+/// `profile` (the agent's): a profile deny still wins.
+pub(crate) fn allows(
+    grant: &policy::Grant,
+    profile: &policy::Profile,
+    action: &Action,
+    at: DateTime<Utc>,
+) -> bool {
+    as_request(action, |req| {
+        policy::decide(profile, std::slice::from_ref(grant), req, at).verdict
+            == policy::Verdict::Allow
+    })
+}
+
+/// `agent`'s profile from its stored text (`None`: it has none of its own,
+/// so `default`); `None` when neither is usable (a stored one edited by
+/// hand).
+pub(crate) fn compile_profile(
+    agent: &str,
+    text: Option<String>,
+    default: Option<&Arc<policy::Profile>>,
+) -> Option<Arc<policy::Profile>> {
+    let Some(text) = text else {
+        return default.cloned();
+    };
+    let compiled = serde_json::from_str::<policy::ProfileSpec>(&text)
+        .map_err(|e| e.to_string())
+        .and_then(|spec| policy::Profile::from_spec(spec).map_err(|e| e.to_string()));
+    match compiled {
+        Ok(p) => Some(Arc::new(p)),
+        Err(e) => {
+            tracing::error!(agent, error = %e, "stored profile does not compile");
+            None
+        }
+    }
+}
+
+/// The query of [`Store::list_grants`](crate::Store::list_grants).
+pub(crate) fn list_query<DB>(f: &GrantFilter) -> QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut q: QueryBuilder<DB> = QueryBuilder::new(concat!(
+        "SELECT ",
+        grant_columns!(),
+        " FROM grants WHERE 1 = 1"
+    ));
+    let at = to_ms(now());
+    match f.active {
+        Some(true) => {
+            q.push(" AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ")
+                .push_bind(at)
+                .push(")");
+        }
+        Some(false) => {
+            q.push(" AND (revoked_at IS NOT NULL OR expires_at <= ")
+                .push_bind(at)
+                .push(")");
+        }
+        None => {}
+    }
+    if let Some(agent) = &f.agent {
+        q.push(" AND agent = ").push_bind(agent.clone());
+    }
+    if let Some(handler) = &f.handler {
+        q.push(" AND handler = ").push_bind(handler.clone());
+    }
+    q.push(" ORDER BY granted_at DESC, id DESC LIMIT 1000");
+    q
+}
+
+/// The statement storing `new`, returning its row.
+pub(crate) fn insert_query<DB>(new: &NewGrant) -> QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    for<'t> Option<String>: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> Option<i64>: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let cols = new.target.cols();
+    let mut q: QueryBuilder<DB> = QueryBuilder::new(
+        "INSERT INTO grants (id, agent, handler, permission, scope, tool, pattern, granted_by, \
+         granted_at, expires_at, note) VALUES (",
+    );
+    q.separated(", ")
+        .push_bind(new.id.clone())
+        .push_bind(new.agent.clone())
+        .push_bind(cols.handler)
+        .push_bind(cols.permission)
+        .push_bind(cols.scope)
+        .push_bind(cols.tool)
+        .push_bind(cols.pattern)
+        .push_bind(new.granted_by.clone())
+        .push_bind(to_ms(now()))
+        .push_bind(new.expires_at.map(to_ms))
+        .push_bind(new.note.clone());
+    q.push(concat!(") RETURNING ", grant_columns!()));
+    q
 }
 
 /// Stores a grant and approves the pending actions it covers.
@@ -157,57 +376,15 @@ pub(crate) async fn create_on(
     default_profile: Option<&Arc<policy::Profile>>,
 ) -> Result<GrantCreated, StoreError> {
     let approved_first = match first {
-        Some(first) => Some(
-            actions::transition_on(
-                conn,
-                &first.action_id,
-                &Transition {
-                    from: &[ActionStatus::Pending],
-                    to: ActionStatus::Approved,
-                    decided_by: Some(first.decided_by),
-                    note: first.note,
-                    outcome: None,
-                    event: "action.approved",
-                },
-            )
-            .await?,
-        ),
+        Some(first) => {
+            Some(actions::transition_on(conn, &first.action_id, &approve_first(&first)).await?)
+        }
         None => None,
     };
-    let (handler, permission, scope, tool, pattern) = match &new.target {
-        NewGrantTarget::Permission {
-            handler,
-            permission,
-            scope,
-        } => (
-            Some(handler.clone()),
-            Some(permission.clone()),
-            Some(Value::Object(scope.clone()).to_string()),
-            None,
-            None,
-        ),
-        NewGrantTarget::Tool { tool, pattern } => {
-            (None, None, None, Some(tool.clone()), Some(pattern.clone()))
-        }
-    };
-    let row = sqlx::query(concat!(
-        "INSERT INTO grants (id, agent, handler, permission, scope, tool, pattern, granted_by, granted_at, \
-         expires_at, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ",
-        columns!()
-    ))
-    .bind(&new.id)
-    .bind(&new.agent)
-    .bind(handler)
-    .bind(permission)
-    .bind(scope)
-    .bind(tool)
-    .bind(pattern)
-    .bind(&new.granted_by)
-    .bind(to_ms(now()))
-    .bind(new.expires_at.map(to_ms))
-    .bind(&new.note)
-    .fetch_one(&mut *conn)
-    .await?;
+    let row = insert_query::<Sqlite>(&new)
+        .build()
+        .fetch_one(&mut *conn)
+        .await?;
     let grant = from_row(&row)?;
     events::insert_on(conn, &grant_event("grant.created", &grant)?).await?;
     let approved = approve_covered_on(conn, &grant, default_profile).await?;
@@ -229,47 +406,16 @@ async fn approve_covered_on(
     default_profile: Option<&Arc<policy::Profile>>,
 ) -> Result<Vec<Action>, StoreError> {
     let pg = to_policy(grant)?;
-    let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(concat!(
-        "SELECT ",
-        actions::action_columns!(),
-        " FROM actions WHERE status = 'pending'"
-    ));
-    match (&grant.handler, &grant.permission, &grant.tool) {
-        (Some(h), Some(p), _) => {
-            q.push(" AND handler = ").push_bind(h.clone());
-            q.push(" AND permission = ").push_bind(p.clone());
-        }
-        (_, _, Some(tool)) => {
-            q.push(" AND handler IS NULL AND tool = ")
-                .push_bind(tool.clone());
-        }
-        _ => return Ok(Vec::new()),
-    }
-    if let Some(agent) = &grant.agent {
-        q.push(" AND agent = ").push_bind(agent.clone());
-    }
+    let Some(mut q) = covered_query::<Sqlite>(grant) else {
+        return Ok(Vec::new());
+    };
     let rows = q.build().fetch_all(&mut *conn).await?;
     let at = now();
     let mut approved = Vec::new();
-    let empty = Map::new();
     let mut profiles: HashMap<String, Option<Arc<policy::Profile>>> = HashMap::new();
     for row in &rows {
         let action = actions::from_row(row)?;
-        let permission = match (&action.handler, &action.permission) {
-            (Some(handler), Some(permission)) => Some(policy::PermissionRef {
-                handler,
-                permission,
-                scope: action.scope.as_ref().unwrap_or(&empty),
-            }),
-            _ => None,
-        };
-        let req = policy::Request {
-            agent: &action.agent,
-            tool: &action.tool,
-            detail: &action.detail,
-            permission,
-        };
-        if !pg.covers(&req, at) {
+        if !covers(&pg, &action, at) {
             continue;
         }
         let profile = match profiles.get(&action.agent) {
@@ -282,20 +428,10 @@ async fn approve_covered_on(
         };
         // No usable profile: nothing is approved on the agent's behalf.
         let Some(profile) = profile else { continue };
-        if policy::decide(&profile, std::slice::from_ref(&pg), &req, at).verdict
-            != policy::Verdict::Allow
-        {
+        if !allows(&pg, &profile, &action, at) {
             continue;
         }
-        let t = Transition {
-            from: &[ActionStatus::Pending],
-            to: ActionStatus::Approved,
-            decided_by: Some(format!("grant:{}", grant.id)),
-            note: None,
-            outcome: None,
-            event: "action.approved",
-        };
-        match actions::transition_on(conn, &action.id, &t).await {
+        match actions::transition_on(conn, &action.id, &approve_by_grant(&grant.id)).await {
             Ok(action) => approved.push(action),
             // Its deadline passed meanwhile: it expires instead.
             Err(StoreError::WrongState { .. }) => {}
@@ -317,19 +453,7 @@ async fn profile_on(
             .bind(agent)
             .fetch_optional(&mut *conn)
             .await?;
-    let Some(text) = text.flatten() else {
-        return Ok(default.cloned());
-    };
-    let compiled = serde_json::from_str::<policy::ProfileSpec>(&text)
-        .map_err(|e| e.to_string())
-        .and_then(|spec| policy::Profile::from_spec(spec).map_err(|e| e.to_string()));
-    Ok(match compiled {
-        Ok(p) => Some(Arc::new(p)),
-        Err(e) => {
-            tracing::error!(agent, error = %e, "stored profile does not compile");
-            None
-        }
-    })
+    Ok(compile_profile(agent, text.flatten(), default))
 }
 
 impl SqliteStore {
@@ -356,7 +480,7 @@ impl SqliteStore {
                 Box::pin(async move {
                     let row = sqlx::query(concat!(
                         "UPDATE grants SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING ",
-                        columns!()
+                        grant_columns!()
                     ))
                     .bind(to_ms(now()))
                     .bind(&id)
@@ -369,7 +493,7 @@ impl SqliteStore {
                             Ok(grant)
                         }
                         None => {
-                            let row = sqlx::query(concat!("SELECT ", columns!(), " FROM grants WHERE id = ?"))
+                            let row = sqlx::query(concat!("SELECT ", grant_columns!(), " FROM grants WHERE id = ?"))
                                 .bind(&id)
                                 .fetch_optional(&mut *conn)
                                 .await?;
@@ -383,10 +507,14 @@ impl SqliteStore {
 
     /// One grant.
     pub async fn get_grant(&self, id: &str) -> Result<GrantRecord, StoreError> {
-        let row = sqlx::query(concat!("SELECT ", columns!(), " FROM grants WHERE id = ?"))
-            .bind(id)
-            .fetch_optional(&self.read)
-            .await?;
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            grant_columns!(),
+            " FROM grants WHERE id = ?"
+        ))
+        .bind(id)
+        .fetch_optional(&self.read)
+        .await?;
         row.as_ref()
             .map(from_row)
             .transpose()?
@@ -395,30 +523,10 @@ impl SqliteStore {
 
     /// Grants, newest first.
     pub async fn list_grants(&self, f: &GrantFilter) -> Result<Vec<GrantRecord>, StoreError> {
-        let mut q: QueryBuilder<Sqlite> =
-            QueryBuilder::new(concat!("SELECT ", columns!(), " FROM grants WHERE 1 = 1"));
-        let at = to_ms(now());
-        match f.active {
-            Some(true) => {
-                q.push(" AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ")
-                    .push_bind(at)
-                    .push(")");
-            }
-            Some(false) => {
-                q.push(" AND (revoked_at IS NOT NULL OR expires_at <= ")
-                    .push_bind(at)
-                    .push(")");
-            }
-            None => {}
-        }
-        if let Some(agent) = &f.agent {
-            q.push(" AND agent = ").push_bind(agent.clone());
-        }
-        if let Some(handler) = &f.handler {
-            q.push(" AND handler = ").push_bind(handler.clone());
-        }
-        q.push(" ORDER BY granted_at DESC, id DESC LIMIT 1000");
-        let rows = q.build().fetch_all(&self.read).await?;
+        let rows = list_query::<Sqlite>(f)
+            .build()
+            .fetch_all(&self.read)
+            .await?;
         rows.iter().map(from_row).collect()
     }
 
@@ -436,7 +544,7 @@ impl SqliteStore {
         };
         let rows = sqlx::query(concat!(
             "SELECT ",
-            columns!(),
+            grant_columns!(),
             " FROM grants WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) \
              AND (agent IS NULL OR agent = ?) AND (handler = ? OR tool = ?)"
         ))

@@ -5,6 +5,7 @@
 mod audit;
 mod backends;
 mod connectors;
+mod grants;
 mod nodes;
 mod outbox;
 mod store;

@@ -40,36 +40,27 @@ pub(crate) async fn append(
         ev.seq = seq;
         written.push(ev);
     }
-    let mut cols: (
-        Vec<i64>,
-        Vec<&str>,
-        Vec<&str>,
-        Vec<Option<&str>>,
-        Vec<Option<&str>>,
-    ) = Default::default();
-    let mut more: (Vec<Option<&str>>, Vec<&str>) = Default::default();
-    for ev in &written {
-        cols.0.push(ev.seq);
-        cols.1.push(&ev.id);
-        cols.2.push(&ev.kind);
-        cols.3.push(ev.agent.as_deref());
-        cols.4.push(ev.action_id.as_deref());
-        more.0.push(ev.grant_id.as_deref());
-        more.1.push(ev.data.get());
-    }
+    // One array per column, for one `INSERT ... SELECT FROM UNNEST`.
+    let seqs: Vec<i64> = written.iter().map(|e| e.seq).collect();
+    let ids: Vec<&str> = written.iter().map(|e| e.id.as_str()).collect();
+    let kinds: Vec<&str> = written.iter().map(|e| e.kind.as_str()).collect();
+    let agents: Vec<Option<&str>> = written.iter().map(|e| e.agent.as_deref()).collect();
+    let actions: Vec<Option<&str>> = written.iter().map(|e| e.action_id.as_deref()).collect();
+    let grants: Vec<Option<&str>> = written.iter().map(|e| e.grant_id.as_deref()).collect();
+    let data: Vec<&str> = written.iter().map(|e| e.data.get()).collect();
     sqlx::query(
         "INSERT INTO events (seq, id, type, at, agent, action_id, grant_id, data) \
          SELECT s, i, t, $4, a, ac, g, d FROM UNNEST($1::BIGINT[], $2::TEXT[], $3::TEXT[], \
          $5::TEXT[], $6::TEXT[], $7::TEXT[], $8::TEXT[]) AS e(s, i, t, a, ac, g, d)",
     )
-    .bind(&cols.0)
-    .bind(&cols.1)
-    .bind(&cols.2)
+    .bind(&seqs)
+    .bind(&ids)
+    .bind(&kinds)
     .bind(to_ms(at))
-    .bind(&cols.3)
-    .bind(&cols.4)
-    .bind(&more.0)
-    .bind(&more.1)
+    .bind(&agents)
+    .bind(&actions)
+    .bind(&grants)
+    .bind(&data)
     .execute(&mut *conn)
     .await?;
     sqlx::query("SELECT pg_notify($1, $2)")

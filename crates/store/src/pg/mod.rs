@@ -13,7 +13,7 @@
 //! published and publishes them in order. A lost notification costs
 //! latency, never an event.
 //!
-//! Modules: `actions`, `events`, `keys`, `agents`, `audit` (the chain's
+//! Modules: `actions`, `events`, `grants`, `keys`, `agents`, `audit` (the chain's
 //! anchor and retention), `anchor` (signed anchor events), `subscriptions`
 //! (notification deliveries), `connectors` (chat connector state) hold the
 //! queries of the records they are named after; the record types and the
@@ -28,6 +28,7 @@ mod anchor;
 mod audit;
 mod connectors;
 mod events;
+mod grants;
 mod keys;
 mod log;
 mod pending;

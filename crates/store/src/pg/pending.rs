@@ -2,14 +2,13 @@
 //! pretend. Every one moves to the module named for its records as it is
 //! written; this file goes away when it is empty.
 
-use actiongate_policy as policy;
 use chrono::{DateTime, Utc};
 
 use crate::pg::Postgres;
 use crate::{
-    Action, ActionAttempt, ApproveFirst, AttemptNext, Claimed, GrantCreated, GrantFilter,
-    GrantRecord, GrantRequest, GrantRequestStatus, HandlerRecord, HandlerSecrets, NewGrant,
-    NewGrantRequest, NewHandler, NextDispatch, Outcome, StoreError,
+    Action, ActionAttempt, AttemptNext, Claimed, GrantCreated, GrantRequest, GrantRequestStatus,
+    HandlerRecord, HandlerSecrets, NewGrant, NewGrantRequest, NewHandler, NextDispatch, Outcome,
+    StoreError,
 };
 
 fn todo(what: &str) -> StoreError {
@@ -132,29 +131,6 @@ impl Postgres {
         status: Option<GrantRequestStatus>,
     ) -> Result<Vec<GrantRequest>, StoreError> {
         Err(todo("list_grant_requests"))
-    }
-    pub async fn create_grant(
-        &self,
-        new: NewGrant,
-        first: Option<ApproveFirst>,
-    ) -> Result<GrantCreated, StoreError> {
-        Err(todo("create_grant"))
-    }
-    pub async fn revoke_grant(&self, id: &str) -> Result<GrantRecord, StoreError> {
-        Err(todo("revoke_grant"))
-    }
-    pub async fn get_grant(&self, id: &str) -> Result<GrantRecord, StoreError> {
-        Err(todo("get_grant"))
-    }
-    pub async fn list_grants(&self, f: &GrantFilter) -> Result<Vec<GrantRecord>, StoreError> {
-        Err(todo("list_grants"))
-    }
-    pub async fn active_grants(
-        &self,
-        agent: &str,
-        tool: &str,
-    ) -> Result<Vec<policy::Grant>, StoreError> {
-        Err(todo("active_grants"))
     }
     pub async fn create_handler(
         &self,

@@ -1,0 +1,212 @@
+//! Grants on Postgres. Creating one approves, in the same transaction,
+//! every pending action it covers, judged as the SQLite backend judges
+//! them (`grants::covers`, `grants::allows`, the agent's profile as stored
+//! now or the default one).
+//!
+//! Races with other nodes: the covered actions are locked in id order
+//! (`FOR UPDATE`, which re-checks `pending` against a concurrent decision
+//! once it commits), so a decision on another node and the grant never
+//! both apply, and two writers that lock several actions never deadlock.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use actiongate_policy as policy;
+use sqlx::{PgConnection, Postgres as Pg};
+
+use crate::error::StoreError;
+use crate::events::NewEvent;
+use crate::grants::{
+    ApproveFirst, GrantCreated, GrantFilter, NewGrant, allows, approve_by_grant, approve_first,
+    compile_profile, covered_query, covers, from_row, grant_columns, grant_event, insert_query,
+    list_query, to_policy,
+};
+use crate::pg::Postgres;
+use crate::pg::actions::transition_on;
+use crate::time::{now, to_ms};
+use actiongate_api::model::{Action, GrantRecord};
+
+/// One grant by id, on `conn`.
+pub(crate) async fn get_on(
+    conn: &mut PgConnection,
+    id: &str,
+) -> Result<Option<GrantRecord>, StoreError> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        grant_columns!(),
+        " FROM grants WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(conn)
+    .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// Stores a grant, approves `first` and what the grant covers; the events
+/// of each change go to `events`, in order, for the caller's commit.
+pub(crate) async fn create_on(
+    conn: &mut PgConnection,
+    new: NewGrant,
+    first: Option<ApproveFirst>,
+    default_profile: Option<&Arc<policy::Profile>>,
+    events: &mut Vec<NewEvent>,
+) -> Result<GrantCreated, StoreError> {
+    let approved_first = match first {
+        Some(first) => {
+            let t = approve_first(&first);
+            let action = transition_on(conn, &first.action_id, &t).await?;
+            events.push(crate::actions::event_for(&action, t.event)?);
+            Some(action)
+        }
+        None => None,
+    };
+    let row = insert_query::<Pg>(&new)
+        .build()
+        .fetch_one(&mut *conn)
+        .await?;
+    let grant = from_row(&row)?;
+    events.push(grant_event("grant.created", &grant)?);
+    let approved = approve_covered_on(conn, &grant, default_profile, events).await?;
+    Ok(GrantCreated {
+        grant,
+        approved_first,
+        approved,
+    })
+}
+
+/// Approves every pending action `grant` covers where the grant would
+/// allow it as a new request (the agent's profile judged first); actions
+/// past their deadline are left to expire.
+async fn approve_covered_on(
+    conn: &mut PgConnection,
+    grant: &GrantRecord,
+    default_profile: Option<&Arc<policy::Profile>>,
+    events: &mut Vec<NewEvent>,
+) -> Result<Vec<Action>, StoreError> {
+    let pg = to_policy(grant)?;
+    let Some(mut q) = covered_query::<Pg>(grant) else {
+        return Ok(Vec::new());
+    };
+    q.push(" FOR UPDATE");
+    let rows = q.build().fetch_all(&mut *conn).await?;
+    let at = now();
+    let t = approve_by_grant(&grant.id);
+    let mut approved = Vec::new();
+    let mut profiles: HashMap<String, Option<Arc<policy::Profile>>> = HashMap::new();
+    for row in &rows {
+        let action = crate::actions::from_row(row)?;
+        if !covers(&pg, &action, at) {
+            continue;
+        }
+        let profile = match profiles.get(&action.agent) {
+            Some(p) => p.clone(),
+            None => {
+                let text: Option<Option<String>> =
+                    sqlx::query_scalar("SELECT profile FROM agents WHERE id = $1")
+                        .bind(&action.agent)
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                let p = compile_profile(&action.agent, text.flatten(), default_profile);
+                profiles.insert(action.agent.clone(), p.clone());
+                p
+            }
+        };
+        // No usable profile: nothing is approved on the agent's behalf.
+        let Some(profile) = profile else { continue };
+        if !allows(&pg, &profile, &action, at) {
+            continue;
+        }
+        match transition_on(conn, &action.id, &t).await {
+            Ok(action) => {
+                events.push(crate::actions::event_for(&action, t.event)?);
+                approved.push(action);
+            }
+            // Its deadline passed meanwhile: it expires instead.
+            Err(StoreError::WrongState { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(approved)
+}
+
+impl Postgres {
+    /// Stores a grant; approves `first` (if given) and every pending action
+    /// the grant covers, all in one transaction.
+    pub async fn create_grant(
+        &self,
+        new: NewGrant,
+        first: Option<ApproveFirst>,
+    ) -> Result<GrantCreated, StoreError> {
+        let mut tx = self.begin().await?;
+        let mut events = Vec::new();
+        let created = create_on(
+            &mut tx,
+            new,
+            first,
+            self.default_profile.as_ref(),
+            &mut events,
+        )
+        .await?;
+        self.commit(tx, events).await?;
+        Ok(created)
+    }
+
+    /// Revokes a grant; a second revoke returns the revoked grant unchanged.
+    pub async fn revoke_grant(&self, id: &str) -> Result<GrantRecord, StoreError> {
+        let mut tx = self.begin().await?;
+        let row = sqlx::query(concat!(
+            "UPDATE grants SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL RETURNING ",
+            grant_columns!()
+        ))
+        .bind(to_ms(now()))
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        match row {
+            Some(row) => {
+                let grant = from_row(&row)?;
+                self.commit(tx, vec![grant_event("grant.revoked", &grant)?])
+                    .await?;
+                Ok(grant)
+            }
+            // Revoked before (here or on another node), or no such grant.
+            None => get_on(&mut tx, id).await?.ok_or(StoreError::NotFound),
+        }
+    }
+
+    /// One grant.
+    pub async fn get_grant(&self, id: &str) -> Result<GrantRecord, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        get_on(&mut conn, id).await?.ok_or(StoreError::NotFound)
+    }
+
+    /// Grants, newest first.
+    pub async fn list_grants(&self, f: &GrantFilter) -> Result<Vec<GrantRecord>, StoreError> {
+        let rows = list_query::<Pg>(f).build().fetch_all(&self.pool).await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    /// Active grants that may apply to `agent` acting on `tool` (a tool
+    /// name or a handler id), as the policy crate sees them. Not cached: a
+    /// grant made or revoked on another node counts at once.
+    pub async fn active_grants(
+        &self,
+        agent: &str,
+        tool: &str,
+    ) -> Result<Vec<policy::Grant>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            grant_columns!(),
+            " FROM grants WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1) \
+             AND (agent IS NULL OR agent = $2) AND (handler = $3 OR tool = $3)"
+        ))
+        .bind(to_ms(now()))
+        .bind(agent)
+        .bind(tool)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| from_row(r).and_then(|g| to_policy(&g)))
+            .collect()
+    }
+}

@@ -1,0 +1,351 @@
+//! Grants on both backends: what a new grant approves, revocation,
+//! listing; and on Postgres, a grant and a decision racing from two nodes.
+
+use std::sync::Arc;
+
+use actiongate_policy as policy;
+use actiongate_store::*;
+use chrono::Utc;
+use serde_json::json;
+
+use crate::backends::{Kind, open_node, open_with, pg_database};
+
+fn ask(agent: &str, detail: &str) -> NewAction {
+    let decision = Decision {
+        result: DecisionResult::Ask,
+        reason: "test".to_owned(),
+        rule: None,
+    };
+    NewAction {
+        deadline: Some(Utc::now() + chrono::Duration::minutes(5)),
+        ..NewAction::new(
+            agent.to_owned(),
+            "bash".to_owned(),
+            detail.to_owned(),
+            decision,
+        )
+    }
+}
+
+fn tool_grant(agent: Option<&str>, pattern: &str) -> NewGrant {
+    NewGrant {
+        id: uuid::Uuid::now_v7().to_string(),
+        agent: agent.map(str::to_owned),
+        target: NewGrantTarget::Tool {
+            tool: "bash".to_owned(),
+            pattern: pattern.to_owned(),
+        },
+        granted_by: "op".to_owned(),
+        expires_at: None,
+        note: Some("n".to_owned()),
+    }
+}
+
+const DENY: Transition = Transition {
+    from: &[ActionStatus::Pending],
+    to: ActionStatus::Denied,
+    decided_by: None,
+    note: None,
+    outcome: None,
+    event: "action.denied",
+};
+
+/// Everything asks (the `guarded` preset): agents without a profile of
+/// their own get it.
+fn guarded() -> StoreOptions {
+    StoreOptions {
+        default_profile: Some(Arc::new(policy::get_preset("guarded").unwrap())),
+        ..StoreOptions::default()
+    }
+}
+
+async fn a_grant_approves_what_it_covers_where_the_profile_as_stored_now_lets_it(kind: Kind) {
+    let Some((store, _dir)) = open_with(kind, guarded()).await else {
+        return;
+    };
+    // `a` has no profile (the default asks); `b`'s profile, changed after
+    // its action was asked, now denies it; `c`'s action is not covered.
+    let (first, _) = store.insert_action(ask("a", "deploy")).await.unwrap();
+    let (covered, _) = store.insert_action(ask("a", "make all")).await.unwrap();
+    let (denied_now, _) = store.insert_action(ask("b", "make all")).await.unwrap();
+    let (other, _) = store.insert_action(ask("c", "rm x")).await.unwrap();
+    store
+        .put_agent(
+            "b",
+            None,
+            Some(json!({"allow": [], "ask": [".*"], "deny": ["tool:bash:make.*"]})),
+        )
+        .await
+        .unwrap();
+    let mut events = store.subscribe();
+    let grant = tool_grant(None, "make.*");
+    let first_by = ApproveFirst {
+        action_id: first.id.clone(),
+        decided_by: "operator:k".to_owned(),
+        note: Some("ok".to_owned()),
+    };
+    let created = store
+        .create_grant(grant.clone(), Some(first_by))
+        .await
+        .unwrap();
+    assert_eq!(created.grant.id, grant.id);
+    assert!(created.grant.active);
+    assert_eq!(created.grant.pattern.as_deref(), Some("make.*"));
+    let approved_first = created.approved_first.expect("first approved");
+    assert_eq!(approved_first.status, ActionStatus::Approved);
+    assert_eq!(approved_first.decided_by.as_deref(), Some("operator:k"));
+    assert_eq!(approved_first.decision_note.as_deref(), Some("ok"));
+    let approved: Vec<&str> = created.approved.iter().map(|a| a.id.as_str()).collect();
+    assert_eq!(approved, [covered.id.as_str()]);
+    let now_covered = store.get_action(&covered.id).await.unwrap();
+    assert_eq!(now_covered.status, ActionStatus::Approved);
+    let by_grant = format!("grant:{}", grant.id);
+    assert_eq!(now_covered.decided_by.as_deref(), Some(by_grant.as_str()));
+    for id in [&denied_now.id, &other.id] {
+        assert_eq!(
+            store.get_action(id).await.unwrap().status,
+            ActionStatus::Pending
+        );
+    }
+    // One commit: the first approval, the grant, what it approved, in a row.
+    let got: Vec<_> = [
+        events.recv().await.unwrap(),
+        events.recv().await.unwrap(),
+        events.recv().await.unwrap(),
+    ]
+    .into_iter()
+    .collect();
+    let kinds: Vec<&str> = got.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["action.approved", "grant.created", "action.approved"]
+    );
+    assert_eq!(got[0].action_id.as_deref(), Some(first.id.as_str()));
+    assert_eq!(got[1].grant_id.as_deref(), Some(grant.id.as_str()));
+    assert_eq!(got[2].action_id.as_deref(), Some(covered.id.as_str()));
+    assert_eq!(got[1].seq, got[0].seq + 1);
+    assert_eq!(got[2].seq, got[1].seq + 1);
+    assert!(events.try_recv().is_err());
+}
+
+async fn without_a_usable_profile_a_grant_approves_nothing(kind: Kind) {
+    // No default profile: nothing of an agent without its own is approved.
+    let opts = StoreOptions {
+        default_profile: None,
+        ..StoreOptions::default()
+    };
+    let Some((store, _dir)) = open_with(kind, opts).await else {
+        return;
+    };
+    let (a, _) = store.insert_action(ask("a", "make")).await.unwrap();
+    let created = store
+        .create_grant(tool_grant(Some("a"), "make"), None)
+        .await
+        .unwrap();
+    assert!(created.approved.is_empty());
+    assert_eq!(
+        store.get_action(&a.id).await.unwrap().status,
+        ActionStatus::Pending
+    );
+    // With its own profile, the next grant approves it.
+    store
+        .put_agent("a", None, Some(json!("guarded")))
+        .await
+        .unwrap();
+    let created = store
+        .create_grant(tool_grant(Some("a"), "make"), None)
+        .await
+        .unwrap();
+    assert_eq!(created.approved.len(), 1);
+}
+
+async fn approving_first_an_action_no_longer_pending_creates_no_grant(kind: Kind) {
+    let Some((store, _dir)) = open_with(kind, guarded()).await else {
+        return;
+    };
+    let (a, _) = store.insert_action(ask("a", "make")).await.unwrap();
+    store.transition(&a.id, DENY).await.unwrap();
+    let grant = tool_grant(None, "make");
+    let first = ApproveFirst {
+        action_id: a.id.clone(),
+        decided_by: "op".to_owned(),
+        note: None,
+    };
+    let lost = store.create_grant(grant.clone(), Some(first)).await;
+    assert!(
+        matches!(&lost, Err(StoreError::WrongState { current }) if current == "denied"),
+        "{lost:?}"
+    );
+    assert!(matches!(
+        store.get_grant(&grant.id).await,
+        Err(StoreError::NotFound)
+    ));
+}
+
+async fn grants_are_revoked_once_and_listed_by_filter(kind: Kind) {
+    let Some((store, _dir)) = open_with(kind, guarded()).await else {
+        return;
+    };
+    let mine = tool_grant(Some("a"), "make");
+    let anyone = NewGrant {
+        target: NewGrantTarget::Permission {
+            handler: "files".to_owned(),
+            permission: "fs.write".to_owned(),
+            scope: serde_json::Map::from_iter([("path".to_owned(), json!("/tmp/*"))]),
+        },
+        ..tool_grant(None, "unused")
+    };
+    let expired = NewGrant {
+        expires_at: Some(Utc::now() - chrono::Duration::seconds(1)),
+        ..tool_grant(Some("a"), "ls")
+    };
+    for g in [&mine, &anyone, &expired] {
+        store.create_grant(g.clone(), None).await.unwrap();
+    }
+    assert!(matches!(
+        store.create_grant(mine.clone(), None).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let got = store.get_grant(&anyone.id).await.unwrap();
+    assert_eq!(got.handler.as_deref(), Some("files"));
+    assert_eq!(got.scope.as_ref().unwrap()["path"], "/tmp/*");
+    assert!(!store.get_grant(&expired.id).await.unwrap().active);
+
+    let ids = |gs: Vec<GrantRecord>| gs.into_iter().map(|g| g.id).collect::<Vec<String>>();
+    let all = ids(store.list_grants(&GrantFilter::default()).await.unwrap());
+    assert_eq!(
+        all,
+        [expired.id.clone(), anyone.id.clone(), mine.id.clone()],
+        "newest first"
+    );
+    let active = GrantFilter {
+        active: Some(true),
+        ..GrantFilter::default()
+    };
+    assert_eq!(
+        ids(store.list_grants(&active).await.unwrap()),
+        [anyone.id.clone(), mine.id.clone()]
+    );
+    let by_handler = GrantFilter {
+        handler: Some("files".to_owned()),
+        ..GrantFilter::default()
+    };
+    assert_eq!(
+        ids(store.list_grants(&by_handler).await.unwrap()),
+        std::slice::from_ref(&anyone.id)
+    );
+    // Active grants that apply: an agent's own and any agent's, by tool
+    // name or handler id; never an expired one.
+    let a_bash = store.active_grants("a", "bash").await.unwrap();
+    assert_eq!(
+        a_bash.iter().map(|g| g.id.clone()).collect::<Vec<_>>(),
+        std::slice::from_ref(&mine.id)
+    );
+    assert_eq!(store.active_grants("z", "files").await.unwrap().len(), 1);
+
+    let mut events = store.subscribe();
+    let revoked = store.revoke_grant(&mine.id).await.unwrap();
+    assert!(revoked.revoked_at.is_some() && !revoked.active);
+    let again = store.revoke_grant(&mine.id).await.unwrap();
+    assert_eq!(again.revoked_at, revoked.revoked_at, "unchanged");
+    let ev = events.recv().await.unwrap();
+    assert_eq!(ev.kind, "grant.revoked");
+    assert!(events.try_recv().is_err(), "one event for two revokes");
+    assert!(store.active_grants("a", "bash").await.unwrap().is_empty());
+    let inactive = GrantFilter {
+        active: Some(false),
+        ..GrantFilter::default()
+    };
+    assert_eq!(
+        ids(store.list_grants(&inactive).await.unwrap()),
+        [expired.id.clone(), mine.id.clone()]
+    );
+    assert!(matches!(
+        store.revoke_grant("nope").await,
+        Err(StoreError::NotFound)
+    ));
+}
+
+crate::conformance!(
+    a_grant_approves_what_it_covers_where_the_profile_as_stored_now_lets_it,
+    without_a_usable_profile_a_grant_approves_nothing,
+    approving_first_an_action_no_longer_pending_creates_no_grant,
+    grants_are_revoked_once_and_listed_by_filter,
+);
+
+/// Two nodes: grants covering the same actions and operators denying them
+/// at once; each action is decided once, and only what the grants approved
+/// carries their decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn grants_and_decisions_racing_on_two_nodes_decide_each_action_once() {
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let a = open_node(&url).await;
+    let b = open_node(&url).await;
+    a.put_agent("a", None, Some(json!("guarded")))
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for i in 0..40 {
+        ids.push(
+            a.insert_action(ask("a", &format!("make {i}")))
+                .await
+                .unwrap()
+                .0
+                .id,
+        );
+    }
+    let deny = |store: Store, id: String| async move { store.transition(&id, DENY).await.is_ok() };
+    let grants = [
+        tokio::spawn({
+            let a = a.clone();
+            async move { a.create_grant(tool_grant(None, "make.*"), None).await }
+        }),
+        tokio::spawn({
+            let b = b.clone();
+            async move { b.create_grant(tool_grant(Some("a"), "make.*"), None).await }
+        }),
+    ];
+    let denials: Vec<_> = ids
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(i, id)| {
+            let node = if i % 2 == 0 { a.clone() } else { b.clone() };
+            tokio::spawn(deny(node, id.clone()))
+        })
+        .collect();
+    let mut by_grant = Vec::new();
+    for g in grants {
+        by_grant.extend(g.await.unwrap().unwrap().approved.into_iter().map(|a| a.id));
+    }
+    let mut denied = Vec::new();
+    for (d, id) in denials.into_iter().zip(ids.iter().rev()) {
+        if d.await.unwrap() {
+            denied.push(id.clone());
+        }
+    }
+    let mut decided: Vec<String> = by_grant.iter().chain(&denied).cloned().collect();
+    decided.sort();
+    let mut all = ids.clone();
+    all.sort();
+    assert_eq!(decided, all, "each action decided exactly once");
+    for id in &ids {
+        let events = b.action_events(id).await.unwrap();
+        let decisions = events
+            .iter()
+            .filter(|e| e.kind == "action.approved" || e.kind == "action.denied")
+            .count();
+        assert_eq!(decisions, 1, "{id}: {events:?}");
+        let action = b.get_action(id).await.unwrap();
+        let want = if by_grant.contains(id) {
+            ActionStatus::Approved
+        } else {
+            ActionStatus::Denied
+        };
+        assert_eq!(action.status, want);
+    }
+    a.close().await;
+    b.close().await;
+}
