@@ -6,7 +6,9 @@ mod common;
 
 mod audit;
 mod cluster;
+mod cluster_audit;
 mod cluster_dispatch;
+mod cluster_restart;
 mod daemon;
 mod executor_crash;
 mod faults;
