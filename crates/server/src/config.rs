@@ -503,8 +503,7 @@ impl Settings {
                 // attempt, or a batch of chat messages sent one by one.
                 let margin = Duration::from_secs(30);
                 pg.delivery_lease = self.webhooks.timeout.get() + margin;
-                let chat_call = Duration::from_secs(self.connectors.timeout_seconds);
-                pg.chat_lease = chat_call * crate::connectors::outbox::BATCH + margin;
+                pg.chat_lease = self.connectors.batch_time() + margin;
                 Target::Postgres(pg)
             }
             None => Target::Sqlite(self.database_path()),

@@ -13,9 +13,8 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::card::{self, Card};
 use super::{Connectors, Kind};
+use crate::config_connectors::OUTBOX_BATCH as BATCH;
 
-/// Outgoing messages read (and, on Postgres, taken) at once.
-pub(crate) const BATCH: u32 = 16;
 /// Longest wait between retries.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// How long a message is retried before it is given up.
