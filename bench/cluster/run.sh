@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # Several daemons on one Postgres against one daemon on SQLite: durable
 # actions per second and CPU per request with 1, 2 and 3 daemons on
-# Postgres and 1 on SQLite, and the cross-node wake (an agent's long-poll on
+# Postgres and 1 on SQLite, next to a bare axum server (bench/cost/floor)
+# measured in the same run; and the cross-node wake (an agent's long-poll on
 # one daemon, the operator's decision on another). See README.md beside it.
 #
-# The system under test (the daemons and Postgres) runs on CPU $SUT_CPU (0),
-# wrk on CPU $LOAD_CPU (1): one wrk per daemon at once, $CONNECTIONS
-# connections in all. Each setup starts on a fresh database, warms up for
-# $WARMUP s, then loads POST /v1/actions (a decision-only action allowed
-# under `standard`, stored durably) for $DURATION s. CPU per request is
-# utime+stime (/proc/PID/stat) of the daemons, and of every Postgres
-# process, divided by the 2xx answers.
+# The system under test (the daemons and Postgres, or the floor) runs on
+# CPU $SUT_CPU (0), wrk on CPU $LOAD_CPU (1): one wrk per daemon at once,
+# $CONNECTIONS connections in all. Each setup starts on a fresh database,
+# warms up for $WARMUP s, then loads POST /v1/actions (a decision-only
+# action allowed under `standard`, stored durably: SQLite's durability
+# `full`, Postgres with fsync and synchronous_commit on) for $DURATION s.
+# CPU per request is utime+stime (/proc/PID/stat) of the daemons, and of
+# every Postgres process, divided by the 2xx answers. The floor answers
+# POST /v1/check with a small JSON decision (no key, policy or store).
 #
 # Environment: BIN (required: an actiongate binary, release build),
 # DURATION (10), WARMUP (2), CONNECTIONS (24), WAKES (50), SUT_CPU (0),
-# LOAD_CPU (1), OUT (default bench/out/cluster-<UTC stamp>).
-# Needs: wrk, curl, jq, taskset, Debian's postgresql (initdb, pg_ctl).
+# LOAD_CPU (1), FLOOR_BIN (default: built here with cargo), OUT (default
+# bench/out/cluster-<UTC stamp>).
+# Needs: wrk, curl, jq, taskset, python3, Debian's postgresql (initdb, pg_ctl).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -34,25 +38,32 @@ die() {
   echo "run.sh: $*" >&2
   exit 1
 }
-for tool in wrk curl jq taskset getconf; do
+for tool in wrk curl jq taskset getconf python3; do
   command -v "$tool" >/dev/null || die "$tool not found"
 done
 [ -x "$BIN" ] || die "set BIN to an actiongate binary"
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 PGBIN=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort | tail -1)
 [ -x "$PGBIN/initdb" ] || die "no Postgres (apt-get install postgresql)"
+if [ -z "${FLOOR_BIN:-}" ]; then
+  cargo build --quiet --release --manifest-path "$COST/floor/Cargo.toml"
+  FLOOR_BIN=$COST/floor/target/release/actiongate-cost-floor
+fi
+[ -x "$FLOOR_BIN" ] || die "no floor binary at $FLOOR_BIN"
 
 TCK=$(getconf CLK_TCK)
 mkdir -p "$OUT/logs"
+OUT=$(cd "$OUT" && pwd)
 WORK=$OUT/work
 mkdir -p "$WORK"
 RESULTS=$OUT/results.tsv
-printf 'setup\tdaemons\trequests\trps\tdaemon_us_per_req\tpostgres_us_per_req\tp50_ms\tp99_ms\n' >"$RESULTS"
+printf 'setup\tdaemons\trequests\trps\tdaemon_us_per_req\tpostgres_us_per_req\tp50_ms\tp99_ms\tothers_on_sut_cpu_pct\n' >"$RESULTS"
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "host: nproc $(nproc), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
   echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "binary: $BIN"
+  echo "floor: $FLOOR_BIN"
   echo "postgres: $("$PGBIN/postgres" --version)"
   echo "load: ${DURATION}s, $CONNECTIONS connections over one wrk per daemon on CPU $LOAD_CPU; daemons and Postgres on CPU $SUT_CPU"
   echo "loadavg at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -72,6 +83,7 @@ stop_daemons() {
 cleanup() {
   stop_daemons
   [ -d "$PGDATA" ] && "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$PGDATA" -m immediate stop >/dev/null 2>&1 || true
+  [ -f "$WORK/pg.log" ] && cp "$WORK/pg.log" "$OUT/logs/postgres.log"
   [ -d "$WORK" ] && rm -rf -- "$WORK"
 }
 trap cleanup EXIT
@@ -111,6 +123,8 @@ ticks_of() {
   echo "$sum"
 }
 pg_pids() { echo "$PGPID $(pgrep -P "$PGPID" | tr '\n' ' ')"; }
+# Busy ticks of CPU $1 so far (user nice system irq softirq steal).
+cpu_busy() { awk -v cpu="cpu$1" '$1 == cpu {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
 
 # start_nodes N URL: N daemons on SUT_CPU (URL empty: SQLite); sets BASES.
 start_nodes() {
@@ -137,16 +151,21 @@ start_nodes() {
   api PUT /v1/agents/bench '{"profile":"standard"}' >/dev/null
 }
 
-# wrk_all SECONDS: one wrk per daemon at once; prints summed requests, ok, max p99, median p50.
+# wrk_all SECONDS [PATH BODY KEYFILE]: one wrk per server in BASES at once
+# (POST /v1/actions with the agent's key by default); prints the 2xx
+# answers, the others, the mean of the p50s and the highest p99 (µs).
 wrk_all() {
-  local per=$((CONNECTIONS / ${#BASES[@]})) base i=0
+  local per=$((CONNECTIONS / ${#BASES[@]})) base i=0 loads=()
+  local path=${2:-/v1/actions} body=${3:-$COST/action.json} key=${4-$WORK/agent.key}
   ((per >= 1)) || per=1
   for base in "${BASES[@]}"; do
     taskset -c "$LOAD_CPU" wrk -t1 -c "$per" -d "${1}s" --latency -s "$COST/post.lua" \
-      "$base/v1/actions" -- "$COST/action.json" "$WORK/agent.key" | grep '^requests=' >"$WORK/wrk.$i" &
+      "$base$path" -- "$body" "$key" | grep '^requests=' >"$WORK/wrk.$i" &
+    loads+=($!)
     i=$((i + 1))
   done
-  wait
+  # Only the loads: the servers are background jobs too.
+  wait "${loads[@]}"
   cat "$WORK"/wrk.* >>"$OUT/logs/wrk.txt"
   awk '{ for (f = 1; f <= NF; f++) { split($f, kv, "="); v[kv[1]] = kv[2] }
          ok += v["ok"]; bad += v["other"] + v["errors"]; p50 += v["p50_us"]; if (v["p99_us"] > p99) p99 = v["p99_us"] }
@@ -154,25 +173,58 @@ wrk_all() {
   rm -f "$WORK"/wrk.*
 }
 
+# record SETUP N OK BAD P50 P99 DAEMON_TICKS PG_TICKS BUSY_TICKS PG: a row.
+record() {
+  local setup=$1 n=$2 ok=$3 bad=$4 p50=$5 p99=$6 dt=$7 pt=$8 bt=$9 pg=${10}
+  ((bad == 0)) || die "$setup: $bad non-2xx answers or socket errors"
+  ((ok > 0)) || die "$setup: nothing answered"
+  awk -v OFS='\t' -v s="$setup" -v n="$n" -v ok="$ok" -v d="$DURATION" -v dt="$dt" \
+    -v pt="$pt" -v bt="$bt" -v tck="$TCK" -v p50="$p50" -v p99="$p99" -v pg="$pg" \
+    'BEGIN { print s, n, ok, sprintf("%.0f", ok / d), sprintf("%.1f", dt * 1e6 / tck / ok),
+             (pg == "" ? "-" : sprintf("%.1f", pt * 1e6 / tck / ok)), sprintf("%.2f", p50 / 1000),
+             sprintf("%.2f", p99 / 1000), sprintf("%.0f", 100 * (bt - dt - pt) / tck / d) }' >>"$RESULTS"
+  tail -1 "$RESULTS"
+}
+
 # measure SETUP N URL
 measure() {
   SETUP=$1
-  local n=$2 url=$3 d0 d1 p0 p1 ok bad p50 p99
+  local n=$2 url=$3 d0 d1 p0 p1 b0 b1 ok bad p50 p99
   start_nodes "$n" "$url"
   wrk_all "$WARMUP" >/dev/null
+  b0=$(cpu_busy "$SUT_CPU")
   d0=$(ticks_of "${PIDS[@]}")
   p0=$(ticks_of $(pg_pids))
   read -r ok bad p50 p99 < <(wrk_all "$DURATION")
   d1=$(ticks_of "${PIDS[@]}")
   p1=$(ticks_of $(pg_pids))
-  ((bad == 0)) || die "$SETUP: $bad non-2xx answers or socket errors"
-  awk -v OFS='\t' -v s="$SETUP" -v n="$n" -v ok="$ok" -v d="$DURATION" -v dt="$((d1 - d0))" \
-    -v pt="$((p1 - p0))" -v tck="$TCK" -v p50="$p50" -v p99="$p99" -v pg="$url" \
-    'BEGIN { print s, n, ok, sprintf("%.0f", ok / d), sprintf("%.1f", dt * 1e6 / tck / ok),
-             (pg == "" ? "-" : sprintf("%.1f", pt * 1e6 / tck / ok)), sprintf("%.2f", p50 / 1000), sprintf("%.2f", p99 / 1000) }' >>"$RESULTS"
-  tail -1 "$RESULTS"
+  b1=$(cpu_busy "$SUT_CPU")
+  # Postgres' ticks are counted apart in every setup (idle under SQLite).
+  record "$SETUP" "$n" "$ok" "$bad" "$p50" "$p99" "$((d1 - d0))" "$((p1 - p0))" "$((b1 - b0))" "$url"
   stop_daemons
 }
+
+# The floor: a bare axum server on SUT_CPU answering POST /v1/check.
+SETUP=floor
+port=$(free_port)
+taskset -c "$SUT_CPU" "$FLOOR_BIN" "127.0.0.1:$port" >"$OUT/logs/floor.log" 2>&1 &
+PIDS+=($!)
+BASES=("http://127.0.0.1:$port")
+for _ in $(seq 1 100); do
+  curl -fsS -o /dev/null -X POST -H 'content-type: application/json' --data-binary "@$COST/check.json" \
+    "${BASES[0]}/v1/check" 2>/dev/null && break
+  sleep 0.1
+done
+wrk_all "$WARMUP" /v1/check "$COST/check.json" "" >/dev/null
+b0=$(cpu_busy "$SUT_CPU")
+d0=$(ticks_of "${PIDS[@]}")
+p0=$(ticks_of $(pg_pids))
+read -r ok bad p50 p99 < <(wrk_all "$DURATION" /v1/check "$COST/check.json" "")
+d1=$(ticks_of "${PIDS[@]}")
+p1=$(ticks_of $(pg_pids))
+b1=$(cpu_busy "$SUT_CPU")
+record floor 1 "$ok" "$bad" "$p50" "$p99" "$((d1 - d0))" "$((p1 - p0))" "$((b1 - b0))" ""
+stop_daemons
 
 measure sqlite-1 1 ""
 for n in 1 2 3; do
@@ -189,30 +241,19 @@ start_nodes 2 "postgres://postgres@127.0.0.1:$PGPORT/wake"
   -H 'content-type: application/json' -d '{"role":"agent","agent":"asker"}' | jq -er .key >"$WORK/asker.key")
 (umask 077 && curl -fsS -X POST "${BASES[0]}/v1/keys" -H "authorization: Bearer $ADMIN" \
   -H 'content-type: application/json' -d '{"role":"operator"}' | jq -er .key >"$WORK/operator.key")
-ASKER=$(cat "$WORK/asker.key")
-OPER=$(cat "$WORK/operator.key")
-: >"$WORK/wakes"
-for i in $(seq 1 "$WAKES"); do
-  id=$(curl -fsS -X POST "${BASES[0]}/v1/actions" -H "authorization: Bearer $ASKER" \
-    -H 'content-type: application/json' -d "{\"tool\":\"bash\",\"detail\":\"make $i\"}" | jq -er .id)
-  (curl -fsS -o /dev/null "${BASES[0]}/v1/actions/$id?wait=30" -H "authorization: Bearer $ASKER" &&
-    date +%s%N >"$WORK/woke") &
-  poll=$!
-  sleep 0.1
-  curl -fsS -o /dev/null -X POST "${BASES[1]}/v1/actions/$id/approve" -H "authorization: Bearer $OPER"
-  decided=$(date +%s%N)
-  wait "$poll"
-  echo $((($(cat "$WORK/woke") - decided) / 1000)) >>"$WORK/wakes"
-done
+taskset -c "$LOAD_CPU" python3 "$HERE/wake.py" "${BASES[0]}" "${BASES[1]}" "$WORK/asker.key" \
+  "$WORK/operator.key" "$WAKES" >"$OUT/logs/wakes.txt"
 stop_daemons
-sort -n "$WORK/wakes" | awk '{ v[NR] = $1 } END { printf "cross-node wake over %d rounds: p50 %.1f ms, p99 %.1f ms (curl-timed)\n", NR, v[int(NR * 0.5) + 1] / 1000, v[int(NR * 0.99) + (NR * 0.99 > int(NR * 0.99))] / 1000 }' |
-  tee "$OUT/wake.txt"
+tail -1 "$OUT/logs/wakes.txt" | tee "$OUT/wake.txt"
 
 {
   echo
-  echo "| setup | daemons | actions/s | daemon CPU µs/request | Postgres CPU µs/request | p50 ms | p99 ms |"
-  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
-  awk -F'\t' 'NR > 1 { printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $4, $5, $6, $7, $8 }' "$RESULTS"
+  echo "| setup | daemons | requests/s | daemon CPU µs/request | Postgres CPU µs/request | p50 ms | p99 ms | others on CPU $SUT_CPU % |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  awk -F'\t' 'NR > 1 { printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $4, $5, $6, $7, $8, $9 }' "$RESULTS"
+  echo
+  echo "floor: POST /v1/check of a bare axum server; the others: POST /v1/actions, each stored durably."
+  echo "p50: the mean of each wrk's (one per daemon), p99: the highest."
   echo
   cat "$OUT/wake.txt"
   echo "loadavg at end: $(cut -d' ' -f1-3 /proc/loadavg)"

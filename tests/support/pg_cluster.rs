@@ -26,6 +26,9 @@ pub struct Cluster {
     /// The loopback port it listens on.
     pub port: u16,
     as_postgres: bool,
+    /// Whether a commit is answered only once its WAL is written (see
+    /// [`Cluster::start_durable`]).
+    durable: bool,
 }
 
 static SHARED: OnceLock<Option<Cluster>> = OnceLock::new();
@@ -38,7 +41,7 @@ pub fn required() -> bool {
 
 /// The directory holding `initdb`, `pg_ctl` and `postgres`.
 fn find_bin() -> Option<PathBuf> {
-    if let Ok(dir) = std::env::var("ACTIONGATE_PG_BIN") {
+    if let Ok(dir) = std::env::var("PG_BIN_DIR") {
         return Some(PathBuf::from(dir));
     }
     let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
@@ -81,8 +84,22 @@ impl Cluster {
             .as_ref()
     }
 
-    /// Starts a new cluster (stopped when this process ends).
+    /// Starts a new cluster (stopped when this process ends). Commits are
+    /// answered before their WAL is written: fast, and a crash of the
+    /// server may lose the last ones (use [`Cluster::start_durable`] where
+    /// a test stops the server and counts what survived).
     pub fn start() -> Result<Cluster, String> {
+        Cluster::start_with(false)
+    }
+
+    /// [`Cluster::start`], with every acknowledged commit written to the
+    /// WAL before it is answered (`synchronous_commit=on`), so a stop of
+    /// the server loses nothing acknowledged, as on a real deployment.
+    pub fn start_durable() -> Result<Cluster, String> {
+        Cluster::start_with(true)
+    }
+
+    fn start_with(durable: bool) -> Result<Cluster, String> {
         let bin = find_bin().ok_or("no Postgres found (apt-get install postgresql)")?;
         let dir = std::env::temp_dir().join(format!(
             "actiongate-pg-{}-{}",
@@ -96,6 +113,7 @@ impl Cluster {
             bin,
             port: free_port(),
             as_postgres,
+            durable,
         };
         if as_postgres {
             cluster.run_plain("chown", &["-R", "postgres:postgres", &cluster.dir_str()])?;
@@ -130,10 +148,11 @@ impl Cluster {
     /// (Re)starts the server on the same port and data.
     pub fn start_server(&self) -> Result<(), String> {
         let opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off \
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit={} \
              -c full_page_writes=off -c max_connections=300 -c shared_buffers=32MB",
             self.port,
-            self.dir_str()
+            self.dir_str(),
+            if self.durable { "on" } else { "off" }
         );
         let log = self.dir.join("log").display().to_string();
         self.run(

@@ -242,11 +242,11 @@ impl StorageSettings {
     pub fn postgres(&self) -> Option<PgOptions> {
         let url = self.database_url.as_ref()?;
         Some(PgOptions {
-            url: url.clone(),
             max_connections: self.pool_size,
             connect_timeout: self.connect_timeout.get(),
             statement_timeout: self.statement_timeout.get(),
             poll_interval: self.poll_interval.get(),
+            ..PgOptions::new(url.clone())
         })
     }
 
@@ -516,7 +516,15 @@ impl Settings {
     /// SQLite file in the data dir.
     pub fn storage_target(&self) -> Target {
         match self.storage.postgres() {
-            Some(pg) => Target::Postgres(pg),
+            Some(mut pg) => {
+                // A node holds what it sends longer than sending can take
+                // (else another node may send it too): one notification
+                // attempt, or a batch of chat messages sent one by one.
+                let margin = Duration::from_secs(30);
+                pg.delivery_lease = self.webhooks.timeout.get() + margin;
+                pg.chat_lease = self.connectors.batch_time() + margin;
+                Target::Postgres(pg)
+            }
             None => Target::Sqlite(self.database_path()),
         }
     }
@@ -574,5 +582,40 @@ mod tests {
             err.to_string(),
             "storage.commit_delay: at most 100ms (got 1s)"
         );
+    }
+
+    /// The Postgres settings, typed, reach the store as the config file
+    /// gives them, and a node holds what it sends longer than sending can
+    /// take (notification timeout, a batch of chat calls).
+    #[test]
+    fn postgres_settings_reach_the_store_and_send_leases_outlast_a_send() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("actiongate.toml");
+        std::fs::write(
+            &file,
+            "[storage]\ndatabase_url = \"postgres://u@127.0.0.1:1/db\"\npool_size = 7\n\
+             connect_timeout = \"2s\"\nstatement_timeout = \"1500ms\"\npoll_interval = \"250ms\"\n\
+             [webhooks]\ntimeout = \"20s\"\n[connectors]\ntimeout_seconds = 5\n",
+        )
+        .unwrap();
+        let settings = Settings::load(Some(&file), &FlagOverrides::default()).unwrap();
+        let Target::Postgres(pg) = settings.storage_target() else {
+            panic!("a database_url means Postgres");
+        };
+        assert_eq!(pg.url, "postgres://u@127.0.0.1:1/db");
+        assert_eq!(pg.max_connections, 7);
+        assert_eq!(pg.connect_timeout, Duration::from_secs(2));
+        assert_eq!(pg.statement_timeout, Duration::from_millis(1500));
+        assert_eq!(pg.poll_interval, Duration::from_millis(250));
+        assert_eq!(pg.delivery_lease, Duration::from_secs(50));
+        assert_eq!(pg.chat_lease, Duration::from_secs(16 * 5 + 30));
+        // A poll interval past a second is refused at start.
+        std::fs::write(
+            &file,
+            "[storage]\ndatabase_url = \"postgres://u@h/db\"\npoll_interval = \"2s\"\n",
+        )
+        .unwrap();
+        let err = Settings::load(Some(&file), &FlagOverrides::default()).unwrap_err();
+        assert!(err.to_string().contains("poll_interval"), "{err}");
     }
 }

@@ -3,7 +3,13 @@
 //! Lists (`approvers`) are TOML arrays, or comma-separated in the
 //! environment; ids may be written as numbers or strings.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Deserializer, Serialize};
+
+/// Outgoing chat messages a sender reads (and, on Postgres, takes) at once,
+/// then sends one after another.
+pub const OUTBOX_BATCH: u32 = 16;
 
 /// Every chat connector.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -21,6 +27,13 @@ pub struct ConnectorsSettings {
     pub notify_only: bool,
     /// Seconds an outgoing call to a chat API may take.
     pub timeout_seconds: u64,
+}
+
+impl ConnectorsSettings {
+    /// The longest a sender's batch of chat calls can take.
+    pub fn batch_time(&self) -> Duration {
+        Duration::from_secs(self.timeout_seconds) * OUTBOX_BATCH
+    }
 }
 
 impl Default for ConnectorsSettings {

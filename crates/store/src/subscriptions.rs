@@ -130,6 +130,8 @@ macro_rules! delivery_columns {
     };
 }
 
+pub(crate) use {delivery_columns, subscription_columns};
+
 impl SqliteStore {
     /// Stores a subscription; it receives events committed from now on.
     pub async fn create_subscription(

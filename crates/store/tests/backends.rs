@@ -15,8 +15,9 @@ pub enum Kind {
 }
 
 /// What keeps a test's database alive: its SQLite directory (Postgres
-/// databases live as long as the cluster).
-pub struct Held(Option<tempfile::TempDir>);
+/// databases live as long as the cluster); and where it is, to open it
+/// again ([`reopen`]).
+pub struct Held(Option<tempfile::TempDir>, Option<String>);
 
 /// A fresh, empty store on `kind` with `opts`; `None` when Postgres is not
 /// installed (the test is then skipped, unless CI requires Postgres).
@@ -25,16 +26,28 @@ pub async fn open_with(kind: Kind, opts: StoreOptions) -> Option<(Store, Held)> 
         Kind::Sqlite => {
             let dir = tempfile::tempdir().unwrap();
             let store = Store::open(&dir.path().join("t.db"), opts).await.unwrap();
-            Some((store, Held(Some(dir))))
+            Some((store, Held(Some(dir), None)))
         }
         Kind::Postgres => {
             let cluster = pg_cluster::Cluster::shared()?;
             let url = cluster.database();
-            let store = Store::open_postgres(&PgOptions::new(url), opts)
+            let store = Store::open_postgres(&PgOptions::new(&url), opts)
                 .await
                 .unwrap();
-            Some((store, Held(None)))
+            Some((store, Held(None, Some(url))))
         }
+    }
+}
+
+/// The database of `held` opened again (a restart of the daemon), with
+/// the default options.
+pub async fn reopen(held: &Held) -> Store {
+    match held {
+        Held(Some(dir), _) => Store::open(&dir.path().join("t.db"), StoreOptions::default())
+            .await
+            .unwrap(),
+        Held(None, Some(url)) => open_node(url).await,
+        Held(None, None) => unreachable!("every store is on a file or a database"),
     }
 }
 
@@ -71,7 +84,12 @@ pub fn pg_database() -> Option<String> {
 
 /// A store on the Postgres database at `url`, as one more node.
 pub async fn open_node(url: &str) -> Store {
-    Store::open_postgres(&PgOptions::new(url), StoreOptions::default())
+    open_node_with(PgOptions::new(url)).await
+}
+
+/// A store on the Postgres database of `pg`, as one more node.
+pub async fn open_node_with(pg: PgOptions) -> Store {
+    Store::open_postgres(&pg, StoreOptions::default())
         .await
         .unwrap()
 }

@@ -3,11 +3,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, dead_code)]
 
 mod actions;
+mod audit;
 mod backends;
+mod connectors;
 mod dispatch;
 mod grant_requests;
 mod grants;
 mod handlers;
 mod limits;
+mod nodes;
 mod outbox;
 mod store;

@@ -1,6 +1,7 @@
-//! The webhook outbox and retention against a real SQLite file, across
-//! restarts.
+//! The webhook outbox and retention, across restarts, on both backends.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use crate::backends::{Kind, open, reopen};
 
 use actiongate_store::audit::audit_line;
 use actiongate_store::audit_verify::{VerifyOptions, end_line, verify};
@@ -35,11 +36,10 @@ fn sub(types: &[&str]) -> NewSubscription {
     }
 }
 
-#[tokio::test]
-async fn outbox_survives_a_restart_without_losing_or_repeating_a_delivery() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.db");
-    let store = Store::open(&path, StoreOptions::default()).await.unwrap();
+async fn outbox_survives_a_restart_without_losing_or_repeating_a_delivery(kind: Kind) {
+    let Some((store, held)) = open(kind).await else {
+        return;
+    };
     // Events before the subscription are not sent.
     store
         .insert_action(action("a", DecisionResult::Allow))
@@ -66,7 +66,7 @@ async fn outbox_survives_a_restart_without_losing_or_repeating_a_delivery() {
     store.close().await;
 
     // After a restart: what was written stays, the rest is caught up once.
-    let store = Store::open(&path, StoreOptions::default()).await.unwrap();
+    let store = reopen(&held).await;
     assert!(store.outbox_behind().await.unwrap());
     assert_eq!(store.fan_out(1000).await.unwrap(), (2, false));
     assert_eq!(store.fan_out(1000).await.unwrap(), (0, false));
@@ -137,11 +137,10 @@ async fn outbox_survives_a_restart_without_losing_or_repeating_a_delivery() {
     store.close().await;
 }
 
-#[tokio::test]
-async fn pruning_moves_the_anchor_and_keeps_events_owed_to_subscriptions() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.db");
-    let store = Store::open(&path, StoreOptions::default()).await.unwrap();
+async fn pruning_moves_the_anchor_and_keeps_events_owed_to_subscriptions(kind: Kind) {
+    let Some((store, held)) = open(kind).await else {
+        return;
+    };
     for _ in 0..5 {
         store
             .insert_action(action("a", DecisionResult::Allow))
@@ -183,7 +182,7 @@ async fn pruning_moves_the_anchor_and_keeps_events_owed_to_subscriptions() {
 
     // Seqs continue after a restart with an empty log, and the chain from
     // the anchor verifies.
-    let store = Store::open(&path, StoreOptions::default()).await.unwrap();
+    let store = reopen(&held).await;
     assert_eq!(store.last_seq(), 6);
     store
         .insert_action(action("a", DecisionResult::Allow))
@@ -203,12 +202,10 @@ async fn pruning_moves_the_anchor_and_keeps_events_owed_to_subscriptions() {
     store.close().await;
 }
 
-#[tokio::test]
-async fn the_outbox_is_behind_only_while_some_subscription_exists() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("t.db"), StoreOptions::default())
-        .await
-        .unwrap();
+async fn the_outbox_is_behind_only_while_some_subscription_exists(kind: Kind) {
+    let Some((store, _held)) = open(kind).await else {
+        return;
+    };
     store
         .insert_action(action("a", DecisionResult::Allow))
         .await
@@ -240,3 +237,9 @@ async fn the_outbox_is_behind_only_while_some_subscription_exists() {
     assert!(store.outbox_behind().await.unwrap());
     store.delete_subscription(&kept.id).await.unwrap();
 }
+
+crate::conformance!(
+    outbox_survives_a_restart_without_losing_or_repeating_a_delivery,
+    pruning_moves_the_anchor_and_keeps_events_owed_to_subscriptions,
+    the_outbox_is_behind_only_while_some_subscription_exists,
+);

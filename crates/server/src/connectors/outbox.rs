@@ -16,9 +16,8 @@ use tokio::task::JoinSet;
 
 use super::card::{self, Card};
 use super::{Connectors, Kind};
+use crate::config_connectors::OUTBOX_BATCH as BATCH;
 
-/// Outgoing messages of one chat read at once.
-const BATCH: i64 = 16;
 /// How soon the sender looks again while what is due waits for a chat
 /// that is being sent to.
 const BUSY_LOOK: Duration = Duration::from_millis(250);
@@ -207,7 +206,7 @@ pub async fn send(c: Arc<Connectors>) {
     let mut sending: JoinSet<()> = JoinSet::new();
     let mut busy: HashMap<tokio::task::Id, String> = HashMap::new();
     loop {
-        match c.gate.connector_due(BATCH).await {
+        match c.gate.connector_due(i64::from(BATCH)).await {
             Ok(due) => {
                 let mut by_chat: HashMap<String, Vec<Outgoing>> = HashMap::new();
                 for o in due {

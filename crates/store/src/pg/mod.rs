@@ -14,13 +14,22 @@
 //! latency, never an event.
 //!
 //! Modules: `actions`, `agents`, `dispatch`, `events`, `grant_requests`,
-//! `grants`, `handlers`, `keys` hold the queries of the records they are
-//! named after; the record types and the pure parts of each operation are
-//! shared with the SQLite backend. Multi-row changes lock their rows in id
-//! order, so no two transactions deadlock; dispatch claims skip locked rows.
+//! `grants`, `handlers`, `keys`, `limits`, `audit` (the chain's anchor and
+//! retention), `anchor` (signed anchor events), `subscriptions`
+//! (notification deliveries), `connectors` (chat connector state) hold the
+//! queries of the records they are named after; the record types and the
+//! pure parts of each operation are shared with the SQLite backend.
+//! Multi-row changes lock their rows in id order, so no two transactions
+//! deadlock; dispatch claims skip locked rows. Rows that are sent out
+//! (deliveries, chat messages) are claimed by one node at a time with
+//! `FOR UPDATE SKIP LOCKED` and a lease (`claimed_by`, `claim_until`), so
+//! two nodes never both send one.
 
 mod actions;
 mod agents;
+mod anchor;
+mod audit;
+mod connectors;
 mod dispatch;
 mod events;
 mod grant_requests;
@@ -29,7 +38,7 @@ mod handlers;
 mod keys;
 mod limits;
 mod log;
-mod pending;
+mod subscriptions;
 mod tail;
 
 use std::sync::Arc;
@@ -40,7 +49,8 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{ConnectOptions, Postgres as Pg, Transaction};
 use tokio::sync::broadcast;
 
-use crate::{Event, NewEvent, StoreError, StoreOptions, WriteStats, anchor};
+use crate::anchor::AuditKey;
+use crate::{Event, NewEvent, StoreError, StoreOptions, WriteStats};
 
 /// Embedded migrations from `migrations/postgres`.
 pub static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
@@ -58,8 +68,17 @@ pub struct PgOptions {
     /// Longest a statement may run before Postgres cancels it (503).
     pub statement_timeout: Duration,
     /// Longest a node goes without reading the event log when no
-    /// notification arrives (at most a second).
+    /// notification arrives (the daemon's settings keep it at most a
+    /// second; a lost notification costs this much latency).
     pub poll_interval: Duration,
+    /// How long a node holds a notification delivery it took to send
+    /// before another node may take it: longer than one attempt can take,
+    /// since one still under way when it lapses may be made twice. Only a
+    /// node that died mid-send makes the others wait it out.
+    pub delivery_lease: Duration,
+    /// The same for the chat messages a node took (a batch, sent one
+    /// after another).
+    pub chat_lease: Duration,
 }
 
 impl PgOptions {
@@ -71,6 +90,8 @@ impl PgOptions {
             connect_timeout: Duration::from_secs(5),
             statement_timeout: Duration::from_secs(10),
             poll_interval: Duration::from_millis(500),
+            delivery_lease: Duration::from_secs(60),
+            chat_lease: Duration::from_secs(300),
         }
     }
 }
@@ -94,7 +115,14 @@ pub struct Postgres {
     full: Arc<AtomicBool>,
     shutdown: Arc<tokio::sync::Mutex<Vec<TaskStop>>>,
     pub(crate) default_profile: Option<Arc<actiongate_policy::Profile>>,
-    audit_key: Option<anchor::AuditKey>,
+    audit_key: Option<AuditKey>,
+    /// This node's name in the claims it makes on rows to send (new at
+    /// every start: a restarted node waits out its old leases like any).
+    pub(crate) node: Arc<str>,
+    /// See [`PgOptions::delivery_lease`].
+    pub(crate) delivery_lease: chrono::Duration,
+    /// See [`PgOptions::chat_lease`].
+    pub(crate) chat_lease: chrono::Duration,
 }
 
 impl Postgres {
@@ -125,7 +153,7 @@ impl Postgres {
             pool: pool.clone(),
             tx: events.clone(),
             last_seq: last_seq.clone(),
-            poll: pg.poll_interval.min(Duration::from_secs(1)),
+            poll: pg.poll_interval,
             lock: tokio::sync::Mutex::new(()),
         });
         let (stop, stopped) = tokio::sync::oneshot::channel();
@@ -140,6 +168,9 @@ impl Postgres {
             shutdown: Arc::new(tokio::sync::Mutex::new(vec![(stop, follow)])),
             default_profile: opts.default_profile,
             audit_key: opts.audit_key,
+            node: uuid::Uuid::now_v7().simple().to_string().into(),
+            delivery_lease: lease(pg.delivery_lease),
+            chat_lease: lease(pg.chat_lease),
         })
     }
 
@@ -204,7 +235,7 @@ impl Postgres {
     }
 
     /// The daemon's audit key, if it has one.
-    pub fn audit_key(&self) -> Option<&anchor::AuditKey> {
+    pub fn audit_key(&self) -> Option<&AuditKey> {
         self.audit_key.as_ref()
     }
 
@@ -244,6 +275,11 @@ impl Postgres {
         }
         self.pool.close().await;
     }
+}
+
+/// `d` as a time span (a day when it is too long to be one).
+fn lease(d: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::days(1))
 }
 
 /// Applies pending migrations to the Postgres database at `url`; returns

@@ -87,6 +87,10 @@ impl Tail {
     }
 }
 
+/// How soon a node tries again to listen after its listening connection
+/// broke (Postgres restarted, a network cut), whatever the poll interval.
+const RELISTEN: Duration = Duration::from_secs(1);
+
 async fn listen(pool: &PgPool) -> Option<PgListener> {
     let mut listener = PgListener::connect_with(pool).await.ok()?;
     listener.listen(super::log::CHANNEL).await.ok()?;
@@ -94,13 +98,24 @@ async fn listen(pool: &PgPool) -> Option<PgListener> {
 }
 
 /// Runs until `stop`: catch up, then wait for a notification or the poll
-/// interval, and again.
+/// interval, and again. When the listening connection breaks (Postgres
+/// restarted), it catches up at once and listens again within
+/// [`RELISTEN`], reading the log at least that often meanwhile, so what
+/// other nodes commit after the restart keeps arriving.
 pub(crate) async fn run(tail: Arc<Tail>, mut stop: oneshot::Receiver<()>) {
-    let mut listener = listen(&tail.pool).await;
+    let mut listener = tokio::select! {
+        _ = &mut stop => return,
+        l = listen(&tail.pool) => l,
+    };
     let mut failing = false;
     loop {
         match tail.catch_up().await {
-            Ok(()) => failing = false,
+            Ok(()) => {
+                if failing {
+                    tracing::info!("reading the event log again");
+                }
+                failing = false;
+            }
             Err(e) => {
                 if !failing {
                     tracing::warn!(error = %e, "reading the event log failed; retrying");
@@ -108,9 +123,16 @@ pub(crate) async fn run(tail: Arc<Tail>, mut stop: oneshot::Receiver<()>) {
                 failing = true;
             }
         }
+        let wait = if listener.is_some() {
+            tail.poll
+        } else {
+            tail.poll.min(RELISTEN)
+        };
+        // `Ok(None)`: the connection was lost and made again (what was
+        // notified in between is lost: the loop reads the log first).
         let heard = async {
             match listener.as_mut() {
-                Some(l) => l.recv().await.is_ok(),
+                Some(l) => l.try_recv().await.is_ok(),
                 None => std::future::pending().await,
             }
         };
@@ -118,13 +140,17 @@ pub(crate) async fn run(tail: Arc<Tail>, mut stop: oneshot::Receiver<()>) {
             _ = &mut stop => return,
             ok = heard => {
                 if !ok {
-                    // The listening connection broke: poll until it is back.
+                    // Notifications may have been lost with the connection:
+                    // read the log now, listen again soon.
                     listener = None;
                 }
             }
-            () = tokio::time::sleep(tail.poll) => {
+            () = tokio::time::sleep(wait) => {
                 if listener.is_none() {
-                    listener = listen(&tail.pool).await;
+                    listener = tokio::select! {
+                        _ = &mut stop => return,
+                        l = listen(&tail.pool) => l,
+                    };
                 }
             }
         }

@@ -1,0 +1,143 @@
+//! Signed audit anchors on Postgres (see `crate::anchor` for what they
+//! prove). Every node runs the anchor task; they share one log.
+//!
+//! An anchor signs the chain hash of the event just before it, so nothing
+//! may be appended between the hashing and the anchor: the transaction
+//! takes the event counter's row lock first (every writer takes it last,
+//! see `log`), hashes what was committed since the last pass, and appends
+//! the anchor under the same lock. It holds the anchor row `FOR SHARE`, so
+//! retention on another node cannot prune what it is hashing. When the
+//! newest event already is an anchor (another node's), it writes none.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::anchor::{ANCHOR_EVENT, AuditKey, Signed};
+use crate::audit::{Anchor, chain_hash, event_content};
+use crate::error::StoreError;
+use crate::events::{NewEvent, event_columns, from_row};
+use crate::pg::Postgres;
+use crate::pg::audit::lock_anchor;
+use actiongate_api::model::Json;
+
+/// Where the task got to: the chain after the events it has hashed, and
+/// whether the last of them was an anchor.
+#[derive(Debug, Clone)]
+struct Head {
+    at: Anchor,
+    last_was_anchor: bool,
+}
+
+impl Head {
+    fn follow(&mut self, events: &[actiongate_api::model::Event]) -> Result<(), StoreError> {
+        for ev in events {
+            self.at.hash = chain_hash(&self.at.hash, &event_content(ev));
+            self.at.seq = ev.seq;
+            self.last_was_anchor = ev.kind == ANCHOR_EVENT;
+        }
+        Ok(())
+    }
+}
+
+impl Postgres {
+    /// Starts the task that appends a signed `audit.anchor` event every
+    /// `interval` when events were written since the last one. It stops
+    /// with the store.
+    pub async fn start_anchors(&self, key: AuditKey, interval: Duration) {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let store = self.clone();
+        let key = Arc::new(key);
+        let task = tokio::spawn(async move {
+            let mut head: Option<Head> = None;
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(interval) => {}
+                    _ = &mut stopped => return,
+                }
+                if let Err(e) = store.anchor_once(&key, &mut head).await {
+                    // The next round tries again; nothing is lost meanwhile.
+                    tracing::warn!(error = %e, "writing an audit anchor failed");
+                    head = None;
+                }
+            }
+        });
+        // Stopped before the pool closes.
+        self.shutdown.lock().await.insert(0, (stop, task));
+    }
+
+    /// Hashes the events committed since `head` and appends an anchor over
+    /// the newest, unless the newest already is one.
+    async fn anchor_once(
+        &self,
+        key: &Arc<AuditKey>,
+        head: &mut Option<Head>,
+    ) -> Result<(), StoreError> {
+        let pruned_to = self.audit_anchor().await?;
+        let mut h = match head.take() {
+            Some(h) if h.at.seq >= pruned_to.seq => h,
+            _ => Head {
+                at: pruned_to,
+                last_was_anchor: false,
+            },
+        };
+        // Most of the hashing happens here, holding no lock.
+        loop {
+            let page = self.events_after(h.at.seq, None, 1000).await?;
+            if page.is_empty() {
+                break;
+            }
+            h.follow(&page)?;
+        }
+        if h.last_was_anchor || h.at.seq == 0 {
+            *head = Some(h);
+            return Ok(());
+        }
+        let mut tx = self.begin().await?;
+        let pruned = lock_anchor(&mut tx, false).await?;
+        if pruned.seq > h.at.seq {
+            return Err(StoreError::Conflict(
+                "events were pruned meanwhile; anchoring next round".to_owned(),
+            ));
+        }
+        // No writer appends from here until this transaction ends.
+        sqlx::query("SELECT seq FROM event_counter WHERE id = 1 FOR UPDATE")
+            .execute(&mut *tx)
+            .await?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM events WHERE seq > $1 ORDER BY seq"
+        ))
+        .bind(h.at.seq)
+        .fetch_all(&mut *tx)
+        .await?;
+        let late = rows.iter().map(from_row).collect::<Result<Vec<_>, _>>()?;
+        h.follow(&late)?;
+        if h.last_was_anchor {
+            // Another node anchored this very point.
+            self.commit(tx, Vec::new()).await?;
+            *head = Some(h);
+            return Ok(());
+        }
+        let data = json!({
+            "seq": h.at.seq,
+            "hash": h.at.hash,
+            "key_id": key.id(),
+            "mac": key.sign(Signed::Anchor, h.at.seq, &h.at.hash),
+        });
+        let anchor = NewEvent {
+            kind: ANCHOR_EVENT,
+            agent: None,
+            action_id: None,
+            grant_id: None,
+            data: Json::of(&data)?,
+        };
+        self.commit(tx, vec![anchor]).await?;
+        // The anchor event itself is hashed on the next round.
+        h.last_was_anchor = false;
+        *head = Some(h);
+        Ok(())
+    }
+}

@@ -1,0 +1,454 @@
+//! Several nodes (stores) on one Postgres database at once: what SQLite's
+//! single writer gives for free must hold across nodes. Without Postgres
+//! these say so and pass, unless `PG_TESTS_REQUIRED=1`.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use actiongate_store::anchor::{ANCHOR_EVENT, AuditKey};
+use actiongate_store::*;
+use chrono::Utc;
+
+use crate::audit::{all_events, ask, verify_chain};
+use crate::backends::{open_node, open_node_with, pg_cluster, pg_database};
+
+fn sub(types: &[&str]) -> NewSubscription {
+    NewSubscription {
+        id: format!("sub_{}", uuid::Uuid::now_v7().simple()),
+        url: "http://127.0.0.1:9/hook".to_owned(),
+        types: types.iter().map(|t| (*t).to_owned()).collect(),
+        description: None,
+        secret: "whsec_AAAA".to_owned(),
+    }
+}
+
+fn attempt(outcome: AttemptOutcome) -> AttemptRecord {
+    AttemptRecord {
+        at: Utc::now(),
+        status_code: Some(503),
+        error: Some("HTTP 503".to_owned()),
+        duration_ms: 1,
+        outcome,
+    }
+}
+
+async fn nodes(url: &str, n: usize, lease: Duration) -> Vec<Store> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let mut pg = PgOptions::new(url);
+        pg.delivery_lease = lease;
+        pg.chat_lease = lease;
+        out.push(open_node_with(pg).await);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nodes_fanning_out_at_once_make_each_delivery_once() {
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let n = nodes(&url, 3, Duration::from_secs(60)).await;
+    let all = n[0].create_subscription(sub(&["*"])).await.unwrap();
+    let denied = n[1]
+        .create_subscription(sub(&["action.enqueued"]))
+        .await
+        .unwrap();
+    // Writers and fan-outs on every node at once.
+    let mut tasks = Vec::new();
+    for (i, node) in n.iter().enumerate() {
+        let node = node.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut made = 0;
+            for _ in 0..40 {
+                node.insert_action(ask(&format!("agent-{i}")))
+                    .await
+                    .unwrap();
+                made += node.fan_out(7).await.unwrap().0;
+            }
+            made
+        }));
+    }
+    let mut made = 0;
+    for t in tasks {
+        made += t.await.unwrap();
+    }
+    loop {
+        let (m, more) = n[2].fan_out(1000).await.unwrap();
+        made += m;
+        if !more && !n[2].outbox_behind().await.unwrap() {
+            break;
+        }
+    }
+    for s in [&all, &denied] {
+        let d = n[0].list_deliveries(&s.id, None, None, 1000).await.unwrap();
+        let seqs: Vec<i64> = d.iter().rev().map(|d| d.event_seq).collect();
+        assert_eq!(seqs, (1..=120).collect::<Vec<_>>(), "{}", s.id);
+    }
+    assert_eq!(
+        made, 240,
+        "each delivery counted once by the node that made it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_delivery_is_taken_by_one_node_until_its_lease_lapses() {
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let n = nodes(&url, 2, Duration::from_millis(700)).await;
+    let s = n[0].create_subscription(sub(&["*"])).await.unwrap();
+    for _ in 0..20 {
+        n[0].insert_action(ask("a")).await.unwrap();
+    }
+    assert_eq!(n[1].fan_out(1000).await.unwrap(), (20, false));
+    // Both take at once: no delivery goes to both.
+    let now = Utc::now();
+    let (a, b) = tokio::join!(n[0].due_deliveries(now, 12), n[1].due_deliveries(now, 12));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let ids_a: HashSet<String> = a.iter().map(|d| d.id.clone()).collect();
+    let ids_b: HashSet<String> = b.iter().map(|d| d.id.clone()).collect();
+    assert!(ids_a.is_disjoint(&ids_b), "{ids_a:?} {ids_b:?}");
+    assert_eq!(ids_a.len() + ids_b.len(), 20);
+    // In event order, each node's share.
+    let seq = |d: &DueDelivery| {
+        serde_json::from_str::<serde_json::Value>(&d.payload).unwrap()["seq"].as_i64()
+    };
+    assert!(a.windows(2).all(|w| seq(&w[0]) < seq(&w[1])));
+    // The holder sees its own again (as SQLite's one sender does); the
+    // other node does not, and waits for the lease.
+    let again: HashSet<String> = n[0]
+        .due_deliveries(Utc::now(), 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.id)
+        .collect();
+    assert_eq!(again, ids_a);
+    assert!(
+        n[1].due_deliveries(Utc::now(), 100)
+            .await
+            .unwrap()
+            .iter()
+            .all(|d| ids_b.contains(&d.id))
+    );
+    let first_due = n[1]
+        .pending_schedule(100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|(id, _)| ids_a.contains(id))
+        .map(|(_, at)| at)
+        .min()
+        .unwrap();
+    assert!(
+        first_due > Utc::now() + chrono::Duration::milliseconds(200),
+        "node 1 sees node 0's deliveries due only when the lease lapses"
+    );
+    // Node 0 "dies" holding them: after the lease, node 1 takes them over.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let taken: HashSet<String> = n[1]
+        .due_deliveries(Utc::now(), 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.id)
+        .collect();
+    assert!(ids_a.is_subset(&taken));
+    // Node 0 comes back late with a retry of one it lost: recorded, but the
+    // schedule stays node 1's; node 1 delivers it; node 0's later failure
+    // does not undo that.
+    let late = ids_a.iter().next().unwrap().clone();
+    let later = Utc::now() + chrono::Duration::hours(1);
+    n[0].record_attempt(&late, attempt(AttemptOutcome::Retry(later)))
+        .await
+        .unwrap();
+    assert!(
+        n[1].due_deliveries(Utc::now(), 100)
+            .await
+            .unwrap()
+            .iter()
+            .any(|d| d.id == late)
+    );
+    let mut ok = attempt(AttemptOutcome::Delivered);
+    ok.status_code = Some(200);
+    ok.error = None;
+    n[1].record_attempt(&late, ok).await.unwrap();
+    n[0].record_attempt(&late, attempt(AttemptOutcome::Failed))
+        .await
+        .unwrap();
+    let d = n[0].list_deliveries(&s.id, None, None, 100).await.unwrap();
+    let d = d.iter().find(|d| d.id == late).unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered);
+    assert_eq!(d.attempts, 3);
+    assert_eq!(d.attempt_log.len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn chat_messages_are_queued_and_taken_once_across_nodes() {
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let n = nodes(&url, 3, Duration::from_secs(60)).await;
+    // Every node hears every event and queues the same post.
+    let mut tasks = Vec::new();
+    for node in &n {
+        for item in 0..10 {
+            let node = node.clone();
+            tasks.push(tokio::spawn(async move {
+                let posted = node
+                    .connector_post("telegram", &format!("a{item}"), "{}".into())
+                    .await
+                    .unwrap();
+                let seen = node
+                    .connector_first_seen("telegram", &format!("cq:{item}"))
+                    .await
+                    .unwrap();
+                (posted, seen)
+            }));
+        }
+    }
+    let mut posted = 0;
+    let mut seen = 0;
+    for t in tasks {
+        let (p, s) = t.await.unwrap();
+        posted += usize::from(p);
+        seen += usize::from(s);
+    }
+    assert_eq!((posted, seen), (10, 10));
+    let now = Utc::now();
+    let (a, b, c) = tokio::join!(
+        n[0].connector_due(now, 4),
+        n[1].connector_due(now, 4),
+        n[2].connector_due(now, 4)
+    );
+    let mut ids = HashSet::new();
+    let mut total = 0;
+    for due in [a.unwrap(), b.unwrap(), c.unwrap()] {
+        total += due.len();
+        assert!(due.windows(2).all(|w| w[0].id < w[1].id));
+        ids.extend(due.into_iter().map(|o| o.id));
+    }
+    assert_eq!(
+        (ids.len(), total),
+        (10, 10),
+        "each message taken by one node"
+    );
+    // Nothing is due for a node while another holds it.
+    assert!(
+        n[0].connector_next_due().await.unwrap().unwrap()
+            > Utc::now() - chrono::Duration::seconds(1)
+    );
+    // Sent from node 1; the edits, queued by all three, are queued once.
+    for id in &ids {
+        n[1].connector_sent(*id, Some(format!("m{id}")))
+            .await
+            .unwrap();
+    }
+    let edits = futures::future::join_all(
+        n.iter()
+            .map(|node| node.connector_edit("telegram", "a0", "{}".into())),
+    )
+    .await;
+    assert_eq!(edits.iter().filter(|e| *e.as_ref().unwrap()).count(), 1);
+    assert!(
+        n[2].connector_message_ref("telegram", "a0")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // A retry is recorded by the node holding the message, not another.
+    let edit = n[0].connector_due(Utc::now(), 10).await.unwrap();
+    assert_eq!(edit.len(), 1);
+    let later = Utc::now() + chrono::Duration::hours(1);
+    n[1].connector_retry(edit[0].id, later, "not mine".into())
+        .await
+        .unwrap();
+    assert_eq!(n[0].connector_due(Utc::now(), 10).await.unwrap(), edit);
+    n[0].connector_retry(edit[0].id, later, "down".into())
+        .await
+        .unwrap();
+    assert!(n[0].connector_due(Utc::now(), 10).await.unwrap().is_empty());
+    let due = n[2].connector_due(later, 10).await.unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].attempts, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn anchors_and_retention_on_every_node_keep_one_verifiable_chain() {
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let n = nodes(&url, 3, Duration::from_secs(60)).await;
+    let dir = tempfile::tempdir().unwrap();
+    // Every node signs with the same key (the README copies it).
+    let key = AuditKey::load_or_create(&dir.path().join("audit.key")).unwrap();
+    for node in &n {
+        node.start_anchors(key.clone(), Duration::from_millis(20))
+            .await;
+    }
+    let writers: Vec<_> = n
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let node = node.clone();
+            tokio::spawn(async move {
+                for j in 0..60 {
+                    node.insert_action(ask(&format!("agent-{i}")))
+                        .await
+                        .unwrap();
+                    if j % 15 == 0 {
+                        tokio::time::sleep(Duration::from_millis(30)).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    // Retention on every node at once, in small batches.
+    let cutoff = Utc::now() + chrono::Duration::hours(1);
+    let pruners: Vec<_> = n
+        .iter()
+        .map(|node| {
+            let node = node.clone();
+            tokio::spawn(async move {
+                let mut total = 0;
+                for _ in 0..4 {
+                    total += node.prune_events(cutoff, 10).await.unwrap();
+                }
+                total
+            })
+        })
+        .collect();
+    let mut pruned = 0;
+    for p in pruners {
+        pruned += p.await.unwrap();
+    }
+    // More events and anchors after the pruning.
+    for _ in 0..10 {
+        n[1].insert_action(ask("late")).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for node in &n {
+        node.close().await;
+    }
+    let store = open_node(&url).await;
+    let anchor = store.audit_anchor().await.unwrap();
+    // 120 of the 180 and more events written by then: none pruned twice.
+    assert_eq!(pruned, 3 * 4 * 10);
+    assert_eq!(anchor.seq, 120);
+    let events = all_events(&store).await;
+    assert_eq!(events[0].seq, anchor.seq + 1);
+    let gapless = events.windows(2).all(|w| w[1].seq == w[0].seq + 1);
+    assert!(gapless);
+    let report = verify_chain(&events, &anchor, &key);
+    assert!(report.anchors_signed >= 1, "{report:?}");
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    assert!(
+        kinds
+            .windows(2)
+            .all(|w| !(w[0] == ANCHOR_EVENT && w[1] == ANCHOR_EVENT)),
+        "two anchors in a row: nodes anchored the same point"
+    );
+    assert_eq!(kinds.last(), Some(&ANCHOR_EVENT));
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn after_postgres_restarts_a_node_hears_the_others_without_polling() {
+    // A durable cluster of its own: this test stops it.
+    let cluster = match pg_cluster::Cluster::start_durable() {
+        Ok(c) => c,
+        Err(e) if pg_cluster::required() => panic!("Postgres is required: {e}"),
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    let url = cluster.database();
+    // Polling so rare that only LISTEN/NOTIFY can deliver within the test.
+    let node = |url: &str| {
+        let mut pg = PgOptions::new(url);
+        pg.poll_interval = Duration::from_secs(600);
+        pg.connect_timeout = Duration::from_secs(1);
+        open_node_with(pg)
+    };
+    let a = node(&url).await;
+    let b = node(&url).await;
+    let mut heard = a.subscribe();
+    let (before, _) = b.insert_action(ask("a")).await.unwrap();
+    let ev = tokio::time::timeout(Duration::from_secs(5), heard.recv())
+        .await
+        .expect("node a heard node b before the restart")
+        .unwrap();
+    assert_eq!(ev.action_id.as_deref(), Some(before.id.as_str()));
+
+    cluster.stop_server().unwrap();
+    // Down longer than the connect timeout: the listening connection's own
+    // attempt to come back fails too, and the node has to listen anew.
+    for _ in 0..3 {
+        let t = Instant::now();
+        assert!(matches!(
+            b.insert_action(ask("a")).await,
+            Err(StoreError::Unavailable(_))
+        ));
+        // connect_timeout (1 s here, 5 s by default) bounds the wait.
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    }
+    cluster.start_server().unwrap();
+
+    // Both pools reconnect by themselves.
+    let started = Instant::now();
+    let after = loop {
+        match b.insert_action(ask("a")).await {
+            Ok((action, _)) => break action,
+            Err(e) => {
+                assert!(started.elapsed() < Duration::from_secs(30), "{e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let ev = tokio::time::timeout(Duration::from_secs(5), heard.recv())
+        .await
+        .expect("node a listens again after the restart")
+        .unwrap();
+    assert_eq!(ev.action_id.as_deref(), Some(after.id.as_str()));
+    assert_eq!(
+        ev.seq, 2,
+        "nothing acknowledged was lost, nothing else written"
+    );
+    assert_eq!(a.get_action(&before.id).await.unwrap(), before);
+    a.close().await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_stuck_behind_a_lock_is_cancelled_after_the_statement_timeout() {
+    use sqlx::{Connection, Executor};
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let mut pg = PgOptions::new(&url);
+    pg.statement_timeout = Duration::from_millis(300);
+    let store = open_node_with(pg).await;
+    // Another client holds the row every commit that writes events takes.
+    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
+    other.execute("BEGIN").await.unwrap();
+    other
+        .execute("SELECT seq FROM event_counter WHERE id = 1 FOR UPDATE")
+        .await
+        .unwrap();
+    let t = Instant::now();
+    let stuck = store.insert_action(ask("a")).await;
+    assert!(matches!(stuck, Err(StoreError::Busy)), "{stuck:?}");
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    other.execute("ROLLBACK").await.unwrap();
+    // Nothing of the cancelled write was kept; the next one goes through.
+    store.insert_action(ask("a")).await.unwrap();
+    assert_eq!(all_events(&store).await.len(), 1);
+    store.close().await;
+}
