@@ -446,6 +446,15 @@ impl<'g> Context<'_, 'g> {
                 return outcome;
             }
         }
+        // Commands hidden where the walk does not look are shown to deny
+        // patterns alone (the line has a hazard, so it is never allowed).
+        for command in &analysis.hidden {
+            let segment = format_action(self.tool, &format!("{prefix}{command}"));
+            if let Some(mut outcome) = self.deny_pass(&segment) {
+                outcome.command = Some(command.clone());
+                return outcome;
+            }
+        }
         let mut worst: Option<Outcome<'g>> = None;
         for (segment, command) in &segments {
             // Tool grants see the segment's whole detail (with the prefix).

@@ -620,6 +620,10 @@ pub(crate) fn simple_hazard(detail: &str) -> Option<Option<Hazard>> {
         ..Collector::default()
     };
     subcommand(sub, rest, &mut c);
+    // What a runner runs is for the full analysis to show deny patterns.
+    if c.runs_its_arguments(TOOL) {
+        return None;
+    }
     Some(c.hazards.into_iter().next())
 }
 
