@@ -40,6 +40,7 @@ pub mod handler_spec;
 pub mod notify;
 pub mod policy;
 pub mod retention;
+pub mod revocations;
 pub mod sign;
 pub mod storage;
 pub mod subscriptions;
@@ -189,11 +190,14 @@ impl Gate {
         )
     }
 
-    /// Starts the background loops (expiry, dispatch, notifications,
-    /// retention) after recovering what the last run left in flight. They
+    /// Starts the background loops (expiry, revocations made elsewhere,
+    /// dispatch, notifications, retention) after recovering what the last run left in flight. They
     /// end when the shutdown token is cancelled; await the handles then.
     pub async fn spawn(&self) -> Vec<tokio::task::JoinHandle<()>> {
-        let mut tasks = vec![tokio::spawn(sweeper::run(self.clone()))];
+        let mut tasks = vec![
+            tokio::spawn(sweeper::run(self.clone())),
+            tokio::spawn(revocations::run(self.clone())),
+        ];
         dispatch::recover_in_flight(self).await;
         if self.0.config.dispatch_enabled {
             tasks.push(tokio::spawn(dispatch::run(self.clone())));
