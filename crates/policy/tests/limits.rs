@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use actiongate_policy::{
-    Request, Verdict, analyze_shell, check, decide, format_action, get_preset,
+    Hazard, Request, Verdict, analyze_shell, check, decide, format_action, get_preset,
 };
 use std::time::{Duration, Instant};
 
@@ -177,6 +177,59 @@ fn a_limit_hit_is_named_in_the_reason() {
         assert_eq!(d.verdict, Verdict::Ask, "{}", d.reason);
         assert!(d.reason.contains("too long"), "{}", d.reason);
     });
+}
+
+/// brush-parser takes time exponential in the `(` it has open at a syntax
+/// error: cargo fuzz found `l&` + 29 `(` + `s >d`, 36 bytes that took
+/// seconds, under the opener bound. Deeper than `MAX_PAREN_DEPTH` is a
+/// limit hit before parsing.
+#[test]
+fn unclosed_parentheses_are_refused_before_parsing() {
+    on_small_stack(|| {
+        let open = get_preset("open").unwrap();
+        for n in 9..=31 {
+            for detail in [
+                format!("l&{}s >d", "(".repeat(n)),
+                format!("{}s", "( ".repeat(n)),
+                format!("{}s", "( ( ( a\n".repeat(n / 3 + 1)),
+            ] {
+                let started = Instant::now();
+                let a = analyze_shell(&detail);
+                assert!(a.hazards.contains(&Hazard::TooDeep), "{detail:?}: {a:?}");
+                let d = decide(
+                    &open,
+                    &[],
+                    &Request {
+                        agent: "a",
+                        tool: "sh",
+                        detail: &detail,
+                        permission: None,
+                    },
+                    actiongate_policy::chrono::Utc::now(),
+                );
+                assert_ne!(d.verdict, Verdict::Allow, "{detail:?}");
+                // Seconds before, for n = 29; generous for debug builds.
+                assert!(
+                    started.elapsed() < Duration::from_secs(1),
+                    "{detail:?} took {:?}",
+                    started.elapsed()
+                );
+            }
+        }
+    });
+}
+
+/// Parentheses nested as deep as ordinary commands go are still parsed.
+#[test]
+fn nested_parentheses_up_to_the_bound_are_parsed() {
+    let nested = format!("{}ls{}", "(ls; ".repeat(8), " )".repeat(8));
+    assert!(
+        analyze_shell(&nested).is_clean(),
+        "{:?}",
+        analyze_shell(&nested)
+    );
+    let deep = format!("echo $(( {}1{} ))", "(".repeat(6), ")".repeat(6));
+    assert!(!analyze_shell(&deep).hazards.contains(&Hazard::TooDeep));
 }
 
 /// Short commands far from every limit are still judged normally.

@@ -73,7 +73,34 @@ fn huge_redirect_number(source: &str) -> bool {
 /// process.
 pub(crate) const MAX_OPENERS: usize = 32;
 
-/// Whether `source` might nest deeper than [`MAX_OPENERS`]. Counts every
+/// The deepest nesting of `(` (closed or not) a parsed line may reach:
+/// brush-parser takes time exponential in the number of `(` it has open at
+/// a syntax error (cargo fuzz found 29 in a 36-byte line that took
+/// seconds; each further one doubled it). At this depth the worst line of
+/// [`super::MAX_LEN`] bytes parses in about three times the time of a
+/// line without parentheses.
+pub(crate) const MAX_PAREN_DEPTH: usize = 8;
+
+/// How deep `(` nests in `source`, quoting ignored (which errs towards
+/// refusing).
+fn paren_depth(source: &str) -> usize {
+    let mut depth = 0usize;
+    let mut deepest = 0;
+    for b in source.bytes() {
+        match b {
+            b'(' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Whether `source` might nest deeper than [`MAX_OPENERS`] (or `(` deeper
+/// than [`MAX_PAREN_DEPTH`]). Counts every
 /// opener rather than the depth (quotes are ignored), so it errs towards
 /// refusing, which only costs a question. Inside `[[ ]]` the parser also
 /// recurses on `!`, `&&` and `||`, so where `[[` appears those count too.
@@ -93,6 +120,9 @@ pub(crate) fn too_nested(source: &str) -> bool {
     // linear time too (milliseconds per 8 KiB).
     let budget = |set: &[u8]| bytes.iter().filter(|b| set.contains(b)).count() > 2 * MAX_OPENERS;
     if count > MAX_OPENERS || budget(b"[") || budget(b")") || budget(b"<>") {
+        return true;
+    }
+    if paren_depth(source) > MAX_PAREN_DEPTH {
         return true;
     }
     if source.contains("[[") {
