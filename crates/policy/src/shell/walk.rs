@@ -99,8 +99,72 @@ fn paren_depth(source: &str) -> usize {
     deepest
 }
 
+/// The most expansions with a subscript (`${x[…]}`) a parsed line may
+/// hold.
+const MAX_SUBSCRIPTED: usize = 2;
+
+/// Whether expansions with a subscript (`${x[…]}`, `${!x[…]}`) might nest
+/// (`${x[${y[…]}]}`, `${a:-${x[…]}}`) or there are more than
+/// [`MAX_SUBSCRIPTED`]: brush-parser's word parser takes time exponential
+/// in how deep they nest (cargo fuzz found five unclosed ones in a
+/// here-document taking half a second, and seven take minutes; two over a
+/// long subscript take milliseconds a kilobyte). Quoting is ignored, and
+/// inside a subscript only `]` closes (a `}` there does not end the
+/// expansion); since a quoted `]` could still fool that, the count bounds
+/// the depth whatever the nesting looks like.
+fn nested_subscript(source: &str) -> bool {
+    #[derive(PartialEq)]
+    enum Open {
+        Brace,
+        Bracket,
+    }
+    let bytes = source.as_bytes();
+    let mut open: Vec<Open> = Vec::new();
+    let mut subscripted = 0;
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'$' if bytes.get(i + 1) == Some(&b'{') => {
+                i += 2;
+                if matches!(bytes.get(i), Some(b'!' | b'#')) {
+                    i += 1;
+                }
+                let name = bytes
+                    .get(i..)
+                    .unwrap_or_default()
+                    .iter()
+                    .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+                    .count();
+                let subscript = name > 0 && bytes.get(i + name) == Some(&b'[');
+                if subscript {
+                    subscripted += 1;
+                    if !open.is_empty() || subscripted > MAX_SUBSCRIPTED {
+                        return true;
+                    }
+                }
+                open.push(Open::Brace);
+                if subscript {
+                    open.push(Open::Bracket);
+                    i += name + 1;
+                }
+                continue;
+            }
+            b']' if open.last() == Some(&Open::Bracket) => {
+                open.pop();
+            }
+            b'}' if open.last() == Some(&Open::Brace) => {
+                open.pop();
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
 /// Whether `source` might nest deeper than [`MAX_OPENERS`] (or `(` deeper
-/// than [`MAX_PAREN_DEPTH`]). Counts every
+/// than [`MAX_PAREN_DEPTH`], or a subscripted expansion inside another,
+/// see [`nested_subscript`]). Counts every
 /// opener rather than the depth (quotes are ignored), so it errs towards
 /// refusing, which only costs a question. Inside `[[ ]]` the parser also
 /// recurses on `!`, `&&` and `||`, so where `[[` appears those count too.
@@ -122,7 +186,7 @@ pub(crate) fn too_nested(source: &str) -> bool {
     if count > MAX_OPENERS || budget(b"[") || budget(b")") || budget(b"<>") {
         return true;
     }
-    if paren_depth(source) > MAX_PAREN_DEPTH {
+    if paren_depth(source) > MAX_PAREN_DEPTH || nested_subscript(source) {
         return true;
     }
     if source.contains("[[") {
