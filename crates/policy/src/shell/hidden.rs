@@ -138,9 +138,12 @@ fn program(text: &str, c: &mut Collector) -> Parsed {
     if c.depth >= MAX_DEPTH {
         return Parsed::TooDeep;
     }
+    // Read as the tool reads it: for the git tool, a git command hidden
+    // in an alias or a runner is shown to deny patterns in canonical form.
     let mut scratch = Collector {
         depth: c.depth + 1,
         hidden_spent: c.hidden_spent,
+        git_tool: c.git_tool,
         ..Collector::default()
     };
     walk::analyze_program(text, &mut scratch);
