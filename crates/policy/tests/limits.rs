@@ -313,6 +313,33 @@ fn nested_subscripted_expansions_are_refused_before_parsing() {
     });
 }
 
+/// A here-document body is checked without the word parser, which took
+/// time exponential in what a body leaves open: cargo fuzz found this
+/// 40-byte start of a body taking milliseconds, and half a second with
+/// 14 KiB after it.
+#[test]
+fn here_document_bodies_are_checked_in_linear_time() {
+    on_small_stack(|| {
+        let open = get_preset("open").unwrap();
+        let start = "<<E\n$(\"\"($((($((${[()`<<${xnn$\u{fffd}-$(t\u{1e}hnw ";
+        for words in [0, 100, 7_000] {
+            let detail = format!("{start}{}\nE", "a ".repeat(words));
+            let started = Instant::now();
+            for tool in ["bash", "sh", "git"] {
+                let verdict = check(&format_action(tool, &detail), &open);
+                assert_ne!(verdict, Verdict::Allow, "{tool} {words}");
+            }
+            assert!(!analyze_shell(&detail).is_clean());
+            // Half a second a dialect before; generous for debug builds.
+            assert!(
+                started.elapsed() < Duration::from_secs(1),
+                "{words} words took {:?}",
+                started.elapsed()
+            );
+        }
+    });
+}
+
 /// One or two subscripts side by side, and a plain expansion inside one,
 /// are still parsed.
 #[test]
