@@ -222,7 +222,18 @@ fn fuzz_findings_stay_fixed() {
         " $x\0 ls$; 999999999999999999999999>&touc\0P{\0\u{1}@}",
         "ls 99999999999>&x",
         "ls 99999999999<x",
+        // brush-parser's tokenizer unwraps the end of input after a
+        // here-document opened inside `$(…)`: caught, an unparsable line.
+        "$(<<E)$(\nE",
+        "cCargo:\u{fffd}-$(at <<E)\0{x[ \u{fffd}f Cargo:\u{fffd}-$(toalias.x=!n\u{6}\nE",
     ] {
         judge_everything(d);
     }
+    let a = actiongate_policy::analyze_shell("$(<<E)$(\nE");
+    assert!(
+        a.hazards
+            .iter()
+            .any(|h| matches!(h, actiongate_policy::Hazard::Unparsable { .. })),
+        "{a:?}"
+    );
 }

@@ -1,6 +1,7 @@
 //! Any detail, read by every analyser and judged under every preset:
-//! libFuzzer reports a panic, a stack overflow (the script runs it with a
-//! small stack) or a slow input (`-timeout`). A hazard must never be an
+//! libFuzzer reports a panic (but one in brush-parser, which the analysers
+//! catch), a stack overflow (the script runs it with a small stack) or a
+//! slow input (`-timeout`). A hazard must never be an
 //! allow, `check` must agree with `decide`, commands hidden from the walk
 //! (shown to deny patterns only) come only with a hazard, and `standard`'s
 //! file rule, matched without backtracking, must agree with fancy-regex.
@@ -34,7 +35,26 @@ fn file_rule() -> &'static (PatternSet, fancy_regex::Regex) {
     })
 }
 
+/// libfuzzer-sys aborts on every panic, even one caught. brush-parser
+/// panics on some inputs, and the analysers catch those (an unparsable
+/// line, as in the daemon); any other panic still aborts here.
+fn abort_on_panics_outside_the_parser() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        std::panic::set_hook(Box::new(|info| {
+            let in_parser = info
+                .location()
+                .is_some_and(|l| l.file().contains("brush-parser"));
+            if !in_parser {
+                eprintln!("{info}");
+                std::process::abort();
+            }
+        }));
+    });
+}
+
 fuzz_target!(|data: &[u8]| {
+    abort_on_panics_outside_the_parser();
     let detail = String::from_utf8_lossy(data);
     let now = actiongate_policy::chrono::Utc::now();
     for (tool, dialect) in [
