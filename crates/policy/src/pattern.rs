@@ -2,6 +2,7 @@
 //! other plain patterns in one `RegexSet` pass, and a backtracking engine
 //! (with a limit) for the few that need look-around.
 
+mod negated;
 mod prefix;
 
 use prefix::{LiteralPattern, PrefixIndex, Tail};
@@ -133,7 +134,7 @@ impl PatternSet {
                     // Matched exactly by the index, so it cannot hit the
                     // backtracking limit.
                     let indexed = prefix::lookahead_pattern(pattern)
-                        .or_else(|| prefix::negated_pattern(pattern));
+                        .or_else(|| negated::negated_pattern(pattern));
                     if let Some(lit) = indexed {
                         shapes.push(Shape {
                             literal: None,
