@@ -225,15 +225,22 @@ fn fuzz_findings_stay_fixed() {
         // brush-parser's tokenizer unwraps the end of input after a
         // here-document opened inside `$(…)`: caught, an unparsable line.
         "$(<<E)$(\nE",
+        // brush-parser trimmed a here-document tag of a carriage return or
+        // form feed to nothing and allocated without end.
+        "a<<\r #",
+        "''<<\u{c} #",
+        "ls -la\r",
         "cCargo:\u{fffd}-$(at <<E)\0{x[ \u{fffd}f Cargo:\u{fffd}-$(toalias.x=!n\u{6}\nE",
     ] {
         judge_everything(d);
     }
-    let a = actiongate_policy::analyze_shell("$(<<E)$(\nE");
-    assert!(
-        a.hazards
-            .iter()
-            .any(|h| matches!(h, actiongate_policy::Hazard::Unparsable { .. })),
-        "{a:?}"
-    );
+    for d in ["$(<<E)$(\nE", "a<<\r #", "''<<\u{c} #", "ls\u{b}"] {
+        let a = actiongate_policy::analyze_shell(d);
+        assert!(
+            a.hazards
+                .iter()
+                .any(|h| matches!(h, actiongate_policy::Hazard::Unparsable { .. })),
+            "{d:?}: {a:?}"
+        );
+    }
 }

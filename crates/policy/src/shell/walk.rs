@@ -28,6 +28,17 @@ pub(crate) fn analyze_program_with(source: &str, options: &ParserOptions, c: &mu
         });
         return;
     }
+    // brush-parser trims a here-document's tag of ASCII whitespace, so a
+    // tag of a carriage return or form feed is empty, and `a<<\r #` made
+    // it allocate without end (cargo fuzz: gigabytes from seven bytes).
+    // Bash reads these characters as part of a word, never as blanks; a
+    // line holding them is refused rather than read two ways.
+    if source.contains(['\r', '\u{b}', '\u{c}']) {
+        c.hazard(Hazard::Unparsable {
+            message: "a carriage return, vertical tab or form feed".to_owned(),
+        });
+        return;
+    }
     // brush-parser 0.4 panics on some inputs (cargo fuzz found
     // `99999999999>&x`, a descriptor number over i32, unwrapped); a panic
     // in the parser is an unparsable command, never a crash.
