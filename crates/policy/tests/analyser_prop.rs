@@ -230,11 +230,20 @@ fn fuzz_findings_stay_fixed() {
         "a<<\r #",
         "''<<\u{c} #",
         "ls -la\r",
+        // A here-document left open inside `$(`: gigabytes.
+        "$(<<  $(",
+        "nice\u{fffd}kn 4-c\u{fffd})] )cho) $([$(*touch pw<<  pndwhes-c\u{fffd})]ned )cho) $(( a[$(",
         "cCargo:\u{fffd}-$(at <<E)\0{x[ \u{fffd}f Cargo:\u{fffd}-$(toalias.x=!n\u{6}\nE",
     ] {
         judge_everything(d);
     }
-    for d in ["$(<<E)$(\nE", "a<<\r #", "''<<\u{c} #", "ls\u{b}"] {
+    for d in [
+        "$(<<E)$(\nE",
+        "$(<<  $(",
+        "a<<\r #",
+        "''<<\u{c} #",
+        "ls\u{b}",
+    ] {
         let a = actiongate_policy::analyze_shell(d);
         assert!(
             a.hazards

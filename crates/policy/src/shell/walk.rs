@@ -39,6 +39,12 @@ pub(crate) fn analyze_program_with(source: &str, options: &ParserOptions, c: &mu
         });
         return;
     }
+    if heredoc_in_substitution(source) {
+        c.hazard(Hazard::Unparsable {
+            message: "a here-document inside a substitution".to_owned(),
+        });
+        return;
+    }
     // brush-parser 0.4 panics on some inputs (cargo fuzz found
     // `99999999999>&x`, a descriptor number over i32, unwrapped); a panic
     // in the parser is an unparsable command, never a crash.
@@ -58,6 +64,29 @@ pub(crate) fn analyze_program_with(source: &str, options: &ParserOptions, c: &mu
             message: "the parser failed".to_owned(),
         }),
     }
+}
+
+/// A here-document operator (`<<`, `<<-`, not `<<<`) anywhere after the
+/// first `$(`, `$((` or `$[`: brush-parser's tokenizer reads those
+/// constructs in a loop that mishandles a here-document left open in them
+/// (cargo fuzz: `$(<<E)$(\nE` panicked, `$(<<  $(` allocated gigabytes).
+/// Such a line holds a substitution, so it asks anyway; refusing to parse
+/// it costs nothing but the structure, and the search for hidden commands
+/// still shows deny patterns what it runs.
+fn heredoc_in_substitution(source: &str) -> bool {
+    let bytes = source.as_bytes();
+    let Some(first) = bytes
+        .windows(2)
+        .position(|w| matches!(w, [b'$', b'(' | b'[']))
+    else {
+        return false;
+    };
+    let after = bytes.get(first..).unwrap_or_default();
+    after.windows(3).enumerate().any(|(i, w)| {
+        w.starts_with(b"<<")
+            && w.get(2) != Some(&b'<')
+            && (i == 0 || after.get(i - 1) != Some(&b'<'))
+    }) || after.ends_with(b"<<")
 }
 
 /// A run of more than nine digits right before `<` or `>`: brush-parser
