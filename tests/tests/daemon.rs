@@ -408,12 +408,14 @@ fn a_start_with_no_active_admin_key_makes_one() {
 }
 
 /// A key revoked with the CLI, behind the daemon's back, no longer holds
-/// an event stream open: the stream asks at its heartbeats.
+/// an event stream open: the daemon reads the revoked keys twice a second,
+/// so the stream ends within about a second, long before its next
+/// heartbeat (15 s by default).
 #[test]
-fn a_key_revoked_with_the_cli_loses_its_open_stream_by_the_next_heartbeat() {
+fn a_key_revoked_with_the_cli_loses_its_open_stream_within_a_second() {
     use futures::StreamExt;
     let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &[("ACTIONGATE_EVENTS__HEARTBEAT", "1s")]);
+    let d = Daemon::start(dir.path(), &[]);
     let admin = admin_key(dir.path());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = client();
@@ -445,8 +447,9 @@ fn a_key_revoked_with_the_cli_loses_its_open_stream_by_the_next_heartbeat() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let revoked = Instant::now();
     let ended = rt.block_on(async {
-        let until = tokio::time::Instant::now() + Duration::from_secs(5);
+        let until = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
             match tokio::time::timeout_at(until, body.next()).await {
                 Ok(Some(Ok(_))) => continue,
@@ -456,6 +459,68 @@ fn a_key_revoked_with_the_cli_loses_its_open_stream_by_the_next_heartbeat() {
         }
     });
     assert!(ended, "the stream of a revoked key stayed open");
+    // About a second; the slack is for a loaded machine, and still well
+    // short of the heartbeat that caught it before.
+    let took = revoked.elapsed();
+    assert!(
+        took < Duration::from_secs(4),
+        "the stream ended after {took:?}"
+    );
+}
+
+/// A long-poll of a key revoked with the CLI ends with a 401 problem
+/// within about a second, long before its wait runs out.
+#[test]
+fn a_long_poll_of_a_key_revoked_with_the_cli_ends_with_401() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let admin = admin_key(dir.path());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = client();
+    let (s, created) = rt.block_on(call(
+        &client,
+        reqwest::Method::POST,
+        format!("{}/v1/keys", d.base),
+        &admin,
+        Some(json!({"role": "agent", "agent": "a1"})),
+    ));
+    assert_eq!(s, 201, "{created}");
+    let key = created["key"].as_str().unwrap().to_owned();
+    // No profile: the default (`guarded`) asks, so the action stays pending.
+    let pending = rt.block_on(make(&client, &d.base, &key));
+    let url = format!(
+        "{}/v1/actions/{}?wait=30",
+        d.base,
+        pending["id"].as_str().unwrap()
+    );
+    let poll = rt.spawn({
+        let client = client.clone();
+        let key = key.clone();
+        async move { call(&client, reqwest::Method::GET, url, &key, None).await }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let out = cli(
+        dir.path(),
+        &["keys", "revoke", created["id"].as_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let revoked = Instant::now();
+    let (s, problem) = rt.block_on(poll).unwrap();
+    let took = revoked.elapsed();
+    assert_eq!(s, 401, "{problem}");
+    assert!(
+        problem["detail"].as_str().unwrap().contains("revoked"),
+        "{problem}"
+    );
+    // About a second; the slack is for a loaded machine.
+    assert!(
+        took < Duration::from_secs(4),
+        "the poll ended after {took:?}"
+    );
 }
 
 #[test]

@@ -242,6 +242,18 @@ async fn a_64_kib_nested_detail_gets_an_answer_and_the_daemon_survives() {
             assert!(s == 200 || s == 422, "{tool}: {s} {body}");
             assert_ne!(body["result"], "allow", "{tool}: {body}");
         }
+        // Requested as an action too (issue 23 found them crashing the
+        // daemon through /v1/actions as well): stored pending, or refused.
+        let (s, body) = call(
+            &c,
+            reqwest::Method::POST,
+            format!("{}/v1/actions", d.base),
+            &key,
+            Some(json!({"tool": "bash", "detail": detail})),
+        )
+        .await;
+        assert!(s == 201 || s == 422, "{s} {body}");
+        assert_ne!(body["status"], "approved", "{body}");
     }
     // Still alive and still deciding.
     let (s, body) = check(&c, &d, &key, "bash", "ls -la").await;

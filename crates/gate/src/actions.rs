@@ -142,6 +142,11 @@ impl Gate {
         wait: Duration,
     ) -> GateResult<Requested> {
         let agent = caller.agent_id()?.to_owned();
+        let guard = if wait.is_zero() {
+            None
+        } else {
+            self.long_poll_guard(caller)
+        };
         let (reason, timeout, key) = body.common();
         check_len("reason", reason, MAX_TEXT)?;
         check_len("idempotency_key", key, 256)?;
@@ -227,15 +232,19 @@ impl Gate {
                 rendered: inserted,
             });
         }
-        let action = match registered {
-            Some(reg) if created => self.wait_settled_from(reg, wait).await?,
-            // An idempotent retry answers with an earlier action, not `id`:
-            // the waiter on `id`, which will never settle, goes first.
-            unused => {
-                drop(unused);
-                self.wait_settled(&action.id, wait).await?
+        let waited = async {
+            match registered {
+                Some(reg) if created => self.wait_settled_from(reg, wait).await,
+                // An idempotent retry answers with an earlier action, not
+                // `id`: the waiter on `id`, which will never settle, goes
+                // first.
+                unused => {
+                    drop(unused);
+                    self.wait_settled(&action.id, wait).await
+                }
             }
         };
+        let action = self.unless_revoked(guard, waited).await?;
         Ok(Requested {
             action,
             created,
@@ -390,13 +399,19 @@ impl Gate {
         id: &str,
         wait: Duration,
     ) -> GateResult<Action> {
+        let guard = if wait.is_zero() {
+            None
+        } else {
+            self.long_poll_guard(caller)
+        };
         let action = self.visible_action(caller, id).await?;
         if wait.is_zero() || action.is_settled() {
             return Ok(action);
         }
         // Nothing is kept while waiting: an idle long-poll's memory is its future.
         drop(action);
-        self.wait_settled(id, wait).await
+        self.unless_revoked(guard, self.wait_settled(id, wait))
+            .await
     }
 
     /// A page of the actions the caller may see, newest first, and the

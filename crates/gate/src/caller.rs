@@ -176,6 +176,19 @@ impl KeyGuard {
         self.revocations.changed().await.is_ok()
     }
 
+    /// Returns once the key is revoked; never if the daemon stops first.
+    /// Cancel-safe.
+    pub async fn revoked(&mut self) {
+        loop {
+            if !self.changed().await {
+                std::future::pending::<()>().await;
+            }
+            if !self.active().await {
+                return;
+            }
+        }
+    }
+
     /// Whether the key is still active. An error reading it counts as
     /// revoked: the stream ends and the client, reconnecting, is asked for
     /// its key again.

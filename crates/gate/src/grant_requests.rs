@@ -42,6 +42,11 @@ impl Gate {
         wait: Duration,
     ) -> GateResult<GrantRequest> {
         let agent = caller.agent_id()?.to_owned();
+        let guard = if wait.is_zero() {
+            None
+        } else {
+            self.long_poll_guard(caller)
+        };
         if body.reason.len() > MAX_TEXT {
             return Err(GateError::invalid("reason", "at most 4096 bytes"));
         }
@@ -72,7 +77,8 @@ impl Gate {
         if wait.is_zero() {
             Ok(r)
         } else {
-            self.wait_grant_request(&r.id, wait).await
+            self.unless_revoked(guard, self.wait_grant_request(&r.id, wait))
+                .await
         }
     }
 
@@ -115,11 +121,17 @@ impl Gate {
         id: &str,
         wait: Duration,
     ) -> GateResult<GrantRequest> {
+        let guard = if wait.is_zero() {
+            None
+        } else {
+            self.long_poll_guard(caller)
+        };
         let r = self.visible_grant_request(caller, id).await?;
         if wait.is_zero() || settled(&r) {
             return Ok(r);
         }
-        self.wait_grant_request(id, wait).await
+        self.unless_revoked(guard, self.wait_grant_request(id, wait))
+            .await
     }
 
     /// An operator approves a grant request as asked, or narrower in scope

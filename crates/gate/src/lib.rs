@@ -43,6 +43,7 @@ pub mod outbound;
 mod pending_limit;
 pub mod policy;
 pub mod retention;
+pub mod revocations;
 pub mod sign;
 pub mod storage;
 pub mod subscriptions;
@@ -204,11 +205,14 @@ impl Gate {
         )
     }
 
-    /// Starts the background loops (expiry, dispatch, notifications,
-    /// retention) after recovering what the last run left in flight. They
+    /// Starts the background loops (expiry, revocations made elsewhere,
+    /// dispatch, notifications, retention) after recovering what the last run left in flight. They
     /// end when the shutdown token is cancelled; await the handles then.
     pub async fn spawn(&self) -> Vec<tokio::task::JoinHandle<()>> {
-        let mut tasks = vec![tokio::spawn(sweeper::run(self.clone()))];
+        let mut tasks = vec![
+            tokio::spawn(sweeper::run(self.clone())),
+            tokio::spawn(revocations::run(self.clone())),
+        ];
         if self.0.store.is_shared() {
             tasks.push(tokio::spawn(tools::watch_handlers(
                 self.clone(),

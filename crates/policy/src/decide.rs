@@ -434,6 +434,7 @@ impl<'g> Context<'_, 'g> {
     /// `command`: each simple command is judged as
     /// `tool:<tool>:<prefix><command>`.
     fn shell_in(&self, action: &str, prefix: &str, command: &str) -> Outcome<'g> {
+        let command_input = command;
         let analysis = analyze(self.dialect, command);
         let segments = segments(self.tool, prefix, action, &analysis);
         // Deny patterns see the whole string and every command.
@@ -446,12 +447,24 @@ impl<'g> Context<'_, 'g> {
                 return outcome;
             }
         }
+        // Commands hidden where the walk does not look are shown to deny
+        // patterns alone (the line has a hazard, so it is never allowed).
+        for command in &analysis.hidden {
+            let segment = format_action(self.tool, &format!("{prefix}{command}"));
+            if let Some(mut outcome) = self.deny_pass(&segment) {
+                outcome.command = Some(command.clone());
+                return outcome;
+            }
+        }
         let mut worst: Option<Outcome<'g>> = None;
         for (segment, command) in &segments {
             // Tool grants see the segment's whole detail (with the prefix).
             let detail = split_action(segment).map_or(*command, |(_, d)| d);
             let mut outcome = self.judge(segment, detail);
-            if segments.len() > 1 {
+            // The reason (and so the audit) names the command judged when
+            // it is not the detail as sent: one of several, or the
+            // canonical form (`push origin main` for ` 'push'  origin main`).
+            if segments.len() > 1 || *command != command_input {
                 outcome.command = Some((*command).to_owned());
             }
             let replace = match &worst {

@@ -2,6 +2,7 @@
 //! other plain patterns in one `RegexSet` pass, and a backtracking engine
 //! (with a limit) for the few that need look-around.
 
+mod negated;
 mod prefix;
 
 use prefix::{LiteralPattern, PrefixIndex, Tail};
@@ -132,7 +133,9 @@ impl PatternSet {
                 Ok(Engine::Fancy) => {
                     // Matched exactly by the index, so it cannot hit the
                     // backtracking limit.
-                    if let Some(lit) = prefix::lookahead_pattern(pattern) {
+                    let indexed = prefix::lookahead_pattern(pattern)
+                        .or_else(|| negated::negated_pattern(pattern));
+                    if let Some(lit) = indexed {
                         shapes.push(Shape {
                             literal: None,
                             starts: Some(lit.literals.clone()),
@@ -291,7 +294,7 @@ impl PatternSet {
         self.shapes
             .iter()
             .filter_map(|shape| shape.literal.as_ref())
-            .filter(|lit| lit.not_followed_by.is_none())
+            .filter(|lit| lit.not_followed_by.is_none() && lit.absent.is_none())
             .flat_map(|lit| lit.literals.iter().map(move |literal| (literal, &lit.tail)))
             .map(|(literal, tail)| {
                 let Tail::Any { dotall, min } = *tail else {

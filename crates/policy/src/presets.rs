@@ -28,28 +28,28 @@ fn lists(allow: &[&str], ask: &[&str]) -> CustomProfile {
     }
 }
 
-/// Path segments a file action may not touch under `standard` without a
-/// human: git's own directory and configuration (hooks, `core.fsmonitor`
-/// and the like run programs), shell start-up files, and the configuration
-/// of tools that run commands from it (editors, Claude Code's hooks, CI,
-/// ssh, cargo, npm, direnv, XDG configuration, `~/.local/bin`).
-/// (Each without its leading `.`, which the rule matches once.)
-const PROTECTED_SEGMENTS: &str = r"git|gitconfig|gitmodules|gitattributes|bashrc|bash_profile|bash_login|bash_logout|profile|zshrc|zshenv|zprofile|zlogin|zlogout|kshrc|mkshrc|cshrc|tcshrc|login|logout|inputrc|envrc|npmrc|yarnrc|yarnrc\.yml|pypirc|netrc|curlrc|wgetrc|vimrc|exrc|tmux\.conf|ssh|gnupg|config|local|cargo|claude|vscode|idea|github|husky|pre-commit-config\.yaml|pam_environment|xprofile|xinitrc|xsession|docker|kube|aws";
+/// Names a file action may not touch under `standard` without a human,
+/// each after a `.`: git's own directory and configuration (hooks,
+/// `core.fsmonitor` and the like run programs), shell start-up files, and
+/// the configuration of tools that run commands from it (editors, agents
+/// and Claude Code's hooks, CI, ssh, package managers, direnv, XDG
+/// configuration, `~/.local/bin`, `node_modules/.bin`, language REPLs).
+/// Matched case-insensitively, as on macOS.
+const PROTECTED_NAMES: &str = r"git|gitconfig|gitmodules|gitattributes|bashrc|bash_profile|bash_login|bash_logout|profile|zshrc|zshenv|zprofile|zlogin|zlogout|kshrc|mkshrc|cshrc|tcshrc|login|logout|inputrc|envrc|npmrc|yarnrc|yarn|pnpmfile|bunfig|pypirc|pip|gemrc|netrc|curlrc|wgetrc|hgrc|vimrc|vim|exrc|emacs|tmux|screenrc|ssh|gnupg|config|local|bin|cargo|rustup|gradle|m2|nvm|claude|mcp|cursor|codex|gemini|vscode|idea|devcontainer|github|gitlab-ci|circleci|travis|buildkite|husky|pre-commit-config|pam_environment|xprofile|xinitrc|xsession|docker|kube|aws|azure|terraformrc|terraform|irbrc|pryrc|psqlrc|sqliterc|my|rprofile|renviron|julia|ipython|jupyter|lessfilter|mailcap";
 
 /// `standard`'s file view rule: viewing is always fine.
 const FILE_VIEW: &str = r"tool:file:view\s.*";
 
-/// `standard`'s fast file rule: a path none of whose segments starts with
-/// a dot (besides `.` and `..`), so none is protected. A plain regex, so
-/// the common case never reaches the look-ahead of [`standard_file_rule`].
-const FILE_NO_DOT_SEGMENT: &str =
-    r"tool:file:(?:[\s&&[^\n]]|/|\\|[^\s/\\.][^\s/\\]*|\.\.?(?:[\s&&[^\n]]|/|\\))*(?:\.\.?)?";
-
-/// `standard`'s file rule for the rest: every file action except changes to
-/// a path with a [`PROTECTED_SEGMENTS`] segment (case-insensitively, as
-/// on macOS).
+/// `standard`'s file rule: every file action that names no protected path,
+/// that is no `.` + one of [`PROTECTED_NAMES`] standing alone: after any
+/// character but an ASCII letter, digit, `_` or `-` (`/`, a blank, `\`, a
+/// quote, the `:` of the action string as in `tool:file:.git/config`, or
+/// of `C:.git`, …) and before the end or any such character (`/`, `.` as
+/// in `.bashrc.d`, …). The look-ahead stands before the `:` that ends
+/// `tool:file` so that it sees that `:`. It is matched without
+/// backtracking (see `pattern::prefix::negated_pattern`).
 fn standard_file_rule() -> String {
-    format!(r"tool:file:(?!.*(?:^|[\s/\\])\.(?i:{PROTECTED_SEGMENTS})(?:[/\\]|\s|$)).*")
+    format!(r"tool:file(?!.*(?:^|[^0-9A-Za-z_-])\.(?i:{PROTECTED_NAMES})(?:[^0-9A-Za-z_-]|$)):.*")
 }
 
 /// The pattern lists of a preset, or `None` for an unknown name.
@@ -64,13 +64,7 @@ pub fn preset_spec(name: &str) -> Option<CustomProfile> {
         "standard" => {
             let file = standard_file_rule();
             lists(
-                &[
-                    FILE_VIEW,
-                    FILE_NO_DOT_SEGMENT,
-                    &file,
-                    "tool:git:(?!push).*",
-                    FS_READ,
-                ],
+                &[FILE_VIEW, &file, "tool:git:(?!push).*", FS_READ],
                 &[
                     "tool:file:.*",
                     "tool:bash:.*",

@@ -222,7 +222,34 @@ fn fuzz_findings_stay_fixed() {
         " $x\0 ls$; 999999999999999999999999>&touc\0P{\0\u{1}@}",
         "ls 99999999999>&x",
         "ls 99999999999<x",
+        // brush-parser's tokenizer unwraps the end of input after a
+        // here-document opened inside `$(…)`: caught, an unparsable line.
+        "$(<<E)$(\nE",
+        // brush-parser trimmed a here-document tag of a carriage return or
+        // form feed to nothing and allocated without end.
+        "a<<\r #",
+        "''<<\u{c} #",
+        "ls -la\r",
+        // A here-document left open inside `$(`: gigabytes.
+        "$(<<  $(",
+        "nice\u{fffd}kn 4-c\u{fffd})] )cho) $([$(*touch pw<<  pndwhes-c\u{fffd})]ned )cho) $(( a[$(",
+        "cCargo:\u{fffd}-$(at <<E)\0{x[ \u{fffd}f Cargo:\u{fffd}-$(toalias.x=!n\u{6}\nE",
     ] {
         judge_everything(d);
+    }
+    for d in [
+        "$(<<E)$(\nE",
+        "$(<<  $(",
+        "a<<\r #",
+        "''<<\u{c} #",
+        "ls\u{b}",
+    ] {
+        let a = actiongate_policy::analyze_shell(d);
+        assert!(
+            a.hazards
+                .iter()
+                .any(|h| matches!(h, actiongate_policy::Hazard::Unparsable { .. })),
+            "{d:?}: {a:?}"
+        );
     }
 }

@@ -177,11 +177,11 @@ fn test_get_preset_returns_correct_profile() {
     let standard = preset("standard");
     assert_eq!(standard.spec(), &ProfileSpec::Preset("standard".into()));
     let lists = preset_spec("standard").unwrap();
-    assert_eq!(lists.allow.len(), 5);
+    assert_eq!(lists.allow.len(), 4);
     assert_eq!(lists.allow[0], r"tool:file:view\s.*");
-    assert!(lists.allow[2].starts_with("tool:file:(?!"), "{lists:?}");
+    assert!(lists.allow[1].starts_with("tool:file(?!"), "{lists:?}");
     assert_eq!(
-        lists.allow[3..],
+        lists.allow[2..],
         ["tool:git:(?!push).*", "tool:fs:read_file .*"]
     );
     assert_eq!(

@@ -119,6 +119,8 @@ fn the_canonical_form_is_what_patterns_and_the_rule_see() {
         matches!(&d.rule, Some(Rule::Pattern { pattern, .. }) if pattern == "tool:git:push.*"),
         "{d:?}"
     );
+    // The reason, which the audit keeps, names the canonical form.
+    assert!(d.reason.contains("(command `push origin main`)"), "{d:?}");
     // A custom rule on the canonical form.
     let p = Profile::custom(CustomProfile {
         allow: vec!["tool:git:status".into()],

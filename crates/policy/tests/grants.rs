@@ -231,6 +231,48 @@ fn tool_grant_covers_matching_commands() {
     );
 }
 
+/// A grant for the `git` tool is matched against the canonical form, in
+/// `covers` and in `decide` alike: quoting and inert global options do not
+/// hide a command from it, and options that run programs keep it from
+/// covering.
+#[test]
+fn a_git_tool_grant_sees_the_canonical_form() {
+    let g = Grant {
+        id: "commit".into(),
+        agent: None,
+        target: GrantTarget::Tool(ToolPattern::new("git", "commit -m .*").unwrap()),
+        expires_at: None,
+        revoked_at: None,
+    };
+    let git = |detail| Request {
+        agent: "a1",
+        tool: "git",
+        detail,
+        permission: None,
+    };
+    let locked = actiongate_policy::get_preset("locked").unwrap();
+    for detail in [
+        "commit -m 'push later'",
+        " 'commit'  -m x",
+        "--no-optional-locks commit -m x",
+    ] {
+        assert!(g.covers(&git(detail), now()), "{detail}");
+        let d = decide(&locked, std::slice::from_ref(&g), &git(detail), now());
+        assert_eq!(d.verdict, Verdict::Allow, "{detail}: {}", d.reason);
+    }
+    for detail in [
+        "-c core.pager=sh commit -m x",
+        "-C /tmp/evil commit -m x",
+        "commit -m x; rm -rf ~",
+        "commit -m $(id)",
+        "push -m x",
+    ] {
+        assert!(!g.covers(&git(detail), now()), "{detail}");
+        let d = decide(&locked, std::slice::from_ref(&g), &git(detail), now());
+        assert_ne!(d.verdict, Verdict::Allow, "{detail}: {}", d.reason);
+    }
+}
+
 #[test]
 fn tool_grant_is_shell_aware() {
     let g = npm_grant();

@@ -8,6 +8,7 @@ mod engine;
 mod expiry;
 mod git;
 mod grants;
+mod hidden;
 mod limits;
 mod matcher_prop;
 mod policy_corpus;

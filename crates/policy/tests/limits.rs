@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use actiongate_policy::{
-    Request, Verdict, analyze_shell, check, decide, format_action, get_preset,
+    Hazard, Request, Verdict, analyze_shell, check, decide, format_action, get_preset,
 };
 use std::time::{Duration, Instant};
 
@@ -72,6 +72,26 @@ fn nasty(len: usize) -> Vec<(String, String)> {
     ]
 }
 
+/// Whether a detail of [`nasty`] is a plain repetition that may be
+/// allowed: one that fits the limits.
+fn benign(name: &str, detail: &str) -> bool {
+    [
+        "and chain",
+        "pipe chain",
+        "semicolons",
+        "words",
+        "one word",
+        "newlines",
+        "quotes",
+        "bangs",
+        "heredocs",
+        "test cmd",
+        "git global",
+    ]
+    .contains(&name)
+        && detail.len() <= actiongate_policy::MAX_LEN
+}
+
 /// Runs `f` on a 2 MiB stack; panics (failing the test) if it overflows,
 /// which aborts the test binary instead.
 fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -90,22 +110,7 @@ fn no_detail_overflows_the_stack_or_is_allowed() {
         let readonly = get_preset("readonly").unwrap();
         for len in [1_000, 5_000, API_MAX] {
             for (name, detail) in nasty(len) {
-                // Plain repetitions are fine while they fit the limits.
-                let benign = [
-                    "and chain",
-                    "pipe chain",
-                    "semicolons",
-                    "words",
-                    "one word",
-                    "newlines",
-                    "quotes",
-                    "bangs",
-                    "heredocs",
-                    "test cmd",
-                    "git global",
-                ]
-                .contains(&name.as_str())
-                    && detail.len() <= actiongate_policy::MAX_LEN;
+                let benign = benign(&name, &detail);
                 let started = Instant::now();
                 for tool in ["bash", "sh", "git"] {
                     let action = format_action(tool, &detail);
@@ -177,6 +182,189 @@ fn a_limit_hit_is_named_in_the_reason() {
         assert_eq!(d.verdict, Verdict::Ask, "{}", d.reason);
         assert!(d.reason.contains("too long"), "{}", d.reason);
     });
+}
+
+/// The same details as a handler's command line (the reference executor's
+/// `execute_command`, scope `{"command": …}`), which issue 23 found
+/// crashing the daemon through a handler's command param and
+/// `/v1/permissions/check` too: judged by the profile and by a command
+/// grant, on a worker-sized stack, never allowed.
+#[test]
+fn a_nested_command_in_a_handler_scope_is_bounded_too() {
+    use actiongate_policy::{Grant, GrantTarget, PermissionRef};
+    on_small_stack(|| {
+        let open = get_preset("open").unwrap();
+        let scope_of = |line: &str| {
+            let mut m = serde_json::Map::new();
+            m.insert("command".into(), line.into());
+            m
+        };
+        let grant = Grant {
+            id: "g".into(),
+            agent: None,
+            target: GrantTarget::Permission {
+                handler: "fs".into(),
+                permission: "shell.exec".into(),
+                scope: scope_of("*"),
+            },
+            expires_at: None,
+            revoked_at: None,
+        };
+        let now = actiongate_policy::chrono::Utc::now();
+        for (name, line) in [5_000, API_MAX].into_iter().flat_map(nasty) {
+            let scope = scope_of(&line);
+            let detail = format!("execute_command {line}");
+            let req = Request {
+                agent: "a",
+                tool: "fs",
+                detail: &detail,
+                permission: Some(PermissionRef {
+                    handler: "fs",
+                    permission: "shell.exec",
+                    scope: &scope,
+                }),
+            };
+            let started = Instant::now();
+            let covered = grant.covers(&req, now);
+            let d = decide(&open, std::slice::from_ref(&grant), &req, now);
+            if !benign(&name, &line) {
+                assert!(!covered, "{name}");
+                assert_ne!(d.verdict, Verdict::Allow, "{name}: {}", d.reason);
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "{name} took {:?}",
+                started.elapsed()
+            );
+        }
+    });
+}
+
+/// brush-parser takes time exponential in the `(` it has open at a syntax
+/// error: cargo fuzz found `l&` + 29 `(` + `s >d`, 36 bytes that took
+/// seconds, under the opener bound. Deeper than `MAX_PAREN_DEPTH` is a
+/// limit hit before parsing.
+#[test]
+fn unclosed_parentheses_are_refused_before_parsing() {
+    on_small_stack(|| {
+        let open = get_preset("open").unwrap();
+        for n in 9..=31 {
+            for detail in [
+                format!("l&{}s >d", "(".repeat(n)),
+                format!("{}s", "( ".repeat(n)),
+                format!("{}s", "( ( ( a\n".repeat(n / 3 + 1)),
+            ] {
+                let started = Instant::now();
+                let a = analyze_shell(&detail);
+                assert!(a.hazards.contains(&Hazard::TooDeep), "{detail:?}: {a:?}");
+                let d = decide(
+                    &open,
+                    &[],
+                    &Request {
+                        agent: "a",
+                        tool: "sh",
+                        detail: &detail,
+                        permission: None,
+                    },
+                    actiongate_policy::chrono::Utc::now(),
+                );
+                assert_ne!(d.verdict, Verdict::Allow, "{detail:?}");
+                // Seconds before, for n = 29; generous for debug builds.
+                assert!(
+                    started.elapsed() < Duration::from_secs(1),
+                    "{detail:?} took {:?}",
+                    started.elapsed()
+                );
+            }
+        }
+    });
+}
+
+/// brush-parser's word parser takes time exponential in how deep
+/// subscripted expansions nest: cargo fuzz found a here-document of
+/// unclosed `${x[` lines (84 bytes, seconds); seven nested take minutes,
+/// whether closed, unclosed, or "closed" by a `}` inside the subscript.
+#[test]
+fn nested_subscripted_expansions_are_refused_before_parsing() {
+    on_small_stack(|| {
+        let open = get_preset("open").unwrap();
+        for n in 3..=8 {
+            for detail in [
+                format!("cat <<E\n{}E", "${x[ a\n".repeat(n)),
+                format!("echo {}1{}", "${x[".repeat(n), "]}".repeat(n)),
+                format!("echo {}", "${x[ }".repeat(n)),
+                format!("cat <<E\n{}\nE", "a}${x[ ".repeat(n)),
+                format!("echo {}1{}", "a[${x[".repeat(n), "]}".repeat(n)),
+                format!("echo {}", "${a[0]} ".repeat(n)),
+            ] {
+                let started = Instant::now();
+                let a = analyze_shell(&detail);
+                assert!(a.hazards.contains(&Hazard::TooDeep), "{detail:?}: {a:?}");
+                let verdict = check(&format_action("bash", &detail), &open);
+                assert_ne!(verdict, Verdict::Allow, "{detail:?}");
+                // Seconds to minutes before; generous for debug builds.
+                assert!(
+                    started.elapsed() < Duration::from_secs(1),
+                    "{detail:?} took {:?}",
+                    started.elapsed()
+                );
+            }
+        }
+    });
+}
+
+/// A here-document body is checked without the word parser, which took
+/// time exponential in what a body leaves open: cargo fuzz found this
+/// 40-byte start of a body taking milliseconds, and half a second with
+/// 14 KiB after it.
+#[test]
+fn here_document_bodies_are_checked_in_linear_time() {
+    on_small_stack(|| {
+        let open = get_preset("open").unwrap();
+        let start = "<<E\n$(\"\"($((($((${[()`<<${xnn$\u{fffd}-$(t\u{1e}hnw ";
+        for words in [0, 100, 7_000] {
+            let detail = format!("{start}{}\nE", "a ".repeat(words));
+            let started = Instant::now();
+            for tool in ["bash", "sh", "git"] {
+                let verdict = check(&format_action(tool, &detail), &open);
+                assert_ne!(verdict, Verdict::Allow, "{tool} {words}");
+            }
+            assert!(!analyze_shell(&detail).is_clean());
+            // Half a second a dialect before; generous for debug builds.
+            assert!(
+                started.elapsed() < Duration::from_secs(1),
+                "{words} words took {:?}",
+                started.elapsed()
+            );
+        }
+    });
+}
+
+/// One or two subscripts side by side, and a plain expansion inside one,
+/// are still parsed.
+#[test]
+fn subscripts_side_by_side_are_parsed() {
+    for detail in [
+        "echo ${a[0]} ${a[1]}",
+        "echo ${a[${i}]}",
+        "echo ${x[1]:-${y}}",
+    ] {
+        let a = analyze_shell(detail);
+        assert!(!a.hazards.contains(&Hazard::TooDeep), "{detail}: {a:?}");
+    }
+}
+
+/// Parentheses nested as deep as ordinary commands go are still parsed.
+#[test]
+fn nested_parentheses_up_to_the_bound_are_parsed() {
+    let nested = format!("{}ls{}", "(ls; ".repeat(8), " )".repeat(8));
+    assert!(
+        analyze_shell(&nested).is_clean(),
+        "{:?}",
+        analyze_shell(&nested)
+    );
+    let deep = format!("echo $(( {}1{} ))", "(".repeat(6), ")".repeat(6));
+    assert!(!analyze_shell(&deep).hazards.contains(&Hazard::TooDeep));
 }
 
 /// Short commands far from every limit are still judged normally.

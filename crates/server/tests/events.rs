@@ -290,6 +290,83 @@ async fn revoking_a_key_ends_the_streams_it_holds_open() {
     app.stop().await;
 }
 
+/// A long-poll is authorized when it starts; revoking its key ends it at
+/// once with a 401 problem: reading an action, requesting one and asking
+/// for a permission, each with `?wait=`. Another key's poll waits on.
+#[tokio::test]
+async fn revoking_a_key_ends_its_long_polls_with_401() {
+    let app = TestApp::spawn().await;
+    let (s, body) = app
+        .call(
+            Method::POST,
+            "/v1/handlers",
+            Some(&app.admin),
+            Some(json!({
+                "id": "mail", "name": "Mailer", "url": "http://127.0.0.1:9/hook",
+                "permissions": [{"name": "email.send", "description": "d", "parameters_schema": {"type": "object"}}],
+                "actions": [{"name": "send", "description": "d", "permission": "email.send", "params_schema": {"type": "object"}}]
+            })),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let (op_id, op_key) = app.issue("operator", None).await;
+    let (agent_id, agent_key) = app.issue("agent", Some("agent-1")).await;
+    let pending = request_as(&app, &app.agent, "bash", "make").await;
+    let id = pending["id"].as_str().unwrap().to_owned();
+    let (long, short) = (
+        format!("/v1/actions/{id}?wait=30"),
+        format!("/v1/actions/{id}?wait=3"),
+    );
+    let start = Instant::now();
+    let timed = |fut| async move {
+        let (s, body): (StatusCode, Value) = fut.await;
+        (s, body, start.elapsed())
+    };
+    let read = timed(app.call(Method::GET, &long, Some(&op_key), None));
+    let request = timed(app.call(
+        Method::POST,
+        "/v1/actions?wait=30",
+        Some(&agent_key),
+        Some(json!({"tool": "bash", "detail": "make"})),
+    ));
+    let ask = timed(app.call(
+        Method::POST,
+        "/v1/grant-requests?wait=30",
+        Some(&agent_key),
+        Some(json!({"handler": "mail", "permission": "email.send", "scope": {}, "reason": "r"})),
+    ));
+    let kept = timed(app.call(Method::GET, &short, Some(&app.operator), None));
+    let revoke = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for key_id in [&op_id, &agent_id] {
+            let (s, body) = app
+                .call(
+                    Method::DELETE,
+                    &format!("/v1/keys/{key_id}"),
+                    Some(&app.admin),
+                    None,
+                )
+                .await;
+            assert_eq!(s, StatusCode::OK, "{body}");
+        }
+    };
+    let (read, request, ask, kept, ()) = tokio::join!(read, request, ask, kept, revoke);
+    for (name, (s, body, took)) in [("read", read), ("request", request), ("ask", ask)] {
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{name}: {body}");
+        assert!(
+            body["detail"].as_str().unwrap().contains("revoked"),
+            "{body}"
+        );
+        // Ended by the revocation, long before the 30 s wait.
+        assert!(took < Duration::from_secs(10), "{name} took {took:?}");
+    }
+    let (s, body, took) = kept;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "pending");
+    assert!(took >= Duration::from_secs(3), "{took:?}");
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn type_filters_pick_events_and_unknown_types_are_rejected() {
     let app = TestApp::spawn().await;

@@ -790,6 +790,118 @@ async fn a_grant_request_is_approved_with_the_expiry_it_asked_for_spelled_out() 
     app.stop().await;
 }
 
+/// Approves grant request `id` with `expires` (none: as asked).
+async fn approve_grant_request(
+    app: &TestApp,
+    id: &str,
+    expires: Option<&str>,
+) -> (StatusCode, Value) {
+    let body = expires.map(|e| json!({"expires": e}));
+    app.call(
+        Method::POST,
+        &format!("/v1/grant-requests/{id}/approve"),
+        Some(&app.operator),
+        body,
+    )
+    .await
+}
+
+/// For a grant request asking `asked`: each of `longer` is refused with a
+/// problem naming `expires`, then `asked` spelled out is approved (after a
+/// second, so that a duration counted from the approval would be longer
+/// than one counted from the request), and the grant expires as it says.
+async fn approvable_as_asked(asked: &str, longer: &[&str]) -> Value {
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
+    register(&app).await;
+    let id = pending_grant_request(&app, asked).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    for expires in longer {
+        let (s, p) = approve_grant_request(&app, &id, Some(expires)).await;
+        assert_eq!(
+            s,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{asked} {expires}: {p}"
+        );
+        assert_eq!(p["errors"][0]["field"], "expires", "{p}");
+        assert!(p.to_string().contains("outlast"), "{p}");
+    }
+    let (s, r) = approve_grant_request(&app, &id, Some(asked)).await;
+    assert_eq!(s, StatusCode::OK, "{asked}: {r}");
+    assert_eq!(r["status"], "approved");
+    let (s, grants) = app
+        .call(Method::GET, "/v1/grants", Some(&app.operator), None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let grant = grants["items"]
+        .as_array()
+        .or(grants.as_array())
+        .and_then(|g| g.first())
+        .cloned()
+        .unwrap_or_else(|| panic!("{grants}"));
+    app.stop().await;
+    grant
+}
+
+fn expires_at(grant: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
+    grant["expires_at"]
+        .as_str()
+        .map(|t| chrono::DateTime::parse_from_rfc3339(t).unwrap().into())
+}
+
+#[tokio::test]
+async fn a_grant_request_for_30m_is_approvable_as_asked_and_not_longer() {
+    let grant = approvable_as_asked("30m", &["31m", "1h", "indefinite"]).await;
+    let left = expires_at(&grant).unwrap() - chrono::Utc::now();
+    assert!(
+        left > chrono::Duration::minutes(29) && left <= chrono::Duration::minutes(30),
+        "{grant}"
+    );
+}
+
+#[tokio::test]
+async fn a_grant_request_for_2d_is_approvable_as_asked_and_not_longer() {
+    let grant = approvable_as_asked("2d", &["49h", "3d", "indefinite"]).await;
+    let left = expires_at(&grant).unwrap() - chrono::Utc::now();
+    assert!(
+        left > chrono::Duration::hours(47) && left <= chrono::Duration::hours(48),
+        "{grant}"
+    );
+}
+
+#[tokio::test]
+async fn a_grant_request_for_today_is_approvable_as_asked_and_not_longer() {
+    // Whatever the hour, two days from the request outlast today.
+    let grant = approvable_as_asked("today", &["2d", "indefinite"]).await;
+    let end = expires_at(&grant).unwrap();
+    assert!(end > chrono::Utc::now(), "{grant}");
+    assert!(
+        end - chrono::Utc::now() <= chrono::Duration::hours(24),
+        "{grant}"
+    );
+}
+
+#[tokio::test]
+async fn a_grant_request_for_indefinite_is_approvable_as_asked() {
+    let grant = approvable_as_asked("indefinite", &[]).await;
+    assert_eq!(expires_at(&grant), None, "{grant}");
+}
+
+#[tokio::test]
+async fn a_grant_request_for_an_rfc3339_time_is_approvable_as_asked_and_not_longer() {
+    let at = (chrono::Utc::now() + chrono::Duration::hours(3))
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let later = (chrono::Utc::now() + chrono::Duration::hours(3) + chrono::Duration::minutes(1))
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let grant = approvable_as_asked(&at, &[&later, "4h", "indefinite"]).await;
+    assert_eq!(
+        expires_at(&grant),
+        Some(chrono::DateTime::parse_from_rfc3339(&at).unwrap().into()),
+        "{grant}"
+    );
+}
+
 #[tokio::test]
 async fn answering_a_grant_request_twice_names_the_grant_request() {
     let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;

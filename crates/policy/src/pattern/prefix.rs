@@ -14,6 +14,7 @@
 //! search: every comparison is a `memcmp` call, and `memcmp` on the empty,
 //! dangling slice of an empty `String` took about 100 ns here.)
 
+use super::negated::Absent;
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use regex_syntax::hir::{Class, Dot, Hir, HirKind};
 
@@ -57,6 +58,9 @@ pub(super) struct LiteralPattern {
     pub(super) tail: Tail,
     /// For `<literal>(?!<text>)<tail>`: what must not follow the literal.
     pub(super) not_followed_by: Option<String>,
+    /// For `<literal>(?!.*<regex>).*`: what must not occur anywhere after
+    /// the literal.
+    pub(super) absent: Option<Absent>,
 }
 
 /// Parses `pattern` as the regex crate does and returns it as a literal and
@@ -133,6 +137,7 @@ fn from_hir(hir: &Hir) -> Option<LiteralPattern> {
         literals,
         tail,
         not_followed_by: None,
+        absent: None,
     })
 }
 
@@ -252,6 +257,7 @@ struct Member {
     index: usize,
     tail: Tail,
     not_followed_by: Option<Box<str>>,
+    absent: Option<Absent>,
 }
 
 /// A node of the trie as it is built, one byte per edge.
@@ -410,6 +416,7 @@ impl PrefixIndex {
                     index,
                     tail: p.tail.clone(),
                     not_followed_by: p.not_followed_by.clone().map(String::into_boxed_str),
+                    absent: p.absent.clone(),
                 });
             }
         }
@@ -519,6 +526,7 @@ impl PrefixIndex {
                         .not_followed_by
                         .as_deref()
                         .is_none_or(|text| !starts_with(rest, text.as_bytes()))
+                        && m.absent.as_ref().is_none_or(|a| !a.occurs(input, len))
                 });
                 if let Some(m) = matched
                     && hit(m.index)
@@ -555,6 +563,7 @@ mod tests {
             literals: vec![literal.to_owned()],
             tail,
             not_followed_by: None,
+            absent: None,
         })
     }
 
@@ -626,6 +635,7 @@ mod tests {
                 literals: literals.iter().map(|s| (*s).to_owned()).collect(),
                 tail,
                 not_followed_by: None,
+                absent: None,
             })
         };
         let opt = |text: &str| Tail::OptionalAny {
@@ -682,6 +692,7 @@ mod tests {
                 literals: vec![literal.to_owned()],
                 tail,
                 not_followed_by: Some(not.to_owned()),
+                absent: None,
             })
         };
         assert_eq!(

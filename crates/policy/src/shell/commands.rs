@@ -136,6 +136,11 @@ impl Kind {
         self.0 == 0
     }
 
+    /// A command whose job is to run another ([`RUNNERS`]).
+    pub(crate) fn is_runner(self) -> bool {
+        self.is(Self::RUNNER)
+    }
+
     /// A reserved word, which changes the grammar when it starts a command.
     pub(crate) fn is_reserved(self) -> bool {
         self.is(Kind::RESERVED)

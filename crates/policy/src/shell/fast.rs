@@ -57,6 +57,10 @@ pub(crate) fn simple_hazard(detail: &str) -> Option<Option<Hazard>> {
     if !kind.may_be_hazardous() {
         return Some(None);
     }
+    if kind.is_runner() {
+        // What it runs is for the full analysis to show deny patterns.
+        return None;
+    }
     let mut c = Collector::default();
     if commands::judge_name(name, kind, !args.is_empty(), &mut c) && kind.has_checked_arguments() {
         // `args` is empty or a space and the words one space apart.
@@ -67,6 +71,9 @@ pub(crate) fn simple_hazard(detail: &str) -> Option<Option<Hazard>> {
             count += 1;
         }
         commands::inspect(name, kind, lits.get(..count)?, &mut c);
+    }
+    if c.runs_its_arguments(name) {
+        return None;
     }
     Some(c.hazards.into_iter().next())
 }

@@ -11,6 +11,7 @@ mod commands;
 mod dialect;
 mod fast;
 mod git;
+mod hidden;
 mod scan;
 mod walk;
 mod words;
@@ -82,6 +83,11 @@ pub fn analyze(dialect: Dialect, detail: &str) -> ShellAnalysis {
                 walk::analyze_program(&line, &mut collector);
             }
         }
+    }
+    // A line without hazards runs nothing the walk did not list; in one
+    // with hazards, commands may hide where the walk does not look.
+    if !collector.hazards.is_empty() {
+        hidden::scan(detail, &mut collector);
     }
     collector.finish()
 }
@@ -294,6 +300,12 @@ pub struct ShellAnalysis {
     pub commands: Vec<String>,
     /// What keeps the command from being auto-allowed; empty if nothing.
     pub hazards: Vec<Hazard>,
+    /// Commands the line may run that are not in `commands`: found by
+    /// reading the raw text of constructs the walk does not enter
+    /// (`${x:-$(cmd)}`, `$(( $(cmd) ))`, `[[ -v 'a[$(cmd)]' ]]`, …). Only
+    /// a line with hazards has any, so they are shown to deny patterns
+    /// alone: the line is never allowed anyway.
+    pub hidden: Vec<String>,
 }
 
 impl ShellAnalysis {
@@ -335,6 +347,9 @@ pub fn analyze_shell(detail: &str) -> ShellAnalysis {
 pub(crate) struct Collector {
     commands: Vec<String>,
     hazards: Vec<Hazard>,
+    hidden: Vec<String>,
+    /// Bytes of text the search for hidden commands has read or written.
+    hidden_spent: usize,
     depth: usize,
     /// Reading the `git` tool's detail: `git` commands are recorded in
     /// canonical form, anything else is a hazard.
@@ -353,10 +368,19 @@ impl Collector {
         self.commands.push(text);
     }
 
+    /// Records a command only deny patterns are to see, unless it is
+    /// listed already.
+    pub(crate) fn hide(&mut self, text: String) {
+        if !self.commands.contains(&text) && !self.hidden.contains(&text) {
+            self.hidden.push(text);
+        }
+    }
+
     fn finish(self) -> ShellAnalysis {
         ShellAnalysis {
             commands: self.commands,
             hazards: self.hazards,
+            hidden: self.hidden,
         }
     }
 
@@ -386,9 +410,31 @@ impl Collector {
             self.commands.push(text);
         }
         match plain {
-            Ok(plain) => commands::judge(&plain, args, self),
+            Ok(plain) => {
+                commands::judge(&plain, args, self);
+                if self.runs_its_arguments(&plain) {
+                    hidden::arguments(args, self);
+                }
+            }
             Err(hazard) => self.hazard(hazard),
         }
+    }
+
+    /// Whether `name` (`sudo`, `env`, `eval`, `bash -c`, …) was found to
+    /// run a command given in its arguments. For git, any option that
+    /// runs programs counts (`bisect run`, `submodule foreach`, `-c
+    /// core.pager=…`).
+    pub(crate) fn runs_its_arguments(&self, name: &str) -> bool {
+        let named = |command: &str| {
+            command
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(' '))
+        };
+        self.hazards.iter().any(|h| match h {
+            Hazard::RunsCommand { command } => named(command),
+            Hazard::UnsafeOption { command, .. } => name == git::TOOL && named(command),
+            _ => false,
+        })
     }
 }
 

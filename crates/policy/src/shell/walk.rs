@@ -28,6 +28,23 @@ pub(crate) fn analyze_program_with(source: &str, options: &ParserOptions, c: &mu
         });
         return;
     }
+    // brush-parser trims a here-document's tag of ASCII whitespace, so a
+    // tag of a carriage return or form feed is empty, and `a<<\r #` made
+    // it allocate without end (cargo fuzz: gigabytes from seven bytes).
+    // Bash reads these characters as part of a word, never as blanks; a
+    // line holding them is refused rather than read two ways.
+    if source.contains(['\r', '\u{b}', '\u{c}']) {
+        c.hazard(Hazard::Unparsable {
+            message: "a carriage return, vertical tab or form feed".to_owned(),
+        });
+        return;
+    }
+    if heredoc_in_substitution(source) {
+        c.hazard(Hazard::Unparsable {
+            message: "a here-document inside a substitution".to_owned(),
+        });
+        return;
+    }
     // brush-parser 0.4 panics on some inputs (cargo fuzz found
     // `99999999999>&x`, a descriptor number over i32, unwrapped); a panic
     // in the parser is an unparsable command, never a crash.
@@ -47,6 +64,29 @@ pub(crate) fn analyze_program_with(source: &str, options: &ParserOptions, c: &mu
             message: "the parser failed".to_owned(),
         }),
     }
+}
+
+/// A here-document operator (`<<`, `<<-`, not `<<<`) anywhere after the
+/// first `$(`, `$((` or `$[`: brush-parser's tokenizer reads those
+/// constructs in a loop that mishandles a here-document left open in them
+/// (cargo fuzz: `$(<<E)$(\nE` panicked, `$(<<  $(` allocated gigabytes).
+/// Such a line holds a substitution, so it asks anyway; refusing to parse
+/// it costs nothing but the structure, and the search for hidden commands
+/// still shows deny patterns what it runs.
+fn heredoc_in_substitution(source: &str) -> bool {
+    let bytes = source.as_bytes();
+    let Some(first) = bytes
+        .windows(2)
+        .position(|w| matches!(w, [b'$', b'(' | b'[']))
+    else {
+        return false;
+    };
+    let after = bytes.get(first..).unwrap_or_default();
+    after.windows(3).enumerate().any(|(i, w)| {
+        w.starts_with(b"<<")
+            && w.get(2) != Some(&b'<')
+            && (i == 0 || after.get(i - 1) != Some(&b'<'))
+    }) || after.ends_with(b"<<")
 }
 
 /// A run of more than nine digits right before `<` or `>`: brush-parser
@@ -73,7 +113,98 @@ fn huge_redirect_number(source: &str) -> bool {
 /// process.
 pub(crate) const MAX_OPENERS: usize = 32;
 
-/// Whether `source` might nest deeper than [`MAX_OPENERS`]. Counts every
+/// The deepest nesting of `(` (closed or not) a parsed line may reach:
+/// brush-parser takes time exponential in the number of `(` it has open at
+/// a syntax error (cargo fuzz found 29 in a 36-byte line that took
+/// seconds; each further one doubled it). At this depth the worst line of
+/// [`super::MAX_LEN`] bytes parses in about three times the time of a
+/// line without parentheses.
+pub(crate) const MAX_PAREN_DEPTH: usize = 8;
+
+/// How deep `(` nests in `source`, quoting ignored (which errs towards
+/// refusing).
+fn paren_depth(source: &str) -> usize {
+    let mut depth = 0usize;
+    let mut deepest = 0;
+    for b in source.bytes() {
+        match b {
+            b'(' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// The most expansions with a subscript (`${x[…]}`) a parsed line may
+/// hold.
+const MAX_SUBSCRIPTED: usize = 2;
+
+/// Whether expansions with a subscript (`${x[…]}`, `${!x[…]}`) might nest
+/// (`${x[${y[…]}]}`, `${a:-${x[…]}}`) or there are more than
+/// [`MAX_SUBSCRIPTED`]: brush-parser's word parser takes time exponential
+/// in how deep they nest (cargo fuzz found five unclosed ones in a
+/// here-document taking half a second, and seven take minutes; two over a
+/// long subscript take milliseconds a kilobyte). Quoting is ignored, and
+/// inside a subscript only `]` closes (a `}` there does not end the
+/// expansion); since a quoted `]` could still fool that, the count bounds
+/// the depth whatever the nesting looks like.
+fn nested_subscript(source: &str) -> bool {
+    #[derive(PartialEq)]
+    enum Open {
+        Brace,
+        Bracket,
+    }
+    let bytes = source.as_bytes();
+    let mut open: Vec<Open> = Vec::new();
+    let mut subscripted = 0;
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'$' if bytes.get(i + 1) == Some(&b'{') => {
+                i += 2;
+                if matches!(bytes.get(i), Some(b'!' | b'#')) {
+                    i += 1;
+                }
+                let name = bytes
+                    .get(i..)
+                    .unwrap_or_default()
+                    .iter()
+                    .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+                    .count();
+                let subscript = name > 0 && bytes.get(i + name) == Some(&b'[');
+                if subscript {
+                    subscripted += 1;
+                    if !open.is_empty() || subscripted > MAX_SUBSCRIPTED {
+                        return true;
+                    }
+                }
+                open.push(Open::Brace);
+                if subscript {
+                    open.push(Open::Bracket);
+                    i += name + 1;
+                }
+                continue;
+            }
+            b']' if open.last() == Some(&Open::Bracket) => {
+                open.pop();
+            }
+            b'}' if open.last() == Some(&Open::Brace) => {
+                open.pop();
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
+/// Whether `source` might nest deeper than [`MAX_OPENERS`] (or `(` deeper
+/// than [`MAX_PAREN_DEPTH`], or a subscripted expansion inside another,
+/// see [`nested_subscript`]). Counts every
 /// opener rather than the depth (quotes are ignored), so it errs towards
 /// refusing, which only costs a question. Inside `[[ ]]` the parser also
 /// recurses on `!`, `&&` and `||`, so where `[[` appears those count too.
@@ -93,6 +224,9 @@ pub(crate) fn too_nested(source: &str) -> bool {
     // linear time too (milliseconds per 8 KiB).
     let budget = |set: &[u8]| bytes.iter().filter(|b| set.contains(b)).count() > 2 * MAX_OPENERS;
     if count > MAX_OPENERS || budget(b"[") || budget(b")") || budget(b"<>") {
+        return true;
+    }
+    if paren_depth(source) > MAX_PAREN_DEPTH || nested_subscript(source) {
         return true;
     }
     if source.contains("[[") {

@@ -97,3 +97,23 @@ fn transports_are_recognized() {
         assert!(!is_transport(a), "{a}");
     }
 }
+
+/// `is_transport` as it was first written, with `str` searches.
+fn transport_by_str(arg: &str) -> bool {
+    let value = arg.split_once('=').map_or(arg, |(_, v)| v);
+    value.split_once("::").is_some_and(|(helper, _)| {
+        !helper.is_empty()
+            && helper
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.' | '+'))
+    })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+
+    #[test]
+    fn transports_by_bytes_agree_with_str_searches(arg in "[a:=!+._é-]{0,10}") {
+        proptest::prop_assert_eq!(is_transport(&arg), transport_by_str(&arg), "{:?}", arg);
+    }
+}
