@@ -10,9 +10,9 @@ use crate::actions::{
     event_for, from_row, initial_state, stored_action,
 };
 use crate::error::StoreError;
-use crate::pg::Postgres;
+use crate::pg::{Postgres, grants};
 use crate::time::{from_ms, now, to_ms};
-use actiongate_api::model::{Action, ActionStatus};
+use actiongate_api::model::{Action, ActionStatus, DecisionResult};
 
 /// One action by id, on `conn`.
 pub(crate) async fn get_on(
@@ -69,6 +69,13 @@ impl Postgres {
     /// [`Postgres::insert_action`], answering with the new action's event.
     pub async fn create_action(&self, new: NewAction) -> Result<Inserted, StoreError> {
         let mut tx = self.begin().await?;
+        // Decided on grants read before this transaction: one made since
+        // (on any node) is looked for below, under the lock that orders the
+        // two (see `pg::grants`).
+        let asks = new.decision.result == DecisionResult::Ask;
+        if asks {
+            grants::lock_grants(&mut tx, false).await?;
+        }
         if let Some(action) = existing(&mut tx, &new).await? {
             return Ok(Inserted::new(action, false, None));
         }
@@ -123,9 +130,21 @@ impl Postgres {
             return Ok(Inserted::new(action, false, None));
         }
         let mut action = stored_action(new, created);
-        let events = created_events(&mut action, claim.is_some())?;
+        let mut events = created_events(&mut action, claim.is_some())?;
+        if asks
+            && let Some((approved, event)) =
+                grants::approve_if_granted(&mut tx, &action, self.default_profile.as_ref()).await?
+        {
+            action = approved;
+            events.push(event);
+        }
         let written = self.commit(tx, events).await?;
-        let rendered = written.into_iter().next().map(std::sync::Arc::new);
+        // The last event about the action carries it as it is now.
+        let rendered = written
+            .into_iter()
+            .rev()
+            .find(|ev| ev.kind.starts_with("action."))
+            .map(std::sync::Arc::new);
         Ok(Inserted::new(action, true, rendered))
     }
 
