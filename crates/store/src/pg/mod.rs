@@ -149,11 +149,13 @@ impl Postgres {
             .await?;
         let last_seq = Arc::new(AtomicI64::new(last));
         let (events, _) = broadcast::channel(opts.event_buffer.max(16));
+        let node: Arc<str> = uuid::Uuid::now_v7().simple().to_string().into();
         let tail = Arc::new(tail::Tail {
             pool: pool.clone(),
             tx: events.clone(),
             last_seq: last_seq.clone(),
             poll: pg.poll_interval,
+            node: node.clone(),
             lock: tokio::sync::Mutex::new(()),
         });
         let (stop, stopped) = tokio::sync::oneshot::channel();
@@ -168,7 +170,7 @@ impl Postgres {
             shutdown: Arc::new(tokio::sync::Mutex::new(vec![(stop, follow)])),
             default_profile: opts.default_profile,
             audit_key: opts.audit_key,
-            node: uuid::Uuid::now_v7().simple().to_string().into(),
+            node,
             delivery_lease: lease(pg.delivery_lease),
             chat_lease: lease(pg.chat_lease),
         })
@@ -188,11 +190,21 @@ impl Postgres {
         events: Vec<NewEvent>,
     ) -> Result<Vec<Event>, StoreError> {
         let result = async {
-            let written = log::append(&mut tx, events).await?;
+            let written = log::append(&mut tx, events, &self.node).await?;
             tx.commit().await?;
             Ok::<_, StoreError>(written)
         }
         .await;
+        self.committed(result).await
+    }
+
+    /// What follows a commit that wrote `result` (or failed): its events
+    /// are published on this node before the caller is answered; a full
+    /// disk is noted.
+    pub(crate) async fn committed(
+        &self,
+        result: Result<Vec<Event>, StoreError>,
+    ) -> Result<Vec<Event>, StoreError> {
         match &result {
             Ok(written) => {
                 self.full.store(false, Ordering::Relaxed);

@@ -29,6 +29,8 @@ pub(crate) struct Tail {
     pub(crate) tx: broadcast::Sender<Arc<Event>>,
     pub(crate) last_seq: Arc<AtomicI64>,
     pub(crate) poll: Duration,
+    /// This node's name in the notifications of its commits.
+    pub(crate) node: Arc<str>,
     /// Held while publishing, so events go out once and in order.
     pub(crate) lock: tokio::sync::Mutex<()>,
 }
@@ -97,11 +99,32 @@ async fn listen(pool: &PgPool) -> Option<PgListener> {
     Some(listener)
 }
 
+/// Whether a notification (`<last seq> <node>`, see `log::append_sql`)
+/// tells of nothing to read: events this node committed (it publishes them
+/// itself before answering; should that fail, its next commit or the poll
+/// reads them) or events already published.
+fn nothing_new(payload: &str, node: &str, published: i64) -> bool {
+    let mut parts = payload.split(' ');
+    let seq = parts.next().and_then(|s| s.parse::<i64>().ok());
+    let from = parts.next();
+    from == Some(node) || seq.is_some_and(|seq| seq <= published)
+}
+
+/// What woke the loop.
+enum Woken {
+    /// A notification with this payload.
+    Notified(String),
+    /// The listening connection broke (and may have been made again): what
+    /// was notified meanwhile is lost.
+    Lost { listening: bool },
+}
+
 /// Runs until `stop`: catch up, then wait for a notification or the poll
 /// interval, and again. When the listening connection breaks (Postgres
 /// restarted), it catches up at once and listens again within
 /// [`RELISTEN`], reading the log at least that often meanwhile, so what
-/// other nodes commit after the restart keeps arriving.
+/// other nodes commit after the restart keeps arriving. A notification of
+/// nothing new ([`nothing_new`]) is no reason to read.
 pub(crate) async fn run(tail: Arc<Tail>, mut stop: oneshot::Receiver<()>) {
     let mut listener = tokio::select! {
         _ = &mut stop => return,
@@ -128,31 +151,61 @@ pub(crate) async fn run(tail: Arc<Tail>, mut stop: oneshot::Receiver<()>) {
         } else {
             tail.poll.min(RELISTEN)
         };
-        // `Ok(None)`: the connection was lost and made again (what was
-        // notified in between is lost: the loop reads the log first).
-        let heard = async {
-            match listener.as_mut() {
-                Some(l) => l.try_recv().await.is_ok(),
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = &mut stop => return,
-            ok = heard => {
-                if !ok {
-                    // Notifications may have been lost with the connection:
-                    // read the log now, listen again soon.
-                    listener = None;
+        let poll_at = tokio::time::Instant::now() + wait;
+        loop {
+            let heard = async {
+                match listener.as_mut() {
+                    Some(l) => match l.try_recv().await {
+                        Ok(Some(n)) => Woken::Notified(n.payload().to_owned()),
+                        // The connection was lost and made again.
+                        Ok(None) => Woken::Lost { listening: true },
+                        Err(_) => Woken::Lost { listening: false },
+                    },
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = &mut stop => return,
+                woken = heard => match woken {
+                    Woken::Notified(payload)
+                        if nothing_new(&payload, &tail.node, tail.last_seq.load(Ordering::Acquire)) =>
+                    {
+                        continue;
+                    }
+                    Woken::Notified(_) => {}
+                    Woken::Lost { listening } => {
+                        // Read the log now; listen again soon if need be.
+                        if !listening {
+                            listener = None;
+                        }
+                    }
+                },
+                () = tokio::time::sleep_until(poll_at) => {
+                    if listener.is_none() {
+                        listener = tokio::select! {
+                            _ = &mut stop => return,
+                            l = listen(&tail.pool) => l,
+                        };
+                    }
                 }
             }
-            () = tokio::time::sleep(wait) => {
-                if listener.is_none() {
-                    listener = tokio::select! {
-                        _ = &mut stop => return,
-                        l = listen(&tail.pool) => l,
-                    };
-                }
-            }
+            break;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nothing_new;
+
+    #[test]
+    fn only_another_nodes_unpublished_events_are_worth_a_read() {
+        assert!(nothing_new("7 me", "me", 3), "this node's own commit");
+        assert!(nothing_new("7 other", "me", 7), "published already");
+        assert!(!nothing_new("8 other", "me", 7));
+        // An older daemon's notification (the seq alone), or garbage.
+        assert!(!nothing_new("8", "me", 7));
+        assert!(nothing_new("7", "me", 7));
+        assert!(!nothing_new("", "me", 7));
     }
 }
