@@ -494,3 +494,54 @@ async fn asks_racing_a_grant_on_another_node_are_never_left_pending() {
     a.close().await;
     b.close().await;
 }
+
+/// Waits until `rx` has heard an event of `kind`.
+async fn heard(rx: &mut tokio::sync::broadcast::Receiver<std::sync::Arc<Event>>, kind: &str) {
+    tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while rx.recv().await.unwrap().kind != kind {}
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no {kind}"));
+}
+
+/// Each node keeps the active grants it read: a grant made or revoked on
+/// this node counts at once, one made or revoked on another as soon as
+/// this node has heard of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn grants_made_or_revoked_on_any_node_count_once_heard() {
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let a = open_node(&url).await;
+    let b = open_node(&url).await;
+    let mut on_a = a.subscribe();
+    let ids = |g: Vec<policy::Grant>| g.into_iter().map(|g| g.id).collect::<Vec<_>>();
+    for _ in 0..3 {
+        assert!(a.active_grants("a", "bash").await.unwrap().is_empty());
+    }
+    let made = b
+        .create_grant(tool_grant(None, "make.*"), None)
+        .await
+        .unwrap();
+    heard(&mut on_a, "grant.created").await;
+    assert_eq!(
+        ids(a.active_grants("a", "bash").await.unwrap()),
+        std::slice::from_ref(&made.grant.id)
+    );
+    b.revoke_grant(&made.grant.id).await.unwrap();
+    heard(&mut on_a, "grant.revoked").await;
+    assert!(a.active_grants("a", "bash").await.unwrap().is_empty());
+    // Made and revoked here: no waiting.
+    let mine = a
+        .create_grant(tool_grant(Some("a"), "ls"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(a.active_grants("a", "bash").await.unwrap()),
+        std::slice::from_ref(&mine.grant.id)
+    );
+    a.revoke_grant(&mine.grant.id).await.unwrap();
+    assert!(a.active_grants("a", "bash").await.unwrap().is_empty());
+    a.close().await;
+    b.close().await;
+}

@@ -385,6 +385,18 @@ async fn after_postgres_restarts_a_node_hears_the_others_without_polling() {
         .expect("node a heard node b before the restart")
         .unwrap();
     assert_eq!(ev.action_id.as_deref(), Some(before.id.as_str()));
+    // Node a's pool holds several connections, idle, when Postgres stops.
+    let reads = |n: usize| {
+        let a = a.clone();
+        let id = before.id.clone();
+        async move {
+            futures::future::join_all((0..n).map(|_| a.get_action(&id)))
+                .await
+                .into_iter()
+                .collect::<Vec<_>>()
+        }
+    };
+    assert!(reads(16).await.iter().all(Result::is_ok));
 
     cluster.stop_server().unwrap();
     // Down longer than the connect timeout: the listening connection's own
@@ -399,6 +411,12 @@ async fn after_postgres_restarts_a_node_hears_the_others_without_polling() {
         assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     }
     cluster.start_server().unwrap();
+
+    // Node a's connections from before the restart are all gone: none is
+    // handed out (each is tested first), so its first requests succeed.
+    for answer in reads(16).await {
+        assert!(answer.is_ok(), "{answer:?}");
+    }
 
     // Both pools reconnect by themselves.
     let started = Instant::now();

@@ -280,13 +280,35 @@ impl Postgres {
     }
 
     /// Active grants that may apply to `agent` acting on `tool` (a tool
-    /// name or a handler id), as the policy crate sees them. Not cached: a
-    /// grant made or revoked on another node counts at once.
+    /// name or a handler id), as the policy crate sees them.
+    ///
+    /// Cached while the tail follows the log (it listens, and reads
+    /// without failing): until it publishes a grant event (this node's
+    /// before their callers are answered, another node's as soon as its
+    /// notification is read) and for at most a second. A grant made or
+    /// revoked on another node therefore counts here within a
+    /// notification's latency, as a decision made there wakes waiters
+    /// here; and an action that asks for want of a grant made meanwhile is
+    /// approved by it when stored ([`approve_if_granted`]).
     pub async fn active_grants(
         &self,
         agent: &str,
         tool: &str,
     ) -> Result<Vec<policy::Grant>, StoreError> {
+        let following = self.tail_follows();
+        let second = to_ms(now()) / 1000;
+        if self
+            .grants_second
+            .swap(second, std::sync::atomic::Ordering::Relaxed)
+            != second
+        {
+            self.grants.clear();
+        }
+        let generation = match self.grants.get(agent, tool) {
+            Ok(grants) if following => return Ok(grants.as_ref().clone()),
+            Ok(_) => None,
+            Err(generation) => Some(generation),
+        };
         let rows = sqlx::query(concat!(
             "SELECT ",
             grant_columns!(),
@@ -298,8 +320,14 @@ impl Postgres {
         .bind(tool)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
+        let grants = rows
+            .iter()
             .map(|r| from_row(r).and_then(|g| to_policy(&g)))
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(generation) = generation.filter(|_| following) {
+            self.grants
+                .insert(generation, agent, tool, Arc::new(grants.clone()));
+        }
+        Ok(grants)
     }
 }

@@ -9,7 +9,7 @@
 //! the poll interval.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use sqlx::PgPool;
@@ -18,6 +18,7 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::error::StoreError;
 use crate::events::{event_columns, from_row};
+use crate::grant_cache::GrantCache;
 use actiongate_api::model::Event;
 
 /// Events read per query while catching up.
@@ -31,6 +32,16 @@ pub(crate) struct Tail {
     pub(crate) poll: Duration,
     /// This node's name in the notifications of its commits.
     pub(crate) node: Arc<str>,
+    /// Active grants this node read, forgotten at every grant event it
+    /// publishes (this node's before its caller is answered, the others'
+    /// as soon as they are read).
+    pub(crate) grants: Arc<GrantCache>,
+    /// Whether the loop listens and its last read of the log succeeded:
+    /// what other nodes commit then reaches this node within a
+    /// notification's latency, and the grants cache may be used.
+    pub(crate) following: AtomicBool,
+    /// Where signs of Postgres going away are recorded, for the pool.
+    pub(crate) losses: Arc<super::pool::Losses>,
     /// Held while publishing, so events go out once and in order.
     pub(crate) lock: tokio::sync::Mutex<()>,
 }
@@ -49,12 +60,21 @@ impl Tail {
         }
         if written.first().is_some_and(|e| e.seq == after + 1) {
             for ev in written {
-                self.last_seq.store(ev.seq, Ordering::Release);
-                let _ = self.tx.send(Arc::new(ev));
+                self.send(ev);
             }
             return Ok(());
         }
         self.catch_up_locked().await
+    }
+
+    /// Publishes `ev`, the next event. Hold `lock`.
+    fn send(&self, ev: Event) {
+        if ev.kind.starts_with("grant.") {
+            self.grants.clear();
+        }
+        self.last_seq.store(ev.seq, Ordering::Release);
+        // No receivers is fine: nobody is listening.
+        let _ = self.tx.send(Arc::new(ev));
     }
 
     /// Publishes every committed event after the last one published.
@@ -77,10 +97,7 @@ impl Tail {
             .await?;
             let n = rows.len();
             for row in &rows {
-                let ev = from_row(row)?;
-                self.last_seq.store(ev.seq, Ordering::Release);
-                // No receivers is fine: nobody is listening.
-                let _ = self.tx.send(Arc::new(ev));
+                self.send(from_row(row)?);
             }
             if i64::try_from(n).unwrap_or(0) < PAGE {
                 return Ok(());
@@ -144,7 +161,16 @@ pub(crate) async fn run(tail: Arc<Tail>, mut stop: oneshot::Receiver<()>) {
                     tracing::warn!(error = %e, "reading the event log failed; retrying");
                 }
                 failing = true;
+                tail.losses.lost();
             }
+        }
+        if listener.is_none() {
+            tail.losses.lost();
+        }
+        let following = listener.is_some() && !failing;
+        if !tail.following.swap(following, Ordering::AcqRel) && following {
+            // What was cached while not following may miss a change.
+            tail.grants.clear();
         }
         let wait = if listener.is_some() {
             tail.poll
@@ -174,7 +200,10 @@ pub(crate) async fn run(tail: Arc<Tail>, mut stop: oneshot::Receiver<()>) {
                     }
                     Woken::Notified(_) => {}
                     Woken::Lost { listening } => {
-                        // Read the log now; listen again soon if need be.
+                        // Notifications may have been lost: read the log
+                        // now, listen again soon if need be.
+                        tail.following.store(false, Ordering::Release);
+                        tail.losses.lost();
                         if !listening {
                             listener = None;
                         }
