@@ -133,25 +133,28 @@ async fn text_holding_nul_is_stored_or_refused_as_invalid(kind: Kind) {
     let Some((store, _dir)) = open(kind).await else {
         return;
     };
-    let mut new = new_action(1, DecisionResult::Ask);
-    new.detail = "echo a\u{0}b".to_owned();
-    new.reason = Some("why\u{0}".to_owned());
-    let answer = store.insert_action(new).await;
-    match kind {
-        Kind::Sqlite => assert_eq!(answer.unwrap().0.detail, "echo a\u{0}b"),
-        Kind::Postgres => {
-            assert!(matches!(answer, Err(StoreError::Invalid(_))), "{answer:?}");
-            assert_eq!(store.newest_seq().await.unwrap(), 0);
-            assert!(
-                store
-                    .list_actions(&ActionFilter {
-                        limit: 10,
-                        ..ActionFilter::default()
-                    })
-                    .await
-                    .unwrap()
-                    .is_empty()
-            );
+    // Asked (a transaction of several statements) and allowed (one).
+    for result in [DecisionResult::Ask, DecisionResult::Allow] {
+        let mut new = new_action(1, result);
+        new.detail = "echo a\u{0}b".to_owned();
+        new.reason = Some("why\u{0}".to_owned());
+        let answer = store.insert_action(new).await;
+        match kind {
+            Kind::Sqlite => assert_eq!(answer.unwrap().0.detail, "echo a\u{0}b"),
+            Kind::Postgres => {
+                assert!(matches!(answer, Err(StoreError::Invalid(_))), "{answer:?}");
+                assert_eq!(store.newest_seq().await.unwrap(), 0);
+                assert!(
+                    store
+                        .list_actions(&ActionFilter {
+                            limit: 10,
+                            ..ActionFilter::default()
+                        })
+                        .await
+                        .unwrap()
+                        .is_empty()
+                );
+            }
         }
     }
 }
