@@ -13,7 +13,7 @@
 //! the last one it published and publishes them in order. A lost
 //! notification costs latency, never an event.
 //!
-//! Modules: `actions`, `agents`, `dispatch`, `events`, `grant_requests`,
+//! Modules: `actions`, `create` (new actions), `agents`, `dispatch`, `events`, `grant_requests`,
 //! `grants`, `handlers`, `keys`, `limits`, `audit` (the chain's anchor and
 //! retention), `anchor` (signed anchor events), `pool` (when a connection
 //! is tested before use), `subscriptions`
@@ -31,6 +31,7 @@ mod agents;
 mod anchor;
 mod audit;
 mod connectors;
+mod create;
 mod dispatch;
 mod events;
 mod grant_requests;
