@@ -333,6 +333,19 @@ async fn decisions_and_idempotency_keys_hold_across_nodes() {
         .await;
         assert_eq!(s, 409, "{a}");
     }
+
+    // Text Postgres cannot store (a NUL character) is the caller's to fix:
+    // 422, never a 500, and nothing stored.
+    let (s, a) = call(
+        &c,
+        reqwest::Method::POST,
+        format!("{}/v1/actions", n.base(1)),
+        &agent,
+        Some(json!({"tool": "bash", "detail": "make\u{0}x", "reason": "a\u{0}"})),
+    )
+    .await;
+    assert_eq!(s, 422, "{a} {:?}", n.nodes[1].stderr_lines());
+    assert_eq!(a["code"], "validation", "{a}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

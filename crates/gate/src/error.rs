@@ -204,6 +204,13 @@ impl From<StoreError> for GateError {
                     "the database is unavailable; nothing was written, retry shortly",
                 )
             }
+            StoreError::Invalid(why) => {
+                tracing::info!(error = %why, "the database refused a value");
+                GateError::new(
+                    ErrorCode::Validation,
+                    "a value cannot be stored: text may not hold the NUL character (U+0000)",
+                )
+            }
             StoreError::Closed => {
                 tracing::warn!(error = %err, "store unavailable");
                 GateError::unavailable("the database is unavailable; retry shortly")

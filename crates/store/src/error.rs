@@ -33,6 +33,11 @@ pub enum StoreError {
     /// (Postgres): nothing was written; a retry after it is back succeeds.
     #[error("database unavailable: {0}")]
     Unavailable(String),
+    /// The database refused a value the request carried, as it stands
+    /// (Postgres: text holding the NUL character, which `TEXT` cannot
+    /// store): nothing was written, and the same request fails again.
+    #[error("value refused by the database: {0}")]
+    Invalid(String),
     /// The writer task has stopped (the store is closing).
     #[error("store is closed")]
     Closed,
@@ -90,6 +95,9 @@ fn of_sqlstate(code: &str, message: String) -> Option<StoreError> {
     Some(match code {
         // disk_full
         "53100" => StoreError::Full,
+        // character_not_in_repertoire (a NUL in text), untranslatable_character:
+        // the value, not the database, is at fault.
+        "22021" | "22P05" => StoreError::Invalid(message),
         // serialization_failure, deadlock_detected, lock_not_available,
         // query_canceled (statement timeout), too_many_connections,
         // out_of_memory: retrying shortly may succeed.

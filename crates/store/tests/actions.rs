@@ -121,4 +121,40 @@ async fn listings_filter_and_page_newest_first(kind: Kind) {
     );
 }
 
-crate::conformance!(listings_filter_and_page_newest_first);
+crate::conformance!(
+    listings_filter_and_page_newest_first,
+    text_holding_nul_is_stored_or_refused_as_invalid
+);
+
+/// Text an agent sends may hold U+0000, which Postgres' `TEXT` cannot
+/// store: there the request is refused as invalid (a 422, not a fault),
+/// with nothing written; SQLite stores it as sent.
+async fn text_holding_nul_is_stored_or_refused_as_invalid(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
+    // Asked (a transaction of several statements) and allowed (one).
+    for result in [DecisionResult::Ask, DecisionResult::Allow] {
+        let mut new = new_action(1, result);
+        new.detail = "echo a\u{0}b".to_owned();
+        new.reason = Some("why\u{0}".to_owned());
+        let answer = store.insert_action(new).await;
+        match kind {
+            Kind::Sqlite => assert_eq!(answer.unwrap().0.detail, "echo a\u{0}b"),
+            Kind::Postgres => {
+                assert!(matches!(answer, Err(StoreError::Invalid(_))), "{answer:?}");
+                assert_eq!(store.newest_seq().await.unwrap(), 0);
+                assert!(
+                    store
+                        .list_actions(&ActionFilter {
+                            limit: 10,
+                            ..ActionFilter::default()
+                        })
+                        .await
+                        .unwrap()
+                        .is_empty()
+                );
+            }
+        }
+    }
+}

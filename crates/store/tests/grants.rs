@@ -402,3 +402,146 @@ async fn approvals_that_remember_on_two_nodes_at_once_do_not_deadlock() {
         n.close().await;
     }
 }
+
+/// A grant committed on one node between another node's decision (which
+/// read no grant, so it asks) and that node's insert: the new action is
+/// approved by the grant in its insert's transaction, not left pending for
+/// a human who already said yes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_ask_stored_after_a_grant_it_did_not_see_is_approved_by_that_grant() {
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let a = open_node(&url).await;
+    let b = open_node(&url).await;
+    a.put_agent("a", None, Some(json!("guarded")))
+        .await
+        .unwrap();
+    a.put_agent(
+        "d",
+        None,
+        Some(json!({"allow": [], "ask": [".*"], "deny": ["tool:bash:make.*"]})),
+    )
+    .await
+    .unwrap();
+    // Node a's decision reads the grants: none.
+    assert!(a.active_grants("a", "bash").await.unwrap().is_empty());
+    // Node b's grant commits: nothing pending to approve yet.
+    let grant = tool_grant(None, "make.*");
+    let created = b.create_grant(grant.clone(), None).await.unwrap();
+    assert!(created.approved.is_empty());
+    // Node a stores what it decided.
+    let (action, created) = a.insert_action(ask("a", "make all")).await.unwrap();
+    assert!(created);
+    assert_eq!(action.status, ActionStatus::Approved);
+    let by_grant = format!("grant:{}", grant.id);
+    assert_eq!(action.decided_by.as_deref(), Some(by_grant.as_str()));
+    assert_eq!(b.get_action(&action.id).await.unwrap(), action);
+    let kinds: Vec<String> = b
+        .action_events(&action.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(kinds, ["action.enqueued", "action.approved"]);
+    // What the grant does not cover, or the profile as stored now denies,
+    // stays for a human, as when a grant is made.
+    for (agent, detail) in [("a", "rm x"), ("d", "make all")] {
+        let (other, _) = a.insert_action(ask(agent, detail)).await.unwrap();
+        assert_eq!(other.status, ActionStatus::Pending, "{agent} {detail}");
+    }
+    a.close().await;
+    b.close().await;
+}
+
+/// New actions asking on one node while grants covering them are made on
+/// another: once both are done, none of them waits for a human.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn asks_racing_a_grant_on_another_node_are_never_left_pending() {
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let a = open_node(&url).await;
+    let b = open_node(&url).await;
+    a.put_agent("a", None, Some(json!("guarded")))
+        .await
+        .unwrap();
+    for round in 0..5 {
+        let askers: Vec<_> = (0..6)
+            .map(|t| {
+                let a = a.clone();
+                tokio::spawn(async move {
+                    let mut ids = Vec::new();
+                    for i in 0..8 {
+                        let new = ask("a", &format!("make {round}-{t}-{i}"));
+                        ids.push(a.insert_action(new).await.unwrap().0.id);
+                    }
+                    ids
+                })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(5 + 4 * round)).await;
+        let grant = tool_grant(Some("a"), &format!("make {round}-.*"));
+        b.create_grant(grant, None).await.unwrap();
+        for asker in askers {
+            for id in asker.await.unwrap() {
+                let action = b.get_action(&id).await.unwrap();
+                assert_eq!(action.status, ActionStatus::Approved, "round {round}");
+            }
+        }
+    }
+    a.close().await;
+    b.close().await;
+}
+
+/// Waits until `rx` has heard an event of `kind`.
+async fn heard(rx: &mut tokio::sync::broadcast::Receiver<std::sync::Arc<Event>>, kind: &str) {
+    tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while rx.recv().await.unwrap().kind != kind {}
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no {kind}"));
+}
+
+/// Each node keeps the active grants it read: a grant made or revoked on
+/// this node counts at once, one made or revoked on another as soon as
+/// this node has heard of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn grants_made_or_revoked_on_any_node_count_once_heard() {
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let a = open_node(&url).await;
+    let b = open_node(&url).await;
+    let mut on_a = a.subscribe();
+    let ids = |g: Vec<policy::Grant>| g.into_iter().map(|g| g.id).collect::<Vec<_>>();
+    for _ in 0..3 {
+        assert!(a.active_grants("a", "bash").await.unwrap().is_empty());
+    }
+    let made = b
+        .create_grant(tool_grant(None, "make.*"), None)
+        .await
+        .unwrap();
+    heard(&mut on_a, "grant.created").await;
+    assert_eq!(
+        ids(a.active_grants("a", "bash").await.unwrap()),
+        std::slice::from_ref(&made.grant.id)
+    );
+    b.revoke_grant(&made.grant.id).await.unwrap();
+    heard(&mut on_a, "grant.revoked").await;
+    assert!(a.active_grants("a", "bash").await.unwrap().is_empty());
+    // Made and revoked here: no waiting.
+    let mine = a
+        .create_grant(tool_grant(Some("a"), "ls"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(a.active_grants("a", "bash").await.unwrap()),
+        std::slice::from_ref(&mine.grant.id)
+    );
+    a.revoke_grant(&mine.grant.id).await.unwrap();
+    assert!(a.active_grants("a", "bash").await.unwrap().is_empty());
+    a.close().await;
+    b.close().await;
+}

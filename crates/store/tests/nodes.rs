@@ -385,6 +385,18 @@ async fn after_postgres_restarts_a_node_hears_the_others_without_polling() {
         .expect("node a heard node b before the restart")
         .unwrap();
     assert_eq!(ev.action_id.as_deref(), Some(before.id.as_str()));
+    // Node a's pool holds several connections, idle, when Postgres stops.
+    let reads = |n: usize| {
+        let a = a.clone();
+        let id = before.id.clone();
+        async move {
+            futures::future::join_all((0..n).map(|_| a.get_action(&id)))
+                .await
+                .into_iter()
+                .collect::<Vec<_>>()
+        }
+    };
+    assert!(reads(16).await.iter().all(Result::is_ok));
 
     cluster.stop_server().unwrap();
     // Down longer than the connect timeout: the listening connection's own
@@ -399,6 +411,12 @@ async fn after_postgres_restarts_a_node_hears_the_others_without_polling() {
         assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     }
     cluster.start_server().unwrap();
+
+    // Node a's connections from before the restart are all gone: none is
+    // handed out (each is tested first), so its first requests succeed.
+    for answer in reads(16).await {
+        assert!(answer.is_ok(), "{answer:?}");
+    }
 
     // Both pools reconnect by themselves.
     let started = Instant::now();
@@ -450,5 +468,198 @@ async fn a_statement_stuck_behind_a_lock_is_cancelled_after_the_statement_timeou
     // Nothing of the cancelled write was kept; the next one goes through.
     store.insert_action(ask("a")).await.unwrap();
     assert_eq!(all_events(&store).await.len(), 1);
+    store.close().await;
+}
+
+/// Three nodes writing at once through every kind of write (an action that
+/// needs nothing read first, one that asks, one with an idempotency key, a
+/// decision): each node publishes every event once, in seq order, with no
+/// gap, and the same events as the log holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_node_publishes_every_event_once_in_order_while_all_write() {
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let n = nodes(&url, 3, Duration::from_secs(60)).await;
+    let mut heard: Vec<_> = n.iter().map(Store::subscribe).collect();
+    let approve = Transition {
+        from: &[ActionStatus::Pending],
+        to: ActionStatus::Approved,
+        decided_by: Some("op".to_owned()),
+        note: None,
+        outcome: None,
+        event: "action.approved",
+    };
+    let writers: Vec<_> = n
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let (node, approve) = (node.clone(), approve.clone());
+            tokio::spawn(async move {
+                for j in 0..30 {
+                    let mut new = ask(&format!("agent-{i}"));
+                    match j % 3 {
+                        0 => new.decision.result = DecisionResult::Allow,
+                        1 => {}
+                        _ => {
+                            new.decision.result = DecisionResult::Allow;
+                            new.idempotency_key = Some(format!("k{j}"));
+                        }
+                    }
+                    let (a, _) = node.insert_action(new).await.unwrap();
+                    if a.status == ActionStatus::Pending {
+                        node.transition(&a.id, approve.clone()).await.unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    // 90 actions, 30 of them approved later: 120 events.
+    let total = 120;
+    let logged = all_events(&n[0]).await;
+    assert_eq!(logged.len(), total);
+    for (i, rx) in heard.iter_mut().enumerate() {
+        let mut got = Vec::new();
+        while got.len() < total {
+            let ev = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+                .await
+                .unwrap_or_else(|_| panic!("node {i} heard only {}", got.len()))
+                .unwrap();
+            got.push(ev);
+        }
+        let seqs: Vec<i64> = got.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=total as i64).collect::<Vec<_>>(), "node {i}");
+        for (ev, log) in got.iter().zip(&logged) {
+            assert_eq!(**ev, *log, "node {i} published what the log holds");
+        }
+        // Nothing more (no event published twice).
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(rx.try_recv().is_err(), "node {i}");
+    }
+    for node in &n {
+        node.close().await;
+    }
+}
+
+/// The backend pid of the one other session waiting for a lock.
+async fn lock_waiter(admin: &mut sqlx::PgConnection) -> i32 {
+    let started = Instant::now();
+    loop {
+        let pid: Option<i32> = sqlx::query_scalar(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+             AND pid <> pg_backend_pid() LIMIT 1",
+        )
+        .fetch_optional(&mut *admin)
+        .await
+        .unwrap();
+        if let Some(pid) = pid {
+            return pid;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "nobody waits");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Faults in the middle of a write (its connection killed, a deadlock)
+/// are answered as "try again" (503: unavailable, busy), never as a 500,
+/// and leave nothing half-written; the next write goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_in_the_middle_of_a_write_are_retryable_and_write_nothing() {
+    use sqlx::{Connection, Executor};
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let store = open_node(&url).await;
+    store
+        .put_agent("a", None, Some(serde_json::json!("guarded")))
+        .await
+        .unwrap();
+    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+
+    // Its connection killed while it waits to append its events: an action
+    // that asks (a transaction of several statements) and one allowed (one
+    // statement).
+    for result in [DecisionResult::Ask, DecisionResult::Allow] {
+        other.execute("BEGIN").await.unwrap();
+        other
+            .execute("SELECT seq FROM event_counter WHERE id = 1 FOR UPDATE")
+            .await
+            .unwrap();
+        let mut new = ask("a");
+        new.decision.result = result;
+        let write = tokio::spawn({
+            let store = store.clone();
+            async move { store.insert_action(new).await }
+        });
+        let pid = lock_waiter(&mut admin).await;
+        sqlx::query("SELECT pg_terminate_backend($1)")
+            .bind(pid)
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        let answer = write.await.unwrap();
+        assert!(
+            matches!(answer, Err(StoreError::Unavailable(_))),
+            "{result:?}: {answer:?}"
+        );
+        other.execute("ROLLBACK").await.unwrap();
+    }
+    assert_eq!(all_events(&store).await.len(), 0);
+    let stored: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM actions")
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0, "nothing half-written");
+
+    // A deadlock: the store's grant waits for an action another session
+    // holds, and that session then waits for what the grant holds.
+    let (first, _) = store.insert_action(ask("a")).await.unwrap();
+    other.execute("BEGIN").await.unwrap();
+    sqlx::query("SELECT id FROM actions WHERE id = $1 FOR UPDATE")
+        .bind(&first.id)
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let grant = NewGrant {
+        id: uuid::Uuid::now_v7().to_string(),
+        agent: Some("a".to_owned()),
+        target: NewGrantTarget::Tool {
+            tool: "bash".to_owned(),
+            pattern: "make".to_owned(),
+        },
+        granted_by: "op".to_owned(),
+        expires_at: None,
+        note: None,
+    };
+    let write = tokio::spawn({
+        let (store, first) = (store.clone(), first.id.clone());
+        async move {
+            let first = ApproveFirst {
+                action_id: first,
+                decided_by: "op".to_owned(),
+                note: None,
+            };
+            store.create_grant(grant, Some(first)).await
+        }
+    });
+    lock_waiter(&mut admin).await;
+    // Waits for the grant's lock; Postgres finds the cycle and cancels
+    // whichever waited first: the store's write.
+    let closing = other
+        .execute("SELECT pg_advisory_xact_lock(hashtext('actiongate.grants'))")
+        .await;
+    let answer = write.await.unwrap();
+    assert!(matches!(answer, Err(StoreError::Busy)), "{answer:?}");
+    closing.unwrap();
+    other.execute("ROLLBACK").await.unwrap();
+    assert_eq!(all_events(&store).await.len(), 1, "only the first action's");
+
+    // The pool makes new connections for the ones lost.
+    let (again, _) = store.insert_action(ask("a")).await.unwrap();
+    assert_eq!(again.status, ActionStatus::Pending);
     store.close().await;
 }

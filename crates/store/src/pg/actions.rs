@@ -1,14 +1,10 @@
-//! Action rows on Postgres: insertion with idempotency, compare-and-set
-//! transitions, listing, expiry at the deadline.
+//! Action rows on Postgres: compare-and-set transitions, listing, expiry
+//! at the deadline (new actions: `create`).
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use sqlx::{PgConnection, Postgres as Pg, QueryBuilder};
 
-use crate::actions::{
-    ActionFilter, Inserted, NewAction, Transition, action_columns, claim_of, created_events,
-    event_for, from_row, initial_state, stored_action,
-};
+use crate::actions::{ActionFilter, Transition, action_columns, event_for, from_row};
 use crate::error::StoreError;
 use crate::pg::Postgres;
 use crate::time::{from_ms, now, to_ms};
@@ -30,105 +26,7 @@ pub(crate) async fn get_on(
     row.as_ref().map(from_row).transpose()
 }
 
-/// The action that already holds `new`'s idempotency key, if any: the same
-/// request gets it back, a different one is a conflict.
-async fn existing(conn: &mut PgConnection, new: &NewAction) -> Result<Option<Action>, StoreError> {
-    let Some(key) = &new.idempotency_key else {
-        return Ok(None);
-    };
-    let found: Option<(String, Option<String>)> = sqlx::query_as(
-        "SELECT id, request_hash FROM actions WHERE agent = $1 AND idempotency_key = $2",
-    )
-    .bind(&new.agent)
-    .bind(key)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some((id, hash)) = found else {
-        return Ok(None);
-    };
-    if hash.as_deref() != Some(new.request_hash.as_str()) {
-        return Err(StoreError::Conflict(format!(
-            "idempotency key '{key}' was already used for a different request"
-        )));
-    }
-    get_on(conn, &id)
-        .await?
-        .ok_or(StoreError::NotFound)
-        .map(Some)
-}
-
 impl Postgres {
-    /// Stores a decided action and the events recording it; with an
-    /// idempotency key already used by this agent, the same request returns
-    /// the existing action (`false`), a different one is a conflict.
-    pub async fn insert_action(&self, new: NewAction) -> Result<(Action, bool), StoreError> {
-        let done = self.create_action(new).await?;
-        Ok((done.action, done.created))
-    }
-
-    /// [`Postgres::insert_action`], answering with the new action's event.
-    pub async fn create_action(&self, new: NewAction) -> Result<Inserted, StoreError> {
-        let mut tx = self.begin().await?;
-        if let Some(action) = existing(&mut tx, &new).await? {
-            return Ok(Inserted::new(action, false, None));
-        }
-        let created = now();
-        let (status, decided, deadline) = initial_state(&new);
-        let claim = claim_of(&new);
-        let h = new.handler.as_ref();
-        // A concurrent request with the same key (on any node) that commits
-        // first makes this insert do nothing; its action is the answer.
-        let inserted = sqlx::query(
-            "INSERT INTO actions (id, agent, tool, detail, action_string, reason, status, decision_result, \
-             decision_reason, decision_rule, created_at, decided_at, decided_by, deadline, settled_at, \
-             idempotency_key, request_hash, handler, action_name, params, params_view, permission, scope, display, \
-             attempts, lease_until) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $12, $15, $16, $17, $18, $19, \
-             $20, $21, $22, $23, $24, $25) \
-             ON CONFLICT (agent, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
-        )
-        .bind(&new.id)
-        .bind(&new.agent)
-        .bind(&new.tool)
-        .bind(&new.detail)
-        .bind(&new.action_string)
-        .bind(&new.reason)
-        .bind(if claim.is_some() {
-            ActionStatus::Running.as_str()
-        } else {
-            status.as_str()
-        })
-        .bind(new.decision.result.as_str())
-        .bind(&new.decision.reason)
-        .bind(new.decision.rule.as_ref().map(Value::to_string))
-        .bind(to_ms(created))
-        .bind(decided.then(|| to_ms(created)))
-        .bind(decided.then_some("policy"))
-        .bind(deadline.map(to_ms))
-        .bind(&new.idempotency_key)
-        .bind(&new.request_hash)
-        .bind(h.map(|h| h.handler.clone()))
-        .bind(h.map(|h| h.action.clone()))
-        .bind(h.map(|h| h.params.to_string()))
-        .bind(h.map(|h| h.params_view.to_string()))
-        .bind(h.map(|h| h.permission.clone()))
-        .bind(h.map(|h| Value::Object(h.scope.clone()).to_string()))
-        .bind(h.and_then(|h| h.display.as_ref().map(Value::to_string)))
-        .bind(i64::from(claim.is_some()))
-        .bind(claim.map(to_ms))
-        .execute(&mut *tx)
-        .await?;
-        if inserted.rows_affected() == 0 {
-            let action = existing(&mut tx, &new).await?.ok_or(StoreError::NotFound)?;
-            return Ok(Inserted::new(action, false, None));
-        }
-        let mut action = stored_action(new, created);
-        let events = created_events(&mut action, claim.is_some())?;
-        let written = self.commit(tx, events).await?;
-        let rendered = written.into_iter().next().map(std::sync::Arc::new);
-        Ok(Inserted::new(action, true, rendered))
-    }
-
     /// Moves an action from one of `t.from` to `t.to` if it is still in one
     /// of them; otherwise [`StoreError::WrongState`] with where it is now.
     pub async fn transition(&self, id: &str, t: Transition) -> Result<Action, StoreError> {

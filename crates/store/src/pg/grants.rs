@@ -8,6 +8,16 @@
 //! against a concurrent decision once it commits), so a decision on
 //! another node and the grant never both apply, and two writers that lock
 //! several actions (grants, sweeps) never deadlock.
+//!
+//! A new action that asks was decided on grants read before its insert; a
+//! grant committed in between (on any node) would not see it pending and
+//! it would not see the grant. So the two take one advisory lock first
+//! ([`lock_grants`]): a grant's transaction alone, a new pending action's
+//! shared with others like it. Whichever comes second sees the other
+//! committed: the grant approves the action, or the insert finds the grant
+//! ([`approve_if_granted`]) and lets it approve the action there and then.
+//! Grants therefore also never interleave, which keeps their two locking
+//! statements from deadlocking on an action committed between them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -43,6 +53,82 @@ pub(crate) async fn get_on(
     row.as_ref().map(from_row).transpose()
 }
 
+/// Takes the lock that orders new grants against new pending actions (see
+/// the module's header) until the transaction ends: `exclusive` for a
+/// grant, shared for a pending action. Take it before any row lock.
+pub(crate) async fn lock_grants(
+    conn: &mut PgConnection,
+    exclusive: bool,
+) -> Result<(), StoreError> {
+    let sql = if exclusive {
+        "SELECT pg_advisory_xact_lock(hashtext('actiongate.grants'))"
+    } else {
+        "SELECT pg_advisory_xact_lock_shared(hashtext('actiongate.grants'))"
+    };
+    sqlx::query(sql).execute(conn).await?;
+    Ok(())
+}
+
+/// Approves `pending`, an action just inserted (under the shared lock of
+/// [`lock_grants`]), when an active grant covers it and would allow it as
+/// a new request, as that grant would had it been made a moment later:
+/// the approval and its event, or `None`.
+pub(crate) async fn approve_if_granted(
+    conn: &mut PgConnection,
+    pending: &Action,
+    default_profile: Option<&Arc<policy::Profile>>,
+) -> Result<Option<(Action, NewEvent)>, StoreError> {
+    let rows = sqlx::query(concat!(
+        "SELECT ",
+        grant_columns!(),
+        " FROM grants WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1) \
+         AND (agent IS NULL OR agent = $2) AND (handler = $3 OR tool = $3) ORDER BY id"
+    ))
+    .bind(to_ms(now()))
+    .bind(&pending.agent)
+    .bind(&pending.tool)
+    .fetch_all(&mut *conn)
+    .await?;
+    let at = now();
+    let mut profile = None;
+    for row in &rows {
+        let grant = to_policy(&from_row(row)?)?;
+        if !covers(&grant, pending, at) {
+            continue;
+        }
+        if profile.is_none() {
+            profile = Some(profile_on(conn, &pending.agent, default_profile).await?);
+        }
+        // No usable profile: nothing is approved on the agent's behalf.
+        let Some(Some(p)) = &profile else {
+            return Ok(None);
+        };
+        if !allows(&grant, p, pending, at) {
+            continue;
+        }
+        let t = approve_by_grant(&grant.id);
+        let approved = transition_on(conn, &pending.id, &t).await?;
+        let event = crate::actions::event_for(&approved, t.event)?;
+        return Ok(Some((approved, event)));
+    }
+    Ok(None)
+}
+
+/// The profile of `agent` as stored now, or `default` when it has none of
+/// its own; `None` when neither is usable.
+async fn profile_on(
+    conn: &mut PgConnection,
+    agent: &str,
+    default: Option<&Arc<policy::Profile>>,
+) -> Result<Option<Arc<policy::Profile>>, StoreError> {
+    let text: Option<Option<String>> =
+        sqlx::query_scalar("SELECT profile FROM agents WHERE id = $1")
+            .bind(agent)
+            .fetch_optional(&mut *conn)
+            .await?;
+    Ok(compile_profile(agent, text.flatten(), default))
+}
+
 /// Stores a grant, approves `first` and what the grant covers; the events
 /// of each change go to `events`, in order, for the caller's commit.
 pub(crate) async fn create_on(
@@ -52,6 +138,7 @@ pub(crate) async fn create_on(
     default_profile: Option<&Arc<policy::Profile>>,
     events: &mut Vec<NewEvent>,
 ) -> Result<GrantCreated, StoreError> {
+    lock_grants(conn, true).await?;
     if let Some(first) = &first
         && let Some(mut q) = covered_query::<Pg>((&new).into(), Some(&first.action_id))
     {
@@ -112,12 +199,7 @@ async fn approve_covered_on(
         let profile = match profiles.get(&action.agent) {
             Some(p) => p.clone(),
             None => {
-                let text: Option<Option<String>> =
-                    sqlx::query_scalar("SELECT profile FROM agents WHERE id = $1")
-                        .bind(&action.agent)
-                        .fetch_optional(&mut *conn)
-                        .await?;
-                let p = compile_profile(&action.agent, text.flatten(), default_profile);
+                let p = profile_on(conn, &action.agent, default_profile).await?;
                 profiles.insert(action.agent.clone(), p.clone());
                 p
             }
@@ -198,13 +280,35 @@ impl Postgres {
     }
 
     /// Active grants that may apply to `agent` acting on `tool` (a tool
-    /// name or a handler id), as the policy crate sees them. Not cached: a
-    /// grant made or revoked on another node counts at once.
+    /// name or a handler id), as the policy crate sees them.
+    ///
+    /// Cached while the tail follows the log (it listens, and reads
+    /// without failing): until it publishes a grant event (this node's
+    /// before their callers are answered, another node's as soon as its
+    /// notification is read) and for at most a second. A grant made or
+    /// revoked on another node therefore counts here within a
+    /// notification's latency, as a decision made there wakes waiters
+    /// here; and an action that asks for want of a grant made meanwhile is
+    /// approved by it when stored ([`approve_if_granted`]).
     pub async fn active_grants(
         &self,
         agent: &str,
         tool: &str,
     ) -> Result<Vec<policy::Grant>, StoreError> {
+        let following = self.tail_follows();
+        let second = to_ms(now()) / 1000;
+        if self
+            .grants_second
+            .swap(second, std::sync::atomic::Ordering::Relaxed)
+            != second
+        {
+            self.grants.clear();
+        }
+        let generation = match self.grants.get(agent, tool) {
+            Ok(grants) if following => return Ok(grants.as_ref().clone()),
+            Ok(_) => None,
+            Err(generation) => Some(generation),
+        };
         let rows = sqlx::query(concat!(
             "SELECT ",
             grant_columns!(),
@@ -216,8 +320,14 @@ impl Postgres {
         .bind(tool)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
+        let grants = rows
+            .iter()
             .map(|r| from_row(r).and_then(|g| to_policy(&g)))
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(generation) = generation.filter(|_| following) {
+            self.grants
+                .insert(generation, agent, tool, Arc::new(grants.clone()));
+        }
+        Ok(grants)
     }
 }

@@ -8,14 +8,15 @@
 //! row a concurrent winner committed, so exactly one wins.
 //!
 //! Each node follows the log (`tail`): woken by a LISTEN/NOTIFY message that
-//! each commit sends (the newest seq, a few bytes), by its own commits, and
-//! by a timer as a fallback, it reads the events after the last one it
-//! published and publishes them in order. A lost notification costs
-//! latency, never an event.
+//! each commit sends (the newest seq and the node's name, a few bytes), by
+//! its own commits, and by a timer as a fallback, it reads the events after
+//! the last one it published and publishes them in order. A lost
+//! notification costs latency, never an event.
 //!
-//! Modules: `actions`, `agents`, `dispatch`, `events`, `grant_requests`,
+//! Modules: `actions`, `create` (new actions), `agents`, `dispatch`, `events`, `grant_requests`,
 //! `grants`, `handlers`, `keys`, `limits`, `audit` (the chain's anchor and
-//! retention), `anchor` (signed anchor events), `subscriptions`
+//! retention), `anchor` (signed anchor events), `pool` (when a connection
+//! is tested before use), `subscriptions`
 //! (notification deliveries), `connectors` (chat connector state) hold the
 //! queries of the records they are named after; the record types and the
 //! pure parts of each operation are shared with the SQLite backend.
@@ -30,6 +31,7 @@ mod agents;
 mod anchor;
 mod audit;
 mod connectors;
+mod create;
 mod dispatch;
 mod events;
 mod grant_requests;
@@ -38,6 +40,7 @@ mod handlers;
 mod keys;
 mod limits;
 mod log;
+mod pool;
 mod subscriptions;
 mod tail;
 
@@ -50,6 +53,7 @@ use sqlx::{ConnectOptions, Postgres as Pg, Transaction};
 use tokio::sync::broadcast;
 
 use crate::anchor::AuditKey;
+use crate::grant_cache::GrantCache;
 use crate::{Event, NewEvent, StoreError, StoreOptions, WriteStats};
 
 /// Embedded migrations from `migrations/postgres`.
@@ -123,6 +127,11 @@ pub struct Postgres {
     pub(crate) delivery_lease: chrono::Duration,
     /// See [`PgOptions::chat_lease`].
     pub(crate) chat_lease: chrono::Duration,
+    /// Active grants by agent and tool, as read (see `grants`): forgotten
+    /// at every grant event the tail publishes, and every second.
+    pub(crate) grants: Arc<GrantCache>,
+    /// The second (since the epoch) the grants cache was last emptied in.
+    pub(crate) grants_second: Arc<AtomicI64>,
 }
 
 impl Postgres {
@@ -136,12 +145,7 @@ impl Postgres {
             .parse::<PgConnectOptions>()?
             .options([("statement_timeout", statement_ms.as_str())])
             .log_statements(tracing::log::LevelFilter::Trace);
-        let pool = PgPoolOptions::new()
-            .max_connections(pg.max_connections.max(2))
-            .min_connections(1)
-            .acquire_timeout(pg.connect_timeout)
-            .connect_with(connect)
-            .await?;
+        let (pool, losses) = pool::connect(pg, connect).await?;
         PG_MIGRATOR.run(&pool).await?;
 
         let last: i64 = sqlx::query_scalar("SELECT seq FROM event_counter WHERE id = 1")
@@ -149,11 +153,17 @@ impl Postgres {
             .await?;
         let last_seq = Arc::new(AtomicI64::new(last));
         let (events, _) = broadcast::channel(opts.event_buffer.max(16));
+        let node: Arc<str> = uuid::Uuid::now_v7().simple().to_string().into();
+        let grants = Arc::new(GrantCache::default());
         let tail = Arc::new(tail::Tail {
             pool: pool.clone(),
             tx: events.clone(),
             last_seq: last_seq.clone(),
             poll: pg.poll_interval,
+            node: node.clone(),
+            grants: grants.clone(),
+            following: AtomicBool::new(false),
+            losses,
             lock: tokio::sync::Mutex::new(()),
         });
         let (stop, stopped) = tokio::sync::oneshot::channel();
@@ -168,9 +178,11 @@ impl Postgres {
             shutdown: Arc::new(tokio::sync::Mutex::new(vec![(stop, follow)])),
             default_profile: opts.default_profile,
             audit_key: opts.audit_key,
-            node: uuid::Uuid::now_v7().simple().to_string().into(),
+            node,
             delivery_lease: lease(pg.delivery_lease),
             chat_lease: lease(pg.chat_lease),
+            grants,
+            grants_second: Arc::new(AtomicI64::new(0)),
         })
     }
 
@@ -188,11 +200,21 @@ impl Postgres {
         events: Vec<NewEvent>,
     ) -> Result<Vec<Event>, StoreError> {
         let result = async {
-            let written = log::append(&mut tx, events).await?;
+            let written = log::append(&mut tx, events, &self.node).await?;
             tx.commit().await?;
             Ok::<_, StoreError>(written)
         }
         .await;
+        self.committed(result).await
+    }
+
+    /// What follows a commit that wrote `result` (or failed): its events
+    /// are published on this node before the caller is answered; a full
+    /// disk is noted.
+    pub(crate) async fn committed(
+        &self,
+        result: Result<Vec<Event>, StoreError>,
+    ) -> Result<Vec<Event>, StoreError> {
         match &result {
             Ok(written) => {
                 self.full.store(false, Ordering::Relaxed);
@@ -218,6 +240,12 @@ impl Postgres {
     /// order.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.events.subscribe()
+    }
+
+    /// Whether this node's tail follows the log closely (see
+    /// `tail::Tail::following`).
+    pub(crate) fn tail_follows(&self) -> bool {
+        self.tail.following.load(Ordering::Acquire)
     }
 
     /// The highest event `seq` published so far on this node.

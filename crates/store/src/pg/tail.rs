@@ -9,7 +9,7 @@
 //! the poll interval.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use sqlx::PgPool;
@@ -18,6 +18,7 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::error::StoreError;
 use crate::events::{event_columns, from_row};
+use crate::grant_cache::GrantCache;
 use actiongate_api::model::Event;
 
 /// Events read per query while catching up.
@@ -29,6 +30,18 @@ pub(crate) struct Tail {
     pub(crate) tx: broadcast::Sender<Arc<Event>>,
     pub(crate) last_seq: Arc<AtomicI64>,
     pub(crate) poll: Duration,
+    /// This node's name in the notifications of its commits.
+    pub(crate) node: Arc<str>,
+    /// Active grants this node read, forgotten at every grant event it
+    /// publishes (this node's before its caller is answered, the others'
+    /// as soon as they are read).
+    pub(crate) grants: Arc<GrantCache>,
+    /// Whether the loop listens and its last read of the log succeeded:
+    /// what other nodes commit then reaches this node within a
+    /// notification's latency, and the grants cache may be used.
+    pub(crate) following: AtomicBool,
+    /// Where signs of Postgres going away are recorded, for the pool.
+    pub(crate) losses: Arc<super::pool::Losses>,
     /// Held while publishing, so events go out once and in order.
     pub(crate) lock: tokio::sync::Mutex<()>,
 }
@@ -47,12 +60,21 @@ impl Tail {
         }
         if written.first().is_some_and(|e| e.seq == after + 1) {
             for ev in written {
-                self.last_seq.store(ev.seq, Ordering::Release);
-                let _ = self.tx.send(Arc::new(ev));
+                self.send(ev);
             }
             return Ok(());
         }
         self.catch_up_locked().await
+    }
+
+    /// Publishes `ev`, the next event. Hold `lock`.
+    fn send(&self, ev: Event) {
+        if ev.kind.starts_with("grant.") {
+            self.grants.clear();
+        }
+        self.last_seq.store(ev.seq, Ordering::Release);
+        // No receivers is fine: nobody is listening.
+        let _ = self.tx.send(Arc::new(ev));
     }
 
     /// Publishes every committed event after the last one published.
@@ -75,10 +97,7 @@ impl Tail {
             .await?;
             let n = rows.len();
             for row in &rows {
-                let ev = from_row(row)?;
-                self.last_seq.store(ev.seq, Ordering::Release);
-                // No receivers is fine: nobody is listening.
-                let _ = self.tx.send(Arc::new(ev));
+                self.send(from_row(row)?);
             }
             if i64::try_from(n).unwrap_or(0) < PAGE {
                 return Ok(());
@@ -97,11 +116,32 @@ async fn listen(pool: &PgPool) -> Option<PgListener> {
     Some(listener)
 }
 
+/// Whether a notification (`<last seq> <node>`, see `log::append_sql`)
+/// tells of nothing to read: events this node committed (it publishes them
+/// itself before answering; should that fail, its next commit or the poll
+/// reads them) or events already published.
+fn nothing_new(payload: &str, node: &str, published: i64) -> bool {
+    let mut parts = payload.split(' ');
+    let seq = parts.next().and_then(|s| s.parse::<i64>().ok());
+    let from = parts.next();
+    from == Some(node) || seq.is_some_and(|seq| seq <= published)
+}
+
+/// What woke the loop.
+enum Woken {
+    /// A notification with this payload.
+    Notified(String),
+    /// The listening connection broke (and may have been made again): what
+    /// was notified meanwhile is lost.
+    Lost { listening: bool },
+}
+
 /// Runs until `stop`: catch up, then wait for a notification or the poll
 /// interval, and again. When the listening connection breaks (Postgres
 /// restarted), it catches up at once and listens again within
 /// [`RELISTEN`], reading the log at least that often meanwhile, so what
-/// other nodes commit after the restart keeps arriving.
+/// other nodes commit after the restart keeps arriving. A notification of
+/// nothing new ([`nothing_new`]) is no reason to read.
 pub(crate) async fn run(tail: Arc<Tail>, mut stop: oneshot::Receiver<()>) {
     let mut listener = tokio::select! {
         _ = &mut stop => return,
@@ -121,38 +161,80 @@ pub(crate) async fn run(tail: Arc<Tail>, mut stop: oneshot::Receiver<()>) {
                     tracing::warn!(error = %e, "reading the event log failed; retrying");
                 }
                 failing = true;
+                tail.losses.lost();
             }
+        }
+        if listener.is_none() {
+            tail.losses.lost();
+        }
+        let following = listener.is_some() && !failing;
+        if !tail.following.swap(following, Ordering::AcqRel) && following {
+            // What was cached while not following may miss a change.
+            tail.grants.clear();
         }
         let wait = if listener.is_some() {
             tail.poll
         } else {
             tail.poll.min(RELISTEN)
         };
-        // `Ok(None)`: the connection was lost and made again (what was
-        // notified in between is lost: the loop reads the log first).
-        let heard = async {
-            match listener.as_mut() {
-                Some(l) => l.try_recv().await.is_ok(),
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = &mut stop => return,
-            ok = heard => {
-                if !ok {
-                    // Notifications may have been lost with the connection:
-                    // read the log now, listen again soon.
-                    listener = None;
+        let poll_at = tokio::time::Instant::now() + wait;
+        loop {
+            let heard = async {
+                match listener.as_mut() {
+                    Some(l) => match l.try_recv().await {
+                        Ok(Some(n)) => Woken::Notified(n.payload().to_owned()),
+                        // The connection was lost and made again.
+                        Ok(None) => Woken::Lost { listening: true },
+                        Err(_) => Woken::Lost { listening: false },
+                    },
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = &mut stop => return,
+                woken = heard => match woken {
+                    Woken::Notified(payload)
+                        if nothing_new(&payload, &tail.node, tail.last_seq.load(Ordering::Acquire)) =>
+                    {
+                        continue;
+                    }
+                    Woken::Notified(_) => {}
+                    Woken::Lost { listening } => {
+                        // Notifications may have been lost: read the log
+                        // now, listen again soon if need be.
+                        tail.following.store(false, Ordering::Release);
+                        tail.losses.lost();
+                        if !listening {
+                            listener = None;
+                        }
+                    }
+                },
+                () = tokio::time::sleep_until(poll_at) => {
+                    if listener.is_none() {
+                        listener = tokio::select! {
+                            _ = &mut stop => return,
+                            l = listen(&tail.pool) => l,
+                        };
+                    }
                 }
             }
-            () = tokio::time::sleep(wait) => {
-                if listener.is_none() {
-                    listener = tokio::select! {
-                        _ = &mut stop => return,
-                        l = listen(&tail.pool) => l,
-                    };
-                }
-            }
+            break;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nothing_new;
+
+    #[test]
+    fn only_another_nodes_unpublished_events_are_worth_a_read() {
+        assert!(nothing_new("7 me", "me", 3), "this node's own commit");
+        assert!(nothing_new("7 other", "me", 7), "published already");
+        assert!(!nothing_new("8 other", "me", 7));
+        // An older daemon's notification (the seq alone), or garbage.
+        assert!(!nothing_new("8", "me", 7));
+        assert!(nothing_new("7", "me", 7));
+        assert!(!nothing_new("", "me", 7));
     }
 }
