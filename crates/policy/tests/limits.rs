@@ -414,3 +414,31 @@ fn many_commands_are_refused_quickly() {
         actiongate_policy::MAX_SEPARATORS
     );
 }
+
+/// cargo fuzz found these making the parser allocate gigabytes (a
+/// substitution left open in a here-document's tag); every dialect
+/// refuses them at once and none is allowed.
+#[test]
+fn an_open_substitution_in_a_heredoc_tag_is_refused() {
+    on_small_stack(|| {
+        let open = get_preset("open").unwrap();
+        for detail in [
+            "<<<<<<lfahho$(  ",
+            "[[ <<E$(  ",
+            "cat <<E$(  ",
+            "cat <<-E$[  ",
+        ] {
+            for tool in ["bash", "sh", "git"] {
+                let verdict = check(&format_action(tool, detail), &open);
+                assert_ne!(verdict, Verdict::Allow, "{tool} {detail:?}");
+            }
+            let a = analyze_shell(detail);
+            assert!(
+                a.hazards
+                    .iter()
+                    .any(|h| matches!(h, Hazard::Unparsable { .. })),
+                "{detail:?}: {a:?}"
+            );
+        }
+    });
+}

@@ -304,3 +304,37 @@ fn hazards_display_as_sentences() {
         "output is redirected to a file (`out.txt`)"
     );
 }
+
+/// The inputs cargo fuzz found allocating without end are refused before
+/// the parser sees them; the check asks nothing of the parser, so this
+/// fails (rather than exhausting memory) if the refusal goes.
+#[test]
+fn substitution_on_a_heredoc_line_is_refused_before_parsing() {
+    for detail in [
+        "<<<<<<lfahho$(  ",
+        "[[ <<E$(  ",
+        "cat <<E$(  ",
+        "cat <<-E$[  ",
+        "cat <<E $(x)\nx\nE",
+        "cat <<E \"$(x\"",
+        "cat <<'E' \\'$(  ",
+        "cat <<E '$(x",
+    ] {
+        assert!(
+            walk::substitution_after_heredoc_operator(detail),
+            "{detail:?}"
+        );
+    }
+    for detail in [
+        "cat <<'E'\n$(x)\nE",
+        "cat <<E\nx\nE\necho $(date)",
+        "ls $(x)",
+        "echo 'a <<< d $[1]'",
+        "cat <<E'$(  '",
+    ] {
+        assert!(
+            !walk::substitution_after_heredoc_operator(detail),
+            "{detail:?}"
+        );
+    }
+}

@@ -45,6 +45,12 @@ pub(crate) fn analyze_program_with(source: &str, options: &ParserOptions, c: &mu
         });
         return;
     }
+    if substitution_after_heredoc_operator(source) {
+        c.hazard(Hazard::Unparsable {
+            message: "a substitution in a here-document's line".to_owned(),
+        });
+        return;
+    }
     // brush-parser 0.4 panics on some inputs (cargo fuzz found
     // `99999999999>&x`, a descriptor number over i32, unwrapped); a panic
     // in the parser is an unparsable command, never a crash.
@@ -87,6 +93,37 @@ fn heredoc_in_substitution(source: &str) -> bool {
             && w.get(2) != Some(&b'<')
             && (i == 0 || after.get(i - 1) != Some(&b'<'))
     }) || after.ends_with(b"<<")
+}
+
+/// A `$(` or `$[` after a `<<` on the same line, neither in single
+/// quotes. brush-parser reads a substitution glued to a here-document's tag
+/// as the tag (bash takes the whole word literally), and one left open
+/// there makes it allocate without end (cargo fuzz: `<<<<<<lfahho$(  `
+/// took gigabytes in sh mode, where `<<<` is `<<` and `<`; `cat <<E$(  `
+/// does in bash mode). Every `<<`, here-strings' included, counts, and a
+/// quote left open is read as code: such a line holds a substitution or
+/// arithmetic, which asks anyway.
+pub(super) fn substitution_after_heredoc_operator(source: &str) -> bool {
+    let bytes = source.as_bytes();
+    let (mut i, mut double, mut operator) = (0, false, false);
+    while let Some(&b) = bytes.get(i) {
+        let next = bytes.get(i + 1).copied();
+        match b {
+            b'\\' => i += 1,
+            b'\'' if !double => {
+                if let Some(len) = memchr::memchr(b'\'', bytes.get(i + 1..).unwrap_or_default()) {
+                    i += len + 1;
+                }
+            }
+            b'"' => double = !double,
+            b'\n' if !double => operator = false,
+            b'<' if next == Some(b'<') => operator = true,
+            b'$' if operator && matches!(next, Some(b'(' | b'[')) => return true,
+            _ => {}
+        }
+        i += 1;
+    }
+    false
 }
 
 /// A run of more than nine digits right before `<` or `>`: brush-parser
