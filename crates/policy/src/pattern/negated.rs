@@ -150,7 +150,8 @@ impl DottedWords {
 /// walked the look-ahead from every position.
 ///
 /// `B` must compile alone, so its groups and classes balance and cannot
-/// end the look-ahead early; `A` may hold no flags or groups (`(?`) that
+/// end the look-ahead early, and must not be an alternation (the
+/// look-ahead's `.*` binds to its first branch only); `A` may hold no flags or groups (`(?`) that
 /// would change how `B` reads in place, `T` no parentheses (so the
 /// look-ahead ends at the last `)`), and `B` no `#` (a verbose-mode
 /// comment could swallow the `)`). A test compares both readings on
@@ -174,6 +175,12 @@ pub(super) fn negated_pattern(pattern: &str) -> Option<LiteralPattern> {
     let (head, after) = (exact(a)?, exact(t)?);
     let literal = exact(&format!("{a}{t}"))?;
     if literal != format!("{head}{after}") || after.contains('\n') {
+        return None;
+    }
+    // `(?!.*x|y)` is "neither `.*x` nor `y`", not "no `x|y` ahead": a
+    // body whose top level is an alternation is left to fancy-regex.
+    let ast = regex_syntax::ast::parse::Parser::new().parse(b).ok()?;
+    if matches!(ast, regex_syntax::ast::Ast::Alternation(_)) {
         return None;
     }
     let regex = regex::Regex::new(b).ok()?;
@@ -241,6 +248,9 @@ mod tests {
             "a+(?!.*b).*",
             "a(?!b).*",
             "a(?!.*b)(?s:.*)",
+            // proptest: `(?!.*a|b)` is "neither `.*a` nor `b`".
+            "a(?!.*b|c).*",
+            "(?!.*a|b).*",
         ] {
             assert_eq!(negated_pattern(p), None, "{p}");
         }
