@@ -2,18 +2,21 @@
 //! requests) one agent may have waiting for a human at once, so that one
 //! agent cannot bury the queue operators read.
 //!
-//! A request that would add one takes a [`Ticket`] before it is stored and
-//! drops it after. The ticket counts the agent's requests in flight, and a
-//! request is admitted only while the items already stored plus those in
-//! flight stay below the limit: on one daemon the limit is never passed,
-//! however many requests race, and no lock is held across the write. (With
-//! several daemons on Postgres each counts its own requests in flight, so a
-//! burst spread over them can pass the limit by at most their number - 1
-//! per round of concurrent requests.)
+//! A request that would add one takes a [`Ticket`] before it counts the
+//! agent's stored items and keeps it until its item is stored: the ticket
+//! holds the agent's admission lock, so on one daemon the count a request
+//! reads includes every item admitted before it, and the limit is never
+//! passed, nor refused below it, however many requests race. Only requests
+//! that ask a human take it; other agents never wait for it. (With several
+//! daemons on Postgres each daemon admits its own requests, so a burst
+//! spread over them can pass the limit by at most their number - 1 per
+//! round of concurrent requests.)
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+use tokio::sync::OwnedMutexGuard;
 
 use serde_json::json;
 
@@ -22,51 +25,53 @@ use crate::{Gate, GateError, GateResult};
 /// At most one `limit.reached` event per agent this often.
 const NOTE_EVERY: Duration = Duration::from_secs(60);
 
-/// The per-agent counts behind [`Gate::admit_pending`].
+/// The per-agent admission locks behind [`Gate::admit_pending`].
 #[derive(Default)]
 pub(crate) struct PendingLimit {
-    in_flight: Mutex<HashMap<String, usize>>,
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     noted: Mutex<HashMap<String, Instant>>,
 }
 
-/// One request of an agent in flight that may add a pending item; counted
-/// until dropped.
+/// One request of an agent admitted to add a pending item: the agent's
+/// admission lock, held until the item is stored.
 pub(crate) struct Ticket<'a> {
     limit: &'a PendingLimit,
     agent: String,
+    guard: Option<OwnedMutexGuard<()>>,
 }
 
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
-        if let Ok(mut m) = self.limit.in_flight.lock()
-            && let Some(n) = m.get_mut(&self.agent)
+        drop(self.guard.take());
+        // Forget the agent's lock once nobody holds or waits for it.
+        let mut m = self
+            .limit
+            .locks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if m.get(&self.agent)
+            .is_some_and(|l| Arc::strong_count(l) == 1)
         {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&self.agent);
-            }
+            m.remove(&self.agent);
         }
     }
 }
 
 impl PendingLimit {
-    fn take(&self, agent: &str) -> (Ticket<'_>, usize) {
-        let before = match self.in_flight.lock() {
-            Ok(mut m) => {
-                let n = m.entry(agent.to_owned()).or_insert(0);
-                *n += 1;
-                *n - 1
-            }
-            // A panic elsewhere poisoned it: count nothing in flight.
-            Err(_) => 0,
-        };
-        (
-            Ticket {
-                limit: self,
-                agent: agent.to_owned(),
-            },
-            before,
-        )
+    async fn take(&self, agent: &str) -> Ticket<'_> {
+        // A panic elsewhere cannot leave the map half-changed: recover it.
+        let lock = self
+            .locks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(agent.to_owned())
+            .or_default()
+            .clone();
+        Ticket {
+            limit: self,
+            agent: agent.to_owned(),
+            guard: Some(lock.lock_owned().await),
+        }
     }
 
     /// Whether a `limit.reached` event about `agent` is due (and, if so,
@@ -92,10 +97,9 @@ impl Gate {
     /// Hold the ticket until the item is stored.
     pub(crate) async fn admit_pending(&self, agent: &str) -> GateResult<Ticket<'_>> {
         let max = self.config().max_pending_per_agent;
-        let (ticket, in_flight) = self.pending_limit().take(agent);
+        let ticket = self.pending_limit().take(agent).await;
         let stored = self.store().pending_of_agent(agent).await?;
-        let held = usize::try_from(stored).unwrap_or(usize::MAX);
-        if held.saturating_add(in_flight) < max {
+        if usize::try_from(stored).unwrap_or(usize::MAX) < max {
             return Ok(ticket);
         }
         drop(ticket);
