@@ -140,7 +140,7 @@ impl Discord {
         let Ok(ts) = timestamp.parse::<i64>() else {
             return false;
         };
-        if (now - ts).abs() > WINDOW_SECS {
+        if now.abs_diff(ts) > WINDOW_SECS.unsigned_abs() {
             return false;
         }
         let Some(sig) = hex::decode(signature)

@@ -130,7 +130,7 @@ impl Slack {
         let Ok(ts) = timestamp.parse::<i64>() else {
             return false;
         };
-        if (now - ts).abs() > WINDOW_SECS {
+        if now.abs_diff(ts) > WINDOW_SECS.unsigned_abs() {
             return false;
         }
         let Some(hex_sig) = signature.strip_prefix("v0=") else {

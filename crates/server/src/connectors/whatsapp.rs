@@ -185,7 +185,7 @@ async fn handle_message(c: &Connectors, w: &WhatsApp, m: &Value, now: i64) {
         .and_then(Value::as_str)
         .and_then(|t| t.parse().ok())
         .unwrap_or(0);
-    if now - sent > STALE_SECS {
+    if now.saturating_sub(sent) > STALE_SECS {
         tracing::info!("a stale whatsapp message decides nothing");
         return;
     }

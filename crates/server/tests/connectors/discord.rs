@@ -613,3 +613,17 @@ async fn the_binary_takes_discord_slack_and_whatsapp_from_the_environment() {
     assert_eq!(a["decided_by"], "discord:6");
     daemon.stop().await;
 }
+
+/// A timestamp at the ends of i64 is a stale interaction (401), never a
+/// fault of the daemon's arithmetic.
+#[tokio::test]
+async fn discord_timestamps_at_the_ends_of_i64_are_refused_not_faults() {
+    let fake = Fake::start().await;
+    let app = spawn(&fake).await;
+    let body = interaction("1", APPROVER, &[], "a:x");
+    for ts in [i64::MIN, i64::MIN + 1, i64::MAX] {
+        let (status, answer) = post(&app, &key(), ts, &body).await;
+        assert_eq!(status, 401, "at {ts}: {answer}");
+    }
+    app.stop().await;
+}

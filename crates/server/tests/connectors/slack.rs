@@ -324,3 +324,20 @@ async fn slack_a_threaded_no_denies_and_strangers_chatter_and_forgeries_decide_n
     assert_eq!(fake.calls_to("/chat.postEphemeral").len(), before);
     app.stop().await;
 }
+
+/// A timestamp at the ends of i64 is a stale request (401) on both
+/// endpoints, never a fault of the daemon's arithmetic.
+#[tokio::test]
+async fn slack_timestamps_at_the_ends_of_i64_are_refused_not_faults() {
+    let fake = Fake::start().await;
+    let app = spawn(&fake).await;
+    let body = click(APPROVER, "a:x", "1.1");
+    for ts in [i64::MIN, i64::MIN + 1, i64::MAX] {
+        let status = post(&app, &body, ts, &signed(SECRET, ts, &body)).await;
+        assert_eq!(status, 401, "interactivity at {ts}");
+        let event = r#"{"type":"url_verification","challenge":"c"}"#;
+        let resp = post_event(&app, event, ts, &signed(SECRET, ts, event)).await;
+        assert_eq!(resp.status().as_u16(), 401, "events at {ts}");
+    }
+    app.stop().await;
+}
