@@ -69,7 +69,9 @@ impl Slack {
     fn blocks(card: &Card) -> Value {
         let mut blocks = vec![json!({
             "type": "section",
-            "text": {"type": "plain_text", "text": cut(&card.text(), MAX_TEXT)},
+            // No `:emoji:` codes made pictures: an agent's reason could
+            // otherwise draw a "✅ Approved by" line.
+            "text": {"type": "plain_text", "text": cut(&card.text(), MAX_TEXT), "emoji": false},
         })];
         if !card.buttons.is_empty() {
             let elements: Vec<Value> = card
@@ -103,7 +105,8 @@ impl Slack {
         card: &Card,
         message_ref: Option<&str>,
     ) -> Result<Option<String>, CallError> {
-        let text = cut(&card.text(), MAX_TEXT);
+        // The message's `text` (shown in notifications) is mrkdwn.
+        let text = mrkdwn_escaped(&cut(&card.text(), MAX_TEXT));
         match kind {
             Kind::Post => {
                 let body =
@@ -146,6 +149,15 @@ impl Slack {
         mac.update(body);
         mac.verify_slice(&sig).is_ok()
     }
+}
+
+/// `text` shown literally where Slack reads mrkdwn: `&`, `<` and `>`
+/// escaped as Slack asks, so an agent's `<!channel>` pings nobody and
+/// `<url|label>` is no link labelled as another.
+fn mrkdwn_escaped(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// Handles a verified interactivity payload (the `payload` form field).
