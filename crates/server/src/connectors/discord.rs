@@ -36,6 +36,13 @@ const STALE_MS: i64 = 10 * 60 * 1000;
 /// it.
 const DISCORD_EPOCH_MS: i64 = 1_420_070_400_000;
 
+/// Whether Discord shows `text` whole in a card (escaped, within its
+/// limit).
+pub fn fits(text: &str) -> bool {
+    text.chars().count() <= MAX_TEXT
+        && markdown_escaped(text, usize::MAX).chars().count() <= MAX_CONTENT
+}
+
 /// A configured Discord application.
 pub struct Discord {
     pub(super) s: DiscordSettings,
@@ -109,6 +116,7 @@ impl Discord {
         card: &Card,
         message_ref: Option<&str>,
     ) -> Result<Option<String>, CallError> {
+        let card = &card.clone().fit(fits);
         let body = json!({
             "content": markdown_escaped(&cut(&card.text(), MAX_TEXT), MAX_CONTENT),
             "components": Self::components(card),
@@ -281,7 +289,7 @@ async fn answer_click(c: &Connectors, d: &Discord, i: &Value) -> Value {
         .unwrap_or("");
     match Verb::parse(custom) {
         Some((verb, item)) => {
-            ephemeral(&decide::decide(&c.gate, format!("{CHAT}:{user}"), verb, item).await)
+            ephemeral(&decide::decide(&c.gate, format!("{CHAT}:{user}"), verb, item, fits).await)
         }
         None => ephemeral("Unknown button."),
     }
@@ -381,7 +389,7 @@ pub async fn on_gateway_message(c: Arc<Connectors>, m: Value) {
         .and_then(Value::as_str)
         .unwrap_or("");
     let answer = if d.is_approver(user, &roles_of(&m)) {
-        decide::reply(&c.gate, format!("{CHAT}:{user}"), &item, text).await
+        decide::reply(&c.gate, format!("{CHAT}:{user}"), &item, text, fits).await
     } else {
         NOT_AN_APPROVER.to_owned()
     };

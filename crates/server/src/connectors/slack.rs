@@ -26,6 +26,11 @@ pub const WINDOW_SECS: i64 = 300;
 /// event for about an hour).
 const STALE_SECS: f64 = 600.0;
 
+/// Whether Slack shows `text` whole in a card.
+pub fn fits(text: &str) -> bool {
+    text.chars().count() <= MAX_TEXT
+}
+
 /// A configured Slack app.
 pub struct Slack {
     s: SlackSettings,
@@ -105,6 +110,7 @@ impl Slack {
         card: &Card,
         message_ref: Option<&str>,
     ) -> Result<Option<String>, CallError> {
+        let card = &card.clone().fit(fits);
         // The message's `text` (shown in notifications) is mrkdwn.
         let text = mrkdwn_escaped(&cut(&card.text(), MAX_TEXT));
         match kind {
@@ -194,7 +200,7 @@ pub async fn handle_interaction(c: &Connectors, payload: &Value) {
     } else {
         match Verb::parse(action_id) {
             Some((verb, item)) => {
-                let a = decide::decide(&c.gate, format!("{CHAT}:{who}"), verb, item).await;
+                let a = decide::decide(&c.gate, format!("{CHAT}:{who}"), verb, item, fits).await;
                 // A decision shows in the message itself; anything else is told.
                 (!decide::shown_by_the_edit(&a)).then_some(a)
             }
@@ -259,7 +265,7 @@ pub async fn handle_event(c: &Connectors, payload: &Value, now: i64) {
         _ => return,
     }
     let answer = if decide::is_approver(&s.s.approvers, user) {
-        decide::reply(&c.gate, format!("{CHAT}:{user}"), &item, text).await
+        decide::reply(&c.gate, format!("{CHAT}:{user}"), &item, text, fits).await
     } else {
         NOT_AN_APPROVER.to_owned()
     };
