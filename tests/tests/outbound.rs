@@ -196,6 +196,54 @@ async fn handler_and_subscription_urls_keep_to_the_allowed_networks() {
     d.stop();
 }
 
+/// Every spelling of a metadata address is the address: decimal, octal
+/// and hex IPv4, IPv4 inside IPv6 (mapped, compatible, NAT64, 6to4),
+/// 0.0.0.0; and the clouds' metadata services outside 169.254/16 (AWS's
+/// IPv6 endpoint, Alibaba's) are refused like it by default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_spelling_of_a_metadata_address_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    for url in [
+        "http://2852039166/latest",
+        "http://0251.0376.0251.0376/latest",
+        "http://0xa9.0xfe.0xa9.0xfe/latest",
+        "http://169.254.43518/latest",
+        "http://[::ffff:169.254.169.254]/latest",
+        "http://[::ffff:a9fe:a9fe]/latest",
+        "http://[::a9fe:a9fe]/latest",
+        "http://[64:ff9b::a9fe:a9fe]/latest",
+        "http://[2002:a9fe:a9fe::1]/latest",
+        "http://0.0.0.0/latest",
+        "http://0/latest",
+        "http://[::]/latest",
+        "http://[fd00:ec2::254]/latest",
+        "http://100.100.100.200/latest",
+    ] {
+        let (s, p) = call(
+            &http,
+            reqwest::Method::POST,
+            format!("{}/v1/handlers", d.base),
+            &admin,
+            Some(handler(url)),
+        )
+        .await;
+        assert_eq!(s, 422, "{url}: {p}");
+        let (s, p) = call(
+            &http,
+            reqwest::Method::POST,
+            format!("{}/v1/subscriptions", d.base),
+            &admin,
+            Some(json!({"url": url, "types": ["*"]})),
+        )
+        .await;
+        assert_eq!(s, 422, "{url}: {p}");
+    }
+    d.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_name_that_resolves_outside_the_allowed_networks_is_never_contacted() {
     let executor = RawServer::start(|_, _| {
