@@ -196,6 +196,54 @@ async fn handler_and_subscription_urls_keep_to_the_allowed_networks() {
     d.stop();
 }
 
+/// Every spelling of a metadata address is the address: decimal, octal
+/// and hex IPv4, IPv4 inside IPv6 (mapped, compatible, NAT64, 6to4),
+/// 0.0.0.0; and the clouds' metadata services outside 169.254/16 (AWS's
+/// IPv6 endpoint, Alibaba's) are refused like it by default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_spelling_of_a_metadata_address_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    for url in [
+        "http://2852039166/latest",
+        "http://0251.0376.0251.0376/latest",
+        "http://0xa9.0xfe.0xa9.0xfe/latest",
+        "http://169.254.43518/latest",
+        "http://[::ffff:169.254.169.254]/latest",
+        "http://[::ffff:a9fe:a9fe]/latest",
+        "http://[::a9fe:a9fe]/latest",
+        "http://[64:ff9b::a9fe:a9fe]/latest",
+        "http://[2002:a9fe:a9fe::1]/latest",
+        "http://0.0.0.0/latest",
+        "http://0/latest",
+        "http://[::]/latest",
+        "http://[fd00:ec2::254]/latest",
+        "http://100.100.100.200/latest",
+    ] {
+        let (s, p) = call(
+            &http,
+            reqwest::Method::POST,
+            format!("{}/v1/handlers", d.base),
+            &admin,
+            Some(handler(url)),
+        )
+        .await;
+        assert_eq!(s, 422, "{url}: {p}");
+        let (s, p) = call(
+            &http,
+            reqwest::Method::POST,
+            format!("{}/v1/subscriptions", d.base),
+            &admin,
+            Some(json!({"url": url, "types": ["*"]})),
+        )
+        .await;
+        assert_eq!(s, 422, "{url}: {p}");
+    }
+    d.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_name_that_resolves_outside_the_allowed_networks_is_never_contacted() {
     let executor = RawServer::start(|_, _| {
@@ -237,5 +285,93 @@ async fn a_name_that_resolves_outside_the_allowed_networks_is_never_contacted() 
     let err = a["attempts"][0]["error"].as_str().unwrap();
     assert!(err.contains("outbound.allowed_networks"), "{err}");
     assert!(executor.requests().is_empty(), "the executor was contacted");
+    d.stop();
+}
+
+/// A notification receiver that answers a redirect: the event is never
+/// re-sent (signed) to the `Location`, and the attempt is a failure
+/// recording the status and where it pointed, retried like a 5xx.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_from_a_notification_receiver_is_not_followed_and_is_retried() {
+    let internal = RawServer::start(|_, _| {
+        (
+            answer("200 OK", &[("content-type", "application/json")], "{}"),
+            After::Close,
+        )
+    })
+    .await;
+    let target = format!("{}/internal", internal.base);
+    let loc = target.clone();
+    let receiver = RawServer::start(move |_, _| {
+        (
+            answer("307 Temporary Redirect", &[("location", loc.as_str())], ""),
+            After::Close,
+        )
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        &[
+            ("ACTIONGATE_WEBHOOKS__BACKOFF_MIN", "100ms"),
+            ("ACTIONGATE_WEBHOOKS__BACKOFF_MAX", "200ms"),
+        ],
+    );
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("guarded")).await;
+    let (s, sub) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/subscriptions", d.base),
+        &admin,
+        Some(json!({"url": format!("{}/hook", receiver.base), "types": ["action.enqueued"]})),
+    )
+    .await;
+    assert_eq!(s, 201, "{sub}");
+    let sub_id = sub["id"].as_str().unwrap().to_owned();
+    let (s, a) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/actions", d.base),
+        &agent,
+        Some(json!({"tool": "bash", "detail": "make"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{a}");
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let delivery = loop {
+        let (s, page) = call(
+            &http,
+            reqwest::Method::GET,
+            format!("{}/v1/subscriptions/{sub_id}/deliveries", d.base),
+            &admin,
+            None,
+        )
+        .await;
+        assert_eq!(s, 200, "{page}");
+        let first = page["items"][0].clone();
+        if first["attempts"].as_i64().unwrap_or(0) >= 3 {
+            break first;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the redirect was not retried like a 5xx: {page}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let err = delivery["last_error"].as_str().unwrap_or_default();
+    assert!(
+        err.contains("307") && err.contains(&target) && err.contains("not followed"),
+        "{delivery}"
+    );
+    assert!(receiver.requests().len() >= 3);
+    assert!(
+        internal.requests().is_empty(),
+        "the daemon followed the redirect: {:?}",
+        internal.requests()
+    );
     d.stop();
 }

@@ -21,11 +21,16 @@ struct Callback {
 }
 
 fn sign(secret: &str, webhook_id: &str, body: &Value) -> Callback {
-    let text = body.to_string();
     let ts = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
+    sign_at(secret, webhook_id, body, ts)
+}
+
+/// [`sign`] with the timestamp `ts`.
+fn sign_at(secret: &str, webhook_id: &str, body: &Value, ts: i64) -> Callback {
+    let text = body.to_string();
     let sig = standardwebhooks::Webhook::new(secret)
         .unwrap()
         .sign(webhook_id, ts, text.as_bytes())
@@ -166,5 +171,54 @@ async fn a_result_signed_for_one_action_is_refused_at_another_and_used_up() {
     assert_eq!(s, 409);
     let (s, _) = post(&d.base, a, &late).await;
     assert_eq!(s, 401, "a refused callback's webhook-id is consumed");
+    d.stop();
+}
+
+/// A callback signed with the handler's secret but at a timestamp at the
+/// ends of i64 is stale (401): never a fault of the daemon's arithmetic,
+/// and never a way around the 5-minute window (wrapped around, `now - ts`
+/// would read as fresh).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callback_signed_at_the_ends_of_time_is_stale() {
+    let executor = RawServer::start(|_, _| (answer("202 Accepted", &[], ""), After::Close)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    let secret = register_handler(
+        &http,
+        &d.base,
+        &admin,
+        json!({
+            "id": "files", "name": "Files", "url": format!("{}/hook", executor.base),
+            "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object"}}],
+            "actions": [{"name": "write", "permission": "fs.write", "params_schema": {"type": "object"}}]
+        }),
+    )
+    .await;
+    let (s, a) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/actions", d.base),
+        &agent,
+        Some(json!({"handler": "files", "action": "write", "params": {"path": "/a"}})),
+    )
+    .await;
+    assert_eq!(s, 201, "{a}");
+    let id = a["id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while executor.requests().is_empty() {
+        assert!(Instant::now() < deadline, "the delivery did not arrive");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let body = json!({"status": "completed", "result": {"x": 1}, "attempt": 1, "action_id": id});
+    for (n, ts) in [i64::MIN, i64::MIN + 1, i64::MAX].into_iter().enumerate() {
+        let cb = sign_at(&secret, &format!("cb-{n}"), &body, ts);
+        let (s, answer) = post(&d.base, &id, &cb).await;
+        assert_eq!(s, 401, "at {ts}: {answer}");
+    }
+    assert_eq!(status_of(&d.base, &agent, &id).await["status"], "running");
     d.stop();
 }

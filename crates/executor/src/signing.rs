@@ -40,6 +40,17 @@ impl Signer {
     /// Verifies a delivery: `webhook-id`, `webhook-timestamp` within five
     /// minutes of now, and any one of the (space-separated) `v1` signatures.
     pub fn verify(&self, body: &[u8], headers: &HeaderMap) -> Result<(), String> {
+        // The window first: the library computes `now - ts` unchecked,
+        // which overflows for a timestamp near i64::MIN (a panic in debug
+        // builds, a wrap-around that reads as fresh in release).
+        let ts = headers
+            .get("webhook-timestamp")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .ok_or("missing or invalid webhook-timestamp")?;
+        if chrono::Utc::now().timestamp().abs_diff(ts) > 5 * 60 {
+            return Err("webhook-timestamp is not within five minutes of now".to_owned());
+        }
         self.hook.verify(body, headers).map_err(|e| e.to_string())
     }
 
@@ -91,6 +102,20 @@ mod tests {
                 .verify(b"{}", &header_map(&s.headers("x", b"{}").unwrap()))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn timestamps_at_the_ends_of_i64_are_stale_not_a_panic() {
+        let s = Signer::new(SECRET).unwrap();
+        for ts in [i64::MIN, i64::MIN + 1, i64::MAX] {
+            let sig = s.hook.sign("act_1", ts, b"{}").unwrap();
+            let h = header_map(&[
+                ("webhook-id", "act_1".to_owned()),
+                ("webhook-timestamp", ts.to_string()),
+                ("webhook-signature", sig),
+            ]);
+            assert!(s.verify(b"{}", &h).is_err(), "{ts}");
+        }
     }
 
     #[test]

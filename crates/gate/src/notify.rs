@@ -224,11 +224,21 @@ async fn attempt(store: &Store, transport: &dyn Transport, t: NotifyConfig, d: D
             match transport.post(req).await {
                 Ok(resp) if (200..300).contains(&resp.status) => (Some(resp.status), None, false),
                 // A redirect could send the event somewhere the admin did
-                // not name: it is a failure, never followed.
+                // not name: it is a failure, never followed, retried like a
+                // 5xx (as a delivery to an executor is), with where it
+                // pointed for the admin to see.
                 Ok(resp) => {
                     let code = resp.status;
-                    let retry = code >= 500 || code == 429 || code == 408;
-                    (Some(code), Some(format!("HTTP {code}")), retry)
+                    let redirect = (300..400).contains(&code);
+                    let retry = redirect || code >= 500 || code == 429 || code == 408;
+                    let error = match (redirect, &resp.location) {
+                        (true, Some(to)) => {
+                            format!("HTTP {code} (redirect to {to}, not followed)")
+                        }
+                        (true, None) => format!("HTTP {code} (redirect, not followed)"),
+                        (false, _) => format!("HTTP {code}"),
+                    };
+                    (Some(code), Some(error), retry)
                 }
                 Err(e) => (None, Some(e.to_string()), true),
             }

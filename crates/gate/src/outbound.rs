@@ -4,7 +4,7 @@
 //! the daemon connects (the HTTP adapter's resolver), so a name that later
 //! resolves somewhere else (DNS rebinding) is refused too.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
 
@@ -45,8 +45,10 @@ pub struct OutboundPolicy {
 impl Default for OutboundPolicy {
     /// Any host; loopback, private and public addresses. Link-local
     /// addresses (169.254.0.0/16, where clouds serve instance metadata and
-    /// credentials, and fe80::/10), unspecified, multicast, broadcast and
+    /// credentials, and fe80::/10), the metadata services elsewhere
+    /// ([`is_metadata`]), unspecified, multicast, broadcast and
     /// documentation addresses are refused unless a network names them.
+    /// An IPv6 address that embeds an IPv4 one is judged as that one.
     fn default() -> Self {
         OutboundPolicy {
             hosts: Vec::new(),
@@ -59,15 +61,57 @@ impl Default for OutboundPolicy {
     }
 }
 
+/// The IPv4 address an IPv6 address stands for, when it embeds one that
+/// a packet to it may reach: mapped (`::ffff:a.b.c.d`), compatible
+/// (`::a.b.c.d`, deprecated but still routed by some stacks), NAT64
+/// (`64:ff9b::a.b.c.d`, `64:ff9b:1::/48`) and 6to4 (`2002:AABB:CCDD::`).
+fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    let s = v6.segments();
+    let last = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    if s[..6] == [0; 6] && !v6.is_unspecified() && !v6.is_loopback() {
+        return Some(last);
+    }
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1) {
+        return Some(last);
+    }
+    if s[0] == 0x2002 {
+        return Some(Ipv4Addr::new(
+            (s[1] >> 8) as u8,
+            s[1] as u8,
+            (s[2] >> 8) as u8,
+            s[2] as u8,
+        ));
+    }
+    None
+}
+
+/// Cloud metadata services (instance credentials) outside the link-local
+/// networks: AWS's IPv6 endpoint and Alibaba Cloud's, in networks that are
+/// otherwise allowed (unique local, shared address space).
+fn is_metadata(ip: IpAddr) -> bool {
+    const AWS_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254);
+    const ALIBABA: Ipv4Addr = Ipv4Addr::new(100, 100, 100, 200);
+    match ip {
+        IpAddr::V4(v4) => v4 == ALIBABA,
+        IpAddr::V6(v6) => v6 == AWS_V6,
+    }
+}
+
 /// The class of `ip`, if it is in one.
 fn class_of(ip: IpAddr) -> Option<Class> {
     let ip = match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+        IpAddr::V6(v6) => match embedded_v4(v6) {
             Some(v4) => IpAddr::V4(v4),
             None => IpAddr::V6(v6),
         },
         v4 => v4,
     };
+    if is_metadata(ip) {
+        return None;
+    }
     match ip {
         IpAddr::V4(v4) => {
             let o = v4.octets();
@@ -244,9 +288,18 @@ mod tests {
             "224.0.0.1",
             "255.255.255.255",
             "::ffff:169.254.169.254",
+            "::169.254.169.254",
+            "64:ff9b::169.254.169.254",
+            "64:ff9b:1::a9fe:a9fe",
+            "2002:a9fe:a9fe::1",
+            "fd00:ec2::254",
+            "100.100.100.200",
         ] {
             assert!(!p.allows_ip(ip(no)), "{no}");
         }
+        // Embedded addresses are judged as what they embed.
+        assert!(p.allows_ip(ip("64:ff9b::8.8.8.8")));
+        assert!(p.allows_ip(ip("::ffff:10.0.0.1")));
         assert!(p.check_url("http://169.254.169.254/latest").is_err());
         assert!(p.check_url("http://127.0.0.1:9/hook").is_ok());
         assert!(p.check_url("https://exec.example.com/hook").is_ok());

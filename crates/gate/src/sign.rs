@@ -41,6 +41,9 @@ pub fn sign(
     Ok(sigs.join(" "))
 }
 
+/// How far a signed timestamp may be from now (Standard Webhooks': 5 minutes).
+const TOLERANCE_SECS: u64 = 5 * 60;
+
 /// Checks `signature` (a `webhook-signature` header) over a message with
 /// any of `secrets`, with the Standard Webhooks tolerance on `timestamp`.
 pub fn verify(
@@ -50,6 +53,15 @@ pub fn verify(
     signature: &str,
     body: &[u8],
 ) -> bool {
+    // The window is checked here first: the library computes `now - ts`
+    // unchecked, which overflows (a panic in debug builds, a wrap-around
+    // that reads as fresh in release) for a timestamp near i64::MIN.
+    let Ok(ts) = timestamp.trim().parse::<i64>() else {
+        return false;
+    };
+    if chrono::Utc::now().timestamp().abs_diff(ts) > TOLERANCE_SECS {
+        return false;
+    }
     let mut headers = http::HeaderMap::new();
     let (Ok(id), Ok(ts), Ok(sig)) = (
         http::HeaderValue::from_str(msg_id),

@@ -376,6 +376,62 @@ async fn a_client_that_goes_away_cancels_its_pending_item() {
     app.stop().await;
 }
 
+/// `get_action_status` with `wait_seconds` is a poll: a client that leaves
+/// it (a read timeout, a cancelled call) withdraws nothing. The action was
+/// made by another call, which may still be waiting on it or polling again.
+#[tokio::test]
+async fn leaving_a_status_poll_withdraws_nothing() {
+    let app = spawn().await;
+    for era in ERAS {
+        let (conn, _) = connect(&app, &app.agent, era).await;
+        let r = call(
+            &conn,
+            "request_action",
+            json!({"tool": "bash", "detail": "make poll", "wait_seconds": 0}),
+            false,
+        )
+        .await;
+        let id = r.structured_content.as_ref().unwrap()["action"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let peer = conn.peer().clone();
+        let poll_id = id.clone();
+        let polling = tokio::spawn(async move {
+            peer.call_tool(
+                CallToolRequestParams::new("get_action_status")
+                    .with_arguments(args(json!({"id": poll_id, "wait_seconds": 30}))),
+            )
+            .await
+        });
+        // The poll is under way (its first step ends after a second).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        polling.abort();
+        let _ = conn.cancel().await;
+        // Long enough for a withdrawal to have landed.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let (_, a) = app
+            .call(
+                Method::GET,
+                &format!("/v1/actions/{id}"),
+                Some(&app.operator.clone()),
+                None,
+            )
+            .await;
+        assert_eq!(a["status"], "pending", "{era:?}: {a}");
+        let (status, _) = app
+            .call(
+                Method::POST,
+                &format!("/v1/actions/{id}/deny"),
+                Some(&app.operator.clone()),
+                Some(json!({})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn check_request_and_poll_an_action() {
     let app = spawn().await;

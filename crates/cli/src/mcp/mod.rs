@@ -55,15 +55,20 @@ pub struct ProxyArgs {
     pub command: Vec<String>,
 }
 
+/// A server's name: `mcp__NAME__<tool>` must say which server and which
+/// tool, so NAME holds no `__` and does not end in `_` (else server `a`'s
+/// tool `b__c` and server `a__b`'s tool `c` would be one action tool).
 fn parse_name(s: &str) -> Result<String, String> {
     let ok = !s.is_empty()
         && s.len() <= 64
         && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && !s.contains("__")
+        && !s.ends_with('_');
     if ok {
         Ok(s.to_owned())
     } else {
-        Err("1-64 of A-Z a-z 0-9 _ -".to_owned())
+        Err("1-64 of A-Z a-z 0-9 _ -, without __ and not ending in _".to_owned())
     }
 }
 
@@ -152,4 +157,19 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
     let _ = running.waiting().await;
     let _ = upstream.cancel().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_names_keep_mcp_tool_names_unambiguous() {
+        for ok in ["fs", "my-server", "a_b", "_x", "A1"] {
+            assert!(parse_name(ok).is_ok(), "{ok}");
+        }
+        for no in ["", "a__b", "a_", "a b", "a:b", &"x".repeat(65)] {
+            assert!(parse_name(no).is_err(), "{no}");
+        }
+    }
 }

@@ -271,15 +271,15 @@ impl Proxy {
         Ok(id)
     }
 
-    /// Requests a tool call as an action and waits for it to settle.
+    /// Requests a tool call as the action of `tool` (`mcp__NAME__<tool>`)
+    /// and waits for it to settle.
     async fn gate(
         &self,
         tool: &str,
         args: &Value,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Value, ClientError> {
-        let tool = sanitize_tool(&format!("mcp__{}__{tool}", self.name));
-        self.gate_action(&tool, args.to_string(), ctx).await
+        self.gate_action(tool, args.to_string(), ctx).await
     }
 
     /// Gates a resource read or a prompt (`tool` is `mcp-resource` or
@@ -459,8 +459,19 @@ impl ServerHandler for Proxy {
             ))
             .into());
         }
+        // The action's tool must be the name as it is: a rewritten one
+        // (white space or `:` made `_`, cut at 128) could be another
+        // tool's, and the call would be judged by that tool's rules.
+        let tool = format!("mcp__{}__{name}", self.name);
+        if sanitize_tool(&tool) != tool {
+            return Ok(error_result(format!(
+                "tool '{name}' cannot be gated: as the action's tool, '{tool}' must be 1-128 \
+                 characters of A-Z a-z 0-9 _ - . (not forwarded)"
+            ))
+            .into());
+        }
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
-        let action = match self.gate(&name, &args, &ctx).await {
+        let action = match self.gate(&tool, &args, &ctx).await {
             Ok(a) => a,
             Err(e) => return Ok(error_result(format!("actiongate: {e}")).into()),
         };

@@ -40,9 +40,37 @@ pub struct Card {
     pub lines: Vec<String>,
     /// The buttons, in order (none once decided, or in notify-only mode).
     pub buttons: Vec<Verb>,
+    /// Whether a value the action runs with (its action string or title,
+    /// summary, a field; a grant request's scope value) was cut to fit:
+    /// then the card is not shown whole and approves nothing.
+    #[serde(default)]
+    pub cut: bool,
 }
 
+/// What a card that is not shown whole says (and a chat approval of it
+/// answers): the approver cannot read all of what would run.
+pub const NOT_SHOWN_WHOLE: &str = "⚠ Too long to show here in full: approve on the web page or \
+     with the CLI (Deny works here).";
+
 impl Card {
+    /// Whether a chat that shows at most what `fits` accepts shows this
+    /// card whole: nothing was cut, and its text fits.
+    pub fn shown_whole(&self, fits: impl Fn(&str) -> bool) -> bool {
+        !self.cut && fits(&self.text())
+    }
+
+    /// The card as a chat where `fits` says what text it shows whole:
+    /// when it is not shown whole, it approves nothing (Deny only) and
+    /// says so first, where no cut can hide it.
+    pub fn fit(mut self, fits: impl Fn(&str) -> bool) -> Card {
+        let approves = self.buttons.iter().any(|v| *v != Verb::Deny);
+        if approves && !self.shown_whole(fits) {
+            self.buttons.retain(|v| *v == Verb::Deny);
+            self.lines.insert(0, NOT_SHOWN_WHOLE.to_owned());
+        }
+        self
+    }
+
     /// The whole text, lines joined.
     pub fn text(&self) -> String {
         let mut t = self.title.clone();
@@ -62,13 +90,14 @@ fn sensitive_key(key: &str) -> bool {
     }
 }
 
-/// A value as shown: masked values as [`MASK`], long ones cut.
-fn shown(label: &str, value: &Value) -> String {
+/// A value as shown: masked values as [`MASK`], long ones cut (and
+/// whether it was).
+fn shown(label: &str, value: &Value) -> (String, bool) {
     if sensitive_key(label) {
-        return MASK.to_owned();
+        return (MASK.to_owned(), false);
     }
     let text = match value {
-        Value::String(s) if s == "***" => return MASK.to_owned(),
+        Value::String(s) if s == "***" => return (MASK.to_owned(), false),
         Value::String(s) => s.clone(),
         // JSON escapes controls but not format characters (bidi overrides).
         other => masked(other).to_string(),
@@ -77,9 +106,13 @@ fn shown(label: &str, value: &Value) -> String {
 }
 
 /// Agent-given text as a card shows it: every hidden character visible,
-/// line breaks kept (and marked), cut to [`MAX_VALUE`] characters.
-fn shown_text(text: &str) -> String {
-    cut(&visible::lines(text, ""), MAX_VALUE)
+/// line breaks kept (and marked), cut to [`MAX_VALUE`] characters (and
+/// whether it was).
+fn shown_text(text: &str) -> (String, bool) {
+    let all = visible::lines(text, "");
+    let shown = cut(&all, MAX_VALUE);
+    let was_cut = shown.len() != all.len();
+    (shown, was_cut)
 }
 
 /// A deep copy of `value` with sensitive values replaced (the page's `masked`).
@@ -118,13 +151,15 @@ pub fn cut(text: &str, max: usize) -> String {
 pub fn action_card(a: &Action, with_buttons: bool, remember: bool) -> Card {
     let mut lines = Vec::new();
     let display = a.display.as_ref().and_then(Value::as_object);
-    let title = match display.and_then(|d| d.get("title")).and_then(Value::as_str) {
+    let (title, mut was_cut) = match display.and_then(|d| d.get("title")).and_then(Value::as_str) {
         Some(t) => shown_text(t),
         None => shown_text(&a.action_string),
     };
     if let Some(d) = display {
         if let Some(s) = d.get("summary").and_then(Value::as_str) {
-            lines.push(shown_text(s));
+            let (s, c) = shown_text(s);
+            was_cut |= c;
+            lines.push(s);
         }
         for f in d
             .get("fields")
@@ -134,16 +169,14 @@ pub fn action_card(a: &Action, with_buttons: bool, remember: bool) -> Card {
         {
             let label = f.get("label").and_then(Value::as_str).unwrap_or("");
             let value = f.get("value").cloned().unwrap_or(Value::Null);
-            lines.push(format!(
-                "{}: {}",
-                visible::one_line(label),
-                shown(label, &value)
-            ));
+            let (value, c) = shown(label, &value);
+            was_cut |= c;
+            lines.push(format!("{}: {value}", visible::one_line(label)));
         }
     }
     lines.push(format!("Agent: {}", a.agent));
     if let Some(r) = &a.reason {
-        lines.push(format!("Reason: {}", shown_text(r)));
+        lines.push(format!("Reason: {}", shown_text(r).0));
     }
     if let Some(d) = a.deadline {
         lines.push(format!("Decide by: {}", d.format("%Y-%m-%d %H:%M UTC")));
@@ -158,14 +191,18 @@ pub fn action_card(a: &Action, with_buttons: bool, remember: bool) -> Card {
         title,
         lines,
         buttons,
+        cut: was_cut,
     }
 }
 
 /// The card of pending grant request `r` (approved as asked, or denied).
 pub fn grant_request_card(r: &GrantRequest, with_buttons: bool) -> Card {
     let mut lines = Vec::new();
+    let mut was_cut = false;
     for (k, v) in &r.scope {
-        lines.push(format!("{}: {}", visible::one_line(k), shown(k, v)));
+        let (v, c) = shown(k, v);
+        was_cut |= c;
+        lines.push(format!("{}: {v}", visible::one_line(k)));
     }
     lines.push(format!(
         "For: {}",
@@ -173,7 +210,7 @@ pub fn grant_request_card(r: &GrantRequest, with_buttons: bool) -> Card {
     ));
     lines.push(format!("Agent: {}", r.agent));
     if let Some(reason) = &r.reason {
-        lines.push(format!("Reason: {}", shown_text(reason)));
+        lines.push(format!("Reason: {}", shown_text(reason).0));
     }
     lines.push(format!(
         "Decide by: {}",
@@ -191,6 +228,7 @@ pub fn grant_request_card(r: &GrantRequest, with_buttons: bool) -> Card {
         } else {
             Vec::new()
         },
+        cut: was_cut,
     }
 }
 
@@ -201,7 +239,7 @@ pub fn settled(mut card: Card, status: &str, by: Option<&str>, note: Option<&str
         None => outcome_word(status).to_owned(),
     };
     if let Some(n) = note {
-        line.push_str(&format!(" ({})", shown_text(n)));
+        line.push_str(&format!(" ({})", shown_text(n).0));
     }
     card.lines.push(line);
     card.buttons.clear();
@@ -224,12 +262,12 @@ mod tests {
 
     #[test]
     fn masks_like_the_page() {
-        assert_eq!(shown("password", &Value::String("hunter2".into())), MASK);
-        assert_eq!(shown("path", &Value::String("***".into())), MASK);
-        assert_eq!(shown("path", &Value::String("/tmp/x".into())), "/tmp/x");
+        assert_eq!(shown("password", &Value::String("hunter2".into())).0, MASK);
+        assert_eq!(shown("path", &Value::String("***".into())).0, MASK);
+        assert_eq!(shown("path", &Value::String("/tmp/x".into())).0, "/tmp/x");
         let v = serde_json::json!({"api_key": "k", "n": 1});
         assert_eq!(
-            shown("params", &v),
+            shown("params", &v).0,
             format!("{{\"api_key\":\"{MASK}\",\"n\":1}}")
         );
     }
@@ -237,12 +275,32 @@ mod tests {
     #[test]
     fn agent_text_shows_its_line_breaks_and_hidden_characters() {
         assert_eq!(
-            shown_text("cat README.md\nrm -rf ~/projects"),
+            shown_text("cat README.md\nrm -rf ~/projects").0,
             "cat README.md⏎\nrm -rf ~/projects"
         );
-        assert_eq!(shown_text("ls\r\u{202e}mr"), "ls␍⟨U+202E⟩mr");
+        assert_eq!(shown_text("ls\r\u{202e}mr").0, "ls␍⟨U+202E⟩mr");
         let v = serde_json::json!({"cmd": "echo \u{202e}mr"});
-        assert_eq!(shown("params", &v), "{\"cmd\":\"echo ⟨U+202E⟩mr\"}");
+        assert_eq!(shown("params", &v).0, "{\"cmd\":\"echo ⟨U+202E⟩mr\"}");
+    }
+
+    #[test]
+    fn a_card_not_shown_whole_approves_nothing_and_says_so_first() {
+        let card = Card {
+            item: "a1".into(),
+            title: "tool:bash:make".into(),
+            lines: vec!["Agent: x".into()],
+            buttons: vec![Verb::Approve, Verb::Remember, Verb::Deny],
+            cut: false,
+        };
+        let whole = card.clone().fit(|t| t.len() < 100);
+        assert_eq!(whole, card);
+        let long = card.clone().fit(|t| t.len() < 10);
+        assert_eq!(long.buttons, vec![Verb::Deny]);
+        assert_eq!(long.lines[0], NOT_SHOWN_WHOLE);
+        let cut = Card { cut: true, ..card }.fit(|_| true);
+        assert_eq!(cut.buttons, vec![Verb::Deny]);
+        assert!(shown_text(&"x".repeat(400)).1);
+        assert!(!shown_text(&"x".repeat(300)).1);
     }
 
     #[test]

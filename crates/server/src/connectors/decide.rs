@@ -8,6 +8,8 @@ use actiongate_gate::decisions::Verdict;
 use actiongate_gate::{Caller, ErrorCode, Gate, GateError};
 use serde::{Deserialize, Serialize};
 
+use super::card::NOT_SHOWN_WHOLE;
+
 /// What a button does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Verb {
@@ -62,9 +64,50 @@ pub fn is_approver(approvers: &[String], who: &str) -> bool {
     !who.is_empty() && approvers.iter().any(|a| a == who)
 }
 
-/// `identity` decides `item` with `verb`; the answer shown to them.
-pub async fn decide(gate: &Gate, identity: String, verb: Verb, item: &str) -> String {
+/// Whether `item`'s card, as a chat where `fits` says what text it shows
+/// whole shows it, shows all of what would run: only then may that chat
+/// approve it (a tap on any Approve button, or a "yes").
+async fn shown_whole(
+    gate: &Gate,
+    caller: &Caller,
+    item: &str,
+    fits: fn(&str) -> bool,
+) -> Result<bool, GateError> {
+    let card = match item.strip_prefix("gr:") {
+        Some(id) => super::card::grant_request_card(
+            &gate
+                .get_grant_request(caller, id, std::time::Duration::ZERO)
+                .await?,
+            true,
+        ),
+        None => super::card::action_card(
+            &gate
+                .get_action(caller, item, std::time::Duration::ZERO)
+                .await?,
+            true,
+            false,
+        ),
+    };
+    Ok(card.shown_whole(fits))
+}
+
+/// `identity` decides `item` with `verb` in a chat where `fits` says what
+/// text it shows whole; the answer shown to them.
+pub async fn decide(
+    gate: &Gate,
+    identity: String,
+    verb: Verb,
+    item: &str,
+    fits: fn(&str) -> bool,
+) -> String {
     let caller = Caller::human(identity);
+    if verb != Verb::Deny {
+        match shown_whole(gate, &caller, item, fits).await {
+            Ok(true) => {}
+            Ok(false) => return NOT_SHOWN_WHOLE.to_owned(),
+            Err(e) => return answer_of(&e),
+        }
+    }
     let result = if let Some(id) = item.strip_prefix("gr:") {
         match verb {
             Verb::Approve | Verb::Remember => gate
@@ -122,12 +165,26 @@ pub fn parse_reply(text: &str) -> Option<(Verb, Option<String>)> {
     Some((verb, (!rest.is_empty()).then_some(rest)))
 }
 
-/// `identity` replies `text` to `item`'s message; the answer shown to them.
-pub async fn reply(gate: &Gate, identity: String, item: &str, text: &str) -> String {
+/// `identity` replies `text` to `item`'s message in a chat where `fits`
+/// says what text it shows whole; the answer shown to them.
+pub async fn reply(
+    gate: &Gate,
+    identity: String,
+    item: &str,
+    text: &str,
+    fits: fn(&str) -> bool,
+) -> String {
     let Some((verb, reason)) = parse_reply(text) else {
         return actiongate_gate::decisions::REPLY_HELP.to_owned();
     };
     let caller = Caller::human(identity);
+    if verb != Verb::Deny {
+        match shown_whole(gate, &caller, item, fits).await {
+            Ok(true) => {}
+            Ok(false) => return NOT_SHOWN_WHOLE.to_owned(),
+            Err(e) => return answer_of(&e),
+        }
+    }
     let note = Some(match &reason {
         Some(r) => format!("reply: {r}"),
         None => format!("reply: {}", text.trim()),

@@ -22,6 +22,8 @@ use crate::config::{DiscordMode, DiscordSettings};
 pub const CHAT: &str = "discord";
 /// A message's content holds at most 2000 characters.
 const MAX_TEXT: usize = 1900;
+/// Discord refuses a message's content longer than this.
+const MAX_CONTENT: usize = 2000;
 /// Interactions signed longer ago than this are refused.
 pub const WINDOW_SECS: i64 = 300;
 /// Message flag: only the clicking user sees the answer.
@@ -33,6 +35,13 @@ const STALE_MS: i64 = 10 * 60 * 1000;
 /// Discord's epoch (2015-01-01), in milliseconds: snowflake ids count from
 /// it.
 const DISCORD_EPOCH_MS: i64 = 1_420_070_400_000;
+
+/// Whether Discord shows `text` whole in a card (escaped, within its
+/// limit).
+pub fn fits(text: &str) -> bool {
+    text.chars().count() <= MAX_TEXT
+        && markdown_escaped(text, usize::MAX).chars().count() <= MAX_CONTENT
+}
 
 /// A configured Discord application.
 pub struct Discord {
@@ -107,8 +116,9 @@ impl Discord {
         card: &Card,
         message_ref: Option<&str>,
     ) -> Result<Option<String>, CallError> {
+        let card = &card.clone().fit(fits);
         let body = json!({
-            "content": cut(&card.text(), MAX_TEXT),
+            "content": markdown_escaped(&cut(&card.text(), MAX_TEXT), MAX_CONTENT),
             "components": Self::components(card),
             "allowed_mentions": {"parse": []},
         });
@@ -140,7 +150,7 @@ impl Discord {
         let Ok(ts) = timestamp.parse::<i64>() else {
             return false;
         };
-        if (now - ts).abs() > WINDOW_SECS {
+        if now.abs_diff(ts) > WINDOW_SECS.unsigned_abs() {
             return false;
         }
         let Some(sig) = hex::decode(signature)
@@ -164,6 +174,73 @@ impl Discord {
                 .iter()
                 .any(|r| decide::is_approver(&self.s.approvers, r))
     }
+}
+
+/// Characters Discord's markdown reads anywhere in a message: emphasis,
+/// underline, strike-through, spoilers, code, mentions and timestamps
+/// (`<@id>`, `<t:0>`), quotes, masked links (`[text](url)`), headings.
+const MARKDOWN: &[char] = &['\\', '*', '_', '~', '`', '|', '<', '>', '[', ']', '#'];
+
+/// `text` as Discord shows it literally: every markdown character escaped
+/// with a backslash (Discord shows `\*` as `*`), and so is what makes a line
+/// a list item (`- `, `+ `, `1. `); a message's content is markdown, and
+/// what an agent wrote must not be shown as something else (a link whose
+/// text is another URL, `*` eaten by emphasis, a spoiler that hides a
+/// part). Cut to at most `max` characters, never inside an escape.
+fn markdown_escaped(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    let mut count = 0;
+    let mut line_start = true;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let list_mark = line_start
+            && (matches!(c, '-' | '+')
+                || (c.is_ascii_digit() && {
+                    let word: String = chars.clone().take_while(|d| !d.is_whitespace()).collect();
+                    let tail = word.trim_start_matches(|d: char| d.is_ascii_digit());
+                    tail == "." || tail == ")"
+                }));
+        if list_mark && c.is_ascii_digit() {
+            // `1.` becomes `1\.`: the digits as they are, the mark escaped.
+            let mut digits = String::from(c);
+            while let Some(d) = chars.next_if(|d| d.is_ascii_digit()) {
+                digits.push(d);
+            }
+            let mark = chars.next().unwrap_or('.');
+            let piece = format!("{digits}\\{mark}");
+            if count + piece.chars().count() > max.saturating_sub(1) {
+                out.push('…');
+                return out;
+            }
+            count += piece.chars().count();
+            out.push_str(&piece);
+            line_start = false;
+            continue;
+        }
+        let escape = MARKDOWN.contains(&c) || list_mark;
+        let width = if escape { 2 } else { 1 };
+        // The last character may take the place of the ellipsis.
+        let room = if chars.peek().is_some() {
+            max.saturating_sub(1)
+        } else {
+            max
+        };
+        if count + width > room {
+            out.push('…');
+            return out;
+        }
+        if escape {
+            out.push('\\');
+        }
+        out.push(c);
+        count += width;
+        if c == '\n' {
+            line_start = true;
+        } else if !c.is_whitespace() {
+            line_start = false;
+        }
+    }
+    out
 }
 
 /// An answer only the clicker sees.
@@ -212,7 +289,7 @@ async fn answer_click(c: &Connectors, d: &Discord, i: &Value) -> Value {
         .unwrap_or("");
     match Verb::parse(custom) {
         Some((verb, item)) => {
-            ephemeral(&decide::decide(&c.gate, format!("{CHAT}:{user}"), verb, item).await)
+            ephemeral(&decide::decide(&c.gate, format!("{CHAT}:{user}"), verb, item, fits).await)
         }
         None => ephemeral("Unknown button."),
     }
@@ -312,7 +389,7 @@ pub async fn on_gateway_message(c: Arc<Connectors>, m: Value) {
         .and_then(Value::as_str)
         .unwrap_or("");
     let answer = if d.is_approver(user, &roles_of(&m)) {
-        decide::reply(&c.gate, format!("{CHAT}:{user}"), &item, text).await
+        decide::reply(&c.gate, format!("{CHAT}:{user}"), &item, text, fits).await
     } else {
         NOT_AN_APPROVER.to_owned()
     };
@@ -341,6 +418,21 @@ mod tests {
         // 1462015105796 ms.
         assert_eq!(age_ms("175928847299117063", 1_462_015_105_796 + 5), Some(5));
         assert_eq!(age_ms("not-a-number", 0), None);
+    }
+
+    #[test]
+    fn markdown_is_escaped_and_the_cut_never_splits_an_escape() {
+        assert_eq!(markdown_escaped("a*b*_c_", 100), "a\\*b\\*\\_c\\_");
+        assert_eq!(
+            markdown_escaped("x\n- item\n 12. n\n+ p\nx-y 3.4", 100),
+            "x\n\\- item\n 12\\. n\n\\+ p\nx-y 3.4"
+        );
+        assert_eq!(markdown_escaped("[a](b)", 100), "\\[a\\](b)");
+        let cut = markdown_escaped(&"*".repeat(50), 10);
+        assert_eq!(cut, "\\*\\*\\*\\*…");
+        assert!(markdown_escaped(&"*".repeat(5000), 2000).chars().count() <= 2000);
+        assert_eq!(markdown_escaped("abc*", 4), "abc…");
+        assert_eq!(markdown_escaped("abc", 3), "abc");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The connectors' outbound HTTP: one reqwest client that never follows a
 //! redirect, every call bounded by a timeout; an answer is sorted into
-//! success, worth retrying (connect errors, timeouts, 408, 429, 5xx) or
-//! not (any other refusal).
+//! success, worth retrying (connect errors, timeouts, redirects, 408, 429,
+//! 5xx) or not (any other refusal).
 
 use std::time::Duration;
 
@@ -119,6 +119,14 @@ impl Http {
                 .map_err(|_| CallError::fatal(format!("{status} with a body that is not JSON")));
         }
         let code = status.as_u16();
+        if status.is_redirection() {
+            // Never followed (it could carry the token elsewhere); retried
+            // like a 5xx, as deliveries to executors and notification
+            // webhooks are. The Location is not logged: it may hold a token.
+            return Err(CallError::transient(format!(
+                "{code}: a redirect, not followed"
+            )));
+        }
         let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
         let message = format!("{code}: {text}");
         if code == 408 || code == 429 || status.is_server_error() {

@@ -26,6 +26,11 @@ pub const WINDOW_SECS: i64 = 300;
 /// event for about an hour).
 const STALE_SECS: f64 = 600.0;
 
+/// Whether Slack shows `text` whole in a card.
+pub fn fits(text: &str) -> bool {
+    text.chars().count() <= MAX_TEXT
+}
+
 /// A configured Slack app.
 pub struct Slack {
     s: SlackSettings,
@@ -69,7 +74,9 @@ impl Slack {
     fn blocks(card: &Card) -> Value {
         let mut blocks = vec![json!({
             "type": "section",
-            "text": {"type": "plain_text", "text": cut(&card.text(), MAX_TEXT)},
+            // No `:emoji:` codes made pictures: an agent's reason could
+            // otherwise draw a "✅ Approved by" line.
+            "text": {"type": "plain_text", "text": cut(&card.text(), MAX_TEXT), "emoji": false},
         })];
         if !card.buttons.is_empty() {
             let elements: Vec<Value> = card
@@ -103,7 +110,9 @@ impl Slack {
         card: &Card,
         message_ref: Option<&str>,
     ) -> Result<Option<String>, CallError> {
-        let text = cut(&card.text(), MAX_TEXT);
+        let card = &card.clone().fit(fits);
+        // The message's `text` (shown in notifications) is mrkdwn.
+        let text = mrkdwn_escaped(&cut(&card.text(), MAX_TEXT));
         match kind {
             Kind::Post => {
                 let body =
@@ -130,7 +139,7 @@ impl Slack {
         let Ok(ts) = timestamp.parse::<i64>() else {
             return false;
         };
-        if (now - ts).abs() > WINDOW_SECS {
+        if now.abs_diff(ts) > WINDOW_SECS.unsigned_abs() {
             return false;
         }
         let Some(hex_sig) = signature.strip_prefix("v0=") else {
@@ -146,6 +155,15 @@ impl Slack {
         mac.update(body);
         mac.verify_slice(&sig).is_ok()
     }
+}
+
+/// `text` shown literally where Slack reads mrkdwn: `&`, `<` and `>`
+/// escaped as Slack asks, so an agent's `<!channel>` pings nobody and
+/// `<url|label>` is no link labelled as another.
+fn mrkdwn_escaped(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// Handles a verified interactivity payload (the `payload` form field).
@@ -182,7 +200,7 @@ pub async fn handle_interaction(c: &Connectors, payload: &Value) {
     } else {
         match Verb::parse(action_id) {
             Some((verb, item)) => {
-                let a = decide::decide(&c.gate, format!("{CHAT}:{who}"), verb, item).await;
+                let a = decide::decide(&c.gate, format!("{CHAT}:{who}"), verb, item, fits).await;
                 // A decision shows in the message itself; anything else is told.
                 (!decide::shown_by_the_edit(&a)).then_some(a)
             }
@@ -247,7 +265,7 @@ pub async fn handle_event(c: &Connectors, payload: &Value, now: i64) {
         _ => return,
     }
     let answer = if decide::is_approver(&s.s.approvers, user) {
-        decide::reply(&c.gate, format!("{CHAT}:{user}"), &item, text).await
+        decide::reply(&c.gate, format!("{CHAT}:{user}"), &item, text, fits).await
     } else {
         NOT_AN_APPROVER.to_owned()
     };

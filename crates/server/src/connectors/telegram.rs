@@ -21,6 +21,11 @@ pub const CHAT: &str = "telegram";
 /// Longest message text Telegram takes is 4096; cards are cut before.
 const MAX_TEXT: usize = 4000;
 
+/// Whether Telegram shows `text` whole in a card.
+pub fn fits(text: &str) -> bool {
+    text.chars().count() <= MAX_TEXT
+}
+
 /// A configured Telegram bot.
 pub struct Telegram {
     s: TelegramSettings,
@@ -87,6 +92,7 @@ impl Telegram {
         card: &Card,
         message_ref: Option<&str>,
     ) -> Result<Option<String>, CallError> {
+        let card = &card.clone().fit(fits);
         let text = cut(&card.text(), MAX_TEXT);
         match kind {
             Kind::Post => {
@@ -226,7 +232,7 @@ pub async fn handle_update(c: &Connectors, u: &Value) {
         } else {
             match cq.get("data").and_then(Value::as_str).and_then(Verb::parse) {
                 Some((verb, item)) => {
-                    decide::decide(&c.gate, format!("{CHAT}:{who}"), verb, item).await
+                    decide::decide(&c.gate, format!("{CHAT}:{who}"), verb, item, fits).await
                 }
                 None => "Unknown button.".to_owned(),
             }
@@ -269,7 +275,7 @@ pub async fn handle_update(c: &Connectors, u: &Value) {
     }
     let who = user_id(m);
     let answer = if decide::is_approver(&t.s.approvers, &who) {
-        decide::reply(&c.gate, format!("{CHAT}:{who}"), &item, text).await
+        decide::reply(&c.gate, format!("{CHAT}:{who}"), &item, text, fits).await
     } else {
         NOT_AN_APPROVER.to_owned()
     };

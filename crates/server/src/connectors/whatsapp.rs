@@ -24,6 +24,12 @@ const MAX_BODY: usize = 1000;
 /// for days must not approve what nobody looks at any more).
 const STALE_SECS: i64 = 600;
 
+/// Whether WhatsApp shows `text` whole in a card (a message with reply
+/// buttons).
+pub fn fits(text: &str) -> bool {
+    text.chars().count() <= MAX_BODY
+}
+
 /// A configured WhatsApp Business number.
 pub struct WhatsApp {
     s: WhatsAppSettings,
@@ -85,6 +91,7 @@ impl WhatsApp {
         card: &Card,
         message_ref: Option<&str>,
     ) -> Result<Option<String>, CallError> {
+        let card = &card.clone().fit(fits);
         let body = match kind {
             Kind::Post if !card.buttons.is_empty() => {
                 let buttons: Vec<Value> = card
@@ -185,7 +192,7 @@ async fn handle_message(c: &Connectors, w: &WhatsApp, m: &Value, now: i64) {
         .and_then(Value::as_str)
         .and_then(|t| t.parse().ok())
         .unwrap_or(0);
-    if now - sent > STALE_SECS {
+    if now.saturating_sub(sent) > STALE_SECS {
         tracing::info!("a stale whatsapp message decides nothing");
         return;
     }
@@ -207,7 +214,7 @@ async fn handle_message(c: &Connectors, w: &WhatsApp, m: &Value, now: i64) {
     {
         match Verb::parse(button) {
             Some((verb, item)) => {
-                decide::decide(&c.gate, format!("whatsapp:{from}"), verb, item).await
+                decide::decide(&c.gate, format!("whatsapp:{from}"), verb, item, fits).await
             }
             None => "Unknown button.".to_owned(),
         }
@@ -218,7 +225,9 @@ async fn handle_message(c: &Connectors, w: &WhatsApp, m: &Value, now: i64) {
             None => None,
         };
         match item {
-            Some(item) => decide::reply(&c.gate, format!("whatsapp:{from}"), &item, text).await,
+            Some(item) => {
+                decide::reply(&c.gate, format!("whatsapp:{from}"), &item, text, fits).await
+            }
             None => "Reply to the request's message (swipe it) with yes or no.".to_owned(),
         }
     } else {

@@ -21,7 +21,7 @@ use super::tasks::{self, Kind};
 use super::tools::{
     APPROVAL_PROMPT, CHECK_ACTION, GET_ACTION_STATUS, REQUEST_ACTION, REQUEST_PERMISSION,
 };
-use super::wait::{WaitEnd, Waiter};
+use super::wait::{OnLeave, WaitEnd, Waiter};
 use crate::state::AppState;
 
 /// How long a call waits inside its request before waiting in steps with
@@ -239,7 +239,7 @@ impl Ctx<'_> {
         let rest = limit.map(|l| l.saturating_sub(first));
         Ok(self
             .waiter
-            .until_settled(gate, self.caller, action, rest, first)
+            .until_settled(gate, self.caller, action, rest, first, OnLeave::Withdraw)
             .await
             .map_err(wait_error)?)
     }
@@ -329,10 +329,12 @@ impl Ctx<'_> {
                     action.clone(),
                     Some(wait),
                     Duration::ZERO,
+                    OnLeave::Keep,
                 ),
             )
             .await
             {
+                Ok(Err(WaitEnd::Gone)) => return Err(text_error("the call was cancelled").into()),
                 Ok(r) => r.map_err(wait_error)?,
                 Err(_) => action,
             }

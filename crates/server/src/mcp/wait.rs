@@ -22,6 +22,15 @@ pub enum WaitEnd {
     Failed(GateError),
 }
 
+/// What a wait does with the action when its client goes away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnLeave {
+    /// The call made the action: withdraw it (cancel it if still pending).
+    Withdraw,
+    /// The call only polls an action made elsewhere: leave it as it is.
+    Keep,
+}
+
 /// What a tool call needs to wait: its cancellation, its peer and progress
 /// token, and the progress interval.
 pub struct Waiter {
@@ -55,7 +64,10 @@ impl Waiter {
 
     /// Waits until `action` settles, or for at most `limit` when given
     /// (then answers it as it is). `waited` is how long the call already
-    /// waited silently: the first progress comes that much sooner.
+    /// waited silently: the first progress comes that much sooner. With
+    /// [`OnLeave::Withdraw`] (the call made the action) a client that goes
+    /// away, or a failure, withdraws the action; a poll
+    /// ([`OnLeave::Keep`]) withdraws nothing.
     pub async fn until_settled(
         &self,
         gate: &Gate,
@@ -63,6 +75,7 @@ impl Waiter {
         mut action: Action,
         limit: Option<Duration>,
         waited: Duration,
+        on_leave: OnLeave,
     ) -> Result<Action, WaitEnd> {
         let started = Instant::now();
         let mut step_no = 0u32;
@@ -88,14 +101,18 @@ impl Waiter {
             let next = tokio::select! {
                 next = gate.get_action(caller, &id, step) => next,
                 () = self.ct.cancelled() => {
-                    withdraw(gate, caller, &id).await;
+                    if on_leave == OnLeave::Withdraw {
+                        withdraw(gate, caller, &id).await;
+                    }
                     return Err(WaitEnd::Gone);
                 }
             };
             action = match next {
                 Ok(a) => a,
                 Err(e) => {
-                    withdraw(gate, caller, &id).await;
+                    if on_leave == OnLeave::Withdraw {
+                        withdraw(gate, caller, &id).await;
+                    }
                     return Err(WaitEnd::Failed(e));
                 }
             };

@@ -159,3 +159,86 @@ async fn every_chat_api_failing_leaves_the_gate_as_fast_and_each_send_is_retried
     }
     app.stop().await;
 }
+
+/// A local server that records each request's path and answers every one
+/// with `status` and `location`.
+async fn answering(
+    status: u16,
+    location: Option<String>,
+) -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<(String, Instant)>>>,
+) {
+    use axum::http::{StatusCode, Uri, header};
+    use axum::response::IntoResponse;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let app = axum::Router::new().fallback(move |uri: Uri| {
+        let log = log.clone();
+        let location = location.clone();
+        async move {
+            log.lock()
+                .unwrap()
+                .push((uri.path().to_owned(), Instant::now()));
+            let mut resp = (
+                StatusCode::from_u16(status).unwrap(),
+                [(header::CONTENT_TYPE, "application/json")],
+                r#"{"ok":true,"ts":"1.1","channel":"C1"}"#,
+            )
+                .into_response();
+            if let Some(l) = location {
+                resp.headers_mut()
+                    .insert(header::LOCATION, l.parse().unwrap());
+            }
+            resp
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (base, seen)
+}
+
+/// A chat API answering a redirect: the call (and its bot token) is never
+/// re-sent to the `Location`, and the message is retried like after a 5xx.
+#[tokio::test]
+async fn a_redirect_from_a_chat_api_is_not_followed_and_is_retried() {
+    let (internal, internal_seen) = answering(200, None).await;
+    let (api, api_seen) = answering(307, Some(format!("{internal}/stolen"))).await;
+    let app = TestApp::spawn_with(move |s| {
+        let c = &mut s.connectors.slack;
+        c.token = "xoxb-test".into();
+        c.channel = "C1".into();
+        c.signing_secret = "secret".into();
+        c.api_base = format!("{api}/api");
+    })
+    .await;
+    app.profile("agent-1", json!("standard")).await;
+    pending(&app, "make deploy").await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let posts: Vec<_> = api_seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _)| p.ends_with("/chat.postMessage"))
+            .cloned()
+            .collect();
+        if posts.len() >= 2 {
+            assert!(posts[1].1 - posts[0].1 < Duration::from_secs(5));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the redirected post was not retried: {posts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        internal_seen.lock().unwrap().is_empty(),
+        "the connector followed the redirect"
+    );
+    app.stop().await;
+}

@@ -1,0 +1,200 @@
+//! Black-box tests of `actiongate mcp proxy`, driven over its stdio as an
+//! MCP client would, in front of a small upstream server that speaks raw
+//! JSON-RPC (no SDK needed): what the upstream names cannot make a call
+//! read as another tool's. A tool name the action's tool cannot hold as it
+//! is (white space, `:`, `/`, too long) would be requested under a
+//! rewritten name, and so share the rules of the tool that really has
+//! that name: such a call is refused, and nothing is forwarded.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::common;
+use common::daemon::{Daemon, agent_key, set_profile};
+use common::{binary, client};
+
+/// An upstream MCP server on stdio (newline-delimited JSON-RPC) whose
+/// tools are named in `UPSTREAM_TOOLS` (a JSON list); each call answers
+/// with the name of the tool that ran.
+const UPSTREAM: &str = r#"
+import json, os, sys
+names = json.loads(os.environ["UPSTREAM_TOOLS"])
+tools = [{"name": n, "description": "Reads a file.",
+          "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}
+         for n in names]
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method = msg.get("method")
+    if method == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "upstream", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": tools}
+    elif method == "tools/call":
+        result = {"content": [{"type": "text", "text": "ran " + msg["params"]["name"]}]}
+    elif method == "ping":
+        result = {}
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"],
+                          "error": {"code": -32601, "message": "not here"}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"#;
+
+/// The proxy, started in front of the upstream with `tools`, and its
+/// client side.
+struct Proxy {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: Lines<BufReader<ChildStdout>>,
+    next_id: i64,
+}
+
+impl Proxy {
+    async fn start(dir: &std::path::Path, base: &str, key: &str, tools: &[&str]) -> Proxy {
+        let script = dir.join("upstream.py");
+        std::fs::write(&script, UPSTREAM).unwrap();
+        let mut child = Command::new(binary("actiongate"))
+            .args(["mcp", "proxy", "--url", base, "--name", "fs", "--pins"])
+            .arg(dir.join("pins.json"))
+            .arg("--")
+            .arg("python3")
+            .arg(&script)
+            .env("ACTIONGATE_KEY", key)
+            .env("UPSTREAM_TOOLS", serde_json::to_string(tools).unwrap())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut p = Proxy {
+            child,
+            stdin,
+            stdout,
+            next_id: 1,
+        };
+        let init = p
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "test", "version": "1"}}),
+            )
+            .await;
+        assert!(init.get("result").is_some(), "{init}");
+        p.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        p
+    }
+
+    async fn send(&mut self, msg: Value) {
+        let mut line = msg.to_string();
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    /// Sends a request and reads until its answer (skipping notifications).
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                let line = self
+                    .stdout
+                    .next_line()
+                    .await
+                    .unwrap()
+                    .expect("the proxy answers");
+                let msg: Value = serde_json::from_str(&line).unwrap();
+                if msg["id"] == json!(id) {
+                    return msg;
+                }
+            }
+        })
+        .await
+        .expect("an answer within 30 s")
+    }
+
+    async fn call(&mut self, tool: &str) -> Value {
+        let answer = self
+            .request(
+                "tools/call",
+                json!({"name": tool, "arguments": {"path": "/srv/a"}}),
+            )
+            .await;
+        answer["result"].clone()
+    }
+
+    async fn stop(mut self) {
+        drop(self.stdin);
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+        let _ = self.child.kill().await;
+    }
+}
+
+fn text_of(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_name_the_gate_cannot_hold_as_it_is_is_refused_not_run_under_another_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    // The operator allows reading files through `read_file`, and nothing else.
+    set_profile(
+        &http,
+        &d.base,
+        &admin,
+        "bot",
+        json!({"allow": ["tool:mcp__fs__read_file:.*"], "ask": []}),
+    )
+    .await;
+    let long = format!("read_file{}", "x".repeat(200));
+    let tools = [
+        "read_file",
+        "read file",
+        "read:file",
+        "read/file",
+        long.as_str(),
+        "read_file\nrm",
+    ];
+    let mut p = Proxy::start(dir.path(), &d.base, &agent, &tools).await;
+    let listed = p.request("tools/list", json!({})).await;
+    assert_eq!(
+        listed["result"]["tools"].as_array().map(Vec::len),
+        Some(tools.len()),
+        "{listed}"
+    );
+
+    // The tool that has the name runs (the harness works).
+    let r = p.call("read_file").await;
+    assert_eq!(text_of(&r), "ran read_file", "{r}");
+
+    // Another tool whose name would be requested as `mcp__fs__read_file`
+    // (or a prefix of it) is refused, and the upstream never runs it.
+    for name in &tools[1..] {
+        let r = p.call(name).await;
+        assert_eq!(r["isError"], true, "{name:?}: {r}");
+        assert!(!text_of(&r).starts_with("ran "), "{name:?} ran: {r}");
+    }
+    p.stop().await;
+    d.stop();
+}
