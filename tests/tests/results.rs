@@ -72,9 +72,17 @@ async fn status_of(base: &str, key: &str, id: &str) -> Value {
     a
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_result_signed_for_one_action_is_refused_at_another_and_used_up() {
-    // The executor takes every delivery for later (202).
+/// A daemon with agent `bot` (profile `open`) and handler `files`, whose
+/// executor takes every delivery for later (202).
+struct Setup {
+    executor: RawServer,
+    _dir: tempfile::TempDir,
+    d: Daemon,
+    agent: String,
+    secret: String,
+}
+
+async fn setup() -> Setup {
     let executor = RawServer::start(|_, _| (answer("202 Accepted", &[], ""), After::Close)).await;
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(dir.path(), &[]);
@@ -93,48 +101,70 @@ async fn a_result_signed_for_one_action_is_refused_at_another_and_used_up() {
         }),
     )
     .await;
-    let mut ids = Vec::new();
-    for path in ["/a", "/b"] {
+    Setup {
+        executor,
+        _dir: dir,
+        d,
+        agent,
+        secret,
+    }
+}
+
+impl Setup {
+    /// Writes `path` through `files`; the new action's id.
+    async fn write(&self, path: &str) -> String {
         let (s, a) = call(
-            &http,
+            &client(),
             reqwest::Method::POST,
-            format!("{}/v1/actions", d.base),
-            &agent,
+            format!("{}/v1/actions", self.d.base),
+            &self.agent,
             Some(json!({"handler": "files", "action": "write", "params": {"path": path}})),
         )
         .await;
         assert_eq!(s, 201, "{a}");
-        ids.push(a["id"].as_str().unwrap().to_owned());
+        a["id"].as_str().unwrap().to_owned()
     }
+
+    /// Waits until the executor has had `n` deliveries.
+    async fn deliveries(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.executor.requests().len() < n {
+            assert!(Instant::now() < deadline, "the deliveries did not arrive");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_signed_for_one_action_is_refused_at_another_and_used_up() {
+    let t = setup().await;
+    let (d, agent, secret) = (&t.d, &t.agent, &t.secret);
+    let ids = [t.write("/a").await, t.write("/b").await];
     let (a, b) = (ids[0].as_str(), ids[1].as_str());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while executor.requests().len() < 2 {
-        assert!(Instant::now() < deadline, "the deliveries did not arrive");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    t.deliveries(2).await;
     for id in [a, b] {
-        let act = status_of(&d.base, &agent, id).await;
+        let act = status_of(&d.base, agent, id).await;
         assert_eq!(act["status"], "running", "{act}");
     }
 
     // A's result, signed as the reference executor signs it (its
     // webhook-id names A), posted at B.
     let for_a = sign(
-        &secret,
+        secret,
         &format!("res_{a}_1"),
         &json!({"status": "completed", "result": {"for": "a"}, "attempt": 1}),
     );
     let (s, body) = post(&d.base, b, &for_a).await;
     assert_eq!(s, 401, "a result signed for A was taken at B: {body}");
-    assert_eq!(status_of(&d.base, &agent, b).await["status"], "running");
+    assert_eq!(status_of(&d.base, agent, b).await["status"], "running");
     // Refused, but used up: the same callback is not taken at A either.
     let (s, body) = post(&d.base, a, &for_a).await;
     assert_eq!(s, 401, "a refused callback was replayed: {body}");
-    assert_eq!(status_of(&d.base, &agent, a).await["status"], "running");
+    assert_eq!(status_of(&d.base, agent, a).await["status"], "running");
 
     // Without action_id in the body, the webhook-id must name the action.
     let unbound = sign(
-        &secret,
+        secret,
         "callback-1",
         &json!({"status": "completed", "result": {"for": "b"}, "attempt": 1}),
     );
@@ -143,7 +173,7 @@ async fn a_result_signed_for_one_action_is_refused_at_another_and_used_up() {
 
     // Bound callbacks are taken, once.
     let ok_a = sign(
-        &secret,
+        secret,
         "callback-2",
         &json!({"status": "completed", "result": {"for": "a"}, "attempt": 1, "action_id": a}),
     );
@@ -151,7 +181,7 @@ async fn a_result_signed_for_one_action_is_refused_at_another_and_used_up() {
     assert_eq!(s, 200, "{body}");
     assert_eq!(body["outcome"]["result"], json!({"for": "a"}));
     let ok_b = sign(
-        &secret,
+        secret,
         &format!("res_{b}_1"),
         &json!({"status": "completed", "result": {"for": "b"}, "attempt": 1}),
     );
@@ -163,7 +193,7 @@ async fn a_result_signed_for_one_action_is_refused_at_another_and_used_up() {
 
     // A callback refused because its action is settled is used up too.
     let late = sign(
-        &secret,
+        secret,
         "callback-3",
         &json!({"status": "failed", "error": "late", "attempt": 1, "action_id": a}),
     );
@@ -171,7 +201,7 @@ async fn a_result_signed_for_one_action_is_refused_at_another_and_used_up() {
     assert_eq!(s, 409);
     let (s, _) = post(&d.base, a, &late).await;
     assert_eq!(s, 401, "a refused callback's webhook-id is consumed");
-    d.stop();
+    t.d.stop();
 }
 
 /// A callback signed with the handler's secret but at a timestamp at the
@@ -180,45 +210,16 @@ async fn a_result_signed_for_one_action_is_refused_at_another_and_used_up() {
 /// would read as fresh).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_callback_signed_at_the_ends_of_time_is_stale() {
-    let executor = RawServer::start(|_, _| (answer("202 Accepted", &[], ""), After::Close)).await;
-    let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &[]);
-    let http = client();
-    let admin = d.admin_key();
-    let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
-    let secret = register_handler(
-        &http,
-        &d.base,
-        &admin,
-        json!({
-            "id": "files", "name": "Files", "url": format!("{}/hook", executor.base),
-            "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object"}}],
-            "actions": [{"name": "write", "permission": "fs.write", "params_schema": {"type": "object"}}]
-        }),
-    )
-    .await;
-    let (s, a) = call(
-        &http,
-        reqwest::Method::POST,
-        format!("{}/v1/actions", d.base),
-        &agent,
-        Some(json!({"handler": "files", "action": "write", "params": {"path": "/a"}})),
-    )
-    .await;
-    assert_eq!(s, 201, "{a}");
-    let id = a["id"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while executor.requests().is_empty() {
-        assert!(Instant::now() < deadline, "the delivery did not arrive");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let t = setup().await;
+    let (d, agent, secret) = (&t.d, &t.agent, &t.secret);
+    let id = t.write("/a").await;
+    t.deliveries(1).await;
     let body = json!({"status": "completed", "result": {"x": 1}, "attempt": 1, "action_id": id});
     for (n, ts) in [i64::MIN, i64::MIN + 1, i64::MAX].into_iter().enumerate() {
-        let cb = sign_at(&secret, &format!("cb-{n}"), &body, ts);
+        let cb = sign_at(secret, &format!("cb-{n}"), &body, ts);
         let (s, answer) = post(&d.base, &id, &cb).await;
         assert_eq!(s, 401, "at {ts}: {answer}");
     }
-    assert_eq!(status_of(&d.base, &agent, &id).await["status"], "running");
-    d.stop();
+    assert_eq!(status_of(&d.base, agent, &id).await["status"], "running");
+    t.d.stop();
 }
