@@ -59,19 +59,25 @@ impl Gate {
     }
 
     /// Waits for `wait` unless `guard`'s key is revoked first: then 401.
-    pub(crate) async fn unless_revoked<T>(
+    /// `wait` is boxed before the waiting starts (this is not an `async
+    /// fn`, whose state would keep room for `wait` both as its argument
+    /// and inside the `select!`): an idle long-poll's memory is its future.
+    pub(crate) fn unless_revoked<'a, T: 'a>(
         &self,
         guard: Option<KeyGuard>,
-        wait: impl Future<Output = GateResult<T>>,
-    ) -> GateResult<T> {
-        let Some(mut guard) = guard else {
-            return wait.await;
-        };
-        tokio::select! {
-            result = wait => result,
-            () = guard.revoked() => Err(GateError::unauthorized(
-                "the key was revoked while the request waited",
-            )),
+        wait: impl Future<Output = GateResult<T>> + Send + 'a,
+    ) -> impl Future<Output = GateResult<T>> + Send + 'a {
+        let wait = Box::pin(wait);
+        async move {
+            let Some(mut guard) = guard else {
+                return wait.await;
+            };
+            tokio::select! {
+                result = wait => result,
+                () = guard.revoked() => Err(GateError::unauthorized(
+                    "the key was revoked while the request waited",
+                )),
+            }
         }
     }
 }

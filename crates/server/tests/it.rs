@@ -11,6 +11,7 @@ mod cli_client;
 mod connectors;
 mod dispatch;
 mod events;
+mod future_sizes;
 mod handlers;
 mod mcp;
 mod mcp_tasks;

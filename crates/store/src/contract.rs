@@ -31,7 +31,11 @@ macro_rules! contract {
                 pub async fn $name(&self $(, $arg: $ty)*) $(-> $ret)? {
                     match &self.0 {
                         Backend::Sqlite(s) => s.$name($($arg),*).await,
-                        Backend::Postgres(p) => p.$name($($arg),*).await,
+                        // Boxed: a Postgres call's future is several KiB
+                        // (SQLite's are a few hundred bytes), and unboxed
+                        // it would size every caller's future, on either
+                        // backend, long-polls waiting for a human included.
+                        Backend::Postgres(p) => Box::pin(p.$name($($arg),*)).await,
                     }
                 }
             )*
