@@ -2,13 +2,15 @@
 
 Creates N pending actions, then ROUNDS times: opens N long-polls
 (GET /v1/actions/{id}?wait=60) at once, waits until the daemon's gauge
-says all are waiting, reads the daemon's VmRSS, closes every connection,
+says all are waiting, reads the daemon's VmRSS ("with polls"), again
+after HOLD seconds with them still open and idle ("polls held"; 0: at
+once), closes every connection,
 waits SETTLE seconds for the daemon to notice and free them, and reads
 VmRSS again ("idle"). Prints one JSON object per round and a summary:
 idle RSS of each round against the first's.
 
 Usage: python3 rounds.py --base URL --agent-key K --pid PID
-       [-n 10000] [--rounds 3] [--settle 10]
+       [-n 10000] [--rounds 3] [--settle 10] [--hold 0]
 """
 
 import argparse
@@ -54,7 +56,7 @@ async def create_pending(base, key, n):
     return ids
 
 
-async def burst(base, key, ids, pid, settle):
+async def burst(base, key, ids, pid, settle, hold):
     headers = {"authorization": f"Bearer {key}"}
     conn = aiohttp.TCPConnector(limit=0, force_close=True)
     session = aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=120))
@@ -74,6 +76,11 @@ async def burst(base, key, ids, pid, settle):
                 raise RuntimeError("not every long-poll registered in 90 s")
             await asyncio.sleep(0.2)
         loaded = rss_kib(pid)
+        # The same polls after `hold` seconds open and idle: what the burst
+        # itself left behind (its requests' transient buffers) has been
+        # purged by then (jemalloc's decay is 10 s).
+        await asyncio.sleep(hold)
+        held = rss_kib(pid)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -84,7 +91,7 @@ async def burst(base, key, ids, pid, settle):
                 raise RuntimeError("long-polls still registered 60 s after closing")
             await asyncio.sleep(0.2)
     await asyncio.sleep(settle)
-    return loaded, rss_kib(pid)
+    return loaded, held, rss_kib(pid)
 
 
 async def main():
@@ -95,6 +102,7 @@ async def main():
     p.add_argument("-n", type=int, default=10000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--settle", type=float, default=10)
+    p.add_argument("--hold", type=float, default=0)
     a = p.parse_args()
     ids = await create_pending(a.base, a.agent_key, a.n)
     await asyncio.sleep(a.settle)
@@ -102,9 +110,10 @@ async def main():
     print(json.dumps({"round": 0, "idle_mib": round(before / 1024, 1)}), flush=True)
     idles = []
     for r in range(1, a.rounds + 1):
-        loaded, idle = await burst(a.base, a.agent_key, ids, a.pid, a.settle)
+        loaded, held, idle = await burst(a.base, a.agent_key, ids, a.pid, a.settle, a.hold)
         idles.append(idle)
         print(json.dumps({"round": r, "with_polls_mib": round(loaded / 1024, 1),
+                          "polls_held_mib": round(held / 1024, 1),
                           "idle_mib": round(idle / 1024, 1)}), flush=True)
     worst = max(idles) / idles[0]
     print(json.dumps({"summary": "idle RSS after each round, MiB",

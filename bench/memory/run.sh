@@ -6,7 +6,7 @@
 # bench/memory/README.md for the figures. Needs python3 with aiohttp
 # (installed with pip if missing) and curl.
 #
-#   bench/memory/run.sh [BIN]      (N, ROUNDS, SETTLE seconds: environment)
+#   bench/memory/run.sh [BIN]      (N, ROUNDS, SETTLE, HOLD seconds: environment)
 set -euo pipefail
 BIN=${1:+$(cd "$(dirname "$1")" && pwd)/$(basename "$1")}
 cd "$(dirname "$0")/../.."
@@ -28,4 +28,4 @@ bench_daemon "$WORK" "$DURABILITY" "$BIN" "$WORK/daemon.log" ${SETTINGS:-} $PEND
 bench_api PUT /v1/agents/bench '{"profile":"guarded"}' >/dev/null
 echo "== $BIN ($(basename "$BIN")), durability $DURABILITY"
 python3 bench/memory/rounds.py --base "$BASE" --agent-key "$AGENT" --pid "$PID" \
-  -n "${N:-10000}" --rounds "${ROUNDS:-3}" --settle "${SETTLE:-10}"
+  -n "${N:-10000}" --rounds "${ROUNDS:-3}" --settle "${SETTLE:-10}" --hold "${HOLD:-0}"
