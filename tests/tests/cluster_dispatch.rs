@@ -6,9 +6,7 @@
 //! with the same `webhook-id`, once its lease lapses.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -17,51 +15,10 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::common::daemon::{Daemon, agent_key, role_key};
-use crate::common::{binary, call, client};
+use crate::common::executor::start_executor;
+use crate::common::{call, client};
 
 use crate::common::pg_cluster;
-
-/// A child process killed (SIGKILL) when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The executor, registered with the daemon at `base` as handler `fs`.
-fn start_executor(root: &Path, state: &Path, base: &str, admin: &str) -> Proc {
-    let mut child = Command::new(binary("actiongate-executor"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--register",
-            base,
-            "--admin-key",
-            admin,
-        ])
-        .arg("--root")
-        .arg(root)
-        .arg("--state-dir")
-        .arg(state)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert!(
-        line.starts_with("actiongate-executor listening on "),
-        "{line:?}"
-    );
-    std::thread::spawn(move || for _ in out.lines() {});
-    Proc(child)
-}
 
 fn lines_of(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
@@ -200,7 +157,7 @@ async fn kill_9_of_a_node_under_load_loses_nothing_acknowledged() {
     let state = work.path().join("state");
     std::fs::create_dir_all(root.join("out")).unwrap();
     std::fs::create_dir_all(&state).unwrap();
-    let _exec = start_executor(&root, &state, &bases[1], &admin);
+    let _exec = start_executor(&root, &state, &bases[1], &admin, false);
     // Attempts time out after 3 s: leases last 4 s + 2 s.
     let (s, h) = call(
         &c,
@@ -424,7 +381,7 @@ async fn each_approved_action_is_delivered_once_across_nodes() {
     let state = work.path().join("state");
     std::fs::create_dir_all(&root).unwrap();
     std::fs::create_dir_all(&state).unwrap();
-    let _exec = start_executor(&root, &state, &bases[0], &admin);
+    let _exec = start_executor(&root, &state, &bases[0], &admin, false);
     let agent = agent_key(&c, &bases[0], &admin, "coder").await;
     let operator = role_key(&c, &bases[0], &admin, "operator").await;
     // 90 pending file actions, asked on every node...
