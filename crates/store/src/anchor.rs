@@ -125,12 +125,41 @@ impl AuditKey {
     }
 }
 
-/// Where the anchor task got to: the chain's (seq, hash) after the events
-/// it has hashed, and whether the last of them was an anchor.
+/// Where an anchor task got to (on either backend): the chain's (seq,
+/// hash) after the events it has hashed, and whether the last of them was
+/// an anchor.
 #[derive(Debug, Clone)]
-struct Head {
-    at: Anchor,
-    last_was_anchor: bool,
+pub(crate) struct Head {
+    pub(crate) at: Anchor,
+    pub(crate) last_was_anchor: bool,
+}
+
+impl Head {
+    /// Hashes `events` (the next ones in seq order) into the chain.
+    pub(crate) fn follow(&mut self, events: &[actiongate_api::model::Event]) {
+        for ev in events {
+            self.at.hash = chain_hash(&self.at.hash, &event_content(ev));
+            self.at.seq = ev.seq;
+            self.last_was_anchor = ev.kind == ANCHOR_EVENT;
+        }
+    }
+}
+
+/// The anchor event signing the chain as it stands at `at`.
+pub(crate) fn anchor_event(key: &AuditKey, at: &Anchor) -> Result<NewEvent, StoreError> {
+    let data = json!({
+        "seq": at.seq,
+        "hash": at.hash,
+        "key_id": key.id(),
+        "mac": key.sign(Signed::Anchor, at.seq, &at.hash),
+    });
+    Ok(NewEvent {
+        kind: ANCHOR_EVENT,
+        agent: None,
+        action_id: None,
+        grant_id: None,
+        data: Json::of(&data)?,
+    })
 }
 
 impl SqliteStore {
@@ -177,12 +206,10 @@ impl SqliteStore {
         // Most of the hashing happens here, on a reader, not the writer.
         loop {
             let page = self.events_after(h.at.seq, None, 1000).await?;
-            let Some(last) = page.last() else { break };
-            h.last_was_anchor = last.kind == ANCHOR_EVENT;
-            for ev in &page {
-                h.at.hash = chain_hash(&h.at.hash, &event_content(ev));
-                h.at.seq = ev.seq;
+            if page.is_empty() {
+                break;
             }
+            h.follow(&page);
         }
         if h.last_was_anchor || h.at.seq == 0 {
             *head = Some(h);
@@ -203,29 +230,13 @@ impl SqliteStore {
                             "events were pruned meanwhile; anchoring next round".to_owned(),
                         ));
                     }
-                    let mut at = from;
-                    for ev in after_on(conn, at.seq).await? {
-                        at.hash = chain_hash(&at.hash, &event_content(&ev));
-                        at.seq = ev.seq;
-                    }
-                    let data = json!({
-                        "seq": at.seq,
-                        "hash": at.hash,
-                        "key_id": key.id(),
-                        "mac": key.sign(Signed::Anchor, at.seq, &at.hash),
-                    });
-                    insert_on(
-                        conn,
-                        &NewEvent {
-                            kind: ANCHOR_EVENT,
-                            agent: None,
-                            action_id: None,
-                            grant_id: None,
-                            data: Json::of(&data)?,
-                        },
-                    )
-                    .await?;
-                    Ok(at)
+                    let mut late = Head {
+                        at: from,
+                        last_was_anchor: false,
+                    };
+                    late.follow(&after_on(conn, late.at.seq).await?);
+                    insert_on(conn, &anchor_event(&key, &late.at)?).await?;
+                    Ok(late.at)
                 })
             })
             .await?;

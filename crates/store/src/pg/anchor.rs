@@ -12,34 +12,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
-
-use crate::anchor::{ANCHOR_EVENT, AuditKey, Signed};
-use crate::audit::{Anchor, chain_hash, event_content};
+use crate::anchor::{AuditKey, Head, anchor_event};
 use crate::error::StoreError;
-use crate::events::{NewEvent, event_columns, from_row};
+use crate::events::{event_columns, from_row};
 use crate::pg::Postgres;
 use crate::pg::audit::lock_anchor;
-use actiongate_api::model::Json;
-
-/// Where the task got to: the chain after the events it has hashed, and
-/// whether the last of them was an anchor.
-#[derive(Debug, Clone)]
-struct Head {
-    at: Anchor,
-    last_was_anchor: bool,
-}
-
-impl Head {
-    fn follow(&mut self, events: &[actiongate_api::model::Event]) -> Result<(), StoreError> {
-        for ev in events {
-            self.at.hash = chain_hash(&self.at.hash, &event_content(ev));
-            self.at.seq = ev.seq;
-            self.last_was_anchor = ev.kind == ANCHOR_EVENT;
-        }
-        Ok(())
-    }
-}
 
 impl Postgres {
     /// Starts the task that appends a signed `audit.anchor` event every
@@ -88,7 +65,7 @@ impl Postgres {
             if page.is_empty() {
                 break;
             }
-            h.follow(&page)?;
+            h.follow(&page);
         }
         if h.last_was_anchor || h.at.seq == 0 {
             *head = Some(h);
@@ -114,27 +91,14 @@ impl Postgres {
         .fetch_all(&mut *tx)
         .await?;
         let late = rows.iter().map(from_row).collect::<Result<Vec<_>, _>>()?;
-        h.follow(&late)?;
+        h.follow(&late);
         if h.last_was_anchor {
             // Another node anchored this very point.
             self.commit(tx, Vec::new()).await?;
             *head = Some(h);
             return Ok(());
         }
-        let data = json!({
-            "seq": h.at.seq,
-            "hash": h.at.hash,
-            "key_id": key.id(),
-            "mac": key.sign(Signed::Anchor, h.at.seq, &h.at.hash),
-        });
-        let anchor = NewEvent {
-            kind: ANCHOR_EVENT,
-            agent: None,
-            action_id: None,
-            grant_id: None,
-            data: Json::of(&data)?,
-        };
-        self.commit(tx, vec![anchor]).await?;
+        self.commit(tx, vec![anchor_event(key, &h.at)?]).await?;
         // The anchor event itself is hashed on the next round.
         h.last_was_anchor = false;
         *head = Some(h);
