@@ -88,6 +88,7 @@ pub async fn metrics_text(
     let writes = state.gate().write_stats();
     metrics::counter!("actiongate_store_commits_total").absolute(writes.commits);
     metrics::counter!("actiongate_store_writes_total").absolute(writes.jobs);
+    metrics::counter!("actiongate_log_lines_dropped_total").absolute(crate::log_sink::dropped());
     Ok((
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
