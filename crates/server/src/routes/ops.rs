@@ -54,6 +54,9 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<axum::Json<Healt
         actiongate_gate::ErrorCode::StorageFull => {
             ApiError::unavailable("the database or disk is full: writes fail until space is freed")
         }
+        actiongate_gate::ErrorCode::DatabaseBusy => ApiError::unavailable(
+            "the database is locked by another process: writes fail until it lets go",
+        ),
         _ => {
             tracing::warn!(error = %e, "not ready");
             ApiError::unavailable("database not ready")
