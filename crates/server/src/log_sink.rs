@@ -63,6 +63,7 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Stderr {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
