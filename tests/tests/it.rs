@@ -29,4 +29,5 @@ mod policy_corpus;
 mod readme;
 mod results;
 mod sensitive;
+mod sessions;
 mod visible;
