@@ -17,6 +17,7 @@ mod executor_modes;
 mod faults;
 mod fuzz_bodies;
 mod layout;
+mod log_output;
 mod mcp_proxy;
 mod memory;
 mod metrics;
