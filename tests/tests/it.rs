@@ -27,4 +27,5 @@ mod policy_corpus;
 mod readme;
 mod results;
 mod sensitive;
+mod sessions;
 mod visible;
