@@ -19,6 +19,7 @@ mod faults;
 mod fuzz_bodies;
 mod layout;
 mod log_full;
+mod log_output;
 mod mcp_proxy;
 mod memory;
 mod metrics;

@@ -134,11 +134,22 @@ fn parse_role(s: &str) -> Result<Role, String> {
     s.parse()
 }
 
+/// Whether the text log is coloured: only on a terminal, and not when
+/// `NO_COLOR` is set to anything but the empty string (no-color.org), so
+/// a log redirected to a file or a pipe holds no escape codes.
+pub fn log_colours(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
 fn init_logging(settings: &Settings) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ACTIONGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&settings.log_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(log_colours(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            std::env::var_os("NO_COLOR"),
+        ))
         .with_writer(crate::log_sink::Stderr)
         // Its report of a failed write goes to stderr with `eprintln!`,
         // which panics when stderr fails: the writer counts them instead.
