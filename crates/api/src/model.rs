@@ -225,6 +225,9 @@ pub struct Action {
     /// Delivery attempts to the handler's executor.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<ActionAttempt>,
+    /// Approvals collected, who decided, an edit (`docs/teams.md`).
+    #[serde(flatten)]
+    pub team: crate::teams::Team,
 }
 
 impl Action {

@@ -190,7 +190,33 @@ pub fn action_line(action: &Value) -> String {
     } else {
         line.push_str(&format!(" — by {}", decided_by(action)));
     }
+    line.push_str(&team_note(action));
     line
+}
+
+/// ` [1 of 2: ann]` while approvals are being collected, ` [edited]` when
+/// an approver changed what was asked; empty otherwise.
+pub fn team_note(action: &Value) -> String {
+    let mut note = String::new();
+    if let Some(approvals) = action.get("approvals").and_then(Value::as_array) {
+        let who: Vec<&str> = approvals
+            .iter()
+            .filter_map(|a| a.get("who").and_then(Value::as_str))
+            .collect();
+        let required = action
+            .get("approvals_required")
+            .and_then(Value::as_u64)
+            .unwrap_or(1);
+        note.push_str(&format!(
+            " [{} of {required}: {}]",
+            approvals.len(),
+            clip(&who.join(", "), 200)
+        ));
+    }
+    if action.get("edited").and_then(Value::as_bool) == Some(true) {
+        note.push_str(" [edited]");
+    }
+    note
 }
 
 /// An action as `key: value` lines.

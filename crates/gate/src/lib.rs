@@ -34,14 +34,17 @@ pub mod connectors;
 pub mod decisions;
 pub mod dispatch;
 pub mod error;
+pub mod escalation;
 pub mod events;
 pub mod grant_requests;
 pub mod grants;
 pub mod handler_spec;
 pub mod notify;
 pub mod outbound;
+pub mod people;
 mod pending_limit;
 pub mod policy;
+pub mod quorum;
 pub mod retention;
 pub mod revocations;
 pub mod sign;
@@ -212,6 +215,7 @@ impl Gate {
         let mut tasks = vec![
             tokio::spawn(sweeper::run(self.clone())),
             tokio::spawn(revocations::run(self.clone())),
+            tokio::spawn(escalation::run(self.clone())),
         ];
         if self.0.store.is_shared() {
             tasks.push(tokio::spawn(tools::watch_handlers(

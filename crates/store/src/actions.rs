@@ -122,7 +122,7 @@ macro_rules! action_columns {
     () => {
         "id, agent, tool, detail, action_string, reason, status, decision_result, \
     decision_reason, decision_rule, created_at, decided_at, decided_by, deadline, outcome, decision_note, \
-    handler, action_name, params_view, permission, scope, display, attempt_log"
+    handler, action_name, params_view, permission, scope, display, attempt_log, team"
     };
 }
 pub(crate) use action_columns;
@@ -162,6 +162,7 @@ pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<Action, StoreError
         scope: json_col(row, "scope")?,
         display: json_col(row, "display")?,
         attempts: json_col(row, "attempt_log")?.unwrap_or_default(),
+        team: json_col(row, "team")?.unwrap_or_default(),
     })
 }
 
@@ -254,6 +255,7 @@ pub(crate) fn stored_action(new: NewAction, created: DateTime<Utc>) -> Action {
         display: h.as_ref().and_then(|h| h.display.clone()),
         scope: h.map(|h| h.scope),
         attempts: Vec::new(),
+        team: Default::default(),
     }
 }
 

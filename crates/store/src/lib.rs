@@ -21,6 +21,7 @@
 
 mod actions;
 mod agents;
+mod approvals;
 pub mod anchor;
 pub mod audit;
 pub mod audit_verify;
@@ -41,6 +42,7 @@ pub mod grants;
 mod handlers;
 mod keys;
 pub mod limits;
+mod people;
 mod pg;
 mod quick;
 mod row;
@@ -57,7 +59,10 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 pub use actiongate_api::model::*;
+pub use actiongate_api::teams::{ApprovalEntry, ChatIds, Person, Team};
 pub use actions::{ActionFilter, HandlerAction, Inserted, NewAction, Transition};
+pub use approvals::{Edit, TeamDecided, TeamDecision};
+pub use people::NewPerson;
 pub use dispatch::{ActionAttempt, AttemptNext, Claimed, HandlerSecrets, NextDispatch};
 pub use error::StoreError;
 pub use event_types::{EVENT_TYPES, TypeFilter};

@@ -28,6 +28,7 @@
 
 mod actions;
 mod agents;
+mod approvals;
 mod anchor;
 mod audit;
 mod connectors;
@@ -39,6 +40,7 @@ mod grants;
 mod handlers;
 mod keys;
 mod limits;
+mod people;
 mod log;
 mod pool;
 mod subscriptions;
