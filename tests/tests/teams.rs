@@ -13,7 +13,12 @@ use crate::common::pg_cluster::Cluster;
 use crate::common::{call, client};
 
 /// A new operator key named `name`; its secret and id.
-async fn named_operator(http: &reqwest::Client, base: &str, admin: &str, name: &str) -> (String, String) {
+async fn named_operator(
+    http: &reqwest::Client,
+    base: &str,
+    admin: &str,
+    name: &str,
+) -> (String, String) {
     let (s, k) = call(
         http,
         Method::POST,
@@ -34,7 +39,13 @@ fn profile(approvals: Value) -> Value {
     json!({"allow": [], "ask": ["(?s).*"], "deny": ["tool:bash:rm -rf.*"], "approvals": approvals})
 }
 
-async fn pending(http: &reqwest::Client, base: &str, agent: &str, tool: &str, detail: &str) -> String {
+async fn pending(
+    http: &reqwest::Client,
+    base: &str,
+    agent: &str,
+    tool: &str,
+    detail: &str,
+) -> String {
     let (s, a) = call(
         http,
         Method::POST,
@@ -48,7 +59,13 @@ async fn pending(http: &reqwest::Client, base: &str, agent: &str, tool: &str, de
     a["id"].as_str().unwrap().to_owned()
 }
 
-async fn approve(http: &reqwest::Client, base: &str, key: &str, id: &str, body: Value) -> (u16, Value) {
+async fn approve(
+    http: &reqwest::Client,
+    base: &str,
+    key: &str,
+    id: &str,
+    body: Value,
+) -> (u16, Value) {
     call(
         http,
         Method::POST,
@@ -60,7 +77,14 @@ async fn approve(http: &reqwest::Client, base: &str, key: &str, id: &str, body: 
 }
 
 async fn get(http: &reqwest::Client, base: &str, key: &str, id: &str) -> Value {
-    let (s, a) = call(http, Method::GET, format!("{base}/v1/actions/{id}"), key, None).await;
+    let (s, a) = call(
+        http,
+        Method::GET,
+        format!("{base}/v1/actions/{id}"),
+        key,
+        None,
+    )
+    .await;
     assert_eq!(s, 200, "{a}");
     a
 }
@@ -94,27 +118,61 @@ async fn people_are_kept_by_admins_and_each_identity_is_one_persons() {
     assert_eq!(ann["groups"], json!(["dba"]));
     let id = ann["id"].as_str().unwrap();
     // Another person cannot take ann's telegram id, nor her name.
-    let (s, p) = call(&http, Method::POST, url.clone(), &admin,
-        Some(json!({"name": "bob", "chat": {"telegram": "1001"}}))).await;
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        url.clone(),
+        &admin,
+        Some(json!({"name": "bob", "chat": {"telegram": "1001"}})),
+    )
+    .await;
     assert_eq!(s, 409, "{p}");
-    assert!(p["detail"].as_str().unwrap().contains("telegram:1001"), "{p}");
-    let (s, p) = call(&http, Method::POST, url.clone(), &admin, Some(json!({"name": "ann"}))).await;
+    assert!(
+        p["detail"].as_str().unwrap().contains("telegram:1001"),
+        "{p}"
+    );
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        url.clone(),
+        &admin,
+        Some(json!({"name": "ann"})),
+    )
+    .await;
     assert_eq!(s, 409, "{p}");
     // Bad fields are named, and nothing is stored.
-    let (s, p) = call(&http, Method::POST, url.clone(), &admin,
-        Some(json!({"name": "carl", "chat": {"whatsapp": "+1 555"}}))).await;
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        url.clone(),
+        &admin,
+        Some(json!({"name": "carl", "chat": {"whatsapp": "+1 555"}})),
+    )
+    .await;
     assert_eq!(s, 422, "{p}");
     assert_eq!(p["errors"][0]["field"], "chat.whatsapp", "{p}");
-    let (s, p) = call(&http, Method::POST, url.clone(), &admin,
-        Some(json!({"name": "carl", "keys": ["key_0000000000000000"]}))).await;
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        url.clone(),
+        &admin,
+        Some(json!({"name": "carl", "keys": ["key_0000000000000000"]})),
+    )
+    .await;
     assert_eq!(s, 422, "{p}");
     assert_eq!(p["errors"][0]["field"], "keys[0]", "{p}");
     let (s, list) = call(&http, Method::GET, url.clone(), &admin, None).await;
     assert_eq!(s, 200, "{list}");
     assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
     // Replace, read, delete.
-    let (s, p) = call(&http, Method::PUT, format!("{url}/{id}"), &admin,
-        Some(json!({"name": "ann", "groups": ["dba", "release"]}))).await;
+    let (s, p) = call(
+        &http,
+        Method::PUT,
+        format!("{url}/{id}"),
+        &admin,
+        Some(json!({"name": "ann", "groups": ["dba", "release"]})),
+    )
+    .await;
     assert_eq!(s, 200, "{p}");
     assert_eq!(p["keys"], json!([]));
     let (s, p) = call(&http, Method::GET, format!("{url}/{id}"), &admin, None).await;
@@ -125,8 +183,14 @@ async fn people_are_kept_by_admins_and_each_identity_is_one_persons() {
     let (s, p) = call(&http, Method::GET, format!("{url}/{id}"), &admin, None).await;
     assert_eq!(s, 404, "{p}");
     // Her telegram id is free again.
-    let (s, p) = call(&http, Method::POST, url, &admin,
-        Some(json!({"name": "bob", "chat": {"telegram": "1001"}}))).await;
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        url,
+        &admin,
+        Some(json!({"name": "bob", "chat": {"telegram": "1001"}})),
+    )
+    .await;
     assert_eq!(s, 201, "{p}");
 }
 
@@ -137,13 +201,25 @@ async fn a_quorum_of_two_needs_two_people_and_one_person_counts_once_across_chan
     let http = client();
     let admin = d.admin_key();
     let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    set_profile(&http, &d.base, &admin, "bot",
-        profile(json!([{"pattern": "tool:deploy:prod.*", "count": 2}]))).await;
+    set_profile(
+        &http,
+        &d.base,
+        &admin,
+        "bot",
+        profile(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])),
+    )
+    .await;
     let (ann_page, ann_page_id) = named_operator(&http, &d.base, &admin, "ann-page").await;
     let (ann_cli, ann_cli_id) = named_operator(&http, &d.base, &admin, "ann-cli").await;
     let (bob, _) = named_operator(&http, &d.base, &admin, "bob-key").await;
-    let (s, p) = call(&http, Method::POST, format!("{}/v1/people", d.base), &admin,
-        Some(json!({"name": "ann", "keys": [ann_page_id, ann_cli_id]}))).await;
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/people", d.base),
+        &admin,
+        Some(json!({"name": "ann", "keys": [ann_page_id, ann_cli_id]})),
+    )
+    .await;
     assert_eq!(s, 201, "{p}");
 
     let id = pending(&http, &d.base, &agent, "deploy", "prod eu").await;
@@ -165,13 +241,25 @@ async fn a_quorum_of_two_needs_two_people_and_one_person_counts_once_across_chan
     // Ann again through another key of hers: the same person, 409.
     let (s, p) = approve(&http, &d.base, &ann_cli, &id, json!({})).await;
     assert_eq!(s, 409, "{p}");
-    assert_eq!(get(&http, &d.base, &admin, &id).await["approvals"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        get(&http, &d.base, &admin, &id).await["approvals"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
     // Bob, a key of nobody's, counts as himself: approved.
     let (s, a) = approve(&http, &d.base, &bob, &id, json!({})).await;
     assert_eq!(s, 200, "{a}");
     assert_eq!(a["status"], "approved", "{a}");
     assert_eq!(a["approvals"].as_array().unwrap().len(), 2, "{a}");
-    assert!(a["approvals"][1]["who"].as_str().unwrap().starts_with("key:"), "{a}");
+    assert!(
+        a["approvals"][1]["who"]
+            .as_str()
+            .unwrap()
+            .starts_with("key:"),
+        "{a}"
+    );
     assert_eq!(a["decided_channel"], "api", "{a}");
     let events = events_of(&http, &d.base, &admin, &id).await;
     assert_eq!(
@@ -184,8 +272,14 @@ async fn a_quorum_of_two_needs_two_people_and_one_person_counts_once_across_chan
     let id = pending(&http, &d.base, &agent, "deploy", "prod us").await;
     let (s, _) = approve(&http, &d.base, &ann_page, &id, json!({})).await;
     assert_eq!(s, 200);
-    let (s, a) = call(&http, Method::POST, format!("{}/v1/actions/{id}/deny", d.base), &bob,
-        Some(json!({"reason": "not today"}))).await;
+    let (s, a) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/actions/{id}/deny", d.base),
+        &bob,
+        Some(json!({"reason": "not today"})),
+    )
+    .await;
     assert_eq!(s, 200, "{a}");
     assert_eq!(a["status"], "denied", "{a}");
     let (s, p) = approve(&http, &d.base, &bob, &id, json!({})).await;
@@ -198,8 +292,14 @@ async fn a_quorum_of_two_needs_two_people_and_one_person_counts_once_across_chan
     assert_eq!(a["status"], "approved", "{a}");
     // A quorum cannot be skipped by approve-and-remember.
     let id = pending(&http, &d.base, &agent, "deploy", "prod ap").await;
-    let (s, p) = approve(&http, &d.base, &bob, &id,
-        json!({"remember": {"expires": "1h"}})).await;
+    let (s, p) = approve(
+        &http,
+        &d.base,
+        &bob,
+        &id,
+        json!({"remember": {"expires": "1h"}}),
+    )
+    .await;
     assert_eq!(s, 409, "{p}");
     assert_eq!(get(&http, &d.base, &admin, &id).await["status"], "pending");
 }
@@ -221,12 +321,17 @@ fn approvals_racing_on_two_daemons_are_counted_once_each_and_settle_once() {
     let mut nodes = Vec::new();
     for _ in 0..2 {
         let dir = tempfile::tempdir().unwrap();
-        nodes.push(Daemon::start(dir.path(), &[("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())]));
+        nodes.push(Daemon::start(
+            dir.path(),
+            &[("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())],
+        ));
         dirs.push(dir);
     }
     let bases: Vec<String> = nodes.iter().map(|n| n.base.clone()).collect();
     let admin = nodes[0].admin_key();
-    tokio::runtime::Runtime::new().unwrap().block_on(race(&bases, &admin));
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(race(&bases, &admin));
 }
 
 /// Three distinct operators race to approve actions that need two; the
@@ -235,8 +340,14 @@ async fn race(bases: &[String], admin: &str) {
     let http = client();
     let b0 = &bases[0];
     let agent = agent_key(&http, b0, admin, "racer").await;
-    set_profile(&http, b0, admin, "racer",
-        profile(json!([{"pattern": "tool:deploy:.*", "count": 2}]))).await;
+    set_profile(
+        &http,
+        b0,
+        admin,
+        "racer",
+        profile(json!([{"pattern": "tool:deploy:.*", "count": 2}])),
+    )
+    .await;
     let mut ops = Vec::new();
     for i in 0..3 {
         ops.push(named_operator(&http, b0, admin, &format!("op{i}")).await.0);
@@ -244,7 +355,14 @@ async fn race(bases: &[String], admin: &str) {
     // Profiles are cached for a second on each daemon.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     for round in 0..10 {
-        let id = pending(&http, &bases[round % bases.len()], &agent, "deploy", &format!("r{round}")).await;
+        let id = pending(
+            &http,
+            &bases[round % bases.len()],
+            &agent,
+            "deploy",
+            &format!("r{round}"),
+        )
+        .await;
         let calls = ops.iter().enumerate().map(|(i, op)| {
             let http = http.clone();
             let base = bases[i % bases.len()].clone();
@@ -253,16 +371,36 @@ async fn race(bases: &[String], admin: &str) {
             async move { approve(&http, &base, &op, &id, json!({})).await }
         });
         let answers = futures::future::join_all(calls).await;
-        let ok: Vec<&Value> = answers.iter().filter(|(s, _)| *s == 200).map(|(_, a)| a).collect();
+        let ok: Vec<&Value> = answers
+            .iter()
+            .filter(|(s, _)| *s == 200)
+            .map(|(_, a)| a)
+            .collect();
         let refused = answers.iter().filter(|(s, _)| *s == 409).count();
         // Two count, the third finds it settled.
         assert_eq!((ok.len(), refused), (2, 1), "{answers:?}");
         let a = get(&http, b0, admin, &id).await;
         assert_eq!(a["status"], "approved", "{a}");
         assert_eq!(a["approvals"].as_array().unwrap().len(), 2, "{a}");
-        let events = events_of(&http, b0, admin, &id).await;
-        assert_eq!(events.iter().filter(|e| *e == "action.approved").count(), 1, "{events:?}");
-        assert_eq!(events.iter().filter(|e| *e == "action.approval").count(), 1, "{events:?}");
+        // Another daemon's commits reach this one's log view within a second.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let events = loop {
+            let events = events_of(&http, b0, admin, &id).await;
+            if events.len() >= 3 || Instant::now() > deadline {
+                break events;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(
+            events.iter().filter(|e| *e == "action.approved").count(),
+            1,
+            "{events:?}"
+        );
+        assert_eq!(
+            events.iter().filter(|e| *e == "action.approval").count(),
+            1,
+            "{events:?}"
+        );
     }
     // One operator twice at once: one approval, one 409.
     let id = pending(&http, b0, &agent, "deploy", "twice").await;
@@ -289,18 +427,35 @@ async fn someone_outside_the_approver_rule_gets_403_naming_it_and_changes_nothin
     let http = client();
     let admin = d.admin_key();
     let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    set_profile(&http, &d.base, &admin, "bot", profile(json!([
-        {"pattern": "tool:sql:.*", "count": 1, "approvers": ["release-*", "group:dba"]}
-    ]))).await;
+    set_profile(
+        &http,
+        &d.base,
+        &admin,
+        "bot",
+        profile(json!([
+            {"pattern": "tool:sql:.*", "count": 1, "approvers": ["release-*", "group:dba"]}
+        ])),
+    )
+    .await;
     let (outsider, _) = named_operator(&http, &d.base, &admin, "intern").await;
     let (release, _) = named_operator(&http, &d.base, &admin, "release-bot").await;
     let (dba_key, dba_id) = named_operator(&http, &d.base, &admin, "laptop").await;
-    let (s, p) = call(&http, Method::POST, format!("{}/v1/people", d.base), &admin,
-        Some(json!({"name": "dora", "groups": ["dba"], "keys": [dba_id]}))).await;
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/people", d.base),
+        &admin,
+        Some(json!({"name": "dora", "groups": ["dba"], "keys": [dba_id]})),
+    )
+    .await;
     assert_eq!(s, 201, "{p}");
 
     let id = pending(&http, &d.base, &agent, "sql", "DROP TABLE t").await;
-    for (verb, body) in [("approve", json!({})), ("deny", json!({})), ("reply", json!({"text": "yes"}))] {
+    for (verb, body) in [
+        ("approve", json!({})),
+        ("deny", json!({})),
+        ("reply", json!({"text": "yes"})),
+    ] {
         let resp = http
             .post(format!("{}/v1/actions/{id}/{verb}", d.base))
             .bearer_auth(&outsider)
@@ -315,7 +470,10 @@ async fn someone_outside_the_approver_rule_gets_403_naming_it_and_changes_nothin
         );
         let p: Value = resp.json().await.unwrap();
         let detail = p["detail"].as_str().unwrap();
-        assert!(detail.contains("approvals rule #0") && detail.contains("release-*"), "{p}");
+        assert!(
+            detail.contains("approvals rule #0") && detail.contains("release-*"),
+            "{p}"
+        );
     }
     let a = get(&http, &d.base, &admin, &id).await;
     assert_eq!(a["status"], "pending", "{a}");
@@ -351,7 +509,14 @@ async fn an_approver_edits_the_detail_before_approving() {
     assert_eq!(s, 422, "{p}");
     assert_eq!(p["errors"][0]["field"], "params", "{p}");
     // A good edit: approved, and the action shows what was asked and approved.
-    let (s, a) = approve(&http, &d.base, &op, &id, json!({"detail": "rm -r build/tmp"})).await;
+    let (s, a) = approve(
+        &http,
+        &d.base,
+        &op,
+        &id,
+        json!({"detail": "rm -r build/tmp"}),
+    )
+    .await;
     assert_eq!(s, 200, "{a}");
     assert_eq!(a["status"], "approved", "{a}");
     assert_eq!(a["edited"], true, "{a}");
@@ -395,9 +560,18 @@ async fn an_action_nobody_decides_is_escalated_once() {
     }
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let events = events_of(&http, &d.base, &admin, &id).await;
-    assert_eq!(events, ["action.enqueued", "action.escalated"], "{events:?}");
+    assert_eq!(
+        events,
+        ["action.enqueued", "action.escalated"],
+        "{events:?}"
+    );
     // No rule, no escalation.
-    assert!(get(&http, &d.base, &admin, &other).await.get("escalated_at").is_none());
+    assert!(
+        get(&http, &d.base, &admin, &other)
+            .await
+            .get("escalated_at")
+            .is_none()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -412,8 +586,14 @@ async fn a_profile_with_a_bad_approvals_rule_is_refused_naming_it() {
         json!({"pattern": ".*", "escalate_after": "soon"}),
         json!({"pattern": ".*", "who": "x"}),
     ] {
-        let (s, p) = call(&http, Method::PUT, format!("{}/v1/agents/bot", d.base), &admin,
-            Some(json!({"profile": profile(json!([rule]))}))).await;
+        let (s, p) = call(
+            &http,
+            Method::PUT,
+            format!("{}/v1/agents/bot", d.base),
+            &admin,
+            Some(json!({"profile": profile(json!([rule]))})),
+        )
+        .await;
         assert_eq!(s, 422, "{rule}: {p}");
     }
 }

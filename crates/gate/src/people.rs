@@ -27,8 +27,7 @@ pub struct Decider {
 fn name_ok(s: &str, max: usize) -> bool {
     !s.is_empty()
         && s.len() <= max
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '@'))
 }
 
@@ -40,12 +39,16 @@ fn check_chat(chat: &ChatIds) -> GateResult<()> {
     if let Some(t) = &chat.telegram
         && !digits(t, 1, 20)
     {
-        return Err(GateError::invalid("chat.telegram", "a numeric Telegram user id"));
+        return Err(GateError::invalid(
+            "chat.telegram",
+            "a numeric Telegram user id",
+        ));
     }
     if let Some(s) = &chat.slack
         && !(s.len() <= 32
             && !s.is_empty()
-            && s.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()))
+            && s.bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()))
     {
         return Err(GateError::invalid(
             "chat.slack",
@@ -55,7 +58,10 @@ fn check_chat(chat: &ChatIds) -> GateResult<()> {
     if let Some(d) = &chat.discord
         && !digits(d, 1, 20)
     {
-        return Err(GateError::invalid("chat.discord", "a numeric Discord user id"));
+        return Err(GateError::invalid(
+            "chat.discord",
+            "a numeric Discord user id",
+        ));
     }
     if let Some(w) = &chat.whatsapp
         && !digits(w, 6, 15)
@@ -141,7 +147,10 @@ impl Gate {
     /// One person (admins).
     pub async fn get_person(&self, caller: &Caller, id: &str) -> GateResult<Person> {
         caller.require(Role::Admin)?;
-        self.store().get_person(id).await.map_err(|e| not_found(e, id))
+        self.store()
+            .get_person(id)
+            .await
+            .map_err(|e| not_found(e, id))
     }
 
     /// Every person (admins).

@@ -87,9 +87,7 @@ pub fn compile_rule(index: usize, rule: &ApprovalRule) -> Result<CompiledRule, A
         return Err(fail(format!("count must be 1 to {MAX_COUNT}")));
     }
     if rule.approvers.len() > MAX_APPROVERS {
-        return Err(fail(format!(
-            "approvers: at most {MAX_APPROVERS} entries"
-        )));
+        return Err(fail(format!("approvers: at most {MAX_APPROVERS} entries")));
     }
     for a in &rule.approvers {
         let name = a.strip_prefix("group:").unwrap_or(a);
@@ -105,7 +103,9 @@ pub fn compile_rule(index: usize, rule: &ApprovalRule) -> Result<CompiledRule, A
     if let Some(group) = &rule.escalate_to
         && (group.is_empty() || group.len() > 128)
     {
-        return Err(fail("escalate_to: a group name of 1-128 characters".to_owned()));
+        return Err(fail(
+            "escalate_to: a group name of 1-128 characters".to_owned(),
+        ));
     }
     if rule.pattern.len() > 4096 {
         return Err(fail("pattern: at most 4096 characters".to_owned()));
@@ -215,7 +215,12 @@ mod tests {
         assert!(compile_rule(0, &rule("(", 1)).is_err());
         let mut r = rule(".*", 1);
         r.escalate_after = Some("soon".into());
-        assert!(compile_rule(0, &r).unwrap_err().message.contains("escalate_after"));
+        assert!(
+            compile_rule(0, &r)
+                .unwrap_err()
+                .message
+                .contains("escalate_after")
+        );
     }
 
     #[test]
@@ -232,14 +237,44 @@ mod tests {
         let rules = vec!["release-*".to_owned(), "group:dba".to_owned()];
         let names = vec!["release-ann".to_owned()];
         let none: Vec<String> = vec![];
-        assert!(approver_allowed(&rules, Approver { names: &names, groups: &none }));
+        assert!(approver_allowed(
+            &rules,
+            Approver {
+                names: &names,
+                groups: &none
+            }
+        ));
         let bob = vec!["bob".to_owned()];
-        assert!(!approver_allowed(&rules, Approver { names: &bob, groups: &none }));
+        assert!(!approver_allowed(
+            &rules,
+            Approver {
+                names: &bob,
+                groups: &none
+            }
+        ));
         let dba = vec!["dba".to_owned()];
-        assert!(approver_allowed(&rules, Approver { names: &bob, groups: &dba }));
+        assert!(approver_allowed(
+            &rules,
+            Approver {
+                names: &bob,
+                groups: &dba
+            }
+        ));
         let dbas = vec!["dbas".to_owned()];
-        assert!(!approver_allowed(&rules, Approver { names: &bob, groups: &dbas }));
-        assert!(approver_allowed(&[], Approver { names: &bob, groups: &none }));
+        assert!(!approver_allowed(
+            &rules,
+            Approver {
+                names: &bob,
+                groups: &dbas
+            }
+        ));
+        assert!(approver_allowed(
+            &[],
+            Approver {
+                names: &bob,
+                groups: &none
+            }
+        ));
     }
 
     #[test]

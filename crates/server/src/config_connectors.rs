@@ -312,7 +312,9 @@ impl ConnectorsSettings {
             ("whatsapp", w.tier),
         ] {
             if !(1..=2).contains(&tier) {
-                anyhow::bail!("connectors.{chat}.tier: 1 (every pending action) or 2 (escalated ones)");
+                anyhow::bail!(
+                    "connectors.{chat}.tier: 1 (every pending action) or 2 (escalated ones)"
+                );
             }
         }
         if !(1..=120).contains(&self.timeout_seconds) {

@@ -8,8 +8,8 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::routes::{
-    actions, agents, audit, check, events, grant_requests, grants, handlers, keys, ops, people, presets,
-    results, subscriptions, tools, whoami,
+    actions, agents, audit, check, events, grant_requests, grants, handlers, keys, ops, people,
+    presets, results, subscriptions, tools, whoami,
 };
 
 /// The API description.

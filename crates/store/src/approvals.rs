@@ -146,31 +146,35 @@ async fn decide_on(
     let p = plan(&current, d, at)?;
     let ms = to_ms(at);
     let row = match p.status {
-        Some(status) => sqlx::query(concat!(
-            "UPDATE actions SET team = ?2, status = ?3, decided_at = ?4, decided_by = ?5, \
+        Some(status) => {
+            sqlx::query(concat!(
+                "UPDATE actions SET team = ?2, status = ?3, decided_at = ?4, decided_by = ?5, \
              decision_note = COALESCE(?6, decision_note), settled_at = ?4, \
              params = COALESCE(?7, params) WHERE id = ?1 AND status = 'pending' RETURNING ",
-            action_columns!()
-        ))
-        .bind(id)
-        .bind(team_text(&p.team)?)
-        .bind(status.as_str())
-        .bind(ms)
-        .bind(&d.entry.by)
-        .bind(&d.note)
-        .bind(p.params.as_ref().map(Value::to_string))
-        .fetch_one(&mut *conn)
-        .await?,
-        None => sqlx::query(concat!(
-            "UPDATE actions SET team = ?2, params = COALESCE(?3, params) \
+                action_columns!()
+            ))
+            .bind(id)
+            .bind(team_text(&p.team)?)
+            .bind(status.as_str())
+            .bind(ms)
+            .bind(&d.entry.by)
+            .bind(&d.note)
+            .bind(p.params.as_ref().map(Value::to_string))
+            .fetch_one(&mut *conn)
+            .await?
+        }
+        None => {
+            sqlx::query(concat!(
+                "UPDATE actions SET team = ?2, params = COALESCE(?3, params) \
              WHERE id = ?1 AND status = 'pending' RETURNING ",
-            action_columns!()
-        ))
-        .bind(id)
-        .bind(team_text(&p.team)?)
-        .bind(p.params.as_ref().map(Value::to_string))
-        .fetch_one(&mut *conn)
-        .await?,
+                action_columns!()
+            ))
+            .bind(id)
+            .bind(team_text(&p.team)?)
+            .bind(p.params.as_ref().map(Value::to_string))
+            .fetch_one(&mut *conn)
+            .await?
+        }
     };
     let action = from_row(&row)?;
     let event = event_for(&action, p.event)?;

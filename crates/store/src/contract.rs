@@ -17,8 +17,8 @@ use crate::{
     Action, ActionAttempt, ActionFilter, Agent, ApiKey, ApproveFirst, AttemptNext, AttemptRecord,
     Backend, Claimed, Delivery, DeliveryStatus, DueDelivery, Event, GrantCreated, GrantFilter,
     GrantRecord, GrantRequest, GrantRequestStatus, HandlerRecord, HandlerSecrets, Inserted,
-    NewAction, NewGrant, NewGrantRequest, NewHandler, NewKey, NewSubscription, NextDispatch,
-    NewPerson, Outcome, Person, Store, StoreError, Subscription, TeamDecided, TeamDecision,
+    NewAction, NewGrant, NewGrantRequest, NewHandler, NewKey, NewPerson, NewSubscription,
+    NextDispatch, Outcome, Person, Store, StoreError, Subscription, TeamDecided, TeamDecision,
     Transition,
 };
 

@@ -21,8 +21,8 @@
 
 mod actions;
 mod agents;
-mod approvals;
 pub mod anchor;
+mod approvals;
 pub mod audit;
 pub mod audit_verify;
 mod checkpoint;
@@ -62,7 +62,6 @@ pub use actiongate_api::model::*;
 pub use actiongate_api::teams::{ApprovalEntry, ChatIds, Person, Team};
 pub use actions::{ActionFilter, HandlerAction, Inserted, NewAction, Transition};
 pub use approvals::{Edit, TeamDecided, TeamDecision};
-pub use people::NewPerson;
 pub use dispatch::{ActionAttempt, AttemptNext, Claimed, HandlerSecrets, NextDispatch};
 pub use error::StoreError;
 pub use event_types::{EVENT_TYPES, TypeFilter};
@@ -71,6 +70,7 @@ pub use grant_requests::NewGrantRequest;
 pub use grants::{ApproveFirst, GrantCreated, GrantFilter, NewGrant, NewGrantTarget};
 pub use handlers::NewHandler;
 pub use keys::NewKey;
+pub use people::NewPerson;
 pub use pg::{PG_MIGRATOR, PgOptions, Postgres, migrate_postgres};
 pub use sqlite::{MIGRATOR, SqliteStore, migrate};
 pub use subscriptions::{

@@ -148,22 +148,23 @@ impl SqliteStore {
 
     /// One person.
     pub async fn get_person(&self, id: &str) -> Result<Person, StoreError> {
-        let row = sqlx::query(
-            "SELECT id, name, body, created_at, updated_at FROM people WHERE id = ?",
-        )
-        .bind(id)
-        .fetch_optional(&self.read)
-        .await?;
-        row.as_ref().map(from_row).transpose()?.ok_or(StoreError::NotFound)
+        let row =
+            sqlx::query("SELECT id, name, body, created_at, updated_at FROM people WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&self.read)
+                .await?;
+        row.as_ref()
+            .map(from_row)
+            .transpose()?
+            .ok_or(StoreError::NotFound)
     }
 
     /// Every person, by name.
     pub async fn list_people(&self) -> Result<Vec<Person>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, name, body, created_at, updated_at FROM people ORDER BY name",
-        )
-        .fetch_all(&self.read)
-        .await?;
+        let rows =
+            sqlx::query("SELECT id, name, body, created_at, updated_at FROM people ORDER BY name")
+                .fetch_all(&self.read)
+                .await?;
         rows.iter().map(from_row).collect()
     }
 

@@ -14,7 +14,12 @@ fn asked(agent: &str, detail: &str) -> NewAction {
     };
     NewAction {
         deadline: Some(Utc::now() + chrono::Duration::minutes(5)),
-        ..NewAction::new(agent.to_owned(), "deploy".to_owned(), detail.to_owned(), decision)
+        ..NewAction::new(
+            agent.to_owned(),
+            "deploy".to_owned(),
+            detail.to_owned(),
+            decision,
+        )
     }
 }
 
@@ -65,7 +70,10 @@ async fn a_quorum_settles_on_the_last_approval_and_refuses_a_repeat(kind: Kind) 
         .into_iter()
         .map(|e| e.kind)
         .collect();
-    assert_eq!(kinds, ["action.enqueued", "action.approval", "action.approved"]);
+    assert_eq!(
+        kinds,
+        ["action.enqueued", "action.approval", "action.approved"]
+    );
     // An edit with the first approval replaces what runs; not after.
     let (b, _) = store.insert_action(asked("a", "prod eu")).await.unwrap();
     let mut first = approval("ann", 2);
@@ -76,7 +84,10 @@ async fn a_quorum_settles_on_the_last_approval_and_refuses_a_repeat(kind: Kind) 
     });
     let edited = store.team_decide(&b.id, first).await.unwrap();
     assert!(edited.action.team.edited);
-    assert_eq!(edited.action.team.approved_detail.as_deref(), Some("prod eu-west"));
+    assert_eq!(
+        edited.action.team.approved_detail.as_deref(),
+        Some("prod eu-west")
+    );
     let mut late = approval("bob", 2);
     late.edit = Some(Edit {
         params: None,
@@ -110,7 +121,10 @@ async fn people_own_their_identities(kind: Kind) {
     store.put_person(ann.clone(), true).await.unwrap();
     let found = store.person_of("telegram:42").await.unwrap().unwrap();
     assert_eq!(found.name, "ann");
-    assert_eq!(store.person_of("key:key_1").await.unwrap().unwrap().id, "per_ann");
+    assert_eq!(
+        store.person_of("key:key_1").await.unwrap().unwrap().id,
+        "per_ann"
+    );
     let bob = NewPerson {
         id: "per_bob".to_owned(),
         name: "bob".to_owned(),
@@ -118,7 +132,10 @@ async fn people_own_their_identities(kind: Kind) {
         groups: vec![],
         chat: ChatIds::default(),
     };
-    assert!(matches!(store.put_person(bob, true).await, Err(StoreError::Conflict(_))));
+    assert!(matches!(
+        store.put_person(bob, true).await,
+        Err(StoreError::Conflict(_))
+    ));
     // Nothing of bob's was kept.
     assert_eq!(store.list_people().await.unwrap().len(), 1);
     store.delete_person("per_ann").await.unwrap();

@@ -179,7 +179,12 @@ async fn on_event(c: &Connectors, ev: &Event) {
 async fn post_action(c: &Connectors, a: &actiongate_gate::Action, tier: u8) {
     let buttons = !c.notify_only;
     let remember = buttons && c.gate.can_remember(a).await;
-    post_to(c, card::action_card(a, buttons, remember), c.destinations_of(tier)).await;
+    post_to(
+        c,
+        card::action_card(a, buttons, remember),
+        c.destinations_of(tier),
+    )
+    .await;
 }
 
 /// Tells the people of the escalated action's `escalate_to` group who
@@ -192,7 +197,10 @@ async fn tell_escalation_group(c: &Connectors, a: &actiongate_gate::Action) {
     let Some(group) = rule.rule.escalate_to.as_deref() else {
         return;
     };
-    if c.destinations().iter().all(|d| !d.starts_with(super::whatsapp::PREFIX)) {
+    if c.destinations()
+        .iter()
+        .all(|d| !d.starts_with(super::whatsapp::PREFIX))
+    {
         return;
     }
     let people = match c.gate.people_in(group).await {

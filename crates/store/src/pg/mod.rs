@@ -28,8 +28,8 @@
 
 mod actions;
 mod agents;
-mod approvals;
 mod anchor;
+mod approvals;
 mod audit;
 mod connectors;
 mod create;
@@ -40,8 +40,8 @@ mod grants;
 mod handlers;
 mod keys;
 mod limits;
-mod people;
 mod log;
+mod people;
 mod pool;
 mod subscriptions;
 mod tail;
