@@ -597,3 +597,126 @@ async fn a_profile_with_a_bad_approvals_rule_is_refused_naming_it() {
         assert_eq!(s, 422, "{rule}: {p}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edited_params_reach_the_executor() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("notes.txt"), "old\n").unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let (op, _) = named_operator(&http, &d.base, &admin, "op").await;
+    let _executor =
+        crate::common::executor::start_executor(root.path(), state.path(), &d.base, &admin, false);
+    let (s, a) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/actions", d.base),
+        &agent,
+        Some(json!({"handler": "fs", "action": "update_file", "params": {
+            "filepath": "notes.txt", "content": "asked\n", "reason": "r"}})),
+    )
+    .await;
+    assert_eq!(s, 201, "{a}");
+    assert_eq!(a["status"], "pending", "{a}");
+    let id = a["id"].as_str().unwrap().to_owned();
+    // Params that break the schema: 422, still pending.
+    let (s, p) = approve(
+        &http,
+        &d.base,
+        &op,
+        &id,
+        json!({"params": {"filepath": "notes.txt", "content": 7, "reason": "r"}}),
+    )
+    .await;
+    assert_eq!(s, 422, "{p}");
+    assert_eq!(get(&http, &d.base, &admin, &id).await["status"], "pending");
+    // A detail is for decision-only actions.
+    let (s, p) = approve(&http, &d.base, &op, &id, json!({"detail": "x"})).await;
+    assert_eq!(s, 422, "{p}");
+    let (s, a) = approve(
+        &http,
+        &d.base,
+        &op,
+        &id,
+        json!({"params": {"filepath": "notes.txt", "content": "approved\n", "reason": "r"}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{a}");
+    assert_eq!(a["edited"], true, "{a}");
+    assert_eq!(a["params"]["content"], "asked\n", "{a}");
+    assert_eq!(a["approved_params"]["content"], "approved\n", "{a}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let a = get(&http, &d.base, &agent, &id).await;
+        if a["status"] == "completed" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not run: {a}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("notes.txt")).unwrap(),
+        "approved\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_action_may_ask_for_a_quorum_at_registration() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let (a1, _) = named_operator(&http, &d.base, &admin, "a1").await;
+    let (a2, _) = named_operator(&http, &d.base, &admin, "a2").await;
+    let registration = |approvals: Value| {
+        json!({
+            "id": "pay", "name": "Payments", "url": "http://127.0.0.1:9/hook",
+            "permissions": [{"name": "pay.send", "parameters_schema": {"type": "object"}}],
+            "actions": [{"name": "send", "params_schema": {"type": "object",
+                "properties": {"amount": {"type": "integer"}}}, "permission": "pay.send",
+                "approvals": approvals}]
+        })
+    };
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/handlers", d.base),
+        &admin,
+        Some(registration(json!({"count": 0}))),
+    )
+    .await;
+    assert_eq!(s, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "actions[0].approvals", "{p}");
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/handlers", d.base),
+        &admin,
+        Some(registration(json!({"count": 2}))),
+    )
+    .await;
+    assert_eq!(s, 201, "{p}");
+    let (s, a) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/actions", d.base),
+        &agent,
+        Some(json!({"handler": "pay", "action": "send", "params": {"amount": 5}})),
+    )
+    .await;
+    assert_eq!(s, 201, "{a}");
+    assert_eq!(a["status"], "pending", "{a}");
+    let id = a["id"].as_str().unwrap().to_owned();
+    let (s, a) = approve(&http, &d.base, &a1, &id, json!({})).await;
+    assert_eq!(s, 200, "{a}");
+    assert_eq!(a["status"], "pending", "{a}");
+    assert_eq!(a["approvals_required"], 2, "{a}");
+    let (s, a) = approve(&http, &d.base, &a2, &id, json!({})).await;
+    assert_eq!(s, 200, "{a}");
+    assert_ne!(a["status"], "pending", "{a}");
+}

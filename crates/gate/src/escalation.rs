@@ -45,13 +45,14 @@ pub async fn round(gate: &Gate) -> crate::GateResult<usize> {
         if action.team.escalated_at.is_some() {
             continue;
         }
-        let Some(rule) = gate
-            .approval_rule(&action.agent, &action.action_string)
-            .await?
-        else {
-            continue;
+        let rules = match gate.rules_of(&action).await {
+            Ok(rules) => rules,
+            Err(e) => {
+                tracing::warn!(action = %action.id, error = %e.detail, "cannot read its approvals rules");
+                continue;
+            }
         };
-        let Some(after) = rule.escalate_after_secs() else {
+        let Some(after) = rules.iter().filter_map(|r| r.escalate_after_secs()).min() else {
             continue;
         };
         let due = action.created_at + chrono::Duration::seconds(after as i64);

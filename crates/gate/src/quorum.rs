@@ -48,51 +48,71 @@ impl EditRequest {
 /// Who the rule lets decide, as text for an error.
 fn refusal(rule: &CompiledRule, who: &str) -> GateError {
     GateError::forbidden(format!(
-        "{who} is not an approver under approvals rule #{} (pattern `{}`): approvers are {}",
-        rule.index,
-        rule.rule.pattern,
+        "{who} is not an approver under {}: approvers are {}",
+        rule.label(),
         rule.rule.approvers.join(", ")
     ))
 }
 
+/// The approvals a set of rules asks for: the largest count, at least 1.
+fn required(rules: &[CompiledRule]) -> u32 {
+    rules.iter().map(|r| r.rule.count).max().unwrap_or(1)
+}
+
 impl Gate {
-    /// The approvals rule that applies to `action_string` of `agent`.
-    pub async fn approval_rule(
+    /// The approvals rules that apply to an asked action: its agent's
+    /// profile's first rule whose pattern matches `action_string`, and its
+    /// handler action's `approvals` (`handler`: handler id and action name).
+    pub async fn approval_rules(
         &self,
         agent: &str,
         action_string: &str,
-    ) -> GateResult<Option<CompiledRule>> {
+        handler: Option<(&str, &str)>,
+    ) -> GateResult<Vec<CompiledRule>> {
         let profile = self.profile_of(agent).await?;
-        Ok(profile.approval_rule(action_string).cloned())
-    }
-
-    /// Fails with 403 naming `rule` unless `d` is among its approvers.
-    pub fn check_approver(rule: Option<&CompiledRule>, d: &Decider) -> GateResult<()> {
-        match rule {
-            Some(rule)
-                if !approver_allowed(
-                    &rule.rule.approvers,
-                    Approver {
-                        names: &d.names,
-                        groups: &d.groups,
-                    },
-                ) =>
-            {
-                Err(refusal(rule, &d.who))
+        let mut rules: Vec<CompiledRule> = profile
+            .approval_rule(action_string)
+            .cloned()
+            .into_iter()
+            .collect();
+        if let Some((id, name)) = handler {
+            let h = self.handler(id).await?;
+            if let Some(rule) = h.action(name).and_then(|a| a.approvals.clone()) {
+                rules.push(rule);
             }
-            _ => Ok(()),
         }
+        Ok(rules)
     }
 
-    /// Whether `caller` may decide `action` under its approvals rule, and
-    /// how many approvals it needs (for a chat to say so before a tap).
+    /// [`Gate::approval_rules`] of a stored action.
+    pub async fn rules_of(&self, action: &Action) -> GateResult<Vec<CompiledRule>> {
+        let handler = action.handler.as_deref().zip(action.action.as_deref());
+        self.approval_rules(&action.agent, &action.action_string, handler)
+            .await
+    }
+
+    /// Fails with 403 naming the rule unless `d` is among the approvers of
+    /// every one of `rules`.
+    pub fn check_approver(rules: &[CompiledRule], d: &Decider) -> GateResult<()> {
+        for rule in rules {
+            let who = Approver {
+                names: &d.names,
+                groups: &d.groups,
+            };
+            if !approver_allowed(&rule.rule.approvers, who) {
+                return Err(refusal(rule, &d.who));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `caller` may decide `action` under its approvals rules, and
+    /// how many approvals it needs.
     pub async fn may_decide(&self, caller: &Caller, action: &Action) -> GateResult<u32> {
-        let rule = self
-            .approval_rule(&action.agent, &action.action_string)
-            .await?;
+        let rules = self.rules_of(action).await?;
         let d = self.decider(caller).await?;
-        Gate::check_approver(rule.as_ref(), &d)?;
-        Ok(rule.map_or(1, |r| r.rule.count))
+        Gate::check_approver(&rules, &d)?;
+        Ok(required(&rules))
     }
 
     /// One decision of `caller` on pending `action` through `channel`:
@@ -106,20 +126,19 @@ impl Gate {
         channel: &str,
         edit: EditRequest,
     ) -> GateResult<Action> {
-        let rule = self
-            .approval_rule(&action.agent, &action.action_string)
-            .await?;
+        let rules = self.rules_of(action).await?;
         let d = self.decider(caller).await?;
-        Gate::check_approver(rule.as_ref(), &d)?;
-        let mut required = rule.as_ref().map_or(1, |r| r.rule.count);
+        Gate::check_approver(&rules, &d)?;
+        let mut required = required(&rules);
         let edit = if approve && !edit.is_empty() {
             let (edit, edited_string) = self.checked_edit(action, edit).await?;
-            // The edited action answers to its own rule too.
-            let other = self.approval_rule(&action.agent, &edited_string).await?;
-            Gate::check_approver(other.as_ref(), &d)?;
-            if let Some(o) = other {
-                required = required.max(o.rule.count);
-            }
+            // The edited action answers to its own profile rule too.
+            let handler = action.handler.as_deref().zip(action.action.as_deref());
+            let other = self
+                .approval_rules(&action.agent, &edited_string, handler)
+                .await?;
+            Gate::check_approver(&other, &d)?;
+            required = required.max(self::required(&other));
             Some(edit)
         } else {
             None

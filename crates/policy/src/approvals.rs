@@ -53,6 +53,9 @@ pub struct CompiledRule {
     pub rule: ApprovalRule,
     /// Its position in the list it came from.
     pub index: usize,
+    /// Where it comes from when not a profile's list (a handler action's
+    /// `approvals`), for errors.
+    pub origin: Option<String>,
     regex: regex::Regex,
 }
 
@@ -60,6 +63,17 @@ impl CompiledRule {
     /// Whether the rule covers `action` (the whole string must match).
     pub fn matches(&self, action: &str) -> bool {
         self.regex.is_match(action)
+    }
+
+    /// How errors name it: `approvals rule #0 (pattern `…`)`, or its origin.
+    pub fn label(&self) -> String {
+        match &self.origin {
+            Some(o) => o.clone(),
+            None => format!(
+                "approvals rule #{} (pattern `{}`)",
+                self.index, self.rule.pattern
+            ),
+        }
     }
 
     /// `escalate_after` in seconds, when set.
@@ -117,6 +131,7 @@ pub fn compile_rule(index: usize, rule: &ApprovalRule) -> Result<CompiledRule, A
     Ok(CompiledRule {
         rule: rule.clone(),
         index,
+        origin: None,
         regex,
     })
 }

@@ -191,10 +191,10 @@ async fn post_action(c: &Connectors, a: &actiongate_gate::Action, tier: u8) {
 /// have a WhatsApp number (the one chat a message goes to a person in):
 /// the action's message is queued to each of them.
 async fn tell_escalation_group(c: &Connectors, a: &actiongate_gate::Action) {
-    let Ok(Some(rule)) = c.gate.approval_rule(&a.agent, &a.action_string).await else {
+    let Ok(rules) = c.gate.rules_of(a).await else {
         return;
     };
-    let Some(group) = rule.rule.escalate_to.as_deref() else {
+    let Some(group) = rules.iter().find_map(|r| r.rule.escalate_to.as_deref()) else {
         return;
     };
     if c.destinations()
