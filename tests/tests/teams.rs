@@ -308,7 +308,7 @@ async fn a_quorum_of_two_needs_two_people_and_one_person_counts_once_across_chan
 async fn approvals_racing_are_counted_once_each_and_settle_once() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(dir.path(), &[]);
-    race(&[d.base.clone()], &d.admin_key()).await;
+    race(std::slice::from_ref(&d.base), &d.admin_key()).await;
 }
 
 #[test]

@@ -201,6 +201,7 @@ pub fn glob_match(glob: &str, text: &str) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -190,7 +190,7 @@ async fn decide_on(
 /// Whether `current` may be escalated now: still pending, not yet.
 pub(crate) fn escalation(current: &Action, at: DateTime<Utc>) -> Option<Team> {
     let live = current.status == ActionStatus::Pending
-        && !current.deadline.is_some_and(|dl| dl <= at)
+        && current.deadline.is_none_or(|dl| dl > at)
         && current.team.escalated_at.is_none();
     live.then(|| Team {
         escalated_at: Some(at),
