@@ -26,5 +26,6 @@ mod policy_corpus;
 mod readme;
 mod results;
 mod sensitive;
+mod sessions;
 mod teams;
 mod visible;

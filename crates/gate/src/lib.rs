@@ -47,6 +47,7 @@ pub mod policy;
 pub mod quorum;
 pub mod retention;
 pub mod revocations;
+pub mod sessions;
 pub mod sign;
 pub mod storage;
 pub mod subscriptions;
