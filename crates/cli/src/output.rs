@@ -194,19 +194,24 @@ pub fn action_line(action: &Value) -> String {
     line
 }
 
-/// ` [1 of 2: ann]` while approvals are being collected, ` [edited]` when
+/// ` [1 of 2: ann]` where more than one approval is needed, ` [edited]` when
 /// an approver changed what was asked; empty otherwise.
 pub fn team_note(action: &Value) -> String {
     let mut note = String::new();
-    if let Some(approvals) = action.get("approvals").and_then(Value::as_array) {
+    let required = action
+        .get("approvals_required")
+        .and_then(Value::as_u64)
+        .unwrap_or(1);
+    // A single approval says nothing `by …` does not.
+    if let Some(approvals) = action
+        .get("approvals")
+        .and_then(Value::as_array)
+        .filter(|_| required > 1)
+    {
         let who: Vec<&str> = approvals
             .iter()
             .filter_map(|a| a.get("who").and_then(Value::as_str))
             .collect();
-        let required = action
-            .get("approvals_required")
-            .and_then(Value::as_u64)
-            .unwrap_or(1);
         note.push_str(&format!(
             " [{} of {required}: {}]",
             approvals.len(),
