@@ -31,4 +31,5 @@ mod readme;
 mod results;
 mod sensitive;
 mod sessions;
+mod teams;
 mod visible;

@@ -135,6 +135,16 @@ pub struct ApproveBody {
     /// Also grant a standing permission (the "don't ask again" of the gear icon).
     #[serde(default)]
     pub remember: Option<Remember>,
+    /// Handler actions: the params to run instead of those asked (checked
+    /// against the action's params schema).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub params: Option<serde_json::Value>,
+    /// Decision-only actions: the detail to run instead of the one asked
+    /// (it must itself pass the profile without being denied).
+    #[serde(default)]
+    #[schema(max_length = 65536)]
+    pub detail: Option<String>,
 }
 
 /// A grant made while approving.

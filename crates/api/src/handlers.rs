@@ -76,6 +76,35 @@ pub struct ActionDecl {
     /// reads them, so they never make anything allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hints: Option<ActionHints>,
+    /// Approvals this action needs when it is asked, beside any rule of
+    /// the agent's profile (`docs/teams.md`): the larger count applies and
+    /// an approver must pass both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<ActionApprovals>,
+}
+
+/// A handler action's approvals: a profile's approvals rule without the
+/// pattern (it is the action).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ActionApprovals {
+    /// Approvals from distinct people (1-10, default 1).
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Who may decide: globs over people's and operator keys' names, or
+    /// `group:<name>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
+    /// Escalate after this long without a decision (`30m`, `2h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalate_after: Option<String>,
+    /// The group told on escalation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalate_to: Option<String>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Hints a handler declares about one of its actions, shown to agents as

@@ -232,6 +232,9 @@ pub struct Action {
     /// The agent runtime that sent it, e.g. `claude-code` (null when none).
     #[serde(default)]
     pub runtime: Option<String>,
+    /// Approvals collected, who decided, an edit (`docs/teams.md`).
+    #[serde(flatten)]
+    pub team: crate::teams::Team,
 }
 
 impl Action {

@@ -53,6 +53,13 @@ pub struct ApproveArgs {
     /// A note kept with the decision.
     #[arg(long)]
     pub note: Option<String>,
+    /// Handler actions: approve these params (a JSON object) instead of
+    /// those asked.
+    #[arg(long, value_name = "JSON", conflicts_with_all = ["remember", "detail"])]
+    pub params: Option<String>,
+    /// Decision-only actions: approve this detail instead of the one asked.
+    #[arg(long, conflicts_with = "remember")]
+    pub detail: Option<String>,
 }
 
 /// Flags of `deny`.

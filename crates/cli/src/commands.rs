@@ -169,9 +169,22 @@ pub async fn approve(args: ApproveArgs) -> Exit {
                 agent: args.agent.clone(),
             }),
         };
+        let params = match &args.params {
+            None => None,
+            Some(text) => Some(
+                serde_json::from_str::<Value>(text)
+                    .ok()
+                    .filter(Value::is_object)
+                    .ok_or_else(|| {
+                        ClientError::Usage("--params must be a JSON object".to_owned())
+                    })?,
+            ),
+        };
         let body = to_body(&ApproveBody {
             note: args.note.clone(),
             remember,
+            params,
+            detail: args.detail.clone(),
         })?;
         let action = api
             .post(

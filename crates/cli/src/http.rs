@@ -261,7 +261,9 @@ impl Api {
             .http
             .request(method, format!("{}{path}", self.base))
             .timeout(self.timeout + extra_wait)
-            .header(reqwest::header::ACCEPT, "application/json");
+            .header(reqwest::header::ACCEPT, "application/json")
+            // Decisions record the channel they came through.
+            .header("x-actiongate-channel", "cli");
         if let Some(k) = &self.key {
             req = req.bearer_auth(k);
         }

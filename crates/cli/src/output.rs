@@ -190,7 +190,38 @@ pub fn action_line(action: &Value) -> String {
     } else {
         line.push_str(&format!(" — by {}", decided_by(action)));
     }
+    line.push_str(&team_note(action));
     line
+}
+
+/// ` [1 of 2: ann]` where more than one approval is needed, ` [edited]` when
+/// an approver changed what was asked; empty otherwise.
+pub fn team_note(action: &Value) -> String {
+    let mut note = String::new();
+    let required = action
+        .get("approvals_required")
+        .and_then(Value::as_u64)
+        .unwrap_or(1);
+    // A single approval says nothing `by …` does not.
+    if let Some(approvals) = action
+        .get("approvals")
+        .and_then(Value::as_array)
+        .filter(|_| required > 1)
+    {
+        let who: Vec<&str> = approvals
+            .iter()
+            .filter_map(|a| a.get("who").and_then(Value::as_str))
+            .collect();
+        note.push_str(&format!(
+            " [{} of {required}: {}]",
+            approvals.len(),
+            clip(&who.join(", "), 200)
+        ));
+    }
+    if action.get("edited").and_then(Value::as_bool) == Some(true) {
+        note.push_str(" [edited]");
+    }
+    note
 }
 
 /// An action as `key: value` lines.

@@ -9,6 +9,7 @@ use actiongate_store::{
 };
 
 use crate::actions::{MAX_DETAIL, MAX_REPLY, MAX_TEXT, check_len, validate_agent_id};
+use crate::quorum::EditRequest;
 use crate::{Caller, Gate, GateError, GateResult};
 
 const PENDING: &[ActionStatus] = &[ActionStatus::Pending];
@@ -68,10 +69,34 @@ pub struct ExecutorResult {
 impl Gate {
     /// An operator (`caller`) decides pending action `id`. Two deciders
     /// racing produce one decision; the loser gets
-    /// [`crate::ErrorCode::ActionSettled`].
+    /// [`crate::ErrorCode::ActionSettled`]. The channel is the caller's
+    /// chat, or `api`.
     pub async fn decide(&self, caller: &Caller, id: &str, verdict: Verdict) -> GateResult<Action> {
+        let channel = crate::quorum::channel_of(caller);
+        self.decide_via(caller, id, verdict, channel, EditRequest::default())
+            .await
+    }
+
+    /// [`Gate::decide`] through `channel` (one of
+    /// [`crate::quorum::CHANNELS`]), approving with `edit` when it changes
+    /// something. Under an approvals rule an approval may leave the action
+    /// pending, its `approvals` grown, until enough distinct people agree.
+    pub async fn decide_via(
+        &self,
+        caller: &Caller,
+        id: &str,
+        verdict: Verdict,
+        channel: &str,
+        edit: EditRequest,
+    ) -> GateResult<Action> {
         caller.require(actiongate_store::Role::Operator)?;
-        self.apply(caller, id, verdict, None).await
+        if !crate::quorum::CHANNELS.contains(&channel) {
+            return Err(GateError::invalid(
+                "channel",
+                format!("one of {}", crate::quorum::CHANNELS.join(", ")),
+            ));
+        }
+        self.apply(caller, id, verdict, None, channel, edit).await
     }
 
     /// Carries out `verdict`; a length error names `field` when given (a
@@ -82,19 +107,30 @@ impl Gate {
         id: &str,
         verdict: Verdict,
         field: Option<&str>,
+        channel: &str,
+        edit: EditRequest,
     ) -> GateResult<Action> {
         match verdict {
             Verdict::Approve { note } => {
-                let field = field.unwrap_or("note");
-                self.transition_pending(caller, id, ActionStatus::Approved, note, field)
+                check_len(field.unwrap_or("note"), note.as_deref(), MAX_TEXT)?;
+                let action = self.visible_action(caller, id).await?;
+                caller.not_for_own(Some(&action.agent))?;
+                self.team_decide(caller, &action, true, note, channel, edit)
                     .await
             }
             Verdict::Deny { reason } => {
-                let field = field.unwrap_or("reason");
-                self.transition_pending(caller, id, ActionStatus::Denied, reason, field)
+                check_len(field.unwrap_or("reason"), reason.as_deref(), MAX_TEXT)?;
+                let action = self.visible_action(caller, id).await?;
+                self.team_decide(caller, &action, false, reason, channel, edit)
                     .await
             }
             Verdict::ApproveAndRemember { note, remember } => {
+                if !edit.is_empty() {
+                    return Err(GateError::invalid(
+                        "remember",
+                        "an edited action is approved once; approve it without remember",
+                    ));
+                }
                 self.approve_and_remember(caller, id, note, remember).await
             }
         }
@@ -106,42 +142,16 @@ impl Gate {
         check_len("text", Some(text), MAX_REPLY)?;
         let verdict =
             Verdict::from_reply(text).ok_or_else(|| GateError::invalid("text", REPLY_HELP))?;
-        self.apply(caller, id, verdict, Some("text")).await
-    }
-
-    async fn transition_pending(
-        &self,
-        caller: &Caller,
-        id: &str,
-        to: ActionStatus,
-        note: Option<String>,
-        note_field: &str,
-    ) -> GateResult<Action> {
-        check_len(note_field, note.as_deref(), MAX_TEXT)?;
-        let action = self.visible_action(caller, id).await?;
-        if to == ActionStatus::Approved {
-            caller.not_for_own(Some(&action.agent))?;
-        }
-        let event = if to == ActionStatus::Approved {
-            "action.approved"
-        } else {
-            "action.denied"
-        };
-        let action = self
-            .store()
-            .transition(
-                id,
-                Transition {
-                    from: PENDING,
-                    to,
-                    decided_by: Some(caller.identity()),
-                    note,
-                    outcome: None,
-                    event,
-                },
-            )
-            .await?;
-        Ok(action)
+        let channel = crate::quorum::channel_of(caller);
+        self.apply(
+            caller,
+            id,
+            verdict,
+            Some("text"),
+            channel,
+            EditRequest::default(),
+        )
+        .await
     }
 
     /// Approves `id` and grants what `remember` says, in one transaction:
@@ -155,6 +165,13 @@ impl Gate {
     ) -> GateResult<Action> {
         check_len("note", note.as_deref(), MAX_TEXT)?;
         let action = self.visible_action(caller, id).await?;
+        let required = self.may_decide(caller, &action).await?;
+        if required > 1 {
+            return Err(GateError::conflict(format!(
+                "this action needs {required} approvals from distinct people: approve it \
+                 without remember"
+            )));
+        }
         let target = self.remember_target(&action, &remember).await?;
         let agent = match remember.agent.as_deref() {
             None => Some(action.agent.clone()),

@@ -32,6 +32,8 @@ pub struct CompiledAction {
     title: Option<Template>,
     summary: Option<Template>,
     fields: Vec<(String, Template)>,
+    /// Its `approvals`, compiled (`docs/teams.md`).
+    pub approvals: Option<actiongate_policy::approvals::CompiledRule>,
 }
 
 /// A handler ready to check and describe actions.
@@ -322,6 +324,25 @@ fn compile_parts(reg: &HandlerRegistration) -> Result<Parts, GateError> {
             ),
             None => (None, None, Vec::new()),
         };
+        let approvals = a.approvals.as_ref().and_then(|ap| {
+            let rule = actiongate_policy::approvals::ApprovalRule {
+                pattern: "(?s).*".to_owned(),
+                count: ap.count,
+                approvers: ap.approvers.clone(),
+                escalate_after: ap.escalate_after.clone(),
+                escalate_to: ap.escalate_to.clone(),
+            };
+            match actiongate_policy::approvals::compile_rule(0, &rule) {
+                Ok(mut c) => {
+                    c.origin = Some(format!("the approvals of handler action '{}'", a.name));
+                    Some(c)
+                }
+                Err(e) => {
+                    errs.add(at("approvals"), e.message);
+                    None
+                }
+            }
+        });
         if let Some(validator) = validator {
             actions.push(CompiledAction {
                 decl: a.clone(),
@@ -330,6 +351,7 @@ fn compile_parts(reg: &HandlerRegistration) -> Result<Parts, GateError> {
                 title,
                 summary,
                 fields,
+                approvals,
             });
         }
     }

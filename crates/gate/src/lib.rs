@@ -34,6 +34,7 @@ pub mod connectors;
 pub mod decisions;
 pub mod dispatch;
 pub mod error;
+pub mod escalation;
 pub mod events;
 pub mod grant_requests;
 pub mod grants;
@@ -41,7 +42,9 @@ pub mod handler_spec;
 pub mod notify;
 pub mod outbound;
 mod pending_limit;
+pub mod people;
 pub mod policy;
+pub mod quorum;
 pub mod retention;
 pub mod revocations;
 pub mod sessions;
@@ -213,6 +216,7 @@ impl Gate {
         let mut tasks = vec![
             tokio::spawn(sweeper::run(self.clone())),
             tokio::spawn(revocations::run(self.clone())),
+            tokio::spawn(escalation::run(self.clone())),
         ];
         if self.0.store.is_shared() {
             tasks.push(tokio::spawn(tools::watch_handlers(

@@ -39,6 +39,7 @@
 //! - `guarded` and `readonly` end in `(?s).*` ask patterns, so that
 //!   multi-line details ask rather than fall through to deny.
 
+pub mod approvals;
 pub mod decide;
 pub mod expiry;
 pub mod grant;

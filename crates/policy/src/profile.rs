@@ -130,6 +130,11 @@ pub struct CustomProfile {
     /// command to be judged command by command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shell_tools: Vec<String>,
+    /// Asked actions that need more than one approval, or particular
+    /// approvers, or escalation (`docs/teams.md`); the first rule whose
+    /// pattern matches the whole action string applies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<crate::approvals::ApprovalRule>,
 }
 
 /// Why a profile could not be built.
@@ -150,6 +155,9 @@ pub enum ProfileError {
     /// The profile names a preset that does not exist.
     #[error(transparent)]
     UnknownPreset(#[from] UnknownPresetError),
+    /// An approvals rule is invalid.
+    #[error(transparent)]
+    InvalidApprovalRule(#[from] crate::approvals::ApprovalRuleError),
 }
 
 /// A compiled profile. Cheap to clone (the compiled patterns are shared).
@@ -174,6 +182,8 @@ struct Compiled {
     shortcuts: Vec<ShellShortcut>,
     /// The same for the `git` tool.
     git_shortcut: ShellShortcut,
+    /// The approvals rules, compiled.
+    approvals: Vec<crate::approvals::CompiledRule>,
 }
 
 /// When the verdict for a shell tool's action is the same whether or not
@@ -269,6 +279,7 @@ impl Profile {
             .map(|tool| ShellShortcut::for_tool(tool, &deny, &allow, &ask))
             .collect();
         let git_shortcut = ShellShortcut::for_tool(GIT_TOOL, &deny, &allow, &ask);
+        let approvals = crate::approvals::compile_rules(&lists.approvals)?;
         Ok(Profile {
             inner: Arc::new(Compiled {
                 deny,
@@ -278,8 +289,15 @@ impl Profile {
                 shell_tools,
                 shortcuts,
                 git_shortcut,
+                approvals,
             }),
         })
+    }
+
+    /// The approvals rule that applies to `action` (an action string):
+    /// the first whose pattern matches it whole.
+    pub fn approval_rule(&self, action: &str) -> Option<&crate::approvals::CompiledRule> {
+        self.inner.approvals.iter().find(|r| r.matches(action))
     }
 
     /// The written form this profile was built from.
@@ -376,6 +394,7 @@ mod tests {
             ask: vec!["ok".into()],
             deny: vec!["fine".into(), "bad(".into()],
             shell_tools: vec![],
+            approvals: vec![],
         })
         .unwrap_err();
         let ProfileError::InvalidPattern {
@@ -402,6 +421,7 @@ mod tests {
     fn shell_tools_extend_the_defaults() {
         let p = Profile::custom(CustomProfile {
             shell_tools: vec!["Bash".into()],
+            approvals: vec![],
             ..CustomProfile::default()
         })
         .unwrap();

@@ -85,11 +85,15 @@ pub struct TelegramSettings {
     pub webhook_secret: String,
     /// Poll mode: seconds one `getUpdates` waits.
     pub poll_seconds: u64,
+    /// Escalation tier: 1 (default) is told of every pending action; 2 only
+    /// of actions escalated for want of a decision (`docs/teams.md`).
+    pub tier: u8,
 }
 
 impl Default for TelegramSettings {
     fn default() -> Self {
         TelegramSettings {
+            tier: 1,
             token: String::new(),
             chat_id: String::new(),
             approvers: Vec::new(),
@@ -120,11 +124,15 @@ pub struct SlackSettings {
     pub approvers: Vec<String>,
     /// The Web API's base URL.
     pub api_base: String,
+    /// Escalation tier: 1 (default) is told of every pending action; 2 only
+    /// of actions escalated for want of a decision (`docs/teams.md`).
+    pub tier: u8,
 }
 
 impl Default for SlackSettings {
     fn default() -> Self {
         SlackSettings {
+            tier: 1,
             token: String::new(),
             channel: String::new(),
             signing_secret: String::new(),
@@ -172,11 +180,15 @@ pub struct DiscordSettings {
     pub public_key: String,
     /// The HTTP API's base URL.
     pub api_base: String,
+    /// Escalation tier: 1 (default) is told of every pending action; 2 only
+    /// of actions escalated for want of a decision (`docs/teams.md`).
+    pub tier: u8,
 }
 
 impl Default for DiscordSettings {
     fn default() -> Self {
         DiscordSettings {
+            tier: 1,
             token: String::new(),
             channel_id: String::new(),
             approvers: Vec::new(),
@@ -210,11 +222,15 @@ pub struct WhatsAppSettings {
     pub verify_token: String,
     /// The Graph API's base URL (with its version).
     pub api_base: String,
+    /// Escalation tier: 1 (default) is told of every pending action; 2 only
+    /// of actions escalated for want of a decision (`docs/teams.md`).
+    pub tier: u8,
 }
 
 impl Default for WhatsAppSettings {
     fn default() -> Self {
         WhatsAppSettings {
+            tier: 1,
             access_token: String::new(),
             phone_number_id: String::new(),
             approvers: Vec::new(),
@@ -287,6 +303,18 @@ impl ConnectorsSettings {
             base("whatsapp", &w.api_base)?;
             if w.approvers.is_empty() {
                 anyhow::bail!("connectors.whatsapp.approvers: the phone numbers messages go to");
+            }
+        }
+        for (chat, tier) in [
+            ("telegram", t.tier),
+            ("slack", s.tier),
+            ("discord", d.tier),
+            ("whatsapp", w.tier),
+        ] {
+            if !(1..=2).contains(&tier) {
+                anyhow::bail!(
+                    "connectors.{chat}.tier: 1 (every pending action) or 2 (escalated ones)"
+                );
             }
         }
         if !(1..=120).contains(&self.timeout_seconds) {

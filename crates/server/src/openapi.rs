@@ -8,8 +8,8 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::routes::{
-    actions, agents, audit, check, events, grant_requests, grants, handlers, keys, ops, presets,
-    results, subscriptions, tools, whoami,
+    actions, agents, audit, check, events, grant_requests, grants, handlers, keys, ops, people,
+    presets, results, subscriptions, tools, whoami,
 };
 
 /// The API description.
@@ -35,6 +35,8 @@ use crate::routes::{
         grant_requests::approve_request, grant_requests::deny_request,
         agents::put_agent, agents::get_agent, agents::list_agents,
         keys::create_key, keys::list_keys, keys::revoke_key, whoami::whoami,
+        people::create_person, people::list_people, people::get_person,
+        people::replace_person, people::delete_person,
         presets::list_presets,
         ops::healthz, ops::readyz, ops::metrics_text, serve,
         events::stream_events, events::action_events,
@@ -48,6 +50,7 @@ use crate::routes::{
         (name = "actions", description = "Requesting and deciding actions"),
         (name = "agents", description = "Agents and their permission profiles"),
         (name = "keys", description = "API keys"),
+        (name = "people", description = "People who decide: groups, operator keys, chat identities"),
         (name = "handlers", description = "Executors, the actions they perform, tool schemas"),
         (name = "grants", description = "Standing permissions granted by humans, and requests for them"),
         (name = "operations", description = "Health, readiness, metrics"),

@@ -27,7 +27,8 @@ export class ApiError extends Error {
 
 /** Calls the API; resolves to the parsed JSON body (or null). */
 export async function api(method, path, body, key = session.key) {
-  const headers = { accept: 'application/json' };
+  // Decisions record the channel they came through.
+  const headers = { accept: 'application/json', 'x-actiongate-channel': 'page' };
   if (key) headers.authorization = `Bearer ${key}`;
   const init = { method, headers, cache: 'no-store' };
   if (body !== undefined) {

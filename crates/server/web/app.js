@@ -85,7 +85,8 @@ const SETTLED_REQUEST = new Set(['grant_request.approved', 'grant_request.denied
 
 function onEvent(ev) {
   const d = ev.data || {};
-  if (ev.type === 'action.enqueued' && d.status === 'pending') {
+  if ((ev.type === 'action.enqueued' || ev.type === 'action.approval' || ev.type === 'action.escalated') && d.status === 'pending') {
+    // Approvals so far, or an escalation: the card shows the action as it is now.
     if (!state.gone.has(d.id)) state.actions.set(d.id, d);
   } else if (ev.type.startsWith('action.') && ev.action_id && d.status && d.status !== 'pending') {
     state.gone.add(ev.action_id);
@@ -200,7 +201,14 @@ function renderQueue() {
 async function approve(action, button) {
   button.disabled = true;
   try {
-    await api('POST', `/v1/actions/${enc(action.id)}/approve`, {});
+    const after = await api('POST', `/v1/actions/${enc(action.id)}/approve`, {});
+    if (after && after.status === 'pending') {
+      // More approvals needed: the card stays, showing who approved.
+      state.actions.set(action.id, after);
+      queueChanged();
+      notice(`Approval recorded: ${(after.approvals || []).length} of ${after.approvals_required || 1}.`);
+      return;
+    }
     removeAction(action.id);
   } catch (e) {
     fail(e);
@@ -233,6 +241,21 @@ function setupDialogs() {
       $('grant-error').textContent = err.message || String(err);
     } finally {
       $('grant-confirm').disabled = false;
+    }
+  });
+  const edit = $('edit-dialog');
+  $('edit-cancel').addEventListener('click', () => edit.close());
+  $('edit-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    $('edit-error').textContent = '';
+    $('edit-confirm').disabled = true;
+    try {
+      await dialogSubmit($('edit-text').value);
+      edit.close();
+    } catch (err) {
+      $('edit-error').textContent = err.message || String(err);
+    } finally {
+      $('edit-confirm').disabled = false;
     }
   });
   const deny = $('deny-dialog');
@@ -357,6 +380,32 @@ function openDenyDialog(what, submit) {
   $('deny-dialog').showModal();
 }
 
+/** Edit and approve: a handler action's params as JSON, or a
+ * decision-only action's detail. */
+function openEdit(action) {
+  const handler = Boolean(action.handler);
+  $('edit-what').replaceChildren(h('code', { class: 'action-string vis' }, visible(action.action_string)), ` (agent ${action.agent})`);
+  $('edit-label').textContent = handler ? 'Params to run (JSON; masked values must be typed again)' : 'Detail to run';
+  $('edit-text').value = handler ? JSON.stringify(action.params || {}, null, 2) : action.detail;
+  $('edit-error').textContent = '';
+  dialogSubmit = async (text) => {
+    let body;
+    if (handler) {
+      try { body = { params: JSON.parse(text) }; } catch (e) { throw new Error(`Not JSON: ${e.message}`); }
+    } else {
+      body = { detail: text };
+    }
+    const after = await api('POST', `/v1/actions/${enc(action.id)}/approve`, body);
+    if (after && after.status === 'pending') {
+      state.actions.set(action.id, after);
+      queueChanged();
+    } else {
+      removeAction(action.id);
+    }
+  };
+  $('edit-dialog').showModal();
+}
+
 function openDeny(action) {
   const what = [h('code', { class: 'action-string vis' }, visible(action.action_string)), ` (agent ${action.agent})`];
   openDenyDialog(what, async (reason) => {
@@ -386,7 +435,7 @@ function currentView() {
 }
 
 const ctx = {
-  openGrant, openGrantRequest, openDeny, openDenyRequest, approve, fail, notice,
+  openGrant, openGrantRequest, openDeny, openDenyRequest, openEdit, approve, fail, notice,
   key: () => session.key,
   me: () => state.me,
   refresh: () => route(),

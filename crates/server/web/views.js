@@ -45,6 +45,19 @@ function displayOf(action) {
   return { title: action.action_string, summary: null, fields: [] };
 }
 
+/** "1 of 2: ann" while approvals are collected; "edited" once edited. */
+export function approvalsLine(action) {
+  const approvals = action.approvals || [];
+  if (!approvals.length && !action.edited) return null;
+  const parts = [];
+  if (approvals.length) {
+    const who = approvals.map((a) => `${a.who} (${a.channel})`).join(', ');
+    parts.push(`${approvals.length} of ${action.approvals_required || 1} approvals: ${who}`);
+  }
+  if (action.edited) parts.push('edited before approving');
+  return h('p', { class: 'approvals' }, parts.join(' · '));
+}
+
 /** A pending action's card in the queue. */
 export function actionCard(action, ctx) {
   const d = displayOf(action);
@@ -64,10 +77,12 @@ export function actionCard(action, ctx) {
       h('span', { class: 'agent' }, `agent ${action.agent}`), ' · ',
       h('code', { class: 'action-string vis' }, visible(action.action_string)), deadline ? ' · ' : null, deadline),
     action.reason ? h('p', { class: 'reason vis' }, h('span', { class: 'label' }, 'Reason: '), visible(action.reason)) : null,
+    approvalsLine(action),
     fields,
     paramsDisclosure(action),
     h('div', { class: 'buttons' },
       h('button', { type: 'button', class: 'primary', onclick: (e) => ctx.approve(action, e.currentTarget) }, 'Approve'),
+      h('button', { type: 'button', onclick: () => ctx.openEdit(action) }, 'Edit & approve…'),
       h('button', { type: 'button', class: 'danger', onclick: () => ctx.openDeny(action) }, 'Deny…'),
       h('a', { href: `#/actions/${enc(action.id)}`, class: 'link' }, 'Details')));
 }

@@ -135,7 +135,7 @@ macro_rules! action_columns {
     () => {
         "id, agent, tool, detail, action_string, reason, status, decision_result, \
     decision_reason, decision_rule, created_at, decided_at, decided_by, deadline, outcome, decision_note, \
-    handler, action_name, params_view, permission, scope, display, attempt_log, session, runtime"
+    handler, action_name, params_view, permission, scope, display, attempt_log, session, runtime, team"
     };
 }
 pub(crate) use action_columns;
@@ -177,6 +177,7 @@ pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<Action, StoreError
         attempts: json_col(row, "attempt_log")?.unwrap_or_default(),
         session: row.try_get("session")?,
         runtime: row.try_get("runtime")?,
+        team: json_col(row, "team")?.unwrap_or_default(),
     })
 }
 
@@ -274,6 +275,7 @@ pub(crate) fn stored_action(new: NewAction, created: DateTime<Utc>) -> Action {
         attempts: Vec::new(),
         session: new.session,
         runtime: new.runtime,
+        team: Default::default(),
     }
 }
 

@@ -17,8 +17,9 @@ use crate::{
     Action, ActionAttempt, ActionFilter, Agent, ApiKey, ApproveFirst, AttemptNext, AttemptRecord,
     Backend, Claimed, Delivery, DeliveryStatus, DueDelivery, Event, GrantCreated, GrantFilter,
     GrantRecord, GrantRequest, GrantRequestStatus, HandlerRecord, HandlerSecrets, Inserted,
-    NewAction, NewGrant, NewGrantRequest, NewHandler, NewKey, NewSubscription, NextDispatch,
-    Outcome, Store, StoreError, Subscription, Transition,
+    NewAction, NewGrant, NewGrantRequest, NewHandler, NewKey, NewPerson, NewSubscription,
+    NextDispatch, Outcome, Person, Store, StoreError, Subscription, TeamDecided, TeamDecision,
+    Transition,
 };
 
 /// Defines each operation on [`Store`] as a call of the same method of the
@@ -262,6 +263,29 @@ contract! {
     /// Appends a `limit.reached` event about `agent`, `data` saying which
     /// limit.
     pub async fn record_limit_reached(&self, agent: &str, data: actiongate_api::model::Json) -> Result<(), StoreError>;
+
+    // people
+    /// Creates (`create`) or replaces a person with their identities; a
+    /// name or identity another person has is a [`StoreError::Conflict`].
+    pub async fn put_person(&self, p: NewPerson, create: bool) -> Result<Person, StoreError>;
+    /// One person.
+    pub async fn get_person(&self, id: &str) -> Result<Person, StoreError>;
+    /// Every person, by name.
+    pub async fn list_people(&self) -> Result<Vec<Person>, StoreError>;
+    /// Deletes a person and their identities.
+    pub async fn delete_person(&self, id: &str) -> Result<(), StoreError>;
+    /// The person `identity` (`key:<id>`, `telegram:<user id>`, …) belongs to.
+    pub async fn person_of(&self, identity: &str) -> Result<Option<Person>, StoreError>;
+
+    // approvals
+    /// One person's decision on pending action `id`, planned from the row
+    /// read under its lock and written with its event in one transaction:
+    /// the same person twice is a [`StoreError::Conflict`], a settled or
+    /// expired action [`StoreError::WrongState`].
+    pub async fn team_decide(&self, id: &str, d: TeamDecision) -> Result<TeamDecided, StoreError>;
+    /// Marks pending action `id` escalated with its `action.escalated`
+    /// event, once; `None` when it was before or is not pending.
+    pub async fn escalate(&self, id: &str) -> Result<Option<Action>, StoreError>;
 
     // subscriptions
     /// Stores a subscription; it receives events committed from now on.

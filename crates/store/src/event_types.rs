@@ -5,6 +5,7 @@
 pub const EVENT_TYPES: &[&str] = &[
     "action.enqueued",
     "permission.needed",
+    "action.approval",
     "action.approved",
     "action.denied",
     "action.started",
@@ -12,6 +13,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "action.failed",
     "action.expired",
     "action.cancelled",
+    "action.escalated",
     "grant.created",
     "grant.revoked",
     "grant_request.created",

@@ -22,6 +22,7 @@
 mod actions;
 mod agents;
 pub mod anchor;
+mod approvals;
 pub mod audit;
 pub mod audit_verify;
 mod checkpoint;
@@ -43,6 +44,7 @@ mod handlers;
 mod keys;
 pub mod limits;
 mod lock_probe;
+mod people;
 mod pg;
 mod quick;
 mod row;
@@ -59,7 +61,9 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 pub use actiongate_api::model::*;
+pub use actiongate_api::teams::{ApprovalEntry, ChatIds, Person, Team};
 pub use actions::{ActionFilter, HandlerAction, Inserted, NewAction, Transition};
+pub use approvals::{Edit, TeamDecided, TeamDecision};
 pub use dispatch::{ActionAttempt, AttemptNext, Claimed, HandlerSecrets, NextDispatch};
 pub use error::StoreError;
 pub use event_types::{EVENT_TYPES, TypeFilter};
@@ -68,6 +72,7 @@ pub use grant_requests::NewGrantRequest;
 pub use grants::{ApproveFirst, GrantCreated, GrantFilter, NewGrant, NewGrantTarget};
 pub use handlers::NewHandler;
 pub use keys::NewKey;
+pub use people::NewPerson;
 pub use pg::{PG_MIGRATOR, PgOptions, Postgres, migrate_postgres};
 pub use sqlite::{MIGRATOR, SqliteStore, migrate};
 pub use subscriptions::{

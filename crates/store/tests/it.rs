@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, dead_code)]
 
 mod actions;
+mod approvals;
 mod audit;
 mod backends;
 mod connectors;

@@ -113,11 +113,11 @@ pub async fn decide(
             Verb::Approve | Verb::Remember => gate
                 .approve_grant_request(&caller, id, ApproveRequest::default())
                 .await
-                .map(|_| "Approved."),
+                .map(|_| "Approved.".to_owned()),
             Verb::Deny => gate
                 .deny_grant_request(&caller, id, None)
                 .await
-                .map(|_| "Denied."),
+                .map(|_| "Denied.".to_owned()),
         }
     } else {
         let verdict = match verb {
@@ -138,10 +138,12 @@ pub async fn decide(
             Verb::Remember => "Approved, and allowed for 1h.",
             Verb::Deny => "Denied.",
         };
-        gate.decide(&caller, item, verdict).await.map(|_| done)
+        gate.decide(&caller, item, verdict)
+            .await
+            .map(|a| progress(&a).unwrap_or_else(|| done.to_owned()))
     };
     match result {
-        Ok(text) => text.to_owned(),
+        Ok(text) => text,
         Err(e) => answer_of(&e),
     }
 }
@@ -194,11 +196,11 @@ pub async fn reply(
             Verb::Deny => gate
                 .deny_grant_request(&caller, id, reason)
                 .await
-                .map(|_| "Denied."),
+                .map(|_| "Denied.".to_owned()),
             _ => gate
                 .approve_grant_request(&caller, id, ApproveRequest::default())
                 .await
-                .map(|_| "Approved."),
+                .map(|_| "Approved.".to_owned()),
         }
     } else {
         let verdict = match verb {
@@ -210,10 +212,12 @@ pub async fn reply(
         } else {
             "Approved."
         };
-        gate.decide(&caller, item, verdict).await.map(|_| done)
+        gate.decide(&caller, item, verdict)
+            .await
+            .map(|a| progress(&a).unwrap_or_else(|| done.to_owned()))
     };
     match result {
-        Ok(t) => t.to_owned(),
+        Ok(t) => t,
         Err(e) => answer_of(&e),
     }
 }
@@ -225,6 +229,22 @@ pub fn shown_by_the_edit(answer: &str) -> bool {
     answer.starts_with("Approved") || answer == "Denied."
 }
 
+/// What an approval that left `action` pending answers: how many of how
+/// many, and who (`None` once it settled).
+fn progress(action: &actiongate_gate::Action) -> Option<String> {
+    if action.status != actiongate_gate::ActionStatus::Pending {
+        return None;
+    }
+    let t = &action.team;
+    let who: Vec<&str> = t.approvals.iter().map(|a| a.who.as_str()).collect();
+    Some(format!(
+        "Your approval is recorded: {} of {} ({}).",
+        t.approvals.len(),
+        t.approvals_required.unwrap_or(1),
+        who.join(", ")
+    ))
+}
+
 /// A gate error as a chat user reads it.
 fn answer_of(e: &GateError) -> String {
     match e.code {
@@ -232,6 +252,7 @@ fn answer_of(e: &GateError) -> String {
         ErrorCode::NotFound => "No such item.".to_owned(),
         ErrorCode::Validation => format!("Not done: {}", e.detail),
         ErrorCode::Forbidden => format!("Not allowed: {}", e.detail),
+        ErrorCode::Conflict => format!("Not done: {}", e.detail),
         _ => "Could not decide now; try again or use the web page.".to_owned(),
     }
 }

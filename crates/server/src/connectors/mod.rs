@@ -60,6 +60,9 @@ pub struct Connectors {
     whatsapp: Option<whatsapp::WhatsApp>,
     /// Poked when a message is queued.
     wake: Notify,
+    /// The chats (`telegram`, `slack`, `discord`, `whatsapp`) of tier 2:
+    /// told only of escalated actions.
+    tier2: Vec<&'static str>,
 }
 
 impl Connectors {
@@ -85,6 +88,16 @@ impl Connectors {
             whatsapp: on(&settings.whatsapp.access_token)
                 .then(|| whatsapp::WhatsApp::new(settings.whatsapp.clone())),
             wake: Notify::new(),
+            tier2: [
+                (telegram::CHAT, settings.telegram.tier),
+                (slack::CHAT, settings.slack.tier),
+                (discord::CHAT, settings.discord.tier),
+                ("whatsapp", settings.whatsapp.tier),
+            ]
+            .into_iter()
+            .filter(|(_, tier)| *tier == 2)
+            .map(|(chat, _)| chat)
+            .collect(),
         })))
     }
 
@@ -136,6 +149,18 @@ impl Connectors {
             d.extend(w.destinations());
         }
         d
+    }
+
+    /// The chats of `tier` a message of an item goes to: tier 1 those told
+    /// of every pending action, tier 2 those told only of escalated ones.
+    pub fn destinations_of(&self, tier: u8) -> Vec<String> {
+        self.destinations()
+            .into_iter()
+            .filter(|chat| {
+                let kind = chat.split(':').next().unwrap_or(chat);
+                self.tier2.contains(&kind) == (tier == 2)
+            })
+            .collect()
     }
 
     /// Sends one outgoing message to `chat`; the chat's message id of a

@@ -72,7 +72,10 @@ async fn catch_up(c: &Connectors) {
     match c.gate.list_actions(&reader(), q).await {
         Ok((actions, _)) => {
             for a in actions {
-                post_action(c, &a).await;
+                post_action(c, &a, 1).await;
+                if a.team.escalated_at.is_some() {
+                    post_action(c, &a, 2).await;
+                }
             }
         }
         Err(e) => tracing::warn!(error = %e.detail, "connectors cannot list pending actions"),
@@ -93,11 +96,20 @@ async fn on_event(c: &Connectors, ev: &Event) {
         "action.enqueued" => {
             let Some(id) = &ev.action_id else { return };
             match c.gate.visible_action(&reader(), id).await {
-                Ok(a) if a.status == ActionStatus::Pending => post_action(c, &a).await,
+                Ok(a) if a.status == ActionStatus::Pending => post_action(c, &a, 1).await,
                 Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(action = %id, error = %e.detail, "connectors cannot read an action")
                 }
+            }
+        }
+        "action.escalated" => {
+            let Ok(a) = ev.data.parse::<actiongate_gate::Action>() else {
+                return;
+            };
+            if a.status == ActionStatus::Pending {
+                post_action(c, &a, 2).await;
+                tell_escalation_group(c, &a).await;
             }
         }
         "grant_request.created" => {
@@ -162,19 +174,61 @@ async fn on_event(c: &Connectors, ev: &Event) {
     }
 }
 
-/// Queues the message of pending action `a`, with "Approve for 1h" when
-/// a grant can be made for it.
-async fn post_action(c: &Connectors, a: &actiongate_gate::Action) {
+/// Queues the message of pending action `a` in the chats of `tier`, with
+/// "Approve for 1h" when a grant can be made for it.
+async fn post_action(c: &Connectors, a: &actiongate_gate::Action, tier: u8) {
     let buttons = !c.notify_only;
     let remember = buttons && c.gate.can_remember(a).await;
-    post(c, card::action_card(a, buttons, remember)).await;
+    post_to(
+        c,
+        card::action_card(a, buttons, remember),
+        c.destinations_of(tier),
+    )
+    .await;
+}
+
+/// Tells the people of the escalated action's `escalate_to` group who
+/// have a WhatsApp number (the one chat a message goes to a person in):
+/// the action's message is queued to each of them.
+async fn tell_escalation_group(c: &Connectors, a: &actiongate_gate::Action) {
+    let Ok(rules) = c.gate.rules_of(a).await else {
+        return;
+    };
+    let Some(group) = rules.iter().find_map(|r| r.rule.escalate_to.as_deref()) else {
+        return;
+    };
+    if c.destinations()
+        .iter()
+        .all(|d| !d.starts_with(super::whatsapp::PREFIX))
+    {
+        return;
+    }
+    let people = match c.gate.people_in(group).await {
+        Ok(people) => people,
+        Err(e) => {
+            tracing::warn!(error = %e.detail, "connectors cannot read the escalation group");
+            return;
+        }
+    };
+    let chats: Vec<String> = people
+        .iter()
+        .filter_map(|p| p.chat.whatsapp.as_deref())
+        .map(|n| format!("{}{n}", super::whatsapp::PREFIX))
+        .collect();
+    let buttons = !c.notify_only;
+    post_to(c, card::action_card(a, buttons, false), chats).await;
 }
 
 async fn post(c: &Connectors, card: Card) {
+    let chats = c.destinations_of(1);
+    post_to(c, card, chats).await;
+}
+
+async fn post_to(c: &Connectors, card: Card, chats: Vec<String>) {
     let Ok(body) = serde_json::to_string(&card) else {
         return;
     };
-    for chat in c.destinations() {
+    for chat in chats {
         match c.gate.connector_post(&chat, &card.item, body.clone()).await {
             Ok(true) => c.wake.notify_one(),
             Ok(false) => {}

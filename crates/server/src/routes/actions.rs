@@ -2,7 +2,7 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
@@ -13,6 +13,7 @@ use actiongate_api::{
 };
 use actiongate_gate::actions::ListActions;
 use actiongate_gate::decisions::Verdict;
+use actiongate_gate::quorum::EditRequest;
 use actiongate_gate::{Action, ActionStatus};
 
 use crate::auth::{Caller, Operator};
@@ -240,12 +241,12 @@ fn optional<T: Default>(body: Option<ApiJson<T>>) -> T {
     params(("id" = String, Path, description = "Action id (a UUID)")),
     request_body(content = Option<ApproveBody>),
     responses(
-        (status = 200, description = "Approved", body = Action),
+        (status = 200, description = "Approved; or, when it needs approvals from more people, still pending with `approvals` grown", body = Action),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Not an operator", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an operator, or not an approver under the action's approvals rule (named)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such action", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Already settled; carries current_status", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid body", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already settled (carries current_status), or already approved by this person", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid body, or edited params/detail invalid or denied (still pending)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -253,6 +254,7 @@ pub async fn approve(
     State(state): State<AppState>,
     Operator(caller): Operator,
     ApiPath(id): ApiPath<String>,
+    headers: HeaderMap,
     body: Option<ApiJson<ApproveBody>>,
 ) -> ApiResult<axum::Json<Action>> {
     let body = optional(body);
@@ -263,9 +265,30 @@ pub async fn approve(
             remember,
         },
     };
+    let edit = EditRequest {
+        params: body.params,
+        detail: body.detail,
+    };
+    let channel = channel(&headers, &caller);
     Ok(axum::Json(
-        state.gate().decide(&caller, &id, verdict).await?,
+        state
+            .gate()
+            .decide_via(&caller, &id, verdict, channel, edit)
+            .await?,
     ))
+}
+
+/// The channel a key's decision came through: the `X-Actiongate-Channel`
+/// header (the page sends `page`, the CLI `cli`), else `api`; a chat
+/// identity's is its chat.
+fn channel<'a>(headers: &'a HeaderMap, caller: &Caller) -> &'a str {
+    match headers
+        .get("x-actiongate-channel")
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(c) if caller.via.is_none() => c,
+        _ => actiongate_gate::quorum::channel_of(caller),
+    }
 }
 
 /// Deny a pending action (operators).
@@ -287,14 +310,19 @@ pub async fn deny(
     State(state): State<AppState>,
     Operator(caller): Operator,
     ApiPath(id): ApiPath<String>,
+    headers: HeaderMap,
     body: Option<ApiJson<DenyBody>>,
 ) -> ApiResult<axum::Json<Action>> {
     let body = optional(body);
     let verdict = Verdict::Deny {
         reason: body.reason,
     };
+    let channel = channel(&headers, &caller);
     Ok(axum::Json(
-        state.gate().decide(&caller, &id, verdict).await?,
+        state
+            .gate()
+            .decide_via(&caller, &id, verdict, channel, EditRequest::default())
+            .await?,
     ))
 }
 

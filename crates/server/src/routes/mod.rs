@@ -10,6 +10,7 @@ pub mod grants;
 pub mod handlers;
 pub mod keys;
 pub mod ops;
+pub mod people;
 pub mod presets;
 pub mod results;
 pub mod subscriptions;
@@ -32,6 +33,7 @@ pub fn router() -> Router<AppState> {
         .merge(tools::router())
         .merge(results::router())
         .merge(keys::router())
+        .merge(people::router())
         .merge(presets::router())
         .merge(ops::router())
         .merge(events::router())

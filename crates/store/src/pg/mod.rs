@@ -29,6 +29,7 @@
 mod actions;
 mod agents;
 mod anchor;
+mod approvals;
 mod audit;
 mod connectors;
 mod create;
@@ -40,6 +41,7 @@ mod handlers;
 mod keys;
 mod limits;
 mod log;
+mod people;
 mod pool;
 mod subscriptions;
 mod tail;

@@ -1,0 +1,217 @@
+//! People (`docs/teams.md`): who an operator key or a chat identity
+//! belongs to, kept by admins; and who is deciding, as approver rules and
+//! quorums see them.
+
+use actiongate_api::teams::{ChatIds, Person, PersonBody};
+use actiongate_store::{NewPerson, Role, StoreError};
+
+use crate::{Caller, Gate, GateError, GateResult};
+
+/// Most groups, and most keys, of one person.
+const MAX_LIST: usize = 32;
+
+/// Who is deciding: the person an identity belongs to, or the identity
+/// itself when it is nobody's.
+#[derive(Debug, Clone)]
+pub struct Decider {
+    /// The person's name, or the identity (`key:<id>`, `telegram:<id>`).
+    pub who: String,
+    /// The identity the decision came through.
+    pub by: String,
+    /// Names approver globs match: the person's name, the key's name.
+    pub names: Vec<String>,
+    /// The person's groups.
+    pub groups: Vec<String>,
+}
+
+fn name_ok(s: &str, max: usize) -> bool {
+    !s.is_empty()
+        && s.len() <= max
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '@'))
+}
+
+fn digits(s: &str, min: usize, max: usize) -> bool {
+    (min..=max).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn check_chat(chat: &ChatIds) -> GateResult<()> {
+    if let Some(t) = &chat.telegram
+        && !digits(t, 1, 20)
+    {
+        return Err(GateError::invalid(
+            "chat.telegram",
+            "a numeric Telegram user id",
+        ));
+    }
+    if let Some(s) = &chat.slack
+        && !(s.len() <= 32
+            && !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()))
+    {
+        return Err(GateError::invalid(
+            "chat.slack",
+            "a Slack user id: 1-32 of A-Z and 0-9, e.g. U012ABCDEF",
+        ));
+    }
+    if let Some(d) = &chat.discord
+        && !digits(d, 1, 20)
+    {
+        return Err(GateError::invalid(
+            "chat.discord",
+            "a numeric Discord user id",
+        ));
+    }
+    if let Some(w) = &chat.whatsapp
+        && !digits(w, 6, 15)
+    {
+        return Err(GateError::invalid(
+            "chat.whatsapp",
+            "a WhatsApp number: 6-15 digits, country code first, no +",
+        ));
+    }
+    Ok(())
+}
+
+impl Gate {
+    async fn checked_person(&self, id: String, body: PersonBody) -> GateResult<NewPerson> {
+        if !name_ok(&body.name, 64) {
+            return Err(GateError::invalid(
+                "name",
+                "1-64 characters from A-Z a-z 0-9 _ - . @",
+            ));
+        }
+        if body.groups.len() > MAX_LIST {
+            return Err(GateError::invalid("groups", "at most 32 groups"));
+        }
+        for (i, g) in body.groups.iter().enumerate() {
+            if !name_ok(g, 64) {
+                return Err(GateError::invalid(
+                    format!("groups[{i}]"),
+                    "1-64 characters from A-Z a-z 0-9 _ - . @",
+                ));
+            }
+        }
+        if body.keys.len() > MAX_LIST {
+            return Err(GateError::invalid("keys", "at most 32 keys"));
+        }
+        let keys = self.store().list_keys().await?;
+        for (i, k) in body.keys.iter().enumerate() {
+            match keys.iter().find(|key| &key.id == k) {
+                Some(key) if key.agent.is_none() && key.role >= Role::Operator => {}
+                Some(_) => {
+                    return Err(GateError::invalid(
+                        format!("keys[{i}]"),
+                        "not an operator key: a person decides with operator or admin keys bound to no agent",
+                    ));
+                }
+                None => {
+                    return Err(GateError::invalid(format!("keys[{i}]"), "no such key"));
+                }
+            }
+        }
+        check_chat(&body.chat)?;
+        Ok(NewPerson {
+            id,
+            name: body.name,
+            groups: body.groups,
+            keys: body.keys,
+            chat: body.chat,
+        })
+    }
+
+    /// Adds a person (admins).
+    pub async fn create_person(&self, caller: &Caller, body: PersonBody) -> GateResult<Person> {
+        caller.require(Role::Admin)?;
+        let id = format!("per_{}", uuid::Uuid::now_v7().simple());
+        let new = self.checked_person(id, body).await?;
+        Ok(self.store().put_person(new, true).await?)
+    }
+
+    /// Replaces person `id` (admins).
+    pub async fn replace_person(
+        &self,
+        caller: &Caller,
+        id: &str,
+        body: PersonBody,
+    ) -> GateResult<Person> {
+        caller.require(Role::Admin)?;
+        let new = self.checked_person(id.to_owned(), body).await?;
+        self.store()
+            .put_person(new, false)
+            .await
+            .map_err(|e| not_found(e, id))
+    }
+
+    /// One person (admins).
+    pub async fn get_person(&self, caller: &Caller, id: &str) -> GateResult<Person> {
+        caller.require(Role::Admin)?;
+        self.store()
+            .get_person(id)
+            .await
+            .map_err(|e| not_found(e, id))
+    }
+
+    /// Every person (admins).
+    pub async fn list_people(&self, caller: &Caller) -> GateResult<Vec<Person>> {
+        caller.require(Role::Admin)?;
+        Ok(self.store().list_people().await?)
+    }
+
+    /// Removes person `id` (admins); their keys and chat identities decide
+    /// as themselves from then on.
+    pub async fn delete_person(&self, caller: &Caller, id: &str) -> GateResult<()> {
+        caller.require(Role::Admin)?;
+        self.store()
+            .delete_person(id)
+            .await
+            .map_err(|e| not_found(e, id))
+    }
+
+    /// Who `caller` is as a decider: the person their identity belongs to,
+    /// or the identity itself.
+    pub async fn decider(&self, caller: &Caller) -> GateResult<Decider> {
+        let by = caller.identity();
+        let person = self.store().person_of(&by).await?;
+        let mut names = vec![caller.name.clone()];
+        Ok(match person {
+            Some(p) => {
+                names.push(p.name.clone());
+                Decider {
+                    who: p.name,
+                    by,
+                    names,
+                    groups: p.groups,
+                }
+            }
+            None => {
+                names.push(by.clone());
+                Decider {
+                    who: by.clone(),
+                    by,
+                    names,
+                    groups: Vec::new(),
+                }
+            }
+        })
+    }
+
+    /// The people in `group`.
+    pub async fn people_in(&self, group: &str) -> GateResult<Vec<Person>> {
+        Ok(self
+            .store()
+            .list_people()
+            .await?
+            .into_iter()
+            .filter(|p| p.groups.iter().any(|g| g == group))
+            .collect())
+    }
+}
+
+fn not_found(e: StoreError, id: &str) -> GateError {
+    match e {
+        StoreError::NotFound => GateError::not_found(format!("no person '{id}'")),
+        e => e.into(),
+    }
+}

@@ -1,0 +1,262 @@
+//! A decision as a team makes it (`docs/teams.md`): the approvals rule of
+//! the action (its agent's profile's first rule whose pattern matches the
+//! action string), the approver rule checked for whoever decides, the
+//! quorum counted in the store, and an edit checked before it is kept.
+
+use actiongate_policy::approvals::{Approver, CompiledRule, approver_allowed};
+use actiongate_store::{Action, ApprovalEntry, DecisionResult, Edit, StoreError, TeamDecision};
+use serde_json::Value;
+
+use crate::actions::{MAX_DETAIL, check_len};
+use crate::people::Decider;
+use crate::policy::{NeededPermission, decide, decide_tool};
+use crate::{Caller, Gate, GateError, GateResult};
+
+/// The channels a decision may come through.
+pub const CHANNELS: &[&str] = &[
+    "api", "page", "cli", "telegram", "slack", "discord", "whatsapp", "mcp",
+];
+
+/// The channel of `caller` when nothing else says: a chat identity's chat,
+/// else `api`.
+pub fn channel_of(caller: &Caller) -> &'static str {
+    let via = caller.via.as_deref().unwrap_or("");
+    let chat = via.split(':').next().unwrap_or("");
+    CHANNELS
+        .iter()
+        .find(|c| **c == chat && !matches!(**c, "api" | "page" | "cli" | "mcp"))
+        .copied()
+        .unwrap_or(if via == "local" { "cli" } else { "api" })
+}
+
+/// What an approver changes before approving.
+#[derive(Debug, Clone, Default)]
+pub struct EditRequest {
+    /// Handler actions: the params to run.
+    pub params: Option<Value>,
+    /// Decision-only actions: the detail to run.
+    pub detail: Option<String>,
+}
+
+impl EditRequest {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.params.is_none() && self.detail.is_none()
+    }
+}
+
+/// Who the rule lets decide, as text for an error.
+fn refusal(rule: &CompiledRule, who: &str) -> GateError {
+    GateError::forbidden(format!(
+        "{who} is not an approver under {}: approvers are {}",
+        rule.label(),
+        rule.rule.approvers.join(", ")
+    ))
+}
+
+/// The approvals a set of rules asks for: the largest count, at least 1.
+fn required(rules: &[CompiledRule]) -> u32 {
+    rules.iter().map(|r| r.rule.count).max().unwrap_or(1)
+}
+
+impl Gate {
+    /// The approvals rules that apply to an asked action: its agent's
+    /// profile's first rule whose pattern matches `action_string`, and its
+    /// handler action's `approvals` (`handler`: handler id and action name).
+    pub async fn approval_rules(
+        &self,
+        agent: &str,
+        action_string: &str,
+        handler: Option<(&str, &str)>,
+    ) -> GateResult<Vec<CompiledRule>> {
+        let profile = self.profile_of(agent).await?;
+        let mut rules: Vec<CompiledRule> = profile
+            .approval_rule(action_string)
+            .cloned()
+            .into_iter()
+            .collect();
+        if let Some((id, name)) = handler {
+            let h = self.handler(id).await?;
+            if let Some(rule) = h.action(name).and_then(|a| a.approvals.clone()) {
+                rules.push(rule);
+            }
+        }
+        Ok(rules)
+    }
+
+    /// [`Gate::approval_rules`] of a stored action.
+    pub async fn rules_of(&self, action: &Action) -> GateResult<Vec<CompiledRule>> {
+        let handler = action.handler.as_deref().zip(action.action.as_deref());
+        self.approval_rules(&action.agent, &action.action_string, handler)
+            .await
+    }
+
+    /// Fails with 403 naming the rule unless `d` is among the approvers of
+    /// every one of `rules`.
+    pub fn check_approver(rules: &[CompiledRule], d: &Decider) -> GateResult<()> {
+        for rule in rules {
+            let who = Approver {
+                names: &d.names,
+                groups: &d.groups,
+            };
+            if !approver_allowed(&rule.rule.approvers, who) {
+                return Err(refusal(rule, &d.who));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `caller` may decide `action` under its approvals rules, and
+    /// how many approvals it needs.
+    pub async fn may_decide(&self, caller: &Caller, action: &Action) -> GateResult<u32> {
+        let rules = self.rules_of(action).await?;
+        let d = self.decider(caller).await?;
+        Gate::check_approver(&rules, &d)?;
+        Ok(required(&rules))
+    }
+
+    /// One decision of `caller` on pending `action` through `channel`:
+    /// approve (`approve`) with an optional edit, or deny.
+    pub(crate) async fn team_decide(
+        &self,
+        caller: &Caller,
+        action: &Action,
+        approve: bool,
+        note: Option<String>,
+        channel: &str,
+        edit: EditRequest,
+    ) -> GateResult<Action> {
+        let rules = self.rules_of(action).await?;
+        let d = self.decider(caller).await?;
+        Gate::check_approver(&rules, &d)?;
+        let mut required = required(&rules);
+        let edit = if approve && !edit.is_empty() {
+            let (edit, edited_string) = self.checked_edit(action, edit).await?;
+            // The edited action answers to its own profile rule too.
+            let handler = action.handler.as_deref().zip(action.action.as_deref());
+            let other = self
+                .approval_rules(&action.agent, &edited_string, handler)
+                .await?;
+            Gate::check_approver(&other, &d)?;
+            required = required.max(self::required(&other));
+            Some(edit)
+        } else {
+            None
+        };
+        let decision = TeamDecision {
+            approve,
+            entry: ApprovalEntry {
+                who: d.who,
+                by: d.by,
+                channel: channel.to_owned(),
+                at: actiongate_store::time::now(),
+            },
+            required,
+            note,
+            edit,
+        };
+        match self.store().team_decide(&action.id, decision).await {
+            Ok(done) => Ok(done.action),
+            Err(StoreError::Conflict(m)) => Err(GateError::conflict(m)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Checks an edit of `action`: params against the handler action's
+    /// schema, a detail against the profile; neither may be denied. The
+    /// edit as stored, and the edited action string.
+    async fn checked_edit(&self, action: &Action, edit: EditRequest) -> GateResult<(Edit, String)> {
+        match (&action.handler, edit.params, edit.detail) {
+            (_, Some(_), Some(_)) => Err(GateError::invalid(
+                "detail",
+                "give params (handler actions) or detail (decision-only actions), not both",
+            )),
+            (None, Some(_), None) => Err(GateError::invalid(
+                "params",
+                "this is a decision-only action: edit its detail instead",
+            )),
+            (Some(_), None, Some(_)) => Err(GateError::invalid(
+                "detail",
+                "this is a handler action: edit its params instead",
+            )),
+            (Some(handler_id), Some(params), None) => {
+                let handler = self.handler(handler_id).await?;
+                let name = action.action.as_deref().unwrap_or_default();
+                let Some(decl) = handler.action(name) else {
+                    return Err(GateError::conflict(format!(
+                        "handler '{handler_id}' no longer has action '{name}'"
+                    )));
+                };
+                crate::bounds::check("params", &params, self.config().json.params)?;
+                let violations = decl.violations(&params);
+                if !violations.is_empty() {
+                    return Err(GateError::invalid_fields(
+                        violations
+                            .into_iter()
+                            .map(|mut v| {
+                                if !v.field.starts_with("params") {
+                                    v.field = format!("params.{}", v.field);
+                                }
+                                v
+                            })
+                            .collect(),
+                    ));
+                }
+                let detail = decl.detail(&params);
+                check_len("params", Some(&detail), MAX_DETAIL)?;
+                let scope = decl.scope(&params);
+                let permission = decl.decl.permission.clone();
+                let decision = decide(
+                    self,
+                    &action.agent,
+                    handler_id,
+                    &detail,
+                    Some(NeededPermission {
+                        handler: handler_id,
+                        permission: &permission,
+                        scope: &scope,
+                    }),
+                )
+                .await?;
+                if decision.result == DecisionResult::Deny {
+                    return Err(GateError::invalid(
+                        "params",
+                        format!("the profile denies the edited action: {}", decision.reason),
+                    ));
+                }
+                let view = decl.masked(&params);
+                Ok((
+                    Edit {
+                        params: Some(params),
+                        params_view: Some(view),
+                        detail: None,
+                    },
+                    actiongate_policy::format_action(handler_id, &detail),
+                ))
+            }
+            (None, None, Some(detail)) => {
+                check_len("detail", Some(&detail), MAX_DETAIL)?;
+                if detail.is_empty() {
+                    return Err(GateError::invalid("detail", "must not be empty"));
+                }
+                let decision = decide_tool(self, &action.agent, &action.tool, &detail).await?;
+                if decision.result == DecisionResult::Deny {
+                    return Err(GateError::invalid(
+                        "detail",
+                        format!("the profile denies the edited action: {}", decision.reason),
+                    ));
+                }
+                let string = actiongate_policy::format_action(&action.tool, &detail);
+                Ok((
+                    Edit {
+                        params: None,
+                        params_view: None,
+                        detail: Some(detail),
+                    },
+                    string,
+                ))
+            }
+            (_, None, None) => Err(GateError::internal()),
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! Approval rules of a profile (or of a handler action): how many distinct
+//! people must approve an asked action, who may decide it, and when to
+//! escalate it. Pure: matching only, no people or time are looked up here.
+
+use serde::{Deserialize, Serialize};
+
+/// The most approvals a rule may ask for.
+pub const MAX_COUNT: u32 = 10;
+
+/// The most entries of a rule's `approvers`.
+pub const MAX_APPROVERS: usize = 32;
+
+/// One rule of a profile's `approvals` list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRule {
+    /// A regex that must match the whole action string.
+    pub pattern: String,
+    /// How many distinct people must approve (1 to [`MAX_COUNT`]).
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Who may decide: globs over the names of people and of operator
+    /// keys (`release-*`), or `group:<name>`. Empty: any operator.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
+    /// With no decision this long after the request (`30m`, `2h`, a
+    /// number of seconds and a unit s/m/h/d/w), the action is escalated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalate_after: Option<String>,
+    /// The group whose people are told when the action is escalated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalate_to: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Why an approval rule cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid approvals rule #{index}: {message}")]
+pub struct ApprovalRuleError {
+    /// Its position in the list, from 0.
+    pub index: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// An approval rule with its pattern compiled.
+#[derive(Debug, Clone)]
+pub struct CompiledRule {
+    /// The rule as written.
+    pub rule: ApprovalRule,
+    /// Its position in the list it came from.
+    pub index: usize,
+    /// Where it comes from when not a profile's list (a handler action's
+    /// `approvals`), for errors.
+    pub origin: Option<String>,
+    regex: regex::Regex,
+}
+
+impl CompiledRule {
+    /// Whether the rule covers `action` (the whole string must match).
+    pub fn matches(&self, action: &str) -> bool {
+        self.regex.is_match(action)
+    }
+
+    /// How errors name it: `approvals rule #0 (pattern `…`)`, or its origin.
+    pub fn label(&self) -> String {
+        match &self.origin {
+            Some(o) => o.clone(),
+            None => format!(
+                "approvals rule #{} (pattern `{}`)",
+                self.index, self.rule.pattern
+            ),
+        }
+    }
+
+    /// `escalate_after` in seconds, when set.
+    pub fn escalate_after_secs(&self) -> Option<u64> {
+        self.rule
+            .escalate_after
+            .as_deref()
+            .and_then(|s| parse_span(s).ok())
+    }
+}
+
+/// Checks and compiles `rules` in order; the error names the first bad one.
+pub fn compile_rules(rules: &[ApprovalRule]) -> Result<Vec<CompiledRule>, ApprovalRuleError> {
+    rules
+        .iter()
+        .enumerate()
+        .map(|(index, rule)| compile_rule(index, rule))
+        .collect()
+}
+
+/// Checks and compiles one rule (`index` names it in errors).
+pub fn compile_rule(index: usize, rule: &ApprovalRule) -> Result<CompiledRule, ApprovalRuleError> {
+    let fail = |message: String| ApprovalRuleError { index, message };
+    if rule.count == 0 || rule.count > MAX_COUNT {
+        return Err(fail(format!("count must be 1 to {MAX_COUNT}")));
+    }
+    if rule.approvers.len() > MAX_APPROVERS {
+        return Err(fail(format!("approvers: at most {MAX_APPROVERS} entries")));
+    }
+    for a in &rule.approvers {
+        let name = a.strip_prefix("group:").unwrap_or(a);
+        if name.is_empty() || name.len() > 128 || name.chars().any(char::is_control) {
+            return Err(fail(format!(
+                "approvers: `{a}` must be a glob or group:<name> of 1-128 printable characters"
+            )));
+        }
+    }
+    if let Some(after) = &rule.escalate_after {
+        parse_span(after).map_err(|m| fail(format!("escalate_after: {m}")))?;
+    }
+    if let Some(group) = &rule.escalate_to
+        && (group.is_empty() || group.len() > 128)
+    {
+        return Err(fail(
+            "escalate_to: a group name of 1-128 characters".to_owned(),
+        ));
+    }
+    if rule.pattern.len() > 4096 {
+        return Err(fail("pattern: at most 4096 characters".to_owned()));
+    }
+    let regex = regex::RegexBuilder::new(&format!("^(?:{})$", rule.pattern))
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|e| fail(format!("pattern `{}`: {e}", rule.pattern)))?;
+    Ok(CompiledRule {
+        rule: rule.clone(),
+        index,
+        origin: None,
+        regex,
+    })
+}
+
+/// Parses `30s`, `15m`, `2h`, `1d`, `1w` (1 to 9999 units) into seconds.
+pub fn parse_span(s: &str) -> Result<u64, String> {
+    let bad = || format!("`{s}` is not a span like 30s, 15m, 2h, 1d or 1w");
+    let unit = s.chars().last().ok_or_else(bad)?;
+    let n: u64 = s[..s.len() - unit.len_utf8()].parse().map_err(|_| bad())?;
+    if n == 0 || n > 9999 {
+        return Err(bad());
+    }
+    let mult = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86_400,
+        'w' => 604_800,
+        _ => return Err(bad()),
+    };
+    Ok(n * mult)
+}
+
+/// Who is deciding, as approver rules see them: a name (a person's, or an
+/// operator key's, or a chat identity's) and the person's groups.
+#[derive(Debug, Clone, Copy)]
+pub struct Approver<'a> {
+    /// Names the globs are matched against (a person's name, and the
+    /// key's name it uses).
+    pub names: &'a [String],
+    /// The person's groups (none for a key or identity of nobody's).
+    pub groups: &'a [String],
+}
+
+/// Whether `who` may decide under `approvers` (empty: anyone may).
+pub fn approver_allowed(approvers: &[String], who: Approver<'_>) -> bool {
+    approvers.is_empty()
+        || approvers.iter().any(|a| match a.strip_prefix("group:") {
+            Some(group) => who.groups.iter().any(|g| g == group),
+            None => who.names.iter().any(|n| glob_match(a, n)),
+        })
+}
+
+/// A glob where `*` matches any run of characters and `?` one character;
+/// everything else matches itself.
+pub fn glob_match(glob: &str, text: &str) -> bool {
+    let g: Vec<char> = glob.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut gi, mut ti) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if gi < g.len() && (g[gi] == '?' || (g[gi] != '*' && g[gi] == t[ti])) {
+            gi += 1;
+            ti += 1;
+        } else if gi < g.len() && g[gi] == '*' {
+            star = Some((gi, ti));
+            gi += 1;
+        } else if let Some((sg, st)) = star {
+            gi = sg + 1;
+            ti = st + 1;
+            star = Some((sg, st + 1));
+        } else {
+            return false;
+        }
+    }
+    g[gi..].iter().all(|c| *c == '*')
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn rule(pattern: &str, count: u32) -> ApprovalRule {
+        ApprovalRule {
+            pattern: pattern.into(),
+            count,
+            approvers: vec![],
+            escalate_after: None,
+            escalate_to: None,
+        }
+    }
+
+    #[test]
+    fn pattern_must_match_the_whole_action() {
+        let c = compile_rule(0, &rule("tool:deploy:prod.*", 2)).unwrap();
+        assert!(c.matches("tool:deploy:prod eu"));
+        assert!(!c.matches("x tool:deploy:prod eu"));
+        assert!(!c.matches("tool:deploy:staging"));
+    }
+
+    #[test]
+    fn bad_rules_are_refused_naming_what() {
+        let e = compile_rule(3, &rule(".*", 0)).unwrap_err();
+        assert_eq!(e.index, 3);
+        assert!(e.message.contains("count"));
+        assert!(compile_rule(0, &rule("(", 1)).is_err());
+        let mut r = rule(".*", 1);
+        r.escalate_after = Some("soon".into());
+        assert!(
+            compile_rule(0, &r)
+                .unwrap_err()
+                .message
+                .contains("escalate_after")
+        );
+    }
+
+    #[test]
+    fn spans_parse() {
+        assert_eq!(parse_span("30s"), Ok(30));
+        assert_eq!(parse_span("2h"), Ok(7200));
+        assert!(parse_span("0m").is_err());
+        assert!(parse_span("h").is_err());
+        assert!(parse_span("5x").is_err());
+    }
+
+    #[test]
+    fn approvers_match_names_by_glob_and_groups_exactly() {
+        let rules = vec!["release-*".to_owned(), "group:dba".to_owned()];
+        let names = vec!["release-ann".to_owned()];
+        let none: Vec<String> = vec![];
+        assert!(approver_allowed(
+            &rules,
+            Approver {
+                names: &names,
+                groups: &none
+            }
+        ));
+        let bob = vec!["bob".to_owned()];
+        assert!(!approver_allowed(
+            &rules,
+            Approver {
+                names: &bob,
+                groups: &none
+            }
+        ));
+        let dba = vec!["dba".to_owned()];
+        assert!(approver_allowed(
+            &rules,
+            Approver {
+                names: &bob,
+                groups: &dba
+            }
+        ));
+        let dbas = vec!["dbas".to_owned()];
+        assert!(!approver_allowed(
+            &rules,
+            Approver {
+                names: &bob,
+                groups: &dbas
+            }
+        ));
+        assert!(approver_allowed(
+            &[],
+            Approver {
+                names: &bob,
+                groups: &none
+            }
+        ));
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("a*c", "abbbc"));
+        assert!(glob_match("a?c", "abc"));
+        assert!(!glob_match("a?c", "abbc"));
+        assert!(glob_match("*", ""));
+        assert!(!glob_match("release-*", "releasex"));
+    }
+}

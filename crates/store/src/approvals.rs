@@ -1,0 +1,244 @@
+//! Team decisions on a pending action (`docs/teams.md`): one approval of
+//! a quorum, the approval that completes it, a denial, an edit made with
+//! the first approval, and escalation. Each is planned from the action as
+//! read under the row's lock (SQLite: the one writer connection; Postgres:
+//! `FOR UPDATE`) and written with its event in the same transaction, so
+//! two approvals at once, on one daemon or two, are counted once each and
+//! settle the action once.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::SqliteConnection;
+
+use crate::SqliteStore;
+use crate::actions::{action_columns, event_for, from_row, get_on};
+use crate::error::StoreError;
+use crate::events::{self, NewEvent};
+use crate::time::{now, to_ms};
+use actiongate_api::model::{Action, ActionStatus};
+use actiongate_api::teams::{ApprovalEntry, Team};
+
+/// An edit an approver makes with the first approval.
+#[derive(Debug, Clone)]
+pub struct Edit {
+    /// Handler actions: the params to run (only the executor sees them).
+    pub params: Option<Value>,
+    /// Handler actions: the same, sensitive values masked.
+    pub params_view: Option<Value>,
+    /// Decision-only actions: the detail to run.
+    pub detail: Option<String>,
+}
+
+/// One person's decision on a pending action.
+#[derive(Debug, Clone)]
+pub struct TeamDecision {
+    /// Approve (`true`) or deny.
+    pub approve: bool,
+    /// Who, through which identity and channel, when.
+    pub entry: ApprovalEntry,
+    /// How many approvals from distinct people the action needs.
+    pub required: u32,
+    /// The note (approve) or reason (deny).
+    pub note: Option<String>,
+    /// An edit, with the first approval only.
+    pub edit: Option<Edit>,
+}
+
+/// What a team decision did.
+#[derive(Debug, Clone)]
+pub struct TeamDecided {
+    /// The action as it is now.
+    pub action: Action,
+    /// Whether it settled (approved or denied) with this decision.
+    pub settled: bool,
+}
+
+/// What to write for `d` on `current`, checked: the new status (when it
+/// settles), the team record, the event.
+pub(crate) struct Plan {
+    pub(crate) status: Option<ActionStatus>,
+    pub(crate) team: Team,
+    pub(crate) event: &'static str,
+    pub(crate) params: Option<Value>,
+}
+
+pub(crate) fn plan(
+    current: &Action,
+    d: &TeamDecision,
+    at: DateTime<Utc>,
+) -> Result<Plan, StoreError> {
+    let expired = current.deadline.is_some_and(|dl| dl <= at);
+    if current.status != ActionStatus::Pending || expired {
+        return Err(StoreError::WrongState {
+            current: if current.status == ActionStatus::Pending {
+                ActionStatus::Expired.to_string()
+            } else {
+                current.status.to_string()
+            },
+        });
+    }
+    let mut team = current.team.clone();
+    let mut params = None;
+    if !d.approve {
+        team.decided_person = Some(d.entry.who.clone());
+        team.decided_channel = Some(d.entry.channel.clone());
+        return Ok(Plan {
+            status: Some(ActionStatus::Denied),
+            team,
+            event: "action.denied",
+            params,
+        });
+    }
+    if team.approvals.iter().any(|a| a.who == d.entry.who) {
+        return Err(StoreError::Conflict(format!(
+            "{} has already approved this action; it needs approvals from {} distinct people",
+            d.entry.who, d.required
+        )));
+    }
+    if let Some(edit) = &d.edit {
+        if !team.approvals.is_empty() {
+            return Err(StoreError::Conflict(
+                "an edit comes with the first approval: others have approved what is shown; \
+                 deny it to have the agent ask again"
+                    .to_owned(),
+            ));
+        }
+        team.edited = true;
+        team.approved_params = edit.params_view.clone();
+        team.approved_detail = edit.detail.clone();
+        params = edit.params.clone();
+    }
+    team.approvals.push(d.entry.clone());
+    team.approvals_required = Some(d.required);
+    let done = team.approvals.len() >= d.required as usize;
+    if done {
+        team.decided_person = Some(d.entry.who.clone());
+        team.decided_channel = Some(d.entry.channel.clone());
+    }
+    Ok(Plan {
+        status: done.then_some(ActionStatus::Approved),
+        team,
+        event: if done {
+            "action.approved"
+        } else {
+            "action.approval"
+        },
+        params,
+    })
+}
+
+/// The team record as its column holds it.
+pub(crate) fn team_text(team: &Team) -> Result<Option<String>, StoreError> {
+    if team.is_empty() {
+        Ok(None)
+    } else {
+        Ok(Some(serde_json::to_string(team)?))
+    }
+}
+
+async fn decide_on(
+    conn: &mut SqliteConnection,
+    id: &str,
+    d: &TeamDecision,
+) -> Result<(TeamDecided, NewEvent), StoreError> {
+    let current = get_on(conn, id).await?.ok_or(StoreError::NotFound)?;
+    let at = now();
+    let p = plan(&current, d, at)?;
+    let ms = to_ms(at);
+    let row = match p.status {
+        Some(status) => {
+            sqlx::query(concat!(
+                "UPDATE actions SET team = ?2, status = ?3, decided_at = ?4, decided_by = ?5, \
+             decision_note = COALESCE(?6, decision_note), settled_at = ?4, \
+             params = COALESCE(?7, params) WHERE id = ?1 AND status = 'pending' RETURNING ",
+                action_columns!()
+            ))
+            .bind(id)
+            .bind(team_text(&p.team)?)
+            .bind(status.as_str())
+            .bind(ms)
+            .bind(&d.entry.by)
+            .bind(&d.note)
+            .bind(p.params.as_ref().map(Value::to_string))
+            .fetch_one(&mut *conn)
+            .await?
+        }
+        None => {
+            sqlx::query(concat!(
+                "UPDATE actions SET team = ?2, params = COALESCE(?3, params) \
+             WHERE id = ?1 AND status = 'pending' RETURNING ",
+                action_columns!()
+            ))
+            .bind(id)
+            .bind(team_text(&p.team)?)
+            .bind(p.params.as_ref().map(Value::to_string))
+            .fetch_one(&mut *conn)
+            .await?
+        }
+    };
+    let action = from_row(&row)?;
+    let event = event_for(&action, p.event)?;
+    Ok((
+        TeamDecided {
+            settled: p.status.is_some(),
+            action,
+        },
+        event,
+    ))
+}
+
+/// Whether `current` may be escalated now: still pending, not yet.
+pub(crate) fn escalation(current: &Action, at: DateTime<Utc>) -> Option<Team> {
+    let live = current.status == ActionStatus::Pending
+        && current.deadline.is_none_or(|dl| dl > at)
+        && current.team.escalated_at.is_none();
+    live.then(|| Team {
+        escalated_at: Some(at),
+        ..current.team.clone()
+    })
+}
+
+impl SqliteStore {
+    /// One person's decision on pending action `id` (see [`TeamDecision`]).
+    pub async fn team_decide(&self, id: &str, d: TeamDecision) -> Result<TeamDecided, StoreError> {
+        let id = id.to_owned();
+        self.writer
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move {
+                    let (decided, event) = decide_on(conn, &id, &d).await?;
+                    events::insert_on(conn, &event).await?;
+                    Ok(decided)
+                })
+            })
+            .await
+    }
+
+    /// Marks pending action `id` escalated and writes `action.escalated`,
+    /// once: `None` when it was escalated before or is no longer pending.
+    pub async fn escalate(&self, id: &str) -> Result<Option<Action>, StoreError> {
+        let id = id.to_owned();
+        self.writer
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move {
+                    let Some(current) = get_on(conn, &id).await? else {
+                        return Ok(None);
+                    };
+                    let Some(team) = escalation(&current, now()) else {
+                        return Ok(None);
+                    };
+                    let row = sqlx::query(concat!(
+                        "UPDATE actions SET team = ?2 WHERE id = ?1 AND status = 'pending' RETURNING ",
+                        action_columns!()
+                    ))
+                    .bind(&id)
+                    .bind(team_text(&team)?)
+                    .fetch_one(&mut *conn)
+                    .await?;
+                    let action = from_row(&row)?;
+                    events::insert_on(conn, &event_for(&action, "action.escalated")?).await?;
+                    Ok(Some(action))
+                })
+            })
+            .await
+    }
+}

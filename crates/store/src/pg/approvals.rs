@@ -1,0 +1,97 @@
+//! Team decisions on Postgres (see `crate::approvals`): the action's row
+//! is locked (`FOR UPDATE`) before it is read, so a second daemon's
+//! approval waits for the first's commit and plans from what it wrote.
+
+use serde_json::Value;
+use sqlx::PgConnection;
+
+use crate::actions::{action_columns, event_for, from_row};
+use crate::approvals::{TeamDecided, TeamDecision, escalation, plan, team_text};
+use crate::error::StoreError;
+use crate::pg::Postgres;
+use crate::time::{now, to_ms};
+use actiongate_api::model::Action;
+
+async fn locked(conn: &mut PgConnection, id: &str) -> Result<Option<Action>, StoreError> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        action_columns!(),
+        " FROM actions WHERE id = $1 FOR UPDATE"
+    ))
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+impl Postgres {
+    /// One person's decision on pending action `id` (see [`TeamDecision`]).
+    pub async fn team_decide(&self, id: &str, d: TeamDecision) -> Result<TeamDecided, StoreError> {
+        let mut tx = self.begin().await?;
+        let current = locked(&mut tx, id).await?.ok_or(StoreError::NotFound)?;
+        let at = now();
+        let p = plan(&current, &d, at)?;
+        let ms = to_ms(at);
+        let row =
+            match p.status {
+                Some(status) => sqlx::query(concat!(
+                    "UPDATE actions SET team = $2, status = $3, decided_at = $4, decided_by = $5, \
+                 decision_note = COALESCE($6, decision_note), settled_at = $4, \
+                 params = COALESCE($7, params) WHERE id = $1 AND status = 'pending' RETURNING ",
+                    action_columns!()
+                ))
+                .bind(id)
+                .bind(team_text(&p.team)?)
+                .bind(status.as_str())
+                .bind(ms)
+                .bind(&d.entry.by)
+                .bind(&d.note)
+                .bind(p.params.as_ref().map(Value::to_string))
+                .fetch_one(&mut *tx)
+                .await?,
+                None => {
+                    sqlx::query(concat!(
+                        "UPDATE actions SET team = $2, params = COALESCE($3, params) \
+                 WHERE id = $1 AND status = 'pending' RETURNING ",
+                        action_columns!()
+                    ))
+                    .bind(id)
+                    .bind(team_text(&p.team)?)
+                    .bind(p.params.as_ref().map(Value::to_string))
+                    .fetch_one(&mut *tx)
+                    .await?
+                }
+            };
+        let action = from_row(&row)?;
+        let event = event_for(&action, p.event)?;
+        self.commit(tx, vec![event]).await?;
+        Ok(TeamDecided {
+            settled: p.status.is_some(),
+            action,
+        })
+    }
+
+    /// Marks pending action `id` escalated and writes `action.escalated`,
+    /// once, whichever daemon's sweep comes first.
+    pub async fn escalate(&self, id: &str) -> Result<Option<Action>, StoreError> {
+        let mut tx = self.begin().await?;
+        let Some(current) = locked(&mut tx, id).await? else {
+            return Ok(None);
+        };
+        let Some(team) = escalation(&current, now()) else {
+            return Ok(None);
+        };
+        let row = sqlx::query(concat!(
+            "UPDATE actions SET team = $2 WHERE id = $1 AND status = 'pending' RETURNING ",
+            action_columns!()
+        ))
+        .bind(id)
+        .bind(team_text(&team)?)
+        .fetch_one(&mut *tx)
+        .await?;
+        let action = from_row(&row)?;
+        let event = event_for(&action, "action.escalated")?;
+        self.commit(tx, vec![event]).await?;
+        Ok(Some(action))
+    }
+}

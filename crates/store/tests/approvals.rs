@@ -1,0 +1,207 @@
+//! Team decisions and people on both backends; on Postgres, approvals
+//! racing from several nodes are counted once each and settle once.
+
+use actiongate_store::*;
+use chrono::Utc;
+
+use crate::backends::{Kind, open, open_node, pg_database};
+
+fn asked(agent: &str, detail: &str) -> NewAction {
+    let decision = Decision {
+        result: DecisionResult::Ask,
+        reason: "test".to_owned(),
+        rule: None,
+    };
+    NewAction {
+        deadline: Some(Utc::now() + chrono::Duration::minutes(5)),
+        ..NewAction::new(
+            agent.to_owned(),
+            "deploy".to_owned(),
+            detail.to_owned(),
+            decision,
+        )
+    }
+}
+
+fn approval(who: &str, required: u32) -> TeamDecision {
+    TeamDecision {
+        approve: true,
+        entry: ApprovalEntry {
+            who: who.to_owned(),
+            by: format!("key:{who}"),
+            channel: "api".to_owned(),
+            at: Utc::now(),
+        },
+        required,
+        note: None,
+        edit: None,
+    }
+}
+
+async fn a_quorum_settles_on_the_last_approval_and_refuses_a_repeat(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
+    let (a, _) = store.insert_action(asked("a", "prod")).await.unwrap();
+    let one = store.team_decide(&a.id, approval("ann", 2)).await.unwrap();
+    assert!(!one.settled);
+    assert_eq!(one.action.status, ActionStatus::Pending);
+    assert_eq!(one.action.team.approvals.len(), 1);
+    // Read back as stored.
+    let read = store.get_action(&a.id).await.unwrap();
+    assert_eq!(read.team.approvals_required, Some(2));
+    match store.team_decide(&a.id, approval("ann", 2)).await {
+        Err(StoreError::Conflict(m)) => assert!(m.contains("ann"), "{m}"),
+        other => panic!("a repeat: {other:?}"),
+    }
+    let two = store.team_decide(&a.id, approval("bob", 2)).await.unwrap();
+    assert!(two.settled);
+    assert_eq!(two.action.status, ActionStatus::Approved);
+    assert_eq!(two.action.decided_by.as_deref(), Some("key:bob"));
+    assert_eq!(two.action.team.decided_person.as_deref(), Some("bob"));
+    match store.team_decide(&a.id, approval("cat", 2)).await {
+        Err(StoreError::WrongState { current }) => assert_eq!(current, "approved"),
+        other => panic!("after settling: {other:?}"),
+    }
+    let kinds: Vec<String> = store
+        .action_events(&a.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        ["action.enqueued", "action.approval", "action.approved"]
+    );
+    // An edit with the first approval replaces what runs; not after.
+    let (b, _) = store.insert_action(asked("a", "prod eu")).await.unwrap();
+    let mut first = approval("ann", 2);
+    first.edit = Some(Edit {
+        params: None,
+        params_view: None,
+        detail: Some("prod eu-west".to_owned()),
+    });
+    let edited = store.team_decide(&b.id, first).await.unwrap();
+    assert!(edited.action.team.edited);
+    assert_eq!(
+        edited.action.team.approved_detail.as_deref(),
+        Some("prod eu-west")
+    );
+    let mut late = approval("bob", 2);
+    late.edit = Some(Edit {
+        params: None,
+        params_view: None,
+        detail: Some("prod".to_owned()),
+    });
+    assert!(matches!(
+        store.team_decide(&b.id, late).await,
+        Err(StoreError::Conflict(_))
+    ));
+    // Escalation happens once.
+    let (c, _) = store.insert_action(asked("a", "prod us")).await.unwrap();
+    assert!(store.escalate(&c.id).await.unwrap().is_some());
+    assert!(store.escalate(&c.id).await.unwrap().is_none());
+}
+
+async fn people_own_their_identities(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
+    let ann = NewPerson {
+        id: "per_ann".to_owned(),
+        name: "ann".to_owned(),
+        groups: vec!["dba".to_owned()],
+        keys: vec!["key_1".to_owned()],
+        chat: ChatIds {
+            telegram: Some("42".to_owned()),
+            ..ChatIds::default()
+        },
+    };
+    store.put_person(ann.clone(), true).await.unwrap();
+    let found = store.person_of("telegram:42").await.unwrap().unwrap();
+    assert_eq!(found.name, "ann");
+    assert_eq!(
+        store.person_of("key:key_1").await.unwrap().unwrap().id,
+        "per_ann"
+    );
+    let bob = NewPerson {
+        id: "per_bob".to_owned(),
+        name: "bob".to_owned(),
+        keys: vec!["key_1".to_owned()],
+        groups: vec![],
+        chat: ChatIds::default(),
+    };
+    assert!(matches!(
+        store.put_person(bob, true).await,
+        Err(StoreError::Conflict(_))
+    ));
+    // Nothing of bob's was kept.
+    assert_eq!(store.list_people().await.unwrap().len(), 1);
+    store.delete_person("per_ann").await.unwrap();
+    assert!(store.person_of("telegram:42").await.unwrap().is_none());
+}
+
+crate::conformance!(
+    a_quorum_settles_on_the_last_approval_and_refuses_a_repeat,
+    people_own_their_identities,
+);
+
+/// Three nodes approve the same actions at once, each as another person,
+/// for a quorum of two: two approvals count, the third finds it approved;
+/// one `action.approved` each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn approvals_racing_on_three_nodes_count_once_and_settle_once() {
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let nodes = [
+        open_node(&url).await,
+        open_node(&url).await,
+        open_node(&url).await,
+    ];
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let (a, _) = nodes[0]
+            .insert_action(asked("a", &format!("r{i}")))
+            .await
+            .unwrap();
+        ids.push(a.id);
+    }
+    let mut tasks = Vec::new();
+    for (n, node) in nodes.iter().enumerate() {
+        let node = node.clone();
+        let ids = ids.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut results = Vec::new();
+            for id in ids {
+                results.push(node.team_decide(&id, approval(&format!("p{n}"), 2)).await);
+            }
+            results
+        }));
+    }
+    let mut per_action = vec![(0, 0); ids.len()];
+    for t in tasks {
+        for (i, r) in t.await.unwrap().into_iter().enumerate() {
+            match r {
+                Ok(_) => per_action[i].0 += 1,
+                Err(StoreError::WrongState { .. }) => per_action[i].1 += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(per_action[i], (2, 1), "{id}");
+        let a = nodes[1].get_action(id).await.unwrap();
+        assert_eq!(a.status, ActionStatus::Approved);
+        assert_eq!(a.team.approvals.len(), 2);
+        let approved = nodes[2]
+            .action_events(id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.kind == "action.approved")
+            .count();
+        assert_eq!(approved, 1, "{id}");
+    }
+}
