@@ -70,6 +70,49 @@ impl Gate {
         Ok(self.store().connector_item_of(chat, message_ref).await?)
     }
 
+    /// The ids of `item`'s messages in `chat` its outcome has not edited
+    /// yet (a lost answer can leave several).
+    pub async fn connector_unedited(&self, chat: &str, item: &str) -> GateResult<Vec<String>> {
+        Ok(self.store().connector_unedited(chat, item).await?)
+    }
+
+    /// Message `message_ref` of `chat` shows its item's outcome.
+    pub async fn connector_copy_edited(&self, chat: &str, message_ref: &str) -> GateResult<()> {
+        Ok(self
+            .store()
+            .connector_copy_edited(chat, message_ref)
+            .await?)
+    }
+
+    /// Records `message_ref` as a message of `item` in `chat` (learned
+    /// from a tap on it or a reply to it); whether it was new.
+    pub async fn connector_learn_copy(
+        &self,
+        chat: &str,
+        item: &str,
+        message_ref: &str,
+    ) -> GateResult<bool> {
+        Ok(self
+            .store()
+            .connector_learn_copy(chat, item, message_ref)
+            .await?)
+    }
+
+    /// Queues one more outcome edit of `item`'s messages in `chat`.
+    pub async fn connector_edit_again(
+        &self,
+        chat: &str,
+        item: &str,
+        body: String,
+    ) -> GateResult<()> {
+        Ok(self.store().connector_edit_again(chat, item, body).await?)
+    }
+
+    /// Whether the post of `item`'s message in `chat` is still queued.
+    pub async fn connector_post_queued(&self, chat: &str, item: &str) -> GateResult<bool> {
+        Ok(self.store().connector_post_queued(chat, item).await?)
+    }
+
     /// A value `chat` keeps (Telegram's update offset).
     pub async fn connector_state(&self, chat: &str, key: &str) -> GateResult<Option<String>> {
         Ok(self.store().connector_state(chat, key).await?)

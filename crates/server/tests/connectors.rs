@@ -9,10 +9,14 @@ mod discord;
 mod fake;
 #[path = "connectors/gateway_fake.rs"]
 mod gateway_fake;
+#[path = "connectors/lost_answers.rs"]
+mod lost_answers;
 #[path = "connectors/reliability.rs"]
 mod reliability;
 #[path = "connectors/slack.rs"]
 mod slack;
+#[path = "connectors/smaller.rs"]
+mod smaller;
 #[path = "connectors/telegram.rs"]
 mod telegram;
 #[path = "connectors/whatsapp.rs"]

@@ -1,5 +1,6 @@
 //! What the chat connectors keep: the queue of outgoing messages, the
-//! chat's message id of each item's message, small state (Telegram's
+//! chat's message id of each item's message (and of every copy of it a
+//! lost answer made, once known), small state (Telegram's
 //! update offset) and the interaction ids already handled. Reached only
 //! through the gate's connector methods.
 
@@ -191,6 +192,16 @@ impl SqliteStore {
                         .bind(id)
                         .execute(&mut *conn)
                         .await?;
+                        sqlx::query(
+                            "INSERT OR IGNORE INTO connector_copies \
+                             (chat, message_ref, item, created_at) \
+                             SELECT chat, ?, item, ? FROM connector_outbox WHERE id = ?",
+                        )
+                        .bind(r)
+                        .bind(to_ms(now()))
+                        .bind(id)
+                        .execute(&mut *conn)
+                        .await?;
                     }
                     sqlx::query("DELETE FROM connector_outbox WHERE id = ?")
                         .bind(id)
@@ -250,12 +261,132 @@ impl SqliteStore {
         message_ref: &str,
     ) -> Result<Option<String>, StoreError> {
         Ok(sqlx::query_scalar(
-            "SELECT item FROM connector_messages WHERE chat = ? AND message_ref = ?",
+            "SELECT item FROM connector_copies WHERE chat = ? AND message_ref = ?",
         )
         .bind(chat)
         .bind(message_ref)
         .fetch_optional(&self.read)
         .await?)
+    }
+
+    /// The ids of `item`'s messages in `chat` its outcome has not edited
+    /// yet, oldest first.
+    pub async fn connector_unedited(
+        &self,
+        chat: &str,
+        item: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT message_ref FROM connector_copies \
+             WHERE item = ? AND chat = ? AND edited = 0 ORDER BY created_at, message_ref",
+        )
+        .bind(item)
+        .bind(chat)
+        .fetch_all(&self.read)
+        .await?)
+    }
+
+    /// Message `message_ref` of `chat` shows its item's outcome (or its
+    /// edit was given up).
+    pub async fn connector_copy_edited(
+        &self,
+        chat: &str,
+        message_ref: &str,
+    ) -> Result<(), StoreError> {
+        let (chat, message_ref) = (chat.to_owned(), message_ref.to_owned());
+        self.writer
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move {
+                    sqlx::query(
+                        "UPDATE connector_copies SET edited = 1 WHERE chat = ? AND message_ref = ?",
+                    )
+                    .bind(&chat)
+                    .bind(&message_ref)
+                    .execute(&mut *conn)
+                    .await?;
+                    Ok(())
+                })
+            })
+            .await
+    }
+
+    /// Records `message_ref` as one more message of `item` in `chat` (a
+    /// copy learned from a tap or a reply), when `item` has a message
+    /// there; whether it was not known before.
+    pub async fn connector_learn_copy(
+        &self,
+        chat: &str,
+        item: &str,
+        message_ref: &str,
+    ) -> Result<bool, StoreError> {
+        let (chat, item, message_ref) = (chat.to_owned(), item.to_owned(), message_ref.to_owned());
+        self.writer
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move {
+                    let done = sqlx::query(
+                        "INSERT OR IGNORE INTO connector_copies (chat, message_ref, item, created_at) \
+                         SELECT chat, ?, item, ? FROM connector_messages WHERE chat = ? AND item = ?",
+                    )
+                    .bind(&message_ref)
+                    .bind(to_ms(now()))
+                    .bind(&chat)
+                    .bind(&item)
+                    .execute(&mut *conn)
+                    .await?;
+                    Ok(done.rows_affected() == 1)
+                })
+            })
+            .await
+    }
+
+    /// Queues one more outcome edit of `item`'s messages in `chat` (for a
+    /// copy learned after the outcome): it edits the ones not edited yet.
+    pub async fn connector_edit_again(
+        &self,
+        chat: &str,
+        item: &str,
+        body: String,
+    ) -> Result<(), StoreError> {
+        let (chat, item) = (chat.to_owned(), item.to_owned());
+        self.writer
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move {
+                    let at = to_ms(now());
+                    sqlx::query(
+                        "UPDATE connector_messages SET settled = 1 WHERE chat = ? AND item = ?",
+                    )
+                    .bind(&chat)
+                    .bind(&item)
+                    .execute(&mut *conn)
+                    .await?;
+                    sqlx::query(
+                        "INSERT INTO connector_outbox (chat, item, kind, body, next_attempt_at, created_at) \
+                         VALUES (?, ?, 'edit', ?, ?, ?)",
+                    )
+                    .bind(&chat)
+                    .bind(&item)
+                    .bind(&body)
+                    .bind(at)
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                    Ok(())
+                })
+            })
+            .await
+    }
+
+    /// Whether the post of `item`'s message in `chat` is still queued (not
+    /// sent nor given up).
+    pub async fn connector_post_queued(&self, chat: &str, item: &str) -> Result<bool, StoreError> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM connector_outbox WHERE chat = ? AND item = ? AND kind = 'post'",
+        )
+        .bind(chat)
+        .bind(item)
+        .fetch_one(&self.read)
+        .await?;
+        Ok(n > 0)
     }
 
     /// A value `chat` keeps.

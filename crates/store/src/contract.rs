@@ -121,6 +121,17 @@ contract! {
     pub async fn connector_message_ref(&self, chat: &str, item: &str) -> Result<Option<String>, StoreError>;
     /// The item whose message in `chat` has id `message_ref`.
     pub async fn connector_item_of(&self, chat: &str, message_ref: &str) -> Result<Option<String>, StoreError>;
+    /// The ids of `item`'s messages in `chat` its outcome has not edited yet.
+    pub async fn connector_unedited(&self, chat: &str, item: &str) -> Result<Vec<String>, StoreError>;
+    /// Message `message_ref` of `chat` shows its item's outcome (or its edit was given up).
+    pub async fn connector_copy_edited(&self, chat: &str, message_ref: &str) -> Result<(), StoreError>;
+    /// Records `message_ref` as one more message of `item` in `chat` when
+    /// `item` has a message there; whether it was not known before.
+    pub async fn connector_learn_copy(&self, chat: &str, item: &str, message_ref: &str) -> Result<bool, StoreError>;
+    /// Queues one more outcome edit of `item`'s messages in `chat` (those not edited yet).
+    pub async fn connector_edit_again(&self, chat: &str, item: &str, body: String) -> Result<(), StoreError>;
+    /// Whether the post of `item`'s message in `chat` is still queued.
+    pub async fn connector_post_queued(&self, chat: &str, item: &str) -> Result<bool, StoreError>;
     /// A value `chat` keeps.
     pub async fn connector_state(&self, chat: &str, key: &str) -> Result<Option<String>, StoreError>;
     /// Keeps `value` for `chat`.

@@ -55,6 +55,9 @@ impl Verb {
     }
 }
 
+/// The note of an "Approve for 1h": the edited card says a grant was made.
+pub const GRANT_NOTE: &str = "grant made: the same request is allowed for 1h";
+
 /// What a stranger (not an approver) is told.
 pub const NOT_AN_APPROVER: &str =
     "You are not on this connector's list of approvers: nothing was decided.";
@@ -124,7 +127,8 @@ pub async fn decide(
             Verb::Approve => Verdict::Approve { note: None },
             Verb::Deny => Verdict::Deny { reason: None },
             Verb::Remember => Verdict::ApproveAndRemember {
-                note: None,
+                // Shown by the edited card of every chat.
+                note: Some(GRANT_NOTE.to_owned()),
                 remember: Remember {
                     expires: "1h".to_owned(),
                     scope: None,

@@ -18,6 +18,15 @@ use super::http::{CallError, Http};
 use super::{Connectors, Kind};
 use crate::config::{DiscordMode, DiscordSettings};
 
+/// The `User-Agent` Discord asks of a bot: `DiscordBot ($url, $versionNumber)`.
+pub const USER_AGENT: &str = concat!(
+    "DiscordBot (",
+    env!("CARGO_PKG_REPOSITORY"),
+    ", ",
+    env!("CARGO_PKG_VERSION"),
+    ")"
+);
+
 /// The chat key of Discord's messages.
 pub const CHAT: &str = "discord";
 /// A message's content holds at most 2000 characters.
@@ -125,6 +134,11 @@ impl Discord {
         let auth = self.auth();
         match kind {
             Kind::Post => {
+                // Posted again after a lost answer, the same nonce makes
+                // Discord answer with the message made the first time.
+                let mut body = body;
+                body["nonce"] = json!(nonce(&card.item));
+                body["enforce_nonce"] = json!(true);
                 let answer = http
                     .call(Method::POST, &self.messages_url(), Some(&auth), &body, None)
                     .await?;
@@ -174,6 +188,15 @@ impl Discord {
                 .iter()
                 .any(|r| decide::is_approver(&self.s.approvers, r))
     }
+}
+
+/// The nonce of `item`'s message: Discord takes at most 25 characters,
+/// so the first 25 hex digits of the item's SHA-256.
+pub fn nonce(item: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut n = hex::encode(Sha256::digest(item.as_bytes()));
+    n.truncate(25);
+    n
 }
 
 /// Characters Discord's markdown reads anywhere in a message: emphasis,
@@ -277,16 +300,29 @@ async fn answer_click(c: &Connectors, d: &Discord, i: &Value) -> Value {
         .unwrap_or("")
         .to_owned();
     let roles = roles_of(i);
+    let custom = i
+        .pointer("/data/custom_id")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    // The message clicked may be a copy nobody knew of (Discord keeps a
+    // nonce only for minutes): edited with the outcome too.
+    let channel = i
+        .get("channel_id")
+        .or_else(|| i.pointer("/message/channel_id"))
+        .and_then(Value::as_str);
+    if let (true, Some(mid), Some((_, item))) = (
+        channel == Some(d.s.channel_id.as_str()),
+        i.pointer("/message/id").and_then(Value::as_str),
+        Verb::parse(custom),
+    ) {
+        super::outbox::learned(c, CHAT, item, mid).await;
+    }
     if c.notify_only {
         return ephemeral("Decisions are not taken here (notify-only).");
     }
     if !d.is_approver(&user, &roles) {
         return ephemeral(NOT_AN_APPROVER);
     }
-    let custom = i
-        .pointer("/data/custom_id")
-        .and_then(Value::as_str)
-        .unwrap_or("");
     match Verb::parse(custom) {
         Some((verb, item)) => {
             ephemeral(&decide::decide(&c.gate, format!("{CHAT}:{user}"), verb, item, fits).await)
@@ -348,7 +384,7 @@ pub async fn on_gateway_interaction(c: Arc<Connectors>, i: Value) {
         return;
     };
     let url = d.api(&format!("/interactions/{id}/{token}/callback"));
-    let http = c.http.clone();
+    let http = c.discord_http.clone();
     c.notice("discord interaction callback", async move {
         http.call(Method::POST, &url, None, &answer, None).await
     });
@@ -401,7 +437,7 @@ pub async fn on_gateway_message(c: Arc<Connectors>, m: Value) {
         "message_reference": {"message_id": id, "fail_if_not_exists": false},
         "allowed_mentions": {"parse": [], "replied_user": false},
     });
-    let (http, url, auth) = (c.http.clone(), d.messages_url(), d.auth());
+    let (http, url, auth) = (c.discord_http.clone(), d.messages_url(), d.auth());
     c.notice("discord reply", async move {
         http.call(Method::POST, &url, Some(&auth), &body, None)
             .await

@@ -183,7 +183,7 @@ pub async fn run(c: Arc<Connectors>) {
 /// The Gateway's URL from `GET /gateway/bot`.
 async fn discover(c: &Connectors, d: &Discord) -> Result<String, String> {
     let answer = c
-        .http
+        .discord_http
         .get(&d.api("/gateway/bot"), Some(&d.auth()))
         .await
         .map_err(|e| e.message)?;
@@ -223,7 +223,7 @@ async fn connection(
     identified: &mut VecDeque<Instant>,
 ) -> End {
     let shutdown = c.gate.shutdown().clone();
-    let bound = c.http.timeout();
+    let bound = c.discord_http.timeout();
     let config = WebSocketConfig::default().max_message_size(Some(MAX_MESSAGE));
     let connect = tokio_tungstenite::connect_async_with_config(url, Some(config), true);
     let socket: Socket = tokio::select! {

@@ -15,6 +15,8 @@ pub struct CallError {
     pub retry: bool,
     /// What happened (no secrets: URLs are never included).
     pub message: String,
+    /// The HTTP status the API answered with, when it answered.
+    pub status: Option<u16>,
 }
 
 impl CallError {
@@ -23,6 +25,7 @@ impl CallError {
         CallError {
             retry: false,
             message: message.into(),
+            status: None,
         }
     }
 
@@ -31,9 +34,17 @@ impl CallError {
         CallError {
             retry: true,
             message: message.into(),
+            status: None,
         }
     }
 }
+
+/// The `User-Agent` of the connectors' calls.
+pub const USER_AGENT: &str = concat!("actiongate/", env!("CARGO_PKG_VERSION"));
+
+/// What a JSON body is sent as: with its charset, which Slack asks for
+/// (it warns `missing_charset` otherwise).
+pub const JSON_UTF8: &str = "application/json; charset=utf-8";
 
 /// The HTTP client of all connectors.
 #[derive(Clone)]
@@ -45,12 +56,18 @@ pub struct Http {
 impl Http {
     /// A client whose calls take at most `timeout`.
     pub fn new(timeout: Duration) -> anyhow::Result<Http> {
+        Http::with_user_agent(timeout, USER_AGENT)
+    }
+
+    /// A client whose calls take at most `timeout` and name themselves
+    /// `user_agent` (Discord asks for its own form).
+    pub fn with_user_agent(timeout: Duration, user_agent: &str) -> anyhow::Result<Http> {
         actiongate_cli::install_tls_provider();
         let client = reqwest::Client::builder()
             // A redirect could carry a bot token somewhere nobody named.
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(timeout)
-            .user_agent(concat!("actiongate/", env!("CARGO_PKG_VERSION")))
+            .user_agent(user_agent)
             .build()
             .map_err(|e| anyhow::anyhow!("cannot build the connectors' HTTP client: {e}"))?;
         Ok(Http { client, timeout })
@@ -67,7 +84,13 @@ impl Http {
         body: &Value,
         timeout: Option<Duration>,
     ) -> Result<Value, CallError> {
-        let req = self.client.request(method, url).json(body);
+        let bytes = serde_json::to_vec(body)
+            .map_err(|_| CallError::fatal("the request body is not JSON"))?;
+        let req = self
+            .client
+            .request(method, url)
+            .header(reqwest::header::CONTENT_TYPE, JSON_UTF8)
+            .body(bytes);
         self.answer(req, authorization, timeout).await
     }
 
@@ -119,20 +142,21 @@ impl Http {
                 .map_err(|_| CallError::fatal(format!("{status} with a body that is not JSON")));
         }
         let code = status.as_u16();
-        if status.is_redirection() {
+        let mut e = if status.is_redirection() {
             // Never followed (it could carry the token elsewhere); retried
             // like a 5xx, as deliveries to executors and notification
             // webhooks are. The Location is not logged: it may hold a token.
-            return Err(CallError::transient(format!(
-                "{code}: a redirect, not followed"
-            )));
-        }
-        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
-        let message = format!("{code}: {text}");
-        if code == 408 || code == 429 || status.is_server_error() {
-            Err(CallError::transient(message))
+            CallError::transient(format!("{code}: a redirect, not followed"))
         } else {
-            Err(CallError::fatal(message))
-        }
+            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
+            let message = format!("{code}: {text}");
+            if code == 408 || code == 429 || status.is_server_error() {
+                CallError::transient(message)
+            } else {
+                CallError::fatal(message)
+            }
+        };
+        e.status = Some(code);
+        Err(e)
     }
 }

@@ -53,6 +53,10 @@ pub enum Kind {
 pub struct Connectors {
     gate: Gate,
     http: Http,
+    /// Discord's calls, named as Discord asks (`DiscordBot (url, version)`).
+    discord_http: Http,
+    /// What keeps a chat from working now, per chat (shown by `/readyz`).
+    problems: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
     notify_only: bool,
     telegram: Option<telegram::Telegram>,
     slack: Option<slack::Slack>,
@@ -78,6 +82,11 @@ impl Connectors {
         Ok(Some(Arc::new(Connectors {
             gate,
             http: Http::new(Duration::from_secs(settings.timeout_seconds))?,
+            discord_http: Http::with_user_agent(
+                Duration::from_secs(settings.timeout_seconds),
+                discord::USER_AGENT,
+            )?,
+            problems: Default::default(),
             notify_only: settings.notify_only,
             telegram: on(&settings.telegram.token)
                 .then(|| telegram::Telegram::new(settings.telegram.clone())),
@@ -133,6 +142,22 @@ impl Connectors {
         self.notify_only
     }
 
+    /// What keeps a chat from working now (`chat` → what), as `/readyz`
+    /// shows it.
+    pub fn problems(&self) -> std::collections::BTreeMap<String, String> {
+        self.problems.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+
+    /// Records (`Some`) or clears (`None`) what keeps `chat` from working.
+    fn set_problem(&self, chat: &str, problem: Option<String>) {
+        if let Ok(mut p) = self.problems.lock() {
+            match problem {
+                Some(what) => p.insert(chat.to_owned(), what),
+                None => p.remove(chat),
+            };
+        }
+    }
+
     /// Every chat a message of an item goes to.
     pub fn destinations(&self) -> Vec<String> {
         let mut d = Vec::new();
@@ -164,13 +189,15 @@ impl Connectors {
     }
 
     /// Sends one outgoing message to `chat`; the chat's message id of a
-    /// post.
+    /// post. `again`: a post tried before, whose answer may have been lost
+    /// after the chat took it.
     async fn deliver(
         &self,
         chat: &str,
         kind: Kind,
         card: &Card,
         message_ref: Option<&str>,
+        again: bool,
     ) -> Result<Option<String>, CallError> {
         let off = || CallError::fatal(format!("connector {chat} is not configured"));
         if chat == telegram::CHAT {
@@ -178,10 +205,10 @@ impl Connectors {
             t.deliver(&self.http, kind, card, message_ref).await
         } else if chat == slack::CHAT {
             let s = self.slack.as_ref().ok_or_else(off)?;
-            s.deliver(&self.http, kind, card, message_ref).await
+            s.deliver(&self.http, kind, card, message_ref, again).await
         } else if chat == discord::CHAT {
             let d = self.discord.as_ref().ok_or_else(off)?;
-            d.deliver(&self.http, kind, card, message_ref).await
+            d.deliver(&self.discord_http, kind, card, message_ref).await
         } else if let Some(to) = chat.strip_prefix(whatsapp::PREFIX) {
             let w = self.whatsapp.as_ref().ok_or_else(off)?;
             w.deliver(&self.http, to, kind, card, message_ref).await

@@ -1,7 +1,11 @@
 //! From the gate's events to chat messages, durably: [`follow`] turns each
 //! newly pending item into one queued post per chat and each outcome into
 //! one queued edit of every message of the item; [`send`] sends what is due
-//! and retries what failed with backoff (first retry after 1 s).
+//! and retries what failed with backoff (first retry after 1 s). A post
+//! whose answer was lost is posted again (idempotently where the chat
+//! allows it); every message of an item whose id is known, from the post's
+//! answer or from a tap on it or a reply to it ([`learned`]), is edited
+//! with the outcome.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -334,53 +338,137 @@ async fn send_one(c: &Connectors, o: Outgoing) -> Sent {
         }
     };
     let too_old = Utc::now() - o.created_at > GIVE_UP_AFTER;
-    let kind = if o.kind == "edit" {
-        Kind::Edit
-    } else {
-        Kind::Post
-    };
-    let message_ref = if kind == Kind::Edit {
-        match c.gate.connector_message_ref(&o.chat, &o.item).await {
-            Ok(Some(r)) => Some(r),
-            Ok(None) if !too_old => {
-                // Its post is not sent yet: wait for it.
-                let at = Utc::now() + chrono::Duration::seconds(2);
-                let _ = c
-                    .gate
-                    .connector_retry(o.id, at, "waiting for the message to be sent".into())
-                    .await;
-                return Sent::Done;
-            }
-            Ok(None) => {
-                let _ = c.gate.connector_sent(o.id, None).await;
-                return Sent::Done;
-            }
-            Err(_) => return Sent::Done,
-        }
-    } else {
-        None
-    };
-    match c
-        .deliver(&o.chat, kind, &card, message_ref.as_deref())
-        .await
-    {
+    if o.kind == "edit" {
+        return edit_copies(c, &o, &card, too_old).await;
+    }
+    // A post tried before may have reached the chat with its answer lost.
+    let again = o.attempts > 0;
+    match c.deliver(&o.chat, Kind::Post, &card, None, again).await {
         Ok(r) => {
             if let Err(e) = c.gate.connector_sent(o.id, r).await {
                 tracing::warn!(error = %e.detail, "cannot record a sent chat message");
             }
             Sent::Done
         }
-        Err(e) if e.retry && !too_old => {
-            let wait = backoff(o.attempts);
-            tracing::info!(chat = %o.chat, error = %e.message, retry_in = ?wait, "chat API failed; retrying");
-            let at = Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default();
-            let _ = c.gate.connector_retry(o.id, at, e.message).await;
-            Sent::ApiFailed
-        }
+        Err(e) if e.retry && !too_old => retry(c, &o, e.message).await,
         Err(e) => {
             tracing::warn!(chat = %o.chat, item = %o.item, error = %e.message, "chat message given up");
             let _ = c.gate.connector_sent(o.id, None).await;
             Sent::Done
+        }
+    }
+}
+
+/// Schedules the next attempt of `o` after a failure worth retrying.
+async fn retry(c: &Connectors, o: &Outgoing, error: String) -> Sent {
+    let wait = backoff(o.attempts);
+    tracing::info!(chat = %o.chat, error = %error, retry_in = ?wait, "chat API failed; retrying");
+    let at = Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default();
+    let _ = c.gate.connector_retry(o.id, at, error).await;
+    Sent::ApiFailed
+}
+
+/// Edits every known message of `o`'s item in its chat not edited yet to
+/// `card` (a post whose answer was lost can leave several); waits while
+/// the item's post is still queued, so that no copy it makes is missed.
+async fn edit_copies(c: &Connectors, o: &Outgoing, card: &Card, too_old: bool) -> Sent {
+    let post_queued = match c.gate.connector_post_queued(&o.chat, &o.item).await {
+        Ok(q) => q,
+        Err(_) => return Sent::Done,
+    };
+    if post_queued && !too_old {
+        // Its post is not sent yet: wait for it.
+        let at = Utc::now() + chrono::Duration::seconds(2);
+        let _ = c
+            .gate
+            .connector_retry(o.id, at, "waiting for the message to be sent".into())
+            .await;
+        return Sent::Done;
+    }
+    let copies = match c.gate.connector_unedited(&o.chat, &o.item).await {
+        Ok(copies) => copies,
+        Err(_) => return Sent::Done,
+    };
+    for r in copies {
+        match c.deliver(&o.chat, Kind::Edit, card, Some(&r), false).await {
+            Ok(_) => {}
+            Err(e) if e.retry && !too_old => return retry(c, o, e.message).await,
+            Err(e) => {
+                tracing::warn!(chat = %o.chat, item = %o.item, error = %e.message, "chat edit given up");
+            }
+        }
+        if let Err(e) = c.gate.connector_copy_edited(&o.chat, &r).await {
+            tracing::warn!(error = %e.detail, "cannot record an edited chat message");
+        }
+    }
+    let _ = c.gate.connector_sent(o.id, None).await;
+    Sent::Done
+}
+
+/// The card of `item` once decided (as its outcome edit shows it); `None`
+/// while it is pending or cannot be read.
+pub async fn settled_card(c: &Connectors, item: &str) -> Option<Card> {
+    if let Some(id) = item.strip_prefix("gr:") {
+        let r = c
+            .gate
+            .get_grant_request(&reader(), id, Duration::ZERO)
+            .await
+            .ok()?;
+        if r.status == actiongate_gate::GrantRequestStatus::Pending {
+            return None;
+        }
+        Some(card::settled(
+            card::grant_request_card(&r, false),
+            r.status.as_str(),
+            r.decided_by.as_deref(),
+            r.deny_reason.as_deref(),
+        ))
+    } else {
+        let a = c.gate.visible_action(&reader(), item).await.ok()?;
+        if a.status == ActionStatus::Pending {
+            return None;
+        }
+        Some(card::settled(
+            card::action_card(&a, false, false),
+            a.status.as_str(),
+            a.decided_by.as_deref(),
+            a.decision_note.as_deref(),
+        ))
+    }
+}
+
+/// A message of `item` in `chat` seen in a tap on it or a reply to it:
+/// recorded among the item's messages (so that its outcome edits it too)
+/// and, when it was not known and the item is decided already, edited now
+/// to show it. Whether an edit of it was queued.
+pub async fn learned(c: &Connectors, chat: &str, item: &str, message_ref: &str) -> bool {
+    match c.gate.connector_learn_copy(chat, item, message_ref).await {
+        Ok(true) => {}
+        Ok(false) => return false,
+        Err(e) => {
+            tracing::warn!(chat, error = %e.detail, "cannot record a chat message");
+            return false;
+        }
+    }
+    tracing::info!(
+        chat,
+        item,
+        "another message of an item found (a post whose answer was lost)"
+    );
+    let Some(done) = settled_card(c, item).await else {
+        return false;
+    };
+    let Ok(body) = serde_json::to_string(&done) else {
+        return false;
+    };
+    match c.gate.connector_edit_again(chat, item, body).await {
+        Ok(()) => {
+            c.wake.notify_one();
+            true
+        }
+        Err(e) => {
+            tracing::warn!(chat, error = %e.detail, "cannot queue a chat edit");
+            false
         }
     }
 }

@@ -26,6 +26,26 @@ pub const WINDOW_SECS: i64 = 300;
 /// event for about an hour).
 const STALE_SECS: f64 = 600.0;
 
+/// The metadata event type of an item's message: how a post whose answer
+/// was lost is found again.
+const EVENT_TYPE: &str = "actiongate_item";
+/// How many of the channel's newest messages are looked through for it.
+const HISTORY: usize = 200;
+
+/// `s` as one URL query value (channel ids are letters and digits; this
+/// keeps anything else from adding parameters).
+fn urlencoding(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.') {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
 /// Whether Slack shows `text` whole in a card.
 pub fn fits(text: &str) -> bool {
     text.chars().count() <= MAX_TEXT
@@ -102,21 +122,80 @@ impl Slack {
         Value::Array(blocks)
     }
 
+    /// The `ts` of the message of `item` this app posted in the channel
+    /// among the newest [`HISTORY`], found by its metadata.
+    async fn find_posted(&self, http: &Http, item: &str) -> Result<Option<String>, CallError> {
+        let url = format!(
+            "{}?channel={}&limit={HISTORY}&include_all_metadata=true",
+            self.url("conversations.history"),
+            urlencoding(&self.s.channel)
+        );
+        let answer = http.get(&url, Some(&self.auth())).await?;
+        if answer.get("ok").and_then(Value::as_bool) != Some(true) {
+            let err = answer
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown");
+            return Err(CallError::fatal(format!("conversations.history: {err}")));
+        }
+        let found = answer
+            .get("messages")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|m| {
+                m.pointer("/metadata/event_type").and_then(Value::as_str) == Some(EVENT_TYPE)
+                    && m.pointer("/metadata/event_payload/item")
+                        .and_then(Value::as_str)
+                        == Some(item)
+            })
+            .and_then(|m| m.get("ts").and_then(Value::as_str))
+            .map(str::to_owned);
+        Ok(found)
+    }
+
     /// Posts or updates `card`'s message; the message's `ts` of a post.
+    /// A post tried before (`again`) is first looked for in the channel by
+    /// its metadata: when the first try reached Slack and only the answer
+    /// was lost, that message is the post, and nothing is posted twice.
     pub async fn deliver(
         &self,
         http: &Http,
         kind: Kind,
         card: &Card,
         message_ref: Option<&str>,
+        again: bool,
     ) -> Result<Option<String>, CallError> {
         let card = &card.clone().fit(fits);
         // The message's `text` (shown in notifications) is mrkdwn.
         let text = mrkdwn_escaped(&cut(&card.text(), MAX_TEXT));
         match kind {
             Kind::Post => {
-                let body =
-                    json!({"channel": self.s.channel, "text": text, "blocks": Self::blocks(card)});
+                if again {
+                    match self.find_posted(http, &card.item).await {
+                        Ok(Some(ts)) => {
+                            tracing::info!(
+                                "slack: the message was posted before (its answer was lost)"
+                            );
+                            return Ok(Some(ts));
+                        }
+                        Ok(None) => {}
+                        // A transient failure is retried; without the
+                        // history scope the post goes (a duplicate is
+                        // better than no message).
+                        Err(e) if e.retry => return Err(e),
+                        Err(e) => {
+                            tracing::warn!(error = %e.message, "slack: cannot look for a message posted before (needs channels:history); posting again");
+                        }
+                    }
+                }
+                let body = json!({
+                    "channel": self.s.channel,
+                    "text": text,
+                    "blocks": Self::blocks(card),
+                    // Found again by it when the answer is lost.
+                    "metadata": {"event_type": EVENT_TYPE, "event_payload": {"item": card.item}},
+                });
                 let answer = self.call(http, "chat.postMessage", &body).await?;
                 let ts = answer
                     .get("ts")
@@ -192,6 +271,23 @@ pub async fn handle_interaction(c: &Connectors, payload: &Value) {
     match c.gate.connector_first_seen(CHAT, &seen).await {
         Ok(true) => {}
         _ => return,
+    }
+    // The message clicked may be a copy nobody knew of: edited with the
+    // outcome too.
+    let channel = payload
+        .pointer("/channel/id")
+        .or_else(|| payload.pointer("/container/channel_id"))
+        .and_then(Value::as_str);
+    let clicked = payload
+        .pointer("/container/message_ts")
+        .or_else(|| payload.pointer("/message/ts"))
+        .and_then(Value::as_str);
+    if let (Some(true), Some(message_ts), Some((_, item))) = (
+        channel.map(|ch| ch == s.s.channel),
+        clicked,
+        Verb::parse(action_id),
+    ) {
+        super::outbox::learned(c, CHAT, item, message_ts).await;
     }
     let answer = if c.notify_only {
         Some("Decisions are not taken here (notify-only).".to_owned())

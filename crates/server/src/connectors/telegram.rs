@@ -47,6 +47,20 @@ impl Telegram {
         &self.s.webhook_secret
     }
 
+    /// Whether chat id `v` (a number or a text) is the configured chat.
+    fn is_the_chat(&self, v: &Value) -> bool {
+        match v {
+            Value::Number(n) => n.to_string() == self.s.chat_id,
+            Value::String(s) => *s == self.s.chat_id,
+            _ => false,
+        }
+    }
+
+    /// The bot's own user id: a token is `<bot id>:<secret>`.
+    fn bot_id(&self) -> Option<i64> {
+        self.s.token.split(':').next()?.parse().ok()
+    }
+
     fn url(&self, method: &str) -> String {
         format!(
             "{}/bot{}/{method}",
@@ -124,10 +138,53 @@ impl Telegram {
     }
 }
 
+/// `getUpdates` answered 409 this many times in a row: a webhook is set
+/// or another poller runs, and it is shown as the chat's problem.
+const CONFLICTS_SHOWN: i64 = 2;
+
+/// What `/readyz` says while `getUpdates` keeps answering 409.
+const CONFLICT: &str = "getUpdates answers 409 Conflict: a webhook is set for this bot \
+     (deleted at start; set again since?) or another process polls with the same token";
+
+/// Poll mode: deletes a webhook set before (after webhook mode was used,
+/// `getUpdates` answers 409 until it is), retrying until Telegram answers.
+async fn delete_webhook(c: &Connectors, t: &Telegram) -> bool {
+    let mut attempts = 0;
+    loop {
+        match t
+            .call(
+                &c.http,
+                "deleteWebhook",
+                &json!({"drop_pending_updates": false}),
+                None,
+            )
+            .await
+        {
+            Ok(_) => {
+                tracing::info!("telegram poll mode: deleted any webhook set for the bot");
+                return true;
+            }
+            Err(e) => {
+                let pause = super::outbox::backoff(attempts).min(Duration::from_secs(30));
+                attempts += 1;
+                tracing::warn!(error = %e.message, retry_in = ?pause, "telegram deleteWebhook failed");
+                tokio::select! {
+                    _ = c.gate.shutdown().cancelled() => return false,
+                    _ = tokio::time::sleep(pause) => {}
+                }
+            }
+        }
+    }
+}
+
 /// Long-polls `getUpdates` until shutdown, handling each update once.
 pub async fn poll(c: Arc<Connectors>) {
     let Some(t) = &c.telegram else { return };
     let shutdown = c.gate.shutdown().clone();
+    if !delete_webhook(&c, t).await {
+        return;
+    }
+    let mut conflicts: i64 = 0;
     let mut offset: i64 = match c.gate.connector_state(CHAT, "offset").await {
         Ok(v) => v.and_then(|v| v.parse().ok()).unwrap_or(0),
         Err(_) => 0,
@@ -145,14 +202,30 @@ pub async fn poll(c: Arc<Connectors>) {
             got = t.call(&c.http, "getUpdates", &body, Some(wait + Duration::from_secs(10))) => got,
         };
         let updates = match got {
-            Ok(Value::Array(u)) => {
+            Ok(v) => {
                 failures = 0;
-                u
+                if conflicts > 0 {
+                    conflicts = 0;
+                    c.set_problem(CHAT, None);
+                    metrics::gauge!("actiongate_connector_telegram_conflict").set(0.0);
+                }
+                match v {
+                    Value::Array(u) => u,
+                    _ => Vec::new(),
+                }
             }
-            Ok(_) => Vec::new(),
             Err(e) => {
                 let pause = super::outbox::backoff(failures).min(Duration::from_secs(30));
                 failures += 1;
+                if e.status == Some(409) {
+                    conflicts += 1;
+                    metrics::counter!("actiongate_connector_telegram_conflicts_total").increment(1);
+                    if conflicts == CONFLICTS_SHOWN {
+                        tracing::error!("telegram: {CONFLICT}");
+                        c.set_problem(CHAT, Some(CONFLICT.to_owned()));
+                        metrics::gauge!("actiongate_connector_telegram_conflict").set(1.0);
+                    }
+                }
                 tracing::warn!(error = %e.message, retry_in = ?pause, "telegram getUpdates failed");
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
@@ -225,6 +298,17 @@ pub async fn handle_update(c: &Connectors, u: &Value) {
             _ => return,
         }
         let who = user_id(cq);
+        // The message tapped may be a copy nobody knew of (a post whose
+        // answer was lost): it is edited with the outcome too.
+        // Message ids count per chat: only one in the configured chat.
+        if let (true, Some(mid), Some((_, item))) = (
+            cq.pointer("/message/chat/id")
+                .is_some_and(|v| t.is_the_chat(v)),
+            cq.pointer("/message/message_id").and_then(Value::as_i64),
+            cq.get("data").and_then(Value::as_str).and_then(Verb::parse),
+        ) {
+            super::outbox::learned(c, CHAT, item, &mid.to_string()).await;
+        }
         let answer = if c.notify_only {
             "Decisions are not taken here (notify-only).".to_owned()
         } else if !decide::is_approver(&t.s.approvers, &who) {
@@ -246,14 +330,7 @@ pub async fn handle_update(c: &Connectors, u: &Value) {
         return;
     }
     let Some(m) = u.get("message") else { return };
-    let chat_ok = m
-        .pointer("/chat/id")
-        .map(|v| match v {
-            Value::Number(n) => n.to_string(),
-            Value::String(s) => s.clone(),
-            _ => String::new(),
-        })
-        .is_some_and(|id| id == t.s.chat_id);
+    let chat_ok = m.pointer("/chat/id").is_some_and(|v| t.is_the_chat(v));
     let (Some(to), Some(text)) = (
         m.pointer("/reply_to_message/message_id")
             .and_then(Value::as_i64),
@@ -264,8 +341,18 @@ pub async fn handle_update(c: &Connectors, u: &Value) {
     if !chat_ok || c.notify_only {
         return;
     }
-    let Ok(Some(item)) = c.gate.connector_item_of(CHAT, &to.to_string()).await else {
-        return;
+    let item = match c.gate.connector_item_of(CHAT, &to.to_string()).await {
+        Ok(Some(item)) => item,
+        Ok(None) => {
+            // A copy nobody knew of (a post whose answer was lost): this
+            // bot's message, whose buttons name the item.
+            let Some(item) = item_of_own_message(t, m.get("reply_to_message")) else {
+                return;
+            };
+            super::outbox::learned(c, CHAT, &item, &to.to_string()).await;
+            item
+        }
+        Err(_) => return,
     };
     if let Some(mid) = m.get("message_id").and_then(Value::as_i64) {
         match c.gate.connector_first_seen(CHAT, &format!("m:{mid}")).await {
@@ -279,9 +366,27 @@ pub async fn handle_update(c: &Connectors, u: &Value) {
     } else {
         NOT_AN_APPROVER.to_owned()
     };
-    let body = json!({"chat_id": t.s.chat_id, "text": answer});
+    let mut body = json!({"chat_id": t.s.chat_id, "text": answer});
+    if let Some(mid) = m.get("message_id").and_then(Value::as_i64) {
+        // The answer replies to the message it answers.
+        body["reply_parameters"] = json!({"message_id": mid, "allow_sending_without_reply": true});
+    }
     let (http, url) = (c.http.clone(), t.url("sendMessage"));
     c.notice("sendMessage", async move {
         http.call(Method::POST, &url, None, &body, None).await
     });
+}
+
+/// The item a message sent by this bot is about, from its buttons; `None`
+/// for anyone else's message or one without buttons.
+fn item_of_own_message(t: &Telegram, m: Option<&Value>) -> Option<String> {
+    let m = m?;
+    let from = m.pointer("/from/id").and_then(Value::as_i64)?;
+    if Some(from) != t.bot_id() {
+        return None;
+    }
+    m.pointer("/reply_markup/inline_keyboard/0/0/callback_data")
+        .and_then(Value::as_str)
+        .and_then(Verb::parse)
+        .map(|(_, item)| item.to_owned())
 }

@@ -1,6 +1,7 @@
 //! WhatsApp (Cloud API): each approver's phone gets an interactive message
 //! with reply buttons; the outcome is a text replying to it (WhatsApp
-//! messages cannot be edited). Taps and text replies arrive at
+//! messages cannot be edited): the card's title and outcome, and the only
+//! message a decision made here gets. Taps and text replies arrive at
 //! `/v1/connectors/whatsapp/webhook`, signed in `X-Hub-Signature-256`
 //! with the app secret; the GET verification handshake answers with the
 //! challenge when the verify token matches.
@@ -113,7 +114,9 @@ impl WhatsApp {
                 })
             }
             Kind::Post => Self::text_message(to, &card.text(), None),
-            Kind::Edit => Self::text_message(to, &card.text(), message_ref),
+            // A reply quoting the card: its title and outcome are enough
+            // (the whole card again would be a second copy of it).
+            Kind::Edit => Self::text_message(to, &outcome_text(card), message_ref),
         };
         let auth = self.auth();
         let answer = http
@@ -147,6 +150,15 @@ impl WhatsApp {
     /// Whether `token` is the verify token (constant time).
     pub fn verify_token_matches(&self, token: &str) -> bool {
         super::routes::same_secret(token, &self.s.verify_token)
+    }
+}
+
+/// What the outcome of `card` (a settled card: its outcome is its last
+/// line) says in a reply to its message: the title and the outcome.
+fn outcome_text(card: &Card) -> String {
+    match card.lines.last() {
+        Some(outcome) => format!("{}\n{outcome}", card.title),
+        None => card.title.clone(),
     }
 }
 
@@ -214,7 +226,20 @@ async fn handle_message(c: &Connectors, w: &WhatsApp, m: &Value, now: i64) {
     {
         match Verb::parse(button) {
             Some((verb, item)) => {
-                decide::decide(&c.gate, format!("whatsapp:{from}"), verb, item, fits).await
+                // The message tapped may be a copy nobody knew of (a post
+                // whose answer was lost): it gets the outcome too, which
+                // then answers the tap.
+                let chat = format!("{PREFIX}{from}");
+                let told = match m.pointer("/context/id").and_then(Value::as_str) {
+                    Some(ctx) => super::outbox::learned(c, &chat, item, ctx).await,
+                    None => false,
+                };
+                let answer =
+                    decide::decide(&c.gate, format!("whatsapp:{from}"), verb, item, fits).await;
+                if told && answer == "Already decided." {
+                    return;
+                }
+                answer
             }
             None => "Unknown button.".to_owned(),
         }
@@ -233,6 +258,11 @@ async fn handle_message(c: &Connectors, w: &WhatsApp, m: &Value, now: i64) {
     } else {
         return;
     };
+    // A decision just made is told by the outcome, sent to every
+    // approver as a reply to the card: one message, not two.
+    if decide::shown_by_the_edit(&answer) {
+        return;
+    }
     let body = WhatsApp::text_message(&from, &answer, Some(id));
     let (http, url, auth) = (c.http.clone(), w.url(), w.auth());
     c.notice("whatsapp answer", async move {

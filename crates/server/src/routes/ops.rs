@@ -28,6 +28,11 @@ pub struct Health {
     pub status: String,
     /// Daemon version.
     pub version: String,
+    /// What works less than it should without making the daemon unready
+    /// (`/readyz` only): a chat connector that receives nothing, keyed
+    /// `connectors.<chat>`. Absent when all is well.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// The process is up.
@@ -37,6 +42,7 @@ pub async fn healthz() -> axum::Json<Health> {
     axum::Json(Health {
         status: "ok".to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
+        details: None,
     })
 }
 
@@ -62,9 +68,19 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<axum::Json<Healt
             ApiError::unavailable("database not ready")
         }
     })?;
+    // A chat that receives nothing does not stop the gate: shown, not
+    // unready.
+    let problems: std::collections::BTreeMap<String, String> = state
+        .connectors()
+        .map(|c| c.problems())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(chat, what)| (format!("connectors.{chat}"), what))
+        .collect();
     Ok(axum::Json(Health {
         status: "ready".to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
+        details: (!problems.is_empty()).then_some(problems),
     }))
 }
 

@@ -14,14 +14,14 @@ use super::fake::{Call, Fake};
 use super::gateway_fake::{FakeGateway, SESSION, ops, snowflake, snowflake_at};
 use super::{Daemon, action, assert_retried, events_text, pending, wait_status};
 
-const APPROVER: &str = "111";
+pub(super) const APPROVER: &str = "111";
 const ROLE: &str = "999";
 
-fn key() -> SigningKey {
+pub(super) fn key() -> SigningKey {
     SigningKey::from_bytes(&[7u8; 32])
 }
 
-async fn spawn(fake: &Fake) -> TestApp {
+pub(super) async fn spawn(fake: &Fake) -> TestApp {
     let base = fake.base.clone();
     let app = TestApp::spawn_with(move |s| {
         let d = &mut s.connectors.discord;
@@ -37,7 +37,7 @@ async fn spawn(fake: &Fake) -> TestApp {
     app
 }
 
-fn interaction(id: &str, user: &str, roles: &[&str], custom_id: &str) -> String {
+pub(super) fn interaction(id: &str, user: &str, roles: &[&str], custom_id: &str) -> String {
     json!({
         "id": id,
         "type": 3,
@@ -47,7 +47,7 @@ fn interaction(id: &str, user: &str, roles: &[&str], custom_id: &str) -> String 
     .to_string()
 }
 
-async fn post(app: &TestApp, key: &SigningKey, ts: i64, body: &str) -> (u16, Value) {
+pub(super) async fn post(app: &TestApp, key: &SigningKey, ts: i64, body: &str) -> (u16, Value) {
     let sig = key.sign(format!("{ts}{body}").as_bytes());
     let resp = app
         .client
@@ -190,7 +190,7 @@ async fn spawn_gateway(fake: &Fake, gw: &FakeGateway) -> TestApp {
 }
 
 /// An `INTERACTION_CREATE` of a button click, as the Gateway sends it.
-fn click(id: &str, user: &str, roles: &[&str], custom_id: &str) -> Value {
+pub(super) fn click(id: &str, user: &str, roles: &[&str], custom_id: &str) -> Value {
     json!({
         "id": id,
         "application_id": "1001",

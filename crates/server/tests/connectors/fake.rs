@@ -2,7 +2,13 @@
 //! Discord HTTP API, WhatsApp Cloud API), told apart by path: it records
 //! every call, answers like the real one, queues Telegram updates for
 //! `getUpdates`, and fails the next posts, answers slowly or never on
-//! demand.
+//! demand, or takes a post and cuts the connection before the answer (an
+//! answer lost). Like the real ones, Slack finds a message again by its
+//! metadata (`conversations.history`), Discord answers a post with a nonce
+//! it saw (`enforce_nonce`) with the message made the first time, and
+//! Telegram's `getUpdates` answers 409 while a webhook is set.
+
+use std::collections::HashMap;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -25,6 +31,10 @@ pub struct Call {
     pub at: Instant,
     /// The id the fake answered with; -1 when it failed the call.
     pub answered: i64,
+    /// The request's `Content-Type`.
+    pub content_type: Option<String>,
+    /// The request's `User-Agent`.
+    pub user_agent: Option<String>,
 }
 
 #[derive(Default)]
@@ -37,6 +47,16 @@ struct Inner {
     ids: AtomicI64,
     /// What `GET /gateway/bot` answers with as the Gateway's URL.
     gateway: Mutex<String>,
+    /// The next posts taken (the message made) whose answer is cut off.
+    lose_answers: AtomicUsize,
+    /// Slack's messages, oldest first: `ts` and metadata.
+    slack_messages: Mutex<Vec<(String, Value)>>,
+    /// Discord's nonces seen (with `enforce_nonce`) and their message ids.
+    nonces: Mutex<HashMap<String, i64>>,
+    /// A Telegram webhook is set: `getUpdates` answers 409.
+    webhook: AtomicBool,
+    /// `getUpdates` answers 409 whatever is set (another poller).
+    conflict: AtomicBool,
 }
 
 #[derive(Clone)]
@@ -68,6 +88,23 @@ impl Fake {
     /// The next `n` posts of a message answer 500.
     pub fn fail_posts(&self, n: usize) {
         self.inner.fail_posts.store(n, Ordering::SeqCst);
+    }
+
+    /// The next `n` posts make their message and then lose the answer:
+    /// the connection is cut before the body is sent.
+    pub fn lose_answers(&self, n: usize) {
+        self.inner.lose_answers.store(n, Ordering::SeqCst);
+    }
+
+    /// A Telegram webhook is set (`true`) or not, as `setWebhook` and
+    /// `deleteWebhook` leave it.
+    pub fn set_webhook(&self, on: bool) {
+        self.inner.webhook.store(on, Ordering::SeqCst);
+    }
+
+    /// `getUpdates` answers 409 whatever is set (`false`: as usual).
+    pub fn conflict(&self, on: bool) {
+        self.inner.conflict.store(on, Ordering::SeqCst);
     }
 
     /// Every later call (but `getUpdates`) answers only after `ms`.
@@ -129,10 +166,14 @@ async fn answer(
 ) -> Response {
     let path = uri.path().to_owned();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let auth = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let auth = header("authorization");
+    let (content_type, user_agent) = (header("content-type"), header("user-agent"));
     if inner.hang.load(Ordering::SeqCst) {
         inner.calls.lock().unwrap().push(Call {
             method: method.to_string(),
@@ -141,8 +182,26 @@ async fn answer(
             body: body.clone(),
             at: Instant::now(),
             answered: -1,
+            content_type,
+            user_agent,
         });
         return std::future::pending().await;
+    }
+    if path.ends_with("/setWebhook") || path.ends_with("/deleteWebhook") {
+        inner
+            .webhook
+            .store(path.ends_with("/setWebhook"), Ordering::SeqCst);
+    }
+    if path.ends_with("/getUpdates")
+        && (inner.webhook.load(Ordering::SeqCst) || inner.conflict.load(Ordering::SeqCst))
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        return (
+            StatusCode::CONFLICT,
+            axum::Json(json!({"ok": false, "error_code": 409,
+                "description": "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"})),
+        )
+            .into_response();
     }
     if path.ends_with("/getUpdates") {
         let ups: Vec<Value> = std::mem::take(&mut *inner.updates.lock().unwrap());
@@ -162,7 +221,31 @@ async fn answer(
         body,
         at: Instant::now(),
         answered: -1,
+        content_type,
+        user_agent,
     };
+    if path.ends_with("/conversations.history") {
+        call.answered = 0;
+        inner.calls.lock().unwrap().push(call);
+        let with_metadata = uri
+            .query()
+            .is_some_and(|q| q.contains("include_all_metadata=true"));
+        let messages: Vec<Value> = inner
+            .slack_messages
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .map(|(ts, metadata)| {
+                let mut m = json!({"type": "message", "ts": ts});
+                if with_metadata && !metadata.is_null() {
+                    m["metadata"] = metadata.clone();
+                }
+                m
+            })
+            .collect();
+        return ok(json!({"ok": true, "messages": messages, "has_more": false}));
+    }
     if path.ends_with("/gateway/bot") {
         call.answered = 0;
         inner.calls.lock().unwrap().push(call);
@@ -183,9 +266,42 @@ async fn answer(
         inner.calls.lock().unwrap().push(call);
         return (StatusCode::INTERNAL_SERVER_ERROR, "down").into_response();
     }
-    let id = inner.ids.fetch_add(1, Ordering::SeqCst);
+    // Discord: a nonce seen before (enforced) answers with its message.
+    let nonce = (is_post && call.body["enforce_nonce"] == true)
+        .then(|| call.body["nonce"].as_str().map(str::to_owned))
+        .flatten();
+    let known = nonce
+        .as_ref()
+        .and_then(|n| inner.nonces.lock().unwrap().get(n).copied());
+    let id = known.unwrap_or_else(|| inner.ids.fetch_add(1, Ordering::SeqCst));
+    if let Some(n) = nonce {
+        inner.nonces.lock().unwrap().insert(n, id);
+    }
     call.answered = id;
+    if path.ends_with("/chat.postMessage") {
+        inner
+            .slack_messages
+            .lock()
+            .unwrap()
+            .push((format!("1700000000.{id}"), call.body["metadata"].clone()));
+    }
     inner.calls.lock().unwrap().push(call);
+    if is_post
+        && inner
+            .lose_answers
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    {
+        // The message is made; the connection is cut before the answer.
+        let cut = futures::stream::once(async {
+            Err::<Bytes, std::io::Error>(std::io::Error::other("connection cut"))
+        });
+        return (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            axum::body::Body::from_stream(cut),
+        )
+            .into_response();
+    }
     if path.ends_with("/sendMessage") {
         ok(json!({"ok": true, "result": {"message_id": id}}))
     } else if path.contains("/bot") {

@@ -9,10 +9,10 @@ use super::common::TestApp;
 use super::fake::{Call, Fake};
 use super::{action, assert_retried, pending, wait_status};
 
-const SECRET: &str = "slack-signing-secret";
-const APPROVER: &str = "U42";
+pub(super) const SECRET: &str = "slack-signing-secret";
+pub(super) const APPROVER: &str = "U42";
 
-async fn spawn(fake: &Fake) -> TestApp {
+pub(super) async fn spawn(fake: &Fake) -> TestApp {
     let base = fake.base.clone();
     let app = TestApp::spawn_with(move |s| {
         let c = &mut s.connectors.slack;
@@ -27,13 +27,13 @@ async fn spawn(fake: &Fake) -> TestApp {
     app
 }
 
-fn signed(secret: &str, ts: i64, body: &str) -> String {
+pub(super) fn signed(secret: &str, ts: i64, body: &str) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
     mac.update(format!("v0:{ts}:{body}").as_bytes());
     format!("v0={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-fn click(user: &str, action_id: &str, ts: &str) -> String {
+pub(super) fn click(user: &str, action_id: &str, ts: &str) -> String {
     let payload = json!({
         "type": "block_actions",
         "user": {"id": user},
@@ -43,7 +43,7 @@ fn click(user: &str, action_id: &str, ts: &str) -> String {
     serde_urlencoded::to_string([("payload", payload.to_string())]).unwrap()
 }
 
-async fn post(app: &TestApp, body: &str, ts: i64, sig: &str) -> u16 {
+pub(super) async fn post(app: &TestApp, body: &str, ts: i64, sig: &str) -> u16 {
     app.client
         .post(format!("{}/v1/connectors/slack/interactivity", app.base))
         .header("content-type", "application/x-www-form-urlencoded")

@@ -9,10 +9,10 @@ use super::common::TestApp;
 use super::fake::Fake;
 use super::{Daemon, action, assert_retried, events_text, pending, request_latency, wait_status};
 
-const APPROVER: i64 = 42;
-const CHAT: i64 = -1001;
+pub(super) const APPROVER: i64 = 42;
+pub(super) const CHAT: i64 = -1001;
 
-async fn spawn(
+pub(super) async fn spawn(
     fake: &Fake,
     tweak: impl FnOnce(&mut actiongate_server::config::Settings),
 ) -> TestApp {
@@ -33,7 +33,7 @@ async fn spawn(
 
 /// Waits for the message of action `id` (its buttons name it) to be sent
 /// and recorded; its body and message id.
-async fn sent(fake: &Fake, id: &str) -> (Value, i64) {
+pub(super) async fn sent(fake: &Fake, id: &str) -> (Value, i64) {
     let calls = fake
         .wait_for("/sendMessage", "the action's message", |c| {
             c.iter()
@@ -54,13 +54,12 @@ async fn message_of(fake: &Fake, id: &str) -> Value {
     sent(fake, id).await.0
 }
 
-fn tap(update_id: i64, query: &str, from: i64, data: &str) -> Value {
+pub(super) fn tap(update_id: i64, query: &str, from: i64, data: &str) -> Value {
     json!({
         "update_id": update_id,
         "callback_query": {
             "id": query,
             "from": {"id": from, "is_bot": false, "first_name": "T"},
-            "message": {"message_id": 1, "chat": {"id": CHAT}},
             "chat_instance": "1",
             "data": data,
         }

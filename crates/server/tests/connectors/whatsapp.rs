@@ -9,10 +9,10 @@ use super::common::TestApp;
 use super::fake::{Call, Fake};
 use super::{action, assert_retried, pending, wait_status};
 
-const SECRET: &str = "meta-app-secret";
-const PHONE: &str = "15550100";
+pub(super) const SECRET: &str = "meta-app-secret";
+pub(super) const PHONE: &str = "15550100";
 
-async fn spawn(fake: &Fake) -> TestApp {
+pub(super) async fn spawn(fake: &Fake) -> TestApp {
     let base = fake.base.clone();
     let app = TestApp::spawn_with(move |s| {
         let w = &mut s.connectors.whatsapp;
@@ -28,7 +28,7 @@ async fn spawn(fake: &Fake) -> TestApp {
     app
 }
 
-fn message(id: &str, from: &str, content: Value) -> String {
+pub(super) fn message(id: &str, from: &str, content: Value) -> String {
     let mut m = json!({
         "from": from,
         "id": id,
@@ -47,7 +47,7 @@ fn message(id: &str, from: &str, content: Value) -> String {
     .to_string()
 }
 
-async fn post(app: &TestApp, secret: &str, body: &str) -> u16 {
+pub(super) async fn post(app: &TestApp, secret: &str, body: &str) -> u16 {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
     mac.update(body.as_bytes());
     app.client

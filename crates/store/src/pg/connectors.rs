@@ -158,6 +158,16 @@ impl Postgres {
             .bind(id)
             .execute(&mut *tx)
             .await?;
+            sqlx::query(
+                "INSERT INTO connector_copies (chat, message_ref, item, created_at) \
+                 SELECT chat, $1, item, $2 FROM connector_outbox WHERE id = $3 \
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(r)
+            .bind(to_ms(now()))
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         }
         sqlx::query("DELETE FROM connector_outbox WHERE id = $1")
             .bind(id)
@@ -212,12 +222,97 @@ impl Postgres {
         message_ref: &str,
     ) -> Result<Option<String>, StoreError> {
         Ok(sqlx::query_scalar(
-            "SELECT item FROM connector_messages WHERE chat = $1 AND message_ref = $2",
+            "SELECT item FROM connector_copies WHERE chat = $1 AND message_ref = $2",
         )
         .bind(chat)
         .bind(message_ref)
         .fetch_optional(&self.pool)
         .await?)
+    }
+
+    /// The ids of `item`'s messages in `chat` its outcome has not edited
+    /// yet, oldest first.
+    pub async fn connector_unedited(
+        &self,
+        chat: &str,
+        item: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT message_ref FROM connector_copies \
+             WHERE item = $1 AND chat = $2 AND edited = 0 ORDER BY created_at, message_ref",
+        )
+        .bind(item)
+        .bind(chat)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Message `message_ref` of `chat` shows its item's outcome (or its
+    /// edit was given up).
+    pub async fn connector_copy_edited(
+        &self,
+        chat: &str,
+        message_ref: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE connector_copies SET edited = 1 WHERE chat = $1 AND message_ref = $2")
+            .bind(chat)
+            .bind(message_ref)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Records `message_ref` as one more message of `item` in `chat` when
+    /// `item` has a message there; whether it was not known before.
+    pub async fn connector_learn_copy(
+        &self,
+        chat: &str,
+        item: &str,
+        message_ref: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO connector_copies (chat, message_ref, item, created_at) \
+             SELECT chat, $1, item, $2 FROM connector_messages WHERE chat = $3 AND item = $4 \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(message_ref)
+        .bind(to_ms(now()))
+        .bind(chat)
+        .bind(item)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Queues one more outcome edit of `item`'s messages in `chat` (for a
+    /// copy learned after the outcome): it edits the ones not edited yet.
+    pub async fn connector_edit_again(
+        &self,
+        chat: &str,
+        item: &str,
+        body: String,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        sqlx::query("UPDATE connector_messages SET settled = 1 WHERE chat = $1 AND item = $2")
+            .bind(chat)
+            .bind(item)
+            .execute(&mut *tx)
+            .await?;
+        queue(&mut tx, chat, item, "edit", &body, to_ms(now())).await?;
+        self.commit(tx, Vec::new()).await?;
+        Ok(())
+    }
+
+    /// Whether the post of `item`'s message in `chat` is still queued.
+    pub async fn connector_post_queued(&self, chat: &str, item: &str) -> Result<bool, StoreError> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM connector_outbox WHERE chat = $1 AND item = $2 AND kind = 'post'",
+        )
+        .bind(chat)
+        .bind(item)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(n > 0)
     }
 
     /// A value `chat` keeps.
