@@ -261,6 +261,13 @@ contract! {
     /// limit.
     pub async fn record_limit_reached(&self, agent: &str, data: actiongate_api::model::Json) -> Result<(), StoreError>;
 
+    // receipts
+    /// The receipt signing key every daemon on this database shares;
+    /// `candidate` becomes it when none is stored yet.
+    pub async fn receipt_key(&self, candidate: crate::receipts::StoredReceiptKey) -> Result<crate::receipts::StoredReceiptKey, StoreError>;
+    /// The params of an action as its agent sent them (`None`: decision-only).
+    pub async fn action_params(&self, id: &str) -> Result<Option<String>, StoreError>;
+
     // subscriptions
     /// Stores a subscription; it receives events committed from now on.
     pub async fn create_subscription(&self, new: NewSubscription) -> Result<Subscription, StoreError>;
