@@ -24,6 +24,7 @@ mod outbound;
 mod pending_limit;
 mod policy_corpus;
 mod readme;
+mod receipts;
 mod results;
 mod sensitive;
 mod visible;

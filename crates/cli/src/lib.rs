@@ -19,6 +19,7 @@ pub mod http;
 pub mod mcp;
 pub mod outbox;
 pub mod output;
+pub mod receipt;
 pub mod tail;
 pub mod visible;
 
@@ -114,6 +115,9 @@ pub enum ClientCommand {
     /// Model Context Protocol: gate the tools of any MCP server.
     #[command(subcommand)]
     Mcp(mcp::McpCommand),
+    /// Signed decision receipts: print the daemon's key, verify one offline.
+    #[command(subcommand)]
+    Receipt(receipt::ReceiptCommand),
 }
 
 /// Runs a client command; the process exit code.
@@ -134,6 +138,7 @@ pub async fn run(cmd: ClientCommand) -> ExitCode {
         ClientCommand::Hook(hook::HookCommand::ClaudeCode(a)) => hook::claude_code(a).await,
         ClientCommand::Outbox(outbox::OutboxCommand::Follow(a)) => outbox::follow(a).await,
         ClientCommand::Mcp(mcp::McpCommand::Proxy(a)) => mcp::proxy(a).await,
+        ClientCommand::Receipt(c) => receipt::run(c).await,
     };
     exit.into()
 }

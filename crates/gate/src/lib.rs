@@ -42,6 +42,8 @@ pub mod notify;
 pub mod outbound;
 mod pending_limit;
 pub mod policy;
+pub mod receipts;
+pub mod replay;
 pub mod retention;
 pub mod revocations;
 pub mod sign;
@@ -155,6 +157,8 @@ struct Inner {
     notify_transport: Arc<dyn Transport>,
     shutdown: CancellationToken,
     pending_limit: pending_limit::PendingLimit,
+    /// The receipt signing key, read (or made) on first use.
+    receipt_signer: tokio::sync::OnceCell<actiongate_receipt::ReceiptSigner>,
 }
 
 impl Gate {
@@ -188,6 +192,7 @@ impl Gate {
             notify_transport,
             shutdown,
             pending_limit: pending_limit::PendingLimit::default(),
+            receipt_signer: tokio::sync::OnceCell::new(),
         }))
     }
 

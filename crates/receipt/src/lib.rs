@@ -239,6 +239,12 @@ pub struct ReceiptVerifier {
     kid: String,
 }
 
+impl std::fmt::Debug for ReceiptVerifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ReceiptVerifier({})", self.kid)
+    }
+}
+
 impl ReceiptVerifier {
     /// The verifier of a JWK as [`ReceiptSigner::jwk`] gives it.
     pub fn from_jwk(jwk: &Value) -> Result<ReceiptVerifier, ReceiptError> {
@@ -322,7 +328,10 @@ mod tests {
             let orig = bytes[i];
             bytes[i] = if orig == b'A' { b'B' } else { b'A' };
             let changed = String::from_utf8(bytes.clone()).unwrap();
-            assert!(v.verify(&changed).is_err(), "byte {i} changed still verifies");
+            assert!(
+                v.verify(&changed).is_err(),
+                "byte {i} changed still verifies"
+            );
             bytes[i] = orig;
         }
     }
@@ -332,7 +341,12 @@ mod tests {
         let s = ReceiptSigner::from_seed(&[7; 32]).unwrap();
         let other = ReceiptSigner::from_seed(&[8; 32]).unwrap();
         let r = s.sign(&claims()).unwrap();
-        assert!(ReceiptVerifier::from_jwk(&other.jwk()).unwrap().verify(&r).is_err());
+        assert!(
+            ReceiptVerifier::from_jwk(&other.jwk())
+                .unwrap()
+                .verify(&r)
+                .is_err()
+        );
     }
 
     #[test]
@@ -343,9 +357,14 @@ mod tests {
 
     #[test]
     fn canonical_json_sorts_keys_at_every_level() {
-        let a: Value = serde_json::from_str(r#"{"b":1,"a":{"z":[1,{"y":2,"x":3}],"c":"é"}}"#).unwrap();
-        assert_eq!(canonical_json(&a), r#"{"a":{"c":"é","z":[1,{"x":3,"y":2}]},"b":1}"#);
-        let b: Value = serde_json::from_str(r#"{"a":{"z":[1,{"x":3,"y":2}],"c":"é"},"b":1}"#).unwrap();
+        let a: Value =
+            serde_json::from_str(r#"{"b":1,"a":{"z":[1,{"y":2,"x":3}],"c":"é"}}"#).unwrap();
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"c":"é","z":[1,{"x":3,"y":2}]},"b":1}"#
+        );
+        let b: Value =
+            serde_json::from_str(r#"{"a":{"z":[1,{"x":3,"y":2}],"c":"é"},"b":1}"#).unwrap();
         assert_eq!(params_digest(&a), params_digest(&b));
     }
 

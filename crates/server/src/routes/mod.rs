@@ -11,6 +11,8 @@ pub mod handlers;
 pub mod keys;
 pub mod ops;
 pub mod presets;
+pub mod receipts;
+pub mod replay;
 pub mod results;
 pub mod subscriptions;
 pub mod tools;
@@ -33,6 +35,8 @@ pub fn router() -> Router<AppState> {
         .merge(results::router())
         .merge(keys::router())
         .merge(presets::router())
+        .merge(receipts::router())
+        .merge(replay::router())
         .merge(ops::router())
         .merge(events::router())
         .merge(subscriptions::router())
