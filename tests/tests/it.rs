@@ -25,6 +25,7 @@ mod pending_limit;
 mod policy_corpus;
 mod readme;
 mod receipts;
+mod replay;
 mod results;
 mod sensitive;
 mod visible;
