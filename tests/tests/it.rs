@@ -12,6 +12,7 @@ mod cluster_dispatch;
 mod cluster_mcp;
 mod cluster_restart;
 mod daemon;
+mod examples;
 mod executor_crash;
 mod executor_modes;
 mod faults;

@@ -181,7 +181,8 @@ impl Gate {
         let profile = match profile {
             None | Some(serde_json::Value::Null) => None,
             Some(json) => {
-                compile_profile(&json)?;
+                let profile = compile_profile(&json)?;
+                crate::examples::check_examples(&profile)?;
                 Some(json)
             }
         };

@@ -35,6 +35,7 @@ pub mod decisions;
 pub mod dispatch;
 pub mod error;
 pub mod events;
+pub mod examples;
 pub mod grant_requests;
 pub mod grants;
 pub mod handler_spec;

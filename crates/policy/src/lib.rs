@@ -40,6 +40,7 @@
 //!   multi-line details ask rather than fall through to deny.
 
 pub mod decide;
+pub mod examples;
 pub mod expiry;
 pub mod grant;
 pub mod pattern;

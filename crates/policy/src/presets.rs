@@ -25,6 +25,7 @@ fn lists(allow: &[&str], ask: &[&str]) -> CustomProfile {
         ask: ask.iter().map(|p| (*p).to_owned()).collect(),
         deny: Vec::new(),
         shell_tools: Vec::new(),
+        examples: Default::default(),
     }
 }
 

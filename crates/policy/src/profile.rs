@@ -130,6 +130,10 @@ pub struct CustomProfile {
     /// command to be judged command by command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shell_tools: Vec<String>,
+    /// Actions it must allow, ask and deny, checked when it is set
+    /// ([`crate::examples`]).
+    #[serde(default, skip_serializing_if = "crate::examples::Examples::is_empty")]
+    pub examples: crate::examples::Examples,
 }
 
 /// Why a profile could not be built.
@@ -376,6 +380,7 @@ mod tests {
             ask: vec!["ok".into()],
             deny: vec!["fine".into(), "bad(".into()],
             shell_tools: vec![],
+            examples: Default::default(),
         })
         .unwrap_err();
         let ProfileError::InvalidPattern {
@@ -402,6 +407,7 @@ mod tests {
     fn shell_tools_extend_the_defaults() {
         let p = Profile::custom(CustomProfile {
             shell_tools: vec!["Bash".into()],
+            examples: Default::default(),
             ..CustomProfile::default()
         })
         .unwrap();

@@ -21,6 +21,7 @@ fn profile(allow: &[&str], ask: &[&str], deny: &[&str]) -> Profile {
         ask: v(ask),
         deny: v(deny),
         shell_tools: vec![],
+        examples: Default::default(),
     })
     .unwrap()
 }
@@ -248,6 +249,7 @@ fn shell_tools_of_the_profile_are_parsed() {
         ask: vec![],
         deny: vec![],
         shell_tools: vec!["Bash".into()],
+        examples: Default::default(),
     })
     .unwrap();
     assert_eq!(check("tool:Bash:ls -la; rm -rf ~", &shell), Verdict::Deny);

@@ -14,6 +14,7 @@ fn profile(allow: &[&str], ask: &[&str]) -> Profile {
         ask: ask.iter().map(|s| (*s).to_owned()).collect(),
         deny: vec![],
         shell_tools: vec![],
+        examples: Default::default(),
     })
     .unwrap()
 }
@@ -290,6 +291,7 @@ fn test_invalid_regex_raises_at_construction() {
         ask: vec![],
         deny: vec![],
         shell_tools: vec![],
+        examples: Default::default(),
     })
     .unwrap_err();
     assert!(
@@ -347,6 +349,7 @@ fn test_profile_serialization_to_dict() {
         ask: vec![],
         deny: vec!["tool:x:.*".into()],
         shell_tools: vec!["Bash".into()],
+        examples: Default::default(),
     })
     .unwrap();
     assert_eq!(

@@ -16,6 +16,7 @@ fn deny_touch() -> Profile {
         ask: v(&["tool:(bash|sh|git):.*"]),
         deny: v(&["tool:(bash|sh|git):touch( .*)?"]),
         shell_tools: vec![],
+        examples: Default::default(),
     })
     .unwrap()
 }

@@ -13,6 +13,7 @@ fn custom() -> Profile {
         ask: vec![],
         deny: vec![],
         shell_tools: vec![],
+        examples: Default::default(),
     })
     .unwrap()
 }

@@ -15,6 +15,7 @@ fn profile(allow: &[&str], ask: &[&str], deny: &[&str]) -> Profile {
         ask: v(ask),
         deny: v(deny),
         shell_tools: vec!["zsh".into()],
+        examples: Default::default(),
     })
     .unwrap()
 }
@@ -179,6 +180,7 @@ proptest! {
             ask,
             deny,
             shell_tools: vec!["zsh".into()],
+            examples: Default::default(),
         })
         .unwrap();
         let action = format!("tool:{tool}:{detail}");
