@@ -24,6 +24,7 @@ mod metrics;
 mod outbound;
 mod pending_limit;
 mod policy_corpus;
+mod rate_limits;
 mod readme;
 mod receipts;
 mod replay;

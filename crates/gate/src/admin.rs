@@ -60,6 +60,20 @@ pub fn compile_profile(json: &serde_json::Value) -> GateResult<Profile> {
             format!("a preset name or {{allow, ask, deny?}}: {e}"),
         )
     })?;
+    if let ProfileSpec::Custom(c) = &spec {
+        let errors = actiongate_policy::rate::limit_errors(c);
+        if !errors.is_empty() {
+            return Err(GateError::invalid_fields(
+                errors
+                    .into_iter()
+                    .map(|(field, message)| actiongate_api::FieldError {
+                        field: format!("profile.{field}"),
+                        message,
+                    })
+                    .collect(),
+            ));
+        }
+    }
     Profile::from_spec(spec).map_err(|e| match e {
         ProfileError::InvalidPattern {
             list,

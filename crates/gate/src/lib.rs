@@ -43,6 +43,7 @@ pub mod notify;
 pub mod outbound;
 mod pending_limit;
 pub mod policy;
+mod rate;
 pub mod receipts;
 pub mod replay;
 pub mod retention;

@@ -46,6 +46,7 @@ pub mod grant;
 pub mod pattern;
 pub mod presets;
 pub mod profile;
+pub mod rate;
 pub mod remember;
 pub mod reply;
 pub mod shell;

@@ -26,6 +26,8 @@ fn lists(allow: &[&str], ask: &[&str]) -> CustomProfile {
         deny: Vec::new(),
         shell_tools: Vec::new(),
         examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     }
 }
 

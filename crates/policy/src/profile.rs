@@ -134,6 +134,13 @@ pub struct CustomProfile {
     /// ([`crate::examples`]).
     #[serde(default, skip_serializing_if = "crate::examples::Examples::is_empty")]
     pub examples: crate::examples::Examples,
+    /// At most this many actions an hour allowed by the allow patterns;
+    /// past it they ask ([`crate::rate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_per_hour: Option<u32>,
+    /// Limits per allow pattern.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rule_limits: Vec<crate::rate::RuleLimit>,
 }
 
 /// Why a profile could not be built.
@@ -381,6 +388,8 @@ mod tests {
             deny: vec!["fine".into(), "bad(".into()],
             shell_tools: vec![],
             examples: Default::default(),
+            max_per_hour: None,
+            rule_limits: Vec::new(),
         })
         .unwrap_err();
         let ProfileError::InvalidPattern {
@@ -408,6 +417,8 @@ mod tests {
         let p = Profile::custom(CustomProfile {
             shell_tools: vec!["Bash".into()],
             examples: Default::default(),
+            max_per_hour: None,
+            rule_limits: Vec::new(),
             ..CustomProfile::default()
         })
         .unwrap();

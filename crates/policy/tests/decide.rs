@@ -22,6 +22,8 @@ fn profile(allow: &[&str], ask: &[&str], deny: &[&str]) -> Profile {
         deny: v(deny),
         shell_tools: vec![],
         examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     })
     .unwrap()
 }
@@ -250,6 +252,8 @@ fn shell_tools_of_the_profile_are_parsed() {
         deny: vec![],
         shell_tools: vec!["Bash".into()],
         examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     })
     .unwrap();
     assert_eq!(check("tool:Bash:ls -la; rm -rf ~", &shell), Verdict::Deny);

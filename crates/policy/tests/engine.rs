@@ -15,6 +15,8 @@ fn profile(allow: &[&str], ask: &[&str]) -> Profile {
         deny: vec![],
         shell_tools: vec![],
         examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     })
     .unwrap()
 }
@@ -292,6 +294,8 @@ fn test_invalid_regex_raises_at_construction() {
         deny: vec![],
         shell_tools: vec![],
         examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     })
     .unwrap_err();
     assert!(
@@ -350,6 +354,8 @@ fn test_profile_serialization_to_dict() {
         deny: vec!["tool:x:.*".into()],
         shell_tools: vec!["Bash".into()],
         examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     })
     .unwrap();
     assert_eq!(

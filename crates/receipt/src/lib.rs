@@ -294,6 +294,7 @@ impl ReceiptVerifier {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn claims() -> ReceiptClaims {

@@ -261,6 +261,12 @@ contract! {
     /// limit.
     pub async fn record_limit_reached(&self, agent: &str, data: actiongate_api::model::Json) -> Result<(), StoreError>;
 
+    // rate
+    /// Takes one slot of each `(key, max_per_hour)` of `agent` at `at`, all
+    /// or none: `None` when taken, else the first key at its maximum over
+    /// the hour before `at`.
+    pub async fn rate_take(&self, agent: &str, limits: Vec<(String, i64)>, at: DateTime<Utc>) -> Result<Option<String>, StoreError>;
+
     // receipts
     /// The receipt signing key every daemon on this database shares;
     /// `candidate` becomes it when none is stored yet.

@@ -43,6 +43,7 @@ mod keys;
 pub mod limits;
 mod pg;
 mod quick;
+mod rate;
 pub mod receipts;
 mod row;
 mod settle;

@@ -16,6 +16,8 @@ fn profile(allow: &[&str], ask: &[&str], deny: &[&str]) -> Profile {
         deny: v(deny),
         shell_tools: vec!["zsh".into()],
         examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     })
     .unwrap()
 }
@@ -181,6 +183,8 @@ proptest! {
             deny,
             shell_tools: vec!["zsh".into()],
             examples: Default::default(),
+            max_per_hour: None,
+            rule_limits: Vec::new(),
         })
         .unwrap();
         let action = format!("tool:{tool}:{detail}");
