@@ -30,4 +30,5 @@ mod receipts;
 mod replay;
 mod results;
 mod sensitive;
+mod sessions;
 mod visible;

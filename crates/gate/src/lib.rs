@@ -48,6 +48,7 @@ pub mod receipts;
 pub mod replay;
 pub mod retention;
 pub mod revocations;
+pub mod sessions;
 pub mod sign;
 pub mod storage;
 pub mod subscriptions;
