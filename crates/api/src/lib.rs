@@ -12,6 +12,8 @@ pub mod grants;
 pub mod handlers;
 pub mod model;
 pub mod problem;
+pub mod receipts;
+pub mod replay;
 pub mod rfc3339;
 pub mod teams;
 

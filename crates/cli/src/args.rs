@@ -183,4 +183,8 @@ pub struct CheckArgs {
     /// Tool-specific detail.
     #[arg(long)]
     pub detail: String,
+    /// A dry run of this profile (a JSON file: `{"allow": [...], ...}` or a
+    /// preset name as a JSON string) instead of the key's; needs an admin key.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<std::path::PathBuf>,
 }

@@ -402,12 +402,11 @@ pub async fn request(args: RequestArgs) -> Exit {
 pub async fn check(args: CheckArgs) -> Exit {
     guarded(async {
         let api = api(&args.common)?;
-        let answer = api
-            .post(
-                "/v1/check",
-                &json!({"tool": args.tool, "detail": args.detail}),
-            )
-            .await?;
+        let mut body = json!({"tool": args.tool, "detail": args.detail});
+        if let Some(path) = &args.profile {
+            body["profile"] = super::profile::read_profile(path)?;
+        }
+        let answer = api.post("/v1/check", &body).await?;
         let result = s(&answer, "result");
         if args.common.json {
             print_json(&answer);

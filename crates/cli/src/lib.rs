@@ -19,6 +19,8 @@ pub mod http;
 pub mod mcp;
 pub mod outbox;
 pub mod output;
+pub mod profile;
+pub mod receipt;
 pub mod tail;
 pub mod visible;
 
@@ -103,7 +105,8 @@ pub enum ClientCommand {
     Tail(tail::TailArgs),
     /// Request a decision-only action and optionally wait for the decision (agent key).
     Request(args::RequestArgs),
-    /// Ask what the policy would decide, storing nothing (agent key).
+    /// Ask what the policy would decide, storing nothing (agent key; with
+    /// `--profile FILE`, an admin key: a dry run of that profile).
     Check(args::CheckArgs),
     /// Hooks for agent runtimes.
     #[command(subcommand)]
@@ -114,6 +117,12 @@ pub enum ClientCommand {
     /// Model Context Protocol: gate the tools of any MCP server.
     #[command(subcommand)]
     Mcp(mcp::McpCommand),
+    /// Profiles: replay a candidate over an agent's history (admin key).
+    #[command(subcommand)]
+    Profile(profile::ProfileCommand),
+    /// Signed decision receipts: print the daemon's key, verify one offline.
+    #[command(subcommand)]
+    Receipt(receipt::ReceiptCommand),
 }
 
 /// Runs a client command; the process exit code.
@@ -134,6 +143,8 @@ pub async fn run(cmd: ClientCommand) -> ExitCode {
         ClientCommand::Hook(hook::HookCommand::ClaudeCode(a)) => hook::claude_code(a).await,
         ClientCommand::Outbox(outbox::OutboxCommand::Follow(a)) => outbox::follow(a).await,
         ClientCommand::Mcp(mcp::McpCommand::Proxy(a)) => mcp::proxy(a).await,
+        ClientCommand::Receipt(c) => receipt::run(c).await,
+        ClientCommand::Profile(c) => profile::run(c).await,
     };
     exit.into()
 }

@@ -66,6 +66,12 @@ pub struct Cli {
     /// Cap, in bytes, of what read_file returns.
     #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024)]
     pub read_cap: usize,
+    /// Run only what a human allowed: each delivery's signed receipt must
+    /// verify with this key (a JWK file, as `actiongate receipt key`
+    /// prints it) and bind exactly its action and params. A leaked webhook
+    /// secret then runs nothing.
+    #[arg(long, value_name = "JWK_FILE")]
+    pub require_human_receipt: Option<PathBuf>,
 }
 
 /// Runs the command line.
@@ -147,6 +153,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         read_cap: cli.read_cap,
         async_results,
         dedupe_retention_secs: DEFAULT_RETENTION_SECS,
+        require_human_receipt: match &cli.require_human_receipt {
+            Some(p) => Some(
+                crate::receipts::load_key(p)
+                    .map_err(|e| anyhow::anyhow!("--require-human-receipt: {e}"))?,
+            ),
+            None => None,
+        },
     })?;
     let mut out = std::io::stdout();
     writeln!(out, "actiongate-executor listening on {public_url}")?;

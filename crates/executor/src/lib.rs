@@ -16,6 +16,7 @@ pub mod dedupe;
 pub mod files;
 pub mod journal;
 pub mod paths;
+pub mod receipts;
 pub mod registration;
 pub mod server;
 pub mod signing;

@@ -60,6 +60,9 @@ pub struct Settings {
     pub async_results: Option<String>,
     /// Seconds a finished delivery is remembered (see [`crate::dedupe`]).
     pub dedupe_retention_secs: i64,
+    /// Run only deliveries whose signed receipt, checked with this key,
+    /// says a human allowed exactly them ([`crate::receipts`]).
+    pub require_human_receipt: Option<actiongate_receipt::ReceiptVerifier>,
 }
 
 /// Why the executor cannot start.
@@ -93,6 +96,7 @@ pub struct Executor {
     journal: Arc<Journal>,
     handler_id: Arc<str>,
     callback: Option<Callback>,
+    receipt_key: Option<Arc<actiongate_receipt::ReceiptVerifier>>,
 }
 
 impl Executor {
@@ -133,6 +137,7 @@ impl Executor {
             journal: Arc::new(journal),
             handler_id: Arc::from(s.handler_id.as_str()),
             callback,
+            receipt_key: s.require_human_receipt.clone().map(Arc::new),
         })
     }
 
@@ -173,6 +178,8 @@ struct Envelope {
     attempt: u32,
     #[serde(default)]
     deadline: Option<String>,
+    #[serde(default)]
+    receipt: Option<String>,
 }
 
 fn one() -> u32 {
@@ -238,6 +245,22 @@ async fn deliver(
         let outcome = Outcome::failure(journal::Status::Error, "bad_delivery", msg, Value::Null);
         ex.log(&env, &outcome);
         return reply(outcome.code, outcome.body);
+    }
+    if let Some(key) = &ex.receipt_key {
+        let delivered = crate::receipts::Delivered {
+            action_id: &env.action_id,
+            handler: &env.handler,
+            action: &env.action,
+            params: &env.params,
+            receipt: env.receipt.as_deref(),
+        };
+        if let Err(why) = crate::receipts::check(key, &delivered) {
+            tracing::warn!(action_id = %env.action_id, reason = %why, "refused a delivery without a valid human receipt");
+            let outcome =
+                Outcome::failure(journal::Status::Error, "no_human_receipt", why, Value::Null);
+            ex.log(&env, &outcome);
+            return reply(outcome.code, outcome.body);
+        }
     }
 
     // The rest runs in its own task: if the daemon hangs up (it crashed,

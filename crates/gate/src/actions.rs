@@ -170,6 +170,7 @@ impl Gate {
                     validate_tool(&t.tool)?;
                     check_len("detail", Some(&t.detail), MAX_DETAIL)?;
                     let decision = decide_tool(self, &agent, &t.tool, &t.detail).await?;
+                    let decision = self.rate_limited(&agent, decision).await?;
                     NewAction {
                         reason: t.reason,
                         idempotency_key: t.idempotency_key,
@@ -354,6 +355,7 @@ impl Gate {
             }),
         )
         .await?;
+        let decision = self.rate_limited(&agent, decision).await?;
         let params_view = action.masked(&h.params);
         let display = action.display(&params_view);
         let slot = if decision.result == DecisionResult::Allow {

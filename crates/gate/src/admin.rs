@@ -60,6 +60,20 @@ pub fn compile_profile(json: &serde_json::Value) -> GateResult<Profile> {
             format!("a preset name or {{allow, ask, deny?}}: {e}"),
         )
     })?;
+    if let ProfileSpec::Custom(c) = &spec {
+        let errors = actiongate_policy::rate::limit_errors(c);
+        if !errors.is_empty() {
+            return Err(GateError::invalid_fields(
+                errors
+                    .into_iter()
+                    .map(|(field, message)| actiongate_api::FieldError {
+                        field: format!("profile.{field}"),
+                        message,
+                    })
+                    .collect(),
+            ));
+        }
+    }
     Profile::from_spec(spec).map_err(|e| match e {
         ProfileError::InvalidPattern {
             list,
@@ -181,7 +195,8 @@ impl Gate {
         let profile = match profile {
             None | Some(serde_json::Value::Null) => None,
             Some(json) => {
-                compile_profile(&json)?;
+                let profile = compile_profile(&json)?;
+                crate::examples::check_examples(&profile)?;
                 Some(json)
             }
         };

@@ -392,6 +392,11 @@ async fn exchange(
         .await
         .map_err(|_| anyhow::anyhow!("handler '{handler_id}' is gone"))?;
     let secrets = gate.handler_secrets(handler_id).await?;
+    // The decision's signed receipt: an executor can check a human allowed
+    // exactly these params without trusting the webhook secret alone.
+    let receipt = gate
+        .sign_receipt(&crate::receipts::receipt_claims(a, Some(&c.params)))
+        .await?;
     let body = serde_json::to_vec(&json!({
         "type": "action.execute",
         "action_id": a.id,
@@ -401,6 +406,7 @@ async fn exchange(
         "agent": a.agent,
         "attempt": c.attempt,
         "deadline": a.deadline,
+        "receipt": receipt,
     }))?;
     let ts = Utc::now().timestamp();
     let signature = crate::sign::sign(&secrets, &a.id, ts, &body)?;

@@ -36,6 +36,7 @@ pub mod dispatch;
 pub mod error;
 pub mod escalation;
 pub mod events;
+pub mod examples;
 pub mod grant_requests;
 pub mod grants;
 pub mod handler_spec;
@@ -45,6 +46,9 @@ mod pending_limit;
 pub mod people;
 pub mod policy;
 pub mod quorum;
+mod rate;
+pub mod receipts;
+pub mod replay;
 pub mod retention;
 pub mod revocations;
 pub mod sessions;
@@ -159,6 +163,8 @@ struct Inner {
     notify_transport: Arc<dyn Transport>,
     shutdown: CancellationToken,
     pending_limit: pending_limit::PendingLimit,
+    /// The receipt signing key, read (or made) on first use.
+    receipt_signer: tokio::sync::OnceCell<actiongate_receipt::ReceiptSigner>,
 }
 
 impl Gate {
@@ -192,6 +198,7 @@ impl Gate {
             notify_transport,
             shutdown,
             pending_limit: pending_limit::PendingLimit::default(),
+            receipt_signer: tokio::sync::OnceCell::new(),
         }))
     }
 

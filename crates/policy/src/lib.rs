@@ -41,11 +41,13 @@
 
 pub mod approvals;
 pub mod decide;
+pub mod examples;
 pub mod expiry;
 pub mod grant;
 pub mod pattern;
 pub mod presets;
 pub mod profile;
+pub mod rate;
 pub mod remember;
 pub mod reply;
 pub mod shell;

@@ -26,6 +26,9 @@ fn lists(allow: &[&str], ask: &[&str]) -> CustomProfile {
         deny: Vec::new(),
         shell_tools: Vec::new(),
         approvals: vec![],
+        examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     }
 }
 

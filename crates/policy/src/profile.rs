@@ -135,6 +135,17 @@ pub struct CustomProfile {
     /// pattern matches the whole action string applies.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<crate::approvals::ApprovalRule>,
+    /// Actions it must allow, ask and deny, checked when it is set
+    /// ([`crate::examples`]).
+    #[serde(default, skip_serializing_if = "crate::examples::Examples::is_empty")]
+    pub examples: crate::examples::Examples,
+    /// At most this many actions an hour allowed by the allow patterns;
+    /// past it they ask ([`crate::rate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_per_hour: Option<u32>,
+    /// Limits per allow pattern.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rule_limits: Vec<crate::rate::RuleLimit>,
 }
 
 /// Why a profile could not be built.
@@ -395,6 +406,9 @@ mod tests {
             deny: vec!["fine".into(), "bad(".into()],
             shell_tools: vec![],
             approvals: vec![],
+            examples: Default::default(),
+            max_per_hour: None,
+            rule_limits: Vec::new(),
         })
         .unwrap_err();
         let ProfileError::InvalidPattern {
@@ -422,6 +436,9 @@ mod tests {
         let p = Profile::custom(CustomProfile {
             shell_tools: vec!["Bash".into()],
             approvals: vec![],
+            examples: Default::default(),
+            max_per_hour: None,
+            rule_limits: Vec::new(),
             ..CustomProfile::default()
         })
         .unwrap();

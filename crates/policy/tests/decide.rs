@@ -22,6 +22,9 @@ fn profile(allow: &[&str], ask: &[&str], deny: &[&str]) -> Profile {
         deny: v(deny),
         shell_tools: vec![],
         approvals: vec![],
+        examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     })
     .unwrap()
 }
@@ -250,6 +253,9 @@ fn shell_tools_of_the_profile_are_parsed() {
         deny: vec![],
         shell_tools: vec!["Bash".into()],
         approvals: vec![],
+        examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     })
     .unwrap();
     assert_eq!(check("tool:Bash:ls -la; rm -rf ~", &shell), Verdict::Deny);

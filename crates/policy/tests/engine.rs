@@ -15,6 +15,9 @@ fn profile(allow: &[&str], ask: &[&str]) -> Profile {
         deny: vec![],
         shell_tools: vec![],
         approvals: vec![],
+        examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     })
     .unwrap()
 }
@@ -292,6 +295,9 @@ fn test_invalid_regex_raises_at_construction() {
         deny: vec![],
         shell_tools: vec![],
         approvals: vec![],
+        examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     })
     .unwrap_err();
     assert!(
@@ -350,6 +356,9 @@ fn test_profile_serialization_to_dict() {
         deny: vec!["tool:x:.*".into()],
         shell_tools: vec!["Bash".into()],
         approvals: vec![],
+        examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     })
     .unwrap();
     assert_eq!(

@@ -128,6 +128,9 @@ fn the_canonical_form_is_what_patterns_and_the_rule_see() {
         deny: vec!["tool:git:push.*".into()],
         shell_tools: vec![],
         approvals: vec![],
+        examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     })
     .unwrap();
     assert_eq!(check("tool:git: status", &p), Verdict::Allow);

@@ -470,6 +470,9 @@ fn profile_patterns_judge_each_command_of_an_executor_command_line() {
         deny: vec!["tool:fs:execute_command rm .*".into()],
         shell_tools: vec![],
         approvals: vec![],
+        examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     })
     .unwrap();
     let scope = |l: &str| obj(json!({ "command": l }));

@@ -17,6 +17,9 @@ fn deny_touch() -> Profile {
         deny: v(&["tool:(bash|sh|git):touch( .*)?"]),
         shell_tools: vec![],
         approvals: vec![],
+        examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     })
     .unwrap()
 }

@@ -14,6 +14,9 @@ fn custom() -> Profile {
         deny: vec![],
         shell_tools: vec![],
         approvals: vec![],
+        examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     })
     .unwrap()
 }

@@ -458,10 +458,23 @@ impl Settings {
 
     /// The profile of agents with none of their own, compiled.
     pub fn default_profile(&self) -> anyhow::Result<actiongate_policy::Profile> {
-        actiongate_policy::Profile::from_spec(serde_json::from_value(
+        let profile = actiongate_policy::Profile::from_spec(serde_json::from_value(
             self.policy.default_profile.clone(),
         )?)
-        .map_err(|e| anyhow::anyhow!("policy.default_profile: {e}"))
+        .map_err(|e| anyhow::anyhow!("policy.default_profile: {e}"))?;
+        // A profile is refused unless it answers its own examples.
+        let misses = actiongate_policy::examples::mismatches(&profile);
+        if !misses.is_empty() {
+            let list: Vec<String> = misses
+                .iter()
+                .map(|m| format!("policy.default_profile.{}: {m}", m.field))
+                .collect();
+            anyhow::bail!(
+                "policy.default_profile does not answer its examples:\n  {}",
+                list.join("\n  ")
+            );
+        }
+        Ok(profile)
     }
 
     /// The configured time zone.

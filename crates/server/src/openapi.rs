@@ -9,7 +9,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::routes::{
     actions, agents, audit, check, events, grant_requests, grants, handlers, keys, ops, people,
-    presets, results, subscriptions, tools, whoami,
+    presets, receipts, replay, results, subscriptions, tools, whoami,
 };
 
 /// The API description.
@@ -23,6 +23,7 @@ use crate::routes::{
     paths(
         actions::create_action, actions::list_actions, actions::get_action,
         actions::approve, actions::deny, actions::reply, actions::cancel, actions::outcome,
+        receipts::action_receipt, receipts::receipt_key, replay::replay,
         check::check,
         results::post_result,
         handlers::rotate_secret,

@@ -297,6 +297,18 @@ contract! {
     /// Marks pending action `id` escalated with its `action.escalated`
     /// event, once; `None` when it was before or is not pending.
     pub async fn escalate(&self, id: &str) -> Result<Option<Action>, StoreError>;
+    // rate
+    /// Takes one slot of each `(key, max_per_hour)` of `agent` at `at`, all
+    /// or none: `None` when taken, else the first key at its maximum over
+    /// the hour before `at`.
+    pub async fn rate_take(&self, agent: &str, limits: Vec<(String, i64)>, at: DateTime<Utc>) -> Result<Option<String>, StoreError>;
+
+    // receipts
+    /// The receipt signing key every daemon on this database shares;
+    /// `candidate` becomes it when none is stored yet.
+    pub async fn receipt_key(&self, candidate: crate::receipts::StoredReceiptKey) -> Result<crate::receipts::StoredReceiptKey, StoreError>;
+    /// The params of an action as its agent sent them (`None`: decision-only).
+    pub async fn action_params(&self, id: &str) -> Result<Option<String>, StoreError>;
 
     // subscriptions
     /// Stores a subscription; it receives events committed from now on.

@@ -47,6 +47,8 @@ mod lock_probe;
 mod people;
 mod pg;
 mod quick;
+mod rate;
+pub mod receipts;
 mod row;
 mod settle;
 mod sqlite;

@@ -26,10 +26,23 @@ pub fn start_executor(
     admin: &str,
     async_mode: bool,
 ) -> Proc {
+    start_executor_with(root, state, base, admin, async_mode, &[])
+}
+
+/// [`start_executor`] with more flags.
+pub fn start_executor_with(
+    root: &Path,
+    state: &Path,
+    base: &str,
+    admin: &str,
+    async_mode: bool,
+    extra: &[&std::ffi::OsStr],
+) -> Proc {
     let mut cmd = Command::new(binary("actiongate-executor"));
     if async_mode {
         cmd.arg("--async");
     }
+    cmd.args(extra);
     let mut child = cmd
         .args([
             "--listen",

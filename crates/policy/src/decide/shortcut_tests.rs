@@ -16,6 +16,9 @@ fn profile(allow: &[&str], ask: &[&str], deny: &[&str]) -> Profile {
         deny: v(deny),
         shell_tools: vec!["zsh".into()],
         approvals: vec![],
+        examples: Default::default(),
+        max_per_hour: None,
+        rule_limits: Vec::new(),
     })
     .unwrap()
 }
@@ -181,6 +184,9 @@ proptest! {
             deny,
             shell_tools: vec!["zsh".into()],
             approvals: vec![],
+            examples: Default::default(),
+            max_per_hour: None,
+            rule_limits: Vec::new(),
         })
         .unwrap();
         let action = format!("tool:{tool}:{detail}");

@@ -71,6 +71,18 @@ fn profile_schema() -> Schema {
             "shell_tools",
             strings("Tools besides bash and sh whose detail is a shell command."),
         )
+        .property(
+            "examples",
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .property("allow", strings("Action strings it must allow."))
+                .property("ask", strings("Action strings it must ask a human about."))
+                .property("deny", strings("Action strings it must deny."))
+                .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+                .description(Some(
+                    "Checked when the profile is set: 422 naming every example (`profile.examples.allow[0]`) that gets another answer.",
+                )),
+        )
         .additional_properties(Some(AdditionalProperties::FreeForm(false)))
         .description(Some(
             "Full-match regular expressions over `tool:<tool>:<detail>`; an invalid one is a 422 naming it.",
@@ -96,7 +108,7 @@ fn profile_schema() -> Schema {
         (status = 200, description = "Replaced", body = Agent),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid profile (names the pattern)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid profile (names the pattern), or examples it answers otherwise (names each)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]

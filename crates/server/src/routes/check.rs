@@ -31,6 +31,12 @@ pub struct CheckBody {
     /// Tool-specific detail.
     #[schema(max_length = 65536)]
     pub detail: String,
+    /// A dry run of this profile instead of the caller's (admin keys only;
+    /// others get 403): a preset name or `{allow, ask, deny}`, judged alone,
+    /// without grants.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub profile: Option<serde_json::Value>,
     /// The session (task) it would belong to: session grants, plans and
     /// taint apply within it (1-200 printable characters).
     #[serde(default)]
@@ -52,7 +58,7 @@ pub struct CheckResult {
     pub decision: Decision,
 }
 
-/// Decide an action under the caller's profile and grants without storing anything.
+/// Decide an action under the caller's profile and grants (or, for admins, an inline `profile`) without storing anything.
 #[utoipa::path(
     post, path = "/v1/check", tag = "actions",
     request_body = CheckBody,
@@ -60,7 +66,7 @@ pub struct CheckResult {
         (status = 200, description = "The decision", body = CheckResult),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Key not bound to an agent", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Key not bound to an agent, or `profile` given without an admin key", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
@@ -70,16 +76,26 @@ pub async fn check(
     caller: Caller,
     ApiJson(body): ApiJson<CheckBody>,
 ) -> ApiResult<axum::Json<CheckResult>> {
-    let (action_string, decision) = state
-        .gate()
-        .check_in(
-            &caller,
-            &body.tool,
-            &body.detail,
-            body.session.as_deref(),
-            body.runtime.as_deref(),
-        )
-        .await?;
+    let (action_string, decision) = match &body.profile {
+        Some(profile) => {
+            state
+                .gate()
+                .check_with_profile(&caller, &body.tool, &body.detail, profile)
+                .await?
+        }
+        None => {
+            state
+                .gate()
+                .check_in(
+                    &caller,
+                    &body.tool,
+                    &body.detail,
+                    body.session.as_deref(),
+                    body.runtime.as_deref(),
+                )
+                .await?
+        }
+    };
     Ok(axum::Json(CheckResult {
         action_string,
         decision,

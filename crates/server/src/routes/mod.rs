@@ -12,6 +12,8 @@ pub mod keys;
 pub mod ops;
 pub mod people;
 pub mod presets;
+pub mod receipts;
+pub mod replay;
 pub mod results;
 pub mod subscriptions;
 pub mod tools;
@@ -35,6 +37,8 @@ pub fn router() -> Router<AppState> {
         .merge(keys::router())
         .merge(people::router())
         .merge(presets::router())
+        .merge(receipts::router())
+        .merge(replay::router())
         .merge(ops::router())
         .merge(events::router())
         .merge(subscriptions::router())

@@ -43,6 +43,8 @@ mod limits;
 mod log;
 mod people;
 mod pool;
+mod rate;
+mod receipts;
 mod subscriptions;
 mod tail;
 

@@ -1,0 +1,44 @@
+"""Receipts from the real daemon verify offline with a few lines of Python,
+and fail when one byte changes."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from actiongate.receipts import InvalidReceipt, params_digest, verify_receipt
+
+
+def test_a_receipt_verifies_offline_and_fails_when_one_byte_changes(daemon, agent_key) -> None:  # type: ignore[no-untyped-def]
+    with httpx.Client(base_url=daemon.url, timeout=30) as http:
+        jwk = http.get("/.well-known/actiongate-receipt-key").json()
+        r = http.post(
+            "/v1/actions",
+            json={"tool": "echo", "detail": "hi"},
+            headers={"authorization": f"Bearer {agent_key}"},
+        )
+        assert r.status_code == 201, r.text
+        action = r.json()
+        got = http.get(
+            f"/v1/actions/{action['id']}/receipt",
+            headers={"authorization": f"Bearer {agent_key}"},
+        ).json()
+    receipt = got["receipt"]
+    claims = verify_receipt(receipt, jwk)
+    assert claims["action_id"] == action["id"]
+    assert claims["action_string"] == "tool:echo:hi"
+    assert claims["outcome"] == "allowed"
+    assert claims == got["claims"]
+    for i in (0, len(receipt) // 2, len(receipt) - 2):
+        if receipt[i] == ".":
+            continue
+        changed = receipt[:i] + ("B" if receipt[i] == "A" else "A") + receipt[i + 1 :]
+        with pytest.raises(InvalidReceipt):
+            verify_receipt(changed, jwk)
+
+
+def test_params_digest_is_canonical() -> None:
+    assert params_digest({"b": 1, "a": [1, {"y": 2, "x": "é"}]}) == params_digest(
+        {"a": [1, {"x": "é", "y": 2}], "b": 1}
+    )
+    assert params_digest({"a": 1}).startswith("sha256:")

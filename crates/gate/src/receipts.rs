@@ -1,0 +1,113 @@
+//! Signed decision receipts: the daemon's receipt key (made once, kept in
+//! the database every daemon shares) and the receipt of a settled
+//! decision, made from the stored action whenever it is asked for (Ed25519
+//! is deterministic: every daemon gives the same receipt for the same
+//! decision). The format is `actiongate_receipt`'s.
+
+use actiongate_api::model::{Action, ActionStatus};
+use actiongate_api::receipts::ActionReceipt;
+use actiongate_receipt::{
+    RECEIPT_VERSION, ReceiptClaims, ReceiptSigner, deciders_of, params_digest,
+};
+use actiongate_store::receipts::StoredReceiptKey;
+use serde_json::Value;
+
+use crate::{Caller, Gate, GateError, GateResult};
+
+impl Gate {
+    /// The receipt signing key: the one stored, or a new one stored now
+    /// when this database has none (the first daemon's wins a race).
+    pub async fn receipt_signer(&self) -> GateResult<&ReceiptSigner> {
+        self.0
+            .receipt_signer
+            .get_or_try_init(|| async {
+                let seed: [u8; 32] = rand::random();
+                let fresh = ReceiptSigner::from_seed(&seed).map_err(|e| {
+                    tracing::error!(error = %e, "cannot make a receipt key");
+                    GateError::internal()
+                })?;
+                let candidate = StoredReceiptKey {
+                    kid: fresh.kid().to_owned(),
+                    seed: hex::encode(seed),
+                };
+                let stored = self.store().receipt_key(candidate).await?;
+                ReceiptSigner::from_hex(&stored.seed).map_err(|e| {
+                    tracing::error!(error = %e, "the stored receipt key is unusable");
+                    GateError::internal()
+                })
+            })
+            .await
+    }
+
+    /// The public receipt key as a JWK.
+    pub async fn receipt_key(&self) -> GateResult<Value> {
+        Ok(self.receipt_signer().await?.jwk())
+    }
+
+    /// The receipt of action `id`, once its decision is settled (a pending
+    /// action has none yet: 409).
+    pub async fn action_receipt(&self, caller: &Caller, id: &str) -> GateResult<ActionReceipt> {
+        let action = self.visible_action(caller, id).await?;
+        if action.status == ActionStatus::Pending {
+            return Err(GateError::conflict(format!(
+                "action '{id}' is pending: it has a receipt once it is decided"
+            )));
+        }
+        let params = match action.handler {
+            Some(_) => self.store().action_params(id).await?,
+            None => None,
+        };
+        let params = params
+            .map(|p| serde_json::from_str::<Value>(&p))
+            .transpose()
+            .map_err(|e| {
+                tracing::error!(action = %id, error = %e, "stored params are not JSON");
+                GateError::internal()
+            })?;
+        let claims = receipt_claims(&action, params.as_ref());
+        let receipt = self.sign_receipt(&claims).await?;
+        let claims = serde_json::to_value(&claims).map_err(|_| GateError::internal())?;
+        Ok(ActionReceipt {
+            action_id: action.id,
+            receipt,
+            claims,
+        })
+    }
+
+    /// Signs `claims` with the receipt key.
+    pub async fn sign_receipt(&self, claims: &ReceiptClaims) -> GateResult<String> {
+        self.receipt_signer().await?.sign(claims).map_err(|e| {
+            tracing::error!(error = %e, "signing a receipt failed");
+            GateError::internal()
+        })
+    }
+}
+
+/// What the receipt of `action` (decided, not pending) states; `params` are
+/// a handler action's params as sent.
+pub fn receipt_claims(action: &Action, params: Option<&Value>) -> ReceiptClaims {
+    let outcome = match action.status {
+        ActionStatus::Denied => "denied",
+        ActionStatus::Expired => "expired",
+        ActionStatus::Cancelled => "cancelled",
+        _ => "allowed",
+    };
+    let decided = action.decided_at.unwrap_or(action.created_at);
+    ReceiptClaims {
+        v: RECEIPT_VERSION,
+        iss: "actiongate".to_owned(),
+        action_id: action.id.clone(),
+        agent: action.agent.clone(),
+        action_string: action.action_string.clone(),
+        handler: action.handler.clone(),
+        action: action.action.clone(),
+        params_digest: params.map(params_digest),
+        outcome: outcome.to_owned(),
+        decided_by: action.decided_by.clone(),
+        deciders: deciders_of(action.decided_by.as_deref()),
+        decided_at: action
+            .decided_at
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+        iat: decided.timestamp(),
+    }
+}
