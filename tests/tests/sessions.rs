@@ -163,3 +163,105 @@ async fn actions_carry_their_session_and_runtime_on_sqlite() {
 async fn actions_carry_their_session_and_runtime_on_postgres() {
     actions_carry_their_session_and_runtime(true).await;
 }
+
+/// Ten concurrent requests in session `s1`, spread over `bases`, under a
+/// grant of 3 uses for that session: exactly 3 are allowed; another
+/// session's request asks; the grant is used up.
+async fn three_uses_allow_exactly_three(bases: &[String], admin: &str) {
+    let http = client();
+    let agent = agent_key(&http, &bases[0], admin, "bot").await;
+    let operator = role_key(&http, &bases[0], admin, "operator").await;
+    let (s, grant) = post(
+        &http,
+        format!("{}/v1/grants", bases[0]),
+        &operator,
+        json!({"agent": "bot", "tool": "deploy", "pattern": "prod", "expires": "1h",
+               "session": "s1", "uses": 3}),
+    )
+    .await;
+    assert_eq!(s, 201, "{grant}");
+    let gid = grant["grant"]["id"]
+        .as_str()
+        .or(grant["id"].as_str())
+        .unwrap()
+        .to_owned();
+    let requests = (0..10).map(|i| {
+        let http = http.clone();
+        let url = format!("{}/v1/actions", bases[i % bases.len()]);
+        let agent = agent.clone();
+        async move {
+            post(
+                &http,
+                url,
+                &agent,
+                json!({"tool": "deploy", "detail": "prod", "session": "s1"}),
+            )
+            .await
+        }
+    });
+    let answers = futures::future::join_all(requests).await;
+    let mut approved = 0;
+    for (s, a) in &answers {
+        assert_eq!(*s, 201, "{a}");
+        match a["status"].as_str().unwrap() {
+            "approved" => {
+                approved += 1;
+                assert_eq!(a["decided_by"], "policy", "{a}");
+                assert!(
+                    a["decision"]["reason"].as_str().unwrap().contains(&gid),
+                    "{a}"
+                );
+            }
+            "pending" => {}
+            other => panic!("{other}: {a}"),
+        }
+    }
+    assert_eq!(approved, 3, "{answers:?}");
+    let (s, other) = post(
+        &http,
+        format!("{}/v1/actions", bases[0]),
+        &agent,
+        json!({"tool": "deploy", "detail": "prod", "session": "s2"}),
+    )
+    .await;
+    assert_eq!(s, 201);
+    assert_eq!(
+        other["status"], "pending",
+        "another session's grant: {other}"
+    );
+    let (s, g) = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/grants/{gid}", bases[0]),
+        &operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{g}");
+    assert_eq!(g["uses"], 3, "{g}");
+    assert_eq!(g["uses_left"], 0, "{g}");
+    assert_eq!(g["active"], false, "{g}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_of_three_uses_allows_exactly_three_of_ten_concurrent_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    three_uses_allow_exactly_three(std::slice::from_ref(&d.base), &d.admin_key()).await;
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_of_three_uses_allows_exactly_three_of_ten_over_two_daemons_on_postgres() {
+    let Some(cluster) = Cluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let env = [("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())];
+    let one = Daemon::start(a.path(), &env);
+    let two = Daemon::start(b.path(), &env);
+    three_uses_allow_exactly_three(&[one.base.clone(), two.base.clone()], &one.admin_key()).await;
+    one.stop();
+    two.stop();
+}

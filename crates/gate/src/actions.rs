@@ -13,7 +13,7 @@ use actiongate_store::{
 };
 
 use crate::dispatch::Slot;
-use crate::policy::{NeededPermission, decide_tool, validate_tool};
+use crate::policy::{NeededPermission, validate_tool};
 use crate::waiters::Registration;
 use crate::{Caller, ErrorCode, Gate, GateError, GateResult};
 
@@ -163,12 +163,21 @@ impl Gate {
             CreateAction::Tool(t) => {
                 validate_tool(&t.tool)?;
                 check_len("detail", Some(&t.detail), MAX_DETAIL)?;
-                let decision = decide_tool(self, &agent, &t.tool, &t.detail).await?;
+                let decided = crate::policy::decide_in(
+                    self,
+                    &agent,
+                    t.session.as_deref(),
+                    &t.tool,
+                    &t.detail,
+                    None,
+                )
+                .await?;
                 NewAction {
+                    take_use: decided.take_use,
                     reason: t.reason,
                     idempotency_key: t.idempotency_key,
                     request_hash,
-                    ..NewAction::new(agent, t.tool, t.detail, decision)
+                    ..NewAction::new(agent, t.tool, t.detail, decided.decision)
                 }
             }
             CreateAction::Handler(h) => {
@@ -327,9 +336,10 @@ impl Gate {
         check_len("params", Some(&detail), MAX_DETAIL)?;
         let scope = action.scope(&h.params);
         let permission = action.decl.permission.clone();
-        let decision = crate::policy::decide(
+        let decided = crate::policy::decide_in(
             self,
             &agent,
+            h.session.as_deref(),
             &h.handler,
             &detail,
             Some(NeededPermission {
@@ -339,6 +349,7 @@ impl Gate {
             }),
         )
         .await?;
+        let decision = decided.decision;
         let params_view = action.masked(&h.params);
         let display = action.display(&params_view);
         let slot = if decision.result == DecisionResult::Allow {
@@ -350,6 +361,7 @@ impl Gate {
             actiongate_store::time::now() + self.dispatcher().lease(handler.record.timeout_ms)
         });
         let new = NewAction {
+            take_use: decided.take_use,
             reason: h.reason,
             idempotency_key: h.idempotency_key,
             request_hash,

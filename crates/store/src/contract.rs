@@ -222,6 +222,11 @@ contract! {
     /// the next commit that may change grants (see `grant_cache`).
     pub async fn active_grants(&self, agent: &str, tool: &str) -> Result<Vec<policy::Grant>, StoreError>;
 
+    /// Active grants for a session or a count of uses that may apply to
+    /// `agent` acting on `tool` in `session`, each with its uses left (`None`:
+    /// not counted); never cached (see `sessions`).
+    pub async fn scoped_grants(&self, agent: &str, session: Option<String>, tool: &str) -> Result<Vec<(policy::Grant, Option<i64>)>, StoreError>;
+
     // handlers
     /// Registers a new handler with its secret; an existing id (even a
     /// retired one, whose history stays) is a conflict.

@@ -44,6 +44,7 @@ pub mod limits;
 mod pg;
 mod quick;
 mod row;
+mod sessions;
 mod settle;
 mod sqlite;
 mod subscriptions;

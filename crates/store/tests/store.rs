@@ -379,6 +379,8 @@ async fn cached_grants_follow_creation_and_revocation(kind: Kind) {
     // Read twice: the second answer comes from the cache.
     assert!(store.active_grants("a", "bash").await.unwrap().is_empty());
     let grant = NewGrant {
+        session: None,
+        uses: None,
         id: uuid::Uuid::now_v7().to_string(),
         agent: Some("a".to_owned()),
         target: NewGrantTarget::Tool {

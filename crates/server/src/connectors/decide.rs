@@ -130,6 +130,8 @@ pub async fn decide(
                     scope: None,
                     pattern: None,
                     agent: None,
+                    session: None,
+                    uses: None,
                 },
             },
         };

@@ -41,6 +41,7 @@ mod keys;
 mod limits;
 mod log;
 mod pool;
+mod sessions;
 mod subscriptions;
 mod tail;
 
