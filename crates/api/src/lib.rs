@@ -13,6 +13,7 @@ pub mod handlers;
 pub mod model;
 pub mod problem;
 pub mod rfc3339;
+pub mod sessions;
 
 pub use actions::*;
 pub use deliveries::*;
@@ -20,3 +21,4 @@ pub use grants::*;
 pub use handlers::*;
 pub use model::*;
 pub use problem::{FieldError, Problem};
+pub use sessions::*;

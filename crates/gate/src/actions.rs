@@ -152,6 +152,9 @@ impl Gate {
         let (reason, timeout, key) = body.common();
         let (session, runtime) = body.origin();
         crate::sessions::validate_origin(session, runtime)?;
+        if let Some(s) = session {
+            self.touch_session(&agent, s, runtime).await?;
+        }
         let (session, runtime) = (session.map(str::to_owned), runtime.map(str::to_owned));
         check_len("reason", reason, MAX_TEXT)?;
         check_len("idempotency_key", key, 256)?;

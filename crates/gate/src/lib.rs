@@ -41,6 +41,7 @@ pub mod handler_spec;
 pub mod notify;
 pub mod outbound;
 mod pending_limit;
+pub mod plans;
 pub mod policy;
 pub mod retention;
 pub mod revocations;

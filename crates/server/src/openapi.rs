@@ -9,7 +9,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::routes::{
     actions, agents, audit, check, events, grant_requests, grants, handlers, keys, ops, presets,
-    results, subscriptions, tools, whoami,
+    results, sessions, subscriptions, tools, whoami,
 };
 
 /// The API description.
@@ -42,6 +42,9 @@ use crate::routes::{
         subscriptions::get_subscription, subscriptions::delete_subscription,
         subscriptions::list_deliveries,
         audit::audit_export,
+        sessions::list_sessions, sessions::get_session, sessions::end_session,
+        sessions::create_plan, sessions::list_plans, sessions::get_plan,
+        sessions::approve_plan, sessions::deny_plan, sessions::report_run,
     ),
     modifiers(&BearerAuth, &CommonErrors),
     tags(
@@ -54,6 +57,7 @@ use crate::routes::{
         (name = "events", description = "Event streams (Server-Sent Events)"),
         (name = "subscriptions", description = "Outbound notification webhooks"),
         (name = "audit", description = "Tamper-evident export of the event log"),
+        (name = "sessions", description = "Sessions, plans approved at once, runs reported after the fact"),
     )
 )]
 pub struct ApiDoc;

@@ -691,6 +691,7 @@ mod tests {
             ActionStatus::Completed,
         ] {
             let mut f = ActionFilter {
+                session: None,
                 status: Some(status),
                 agent: None,
                 tool: None,

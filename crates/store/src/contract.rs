@@ -266,6 +266,33 @@ contract! {
     /// limit.
     pub async fn record_limit_reached(&self, agent: &str, data: actiongate_api::model::Json) -> Result<(), StoreError>;
 
+    // sessions and plans
+    /// Records that `agent` acts in session `id` now (creating it, or
+    /// voiding its grants and opening it again when it had ended or been
+    /// idle since `idle_before`); another agent's session is a conflict.
+    pub async fn touch_session(&self, agent: String, id: String, runtime: Option<String>, idle_before: DateTime<Utc>) -> Result<actiongate_api::sessions::Session, StoreError>;
+    /// Marks a session tainted by an action, unless it already is.
+    pub async fn taint_session(&self, id: String, action_id: String, action_string: String) -> Result<(), StoreError>;
+    /// One session.
+    pub async fn get_session(&self, id: &str, idle_before: DateTime<Utc>) -> Result<Option<actiongate_api::sessions::Session>, StoreError>;
+    /// Sessions, latest seen first; only `agent`'s when given.
+    pub async fn list_sessions(&self, agent: Option<String>, idle_before: DateTime<Utc>) -> Result<Vec<actiongate_api::sessions::Session>, StoreError>;
+    /// Ends a session and voids its grants.
+    pub async fn end_session(&self, id: String, by: String, idle_before: DateTime<Utc>) -> Result<actiongate_api::sessions::Session, StoreError>;
+    /// Stores a pending plan.
+    pub async fn create_plan(&self, plan: actiongate_api::sessions::Plan) -> Result<actiongate_api::sessions::Plan, StoreError>;
+    /// One plan.
+    pub async fn get_plan(&self, id: &str) -> Result<actiongate_api::sessions::Plan, StoreError>;
+    /// Plans, newest first; only in `status` when given.
+    pub async fn list_plans(&self, status: Option<String>) -> Result<Vec<actiongate_api::sessions::Plan>, StoreError>;
+    /// Decides a pending plan, storing the grants its approval makes in
+    /// the same transaction.
+    pub async fn decide_plan(&self, id: String, status: &'static str, by: String, steps: Vec<actiongate_api::sessions::PlanStep>, grants: Vec<NewGrant>) -> Result<actiongate_api::sessions::Plan, StoreError>;
+    /// Appends an `action.undecided` event about a run of `agent`.
+    pub async fn record_undecided(&self, agent: &str, data: actiongate_api::model::Json) -> Result<(), StoreError>;
+    /// The latest allowed or approved action of `agent` matching a run.
+    pub async fn decided_run(&self, agent: &str, tool: &str, detail: &str, session: Option<String>, since: DateTime<Utc>) -> Result<Option<String>, StoreError>;
+
     // subscriptions
     /// Stores a subscription; it receives events committed from now on.
     pub async fn create_subscription(&self, new: NewSubscription) -> Result<Subscription, StoreError>;

@@ -42,6 +42,7 @@ mod handlers;
 mod keys;
 pub mod limits;
 mod pg;
+mod plans;
 mod quick;
 mod row;
 mod sessions;

@@ -113,6 +113,7 @@ async fn a_failing_job_does_not_disturb_its_batch(kind: Kind) {
     assert_eq!((ok, conflicts), (39, 1));
     let all = store
         .list_actions(&ActionFilter {
+            session: None,
             limit: 100,
             ..ActionFilter::default()
         })

@@ -12,6 +12,7 @@ pub mod keys;
 pub mod ops;
 pub mod presets;
 pub mod results;
+pub mod sessions;
 pub mod subscriptions;
 pub mod tools;
 pub mod whoami;
@@ -27,6 +28,7 @@ pub fn router() -> Router<AppState> {
         .merge(agents::router())
         .merge(check::router())
         .merge(grants::router())
+        .merge(sessions::router())
         .merge(grant_requests::router())
         .merge(handlers::router())
         .merge(tools::router())

@@ -40,6 +40,7 @@ mod handlers;
 mod keys;
 mod limits;
 mod log;
+mod plans;
 mod pool;
 mod sessions;
 mod subscriptions;
