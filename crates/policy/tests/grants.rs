@@ -469,6 +469,8 @@ fn profile_patterns_judge_each_command_of_an_executor_command_line() {
         ask: vec![],
         deny: vec!["tool:fs:execute_command rm .*".into()],
         shell_tools: vec![],
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap();
     let scope = |l: &str| obj(json!({ "command": l }));

@@ -16,6 +16,8 @@ fn deny_touch() -> Profile {
         ask: v(&["tool:(bash|sh|git):.*"]),
         deny: v(&["tool:(bash|sh|git):touch( .*)?"]),
         shell_tools: vec![],
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap()
 }

@@ -13,6 +13,8 @@ fn custom() -> Profile {
         ask: vec![],
         deny: vec![],
         shell_tools: vec![],
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap()
 }

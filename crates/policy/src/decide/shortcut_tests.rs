@@ -15,6 +15,8 @@ fn profile(allow: &[&str], ask: &[&str], deny: &[&str]) -> Profile {
         ask: v(ask),
         deny: v(deny),
         shell_tools: vec!["zsh".into()],
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap()
 }
@@ -179,6 +181,8 @@ proptest! {
             ask,
             deny,
             shell_tools: vec!["zsh".into()],
+            taints: Vec::new(),
+            guarded: Vec::new(),
         })
         .unwrap();
         let action = format!("tool:{tool}:{detail}");
