@@ -1,5 +1,5 @@
 //! The audit export on Postgres: two daemons sharing the audit key (as the
-//! README sets them up) both anchor the one log; `GET /v1/audit` on either
+//! docs/several-daemons.md sets them up) both anchor the one log; `GET /v1/audit` on either
 //! and `actiongate audit export --database-url` give the same export, and
 //! `audit verify --key` accepts it with every anchor signed.
 
@@ -51,7 +51,7 @@ async fn two_daemons_anchor_one_log_and_its_export_verifies() {
     ];
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
     let a = Daemon::start(dirs[0].path(), &env);
-    // The README: copy the first daemon's audit key before the others start.
+    // docs/several-daemons.md: copy the first daemon's audit key before the others start.
     let key = dirs[0].path().join("audit.key");
     std::fs::copy(&key, dirs[1].path().join("audit.key")).unwrap();
     let b = Daemon::start(dirs[1].path(), &env);

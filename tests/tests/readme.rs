@@ -1,6 +1,7 @@
 //! The README's walks, run verbatim: the fenced blocks marked
-//! `<!-- readme-test: quickstart -->` (the CLI) and `<!-- readme-test: http -->`
-//! (curl) are taken from README.md as they are and each run with
+//! `<!-- readme-test: quickstart -->` (the CLI, in README.md) and
+//! `<!-- readme-test: http -->` (curl, in docs/api.md) are taken from their
+//! pages as they are and each run with
 //! `bash -euo pipefail` in a temp dir. Only what the block itself
 //! reads from the environment changes: the built `actiongate` comes first on
 //! the PATH and `PORT` is a free port. The walk must end as the README says.
@@ -25,7 +26,12 @@ fn marker(name: &str) -> String {
 const LIMIT: Duration = Duration::from_secs(120);
 
 fn readme() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    page("README.md")
+}
+
+/// A page of the repository by its path from the root.
+fn page(path: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path);
     std::fs::read_to_string(&path).unwrap()
 }
 
@@ -133,10 +139,10 @@ fn bin_dir() -> PathBuf {
     binary("actiongate").parent().unwrap().to_path_buf()
 }
 
-/// Runs the one block named `name` against its own daemon on a free port;
-/// fails with everything it printed unless it exits 0. Its stdout.
-fn run_only_block(name: &str) -> String {
-    let blocks = marked_blocks(&readme(), name);
+/// Runs the one block named `name` of `text` against its own daemon on a
+/// free port; fails with everything it printed unless it exits 0.
+fn run_only_block(text: &str, name: &str) -> Ran {
+    let blocks = marked_blocks(text, name);
     assert_eq!(blocks.len(), 1, "one {name} block: {blocks:#?}");
     let block = &blocks[0];
     let dir = tempfile::tempdir().unwrap();
@@ -149,7 +155,7 @@ fn run_only_block(name: &str) -> String {
         ran.stdout,
         ran.stderr
     );
-    ran.stdout
+    ran
 }
 
 #[test]
@@ -168,7 +174,27 @@ fn the_quick_start_block_installs_and_reads_the_port() {
 
 #[test]
 fn the_quick_start_runs_verbatim_and_the_agent_is_approved() {
-    let stdout = run_only_block("quickstart");
+    let text = readme();
+    let ran = run_only_block(&text, "quickstart");
+    let stdout = ran.stdout;
+    // The sample output shows the two lines the key commands print on
+    // stderr, as they really read.
+    let sample = sample_output(&text);
+    for role in ["agent", "operator"] {
+        let prefix = format!("issued {role} key key_");
+        let real = ran
+            .stderr
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} line in {}", ran.stderr));
+        let shown = sample
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("the sample output lacks {prefix:?}: {sample}"));
+        let tail = |l: &str| l.split_once(" (").map(|(_, t)| t.to_owned());
+        assert_eq!(tail(shown), tail(real), "{shown:?} vs {real:?}");
+        assert_eq!(shown.len(), real.len(), "{shown:?} vs {real:?}");
+    }
     // The last line is the agent's answer, as the README says.
     let last = stdout.lines().last().unwrap_or_default();
     let (id, rest) = last.split_once(' ').unwrap_or_default();
@@ -188,7 +214,7 @@ fn the_quick_start_runs_verbatim_and_the_agent_is_approved() {
 
 #[test]
 fn the_http_walk_runs_verbatim_and_the_agent_is_approved() {
-    let stdout = run_only_block("http");
+    let stdout = run_only_block(&page("docs/api.md"), "http").stdout;
     // The queue as the operator saw it, then the agent's answer.
     assert!(
         stdout.contains(r#""action_string":"tool:bash:rm -rf build""#)
@@ -199,6 +225,33 @@ fn the_http_walk_runs_verbatim_and_the_agent_is_approved() {
         stdout.lines().last(),
         Some(r#""status":"approved""#),
         "{stdout}"
+    );
+}
+
+/// The ```text block that follows the quick-start block.
+fn sample_output(text: &str) -> String {
+    let (_, after) = text.split_once(&marker("quickstart")).unwrap();
+    let (_, after) = after.split_once("```text\n").unwrap();
+    after.split("```").next().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn the_walks_live_where_the_readme_says() {
+    // The README keeps its own walk; the curl walk is on the API page, the
+    // README links it, and no page holds a walk twice.
+    assert_eq!(marked_blocks(&readme(), "quickstart").len(), 1);
+    assert_eq!(marked_blocks(&readme(), "http").len(), 0);
+    assert_eq!(marked_blocks(&page("docs/api.md"), "http").len(), 1);
+    assert!(readme().contains("(docs/api.md)"));
+}
+
+#[test]
+fn the_quick_start_says_when_it_installs() {
+    let block = &marked_blocks(&readme(), "quickstart")[0];
+    let first = block.lines().take(4).collect::<Vec<_>>().join("\n");
+    assert!(
+        first.contains("echo 'actiongate is not on the PATH: running cargo install"),
+        "{first}"
     );
 }
 

@@ -200,6 +200,33 @@ def test_unreachable_gate_fails_closed(monkeypatch):
     assert ran == []
 
 
+def test_errors_are_the_standard_timeout_and_connection_errors():
+    assert issubclass(TimedOut, TimeoutError) and issubclass(TimedOut, ActionGateError)
+    assert issubclass(Unreachable, ConnectionError) and issubclass(Unreachable, ActionGateError)
+    e = TimedOut("no decision within 1 s", None)
+    assert str(e) == "no decision within 1 s" and e.args == ("no decision within 1 s",)
+    assert e.action is None
+    assert str(Unreachable("http://x: refused")) == "http://x: refused"
+
+
+def test_except_connection_error_catches_an_unreachable_daemon(monkeypatch):
+    monkeypatch.setattr(actiongate._core, "RETRY_DELAYS", (0.01, 0.01))
+    with Client("http://127.0.0.1:9", "agk_x", timeout=2) as c:
+        with pytest.raises(ConnectionError) as e:
+            c.request("bash", "ls")
+    assert isinstance(e.value, Unreachable)
+
+
+def test_except_timeout_error_catches_a_wait_that_runs_out(agent_client):
+    action = agent_client.request("bash", "ls", timeout="5m")
+    try:
+        with pytest.raises(TimeoutError) as e:
+            agent_client.wait(action.id, 1)
+        assert isinstance(e.value, TimedOut) and e.value.action.id == action.id
+    finally:
+        agent_client.cancel(action.id)
+
+
 def test_dropped_connection_is_retried_with_one_idempotency_key(daemon, agent_key, op, agent):
     port = int(daemon.url.rsplit(":", 1)[1])
     relay = Relay(port, drop_first_post=True)

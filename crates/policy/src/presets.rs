@@ -45,26 +45,50 @@ const GUARDED: &[&str] = &[
 
 /// Names a file action may not touch under `standard` without a human,
 /// each after a `.`: git's own directory and configuration (hooks,
-/// `core.fsmonitor` and the like run programs), shell start-up files, and
-/// the configuration of tools that run commands from it (editors, agents
-/// and Claude Code's hooks, CI, ssh, package managers, direnv, XDG
-/// configuration, `~/.local/bin`, `node_modules/.bin`, language REPLs).
-/// Matched case-insensitively, as on macOS.
-const PROTECTED_NAMES: &str = r"git|gitconfig|gitmodules|gitattributes|bashrc|bash_profile|bash_login|bash_logout|profile|zshrc|zshenv|zprofile|zlogin|zlogout|kshrc|mkshrc|cshrc|tcshrc|login|logout|inputrc|envrc|npmrc|yarnrc|yarn|pnpmfile|bunfig|pypirc|pip|gemrc|netrc|curlrc|wgetrc|hgrc|vimrc|vim|exrc|emacs|tmux|screenrc|ssh|gnupg|config|local|bin|cargo|rustup|gradle|m2|nvm|claude|mcp|cursor|codex|gemini|vscode|idea|devcontainer|github|gitlab-ci|circleci|travis|buildkite|husky|pre-commit-config|pam_environment|xprofile|xinitrc|xsession|docker|kube|aws|azure|terraformrc|terraform|irbrc|pryrc|psqlrc|sqliterc|my|rprofile|renviron|julia|ipython|jupyter|lessfilter|mailcap";
+/// `core.fsmonitor` and the like run programs), shell start-up files
+/// (`.bash_aliases` too: Debian's `.bashrc` runs it), and the
+/// configuration of tools that run commands from it or load code by
+/// themselves (editors, debuggers and REPLs, agents and Claude Code's
+/// hooks, CI, git hook managers, ssh, package managers, direnv, XDG
+/// configuration with its systemd user units and autostart entries,
+/// `~/.local/bin`, `node_modules/.bin`). Matched case-insensitively, as on
+/// macOS. `docs/policy.md` lists what each protects; a test asks for each.
+const PROTECTED_NAMES: &str = r"git|gitconfig|gitmodules|gitattributes|githooks|git-hooks|husky|lefthook|lefthook-local|overcommit|pre-commit-config|bashrc|bash_profile|bash_login|bash_logout|bash_aliases|bash_completion|profile|zshrc|zshenv|zprofile|zlogin|zlogout|zsh|oh-my-zsh|kshrc|mkshrc|cshrc|tcshrc|shrc|yashrc|xonshrc|login|logout|inputrc|envrc|npmrc|yarnrc|yarn|pnpmfile|bunfig|pypirc|pip|gemrc|netrc|curlrc|wgetrc|hgrc|vimrc|gvimrc|nvimrc|ideavimrc|vim|nvim|exrc|emacs|spacemacs|tmux|screenrc|gdbinit|lldbinit|ghci|pdbrc|pythonrc|pythonstartup|erlang|iex|ssh|gnupg|config|local|bin|cargo|rustup|gradle|m2|nvm|claude|mcp|cursor|codex|gemini|vscode|idea|devcontainer|github|gitlab-ci|circleci|travis|buildkite|pam_environment|xprofile|xinitrc|xsession|xsessionrc|docker|kube|aws|azure|terraformrc|terraform|irbrc|pryrc|psqlrc|sqliterc|my|rprofile|renviron|julia|ipython|jupyter|lessfilter|mailcap";
+
+/// Directories protected only as an absolute path's first step (after a
+/// `/` that follows the start, a blank, a quote, `:` or `.` as in
+/// `/usr/../etc`): `/etc` holds the system-wide shell start-up files
+/// (`/etc/profile`, `/etc/profile.d`, `/etc/bash.bashrc`, `/etc/zsh`),
+/// cron tables, systemd units, `/etc/xdg/autostart`, `/etc/ssh` and
+/// `/etc/ld.so.preload`; a project's own `src/etc` is not it.
+const PROTECTED_ROOTS: &str = r"etc";
+
+/// Names protected wherever they stand alone, with or without a `.`
+/// before them: Python loads every `*.pth`, `sitecustomize.py` and
+/// `usercustomize.py` under `site-packages` (and Debian's `dist-packages`)
+/// at start, and a file there is code every import runs; git hook
+/// directories a `core.hooksPath` commonly names; cron tables
+/// (`/var/spool/cron`); systemd units (`/usr/lib/systemd/user`); desktop
+/// autostart entries; macOS launch agents; and `authorized_keys` wherever
+/// sshd's `AuthorizedKeysFile` points.
+const PROTECTED_PLAIN: &str = r"site-packages|dist-packages|sitecustomize|usercustomize|githooks|git-hooks|lefthook|lefthook-local|cron|crontab|crontabs|systemd|autostart|launchagents|launchdaemons|authorized_keys|authorized_keys2";
 
 /// `standard`'s file view rule: viewing is always fine.
 const FILE_VIEW: &str = r"tool:file:view\s.*";
 
 /// `standard`'s file rule: every file action that names no protected path,
-/// that is no `.` + one of [`PROTECTED_NAMES`] standing alone: after any
+/// that is no `.` + one of [`PROTECTED_NAMES`], `/` + one of
+/// [`PROTECTED_ROOTS`], or one of [`PROTECTED_PLAIN`], standing alone: after any
 /// character but an ASCII letter, digit, `_` or `-` (`/`, a blank, `\`, a
 /// quote, the `:` of the action string as in `tool:file:.git/config`, or
 /// of `C:.git`, …) and before the end or any such character (`/`, `.` as
 /// in `.bashrc.d`, …). The look-ahead stands before the `:` that ends
 /// `tool:file` so that it sees that `:`. It is matched without
 /// backtracking (see `pattern::prefix::negated_pattern`).
-fn standard_file_rule() -> String {
-    format!(r"tool:file(?!.*(?:^|[^0-9A-Za-z_-])\.(?i:{PROTECTED_NAMES})(?:[^0-9A-Za-z_-]|$)):.*")
+pub(crate) fn standard_file_rule() -> String {
+    format!(
+        r"tool:file(?!.*(?:^|[^0-9A-Za-z_-])(?:\.(?i:{PROTECTED_NAMES})|/(?i:{PROTECTED_ROOTS})|(?i:{PROTECTED_PLAIN}))(?:[^0-9A-Za-z_-]|$)):.*"
+    )
 }
 
 /// The pattern lists of a preset, or `None` for an unknown name.

@@ -171,7 +171,8 @@ fn a_hidden_command_that_deny_does_not_match_still_asks() {
         "echo ${x:-$(ls)}",
         "echo $(( $(ls) ))",
         "sudo ls",
-        "echo ${x:-default}",
+        "echo ${x:=default}",
+        "echo $((x=1))",
     ] {
         assert_eq!(verdict("bash", detail), Verdict::Ask, "{detail}");
     }
@@ -183,6 +184,11 @@ fn quoted_text_of_a_clean_line_is_not_a_command() {
     assert_eq!(verdict("bash", "echo '$(touch pwned)'"), Verdict::Allow);
     assert_eq!(verdict("bash", "echo 'sudo touch pwned'"), Verdict::Allow);
     assert!(hidden("echo '$(touch pwned)'").is_empty());
+    // A plain default and arithmetic over constants run nothing either.
+    assert_eq!(
+        verdict("bash", "echo ${x:-default} $((1+2))"),
+        Verdict::Allow
+    );
 }
 
 #[test]

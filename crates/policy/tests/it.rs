@@ -12,5 +12,6 @@ mod hidden;
 mod limits;
 mod matcher_prop;
 mod policy_corpus;
+mod protected_files;
 mod remember;
 mod shell_corpus;

@@ -107,7 +107,8 @@ fn literal_pattern() -> impl Strategy<Value = String> {
 }
 
 /// `<literal>(?!.*<body>)<literal>.*`, the shape of `standard`'s file
-/// rule, with plain bodies and (as that rule has) dotted-word bodies.
+/// rule, with plain bodies and (as that rule has) dotted-word bodies, in
+/// their narrow and wide forms.
 fn negated_pattern() -> impl Strategy<Value = String> {
     let words = prop::collection::vec("[a-z:_-]{1,3}", 1..4).prop_map(|w| {
         format!(
@@ -115,9 +116,15 @@ fn negated_pattern() -> impl Strategy<Value = String> {
             w.join("|")
         )
     });
+    let list = || prop::collection::vec("[a-z:_-]{1,3}", 1..3).prop_map(|w| w.join("|"));
+    let wide = (list(), list(), list()).prop_map(|(dotted, rooted, plain)| {
+        format!(
+            r"(?:^|[^0-9A-Za-z_-])(?:\.(?i:{dotted})|/(?i:{rooted})|(?i:{plain}))(?:[^0-9A-Za-z_-]|$)"
+        )
+    });
     (
-        "(tool|[ab:.]|é){0,3}",
-        prop_oneof![atoms(), words],
+        "(tool|[ab:./]|é){0,3}",
+        prop_oneof![atoms(), words, wide],
         "(:|[ab.]){0,2}",
         any::<bool>(),
     )
@@ -150,7 +157,7 @@ proptest! {
     #[test]
     fn combined_matcher_equals_naive_full_match(
         patterns in prop::collection::vec(pattern(), 0..12),
-        input in "(tool:|[abx1:. \n_-]|é|\u{212A}|\u{17F}|[kKsS]){0,8}",
+        input in "(tool:|[abx1:./ \n_-]|é|\u{212A}|\u{17F}|[kKsS]){0,8}",
     ) {
         let set = PatternSet::new(&patterns).unwrap();
         let expected = naive_first_match(&patterns, &input);

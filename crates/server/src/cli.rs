@@ -134,12 +134,26 @@ fn parse_role(s: &str) -> Result<Role, String> {
     s.parse()
 }
 
+/// Whether the text log is coloured: only on a terminal, and not when
+/// `NO_COLOR` is set to anything but the empty string (no-color.org), so
+/// a log redirected to a file or a pipe holds no escape codes.
+pub fn log_colours(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
 fn init_logging(settings: &Settings) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ACTIONGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&settings.log_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_ansi(log_colours(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            std::env::var_os("NO_COLOR"),
+        ))
+        .with_writer(crate::log_sink::Stderr)
+        // Its report of a failed write goes to stderr with `eprintln!`,
+        // which panics when stderr fails: the writer counts them instead.
+        .log_internal_errors(false);
     let _ = match settings.log_format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),
@@ -158,7 +172,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Serve(_) => match serve_settings(&cli) {
             Ok(settings) => Some(settings),
             Err(e) => {
-                eprintln!("actiongate: {e:#}");
+                crate::log_sink::line(&format!("actiongate: {e:#}"));
                 return std::process::ExitCode::from(1);
             }
         },
@@ -174,7 +188,7 @@ pub fn main() -> std::process::ExitCode {
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("actiongate: cannot start the runtime: {e}");
+            crate::log_sink::line(&format!("actiongate: cannot start the runtime: {e}"));
             return std::process::ExitCode::from(1);
         }
     };
@@ -189,7 +203,7 @@ pub fn main() -> std::process::ExitCode {
     match done {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("actiongate: {e:#}");
+            crate::log_sink::line(&format!("actiongate: {e:#}"));
             std::process::ExitCode::from(1)
         }
     }

@@ -3,6 +3,9 @@
 Every exception is an :class:`ActionGateError`, so ``except ActionGateError``
 catches anything the gate said no to or could not answer. None of them ever
 means "go ahead": code that gates an action must treat each as a refusal.
+:class:`TimedOut` is also a standard :class:`TimeoutError` and
+:class:`Unreachable` a standard :class:`ConnectionError`, so code that
+already handles those handles these too.
 """
 
 from __future__ import annotations
@@ -78,8 +81,15 @@ class ApiError(ActionGateError):
         return value if isinstance(value, str) else None
 
 
-class Unreachable(ActionGateError):
-    """The daemon could not be reached (refused, reset, DNS, timeout)."""
+class Unreachable(ActionGateError, ConnectionError):
+    """The daemon could not be reached (refused, reset, DNS, timeout).
+
+    Also a :class:`ConnectionError`, so ``except ConnectionError`` catches it.
+    """
+
+    def __init__(self, message: str) -> None:
+        # One argument, so that OSError does not read it as (errno, strerror).
+        super().__init__(message)
 
 
 class Denied(ActionGateError):
@@ -103,8 +113,11 @@ class Expired(ActionGateError):
         super().__init__("expired: nobody decided before the deadline")
 
 
-class TimedOut(ActionGateError):
-    """The caller's wait ran out while the action was still undecided."""
+class TimedOut(ActionGateError, TimeoutError):
+    """The caller's wait ran out while the action was still undecided.
+
+    Also a :class:`TimeoutError`, so ``except TimeoutError`` catches it.
+    """
 
     def __init__(self, message: str, action: Optional["Action"] = None) -> None:
         self.action = action

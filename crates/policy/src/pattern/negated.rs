@@ -47,26 +47,17 @@ fn is_word_byte(b: u8) -> bool {
 
 const BOUNDARY: &str = "[^0-9A-Za-z_-]";
 
-/// The regex `(?:^|[^0-9A-Za-z_-])\.(?i:w1|w2|…)(?:[^0-9A-Za-z_-]|$)`
-/// with words of lowercase ASCII letters, digits, `_` and `-` (`standard`'s
-/// protected names), searched without the regex engine: one `memchr` for
-/// the dots, then the name after each dot that stands alone. The regex
-/// engine took about 3 ns a byte for it (its literal prefilter does not
-/// apply: every `.` is a candidate); this takes a fraction of that. A
-/// test compares the two on random inputs.
+/// Sorted, lowercase words of ASCII letters, digits, `_` and `-`, looked
+/// up case-insensitively as the regex crate folds.
 #[derive(Debug, Clone)]
-struct DottedWords {
-    /// Sorted, lowercase.
+struct WordList {
     words: Vec<Box<str>>,
     longest: usize,
 }
 
-impl DottedWords {
-    /// Recognises the regex's text exactly.
-    fn parse(body: &str) -> Option<Self> {
-        let list = body
-            .strip_prefix(&format!(r"(?:^|{BOUNDARY})\.(?i:"))?
-            .strip_suffix(&format!(r")(?:{BOUNDARY}|$)"))?;
+impl WordList {
+    /// The words of `a|b|…`, or `None` if one is empty or not plain.
+    fn parse(list: &str) -> Option<Self> {
         let mut words: Vec<Box<str>> = Vec::new();
         for word in list.split('|') {
             let plain = word
@@ -80,25 +71,7 @@ impl DottedWords {
         words.sort();
         words.dedup();
         let longest = words.iter().map(|w| w.len()).max()?;
-        (longest <= 64).then_some(DottedWords { words, longest })
-    }
-
-    /// Whether a match starts at or after `from`.
-    pub(super) fn occurs(&self, input: &str, from: usize) -> bool {
-        let bytes = input.as_bytes();
-        let Some(hay) = bytes.get(from..) else {
-            return false;
-        };
-        memchr::memchr_iter(b'.', hay).any(|i| {
-            let dot = from + i;
-            // The character before the dot is part of the match, so it
-            // must be at `from` or later; `^` only stands before byte 0.
-            let before = match dot.checked_sub(1) {
-                None => true,
-                Some(prev) => prev >= from && bytes.get(prev).is_some_and(|&b| !is_word_byte(b)),
-            };
-            before && input.get(dot + 1..).is_some_and(|rest| self.name_at(rest))
-        })
+        (longest <= 64).then_some(WordList { words, longest })
     }
 
     /// Whether `rest` starts with one of the words, case-insensitively as
@@ -135,6 +108,92 @@ impl DottedWords {
             self.words
                 .binary_search_by(|w| w.as_bytes().cmp(name))
                 .is_ok()
+        })
+    }
+}
+
+/// The regex `(?:^|[^0-9A-Za-z_-])\.(?i:w1|w2|…)(?:[^0-9A-Za-z_-]|$)`
+/// with words of lowercase ASCII letters, digits, `_` and `-` (`standard`'s
+/// protected names), or its wider form
+/// `(?:^|B)(?:\.(?i:dotted…)|/(?i:rooted…)|(?i:plain…))(?:B|$)` (with `B`
+/// that class): a name standing alone after a `.`, after a `/` that itself
+/// follows the start or a non-word character (`/etc`, but not `src/etc`),
+/// or with nothing before it. Searched without the regex engine: for the
+/// first form one `memchr` for the dots, then the name after each dot that
+/// stands alone; for the wider form the same look at every place a name
+/// may start. The regex engine took about 3 ns a byte for it (its literal
+/// prefilter does not apply: every `.` is a candidate); this takes a
+/// fraction of that. A test compares the two on random inputs.
+#[derive(Debug, Clone)]
+struct DottedWords {
+    dotted: WordList,
+    rooted: Option<WordList>,
+    plain: Option<WordList>,
+}
+
+impl DottedWords {
+    /// Recognises either regex's text exactly.
+    fn parse(body: &str) -> Option<Self> {
+        let inner = body
+            .strip_prefix(&format!(r"(?:^|{BOUNDARY})"))?
+            .strip_suffix(&format!(r"(?:{BOUNDARY}|$)"))?;
+        if let Some(list) = inner.strip_prefix(r"\.(?i:") {
+            return Some(DottedWords {
+                dotted: WordList::parse(list.strip_suffix(')')?)?,
+                rooted: None,
+                plain: None,
+            });
+        }
+        let rest = inner.strip_prefix(r"(?:\.(?i:")?.strip_suffix("))")?;
+        let (dotted, rest) = rest.split_once(r")|/(?i:")?;
+        let (rooted, plain) = rest.split_once(r")|(?i:")?;
+        Some(DottedWords {
+            dotted: WordList::parse(dotted)?,
+            rooted: Some(WordList::parse(rooted)?),
+            plain: Some(WordList::parse(plain)?),
+        })
+    }
+
+    /// Whether a match starts at or after `from`.
+    pub(super) fn occurs(&self, input: &str, from: usize) -> bool {
+        let bytes = input.as_bytes();
+        let Some(hay) = bytes.get(from..) else {
+            return false;
+        };
+        // Whether a name's first character (its `.`, its `/`, or its first
+        // letter) may stand at `at`: the character before it is part of the
+        // match, so it must be at `from` or later; `^` only stands before
+        // byte 0.
+        let alone = |at: usize| match at.checked_sub(1) {
+            None => true,
+            Some(prev) => prev >= from && bytes.get(prev).is_some_and(|&b| !is_word_byte(b)),
+        };
+        let (Some(rooted), Some(plain)) = (&self.rooted, &self.plain) else {
+            return memchr::memchr_iter(b'.', hay).any(|i| {
+                let dot = from + i;
+                alone(dot)
+                    && input
+                        .get(dot + 1..)
+                        .is_some_and(|rest| self.dotted.name_at(rest))
+            });
+        };
+        let starts = (from == 0).then_some(0).into_iter().chain(
+            (from..bytes.len())
+                .filter(|&i| bytes.get(i).is_some_and(|&b| !is_word_byte(b)))
+                .map(|i| i + 1),
+        );
+        starts.into_iter().any(|at| {
+            if !alone(at) {
+                return false;
+            }
+            let Some(rest) = input.get(at..) else {
+                return false;
+            };
+            match rest.as_bytes().first() {
+                Some(b'.') => rest.get(1..).is_some_and(|r| self.dotted.name_at(r)),
+                Some(b'/') => rest.get(1..).is_some_and(|r| rooted.name_at(r)),
+                _ => plain.name_at(rest),
+            }
         })
     }
 }
@@ -256,6 +315,37 @@ mod tests {
         }
     }
 
+    fn wide_body(dotted: &[&str], rooted: &[&str], plain: &[&str]) -> String {
+        format!(
+            r"(?:^|{BOUNDARY})(?:\.(?i:{})|/(?i:{})|(?i:{}))(?:{BOUNDARY}|$)",
+            dotted.join("|"),
+            rooted.join("|"),
+            plain.join("|")
+        )
+    }
+
+    #[test]
+    fn the_standard_file_rule_is_searched_without_the_regex_engine() {
+        let rule = negated_pattern(&crate::presets::standard_file_rule()).unwrap();
+        let words = rule.absent.unwrap().words.unwrap();
+        assert!(words.rooted.is_some() && words.plain.is_some());
+    }
+
+    #[test]
+    fn the_wide_shape_is_recognised_and_others_are_not() {
+        let wide = DottedWords::parse(&wide_body(&["git"], &["etc"], &["cron"])).unwrap();
+        assert!(wide.rooted.is_some() && wide.plain.is_some());
+        for body in [
+            wide_body(&["git"], &["etc"], &[""]),
+            wide_body(&["git"], &["Etc"], &["cron"]),
+            wide_body(&["g.t"], &["etc"], &["cron"]),
+            format!(r"(?:^|{BOUNDARY})(?:\.(?i:git)|/(?i:etc))(?:{BOUNDARY}|$)"),
+            format!(r"(?:^|{BOUNDARY})(?:\.(?i:git)|(?i:etc)|/(?i:cron))(?:{BOUNDARY}|$)"),
+        ] {
+            assert!(DottedWords::parse(&body).is_none(), "{body}");
+        }
+    }
+
     #[test]
     fn dotted_words_need_the_exact_shape() {
         assert!(DottedWords::parse(&words_body(&["git", "a-b_9"])).is_some());
@@ -312,8 +402,72 @@ mod tests {
         }
     }
 
+    #[test]
+    fn wide_words_match_their_regex_on_tricky_inputs() {
+        let body = wide_body(
+            &["git", "bashrc"],
+            &["etc"],
+            &["cron", "site-packages", "kube"],
+        );
+        let fast = DottedWords::parse(&body).unwrap();
+        let regex = regex::Regex::new(&body).unwrap();
+        for input in [
+            "tool:file:write /etc/profile",
+            "tool:file:/etc",
+            "tool:file:write src/etc/x",
+            "tool:file:write /usr/../etc/x",
+            "tool:file:write //etc/x",
+            "tool:file:write /etcetera",
+            "tool:file:write /var/spool/cron/root",
+            "tool:file:write src/cron.rs",
+            "tool:file:write src/mycron.rs",
+            "tool:file:write .cron",
+            "tool:file:write lib/site-packages/x.pth",
+            "tool:file:write \u{212A}ube",
+            "tool:file:write /\u{212A}ube",
+            "tool:file:write \u{e9}cron",
+            "tool:file:write ~/.bashrc",
+            "tool:file:write a.bashrc",
+            "cron",
+            "/etc",
+            "etc",
+            "",
+            "/",
+        ] {
+            for from in (0..=input.len()).filter(|&i| input.is_char_boundary(i)) {
+                assert_eq!(
+                    fast.occurs(input, from),
+                    regex.is_match_at(input, from),
+                    "{input:?} from {from}"
+                );
+            }
+        }
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+        #[test]
+        fn wide_words_match_their_regex(
+            dotted in proptest::collection::vec("[a-z0-9_-]{1,4}", 1..4),
+            rooted in proptest::collection::vec("[a-z0-9_-]{1,4}", 1..3),
+            plain in proptest::collection::vec("[a-z0-9_-]{1,4}", 1..4),
+            input in "(\\.|/|[gitkKsSh_/: -]|\u{212A}|\u{17F}|\u{e9}|\u{130}|\u{131}){0,16}",
+        ) {
+            fn words(w: &[String]) -> Vec<&str> {
+                w.iter().map(String::as_str).collect()
+            }
+            let body = wide_body(&words(&dotted), &words(&rooted), &words(&plain));
+            let fast = DottedWords::parse(&body).unwrap();
+            let regex = regex::Regex::new(&body).unwrap();
+            for from in (0..=input.len()).filter(|&i| input.is_char_boundary(i)) {
+                proptest::prop_assert_eq!(
+                    fast.occurs(&input, from),
+                    regex.is_match_at(&input, from),
+                    "{:?} {:?} {:?} in {:?} from {}", dotted, rooted, plain, input, from
+                );
+            }
+        }
 
         #[test]
         fn dotted_words_match_their_regex(

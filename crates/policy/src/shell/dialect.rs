@@ -16,6 +16,16 @@ const BASH_ONLY: &[&str] = &[
     "&>", "|&", ";&", "<<<", "<(", ">(", "$'", "$\"", "$[", "[[", "]]", "((", "}>", "}<",
 ];
 
+/// Whether `construct` stands in `code` with bash's meaning: `((` after a
+/// `$` opens POSIX arithmetic (`$((1+2))`), which dash reads as bash does.
+fn bash_only_at(code: &str, construct: &str) -> bool {
+    if construct != "((" {
+        return code.contains(construct);
+    }
+    code.match_indices(construct)
+        .any(|(at, _)| at == 0 || code.as_bytes().get(at - 1) != Some(&b'$'))
+}
+
 /// Reserved words of bash that dash does not have.
 const BASH_WORDS: &[&str] = &["function", "select", "coproc"];
 
@@ -25,7 +35,7 @@ pub(super) fn sh_only(line: &str, c: &mut Collector) {
     let code = code_text(line);
     let mut found = false;
     for construct in BASH_ONLY {
-        if code.contains(construct) {
+        if bash_only_at(&code, construct) {
             found = true;
             c.hazard(Hazard::BashOnly {
                 construct: (*construct).to_owned(),

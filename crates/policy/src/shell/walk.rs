@@ -4,8 +4,9 @@
 use super::words::{self, WordInfo};
 use super::{Collector, Hazard};
 use brush_parser::ast::{
-    AndOrList, Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList, ExtendedTestExpr,
-    IoFileRedirectKind, IoFileRedirectTarget, IoRedirect, SimpleCommand, SubshellCommand,
+    AndOrList, AssignmentName, AssignmentValue, Command, CommandPrefixOrSuffixItem,
+    CompoundCommand, CompoundList, ExtendedTestExpr, IoFileRedirectKind, IoFileRedirectTarget,
+    IoRedirect, SimpleCommand, SubshellCommand,
 };
 use brush_parser::{Parser, ParserOptions};
 
@@ -437,9 +438,20 @@ fn simple_command(simple: &SimpleCommand, c: &mut Collector) {
     for item in simple.prefix.iter().flat_map(|p| &p.0) {
         match item {
             CommandPrefixOrSuffixItem::AssignmentWord(assignment, word) => {
-                c.hazard(Hazard::Assignment {
-                    name: assignment.name.to_string(),
-                });
+                // `LANG=C ls`: a locale before a command is plain; any
+                // other variable, or one set for the shell itself, asks.
+                let plain = simple.word_or_name.is_some()
+                    && match (&assignment.name, &assignment.value) {
+                        (AssignmentName::VariableName(name), AssignmentValue::Scalar(value)) => {
+                            words::is_plain_prefix_assignment(name, assignment.append, &value.value)
+                        }
+                        _ => false,
+                    };
+                if !plain {
+                    c.hazard(Hazard::Assignment {
+                        name: assignment.name.to_string(),
+                    });
+                }
                 words::analyze(&word.value, c);
             }
             other => prefix_or_suffix_item(other, c),

@@ -193,7 +193,7 @@ fn pieces_into(
             }
             WordPiece::ParameterExpansion(_) => {
                 info.literal = None;
-                if !is_simple_parameter(source) {
+                if !is_simple_parameter(source) && !is_default_expansion(source) {
                     if source.contains("$(") || source.contains('`') {
                         c.hazard(Hazard::CommandSubstitution);
                     }
@@ -210,7 +210,9 @@ fn pieces_into(
             }
             WordPiece::ArithmeticExpression(_) => {
                 info.literal = None;
-                c.hazard(Hazard::Arithmetic);
+                if !is_constant_arithmetic(source) {
+                    c.hazard(Hazard::Arithmetic);
+                }
             }
         }
     }
@@ -250,6 +252,138 @@ fn is_simple_parameter(source: &str) -> bool {
         },
         None => false,
     }
+}
+
+/// `${NAME:-word}`, `${NAME-word}`, `${NAME:+word}` and `${NAME+word}`
+/// with a plain `NAME` (or positional parameter) and a `word` of plain
+/// characters only: they read a variable and assign nothing, and nothing
+/// in them is expanded again. `${x:=y}` and `${x=y}` assign, `${x:?}`
+/// fails the command, and a word holding `$`, a quote, a backquote or a
+/// brace (`${x:-$(cmd)}`, `${x:-${y:=z}}`) can hide more: all asked.
+fn is_default_expansion(source: &str) -> bool {
+    let Some(inner) = source
+        .strip_prefix("${")
+        .and_then(|rest| rest.strip_suffix('}'))
+    else {
+        return false;
+    };
+    let name_len = match inner.bytes().next() {
+        Some(b) if b.is_ascii_digit() => inner.bytes().take_while(u8::is_ascii_digit).count(),
+        Some(b) if b.is_ascii_alphabetic() || b == b'_' => inner
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+            .count(),
+        _ => return false,
+    };
+    let rest = inner.get(name_len..).unwrap_or_default();
+    let word = [":-", ":+", "-", "+"]
+        .iter()
+        .find_map(|op| rest.strip_prefix(op));
+    word.is_some_and(|word| word.chars().all(|ch| bare_literal(ch) || ch == '~'))
+}
+
+/// The longest arithmetic expression over constants that is plain.
+const MAX_CONSTANT_ARITHMETIC: usize = 128;
+
+/// `$(( … ))` over numbers alone: constants (`7`, `0x1f`, `8#17`: every
+/// run of letters, digits, `_`, `#` and `@` starts with a digit, so none
+/// names a variable), blanks, operators and parentheses. Without a
+/// variable nothing is assigned, incremented or evaluated again (a
+/// variable's value is itself evaluated as arithmetic, which can run
+/// commands through a subscript), and without `$`, quotes or backquotes
+/// nothing else expands. An expression longer than
+/// [`MAX_CONSTANT_ARITHMETIC`] (`$((------…1))` nests as deep as it is
+/// long in the shell's evaluator), `$[ … ]` (bash only) and anything else
+/// ask.
+fn is_constant_arithmetic(source: &str) -> bool {
+    let Some(expr) = source
+        .strip_prefix("$((")
+        .and_then(|rest| rest.strip_suffix("))"))
+        .filter(|expr| expr.len() <= MAX_CONSTANT_ARITHMETIC)
+    else {
+        return false;
+    };
+    let mut previous_in_run = false;
+    for b in expr.bytes() {
+        let in_run = b.is_ascii_alphanumeric() || matches!(b, b'_' | b'#' | b'@');
+        if in_run && !previous_in_run && !b.is_ascii_digit() {
+            return false;
+        }
+        if !in_run
+            && !matches!(
+                b,
+                b' ' | b'\t'
+                    | b'\n'
+                    | b'+'
+                    | b'-'
+                    | b'*'
+                    | b'/'
+                    | b'%'
+                    | b'('
+                    | b')'
+                    | b'<'
+                    | b'>'
+                    | b'='
+                    | b'!'
+                    | b'&'
+                    | b'|'
+                    | b'^'
+                    | b'~'
+                    | b'?'
+                    | b':'
+                    | b','
+            )
+        {
+            return false;
+        }
+        previous_in_run = in_run;
+    }
+    true
+}
+
+/// The variables a command may be run with for the line to stay plain
+/// (`LANG=C ls`): the locale and the time zone change how a program
+/// writes what it reads, not what runs. `PATH`, `LD_*`, `GIT_*`, pagers,
+/// editors, `BASH_ENV`, `LOCPATH`, `GCONV_PATH` and every other name are
+/// not here: they change what runs.
+const PLAIN_PREFIX_VARIABLES: &[&str] = &[
+    "LANG",
+    "LANGUAGE",
+    "LC_ADDRESS",
+    "LC_ALL",
+    "LC_COLLATE",
+    "LC_CTYPE",
+    "LC_IDENTIFICATION",
+    "LC_MEASUREMENT",
+    "LC_MESSAGES",
+    "LC_MONETARY",
+    "LC_NAME",
+    "LC_NUMERIC",
+    "LC_PAPER",
+    "LC_TELEPHONE",
+    "LC_TIME",
+    "TZ",
+];
+
+/// Whether `NAME=value` before a command leaves the line plain: a name of
+/// [`PLAIN_PREFIX_VARIABLES`] and a value written without quotes or
+/// expansions, of letters, digits and `_.@:+-` (a locale name such as
+/// `C.UTF-8`, `de_DE@euro` or `en:de`), and for `TZ` also `/` without a
+/// `..` step (`Europe/Paris`). A locale given as a path (`LANG=/tmp/x`)
+/// asks.
+pub(crate) fn is_plain_prefix_assignment(name: &str, append: bool, value: &str) -> bool {
+    let value_ok = |extra: &[u8]| {
+        value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.@:+-".contains(&b) || extra.contains(&b))
+    };
+    !append
+        && PLAIN_PREFIX_VARIABLES.contains(&name)
+        && if name == "TZ" {
+            value_ok(b"/") && !value.contains("..")
+        } else {
+            value_ok(b"")
+        }
 }
 
 /// Whether the operand of a `-v`/`-R` test may name an array element,
@@ -373,6 +507,105 @@ mod tests {
             "$",
         ] {
             assert!(!is_simple_parameter(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn default_expansions_of_plain_words_are_recognized() {
+        for s in [
+            "${HOME:-/tmp}",
+            "${x-a.b}",
+            "${x:+set}",
+            "${x+}",
+            "${1:-.}",
+            "${x:-~/a}",
+        ] {
+            assert!(is_default_expansion(s), "{s}");
+        }
+        for s in [
+            "${x:=y}",
+            "${x=y}",
+            "${x:?}",
+            "${x:-$y}",
+            "${x:-a b}",
+            "${x:-'a'}",
+            "${x:-`id`}",
+            "${x:-${y}}",
+            "${!x:-a}",
+            "${a[1]:-a}",
+            "${#x}",
+            "${x}",
+            "$x",
+            "${x:-a}}",
+        ] {
+            assert!(!is_default_expansion(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn only_arithmetic_over_constants_is_plain() {
+        for s in [
+            "$((1+2))",
+            "$(( (7*6) % 5 ))",
+            "$((0x1f + 8#17))",
+            "$((2**3 > 1 ? 1 : 0))",
+            "$((1,2))",
+        ] {
+            assert!(is_constant_arithmetic(s), "{s}");
+        }
+        for s in [
+            "$((x))",
+            "$((x=1))",
+            "$((x++))",
+            "$((1+_x))",
+            "$((1+$x))",
+            "$((1+$(id)))",
+            "$(('1'))",
+            "$((a[1]))",
+            "$[1+2]",
+            "$((1+\\x))",
+            "$((1+`id`))",
+            format!("$(({}1))", "-".repeat(MAX_CONSTANT_ARITHMETIC)).as_str(),
+        ] {
+            assert!(!is_constant_arithmetic(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn only_locale_and_time_zone_prefixes_are_plain() {
+        for (name, value) in [
+            ("LANG", "C"),
+            ("LC_ALL", "C.UTF-8"),
+            ("LANGUAGE", "en:de"),
+            ("LC_MESSAGES", "de_DE@euro"),
+            ("TZ", "Europe/Paris"),
+            ("LANG", ""),
+        ] {
+            assert!(
+                is_plain_prefix_assignment(name, false, value),
+                "{name}={value}"
+            );
+        }
+        for (name, append, value) in [
+            ("PATH", false, "/tmp"),
+            ("LD_PRELOAD", false, "x.so"),
+            ("GIT_PAGER", false, "less"),
+            ("PAGER", false, "less"),
+            ("EDITOR", false, "vi"),
+            ("BASH_ENV", false, "x"),
+            ("LOCPATH", false, "."),
+            ("GCONV_PATH", false, "."),
+            ("LANG", true, "C"),
+            ("LANG", false, "/tmp/x"),
+            ("LANG", false, "$x"),
+            ("LANG", false, "'C'"),
+            ("TZ", false, "../../x"),
+            ("lang", false, "C"),
+        ] {
+            assert!(
+                !is_plain_prefix_assignment(name, append, value),
+                "{name}={value}"
+            );
         }
     }
 
