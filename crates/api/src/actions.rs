@@ -165,6 +165,14 @@ pub struct Remember {
     /// The agent it is for: default this action's agent; `*` for any agent.
     #[serde(default)]
     pub agent: Option<String>,
+    /// Only within this session ("for this task"); void once it ends.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
+    pub session: Option<String>,
+    /// Void after this many allowed actions ("for the next N"), 1-10000.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 10000)]
+    pub uses: Option<i64>,
 }
 
 /// Body of a denial.

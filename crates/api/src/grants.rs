@@ -76,6 +76,15 @@ pub struct PermissionGrant {
     #[serde(default)]
     #[schema(max_length = 4096)]
     pub note: Option<String>,
+    /// Only within this session (the task's session id); void once it ends.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
+    pub session: Option<String>,
+    /// Void after this many allowed actions (1-10000), each taken in the
+    /// transaction that allows it.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 10000)]
+    pub uses: Option<i64>,
 }
 
 /// A grant for decision-only actions of a tool whose detail matches a pattern.
@@ -100,6 +109,15 @@ pub struct ToolGrant {
     #[serde(default)]
     #[schema(max_length = 4096)]
     pub note: Option<String>,
+    /// Only within this session (the task's session id); void once it ends.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
+    pub session: Option<String>,
+    /// Void after this many allowed actions (1-10000), each taken in the
+    /// transaction that allows it.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 10000)]
+    pub uses: Option<i64>,
 }
 
 /// A grant to create: `{handler, permission, scope}` or `{tool, pattern}`.

@@ -16,6 +16,7 @@ pub mod receipts;
 pub mod replay;
 pub mod rfc3339;
 pub mod teams;
+pub mod sessions;
 
 pub use actions::*;
 pub use deliveries::*;
@@ -24,3 +25,4 @@ pub use handlers::*;
 pub use model::*;
 pub use problem::{FieldError, Problem};
 pub use teams::*;
+pub use sessions::*;

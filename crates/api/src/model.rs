@@ -302,8 +302,17 @@ pub struct GrantRecord {
     /// A note from the human.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// Neither revoked nor expired when this was read.
+    /// Neither revoked nor expired (nor used up) when this was read.
     pub active: bool,
+    /// Only within this session; void once it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// How many allowed actions it was granted for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses: Option<i64>,
+    /// How many of them are left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses_left: Option<i64>,
 }
 
 /// Where a grant request stands.

@@ -167,6 +167,8 @@ pub async fn approve(args: ApproveArgs) -> Exit {
                 },
                 pattern: args.pattern.clone(),
                 agent: args.agent.clone(),
+                session: None,
+                uses: None,
             }),
         };
         let params = match &args.params {

@@ -13,7 +13,7 @@ use actiongate_store::{
 };
 
 use crate::dispatch::Slot;
-use crate::policy::{NeededPermission, decide_tool, validate_tool};
+use crate::policy::{NeededPermission, validate_tool};
 use crate::waiters::Registration;
 use crate::{Caller, ErrorCode, Gate, GateError, GateResult};
 
@@ -153,6 +153,9 @@ impl Gate {
         let (reason, timeout, key) = body.common();
         let (session, runtime) = body.origin();
         crate::sessions::validate_origin(session, runtime)?;
+        if let Some(s) = session {
+            self.touch_session(&agent, s, runtime).await?;
+        }
         let (session, runtime) = (session.map(str::to_owned), runtime.map(str::to_owned));
         check_len("reason", reason, MAX_TEXT)?;
         check_len("idempotency_key", key, 256)?;
@@ -169,9 +172,20 @@ impl Gate {
                 CreateAction::Tool(t) => {
                     validate_tool(&t.tool)?;
                     check_len("detail", Some(&t.detail), MAX_DETAIL)?;
-                    let decision = decide_tool(self, &agent, &t.tool, &t.detail).await?;
-                    let decision = self.rate_limited(&agent, decision).await?;
+                    let decided = crate::policy::decide_in(
+                        self,
+                        &agent,
+                        t.session.as_deref(),
+                        &t.tool,
+                        &t.detail,
+                        None,
+                    )
+                    .await?;
+                    // Past a rate limit an allow asks, and then takes no use of a grant.
+                    let decision = self.rate_limited(&agent, decided.decision).await?;
+                    let take_use = decided.take_use.filter(|_| decision.result == DecisionResult::Allow);
                     NewAction {
+                        take_use,
                         reason: t.reason,
                         idempotency_key: t.idempotency_key,
                         request_hash,
@@ -241,6 +255,25 @@ impl Gate {
         })
         .await;
         let (action, created, inserted) = stored?;
+        if created
+            && let Some(session) = &action.session
+            && matches!(
+                action.status,
+                ActionStatus::Approved | ActionStatus::Running
+            )
+            && self
+                .profile_of(&action.agent)
+                .await?
+                .taints(&action.action_string)
+        {
+            self.store()
+                .taint_session(
+                    session.clone(),
+                    action.id.clone(),
+                    action.action_string.clone(),
+                )
+                .await?;
+        }
         if created {
             metrics::counter!("actiongate_decisions_total", "result" => result.as_str())
                 .increment(1);
@@ -343,9 +376,10 @@ impl Gate {
         check_len("params", Some(&detail), MAX_DETAIL)?;
         let scope = action.scope(&h.params);
         let permission = action.decl.permission.clone();
-        let decision = crate::policy::decide(
+        let decided = crate::policy::decide_in(
             self,
             &agent,
+            h.session.as_deref(),
             &h.handler,
             &detail,
             Some(NeededPermission {
@@ -355,7 +389,8 @@ impl Gate {
             }),
         )
         .await?;
-        let decision = self.rate_limited(&agent, decision).await?;
+        let decision = self.rate_limited(&agent, decided.decision).await?;
+        let take_use = decided.take_use.filter(|_| decision.result == DecisionResult::Allow);
         let params_view = action.masked(&h.params);
         let display = action.display(&params_view);
         let slot = if decision.result == DecisionResult::Allow {
@@ -367,6 +402,7 @@ impl Gate {
             actiongate_store::time::now() + self.dispatcher().lease(handler.record.timeout_ms)
         });
         let new = NewAction {
+            take_use,
             reason: h.reason,
             idempotency_key: h.idempotency_key,
             request_hash,

@@ -186,7 +186,11 @@ impl Gate {
         caller.not_for_own(Some(&action.agent))?;
         caller.not_for_own(agent.as_deref())?;
         let expires_at = self.parse_expires(&remember.expires, "remember.expires")?;
+        let (session, uses) =
+            crate::sessions::grant_scope("remember.", remember.session.clone(), remember.uses)?;
         let new = NewGrant {
+            session,
+            uses,
             id: crate::grants::new_grant_id(),
             agent,
             target,
@@ -251,6 +255,8 @@ impl Gate {
             scope: None,
             pattern: None,
             agent: None,
+            session: None,
+            uses: None,
         };
         self.remember_target(action, &defaults).await.is_ok()
     }

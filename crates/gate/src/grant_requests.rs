@@ -187,6 +187,8 @@ impl Gate {
             return Err(GateError::invalid("expires", "is already past"));
         }
         let grant = NewGrant {
+            session: None,
+            uses: None,
             id: new_grant_id(),
             agent: Some(r.agent.clone()),
             target: match target {

@@ -119,16 +119,18 @@ impl Gate {
         body: CreateGrant,
     ) -> GateResult<GrantCreated> {
         caller.require(actiongate_store::Role::Operator)?;
-        let (agent, expires, note, target) = match body {
+        let (agent, expires, note, target, (session, uses)) = match body {
             CreateGrant::Permission(g) => {
                 let target = self
                     .permission_target(&g.handler, &g.permission, g.scope, "scope")
                     .await?;
-                (g.agent, g.expires, g.note, target)
+                let scoped = crate::sessions::grant_scope("", g.session, g.uses)?;
+                (g.agent, g.expires, g.note, target, scoped)
             }
             CreateGrant::Tool(g) => {
                 let target = tool_target(&g.tool, &g.pattern, "pattern")?;
-                (g.agent, g.expires, g.note, target)
+                let scoped = crate::sessions::grant_scope("", g.session, g.uses)?;
+                (g.agent, g.expires, g.note, target, scoped)
             }
         };
         if let Some(a) = &agent {
@@ -140,6 +142,8 @@ impl Gate {
         }
         let expires_at = self.parse_expires(&expires, "expires")?;
         let new = NewGrant {
+            session,
+            uses,
             id: new_grant_id(),
             agent,
             target,

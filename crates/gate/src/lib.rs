@@ -44,6 +44,7 @@ pub mod notify;
 pub mod outbound;
 mod pending_limit;
 pub mod people;
+pub mod plans;
 pub mod policy;
 pub mod quorum;
 mod rate;

@@ -44,8 +44,43 @@ pub async fn decide(
     detail: &str,
     permission: Option<NeededPermission<'_>>,
 ) -> Result<Decision, GateError> {
+    Ok(decide_in(gate, agent, None, tool, detail, permission)
+        .await?
+        .decision)
+}
+
+/// What [`decide_in`] answers.
+pub struct Decided {
+    /// The decision.
+    pub decision: Decision,
+    /// The grant with a count of uses that allowed it, whose use the
+    /// action takes when it is stored.
+    pub take_use: Option<String>,
+}
+
+/// [`decide`] for an action of `session`: grants scoped to that session or
+/// to a count of uses count too (after the unscoped ones, so a standing
+/// grant is used before a counted one).
+pub async fn decide_in(
+    gate: &Gate,
+    agent: &str,
+    session: Option<&str>,
+    tool: &str,
+    detail: &str,
+    permission: Option<NeededPermission<'_>>,
+) -> Result<Decided, GateError> {
     let profile = gate.profile_of(agent).await?;
-    let grants = gate.store().active_grants(agent, tool).await?;
+    let mut grants = gate.store().active_grants(agent, tool).await?;
+    let scoped = gate
+        .store()
+        .scoped_grants(agent, session.map(str::to_owned), tool)
+        .await?;
+    let counted: Vec<String> = scoped
+        .iter()
+        .filter(|(_, left)| left.is_some())
+        .map(|(g, _)| g.id.clone())
+        .collect();
+    grants.extend(scoped.into_iter().map(|(g, _)| g));
     let req = policy::Request {
         agent,
         tool,
@@ -56,12 +91,36 @@ pub async fn decide(
             scope: p.scope,
         }),
     };
-    Ok(record(policy::decide(
-        &profile,
-        &grants,
-        &req,
-        chrono::Utc::now(),
-    )))
+    let mut d = policy::decide(&profile, &grants, &req, chrono::Utc::now());
+    // A way out, in a session that read untrusted content, asks.
+    if let Some(session) = session
+        && d.verdict == policy::Verdict::Allow
+        && profile.guarded(&policy::format_action(tool, detail))
+        && let Some(s) = gate
+            .store()
+            .get_session(session, crate::plans::idle_before())
+            .await?
+        && let Some(by) = s.tainted_by
+    {
+        d = policy::Decision {
+            verdict: policy::Verdict::Ask,
+            reason: format!(
+                "session '{session}' is tainted by action {by} (`{}`): guarded actions ask",
+                s.taint_action.unwrap_or_default()
+            ),
+            rule: None,
+        };
+    }
+    let take_use = match (&d.verdict, &d.rule) {
+        (policy::Verdict::Allow, Some(policy::Rule::Grant { id })) if counted.contains(id) => {
+            Some(id.clone())
+        }
+        _ => None,
+    };
+    Ok(Decided {
+        decision: record(d),
+        take_use,
+    })
 }
 
 /// Decides a decision-only action.
@@ -113,7 +172,9 @@ impl Gate {
         let agent = caller.agent_id()?;
         validate_tool(tool)?;
         crate::actions::check_len("detail", Some(detail), crate::actions::MAX_DETAIL)?;
-        let decision = decide_tool(self, agent, tool, detail).await?;
+        let decision = decide_in(self, agent, session, tool, detail, None)
+            .await?
+            .decision;
         metrics::counter!("actiongate_decisions_total", "result" => decision.result.as_str())
             .increment(1);
         Ok((policy::format_action(tool, detail), decision))

@@ -58,6 +58,30 @@ pub fn validate_origin(session: Option<&str>, runtime: Option<&str>) -> GateResu
     Ok(())
 }
 
+/// Most uses a counted grant may be given.
+pub const MAX_USES: i64 = 10_000;
+
+/// The session and count of uses a grant is limited to, checked; `prefix`
+/// names the body's object holding them (`remember.`) or is empty.
+pub fn grant_scope(
+    prefix: &str,
+    session: Option<String>,
+    uses: Option<i64>,
+) -> GateResult<(Option<String>, Option<i64>)> {
+    if let Some(s) = &session {
+        validate_session(&format!("{prefix}session"), s)?;
+    }
+    if let Some(n) = uses
+        && !(1..=MAX_USES).contains(&n)
+    {
+        return Err(GateError::invalid(
+            format!("{prefix}uses"),
+            format!("must be 1-{MAX_USES}"),
+        ));
+    }
+    Ok((session, uses))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,8 +29,23 @@ fn lists(allow: &[&str], ask: &[&str]) -> CustomProfile {
         examples: Default::default(),
         max_per_hour: None,
         rule_limits: Vec::new(),
+        taints: TAINTS.iter().map(|p| (*p).to_owned()).collect(),
+        guarded: GUARDED.iter().map(|p| (*p).to_owned()).collect(),
     }
 }
+
+/// Every preset's `taints`: reading what a stranger wrote (web pages,
+/// search results, MCP tools of other servers).
+const TAINTS: &[&str] = &["tool:(WebFetch|WebSearch):(?s).*", "tool:mcp__(?s).*"];
+
+/// Every preset's `guarded`: ways out (network writes and transfers,
+/// pushing, publishing, sending), asked once the session is tainted.
+const GUARDED: &[&str] = &[
+    r"(?s)tool:(bash|sh):.*\b(curl|wget|nc|ncat|scp|sftp|rsync|ssh|ftp)\b.*",
+    r"(?s)tool:(bash|sh|git):.*\b(push|publish|send-email)\b.*",
+    "tool:(WebFetch):(?s).*\\?.*",
+    "tool:mcp__.*__(send|post|create|publish|push|upload)(?s).*",
+];
 
 /// Names a file action may not touch under `standard` without a human,
 /// each after a `.`: git's own directory and configuration (hooks,

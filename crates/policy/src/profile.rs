@@ -1,7 +1,7 @@
 //! Profiles: the allow, ask and deny pattern lists of an agent, compiled
 //! once, and how they are written down (a preset name or an object).
 
-use crate::pattern::{Coverage, PatternSet};
+use crate::pattern::{Coverage, PatternSet, SetMatch};
 use crate::presets::{self, UnknownPresetError};
 use crate::shell::Dialect;
 use crate::verdict::ListKind;
@@ -146,6 +146,14 @@ pub struct CustomProfile {
     /// Limits per allow pattern.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rule_limits: Vec<crate::rate::RuleLimit>,
+    /// Actions that read untrusted content: once one is allowed or approved
+    /// in a session, the session is tainted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<String>,
+    /// Ways out: in a tainted session, an action matching one of these is
+    /// asked even where a rule or a grant would allow it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guarded: Vec<String>,
 }
 
 /// Why a profile could not be built.
@@ -156,6 +164,18 @@ pub enum ProfileError {
     InvalidPattern {
         /// The list holding the pattern.
         list: ListKind,
+        /// Its position in that list, from 0.
+        index: usize,
+        /// The pattern as written.
+        pattern: String,
+        /// What the regex engine said.
+        message: String,
+    },
+    /// A `taints` or `guarded` pattern does not compile.
+    #[error("invalid pattern #{index} in the {list} list (`{pattern}`): {message}")]
+    InvalidSessionPattern {
+        /// `taints` or `guarded`.
+        list: &'static str,
         /// Its position in that list, from 0.
         index: usize,
         /// The pattern as written.
@@ -187,6 +207,8 @@ struct Compiled {
     allow: PatternSet,
     ask: PatternSet,
     deny: PatternSet,
+    taints: PatternSet,
+    guarded: PatternSet,
     shell_tools: Vec<String>,
     /// For each of `shell_tools`, whether [`crate::check`] may skip the
     /// shell analysis.
@@ -285,6 +307,16 @@ impl Profile {
         let deny = compile(ListKind::Deny, &lists.deny)?;
         let allow = compile(ListKind::Allow, &lists.allow)?;
         let ask = compile(ListKind::Ask, &lists.ask)?;
+        let session_list = |list: &'static str, patterns: &[String]| {
+            PatternSet::new(patterns).map_err(|(index, e)| ProfileError::InvalidSessionPattern {
+                list,
+                index,
+                pattern: e.pattern,
+                message: e.message,
+            })
+        };
+        let taints = session_list("taints", &lists.taints)?;
+        let guarded = session_list("guarded", &lists.guarded)?;
         let shortcuts = shell_tools
             .iter()
             .map(|tool| ShellShortcut::for_tool(tool, &deny, &allow, &ask))
@@ -296,6 +328,8 @@ impl Profile {
                 deny,
                 allow,
                 ask,
+                taints,
+                guarded,
                 spec,
                 shell_tools,
                 shortcuts,
@@ -309,6 +343,21 @@ impl Profile {
     /// the first whose pattern matches it whole.
     pub fn approval_rule(&self, action: &str) -> Option<&crate::approvals::CompiledRule> {
         self.inner.approvals.iter().find(|r| r.matches(action))
+    }
+
+    /// Whether `action_string` reads untrusted content (its `taints`); a
+    /// pattern that hit the backtracking limit counts as a match.
+    pub fn taints(&self, action_string: &str) -> bool {
+        !matches!(self.inner.taints.matches_any(action_string), SetMatch::None)
+    }
+
+    /// Whether `action_string` is a way out (its `guarded`); a pattern
+    /// that hit the backtracking limit counts as a match (fail closed).
+    pub fn guarded(&self, action_string: &str) -> bool {
+        !matches!(
+            self.inner.guarded.matches_any(action_string),
+            SetMatch::None
+        )
     }
 
     /// The written form this profile was built from.
@@ -409,6 +458,8 @@ mod tests {
             examples: Default::default(),
             max_per_hour: None,
             rule_limits: Vec::new(),
+            taints: Vec::new(),
+            guarded: Vec::new(),
         })
         .unwrap_err();
         let ProfileError::InvalidPattern {
@@ -439,6 +490,8 @@ mod tests {
             examples: Default::default(),
             max_per_hour: None,
             rule_limits: Vec::new(),
+            taints: Vec::new(),
+            guarded: Vec::new(),
             ..CustomProfile::default()
         })
         .unwrap();

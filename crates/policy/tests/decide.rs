@@ -25,6 +25,8 @@ fn profile(allow: &[&str], ask: &[&str], deny: &[&str]) -> Profile {
         examples: Default::default(),
         max_per_hour: None,
         rule_limits: Vec::new(),
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap()
 }
@@ -256,6 +258,8 @@ fn shell_tools_of_the_profile_are_parsed() {
         examples: Default::default(),
         max_per_hour: None,
         rule_limits: Vec::new(),
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap();
     assert_eq!(check("tool:Bash:ls -la; rm -rf ~", &shell), Verdict::Deny);

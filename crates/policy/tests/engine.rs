@@ -18,6 +18,8 @@ fn profile(allow: &[&str], ask: &[&str]) -> Profile {
         examples: Default::default(),
         max_per_hour: None,
         rule_limits: Vec::new(),
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap()
 }
@@ -298,6 +300,8 @@ fn test_invalid_regex_raises_at_construction() {
         examples: Default::default(),
         max_per_hour: None,
         rule_limits: Vec::new(),
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap_err();
     assert!(
@@ -359,6 +363,8 @@ fn test_profile_serialization_to_dict() {
         examples: Default::default(),
         max_per_hour: None,
         rule_limits: Vec::new(),
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap();
     assert_eq!(

@@ -131,6 +131,8 @@ fn the_canonical_form_is_what_patterns_and_the_rule_see() {
         examples: Default::default(),
         max_per_hour: None,
         rule_limits: Vec::new(),
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap();
     assert_eq!(check("tool:git: status", &p), Verdict::Allow);

@@ -473,6 +473,8 @@ fn profile_patterns_judge_each_command_of_an_executor_command_line() {
         examples: Default::default(),
         max_per_hour: None,
         rule_limits: Vec::new(),
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap();
     let scope = |l: &str| obj(json!({ "command": l }));

@@ -20,6 +20,8 @@ fn deny_touch() -> Profile {
         examples: Default::default(),
         max_per_hour: None,
         rule_limits: Vec::new(),
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap()
 }

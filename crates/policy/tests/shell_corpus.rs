@@ -17,6 +17,8 @@ fn custom() -> Profile {
         examples: Default::default(),
         max_per_hour: None,
         rule_limits: Vec::new(),
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap()
 }

@@ -9,7 +9,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::routes::{
     actions, agents, audit, check, events, grant_requests, grants, handlers, keys, ops, people,
-    presets, receipts, replay, results, subscriptions, tools, whoami,
+    presets, receipts, replay, results, sessions, subscriptions, tools, whoami,
 };
 
 /// The API description.
@@ -45,6 +45,9 @@ use crate::routes::{
         subscriptions::get_subscription, subscriptions::delete_subscription,
         subscriptions::list_deliveries,
         audit::audit_export,
+        sessions::list_sessions, sessions::get_session, sessions::end_session,
+        sessions::create_plan, sessions::list_plans, sessions::get_plan,
+        sessions::approve_plan, sessions::deny_plan, sessions::report_run,
     ),
     modifiers(&BearerAuth, &CommonErrors),
     tags(
@@ -58,6 +61,7 @@ use crate::routes::{
         (name = "events", description = "Event streams (Server-Sent Events)"),
         (name = "subscriptions", description = "Outbound notification webhooks"),
         (name = "audit", description = "Tamper-evident export of the event log"),
+        (name = "sessions", description = "Sessions, plans approved at once, runs reported after the fact"),
     )
 )]
 pub struct ApiDoc;

@@ -304,7 +304,7 @@ pub(crate) fn created_kind(status: ActionStatus) -> &'static str {
     }
 }
 
-async fn insert_on(
+pub(crate) async fn insert_on(
     conn: &mut SqliteConnection,
     new: NewAction,
 ) -> Result<(Action, bool), StoreError> {
@@ -522,6 +522,14 @@ impl SqliteStore {
     /// [`Store::insert_action`], answering also with the new action already
     /// rendered as JSON when it was just created.
     pub async fn create_action(&self, new: NewAction) -> Result<Inserted, StoreError> {
+        if new.take_use.is_some() {
+            let (action, created) = self.create_taking_use(new).await?;
+            return Ok(Inserted {
+                action,
+                created,
+                rendered: None,
+            });
+        }
         if CreateJob::applies(&new) {
             let (action, rendered) = self.writer.create(new).await?;
             return Ok(Inserted {
@@ -685,6 +693,7 @@ mod tests {
             ActionStatus::Completed,
         ] {
             let mut f = ActionFilter {
+                session: None,
                 status: Some(status),
                 agent: None,
                 tool: None,

@@ -236,6 +236,11 @@ contract! {
     /// the next commit that may change grants (see `grant_cache`).
     pub async fn active_grants(&self, agent: &str, tool: &str) -> Result<Vec<policy::Grant>, StoreError>;
 
+    /// Active grants for a session or a count of uses that may apply to
+    /// `agent` acting on `tool` in `session`, each with its uses left (`None`:
+    /// not counted); never cached (see `sessions`).
+    pub async fn scoped_grants(&self, agent: &str, session: Option<String>, tool: &str) -> Result<Vec<(policy::Grant, Option<i64>)>, StoreError>;
+
     // handlers
     /// Registers a new handler with its secret; an existing id (even a
     /// retired one, whose history stays) is a conflict.
@@ -309,6 +314,32 @@ contract! {
     pub async fn receipt_key(&self, candidate: crate::receipts::StoredReceiptKey) -> Result<crate::receipts::StoredReceiptKey, StoreError>;
     /// The params of an action as its agent sent them (`None`: decision-only).
     pub async fn action_params(&self, id: &str) -> Result<Option<String>, StoreError>;
+    // sessions and plans
+    /// Records that `agent` acts in session `id` now (creating it, or
+    /// voiding its grants and opening it again when it had ended or been
+    /// idle since `idle_before`); another agent's session is a conflict.
+    pub async fn touch_session(&self, agent: String, id: String, runtime: Option<String>, idle_before: DateTime<Utc>) -> Result<actiongate_api::sessions::Session, StoreError>;
+    /// Marks a session tainted by an action, unless it already is.
+    pub async fn taint_session(&self, id: String, action_id: String, action_string: String) -> Result<(), StoreError>;
+    /// One session.
+    pub async fn get_session(&self, id: &str, idle_before: DateTime<Utc>) -> Result<Option<actiongate_api::sessions::Session>, StoreError>;
+    /// Sessions, latest seen first; only `agent`'s when given.
+    pub async fn list_sessions(&self, agent: Option<String>, idle_before: DateTime<Utc>) -> Result<Vec<actiongate_api::sessions::Session>, StoreError>;
+    /// Ends a session and voids its grants.
+    pub async fn end_session(&self, id: String, by: String, idle_before: DateTime<Utc>) -> Result<actiongate_api::sessions::Session, StoreError>;
+    /// Stores a pending plan.
+    pub async fn create_plan(&self, plan: actiongate_api::sessions::Plan) -> Result<actiongate_api::sessions::Plan, StoreError>;
+    /// One plan.
+    pub async fn get_plan(&self, id: &str) -> Result<actiongate_api::sessions::Plan, StoreError>;
+    /// Plans, newest first; only in `status` when given.
+    pub async fn list_plans(&self, status: Option<String>) -> Result<Vec<actiongate_api::sessions::Plan>, StoreError>;
+    /// Decides a pending plan, storing the grants its approval makes in
+    /// the same transaction.
+    pub async fn decide_plan(&self, id: String, status: &'static str, by: String, steps: Vec<actiongate_api::sessions::PlanStep>, grants: Vec<NewGrant>) -> Result<actiongate_api::sessions::Plan, StoreError>;
+    /// Appends an `action.undecided` event about a run of `agent`.
+    pub async fn record_undecided(&self, agent: &str, data: actiongate_api::model::Json) -> Result<(), StoreError>;
+    /// The latest allowed or approved action of `agent` matching a run.
+    pub async fn decided_run(&self, agent: &str, tool: &str, detail: &str, session: Option<String>, since: DateTime<Utc>) -> Result<Option<String>, StoreError>;
 
     // subscriptions
     /// Stores a subscription; it receives events committed from now on.

@@ -22,6 +22,10 @@ pub const EVENT_TYPES: &[&str] = &[
     "grant_request.expired",
     "audit.anchor",
     "limit.reached",
+    "action.undecided",
+    "plan.requested",
+    "plan.approved",
+    "plan.denied",
 ];
 
 /// Which event types a reader wants: exact types, `prefix.*` patterns, or

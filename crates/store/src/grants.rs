@@ -52,6 +52,20 @@ pub struct NewGrant {
     pub expires_at: Option<DateTime<Utc>>,
     /// A note.
     pub note: Option<String>,
+    /// Only within this session (void once it ends).
+    pub session: Option<String>,
+    /// Void after this many allowed actions.
+    pub uses: Option<i64>,
+}
+
+impl NewGrant {
+    /// Whether it is scoped to a session or a count: such a grant is not
+    /// cached, allows only what is asked after it (it approves no pending
+    /// action but the one it is made with), and is read by
+    /// [`crate::Store::scoped_grants`].
+    pub fn is_scoped(&self) -> bool {
+        self.session.is_some() || self.uses.is_some()
+    }
 }
 
 /// Approve this pending action first, in the same transaction (the
@@ -92,7 +106,7 @@ pub struct GrantFilter {
 /// for `concat!`.
 macro_rules! grant_columns {
     () => {
-        "id, agent, handler, permission, scope, tool, pattern, granted_by, granted_at, expires_at, revoked_at, note"
+        "id, agent, handler, permission, scope, tool, pattern, granted_by, granted_at, expires_at, revoked_at, note, session, uses, uses_left"
     };
 }
 pub(crate) use grant_columns;
@@ -101,6 +115,7 @@ pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<GrantRecord, Store
     let scope: Option<String> = row.try_get("scope")?;
     let expires_at = opt_from_ms(row.try_get("expires_at")?);
     let revoked_at = opt_from_ms(row.try_get("revoked_at")?);
+    let uses_left: Option<i64> = row.try_get("uses_left")?;
     let at = now();
     Ok(GrantRecord {
         id: row.try_get("id")?,
@@ -115,7 +130,12 @@ pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<GrantRecord, Store
         expires_at,
         revoked_at,
         note: row.try_get("note")?,
-        active: revoked_at.is_none() && expires_at.is_none_or(|t| t > at),
+        active: revoked_at.is_none()
+            && expires_at.is_none_or(|t| t > at)
+            && uses_left.is_none_or(|n| n > 0),
+        session: row.try_get("session")?,
+        uses: row.try_get("uses")?,
+        uses_left,
     })
 }
 
@@ -393,7 +413,7 @@ where
     let cols = new.target.cols();
     let mut q: QueryBuilder<DB> = QueryBuilder::new(
         "INSERT INTO grants (id, agent, handler, permission, scope, tool, pattern, granted_by, \
-         granted_at, expires_at, note) VALUES (",
+         granted_at, expires_at, note, session, uses, uses_left) VALUES (",
     );
     q.separated(", ")
         .push_bind(new.id.clone())
@@ -406,7 +426,10 @@ where
         .push_bind(new.granted_by.clone())
         .push_bind(to_ms(now()))
         .push_bind(new.expires_at.map(to_ms))
-        .push_bind(new.note.clone());
+        .push_bind(new.note.clone())
+        .push_bind(new.session.clone())
+        .push_bind(new.uses)
+        .push_bind(new.uses);
     q.push(concat!(") RETURNING ", grant_columns!()));
     q
 }
@@ -448,6 +471,10 @@ async fn approve_covered_on(
     grant: &GrantRecord,
     default_profile: Option<&Arc<policy::Profile>>,
 ) -> Result<Vec<Action>, StoreError> {
+    // A grant for a session or a count allows what comes after it only.
+    if grant.session.is_some() || grant.uses.is_some() {
+        return Ok(Vec::new());
+    }
     let pg = to_policy(grant)?;
     let Some(mut q) = covered_query::<Sqlite>(grant.into(), None) else {
         return Ok(Vec::new());
@@ -589,7 +616,8 @@ impl SqliteStore {
             "SELECT ",
             grant_columns!(),
             " FROM grants WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) \
-             AND (agent IS NULL OR agent = ?) AND (handler = ? OR tool = ?)"
+             AND (agent IS NULL OR agent = ?) AND (handler = ? OR tool = ?) \
+             AND session IS NULL AND uses_left IS NULL"
         ))
         .bind(to_ms(now()))
         .bind(agent)

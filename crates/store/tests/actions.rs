@@ -73,6 +73,7 @@ async fn listings_filter_and_page_newest_first(kind: Kind) {
             .collect()
     };
     let base = ActionFilter {
+        session: None,
         limit: 5,
         ..ActionFilter::default()
     };
@@ -85,6 +86,7 @@ async fn listings_filter_and_page_newest_first(kind: Kind) {
         ActionStatus::Completed,
     ] {
         let f = ActionFilter {
+            session: None,
             status: Some(status),
             ..base.clone()
         };
@@ -95,6 +97,7 @@ async fn listings_filter_and_page_newest_first(kind: Kind) {
         );
     }
     let f = ActionFilter {
+        session: None,
         agent: Some("agent-1".to_owned()),
         tool: Some("bash".to_owned()),
         status: Some(ActionStatus::Pending),
@@ -147,6 +150,7 @@ async fn text_holding_nul_is_stored_or_refused_as_invalid(kind: Kind) {
                 assert!(
                     store
                         .list_actions(&ActionFilter {
+                            session: None,
                             limit: 10,
                             ..ActionFilter::default()
                         })

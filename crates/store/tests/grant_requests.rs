@@ -26,6 +26,8 @@ fn request(agent: &str, deadline_in: chrono::Duration) -> NewGrantRequest {
 
 fn grant_for(r: &GrantRequest) -> NewGrant {
     NewGrant {
+        session: None,
+        uses: None,
         id: uuid::Uuid::now_v7().to_string(),
         agent: Some(r.agent.clone()),
         target: NewGrantTarget::Permission {

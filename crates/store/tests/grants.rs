@@ -29,6 +29,8 @@ fn ask(agent: &str, detail: &str) -> NewAction {
 
 fn tool_grant(agent: Option<&str>, pattern: &str) -> NewGrant {
     NewGrant {
+        session: None,
+        uses: None,
         id: uuid::Uuid::now_v7().to_string(),
         agent: agent.map(str::to_owned),
         target: NewGrantTarget::Tool {
@@ -188,6 +190,8 @@ async fn grants_are_revoked_once_and_listed_by_filter(kind: Kind) {
     };
     let mine = tool_grant(Some("a"), "make");
     let anyone = NewGrant {
+        session: None,
+        uses: None,
         target: NewGrantTarget::Permission {
             handler: "files".to_owned(),
             permission: "fs.write".to_owned(),
@@ -196,6 +200,8 @@ async fn grants_are_revoked_once_and_listed_by_filter(kind: Kind) {
         ..tool_grant(None, "unused")
     };
     let expired = NewGrant {
+        session: None,
+        uses: None,
         expires_at: Some(Utc::now() - chrono::Duration::seconds(1)),
         ..tool_grant(Some("a"), "ls")
     };

@@ -625,6 +625,8 @@ async fn faults_in_the_middle_of_a_write_are_retryable_and_write_nothing() {
         .await
         .unwrap();
     let grant = NewGrant {
+        session: None,
+        uses: None,
         id: uuid::Uuid::now_v7().to_string(),
         agent: Some("a".to_owned()),
         target: NewGrantTarget::Tool {

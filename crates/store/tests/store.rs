@@ -113,6 +113,7 @@ async fn a_failing_job_does_not_disturb_its_batch(kind: Kind) {
     assert_eq!((ok, conflicts), (39, 1));
     let all = store
         .list_actions(&ActionFilter {
+            session: None,
             limit: 100,
             ..ActionFilter::default()
         })
@@ -379,6 +380,8 @@ async fn cached_grants_follow_creation_and_revocation(kind: Kind) {
     // Read twice: the second answer comes from the cache.
     assert!(store.active_grants("a", "bash").await.unwrap().is_empty());
     let grant = NewGrant {
+        session: None,
+        uses: None,
         id: uuid::Uuid::now_v7().to_string(),
         agent: Some("a".to_owned()),
         target: NewGrantTarget::Tool {

@@ -19,6 +19,8 @@ fn profile(allow: &[&str], ask: &[&str], deny: &[&str]) -> Profile {
         examples: Default::default(),
         max_per_hour: None,
         rule_limits: Vec::new(),
+        taints: Vec::new(),
+        guarded: Vec::new(),
     })
     .unwrap()
 }
@@ -187,6 +189,8 @@ proptest! {
             examples: Default::default(),
             max_per_hour: None,
             rule_limits: Vec::new(),
+            taints: Vec::new(),
+            guarded: Vec::new(),
         })
         .unwrap();
         let action = format!("tool:{tool}:{detail}");

@@ -134,6 +134,8 @@ pub async fn decide(
                     scope: None,
                     pattern: None,
                     agent: None,
+                    session: None,
+                    uses: None,
                 },
             },
         };

@@ -15,6 +15,7 @@ pub mod presets;
 pub mod receipts;
 pub mod replay;
 pub mod results;
+pub mod sessions;
 pub mod subscriptions;
 pub mod tools;
 pub mod whoami;
@@ -30,6 +31,7 @@ pub fn router() -> Router<AppState> {
         .merge(agents::router())
         .merge(check::router())
         .merge(grants::router())
+        .merge(sessions::router())
         .merge(grant_requests::router())
         .merge(handlers::router())
         .merge(tools::router())

@@ -254,26 +254,43 @@ impl Postgres {
     }
 
     /// [`Postgres::insert_action`], answering with the new action's event.
-    pub async fn create_action(&self, new: NewAction) -> Result<Inserted, StoreError> {
+    pub async fn create_action(&self, mut new: NewAction) -> Result<Inserted, StoreError> {
+        if new.take_use.is_some() {
+            // The use is taken in the transaction that stores the action (a
+            // retry of a stored request rolls it back: the insert does
+            // nothing and the transaction is dropped).
+            let mut tx = self.begin().await?;
+            grants::lock_grants(&mut tx, false).await?;
+            crate::pg::sessions::take_use_on(&mut tx, &mut new).await?;
+            let asks = new.decision.result == DecisionResult::Ask;
+            let new = New::of(new, now())?;
+            return self.create_in_transaction(tx, new, asks).await;
+        }
         let asks = new.decision.result == DecisionResult::Ask;
         let new = New::of(new, now())?;
         if asks || new.key.is_some() {
-            self.create_in_transaction(new, asks).await
+            let mut tx = self.begin().await?;
+            // Decided on grants read before this transaction: one made since
+            // (on any node) is looked for below, under the lock that orders
+            // the two (see `pg::grants`).
+            if asks {
+                grants::lock_grants(&mut tx, false).await?;
+            }
+            self.create_in_transaction(tx, new, asks).await
         } else {
             self.create_at_once(new).await
         }
     }
 
-    /// A new action that may have to read first: the action holding its
-    /// idempotency key, or (`asks`) a grant made since it was decided.
-    async fn create_in_transaction(&self, new: New, asks: bool) -> Result<Inserted, StoreError> {
-        let mut tx = self.begin().await?;
-        // Decided on grants read before this transaction: one made since
-        // (on any node) is looked for below, under the lock that orders the
-        // two (see `pg::grants`).
-        if asks {
-            grants::lock_grants(&mut tx, false).await?;
-        }
+    /// A new action that may have to read first, in `tx`: the action
+    /// holding its idempotency key, or (`asks`) a grant made since it was
+    /// decided.
+    async fn create_in_transaction(
+        &self,
+        mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
+        new: New,
+        asks: bool,
+    ) -> Result<Inserted, StoreError> {
         // Inserted first: a key used before (or by a concurrent request on
         // any node, once it commits) makes it do nothing, and the action
         // holding the key is the answer.

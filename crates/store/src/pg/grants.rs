@@ -82,7 +82,8 @@ pub(crate) async fn approve_if_granted(
         "SELECT ",
         grant_columns!(),
         " FROM grants WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1) \
-         AND (agent IS NULL OR agent = $2) AND (handler = $3 OR tool = $3) ORDER BY id"
+         AND (agent IS NULL OR agent = $2) AND (handler = $3 OR tool = $3) \
+         AND session IS NULL AND uses_left IS NULL ORDER BY id"
     ))
     .bind(to_ms(now()))
     .bind(&pending.agent)
@@ -181,6 +182,10 @@ async fn approve_covered_on(
     default_profile: Option<&Arc<policy::Profile>>,
     events: &mut Vec<NewEvent>,
 ) -> Result<Vec<Action>, StoreError> {
+    // A grant for a session or a count allows what comes after it only.
+    if grant.session.is_some() || grant.uses.is_some() {
+        return Ok(Vec::new());
+    }
     let pg = to_policy(grant)?;
     let Some(mut q) = covered_query::<Pg>(grant.into(), None) else {
         return Ok(Vec::new());
@@ -313,7 +318,8 @@ impl Postgres {
             "SELECT ",
             grant_columns!(),
             " FROM grants WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1) \
-             AND (agent IS NULL OR agent = $2) AND (handler = $3 OR tool = $3)"
+             AND (agent IS NULL OR agent = $2) AND (handler = $3 OR tool = $3) \
+             AND session IS NULL AND uses_left IS NULL"
         ))
         .bind(to_ms(now()))
         .bind(agent)

@@ -42,9 +42,11 @@ mod keys;
 mod limits;
 mod log;
 mod people;
+mod plans;
 mod pool;
 mod rate;
 mod receipts;
+mod sessions;
 mod subscriptions;
 mod tail;
 

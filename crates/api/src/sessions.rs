@@ -1,0 +1,145 @@
+//! Wire types of sessions, plans and reported runs (issue 33,
+//! docs/sessions.md).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// A session: the task an agent's actions belong to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Session {
+    /// The id the agent runtime gave it.
+    pub id: String,
+    /// The agent whose session it is.
+    pub agent: String,
+    /// The runtime last seen sending its actions.
+    pub runtime: Option<String>,
+    /// When its first action (or plan) came.
+    #[serde(serialize_with = "crate::rfc3339::serialize")]
+    pub first_seen: DateTime<Utc>,
+    /// When its latest one came.
+    #[serde(serialize_with = "crate::rfc3339::serialize")]
+    pub last_seen: DateTime<Utc>,
+    /// `active` or `ended` (explicitly, or idle past the timeout).
+    pub status: String,
+    /// When it ended.
+    #[serde(serialize_with = "crate::rfc3339::option")]
+    pub ended_at: Option<DateTime<Utc>>,
+    /// The action that tainted it (read untrusted content), if any.
+    pub tainted_by: Option<String>,
+    /// That action's action string.
+    pub taint_action: Option<String>,
+    /// How many of its actions are in each status, and `total`.
+    #[schema(value_type = Object)]
+    pub actions: std::collections::BTreeMap<String, i64>,
+}
+
+/// One step of a plan: a decision-only action or a handler action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanStep {
+    /// Tool (decision-only step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Detail (decision-only step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Handler id (handler step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handler: Option<String>,
+    /// Action name (handler step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// Params (handler step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub params: Option<Value>,
+    /// Whether an operator approved it (answers only).
+    #[serde(default)]
+    pub approved: bool,
+    /// The session grants its approval made (answers only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<String>,
+}
+
+/// `POST /v1/plans`: steps an agent asks approval for at once.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreatePlan {
+    /// Why (shown to the human).
+    #[serde(default)]
+    #[schema(max_length = 4096)]
+    pub reason: Option<String>,
+    /// The session the steps will run in.
+    #[schema(min_length = 1, max_length = 200)]
+    pub session: String,
+    /// The runtime sending it.
+    #[serde(default)]
+    pub runtime: Option<String>,
+    /// 1-200 steps.
+    pub steps: Vec<PlanStep>,
+}
+
+/// A plan as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Plan {
+    /// Time-ordered id.
+    pub id: String,
+    /// The agent that asked.
+    pub agent: String,
+    /// The session its steps run in.
+    pub session: String,
+    /// Why.
+    pub reason: Option<String>,
+    /// `pending`, `approved` or `denied`.
+    pub status: String,
+    /// Its steps.
+    pub steps: Vec<PlanStep>,
+    /// When it was asked for.
+    #[serde(serialize_with = "crate::rfc3339::serialize")]
+    pub created_at: DateTime<Utc>,
+    /// When it was decided.
+    #[serde(serialize_with = "crate::rfc3339::option")]
+    pub decided_at: Option<DateTime<Utc>>,
+    /// Who decided.
+    pub decided_by: Option<String>,
+}
+
+/// `POST /v1/plans/{id}/approve`: the whole plan, or only some steps.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovePlan {
+    /// Indices (from 0) of the steps approved; absent: every step.
+    #[serde(default)]
+    pub steps: Option<Vec<usize>>,
+}
+
+/// `POST /v1/runs`: what actually ran, as a runtime's post-tool hook saw it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReportRun {
+    /// Tool (or handler id) that ran.
+    pub tool: String,
+    /// Its detail.
+    #[serde(default)]
+    pub detail: String,
+    /// The session it ran in.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The runtime reporting it.
+    #[serde(default)]
+    pub runtime: Option<String>,
+    /// The id of the action that allowed it, when the runtime knows it.
+    #[serde(default)]
+    pub action: Option<String>,
+}
+
+/// The answer to a reported run.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RunMatched {
+    /// Whether an allow or an approval of the gate covers it.
+    pub decided: bool,
+    /// The action that did.
+    pub action: Option<String>,
+}

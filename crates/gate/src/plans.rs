@@ -1,0 +1,334 @@
+//! Plans (issue 33): an agent asks approval for a task's steps at once; an
+//! operator approves the plan as a whole or step by step, or denies it.
+//! Each approved step becomes grants of one use scoped to the plan's
+//! session, so exactly those steps run without another question, in any
+//! order, and nothing else does. Also sessions as operators see them, and
+//! runs reported after the fact.
+
+use actiongate_api::sessions::{CreatePlan, Plan, PlanStep, ReportRun, RunMatched, Session};
+use actiongate_store::{NewGrant, NewGrantTarget, Role};
+use chrono::{DateTime, Utc};
+
+use crate::actions::{MAX_DETAIL, MAX_TEXT, check_len};
+use crate::policy::validate_tool;
+use crate::sessions::{validate_origin, validate_session};
+use crate::{Caller, Gate, GateError, GateResult};
+
+/// Most steps of a plan.
+pub const MAX_STEPS: usize = 200;
+/// How long a session may stay idle before it ends (and its grants are void).
+pub const IDLE_TIMEOUT: chrono::Duration = chrono::Duration::hours(8);
+/// How far back a reported run looks for the decision that covered it.
+const RUN_LOOKBACK: chrono::Duration = chrono::Duration::hours(24);
+
+/// Before this instant, a session last seen then is idle.
+pub fn idle_before() -> DateTime<Utc> {
+    Utc::now() - IDLE_TIMEOUT
+}
+
+impl Gate {
+    /// Records that the caller acts in `session` now (see
+    /// `Store::touch_session`); another agent's session is a conflict.
+    pub async fn touch_session(
+        &self,
+        agent: &str,
+        session: &str,
+        runtime: Option<&str>,
+    ) -> GateResult<Session> {
+        match self
+            .store()
+            .touch_session(
+                agent.to_owned(),
+                session.to_owned(),
+                runtime.map(str::to_owned),
+                idle_before(),
+            )
+            .await
+        {
+            Ok(s) => Ok(s),
+            Err(actiongate_store::StoreError::Conflict(m)) => Err(GateError::invalid("session", m)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Sessions the caller may see, latest first.
+    pub async fn list_sessions(&self, caller: &Caller) -> GateResult<Vec<Session>> {
+        let agent = if caller.sees_all() {
+            None
+        } else {
+            Some(caller.agent_id()?.to_owned())
+        };
+        Ok(self.store().list_sessions(agent, idle_before()).await?)
+    }
+
+    /// One session the caller may see.
+    pub async fn get_session(&self, caller: &Caller, id: &str) -> GateResult<Session> {
+        validate_session("id", id)?;
+        match self.store().get_session(id, idle_before()).await? {
+            Some(s) if caller.may_see(&s.agent) => Ok(s),
+            _ => Err(GateError::not_found(format!("no session '{id}'"))),
+        }
+    }
+
+    /// Ends a session (its agent or an operator): its grants are void.
+    pub async fn end_session(&self, caller: &Caller, id: &str) -> GateResult<Session> {
+        let s = self.get_session(caller, id).await?;
+        if !caller.sees_all() && caller.agent_id()? != s.agent {
+            return Err(GateError::not_found(format!("no session '{id}'")));
+        }
+        Ok(self
+            .store()
+            .end_session(id.to_owned(), caller.identity(), idle_before())
+            .await?)
+    }
+
+    /// An agent asks approval for a plan.
+    pub async fn create_plan(&self, caller: &Caller, body: CreatePlan) -> GateResult<Plan> {
+        let agent = caller.agent_id()?.to_owned();
+        validate_origin(Some(&body.session), body.runtime.as_deref())?;
+        check_len("reason", body.reason.as_deref(), MAX_TEXT)?;
+        if body.steps.is_empty() || body.steps.len() > MAX_STEPS {
+            return Err(GateError::invalid("steps", format!("1-{MAX_STEPS} steps")));
+        }
+        let mut steps = Vec::with_capacity(body.steps.len());
+        for (i, s) in body.steps.into_iter().enumerate() {
+            steps.push(self.plan_step(i, s).await?);
+        }
+        self.touch_session(&agent, &body.session, body.runtime.as_deref())
+            .await?;
+        let plan = Plan {
+            id: format!("pln_{}", uuid::Uuid::now_v7().simple()),
+            agent,
+            session: body.session,
+            reason: body.reason,
+            status: "pending".to_owned(),
+            steps,
+            created_at: actiongate_store::time::from_ms(actiongate_store::time::to_ms(Utc::now())),
+            decided_at: None,
+            decided_by: None,
+        };
+        Ok(self.store().create_plan(plan).await?)
+    }
+
+    /// A step as sent, checked: `{tool, detail}` or `{handler, action, params}`.
+    async fn plan_step(&self, i: usize, s: PlanStep) -> GateResult<PlanStep> {
+        let field = |f: &str| format!("steps[{i}].{f}");
+        match (&s.tool, &s.detail, &s.handler, &s.action) {
+            (Some(tool), Some(detail), None, None) if s.params.is_none() => {
+                validate_tool(tool).map_err(|_| {
+                    GateError::invalid(field("tool"), "1-128 characters from A-Z a-z 0-9 _ - .")
+                })?;
+                check_len(&field("detail"), Some(detail), MAX_DETAIL)?;
+            }
+            (None, None, Some(handler), Some(action)) => {
+                let h = self
+                    .handler(handler)
+                    .await
+                    .map_err(|_| GateError::invalid(field("handler"), "no such handler"))?;
+                let Some(a) = h.action(action) else {
+                    return Err(GateError::invalid(field("action"), "no such action"));
+                };
+                let params = s.params.clone().unwrap_or_default();
+                crate::bounds::check(&field("params"), &params, self.config().json.params)?;
+                if !a.violations(&params).is_empty() {
+                    return Err(GateError::invalid(
+                        field("params"),
+                        "do not match the action's params_schema",
+                    ));
+                }
+            }
+            _ => {
+                return Err(GateError::invalid(
+                    format!("steps[{i}]"),
+                    "either {tool, detail} or {handler, action, params}",
+                ));
+            }
+        }
+        Ok(PlanStep {
+            approved: false,
+            grants: Vec::new(),
+            ..s
+        })
+    }
+
+    /// One plan the caller may see.
+    pub async fn get_plan(&self, caller: &Caller, id: &str) -> GateResult<Plan> {
+        match self.store().get_plan(id).await {
+            Ok(p) if caller.may_see(&p.agent) => Ok(p),
+            Ok(_) | Err(actiongate_store::StoreError::NotFound) => {
+                Err(GateError::not_found(format!("no plan '{id}'")))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Plans (operators), newest first.
+    pub async fn list_plans(
+        &self,
+        caller: &Caller,
+        status: Option<String>,
+    ) -> GateResult<Vec<Plan>> {
+        caller.require(Role::Operator)?;
+        if let Some(s) = &status
+            && !matches!(s.as_str(), "pending" | "approved" | "denied")
+        {
+            return Err(GateError::invalid("status", "pending, approved or denied"));
+        }
+        Ok(self.store().list_plans(status).await?)
+    }
+
+    /// An operator approves a plan, all of it or the steps at `only`
+    /// (indices from 0): each approved step becomes grants of one use in
+    /// the plan's session, stored with the approval.
+    pub async fn approve_plan(
+        &self,
+        caller: &Caller,
+        id: &str,
+        only: Option<Vec<usize>>,
+    ) -> GateResult<Plan> {
+        caller.require(Role::Operator)?;
+        let plan = self.get_plan(caller, id).await?;
+        caller.not_for_own(Some(&plan.agent))?;
+        if let Some(only) = &only {
+            if only.is_empty() {
+                return Err(GateError::invalid("steps", "at least one step"));
+            }
+            if let Some(bad) = only.iter().find(|i| **i >= plan.steps.len()) {
+                return Err(GateError::invalid("steps", format!("no step {bad}")));
+            }
+        }
+        let profile = self.profile_of(&plan.agent).await?;
+        let expires_at = Some(Utc::now() + IDLE_TIMEOUT);
+        let mut grants = Vec::new();
+        let mut steps = plan.steps.clone();
+        for (i, step) in steps.iter_mut().enumerate() {
+            if only.as_ref().is_some_and(|o| !o.contains(&i)) {
+                continue;
+            }
+            let targets = self.step_targets(&profile, step).await?;
+            step.approved = true;
+            for target in targets {
+                let g = NewGrant {
+                    id: crate::grants::new_grant_id(),
+                    agent: Some(plan.agent.clone()),
+                    target,
+                    granted_by: caller.identity(),
+                    expires_at,
+                    note: Some(format!("plan {} step {i}", plan.id)),
+                    session: Some(plan.session.clone()),
+                    uses: Some(1),
+                };
+                step.grants.push(g.id.clone());
+                grants.push(g);
+            }
+        }
+        Ok(self
+            .store()
+            .decide_plan(id.to_owned(), "approved", caller.identity(), steps, grants)
+            .await?)
+    }
+
+    /// What approving `step` grants.
+    async fn step_targets(
+        &self,
+        profile: &actiongate_policy::Profile,
+        step: &PlanStep,
+    ) -> GateResult<Vec<NewGrantTarget>> {
+        if let (Some(tool), Some(detail)) = (&step.tool, &step.detail) {
+            let patterns = actiongate_policy::grant_patterns(profile, tool, detail)
+                .map_err(|e| GateError::conflict(e.reason))?;
+            return patterns
+                .iter()
+                .map(|p| crate::grants::tool_target(tool, p, "pattern"))
+                .collect();
+        }
+        let (Some(handler), Some(action)) = (&step.handler, &step.action) else {
+            return Err(GateError::internal());
+        };
+        let h = self.handler(handler).await?;
+        let Some(a) = h.action(action) else {
+            return Err(GateError::conflict(format!(
+                "handler '{handler}' has no action '{action}'"
+            )));
+        };
+        let params = step.params.clone().unwrap_or_default();
+        Ok(vec![NewGrantTarget::Permission {
+            handler: handler.clone(),
+            permission: a.decl.permission.clone(),
+            scope: a.scope(&params),
+        }])
+    }
+
+    /// An operator denies a plan.
+    pub async fn deny_plan(&self, caller: &Caller, id: &str) -> GateResult<Plan> {
+        caller.require(Role::Operator)?;
+        let plan = self.get_plan(caller, id).await?;
+        Ok(self
+            .store()
+            .decide_plan(
+                id.to_owned(),
+                "denied",
+                caller.identity(),
+                plan.steps,
+                Vec::new(),
+            )
+            .await?)
+    }
+
+    /// What ran, as the agent's runtime reports it: matched against the
+    /// gate's decisions; with none covering it, `action.undecided` is raised.
+    pub async fn report_run(&self, caller: &Caller, run: ReportRun) -> GateResult<RunMatched> {
+        let agent = caller.agent_id()?.to_owned();
+        validate_origin(run.session.as_deref(), run.runtime.as_deref())?;
+        validate_tool(&run.tool)?;
+        check_len("detail", Some(&run.detail), MAX_DETAIL)?;
+        let by_id = match &run.action {
+            Some(id) => match self.store().get_action(id).await {
+                Ok(a)
+                    if a.agent == agent
+                        && a.tool == run.tool
+                        && a.detail == run.detail
+                        && matches!(
+                            a.status.as_str(),
+                            "approved" | "running" | "completed" | "failed"
+                        ) =>
+                {
+                    Some(a.id)
+                }
+                _ => None,
+            },
+            None => None,
+        };
+        let found = match by_id {
+            Some(id) => Some(id),
+            None => {
+                self.store()
+                    .decided_run(
+                        &agent,
+                        &run.tool,
+                        &run.detail,
+                        run.session.clone(),
+                        Utc::now() - RUN_LOOKBACK,
+                    )
+                    .await?
+            }
+        };
+        if found.is_none() {
+            let data = actiongate_store::Json::of(&serde_json::json!({
+                "agent": agent,
+                "tool": run.tool,
+                "detail": run.detail,
+                "action_string": actiongate_policy::format_action(&run.tool, &run.detail),
+                "session": run.session,
+                "runtime": run.runtime,
+                "action": run.action,
+            }))
+            .map_err(|_| GateError::internal())?;
+            self.store().record_undecided(&agent, data).await?;
+        }
+        Ok(RunMatched {
+            decided: found.is_some(),
+            action: found,
+        })
+    }
+}

@@ -1,0 +1,168 @@
+//! `/v1/sessions`, `/v1/plans` and `/v1/runs` (issue 33, docs/sessions.md):
+//! sessions as operators see them, plans approved at once or step by step,
+//! and runs reported after the fact.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use actiongate_api::sessions::{ApprovePlan, CreatePlan, Plan, ReportRun, RunMatched, Session};
+
+use crate::auth::{Caller, Operator};
+use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
+use crate::state::AppState;
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/sessions", get(list_sessions))
+        .route("/v1/sessions/{id}", get(get_session))
+        .route("/v1/sessions/{id}/end", post(end_session))
+        .route("/v1/plans", post(create_plan).get(list_plans))
+        .route("/v1/plans/{id}", get(get_plan))
+        .route("/v1/plans/{id}/approve", post(approve_plan))
+        .route("/v1/plans/{id}/deny", post(deny_plan))
+        .route("/v1/runs", post(report_run))
+}
+
+/// Sessions, latest seen first (operators see all, an agent its own).
+#[utoipa::path(get, path = "/v1/sessions", tag = "sessions",
+    responses((status = 200, description = "Sessions", body = [Session]),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn list_sessions(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<axum::Json<Vec<Session>>> {
+    Ok(axum::Json(state.gate().list_sessions(&caller).await?))
+}
+
+/// One session.
+#[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses((status = 200, description = "The session", body = Session),
+        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn get_session(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<axum::Json<Session>> {
+    Ok(axum::Json(state.gate().get_session(&caller, &id).await?))
+}
+
+/// Ends a session (its agent or an operator): its grants are void.
+#[utoipa::path(post, path = "/v1/sessions/{id}/end", tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses((status = 200, description = "The ended session", body = Session),
+        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn end_session(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<axum::Json<Session>> {
+    Ok(axum::Json(state.gate().end_session(&caller, &id).await?))
+}
+
+/// Ask approval for a plan (agents).
+#[utoipa::path(post, path = "/v1/plans", tag = "sessions", request_body = CreatePlan,
+    responses((status = 201, description = "The pending plan", body = Plan),
+        (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn create_plan(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<CreatePlan>,
+) -> ApiResult<(StatusCode, axum::Json<Plan>)> {
+    let plan = state.gate().create_plan(&caller, body).await?;
+    Ok((StatusCode::CREATED, axum::Json(plan)))
+}
+
+/// Filters of `GET /v1/plans`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PlanQuery {
+    /// `pending`, `approved` or `denied`.
+    pub status: Option<String>,
+}
+
+/// Plans, newest first (operators).
+#[utoipa::path(get, path = "/v1/plans", tag = "sessions", params(PlanQuery),
+    responses((status = 200, description = "Plans", body = [Plan]),
+        (status = 403, description = "Not an operator", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn list_plans(
+    State(state): State<AppState>,
+    Operator(caller): Operator,
+    ApiQuery(q): ApiQuery<PlanQuery>,
+) -> ApiResult<axum::Json<Vec<Plan>>> {
+    Ok(axum::Json(
+        state.gate().list_plans(&caller, q.status).await?,
+    ))
+}
+
+/// One plan.
+#[utoipa::path(get, path = "/v1/plans/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "Plan id")),
+    responses((status = 200, description = "The plan", body = Plan),
+        (status = 404, description = "No such plan", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn get_plan(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<axum::Json<Plan>> {
+    Ok(axum::Json(state.gate().get_plan(&caller, &id).await?))
+}
+
+/// Approve a plan, all of it or `steps` (operators): each approved step
+/// becomes session grants of one use.
+#[utoipa::path(post, path = "/v1/plans/{id}/approve", tag = "sessions",
+    params(("id" = String, Path, description = "Plan id")), request_body = ApprovePlan,
+    responses((status = 200, description = "The approved plan", body = Plan),
+        (status = 409, description = "Already decided", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn approve_plan(
+    State(state): State<AppState>,
+    Operator(caller): Operator,
+    ApiPath(id): ApiPath<String>,
+    body: Option<ApiJson<ApprovePlan>>,
+) -> ApiResult<axum::Json<Plan>> {
+    let steps = body.and_then(|b| b.0.steps);
+    Ok(axum::Json(
+        state.gate().approve_plan(&caller, &id, steps).await?,
+    ))
+}
+
+/// Deny a plan (operators).
+#[utoipa::path(post, path = "/v1/plans/{id}/deny", tag = "sessions",
+    params(("id" = String, Path, description = "Plan id")),
+    responses((status = 200, description = "The denied plan", body = Plan),
+        (status = 409, description = "Already decided", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn deny_plan(
+    State(state): State<AppState>,
+    Operator(caller): Operator,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<axum::Json<Plan>> {
+    Ok(axum::Json(state.gate().deny_plan(&caller, &id).await?))
+}
+
+/// Report what ran (agents); a run no allow or approval covered raises
+/// `action.undecided`.
+#[utoipa::path(post, path = "/v1/runs", tag = "sessions", request_body = ReportRun,
+    responses((status = 200, description = "Whether a decision covered it", body = RunMatched),
+        (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn report_run(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<ReportRun>,
+) -> ApiResult<axum::Json<RunMatched>> {
+    Ok(axum::Json(state.gate().report_run(&caller, body).await?))
+}

@@ -1,0 +1,318 @@
+//! Sessions and plans on Postgres (see `crate::plans`).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+
+use crate::error::StoreError;
+use crate::grants::{NewGrant, from_row as grant_from_row, grant_event, insert_query};
+use crate::pg::{Postgres, grants::lock_grants};
+use crate::plans::{
+    plan_columns, plan_event, plan_from_row, session_columns, session_from_row, undecided_event,
+};
+use crate::time::{now, to_ms};
+use actiongate_api::model::Json;
+use actiongate_api::sessions::{Plan, PlanStep, Session};
+
+async fn counts_on(conn: &mut PgConnection, id: &str) -> Result<BTreeMap<String, i64>, StoreError> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT status, COUNT(*)::BIGINT FROM actions WHERE session = $1 GROUP BY status",
+    )
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut out: BTreeMap<String, i64> = rows.into_iter().collect();
+    out.insert("total".to_owned(), out.values().sum());
+    Ok(out)
+}
+
+async fn session_on(
+    conn: &mut PgConnection,
+    id: &str,
+    idle_before: DateTime<Utc>,
+) -> Result<Option<Session>, StoreError> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        session_columns!(),
+        " FROM sessions WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let counts = counts_on(conn, id).await?;
+    session_from_row(&row, idle_before, counts).map(Some)
+}
+
+async fn revoke_session_grants_on(
+    conn: &mut PgConnection,
+    id: &str,
+    at: i64,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE grants SET revoked_at = $1 WHERE session = $2 AND revoked_at IS NULL")
+        .bind(at)
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+impl Postgres {
+    /// See `SqliteStore::touch_session`.
+    pub async fn touch_session(
+        &self,
+        agent: String,
+        id: String,
+        runtime: Option<String>,
+        idle_before: DateTime<Utc>,
+    ) -> Result<Session, StoreError> {
+        let mut tx = self.begin().await?;
+        let at = to_ms(now());
+        sqlx::query(
+            "INSERT INTO sessions (id, agent, runtime, first_seen, last_seen) VALUES ($1, $2, $3, $4, $4) \
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(&id)
+        .bind(&agent)
+        .bind(&runtime)
+        .bind(at)
+        .execute(&mut *tx)
+        .await?;
+        let (owner, ended, last): (String, Option<i64>, i64) = sqlx::query_as(
+            "SELECT agent, ended_at, last_seen FROM sessions WHERE id = $1 FOR UPDATE",
+        )
+        .bind(&id)
+        .fetch_one(&mut *tx)
+        .await?;
+        if owner != agent {
+            return Err(StoreError::Conflict(format!(
+                "session '{id}' is another agent's"
+            )));
+        }
+        if ended.is_some() || last <= to_ms(idle_before) {
+            revoke_session_grants_on(&mut tx, &id, at).await?;
+        }
+        sqlx::query(
+            "UPDATE sessions SET last_seen = $1, ended_at = NULL, ended_by = NULL, \
+             runtime = COALESCE($2, runtime) WHERE id = $3",
+        )
+        .bind(at)
+        .bind(&runtime)
+        .bind(&id)
+        .execute(&mut *tx)
+        .await?;
+        let s = session_on(&mut tx, &id, idle_before)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        tx.commit().await?;
+        Ok(s)
+    }
+
+    /// See `SqliteStore::taint_session`.
+    pub async fn taint_session(
+        &self,
+        id: String,
+        action_id: String,
+        action_string: String,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE sessions SET tainted_by = $1, taint_action = $2, tainted_at = $3 \
+             WHERE id = $4 AND tainted_by IS NULL",
+        )
+        .bind(action_id)
+        .bind(action_string)
+        .bind(to_ms(now()))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// One session.
+    pub async fn get_session(
+        &self,
+        id: &str,
+        idle_before: DateTime<Utc>,
+    ) -> Result<Option<Session>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        session_on(&mut conn, id, idle_before).await
+    }
+
+    /// Up to 200 sessions, latest seen first; only `agent`'s when given.
+    pub async fn list_sessions(
+        &self,
+        agent: Option<String>,
+        idle_before: DateTime<Utc>,
+    ) -> Result<Vec<Session>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM sessions WHERE ($1::TEXT IS NULL OR agent = $1) ORDER BY last_seen DESC LIMIT 200",
+        )
+        .bind(agent)
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(s) = session_on(&mut conn, &id, idle_before).await? {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Ends session `id`, voiding its grants.
+    pub async fn end_session(
+        &self,
+        id: String,
+        by: String,
+        idle_before: DateTime<Utc>,
+    ) -> Result<Session, StoreError> {
+        let mut tx = self.begin().await?;
+        let at = to_ms(now());
+        sqlx::query(
+            "UPDATE sessions SET ended_at = $1, ended_by = $2 WHERE id = $3 AND ended_at IS NULL",
+        )
+        .bind(at)
+        .bind(&by)
+        .bind(&id)
+        .execute(&mut *tx)
+        .await?;
+        revoke_session_grants_on(&mut tx, &id, at).await?;
+        let s = session_on(&mut tx, &id, idle_before)
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        self.commit(tx, Vec::new()).await?;
+        Ok(s)
+    }
+
+    /// Stores a pending plan and its `plan.requested` event.
+    pub async fn create_plan(&self, plan: Plan) -> Result<Plan, StoreError> {
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "INSERT INTO plans (id, agent, session, reason, status, steps, created_at) \
+             VALUES ($1, $2, $3, $4, 'pending', $5, $6)",
+        )
+        .bind(&plan.id)
+        .bind(&plan.agent)
+        .bind(&plan.session)
+        .bind(&plan.reason)
+        .bind(serde_json::to_string(&plan.steps)?)
+        .bind(to_ms(plan.created_at))
+        .execute(&mut *tx)
+        .await?;
+        self.commit(tx, vec![plan_event("plan.requested", &plan)?])
+            .await?;
+        Ok(plan)
+    }
+
+    /// One plan.
+    pub async fn get_plan(&self, id: &str) -> Result<Plan, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            plan_columns!(),
+            " FROM plans WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+        plan_from_row(&row)
+    }
+
+    /// Up to 200 plans, newest first; only in `status` when given.
+    pub async fn list_plans(&self, status: Option<String>) -> Result<Vec<Plan>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            plan_columns!(),
+            " FROM plans WHERE ($1::TEXT IS NULL OR status = $1) ORDER BY created_at DESC, id DESC LIMIT 200"
+        ))
+        .bind(status)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(plan_from_row).collect()
+    }
+
+    /// See `SqliteStore::decide_plan`.
+    pub async fn decide_plan(
+        &self,
+        id: String,
+        status: &'static str,
+        by: String,
+        steps: Vec<PlanStep>,
+        grants: Vec<NewGrant>,
+    ) -> Result<Plan, StoreError> {
+        let mut tx = self.begin().await?;
+        lock_grants(&mut tx, true).await?;
+        let row = sqlx::query(concat!(
+            "UPDATE plans SET status = $1, decided_at = $2, decided_by = $3, steps = $4 \
+             WHERE id = $5 AND status = 'pending' RETURNING ",
+            plan_columns!()
+        ))
+        .bind(status)
+        .bind(to_ms(now()))
+        .bind(&by)
+        .bind(serde_json::to_string(&steps)?)
+        .bind(&id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            let current: Option<String> =
+                sqlx::query_scalar("SELECT status FROM plans WHERE id = $1")
+                    .bind(&id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            return Err(match current {
+                Some(current) => StoreError::WrongState { current },
+                None => StoreError::NotFound,
+            });
+        };
+        let plan = plan_from_row(&row)?;
+        let mut events = Vec::new();
+        for g in &grants {
+            let row = insert_query::<sqlx::Postgres>(g)
+                .build()
+                .fetch_one(&mut *tx)
+                .await?;
+            events.push(grant_event("grant.created", &grant_from_row(&row)?)?);
+        }
+        let kind = if status == "approved" {
+            "plan.approved"
+        } else {
+            "plan.denied"
+        };
+        events.push(plan_event(kind, &plan)?);
+        self.commit(tx, events).await?;
+        Ok(plan)
+    }
+
+    /// Appends an `action.undecided` event.
+    pub async fn record_undecided(&self, agent: &str, data: Json) -> Result<(), StoreError> {
+        let tx = self.begin().await?;
+        self.commit(tx, vec![undecided_event(agent, data)]).await?;
+        Ok(())
+    }
+
+    /// See `SqliteStore::decided_run`.
+    pub async fn decided_run(
+        &self,
+        agent: &str,
+        tool: &str,
+        detail: &str,
+        session: Option<String>,
+        since: DateTime<Utc>,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM actions WHERE agent = $1 AND tool = $2 AND detail = $3 \
+             AND ($4::TEXT IS NULL OR session = $4) AND created_at >= $5 \
+             AND status IN ('approved', 'running', 'completed', 'failed') ORDER BY id DESC LIMIT 1",
+        )
+        .bind(agent)
+        .bind(tool)
+        .bind(detail)
+        .bind(session)
+        .bind(to_ms(since))
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+}

@@ -1,0 +1,435 @@
+//! Sessions and plans on SQLite (issue 33): a session's row (whose it is,
+//! when it was seen, whether it ended, what tainted it) and plans whose
+//! approval stores one grant of one use per approved step, in the
+//! transaction that approves them. Postgres: `pg/plans.rs`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use sqlx::SqliteConnection;
+
+use crate::SqliteStore;
+use crate::error::StoreError;
+use crate::events::{self, NewEvent};
+use crate::grants::{NewGrant, from_row as grant_from_row, grant_event, insert_query};
+use crate::time::{from_ms, now, opt_from_ms, to_ms};
+use actiongate_api::model::Json;
+use actiongate_api::sessions::{Plan, PlanStep, Session};
+
+/// The session columns, for `concat!`.
+macro_rules! session_columns {
+    () => {
+        "id, agent, runtime, first_seen, last_seen, ended_at, tainted_by, taint_action"
+    };
+}
+pub(crate) use session_columns;
+
+/// The plan columns, for `concat!`.
+macro_rules! plan_columns {
+    () => {
+        "id, agent, session, reason, status, steps, created_at, decided_at, decided_by"
+    };
+}
+pub(crate) use plan_columns;
+
+/// A session row as answered, `idle_before` telling an idle one (ended),
+/// with its action counts.
+pub(crate) fn session_from_row(
+    row: &impl crate::row::Cols,
+    idle_before: DateTime<Utc>,
+    actions: BTreeMap<String, i64>,
+) -> Result<Session, StoreError> {
+    let ended_at = opt_from_ms(row.try_get("ended_at")?);
+    let last_seen = from_ms(row.try_get("last_seen")?);
+    let ended = ended_at.is_some() || last_seen <= idle_before;
+    Ok(Session {
+        id: row.try_get("id")?,
+        agent: row.try_get("agent")?,
+        runtime: row.try_get("runtime")?,
+        first_seen: from_ms(row.try_get("first_seen")?),
+        last_seen,
+        status: if ended { "ended" } else { "active" }.to_owned(),
+        ended_at: ended_at.or(ended.then_some(last_seen)),
+        tainted_by: row.try_get("tainted_by")?,
+        taint_action: row.try_get("taint_action")?,
+        actions,
+    })
+}
+
+/// A plan row.
+pub(crate) fn plan_from_row(row: &impl crate::row::Cols) -> Result<Plan, StoreError> {
+    let steps: String = row.try_get("steps")?;
+    Ok(Plan {
+        id: row.try_get("id")?,
+        agent: row.try_get("agent")?,
+        session: row.try_get("session")?,
+        reason: row.try_get("reason")?,
+        status: row.try_get("status")?,
+        steps: serde_json::from_str::<Vec<PlanStep>>(&steps)?,
+        created_at: from_ms(row.try_get("created_at")?),
+        decided_at: opt_from_ms(row.try_get("decided_at")?),
+        decided_by: row.try_get("decided_by")?,
+    })
+}
+
+/// The event recording a plan's change.
+pub(crate) fn plan_event(kind: &'static str, plan: &Plan) -> Result<NewEvent, StoreError> {
+    Ok(NewEvent {
+        kind,
+        agent: Some(plan.agent.clone()),
+        action_id: None,
+        grant_id: None,
+        data: Json::of(plan)?,
+    })
+}
+
+/// The event recording a run no allow or approval covered.
+pub(crate) fn undecided_event(agent: &str, data: Json) -> NewEvent {
+    NewEvent {
+        kind: "action.undecided",
+        agent: Some(agent.to_owned()),
+        action_id: None,
+        grant_id: None,
+        data,
+    }
+}
+
+async fn counts_on(
+    conn: &mut SqliteConnection,
+    id: &str,
+) -> Result<BTreeMap<String, i64>, StoreError> {
+    let rows: Vec<(String, i64)> =
+        sqlx::query_as("SELECT status, COUNT(*) FROM actions WHERE session = ? GROUP BY status")
+            .bind(id)
+            .fetch_all(&mut *conn)
+            .await?;
+    let mut out: BTreeMap<String, i64> = rows.into_iter().collect();
+    out.insert("total".to_owned(), out.values().sum());
+    Ok(out)
+}
+
+async fn session_on(
+    conn: &mut SqliteConnection,
+    id: &str,
+    idle_before: DateTime<Utc>,
+) -> Result<Option<Session>, StoreError> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        session_columns!(),
+        " FROM sessions WHERE id = ?"
+    ))
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let counts = counts_on(conn, id).await?;
+    session_from_row(&row, idle_before, counts).map(Some)
+}
+
+async fn revoke_session_grants_on(
+    conn: &mut SqliteConnection,
+    id: &str,
+    at: i64,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE grants SET revoked_at = ? WHERE session = ? AND revoked_at IS NULL")
+        .bind(at)
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+impl SqliteStore {
+    /// Records that `agent` acts in session `id` now: creates it, or (when
+    /// it had ended, or was idle since `idle_before`) voids its grants and
+    /// opens it again; another agent's session is a conflict.
+    pub async fn touch_session(
+        &self,
+        agent: String,
+        id: String,
+        runtime: Option<String>,
+        idle_before: DateTime<Utc>,
+    ) -> Result<Session, StoreError> {
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let at = to_ms(now());
+                    let row: Option<(String, Option<i64>, i64)> = sqlx::query_as(
+                        "SELECT agent, ended_at, last_seen FROM sessions WHERE id = ?",
+                    )
+                    .bind(&id)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                    match row {
+                        None => {
+                            sqlx::query(
+                                "INSERT INTO sessions (id, agent, runtime, first_seen, last_seen) \
+                                 VALUES (?, ?, ?, ?, ?)",
+                            )
+                            .bind(&id)
+                            .bind(&agent)
+                            .bind(&runtime)
+                            .bind(at)
+                            .bind(at)
+                            .execute(&mut *conn)
+                            .await?;
+                        }
+                        Some((owner, _, _)) if owner != agent => {
+                            return Err(StoreError::Conflict(format!(
+                                "session '{id}' is another agent's"
+                            )));
+                        }
+                        Some((_, ended, last)) => {
+                            if ended.is_some() || last <= to_ms(idle_before) {
+                                revoke_session_grants_on(conn, &id, at).await?;
+                            }
+                            sqlx::query(
+                                "UPDATE sessions SET last_seen = ?, ended_at = NULL, ended_by = NULL, \
+                                 runtime = COALESCE(?, runtime) WHERE id = ?",
+                            )
+                            .bind(at)
+                            .bind(&runtime)
+                            .bind(&id)
+                            .execute(&mut *conn)
+                            .await?;
+                        }
+                    }
+                    session_on(conn, &id, idle_before)
+                        .await?
+                        .ok_or(StoreError::NotFound)
+                })
+            })
+            .await
+    }
+
+    /// Marks session `id` tainted by action `action_id` (`action_string`)
+    /// unless it already is.
+    pub async fn taint_session(
+        &self,
+        id: String,
+        action_id: String,
+        action_string: String,
+    ) -> Result<(), StoreError> {
+        self.writer
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move {
+                    sqlx::query(
+                        "UPDATE sessions SET tainted_by = ?, taint_action = ?, tainted_at = ? \
+                         WHERE id = ? AND tainted_by IS NULL",
+                    )
+                    .bind(action_id)
+                    .bind(action_string)
+                    .bind(to_ms(now()))
+                    .bind(id)
+                    .execute(&mut *conn)
+                    .await?;
+                    Ok(())
+                })
+            })
+            .await
+    }
+
+    /// One session.
+    pub async fn get_session(
+        &self,
+        id: &str,
+        idle_before: DateTime<Utc>,
+    ) -> Result<Option<Session>, StoreError> {
+        let mut conn = self.read.acquire().await?;
+        session_on(&mut conn, id, idle_before).await
+    }
+
+    /// Up to 200 sessions, latest seen first; only `agent`'s when given.
+    pub async fn list_sessions(
+        &self,
+        agent: Option<String>,
+        idle_before: DateTime<Utc>,
+    ) -> Result<Vec<Session>, StoreError> {
+        let mut conn = self.read.acquire().await?;
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM sessions WHERE (?1 IS NULL OR agent = ?1) ORDER BY last_seen DESC LIMIT 200",
+        )
+        .bind(agent)
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(s) = session_on(&mut conn, &id, idle_before).await? {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Ends session `id`, voiding its grants (ending it again changes nothing).
+    pub async fn end_session(
+        &self,
+        id: String,
+        by: String,
+        idle_before: DateTime<Utc>,
+    ) -> Result<Session, StoreError> {
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let at = to_ms(now());
+                    sqlx::query(
+                        "UPDATE sessions SET ended_at = ?, ended_by = ? WHERE id = ? AND ended_at IS NULL",
+                    )
+                    .bind(at)
+                    .bind(&by)
+                    .bind(&id)
+                    .execute(&mut *conn)
+                    .await?;
+                    revoke_session_grants_on(conn, &id, at).await?;
+                    session_on(conn, &id, idle_before)
+                        .await?
+                        .ok_or(StoreError::NotFound)
+                })
+            })
+            .await
+    }
+
+    /// Stores a pending plan and its `plan.requested` event.
+    pub async fn create_plan(&self, plan: Plan) -> Result<Plan, StoreError> {
+        self.writer
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move {
+                    sqlx::query(
+                        "INSERT INTO plans (id, agent, session, reason, status, steps, created_at) \
+                         VALUES (?, ?, ?, ?, 'pending', ?, ?)",
+                    )
+                    .bind(&plan.id)
+                    .bind(&plan.agent)
+                    .bind(&plan.session)
+                    .bind(&plan.reason)
+                    .bind(serde_json::to_string(&plan.steps)?)
+                    .bind(to_ms(plan.created_at))
+                    .execute(&mut *conn)
+                    .await?;
+                    events::insert_on(conn, &plan_event("plan.requested", &plan)?).await?;
+                    Ok(plan)
+                })
+            })
+            .await
+    }
+
+    /// One plan.
+    pub async fn get_plan(&self, id: &str) -> Result<Plan, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            plan_columns!(),
+            " FROM plans WHERE id = ?"
+        ))
+        .bind(id)
+        .fetch_optional(&self.read)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+        plan_from_row(&row)
+    }
+
+    /// Up to 200 plans, newest first; only in `status` when given.
+    pub async fn list_plans(&self, status: Option<String>) -> Result<Vec<Plan>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            plan_columns!(),
+            " FROM plans WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at DESC, id DESC LIMIT 200"
+        ))
+        .bind(status)
+        .fetch_all(&self.read)
+        .await?;
+        rows.iter().map(plan_from_row).collect()
+    }
+
+    /// Decides pending plan `id` (compare-and-set): `approved` with its
+    /// steps as decided and the grants they make, stored in the same
+    /// transaction, or `denied`.
+    pub async fn decide_plan(
+        &self,
+        id: String,
+        status: &'static str,
+        by: String,
+        steps: Vec<PlanStep>,
+        grants: Vec<NewGrant>,
+    ) -> Result<Plan, StoreError> {
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let row = sqlx::query(concat!(
+                        "UPDATE plans SET status = ?, decided_at = ?, decided_by = ?, steps = ? \
+                         WHERE id = ? AND status = 'pending' RETURNING ",
+                        plan_columns!()
+                    ))
+                    .bind(status)
+                    .bind(to_ms(now()))
+                    .bind(&by)
+                    .bind(serde_json::to_string(&steps)?)
+                    .bind(&id)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                    let Some(row) = row else {
+                        let current: Option<String> =
+                            sqlx::query_scalar("SELECT status FROM plans WHERE id = ?")
+                                .bind(&id)
+                                .fetch_optional(&mut *conn)
+                                .await?;
+                        return Err(match current {
+                            Some(current) => StoreError::WrongState { current },
+                            None => StoreError::NotFound,
+                        });
+                    };
+                    let plan = plan_from_row(&row)?;
+                    for g in &grants {
+                        let row = insert_query::<sqlx::Sqlite>(g)
+                            .build()
+                            .fetch_one(&mut *conn)
+                            .await?;
+                        let grant = grant_from_row(&row)?;
+                        events::insert_on(conn, &grant_event("grant.created", &grant)?).await?;
+                    }
+                    let kind = if status == "approved" {
+                        "plan.approved"
+                    } else {
+                        "plan.denied"
+                    };
+                    events::insert_on(conn, &plan_event(kind, &plan)?).await?;
+                    Ok(plan)
+                })
+            })
+            .await
+    }
+
+    /// Appends an `action.undecided` event about `agent`'s run `data`.
+    pub async fn record_undecided(&self, agent: &str, data: Json) -> Result<(), StoreError> {
+        let ev = undecided_event(agent, data);
+        self.writer
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move { events::insert_on(conn, &ev).await })
+            })
+            .await
+    }
+
+    /// The latest of `agent`'s actions on `tool` with `detail` (in
+    /// `session` when given) that was allowed or approved since `since`.
+    pub async fn decided_run(
+        &self,
+        agent: &str,
+        tool: &str,
+        detail: &str,
+        session: Option<String>,
+        since: DateTime<Utc>,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM actions WHERE agent = ? AND tool = ? AND detail = ? \
+             AND (? IS NULL OR session = ?) AND created_at >= ? \
+             AND status IN ('approved', 'running', 'completed', 'failed') ORDER BY id DESC LIMIT 1",
+        )
+        .bind(agent)
+        .bind(tool)
+        .bind(detail)
+        .bind(session.clone())
+        .bind(session)
+        .bind(to_ms(since))
+        .fetch_optional(&self.read)
+        .await?)
+    }
+}

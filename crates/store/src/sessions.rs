@@ -1,0 +1,107 @@
+//! Grants scoped to a session or a count of uses (issue 33), on SQLite:
+//! reading the ones that may apply to a request, and taking a use in the
+//! transaction that stores the action it allows. Postgres: `pg/sessions.rs`.
+
+use actiongate_policy as policy;
+use sqlx::SqliteConnection;
+
+use crate::SqliteStore;
+use crate::actions::{NewAction, insert_on};
+use crate::error::StoreError;
+use crate::grants::{from_row, grant_columns, to_policy};
+use crate::time::{now, to_ms};
+use actiongate_api::model::{Decision, DecisionResult};
+
+/// The decision of an action whose grant had no use left when it was
+/// stored: a human decides it.
+pub(crate) fn used_up(new: &mut NewAction, grant: &str) {
+    new.decision = Decision {
+        result: DecisionResult::Ask,
+        reason: format!("grant `{grant}` has no uses left"),
+        rule: None,
+    };
+    new.take_use = None;
+}
+
+/// Takes one use of `new.take_use` on `conn`, or turns `new` into an asked
+/// action when none is left (a compare-and-set: of concurrent requests on
+/// a grant of `n` uses, exactly `n` take one).
+async fn take_use_on(conn: &mut SqliteConnection, new: &mut NewAction) -> Result<(), StoreError> {
+    let Some(grant) = new.take_use.clone() else {
+        return Ok(());
+    };
+    let taken = sqlx::query(
+        "UPDATE grants SET uses_left = uses_left - 1 WHERE id = ? AND uses_left > 0 \
+         AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)",
+    )
+    .bind(&grant)
+    .bind(to_ms(now()))
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if taken == 0 {
+        used_up(new, &grant);
+    }
+    Ok(())
+}
+
+impl SqliteStore {
+    /// Active grants for a session or a count of uses that may apply to
+    /// `agent` acting on `tool` in `session` (none of another session's);
+    /// never cached: each allowed action may use one up.
+    pub async fn scoped_grants(
+        &self,
+        agent: &str,
+        session: Option<String>,
+        tool: &str,
+    ) -> Result<Vec<(policy::Grant, Option<i64>)>, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            grant_columns!(),
+            " FROM grants WHERE revoked_at IS NULL \
+             AND (session IS NOT NULL OR uses_left IS NOT NULL) \
+             AND (expires_at IS NULL OR expires_at > ?) AND (agent IS NULL OR agent = ?) \
+             AND (handler = ? OR tool = ?) AND (uses_left IS NULL OR uses_left > 0) \
+             AND (session IS NULL OR session = ?) ORDER BY id"
+        ))
+        .bind(to_ms(now()))
+        .bind(agent)
+        .bind(tool)
+        .bind(tool)
+        .bind(session)
+        .fetch_all(&self.read)
+        .await?;
+        rows.iter()
+            .map(|r| from_row(r).and_then(|g| Ok((to_policy(&g)?, g.uses_left))))
+            .collect()
+    }
+
+    /// Stores `new`, taking a use of its grant in the same transaction.
+    pub(crate) async fn create_taking_use(
+        &self,
+        mut new: NewAction,
+    ) -> Result<(actiongate_api::model::Action, bool), StoreError> {
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    // A retry of a stored request takes nothing.
+                    let retry = match &new.idempotency_key {
+                        Some(key) => sqlx::query_scalar::<_, i64>(
+                            "SELECT 1 FROM actions WHERE agent = ? AND idempotency_key = ?",
+                        )
+                        .bind(&new.agent)
+                        .bind(key)
+                        .fetch_optional(&mut *conn)
+                        .await?
+                        .is_some(),
+                        None => false,
+                    };
+                    if !retry {
+                        take_use_on(conn, &mut new).await?;
+                    }
+                    insert_on(conn, new).await
+                })
+            })
+            .await
+    }
+}
