@@ -146,6 +146,16 @@ async def test_check_request_and_poll(daemon, mode):
         daemon.profile("agent-1", "guarded")
 
 
+async def test_closing_a_session_is_not_logged_as_a_failure(daemon, caplog):
+    """The SDK closes its session with DELETE on leaving and logs any answer
+    but 200 or 204 as "Session termination failed"."""
+    caplog.set_level("DEBUG", logger="mcp.client.streamable_http")
+    async with connect(daemon, "legacy") as client:
+        await client.list_tools()
+    failed = [r.getMessage() for r in caplog.records if "termination failed" in r.getMessage()]
+    assert failed == [], failed
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_approval_prompt_speaks_claude_codes_json(daemon, mode):
     daemon.profile("agent-1", {"allow": ["tool:bash:ls"], "deny": ["tool:bash:rm( .*)?"], "ask": []})
@@ -160,6 +170,12 @@ async def test_approval_prompt_speaks_claude_codes_json(daemon, mode):
             )
             answer = json.loads(text(r))
             assert answer["behavior"] == "deny" and "denied" in answer["message"]
+            assert not r.is_error
+            # Input it cannot read: a tool error, its text still the deny.
+            r = await client.call_tool("approval_prompt", {})
+            assert r.is_error
+            answer = json.loads(text(r))
+            assert set(answer) == {"behavior", "message"} and answer["behavior"] == "deny"
     finally:
         daemon.profile("agent-1", "guarded")
 

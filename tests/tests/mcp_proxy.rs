@@ -59,11 +59,24 @@ struct Proxy {
 
 impl Proxy {
     async fn start(dir: &std::path::Path, base: &str, key: &str, tools: &[&str]) -> Proxy {
+        Proxy::start_with(dir, base, key, tools, UPSTREAM, &[]).await
+    }
+
+    /// The proxy with `flags`, in front of the upstream server `source`.
+    async fn start_with(
+        dir: &std::path::Path,
+        base: &str,
+        key: &str,
+        tools: &[&str],
+        source: &str,
+        flags: &[&str],
+    ) -> Proxy {
         let script = dir.join("upstream.py");
-        std::fs::write(&script, UPSTREAM).unwrap();
+        std::fs::write(&script, source).unwrap();
         let mut child = Command::new(binary("actiongate"))
             .args(["mcp", "proxy", "--url", base, "--name", "fs", "--pins"])
             .arg(dir.join("pins.json"))
+            .args(flags)
             .arg("--")
             .arg("python3")
             .arg(&script)
@@ -195,6 +208,117 @@ async fn a_tool_name_the_gate_cannot_hold_as_it_is_is_refused_not_run_under_anot
         assert_eq!(r["isError"], true, "{name:?}: {r}");
         assert!(!text_of(&r).starts_with("ran "), "{name:?} ran: {r}");
     }
+    p.stop().await;
+    d.stop();
+}
+
+/// An upstream server whose tools answer badly, each as its name says:
+/// nested 100,000 levels deep, 60 MB, malformed JSON, a JSON-RPC message of
+/// the wrong shape, no answer at all, or the server exits. The payloads are
+/// generated here, in the script.
+const BAD_UPSTREAM: &str = r#"
+import json, os, sys
+names = json.loads(os.environ["UPSTREAM_TOOLS"])
+tools = [{"name": n, "inputSchema": {"type": "object"}} for n in names]
+def answer(i, result):
+    print(json.dumps({"jsonrpc": "2.0", "id": i, "result": result}), flush=True)
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    i, method = msg["id"], msg.get("method")
+    if method == "initialize":
+        answer(i, {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                   "serverInfo": {"name": "bad", "version": "1"}})
+    elif method == "tools/list":
+        answer(i, {"tools": tools})
+    elif method == "tools/call":
+        name = msg["params"]["name"]
+        if name == "deep":
+            n = 100000
+            sys.stdout.write('{"jsonrpc":"2.0","id":%s,"result":{"content":[],"x":%s%s}}\n'
+                             % (json.dumps(i), "[" * n, "]" * n))
+            sys.stdout.flush()
+        elif name == "huge":
+            text = "x" * (60 * 1024 * 1024)
+            answer(i, {"content": [{"type": "text", "text": text}]})
+        elif name == "malformed":
+            sys.stdout.write('{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":\n'
+                             % json.dumps(i))
+            sys.stdout.flush()
+        elif name == "shape":
+            answer(i, {"content": "not a list"})
+        elif name == "silent":
+            pass
+        elif name == "exit":
+            sys.exit(0)
+        else:
+            answer(i, {"content": [{"type": "text", "text": "ran " + name}]})
+    else:
+        answer(i, {})
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_upstream_failure_answers_the_call_with_an_error_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(
+        &http,
+        &d.base,
+        &admin,
+        "bot",
+        json!({"allow": ["tool:mcp__fs__.*"], "ask": []}),
+    )
+    .await;
+    let tools = ["ok", "deep", "huge", "malformed", "shape", "silent", "exit"];
+    let flags = ["--upstream-timeout", "60"];
+    let mut p = Proxy::start_with(dir.path(), &d.base, &agent, &tools, BAD_UPSTREAM, &flags).await;
+    let r = p.call("ok").await;
+    assert_eq!(text_of(&r), "ran ok", "{r}");
+    for (tool, says) in [
+        ("deep", "nested deeper than the proxy's limit of 64"),
+        ("huge", "larger than the proxy's limit of 16777216 bytes"),
+        ("malformed", "not JSON"),
+        ("shape", "failed: "),
+    ] {
+        let r = p.call(tool).await;
+        assert_eq!(r["isError"], true, "{tool}: {r}");
+        let text = text_of(&r);
+        assert!(
+            text.contains("the upstream server failed"),
+            "{tool}: {text}"
+        );
+        assert!(text.contains(says), "{tool}: {text}");
+        // The proxy goes on serving after each.
+        let r = p.call("ok").await;
+        assert_eq!(text_of(&r), "ran ok", "after {tool}: {r}");
+    }
+    // The upstream server goes away in the middle of a call.
+    let r = p.call("exit").await;
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(text_of(&r).contains("the upstream server failed"), "{r}");
+    p.stop().await;
+
+    // The limits are the caller's to set.
+    let dir2 = tempfile::tempdir().unwrap();
+    let flags = ["--max-message-depth", "120", "--upstream-timeout", "2"];
+    let mut p = Proxy::start_with(dir2.path(), &d.base, &agent, &tools, BAD_UPSTREAM, &flags).await;
+    let r = p.call("deep").await;
+    assert!(text_of(&r).contains("limit of 120"), "{r}");
+    // An upstream that never answers: the call ends at the timeout.
+    let r = p.call("silent").await;
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(text_of(&r).contains("no answer within 2 s"), "{r}");
+    let r = p.call("ok").await;
+    assert_eq!(text_of(&r), "ran ok", "after silent: {r}");
+    p.stop().await;
+    let flags = ["--max-message-bytes", "100000"];
+    let mut p = Proxy::start_with(dir2.path(), &d.base, &agent, &tools, BAD_UPSTREAM, &flags).await;
+    let r = p.call("huge").await;
+    assert!(text_of(&r).contains("limit of 100000 bytes"), "{r}");
     p.stop().await;
     d.stop();
 }

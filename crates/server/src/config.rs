@@ -285,6 +285,23 @@ impl StorageSettings {
     }
 }
 
+/// Whether `s` names a browser origin as `http.mcp_allowed_origins` takes
+/// it: `null`, or `http`/`https`, a host and an optional port or `*`, with
+/// no path, query or credentials.
+fn is_origin(s: &str) -> bool {
+    if s == "null" {
+        return true;
+    }
+    let Some((scheme, rest)) = s.split_once("://") else {
+        return false;
+    };
+    let rest = rest.strip_suffix(":*").unwrap_or(rest);
+    let host_ok = !rest.is_empty()
+        && !rest.contains(['/', '?', '#', '@', ' '])
+        && rest.parse::<axum::http::uri::Authority>().is_ok();
+    matches!(scheme, "http" | "https") && host_ok
+}
+
 /// HTTP server settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -299,6 +316,11 @@ pub struct HttpSettings {
     /// How long an MCP client of the stateless era may reuse the tool list
     /// before asking again (its `ttlMs` cache hint), in seconds (0-3600).
     pub mcp_tools_ttl_seconds: u64,
+    /// The browser origins whose pages may call `/mcp`
+    /// (`scheme://host[:port]`, `:*` for any port, or `null`). A request
+    /// with any other `Origin` header gets 403; one without keeps working.
+    /// Empty (the default): none.
+    pub mcp_allowed_origins: Vec<String>,
 }
 
 impl Default for Settings {
@@ -368,6 +390,7 @@ impl Default for HttpSettings {
             shutdown_grace_seconds: 10,
             mcp_progress_seconds: 20,
             mcp_tools_ttl_seconds: 10,
+            mcp_allowed_origins: Vec::new(),
         }
     }
 }
@@ -452,6 +475,14 @@ impl Settings {
         }
         if self.http.mcp_tools_ttl_seconds > 3600 {
             anyhow::bail!("http.mcp_tools_ttl_seconds: must be 0-3600");
+        }
+        for origin in &self.http.mcp_allowed_origins {
+            if !is_origin(origin) {
+                anyhow::bail!(
+                    "http.mcp_allowed_origins: '{origin}' is not an origin \
+                     (http://host[:port] or https://host[:port], :* for any port, or null)"
+                );
+            }
         }
         Ok(())
     }
@@ -630,5 +661,37 @@ mod tests {
         .unwrap();
         let err = Settings::load(Some(&file), &FlagOverrides::default()).unwrap_err();
         assert!(err.to_string().contains("poll_interval"), "{err}");
+    }
+
+    #[test]
+    fn mcp_allowed_origins_take_origins_only() {
+        for ok in [
+            "https://app.example.com",
+            "http://localhost:*",
+            "http://127.0.0.1:3000",
+            "http://[::1]:8080",
+            "null",
+        ] {
+            assert!(is_origin(ok), "{ok}");
+        }
+        for no in [
+            "",
+            "*",
+            "app.example.com",
+            "ftp://x",
+            "https://",
+            "https://a.example/path",
+            "https://u@a.example",
+            "https://a.example?q",
+        ] {
+            assert!(!is_origin(no), "{no}");
+        }
+        let mut s = Settings::default();
+        s.http.mcp_allowed_origins = vec!["example.com".to_owned()];
+        let err = s.validate().unwrap_err();
+        assert!(
+            err.to_string().contains("http.mcp_allowed_origins"),
+            "{err}"
+        );
     }
 }

@@ -14,6 +14,7 @@ mod events;
 mod future_sizes;
 mod handlers;
 mod mcp;
+mod mcp_sessions;
 mod mcp_tasks;
 mod outbox_follow;
 mod web;

@@ -503,6 +503,27 @@ async fn check_request_and_poll_an_action() {
     app.stop().await;
 }
 
+/// The JSON of `text` as Claude Code's `--permission-prompt-tool` contract
+/// takes it: exactly `{"behavior":"allow","updatedInput":{...}}` or
+/// `{"behavior":"deny","message":"..."}` (its schema of the answer).
+pub(crate) fn claude_code_answer(text: &str) -> Value {
+    let v: Value = serde_json::from_str(text).expect("the answer is JSON text");
+    let o = v.as_object().expect("an object");
+    let keys: Vec<&str> = o.keys().map(String::as_str).collect();
+    match o.get("behavior").and_then(Value::as_str) {
+        Some("allow") => {
+            assert_eq!(keys.len(), 2, "{v}");
+            assert!(o["updatedInput"].is_object(), "{v}");
+        }
+        Some("deny") => {
+            assert_eq!(keys.len(), 2, "{v}");
+            assert!(o["message"].is_string(), "{v}");
+        }
+        _ => panic!("not a permission answer: {v}"),
+    }
+    v
+}
+
 #[tokio::test]
 async fn approval_prompt_answers_claude_codes_json_and_fails_closed() {
     let app = spawn().await;
@@ -521,7 +542,8 @@ async fn approval_prompt_answers_claude_codes_json_and_fails_closed() {
             false,
         )
         .await;
-        let v: Value = serde_json::from_str(&text(&r)).unwrap();
+        let v = claude_code_answer(&text(&r));
+        assert_eq!(r.is_error, Some(false), "{era:?}");
         assert_eq!(
             v,
             json!({"behavior": "allow", "updatedInput": {"command": "ls"}}),
@@ -534,19 +556,19 @@ async fn approval_prompt_answers_claude_codes_json_and_fails_closed() {
             false,
         )
         .await;
-        let v: Value = serde_json::from_str(&text(&r)).unwrap();
+        let v = claude_code_answer(&text(&r));
         assert_eq!(v["behavior"], "deny");
         assert!(v["message"].as_str().unwrap().contains("denied"), "{v}");
-        // Input the mapping cannot read is a deny, not an allow.
-        let r = call(
-            &conn,
-            "approval_prompt",
-            json!({"tool_name": "Bash", "input": {}}),
-            false,
-        )
-        .await;
-        let v: Value = serde_json::from_str(&text(&r)).unwrap();
-        assert_eq!(v["behavior"], "deny", "{v}");
+        // A decided deny is the tool's normal answer.
+        assert_eq!(r.is_error, Some(false), "{era:?}");
+        // Input it cannot read, or no arguments at all: a tool error whose
+        // text is still the deny Claude Code parses, never an allow.
+        for bad in [json!({"tool_name": "Bash", "input": {}}), json!({})] {
+            let r = call(&conn, "approval_prompt", bad.clone(), false).await;
+            assert_eq!(r.is_error, Some(true), "{era:?} {bad}");
+            let v = claude_code_answer(&text(&r));
+            assert_eq!(v["behavior"], "deny", "{v}");
+        }
         conn.cancel().await.unwrap();
     }
     app.stop().await;

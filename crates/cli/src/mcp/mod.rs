@@ -5,6 +5,7 @@
 
 pub mod pins;
 pub mod proxy;
+pub mod screen;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -14,8 +15,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 
 use super::Exit;
 use super::http::{Api, Conn};
@@ -50,6 +51,21 @@ pub struct ProxyArgs {
     /// Seconds between progress notifications while a call waits for a human.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=30))]
     pub progress_seconds: u64,
+    /// Largest message the upstream server may send, in bytes: a larger
+    /// answer to a call is an error result.
+    #[arg(long, env = "ACTIONGATE_MCP_MAX_MESSAGE_BYTES", default_value_t = 16 * 1024 * 1024,
+          value_parser = clap::value_parser!(u64).range(1024..=1024 * 1024 * 1024))]
+    pub max_message_bytes: u64,
+    /// Deepest nesting of arrays and objects in an upstream message: a
+    /// deeper answer to a call is an error result.
+    #[arg(long, env = "ACTIONGATE_MCP_MAX_MESSAGE_DEPTH", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(8..=120))]
+    pub max_message_depth: u64,
+    /// Longest a forwarded call may wait for the upstream server's answer,
+    /// in seconds, before it is cancelled and answered with an error result.
+    #[arg(long, env = "ACTIONGATE_MCP_UPSTREAM_TIMEOUT", default_value_t = 600,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub upstream_timeout: u64,
     /// The upstream stdio MCP server and its arguments (after `--`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -113,11 +129,16 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
         downstream: downstream.clone(),
         progress: progress.clone(),
     };
+    let limits = screen::Limits {
+        max_bytes: usize::try_from(args.max_message_bytes).unwrap_or(usize::MAX),
+        max_depth: usize::try_from(args.max_message_depth).unwrap_or(64),
+    };
     let upstream = match (&args.upstream_url, args.command.split_first()) {
         (Some(url), _) => {
             let headers: HashMap<_, _> = args.upstream_header.iter().cloned().collect();
-            let config =
+            let mut config =
                 StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(headers);
+            config.max_sse_event_size = limits.max_bytes;
             handler
                 .serve(StreamableHttpClientTransport::from_config(config))
                 .await
@@ -126,7 +147,7 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
         (None, Some((cmd, rest))) => {
             let mut command = tokio::process::Command::new(cmd);
             command.args(rest);
-            let transport = TokioChildProcess::new(command)
+            let transport = screen::ScreenedChild::spawn(command, limits)
                 .map_err(|e| (Exit::Unreachable, format!("cannot start {cmd}: {e}")))?;
             handler.serve(transport).await.map_err(|e| {
                 (
@@ -149,6 +170,7 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
         downstream,
         progress_every: Duration::from_secs(args.progress_seconds),
         progress,
+        upstream_timeout: Duration::from_secs(args.upstream_timeout),
     };
     let running = server
         .serve(rmcp::transport::stdio())

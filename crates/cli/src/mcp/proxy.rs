@@ -128,10 +128,26 @@ pub struct Proxy {
     pub progress_every: Duration,
     /// Tokens of forwarded calls (see [`Upstream::on_progress`]).
     pub progress: ProgressTokens,
+    /// Longest a forwarded call waits for the upstream's answer.
+    pub upstream_timeout: Duration,
 }
 
 fn error_result(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+/// The error result of a forwarded call the upstream server did not answer
+/// as it should.
+fn upstream_failed(e: rmcp::ServiceError) -> CallToolResult {
+    let why = match e {
+        rmcp::ServiceError::McpError(e) => e.message.to_string(),
+        rmcp::ServiceError::Timeout { timeout } => format!(
+            "no answer within {} s (--upstream-timeout)",
+            timeout.as_secs()
+        ),
+        other => other.to_string(),
+    };
+    error_result(format!("the upstream server failed: {why}"))
 }
 
 fn internal(e: impl std::fmt::Display) -> rmcp::ErrorData {
@@ -350,18 +366,23 @@ impl Proxy {
 impl Proxy {
     /// Sends an allowed call upstream and relays its progress to the agent
     /// (when the agent asked for progress). The agent cancelling cancels
-    /// the forwarded call.
+    /// the forwarded call. Whatever goes wrong upstream (no answer in time,
+    /// an answer too large, too deep or malformed, the server gone) is an
+    /// error result: the agent's call is always answered.
     async fn forward(
         &self,
         call: CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, rmcp::ErrorData> {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(call));
-        let handle = self
+        let handle = match self
             .upstream
             .send_request_with_option(request, PeerRequestOptions::no_options())
             .await
-            .map_err(internal)?;
+        {
+            Ok(h) => h,
+            Err(e) => return Ok(upstream_failed(e).into()),
+        };
         let (id, ours) = (handle.id.clone(), handle.progress_token.clone());
         let theirs = ctx.meta.get_progress_token();
         if let (Some(t), Ok(mut m)) = (theirs.clone(), self.progress.lock()) {
@@ -370,6 +391,9 @@ impl Proxy {
         let answer = tokio::select! {
             r = handle.await_response() => Some(r),
             () = ctx.ct.cancelled() => None,
+            () = tokio::time::sleep(self.upstream_timeout) => Some(Err(rmcp::ServiceError::Timeout {
+                timeout: self.upstream_timeout,
+            })),
         };
         if theirs.is_some() {
             // rmcp hands each notification to a task of its own but the
@@ -381,18 +405,31 @@ impl Proxy {
         if let Ok(mut m) = self.progress.lock() {
             m.remove(&ours);
         }
-        let Some(answer) = answer else {
-            let note = CancelledNotificationParam::new(
-                Some(id),
-                Some("the agent cancelled the call".to_owned()),
-            );
-            let _ = self.upstream.notify_cancelled(note).await;
-            return Ok(error_result("the call was cancelled").into());
+        let answer = match answer {
+            Some(Ok(a)) => a,
+            Some(Err(e)) => {
+                if matches!(e, rmcp::ServiceError::Timeout { .. }) {
+                    let note = CancelledNotificationParam::new(
+                        Some(id),
+                        Some("the proxy's upstream timeout passed".to_owned()),
+                    );
+                    let _ = self.upstream.notify_cancelled(note).await;
+                }
+                return Ok(upstream_failed(e).into());
+            }
+            None => {
+                let note = CancelledNotificationParam::new(
+                    Some(id),
+                    Some("the agent cancelled the call".to_owned()),
+                );
+                let _ = self.upstream.notify_cancelled(note).await;
+                return Ok(error_result("the call was cancelled").into());
+            }
         };
-        match answer.map_err(internal)? {
+        match answer {
             ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
             other => Ok(error_result(format!(
-                "the upstream server answered with a result the proxy does not relay: {}",
+                "the upstream server failed: it answered with a result the proxy does not relay: {}",
                 serde_json::to_string(&other).unwrap_or_default()
             ))
             .into()),

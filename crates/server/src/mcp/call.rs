@@ -370,15 +370,17 @@ impl Ctx<'_> {
     }
 
     /// Claude Code's permission prompt: always JSON text, never an allow on
-    /// error.
+    /// error. A call that could not be decided (input it cannot read, the
+    /// request failing) is a tool error whose text is still the deny
+    /// Claude Code parses; a decided deny is a normal result.
     async fn approval_prompt(&self, args: JsonObject) -> CallToolResult {
-        let answer = match self.prompt(args).await {
-            Ok(answer) => answer,
+        match self.prompt(args).await {
+            Ok(answer) => CallToolResult::success(vec![ContentBlock::text(answer.to_string())]),
             Err(message) => {
-                json!({"behavior": "deny", "message": format!("actiongate: {message}")})
+                let deny = json!({"behavior": "deny", "message": format!("actiongate: {message}")});
+                CallToolResult::error(vec![ContentBlock::text(deny.to_string())])
             }
-        };
-        CallToolResult::success(vec![ContentBlock::text(answer.to_string())])
+        }
     }
 
     async fn prompt(&self, args: JsonObject) -> Result<Value, String> {

@@ -8,6 +8,7 @@
 //! with progress notifications in [`wait`].
 
 pub mod call;
+pub mod sessions;
 pub mod tasks;
 pub mod tools;
 pub mod wait;
@@ -22,9 +23,9 @@ use axum::response::{IntoResponse, Response};
 use rmcp::ServerHandler;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams,
-    GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig, ServerNotification, SubscriptionFilter, Tool,
-    ToolListChangedNotification,
+    GetTaskResult, Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
+    MetaObject, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    ServerNotification, SubscriptionFilter, TASKS_EXTENSION_ID, Tool, ToolListChangedNotification,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -41,15 +42,24 @@ pub fn router(state: &AppState) -> Router<AppState> {
         // The Bearer key is the protection here; a daemon behind a proxy or
         // a load balancer is reached under names of its operator's choosing.
         .disable_allowed_hosts()
+        // A browser page may send the key it was given to no origin but
+        // those configured: any other `Origin` gets 403 (none by default);
+        // requests without one (SDKs, Claude Code) are not concerned.
+        .with_allowed_origins(state.settings().http.mcp_allowed_origins.clone())
+        .enforce_origin_validation()
         .with_max_request_body_bytes(state.settings().http.body_limit_bytes)
         .with_cancellation_token(state.gate().shutdown().child_token());
+    let sessions = Arc::new(LocalSessionManager::default());
+    let owners = sessions::SessionOwners::new(sessions.clone());
     let service = StreamableHttpService::new(
         move || Ok(McpServer::new(for_factory.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions,
         config,
     );
+    // Layers run outside in: the key first, then the session's owner.
     Router::new()
         .route_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(owners, sessions::bind))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             authenticate,
@@ -94,6 +104,27 @@ fn is_stateless(ctx: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
+/// The `_meta` key naming the server in every result of the stateless era
+/// (2026-07-28, a SHOULD; rmcp sets it on `server/discover` itself).
+const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// This server as results name it.
+fn implementation() -> Implementation {
+    Implementation::new("actiongate", env!("CARGO_PKG_VERSION"))
+}
+
+/// Names the server in `meta` when the request of `ctx` is of the
+/// stateless era (the handshake era named it once, in `initialize`).
+fn name_server(meta: &mut Option<MetaObject>, ctx: &RequestContext<RoleServer>) {
+    if !is_stateless(ctx) {
+        return;
+    }
+    if let Ok(info) = serde_json::to_value(implementation()) {
+        meta.get_or_insert_with(|| MetaObject(Default::default()))
+            .insert(SERVER_INFO.to_owned(), info);
+    }
+}
+
 /// The caller authenticated for the request of `ctx`.
 fn caller_of(ctx: &RequestContext<RoleServer>) -> Result<Caller, rmcp::ErrorData> {
     ctx.extensions
@@ -112,12 +143,31 @@ impl ServerHandler for McpServer {
                 .enable_tasks()
                 .build(),
         )
-        .with_server_info(Implementation::new("actiongate", env!("CARGO_PKG_VERSION")))
+        .with_server_info(implementation())
         .with_instructions(
             "actiongate gates what you do: ask for a permission with request_permission, \
              check or request an action, or call a gated tool. A call may wait for a human; \
              its answer says whether it was allowed.",
         )
+    }
+
+    /// The handshake era: as `get_info` says, but without the tasks
+    /// extension, which is served only to the stateless era (SEP-2663
+    /// defines it for no older version).
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, rmcp::ErrorData> {
+        ctx.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        if let Some(extensions) = result.capabilities.extensions.as_mut() {
+            extensions.remove(TASKS_EXTENSION_ID);
+            if extensions.is_empty() {
+                result.capabilities.extensions = None;
+            }
+        }
+        Ok(result)
     }
 
     async fn list_tools(
@@ -135,6 +185,7 @@ impl ServerHandler for McpServer {
             .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?;
         list.extend(handler_tools.iter().map(tools::of_handler));
         let mut result = ListToolsResult::with_all_items(list);
+        name_server(&mut result.meta, &ctx);
         if is_stateless(&ctx) {
             // The list follows handler changes: a client may reuse it this
             // long, then asks again (any daemon answers from the database).
@@ -194,7 +245,14 @@ impl ServerHandler for McpServer {
                 .client_capabilities()
                 .is_some_and(|c| c.supports_tasks());
         let waiter = wait::Waiter::new(&ctx, self.progress_every());
-        Ok(call::call(&self.state, &caller, request, waiter, tasks).await)
+        let mut response = call::call(&self.state, &caller, request, waiter, tasks).await;
+        match &mut response {
+            CallToolResponse::Complete(r) => name_server(&mut r.meta, &ctx),
+            CallToolResponse::Task(t) => name_server(&mut t.meta, &ctx),
+            CallToolResponse::InputRequired(r) => name_server(&mut r.meta, &ctx),
+            _ => {}
+        }
+        Ok(response)
     }
 
     async fn get_task(
@@ -203,7 +261,9 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, rmcp::ErrorData> {
         let caller = caller_of(&ctx)?;
-        tasks::get(self.state.gate(), &caller, &request.task_id).await
+        let mut result = tasks::get(self.state.gate(), &caller, &request.task_id).await?;
+        name_server(&mut result.meta, &ctx);
+        Ok(result)
     }
 
     async fn cancel_task(

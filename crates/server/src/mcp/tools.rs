@@ -41,8 +41,59 @@ fn tool(name: &'static str, description: &'static str, schema: Value, read_only:
     t
 }
 
-/// The built-in tools.
+/// The structured content of a tool that answers with an action
+/// (`{"action": {...}}`, the action as `GET /v1/actions/{id}` has it).
+fn action_output() -> Arc<JsonObject> {
+    object(json!({
+        "type": "object",
+        "properties": {
+            "action": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "status": {"type": "string", "enum": [
+                        "pending", "approved", "running", "completed", "denied",
+                        "expired", "cancelled", "failed"
+                    ]},
+                    "tool": {"type": "string"},
+                    "detail": {"type": "string"}
+                },
+                "required": ["id", "status"]
+            }
+        },
+        "required": ["action"]
+    }))
+}
+
+/// `check_action`'s structured content.
+fn check_output() -> Arc<JsonObject> {
+    object(json!({
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "description": "The action as the policy reads it."},
+            "result": {"type": "string", "enum": ["allow", "deny", "ask"]},
+            "reason": {"type": "string"},
+            "rule": {"type": ["object", "null"], "description": "The rule that decided, if one did."}
+        },
+        "required": ["action", "result", "reason"]
+    }))
+}
+
+/// The built-in tools, with the schema of their structured content where
+/// they have one (`approval_prompt` answers with text only).
 pub fn builtin() -> Vec<Tool> {
+    let mut tools = builtin_inputs();
+    for t in &mut tools {
+        t.output_schema = match t.name.as_ref() {
+            REQUEST_PERMISSION | REQUEST_ACTION | GET_ACTION_STATUS => Some(action_output()),
+            CHECK_ACTION => Some(check_output()),
+            _ => None,
+        };
+    }
+    tools
+}
+
+fn builtin_inputs() -> Vec<Tool> {
     vec![
         tool(
             REQUEST_PERMISSION,
@@ -146,6 +197,9 @@ pub fn of_handler(t: &HandlerTool) -> Tool {
         object(t.params_schema.clone()),
     );
     tool.annotations = Some(annotations(t));
+    // The executor's answer is passed on as it is when it is an object,
+    // as `{"result": ...}` otherwise; the action while it is not done.
+    tool.output_schema = Some(object(json!({"type": "object"})));
     tool
 }
 
