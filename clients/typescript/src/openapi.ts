@@ -2,6 +2,26 @@
 // run `npm run types` after the API changes.
 
 export interface paths {
+    "/.well-known/actiongate-receipt-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The public key that checks receipts, as a JWK (`kty` `OKP`, `crv`
+         *     `Ed25519`, `kid`). No key needed.
+         */
+        get: operations["receipt_key"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -196,6 +216,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/actions/{id}/receipt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The signed receipt of an action's settled decision. */
+        get: operations["action_receipt"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/actions/{id}/reply": {
         parameters: {
             query?: never;
@@ -265,6 +302,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/agents/{id}/profile/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Replay a candidate profile over an agent's recorded actions. */
+        post: operations["replay"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/audit": {
         parameters: {
             query?: never;
@@ -300,7 +354,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Decide an action under the caller's profile and grants without storing anything. */
+        /** Decide an action under the caller's profile and grants (or, for admins, an inline `profile`) without storing anything. */
         post: operations["check"];
         delete?: never;
         options?: never;
@@ -530,6 +584,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/people": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List people, by name (admins). */
+        get: operations["list_people"];
+        put?: never;
+        /** Add a person (admins). */
+        post: operations["create_person"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/people/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Read a person (admins). */
+        get: operations["get_person"];
+        /** Replace a person (admins). */
+        put: operations["replace_person"];
+        post?: never;
+        /**
+         * Remove a person (admins): their keys and chat identities decide as
+         *     themselves from then on.
+         */
+        delete: operations["delete_person"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/permissions/check": {
         parameters: {
             query?: never;
@@ -547,6 +641,78 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/plans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Plans, newest first (operators). */
+        get: operations["list_plans"];
+        put?: never;
+        /** Ask approval for a plan (agents). */
+        post: operations["create_plan"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/plans/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One plan. */
+        get: operations["get_plan"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/plans/{id}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve a plan, all of it or `steps` (operators): each approved step
+         *     becomes session grants of one use.
+         */
+        post: operations["approve_plan"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/plans/{id}/deny": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Deny a plan (operators). */
+        post: operations["deny_plan"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/presets": {
         parameters: {
             query?: never;
@@ -558,6 +724,77 @@ export interface paths {
         get: operations["list_presets"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Report what ran (agents); a run no allow or approval covered raises
+         *     `action.undecided`.
+         */
+        post: operations["report_run"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Sessions, latest seen first (operators see all, an agent its own). */
+        get: operations["list_sessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One session. */
+        get: operations["get_session"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/end": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Ends a session (its agent or an operator): its grants are void. */
+        post: operations["end_session"];
         delete?: never;
         options?: never;
         head?: never;
@@ -664,7 +901,7 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /** @description An action an agent asked for, and everything decided about it. */
-        Action: {
+        Action: components["schemas"]["Team"] & {
             /** @description Time-ordered id (UUIDv7). */
             id: string;
             /** @description The agent that asked. */
@@ -723,6 +960,26 @@ export interface components {
             /** @description The agent runtime that sent it, e.g. `claude-code` (null when none). */
             runtime?: string | null;
         };
+        /**
+         * @description A handler action's approvals: a profile's approvals rule without the
+         *     pattern (it is the action).
+         */
+        ActionApprovals: {
+            /**
+             * Format: int32
+             * @description Approvals from distinct people (1-10, default 1).
+             */
+            count?: number;
+            /**
+             * @description Who may decide: globs over people's and operator keys' names, or
+             *     `group:<name>`.
+             */
+            approvers?: string[];
+            /** @description Escalate after this long without a decision (`30m`, `2h`). */
+            escalate_after?: string | null;
+            /** @description The group told on escalation. */
+            escalate_to?: string | null;
+        };
         /** @description One delivery attempt, as shown on the action. */
         ActionAttempt: {
             /**
@@ -768,6 +1025,7 @@ export interface components {
             /** @description JSON pointers of params masked as `"***"` wherever shown. */
             sensitive?: string[];
             hints?: null | components["schemas"]["ActionHints"];
+            approvals?: null | components["schemas"]["ActionApprovals"];
         };
         /**
          * @description Hints a handler declares about one of its actions, shown to agents as
@@ -800,6 +1058,25 @@ export interface components {
             items: components["schemas"]["Action"][];
             /** @description Pass as `cursor` for the next page; absent on the last page. */
             next_cursor?: string | null;
+        };
+        /** @description A settled decision's receipt. */
+        ActionReceipt: {
+            /** @description The action it is about. */
+            action_id: string;
+            /**
+             * @description The receipt: a JWS in compact form (`alg` `EdDSA`, `typ`
+             *     `actiongate-receipt+jwt`), verifiable offline with the key at
+             *     `/.well-known/actiongate-receipt-key`.
+             */
+            receipt: string;
+            /**
+             * @description What the receipt states (its decoded payload): `action_id`, `agent`,
+             *     `action_string`, `params_digest` (handler actions: `sha256:` of the
+             *     params in canonical JSON), `outcome` (`allowed`, `denied`, `expired`,
+             *     `cancelled`), `decided_by`, `deciders` (`[{id, via}]`, the humans),
+             *     `decided_at`, `iat`, `iss`, `v`.
+             */
+            claims: Record<string, never>;
         };
         /**
          * @description Where an action stands. See DESIGN.md "Model" for which are settled.
@@ -846,11 +1123,43 @@ export interface components {
              */
             revoked_at?: string | null;
         };
+        /** @description One approval an action collected. */
+        ApprovalEntry: {
+            /**
+             * @description Who: the person's name, or the identity that approved when it is
+             *     nobody's (`key:<id>`, `telegram:<user id>`, …).
+             */
+            who: string;
+            /** @description The identity it came through (`key:<id>`, `telegram:<user id>`, …). */
+            by: string;
+            /** @description The channel: api, page, cli, telegram, slack, discord, whatsapp, mcp. */
+            channel: string;
+            /**
+             * Format: date-time
+             * @description When.
+             */
+            at: string;
+        };
         /** @description Body of an approval. */
         ApproveBody: {
             /** @description A note kept with the decision. */
             note?: string | null;
             remember?: null | components["schemas"]["Remember"];
+            /**
+             * @description Handler actions: the params to run instead of those asked (checked
+             *     against the action's params schema).
+             */
+            params?: Record<string, never> | null;
+            /**
+             * @description Decision-only actions: the detail to run instead of the one asked
+             *     (it must itself pass the profile without being denied).
+             */
+            detail?: string | null;
+        };
+        /** @description `POST /v1/plans/{id}/approve`: the whole plan, or only some steps. */
+        ApprovePlan: {
+            /** @description Indices (from 0) of the steps approved; absent: every step. */
+            steps?: number[] | null;
         };
         /** @description An approval, optionally narrower than asked. */
         ApproveRequest: {
@@ -859,12 +1168,29 @@ export interface components {
             /** @description An expiry no later than the one asked for (default: as asked). */
             expires?: string | null;
         };
+        /** @description A person's chat identities; each belongs to one person at most. */
+        ChatIds: {
+            /** @description Telegram numeric user id, e.g. `"123456789"`. */
+            telegram?: string | null;
+            /** @description Slack user id, e.g. `"U012ABCDEF"`. */
+            slack?: string | null;
+            /** @description Discord user id (a snowflake), e.g. `"80351110224678912"`. */
+            discord?: string | null;
+            /** @description WhatsApp number, digits only, e.g. `"15551234567"`. */
+            whatsapp?: string | null;
+        };
         /** @description What to check. */
         CheckBody: {
             /** @description Tool name; 1-128 of `A-Z a-z 0-9 _ - .`. */
             tool: string;
             /** @description Tool-specific detail. */
             detail: string;
+            /**
+             * @description A dry run of this profile instead of the caller's (admin keys only;
+             *     others get 403): a preset name or `{allow, ask, deny}`, judged alone,
+             *     without grants.
+             */
+            profile?: Record<string, never> | null;
             /**
              * @description The session (task) it would belong to: session grants, plans and
              *     taint apply within it (1-200 printable characters).
@@ -911,6 +1237,17 @@ export interface components {
              *     (it is printed in `actiongate keys list`'s table).
              */
             name?: string | null;
+        };
+        /** @description `POST /v1/plans`: steps an agent asks approval for at once. */
+        CreatePlan: {
+            /** @description Why (shown to the human). */
+            reason?: string | null;
+            /** @description The session the steps will run in. */
+            session: string;
+            /** @description The runtime sending it. */
+            runtime?: string | null;
+            /** @description 1-200 steps. */
+            steps: components["schemas"]["PlanStep"][];
         };
         /** @description A new subscription. */
         CreateSubscription: {
@@ -1097,8 +1434,20 @@ export interface components {
             revoked_at?: string | null;
             /** @description A note from the human. */
             note?: string | null;
-            /** @description Neither revoked nor expired when this was read. */
+            /** @description Neither revoked nor expired (nor used up) when this was read. */
             active: boolean;
+            /** @description Only within this session; void once it ends. */
+            session?: string | null;
+            /**
+             * Format: int64
+             * @description How many allowed actions it was granted for.
+             */
+            uses?: number | null;
+            /**
+             * Format: int64
+             * @description How many of them are left.
+             */
+            uses_left?: number | null;
         };
         /** @description An agent asking a human for a permission (seed 004). */
         GrantRequest: {
@@ -1229,6 +1578,14 @@ export interface components {
             status: string;
             /** @description Daemon version. */
             version: string;
+            /**
+             * @description What works less than it should without making the daemon unready
+             *     (`/readyz` only): a chat connector that receives nothing, keyed
+             *     `connectors.<chat>`. Absent when all is well.
+             */
+            details?: {
+                [key: string]: string;
+            } | null;
         };
         /** @description What the agent (or executor) reported after running an approved action. */
         Outcome: {
@@ -1253,6 +1610,11 @@ export interface components {
          * @enum {string}
          */
         OutcomeStatus: "completed" | "failed";
+        /** @description The people, by name. */
+        PeopleList: {
+            /** @description Every person. */
+            items: components["schemas"]["Person"][];
+        };
         /** @description The answer. */
         PermissionAnswer: {
             /** @description Whether an active grant covers it. */
@@ -1297,6 +1659,95 @@ export interface components {
             expires: string;
             /** @description A note. */
             note?: string | null;
+            /** @description Only within this session (the task's session id); void once it ends. */
+            session?: string | null;
+            /**
+             * Format: int64
+             * @description Void after this many allowed actions (1-10000), each taken in the
+             *     transaction that allows it.
+             */
+            uses?: number | null;
+        };
+        /**
+         * @description A person: a name, groups, the operator keys they use and their chat
+         *     identities. A decision made through any of them is theirs.
+         */
+        Person: {
+            /** @description Time-ordered id, `per_…`. */
+            id: string;
+            /** @description Unique name (approver rules match it: `release-*`). */
+            name: string;
+            /** @description Groups (approver rules name them: `group:dba`). */
+            groups: string[];
+            /** @description Ids of the operator keys this person decides with. */
+            keys: string[];
+            /** @description Chat identities. */
+            chat: components["schemas"]["ChatIds"];
+            /**
+             * Format: date-time
+             * @description When it was created.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When it was last changed.
+             */
+            updated_at: string;
+        };
+        /** @description Body of `POST /v1/people` and `PUT /v1/people/{id}`. */
+        PersonBody: {
+            /** @description Unique name: 1-64 of letters, digits, `.`, `_`, `-`, `@`. */
+            name: string;
+            /** @description Groups (same characters as names), at most 32. */
+            groups?: string[];
+            /** @description Operator key ids (`key_…`), at most 32. */
+            keys?: string[];
+            /** @description Chat identities. */
+            chat?: components["schemas"]["ChatIds"];
+        };
+        /** @description A plan as stored. */
+        Plan: {
+            /** @description Time-ordered id. */
+            id: string;
+            /** @description The agent that asked. */
+            agent: string;
+            /** @description The session its steps run in. */
+            session: string;
+            /** @description Why. */
+            reason?: string | null;
+            /** @description `pending`, `approved` or `denied`. */
+            status: string;
+            /** @description Its steps. */
+            steps: components["schemas"]["PlanStep"][];
+            /**
+             * Format: date-time
+             * @description When it was asked for.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When it was decided.
+             */
+            decided_at?: string | null;
+            /** @description Who decided. */
+            decided_by?: string | null;
+        };
+        /** @description One step of a plan: a decision-only action or a handler action. */
+        PlanStep: {
+            /** @description Tool (decision-only step). */
+            tool?: string | null;
+            /** @description Detail (decision-only step). */
+            detail?: string | null;
+            /** @description Handler id (handler step). */
+            handler?: string | null;
+            /** @description Action name (handler step). */
+            action?: string | null;
+            /** @description Params (handler step). */
+            params?: Record<string, never> | null;
+            /** @description Whether an operator approved it (answers only). */
+            approved?: boolean;
+            /** @description The session grants its approval made (answers only). */
+            grants?: string[];
         };
         /** @description A built-in profile. */
         Preset: {
@@ -1353,6 +1804,15 @@ export interface components {
                 deny?: string[];
                 /** @description Tools besides bash and sh whose detail is a shell command. */
                 shell_tools?: string[];
+                /** @description Checked when the profile is set: 422 naming every example (`profile.examples.allow[0]`) that gets another answer. */
+                examples?: {
+                    /** @description Action strings it must allow. */
+                    allow?: string[];
+                    /** @description Action strings it must ask a human about. */
+                    ask?: string[];
+                    /** @description Action strings it must deny. */
+                    deny?: string[];
+                };
             } | null;
         };
         /** @description A newly registered handler and its webhook secret, shown only now. */
@@ -1373,6 +1833,13 @@ export interface components {
             pattern?: string | null;
             /** @description The agent it is for: default this action's agent; `*` for any agent. */
             agent?: string | null;
+            /** @description Only within this session ("for this task"); void once it ends. */
+            session?: string | null;
+            /**
+             * Format: int64
+             * @description Void after this many allowed actions ("for the next N"), 1-10000.
+             */
+            uses?: number | null;
         };
         /** @description How the handler wants its actions shown to a human. */
         Render: {
@@ -1390,6 +1857,66 @@ export interface components {
             /** @description Template of the value. */
             value: string;
         };
+        /** @description A candidate profile to replay over an agent's recorded actions. */
+        ReplayBody: {
+            /**
+             * @description The candidate: a preset name or `{allow, ask, deny}`, as for
+             *     `PUT /v1/agents/{id}`.
+             */
+            profile: Record<string, never>;
+            /**
+             * @description How far back: an RFC 3339 time, or a duration back from now such as
+             *     `30d`, `12h`, `90m` (default `30d`).
+             */
+            since?: string | null;
+        };
+        /** @description One recorded action whose decision would change. */
+        ReplayExample: {
+            /** @description The action's id. */
+            id: string;
+            /**
+             * @description Its action string as the API shows it (sensitive values masked),
+             *     cut to 200 characters.
+             */
+            action_string: string;
+            /** @description When it was requested (RFC 3339). */
+            created_at: string;
+        };
+        /** @description Decisions that would change from one outcome to another. */
+        ReplayGroup: {
+            /** @description What was decided (`allow`, `ask`, `deny`). */
+            from: string;
+            /** @description What the candidate decides. */
+            to: string;
+            /**
+             * Format: int64
+             * @description How many recorded actions.
+             */
+            count: number;
+            /** @description A few of them (at most 5), newest first. */
+            examples: components["schemas"]["ReplayExample"][];
+        };
+        /** @description What a candidate profile would have changed; nothing is stored. */
+        ReplayReport: {
+            /** @description The agent. */
+            agent: string;
+            /** @description The start of the replayed history (RFC 3339). */
+            since: string;
+            /**
+             * Format: int64
+             * @description How many recorded actions were replayed.
+             */
+            replayed: number;
+            /**
+             * Format: int64
+             * @description How many would be decided otherwise.
+             */
+            changed: number;
+            /** @description The changes by old -> new outcome, largest first. */
+            groups: components["schemas"]["ReplayGroup"][];
+            /** @description One line: "37 asked would now be allowed; 2 allowed would now be denied". */
+            summary: string;
+        };
         /** @description Body of a free-text reply. */
         ReplyBody: {
             /**
@@ -1397,6 +1924,19 @@ export interface components {
              *     with surrounding whitespace and ASCII punctuation ignored (`"Yes!"`).
              */
             text: string;
+        };
+        /** @description `POST /v1/runs`: what actually ran, as a runtime's post-tool hook saw it. */
+        ReportRun: {
+            /** @description Tool (or handler id) that ran. */
+            tool: string;
+            /** @description Its detail. */
+            detail?: string;
+            /** @description The session it ran in. */
+            session?: string | null;
+            /** @description The runtime reporting it. */
+            runtime?: string | null;
+            /** @description The id of the action that allowed it, when the runtime knows it. */
+            action?: string | null;
         };
         /** @description An executor's outcome for an attempt it accepted with 202. */
         ResultBody: {
@@ -1434,6 +1974,45 @@ export interface components {
              */
             previous_valid_until: string;
         };
+        /** @description The answer to a reported run. */
+        RunMatched: {
+            /** @description Whether an allow or an approval of the gate covers it. */
+            decided: boolean;
+            /** @description The action that did. */
+            action?: string | null;
+        };
+        /** @description A session: the task an agent's actions belong to. */
+        Session: {
+            /** @description The id the agent runtime gave it. */
+            id: string;
+            /** @description The agent whose session it is. */
+            agent: string;
+            /** @description The runtime last seen sending its actions. */
+            runtime?: string | null;
+            /**
+             * Format: date-time
+             * @description When its first action (or plan) came.
+             */
+            first_seen: string;
+            /**
+             * Format: date-time
+             * @description When its latest one came.
+             */
+            last_seen: string;
+            /** @description `active` or `ended` (explicitly, or idle past the timeout). */
+            status: string;
+            /**
+             * Format: date-time
+             * @description When it ended.
+             */
+            ended_at?: string | null;
+            /** @description The action that tainted it (read untrusted content), if any. */
+            tainted_by?: string | null;
+            /** @description That action's action string. */
+            taint_action?: string | null;
+            /** @description How many of its actions are in each status, and `total`. */
+            actions: Record<string, never>;
+        };
         /**
          * @description One message of an event stream, as an SSE client parses it: `id` is the
          *     event's `seq`, `event` its type (or `reset`), `data` the event as JSON
@@ -1467,6 +2046,39 @@ export interface components {
              * @description When it was created; only events after this are sent.
              */
             created_at: string;
+        };
+        /**
+         * @description What the team did about an action: approvals so far, who decided, an
+         *     edit. Shown inline in the action.
+         */
+        Team: {
+            /** @description Approvals so far, oldest first. */
+            approvals?: components["schemas"]["ApprovalEntry"][];
+            /**
+             * Format: int32
+             * @description How many approvals from distinct people it needs (set once the
+             *     first approval or an approvals rule applied).
+             */
+            approvals_required?: number | null;
+            /** @description The person (or nobody's identity) whose decision settled it. */
+            decided_person?: string | null;
+            /** @description The channel the settling decision came through. */
+            decided_channel?: string | null;
+            /**
+             * @description Whether an approver changed the params or the detail before
+             *     approving; `approved_params` or `approved_detail` hold what was
+             *     approved, `params` and `detail` what was asked.
+             */
+            edited?: boolean;
+            /** @description The params approved (sensitive values masked), when edited. */
+            approved_params?: Record<string, never> | null;
+            /** @description The detail approved, when edited: the agent runs this one. */
+            approved_detail?: string | null;
+            /**
+             * Format: date-time
+             * @description When it was escalated for want of a decision.
+             */
+            escalated_at?: string | null;
         };
         /** @description A decision-only request: the agent runs the tool itself once allowed. */
         ToolActionRequest: {
@@ -1514,6 +2126,14 @@ export interface components {
             expires: string;
             /** @description A note. */
             note?: string | null;
+            /** @description Only within this session (the task's session id); void once it ends. */
+            session?: string | null;
+            /**
+             * Format: int64
+             * @description Void after this many allowed actions (1-10000), each taken in the
+             *     transaction that allows it.
+             */
+            uses?: number | null;
         };
         /** @description The key a request was made with. */
         WhoAmI: {
@@ -1535,6 +2155,26 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    receipt_key: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The receipt key (JWK) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+        };
+    };
     healthz: {
         parameters: {
             query?: never;
@@ -1921,7 +2561,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Approved */
+            /** @description Approved; or, when it needs approvals from more people, still pending with `approvals` grown */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1948,7 +2588,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not an operator */
+            /** @description Not an operator, or not an approver under the action's approvals rule (named) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1966,7 +2606,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Already settled; carries current_status */
+            /** @description Already settled (carries current_status), or already approved by this person */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1993,7 +2633,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Invalid body */
+            /** @description Invalid body, or edited params/detail invalid or denied (still pending) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2338,6 +2978,74 @@ export interface operations {
             };
             /** @description Invalid body */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is busy or closing; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    action_receipt: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Action id (a UUID) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The receipt and what it states */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActionReceipt"];
+                };
+            };
+            /** @description A path segment does not decode */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such action visible to the caller */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The action is pending: no decision to sign yet */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2746,7 +3454,97 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Invalid profile (names the pattern) */
+            /** @description Invalid profile (names the pattern), or examples it answers otherwise (names each) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is busy or closing; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    replay: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Agent id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReplayBody"];
+            };
+        };
+        responses: {
+            /** @description The decisions that would change, grouped by old -> new outcome; with `Accept: text/event-stream`, `progress` events then a `result` (or `error`) event */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReplayReport"];
+                };
+            };
+            /** @description The body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not an admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is over the size limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid profile or since */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2869,7 +3667,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Key not bound to an agent */
+            /** @description Key not bound to an agent, or `profile` given without an admin key */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4389,6 +5187,391 @@ export interface operations {
             };
         };
     };
+    list_people: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every person */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PeopleList"];
+                };
+            };
+            /** @description Missing or unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not an admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is busy or closing; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    create_person: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PersonBody"];
+            };
+        };
+        responses: {
+            /** @description Added */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Person"];
+                };
+            };
+            /** @description The body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not an admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The name or an identity belongs to another person */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is over the size limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid fields */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is busy or closing; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_person: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Person id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The person */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Person"];
+                };
+            };
+            /** @description A path segment does not decode */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not an admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such person */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is busy or closing; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    replace_person: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Person id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PersonBody"];
+            };
+        };
+        responses: {
+            /** @description Replaced */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Person"];
+                };
+            };
+            /** @description The body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not an admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such person */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The name or an identity belongs to another person */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is over the size limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid fields */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is busy or closing; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_person: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Person id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A path segment does not decode */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not an admin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such person */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is busy or closing; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     check_permission: {
         parameters: {
             query?: never;
@@ -4476,6 +5659,351 @@ export interface operations {
             };
         };
     };
+    list_plans: {
+        parameters: {
+            query?: {
+                /** @description `pending`, `approved` or `denied`. */
+                status?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Plans */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Plan"][];
+                };
+            };
+            /** @description Missing or unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not an operator */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid query parameter */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is busy or closing; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    create_plan: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreatePlan"];
+            };
+        };
+        responses: {
+            /** @description The pending plan */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Plan"];
+                };
+            };
+            /** @description The body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is over the size limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid fields */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is busy or closing; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_plan: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Plan id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The plan */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Plan"];
+                };
+            };
+            /** @description A path segment does not decode */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such plan */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is busy or closing; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    approve_plan: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Plan id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApprovePlan"];
+            };
+        };
+        responses: {
+            /** @description The approved plan */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Plan"];
+                };
+            };
+            /** @description The body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Already decided */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is over the size limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid fields */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is busy or closing; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    deny_plan: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Plan id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The denied plan */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Plan"];
+                };
+            };
+            /** @description A path segment does not decode */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Already decided */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is busy or closing; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     list_presets: {
         parameters: {
             query?: never;
@@ -4496,6 +6024,240 @@ export interface operations {
             };
             /** @description Missing or unknown key */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is busy or closing; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    report_run: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReportRun"];
+            };
+        };
+        responses: {
+            /** @description Whether a decision covered it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunMatched"];
+                };
+            };
+            /** @description The body is not JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is over the size limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid fields */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is busy or closing; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_sessions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Sessions */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"][];
+                };
+            };
+            /** @description Missing or unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is busy or closing; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_session: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Session id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description A path segment does not decode */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such session */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is busy or closing; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    end_session: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Session id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The ended session */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            /** @description A path segment does not decode */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or unknown key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such session */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -15,8 +15,8 @@ pub mod problem;
 pub mod receipts;
 pub mod replay;
 pub mod rfc3339;
-pub mod teams;
 pub mod sessions;
+pub mod teams;
 
 pub use actions::*;
 pub use deliveries::*;
@@ -24,5 +24,5 @@ pub use grants::*;
 pub use handlers::*;
 pub use model::*;
 pub use problem::{FieldError, Problem};
-pub use teams::*;
 pub use sessions::*;
+pub use teams::*;

@@ -183,7 +183,9 @@ impl Gate {
                     .await?;
                     // Past a rate limit an allow asks, and then takes no use of a grant.
                     let decision = self.rate_limited(&agent, decided.decision).await?;
-                    let take_use = decided.take_use.filter(|_| decision.result == DecisionResult::Allow);
+                    let take_use = decided
+                        .take_use
+                        .filter(|_| decision.result == DecisionResult::Allow);
                     NewAction {
                         take_use,
                         reason: t.reason,
@@ -390,7 +392,9 @@ impl Gate {
         )
         .await?;
         let decision = self.rate_limited(&agent, decided.decision).await?;
-        let take_use = decided.take_use.filter(|_| decision.result == DecisionResult::Allow);
+        let take_use = decided
+            .take_use
+            .filter(|_| decision.result == DecisionResult::Allow);
         let params_view = action.masked(&h.params);
         let display = action.display(&params_view);
         let slot = if decision.result == DecisionResult::Allow {
