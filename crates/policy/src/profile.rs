@@ -70,6 +70,9 @@ pub fn split_action(action: &str) -> Option<(&str, &str)> {
 
 /// How a profile is written in configuration and on the wire: a preset name
 /// (`"standard"`) or an object of pattern lists.
+// A spec is read once when a profile is set and kept beside the compiled
+// profile; boxing the custom lists would only add an allocation there.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum ProfileSpec {
