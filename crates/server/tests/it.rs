@@ -16,4 +16,6 @@ mod handlers;
 mod mcp;
 mod mcp_tasks;
 mod outbox_follow;
+mod runtime_hooks;
+mod setup_wrap;
 mod web;

@@ -254,7 +254,12 @@ pub fn answer_for(action: &Value, on_timeout: Fallback, waited: u64) -> Answer {
     Answer {
         verdict,
         reason: format!("actiongate: {}", one_line(&reason)),
-        by_grant: verdict == Verdict::Allow && by.starts_with("grant:"),
+        by_grant: verdict == Verdict::Allow
+            && (by.starts_with("grant:")
+                || action
+                    .pointer("/decision/rule/kind")
+                    .and_then(Value::as_str)
+                    == Some("grant")),
     }
 }
 
@@ -295,6 +300,13 @@ mod tests {
         );
         let a = answer_for(
             &json!({"status": "approved", "decided_by": "grant:grt_1"}),
+            Fallback::Deny,
+            5,
+        );
+        assert!(a.by_grant);
+        let a = answer_for(
+            &json!({"status": "approved", "decided_by": "policy",
+                "decision": {"reason": "allowed by grant `g`", "rule": {"kind": "grant", "id": "g"}}}),
             Fallback::Deny,
             5,
         );
