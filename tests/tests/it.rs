@@ -26,4 +26,5 @@ mod policy_corpus;
 mod readme;
 mod results;
 mod sensitive;
+mod sessions;
 mod visible;

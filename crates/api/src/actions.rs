@@ -35,6 +35,17 @@ pub struct ToolActionRequest {
     #[serde(default)]
     #[schema(max_length = 256)]
     pub idempotency_key: Option<String>,
+    /// The session (task) it belongs to, as the agent runtime names it:
+    /// 1-200 printable characters. Session grants and plans apply within
+    /// it; reading untrusted content taints it (see docs/sessions.md).
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
+    pub session: Option<String>,
+    /// The agent runtime sending it, a short slug such as `claude-code`,
+    /// `cursor`, `gemini-cli` (1-64 of `a-z 0-9 - _ .`).
+    #[serde(default)]
+    #[schema(pattern = r"^[a-z0-9][a-z0-9_.\-]{0,63}$")]
+    pub runtime: Option<String>,
 }
 
 /// A request for an action a registered handler performs.
@@ -64,6 +75,17 @@ pub struct HandlerActionRequest {
     #[serde(default)]
     #[schema(max_length = 256)]
     pub idempotency_key: Option<String>,
+    /// The session (task) it belongs to, as the agent runtime names it:
+    /// 1-200 printable characters. Session grants and plans apply within
+    /// it; reading untrusted content taints it (see docs/sessions.md).
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
+    pub session: Option<String>,
+    /// The agent runtime sending it, a short slug such as `claude-code`,
+    /// `cursor`, `gemini-cli` (1-64 of `a-z 0-9 - _ .`).
+    #[serde(default)]
+    #[schema(pattern = r"^[a-z0-9][a-z0-9_.\-]{0,63}$")]
+    pub runtime: Option<String>,
 }
 
 /// Either a handler action or a decision-only action.
@@ -77,6 +99,14 @@ pub enum CreateAction {
 }
 
 impl CreateAction {
+    /// `(session, runtime)` of either form.
+    pub fn origin(&self) -> (Option<&str>, Option<&str>) {
+        match self {
+            CreateAction::Handler(h) => (h.session.as_deref(), h.runtime.as_deref()),
+            CreateAction::Tool(t) => (t.session.as_deref(), t.runtime.as_deref()),
+        }
+    }
+
     /// `(reason, timeout, idempotency_key)` of either form.
     pub fn common(&self) -> (Option<&str>, Option<&str>, Option<&str>) {
         match self {

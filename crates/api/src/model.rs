@@ -225,6 +225,13 @@ pub struct Action {
     /// Delivery attempts to the handler's executor.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<ActionAttempt>,
+    /// The session it belongs to, as the agent runtime named it (null when
+    /// the agent named none).
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The agent runtime that sent it, e.g. `claude-code` (null when none).
+    #[serde(default)]
+    pub runtime: Option<String>,
 }
 
 impl Action {

@@ -89,6 +89,8 @@ pub struct ListActions {
     pub agent: Option<String>,
     /// Only this tool's.
     pub tool: Option<String>,
+    /// Only this session's.
+    pub session: Option<String>,
     /// Page size, 1-200 (default 50).
     pub limit: Option<i64>,
     /// The last id of the previous page.
@@ -148,6 +150,9 @@ impl Gate {
             self.long_poll_guard(caller)
         };
         let (reason, timeout, key) = body.common();
+        let (session, runtime) = body.origin();
+        crate::sessions::validate_origin(session, runtime)?;
+        let (session, runtime) = (session.map(str::to_owned), runtime.map(str::to_owned));
         check_len("reason", reason, MAX_TEXT)?;
         check_len("idempotency_key", key, 256)?;
         let timeout = self.timeout_of(timeout)?;
@@ -200,6 +205,8 @@ impl Gate {
             deadline: chrono::Duration::from_std(timeout)
                 .ok()
                 .map(|d| actiongate_store::time::now() + d),
+            session,
+            runtime,
             ..new
         };
         // A waiter registered before the insert needs no read to start from,
@@ -431,6 +438,9 @@ impl Gate {
         if let Some(tool) = &q.tool {
             validate_tool(tool)?;
         }
+        if let Some(session) = &q.session {
+            crate::sessions::validate_session("session", session)?;
+        }
         let agent = if caller.sees_all() {
             q.agent
         } else {
@@ -445,6 +455,7 @@ impl Gate {
             status: q.status,
             agent,
             tool: q.tool,
+            session: q.session,
             cursor: q.cursor,
             limit: limit + 1,
         };

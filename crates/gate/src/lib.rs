@@ -44,6 +44,7 @@ mod pending_limit;
 pub mod policy;
 pub mod retention;
 pub mod revocations;
+pub mod sessions;
 pub mod sign;
 pub mod storage;
 pub mod subscriptions;

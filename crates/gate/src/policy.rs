@@ -96,6 +96,20 @@ impl Gate {
         tool: &str,
         detail: &str,
     ) -> Result<(String, Decision), GateError> {
+        self.check_in(caller, tool, detail, None, None).await
+    }
+
+    /// [`Gate::check`] for an action of `session` (sent by `runtime`):
+    /// what the policy, the session's grants and its taint decide.
+    pub async fn check_in(
+        &self,
+        caller: &crate::Caller,
+        tool: &str,
+        detail: &str,
+        session: Option<&str>,
+        runtime: Option<&str>,
+    ) -> Result<(String, Decision), GateError> {
+        crate::sessions::validate_origin(session, runtime)?;
         let agent = caller.agent_id()?;
         validate_tool(tool)?;
         crate::actions::check_len("detail", Some(detail), crate::actions::MAX_DETAIL)?;

@@ -40,6 +40,14 @@ pub struct NewAction {
     pub request_hash: String,
     /// What a handler action runs; `None` for decision-only actions.
     pub handler: Option<HandlerAction>,
+    /// The session it belongs to, as the agent runtime names it.
+    pub session: Option<String>,
+    /// The runtime that sent it (`claude-code`, `cursor`, …).
+    pub runtime: Option<String>,
+    /// A grant with a count of uses whose use this action takes, in the
+    /// transaction that stores it; when none is left the action is stored
+    /// asked instead.
+    pub take_use: Option<String>,
 }
 
 impl NewAction {
@@ -59,6 +67,9 @@ impl NewAction {
             idempotency_key: None,
             request_hash: String::new(),
             handler: None,
+            session: None,
+            runtime: None,
+            take_use: None,
         }
     }
 }
@@ -112,6 +123,8 @@ pub struct ActionFilter {
     pub agent: Option<String>,
     /// Only this tool's.
     pub tool: Option<String>,
+    /// Only this session's.
+    pub session: Option<String>,
     /// Page after this id (newest first).
     pub cursor: Option<String>,
     /// Page size.
@@ -122,7 +135,7 @@ macro_rules! action_columns {
     () => {
         "id, agent, tool, detail, action_string, reason, status, decision_result, \
     decision_reason, decision_rule, created_at, decided_at, decided_by, deadline, outcome, decision_note, \
-    handler, action_name, params_view, permission, scope, display, attempt_log"
+    handler, action_name, params_view, permission, scope, display, attempt_log, session, runtime"
     };
 }
 pub(crate) use action_columns;
@@ -162,6 +175,8 @@ pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<Action, StoreError
         scope: json_col(row, "scope")?,
         display: json_col(row, "display")?,
         attempts: json_col(row, "attempt_log")?.unwrap_or_default(),
+        session: row.try_get("session")?,
+        runtime: row.try_get("runtime")?,
     })
 }
 
@@ -221,6 +236,9 @@ fn list_query(prefix: &str, f: &ActionFilter) -> QueryBuilder<Sqlite> {
     if let Some(tool) = &f.tool {
         q.push(" AND tool = ").push_bind(tool.clone());
     }
+    if let Some(session) = &f.session {
+        q.push(" AND session = ").push_bind(session.clone());
+    }
     if let Some(cursor) = &f.cursor {
         q.push(" AND id < ").push_bind(cursor.clone());
     }
@@ -254,6 +272,8 @@ pub(crate) fn stored_action(new: NewAction, created: DateTime<Utc>) -> Action {
         display: h.as_ref().and_then(|h| h.display.clone()),
         scope: h.map(|h| h.scope),
         attempts: Vec::new(),
+        session: new.session,
+        runtime: new.runtime,
     }
 }
 
@@ -313,8 +333,8 @@ async fn insert_on(
         "INSERT INTO actions (id, agent, tool, detail, action_string, reason, status, decision_result, \
          decision_reason, decision_rule, created_at, decided_at, decided_by, deadline, settled_at, \
          idempotency_key, request_hash, handler, action_name, params, params_view, permission, scope, display, \
-         attempts, lease_until) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         attempts, lease_until, session, runtime) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(&new.id)
     .bind(&new.agent)
@@ -346,6 +366,8 @@ async fn insert_on(
     .bind(h.and_then(|h| h.display.as_ref().map(Value::to_string)))
     .bind(i64::from(claim.is_some()))
     .bind(claim.map(to_ms))
+    .bind(&new.session)
+    .bind(&new.runtime)
     .execute(&mut *conn)
     .await?;
     let mut action = stored_action(new, created);

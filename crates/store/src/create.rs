@@ -107,10 +107,10 @@ fn json<T: serde::Serialize>(v: Option<&T>) -> Result<Option<String>, serde_json
 pub(crate) const ACTION_COLUMNS: &str = "id, agent, tool, detail, action_string, reason, status, \
      decision_result, decision_reason, decision_rule, created_at, decided_at, decided_by, \
      deadline, settled_at, request_hash, handler, action_name, params, params_view, \
-     permission, scope, display, attempts, lease_until";
+     permission, scope, display, attempts, lease_until, session, runtime";
 
 /// How many columns [`ACTION_COLUMNS`] names.
-pub(crate) const ACTION_WIDTH: usize = 25;
+pub(crate) const ACTION_WIDTH: usize = 27;
 
 /// The columns of an event row as [`CreateJob::event_row`] lists them.
 pub(crate) const EVENT_COLUMNS: &str = "id, type, at, agent, action_id, grant_id, data";
@@ -180,6 +180,8 @@ impl CreateJob {
             Val::Text(self.display.as_deref()),
             Val::Int(Some(i64::from(self.claim_until.is_some()))),
             Val::Int(self.claim_until),
+            Val::Text(a.session.as_deref()),
+            Val::Text(a.runtime.as_deref()),
         ]
     }
 

@@ -260,6 +260,8 @@ impl Ctx<'_> {
             reason: Some(a.reason),
             timeout: Some(timeout),
             idempotency_key: None,
+            session: None,
+            runtime: None,
         });
         let action = self.request(body, None, Some(Kind::Permission)).await?;
         Ok(permission_result(&a.permission, minutes, &action))
@@ -300,6 +302,8 @@ impl Ctx<'_> {
             reason: a.reason,
             timeout,
             idempotency_key: None,
+            session: None,
+            runtime: None,
         });
         let action = self
             .request(
@@ -360,6 +364,8 @@ impl Ctx<'_> {
             reason: None,
             timeout: None,
             idempotency_key: None,
+            session: None,
+            runtime: None,
         });
         let action = self.request(body, None, Some(Kind::Handler)).await?;
         Ok(handler_result(&action))
@@ -391,6 +397,8 @@ impl Ctx<'_> {
             reason: Some(reason),
             timeout: None,
             idempotency_key: None,
+            session: None,
+            runtime: None,
         });
         // No task here: the answer must carry the input as it was sent,
         // which the daemon does not keep, so the call waits for the decision.

@@ -176,6 +176,9 @@ pub struct ListQuery {
         max_length = 128
     )]
     pub tool: Option<String>,
+    /// Only the actions of this session.
+    #[param(min_length = 1, max_length = 200)]
+    pub session: Option<String>,
     /// Page size, 1-200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
@@ -217,6 +220,7 @@ pub async fn list_actions(
                 status: q.status,
                 agent: q.agent,
                 tool: q.tool,
+                session: q.session,
                 limit: q.limit,
                 cursor: q.cursor,
             },

@@ -31,6 +31,15 @@ pub struct CheckBody {
     /// Tool-specific detail.
     #[schema(max_length = 65536)]
     pub detail: String,
+    /// The session (task) it would belong to: session grants, plans and
+    /// taint apply within it (1-200 printable characters).
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
+    pub session: Option<String>,
+    /// The agent runtime asking, e.g. `claude-code`.
+    #[serde(default)]
+    #[schema(pattern = r"^[a-z0-9][a-z0-9_.\-]{0,63}$")]
+    pub runtime: Option<String>,
 }
 
 /// The decision and the action string it was made for.
@@ -63,7 +72,13 @@ pub async fn check(
 ) -> ApiResult<axum::Json<CheckResult>> {
     let (action_string, decision) = state
         .gate()
-        .check(&caller, &body.tool, &body.detail)
+        .check_in(
+            &caller,
+            &body.tool,
+            &body.detail,
+            body.session.as_deref(),
+            body.runtime.as_deref(),
+        )
         .await?;
     Ok(axum::Json(CheckResult {
         action_string,

@@ -111,6 +111,9 @@ impl Postgres {
         if let Some(tool) = &f.tool {
             q.push(" AND tool = ").push_bind(tool.clone());
         }
+        if let Some(session) = &f.session {
+            q.push(" AND session = ").push_bind(session.clone());
+        }
         if let Some(cursor) = &f.cursor {
             q.push(" AND id < ").push_bind(cursor.clone());
         }

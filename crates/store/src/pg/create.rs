@@ -52,7 +52,7 @@ macro_rules! insert_columns {
         "id, agent, tool, detail, action_string, reason, status, decision_result, \
          decision_reason, decision_rule, created_at, decided_at, decided_by, deadline, settled_at, \
          idempotency_key, request_hash, handler, action_name, params, params_view, permission, \
-         scope, display, attempts, lease_until"
+         scope, display, attempts, lease_until, session, runtime"
     };
 }
 
@@ -63,7 +63,7 @@ macro_rules! insert_sql {
     ($a:literal, $b:literal, $c:literal, $d:literal, $e:literal, $f:literal, $g:literal,
      $h:literal, $i:literal, $j:literal, $k:literal, $l:literal, $m:literal, $n:literal,
      $o:literal, $p:literal, $q:literal, $r:literal, $s:literal, $t:literal, $u:literal,
-     $v:literal, $w:literal, $x:literal, $y:literal) => {
+     $v:literal, $w:literal, $x:literal, $y:literal, $z:literal, $zz:literal) => {
         concat!(
             "INSERT INTO actions (",
             insert_columns!(),
@@ -119,6 +119,10 @@ macro_rules! insert_sql {
             $x,
             ", ",
             $y,
+            ", ",
+            $z,
+            ", ",
+            $zz,
             ") ON CONFLICT (agent, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
         )
     };
@@ -204,7 +208,7 @@ fn row<'a>(
     }
 }
 
-/// Binds the 25 values of `$r` (a [`Row`]) to `$q`, in [`insert_columns`]
+/// Binds the 27 values of `$r` (a [`Row`]) to `$q`, in [`insert_columns`]
 /// order.
 macro_rules! bind_row {
     ($q:expr, $r:expr) => {{
@@ -235,6 +239,8 @@ macro_rules! bind_row {
             .bind(r.display.as_deref())
             .bind(i64::from(r.claim.is_some()))
             .bind(r.claim)
+            .bind(a.session.as_deref())
+            .bind(a.runtime.as_deref())
     }};
 }
 
@@ -275,7 +281,8 @@ impl Postgres {
         let inserted = bind_row!(
             sqlx::query(insert_sql!(
                 "$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8", "$9", "$10", "$11", "$12", "$13",
-                "$14", "$15", "$16", "$17", "$18", "$19", "$20", "$21", "$22", "$23", "$24", "$25"
+                "$14", "$15", "$16", "$17", "$18", "$19", "$20", "$21", "$22", "$23", "$24", "$25",
+                "$26", "$27"
             )),
             &row
         )
@@ -327,7 +334,7 @@ impl Postgres {
                     insert_sql!(
                         "$10", "$11", "$12", "$13", "$14", "$15", "$16", "$17", "$18", "$19",
                         "$20", "$21", "$22", "$23", "$24", "$25", "$26", "$27", "$28", "$29",
-                        "$30", "$31", "$32", "$33", "$34"
+                        "$30", "$31", "$32", "$33", "$34", "$35", "$36"
                     ),
                     "), "
                 ))),

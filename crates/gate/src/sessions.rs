@@ -1,0 +1,83 @@
+//! Sessions: the task an action belongs to, as the agent runtime names it
+//! (a coding agent's session id, an MCP client's, a client's run). This
+//! module owns what a session id and a runtime slug may be; listing and
+//! ending sessions, and what is scoped to one (grants, plans, taint), build
+//! on it.
+
+use crate::{GateError, GateResult};
+
+/// Most characters of a session id.
+pub const MAX_SESSION: usize = 200;
+/// Most characters of a runtime slug.
+pub const MAX_RUNTIME: usize = 64;
+
+/// A session id: 1-200 printable characters (no control characters, no
+/// leading or trailing whitespace that would make two ids look the same).
+pub fn validate_session(field: &str, id: &str) -> GateResult<()> {
+    let n = id.chars().count();
+    let printable = id.chars().all(|c| !c.is_control());
+    if n == 0 || n > MAX_SESSION || !printable || id.trim() != id {
+        return Err(GateError::invalid(
+            field,
+            format!("1-{MAX_SESSION} printable characters, no surrounding whitespace"),
+        ));
+    }
+    Ok(())
+}
+
+/// A runtime slug such as `claude-code`: 1-64 of `a-z 0-9 - _ .`, starting
+/// with a letter or digit.
+pub fn validate_runtime(runtime: &str) -> GateResult<()> {
+    let ok = !runtime.is_empty()
+        && runtime.len() <= MAX_RUNTIME
+        && runtime
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && runtime.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(GateError::invalid(
+            "runtime",
+            "1-64 characters from a-z 0-9 - _ . starting with a letter or digit",
+        ))
+    }
+}
+
+/// Validates an optional session and runtime as sent with a request.
+pub fn validate_origin(session: Option<&str>, runtime: Option<&str>) -> GateResult<()> {
+    if let Some(s) = session {
+        validate_session("session", s)?;
+    }
+    if let Some(r) = runtime {
+        validate_runtime(r)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_id_is_printable_and_bounded() {
+        assert!(validate_session("session", "abc-123 ok").is_ok());
+        assert!(validate_session("session", &"x".repeat(200)).is_ok());
+        assert!(validate_session("session", &"x".repeat(201)).is_err());
+        assert!(validate_session("session", "").is_err());
+        assert!(validate_session("session", "a\nb").is_err());
+        assert!(validate_session("session", " a").is_err());
+    }
+
+    #[test]
+    fn a_runtime_is_a_slug() {
+        assert!(validate_runtime("claude-code").is_ok());
+        assert!(validate_runtime("gemini-cli").is_ok());
+        assert!(validate_runtime("Claude").is_err());
+        assert!(validate_runtime("-x").is_err());
+        assert!(validate_runtime("a b").is_err());
+    }
+}
