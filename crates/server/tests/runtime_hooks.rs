@@ -172,6 +172,17 @@ async fn every_runtime_gets_allow_ask_and_deny_in_its_own_contract() {
         // Allowed by the policy.
         let r = hook(&app.base, &agent, rt, &fresh(rt, "allowed", "a"), "5").await;
         check(&r, rt, "allow", &allow_reason);
+        // The action records the runtime and, where it sends one, its session.
+        let last = all_actions(&app).await.last().unwrap().clone();
+        assert_eq!(last["runtime"], *rt, "{last}");
+        let session = fixture(rt, "allowed")
+            .as_object()
+            .unwrap()
+            .iter()
+            .find(|(k, _)| ["session_id", "conversation_id", "sessionID"].contains(&k.as_str()))
+            .map(|(_, v)| v.clone())
+            .unwrap_or(Value::Null);
+        assert_eq!(last["session"], session, "{rt}: {last}");
         // Denied by the policy.
         let r = hook(&app.base, &agent, rt, &fresh(rt, "denied", "a"), "5").await;
         check(&r, rt, "deny", &deny_reason);

@@ -102,6 +102,13 @@ pub enum Waiting {
     Defer,
 }
 
+/// The daemon's session ids: 1-200 characters, none a control
+/// character, no surrounding whitespace.
+pub fn valid_session(s: &str) -> bool {
+    let n = s.chars().count();
+    (1..=200).contains(&n) && !s.chars().any(char::is_control) && s.trim() == s
+}
+
 /// Truncates to at most `max` bytes on a character boundary.
 pub fn truncate(s: &str, max: usize) -> String {
     if s.len() <= max {
@@ -164,6 +171,12 @@ async fn one(
     // The same tool call asked twice is one action.
     if let Some(k) = origin.idempotency_key(index) {
         body["idempotency_key"] = json!(k);
+    }
+    // The action records where it came from; a session id the daemon
+    // would refuse stays in the reason only.
+    body["runtime"] = json!(origin.runtime);
+    if let Some(sid) = origin.session.as_deref().filter(|s| valid_session(s)) {
+        body["session"] = json!(sid);
     }
     let (action, _) = api
         .create_action(&body, wait)
@@ -340,5 +353,10 @@ mod tests {
         assert_eq!(o.reason(), "Cursor in /p (session c1)");
         let none = Origin { call_id: None, ..o };
         assert!(none.idempotency_key(0).is_none());
+        assert!(valid_session("4f1c2b9e"));
+        assert!(!valid_session(""));
+        assert!(!valid_session(" x"));
+        assert!(!valid_session("a\nb"));
+        assert!(!valid_session(&"x".repeat(201)));
     }
 }
