@@ -1,7 +1,8 @@
 //! Black-box tests: database faults get the right answer. A database locked
 //! by another process is 503 with `Retry-After` within seconds; a full
 //! database is 507, `/readyz` says so until a write succeeds again, and the
-//! log says it once without spurious rollback errors.
+//! log says it once without spurious rollback errors; `/readyz` says not
+//! ready, within a second, while another process holds the write lock.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::time::{Duration, Instant};
@@ -212,5 +213,42 @@ async fn a_full_database_is_507_and_not_ready_until_a_write_succeeds() {
         "{log:#?}"
     );
     assert!(!log.iter().any(|l| l.contains("store error")), "{log:#?}");
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_says_not_ready_quickly_while_another_process_holds_the_write_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let ready = || async {
+        let asked = Instant::now();
+        let (s, body) = common::call(
+            &http,
+            reqwest::Method::GET,
+            format!("{}/readyz", d.base),
+            "",
+            None,
+        )
+        .await;
+        (s, body, asked.elapsed())
+    };
+    let (s, body, _) = ready().await;
+    assert_eq!(s, 200, "{body}");
+
+    let other = rusqlite::Connection::open(d.database()).unwrap();
+    other.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let (s, body, took) = ready().await;
+    assert_eq!(s, 503, "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("locked"),
+        "{body}"
+    );
+    assert!(took < Duration::from_secs(1), "/readyz took {took:?}");
+
+    other.execute_batch("ROLLBACK").unwrap();
+    let (s, body, _) = ready().await;
+    assert_eq!(s, 200, "{body}");
+    drop(other);
     d.stop();
 }

@@ -79,3 +79,17 @@ def test_agent_example_approved_and_denied(example, daemon, agent_key, op, agent
         assert f"deleted {doomed}" in p.stdout, p.stdout
     finally:
         model.close()
+
+
+def test_pydantic_ai_example_approved_and_denied(daemon, agent_key, op, agent):
+    pytest.importorskip("pydantic_ai")
+    answer = Operator(op, agent, lambda o, a: o.approve(a.id))
+    p = run_example("pydantic_ai_agent.py", ["build/"], daemon, agent_key)
+    [approved] = answer.finish()
+    assert approved.detail == '{"path":"build/"}'
+    assert p.returncode == 0 and "deleted build/" in p.stdout, p.stderr
+
+    answer = Operator(op, agent, lambda o, a: o.deny(a.id, "keep the build"))
+    p = run_example("pydantic_ai_agent.py", ["build/"], daemon, agent_key)
+    answer.finish()
+    assert p.returncode == 0 and "keep the build" in p.stdout and "deleted" not in p.stdout, p.stderr

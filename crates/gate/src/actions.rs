@@ -143,6 +143,7 @@ impl Gate {
         body: CreateAction,
         wait: Duration,
     ) -> GateResult<Requested> {
+        let arrived = tokio::time::Instant::now();
         let agent = caller.agent_id()?.to_owned();
         let guard = if wait.is_zero() {
             None
@@ -158,73 +159,87 @@ impl Gate {
         let timeout = self.timeout_of(timeout)?;
         // Only a retry with the same key compares it.
         let request_hash = key.map(|_| request_hash(&body)).unwrap_or_default();
-        let mut slot = None;
-        let new = match body {
-            CreateAction::Tool(t) => {
-                validate_tool(&t.tool)?;
-                check_len("detail", Some(&t.detail), MAX_DETAIL)?;
-                let decision = decide_tool(self, &agent, &t.tool, &t.detail).await?;
-                NewAction {
-                    reason: t.reason,
-                    idempotency_key: t.idempotency_key,
-                    request_hash,
-                    ..NewAction::new(agent, t.tool, t.detail, decision)
-                }
-            }
-            CreateAction::Handler(h) => {
-                let (new, s) = self.handler_action(agent, h, request_hash).await?;
-                slot = s;
-                new
-            }
-        };
-        let result = new.decision.result;
-        // An item for a human: within the agent's limit, counted until stored.
-        let ticket = match result {
-            DecisionResult::Ask => match self.admit_pending(&new.agent).await {
-                Ok(ticket) => Some(ticket),
-                // A retry of a request already stored adds nothing: it is
-                // answered as any retry is (the stored action, or 409 when
-                // the key was used for another request).
-                Err(e) if e.code == ErrorCode::LimitReached => match &new.idempotency_key {
-                    Some(key)
-                        if self
-                            .store()
-                            .action_for_key(&new.agent, key)
-                            .await?
-                            .is_some() =>
-                    {
-                        None
+        // Every store call until the action is stored ends within one
+        // bound of the request's arrival (Postgres), waits between them
+        // included.
+        let deadline = self.store().request_deadline(arrived);
+        let decided = actiongate_store::deadline::scope(deadline, async {
+            let mut slot = None;
+            let new = match body {
+                CreateAction::Tool(t) => {
+                    validate_tool(&t.tool)?;
+                    check_len("detail", Some(&t.detail), MAX_DETAIL)?;
+                    let decision = decide_tool(self, &agent, &t.tool, &t.detail).await?;
+                    NewAction {
+                        reason: t.reason,
+                        idempotency_key: t.idempotency_key,
+                        request_hash,
+                        ..NewAction::new(agent, t.tool, t.detail, decision)
                     }
-                    _ => return Err(e),
+                }
+                CreateAction::Handler(h) => {
+                    let (new, s) = self.handler_action(agent, h, request_hash).await?;
+                    slot = s;
+                    new
+                }
+            };
+            let result = new.decision.result;
+            // An item for a human: within the agent's limit, counted until stored.
+            let ticket = match result {
+                DecisionResult::Ask => match self.admit_pending(&new.agent).await {
+                    Ok(ticket) => Some(ticket),
+                    // A retry of a request already stored adds nothing: it is
+                    // answered as any retry is (the stored action, or 409 when
+                    // the key was used for another request).
+                    Err(e) if e.code == ErrorCode::LimitReached => match &new.idempotency_key {
+                        Some(key)
+                            if self
+                                .store()
+                                .action_for_key(&new.agent, key)
+                                .await?
+                                .is_some() =>
+                        {
+                            None
+                        }
+                        _ => return Err(e),
+                    },
+                    Err(e) => return Err(e),
                 },
-                Err(e) => return Err(e),
-            },
-            _ => None,
-        };
-        let new = NewAction {
-            deadline: chrono::Duration::from_std(timeout)
-                .ok()
-                .map(|d| actiongate_store::time::now() + d),
-            session,
-            runtime,
-            ..new
-        };
+                _ => None,
+            };
+            let new = NewAction {
+                deadline: chrono::Duration::from_std(timeout)
+                    .ok()
+                    .map(|d| actiongate_store::time::now() + d),
+                session,
+                runtime,
+                ..new
+            };
+            Ok::<_, GateError>((new, slot, ticket, result))
+        })
+        .await;
+        let (new, slot, ticket, result) = decided?;
         // A waiter registered before the insert needs no read to start from,
         // and misses nothing however fast the action settles.
         let id = new.id.clone();
         let registered = (!wait.is_zero()).then(|| self.waiters().register(&id));
-        let (action, created, inserted) = match slot {
-            None => {
-                let done = self.store().create_action(new).await?;
-                let rendered = done.rendered().map(str::to_owned);
-                (done.action, done.created, rendered)
-            }
-            Some(slot) => {
-                let (action, created) = self.insert_and_start(new, slot).await?;
-                (action, created, None)
-            }
-        };
-        drop(ticket);
+        let stored = actiongate_store::deadline::scope(deadline, async {
+            let (action, created, inserted) = match slot {
+                None => {
+                    let done = self.store().create_action(new).await?;
+                    let rendered = done.rendered().map(str::to_owned);
+                    (done.action, done.created, rendered)
+                }
+                Some(slot) => {
+                    let (action, created) = self.insert_and_start(new, slot).await?;
+                    (action, created, None)
+                }
+            };
+            drop(ticket);
+            Ok::<_, GateError>((action, created, inserted))
+        })
+        .await;
+        let (action, created, inserted) = stored?;
         if created {
             metrics::counter!("actiongate_decisions_total", "result" => result.as_str())
                 .increment(1);

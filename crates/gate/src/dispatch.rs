@@ -136,12 +136,13 @@ impl Dispatcher {
         })
     }
 
-    /// How long an attempt to a handler with this timeout is leased for.
+    /// How long an attempt to a handler with this timeout is leased for:
+    /// the attempt's own timeout (the handler's, else the default) and the
+    /// slack, so that a daemon that died mid-attempt holds it no longer.
     pub fn lease(&self, timeout_ms: Option<i64>) -> chrono::Duration {
         let timeout = timeout_ms
             .map(|ms| Duration::from_millis(ms.max(1) as u64))
-            .unwrap_or(self.cfg.default_timeout)
-            .max(self.cfg.default_timeout);
+            .unwrap_or(self.cfg.default_timeout);
         chrono::Duration::from_std(timeout + self.cfg.lease_slack).unwrap_or_default()
     }
 
@@ -310,28 +311,29 @@ async fn pass(gate: &Gate) -> anyhow::Result<bool> {
     let d = gate.dispatcher();
     let due = gate.store().due_for_dispatch(Utc::now(), BATCH).await?;
     let mut blocked = false;
-    let mut ids = Vec::new();
+    // Claimed together by lease: each action is leased for its own
+    // handler's timeout, not the longest of the batch.
+    let mut by_lease: std::collections::BTreeMap<chrono::Duration, Vec<String>> =
+        std::collections::BTreeMap::new();
     let mut slots = HashMap::new();
-    let mut lease = d.lease(None);
     for (id, handler) in due {
         let Some(slot) = d.try_acquire(&handler) else {
             blocked = true;
             continue;
         };
-        if let Ok(h) = gate.handler(&handler).await {
-            lease = lease.max(d.lease(h.record.timeout_ms));
-        }
+        let timeout = match gate.handler(&handler).await {
+            Ok(h) => h.record.timeout_ms,
+            Err(_) => None,
+        };
         slots.insert(id.clone(), slot);
-        ids.push(id);
+        by_lease.entry(d.lease(timeout)).or_default().push(id);
     }
-    if ids.is_empty() {
-        d.backlog.store(blocked, Ordering::Release);
-        return Ok(blocked);
-    }
-    let claimed = gate.store().claim(ids, Utc::now() + lease).await?;
-    for c in claimed {
-        if let Some(slot) = slots.remove(&c.action.id) {
-            d.start(gate, c, slot);
+    for (lease, ids) in by_lease {
+        let claimed = gate.store().claim(ids, Utc::now() + lease).await?;
+        for c in claimed {
+            if let Some(slot) = slots.remove(&c.action.id) {
+                d.start(gate, c, slot);
+            }
         }
     }
     d.backlog.store(blocked, Ordering::Release);

@@ -204,6 +204,13 @@ impl From<StoreError> for GateError {
                     "the database is unavailable; nothing was written, retry shortly",
                 )
             }
+            StoreError::TimedOut(after) => {
+                tracing::warn!(after = ?after, "the database did not answer in time");
+                GateError::unavailable(
+                    "the database did not answer in time; a change may or may not have been \
+                     written: retry shortly (with the same Idempotency-Key for a new action)",
+                )
+            }
             StoreError::Invalid(why) => {
                 tracing::info!(error = %why, "the database refused a value");
                 GateError::new(

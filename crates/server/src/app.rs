@@ -153,13 +153,17 @@ pub async fn ensure_admin_key(store: &Store, data_dir: &Path) -> anyhow::Result<
         return Ok(());
     }
     let path = data_dir.join("admin.key");
-    eprintln!(
-        "actiongate: no admin key was active; created one (shown once; also in {}):",
-        path.display()
-    );
-    eprintln!("{}", issued.secret);
+    // Not `eprintln!`, which panics when stderr fails (a full disk).
+    crate::log_sink::write(&format!(
+        "actiongate: no admin key was active; created one (shown once; also in {}):\n{}\n",
+        path.display(),
+        issued.secret
+    ));
     if let Err(e) = write_secret_file(&path, &issued.secret) {
-        eprintln!("actiongate: could not write {}: {e}", path.display());
+        crate::log_sink::line(&format!(
+            "actiongate: could not write {}: {e}",
+            path.display()
+        ));
     }
     Ok(())
 }

@@ -139,7 +139,10 @@ fn init_logging(settings: &Settings) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&settings.log_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(crate::log_sink::Stderr)
+        // Its report of a failed write goes to stderr with `eprintln!`,
+        // which panics when stderr fails: the writer counts them instead.
+        .log_internal_errors(false);
     let _ = match settings.log_format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),
@@ -158,7 +161,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Serve(_) => match serve_settings(&cli) {
             Ok(settings) => Some(settings),
             Err(e) => {
-                eprintln!("actiongate: {e:#}");
+                crate::log_sink::line(&format!("actiongate: {e:#}"));
                 return std::process::ExitCode::from(1);
             }
         },
@@ -174,7 +177,7 @@ pub fn main() -> std::process::ExitCode {
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("actiongate: cannot start the runtime: {e}");
+            crate::log_sink::line(&format!("actiongate: cannot start the runtime: {e}"));
             return std::process::ExitCode::from(1);
         }
     };
@@ -189,7 +192,7 @@ pub fn main() -> std::process::ExitCode {
     match done {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("actiongate: {e:#}");
+            crate::log_sink::line(&format!("actiongate: {e:#}"));
             std::process::ExitCode::from(1)
         }
     }

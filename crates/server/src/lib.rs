@@ -25,6 +25,7 @@ pub mod config_events;
 pub mod config_limits;
 pub mod connectors;
 pub mod error;
+pub mod log_sink;
 pub mod mcp;
 pub mod metrics;
 pub mod openapi;

@@ -35,7 +35,9 @@ macro_rules! contract {
                         // (SQLite's are a few hundred bytes), and unboxed
                         // it would size every caller's future, on either
                         // backend, long-polls waiting for a human included.
-                        Backend::Postgres(p) => Box::pin(p.$name($($arg),*)).await,
+                        // Bounded: a stalled database is an error
+                        // within a known time, not a hang.
+                        Backend::Postgres(p) => p.bounded(Box::pin(p.$name($($arg),*))).await,
                     }
                 }
             )*

@@ -33,6 +33,12 @@ pub enum StoreError {
     /// (Postgres): nothing was written; a retry after it is back succeeds.
     #[error("database unavailable: {0}")]
     Unavailable(String),
+    /// The database did not answer within the daemon's bound on a call
+    /// (Postgres stalled or unreachable): a change may or may not have
+    /// been committed, so a retry must be one the store can recognise
+    /// (the same idempotency key).
+    #[error("database did not answer within {0:?}")]
+    TimedOut(std::time::Duration),
     /// The database refused a value the request carried, as it stands
     /// (Postgres: text holding the NUL character, which `TEXT` cannot
     /// store): nothing was written, and the same request fails again.

@@ -29,6 +29,7 @@ pub mod connectors;
 mod contract;
 pub mod cpus;
 mod create;
+pub mod deadline;
 mod direct;
 mod dispatch;
 mod error;
@@ -41,6 +42,7 @@ pub mod grants;
 mod handlers;
 mod keys;
 pub mod limits;
+mod lock_probe;
 mod pg;
 mod quick;
 mod row;
@@ -243,6 +245,16 @@ impl Store {
         match &self.0 {
             Backend::Sqlite(s) => s.disk_full(),
             Backend::Postgres(p) => p.disk_full(),
+        }
+    }
+
+    /// When a request that arrived at `arrived` must be done with the
+    /// store ([`deadline::scope`]): Postgres bounds its calls; SQLite's
+    /// writer answers within its busy timeout on its own (`None`).
+    pub fn request_deadline(&self, arrived: tokio::time::Instant) -> Option<tokio::time::Instant> {
+        match &self.0 {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(p) => Some(arrived + p.call_bound()),
         }
     }
 

@@ -45,6 +45,8 @@ pub struct SqliteStore {
     pub(crate) default_profile: Option<Arc<actiongate_policy::Profile>>,
     /// See [`StoreOptions::audit_key`].
     pub(crate) audit_key: Option<anchor::AuditKey>,
+    /// The database file (readiness probes its write lock).
+    pub(crate) path: Arc<Path>,
 }
 
 impl SqliteStore {
@@ -140,6 +142,7 @@ impl SqliteStore {
             ])),
             default_profile: opts.default_profile,
             audit_key: opts.audit_key,
+            path: Arc::from(path),
         })
     }
 
@@ -185,6 +188,18 @@ impl SqliteStore {
             return Err(StoreError::Conflict(format!(
                 "schema at migration {applied}, binary expects {latest}"
             )));
+        }
+        // Reads go on while another process holds the write lock; writes
+        // do not.
+        let path = self.path.clone();
+        let writer = self.writer.clone();
+        let locked = tokio::task::spawn_blocking(move || {
+            crate::lock_probe::held_by_another(&path, || writer.stats().commits)
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable(e.to_string()))??;
+        if locked {
+            return Err(StoreError::Busy);
         }
         Ok(())
     }

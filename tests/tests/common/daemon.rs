@@ -25,6 +25,16 @@ impl Daemon {
     /// Starts the daemon on `data` with `env` on top of the test defaults,
     /// and waits until `/healthz` answers.
     pub fn start(data: &Path, env: &[(&str, &str)]) -> Daemon {
+        Daemon::start_logging_to(data, env, None)
+    }
+
+    /// [`Daemon::start`] with its stderr going to `log` instead of this
+    /// process (no lines are read then).
+    pub fn start_logging_to(
+        data: &Path,
+        env: &[(&str, &str)],
+        log: Option<std::fs::File>,
+    ) -> Daemon {
         let port = free_port();
         let mut cmd = Command::new(binary("actiongate"));
         cmd.arg("serve")
@@ -39,14 +49,18 @@ impl Daemon {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        if let Some(file) = log {
+            cmd.stderr(file);
+        }
         let mut child = cmd.spawn().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
+        if let Some(err) = child.stderr.take() {
+            std::thread::spawn(move || {
+                for line in BufReader::new(err).lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            });
+        }
         let d = Daemon {
             child,
             base: format!("http://127.0.0.1:{port}"),
@@ -119,10 +133,15 @@ impl Daemon {
     }
 
     /// SIGTERM, then waits (at most 15 s) for it to end.
-    pub fn stop(mut self) {
+    pub fn stop(self) {
+        self.stop_within(Duration::from_secs(15));
+    }
+
+    /// SIGTERM, then waits at most `limit` for it to end.
+    pub fn stop_within(mut self, limit: Duration) {
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let deadline = Instant::now() + Duration::from_secs(15);
+        let deadline = Instant::now() + limit;
         while Instant::now() < deadline {
             if self.child.try_wait().unwrap().is_some() {
                 return;

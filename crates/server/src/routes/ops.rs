@@ -54,6 +54,9 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<axum::Json<Healt
         actiongate_gate::ErrorCode::StorageFull => {
             ApiError::unavailable("the database or disk is full: writes fail until space is freed")
         }
+        actiongate_gate::ErrorCode::DatabaseBusy => ApiError::unavailable(
+            "the database is locked by another process: writes fail until it lets go",
+        ),
         _ => {
             tracing::warn!(error = %e, "not ready");
             ApiError::unavailable("database not ready")
@@ -88,6 +91,7 @@ pub async fn metrics_text(
     let writes = state.gate().write_stats();
     metrics::counter!("actiongate_store_commits_total").absolute(writes.commits);
     metrics::counter!("actiongate_store_writes_total").absolute(writes.jobs);
+    metrics::counter!("actiongate_log_lines_dropped_total").absolute(crate::log_sink::dropped());
     Ok((
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

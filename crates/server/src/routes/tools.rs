@@ -36,6 +36,7 @@ pub enum ToolFormat {
 #[into_params(parameter_in = Query)]
 pub struct ToolsQuery {
     /// Dialect (default openai).
+    #[param(inline)]
     pub format: Option<ToolFormat>,
 }
 

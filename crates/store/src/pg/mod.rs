@@ -132,6 +132,27 @@ pub struct Postgres {
     pub(crate) grants: Arc<GrantCache>,
     /// The second (since the epoch) the grants cache was last emptied in.
     pub(crate) grants_second: Arc<AtomicI64>,
+    /// Longest any one call of the contract may take ([`Postgres::bounded`]).
+    call_bound: Duration,
+}
+
+/// Longest `/readyz`'s question to the database may take.
+const READY_WITHIN: Duration = Duration::from_millis(800);
+
+/// What a call that did not end in time answers.
+pub(crate) trait Stalled {
+    /// The answer of a call cut off after `after`.
+    fn stalled(after: Duration) -> Self;
+}
+
+impl<T> Stalled for Result<T, StoreError> {
+    fn stalled(after: Duration) -> Self {
+        Err(StoreError::TimedOut(after))
+    }
+}
+
+impl Stalled for () {
+    fn stalled(_: Duration) {}
 }
 
 impl Postgres {
@@ -183,7 +204,36 @@ impl Postgres {
             chat_lease: lease(pg.chat_lease),
             grants,
             grants_second: Arc::new(AtomicI64::new(0)),
+            call_bound: pg.connect_timeout + pg.statement_timeout,
         })
+    }
+
+    /// Runs one call of the contract, cut off once it has taken the
+    /// connect timeout (the wait for a connection) plus the statement
+    /// timeout: Postgres enforces the latter only while it runs, so a
+    /// stalled server (paused, or gone without a word on the network) would
+    /// otherwise hold the call, and the request, for as long as the stall.
+    /// A call cut off during its commit may have committed: it answers
+    /// [`StoreError::TimedOut`], never success. Its connection is dropped
+    /// (sqlx rolls back or tests it before reuse), and connections made
+    /// before now are tested before their next use.
+    /// Within a request's [`crate::deadline::scope`], it is cut off at
+    /// that deadline if it comes first.
+    pub(crate) async fn bounded<T: Stalled>(&self, call: impl Future<Output = T>) -> T {
+        let own = tokio::time::Instant::now() + self.call_bound;
+        let until = crate::deadline::current().map_or(own, |d| d.min(own));
+        match tokio::time::timeout_at(until, call).await {
+            Ok(answer) => answer,
+            Err(_) => {
+                self.tail.losses.lost();
+                T::stalled(self.call_bound)
+            }
+        }
+    }
+
+    /// The longest one call may take ([`Postgres::bounded`]).
+    pub fn call_bound(&self) -> std::time::Duration {
+        self.call_bound
     }
 
     /// Starts a transaction.
@@ -274,15 +324,19 @@ impl Postgres {
 
     /// Whether the database answers and its schema is the one this binary
     /// expects.
+    /// It answers within a second: a database that takes longer is not
+    /// ready.
     pub async fn ready(&self) -> Result<(), StoreError> {
         if self.disk_full() {
             return Err(StoreError::Full);
         }
-        let applied: i64 = sqlx::query_scalar(
+        let ask = sqlx::query_scalar(
             "SELECT COALESCE(MAX(version), 0) FROM _sqlx_migrations WHERE success",
         )
-        .fetch_one(&self.pool)
-        .await?;
+        .fetch_one(&self.pool);
+        let applied: i64 = tokio::time::timeout(READY_WITHIN, ask)
+            .await
+            .map_err(|_| StoreError::TimedOut(READY_WITHIN))??;
         let latest = PG_MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
         if applied < latest {
             return Err(StoreError::Conflict(format!(

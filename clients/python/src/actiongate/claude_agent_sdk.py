@@ -1,0 +1,89 @@
+"""Gate a Claude Agent SDK session (``pip install actiongate[claude-agent-sdk]``).
+
+It is the SDK's own permission callback, ``can_use_tool``::
+
+    from claude_agent_sdk import ClaudeAgentOptions, query
+    from actiongate import AsyncClient
+    from actiongate.claude_agent_sdk import can_use_tool
+
+    options = ClaudeAgentOptions(can_use_tool=can_use_tool(AsyncClient()))
+
+Tool calls are named as ``actiongate hook claude-code`` names them (``Bash``
+is ``bash`` with the command, ``Edit`` is ``file`` ``edit <path>``, MCP tools
+keep their name with the input as JSON), so one profile governs Claude Code
+and the SDK. Allowed: ``PermissionResultAllow`` with the input unchanged;
+asked: waits for an operator (bounded by ``wait``); denied, unanswered, a
+malformed call or an unreachable gate: ``PermissionResultDeny`` whose
+message (the operator's reason) Claude reads.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Awaitable, Callable, Dict, Optional, Tuple
+
+from ._adapters import ToolCall, Verdict, adecide_all, failed
+from ._core import Timeout
+from .aio import AsyncClient
+
+__all__ = ["can_use_tool", "claude_tool"]
+
+
+def _field(name: str, args: Dict[str, Any], key: str) -> str:
+    value = args.get(key)
+    if not isinstance(value, str):
+        raise ValueError(f"the {name} call has no input.{key}")
+    return value
+
+
+def claude_tool(name: str, args: Dict[str, Any]) -> Tuple[str, str]:
+    """The gate's tool and detail for a Claude tool call (as the hook maps it)."""
+    if name == "Bash":
+        return "bash", _field(name, args, "command")
+    if name in ("Edit", "MultiEdit"):
+        return "file", f"edit {_field(name, args, 'file_path')}"
+    if name == "Write":
+        return "file", f"write {_field(name, args, 'file_path')}"
+    if name == "NotebookEdit":
+        return "file", f"notebook_edit {_field(name, args, 'notebook_path')}"
+    if name == "Read":
+        return "Read", _field(name, args, "file_path")
+    if name == "Glob":
+        pattern = _field(name, args, "pattern")
+        path = args.get("path")
+        if isinstance(path, str) and path and not pattern.startswith("/"):
+            return "Glob", f"{path.rstrip('/')}/{pattern}"
+        return "Glob", pattern
+    if name == "Grep":
+        return "Grep", _field(name, args, "pattern")
+    if name == "WebFetch":
+        return "WebFetch", _field(name, args, "url")
+    if name == "WebSearch":
+        return "WebSearch", _field(name, args, "query")
+    tool = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:64] or "tool"
+    return tool, json.dumps(args, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def can_use_tool(
+    client: AsyncClient,
+    *,
+    wait: float = 300,
+    timeout: Timeout = None,
+    reason: Optional[str] = None,
+) -> Callable[[str, Dict[str, Any], Any], Awaitable[Any]]:
+    """The ``can_use_tool`` callback of ``ClaudeAgentOptions``."""
+    from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
+
+    async def decide(tool_name: str, tool_input: Dict[str, Any], _context: Any) -> Any:
+        try:
+            tool, detail = claude_tool(tool_name, tool_input)
+            call = ToolCall(tool, detail, reason or f"Claude Agent SDK calls {tool_name}")
+            verdict: Verdict = (await adecide_all(client, [call], wait, timeout))[0]
+        except Exception as e:  # fail closed: nothing but a verdict allows
+            verdict = failed(e)
+        if verdict.approved:
+            return PermissionResultAllow(updated_input=tool_input)
+        return PermissionResultDeny(message=verdict.message)
+
+    return decide

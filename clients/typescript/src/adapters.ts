@@ -1,0 +1,216 @@
+/**
+ * What the framework adapters share: naming a tool call as a gate action,
+ * asking about it and waiting (bounded) for a human, and reading the answer
+ * as a verdict, failing closed: an error, an unreachable daemon or a wait
+ * that ran out is never a "yes".
+ */
+import type { Client } from './client.js';
+import { ActionGateError, TimedOut } from './errors.js';
+import { denialReason, isApproved, isSettled } from './models.js';
+import type { Action } from './models.js';
+
+/** A tool call to ask about: the gate's tool name, detail and reason. */
+export interface ToolCall {
+  tool: string;
+  detail: string;
+  reason?: string;
+}
+
+/** The gate's answer to one tool call: run it, or not and why. */
+export interface Verdict {
+  approved: boolean;
+  /** Why not, worded for the model. Empty when approved. */
+  message: string;
+  action?: Action;
+}
+
+export interface GatekeeperOptions {
+  /** Seconds to wait for a human on an asked call (default 300). */
+  wait?: number;
+  /** How long the humans have to decide (the action's deadline), e.g. `"10m"`. */
+  timeout?: string | number;
+  /** Shown to the human (default: which framework and tool). */
+  reason?: string;
+  /** The run or task these calls belong to (the action's `session`). */
+  session?: string;
+  /**
+   * Per framework tool name: the gate's tool name and how to spell the
+   * detail from the call's input (default: the name, and the input as
+   * compact JSON).
+   */
+  tools?: Record<string, { tool?: string; detail?: (input: Record<string, unknown>) => string }>;
+}
+
+/** The default detail: the input as compact JSON. */
+export function compactJson(input: unknown): string {
+  try {
+    return JSON.stringify(input ?? {}) ?? '{}';
+  } catch {
+    return String(input);
+  }
+}
+
+/** Gate tool names are `[A-Za-z0-9_.-]`; anything else becomes `_`. */
+function sanitize(name: string): string {
+  const s = name.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 64);
+  return s || 'tool';
+}
+
+/**
+ * Maps a Claude tool call (Claude Code, the Claude Agent SDK) to the gate's
+ * tool and detail, exactly as `actiongate hook claude-code` does, so one
+ * profile governs both: `Bash` is `bash` with the command, `Edit`/`Write`
+ * are `file` with `edit <path>`/`write <path>`, MCP tools keep their name
+ * with the input as JSON.
+ */
+export function mapClaudeTool(name: string, input: Record<string, unknown>): { tool: string; detail: string } {
+  const field = (key: string): string => {
+    const v = input[key];
+    if (typeof v !== 'string') throw new ActionGateError(`the ${name} call has no input.${key}`);
+    return v;
+  };
+  switch (name) {
+    case 'Bash':
+      return { tool: 'bash', detail: field('command') };
+    case 'Edit':
+    case 'MultiEdit':
+      return { tool: 'file', detail: `edit ${field('file_path')}` };
+    case 'Write':
+      return { tool: 'file', detail: `write ${field('file_path')}` };
+    case 'NotebookEdit':
+      return { tool: 'file', detail: `notebook_edit ${field('notebook_path')}` };
+    case 'Read':
+      return { tool: 'Read', detail: field('file_path') };
+    case 'Glob': {
+      const pattern = field('pattern');
+      const path = input['path'];
+      const detail = typeof path === 'string' && path && !pattern.startsWith('/') ? `${path.replace(/\/+$/, '')}/${pattern}` : pattern;
+      return { tool: 'Glob', detail };
+    }
+    case 'Grep':
+      return { tool: 'Grep', detail: field('pattern') };
+    case 'WebFetch':
+      return { tool: 'WebFetch', detail: field('url') };
+    case 'WebSearch':
+      return { tool: 'WebSearch', detail: field('query') };
+    default:
+      return { tool: sanitize(name), detail: compactJson(input) };
+  }
+}
+
+/** Reads a settled (or still pending) action as a verdict. */
+export function verdictOf(action: Action, wait: number): Verdict {
+  if (isApproved(action)) return { approved: true, message: '', action };
+  switch (action.status) {
+    case 'denied':
+      return { approved: false, message: `Denied by actiongate: ${denialReason(action)}`, action };
+    case 'expired':
+      return { approved: false, message: 'Not approved: nobody decided before the deadline.', action };
+    case 'cancelled':
+      return { approved: false, message: 'Not approved: the request was withdrawn.', action };
+    case 'pending':
+      return { approved: false, message: `Not approved: no decision within ${wait} s.`, action };
+    default:
+      return { approved: false, message: `Not approved: the action is ${action.status}.`, action };
+  }
+}
+
+/** Fail closed: the gate could not answer, so the call does not run. */
+export function failed(error: unknown): Verdict {
+  const text = error instanceof Error ? error.message : String(error);
+  return { approved: false, message: `Not run: actiongate could not decide (${text}).` };
+}
+
+/**
+ * Asks the gate about tool calls on a framework's behalf. Every call is
+ * recorded as an action (allowed ones too, so the audit has them); an
+ * asked call waits up to `wait` seconds for a human, and one still pending
+ * then is withdrawn and refused.
+ */
+export class Gatekeeper {
+  readonly client: Client;
+  readonly wait: number;
+  private readonly options: GatekeeperOptions;
+
+  constructor(client: Client, options: GatekeeperOptions = {}) {
+    this.client = client;
+    this.options = options;
+    this.wait = options.wait ?? 300;
+    if (!(this.wait >= 0)) throw new RangeError('wait must be a non-negative number of seconds');
+  }
+
+  /** The gate action of one framework tool call. */
+  call(name: string, input: Record<string, unknown>, reason?: string): ToolCall {
+    const mapped = this.options.tools?.[name];
+    const tool = mapped?.tool ?? sanitize(name);
+    const detail = mapped?.detail ? mapped.detail(input) : compactJson(input);
+    return { tool, detail, reason: reason ?? this.options.reason };
+  }
+
+  /** Asks about one call and waits for the verdict. Never throws. */
+  async decide(call: ToolCall, signal?: AbortSignal): Promise<Verdict> {
+    let action: Action;
+    try {
+      action = await this.client.request(call.tool, call.detail, {
+        reason: call.reason,
+        timeout: this.options.timeout,
+        session: this.options.session,
+        wait: this.wait,
+        signal,
+      });
+    } catch (e) {
+      return failed(e);
+    }
+    if (!isSettled(action) && action.status === 'pending') {
+      action = await this.withdraw(action);
+    }
+    return verdictOf(action, this.wait);
+  }
+
+  /** Asks about several calls at once (a human sees them together), then waits for all. */
+  async decideAll(calls: ToolCall[], signal?: AbortSignal): Promise<Verdict[]> {
+    const deadline = Date.now() + this.wait * 1000;
+    const started = await Promise.all(
+      calls.map(async (c): Promise<Action | Verdict> => {
+        try {
+          return await this.client.request(c.tool, c.detail, { reason: c.reason, timeout: this.options.timeout, session: this.options.session, signal });
+        } catch (e) {
+          return failed(e);
+        }
+      }),
+    );
+    const out: Verdict[] = [];
+    for (const item of started) {
+      if ('approved' in item) {
+        out.push(item);
+        continue;
+      }
+      let action = item;
+      try {
+        if (!isSettled(action)) action = await this.client.wait(action.id, Math.max(0, (deadline - Date.now()) / 1000), { signal });
+      } catch (e) {
+        if (e instanceof TimedOut) {
+          action = await this.withdraw(e.action ?? action);
+        } else {
+          out.push(failed(e));
+          continue;
+        }
+      }
+      out.push(verdictOf(action, this.wait));
+    }
+    return out;
+  }
+
+  private async withdraw(action: Action): Promise<Action> {
+    try {
+      return await this.client.cancel(action.id);
+    } catch {
+      // Decided meanwhile (409), or unreachable: read it back if possible.
+      try {
+        return await this.client.get(action.id);
+      } catch {
+        return action;
+      }
+    }
+  }
+}

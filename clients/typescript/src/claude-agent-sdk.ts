@@ -1,0 +1,78 @@
+/**
+ * Gate a Claude Agent SDK (`@anthropic-ai/claude-agent-sdk`) session through
+ * actiongate, with the SDK's own permission callback, `canUseTool`, and its
+ * `PreToolUse` hook.
+ *
+ * ```ts
+ * import { query } from '@anthropic-ai/claude-agent-sdk';
+ * import { Client } from 'actiongate';
+ * import { canUseTool } from 'actiongate/claude-agent-sdk';
+ *
+ * for await (const m of query({ prompt, options: { canUseTool: canUseTool(new Client()) } })) { ... }
+ * ```
+ *
+ * Tool calls are named as `actiongate hook claude-code` names them (`Bash`
+ * is `bash` with the command, `Edit` is `file` `edit <path>`, ...), so one
+ * profile governs Claude Code and the SDK. Allowed: `{behavior: 'allow'}`
+ * with the input unchanged; asked: waits for an operator (bounded by
+ * `wait`); denied, timed out or unreachable: `{behavior: 'deny', message}`
+ * with the reason, which Claude reads.
+ */
+import type { CanUseTool, HookCallback, PermissionResult } from '@anthropic-ai/claude-agent-sdk';
+import type { Client } from './client.js';
+import { Gatekeeper, failed, mapClaudeTool } from './adapters.js';
+import type { GatekeeperOptions, ToolCall } from './adapters.js';
+
+export type { GatekeeperOptions } from './adapters.js';
+
+function toCall(keeper: Gatekeeper, options: GatekeeperOptions, name: string, input: Record<string, unknown>): ToolCall {
+  const reason = options.reason ?? `Claude Agent SDK calls ${name}`;
+  // A tool named in options.tools is spelled as given there; every other
+  // one as the Claude Code hook spells it (a malformed call throws: denied).
+  if (options.tools?.[name]) return { ...keeper.call(name, input), reason };
+  const mapped = mapClaudeTool(name, input);
+  return { tool: mapped.tool, detail: mapped.detail, reason };
+}
+
+/** The `canUseTool` callback of a Claude Agent SDK `query`. */
+export function canUseTool(gate: Client | Gatekeeper, options: GatekeeperOptions = {}): CanUseTool {
+  const keeper = gate instanceof Gatekeeper ? gate : new Gatekeeper(gate, options);
+  return async (toolName, input, { signal, toolUseID }): Promise<PermissionResult> => {
+    let call: ToolCall;
+    try {
+      call = toCall(keeper, options, toolName, input);
+    } catch (e) {
+      return { behavior: 'deny', message: failed(e).message, ...(toolUseID ? { toolUseID } : {}) };
+    }
+    const verdict = await keeper.decide(call, signal);
+    if (verdict.approved) return { behavior: 'allow', updatedInput: input, ...(toolUseID ? { toolUseID } : {}) };
+    return { behavior: 'deny', message: verdict.message, ...(toolUseID ? { toolUseID } : {}) };
+  };
+}
+
+/**
+ * A `PreToolUse` hook callback for the SDK's `hooks` option: the same
+ * decision, answered as `hookSpecificOutput.permissionDecision` (`allow` or
+ * `deny` with its reason).
+ */
+export function preToolUseHook(gate: Client | Gatekeeper, options: GatekeeperOptions = {}): HookCallback {
+  const keeper = gate instanceof Gatekeeper ? gate : new Gatekeeper(gate, options);
+  return async (input, _toolUseID, { signal }) => {
+    if (input.hook_event_name !== 'PreToolUse') return {};
+    const toolInput = (input.tool_input ?? {}) as Record<string, unknown>;
+    let call: ToolCall;
+    try {
+      call = toCall(keeper, options, input.tool_name, toolInput);
+    } catch (e) {
+      return { hookSpecificOutput: { hookEventName: 'PreToolUse', permissionDecision: 'deny', permissionDecisionReason: failed(e).message } };
+    }
+    const verdict = await keeper.decide(call, signal);
+    return {
+      hookSpecificOutput: {
+        hookEventName: 'PreToolUse',
+        permissionDecision: verdict.approved ? 'allow' : 'deny',
+        permissionDecisionReason: verdict.approved ? 'allowed by actiongate' : verdict.message,
+      },
+    };
+  };
+}

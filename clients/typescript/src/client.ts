@@ -1,0 +1,605 @@
+/**
+ * The client: one daemon, one key. Every call takes an `AbortSignal`;
+ * dropped connections and 502/503/504 are retried only where repeating is
+ * safe (reads, checks, and new actions, which always carry one idempotency
+ * key); long waits are split into long-polls. Nothing resolves as allowed
+ * on an error: errors are thrown as the classes of `errors.ts`.
+ */
+import { Aborted, ActionGateError, ApiError, Denied, Expired, TimedOut, Unreachable } from './errors.js';
+import type { FieldError } from './errors.js';
+import { denialReason, isApproved, isSettled } from './models.js';
+import type { Action, CheckResult, Event, Grant, GrantRequest, WhoAmI } from './models.js';
+import { Backoff, SseParser, toEvent } from './sse.js';
+
+export const VERSION = '0.1.0';
+const DEFAULT_URL = 'http://127.0.0.1:8080';
+/** Longest single long-poll the daemon accepts by default; longer waits are split. */
+const MAX_POLL_SECONDS = 60;
+/** Pauses between attempts of a retried call, in milliseconds. */
+const RETRY_DELAYS = [250, 500, 1000, 2000, 4000];
+const RETRY_STATUSES = new Set([502, 503, 504]);
+
+/** A duration for the API: `"5m"`, `"90s"`, or seconds. */
+export type Duration = string | number;
+
+/** Options every call takes. */
+export interface CallOptions {
+  signal?: AbortSignal;
+}
+
+export interface ClientOptions {
+  /** The daemon's URL (default `ACTIONGATE_URL`, else `http://127.0.0.1:8080`). */
+  url?: string;
+  /** The API key (default `ACTIONGATE_KEY`). */
+  key?: string;
+  /** Bounds each HTTP exchange, in seconds (long-polls get their wait on top). Default 30. */
+  timeout?: number;
+  /** The `fetch` to use (default the platform's). */
+  fetch?: typeof fetch;
+}
+
+export interface RequestOptions extends CallOptions {
+  /** Shown to the human. */
+  reason?: string;
+  /** How long a human has to decide (`"5m"` or seconds). */
+  timeout?: Duration;
+  /** How many seconds to wait for the settled answer (0: do not wait). */
+  wait?: number;
+  /** Sent on every attempt; one is made up when not given. */
+  idempotencyKey?: string;
+  /** The agent runtime's task or run this action belongs to. */
+  session?: string;
+}
+
+export interface RememberOptions {
+  expires: string;
+  scope?: Record<string, unknown>;
+  pattern?: string;
+  agent?: string;
+}
+
+export interface GrantOptions extends CallOptions {
+  handler?: string;
+  permission?: string;
+  scope?: Record<string, unknown>;
+  tool?: string;
+  pattern?: string;
+  /** `1h`, `today`, `indefinite`, RFC 3339. Default `1h`. */
+  expires?: string;
+  agent?: string;
+  note?: string;
+}
+
+export interface PermissionOptions extends CallOptions {
+  /** 1 to 60 (default 15). */
+  timeoutMinutes?: number;
+  handler?: string;
+  scope?: Record<string, unknown>;
+  expires?: string;
+}
+
+export interface EventsOptions extends CallOptions {
+  /** The seq to resume after. */
+  since?: number | string;
+  /** A filter such as `"action.*,grant.created"`. */
+  types?: string;
+}
+
+interface Call {
+  method: string;
+  path: string;
+  query?: Record<string, string | number | undefined>;
+  body?: unknown;
+  retry?: boolean;
+  /** Seconds the daemon may hold the request (long-poll). */
+  wait?: number;
+  signal?: AbortSignal;
+}
+
+function env(name: string): string | undefined {
+  const g = globalThis as { process?: { env?: Record<string, string | undefined> }; Deno?: { env?: { get(n: string): string | undefined } } };
+  try {
+    return g.process?.env?.[name] ?? g.Deno?.env?.get(name);
+  } catch {
+    return undefined;
+  }
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(new Aborted('aborted'));
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(new Aborted('aborted'));
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function duration(value: Duration | undefined, name: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === 'string') return value;
+  if (!Number.isFinite(value) || value <= 0) {
+    throw new RangeError(`${name} must be a positive number of seconds or a string like '5m'`);
+  }
+  return `${Math.ceil(value)}s`;
+}
+
+function pollSeconds(remainingMs: number): number {
+  return Math.max(0, Math.min(MAX_POLL_SECONDS, Math.ceil(remainingMs / 1000)));
+}
+
+function randomKey(): string {
+  const c = globalThis.crypto;
+  if (c?.randomUUID) return c.randomUUID().replaceAll('-', '');
+  const bytes = new Uint8Array(16);
+  c.getRandomValues(bytes);
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+async function problem(response: Response): Promise<ApiError> {
+  const text = await response.text().catch(() => '');
+  let body: unknown = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    body = null;
+  }
+  if (body && typeof body === 'object' && ('title' in body || 'code' in body)) {
+    const b = body as Record<string, unknown>;
+    let code = b['code'];
+    if (typeof code !== 'string') {
+      const kind = b['type'];
+      code = typeof kind === 'string' ? kind.slice(kind.lastIndexOf(':') + 1) : `http_${response.status}`;
+    }
+    const errors: FieldError[] = Array.isArray(b['errors'])
+      ? (b['errors'] as unknown[])
+          .filter((e): e is Record<string, unknown> => !!e && typeof e === 'object')
+          .map((e) => ({ field: String(e['field'] ?? ''), message: String(e['message'] ?? '') }))
+      : [];
+    return new ApiError({
+      status: response.status,
+      code: code as string,
+      title: String(b['title'] ?? response.statusText),
+      detail: String(b['detail'] ?? ''),
+      errors,
+      problem: b,
+    });
+  }
+  return new ApiError({
+    status: response.status,
+    code: `http_${response.status}`,
+    title: response.statusText || 'HTTP error',
+    detail: text.slice(0, 200),
+  });
+}
+
+function object<T>(value: unknown): T {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) {
+    throw new ApiError({ status: 200, code: 'bad_response', title: 'Unexpected answer', detail: 'expected an object' });
+  }
+  return value as T;
+}
+
+/** A client for one daemon and one key. */
+export class Client {
+  readonly url: string;
+  private readonly key: string;
+  private readonly timeoutMs: number;
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(options: ClientOptions = {}) {
+    const url = options.url ?? env('ACTIONGATE_URL') ?? DEFAULT_URL;
+    const key = options.key ?? env('ACTIONGATE_KEY');
+    if (!key) throw new ActionGateError('no API key: pass key or set ACTIONGATE_KEY');
+    if (!/^https?:\/\//.test(url)) throw new ActionGateError(`bad url ${JSON.stringify(url)}: it must start with http:// or https://`);
+    const timeout = options.timeout ?? 30;
+    if (!(timeout > 0)) throw new RangeError('timeout must be positive');
+    this.url = url.replace(/\/+$/, '');
+    this.key = key;
+    this.timeoutMs = timeout * 1000;
+    const f = options.fetch ?? globalThis.fetch;
+    if (!f) throw new ActionGateError('no fetch: this platform has none; pass options.fetch');
+    this.fetchImpl = f.bind(globalThis);
+  }
+
+  // ------------------------------------------------------------ transport
+
+  private headers(extra?: Record<string, string>): Record<string, string> {
+    return {
+      authorization: `Bearer ${this.key}`,
+      accept: 'application/json',
+      'user-agent': `actiongate-typescript/${VERSION}`,
+      ...extra,
+    };
+  }
+
+  private target(path: string, query?: Record<string, string | number | undefined>): string {
+    const u = new URL(this.url + path);
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) u.searchParams.set(k, String(v));
+    return u.toString();
+  }
+
+  /** One exchange, bounded by the client's timeout plus the long-poll wait. */
+  private async once(call: Call): Promise<Response> {
+    const bound = AbortSignal.timeout(this.timeoutMs + (call.wait ?? 0) * 1000);
+    const signal = call.signal ? AbortSignal.any([call.signal, bound]) : bound;
+    const init: RequestInit = { method: call.method, headers: this.headers(), signal, redirect: 'manual' };
+    if (call.body !== undefined) {
+      init.body = JSON.stringify(call.body);
+      (init.headers as Record<string, string>)['content-type'] = 'application/json';
+    }
+    try {
+      return await this.fetchImpl(this.target(call.path, call.query), init);
+    } catch (e) {
+      if (call.signal?.aborted) throw new Aborted('aborted', { cause: e });
+      throw new Unreachable(`${this.url}: ${(e as Error)?.message ?? String(e)}`, { cause: e });
+    }
+  }
+
+  private async send<T>(call: Call): Promise<T> {
+    const attempts = call.retry ? RETRY_DELAYS.length + 1 : 1;
+    let last: ActionGateError | undefined;
+    for (let attempt = 0; attempt < attempts; attempt++) {
+      if (attempt > 0) await sleep(RETRY_DELAYS[attempt - 1] ?? 4000, call.signal);
+      let response: Response;
+      try {
+        response = await this.once(call);
+      } catch (e) {
+        if (e instanceof Unreachable && call.retry) {
+          last = e;
+          continue;
+        }
+        throw e;
+      }
+      if (response.status >= 400) {
+        const err = await problem(response);
+        if (call.retry && RETRY_STATUSES.has(response.status) && attempt + 1 < attempts) {
+          last = err;
+          const after = Number(response.headers.get('retry-after'));
+          if (Number.isFinite(after) && after > 0) await sleep(Math.min(after, 10) * 1000, call.signal);
+          continue;
+        }
+        throw err;
+      }
+      if (response.status >= 300) {
+        throw new ApiError({ status: response.status, code: 'redirect', title: 'Redirected', detail: 'the daemon answered with a redirect (is the URL right?)' });
+      }
+      const text = await response.text();
+      if (response.status === 204 || !text) return undefined as T;
+      try {
+        return JSON.parse(text) as T;
+      } catch {
+        throw new ApiError({ status: response.status, code: 'bad_response', title: 'Not JSON', detail: "the daemon's answer was not JSON (is the URL right?)" });
+      }
+    }
+    throw last ?? new Unreachable(this.url);
+  }
+
+  // --------------------------------------------------------------- agents
+
+  /** What the policy would answer now (nothing is stored). */
+  async check(tool: string, detail: string, options: CallOptions & { session?: string } = {}): Promise<CheckResult> {
+    const body: Record<string, unknown> = { tool, detail };
+    if (options.session !== undefined) body['session'] = options.session;
+    return object<CheckResult>(await this.send({ method: 'POST', path: '/v1/check', body, retry: true, signal: options.signal }));
+  }
+
+  /**
+   * Asks to do something (a decision-only action) and resolves to the
+   * action, waiting up to `wait` seconds for it to settle. It may still be
+   * `pending` when the wait runs out: read `status`.
+   */
+  async request(tool: string, detail: string, options: RequestOptions = {}): Promise<Action> {
+    return this.newAction({ tool, detail }, options);
+  }
+
+  /** Asks for a handler action (run by its executor once allowed). */
+  async run(handler: string, action: string, params: Record<string, unknown>, options: RequestOptions = {}): Promise<Action> {
+    return this.newAction({ handler, action, params }, options);
+  }
+
+  private async newAction(body: Record<string, unknown>, options: RequestOptions): Promise<Action> {
+    if (options.reason !== undefined) body['reason'] = options.reason;
+    const t = duration(options.timeout, 'timeout');
+    if (t !== undefined) body['timeout'] = t;
+    if (options.session !== undefined) body['session'] = options.session;
+    // One idempotency key for every attempt: a retry after a dropped
+    // connection gets the action the first attempt made, never a second.
+    body['idempotency_key'] = options.idempotencyKey ?? randomKey();
+    const waitMs = Math.max(0, (options.wait ?? 0) * 1000);
+    const deadline = Date.now() + waitMs;
+    const first = pollSeconds(waitMs);
+    const action = object<Action>(
+      await this.send({
+        method: 'POST',
+        path: '/v1/actions',
+        query: { wait: first || undefined },
+        body,
+        retry: true,
+        wait: first,
+        signal: options.signal,
+      }),
+    );
+    return waitMs > 0 ? this.pollUntil(action, deadline, options.signal) : action;
+  }
+
+  private async pollUntil(action: Action, deadline: number, signal?: AbortSignal): Promise<Action> {
+    while (!isSettled(action)) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) break;
+      const w = pollSeconds(remaining);
+      action = object<Action>(
+        await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(action.id)}`, query: { wait: w }, retry: true, wait: w, signal }),
+      );
+    }
+    return action;
+  }
+
+  /** The action as it stands. */
+  async get(id: string, options: CallOptions = {}): Promise<Action> {
+    return object<Action>(await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(id)}`, retry: true, signal: options.signal }));
+  }
+
+  /** Waits until the action is settled; {@link TimedOut} if it is not within `timeout` seconds. */
+  async wait(id: string, timeout: number, options: CallOptions = {}): Promise<Action> {
+    if (!(timeout >= 0)) throw new RangeError('timeout must be a non-negative number of seconds');
+    const deadline = Date.now() + timeout * 1000;
+    const w = pollSeconds(timeout * 1000);
+    let action = object<Action>(
+      await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(id)}`, query: { wait: w || undefined }, retry: true, wait: w, signal: options.signal }),
+    );
+    action = await this.pollUntil(action, deadline, options.signal);
+    if (!isSettled(action)) throw new TimedOut(`action ${id} still ${action.status} after ${timeout} s`, action);
+    return action;
+  }
+
+  /** Withdraws a pending action. */
+  async cancel(id: string, options: CallOptions = {}): Promise<Action> {
+    return object<Action>(await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/cancel`, signal: options.signal }));
+  }
+
+  /** Reports how an approved decision-only action went (`completed` or `failed`). */
+  async report(id: string, status: 'completed' | 'failed', options: CallOptions & { result?: unknown; error?: string } = {}): Promise<Action> {
+    const body: Record<string, unknown> = { status };
+    if (options.result !== undefined) body['result'] = options.result;
+    if (options.error !== undefined) body['error'] = options.error;
+    return object<Action>(await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/outcome`, body, signal: options.signal }));
+  }
+
+  /**
+   * Asks a human for a permission and waits. Without `handler` it is the
+   * item the MCP tool makes (a pending action `tool:permission:<name>`);
+   * with `handler` a grant request for that handler's permission, granted
+   * on approval. True only when approved.
+   */
+  async requestPermission(permission: string, reason: string, options: PermissionOptions = {}): Promise<boolean> {
+    const minutes = options.timeoutMinutes ?? 15;
+    if (!Number.isInteger(minutes) || minutes < 1 || minutes > 60) throw new RangeError('timeoutMinutes must be an integer from 1 to 60');
+    if (!permission || !reason) throw new RangeError('permission and reason must not be empty');
+    const waitSeconds = minutes * 60 + 5;
+    if (options.handler === undefined) {
+      const action = await this.newAction(
+        { tool: 'permission', detail: permission },
+        { reason, timeout: `${minutes}m`, wait: waitSeconds, signal: options.signal },
+      );
+      return action.status === 'approved' || action.status === 'completed';
+    }
+    const body: Record<string, unknown> = { handler: options.handler, permission, reason, timeout: `${minutes}m` };
+    if (options.scope !== undefined) body['scope'] = options.scope;
+    if (options.expires !== undefined) body['expires'] = options.expires;
+    const deadline = Date.now() + waitSeconds * 1000;
+    let w = pollSeconds(deadline - Date.now());
+    let req = object<GrantRequest>(
+      await this.send({ method: 'POST', path: '/v1/grant-requests', query: { wait: w }, body, wait: w, signal: options.signal }),
+    );
+    while (req.status === 'pending') {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) break;
+      w = pollSeconds(remaining);
+      req = object<GrantRequest>(
+        await this.send({ method: 'GET', path: `/v1/grant-requests/${encodeURIComponent(req.id)}`, query: { wait: w }, retry: true, wait: w, signal: options.signal }),
+      );
+    }
+    return req.status === 'approved';
+  }
+
+  /**
+   * Follows `GET /v1/events` for ever, as an async iterator. A dropped
+   * stream (or a 5xx) is reconnected with backoff and resumed with
+   * `Last-Event-ID`, so no event is missed or repeated. A refused key
+   * (4xx) throws {@link ApiError}; the signal ends it.
+   */
+  async *events(options: EventsOptions = {}): AsyncGenerator<Event> {
+    let last = options.since === undefined ? undefined : String(options.since);
+    const backoff = new Backoff();
+    const signal = options.signal;
+    while (!signal?.aborted) {
+      const headers = this.headers({ accept: 'text/event-stream' });
+      if (last !== undefined) headers['last-event-id'] = last;
+      let response: Response | undefined;
+      try {
+        response = await this.fetchImpl(this.target('/v1/events', { types: options.types }), {
+          headers,
+          signal,
+          redirect: 'manual',
+        });
+      } catch {
+        response = undefined;
+      }
+      if (response && response.status >= 400) {
+        const err = await problem(response);
+        if (response.status < 500) throw err;
+      } else if (response?.body) {
+        const parser = new SseParser();
+        const decoder = new TextDecoder();
+        const reader = response.body.getReader();
+        try {
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            for (const msg of parser.feed(decoder.decode(value, { stream: true }))) {
+              backoff.reset();
+              const event = toEvent(msg);
+              if (!event) continue;
+              if (event.seq !== null) last = String(event.seq);
+              yield event;
+            }
+          }
+        } catch {
+          // Dropped: reconnect below (or stop, if aborted).
+        } finally {
+          reader.cancel().catch(() => {});
+        }
+      }
+      if (signal?.aborted) break;
+      try {
+        await sleep(backoff.next(), signal);
+      } catch {
+        break;
+      }
+    }
+  }
+
+  // ------------------------------------------------------------ operators
+
+  /** Every pending action, oldest first (operator key). */
+  async pending(options: CallOptions = {}): Promise<Action[]> {
+    const items: Action[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = object<{ items?: Action[]; next_cursor?: string | null }>(
+        await this.send({ method: 'GET', path: '/v1/actions', query: { status: 'pending', limit: 200, cursor }, retry: true, signal: options.signal }),
+      );
+      items.push(...(page.items ?? []));
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor);
+    return items.reverse();
+  }
+
+  /** Approves a pending action; `remember` also grants (an expiry like `"1h"`, or its fields). */
+  async approve(id: string, options: CallOptions & { remember?: string | RememberOptions; note?: string } = {}): Promise<Action> {
+    const body: Record<string, unknown> = {};
+    if (options.note !== undefined) body['note'] = options.note;
+    if (options.remember !== undefined) body['remember'] = typeof options.remember === 'string' ? { expires: options.remember } : options.remember;
+    return object<Action>(await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/approve`, body, signal: options.signal }));
+  }
+
+  /** Denies a pending action; the agent sees `reason`. */
+  async deny(id: string, options: CallOptions & { reason?: string } = {}): Promise<Action> {
+    const body = options.reason !== undefined ? { reason: options.reason } : {};
+    return object<Action>(await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/deny`, body, signal: options.signal }));
+  }
+
+  /** Grants `{handler, permission, scope}` or `{tool, pattern}` until `expires`. */
+  async grant(options: GrantOptions): Promise<Grant> {
+    if ((options.tool === undefined) === (options.handler === undefined)) {
+      throw new RangeError('grant either handler and permission, or tool and pattern');
+    }
+    const { signal, ...fields } = options;
+    const body: Record<string, unknown> = { expires: '1h' };
+    for (const [k, v] of Object.entries(fields)) if (v !== undefined) body[k] = v;
+    const created = object<{ grant?: Grant } & Grant>(await this.send({ method: 'POST', path: '/v1/grants', body, signal }));
+    return (created.grant ?? created) as Grant;
+  }
+
+  /** Revokes a grant. */
+  async revoke(id: string, options: CallOptions = {}): Promise<Grant> {
+    return object<Grant>(await this.send({ method: 'DELETE', path: `/v1/grants/${encodeURIComponent(id)}`, signal: options.signal }));
+  }
+
+  /** Grant requests (pending ones by default; `status: null` for all). */
+  async grantRequests(options: CallOptions & { status?: string | null } = {}): Promise<GrantRequest[]> {
+    const status = options.status === undefined ? 'pending' : (options.status ?? undefined);
+    const data = await this.send<unknown>({ method: 'GET', path: '/v1/grant-requests', query: { status }, retry: true, signal: options.signal });
+    return Array.isArray(data) ? (data as GrantRequest[]) : [];
+  }
+
+  /** Approves a grant request, optionally narrower or shorter than asked. */
+  async approveGrantRequest(id: string, options: CallOptions & { scope?: Record<string, unknown>; expires?: string } = {}): Promise<GrantRequest> {
+    const body: Record<string, unknown> = {};
+    if (options.scope !== undefined) body['scope'] = options.scope;
+    if (options.expires !== undefined) body['expires'] = options.expires;
+    return object<GrantRequest>(await this.send({ method: 'POST', path: `/v1/grant-requests/${encodeURIComponent(id)}/approve`, body, signal: options.signal }));
+  }
+
+  /** Denies a grant request; the agent sees `reason`. */
+  async denyGrantRequest(id: string, options: CallOptions & { reason?: string } = {}): Promise<GrantRequest> {
+    const body = options.reason !== undefined ? { reason: options.reason } : {};
+    return object<GrantRequest>(await this.send({ method: 'POST', path: `/v1/grant-requests/${encodeURIComponent(id)}/deny`, body, signal: options.signal }));
+  }
+
+  /** The caller's key id, name, role and agent. */
+  async whoami(options: CallOptions = {}): Promise<WhoAmI> {
+    return object<WhoAmI>(await this.send({ method: 'GET', path: '/v1/whoami', retry: true, signal: options.signal }));
+  }
+
+  // --------------------------------------------------------------- gating
+
+  /**
+   * Wraps a function so it runs only once the gate allows it: the call
+   * waits up to `wait` seconds (default 60) for a human. {@link Denied},
+   * {@link Expired}, {@link TimedOut} or any other error means the
+   * function did not run. With `report` (default true) the outcome is
+   * recorded on the action.
+   */
+  gate<A extends unknown[], R>(
+    fn: (...args: A) => R | Promise<R>,
+    options: { tool?: string; detail?: string | ((...args: A) => string); wait?: number; reason?: string; timeout?: Duration; report?: boolean; session?: string } = {},
+  ): (...args: A) => Promise<R> {
+    const tool = options.tool ?? (fn.name || 'function');
+    return async (...args: A): Promise<R> => {
+      const detail =
+        typeof options.detail === 'function' ? options.detail(...args) : (options.detail ?? JSON.stringify(args.length === 1 ? args[0] : args) ?? '');
+      const action = await this.approved(tool, detail, {
+        wait: options.wait ?? 60,
+        reason: options.reason,
+        timeout: options.timeout,
+        session: options.session,
+      });
+      let result: R;
+      try {
+        result = await fn(...args);
+      } catch (e) {
+        if (options.report !== false) {
+          await this.report(action.id, 'failed', { error: String(e).slice(0, 4096) }).catch(() => {});
+        }
+        throw e;
+      }
+      if (options.report !== false) await this.report(action.id, 'completed').catch(() => {});
+      return result;
+    };
+  }
+
+  /**
+   * Asks and waits; resolves to the action only when it may go ahead,
+   * else throws ({@link Denied}, {@link Expired}, {@link TimedOut}: a
+   * request still pending when the wait ran out is withdrawn).
+   */
+  async approved(tool: string, detail: string, options: RequestOptions = {}): Promise<Action> {
+    let action = await this.request(tool, detail, options);
+    if (action.status === 'pending') {
+      await this.cancel(action.id).catch(() => undefined);
+      // Read it back: an operator may have decided just before the cancel.
+      action = await this.get(action.id, { signal: options.signal });
+      if (action.status === 'pending' || action.status === 'cancelled') {
+        throw new TimedOut(`no decision within ${options.wait ?? 0} s; the request was withdrawn`, action);
+      }
+    }
+    return settle(action);
+  }
+}
+
+/** Returns the action if it may go ahead, else throws the matching error. */
+export function settle(action: Action): Action {
+  if (isApproved(action)) return action;
+  if (action.status === 'denied') throw new Denied(denialReason(action), action);
+  if (action.status === 'expired') throw new Expired(action);
+  if (action.status === 'cancelled') throw new Denied(action.decision_note || 'cancelled', action);
+  if (action.status === 'pending') throw new TimedOut('no decision yet', action);
+  throw new ActionGateError(`action ${action.id} is ${JSON.stringify(action.status)}, not approved`);
+}

@@ -1,0 +1,19 @@
+/**
+ * actiongate: ask the gate before an agent acts.
+ *
+ * ```ts
+ * import { Client } from 'actiongate';
+ * const gate = new Client();            // ACTIONGATE_URL, ACTIONGATE_KEY
+ * const d = await gate.check('bash', 'ls -la');
+ * const a = await gate.request('bash', 'git push', { wait: 300 });
+ * ```
+ */
+export { Client, settle, VERSION } from './client.js';
+export type { CallOptions, ClientOptions, Duration, EventsOptions, GrantOptions, PermissionOptions, RememberOptions, RequestOptions } from './client.js';
+export { Aborted, ActionGateError, ApiError, Denied, Expired, TimedOut, Unreachable } from './errors.js';
+export type { FieldError } from './errors.js';
+export { denialReason, isApproved, isSettled } from './models.js';
+export type { Action, ActionPage, ActionStatus, CheckResult, Decision, Event, Grant, GrantRequest, WhoAmI } from './models.js';
+export { Gatekeeper, mapClaudeTool, compactJson } from './adapters.js';
+export type { ToolCall, Verdict, GatekeeperOptions } from './adapters.js';
+export type { components, paths } from './openapi.js';

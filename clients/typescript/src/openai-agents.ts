@@ -1,0 +1,127 @@
+/**
+ * Gate the function tools of an OpenAI Agents SDK for TypeScript
+ * (`@openai/agents`) run through actiongate, with the SDK's own approval
+ * flow: a tool's `needsApproval` and the run's `interruptions`, approved or
+ * rejected on its `RunState`.
+ *
+ * ```ts
+ * import { Agent, tool } from '@openai/agents';
+ * import { Client } from 'actiongate';
+ * import { AgentsGate } from 'actiongate/openai-agents';
+ *
+ * const gate = new AgentsGate(new Client(), { wait: 300 });
+ * const rm = tool({ name: 'delete_file', parameters, execute,
+ *   needsApproval: gate.needsApproval('delete_file') });
+ * const result = await gate.run(runner, agent, 'clean up');  // resolves interruptions
+ * ```
+ *
+ * `needsApproval` asks the gate's policy (`check`): allowed calls run
+ * without an interruption; everything else (asked, denied, or a gate that
+ * cannot answer) interrupts. {@link AgentsGate.resolve} then records each
+ * interrupted call as an action, waits (bounded) for the operators, and
+ * approves or rejects it with the reason as the message the model reads.
+ */
+import type { Client } from './client.js';
+import { Gatekeeper } from './adapters.js';
+import type { GatekeeperOptions, Verdict } from './adapters.js';
+
+export type { GatekeeperOptions } from './adapters.js';
+
+/** What this adapter reads of a `RunToolApprovalItem`. */
+interface ApprovalItem {
+  name?: string | undefined;
+  arguments?: string | undefined;
+  agent?: { name?: string };
+}
+
+/** What this adapter uses of a `RunState`. */
+interface ApprovalState {
+  approve(item: any, options?: { alwaysApprove?: boolean }): void;
+  reject(item: any, options?: { alwaysReject?: boolean; message?: string }): void;
+}
+
+/** What this adapter uses of a run result. */
+interface InterruptedResult {
+  interruptions?: ApprovalItem[];
+  state: ApprovalState;
+}
+
+function parseArguments(raw: string | undefined): Record<string, unknown> {
+  if (!raw) return {};
+  try {
+    const v = JSON.parse(raw);
+    return v && typeof v === 'object' && !Array.isArray(v) ? v : { arguments: v };
+  } catch {
+    return { arguments: raw };
+  }
+}
+
+export class AgentsGate {
+  readonly keeper: Gatekeeper;
+
+  constructor(gate: Client | Gatekeeper, options: GatekeeperOptions = {}) {
+    this.keeper = gate instanceof Gatekeeper ? gate : new Gatekeeper(gate, options);
+  }
+
+  /** The `needsApproval` function of the SDK tool called `name`. */
+  needsApproval(name: string): (runContext: unknown, input: unknown, callId?: string) => Promise<boolean> {
+    return async (_ctx, input) => {
+      const args = typeof input === 'string' ? parseArguments(input) : ((input ?? {}) as Record<string, unknown>);
+      const call = this.keeper.call(name, args);
+      try {
+        const d = await this.keeper.client.check(call.tool, call.detail);
+        return d.result !== 'allow';
+      } catch {
+        // Fail closed: interrupt; resolve() asks again and rejects if the
+        // gate still cannot answer.
+        return true;
+      }
+    };
+  }
+
+  /** The gate's verdict on each interruption, in order. */
+  async verdicts(items: ApprovalItem[], signal?: AbortSignal): Promise<Verdict[]> {
+    const calls = items.map((item) => {
+      const name = item.name ?? 'tool';
+      const agent = item.agent?.name;
+      return this.keeper.call(name, parseArguments(item.arguments), agent ? `agent ${agent} calls ${name}` : `calls ${name}`);
+    });
+    return this.keeper.decideAll(calls, signal);
+  }
+
+  /**
+   * Decides a run result's interruptions through the gate and returns its
+   * state, every interruption approved or rejected, ready for
+   * `runner.run(agent, state)`.
+   */
+  async resolve<S extends ApprovalState>(result: { interruptions?: ApprovalItem[]; state: S }, signal?: AbortSignal): Promise<S> {
+    const items = result.interruptions ?? [];
+    const verdicts = await this.verdicts(items, signal);
+    items.forEach((item, i) => {
+      const v = verdicts[i];
+      if (v?.approved) result.state.approve(item);
+      else result.state.reject(item, { message: v?.message ?? 'Not approved.' });
+    });
+    return result.state;
+  }
+
+  /**
+   * `runner.run(agent, input)` that resolves interruptions through the gate
+   * until the run finishes (at most `maxRounds` resumptions).
+   */
+  async run<R extends InterruptedResult>(
+    runner: { run(agent: any, input: any, options?: any): Promise<R> },
+    agent: unknown,
+    input: unknown,
+    options: { maxRounds?: number; signal?: AbortSignal; runOptions?: Record<string, unknown> } = {},
+  ): Promise<R> {
+    let result = await runner.run(agent, input, options.runOptions);
+    for (let round = 0; round < (options.maxRounds ?? 20); round++) {
+      if (!result.interruptions?.length) return result;
+      const state = await this.resolve(result, options.signal);
+      result = await runner.run(agent, state, options.runOptions);
+    }
+    if (result.interruptions?.length) throw new Error(`still interrupted after ${options.maxRounds ?? 20} rounds`);
+    return result;
+  }
+}

@@ -1,0 +1,144 @@
+// Each framework adapter, through the framework's own approval mechanism,
+// against the real daemon: an allowed call runs; an asked call waits for an
+// operator and runs once approved, or does not run and the model reads the
+// reason once denied; a daemon that is down denies. The examples in
+// examples/ are run as a user would run them (node, env vars).
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, test } from 'node:test';
+import { Client } from '../dist/index.js';
+import { canUseTool, preToolUseHook } from '../dist/claude-agent-sdk.js';
+import { deadUrl, startDaemon } from './daemon.mjs';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const ASK = { allow: [], ask: ['tool:delete_file:.*', 'tool:bash:.*', 'tool:file:.*'], deny: [] };
+const ALLOW = { allow: ['tool:delete_file:.*', 'tool:bash:.*'], ask: [], deny: [] };
+const DENY = { allow: [], ask: [], deny: ['tool:delete_file:.*', 'tool:bash:.*'] };
+
+let d;
+before(async () => {
+  d = await startDaemon();
+});
+after(async () => d && (await d.stop()));
+
+function runExample(file, args, env) {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [`examples/${file}`, ...args], { cwd: ROOT, env: { ...process.env, GATE_WAIT: '30', ...env }, timeout: 90000 }, (err, stdout, stderr) => {
+      if (err) return reject(new Error(`${file} failed: ${err.message}\n${stderr}`));
+      try {
+        resolve(JSON.parse(stdout.trim().split('\n').at(-1)));
+      } catch (e) {
+        reject(new Error(`${file} printed no JSON: ${stdout}\n${stderr}`));
+      }
+    });
+  });
+}
+
+async function agentEnv(profile) {
+  const a = await d.agent(profile);
+  return { name: a.name, env: { ACTIONGATE_URL: d.url, ACTIONGATE_KEY: a.key } };
+}
+
+for (const example of ['ai-sdk.mjs', 'openai-agents.mjs']) {
+  describe(`example ${example}`, () => {
+    test('an allowed call runs', async () => {
+      const { env } = await agentEnv(ALLOW);
+      const out = await runExample(example, ['build/'], env);
+      assert.deepEqual(out.ran, ['build/']);
+      assert.match(out.text, /deleted build\//);
+    });
+
+    test('an asked call waits and runs once an operator approves', async () => {
+      const { name, env } = await agentEnv(ASK);
+      const running = runExample(example, ['dist/'], env);
+      const item = await d.pendingOf(name);
+      assert.equal(item.tool, 'delete_file');
+      assert.equal(item.detail, '{"path":"dist/"}');
+      await d.call('POST', `/v1/actions/${item.id}/approve`, {});
+      const out = await running;
+      assert.deepEqual(out.ran, ['dist/']);
+    });
+
+    test('an asked call an operator denies does not run, and the model reads why', async () => {
+      const { name, env } = await agentEnv(ASK);
+      const running = runExample(example, ['src/'], env);
+      await d.decideNext(name, 'deny', 'keep the sources');
+      const out = await running;
+      assert.deepEqual(out.ran, []);
+      assert.match(out.text, /keep the sources/);
+    });
+
+    test('a policy deny does not run', async () => {
+      const { env } = await agentEnv(DENY);
+      const out = await runExample(example, ['src/'], env);
+      assert.deepEqual(out.ran, []);
+      assert.match(out.text, /[Dd]enied/);
+    });
+
+    test('a daemon that is down denies', async () => {
+      const out = await runExample(example, ['src/'], { ACTIONGATE_URL: await deadUrl(), ACTIONGATE_KEY: 'agk_down' });
+      assert.deepEqual(out.ran, []);
+      assert.match(out.text, /could not decide|Not approved|Not run/);
+    });
+  });
+}
+
+describe('claude-agent-sdk canUseTool (the SDK callback contract)', () => {
+  const opts = () => ({ signal: new AbortController().signal, toolUseID: 'toolu_1', requestId: 'req_1' });
+
+  test('allowed: behavior allow with the input unchanged', async () => {
+    const { env } = await agentEnv(ALLOW);
+    const decide = canUseTool(new Client({ url: env.ACTIONGATE_URL, key: env.ACTIONGATE_KEY }), { wait: 10 });
+    assert.deepEqual(await decide('Bash', { command: 'ls' }, opts()), { behavior: 'allow', updatedInput: { command: 'ls' }, toolUseID: 'toolu_1' });
+  });
+
+  test('asked: waits for the operator; approved runs, denied carries the reason', async () => {
+    const { name, env } = await agentEnv(ASK);
+    const decide = canUseTool(new Client({ url: env.ACTIONGATE_URL, key: env.ACTIONGATE_KEY }), { wait: 30 });
+    const p = decide('Edit', { file_path: '/repo/a.rs', old_string: 'a', new_string: 'b' }, opts());
+    const item = await d.pendingOf(name);
+    assert.equal(item.tool, 'file');
+    assert.equal(item.detail, 'edit /repo/a.rs');
+    await d.call('POST', `/v1/actions/${item.id}/approve`, {});
+    assert.equal((await p).behavior, 'allow');
+    const q = decide('Bash', { command: 'git push' }, opts());
+    await d.decideNext(name, 'deny', 'not on Friday');
+    const denied = await q;
+    assert.equal(denied.behavior, 'deny');
+    assert.match(denied.message, /not on Friday/);
+  });
+
+  test('the example prints the answer Claude gets', async () => {
+    const { name, env } = await agentEnv(ASK);
+    const running = runExample('claude-agent-sdk.mjs', ['git push origin main'], env);
+    const item = await d.pendingOf(name);
+    assert.equal(item.detail, 'git push origin main');
+    await d.call('POST', `/v1/actions/${item.id}/deny`, { reason: 'review first' });
+    const out = await running;
+    assert.equal(out.behavior, 'deny');
+    assert.match(out.message, /review first/);
+  });
+
+  test('a daemon that is down denies; a malformed call denies', async () => {
+    const decide = canUseTool(new Client({ url: await deadUrl(), key: 'agk_down', timeout: 2 }), { wait: 2 });
+    assert.equal((await decide('Bash', { command: 'ls' }, opts())).behavior, 'deny');
+    const { env } = await agentEnv(ALLOW);
+    const live = canUseTool(new Client({ url: env.ACTIONGATE_URL, key: env.ACTIONGATE_KEY }), { wait: 2 });
+    const malformed = await live('Bash', { cmd: 'no command field' }, opts());
+    assert.equal(malformed.behavior, 'deny');
+    assert.match(malformed.message, /no input.command/);
+  });
+
+  test('PreToolUse hook answers permissionDecision', async () => {
+    const { env } = await agentEnv(DENY);
+    const hook = preToolUseHook(new Client({ url: env.ACTIONGATE_URL, key: env.ACTIONGATE_KEY }), { wait: 5 });
+    const out = await hook(
+      { hook_event_name: 'PreToolUse', tool_name: 'Bash', tool_input: { command: 'rm -rf /' }, tool_use_id: 't1', session_id: 's', transcript_path: '/tmp/t', cwd: '/tmp' },
+      't1',
+      { signal: new AbortController().signal },
+    );
+    assert.equal(out.hookSpecificOutput.permissionDecision, 'deny');
+    assert.match(out.hookSpecificOutput.permissionDecisionReason, /[Dd]enied/);
+  });
+});

@@ -1,0 +1,366 @@
+// The client's surface, method for method, against the real daemon.
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import { after, before, describe, test } from 'node:test';
+import { Aborted, ActionGateError, ApiError, Client, Denied, Expired, TimedOut, Unreachable, isSettled } from '../dist/index.js';
+import { deadUrl, startDaemon } from './daemon.mjs';
+
+let d;
+let op;
+before(async () => {
+  d = await startDaemon();
+  op = new Client({ url: d.url, key: await d.key('operator') });
+});
+after(async () => d && (await d.stop()));
+
+async function agentClient(profile) {
+  const a = await d.agent(profile);
+  return { name: a.name, client: new Client({ url: d.url, key: a.key }) };
+}
+
+/** A loopback executor that answers 200 and records what it ran. */
+async function executor() {
+  const received = [];
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      received.push(JSON.parse(body || '{}'));
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ ran: true }));
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${server.address().port}/`, received, close: () => server.close() };
+}
+
+describe('construction', () => {
+  test('url and key come from the environment', async () => {
+    const { name } = await agentClient();
+    const key = await d.key('agent', name);
+    process.env.ACTIONGATE_URL = d.url;
+    process.env.ACTIONGATE_KEY = key;
+    try {
+      const c = new Client();
+      assert.equal(c.url, d.url);
+      assert.equal((await c.whoami()).agent, name);
+    } finally {
+      delete process.env.ACTIONGATE_URL;
+      delete process.env.ACTIONGATE_KEY;
+    }
+  });
+
+  test('no key is a clear error', () => {
+    delete process.env.ACTIONGATE_KEY;
+    assert.throws(() => new Client({ url: d.url }), (e) => e instanceof ActionGateError && /no API key/.test(e.message));
+  });
+
+  test('a url without a scheme is refused', () => {
+    assert.throws(() => new Client({ url: 'localhost:8080', key: 'k' }), /must start with http/);
+  });
+});
+
+describe('agents', () => {
+  test('check answers allow, ask and deny', async () => {
+    const { client } = await agentClient();
+    assert.equal((await client.check('echo', 'hi')).result, 'allow');
+    assert.equal((await client.check('bash', 'ls')).result, 'ask');
+    const denied = await client.check('danger', 'x');
+    assert.equal(denied.result, 'deny');
+    assert.ok(denied.reason);
+  });
+
+  test('request waits for the operator and resolves to the approved action', async () => {
+    const { name, client } = await agentClient();
+    const waiting = client.request('bash', 'make deploy', { reason: 'ship it', wait: 30 });
+    await d.decideNext(name, 'approve');
+    const action = await waiting;
+    assert.equal(action.status, 'approved');
+    assert.equal(action.detail, 'make deploy');
+    assert.equal(action.reason, 'ship it');
+  });
+
+  test('request without wait returns the pending action', async () => {
+    const { client } = await agentClient();
+    const action = await client.request('bash', 'ls', { timeout: '5m' });
+    assert.equal(action.status, 'pending');
+    assert.equal(isSettled(action), false);
+    assert.equal((await client.cancel(action.id)).status, 'cancelled');
+  });
+
+  test('a policy allow settles at once', async () => {
+    const { client } = await agentClient();
+    const action = await client.request('echo', 'hi', { wait: 5 });
+    assert.equal(action.status, 'approved');
+    assert.equal(action.decision.result, 'allow');
+  });
+
+  test('an idempotency key given twice makes one action', async () => {
+    const { client } = await agentClient();
+    const a = await client.request('bash', 'ls', { idempotencyKey: 'ts-same-key' });
+    const b = await client.request('bash', 'ls', { idempotencyKey: 'ts-same-key' });
+    assert.equal(a.id, b.id);
+    await client.cancel(a.id);
+  });
+
+  test('get and wait read the action; wait times out with TimedOut', async () => {
+    const { name, client } = await agentClient();
+    const a = await client.request('bash', 'sleep 1');
+    assert.equal((await client.get(a.id)).id, a.id);
+    await assert.rejects(client.wait(a.id, 1), (e) => e instanceof TimedOut && e.action?.status === 'pending');
+    const waiting = client.wait(a.id, 20);
+    await d.decideNext(name, 'deny', 'not now');
+    const settled = await waiting;
+    assert.equal(settled.status, 'denied');
+    assert.equal(settled.decision_note, 'not now');
+  });
+
+  test('report records how an approved action went', async () => {
+    const { client } = await agentClient();
+    const a = await client.request('echo', 'hi', { wait: 5 });
+    const done = await client.report(a.id, 'completed', { result: { lines: 3 } });
+    assert.equal(done.status, 'completed');
+  });
+
+  test('run asks for a handler action and its executor runs it', async () => {
+    const ex = await executor();
+    const handler = `tsx${Math.random().toString(16).slice(2, 8)}`;
+    try {
+      await d.call('POST', '/v1/handlers', {
+        id: handler,
+        name: 'TS test executor',
+        url: ex.url,
+        permissions: [{ name: 'notes.write', parameters_schema: { type: 'object', properties: { path: { type: 'string' } } } }],
+        actions: [
+          {
+            name: 'write',
+            permission: 'notes.write',
+            params_schema: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+            scope: { path: '/path' },
+            detail: 'write {path}',
+          },
+        ],
+      });
+      const { name, client } = await agentClient({ allow: [], ask: [`tool:${handler}:.*`], deny: [] });
+      const waiting = client.run(handler, 'write', { path: 'a.txt' }, { wait: 30 });
+      await d.decideNext(name, 'approve');
+      const action = await waiting;
+      assert.equal(action.status, 'completed');
+      assert.equal(ex.received.length, 1);
+      assert.deepEqual(ex.received[0].params, { path: 'a.txt' });
+      // Invalid params: a 422 naming the field, nothing stored.
+      await assert.rejects(client.run(handler, 'write', { nope: 1 }), (e) => e instanceof ApiError && e.status === 422);
+    } finally {
+      ex.close();
+    }
+  });
+
+  test('requestPermission without a handler is an item an operator approves', async () => {
+    const { name, client } = await agentClient();
+    const waiting = client.requestPermission('deploy.prod', 'release 1.2', { timeoutMinutes: 1 });
+    const item = await d.pendingOf(name);
+    assert.equal(item.tool, 'permission');
+    await d.call('POST', `/v1/actions/${item.id}/approve`, {});
+    assert.equal(await waiting, true);
+    const denied = client.requestPermission('deploy.prod', 'again', { timeoutMinutes: 1 });
+    await d.decideNext(name, 'deny', 'no');
+    assert.equal(await denied, false);
+    await assert.rejects(client.requestPermission('x', 'y', { timeoutMinutes: 0 }), RangeError);
+  });
+
+  test('events is an async iterator that resumes after its last seq', async () => {
+    const { client } = await agentClient();
+    const ac = new AbortController();
+    const seen = [];
+    const a = await client.request('bash', 'echo events', { timeout: '5m' });
+    for await (const e of op.events({ since: 0, types: 'action.*', signal: ac.signal })) {
+      if (e.data?.action?.id === a.id || e.data?.action_id === a.id || JSON.stringify(e.data).includes(a.id)) {
+        seen.push(e);
+        break;
+      }
+    }
+    ac.abort();
+    assert.equal(seen.length, 1);
+    const seq = seen[0].seq;
+    assert.ok(Number.isInteger(seq));
+    await client.cancel(a.id);
+    // Resuming after `seq` gives the events after it, starting with the next.
+    const ac2 = new AbortController();
+    let next;
+    for await (const e of op.events({ since: seq, signal: ac2.signal })) {
+      next = e;
+      break;
+    }
+    ac2.abort();
+    assert.ok(next.seq > seq);
+  });
+});
+
+describe('operators', () => {
+  test('pending lists oldest first; approve, deny', async () => {
+    const { name, client } = await agentClient();
+    const first = await client.request('bash', 'one', { timeout: '5m' });
+    const second = await client.request('bash', 'two', { timeout: '5m' });
+    const mine = (await op.pending()).filter((a) => a.agent === name);
+    assert.deepEqual(mine.map((a) => a.id), [first.id, second.id]);
+    assert.equal((await op.approve(first.id, { note: 'ok' })).status, 'approved');
+    assert.equal((await op.deny(second.id, { reason: 'no' })).status, 'denied');
+    // A second answer is a conflict with the current status.
+    await assert.rejects(op.approve(second.id), (e) => e instanceof ApiError && e.status === 409 && e.currentStatus === 'denied');
+  });
+
+  test('approve with remember grants, grant and revoke', async () => {
+    const { name, client } = await agentClient();
+    const a = await client.request('bash', 'make test', { timeout: '5m' });
+    await op.approve(a.id, { remember: '1h' });
+    assert.equal((await client.request('bash', 'make test', { wait: 5 })).status, 'approved');
+    const g = await op.grant({ tool: 'bash', pattern: 'make lint', expires: '1h', agent: name });
+    assert.ok(g.id);
+    assert.equal((await client.check('bash', 'make lint')).result, 'allow');
+    await op.revoke(g.id);
+    assert.equal((await client.check('bash', 'make lint')).result, 'ask');
+    await assert.rejects(op.grant({ expires: '1h' }), RangeError);
+  });
+
+  test('grant requests: list, approve and deny', async () => {
+    const ex = await executor();
+    const handler = `tsg${Math.random().toString(16).slice(2, 8)}`;
+    try {
+      await d.call('POST', '/v1/handlers', {
+        id: handler,
+        name: 'TS grants',
+        url: ex.url,
+        permissions: [{ name: 'notes.write', parameters_schema: { type: 'object', properties: { path: { type: 'string' } } } }],
+        actions: [{ name: 'write', permission: 'notes.write', params_schema: { type: 'object' }, detail: 'write' }],
+      });
+      const { client } = await agentClient();
+      const asked = client.requestPermission('notes.write', 'need notes', { handler, timeoutMinutes: 1 });
+      let reqs = [];
+      for (let i = 0; i < 100 && !reqs.length; i++) {
+        reqs = (await op.grantRequests()).filter((r) => r.handler === handler);
+        if (!reqs.length) await new Promise((r) => setTimeout(r, 50));
+      }
+      await op.approveGrantRequest(reqs[0].id, { expires: '1h' });
+      assert.equal(await asked, true);
+      const refused = client.requestPermission('notes.write', 'more', { handler, timeoutMinutes: 1 });
+      reqs = [];
+      for (let i = 0; i < 100 && !reqs.length; i++) {
+        reqs = (await op.grantRequests()).filter((r) => r.handler === handler);
+        if (!reqs.length) await new Promise((r) => setTimeout(r, 50));
+      }
+      const denied = await op.denyGrantRequest(reqs[0].id, { reason: 'enough' });
+      assert.equal(denied.status, 'denied');
+      assert.equal(await refused, false);
+      assert.ok((await op.grantRequests({ status: null })).length >= 2);
+    } finally {
+      ex.close();
+    }
+  });
+
+  test('whoami names the role', async () => {
+    assert.equal((await op.whoami()).role, 'operator');
+  });
+});
+
+describe('errors and failing closed', () => {
+  test('a bad request is an ApiError with the field', async () => {
+    const { client } = await agentClient();
+    await assert.rejects(client.request('', 'x'), (e) => {
+      assert.ok(e instanceof ApiError);
+      assert.equal(e.status, 422);
+      assert.ok(e.errors.some((f) => f.field.includes('tool')), JSON.stringify(e.problem));
+      return true;
+    });
+  });
+
+  test('a wrong key is a 401 ApiError', async () => {
+    const c = new Client({ url: d.url, key: 'agk_wrong' });
+    await assert.rejects(c.check('echo', 'x'), (e) => e instanceof ApiError && e.status === 401);
+  });
+
+  test('an unreachable daemon is Unreachable, never a decision', async () => {
+    const c = new Client({ url: await deadUrl(), key: 'agk_x', timeout: 2 });
+    await assert.rejects(c.check('echo', 'x'), Unreachable);
+    const gated = c.gate(() => 'ran', { tool: 'echo', wait: 1 });
+    await assert.rejects(gated(), Unreachable);
+  });
+
+  test('503 is retried with the same idempotency key', async () => {
+    const { client: real, name } = await agentClient();
+    void real;
+    const key = await d.key('agent', name);
+    const keys = [];
+    let calls = 0;
+    // A proxy that answers 503 once, then passes the request on.
+    const proxy = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', async () => {
+        calls++;
+        if (body) keys.push(JSON.parse(body).idempotency_key);
+        if (calls === 1) {
+          res.writeHead(503, { 'retry-after': '0', 'content-type': 'application/problem+json' });
+          return res.end(JSON.stringify({ title: 'busy', status: 503 }));
+        }
+        const r = await fetch(d.url + req.url, { method: req.method, headers: { authorization: req.headers.authorization, 'content-type': 'application/json' }, body: body || undefined });
+        res.writeHead(r.status, { 'content-type': 'application/json' });
+        res.end(await r.text());
+      });
+    });
+    await new Promise((r) => proxy.listen(0, '127.0.0.1', r));
+    try {
+      const c = new Client({ url: `http://127.0.0.1:${proxy.address().port}`, key });
+      const a = await c.request('echo', 'retried');
+      assert.equal(a.status, 'approved');
+      assert.equal(keys.length, 2);
+      assert.equal(keys[0], keys[1]);
+    } finally {
+      proxy.close();
+    }
+  });
+
+  test('an AbortSignal stops a long wait', async () => {
+    const { client } = await agentClient();
+    const a = await client.request('bash', 'long', { timeout: '5m' });
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), 300);
+    const started = Date.now();
+    await assert.rejects(client.wait(a.id, 30, { signal: ac.signal }), Aborted);
+    assert.ok(Date.now() - started < 5000);
+    await client.cancel(a.id);
+  });
+
+  test('gate runs the function once approved and reports it', async () => {
+    const { name, client } = await agentClient();
+    let ran = 0;
+    const deploy = client.gate(async (env) => (ran++, `deployed ${env}`), { tool: 'bash', detail: (env) => `deploy ${env}`, wait: 30 });
+    const p = deploy('prod');
+    const item = await d.pendingOf(name);
+    assert.equal(item.detail, 'deploy prod');
+    await d.call('POST', `/v1/actions/${item.id}/approve`, {});
+    assert.equal(await p, 'deployed prod');
+    assert.equal(ran, 1);
+    assert.equal((await client.get(item.id)).status, 'completed');
+  });
+
+  test('gate throws Denied with the reason and never runs', async () => {
+    const { name, client } = await agentClient();
+    let ran = 0;
+    const f = client.gate(() => ran++, { tool: 'bash', detail: 'rm -rf build', wait: 30 });
+    const p = f();
+    await d.decideNext(name, 'deny', 'use make clean');
+    await assert.rejects(p, (e) => e instanceof Denied && e.reason === 'use make clean');
+    await assert.rejects(client.gate(() => ran++, { tool: 'danger', detail: 'x' })(), Denied);
+    assert.equal(ran, 0);
+  });
+
+  test('gate times out and withdraws; an expired item never runs', async () => {
+    const { client } = await agentClient();
+    let ran = 0;
+    await assert.rejects(client.gate(() => ran++, { tool: 'bash', detail: 'wait', wait: 1 })(), TimedOut);
+    const pending = (await op.pending()).filter((a) => a.detail === 'wait');
+    assert.equal(pending.length, 0);
+    await assert.rejects(client.gate(() => ran++, { tool: 'bash', detail: 'expire', wait: 4, timeout: 1 })(), (e) => e instanceof Expired || e instanceof TimedOut);
+    assert.equal(ran, 0);
+  });
+});
