@@ -1,28 +1,33 @@
 //! The `actiongate` commands that talk to a running daemon over its HTTP API:
 //! the operator's queue commands (`pending`, `show`, `approve`, `deny`,
 //! `reply`, `grant`, `grants`, `revoke`, `tail`), the agent's `request` and
-//! `check`, the Claude Code hook, the JSONL outbox follower and the MCP
-//! proxy ([`mcp`]).
+//! `check`, the agent runtimes' hooks ([`hooks`]) with `setup`, `doctor`
+//! and `wrap`, the JSONL outbox follower and the MCP proxy ([`mcp`]).
 //!
 //! Layout: [`http`] wraps reqwest and turns problem+json answers into
 //! [`http::ClientError`]; [`output`] renders tables and one-line summaries;
 //! [`commands`] holds the request/response commands (their flags are in
 //! [`args`]); [`tail`] follows the
-//! SSE stream; [`hook`] answers Claude Code's PreToolUse hook; [`outbox`]
+//! SSE stream; [`hooks`] answers the agent runtimes' hooks (one module
+//! per runtime, one mapping, one fail-closed client); [`setup`] installs
+//! them and [`doctor`] checks them; [`wrap`] gates an agent's `$SHELL`; [`outbox`]
 //! follows a JSONL outbox exactly once. Every command ends with an [`Exit`]
 //! code that scripts can branch on (documented in the README).
 
 pub mod args;
 pub mod commands;
-pub mod hook;
+pub mod doctor;
+pub mod hooks;
 pub mod http;
 pub mod mcp;
 pub mod outbox;
 pub mod output;
 pub mod profile;
 pub mod receipt;
+pub mod setup;
 pub mod tail;
 pub mod visible;
+pub mod wrap;
 
 use std::process::ExitCode;
 
@@ -108,9 +113,15 @@ pub enum ClientCommand {
     /// Ask what the policy would decide, storing nothing (agent key; with
     /// `--profile FILE`, an admin key: a dry run of that profile).
     Check(args::CheckArgs),
-    /// Hooks for agent runtimes.
+    /// Hooks for agent runtimes (Claude Code, Cursor, Gemini CLI, Codex, Copilot CLI, opencode).
     #[command(subcommand)]
-    Hook(hook::HookCommand),
+    Hook(hooks::HookCommand),
+    /// Gate an agent runtime: daemon, agent key and the runtime's hook config.
+    Setup(setup::SetupArgs),
+    /// Check the daemon, the keys and each runtime's hook config.
+    Doctor(doctor::DoctorArgs),
+    /// Run an agent with a $SHELL shim that gates every shell command it runs.
+    Wrap(wrap::WrapArgs),
     /// Submit a JSONL outbox's actions to the daemon.
     #[command(subcommand)]
     Outbox(outbox::OutboxCommand),
@@ -140,7 +151,10 @@ pub async fn run(cmd: ClientCommand) -> ExitCode {
         ClientCommand::Tail(a) => tail::tail(a).await,
         ClientCommand::Request(a) => commands::request(a).await,
         ClientCommand::Check(a) => commands::check(a).await,
-        ClientCommand::Hook(hook::HookCommand::ClaudeCode(a)) => hook::claude_code(a).await,
+        ClientCommand::Hook(cmd) => hooks::run(cmd).await,
+        ClientCommand::Setup(a) => setup::run(a).await,
+        ClientCommand::Doctor(a) => doctor::run(a).await,
+        ClientCommand::Wrap(a) => return wrap::run(a).await,
         ClientCommand::Outbox(outbox::OutboxCommand::Follow(a)) => outbox::follow(a).await,
         ClientCommand::Mcp(mcp::McpCommand::Proxy(a)) => mcp::proxy(a).await,
         ClientCommand::Receipt(c) => receipt::run(c).await,

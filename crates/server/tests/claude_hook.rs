@@ -87,7 +87,7 @@ const CASES: &[(&str, &str, &str)] = &[
     ),
     (
         "mcp",
-        r#"tool:mcp__github__create_issue:{"body":"Steps:\n1. start","owner":"acme","repo":"widgets","title":"Crash on start"}"#,
+        r#"tool:mcp:github__create_issue {"body":"Steps:\n1. start","owner":"acme","repo":"widgets","title":"Crash on start"}"#,
         "ask",
     ),
     (

@@ -17,4 +17,6 @@ mod mcp;
 mod mcp_sessions;
 mod mcp_tasks;
 mod outbox_follow;
+mod runtime_hooks;
+mod setup_wrap;
 mod web;

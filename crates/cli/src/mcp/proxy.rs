@@ -36,7 +36,9 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 use super::pins::{PIN_TOOL, PinFile, approved_by_a_human, digest, pin_detail};
-use crate::hook::{Fallback, decision_for, sanitize_tool};
+use crate::hooks::Fallback;
+use crate::hooks::gate::{Verdict, answer_for};
+use crate::hooks::map::sanitize_tool;
 use crate::http::{Api, ClientError, is_settled, path_segment};
 
 /// Where the agent's side of the proxy is, once known: upstream
@@ -312,8 +314,8 @@ impl Proxy {
             .gate_action(tool, detail, ctx)
             .await
             .map_err(|e| refused(format!("actiongate: {e}")))?;
-        let decision = decision_for(&action, Fallback::Deny, 0);
-        if decision.decision == "allow" {
+        let decision = answer_for(&action, Fallback::Deny, 0);
+        if decision.verdict == Verdict::Allow {
             Ok(())
         } else {
             Err(refused(decision.reason))
@@ -512,8 +514,8 @@ impl ServerHandler for Proxy {
             Ok(a) => a,
             Err(e) => return Ok(error_result(format!("actiongate: {e}")).into()),
         };
-        let decision = decision_for(&action, Fallback::Deny, 0);
-        if decision.decision != "allow" {
+        let decision = answer_for(&action, Fallback::Deny, 0);
+        if decision.verdict != Verdict::Allow {
             return Ok(error_result(decision.reason).into());
         }
         let mut forwarded = request;

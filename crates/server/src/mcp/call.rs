@@ -13,7 +13,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use actiongate_api::actions::{CreateAction, HandlerActionRequest, ToolActionRequest};
-use actiongate_cli::hook::{Fallback, decision_for, map_tool};
+use actiongate_cli::hooks::Fallback;
+use actiongate_cli::hooks::claude_code::call_of;
+use actiongate_cli::hooks::gate::{Verdict, answer_for};
 use actiongate_gate::store::{Action, ActionStatus};
 use actiongate_gate::{Caller, GateError};
 
@@ -386,7 +388,7 @@ impl Ctx<'_> {
     async fn prompt(&self, args: JsonObject) -> Result<Value, String> {
         let a: PromptArgs = serde_json::from_value(Value::Object(args))
             .map_err(|e| format!("invalid arguments: {e}"))?;
-        let mapped = map_tool(&a.tool_name, &a.input)?;
+        let mapped = call_of(&a.tool_name, &a.input)?.mapped();
         let reason = match &a.tool_use_id {
             Some(id) => format!("Claude Code permission prompt (tool use {id})"),
             None => "Claude Code permission prompt".to_owned(),
@@ -410,8 +412,8 @@ impl Ctx<'_> {
                 .unwrap_or_else(|| "the request failed".to_owned()),
             Reply::Task(_) => "the request failed".to_owned(),
         })?;
-        let decision = decision_for(&action_json(&action), Fallback::Deny, 0);
-        Ok(if decision.decision == "allow" {
+        let decision = answer_for(&action_json(&action), Fallback::Deny, 0);
+        Ok(if decision.verdict == Verdict::Allow {
             json!({"behavior": "allow", "updatedInput": a.input})
         } else {
             json!({"behavior": "deny", "message": decision.reason})

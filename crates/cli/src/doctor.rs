@@ -1,0 +1,181 @@
+//! `actiongate doctor`: checks the daemon, then each runtime's user and
+//! project config: is actiongate's hook there, is its key file readable,
+//! and does the daemon take that key as an agent key (`POST /v1/check`,
+//! which stores nothing). Says what to fix; exits 1 when anything is wrong.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::json;
+
+use super::Exit;
+use super::http::{Api, ClientError, Conn};
+use super::setup::config::{Runtime, installed};
+use super::setup::daemon_up;
+
+/// Flags of `doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Base URL of the daemon.
+    #[arg(long, env = "ACTIONGATE_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// The project's directory.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+/// The value after `--key-file` in a hook command line (as `setup` writes
+/// it: single-quoted, or a bare word).
+pub fn key_file_of(text: &str) -> Option<String> {
+    let rest = text.split("--key-file ").nth(1)?;
+    if let Some(q) = rest.strip_prefix('\'') {
+        let mut out = String::new();
+        let mut s = q;
+        loop {
+            let end = s.find('\'')?;
+            out.push_str(&s[..end]);
+            s = &s[end + 1..];
+            // `'\''` is a quote inside the quoted word.
+            if let Some(more) = s.strip_prefix("\\''") {
+                out.push('\'');
+                s = more;
+            } else {
+                return Some(out);
+            }
+        }
+    }
+    rest.split(|c: char| c.is_whitespace() || c == '"')
+        .next()
+        .map(str::to_owned)
+}
+
+async fn check_key(url: &str, key_file: &Path) -> Result<(), String> {
+    let key = std::fs::read_to_string(key_file)
+        .map_err(|e| format!("cannot read the key file {}: {e}", key_file.display()))?;
+    let api = Api::with_timeouts(
+        &Conn {
+            url: url.to_owned(),
+            key: Some(key.trim().to_owned()),
+        },
+        Duration::from_secs(2),
+        Duration::from_secs(5),
+    )
+    .map_err(|e| e.to_string())?;
+    match api
+        .post(
+            "/v1/check",
+            &json!({"tool": "actiongate", "detail": "doctor"}),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(ClientError::Api(p)) if p.status == 401 => Err(format!(
+            "the daemon does not know the key in {} (revoked?): run `actiongate setup` again after deleting it",
+            key_file.display()
+        )),
+        Err(ClientError::Api(p)) if p.status == 403 => Err(format!(
+            "the key in {} is not an agent key",
+            key_file.display()
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `doctor`.
+pub async fn run(a: DoctorArgs) -> Exit {
+    let mut problems = 0;
+    let up = match daemon_up(&a.url).await {
+        Ok(()) => {
+            println!("ok    daemon answers at {}", a.url);
+            true
+        }
+        Err(e) => {
+            println!(
+                "FIX   no daemon at {}: {e}; start `actiongate serve` or run `actiongate setup <runtime> --service systemd|launchd`",
+                a.url
+            );
+            problems += 1;
+            false
+        }
+    };
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut found = 0;
+    for rt in Runtime::ALL {
+        for user in [true, false] {
+            let Some(home) = &home else { continue };
+            let Ok(path) = rt.config_path(user, home, &a.dir) else {
+                continue;
+            };
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            found += 1;
+            if !installed(rt, &text) {
+                println!(
+                    "FIX   {}: no actiongate hook for {}; run `actiongate setup {} {}`",
+                    path.display(),
+                    rt.name(),
+                    rt.name(),
+                    if user { "--user" } else { "--project" }
+                );
+                problems += 1;
+                continue;
+            }
+            let Some(key_file) = key_file_of(&text) else {
+                println!(
+                    "ok    {}: actiongate hook for {} (its key comes from the environment)",
+                    path.display(),
+                    rt.name()
+                );
+                continue;
+            };
+            let verdict = if up {
+                check_key(&a.url, Path::new(&key_file)).await
+            } else {
+                std::fs::metadata(&key_file)
+                    .map(|_| ())
+                    .map_err(|e| format!("cannot read the key file {key_file}: {e}"))
+            };
+            match verdict {
+                Ok(()) => println!(
+                    "ok    {}: actiongate hook for {}, key {key_file}",
+                    path.display(),
+                    rt.name()
+                ),
+                Err(e) => {
+                    println!("FIX   {}: {e}", path.display());
+                    problems += 1;
+                }
+            }
+        }
+    }
+    if found == 0 {
+        println!("FIX   no runtime config found; run `actiongate setup <runtime>`");
+        problems += 1;
+    }
+    if problems == 0 {
+        Exit::Ok
+    } else {
+        println!("{problems} thing(s) to fix");
+        Exit::Denied
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_file_is_read_back_from_the_command() {
+        assert_eq!(
+            key_file_of("'x' hook gemini --key-file '/h/it'\\''s.key' --wait 5").as_deref(),
+            Some("/h/it's.key")
+        );
+        assert_eq!(
+            key_file_of("actiongate hook codex --key-file /k/a.key --wait 5").as_deref(),
+            Some("/k/a.key")
+        );
+        assert_eq!(key_file_of("actiongate hook codex"), None);
+    }
+}

@@ -1,0 +1,242 @@
+//! Claude Code (checked against `@anthropic-ai/claude-code` 2.1.197): the
+//! `PreToolUse` and `PermissionRequest` command hooks. Input on stdin:
+//! `session_id`, `cwd`, `hook_event_name`, `tool_name`, `tool_input`,
+//! `tool_use_id`. Output (exit 0, one line of JSON):
+//!
+//! - `PreToolUse`: `hookSpecificOutput.permissionDecision` = `allow`,
+//!   `deny`, `ask` or (`--defer`, for headless `claude -p` runs) `defer`,
+//!   with `permissionDecisionReason`.
+//! - `PermissionRequest` (Claude Code is about to show its permission
+//!   dialog): `hookSpecificOutput.decision.behavior` = `allow` (with
+//!   `updatedPermissions` adding a session rule for exactly this call when
+//!   a standing grant allowed it) or `deny` with `message`; when nobody
+//!   decided and the timeout fallback is `ask`, nothing, so that Claude
+//!   Code shows its own dialog.
+
+use clap::Args;
+use serde_json::{Value, json};
+
+use super::gate::{Answer, Origin, Verdict, Waiting};
+use super::map::{self, Call, any_field, field, glob_detail};
+use super::{HookArgs, Parsed, Reply, Runtime, answer_input, emit, event_of, text};
+use crate::Exit;
+
+/// Flags of `hook claude-code`.
+#[derive(Debug, Args)]
+pub struct ClaudeCodeArgs {
+    /// Connection, wait and fallbacks.
+    #[command(flatten)]
+    pub hook: HookArgs,
+    /// For headless `claude -p` runs: when the policy asks, answer `defer`
+    /// at once (the run stops with the call pending and the question stays
+    /// in the queue); `claude -p --resume <session>` asks again and gets
+    /// the operator's decision.
+    #[arg(long, env = "ACTIONGATE_HOOK_DEFER")]
+    pub defer: bool,
+}
+
+/// The Claude Code contract.
+pub struct ClaudeCode;
+
+/// Maps a Claude Code tool call (the tool names of `sdk-tools.d.ts`).
+pub fn call_of(tool_name: &str, input: &Value) -> Result<Call, String> {
+    let file = |verb: &'static str, key: &str| -> Result<Call, String> {
+        Ok(Call::File {
+            verb,
+            path: field(input, tool_name, key)?.to_owned(),
+        })
+    };
+    Ok(match tool_name {
+        "Bash" => Call::Shell(field(input, tool_name, "command")?.to_owned()),
+        "Edit" | "MultiEdit" => file("edit", "file_path")?,
+        "Write" => file("write", "file_path")?,
+        "NotebookEdit" => file("notebook_edit", "notebook_path")?,
+        "Read" => Call::Read(field(input, tool_name, "file_path")?.to_owned()),
+        "Glob" => Call::Glob(glob_detail(
+            field(input, tool_name, "pattern")?,
+            text(input, "path"),
+        )),
+        "Grep" => Call::Grep(field(input, tool_name, "pattern")?.to_owned()),
+        "WebFetch" => Call::Fetch(field(input, tool_name, "url")?.to_owned()),
+        "WebSearch" => Call::Search(any_field(input, tool_name, &["query"])?.to_owned()),
+        other => map::mcp_double_underscore(other, input).unwrap_or_else(|| Call::Other {
+            name: other.to_owned(),
+            input: input.clone(),
+        }),
+    })
+}
+
+/// Claude Code's permission rule for exactly this call: the command or
+/// the file path (other tools get none: a rule would cover every call).
+fn rule_for(tool_name: &str, input: &Value) -> Option<Value> {
+    let content = match tool_name {
+        "Bash" => text(input, "command")?,
+        "Edit" | "MultiEdit" | "Write" | "Read" => text(input, "file_path")?,
+        _ => return None,
+    };
+    Some(json!({"toolName": tool_name, "ruleContent": content}))
+}
+
+impl Runtime for ClaudeCode {
+    fn parse(&self, hook: &Value) -> Result<Parsed, String> {
+        let event = event_of(
+            hook,
+            "hook_event_name",
+            &["PreToolUse", "PermissionRequest"],
+        )?;
+        let tool_name = text(hook, "tool_name").ok_or("the hook input has no tool_name")?;
+        let input = hook.get("tool_input").cloned().unwrap_or(json!({}));
+        Ok(Parsed {
+            event,
+            origin: Origin {
+                runtime: "claude-code",
+                label: "Claude Code",
+                session: text(hook, "session_id").map(str::to_owned),
+                call_id: text(hook, "tool_use_id").map(str::to_owned),
+                cwd: text(hook, "cwd").map(str::to_owned),
+            },
+            calls: vec![call_of(tool_name, &input)?],
+            rule: rule_for(tool_name, &input),
+        })
+    }
+
+    fn reply(&self, parsed: Option<&Parsed>, a: &Answer) -> Reply {
+        if let Some(p) = parsed
+            && p.event == "PermissionRequest"
+        {
+            let decision = match a.verdict {
+                Verdict::Allow => {
+                    let mut d = json!({"behavior": "allow"});
+                    if a.by_grant
+                        && let Some(rule) = &p.rule
+                    {
+                        d["updatedPermissions"] = json!([{
+                            "type": "addRules",
+                            "rules": [rule],
+                            "behavior": "allow",
+                            "destination": "session",
+                        }]);
+                    }
+                    d
+                }
+                Verdict::Deny => json!({"behavior": "deny", "message": a.reason}),
+                // Claude Code shows its own dialog.
+                Verdict::Ask | Verdict::Defer => {
+                    return Reply {
+                        stdout: None,
+                        stderr: Some(a.reason.clone()),
+                        code: 0,
+                    };
+                }
+            };
+            return Reply::json(&json!({
+                "hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}
+            }));
+        }
+        let decision = match a.verdict {
+            Verdict::Allow => "allow",
+            Verdict::Deny => "deny",
+            Verdict::Ask => "ask",
+            Verdict::Defer => "defer",
+        };
+        Reply::json(&json!({
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": decision,
+                "permissionDecisionReason": a.reason,
+            }
+        }))
+    }
+}
+
+/// `hook claude-code`: always prints Claude Code's JSON and exits 0.
+pub async fn run(args: ClaudeCodeArgs) -> Exit {
+    let defer = args.defer;
+    let (parsed, answer) = answer_input(&args.hook, &ClaudeCode, |p| {
+        if defer && p.event == "PreToolUse" {
+            Waiting::Defer
+        } else {
+            Waiting::Wait
+        }
+    })
+    .await;
+    emit(&ClaudeCode.reply(parsed.as_ref(), &answer))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn tools_map_to_the_preset_names() {
+        let cases = [
+            ("Bash", json!({"command": "ls -la"}), "tool:bash:ls -la"),
+            (
+                "MultiEdit",
+                json!({"file_path": "/r/a.rs", "edits": []}),
+                "tool:file:edit /r/a.rs",
+            ),
+            (
+                "Write",
+                json!({"file_path": "/r/b", "content": "x"}),
+                "tool:file:write /r/b",
+            ),
+            (
+                "NotebookEdit",
+                json!({"notebook_path": "/r/n.ipynb", "new_source": "x"}),
+                "tool:file:notebook_edit /r/n.ipynb",
+            ),
+            (
+                "Glob",
+                json!({"pattern": "**/*.rs", "path": "/r/"}),
+                "tool:Glob:/r/**/*.rs",
+            ),
+            (
+                "mcp__github__create_issue",
+                json!({"title": "t"}),
+                r#"tool:mcp:github__create_issue {"title":"t"}"#,
+            ),
+            ("Task", json!({}), "tool:Task:{}"),
+        ];
+        for (name, input, want) in cases {
+            assert_eq!(
+                call_of(name, &input).unwrap().mapped().action_string(),
+                want,
+                "{name}"
+            );
+        }
+        assert!(call_of("Bash", &json!({})).is_err());
+    }
+
+    #[test]
+    fn permission_requests_answer_behavior_and_a_session_rule_for_grants() {
+        let p = ClaudeCode
+            .parse(
+                &json!({"hook_event_name": "PermissionRequest", "tool_name": "Bash",
+                "tool_input": {"command": "cargo test"}}),
+            )
+            .unwrap();
+        let allow = Answer {
+            verdict: Verdict::Allow,
+            reason: "r".into(),
+            by_grant: true,
+        };
+        let out: Value =
+            serde_json::from_str(&ClaudeCode.reply(Some(&p), &allow).stdout.unwrap()).unwrap();
+        assert_eq!(
+            out,
+            json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {
+                "behavior": "allow",
+                "updatedPermissions": [{"type": "addRules",
+                    "rules": [{"toolName": "Bash", "ruleContent": "cargo test"}],
+                    "behavior": "allow", "destination": "session"}]}}})
+        );
+        let ask = Answer {
+            verdict: Verdict::Ask,
+            reason: "r".into(),
+            by_grant: false,
+        };
+        assert_eq!(ClaudeCode.reply(Some(&p), &ask).stdout, None);
+    }
+}

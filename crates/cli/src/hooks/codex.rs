@@ -1,0 +1,95 @@
+//! Codex CLI (checked against `@openai/codex` 0.169.0, whose binary embeds
+//! the hook JSON schemas): the `PreToolUse` and `PermissionRequest` command
+//! hooks in `hooks.json`. Input on stdin: `session_id`, `cwd`,
+//! `hook_event_name`, `tool_name` (`Bash`, `apply_patch`,
+//! `mcp__<server>__<tool>`), `tool_input` (`command`: the command line or
+//! the patch), `tool_use_id` (PreToolUse). Codex 0.169 rejects
+//! `permissionDecision` `allow` and `ask` in PreToolUse, so:
+//!
+//! - `PreToolUse`: allowed, nothing on stdout (exit 0); otherwise
+//!   `hookSpecificOutput.permissionDecision` `deny` with a non-empty
+//!   `permissionDecisionReason`. There is no "ask": an unanswered
+//!   question is denied.
+//! - `PermissionRequest` (Codex is about to ask its user):
+//!   `hookSpecificOutput.decision.behavior` `allow`, or `deny` with
+//!   `message`; with the timeout fallback `ask`, nothing, and Codex asks.
+
+use serde_json::{Value, json};
+
+use super::gate::{Answer, Origin, Verdict};
+use super::map::{self, Call, field};
+use super::{Parsed, Reply, Runtime, event_of, text};
+
+/// The Codex contract.
+pub struct Codex;
+
+/// Maps a Codex tool call.
+pub fn calls_of(name: &str, input: &Value) -> Result<Vec<Call>, String> {
+    Ok(match name {
+        "Bash" => vec![Call::Shell(field(input, name, "command")?.to_owned())],
+        "apply_patch" => map::patch_files(field(input, name, "command")?)?,
+        other => vec![
+            map::mcp_double_underscore(other, input).unwrap_or_else(|| Call::Other {
+                name: other.to_owned(),
+                input: input.clone(),
+            }),
+        ],
+    })
+}
+
+impl Runtime for Codex {
+    fn parse(&self, hook: &Value) -> Result<Parsed, String> {
+        let event = event_of(
+            hook,
+            "hook_event_name",
+            &["PreToolUse", "PermissionRequest"],
+        )?;
+        let name = text(hook, "tool_name").ok_or("the hook input has no tool_name")?;
+        let input = hook.get("tool_input").cloned().unwrap_or(json!({}));
+        Ok(Parsed {
+            event,
+            origin: Origin {
+                runtime: "codex",
+                label: "Codex",
+                session: text(hook, "session_id").map(str::to_owned),
+                call_id: text(hook, "tool_use_id").map(str::to_owned),
+                cwd: text(hook, "cwd").map(str::to_owned),
+            },
+            calls: calls_of(name, &input)?,
+            rule: None,
+        })
+    }
+
+    fn reply(&self, parsed: Option<&Parsed>, a: &Answer) -> Reply {
+        if parsed.is_some_and(|p| p.event == "PermissionRequest") {
+            let decision = match a.verdict {
+                Verdict::Allow => json!({"behavior": "allow"}),
+                Verdict::Deny => json!({"behavior": "deny", "message": a.reason}),
+                Verdict::Ask | Verdict::Defer => {
+                    return Reply {
+                        stdout: None,
+                        stderr: Some(a.reason.clone()),
+                        code: 0,
+                    };
+                }
+            };
+            return Reply::json(&json!({
+                "hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}
+            }));
+        }
+        if a.verdict == Verdict::Allow {
+            return Reply {
+                stdout: None,
+                stderr: None,
+                code: 0,
+            };
+        }
+        Reply::json(&json!({
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": a.reason,
+            }
+        }))
+    }
+}

@@ -1,0 +1,98 @@
+//! GitHub Copilot CLI (checked against `@github/copilot` 1.0.102 and its
+//! hooks reference): the `preToolUse` command hook in
+//! `.github/hooks/*.json` (version 1). Input on stdin: `timestamp`, `cwd`,
+//! `toolName`, `toolArgs` (a JSON string); Copilot CLI also accepts
+//! Claude Code style hooks (`hook_event_name` `PreToolUse`, `tool_name`,
+//! `tool_input`, `session_id`), answered in that style. Output (exit 0):
+//! `{"permissionDecision": "allow"|"deny"|"ask", "permissionDecisionReason"}`.
+
+use serde_json::{Value, json};
+
+use super::gate::{Answer, Origin, Verdict};
+use super::map::{self, Call, any_field, field};
+use super::{Parsed, Reply, Runtime, text};
+
+/// The Copilot CLI contract.
+pub struct Copilot;
+
+/// Maps a Copilot CLI tool call.
+pub fn call_of(name: &str, input: &Value) -> Result<Call, String> {
+    let path = || any_field(input, name, &["path", "file_path"]).map(str::to_owned);
+    Ok(match name {
+        "bash" | "shell" | "Bash" => Call::Shell(field(input, name, "command")?.to_owned()),
+        "edit" | "str_replace" | "str_replace_editor" | "Edit" => Call::File {
+            verb: "edit",
+            path: path()?,
+        },
+        "create" | "write" | "Write" => Call::File {
+            verb: "write",
+            path: path()?,
+        },
+        "view" | "read" | "Read" => Call::Read(path()?),
+        "web_fetch" => Call::Fetch(field(input, name, "url")?.to_owned()),
+        other => map::mcp_double_underscore(other, input).unwrap_or_else(|| Call::Other {
+            name: other.to_owned(),
+            input: input.clone(),
+        }),
+    })
+}
+
+impl Runtime for Copilot {
+    fn parse(&self, hook: &Value) -> Result<Parsed, String> {
+        let claude_style = hook.get("tool_name").is_some();
+        let (event, name, input) = if claude_style {
+            let ev = text(hook, "hook_event_name").unwrap_or("PreToolUse");
+            if ev != "PreToolUse" {
+                return Err(format!("this hook answers PreToolUse events, not {ev}"));
+            }
+            (
+                ev.to_owned(),
+                field(hook, "hook", "tool_name")?,
+                hook.get("tool_input").cloned().unwrap_or(json!({})),
+            )
+        } else {
+            let name = text(hook, "toolName").ok_or("the hook input has no toolName")?;
+            let args = match hook.get("toolArgs") {
+                Some(Value::String(s)) => {
+                    serde_json::from_str(s).map_err(|e| format!("toolArgs is not JSON: {e}"))?
+                }
+                Some(v) => v.clone(),
+                None => json!({}),
+            };
+            ("preToolUse".to_owned(), name, args)
+        };
+        Ok(Parsed {
+            event,
+            origin: Origin {
+                runtime: "copilot",
+                label: "Copilot CLI",
+                session: text(hook, "session_id")
+                    .or_else(|| text(hook, "sessionId"))
+                    .map(str::to_owned),
+                call_id: text(hook, "tool_use_id").map(str::to_owned),
+                cwd: text(hook, "cwd").map(str::to_owned),
+            },
+            calls: vec![call_of(name, &input)?],
+            rule: None,
+        })
+    }
+
+    fn reply(&self, parsed: Option<&Parsed>, a: &Answer) -> Reply {
+        let decision = match a.verdict {
+            Verdict::Allow => "allow",
+            Verdict::Ask => "ask",
+            Verdict::Deny | Verdict::Defer => "deny",
+        };
+        if parsed.is_some_and(|p| p.event == "PreToolUse") {
+            return Reply::json(&json!({"hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": decision,
+                "permissionDecisionReason": a.reason,
+            }}));
+        }
+        Reply::json(&json!({
+            "permissionDecision": decision,
+            "permissionDecisionReason": a.reason,
+        }))
+    }
+}

@@ -1,0 +1,122 @@
+//! Cursor (`.cursor/hooks.json`, version 1; checked against Cursor's hook
+//! documentation and the community `cursor-hooks` types and schema, as
+//! noted in docs/hooks.md). Input on stdin: `hook_event_name`,
+//! `conversation_id`, `generation_id`, `workspace_roots`, and per event:
+//! `beforeShellExecution` `command`, `cwd`; `beforeMCPExecution`
+//! `tool_name`, `tool_input`, `url` or `command`; `beforeReadFile`
+//! `file_path`; `preToolUse` `tool_name`, `tool_input`, `tool_use_id`.
+//! Output (exit 0): `{"permission": "allow"|"deny"|"ask", "user_message",
+//! "agent_message"}`; `beforeReadFile` knows only allow and deny, so ask
+//! is deny there.
+
+use serde_json::{Value, json};
+
+use super::gate::{Answer, Origin, Verdict};
+use super::map::{Call, any_field, field};
+use super::{Parsed, Reply, Runtime, event_of, text};
+
+/// The Cursor contract.
+pub struct Cursor;
+
+const EVENTS: &[&str] = &[
+    "beforeShellExecution",
+    "beforeMCPExecution",
+    "beforeReadFile",
+    "preToolUse",
+];
+
+/// `MCP:<server>:<tool>` or a bare tool name (the server is then unknown).
+fn mcp_call(name: &str, input: &Value) -> Call {
+    let (server, tool) = match name.strip_prefix("MCP:").and_then(|r| r.split_once(':')) {
+        Some((s, t)) => (s.to_owned(), t.to_owned()),
+        None => ("unknown".to_owned(), name.to_owned()),
+    };
+    // Cursor sends the input as an object or as a JSON string.
+    let input = match input {
+        Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| input.clone()),
+        other => other.clone(),
+    };
+    Call::Mcp {
+        server,
+        tool,
+        input,
+    }
+}
+
+/// Maps a `preToolUse` call.
+fn tool_call(name: &str, input: &Value) -> Result<Call, String> {
+    let path = || any_field(input, name, &["file_path", "path", "target_file"]).map(str::to_owned);
+    Ok(match name {
+        "Shell" | "Bash" | "run_terminal_cmd" => {
+            Call::Shell(field(input, name, "command")?.to_owned())
+        }
+        "Edit" | "StrReplace" | "MultiEdit" | "search_replace" | "edit_file" => Call::File {
+            verb: "edit",
+            path: path()?,
+        },
+        "Write" | "write" => Call::File {
+            verb: "write",
+            path: path()?,
+        },
+        "Delete" | "delete_file" => Call::File {
+            verb: "delete",
+            path: path()?,
+        },
+        "Read" | "read_file" => Call::Read(path()?),
+        "Grep" | "grep" => Call::Grep(field(input, name, "pattern")?.to_owned()),
+        n if n.starts_with("MCP:") => mcp_call(n, input),
+        other => Call::Other {
+            name: other.to_owned(),
+            input: input.clone(),
+        },
+    })
+}
+
+impl Runtime for Cursor {
+    fn parse(&self, hook: &Value) -> Result<Parsed, String> {
+        if text(hook, "hook_event_name").is_none() {
+            return Err("the hook input has no hook_event_name".to_owned());
+        }
+        let event = event_of(hook, "hook_event_name", EVENTS)?;
+        let input = hook.get("tool_input").cloned().unwrap_or(json!({}));
+        let call = match event.as_str() {
+            "beforeShellExecution" => Call::Shell(field(hook, &event, "command")?.to_owned()),
+            "beforeMCPExecution" => mcp_call(field(hook, &event, "tool_name")?, &input),
+            "beforeReadFile" => Call::Read(field(hook, &event, "file_path")?.to_owned()),
+            _ => tool_call(field(hook, &event, "tool_name")?, &input)?,
+        };
+        let cwd = text(hook, "cwd").map(str::to_owned).or_else(|| {
+            hook.pointer("/workspace_roots/0")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+        Ok(Parsed {
+            event,
+            origin: Origin {
+                runtime: "cursor",
+                label: "Cursor",
+                session: text(hook, "conversation_id").map(str::to_owned),
+                // `generation_id` is shared by every call of a turn: only a
+                // per-call id may make two requests one action.
+                call_id: text(hook, "tool_use_id").map(str::to_owned),
+                cwd,
+            },
+            calls: vec![call],
+            rule: None,
+        })
+    }
+
+    fn reply(&self, parsed: Option<&Parsed>, a: &Answer) -> Reply {
+        let read = parsed.is_some_and(|p| p.event == "beforeReadFile");
+        let permission = match a.verdict {
+            Verdict::Allow => "allow",
+            Verdict::Ask if !read => "ask",
+            _ => "deny",
+        };
+        Reply::json(&json!({
+            "permission": permission,
+            "user_message": a.reason,
+            "agent_message": a.reason,
+        }))
+    }
+}

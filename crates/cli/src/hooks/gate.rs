@@ -1,0 +1,362 @@
+//! The one fail-closed client every runtime's hook uses: it requests each
+//! mapped call as a decision-only action with the agent key, waits for a
+//! human when the policy asks (within the hook's own budget), withdraws
+//! what nobody decided, and turns the action into an [`Answer`]. Every
+//! error, timeout or limit becomes the configured fallback, never allow.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::super::http::{Api, ClientError, path_segment};
+use super::super::output::one_line;
+use super::map::Call;
+use super::{Fallback, HookArgs};
+
+/// The daemon's longest `reason`.
+const MAX_REASON: usize = 4000;
+
+/// What the runtime is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Run it.
+    Allow,
+    /// Refuse it.
+    Deny,
+    /// Let the runtime ask its own user (where it can).
+    Ask,
+    /// Claude Code's `defer`: stop a headless run with the call pending.
+    Defer,
+}
+
+/// The answer for one tool call, with the reason shown to the user or model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The decision.
+    pub verdict: Verdict,
+    /// Why, starting with `actiongate: `.
+    pub reason: String,
+    /// Allowed by a standing grant (an operator's remembered decision).
+    pub by_grant: bool,
+}
+
+impl Answer {
+    /// The answer when deciding failed: the fallback, never allow.
+    pub fn failed(fallback: Fallback, why: &str) -> Answer {
+        let verdict = fallback.verdict();
+        Answer {
+            verdict,
+            reason: format!(
+                "actiongate: {} (failing closed: {})",
+                one_line(why),
+                fallback.name()
+            ),
+            by_grant: false,
+        }
+    }
+}
+
+/// Where a call comes from, for the action's reason and idempotency key.
+#[derive(Debug, Clone, Default)]
+pub struct Origin {
+    /// The runtime's name (`claude-code`, `cursor`, …).
+    pub runtime: &'static str,
+    /// Its human name (`Claude Code`).
+    pub label: &'static str,
+    /// The runtime's session (conversation) id.
+    pub session: Option<String>,
+    /// The runtime's id of this tool call.
+    pub call_id: Option<String>,
+    /// The working directory.
+    pub cwd: Option<String>,
+}
+
+impl Origin {
+    fn reason(&self) -> String {
+        let mut r = self.label.to_owned();
+        if let Some(cwd) = &self.cwd {
+            r.push_str(&format!(" in {cwd}"));
+        }
+        if let Some(sid) = &self.session {
+            r.push_str(&format!(" (session {sid})"));
+        }
+        truncate(&r, MAX_REASON)
+    }
+
+    fn idempotency_key(&self, index: usize) -> Option<String> {
+        let (sid, cid) = (self.session.as_ref()?, self.call_id.as_ref()?);
+        let mut k = format!("{}:{sid}:{cid}", self.runtime);
+        if index > 0 {
+            k.push_str(&format!(":{index}"));
+        }
+        Some(truncate(&k, 256))
+    }
+}
+
+/// How long to wait for a human.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// Up to `--wait`, then withdraw the question and answer the timeout fallback.
+    Wait,
+    /// Do not wait: a pending action stays queued and the answer is `defer`.
+    Defer,
+}
+
+/// The daemon's session ids: 1-200 characters, none a control
+/// character, no surrounding whitespace.
+pub fn valid_session(s: &str) -> bool {
+    let n = s.chars().count();
+    (1..=200).contains(&n) && !s.chars().any(char::is_control) && s.trim() == s
+}
+
+/// Truncates to at most `max` bytes on a character boundary.
+pub fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
+/// Asks the daemon about every call in turn: all must be allowed; the
+/// first that is not decides. Errors are returned for the caller's
+/// `--on-error` fallback.
+pub async fn decide(
+    args: &HookArgs,
+    origin: &Origin,
+    calls: &[Call],
+    waiting: Waiting,
+) -> Result<Answer, String> {
+    if calls.is_empty() {
+        return Err("the tool call maps to no action".to_owned());
+    }
+    let conn = args.connection()?;
+    let api = Api::with_timeouts(&conn, Duration::from_secs(3), Duration::from_secs(10))
+        .map_err(|e| e.to_string())?;
+    api.require_key().map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + Duration::from_secs(args.wait);
+    let mut last = None;
+    for (i, call) in calls.iter().enumerate() {
+        let wait = match waiting {
+            Waiting::Wait => deadline.saturating_duration_since(Instant::now()),
+            Waiting::Defer => Duration::ZERO,
+        };
+        let answer = one(&api, args, origin, call, i, wait, waiting).await?;
+        if answer.verdict != Verdict::Allow {
+            return Ok(answer);
+        }
+        last = Some(answer);
+    }
+    last.ok_or_else(|| "no answer".to_owned())
+}
+
+async fn one(
+    api: &Api,
+    args: &HookArgs,
+    origin: &Origin,
+    call: &Call,
+    index: usize,
+    wait: Duration,
+    waiting: Waiting,
+) -> Result<Answer, String> {
+    let mapped = call.mapped();
+    let mut body = json!({
+        "tool": mapped.tool,
+        "detail": mapped.detail,
+        "reason": origin.reason(),
+    });
+    // The same tool call asked twice is one action.
+    if let Some(k) = origin.idempotency_key(index) {
+        body["idempotency_key"] = json!(k);
+    }
+    // The action records where it came from; a session id the daemon
+    // would refuse stays in the reason only.
+    body["runtime"] = json!(origin.runtime);
+    if let Some(sid) = origin.session.as_deref().filter(|s| valid_session(s)) {
+        body["session"] = json!(sid);
+    }
+    let (action, _) = api
+        .create_action(&body, wait)
+        .await
+        .map_err(|e| describe(&e))?;
+    let pending = action.get("status").and_then(Value::as_str) == Some("pending");
+    if pending && waiting == Waiting::Defer {
+        return Ok(Answer {
+            verdict: Verdict::Defer,
+            reason: "actiongate: waiting for an operator; resume the session once it is decided"
+                .to_owned(),
+            by_grant: false,
+        });
+    }
+    let answer = answer_for(&action, args.on_timeout, args.wait);
+    if pending
+        && let Some(id) = action.get("id").and_then(Value::as_str)
+        && let Err(e) = api.cancel(id).await
+    {
+        // A decision may have landed between the last poll and the cancel.
+        if let ClientError::Api(p) = &e
+            && p.status == 409
+            && let Ok(now) = api.get(&format!("/v1/actions/{}", path_segment(id))).await
+        {
+            return Ok(answer_for(&now, args.on_timeout, args.wait));
+        }
+        eprintln!("actiongate hook: could not withdraw action {id}: {e}");
+    }
+    Ok(answer)
+}
+
+fn describe(e: &ClientError) -> String {
+    match e {
+        ClientError::Unreachable(m) => format!("the daemon is unreachable ({m})"),
+        other => other.to_string(),
+    }
+}
+
+/// The answer for a settled (or still pending) action.
+pub fn answer_for(action: &Value, on_timeout: Fallback, waited: u64) -> Answer {
+    let text = |k: &str| action.get(k).and_then(Value::as_str).unwrap_or("");
+    let status = text("status");
+    let by = text("decided_by");
+    let policy_reason = action
+        .pointer("/decision/reason")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let note = action
+        .get("decision_note")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let who = if by == "policy" {
+        "by policy".to_owned()
+    } else if let Some(g) = by.strip_prefix("grant:") {
+        format!("by grant {g}")
+    } else {
+        "by an operator".to_owned()
+    };
+    let (verdict, reason) = match status {
+        "approved" | "running" | "completed" => {
+            let why = if by == "policy" {
+                policy_reason
+            } else {
+                note.unwrap_or_default()
+            };
+            (Verdict::Allow, with_why(&format!("allowed {who}"), &why))
+        }
+        "denied" => {
+            let why = if by == "policy" {
+                policy_reason
+            } else {
+                note.unwrap_or_else(|| "no reason given".to_owned())
+            };
+            (Verdict::Deny, with_why(&format!("denied {who}"), &why))
+        }
+        "expired" => (
+            Verdict::Deny,
+            "no operator decided before the deadline (expired)".to_owned(),
+        ),
+        "cancelled" => (Verdict::Deny, "the request was cancelled".to_owned()),
+        "failed" => (Verdict::Deny, "the action failed".to_owned()),
+        _ => (
+            on_timeout.verdict(),
+            format!("no operator decided within {waited}s; the request was withdrawn"),
+        ),
+    };
+    Answer {
+        verdict,
+        reason: format!("actiongate: {}", one_line(&reason)),
+        by_grant: verdict == Verdict::Allow
+            && (by.starts_with("grant:")
+                || action
+                    .pointer("/decision/rule/kind")
+                    .and_then(Value::as_str)
+                    == Some("grant")),
+    }
+}
+
+fn with_why(head: &str, why: &str) -> String {
+    if why.is_empty() {
+        head.to_owned()
+    } else {
+        format!("{head}: {why}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn answers_follow_the_action() {
+        let a = answer_for(
+            &json!({"status": "denied", "decided_by": "key:k1", "decision_note": "not on main"}),
+            Fallback::Deny,
+            55,
+        );
+        assert_eq!(a.verdict, Verdict::Deny);
+        assert_eq!(a.reason, "actiongate: denied by an operator: not on main");
+        let a = answer_for(
+            &json!({"status": "approved", "decided_by": "policy", "decision": {"reason": "allowed by profile"}}),
+            Fallback::Deny,
+            55,
+        );
+        assert_eq!(
+            (a.verdict, a.reason.as_str(), a.by_grant),
+            (
+                Verdict::Allow,
+                "actiongate: allowed by policy: allowed by profile",
+                false
+            )
+        );
+        let a = answer_for(
+            &json!({"status": "approved", "decided_by": "grant:grt_1"}),
+            Fallback::Deny,
+            5,
+        );
+        assert!(a.by_grant);
+        let a = answer_for(
+            &json!({"status": "approved", "decided_by": "policy",
+                "decision": {"reason": "allowed by grant `g`", "rule": {"kind": "grant", "id": "g"}}}),
+            Fallback::Deny,
+            5,
+        );
+        assert!(a.by_grant);
+        assert_eq!(
+            answer_for(&json!({"status": "expired"}), Fallback::Ask, 5).verdict,
+            Verdict::Deny
+        );
+        assert_eq!(
+            answer_for(&json!({"status": "pending"}), Fallback::Ask, 5).verdict,
+            Verdict::Ask
+        );
+        assert_eq!(
+            answer_for(&json!({"status": "pending"}), Fallback::Deny, 5).verdict,
+            Verdict::Deny
+        );
+        assert_eq!(Answer::failed(Fallback::Deny, "x").verdict, Verdict::Deny);
+    }
+
+    #[test]
+    fn idempotency_keys_name_the_runtime_session_and_call() {
+        let o = Origin {
+            runtime: "cursor",
+            label: "Cursor",
+            session: Some("c1".into()),
+            call_id: Some("g1".into()),
+            cwd: Some("/p".into()),
+        };
+        assert_eq!(o.idempotency_key(0).unwrap(), "cursor:c1:g1");
+        assert_eq!(o.idempotency_key(2).unwrap(), "cursor:c1:g1:2");
+        assert_eq!(o.reason(), "Cursor in /p (session c1)");
+        let none = Origin { call_id: None, ..o };
+        assert!(none.idempotency_key(0).is_none());
+        assert!(valid_session("4f1c2b9e"));
+        assert!(!valid_session(""));
+        assert!(!valid_session(" x"));
+        assert!(!valid_session("a\nb"));
+        assert!(!valid_session(&"x".repeat(201)));
+    }
+}

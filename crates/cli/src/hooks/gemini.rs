@@ -1,0 +1,86 @@
+//! Gemini CLI (checked against `@google/gemini-cli` 0.61.0): the
+//! `BeforeTool` command hook in `settings.json`. Input on stdin:
+//! `session_id`, `cwd`, `hook_event_name`, `tool_name`, `tool_input`, and
+//! `mcp_context` (`server_name`, `tool_name`) for MCP tools. Output: allow
+//! and ask as JSON on stdout, exit 0 (`{"decision": "allow"|"ask",
+//! "reason"}`); deny as exit code 2 with the reason on stderr, Gemini
+//! CLI's blocking path. A hook that fails any other way or times out
+//! (60 s by default) lets the tool run, so the hook always answers
+//! within its own budget.
+
+use serde_json::{Value, json};
+
+use super::gate::{Answer, Origin, Verdict};
+use super::map::{Call, field, glob_detail};
+use super::{Parsed, Reply, Runtime, event_of, text};
+
+/// The Gemini CLI contract.
+pub struct Gemini;
+
+/// Maps a Gemini CLI tool call (its built-in tool names).
+pub fn call_of(name: &str, input: &Value, hook: &Value) -> Result<Call, String> {
+    if let Some(mcp) = hook.get("mcp_context") {
+        return Ok(Call::Mcp {
+            server: field(mcp, "MCP", "server_name")?.to_owned(),
+            tool: field(mcp, "MCP", "tool_name")?.to_owned(),
+            input: input.clone(),
+        });
+    }
+    let path = || field(input, name, "file_path").map(str::to_owned);
+    Ok(match name {
+        "run_shell_command" => Call::Shell(field(input, name, "command")?.to_owned()),
+        "write_file" => Call::File {
+            verb: "write",
+            path: path()?,
+        },
+        "replace" => Call::File {
+            verb: "edit",
+            path: path()?,
+        },
+        "read_file" => Call::Read(path()?),
+        "glob" => Call::Glob(glob_detail(
+            field(input, name, "pattern")?,
+            text(input, "dir_path"),
+        )),
+        "grep_search" => Call::Grep(field(input, name, "pattern")?.to_owned()),
+        "web_fetch" => Call::Fetch(field(input, name, "prompt")?.to_owned()),
+        "google_web_search" => Call::Search(field(input, name, "query")?.to_owned()),
+        other => Call::Other {
+            name: other.to_owned(),
+            input: input.clone(),
+        },
+    })
+}
+
+impl Runtime for Gemini {
+    fn parse(&self, hook: &Value) -> Result<Parsed, String> {
+        let event = event_of(hook, "hook_event_name", &["BeforeTool"])?;
+        let name = text(hook, "tool_name").ok_or("the hook input has no tool_name")?;
+        let input = hook.get("tool_input").cloned().unwrap_or(json!({}));
+        Ok(Parsed {
+            event,
+            origin: Origin {
+                runtime: "gemini",
+                label: "Gemini CLI",
+                session: text(hook, "session_id").map(str::to_owned),
+                // No per-call id in BeforeTool: each call is its own action.
+                call_id: None,
+                cwd: text(hook, "cwd").map(str::to_owned),
+            },
+            calls: vec![call_of(name, &input, hook)?],
+            rule: None,
+        })
+    }
+
+    fn reply(&self, _: Option<&Parsed>, a: &Answer) -> Reply {
+        match a.verdict {
+            Verdict::Allow => Reply::json(&json!({"decision": "allow", "reason": a.reason})),
+            Verdict::Ask => Reply::json(&json!({"decision": "ask", "reason": a.reason})),
+            Verdict::Deny | Verdict::Defer => Reply {
+                stdout: None,
+                stderr: Some(a.reason.clone()),
+                code: 2,
+            },
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! One mapping from any runtime's tool call to the daemon's actions, so
+//! one profile governs every agent: each runtime module turns its tool
+//! names and inputs into [`Call`]s, and [`Call::mapped`] gives the tool and
+//! detail the presets already understand (`tool:bash:<command>`,
+//! `tool:file:edit <path>`, `tool:mcp:<server>__<tool> <input>`, …).
+
+use serde_json::Value;
+
+/// The daemon's tool names: 1-128 of `A-Z a-z 0-9 _ - .`.
+const MAX_TOOL: usize = 128;
+
+/// A tool call mapped to an action: tool and detail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapped {
+    /// The daemon's tool name.
+    pub tool: String,
+    /// The detail.
+    pub detail: String,
+}
+
+impl Mapped {
+    /// The action string the policy sees.
+    pub fn action_string(&self) -> String {
+        format!("tool:{}:{}", self.tool, self.detail)
+    }
+}
+
+/// What a tool call does, whichever runtime asks.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Call {
+    /// A shell command line.
+    Shell(String),
+    /// A change to a file: `verb` is `edit`, `write`, `delete` or
+    /// `notebook_edit`.
+    File {
+        /// What is done to the file.
+        verb: &'static str,
+        /// The file.
+        path: String,
+    },
+    /// Reading a file.
+    Read(String),
+    /// Listing files by a glob.
+    Glob(String),
+    /// Searching file contents.
+    Grep(String),
+    /// Fetching a URL.
+    Fetch(String),
+    /// A web search.
+    Search(String),
+    /// An MCP server's tool.
+    Mcp {
+        /// The server's name.
+        server: String,
+        /// The tool's name.
+        tool: String,
+        /// Its input.
+        input: Value,
+    },
+    /// Any other tool: its name and input.
+    Other {
+        /// The runtime's name for it.
+        name: String,
+        /// Its input.
+        input: Value,
+    },
+}
+
+impl Call {
+    /// The daemon's tool and detail for this call.
+    pub fn mapped(&self) -> Mapped {
+        let m = |tool: &str, detail: String| Mapped {
+            tool: tool.to_owned(),
+            detail,
+        };
+        match self {
+            Call::Shell(cmd) => m("bash", cmd.clone()),
+            Call::File { verb, path } => m("file", format!("{verb} {path}")),
+            Call::Read(path) => m("Read", path.clone()),
+            Call::Glob(g) => m("Glob", g.clone()),
+            Call::Grep(p) => m("Grep", p.clone()),
+            Call::Fetch(u) => m("WebFetch", u.clone()),
+            Call::Search(q) => m("WebSearch", q.clone()),
+            Call::Mcp {
+                server,
+                tool,
+                input,
+            } => m("mcp", format!("{server}__{tool} {input}")),
+            Call::Other { name, input } => m(&sanitize_tool(name), input.to_string()),
+        }
+    }
+}
+
+/// Replaces characters outside the daemon's tool charset with `_`.
+pub fn sanitize_tool(name: &str) -> String {
+    let mut t: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(MAX_TOOL)
+        .collect();
+    if t.is_empty() {
+        t.push_str("unknown");
+    }
+    t
+}
+
+/// A string field of a tool's input, or why the call cannot be mapped.
+pub fn field<'a>(input: &'a Value, tool: &str, key: &str) -> Result<&'a str, String> {
+    input
+        .get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("the {tool} call has no input field `{key}`"))
+}
+
+/// The first of several string fields that is present.
+pub fn any_field<'a>(input: &'a Value, tool: &str, keys: &[&str]) -> Result<&'a str, String> {
+    keys.iter()
+        .find_map(|k| input.get(*k).and_then(Value::as_str))
+        .ok_or_else(|| format!("the {tool} call has none of the input fields {keys:?}"))
+}
+
+/// `Glob` with an optional base directory: `<path>/<pattern>` unless the
+/// pattern is absolute.
+pub fn glob_detail(pattern: &str, path: Option<&str>) -> String {
+    match path {
+        Some(p) if !p.is_empty() && !pattern.starts_with('/') => {
+            format!("{}/{pattern}", p.trim_end_matches('/'))
+        }
+        _ => pattern.to_owned(),
+    }
+}
+
+/// An MCP tool named `mcp__<server>__<tool>` (Claude Code, Codex), or
+/// `None` when the name is not of that form.
+pub fn mcp_double_underscore(name: &str, input: &Value) -> Option<Call> {
+    let rest = name.strip_prefix("mcp__")?;
+    let (server, tool) = rest.split_once("__")?;
+    if server.is_empty() || tool.is_empty() {
+        return None;
+    }
+    Some(Call::Mcp {
+        server: server.to_owned(),
+        tool: tool.to_owned(),
+        input: input.clone(),
+    })
+}
+
+/// The files a Codex `apply_patch` body touches, each as a file call
+/// (`*** Add File:` writes, `*** Update File:` and `*** Move to:` edit,
+/// `*** Delete File:` deletes). A patch that names no file is refused:
+/// nothing could be checked.
+pub fn patch_files(patch: &str) -> Result<Vec<Call>, String> {
+    let mut calls = Vec::new();
+    for line in patch.lines() {
+        let line = line.trim_end_matches('\r');
+        let found = [
+            ("*** Add File: ", "write"),
+            ("*** Update File: ", "edit"),
+            ("*** Delete File: ", "delete"),
+            ("*** Move to: ", "edit"),
+        ]
+        .iter()
+        .find_map(|(prefix, verb)| line.strip_prefix(prefix).map(|p| (*verb, p.trim())));
+        if let Some((verb, path)) = found {
+            if path.is_empty() {
+                return Err("the patch names a file with an empty path".to_owned());
+            }
+            calls.push(Call::File {
+                verb,
+                path: path.to_owned(),
+            });
+        }
+    }
+    if calls.is_empty() {
+        return Err("the patch names no file".to_owned());
+    }
+    Ok(calls)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn calls_map_to_the_preset_action_strings() {
+        let cases = [
+            (Call::Shell("ls -la".into()), "tool:bash:ls -la"),
+            (
+                Call::File {
+                    verb: "edit",
+                    path: "/r/a.rs".into(),
+                },
+                "tool:file:edit /r/a.rs",
+            ),
+            (Call::Read("/r/a".into()), "tool:Read:/r/a"),
+            (
+                Call::Mcp {
+                    server: "github".into(),
+                    tool: "create_issue".into(),
+                    input: json!({"title": "t"}),
+                },
+                r#"tool:mcp:github__create_issue {"title":"t"}"#,
+            ),
+            (
+                Call::Other {
+                    name: "my tool!".into(),
+                    input: json!({}),
+                },
+                "tool:my_tool_:{}",
+            ),
+        ];
+        for (call, want) in cases {
+            assert_eq!(call.mapped().action_string(), want);
+        }
+        assert_eq!(sanitize_tool(""), "unknown");
+        assert_eq!(sanitize_tool(&"x".repeat(300)).len(), 128);
+    }
+
+    #[test]
+    fn mcp_names_split_into_server_and_tool() {
+        let c = mcp_double_underscore("mcp__github__create_issue", &json!({})).unwrap();
+        assert_eq!(c.mapped().detail, "github__create_issue {}");
+        assert!(mcp_double_underscore("mcp__github", &json!({})).is_none());
+        assert!(mcp_double_underscore("Bash", &json!({})).is_none());
+    }
+
+    #[test]
+    fn patches_name_each_file_and_an_empty_patch_is_refused() {
+        let patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** Update File: src/b.rs\n*** Move to: src/c.rs\n@@\n-x\n+y\n*** Delete File: d\n*** End Patch\n";
+        let got: Vec<String> = patch_files(patch)
+            .unwrap()
+            .iter()
+            .map(|c| c.mapped().action_string())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "tool:file:write a.txt",
+                "tool:file:edit src/b.rs",
+                "tool:file:edit src/c.rs",
+                "tool:file:delete d"
+            ]
+        );
+        assert!(patch_files("*** Begin Patch\n*** End Patch").is_err());
+    }
+}

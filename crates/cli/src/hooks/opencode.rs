@@ -1,0 +1,80 @@
+//! opencode (checked against `@opencode-ai/plugin` 1.18.33): opencode has
+//! no command hooks, only JS plugins. Its `permission.ask` plugin hook is
+//! typed but never called in 1.18 (opencode issues #7006, #46809), so the
+//! plugin actiongate ships (`actiongate-plugin.js`, written by `actiongate
+//! setup opencode`) gates every call in `tool.execute.before`, which may
+//! throw to block it, by running `actiongate hook opencode` with
+//! `{"tool", "sessionID", "callID", "args", "directory"}` on stdin. Output
+//! (exit 0): `{"status": "allow"|"deny", "reason"}`; the plugin throws
+//! unless the status is `allow`. opencode cannot ask from this hook, so an
+//! unanswered question is denied.
+
+use serde_json::{Value, json};
+
+use super::gate::{Answer, Origin, Verdict};
+use super::map::{self, Call, any_field, field, glob_detail};
+use super::{Parsed, Reply, Runtime, text};
+
+/// The plugin `actiongate setup opencode` installs.
+pub const PLUGIN: &str = include_str!("opencode-plugin.js");
+
+/// The opencode contract (between the plugin and this hook).
+pub struct Opencode;
+
+/// Maps an opencode tool call (its built-in tool names).
+pub fn calls_of(name: &str, args: &Value) -> Result<Vec<Call>, String> {
+    let path = || any_field(args, name, &["filePath", "path"]).map(str::to_owned);
+    Ok(vec![match name {
+        "bash" => Call::Shell(field(args, name, "command")?.to_owned()),
+        "edit" | "multiedit" => Call::File {
+            verb: "edit",
+            path: path()?,
+        },
+        "write" => Call::File {
+            verb: "write",
+            path: path()?,
+        },
+        "read" => Call::Read(path()?),
+        "glob" => Call::Glob(glob_detail(
+            field(args, name, "pattern")?,
+            text(args, "path"),
+        )),
+        "grep" => Call::Grep(field(args, name, "pattern")?.to_owned()),
+        "webfetch" => Call::Fetch(field(args, name, "url")?.to_owned()),
+        "patch" | "apply_patch" => {
+            return map::patch_files(any_field(args, name, &["patchText", "patch", "input"])?);
+        }
+        other => Call::Other {
+            name: other.to_owned(),
+            input: args.clone(),
+        },
+    }])
+}
+
+impl Runtime for Opencode {
+    fn parse(&self, hook: &Value) -> Result<Parsed, String> {
+        let name = text(hook, "tool").ok_or("the hook input has no tool")?;
+        let args = hook.get("args").cloned().unwrap_or(json!({}));
+        Ok(Parsed {
+            event: "tool.execute.before".to_owned(),
+            origin: Origin {
+                runtime: "opencode",
+                label: "opencode",
+                session: text(hook, "sessionID").map(str::to_owned),
+                call_id: text(hook, "callID").map(str::to_owned),
+                cwd: text(hook, "directory").map(str::to_owned),
+            },
+            calls: calls_of(name, &args)?,
+            rule: None,
+        })
+    }
+
+    fn reply(&self, _: Option<&Parsed>, a: &Answer) -> Reply {
+        let status = if a.verdict == Verdict::Allow {
+            "allow"
+        } else {
+            "deny"
+        };
+        Reply::json(&json!({"status": status, "reason": a.reason}))
+    }
+}

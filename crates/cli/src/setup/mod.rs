@@ -1,0 +1,284 @@
+//! `actiongate setup <runtime> [--project|--user] [--dry-run]`: from
+//! nothing to a gated agent. Checks that a daemon answers (or writes a
+//! systemd user unit or a launchd agent when asked with `--service`),
+//! makes an agent key for the runtime with the admin key and gives a new
+//! agent a profile (`readonly` unless told otherwise), stores the key in a
+//! 0600 file, and merges the hook into the runtime's config without
+//! touching its other entries. `--dry-run` changes nothing and prints the
+//! diff of each file it would write.
+
+pub mod config;
+pub mod diff;
+pub mod service;
+
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use reqwest::Method;
+use serde_json::json;
+
+use super::Exit;
+use super::http::{Api, ClientError, Conn, path_segment};
+use config::{HookCall, Runtime};
+use service::Service;
+
+/// Flags of `setup`.
+#[derive(Debug, Args)]
+pub struct SetupArgs {
+    /// The agent runtime to gate.
+    #[arg(value_enum)]
+    pub runtime: Runtime,
+    /// Write the project's config (under --dir).
+    #[arg(long, conflicts_with = "user")]
+    pub project: bool,
+    /// Write the user's config (under $HOME; the default, except for Copilot CLI).
+    #[arg(long)]
+    pub user: bool,
+    /// Change nothing; print what would be done and the diff of each file.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The project's directory.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Base URL of the daemon.
+    #[arg(long, env = "ACTIONGATE_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// Admin key, to make the agent key (default: read --admin-key-file).
+    #[arg(long, env = "ACTIONGATE_ADMIN_KEY", hide_env_values = true)]
+    pub admin_key: Option<String>,
+    /// File holding the admin key (the daemon writes `<data-dir>/admin.key`).
+    #[arg(long, default_value = "data/admin.key", value_name = "FILE")]
+    pub admin_key_file: PathBuf,
+    /// The agent the key acts as (default: the runtime's name).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Profile given to a new agent: a preset name.
+    #[arg(long, default_value = "readonly")]
+    pub profile: String,
+    /// Where the agent key is kept (default: ~/.config/actiongate/<agent>.key).
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Seconds the hook waits for a human (the runtime's hook timeout is set 10 s above).
+    #[arg(long, default_value_t = 110, value_name = "SECONDS")]
+    pub wait: u64,
+    /// Cursor: also gate file reads (`beforeReadFile`).
+    #[arg(long)]
+    pub guard_reads: bool,
+    /// When no daemon answers: write a user service that runs it.
+    #[arg(long, value_enum)]
+    pub service: Option<Service>,
+    /// The service's data directory (default: ~/.local/share/actiongate).
+    #[arg(long, value_name = "DIR")]
+    pub service_data_dir: Option<PathBuf>,
+}
+
+fn home() -> Result<PathBuf, String> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .ok_or_else(|| "HOME is not set".to_owned())
+}
+
+/// Whether a daemon answers `/healthz` at `url`.
+pub async fn daemon_up(url: &str) -> Result<(), String> {
+    let conn = Conn {
+        url: url.to_owned(),
+        key: None,
+    };
+    let api = Api::with_timeouts(&conn, Duration::from_secs(2), Duration::from_secs(3))
+        .map_err(|e| e.to_string())?;
+    api.get("/healthz")
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Writes `text` to `path` (parents created), or prints the diff.
+fn write_or_show(path: &Path, text: &str, dry_run: bool, mode: u32) -> Result<bool, String> {
+    let current = std::fs::read_to_string(path).unwrap_or_default();
+    if current == text {
+        println!("{}: up to date", path.display());
+        return Ok(false);
+    }
+    if dry_run {
+        print!(
+            "{}",
+            diff::diff(&path.display().to_string(), &current, text)
+        );
+        return Ok(true);
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    let tmp = path.with_extension("actiongate-tmp");
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(&tmp)
+            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        f.write_all(text.as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    }
+    std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    println!("wrote {}", path.display());
+    Ok(true)
+}
+
+/// `setup`.
+pub async fn run(a: SetupArgs) -> Exit {
+    match setup(a).await {
+        Ok(exit) => exit,
+        Err(e) => {
+            eprintln!("actiongate setup: {e}");
+            Exit::Usage
+        }
+    }
+}
+
+async fn setup(a: SetupArgs) -> Result<Exit, String> {
+    let home = home()?;
+    let rt = a.runtime;
+    let user = a.user || (!a.project && rt != Runtime::Copilot);
+    let agent = a.agent.clone().unwrap_or_else(|| rt.name().to_owned());
+    let key_file = a
+        .key_file
+        .clone()
+        .unwrap_or_else(|| home.join(format!(".config/actiongate/{agent}.key")));
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find actiongate: {e}"))?;
+    let mut exit = Exit::Ok;
+
+    // 1. The daemon.
+    if let Err(e) = daemon_up(&a.url).await {
+        println!("no daemon answers at {}: {e}", a.url);
+        let Some(service) = a.service else {
+            if !a.dry_run {
+                return Err(format!(
+                    "start one (`actiongate serve`) or pass --service systemd|launchd; \
+                     then run setup again (no daemon at {})",
+                    a.url
+                ));
+            }
+            return finish_config(&a, rt, user, &home, &exe, &key_file).map(|_| Exit::Unreachable);
+        };
+        let listen = a
+            .url
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned();
+        let data = a
+            .service_data_dir
+            .clone()
+            .unwrap_or_else(|| home.join(".local/share/actiongate"));
+        let (path, text, start) = service::unit(service, &home, &exe, &data, &listen);
+        write_or_show(&path, &text, a.dry_run, 0o644)?;
+        println!("start it with: {start}");
+        if !a.dry_run {
+            println!("then run this setup again to make the key and write the hook");
+            return Ok(Exit::Unreachable);
+        }
+        exit = Exit::Unreachable;
+    } else {
+        println!("daemon: {} answers", a.url);
+        // 2. The agent key.
+        make_key(&a, &agent, &key_file).await?;
+    }
+    // 3. The runtime's config.
+    finish_config(&a, rt, user, &home, &exe, &key_file)?;
+    Ok(exit)
+}
+
+fn finish_config(
+    a: &SetupArgs,
+    rt: Runtime,
+    user: bool,
+    home: &Path,
+    exe: &Path,
+    key_file: &Path,
+) -> Result<(), String> {
+    let path = rt.config_path(user, home, &a.dir)?;
+    let current = std::fs::read_to_string(&path).unwrap_or_default();
+    let call = HookCall {
+        exe: exe.display().to_string(),
+        url: a.url.clone(),
+        key_file: key_file.display().to_string(),
+        wait: a.wait,
+        guard_reads: a.guard_reads,
+    };
+    let text =
+        config::merged(rt, &current, &call).map_err(|e| format!("{}: {e}", path.display()))?;
+    write_or_show(&path, &text, a.dry_run, 0o644)?;
+    Ok(())
+}
+
+async fn make_key(a: &SetupArgs, agent: &str, key_file: &Path) -> Result<(), String> {
+    if key_file.exists() {
+        println!("agent key: using {}", key_file.display());
+        return Ok(());
+    }
+    if a.dry_run {
+        println!(
+            "agent key: would make one for agent `{agent}` (profile `{}` if the agent is new) and store it in {}",
+            a.profile,
+            key_file.display()
+        );
+        return Ok(());
+    }
+    let admin = match &a.admin_key {
+        Some(k) if !k.trim().is_empty() => k.trim().to_owned(),
+        _ => std::fs::read_to_string(&a.admin_key_file)
+            .map(|s| s.trim().to_owned())
+            .map_err(|e| {
+                format!(
+                    "an admin key is needed to make the agent key: pass --admin-key or \
+                     ACTIONGATE_ADMIN_KEY (cannot read {}: {e})",
+                    a.admin_key_file.display()
+                )
+            })?,
+    };
+    let api = Api::new(&Conn {
+        url: a.url.clone(),
+        key: Some(admin),
+    })
+    .map_err(|e| e.to_string())?;
+    let agent_path = format!("/v1/agents/{}", path_segment(agent));
+    match api.get(&agent_path).await {
+        Ok(_) => println!("agent `{agent}`: exists; its profile is left as it is"),
+        Err(ClientError::Api(p)) if p.status == 404 => {
+            api.call(
+                Method::PUT,
+                &agent_path,
+                Some(&json!({"profile": a.profile})),
+                Duration::ZERO,
+            )
+            .await
+            .map_err(|e| format!("cannot give agent `{agent}` its profile: {e}"))?;
+            println!("agent `{agent}`: profile `{}`", a.profile);
+        }
+        Err(e) => return Err(format!("cannot read agent `{agent}`: {e}")),
+    }
+    let created = api
+        .post(
+            "/v1/keys",
+            &json!({"role": "agent", "agent": agent, "name": format!("actiongate setup {}", a.runtime.name())}),
+        )
+        .await
+        .map_err(|e| format!("cannot make the agent key: {e}"))?;
+    let key = created
+        .get("key")
+        .and_then(|k| k.as_str())
+        .ok_or("the daemon's answer has no key")?;
+    if let Some(parent) = key_file.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700));
+    }
+    write_or_show(key_file, &format!("{key}\n"), false, 0o600)?;
+    Ok(())
+}

@@ -1,0 +1,231 @@
+//! `actiongate setup`, `doctor` and `wrap` against the real daemon:
+//! setup merges into an existing config without losing its entries (and
+//! `--dry-run` only prints the diff), the hook it installs answers, doctor
+//! finds it, and a wrapped program's shell commands are gated.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use crate::cli_support;
+use crate::common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Stdio;
+
+use cli_support::{Run, all_actions};
+use common::TestApp;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+async fn run_in(home: &std::path::Path, url: &str, args: &[&str]) -> Run {
+    let mut cmd = cli_support::command(url, "");
+    cmd.env_remove("ACTIONGATE_KEY")
+        .env("HOME", home)
+        .current_dir(home)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = cmd.output().await.unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+const EXISTING: &str = r#"{
+  "model": "opus",
+  "hooks": {
+    "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "my-linter"}]}],
+    "Stop": [{"hooks": [{"type": "command", "command": "notify-done"}]}]
+  }
+}
+"#;
+
+#[tokio::test]
+async fn setup_merges_without_losing_entries_and_the_installed_hook_answers() {
+    let app = TestApp::spawn().await;
+    let home = tempfile::tempdir().unwrap();
+    let settings = home.path().join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, EXISTING).unwrap();
+
+    // --dry-run: the diff, and nothing written.
+    let r = run_in(
+        home.path(),
+        &app.base,
+        &["setup", "claude-code", "--user", "--dry-run"],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(&format!("+++ {}", settings.display())),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with('+') && l.contains(" hook claude-code --url ")),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), EXISTING);
+    let key_file = home.path().join(".config/actiongate/claude-code.key");
+    assert!(!key_file.exists());
+
+    // For real, with the admin key.
+    let r = run_in(
+        home.path(),
+        &app.base,
+        &["setup", "claude-code", "--user", "--admin-key", &app.admin],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(doc["model"], "opus");
+    assert_eq!(
+        doc["hooks"]["Stop"][0]["hooks"][0]["command"],
+        "notify-done"
+    );
+    let pre = doc["hooks"]["PreToolUse"].as_array().unwrap();
+    assert_eq!(pre.len(), 2, "{doc}");
+    assert_eq!(pre[0]["hooks"][0]["command"], "my-linter");
+    assert_eq!(pre[1]["hooks"][0]["timeout"], 120);
+    assert_eq!(
+        doc["hooks"]["PermissionRequest"].as_array().unwrap().len(),
+        1
+    );
+    let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let (s, agent) = app
+        .call(
+            Method::GET,
+            "/v1/agents/claude-code",
+            Some(&app.admin),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{agent}");
+    assert_eq!(agent["profile"], "readonly", "{agent}");
+
+    // Again: nothing changes, no second key.
+    let before = std::fs::read_to_string(&settings).unwrap();
+    let r = run_in(home.path(), &app.base, &["setup", "claude-code", "--user"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), before);
+
+    // The installed command, run as Claude Code runs it, answers.
+    let command = pre[1]["hooks"][0]["command"].as_str().unwrap().to_owned();
+    let input = std::fs::read(format!(
+        "{}/tests/fixtures/hooks/claude-code/allowed.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let mut child = tokio::process::Command::new("/bin/sh")
+        .args(["-c", &command])
+        .env_remove("ACTIONGATE_KEY")
+        .env_remove("ACTIONGATE_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(&input).await.unwrap();
+    }
+    let out = child.wait_with_output().await.unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["hookSpecificOutput"]["permissionDecision"], "allow",
+        "{v}"
+    );
+
+    // doctor finds the hook and the key.
+    let r = run_in(home.path(), &app.base, &["doctor", "--url", &app.base]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("ok    daemon answers"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("actiongate hook for claude-code, key"),
+        "{}",
+        r.stdout
+    );
+    // A config without the hook is reported.
+    std::fs::create_dir_all(home.path().join(".gemini")).unwrap();
+    std::fs::write(home.path().join(".gemini/settings.json"), "{}").unwrap();
+    let r = run_in(home.path(), &app.base, &["doctor", "--url", &app.base]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stdout.contains("run `actiongate setup gemini --user`"),
+        "{}",
+        r.stdout
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn setup_without_a_daemon_writes_a_service_only_when_asked() {
+    let home = tempfile::tempdir().unwrap();
+    let down = cli_support::dead_url().await;
+    let r = run_in(home.path(), &down, &["setup", "gemini", "--url", &down]).await;
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("--service"), "{r:?}");
+    let r = run_in(
+        home.path(),
+        &down,
+        &["setup", "gemini", "--url", &down, "--service", "systemd"],
+    )
+    .await;
+    assert_eq!(r.code, 6, "{r:?}");
+    let unit = std::fs::read_to_string(home.path().join(".config/systemd/user/actiongate.service"))
+        .unwrap();
+    assert!(unit.contains(" serve --listen 127.0.0.1:"), "{unit}");
+    assert!(r.stdout.contains("systemctl --user daemon-reload"), "{r:?}");
+    // No hook was written before a key could be made.
+    assert!(!home.path().join(".gemini/settings.json").exists());
+}
+
+#[tokio::test]
+async fn wrap_gates_the_shell_commands_a_wrapped_program_runs() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:bash:touch allowed-file"], "ask": [],
+               "deny": ["tool:bash:touch denied-file"]}),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    // The "agent": a program that runs two commands through $SHELL.
+    let agent = dir.path().join("agent.sh");
+    std::fs::write(
+        &agent,
+        "#!/bin/sh\n\"$SHELL\" -c 'touch denied-file' || echo refused\n\"$SHELL\" -c 'touch allowed-file'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let mut cmd = cli_support::command(&app.base, &app.agent);
+    cmd.current_dir(dir.path())
+        .args(["wrap", "--shell", "/bin/sh", "--wait", "2", "--"])
+        .arg(&agent)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = cmd.output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout} {stderr}");
+    assert!(dir.path().join("allowed-file").exists());
+    assert!(!dir.path().join("denied-file").exists());
+    assert!(stdout.contains("refused"), "{stdout}");
+    assert!(stderr.contains("actiongate: denied by policy"), "{stderr}");
+    let strings: Vec<Value> = all_actions(&app)
+        .await
+        .iter()
+        .map(|a| a["action_string"].clone())
+        .collect();
+    assert_eq!(
+        strings,
+        vec![
+            json!("tool:bash:touch denied-file"),
+            json!("tool:bash:touch allowed-file")
+        ]
+    );
+    app.stop().await;
+}
