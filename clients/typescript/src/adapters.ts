@@ -60,8 +60,8 @@ function sanitize(name: string): string {
  * Maps a Claude tool call (Claude Code, the Claude Agent SDK) to the gate's
  * tool and detail, exactly as `actiongate hook claude-code` does, so one
  * profile governs both: `Bash` is `bash` with the command, `Edit`/`Write`
- * are `file` with `edit <path>`/`write <path>`, MCP tools keep their name
- * with the input as JSON.
+ * are `file` with `edit <path>`/`write <path>`, MCP tools are `mcp` with
+ * `<server>__<tool> <input as JSON>`.
  */
 export function mapClaudeTool(name: string, input: Record<string, unknown>): { tool: string; detail: string } {
   const field = (key: string): string => {
@@ -93,8 +93,12 @@ export function mapClaudeTool(name: string, input: Record<string, unknown>): { t
       return { tool: 'WebFetch', detail: field('url') };
     case 'WebSearch':
       return { tool: 'WebSearch', detail: field('query') };
-    default:
+    default: {
+      // MCP tools `mcp__<server>__<tool>`, as the hooks spell them.
+      const m = /^mcp__(.+?)__(.+)$/s.exec(name);
+      if (m) return { tool: 'mcp', detail: `${m[1]}__${m[2]} ${compactJson(input)}` };
       return { tool: sanitize(name), detail: compactJson(input) };
+    }
   }
 }
 

@@ -10,7 +10,7 @@ It is the SDK's own permission callback, ``can_use_tool``::
 
 Tool calls are named as ``actiongate hook claude-code`` names them (``Bash``
 is ``bash`` with the command, ``Edit`` is ``file`` ``edit <path>``, MCP tools
-keep their name with the input as JSON), so one profile governs Claude Code
+are ``mcp`` with ``<server>__<tool> <input as JSON>``), so one profile governs Claude Code
 and the SDK. Allowed: ``PermissionResultAllow`` with the input unchanged;
 asked: waits for an operator (bounded by ``wait``); denied, unanswered, a
 malformed call or an unreachable gate: ``PermissionResultDeny`` whose
@@ -61,8 +61,12 @@ def claude_tool(name: str, args: Dict[str, Any]) -> Tuple[str, str]:
         return "WebFetch", _field(name, args, "url")
     if name == "WebSearch":
         return "WebSearch", _field(name, args, "query")
+    body = json.dumps(args, separators=(",", ":"), ensure_ascii=False, default=str)
+    mcp = re.match(r"mcp__(.+?)__(.+)\Z", name, re.S)
+    if mcp:  # MCP tools, as the hooks spell them
+        return "mcp", f"{mcp.group(1)}__{mcp.group(2)} {body}"
     tool = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:64] or "tool"
-    return tool, json.dumps(args, separators=(",", ":"), ensure_ascii=False, default=str)
+    return tool, body
 
 
 def can_use_tool(
