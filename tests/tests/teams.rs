@@ -720,3 +720,38 @@ async fn a_handler_action_may_ask_for_a_quorum_at_registration() {
     assert_eq!(s, 200, "{a}");
     assert_ne!(a["status"], "pending", "{a}");
 }
+
+/// A grant one operator makes does not settle a pending action that an
+/// approvals rule governs (it needs its count of people, or its
+/// approvers); the action it does not govern is approved as before.
+#[tokio::test]
+async fn a_grant_does_not_settle_a_pending_action_an_approvals_rule_governs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(
+        &http,
+        &d.base,
+        &admin,
+        "bot",
+        profile(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])),
+    )
+    .await;
+    let (op, _) = named_operator(&http, &d.base, &admin, "ann").await;
+    let governed = pending(&http, &d.base, &agent, "deploy", "prod eu").await;
+    let plain = pending(&http, &d.base, &agent, "deploy", "staging").await;
+    let (s, g) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/grants", d.base),
+        &op,
+        Some(json!({"tool": "deploy", "pattern": ".*", "expires": "1h", "agent": "bot"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{g}");
+    assert_eq!(get(&http, &d.base, &op, &plain).await["status"], "approved");
+    let a = get(&http, &d.base, &op, &governed).await;
+    assert_eq!(a["status"], "pending", "{a}");
+}

@@ -501,6 +501,11 @@ async fn approve_covered_on(
         if !allows(&pg, &profile, &action, at) {
             continue;
         }
+        // An approvals rule (a count of people, or who may approve)
+        // governs it: one operator's grant does not settle it.
+        if profile.approval_rule(&action.action_string).is_some() {
+            continue;
+        }
         match actions::transition_on(conn, &action.id, &approve_by_grant(&grant.id)).await {
             Ok(action) => approved.push(action),
             // Its deadline passed meanwhile: it expires instead.

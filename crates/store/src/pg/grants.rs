@@ -214,6 +214,11 @@ async fn approve_covered_on(
         if !allows(&pg, &profile, &action, at) {
             continue;
         }
+        // An approvals rule (a count of people, or who may approve)
+        // governs it: one operator's grant does not settle it.
+        if profile.approval_rule(&action.action_string).is_some() {
+            continue;
+        }
         match transition_on(conn, &action.id, &t).await {
             Ok(action) => {
                 events.push(crate::actions::event_for(&action, t.event)?);
