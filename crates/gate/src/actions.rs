@@ -154,7 +154,7 @@ impl Gate {
         let (session, runtime) = body.origin();
         crate::sessions::validate_origin(session, runtime)?;
         if let Some(s) = session {
-            self.touch_session(&agent, s, runtime).await?;
+            Box::pin(self.touch_session(&agent, s, runtime)).await?;
         }
         let (session, runtime) = (session.map(str::to_owned), runtime.map(str::to_owned));
         check_len("reason", reason, MAX_TEXT)?;
@@ -166,7 +166,9 @@ impl Gate {
         // bound of the request's arrival (Postgres), waits between them
         // included.
         let deadline = self.store().request_deadline(arrived);
-        let decided = actiongate_store::deadline::scope(deadline, async {
+        // Boxed: deciding holds many store calls' state, and a request that
+        // then waits for a human should not carry it (tests/future_sizes.rs).
+        let decided = Box::pin(actiongate_store::deadline::scope(deadline, async {
             let mut slot = None;
             let new = match body {
                 CreateAction::Tool(t) => {
@@ -233,14 +235,14 @@ impl Gate {
                 ..new
             };
             Ok::<_, GateError>((new, slot, ticket, result))
-        })
+        }))
         .await;
         let (new, slot, ticket, result) = decided?;
         // A waiter registered before the insert needs no read to start from,
         // and misses nothing however fast the action settles.
         let id = new.id.clone();
         let registered = (!wait.is_zero()).then(|| self.waiters().register(&id));
-        let stored = actiongate_store::deadline::scope(deadline, async {
+        let stored = Box::pin(actiongate_store::deadline::scope(deadline, async {
             let (action, created, inserted) = match slot {
                 None => {
                     let done = self.store().create_action(new).await?;
@@ -254,7 +256,7 @@ impl Gate {
             };
             drop(ticket);
             Ok::<_, GateError>((action, created, inserted))
-        })
+        }))
         .await;
         let (action, created, inserted) = stored?;
         if created
@@ -263,18 +265,8 @@ impl Gate {
                 action.status,
                 ActionStatus::Approved | ActionStatus::Running
             )
-            && self
-                .profile_of(&action.agent)
-                .await?
-                .taints(&action.action_string)
         {
-            self.store()
-                .taint_session(
-                    session.clone(),
-                    action.id.clone(),
-                    action.action_string.clone(),
-                )
-                .await?;
+            Box::pin(self.taint_if_untrusted(session, &action)).await?;
         }
         if created {
             metrics::counter!("actiongate_decisions_total", "result" => result.as_str())
@@ -308,6 +300,25 @@ impl Gate {
             created,
             rendered: None,
         })
+    }
+
+    /// Marks `session` tainted when `action` (allowed) reads untrusted
+    /// content under its agent's profile.
+    async fn taint_if_untrusted(&self, session: &str, action: &Action) -> GateResult<()> {
+        if self
+            .profile_of(&action.agent)
+            .await?
+            .taints(&action.action_string)
+        {
+            self.store()
+                .taint_session(
+                    session.to_owned(),
+                    action.id.clone(),
+                    action.action_string.clone(),
+                )
+                .await?;
+        }
+        Ok(())
     }
 
     /// Stores an allowed handler action already claimed for its first
