@@ -515,8 +515,8 @@ mod tests {
                 .unwrap_err()
                 .to_string()
         };
-        let e = err(r#"{"allow":[],"ask":[],"approvals":[]}"#);
-        assert!(e.starts_with("unknown field `approvals`"), "{e}");
+        let e = err(r#"{"allow":[],"ask":[],"aprovals":[]}"#);
+        assert!(e.starts_with("unknown field `aprovals`"), "{e}");
         assert!(e.contains("in profile"), "{e}");
         let e = err(r#"{"ask":[]}"#);
         assert!(e.starts_with("missing field `allow` in profile"), "{e}");
