@@ -84,7 +84,7 @@ pub enum ProfileSpec {
 
 /// Reads a string as a preset name and a map as [`CustomProfile`], so
 /// that an error names the field and the problem ("unknown field
-/// `approvals` in profile") instead of serde's "did not match any variant
+/// `aprovals` in profile") instead of serde's "did not match any variant
 /// of untagged enum".
 impl<'de> Deserialize<'de> for ProfileSpec {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -527,7 +527,7 @@ mod tests {
         );
         let e = err("3");
         assert!(e.contains("expected a preset name or an object"), "{e}");
-        for e in [e, err(r#"{"allow":[],"ask":[],"approvals":[]}"#)] {
+        for e in [e, err(r#"{"allow":[],"ask":[],"aprovals":[]}"#)] {
             assert!(!e.contains("untagged"), "{e}");
         }
         // Both forms still read, and a `Profile` reads through them.
@@ -537,10 +537,10 @@ mod tests {
         );
         let p: Profile = serde_json::from_str(r#"{"allow":["x"],"ask":[]}"#).unwrap();
         assert!(matches!(p.spec(), ProfileSpec::Custom(_)));
-        let e = serde_json::from_str::<Profile>(r#"{"allow":[],"ask":[],"approvals":[]}"#)
+        let e = serde_json::from_str::<Profile>(r#"{"allow":[],"ask":[],"aprovals":[]}"#)
             .unwrap_err()
             .to_string();
-        assert!(e.starts_with("unknown field `approvals`"), "{e}");
+        assert!(e.starts_with("unknown field `aprovals`"), "{e}");
     }
 
     #[test]
