@@ -196,7 +196,7 @@ test('the event stream is cut and restored: nothing is missed or doubled', async
   assert.equal(denied.status, 200);
   // Still cut: the page has not seen them, and a decision it tries fails visibly.
   assert.equal(await card(during[0].id).count(), 0);
-  await card(before.id).locator('button', { hasText: 'Approve' }).click();
+  await card(before.id).locator('button', { hasText: /^Approve$/ }).click();
   await page.waitForSelector('#errors .error:has-text("could not be reached")');
   await page.locator('#errors .error button').first().click();
   env.proxy.restore();
@@ -391,7 +391,7 @@ test('a call held by `actiongate mcp proxy` is approved on the page and then for
     await item.waitFor();
     assert.ok((await item.innerText()).includes('from the page'));
     assert.ok(!answers.has(3), 'the call was answered before anyone decided');
-    await item.locator('button', { hasText: 'Approve' }).click();
+    await item.locator('button', { hasText: /^Approve$/ }).click();
     await item.waitFor({ state: 'detached' });
     const r = await answer(3);
     assert.equal(r.result.isError ?? false, false, JSON.stringify(r));
