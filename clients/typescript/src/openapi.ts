@@ -1244,10 +1244,10 @@ export interface components {
             reason?: string | null;
             /** @description The session the steps will run in. */
             session: string;
-            /** @description The runtime sending it. */
+            /** @description The runtime sending it, a short slug (1-64 of `a-z 0-9 - _ .`). */
             runtime?: string | null;
             /** @description 1-200 steps. */
-            steps: components["schemas"]["PlanStep"][];
+            steps: components["schemas"]["PlanStepRequest"][];
         };
         /** @description A new subscription. */
         CreateSubscription: {
@@ -1732,6 +1732,15 @@ export interface components {
             /** @description Who decided. */
             decided_by?: string | null;
         };
+        /** @description A handler plan step as an agent sends it. */
+        PlanHandlerStep: {
+            /** @description Handler id. */
+            handler: string;
+            /** @description Action name. */
+            action: string;
+            /** @description Params, validated against the action's `params_schema`. */
+            params?: Record<string, never> | null;
+        };
         /** @description One step of a plan: a decision-only action or a handler action. */
         PlanStep: {
             /** @description Tool (decision-only step). */
@@ -1748,6 +1757,15 @@ export interface components {
             approved?: boolean;
             /** @description The session grants its approval made (answers only). */
             grants?: string[];
+        };
+        /** @description One step of `POST /v1/plans`: `{tool, detail}` or `{handler, action, params}`. */
+        PlanStepRequest: components["schemas"]["PlanHandlerStep"] | components["schemas"]["PlanToolStep"];
+        /** @description A decision-only plan step as an agent sends it. */
+        PlanToolStep: {
+            /** @description Tool name; 1-128 of `A-Z a-z 0-9 _ - .`. */
+            tool: string;
+            /** @description Tool-specific detail, e.g. the command line. */
+            detail: string;
         };
         /** @description A built-in profile. */
         Preset: {
@@ -1927,13 +1945,13 @@ export interface components {
         };
         /** @description `POST /v1/runs`: what actually ran, as a runtime's post-tool hook saw it. */
         ReportRun: {
-            /** @description Tool (or handler id) that ran. */
+            /** @description Tool (or handler id) that ran; 1-128 of `A-Z a-z 0-9 _ - .`. */
             tool: string;
             /** @description Its detail. */
             detail?: string;
-            /** @description The session it ran in. */
+            /** @description The session it ran in (1-200 printable characters). */
             session?: string | null;
-            /** @description The runtime reporting it. */
+            /** @description The runtime reporting it, a short slug (1-64 of `a-z 0-9 - _ .`). */
             runtime?: string | null;
             /** @description The id of the action that allowed it, when the runtime knows it. */
             action?: string | null;
@@ -5758,6 +5776,33 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Not an agent key */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A step names no handler or action */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A step's handler is retired */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body is over the size limit */
             413: {
                 headers: {
@@ -5898,6 +5943,24 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Not an operator, or the plan's own agent */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such plan */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Already decided */
             409: {
                 headers: {
@@ -5977,6 +6040,24 @@ export interface operations {
             };
             /** @description Missing or unknown key */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not an operator, or the plan's own agent */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such plan */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6075,6 +6156,15 @@ export interface operations {
             };
             /** @description Missing or unknown key */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not an agent key */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

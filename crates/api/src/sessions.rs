@@ -63,6 +63,73 @@ pub struct PlanStep {
     pub grants: Vec<String>,
 }
 
+/// A decision-only plan step as an agent sends it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanToolStep {
+    /// Tool name; 1-128 of `A-Z a-z 0-9 _ - .`.
+    #[schema(
+        pattern = r"^[A-Za-z0-9_.\-]{1,128}$",
+        min_length = 1,
+        max_length = 128
+    )]
+    pub tool: String,
+    /// Tool-specific detail, e.g. the command line.
+    #[schema(max_length = 65536)]
+    pub detail: String,
+}
+
+/// A handler plan step as an agent sends it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanHandlerStep {
+    /// Handler id.
+    pub handler: String,
+    /// Action name.
+    pub action: String,
+    /// Params, validated against the action's `params_schema`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub params: Option<Value>,
+}
+
+/// One step of `POST /v1/plans`: `{tool, detail}` or `{handler, action, params}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum PlanStepRequest {
+    /// `{handler, action, params}`.
+    Handler(PlanHandlerStep),
+    /// `{tool, detail}`.
+    Tool(PlanToolStep),
+}
+
+impl From<PlanStepRequest> for PlanStep {
+    fn from(s: PlanStepRequest) -> PlanStep {
+        let blank = PlanStep {
+            tool: None,
+            detail: None,
+            handler: None,
+            action: None,
+            params: None,
+            approved: false,
+            grants: Vec::new(),
+        };
+        match s {
+            PlanStepRequest::Tool(t) => PlanStep {
+                tool: Some(t.tool),
+                detail: Some(t.detail),
+                ..blank
+            },
+            PlanStepRequest::Handler(h) => PlanStep {
+                handler: Some(h.handler),
+                action: Some(h.action),
+                params: h.params,
+                ..blank
+            },
+        }
+    }
+}
+
 /// `POST /v1/plans`: steps an agent asks approval for at once.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -74,11 +141,13 @@ pub struct CreatePlan {
     /// The session the steps will run in.
     #[schema(min_length = 1, max_length = 200)]
     pub session: String,
-    /// The runtime sending it.
+    /// The runtime sending it, a short slug (1-64 of `a-z 0-9 - _ .`).
     #[serde(default)]
+    #[schema(pattern = r"^[a-z0-9][a-z0-9_.\-]{0,63}$")]
     pub runtime: Option<String>,
     /// 1-200 steps.
-    pub steps: Vec<PlanStep>,
+    #[schema(min_items = 1, max_items = 200)]
+    pub steps: Vec<PlanStepRequest>,
 }
 
 /// A plan as stored.
@@ -119,16 +188,24 @@ pub struct ApprovePlan {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReportRun {
-    /// Tool (or handler id) that ran.
+    /// Tool (or handler id) that ran; 1-128 of `A-Z a-z 0-9 _ - .`.
+    #[schema(
+        pattern = r"^[A-Za-z0-9_.\-]{1,128}$",
+        min_length = 1,
+        max_length = 128
+    )]
     pub tool: String,
     /// Its detail.
     #[serde(default)]
+    #[schema(max_length = 65536)]
     pub detail: String,
-    /// The session it ran in.
+    /// The session it ran in (1-200 printable characters).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
     pub session: Option<String>,
-    /// The runtime reporting it.
+    /// The runtime reporting it, a short slug (1-64 of `a-z 0-9 - _ .`).
     #[serde(default)]
+    #[schema(pattern = r"^[a-z0-9][a-z0-9_.\-]{0,63}$")]
     pub runtime: Option<String>,
     /// The id of the action that allowed it, when the runtime knows it.
     #[serde(default)]

@@ -92,7 +92,7 @@ impl Gate {
         }
         let mut steps = Vec::with_capacity(body.steps.len());
         for (i, s) in body.steps.into_iter().enumerate() {
-            steps.push(self.plan_step(i, s).await?);
+            steps.push(self.plan_step(i, s.into()).await?);
         }
         self.touch_session(&agent, &body.session, body.runtime.as_deref())
             .await?;
@@ -121,12 +121,27 @@ impl Gate {
                 check_len(&field("detail"), Some(detail), MAX_DETAIL)?;
             }
             (None, None, Some(handler), Some(action)) => {
-                let h = self
-                    .handler(handler)
-                    .await
-                    .map_err(|_| GateError::invalid(field("handler"), "no such handler"))?;
+                let h = match self.handler(handler).await {
+                    Ok(h) if h.record.retired_at.is_none() => h,
+                    Ok(_) => {
+                        return Err(GateError::conflict(format!(
+                            "{}: handler '{handler}' is retired",
+                            field("handler")
+                        )));
+                    }
+                    Err(e) if e.is_not_found() => {
+                        return Err(GateError::not_found(format!(
+                            "{}: no handler '{handler}'",
+                            field("handler")
+                        )));
+                    }
+                    Err(e) => return Err(e),
+                };
                 let Some(a) = h.action(action) else {
-                    return Err(GateError::invalid(field("action"), "no such action"));
+                    return Err(GateError::not_found(format!(
+                        "{}: handler '{handler}' has no action '{action}'",
+                        field("action")
+                    )));
                 };
                 let params = s.params.clone().unwrap_or_default();
                 crate::bounds::check(&field("params"), &params, self.config().json.params)?;

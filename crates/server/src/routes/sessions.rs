@@ -71,6 +71,9 @@ pub async fn end_session(
 /// Ask approval for a plan (agents).
 #[utoipa::path(post, path = "/v1/plans", tag = "sessions", request_body = CreatePlan,
     responses((status = 201, description = "The pending plan", body = Plan),
+        (status = 403, description = "Not an agent key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "A step names no handler or action", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A step's handler is retired", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn create_plan(
@@ -125,6 +128,8 @@ pub async fn get_plan(
 #[utoipa::path(post, path = "/v1/plans/{id}/approve", tag = "sessions",
     params(("id" = String, Path, description = "Plan id")), request_body = ApprovePlan,
     responses((status = 200, description = "The approved plan", body = Plan),
+        (status = 403, description = "Not an operator, or the plan's own agent", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such plan", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Already decided", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn approve_plan(
@@ -143,6 +148,8 @@ pub async fn approve_plan(
 #[utoipa::path(post, path = "/v1/plans/{id}/deny", tag = "sessions",
     params(("id" = String, Path, description = "Plan id")),
     responses((status = 200, description = "The denied plan", body = Plan),
+        (status = 403, description = "Not an operator, or the plan's own agent", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such plan", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Already decided", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn deny_plan(
@@ -157,6 +164,7 @@ pub async fn deny_plan(
 /// `action.undecided`.
 #[utoipa::path(post, path = "/v1/runs", tag = "sessions", request_body = ReportRun,
     responses((status = 200, description = "Whether a decision covered it", body = RunMatched),
+        (status = 403, description = "Not an agent key", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn report_run(
