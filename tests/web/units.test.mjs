@@ -5,6 +5,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readSse } from '../../crates/server/web/stream.js';
 import { masked, MASK, newestFirst, visibleText } from '../../crates/server/web/dom.js';
+import { maskSecrets } from '../../crates/server/web/secrets.js';
+import { readFileSync } from 'node:fs';
 
 test('hidden characters are shown as the CLI shows them', () => {
   assert.equal(visibleText('cat README.md\nrm -rf ~/projects'), 'cat README.md⏎rm -rf ~/projects');
@@ -84,4 +86,11 @@ test('the queue is newest first by time, also across a whole second, and by id w
     '01a20d94-d378-7151-a590-7c8e01d164ca',
     '01a20d94-cf8f-7000-8000-000000000001',
   ]);
+});
+
+test('secrets in command text are masked: the same table as the daemon\'s chat cards', () => {
+  const cases = JSON.parse(readFileSync(new URL('../../crates/policy/tests/secret_shapes.json', import.meta.url), 'utf8'));
+  assert.ok(cases.length > 20);
+  for (const [input, want] of cases) assert.equal(maskSecrets(input), want, input);
+  assert.equal(maskSecrets(''), '');
 });

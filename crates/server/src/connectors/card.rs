@@ -4,12 +4,16 @@
 //! once decided, with its outcome and no buttons. Text that came from an
 //! agent is shown as the page and the CLI show it: line breaks kept and
 //! marked `⏎`, control and format characters made visible (`␍`, `⇥`,
-//! `⟨U+202E⟩`), so what the approver reads is what runs.
+//! `⟨U+202E⟩`), so what the approver reads is what runs. Secrets that look
+//! like secrets (token shapes, `-u user:pass`, `Authorization:` headers,
+//! `password=`) are masked in that text ([`mask_secrets`]); the raw value is
+//! on the web page, one click away.
 
 use std::sync::LazyLock;
 
 use actiongate_cli::visible;
 use actiongate_gate::{Action, GrantRequest};
+use actiongate_policy::secrets::mask_secrets;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -109,7 +113,7 @@ fn shown(label: &str, value: &Value) -> (String, bool) {
 /// line breaks kept (and marked), cut to [`MAX_VALUE`] characters (and
 /// whether it was).
 fn shown_text(text: &str) -> (String, bool) {
-    let all = visible::lines(text, "");
+    let all = visible::lines(&mask_secrets(text), "");
     let shown = cut(&all, MAX_VALUE);
     let was_cut = shown.len() != all.len();
     (shown, was_cut)
@@ -301,6 +305,17 @@ mod tests {
         assert_eq!(cut.buttons, vec![Verb::Deny]);
         assert!(shown_text(&"x".repeat(400)).1);
         assert!(!shown_text(&"x".repeat(300)).1);
+    }
+
+    #[test]
+    fn secrets_in_a_command_are_masked_on_the_card() {
+        let cases: Vec<(String, String)> =
+            serde_json::from_str(include_str!("../../../policy/tests/secret_shapes.json"))
+                .unwrap_or_default();
+        assert!(!cases.is_empty());
+        for (input, want) in cases {
+            assert_eq!(shown_text(&input).0, want, "{input}");
+        }
     }
 
     #[test]
