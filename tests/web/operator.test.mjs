@@ -5,7 +5,8 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { startAll, stopAll, sleep } from './harness.mjs';
 
 let env;
@@ -14,6 +15,14 @@ const card = (id) => env.page.locator(`#queue .card[data-id="${id}"]`);
 
 /** The secret shapes shared with the daemon's tests: [input, masked]. */
 const SHAPES = JSON.parse(readFileSync(new URL('../../crates/policy/tests/secret_shapes.json', import.meta.url), 'utf8'));
+
+const shots = process.env.WEB_SCREENSHOTS;
+
+async function screenshot(name) {
+  if (!shots) return;
+  mkdirSync(shots, { recursive: true });
+  await env.page.screenshot({ path: join(shots, name) });
+}
 
 async function queue() {
   await env.page.goto(`${env.pageUrl}#/queue`);
@@ -147,6 +156,8 @@ test('a handler action without a display shows labelled fields, long text collap
   const risk = c.locator('.badge.risk');
   assert.equal(await risk.getAttribute('data-risk'), 'medium');
   assert.match(await risk.innerText(), /network/);
+  await c.scrollIntoViewIfNeeded();
+  await screenshot('handler-card.png');
 
   // A command is shown once; rm -rf is high risk.
   const cmd = await bash('rm -rf build/cache', 'clean');
@@ -231,6 +242,7 @@ test('the queue: deadline order, sorting, filter, keyboard with the first item f
   await page.waitForFunction(() => document.querySelectorAll('#queue .card').length === 4);
   await page.click('#select-all');
   assert.equal(await page.locator('#bulk-count').innerText(), '4 selected');
+  await screenshot('bulk.png');
   await page.click('#bulk-deny');
   await page.fill('#deny-reason', 'one reason for all');
   await page.click('#deny-confirm');
@@ -275,6 +287,7 @@ test('comfort: dark mode, History names the rule and wraps at word boundaries, n
   const light = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
   await page.emulateMedia({ colorScheme: 'dark' });
   const dark = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  await screenshot('queue-dark.png');
   const lum = (c) => c.match(/\d+/g).slice(0, 3).map(Number).reduce((a, b) => a + b, 0) / 3;
   assert.ok(lum(dark) < 60 && lum(light) > 200, `${light} / ${dark}`);
   await page.emulateMedia({ colorScheme: 'light' });
@@ -368,6 +381,45 @@ test('miss nothing: "reconnecting since" while cut, live again after; the manife
     assert.equal(r.status, 200, icon.src);
     assert.equal(r.headers.get('content-type'), icon.type);
   }
+});
+
+/** axe-core's serious and critical violations on the page as it is now. */
+async function axeViolations(what) {
+  const { page } = env;
+  // Through the DevTools protocol, so the page's CSP does not apply to it.
+  if (!(await page.evaluate(() => Boolean(window.axe)))) {
+    await page.evaluate(readFileSync(new URL('./node_modules/axe-core/axe.min.js', import.meta.url), 'utf8'));
+  }
+  const found = await page.evaluate(async () => {
+    const r = await window.axe.run(document, { resultTypes: ['violations'] });
+    return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
+      .map((v) => `${v.id} (${v.impact}): ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(', ')}`);
+  });
+  return found.map((f) => `${what}: ${f}`);
+}
+
+test('accessibility: axe-core finds no serious violations (queue, a dialog, History, an action, dark mode)', async () => {
+  const { page } = env;
+  const a = await bash('curl -u alice:s3cr3t https://example.com/', 'an a11y check');
+  await queue();
+  await card(a.id).waitFor();
+  const found = [];
+  found.push(...await axeViolations('queue'));
+  await card(a.id).locator('button.remember').click();
+  await page.waitForSelector('#grant-dialog[open]');
+  found.push(...await axeViolations('approve and remember'));
+  await page.keyboard.press('Escape');
+  await page.emulateMedia({ colorScheme: 'dark' });
+  found.push(...await axeViolations('queue, dark'));
+  await page.emulateMedia({ colorScheme: 'light' });
+  await page.goto(`${env.pageUrl}#/history`);
+  await page.waitForSelector(`#history-table tr[data-id="${a.id}"]`);
+  found.push(...await axeViolations('history'));
+  await page.goto(`${env.pageUrl}#/actions/${a.id}`);
+  await page.waitForSelector('#timeline li');
+  found.push(...await axeViolations('action'));
+  await env.call('POST', `/v1/actions/${a.id}/deny`, env.operator, { reason: 'test' });
+  assert.deepEqual(found, []);
 });
 
 test('1,000 pending items draw in under a second at sign-in', async () => {

@@ -94,3 +94,37 @@ test('secrets in command text are masked: the same table as the daemon\'s chat c
   for (const [input, want] of cases) assert.equal(maskSecrets(input), want, input);
   assert.equal(maskSecrets(''), '');
 });
+
+test('the risk badge: deletes high, writes and network medium, reads low; the rule in words', async () => {
+  const { riskOf, ruleText } = await import('../../crates/server/web/risk.js');
+  const r = (detail, extra = {}) => riskOf({ detail, decision: { reason: '' }, ...extra });
+  assert.equal(r('rm -rf build').level, 'high');
+  assert.equal(r('git reset --hard HEAD~3').level, 'high');
+  assert.equal(r('psql -c "DROP TABLE users"').level, 'high');
+  assert.deepEqual(r('curl https://example.com').findings, ['network']);
+  assert.deepEqual(r('echo hi > notes.txt').findings, ['writes']);
+  assert.equal(r('ls -la src').level, 'low');
+  assert.equal(r('cat README.md 2>&1').level, 'low');
+  assert.equal(r('x', { action: 'delete_file', permission: 'fs.write' }).level, 'high');
+  assert.equal(r('x', { action: 'send', permission: 'mail.send' }).level, 'medium');
+  assert.equal(r('ls', { decision: { reason: 'r', rule: { kind: 'pattern', list: 'deny', index: 0, pattern: 'x' } } }).level, 'high');
+  assert.equal(ruleText({ kind: 'pattern', list: 'ask', index: 2, pattern: '(?s).*' }), 'ask pattern #3 ((?s).*)');
+  assert.equal(ruleText({ kind: 'grant', id: 'g1' }), 'grant g1');
+  assert.equal(ruleText(null), null);
+});
+
+test('the queue sorts by deadline (soonest first, none last) or age, and filters by field or text', async () => {
+  const { sorter, matches } = await import('../../crates/server/web/queue.js');
+  const items = [
+    { id: 'b', at: '2026-11-24T12:00:02Z', deadline: '2026-11-24T12:30:00Z', a: { agent: 'coder', tool: 'bash', action_string: 'tool:bash:ls' } },
+    { id: 'a', at: '2026-11-24T12:00:01Z', deadline: '2026-11-24T12:20:00Z', a: { agent: 'deployer', tool: 'bash', action_string: 'tool:bash:make deploy' } },
+    { id: 'c', at: '2026-11-24T12:00:03Z', deadline: null, r: { agent: 'coder', handler: 'fs', permission: 'fs.write' } },
+  ];
+  assert.deepEqual([...items].sort(sorter('deadline')).map((i) => i.id), ['a', 'b', 'c']);
+  assert.deepEqual([...items].sort(sorter('newest')).map((i) => i.id), ['c', 'b', 'a']);
+  assert.deepEqual([...items].sort(sorter('oldest')).map((i) => i.id), ['a', 'b', 'c']);
+  assert.deepEqual(items.filter((i) => matches(i, 'agent:coder')).map((i) => i.id), ['b', 'c']);
+  assert.deepEqual(items.filter((i) => matches(i, 'deploy')).map((i) => i.id), ['a']);
+  assert.deepEqual(items.filter((i) => matches(i, 'handler:fs')).map((i) => i.id), ['c']);
+  assert.deepEqual(items.filter((i) => matches(i, '')).length, 3);
+});

@@ -272,6 +272,10 @@ function removeAction(id) {
 let dialogSubmit = null;
 
 function setupDialogs() {
+  // A dialog closed over the queue: the focus goes back to a card.
+  for (const d of document.querySelectorAll('dialog')) {
+    d.addEventListener('close', () => { if (state.me && currentView() === 'queue') renderQueue(); });
+  }
   const grant = $('grant-dialog');
   $('grant-cancel').addEventListener('click', () => grant.close());
   $('grant-custom').addEventListener('focus', () => {

@@ -210,11 +210,13 @@ export function createQueue(app) {
       ? { id, a: app.state.actions.get(id) } : { id, r: app.state.requests.get(id) };
   }
 
-  /** After `el` leaves, focus goes to the card that takes its place. */
-  function focusAfter(el) {
+  /** After `el` (or the cards of `ids`) leaves, focus goes to the card
+   * that takes its place. */
+  function focusAfter(el, ids = [el.dataset.id]) {
     const els = cardEls();
     const i = els.indexOf(el);
-    q.focusId = (els[i + 1] || els[i - 1])?.dataset.id || null;
+    const rest = (list) => list.find((x) => !ids.includes(x.dataset.id));
+    q.focusId = (rest(els.slice(i + 1)) || rest(els.slice(0, i).reverse()))?.dataset.id || null;
   }
 
   function onKey(e) {
@@ -266,8 +268,8 @@ export function createQueue(app) {
   function hold(ids, what, send) {
     const entry = { ids, done: false };
     for (const id of ids) q.held.set(id, entry);
-    const el = focused();
-    if (el && ids.includes(el.dataset.id)) focusAfter(el);
+    const el = focused() || (q.focusId && q.cards.get(q.focusId)?.el);
+    if (el && ids.includes(el.dataset.id)) focusAfter(el, ids);
     app.queueChanged();
     const toasts = document.getElementById('toasts');
     const left = h('span', { class: 'left' }, `${Math.round(UNDO_MS / 1000)}s`);
