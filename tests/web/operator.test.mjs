@@ -137,8 +137,8 @@ test('a handler action without a display shows labelled fields, long text collap
   await c.waitFor();
   assert.equal(await c.locator('h3.title').innerText(), 'mailer: send');
   const labels = await c.locator('dl.fields dt').allInnerTexts();
-  assert.deepEqual(labels, ['to', 'subject', 'body']);
-  const value = c.locator('dl.fields dd').nth(2).locator('.value');
+  assert.deepEqual([...labels].sort(), ['body', 'subject', 'to']);
+  const value = c.locator('dl.fields dd').nth(labels.indexOf('body')).locator('.value');
   assert.ok(await value.evaluate((el) => el.classList.contains('collapsed')), 'long text is not collapsed');
   const collapsedHeight = await value.evaluate((el) => el.getBoundingClientRect().height);
   // Wrapped: nothing wider than the card.
@@ -179,7 +179,8 @@ test('the queue: deadline order, sorting, filter, keyboard with the first item f
   assert.equal(await page.inputValue('#queue-sort'), 'deadline');
   const ids = await page.locator('#queue .card').evaluateAll((els) => els.map((e) => e.dataset.id));
   // Soonest deadline first: the oldest of equal timeouts.
-  assert.deepEqual(ids.slice(0, 3), made.map((a) => a.id));
+  const mine = made.map((a) => a.id);
+  assert.deepEqual(ids.filter((id) => mine.includes(id)), mine);
   // The first item has the focus when the queue opens.
   await page.waitForFunction((id) => document.activeElement?.dataset?.id === id, made[0].id);
   await page.selectOption('#queue-sort', 'newest');
@@ -270,8 +271,9 @@ test('30 mixed items are cleared with the keyboard alone', async () => {
     ids.push(r.body.id);
   }
   await page.waitForFunction((n) => document.querySelectorAll('#queue .card').length >= n, 30);
-  await page.evaluate(() => document.activeElement?.blur());
-  await queue();
+  // Opening the queue focuses its first item.
+  await page.reload();
+  await page.waitForSelector('#queue .card');
   await page.waitForFunction(() => document.activeElement?.classList?.contains('card'));
   for (let i = 0; i < 30; i++) {
     await page.keyboard.press('a');
@@ -342,13 +344,28 @@ test('comfort: dark mode, History names the rule and wraps at word boundaries, n
     const row = page.locator(`#history-table tr[data-id="${denied.id}"]`);
     await row.waitFor();
     assert.match(await row.innerText(), /(asked by|rule:) (ask|deny|allow) pattern #\d+/);
-    const broken = await page.evaluate(() => [...document.querySelectorAll('#history-table td[data-label=Agent], #history-table td[data-label=Status]')]
-      .filter((td) => {
-        const range = document.createRange();
-        range.selectNodeContents(td);
-        const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
-        return lines.size > 1 && !/\s/.test(td.innerText.trim());
-      }).map((td) => td.innerText));
+    // No word of the agent, status or decided-by cells is split over lines.
+    const broken = await page.evaluate(() => {
+      const out = [];
+      for (const td of document.querySelectorAll('#history-table td[data-label=Agent], #history-table td[data-label=Status], #history-table td[data-label="Decided by"]')) {
+        const walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+        for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+          const text = n.textContent;
+          let at = 0;
+          for (const word of text.split(/(\s+)/)) {
+            if (word.trim()) {
+              const range = document.createRange();
+              range.setStart(n, at);
+              range.setEnd(n, at + word.length);
+              const tops = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+              if (tops.size > 1) out.push(word);
+            }
+            at += word.length;
+          }
+        }
+      }
+      return out;
+    });
     assert.deepEqual(broken, []);
   } finally {
     await page.setViewportSize({ width: 1100, height: 800 });
@@ -434,12 +451,18 @@ test('1,000 pending items draw in under a second at sign-in', async () => {
     }
   };
   await Promise.all(Array.from({ length: 16 }, worker));
-  // Sign in afresh: the queue loads 1,000 items and draws.
+  // Sign in afresh on the queue: it loads 1,000 items and draws.
+  await queue();
   await page.click('#sign-out');
   await page.fill('#key', env.operator);
   const t0 = Date.now();
   await page.click('#sign-in-form button[type=submit]');
-  await page.waitForFunction((n) => document.title.startsWith(`(${n}`) && document.querySelectorAll('#queue .card').length > 0, total);
+  try {
+    await page.waitForFunction((n) => Number((document.title.match(/^\((\d+)\)/) || [])[1]) >= n && document.querySelectorAll('#queue .card').length > 0, total);
+  } catch (e) {
+    const seen = await page.evaluate(() => ({ title: document.title, cards: document.querySelectorAll('#queue .card').length, errors: document.getElementById('errors').innerText }));
+    throw new Error(`${e.message}: ${JSON.stringify(seen)}`);
+  }
   const ms = Date.now() - t0;
   console.log(`1,000 pending: signed in and drawn in ${ms} ms`);
   assert.ok(ms < 1000, `took ${ms} ms`);

@@ -93,12 +93,12 @@ function onEvent(ev) {
   if (d.id) for (const s of state.arrivals) s.add(d.id);
   if ((ev.type === 'action.enqueued' || ev.type === 'action.approval' || ev.type === 'action.escalated') && d.status === 'pending') {
     // Approvals so far, or an escalation: the card shows the action as it is now.
-    if (!state.gone.has(d.id)) state.actions.set(d.id, d);
+    if (!state.gone.has(d.id) && !same(state.actions.get(d.id), d)) state.actions.set(d.id, d);
   } else if (ev.type.startsWith('action.') && ev.action_id && d.status && d.status !== 'pending') {
     state.gone.add(ev.action_id);
     state.actions.delete(ev.action_id);
   } else if (ev.type === 'grant_request.created' && d.status === 'pending') {
-    if (!state.gone.has(d.id)) state.requests.set(d.id, d);
+    if (!state.gone.has(d.id) && !same(state.requests.get(d.id), d)) state.requests.set(d.id, d);
   } else if (SETTLED_REQUEST.has(ev.type) && d.id) {
     state.gone.add(d.id);
     state.requests.delete(d.id);
@@ -130,9 +130,18 @@ async function loadQueue({ resync = false } = {}) {
       for (const id of [...map.keys()]) if (!listed.has(id) && !arrived.has(id)) map.delete(id);
     }
   }
-  for (const a of actions) if (!state.gone.has(a.id) && a.status === 'pending') state.actions.set(a.id, a);
-  for (const r of requests) if (!state.gone.has(r.id) && r.status === 'pending') state.requests.set(r.id, r);
+  // An item already shown keeps its object (and so its card) unless what
+  // the card shows of it changed.
+  for (const a of actions) if (!state.gone.has(a.id) && a.status === 'pending' && !same(state.actions.get(a.id), a)) state.actions.set(a.id, a);
+  for (const r of requests) if (!state.gone.has(r.id) && r.status === 'pending' && !same(state.requests.get(r.id), r)) state.requests.set(r.id, r);
   queueChanged();
+}
+
+/** Whether two versions of a pending item show alike. */
+function same(old, now) {
+  if (!old) return false;
+  return old.status === now.status && old.deadline === now.deadline && Boolean(old.edited) === Boolean(now.edited)
+    && JSON.stringify(old.approvals || []) === JSON.stringify(now.approvals || []);
 }
 
 async function pendingActions() {
@@ -199,9 +208,18 @@ function updateTitle() {
   $('pending-count').textContent = String(n);
 }
 
+let drawPending = false;
+
+/** The title at once; the queue redrawn once per frame however many
+ * events arrived in it. */
 function queueChanged() {
   updateTitle();
-  if (currentView() === 'queue') renderQueue();
+  if (currentView() !== 'queue' || drawPending) return;
+  drawPending = true;
+  requestAnimationFrame(() => {
+    drawPending = false;
+    if (state.me && currentView() === 'queue') renderQueue();
+  });
 }
 
 function renderQueue() {

@@ -15,10 +15,13 @@ export const UNDO_MS = 5000;
 /** Orders queue items: 'deadline' (soonest first; none last), 'newest', 'oldest'. */
 export function sorter(order) {
   const t = (iso) => (iso ? Date.parse(iso) : Infinity);
+  // Times parsed once per item (ts, dl), not once per comparison.
+  const at = (x) => x.ts ?? (x.ts = t(x.at));
+  const dl = (x) => x.dl ?? (x.dl = t(x.deadline));
   const byId = (x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0);
-  if (order === 'newest') return (x, y) => t(y.at) - t(x.at) || byId(y, x);
-  if (order === 'oldest') return (x, y) => t(x.at) - t(y.at) || byId(x, y);
-  return (x, y) => (t(x.deadline) - t(y.deadline)) || (t(x.at) - t(y.at)) || byId(x, y);
+  if (order === 'newest') return (x, y) => at(y) - at(x) || byId(y, x);
+  if (order === 'oldest') return (x, y) => at(x) - at(y) || byId(x, y);
+  return (x, y) => (dl(x) - dl(y)) || (at(x) - at(y)) || byId(x, y);
 }
 
 /** Whether `item` matches every word of `query`; `agent:x`, `tool:x`,
@@ -68,6 +71,8 @@ export function createQueue(app) {
     const have = q.cards.get(it.id);
     if (have && have.obj === obj) return have.el;
     const el = it.a ? actionCard(it.a, app.ctx) : grantRequestCard(it.r, app.ctx);
+    // The item changed (an approval, an edit): its new card takes the old one's place.
+    if (have?.el.isConnected) have.el.replaceWith(el);
     const box = el.querySelector('input.select');
     box.checked = q.selected.has(it.id);
     box.addEventListener('change', () => {
@@ -96,7 +101,7 @@ export function createQueue(app) {
       h('label', { class: 'search' }, search),
       h('label', { class: 'sort' }, 'Sort ', sort),
       h('button', { type: 'button', id: 'select-all', class: 'small', onclick: () => selectAllMatching() }, 'Select all matching'),
-      h('button', { type: 'button', id: 'keys-help', class: 'small', 'aria-label': 'Keyboard shortcuts', onclick: () => help() }, '? keys'));
+      h('button', { type: 'button', id: 'keys-help', class: 'small', title: 'Keyboard shortcuts', onclick: () => help() }, 'Keys (?)'));
   }
 
   function bulkBar() {

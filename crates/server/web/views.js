@@ -154,7 +154,7 @@ export async function renderAction(root, ctx, id, signal) {
     : h('p', { class: 'muted' }, a.handler ? 'No dispatch attempts yet.' : 'Decision-only: the agent runs it itself.');
   const outcome = a.outcome
     ? h('details', { class: 'raw', open: true }, h('summary', {}, `Outcome: ${a.outcome.status}`),
-      h('pre', { class: 'params' }, visible(json(masked(a.outcome.result ?? a.outcome.error ?? null)), { breaks: false })))
+      h('pre', { class: 'params' }, visible(maskSecrets(json(masked(a.outcome.result ?? a.outcome.error ?? null))), { breaks: false })))
     : null;
   root.replaceChildren(
     h('p', {}, h('a', { href: '#/history', class: 'link' }, '← History')),
@@ -169,7 +169,7 @@ export async function renderAction(root, ctx, id, signal) {
           ruleText(a.decision.rule) ? [h('br'), h('span', { class: 'muted rule' }, `rule: ${ruleText(a.decision.rule)}`)] : null),
         h('dt', {}, 'Requested'), h('dd', {}, when(a.created_at)),
         a.decided_by ? [h('dt', {}, 'Decided'), h('dd', {}, `${who(ctx, a.decided_by)}, ${when(a.decided_at)}`)] : null,
-        a.decision_note ? [h('dt', {}, 'Note'), h('dd', {}, visible(a.decision_note))] : null,
+        a.decision_note ? [h('dt', {}, 'Note'), h('dd', {}, visible(maskSecrets(a.decision_note)))] : null,
 ),
       fieldList(d.fields),
       paramsDisclosure(a),
@@ -188,7 +188,7 @@ export async function renderAction(root, ctx, id, signal) {
     timeline.append(h('li', { dataset: { type: ev.type } },
       h('time', { datetime: ev.at }, when(ev.at)), ' ',
       h('span', { class: `ev ev-${ev.type.replace(/\W/g, '-')}` }, ev.type), ' ',
-      h('span', { class: 'muted' }, eventLine(ev, ctx))));
+      h('span', { class: 'muted' }, maskSecrets(eventLine(ev, ctx)))));
     if (/^action\.(completed|failed|denied|expired|cancelled)$/.test(ev.type)) settledSeen = true;
   }, signal);
   // Once it settled, show the final state (outcome, attempts) too.
