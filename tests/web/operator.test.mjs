@@ -158,6 +158,9 @@ test('a handler action without a display shows labelled fields, long text collap
   assert.match(await risk.innerText(), /network/);
   await c.scrollIntoViewIfNeeded();
   await screenshot('handler-card.png');
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await screenshot('queue-dark.png');
+  await page.emulateMedia({ colorScheme: 'light' });
 
   // A command is shown once; rm -rf is high risk.
   const cmd = await bash('rm -rf build/cache', 'clean');
@@ -289,7 +292,6 @@ test('comfort: dark mode, History names the rule and wraps at word boundaries, n
   const light = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
   await page.emulateMedia({ colorScheme: 'dark' });
   const dark = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
-  await screenshot('queue-dark.png');
   const lum = (c) => c.match(/\d+/g).slice(0, 3).map(Number).reduce((a, b) => a + b, 0) / 3;
   assert.ok(lum(dark) < 60 && lum(light) > 200, `${light} / ${dark}`);
   await page.emulateMedia({ colorScheme: 'light' });

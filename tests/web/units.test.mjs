@@ -108,7 +108,7 @@ test('the risk badge: deletes high, writes and network medium, reads low; the ru
   assert.equal(r('x', { action: 'delete_file', permission: 'fs.write' }).level, 'high');
   assert.equal(r('x', { action: 'send', permission: 'mail.send' }).level, 'medium');
   assert.equal(r('ls', { decision: { reason: 'r', rule: { kind: 'pattern', list: 'deny', index: 0, pattern: 'x' } } }).level, 'high');
-  assert.equal(ruleText({ kind: 'pattern', list: 'ask', index: 2, pattern: '(?s).*' }), 'ask pattern #3 ((?s).*)');
+  assert.equal(ruleText({ kind: 'pattern', list: 'ask', index: 2, pattern: '(?s).*' }), 'ask pattern #2 ((?s).*)');
   assert.equal(ruleText({ kind: 'grant', id: 'g1' }), 'grant g1');
   assert.equal(ruleText(null), null);
 });

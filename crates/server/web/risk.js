@@ -38,10 +38,11 @@ export function riskOf(action) {
   return { level, findings };
 }
 
-/** The rule that decided, as a short phrase: `ask pattern #3 (tool:bash:.*)`. */
+/** The rule that decided, as a short phrase: `ask pattern #3 (tool:bash:.*)`,
+ * numbered from 0 as the daemon's reasons number them. */
 export function ruleText(rule) {
   if (!rule || typeof rule !== 'object') return null;
-  if (rule.kind === 'pattern') return `${rule.list} pattern #${Number(rule.index) + 1} (${rule.pattern})`;
+  if (rule.kind === 'pattern') return `${rule.list} pattern #${rule.index} (${rule.pattern})`;
   if (rule.kind === 'grant') return `grant ${rule.id}`;
   if (rule.kind === 'default') return 'no rule matched (default)';
   return rule.kind ? String(rule.kind) : null;
