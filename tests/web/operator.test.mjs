@@ -162,6 +162,25 @@ test('a handler action without a display shows labelled fields, long text collap
   await screenshot('queue-dark.png');
   await page.emulateMedia({ colorScheme: 'light' });
 
+  // A file edit's old and new text show as a diff.
+  const ed = await env.call('POST', '/v1/handlers', env.admin, {
+    id: 'editor', name: 'Editor', url: 'http://127.0.0.1:9/',
+    permissions: [{ name: 'edit.write', description: 'edit files', parameters_schema: { type: 'object', properties: { path: { type: 'string' } } } }],
+    actions: [{
+      name: 'replace', description: 'replace text in a file', permission: 'edit.write', scope: { path: '/path' },
+      params_schema: { type: 'object', properties: { path: { type: 'string' }, old_string: { type: 'string' }, new_string: { type: 'string' } }, required: ['path'] },
+    }],
+  });
+  assert.equal(ed.status, 201, JSON.stringify(ed.body));
+  const edit = await env.call('POST', '/v1/actions', env.agent, { handler: 'editor', action: 'replace',
+    params: { path: 'src/lib.rs', old_string: 'fn a() {}\nfn b() {}', new_string: 'fn a() {}\nfn c() {}' } });
+  assert.equal(edit.body.status, 'pending', JSON.stringify(edit.body));
+  const ec = card(edit.body.id);
+  await ec.waitFor();
+  assert.deepEqual(await ec.locator('pre.diff > span').allInnerTexts(), ['  fn a() {}', '- fn b() {}', '+ fn c() {}']);
+  assert.deepEqual(await ec.locator('pre.diff .del').allInnerTexts(), ['- fn b() {}']);
+  await env.call('POST', `/v1/actions/${edit.body.id}/deny`, env.operator, { reason: 'test' });
+
   // A command is shown once; rm -rf is high risk.
   const cmd = await bash('rm -rf build/cache', 'clean');
   const cc = card(cmd.id);

@@ -128,3 +128,11 @@ test('the queue sorts by deadline (soonest first, none last) or age, and filters
   assert.deepEqual(items.filter((i) => matches(i, 'handler:fs')).map((i) => i.id), ['c']);
   assert.deepEqual(items.filter((i) => matches(i, '')).length, 3);
 });
+
+test('a file edit shows as a line diff of its old and new text', async () => {
+  const { editOf, lineDiff } = await import('../../crates/server/web/diff.js');
+  assert.deepEqual(editOf({ filepath: 'a', old_string: 'x', new_string: 'y' }), ['x', 'y']);
+  assert.equal(editOf({ content: 'x' }), null);
+  assert.deepEqual(lineDiff('a\nb\nc', 'a\nB\nc\nd'), [[' ', 'a'], ['-', 'b'], ['+', 'B'], [' ', 'c'], ['+', 'd']]);
+  assert.deepEqual(lineDiff('same', 'same'), [[' ', 'same']]);
+});

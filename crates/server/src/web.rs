@@ -55,6 +55,7 @@ const ASSETS: &[Asset] = &[
     asset!("queue.js"),
     asset!("risk.js"),
     asset!("remember.js"),
+    asset!("diff.js"),
     asset!("manifest.webmanifest"),
     asset!("icon-192.png"),
     asset!("icon-512.png"),

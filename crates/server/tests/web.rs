@@ -114,6 +114,7 @@ async fn the_page_and_every_asset_it_loads_are_served_with_their_types_and_csp()
         "queue.js",
         "risk.js",
         "remember.js",
+        "diff.js",
         "manifest.webmanifest",
         "icon-192.png",
         "icon-512.png",

@@ -8,6 +8,7 @@ import { enc } from './api.js';
 import { h, countdown, when, masked, visible, guarded } from './dom.js';
 import { maskSecrets } from './secrets.js';
 import { riskOf, ruleText } from './risk.js';
+import { editOf, lineDiff } from './diff.js';
 
 const json = (v) => JSON.stringify(v, null, 2);
 
@@ -78,6 +79,15 @@ export function fieldList(fields) {
   }));
 }
 
+/** A file edit's old and new text as a line diff, secrets masked. */
+export function diffBlock(action) {
+  const edit = editOf(masked(action.params ?? null));
+  if (!edit) return null;
+  const lines = lineDiff(maskSecrets(edit[0]), maskSecrets(edit[1]));
+  return h('pre', { class: 'diff', 'aria-label': 'Changes: lines removed (-) and added (+)' },
+    lines.map(([k, l]) => h('span', { class: k === '-' ? 'del' : k === '+' ? 'ins' : 'same' }, `${k} `, visible(l))));
+}
+
 /** "1 of 2: ann" while approvals are collected; "edited" once edited. */
 export function approvalsLine(action) {
   const approvals = action.approvals || [];
@@ -131,6 +141,7 @@ export function actionCard(action, ctx) {
     // exact action string is under "Raw params").
     action.handler ? null : h('div', { class: 'command' }, guarded('code', { class: 'action-string vis' }, action.action_string)),
     fieldList(d.fields),
+    diffBlock(action),
     h('p', { class: 'meta' },
       h('span', { class: 'agent' }, `agent ${action.agent}`), ' · ', tellApart(action), deadline ? ' · ' : null, deadline),
     action.reason ? h('p', { class: 'reason vis' }, h('span', { class: 'label' }, 'Agent\'s reason: '), visible(maskSecrets(action.reason))) : null,
