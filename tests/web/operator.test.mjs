@@ -421,6 +421,38 @@ test('miss nothing: "reconnecting since" while cut, live again after; the manife
   }
 });
 
+test('opt-in desktop notifications for new items while the tab is in the background, secrets masked', async () => {
+  const { page } = env;
+  await queue();
+  // The browser's Notification, recorded instead of shown.
+  await page.evaluate(() => {
+    window.shown = [];
+    window.Notification = class {
+      static permission = 'default';
+      static requestPermission() { window.Notification.permission = 'granted'; return Promise.resolve('granted'); }
+      constructor(title, o) { window.shown.push([title, o.body]); }
+    };
+  });
+  assert.equal(await page.locator('#notify').getAttribute('aria-pressed'), 'false');
+  await page.click('#notify');
+  await page.waitForSelector('#notify[aria-pressed=true]');
+  // In the foreground: nothing.
+  const front = await bash('echo in-front', 'n');
+  await card(front.id).waitFor();
+  // In the background: a notification naming the command, its secret masked.
+  await page.evaluate(() => Object.defineProperty(document, 'hidden', { configurable: true, get: () => true }));
+  const back = await bash(`echo ${SHAPES[0][0]}`, 'n');
+  await page.waitForFunction(() => window.shown.length > 0);
+  const shown = await page.evaluate(() => window.shown);
+  await page.evaluate(() => { delete document.hidden; });
+  assert.equal(shown.length, 1, JSON.stringify(shown));
+  assert.equal(shown[0][0], 'actiongate: coder asks');
+  assert.equal(shown[0][1], `tool:bash:echo ${SHAPES[0][1]}`);
+  await page.click('#notify');
+  await page.waitForSelector('#notify[aria-pressed=false]');
+  for (const a of [front, back]) await env.call('POST', `/v1/actions/${a.id}/deny`, env.operator, { reason: 'test' });
+});
+
 /** axe-core's serious and critical violations on the page as it is now. */
 async function axeViolations(what) {
   const { page } = env;

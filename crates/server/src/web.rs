@@ -56,6 +56,7 @@ const ASSETS: &[Asset] = &[
     asset!("risk.js"),
     asset!("remember.js"),
     asset!("diff.js"),
+    asset!("notify.js"),
     asset!("manifest.webmanifest"),
     asset!("icon-192.png"),
     asset!("icon-512.png"),

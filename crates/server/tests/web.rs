@@ -115,6 +115,7 @@ async fn the_page_and_every_asset_it_loads_are_served_with_their_types_and_csp()
         "risk.js",
         "remember.js",
         "diff.js",
+        "notify.js",
         "manifest.webmanifest",
         "icon-192.png",
         "icon-512.png",

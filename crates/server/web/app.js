@@ -10,6 +10,7 @@ import { renderGrants, renderHistory, renderAction } from './views.js';
 import { createQueue } from './queue.js';
 import { maskSecrets } from './secrets.js';
 import { openRemember } from './remember.js';
+import { announce, showNotifyState, toggleNotify } from './notify.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -93,12 +94,18 @@ function onEvent(ev) {
   if (d.id) for (const s of state.arrivals) s.add(d.id);
   if ((ev.type === 'action.enqueued' || ev.type === 'action.approval' || ev.type === 'action.escalated') && d.status === 'pending') {
     // Approvals so far, or an escalation: the card shows the action as it is now.
-    if (!state.gone.has(d.id) && !same(state.actions.get(d.id), d)) state.actions.set(d.id, d);
+    if (!state.gone.has(d.id) && !same(state.actions.get(d.id), d)) {
+      if (!state.actions.has(d.id)) announce(`actiongate: ${d.agent} asks`, visibleText(maskSecrets(d.action_string || '')));
+      state.actions.set(d.id, d);
+    }
   } else if (ev.type.startsWith('action.') && ev.action_id && d.status && d.status !== 'pending') {
     state.gone.add(ev.action_id);
     state.actions.delete(ev.action_id);
   } else if (ev.type === 'grant_request.created' && d.status === 'pending') {
-    if (!state.gone.has(d.id) && !same(state.requests.get(d.id), d)) state.requests.set(d.id, d);
+    if (!state.gone.has(d.id) && !same(state.requests.get(d.id), d)) {
+      if (!state.requests.has(d.id)) announce(`actiongate: ${d.agent} asks for a permission`, `${d.handler} · ${d.permission}`);
+      state.requests.set(d.id, d);
+    }
   } else if (SETTLED_REQUEST.has(ev.type) && d.id) {
     state.gone.add(d.id);
     state.requests.delete(d.id);
@@ -542,6 +549,8 @@ function init() {
     }
   });
   $('sign-out').addEventListener('click', () => signOut());
+  showNotifyState($('notify'));
+  $('notify').addEventListener('click', () => toggleNotify($('notify')).catch(fail));
   window.addEventListener('hashchange', route);
   setInterval(tick, 1000);
   const saved = session.key;
