@@ -406,3 +406,55 @@ test('a call held by `actiongate mcp proxy` is approved on the page and then for
     rmSync(pins, { recursive: true, force: true });
   }
 });
+
+test('a pending plan is one card listing its steps (secrets masked); approving only ticked steps sends them, Deny denies', async () => {
+  const { page } = env;
+  const token = `ghp_${'A1b2C3d4'.repeat(4)}`;
+  const steps = [
+    { tool: 'Bash', detail: 'ls src' },
+    { tool: 'Bash', detail: `git push https://x:${token}@example.invalid/repo` },
+    { tool: 'Bash', detail: 'cargo test' },
+  ];
+  const made = await env.call('POST', '/v1/plans', env.agent, { reason: 'build and check', session: 'web-plan-1', steps });
+  assert.equal(made.status, 201, JSON.stringify(made.body));
+  const plan = made.body;
+  const item = page.locator(`#queue .card[data-kind=plan][data-id="${plan.id}"]`);
+  await item.waitFor();
+  const text = await item.innerText();
+  assert.match(text, /Plan of 3 steps/);
+  assert.match(text, /session web-plan-1/);
+  assert.ok(text.indexOf('ls src') < text.indexOf('git push') && text.indexOf('git push') < text.indexOf('cargo test'), text);
+  assert.ok(!text.includes(token), 'the token shows on the plan card');
+  assert.ok(text.includes('••••'), text);
+  // Usable on a small phone.
+  await page.setViewportSize({ width: 360, height: 740 });
+  assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), 'wider than a phone');
+  await page.setViewportSize({ width: 1100, height: 800 });
+  // Only steps 0 and 2.
+  await item.locator('input.step-pick[data-step="1"]').uncheck();
+  await item.locator('button.approve-some').click();
+  await item.waitFor({ state: 'detached' });
+  await page.locator('#toasts .toast', { hasText: 'plan' }).locator('button.send-now').click();
+  let after;
+  for (let t = 0; t < 100; t++) {
+    after = (await env.call('GET', `/v1/plans/${plan.id}`, env.operator)).body;
+    if (after.status !== 'pending') break;
+    await sleep(100);
+  }
+  assert.equal(after.status, 'approved', JSON.stringify(after));
+  assert.deepEqual(after.steps.map((s) => s.approved), [true, false, true]);
+
+  // A second plan, denied; it leaves the queue and the count.
+  const other = (await env.call('POST', '/v1/plans', env.agent, { session: 'web-plan-2', steps: [{ tool: 'Bash', detail: 'make deploy' }] })).body;
+  const card2 = page.locator(`#queue .card[data-kind=plan][data-id="${other.id}"]`);
+  await card2.waitFor();
+  await card2.locator('button.deny').click();
+  await card2.waitFor({ state: 'detached' });
+  await page.locator('#toasts .toast', { hasText: 'plan' }).locator('button.send-now').click();
+  for (let t = 0; t < 100; t++) {
+    after = (await env.call('GET', `/v1/plans/${other.id}`, env.operator)).body;
+    if (after.status !== 'pending') break;
+    await sleep(100);
+  }
+  assert.equal(after.status, 'denied', JSON.stringify(after));
+});

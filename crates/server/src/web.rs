@@ -57,6 +57,7 @@ const ASSETS: &[Asset] = &[
     asset!("remember.js"),
     asset!("diff.js"),
     asset!("notify.js"),
+    asset!("plans.js"),
     asset!("manifest.webmanifest"),
     asset!("icon-192.png"),
     asset!("icon-512.png"),

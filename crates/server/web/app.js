@@ -19,6 +19,7 @@ const state = {
   follower: null,
   actions: new Map(), // pending actions by id
   requests: new Map(), // pending grant requests by id
+  plans: new Map(), // pending plans by id
   gone: new Set(), // ids seen leaving the queue: a late list never brings them back
   arrivals: [], // sets of ids the stream brought while a list was loading
   viewAbort: null,
@@ -72,6 +73,7 @@ function signOut(message) {
   state.me = null;
   state.actions.clear();
   state.requests.clear();
+  state.plans.clear();
   state.gone.clear();
   queue.reset();
   $('nav').hidden = true;
@@ -106,6 +108,14 @@ function onEvent(ev) {
       if (!state.requests.has(d.id)) announce(`actiongate: ${d.agent} asks for a permission`, `${d.handler} · ${d.permission}`);
       state.requests.set(d.id, d);
     }
+  } else if (ev.type === 'plan.requested' && d.status === 'pending') {
+    if (!state.gone.has(d.id) && !state.plans.has(d.id)) {
+      announce(`actiongate: ${d.agent} asks for a plan`, `${d.steps.length} steps`);
+      state.plans.set(d.id, d);
+    }
+  } else if ((ev.type === 'plan.approved' || ev.type === 'plan.denied') && d.id) {
+    state.gone.add(d.id);
+    state.plans.delete(d.id);
   } else if (SETTLED_REQUEST.has(ev.type) && d.id) {
     state.gone.add(d.id);
     state.requests.delete(d.id);
@@ -123,17 +133,19 @@ async function loadQueue({ resync = false } = {}) {
   state.arrivals.push(arrived);
   let actions;
   let requests;
+  let plans;
   try {
-    [actions, requests] = await Promise.all([
+    [actions, requests, plans] = await Promise.all([
       pendingActions(),
       api('GET', '/v1/grant-requests?status=pending'),
+      api('GET', '/v1/plans?status=pending'),
     ]);
   } finally {
     state.arrivals.splice(state.arrivals.indexOf(arrived), 1);
   }
   if (resync) {
-    const listed = new Set([...actions, ...requests].map((x) => x.id));
-    for (const map of [state.actions, state.requests]) {
+    const listed = new Set([...actions, ...requests, ...plans].map((x) => x.id));
+    for (const map of [state.actions, state.requests, state.plans]) {
       for (const id of [...map.keys()]) if (!listed.has(id) && !arrived.has(id)) map.delete(id);
     }
   }
@@ -141,6 +153,7 @@ async function loadQueue({ resync = false } = {}) {
   // the card shows of it changed.
   for (const a of actions) if (!state.gone.has(a.id) && a.status === 'pending' && !same(state.actions.get(a.id), a)) state.actions.set(a.id, a);
   for (const r of requests) if (!state.gone.has(r.id) && r.status === 'pending' && !same(state.requests.get(r.id), r)) state.requests.set(r.id, r);
+  for (const p of plans) if (!state.gone.has(p.id) && p.status === 'pending' && !state.plans.has(p.id)) state.plans.set(p.id, p);
   queueChanged();
 }
 
@@ -174,7 +187,7 @@ function startStream() {
   let downSince = null;
   const follower = new EventFollower({
     key: session.key,
-    types: 'action.*,grant_request.*,grant.*',
+    types: 'action.*,grant_request.*,grant.*,plan.*',
     onEvent,
     onOpen: async () => {
       // Every (re)connection resynchronises the queue from the list
@@ -184,6 +197,7 @@ function startStream() {
     onReset: () => {
       state.actions.clear();
       state.requests.clear();
+      state.plans.clear();
       loadQueue().catch(fail);
     },
     onState: (s, why) => {
@@ -206,7 +220,7 @@ function startStream() {
 }
 
 function pendingCount() {
-  return state.actions.size + state.requests.size;
+  return state.actions.size + state.requests.size + state.plans.size;
 }
 
 function updateTitle() {
@@ -285,6 +299,24 @@ function denyMany(items) {
   openDenyDialog(`${items.length} selected items`, async (reason) => {
     queue.clearSelection();
     queue.hold(items.map((i) => i.id), `Denied ${items.length} items`, () => each(items, (i) => sendDeny(i, reason)));
+  });
+}
+
+/** A plan approved (every step, or `steps`) or denied, after the undo window. */
+function approvePlan(plan, steps) {
+  const what = steps ? `Approved steps ${steps.join(', ')} of a plan of ${plan.steps.length}` : `Approved a plan of ${plan.steps.length} steps`;
+  queue.hold([plan.id], what, async () => {
+    await api('POST', `/v1/plans/${enc(plan.id)}/approve`, steps ? { steps } : {});
+    state.gone.add(plan.id);
+    state.plans.delete(plan.id);
+  });
+}
+
+function denyPlan(plan) {
+  queue.hold([plan.id], `Denied a plan of ${plan.steps.length} steps`, async () => {
+    await api('POST', `/v1/plans/${enc(plan.id)}/deny`, {});
+    state.gone.add(plan.id);
+    state.plans.delete(plan.id);
   });
 }
 
@@ -472,7 +504,7 @@ function currentView() {
 }
 
 const ctx = {
-  openGrant: (action) => openRemember(action, remember), openGrantRequest, openDeny, openDenyRequest, openEdit, approve, fail, notice,
+  openGrant: (action) => openRemember(action, remember), openGrantRequest, openDeny, openDenyRequest, openEdit, approve, approvePlan, denyPlan, fail, notice,
   key: () => session.key,
   me: () => state.me,
   refresh: () => route(),

@@ -6,6 +6,7 @@
 
 import { h } from './dom.js';
 import { actionCard, grantRequestCard, displayOf } from './cards.js';
+import { planCard, stepText } from './plans.js';
 
 /** Cards drawn at first, and added by "show more". */
 export const PAGE = 50;
@@ -29,12 +30,12 @@ export function sorter(order) {
 export function matches(item, query) {
   const words = String(query || '').toLowerCase().split(/\s+/).filter(Boolean);
   if (!words.length) return true;
-  const o = item.a || item.r;
+  const o = item.a || item.r || item.p;
   const fields = {
     agent: o.agent, tool: o.tool || o.handler, handler: o.handler || '',
   };
   const hay = [o.agent, o.tool, o.handler, o.action, o.permission, o.action_string, o.reason,
-    item.a ? displayOf(item.a).title : '', item.kind].filter(Boolean).join('\n').toLowerCase();
+    item.a ? displayOf(item.a).title : '', item.p ? item.p.steps.map(stepText).join('\n') : '', item.kind].filter(Boolean).join('\n').toLowerCase();
   return words.every((w) => {
     const m = w.match(/^(agent|tool|handler):(.*)$/);
     if (m) return String(fields[m[1]] || '').toLowerCase().includes(m[2]);
@@ -62,24 +63,28 @@ export function createQueue(app) {
     const all = [
       ...[...app.state.actions.values()].map((a) => ({ id: a.id, at: a.created_at, deadline: a.deadline, a, kind: 'action' })),
       ...[...app.state.requests.values()].map((r) => ({ id: r.id, at: r.created_at, deadline: r.deadline, r, kind: 'grant request' })),
+      ...[...app.state.plans.values()].map((p) => ({ id: p.id, at: p.created_at, deadline: null, p, kind: 'plan' })),
     ].filter((i) => !q.held.has(i.id));
     return all.filter((i) => matches(i, q.query)).sort(sorter(q.order));
   }
 
   function cardFor(it) {
-    const obj = it.a || it.r;
+    const obj = it.a || it.r || it.p;
     const have = q.cards.get(it.id);
     if (have && have.obj === obj) return have.el;
-    const el = it.a ? actionCard(it.a, app.ctx) : grantRequestCard(it.r, app.ctx);
+    const el = it.a ? actionCard(it.a, app.ctx) : it.r ? grantRequestCard(it.r, app.ctx) : planCard(it.p, app.ctx);
     // The item changed (an approval, an edit): its new card takes the old one's place.
     if (have?.el.isConnected) have.el.replaceWith(el);
+    // A plan is decided on its own card (its steps ticked there): no bulk box.
     const box = el.querySelector('input.select');
-    box.checked = q.selected.has(it.id);
-    box.addEventListener('change', () => {
-      if (box.checked) q.selected.add(it.id);
-      else q.selected.delete(it.id);
-      bulkBar();
-    });
+    if (box) {
+      box.checked = q.selected.has(it.id);
+      box.addEventListener('change', () => {
+        if (box.checked) q.selected.add(it.id);
+        else q.selected.delete(it.id);
+        bulkBar();
+      });
+    }
     el.addEventListener('focusin', () => { q.focusId = it.id; });
     q.cards.set(it.id, { obj, el });
     return el;
@@ -144,7 +149,7 @@ export function createQueue(app) {
     }
     const all = items();
     // Selections of items that left the queue are dropped.
-    const present = new Set([...app.state.actions.keys(), ...app.state.requests.keys()]);
+    const present = new Set([...app.state.actions.keys(), ...app.state.requests.keys(), ...app.state.plans.keys()]);
     for (const id of q.selected) if (!present.has(id) || q.held.has(id)) q.selected.delete(id);
     for (const id of q.cards.keys()) if (!present.has(id)) q.cards.delete(id);
     const shown = all.slice(0, q.limit);
@@ -211,6 +216,7 @@ export function createQueue(app) {
   function itemOf(el) {
     if (!el) return null;
     const id = el.dataset.id;
+    if (el.dataset.kind === 'plan') return { id, p: app.state.plans.get(id) };
     return el.dataset.kind === 'action'
       ? { id, a: app.state.actions.get(id) } : { id, r: app.state.requests.get(id) };
   }
@@ -239,15 +245,17 @@ export function createQueue(app) {
       case '?': help(); break;
       case 'x':
         if (!el) return;
-        el.querySelector('input.select').click();
+        el.querySelector('input.select')?.click();
         break;
       case 'a':
         if (!it) return;
         if (it.a) { focusAfter(el); app.ctx.approve(it.a); } else if (it.r) app.ctx.openGrantRequest(it.r);
+        else if (it.p) app.ctx.approvePlan(it.p, null);
         break;
       case 'd':
         if (!it) return;
         if (it.a) app.ctx.openDeny(it.a); else if (it.r) app.ctx.openDenyRequest(it.r);
+        else if (it.p) app.ctx.denyPlan(it.p);
         break;
       case 'g':
         if (!it) return;

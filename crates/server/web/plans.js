@@ -1,0 +1,52 @@
+// A pending plan (docs/sessions.md, "Plans") as one queue card: its steps
+// listed in the order they would run, secrets masked as on every card, each
+// with a checkbox; "Approve all", "Approve checked" (`{"steps": [0, 2]}`)
+// and "Deny".
+
+import { h, masked, when, guarded } from './dom.js';
+import { maskSecrets } from './secrets.js';
+
+/** One step as text: a tool step's detail, or a handler step's action and
+ * params (sensitive params masked), secrets masked. */
+export function stepText(step) {
+  if (step.handler) {
+    const params = step.params && Object.keys(step.params).length ? ` ${JSON.stringify(masked(step.params))}` : '';
+    return maskSecrets(`${step.handler}.${step.action}${params}`);
+  }
+  return maskSecrets(`${step.tool}: ${step.detail}`);
+}
+
+/** Which steps are ticked on a plan card (indices from 0). */
+export function pickedSteps(card) {
+  return [...card.querySelectorAll('input.step-pick')].filter((b) => b.checked).map((b) => Number(b.dataset.step));
+}
+
+/** A pending plan's card. `ctx.approvePlan(plan, steps|null)` and
+ * `ctx.denyPlan(plan)` send the decision. */
+export function planCard(plan, ctx) {
+  const label = `t-${plan.id}`;
+  const n = plan.steps.length;
+  const steps = h('ol', { class: 'plan-steps', start: '0' },
+    ...plan.steps.map((s, i) => {
+      const id = `p-${plan.id}-${i}`;
+      return h('li', {},
+        h('input', { type: 'checkbox', class: 'step-pick', id, checked: true, dataset: { step: String(i) } }),
+        h('label', { for: id }, guarded('code', { class: 'action-string vis' }, stepText(s))));
+    }));
+  const card = h('article', { class: 'card plan', tabindex: '-1', dataset: { id: plan.id, kind: 'plan' }, 'aria-labelledby': label },
+    h('div', { class: 'card-head' },
+      h('h3', { class: 'title', id: label }, `Plan of ${n} step${n === 1 ? '' : 's'}`),
+      h('span', { class: 'badge kind' }, 'plan')),
+    h('p', { class: 'meta' }, `agent ${plan.agent} · session ${plan.session} · asked ${when(plan.created_at)} · id ${plan.id.slice(-6)}`),
+    plan.reason ? h('p', { class: 'reason vis' }, h('span', { class: 'label' }, 'Agent\'s reason: '), maskSecrets(plan.reason)) : null,
+    steps,
+    h('div', { class: 'buttons' },
+      h('button', { type: 'button', class: 'primary approve', onclick: () => ctx.approvePlan(plan, null) }, 'Approve all'),
+      h('button', { type: 'button', class: 'approve-some', onclick: () => {
+        const picked = pickedSteps(card);
+        if (!picked.length) { ctx.notice('Tick at least one step, or deny the plan.'); return; }
+        ctx.approvePlan(plan, picked.length === n ? null : picked);
+      } }, 'Approve checked'),
+      h('button', { type: 'button', class: 'danger deny', onclick: () => ctx.denyPlan(plan) }, 'Deny')));
+  return card;
+}
