@@ -458,3 +458,55 @@ test('a pending plan is one card listing its steps (secrets masked); approving o
   }
   assert.equal(after.status, 'denied', JSON.stringify(after));
 });
+
+test('sessions: a card and the action page name the session; the Sessions view lists it and its actions and ends it; an undecided run is a warning with no buttons', async () => {
+  const { page } = env;
+  await page.goto(`${env.pageUrl}#/queue`);
+  const sid = 'web-sess-1';
+  const made = await env.call('POST', '/v1/actions', env.agent, { tool: 'Bash', detail: 'make web-session-check', session: sid, runtime: 'claude-code' });
+  assert.ok(made.status === 201 || made.status === 200, JSON.stringify(made.body));
+  const a = made.body;
+  assert.equal(a.status, 'pending', JSON.stringify(a));
+  await card(a.id).waitFor();
+  assert.match(await card(a.id).innerText(), /session web-sess-1/);
+
+  // The action page names it, linking to the session.
+  await page.goto(`${env.pageUrl}#/actions/${a.id}`);
+  const link = page.locator('#action-session');
+  await link.waitFor();
+  assert.equal(await link.innerText(), sid);
+  await link.click();
+  await page.waitForSelector('#session-fields');
+  const fields = await page.locator('#session-fields').innerText();
+  assert.match(fields, /coder/);
+  assert.match(fields, /claude-code/);
+  assert.match(fields, /active/);
+  assert.match(fields, /1 total: 1 pending/);
+  await page.locator(`#session-actions tr[data-id="${a.id}"]`).waitFor();
+
+  // The list.
+  await page.goto(`${env.pageUrl}#/sessions`);
+  const row = page.locator(`#sessions-table tr[data-id="${sid}"]`);
+  await row.waitFor();
+  const rowText = await row.innerText();
+  assert.match(rowText, /coder/);
+  assert.match(rowText, /active/);
+  await page.setViewportSize({ width: 360, height: 740 });
+  assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), 'wider than a phone');
+  await page.setViewportSize({ width: 1100, height: 800 });
+  // Ending it from the list.
+  await row.locator('button.end-session').click();
+  await page.locator(`#sessions-table tr[data-id="${sid}"]:has-text("ended")`).waitFor();
+  assert.equal((await env.call('GET', `/v1/sessions/${sid}`, env.operator)).body.status, 'ended');
+  await env.call('POST', `/v1/actions/${a.id}/deny`, env.operator, {});
+
+  // A run nobody decided: a warning in the queue, with no buttons.
+  await page.goto(`${env.pageUrl}#/queue`);
+  await page.waitForSelector('#queue');
+  const run = await env.call('POST', '/v1/runs', env.agent, { tool: 'Bash', detail: 'make nobody-decided', session: 'web-sess-2' });
+  assert.equal(run.body.decided, false, JSON.stringify(run.body));
+  const warn = page.locator('#queue .card[data-kind=undecided]', { hasText: 'make nobody-decided' });
+  await warn.waitFor();
+  assert.match(await warn.innerText(), /Ran without a decision[\s\S]*session web-sess-2/);
+  assert.equal(await warn.locator('button').count(), 0);
+});

@@ -58,6 +58,7 @@ const ASSETS: &[Asset] = &[
     asset!("diff.js"),
     asset!("notify.js"),
     asset!("plans.js"),
+    asset!("sessions.js"),
     asset!("manifest.webmanifest"),
     asset!("icon-192.png"),
     asset!("icon-512.png"),

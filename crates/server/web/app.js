@@ -7,6 +7,7 @@ import { api, enc, session } from './api.js';
 import { EventFollower } from './stream.js';
 import { h, countdown, guarded, visibleText } from './dom.js';
 import { renderGrants, renderHistory, renderAction } from './views.js';
+import { renderSessions } from './sessions.js';
 import { createQueue } from './queue.js';
 import { maskSecrets } from './secrets.js';
 import { openRemember } from './remember.js';
@@ -20,6 +21,7 @@ const state = {
   actions: new Map(), // pending actions by id
   requests: new Map(), // pending grant requests by id
   plans: new Map(), // pending plans by id
+  undecided: new Map(), // runs nobody decided (action.undecided events) by event id, while the page is open
   gone: new Set(), // ids seen leaving the queue: a late list never brings them back
   arrivals: [], // sets of ids the stream brought while a list was loading
   viewAbort: null,
@@ -74,6 +76,7 @@ function signOut(message) {
   state.actions.clear();
   state.requests.clear();
   state.plans.clear();
+  state.undecided.clear();
   state.gone.clear();
   queue.reset();
   $('nav').hidden = true;
@@ -107,6 +110,11 @@ function onEvent(ev) {
     if (!state.gone.has(d.id) && !same(state.requests.get(d.id), d)) {
       if (!state.requests.has(d.id)) announce(`actiongate: ${d.agent} asks for a permission`, `${d.handler} · ${d.permission}`);
       state.requests.set(d.id, d);
+    }
+  } else if (ev.type === 'action.undecided' && ev.id) {
+    if (!state.undecided.has(ev.id)) {
+      announce(`actiongate: ${d.agent || ev.agent} ran something nobody decided`, visibleText(maskSecrets(d.action_string || '')));
+      state.undecided.set(ev.id, ev);
     }
   } else if (ev.type === 'plan.requested' && d.status === 'pending') {
     if (!state.gone.has(d.id) && !state.plans.has(d.id)) {
@@ -529,6 +537,8 @@ async function route() {
       await renderGrants(root, ctx, abort.signal);
     } else if (view === 'history') {
       await renderHistory(root, ctx, new URLSearchParams(query), abort.signal);
+    } else if (view === 'sessions') {
+      await renderSessions(root, ctx, new URLSearchParams(query), abort.signal);
     } else if (view === 'actions') {
       const id = decodeURIComponent(location.hash.slice('#/actions/'.length).split('?')[0]);
       await renderAction(root, ctx, id, abort.signal);

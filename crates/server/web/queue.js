@@ -7,6 +7,7 @@
 import { h } from './dom.js';
 import { actionCard, grantRequestCard, displayOf } from './cards.js';
 import { planCard, stepText } from './plans.js';
+import { undecidedCard } from './sessions.js';
 
 /** Cards drawn at first, and added by "show more". */
 export const PAGE = 50;
@@ -30,7 +31,7 @@ export function sorter(order) {
 export function matches(item, query) {
   const words = String(query || '').toLowerCase().split(/\s+/).filter(Boolean);
   if (!words.length) return true;
-  const o = item.a || item.r || item.p;
+  const o = item.a || item.r || item.p || item.u.data || {};
   const fields = {
     agent: o.agent, tool: o.tool || o.handler, handler: o.handler || '',
   };
@@ -64,15 +65,16 @@ export function createQueue(app) {
       ...[...app.state.actions.values()].map((a) => ({ id: a.id, at: a.created_at, deadline: a.deadline, a, kind: 'action' })),
       ...[...app.state.requests.values()].map((r) => ({ id: r.id, at: r.created_at, deadline: r.deadline, r, kind: 'grant request' })),
       ...[...app.state.plans.values()].map((p) => ({ id: p.id, at: p.created_at, deadline: null, p, kind: 'plan' })),
+      ...[...app.state.undecided.values()].map((u) => ({ id: u.id, at: u.at, deadline: null, u, kind: 'undecided' })),
     ].filter((i) => !q.held.has(i.id));
     return all.filter((i) => matches(i, q.query)).sort(sorter(q.order));
   }
 
   function cardFor(it) {
-    const obj = it.a || it.r || it.p;
+    const obj = it.a || it.r || it.p || it.u;
     const have = q.cards.get(it.id);
     if (have && have.obj === obj) return have.el;
-    const el = it.a ? actionCard(it.a, app.ctx) : it.r ? grantRequestCard(it.r, app.ctx) : planCard(it.p, app.ctx);
+    const el = it.a ? actionCard(it.a, app.ctx) : it.r ? grantRequestCard(it.r, app.ctx) : it.p ? planCard(it.p, app.ctx) : undecidedCard(it.u);
     // The item changed (an approval, an edit): its new card takes the old one's place.
     if (have?.el.isConnected) have.el.replaceWith(el);
     // A plan is decided on its own card (its steps ticked there): no bulk box.
@@ -149,7 +151,7 @@ export function createQueue(app) {
     }
     const all = items();
     // Selections of items that left the queue are dropped.
-    const present = new Set([...app.state.actions.keys(), ...app.state.requests.keys(), ...app.state.plans.keys()]);
+    const present = new Set([...app.state.actions.keys(), ...app.state.requests.keys(), ...app.state.plans.keys(), ...app.state.undecided.keys()]);
     for (const id of q.selected) if (!present.has(id) || q.held.has(id)) q.selected.delete(id);
     for (const id of q.cards.keys()) if (!present.has(id)) q.cards.delete(id);
     const shown = all.slice(0, q.limit);
@@ -217,6 +219,7 @@ export function createQueue(app) {
     if (!el) return null;
     const id = el.dataset.id;
     if (el.dataset.kind === 'plan') return { id, p: app.state.plans.get(id) };
+    if (el.dataset.kind === 'undecided') return { id, u: app.state.undecided.get(id) };
     return el.dataset.kind === 'action'
       ? { id, a: app.state.actions.get(id) } : { id, r: app.state.requests.get(id) };
   }

@@ -164,6 +164,8 @@ export async function renderAction(root, ctx, id, signal) {
       h('dl', { class: 'fields' },
         h('dt', {}, 'Action'), h('dd', {}, guarded('code', { class: 'action-string vis' }, a.action_string)),
         h('dt', {}, 'Agent'), h('dd', {}, a.agent),
+        a.session ? [h('dt', {}, 'Session'), h('dd', {}, h('a', { href: `#/sessions?id=${enc(a.session)}`, class: 'link vis', id: 'action-session' }, visible(a.session)),
+          a.runtime ? ` (${a.runtime})` : '')] : null,
         a.reason ? [h('dt', {}, 'Reason'), h('dd', {}, visible(maskSecrets(a.reason)))] : null,
         h('dt', {}, 'Policy'), h('dd', {}, `${a.decision.result}: `, visible(maskSecrets(a.decision.reason)),
           ruleText(a.decision.rule) ? [h('br'), h('span', { class: 'muted rule' }, `rule: ${ruleText(a.decision.rule)}`)] : null),

@@ -1,0 +1,105 @@
+// Sessions (docs/sessions.md): the list (agent, runtime, status, last seen,
+// counts of its actions, tainted by what), one session's actions, and
+// "End session" (revokes its grants). Also the warning card of a run
+// nobody decided (`action.undecided`), which has no buttons.
+
+import { api, enc } from './api.js';
+import { h, when, guarded, visible } from './dom.js';
+import { maskSecrets } from './secrets.js';
+import { displayOf } from './cards.js';
+
+/** "3 total: 2 completed, 1 denied". */
+export function countsText(counts) {
+  const c = counts || {};
+  const parts = Object.entries(c).filter(([k, v]) => k !== 'total' && v).map(([k, v]) => `${v} ${k}`);
+  return `${c.total ?? 0} total${parts.length ? `: ${parts.join(', ')}` : ''}`;
+}
+
+function taintText(s) {
+  if (!s.tainted_by) return 'no';
+  return s.taint_action ? `by ${s.tainted_by}: ${s.taint_action}` : `by ${s.tainted_by}`;
+}
+
+function endButton(s, ctx) {
+  if (s.status !== 'active') return null;
+  return h('button', { type: 'button', class: 'danger small end-session', 'aria-label': `End session ${s.id}`, onclick: async (e) => {
+    const b = e.currentTarget;
+    b.disabled = true;
+    try {
+      await api('POST', `/v1/sessions/${enc(s.id)}/end`);
+      ctx.notice(`Session ${s.id} ended: its grants are revoked.`);
+      await ctx.refresh();
+    } catch (err) { ctx.fail(err); b.disabled = false; }
+  } }, 'End session');
+}
+
+/** `#/sessions` lists sessions; `#/sessions?id=S` shows one and its actions. */
+export async function renderSessions(root, ctx, params, signal) {
+  const id = params.get('id');
+  if (id) return renderSession(root, ctx, id, signal);
+  const list = await api('GET', '/v1/sessions');
+  if (signal.aborted) return;
+  const rows = list.map((s) => h('tr', { dataset: { id: s.id } },
+    h('td', { 'data-label': 'Session' }, h('a', { href: `#/sessions?id=${enc(s.id)}`, class: 'vis' }, visible(s.id)),
+      s.runtime ? h('div', { class: 'muted' }, s.runtime) : null),
+    h('td', { 'data-label': 'Agent' }, s.agent),
+    h('td', { 'data-label': 'Status' }, h('span', { class: `badge s-${s.status}` }, s.status)),
+    h('td', { 'data-label': 'Last seen' }, when(s.last_seen)),
+    h('td', { 'data-label': 'Actions' }, countsText(s.actions)),
+    h('td', { 'data-label': 'Tainted', class: 'vis' }, visible(maskSecrets(taintText(s)))),
+    h('td', {}, endButton(s, ctx))));
+  root.replaceChildren(
+    h('h1', {}, 'Sessions'),
+    list.length
+      ? h('table', { class: 'grid', id: 'sessions-table' },
+        h('thead', {}, h('tr', {}, ['Session', 'Agent', 'Status', 'Last seen', 'Actions', 'Tainted', ''].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', {}, rows))
+      : h('p', { class: 'empty' }, 'No sessions yet.'));
+}
+
+async function renderSession(root, ctx, id, signal) {
+  const [s, page] = await Promise.all([
+    api('GET', `/v1/sessions/${enc(id)}`),
+    api('GET', `/v1/actions?${new URLSearchParams({ session: id, limit: '200' })}`),
+  ]);
+  if (signal.aborted) return;
+  const rows = page.items.map((a) => h('tr', { dataset: { id: a.id } },
+    h('td', { 'data-label': 'Action' }, h('a', { href: `#/actions/${enc(a.id)}`, class: 'vis' }, visible(maskSecrets(displayOf(a).title))),
+      h('div', {}, guarded('code', { class: 'muted vis' }, a.action_string))),
+    h('td', { 'data-label': 'Status' }, h('span', { class: `badge s-${a.status}` }, a.status)),
+    h('td', { 'data-label': 'Requested' }, when(a.created_at))));
+  root.replaceChildren(
+    h('p', {}, h('a', { href: '#/sessions', class: 'link' }, '← Sessions')),
+    h('h1', { class: 'vis' }, 'Session ', visible(s.id)),
+    h('dl', { class: 'fields', id: 'session-fields' },
+      h('dt', {}, 'Agent'), h('dd', {}, s.agent),
+      h('dt', {}, 'Runtime'), h('dd', {}, s.runtime || '—'),
+      h('dt', {}, 'Status'), h('dd', {}, s.status, s.ended_at ? ` (${when(s.ended_at)})` : ''),
+      h('dt', {}, 'First seen'), h('dd', {}, when(s.first_seen)),
+      h('dt', {}, 'Last seen'), h('dd', {}, when(s.last_seen)),
+      h('dt', {}, 'Actions'), h('dd', {}, countsText(s.actions)),
+      h('dt', {}, 'Tainted'), h('dd', { class: 'vis' }, visible(maskSecrets(taintText(s))))),
+    h('div', { class: 'buttons' }, endButton(s, ctx)),
+    h('h2', {}, 'Its actions'),
+    rows.length
+      ? h('table', { class: 'grid', id: 'session-actions' },
+        h('thead', {}, h('tr', {}, ['Action', 'Status', 'Requested'].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', {}, rows))
+      : h('p', { class: 'empty' }, 'No actions in this session.'));
+}
+
+/** A run the gate never decided, reported by a runtime: a warning with no
+ * buttons (there is nothing left to decide). */
+export function undecidedCard(ev) {
+  const d = ev.data || {};
+  const label = `t-${ev.id}`;
+  return h('article', { class: 'card warning undecided', tabindex: '-1', dataset: { id: ev.id, kind: 'undecided' }, 'aria-labelledby': label },
+    h('div', { class: 'card-head' },
+      h('h3', { class: 'title', id: label }, 'Ran without a decision'),
+      h('span', { class: 'badge kind' }, 'warning')),
+    // Masked with no "show secret": this card has no buttons.
+    h('div', { class: 'command' }, h('code', { class: 'action-string vis' }, visible(maskSecrets(d.action_string || `${d.tool}: ${d.detail}`)))),
+    h('p', { class: 'meta' }, `agent ${d.agent || ev.agent}`, d.session ? ` · session ${d.session}` : '',
+      d.runtime ? ` · ${d.runtime}` : '', ` · reported ${when(ev.at)}`),
+    h('p', { class: 'muted' }, 'The runtime reported this run, and no allow or approval covers it.'));
+}
