@@ -492,6 +492,24 @@ test('accessibility: axe-core finds no serious violations (queue, a dialog, Hist
   assert.deepEqual(found, []);
 });
 
+test('accessibility: axe-core finds no serious violations on a plan card, the Sessions list and a session', async () => {
+  const { page } = env;
+  const plan = (await env.call('POST', '/v1/plans', env.agent, { reason: 'a11y', session: 'a11y-sess',
+    steps: [{ tool: 'Bash', detail: 'ls' }, { tool: 'Bash', detail: 'make' }] })).body;
+  await queue();
+  await page.locator(`#queue .card[data-kind=plan][data-id="${plan.id}"]`).waitFor();
+  const found = [];
+  found.push(...await axeViolations('plan card'));
+  await page.goto(`${env.pageUrl}#/sessions`);
+  await page.waitForSelector('#sessions-table tr[data-id="a11y-sess"]');
+  found.push(...await axeViolations('sessions'));
+  await page.goto(`${env.pageUrl}#/sessions?id=a11y-sess`);
+  await page.waitForSelector('#session-fields');
+  found.push(...await axeViolations('a session'));
+  await env.call('POST', `/v1/plans/${plan.id}/deny`, env.operator);
+  assert.deepEqual(found, []);
+});
+
 test('1,000 pending items draw in under a second at sign-in', async () => {
   const { page } = env;
   const total = 1000;
