@@ -510,3 +510,58 @@ test('sessions: a card and the action page name the session; the Sessions view l
   assert.match(await warn.innerText(), /Ran without a decision[\s\S]*session web-sess-2/);
   assert.equal(await warn.locator('button').count(), 0);
 });
+
+test('profile editor (admin key): the candidate is replayed before it can be saved, and a profile whose examples fail is refused, naming them', async () => {
+  const { page } = env;
+  // An agent of its own whose profile asks everything, and something recorded
+  // that the candidate would decide otherwise.
+  const put = await env.call('PUT', '/v1/agents/replayer', env.admin, { name: 'Replayer', profile: { allow: [], ask: ['.*'] } });
+  assert.ok(put.status === 201 || put.status === 200, JSON.stringify(put.body));
+  const before = put.body;
+  const key = (await env.call('POST', '/v1/keys', env.admin, { role: 'agent', agent: 'replayer' })).body.key;
+  const asked = (await env.call('POST', '/v1/actions', key, { tool: 'Bash', detail: 'make replay-me' })).body;
+  assert.equal(asked.status, 'pending', JSON.stringify(asked));
+  await env.call('POST', `/v1/actions/${asked.id}/deny`, env.operator, {});
+  await page.click('#sign-out');
+  await page.fill('#key', env.admin);
+  await page.click('#sign-in-form button[type=submit]');
+  await page.waitForSelector('#stream-state[data-state=live]');
+  try {
+    await page.goto(`${env.pageUrl}#/agents`);
+    await page.waitForSelector('#agents-table, #view .empty');
+    const listed = await page.locator('#view').innerText();
+    assert.ok(listed.includes('replayer'), listed);
+    await page.locator('#agents-table tr[data-id="replayer"] a').click();
+    await page.waitForSelector('#profile-text');
+    assert.ok(await page.locator('#profile-save').isDisabled(), 'Save before any replay');
+    // Failing examples: replayed, then refused on save, each named; nothing changes.
+    const failing = { allow: ['tool:Bash:make .*'], ask: ['.*'], examples: { deny: ['tool:Bash:make x'], ask: ['tool:Bash:make y'] } };
+    await page.fill('#profile-text', JSON.stringify(failing));
+    await page.click('#profile-preview');
+    await page.waitForSelector('#replay-summary');
+    assert.match(await page.locator('#replay-summary').innerText(), /asked would now be allowed/);
+    const replay = await page.locator('#replay-result').innerText();
+    assert.ok(replay.includes("make replay-me"), replay + await page.locator("#replay-result").innerHTML());
+    await page.click('#profile-save');
+    await page.waitForSelector('#profile-errors li');
+    const errs = await page.locator('#profile-errors').innerText();
+    assert.match(errs, /Not saved/);
+    assert.match(errs, /profile\.examples\.deny\[0\]/);
+    assert.match(errs, /profile\.examples\.ask\[0\]/);
+    assert.deepEqual((await env.call('GET', '/v1/agents/replayer', env.admin)).body.profile, before.profile);
+    // Editing after a replay disables Save until it is replayed again.
+    const good = { allow: ['tool:Bash:make .*'], ask: ['.*'], examples: { allow: ['tool:Bash:make x'] } };
+    await page.fill('#profile-text', JSON.stringify(good));
+    assert.ok(await page.locator('#profile-save').isDisabled(), 'Save after an edit, before its replay');
+    await page.click('#profile-preview');
+    await page.waitForSelector('#profile-save:not([disabled])');
+    await page.click('#profile-save');
+    await page.waitForSelector('#errors .notice:has-text("saved")');
+    assert.deepEqual((await env.call('GET', '/v1/agents/replayer', env.admin)).body.profile.allow, good.allow);
+  } finally {
+    await page.click('#sign-out');
+    await page.fill('#key', env.operator);
+    await page.click('#sign-in-form button[type=submit]');
+    await page.waitForSelector('#stream-state[data-state=live]');
+  }
+});

@@ -59,6 +59,7 @@ const ASSETS: &[Asset] = &[
     asset!("notify.js"),
     asset!("plans.js"),
     asset!("sessions.js"),
+    asset!("profile.js"),
     asset!("manifest.webmanifest"),
     asset!("icon-192.png"),
     asset!("icon-512.png"),

@@ -8,6 +8,7 @@ import { EventFollower } from './stream.js';
 import { h, countdown, guarded, visibleText } from './dom.js';
 import { renderGrants, renderHistory, renderAction } from './views.js';
 import { renderSessions } from './sessions.js';
+import { renderAgents } from './profile.js';
 import { createQueue } from './queue.js';
 import { maskSecrets } from './secrets.js';
 import { openRemember } from './remember.js';
@@ -537,6 +538,8 @@ async function route() {
       await renderGrants(root, ctx, abort.signal);
     } else if (view === 'history') {
       await renderHistory(root, ctx, new URLSearchParams(query), abort.signal);
+    } else if (view === 'agents') {
+      await renderAgents(root, ctx, new URLSearchParams(query), abort.signal);
     } else if (view === 'sessions') {
       await renderSessions(root, ctx, new URLSearchParams(query), abort.signal);
     } else if (view === 'actions') {
