@@ -492,7 +492,7 @@ test('accessibility: axe-core finds no serious violations (queue, a dialog, Hist
   assert.deepEqual(found, []);
 });
 
-test('accessibility: axe-core finds no serious violations on a plan card, the Sessions list and a session', async () => {
+test('accessibility: axe-core finds no serious violations on a plan card, the Sessions list, a session and the profile editor', async () => {
   const { page } = env;
   const plan = (await env.call('POST', '/v1/plans', env.agent, { reason: 'a11y', session: 'a11y-sess',
     steps: [{ tool: 'Bash', detail: 'ls' }, { tool: 'Bash', detail: 'make' }] })).body;
@@ -507,6 +507,29 @@ test('accessibility: axe-core finds no serious violations on a plan card, the Se
   await page.waitForSelector('#session-fields');
   found.push(...await axeViolations('a session'));
   await env.call('POST', `/v1/plans/${plan.id}/deny`, env.operator);
+  // The profile editor, with a replay shown (admin key), also on a small phone.
+  await env.call('PUT', '/v1/agents/a11y-agent', env.admin, { profile: { allow: [], ask: ['.*'] } });
+  await page.click('#sign-out');
+  await page.fill('#key', env.admin);
+  await page.click('#sign-in-form button[type=submit]');
+  await page.waitForSelector('#stream-state[data-state=live]');
+  try {
+    await page.goto(`${env.pageUrl}#/agents?id=a11y-agent`);
+    await page.fill('#profile-text', JSON.stringify({ allow: ['.*'], ask: [] }));
+    await page.click('#profile-preview');
+    await page.waitForSelector('#replay-summary');
+    found.push(...await axeViolations('profile editor'));
+    await page.setViewportSize({ width: 360, height: 740 });
+    const wide = await page.evaluate(() => [...document.querySelectorAll('body *')]
+      .filter((e) => e.getBoundingClientRect().right > window.innerWidth).map((e) => `${e.tagName}#${e.id}.${e.className}`));
+    assert.deepEqual(wide, [], 'the editor is wider than a phone');
+  } finally {
+    await page.setViewportSize({ width: 1100, height: 800 });
+    await page.click('#sign-out');
+    await page.fill('#key', env.operator);
+    await page.click('#sign-in-form button[type=submit]');
+    await page.waitForSelector('#stream-state[data-state=live]');
+  }
   assert.deepEqual(found, []);
 });
 
