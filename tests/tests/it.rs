@@ -34,6 +34,8 @@ mod receipts;
 mod replay;
 mod results;
 mod sensitive;
+mod session_grants;
+mod session_lifecycle;
 mod sessions;
 mod teams;
 mod visible;

@@ -203,27 +203,31 @@ impl Gate {
                 }
             };
             let result = new.decision.result;
-            // An item for a human: within the agent's limit, counted until stored.
+            // An item for a human: within the agent's limit, counted until
+            // stored. An allow that takes a grant's use may yet be stored
+            // asked (the use was taken meanwhile), so it counts too.
             let ticket = match result {
-                DecisionResult::Ask => match self.admit_pending(&new.agent).await {
-                    Ok(ticket) => Some(ticket),
-                    // A retry of a request already stored adds nothing: it is
-                    // answered as any retry is (the stored action, or 409 when
-                    // the key was used for another request).
-                    Err(e) if e.code == ErrorCode::LimitReached => match &new.idempotency_key {
-                        Some(key)
-                            if self
-                                .store()
-                                .action_for_key(&new.agent, key)
-                                .await?
-                                .is_some() =>
-                        {
-                            None
-                        }
-                        _ => return Err(e),
-                    },
-                    Err(e) => return Err(e),
-                },
+                _ if result == DecisionResult::Ask || new.take_use.is_some() => {
+                    match self.admit_pending(&new.agent).await {
+                        Ok(ticket) => Some(ticket),
+                        // A retry of a request already stored adds nothing: it is
+                        // answered as any retry is (the stored action, or 409 when
+                        // the key was used for another request).
+                        Err(e) if e.code == ErrorCode::LimitReached => match &new.idempotency_key {
+                            Some(key)
+                                if self
+                                    .store()
+                                    .action_for_key(&new.agent, key)
+                                    .await?
+                                    .is_some() =>
+                            {
+                                None
+                            }
+                            _ => return Err(e),
+                        },
+                        Err(e) => return Err(e),
+                    }
+                }
                 _ => None,
             };
             let new = NewAction {
@@ -300,6 +304,29 @@ impl Gate {
             created,
             rendered: None,
         })
+    }
+
+    /// Taints the sessions of `actions` that a human (or a grant) has just
+    /// approved and that read untrusted content, as an allowed one would.
+    pub(crate) async fn taint_approved(&self, actions: &[Action]) -> GateResult<()> {
+        for action in actions {
+            if let Some(session) = &action.session
+                && matches!(
+                    action.status,
+                    ActionStatus::Approved
+                        | ActionStatus::Running
+                        | ActionStatus::Completed
+                        | ActionStatus::Failed
+                )
+            {
+                Box::pin(self.taint_if_untrusted(session, action))
+                    .await
+                    .inspect_err(|e| {
+                        tracing::error!(action = %action.id, error = %e, "tainting a session failed");
+                    })?;
+            }
+        }
+        Ok(())
     }
 
     /// Marks `session` tainted when `action` (allowed) reads untrusted

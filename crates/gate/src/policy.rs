@@ -98,7 +98,7 @@ pub async fn decide_in(
         && profile.guarded(&policy::format_action(tool, detail))
         && let Some(s) = gate
             .store()
-            .get_session(session, crate::plans::idle_before())
+            .get_session(session, gate.idle_before())
             .await?
         && let Some(by) = s.tainted_by
     {
@@ -111,16 +111,62 @@ pub async fn decide_in(
             rule: None,
         };
     }
-    let take_use = match (&d.verdict, &d.rule) {
-        (policy::Verdict::Allow, Some(policy::Rule::Grant { id })) if counted.contains(id) => {
-            Some(id.clone())
+    let take_use = if d.verdict == policy::Verdict::Allow && !counted.is_empty() {
+        match counted_use(&profile, &grants, &counted, &req) {
+            Some(use_of) => use_of,
+            None => {
+                return Ok(Decided {
+                    decision: Decision {
+                        result: DecisionResult::Ask,
+                        reason: "its commands are allowed only by several grants with counted \
+                                 uses, and an action takes one use; a human must decide"
+                            .to_owned(),
+                        rule: None,
+                    },
+                    take_use: None,
+                });
+            }
         }
-        _ => None,
+    } else {
+        None
     };
     Ok(Decided {
         decision: record(d),
         take_use,
     })
+}
+
+/// Which counted grant an allowed `req` takes a use of: `Some(None)` when
+/// the uncounted grants and the profile allow it alone; `Some(Some(id))`
+/// for the first counted grant that, with them, covers every simple
+/// command; `None` when it takes several counted grants (one action takes
+/// one use, so it is asked). Without this, a line whose commands were
+/// allowed by an uncounted and a counted grant would report the first and
+/// spend nothing.
+fn counted_use(
+    profile: &policy::Profile,
+    grants: &[policy::Grant],
+    counted: &[String],
+    req: &policy::Request<'_>,
+) -> Option<Option<String>> {
+    let now = chrono::Utc::now();
+    let with = |extra: Option<&str>| -> Vec<policy::Grant> {
+        grants
+            .iter()
+            .filter(|g| !counted.contains(&g.id) || extra == Some(g.id.as_str()))
+            .cloned()
+            .collect()
+    };
+    if policy::decide(profile, &with(None), req, now).verdict == policy::Verdict::Allow {
+        return Some(None);
+    }
+    counted
+        .iter()
+        .find(|id| {
+            policy::decide(profile, &with(Some(id.as_str())), req, now).verdict
+                == policy::Verdict::Allow
+        })
+        .map(|id| Some(id.clone()))
 }
 
 /// Decides a decision-only action.

@@ -156,7 +156,11 @@ impl Gate {
             edit,
         };
         match self.store().team_decide(&action.id, decision).await {
-            Ok(done) => Ok(done.action),
+            Ok(done) => {
+                self.taint_approved(std::slice::from_ref(&done.action))
+                    .await?;
+                Ok(done.action)
+            }
             Err(StoreError::Conflict(m)) => Err(GateError::conflict(m)),
             Err(e) => Err(e.into()),
         }
