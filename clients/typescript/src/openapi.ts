@@ -1222,6 +1222,13 @@ export interface components {
             expires?: string | null;
             /** @description How long a human has to answer (default and bounds as for actions). */
             timeout?: string | null;
+            /** @description Limit the grant to this session of the agent's (void when it ends). */
+            session?: string | null;
+            /**
+             * Format: int64
+             * @description Limit the grant to this many allowed actions.
+             */
+            uses?: number | null;
         };
         /** @description A key to issue. */
         CreateKey: {
@@ -1486,6 +1493,13 @@ export interface components {
             decided_by?: string | null;
             /** @description Why it was denied. */
             deny_reason?: string | null;
+            /** @description The session the grant is limited to (void when it ends), when asked. */
+            session?: string | null;
+            /**
+             * Format: int64
+             * @description The number of allowed actions the grant is limited to, when asked.
+             */
+            uses?: number | null;
             grant?: null | components["schemas"]["GrantRecord"];
         };
         /**
