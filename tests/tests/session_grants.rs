@@ -41,7 +41,8 @@ async fn a_grant_request_may_ask_for_a_session_and_uses_and_its_grant_has_them()
         json!({
             "id": "files", "name": "Files", "url": "http://127.0.0.1:9/hook",
             "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object", "properties": {"path": {}}}}],
-            "actions": [{"name": "write", "permission": "fs.write", "params_schema": {"type": "object"}}]
+            "actions": [{"name": "write", "permission": "fs.write", "scope": {"path": "/path"},
+                "params_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
         }),
     )
     .await;

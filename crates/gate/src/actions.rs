@@ -206,29 +206,28 @@ impl Gate {
             // An item for a human: within the agent's limit, counted until
             // stored. An allow that takes a grant's use may yet be stored
             // asked (the use was taken meanwhile), so it counts too.
-            let ticket = match result {
-                _ if result == DecisionResult::Ask || new.take_use.is_some() => {
-                    match self.admit_pending(&new.agent).await {
-                        Ok(ticket) => Some(ticket),
-                        // A retry of a request already stored adds nothing: it is
-                        // answered as any retry is (the stored action, or 409 when
-                        // the key was used for another request).
-                        Err(e) if e.code == ErrorCode::LimitReached => match &new.idempotency_key {
-                            Some(key)
-                                if self
-                                    .store()
-                                    .action_for_key(&new.agent, key)
-                                    .await?
-                                    .is_some() =>
-                            {
-                                None
-                            }
-                            _ => return Err(e),
-                        },
-                        Err(e) => return Err(e),
-                    }
+            let ticket = if result == DecisionResult::Ask || new.take_use.is_some() {
+                match self.admit_pending(&new.agent).await {
+                    Ok(ticket) => Some(ticket),
+                    // A retry of a request already stored adds nothing: it is
+                    // answered as any retry is (the stored action, or 409 when
+                    // the key was used for another request).
+                    Err(e) if e.code == ErrorCode::LimitReached => match &new.idempotency_key {
+                        Some(key)
+                            if self
+                                .store()
+                                .action_for_key(&new.agent, key)
+                                .await?
+                                .is_some() =>
+                        {
+                            None
+                        }
+                        _ => return Err(e),
+                    },
+                    Err(e) => return Err(e),
                 }
-                _ => None,
+            } else {
+                None
             };
             let new = NewAction {
                 deadline: chrono::Duration::from_std(timeout)
