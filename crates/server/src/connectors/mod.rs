@@ -202,7 +202,11 @@ impl Connectors {
         let off = || CallError::fatal(format!("connector {chat} is not configured"));
         if chat == telegram::CHAT {
             let t = self.telegram.as_ref().ok_or_else(off)?;
-            t.deliver(&self.http, kind, card, message_ref).await
+            let made = t.deliver(&self.http, kind, card, message_ref).await?;
+            if again && let Some(id) = made.as_deref().and_then(|m| m.parse().ok()) {
+                telegram::void_lost_copies(self, t, id).await;
+            }
+            Ok(made)
         } else if chat == slack::CHAT {
             let s = self.slack.as_ref().ok_or_else(off)?;
             s.deliver(&self.http, kind, card, message_ref, again).await
