@@ -36,4 +36,6 @@ mod results;
 mod sensitive;
 mod sessions;
 mod teams;
+mod teams_grants;
+mod teams_tiers;
 mod visible;
