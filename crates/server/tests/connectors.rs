@@ -17,6 +17,8 @@ mod reliability;
 mod slack;
 #[path = "connectors/smaller.rs"]
 mod smaller;
+#[path = "connectors/teams.rs"]
+mod teams;
 #[path = "connectors/telegram.rs"]
 mod telegram;
 #[path = "connectors/whatsapp.rs"]
