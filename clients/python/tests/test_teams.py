@@ -25,7 +25,7 @@ def test_people_are_created_read_replaced_and_removed(daemon):
     _, key_id = _operator(daemon, _name("laptop"))
     name = _name("ann")
     with Client(daemon.url, daemon.admin) as admin:
-        ann = admin.create_person(name, groups=["dba"], keys=[key_id], chat={"slack": f"U{uuid.uuid4().hex[:8]}"})
+        ann = admin.create_person(name, groups=["dba"], keys=[key_id], chat={"slack": f"U{uuid.uuid4().hex[:8].upper()}"})
         assert isinstance(ann, Person)
         assert (ann.name, ann.groups, ann.keys) == (name, ["dba"], [key_id])
         assert ann.chat["slack"].startswith("U")
@@ -58,7 +58,11 @@ def test_a_quorum_of_two_people_and_an_approver_rule(daemon):
     }
     agent = daemon.agent(profile)
     agent_key = daemon.key("agent", agent)
-    keys = {n: _operator(daemon, n)[0] for n in (ann, bea, carl)}
+    made = {n: _operator(daemon, n) for n in (ann, bea, carl)}
+    keys = {n: k for n, (k, _) in made.items()}
+    # Keys bound to no person decide as themselves (``key:<id>``); the
+    # approver rule matches their names.
+    who = {n: f"key:{i}" for n, (_, i) in made.items()}
     with Client(daemon.url, agent_key) as bot:
         action = bot.request("deploy", "prod eu", timeout="5m")
     assert action.status == "pending"
@@ -71,15 +75,15 @@ def test_a_quorum_of_two_people_and_an_approver_rule(daemon):
         one = a.approve(action.id, note="ok")
         assert one.status == "pending"
         assert one.approvals_required == 2
-        assert [x["who"] for x in one.approvals] == [ann]
+        assert [x["who"] for x in one.approvals] == [who[ann]]
         with pytest.raises(ApiError) as e:
             a.approve(action.id)
         assert e.value.status == 409
     with Client(daemon.url, keys[bea]) as b:
         two = b.approve(action.id)
     assert two.status == "approved"
-    assert [x["who"] for x in two.approvals] == [ann, bea]
-    assert two.decided_person == bea
+    assert [x["who"] for x in two.approvals] == [who[ann], who[bea]]
+    assert two.decided_person == who[bea]
     assert two.decided_channel == "api"
 
 
