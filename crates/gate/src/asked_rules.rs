@@ -91,6 +91,7 @@ pub fn kept(decision: &Decision) -> Result<Vec<CompiledRule>, String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use actiongate_policy::approvals::compile_rules;
