@@ -55,6 +55,18 @@ fn the_server_reaches_the_store_only_through_the_gate() {
         !deps.contains("actiongate-store"),
         "crates/server depends on actiongate-store"
     );
+    // Nor through a re-export of the whole crate: the gate names the
+    // store's types it hands out.
+    let mut files = Vec::new();
+    rust_files(&root().join("crates/server"), &mut files);
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(
+            !text.contains("actiongate_gate::store"),
+            "{} reaches the store crate through the gate",
+            f.display()
+        );
+    }
 }
 
 #[test]

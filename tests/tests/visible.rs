@@ -129,3 +129,101 @@ async fn the_cli_and_a_chat_message_show_line_breaks_and_hidden_characters() {
     );
     d.stop();
 }
+
+/// Secrets inside a command (shapes from
+/// `crates/policy/tests/secret_shapes.json`) are masked in the chat
+/// message: no raw secret anywhere in what is posted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_message_masks_secrets_in_the_command() {
+    let cases: Vec<(String, String)> =
+        serde_json::from_str(include_str!("../../crates/policy/tests/secret_shapes.json")).unwrap();
+    // Only the cases that mask something, as one command line.
+    // Cases that mask something (a token, `-u user:pass`, a header), as
+    // one command line short enough for a card to show whole.
+    let masking: Vec<&(String, String)> = cases
+        .iter()
+        .filter(|(i, _)| {
+            i.starts_with("curl -u sk_live")
+                || i.starts_with("curl -H 'Authorization: Bearer")
+                || i.starts_with("curl -u alice")
+        })
+        .collect();
+    assert_eq!(masking.len(), 3);
+    let detail = masking
+        .iter()
+        .map(|(i, _)| i.as_str())
+        .collect::<Vec<_>>()
+        .join(" ; ");
+    let slack = RawServer::start(|_, _| {
+        (
+            answer(
+                "200 OK",
+                &[("content-type", "application/json")],
+                r#"{"ok":true,"ts":"1700000000.000100","channel":"C1"}"#,
+            ),
+            After::Close,
+        )
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("ACTIONGATE_CONNECTORS__SLACK__TOKEN", "xoxb-test"),
+        ("ACTIONGATE_CONNECTORS__SLACK__CHANNEL", "C1"),
+        (
+            "ACTIONGATE_CONNECTORS__SLACK__SIGNING_SECRET",
+            "test-signing-secret",
+        ),
+        (
+            "ACTIONGATE_CONNECTORS__SLACK__API_BASE",
+            slack.base.as_str(),
+        ),
+    ];
+    let d = Daemon::start(dir.path(), &env);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let (s, _, a) =
+        status_json(request_action(&http, &d.base, &agent, "bash", &detail).await).await;
+    assert_eq!(s, 201, "{a}");
+    assert_eq!(a["status"], "pending", "{a}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let posted = loop {
+        let found = slack
+            .requests()
+            .into_iter()
+            .find(|r| r.head.contains("chat.postMessage"));
+        if let Some(r) = found {
+            break r.json();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no chat message was posted; log: {:?}",
+            d.stderr_lines()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let all = posted.to_string();
+    for secret in [
+        "4eC39HqLyjWDarjtT1zdp7dc",
+        "hunter2",
+        "s3cr3t-pass",
+        "abc.def.ghi-123",
+        "IOSFODNN7EXAMPLE",
+        "abcdefghijklmnopqrstuvwxyz0123",
+    ] {
+        assert!(
+            !all.contains(secret),
+            "{secret} reached the chat message: {all}"
+        );
+    }
+    let text = posted["blocks"][0]["text"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let want = masking
+        .iter()
+        .map(|(_, o)| o.as_str())
+        .collect::<Vec<_>>()
+        .join(" ; ");
+    assert!(text.contains(&want), "{text}");
+    d.stop();
+}

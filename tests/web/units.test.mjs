@@ -5,6 +5,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readSse } from '../../crates/server/web/stream.js';
 import { masked, MASK, newestFirst, visibleText } from '../../crates/server/web/dom.js';
+import { maskSecrets } from '../../crates/server/web/secrets.js';
+import { readFileSync } from 'node:fs';
 
 test('hidden characters are shown as the CLI shows them', () => {
   assert.equal(visibleText('cat README.md\nrm -rf ~/projects'), 'cat README.md⏎rm -rf ~/projects');
@@ -84,4 +86,53 @@ test('the queue is newest first by time, also across a whole second, and by id w
     '01a20d94-d378-7151-a590-7c8e01d164ca',
     '01a20d94-cf8f-7000-8000-000000000001',
   ]);
+});
+
+test('secrets in command text are masked: the same table as the daemon\'s chat cards', () => {
+  const cases = JSON.parse(readFileSync(new URL('../../crates/policy/tests/secret_shapes.json', import.meta.url), 'utf8'));
+  assert.ok(cases.length > 20);
+  for (const [input, want] of cases) assert.equal(maskSecrets(input), want, input);
+  assert.equal(maskSecrets(''), '');
+});
+
+test('the risk badge: deletes high, writes and network medium, reads low; the rule in words', async () => {
+  const { riskOf, ruleText } = await import('../../crates/server/web/risk.js');
+  const r = (detail, extra = {}) => riskOf({ detail, decision: { reason: '' }, ...extra });
+  assert.equal(r('rm -rf build').level, 'high');
+  assert.equal(r('git reset --hard HEAD~3').level, 'high');
+  assert.equal(r('psql -c "DROP TABLE users"').level, 'high');
+  assert.deepEqual(r('curl https://example.com').findings, ['network']);
+  assert.deepEqual(r('echo hi > notes.txt').findings, ['writes']);
+  assert.equal(r('ls -la src').level, 'low');
+  assert.equal(r('cat README.md 2>&1').level, 'low');
+  assert.equal(r('x', { action: 'delete_file', permission: 'fs.write' }).level, 'high');
+  assert.equal(r('x', { action: 'send', permission: 'mail.send' }).level, 'medium');
+  assert.equal(r('ls', { decision: { reason: 'r', rule: { kind: 'pattern', list: 'deny', index: 0, pattern: 'x' } } }).level, 'high');
+  assert.equal(ruleText({ kind: 'pattern', list: 'ask', index: 2, pattern: '(?s).*' }), 'ask pattern #2 ((?s).*)');
+  assert.equal(ruleText({ kind: 'grant', id: 'g1' }), 'grant g1');
+  assert.equal(ruleText(null), null);
+});
+
+test('the queue sorts by deadline (soonest first, none last) or age, and filters by field or text', async () => {
+  const { sorter, matches } = await import('../../crates/server/web/queue.js');
+  const items = [
+    { id: 'b', at: '2026-11-24T12:00:02Z', deadline: '2026-11-24T12:30:00Z', a: { agent: 'coder', tool: 'bash', action_string: 'tool:bash:ls' } },
+    { id: 'a', at: '2026-11-24T12:00:01Z', deadline: '2026-11-24T12:20:00Z', a: { agent: 'deployer', tool: 'bash', action_string: 'tool:bash:make deploy' } },
+    { id: 'c', at: '2026-11-24T12:00:03Z', deadline: null, r: { agent: 'coder', handler: 'fs', permission: 'fs.write' } },
+  ];
+  assert.deepEqual([...items].sort(sorter('deadline')).map((i) => i.id), ['a', 'b', 'c']);
+  assert.deepEqual([...items].sort(sorter('newest')).map((i) => i.id), ['c', 'b', 'a']);
+  assert.deepEqual([...items].sort(sorter('oldest')).map((i) => i.id), ['a', 'b', 'c']);
+  assert.deepEqual(items.filter((i) => matches(i, 'agent:coder')).map((i) => i.id), ['b', 'c']);
+  assert.deepEqual(items.filter((i) => matches(i, 'deploy')).map((i) => i.id), ['a']);
+  assert.deepEqual(items.filter((i) => matches(i, 'handler:fs')).map((i) => i.id), ['c']);
+  assert.deepEqual(items.filter((i) => matches(i, '')).length, 3);
+});
+
+test('a file edit shows as a line diff of its old and new text', async () => {
+  const { editOf, lineDiff } = await import('../../crates/server/web/diff.js');
+  assert.deepEqual(editOf({ filepath: 'a', old_string: 'x', new_string: 'y' }), ['x', 'y']);
+  assert.equal(editOf({ content: 'x' }), null);
+  assert.deepEqual(lineDiff('a\nb\nc', 'a\nB\nc\nd'), [[' ', 'a'], ['-', 'b'], ['+', 'B'], [' ', 'c'], ['+', 'd']]);
+  assert.deepEqual(lineDiff('same', 'same'), [[' ', 'same']]);
 });

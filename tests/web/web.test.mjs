@@ -64,7 +64,7 @@ after(async () => {
   assert.deepEqual(errors, []);
 });
 
-test('an action appears live, the gear grants 1h, it completes, and a matching one never queues', async () => {
+test('an action appears live, "Approve and remember" grants 1h, it completes, and a matching one never queues', async () => {
   const { page } = env;
   await watchQueue();
   // Other work waiting, so the queue looks like a real one.
@@ -77,8 +77,8 @@ test('an action appears live, the gear grants 1h, it completes, and a matching o
   await card(cmd.id).waitFor();
   await card(upd.id).waitFor();
   await card(other.id).waitFor();
-  // Newest first; the title counts what is pending.
-  assert.equal(await page.locator('#queue .card').first().getAttribute('data-id'), a.id);
+  // Soonest deadline first (the oldest, with equal timeouts); the title counts what is pending.
+  assert.equal(await page.locator('#queue .card').first().getAttribute('data-id'), cmd.id);
   assert.match(await page.title(), /^\(4\) actiongate$/);
   await card(a.id).locator('summary').click();
   await page.waitForSelector(`#queue .card[data-id="${a.id}"] pre.params:has-text("s1/app.py")`);
@@ -89,7 +89,7 @@ test('an action appears live, the gear grants 1h, it completes, and a matching o
   await screenshot('queue-phone.png');
   await page.setViewportSize({ width: 1100, height: 800 });
 
-  await card(a.id).locator('button.gear').click();
+  await card(a.id).locator('button.remember').click();
   const scope = page.locator('#grant-scope input[name=path]');
   assert.equal(await scope.inputValue(), 's1/app.py');
   await scope.fill('s1/*');
@@ -285,14 +285,16 @@ test('sensitive params are masked and never reach the DOM; history filters by st
   assert.equal(await page.inputValue('#history-filters select[name=status]'), 'denied');
 });
 
-test('the gear on a decision-only action grants a pattern, for any agent, indefinitely', async () => {
+test('"Approve and remember" on a decision-only action grants a pattern, for any agent, indefinitely', async () => {
   const { page } = env;
   await page.goto(`${env.pageUrl}#/queue`);
   const r = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'cargo test', reason: 'run the tests' });
   assert.equal(r.body.status, 'pending', JSON.stringify(r.body));
   await card(r.body.id).waitFor();
-  await card(r.body.id).locator('button.gear').click();
+  await card(r.body.id).locator('button.remember').click();
   assert.equal(await page.inputValue('#grant-pattern'), 'cargo test');
+  // The regex is under "Advanced", after the plain choices.
+  await page.click('#grant-advanced summary');
   await page.fill('#grant-pattern', 'cargo test( .*)?');
   await page.check('#grant-expiry input[value=indefinite]');
   await page.check('#grant-agent input[value="*"]');
@@ -339,7 +341,7 @@ test('what the operator sees is what runs: line breaks and hidden characters are
   await page.click('#deny-cancel');
 
   // The grant dialog too.
-  await c.locator('button.gear').click();
+  await c.locator('button.remember').click();
   const grantWhat = await page.locator('#grant-what').evaluate((el) => el.innerText);
   assert.ok(grantWhat.includes('cat README.md⏎\nrm -rf ~/projects'), grantWhat);
   await page.keyboard.press('Escape');

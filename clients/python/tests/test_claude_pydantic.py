@@ -47,7 +47,8 @@ def _ctx() -> ToolPermissionContext:
 def test_claude_tools_are_named_as_the_hook_names_them():
     assert claude_tool("Bash", {"command": "ls -la"}) == ("bash", "ls -la")
     assert claude_tool("Edit", {"file_path": "/r/a.rs", "old_string": "a", "new_string": "b"}) == ("file", "edit /r/a.rs")
-    assert claude_tool("mcp__github__create_issue", {"title": "x"}) == ("mcp", 'github__create_issue {"title":"x"}')
+    assert claude_tool("mcp__github__create_issue", {"title": "x"}) == ("mcp__github__create_issue", '{"title":"x"}')
+    assert claude_tool("mcp__my server__create:issue", {"title": "x"}) == ("mcp", 'my server__create:issue {"title":"x"}')
     assert claude_tool("NewTool", {"a": 1}) == ("NewTool", '{"a":1}')
     with pytest.raises(ValueError):
         claude_tool("Bash", {})

@@ -94,8 +94,11 @@ export function mapClaudeTool(name: string, input: Record<string, unknown>): { t
     case 'WebSearch':
       return { tool: 'WebSearch', detail: field('query') };
     default: {
-      // MCP tools `mcp__<server>__<tool>`, as the hooks spell them.
+      // MCP tools `mcp__<server>__<tool>`: the name is the tool, as the
+      // MCP proxy and the hooks spell it; a name that is not plain as a
+      // tool name keeps server and tool in the detail of the tool `mcp`.
       const m = /^mcp__(.+?)__(.+)$/s.exec(name);
+      if (m && sanitize(name) === name) return { tool: name, detail: compactJson(input) };
       if (m) return { tool: 'mcp', detail: `${m[1]}__${m[2]} ${compactJson(input)}` };
       return { tool: sanitize(name), detail: compactJson(input) };
     }

@@ -5,6 +5,7 @@
  * key); long waits are split into long-polls. Nothing resolves as allowed
  * on an error: errors are thrown as the classes of `errors.ts`.
  */
+import type { ReceiptClaims } from './receipts.js';
 import { Aborted, ActionGateError, ApiError, Denied, Expired, TimedOut, Unreachable } from './errors.js';
 import type { FieldError } from './errors.js';
 import { denialReason, isApproved, isSettled } from './models.js';
@@ -531,6 +532,19 @@ export class Client {
   async denyGrantRequest(id: string, options: CallOptions & { reason?: string } = {}): Promise<GrantRequest> {
     const body = options.reason !== undefined ? { reason: options.reason } : {};
     return object<GrantRequest>(await this.send({ method: 'POST', path: `/v1/grant-requests/${encodeURIComponent(id)}/deny`, body, signal: options.signal }));
+  }
+
+  /**
+   * The signed receipt of a decided action (`{action_id, receipt, claims}`);
+   * check it offline with {@link verifyReceipt} and {@link receiptKey}.
+   */
+  async receipt(id: string, options: CallOptions = {}): Promise<{ action_id: string; receipt: string; claims: ReceiptClaims }> {
+    return object(await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(id)}/receipt`, retry: true, signal: options.signal }));
+  }
+
+  /** The daemon's public receipt key, an Ed25519 JWK (fetch it once and keep it). */
+  async receiptKey(options: CallOptions = {}): Promise<JsonWebKey> {
+    return object<JsonWebKey>(await this.send({ method: 'GET', path: '/.well-known/actiongate-receipt-key', retry: true, signal: options.signal }));
   }
 
   /** The caller's key id, name, role and agent. */

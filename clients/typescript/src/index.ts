@@ -16,4 +16,6 @@ export { denialReason, isApproved, isSettled } from './models.js';
 export type { Action, ActionPage, ActionStatus, CheckResult, Decision, Event, Grant, GrantRequest, WhoAmI } from './models.js';
 export { Gatekeeper, mapClaudeTool, compactJson } from './adapters.js';
 export type { ToolCall, Verdict, GatekeeperOptions } from './adapters.js';
+export { InvalidReceipt, paramsDigest, verifyReceipt } from './receipts.js';
+export type { ReceiptClaims, ReceiptDecider } from './receipts.js';
 export type { components, paths } from './openapi.js';

@@ -147,6 +147,7 @@ test('Claude tools are named as the hooks name them', async () => {
   const { mapClaudeTool } = await import('../dist/index.js');
   assert.deepEqual(mapClaudeTool('Bash', { command: 'ls' }), { tool: 'bash', detail: 'ls' });
   assert.deepEqual(mapClaudeTool('Write', { file_path: '/r/a' }), { tool: 'file', detail: 'write /r/a' });
-  assert.deepEqual(mapClaudeTool('mcp__github__create_issue', { title: 'x' }), { tool: 'mcp', detail: 'github__create_issue {"title":"x"}' });
+  assert.deepEqual(mapClaudeTool('mcp__github__create_issue', { title: 'x' }), { tool: 'mcp__github__create_issue', detail: '{"title":"x"}' });
+  assert.deepEqual(mapClaudeTool('mcp__my server__create:issue', { title: 'x' }), { tool: 'mcp', detail: 'my server__create:issue {"title":"x"}' });
   assert.deepEqual(mapClaudeTool('New Tool', { a: 1 }), { tool: 'New_Tool', detail: '{"a":1}' });
 });

@@ -24,6 +24,7 @@ pub mod outbox;
 pub mod output;
 pub mod profile;
 pub mod receipt;
+pub mod sessions;
 pub mod setup;
 pub mod tail;
 pub mod visible;
@@ -106,6 +107,8 @@ pub enum ClientCommand {
     Grants(args::GrantsArgs),
     /// Revoke a grant (operator key).
     Revoke(args::RevokeArgs),
+    /// Sessions (tasks) and their actions; `--end` ends one.
+    Sessions(sessions::SessionsArgs),
     /// Follow the event stream, one line per event; reconnects and resumes.
     Tail(tail::TailArgs),
     /// Request a decision-only action and optionally wait for the decision (agent key).
@@ -148,6 +151,7 @@ pub async fn run(cmd: ClientCommand) -> ExitCode {
         ClientCommand::Grant(a) => commands::grant(a).await,
         ClientCommand::Grants(a) => commands::grants(a).await,
         ClientCommand::Revoke(a) => commands::revoke(a).await,
+        ClientCommand::Sessions(a) => sessions::run(a).await,
         ClientCommand::Tail(a) => tail::tail(a).await,
         ClientCommand::Request(a) => commands::request(a).await,
         ClientCommand::Check(a) => commands::check(a).await,

@@ -72,10 +72,9 @@ use actiongate_store::Store;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use actiongate_store as store;
 pub use actiongate_store::{
-    Action, ActionStatus, Decision, DecisionResult, Event, GrantRecord, GrantRequest,
-    GrantRequestStatus, Role,
+    Action, ActionStatus, ApiKey, Decision, DecisionResult, Delivery, DeliveryStatus, Event,
+    GrantFilter, GrantRecord, GrantRequest, GrantRequestStatus, HandlerRecord, Role, Subscription,
 };
 pub use caller::{Caller, KeyGuard};
 pub use dispatch::DispatchConfig;

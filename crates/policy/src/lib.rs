@@ -50,6 +50,7 @@ pub mod profile;
 pub mod rate;
 pub mod remember;
 pub mod reply;
+pub mod secrets;
 pub mod shell;
 pub mod verdict;
 

@@ -35,8 +35,14 @@ fn lists(allow: &[&str], ask: &[&str]) -> CustomProfile {
 }
 
 /// Every preset's `taints`: reading what a stranger wrote (web pages,
-/// search results, MCP tools of other servers).
-const TAINTS: &[&str] = &["tool:(WebFetch|WebSearch):(?s).*", "tool:mcp__(?s).*"];
+/// search results, MCP tools of other servers: `tool:mcp__<server>__<tool>`,
+/// or `tool:mcp:<server>__<tool> …` where a hook met a name that is not
+/// plain as a tool name).
+const TAINTS: &[&str] = &[
+    "tool:(WebFetch|WebSearch):(?s).*",
+    "tool:mcp__(?s).*",
+    "tool:mcp:(?s).*",
+];
 
 /// Every preset's `guarded`: ways out (network writes and transfers,
 /// pushing, publishing, sending), asked once the session is tainted.
@@ -45,6 +51,7 @@ const GUARDED: &[&str] = &[
     r"(?s)tool:(bash|sh|git):.*\b(push|publish|send-email)\b.*",
     "tool:(WebFetch):(?s).*\\?.*",
     "tool:mcp__.*__(send|post|create|publish|push|upload)(?s).*",
+    "tool:mcp:[^ ]*__(send|post|create|publish|push|upload)(?s).*",
 ];
 
 /// Names a file action may not touch under `standard` without a human,

@@ -90,6 +90,41 @@ impl ApiError {
         )
     }
 
+    /// 406: the client accepts none of the media types the endpoint answers in.
+    pub fn not_acceptable(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::NOT_ACCEPTABLE,
+            "not-acceptable",
+            "Not acceptable",
+            detail,
+        )
+    }
+
+    /// The problem for a refusal another layer (rmcp's transport) answered
+    /// with `status` and a plain-text `detail`.
+    pub fn refusal(status: StatusCode, detail: impl Into<String>) -> Self {
+        let detail = detail.into();
+        match status.as_u16() {
+            400 => Self::bad_request(detail),
+            401 => Self::unauthorized(detail),
+            403 => Self::forbidden(detail),
+            404 => Self::not_found(detail),
+            405 => Self {
+                detail,
+                ..Self::method_not_allowed()
+            },
+            406 => Self::not_acceptable(detail),
+            413 => Self::too_large(detail),
+            415 => Self::unsupported_media(detail),
+            503 => Self::unavailable(detail),
+            _ if status.is_client_error() => Self {
+                status,
+                ..Self::bad_request(detail)
+            },
+            _ => Self::internal(),
+        }
+    }
+
     /// 422 with one invalid field.
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self::invalid_fields(vec![FieldError {

@@ -50,6 +50,16 @@ const ASSETS: &[Asset] = &[
     asset!("stream.js"),
     asset!("views.js"),
     asset!("dom.js"),
+    asset!("secrets.js"),
+    asset!("cards.js"),
+    asset!("queue.js"),
+    asset!("risk.js"),
+    asset!("remember.js"),
+    asset!("diff.js"),
+    asset!("notify.js"),
+    asset!("manifest.webmanifest"),
+    asset!("icon-192.png"),
+    asset!("icon-512.png"),
     asset!("icon.svg"),
 ];
 
@@ -60,6 +70,8 @@ fn content_type(name: &str) -> &'static str {
         Some("css") => "text/css; charset=utf-8",
         Some("js") => "text/javascript; charset=utf-8",
         Some("svg") => "image/svg+xml",
+        Some("png") => "image/png",
+        Some("webmanifest") => "application/manifest+json",
         _ => "application/octet-stream",
     }
 }

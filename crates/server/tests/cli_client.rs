@@ -764,3 +764,52 @@ async fn tail_follows_the_real_daemon() {
     }
     app.stop().await;
 }
+
+/// `sessions` lists the tasks with their counts, `sessions ID` shows one
+/// with its actions oldest first, `--end` ends it (its grants void), and
+/// an unknown session exits 5 with one line.
+#[tokio::test]
+async fn sessions_are_listed_shown_and_ended() {
+    let app = TestApp::spawn().await;
+    let (op, agent) = (app.operator.clone(), app.agent.clone());
+    for detail in ["ls", "rm -rf build"] {
+        let (s, a) = app
+            .call(
+                Method::POST,
+                "/v1/actions",
+                Some(&agent),
+                Some(
+                    json!({"tool": "bash", "detail": detail, "session": "task-1",
+                    "runtime": "claude-code"}),
+                ),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{a}");
+    }
+
+    let r = ag(&app, &op, &["sessions"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.starts_with("SESSION"), "{}", r.stdout);
+    let row = r.stdout.lines().find(|l| l.starts_with("task-1")).unwrap();
+    assert!(row.contains("agent-1") && row.contains("active"), "{row}");
+    assert!(row.split_whitespace().any(|w| w == "2"), "{row}");
+
+    let r = ag(&app, &op, &["sessions", "task-1"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("runtime claude-code"), "{}", r.stdout);
+    let ls = r.stdout.find("tool:bash:ls").unwrap();
+    let rm = r.stdout.find("tool:bash:rm -rf build").unwrap();
+    assert!(ls < rm, "oldest first: {}", r.stdout);
+
+    let r = ag(&app, &op, &["sessions", "task-1", "--json"]).await;
+    assert_eq!(r.json()["items"].as_array().unwrap().len(), 2);
+
+    let r = ag(&app, &agent, &["sessions", "task-1", "--end"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("ended"), "{}", r.stdout);
+
+    let r = ag(&app, &op, &["sessions", "nope"]).await;
+    assert_eq!(r.code, 5, "{r:?}");
+    assert_eq!(r.stderr.lines().count(), 1, "{r:?}");
+    app.stop().await;
+}

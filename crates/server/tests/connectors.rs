@@ -17,6 +17,8 @@ mod reliability;
 mod slack;
 #[path = "connectors/smaller.rs"]
 mod smaller;
+#[path = "connectors/tasks_in_chat.rs"]
+mod tasks_in_chat;
 #[path = "connectors/teams.rs"]
 mod teams;
 #[path = "connectors/telegram.rs"]

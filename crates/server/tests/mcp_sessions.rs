@@ -322,3 +322,51 @@ async fn the_tasks_extension_is_offered_to_the_stateless_era_only() {
     );
     app.stop().await;
 }
+
+/// What `/mcp` refuses at the HTTP level, rmcp's refusals included (a
+/// browser origin, a method it does not serve, a wrong media type), is
+/// RFC 9457 problem+json like every other error of the daemon.
+#[tokio::test]
+async fn mcp_refusals_are_problem_json() {
+    let app = TestApp::spawn().await;
+    let origin = post(&app, &app.agent, None, &initialize())
+        .header("origin", "https://evil.example.com")
+        .send()
+        .await
+        .unwrap();
+    let media = app
+        .client
+        .post(format!("{}/mcp", app.base))
+        .bearer_auth(&app.agent)
+        .header("content-type", "text/plain")
+        .header("accept", "application/json, text/event-stream")
+        .body("hello")
+        .send()
+        .await
+        .unwrap();
+    let method = app
+        .client
+        .put(format!("{}/mcp", app.base))
+        .bearer_auth(&app.agent)
+        .send()
+        .await
+        .unwrap();
+    for (want, resp) in [(403, origin), (415, media), (405, method)] {
+        assert_eq!(resp.status().as_u16(), want);
+        assert_eq!(
+            resp.headers()["content-type"],
+            "application/problem+json",
+            "{want}"
+        );
+        let p: Value = resp.json().await.unwrap();
+        assert_eq!(p["status"], want, "{p}");
+        assert!(
+            p["type"]
+                .as_str()
+                .unwrap()
+                .starts_with("urn:actiongate:problem:")
+        );
+        assert!(!p["detail"].as_str().unwrap().is_empty(), "{p}");
+    }
+    app.stop().await;
+}

@@ -117,7 +117,7 @@ pub async fn gated_app() -> TestApp {
     app.profile(
         "agent-1",
         json!({"allow": ["tool:bash:git status"],
-               "ask": ["tool:file:.*", "tool:mcp:.*"],
+               "ask": ["tool:file:.*", "tool:mcp__.*"],
                "deny": ["tool:bash:rm .*"]}),
     )
     .await;
@@ -216,7 +216,7 @@ async fn every_runtime_gets_allow_ask_and_deny_in_its_own_contract() {
         "tool:bash:git status",
         "tool:file:edit /home/dev/proj/src/main.rs",
         "tool:file:edit src/main.rs",
-        r#"tool:mcp:github__create_issue {"title":"Crash on start"}"#,
+        r#"tool:mcp__github__create_issue:{"title":"Crash on start"}"#,
     ] {
         assert!(strings.iter().any(|x| x == s), "{s} not in {strings:?}");
     }

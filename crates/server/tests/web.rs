@@ -66,6 +66,7 @@ async fn the_page_and_every_asset_it_loads_are_served_with_their_types_and_csp()
     // Follow every asset the page references, and every module import.
     let refs = Regex::new(r#"(?:src|href)="/assets/([^"]+)""#).unwrap();
     let import = Regex::new(r#"from '\./([^']+)'"#).unwrap();
+    let manifest_src = Regex::new(r#""src": "/assets/([^"]+)""#).unwrap();
     let mut todo: Vec<String> = refs.captures_iter(&html).map(|c| c[1].to_owned()).collect();
     let mut seen = std::collections::BTreeSet::new();
     while let Some(name) = todo.pop() {
@@ -78,11 +79,14 @@ async fn the_page_and_every_asset_it_loads_are_served_with_their_types_and_csp()
             "js" => "text/javascript; charset=utf-8",
             "css" => "text/css; charset=utf-8",
             "svg" => "image/svg+xml",
+            "png" => "image/png",
+            "webmanifest" => "application/manifest+json",
             other => panic!("unexpected asset type {other}"),
         };
         assert_eq!(header_of(&resp, header::CONTENT_TYPE), expected, "{name}");
         assert_hardened(&resp, &name);
-        let text = resp.text().await.unwrap();
+        let bytes = resp.bytes().await.unwrap();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
         // Works offline: nothing from another origin (the SVG namespace is a name, not a load).
         let without_ns = text.replace("http://www.w3.org/2000/svg", "");
         assert!(
@@ -91,6 +95,10 @@ async fn the_page_and_every_asset_it_loads_are_served_with_their_types_and_csp()
         );
         if name.ends_with(".js") {
             todo.extend(import.captures_iter(&text).map(|c| c[1].to_owned()));
+        }
+        // The web app manifest's icons.
+        if name.ends_with(".webmanifest") {
+            todo.extend(manifest_src.captures_iter(&text).map(|c| c[1].to_owned()));
         }
     }
     for expected in [
@@ -101,6 +109,16 @@ async fn the_page_and_every_asset_it_loads_are_served_with_their_types_and_csp()
         "stream.js",
         "views.js",
         "dom.js",
+        "secrets.js",
+        "cards.js",
+        "queue.js",
+        "risk.js",
+        "remember.js",
+        "diff.js",
+        "notify.js",
+        "manifest.webmanifest",
+        "icon-192.png",
+        "icon-512.png",
     ] {
         assert!(seen.contains(expected), "{expected} not reached: {seen:?}");
     }

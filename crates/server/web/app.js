@@ -5,8 +5,12 @@
 
 import { api, enc, session } from './api.js';
 import { EventFollower } from './stream.js';
-import { h, countdown, newestFirst, visible } from './dom.js';
-import { actionCard, grantRequestCard, renderGrants, renderHistory, renderAction } from './views.js';
+import { h, countdown, guarded, visibleText } from './dom.js';
+import { renderGrants, renderHistory, renderAction } from './views.js';
+import { createQueue } from './queue.js';
+import { maskSecrets } from './secrets.js';
+import { openRemember } from './remember.js';
+import { announce, showNotifyState, toggleNotify } from './notify.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -16,6 +20,7 @@ const state = {
   actions: new Map(), // pending actions by id
   requests: new Map(), // pending grant requests by id
   gone: new Set(), // ids seen leaving the queue: a late list never brings them back
+  arrivals: [], // sets of ids the stream brought while a list was loading
   viewAbort: null,
 };
 
@@ -68,6 +73,7 @@ function signOut(message) {
   state.actions.clear();
   state.requests.clear();
   state.gone.clear();
+  queue.reset();
   $('nav').hidden = true;
   $('session').hidden = true;
   $('view').hidden = true;
@@ -85,14 +91,21 @@ const SETTLED_REQUEST = new Set(['grant_request.approved', 'grant_request.denied
 
 function onEvent(ev) {
   const d = ev.data || {};
+  if (d.id) for (const s of state.arrivals) s.add(d.id);
   if ((ev.type === 'action.enqueued' || ev.type === 'action.approval' || ev.type === 'action.escalated') && d.status === 'pending') {
     // Approvals so far, or an escalation: the card shows the action as it is now.
-    if (!state.gone.has(d.id)) state.actions.set(d.id, d);
+    if (!state.gone.has(d.id) && !same(state.actions.get(d.id), d)) {
+      if (!state.actions.has(d.id)) announce(`actiongate: ${d.agent} asks`, visibleText(maskSecrets(d.action_string || '')));
+      state.actions.set(d.id, d);
+    }
   } else if (ev.type.startsWith('action.') && ev.action_id && d.status && d.status !== 'pending') {
     state.gone.add(ev.action_id);
     state.actions.delete(ev.action_id);
   } else if (ev.type === 'grant_request.created' && d.status === 'pending') {
-    if (!state.gone.has(d.id)) state.requests.set(d.id, d);
+    if (!state.gone.has(d.id) && !same(state.requests.get(d.id), d)) {
+      if (!state.requests.has(d.id)) announce(`actiongate: ${d.agent} asks for a permission`, `${d.handler} · ${d.permission}`);
+      state.requests.set(d.id, d);
+    }
   } else if (SETTLED_REQUEST.has(ev.type) && d.id) {
     state.gone.add(d.id);
     state.requests.delete(d.id);
@@ -101,15 +114,41 @@ function onEvent(ev) {
   if (ev.type.startsWith('grant.') && currentView() === 'grants') route();
 }
 
-/** Loads the pending lists; merged with what the stream already told us. */
-async function loadQueue() {
-  const [actions, requests] = await Promise.all([
-    pendingActions(),
-    api('GET', '/v1/grant-requests?status=pending'),
-  ]);
-  for (const a of actions) if (!state.gone.has(a.id) && a.status === 'pending') state.actions.set(a.id, a);
-  for (const r of requests) if (!state.gone.has(r.id) && r.status === 'pending') state.requests.set(r.id, r);
+/** Loads the pending lists; merged with what the stream already told us.
+ * With `resync`, items the lists no longer hold (settled while the page
+ * was not connected) leave the queue, unless the stream brought them in
+ * while the lists were loading. */
+async function loadQueue({ resync = false } = {}) {
+  const arrived = new Set();
+  state.arrivals.push(arrived);
+  let actions;
+  let requests;
+  try {
+    [actions, requests] = await Promise.all([
+      pendingActions(),
+      api('GET', '/v1/grant-requests?status=pending'),
+    ]);
+  } finally {
+    state.arrivals.splice(state.arrivals.indexOf(arrived), 1);
+  }
+  if (resync) {
+    const listed = new Set([...actions, ...requests].map((x) => x.id));
+    for (const map of [state.actions, state.requests]) {
+      for (const id of [...map.keys()]) if (!listed.has(id) && !arrived.has(id)) map.delete(id);
+    }
+  }
+  // An item already shown keeps its object (and so its card) unless what
+  // the card shows of it changed.
+  for (const a of actions) if (!state.gone.has(a.id) && a.status === 'pending' && !same(state.actions.get(a.id), a)) state.actions.set(a.id, a);
+  for (const r of requests) if (!state.gone.has(r.id) && r.status === 'pending' && !same(state.requests.get(r.id), r)) state.requests.set(r.id, r);
   queueChanged();
+}
+
+/** Whether two versions of a pending item show alike. */
+function same(old, now) {
+  if (!old) return false;
+  return old.status === now.status && old.deadline === now.deadline && Boolean(old.edited) === Boolean(now.edited)
+    && JSON.stringify(old.approvals || []) === JSON.stringify(now.approvals || []);
 }
 
 async function pendingActions() {
@@ -125,16 +164,22 @@ async function pendingActions() {
   return all;
 }
 
+/** HH:MM:SS, local. */
+function clock(d) {
+  return d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false });
+}
+
 function startStream() {
   state.follower?.stop();
+  let downSince = null;
   const follower = new EventFollower({
     key: session.key,
     types: 'action.*,grant_request.*,grant.*',
     onEvent,
-    onOpen: async (fresh) => {
-      // A first connection (or one that never got an event) starts at the
-      // newest event: load the lists now that the stream holds the rest.
-      if (fresh) await loadQueue().catch(fail);
+    onOpen: async () => {
+      // Every (re)connection resynchronises the queue from the list
+      // endpoint: the stream holds what happens from now on.
+      await loadQueue({ resync: true }).catch(fail);
     },
     onReset: () => {
       state.actions.clear();
@@ -144,8 +189,15 @@ function startStream() {
     onState: (s, why) => {
       const el = $('stream-state');
       el.dataset.state = s;
-      el.textContent = s === 'live' ? 'live' : 'reconnecting…';
-      el.title = why || '';
+      if (s === 'live') {
+        downSince = null;
+        el.textContent = 'live';
+        el.title = 'Receiving events as they happen';
+      } else {
+        downSince = downSince || new Date();
+        el.textContent = `reconnecting since ${clock(downSince)}`;
+        el.title = `${why || 'not connected'} (since ${downSince.toISOString()})`;
+      }
     },
     onFatal: (e) => signOut(e.message),
   });
@@ -163,57 +215,77 @@ function updateTitle() {
   $('pending-count').textContent = String(n);
 }
 
+let drawPending = false;
+
+/** The title at once; the queue redrawn once per frame however many
+ * events arrived in it. */
 function queueChanged() {
   updateTitle();
-  if (currentView() === 'queue') renderQueue();
+  if (currentView() !== 'queue' || drawPending) return;
+  drawPending = true;
+  requestAnimationFrame(() => {
+    drawPending = false;
+    if (state.me && currentView() === 'queue') renderQueue();
+  });
 }
 
 function renderQueue() {
-  const root = $('view');
-  let list = $('queue');
-  if (!list) {
-    // Not aria-live: the countdowns tick every second; the count in the nav says what changed.
-    list = h('div', { id: 'queue', class: 'queue' });
-    root.replaceChildren(h('h1', {}, 'Waiting for you'), list);
-  }
-  const items = [
-    ...[...state.actions.values()].map((a) => ({ id: a.id, at: a.created_at, a })),
-    ...[...state.requests.values()].map((r) => ({ id: r.id, at: r.created_at, r })),
-  ].sort(newestFirst);
-  const existing = new Map([...list.querySelectorAll(':scope > .card')].map((el) => [el.dataset.id, el]));
-  const want = new Set(items.map((i) => i.id));
-  for (const [id, el] of existing) if (!want.has(id)) el.remove();
-  let prev = null;
-  for (const it of items) {
-    let el = existing.get(it.id);
-    if (!el) el = it.a ? actionCard(it.a, ctx) : grantRequestCard(it.r, ctx);
-    const next = prev ? prev.nextElementSibling : list.firstElementChild;
-    if (next !== el) list.insertBefore(el, next);
-    prev = el;
-  }
-  let empty = list.querySelector('.empty');
-  if (!items.length && !empty) list.append(h('p', { class: 'empty' }, 'Nothing is waiting for a decision.'));
-  else if (items.length && empty) empty.remove();
+  queue.render();
 }
 
 // ---- decisions ----------------------------------------------------------
 
-async function approve(action, button) {
-  button.disabled = true;
-  try {
-    const after = await api('POST', `/v1/actions/${enc(action.id)}/approve`, {});
-    if (after && after.status === 'pending') {
-      // More approvals needed: the card stays, showing who approved.
-      state.actions.set(action.id, after);
-      queueChanged();
-      notice(`Approval recorded: ${(after.approvals || []).length} of ${after.approvals_required || 1}.`);
-      return;
-    }
-    removeAction(action.id);
-  } catch (e) {
-    fail(e);
-    button.disabled = false;
+/** What the toast names: the action string, secrets masked, one line. */
+function named(action) {
+  const t = visibleText(maskSecrets(action.action_string));
+  return t.length > 80 ? `${t.slice(0, 79)}…` : t;
+}
+
+/** Sends one approval; a card that needs more approvals stays. */
+async function sendApprove(action) {
+  const after = await api('POST', `/v1/actions/${enc(action.id)}/approve`, {});
+  if (after && after.status === 'pending') {
+    state.actions.set(action.id, after);
+    notice(`Approval recorded: ${(after.approvals || []).length} of ${after.approvals_required || 1}.`);
+    return;
   }
+  removeAction(action.id);
+}
+
+/** Approve, after the undo window. */
+function approve(action) {
+  queue.hold([action.id], `Approved ${named(action)}`, () => sendApprove(action));
+}
+
+/** Sends `one(item)` for each item; the failures are reported together. */
+async function each(items, one) {
+  const failed = [];
+  for (const it of items) {
+    try { await one(it); } catch (e) { failed.push(`${it.id}: ${e.message || e}`); }
+  }
+  if (failed.length) throw new Error(`${failed.length} of ${items.length} failed: ${failed.join('; ')}`);
+}
+
+function approveMany(actions) {
+  queue.hold(actions.map((a) => a.id), `Approved ${actions.length} items`, () => each(actions, sendApprove));
+}
+
+async function sendDeny(it, reason) {
+  if (it.a) {
+    await api('POST', `/v1/actions/${enc(it.id)}/deny`, reason ? { reason } : {});
+    removeAction(it.id);
+  } else {
+    await api('POST', `/v1/grant-requests/${enc(it.id)}/deny`, reason ? { reason } : {});
+    state.gone.add(it.id);
+    state.requests.delete(it.id);
+  }
+}
+
+function denyMany(items) {
+  openDenyDialog(`${items.length} selected items`, async (reason) => {
+    queue.clearSelection();
+    queue.hold(items.map((i) => i.id), `Denied ${items.length} items`, () => each(items, (i) => sendDeny(i, reason)));
+  });
 }
 
 function removeAction(id) {
@@ -225,6 +297,10 @@ function removeAction(id) {
 let dialogSubmit = null;
 
 function setupDialogs() {
+  // A dialog closed over the queue: the focus goes back to a card.
+  for (const d of document.querySelectorAll('dialog')) {
+    d.addEventListener('close', () => { if (state.me && currentView() === 'queue') renderQueue(); });
+  }
   const grant = $('grant-dialog');
   $('grant-cancel').addEventListener('click', () => grant.close());
   $('grant-custom').addEventListener('focus', () => {
@@ -309,47 +385,16 @@ function scopeInputs(scope) {
   };
 }
 
-function patternInput(pattern) {
-  const fs = $('grant-scope');
-  fs.replaceChildren(h('legend', {}, 'Pattern'),
-    h('div', { class: 'field' }, h('label', { for: 'grant-pattern' }, 'Detail pattern (full-match regex)'),
-      h('input', { id: 'grant-pattern', value: pattern, spellcheck: 'false' })));
-  return () => $('grant-pattern').value;
-}
-
-function openGrant(action) {
-  const dialog = $('grant-dialog');
-  $('grant-title').textContent = 'Grant permission and run';
-  $('grant-what').replaceChildren(action.permission
-    ? `${action.handler} · ${action.permission}, asked by ${action.agent}`
-    : `tool ${action.tool}, asked by ${action.agent}`, ' for ',
-  h('code', { class: 'action-string vis' }, visible(action.action_string)));
-  const read = action.permission ? scopeInputs(action.scope) : patternInput(escapeRegex(action.detail));
-  $('grant-agent-this').textContent = `this agent (${action.agent})`;
-  $('grant-agent').hidden = false;
-  dialog.querySelector('input[name=expires][value="1h"]').checked = true;
-  dialog.querySelector('input[name=agent][value=this]').checked = true;
-  $('grant-custom').value = '';
-  $('grant-error').textContent = '';
-  $('grant-confirm').textContent = 'Grant and run';
-  dialogSubmit = async () => {
-    const remember = { expires: expiryValue() };
-    if (action.permission) remember.scope = read();
-    else remember.pattern = read();
-    if (dialog.querySelector('input[name=agent]:checked').value === '*') remember.agent = '*';
-    await api('POST', `/v1/actions/${enc(action.id)}/approve`, { remember });
-    removeAction(action.id);
-    notice('Granted; the action runs, and so does every pending action the grant covers.');
-  };
-  dialog.showModal();
-}
-
 function openGrantRequest(gr) {
   const dialog = $('grant-dialog');
   $('grant-title').textContent = 'Approve grant request';
   $('grant-what').textContent = `${gr.handler} · ${gr.permission} for ${gr.agent}; may only be narrowed`;
   const read = scopeInputs(gr.scope);
   $('grant-agent').hidden = true;
+  $('grant-limits').hidden = true;
+  $('grant-preview').hidden = true;
+  dialog.oninput = null;
+  dialog.onchange = null;
   const asked = gr.expires || '1h';
   const preset = dialog.querySelector(`input[name=expires][value="${CSS.escape(asked)}"]`);
   if (preset) {
@@ -384,7 +429,7 @@ function openDenyDialog(what, submit) {
  * decision-only action's detail. */
 function openEdit(action) {
   const handler = Boolean(action.handler);
-  $('edit-what').replaceChildren(h('code', { class: 'action-string vis' }, visible(action.action_string)), ` (agent ${action.agent})`);
+  $('edit-what').replaceChildren(...[].concat(guarded('code', { class: 'action-string vis' }, action.action_string)), ` (agent ${action.agent})`);
   $('edit-label').textContent = handler ? 'Params to run (JSON; masked values must be typed again)' : 'Detail to run';
   $('edit-text').value = handler ? JSON.stringify(action.params || {}, null, 2) : action.detail;
   $('edit-error').textContent = '';
@@ -407,24 +452,16 @@ function openEdit(action) {
 }
 
 function openDeny(action) {
-  const what = [h('code', { class: 'action-string vis' }, visible(action.action_string)), ` (agent ${action.agent})`];
+  const what = [...[].concat(guarded('code', { class: 'action-string vis' }, action.action_string)), ` (agent ${action.agent})`];
   openDenyDialog(what, async (reason) => {
-    await api('POST', `/v1/actions/${enc(action.id)}/deny`, reason ? { reason } : {});
-    removeAction(action.id);
+    queue.hold([action.id], `Denied ${named(action)}`, () => sendDeny({ id: action.id, a: action }, reason));
   });
 }
 
 function openDenyRequest(gr) {
   openDenyDialog(`${gr.handler} · ${gr.permission} for ${gr.agent}`, async (reason) => {
-    await api('POST', `/v1/grant-requests/${enc(gr.id)}/deny`, reason ? { reason } : {});
-    state.gone.add(gr.id);
-    state.requests.delete(gr.id);
-    queueChanged();
+    queue.hold([gr.id], `Denied grant request ${gr.handler} · ${gr.permission}`, () => sendDeny({ id: gr.id, r: gr }, reason));
   });
-}
-
-function escapeRegex(s) {
-  return s.replace(/[\\^$.*+?()[\]{}|]/g, '\\$&');
 }
 
 // ---- routing ------------------------------------------------------------
@@ -435,7 +472,7 @@ function currentView() {
 }
 
 const ctx = {
-  openGrant, openGrantRequest, openDeny, openDenyRequest, openEdit, approve, fail, notice,
+  openGrant: (action) => openRemember(action, remember), openGrantRequest, openDeny, openDenyRequest, openEdit, approve, fail, notice,
   key: () => session.key,
   me: () => state.me,
   refresh: () => route(),
@@ -472,6 +509,22 @@ async function route() {
   }
 }
 
+/** What the "Approve and remember" dialog needs from here. */
+const remember = {
+  setSubmit: (fn) => { dialogSubmit = fn; },
+  scopeInputs: (scope) => scopeInputs(scope),
+  expiryValue: () => expiryValue(),
+  api, enc, notice,
+  removeAction: (id) => removeAction(id),
+  pending: () => [...state.actions.values()],
+};
+
+const queue = createQueue({
+  state, ctx, fail, notice, approveMany, denyMany,
+  queueChanged: () => queueChanged(),
+  isQueue: () => Boolean(state.me) && currentView() === 'queue' && !$('view').hidden,
+});
+
 // ---- start --------------------------------------------------------------
 
 function tick() {
@@ -480,6 +533,7 @@ function tick() {
     const text = countdown(el.dataset.deadline, now);
     el.textContent = el.dataset.prefix === '' ? text : `expires ${text}`;
   }
+  for (const el of document.querySelectorAll('[data-since]')) el.textContent = `queued ${countdown(el.dataset.since, now)}`;
 }
 
 function init() {
@@ -495,6 +549,8 @@ function init() {
     }
   });
   $('sign-out').addEventListener('click', () => signOut());
+  showNotifyState($('notify'));
+  $('notify').addEventListener('click', () => toggleNotify($('notify')).catch(fail));
   window.addEventListener('hashchange', route);
   setInterval(tick, 1000);
   const saved = session.key;

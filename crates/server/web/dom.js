@@ -1,6 +1,8 @@
 // Small DOM helpers. Text from the API only ever goes in as text nodes
 // (never innerHTML), so nothing an agent sends can become markup.
 
+import { maskSecrets } from './secrets.js';
+
 /** Creates an element: h('button', {class: 'x', onclick: f}, 'text', child). */
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
@@ -81,6 +83,31 @@ export function visible(text, { breaks = true } = {}) {
   }
   if (run) frag.append(document.createTextNode(run));
   return frag;
+}
+
+/**
+ * Agent text that may hold secrets (a command, a title): shown made
+ * visible with every secret-looking part masked; when something was
+ * masked, a "show secret" button next to it puts the raw text in (and
+ * takes it out again). Until that click the raw value is not in the page.
+ * Returns the element, or [element, button].
+ */
+export function guarded(tag, attrs, text) {
+  const raw = String(text ?? '');
+  const safe = maskSecrets(raw);
+  const el = h(tag, attrs, visible(safe));
+  if (safe === raw) return el;
+  el.dataset.masked = 'true';
+  const btn = h('button', { type: 'button', class: 'reveal small', 'aria-pressed': 'false', title: 'Show the masked secret in this text' }, 'show secret');
+  btn.addEventListener('click', (e) => {
+    e.stopPropagation();
+    const open = btn.getAttribute('aria-pressed') !== 'true';
+    el.replaceChildren(visible(open ? raw : safe));
+    el.dataset.masked = String(!open);
+    btn.setAttribute('aria-pressed', String(open));
+    btn.textContent = open ? 'hide secret' : 'show secret';
+  });
+  return [el, btn];
 }
 
 /** The gear icon, drawn as SVG (no icon font, no external file). */

@@ -3,8 +3,9 @@
 // event, data, retry; comments ignored), and a dropped stream reconnects
 // with backoff, sending Last-Event-ID so the daemon replays what was missed.
 
-/** Reads one SSE response body, calling onMessage({id, event, data}). */
-export async function readSse(body, onMessage, signal) {
+/** Reads one SSE response body, calling onMessage({id, event, data}) and
+ * onData() on every chunk (heartbeats too). */
+export async function readSse(body, onMessage, signal, onData) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = '';
   let msg = { id: null, event: 'message', data: [] };
@@ -12,6 +13,7 @@ export async function readSse(body, onMessage, signal) {
     for (;;) {
       const { value, done } = await reader.read();
       if (done) return;
+      onData?.();
       buf += value;
       let nl;
       while ((nl = buf.search(/\r\n|\r|\n/)) >= 0) {
@@ -39,6 +41,9 @@ export async function readSse(body, onMessage, signal) {
     reader.releaseLock();
   }
 }
+
+/** A stream with no byte (not even a heartbeat) for this long is dead. */
+export const STALE_MS = 40000;
 
 /**
  * Follows GET /v1/events for as long as it is not stopped.
@@ -84,10 +89,22 @@ export class EventFollower {
         // The daemon subscribed before answering: anything after this is ours.
         await this.onOpen?.(this.lastId === null);
         delay = 250;
-        await readSse(resp.body, (m) => this.dispatch(m), this.controller.signal);
+        // The daemon sends a heartbeat every 15 s (events.heartbeat): a
+        // stream silent for longer than STALE_MS is dead even if no error
+        // says so, and is not called live.
+        const controller = this.controller;
+        let seen = Date.now();
+        const watchdog = setInterval(() => {
+          if (Date.now() - seen > STALE_MS) { why = 'no heartbeat'; controller.abort(); }
+        }, 1000);
+        try {
+          await readSse(resp.body, (m) => this.dispatch(m), controller.signal, () => { seen = Date.now(); });
+        } finally {
+          clearInterval(watchdog);
+        }
       } catch (e) {
         if (this.stopped) return;
-        why = String(e.message || e);
+        if (why !== 'no heartbeat') why = String(e.message || e);
       }
       if (this.stopped) return;
       this.onState?.('reconnecting', why);

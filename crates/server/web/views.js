@@ -1,8 +1,11 @@
-// Rendering of the queue cards, the grants table, the history list and an
-// action's page. Every view shows API errors through `ctx.fail`.
+// Rendering of the grants table, the history list and an action's page
+// (the queue's cards are in cards.js). Every view shows API errors through `ctx.fail`.
 
 import { api, enc } from './api.js';
-import { h, gearIcon, countdown, when, masked, visible, visibleText } from './dom.js';
+import { h, countdown, when, masked, visible, guarded } from './dom.js';
+import { maskSecrets } from './secrets.js';
+import { displayOf, fieldList, paramsDisclosure, riskBadge } from './cards.js';
+import { ruleText } from './risk.js';
 import { readSse } from './stream.js';
 
 const json = (v) => JSON.stringify(v, null, 2);
@@ -22,83 +25,15 @@ function scopeText(scope) {
   return Object.entries(scope).map(([k, v]) => `${k} = ${typeof v === 'string' ? v : JSON.stringify(v)}`).join(', ');
 }
 
-/** The raw params, masked, built only when the operator opens them. */
-function paramsDisclosure(action) {
-  if (action.params === undefined) return null;
-  const pre = h('pre', { class: 'params' });
-  const details = h('details', { class: 'raw' }, h('summary', {}, 'Raw params'), pre);
-  details.addEventListener('toggle', () => {
-    if (details.open && !pre.textContent) pre.replaceChildren(visible(json(masked(action.params)), { breaks: false }));
-  });
-  return details;
-}
-
-function displayOf(action) {
-  const d = action.display;
-  if (d && typeof d === 'object' && d.title) {
-    return {
-      title: String(d.title),
-      summary: d.summary ? String(d.summary) : null,
-      fields: Array.isArray(d.fields) ? d.fields : [],
-    };
-  }
-  return { title: action.action_string, summary: null, fields: [] };
-}
-
-/** "1 of 2: ann" while approvals are collected; "edited" once edited. */
-export function approvalsLine(action) {
-  const approvals = action.approvals || [];
-  if (!approvals.length && !action.edited) return null;
-  const parts = [];
-  if (approvals.length) {
-    const who = approvals.map((a) => `${a.who} (${a.channel})`).join(', ');
-    parts.push(`${approvals.length} of ${action.approvals_required || 1} approvals: ${who}`);
-  }
-  if (action.edited) parts.push('edited before approving');
-  return h('p', { class: 'approvals' }, parts.join(' · '));
-}
-
-/** A pending action's card in the queue. */
-export function actionCard(action, ctx) {
-  const d = displayOf(action);
-  const title = h('h3', { class: 'title vis', id: `t-${action.id}` }, visible(d.title));
-  const fields = d.fields.length
-    ? h('dl', { class: 'fields' }, d.fields.map((f) => [h('dt', {}, visible(String(f.label ?? ''))), h('dd', {}, visible(String(masked(f.value ?? ''))))]))
-    : null;
-  const deadline = action.deadline
-    ? h('span', { class: 'deadline', dataset: { deadline: action.deadline }, title: when(action.deadline) }, `expires ${countdown(action.deadline)}`)
-    : null;
-  return h('article', { class: 'card', dataset: { id: action.id, kind: 'action' }, 'aria-labelledby': `t-${action.id}` },
-    h('div', { class: 'card-head' },
-      title,
-      h('button', { type: 'button', class: 'icon gear', title: 'Grant permission and run', 'aria-label': `Grant permission for ${visibleText(d.title)}`, onclick: () => ctx.openGrant(action) }, gearIcon())),
-    d.summary ? h('p', { class: 'summary vis' }, visible(d.summary)) : null,
-    h('p', { class: 'meta' },
-      h('span', { class: 'agent' }, `agent ${action.agent}`), ' · ',
-      h('code', { class: 'action-string vis' }, visible(action.action_string)), deadline ? ' · ' : null, deadline),
-    action.reason ? h('p', { class: 'reason vis' }, h('span', { class: 'label' }, 'Reason: '), visible(action.reason)) : null,
-    approvalsLine(action),
-    fields,
-    paramsDisclosure(action),
-    h('div', { class: 'buttons' },
-      h('button', { type: 'button', class: 'primary', onclick: (e) => ctx.approve(action, e.currentTarget) }, 'Approve'),
-      h('button', { type: 'button', onclick: () => ctx.openEdit(action) }, 'Edit & approve…'),
-      h('button', { type: 'button', class: 'danger', onclick: () => ctx.openDeny(action) }, 'Deny…'),
-      h('a', { href: `#/actions/${enc(action.id)}`, class: 'link' }, 'Details')));
-}
-
-/** A pending grant request's card (seed 004). */
-export function grantRequestCard(gr, ctx) {
-  const deadline = h('span', { class: 'deadline', dataset: { deadline: gr.deadline }, title: when(gr.deadline) }, `expires ${countdown(gr.deadline)}`);
-  return h('article', { class: 'card request', dataset: { id: gr.id, kind: 'grant-request' }, 'aria-labelledby': `t-${gr.id}` },
-    h('div', { class: 'card-head' },
-      h('h3', { class: 'title', id: `t-${gr.id}` }, `Permission ${gr.permission} on ${gr.handler}`),
-      h('span', { class: 'badge kind' }, 'grant request')),
-    h('p', { class: 'meta' }, `agent ${gr.agent} · scope ${scopeText(gr.scope)} · asks ${gr.expires || 'default expiry'} · `, deadline),
-    gr.reason ? h('p', { class: 'reason' }, h('span', { class: 'label' }, 'Reason: '), gr.reason) : null,
-    h('div', { class: 'buttons' },
-      h('button', { type: 'button', class: 'primary', onclick: () => ctx.openGrantRequest(gr) }, 'Approve…'),
-      h('button', { type: 'button', class: 'danger', onclick: () => ctx.openDenyRequest(gr) }, 'Deny…')));
+/** Who decided, and by which rule when the policy (or a grant) did. */
+function decidedBy(ctx, a) {
+  const rule = ruleText(a.decision?.rule);
+  const by = a.decided_by ? who(ctx, a.decided_by) : null;
+  if (!by && !rule) return '—';
+  return h('span', { class: 'decided' }, by || 'not yet',
+    rule && (!a.decided_by || a.decided_by === 'policy' || a.decided_by.startsWith('grant:'))
+      ? [h('br'), h('span', { class: 'muted rule' }, `rule: ${rule}`)]
+      : rule ? [h('br'), h('span', { class: 'muted rule' }, `asked by ${rule}`)] : null);
 }
 
 /** Active grants, with revoke. */
@@ -173,12 +108,12 @@ export async function renderHistory(root, ctx, params, signal) {
     if (signal.aborted) return;
     for (const a of page.items) {
       tbody.append(h('tr', { dataset: { id: a.id } },
-        h('td', { 'data-label': 'Action' }, h('a', { href: `#/actions/${enc(a.id)}`, class: 'vis' }, visible(displayOf(a).title)),
-          h('div', {}, h('code', { class: 'muted vis' }, visible(a.action_string)))),
+        h('td', { 'data-label': 'Action' }, h('a', { href: `#/actions/${enc(a.id)}`, class: 'vis' }, visible(maskSecrets(displayOf(a).title))),
+          h('div', {}, guarded('code', { class: 'muted vis' }, a.action_string))),
         h('td', { 'data-label': 'Agent' }, a.agent),
         h('td', { 'data-label': 'Status' }, statusBadge(a.status)),
         h('td', { 'data-label': 'Requested' }, when(a.created_at)),
-        h('td', { 'data-label': 'Decided by' }, a.decided_by ? who(ctx, a.decided_by) : '—')));
+        h('td', { 'data-label': 'Decided by' }, decidedBy(ctx, a))));
     }
     if (!tbody.children.length) tbody.append(h('tr', {}, h('td', { colspan: 5, class: 'empty' }, 'No actions match.')));
     cursor = page.next_cursor || null;
@@ -219,22 +154,24 @@ export async function renderAction(root, ctx, id, signal) {
     : h('p', { class: 'muted' }, a.handler ? 'No dispatch attempts yet.' : 'Decision-only: the agent runs it itself.');
   const outcome = a.outcome
     ? h('details', { class: 'raw', open: true }, h('summary', {}, `Outcome: ${a.outcome.status}`),
-      h('pre', { class: 'params' }, visible(json(masked(a.outcome.result ?? a.outcome.error ?? null)), { breaks: false })))
+      h('pre', { class: 'params' }, visible(maskSecrets(json(masked(a.outcome.result ?? a.outcome.error ?? null))), { breaks: false })))
     : null;
   root.replaceChildren(
     h('p', {}, h('a', { href: '#/history', class: 'link' }, '← History')),
     h('article', { class: 'card wide', dataset: { id: a.id } },
-      h('div', { class: 'card-head' }, h('h1', { class: 'title vis' }, visible(d.title)), statusBadge(a.status)),
-      d.summary ? h('p', { class: 'summary vis' }, visible(d.summary)) : null,
+      h('div', { class: 'card-head' }, h('h1', { class: 'title vis' }, visible(maskSecrets(d.title))), riskBadge(a), statusBadge(a.status)),
+      d.summary ? guarded('p', { class: 'summary vis' }, d.summary) : null,
       h('dl', { class: 'fields' },
-        h('dt', {}, 'Action'), h('dd', {}, h('code', { class: 'action-string vis' }, visible(a.action_string))),
+        h('dt', {}, 'Action'), h('dd', {}, guarded('code', { class: 'action-string vis' }, a.action_string)),
         h('dt', {}, 'Agent'), h('dd', {}, a.agent),
-        a.reason ? [h('dt', {}, 'Reason'), h('dd', {}, visible(a.reason))] : null,
-        h('dt', {}, 'Policy'), h('dd', {}, `${a.decision.result}: ${a.decision.reason}`),
+        a.reason ? [h('dt', {}, 'Reason'), h('dd', {}, visible(maskSecrets(a.reason)))] : null,
+        h('dt', {}, 'Policy'), h('dd', {}, `${a.decision.result}: `, visible(maskSecrets(a.decision.reason)),
+          ruleText(a.decision.rule) ? [h('br'), h('span', { class: 'muted rule' }, `rule: ${ruleText(a.decision.rule)}`)] : null),
         h('dt', {}, 'Requested'), h('dd', {}, when(a.created_at)),
         a.decided_by ? [h('dt', {}, 'Decided'), h('dd', {}, `${who(ctx, a.decided_by)}, ${when(a.decided_at)}`)] : null,
-        a.decision_note ? [h('dt', {}, 'Note'), h('dd', {}, visible(a.decision_note))] : null,
-        d.fields.map((f) => [h('dt', {}, visible(String(f.label ?? ''))), h('dd', {}, visible(String(masked(f.value ?? ''))))])),
+        a.decision_note ? [h('dt', {}, 'Note'), h('dd', {}, visible(maskSecrets(a.decision_note)))] : null,
+),
+      fieldList(d.fields),
       paramsDisclosure(a),
       outcome),
     h('h2', {}, 'Timeline'), timeline,
@@ -251,7 +188,7 @@ export async function renderAction(root, ctx, id, signal) {
     timeline.append(h('li', { dataset: { type: ev.type } },
       h('time', { datetime: ev.at }, when(ev.at)), ' ',
       h('span', { class: `ev ev-${ev.type.replace(/\W/g, '-')}` }, ev.type), ' ',
-      h('span', { class: 'muted' }, eventLine(ev, ctx))));
+      h('span', { class: 'muted' }, maskSecrets(eventLine(ev, ctx)))));
     if (/^action\.(completed|failed|denied|expired|cancelled)$/.test(ev.type)) settledSeen = true;
   }, signal);
   // Once it settled, show the final state (outcome, attempts) too.

@@ -63,7 +63,12 @@ def claude_tool(name: str, args: Dict[str, Any]) -> Tuple[str, str]:
         return "WebSearch", _field(name, args, "query")
     body = json.dumps(args, separators=(",", ":"), ensure_ascii=False, default=str)
     mcp = re.match(r"mcp__(.+?)__(.+)\Z", name, re.S)
-    if mcp:  # MCP tools, as the hooks spell them
+    # MCP tools: the name is the tool, as the MCP proxy and the hooks spell
+    # it; a name that is not plain as a tool name keeps server and tool in
+    # the detail of the tool `mcp`.
+    if mcp and re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", name):
+        return name, body
+    if mcp:
         return "mcp", f"{mcp.group(1)}__{mcp.group(2)} {body}"
     tool = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:64] or "tool"
     return tool, body

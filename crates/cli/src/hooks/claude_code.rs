@@ -195,7 +195,7 @@ mod tests {
             (
                 "mcp__github__create_issue",
                 json!({"title": "t"}),
-                r#"tool:mcp:github__create_issue {"title":"t"}"#,
+                r#"tool:mcp__github__create_issue:{"title":"t"}"#,
             ),
             ("Task", json!({}), "tool:Task:{}"),
         ];

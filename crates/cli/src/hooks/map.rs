@@ -2,7 +2,8 @@
 //! one profile governs every agent: each runtime module turns its tool
 //! names and inputs into [`Call`]s, and [`Call::mapped`] gives the tool and
 //! detail the presets already understand (`tool:bash:<command>`,
-//! `tool:file:edit <path>`, `tool:mcp:<server>__<tool> <input>`, …).
+//! `tool:file:edit <path>`, `tool:mcp__<server>__<tool>:<input>`, the
+//! MCP proxy's spelling, …).
 
 use serde_json::Value;
 
@@ -85,7 +86,18 @@ impl Call {
                 server,
                 tool,
                 input,
-            } => m("mcp", format!("{server}__{tool} {input}")),
+            } => {
+                // The MCP proxy's spelling, so one rule covers both ways
+                // in; a name that is not plain as a tool name (it would
+                // be rewritten, and could become another tool's) keeps
+                // server and tool in the detail of the tool `mcp`.
+                let name = format!("mcp__{server}__{tool}");
+                if sanitize_tool(&name) == name {
+                    m(&name, input.to_string())
+                } else {
+                    m("mcp", format!("{server}__{tool} {input}"))
+                }
+            }
             Call::Other { name, input } => m(&sanitize_tool(name), input.to_string()),
         }
     }
@@ -207,7 +219,15 @@ mod tests {
                     tool: "create_issue".into(),
                     input: json!({"title": "t"}),
                 },
-                r#"tool:mcp:github__create_issue {"title":"t"}"#,
+                r#"tool:mcp__github__create_issue:{"title":"t"}"#,
+            ),
+            (
+                Call::Mcp {
+                    server: "my server".into(),
+                    tool: "create:issue".into(),
+                    input: json!({"title": "t"}),
+                },
+                r#"tool:mcp:my server__create:issue {"title":"t"}"#,
             ),
             (
                 Call::Other {
@@ -227,7 +247,13 @@ mod tests {
     #[test]
     fn mcp_names_split_into_server_and_tool() {
         let c = mcp_double_underscore("mcp__github__create_issue", &json!({})).unwrap();
-        assert_eq!(c.mapped().detail, "github__create_issue {}");
+        assert_eq!(
+            c.mapped(),
+            Mapped {
+                tool: "mcp__github__create_issue".into(),
+                detail: "{}".into()
+            }
+        );
         assert!(mcp_double_underscore("mcp__github", &json!({})).is_none());
         assert!(mcp_double_underscore("Bash", &json!({})).is_none());
     }

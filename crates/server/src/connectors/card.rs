@@ -4,12 +4,17 @@
 //! once decided, with its outcome and no buttons. Text that came from an
 //! agent is shown as the page and the CLI show it: line breaks kept and
 //! marked `⏎`, control and format characters made visible (`␍`, `⇥`,
-//! `⟨U+202E⟩`), so what the approver reads is what runs.
+//! `⟨U+202E⟩`), so what the approver reads is what runs. Secrets that look
+//! like secrets (token shapes, `-u user:pass`, `Authorization:` headers,
+//! `password=`) are masked in that text ([`mask_secrets`]); the raw value is
+//! on the web page, one click away.
 
 use std::sync::LazyLock;
 
+use actiongate_api::sessions::Plan;
 use actiongate_cli::visible;
 use actiongate_gate::{Action, GrantRequest};
+use actiongate_policy::secrets::mask_secrets;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -109,7 +114,7 @@ fn shown(label: &str, value: &Value) -> (String, bool) {
 /// line breaks kept (and marked), cut to [`MAX_VALUE`] characters (and
 /// whether it was).
 fn shown_text(text: &str) -> (String, bool) {
-    let all = visible::lines(text, "");
+    let all = visible::lines(&mask_secrets(text), "");
     let shown = cut(&all, MAX_VALUE);
     let was_cut = shown.len() != all.len();
     (shown, was_cut)
@@ -181,10 +186,14 @@ pub fn action_card(a: &Action, with_buttons: bool, remember: bool) -> Card {
     if let Some(d) = a.deadline {
         lines.push(format!("Decide by: {}", d.format("%Y-%m-%d %H:%M UTC")));
     }
-    let buttons = match (with_buttons, remember) {
-        (true, true) => vec![Verb::Approve, Verb::Remember, Verb::Deny],
-        (true, false) => vec![Verb::Approve, Verb::Deny],
-        (false, _) => Vec::new(),
+    if let Some(session) = &a.session {
+        lines.push(format!("Session: {}", shown_text(session).0));
+    }
+    let buttons = match (with_buttons, remember, a.session.is_some()) {
+        (true, true, true) => vec![Verb::Approve, Verb::Remember, Verb::Task, Verb::Deny],
+        (true, true, false) => vec![Verb::Approve, Verb::Remember, Verb::Deny],
+        (true, false, _) => vec![Verb::Approve, Verb::Deny],
+        (false, _, _) => Vec::new(),
     };
     Card {
         item: a.id.clone(),
@@ -228,6 +237,67 @@ pub fn grant_request_card(r: &GrantRequest, with_buttons: bool) -> Card {
         } else {
             Vec::new()
         },
+        cut: was_cut,
+    }
+}
+
+/// The card of pending plan `p`: each step as it would run; approving
+/// approves them all (step by step on the page or with the CLI).
+pub fn plan_card(p: &Plan, with_buttons: bool) -> Card {
+    let mut lines = Vec::new();
+    let mut was_cut = false;
+    for (i, step) in p.steps.iter().enumerate() {
+        let (text, c) = match (&step.tool, &step.detail, &step.handler, &step.action) {
+            (Some(tool), Some(detail), _, _) => {
+                shown_text(&actiongate_policy::format_action(tool, detail))
+            }
+            (_, _, Some(handler), Some(action)) => {
+                let params = step.params.clone().unwrap_or(Value::Null);
+                let (params, c) = shown("params", &params);
+                let (head, c2) = shown_text(&format!("{handler}.{action}"));
+                (format!("{head} {params}"), c || c2)
+            }
+            _ => ("(a step of no known shape)".to_owned(), true),
+        };
+        was_cut |= c;
+        lines.push(format!("{}. {text}", i + 1));
+    }
+    lines.push(format!("Agent: {}", p.agent));
+    lines.push(format!("Session: {}", shown_text(&p.session).0));
+    if let Some(r) = &p.reason {
+        lines.push(format!("Reason: {}", shown_text(r).0));
+    }
+    Card {
+        item: format!("{}{}", super::decide::PLAN, p.id),
+        title: format!(
+            "Plan of {} step{}: approve once for the whole task",
+            p.steps.len(),
+            if p.steps.len() == 1 { "" } else { "s" }
+        ),
+        lines,
+        buttons: if with_buttons {
+            vec![Verb::Approve, Verb::Deny]
+        } else {
+            Vec::new()
+        },
+        cut: was_cut,
+    }
+}
+
+/// The card of a run nobody decided (`action.undecided`): news, no buttons.
+pub fn undecided_card(seq: i64, data: &Value) -> Card {
+    let field = |k: &str| data.get(k).and_then(Value::as_str).unwrap_or("?");
+    let (what, was_cut) = shown_text(field("action_string"));
+    let mut lines = vec![format!("Agent: {}", field("agent"))];
+    if let Some(s) = data.get("session").and_then(Value::as_str) {
+        lines.push(format!("Session: {}", shown_text(s).0));
+    }
+    lines.push("No allow or approval covered it: look at the session.".to_owned());
+    Card {
+        item: format!("ud:{seq}"),
+        title: format!("⚠ Ran without a decision: {what}"),
+        lines,
+        buttons: Vec::new(),
         cut: was_cut,
     }
 }
@@ -301,6 +371,17 @@ mod tests {
         assert_eq!(cut.buttons, vec![Verb::Deny]);
         assert!(shown_text(&"x".repeat(400)).1);
         assert!(!shown_text(&"x".repeat(300)).1);
+    }
+
+    #[test]
+    fn secrets_in_a_command_are_masked_on_the_card() {
+        let cases: Vec<(String, String)> =
+            serde_json::from_str(include_str!("../../../policy/tests/secret_shapes.json"))
+                .unwrap_or_default();
+        assert!(!cases.is_empty());
+        for (input, want) in cases {
+            assert_eq!(shown_text(&input).0, want, "{input}");
+        }
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub enum Verb {
     Approve,
     /// Approve and remember for an hour.
     Remember,
+    /// Approve and remember within the action's session ("for this task").
+    Task,
     /// Deny.
     Deny,
 }
@@ -27,6 +29,8 @@ impl Verb {
         match self {
             Verb::Approve => "Approve",
             Verb::Remember => "Approve for 1h",
+            // WhatsApp's buttons take at most 20 characters.
+            Verb::Task => "Approve for task",
             Verb::Deny => "Deny",
         }
     }
@@ -37,6 +41,7 @@ impl Verb {
         let letter = match self {
             Verb::Approve => 'a',
             Verb::Remember => 'r',
+            Verb::Task => 't',
             Verb::Deny => 'd',
         };
         format!("{letter}:{item}")
@@ -48,6 +53,7 @@ impl Verb {
         let verb = match letter {
             "a" => Verb::Approve,
             "r" => Verb::Remember,
+            "t" => Verb::Task,
             "d" => Verb::Deny,
             _ => return None,
         };
@@ -58,6 +64,14 @@ impl Verb {
 /// The note of an "Approve for 1h": the edited card says a grant was made.
 pub const GRANT_NOTE: &str = "grant made: the same request is allowed for 1h";
 
+/// The note of an "Approve for task": the edited card says a grant was made.
+pub const TASK_GRANT_NOTE: &str =
+    "grant made: the same request is allowed in this session until it ends (a day at most)";
+
+/// How long a grant made "for this task" lasts at most (it ends with its
+/// session before, if that ends first).
+const TASK_GRANT_FOR: &str = "1d";
+
 /// What a stranger (not an approver) is told.
 pub const NOT_AN_APPROVER: &str =
     "You are not on this connector's list of approvers: nothing was decided.";
@@ -66,6 +80,12 @@ pub const NOT_AN_APPROVER: &str =
 pub fn is_approver(approvers: &[String], who: &str) -> bool {
     !who.is_empty() && approvers.iter().any(|a| a == who)
 }
+
+/// The prefix of a plan's item (`pl:<plan id>`).
+pub const PLAN: &str = "pl:";
+
+/// What approving a plan from chat answers.
+const PLAN_APPROVED: &str = "Approved: each of the plan's steps may run once in its session.";
 
 /// Whether `item`'s card, as a chat where `fits` says what text it shows
 /// whole shows it, shows all of what would run: only then may that chat
@@ -76,6 +96,10 @@ async fn shown_whole(
     item: &str,
     fits: fn(&str) -> bool,
 ) -> Result<bool, GateError> {
+    if let Some(id) = item.strip_prefix(PLAN) {
+        let plan = gate.get_plan(caller, id).await?;
+        return Ok(super::card::plan_card(&plan, true).shown_whole(fits));
+    }
     let card = match item.strip_prefix("gr:") {
         Some(id) => super::card::grant_request_card(
             &gate
@@ -113,7 +137,7 @@ pub async fn decide(
     }
     let result = if let Some(id) = item.strip_prefix("gr:") {
         match verb {
-            Verb::Approve | Verb::Remember => gate
+            Verb::Approve | Verb::Remember | Verb::Task => gate
                 .approve_grant_request(&caller, id, ApproveRequest::default())
                 .await
                 .map(|_| "Approved.".to_owned()),
@@ -121,6 +145,18 @@ pub async fn decide(
                 .deny_grant_request(&caller, id, None)
                 .await
                 .map(|_| "Denied.".to_owned()),
+        }
+    } else if let Some(id) = item.strip_prefix(PLAN) {
+        match verb {
+            Verb::Approve => gate
+                .approve_plan(&caller, id, None)
+                .await
+                .map(|_| PLAN_APPROVED.to_owned()),
+            Verb::Deny => gate
+                .deny_plan(&caller, id)
+                .await
+                .map(|_| "Denied.".to_owned()),
+            Verb::Remember | Verb::Task => Ok("Unknown button.".to_owned()),
         }
     } else {
         let verdict = match verb {
@@ -138,10 +174,35 @@ pub async fn decide(
                     uses: None,
                 },
             },
+            Verb::Task => {
+                let session = match gate
+                    .get_action(&caller, item, std::time::Duration::ZERO)
+                    .await
+                {
+                    Ok(a) => a.session,
+                    Err(e) => return answer_of(&e),
+                };
+                let Some(session) = session else {
+                    return "This request belongs to no session: approve it once or for 1h."
+                        .to_owned();
+                };
+                Verdict::ApproveAndRemember {
+                    note: Some(TASK_GRANT_NOTE.to_owned()),
+                    remember: Remember {
+                        expires: TASK_GRANT_FOR.to_owned(),
+                        scope: None,
+                        pattern: None,
+                        agent: None,
+                        session: Some(session),
+                        uses: None,
+                    },
+                }
+            }
         };
         let done = match verb {
             Verb::Approve => "Approved.",
             Verb::Remember => "Approved, and allowed for 1h.",
+            Verb::Task => "Approved, and allowed in this session.",
             Verb::Deny => "Denied.",
         };
         gate.decide(&caller, item, verdict)
@@ -197,7 +258,18 @@ pub async fn reply(
         Some(r) => format!("reply: {r}"),
         None => format!("reply: {}", text.trim()),
     });
-    let result = if let Some(id) = item.strip_prefix("gr:") {
+    let result = if let Some(id) = item.strip_prefix(PLAN) {
+        match verb {
+            Verb::Deny => gate
+                .deny_plan(&caller, id)
+                .await
+                .map(|_| "Denied.".to_owned()),
+            _ => gate
+                .approve_plan(&caller, id, None)
+                .await
+                .map(|_| PLAN_APPROVED.to_owned()),
+        }
+    } else if let Some(id) = item.strip_prefix("gr:") {
         match verb {
             Verb::Deny => gate
                 .deny_grant_request(&caller, id, reason)

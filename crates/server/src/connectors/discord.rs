@@ -108,7 +108,7 @@ impl Discord {
             .map(|v| {
                 let style = match v {
                     Verb::Approve => 3,
-                    Verb::Remember => 1,
+                    Verb::Remember | Verb::Task => 1,
                     Verb::Deny => 4,
                 };
                 json!({"type": 2, "style": style, "label": v.label(), "custom_id": v.button_id(&card.item)})

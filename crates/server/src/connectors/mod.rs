@@ -227,7 +227,11 @@ impl Connectors {
         };
         if chat == telegram::CHAT {
             let t = self.telegram.as_ref().ok_or_else(off)?;
-            t.deliver(&self.http, None, kind, card, message_ref).await
+            let made = t.deliver(&self.http, None, kind, card, message_ref).await?;
+            if again && let Some(id) = made.as_deref().and_then(|m| m.parse().ok()) {
+                telegram::void_lost_copies(self, t, id).await;
+            }
+            Ok(made)
         } else if let Some(user) = person(chat, telegram::CHAT) {
             let t = self.telegram.as_ref().ok_or_else(off)?;
             t.deliver(&self.http, Some(&user), kind, card, message_ref)

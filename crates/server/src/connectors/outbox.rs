@@ -156,6 +156,33 @@ async fn on_event(c: &Connectors, ev: &Event) {
             );
             edit(c, &chats, done).await;
         }
+        "plan.requested" => {
+            if let Ok(p) = ev.data.parse::<actiongate_api::sessions::Plan>() {
+                post(c, card::plan_card(&p, !c.notify_only)).await;
+            }
+        }
+        "plan.approved" | "plan.denied" => {
+            let Ok(p) = ev.data.parse::<actiongate_api::sessions::Plan>() else {
+                return;
+            };
+            let item = format!("{}{}", super::decide::PLAN, p.id);
+            let chats = match c.gate.connector_open_chats(&item).await {
+                Ok(chats) if !chats.is_empty() => chats,
+                _ => return,
+            };
+            let done = card::settled(
+                card::plan_card(&p, false),
+                ev.kind.trim_start_matches("plan."),
+                p.decided_by.as_deref(),
+                None,
+            );
+            edit(c, &chats, done).await;
+        }
+        "action.undecided" => {
+            if let Ok(data) = ev.data.parse::<serde_json::Value>() {
+                post(c, card::undecided_card(ev.seq, &data)).await;
+            }
+        }
         "grant_request.approved" | "grant_request.denied" | "grant_request.expired" => {
             let Ok(r) = ev.data.parse::<actiongate_gate::GrantRequest>() else {
                 return;

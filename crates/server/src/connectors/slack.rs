@@ -112,7 +112,7 @@ impl Slack {
                     match v {
                         Verb::Approve => b["style"] = json!("primary"),
                         Verb::Deny => b["style"] = json!("danger"),
-                        Verb::Remember => {}
+                        Verb::Remember | Verb::Task => {}
                     }
                     b
                 })

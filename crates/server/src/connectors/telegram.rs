@@ -141,6 +141,49 @@ impl Telegram {
     }
 }
 
+/// How many message ids before a post made again are looked at for the
+/// copy its lost answer left.
+const LOST_COPY_WINDOW: i64 = 10;
+
+/// What a copy a lost answer left says once found.
+const VOID_COPY: &str = "This card was posted again (a network error hid that it had been \
+     sent): use the newer message.";
+
+/// A post made again (an earlier attempt's answer was lost) became
+/// message `newest`. Telegram cannot list a chat's messages, but its
+/// message ids count up per chat, so a copy the lost answer left is among
+/// the ids just before. Each one the daemon does not know of loses its
+/// buttons; Telegram refuses that for anything but this bot's own message
+/// with buttons (a person's message, a notice), and where it succeeds the
+/// copy is a card nobody could otherwise reach again, and says it is void.
+pub async fn void_lost_copies(c: &Connectors, t: &Telegram, newest: i64) {
+    for id in ((newest - LOST_COPY_WINDOW).max(1)..newest).rev() {
+        if !matches!(
+            c.gate.connector_item_of(CHAT, &id.to_string()).await,
+            Ok(None)
+        ) {
+            continue;
+        }
+        let strip = json!({"chat_id": t.s.chat_id, "message_id": id,
+            "reply_markup": {"inline_keyboard": []}});
+        if t.call(&c.http, "editMessageReplyMarkup", &strip, None)
+            .await
+            .is_err()
+        {
+            continue;
+        }
+        tracing::info!(
+            message = id,
+            "a copy a lost answer left was found and voided"
+        );
+        let text = json!({"chat_id": t.s.chat_id, "message_id": id, "text": VOID_COPY,
+            "reply_markup": {"inline_keyboard": []}});
+        if let Err(e) = t.call(&c.http, "editMessageText", &text, None).await {
+            tracing::warn!(message = id, error = %e.message, "cannot say a copy is void");
+        }
+    }
+}
+
 /// `getUpdates` answered 409 this many times in a row: a webhook is set
 /// or another poller runs, and it is shown as the chat's problem.
 const CONFLICTS_SHOWN: i64 = 2;

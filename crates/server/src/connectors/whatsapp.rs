@@ -95,8 +95,13 @@ impl WhatsApp {
         let card = &card.clone().fit(fits);
         let body = match kind {
             Kind::Post if !card.buttons.is_empty() => {
-                let buttons: Vec<Value> = card
-                    .buttons
+                // At most three reply buttons: "for this task" is offered
+                // before "for 1h" where both are.
+                let mut verbs = card.buttons.clone();
+                if verbs.len() > 3 {
+                    verbs.retain(|v| *v != Verb::Remember);
+                }
+                let buttons: Vec<Value> = verbs
                     .iter()
                     .map(|v| json!({"type": "reply", "reply": {"id": v.button_id(&card.item), "title": v.label()}}))
                     .collect();

@@ -16,7 +16,7 @@ use actiongate_api::actions::{CreateAction, HandlerActionRequest, ToolActionRequ
 use actiongate_cli::hooks::Fallback;
 use actiongate_cli::hooks::claude_code::call_of;
 use actiongate_cli::hooks::gate::{Verdict, answer_for};
-use actiongate_gate::store::{Action, ActionStatus};
+use actiongate_gate::{Action, ActionStatus};
 use actiongate_gate::{Caller, GateError};
 
 use super::tasks::{self, Kind};

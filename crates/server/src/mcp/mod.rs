@@ -59,6 +59,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
     // Layers run outside in: the key first, then the session's owner.
     Router::new()
         .route_service("/mcp", service)
+        .layer(axum::middleware::from_fn(problem_bodies))
         .layer(axum::middleware::from_fn_with_state(owners, sessions::bind))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -77,6 +78,34 @@ async fn authenticate(State(state): State<AppState>, request: Request, next: Nex
         }
         Err(e) => e.into_response(),
     }
+}
+
+/// rmcp refuses some requests itself (a browser `Origin`, a method or a
+/// media type it does not serve) with a plain-text body: they are answered
+/// as problem+json, like every other refusal of the daemon. JSON bodies
+/// (JSON-RPC errors) pass unchanged.
+async fn problem_bodies(request: Request, next: Next) -> Response {
+    let resp = next.run(request).await;
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.contains("json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return resp;
+    }
+    // rmcp's refusals are a line of text; a longer body is cut.
+    let text = axum::body::to_bytes(resp.into_body(), 4096)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let detail = if text.is_empty() {
+        status.canonical_reason().unwrap_or("refused").to_owned()
+    } else {
+        text
+    };
+    crate::error::ApiError::refusal(status, detail).into_response()
 }
 
 /// One MCP server: per session in the handshake era, per request in the

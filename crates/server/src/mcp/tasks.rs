@@ -15,7 +15,7 @@ use rmcp::model::{
 };
 use serde_json::Value;
 
-use actiongate_gate::store::{Action, ActionStatus};
+use actiongate_gate::{Action, ActionStatus};
 use actiongate_gate::{Caller, ErrorCode, Gate, GateError};
 
 use super::call::{PERMISSION_TOOL, described, handler_result, permission_result};

@@ -10,7 +10,7 @@ use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use tokio_util::sync::CancellationToken;
 
-use actiongate_gate::store::{Action, ActionStatus};
+use actiongate_gate::{Action, ActionStatus};
 use actiongate_gate::{Caller, Gate, GateError};
 
 /// How a wait ended without the action settling.
@@ -141,7 +141,7 @@ pub fn progress_message(action: &Action) -> String {
     match action.status {
         ActionStatus::Pending => match action.deadline {
             Some(deadline) => {
-                let left = (deadline - actiongate_gate::store::time::now()).num_seconds();
+                let left = (deadline - chrono::Utc::now()).num_seconds();
                 if left >= 60 {
                     format!("waiting for an operator, {} min left", (left + 59) / 60)
                 } else {

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use actiongate_api::{CreateGrant, PermissionCheck};
+use actiongate_gate::GrantFilter;
 use actiongate_gate::GrantRecord;
-use actiongate_gate::store::GrantFilter;
 
 use crate::auth::{Caller, Operator};
 use crate::error::{

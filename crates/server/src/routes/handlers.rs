@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use actiongate_gate::store::HandlerRecord;
+use actiongate_gate::HandlerRecord;
 
 use crate::auth::Admin;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Problem};

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use actiongate_gate::store::{ApiKey, Role};
+use actiongate_gate::{ApiKey, Role};
 
 use crate::auth::Admin;
 use crate::error::{ApiJson, ApiPath, ApiResult, Problem};

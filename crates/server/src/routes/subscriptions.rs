@@ -9,7 +9,7 @@ use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use actiongate_gate::store::{Delivery, DeliveryStatus, Subscription};
+use actiongate_gate::{Delivery, DeliveryStatus, Subscription};
 
 use crate::auth::Admin;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Problem};

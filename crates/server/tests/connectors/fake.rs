@@ -57,6 +57,10 @@ struct Inner {
     webhook: AtomicBool,
     /// `getUpdates` answers 409 whatever is set (another poller).
     conflict: AtomicBool,
+    /// Telegram messages that show buttons now: only those can have their
+    /// buttons taken away (Telegram answers 400 "message is not modified"
+    /// for any other message of the bot, and for a person's).
+    telegram_buttons: Mutex<std::collections::HashSet<i64>>,
 }
 
 #[derive(Clone)]
@@ -278,6 +282,30 @@ async fn answer(
         inner.nonces.lock().unwrap().insert(n, id);
     }
     call.answered = id;
+    let keyboard_empty = |b: &Value| {
+        b.pointer("/reply_markup/inline_keyboard")
+            .and_then(Value::as_array)
+            .is_none_or(|rows| rows.iter().all(|r| r.as_array().is_none_or(Vec::is_empty)))
+    };
+    if path.ends_with("/sendMessage") && !keyboard_empty(&call.body) {
+        inner.telegram_buttons.lock().unwrap().insert(id);
+    }
+    if path.ends_with("/editMessageText") || path.ends_with("/editMessageReplyMarkup") {
+        let target = call.body["message_id"].as_i64().unwrap_or(-1);
+        let had = inner.telegram_buttons.lock().unwrap().contains(&target);
+        if path.ends_with("/editMessageReplyMarkup") && (!had || !keyboard_empty(&call.body)) {
+            inner.calls.lock().unwrap().push(call);
+            return (
+                StatusCode::BAD_REQUEST,
+                axum::Json(json!({"ok": false, "error_code": 400,
+                    "description": "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message"})),
+            )
+                .into_response();
+        }
+        if keyboard_empty(&call.body) {
+            inner.telegram_buttons.lock().unwrap().remove(&target);
+        }
+    }
     if path.ends_with("/chat.postMessage") {
         inner
             .slack_messages

@@ -1,8 +1,9 @@
 //! A post whose answer is lost (the chat API made the message, then the
 //! connection was cut before its answer): Slack and Discord do not post it
 //! twice; Telegram and WhatsApp may, and every copy whose id becomes known
-//! (a tap on it, a reply to it) is answered and shows the outcome. No copy
-//! looks pending once the item is decided.
+//! (a tap on it, a reply to it) is answered and shows the outcome; on
+//! Telegram the copy is found and voided when the post is made again. No
+//! copy looks pending once the item is decided.
 
 use std::time::Duration;
 
@@ -243,5 +244,64 @@ async fn whatsapp_a_tap_on_a_copy_a_lost_answer_made_gets_the_outcome_on_both() 
     // Those two, and nothing more (no acknowledgement besides).
     let after: Vec<Call> = fake.calls_to("/PHONE/messages")[before..].to_vec();
     assert_eq!(after.len(), 2, "{after:#?}");
+    app.stop().await;
+}
+
+/// Telegram cannot list a chat's messages, but its message ids count up
+/// per chat: a post made again looks at the ids just before its own, and
+/// the copy the lost answer made loses its buttons at once and says it is
+/// void. A card the daemon knows (another pending item's) is left alone,
+/// and Telegram refuses the edit for anything without buttons.
+#[tokio::test]
+async fn telegram_a_copy_a_lost_answer_made_is_voided_when_the_post_is_made_again() {
+    use super::telegram::spawn;
+    let fake = Fake::start().await;
+    let app = spawn(&fake, |_| {}).await;
+    let before = pending(&app, "make check").await;
+    let first = fake
+        .wait_for("/sendMessage", "the first card", |c| {
+            !mine(c, &before).is_empty()
+        })
+        .await;
+    let before_card = mine(&first, &before)[0].answered;
+
+    fake.lose_answers(1);
+    let id = pending(&app, "make deploy").await;
+    let posts = two_posts(&fake, "/sendMessage", &id).await;
+    let (lost, known) = (posts[0].answered, posts[1].answered);
+    let edits = fake
+        .wait_for("/editMessageText", "the lost copy voided", |c| {
+            edited(c, lost, "posted again")
+        })
+        .await;
+    let stripped = fake.calls_to("/editMessageReplyMarkup");
+    assert!(
+        stripped.iter().any(|c| c.body["message_id"] == lost
+            && c.body["reply_markup"]["inline_keyboard"] == json!([])),
+        "{stripped:#?}"
+    );
+    let void = edits.iter().find(|c| c.body["message_id"] == lost).unwrap();
+    assert!(
+        void.body
+            .get("reply_markup")
+            .is_none_or(|m| m["inline_keyboard"] == json!([]))
+    );
+    for other in [known, before_card] {
+        assert!(
+            !stripped.iter().any(|c| c.body["message_id"] == other),
+            "{other}"
+        );
+        assert!(
+            !edits.iter().any(|c| c.body["message_id"] == other),
+            "{other}"
+        );
+    }
+
+    // The known copy still decides, and shows the outcome.
+    approve_on_the_api(&app, &id).await;
+    fake.wait_for("/editMessageText", "the known copy's edit", |c| {
+        edited(c, known, "Approved by key:")
+    })
+    .await;
     app.stop().await;
 }

@@ -1,0 +1,100 @@
+//! Secrets inside command text, masked for display: common token shapes
+//! (`sk_live_…`, `ghp_…`, `xoxb-…`, `AKIA…`, JWTs), `-u user:pass`,
+//! `Authorization:` headers, `Bearer …`, `password=…` (and other
+//! credential-named keys), `--password …` and `scheme://user:pass@host`.
+//!
+//! The same rules live in the web page (`crates/server/web/secrets.js`);
+//! both are checked against one table of cases,
+//! `crates/policy/tests/secret_shapes.json`. Masking is for display only:
+//! what runs is the raw text, which an operator can still reveal on the
+//! page. A token's well-known prefix stays visible (`sk_live_••••`), so the
+//! reader still sees what kind of secret it was.
+
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// What a masked secret is shown as (the page's `MASK`).
+pub const MASK: &str = "••••";
+
+/// Each rule's one capture group is the secret; the rest only places it.
+const RULES: &[&str] = &[
+    r"\b(?:sk|rk)_(?:live|test)_([A-Za-z0-9]{8,})",
+    r"\bgh[pousr]_([A-Za-z0-9]{20,})",
+    r"\bgithub_pat_([A-Za-z0-9_]{20,})",
+    r"\bxox[abposr]-([A-Za-z0-9-]{10,})",
+    r"\b(?:AKIA|ASIA)([0-9A-Z]{16})\b",
+    r"\bglpat-([A-Za-z0-9_-]{20,})",
+    r"\bsk-([A-Za-z0-9_-]{20,})",
+    r"\bAIza([0-9A-Za-z_-]{35})",
+    r"\bnpm_([A-Za-z0-9]{36})",
+    r"\beyJ([A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
+    r"(?:^|\s)(?:-u|--user)(?:\s+|=)?['\x22]?[^\s:'\x22]+:([^\s'\x22]+)",
+    r"://[^\s:/@'\x22]+:([^\s@/'\x22]+)@",
+    r"(?i)\bauthorization:\s*(?:(?:bearer|basic|token|bot|digest)\s+)?([^\s'\x22]+)",
+    r"(?i)\bbearer\s+([A-Za-z0-9._~+/=-]{8,})",
+    r"(?i)\b(?:x-)?api-key:\s*([^\s'\x22]+)",
+    r"(?i)\b[A-Za-z0-9_.-]*?(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)[A-Za-z0-9_.-]*\s*=\s*['\x22]?([^\s'\x22&;]+)",
+    r"(?i)--(?:password|passwd|token|secret|api-key|access-key)\s+([^\s'\x22-][^\s'\x22]*)",
+];
+
+static COMPILED: LazyLock<Vec<Regex>> =
+    LazyLock::new(|| RULES.iter().filter_map(|r| Regex::new(r).ok()).collect());
+
+/// The byte ranges of `text` that look like secrets, sorted and merged.
+pub fn secret_ranges(text: &str) -> Vec<Range<usize>> {
+    let mut found: Vec<Range<usize>> = Vec::new();
+    for re in COMPILED.iter() {
+        for caps in re.captures_iter(text) {
+            if let Some(m) = caps.get(1)
+                && !m.is_empty()
+            {
+                found.push(m.range());
+            }
+        }
+    }
+    found.sort_by_key(|r| (r.start, r.end));
+    let mut merged: Vec<Range<usize>> = Vec::new();
+    for r in found {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
+/// `text` with every secret-looking part replaced by [`MASK`].
+pub fn mask_secrets(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for r in secret_ranges(text) {
+        out.push_str(&text[at..r.start]);
+        out.push_str(MASK);
+        at = r.end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_compiles() {
+        assert_eq!(COMPILED.len(), RULES.len());
+    }
+
+    /// The table the page's copy of these rules is tested against too.
+    #[test]
+    fn masks_the_shared_table_of_shapes() {
+        let cases: Vec<(String, String)> =
+            serde_json::from_str(include_str!("../tests/secret_shapes.json")).unwrap_or_default();
+        assert!(cases.len() > 20);
+        for (input, want) in cases {
+            assert_eq!(mask_secrets(&input), want, "{input}");
+        }
+    }
+}

@@ -1,0 +1,174 @@
+// The queue's cards: what an action will do, in a plain sentence first (the
+// handler's display, or its params as labelled fields), the command once,
+// the policy's reason and the rule that asked, a risk badge; and a grant
+// request's card. Shared with the action page: displayOf, fieldList,
+// paramsDisclosure.
+
+import { enc } from './api.js';
+import { h, countdown, when, masked, visible, guarded } from './dom.js';
+import { maskSecrets } from './secrets.js';
+import { riskOf, ruleText } from './risk.js';
+import { editOf, lineDiff } from './diff.js';
+
+const json = (v) => JSON.stringify(v, null, 2);
+
+/** Text longer than this (characters or lines) starts collapsed. */
+const LONG_CHARS = 240;
+const LONG_LINES = 5;
+
+/** The raw params (and, for a handler action, its action string), masked,
+ * built only when the operator opens them. */
+export function paramsDisclosure(action, { withString = false } = {}) {
+  if (action.params === undefined) return null;
+  const pre = h('pre', { class: 'params' });
+  const details = h('details', { class: 'raw' }, h('summary', {}, 'Raw params'),
+    withString ? h('p', { class: 'meta' }, guarded('code', { class: 'action-string vis' }, action.action_string)) : null,
+    pre);
+  details.addEventListener('toggle', () => {
+    if (details.open && !pre.textContent) pre.replaceChildren(visible(maskSecrets(json(masked(action.params))), { breaks: false }));
+  });
+  return details;
+}
+
+/** What a card leads with: the handler's display, or a sentence. */
+export function displayOf(action) {
+  const d = action.display;
+  if (d && typeof d === 'object' && d.title) {
+    return {
+      title: String(d.title),
+      summary: d.summary ? String(d.summary) : null,
+      fields: Array.isArray(d.fields) ? d.fields : [],
+      own: true,
+    };
+  }
+  if (action.handler) {
+    // No display: the params, each as a labelled field.
+    const p = masked(action.params ?? {});
+    const fields = p && typeof p === 'object' && !Array.isArray(p)
+      ? Object.entries(p).map(([label, value]) => ({ label, value: typeof value === 'string' ? value : JSON.stringify(value) }))
+      : [{ label: 'params', value: JSON.stringify(p) }];
+    return { title: `${action.handler}: ${action.action || action.permission || 'action'}`, summary: null, fields, own: false };
+  }
+  return { title: `Run with ${action.tool}`, summary: null, fields: [], own: false };
+}
+
+/** A value that may be long: wrapped, line breaks shown, and collapsed
+ * behind "show more" when long. */
+export function longValue(tag, attrs, text) {
+  const s = String(text ?? '');
+  const long = s.length > LONG_CHARS || s.split('\n').length > LONG_LINES;
+  const shown = guarded(tag, { ...attrs, class: `${attrs.class || ''} vis${long ? ' collapsed' : ''}` }, s);
+  if (!long) return shown;
+  const el = Array.isArray(shown) ? shown[0] : shown;
+  const more = h('button', { type: 'button', class: 'more small', 'aria-expanded': 'false' }, 'show more');
+  more.addEventListener('click', () => {
+    const open = el.classList.toggle('collapsed') === false;
+    more.setAttribute('aria-expanded', String(open));
+    more.textContent = open ? 'show less' : 'show more';
+  });
+  return [].concat(shown, more);
+}
+
+/** Labelled fields (display fields or params), values masked. */
+export function fieldList(fields) {
+  if (!fields.length) return null;
+  return h('dl', { class: 'fields' }, fields.map((f) => {
+    const value = String(masked(f.value ?? ''));
+    const parts = [].concat(longValue('div', { class: 'value' }, value));
+    return [h('dt', {}, visible(String(f.label ?? ''))), h('dd', {}, parts)];
+  }));
+}
+
+/** A file edit's old and new text as a line diff, secrets masked. */
+export function diffBlock(action) {
+  const edit = editOf(masked(action.params ?? null));
+  if (!edit) return null;
+  const lines = lineDiff(maskSecrets(edit[0]), maskSecrets(edit[1]));
+  return h('pre', { class: 'diff', 'aria-label': 'Changes: lines removed (-) and added (+)' },
+    lines.map(([k, l]) => h('span', { class: k === '-' ? 'del' : k === '+' ? 'ins' : 'same' }, `${k} `, visible(l))));
+}
+
+/** "1 of 2: ann" while approvals are collected; "edited" once edited. */
+export function approvalsLine(action) {
+  const approvals = action.approvals || [];
+  if (!approvals.length && !action.edited) return null;
+  const parts = [];
+  if (approvals.length) {
+    const who = approvals.map((a) => `${a.who} (${a.channel})`).join(', ');
+    parts.push(`${approvals.length} of ${action.approvals_required || 1} approvals: ${who}`);
+  }
+  if (action.edited) parts.push('edited before approving');
+  return h('p', { class: 'approvals' }, parts.join(' · '));
+}
+
+/** The risk badge: high, medium or low, with what it found. */
+export function riskBadge(action) {
+  const r = riskOf(action);
+  const label = r.findings.length ? `${r.level} risk: ${r.findings.join(', ')}` : `${r.level} risk`;
+  return h('span', { class: `badge risk risk-${r.level}`, dataset: { risk: r.level }, title: label }, label);
+}
+
+/** The policy's reason and the rule that asked. */
+export function policyLine(action) {
+  const rule = ruleText(action.decision?.rule);
+  return h('p', { class: 'policy' },
+    h('span', { class: 'label' }, 'Policy: '), visible(maskSecrets(action.decision?.reason || '')),
+    rule ? [h('span', { class: 'label' }, ' · rule: '), h('code', { class: 'rule vis' }, visible(rule))] : null);
+}
+
+/** "queued 2m ago · id 1a2b3c · session s1": what tells alike items apart. */
+function tellApart(action) {
+  return h('span', { class: 'tell' },
+    h('span', { class: 'age', dataset: { since: action.created_at }, title: `${when(action.created_at)} (${action.created_at} UTC)` }, `queued ${countdown(action.created_at)}`),
+    ` · id ${action.id.slice(-6)}`, action.session ? ` · session ${action.session}` : null);
+}
+
+/** A pending action's card in the queue. */
+export function actionCard(action, ctx) {
+  const d = displayOf(action);
+  const deadline = action.deadline
+    ? h('span', { class: 'deadline', dataset: { deadline: action.deadline }, title: `${when(action.deadline)} (${action.deadline})` }, `expires ${countdown(action.deadline)}`)
+    : null;
+  const label = `t-${action.id}`;
+  const select = h('input', { type: 'checkbox', class: 'select', 'aria-label': 'Select', dataset: { id: action.id } });
+  return h('article', { class: 'card', tabindex: '-1', dataset: { id: action.id, kind: 'action' }, 'aria-labelledby': label },
+    h('div', { class: 'card-head' },
+      select,
+      guarded('h3', { class: 'title vis', id: label }, d.title),
+      riskBadge(action)),
+    d.summary ? guarded('p', { class: 'summary vis' }, d.summary) : null,
+    // The command once: a tool's detail here; a handler's in its fields (the
+    // exact action string is under "Raw params").
+    action.handler ? null : h('div', { class: 'command' }, guarded('code', { class: 'action-string vis' }, action.action_string)),
+    fieldList(d.fields),
+    diffBlock(action),
+    h('p', { class: 'meta' },
+      h('span', { class: 'agent' }, `agent ${action.agent}`), ' · ', tellApart(action), deadline ? ' · ' : null, deadline),
+    action.reason ? h('p', { class: 'reason vis' }, h('span', { class: 'label' }, 'Agent\'s reason: '), visible(maskSecrets(action.reason))) : null,
+    policyLine(action),
+    approvalsLine(action),
+    paramsDisclosure(action, { withString: Boolean(action.handler) }),
+    h('div', { class: 'buttons' },
+      h('button', { type: 'button', class: 'primary approve', onclick: (e) => ctx.approve(action, e.currentTarget) }, 'Approve'),
+      h('button', { type: 'button', class: 'remember', onclick: () => ctx.openGrant(action) }, 'Approve and remember…'),
+      h('button', { type: 'button', onclick: () => ctx.openEdit(action) }, 'Edit & approve…'),
+      h('button', { type: 'button', class: 'danger deny', onclick: () => ctx.openDeny(action) }, 'Deny…'),
+      h('a', { href: `#/actions/${enc(action.id)}`, class: 'link' }, 'Details')));
+}
+
+/** A pending grant request's card (seed 004). */
+export function grantRequestCard(gr, ctx) {
+  const deadline = h('span', { class: 'deadline', dataset: { deadline: gr.deadline }, title: `${when(gr.deadline)} (${gr.deadline})` }, `expires ${countdown(gr.deadline)}`);
+  const scope = !gr.scope || !Object.keys(gr.scope).length ? 'any scope'
+    : Object.entries(gr.scope).map(([k, v]) => `${k} = ${typeof v === 'string' ? v : JSON.stringify(v)}`).join(', ');
+  return h('article', { class: 'card request', tabindex: '-1', dataset: { id: gr.id, kind: 'grant-request' }, 'aria-labelledby': `t-${gr.id}` },
+    h('div', { class: 'card-head' },
+      h('input', { type: 'checkbox', class: 'select', 'aria-label': 'Select', dataset: { id: gr.id } }),
+      h('h3', { class: 'title', id: `t-${gr.id}` }, `Permission ${gr.permission} on ${gr.handler}`),
+      h('span', { class: 'badge kind' }, 'grant request')),
+    h('p', { class: 'meta' }, `agent ${gr.agent} · scope ${scope} · asks ${gr.expires || 'default expiry'} · `, deadline),
+    gr.reason ? h('p', { class: 'reason' }, h('span', { class: 'label' }, 'Reason: '), gr.reason) : null,
+    h('div', { class: 'buttons' },
+      h('button', { type: 'button', class: 'primary approve', onclick: () => ctx.openGrantRequest(gr) }, 'Approve…'),
+      h('button', { type: 'button', class: 'danger deny', onclick: () => ctx.openDenyRequest(gr) }, 'Deny…')));
+}

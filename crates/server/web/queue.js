@@ -1,0 +1,352 @@
+// The queue view: sorted (deadline soonest first, or age), filtered by a
+// search, drawn a page at a time so a thousand items draw at once, with
+// selection and bulk decisions, keyboard shortcuts, and an undo window on
+// every approve and deny (the decision is sent when the window closes, or
+// at once with "Send now").
+
+import { h } from './dom.js';
+import { actionCard, grantRequestCard, displayOf } from './cards.js';
+
+/** Cards drawn at first, and added by "show more". */
+export const PAGE = 50;
+/** How long a decision can be undone before it is sent, in ms. */
+export const UNDO_MS = 5000;
+
+/** Orders queue items: 'deadline' (soonest first; none last), 'newest', 'oldest'. */
+export function sorter(order) {
+  const t = (iso) => (iso ? Date.parse(iso) : Infinity);
+  // Times parsed once per item (ts, dl), not once per comparison.
+  const at = (x) => x.ts ?? (x.ts = t(x.at));
+  const dl = (x) => x.dl ?? (x.dl = t(x.deadline));
+  const byId = (x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0);
+  if (order === 'newest') return (x, y) => at(y) - at(x) || byId(y, x);
+  if (order === 'oldest') return (x, y) => at(x) - at(y) || byId(x, y);
+  return (x, y) => (dl(x) - dl(y)) || (at(x) - at(y)) || byId(x, y);
+}
+
+/** Whether `item` matches every word of `query`; `agent:x`, `tool:x`,
+ * `handler:x` match that field only. */
+export function matches(item, query) {
+  const words = String(query || '').toLowerCase().split(/\s+/).filter(Boolean);
+  if (!words.length) return true;
+  const o = item.a || item.r;
+  const fields = {
+    agent: o.agent, tool: o.tool || o.handler, handler: o.handler || '',
+  };
+  const hay = [o.agent, o.tool, o.handler, o.action, o.permission, o.action_string, o.reason,
+    item.a ? displayOf(item.a).title : '', item.kind].filter(Boolean).join('\n').toLowerCase();
+  return words.every((w) => {
+    const m = w.match(/^(agent|tool|handler):(.*)$/);
+    if (m) return String(fields[m[1]] || '').toLowerCase().includes(m[2]);
+    return hay.includes(w);
+  });
+}
+
+/**
+ * The queue. `app` gives: state ({actions, requests, gone}), ctx (the
+ * cards' callbacks), api, enc, fail, notice, queueChanged, isQueue().
+ */
+export function createQueue(app) {
+  const q = {
+    order: 'deadline',
+    query: '',
+    limit: PAGE,
+    selected: new Set(),
+    held: new Map(), // id -> undo entry: hidden while its decision waits
+    cards: new Map(), // id -> {obj, el}
+    focusId: null,
+    focusedOnce: false,
+  };
+
+  function items() {
+    const all = [
+      ...[...app.state.actions.values()].map((a) => ({ id: a.id, at: a.created_at, deadline: a.deadline, a, kind: 'action' })),
+      ...[...app.state.requests.values()].map((r) => ({ id: r.id, at: r.created_at, deadline: r.deadline, r, kind: 'grant request' })),
+    ].filter((i) => !q.held.has(i.id));
+    return all.filter((i) => matches(i, q.query)).sort(sorter(q.order));
+  }
+
+  function cardFor(it) {
+    const obj = it.a || it.r;
+    const have = q.cards.get(it.id);
+    if (have && have.obj === obj) return have.el;
+    const el = it.a ? actionCard(it.a, app.ctx) : grantRequestCard(it.r, app.ctx);
+    // The item changed (an approval, an edit): its new card takes the old one's place.
+    if (have?.el.isConnected) have.el.replaceWith(el);
+    const box = el.querySelector('input.select');
+    box.checked = q.selected.has(it.id);
+    box.addEventListener('change', () => {
+      if (box.checked) q.selected.add(it.id);
+      else q.selected.delete(it.id);
+      bulkBar();
+    });
+    el.addEventListener('focusin', () => { q.focusId = it.id; });
+    q.cards.set(it.id, { obj, el });
+    return el;
+  }
+
+  function toolbar() {
+    const sort = h('select', { id: 'queue-sort', 'aria-label': 'Sort' },
+      h('option', { value: 'deadline' }, 'Deadline, soonest first'),
+      h('option', { value: 'newest' }, 'Newest first'),
+      h('option', { value: 'oldest' }, 'Oldest first'));
+    sort.value = q.order;
+    sort.addEventListener('change', () => { q.order = sort.value; q.limit = PAGE; render(); });
+    const search = h('input', { id: 'queue-search', type: 'search', 'aria-label': 'Filter the queue', placeholder: 'Filter: agent:x tool:x handler:x or any text  ( / )', value: q.query, spellcheck: 'false' });
+    search.addEventListener('input', () => { q.query = search.value; q.limit = PAGE; render(); });
+    search.addEventListener('keydown', (e) => {
+      if (e.key === 'Escape' || e.key === 'Enter') { e.preventDefault(); focusAt(0); }
+    });
+    return h('div', { class: 'toolbar', id: 'queue-toolbar' },
+      h('label', { class: 'search' }, search),
+      h('label', { class: 'sort' }, 'Sort ', sort),
+      h('button', { type: 'button', id: 'select-all', class: 'small', onclick: () => selectAllMatching() }, 'Select all matching'),
+      h('button', { type: 'button', id: 'keys-help', class: 'small', title: 'Keyboard shortcuts', onclick: () => help() }, 'Keys (?)'));
+  }
+
+  function bulkBar() {
+    const bar = document.getElementById('bulk');
+    if (!bar) return;
+    const n = q.selected.size;
+    bar.hidden = n === 0;
+    bar.replaceChildren(
+      h('span', { id: 'bulk-count' }, `${n} selected`),
+      h('button', { type: 'button', id: 'bulk-approve', class: 'primary small', onclick: () => bulkApprove() }, `Approve ${n}`),
+      h('button', { type: 'button', id: 'bulk-deny', class: 'danger small', onclick: () => bulkDeny() }, `Deny ${n}…`),
+      h('button', { type: 'button', id: 'bulk-clear', class: 'small', onclick: () => { clearSelection(); render(); } }, 'Clear selection'));
+  }
+
+  function clearSelection() {
+    q.selected.clear();
+    for (const { el } of q.cards.values()) {
+      const box = el.querySelector('input.select');
+      if (box) box.checked = false;
+    }
+    bulkBar();
+  }
+
+  function selectAllMatching() {
+    for (const it of items()) q.selected.add(it.id);
+    for (const [id, { el }] of q.cards) el.querySelector('input.select').checked = q.selected.has(id);
+    bulkBar();
+  }
+
+  function render() {
+    const root = document.getElementById('view');
+    let list = document.getElementById('queue');
+    if (!list) {
+      // Not aria-live: the countdowns tick every second; the count in the nav says what changed.
+      list = h('div', { id: 'queue', class: 'queue' });
+      root.replaceChildren(h('h1', {}, 'Waiting for you'), toolbar(),
+        h('div', { id: 'bulk', class: 'bulk', role: 'region', 'aria-label': 'Selected items', hidden: true }),
+        list, h('div', { id: 'queue-more' }));
+      bulkBar();
+    }
+    const all = items();
+    // Selections of items that left the queue are dropped.
+    const present = new Set([...app.state.actions.keys(), ...app.state.requests.keys()]);
+    for (const id of q.selected) if (!present.has(id) || q.held.has(id)) q.selected.delete(id);
+    for (const id of q.cards.keys()) if (!present.has(id)) q.cards.delete(id);
+    const shown = all.slice(0, q.limit);
+    const want = new Set(shown.map((i) => i.id));
+    for (const el of [...list.querySelectorAll(':scope > .card')]) if (!want.has(el.dataset.id)) el.remove();
+    let prev = null;
+    for (const it of shown) {
+      const el = cardFor(it);
+      const next = prev ? prev.nextElementSibling : list.firstElementChild;
+      if (next !== el) list.insertBefore(el, next);
+      prev = el;
+    }
+    let empty = list.querySelector('.empty');
+    const none = q.query ? 'Nothing matches the filter.' : 'Nothing is waiting for a decision.';
+    if (!all.length && !empty) list.append(h('p', { class: 'empty' }, none));
+    else if (all.length && empty) empty.remove();
+    else if (empty) empty.textContent = none;
+    const more = document.getElementById('queue-more');
+    const left = all.length - shown.length;
+    more.replaceChildren(left > 0
+      ? h('button', { type: 'button', id: 'show-more', onclick: () => { q.limit += PAGE; render(); } }, `Show ${Math.min(PAGE, left)} more (${left} not shown)`)
+      : []);
+    bulkBar();
+    // The first item is focused when the queue opens (not while typing elsewhere).
+    const active = document.activeElement;
+    const idle = !active || active === document.body || active.tagName === 'MAIN';
+    if (shown.length && idle && !document.querySelector('dialog[open]')) {
+      const keep = q.focusId && want.has(q.focusId) ? q.focusId : shown[0].id;
+      q.cards.get(keep)?.el.focus({ preventScroll: q.focusedOnce });
+      q.focusedOnce = true;
+    }
+  }
+
+  // ---- focus and keys -----------------------------------------------------
+
+  function cardEls() {
+    return [...document.querySelectorAll('#queue > .card')];
+  }
+
+  function focused() {
+    const el = document.activeElement?.closest?.('#queue > .card');
+    return el || null;
+  }
+
+  function focusAt(i) {
+    const els = cardEls();
+    if (!els.length) return;
+    const el = els[Math.max(0, Math.min(i, els.length - 1))];
+    el.focus();
+    el.scrollIntoView({ block: 'nearest' });
+  }
+
+  function move(step) {
+    const els = cardEls();
+    const cur = focused();
+    const i = cur ? els.indexOf(cur) : -1;
+    if (step > 0 && i === els.length - 1 && document.getElementById('show-more')) {
+      q.limit += PAGE;
+      render();
+    }
+    focusAt(i < 0 ? 0 : i + step);
+  }
+
+  function itemOf(el) {
+    if (!el) return null;
+    const id = el.dataset.id;
+    return el.dataset.kind === 'action'
+      ? { id, a: app.state.actions.get(id) } : { id, r: app.state.requests.get(id) };
+  }
+
+  /** After `el` (or the cards of `ids`) leaves, focus goes to the card
+   * that takes its place. */
+  function focusAfter(el, ids = [el.dataset.id]) {
+    const els = cardEls();
+    const i = els.indexOf(el);
+    const rest = (list) => list.find((x) => !ids.includes(x.dataset.id));
+    q.focusId = (rest(els.slice(i + 1)) || rest(els.slice(0, i).reverse()))?.dataset.id || null;
+  }
+
+  function onKey(e) {
+    if (!app.isQueue() || e.ctrlKey || e.metaKey || e.altKey) return;
+    if (document.querySelector('dialog[open]')) return;
+    const t = e.target;
+    if (t && (t.tagName === 'INPUT' && t.type !== 'checkbox') ) return;
+    if (t && (t.tagName === 'TEXTAREA' || t.tagName === 'SELECT' || t.isContentEditable)) return;
+    const el = focused();
+    const it = itemOf(el);
+    switch (e.key) {
+      case 'j': move(1); break;
+      case 'k': move(-1); break;
+      case '/': document.getElementById('queue-search')?.focus(); break;
+      case '?': help(); break;
+      case 'x':
+        if (!el) return;
+        el.querySelector('input.select').click();
+        break;
+      case 'a':
+        if (!it) return;
+        if (it.a) { focusAfter(el); app.ctx.approve(it.a); } else if (it.r) app.ctx.openGrantRequest(it.r);
+        break;
+      case 'd':
+        if (!it) return;
+        if (it.a) app.ctx.openDeny(it.a); else if (it.r) app.ctx.openDenyRequest(it.r);
+        break;
+      case 'g':
+        if (!it) return;
+        if (it.a) app.ctx.openGrant(it.a); else if (it.r) app.ctx.openGrantRequest(it.r);
+        break;
+      default: return;
+    }
+    e.preventDefault();
+  }
+
+  function help() {
+    const d = document.getElementById('help-dialog');
+    if (d.open) d.close(); else d.showModal();
+  }
+
+  // ---- decisions with an undo window --------------------------------------
+
+  /**
+   * Hides `ids` from the queue and shows a toast naming `what`; `send()`
+   * runs when the window closes (or at once with "Send now"); Undo brings
+   * the items back and sends nothing.
+   */
+  function hold(ids, what, send) {
+    const entry = { ids, done: false };
+    for (const id of ids) q.held.set(id, entry);
+    const el = focused() || (q.focusId && q.cards.get(q.focusId)?.el);
+    if (el && ids.includes(el.dataset.id)) focusAfter(el, ids);
+    app.queueChanged();
+    const toasts = document.getElementById('toasts');
+    const left = h('span', { class: 'left' }, `${Math.round(UNDO_MS / 1000)}s`);
+    const release = () => { for (const id of ids) if (q.held.get(id) === entry) q.held.delete(id); };
+    const finish = async () => {
+      if (entry.done) return;
+      entry.done = true;
+      clearInterval(entry.tick);
+      toast.remove();
+      try {
+        await send();
+      } catch (err) {
+        app.fail(err);
+      } finally {
+        release();
+        app.queueChanged();
+      }
+    };
+    const undo = h('button', { type: 'button', class: 'undo small' }, 'Undo');
+    undo.addEventListener('click', () => {
+      if (entry.done) return;
+      entry.done = true;
+      clearTimeout(entry.timer);
+      clearInterval(entry.tick);
+      toast.remove();
+      release();
+      app.queueChanged();
+      app.notice(`Undone: ${what}`);
+    });
+    const now = h('button', { type: 'button', class: 'send-now small' }, 'Send now');
+    now.addEventListener('click', () => { clearTimeout(entry.timer); finish(); });
+    const toast = h('div', { class: 'toast', role: 'status' }, h('span', { class: 'what' }, what), left, undo, now);
+    toasts.append(toast);
+    const until = Date.now() + UNDO_MS;
+    entry.tick = setInterval(() => { left.textContent = `${Math.max(0, Math.ceil((until - Date.now()) / 1000))}s`; }, 250);
+    entry.timer = setTimeout(finish, UNDO_MS);
+    return entry;
+  }
+
+  function selectedItems() {
+    return [...q.selected].map((id) => ({ id, a: app.state.actions.get(id), r: app.state.requests.get(id) }))
+      .filter((i) => i.a || i.r);
+  }
+
+  function bulkApprove() {
+    const chosen = selectedItems();
+    const actions = chosen.filter((i) => i.a);
+    if (chosen.length > actions.length) app.notice('Grant requests are approved one at a time (their scope and expiry): they stay selected.');
+    if (!actions.length) return;
+    for (const i of actions) q.selected.delete(i.id);
+    app.approveMany(actions.map((i) => i.a));
+  }
+
+  function bulkDeny() {
+    const chosen = selectedItems();
+    if (!chosen.length) return;
+    app.denyMany(chosen);
+  }
+
+  document.addEventListener('keydown', onKey);
+
+  return {
+    render,
+    hold,
+    reset() {
+      q.selected.clear();
+      q.held.clear();
+      q.cards.clear();
+      q.focusId = null;
+      q.focusedOnce = false;
+      q.limit = PAGE;
+    },
+    clearSelection,
+  };
+}

@@ -1,0 +1,49 @@
+// What an action may do, for the card's risk badge: deletes, writes,
+// network; from the command text (shell words), the handler's action and
+// permission names, and the policy's reason (the daemon's shell analyser
+// names a hazard there when it capped the answer at ask). Pure, so it is
+// tested in node (tests/web/units.test.mjs).
+
+const START = String.raw`(?:^|[\s;&|(\x60]|\$\()`;
+const DELETES = new RegExp(`${START}(?:sudo\\s+)?(?:rm|rmdir|shred|unlink|truncate|mkfs\\S*|dd|wipefs)(?=\\s|$)`
+  + String.raw`|\bgit\s+(?:reset\s+--hard|clean\s+-\S*f|push\s+(?:\S+\s+)*(?:--force|-f)\b|branch\s+-D)`
+  + String.raw`|\b(?:drop|truncate)\s+(?:table|database|schema)\b|\bdelete\s+from\b|\bkubectl\s+delete\b|--delete\b`, 'i');
+const NETWORK = new RegExp(`${START}(?:curl|wget|ssh|scp|sftp|rsync|nc|ncat|telnet|ftp|http|https|xh)(?=\\s|$)`
+  + String.raw`|\bgit\s+(?:push|fetch|pull|clone)\b|\b(?:npm|cargo|twine|gem)\s+publish\b|\bdocker\s+push\b|https?://`, 'i');
+const WRITES = new RegExp(String.raw`(?:^|[^<>2&])>{1,2}\s*[^&\s]`
+  + `|${START}(?:sudo\\s+)?(?:tee|mv|cp|chmod|chown|mkdir|touch|ln|install|patch|sed\\s+-i\\S*|npm\\s+(?:i|install)|pip3?\\s+install|apt(?:-get)?\\s+install)(?=\\s|$)`
+  + String.raw`|\bgit\s+(?:commit|merge|rebase|checkout|add|tag)\b`, 'i');
+const NAME_DELETES = /\b(?:delete|remove|drop|destroy|purge|wipe|erase)|(?:^|[._-])(?:rm|del)(?:$|[._-])/i;
+const NAME_NETWORK = /\b(?:net|http|mail|email|send|post|webhook|publish|upload|message|notify)|(?:^|[._-])(?:send|post|net|mail)/i;
+const NAME_WRITES = /write|create|update|edit|exec|execute|run|put|append|move|rename|deploy|install|command/i;
+const HAZARD = /hazard|substitution|redirect|runs commands|writing option|unparsable|hidden command/i;
+
+/**
+ * `{level, findings}`: level 'high' (deletes, or a deny-list rule),
+ * 'medium' (writes, network, or a hazard the analyser named), 'low'.
+ */
+export function riskOf(action) {
+  const detail = String(action.detail ?? '');
+  const names = `${action.action ?? ''} ${action.permission ?? ''}`;
+  const findings = [];
+  if (DELETES.test(detail) || NAME_DELETES.test(names)) findings.push('deletes');
+  if (WRITES.test(detail) || NAME_WRITES.test(names)) findings.push('writes');
+  if (NETWORK.test(detail) || NAME_NETWORK.test(names)) findings.push('network');
+  const reason = String(action.decision?.reason ?? '');
+  if (HAZARD.test(reason)) findings.push('shell hazard');
+  const rule = action.decision?.rule;
+  const denyRule = rule && rule.kind === 'pattern' && rule.list === 'deny';
+  const level = findings.includes('deletes') || denyRule ? 'high'
+    : findings.length ? 'medium' : 'low';
+  return { level, findings };
+}
+
+/** The rule that decided, as a short phrase: `ask pattern #3 (tool:bash:.*)`,
+ * numbered from 0 as the daemon's reasons number them. */
+export function ruleText(rule) {
+  if (!rule || typeof rule !== 'object') return null;
+  if (rule.kind === 'pattern') return `${rule.list} pattern #${rule.index} (${rule.pattern})`;
+  if (rule.kind === 'grant') return `grant ${rule.id}`;
+  if (rule.kind === 'default') return 'no rule matched (default)';
+  return rule.kind ? String(rule.kind) : null;
+}
