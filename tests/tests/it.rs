@@ -38,4 +38,6 @@ mod session_grants;
 mod session_lifecycle;
 mod sessions;
 mod teams;
+mod teams_grants;
+mod teams_tiers;
 mod visible;

@@ -1264,6 +1264,12 @@ export interface components {
             types: string[];
             /** @description What it is for. */
             description?: string | null;
+            /**
+             * Format: int32
+             * @description Escalation tier: 1 (default) is sent every event `types` match; 2
+             *     only `action.escalated`, for those told when nobody decides in time.
+             */
+            tier?: number;
         };
         /** @description A grant, and the pending actions creating it approved. */
         CreatedGrant: components["schemas"]["GrantRecord"] & {
@@ -2078,6 +2084,12 @@ export interface components {
              * @description When it was created; only events after this are sent.
              */
             created_at: string;
+            /**
+             * Format: int32
+             * @description Escalation tier: 1 is sent every event `types` match; 2 only
+             *     `action.escalated` (`docs/teams.md`).
+             */
+            tier?: number;
         };
         /**
          * @description What the team did about an action: approvals so far, who decided, an

@@ -185,6 +185,7 @@ impl Gate {
                     .await?;
                     // Past a rate limit an allow asks, and then takes no use of a grant.
                     let decision = self.rate_limited(&agent, decided.decision).await?;
+                    let decision = crate::asked_rules::recorded(decision, &decided.rules);
                     let take_use = decided
                         .take_use
                         .filter(|_| decision.result == DecisionResult::Allow);
@@ -425,10 +426,12 @@ impl Gate {
                 handler: &h.handler,
                 permission: &permission,
                 scope: &scope,
+                approvals: action.approvals.as_ref(),
             }),
         )
         .await?;
         let decision = self.rate_limited(&agent, decided.decision).await?;
+        let decision = crate::asked_rules::recorded(decision, &decided.rules);
         let take_use = decided
             .take_use
             .filter(|_| decision.result == DecisionResult::Allow);

@@ -26,6 +26,7 @@
 
 pub mod actions;
 pub mod admin;
+pub mod asked_rules;
 pub mod audit;
 pub mod bounds;
 pub mod cache;

@@ -1,6 +1,7 @@
 //! Running the policy for a caller: their profile, their grants, now.
 
 use actiongate_policy as policy;
+use actiongate_policy::approvals::CompiledRule;
 use actiongate_store::{Decision, DecisionResult};
 use serde_json::{Map, Value};
 
@@ -33,6 +34,8 @@ pub struct NeededPermission<'a> {
     pub permission: &'a str,
     /// Scope values.
     pub scope: &'a Map<String, Value>,
+    /// The handler action's own `approvals`, when it has them.
+    pub approvals: Option<&'a CompiledRule>,
 }
 
 /// Decides `tool:<tool>:<detail>` for `agent` under its profile and its
@@ -56,6 +59,10 @@ pub struct Decided {
     /// The grant with a count of uses that allowed it, whose use the
     /// action takes when it is stored.
     pub take_use: Option<String>,
+    /// The approvals rules that govern the action (its profile's rule
+    /// whose pattern matches, its handler action's), kept with it when it
+    /// is asked (`crate::asked_rules`).
+    pub rules: Vec<CompiledRule>,
 }
 
 /// [`decide`] for an action of `session`: grants scoped to that session or
@@ -81,6 +88,13 @@ pub async fn decide_in(
         .map(|(g, _)| g.id.clone())
         .collect();
     grants.extend(scoped.into_iter().map(|(g, _)| g));
+    let action_string = policy::format_action(tool, detail);
+    let rules: Vec<CompiledRule> = profile
+        .approval_rule(&action_string)
+        .into_iter()
+        .chain(permission.as_ref().and_then(|p| p.approvals))
+        .cloned()
+        .collect();
     let req = policy::Request {
         agent,
         tool,
@@ -91,11 +105,32 @@ pub async fn decide_in(
             scope: p.scope,
         }),
     };
-    let mut d = policy::decide(&profile, &grants, &req, chrono::Utc::now());
+    let now = chrono::Utc::now();
+    let mut d = policy::decide(&profile, &grants, &req, now);
+    // An action an approvals rule governs is for its approvers: a grant
+    // (one operator's say) does not allow it. What the profile alone
+    // allows stays allowed; anything else asks.
+    if let (Some(rule), Some(policy::Rule::Grant { id })) = (rules.first(), &d.rule)
+        && d.verdict == policy::Verdict::Allow
+    {
+        let alone = policy::decide(&profile, &[], &req, now);
+        d = if alone.verdict == policy::Verdict::Allow {
+            alone
+        } else {
+            policy::Decision {
+                verdict: policy::Verdict::Ask,
+                reason: format!(
+                    "grant {id} covers it, but {} governs it: its approvers decide",
+                    rule.label()
+                ),
+                rule: d.rule.clone(),
+            }
+        };
+    }
     // A way out, in a session that read untrusted content, asks.
     if let Some(session) = session
         && d.verdict == policy::Verdict::Allow
-        && profile.guarded(&policy::format_action(tool, detail))
+        && profile.guarded(&action_string)
         && let Some(s) = gate
             .store()
             .get_session(session, gate.idle_before())
@@ -133,6 +168,7 @@ pub async fn decide_in(
     Ok(Decided {
         decision: record(d),
         take_use,
+        rules,
     })
 }
 
