@@ -159,6 +159,7 @@ pub async fn decide_in(
                         rule: None,
                     },
                     take_use: None,
+                    rules,
                 });
             }
         }
