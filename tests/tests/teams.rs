@@ -13,7 +13,7 @@ use crate::common::pg_cluster::Cluster;
 use crate::common::{call, client};
 
 /// A new operator key named `name`; its secret and id.
-async fn named_operator(
+pub(crate) async fn named_operator(
     http: &reqwest::Client,
     base: &str,
     admin: &str,
@@ -35,11 +35,11 @@ async fn named_operator(
 }
 
 /// A profile asking for everything, with `approvals` rules.
-fn profile(approvals: Value) -> Value {
+pub(crate) fn profile(approvals: Value) -> Value {
     json!({"allow": [], "ask": ["(?s).*"], "deny": ["tool:bash:rm -rf.*"], "approvals": approvals})
 }
 
-async fn pending(
+pub(crate) async fn pending(
     http: &reqwest::Client,
     base: &str,
     agent: &str,
@@ -59,7 +59,7 @@ async fn pending(
     a["id"].as_str().unwrap().to_owned()
 }
 
-async fn approve(
+pub(crate) async fn approve(
     http: &reqwest::Client,
     base: &str,
     key: &str,
@@ -76,7 +76,7 @@ async fn approve(
     .await
 }
 
-async fn get(http: &reqwest::Client, base: &str, key: &str, id: &str) -> Value {
+pub(crate) async fn get(http: &reqwest::Client, base: &str, key: &str, id: &str) -> Value {
     let (s, a) = call(
         http,
         Method::GET,

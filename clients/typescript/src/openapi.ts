@@ -1222,6 +1222,13 @@ export interface components {
             expires?: string | null;
             /** @description How long a human has to answer (default and bounds as for actions). */
             timeout?: string | null;
+            /** @description Limit the grant to this session of the agent's (void when it ends). */
+            session?: string | null;
+            /**
+             * Format: int64
+             * @description Limit the grant to this many allowed actions.
+             */
+            uses?: number | null;
         };
         /** @description A key to issue. */
         CreateKey: {
@@ -1257,6 +1264,12 @@ export interface components {
             types: string[];
             /** @description What it is for. */
             description?: string | null;
+            /**
+             * Format: int32
+             * @description Escalation tier: 1 (default) is sent every event `types` match; 2
+             *     only `action.escalated`, for those told when nobody decides in time.
+             */
+            tier?: number;
         };
         /** @description A grant, and the pending actions creating it approved. */
         CreatedGrant: components["schemas"]["GrantRecord"] & {
@@ -1486,6 +1499,13 @@ export interface components {
             decided_by?: string | null;
             /** @description Why it was denied. */
             deny_reason?: string | null;
+            /** @description The session the grant is limited to (void when it ends), when asked. */
+            session?: string | null;
+            /**
+             * Format: int64
+             * @description The number of allowed actions the grant is limited to, when asked.
+             */
+            uses?: number | null;
             grant?: null | components["schemas"]["GrantRecord"];
         };
         /**
@@ -2064,6 +2084,12 @@ export interface components {
              * @description When it was created; only events after this are sent.
              */
             created_at: string;
+            /**
+             * Format: int32
+             * @description Escalation tier: 1 is sent every event `types` match; 2 only
+             *     `action.escalated` (`docs/teams.md`).
+             */
+            tier?: number;
         };
         /**
          * @description What the team did about an action: approvals so far, who decided, an

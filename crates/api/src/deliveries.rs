@@ -20,6 +20,14 @@ pub struct Subscription {
     pub description: Option<String>,
     /// When it was created; only events after this are sent.
     pub created_at: DateTime<Utc>,
+    /// Escalation tier: 1 is sent every event `types` match; 2 only
+    /// `action.escalated` (`docs/teams.md`).
+    #[serde(default = "tier_one")]
+    pub tier: u8,
+}
+
+fn tier_one() -> u8 {
+    1
 }
 
 /// Where a delivery stands.

@@ -28,6 +28,14 @@ pub struct CreateGrantRequest {
         pattern = r"^(?:(?:[1-9]|[1-5][0-9]|60)m|1h|(?:6[0-9]|[7-9][0-9]|[1-9][0-9]{2}|[12][0-9]{3}|3[0-5][0-9]{2}|3600)s)$"
     )]
     pub timeout: Option<String>,
+    /// Limit the grant to this session of the agent's (void when it ends).
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
+    pub session: Option<String>,
+    /// Limit the grant to this many allowed actions.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 10000)]
+    pub uses: Option<i64>,
 }
 
 /// An approval, optionally narrower than asked.

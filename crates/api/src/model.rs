@@ -385,6 +385,12 @@ pub struct GrantRequest {
     /// Why it was denied.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deny_reason: Option<String>,
+    /// The session the grant is limited to (void when it ends), when asked.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The number of allowed actions the grant is limited to, when asked.
+    #[serde(default)]
+    pub uses: Option<i64>,
     /// The grant made by approving it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grant: Option<GrantRecord>,

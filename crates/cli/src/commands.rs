@@ -16,14 +16,14 @@ use super::output::{self, clip, one_line, or_dash, relative, s, table};
 use super::{Common, Exit};
 
 /// Builds the client, or reports why not.
-fn api(common: &Common) -> Result<Api, ClientError> {
+pub(crate) fn api(common: &Common) -> Result<Api, ClientError> {
     let api = Api::new(&common.conn)?;
     api.require_key()?;
     Ok(api)
 }
 
 /// Runs `f` and turns its error into a one-line message and exit code.
-async fn guarded<F>(f: F) -> Exit
+pub(crate) async fn guarded<F>(f: F) -> Exit
 where
     F: std::future::Future<Output = Result<Exit, ClientError>>,
 {
@@ -33,7 +33,7 @@ where
     }
 }
 
-fn print_json(v: &Value) {
+pub(crate) fn print_json(v: &Value) {
     println!(
         "{}",
         serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())

@@ -22,6 +22,7 @@ pub mod http;
 pub mod mcp;
 pub mod outbox;
 pub mod output;
+pub mod plans;
 pub mod profile;
 pub mod receipt;
 pub mod sessions;
@@ -99,6 +100,11 @@ pub enum ClientCommand {
     Approve(args::ApproveArgs),
     /// Deny a pending action (operator key).
     Deny(args::DenyArgs),
+    /// List the plans agents asked approval for (operator key).
+    Plans(plans::PlansArgs),
+    /// Approve or deny a plan (operator key).
+    #[command(subcommand)]
+    Plan(plans::PlanCommand),
     /// Decide a pending action by free text: yes/approve/ok/continue or no/reject/stop/cancel.
     Reply(args::ReplyArgs),
     /// Grant a scoped, expiring permission (operator key).
@@ -147,6 +153,8 @@ pub async fn run(cmd: ClientCommand) -> ExitCode {
         ClientCommand::Show(a) => commands::show(a).await,
         ClientCommand::Approve(a) => commands::approve(a).await,
         ClientCommand::Deny(a) => commands::deny(a).await,
+        ClientCommand::Plans(a) => plans::plans(a).await,
+        ClientCommand::Plan(c) => plans::run(c).await,
         ClientCommand::Reply(a) => commands::reply(a).await,
         ClientCommand::Grant(a) => commands::grant(a).await,
         ClientCommand::Grants(a) => commands::grants(a).await,

@@ -185,6 +185,7 @@ impl Gate {
                     .await?;
                     // Past a rate limit an allow asks, and then takes no use of a grant.
                     let decision = self.rate_limited(&agent, decided.decision).await?;
+                    let decision = crate::asked_rules::recorded(decision, &decided.rules);
                     let take_use = decided
                         .take_use
                         .filter(|_| decision.result == DecisionResult::Allow);
@@ -203,9 +204,11 @@ impl Gate {
                 }
             };
             let result = new.decision.result;
-            // An item for a human: within the agent's limit, counted until stored.
-            let ticket = match result {
-                DecisionResult::Ask => match self.admit_pending(&new.agent).await {
+            // An item for a human: within the agent's limit, counted until
+            // stored. An allow that takes a grant's use may yet be stored
+            // asked (the use was taken meanwhile), so it counts too.
+            let ticket = if result == DecisionResult::Ask || new.take_use.is_some() {
+                match self.admit_pending(&new.agent).await {
                     Ok(ticket) => Some(ticket),
                     // A retry of a request already stored adds nothing: it is
                     // answered as any retry is (the stored action, or 409 when
@@ -223,8 +226,9 @@ impl Gate {
                         _ => return Err(e),
                     },
                     Err(e) => return Err(e),
-                },
-                _ => None,
+                }
+            } else {
+                None
             };
             let new = NewAction {
                 deadline: chrono::Duration::from_std(timeout)
@@ -300,6 +304,29 @@ impl Gate {
             created,
             rendered: None,
         })
+    }
+
+    /// Taints the sessions of `actions` that a human (or a grant) has just
+    /// approved and that read untrusted content, as an allowed one would.
+    pub(crate) async fn taint_approved(&self, actions: &[Action]) -> GateResult<()> {
+        for action in actions {
+            if let Some(session) = &action.session
+                && matches!(
+                    action.status,
+                    ActionStatus::Approved
+                        | ActionStatus::Running
+                        | ActionStatus::Completed
+                        | ActionStatus::Failed
+                )
+            {
+                Box::pin(self.taint_if_untrusted(session, action))
+                    .await
+                    .inspect_err(|e| {
+                        tracing::error!(action = %action.id, error = %e, "tainting a session failed");
+                    })?;
+            }
+        }
+        Ok(())
     }
 
     /// Marks `session` tainted when `action` (allowed) reads untrusted
@@ -399,10 +426,12 @@ impl Gate {
                 handler: &h.handler,
                 permission: &permission,
                 scope: &scope,
+                approvals: action.approvals.as_ref(),
             }),
         )
         .await?;
         let decision = self.rate_limited(&agent, decided.decision).await?;
+        let decision = crate::asked_rules::recorded(decision, &decided.rules);
         let take_use = decided
             .take_use
             .filter(|_| decision.result == DecisionResult::Allow);

@@ -204,6 +204,13 @@ impl Gate {
             note,
         };
         let created = self.store().create_grant(new, Some(first)).await?;
+        let settled: Vec<Action> = created
+            .approved_first
+            .iter()
+            .chain(&created.approved)
+            .cloned()
+            .collect();
+        self.taint_approved(&settled).await?;
         created.approved_first.ok_or_else(GateError::internal)
     }
 

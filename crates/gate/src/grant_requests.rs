@@ -56,6 +56,11 @@ impl Gate {
             self.parse_expires(e, "expires")?;
         }
         let timeout = self.timeout_of(body.timeout.as_deref())?;
+        let (session, uses) = crate::sessions::grant_scope("", body.session, body.uses)?;
+        // Only the agent's own session (a new one becomes its own).
+        if let Some(s) = &session {
+            self.touch_session(&agent, s, None).await?;
+        }
         let deadline =
             actiongate_store::time::now() + chrono::Duration::from_std(timeout).unwrap_or_default();
         let ticket = self.admit_pending(&agent).await?;
@@ -70,6 +75,8 @@ impl Gate {
                 reason: Some(body.reason),
                 expires: body.expires,
                 deadline,
+                session,
+                uses,
             })
             .await?;
         drop(ticket);
@@ -187,8 +194,8 @@ impl Gate {
             return Err(GateError::invalid("expires", "is already past"));
         }
         let grant = NewGrant {
-            session: None,
-            uses: None,
+            session: r.session.clone(),
+            uses: r.uses,
             id: new_grant_id(),
             agent: Some(r.agent.clone()),
             target: match target {
@@ -199,11 +206,12 @@ impl Gate {
             expires_at,
             note: r.reason.clone(),
         };
-        let (r, _created) = self
+        let (r, created) = self
             .store()
             .approve_grant_request(id, grant)
             .await
             .map_err(settled_error)?;
+        self.taint_approved(&created.approved).await?;
         Ok(r)
     }
 

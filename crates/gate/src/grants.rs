@@ -151,7 +151,9 @@ impl Gate {
             expires_at,
             note,
         };
-        Ok(self.store().create_grant(new, None).await?)
+        let created = self.store().create_grant(new, None).await?;
+        self.taint_approved(&created.approved).await?;
+        Ok(created)
     }
 
     /// Grants, newest first.

@@ -26,6 +26,7 @@
 
 pub mod actions;
 pub mod admin;
+pub mod asked_rules;
 pub mod audit;
 pub mod bounds;
 pub mod cache;
@@ -133,6 +134,9 @@ pub struct GateConfig {
     pub max_pending_per_agent: usize,
     /// Where handler and subscription URLs may point.
     pub outbound: outbound::OutboundPolicy,
+    /// How long a session may stay idle before it ends (and its grants
+    /// are revoked); a plan's grants last at most this long.
+    pub session_idle: Duration,
 }
 
 /// The application core, cheap to clone.

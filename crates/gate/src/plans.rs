@@ -16,17 +16,20 @@ use crate::{Caller, Gate, GateError, GateResult};
 
 /// Most steps of a plan.
 pub const MAX_STEPS: usize = 200;
-/// How long a session may stay idle before it ends (and its grants are void).
-pub const IDLE_TIMEOUT: chrono::Duration = chrono::Duration::hours(8);
 /// How far back a reported run looks for the decision that covered it.
 const RUN_LOOKBACK: chrono::Duration = chrono::Duration::hours(24);
 
-/// Before this instant, a session last seen then is idle.
-pub fn idle_before() -> DateTime<Utc> {
-    Utc::now() - IDLE_TIMEOUT
-}
-
 impl Gate {
+    /// How long a session may stay idle (`sessions.idle_timeout`).
+    pub fn idle_timeout(&self) -> chrono::Duration {
+        chrono::Duration::from_std(self.config().session_idle).unwrap_or(chrono::Duration::hours(8))
+    }
+
+    /// Before this instant, a session last seen then is idle.
+    pub fn idle_before(&self) -> DateTime<Utc> {
+        Utc::now() - self.idle_timeout()
+    }
+
     /// Records that the caller acts in `session` now (see
     /// `Store::touch_session`); another agent's session is a conflict.
     pub async fn touch_session(
@@ -41,11 +44,17 @@ impl Gate {
                 agent.to_owned(),
                 session.to_owned(),
                 runtime.map(str::to_owned),
-                idle_before(),
+                self.idle_before(),
             )
             .await
         {
-            Ok(s) => Ok(s),
+            Ok(s) => {
+                // A new session goes idle at a time the sweeper must know of.
+                if s.first_seen == s.last_seen {
+                    self.deadlines_changed().notify_one();
+                }
+                Ok(s)
+            }
             Err(actiongate_store::StoreError::Conflict(m)) => Err(GateError::invalid("session", m)),
             Err(e) => Err(e.into()),
         }
@@ -58,13 +67,16 @@ impl Gate {
         } else {
             Some(caller.agent_id()?.to_owned())
         };
-        Ok(self.store().list_sessions(agent, idle_before()).await?)
+        Ok(self
+            .store()
+            .list_sessions(agent, self.idle_before())
+            .await?)
     }
 
     /// One session the caller may see.
     pub async fn get_session(&self, caller: &Caller, id: &str) -> GateResult<Session> {
         validate_session("id", id)?;
-        match self.store().get_session(id, idle_before()).await? {
+        match self.store().get_session(id, self.idle_before()).await? {
             Some(s) if caller.may_see(&s.agent) => Ok(s),
             _ => Err(GateError::not_found(format!("no session '{id}'"))),
         }
@@ -78,7 +90,7 @@ impl Gate {
         }
         Ok(self
             .store()
-            .end_session(id.to_owned(), caller.identity(), idle_before())
+            .end_session(id.to_owned(), caller.identity(), self.idle_before())
             .await?)
     }
 
@@ -177,6 +189,24 @@ impl Gate {
         }
     }
 
+    /// One plan the caller may see, once decided or when `wait` runs out.
+    pub async fn wait_plan(
+        &self,
+        caller: &Caller,
+        id: &str,
+        wait: std::time::Duration,
+    ) -> GateResult<Plan> {
+        let plan = self.get_plan(caller, id).await?;
+        if plan.status != "pending" || wait.is_zero() {
+            return Ok(plan);
+        }
+        let store = self.store();
+        Ok(self
+            .waiters()
+            .wait_until(id, wait, || store.get_plan(id), |p| p.status != "pending")
+            .await?)
+    }
+
     /// Plans (operators), newest first.
     pub async fn list_plans(
         &self,
@@ -213,7 +243,7 @@ impl Gate {
             }
         }
         let profile = self.profile_of(&plan.agent).await?;
-        let expires_at = Some(Utc::now() + IDLE_TIMEOUT);
+        let expires_at = Some(Utc::now() + self.idle_timeout());
         let mut grants = Vec::new();
         let mut steps = plan.steps.clone();
         for (i, step) in steps.iter_mut().enumerate() {
@@ -252,10 +282,13 @@ impl Gate {
         if let (Some(tool), Some(detail)) = (&step.tool, &step.detail) {
             let patterns = actiongate_policy::grant_patterns(profile, tool, detail)
                 .map_err(|e| GateError::conflict(e.reason))?;
-            return patterns
-                .iter()
-                .map(|p| crate::grants::tool_target(tool, p, "pattern"))
-                .collect();
+            // One grant of one use for the whole step, however many simple
+            // commands it has: each is one alternative of its pattern.
+            let pattern = match patterns.as_slice() {
+                [one] => one.clone(),
+                many => format!("(?:{})", many.join("|")),
+            };
+            return Ok(vec![crate::grants::tool_target(tool, &pattern, "pattern")?]);
         }
         let (Some(handler), Some(action)) = (&step.handler, &step.action) else {
             return Err(GateError::internal());

@@ -1,6 +1,7 @@
 //! Running the policy for a caller: their profile, their grants, now.
 
 use actiongate_policy as policy;
+use actiongate_policy::approvals::CompiledRule;
 use actiongate_store::{Decision, DecisionResult};
 use serde_json::{Map, Value};
 
@@ -33,6 +34,8 @@ pub struct NeededPermission<'a> {
     pub permission: &'a str,
     /// Scope values.
     pub scope: &'a Map<String, Value>,
+    /// The handler action's own `approvals`, when it has them.
+    pub approvals: Option<&'a CompiledRule>,
 }
 
 /// Decides `tool:<tool>:<detail>` for `agent` under its profile and its
@@ -56,6 +59,10 @@ pub struct Decided {
     /// The grant with a count of uses that allowed it, whose use the
     /// action takes when it is stored.
     pub take_use: Option<String>,
+    /// The approvals rules that govern the action (its profile's rule
+    /// whose pattern matches, its handler action's), kept with it when it
+    /// is asked (`crate::asked_rules`).
+    pub rules: Vec<CompiledRule>,
 }
 
 /// [`decide`] for an action of `session`: grants scoped to that session or
@@ -81,6 +88,13 @@ pub async fn decide_in(
         .map(|(g, _)| g.id.clone())
         .collect();
     grants.extend(scoped.into_iter().map(|(g, _)| g));
+    let action_string = policy::format_action(tool, detail);
+    let rules: Vec<CompiledRule> = profile
+        .approval_rule(&action_string)
+        .into_iter()
+        .chain(permission.as_ref().and_then(|p| p.approvals))
+        .cloned()
+        .collect();
     let req = policy::Request {
         agent,
         tool,
@@ -91,14 +105,35 @@ pub async fn decide_in(
             scope: p.scope,
         }),
     };
-    let mut d = policy::decide(&profile, &grants, &req, chrono::Utc::now());
+    let now = chrono::Utc::now();
+    let mut d = policy::decide(&profile, &grants, &req, now);
+    // An action an approvals rule governs is for its approvers: a grant
+    // (one operator's say) does not allow it. What the profile alone
+    // allows stays allowed; anything else asks.
+    if let (Some(rule), Some(policy::Rule::Grant { id })) = (rules.first(), &d.rule)
+        && d.verdict == policy::Verdict::Allow
+    {
+        let alone = policy::decide(&profile, &[], &req, now);
+        d = if alone.verdict == policy::Verdict::Allow {
+            alone
+        } else {
+            policy::Decision {
+                verdict: policy::Verdict::Ask,
+                reason: format!(
+                    "grant {id} covers it, but {} governs it: its approvers decide",
+                    rule.label()
+                ),
+                rule: d.rule.clone(),
+            }
+        };
+    }
     // A way out, in a session that read untrusted content, asks.
     if let Some(session) = session
         && d.verdict == policy::Verdict::Allow
-        && profile.guarded(&policy::format_action(tool, detail))
+        && profile.guarded(&action_string)
         && let Some(s) = gate
             .store()
-            .get_session(session, crate::plans::idle_before())
+            .get_session(session, gate.idle_before())
             .await?
         && let Some(by) = s.tainted_by
     {
@@ -111,16 +146,64 @@ pub async fn decide_in(
             rule: None,
         };
     }
-    let take_use = match (&d.verdict, &d.rule) {
-        (policy::Verdict::Allow, Some(policy::Rule::Grant { id })) if counted.contains(id) => {
-            Some(id.clone())
+    let take_use = if d.verdict == policy::Verdict::Allow && !counted.is_empty() {
+        match counted_use(&profile, &grants, &counted, &req) {
+            Some(use_of) => use_of,
+            None => {
+                return Ok(Decided {
+                    decision: Decision {
+                        result: DecisionResult::Ask,
+                        reason: "its commands are allowed only by several grants with counted \
+                                 uses, and an action takes one use; a human must decide"
+                            .to_owned(),
+                        rule: None,
+                    },
+                    take_use: None,
+                    rules,
+                });
+            }
         }
-        _ => None,
+    } else {
+        None
     };
     Ok(Decided {
         decision: record(d),
         take_use,
+        rules,
     })
+}
+
+/// Which counted grant an allowed `req` takes a use of: `Some(None)` when
+/// the uncounted grants and the profile allow it alone; `Some(Some(id))`
+/// for the first counted grant that, with them, covers every simple
+/// command; `None` when it takes several counted grants (one action takes
+/// one use, so it is asked). Without this, a line whose commands were
+/// allowed by an uncounted and a counted grant would report the first and
+/// spend nothing.
+fn counted_use(
+    profile: &policy::Profile,
+    grants: &[policy::Grant],
+    counted: &[String],
+    req: &policy::Request<'_>,
+) -> Option<Option<String>> {
+    let now = chrono::Utc::now();
+    let with = |extra: Option<&str>| -> Vec<policy::Grant> {
+        grants
+            .iter()
+            .filter(|g| !counted.contains(&g.id) || extra == Some(g.id.as_str()))
+            .cloned()
+            .collect()
+    };
+    if policy::decide(profile, &with(None), req, now).verdict == policy::Verdict::Allow {
+        return Some(None);
+    }
+    counted
+        .iter()
+        .find(|id| {
+            policy::decide(profile, &with(Some(id.as_str())), req, now).verdict
+                == policy::Verdict::Allow
+        })
+        .map(|id| Some(id.clone()))
 }
 
 /// Decides a decision-only action.

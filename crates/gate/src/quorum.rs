@@ -84,11 +84,22 @@ impl Gate {
         Ok(rules)
     }
 
-    /// [`Gate::approval_rules`] of a stored action.
+    /// The approvals rules of a stored action: those it was asked under
+    /// (kept with it, `crate::asked_rules`) and [`Gate::approval_rules`]
+    /// now. Every one applies, so a profile changed while it waits may
+    /// tighten what it needs but never loosen it. A kept copy that cannot
+    /// be read fails (nobody decides it rather than too few).
     pub async fn rules_of(&self, action: &Action) -> GateResult<Vec<CompiledRule>> {
+        let mut rules = crate::asked_rules::kept(&action.decision).map_err(|e| {
+            tracing::error!(action = %action.id, error = %e, "kept approvals rules unreadable");
+            GateError::internal()
+        })?;
         let handler = action.handler.as_deref().zip(action.action.as_deref());
-        self.approval_rules(&action.agent, &action.action_string, handler)
-            .await
+        rules.extend(
+            self.approval_rules(&action.agent, &action.action_string, handler)
+                .await?,
+        );
+        Ok(rules)
     }
 
     /// Fails with 403 naming the rule unless `d` is among the approvers of
@@ -156,7 +167,11 @@ impl Gate {
             edit,
         };
         match self.store().team_decide(&action.id, decision).await {
-            Ok(done) => Ok(done.action),
+            Ok(done) => {
+                self.taint_approved(std::slice::from_ref(&done.action))
+                    .await?;
+                Ok(done.action)
+            }
             Err(StoreError::Conflict(m)) => Err(GateError::conflict(m)),
             Err(e) => Err(e.into()),
         }
@@ -215,6 +230,7 @@ impl Gate {
                         handler: handler_id,
                         permission: &permission,
                         scope: &scope,
+                        approvals: decl.approvals.as_ref(),
                     }),
                 )
                 .await?;

@@ -13,16 +13,24 @@ fn not_found(id: &str) -> impl FnOnce(StoreError) -> GateError + '_ {
 }
 
 impl Gate {
-    /// Subscribes `url` to events of `types` (already checked); the new
-    /// signing secret is in the answer only.
+    /// Subscribes `url` to events of `types` (already checked) at escalation
+    /// `tier` (1: all of them; 2: only `action.escalated`); the new signing
+    /// secret is in the answer only.
     pub async fn create_subscription(
         &self,
         caller: &Caller,
         url: String,
         types: Vec<String>,
         description: Option<String>,
+        tier: u8,
     ) -> GateResult<(Subscription, String)> {
         caller.require(Role::Admin)?;
+        if !matches!(tier, 1 | 2) {
+            return Err(GateError::invalid(
+                "tier",
+                "1 (every event) or 2 (only action.escalated)",
+            ));
+        }
         self.config()
             .outbound
             .check_url(&url)
@@ -36,6 +44,7 @@ impl Gate {
                 types,
                 description,
                 secret: secret.clone(),
+                tier,
             })
             .await?;
         Ok((subscription, secret))

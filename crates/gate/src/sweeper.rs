@@ -1,6 +1,7 @@
 //! The expiry sweeper: sleeps until the next pending deadline of an action
-//! or grant request (no polling loop), expires what is due, and on start
-//! expires what became overdue while the daemon was down.
+//! or grant request, or until the oldest open session goes idle (no polling
+//! loop), expires (or ends) what is due, and on start what became overdue
+//! while the daemon was down.
 
 use std::time::Duration;
 
@@ -92,11 +93,25 @@ async fn expire(gate: &Gate) -> bool {
             ok = false;
         }
     }
+    match gate.store().end_idle_sessions(gate.idle_before()).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(count = n, "ended idle sessions, revoking their grants"),
+        Err(e) => {
+            tracing::error!(error = %e, "ending idle sessions failed");
+            ok = false;
+        }
+    }
     ok
 }
 
 async fn next_deadline(gate: &Gate) -> Result<Option<DateTime<Utc>>, actiongate_store::StoreError> {
     let action = gate.store().next_deadline().await?;
     let request = gate.store().next_grant_request_deadline().await?;
-    Ok(action.into_iter().chain(request).min())
+    // The oldest open session goes idle then.
+    let idle = gate
+        .store()
+        .oldest_open_session()
+        .await?
+        .map(|seen| seen + gate.idle_timeout());
+    Ok(action.into_iter().chain(request).chain(idle).min())
 }

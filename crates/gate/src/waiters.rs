@@ -206,11 +206,15 @@ async fn fan_out(
         };
         match received {
             Ok(ev) => {
-                // Actions are keyed by their id; grant requests by theirs,
-                // which their events carry as the resource's id.
+                // Actions are keyed by their id; grant requests and plans
+                // by theirs, which their events carry as the resource's id.
                 let key = match &ev.action_id {
                     Some(id) => Some(std::borrow::Cow::Borrowed(id.as_str())),
-                    None if ev.kind.starts_with("grant_request.") => ev.resource_id(),
+                    None if ev.kind.starts_with("grant_request.")
+                        || ev.kind.starts_with("plan.") =>
+                    {
+                        ev.resource_id()
+                    }
                     None => None,
                 };
                 let Some(key) = key else { continue };

@@ -65,6 +65,8 @@ pub struct Settings {
     pub limits: LimitsSettings,
     /// Where outbound requests may go.
     pub outbound: OutboundSettings,
+    /// Sessions' idle timeout.
+    pub sessions: crate::config_sessions::SessionsSettings,
 }
 
 /// Who may read `/metrics`.
@@ -341,6 +343,7 @@ impl Default for Settings {
             metrics: MetricsSettings::default(),
             limits: LimitsSettings::default(),
             outbound: OutboundSettings::default(),
+            sessions: Default::default(),
         }
     }
 }
@@ -553,6 +556,7 @@ impl Settings {
             json: self.limits.json(self.dispatch.result_max_bytes),
             max_pending_per_agent: self.limits.max_pending_per_agent,
             outbound: self.outbound.policy()?,
+            session_idle: self.sessions.idle_timeout()?,
         })
     }
 

@@ -23,6 +23,7 @@ pub mod config_connectors;
 pub mod config_duration;
 pub mod config_events;
 pub mod config_limits;
+pub mod config_sessions;
 pub mod connectors;
 pub mod error;
 pub mod log_sink;

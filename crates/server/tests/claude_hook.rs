@@ -286,12 +286,12 @@ async fn errors_fail_closed_and_still_print_json() {
     assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "ask");
 
     // Bad input: not JSON, no tool_name, a Bash call without a command,
-    // another hook event.
+    // another hook event (PostToolUse is a report: tests/claude_post_hook.rs).
     for bad in [
         b"not json".to_vec(),
         b"{}".to_vec(),
         br#"{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{}}"#.to_vec(),
-        br#"{"hook_event_name":"PostToolUse","tool_name":"Read","tool_input":{"file_path":"/x"}}"#
+        br#"{"hook_event_name":"Stop","tool_name":"Read","tool_input":{"file_path":"/x"}}"#
             .to_vec(),
         Vec::new(),
     ] {

@@ -19,6 +19,8 @@ mod slack;
 mod smaller;
 #[path = "connectors/tasks_in_chat.rs"]
 mod tasks_in_chat;
+#[path = "connectors/teams.rs"]
+mod teams;
 #[path = "connectors/telegram.rs"]
 mod telegram;
 #[path = "connectors/whatsapp.rs"]

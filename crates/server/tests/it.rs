@@ -7,13 +7,16 @@ mod common;
 
 mod api;
 mod claude_hook;
+mod claude_post_hook;
 mod cli_client;
+mod cli_plans;
 mod connectors;
 mod dispatch;
 mod events;
 mod future_sizes;
 mod handlers;
 mod mcp;
+mod mcp_plans;
 mod mcp_sessions;
 mod mcp_tasks;
 mod outbox_follow;

@@ -93,6 +93,16 @@ async fn setup_merges_without_losing_entries_and_the_installed_hook_answers() {
         doc["hooks"]["PermissionRequest"].as_array().unwrap().len(),
         1
     );
+    // What ran is reported to the daemon after the fact.
+    let post = doc["hooks"]["PostToolUse"].as_array().unwrap();
+    assert_eq!(post.len(), 1, "{doc}");
+    assert!(
+        post[0]["hooks"][0]["command"]
+            .as_str()
+            .unwrap()
+            .contains(" hook claude-code "),
+        "{doc}"
+    );
     let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
     let (s, agent) = app

@@ -327,6 +327,11 @@ contract! {
     pub async fn list_sessions(&self, agent: Option<String>, idle_before: DateTime<Utc>) -> Result<Vec<actiongate_api::sessions::Session>, StoreError>;
     /// Ends a session and voids its grants.
     pub async fn end_session(&self, id: String, by: String, idle_before: DateTime<Utc>) -> Result<actiongate_api::sessions::Session, StoreError>;
+    /// Ends every open session last seen at or before `idle_before`
+    /// (ended by `idle`), revoking their grants; how many it ended.
+    pub async fn end_idle_sessions(&self, idle_before: DateTime<Utc>) -> Result<usize, StoreError>;
+    /// When the open session seen longest ago was last seen.
+    pub async fn oldest_open_session(&self) -> Result<Option<DateTime<Utc>>, StoreError>;
     /// Stores a pending plan.
     pub async fn create_plan(&self, plan: actiongate_api::sessions::Plan) -> Result<actiongate_api::sessions::Plan, StoreError>;
     /// One plan.

@@ -31,6 +31,10 @@ pub struct NewGrantRequest {
     pub expires: Option<String>,
     /// When it expires unanswered.
     pub deadline: DateTime<Utc>,
+    /// The session the grant is to be limited to.
+    pub session: Option<String>,
+    /// The number of allowed actions the grant is to be limited to.
+    pub uses: Option<i64>,
 }
 
 /// The grant request columns, in the order [`decode`] reads them, as a
@@ -38,7 +42,7 @@ pub struct NewGrantRequest {
 macro_rules! request_columns {
     () => {
         "id, agent, handler, permission, scope, reason, expires, status, deadline, created_at, \
-         decided_at, decided_by, deny_reason, grant_id"
+         decided_at, decided_by, deny_reason, grant_id, session, uses"
     };
 }
 pub(crate) use request_columns;
@@ -85,6 +89,8 @@ pub(crate) fn decode(
         decided_at: opt_from_ms(row.try_get("decided_at")?),
         decided_by: row.try_get("decided_by")?,
         deny_reason: row.try_get("deny_reason")?,
+        session: row.try_get("session")?,
+        uses: row.try_get("uses")?,
         grant,
     })
 }
@@ -178,7 +184,7 @@ impl SqliteStore {
                 Box::pin(async move {
                     sqlx::query(
                         "INSERT INTO grant_requests (id, agent, handler, permission, scope, reason, expires, status, \
-                         deadline, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+                         deadline, created_at, session, uses) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
                     )
                     .bind(&new.id)
                     .bind(&new.agent)
@@ -189,6 +195,8 @@ impl SqliteStore {
                     .bind(&new.expires)
                     .bind(to_ms(new.deadline))
                     .bind(to_ms(now()))
+                    .bind(&new.session)
+                    .bind(new.uses)
                     .execute(&mut *conn)
                     .await?;
                     let r = get_on(conn, &new.id).await?;

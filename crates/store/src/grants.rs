@@ -503,7 +503,7 @@ async fn approve_covered_on(
         }
         // An approvals rule (a count of people, or who may approve)
         // governs it: one operator's grant does not settle it.
-        if profile.approval_rule(&action.action_string).is_some() {
+        if profile.approval_rule(&action.action_string).is_some() || asked_under_rules(&action) {
             continue;
         }
         match actions::transition_on(conn, &action.id, &approve_by_grant(&grant.id)).await {
@@ -514,6 +514,18 @@ async fn approve_covered_on(
         }
     }
     Ok(approved)
+}
+
+/// Whether `action` was asked under an approvals rule, a copy of which its
+/// recorded decision keeps (`decision.rule.approvals`, written by the
+/// gate): such a rule governs it even when the profile no longer has it,
+/// or when it is its handler action's.
+pub(crate) fn asked_under_rules(action: &Action) -> bool {
+    action
+        .decision
+        .rule
+        .as_ref()
+        .is_some_and(|r| r.get("approvals").is_some())
 }
 
 /// The profile of `agent` as stored now, or `default` when it has none of

@@ -126,16 +126,24 @@ async fn session_on(
     session_from_row(&row, idle_before, counts).map(Some)
 }
 
+/// Revokes session `id`'s grants, each with its `grant.revoked` event as
+/// revoking it by hand appends.
 async fn revoke_session_grants_on(
     conn: &mut SqliteConnection,
     id: &str,
     at: i64,
 ) -> Result<(), StoreError> {
-    sqlx::query("UPDATE grants SET revoked_at = ? WHERE session = ? AND revoked_at IS NULL")
-        .bind(at)
-        .bind(id)
-        .execute(&mut *conn)
-        .await?;
+    let rows = sqlx::query(concat!(
+        "UPDATE grants SET revoked_at = ? WHERE session = ? AND revoked_at IS NULL RETURNING ",
+        crate::grants::grant_columns!()
+    ))
+    .bind(at)
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    for row in &rows {
+        events::insert_on(conn, &grant_event("grant.revoked", &grant_from_row(row)?)?).await?;
+    }
     Ok(())
 }
 
@@ -259,6 +267,38 @@ impl SqliteStore {
             }
         }
         Ok(out)
+    }
+
+    /// Ends every open session idle since `idle_before`, voiding its grants.
+    pub async fn end_idle_sessions(&self, idle_before: DateTime<Utc>) -> Result<usize, StoreError> {
+        self.writer
+            .run(move |conn| {
+                Box::pin(async move {
+                    let at = to_ms(now());
+                    let ids: Vec<String> = sqlx::query_scalar(
+                        "UPDATE sessions SET ended_at = ?, ended_by = 'idle' \
+                         WHERE ended_at IS NULL AND last_seen <= ? RETURNING id",
+                    )
+                    .bind(at)
+                    .bind(to_ms(idle_before))
+                    .fetch_all(&mut *conn)
+                    .await?;
+                    for id in &ids {
+                        revoke_session_grants_on(conn, id, at).await?;
+                    }
+                    Ok(ids.len())
+                })
+            })
+            .await
+    }
+
+    /// When the open session seen longest ago was last seen.
+    pub async fn oldest_open_session(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let oldest: Option<i64> =
+            sqlx::query_scalar("SELECT MIN(last_seen) FROM sessions WHERE ended_at IS NULL")
+                .fetch_one(&self.read)
+                .await?;
+        Ok(oldest.map(from_ms))
     }
 
     /// Ends session `id`, voiding its grants (ending it again changes nothing).

@@ -30,6 +30,17 @@ pub struct NewSubscription {
     pub description: Option<String>,
     /// The signing secret, `whsec_…`.
     pub secret: String,
+    /// 1: every matching event; 2: only `action.escalated` ([`tier_lets`]).
+    pub tier: u8,
+}
+
+/// The event type tier-2 subscriptions are sent.
+pub const ESCALATED: &str = "action.escalated";
+
+/// Whether a subscription of `tier` is sent an event of type `kind` (that
+/// its types match): tier 2 only escalations.
+pub fn tier_lets(tier: i64, kind: &str) -> bool {
+    tier < 2 || kind == ESCALATED
 }
 
 pub use actiongate_api::{Delivery, DeliveryAttempt, DeliveryStatus, Subscription};
@@ -90,7 +101,9 @@ pub(crate) fn subscription_from_row(
     row: &impl crate::row::Cols,
 ) -> Result<Subscription, StoreError> {
     let types: String = row.try_get("types")?;
+    let tier: i64 = row.try_get("tier")?;
     Ok(Subscription {
+        tier: u8::try_from(tier).map_err(|_| StoreError::Corrupt(format!("tier {tier}")))?,
         id: row.try_get("id")?,
         url: row.try_get("url")?,
         types: serde_json::from_str(&types)?,
@@ -119,7 +132,7 @@ pub(crate) fn delivery_from_row(row: &impl crate::row::Cols) -> Result<Delivery,
 
 macro_rules! subscription_columns {
     () => {
-        "id, url, types, description, created_at"
+        "id, url, types, description, created_at, tier"
     };
 }
 
@@ -151,8 +164,8 @@ impl SqliteStore {
                     .fetch_one(&mut *conn)
                     .await?;
                     sqlx::query(
-                        "INSERT INTO subscriptions (id, url, types, description, secret, cursor, created_at) \
-                         VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        "INSERT INTO subscriptions (id, url, types, description, secret, cursor, created_at, tier) \
+                         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     )
                     .bind(&new.id)
                     .bind(&new.url)
@@ -161,9 +174,11 @@ impl SqliteStore {
                     .bind(&new.secret)
                     .bind(cursor)
                     .bind(to_ms(created))
+                    .bind(i64::from(new.tier))
                     .execute(&mut *conn)
                     .await?;
                     Ok(Subscription {
+                        tier: new.tier,
                         id: new.id,
                         url: new.url,
                         types: new.types,
@@ -235,8 +250,8 @@ impl SqliteStore {
         self.writer
             .run_sparing_grants(move |conn| {
                 Box::pin(async move {
-                    let subs: Vec<(String, String, i64)> =
-                        sqlx::query_as("SELECT id, types, cursor FROM subscriptions")
+                    let subs: Vec<(String, String, i64, i64)> =
+                        sqlx::query_as("SELECT id, types, cursor, tier FROM subscriptions")
                             .fetch_all(&mut *conn)
                             .await?;
                     let Some(min_cursor) = subs.iter().map(|s| s.2).min() else {
@@ -260,13 +275,15 @@ impl SqliteStore {
                     };
                     let created = to_ms(now());
                     let mut made = 0;
-                    for (sub_id, types, cursor) in &subs {
+                    for (sub_id, types, cursor, tier) in &subs {
                         let types: Vec<String> = serde_json::from_str(types)?;
                         // A stored filter was validated when created; one
                         // that no longer parses sends nothing rather than all.
                         let filter = TypeFilter::parse(&types).ok();
                         for ev in events.iter().filter(|e| e.seq > *cursor) {
-                            if !filter.as_ref().is_some_and(|f| f.matches(&ev.kind)) {
+                            if !filter.as_ref().is_some_and(|f| f.matches(&ev.kind))
+                                || !tier_lets(*tier, &ev.kind)
+                            {
                                 continue;
                             }
                             sqlx::query(

@@ -21,6 +21,8 @@ fn request(agent: &str, deadline_in: chrono::Duration) -> NewGrantRequest {
         reason: Some("to write /a".to_owned()),
         expires: Some("1h".to_owned()),
         deadline: Utc::now() + deadline_in,
+        session: None,
+        uses: None,
     }
 }
 

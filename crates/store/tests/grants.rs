@@ -272,8 +272,45 @@ async fn grants_are_revoked_once_and_listed_by_filter(kind: Kind) {
     ));
 }
 
+/// A grant leaves pending what an approvals rule governs: a rule of the
+/// agent's profile as stored now, or one the action was asked under (kept
+/// in its recorded decision by the gate) that the profile has no more.
+async fn a_grant_leaves_pending_what_an_approvals_rule_governs(kind: Kind) {
+    let Some((store, _dir)) = open_with(kind, guarded()).await else {
+        return;
+    };
+    store
+        .put_agent(
+            "a",
+            None,
+            Some(json!({"allow": [], "ask": [".*"],
+                "approvals": [{"pattern": "tool:bash:deploy.*", "count": 2}]})),
+        )
+        .await
+        .unwrap();
+    let (by_profile, _) = store.insert_action(ask("a", "deploy prod")).await.unwrap();
+    let mut kept = ask("a", "make kept");
+    kept.decision.rule = Some(json!({"kind": "pattern", "list": "ask", "index": 0,
+        "pattern": ".*", "approvals": [{"pattern": "tool:bash:make.*", "count": 2, "index": 0}]}));
+    let (by_copy, _) = store.insert_action(kept).await.unwrap();
+    let (plain, _) = store.insert_action(ask("a", "make plain")).await.unwrap();
+    let created = store
+        .create_grant(tool_grant(Some("a"), ".*"), None)
+        .await
+        .unwrap();
+    let approved: Vec<&str> = created.approved.iter().map(|a| a.id.as_str()).collect();
+    assert_eq!(approved, [plain.id.as_str()]);
+    for id in [&by_profile.id, &by_copy.id] {
+        assert_eq!(
+            store.get_action(id).await.unwrap().status,
+            ActionStatus::Pending
+        );
+    }
+}
+
 crate::conformance!(
     a_grant_approves_what_it_covers_where_the_profile_as_stored_now_lets_it,
+    a_grant_leaves_pending_what_an_approvals_rule_governs,
     without_a_usable_profile_a_grant_approves_nothing,
     approving_first_an_action_no_longer_pending_creates_no_grant,
     grants_are_revoked_once_and_listed_by_filter,

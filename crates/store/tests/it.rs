@@ -14,4 +14,5 @@ mod handlers;
 mod limits;
 mod nodes;
 mod outbox;
+mod sessions;
 mod store;

@@ -20,6 +20,7 @@ fn sub(types: &[&str]) -> NewSubscription {
         types: types.iter().map(|t| (*t).to_owned()).collect(),
         description: None,
         secret: "whsec_AAAA".to_owned(),
+        tier: 1,
     }
 }
 

@@ -33,6 +33,7 @@ fn sub(types: &[&str]) -> NewSubscription {
         types: types.iter().map(|t| (*t).to_owned()).collect(),
         description: None,
         secret: "whsec_AAAA".to_owned(),
+        tier: 1,
     }
 }
 
@@ -238,7 +239,44 @@ async fn the_outbox_is_behind_only_while_some_subscription_exists(kind: Kind) {
     store.delete_subscription(&kept.id).await.unwrap();
 }
 
+/// A tier-2 subscription is sent only `action.escalated` (of the types it
+/// names); tier 1 every event; the tier is kept and listed.
+async fn a_tier_two_subscription_is_sent_only_escalations(kind: Kind) {
+    let Some((store, _held)) = open(kind).await else {
+        return;
+    };
+    let tier2 = store
+        .create_subscription(NewSubscription {
+            tier: 2,
+            ..sub(&["action.*"])
+        })
+        .await
+        .unwrap();
+    assert_eq!(tier2.tier, 2);
+    let all = store.create_subscription(sub(&["*"])).await.unwrap();
+    let (asked, _) = store
+        .insert_action(action("a", DecisionResult::Ask))
+        .await
+        .unwrap();
+    assert!(store.escalate(&asked.id).await.unwrap().is_some());
+    store.fan_out(1000).await.unwrap();
+    let types = |d: Vec<Delivery>| d.into_iter().map(|d| d.event_type).collect::<Vec<_>>();
+    let sent = store
+        .list_deliveries(&tier2.id, None, None, 100)
+        .await
+        .unwrap();
+    assert_eq!(types(sent), ["action.escalated"]);
+    let sent = store
+        .list_deliveries(&all.id, None, None, 100)
+        .await
+        .unwrap();
+    assert_eq!(types(sent).len(), 2);
+    assert_eq!(store.get_subscription(&tier2.id).await.unwrap().tier, 2);
+    assert_eq!(store.get_subscription(&all.id).await.unwrap().tier, 1);
+}
+
 crate::conformance!(
+    a_tier_two_subscription_is_sent_only_escalations,
     outbox_survives_a_restart_without_losing_or_repeating_a_delivery,
     pruning_moves_the_anchor_and_keeps_events_owed_to_subscriptions,
     the_outbox_is_behind_only_while_some_subscription_exists,

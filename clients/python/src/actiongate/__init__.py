@@ -13,7 +13,7 @@ from ._core import __version__
 from .aio import AsyncClient
 from .client import Client
 from .errors import ActionGateError, ApiError, Denied, Expired, FieldError, TimedOut, Unreachable
-from .models import Action, Decision, Event, Grant, GrantRequest
+from .models import Action, Decision, Event, Grant, GrantRequest, Person
 
 __all__ = [
     "__version__",
@@ -31,4 +31,5 @@ __all__ = [
     "Event",
     "Grant",
     "GrantRequest",
+    "Person",
 ]

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Tupl
 import httpx
 
 from .errors import ActionGateError, ApiError, Denied, Expired, FieldError, TimedOut
-from .models import Action, Decision, Grant, GrantRequest
+from .models import Action, Decision, Grant, GrantRequest, Person
 
 __version__ = "0.1.0"
 
@@ -447,11 +447,23 @@ def pending() -> Flow:
     return items
 
 
-def approve(action_id: str, remember: Union[None, str, Mapping[str, Any]], note: Optional[str]) -> Flow:
-    """``POST /v1/actions/{id}/approve``, optionally granting (``remember``)."""
+def approve(
+    action_id: str,
+    remember: Union[None, str, Mapping[str, Any]],
+    note: Optional[str],
+    params: Optional[Mapping[str, Any]] = None,
+    detail: Optional[str] = None,
+) -> Flow:
+    """``POST /v1/actions/{id}/approve``, optionally granting (``remember``)
+    or editing first (``params`` of a handler action, ``detail`` of a
+    decision-only one)."""
     body: Dict[str, Any] = {}
     if note is not None:
         body["note"] = note
+    if params is not None:
+        body["params"] = dict(params)
+    if detail is not None:
+        body["detail"] = detail
     r = _remember(remember)
     if r is not None:
         body["remember"] = r
@@ -491,6 +503,52 @@ def answer_grant_request(request_id: str, approve: bool, body: Dict[str, Any]) -
     body = {k: v for k, v in body.items() if v is not None}
     data = yield Call("POST", f"/v1/grant-requests/{request_id}/{verb}", json=body, has_body=True)
     return GrantRequest.from_json(_dict(data))
+
+
+def people() -> Flow:
+    """``GET /v1/people``."""
+    data = _dict((yield Call("GET", "/v1/people", retry=True)))
+    return [Person.from_json(p) for p in data.get("items") or [] if isinstance(p, dict)]
+
+
+def person_body(
+    name: str,
+    groups: Optional[List[str]],
+    keys: Optional[List[str]],
+    chat: Optional[Mapping[str, str]],
+) -> Dict[str, Any]:
+    """The body of ``POST /v1/people`` and ``PUT /v1/people/{id}``."""
+    body: Dict[str, Any] = {"name": name}
+    if groups is not None:
+        body["groups"] = list(groups)
+    if keys is not None:
+        body["keys"] = list(keys)
+    if chat is not None:
+        body["chat"] = dict(chat)
+    return body
+
+
+def create_person(body: Dict[str, Any]) -> Flow:
+    """``POST /v1/people``."""
+    data = yield Call("POST", "/v1/people", json=body, has_body=True)
+    return Person.from_json(_dict(data))
+
+
+def get_person(person_id: str) -> Flow:
+    """``GET /v1/people/{id}``."""
+    return Person.from_json(_dict((yield Call("GET", f"/v1/people/{person_id}", retry=True))))
+
+
+def update_person(person_id: str, body: Dict[str, Any]) -> Flow:
+    """``PUT /v1/people/{id}``: replaces the person."""
+    data = yield Call("PUT", f"/v1/people/{person_id}", json=body, has_body=True)
+    return Person.from_json(_dict(data))
+
+
+def delete_person(person_id: str) -> Flow:
+    """``DELETE /v1/people/{id}``."""
+    yield Call("DELETE", f"/v1/people/{person_id}")
+    return None
 
 
 def whoami() -> Flow:

@@ -17,7 +17,7 @@ from . import _core
 from ._core import Call, Flow, Sleep, Timeout
 from ._sse import Backoff, SseParser, to_event
 from .errors import ActionGateError, Unreachable
-from .models import Action, Decision, Event, Grant, GrantRequest
+from .models import Action, Decision, Event, Grant, GrantRequest, Person
 
 __all__ = ["AsyncClient"]
 
@@ -215,9 +215,12 @@ class AsyncClient:
         action_id: str,
         remember: Union[None, str, Mapping[str, Any]] = None,
         note: Optional[str] = None,
+        *,
+        params: Optional[Mapping[str, Any]] = None,
+        detail: Optional[str] = None,
     ) -> Action:
         """See :meth:`actiongate.Client.approve`."""
-        return await self._drive(_core.approve(action_id, remember, note))  # type: ignore[no-any-return]
+        return await self._drive(_core.approve(action_id, remember, note, params, detail))  # type: ignore[no-any-return]
 
     async def deny(self, action_id: str, reason: Optional[str] = None) -> Action:
         """Denies a pending action; the agent sees ``reason``."""
@@ -257,6 +260,46 @@ class AsyncClient:
     async def deny_grant_request(self, request_id: str, reason: Optional[str] = None) -> GrantRequest:
         """Denies a grant request; the agent sees ``reason``."""
         return await self._drive(_core.answer_grant_request(request_id, False, {"reason": reason}))  # type: ignore[no-any-return]
+
+    async def people(self) -> List[Person]:
+        """Every person, by name (admin key)."""
+        return await self._drive(_core.people())  # type: ignore[no-any-return]
+
+    async def create_person(
+        self,
+        name: str,
+        *,
+        groups: Optional[List[str]] = None,
+        keys: Optional[List[str]] = None,
+        chat: Optional[Mapping[str, str]] = None,
+    ) -> Person:
+        """Adds a person (admin key): ``groups`` for approver rules
+        (``group:<name>``), operator ``keys`` ids and ``chat`` identities
+        (``telegram``, ``slack``, ``discord``, ``whatsapp``) that decide as
+        them."""
+        body = _core.person_body(name, groups, keys, chat)
+        return await self._drive(_core.create_person(body))  # type: ignore[no-any-return]
+
+    async def get_person(self, person_id: str) -> Person:
+        """One person (admin key)."""
+        return await self._drive(_core.get_person(person_id))  # type: ignore[no-any-return]
+
+    async def update_person(
+        self,
+        person_id: str,
+        name: str,
+        *,
+        groups: Optional[List[str]] = None,
+        keys: Optional[List[str]] = None,
+        chat: Optional[Mapping[str, str]] = None,
+    ) -> Person:
+        """Replaces a person (admin key); what is left out is cleared."""
+        body = _core.person_body(name, groups, keys, chat)
+        return await self._drive(_core.update_person(person_id, body))  # type: ignore[no-any-return]
+
+    async def delete_person(self, person_id: str) -> None:
+        """Removes a person (admin key)."""
+        await self._drive(_core.delete_person(person_id))
 
     async def whoami(self) -> Dict[str, Any]:
         """The caller's key id, name, role and agent."""

@@ -7,9 +7,9 @@ version does not name are still reachable.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
-__all__ = ["Decision", "Action", "GrantRequest", "Grant", "Event"]
+__all__ = ["Decision", "Action", "GrantRequest", "Grant", "Event", "Person"]
 
 # An action is settled when nothing more will happen to it (DESIGN.md, Model).
 _SETTLED_HANDLER = frozenset({"completed", "failed", "denied", "expired", "cancelled"})
@@ -65,6 +65,15 @@ class Action:
     action: Optional[str] = None
     params: Optional[Dict[str, Any]] = None
     outcome: Optional[Dict[str, Any]] = None
+    #: Approvals collected so far (``{who, by, channel, at}``), oldest first.
+    approvals: List[Dict[str, Any]] = field(default_factory=list)
+    #: How many approvals from distinct people it needs (a quorum), if set.
+    approvals_required: Optional[int] = None
+    #: The person (or identity) and channel whose decision settled it.
+    decided_person: Optional[str] = None
+    decided_channel: Optional[str] = None
+    #: An approver changed its params or detail before approving.
+    edited: bool = False
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -73,6 +82,7 @@ class Action:
         decision = data.get("decision")
         params = data.get("params")
         outcome = data.get("outcome")
+        required = data.get("approvals_required")
         return cls(
             id=str(data.get("id", "")),
             status=str(data.get("status", "")),
@@ -88,6 +98,11 @@ class Action:
             action=_str(data.get("action")),
             params=params if isinstance(params, dict) else None,
             outcome=outcome if isinstance(outcome, dict) else None,
+            approvals=[a for a in data.get("approvals") or [] if isinstance(a, dict)],
+            approvals_required=required if isinstance(required, int) else None,
+            decided_person=_str(data.get("decided_person")),
+            decided_channel=_str(data.get("decided_channel")),
+            edited=data.get("edited") is True,
             raw=data,
         )
 
@@ -175,3 +190,31 @@ class Event:
     def resource(self) -> Any:
         """The resource after the change (the event's ``data``)."""
         return self.data.get("data")
+
+
+@dataclass(frozen=True)
+class Person:
+    """An operator as a person (``docs/teams.md``): approver rules match
+    their ``name`` and ``groups``; their operator keys and chat identities
+    decide as them."""
+
+    id: str
+    name: str
+    groups: List[str] = field(default_factory=list)
+    keys: List[str] = field(default_factory=list)
+    #: Chat identities: ``telegram``, ``slack``, ``discord``, ``whatsapp``.
+    chat: Dict[str, str] = field(default_factory=dict)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Person":
+        """Builds a person from the API's ``Person``."""
+        chat = data.get("chat")
+        return cls(
+            id=str(data.get("id", "")),
+            name=str(data.get("name", "")),
+            groups=[g for g in data.get("groups") or [] if isinstance(g, str)],
+            keys=[k for k in data.get("keys") or [] if isinstance(k, str)],
+            chat={k: v for k, v in (chat or {}).items() if isinstance(v, str)} if isinstance(chat, dict) else {},
+            raw=data,
+        )

@@ -12,14 +12,22 @@
 //!   a standing grant allowed it) or `deny` with `message`; when nobody
 //!   decided and the timeout fallback is `ask`, nothing, so that Claude
 //!   Code shows its own dialog.
+//! - `PostToolUse` (the tool ran): the call is reported to `POST /v1/runs`
+//!   with its session, so a run no allow or approval covered raises
+//!   `action.undecided`; nothing on stdout, exit 0 (1, with the reason on
+//!   stderr, when the report failed: the tool has run either way).
 
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::gate::{Answer, Origin, Verdict, Waiting};
+use std::time::Duration;
+
+use super::gate::{Answer, Origin, Verdict, Waiting, valid_session};
 use super::map::{self, Call, any_field, field, glob_detail};
-use super::{HookArgs, Parsed, Reply, Runtime, answer_input, emit, event_of, text};
+use super::{HookArgs, Parsed, Reply, Runtime, answer_read, emit, event_of, read_stdin, text};
 use crate::Exit;
+use crate::http::Api;
+use crate::output::one_line;
 
 /// Flags of `hook claude-code`.
 #[derive(Debug, Args)]
@@ -149,10 +157,54 @@ impl Runtime for ClaudeCode {
     }
 }
 
-/// `hook claude-code`: always prints Claude Code's JSON and exits 0.
+/// The `POST /v1/runs` bodies of a `PostToolUse` input: one per action
+/// its call maps to, with the session when the daemon would take it.
+pub fn run_reports(hook: &Value) -> Result<Vec<Value>, String> {
+    let tool_name = text(hook, "tool_name").ok_or("the hook input has no tool_name")?;
+    let input = hook.get("tool_input").cloned().unwrap_or(json!({}));
+    let mapped = call_of(tool_name, &input)?.mapped();
+    let mut body = json!({"tool": mapped.tool, "detail": mapped.detail, "runtime": "claude-code"});
+    if let Some(sid) = text(hook, "session_id").filter(|s| valid_session(s)) {
+        body["session"] = json!(sid);
+    }
+    Ok(vec![body])
+}
+
+/// Reports a `PostToolUse` input's run to the daemon.
+async fn report(args: &HookArgs, hook: &Value) -> Result<(), String> {
+    let bodies = run_reports(hook)?;
+    let conn = args.connection()?;
+    let api = Api::with_timeouts(&conn, Duration::from_secs(3), Duration::from_secs(10))
+        .map_err(|e| e.to_string())?;
+    api.require_key().map_err(|e| e.to_string())?;
+    for body in bodies {
+        api.post("/v1/runs", &body)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// `hook claude-code`: prints Claude Code's JSON and exits 0 (a
+/// `PostToolUse` report prints nothing).
 pub async fn run(args: ClaudeCodeArgs) -> Exit {
+    let input = read_stdin().await;
+    if let Ok(hook) = &input
+        && text(hook, "hook_event_name") == Some("PostToolUse")
+    {
+        return match report(&args.hook, hook).await {
+            Ok(()) => Exit::Ok,
+            Err(e) => {
+                eprintln!(
+                    "actiongate hook: the run was not reported: {}",
+                    one_line(&e)
+                );
+                Exit::Denied
+            }
+        };
+    }
     let defer = args.defer;
-    let (parsed, answer) = answer_input(&args.hook, &ClaudeCode, |p| {
+    let (parsed, answer) = answer_read(&args.hook, &ClaudeCode, input, |p| {
         if defer && p.event == "PreToolUse" {
             Waiting::Defer
         } else {

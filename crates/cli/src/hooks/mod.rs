@@ -202,7 +202,17 @@ pub async fn answer_input(
     rt: &dyn Runtime,
     waiting: impl Fn(&Parsed) -> gate::Waiting,
 ) -> (Option<Parsed>, Answer) {
-    let parsed = match read_stdin().await {
+    answer_read(args, rt, read_stdin().await, waiting).await
+}
+
+/// [`answer_input`] for an input already read.
+pub async fn answer_read(
+    args: &HookArgs,
+    rt: &dyn Runtime,
+    input: Result<Value, String>,
+    waiting: impl Fn(&Parsed) -> gate::Waiting,
+) -> (Option<Parsed>, Answer) {
+    let parsed = match input {
         Ok(input) => rt.parse(&input),
         Err(e) => Err(e),
     };

@@ -170,6 +170,11 @@ pub fn merged(rt: Runtime, current: &str, call: &HookCall) -> Result<String, Str
                 let entry = json!({"matcher": "*", "hooks": [{"type": "command", "command": cmd, "timeout": t}]});
                 put_entry(hooks, event, entry, rt);
             }
+            // What ran is reported, so a run nobody decided is seen.
+            if rt == Runtime::ClaudeCode {
+                let entry = json!({"matcher": "*", "hooks": [{"type": "command", "command": cmd, "timeout": 15}]});
+                put_entry(hooks, "PostToolUse", entry, rt);
+            }
         }
         Runtime::Gemini => {
             let hooks = hooks_of(&mut doc)?;

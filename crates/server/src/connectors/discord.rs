@@ -117,6 +117,66 @@ impl Discord {
         json!([{"type": 1, "components": buttons}])
     }
 
+    /// Posts or edits `card`'s message in the bot's direct messages with
+    /// `user` (a Discord user id): the DM channel is opened (Discord
+    /// answers with the same one each time), and the reference kept is
+    /// `<channel> <message>` so the edit finds it.
+    pub async fn deliver_to(
+        &self,
+        http: &Http,
+        user: &str,
+        kind: Kind,
+        card: &Card,
+        message_ref: Option<&str>,
+    ) -> Result<Option<String>, CallError> {
+        let card = &card.clone().fit(fits);
+        let body = json!({
+            "content": markdown_escaped(&cut(&card.text(), MAX_TEXT), MAX_CONTENT),
+            "components": Self::components(card),
+            "allowed_mentions": {"parse": []},
+        });
+        let auth = self.auth();
+        match kind {
+            Kind::Post => {
+                let dm = http
+                    .call(
+                        Method::POST,
+                        &self.api("/users/@me/channels"),
+                        Some(&auth),
+                        &json!({"recipient_id": user}),
+                        None,
+                    )
+                    .await?;
+                let channel = dm
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| CallError::fatal("create DM: no id"))?
+                    .to_owned();
+                let mut body = body;
+                body["nonce"] = json!(nonce(&card.item));
+                body["enforce_nonce"] = json!(true);
+                let url = self.api(&format!("/channels/{channel}/messages"));
+                let answer = http
+                    .call(Method::POST, &url, Some(&auth), &body, None)
+                    .await?;
+                let id = answer
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| CallError::fatal("create message: no id"))?;
+                Ok(Some(format!("{channel} {id}")))
+            }
+            Kind::Edit => {
+                let (channel, id) = message_ref
+                    .and_then(|r| r.split_once(' '))
+                    .ok_or_else(|| CallError::fatal("no message to edit"))?;
+                let url = self.api(&format!("/channels/{channel}/messages/{id}"));
+                http.call(Method::PATCH, &url, Some(&auth), &body, None)
+                    .await?;
+                Ok(None)
+            }
+        }
+    }
+
     /// Posts or edits `card`'s message; the message id of a post.
     pub async fn deliver(
         &self,

@@ -176,6 +176,26 @@ impl Connectors {
         d
     }
 
+    /// The chats in which `p` is told directly, one per chat connector
+    /// that is on and for which they have an identity: `telegram:<user
+    /// id>` (the bot's private chat), `slack:<user id>` and
+    /// `discord:<user id>` (direct messages), `whatsapp:<number>`.
+    pub fn person_chats(&self, p: &actiongate_api::teams::Person) -> Vec<String> {
+        let mut chats = Vec::new();
+        let ids = [
+            (self.telegram.is_some(), telegram::CHAT, &p.chat.telegram),
+            (self.slack.is_some(), slack::CHAT, &p.chat.slack),
+            (self.discord.is_some(), discord::CHAT, &p.chat.discord),
+            (self.whatsapp.is_some(), "whatsapp", &p.chat.whatsapp),
+        ];
+        for (on, chat, id) in ids {
+            if let (true, Some(id)) = (on, id) {
+                chats.push(format!("{chat}:{id}"));
+            }
+        }
+        chats
+    }
+
     /// The chats of `tier` a message of an item goes to: tier 1 those told
     /// of every pending action, tier 2 those told only of escalated ones.
     pub fn destinations_of(&self, tier: u8) -> Vec<String> {
@@ -200,19 +220,36 @@ impl Connectors {
         again: bool,
     ) -> Result<Option<String>, CallError> {
         let off = || CallError::fatal(format!("connector {chat} is not configured"));
+        let person = |chat: &str, kind: &str| {
+            chat.strip_prefix(kind)
+                .and_then(|rest| rest.strip_prefix(':'))
+                .map(str::to_owned)
+        };
         if chat == telegram::CHAT {
             let t = self.telegram.as_ref().ok_or_else(off)?;
-            let made = t.deliver(&self.http, kind, card, message_ref).await?;
+            let made = t.deliver(&self.http, None, kind, card, message_ref).await?;
             if again && let Some(id) = made.as_deref().and_then(|m| m.parse().ok()) {
                 telegram::void_lost_copies(self, t, id).await;
             }
             Ok(made)
+        } else if let Some(user) = person(chat, telegram::CHAT) {
+            let t = self.telegram.as_ref().ok_or_else(off)?;
+            t.deliver(&self.http, Some(&user), kind, card, message_ref)
+                .await
         } else if chat == slack::CHAT {
             let s = self.slack.as_ref().ok_or_else(off)?;
             s.deliver(&self.http, kind, card, message_ref, again).await
+        } else if let Some(user) = person(chat, slack::CHAT) {
+            let s = self.slack.as_ref().ok_or_else(off)?;
+            s.deliver_to(&self.http, &user, kind, card, message_ref)
+                .await
         } else if chat == discord::CHAT {
             let d = self.discord.as_ref().ok_or_else(off)?;
             d.deliver(&self.discord_http, kind, card, message_ref).await
+        } else if let Some(user) = person(chat, discord::CHAT) {
+            let d = self.discord.as_ref().ok_or_else(off)?;
+            d.deliver_to(&self.discord_http, &user, kind, card, message_ref)
+                .await
         } else if let Some(to) = chat.strip_prefix(whatsapp::PREFIX) {
             let w = self.whatsapp.as_ref().ok_or_else(off)?;
             w.deliver(&self.http, to, kind, card, message_ref).await

@@ -218,9 +218,11 @@ async fn post_action(c: &Connectors, a: &actiongate_gate::Action, tier: u8) {
     .await;
 }
 
-/// Tells the people of the escalated action's `escalate_to` group who
-/// have a WhatsApp number (the one chat a message goes to a person in):
-/// the action's message is queued to each of them.
+/// Tells the people of the escalated action's `escalate_to` group, each
+/// in every chat they have an identity in whose connector is on (see
+/// `Connectors::person_chats`). Their own chats get no buttons but in
+/// WhatsApp (whose numbers are its approvers' chats): they decide where
+/// they decide every other action.
 async fn tell_escalation_group(c: &Connectors, a: &actiongate_gate::Action) {
     let Ok(rules) = c.gate.rules_of(a).await else {
         return;
@@ -228,12 +230,6 @@ async fn tell_escalation_group(c: &Connectors, a: &actiongate_gate::Action) {
     let Some(group) = rules.iter().find_map(|r| r.rule.escalate_to.as_deref()) else {
         return;
     };
-    if c.destinations()
-        .iter()
-        .all(|d| !d.starts_with(super::whatsapp::PREFIX))
-    {
-        return;
-    }
     let people = match c.gate.people_in(group).await {
         Ok(people) => people,
         Err(e) => {
@@ -241,13 +237,13 @@ async fn tell_escalation_group(c: &Connectors, a: &actiongate_gate::Action) {
             return;
         }
     };
-    let chats: Vec<String> = people
-        .iter()
-        .filter_map(|p| p.chat.whatsapp.as_deref())
-        .map(|n| format!("{}{n}", super::whatsapp::PREFIX))
-        .collect();
+    let chats: Vec<String> = people.iter().flat_map(|p| c.person_chats(p)).collect();
+    let (whatsapp, others): (Vec<String>, Vec<String>) = chats
+        .into_iter()
+        .partition(|chat| chat.starts_with(super::whatsapp::PREFIX));
     let buttons = !c.notify_only;
-    post_to(c, card::action_card(a, buttons, false), chats).await;
+    post_to(c, card::action_card(a, buttons, false), whatsapp).await;
+    post_to(c, card::action_card(a, false, false), others).await;
 }
 
 async fn post(c: &Connectors, card: Card) {

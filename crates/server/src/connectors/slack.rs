@@ -154,6 +154,42 @@ impl Slack {
         Ok(found)
     }
 
+    /// Posts or updates `card`'s message in the app's direct messages
+    /// with `user` (a Slack user id): a post goes to the user id, Slack
+    /// answers with the conversation's id, and the reference kept is
+    /// `<conversation> <ts>` so the update finds it.
+    pub async fn deliver_to(
+        &self,
+        http: &Http,
+        user: &str,
+        kind: Kind,
+        card: &Card,
+        message_ref: Option<&str>,
+    ) -> Result<Option<String>, CallError> {
+        let card = &card.clone().fit(fits);
+        let text = mrkdwn_escaped(&cut(&card.text(), MAX_TEXT));
+        match kind {
+            Kind::Post => {
+                let body = json!({"channel": user, "text": text, "blocks": Self::blocks(card)});
+                let answer = self.call(http, "chat.postMessage", &body).await?;
+                let ts = answer.get("ts").and_then(Value::as_str);
+                let channel = answer.get("channel").and_then(Value::as_str);
+                match (channel, ts) {
+                    (Some(c), Some(ts)) => Ok(Some(format!("{c} {ts}"))),
+                    _ => Err(CallError::fatal("chat.postMessage: no channel or ts")),
+                }
+            }
+            Kind::Edit => {
+                let (channel, ts) = message_ref
+                    .and_then(|r| r.split_once(' '))
+                    .ok_or_else(|| CallError::fatal("no message to update"))?;
+                let body = json!({"channel": channel, "ts": ts, "text": text, "blocks": Self::blocks(card)});
+                self.call(http, "chat.update", &body).await?;
+                Ok(None)
+            }
+        }
+    }
+
     /// Posts or updates `card`'s message; the message's `ts` of a post.
     /// A post tried before (`again`) is first looked for in the channel by
     /// its metadata: when the first try reached Slack and only the answer

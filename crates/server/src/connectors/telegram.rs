@@ -102,15 +102,18 @@ impl Telegram {
     pub async fn deliver(
         &self,
         http: &Http,
+        to: Option<&str>,
         kind: Kind,
         card: &Card,
         message_ref: Option<&str>,
     ) -> Result<Option<String>, CallError> {
         let card = &card.clone().fit(fits);
+        // A person's private chat with the bot has their user id.
+        let chat_id = to.unwrap_or(&self.s.chat_id);
         let text = cut(&card.text(), MAX_TEXT);
         match kind {
             Kind::Post => {
-                let mut body = json!({"chat_id": self.s.chat_id, "text": text});
+                let mut body = json!({"chat_id": chat_id, "text": text});
                 if !card.buttons.is_empty() {
                     body["reply_markup"] = Self::keyboard(card);
                 }
@@ -126,7 +129,7 @@ impl Telegram {
                     .and_then(|r| r.parse().ok())
                     .ok_or_else(|| CallError::fatal("no message to edit"))?;
                 let body = json!({
-                    "chat_id": self.s.chat_id,
+                    "chat_id": chat_id,
                     "message_id": message_id,
                     "text": text,
                     "reply_markup": Self::keyboard(card),

@@ -22,6 +22,7 @@ use actiongate_gate::{Caller, GateError};
 use super::tasks::{self, Kind};
 use super::tools::{
     APPROVAL_PROMPT, CHECK_ACTION, GET_ACTION_STATUS, REQUEST_ACTION, REQUEST_PERMISSION,
+    REQUEST_PLAN_APPROVAL,
 };
 use super::wait::{OnLeave, WaitEnd, Waiter};
 use crate::state::AppState;
@@ -56,6 +57,7 @@ pub async fn call(
         REQUEST_ACTION => ctx.request_action(args).await,
         GET_ACTION_STATUS => ctx.get_action_status(args).await,
         APPROVAL_PROMPT => return ctx.approval_prompt(args).await.into(),
+        REQUEST_PLAN_APPROVAL => return super::plans::call(state, caller, args).await.into(),
         other => ctx.handler_tool(other, args).await,
     };
     match result {

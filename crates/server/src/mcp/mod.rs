@@ -8,6 +8,7 @@
 //! with progress notifications in [`wait`].
 
 pub mod call;
+pub mod plans;
 pub mod sessions;
 pub mod tasks;
 pub mod tools;

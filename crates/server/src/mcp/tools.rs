@@ -21,6 +21,8 @@ pub const REQUEST_ACTION: &str = "request_action";
 pub const GET_ACTION_STATUS: &str = "get_action_status";
 /// `approval_prompt`: Claude Code's `--permission-prompt-tool`.
 pub const APPROVAL_PROMPT: &str = "approval_prompt";
+/// `request_plan_approval`: ask approval for a task's steps at once.
+pub const REQUEST_PLAN_APPROVAL: &str = "request_plan_approval";
 
 fn object(schema: Value) -> Arc<JsonObject> {
     match schema {
@@ -87,6 +89,22 @@ pub fn builtin() -> Vec<Tool> {
         t.output_schema = match t.name.as_ref() {
             REQUEST_PERMISSION | REQUEST_ACTION | GET_ACTION_STATUS => Some(action_output()),
             CHECK_ACTION => Some(check_output()),
+            REQUEST_PLAN_APPROVAL => Some(object(json!({
+                "type": "object",
+                "properties": {
+                    "plan": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string"},
+                            "status": {"type": "string", "enum": ["pending", "approved", "denied"]},
+                            "session": {"type": "string"},
+                            "steps": {"type": "array"}
+                        },
+                        "required": ["id", "status", "steps"]
+                    }
+                },
+                "required": ["plan"]
+            }))),
             _ => None,
         };
     }
@@ -166,6 +184,31 @@ fn builtin_inputs() -> Vec<Tool> {
                 "additionalProperties": false
             }),
             true,
+        ),
+        tool(
+            REQUEST_PLAN_APPROVAL,
+            "Ask a human to approve a task's steps at once, before running them: each \
+             approved step then runs once in the session without another question. Waits for \
+             the decision (at most the daemon's longest wait); a plan still pending is \
+             followed by calling again with plan_id alone.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "session": {"type": "string", "minLength": 1, "maxLength": 200,
+                        "description": "The session the steps will run in (send it with each action)."},
+                    "reason": {"type": "string", "maxLength": 4096,
+                        "description": "What the task is, shown to the human."},
+                    "steps": {"type": "array", "minItems": 1, "maxItems": 200,
+                        "description": "Each {tool, detail} or {handler, action, params}.",
+                        "items": {"type": "object"}},
+                    "plan_id": {"type": "string", "minLength": 1,
+                        "description": "Instead of a new plan: keep waiting for this one."},
+                    "wait_seconds": {"type": "integer", "minimum": 0,
+                        "description": "How long to wait for the decision (default and most: the daemon's longest wait)."}
+                },
+                "additionalProperties": false
+            }),
+            false,
         ),
         tool(
             APPROVAL_PROMPT,

@@ -41,6 +41,15 @@ pub struct CreateSubscription {
     /// What it is for.
     #[serde(default)]
     pub description: Option<String>,
+    /// Escalation tier: 1 (default) is sent every event `types` match; 2
+    /// only `action.escalated`, for those told when nobody decides in time.
+    #[serde(default = "tier_one")]
+    #[schema(minimum = 1, maximum = 2)]
+    pub tier: u8,
+}
+
+fn tier_one() -> u8 {
+    1
 }
 
 /// A subscription as created: the only time its secret is shown.
@@ -115,7 +124,7 @@ pub async fn create_subscription(
         .collect::<Vec<_>>();
     let (subscription, secret) = state
         .gate()
-        .create_subscription(&caller, body.url, types, body.description)
+        .create_subscription(&caller, body.url, types, body.description, body.tier)
         .await?;
     Ok((
         StatusCode::CREATED,

@@ -340,6 +340,9 @@ async fn answer(
         ok(json!({"ok": true}))
     } else if path.contains("/interactions/") && path.ends_with("/callback") {
         StatusCode::NO_CONTENT.into_response()
+    } else if path.ends_with("/users/@me/channels") {
+        // Discord opens (or finds) the DM channel with a user.
+        ok(json!({"id": format!("dm{id}"), "type": 1}))
     } else if path.contains("/channels/") {
         ok(json!({"id": id.to_string()}))
     } else if path.ends_with("/messages") {

@@ -81,7 +81,7 @@ impl Postgres {
         let mut tx = self.begin().await?;
         sqlx::query(
             "INSERT INTO grant_requests (id, agent, handler, permission, scope, reason, expires, status, \
-             deadline, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9)",
+             deadline, created_at, session, uses) VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11)",
         )
         .bind(&new.id)
         .bind(&new.agent)
@@ -92,6 +92,8 @@ impl Postgres {
         .bind(&new.expires)
         .bind(to_ms(new.deadline))
         .bind(to_ms(now()))
+        .bind(&new.session)
+        .bind(new.uses)
         .execute(&mut *tx)
         .await?;
         let r = get_on(&mut tx, &new.id).await?;

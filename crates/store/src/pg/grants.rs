@@ -29,8 +29,8 @@ use crate::error::StoreError;
 use crate::events::NewEvent;
 use crate::grants::{
     ApproveFirst, GrantCreated, GrantFilter, NewGrant, allows, approve_by_grant, approve_first,
-    compile_profile, covered_query, covers, from_row, grant_columns, grant_event, insert_query,
-    list_query, to_policy,
+    asked_under_rules, compile_profile, covered_query, covers, from_row, grant_columns,
+    grant_event, insert_query, list_query, to_policy,
 };
 use crate::pg::Postgres;
 use crate::pg::actions::transition_on;
@@ -216,7 +216,7 @@ async fn approve_covered_on(
         }
         // An approvals rule (a count of people, or who may approve)
         // governs it: one operator's grant does not settle it.
-        if profile.approval_rule(&action.action_string).is_some() {
+        if profile.approval_rule(&action.action_string).is_some() || asked_under_rules(&action) {
             continue;
         }
         match transition_on(conn, &action.id, &t).await {

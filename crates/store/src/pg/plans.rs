@@ -45,17 +45,24 @@ async fn session_on(
     session_from_row(&row, idle_before, counts).map(Some)
 }
 
+/// Revokes session `id`'s grants; their `grant.revoked` events, to commit
+/// with them.
 async fn revoke_session_grants_on(
     conn: &mut PgConnection,
     id: &str,
     at: i64,
-) -> Result<(), StoreError> {
-    sqlx::query("UPDATE grants SET revoked_at = $1 WHERE session = $2 AND revoked_at IS NULL")
-        .bind(at)
-        .bind(id)
-        .execute(&mut *conn)
-        .await?;
-    Ok(())
+) -> Result<Vec<crate::events::NewEvent>, StoreError> {
+    let rows = sqlx::query(concat!(
+        "UPDATE grants SET revoked_at = $1 WHERE session = $2 AND revoked_at IS NULL RETURNING ",
+        crate::grants::grant_columns!()
+    ))
+    .bind(at)
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter()
+        .map(|row| grant_event("grant.revoked", &grant_from_row(row)?))
+        .collect()
 }
 
 impl Postgres {
@@ -90,9 +97,11 @@ impl Postgres {
                 "session '{id}' is another agent's"
             )));
         }
-        if ended.is_some() || last <= to_ms(idle_before) {
-            revoke_session_grants_on(&mut tx, &id, at).await?;
-        }
+        let events = if ended.is_some() || last <= to_ms(idle_before) {
+            revoke_session_grants_on(&mut tx, &id, at).await?
+        } else {
+            Vec::new()
+        };
         sqlx::query(
             "UPDATE sessions SET last_seen = $1, ended_at = NULL, ended_by = NULL, \
              runtime = COALESCE($2, runtime) WHERE id = $3",
@@ -105,7 +114,7 @@ impl Postgres {
         let s = session_on(&mut tx, &id, idle_before)
             .await?
             .ok_or(StoreError::NotFound)?;
-        tx.commit().await?;
+        self.commit(tx, events).await?;
         Ok(s)
     }
 
@@ -161,6 +170,35 @@ impl Postgres {
         Ok(out)
     }
 
+    /// See `SqliteStore::end_idle_sessions`.
+    pub async fn end_idle_sessions(&self, idle_before: DateTime<Utc>) -> Result<usize, StoreError> {
+        let mut tx = self.begin().await?;
+        let at = to_ms(now());
+        let ids: Vec<String> = sqlx::query_scalar(
+            "UPDATE sessions SET ended_at = $1, ended_by = 'idle' \
+             WHERE ended_at IS NULL AND last_seen <= $2 RETURNING id",
+        )
+        .bind(at)
+        .bind(to_ms(idle_before))
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut events = Vec::new();
+        for id in &ids {
+            events.extend(revoke_session_grants_on(&mut tx, id, at).await?);
+        }
+        self.commit(tx, events).await?;
+        Ok(ids.len())
+    }
+
+    /// See `SqliteStore::oldest_open_session`.
+    pub async fn oldest_open_session(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let oldest: Option<i64> =
+            sqlx::query_scalar("SELECT MIN(last_seen) FROM sessions WHERE ended_at IS NULL")
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(oldest.map(crate::time::from_ms))
+    }
+
     /// Ends session `id`, voiding its grants.
     pub async fn end_session(
         &self,
@@ -178,11 +216,11 @@ impl Postgres {
         .bind(&id)
         .execute(&mut *tx)
         .await?;
-        revoke_session_grants_on(&mut tx, &id, at).await?;
+        let events = revoke_session_grants_on(&mut tx, &id, at).await?;
         let s = session_on(&mut tx, &id, idle_before)
             .await?
             .ok_or(StoreError::NotFound)?;
-        self.commit(tx, Vec::new()).await?;
+        self.commit(tx, events).await?;
         Ok(s)
     }
 

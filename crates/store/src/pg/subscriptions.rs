@@ -48,8 +48,8 @@ impl Postgres {
         // The counter is the newest committed seq (pruned or not); events
         // of transactions still open get higher seqs and are delivered.
         sqlx::query(
-            "INSERT INTO subscriptions (id, url, types, description, secret, cursor, created_at) \
-             SELECT $1, $2, $3, $4, $5, seq, $6 FROM event_counter WHERE id = 1",
+            "INSERT INTO subscriptions (id, url, types, description, secret, cursor, created_at, tier) \
+             SELECT $1, $2, $3, $4, $5, seq, $6, $7 FROM event_counter WHERE id = 1",
         )
         .bind(&new.id)
         .bind(&new.url)
@@ -57,9 +57,11 @@ impl Postgres {
         .bind(&new.description)
         .bind(&new.secret)
         .bind(to_ms(created))
+        .bind(i64::from(new.tier))
         .execute(&self.pool)
         .await?;
         Ok(Subscription {
+            tier: new.tier,
             id: new.id,
             url: new.url,
             types: new.types,
@@ -113,10 +115,11 @@ impl Postgres {
     /// many deliveries were created and whether more events wait.
     pub async fn fan_out(&self, limit: i64) -> Result<(usize, bool), StoreError> {
         let mut tx = self.begin().await?;
-        let subs: Vec<(String, String, i64)> =
-            sqlx::query_as("SELECT id, types, cursor FROM subscriptions ORDER BY id FOR UPDATE")
-                .fetch_all(&mut *tx)
-                .await?;
+        let subs: Vec<(String, String, i64, i64)> = sqlx::query_as(
+            "SELECT id, types, cursor, tier FROM subscriptions ORDER BY id FOR UPDATE",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
         let Some(min_cursor) = subs.iter().map(|s| s.2).min() else {
             return Ok((0, false));
         };
@@ -143,13 +146,15 @@ impl Postgres {
         let mut kinds: Vec<&str> = Vec::new();
         let mut payloads = Vec::new();
         let mut moved = Vec::new();
-        for (sub_id, types, cursor) in &subs {
+        for (sub_id, types, cursor, tier) in &subs {
             let types: Vec<String> = serde_json::from_str(types)?;
             // A stored filter was validated when created; one that no
             // longer parses sends nothing rather than all.
             let filter = TypeFilter::parse(&types).ok();
             for ev in events.iter().filter(|e| e.seq > *cursor) {
-                if !filter.as_ref().is_some_and(|f| f.matches(&ev.kind)) {
+                if !filter.as_ref().is_some_and(|f| f.matches(&ev.kind))
+                    || !crate::subscriptions::tier_lets(*tier, &ev.kind)
+                {
                     continue;
                 }
                 ids.push(uuid::Uuid::now_v7().to_string());

@@ -1,0 +1,116 @@
+//! `actiongate plans`, `plan approve ID [--steps 0,2]` and `plan deny ID`:
+//! the built binary against the real daemon, exit codes included
+//! (docs/cli.md, docs/sessions.md).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use crate::cli_support;
+use crate::common;
+
+use cli_support::ag;
+use common::TestApp;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+/// A pending plan of `details` (tool `deploy`) in `session`: its id.
+async fn plan(app: &TestApp, session: &str, details: &[&str]) -> String {
+    let steps: Vec<Value> = details
+        .iter()
+        .map(|d| json!({"tool": "deploy", "detail": d}))
+        .collect();
+    let (s, p) = app
+        .call(
+            Method::POST,
+            "/v1/plans",
+            Some(&app.agent),
+            Some(json!({"reason": "ship it", "session": session, "steps": steps})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    p["id"].as_str().unwrap().to_owned()
+}
+
+async fn status(app: &TestApp, detail: &str, session: &str) -> String {
+    let (s, a) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&app.agent),
+            Some(json!({"tool": "deploy", "detail": detail, "session": session})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{a}");
+    a["status"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn plans_are_listed_approved_step_by_step_and_denied() {
+    let app = TestApp::spawn().await;
+    let op = app.operator.clone();
+    let r = ag(&app, &op, &["plans"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout.trim(), "no plans");
+
+    let first = plan(&app, "task-a", &["web", "db", "cache"]).await;
+    let second = plan(&app, "task-b", &["all\nof it"]).await;
+    let r = ag(&app, &op, &["plans", "--status", "pending"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(&first) && r.stdout.contains(&second),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("  0: deploy: web"), "{}", r.stdout);
+    assert!(r.stdout.contains("  2: deploy: cache"), "{}", r.stdout);
+    // Agent text cannot forge lines.
+    assert!(r.stdout.contains("all⏎of it"), "{}", r.stdout);
+    let r = ag(&app, &op, &["plans", "--json"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json().as_array().unwrap().len(), 2);
+
+    let r = ag(&app, &op, &["plan", "approve", &first, "--steps", "0,2"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.stdout.trim(),
+        format!("plan {first} approved: 2 of 3 steps, in session task-a")
+    );
+    assert_eq!(status(&app, "web", "task-a").await, "approved");
+    assert_eq!(status(&app, "cache", "task-a").await, "approved");
+    assert_eq!(status(&app, "db", "task-a").await, "pending");
+
+    let r = ag(&app, &op, &["plan", "deny", &second]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout.trim(), format!("plan {second} denied"));
+    let r = ag(&app, &op, &["plans", "--status", "pending"]).await;
+    assert_eq!(r.stdout.trim(), "no plans", "{r:?}");
+    let r = ag(&app, &op, &["plans", "--status", "denied", "--json"]).await;
+    assert_eq!(r.json()[0]["id"], second.as_str());
+
+    // Deciding again, an unknown plan, an agent's key: the daemon's
+    // problem, one line, exit 5.
+    for (key, args) in [
+        (&op, vec!["plan", "deny", first.as_str()]),
+        (&op, vec!["plan", "approve", "pln_nope"]),
+        (&app.agent, vec!["plans"]),
+    ] {
+        let r = ag(&app, key, &args).await;
+        assert_eq!(r.code, 5, "{args:?}: {r:?}");
+        assert_eq!(r.stderr.trim().lines().count(), 1, "{r:?}");
+        assert!(r.stderr.starts_with("actiongate: "), "{r:?}");
+    }
+    // A step out of range names the field.
+    let third = plan(&app, "task-c", &["x"]).await;
+    let r = ag(&app, &op, &["plan", "approve", &third, "--steps", "5"]).await;
+    assert_eq!(r.code, 5, "{r:?}");
+    assert!(r.stderr.contains("steps"), "{r:?}");
+    // Usage errors exit 2.
+    for args in [
+        vec!["plans", "--status", "maybe"],
+        vec!["plan", "approve", &third, "--steps", "one"],
+        vec!["plan", "approve"],
+        vec!["plan", "frobnicate", &third],
+    ] {
+        let r = ag(&app, &op, &args).await;
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+    }
+    app.stop().await;
+}

@@ -1,0 +1,158 @@
+//! The MCP tool `request_plan_approval` (docs/mcp.md, docs/sessions.md):
+//! it asks approval for a task's steps, waits for the decision (bounded),
+//! and an approved step then runs once in the session unasked.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::common::TestApp;
+use crate::mcp::{ERAS, call, connect, spawn, text};
+
+/// The only pending plan, once there is one.
+async fn pending_plan(app: &TestApp) -> String {
+    for _ in 0..400 {
+        let (_, list) = app
+            .call(
+                Method::GET,
+                "/v1/plans?status=pending",
+                Some(&app.operator.clone()),
+                None,
+            )
+            .await;
+        if let Some(id) = list[0]["id"].as_str() {
+            return id.to_owned();
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("no pending plan appeared");
+}
+
+async fn status(app: &TestApp, detail: &str, session: &str) -> String {
+    let (s, a) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&app.agent),
+            Some(json!({"tool": "deploy", "detail": detail, "session": session})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{a}");
+    a["status"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_plan_asked_over_mcp_waits_for_the_operator_and_its_steps_run_once() {
+    let app = spawn().await;
+    for (n, era) in ERAS.into_iter().enumerate() {
+        let session = format!("mcp-task-{n}");
+        let (conn, _) = connect(&app, &app.agent, era).await;
+        let tools = conn.list_all_tools().await.unwrap();
+        let tool = tools
+            .iter()
+            .find(|t| t.name == "request_plan_approval")
+            .expect("the tool is listed");
+        assert_eq!(
+            Value::Object((*tool.input_schema).clone())["properties"]["steps"]["maxItems"],
+            200
+        );
+        let peer_session = session.clone();
+        let waiting = tokio::spawn(async move {
+            let r = call(
+                &conn,
+                "request_plan_approval",
+                json!({"session": peer_session, "reason": "release",
+                       "steps": [{"tool": "deploy", "detail": "web"}, {"tool": "deploy", "detail": "db"}]}),
+                false,
+            )
+            .await;
+            conn.cancel().await.unwrap();
+            r
+        });
+        let id = pending_plan(&app).await;
+        assert!(!waiting.is_finished());
+        let (s, p) = app
+            .call(
+                Method::POST,
+                &format!("/v1/plans/{id}/approve"),
+                Some(&app.operator.clone()),
+                Some(json!({"steps": [0]})),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{p}");
+        let r = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("the call ends once the plan is decided")
+            .unwrap();
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+        assert!(
+            text(&r).starts_with(&format!("plan {id} approved: steps 0 of 2")),
+            "{}",
+            text(&r)
+        );
+        let plan = &r.structured_content.as_ref().unwrap()["plan"];
+        assert_eq!(plan["status"], "approved");
+        assert_eq!(plan["session"], session.as_str());
+        assert_eq!(status(&app, "web", &session).await, "approved");
+        assert_eq!(status(&app, "web", &session).await, "pending");
+        assert_eq!(status(&app, "db", &session).await, "pending");
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_wait_is_bounded_and_a_pending_plan_is_followed_by_its_id() {
+    let app = spawn().await;
+    let (conn, _) = connect(&app, &app.agent, ERAS[0]).await;
+    let r = call(
+        &conn,
+        "request_plan_approval",
+        json!({"session": "s", "steps": [{"tool": "deploy", "detail": "x"}], "wait_seconds": 1}),
+        false,
+    )
+    .await;
+    assert!(text(&r).contains("still pending"), "{}", text(&r));
+    let id = r.structured_content.as_ref().unwrap()["plan"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, _) = app
+        .call(
+            Method::POST,
+            &format!("/v1/plans/{id}/deny"),
+            Some(&app.operator.clone()),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let r = call(
+        &conn,
+        "request_plan_approval",
+        json!({"plan_id": id, "wait_seconds": 0}),
+        false,
+    )
+    .await;
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    assert!(text(&r).contains("denied"), "{}", text(&r));
+    // Bad arguments, bad steps and another agent's plan are error results.
+    let other = app.key("agent", Some("agent-2")).await;
+    let (other_conn, _) = connect(&app, &other, ERAS[0]).await;
+    for (conn, args) in [
+        (&conn, json!({"plan_id": id, "session": "s"})),
+        (&conn, json!({"session": "s"})),
+        (&conn, json!({"session": "s", "steps": []})),
+        (
+            &conn,
+            json!({"session": "s", "steps": [{"tool": "a:b", "detail": "x"}]}),
+        ),
+        (&other_conn, json!({"plan_id": id})),
+    ] {
+        let r = call(conn, "request_plan_approval", args.clone(), false).await;
+        assert_eq!(r.is_error, Some(true), "{args}: {r:?}");
+    }
+    conn.cancel().await.unwrap();
+    other_conn.cancel().await.unwrap();
+    app.stop().await;
+}

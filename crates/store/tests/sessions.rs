@@ -1,0 +1,153 @@
+//! Sessions on both backends (issue 33): ending one, by hand or for being
+//! idle, revokes its grants each with a `grant.revoked` event; a grant
+//! request keeps the session and uses it asked for, and approving it makes
+//! the grant so scoped.
+
+use actiongate_store::*;
+use chrono::Utc;
+use serde_json::json;
+
+use crate::backends::{Kind, open};
+
+fn session_grant(agent: &str, session: &str) -> NewGrant {
+    NewGrant {
+        session: Some(session.to_owned()),
+        uses: Some(2),
+        id: uuid::Uuid::now_v7().to_string(),
+        agent: Some(agent.to_owned()),
+        target: NewGrantTarget::Tool {
+            tool: "bash".to_owned(),
+            pattern: "ls".to_owned(),
+        },
+        granted_by: "op".to_owned(),
+        expires_at: None,
+        note: None,
+    }
+}
+
+/// The ids of the grants named by `grant.revoked` events.
+async fn revoked(store: &Store) -> Vec<String> {
+    store
+        .events_after(0, None, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "grant.revoked")
+        .filter_map(|e| e.grant_id)
+        .collect()
+}
+
+async fn ending_a_session_revokes_its_grants_with_events(kind: Kind) {
+    let Some((store, _held)) = open(kind).await else {
+        return;
+    };
+    let long_ago = Utc::now() - chrono::Duration::hours(1);
+    store
+        .touch_session("bot".into(), "s1".into(), None, long_ago)
+        .await
+        .unwrap();
+    store
+        .touch_session("bot".into(), "s2".into(), None, long_ago)
+        .await
+        .unwrap();
+    let g1 = store
+        .create_grant(session_grant("bot", "s1"), None)
+        .await
+        .unwrap();
+    let g2 = store
+        .create_grant(session_grant("bot", "s2"), None)
+        .await
+        .unwrap();
+    assert!(revoked(&store).await.is_empty());
+
+    let ended = store
+        .end_session("s1".into(), "op".into(), long_ago)
+        .await
+        .unwrap();
+    assert_eq!(ended.status, "ended");
+    assert_eq!(revoked(&store).await, vec![g1.grant.id.clone()]);
+    assert!(
+        store
+            .get_grant(&g1.grant.id)
+            .await
+            .unwrap()
+            .revoked_at
+            .is_some()
+    );
+    // Ending it again revokes nothing more.
+    store
+        .end_session("s1".into(), "op".into(), long_ago)
+        .await
+        .unwrap();
+    assert_eq!(revoked(&store).await.len(), 1);
+
+    // s2 is not idle an hour ago; it is idle as of a moment from now.
+    assert!(store.oldest_open_session().await.unwrap().is_some());
+    assert_eq!(store.end_idle_sessions(long_ago).await.unwrap(), 0);
+    let later = Utc::now() + chrono::Duration::seconds(1);
+    assert_eq!(store.end_idle_sessions(later).await.unwrap(), 1);
+    assert_eq!(
+        revoked(&store).await,
+        vec![g1.grant.id.clone(), g2.grant.id.clone()]
+    );
+    assert_eq!(
+        store
+            .get_session("s2", long_ago)
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
+        "ended"
+    );
+    assert_eq!(store.oldest_open_session().await.unwrap(), None);
+    assert_eq!(store.end_idle_sessions(later).await.unwrap(), 0);
+}
+
+async fn a_grant_request_keeps_its_session_and_uses_and_its_grant_has_them(kind: Kind) {
+    let Some((store, _held)) = open(kind).await else {
+        return;
+    };
+    let r = store
+        .create_grant_request(NewGrantRequest {
+            id: uuid::Uuid::now_v7().to_string(),
+            agent: "bot".to_owned(),
+            handler: "files".to_owned(),
+            permission: "fs.write".to_owned(),
+            scope: serde_json::Map::from_iter([("path".to_owned(), json!("/a"))]),
+            reason: Some("why".to_owned()),
+            expires: Some("1h".to_owned()),
+            deadline: Utc::now() + chrono::Duration::minutes(5),
+            session: Some("task".to_owned()),
+            uses: Some(3),
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.session.as_deref(), Some("task"));
+    assert_eq!(r.uses, Some(3));
+    let again = store.get_grant_request(&r.id).await.unwrap();
+    assert_eq!(again.session.as_deref(), Some("task"));
+    assert_eq!(again.uses, Some(3));
+    let grant = NewGrant {
+        session: again.session.clone(),
+        uses: again.uses,
+        id: uuid::Uuid::now_v7().to_string(),
+        agent: Some("bot".to_owned()),
+        target: NewGrantTarget::Permission {
+            handler: "files".to_owned(),
+            permission: "fs.write".to_owned(),
+            scope: again.scope.clone(),
+        },
+        granted_by: "op".to_owned(),
+        expires_at: None,
+        note: None,
+    };
+    let (approved, _) = store.approve_grant_request(&r.id, grant).await.unwrap();
+    let g = approved.grant.unwrap();
+    assert_eq!(g.session.as_deref(), Some("task"));
+    assert_eq!(g.uses, Some(3));
+}
+
+crate::conformance!(
+    ending_a_session_revokes_its_grants_with_events,
+    a_grant_request_keeps_its_session_and_uses_and_its_grant_has_them,
+);

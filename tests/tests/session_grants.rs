@@ -1,0 +1,262 @@
+//! Black-box tests of grants limited to a session or a count of uses
+//! (issue 33, docs/sessions.md): grant requests may ask for them; a plan
+//! step of several commands takes one use; a line needing a counted grant
+//! always spends it; counted allows still count against the pending limit.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::common::daemon::{Daemon, agent_key, register_handler, role_key};
+use crate::common::{call, client};
+use crate::sessions::post;
+
+async fn setup(env: &[(&str, &str)]) -> (tempfile::TempDir, Daemon, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), env);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let operator = role_key(&http, &d.base, &admin, "operator").await;
+    (dir, d, agent, operator)
+}
+
+async fn status(base: &str, agent: &str, body: Value) -> String {
+    let (s, a) = post(&client(), format!("{base}/v1/actions"), agent, body).await;
+    assert_eq!(s, 201, "{a}");
+    a["status"].as_str().unwrap().to_owned()
+}
+
+fn shell(detail: &str, session: &str) -> Value {
+    json!({"tool": "bash", "detail": detail, "session": session})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_request_may_ask_for_a_session_and_uses_and_its_grant_has_them() {
+    let (_dir, d, agent, operator) = setup(&[]).await;
+    let http = client();
+    register_handler(
+        &http,
+        &d.base,
+        &d.admin_key(),
+        json!({
+            "id": "files", "name": "Files", "url": "http://127.0.0.1:9/hook",
+            "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object", "properties": {"path": {}}}}],
+            "actions": [{"name": "write", "permission": "fs.write", "scope": {"path": "/path"},
+                "params_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
+        }),
+    )
+    .await;
+    let url = format!("{}/v1/grant-requests", d.base);
+    let ask = |extra: Value| {
+        let mut body = json!({"handler": "files", "permission": "fs.write",
+            "scope": {"path": "/a"}, "reason": "to write /a"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    for (bad, field) in [
+        (json!({"uses": 0}), "uses"),
+        (json!({"uses": 10001}), "uses"),
+        (json!({"session": " padded"}), "session"),
+    ] {
+        let (s, p) = post(&http, url.clone(), &agent, ask(bad)).await;
+        assert_eq!(s, 422, "{p}");
+        assert!(p.to_string().contains(field), "{p}");
+    }
+    // Another agent's session cannot be named.
+    let other = agent_key(&http, &d.base, &d.admin_key(), "other").await;
+    assert_eq!(
+        status(
+            &d.base,
+            &other,
+            json!({"tool": "x", "detail": "y", "session": "theirs"})
+        )
+        .await,
+        "pending"
+    );
+    let (s, p) = post(
+        &http,
+        url.clone(),
+        &agent,
+        ask(json!({"session": "theirs"})),
+    )
+    .await;
+    assert_eq!(s, 422, "{p}");
+
+    let (s, r) = post(
+        &http,
+        url.clone(),
+        &agent,
+        ask(json!({"session": "task", "uses": 2})),
+    )
+    .await;
+    assert_eq!(s, 201, "{r}");
+    assert_eq!(r["session"], "task", "{r}");
+    assert_eq!(r["uses"], 2, "{r}");
+    let id = r["id"].as_str().unwrap();
+    let (s, done) = post(
+        &http,
+        format!("{}/v1/grant-requests/{id}/approve", d.base),
+        &operator,
+        json!({}),
+    )
+    .await;
+    assert_eq!(s, 200, "{done}");
+    assert_eq!(done["grant"]["session"], "task", "{done}");
+    assert_eq!(done["grant"]["uses"], 2, "{done}");
+    let write = |session: &str| json!({"handler": "files", "action": "write", "params": {"path": "/a"}, "session": session});
+    // Another session gets nothing of it; this one, exactly two.
+    assert_eq!(status(&d.base, &agent, write("elsewhere")).await, "pending");
+    for _ in 0..2 {
+        assert_ne!(status(&d.base, &agent, write("task")).await, "pending");
+    }
+    assert_eq!(status(&d.base, &agent, write("task")).await, "pending");
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_step_of_several_commands_takes_one_use() {
+    let (_dir, d, agent, operator) = setup(&[]).await;
+    let http = client();
+    let (s, plan) = post(
+        &http,
+        format!("{}/v1/plans", d.base),
+        &agent,
+        json!({"session": "p", "steps": [{"tool": "bash", "detail": "cd app && make build"}]}),
+    )
+    .await;
+    assert_eq!(s, 201, "{plan}");
+    let id = plan["id"].as_str().unwrap();
+    let (s, plan) = post(
+        &http,
+        format!("{}/v1/plans/{id}/approve", d.base),
+        &operator,
+        json!({}),
+    )
+    .await;
+    assert_eq!(s, 200, "{plan}");
+    assert_eq!(
+        plan["steps"][0]["grants"].as_array().unwrap().len(),
+        1,
+        "{plan}"
+    );
+    assert_eq!(
+        status(&d.base, &agent, shell("cd app && make build", "p")).await,
+        "approved"
+    );
+    // Spent: neither the step again nor one of its commands runs unasked.
+    assert_eq!(
+        status(&d.base, &agent, shell("cd app && make build", "p")).await,
+        "pending"
+    );
+    assert_eq!(
+        status(&d.base, &agent, shell("make build", "p")).await,
+        "pending"
+    );
+    assert_eq!(
+        status(&d.base, &agent, shell("cd app", "p")).await,
+        "pending"
+    );
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_that_needs_a_counted_grant_spends_it_even_beside_a_standing_one() {
+    let (_dir, d, agent, operator) = setup(&[]).await;
+    let http = client();
+    let grant = |pattern: &str, scoped: Value| {
+        let mut body = json!({"agent": "bot", "tool": "bash", "pattern": pattern, "expires": "1h"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(scoped.as_object().unwrap().clone());
+        body
+    };
+    for body in [
+        grant("cd app", json!({})),
+        grant("make test", json!({"session": "g", "uses": 1})),
+        grant("make lint", json!({"session": "g", "uses": 1})),
+    ] {
+        let (s, g) = post(&http, format!("{}/v1/grants", d.base), &operator, body).await;
+        assert_eq!(s, 201, "{g}");
+    }
+    // Two counted grants would be needed for one action: asked.
+    assert_eq!(
+        status(&d.base, &agent, shell("make test && make lint", "g")).await,
+        "pending"
+    );
+    assert_eq!(
+        status(&d.base, &agent, shell("cd app && make test", "g")).await,
+        "approved"
+    );
+    assert_eq!(
+        status(&d.base, &agent, shell("cd app && make test", "g")).await,
+        "pending"
+    );
+    assert_eq!(
+        status(&d.base, &agent, shell("cd app", "g")).await,
+        "approved"
+    );
+    assert_eq!(
+        status(&d.base, &agent, shell("make lint", "g")).await,
+        "approved"
+    );
+    assert_eq!(
+        status(&d.base, &agent, shell("make lint", "g")).await,
+        "pending"
+    );
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allows_racing_for_the_last_use_do_not_pass_the_pending_limit() {
+    let (_dir, d, agent, operator) =
+        setup(&[("ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT", "3")]).await;
+    let http = client();
+    let (s, g) = post(
+        &http,
+        format!("{}/v1/grants", d.base),
+        &operator,
+        json!({"agent": "bot", "tool": "deploy", "pattern": "x", "expires": "1h",
+               "session": "race", "uses": 1}),
+    )
+    .await;
+    assert_eq!(s, 201, "{g}");
+    let mut racing = Vec::new();
+    for _ in 0..20 {
+        let (http, base, agent) = (http.clone(), d.base.clone(), agent.clone());
+        racing.push(tokio::spawn(async move {
+            let (s, a) = post(
+                &http,
+                format!("{base}/v1/actions"),
+                &agent,
+                json!({"tool": "deploy", "detail": "x", "session": "race"}),
+            )
+            .await;
+            (s, a["status"].as_str().unwrap_or_default().to_owned())
+        }));
+    }
+    let mut approved = 0;
+    let mut pending = 0;
+    for t in racing {
+        match t.await.unwrap() {
+            (201, s) if s == "approved" => approved += 1,
+            (201, s) if s == "pending" => pending += 1,
+            (429, _) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(approved, 1);
+    assert!(pending <= 3, "{pending} pending past a limit of 3");
+    let (s, page) = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/actions?status=pending&agent=bot", d.base),
+        &operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{page}");
+    assert!(page["items"].as_array().unwrap().len() <= 3, "{page}");
+    d.stop();
+}
