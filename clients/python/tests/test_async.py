@@ -123,3 +123,15 @@ def test_async_gate_refuses_sync_functions(daemon, agent_key):
                     pass
 
     asyncio.run(main())
+
+
+def test_report_run_async(daemon, agent_key):
+    async def main():
+        async with AsyncClient(daemon.url, agent_key) as c:
+            allowed = await c.request("echo", "async covered", wait=5)
+            return (
+                await c.report_run("echo", "async covered", action=allowed.id),
+                await c.report_run("bash", "make clean", runtime="pytest"),
+            )
+
+    assert asyncio.run(main()) == (True, False)

@@ -317,3 +317,16 @@ def test_pending_lists_oldest_first(agent_client, op, agent):
     assert [x.id for x in mine] == [a.id, b.id]
     for x in mine:
         op.deny(x.id, "cleanup")
+
+
+def test_report_run_says_whether_a_decision_covered_it(agent_client, op):
+    allowed = agent_client.request("echo", "covered", wait=5, session="task-r")
+    assert allowed.status == "approved"
+    assert agent_client.report_run("echo", "covered", session="task-r", runtime="pytest") is True
+    assert agent_client.report_run("echo", "covered", action=allowed.id) is True
+    # Nothing allowed this one: the operators see an action.undecided event.
+    assert agent_client.report_run("bash", "rm -rf build", session="task-r") is False
+    for e in op.events(since=0, types="action.undecided"):
+        if e.resource.get("detail") == "rm -rf build":
+            assert e.resource["session"] == "task-r"
+            break

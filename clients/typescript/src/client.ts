@@ -341,6 +341,18 @@ export class Client {
     return action;
   }
 
+  /**
+   * Reports what actually ran (as a post-tool hook saw it): `true` when an
+   * allow or approval covered it. A run nothing covered raises the
+   * `action.undecided` event for the operators.
+   */
+  async reportRun(tool: string, detail: string, options: CallOptions & { session?: string; runtime?: string; action?: string } = {}): Promise<boolean> {
+    const body: Record<string, unknown> = { tool, detail };
+    for (const k of ['session', 'runtime', 'action'] as const) if (options[k] !== undefined) body[k] = options[k];
+    const answer = object<{ decided: boolean }>(await this.send({ method: 'POST', path: '/v1/runs', body, signal: options.signal }));
+    return answer.decided === true;
+  }
+
   /** The action as it stands. */
   async get(id: string, options: CallOptions = {}): Promise<Action> {
     return object<Action>(await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(id)}`, retry: true, signal: options.signal }));

@@ -364,3 +364,12 @@ describe('errors and failing closed', () => {
     assert.equal(ran, 0);
   });
 });
+
+test('reportRun says whether a decision covered what ran', async () => {
+  const { client: agent } = await agentClient();
+  const allowed = await agent.request('echo', 'covered', { session: 'task-r' });
+  assert.equal(allowed.status, 'approved');
+  assert.equal(await agent.reportRun('echo', 'covered', { session: 'task-r', runtime: 'node' }), true);
+  assert.equal(await agent.reportRun('echo', 'covered', { action: allowed.id }), true);
+  assert.equal(await agent.reportRun('bash', 'rm -rf build', { session: 'task-r' }), false);
+});

@@ -214,9 +214,12 @@ def _remember(remember: Union[None, str, Mapping[str, Any]]) -> Optional[Dict[st
 # ---------------------------------------------------------------- workflows
 
 
-def check(tool: str, detail: str) -> Flow:
+def check(tool: str, detail: str, session: Optional[str] = None) -> Flow:
     """``POST /v1/check``: the decision, nothing stored."""
-    data = yield Call("POST", "/v1/check", json={"tool": tool, "detail": detail}, has_body=True, retry=True)
+    body: Dict[str, Any] = {"tool": tool, "detail": detail}
+    if session is not None:
+        body["session"] = session
+    data = yield Call("POST", "/v1/check", json=body, has_body=True, retry=True)
     return Decision.from_json(_dict(data))
 
 
@@ -259,10 +262,11 @@ def request(
     timeout: Timeout,
     wait: Optional[float],
     idempotency_key: Optional[str],
+    session: Optional[str] = None,
 ) -> Flow:
     """``POST /v1/actions`` for a decision-only action, waiting up to ``wait`` s."""
     body: Dict[str, Any] = {"tool": tool, "detail": detail}
-    _extra(body, reason, timeout, idempotency_key)
+    _extra(body, reason, timeout, idempotency_key, session)
     return (yield from _new_action(body, seconds(wait, "wait")))
 
 
@@ -274,14 +278,19 @@ def run(
     timeout: Timeout,
     wait: Optional[float],
     idempotency_key: Optional[str],
+    session: Optional[str] = None,
 ) -> Flow:
     """``POST /v1/actions`` for a handler action, waiting up to ``wait`` s."""
     body: Dict[str, Any] = {"handler": handler, "action": action, "params": dict(params)}
-    _extra(body, reason, timeout, idempotency_key)
+    _extra(body, reason, timeout, idempotency_key, session)
     return (yield from _new_action(body, seconds(wait, "wait")))
 
 
-def _extra(body: Dict[str, Any], reason: Optional[str], timeout: Timeout, key: Optional[str]) -> None:
+def _extra(
+    body: Dict[str, Any], reason: Optional[str], timeout: Timeout, key: Optional[str], session: Optional[str] = None
+) -> None:
+    if session is not None:
+        body["session"] = session
     if reason is not None:
         body["reason"] = reason
     t = duration(timeout, "timeout")
@@ -425,6 +434,18 @@ def report(action_id: str, status: str, result: Any, error: Optional[str]) -> Fl
         body["error"] = error
     data = yield Call("POST", f"/v1/actions/{action_id}/outcome", json=body, has_body=True)
     return Action.from_json(_dict(data))
+
+
+def report_run(
+    tool: str, detail: str, session: Optional[str], runtime: Optional[str], action: Optional[str]
+) -> Flow:
+    """``POST /v1/runs``: whether a decision covered what ran."""
+    body: Dict[str, Any] = {"tool": tool, "detail": detail}
+    for key, value in (("session", session), ("runtime", runtime), ("action", action)):
+        if value is not None:
+            body[key] = value
+    data = yield Call("POST", "/v1/runs", json=body, has_body=True)
+    return bool(_dict(data).get("decided"))
 
 
 # ---------------------------------------------------------------- operators

@@ -111,9 +111,9 @@ class AsyncClient:
 
     # --------------------------------------------------------------- agents
 
-    async def check(self, tool: str, detail: str) -> Decision:
+    async def check(self, tool: str, detail: str, *, session: Optional[str] = None) -> Decision:
         """What the policy would answer now (nothing is stored)."""
-        return await self._drive(_core.check(tool, detail))  # type: ignore[no-any-return]
+        return await self._drive(_core.check(tool, detail, session))  # type: ignore[no-any-return]
 
     async def request(
         self,
@@ -123,9 +123,11 @@ class AsyncClient:
         timeout: Timeout = None,
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
+        *,
+        session: Optional[str] = None,
     ) -> Action:
         """See :meth:`actiongate.Client.request`."""
-        return await self._drive(_core.request(tool, detail, reason, timeout, wait, idempotency_key))  # type: ignore[no-any-return]
+        return await self._drive(_core.request(tool, detail, reason, timeout, wait, idempotency_key, session))  # type: ignore[no-any-return]
 
     async def run(
         self,
@@ -137,9 +139,10 @@ class AsyncClient:
         reason: Optional[str] = None,
         timeout: Timeout = None,
         idempotency_key: Optional[str] = None,
+        session: Optional[str] = None,
     ) -> Action:
         """See :meth:`actiongate.Client.run`."""
-        return await self._drive(_core.run(handler, action, params, reason, timeout, wait, idempotency_key))  # type: ignore[no-any-return]
+        return await self._drive(_core.run(handler, action, params, reason, timeout, wait, idempotency_key, session))  # type: ignore[no-any-return]
 
     async def get(self, action_id: str) -> Action:
         """The action as it stands."""
@@ -156,6 +159,18 @@ class AsyncClient:
     async def report(self, action_id: str, status: str, result: Any = None, error: Optional[str] = None) -> Action:
         """See :meth:`actiongate.Client.report`."""
         return await self._drive(_core.report(action_id, status, result, error))  # type: ignore[no-any-return]
+
+    async def report_run(
+        self,
+        tool: str,
+        detail: str,
+        *,
+        session: Optional[str] = None,
+        runtime: Optional[str] = None,
+        action: Optional[str] = None,
+    ) -> bool:
+        """See :meth:`actiongate.Client.report_run`."""
+        return await self._drive(_core.report_run(tool, detail, session, runtime, action))  # type: ignore[no-any-return]
 
     async def request_permission(
         self,

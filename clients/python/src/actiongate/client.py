@@ -114,9 +114,9 @@ class Client:
 
     # --------------------------------------------------------------- agents
 
-    def check(self, tool: str, detail: str) -> Decision:
+    def check(self, tool: str, detail: str, *, session: Optional[str] = None) -> Decision:
         """What the policy would answer now (nothing is stored)."""
-        return self._drive(_core.check(tool, detail))  # type: ignore[no-any-return]
+        return self._drive(_core.check(tool, detail, session))  # type: ignore[no-any-return]
 
     def request(
         self,
@@ -126,6 +126,8 @@ class Client:
         timeout: Timeout = None,
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
+        *,
+        session: Optional[str] = None,
     ) -> Action:
         """Asks to do something (a decision-only action) and returns the action.
 
@@ -134,9 +136,10 @@ class Client:
         (split into long-polls). The action may still be ``pending`` when the
         wait runs out; check ``.status`` or ``.approved``. Dropped
         connections are retried with one idempotency key, so a retry never
-        makes a second action.
+        makes a second action. ``session`` names the task it belongs to
+        (session grants and plans apply within it; see docs/sessions.md).
         """
-        return self._drive(_core.request(tool, detail, reason, timeout, wait, idempotency_key))  # type: ignore[no-any-return]
+        return self._drive(_core.request(tool, detail, reason, timeout, wait, idempotency_key, session))  # type: ignore[no-any-return]
 
     def run(
         self,
@@ -148,9 +151,10 @@ class Client:
         reason: Optional[str] = None,
         timeout: Timeout = None,
         idempotency_key: Optional[str] = None,
+        session: Optional[str] = None,
     ) -> Action:
         """Asks for a handler action (run by its executor once allowed)."""
-        return self._drive(_core.run(handler, action, params, reason, timeout, wait, idempotency_key))  # type: ignore[no-any-return]
+        return self._drive(_core.run(handler, action, params, reason, timeout, wait, idempotency_key, session))  # type: ignore[no-any-return]
 
     def get(self, action_id: str) -> Action:
         """The action as it stands."""
@@ -168,6 +172,20 @@ class Client:
     def report(self, action_id: str, status: str, result: Any = None, error: Optional[str] = None) -> Action:
         """Reports how an approved decision-only action went (``completed``/``failed``)."""
         return self._drive(_core.report(action_id, status, result, error))  # type: ignore[no-any-return]
+
+    def report_run(
+        self,
+        tool: str,
+        detail: str,
+        *,
+        session: Optional[str] = None,
+        runtime: Optional[str] = None,
+        action: Optional[str] = None,
+    ) -> bool:
+        """Reports what actually ran (as a post-tool hook saw it); ``True``
+        when an allow or approval covered it. A run nothing covered raises
+        the ``action.undecided`` event for the operators."""
+        return self._drive(_core.report_run(tool, detail, session, runtime, action))  # type: ignore[no-any-return]
 
     def request_permission(
         self,
