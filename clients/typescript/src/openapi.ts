@@ -902,22 +902,14 @@ export interface components {
     schemas: {
         /** @description An action an agent asked for, and everything decided about it. */
         Action: components["schemas"]["Team"] & {
-            /** @description Time-ordered id (UUIDv7). */
-            id: string;
-            /** @description The agent that asked. */
-            agent: string;
-            /** @description Tool name (or handler id). */
-            tool: string;
-            /** @description Tool-specific detail, e.g. the shell command. */
-            detail: string;
+            /** @description The handler's action name (handler actions only). */
+            action?: string | null;
             /** @description `tool:<tool>:<detail>`. */
             action_string: string;
-            /** @description Why the agent wants it. */
-            reason?: string | null;
-            /** @description Where it stands. */
-            status: components["schemas"]["ActionStatus"];
-            /** @description The policy's answer. */
-            decision: components["schemas"]["Decision"];
+            /** @description The agent that asked. */
+            agent: string;
+            /** @description Delivery attempts to the handler's executor. */
+            attempts?: components["schemas"]["ActionAttempt"][];
             /**
              * Format: date-time
              * @description When it was requested.
@@ -925,40 +917,48 @@ export interface components {
             created_at: string;
             /**
              * Format: date-time
+             * @description When a pending action expires.
+             */
+            deadline?: string | null;
+            /**
+             * Format: date-time
              * @description When it was decided (by policy or a human).
              */
             decided_at?: string | null;
             /** @description Who decided: `policy`, `key:<id>` of an operator, `grant:<id>`, `deadline`. */
             decided_by?: string | null;
-            /**
-             * Format: date-time
-             * @description When a pending action expires.
-             */
-            deadline?: string | null;
-            outcome?: null | components["schemas"]["Outcome"];
+            /** @description The policy's answer. */
+            decision: components["schemas"]["Decision"];
             /** @description A note or reason given by the human who decided. */
             decision_note?: string | null;
+            /** @description Tool-specific detail, e.g. the shell command. */
+            detail: string;
+            /** @description How the handler asks for it to be shown: `{title, summary?, fields?}`. */
+            display?: Record<string, never> | null;
             /** @description The handler that runs it (handler actions only). */
             handler?: string | null;
-            /** @description The handler's action name (handler actions only). */
-            action?: string | null;
+            /** @description Time-ordered id (UUIDv7). */
+            id: string;
+            outcome?: null | components["schemas"]["Outcome"];
             /** @description The params, with sensitive values masked as `"***"`. */
             params?: Record<string, never> | null;
             /** @description The permission it needs (handler actions only). */
             permission?: string | null;
+            /** @description Why the agent wants it. */
+            reason?: string | null;
+            /** @description The agent runtime that sent it, e.g. `claude-code` (null when none). */
+            runtime?: string | null;
             /** @description Its scope: the permission's keys with this action's values. */
             scope?: Record<string, never> | null;
-            /** @description How the handler asks for it to be shown: `{title, summary?, fields?}`. */
-            display?: Record<string, never> | null;
-            /** @description Delivery attempts to the handler's executor. */
-            attempts?: components["schemas"]["ActionAttempt"][];
             /**
              * @description The session it belongs to, as the agent runtime named it (null when
              *     the agent named none).
              */
             session?: string | null;
-            /** @description The agent runtime that sent it, e.g. `claude-code` (null when none). */
-            runtime?: string | null;
+            /** @description Where it stands. */
+            status: components["schemas"]["ActionStatus"];
+            /** @description Tool name (or handler id). */
+            tool: string;
         };
         /**
          * @description A handler action's approvals: a profile's approvals rule without the
@@ -966,15 +966,15 @@ export interface components {
          */
         ActionApprovals: {
             /**
-             * Format: int32
-             * @description Approvals from distinct people (1-10, default 1).
-             */
-            count?: number;
-            /**
              * @description Who may decide: globs over people's and operator keys' names, or
              *     `group:<name>`.
              */
             approvers?: string[];
+            /**
+             * Format: int32
+             * @description Approvals from distinct people (1-10, default 1).
+             */
+            count?: number;
             /** @description Escalate after this long without a decision (`30m`, `2h`). */
             escalate_after?: string | null;
             /** @description The group told on escalation. */
@@ -983,49 +983,49 @@ export interface components {
         /** @description One delivery attempt, as shown on the action. */
         ActionAttempt: {
             /**
-             * Format: int64
-             * @description Attempt number, from 1.
-             */
-            n: number;
-            /**
              * Format: date-time
              * @description When it started.
              */
             at: string;
             /**
-             * Format: int32
-             * @description The executor's HTTP status, when it answered.
-             */
-            status_code?: number | null;
-            /** @description What went wrong, when something did. */
-            error?: string | null;
-            /**
              * Format: int64
              * @description How long it took.
              */
             duration_ms: number;
+            /** @description What went wrong, when something did. */
+            error?: string | null;
+            /**
+             * Format: int64
+             * @description Attempt number, from 1.
+             */
+            n: number;
+            /**
+             * Format: int32
+             * @description The executor's HTTP status, when it answered.
+             */
+            status_code?: number | null;
         };
         /** @description An action a handler performs. */
         ActionDecl: {
-            /** @description Name, e.g. `send`. */
-            name: string;
+            approvals?: null | components["schemas"]["ActionApprovals"];
             /** @description What it does (shown to agents as the tool description). */
             description?: string | null;
+            /** @description Template of the action string's detail (default: the action name). */
+            detail?: string | null;
+            hints?: null | components["schemas"]["ActionHints"];
+            /** @description Name, e.g. `send`. */
+            name: string;
             /** @description JSON Schema of its params. */
             params_schema: Record<string, never>;
             /** @description The permission it needs. */
             permission: string;
+            render?: null | components["schemas"]["Render"];
             /** @description Scope key -> JSON pointer into the params. */
             scope?: {
                 [key: string]: string;
             };
-            /** @description Template of the action string's detail (default: the action name). */
-            detail?: string | null;
-            render?: null | components["schemas"]["Render"];
             /** @description JSON pointers of params masked as `"***"` wherever shown. */
             sensitive?: string[];
-            hints?: null | components["schemas"]["ActionHints"];
-            approvals?: null | components["schemas"]["ActionApprovals"];
         };
         /**
          * @description Hints a handler declares about one of its actions, shown to agents as
@@ -1034,8 +1034,6 @@ export interface components {
          *     open world).
          */
         ActionHints: {
-            /** @description It does not change anything (`readOnlyHint`). */
-            read_only?: boolean | null;
             /**
              * @description What it changes may be destroyed or overwritten (`destructiveHint`;
              *     meaningful when not read-only).
@@ -1051,6 +1049,8 @@ export interface components {
              *     other people (`openWorldHint`).
              */
             open_world?: boolean | null;
+            /** @description It does not change anything (`readOnlyHint`). */
+            read_only?: boolean | null;
         };
         /** @description A page of actions, newest first. */
         ActionPage: {
@@ -1064,12 +1064,6 @@ export interface components {
             /** @description The action it is about. */
             action_id: string;
             /**
-             * @description The receipt: a JWS in compact form (`alg` `EdDSA`, `typ`
-             *     `actiongate-receipt+jwt`), verifiable offline with the key at
-             *     `/.well-known/actiongate-receipt-key`.
-             */
-            receipt: string;
-            /**
              * @description What the receipt states (its decoded payload): `action_id`, `agent`,
              *     `action_string`, `params_digest` (handler actions: `sha256:` of the
              *     params in canonical JSON), `outcome` (`allowed`, `denied`, `expired`,
@@ -1077,6 +1071,12 @@ export interface components {
              *     `decided_at`, `iat`, `iss`, `v`.
              */
             claims: Record<string, never>;
+            /**
+             * @description The receipt: a JWS in compact form (`alg` `EdDSA`, `typ`
+             *     `actiongate-receipt+jwt`), verifiable offline with the key at
+             *     `/.well-known/actiongate-receipt-key`.
+             */
+            receipt: string;
         };
         /**
          * @description Where an action stands. See DESIGN.md "Model" for which are settled.
@@ -1085,6 +1085,11 @@ export interface components {
         ActionStatus: "pending" | "approved" | "running" | "completed" | "failed" | "denied" | "expired" | "cancelled";
         /** @description An agent and its permission profile. */
         Agent: {
+            /**
+             * Format: date-time
+             * @description When first registered.
+             */
+            created_at: string;
             /** @description Agent id. */
             id: string;
             /** @description Display name. */
@@ -1093,23 +1098,12 @@ export interface components {
             profile?: Record<string, never> | null;
             /**
              * Format: date-time
-             * @description When first registered.
-             */
-            created_at: string;
-            /**
-             * Format: date-time
              * @description When last changed.
              */
             updated_at: string;
         };
         /** @description An API key as stored (never the key itself, only its hash). */
         ApiKey: {
-            /** @description Key id (not secret). */
-            id: string;
-            /** @description Human-readable name. */
-            name: string;
-            /** @description What it may do. */
-            role: components["schemas"]["Role"];
             /** @description The agent it acts as, if any. */
             agent?: string | null;
             /**
@@ -1117,44 +1111,50 @@ export interface components {
              * @description When it was issued.
              */
             created_at: string;
+            /** @description Key id (not secret). */
+            id: string;
+            /** @description Human-readable name. */
+            name: string;
             /**
              * Format: date-time
              * @description When it was revoked.
              */
             revoked_at?: string | null;
+            /** @description What it may do. */
+            role: components["schemas"]["Role"];
         };
         /** @description One approval an action collected. */
         ApprovalEntry: {
-            /**
-             * @description Who: the person's name, or the identity that approved when it is
-             *     nobody's (`key:<id>`, `telegram:<user id>`, …).
-             */
-            who: string;
-            /** @description The identity it came through (`key:<id>`, `telegram:<user id>`, …). */
-            by: string;
-            /** @description The channel: api, page, cli, telegram, slack, discord, whatsapp, mcp. */
-            channel: string;
             /**
              * Format: date-time
              * @description When.
              */
             at: string;
+            /** @description The identity it came through (`key:<id>`, `telegram:<user id>`, …). */
+            by: string;
+            /** @description The channel: api, page, cli, telegram, slack, discord, whatsapp, mcp. */
+            channel: string;
+            /**
+             * @description Who: the person's name, or the identity that approved when it is
+             *     nobody's (`key:<id>`, `telegram:<user id>`, …).
+             */
+            who: string;
         };
         /** @description Body of an approval. */
         ApproveBody: {
-            /** @description A note kept with the decision. */
-            note?: string | null;
-            remember?: null | components["schemas"]["Remember"];
-            /**
-             * @description Handler actions: the params to run instead of those asked (checked
-             *     against the action's params schema).
-             */
-            params?: Record<string, never> | null;
             /**
              * @description Decision-only actions: the detail to run instead of the one asked
              *     (it must itself pass the profile without being denied).
              */
             detail?: string | null;
+            /** @description A note kept with the decision. */
+            note?: string | null;
+            /**
+             * @description Handler actions: the params to run instead of those asked (checked
+             *     against the action's params schema).
+             */
+            params?: Record<string, never> | null;
+            remember?: null | components["schemas"]["Remember"];
         };
         /** @description `POST /v1/plans/{id}/approve`: the whole plan, or only some steps. */
         ApprovePlan: {
@@ -1163,26 +1163,24 @@ export interface components {
         };
         /** @description An approval, optionally narrower than asked. */
         ApproveRequest: {
-            /** @description A scope within the one asked for (default: as asked). */
-            scope?: Record<string, never> | null;
             /** @description An expiry no later than the one asked for (default: as asked). */
             expires?: string | null;
+            /** @description A scope within the one asked for (default: as asked). */
+            scope?: Record<string, never> | null;
         };
         /** @description A person's chat identities; each belongs to one person at most. */
         ChatIds: {
-            /** @description Telegram numeric user id, e.g. `"123456789"`. */
-            telegram?: string | null;
-            /** @description Slack user id, e.g. `"U012ABCDEF"`. */
-            slack?: string | null;
             /** @description Discord user id (a snowflake), e.g. `"80351110224678912"`. */
             discord?: string | null;
+            /** @description Slack user id, e.g. `"U012ABCDEF"`. */
+            slack?: string | null;
+            /** @description Telegram numeric user id, e.g. `"123456789"`. */
+            telegram?: string | null;
             /** @description WhatsApp number, digits only, e.g. `"15551234567"`. */
             whatsapp?: string | null;
         };
         /** @description What to check. */
         CheckBody: {
-            /** @description Tool name; 1-128 of `A-Z a-z 0-9 _ - .`. */
-            tool: string;
             /** @description Tool-specific detail. */
             detail: string;
             /**
@@ -1191,13 +1189,15 @@ export interface components {
              *     without grants.
              */
             profile?: Record<string, never> | null;
+            /** @description The agent runtime asking, e.g. `claude-code`. */
+            runtime?: string | null;
             /**
              * @description The session (task) it would belong to: session grants, plans and
              *     taint apply within it (1-200 printable characters).
              */
             session?: string | null;
-            /** @description The agent runtime asking, e.g. `claude-code`. */
-            runtime?: string | null;
+            /** @description Tool name; 1-128 of `A-Z a-z 0-9 _ - .`. */
+            tool: string;
         };
         /** @description The decision and the action string it was made for. */
         CheckResult: components["schemas"]["Decision"] & {
@@ -1210,20 +1210,20 @@ export interface components {
         CreateGrant: components["schemas"]["PermissionGrant"] | components["schemas"]["ToolGrant"];
         /** @description An agent's request for a permission. */
         CreateGrantRequest: {
+            /** @description How long the grant should last (`1h`, `today`, `indefinite`, RFC 3339; default 1h). */
+            expires?: string | null;
             /** @description Handler id. */
             handler: string;
             /** @description Permission name. */
             permission: string;
-            /** @description Scope asked for. */
-            scope?: Record<string, never>;
             /** @description Why the agent needs it. */
             reason: string;
-            /** @description How long the grant should last (`1h`, `today`, `indefinite`, RFC 3339; default 1h). */
-            expires?: string | null;
-            /** @description How long a human has to answer (default and bounds as for actions). */
-            timeout?: string | null;
+            /** @description Scope asked for. */
+            scope?: Record<string, never>;
             /** @description Limit the grant to this session of the agent's (void when it ends). */
             session?: string | null;
+            /** @description How long a human has to answer (default and bounds as for actions). */
+            timeout?: string | null;
             /**
              * Format: int64
              * @description Limit the grant to this many allowed actions.
@@ -1232,8 +1232,6 @@ export interface components {
         };
         /** @description A key to issue. */
         CreateKey: {
-            /** @description agent, operator or admin. */
-            role: components["schemas"]["Role"];
             /**
              * @description The agent the key acts as (required for the agent role): 1-128 of
              *     `A-Z a-z 0-9 _ - . @`.
@@ -1244,24 +1242,22 @@ export interface components {
              *     (it is printed in `actiongate keys list`'s table).
              */
             name?: string | null;
+            /** @description agent, operator or admin. */
+            role: components["schemas"]["Role"];
         };
         /** @description `POST /v1/plans`: steps an agent asks approval for at once. */
         CreatePlan: {
             /** @description Why (shown to the human). */
             reason?: string | null;
-            /** @description The session the steps will run in. */
-            session: string;
             /** @description The runtime sending it, a short slug (1-64 of `a-z 0-9 - _ .`). */
             runtime?: string | null;
+            /** @description The session the steps will run in. */
+            session: string;
             /** @description 1-200 steps. */
             steps: components["schemas"]["PlanStepRequest"][];
         };
         /** @description A new subscription. */
         CreateSubscription: {
-            /** @description Where events are POSTed: an `http` or `https` URL. */
-            url: string;
-            /** @description Event types to send: names, `prefix.*` patterns, or `*`. */
-            types: string[];
             /** @description What it is for. */
             description?: string | null;
             /**
@@ -1270,6 +1266,10 @@ export interface components {
              *     only `action.escalated`, for those told when nobody decides in time.
              */
             tier?: number;
+            /** @description Event types to send: names, `prefix.*` patterns, or `*`. */
+            types: string[];
+            /** @description Where events are POSTed: an `http` or `https` URL. */
+            url: string;
         };
         /** @description A grant, and the pending actions creating it approved. */
         CreatedGrant: components["schemas"]["GrantRecord"] & {
@@ -1278,21 +1278,21 @@ export interface components {
         };
         /** @description A newly issued key; `key` is shown only in this response. */
         CreatedKey: {
-            /** @description Key id, for revoking. */
-            id: string;
-            /** @description The bearer token. Store it now: it cannot be shown again. */
-            key: string;
-            /** @description Its role. */
-            role: components["schemas"]["Role"];
             /** @description The agent it acts as. */
             agent?: string | null;
-            /** @description Its name. */
-            name: string;
             /**
              * Format: date-time
              * @description When it was issued.
              */
             created_at: string;
+            /** @description Key id, for revoking. */
+            id: string;
+            /** @description The bearer token. Store it now: it cannot be shown again. */
+            key: string;
+            /** @description Its name. */
+            name: string;
+            /** @description Its role. */
+            role: components["schemas"]["Role"];
         };
         /** @description A subscription as created: the only time its secret is shown. */
         CreatedSubscription: components["schemas"]["Subscription"] & {
@@ -1301,10 +1301,10 @@ export interface components {
         };
         /** @description Why the policy answered as it did. */
         Decision: {
-            /** @description allow, ask or deny. */
-            result: components["schemas"]["DecisionResult"];
             /** @description A sentence saying why. */
             reason: string;
+            /** @description allow, ask or deny. */
+            result: components["schemas"]["DecisionResult"];
             /** @description The pattern or grant that decided, when one did. */
             rule?: unknown;
         };
@@ -1315,21 +1315,8 @@ export interface components {
         DecisionResult: "allow" | "ask" | "deny";
         /** @description One event owed to one subscription. */
         Delivery: {
-            /** @description Its id. */
-            id: string;
-            /** @description The subscription. */
-            subscription_id: string;
-            /**
-             * Format: int64
-             * @description The event's seq.
-             */
-            event_seq: number;
-            /** @description The event's id, sent as `webhook-id` on every attempt. */
-            event_id: string;
-            /** @description The event's type. */
-            event_type: string;
-            /** @description Where it stands. */
-            status: components["schemas"]["DeliveryStatus"];
+            /** @description Every attempt, oldest first. */
+            attempt_log: components["schemas"]["DeliveryAttempt"][];
             /**
              * Format: int64
              * @description Attempts so far.
@@ -1337,31 +1324,39 @@ export interface components {
             attempts: number;
             /**
              * Format: date-time
-             * @description When the next attempt is due, while pending.
-             */
-            next_attempt_at?: string | null;
-            /**
-             * Format: date-time
              * @description When the event was put in the outbox.
              */
             created_at: string;
+            /** @description The event's id, sent as `webhook-id` on every attempt. */
+            event_id: string;
+            /**
+             * Format: int64
+             * @description The event's seq.
+             */
+            event_seq: number;
+            /** @description The event's type. */
+            event_type: string;
             /**
              * Format: date-time
              * @description When it was delivered or given up.
              */
             finished_at?: string | null;
+            /** @description Its id. */
+            id: string;
             /** @description The last failure. */
             last_error?: string | null;
-            /** @description Every attempt, oldest first. */
-            attempt_log: components["schemas"]["DeliveryAttempt"][];
+            /**
+             * Format: date-time
+             * @description When the next attempt is due, while pending.
+             */
+            next_attempt_at?: string | null;
+            /** @description Where it stands. */
+            status: components["schemas"]["DeliveryStatus"];
+            /** @description The subscription. */
+            subscription_id: string;
         };
         /** @description One try at a delivery. */
         DeliveryAttempt: {
-            /**
-             * Format: int64
-             * @description 1 for the first try.
-             */
-            attempt: number;
             /**
              * Format: date-time
              * @description When it started.
@@ -1369,16 +1364,21 @@ export interface components {
             at: string;
             /**
              * Format: int64
-             * @description The receiver's HTTP status, when it answered.
+             * @description 1 for the first try.
              */
-            status_code?: number | null;
-            /** @description Why it failed, when it did. */
-            error?: string | null;
+            attempt: number;
             /**
              * Format: int64
              * @description How long it took.
              */
             duration_ms: number;
+            /** @description Why it failed, when it did. */
+            error?: string | null;
+            /**
+             * Format: int64
+             * @description The receiver's HTTP status, when it answered.
+             */
+            status_code?: number | null;
         };
         /** @description A page of deliveries, newest event first. */
         DeliveryPage: {
@@ -1414,27 +1414,10 @@ export interface components {
         };
         /** @description A standing permission given by a human. */
         GrantRecord: {
-            /** @description Grant id. */
-            id: string;
+            /** @description Neither revoked nor expired (nor used up) when this was read. */
+            active: boolean;
             /** @description The agent it is for; absent for any agent. */
             agent?: string | null;
-            /** @description Handler (permission grants). */
-            handler?: string | null;
-            /** @description Permission name (permission grants). */
-            permission?: string | null;
-            /** @description Scope values; a string with `*` or `?` is a glob; a missing key matches any value. */
-            scope?: Record<string, never> | null;
-            /** @description Tool (decision-only grants). */
-            tool?: string | null;
-            /** @description Full-match pattern over the detail (decision-only grants). */
-            pattern?: string | null;
-            /** @description Who granted it. */
-            granted_by: string;
-            /**
-             * Format: date-time
-             * @description When.
-             */
-            granted_at: string;
             /**
              * Format: date-time
              * @description When it stops counting; absent: indefinite.
@@ -1442,15 +1425,32 @@ export interface components {
             expires_at?: string | null;
             /**
              * Format: date-time
+             * @description When.
+             */
+            granted_at: string;
+            /** @description Who granted it. */
+            granted_by: string;
+            /** @description Handler (permission grants). */
+            handler?: string | null;
+            /** @description Grant id. */
+            id: string;
+            /** @description A note from the human. */
+            note?: string | null;
+            /** @description Full-match pattern over the detail (decision-only grants). */
+            pattern?: string | null;
+            /** @description Permission name (permission grants). */
+            permission?: string | null;
+            /**
+             * Format: date-time
              * @description When it was revoked.
              */
             revoked_at?: string | null;
-            /** @description A note from the human. */
-            note?: string | null;
-            /** @description Neither revoked nor expired (nor used up) when this was read. */
-            active: boolean;
+            /** @description Scope values; a string with `*` or `?` is a glob; a missing key matches any value. */
+            scope?: Record<string, never> | null;
             /** @description Only within this session; void once it ends. */
             session?: string | null;
+            /** @description Tool (decision-only grants). */
+            tool?: string | null;
             /**
              * Format: int64
              * @description How many allowed actions it was granted for.
@@ -1464,32 +1464,18 @@ export interface components {
         };
         /** @description An agent asking a human for a permission (seed 004). */
         GrantRequest: {
-            /** @description Request id. */
-            id: string;
             /** @description The asking agent. */
             agent: string;
-            /** @description Handler. */
-            handler: string;
-            /** @description Permission name. */
-            permission: string;
-            /** @description Scope asked for. */
-            scope: Record<string, never>;
-            /** @description Why. */
-            reason?: string | null;
-            /** @description Expiry asked for (`1h`, `today`, `indefinite`, RFC 3339). */
-            expires?: string | null;
-            /** @description Where it stands. */
-            status: components["schemas"]["GrantRequestStatus"];
-            /**
-             * Format: date-time
-             * @description When it expires unanswered.
-             */
-            deadline: string;
             /**
              * Format: date-time
              * @description When asked.
              */
             created_at: string;
+            /**
+             * Format: date-time
+             * @description When it expires unanswered.
+             */
+            deadline: string;
             /**
              * Format: date-time
              * @description When decided.
@@ -1499,14 +1485,28 @@ export interface components {
             decided_by?: string | null;
             /** @description Why it was denied. */
             deny_reason?: string | null;
+            /** @description Expiry asked for (`1h`, `today`, `indefinite`, RFC 3339). */
+            expires?: string | null;
+            grant?: null | components["schemas"]["GrantRecord"];
+            /** @description Handler. */
+            handler: string;
+            /** @description Request id. */
+            id: string;
+            /** @description Permission name. */
+            permission: string;
+            /** @description Why. */
+            reason?: string | null;
+            /** @description Scope asked for. */
+            scope: Record<string, never>;
             /** @description The session the grant is limited to (void when it ends), when asked. */
             session?: string | null;
+            /** @description Where it stands. */
+            status: components["schemas"]["GrantRequestStatus"];
             /**
              * Format: int64
              * @description The number of allowed actions the grant is limited to, when asked.
              */
             uses?: number | null;
-            grant?: null | components["schemas"]["GrantRecord"];
         };
         /**
          * @description Where a grant request stands.
@@ -1515,22 +1515,21 @@ export interface components {
         GrantRequestStatus: "pending" | "approved" | "denied" | "expired";
         /** @description A request for an action a registered handler performs. */
         HandlerActionRequest: {
-            /** @description Handler id. */
-            handler: string;
             /** @description Action name. */
             action: string;
+            /** @description Handler id. */
+            handler: string;
+            /** @description Makes retries safe. */
+            idempotency_key?: string | null;
             /** @description Params, validated against the action's `params_schema`. */
             params: Record<string, never>;
             /** @description Why the agent wants to do it. */
             reason?: string | null;
             /**
-             * @description How long a human has to decide if the policy asks one, e.g. `5m`;
-             *     bounds and default as for a decision-only action (the pattern
-             *     spells the default bounds, 1m-60m).
+             * @description The agent runtime sending it, a short slug such as `claude-code`,
+             *     `cursor`, `gemini-cli` (1-64 of `a-z 0-9 - _ .`).
              */
-            timeout?: string | null;
-            /** @description Makes retries safe. */
-            idempotency_key?: string | null;
+            runtime?: string | null;
             /**
              * @description The session (task) it belongs to, as the agent runtime names it:
              *     1-200 printable characters. Session grants and plans apply within
@@ -1538,42 +1537,31 @@ export interface components {
              */
             session?: string | null;
             /**
-             * @description The agent runtime sending it, a short slug such as `claude-code`,
-             *     `cursor`, `gemini-cli` (1-64 of `a-z 0-9 - _ .`).
+             * @description How long a human has to decide if the policy asks one, e.g. `5m`;
+             *     bounds and default as for a decision-only action (the pattern
+             *     spells the default bounds, 1m-60m).
              */
-            runtime?: string | null;
+            timeout?: string | null;
         };
         /** @description What an executor registers. */
         HandlerRegistration: {
+            /** @description Actions it performs. */
+            actions: components["schemas"]["ActionDecl"][];
+            /** @description What it does. */
+            description?: string | null;
             /** @description Slug id: lowercase letters, digits, `_` and `-`, 1-64, starting with a letter or digit. */
             id: string;
             /** @description Display name. */
             name: string;
-            /** @description What it does. */
-            description?: string | null;
-            /** @description Webhook URL (http or https). */
-            url: string;
-            /** @description Per-attempt timeout, e.g. `30s` (default set by the daemon). */
-            timeout?: string | null;
             /** @description Permissions it declares. */
             permissions?: components["schemas"]["PermissionDecl"][];
-            /** @description Actions it performs. */
-            actions: components["schemas"]["ActionDecl"][];
+            /** @description Per-attempt timeout, e.g. `30s` (default set by the daemon). */
+            timeout?: string | null;
+            /** @description Webhook URL (http or https). */
+            url: string;
         };
         /** @description A handler as shown: its registration, never its secret. */
         HandlerView: {
-            /** @description Slug id. */
-            id: string;
-            /** @description Display name. */
-            name: string;
-            /** @description What it does. */
-            description?: string | null;
-            /** @description Webhook URL. */
-            url: string;
-            /** @description Per-attempt timeout. */
-            timeout?: string | null;
-            /** @description Declared permissions. */
-            permissions: components["schemas"]["PermissionDecl"][];
             /** @description Declared actions. */
             actions: components["schemas"]["ActionDecl"][];
             /**
@@ -1581,23 +1569,31 @@ export interface components {
              * @description When registered.
              */
             created_at: string;
-            /**
-             * Format: date-time
-             * @description When last replaced.
-             */
-            updated_at: string;
+            /** @description What it does. */
+            description?: string | null;
+            /** @description Slug id. */
+            id: string;
+            /** @description Display name. */
+            name: string;
+            /** @description Declared permissions. */
+            permissions: components["schemas"]["PermissionDecl"][];
             /**
              * Format: date-time
              * @description When retired.
              */
             retired_at?: string | null;
+            /** @description Per-attempt timeout. */
+            timeout?: string | null;
+            /**
+             * Format: date-time
+             * @description When last replaced.
+             */
+            updated_at: string;
+            /** @description Webhook URL. */
+            url: string;
         };
         /** @description Health answer. */
         Health: {
-            /** @description `ok`. */
-            status: string;
-            /** @description Daemon version. */
-            version: string;
             /**
              * @description What works less than it should without making the daemon unready
              *     (`/readyz` only): a chat connector that receives nothing, keyed
@@ -1606,24 +1602,28 @@ export interface components {
             details?: {
                 [key: string]: string;
             } | null;
+            /** @description `ok`. */
+            status: string;
+            /** @description Daemon version. */
+            version: string;
         };
         /** @description What the agent (or executor) reported after running an approved action. */
         Outcome: {
-            /** @description `completed` or `failed`. */
-            status: components["schemas"]["ActionStatus"];
-            /** @description Result payload, if any. */
-            result?: unknown;
             /** @description Error text, if it failed. */
             error?: string | null;
+            /** @description Result payload, if any. */
+            result?: unknown;
+            /** @description `completed` or `failed`. */
+            status: components["schemas"]["ActionStatus"];
         };
         /** @description What the agent reports after running an approved decision-only action. */
         OutcomeBody: {
-            /** @description How it went. */
-            status: components["schemas"]["OutcomeStatus"];
-            /** @description Any result payload (any JSON value). */
-            result?: unknown;
             /** @description Error text when it failed. */
             error?: string | null;
+            /** @description Any result payload (any JSON value). */
+            result?: unknown;
+            /** @description How it went. */
+            status: components["schemas"]["OutcomeStatus"];
         };
         /**
          * @description How an approved action went.
@@ -1637,15 +1637,15 @@ export interface components {
         };
         /** @description The answer. */
         PermissionAnswer: {
-            /** @description Whether an active grant covers it. */
-            granted: boolean;
-            /** @description The covering grant. */
-            grant_id?: string | null;
             /**
              * Format: date-time
              * @description When that grant ends (absent: indefinite or not granted).
              */
             expires_at?: string | null;
+            /** @description The covering grant. */
+            grant_id?: string | null;
+            /** @description Whether an active grant covers it. */
+            granted: boolean;
         };
         /** @description Does the calling agent hold this permission for this scope? */
         PermissionCheck: {
@@ -1658,10 +1658,10 @@ export interface components {
         };
         /** @description A permission a handler declares. */
         PermissionDecl: {
-            /** @description Name, e.g. `email.send`. */
-            name: string;
             /** @description What it permits. */
             description?: string | null;
+            /** @description Name, e.g. `email.send`. */
+            name: string;
             /** @description JSON Schema of its scope keys (an object schema with `properties`). */
             parameters_schema: Record<string, never>;
         };
@@ -1669,16 +1669,16 @@ export interface components {
         PermissionGrant: {
             /** @description For this agent only; absent: any agent. */
             agent?: string | null;
+            /** @description `1h`, `30m`, `2d`, `today`, `indefinite`; the server also takes an RFC 3339 time. */
+            expires: string;
             /** @description Handler id. */
             handler: string;
+            /** @description A note. */
+            note?: string | null;
             /** @description Permission name. */
             permission: string;
             /** @description Scope values; a string with `*` or `?` is a glob; a missing key matches any value. */
             scope?: Record<string, never>;
-            /** @description `1h`, `30m`, `2d`, `today`, `indefinite`; the server also takes an RFC 3339 time. */
-            expires: string;
-            /** @description A note. */
-            note?: string | null;
             /** @description Only within this session (the task's session id); void once it ends. */
             session?: string | null;
             /**
@@ -1693,14 +1693,6 @@ export interface components {
          *     identities. A decision made through any of them is theirs.
          */
         Person: {
-            /** @description Time-ordered id, `per_…`. */
-            id: string;
-            /** @description Unique name (approver rules match it: `release-*`). */
-            name: string;
-            /** @description Groups (approver rules name them: `group:dba`). */
-            groups: string[];
-            /** @description Ids of the operator keys this person decides with. */
-            keys: string[];
             /** @description Chat identities. */
             chat: components["schemas"]["ChatIds"];
             /**
@@ -1708,6 +1700,14 @@ export interface components {
              * @description When it was created.
              */
             created_at: string;
+            /** @description Groups (approver rules name them: `group:dba`). */
+            groups: string[];
+            /** @description Time-ordered id, `per_…`. */
+            id: string;
+            /** @description Ids of the operator keys this person decides with. */
+            keys: string[];
+            /** @description Unique name (approver rules match it: `release-*`). */
+            name: string;
             /**
              * Format: date-time
              * @description When it was last changed.
@@ -1716,29 +1716,19 @@ export interface components {
         };
         /** @description Body of `POST /v1/people` and `PUT /v1/people/{id}`. */
         PersonBody: {
-            /** @description Unique name: 1-64 of letters, digits, `.`, `_`, `-`, `@`. */
-            name: string;
+            /** @description Chat identities. */
+            chat?: components["schemas"]["ChatIds"];
             /** @description Groups (same characters as names), at most 32. */
             groups?: string[];
             /** @description Operator key ids (`key_…`), at most 32. */
             keys?: string[];
-            /** @description Chat identities. */
-            chat?: components["schemas"]["ChatIds"];
+            /** @description Unique name: 1-64 of letters, digits, `.`, `_`, `-`, `@`. */
+            name: string;
         };
         /** @description A plan as stored. */
         Plan: {
-            /** @description Time-ordered id. */
-            id: string;
             /** @description The agent that asked. */
             agent: string;
-            /** @description The session its steps run in. */
-            session: string;
-            /** @description Why. */
-            reason?: string | null;
-            /** @description `pending`, `approved` or `denied`. */
-            status: string;
-            /** @description Its steps. */
-            steps: components["schemas"]["PlanStep"][];
             /**
              * Format: date-time
              * @description When it was asked for.
@@ -1751,66 +1741,65 @@ export interface components {
             decided_at?: string | null;
             /** @description Who decided. */
             decided_by?: string | null;
+            /** @description Time-ordered id. */
+            id: string;
+            /** @description Why. */
+            reason?: string | null;
+            /** @description The session its steps run in. */
+            session: string;
+            /** @description `pending`, `approved` or `denied`. */
+            status: string;
+            /** @description Its steps. */
+            steps: components["schemas"]["PlanStep"][];
         };
         /** @description A handler plan step as an agent sends it. */
         PlanHandlerStep: {
-            /** @description Handler id. */
-            handler: string;
             /** @description Action name. */
             action: string;
+            /** @description Handler id. */
+            handler: string;
             /** @description Params, validated against the action's `params_schema`. */
             params?: Record<string, never> | null;
         };
         /** @description One step of a plan: a decision-only action or a handler action. */
         PlanStep: {
-            /** @description Tool (decision-only step). */
-            tool?: string | null;
-            /** @description Detail (decision-only step). */
-            detail?: string | null;
-            /** @description Handler id (handler step). */
-            handler?: string | null;
             /** @description Action name (handler step). */
             action?: string | null;
-            /** @description Params (handler step). */
-            params?: Record<string, never> | null;
             /** @description Whether an operator approved it (answers only). */
             approved?: boolean;
+            /** @description Detail (decision-only step). */
+            detail?: string | null;
             /** @description The session grants its approval made (answers only). */
             grants?: string[];
+            /** @description Handler id (handler step). */
+            handler?: string | null;
+            /** @description Params (handler step). */
+            params?: Record<string, never> | null;
+            /** @description Tool (decision-only step). */
+            tool?: string | null;
         };
         /** @description One step of `POST /v1/plans`: `{tool, detail}` or `{handler, action, params}`. */
         PlanStepRequest: components["schemas"]["PlanHandlerStep"] | components["schemas"]["PlanToolStep"];
         /** @description A decision-only plan step as an agent sends it. */
         PlanToolStep: {
-            /** @description Tool name; 1-128 of `A-Z a-z 0-9 _ - .`. */
-            tool: string;
             /** @description Tool-specific detail, e.g. the command line. */
             detail: string;
+            /** @description Tool name; 1-128 of `A-Z a-z 0-9 _ - .`. */
+            tool: string;
         };
         /** @description A built-in profile. */
         Preset: {
-            /** @description Its name, usable as an agent's profile. */
-            name: string;
             /** @description Patterns that allow. */
             allow: string[];
             /** @description Patterns that ask a human. */
             ask: string[];
             /** @description Patterns that deny, whatever else matches. */
             deny: string[];
+            /** @description Its name, usable as an agent's profile. */
+            name: string;
         };
         /** @description The RFC 9457 body of every error response. */
         Problem: {
-            /** @description Stable identifier of the kind of problem, `urn:actiongate:problem:<code>`. */
-            type: string;
-            /** @description Short summary of the kind of problem. */
-            title: string;
-            /**
-             * Format: int32
-             * @description The HTTP status.
-             */
-            status: number;
-            /** @description What went wrong this time. */
-            detail: string;
             /**
              * @description The machine-readable code alone, one of: `bad-request` (400),
              *     `unauthorized` (401), `forbidden` (403), `not-found` (404),
@@ -1823,10 +1812,21 @@ export interface components {
              * @example validation
              */
             code: string;
-            /** @description Invalid fields, for validation errors. */
-            errors?: components["schemas"]["FieldError"][];
             /** @description The current status of the action, for conflicts over its state. */
             current_status?: string | null;
+            /** @description What went wrong this time. */
+            detail: string;
+            /** @description Invalid fields, for validation errors. */
+            errors?: components["schemas"]["FieldError"][];
+            /**
+             * Format: int32
+             * @description The HTTP status.
+             */
+            status: number;
+            /** @description Short summary of the kind of problem. */
+            title: string;
+            /** @description Stable identifier of the kind of problem, `urn:actiongate:problem:<code>`. */
+            type: string;
         };
         /** @description An agent's name and profile. */
         PutAgent: {
@@ -1840,8 +1840,6 @@ export interface components {
                 ask: string[];
                 /** @description Patterns that deny, whatever else matches. */
                 deny?: string[];
-                /** @description Tools besides bash and sh whose detail is a shell command. */
-                shell_tools?: string[];
                 /** @description Checked when the profile is set: 422 naming every example (`profile.examples.allow[0]`) that gets another answer. */
                 examples?: {
                     /** @description Action strings it must allow. */
@@ -1851,6 +1849,8 @@ export interface components {
                     /** @description Action strings it must deny. */
                     deny?: string[];
                 };
+                /** @description Tools besides bash and sh whose detail is a shell command. */
+                shell_tools?: string[];
             } | null;
         };
         /** @description A newly registered handler and its webhook secret, shown only now. */
@@ -1860,17 +1860,17 @@ export interface components {
         };
         /** @description A grant made while approving. */
         Remember: {
+            /** @description The agent it is for: default this action's agent; `*` for any agent. */
+            agent?: string | null;
             /** @description `1h`, `30m`, `2d`, `today`, `indefinite` or an RFC 3339 time. */
             expires: string;
-            /** @description Handler actions: the scope granted (default: this action's scope); values may be globs. */
-            scope?: Record<string, never> | null;
             /**
              * Format: regex
              * @description Decision-only actions: full-match pattern over the detail (default: exactly this detail).
              */
             pattern?: string | null;
-            /** @description The agent it is for: default this action's agent; `*` for any agent. */
-            agent?: string | null;
+            /** @description Handler actions: the scope granted (default: this action's scope); values may be globs. */
+            scope?: Record<string, never> | null;
             /** @description Only within this session ("for this task"); void once it ends. */
             session?: string | null;
             /**
@@ -1881,12 +1881,12 @@ export interface components {
         };
         /** @description How the handler wants its actions shown to a human. */
         Render: {
-            /** @description Title template. */
-            title: string;
-            /** @description Summary template. */
-            summary?: string | null;
             /** @description Labelled field templates. */
             fields?: components["schemas"]["RenderField"][];
+            /** @description Summary template. */
+            summary?: string | null;
+            /** @description Title template. */
+            title: string;
         };
         /** @description One labelled field of a rendered action. */
         RenderField: {
@@ -1910,8 +1910,6 @@ export interface components {
         };
         /** @description One recorded action whose decision would change. */
         ReplayExample: {
-            /** @description The action's id. */
-            id: string;
             /**
              * @description Its action string as the API shows it (sensitive values masked),
              *     cut to 200 characters.
@@ -1919,13 +1917,11 @@ export interface components {
             action_string: string;
             /** @description When it was requested (RFC 3339). */
             created_at: string;
+            /** @description The action's id. */
+            id: string;
         };
         /** @description Decisions that would change from one outcome to another. */
         ReplayGroup: {
-            /** @description What was decided (`allow`, `ask`, `deny`). */
-            from: string;
-            /** @description What the candidate decides. */
-            to: string;
             /**
              * Format: int64
              * @description How many recorded actions.
@@ -1933,18 +1929,15 @@ export interface components {
             count: number;
             /** @description A few of them (at most 5), newest first. */
             examples: components["schemas"]["ReplayExample"][];
+            /** @description What was decided (`allow`, `ask`, `deny`). */
+            from: string;
+            /** @description What the candidate decides. */
+            to: string;
         };
         /** @description What a candidate profile would have changed; nothing is stored. */
         ReplayReport: {
             /** @description The agent. */
             agent: string;
-            /** @description The start of the replayed history (RFC 3339). */
-            since: string;
-            /**
-             * Format: int64
-             * @description How many recorded actions were replayed.
-             */
-            replayed: number;
             /**
              * Format: int64
              * @description How many would be decided otherwise.
@@ -1952,6 +1945,13 @@ export interface components {
             changed: number;
             /** @description The changes by old -> new outcome, largest first. */
             groups: components["schemas"]["ReplayGroup"][];
+            /**
+             * Format: int64
+             * @description How many recorded actions were replayed.
+             */
+            replayed: number;
+            /** @description The start of the replayed history (RFC 3339). */
+            since: string;
             /** @description One line: "37 asked would now be allowed; 2 allowed would now be denied". */
             summary: string;
         };
@@ -1965,30 +1965,19 @@ export interface components {
         };
         /** @description `POST /v1/runs`: what actually ran, as a runtime's post-tool hook saw it. */
         ReportRun: {
-            /** @description Tool (or handler id) that ran; 1-128 of `A-Z a-z 0-9 _ - .`. */
-            tool: string;
-            /** @description Its detail. */
-            detail?: string;
-            /** @description The session it ran in (1-200 printable characters). */
-            session?: string | null;
-            /** @description The runtime reporting it, a short slug (1-64 of `a-z 0-9 - _ .`). */
-            runtime?: string | null;
             /** @description The id of the action that allowed it, when the runtime knows it. */
             action?: string | null;
+            /** @description Its detail. */
+            detail?: string;
+            /** @description The runtime reporting it, a short slug (1-64 of `a-z 0-9 - _ .`). */
+            runtime?: string | null;
+            /** @description The session it ran in (1-200 printable characters). */
+            session?: string | null;
+            /** @description Tool (or handler id) that ran; 1-128 of `A-Z a-z 0-9 _ - .`. */
+            tool: string;
         };
         /** @description An executor's outcome for an attempt it accepted with 202. */
         ResultBody: {
-            /** @description `completed` or `failed`. */
-            status: components["schemas"]["ActionStatus"];
-            /** @description Result payload. */
-            result?: Record<string, never> | null;
-            /** @description Error text when it failed. */
-            error?: string | null;
-            /**
-             * Format: int64
-             * @description The attempt this answers (the `attempt` of the webhook).
-             */
-            attempt: number;
             /**
              * @description The action this result is for: the `action_id` of the webhook. A
              *     result is bound to its action by this field or, without it, by a
@@ -1996,6 +1985,17 @@ export interface components {
              *     action is refused (401).
              */
             action_id?: string | null;
+            /**
+             * Format: int64
+             * @description The attempt this answers (the `attempt` of the webhook).
+             */
+            attempt: number;
+            /** @description Error text when it failed. */
+            error?: string | null;
+            /** @description Result payload. */
+            result?: Record<string, never> | null;
+            /** @description `completed` or `failed`. */
+            status: components["schemas"]["ActionStatus"];
         };
         /**
          * @description What an API key may do; each role includes the ones before it.
@@ -2004,52 +2004,52 @@ export interface components {
         Role: "agent" | "operator" | "admin";
         /** @description A new secret; the previous one stays valid until `previous_valid_until`. */
         RotatedSecret: {
-            /** @description The new `whsec_…` secret, shown only now. */
-            secret: string;
             /**
              * Format: date-time
              * @description Until when the previous secret still signs and verifies.
              */
             previous_valid_until: string;
+            /** @description The new `whsec_…` secret, shown only now. */
+            secret: string;
         };
         /** @description The answer to a reported run. */
         RunMatched: {
-            /** @description Whether an allow or an approval of the gate covers it. */
-            decided: boolean;
             /** @description The action that did. */
             action?: string | null;
+            /** @description Whether an allow or an approval of the gate covers it. */
+            decided: boolean;
         };
         /** @description A session: the task an agent's actions belong to. */
         Session: {
-            /** @description The id the agent runtime gave it. */
-            id: string;
+            /** @description How many of its actions are in each status, and `total`. */
+            actions: Record<string, never>;
             /** @description The agent whose session it is. */
             agent: string;
-            /** @description The runtime last seen sending its actions. */
-            runtime?: string | null;
-            /**
-             * Format: date-time
-             * @description When its first action (or plan) came.
-             */
-            first_seen: string;
-            /**
-             * Format: date-time
-             * @description When its latest one came.
-             */
-            last_seen: string;
-            /** @description `active` or `ended` (explicitly, or idle past the timeout). */
-            status: string;
             /**
              * Format: date-time
              * @description When it ended.
              */
             ended_at?: string | null;
-            /** @description The action that tainted it (read untrusted content), if any. */
-            tainted_by?: string | null;
+            /**
+             * Format: date-time
+             * @description When its first action (or plan) came.
+             */
+            first_seen: string;
+            /** @description The id the agent runtime gave it. */
+            id: string;
+            /**
+             * Format: date-time
+             * @description When its latest one came.
+             */
+            last_seen: string;
+            /** @description The runtime last seen sending its actions. */
+            runtime?: string | null;
+            /** @description `active` or `ended` (explicitly, or idle past the timeout). */
+            status: string;
             /** @description That action's action string. */
             taint_action?: string | null;
-            /** @description How many of its actions are in each status, and `total`. */
-            actions: Record<string, never>;
+            /** @description The action that tainted it (read untrusted content), if any. */
+            tainted_by?: string | null;
         };
         /**
          * @description One message of an event stream, as an SSE client parses it: `id` is the
@@ -2057,12 +2057,12 @@ export interface components {
          *     text (`{seq, id, type, at, agent?, action_id?, grant_id?, data}`).
          */
         SseMessage: {
-            /** @description The event's seq (absent on `reset`). */
-            id?: string | null;
-            /** @description The event type, or `reset`. */
-            event?: string | null;
             /** @description JSON text of the event, or of the reset notice. */
             data: string;
+            /** @description The event type, or `reset`. */
+            event?: string | null;
+            /** @description The event's seq (absent on `reset`). */
+            id?: string | null;
             /**
              * Format: int64
              * @description Reconnection hint in milliseconds (first message only).
@@ -2071,25 +2071,25 @@ export interface components {
         };
         /** @description An outbound notification webhook (never shows its secret). */
         Subscription: {
-            /** @description Its id. */
-            id: string;
-            /** @description Where events are POSTed. */
-            url: string;
-            /** @description The event types sent: names, `prefix.*` patterns, or `*`. */
-            types: string[];
-            /** @description What it is for. */
-            description?: string | null;
             /**
              * Format: date-time
              * @description When it was created; only events after this are sent.
              */
             created_at: string;
+            /** @description What it is for. */
+            description?: string | null;
+            /** @description Its id. */
+            id: string;
             /**
              * Format: int32
              * @description Escalation tier: 1 is sent every event `types` match; 2 only
              *     `action.escalated` (`docs/teams.md`).
              */
             tier?: number;
+            /** @description The event types sent: names, `prefix.*` patterns, or `*`. */
+            types: string[];
+            /** @description Where events are POSTed. */
+            url: string;
         };
         /**
          * @description What the team did about an action: approvals so far, who decided, an
@@ -2104,20 +2104,20 @@ export interface components {
              *     first approval or an approvals rule applied).
              */
             approvals_required?: number | null;
-            /** @description The person (or nobody's identity) whose decision settled it. */
-            decided_person?: string | null;
+            /** @description The detail approved, when edited: the agent runs this one. */
+            approved_detail?: string | null;
+            /** @description The params approved (sensitive values masked), when edited. */
+            approved_params?: Record<string, never> | null;
             /** @description The channel the settling decision came through. */
             decided_channel?: string | null;
+            /** @description The person (or nobody's identity) whose decision settled it. */
+            decided_person?: string | null;
             /**
              * @description Whether an approver changed the params or the detail before
              *     approving; `approved_params` or `approved_detail` hold what was
              *     approved, `params` and `detail` what was asked.
              */
             edited?: boolean;
-            /** @description The params approved (sensitive values masked), when edited. */
-            approved_params?: Record<string, never> | null;
-            /** @description The detail approved, when edited: the agent runs this one. */
-            approved_detail?: string | null;
             /**
              * Format: date-time
              * @description When it was escalated for want of a decision.
@@ -2126,12 +2126,23 @@ export interface components {
         };
         /** @description A decision-only request: the agent runs the tool itself once allowed. */
         ToolActionRequest: {
-            /** @description Tool name, e.g. `bash`; 1-128 of `A-Z a-z 0-9 _ - .`. */
-            tool: string;
             /** @description Tool-specific detail, e.g. the command line. */
             detail: string;
+            /** @description Makes retries safe: the same key and body return the first action. */
+            idempotency_key?: string | null;
             /** @description Why the agent wants to do it (shown to the human). */
             reason?: string | null;
+            /**
+             * @description The agent runtime sending it, a short slug such as `claude-code`,
+             *     `cursor`, `gemini-cli` (1-64 of `a-z 0-9 - _ .`).
+             */
+            runtime?: string | null;
+            /**
+             * @description The session (task) it belongs to, as the agent runtime names it:
+             *     1-200 printable characters. Session grants and plans apply within
+             *     it; reading untrusted content taints it (see docs/sessions.md).
+             */
+            session?: string | null;
             /**
              * @description How long a human has to decide if the policy asks one, e.g. `5m`.
              *     Bounds and default are configured (`actions.min_timeout`,
@@ -2140,38 +2151,27 @@ export interface components {
              *     other spellings of a duration within the configured bounds (`1h 0m`).
              */
             timeout?: string | null;
-            /** @description Makes retries safe: the same key and body return the first action. */
-            idempotency_key?: string | null;
-            /**
-             * @description The session (task) it belongs to, as the agent runtime names it:
-             *     1-200 printable characters. Session grants and plans apply within
-             *     it; reading untrusted content taints it (see docs/sessions.md).
-             */
-            session?: string | null;
-            /**
-             * @description The agent runtime sending it, a short slug such as `claude-code`,
-             *     `cursor`, `gemini-cli` (1-64 of `a-z 0-9 - _ .`).
-             */
-            runtime?: string | null;
+            /** @description Tool name, e.g. `bash`; 1-128 of `A-Z a-z 0-9 _ - .`. */
+            tool: string;
         };
         /** @description A grant for decision-only actions of a tool whose detail matches a pattern. */
         ToolGrant: {
             /** @description For this agent only; absent: any agent. */
             agent?: string | null;
-            /** @description Tool name. */
-            tool: string;
+            /** @description `1h`, `30m`, `2d`, `today`, `indefinite`; the server also takes an RFC 3339 time. */
+            expires: string;
+            /** @description A note. */
+            note?: string | null;
             /**
              * Format: regex
              * @description Full-match regex over the detail, shell-aware for shell tools (the
              *     Rust `regex` syntax, plus look-around; an invalid one is a 422).
              */
             pattern: string;
-            /** @description `1h`, `30m`, `2d`, `today`, `indefinite`; the server also takes an RFC 3339 time. */
-            expires: string;
-            /** @description A note. */
-            note?: string | null;
             /** @description Only within this session (the task's session id); void once it ends. */
             session?: string | null;
+            /** @description Tool name. */
+            tool: string;
             /**
              * Format: int64
              * @description Void after this many allowed actions (1-10000), each taken in the
@@ -2181,14 +2181,14 @@ export interface components {
         };
         /** @description The key a request was made with. */
         WhoAmI: {
+            /** @description The agent it acts as, for agent keys. */
+            agent?: string | null;
             /** @description The key's id (for revoking it). */
             key_id: string;
             /** @description The key's name. */
             name: string;
             /** @description What it may do. */
             role: components["schemas"]["Role"];
-            /** @description The agent it acts as, for agent keys. */
-            agent?: string | null;
         };
     };
     responses: never;

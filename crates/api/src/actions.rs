@@ -39,7 +39,11 @@ pub struct ToolActionRequest {
     /// 1-200 printable characters. Session grants and plans apply within
     /// it; reading untrusted content taints it (see docs/sessions.md).
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 200)]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000](?:[^\x00-\x1f\x7f-\x9f]{0,198}[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$"
+    )]
     pub session: Option<String>,
     /// The agent runtime sending it, a short slug such as `claude-code`,
     /// `cursor`, `gemini-cli` (1-64 of `a-z 0-9 - _ .`).
@@ -79,7 +83,11 @@ pub struct HandlerActionRequest {
     /// 1-200 printable characters. Session grants and plans apply within
     /// it; reading untrusted content taints it (see docs/sessions.md).
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 200)]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000](?:[^\x00-\x1f\x7f-\x9f]{0,198}[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$"
+    )]
     pub session: Option<String>,
     /// The agent runtime sending it, a short slug such as `claude-code`,
     /// `cursor`, `gemini-cli` (1-64 of `a-z 0-9 - _ .`).
@@ -167,7 +175,11 @@ pub struct Remember {
     pub agent: Option<String>,
     /// Only within this session ("for this task"); void once it ends.
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 200)]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000](?:[^\x00-\x1f\x7f-\x9f]{0,198}[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$"
+    )]
     pub session: Option<String>,
     /// Void after this many allowed actions ("for the next N"), 1-10000.
     #[serde(default)]

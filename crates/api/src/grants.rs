@@ -30,7 +30,11 @@ pub struct CreateGrantRequest {
     pub timeout: Option<String>,
     /// Limit the grant to this session of the agent's (void when it ends).
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 200)]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000](?:[^\x00-\x1f\x7f-\x9f]{0,198}[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$"
+    )]
     pub session: Option<String>,
     /// Limit the grant to this many allowed actions.
     #[serde(default)]
@@ -86,7 +90,11 @@ pub struct PermissionGrant {
     pub note: Option<String>,
     /// Only within this session (the task's session id); void once it ends.
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 200)]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000](?:[^\x00-\x1f\x7f-\x9f]{0,198}[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$"
+    )]
     pub session: Option<String>,
     /// Void after this many allowed actions (1-10000), each taken in the
     /// transaction that allows it.
@@ -119,7 +127,11 @@ pub struct ToolGrant {
     pub note: Option<String>,
     /// Only within this session (the task's session id); void once it ends.
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 200)]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000](?:[^\x00-\x1f\x7f-\x9f]{0,198}[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$"
+    )]
     pub session: Option<String>,
     /// Void after this many allowed actions (1-10000), each taken in the
     /// transaction that allows it.

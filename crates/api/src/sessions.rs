@@ -139,7 +139,11 @@ pub struct CreatePlan {
     #[schema(max_length = 4096)]
     pub reason: Option<String>,
     /// The session the steps will run in.
-    #[schema(min_length = 1, max_length = 200)]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000](?:[^\x00-\x1f\x7f-\x9f]{0,198}[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$"
+    )]
     pub session: String,
     /// The runtime sending it, a short slug (1-64 of `a-z 0-9 - _ .`).
     #[serde(default)]
@@ -201,7 +205,11 @@ pub struct ReportRun {
     pub detail: String,
     /// The session it ran in (1-200 printable characters).
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 200)]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000](?:[^\x00-\x1f\x7f-\x9f]{0,198}[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$"
+    )]
     pub session: Option<String>,
     /// The runtime reporting it, a short slug (1-64 of `a-z 0-9 - _ .`).
     #[serde(default)]

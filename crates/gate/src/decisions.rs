@@ -126,6 +126,8 @@ impl Gate {
             }
             Verdict::ApproveAndRemember { note, remember } => {
                 if !edit.is_empty() {
+                    // No such action is 404 whatever the body says.
+                    self.visible_action(caller, id).await?;
                     return Err(GateError::invalid(
                         "remember",
                         "an edited action is approved once; approve it without remember",

@@ -350,7 +350,19 @@ pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         ));
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|err| {
+    let first = serde_path_to_error::deserialize(&mut de);
+    // `128.0` is an integer to JSON Schema (and to most senders); serde
+    // wants `128`. Only on this path: a body that parses costs nothing more.
+    if let Err(err) = &first
+        && err
+            .inner()
+            .to_string()
+            .contains("invalid type: floating point")
+        && let Some(whole) = whole_floats_as_integers(bytes)
+    {
+        return parse_object(&whole);
+    }
+    let value: T = first.map_err(|err| {
         let path = err.path().to_string();
         let message = err.inner().to_string();
         // Past the parser's own nesting limit: named by the field it is
@@ -380,6 +392,61 @@ pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     de.end()
         .map_err(|e| shape_error("body".to_owned(), e.to_string()))?;
     Ok(value)
+}
+
+/// `bytes` with every number written as a whole float (`128.0`, `-3.00`)
+/// written as the integer it is; `None` when there is none. Strings are
+/// left alone, and the result is parsed (and checked) again from the start.
+fn whole_floats_as_integers(bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut changed = false;
+    let mut in_string = false;
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if in_string {
+            out.push(b);
+            if b == b'\\' {
+                if let Some(&next) = bytes.get(i + 1) {
+                    out.push(next);
+                    i += 1;
+                }
+            } else if b == b'"' {
+                in_string = false;
+            }
+            i += 1;
+            continue;
+        }
+        if b == b'"' {
+            in_string = true;
+        } else if b == b'-' || b.is_ascii_digit() {
+            let start = i;
+            let mut j = i + 1;
+            while bytes.get(j).is_some_and(u8::is_ascii_digit) {
+                j += 1;
+            }
+            if bytes.get(j) == Some(&b'.') {
+                let mut k = j + 1;
+                while bytes.get(k) == Some(&b'0') {
+                    k += 1;
+                }
+                let ends = !bytes
+                    .get(k)
+                    .is_some_and(|c| c.is_ascii_digit() || matches!(c, b'e' | b'E'));
+                if k > j + 1 && ends {
+                    out.extend_from_slice(&bytes[start..j]);
+                    changed = true;
+                    i = k;
+                    continue;
+                }
+            }
+            out.extend_from_slice(&bytes[start..j]);
+            i = j;
+            continue;
+        }
+        out.push(b);
+        i += 1;
+    }
+    changed.then_some(out)
 }
 
 /// The field serde's "duplicate field `x`" message names.
@@ -532,3 +599,32 @@ where
 
 /// Result of a handler.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        uses: i64,
+        note: String,
+    }
+
+    #[test]
+    fn a_whole_float_is_the_integer_it_is_and_strings_are_left_alone() {
+        let b: Body = parse_object(br#"{"uses": 128.0, "note": "1.0 \"2.00\""}"#).unwrap();
+        assert_eq!((b.uses, b.note.as_str()), (128, r#"1.0 "2.00""#));
+        assert!(parse_object::<Body>(br#"{"uses": 1.5, "note": ""}"#).is_err());
+        assert!(parse_object::<Body>(br#"{"uses": 1.0e2, "note": ""}"#).is_err());
+        // A repeated field is still refused after the rewrite.
+        let e = parse_object::<Body>(br#"{"uses": 1.0, "uses": 2, "note": ""}"#).unwrap_err();
+        assert_eq!(e.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            whole_floats_as_integers(br#"{"a": -3.00}"#).unwrap(),
+            br#"{"a": -3}"#
+        );
+        assert_eq!(whole_floats_as_integers(br#"{"a": 3}"#), None);
+    }
+}

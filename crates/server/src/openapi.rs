@@ -152,11 +152,27 @@ impl Modify for CommonErrors {
 
 /// The document as pretty JSON with a trailing newline.
 pub fn document_json() -> String {
-    let mut text = ApiDoc::openapi()
-        .to_pretty_json()
-        .unwrap_or_else(|_| "{}".to_owned());
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    constraints(&mut doc);
+    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".to_owned());
     text.push('\n');
     text
+}
+
+/// What utoipa's derive cannot say: an approval that edits the action
+/// (`detail` or `params`) cannot also `remember` it (422 otherwise).
+fn constraints(doc: &mut serde_json::Value) {
+    if let Some(approve) = doc.pointer_mut("/components/schemas/ApproveBody")
+        && let Some(obj) = approve.as_object_mut()
+    {
+        obj.insert(
+            "not".to_owned(),
+            serde_json::json!({"anyOf": [
+                {"required": ["remember", "detail"]},
+                {"required": ["remember", "params"]},
+            ]}),
+        );
+    }
 }
 
 /// The route of the document.

@@ -178,7 +178,11 @@ pub struct ListQuery {
     )]
     pub tool: Option<String>,
     /// Only the actions of this session.
-    #[param(min_length = 1, max_length = 200)]
+    #[param(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000](?:[^\x00-\x1f\x7f-\x9f]{0,198}[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$"
+    )]
     pub session: Option<String>,
     /// Page size, 1-200 (default 50).
     #[param(minimum = 1, maximum = 200)]

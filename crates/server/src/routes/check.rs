@@ -40,7 +40,11 @@ pub struct CheckBody {
     /// The session (task) it would belong to: session grants, plans and
     /// taint apply within it (1-200 printable characters).
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 200)]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000](?:[^\x00-\x1f\x7f-\x9f]{0,198}[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$"
+    )]
     pub session: Option<String>,
     /// The agent runtime asking, e.g. `claude-code`.
     #[serde(default)]

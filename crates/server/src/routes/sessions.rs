@@ -91,6 +91,7 @@ pub async fn create_plan(
 #[into_params(parameter_in = Query)]
 pub struct PlanQuery {
     /// `pending`, `approved` or `denied`.
+    #[param(pattern = "^(pending|approved|denied)$")]
     pub status: Option<String>,
 }
 
