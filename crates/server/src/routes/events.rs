@@ -58,6 +58,13 @@ fn timing(state: &AppState) -> Result<Timing, ApiError> {
 }
 
 fn last_event_id(headers: &HeaderMap, query: Option<i64>) -> Result<Option<i64>, ApiError> {
+    // The query is checked even when the header wins over it.
+    if query.is_some_and(|q| q < 0) {
+        return Err(ApiError::invalid(
+            "last_event_id",
+            "must be the id (seq) of an event",
+        ));
+    }
     let parsed = match headers.get("last-event-id") {
         Some(v) => Some(
             v.to_str()
@@ -214,4 +221,18 @@ pub struct SseMessage {
     pub data: String,
     /// Reconnection hint in milliseconds (first message only).
     pub retry: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_negative_query_id_is_refused_even_beside_the_header() {
+        let mut headers = HeaderMap::new();
+        headers.insert("last-event-id", axum::http::HeaderValue::from_static("0"));
+        assert!(last_event_id(&headers, Some(-1)).is_err());
+        assert_eq!(last_event_id(&headers, Some(5)).ok(), Some(Some(0)));
+        assert!(last_event_id(&HeaderMap::new(), Some(-1)).is_err());
+    }
 }
