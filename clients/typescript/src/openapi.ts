@@ -3771,7 +3771,7 @@ export interface operations {
             };
             header?: {
                 /** @description Resume after this event seq (wins over ?last_event_id) */
-                "Last-Event-ID"?: number | null;
+                "Last-Event-ID"?: number;
             };
             path?: never;
             cookie?: never;

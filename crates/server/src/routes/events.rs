@@ -100,7 +100,7 @@ fn last_event_id(headers: &HeaderMap, query: Option<i64>) -> Result<Option<i64>,
     get, path = "/v1/events", tag = "events",
     params(
         EventsQuery,
-        ("Last-Event-ID" = Option<i64>, Header, minimum = 0, description = "Resume after this event seq (wins over ?last_event_id)"),
+        ("Last-Event-ID" = Option<i64>, Header, nullable = false, minimum = 0, description = "Resume after this event seq (wins over ?last_event_id)"),
     ),
     responses(
         (status = 200, description = "An event stream", body = SseMessage, content_type = "text/event-stream"),
