@@ -54,30 +54,12 @@ fn scope_map(pairs: Vec<(String, Value)>) -> Result<Map<String, Value>, ClientEr
 pub async fn pending(args: PendingArgs) -> Exit {
     guarded(async {
         let api = api(&args.common)?;
-        let mut items = Vec::new();
-        let mut cursor: Option<String> = None;
-        loop {
-            let mut path = "/v1/actions?status=pending&limit=200".to_owned();
-            if let Some(a) = &args.agent {
-                path.push_str(&format!("&agent={}", query_value(a)));
-            }
-            if let Some(c) = &cursor {
-                path.push_str(&format!("&cursor={}", query_value(c)));
-            }
-            let page = api.get(&path).await?;
-            if let Some(Value::Array(batch)) = page.get("items") {
-                items.extend(batch.iter().cloned());
-            }
-            cursor = page
-                .get("next_cursor")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
-            if cursor.is_none() {
-                break;
-            }
+        let mut path = "/v1/actions?status=pending&limit=200".to_owned();
+        if let Some(a) = &args.agent {
+            path.push_str(&format!("&agent={}", query_value(a)));
         }
-        // The API lists newest first; a queue reads oldest first.
-        items.reverse();
+        // Oldest first, as a queue reads.
+        let items = api.all_pages(&path).await?;
         if args.common.json {
             print_json(&Value::Array(items));
             return Ok(Exit::Ok);

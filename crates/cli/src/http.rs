@@ -292,6 +292,34 @@ impl Api {
         Ok(self.call(Method::GET, path, None, Duration::ZERO).await?.1)
     }
 
+    /// Every item of a cursor-paged list (`path` has a query already),
+    /// oldest first: the API lists newest first.
+    pub async fn all_pages(&self, path: &str) -> Result<Vec<Value>, ClientError> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = match &cursor {
+                Some(c) => {
+                    self.get(&format!("{path}&cursor={}", query_value(c)))
+                        .await?
+                }
+                None => self.get(path).await?,
+            };
+            if let Some(Value::Array(batch)) = page.get("items") {
+                items.extend(batch.iter().cloned());
+            }
+            cursor = page
+                .get("next_cursor")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            if cursor.is_none() {
+                break;
+            }
+        }
+        items.reverse();
+        Ok(items)
+    }
+
     /// POST a JSON body, expecting JSON.
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
         Ok(self

@@ -139,27 +139,11 @@ async fn list(api: &Api, json: bool) -> Result<Exit, ClientError> {
 
 /// Every action of session `id`, oldest first.
 async fn actions_of(api: &Api, id: &str) -> Result<Vec<Value>, ClientError> {
-    let mut items = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut path = format!("/v1/actions?session={}&limit=200", query_value(id));
-        if let Some(c) = &cursor {
-            path.push_str(&format!("&cursor={}", query_value(c)));
-        }
-        let page = api.get(&path).await?;
-        if let Some(Value::Array(batch)) = page.get("items") {
-            items.extend(batch.iter().cloned());
-        }
-        cursor = page
-            .get("next_cursor")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        if cursor.is_none() {
-            break;
-        }
-    }
-    items.reverse();
-    Ok(items)
+    api.all_pages(&format!(
+        "/v1/actions?session={}&limit=200",
+        query_value(id)
+    ))
+    .await
 }
 
 fn print_pretty(v: &Value) {
