@@ -453,11 +453,12 @@ async fn a_statement_stuck_behind_a_lock_is_cancelled_after_the_statement_timeou
     let mut pg = PgOptions::new(&url);
     pg.statement_timeout = Duration::from_millis(300);
     let store = open_node_with(pg).await;
-    // Another client holds the row every commit that writes events takes.
+    // Another client holds the table every commit that writes events
+    // inserts into.
     let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
     other.execute("BEGIN").await.unwrap();
     other
-        .execute("SELECT seq FROM event_counter WHERE id = 1 FOR UPDATE")
+        .execute("LOCK TABLE event_queue IN SHARE MODE")
         .await
         .unwrap();
     let t = Instant::now();
@@ -545,6 +546,144 @@ async fn every_node_publishes_every_event_once_in_order_while_all_write() {
     }
 }
 
+/// Three nodes writing at full rate (every node several writers at once,
+/// no pause), each with a subscriber draining as it goes: every subscriber
+/// on every node sees every seq exactly once, in order, the seqs are 1..N
+/// with no gap, and what each published is what the log holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_nodes_writing_at_full_rate_publish_seqs_one_to_n_everywhere() {
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let n = nodes(&url, 3, Duration::from_secs(60)).await;
+    let (writers_per_node, per_writer) = (6, 25);
+    let total = 3 * writers_per_node * per_writer;
+    let listeners: Vec<_> = n
+        .iter()
+        .map(|node| {
+            let mut rx = node.subscribe();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                while got.len() < total {
+                    match tokio::time::timeout(Duration::from_secs(20), rx.recv()).await {
+                        Ok(Ok(ev)) => got.push(ev),
+                        _ => break,
+                    }
+                }
+                // Nothing more (no event published twice).
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                (got, rx.try_recv().is_err())
+            })
+        })
+        .collect();
+    let mut writers = Vec::new();
+    for (i, node) in n.iter().enumerate() {
+        for w in 0..writers_per_node {
+            let node = node.clone();
+            writers.push(tokio::spawn(async move {
+                for j in 0..per_writer {
+                    let mut new = ask(&format!("agent-{i}-{w}"));
+                    // Both ways of writing: one statement, and a
+                    // transaction of several (an idempotency key).
+                    new.decision.result = DecisionResult::Allow;
+                    if j % 2 == 1 {
+                        new.idempotency_key = Some(format!("k{i}-{w}-{j}"));
+                    }
+                    node.insert_action(new).await.unwrap();
+                }
+            }));
+        }
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    let logged = all_events(&n[0]).await;
+    assert_eq!(
+        logged.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=total as i64).collect::<Vec<_>>(),
+        "the log holds seqs 1..N"
+    );
+    for (i, l) in listeners.into_iter().enumerate() {
+        let (got, nothing_more) = l.await.unwrap();
+        let seqs: Vec<i64> = got.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=total as i64).collect::<Vec<_>>(), "node {i}");
+        for (ev, log) in got.iter().zip(&logged) {
+            assert_eq!(**ev, *log, "node {i} published what the log holds");
+        }
+        assert!(nothing_more, "node {i} published an event twice");
+    }
+    for node in &n {
+        node.close().await;
+    }
+}
+
+/// A transaction that queued its events before others but commits after
+/// they were numbered and published is never skipped: the first pass
+/// after its commit numbers its events after everything published, and
+/// every node publishes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_late_committer_is_numbered_after_what_was_published_never_skipped() {
+    use sqlx::{Connection, Executor};
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let n = nodes(&url, 2, Duration::from_secs(60)).await;
+    let mut heard: Vec<_> = n.iter().map(Store::subscribe).collect();
+    let mut late = sqlx::PgConnection::connect(&url).await.unwrap();
+    late.execute("BEGIN").await.unwrap();
+    late.execute(
+        "INSERT INTO event_queue (pos, n, id, type, at, agent, action_id, grant_id, data) \
+         VALUES (nextval('event_pos'), 1, 'late', 'test.late', 1, NULL, NULL, NULL, '{}')",
+    )
+    .await
+    .unwrap();
+    // Queued after it (a higher pos), committed and published before it.
+    let (first, _) = n[0].insert_action(ask("a")).await.unwrap();
+    for rx in &mut heard {
+        let ev = rx.recv().await.unwrap();
+        assert_eq!(
+            (ev.seq, ev.action_id.as_deref()),
+            (1, Some(first.id.as_str()))
+        );
+    }
+    late.execute("COMMIT").await.unwrap();
+    // The next commit's pass (on the other node) numbers both.
+    let (second, _) = n[1].insert_action(ask("a")).await.unwrap();
+    for (i, rx) in heard.iter_mut().enumerate() {
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            let ev = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+                .await
+                .unwrap_or_else(|_| panic!("node {i} heard only {got:?}"))
+                .unwrap();
+            got.push((ev.seq, ev.id.clone(), ev.action_id.clone()));
+        }
+        assert_eq!(got[0], (2, "late".to_owned(), None), "node {i}");
+        assert_eq!(
+            (got[1].0, got[1].2.as_deref()),
+            (3, Some(second.id.as_str()))
+        );
+    }
+    // A late committer nobody's commit follows is numbered by the tails'
+    // sweep (at each poll).
+    late.execute(
+        "INSERT INTO event_queue (pos, n, id, type, at, agent, action_id, grant_id, data) \
+         VALUES (nextval('event_pos'), 1, 'stray', 'test.late', 1, NULL, NULL, NULL, '{}')",
+    )
+    .await
+    .unwrap();
+    for (i, rx) in heard.iter_mut().enumerate() {
+        let ev = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("node {i} never heard the stray event"))
+            .unwrap();
+        assert_eq!((ev.seq, ev.id.as_str()), (4, "stray"), "node {i}");
+    }
+    for node in &n {
+        node.close().await;
+    }
+}
+
 /// The backend pid of the one other session waiting for a lock.
 async fn lock_waiter(admin: &mut sqlx::PgConnection) -> i32 {
     let started = Instant::now();
@@ -587,7 +726,7 @@ async fn faults_in_the_middle_of_a_write_are_retryable_and_write_nothing() {
     for result in [DecisionResult::Ask, DecisionResult::Allow] {
         other.execute("BEGIN").await.unwrap();
         other
-            .execute("SELECT seq FROM event_counter WHERE id = 1 FOR UPDATE")
+            .execute("LOCK TABLE event_queue IN SHARE MODE")
             .await
             .unwrap();
         let mut new = ask("a");

@@ -2,10 +2,10 @@
 //! prove). Every node runs the anchor task; they share one log.
 //!
 //! An anchor signs the chain hash of the event just before it, so nothing
-//! may be appended between the hashing and the anchor: the transaction
-//! takes the event counter's row lock first (every writer takes it last,
-//! see `log`), hashes what was committed since the last pass, and appends
-//! the anchor under the same lock. It holds the anchor row `FOR SHARE`, so
+//! may be numbered between the hashing and the anchor: the transaction
+//! takes the sequencer's lock first (every sequencing pass holds it, see
+//! `log`), hashes what was numbered since the last pass, and appends the
+//! anchor with the next seq under the same lock. It holds the anchor row `FOR SHARE`, so
 //! retention on another node cannot prune what it is hashing. When the
 //! newest event already is an anchor (another node's), it writes none.
 
@@ -78,8 +78,8 @@ impl Postgres {
                 "events were pruned meanwhile; anchoring next round".to_owned(),
             ));
         }
-        // No writer appends from here until this transaction ends.
-        sqlx::query("SELECT seq FROM event_counter WHERE id = 1 FOR UPDATE")
+        // Nothing is numbered from here until this transaction ends.
+        sqlx::query(crate::pg::log::LOCK_SEQUENCER)
             .execute(&mut *tx)
             .await?;
         let rows = sqlx::query(concat!(
@@ -98,7 +98,20 @@ impl Postgres {
             *head = Some(h);
             return Ok(());
         }
-        self.commit(tx, vec![anchor_event(key, &h.at)?]).await?;
+        let result = async {
+            let written = crate::pg::log::append_numbered(
+                &mut tx,
+                vec![anchor_event(key, &h.at)?],
+                &self.node,
+            )
+            .await?;
+            tx.commit().await?;
+            Ok::<_, StoreError>(written)
+        }
+        .await;
+        let written = result?;
+        let upto = written.last().map_or(0, |e| e.seq);
+        self.published(written, upto).await?;
         // The anchor event itself is hashed on the next round.
         h.last_was_anchor = false;
         *head = Some(h);

@@ -331,7 +331,7 @@ impl Postgres {
     }
 
     /// A new action that needs nothing read first (no idempotency key to
-    /// look up, no grant to look for): its row, its events and the counter
+    /// look up, no grant to look for): its row, its events queued
     /// in one statement, its own transaction, one round trip.
     async fn create_at_once(&self, new: New) -> Result<Inserted, StoreError> {
         let New {
@@ -345,27 +345,27 @@ impl Postgres {
         let batch = crate::pg::log::Batch::new(events);
         let row = row(&action, key.as_deref(), &hash, params.as_deref(), claim);
         let result = bind_row!(
-            batch.bind(
-                sqlx::query_scalar(crate::pg::log::append_sql!(concat!(
-                    "a AS (",
-                    insert_sql!(
-                        "$10", "$11", "$12", "$13", "$14", "$15", "$16", "$17", "$18", "$19",
-                        "$20", "$21", "$22", "$23", "$24", "$25", "$26", "$27", "$28", "$29",
-                        "$30", "$31", "$32", "$33", "$34", "$35", "$36"
-                    ),
-                    "), "
-                ))),
-                &self.node
-            ),
+            batch.bind(sqlx::query_scalar(crate::pg::log::append_sql!(concat!(
+                "a AS (",
+                insert_sql!(
+                    "$8", "$9", "$10", "$11", "$12", "$13", "$14", "$15", "$16", "$17", "$18",
+                    "$19", "$20", "$21", "$22", "$23", "$24", "$25", "$26", "$27", "$28", "$29",
+                    "$30", "$31", "$32", "$33", "$34"
+                ),
+                "), "
+            ))),),
             &row
         )
         .fetch_one(&self.pool)
         .await
         .map_err(StoreError::from);
         drop(row);
-        let written = self
-            .committed(result.map(|last: i64| batch.numbered(last)))
-            .await?;
+        let queued = match result {
+            Ok(pos) if !batch.is_empty() => Ok(Some((batch, pos))),
+            Ok(_) => Ok(None),
+            Err(e) => Err(e),
+        };
+        let written = self.committed(queued).await?;
         Ok(Inserted::new(action, true, rendered(written)))
     }
 }

@@ -1,14 +1,15 @@
 //! The Postgres backend: several daemons on one database act as one gate.
 //!
 //! Every change is one transaction on a connection of the pool; the events
-//! it records are appended last (`log::append`), under the row lock of
-//! `event_counter`, so event seqs are gapless and in commit order across
-//! every node. Compare-and-set updates (`UPDATE ... WHERE status = ...`)
+//! it records are queued last (`log::append`) and numbered right after
+//! its commit by a sequencing pass (`log::sequence`, one at a time across
+//! nodes), so event seqs are gapless and in commit order across every
+//! node without a row every writer locks across its commit. Compare-and-set updates (`UPDATE ... WHERE status = ...`)
 //! decide races between nodes: Postgres re-checks the condition against the
 //! row a concurrent winner committed, so exactly one wins.
 //!
 //! Each node follows the log (`tail`): woken by a LISTEN/NOTIFY message that
-//! each commit sends (the newest seq and the node's name, a few bytes), by
+//! each sequencing pass sends (the newest seq and the node's name), by
 //! its own commits, and by a timer as a fallback, it reads the events after
 //! the last one it published and publishes them in order. A lost
 //! notification costs latency, never an event.
@@ -247,49 +248,73 @@ impl Postgres {
         self.pool.begin().await.map_err(StoreError::from)
     }
 
-    /// Appends `events` (in order) and commits `tx`; then publishes them on
-    /// this node before returning, so the caller's waiters hear of them
-    /// first. Returns the events as written, with their seqs.
+    /// Appends `events` (in order) and commits `tx`; then numbers them and
+    /// publishes them on this node before returning, so the caller's
+    /// waiters hear of them first. Returns the events as written, with
+    /// their seqs.
     pub(crate) async fn commit(
         &self,
         mut tx: Transaction<'static, Pg>,
         events: Vec<NewEvent>,
     ) -> Result<Vec<Event>, StoreError> {
         let result = async {
-            let written = log::append(&mut tx, events, &self.node).await?;
+            let queued = log::append(&mut tx, events).await?;
             tx.commit().await?;
-            Ok::<_, StoreError>(written)
+            Ok::<_, StoreError>(queued)
         }
         .await;
         self.committed(result).await
     }
 
-    /// What follows a commit that wrote `result` (or failed): its events
-    /// are published on this node before the caller is answered; a full
-    /// disk is noted.
+    /// What follows a commit that queued `result` (or failed): a
+    /// sequencing pass numbers its events, which are published on this
+    /// node before the caller is answered; a full disk is noted. Should
+    /// the pass fail, the change is committed all the same (the tail's
+    /// loop numbers and publishes its events): the caller hears
+    /// [`StoreError::TimedOut`], "may have been committed", never success
+    /// without seqs.
     pub(crate) async fn committed(
         &self,
-        result: Result<Vec<Event>, StoreError>,
+        result: Result<Option<(log::Batch, i64)>, StoreError>,
     ) -> Result<Vec<Event>, StoreError> {
-        match &result {
-            Ok(written) => {
-                self.full.store(false, Ordering::Relaxed);
-                self.commits.fetch_add(1, Ordering::Relaxed);
-                if let Err(e) = self.tail.publish(written.clone()).await {
-                    // Committed all the same; the tail's loop publishes them.
-                    tracing::warn!(error = %e, "publishing committed events failed");
-                }
-            }
-            Err(StoreError::Full) => {
-                if !self.full.swap(true, Ordering::Relaxed) {
+        let queued = match result {
+            Ok(queued) => queued,
+            Err(e) => {
+                if matches!(e, StoreError::Full) && !self.full.swap(true, Ordering::Relaxed) {
                     tracing::error!(
                         "the Postgres database's disk is full: writes fail until space is freed"
                     );
                 }
+                return Err(e);
             }
-            Err(_) => {}
+        };
+        self.full.store(false, Ordering::Relaxed);
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        let Some((batch, pos)) = queued else {
+            return Ok(Vec::new());
+        };
+        let (written, upto) = match log::sequence(&self.pool, batch, pos, &self.node).await {
+            Ok(numbered) => numbered,
+            Err(e) => {
+                tracing::warn!(error = %e, "numbering committed events failed");
+                return Err(StoreError::TimedOut(self.call_bound));
+            }
+        };
+        self.published(written, upto).await
+    }
+
+    /// Publishes `written`, events this node committed with their seqs,
+    /// and everything up to `upto` before them or after, on this node.
+    pub(crate) async fn published(
+        &self,
+        written: Vec<Event>,
+        upto: i64,
+    ) -> Result<Vec<Event>, StoreError> {
+        if let Err(e) = self.tail.publish(written.clone(), upto).await {
+            // Committed all the same; the tail's loop publishes them.
+            tracing::warn!(error = %e, "publishing committed events failed");
         }
-        result
+        Ok(written)
     }
 
     /// Receives every event committed from now on (by any node), in `seq`

@@ -48,21 +48,25 @@ pub(crate) struct Tail {
 
 impl Tail {
     /// Publishes `written`, the events a commit of this node just wrote (in
-    /// `seq` order), and any committed before them not yet published.
-    pub(crate) async fn publish(&self, written: Vec<Event>) -> Result<(), StoreError> {
+    /// `seq` order), and every event up to `upto` (numbered by the same
+    /// sequencing pass or before it) not yet published: read from the log
+    /// only when there are such others.
+    pub(crate) async fn publish(&self, written: Vec<Event>, upto: i64) -> Result<(), StoreError> {
         let Some(last) = written.last().map(|e| e.seq) else {
             return Ok(());
         };
         let _held = self.lock.lock().await;
         let after = self.last_seq.load(Ordering::Acquire);
-        if last <= after {
+        if last.max(upto) <= after {
             return Ok(());
         }
         if written.first().is_some_and(|e| e.seq == after + 1) {
             for ev in written {
                 self.send(ev);
             }
-            return Ok(());
+            if upto <= last {
+                return Ok(());
+            }
         }
         self.catch_up_locked().await
     }
@@ -77,8 +81,14 @@ impl Tail {
         let _ = self.tx.send(Arc::new(ev));
     }
 
-    /// Publishes every committed event after the last one published.
-    async fn catch_up(&self) -> Result<(), StoreError> {
+    /// Publishes every committed event after the last one published;
+    /// with `sweep`, first numbers any committed events still queued (a
+    /// writer's whose own pass failed or never ran: its node died between
+    /// its commit and the pass).
+    async fn catch_up(&self, sweep: bool) -> Result<(), StoreError> {
+        if sweep {
+            super::log::sequence_any(&self.pool, &self.node).await?;
+        }
         let _held = self.lock.lock().await;
         self.catch_up_locked().await
     }
@@ -116,10 +126,11 @@ async fn listen(pool: &PgPool) -> Option<PgListener> {
     Some(listener)
 }
 
-/// Whether a notification (`<last seq> <node>`, see `log::append_sql`)
-/// tells of nothing to read: events this node committed (it publishes them
-/// itself before answering; should that fail, its next commit or the poll
-/// reads them) or events already published.
+/// Whether a notification (`<last seq> <node>`, sent by a sequencing pass,
+/// see `log`) tells of nothing to read: events this node numbered (the
+/// writer that ran the pass publishes up to its last seq before answering;
+/// should that fail, its next commit or the poll reads them) or events
+/// already published.
 fn nothing_new(payload: &str, node: &str, published: i64) -> bool {
     let mut parts = payload.split(' ');
     let seq = parts.next().and_then(|s| s.parse::<i64>().ok());
@@ -148,8 +159,12 @@ pub(crate) async fn run(tail: Arc<Tail>, mut stop: oneshot::Receiver<()>) {
         l = listen(&tail.pool) => l,
     };
     let mut failing = false;
+    // Whether to number stray queued events first: at the start, at each
+    // poll and after a lost connection, not at each notification (whose
+    // pass numbered everything committed before it).
+    let mut sweep = true;
     loop {
-        match tail.catch_up().await {
+        match tail.catch_up(sweep).await {
             Ok(()) => {
                 if failing {
                     tracing::info!("reading the event log again");
@@ -178,6 +193,7 @@ pub(crate) async fn run(tail: Arc<Tail>, mut stop: oneshot::Receiver<()>) {
             tail.poll.min(RELISTEN)
         };
         let poll_at = tokio::time::Instant::now() + wait;
+        sweep = true;
         loop {
             let heard = async {
                 match listener.as_mut() {
@@ -198,7 +214,7 @@ pub(crate) async fn run(tail: Arc<Tail>, mut stop: oneshot::Receiver<()>) {
                     {
                         continue;
                     }
-                    Woken::Notified(_) => {}
+                    Woken::Notified(_) => sweep = false,
                     Woken::Lost { listening } => {
                         // Notifications may have been lost: read the log
                         // now, listen again soon if need be.
