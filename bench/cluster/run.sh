@@ -15,6 +15,11 @@
 # every Postgres process, divided by the 2xx answers. The floor answers
 # POST /v1/check with a small JSON decision (no key, policy or store).
 #
+# Postgres' own floor for the same rows is measured in the same run: pgbench
+# ($CONNECTIONS clients, on CPU $LOAD_CPU) inserting an action row and its
+# event row per transaction (floor.sql, floor-schema.sql), synchronous_commit
+# on; the summary gives each Postgres setup's requests/s as a share of it.
+#
 # Environment: BIN (required: an actiongate binary, release build),
 # DURATION (10), WARMUP (2), CONNECTIONS (24), WAKES (50), SUT_CPU (0),
 # LOAD_CPU (1), FLOOR_BIN (default: built here with cargo), OUT (default
@@ -38,7 +43,7 @@ die() {
   echo "run.sh: $*" >&2
   exit 1
 }
-for tool in wrk curl jq taskset getconf python3; do
+for tool in wrk curl jq taskset getconf python3 pgbench psql; do
   command -v "$tool" >/dev/null || die "$tool not found"
 done
 [ -x "$BIN" ] || die "set BIN to an actiongate binary"
@@ -226,6 +231,25 @@ b1=$(cpu_busy "$SUT_CPU")
 record floor 1 "$ok" "$bad" "$p50" "$p99" "$((d1 - d0))" "$((p1 - p0))" "$((b1 - b0))" ""
 stop_daemons
 
+# Postgres' floor: pgbench committing the same two rows per transaction.
+psql_do "CREATE DATABASE floor"
+psql -h 127.0.0.1 -p "$PGPORT" -U postgres -d floor -q -f "$HERE/floor-schema.sql"
+pgbench_floor() {
+  taskset -c "$LOAD_CPU" pgbench -h 127.0.0.1 -p "$PGPORT" -U postgres -n -c "$CONNECTIONS" -j 1 \
+    -T "$1" -f "$HERE/floor.sql" floor
+}
+pgbench_floor "$WARMUP" >/dev/null
+b0=$(cpu_busy "$SUT_CPU")
+p0=$(ticks_of $(pg_pids))
+pgbench_floor "$DURATION" >"$OUT/logs/pgbench.txt"
+p1=$(ticks_of $(pg_pids))
+b1=$(cpu_busy "$SUT_CPU")
+tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$OUT/logs/pgbench.txt")
+lat=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$OUT/logs/pgbench.txt")
+[ -n "$tx" ] || die "pgbench: no transactions counted (logs/pgbench.txt)"
+lat_us=$(awk -v l="$lat" 'BEGIN { printf "%.0f", l * 1000 }')
+record pg-floor 0 "$tx" 0 "$lat_us" "$lat_us" 0 "$((p1 - p0))" "$((b1 - b0))" pgbench
+
 measure sqlite-1 1 ""
 for n in 1 2 3; do
   psql_do "CREATE DATABASE bench$n"
@@ -252,8 +276,15 @@ tail -1 "$OUT/logs/wakes.txt" | tee "$OUT/wake.txt"
   echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
   awk -F'\t' 'NR > 1 { printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $4, $5, $6, $7, $8, $9 }' "$RESULTS"
   echo
-  echo "floor: POST /v1/check of a bare axum server; the others: POST /v1/actions, each stored durably."
+  echo "floor: POST /v1/check of a bare axum server; pg-floor: pgbench, an action row and its event row"
+  echo "per transaction (p50 and p99 are its average latency; daemon CPU is none); the others:"
+  echo "POST /v1/actions, each stored durably."
   echo "p50: the mean of each wrk's (one per daemon), p99: the highest."
+  echo
+  echo "| Postgres setup | requests/s | pg-floor tx/s | share of the floor | Postgres CPU µs vs the floor's |"
+  echo "| --- | ---: | ---: | ---: | ---: |"
+  awk -F'\t' '$1 == "pg-floor" { ftx = $4; fcpu = $6 }
+       $1 ~ /^postgres-/ { printf "| %s | %s | %s | %.0f%% | %.2f× |\n", $1, $4, ftx, 100 * $4 / ftx, $6 / fcpu }' "$RESULTS"
   echo
   cat "$OUT/wake.txt"
   echo "loadavg at end: $(cut -d' ' -f1-3 /proc/loadavg)"
