@@ -59,7 +59,9 @@ BEGIN
         RETURN;
     END IF;
     PERFORM pg_advisory_xact_lock(hashtext('actiongate.events'));
-    SELECT seq INTO last FROM event_counter WHERE id = 1;
+    -- The counter's row lock as well, once per pass: a daemon of the
+    -- version before this one (a rolling upgrade) appends under it.
+    SELECT seq INTO last FROM event_counter WHERE id = 1 FOR UPDATE;
     WITH q AS (DELETE FROM event_queue RETURNING *),
          ins AS (
              INSERT INTO events (seq, id, type, at, agent, action_id, grant_id, data, pos)
