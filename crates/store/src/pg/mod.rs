@@ -39,6 +39,7 @@ mod events;
 mod grant_requests;
 mod grants;
 mod handlers;
+mod keepalive;
 mod keys;
 mod limits;
 mod log;
