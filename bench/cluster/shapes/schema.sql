@@ -46,6 +46,16 @@ BEGIN
         RETURN;
     END IF;
     PERFORM pg_advisory_xact_lock(hashtext('actiongate.events'));
+    -- The pass before this one may have numbered the caller's events: then
+    -- leave what was queued since to its own writers' passes, so each pass
+    -- that flushes carries every event its waiters queued meanwhile.
+    IF mine IS NOT NULL THEN
+        SELECT seq INTO first FROM events WHERE pos = mine;
+        IF first IS NOT NULL THEN
+            SELECT seq INTO upto FROM event_counter WHERE id = 1;
+            RETURN;
+        END IF;
+    END IF;
     -- The counter's row lock as well, once per pass: a daemon of the
     -- version before this one (a rolling upgrade) appends under it.
     SELECT seq INTO last FROM event_counter WHERE id = 1 FOR UPDATE;
