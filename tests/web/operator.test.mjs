@@ -609,7 +609,7 @@ test('History is live: rows arrive and change as events do, keeping the filters 
   const scrolled = await page.evaluate(() => { window.scrollTo(0, 300); return window.scrollY; });
   assert.ok(scrolled > 0, 'History is long enough to scroll');
   const anchor = () => page.evaluate(() => {
-    const tr = document.elementFromPoint(200, 200)?.closest('tr[data-id]');
+    const tr = [...document.querySelectorAll('#history-table tbody tr[data-id]')].find((row) => row.getBoundingClientRect().top >= 100);
     return tr && { id: tr.dataset.id, top: Math.round(tr.getBoundingClientRect().top) };
   });
   const seen = await anchor();
@@ -632,4 +632,39 @@ test('History is live: rows arrive and change as events do, keeping the filters 
   await page.locator(`#history-table tr[data-id="${c.id}"]`).waitFor();
   assert.equal(await page.locator('#history-filters select[name=status]').inputValue(), 'denied');
   assert.equal(await page.evaluate(() => window.__sameLoad), true, 'no reload');
+});
+
+test('a handler display arrives masked from the API; the raw value is one click away under Raw params', async () => {
+  const { page } = env;
+  const [input, want] = SHAPES[0];
+  const secret = '4eC39HqLyjWDarjtT1zdp7dc';
+  const reg = await env.call('POST', '/v1/handlers', env.admin, {
+    id: 'runner', name: 'Runner', url: 'http://127.0.0.1:9/',
+    permissions: [{ name: 'run.shell', description: 'run commands', parameters_schema: { type: 'object', properties: { host: { type: 'string' } } } }],
+    actions: [{
+      name: 'run', description: 'run a command', permission: 'run.shell', scope: { host: '/host' },
+      params_schema: { type: 'object', properties: { host: { type: 'string' }, cmd: { type: 'string' } }, required: ['host', 'cmd'] },
+      render: { title: 'On {host}: {cmd}', fields: [{ label: 'Command', value: '{cmd}' }] },
+    }],
+  });
+  assert.equal(reg.status, 201, JSON.stringify(reg.body));
+  const r = await env.call('POST', '/v1/actions', env.agent, { handler: 'runner', action: 'run', params: { host: 'web1', cmd: input } });
+  assert.equal(r.body.status, 'pending', JSON.stringify(r.body));
+  assert.equal(r.body.display.title, `On web1: ${want}`);
+  await queue();
+  // The thousand items above are still queued: find this one.
+  await page.fill('#queue-search', 'handler:runner');
+  const c = card(r.body.id);
+  await c.waitFor();
+  assert.equal(await c.locator('h3.title').innerText(), `On web1: ${want}`);
+  assert.ok(!(await page.content()).includes(secret), 'the secret reached the DOM');
+  await c.locator('details.raw summary').click();
+  const pre = c.locator('pre.params');
+  assert.ok((await pre.innerText()).includes(want));
+  await c.locator('details.raw button.reveal').click();
+  assert.ok((await pre.innerText()).includes(input), await pre.innerText());
+  await c.locator('details.raw button.reveal').click();
+  assert.ok(!(await page.content()).includes(secret), 'hidden again');
+  await page.fill('#queue-search', '');
+  await env.call('POST', `/v1/actions/${r.body.id}/deny`, env.operator, { reason: 'test' });
 });
