@@ -7,7 +7,8 @@
 --
 -- Usage: wrk ... -s post.lua URL -- BODY_FILE KEY_FILE
 -- (files, so that neither the body nor the key is on a command line; an
--- empty KEY_FILE argument sends no authorization header).
+-- empty KEY_FILE argument sends no authorization header, an empty
+-- BODY_FILE makes the request a GET without a body).
 
 local threads = {}
 
@@ -25,9 +26,13 @@ end
 function init(args)
   ok = 0
   other = 0
-  wrk.method = "POST"
-  wrk.body = slurp(args[1])
-  wrk.headers["content-type"] = "application/json"
+  if args[1] == nil or args[1] == "" then
+    wrk.method = "GET"
+  else
+    wrk.method = "POST"
+    wrk.body = slurp(args[1])
+    wrk.headers["content-type"] = "application/json"
+  end
   if args[2] and args[2] ~= "" then
     wrk.headers["authorization"] = "Bearer " .. (slurp(args[2]):gsub("%s+", ""))
   end

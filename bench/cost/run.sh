@@ -10,19 +10,22 @@
 # after, and divided by the 2xx answers counted: µs of CPU per request. A
 # non-2xx answer or a socket error fails the run.
 #
-# Loads: the daemon's POST /v1/check (tool bash, profile standard) and
-# POST /v1/actions (a decision-only file action, allowed under standard,
-# stored with the built-in default durability), for BIN_A and BIN_B in turn
-# (A B in odd rounds, B A in even ones), and the floor's POST /v1/check, once
-# per round, first. The table gives the median of the rounds.
+# Loads: the daemon's GET /healthz, POST /v1/check (tool bash, profile
+# standard) and POST /v1/actions (a decision-only file action, allowed under
+# standard, stored with the built-in default durability), for BIN_A and BIN_B
+# in turn (A B in odd rounds, B A in even ones), and the floor's GET /healthz
+# and POST /v1/check, once per round, first. After the actions load the
+# daemon stops and the database's bytes in use per stored action are counted
+# (db_bytes.py). The tables give the median of the rounds: each load's cost,
+# then each endpoint's cost as a multiple of the floor's.
 #
 # Environment: BIN_A (required), BIN_B (optional), ROUNDS (3), DURATION (10,
 # whole seconds, at most 10), WARMUP (2), CONNECTIONS (16), SERVER_CPU (0),
 # LOAD_CPU (1), FLOOR_BIN (default: built here with cargo), OUT (default
 # bench/out/cost-<UTC stamp>), SETTINGS (daemon settings as VAR=value words,
 # e.g. "ACTIONGATE_STORAGE__DURABILITY=normal").
-# Needs: wrk (Debian: apt-get install -y wrk), curl, jq, taskset, cargo (for
-# the floor, unless FLOOR_BIN is given).
+# Needs: wrk (Debian: apt-get install -y wrk), curl, jq, taskset, python3,
+# cargo (for the floor, unless FLOOR_BIN is given).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -44,7 +47,7 @@ die() {
   exit 1
 }
 
-for tool in wrk curl jq taskset getconf; do
+for tool in wrk curl jq taskset getconf python3; do
   command -v "$tool" >/dev/null || die "$tool not found (wrk: apt-get install -y wrk)"
 done
 [ -n "$BIN_A" ] || die "set BIN_A to a daemon binary (and optionally BIN_B)"
@@ -167,15 +170,19 @@ daemon_setup() {
   api PUT /v1/agents/bench '{"profile":"standard"}' >/dev/null
 }
 
-# sanity NAME PATH BODY KEYFILE: one request before the load; it must be 2xx
-# (and, for a stored action, allowed), its answer is kept in the log.
+# sanity NAME PATH BODY KEYFILE: one request before the load (a GET when
+# BODY is empty); it must be 2xx (and, for a stored action, allowed), its
+# answer is kept in the log.
 sanity() {
-  local name=$1 path=$2 body=$3 key=$4 code auth=()
+  local name=$1 path=$2 body=$3 key=$4 code auth=() send=()
   if [ -n "$key" ]; then
     auth=(-H "authorization: Bearer $(tr -d '[:space:]' <"$key")")
   fi
-  code=$(curl -sS -o "$OUT/logs/$name.first.json" -w '%{http_code}' -X POST "$BASE$path" \
-    "${auth[@]}" -H 'content-type: application/json' --data-binary "@$body")
+  if [ -n "$body" ]; then
+    send=(-X POST -H 'content-type: application/json' --data-binary "@$body")
+  fi
+  code=$(curl -sS -o "$OUT/logs/$name.first.json" -w '%{http_code}' "${send[@]}" "$BASE$path" \
+    "${auth[@]}")
   [[ "$code" == 2?? ]] || die "$name: first request answered $code: $(cat "$OUT/logs/$name.first.json")"
 }
 
@@ -235,6 +242,8 @@ daemon_loads() {
   name=r$round-$label-check
   start_server "$name" "${DAEMON[@]}"
   daemon_setup
+  sanity "$name-healthz" /healthz "" ""
+  measure "$round" "$label" healthz /healthz "" ""
   sanity "$name" /v1/check "$HERE/check.json" "$DIR/agent.key"
   measure "$round" "$label" check /v1/check "$HERE/check.json" "$DIR/agent.key"
   stop_server
@@ -246,6 +255,8 @@ daemon_loads() {
     die "$name: the action was not allowed: $(cat "$OUT/logs/$name.first.json")"
   measure "$round" "$label" actions /v1/actions "$HERE/action.json" "$DIR/agent.key"
   stop_server
+  printf '%s\t%s\t%s\n' "$round" "$label" "$(python3 "$HERE/db_bytes.py" "$DIR/data/actiongate.db")" |
+    tee -a "$OUT/bytes.tsv" | awk -F'\t' '{ print "  " $2 " database: " $3 }'
 }
 
 for round in $(seq 1 "$ROUNDS"); do
@@ -253,6 +264,7 @@ for round in $(seq 1 "$ROUNDS"); do
   floor_cmd
   start_server "r$round-floor" "${FLOOR[@]}"
   sanity "r$round-floor" /v1/check "$HERE/check.json" ""
+  measure "$round" floor healthz /healthz "" ""
   measure "$round" floor check /v1/check "$HERE/check.json" ""
   stop_server
   order=(A)
@@ -274,7 +286,7 @@ median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
   echo
   echo "| binary | endpoint | requests | CPU µs/request (range) | p50 ms | p99 ms | server CPU % | others on its CPU % |"
   echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
-  for key in "floor check" "A check" "A actions" "B check" "B actions"; do
+  for key in "floor healthz" "floor check" "A healthz" "A check" "A actions" "B healthz" "B check" "B actions"; do
     read -r label endpoint <<<"$key"
     rows=$(awk -F'\t' -v l="$label" -v e="$endpoint" 'NR > 1 && $2 == l && $3 == e' "$RESULTS")
     [ -n "$rows" ] || continue
@@ -287,6 +299,29 @@ median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
   done
   echo
   echo "Medians of $ROUNDS round(s); requests = 2xx answers in ${DURATION}s. A = $BIN_A${BIN_B:+, B = $BIN_B}."
+  # Each endpoint against its floor: a GET against the bare GET, the JSON
+  # POSTs against the bare JSON POST; the goals are issue 38's.
+  med() { awk -F'\t' -v l="$1" -v e="$2" 'NR > 1 && $2 == l && $3 == e { print $6 }' "$RESULTS" | median; }
+  echo
+  echo "| endpoint | floor | floor µs | binary | µs | ratio | goal |"
+  echo "| --- | --- | ---: | --- | ---: | ---: | ---: |"
+  for row in "healthz healthz 1.25" "check check 1.3" "actions check 2.5"; do
+    read -r endpoint floor goal <<<"$row"
+    f=$(med floor "$floor")
+    for label in A B; do
+      [ "$label" = A ] || [ -n "$BIN_B" ] || continue
+      v=$(med "$label" "$endpoint")
+      awk -v e="$endpoint" -v fl="$floor" -v f="$f" -v l="$label" -v v="$v" -v g="$goal" \
+        'BEGIN { printf "| %s | bare %s | %.1f | %s | %.1f | **%.2f×** | ≤ %s× |\n", e, fl, f, l, v, v / f, g }'
+    done
+  done
+  if [ -s "$OUT/bytes.tsv" ]; then
+    for label in A B; do
+      [ "$label" = A ] || [ -n "$BIN_B" ] || continue
+      v=$(awk -F'\t' -v l="$label" '$2 == l { sub(/.*per_action=/, "", $3); print $3 }' "$OUT/bytes.tsv" | median)
+      printf '| database bytes per decision-only action | | | %s | %.0f | | ≤ 600 |\n' "$label" "$v"
+    done
+  fi
   others=$(awk -F'\t' 'NR > 1 && $11 > m { m = $11 } END { print m + 0 }' "$RESULTS")
   if ((others > 10)); then
     echo "Noisy: other work took up to ${others}% of CPU $SERVER_CPU during a load (load average $(cut -d' ' -f1-3 /proc/loadavg) at the end)."

@@ -39,6 +39,34 @@ pub(crate) fn profile(approvals: Value) -> Value {
     json!({"allow": [], "ask": ["(?s).*"], "deny": ["tool:bash:rm -rf.*"], "approvals": approvals})
 }
 
+/// A daemon on SQLite whose agent `bot` has [`profile`]`(approvals)`.
+pub(crate) struct Team {
+    pub(crate) d: Daemon,
+    pub(crate) http: reqwest::Client,
+    pub(crate) admin: String,
+    /// `bot`'s key.
+    pub(crate) agent: String,
+    /// The daemon's data; removed when dropped.
+    pub(crate) dir: tempfile::TempDir,
+}
+
+/// Starts a [`Team`] with `approvals` rules.
+pub(crate) async fn team(approvals: Value) -> Team {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", profile(approvals)).await;
+    Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir,
+    }
+}
+
 pub(crate) async fn pending(
     http: &reqwest::Client,
     base: &str,
@@ -196,19 +224,13 @@ async fn people_are_kept_by_admins_and_each_identity_is_one_persons() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quorum_of_two_needs_two_people_and_one_person_counts_once_across_channels() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &[]);
-    let http = client();
-    let admin = d.admin_key();
-    let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    set_profile(
-        &http,
-        &d.base,
-        &admin,
-        "bot",
-        profile(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])),
-    )
-    .await;
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])).await;
     let (ann_page, ann_page_id) = named_operator(&http, &d.base, &admin, "ann-page").await;
     let (ann_cli, ann_cli_id) = named_operator(&http, &d.base, &admin, "ann-cli").await;
     let (bob, _) = named_operator(&http, &d.base, &admin, "bob-key").await;
@@ -422,20 +444,15 @@ async fn race(bases: &[String], admin: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn someone_outside_the_approver_rule_gets_403_naming_it_and_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &[]);
-    let http = client();
-    let admin = d.admin_key();
-    let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    set_profile(
-        &http,
-        &d.base,
-        &admin,
-        "bot",
-        profile(json!([
-            {"pattern": "tool:sql:.*", "count": 1, "approvers": ["release-*", "group:dba"]}
-        ])),
-    )
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([
+        {"pattern": "tool:sql:.*", "count": 1, "approvers": ["release-*", "group:dba"]}
+    ]))
     .await;
     let (outsider, _) = named_operator(&http, &d.base, &admin, "intern").await;
     let (release, _) = named_operator(&http, &d.base, &admin, "release-bot").await;
@@ -726,19 +743,13 @@ async fn a_handler_action_may_ask_for_a_quorum_at_registration() {
 /// approvers); the action it does not govern is approved as before.
 #[tokio::test]
 async fn a_grant_does_not_settle_a_pending_action_an_approvals_rule_governs() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &[]);
-    let http = client();
-    let admin = d.admin_key();
-    let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    set_profile(
-        &http,
-        &d.base,
-        &admin,
-        "bot",
-        profile(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])),
-    )
-    .await;
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])).await;
     let (op, _) = named_operator(&http, &d.base, &admin, "ann").await;
     let governed = pending(&http, &d.base, &agent, "deploy", "prod eu").await;
     let plain = pending(&http, &d.base, &agent, "deploy", "staging").await;

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::common::daemon::{Daemon, agent_key, set_profile};
 use crate::common::pg_cluster::Cluster;
 use crate::common::{call, client};
-use crate::teams::{approve, get, named_operator, pending, profile};
+use crate::teams::{Team, approve, get, named_operator, pending, profile, team};
 
 async fn create(http: &reqwest::Client, base: &str, agent: &str, body: Value) -> Value {
     let (s, a) = call(
@@ -40,19 +40,13 @@ async fn grant(http: &reqwest::Client, base: &str, op: &str, body: Value) {
 /// it; one it does not govern is allowed by the grant.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_does_not_allow_a_new_tool_action_an_approvals_rule_governs() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &[]);
-    let http = client();
-    let admin = d.admin_key();
-    let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    set_profile(
-        &http,
-        &d.base,
-        &admin,
-        "bot",
-        profile(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])),
-    )
-    .await;
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])).await;
     let (op, _) = named_operator(&http, &d.base, &admin, "ann").await;
     grant(
         &http,
@@ -201,19 +195,14 @@ fn on_postgres_a_grant_does_not_settle_a_pending_action_an_approvals_rule_govern
 /// approval settle it; a grant made then does not settle it either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_action_keeps_the_approvals_rule_it_was_asked_under() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &[]);
-    let http = client();
-    let admin = d.admin_key();
-    let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    set_profile(
-        &http,
-        &d.base,
-        &admin,
-        "bot",
-        profile(json!([{"pattern": "tool:deploy:prod.*", "count": 2,
-            "approvers": ["ann", "bea"]}])),
-    )
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([{"pattern": "tool:deploy:prod.*", "count": 2,
+            "approvers": ["ann", "bea"]}]))
     .await;
     let (ann, _) = named_operator(&http, &d.base, &admin, "ann").await;
     let (bea, _) = named_operator(&http, &d.base, &admin, "bea").await;

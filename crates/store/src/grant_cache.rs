@@ -10,6 +10,12 @@
 //! each decision. A lookup notes the generation before it reads and stores
 //! what it read only if no commit cleared the cache meanwhile, so a read
 //! that raced a change cannot leave a stale entry behind.
+//!
+//! On SQLite the grants scoped to a session or a count of uses are cached
+//! the same way ([`Scoped`]): a use is taken by a compare-and-set in the
+//! transaction that stores the action (which re-checks revocation and
+//! expiry), and that commit clears the cache, so a stale count can only
+//! make an action ask, never allow one more time.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,12 +31,50 @@ pub(crate) struct GrantCache {
     inner: Mutex<Inner>,
 }
 
+/// A grant scoped to a session or a count of uses, as read.
+#[derive(Debug, Clone)]
+pub(crate) struct Scoped {
+    pub(crate) grant: policy::Grant,
+    /// Uses left when read, if counted.
+    pub(crate) uses_left: Option<i64>,
+    /// The session it is for, if any.
+    pub(crate) session: Option<String>,
+}
+
+/// Agent, then tool: nested so that a lookup borrows both names.
+type ByAgentTool<T> = HashMap<String, HashMap<String, Arc<Vec<T>>>>;
+
 #[derive(Default)]
 struct Inner {
     generation: u64,
-    /// Agent, then tool: nested so that a lookup borrows both names.
-    map: HashMap<String, HashMap<String, Arc<Vec<policy::Grant>>>>,
+    map: ByAgentTool<policy::Grant>,
+    scoped: ByAgentTool<Scoped>,
     entries: usize,
+}
+
+impl Inner {
+    /// Stores `value` under (`agent`, `tool`) in the map `pick` chooses,
+    /// clearing everything first when full.
+    fn put<T>(
+        &mut self,
+        pick: fn(&mut Inner) -> &mut ByAgentTool<T>,
+        agent: &str,
+        tool: &str,
+        value: Arc<Vec<T>>,
+    ) {
+        if self.entries >= MAX_ENTRIES {
+            self.map.clear();
+            self.scoped.clear();
+            self.entries = 0;
+        }
+        let replaced = pick(self)
+            .entry(agent.to_owned())
+            .or_default()
+            .insert(tool.to_owned(), value);
+        if replaced.is_none() {
+            self.entries += 1;
+        }
+    }
 }
 
 impl GrantCache {
@@ -60,18 +104,37 @@ impl GrantCache {
         if inner.generation != generation {
             return;
         }
-        if inner.entries >= MAX_ENTRIES {
-            inner.map.clear();
-            inner.entries = 0;
+        inner.put(|i| &mut i.map, agent, tool, grants);
+    }
+
+    /// The cached scoped grants of (`agent`, `tool`), every session's, or
+    /// the generation to pass to [`GrantCache::insert_scoped`].
+    pub(crate) fn get_scoped(&self, agent: &str, tool: &str) -> Result<Arc<Vec<Scoped>>, u64> {
+        let Ok(inner) = self.inner.lock() else {
+            return Err(u64::MAX);
+        };
+        match inner.scoped.get(agent).and_then(|tools| tools.get(tool)) {
+            Some(grants) => Ok(grants.clone()),
+            None => Err(inner.generation),
         }
-        let replaced = inner
-            .map
-            .entry(agent.to_owned())
-            .or_default()
-            .insert(tool.to_owned(), grants);
-        if replaced.is_none() {
-            inner.entries += 1;
+    }
+
+    /// Stores the scoped grants read at `generation`, unless a commit
+    /// cleared the cache since.
+    pub(crate) fn insert_scoped(
+        &self,
+        generation: u64,
+        agent: &str,
+        tool: &str,
+        grants: Arc<Vec<Scoped>>,
+    ) {
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        if inner.generation != generation {
+            return;
         }
+        inner.put(|i| &mut i.scoped, agent, tool, grants);
     }
 
     /// Forgets everything; called by the writer after a commit that may
@@ -80,6 +143,7 @@ impl GrantCache {
         if let Ok(mut inner) = self.inner.lock() {
             inner.generation = inner.generation.wrapping_add(1);
             inner.map.clear();
+            inner.scoped.clear();
             inner.entries = 0;
         }
     }

@@ -2,12 +2,15 @@
 //! reading the ones that may apply to a request, and taking a use in the
 //! transaction that stores the action it allows. Postgres: `pg/sessions.rs`.
 
+use std::sync::Arc;
+
 use actiongate_policy as policy;
 use sqlx::SqliteConnection;
 
 use crate::SqliteStore;
 use crate::actions::{NewAction, insert_on};
 use crate::error::StoreError;
+use crate::grant_cache::Scoped;
 use crate::grants::{from_row, grant_columns, to_policy};
 use crate::time::{now, to_ms};
 use actiongate_api::model::{Decision, DecisionResult};
@@ -47,14 +50,35 @@ async fn take_use_on(conn: &mut SqliteConnection, new: &mut NewAction) -> Result
 
 impl SqliteStore {
     /// Active grants for a session or a count of uses that may apply to
-    /// `agent` acting on `tool` in `session` (none of another session's);
-    /// never cached: each allowed action may use one up.
+    /// `agent` acting on `tool` in `session` (none of another session's),
+    /// in id order. Every session's are cached together until the next
+    /// commit that may change grants (see `grant_cache`): taking a use is a
+    /// commit, and re-checks the count, so a stale list never allows more.
     pub async fn scoped_grants(
         &self,
         agent: &str,
         session: Option<String>,
         tool: &str,
     ) -> Result<Vec<(policy::Grant, Option<i64>)>, StoreError> {
+        let all = match self.grant_cache.get_scoped(agent, tool) {
+            Ok(all) => all,
+            Err(generation) => {
+                let all = Arc::new(self.read_scoped_grants(agent, tool).await?);
+                self.grant_cache
+                    .insert_scoped(generation, agent, tool, all.clone());
+                all
+            }
+        };
+        Ok(all
+            .iter()
+            .filter(|s| s.session.is_none() || (session.is_some() && s.session == session))
+            .map(|s| (s.grant.clone(), s.uses_left))
+            .collect())
+    }
+
+    /// Every session's scoped grants of (`agent`, `tool`) with a use left,
+    /// from the database.
+    async fn read_scoped_grants(&self, agent: &str, tool: &str) -> Result<Vec<Scoped>, StoreError> {
         let rows = sqlx::query(concat!(
             "SELECT ",
             grant_columns!(),
@@ -62,17 +86,23 @@ impl SqliteStore {
              AND (session IS NOT NULL OR uses_left IS NOT NULL) \
              AND (expires_at IS NULL OR expires_at > ?) AND (agent IS NULL OR agent = ?) \
              AND (handler = ? OR tool = ?) AND (uses_left IS NULL OR uses_left > 0) \
-             AND (session IS NULL OR session = ?) ORDER BY id"
+             ORDER BY id"
         ))
         .bind(to_ms(now()))
         .bind(agent)
         .bind(tool)
         .bind(tool)
-        .bind(session)
         .fetch_all(&self.read)
         .await?;
         rows.iter()
-            .map(|r| from_row(r).and_then(|g| Ok((to_policy(&g)?, g.uses_left))))
+            .map(|r| {
+                let g = from_row(r)?;
+                Ok(Scoped {
+                    grant: to_policy(&g)?,
+                    uses_left: g.uses_left,
+                    session: g.session,
+                })
+            })
             .collect()
     }
 

@@ -11,6 +11,7 @@ mod dispatch;
 mod grant_requests;
 mod grants;
 mod handlers;
+mod keepalive;
 mod limits;
 mod nodes;
 mod outbox;

@@ -147,7 +147,59 @@ async fn a_grant_request_keeps_its_session_and_uses_and_its_grant_has_them(kind:
     assert_eq!(g.uses, Some(3));
 }
 
+/// The ids of the scoped grants that may apply to `bot` running bash in
+/// `session`.
+async fn scoped(store: &Store, session: Option<&str>) -> Vec<(String, Option<i64>)> {
+    store
+        .scoped_grants("bot", session.map(str::to_owned), "bash")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(g, left)| (g.id, left))
+        .collect()
+}
+
+/// Scoped grants are read per session (none of another's, none without
+/// one) and every change to grants shows in the next read, whatever was
+/// read (and, on SQLite, cached) before it.
+async fn scoped_grants_follow_every_change(kind: Kind) {
+    let Some((store, _held)) = open(kind).await else {
+        return;
+    };
+    assert!(scoped(&store, Some("s1")).await.is_empty());
+    let g1 = store
+        .create_grant(session_grant("bot", "s1"), None)
+        .await
+        .unwrap()
+        .grant
+        .id;
+    assert_eq!(
+        scoped(&store, Some("s1")).await,
+        vec![(g1.clone(), Some(2))]
+    );
+    assert!(scoped(&store, Some("s2")).await.is_empty());
+    assert!(scoped(&store, None).await.is_empty());
+    // A counted grant for no session applies in every session and none.
+    let mut any = session_grant("bot", "x");
+    any.session = None;
+    let g2 = store.create_grant(any, None).await.unwrap().grant.id;
+    assert_eq!(scoped(&store, None).await, vec![(g2.clone(), Some(2))]);
+    assert_eq!(
+        scoped(&store, Some("s1")).await,
+        vec![(g1.clone(), Some(2)), (g2.clone(), Some(2))]
+    );
+    store.revoke_grant(&g1).await.unwrap();
+    assert_eq!(
+        scoped(&store, Some("s1")).await,
+        vec![(g2.clone(), Some(2))]
+    );
+    store.revoke_grant(&g2).await.unwrap();
+    assert!(scoped(&store, Some("s1")).await.is_empty());
+    assert!(scoped(&store, None).await.is_empty());
+}
+
 crate::conformance!(
+    scoped_grants_follow_every_change,
     ending_a_session_revokes_its_grants_with_events,
     a_grant_request_keeps_its_session_and_uses_and_its_grant_has_them,
 );

@@ -6,6 +6,9 @@
 //! Usage: `actiongate-cost-floor 127.0.0.1:PORT`. Like the daemon, it runs a
 //! multi-threaded tokio runtime with one worker per CPU it may use.
 //!
+//! `GET /healthz` answers a small JSON status, as the daemon's does: the
+//! floor of a GET.
+//!
 //! `POST /hook` answers `{"written":2}` to anything: bench/mcp/run.sh runs a
 //! second copy as the executor of the handler action it measures.
 
@@ -29,6 +32,20 @@ struct Reply {
     result: &'static str,
 }
 
+/// What the daemon's `GET /healthz` answers.
+#[derive(Serialize)]
+struct Health {
+    status: &'static str,
+    version: &'static str,
+}
+
+async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+    })
+}
+
 async fn check(Json(body): Json<Body>) -> Json<Reply> {
     Json(Reply {
         action_string: format!("tool:{}:{}", body.tool, body.detail),
@@ -43,6 +60,7 @@ async fn main() -> std::io::Result<()> {
         .unwrap_or_else(|| "127.0.0.1:8099".to_owned());
     let app = Router::new()
         .route("/v1/check", post(check))
+        .route("/healthz", get(healthz))
         .route(
             "/hook",
             post(|| async {

@@ -38,6 +38,7 @@ mod events;
 mod grant_requests;
 mod grants;
 mod handlers;
+mod keepalive;
 mod keys;
 mod limits;
 mod log;

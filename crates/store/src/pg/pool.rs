@@ -9,6 +9,10 @@
 //! records ([`Losses::lost`]). So a connection is tested when taken out
 //! only if it sat idle for a while or was made before the last loss; any
 //! other is used as is.
+//!
+//! Every new connection gets TCP keepalive and a user timeout
+//! ([`keepalive`]), so the waits sqlx does not bound end when the network
+//! silently goes away.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,7 +22,7 @@ use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::error::StoreError;
-use crate::pg::PgOptions;
+use crate::pg::{PgOptions, keepalive};
 
 /// A connection idle this long is tested before use.
 const IDLE: Duration = Duration::from_secs(1);
@@ -73,11 +77,18 @@ pub(crate) async fn connect(
 ) -> Result<(PgPool, Arc<Losses>), StoreError> {
     let losses = Arc::new(Losses::new());
     let seen = losses.clone();
+    let user_timeout = keepalive::user_timeout(pg.connect_timeout + pg.statement_timeout);
     let pool = PgPoolOptions::new()
         .max_connections(pg.max_connections.max(2))
         .min_connections(1)
         .acquire_timeout(pg.connect_timeout)
         .test_before_acquire(false)
+        .after_connect(move |conn, _| {
+            Box::pin(async move {
+                keepalive::arm(conn, user_timeout).await;
+                Ok(())
+            })
+        })
         .before_acquire(move |conn, meta| {
             let test = needs_test(meta.age, meta.idle_for, seen.since_last());
             Box::pin(async move {
