@@ -32,6 +32,8 @@ async function queue() {
 before(async () => {
   // Room for the thousand-item queue below (one agent).
   process.env.ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT = '2000';
+  // Not the default 15 s heartbeat: the page must take the daemon's.
+  process.env.ACTIONGATE_EVENTS__HEARTBEAT = '4s';
   env = await startAll();
   const { page } = env;
   await page.goto(env.pageUrl);
@@ -188,6 +190,16 @@ test('a handler action without a display shows labelled fields, long text collap
   const text = await cc.innerText();
   assert.equal(text.split('rm -rf build/cache').length - 1, 1, text);
   assert.equal(await cc.locator('.badge.risk').getAttribute('data-risk'), 'high');
+  assert.equal(await cc.locator('.badge.risk').getAttribute('data-source'), 'analyser');
+  // From the daemon's analyser, not the page's patterns (which read
+  // `kubectl apply` as harmless): writes, medium.
+  const kube = await bash('kubectl apply -f deploy.yaml', 'roll out');
+  assert.deepEqual(kube.findings, ['writes'], JSON.stringify(kube));
+  const kc = card(kube.id);
+  await kc.waitFor();
+  assert.equal(await kc.locator('.badge.risk').getAttribute('data-risk'), 'medium');
+  assert.equal(await kc.locator('.badge.risk').innerText(), 'medium risk: writes');
+  await env.call('POST', `/v1/actions/${kube.id}/deny`, env.operator, { reason: 'test' });
   assert.match(await cc.locator('p.policy').innerText(), /rule: (ask|deny|allow) pattern #\d+/);
   for (const id of [r.body.id, cmd.id]) await env.call('POST', `/v1/actions/${id}/deny`, env.operator, { reason: 'test' });
 });
@@ -562,4 +574,97 @@ test('1,000 pending items draw in under a second at sign-in', async () => {
   assert.ok(ms < 1000, `took ${ms} ms`);
   // Paged: the rest is one click away.
   assert.match(await page.locator('#show-more').innerText(), /not shown/);
+});
+
+test('the stream-silence limit follows the heartbeat the daemon uses (4 s here, not the default 15 s)', async () => {
+  const { page } = env;
+  await queue();
+  const el = page.locator('#stream-state[data-state=live]');
+  await el.waitFor();
+  // Two heartbeats missed plus 10 s: 18 s, where the default gives 40 s.
+  assert.equal(await el.getAttribute('data-stale-ms'), '18000');
+  const r = await fetch(`${env.base}/v1/events`, { headers: { authorization: `Bearer ${env.operator}` } });
+  assert.equal(r.headers.get('actiongate-heartbeat-ms'), '4000');
+  await r.body.cancel();
+});
+
+test('History is live: rows arrive and change as events do, keeping the filters and the scroll', async () => {
+  const { page } = env;
+  // Unfiltered: a new action appears at the top, then its row changes in place.
+  await page.goto(`${env.pageUrl}#/history`);
+  await page.waitForSelector('#history-table tbody tr');
+  await page.evaluate(() => { window.__sameLoad = true; });
+  const a = (await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'echo history-live-1', reason: 'live history' })).body;
+  assert.equal(a.status, 'pending', JSON.stringify(a));
+  const row = page.locator(`#history-table tr[data-id="${a.id}"]`);
+  await row.waitFor();
+  assert.equal(await page.locator('#history-table tbody tr').first().getAttribute('data-id'), a.id);
+  assert.equal(await row.locator('td[data-label=Status]').innerText(), 'pending');
+  await env.call('POST', `/v1/actions/${a.id}/deny`, env.operator, { reason: 'test' });
+  await page.waitForFunction((id) => document.querySelector(`#history-table tr[data-id="${id}"] td[data-label=Status]`)?.innerText === 'denied', a.id);
+  assert.equal(await page.locator(`#history-table tr[data-id="${a.id}"]`).count(), 1);
+
+  // Scrolled down: the row being read stays where it was when one arrives above.
+  await page.setViewportSize({ width: 1366, height: 400 });
+  const scrolled = await page.evaluate(() => { window.scrollTo(0, 300); return window.scrollY; });
+  assert.ok(scrolled > 0, 'History is long enough to scroll');
+  const anchor = () => page.evaluate(() => {
+    const tr = [...document.querySelectorAll('#history-table tbody tr[data-id]')].find((row) => row.getBoundingClientRect().top >= 100);
+    return tr && { id: tr.dataset.id, top: Math.round(tr.getBoundingClientRect().top) };
+  });
+  const seen = await anchor();
+  assert.ok(seen, 'a row under the pointer');
+  const b = (await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'echo history-live-2', reason: 'live history' })).body;
+  await page.locator(`#history-table tr[data-id="${b.id}"]`).waitFor({ state: 'attached' });
+  const now = await anchor();
+  assert.equal(now.id, seen.id);
+  assert.ok(Math.abs(now.top - seen.top) <= 2, `the row moved from ${seen.top} to ${now.top}`);
+  await page.setViewportSize({ width: 1366, height: 900 });
+
+  // Filtered by status: a pending action is not shown until it is denied.
+  await page.goto(`${env.pageUrl}#/history?status=denied`);
+  await page.waitForSelector('#history-table tbody tr');
+  const c = (await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'echo history-live-3', reason: 'live history' })).body;
+  await sleep(500);
+  assert.equal(await page.locator(`#history-table tr[data-id="${c.id}"]`).count(), 0, 'pending is filtered out');
+  await env.call('POST', `/v1/actions/${b.id}/deny`, env.operator, { reason: 'test' });
+  await env.call('POST', `/v1/actions/${c.id}/deny`, env.operator, { reason: 'test' });
+  await page.locator(`#history-table tr[data-id="${c.id}"]`).waitFor();
+  assert.equal(await page.locator('#history-filters select[name=status]').inputValue(), 'denied');
+  assert.equal(await page.evaluate(() => window.__sameLoad), true, 'no reload');
+});
+
+test('a handler display arrives masked from the API; the raw value is one click away under Raw params', async () => {
+  const { page } = env;
+  const [input, want] = SHAPES[0];
+  const secret = '4eC39HqLyjWDarjtT1zdp7dc';
+  const reg = await env.call('POST', '/v1/handlers', env.admin, {
+    id: 'runner', name: 'Runner', url: 'http://127.0.0.1:9/',
+    permissions: [{ name: 'run.shell', description: 'run commands', parameters_schema: { type: 'object', properties: { host: { type: 'string' } } } }],
+    actions: [{
+      name: 'run', description: 'run a command', permission: 'run.shell', scope: { host: '/host' },
+      params_schema: { type: 'object', properties: { host: { type: 'string' }, cmd: { type: 'string' } }, required: ['host', 'cmd'] },
+      render: { title: 'On {host}: {cmd}', fields: [{ label: 'Command', value: '{cmd}' }] },
+    }],
+  });
+  assert.equal(reg.status, 201, JSON.stringify(reg.body));
+  const r = await env.call('POST', '/v1/actions', env.agent, { handler: 'runner', action: 'run', params: { host: 'web1', cmd: input } });
+  assert.equal(r.body.status, 'pending', JSON.stringify(r.body));
+  assert.equal(r.body.display.title, `On web1: ${want}`);
+  await queue();
+  // The thousand items above are still queued: find this one.
+  await page.fill('#queue-search', 'handler:runner');
+  const c = card(r.body.id);
+  await c.waitFor();
+  assert.equal(await c.locator('h3.title').innerText(), `On web1: ${want}`);
+  assert.ok(!(await page.content()).includes(secret), 'the secret reached the DOM');
+  await c.locator('details.raw summary').click();
+  const pre = c.locator('pre.params');
+  assert.ok((await pre.innerText()).includes(want));
+  await c.locator('details.raw button.reveal').click();
+  assert.ok((await pre.innerText()).includes(input), await pre.innerText());
+  await c.locator('details.raw button.reveal').click();
+  assert.ok(!(await page.content()).includes(secret), 'hidden again');
+  await page.fill('#queue-search', '');
+  await env.call('POST', `/v1/actions/${r.body.id}/deny`, env.operator, { reason: 'test' });
 });

@@ -3,7 +3,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readSse } from '../../crates/server/web/stream.js';
+import { readSse, staleMs } from '../../crates/server/web/stream.js';
 import { masked, MASK, newestFirst, visibleText } from '../../crates/server/web/dom.js';
 import { maskSecrets } from '../../crates/server/web/secrets.js';
 import { readFileSync } from 'node:fs';
@@ -108,6 +108,12 @@ test('the risk badge: deletes high, writes and network medium, reads low; the ru
   assert.equal(r('x', { action: 'delete_file', permission: 'fs.write' }).level, 'high');
   assert.equal(r('x', { action: 'send', permission: 'mail.send' }).level, 'medium');
   assert.equal(r('ls', { decision: { reason: 'r', rule: { kind: 'pattern', list: 'deny', index: 0, pattern: 'x' } } }).level, 'high');
+  // The daemon's findings win over the page's reading; old actions without them fall back.
+  assert.deepEqual(r('kubectl apply -f x.yaml', { findings: ['writes'] }), { level: 'medium', findings: ['writes'], source: 'analyser' });
+  assert.equal(r('kubectl apply -f x.yaml').level, 'low');
+  assert.equal(r('kubectl apply -f x.yaml').source, 'page');
+  assert.deepEqual(r('ls', { findings: ['deletes', 'runs_commands'] }).findings, ['deletes', 'runs commands']);
+  assert.equal(r('rm -rf /', { findings: [] }).level, 'low');
   assert.equal(ruleText({ kind: 'pattern', list: 'ask', index: 2, pattern: '(?s).*' }), 'ask pattern #2 ((?s).*)');
   assert.equal(ruleText({ kind: 'grant', id: 'g1' }), 'grant g1');
   assert.equal(ruleText(null), null);
@@ -135,4 +141,12 @@ test('a file edit shows as a line diff of its old and new text', async () => {
   assert.equal(editOf({ content: 'x' }), null);
   assert.deepEqual(lineDiff('a\nb\nc', 'a\nB\nc\nd'), [[' ', 'a'], ['-', 'b'], ['+', 'B'], [' ', 'c'], ['+', 'd']]);
   assert.deepEqual(lineDiff('same', 'same'), [[' ', 'same']]);
+});
+
+test('a stream is dead after two missed heartbeats plus 10 s, of the heartbeat the daemon names', () => {
+  assert.equal(staleMs('15000'), 40000);
+  assert.equal(staleMs('4000'), 18000);
+  assert.equal(staleMs('60000'), 130000);
+  // No header, or a broken one: the default heartbeat.
+  for (const v of [null, '', 'x', '0', '-5']) assert.equal(staleMs(v), 40000, String(v));
 });

@@ -933,8 +933,20 @@ export interface components {
             decision_note?: string | null;
             /** @description Tool-specific detail, e.g. the shell command. */
             detail: string;
-            /** @description How the handler asks for it to be shown: `{title, summary?, fields?}`. */
+            /**
+             * @description How the handler asks for it to be shown: `{title, summary?, fields?}`,
+             *     rendered from `params` with secret-shaped text (tokens, `-u
+             *     user:pass`, `Authorization:` headers, `password=`) masked as `••••`;
+             *     the exact values are in `params`.
+             */
             display?: Record<string, never> | null;
+            /**
+             * @description What the analyser finds the action may do: the command's programs
+             *     and hazards for shell tools (and a handler's `command`), the tool
+             *     and handler names otherwise. Shown to humans (the page's risk
+             *     badge); it never changes a verdict.
+             */
+            findings?: components["schemas"]["Finding"][];
             /** @description The handler that runs it (handler actions only). */
             handler?: string | null;
             /** @description Time-ordered id (UUIDv7). */
@@ -1301,7 +1313,10 @@ export interface components {
         };
         /** @description Why the policy answered as it did. */
         Decision: {
-            /** @description A sentence saying why. */
+            /**
+             * @description A sentence saying why; secret-shaped text in it (it may quote the
+             *     command) is masked as `••••` when an action is shown.
+             */
             reason: string;
             /** @description allow, ask or deny. */
             result: components["schemas"]["DecisionResult"];
@@ -1412,6 +1427,12 @@ export interface components {
             /** @description What is wrong with it. */
             message: string;
         };
+        /**
+         * @description One thing an action may do, as the policy's analyser reads its command
+         *     (or, for other tools, its tool and handler names).
+         * @enum {string}
+         */
+        Finding: "deletes" | "writes" | "network" | "runs_commands" | "unclear";
         /** @description A standing permission given by a human. */
         GrantRecord: {
             /** @description Neither revoked nor expired (nor used up) when this was read. */
@@ -2888,6 +2909,8 @@ export interface operations {
             /** @description The action's event stream */
             200: {
                 headers: {
+                    /** @description The period of the stream's idle heartbeat comments (events.heartbeat), in milliseconds */
+                    "actiongate-heartbeat-ms"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3781,6 +3804,8 @@ export interface operations {
             /** @description An event stream */
             200: {
                 headers: {
+                    /** @description The period of the stream's idle heartbeat comments (events.heartbeat), in milliseconds: a stream silent for much longer is dead */
+                    "actiongate-heartbeat-ms"?: number;
                     [name: string]: unknown;
                 };
                 content: {

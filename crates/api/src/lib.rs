@@ -8,6 +8,7 @@
 
 pub mod actions;
 pub mod deliveries;
+pub mod findings;
 pub mod grants;
 pub mod handlers;
 pub mod model;
@@ -20,6 +21,7 @@ pub mod teams;
 
 pub use actions::*;
 pub use deliveries::*;
+pub use findings::Finding;
 pub use grants::*;
 pub use handlers::*;
 pub use model::*;

@@ -145,7 +145,8 @@ impl FromStr for DecisionResult {
 pub struct Decision {
     /// allow, ask or deny.
     pub result: DecisionResult,
-    /// A sentence saying why.
+    /// A sentence saying why; secret-shaped text in it (it may quote the
+    /// command) is masked as `••••` when an action is shown.
     pub reason: String,
     /// The pattern or grant that decided, when one did.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -184,6 +185,12 @@ pub struct Action {
     pub status: ActionStatus,
     /// The policy's answer.
     pub decision: Decision,
+    /// What the analyser finds the action may do: the command's programs
+    /// and hazards for shell tools (and a handler's `command`), the tool
+    /// and handler names otherwise. Shown to humans (the page's risk
+    /// badge); it never changes a verdict.
+    #[serde(default)]
+    pub findings: Vec<crate::Finding>,
     /// When it was requested.
     #[serde(serialize_with = "crate::rfc3339::serialize")]
     pub created_at: DateTime<Utc>,
@@ -218,7 +225,10 @@ pub struct Action {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub scope: Option<serde_json::Map<String, Value>>,
-    /// How the handler asks for it to be shown: `{title, summary?, fields?}`.
+    /// How the handler asks for it to be shown: `{title, summary?, fields?}`,
+    /// rendered from `params` with secret-shaped text (tokens, `-u
+    /// user:pass`, `Authorization:` headers, `password=`) masked as `••••`;
+    /// the exact values are in `params`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub display: Option<Value>,

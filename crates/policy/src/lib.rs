@@ -43,6 +43,7 @@ pub mod approvals;
 pub mod decide;
 pub mod examples;
 pub mod expiry;
+pub mod findings;
 pub mod grant;
 pub mod pattern;
 pub mod presets;
@@ -59,6 +60,7 @@ pub use chrono_tz;
 
 pub use decide::{Decision, Rule, check, decide};
 pub use expiry::{Expiry, ExpiryError, parse_duration, parse_expiry};
+pub use findings::{Finding, findings};
 pub use grant::{
     Grant, GrantTarget, PermissionRef, Request, SHELL_SCOPE_KEY, ToolPattern, scope_matches,
 };

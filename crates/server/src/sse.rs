@@ -631,8 +631,14 @@ pub fn action_stream(
     }
 }
 
-/// A `text/event-stream` response over `stream`.
-pub fn response<S>(stream: S) -> Response
+/// The response header naming the heartbeat period in milliseconds, so a
+/// client can tell a dead stream from a quiet one without assuming the
+/// default (`events.heartbeat`).
+pub const HEARTBEAT_HEADER: &str = "actiongate-heartbeat-ms";
+
+/// A `text/event-stream` response over `stream`, whose idle comments come
+/// every `heartbeat`.
+pub fn response<S>(stream: S, heartbeat: Duration) -> Response
 where
     S: Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
 {
@@ -645,5 +651,9 @@ where
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     // Proxies such as nginx would otherwise buffer the stream.
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    h.insert(
+        HEARTBEAT_HEADER,
+        HeaderValue::from(heartbeat.as_millis() as u64),
+    );
     resp
 }

@@ -131,7 +131,14 @@ function onEvent(ev) {
   }
   queueChanged();
   if (ev.type.startsWith('grant.') && currentView() === 'grants') route();
+  for (const fn of viewListeners) {
+    try { fn(ev); } catch (e) { fail(e); }
+  }
 }
+
+/** What the current view follows of the stream (History): dropped when
+ * the view's signal aborts. */
+const viewListeners = new Set();
 
 /** Loads the pending lists; merged with what the stream already told us.
  * With `resync`, items the lists no longer hold (settled while the page
@@ -212,6 +219,7 @@ function startStream() {
     onState: (s, why) => {
       const el = $('stream-state');
       el.dataset.state = s;
+      el.dataset.staleMs = String(follower.staleMs);
       if (s === 'live') {
         downSince = null;
         el.textContent = 'live';
@@ -518,6 +526,10 @@ const ctx = {
   me: () => state.me,
   refresh: () => route(),
   rerender: () => route(),
+  onEvent: (fn, signal) => {
+    viewListeners.add(fn);
+    signal.addEventListener('abort', () => viewListeners.delete(fn), { once: true });
+  },
 };
 
 async function route() {

@@ -17,15 +17,17 @@ const LONG_CHARS = 240;
 const LONG_LINES = 5;
 
 /** The raw params (and, for a handler action, its action string), masked,
- * built only when the operator opens them. */
+ * built only when the operator opens them; a secret-shaped value is one
+ * more click away ("show secret"): the daemon masks the handler's display,
+ * so this is where an operator reads the exact value. */
 export function paramsDisclosure(action, { withString = false } = {}) {
   if (action.params === undefined) return null;
-  const pre = h('pre', { class: 'params' });
+  const slot = h('div', { class: 'params-slot' });
   const details = h('details', { class: 'raw' }, h('summary', {}, 'Raw params'),
     withString ? h('p', { class: 'meta' }, guarded('code', { class: 'action-string vis' }, action.action_string)) : null,
-    pre);
+    slot);
   details.addEventListener('toggle', () => {
-    if (details.open && !pre.textContent) pre.replaceChildren(visible(maskSecrets(json(masked(action.params))), { breaks: false }));
+    if (details.open && !slot.firstChild) slot.replaceChildren(...[].concat(guarded('pre', { class: 'params' }, json(masked(action.params)), { breaks: false })));
   });
   return details;
 }
@@ -105,7 +107,7 @@ export function approvalsLine(action) {
 export function riskBadge(action) {
   const r = riskOf(action);
   const label = r.findings.length ? `${r.level} risk: ${r.findings.join(', ')}` : `${r.level} risk`;
-  return h('span', { class: `badge risk risk-${r.level}`, dataset: { risk: r.level }, title: label }, label);
+  return h('span', { class: `badge risk risk-${r.level}`, dataset: { risk: r.level, source: r.source }, title: label }, label);
 }
 
 /** The policy's reason and the rule that asked. */

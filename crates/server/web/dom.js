@@ -92,17 +92,17 @@ export function visible(text, { breaks = true } = {}) {
  * takes it out again). Until that click the raw value is not in the page.
  * Returns the element, or [element, button].
  */
-export function guarded(tag, attrs, text) {
+export function guarded(tag, attrs, text, opts) {
   const raw = String(text ?? '');
   const safe = maskSecrets(raw);
-  const el = h(tag, attrs, visible(safe));
+  const el = h(tag, attrs, visible(safe, opts));
   if (safe === raw) return el;
   el.dataset.masked = 'true';
   const btn = h('button', { type: 'button', class: 'reveal small', 'aria-pressed': 'false', title: 'Show the masked secret in this text' }, 'show secret');
   btn.addEventListener('click', (e) => {
     e.stopPropagation();
     const open = btn.getAttribute('aria-pressed') !== 'true';
-    el.replaceChildren(visible(open ? raw : safe));
+    el.replaceChildren(visible(open ? raw : safe, opts));
     el.dataset.masked = String(!open);
     btn.setAttribute('aria-pressed', String(open));
     btn.textContent = open ? 'hide secret' : 'show secret';

@@ -1,7 +1,8 @@
-// What an action may do, for the card's risk badge: deletes, writes,
-// network; from the command text (shell words), the handler's action and
-// permission names, and the policy's reason (the daemon's shell analyser
-// names a hazard there when it capped the answer at ask). Pure, so it is
+// What an action may do, for the card's risk badge: the daemon's
+// `findings` (its policy analyser's reading of the command: deletes,
+// writes, network, runs commands), and for actions from before it sent
+// them, the command text (shell words), the handler's action and
+// permission names and the policy's reason read here. Pure, so it is
 // tested in node (tests/web/units.test.mjs).
 
 const START = String.raw`(?:^|[\s;&|(\x60]|\$\()`;
@@ -18,11 +19,30 @@ const NAME_NETWORK = /\b(?:net|http|mail|email|send|post|webhook|publish|upload|
 const NAME_WRITES = /write|create|update|edit|exec|execute|run|put|append|move|rename|deploy|install|command/i;
 const HAZARD = /hazard|substitution|redirect|runs commands|writing option|unparsable|hidden command/i;
 
+/** The daemon's finding names, in words. */
+const FINDING_WORDS = { deletes: 'deletes', writes: 'writes', network: 'network', runs_commands: 'runs commands', unclear: 'not fully analysed' };
+
 /**
- * `{level, findings}`: level 'high' (deletes, or a deny-list rule),
- * 'medium' (writes, network, or a hazard the analyser named), 'low'.
+ * `{level, findings, source}`: level 'high' (deletes, or a deny-list
+ * rule), 'medium' (anything else found), 'low'. The findings are the
+ * daemon's (`action.findings`, its analyser's reading of the command,
+ * source 'analyser'); an action from before the daemon sent them is
+ * read here (source 'page').
  */
 export function riskOf(action) {
+  const rule = action.decision?.rule;
+  const denyRule = rule && rule.kind === 'pattern' && rule.list === 'deny';
+  if (Array.isArray(action.findings)) {
+    const findings = action.findings.map((f) => FINDING_WORDS[f] || String(f));
+    const level = action.findings.includes('deletes') || denyRule ? 'high'
+      : findings.length ? 'medium' : 'low';
+    return { level, findings, source: 'analyser' };
+  }
+  return pageRisk(action, denyRule);
+}
+
+/** The fallback for old actions: the command text read with patterns. */
+function pageRisk(action, denyRule) {
   const detail = String(action.detail ?? '');
   const names = `${action.action ?? ''} ${action.permission ?? ''}`;
   const findings = [];
@@ -31,11 +51,9 @@ export function riskOf(action) {
   if (NETWORK.test(detail) || NAME_NETWORK.test(names)) findings.push('network');
   const reason = String(action.decision?.reason ?? '');
   if (HAZARD.test(reason)) findings.push('shell hazard');
-  const rule = action.decision?.rule;
-  const denyRule = rule && rule.kind === 'pattern' && rule.list === 'deny';
   const level = findings.includes('deletes') || denyRule ? 'high'
     : findings.length ? 'medium' : 'low';
-  return { level, findings };
+  return { level, findings, source: 'page' };
 }
 
 /** The rule that decided, as a short phrase: `ask pattern #3 (tool:bash:.*)`,

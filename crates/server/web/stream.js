@@ -42,8 +42,22 @@ export async function readSse(body, onMessage, signal, onData) {
   }
 }
 
-/** A stream with no byte (not even a heartbeat) for this long is dead. */
-export const STALE_MS = 40000;
+/** The daemon's default heartbeat (events.heartbeat), for a response
+ * that does not name its own. */
+export const DEFAULT_HEARTBEAT_MS = 15000;
+
+/**
+ * How long a stream whose heartbeat comes every `heartbeatMs` may stay
+ * silent before it is dead: two heartbeats missed plus 10 s of slack for
+ * a slow network (40 s at the default 15 s). `heartbeatMs` is the
+ * `actiongate-heartbeat-ms` response header; absent or not a positive
+ * number, the default heartbeat is assumed.
+ */
+export function staleMs(heartbeatMs) {
+  const n = Number(heartbeatMs);
+  const beat = heartbeatMs != null && heartbeatMs !== '' && Number.isFinite(n) && n > 0 ? n : DEFAULT_HEARTBEAT_MS;
+  return 2 * beat + 10000;
+}
 
 /**
  * Follows GET /v1/events for as long as it is not stopped.
@@ -58,6 +72,7 @@ export class EventFollower {
     this.lastId = null;
     this.stopped = false;
     this.controller = null;
+    this.staleMs = staleMs(null);
   }
 
   start() {
@@ -85,17 +100,19 @@ export class EventFollower {
           return;
         }
         if (!resp.ok || !resp.body) throw new Error(`HTTP ${resp.status}`);
+        // The daemon names its heartbeat period: a stream silent for
+        // longer than staleMs() of it is dead even if no error says so,
+        // and is not called live.
+        this.staleMs = staleMs(resp.headers.get('actiongate-heartbeat-ms'));
         this.onState?.('live');
         // The daemon subscribed before answering: anything after this is ours.
         await this.onOpen?.(this.lastId === null);
         delay = 250;
-        // The daemon sends a heartbeat every 15 s (events.heartbeat): a
-        // stream silent for longer than STALE_MS is dead even if no error
-        // says so, and is not called live.
+        const stale = this.staleMs;
         const controller = this.controller;
         let seen = Date.now();
         const watchdog = setInterval(() => {
-          if (Date.now() - seen > STALE_MS) { why = 'no heartbeat'; controller.abort(); }
+          if (Date.now() - seen > stale) { why = 'no heartbeat'; controller.abort(); }
         }, 1000);
         try {
           await readSse(resp.body, (m) => this.dispatch(m), controller.signal, () => { seen = Date.now(); });

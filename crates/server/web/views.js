@@ -98,6 +98,31 @@ export async function renderHistory(root, ctx, params, signal) {
       tbody),
     more);
   let cursor = null;
+  // Live: every action event updates its row in place, or adds a new
+  // action that matches the filters at the top (newest first, as the list
+  // endpoint orders them); a row whose action no longer matches leaves.
+  // The scroll position stays on what the operator was reading.
+  const matches = (a) => (!status || a.status === status) && (!agent || a.agent === agent)
+    && (!handler || a.tool === handler);
+  ctx.onEvent?.((ev) => {
+    const a = ev.data;
+    if (!ev.type?.startsWith('action.') || !a || typeof a !== 'object' || !a.id || !a.status) return;
+    const old = [...tbody.children].find((tr) => tr.dataset.id === a.id);
+    if (old) {
+      if (matches(a)) old.replaceWith(historyRow(ctx, a));
+      else old.remove();
+      return;
+    }
+    if (!matches(a)) return;
+    // Only newer than the newest row shown: older ones are the pages below.
+    const first = tbody.querySelector('tr[data-id]');
+    if (first && a.id < first.dataset.id) return;
+    const y = window.scrollY;
+    const before = document.documentElement.scrollHeight;
+    tbody.querySelector('td.empty')?.parentElement.remove();
+    tbody.prepend(historyRow(ctx, a));
+    if (y > 0) window.scrollTo(0, y + document.documentElement.scrollHeight - before);
+  }, signal);
   const load = async () => {
     const q = new URLSearchParams({ limit: '50' });
     if (status) q.set('status', status);
@@ -106,21 +131,25 @@ export async function renderHistory(root, ctx, params, signal) {
     if (cursor) q.set('cursor', cursor);
     const page = await api('GET', `/v1/actions?${q}`);
     if (signal.aborted) return;
-    for (const a of page.items) {
-      tbody.append(h('tr', { dataset: { id: a.id } },
-        h('td', { 'data-label': 'Action' }, h('a', { href: `#/actions/${enc(a.id)}`, class: 'vis' }, visible(maskSecrets(displayOf(a).title))),
-          h('div', {}, guarded('code', { class: 'muted vis' }, a.action_string))),
-        h('td', { 'data-label': 'Agent' }, a.agent),
-        h('td', { 'data-label': 'Status' }, statusBadge(a.status)),
-        h('td', { 'data-label': 'Requested' }, when(a.created_at)),
-        h('td', { 'data-label': 'Decided by' }, decidedBy(ctx, a))));
-    }
+    const shown = new Set([...tbody.children].map((tr) => tr.dataset.id));
+    for (const a of page.items) if (!shown.has(a.id)) tbody.append(historyRow(ctx, a));
     if (!tbody.children.length) tbody.append(h('tr', {}, h('td', { colspan: 5, class: 'empty' }, 'No actions match.')));
     cursor = page.next_cursor || null;
     more.hidden = !cursor;
   };
   more.addEventListener('click', () => load().catch(ctx.fail));
   await load();
+}
+
+/** One History row. */
+function historyRow(ctx, a) {
+  return h('tr', { dataset: { id: a.id } },
+    h('td', { 'data-label': 'Action' }, h('a', { href: `#/actions/${enc(a.id)}`, class: 'vis' }, visible(maskSecrets(displayOf(a).title))),
+      h('div', {}, guarded('code', { class: 'muted vis' }, a.action_string))),
+    h('td', { 'data-label': 'Agent' }, a.agent),
+    h('td', { 'data-label': 'Status' }, statusBadge(a.status)),
+    h('td', { 'data-label': 'Requested' }, when(a.created_at)),
+    h('td', { 'data-label': 'Decided by' }, decidedBy(ctx, a)));
 }
 
 function eventLine(ev, ctx) {

@@ -145,7 +145,7 @@ pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<Action, StoreError
     let result: String = row.try_get("decision_result")?;
     let rule: Option<String> = row.try_get("decision_rule")?;
     let outcome: Option<String> = row.try_get("outcome")?;
-    Ok(Action {
+    let mut action = Action {
         id: row.try_get("id")?,
         agent: row.try_get("agent")?,
         tool: row.try_get("tool")?,
@@ -178,7 +178,10 @@ pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<Action, StoreError
         session: row.try_get("session")?,
         runtime: row.try_get("runtime")?,
         team: json_col(row, "team")?.unwrap_or_default(),
-    })
+        findings: Vec::new(),
+    };
+    crate::action_views::derive(&mut action);
+    Ok(action)
 }
 
 fn json_col<T: serde::de::DeserializeOwned>(
@@ -251,7 +254,7 @@ fn list_query(prefix: &str, f: &ActionFilter) -> QueryBuilder<Sqlite> {
 pub(crate) fn stored_action(new: NewAction, created: DateTime<Utc>) -> Action {
     let (status, decided, deadline) = initial_state(&new);
     let h = new.handler;
-    Action {
+    let mut action = Action {
         id: new.id,
         agent: new.agent,
         tool: new.tool,
@@ -276,7 +279,10 @@ pub(crate) fn stored_action(new: NewAction, created: DateTime<Utc>) -> Action {
         session: new.session,
         runtime: new.runtime,
         team: Default::default(),
-    }
+        findings: Vec::new(),
+    };
+    crate::action_views::derive(&mut action);
+    action
 }
 
 /// The status a new action starts in, whether the policy settled it, and

@@ -19,6 +19,7 @@
 //! channel, which is what wakes long-polls and feeds event streams. Rows are
 //! turned into records by the same code on both (`row`).
 
+mod action_views;
 mod actions;
 mod agents;
 pub mod anchor;

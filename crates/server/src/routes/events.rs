@@ -103,7 +103,8 @@ fn last_event_id(headers: &HeaderMap, query: Option<i64>) -> Result<Option<i64>,
         ("Last-Event-ID" = Option<i64>, Header, nullable = false, minimum = 0, description = "Resume after this event seq (wins over ?last_event_id)"),
     ),
     responses(
-        (status = 200, description = "An event stream", body = SseMessage, content_type = "text/event-stream"),
+        (status = 200, description = "An event stream", body = SseMessage, content_type = "text/event-stream",
+            headers(("actiongate-heartbeat-ms" = u64, description = "The period of the stream's idle heartbeat comments (events.heartbeat), in milliseconds: a stream silent for much longer is dead"))),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "An agent-role key bound to no agent", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown type or invalid last id", body = Problem, content_type = "application/problem+json"),
@@ -159,15 +160,18 @@ pub async fn stream_events(
         }
     };
     let scope = Scope { agent, types };
-    Ok(sse::response(sse::log_stream(
-        state.gate().event_log(),
-        rx,
-        scope,
-        start,
-        timing,
-        state.gate().shutdown().clone(),
-        state.gate().key_guard(&caller),
-    )))
+    Ok(sse::response(
+        sse::log_stream(
+            state.gate().event_log(),
+            rx,
+            scope,
+            start,
+            timing,
+            state.gate().shutdown().clone(),
+            state.gate().key_guard(&caller),
+        ),
+        timing.heartbeat,
+    ))
 }
 
 /// Stream one action's events (SSE): its history, then live events; the
@@ -176,7 +180,8 @@ pub async fn stream_events(
     get, path = "/v1/actions/{id}/events", tag = "events",
     params(("id" = String, Path, description = "Action id")),
     responses(
-        (status = 200, description = "The action's event stream", body = SseMessage, content_type = "text/event-stream"),
+        (status = 200, description = "The action's event stream", body = SseMessage, content_type = "text/event-stream",
+            headers(("actiongate-heartbeat-ms" = u64, description = "The period of the stream's idle heartbeat comments (events.heartbeat), in milliseconds"))),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such action visible to the caller", body = Problem, content_type = "application/problem+json"),
     ),
@@ -196,15 +201,18 @@ pub async fn action_events(
     // that settled it is in the history.
     let action = state.gate().visible_action(&caller, &id).await?;
     let history = state.gate().event_log().action_events(&id).await?;
-    Ok(sse::response(sse::action_stream(
-        id,
-        rx,
-        history,
-        action.is_settled(),
-        timing,
-        state.gate().shutdown().clone(),
-        state.gate().key_guard(&caller),
-    )))
+    Ok(sse::response(
+        sse::action_stream(
+            id,
+            rx,
+            history,
+            action.is_settled(),
+            timing,
+            state.gate().shutdown().clone(),
+            state.gate().key_guard(&caller),
+        ),
+        timing.heartbeat,
+    ))
 }
 
 /// One message of an event stream, as an SSE client parses it: `id` is the
