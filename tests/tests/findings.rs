@@ -6,11 +6,12 @@
 //! from a quiet one under a non-default `events.heartbeat`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use reqwest::Method;
 use serde_json::Value;
 
 use crate::common;
-use common::client;
 use common::daemon::{Daemon, agent_key, request_action, role_key, status_json};
+use common::{call, client};
 
 fn names(v: &Value) -> Vec<&str> {
     v["findings"]
@@ -52,29 +53,29 @@ async fn actions_carry_the_analysers_findings() {
         assert!(s == 200 || s == 201, "{tool} {detail}: {s} {a}");
         assert_eq!(names(&a), *want, "{tool} {detail}: the agent's answer {a}");
         let id = a["id"].as_str().unwrap().to_owned();
-        let got: Value = http
-            .get(format!("{}/v1/actions/{id}", d.base))
-            .bearer_auth(&operator)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let got = call(
+            &http,
+            Method::GET,
+            format!("{}/v1/actions/{id}", d.base),
+            &operator,
+            None,
+        )
+        .await
+        .1;
         assert_eq!(names(&got), *want, "{tool} {detail}: GET {got}");
         // The raw detail an executor or agent needs is untouched.
         assert_eq!(got["detail"], *detail);
         ids.push((id, *want));
     }
-    let list: Value = http
-        .get(format!("{}/v1/actions?limit=50", d.base))
-        .bearer_auth(&operator)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/actions?limit=50", d.base),
+        &operator,
+        None,
+    )
+    .await
+    .1;
     for (id, want) in ids {
         let a = list["items"]
             .as_array()

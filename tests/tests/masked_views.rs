@@ -6,11 +6,12 @@
 //! `action_string` and `params`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::common;
-use common::client;
-use common::daemon::{Daemon, agent_key, role_key, status_json};
+use common::daemon::{Daemon, agent_key, role_key};
+use common::{call, client};
 
 fn shapes() -> Vec<(String, String)> {
     let path = concat!(
@@ -20,28 +21,14 @@ fn shapes() -> Vec<(String, String)> {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// `POST url` with `body`: the status and the JSON answer.
 async fn post(http: &reqwest::Client, url: String, key: &str, body: Value) -> (u16, Value) {
-    let (s, _, v) = status_json(
-        http.post(url)
-            .bearer_auth(key)
-            .json(&body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    (s, v)
+    call(http, Method::POST, url, key, Some(body)).await
 }
 
+/// `GET url`'s JSON answer.
 async fn get(http: &reqwest::Client, url: String, key: &str) -> Value {
-    http.get(url)
-        .bearer_auth(key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    call(http, Method::GET, url, key, None).await.1
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
