@@ -170,6 +170,7 @@ test('a handler action without a display shows labelled fields, long text collap
     permissions: [{ name: 'edit.write', description: 'edit files', parameters_schema: { type: 'object', properties: { path: { type: 'string' } } } }],
     actions: [{
       name: 'replace', description: 'replace text in a file', permission: 'edit.write', scope: { path: '/path' },
+      hints: { destructive: true },
       params_schema: { type: 'object', properties: { path: { type: 'string' }, old_string: { type: 'string' }, new_string: { type: 'string' } }, required: ['path'] },
     }],
   });
@@ -181,6 +182,11 @@ test('a handler action without a display shows labelled fields, long text collap
   await ec.waitFor();
   assert.deepEqual(await ec.locator('pre.diff > span').allInnerTexts(), ['  fn a() {}', '- fn b() {}', '+ fn c() {}']);
   assert.deepEqual(await ec.locator('pre.diff .del').allInnerTexts(), ['- fn b() {}']);
+  // The handler says it is destructive: the action carries the hint and
+  // the badge is high, whatever the names read as.
+  assert.deepEqual(edit.body.hints, { destructive: true }, JSON.stringify(edit.body));
+  assert.equal(await ec.locator('.badge.risk').getAttribute('data-risk'), 'high');
+  assert.match(await ec.locator('.badge.risk').innerText(), /destructive \(handler\)/);
   await env.call('POST', `/v1/actions/${edit.body.id}/deny`, env.operator, { reason: 'test' });
 
   // A command is shown once; rm -rf is high risk.

@@ -114,6 +114,13 @@ test('the risk badge: deletes high, writes and network medium, reads low; the ru
   assert.equal(r('kubectl apply -f x.yaml').source, 'page');
   assert.deepEqual(r('ls', { findings: ['deletes', 'runs_commands'] }).findings, ['deletes', 'runs commands']);
   assert.equal(r('rm -rf /', { findings: [] }).level, 'low');
+  // A handler's hints only raise the level: destructive is high, open world at least medium.
+  assert.deepEqual(r('x', { findings: ['writes'], hints: { destructive: true } }),
+    { level: 'high', findings: ['writes', 'destructive (handler)'], source: 'analyser' });
+  assert.deepEqual(r('x', { findings: [], hints: { open_world: true, destructive: false } }),
+    { level: 'medium', findings: ['open world (handler)'], source: 'analyser' });
+  assert.equal(r('x', { findings: ['deletes'], hints: { read_only: true } }).level, 'high');
+  assert.equal(r('x', { findings: [], hints: { destructive: false } }).level, 'low');
   assert.equal(ruleText({ kind: 'pattern', list: 'ask', index: 2, pattern: '(?s).*' }), 'ask pattern #2 ((?s).*)');
   assert.equal(ruleText({ kind: 'grant', id: 'g1' }), 'grant g1');
   assert.equal(ruleText(null), null);

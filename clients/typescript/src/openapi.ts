@@ -949,6 +949,7 @@ export interface components {
             findings?: components["schemas"]["Finding"][];
             /** @description The handler that runs it (handler actions only). */
             handler?: string | null;
+            hints?: null | components["schemas"]["ActionHints"];
             /** @description Time-ordered id (UUIDv7). */
             id: string;
             outcome?: null | components["schemas"]["Outcome"];

@@ -232,6 +232,11 @@ pub struct Action {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub display: Option<Value>,
+    /// What the handler declares about this action (`destructive`,
+    /// `read_only`, ...), as it was when the action was asked: shown to
+    /// humans (the page's risk badge), never read by the policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hints: Option<crate::handlers::ActionHints>,
     /// Delivery attempts to the handler's executor.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<ActionAttempt>,

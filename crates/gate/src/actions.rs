@@ -458,6 +458,7 @@ impl Gate {
                 permission,
                 scope,
                 display,
+                hints: action.decl.hints.clone(),
                 claim_until,
             }),
             ..NewAction::new(agent, h.handler, detail, decision)

@@ -32,13 +32,38 @@ const FINDING_WORDS = { deletes: 'deletes', writes: 'writes', network: 'network'
 export function riskOf(action) {
   const rule = action.decision?.rule;
   const denyRule = rule && rule.kind === 'pattern' && rule.list === 'deny';
-  if (Array.isArray(action.findings)) {
-    const findings = action.findings.map((f) => FINDING_WORDS[f] || String(f));
-    const level = action.findings.includes('deletes') || denyRule ? 'high'
-      : findings.length ? 'medium' : 'low';
-    return { level, findings, source: 'analyser' };
+  const risk = Array.isArray(action.findings) ? analyserRisk(action, denyRule) : pageRisk(action, denyRule);
+  return withHints(risk, action.hints);
+}
+
+/** The daemon's findings, in words. */
+function analyserRisk(action, denyRule) {
+  const findings = action.findings.map((f) => FINDING_WORDS[f] || String(f));
+  const level = action.findings.includes('deletes') || denyRule ? 'high'
+    : findings.length ? 'medium' : 'low';
+  return { level, findings, source: 'analyser' };
+}
+
+/**
+ * A handler's own word on its action (`action.hints`, copied from its
+ * spec when the action was asked) only ever raises the level: a
+ * destructive action is high, one that reaches the outside world is at
+ * least medium. A hint never lowers what was found (an executor's
+ * `read_only` is its claim, not a reading).
+ */
+function withHints(risk, hints) {
+  if (!hints || typeof hints !== 'object' || hints.read_only === true) return risk;
+  const findings = [...risk.findings];
+  let { level } = risk;
+  if (hints.destructive === true) {
+    findings.push('destructive (handler)');
+    level = 'high';
   }
-  return pageRisk(action, denyRule);
+  if (hints.open_world === true) {
+    if (!findings.includes('network')) findings.push('open world (handler)');
+    if (level === 'low') level = 'medium';
+  }
+  return { ...risk, level, findings };
 }
 
 /** The fallback for old actions: the command text read with patterns. */

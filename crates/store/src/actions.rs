@@ -91,6 +91,8 @@ pub struct HandlerAction {
     pub scope: Map<String, Value>,
     /// Rendered display.
     pub display: Option<Value>,
+    /// The handler's hints for this action.
+    pub hints: Option<actiongate_api::handlers::ActionHints>,
     /// When set and the policy allowed the action, it is stored already
     /// claimed for its first attempt (`running`, leased until then), so the
     /// caller can hand it to the dispatcher without another transaction.
@@ -135,7 +137,7 @@ macro_rules! action_columns {
     () => {
         "id, agent, tool, detail, action_string, reason, status, decision_result, \
     decision_reason, decision_rule, created_at, decided_at, decided_by, deadline, outcome, decision_note, \
-    handler, action_name, params_view, permission, scope, display, attempt_log, session, runtime, team"
+    handler, action_name, params_view, permission, scope, display, hints, attempt_log, session, runtime, team"
     };
 }
 pub(crate) use action_columns;
@@ -174,6 +176,7 @@ pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<Action, StoreError
         permission: row.try_get("permission")?,
         scope: json_col(row, "scope")?,
         display: json_col(row, "display")?,
+        hints: json_col(row, "hints")?,
         attempts: json_col(row, "attempt_log")?.unwrap_or_default(),
         session: row.try_get("session")?,
         runtime: row.try_get("runtime")?,
@@ -190,6 +193,11 @@ fn json_col<T: serde::de::DeserializeOwned>(
 ) -> Result<Option<T>, StoreError> {
     let text: Option<String> = row.try_get(col)?;
     Ok(text.map(|t| serde_json::from_str(&t)).transpose()?)
+}
+
+/// A handler's hints as stored (`NULL` when it declared none).
+pub(crate) fn hints_json(hints: Option<&actiongate_api::handlers::ActionHints>) -> Option<String> {
+    hints.and_then(|h| serde_json::to_string(h).ok())
 }
 
 pub(crate) fn event_for(action: &Action, kind: &'static str) -> Result<NewEvent, StoreError> {
@@ -274,6 +282,7 @@ pub(crate) fn stored_action(new: NewAction, created: DateTime<Utc>) -> Action {
         action: h.as_ref().map(|h| h.action.clone()),
         permission: h.as_ref().map(|h| h.permission.clone()),
         display: h.as_ref().and_then(|h| h.display.clone()),
+        hints: h.as_ref().and_then(|h| h.hints.clone()),
         scope: h.map(|h| h.scope),
         attempts: Vec::new(),
         session: new.session,
@@ -341,8 +350,8 @@ pub(crate) async fn insert_on(
         "INSERT INTO actions (id, agent, tool, detail, action_string, reason, status, decision_result, \
          decision_reason, decision_rule, created_at, decided_at, decided_by, deadline, settled_at, \
          idempotency_key, request_hash, handler, action_name, params, params_view, permission, scope, display, \
-         attempts, lease_until, session, runtime) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         hints, attempts, lease_until, session, runtime) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(&new.id)
     .bind(&new.agent)
@@ -372,6 +381,7 @@ pub(crate) async fn insert_on(
     .bind(h.map(|h| h.permission.clone()))
     .bind(h.map(|h| Value::Object(h.scope.clone()).to_string()))
     .bind(h.and_then(|h| h.display.as_ref().map(Value::to_string)))
+    .bind(h.and_then(|h| hints_json(h.hints.as_ref())))
     .bind(i64::from(claim.is_some()))
     .bind(claim.map(to_ms))
     .bind(&new.session)

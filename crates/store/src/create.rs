@@ -39,6 +39,7 @@ pub(crate) struct CreateJob {
     params_view: Option<String>,
     scope: Option<String>,
     display: Option<String>,
+    hints: Option<String>,
     /// When it is stored claimed for its first attempt, in ms.
     claim_until: Option<i64>,
     /// The events recording it, in order; `seq` is filled in by the insert.
@@ -65,6 +66,7 @@ impl CreateJob {
         let params_view = json(action.params.as_ref())?;
         let scope = json(action.scope.as_ref())?;
         let display = json(action.display.as_ref())?;
+        let hints = json(action.hints.as_ref())?;
         let created_events = created_events(&mut action, claim_until.is_some())?;
         let events = created_events
             .into_iter()
@@ -79,6 +81,7 @@ impl CreateJob {
                 params_view,
                 scope,
                 display,
+                hints,
                 claim_until,
                 events,
                 reply: Some(reply),
@@ -107,10 +110,10 @@ fn json<T: serde::Serialize>(v: Option<&T>) -> Result<Option<String>, serde_json
 pub(crate) const ACTION_COLUMNS: &str = "id, agent, tool, detail, action_string, reason, status, \
      decision_result, decision_reason, decision_rule, created_at, decided_at, decided_by, \
      deadline, settled_at, request_hash, handler, action_name, params, params_view, \
-     permission, scope, display, attempts, lease_until, session, runtime";
+     permission, scope, display, hints, attempts, lease_until, session, runtime";
 
 /// How many columns [`ACTION_COLUMNS`] names.
-pub(crate) const ACTION_WIDTH: usize = 27;
+pub(crate) const ACTION_WIDTH: usize = 28;
 
 /// The columns of an event row as [`CreateJob::event_row`] lists them.
 pub(crate) const EVENT_COLUMNS: &str = "id, type, at, agent, action_id, grant_id, data";
@@ -178,6 +181,7 @@ impl CreateJob {
             Val::Text(a.permission.as_deref()),
             Val::Text(self.scope.as_deref()),
             Val::Text(self.display.as_deref()),
+            Val::Text(self.hints.as_deref()),
             Val::Int(Some(i64::from(self.claim_until.is_some()))),
             Val::Int(self.claim_until),
             Val::Text(a.session.as_deref()),

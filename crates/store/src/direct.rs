@@ -216,6 +216,7 @@ mod tests {
             permission: "fs.write".to_owned(),
             scope: serde_json::Map::from_iter([("path".to_owned(), serde_json::json!("/"))]),
             display: None,
+            hints: None,
             claim_until: Some(Utc::now() + chrono::Duration::seconds(60)),
         });
         NewAction {

@@ -26,6 +26,7 @@ fn approved(agent: &str, n: usize) -> NewAction {
             permission: "fs.write".to_owned(),
             scope: serde_json::Map::new(),
             display: None,
+            hints: None,
             claim_until: None,
         }),
         ..NewAction::new(

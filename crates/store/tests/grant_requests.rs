@@ -61,6 +61,7 @@ fn pending_write(agent: &str) -> NewAction {
             permission: "fs.write".to_owned(),
             scope: scope(),
             display: None,
+            hints: None,
             claim_until: None,
         }),
         ..NewAction::new(

@@ -403,6 +403,14 @@ async fn cached_grants_follow_creation_and_revocation(kind: Kind) {
 }
 
 fn claimed_handler_action(agent: &str, result: DecisionResult) -> NewAction {
+    claimed_handler_action_keyed(agent, result, None)
+}
+
+fn claimed_handler_action_keyed(
+    agent: &str,
+    result: DecisionResult,
+    key: Option<&str>,
+) -> NewAction {
     NewAction {
         handler: Some(HandlerAction {
             handler: "files".to_owned(),
@@ -412,9 +420,13 @@ fn claimed_handler_action(agent: &str, result: DecisionResult) -> NewAction {
             permission: "fs.write".to_owned(),
             scope: serde_json::Map::from_iter([("path".to_owned(), serde_json::json!("/a"))]),
             display: Some(serde_json::json!("write /a")),
+            hints: Some(actiongate_api::handlers::ActionHints {
+                destructive: Some(true),
+                ..Default::default()
+            }),
             claim_until: Some(Utc::now() + chrono::Duration::seconds(60)),
         }),
-        ..new_action(agent, result, None, "h")
+        ..new_action(agent, result, key, "h")
     }
 }
 
@@ -430,6 +442,11 @@ async fn an_allowed_handler_action_can_be_stored_claimed_and_settled_once(kind: 
     assert!(created);
     assert_eq!(running.status, ActionStatus::Running);
     assert_eq!(store.get_action(&running.id).await.unwrap(), running);
+    // The handler's hints are kept with it.
+    assert_eq!(
+        running.hints.as_ref().and_then(|h| h.destructive),
+        Some(true)
+    );
     let first = events.recv().await.unwrap();
     let second = events.recv().await.unwrap();
     assert_eq!(
@@ -496,7 +513,18 @@ async fn only_an_allowed_handler_action_is_stored_claimed(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(denied.status, ActionStatus::Denied);
-    for a in [asked, denied] {
+    // With an idempotency key the row is written on the other insert path
+    // (after a lookup); the handler's hints are kept there too.
+    let (keyed, _) = store
+        .insert_action(claimed_handler_action_keyed(
+            "a",
+            DecisionResult::Ask,
+            Some("k1"),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(keyed.hints.as_ref().and_then(|h| h.destructive), Some(true));
+    for a in [asked, denied, keyed] {
         assert_eq!(store.get_action(&a.id).await.unwrap(), a);
     }
 }

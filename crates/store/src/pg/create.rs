@@ -52,18 +52,18 @@ macro_rules! insert_columns {
         "id, agent, tool, detail, action_string, reason, status, decision_result, \
          decision_reason, decision_rule, created_at, decided_at, decided_by, deadline, settled_at, \
          idempotency_key, request_hash, handler, action_name, params, params_view, permission, \
-         scope, display, attempts, lease_until, session, runtime"
+         scope, display, attempts, lease_until, session, runtime, hints"
     };
 }
 
 /// `INSERT` of a new action row with its values as parameters `$n` to
-/// `$n+24` (`settled_at` is `decided_at`), skipping a row whose idempotency
+/// `$n+26` (`settled_at` is `decided_at`), skipping a row whose idempotency
 /// key the agent used before.
 macro_rules! insert_sql {
     ($a:literal, $b:literal, $c:literal, $d:literal, $e:literal, $f:literal, $g:literal,
      $h:literal, $i:literal, $j:literal, $k:literal, $l:literal, $m:literal, $n:literal,
      $o:literal, $p:literal, $q:literal, $r:literal, $s:literal, $t:literal, $u:literal,
-     $v:literal, $w:literal, $x:literal, $y:literal, $z:literal, $zz:literal) => {
+     $v:literal, $w:literal, $x:literal, $y:literal, $z:literal, $zz:literal, $zzz:literal) => {
         concat!(
             "INSERT INTO actions (",
             insert_columns!(),
@@ -123,6 +123,8 @@ macro_rules! insert_sql {
             $z,
             ", ",
             $zz,
+            ", ",
+            $zzz,
             ") ON CONFLICT (agent, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
         )
     };
@@ -140,6 +142,7 @@ struct Row<'a> {
     params_view: Option<String>,
     scope: Option<String>,
     display: Option<String>,
+    hints: Option<String>,
     claim: Option<i64>,
 }
 
@@ -204,11 +207,12 @@ fn row<'a>(
             .as_ref()
             .map(|s| Value::Object(s.clone()).to_string()),
         display: a.display.as_ref().map(Value::to_string),
+        hints: crate::actions::hints_json(a.hints.as_ref()),
         claim,
     }
 }
 
-/// Binds the 27 values of `$r` (a [`Row`]) to `$q`, in [`insert_columns`]
+/// Binds the 28 values of `$r` (a [`Row`]) to `$q`, in [`insert_columns`]
 /// order.
 macro_rules! bind_row {
     ($q:expr, $r:expr) => {{
@@ -241,6 +245,7 @@ macro_rules! bind_row {
             .bind(r.claim)
             .bind(a.session.as_deref())
             .bind(a.runtime.as_deref())
+            .bind(r.hints.as_deref())
     }};
 }
 
@@ -299,7 +304,7 @@ impl Postgres {
             sqlx::query(insert_sql!(
                 "$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8", "$9", "$10", "$11", "$12", "$13",
                 "$14", "$15", "$16", "$17", "$18", "$19", "$20", "$21", "$22", "$23", "$24", "$25",
-                "$26", "$27"
+                "$26", "$27", "$28"
             )),
             &row
         )
@@ -350,7 +355,7 @@ impl Postgres {
                 insert_sql!(
                     "$8", "$9", "$10", "$11", "$12", "$13", "$14", "$15", "$16", "$17", "$18",
                     "$19", "$20", "$21", "$22", "$23", "$24", "$25", "$26", "$27", "$28", "$29",
-                    "$30", "$31", "$32", "$33", "$34"
+                    "$30", "$31", "$32", "$33", "$34", "$35"
                 ),
                 "), "
             ))),),
