@@ -640,6 +640,49 @@ test('History is live: rows arrive and change as events do, keeping the filters 
   assert.equal(await page.evaluate(() => window.__sameLoad), true, 'no reload');
 });
 
+test('after a break in the stream, History reads its first page again and an action page its action', async () => {
+  const { page } = env;
+  await page.goto(`${env.pageUrl}#/history`);
+  await page.waitForSelector('#history-table tbody tr');
+  await page.waitForSelector('#stream-state[data-state=live]');
+  const lists = [];
+  const onRequest = (r) => { if (/\/v1\/actions\?limit=50/.test(r.url())) lists.push(Date.now()); };
+  page.on('request', onRequest);
+  try {
+    env.proxy.cut();
+    await page.waitForSelector('#stream-state[data-state=reconnecting]');
+    const during = (await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'echo history-after-cut', reason: 'cut' })).body;
+    const restored = Date.now();
+    env.proxy.restore();
+    await page.waitForSelector('#stream-state[data-state=live]', { timeout: 30000 });
+    await page.locator(`#history-table tr[data-id="${during.id}"]`).waitFor();
+    // Read from the list endpoint once the stream was back, not only
+    // from events replayed after the last one seen.
+    for (let i = 0; i < 50 && !lists.some((t) => t >= restored); i++) await sleep(100);
+    assert.ok(lists.some((t) => t >= restored), `no list request after the stream came back: ${JSON.stringify(lists)}`);
+    // Newest first, once.
+    assert.equal(await page.locator(`#history-table tr[data-id="${during.id}"]`).count(), 1);
+    assert.equal(await page.locator('#history-table tbody tr').first().getAttribute('data-id'), during.id);
+
+    // An action page: its own stream breaks too; it is decided during the
+    // break and the page shows it once the stream is back.
+    await page.goto(`${env.pageUrl}#/actions/${during.id}`);
+    await page.waitForSelector('article.card.wide .badge.s-pending');
+    await page.waitForSelector('#stream-state[data-state=live]');
+    env.proxy.cut();
+    await page.waitForSelector('#stream-state[data-state=reconnecting]');
+    const denied = await env.call('POST', `/v1/actions/${during.id}/deny`, env.operator, { reason: 'decided during the break' });
+    assert.equal(denied.body.status, 'denied', JSON.stringify(denied.body));
+    env.proxy.restore();
+    await page.waitForSelector('#stream-state[data-state=live]', { timeout: 30000 });
+    await page.waitForSelector('article.card.wide .badge.s-denied', { timeout: 15000 });
+    await page.waitForSelector('#timeline li[data-type="action.denied"]', { timeout: 15000 });
+  } finally {
+    page.off('request', onRequest);
+    env.proxy.restore();
+  }
+});
+
 test('a handler display arrives masked from the API; the raw value is one click away under Raw params', async () => {
   const { page } = env;
   const [input, want] = SHAPES[0];

@@ -140,6 +140,25 @@ function onEvent(ev) {
  * the view's signal aborts. */
 const viewListeners = new Set();
 
+/** What the current view does when the stream comes back after a break
+ * (History reloads its first page, an action page its action): events may
+ * have been missed. Dropped when the view's signal aborts. */
+const resyncListeners = new Set();
+
+/** After a break in the stream: the current view reloads from the list
+ * endpoints, or (one that failed to draw while the daemon was away, so
+ * follows nothing) draws again. */
+function resyncView() {
+  if (currentView() === 'queue') return;
+  if (!resyncListeners.size) {
+    route();
+    return;
+  }
+  for (const fn of resyncListeners) {
+    Promise.resolve().then(fn).catch(fail);
+  }
+}
+
 /** Loads the pending lists; merged with what the stream already told us.
  * With `resync`, items the lists no longer hold (settled while the page
  * was not connected) leave the queue, unless the stream brought them in
@@ -205,16 +224,19 @@ function startStream() {
     key: session.key,
     types: 'action.*,grant_request.*,grant.*,plan.*',
     onEvent,
-    onOpen: async () => {
+    onOpen: async (first) => {
       // Every (re)connection resynchronises the queue from the list
-      // endpoint: the stream holds what happens from now on.
+      // endpoint: the stream holds what happens from now on. So does the
+      // view shown (History, an action) after a break.
       await loadQueue({ resync: true }).catch(fail);
+      if (!first) resyncView();
     },
     onReset: () => {
       state.actions.clear();
       state.requests.clear();
       state.plans.clear();
       loadQueue().catch(fail);
+      resyncView();
     },
     onState: (s, why) => {
       const el = $('stream-state');
@@ -529,6 +551,10 @@ const ctx = {
   onEvent: (fn, signal) => {
     viewListeners.add(fn);
     signal.addEventListener('abort', () => viewListeners.delete(fn), { once: true });
+  },
+  onResync: (fn, signal) => {
+    resyncListeners.add(fn);
+    signal.addEventListener('abort', () => resyncListeners.delete(fn), { once: true });
   },
 };
 

@@ -64,12 +64,14 @@ export function staleMs(heartbeatMs) {
  * onEvent(event) gets each parsed event once, in seq order; onReset() is
  * called when the daemon no longer has the events after our last id (the
  * caller reloads its lists); onState(state, detail) reports 'connecting',
- * 'live' or 'reconnecting'; onFatal(error) a refused key.
+ * 'live' or 'reconnecting'; onOpen(first) each connection once it is
+ * answered (first: the first one); onFatal(error) a refused key.
  */
 export class EventFollower {
   constructor({ key, types, onEvent, onReset, onState, onOpen, onFatal }) {
     Object.assign(this, { key, types, onEvent, onReset, onState, onOpen, onFatal });
     this.lastId = null;
+    this.opens = 0;
     this.stopped = false;
     this.controller = null;
     this.staleMs = staleMs(null);
@@ -106,7 +108,9 @@ export class EventFollower {
         this.staleMs = staleMs(resp.headers.get('actiongate-heartbeat-ms'));
         this.onState?.('live');
         // The daemon subscribed before answering: anything after this is ours.
-        await this.onOpen?.(this.lastId === null);
+        // Whether this is the first connection: after a break, events may
+        // have been missed even where none had arrived before it.
+        await this.onOpen?.(this.opens++ === 0);
         delay = 250;
         const stale = this.staleMs;
         const controller = this.controller;

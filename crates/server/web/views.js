@@ -137,8 +137,57 @@ export async function renderHistory(root, ctx, params, signal) {
     cursor = page.next_cursor || null;
     more.hidden = !cursor;
   };
+  // After a break in the stream, events may have been missed: the first
+  // page is read again and merged, keeping the pages below and the scroll.
+  ctx.onResync?.(async () => {
+    const q = new URLSearchParams({ limit: '50' });
+    if (status) q.set('status', status);
+    if (agent) q.set('agent', agent);
+    if (handler) q.set('tool', handler);
+    const page = await api('GET', `/v1/actions?${q}`);
+    if (signal.aborted) return;
+    mergeFirstPage(ctx, tbody, page.items);
+    if (!cursor && page.next_cursor) {
+      cursor = page.next_cursor;
+      more.hidden = false;
+    }
+  }, signal);
   more.addEventListener('click', () => load().catch(ctx.fail));
   await load();
+}
+
+/**
+ * Merges `items` (the list endpoint's first page, newest first) into the
+ * rows shown: a row it holds is redrawn, a newer action is added at the
+ * top, and a row inside its range that it no longer holds (it stopped
+ * matching the filters) leaves. Rows older than the page stay.
+ */
+function mergeFirstPage(ctx, tbody, items) {
+  const y = window.scrollY;
+  const before = document.documentElement.scrollHeight;
+  const fresh = new Map(items.map((a) => [a.id, a]));
+  const oldest = items.length ? items[items.length - 1].id : null;
+  for (const tr of [...tbody.querySelectorAll('tr[data-id]')]) {
+    const a = fresh.get(tr.dataset.id);
+    if (a) {
+      tr.replaceWith(historyRow(ctx, a));
+      fresh.delete(a.id);
+    } else if (oldest === null || tr.dataset.id >= oldest) {
+      tr.remove();
+    }
+  }
+  // What is left was not shown: placed by id (newest first), before the
+  // first row older than it.
+  for (const a of fresh.values()) {
+    const next = [...tbody.querySelectorAll('tr[data-id]')].find((tr) => tr.dataset.id < a.id);
+    if (next) next.before(historyRow(ctx, a));
+    else tbody.append(historyRow(ctx, a));
+  }
+  const rows = tbody.querySelectorAll('tr[data-id]').length;
+  const empty = tbody.querySelector('td.empty')?.parentElement;
+  if (rows && empty) empty.remove();
+  if (!rows && !empty) tbody.append(h('tr', {}, h('td', { colspan: 5, class: 'empty' }, 'No actions match.')));
+  if (y > 0) window.scrollTo(0, y + document.documentElement.scrollHeight - before);
 }
 
 /** One History row. */
@@ -207,6 +256,9 @@ export async function renderAction(root, ctx, id, signal) {
       outcome),
     h('h2', {}, 'Timeline'), timeline,
     h('h2', {}, 'Dispatch attempts'), attempts);
+  // After a break in the page's stream this stream broke too: the action
+  // and its timeline are read again.
+  ctx.onResync?.(() => ctx.rerender(), signal);
   // The action's own stream: its history, then live events until it settles.
   const resp = await fetch(`/v1/actions/${enc(id)}/events`, {
     headers: { authorization: `Bearer ${ctx.key()}`, accept: 'text/event-stream' }, signal, cache: 'no-store',
