@@ -5,7 +5,8 @@
 //! `pos` from a plain sequence, taken by the statement that appends them
 //! (after everything the transaction read), and commits: no lock shared
 //! with other writers is held across its commit. Right after the commit,
-//! [`sequence`] runs a pass of `actiongate_sequence`: one pass at a time
+//! the node's sequencer (`sequencer`, one caller per node for every
+//! writer waiting) runs a pass of `actiongate_sequence`: one pass at a time
 //! cluster-wide (an advisory lock held until the pass commits) moves every
 //! committed queued event into `events` with the next seqs, in (pos, n)
 //! order, updates `event_counter` once and notifies the other nodes once
@@ -103,7 +104,7 @@ impl Batch {
 }
 
 /// Queues `events` in the transaction on `conn`; answers their batch and
-/// `pos`, for [`sequence`] after the commit (`None`: no events).
+/// `pos`, for the node's sequencer after the commit (`None`: no events).
 pub(crate) async fn append(
     conn: &mut PgConnection,
     events: Vec<NewEvent>,
@@ -117,29 +118,6 @@ pub(crate) async fn append(
         .fetch_one(&mut *conn)
         .await?;
     Ok(Some((batch, pos)))
-}
-
-/// Runs a sequencing pass after the commit that queued `batch` at `pos`,
-/// as `node`: answers the events with their seqs and the newest seq,
-/// which may be higher (other events of the same pass).
-pub(crate) async fn sequence(
-    conn: impl sqlx::PgExecutor<'_>,
-    batch: Batch,
-    pos: i64,
-    node: &str,
-) -> Result<(Vec<Event>, i64), StoreError> {
-    let (first, upto): (Option<i64>, i64) =
-        sqlx::query_as("SELECT first, upto FROM actiongate_sequence($1, $2)")
-            .bind(pos)
-            .bind(node)
-            .fetch_one(conn)
-            .await?;
-    // A pass after the commit always numbers the commit's events; nothing
-    // else removes them from the queue.
-    let first = first.ok_or_else(|| {
-        StoreError::Conflict(format!("committed events at pos {pos} were not numbered"))
-    })?;
-    Ok((batch.numbered(first), upto))
 }
 
 /// Numbers whatever committed events are queued (a writer's whose pass

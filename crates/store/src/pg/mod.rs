@@ -48,6 +48,7 @@ mod plans;
 mod pool;
 mod rate;
 mod receipts;
+mod sequencer;
 mod sessions;
 mod subscriptions;
 mod tail;
@@ -142,6 +143,8 @@ pub struct Postgres {
     pub(crate) grants_second: Arc<AtomicI64>,
     /// Longest any one call of the contract may take ([`Postgres::bounded`]).
     call_bound: Duration,
+    /// Numbers what this node's writers committed, a pass per batch.
+    sequencer: sequencer::Sequencer,
 }
 
 /// Longest `/readyz`'s question to the database may take.
@@ -197,7 +200,9 @@ impl Postgres {
         });
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let follow = tokio::spawn(tail::run(tail.clone(), stopped));
+        let sequencer = sequencer::Sequencer::start(pool.clone(), node.clone());
         Ok(Postgres {
+            sequencer,
             pool,
             events,
             last_seq,
@@ -294,8 +299,8 @@ impl Postgres {
         let Some((batch, pos)) = queued else {
             return Ok(Vec::new());
         };
-        let (written, upto) = match log::sequence(&self.pool, batch, pos, &self.node).await {
-            Ok(numbered) => numbered,
+        let (written, upto) = match self.sequencer.number(pos).await {
+            Ok((first, upto)) => (batch.numbered(first), upto),
             Err(e) => {
                 tracing::warn!(error = %e, "numbering committed events failed");
                 return Err(StoreError::TimedOut(self.call_bound));
