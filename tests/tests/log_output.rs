@@ -27,9 +27,10 @@ fn healthz(port: u16) -> bool {
         && head.ends_with(b"200")
 }
 
-/// Starts `command` (which starts the daemon on `port`) in its own process
-/// group, waits until the daemon answers, then kills the group.
-fn run_until_up(mut command: Command, port: u16) {
+/// Starts `command` (which starts the daemon on `port`, on `data`) in its
+/// own process group, waits until the daemon answers, then kills the group
+/// and the daemon.
+fn run_until_up(mut command: Command, port: u16, data: &Path) {
     command.process_group(0).stdin(Stdio::null());
     let mut child = command.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -44,7 +45,34 @@ fn run_until_up(mut command: Command, port: u16) {
         .args(["-KILL", "--", &format!("-{}", child.id())])
         .status();
     let _ = child.wait();
+    // Under script(1) the daemon has a session and group of its own, which
+    // the kill above does not reach, and it outlives its terminal.
+    kill_daemons_on(data);
     assert!(up, "the daemon did not come up");
+}
+
+/// Kills (SIGKILL) every process whose command line names `data`.
+fn kill_daemons_on(data: &Path) {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    let needle = data.display().to_string();
+    for entry in procs.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if args.contains("actiongate") && args.contains(&needle) && !args.starts_with("script") {
+            let _ = Command::new("kill").args(["-KILL", pid]).status();
+        }
+    }
 }
 
 fn serve(data: &Path, port: u16) -> Vec<String> {
@@ -80,7 +108,7 @@ fn log_on_a_terminal(no_color: Option<&str>) -> Option<Vec<u8>> {
     if let Some(v) = no_color {
         cmd.env("NO_COLOR", v);
     }
-    run_until_up(cmd, port);
+    run_until_up(cmd, port, &dir.path().join("data"));
     Some(std::fs::read(&log).unwrap())
 }
 
@@ -96,7 +124,7 @@ fn a_log_redirected_to_a_file_has_no_colour_codes() {
         .env_remove("NO_COLOR")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap());
-    run_until_up(cmd, port);
+    run_until_up(cmd, port, &dir.path().join("data"));
     let text = std::fs::read(&log).unwrap();
     let shown = String::from_utf8_lossy(&text);
     assert!(shown.contains("INFO"), "the log says something: {shown}");
