@@ -347,9 +347,11 @@ describe('errors and failing closed', () => {
     const { name, client } = await agentClient();
     let ran = 0;
     const f = client.gate(() => ran++, { tool: 'bash', detail: 'rm -rf build', wait: 30 });
-    const p = f();
+    // Handled from the start: the denial may settle it while the operator's
+    // call is still being answered.
+    const denied = assert.rejects(f(), (e) => e instanceof Denied && e.reason === 'use make clean');
     await d.decideNext(name, 'deny', 'use make clean');
-    await assert.rejects(p, (e) => e instanceof Denied && e.reason === 'use make clean');
+    await denied;
     await assert.rejects(client.gate(() => ran++, { tool: 'danger', detail: 'x' })(), Denied);
     assert.equal(ran, 0);
   });
