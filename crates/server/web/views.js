@@ -123,13 +123,17 @@ export async function renderHistory(root, ctx, params, signal) {
     tbody.prepend(historyRow(ctx, a));
     if (y > 0) window.scrollTo(0, y + document.documentElement.scrollHeight - before);
   }, signal);
-  const load = async () => {
+  /** A page of the list endpoint under the filters, from `after`. */
+  const fetchPage = (after) => {
     const q = new URLSearchParams({ limit: '50' });
     if (status) q.set('status', status);
     if (agent) q.set('agent', agent);
     if (handler) q.set('tool', handler);
-    if (cursor) q.set('cursor', cursor);
-    const page = await api('GET', `/v1/actions?${q}`);
+    if (after) q.set('cursor', after);
+    return api('GET', `/v1/actions?${q}`);
+  };
+  const load = async () => {
+    const page = await fetchPage(cursor);
     if (signal.aborted) return;
     const shown = new Set([...tbody.children].map((tr) => tr.dataset.id));
     for (const a of page.items) if (!shown.has(a.id)) tbody.append(historyRow(ctx, a));
@@ -140,11 +144,7 @@ export async function renderHistory(root, ctx, params, signal) {
   // After a break in the stream, events may have been missed: the first
   // page is read again and merged, keeping the pages below and the scroll.
   ctx.onResync?.(async () => {
-    const q = new URLSearchParams({ limit: '50' });
-    if (status) q.set('status', status);
-    if (agent) q.set('agent', agent);
-    if (handler) q.set('tool', handler);
-    const page = await api('GET', `/v1/actions?${q}`);
+    const page = await fetchPage(null);
     if (signal.aborted) return;
     mergeFirstPage(ctx, tbody, page.items);
     if (!cursor && page.next_cursor) {
