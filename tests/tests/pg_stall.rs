@@ -240,7 +240,11 @@ async fn a_stalled_postgres_is_503_within_the_bound_and_the_daemon_recovers() {
     // stored (200); a second retry finds the same action.
     for key in &refused {
         let (s1, _, a1) = write(&http, &d.base, &agent, key).await;
-        assert!(matches!(s1, 200 | 201), "{key}: {s1} {a1}");
+        assert!(
+            matches!(s1, 200 | 201),
+            "{key}: {s1} {a1} {:#?}",
+            d.stderr_lines()
+        );
         let (s2, _, a2) = write(&http, &d.base, &agent, key).await;
         assert_eq!(s2, 200, "{key}: {a2}");
         assert_eq!(a1["id"], a2["id"], "{key}");

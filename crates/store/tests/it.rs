@@ -7,6 +7,7 @@ mod approvals;
 mod audit;
 mod backends;
 mod connectors;
+mod cut_calls;
 mod dispatch;
 mod grant_requests;
 mod grants;

@@ -250,8 +250,24 @@ impl Postgres {
     }
 
     /// Starts a transaction.
+    ///
+    /// The BEGIN runs in a task of its own, so it always finishes even if
+    /// the caller is cut off ([`Postgres::bounded`], or a request whose
+    /// client left): sqlx counts a transaction only once the server has
+    /// answered BEGIN, so a future dropped while waiting for that answer
+    /// queues no rollback, and its connection went back to the pool inside
+    /// a transaction. Whoever used it next ran in that transaction: a
+    /// statement outside any transaction of its own (the keyless insert,
+    /// the sequencing pass) was answered as done and never committed, and
+    /// held its locks. Finished here, the transaction is dropped with the
+    /// task's output if nobody waits for it, and rolled back before the
+    /// connection is used again.
     pub(crate) async fn begin(&self) -> Result<Transaction<'static, Pg>, StoreError> {
-        self.pool.begin().await.map_err(StoreError::from)
+        let pool = self.pool.clone();
+        tokio::spawn(async move { pool.begin().await })
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("starting a transaction: {e}")))?
+            .map_err(StoreError::from)
     }
 
     /// Appends `events` (in order) and commits `tx`; then numbers them and
