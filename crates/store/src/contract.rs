@@ -238,7 +238,8 @@ contract! {
 
     /// Active grants for a session or a count of uses that may apply to
     /// `agent` acting on `tool` in `session`, each with its uses left (`None`:
-    /// not counted); never cached (see `sessions`).
+    /// not counted); cached like `active_grants` (see
+    /// `grant_cache`).
     pub async fn scoped_grants(&self, agent: &str, session: Option<String>, tool: &str) -> Result<Vec<(policy::Grant, Option<i64>)>, StoreError>;
 
     // handlers

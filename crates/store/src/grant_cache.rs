@@ -11,11 +11,15 @@
 //! what it read only if no commit cleared the cache meanwhile, so a read
 //! that raced a change cannot leave a stale entry behind.
 //!
-//! On SQLite the grants scoped to a session or a count of uses are cached
-//! the same way ([`Scoped`]): a use is taken by a compare-and-set in the
+//! The grants scoped to a session or a count of uses are cached the same
+//! way ([`Scoped`]): a use is taken by a compare-and-set in the
 //! transaction that stores the action (which re-checks revocation and
 //! expiry), and that commit clears the cache, so a stale count can only
 //! make an action ask, never allow one more time.
+//!
+//! On Postgres the cache answers only while the node's tail follows the
+//! log; it is cleared when the tail publishes a grant event (any node's),
+//! after a use is taken here, and every second (`pg::grants`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -39,6 +43,18 @@ pub(crate) struct Scoped {
     pub(crate) uses_left: Option<i64>,
     /// The session it is for, if any.
     pub(crate) session: Option<String>,
+}
+
+impl Scoped {
+    /// A scoped grant as read from its row (either backend).
+    pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<Scoped, crate::StoreError> {
+        let g = crate::grants::from_row(row)?;
+        Ok(Scoped {
+            grant: crate::grants::to_policy(&g)?,
+            uses_left: g.uses_left,
+            session: g.session,
+        })
+    }
 }
 
 /// Agent, then tool: nested so that a lookup borrows both names.

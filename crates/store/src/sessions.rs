@@ -11,7 +11,7 @@ use crate::SqliteStore;
 use crate::actions::{NewAction, insert_on};
 use crate::error::StoreError;
 use crate::grant_cache::Scoped;
-use crate::grants::{from_row, grant_columns, to_policy};
+use crate::grants::grant_columns;
 use crate::time::{now, to_ms};
 use actiongate_api::model::{Decision, DecisionResult};
 
@@ -94,16 +94,7 @@ impl SqliteStore {
         .bind(tool)
         .fetch_all(&self.read)
         .await?;
-        rows.iter()
-            .map(|r| {
-                let g = from_row(r)?;
-                Ok(Scoped {
-                    grant: to_policy(&g)?,
-                    uses_left: g.uses_left,
-                    session: g.session,
-                })
-            })
-            .collect()
+        rows.iter().map(Scoped::from_row).collect()
     }
 
     /// Stores `new`, taking a use of its grant in the same transaction.

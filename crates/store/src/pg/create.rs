@@ -269,7 +269,11 @@ impl Postgres {
             crate::pg::sessions::take_use_on(&mut tx, &mut new).await?;
             let asks = new.decision.result == DecisionResult::Ask;
             let new = New::of(new, now())?;
-            return self.create_in_transaction(tx, new, asks).await;
+            let done = self.create_in_transaction(tx, new, asks).await;
+            // The count this node cached is one lower now (or, cut off,
+            // may be).
+            self.grants.clear();
+            return done;
         }
         let asks = new.decision.result == DecisionResult::Ask;
         let new = New::of(new, now())?;

@@ -289,6 +289,21 @@ impl Postgres {
         rows.iter().map(from_row).collect()
     }
 
+    /// Whether the grant cache may answer now: only while the tail follows
+    /// the log (see [`Postgres::active_grants`]); it is cleared when a new
+    /// second begins, so nothing in it is older than a second.
+    pub(crate) fn grant_cache_usable(&self) -> bool {
+        let second = to_ms(now()) / 1000;
+        if self
+            .grants_second
+            .swap(second, std::sync::atomic::Ordering::Relaxed)
+            != second
+        {
+            self.grants.clear();
+        }
+        self.tail_follows()
+    }
+
     /// Active grants that may apply to `agent` acting on `tool` (a tool
     /// name or a handler id), as the policy crate sees them.
     ///
@@ -305,15 +320,7 @@ impl Postgres {
         agent: &str,
         tool: &str,
     ) -> Result<Vec<policy::Grant>, StoreError> {
-        let following = self.tail_follows();
-        let second = to_ms(now()) / 1000;
-        if self
-            .grants_second
-            .swap(second, std::sync::atomic::Ordering::Relaxed)
-            != second
-        {
-            self.grants.clear();
-        }
+        let following = self.grant_cache_usable();
         let generation = match self.grants.get(agent, tool) {
             Ok(grants) if following => return Ok(grants.as_ref().clone()),
             Ok(_) => None,

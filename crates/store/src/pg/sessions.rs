@@ -4,12 +4,15 @@
 //! concurrent takers on every daemon, and each re-reads `uses_left` once
 //! it holds the lock, so a grant of `n` uses allows exactly `n`.
 
+use std::sync::Arc;
+
 use actiongate_policy as policy;
 use sqlx::PgConnection;
 
 use crate::actions::NewAction;
 use crate::error::StoreError;
-use crate::grants::{from_row, grant_columns, to_policy};
+use crate::grant_cache::Scoped;
+use crate::grants::grant_columns;
 use crate::pg::Postgres;
 use crate::sessions::used_up;
 use crate::time::{now, to_ms};
@@ -40,13 +43,40 @@ pub(crate) async fn take_use_on(
 
 impl Postgres {
     /// Active grants for a session or a count of uses that may apply to
-    /// `agent` acting on `tool` in `session`; never cached.
+    /// `agent` acting on `tool` in `session` (none of another session's),
+    /// in id order. Every session's are cached together as
+    /// [`Postgres::active_grants`] caches the others (while the tail
+    /// follows, until a grant event or the next second), and a use taken
+    /// on this node clears them. A count read before another node took a
+    /// use can only make an action ask: the use is taken by a
+    /// compare-and-set that re-reads it (`take_use_on`).
     pub async fn scoped_grants(
         &self,
         agent: &str,
         session: Option<String>,
         tool: &str,
     ) -> Result<Vec<(policy::Grant, Option<i64>)>, StoreError> {
+        let following = self.grant_cache_usable();
+        let all = match self.grants.get_scoped(agent, tool) {
+            Ok(all) if following => all,
+            cached => {
+                let all = Arc::new(self.read_scoped_grants(agent, tool).await?);
+                if let (Err(generation), true) = (cached, following) {
+                    self.grants
+                        .insert_scoped(generation, agent, tool, all.clone());
+                }
+                all
+            }
+        };
+        Ok(all
+            .iter()
+            .filter(|s| s.session.is_none() || (session.is_some() && s.session == session))
+            .map(|s| (s.grant.clone(), s.uses_left))
+            .collect())
+    }
+
+    /// Every session's scoped grants of (`agent`, `tool`) with a use left.
+    async fn read_scoped_grants(&self, agent: &str, tool: &str) -> Result<Vec<Scoped>, StoreError> {
         let rows = sqlx::query(concat!(
             "SELECT ",
             grant_columns!(),
@@ -54,16 +84,13 @@ impl Postgres {
              AND (session IS NOT NULL OR uses_left IS NOT NULL) \
              AND (expires_at IS NULL OR expires_at > $1) AND (agent IS NULL OR agent = $2) \
              AND (handler = $3 OR tool = $3) AND (uses_left IS NULL OR uses_left > 0) \
-             AND (session IS NULL OR session = $4) ORDER BY id"
+             ORDER BY id"
         ))
         .bind(to_ms(now()))
         .bind(agent)
         .bind(tool)
-        .bind(session)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| from_row(r).and_then(|g| Ok((to_policy(&g)?, g.uses_left))))
-            .collect()
+        rows.iter().map(Scoped::from_row).collect()
     }
 }
