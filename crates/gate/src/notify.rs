@@ -43,6 +43,11 @@ pub struct NotifyConfig {
 
 /// Events turned into deliveries per transaction.
 const FAN_OUT_BATCH: i64 = 1000;
+/// Shortest time between two checks for subscriptions behind the log:
+/// events committed meanwhile are handled by the next check, so under load
+/// the check costs a few queries a second instead of one per commit, and a
+/// delivery waits at most this much longer.
+const CHECK_GAP: Duration = Duration::from_millis(50);
 /// Longest sleep of the delivery loop; a safety net for a missed wake-up.
 const MAX_IDLE: Duration = Duration::from_secs(5);
 
@@ -65,6 +70,7 @@ async fn fan_out_loop(store: Store, wake: Arc<Notify>, shutdown: CancellationTok
     // Whether subscriptions may be behind the log: on start, and after
     // events were committed while some subscription exists.
     let mut behind = true;
+    let mut checked = tokio::time::Instant::now();
     loop {
         while behind {
             match store.fan_out(FAN_OUT_BATCH).await {
@@ -89,6 +95,11 @@ async fn fan_out_loop(store: Store, wake: Arc<Notify>, shutdown: CancellationTok
         };
         match received {
             Ok(_) | Err(RecvError::Lagged(_)) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(checked + CHECK_GAP) => {}
+                    _ = shutdown.cancelled() => return,
+                }
+                checked = tokio::time::Instant::now();
                 // One pass handles every event committed so far.
                 while !matches!(
                     rx.try_recv(),
