@@ -200,7 +200,7 @@ impl Postgres {
         });
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let follow = tokio::spawn(tail::run(tail.clone(), stopped));
-        let sequencer = sequencer::Sequencer::start(pool.clone(), node.clone());
+        let sequencer = sequencer::Sequencer::start(pool.clone(), node.clone(), tail.clone());
         Ok(Postgres {
             sequencer,
             pool,
@@ -315,14 +315,13 @@ impl Postgres {
         let Some((batch, pos)) = queued else {
             return Ok(Vec::new());
         };
-        let (written, upto) = match self.sequencer.number(pos).await {
-            Ok((first, upto)) => (batch.numbered(first), upto),
+        match self.sequencer.number(pos, batch).await {
+            Ok(written) => Ok(written),
             Err(e) => {
                 tracing::warn!(error = %e, "numbering committed events failed");
-                return Err(StoreError::TimedOut(self.call_bound));
+                Err(StoreError::TimedOut(self.call_bound))
             }
-        };
-        self.published(written, upto).await
+        }
     }
 
     /// Publishes `written`, events this node committed with their seqs,

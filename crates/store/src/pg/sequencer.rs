@@ -4,7 +4,8 @@
 //! task takes every writer waiting when it is free, runs one pass for all
 //! of them (`actiongate_sequence(NULL, node)`: it numbers whatever
 //! committed events are queued, theirs included, since each committed
-//! before asking) and reads their seqs in one query.
+//! before asking), reads their seqs in one query, and publishes all their
+//! events on this node in seq order before answering any of them.
 //!
 //! A pass called by each writer itself queued every writer of the cluster
 //! on the sequencer's lock, each in a transaction of its own, for a pass
@@ -16,13 +17,20 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use actiongate_api::model::Event;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 
+use super::log::Batch;
+use super::tail::Tail;
 use crate::error::StoreError;
 
-/// What a writer is told: the seq of its first event and the newest seq.
-type Numbered = Result<(i64, i64), StoreError>;
+/// What a writer is told: its events, numbered and published.
+type Numbered = Result<Vec<Event>, StoreError>;
+
+/// A writer waiting: where its committed events were queued, the events,
+/// and where to answer.
+type Waiting = (i64, Batch, oneshot::Sender<Numbered>);
 
 /// Writers taken into one pass at most.
 const BATCH: usize = 1024;
@@ -30,23 +38,25 @@ const BATCH: usize = 1024;
 /// The node's handle on its sequencing task.
 #[derive(Debug, Clone)]
 pub(crate) struct Sequencer {
-    tx: mpsc::UnboundedSender<(i64, oneshot::Sender<Numbered>)>,
+    tx: mpsc::UnboundedSender<Waiting>,
 }
 
 impl Sequencer {
     /// Starts the task; it ends when the last handle is dropped.
-    pub(crate) fn start(pool: PgPool, node: Arc<str>) -> Sequencer {
+    pub(crate) fn start(pool: PgPool, node: Arc<str>, tail: Arc<Tail>) -> Sequencer {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(pool, node, rx));
+        tokio::spawn(run(pool, node, tail, rx));
         Sequencer { tx }
     }
 
-    /// Numbers the committed events queued at `pos`: answers the seq of
-    /// the first of them and the newest seq, which may be higher (events
-    /// numbered in the same pass).
-    pub(crate) async fn number(&self, pos: i64) -> Numbered {
+    /// Numbers `batch`, the committed events queued at `pos`, and publishes
+    /// them on this node (with whatever was numbered before them) before
+    /// answering them with their seqs.
+    pub(crate) async fn number(&self, pos: i64, batch: Batch) -> Numbered {
         let (reply, answer) = oneshot::channel();
-        self.tx.send((pos, reply)).map_err(|_| StoreError::Closed)?;
+        self.tx
+            .send((pos, batch, reply))
+            .map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }
 }
@@ -54,27 +64,56 @@ impl Sequencer {
 async fn run(
     pool: PgPool,
     node: Arc<str>,
-    mut rx: mpsc::UnboundedReceiver<(i64, oneshot::Sender<Numbered>)>,
+    tail: Arc<Tail>,
+    mut rx: mpsc::UnboundedReceiver<Waiting>,
 ) {
     let mut waiting = Vec::new();
     while rx.recv_many(&mut waiting, BATCH).await > 0 {
-        let positions: Vec<i64> = waiting.iter().map(|(pos, _)| *pos).collect();
-        let result = pass(&pool, &node, &positions).await;
-        for (pos, reply) in waiting.drain(..) {
-            let answer = match &result {
-                Ok((upto, firsts)) => firsts.get(&pos).map(|first| (*first, *upto)).ok_or_else(
-                    // A pass after the commit always numbers the commit's
-                    // events; nothing else removes them from the queue.
-                    || {
-                        StoreError::Conflict(format!(
-                            "committed events at pos {pos} were not numbered"
-                        ))
-                    },
-                ),
-                Err(e) => Err(StoreError::Unavailable(e.to_string())),
-            };
+        let positions: Vec<i64> = waiting.iter().map(|(pos, _, _)| *pos).collect();
+        let (upto, firsts) = match pass(&pool, &node, &positions).await {
+            Ok(numbered) => numbered,
+            Err(e) => {
+                for (_, _, reply) in waiting.drain(..) {
+                    let _ = reply.send(Err(StoreError::Unavailable(e.to_string())));
+                }
+                continue;
+            }
+        };
+        let answers: Vec<(Numbered, oneshot::Sender<Numbered>)> = waiting
+            .drain(..)
+            .map(|(pos, batch, reply)| {
+                let numbered = firsts
+                    .get(&pos)
+                    .map(|first| batch.numbered(*first))
+                    .ok_or_else(
+                        // A pass after the commit always numbers the commit's
+                        // events; nothing else removes them from the queue.
+                        || {
+                            StoreError::Conflict(format!(
+                                "committed events at pos {pos} were not numbered"
+                            ))
+                        },
+                    );
+                (numbered, reply)
+            })
+            .collect();
+        // Every writer's events in one go, in seq order: published by
+        // writers racing each other, all but the first would find a gap
+        // before theirs and read the log back.
+        let mut all: Vec<Event> = answers
+            .iter()
+            .filter_map(|(n, _)| n.as_ref().ok())
+            .flatten()
+            .cloned()
+            .collect();
+        all.sort_unstable_by_key(|e| e.seq);
+        if let Err(e) = tail.publish(all, upto).await {
+            // Committed all the same; the tail's loop publishes them.
+            tracing::warn!(error = %e, "publishing committed events failed");
+        }
+        for (numbered, reply) in answers {
             // The writer may have stopped waiting (its call was cut off).
-            let _ = reply.send(answer);
+            let _ = reply.send(numbered);
         }
     }
 }

@@ -47,10 +47,11 @@ pub(crate) struct Tail {
 }
 
 impl Tail {
-    /// Publishes `written`, the events a commit of this node just wrote (in
-    /// `seq` order), and every event up to `upto` (numbered by the same
+    /// Publishes `written`, events this node's commits just wrote (in `seq`
+    /// order), and every event up to `upto` (numbered by the same
     /// sequencing pass or before it) not yet published: read from the log
-    /// only when there are such others.
+    /// only when there are such others (another node's events, numbered
+    /// among these or before them).
     pub(crate) async fn publish(&self, written: Vec<Event>, upto: i64) -> Result<(), StoreError> {
         let Some(last) = written.last().map(|e| e.seq) else {
             return Ok(());
@@ -60,13 +61,20 @@ impl Tail {
         if last.max(upto) <= after {
             return Ok(());
         }
-        if written.first().is_some_and(|e| e.seq == after + 1) {
-            for ev in written {
-                self.send(ev);
+        // The run of `written` that follows what was published, gapless.
+        let mut next = after + 1;
+        for ev in written {
+            if ev.seq < next {
+                continue;
             }
-            if upto <= last {
-                return Ok(());
+            if ev.seq != next {
+                break;
             }
+            self.send(ev);
+            next += 1;
+        }
+        if upto < next {
+            return Ok(());
         }
         self.catch_up_locked().await
     }
