@@ -67,36 +67,57 @@ async fn run(
     tail: Arc<Tail>,
     mut rx: mpsc::UnboundedReceiver<Waiting>,
 ) {
-    let mut waiting = Vec::new();
-    while rx.recv_many(&mut waiting, BATCH).await > 0 {
-        let positions: Vec<i64> = waiting.iter().map(|(pos, _, _)| *pos).collect();
-        let (upto, firsts) = match pass(&pool, &node, &positions).await {
-            Ok(numbered) => numbered,
+    let mut waiting: Vec<Waiting> = Vec::new();
+    loop {
+        // Writers carried over from the last pass are served without
+        // waiting for a new one.
+        if waiting.is_empty() {
+            if rx.recv_many(&mut waiting, BATCH).await == 0 {
+                return;
+            }
+        } else {
+            take_ready(&mut rx, &mut waiting);
+        }
+        let asked = waiting.len();
+        let upto = match super::log::sequence_any(&pool, &node).await {
+            Ok(upto) => upto,
             Err(e) => {
-                for (_, _, reply) in waiting.drain(..) {
-                    let _ = reply.send(Err(StoreError::Unavailable(e.to_string())));
-                }
+                fail(&mut waiting, &e);
                 continue;
             }
         };
-        let answers: Vec<(Numbered, oneshot::Sender<Numbered>)> = waiting
-            .drain(..)
-            .map(|(pos, batch, reply)| {
-                let numbered = firsts
-                    .get(&pos)
-                    .map(|first| batch.numbered(*first))
-                    .ok_or_else(
-                        // A pass after the commit always numbers the commit's
-                        // events; nothing else removes them from the queue.
-                        || {
-                            StoreError::Conflict(format!(
-                                "committed events at pos {pos} were not numbered"
-                            ))
-                        },
-                    );
-                (numbered, reply)
-            })
-            .collect();
+        // Writers that asked during the pass: it numbered their events if
+        // they committed before it began, and publishing them now saves
+        // reading them back.
+        take_ready(&mut rx, &mut waiting);
+        let positions: Vec<i64> = waiting.iter().map(|(pos, _, _)| *pos).collect();
+        let firsts = match seqs_of(&pool, &positions).await {
+            Ok(firsts) => firsts,
+            Err(e) => {
+                fail(&mut waiting, &e);
+                continue;
+            }
+        };
+        let mut answers: Vec<(Numbered, oneshot::Sender<Numbered>)> = Vec::new();
+        let mut carried = Vec::new();
+        for (i, (pos, batch, reply)) in waiting.drain(..).enumerate() {
+            let numbered = match firsts.get(&pos) {
+                Some(first) => Ok(batch.numbered(*first)),
+                // Asked during the pass, committed after it began: the
+                // next pass numbers them.
+                None if i >= asked => {
+                    carried.push((pos, batch, reply));
+                    continue;
+                }
+                // A pass after the commit always numbers the commit's
+                // events; nothing else removes them from the queue.
+                None => Err(StoreError::Conflict(format!(
+                    "committed events at pos {pos} were not numbered"
+                ))),
+            };
+            answers.push((numbered, reply));
+        }
+        waiting = carried;
         // Every writer's events in one go, in seq order: published by
         // writers racing each other, all but the first would find a gap
         // before theirs and read the log back.
@@ -118,17 +139,29 @@ async fn run(
     }
 }
 
-/// One pass, then the first seq of each of `positions`' events.
-async fn pass(
-    pool: &PgPool,
-    node: &str,
-    positions: &[i64],
-) -> Result<(i64, HashMap<i64, i64>), StoreError> {
-    let upto = super::log::sequence_any(pool, node).await?;
+/// Moves the writers waiting now into `waiting`, up to [`BATCH`].
+fn take_ready(rx: &mut mpsc::UnboundedReceiver<Waiting>, waiting: &mut Vec<Waiting>) {
+    while waiting.len() < BATCH {
+        match rx.try_recv() {
+            Ok(w) => waiting.push(w),
+            Err(_) => return,
+        }
+    }
+}
+
+/// Answers every writer in `waiting` with `e`.
+fn fail(waiting: &mut Vec<Waiting>, e: &StoreError) {
+    for (_, _, reply) in waiting.drain(..) {
+        let _ = reply.send(Err(StoreError::Unavailable(e.to_string())));
+    }
+}
+
+/// The first seq of each of `positions`' events that are numbered (by
+/// the pass just run or an earlier one, so at most its `upto`).
+async fn seqs_of(pool: &PgPool, positions: &[i64]) -> Result<HashMap<i64, i64>, StoreError> {
     let rows: Vec<(i64, i64)> = sqlx::query_as("SELECT pos, seq FROM events WHERE pos = ANY($1)")
         .bind(positions)
         .fetch_all(pool)
         .await?;
-    // Numbered by this pass or an earlier one, so at most `upto`.
-    Ok((upto, rows.into_iter().collect()))
+    Ok(rows.into_iter().collect())
 }
