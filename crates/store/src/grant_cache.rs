@@ -57,6 +57,19 @@ impl Scoped {
     }
 }
 
+/// Of every session's scoped grants, those that count in `session`: the
+/// ones for no session (counted uses only) and that session's own, each
+/// with its uses left.
+pub(crate) fn for_session(
+    all: &[Scoped],
+    session: Option<&str>,
+) -> Vec<(policy::Grant, Option<i64>)> {
+    all.iter()
+        .filter(|s| s.session.is_none() || (session.is_some() && s.session.as_deref() == session))
+        .map(|s| (s.grant.clone(), s.uses_left))
+        .collect()
+}
+
 /// Agent, then tool: nested so that a lookup borrows both names.
 type ByAgentTool<T> = HashMap<String, HashMap<String, Arc<Vec<T>>>>;
 

@@ -69,11 +69,7 @@ impl SqliteStore {
                 all
             }
         };
-        Ok(all
-            .iter()
-            .filter(|s| s.session.is_none() || (session.is_some() && s.session == session))
-            .map(|s| (s.grant.clone(), s.uses_left))
-            .collect())
+        Ok(crate::grant_cache::for_session(&all, session.as_deref()))
     }
 
     /// Every session's scoped grants of (`agent`, `tool`) with a use left,
