@@ -5962,9 +5962,10 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        /** @description Which steps; no body approves them all */
+        requestBody?: {
             content: {
-                "application/json": components["schemas"]["ApprovePlan"];
+                "application/json": null | components["schemas"]["ApprovePlan"];
             };
         };
         responses: {

@@ -127,7 +127,8 @@ pub async fn get_plan(
 /// Approve a plan, all of it or `steps` (operators): each approved step
 /// becomes session grants of one use.
 #[utoipa::path(post, path = "/v1/plans/{id}/approve", tag = "sessions",
-    params(("id" = String, Path, description = "Plan id")), request_body = ApprovePlan,
+    params(("id" = String, Path, description = "Plan id")),
+    request_body(content = Option<ApprovePlan>, description = "Which steps; no body approves them all"),
     responses((status = 200, description = "The approved plan", body = Plan),
         (status = 403, description = "Not an operator, or the plan's own agent", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such plan", body = Problem, content_type = "application/problem+json"),
