@@ -6,18 +6,13 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::daemon::{Daemon, agent_key, register_handler, role_key};
+use crate::common::daemon::{Daemon, Keyed, agent_key, register_handler};
 use crate::common::{call, client};
 use crate::sessions::post;
 
 async fn setup(env: &[(&str, &str)]) -> (tempfile::TempDir, Daemon, String, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), env);
-    let http = client();
-    let admin = d.admin_key();
-    let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    let operator = role_key(&http, &d.base, &admin, "operator").await;
-    (dir, d, agent, operator)
+    let k = Keyed::start(env).await;
+    (k.dir, k.d, k.agent, k.operator)
 }
 
 async fn status(base: &str, agent: &str, body: Value) -> String {

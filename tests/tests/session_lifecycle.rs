@@ -6,7 +6,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::daemon::{Daemon, agent_key, role_key, set_profile};
+use crate::common::daemon::{Daemon, Keyed, set_profile};
 use crate::common::{call, client};
 use crate::sessions::post;
 
@@ -22,14 +22,9 @@ fn profile() -> Value {
 }
 
 async fn setup(env: &[(&str, &str)]) -> (tempfile::TempDir, Daemon, String, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), env);
-    let http = client();
-    let admin = d.admin_key();
-    set_profile(&http, &d.base, &admin, "bot", profile()).await;
-    let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    let operator = role_key(&http, &d.base, &admin, "operator").await;
-    (dir, d, agent, operator)
+    let k = Keyed::start(env).await;
+    set_profile(&k.http, &k.d.base, &k.admin, "bot", profile()).await;
+    (k.dir, k.d, k.agent, k.operator)
 }
 
 /// Requests `tool`/`detail` in `session`: the action.

@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::daemon::{Daemon, agent_key, role_key};
+use crate::common::daemon::{Daemon, Keyed, agent_key, role_key};
 use crate::common::pg_cluster::Cluster;
 use crate::common::{call, client};
 
@@ -269,16 +269,11 @@ async fn a_grant_of_three_uses_allows_exactly_three_of_ten_over_two_daemons_on_p
 /// A daemon on SQLite, an agent `bot` with `profile` (when given), its
 /// key and an operator key.
 async fn setup(profile: Option<Value>) -> (tempfile::TempDir, Daemon, String, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &[]);
-    let http = client();
-    let admin = d.admin_key();
+    let k = Keyed::start(&[]).await;
     if let Some(p) = profile {
-        crate::common::daemon::set_profile(&http, &d.base, &admin, "bot", p).await;
+        crate::common::daemon::set_profile(&k.http, &k.d.base, &k.admin, "bot", p).await;
     }
-    let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    let operator = role_key(&http, &d.base, &admin, "operator").await;
-    (dir, d, agent, operator)
+    (k.dir, k.d, k.agent, k.operator)
 }
 
 /// `POST /v1/actions` of `tool`/`detail` in `session`; its status.

@@ -159,6 +159,40 @@ impl Drop for Daemon {
     }
 }
 
+/// What most black-box tests start from: a daemon on SQLite in a fresh data
+/// dir, its admin key, an agent key for `bot` (profile left as the default)
+/// and an operator key. Keep `dir` as long as `d`: the data dir must
+/// outlive the daemon.
+pub struct Keyed {
+    pub d: Daemon,
+    pub http: reqwest::Client,
+    pub admin: String,
+    pub agent: String,
+    pub operator: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl Keyed {
+    /// Starts the daemon with `env` on top of the test defaults and makes
+    /// the keys.
+    pub async fn start(env: &[(&str, &str)]) -> Keyed {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Daemon::start(dir.path(), env);
+        let http = super::client();
+        let admin = d.admin_key();
+        let agent = agent_key(&http, &d.base, &admin, "bot").await;
+        let operator = role_key(&http, &d.base, &admin, "operator").await;
+        Keyed {
+            d,
+            http,
+            admin,
+            agent,
+            operator,
+            dir,
+        }
+    }
+}
+
 /// A new agent key for `agent` (its profile left as the default, `guarded`:
 /// every action asks, so each is stored pending).
 pub async fn agent_key(client: &reqwest::Client, base: &str, admin: &str, agent: &str) -> String {
