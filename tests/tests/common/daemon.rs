@@ -159,7 +159,7 @@ impl Drop for Daemon {
     }
 }
 
-/// What most black-box tests start from: a daemon on SQLite in a fresh data
+/// What many black-box tests start from: a daemon on SQLite in a fresh data
 /// dir, its admin key, an agent key for `bot` (profile left as the default)
 /// and an operator key. Keep `dir` as long as `d`: the data dir must
 /// outlive the daemon.
