@@ -41,5 +41,6 @@ mod session_lifecycle;
 mod sessions;
 mod teams;
 mod teams_grants;
+mod teams_review;
 mod teams_tiers;
 mod visible;

@@ -78,6 +78,12 @@ pub(crate) async fn approve_if_granted(
     pending: &Action,
     default_profile: Option<&Arc<policy::Profile>>,
 ) -> Result<Option<(Action, NewEvent)>, StoreError> {
+    // An approvals rule (a count of people, or who may approve) governs
+    // it: the gate asked although a grant covers it, and a grant made
+    // meanwhile settles it no more than one made before.
+    if asked_under_rules(pending) {
+        return Ok(None);
+    }
     let rows = sqlx::query(concat!(
         "SELECT ",
         grant_columns!(),
@@ -104,6 +110,9 @@ pub(crate) async fn approve_if_granted(
         let Some(Some(p)) = &profile else {
             return Ok(None);
         };
+        if p.approval_rule(&pending.action_string).is_some() {
+            return Ok(None);
+        }
         if !allows(&grant, p, pending, at) {
             continue;
         }

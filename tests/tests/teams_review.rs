@@ -1,0 +1,265 @@
+//! Black-box tests from an adversarial review of approvals for teams
+//! (`docs/teams.md`, `docs/receipts.md`): what an operator outside an
+//! approver rule, an approver editing an action, or a grant could slip past
+//! a quorum, and what a receipt binds.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::common::daemon::{Daemon, agent_key, set_profile};
+use crate::common::pg_cluster::Cluster;
+use crate::common::{call, client};
+use crate::teams::{Team, approve, get, named_operator, pending, profile, team};
+
+/// Adds a person; their id.
+async fn person(http: &reqwest::Client, base: &str, admin: &str, body: Value) -> String {
+    let (s, p) = call(
+        http,
+        Method::POST,
+        format!("{base}/v1/people"),
+        admin,
+        Some(body),
+    )
+    .await;
+    assert_eq!(s, 201, "{p}");
+    p["id"].as_str().unwrap().to_owned()
+}
+
+/// An approver who edits an action into a string a stricter rule governs
+/// binds every later approval to that rule: its approvers and its count,
+/// not those of the string the agent asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_into_a_stricter_rule_binds_every_later_approval() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([
+        {"pattern": "tool:deploy:prod.*", "count": 2, "approvers": ["group:release"]}
+    ]))
+    .await;
+    let (ann, ann_id) = named_operator(&http, &d.base, &admin, "ann-key").await;
+    let (bob, bob_id) = named_operator(&http, &d.base, &admin, "bob-key").await;
+    let (intern, _) = named_operator(&http, &d.base, &admin, "intern").await;
+    person(
+        &http,
+        &d.base,
+        &admin,
+        json!({"name": "ann", "groups": ["release"], "keys": [ann_id]}),
+    )
+    .await;
+    person(
+        &http,
+        &d.base,
+        &admin,
+        json!({"name": "bob", "groups": ["release"], "keys": [bob_id]}),
+    )
+    .await;
+
+    // Asked as staging: no rule, anyone, once. Ann edits it to prod.
+    let id = pending(&http, &d.base, &agent, "deploy", "staging").await;
+    let (s, a) = approve(&http, &d.base, &ann, &id, json!({"detail": "prod eu"})).await;
+    assert_eq!(s, 200, "{a}");
+    assert_eq!(a["status"], "pending", "{a}");
+    assert_eq!(a["approvals_required"], 2, "{a}");
+    // The intern is no approver of what will run: 403, nothing changes.
+    let (s, p) = approve(&http, &d.base, &intern, &id, json!({})).await;
+    assert_eq!(s, 403, "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("approvals rule #0"),
+        "{p}"
+    );
+    let a = get(&http, &d.base, &admin, &id).await;
+    assert_eq!(a["status"], "pending", "{a}");
+    assert_eq!(a["approvals"].as_array().unwrap().len(), 1, "{a}");
+    // Nor may they deny it.
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/actions/{id}/deny", d.base),
+        &intern,
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(s, 403, "{p}");
+    // A second release approver completes it.
+    let (s, a) = approve(&http, &d.base, &bob, &id, json!({})).await;
+    assert_eq!(s, 200, "{a}");
+    assert_eq!(a["status"], "approved", "{a}");
+    assert_eq!(a["approved_detail"], "prod eu", "{a}");
+}
+
+/// A decision-only action's receipt binds the detail the approvers let the
+/// agent run (an edit), and names every person of its quorum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_receipt_names_every_approver_and_binds_the_edited_detail() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([{"pattern": "tool:deploy:.*", "count": 2}])).await;
+    let (ann, _) = named_operator(&http, &d.base, &admin, "ann").await;
+    let (bob, _) = named_operator(&http, &d.base, &admin, "bob").await;
+    let id = pending(&http, &d.base, &agent, "deploy", "prod eu").await;
+    let (s, a) = approve(
+        &http,
+        &d.base,
+        &ann,
+        &id,
+        json!({"detail": "prod eu --canary"}),
+    )
+    .await;
+    assert_eq!(s, 200, "{a}");
+    let (s, a) = approve(&http, &d.base, &bob, &id, json!({})).await;
+    assert_eq!(s, 200, "{a}");
+    assert_eq!(a["status"], "approved", "{a}");
+    let (s, r) = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/actions/{id}/receipt", d.base),
+        &agent,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{r}");
+    let c = &r["claims"];
+    assert_eq!(c["action_string"], "tool:deploy:prod eu --canary", "{c}");
+    let ids: Vec<&str> = c["deciders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    let who: Vec<String> = a["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["by"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, who, "{c}");
+}
+
+/// Cancelling is deciding for whoever is not the agent: an operator outside
+/// the approver rule cannot end a governed action that way either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_outside_the_approver_rule_cannot_cancel_a_governed_action() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([
+        {"pattern": "tool:sql:.*", "count": 1, "approvers": ["group:dba"]}
+    ]))
+    .await;
+    let (intern, _) = named_operator(&http, &d.base, &admin, "intern").await;
+    let id = pending(&http, &d.base, &agent, "sql", "VACUUM").await;
+    let url = format!("{}/v1/actions/{id}/cancel", d.base);
+    let (s, p) = call(&http, Method::POST, url.clone(), &intern, None).await;
+    assert_eq!(s, 403, "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("approvals rule #0"),
+        "{p}"
+    );
+    assert_eq!(get(&http, &d.base, &admin, &id).await["status"], "pending");
+    // The agent withdraws its own request as before.
+    let (s, a) = call(&http, Method::POST, url, &agent, None).await;
+    assert_eq!(s, 200, "{a}");
+    assert_eq!(a["status"], "cancelled", "{a}");
+}
+
+/// One identity approves once: a key whose person was removed after it
+/// approved (so it now decides as itself) does not count a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_counts_once_even_when_its_person_changes_meanwhile() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([{"pattern": "tool:deploy:.*", "count": 2}])).await;
+    let (ann, ann_id) = named_operator(&http, &d.base, &admin, "ann-key").await;
+    let pid = person(
+        &http,
+        &d.base,
+        &admin,
+        json!({"name": "ann", "keys": [ann_id]}),
+    )
+    .await;
+    let id = pending(&http, &d.base, &agent, "deploy", "prod").await;
+    let (s, a) = approve(&http, &d.base, &ann, &id, json!({})).await;
+    assert_eq!(s, 200, "{a}");
+    let (s, _) = call(
+        &http,
+        Method::DELETE,
+        format!("{}/v1/people/{pid}", d.base),
+        &admin,
+        None,
+    )
+    .await;
+    assert_eq!(s, 204);
+    let (s, p) = approve(&http, &d.base, &ann, &id, json!({})).await;
+    assert_eq!(s, 409, "{p}");
+    let a = get(&http, &d.base, &admin, &id).await;
+    assert_eq!(a["status"], "pending", "{a}");
+}
+
+/// On Postgres a new action that asks is approved at its insert by a grant
+/// made meanwhile; a grant must not approve one an approvals rule governs
+/// (one operator's say is not a quorum).
+#[test]
+fn on_postgres_a_grant_does_not_allow_a_new_action_an_approvals_rule_governs() {
+    let Some(cluster) = Cluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        &[("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())],
+    );
+    let admin = d.admin_key();
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let http = client();
+        let base = &d.base;
+        let agent = agent_key(&http, base, &admin, "bot").await;
+        set_profile(
+            &http,
+            base,
+            &admin,
+            "bot",
+            profile(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])),
+        )
+        .await;
+        let (op, _) = named_operator(&http, base, &admin, "ann").await;
+        let (s, g) = call(
+            &http,
+            Method::POST,
+            format!("{base}/v1/grants"),
+            &op,
+            Some(json!({"tool": "deploy", "pattern": ".*", "expires": "1h", "agent": "bot"})),
+        )
+        .await;
+        assert_eq!(s, 201, "{g}");
+        let (s, a) = call(
+            &http,
+            Method::POST,
+            format!("{base}/v1/actions"),
+            &agent,
+            Some(json!({"tool": "deploy", "detail": "prod eu", "timeout": "10m"})),
+        )
+        .await;
+        assert_eq!(s, 201, "{a}");
+        assert_eq!(a["status"], "pending", "{a}");
+        let id = a["id"].as_str().unwrap();
+        let (s, a) = approve(&http, base, &op, id, json!({})).await;
+        assert_eq!(s, 200, "{a}");
+        assert_eq!(a["status"], "pending", "{a}");
+    });
+}
