@@ -65,6 +65,33 @@ pub fn recorded(mut decision: Decision, rules: &[CompiledRule]) -> Decision {
     decision
 }
 
+/// The rule of `decision` (a pending action's) with copies of `more` kept
+/// beside the copies it has: what an edit falls under then binds every
+/// later decision on the action as the rules it was asked under do.
+/// `None` when there is nothing to add.
+pub fn adding(decision: &Decision, more: &[CompiledRule]) -> Option<Value> {
+    if more.is_empty() {
+        return None;
+    }
+    let mut copies: Vec<Value> = decision
+        .rule
+        .as_ref()
+        .and_then(|r| r.get(KEY))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for rule in more {
+        copies.push(serde_json::to_value(RuleCopy::from(rule)).ok()?);
+    }
+    let mut object = match decision.rule.clone() {
+        Some(Value::Object(o)) => o,
+        Some(other) => Map::from_iter([("decided".to_owned(), other)]),
+        None => Map::new(),
+    };
+    object.insert(KEY.to_owned(), Value::Array(copies));
+    Some(Value::Object(object))
+}
+
 /// The rules kept with an action's recorded decision. `Err` when a copy is
 /// there but cannot be read back (the caller fails closed).
 pub fn kept(decision: &Decision) -> Result<Vec<CompiledRule>, String> {

@@ -142,14 +142,17 @@ impl Gate {
         Gate::check_approver(&rules, &d)?;
         let mut required = required(&rules);
         let edit = if approve && !edit.is_empty() {
-            let (edit, edited_string) = self.checked_edit(action, edit).await?;
-            // The edited action answers to its own profile rule too.
+            let (mut edit, edited_string) = self.checked_edit(action, edit).await?;
+            // The edited action answers to its own profile rule too, now
+            // and (kept with it) at every later decision: a later approver
+            // approves what will run, under its rule and count.
             let handler = action.handler.as_deref().zip(action.action.as_deref());
             let other = self
                 .approval_rules(&action.agent, &edited_string, handler)
                 .await?;
             Gate::check_approver(&other, &d)?;
             required = required.max(self::required(&other));
+            edit.decision_rule = crate::asked_rules::adding(&action.decision, &other);
             Some(edit)
         } else {
             None
@@ -246,6 +249,7 @@ impl Gate {
                         params: Some(params),
                         params_view: Some(view),
                         detail: None,
+                        decision_rule: None,
                     },
                     actiongate_policy::format_action(handler_id, &detail),
                 ))
@@ -268,6 +272,7 @@ impl Gate {
                         params: None,
                         params_view: None,
                         detail: Some(detail),
+                        decision_rule: None,
                     },
                     string,
                 ))

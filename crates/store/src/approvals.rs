@@ -27,6 +27,11 @@ pub struct Edit {
     pub params_view: Option<Value>,
     /// Decision-only actions: the detail to run.
     pub detail: Option<String>,
+    /// The action's recorded decision rule (JSON) with copies of the
+    /// approvals rules the edited action falls under added, when it falls
+    /// under any: they bind every later decision on it as the rules it was
+    /// asked under do.
+    pub decision_rule: Option<Value>,
 }
 
 /// One person's decision on a pending action.
@@ -60,6 +65,14 @@ pub(crate) struct Plan {
     pub(crate) team: Team,
     pub(crate) event: &'static str,
     pub(crate) params: Option<Value>,
+    pub(crate) decision_rule: Option<Value>,
+}
+
+impl Plan {
+    /// The decision rule to write, as its column holds it (`None`: keep).
+    pub(crate) fn rule_text(&self) -> Option<String> {
+        self.decision_rule.as_ref().map(Value::to_string)
+    }
 }
 
 pub(crate) fn plan(
@@ -79,6 +92,7 @@ pub(crate) fn plan(
     }
     let mut team = current.team.clone();
     let mut params = None;
+    let mut decision_rule = None;
     if !d.approve {
         team.decided_person = Some(d.entry.who.clone());
         team.decided_channel = Some(d.entry.channel.clone());
@@ -87,12 +101,22 @@ pub(crate) fn plan(
             team,
             event: "action.denied",
             params,
+            decision_rule,
         });
     }
-    if team.approvals.iter().any(|a| a.who == d.entry.who) {
+    // What earlier approvals needed still holds (an edit may have raised
+    // it): a later decider's own reckoning never lowers it.
+    let required = d.required.max(team.approvals_required.unwrap_or(1));
+    // The same person, or the same identity (its person changed since it
+    // approved, so it would now count as someone else), approves once.
+    if team
+        .approvals
+        .iter()
+        .any(|a| a.who == d.entry.who || a.by == d.entry.by)
+    {
         return Err(StoreError::Conflict(format!(
             "{} has already approved this action; it needs approvals from {} distinct people",
-            d.entry.who, d.required
+            d.entry.who, required
         )));
     }
     if let Some(edit) = &d.edit {
@@ -107,10 +131,11 @@ pub(crate) fn plan(
         team.approved_params = edit.params_view.clone();
         team.approved_detail = edit.detail.clone();
         params = edit.params.clone();
+        decision_rule = edit.decision_rule.clone();
     }
     team.approvals.push(d.entry.clone());
-    team.approvals_required = Some(d.required);
-    let done = team.approvals.len() >= d.required as usize;
+    team.approvals_required = Some(required);
+    let done = team.approvals.len() >= required as usize;
     if done {
         team.decided_person = Some(d.entry.who.clone());
         team.decided_channel = Some(d.entry.channel.clone());
@@ -124,6 +149,7 @@ pub(crate) fn plan(
             "action.approval"
         },
         params,
+        decision_rule,
     })
 }
 
@@ -150,7 +176,8 @@ async fn decide_on(
             sqlx::query(concat!(
                 "UPDATE actions SET team = ?2, status = ?3, decided_at = ?4, decided_by = ?5, \
              decision_note = COALESCE(?6, decision_note), settled_at = ?4, \
-             params = COALESCE(?7, params) WHERE id = ?1 AND status = 'pending' RETURNING ",
+             params = COALESCE(?7, params), decision_rule = COALESCE(?8, decision_rule) \
+             WHERE id = ?1 AND status = 'pending' RETURNING ",
                 action_columns!()
             ))
             .bind(id)
@@ -160,18 +187,21 @@ async fn decide_on(
             .bind(&d.entry.by)
             .bind(&d.note)
             .bind(p.params.as_ref().map(Value::to_string))
+            .bind(p.rule_text())
             .fetch_one(&mut *conn)
             .await?
         }
         None => {
             sqlx::query(concat!(
-                "UPDATE actions SET team = ?2, params = COALESCE(?3, params) \
+                "UPDATE actions SET team = ?2, params = COALESCE(?3, params), \
+             decision_rule = COALESCE(?4, decision_rule) \
              WHERE id = ?1 AND status = 'pending' RETURNING ",
                 action_columns!()
             ))
             .bind(id)
             .bind(team_text(&p.team)?)
             .bind(p.params.as_ref().map(Value::to_string))
+            .bind(p.rule_text())
             .fetch_one(&mut *conn)
             .await?
         }

@@ -37,7 +37,8 @@ impl Postgres {
                 Some(status) => sqlx::query(concat!(
                     "UPDATE actions SET team = $2, status = $3, decided_at = $4, decided_by = $5, \
                  decision_note = COALESCE($6, decision_note), settled_at = $4, \
-                 params = COALESCE($7, params) WHERE id = $1 AND status = 'pending' RETURNING ",
+                 params = COALESCE($7, params), decision_rule = COALESCE($8, decision_rule) \
+                 WHERE id = $1 AND status = 'pending' RETURNING ",
                     action_columns!()
                 ))
                 .bind(id)
@@ -47,17 +48,20 @@ impl Postgres {
                 .bind(&d.entry.by)
                 .bind(&d.note)
                 .bind(p.params.as_ref().map(Value::to_string))
+                .bind(p.rule_text())
                 .fetch_one(&mut *tx)
                 .await?,
                 None => {
                     sqlx::query(concat!(
-                        "UPDATE actions SET team = $2, params = COALESCE($3, params) \
+                        "UPDATE actions SET team = $2, params = COALESCE($3, params), \
+                 decision_rule = COALESCE($4, decision_rule) \
                  WHERE id = $1 AND status = 'pending' RETURNING ",
                         action_columns!()
                     ))
                     .bind(id)
                     .bind(team_text(&p.team)?)
                     .bind(p.params.as_ref().map(Value::to_string))
+                    .bind(p.rule_text())
                     .fetch_one(&mut *tx)
                     .await?
                 }
