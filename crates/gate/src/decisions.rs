@@ -285,9 +285,16 @@ impl Gate {
         }
     }
 
-    /// Cancels a pending action (its agent, or an operator).
+    /// Cancels a pending action (its agent, or an operator). For anyone
+    /// but its agent, cancelling ends it as a denial would: under an
+    /// approvals rule only its approvers may.
     pub async fn cancel(&self, caller: &Caller, id: &str) -> GateResult<Action> {
-        self.visible_action(caller, id).await?;
+        let action = self.visible_action(caller, id).await?;
+        if caller.agent.as_deref() != Some(action.agent.as_str())
+            && action.status == ActionStatus::Pending
+        {
+            self.may_decide(caller, &action).await?;
+        }
         let action = self
             .store()
             .transition(
