@@ -394,8 +394,13 @@ async fn exchange(
     let secrets = gate.handler_secrets(handler_id).await?;
     // The decision's signed receipt: an executor can check a human allowed
     // exactly these params without trusting the webhook secret alone.
+    let decided = gate.decided_string(a, Some(&c.params)).await;
     let receipt = gate
-        .sign_receipt(&crate::receipts::receipt_claims(a, Some(&c.params)))
+        .sign_receipt(&crate::receipts::receipt_claims(
+            a,
+            Some(&c.params),
+            decided,
+        ))
         .await?;
     let body = serde_json::to_vec(&json!({
         "type": "action.execute",

@@ -7,7 +7,7 @@
 use actiongate_api::model::{Action, ActionStatus};
 use actiongate_api::receipts::ActionReceipt;
 use actiongate_receipt::{
-    RECEIPT_VERSION, ReceiptClaims, ReceiptSigner, deciders_of, params_digest,
+    Decider, RECEIPT_VERSION, ReceiptClaims, ReceiptSigner, deciders_of, params_digest,
 };
 use actiongate_store::receipts::StoredReceiptKey;
 use serde_json::Value;
@@ -64,7 +64,8 @@ impl Gate {
                 tracing::error!(action = %id, error = %e, "stored params are not JSON");
                 GateError::internal()
             })?;
-        let claims = receipt_claims(&action, params.as_ref());
+        let decided = self.decided_string(&action, params.as_ref()).await;
+        let claims = receipt_claims(&action, params.as_ref(), decided);
         let receipt = self.sign_receipt(&claims).await?;
         let claims = serde_json::to_value(&claims).map_err(|_| GateError::internal())?;
         Ok(ActionReceipt {
@@ -72,6 +73,28 @@ impl Gate {
             receipt,
             claims,
         })
+    }
+
+    /// The action string that was decided, as it runs: the action's own,
+    /// or after an edit the edited one (a decision-only action's approved
+    /// detail; a handler action's detail from its edited `params`, as its
+    /// registration renders it, or the asked one if the action is gone
+    /// from it: the params digest binds the params either way).
+    pub async fn decided_string(&self, action: &Action, params: Option<&Value>) -> String {
+        if !action.team.edited {
+            return action.action_string.clone();
+        }
+        if let Some(detail) = &action.team.approved_detail {
+            return actiongate_policy::format_action(&action.tool, detail);
+        }
+        if let (Some(handler), Some(name), Some(params)) =
+            (action.handler.as_deref(), action.action.as_deref(), params)
+            && let Ok(h) = self.handler(handler).await
+            && let Some(decl) = h.action(name)
+        {
+            return actiongate_policy::format_action(handler, &decl.detail(params));
+        }
+        action.action_string.clone()
     }
 
     /// Signs `claims` with the receipt key.
@@ -84,8 +107,13 @@ impl Gate {
 }
 
 /// What the receipt of `action` (decided, not pending) states; `params` are
-/// a handler action's params as sent.
-pub fn receipt_claims(action: &Action, params: Option<&Value>) -> ReceiptClaims {
+/// a handler action's params as sent, `action_string` the one decided
+/// ([`Gate::decided_string`]).
+pub fn receipt_claims(
+    action: &Action,
+    params: Option<&Value>,
+    action_string: String,
+) -> ReceiptClaims {
     let outcome = match action.status {
         ActionStatus::Denied => "denied",
         ActionStatus::Expired => "expired",
@@ -98,16 +126,36 @@ pub fn receipt_claims(action: &Action, params: Option<&Value>) -> ReceiptClaims 
         iss: "actiongate".to_owned(),
         action_id: action.id.clone(),
         agent: action.agent.clone(),
-        action_string: action.action_string.clone(),
+        action_string,
         handler: action.handler.clone(),
         action: action.action.clone(),
         params_digest: params.map(params_digest),
         outcome: outcome.to_owned(),
         decided_by: action.decided_by.clone(),
-        deciders: deciders_of(action.decided_by.as_deref()),
+        deciders: deciders(action, outcome),
         decided_at: action
             .decided_at
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
         iat: decided.timestamp(),
     }
+}
+
+/// The humans who decided `action`: for an approval, every person of its
+/// quorum (each identity and the channel it came through), so a receipt
+/// shows the count was met; otherwise the one who decided.
+fn deciders(action: &Action, outcome: &str) -> Vec<Decider> {
+    let approvals = &action.team.approvals;
+    if outcome == "allowed"
+        && !approvals.is_empty()
+        && deciders_of(action.decided_by.as_deref()).len() == 1
+    {
+        return approvals
+            .iter()
+            .map(|a| Decider {
+                id: a.by.clone(),
+                via: a.channel.clone(),
+            })
+            .collect();
+    }
+    deciders_of(action.decided_by.as_deref())
 }
