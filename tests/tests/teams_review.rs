@@ -263,3 +263,45 @@ fn on_postgres_a_grant_does_not_allow_a_new_action_an_approvals_rule_governs() {
         assert_eq!(a["status"], "pending", "{a}");
     });
 }
+
+/// A key's decision may say it came through the page or the CLI, but not
+/// through a chat: that channel is recorded for people and stated in
+/// receipts, and only a chat identity's decisions come through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_cannot_claim_a_chat_channel_for_its_decision() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([{"pattern": "tool:deploy:.*", "count": 2}])).await;
+    let (op, _) = named_operator(&http, &d.base, &admin, "op").await;
+    let id = pending(&http, &d.base, &agent, "deploy", "prod").await;
+    let resp = http
+        .post(format!("{}/v1/actions/{id}/approve", d.base))
+        .bearer_auth(&op)
+        .header("x-actiongate-channel", "telegram")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let p: Value = resp.json().await.unwrap();
+    assert_eq!(status, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "channel", "{p}");
+    let a = get(&http, &d.base, &admin, &id).await;
+    assert!(a.get("approvals").is_none(), "{a}");
+    // The page is a key's channel.
+    let resp = http
+        .post(format!("{}/v1/actions/{id}/approve", d.base))
+        .bearer_auth(&op)
+        .header("x-actiongate-channel", "page")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let a: Value = resp.json().await.unwrap();
+    assert_eq!(a["approvals"][0]["channel"], "page", "{a}");
+}

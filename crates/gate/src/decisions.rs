@@ -96,6 +96,16 @@ impl Gate {
                 format!("one of {}", crate::quorum::CHANNELS.join(", ")),
             ));
         }
+        // A chat is the channel of its own identities only: a key naming
+        // one would put in the record (and a receipt) a chat it never
+        // came through.
+        let chat = !matches!(channel, "api" | "page" | "cli" | "mcp");
+        if chat && crate::quorum::channel_of(caller) != channel {
+            return Err(GateError::invalid(
+                "channel",
+                "a chat's channel is for decisions made in that chat; a key decides through                  api, page, cli or mcp",
+            ));
+        }
         self.apply(caller, id, verdict, None, channel, edit).await
     }
 
