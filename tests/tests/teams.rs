@@ -547,7 +547,7 @@ async fn an_approver_edits_the_detail_before_approving() {
     assert!(log.contains("rm -r build/tmp"), "{log}");
 }
 
-fn fixture(name: &str) -> std::path::PathBuf {
+pub(crate) fn fixture(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/teams_fixtures")
         .join(name)

@@ -305,3 +305,38 @@ async fn a_key_cannot_claim_a_chat_channel_for_its_decision() {
     let a: Value = resp.json().await.unwrap();
     assert_eq!(a["approvals"][0]["channel"], "page", "{a}");
 }
+
+/// An approvals rule over a shell tool governs a command line with one of
+/// its commands in it, as deny and allow patterns judge every simple
+/// command: an agent cannot shed a quorum by putting another command
+/// first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approvals_rule_governs_a_command_line_that_hides_its_command_after_another() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([
+        {"pattern": "tool:bash:rm .*", "count": 2, "approvers": ["group:ops"]}
+    ]))
+    .await;
+    let (op, op_id) = named_operator(&http, &d.base, &admin, "ann-key").await;
+    let (intern, _) = named_operator(&http, &d.base, &admin, "intern").await;
+    person(
+        &http,
+        &d.base,
+        &admin,
+        json!({"name": "ann", "groups": ["ops"], "keys": [op_id]}),
+    )
+    .await;
+    let line = std::fs::read_to_string(crate::teams::fixture("hidden_rm.txt")).unwrap();
+    let id = pending(&http, &d.base, &agent, "bash", line.trim()).await;
+    let (s, p) = approve(&http, &d.base, &intern, &id, json!({})).await;
+    assert_eq!(s, 403, "{p}");
+    let (s, a) = approve(&http, &d.base, &op, &id, json!({})).await;
+    assert_eq!(s, 200, "{a}");
+    assert_eq!(a["status"], "pending", "{a}");
+    assert_eq!(a["approvals_required"], 2, "{a}");
+}

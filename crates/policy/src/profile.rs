@@ -343,9 +343,29 @@ impl Profile {
     }
 
     /// The approvals rule that applies to `action` (an action string):
-    /// the first whose pattern matches it whole.
+    /// the first whose pattern matches it whole or, for a tool whose
+    /// detail is analysed (shells, git), matches one of its simple
+    /// commands as deny and allow patterns see them, so a rule over `rm`
+    /// governs `cd x && rm -r y` too.
     pub fn approval_rule(&self, action: &str) -> Option<&crate::approvals::CompiledRule> {
-        self.inner.approvals.iter().find(|r| r.matches(action))
+        let rules = &self.inner.approvals;
+        if rules.is_empty() {
+            return None;
+        }
+        let segments: Vec<String> = match split_action(action) {
+            Some((tool, detail)) => match self.dialect(tool) {
+                Some(dialect) => crate::shell::analyze(dialect, detail)
+                    .commands
+                    .iter()
+                    .map(|c| format_action(tool, c))
+                    .collect(),
+                None => Vec::new(),
+            },
+            None => Vec::new(),
+        };
+        rules
+            .iter()
+            .find(|r| r.matches(action) || segments.iter().any(|s| r.matches(s)))
     }
 
     /// Whether `action_string` reads untrusted content (its `taints`); a
@@ -448,6 +468,40 @@ mod tests {
         assert_eq!(split_action("tool:x:"), Some(("x", "")));
         assert_eq!(split_action("nottool:x:y"), None);
         assert_eq!(split_action("tool:x"), None);
+    }
+
+    #[test]
+    fn an_approvals_rule_governs_a_line_with_its_command_anywhere_in_it() {
+        let p = Profile::custom(CustomProfile {
+            allow: vec![],
+            ask: vec!["(?s).*".into()],
+            deny: vec![],
+            shell_tools: vec![],
+            approvals: vec![crate::approvals::ApprovalRule {
+                pattern: "tool:bash:rm .*".into(),
+                count: 2,
+                approvers: vec![],
+                escalate_after: None,
+                escalate_to: None,
+            }],
+            examples: Default::default(),
+            max_per_hour: None,
+            rule_limits: Vec::new(),
+            taints: Vec::new(),
+            guarded: Vec::new(),
+        })
+        .unwrap();
+        for line in [
+            "tool:bash:rm -r out",
+            "tool:bash:cd /tmp && rm -r out",
+            "tool:bash:true; rm -r out",
+            "tool:bash:ls | rm -r out",
+        ] {
+            assert!(p.approval_rule(line).is_some(), "{line}");
+        }
+        assert!(p.approval_rule("tool:bash:ls -la").is_none());
+        // Tools matched as they are stay whole-string.
+        assert!(p.approval_rule("tool:http:x rm -r out").is_none());
     }
 
     #[test]
