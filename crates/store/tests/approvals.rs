@@ -76,11 +76,14 @@ async fn a_quorum_settles_on_the_last_approval_and_refuses_a_repeat(kind: Kind) 
     );
     // An edit with the first approval replaces what runs; not after.
     let (b, _) = store.insert_action(asked("a", "prod eu")).await.unwrap();
-    let mut first = approval("ann", 2);
+    // The edit raised the count to 3 (its rule, kept below).
+    let mut first = approval("ann", 3);
+    let kept = serde_json::json!({"approvals": [{"pattern": "tool:deploy:prod.*", "count": 3, "index": 0}]});
     first.edit = Some(Edit {
         params: None,
         params_view: None,
         detail: Some("prod eu-west".to_owned()),
+        decision_rule: Some(kept.clone()),
     });
     let edited = store.team_decide(&b.id, first).await.unwrap();
     assert!(edited.action.team.edited);
@@ -88,14 +91,30 @@ async fn a_quorum_settles_on_the_last_approval_and_refuses_a_repeat(kind: Kind) 
         edited.action.team.approved_detail.as_deref(),
         Some("prod eu-west")
     );
+    // The edit's rules are kept with the action's decision.
+    let read = store.get_action(&b.id).await.unwrap();
+    assert_eq!(read.decision.rule, Some(kept));
     let mut late = approval("bob", 2);
     late.edit = Some(Edit {
         params: None,
         params_view: None,
         detail: Some("prod".to_owned()),
+        decision_rule: None,
     });
     assert!(matches!(
         store.team_decide(&b.id, late).await,
+        Err(StoreError::Conflict(_))
+    ));
+    // A later approver reckoning fewer does not lower what the first
+    // approval needed.
+    let fewer = store.team_decide(&b.id, approval("bob", 1)).await.unwrap();
+    assert!(!fewer.settled);
+    assert_eq!(fewer.action.team.approvals_required, Some(3));
+    // The same identity under another name (its person changed) is refused.
+    let mut renamed = approval("ann-renamed", 2);
+    renamed.entry.by = "key:ann".to_owned();
+    assert!(matches!(
+        store.team_decide(&b.id, renamed).await,
         Err(StoreError::Conflict(_))
     ));
     // Escalation happens once.
