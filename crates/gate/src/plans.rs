@@ -303,7 +303,8 @@ impl Gate {
         Ok(vec![NewGrantTarget::Permission {
             handler: handler.clone(),
             permission: a.decl.permission.clone(),
-            scope: a.scope(&params),
+            // Exactly the step's values: a `*` the agent wrote is a `*`.
+            scope: actiongate_policy::literal_scope(&a.scope(&params)),
         }])
     }
 
