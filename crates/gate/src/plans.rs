@@ -331,12 +331,16 @@ impl Gate {
         validate_origin(run.session.as_deref(), run.runtime.as_deref())?;
         validate_tool(&run.tool)?;
         check_len("detail", Some(&run.detail), MAX_DETAIL)?;
+        self.own_session(&agent, run.session.as_deref()).await?;
         let by_id = match &run.action {
             Some(id) => match self.store().get_action(id).await {
+                // The action named covers the run only if it is that run
+                // as decided: same agent, tool, detail and session.
                 Ok(a)
                     if a.agent == agent
                         && a.tool == run.tool
                         && a.detail == run.detail
+                        && (run.session.is_none() || a.session == run.session)
                         && matches!(
                             a.status.as_str(),
                             "approved" | "running" | "completed" | "failed"
