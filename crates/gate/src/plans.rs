@@ -242,6 +242,19 @@ impl Gate {
                 return Err(GateError::invalid("steps", format!("no step {bad}")));
             }
         }
+        // An ended session opens again with no grants: the steps' grants
+        // would be revoked by its next action.
+        if let Some(s) = self
+            .store()
+            .get_session(&plan.session, self.idle_before())
+            .await?
+            && s.status == "ended"
+        {
+            return Err(GateError::conflict(format!(
+                "session '{}' has ended: its grants would be void; the agent asks again                  in an open session (or deny this plan)",
+                plan.session
+            )));
+        }
         let profile = self.profile_of(&plan.agent).await?;
         let expires_at = Some(Utc::now() + self.idle_timeout());
         let mut grants = Vec::new();
