@@ -309,3 +309,33 @@ async fn a_plan_of_a_session_that_ended_is_not_approved_into_grants_it_would_voi
     assert_eq!(p["status"], "pending", "{p}");
     d.stop();
 }
+
+/// A retry (same idempotency key) answered with an allowed untrusted read
+/// taints its session as the first answer would: that one may never have
+/// arrived (the request cut off after the action was stored, or the taint
+/// write failing with a 503 the runtime retries). Here the profile only
+/// starts counting `fetch` as untrusted between the two, which is what
+/// leaves the first answer without its taint deterministically.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_request_answered_with_an_allowed_untrusted_read_taints_its_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, admin, agent, _operator) = keyed(false, dir.path()).await.unwrap();
+    let http = crate::common::client();
+    let profile = |taints: Value| {
+        json!({"allow": ["tool:fetch:.*", "tool:deploy:.*"], "ask": [], "taints": taints,
+               "guarded": ["tool:deploy:.*"]})
+    };
+    set_profile(&http, &d.base, &admin, "bot", profile(json!([]))).await;
+    let fetch = json!({"tool": "fetch", "detail": "https://example.com/page", "session": "s",
+                       "idempotency_key": "claude-code:s:call-1"});
+    let (s, first) = post(&http, format!("{}/v1/actions", d.base), &agent, fetch.clone()).await;
+    assert_eq!(s, 201, "{first}");
+    assert_eq!(first["status"], "approved", "{first}");
+    set_profile(&http, &d.base, &admin, "bot", profile(json!(["tool:fetch:.*"]))).await;
+    let (s, again) = post(&http, format!("{}/v1/actions", d.base), &agent, fetch).await;
+    assert_eq!(s, 200, "{again}");
+    assert_eq!(again["id"], first["id"], "{again}");
+    let a = act(&http, &d.base, &agent, json!({"tool": "deploy", "detail": "prod", "session": "s"})).await;
+    assert_eq!(a["status"], "pending", "the retried read left its session untainted: {a}");
+    d.stop();
+}
