@@ -249,10 +249,12 @@ impl SqliteStore {
 
     /// The agent session `id` belongs to, if it was ever used.
     pub async fn session_owner(&self, id: &str) -> Result<Option<String>, StoreError> {
-        Ok(sqlx::query_scalar("SELECT agent FROM sessions WHERE id = ?")
-            .bind(id)
-            .fetch_optional(&self.read)
-            .await?)
+        Ok(
+            sqlx::query_scalar("SELECT agent FROM sessions WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&self.read)
+                .await?,
+        )
     }
 
     /// Up to 200 sessions, latest seen first; only `agent`'s when given.
