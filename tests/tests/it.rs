@@ -38,6 +38,7 @@ mod results;
 mod sensitive;
 mod session_grants;
 mod session_lifecycle;
+mod session_review;
 mod sessions;
 mod teams;
 mod teams_grants;

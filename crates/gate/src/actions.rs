@@ -263,8 +263,11 @@ impl Gate {
         }))
         .await;
         let (action, created, inserted) = stored?;
-        if created
-            && let Some(session) = &action.session
+        // A retry answered with the stored action taints too (tainting is
+        // idempotent): the first answer may not have got that far (cut off
+        // after the insert, or the taint's write failed), and the agent
+        // reads what it allowed all the same.
+        if let Some(session) = &action.session
             && matches!(
                 action.status,
                 ActionStatus::Approved | ActionStatus::Running

@@ -240,10 +240,13 @@ impl Gate {
                         "handler actions are granted by scope, not pattern",
                     ));
                 }
+                // The operator's scope as written (a glob widens it); by
+                // default this action's own values, each matching only
+                // itself: a `*` in them is the agent's, not the operator's.
                 let scope = remember
                     .scope
                     .clone()
-                    .or_else(|| action.scope.clone())
+                    .or_else(|| action.scope.as_ref().map(policy::literal_scope))
                     .unwrap_or_default();
                 self.permission_target(handler, permission, scope, "remember.scope")
                     .await

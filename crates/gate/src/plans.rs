@@ -242,6 +242,19 @@ impl Gate {
                 return Err(GateError::invalid("steps", format!("no step {bad}")));
             }
         }
+        // An ended session opens again with no grants: the steps' grants
+        // would be revoked by its next action.
+        if let Some(s) = self
+            .store()
+            .get_session(&plan.session, self.idle_before())
+            .await?
+            && s.status == "ended"
+        {
+            return Err(GateError::conflict(format!(
+                "session '{}' has ended: its grants would be void; the agent asks again                  in an open session (or deny this plan)",
+                plan.session
+            )));
+        }
         let profile = self.profile_of(&plan.agent).await?;
         let expires_at = Some(Utc::now() + self.idle_timeout());
         let mut grants = Vec::new();
@@ -303,7 +316,8 @@ impl Gate {
         Ok(vec![NewGrantTarget::Permission {
             handler: handler.clone(),
             permission: a.decl.permission.clone(),
-            scope: a.scope(&params),
+            // Exactly the step's values: a `*` the agent wrote is a `*`.
+            scope: actiongate_policy::literal_scope(&a.scope(&params)),
         }])
     }
 
@@ -330,12 +344,16 @@ impl Gate {
         validate_origin(run.session.as_deref(), run.runtime.as_deref())?;
         validate_tool(&run.tool)?;
         check_len("detail", Some(&run.detail), MAX_DETAIL)?;
+        self.own_session(&agent, run.session.as_deref()).await?;
         let by_id = match &run.action {
             Some(id) => match self.store().get_action(id).await {
+                // The action named covers the run only if it is that run
+                // as decided: same agent, tool, detail and session.
                 Ok(a)
                     if a.agent == agent
                         && a.tool == run.tool
                         && a.detail == run.detail
+                        && (run.session.is_none() || a.session == run.session)
                         && matches!(
                             a.status.as_str(),
                             "approved" | "running" | "completed" | "failed"

@@ -255,6 +255,7 @@ impl Gate {
         let agent = caller.agent_id()?;
         validate_tool(tool)?;
         crate::actions::check_len("detail", Some(detail), crate::actions::MAX_DETAIL)?;
+        self.own_session(agent, session).await?;
         let decision = decide_in(self, agent, session, tool, detail, None)
             .await?
             .decision;

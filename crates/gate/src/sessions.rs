@@ -58,6 +58,23 @@ pub fn validate_origin(session: Option<&str>, runtime: Option<&str>) -> GateResu
     Ok(())
 }
 
+impl crate::Gate {
+    /// Refuses `session` when another agent's (422 naming `session`, as
+    /// acting in it is refused): for calls that name a session without
+    /// acting in it (a check, a reported run), so that no agent reads
+    /// another's session (its taint, its grants) nor writes in its name.
+    pub async fn own_session(&self, agent: &str, session: Option<&str>) -> GateResult<()> {
+        let Some(id) = session else { return Ok(()) };
+        match self.store().session_owner(id).await? {
+            Some(owner) if owner != agent => Err(GateError::invalid(
+                "session",
+                format!("session '{id}' is another agent's"),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Most uses a counted grant may be given.
 pub const MAX_USES: i64 = 10_000;
 

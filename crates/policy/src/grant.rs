@@ -233,6 +233,24 @@ pub fn scope_matches(grant_scope: &Map<String, Value>, action_scope: &Map<String
     })
 }
 
+/// `scope` with each string value that [`scope_matches`] would read as a
+/// glob (it holds `*` or `?`) escaped, so that it matches only itself. For
+/// a grant built from an action's own scope values, which its agent chose:
+/// a plan step's or "approve and remember"'s default. A glob there is the
+/// agent's text, not a human's choice to widen the grant.
+pub fn literal_scope(scope: &Map<String, Value>) -> Map<String, Value> {
+    scope
+        .iter()
+        .map(|(key, value)| {
+            let value = match value {
+                Value::String(s) if s.contains(['*', '?']) => Value::String(globset::escape(s)),
+                other => other.clone(),
+            };
+            (key.clone(), value)
+        })
+        .collect()
+}
+
 /// The scope key whose value is a shell command line (see [`scope_matches`]
 /// and, for profile patterns, [`crate::decide()`]).
 pub const SHELL_SCOPE_KEY: &str = "command";

@@ -6,7 +6,7 @@
 use actiongate_policy::chrono::{DateTime, Duration, TimeZone, Utc};
 use actiongate_policy::{
     Grant, GrantTarget, PermissionRef, Request, Rule, ToolPattern, Verdict, decide, get_preset,
-    scope_matches,
+    literal_scope, scope_matches,
 };
 use serde_json::{Map, Value, json};
 
@@ -126,6 +126,28 @@ fn scope_values_match_exactly_as_json() {
         &g,
         &obj(json!({"to": "BOB@example.com", "max": 5, "opts": {"a": [1, 2]}}))
     ));
+}
+
+#[test]
+fn a_literal_scope_matches_only_its_own_values_glob_characters_included() {
+    let action = obj(json!({"to": "?*", "path": "/a/[b]{c}", "max": 5, "cmd": "ls *.rs"}));
+    let g = literal_scope(&action);
+    assert!(scope_matches(&g, &action));
+    for other in [
+        json!({"to": "xy", "path": "/a/[b]{c}", "max": 5, "cmd": "ls *.rs"}),
+        json!({"to": "?*", "path": "/a/b", "max": 5, "cmd": "ls *.rs"}),
+        json!({"to": "?*", "path": "/a/[b]{c}", "max": 5, "cmd": "ls main.rs"}),
+    ] {
+        assert!(!scope_matches(&g, &obj(other.clone())), "{other}");
+    }
+    // What holds no glob character is kept as it was.
+    assert_eq!(g["max"], json!(5));
+    assert_eq!(g["path"], json!("/a/[b]{c}"));
+    // A shell line is still judged command by command; its literal covers
+    // itself and nothing wider.
+    let g = literal_scope(&obj(json!({"command": "ls *.rs"})));
+    assert!(scope_matches(&g, &obj(json!({"command": "ls *.rs"}))));
+    assert!(!scope_matches(&g, &obj(json!({"command": "ls x.rs"}))));
 }
 
 #[test]

@@ -324,6 +324,8 @@ contract! {
     pub async fn taint_session(&self, id: String, action_id: String, action_string: String) -> Result<(), StoreError>;
     /// One session.
     pub async fn get_session(&self, id: &str, idle_before: DateTime<Utc>) -> Result<Option<actiongate_api::sessions::Session>, StoreError>;
+    /// The agent session `id` belongs to, if it was ever used.
+    pub async fn session_owner(&self, id: &str) -> Result<Option<String>, StoreError>;
     /// Sessions, latest seen first; only `agent`'s when given.
     pub async fn list_sessions(&self, agent: Option<String>, idle_before: DateTime<Utc>) -> Result<Vec<actiongate_api::sessions::Session>, StoreError>;
     /// Ends a session and voids its grants.

@@ -506,6 +506,10 @@ async fn approve_covered_on(
         if profile.approval_rule(&action.action_string).is_some() || asked_under_rules(&action) {
             continue;
         }
+        // A guarded action of a tainted session is a human's to decide.
+        if crate::sessions::held_by_taint_on(conn, &profile, &action).await? {
+            continue;
+        }
         match actions::transition_on(conn, &action.id, &approve_by_grant(&grant.id)).await {
             Ok(action) => approved.push(action),
             // Its deadline passed meanwhile: it expires instead.

@@ -247,6 +247,16 @@ impl SqliteStore {
         session_on(&mut conn, id, idle_before).await
     }
 
+    /// The agent session `id` belongs to, if it was ever used.
+    pub async fn session_owner(&self, id: &str) -> Result<Option<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT agent FROM sessions WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&self.read)
+                .await?,
+        )
+    }
+
     /// Up to 200 sessions, latest seen first; only `agent`'s when given.
     pub async fn list_sessions(
         &self,

@@ -48,6 +48,33 @@ async fn take_use_on(conn: &mut SqliteConnection, new: &mut NewAction) -> Result
     Ok(())
 }
 
+/// Whether a grant must leave pending `action` to a human: `profile`
+/// guards it and its session is tainted. A taint is read where a grant is
+/// about to settle a pending action (when the grant is made, or, on
+/// Postgres, when an asked action is stored), as the gate reads it for a
+/// new one: a guarded action of a tainted session asks whatever grant
+/// covers it (docs/sessions.md).
+pub(crate) fn guarded(profile: &policy::Profile, action: &actiongate_api::model::Action) -> bool {
+    action.session.is_some() && profile.guarded(&action.action_string)
+}
+
+/// [`guarded`], and its session tainted, read on `conn`.
+pub(crate) async fn held_by_taint_on(
+    conn: &mut SqliteConnection,
+    profile: &policy::Profile,
+    action: &actiongate_api::model::Action,
+) -> Result<bool, StoreError> {
+    if !guarded(profile, action) {
+        return Ok(false);
+    }
+    let tainted: Option<Option<String>> =
+        sqlx::query_scalar("SELECT tainted_by FROM sessions WHERE id = ?")
+            .bind(&action.session)
+            .fetch_optional(&mut *conn)
+            .await?;
+    Ok(tainted.flatten().is_some())
+}
+
 impl SqliteStore {
     /// Active grants for a session or a count of uses that may apply to
     /// `agent` acting on `tool` in `session` (none of another session's),

@@ -116,6 +116,16 @@ pub(crate) async fn approve_if_granted(
         if !allows(&grant, p, pending, at) {
             continue;
         }
+        // What no grant may settle, whichever covers it: an action an
+        // approvals rule governs (the gate asked it for its approvers), a
+        // guarded action of a tainted session (asked for its taint). The
+        // same holds where a new grant settles pending actions.
+        if p.approval_rule(&pending.action_string).is_some()
+            || asked_under_rules(pending)
+            || crate::pg::sessions::held_by_taint_on(conn, p, pending).await?
+        {
+            return Ok(None);
+        }
         let t = approve_by_grant(&grant.id);
         let approved = transition_on(conn, &pending.id, &t).await?;
         let event = crate::actions::event_for(&approved, t.event)?;
@@ -226,6 +236,10 @@ async fn approve_covered_on(
         // An approvals rule (a count of people, or who may approve)
         // governs it: one operator's grant does not settle it.
         if profile.approval_rule(&action.action_string).is_some() || asked_under_rules(&action) {
+            continue;
+        }
+        // A guarded action of a tainted session is a human's to decide.
+        if crate::pg::sessions::held_by_taint_on(conn, &profile, &action).await? {
             continue;
         }
         match transition_on(conn, &action.id, &t).await {

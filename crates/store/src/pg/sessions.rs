@@ -41,6 +41,23 @@ pub(crate) async fn take_use_on(
     Ok(())
 }
 
+/// [`crate::sessions::guarded`], and its session tainted, read on `conn`.
+pub(crate) async fn held_by_taint_on(
+    conn: &mut PgConnection,
+    profile: &policy::Profile,
+    action: &actiongate_api::model::Action,
+) -> Result<bool, StoreError> {
+    if !crate::sessions::guarded(profile, action) {
+        return Ok(false);
+    }
+    let tainted: Option<Option<String>> =
+        sqlx::query_scalar("SELECT tainted_by FROM sessions WHERE id = $1")
+            .bind(&action.session)
+            .fetch_optional(&mut *conn)
+            .await?;
+    Ok(tainted.flatten().is_some())
+}
+
 impl Postgres {
     /// Active grants for a session or a count of uses that may apply to
     /// `agent` acting on `tool` in `session` (none of another session's),
