@@ -404,3 +404,70 @@ async fn a_retried_request_answered_with_an_allowed_untrusted_read_taints_its_se
     );
     d.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_plan_step_runs_as_the_whole_line_approved_and_not_as_its_commands_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, _admin, agent, operator) = keyed(false, dir.path()).await.unwrap();
+    let http = crate::common::client();
+    let line = "cd /tmp/sandbox && rm -rf data";
+    let (s, plan) = post(
+        &http,
+        format!("{}/v1/plans", d.base),
+        &agent,
+        json!({"reason": "clean the sandbox", "session": "task",
+               "steps": [{"tool": "bash", "detail": line}]}),
+    )
+    .await;
+    assert_eq!(s, 201, "{plan}");
+    let id = plan["id"].as_str().unwrap();
+    let (s, done) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/plans/{id}/approve", d.base),
+        &operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{done}");
+    // The human approved removing the sandbox's `data`: not a `data`
+    // wherever the agent happens to be, nor the commands reordered.
+    for other in [
+        "rm -rf data",
+        "rm -rf data && cd /tmp/sandbox",
+        "rm -rf data; rm -rf data",
+    ] {
+        let a = act(
+            &http,
+            &d.base,
+            &agent,
+            json!({"tool": "bash", "detail": other, "session": "task"}),
+        )
+        .await;
+        assert_eq!(
+            a["status"], "pending",
+            "the step's grant covered {other:?}: {a}"
+        );
+    }
+    // The step as approved runs without a question, once.
+    let a = act(
+        &http,
+        &d.base,
+        &agent,
+        json!({"tool": "bash", "detail": line, "session": "task"}),
+    )
+    .await;
+    assert_eq!(a["status"], "approved", "{a}");
+    let a = act(
+        &http,
+        &d.base,
+        &agent,
+        json!({"tool": "bash", "detail": line, "session": "task"}),
+    )
+    .await;
+    assert_eq!(
+        a["status"], "pending",
+        "a second run of a one-use step: {a}"
+    );
+    d.stop();
+}

@@ -1483,6 +1483,11 @@ export interface components {
              * @description How many of them are left.
              */
             uses_left?: number | null;
+            /**
+             * @description The pattern is for a shell tool's whole command line as sent, not
+             *     for each simple command of it (a plan's step grants its line so).
+             */
+            whole_line?: boolean;
         };
         /** @description An agent asking a human for a permission (seed 004). */
         GrantRequest: {

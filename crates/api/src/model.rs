@@ -306,6 +306,10 @@ pub struct GrantRecord {
     /// Full-match pattern over the detail (decision-only grants).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pattern: Option<String>,
+    /// The pattern is for a shell tool's whole command line as sent, not
+    /// for each simple command of it (a plan's step grants its line so).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whole_line: bool,
     /// Who granted it.
     pub granted_by: String,
     /// When.

@@ -29,7 +29,21 @@ pub fn tool_target(tool: &str, pattern: &str, pattern_field: &str) -> GateResult
     Ok(NewGrantTarget::Tool {
         tool: tool.to_owned(),
         pattern: pattern.to_owned(),
+        whole_line: false,
     })
+}
+
+/// [`tool_target`] for a pattern over the whole line
+/// ([`policy::ToolPattern::whole_line`]).
+pub fn line_target(tool: &str, pattern: &str, pattern_field: &str) -> GateResult<NewGrantTarget> {
+    match tool_target(tool, pattern, pattern_field)? {
+        NewGrantTarget::Tool { tool, pattern, .. } => Ok(NewGrantTarget::Tool {
+            tool,
+            pattern,
+            whole_line: true,
+        }),
+        NewGrantTarget::Permission { .. } => Err(GateError::internal()),
+    }
 }
 
 /// Whether an agent holds a permission, and by which grant.

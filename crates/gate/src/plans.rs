@@ -293,15 +293,11 @@ impl Gate {
         step: &PlanStep,
     ) -> GateResult<Vec<NewGrantTarget>> {
         if let (Some(tool), Some(detail)) = (&step.tool, &step.detail) {
-            let patterns = actiongate_policy::grant_patterns(profile, tool, detail)
+            // One grant of one use for the step's line as approved: not
+            // its commands alone, reordered or repeated.
+            let pattern = actiongate_policy::line_pattern(profile, tool, detail)
                 .map_err(|e| GateError::conflict(e.reason))?;
-            // One grant of one use for the whole step, however many simple
-            // commands it has: each is one alternative of its pattern.
-            let pattern = match patterns.as_slice() {
-                [one] => one.clone(),
-                many => format!("(?:{})", many.join("|")),
-            };
-            return Ok(vec![crate::grants::tool_target(tool, &pattern, "pattern")?]);
+            return Ok(vec![crate::grants::line_target(tool, &pattern, "pattern")?]);
         }
         let (Some(handler), Some(action)) = (&step.handler, &step.action) else {
             return Err(GateError::internal());

@@ -315,7 +315,9 @@ impl<'g> Context<'_, 'g> {
                 let GrantTarget::Tool(pattern) = &grant.target else {
                     continue;
                 };
-                if pattern.tool() != self.tool
+                // A whole line's grant is for the line ([`Context::line_grant`]).
+                if pattern.is_whole_line()
+                    || pattern.tool() != self.tool
                     || !grant.applies_to(self.agent)
                     || !grant.is_active(now)
                 {
@@ -370,7 +372,34 @@ impl<'g> Context<'_, 'g> {
     /// A non-shell action: one string, deny pass included.
     fn plain(&self, action: &str, detail: &str) -> Outcome<'g> {
         self.deny_pass(action)
+            .or_else(|| self.line_grant(detail))
             .unwrap_or_else(|| self.judge(action, detail))
+    }
+
+    /// The answer of the first active grant of a whole line
+    /// ([`crate::ToolPattern::is_whole_line`]) whose pattern matches `detail`,
+    /// the whole detail as sent; judged after the deny pass.
+    fn line_grant(&self, detail: &str) -> Option<Outcome<'g>> {
+        let now = self.now?;
+        self.grants.iter().find_map(|grant| {
+            let GrantTarget::Tool(pattern) = &grant.target else {
+                return None;
+            };
+            if !pattern.is_whole_line()
+                || pattern.tool() != self.tool
+                || !grant.applies_to(self.agent)
+                || !grant.is_active(now)
+            {
+                return None;
+            }
+            match pattern.matches(detail) {
+                SetMatch::Matched(_) => Some(Outcome::new(Verdict::Allow, Source::Grant(grant))),
+                SetMatch::LimitExceeded(_) => {
+                    Some(Outcome::new(Verdict::Deny, Source::GrantLimit(grant)))
+                }
+                SetMatch::None => None,
+            }
+        })
     }
 
     /// A shell action `action` = `tool:<self.tool>:<detail>`: analyzed
@@ -455,6 +484,17 @@ impl<'g> Context<'_, 'g> {
                 outcome.command = Some(command.clone());
                 return outcome;
             }
+        }
+        // A whole line's grant allows the line as sent (a handler's
+        // command, after its prefix, has no tool grants).
+        if prefix.is_empty()
+            && let Some(mut outcome) = self.line_grant(command_input)
+        {
+            if let (Verdict::Allow, Some(hazard)) = (outcome.verdict, analysis.hazards.first()) {
+                outcome.verdict = Verdict::Ask;
+                outcome.capped_by = Some(hazard.clone());
+            }
+            return outcome;
         }
         let mut worst: Option<Outcome<'g>> = None;
         for (segment, command) in &segments {

@@ -19,12 +19,17 @@ use serde_json::{Map, Value};
 pub struct ToolPattern {
     tool: String,
     set: PatternSet,
+    /// The pattern is for the whole command line, not each simple command
+    /// of it (what a plan's step grants: that line as approved).
+    whole_line: bool,
 }
 
 #[derive(Serialize, Deserialize)]
 struct ToolPatternSpec {
     tool: String,
     pattern: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    whole_line: bool,
 }
 
 impl ToolPattern {
@@ -34,7 +39,23 @@ impl ToolPattern {
         Ok(ToolPattern {
             tool: tool.to_owned(),
             set,
+            whole_line: false,
         })
+    }
+
+    /// Compiles `pattern` for `tool` as a pattern over the whole detail:
+    /// for a shell tool, the command line as a whole, never one of its
+    /// simple commands alone.
+    pub fn whole_line(tool: &str, pattern: &str) -> Result<ToolPattern, PatternError> {
+        Ok(ToolPattern {
+            whole_line: true,
+            ..ToolPattern::new(tool, pattern)?
+        })
+    }
+
+    /// Whether the pattern is for the whole line ([`ToolPattern::whole_line`]).
+    pub fn is_whole_line(&self) -> bool {
+        self.whole_line
     }
 
     /// The tool this pattern is for.
@@ -55,7 +76,9 @@ impl ToolPattern {
 
 impl PartialEq for ToolPattern {
     fn eq(&self, other: &Self) -> bool {
-        self.tool == other.tool && self.pattern() == other.pattern()
+        self.tool == other.tool
+            && self.pattern() == other.pattern()
+            && self.whole_line == other.whole_line
     }
 }
 
@@ -63,7 +86,11 @@ impl TryFrom<ToolPatternSpec> for ToolPattern {
     type Error = PatternError;
 
     fn try_from(spec: ToolPatternSpec) -> Result<Self, Self::Error> {
-        ToolPattern::new(&spec.tool, &spec.pattern)
+        if spec.whole_line {
+            ToolPattern::whole_line(&spec.tool, &spec.pattern)
+        } else {
+            ToolPattern::new(&spec.tool, &spec.pattern)
+        }
     }
 }
 
@@ -71,6 +98,7 @@ impl From<ToolPattern> for ToolPatternSpec {
     fn from(p: ToolPattern) -> Self {
         ToolPatternSpec {
             pattern: p.pattern().to_owned(),
+            whole_line: p.whole_line,
             tool: p.tool,
         }
     }
@@ -171,6 +199,10 @@ impl Grant {
                     _ => return pattern.matches(req.detail) == SetMatch::Matched(0),
                 };
                 let analysis = analyze(dialect, req.detail);
+                if pattern.whole_line {
+                    return analysis.is_clean()
+                        && pattern.matches(req.detail) == SetMatch::Matched(0);
+                }
                 let all = |mut it: std::slice::Iter<'_, String>| {
                     it.all(|c| pattern.matches(c) == SetMatch::Matched(0))
                 };

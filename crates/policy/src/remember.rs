@@ -51,3 +51,13 @@ pub fn grant_patterns(profile: &Profile, tool: &str, detail: &str) -> Result<Vec
     }
     Ok(patterns)
 }
+
+/// The whole-line grant pattern ([`crate::ToolPattern::whole_line`]) that
+/// allows exactly `tool`'s `detail` as sent: what approving a plan's step
+/// grants. A shell line is checked as [`grant_patterns`] checks it (a line
+/// no grant can cover is refused, saying why), but the grant is for the
+/// line, so none of its commands runs alone, reordered or repeated on it.
+pub fn line_pattern(profile: &Profile, tool: &str, detail: &str) -> Result<String, NoGrant> {
+    grant_patterns(profile, tool, detail)?;
+    Ok(regex::escape(detail))
+}

@@ -6,7 +6,7 @@
 use actiongate_policy::chrono::{DateTime, Duration, TimeZone, Utc};
 use actiongate_policy::{
     Grant, GrantTarget, PermissionRef, Request, Rule, ToolPattern, Verdict, decide, get_preset,
-    literal_scope, scope_matches,
+    line_pattern, literal_scope, scope_matches,
 };
 use serde_json::{Map, Value, json};
 
@@ -250,6 +250,53 @@ fn tool_grant_covers_matching_commands() {
     assert_eq!(
         g.target,
         GrantTarget::Tool(ToolPattern::new("bash", "npm test( .*)?").unwrap())
+    );
+}
+
+/// A whole-line grant (a plan's step) allows its line as sent, in `covers`
+/// and in `decide` alike, and none of its commands alone, reordered or
+/// repeated; deny patterns and hazards still win.
+#[test]
+fn a_whole_line_grant_allows_its_line_and_not_its_commands() {
+    let profile = get_preset("readonly").unwrap();
+    let line = "cd /tmp/sandbox && rm -rf data";
+    let g = Grant {
+        id: "step".into(),
+        agent: Some("a1".into()),
+        target: GrantTarget::Tool(
+            ToolPattern::whole_line("bash", &line_pattern(&profile, "bash", line).unwrap())
+                .unwrap(),
+        ),
+        expires_at: None,
+        revoked_at: None,
+    };
+    assert!(g.covers(&bash(line), now()));
+    let d = decide(&profile, std::slice::from_ref(&g), &bash(line), now());
+    assert_eq!(d.verdict, Verdict::Allow, "{}", d.reason);
+    assert_eq!(d.rule, Some(Rule::Grant { id: "step".into() }));
+    for other in [
+        "rm -rf data",
+        "cd /tmp/sandbox",
+        "rm -rf data && cd /tmp/sandbox",
+        "cd /tmp/sandbox && rm -rf data && rm -rf data",
+        "cd /tmp/sandbox  && rm -rf data",
+    ] {
+        assert!(!g.covers(&bash(other), now()), "{other}");
+        let d = decide(&profile, std::slice::from_ref(&g), &bash(other), now());
+        assert_ne!(d.verdict, Verdict::Allow, "{other}: {}", d.reason);
+    }
+    // A line no grant can cover gets no whole-line grant either.
+    assert!(line_pattern(&profile, "bash", "echo $(rm -rf /)").is_err());
+    // It round-trips as a whole-line pattern.
+    let text = serde_json::to_string(&g.target).unwrap();
+    assert!(text.contains("\"whole_line\":true"), "{text}");
+    let back: GrantTarget = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, g.target);
+    assert_ne!(
+        back,
+        GrantTarget::Tool(
+            ToolPattern::new("bash", &line_pattern(&profile, "bash", line).unwrap()).unwrap()
+        )
     );
 }
 

@@ -34,6 +34,9 @@ pub enum NewGrantTarget {
         tool: String,
         /// Full-match pattern (validated by the caller).
         pattern: String,
+        /// The pattern is for a shell tool's whole line, not each simple
+        /// command of it ([`policy::ToolPattern::whole_line`]).
+        whole_line: bool,
     },
 }
 
@@ -106,7 +109,7 @@ pub struct GrantFilter {
 /// for `concat!`.
 macro_rules! grant_columns {
     () => {
-        "id, agent, handler, permission, scope, tool, pattern, granted_by, granted_at, expires_at, revoked_at, note, session, uses, uses_left"
+        "id, agent, handler, permission, scope, tool, pattern, whole_line, granted_by, granted_at, expires_at, revoked_at, note, session, uses, uses_left"
     };
 }
 pub(crate) use grant_columns;
@@ -125,6 +128,7 @@ pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<GrantRecord, Store
         scope: scope.map(|s| serde_json::from_str(&s)).transpose()?,
         tool: row.try_get("tool")?,
         pattern: row.try_get("pattern")?,
+        whole_line: row.try_get::<i64>("whole_line")? != 0,
         granted_by: row.try_get("granted_by")?,
         granted_at: from_ms(row.try_get("granted_at")?),
         expires_at,
@@ -148,8 +152,12 @@ pub fn to_policy(g: &GrantRecord) -> Result<policy::Grant, StoreError> {
             scope: scope.clone(),
         },
         (_, _, _, Some(tool), Some(pattern)) => policy::GrantTarget::Tool(
-            policy::ToolPattern::new(tool, pattern)
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            if g.whole_line {
+                policy::ToolPattern::whole_line(tool, pattern)
+            } else {
+                policy::ToolPattern::new(tool, pattern)
+            }
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
         ),
         _ => return Err(StoreError::Corrupt(format!("grant {} has no target", g.id))),
     };
@@ -179,6 +187,7 @@ pub(crate) struct TargetCols {
     pub(crate) scope: Option<String>,
     pub(crate) tool: Option<String>,
     pub(crate) pattern: Option<String>,
+    pub(crate) whole_line: i64,
 }
 
 impl NewGrantTarget {
@@ -195,13 +204,19 @@ impl NewGrantTarget {
                 scope: Some(Value::Object(scope.clone()).to_string()),
                 tool: None,
                 pattern: None,
+                whole_line: 0,
             },
-            NewGrantTarget::Tool { tool, pattern } => TargetCols {
+            NewGrantTarget::Tool {
+                tool,
+                pattern,
+                whole_line,
+            } => TargetCols {
                 handler: None,
                 permission: None,
                 scope: None,
                 tool: Some(tool.clone()),
                 pattern: Some(pattern.clone()),
+                whole_line: i64::from(*whole_line),
             },
         }
     }
@@ -412,8 +427,8 @@ where
 {
     let cols = new.target.cols();
     let mut q: QueryBuilder<DB> = QueryBuilder::new(
-        "INSERT INTO grants (id, agent, handler, permission, scope, tool, pattern, granted_by, \
-         granted_at, expires_at, note, session, uses, uses_left) VALUES (",
+        "INSERT INTO grants (id, agent, handler, permission, scope, tool, pattern, whole_line, \
+         granted_by, granted_at, expires_at, note, session, uses, uses_left) VALUES (",
     );
     q.separated(", ")
         .push_bind(new.id.clone())
@@ -423,6 +438,7 @@ where
         .push_bind(cols.scope)
         .push_bind(cols.tool)
         .push_bind(cols.pattern)
+        .push_bind(cols.whole_line)
         .push_bind(new.granted_by.clone())
         .push_bind(to_ms(now()))
         .push_bind(new.expires_at.map(to_ms))

@@ -36,6 +36,7 @@ fn tool_grant(agent: Option<&str>, pattern: &str) -> NewGrant {
         target: NewGrantTarget::Tool {
             tool: "bash".to_owned(),
             pattern: pattern.to_owned(),
+            whole_line: false,
         },
         granted_by: "op".to_owned(),
         expires_at: None,

@@ -772,6 +772,7 @@ async fn faults_in_the_middle_of_a_write_are_retryable_and_write_nothing() {
         target: NewGrantTarget::Tool {
             tool: "bash".to_owned(),
             pattern: "make".to_owned(),
+            whole_line: false,
         },
         granted_by: "op".to_owned(),
         expires_at: None,

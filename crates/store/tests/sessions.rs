@@ -18,6 +18,7 @@ fn session_grant(agent: &str, session: &str) -> NewGrant {
         target: NewGrantTarget::Tool {
             tool: "bash".to_owned(),
             pattern: "ls".to_owned(),
+            whole_line: false,
         },
         granted_by: "op".to_owned(),
         expires_at: None,

@@ -387,6 +387,7 @@ async fn cached_grants_follow_creation_and_revocation(kind: Kind) {
         target: NewGrantTarget::Tool {
             tool: "bash".to_owned(),
             pattern: "make.*".to_owned(),
+            whole_line: false,
         },
         granted_by: "op".to_owned(),
         expires_at: None,
