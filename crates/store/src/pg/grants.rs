@@ -110,20 +110,17 @@ pub(crate) async fn approve_if_granted(
         let Some(Some(p)) = &profile else {
             return Ok(None);
         };
+        // An approvals rule of the profile as it is now governs it.
         if p.approval_rule(&pending.action_string).is_some() {
             return Ok(None);
         }
         if !allows(&grant, p, pending, at) {
             continue;
         }
-        // What no grant may settle, whichever covers it: an action an
-        // approvals rule governs (the gate asked it for its approvers), a
-        // guarded action of a tainted session (asked for its taint). The
-        // same holds where a new grant settles pending actions.
-        if p.approval_rule(&pending.action_string).is_some()
-            || asked_under_rules(pending)
-            || crate::pg::sessions::held_by_taint_on(conn, p, pending).await?
-        {
+        // A guarded action of a tainted session is a human's to decide,
+        // whichever grant covers it (as where a new grant settles pending
+        // actions).
+        if crate::pg::sessions::held_by_taint_on(conn, p, pending).await? {
             return Ok(None);
         }
         let t = approve_by_grant(&grant.id);
