@@ -340,3 +340,43 @@ async fn an_approvals_rule_governs_a_command_line_that_hides_its_command_after_a
     assert_eq!(a["status"], "pending", "{a}");
     assert_eq!(a["approvals_required"], 2, "{a}");
 }
+
+/// "Approve and remember" is a person's decision like any approval: the
+/// action records who and through which channel, and lists the approval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_and_remember_records_the_person_and_channel_that_decided() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([])).await;
+    let (ann, ann_id) = named_operator(&http, &d.base, &admin, "ann-key").await;
+    person(
+        &http,
+        &d.base,
+        &admin,
+        json!({"name": "ann", "groups": ["release"], "keys": [ann_id]}),
+    )
+    .await;
+    let id = pending(&http, &d.base, &agent, "deploy", "staging").await;
+    let (s, a) = approve(
+        &http,
+        &d.base,
+        &ann,
+        &id,
+        json!({"remember": {"expires": "1h"}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{a}");
+    assert_eq!(a["status"], "approved", "{a}");
+    for a in [a.clone(), get(&http, &d.base, &admin, &id).await] {
+        assert_eq!(a["decided_person"], "ann", "{a}");
+        assert_eq!(a["decided_channel"], "api", "{a}");
+        let approvals = a["approvals"].as_array().unwrap();
+        assert_eq!(approvals.len(), 1, "{a}");
+        assert_eq!(approvals[0]["who"], "ann", "{a}");
+    }
+    d.stop();
+}

@@ -103,7 +103,8 @@ impl Gate {
         if chat && crate::quorum::channel_of(caller) != channel {
             return Err(GateError::invalid(
                 "channel",
-                "a chat's channel is for decisions made in that chat; a key decides through                  api, page, cli or mcp",
+                "a chat's channel is for decisions made in that chat; a key decides through \
+                 api, page, cli or mcp",
             ));
         }
         self.apply(caller, id, verdict, None, channel, edit).await
@@ -143,7 +144,8 @@ impl Gate {
                         "an edited action is approved once; approve it without remember",
                     ));
                 }
-                self.approve_and_remember(caller, id, note, remember).await
+                self.approve_and_remember(caller, id, note, remember, channel)
+                    .await
             }
         }
     }
@@ -174,6 +176,7 @@ impl Gate {
         id: &str,
         note: Option<String>,
         remember: Remember,
+        channel: &str,
     ) -> GateResult<Action> {
         check_len("note", note.as_deref(), MAX_TEXT)?;
         let action = self.visible_action(caller, id).await?;
@@ -210,10 +213,14 @@ impl Gate {
             expires_at,
             note: note.clone(),
         };
+        // Recorded as an approval, as any one person's is.
+        let decider = self.decider(caller).await?;
         let first = ApproveFirst {
             action_id: id.to_owned(),
-            decided_by: caller.identity(),
+            decided_by: decider.by,
             note,
+            person: decider.who,
+            channel: channel.to_owned(),
         };
         let created = self.store().create_grant(new, Some(first)).await?;
         let settled: Vec<Action> = created

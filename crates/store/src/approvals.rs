@@ -162,7 +162,20 @@ pub(crate) fn team_text(team: &Team) -> Result<Option<String>, StoreError> {
     }
 }
 
-async fn decide_on(
+/// Refuses a decision that left its action pending where one approval
+/// must settle it ("approve and remember" approves once, for one person).
+pub(crate) fn settled_by_one(decided: &TeamDecided) -> Result<(), StoreError> {
+    if decided.settled {
+        Ok(())
+    } else {
+        Err(StoreError::Conflict(
+            "this action needs approvals from more than one person: approve it without remember"
+                .to_owned(),
+        ))
+    }
+}
+
+pub(crate) async fn decide_on(
     conn: &mut SqliteConnection,
     id: &str,
     d: &TeamDecision,

@@ -77,10 +77,34 @@ impl NewGrant {
 pub struct ApproveFirst {
     /// The action.
     pub action_id: String,
-    /// The operator.
+    /// The operator's identity (`key:<id>`, `telegram:<user id>`, …).
     pub decided_by: String,
     /// Their note.
     pub note: Option<String>,
+    /// The person deciding (their name), or the identity when it is
+    /// nobody's: recorded as the action's approval, as any approval is.
+    pub person: String,
+    /// The channel it came through (api, page, cli, a chat, mcp).
+    pub channel: String,
+}
+
+impl ApproveFirst {
+    /// The approval it records, made now: one person's, which settles an
+    /// action that needs one.
+    pub(crate) fn decision(&self) -> crate::approvals::TeamDecision {
+        crate::approvals::TeamDecision {
+            approve: true,
+            entry: actiongate_api::teams::ApprovalEntry {
+                who: self.person.clone(),
+                by: self.decided_by.clone(),
+                channel: self.channel.clone(),
+                at: now(),
+            },
+            required: 1,
+            note: self.note.clone(),
+            edit: None,
+        }
+    }
 }
 
 /// What creating a grant did.
@@ -219,18 +243,6 @@ impl NewGrantTarget {
                 whole_line: i64::from(*whole_line),
             },
         }
-    }
-}
-
-/// The transition of an action `first` approves ("approve and remember").
-pub(crate) fn approve_first(first: &ApproveFirst) -> Transition {
-    Transition {
-        from: &[ActionStatus::Pending],
-        to: ActionStatus::Approved,
-        decided_by: Some(first.decided_by.clone()),
-        note: first.note.clone(),
-        outcome: None,
-        event: "action.approved",
     }
 }
 
@@ -459,7 +471,11 @@ pub(crate) async fn create_on(
 ) -> Result<GrantCreated, StoreError> {
     let approved_first = match first {
         Some(first) => {
-            Some(actions::transition_on(conn, &first.action_id, &approve_first(&first)).await?)
+            let (decided, event) =
+                crate::approvals::decide_on(conn, &first.action_id, &first.decision()).await?;
+            crate::approvals::settled_by_one(&decided)?;
+            events::insert_on(conn, &event).await?;
+            Some(decided.action)
         }
         None => None,
     };

@@ -86,6 +86,8 @@ async fn a_grant_approves_what_it_covers_where_the_profile_as_stored_now_lets_it
         action_id: first.id.clone(),
         decided_by: "operator:k".to_owned(),
         note: Some("ok".to_owned()),
+        person: "operator:k".to_owned(),
+        channel: "api".to_owned(),
     };
     let created = store
         .create_grant(grant.clone(), Some(first_by))
@@ -173,6 +175,8 @@ async fn approving_first_an_action_no_longer_pending_creates_no_grant(kind: Kind
         action_id: a.id.clone(),
         decided_by: "op".to_owned(),
         note: None,
+        person: "op".to_owned(),
+        channel: "api".to_owned(),
     };
     let lost = store.create_grant(grant.clone(), Some(first)).await;
     assert!(
@@ -421,6 +425,8 @@ async fn approvals_that_remember_on_two_nodes_at_once_do_not_deadlock() {
                     action_id: first,
                     decided_by: "op".to_owned(),
                     note: None,
+                    person: "op".to_owned(),
+                    channel: "api".to_owned(),
                 };
                 node.create_grant(grant, Some(first)).await
             })

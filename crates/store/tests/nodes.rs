@@ -785,6 +785,8 @@ async fn faults_in_the_middle_of_a_write_are_retryable_and_write_nothing() {
                 action_id: first,
                 decided_by: "op".to_owned(),
                 note: None,
+                person: "op".to_owned(),
+                channel: "api".to_owned(),
             };
             store.create_grant(grant, Some(first)).await
         }

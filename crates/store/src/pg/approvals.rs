@@ -8,6 +8,7 @@ use sqlx::PgConnection;
 use crate::actions::{action_columns, event_for, from_row};
 use crate::approvals::{TeamDecided, TeamDecision, escalation, plan, team_text};
 use crate::error::StoreError;
+use crate::events::NewEvent;
 use crate::pg::Postgres;
 use crate::time::{now, to_ms};
 use actiongate_api::model::Action;
@@ -24,55 +25,70 @@ async fn locked(conn: &mut PgConnection, id: &str) -> Result<Option<Action>, Sto
     row.as_ref().map(from_row).transpose()
 }
 
+/// One person's decision on pending action `id`, planned from its row as
+/// locked: what it did, and its event (not yet written).
+pub(crate) async fn decide_on(
+    conn: &mut PgConnection,
+    id: &str,
+    d: &TeamDecision,
+) -> Result<(TeamDecided, NewEvent), StoreError> {
+    let current = locked(conn, id).await?.ok_or(StoreError::NotFound)?;
+    let at = now();
+    let p = plan(&current, d, at)?;
+    let ms = to_ms(at);
+    let row = match p.status {
+        Some(status) => {
+            sqlx::query(concat!(
+                "UPDATE actions SET team = $2, status = $3, decided_at = $4, decided_by = $5, \
+                 decision_note = COALESCE($6, decision_note), settled_at = $4, \
+                 params = COALESCE($7, params), decision_rule = COALESCE($8, decision_rule) \
+                 WHERE id = $1 AND status = 'pending' RETURNING ",
+                action_columns!()
+            ))
+            .bind(id)
+            .bind(team_text(&p.team)?)
+            .bind(status.as_str())
+            .bind(ms)
+            .bind(&d.entry.by)
+            .bind(&d.note)
+            .bind(p.params.as_ref().map(Value::to_string))
+            .bind(p.rule_text())
+            .fetch_one(&mut *conn)
+            .await?
+        }
+        None => {
+            sqlx::query(concat!(
+                "UPDATE actions SET team = $2, params = COALESCE($3, params), \
+                 decision_rule = COALESCE($4, decision_rule) \
+                 WHERE id = $1 AND status = 'pending' RETURNING ",
+                action_columns!()
+            ))
+            .bind(id)
+            .bind(team_text(&p.team)?)
+            .bind(p.params.as_ref().map(Value::to_string))
+            .bind(p.rule_text())
+            .fetch_one(&mut *conn)
+            .await?
+        }
+    };
+    let action = from_row(&row)?;
+    let event = event_for(&action, p.event)?;
+    Ok((
+        TeamDecided {
+            settled: p.status.is_some(),
+            action,
+        },
+        event,
+    ))
+}
+
 impl Postgres {
     /// One person's decision on pending action `id` (see [`TeamDecision`]).
     pub async fn team_decide(&self, id: &str, d: TeamDecision) -> Result<TeamDecided, StoreError> {
         let mut tx = self.begin().await?;
-        let current = locked(&mut tx, id).await?.ok_or(StoreError::NotFound)?;
-        let at = now();
-        let p = plan(&current, &d, at)?;
-        let ms = to_ms(at);
-        let row =
-            match p.status {
-                Some(status) => sqlx::query(concat!(
-                    "UPDATE actions SET team = $2, status = $3, decided_at = $4, decided_by = $5, \
-                 decision_note = COALESCE($6, decision_note), settled_at = $4, \
-                 params = COALESCE($7, params), decision_rule = COALESCE($8, decision_rule) \
-                 WHERE id = $1 AND status = 'pending' RETURNING ",
-                    action_columns!()
-                ))
-                .bind(id)
-                .bind(team_text(&p.team)?)
-                .bind(status.as_str())
-                .bind(ms)
-                .bind(&d.entry.by)
-                .bind(&d.note)
-                .bind(p.params.as_ref().map(Value::to_string))
-                .bind(p.rule_text())
-                .fetch_one(&mut *tx)
-                .await?,
-                None => {
-                    sqlx::query(concat!(
-                        "UPDATE actions SET team = $2, params = COALESCE($3, params), \
-                 decision_rule = COALESCE($4, decision_rule) \
-                 WHERE id = $1 AND status = 'pending' RETURNING ",
-                        action_columns!()
-                    ))
-                    .bind(id)
-                    .bind(team_text(&p.team)?)
-                    .bind(p.params.as_ref().map(Value::to_string))
-                    .bind(p.rule_text())
-                    .fetch_one(&mut *tx)
-                    .await?
-                }
-            };
-        let action = from_row(&row)?;
-        let event = event_for(&action, p.event)?;
+        let (decided, event) = decide_on(&mut tx, id, &d).await?;
         self.commit(tx, vec![event]).await?;
-        Ok(TeamDecided {
-            settled: p.status.is_some(),
-            action,
-        })
+        Ok(decided)
     }
 
     /// Marks pending action `id` escalated and writes `action.escalated`,

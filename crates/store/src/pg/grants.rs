@@ -28,9 +28,9 @@ use sqlx::{PgConnection, Postgres as Pg};
 use crate::error::StoreError;
 use crate::events::NewEvent;
 use crate::grants::{
-    ApproveFirst, GrantCreated, GrantFilter, NewGrant, allows, approve_by_grant, approve_first,
-    asked_under_rules, compile_profile, covered_query, covers, from_row, grant_columns,
-    grant_event, insert_query, list_query, to_policy,
+    ApproveFirst, GrantCreated, GrantFilter, NewGrant, allows, approve_by_grant, asked_under_rules,
+    compile_profile, covered_query, covers, from_row, grant_columns, grant_event, insert_query,
+    list_query, to_policy,
 };
 use crate::pg::Postgres;
 use crate::pg::actions::transition_on;
@@ -168,10 +168,11 @@ pub(crate) async fn create_on(
     }
     let approved_first = match first {
         Some(first) => {
-            let t = approve_first(&first);
-            let action = transition_on(conn, &first.action_id, &t).await?;
-            events.push(crate::actions::event_for(&action, t.event)?);
-            Some(action)
+            let (decided, event) =
+                crate::pg::approvals::decide_on(conn, &first.action_id, &first.decision()).await?;
+            crate::approvals::settled_by_one(&decided)?;
+            events.push(event);
+            Some(decided.action)
         }
         None => None,
     };
