@@ -61,6 +61,11 @@ async fn check_limits(bases: Vec<String>, admin: &str) {
         "{}",
         asked[0].1
     );
+    // Dry runs (check) take no slot: under the limit they say allow, and
+    // the 17 slots left below are all still there.
+    for _ in 0..5 {
+        assert_eq!(check_echo(&bases[0], &bot).await["result"], "allow");
+    }
     // The agent's limit (20, 3 used): 17 of 40 concurrent echoes allowed.
     let echo: Vec<Value> = (0..40)
         .map(|i| json!({"tool": "echo", "detail": format!("{i}")}))
@@ -88,16 +93,33 @@ async fn check_limits(bases: Vec<String>, admin: &str) {
     )
     .await;
     assert_eq!(page["items"].as_array().unwrap().len(), 28);
-    // A dry run (check) takes no slot and still says allow.
-    let (_, c) = call(
-        &http,
+    // Past the limit a dry run answers what the action would get: ask,
+    // saying which limit, on every daemon.
+    for base in &bases {
+        let c = check_echo(base, &bot).await;
+        assert_eq!(c["result"], "ask", "{c}");
+        assert!(
+            c["reason"]
+                .as_str()
+                .unwrap()
+                .contains("the agent's max_per_hour (20 an hour)"),
+            "{c}"
+        );
+    }
+}
+
+/// `POST /v1/check` of an echo as `key`: its answer.
+async fn check_echo(base: &str, key: &str) -> Value {
+    let (s, c) = call(
+        &client(),
         reqwest::Method::POST,
-        format!("{}/v1/check", bases[0]),
-        &bot,
+        format!("{base}/v1/check"),
+        key,
         Some(json!({"tool": "echo", "detail": "x"})),
     )
     .await;
-    assert_eq!(c["result"], "allow");
+    assert_eq!(s, 200, "{c}");
+    c
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

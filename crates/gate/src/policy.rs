@@ -259,6 +259,8 @@ impl Gate {
         let decision = decide_in(self, agent, session, tool, detail, None)
             .await?
             .decision;
+        // Past a rate limit the action would be asked: so says the dry run.
+        let decision = self.rate_peeked(agent, decision).await?;
         metrics::counter!("actiongate_decisions_total", "result" => decision.result.as_str())
             .increment(1);
         Ok((policy::format_action(tool, detail), decision))

@@ -308,6 +308,9 @@ contract! {
     /// or none: `None` when taken, else the first key at its maximum over
     /// the hour before `at`.
     pub async fn rate_take(&self, agent: &str, limits: Vec<(String, i64)>, at: DateTime<Utc>) -> Result<Option<String>, StoreError>;
+    /// The first `(key, max_per_hour)` of `agent` at its maximum over the
+    /// hour before `at`, taking nothing (a dry run's view of `rate_take`).
+    pub async fn rate_full(&self, agent: &str, limits: Vec<(String, i64)>, at: DateTime<Utc>) -> Result<Option<String>, StoreError>;
 
     // receipts
     /// The receipt signing key every daemon on this database shares;

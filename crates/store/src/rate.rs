@@ -15,6 +15,33 @@ use crate::time::to_ms;
 pub(crate) const WINDOW_MS: i64 = 3_600_000;
 
 impl SqliteStore {
+    /// The first `(key, max_per_hour)` of `agent` already at its maximum
+    /// over the hour before `at`, reading only: what [`SqliteStore::rate_take`]
+    /// would answer, for a dry run.
+    pub async fn rate_full(
+        &self,
+        agent: &str,
+        limits: Vec<(String, i64)>,
+        at: DateTime<Utc>,
+    ) -> Result<Option<String>, StoreError> {
+        let since = to_ms(at) - WINDOW_MS;
+        let mut conn = self.read.acquire().await?;
+        for (key, max) in limits {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM rate_events WHERE agent = ? AND key = ? AND at > ?",
+            )
+            .bind(agent)
+            .bind(&key)
+            .bind(since)
+            .fetch_one(&mut *conn)
+            .await?;
+            if n >= max {
+                return Ok(Some(key));
+            }
+        }
+        Ok(None)
+    }
+
     /// Takes a slot of each `(key, max_per_hour)` for `agent` at `at`:
     /// `None` when taken, or the first key already at its maximum (nothing
     /// taken then).

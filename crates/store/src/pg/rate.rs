@@ -9,6 +9,30 @@ use crate::rate::WINDOW_MS;
 use crate::time::to_ms;
 
 impl Postgres {
+    /// See [`crate::SqliteStore::rate_full`].
+    pub async fn rate_full(
+        &self,
+        agent: &str,
+        limits: Vec<(String, i64)>,
+        at: DateTime<Utc>,
+    ) -> Result<Option<String>, StoreError> {
+        let since = to_ms(at) - WINDOW_MS;
+        for (key, max) in limits {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM rate_events WHERE agent = $1 AND key = $2 AND at > $3",
+            )
+            .bind(agent)
+            .bind(&key)
+            .bind(since)
+            .fetch_one(&self.pool)
+            .await?;
+            if n >= max {
+                return Ok(Some(key));
+            }
+        }
+        Ok(None)
+    }
+
     /// See [`crate::SqliteStore::rate_take`].
     pub async fn rate_take(
         &self,
