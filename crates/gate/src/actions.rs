@@ -263,18 +263,10 @@ impl Gate {
         }))
         .await;
         let (action, created, inserted) = stored?;
-        // A retry answered with the stored action taints too (tainting is
-        // idempotent): the first answer may not have got that far (cut off
-        // after the insert, or the taint's write failed), and the agent
-        // reads what it allowed all the same.
-        if let Some(session) = &action.session
-            && matches!(
-                action.status,
-                ActionStatus::Approved | ActionStatus::Running
-            )
-        {
-            Box::pin(self.taint_if_untrusted(session, &action)).await?;
-        }
+        // The session's record of its taint (decisions read the taint from
+        // what was let run, so this write is a record, never the guard);
+        // a retry answered with the stored action writes it too.
+        self.taint_approved(std::slice::from_ref(&action)).await;
         if created {
             metrics::counter!("actiongate_decisions_total", "result" => result.as_str())
                 .increment(1);
@@ -309,9 +301,13 @@ impl Gate {
         })
     }
 
-    /// Taints the sessions of `actions` that a human (or a grant) has just
-    /// approved and that read untrusted content, as an allowed one would.
-    pub(crate) async fn taint_approved(&self, actions: &[Action]) -> GateResult<()> {
+    /// Records the taint of the sessions of `actions` that were just let
+    /// run (allowed, or approved by a human or a grant) and read untrusted
+    /// content. A record only: a guarded action's decision reads the
+    /// session's taint from the actions let run in it
+    /// (`Store::session_taint`), so a write that fails (logged) or comes
+    /// late loses nothing, and the approval that was made stands.
+    pub(crate) async fn taint_approved(&self, actions: &[Action]) {
         for action in actions {
             if let Some(session) = &action.session
                 && matches!(
@@ -321,15 +317,11 @@ impl Gate {
                         | ActionStatus::Completed
                         | ActionStatus::Failed
                 )
+                && let Err(e) = Box::pin(self.taint_if_untrusted(session, action)).await
             {
-                Box::pin(self.taint_if_untrusted(session, action))
-                    .await
-                    .inspect_err(|e| {
-                        tracing::error!(action = %action.id, error = %e, "tainting a session failed");
-                    })?;
+                tracing::error!(action = %action.id, error = %e, "recording a session's taint failed");
             }
         }
-        Ok(())
     }
 
     /// Marks `session` tainted when `action` (allowed) reads untrusted

@@ -229,7 +229,7 @@ impl Gate {
             .chain(&created.approved)
             .cloned()
             .collect();
-        self.taint_approved(&settled).await?;
+        self.taint_approved(&settled).await;
         created.approved_first.ok_or_else(GateError::internal)
     }
 

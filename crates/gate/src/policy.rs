@@ -131,17 +131,15 @@ pub async fn decide_in(
     if let Some(session) = session
         && d.verdict == policy::Verdict::Allow
         && profile.guarded(&action_string)
-        && let Some(s) = gate
+        && let Some((by, what)) = gate
             .store()
-            .get_session(session, gate.idle_before())
+            .session_taint(session.to_owned(), profile.clone())
             .await?
-        && let Some(by) = s.tainted_by
     {
         d = policy::Decision {
             verdict: policy::Verdict::Ask,
             reason: format!(
-                "session '{session}' is tainted by action {by} (`{}`): guarded actions ask",
-                s.taint_action.unwrap_or_default()
+                "session '{session}' is tainted by action {by} (`{what}`): guarded actions ask"
             ),
             rule: None,
         };

@@ -172,7 +172,7 @@ impl Gate {
         match self.store().team_decide(&action.id, decision).await {
             Ok(done) => {
                 self.taint_approved(std::slice::from_ref(&done.action))
-                    .await?;
+                    .await;
                 Ok(done.action)
             }
             Err(StoreError::Conflict(m)) => Err(GateError::conflict(m)),

@@ -325,6 +325,10 @@ contract! {
     pub async fn touch_session(&self, agent: String, id: String, runtime: Option<String>, idle_before: DateTime<Utc>) -> Result<actiongate_api::sessions::Session, StoreError>;
     /// Marks a session tainted by an action, unless it already is.
     pub async fn taint_session(&self, id: String, action_id: String, action_string: String) -> Result<(), StoreError>;
+    /// The action (id, action string) that taints session `session` under
+    /// `profile`: the one its row records, or else the first of its actions
+    /// let run that `profile` says taints; `None` when none does.
+    pub async fn session_taint(&self, session: String, profile: std::sync::Arc<policy::Profile>) -> Result<Option<(String, String)>, StoreError>;
     /// One session.
     pub async fn get_session(&self, id: &str, idle_before: DateTime<Utc>) -> Result<Option<actiongate_api::sessions::Session>, StoreError>;
     /// The agent session `id` belongs to, if it was ever used.

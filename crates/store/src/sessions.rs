@@ -58,24 +58,73 @@ pub(crate) fn guarded(profile: &policy::Profile, action: &actiongate_api::model:
     action.session.is_some() && profile.guarded(&action.action_string)
 }
 
-/// [`guarded`], and its session tainted, read on `conn`.
+/// The first action `profile` says taints (`Profile::taints`) among
+/// `reads`, the actions of a session its agent was let run.
+pub(crate) fn first_taint(
+    profile: &policy::Profile,
+    reads: Vec<(String, String)>,
+) -> Option<(String, String)> {
+    reads.into_iter().find(|(_, s)| profile.taints(s))
+}
+
+/// The action that taints `session` under `profile`, read on `conn`: the
+/// one its row records, or else the first of its actions let run that
+/// reads untrusted content. The row is written after the allow or the
+/// approval commits; the actions are what the commit made true, so a
+/// taint whose write came late, or never (a crash, a full disk), still
+/// counts.
+pub(crate) async fn taint_on(
+    conn: &mut SqliteConnection,
+    profile: &policy::Profile,
+    session: &str,
+) -> Result<Option<(String, String)>, StoreError> {
+    let row: Option<(Option<String>, Option<String>)> =
+        sqlx::query_as("SELECT tainted_by, taint_action FROM sessions WHERE id = ?")
+            .bind(session)
+            .fetch_optional(&mut *conn)
+            .await?;
+    if let Some((Some(by), what)) = row {
+        return Ok(Some((by, what.unwrap_or_default())));
+    }
+    // Let run: allowed, or approved.
+    let reads: Vec<(String, String)> = sqlx::query_as(
+        "SELECT id, action_string FROM actions WHERE session = ? \
+         AND status IN ('approved', 'running', 'completed', 'failed') ORDER BY id",
+    )
+    .bind(session)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(first_taint(profile, reads))
+}
+
+/// [`guarded`], and its session tainted ([`taint_on`]), read on `conn`.
 pub(crate) async fn held_by_taint_on(
     conn: &mut SqliteConnection,
     profile: &policy::Profile,
     action: &actiongate_api::model::Action,
 ) -> Result<bool, StoreError> {
-    if !guarded(profile, action) {
+    let Some(session) = action
+        .session
+        .as_deref()
+        .filter(|_| guarded(profile, action))
+    else {
         return Ok(false);
-    }
-    let tainted: Option<Option<String>> =
-        sqlx::query_scalar("SELECT tainted_by FROM sessions WHERE id = ?")
-            .bind(&action.session)
-            .fetch_optional(&mut *conn)
-            .await?;
-    Ok(tainted.flatten().is_some())
+    };
+    Ok(taint_on(conn, profile, session).await?.is_some())
 }
 
 impl SqliteStore {
+    /// The action that taints `session` under `profile` ([`taint_on`]):
+    /// its id and action string.
+    pub async fn session_taint(
+        &self,
+        session: String,
+        profile: Arc<policy::Profile>,
+    ) -> Result<Option<(String, String)>, StoreError> {
+        let mut conn = self.read.acquire().await?;
+        taint_on(&mut conn, &profile, &session).await
+    }
+
     /// Active grants for a session or a count of uses that may apply to
     /// `agent` acting on `tool` in `session` (none of another session's),
     /// in id order. Every session's are cached together until the next

@@ -41,24 +41,59 @@ pub(crate) async fn take_use_on(
     Ok(())
 }
 
-/// [`crate::sessions::guarded`], and its session tainted, read on `conn`.
+/// See [`crate::sessions::taint_on`].
+pub(crate) async fn taint_on(
+    conn: &mut PgConnection,
+    profile: &policy::Profile,
+    session: &str,
+) -> Result<Option<(String, String)>, StoreError> {
+    let row: Option<(Option<String>, Option<String>)> =
+        sqlx::query_as("SELECT tainted_by, taint_action FROM sessions WHERE id = $1")
+            .bind(session)
+            .fetch_optional(&mut *conn)
+            .await?;
+    if let Some((Some(by), what)) = row {
+        return Ok(Some((by, what.unwrap_or_default())));
+    }
+    // Let run: allowed, or approved.
+    let reads: Vec<(String, String)> = sqlx::query_as(
+        "SELECT id, action_string FROM actions WHERE session = $1 \
+         AND status IN ('approved', 'running', 'completed', 'failed') ORDER BY id",
+    )
+    .bind(session)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(crate::sessions::first_taint(profile, reads))
+}
+
+/// [`crate::sessions::guarded`], and its session tainted ([`taint_on`]),
+/// read on `conn`.
 pub(crate) async fn held_by_taint_on(
     conn: &mut PgConnection,
     profile: &policy::Profile,
     action: &actiongate_api::model::Action,
 ) -> Result<bool, StoreError> {
-    if !crate::sessions::guarded(profile, action) {
+    let Some(session) = action
+        .session
+        .as_deref()
+        .filter(|_| crate::sessions::guarded(profile, action))
+    else {
         return Ok(false);
-    }
-    let tainted: Option<Option<String>> =
-        sqlx::query_scalar("SELECT tainted_by FROM sessions WHERE id = $1")
-            .bind(&action.session)
-            .fetch_optional(&mut *conn)
-            .await?;
-    Ok(tainted.flatten().is_some())
+    };
+    Ok(taint_on(conn, profile, session).await?.is_some())
 }
 
 impl Postgres {
+    /// See [`crate::SqliteStore::session_taint`].
+    pub async fn session_taint(
+        &self,
+        session: String,
+        profile: std::sync::Arc<policy::Profile>,
+    ) -> Result<Option<(String, String)>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        taint_on(&mut conn, &profile, &session).await
+    }
+
     /// Active grants for a session or a count of uses that may apply to
     /// `agent` acting on `tool` in `session` (none of another session's),
     /// in id order. Every session's are cached together as
