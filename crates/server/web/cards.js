@@ -122,7 +122,7 @@ export function policyLine(action) {
 function tellApart(action) {
   return h('span', { class: 'tell' },
     h('span', { class: 'age', dataset: { since: action.created_at }, title: `${when(action.created_at)} (${action.created_at} UTC)` }, `queued ${countdown(action.created_at)}`),
-    ` · id ${action.id.slice(-6)}`, action.session ? ` · session ${action.session}` : null);
+    ` · id ${action.id.slice(-6)}`, action.session ? [' · session ', visible(action.session)] : null);
 }
 
 /** A pending action's card in the queue. */
@@ -161,6 +161,8 @@ export function actionCard(action, ctx) {
 /** A pending grant request's card (seed 004). */
 export function grantRequestCard(gr, ctx) {
   const deadline = h('span', { class: 'deadline', dataset: { deadline: gr.deadline }, title: `${when(gr.deadline)} (${gr.deadline})` }, `expires ${countdown(gr.deadline)}`);
+  // The scope is what would be granted, and the reason is the agent's own
+  // words: both shown with their hidden characters named, secrets masked.
   const scope = !gr.scope || !Object.keys(gr.scope).length ? 'any scope'
     : Object.entries(gr.scope).map(([k, v]) => `${k} = ${typeof v === 'string' ? v : JSON.stringify(v)}`).join(', ');
   return h('article', { class: 'card request', tabindex: '-1', dataset: { id: gr.id, kind: 'grant-request' }, 'aria-labelledby': `t-${gr.id}` },
@@ -168,8 +170,8 @@ export function grantRequestCard(gr, ctx) {
       h('input', { type: 'checkbox', class: 'select', 'aria-label': 'Select', dataset: { id: gr.id } }),
       h('h3', { class: 'title', id: `t-${gr.id}` }, `Permission ${gr.permission} on ${gr.handler}`),
       h('span', { class: 'badge kind' }, 'grant request')),
-    h('p', { class: 'meta' }, `agent ${gr.agent} · scope ${scope} · asks ${gr.expires || 'default expiry'} · `, deadline),
-    gr.reason ? h('p', { class: 'reason' }, h('span', { class: 'label' }, 'Reason: '), gr.reason) : null,
+    h('p', { class: 'meta vis' }, `agent ${gr.agent} · scope `, visible(maskSecrets(scope)), ` · asks ${gr.expires || 'default expiry'} · `, deadline),
+    gr.reason ? h('p', { class: 'reason vis' }, h('span', { class: 'label' }, 'Reason: '), visible(maskSecrets(gr.reason))) : null,
     h('div', { class: 'buttons' },
       h('button', { type: 'button', class: 'primary approve', onclick: () => ctx.openGrantRequest(gr) }, 'Approve…'),
       h('button', { type: 'button', class: 'danger deny', onclick: () => ctx.openDenyRequest(gr) }, 'Deny…')));

@@ -1,0 +1,110 @@
+// The operator's page against an agent that tries to make the human approve
+// something other than what they think: hidden characters in every text an
+// agent sends, a long value whose tail is out of view, a plan whose
+// unticked steps ride along. Real Chromium against the real daemon
+// (harness.mjs), run by .ci/web-tests.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startAll, stopAll, sleep } from './harness.mjs';
+
+let env;
+
+const card = (id) => env.page.locator(`#queue .card[data-id="${id}"]`);
+
+async function queue() {
+  await env.page.goto(`${env.pageUrl}#/queue`);
+  await env.page.waitForSelector('#queue');
+}
+
+/** Waits until `path` answers something other than pending. */
+async function settled(path) {
+  let r;
+  for (let t = 0; t < 100; t++) {
+    r = (await env.call('GET', path, env.operator)).body;
+    if (r.status !== 'pending') return r;
+    await sleep(100);
+  }
+  return r;
+}
+
+before(async () => {
+  env = await startAll();
+  const { page } = env;
+  await page.goto(env.pageUrl);
+  await page.fill('#key', env.operator);
+  await page.click('#sign-in-form button[type=submit]');
+  await page.waitForSelector('#stream-state[data-state=live]');
+  await page.waitForSelector('#queue');
+});
+
+after(async () => {
+  if (!env) return;
+  const errors = env.consoleErrors.filter((e) => !/Failed to load resource|ERR_/.test(e));
+  await stopAll(env);
+  assert.deepEqual(errors, []);
+});
+
+const RLO = '\u202e';
+const ZWSP = '\u200b';
+
+/** The rendered text of `loc` holds no raw hidden character, and names them. */
+async function shownNotObeyed(loc, where) {
+  const text = await loc.evaluate((el) => el.innerText);
+  assert.ok(!text.includes(RLO) && !text.includes(ZWSP), `${where}: a raw hidden character reached the page: ${JSON.stringify(text)}`);
+  return text;
+}
+
+test('hidden characters in a grant request, a plan, a session and an undecided run are named, not obeyed; secrets in them masked', async () => {
+  const { page } = env;
+  await queue();
+  const token = `ghp_${'Zq9Xw8Vu'.repeat(4)}`;
+  // A grant request whose reason reads backwards past the override, and
+  // whose scope hides a zero-width space in the path granted.
+  const gr = await env.call('POST', '/v1/grant-requests', env.agent, {
+    handler: 'fs', permission: 'fs.write', scope: { path: `src/${ZWSP}*` },
+    reason: `tidy the docs ${RLO}fdp.exe\nuse ${token}`, expires: '1h',
+  });
+  assert.equal(gr.status, 201, JSON.stringify(gr.body));
+  const g = card(gr.body.id);
+  await g.waitFor();
+  const gText = await shownNotObeyed(g, 'grant request card');
+  assert.ok(gText.includes('⟨U+202E⟩') && gText.includes('⟨U+200B⟩'), gText);
+  assert.ok(gText.includes('⏎'), `the reason's line break is not shown: ${gText}`);
+  assert.ok(!(await page.content()).includes(token), 'the token in a grant request reason reached the page');
+  // Its approve dialog names the hidden character in the scope it grants.
+  await g.locator('button.approve').click();
+  const scopeShown = await page.locator('#grant-scope').evaluate((el) => el.innerText);
+  assert.ok(scopeShown.includes('⟨U+200B⟩'), `the dialog hides the zero-width space in the scope: ${scopeShown}`);
+  await page.click('#grant-cancel');
+  await env.call('POST', `/v1/grant-requests/${gr.body.id}/deny`, env.operator, { reason: 'test' });
+
+  // A plan: its reason and its session.
+  const plan = await env.call('POST', '/v1/plans', env.agent, {
+    reason: `build ${RLO}it`, session: `s-${RLO}1`, steps: [{ tool: 'Bash', detail: 'ls' }],
+  });
+  assert.equal(plan.status, 201, JSON.stringify(plan.body));
+  const p = page.locator(`#queue .card[data-kind=plan][data-id="${plan.body.id}"]`);
+  await p.waitFor();
+  const pText = await shownNotObeyed(p, 'plan card');
+  assert.ok(pText.includes('build ⟨U+202E⟩it') && pText.includes('s-⟨U+202E⟩1'), pText);
+  await env.call('POST', `/v1/plans/${plan.body.id}/deny`, env.operator, {});
+
+  // An action's session: what tells alike items apart.
+  const a = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'make tidy', session: `job-${RLO}7` });
+  assert.equal(a.body.status, 'pending', JSON.stringify(a.body));
+  const c = card(a.body.id);
+  await c.waitFor();
+  const cText = await shownNotObeyed(c.locator('.meta'), 'action card');
+  assert.ok(cText.includes('job-⟨U+202E⟩7'), cText);
+  await env.call('POST', `/v1/actions/${a.body.id}/deny`, env.operator, { reason: 'test' });
+
+  // A run nobody decided: its session (the daemon allows only a-z 0-9 - _ .
+  // in a runtime's name).
+  const run = await env.call('POST', '/v1/runs', env.agent, { tool: 'Bash', detail: 'make undecided', session: `u-${RLO}1`, runtime: 'rt' });
+  assert.ok(run.status < 300, JSON.stringify(run.body));
+  const u = page.locator('#queue .card.undecided', { hasText: 'make undecided' });
+  await u.waitFor();
+  const uText = await shownNotObeyed(u, 'undecided card');
+  assert.ok(uText.includes('u-⟨U+202E⟩1'), uText);
+});
