@@ -108,3 +108,24 @@ test('hidden characters in a grant request, a plan, a session and an undecided r
   const uText = await shownNotObeyed(u, 'undecided card');
   assert.ok(uText.includes('u-⟨U+202E⟩1'), uText);
 });
+
+test('the `a` key on a plan approves the ticked steps only, as "Approve checked" does', async () => {
+  const { page } = env;
+  await queue();
+  const made = await env.call('POST', '/v1/plans', env.agent, { session: 'adv-plan-keys', steps: [
+    { tool: 'Bash', detail: 'ls src' },
+    { tool: 'Bash', detail: 'rm -rf ~/work' },
+    { tool: 'Bash', detail: 'cargo test' },
+  ] });
+  assert.equal(made.status, 201, JSON.stringify(made.body));
+  const item = page.locator(`#queue .card[data-kind=plan][data-id="${made.body.id}"]`);
+  await item.waitFor();
+  await item.locator('input.step-pick[data-step="1"]').uncheck();
+  await item.focus();
+  await page.keyboard.press('a');
+  await item.waitFor({ state: 'detached' });
+  await page.locator('#toasts .toast', { hasText: 'plan' }).locator('button.send-now').click();
+  const after = await settled(`/v1/plans/${made.body.id}`);
+  assert.equal(after.status, 'approved', JSON.stringify(after));
+  assert.deepEqual(after.steps.map((s) => s.approved), [true, false, true], 'the unticked step was approved');
+});

@@ -6,7 +6,7 @@
 
 import { h } from './dom.js';
 import { actionCard, grantRequestCard, displayOf } from './cards.js';
-import { planCard, stepText } from './plans.js';
+import { planCard, stepText, pickedSteps } from './plans.js';
 import { undecidedCard } from './sessions.js';
 
 /** Cards drawn at first, and added by "show more". */
@@ -252,8 +252,14 @@ export function createQueue(app) {
         break;
       case 'a':
         if (!it) return;
-        if (it.a) { focusAfter(el); app.ctx.approve(it.a); } else if (it.r) app.ctx.openGrantRequest(it.r);
-        else if (it.p) app.ctx.approvePlan(it.p, null);
+        if (it.a) app.ctx.approve(it.a);
+        else if (it.r) app.ctx.openGrantRequest(it.r);
+        else if (it.p) {
+          // As "Approve checked": a step the operator unticked stays out.
+          const picked = pickedSteps(el);
+          if (!picked.length) app.ctx.notice('Tick at least one step, or deny the plan.');
+          else app.ctx.approvePlan(it.p, picked.length === it.p.steps.length ? null : picked);
+        }
         break;
       case 'd':
         if (!it) return;
