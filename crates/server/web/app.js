@@ -305,8 +305,23 @@ async function sendApprove(action) {
   removeAction(action.id);
 }
 
-/** Approve, after the undo window. */
+/** Opens every collapsed value of the queue card of `id`; whether there
+ * was one. */
+function revealCollapsed(id) {
+  const el = document.querySelector(`#queue > .card[data-id="${CSS.escape(id)}"]`);
+  const more = el ? [...el.querySelectorAll('button.more[aria-expanded="false"]')] : [];
+  for (const b of more) b.click();
+  return more.length > 0;
+}
+
+/** Approve, after the undo window. A card with a value collapsed behind
+ * "show more" (whose tail may be what matters) is first shown whole: the
+ * operator approves what they could read. */
 function approve(action) {
+  if (revealCollapsed(action.id)) {
+    notice('Shown in full: read it all, then approve again.');
+    return;
+  }
   queue.hold([action.id], `Approved ${named(action)}`, () => sendApprove(action));
 }
 
