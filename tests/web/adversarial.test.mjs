@@ -151,3 +151,36 @@ test('Approve on a card whose long value is collapsed first shows it whole; only
   await c.waitFor();
   await env.call('POST', `/v1/actions/${r.body.id}/deny`, env.operator, { reason: 'test' });
 });
+
+test('an action edited by someone else during the undo window is not approved as the old text the operator read', async () => {
+  const { page } = env;
+  await queue();
+  // Two approvals needed; a second operator edits and approves meanwhile.
+  const agentKey = (await env.call('POST', '/v1/keys', env.admin, { role: 'agent', agent: 'quorum-agent' })).body.key;
+  const set = await env.call('PUT', '/v1/agents/quorum-agent', env.admin, { profile: {
+    allow: [], ask: ['(?s).*'], approvals: [{ pattern: 'tool:bash:.*', count: 2 }],
+  } });
+  assert.ok(set.status < 300, JSON.stringify(set.body));
+  const other = (await env.call('POST', '/v1/keys', env.admin, { role: 'operator', name: 'second operator' })).body.key;
+  const r = await env.call('POST', '/v1/actions', agentKey, { tool: 'bash', detail: 'make lint' });
+  assert.equal(r.body.status, 'pending', JSON.stringify(r.body));
+  const c = card(r.body.id);
+  await c.waitFor();
+  await c.locator('button.approve').click();
+  await c.waitFor({ state: 'detached' });
+  // While the page holds its approval of "make lint", the other operator
+  // edits it into something else and gives the first approval.
+  const edited = await env.call('POST', `/v1/actions/${r.body.id}/approve`, other, { detail: 'make publish' });
+  assert.equal(edited.body.status, 'pending', JSON.stringify(edited.body));
+  // The page hears of the edit (action.approval) within the window.
+  await sleep(500);
+  await page.locator('#toasts .toast', { hasText: 'make lint' }).locator('button.send-now').click();
+  await sleep(1000);
+  const now = (await env.call('GET', `/v1/actions/${r.body.id}`, env.operator)).body;
+  assert.equal(now.status, 'pending', `the page's approval of "make lint" approved "${now.detail}": ${JSON.stringify(now)}`);
+  // It is back in the queue, with the edit shown, and the page said why.
+  await c.waitFor();
+  assert.match(await c.innerText(), /make publish/);
+  assert.match(await page.locator('#errors').innerText(), /edited by someone else/);
+  await env.call('POST', `/v1/actions/${r.body.id}/deny`, env.operator, { reason: 'test' });
+});

@@ -196,6 +196,8 @@ async function loadQueue({ resync = false } = {}) {
 function same(old, now) {
   if (!old) return false;
   return old.status === now.status && old.deadline === now.deadline && Boolean(old.edited) === Boolean(now.edited)
+    && old.approved_detail === now.approved_detail
+    && JSON.stringify(old.approved_params ?? null) === JSON.stringify(now.approved_params ?? null)
     && JSON.stringify(old.approvals || []) === JSON.stringify(now.approvals || []);
 }
 
@@ -290,12 +292,25 @@ function renderQueue() {
 
 /** What the toast names: the action string, secrets masked, one line. */
 function named(action) {
-  const t = visibleText(maskSecrets(action.action_string));
+  const runs = typeof action.approved_detail === 'string' ? `tool:${action.tool}:${action.approved_detail}` : action.action_string;
+  const t = visibleText(maskSecrets(runs));
   return t.length > 80 ? `${t.slice(0, 79)}…` : t;
 }
 
-/** Sends one approval; a card that needs more approvals stays. */
+/** Whether the action as it is now runs something other than `shown`
+ * (edited by someone else since it was drawn). */
+function changedSince(shown) {
+  const now = state.actions.get(shown.id);
+  const runs = (a) => JSON.stringify([a.action_string, a.params ?? null, Boolean(a.edited), a.approved_detail ?? null, a.approved_params ?? null]);
+  return Boolean(now) && now !== shown && runs(now) !== runs(shown);
+}
+
+/** Sends one approval of `action` as it was shown; a card that needs more
+ * approvals stays. */
 async function sendApprove(action) {
+  if (changedSince(action)) {
+    throw new Error(`Not approved: ${named(action)} was edited by someone else while you decided; read it again.`);
+  }
   const after = await api('POST', `/v1/actions/${enc(action.id)}/approve`, {});
   if (after && after.status === 'pending') {
     state.actions.set(action.id, after);
@@ -522,7 +537,8 @@ function openEdit(action) {
   const handler = Boolean(action.handler);
   $('edit-what').replaceChildren(...[].concat(guarded('code', { class: 'action-string vis' }, action.action_string)), ` (agent ${action.agent})`);
   $('edit-label').textContent = handler ? 'Params to run (JSON; masked values must be typed again)' : 'Detail to run';
-  $('edit-text').value = handler ? JSON.stringify(action.params || {}, null, 2) : action.detail;
+  // An action already edited by another approver is edited from that version.
+  $('edit-text').value = handler ? JSON.stringify(action.approved_params || action.params || {}, null, 2) : (action.approved_detail ?? action.detail);
   $('edit-error').textContent = '';
   dialogSubmit = async (text) => {
     let body;
@@ -619,6 +635,7 @@ const remember = {
   expiryValue: () => expiryValue(),
   api, enc, notice,
   removeAction: (id) => removeAction(id),
+  changedSince: (action) => changedSince(action),
   pending: () => [...state.actions.values()],
 };
 

@@ -125,6 +125,21 @@ function tellApart(action) {
     ` · id ${action.id.slice(-6)}`, action.session ? [' · session ', visible(action.session)] : null);
 }
 
+/** What an approver edited the action into, which is what runs once the
+ * quorum is reached: shown before what was asked, so the next approver
+ * reads what they approve. Null when it was not edited. */
+export function editedBlock(action) {
+  if (!action.edited) return null;
+  const what = typeof action.approved_detail === 'string'
+    ? h('div', { class: 'command' }, guarded('code', { class: 'action-string vis' }, `tool:${action.tool}:${action.approved_detail}`))
+    : action.approved_params && typeof action.approved_params === 'object'
+      ? fieldList(Object.entries(masked(action.approved_params)).map(([label, value]) => ({ label, value: typeof value === 'string' ? value : JSON.stringify(value) })))
+      : null;
+  return h('div', { class: 'edited' },
+    h('p', { class: 'label' }, 'Edited by an approver: this is what runs if you approve'), what,
+    h('p', { class: 'label' }, 'What the agent asked:'));
+}
+
 /** A pending action's card in the queue. */
 export function actionCard(action, ctx) {
   const d = displayOf(action);
@@ -138,6 +153,7 @@ export function actionCard(action, ctx) {
       select,
       guarded('h3', { class: 'title vis', id: label }, d.title),
       riskBadge(action)),
+    editedBlock(action),
     d.summary ? guarded('p', { class: 'summary vis' }, d.summary) : null,
     // The command once: a tool's detail here; a handler's in its fields (the
     // exact action string is under "Raw params").
