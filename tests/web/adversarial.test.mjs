@@ -184,3 +184,43 @@ test('an action edited by someone else during the undo window is not approved as
   assert.match(await page.locator('#errors').innerText(), /edited by someone else/);
   await env.call('POST', `/v1/actions/${r.body.id}/deny`, env.operator, { reason: 'test' });
 });
+
+test('a click on a card that moved under a still pointer decides nothing', async () => {
+  const { page } = env;
+  await queue();
+  // Newest first: an arrival goes on top and pushes the rest down.
+  await page.selectOption('#queue-sort', 'newest');
+  const first = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'make shift-harmless' });
+  assert.equal(first.body.status, 'pending', JSON.stringify(first.body));
+  const c1 = card(first.body.id);
+  await c1.waitFor();
+  // The operator points at Approve of what they read.
+  const box = await c1.locator('button.approve').boundingBox();
+  const x = box.x + box.width / 2;
+  const y = box.y + box.height / 2;
+  await page.mouse.move(x, y);
+  await sleep(300);
+  // The agent sends another; it takes that place on the page.
+  const second = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'make shift-dangerous' });
+  const c2 = card(second.body.id);
+  await c2.waitFor();
+  await sleep(100);
+  const under = await page.evaluate(([px, py]) => {
+    const b = document.elementFromPoint(px, py)?.closest('button.approve');
+    return b?.closest('.card')?.dataset.id;
+  }, [x, y]);
+  assert.equal(under, second.body.id, 'the new card is not under the pointer: the test does not test anything');
+  // The click lands where the pointer was: on the newcomer's Approve.
+  await page.mouse.down();
+  await page.mouse.up();
+  await sleep(200);
+  assert.equal(await page.locator('#toasts .toast', { hasText: 'shift-dangerous' }).count(), 0, 'approved the card that moved under the pointer');
+  assert.ok(await c2.count() === 1 && await c1.count() === 1);
+  assert.match(await page.locator('#errors').innerText(), /moved under the pointer/);
+  // Pointing at it (a real move) and clicking works.
+  await c2.locator('button.approve').click();
+  await c2.waitFor({ state: 'detached' });
+  await page.locator('#toasts .toast', { hasText: 'shift-dangerous' }).locator('button.undo').click();
+  await page.selectOption('#queue-sort', 'deadline');
+  for (const r of [first, second]) await env.call('POST', `/v1/actions/${r.body.id}/deny`, env.operator, { reason: 'test' });
+});

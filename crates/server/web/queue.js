@@ -353,6 +353,35 @@ export function createQueue(app) {
 
   document.addEventListener('keydown', onKey);
 
+  // ---- clicks on a card that moved under a still pointer --------------------
+  //
+  // The queue changes while the operator reads it: a new item on top, one
+  // withdrawn above. A click aimed at one card's Approve must not land on
+  // another that slid under the pointer (an agent can time such a shift).
+  // The card under the pointer is noted on every real move; a click whose
+  // card is not that one, with the pointer where it was, decides nothing.
+  const pointer = { x: NaN, y: NaN, card: null };
+  document.addEventListener('pointermove', (e) => {
+    // A browser may send a move of its own after a layout change, at the
+    // same place: only a real move says what the operator points at.
+    if (e.clientX === pointer.x && e.clientY === pointer.y) return;
+    pointer.x = e.clientX;
+    pointer.y = e.clientY;
+    pointer.card = e.target?.closest?.('#queue > .card') || null;
+  }, { capture: true, passive: true });
+  document.addEventListener('click', (e) => {
+    // detail 0: from the keyboard, which acts on the focused card.
+    if (!e.detail || !app.isQueue()) return;
+    const card = e.target?.closest?.('#queue > .card');
+    if (!card || !e.target.closest('button, input, a')) return;
+    // (A click's coordinates may be rounded where a move's are not.)
+    const still = Math.abs(e.clientX - pointer.x) < 1 && Math.abs(e.clientY - pointer.y) < 1;
+    if (card === pointer.card || !still) return;
+    e.preventDefault();
+    e.stopImmediatePropagation();
+    app.notice('The queue moved under the pointer: nothing was decided. Point at it again.');
+  }, { capture: true });
+
   return {
     render,
     hold,
