@@ -224,3 +224,31 @@ test('a click on a card that moved under a still pointer decides nothing', async
   await page.selectOption('#queue-sort', 'deadline');
   for (const r of [first, second]) await env.call('POST', `/v1/actions/${r.body.id}/deny`, env.operator, { reason: 'test' });
 });
+
+test('signing out drops a decision still in its undo window; it is not sent later under the next key', async () => {
+  const { page } = env;
+  await queue();
+  const r = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'make signout-held' });
+  assert.equal(r.body.status, 'pending', JSON.stringify(r.body));
+  const c = card(r.body.id);
+  await c.waitFor();
+  await c.locator('button.approve').click();
+  await c.waitFor({ state: 'detached' });
+  await page.click('#sign-out');
+  // Someone else signs in on this tab before the window closed.
+  const other = (await env.call('POST', '/v1/keys', env.admin, { role: 'operator', name: 'next at the desk' })).body.key;
+  await page.fill('#key', other);
+  await page.click('#sign-in-form button[type=submit]');
+  await page.waitForSelector('#stream-state[data-state=live]');
+  await sleep(6000);
+  const now = (await env.call('GET', `/v1/actions/${r.body.id}`, env.operator)).body;
+  assert.equal(now.status, 'pending', `sent after sign-out, as ${now.decided_by}`);
+  assert.equal(await page.locator('#toasts .toast').count(), 0, 'a toast of the signed-out operator stayed');
+  await card(r.body.id).waitFor();
+  await env.call('POST', `/v1/actions/${r.body.id}/deny`, env.operator, { reason: 'test' });
+  // Back as the suite's operator.
+  await page.click('#sign-out');
+  await page.fill('#key', env.operator);
+  await page.click('#sign-in-form button[type=submit]');
+  await page.waitForSelector('#stream-state[data-state=live]');
+});

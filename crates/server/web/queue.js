@@ -324,6 +324,7 @@ export function createQueue(app) {
     const now = h('button', { type: 'button', class: 'send-now small' }, 'Send now');
     now.addEventListener('click', () => { clearTimeout(entry.timer); finish(); });
     const toast = h('div', { class: 'toast', role: 'status' }, h('span', { class: 'what' }, what), left, undo, now);
+    entry.toast = toast;
     toasts.append(toast);
     const until = Date.now() + UNDO_MS;
     entry.tick = setInterval(() => { left.textContent = `${Math.max(0, Math.ceil((until - Date.now()) / 1000))}s`; }, 250);
@@ -386,6 +387,14 @@ export function createQueue(app) {
     render,
     hold,
     reset() {
+      // Signed out: a decision still in its undo window is dropped, not
+      // sent later with whatever key is signed in by then.
+      for (const entry of new Set(q.held.values())) {
+        entry.done = true;
+        clearTimeout(entry.timer);
+        clearInterval(entry.tick);
+        entry.toast?.remove();
+      }
       q.selected.clear();
       q.held.clear();
       q.cards.clear();
