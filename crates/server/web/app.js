@@ -5,7 +5,7 @@
 
 import { api, enc, session } from './api.js';
 import { EventFollower } from './stream.js';
-import { h, countdown, guarded, visibleText } from './dom.js';
+import { h, countdown, guarded, visible, visibleText } from './dom.js';
 import { renderGrants, renderHistory, renderAction } from './views.js';
 import { renderSessions } from './sessions.js';
 import { renderAgents } from './profile.js';
@@ -196,6 +196,8 @@ async function loadQueue({ resync = false } = {}) {
 function same(old, now) {
   if (!old) return false;
   return old.status === now.status && old.deadline === now.deadline && Boolean(old.edited) === Boolean(now.edited)
+    && old.approved_detail === now.approved_detail
+    && JSON.stringify(old.approved_params ?? null) === JSON.stringify(now.approved_params ?? null)
     && JSON.stringify(old.approvals || []) === JSON.stringify(now.approvals || []);
 }
 
@@ -290,12 +292,25 @@ function renderQueue() {
 
 /** What the toast names: the action string, secrets masked, one line. */
 function named(action) {
-  const t = visibleText(maskSecrets(action.action_string));
+  const runs = typeof action.approved_detail === 'string' ? `tool:${action.tool}:${action.approved_detail}` : action.action_string;
+  const t = visibleText(maskSecrets(runs));
   return t.length > 80 ? `${t.slice(0, 79)}…` : t;
 }
 
-/** Sends one approval; a card that needs more approvals stays. */
+/** Whether the action as it is now runs something other than `shown`
+ * (edited by someone else since it was drawn). */
+function changedSince(shown) {
+  const now = state.actions.get(shown.id);
+  const runs = (a) => JSON.stringify([a.action_string, a.params ?? null, Boolean(a.edited), a.approved_detail ?? null, a.approved_params ?? null]);
+  return Boolean(now) && now !== shown && runs(now) !== runs(shown);
+}
+
+/** Sends one approval of `action` as it was shown; a card that needs more
+ * approvals stays. */
 async function sendApprove(action) {
+  if (changedSince(action)) {
+    throw new Error(`Not approved: ${named(action)} was edited by someone else while you decided; read it again.`);
+  }
   const after = await api('POST', `/v1/actions/${enc(action.id)}/approve`, {});
   if (after && after.status === 'pending') {
     state.actions.set(action.id, after);
@@ -305,8 +320,23 @@ async function sendApprove(action) {
   removeAction(action.id);
 }
 
-/** Approve, after the undo window. */
+/** Opens every collapsed value of the queue card of `id`; whether there
+ * was one. */
+function revealCollapsed(id) {
+  const el = document.querySelector(`#queue > .card[data-id="${CSS.escape(id)}"]`);
+  const more = el ? [...el.querySelectorAll('button.more[aria-expanded="false"]')] : [];
+  for (const b of more) b.click();
+  return more.length > 0;
+}
+
+/** Approve, after the undo window. A card with a value collapsed behind
+ * "show more" (whose tail may be what matters) is first shown whole: the
+ * operator approves what they could read. */
 function approve(action) {
+  if (revealCollapsed(action.id)) {
+    notice('Shown in full: read it all, then approve again.');
+    return;
+  }
   queue.hold([action.id], `Approved ${named(action)}`, () => sendApprove(action));
 }
 
@@ -438,9 +468,14 @@ function scopeInputs(scope) {
   keys.forEach((k, i) => {
     const v = scope[k];
     const id = `scope-${i}`;
+    const text = typeof v === 'string' ? v : JSON.stringify(v);
+    // A text field draws hidden characters as nothing (or obeys them):
+    // what the agent asked for is also spelled out with them named.
+    const hidden = visibleText(text) !== text;
     fs.append(h('div', { class: 'field' },
-      h('label', { for: id }, k),
-      h('input', { id, name: k, value: typeof v === 'string' ? v : JSON.stringify(v), dataset: { json: typeof v !== 'string' ? '1' : '' }, spellcheck: 'false' })));
+      h('label', { for: id }, visible(k)),
+      h('input', { id, name: k, value: text, dataset: { json: typeof v !== 'string' ? '1' : '' }, spellcheck: 'false', 'aria-describedby': hidden ? `${id}-hidden` : null }),
+      hidden ? h('p', { class: 'hint vis', id: `${id}-hidden` }, 'Holds hidden characters: ', visible(text)) : null));
   });
   if (!keys.length) fs.append(h('p', { class: 'muted' }, 'This permission has no scope keys: it covers every use.'));
   fs.append(h('p', { class: 'hint' }, 'Globs allowed: * matches anything, e.g. src/*.'));
@@ -502,7 +537,8 @@ function openEdit(action) {
   const handler = Boolean(action.handler);
   $('edit-what').replaceChildren(...[].concat(guarded('code', { class: 'action-string vis' }, action.action_string)), ` (agent ${action.agent})`);
   $('edit-label').textContent = handler ? 'Params to run (JSON; masked values must be typed again)' : 'Detail to run';
-  $('edit-text').value = handler ? JSON.stringify(action.params || {}, null, 2) : action.detail;
+  // An action already edited by another approver is edited from that version.
+  $('edit-text').value = handler ? JSON.stringify(action.approved_params || action.params || {}, null, 2) : (action.approved_detail ?? action.detail);
   $('edit-error').textContent = '';
   dialogSubmit = async (text) => {
     let body;
@@ -599,6 +635,7 @@ const remember = {
   expiryValue: () => expiryValue(),
   api, enc, notice,
   removeAction: (id) => removeAction(id),
+  changedSince: (action) => changedSince(action),
   pending: () => [...state.actions.values()],
 };
 

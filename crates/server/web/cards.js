@@ -122,7 +122,22 @@ export function policyLine(action) {
 function tellApart(action) {
   return h('span', { class: 'tell' },
     h('span', { class: 'age', dataset: { since: action.created_at }, title: `${when(action.created_at)} (${action.created_at} UTC)` }, `queued ${countdown(action.created_at)}`),
-    ` · id ${action.id.slice(-6)}`, action.session ? ` · session ${action.session}` : null);
+    ` · id ${action.id.slice(-6)}`, action.session ? [' · session ', visible(action.session)] : null);
+}
+
+/** What an approver edited the action into, which is what runs once the
+ * quorum is reached: shown before what was asked, so the next approver
+ * reads what they approve. Null when it was not edited. */
+export function editedBlock(action) {
+  if (!action.edited) return null;
+  const what = typeof action.approved_detail === 'string'
+    ? h('div', { class: 'command' }, guarded('code', { class: 'action-string vis' }, `tool:${action.tool}:${action.approved_detail}`))
+    : action.approved_params && typeof action.approved_params === 'object'
+      ? fieldList(Object.entries(masked(action.approved_params)).map(([label, value]) => ({ label, value: typeof value === 'string' ? value : JSON.stringify(value) })))
+      : null;
+  return h('div', { class: 'edited' },
+    h('p', { class: 'label' }, 'Edited by an approver: this is what runs if you approve'), what,
+    h('p', { class: 'label' }, 'What the agent asked:'));
 }
 
 /** A pending action's card in the queue. */
@@ -138,6 +153,7 @@ export function actionCard(action, ctx) {
       select,
       guarded('h3', { class: 'title vis', id: label }, d.title),
       riskBadge(action)),
+    editedBlock(action),
     d.summary ? guarded('p', { class: 'summary vis' }, d.summary) : null,
     // The command once: a tool's detail here; a handler's in its fields (the
     // exact action string is under "Raw params").
@@ -161,6 +177,8 @@ export function actionCard(action, ctx) {
 /** A pending grant request's card (seed 004). */
 export function grantRequestCard(gr, ctx) {
   const deadline = h('span', { class: 'deadline', dataset: { deadline: gr.deadline }, title: `${when(gr.deadline)} (${gr.deadline})` }, `expires ${countdown(gr.deadline)}`);
+  // The scope is what would be granted, and the reason is the agent's own
+  // words: both shown with their hidden characters named, secrets masked.
   const scope = !gr.scope || !Object.keys(gr.scope).length ? 'any scope'
     : Object.entries(gr.scope).map(([k, v]) => `${k} = ${typeof v === 'string' ? v : JSON.stringify(v)}`).join(', ');
   return h('article', { class: 'card request', tabindex: '-1', dataset: { id: gr.id, kind: 'grant-request' }, 'aria-labelledby': `t-${gr.id}` },
@@ -168,8 +186,8 @@ export function grantRequestCard(gr, ctx) {
       h('input', { type: 'checkbox', class: 'select', 'aria-label': 'Select', dataset: { id: gr.id } }),
       h('h3', { class: 'title', id: `t-${gr.id}` }, `Permission ${gr.permission} on ${gr.handler}`),
       h('span', { class: 'badge kind' }, 'grant request')),
-    h('p', { class: 'meta' }, `agent ${gr.agent} · scope ${scope} · asks ${gr.expires || 'default expiry'} · `, deadline),
-    gr.reason ? h('p', { class: 'reason' }, h('span', { class: 'label' }, 'Reason: '), gr.reason) : null,
+    h('p', { class: 'meta vis' }, `agent ${gr.agent} · scope `, visible(maskSecrets(scope)), ` · asks ${gr.expires || 'default expiry'} · `, deadline),
+    gr.reason ? h('p', { class: 'reason vis' }, h('span', { class: 'label' }, 'Reason: '), visible(maskSecrets(gr.reason))) : null,
     h('div', { class: 'buttons' },
       h('button', { type: 'button', class: 'primary approve', onclick: () => ctx.openGrantRequest(gr) }, 'Approve…'),
       h('button', { type: 'button', class: 'danger deny', onclick: () => ctx.openDenyRequest(gr) }, 'Deny…')));

@@ -3,7 +3,7 @@
 // with a checkbox; "Approve all", "Approve checked" (`{"steps": [0, 2]}`)
 // and "Deny".
 
-import { h, masked, when, guarded } from './dom.js';
+import { h, masked, when, guarded, visible } from './dom.js';
 import { maskSecrets } from './secrets.js';
 
 /** One step as text: a tool step's detail, or a handler step's action and
@@ -37,8 +37,8 @@ export function planCard(plan, ctx) {
     h('div', { class: 'card-head' },
       h('h3', { class: 'title', id: label }, `Plan of ${n} step${n === 1 ? '' : 's'}`),
       h('span', { class: 'badge kind' }, 'plan')),
-    h('p', { class: 'meta' }, `agent ${plan.agent} · session ${plan.session} · asked ${when(plan.created_at)} · id ${plan.id.slice(-6)}`),
-    plan.reason ? h('p', { class: 'reason vis' }, h('span', { class: 'label' }, 'Agent\'s reason: '), maskSecrets(plan.reason)) : null,
+    h('p', { class: 'meta' }, `agent ${plan.agent} · session `, visible(plan.session), ` · asked ${when(plan.created_at)} · id ${plan.id.slice(-6)}`),
+    plan.reason ? h('p', { class: 'reason vis' }, h('span', { class: 'label' }, 'Agent\'s reason: '), visible(maskSecrets(plan.reason))) : null,
     steps,
     h('div', { class: 'buttons' },
       h('button', { type: 'button', class: 'primary approve', onclick: () => ctx.approvePlan(plan, null) }, 'Approve all'),

@@ -6,7 +6,7 @@
 
 import { h } from './dom.js';
 import { actionCard, grantRequestCard, displayOf } from './cards.js';
-import { planCard, stepText } from './plans.js';
+import { planCard, stepText, pickedSteps } from './plans.js';
 import { undecidedCard } from './sessions.js';
 
 /** Cards drawn at first, and added by "show more". */
@@ -252,8 +252,14 @@ export function createQueue(app) {
         break;
       case 'a':
         if (!it) return;
-        if (it.a) { focusAfter(el); app.ctx.approve(it.a); } else if (it.r) app.ctx.openGrantRequest(it.r);
-        else if (it.p) app.ctx.approvePlan(it.p, null);
+        if (it.a) app.ctx.approve(it.a);
+        else if (it.r) app.ctx.openGrantRequest(it.r);
+        else if (it.p) {
+          // As "Approve checked": a step the operator unticked stays out.
+          const picked = pickedSteps(el);
+          if (!picked.length) app.ctx.notice('Tick at least one step, or deny the plan.');
+          else app.ctx.approvePlan(it.p, picked.length === it.p.steps.length ? null : picked);
+        }
         break;
       case 'd':
         if (!it) return;
@@ -318,6 +324,7 @@ export function createQueue(app) {
     const now = h('button', { type: 'button', class: 'send-now small' }, 'Send now');
     now.addEventListener('click', () => { clearTimeout(entry.timer); finish(); });
     const toast = h('div', { class: 'toast', role: 'status' }, h('span', { class: 'what' }, what), left, undo, now);
+    entry.toast = toast;
     toasts.append(toast);
     const until = Date.now() + UNDO_MS;
     entry.tick = setInterval(() => { left.textContent = `${Math.max(0, Math.ceil((until - Date.now()) / 1000))}s`; }, 250);
@@ -347,10 +354,47 @@ export function createQueue(app) {
 
   document.addEventListener('keydown', onKey);
 
+  // ---- clicks on a card that moved under a still pointer --------------------
+  //
+  // The queue changes while the operator reads it: a new item on top, one
+  // withdrawn above. A click aimed at one card's Approve must not land on
+  // another that slid under the pointer (an agent can time such a shift).
+  // The card under the pointer is noted on every real move; a click whose
+  // card is not that one, with the pointer where it was, decides nothing.
+  const pointer = { x: NaN, y: NaN, card: null };
+  document.addEventListener('pointermove', (e) => {
+    // A browser may send a move of its own after a layout change, at the
+    // same place: only a real move says what the operator points at.
+    if (e.clientX === pointer.x && e.clientY === pointer.y) return;
+    pointer.x = e.clientX;
+    pointer.y = e.clientY;
+    pointer.card = e.target?.closest?.('#queue > .card') || null;
+  }, { capture: true, passive: true });
+  document.addEventListener('click', (e) => {
+    // detail 0: from the keyboard, which acts on the focused card.
+    if (!e.detail || !app.isQueue()) return;
+    const card = e.target?.closest?.('#queue > .card');
+    if (!card || !e.target.closest('button, input, a')) return;
+    // (A click's coordinates may be rounded where a move's are not.)
+    const still = Math.abs(e.clientX - pointer.x) < 1 && Math.abs(e.clientY - pointer.y) < 1;
+    if (card === pointer.card || !still) return;
+    e.preventDefault();
+    e.stopImmediatePropagation();
+    app.notice('The queue moved under the pointer: nothing was decided. Point at it again.');
+  }, { capture: true });
+
   return {
     render,
     hold,
     reset() {
+      // Signed out: a decision still in its undo window is dropped, not
+      // sent later with whatever key is signed in by then.
+      for (const entry of new Set(q.held.values())) {
+        entry.done = true;
+        clearTimeout(entry.timer);
+        clearInterval(entry.tick);
+        entry.toast?.remove();
+      }
       q.selected.clear();
       q.held.clear();
       q.cards.clear();

@@ -49,6 +49,7 @@ export function covered(action, grant, pending) {
 /**
  * Opens the dialog for `action`. `app`: setSubmit(fn), scopeInputs(scope)
  * -> read(), expiryValue(), api, enc, removeAction(id), notice(text),
+ * changedSince(action) (edited by someone else since drawn),
  * pending() -> the pending actions.
  */
 export function openRemember(action, app) {
@@ -125,6 +126,7 @@ export function openRemember(action, app) {
   dialog.onchange = preview;
   preview();
   app.setSubmit(async () => {
+    if (app.changedSince(action)) throw new Error('It was edited by someone else since this dialog opened: close it and read it again.');
     const remember = build();
     await app.api('POST', `/v1/actions/${app.enc(action.id)}/approve`, { remember });
     app.removeAction(action.id);

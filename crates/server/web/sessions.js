@@ -41,7 +41,7 @@ export async function renderSessions(root, ctx, params, signal) {
   if (signal.aborted) return;
   const rows = list.map((s) => h('tr', { dataset: { id: s.id } },
     h('td', { 'data-label': 'Session' }, h('a', { href: `#/sessions?id=${enc(s.id)}`, class: 'vis' }, visible(s.id)),
-      s.runtime ? h('div', { class: 'muted' }, s.runtime) : null),
+      s.runtime ? h('div', { class: 'muted' }, visible(s.runtime)) : null),
     h('td', { 'data-label': 'Agent' }, s.agent),
     h('td', { 'data-label': 'Status' }, h('span', { class: `badge s-${s.status}` }, s.status)),
     h('td', { 'data-label': 'Last seen' }, when(s.last_seen)),
@@ -73,7 +73,7 @@ async function renderSession(root, ctx, id, signal) {
     h('h1', { class: 'vis' }, 'Session ', visible(s.id)),
     h('dl', { class: 'fields', id: 'session-fields' },
       h('dt', {}, 'Agent'), h('dd', {}, s.agent),
-      h('dt', {}, 'Runtime'), h('dd', {}, s.runtime || '—'),
+      h('dt', {}, 'Runtime'), h('dd', {}, visible(s.runtime || '—')),
       h('dt', {}, 'Status'), h('dd', {}, s.status, s.ended_at ? ` (${when(s.ended_at)})` : ''),
       h('dt', {}, 'First seen'), h('dd', {}, when(s.first_seen)),
       h('dt', {}, 'Last seen'), h('dd', {}, when(s.last_seen)),
@@ -99,7 +99,7 @@ export function undecidedCard(ev) {
       h('span', { class: 'badge kind' }, 'warning')),
     // Masked with no "show secret": this card has no buttons.
     h('div', { class: 'command' }, h('code', { class: 'action-string vis' }, visible(maskSecrets(d.action_string || `${d.tool}: ${d.detail}`)))),
-    h('p', { class: 'meta' }, `agent ${d.agent || ev.agent}`, d.session ? ` · session ${d.session}` : '',
-      d.runtime ? ` · ${d.runtime}` : '', ` · reported ${when(ev.at)}`),
+    h('p', { class: 'meta' }, `agent ${d.agent || ev.agent}`, d.session ? [' · session ', visible(d.session)] : '',
+      d.runtime ? [' · ', visible(d.runtime)] : '', ` · reported ${when(ev.at)}`),
     h('p', { class: 'muted' }, 'The runtime reported this run, and no allow or approval covers it.'));
 }

@@ -43,8 +43,8 @@ export async function renderGrants(root, ctx, signal) {
   if (signal.aborted) return;
   const rows = list.map((g) => {
     const what = g.handler
-      ? [h('strong', {}, `${g.handler} · ${g.permission}`), h('div', { class: 'muted' }, scopeText(g.scope))]
-      : [h('strong', {}, `tool ${g.tool}`), h('div', {}, h('code', {}, g.pattern))];
+      ? [h('strong', {}, `${g.handler} · ${g.permission}`), h('div', { class: 'muted vis' }, visible(maskSecrets(scopeText(g.scope))))]
+      : [h('strong', {}, `tool ${g.tool}`), h('div', {}, h('code', { class: 'vis' }, visible(g.pattern)))];
     return h('tr', { dataset: { id: g.id } },
       h('td', { 'data-label': 'Permission' }, what),
       h('td', { 'data-label': 'Agent' }, g.agent || 'any agent'),
@@ -243,7 +243,7 @@ export async function renderAction(root, ctx, id, signal) {
         h('dt', {}, 'Action'), h('dd', {}, guarded('code', { class: 'action-string vis' }, a.action_string)),
         h('dt', {}, 'Agent'), h('dd', {}, a.agent),
         a.session ? [h('dt', {}, 'Session'), h('dd', {}, h('a', { href: `#/sessions?id=${enc(a.session)}`, class: 'link vis', id: 'action-session' }, visible(a.session)),
-          a.runtime ? ` (${a.runtime})` : '')] : null,
+          a.runtime ? [' (', visible(a.runtime), ')'] : '')] : null,
         a.reason ? [h('dt', {}, 'Reason'), h('dd', {}, visible(maskSecrets(a.reason)))] : null,
         h('dt', {}, 'Policy'), h('dd', {}, `${a.decision.result}: `, visible(maskSecrets(a.decision.reason)),
           ruleText(a.decision.rule) ? [h('br'), h('span', { class: 'muted rule' }, `rule: ${ruleText(a.decision.rule)}`)] : null),
@@ -271,7 +271,7 @@ export async function renderAction(root, ctx, id, signal) {
     timeline.append(h('li', { dataset: { type: ev.type } },
       h('time', { datetime: ev.at }, when(ev.at)), ' ',
       h('span', { class: `ev ev-${ev.type.replace(/\W/g, '-')}` }, ev.type), ' ',
-      h('span', { class: 'muted' }, maskSecrets(eventLine(ev, ctx)))));
+      h('span', { class: 'muted vis' }, visible(maskSecrets(eventLine(ev, ctx))))));
     if (/^action\.(completed|failed|denied|expired|cancelled)$/.test(ev.type)) settledSeen = true;
   }, signal);
   // Once it settled, show the final state (outcome, attempts) too.
