@@ -366,3 +366,28 @@ async fn an_mcp_call_through_the_hook_taints_its_session() {
     assert_eq!(d, "allow", "{reason}");
     app.stop().await;
 }
+
+/// An approver who edits the command before approving approved the edited
+/// command, not the one Claude Code is about to run: the hook must not
+/// answer allow for the original (docs/teams.md, "Edit before approving").
+#[tokio::test]
+async fn an_edited_approval_does_not_let_the_original_call_run() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": [], "ask": ["tool:bash:.*", "tool:file:.*"], "deny": []}),
+    )
+    .await;
+    let (d, reason) = decided_by_operator(
+        &app,
+        fresh("bash_write", "edited"),
+        "approve",
+        json!({"detail": "cargo build"}),
+    )
+    .await;
+    assert_eq!(d, "deny", "{reason}");
+    assert!(reason.contains("cargo build"), "{reason}");
+    let last = all_actions(&app).await.last().unwrap().clone();
+    assert_eq!(last["edited"], true, "{last}");
+    app.stop().await;
+}
