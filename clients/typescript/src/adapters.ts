@@ -107,6 +107,12 @@ export function mapClaudeTool(name: string, input: Record<string, unknown>): { t
 
 /** Reads a settled (or still pending) action as a verdict. */
 export function verdictOf(action: Action, wait: number): Verdict {
+  // An approver who edited the call approved the edited one, not the call
+  // the framework is about to run with its original input: refuse that one.
+  if (isApproved(action) && action.edited === true) {
+    const approved = typeof action.approved_detail === 'string' ? `; the approved call is: ${action.approved_detail}` : '';
+    return { approved: false, message: `Not run as asked: an operator changed this call before approving it${approved}.`, action };
+  }
   if (isApproved(action)) return { approved: true, message: '', action };
   switch (action.status) {
     case 'denied':

@@ -109,6 +109,17 @@ describe('claude-agent-sdk canUseTool (the SDK callback contract)', () => {
     assert.match(denied.message, /not on Friday/);
   });
 
+  test('an approval an operator edited does not run the original call', async () => {
+    const { name, env } = await agentEnv(ASK);
+    const decide = canUseTool(new Client({ url: env.ACTIONGATE_URL, key: env.ACTIONGATE_KEY }), { wait: 30 });
+    const p = decide('Bash', { command: 'rm -rf build' }, opts());
+    const item = await d.pendingOf(name);
+    await d.call('POST', `/v1/actions/${item.id}/approve`, { detail: 'cargo build' });
+    const out = await p;
+    assert.equal(out.behavior, 'deny', JSON.stringify(out));
+    assert.match(out.message, /cargo build/);
+  });
+
   test('the example prints the answer Claude gets', async () => {
     const { name, env } = await agentEnv(ASK);
     const running = runExample('claude-agent-sdk.mjs', ['git push origin main'], env);
