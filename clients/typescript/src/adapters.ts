@@ -57,6 +57,27 @@ function sanitize(name: string): string {
 }
 
 /**
+ * A path with `.`, `..` and repeated `/` resolved lexically, as the hooks
+ * do, so the action names the file the tool touches: `/repo/../etc/x` is
+ * `/etc/x`, which a pattern allowing `/repo/.*` must not cover.
+ */
+export function normalizePath(path: string): string {
+  const absolute = path.startsWith('/');
+  const parts: string[] = [];
+  for (const part of path.split('/')) {
+    if (part === '' || part === '.') continue;
+    if (part === '..') {
+      if (parts.length > 0 && parts[parts.length - 1] !== '..') parts.pop();
+      else if (!absolute) parts.push('..');
+      continue;
+    }
+    parts.push(part);
+  }
+  const joined = parts.join('/');
+  return absolute ? `/${joined}` : joined || '.';
+}
+
+/**
  * Maps a Claude tool call (Claude Code, the Claude Agent SDK) to the gate's
  * tool and detail, exactly as `actiongate hook claude-code` does, so one
  * profile governs both: `Bash` is `bash` with the command, `Edit`/`Write`
@@ -74,13 +95,13 @@ export function mapClaudeTool(name: string, input: Record<string, unknown>): { t
       return { tool: 'bash', detail: field('command') };
     case 'Edit':
     case 'MultiEdit':
-      return { tool: 'file', detail: `edit ${field('file_path')}` };
+      return { tool: 'file', detail: `edit ${normalizePath(field('file_path'))}` };
     case 'Write':
-      return { tool: 'file', detail: `write ${field('file_path')}` };
+      return { tool: 'file', detail: `write ${normalizePath(field('file_path'))}` };
     case 'NotebookEdit':
-      return { tool: 'file', detail: `notebook_edit ${field('notebook_path')}` };
+      return { tool: 'file', detail: `notebook_edit ${normalizePath(field('notebook_path'))}` };
     case 'Read':
-      return { tool: 'Read', detail: field('file_path') };
+      return { tool: 'Read', detail: normalizePath(field('file_path')) };
     case 'Glob': {
       const pattern = field('pattern');
       const path = input['path'];

@@ -76,8 +76,8 @@ impl Call {
         };
         match self {
             Call::Shell(cmd) => m("bash", cmd.clone()),
-            Call::File { verb, path } => m("file", format!("{verb} {path}")),
-            Call::Read(path) => m("Read", path.clone()),
+            Call::File { verb, path } => m("file", format!("{verb} {}", normalize_path(path))),
+            Call::Read(path) => m("Read", normalize_path(path)),
             Call::Glob(g) => m("Glob", g.clone()),
             Call::Grep(p) => m("Grep", p.clone()),
             Call::Fetch(u) => m("WebFetch", u.clone()),
@@ -100,6 +100,37 @@ impl Call {
             }
             Call::Other { name, input } => m(&sanitize_tool(name), input.to_string()),
         }
+    }
+}
+
+/// A path with `.`, `..` and repeated `/` resolved lexically, so that the
+/// action names the file the runtime will touch: `/repo/../etc/x` is
+/// `/etc/x`, which a pattern allowing `/repo/.*` must not cover. A
+/// relative path keeps the `..` that climb above its start (they lead out
+/// of the working directory, which no relative pattern should cover by
+/// accident). Symbolic links are not followed: the file may not exist yet.
+pub fn normalize_path(path: &str) -> String {
+    let absolute = path.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => match parts.last() {
+                Some(&last) if last != ".." => {
+                    parts.pop();
+                }
+                // `/..` is `/`.
+                _ if absolute => {}
+                _ => parts.push(".."),
+            },
+            p => parts.push(p),
+        }
+    }
+    let joined = parts.join("/");
+    match (absolute, joined.is_empty()) {
+        (true, _) => format!("/{joined}"),
+        (false, true) => ".".to_owned(),
+        (false, false) => joined,
     }
 }
 
@@ -242,6 +273,25 @@ mod tests {
         }
         assert_eq!(sanitize_tool(""), "unknown");
         assert_eq!(sanitize_tool(&"x".repeat(300)).len(), 128);
+    }
+
+    #[test]
+    fn paths_are_resolved_lexically() {
+        let cases = [
+            ("/r/a.rs", "/r/a.rs"),
+            ("/r/../etc/x", "/etc/x"),
+            ("/r/./s//t/", "/r/s/t"),
+            ("/../../x", "/x"),
+            ("src/a.rs", "src/a.rs"),
+            ("src/../../x", "../x"),
+            ("./a", "a"),
+            ("..", ".."),
+            ("", "."),
+            ("C:\\x", "C:\\x"),
+        ];
+        for (path, want) in cases {
+            assert_eq!(normalize_path(path), want, "{path}");
+        }
     }
 
     #[test]
