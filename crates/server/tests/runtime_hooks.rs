@@ -370,6 +370,52 @@ async fn a_codex_patch_is_asked_file_by_file() {
     app.stop().await;
 }
 
+/// Codex's patch parser trims each hunk header (`parse_one_hunk`: "be
+/// tolerant of … extra padding around marker strings"), so an indented
+/// `*** Add File:` after another hunk still writes that file: it must be
+/// asked too, not slip past behind an allowed one.
+#[tokio::test]
+async fn an_indented_patch_header_is_asked_as_codex_applies_it() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:file:delete tmp/.*"], "ask": ["(?s).*"], "deny": []}),
+    )
+    .await;
+    let mut v = fixture("codex", "asked");
+    v["tool_use_id"] = json!("call_patch_indented");
+    v["tool_input"]["command"] = json!(
+        "*** Begin Patch\n*** Delete File: tmp/scratch.txt\n  *** Add File: .git/hooks/pre-commit\n+#!/bin/sh\n*** End Patch\n"
+    );
+    let r = hook(
+        &app.base,
+        &app.agent.clone(),
+        "codex",
+        &serde_json::to_vec(&v).unwrap(),
+        "1",
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let out: Value = serde_json::from_str(&r.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        out["hookSpecificOutput"]["permissionDecision"], "deny",
+        "{r:?}"
+    );
+    let strings: Vec<Value> = all_actions(&app)
+        .await
+        .iter()
+        .map(|a| a["action_string"].clone())
+        .collect();
+    assert_eq!(
+        strings,
+        vec![
+            json!("tool:file:delete tmp/scratch.txt"),
+            json!("tool:file:write .git/hooks/pre-commit")
+        ]
+    );
+    app.stop().await;
+}
+
 fn codex_schema(name: &str) -> jsonschema::Validator {
     let path = format!(
         "{}/tests/fixtures/hooks/codex/schema/{name}.schema.json",

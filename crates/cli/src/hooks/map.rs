@@ -196,12 +196,17 @@ pub fn mcp_double_underscore(name: &str, input: &Value) -> Option<Call> {
 
 /// The files a Codex `apply_patch` body touches, each as a file call
 /// (`*** Add File:` writes, `*** Update File:` and `*** Move to:` edit,
-/// `*** Delete File:` deletes). A patch that names no file is refused:
+/// `*** Delete File:` deletes), headers found as Codex finds them, with
+/// surrounding whitespace ignored. A patch that names no file is refused:
 /// nothing could be checked.
 pub fn patch_files(patch: &str) -> Result<Vec<Call>, String> {
     let mut calls = Vec::new();
     for line in patch.lines() {
-        let line = line.trim_end_matches('\r');
+        // Codex trims every hunk header ("tolerant of extra padding around
+        // marker strings"), so an indented header still names a file it
+        // touches. A context line that merely looks like one is asked too:
+        // more questions, never fewer.
+        let line = line.trim();
         let found = [
             ("*** Add File: ", "write"),
             ("*** Update File: ", "edit"),
