@@ -239,3 +239,53 @@ async fn wrap_gates_the_shell_commands_a_wrapped_program_runs() {
     );
     app.stop().await;
 }
+
+/// A settings file holds more than hooks (Claude Code's `env` often holds
+/// API keys): setup keeps its permissions, never replaces a file it could
+/// not read (it would write the hook alone over the user's settings), and
+/// writes the agent key 0600 even over a stale temporary file.
+#[tokio::test]
+async fn setup_keeps_permissions_and_never_clobbers_what_it_cannot_read() {
+    let app = TestApp::spawn().await;
+    let home = tempfile::tempdir().unwrap();
+    let claude = home.path().join(".claude/settings.json");
+    std::fs::create_dir_all(claude.parent().unwrap()).unwrap();
+    std::fs::write(&claude, EXISTING).unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // A temporary file left behind by an interrupted run, world-readable.
+    let key_dir = home.path().join(".config/actiongate");
+    std::fs::create_dir_all(&key_dir).unwrap();
+    let stale = key_dir.join("claude-code.actiongate-tmp");
+    std::fs::write(&stale, "").unwrap();
+    std::fs::set_permissions(&stale, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    let r = run_in(
+        home.path(),
+        &app.base,
+        &["setup", "claude-code", "--user", "--admin-key", &app.admin],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let text = std::fs::read_to_string(&claude).unwrap();
+    assert!(text.contains(" hook claude-code "), "{text}");
+    let mode = std::fs::metadata(&claude).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the settings file's permissions");
+    let key_file = key_dir.join("claude-code.key");
+    let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the key file's permissions");
+
+    // Gemini's settings are not UTF-8 (or cannot be read): refused, kept.
+    let gemini = home.path().join(".gemini/settings.json");
+    std::fs::create_dir_all(gemini.parent().unwrap()).unwrap();
+    let odd: &[u8] = b"{\"theme\": \"caf\xe9\", \"model\": {\"name\": \"x\"}}\n";
+    std::fs::write(&gemini, odd).unwrap();
+    let r = run_in(
+        home.path(),
+        &app.base,
+        &["setup", "gemini", "--user", "--admin-key", &app.admin],
+    )
+    .await;
+    assert_ne!(r.code, 0, "{r:?}");
+    assert_eq!(std::fs::read(&gemini).unwrap(), odd);
+    app.stop().await;
+}
