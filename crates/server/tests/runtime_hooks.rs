@@ -370,6 +370,67 @@ async fn a_codex_patch_is_asked_file_by_file() {
     app.stop().await;
 }
 
+/// The model writes the tool input: a call carrying two path fields (the
+/// one the hook read first, and another the runtime may honour) is asked
+/// about every path it names, so a benign one cannot cover the other.
+#[tokio::test]
+async fn a_file_call_naming_two_paths_is_asked_about_both() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:file:(edit|write) /home/dev/proj/.*"], "ask": ["(?s).*"], "deny": []}),
+    )
+    .await;
+    let inputs = [
+        (
+            "cursor",
+            json!({"conversation_id": "conv-2p", "generation_id": "gen-2p",
+                "hook_event_name": "preToolUse", "workspace_roots": ["/home/dev/proj"],
+                "tool_name": "Write", "tool_use_id": "tu_2p",
+                "tool_input": {"file_path": "/home/dev/proj/ok.txt",
+                               "target_file": "/home/dev/.bashrc", "contents": "x"}}),
+        ),
+        (
+            "copilot",
+            json!({"timestamp": 1, "cwd": "/home/dev/proj", "toolName": "edit",
+                "toolArgs": "{\"path\":\"/home/dev/proj/ok.txt\",\"file_path\":\"/home/dev/.bashrc\",\"old_str\":\"a\",\"new_str\":\"b\"}"}),
+        ),
+        (
+            "opencode",
+            json!({"tool": "write", "sessionID": "ses_2p", "callID": "call_2p",
+                "args": {"filePath": "/home/dev/proj/ok.txt", "path": "/home/dev/.bashrc", "content": "x"},
+                "directory": "/home/dev/proj"}),
+        ),
+    ];
+    for (runtime, input) in inputs {
+        let r = hook(
+            &app.base,
+            &app.agent.clone(),
+            runtime,
+            &serde_json::to_vec(&input).unwrap(),
+            "1",
+        )
+        .await;
+        let out: Value = serde_json::from_str(&r.stdout).unwrap_or(Value::Null);
+        let verdict = out
+            .get("permission")
+            .or_else(|| out.get("permissionDecision"))
+            .or_else(|| out.get("status"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        assert_eq!(verdict, "deny", "{runtime}: {r:?}");
+        let last = all_actions(&app).await.last().unwrap().clone();
+        assert!(
+            last["action_string"]
+                .as_str()
+                .unwrap()
+                .ends_with(" /home/dev/.bashrc"),
+            "{runtime}: {last}"
+        );
+    }
+    app.stop().await;
+}
+
 /// Codex's patch parser trims each hunk header (`parse_one_hunk`: "be
 /// tolerant of … extra padding around marker strings"), so an indented
 /// `*** Add File:` after another hunk still writes that file: it must be

@@ -168,6 +168,60 @@ pub fn any_field<'a>(input: &'a Value, tool: &str, keys: &[&str]) -> Result<&'a 
         .ok_or_else(|| format!("the {tool} call has none of the input fields {keys:?}"))
 }
 
+/// Every distinct value of several fields naming the same thing (a path
+/// spelled `file_path`, `path`, …), or why the call cannot be mapped. The
+/// model writes the input: which of two fields a runtime honours is not
+/// for the hook to guess, so each one present is asked about; one that is
+/// present but not a string is refused.
+pub fn all_fields<'a>(input: &'a Value, tool: &str, keys: &[&str]) -> Result<Vec<&'a str>, String> {
+    let mut found: Vec<&str> = Vec::new();
+    for k in keys {
+        match input.get(*k) {
+            None => {}
+            Some(Value::String(s)) => {
+                if !found.contains(&s.as_str()) {
+                    found.push(s);
+                }
+            }
+            Some(_) => {
+                return Err(format!(
+                    "the {tool} call's input field `{k}` is not a string"
+                ));
+            }
+        }
+    }
+    if found.is_empty() {
+        return Err(format!(
+            "the {tool} call has none of the input fields {keys:?}"
+        ));
+    }
+    Ok(found)
+}
+
+/// One file call per path of [`all_fields`].
+pub fn file_calls(
+    verb: &'static str,
+    input: &Value,
+    tool: &str,
+    keys: &[&str],
+) -> Result<Vec<Call>, String> {
+    Ok(all_fields(input, tool, keys)?
+        .into_iter()
+        .map(|p| Call::File {
+            verb,
+            path: p.to_owned(),
+        })
+        .collect())
+}
+
+/// One read call per path of [`all_fields`].
+pub fn read_calls(input: &Value, tool: &str, keys: &[&str]) -> Result<Vec<Call>, String> {
+    Ok(all_fields(input, tool, keys)?
+        .into_iter()
+        .map(|p| Call::Read(p.to_owned()))
+        .collect())
+}
+
 /// `Glob` with an optional base directory: `<path>/<pattern>` unless the
 /// pattern is absolute.
 pub fn glob_detail(pattern: &str, path: Option<&str>) -> String {
