@@ -181,6 +181,21 @@ export class Gatekeeper {
     return { tool, detail, reason: reason ?? this.options.reason };
   }
 
+  /**
+   * Whether a call needs a human: true unless the policy allows it outright,
+   * asked (without recording anything) in this gatekeeper's session, so a
+   * session the policy holds tainted is not waved through. An unreachable
+   * gate also needs approval: it fails closed to a human.
+   */
+  async needsApproval(call: ToolCall, signal?: AbortSignal): Promise<boolean> {
+    try {
+      const d = await this.client.check(call.tool, call.detail, { session: this.options.session, signal });
+      return d.result !== 'allow';
+    } catch {
+      return true;
+    }
+  }
+
   /** Asks about one call and waits for the verdict. Never throws. */
   async decide(call: ToolCall, signal?: AbortSignal): Promise<Verdict> {
     let action: Action;
