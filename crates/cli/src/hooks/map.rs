@@ -178,11 +178,8 @@ pub fn all_fields<'a>(input: &'a Value, tool: &str, keys: &[&str]) -> Result<Vec
     for k in keys {
         match input.get(*k) {
             None => {}
-            Some(Value::String(s)) => {
-                if !found.contains(&s.as_str()) {
-                    found.push(s);
-                }
-            }
+            Some(Value::String(s)) if found.contains(&s.as_str()) => {}
+            Some(Value::String(s)) => found.push(s),
             Some(_) => {
                 return Err(format!(
                     "the {tool} call's input field `{k}` is not a string"
