@@ -257,6 +257,30 @@ async fn with_the_daemon_stopped_every_runtime_denies() {
     }
 }
 
+/// A wait too long to add to a clock must not crash the hook: Claude Code
+/// and Gemini CLI let the call through on a crash's exit code (101).
+#[tokio::test]
+async fn an_absurd_wait_still_answers_in_the_runtime_contract() {
+    let down = dead_url().await;
+    for rt in RUNTIMES {
+        let r = hook(
+            &down,
+            "k",
+            rt,
+            &fresh(rt, "allowed", "huge"),
+            "18446744073709551615",
+        )
+        .await;
+        assert!(r.code == 0 || r.code == 2, "{rt}: {r:?}");
+        assert!(!r.stdout.contains("allow"), "{rt}: {r:?}");
+        if *rt == "gemini" {
+            assert_eq!(r.code, 2, "{r:?}");
+        } else {
+            assert!(r.stdout.contains("deny"), "{rt}: {r:?}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn claude_code_permission_requests_and_headless_defer() {
     let app = gated_app().await;

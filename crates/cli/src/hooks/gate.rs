@@ -137,7 +137,7 @@ pub async fn decide(
     let api = Api::with_timeouts(&conn, Duration::from_secs(3), Duration::from_secs(10))
         .map_err(|e| e.to_string())?;
     api.require_key().map_err(|e| e.to_string())?;
-    let deadline = Instant::now() + Duration::from_secs(args.wait);
+    let deadline = Instant::now() + args.wait_for();
     let mut last = None;
     for (i, call) in calls.iter().enumerate() {
         let wait = match waiting {
