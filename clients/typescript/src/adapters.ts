@@ -50,9 +50,9 @@ export function compactJson(input: unknown): string {
   }
 }
 
-/** Gate tool names are `[A-Za-z0-9_.-]`; anything else becomes `_`. */
+/** Gate tool names are 1-128 of `[A-Za-z0-9_.-]`; anything else becomes `_` (as the hooks do). */
 function sanitize(name: string): string {
-  const s = name.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 64);
+  const s = name.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 128);
   return s || 'tool';
 }
 

@@ -161,6 +161,9 @@ test('Claude tools are named as the hooks name them', async () => {
   assert.deepEqual(mapClaudeTool('mcp__github__create_issue', { title: 'x' }), { tool: 'mcp__github__create_issue', detail: '{"title":"x"}' });
   assert.deepEqual(mapClaudeTool('mcp__my server__create:issue', { title: 'x' }), { tool: 'mcp', detail: 'my server__create:issue {"title":"x"}' });
   assert.deepEqual(mapClaudeTool('New Tool', { a: 1 }), { tool: 'New_Tool', detail: '{"a":1}' });
+  // Names up to the daemon's 128 characters are kept whole, as the hooks keep them.
+  const long = `mcp__github__${'x'.repeat(100)}`;
+  assert.deepEqual(mapClaudeTool(long, {}), { tool: long, detail: '{}' });
   // A path climbing out with `..` names where it leads, as the hooks do.
   assert.deepEqual(mapClaudeTool('Write', { file_path: '/r/../../etc/cron.d/job' }), { tool: 'file', detail: 'write /etc/cron.d/job' });
   assert.deepEqual(mapClaudeTool('Edit', { file_path: '/r/./s//../a' }), { tool: 'file', detail: 'edit /r/a' });
