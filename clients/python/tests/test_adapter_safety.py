@@ -1,5 +1,6 @@
-"""An approval an operator edited before approving is for the edited call:
-the adapters must not run the original one (docs/teams.md)."""
+"""What the adapters must never do: run a call an operator edited before
+approving as the agent first asked it, or name a path by a spelling that
+hides where it leads."""
 
 from actiongate._adapters import verdict
 from actiongate.models import Action
@@ -37,3 +38,12 @@ def test_the_decorator_refuses_an_edited_approval() -> None:
     )
     with pytest.raises(Denied):
         settle(action)
+
+
+def test_claude_paths_climbing_out_name_where_they_lead() -> None:
+    from actiongate.claude_agent_sdk import claude_tool
+
+    assert claude_tool("Write", {"file_path": "/r/../../etc/cron.d/job"}) == ("file", "write /etc/cron.d/job")
+    assert claude_tool("Edit", {"file_path": "/r/./s//../a"}) == ("file", "edit /r/a")
+    assert claude_tool("Read", {"file_path": "src/../../x"}) == ("Read", "../x")
+    assert claude_tool("Read", {"file_path": "/r/a.rs"}) == ("Read", "/r/a.rs")
