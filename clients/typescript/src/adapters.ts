@@ -50,10 +50,31 @@ export function compactJson(input: unknown): string {
   }
 }
 
-/** Gate tool names are `[A-Za-z0-9_.-]`; anything else becomes `_`. */
+/** Gate tool names are 1-128 of `[A-Za-z0-9_.-]`; anything else becomes `_` (as the hooks do). */
 function sanitize(name: string): string {
-  const s = name.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 64);
+  const s = name.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 128);
   return s || 'tool';
+}
+
+/**
+ * A path with `.`, `..` and repeated `/` resolved lexically, as the hooks
+ * do, so the action names the file the tool touches: `/repo/../etc/x` is
+ * `/etc/x`, which a pattern allowing `/repo/.*` must not cover.
+ */
+export function normalizePath(path: string): string {
+  const absolute = path.startsWith('/');
+  const parts: string[] = [];
+  for (const part of path.split('/')) {
+    if (part === '' || part === '.') continue;
+    if (part === '..') {
+      if (parts.length > 0 && parts[parts.length - 1] !== '..') parts.pop();
+      else if (!absolute) parts.push('..');
+      continue;
+    }
+    parts.push(part);
+  }
+  const joined = parts.join('/');
+  return absolute ? `/${joined}` : joined || '.';
 }
 
 /**
@@ -74,13 +95,13 @@ export function mapClaudeTool(name: string, input: Record<string, unknown>): { t
       return { tool: 'bash', detail: field('command') };
     case 'Edit':
     case 'MultiEdit':
-      return { tool: 'file', detail: `edit ${field('file_path')}` };
+      return { tool: 'file', detail: `edit ${normalizePath(field('file_path'))}` };
     case 'Write':
-      return { tool: 'file', detail: `write ${field('file_path')}` };
+      return { tool: 'file', detail: `write ${normalizePath(field('file_path'))}` };
     case 'NotebookEdit':
-      return { tool: 'file', detail: `notebook_edit ${field('notebook_path')}` };
+      return { tool: 'file', detail: `notebook_edit ${normalizePath(field('notebook_path'))}` };
     case 'Read':
-      return { tool: 'Read', detail: field('file_path') };
+      return { tool: 'Read', detail: normalizePath(field('file_path')) };
     case 'Glob': {
       const pattern = field('pattern');
       const path = input['path'];
@@ -107,6 +128,12 @@ export function mapClaudeTool(name: string, input: Record<string, unknown>): { t
 
 /** Reads a settled (or still pending) action as a verdict. */
 export function verdictOf(action: Action, wait: number): Verdict {
+  // An approver who edited the call approved the edited one, not the call
+  // the framework is about to run with its original input: refuse that one.
+  if (isApproved(action) && action.edited === true) {
+    const approved = typeof action.approved_detail === 'string' ? `; the approved call is: ${action.approved_detail}` : '';
+    return { approved: false, message: `Not run as asked: an operator changed this call before approving it${approved}.`, action };
+  }
   if (isApproved(action)) return { approved: true, message: '', action };
   switch (action.status) {
     case 'denied':
@@ -152,6 +179,21 @@ export class Gatekeeper {
     const tool = mapped?.tool ?? sanitize(name);
     const detail = mapped?.detail ? mapped.detail(input) : compactJson(input);
     return { tool, detail, reason: reason ?? this.options.reason };
+  }
+
+  /**
+   * Whether a call needs a human: true unless the policy allows it outright,
+   * asked (without recording anything) in this gatekeeper's session, so a
+   * session the policy holds tainted is not waved through. An unreachable
+   * gate also needs approval: it fails closed to a human.
+   */
+  async needsApproval(call: ToolCall, signal?: AbortSignal): Promise<boolean> {
+    try {
+      const d = await this.client.check(call.tool, call.detail, { session: this.options.session, signal });
+      return d.result !== 'allow';
+    } catch {
+      return true;
+    }
   }
 
   /** Asks about one call and waits for the verdict. Never throws. */

@@ -45,12 +45,6 @@ export function toolApproval<TOOLS extends ToolSet = ToolSet>(
 export function needsApproval(gate: Client | Gatekeeper, name: string, options: GatekeeperOptions = {}) {
   const keeper = gate instanceof Gatekeeper ? gate : new Gatekeeper(gate, options);
   return async (input: unknown): Promise<boolean> => {
-    const call = keeper.call(name, (input ?? {}) as Record<string, unknown>);
-    try {
-      const d = await keeper.client.check(call.tool, call.detail);
-      return d.result !== 'allow';
-    } catch {
-      return true;
-    }
+    return keeper.needsApproval(keeper.call(name, (input ?? {}) as Record<string, unknown>));
   };
 }

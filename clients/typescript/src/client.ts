@@ -622,6 +622,12 @@ export class Client {
 
 /** Returns the action if it may go ahead, else throws the matching error. */
 export function settle(action: Action): Action {
+  // Approved as an approver edited it, not as called: the original call
+  // must not run (the error carries the action and its approved_detail).
+  if (isApproved(action) && action.edited === true) {
+    const what = typeof action.approved_detail === 'string' ? `; the approved call is: ${action.approved_detail}` : '';
+    throw new Denied(`an operator changed this call before approving it, so it does not run as asked${what}`, action);
+  }
   if (isApproved(action)) return action;
   if (action.status === 'denied') throw new Denied(denialReason(action), action);
   if (action.status === 'expired') throw new Expired(action);

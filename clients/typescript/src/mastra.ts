@@ -59,12 +59,8 @@ export class MastraGate {
   /** The `requireToolApproval` function of `agent.generate`/`stream`. */
   get requireToolApproval(): (ctx: { toolName: string; args: Record<string, unknown> }) => Promise<boolean> {
     return async ({ toolName, args }) => {
-      const call = this.keeper.call(toolName, args ?? {});
-      try {
-        return (await this.keeper.client.check(call.tool, call.detail)).result !== 'allow';
-      } catch {
-        return true; // fail closed: suspend, then decide (and refuse) below
-      }
+      // Fail closed: an unanswered check suspends, then decide (and refuse) below.
+      return this.keeper.needsApproval(this.keeper.call(toolName, args ?? {}));
     };
   }
 

@@ -67,15 +67,9 @@ export class AgentsGate {
   needsApproval(name: string): (runContext: unknown, input: unknown, callId?: string) => Promise<boolean> {
     return async (_ctx, input) => {
       const args = typeof input === 'string' ? parseArguments(input) : ((input ?? {}) as Record<string, unknown>);
-      const call = this.keeper.call(name, args);
-      try {
-        const d = await this.keeper.client.check(call.tool, call.detail);
-        return d.result !== 'allow';
-      } catch {
-        // Fail closed: interrupt; resolve() asks again and rejects if the
-        // gate still cannot answer.
-        return true;
-      }
+      // Fail closed: an unanswered check interrupts; resolve() asks again
+      // and rejects if the gate still cannot answer.
+      return this.keeper.needsApproval(this.keeper.call(name, args));
     };
   }
 

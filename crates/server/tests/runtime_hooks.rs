@@ -257,6 +257,30 @@ async fn with_the_daemon_stopped_every_runtime_denies() {
     }
 }
 
+/// A wait too long to add to a clock must not crash the hook: Claude Code
+/// and Gemini CLI let the call through on a crash's exit code (101).
+#[tokio::test]
+async fn an_absurd_wait_still_answers_in_the_runtime_contract() {
+    let down = dead_url().await;
+    for rt in RUNTIMES {
+        let r = hook(
+            &down,
+            "k",
+            rt,
+            &fresh(rt, "allowed", "huge"),
+            "18446744073709551615",
+        )
+        .await;
+        assert!(r.code == 0 || r.code == 2, "{rt}: {r:?}");
+        assert!(!r.stdout.contains("allow"), "{rt}: {r:?}");
+        if *rt == "gemini" {
+            assert_eq!(r.code, 2, "{r:?}");
+        } else {
+            assert!(r.stdout.contains("deny"), "{rt}: {r:?}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn claude_code_permission_requests_and_headless_defer() {
     let app = gated_app().await;
@@ -367,6 +391,113 @@ async fn a_codex_patch_is_asked_file_by_file() {
         .map(|a| a["action_string"].clone())
         .collect();
     assert_eq!(strings, vec![json!("tool:file:write notes.txt")]);
+    app.stop().await;
+}
+
+/// The model writes the tool input: a call carrying two path fields (the
+/// one the hook read first, and another the runtime may honour) is asked
+/// about every path it names, so a benign one cannot cover the other.
+#[tokio::test]
+async fn a_file_call_naming_two_paths_is_asked_about_both() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:file:(edit|write) /home/dev/proj/.*"], "ask": ["(?s).*"], "deny": []}),
+    )
+    .await;
+    let inputs = [
+        (
+            "cursor",
+            json!({"conversation_id": "conv-2p", "generation_id": "gen-2p",
+                "hook_event_name": "preToolUse", "workspace_roots": ["/home/dev/proj"],
+                "tool_name": "Write", "tool_use_id": "tu_2p",
+                "tool_input": {"file_path": "/home/dev/proj/ok.txt",
+                               "target_file": "/home/dev/.bashrc", "contents": "x"}}),
+        ),
+        (
+            "copilot",
+            json!({"timestamp": 1, "cwd": "/home/dev/proj", "toolName": "edit",
+                "toolArgs": "{\"path\":\"/home/dev/proj/ok.txt\",\"file_path\":\"/home/dev/.bashrc\",\"old_str\":\"a\",\"new_str\":\"b\"}"}),
+        ),
+        (
+            "opencode",
+            json!({"tool": "write", "sessionID": "ses_2p", "callID": "call_2p",
+                "args": {"filePath": "/home/dev/proj/ok.txt", "path": "/home/dev/.bashrc", "content": "x"},
+                "directory": "/home/dev/proj"}),
+        ),
+    ];
+    for (runtime, input) in inputs {
+        let r = hook(
+            &app.base,
+            &app.agent.clone(),
+            runtime,
+            &serde_json::to_vec(&input).unwrap(),
+            "1",
+        )
+        .await;
+        let out: Value = serde_json::from_str(&r.stdout).unwrap_or(Value::Null);
+        let verdict = out
+            .get("permission")
+            .or_else(|| out.get("permissionDecision"))
+            .or_else(|| out.get("status"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        assert_eq!(verdict, "deny", "{runtime}: {r:?}");
+        let last = all_actions(&app).await.last().unwrap().clone();
+        assert!(
+            last["action_string"]
+                .as_str()
+                .unwrap()
+                .ends_with(" /home/dev/.bashrc"),
+            "{runtime}: {last}"
+        );
+    }
+    app.stop().await;
+}
+
+/// Codex's patch parser trims each hunk header (`parse_one_hunk`: "be
+/// tolerant of … extra padding around marker strings"), so an indented
+/// `*** Add File:` after another hunk still writes that file: it must be
+/// asked too, not slip past behind an allowed one.
+#[tokio::test]
+async fn an_indented_patch_header_is_asked_as_codex_applies_it() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:file:delete tmp/.*"], "ask": ["(?s).*"], "deny": []}),
+    )
+    .await;
+    let mut v = fixture("codex", "asked");
+    v["tool_use_id"] = json!("call_patch_indented");
+    v["tool_input"]["command"] = json!(
+        "*** Begin Patch\n*** Delete File: tmp/scratch.txt\n  *** Add File: .git/hooks/pre-commit\n+#!/bin/sh\n*** End Patch\n"
+    );
+    let r = hook(
+        &app.base,
+        &app.agent.clone(),
+        "codex",
+        &serde_json::to_vec(&v).unwrap(),
+        "1",
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let out: Value = serde_json::from_str(&r.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        out["hookSpecificOutput"]["permissionDecision"], "deny",
+        "{r:?}"
+    );
+    let strings: Vec<Value> = all_actions(&app)
+        .await
+        .iter()
+        .map(|a| a["action_string"].clone())
+        .collect();
+    assert_eq!(
+        strings,
+        vec![
+            json!("tool:file:delete tmp/scratch.txt"),
+            json!("tool:file:write .git/hooks/pre-commit")
+        ]
+    );
     app.stop().await;
 }
 

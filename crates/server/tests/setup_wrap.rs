@@ -239,3 +239,114 @@ async fn wrap_gates_the_shell_commands_a_wrapped_program_runs() {
     );
     app.stop().await;
 }
+
+/// The shell runs the first operand after all its options (`sh -c -- CMD`,
+/// `sh -c -e CMD`, `bash -co pipefail CMD`), so that is what the shim
+/// must ask about, not the option that follows `-c`; and arguments after
+/// the command (its `$0`, `$1`, …, which it may run) are part of it.
+#[tokio::test]
+async fn wrap_asks_about_the_command_the_shell_will_run() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["(?s).*"], "ask": [], "deny": ["(?s)tool:bash:.*touch sneaky.*"]}),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("agent.sh");
+    std::fs::write(
+        &agent,
+        concat!(
+            "#!/bin/sh\n",
+            "\"$SHELL\" -c -- 'touch sneaky-1' || echo refused-1\n",
+            "\"$SHELL\" -c -e 'touch sneaky-2' || echo refused-2\n",
+            "\"$SHELL\" -c 'eval \"$1\"' sh 'touch sneaky-3' || echo refused-3\n",
+            "\"$SHELL\" -e -c 'touch fine' || echo refused-4\n",
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let mut cmd = cli_support::command(&app.base, &app.agent);
+    cmd.current_dir(dir.path())
+        .args(["wrap", "--shell", "/bin/sh", "--wait", "2", "--"])
+        .arg(&agent)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = cmd.output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for n in 1..=3 {
+        assert!(
+            !dir.path().join(format!("sneaky-{n}")).exists(),
+            "sneaky-{n} ran: {stdout} {stderr}"
+        );
+        assert!(stdout.contains(&format!("refused-{n}")), "{stdout}");
+    }
+    assert!(dir.path().join("fine").exists(), "{stdout} {stderr}");
+    let strings: Vec<Value> = all_actions(&app)
+        .await
+        .iter()
+        .map(|a| a["action_string"].clone())
+        .collect();
+    assert_eq!(
+        strings,
+        vec![
+            json!("tool:bash:touch sneaky-1"),
+            json!("tool:bash:touch sneaky-2"),
+            json!("tool:bash:eval \"$1\" 'sh' 'touch sneaky-3'"),
+            json!("tool:bash:touch fine"),
+        ],
+        "{stdout} {stderr}"
+    );
+    app.stop().await;
+}
+
+/// A settings file holds more than hooks (Claude Code's `env` often holds
+/// API keys): setup keeps its permissions, never replaces a file it could
+/// not read (it would write the hook alone over the user's settings), and
+/// writes the agent key 0600 even over a stale temporary file.
+#[tokio::test]
+async fn setup_keeps_permissions_and_never_clobbers_what_it_cannot_read() {
+    let app = TestApp::spawn().await;
+    let home = tempfile::tempdir().unwrap();
+    let claude = home.path().join(".claude/settings.json");
+    std::fs::create_dir_all(claude.parent().unwrap()).unwrap();
+    std::fs::write(&claude, EXISTING).unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // A temporary file left behind by an interrupted run, world-readable.
+    let key_dir = home.path().join(".config/actiongate");
+    std::fs::create_dir_all(&key_dir).unwrap();
+    let stale = key_dir.join("claude-code.actiongate-tmp");
+    std::fs::write(&stale, "").unwrap();
+    std::fs::set_permissions(&stale, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    let r = run_in(
+        home.path(),
+        &app.base,
+        &["setup", "claude-code", "--user", "--admin-key", &app.admin],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let text = std::fs::read_to_string(&claude).unwrap();
+    assert!(text.contains(" hook claude-code "), "{text}");
+    let mode = std::fs::metadata(&claude).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the settings file's permissions");
+    let key_file = key_dir.join("claude-code.key");
+    let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the key file's permissions");
+
+    // Gemini's settings are not UTF-8 (or cannot be read): refused, kept.
+    let gemini = home.path().join(".gemini/settings.json");
+    std::fs::create_dir_all(gemini.parent().unwrap()).unwrap();
+    let odd: &[u8] = b"{\"theme\": \"caf\xe9\", \"model\": {\"name\": \"x\"}}\n";
+    std::fs::write(&gemini, odd).unwrap();
+    let r = run_in(
+        home.path(),
+        &app.base,
+        &["setup", "gemini", "--user", "--admin-key", &app.admin],
+    )
+    .await;
+    assert_ne!(r.code, 0, "{r:?}");
+    assert_eq!(std::fs::read(&gemini).unwrap(), odd);
+    app.stop().await;
+}

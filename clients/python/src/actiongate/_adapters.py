@@ -66,6 +66,10 @@ class ToolMap:
 
 def verdict(action: Action, wait: float) -> Verdict:
     """Reads a settled (or still pending) action as a verdict."""
+    if action.approved and action.edited:
+        # An approver who edited the call approved the edited one, not the
+        # call the framework is about to run with its original arguments.
+        return Verdict(False, f"Not run as asked: {edited_reason(action)}.", action)
     if action.approved:
         return Verdict(True, "", action)
     if action.status == "denied":
@@ -77,6 +81,13 @@ def verdict(action: Action, wait: float) -> Verdict:
     if action.status == "pending":
         return Verdict(False, f"Not approved: no decision within {wait:g} s.", action)
     return Verdict(False, f"Not approved: the action is {action.status}.", action)
+
+
+def edited_reason(action: Action) -> str:
+    """Why an approval an operator edited does not run the original call."""
+    approved = action.raw.get("approved_detail")
+    what = f"; the approved call is: {approved}" if isinstance(approved, str) else ""
+    return f"an operator changed this call before approving it{what}"
 
 
 def failed(error: BaseException) -> Verdict:

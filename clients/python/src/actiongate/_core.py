@@ -398,6 +398,10 @@ def gate_request(
 
 def settle(action: Action, wait: float = 0) -> Action:
     """Returns the action if it may go ahead, else raises the matching error."""
+    if action.approved and action.edited:
+        # Approved as an approver edited it, not as called: the original
+        # call must not run.
+        raise Denied("an operator changed this call before approving it; it does not run as asked", action)
     if action.approved:
         return action
     if action.status == "denied":

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Awaitable, Callable, Dict, Optional, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 from ._adapters import ToolCall, Verdict, adecide_all, failed
 from ._core import Timeout
@@ -37,18 +37,38 @@ def _field(name: str, args: Dict[str, Any], key: str) -> str:
     return value
 
 
+def normalize_path(path: str) -> str:
+    """A path with ``.``, ``..`` and repeated ``/`` resolved lexically, as the
+    hooks do, so ``/repo/../etc/x`` is asked as ``/etc/x``, which a pattern
+    allowing ``/repo/.*`` must not cover."""
+    absolute = path.startswith("/")
+    parts: List[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if parts and parts[-1] != "..":
+                parts.pop()
+            elif not absolute:
+                parts.append("..")
+            continue
+        parts.append(part)
+    joined = "/".join(parts)
+    return f"/{joined}" if absolute else (joined or ".")
+
+
 def claude_tool(name: str, args: Dict[str, Any]) -> Tuple[str, str]:
     """The gate's tool and detail for a Claude tool call (as the hook maps it)."""
     if name == "Bash":
         return "bash", _field(name, args, "command")
     if name in ("Edit", "MultiEdit"):
-        return "file", f"edit {_field(name, args, 'file_path')}"
+        return "file", f"edit {normalize_path(_field(name, args, 'file_path'))}"
     if name == "Write":
-        return "file", f"write {_field(name, args, 'file_path')}"
+        return "file", f"write {normalize_path(_field(name, args, 'file_path'))}"
     if name == "NotebookEdit":
-        return "file", f"notebook_edit {_field(name, args, 'notebook_path')}"
+        return "file", f"notebook_edit {normalize_path(_field(name, args, 'notebook_path'))}"
     if name == "Read":
-        return "Read", _field(name, args, "file_path")
+        return "Read", normalize_path(_field(name, args, "file_path"))
     if name == "Glob":
         pattern = _field(name, args, "pattern")
         path = args.get("path")
@@ -70,7 +90,7 @@ def claude_tool(name: str, args: Dict[str, Any]) -> Tuple[str, str]:
         return name, body
     if mcp:
         return "mcp", f"{mcp.group(1)}__{mcp.group(2)} {body}"
-    tool = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:64] or "tool"
+    tool = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:128] or "tool"
     return tool, body
 
 

@@ -9,31 +9,30 @@
 use serde_json::{Value, json};
 
 use super::gate::{Answer, Origin, Verdict};
-use super::map::{self, Call, any_field, field};
+use super::map::{self, Call, field, file_calls, read_calls};
 use super::{Parsed, Reply, Runtime, text};
 
 /// The Copilot CLI contract.
 pub struct Copilot;
 
-/// Maps a Copilot CLI tool call.
-pub fn call_of(name: &str, input: &Value) -> Result<Call, String> {
-    let path = || any_field(input, name, &["path", "file_path"]).map(str::to_owned);
+/// Maps a Copilot CLI tool call (a file call naming several paths is one
+/// call per path).
+pub fn calls_of(name: &str, input: &Value) -> Result<Vec<Call>, String> {
+    const PATHS: &[&str] = &["path", "file_path"];
     Ok(match name {
-        "bash" | "shell" | "Bash" => Call::Shell(field(input, name, "command")?.to_owned()),
-        "edit" | "str_replace" | "str_replace_editor" | "Edit" => Call::File {
-            verb: "edit",
-            path: path()?,
-        },
-        "create" | "write" | "Write" => Call::File {
-            verb: "write",
-            path: path()?,
-        },
-        "view" | "read" | "Read" => Call::Read(path()?),
-        "web_fetch" => Call::Fetch(field(input, name, "url")?.to_owned()),
-        other => map::mcp_double_underscore(other, input).unwrap_or_else(|| Call::Other {
-            name: other.to_owned(),
-            input: input.clone(),
-        }),
+        "bash" | "shell" | "Bash" => vec![Call::Shell(field(input, name, "command")?.to_owned())],
+        "edit" | "str_replace" | "str_replace_editor" | "Edit" => {
+            file_calls("edit", input, name, PATHS)?
+        }
+        "create" | "write" | "Write" => file_calls("write", input, name, PATHS)?,
+        "view" | "read" | "Read" => read_calls(input, name, PATHS)?,
+        "web_fetch" => vec![Call::Fetch(field(input, name, "url")?.to_owned())],
+        other => vec![
+            map::mcp_double_underscore(other, input).unwrap_or_else(|| Call::Other {
+                name: other.to_owned(),
+                input: input.clone(),
+            }),
+        ],
     })
 }
 
@@ -72,7 +71,7 @@ impl Runtime for Copilot {
                 call_id: text(hook, "tool_use_id").map(str::to_owned),
                 cwd: text(hook, "cwd").map(str::to_owned),
             },
-            calls: vec![call_of(name, &input)?],
+            calls: calls_of(name, &input)?,
             rule: None,
         })
     }

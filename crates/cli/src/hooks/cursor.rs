@@ -12,7 +12,7 @@
 use serde_json::{Value, json};
 
 use super::gate::{Answer, Origin, Verdict};
-use super::map::{Call, any_field, field};
+use super::map::{Call, field, file_calls, read_calls};
 use super::{Parsed, Reply, Runtime, event_of, text};
 
 /// The Cursor contract.
@@ -43,32 +43,26 @@ fn mcp_call(name: &str, input: &Value) -> Call {
     }
 }
 
-/// Maps a `preToolUse` call.
-fn tool_call(name: &str, input: &Value) -> Result<Call, String> {
-    let path = || any_field(input, name, &["file_path", "path", "target_file"]).map(str::to_owned);
+/// Maps a `preToolUse` call (a file call naming several paths is one
+/// call per path).
+fn tool_calls(name: &str, input: &Value) -> Result<Vec<Call>, String> {
+    const PATHS: &[&str] = &["file_path", "path", "target_file"];
     Ok(match name {
         "Shell" | "Bash" | "run_terminal_cmd" => {
-            Call::Shell(field(input, name, "command")?.to_owned())
+            vec![Call::Shell(field(input, name, "command")?.to_owned())]
         }
-        "Edit" | "StrReplace" | "MultiEdit" | "search_replace" | "edit_file" => Call::File {
-            verb: "edit",
-            path: path()?,
-        },
-        "Write" | "write" => Call::File {
-            verb: "write",
-            path: path()?,
-        },
-        "Delete" | "delete_file" => Call::File {
-            verb: "delete",
-            path: path()?,
-        },
-        "Read" | "read_file" => Call::Read(path()?),
-        "Grep" | "grep" => Call::Grep(field(input, name, "pattern")?.to_owned()),
-        n if n.starts_with("MCP:") => mcp_call(n, input),
-        other => Call::Other {
+        "Edit" | "StrReplace" | "MultiEdit" | "search_replace" | "edit_file" => {
+            file_calls("edit", input, name, PATHS)?
+        }
+        "Write" | "write" => file_calls("write", input, name, PATHS)?,
+        "Delete" | "delete_file" => file_calls("delete", input, name, PATHS)?,
+        "Read" | "read_file" => read_calls(input, name, PATHS)?,
+        "Grep" | "grep" => vec![Call::Grep(field(input, name, "pattern")?.to_owned())],
+        n if n.starts_with("MCP:") => vec![mcp_call(n, input)],
+        other => vec![Call::Other {
             name: other.to_owned(),
             input: input.clone(),
-        },
+        }],
     })
 }
 
@@ -79,11 +73,13 @@ impl Runtime for Cursor {
         }
         let event = event_of(hook, "hook_event_name", EVENTS)?;
         let input = hook.get("tool_input").cloned().unwrap_or(json!({}));
-        let call = match event.as_str() {
-            "beforeShellExecution" => Call::Shell(field(hook, &event, "command")?.to_owned()),
-            "beforeMCPExecution" => mcp_call(field(hook, &event, "tool_name")?, &input),
-            "beforeReadFile" => Call::Read(field(hook, &event, "file_path")?.to_owned()),
-            _ => tool_call(field(hook, &event, "tool_name")?, &input)?,
+        let calls = match event.as_str() {
+            "beforeShellExecution" => {
+                vec![Call::Shell(field(hook, &event, "command")?.to_owned())]
+            }
+            "beforeMCPExecution" => vec![mcp_call(field(hook, &event, "tool_name")?, &input)],
+            "beforeReadFile" => vec![Call::Read(field(hook, &event, "file_path")?.to_owned())],
+            _ => tool_calls(field(hook, &event, "tool_name")?, &input)?,
         };
         let cwd = text(hook, "cwd").map(str::to_owned).or_else(|| {
             hook.pointer("/workspace_roots/0")
@@ -101,7 +97,7 @@ impl Runtime for Cursor {
                 call_id: text(hook, "tool_use_id").map(str::to_owned),
                 cwd,
             },
-            calls: vec![call],
+            calls,
             rule: None,
         })
     }

@@ -137,7 +137,7 @@ pub async fn decide(
     let api = Api::with_timeouts(&conn, Duration::from_secs(3), Duration::from_secs(10))
         .map_err(|e| e.to_string())?;
     api.require_key().map_err(|e| e.to_string())?;
-    let deadline = Instant::now() + Duration::from_secs(args.wait);
+    let deadline = Instant::now() + args.wait_for();
     let mut last = None;
     for (i, call) in calls.iter().enumerate() {
         let wait = match waiting {
@@ -236,7 +236,24 @@ pub fn answer_for(action: &Value, on_timeout: Fallback, waited: u64) -> Answer {
     } else {
         "by an operator".to_owned()
     };
+    // An approver who edited the call approved the edited one (docs/teams.md):
+    // the call the runtime is about to run is not what was approved, and a
+    // hook cannot swap it, so the original is refused with what was approved.
+    let edited = action.get("edited").and_then(Value::as_bool) == Some(true);
     let (verdict, reason) = match status {
+        "approved" | "running" | "completed" if edited => {
+            let what = action
+                .get("approved_detail")
+                .and_then(Value::as_str)
+                .map(|d| format!("; the approved call is: {d}"))
+                .unwrap_or_default();
+            (
+                Verdict::Deny,
+                format!(
+                    "an operator changed this call before approving it, so it does not run as asked{what}"
+                ),
+            )
+        }
         "approved" | "running" | "completed" => {
             let why = if by == "policy" {
                 policy_reason
@@ -337,6 +354,19 @@ mod tests {
             Verdict::Deny
         );
         assert_eq!(Answer::failed(Fallback::Deny, "x").verdict, Verdict::Deny);
+        let a = answer_for(
+            &json!({"status": "approved", "decided_by": "key:k1", "edited": true,
+                "detail": "rm -rf build", "approved_detail": "cargo build"}),
+            Fallback::Deny,
+            5,
+        );
+        assert_eq!(a.verdict, Verdict::Deny);
+        assert!(
+            a.reason.ends_with("the approved call is: cargo build"),
+            "{}",
+            a.reason
+        );
+        assert!(!a.by_grant);
     }
 
     #[test]

@@ -76,8 +76,8 @@ impl Call {
         };
         match self {
             Call::Shell(cmd) => m("bash", cmd.clone()),
-            Call::File { verb, path } => m("file", format!("{verb} {path}")),
-            Call::Read(path) => m("Read", path.clone()),
+            Call::File { verb, path } => m("file", format!("{verb} {}", normalize_path(path))),
+            Call::Read(path) => m("Read", normalize_path(path)),
             Call::Glob(g) => m("Glob", g.clone()),
             Call::Grep(p) => m("Grep", p.clone()),
             Call::Fetch(u) => m("WebFetch", u.clone()),
@@ -100,6 +100,37 @@ impl Call {
             }
             Call::Other { name, input } => m(&sanitize_tool(name), input.to_string()),
         }
+    }
+}
+
+/// A path with `.`, `..` and repeated `/` resolved lexically, so that the
+/// action names the file the runtime will touch: `/repo/../etc/x` is
+/// `/etc/x`, which a pattern allowing `/repo/.*` must not cover. A
+/// relative path keeps the `..` that climb above its start (they lead out
+/// of the working directory, which no relative pattern should cover by
+/// accident). Symbolic links are not followed: the file may not exist yet.
+pub fn normalize_path(path: &str) -> String {
+    let absolute = path.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => match parts.last() {
+                Some(&last) if last != ".." => {
+                    parts.pop();
+                }
+                // `/..` is `/`.
+                _ if absolute => {}
+                _ => parts.push(".."),
+            },
+            p => parts.push(p),
+        }
+    }
+    let joined = parts.join("/");
+    match (absolute, joined.is_empty()) {
+        (true, _) => format!("/{joined}"),
+        (false, true) => ".".to_owned(),
+        (false, false) => joined,
     }
 }
 
@@ -137,6 +168,57 @@ pub fn any_field<'a>(input: &'a Value, tool: &str, keys: &[&str]) -> Result<&'a 
         .ok_or_else(|| format!("the {tool} call has none of the input fields {keys:?}"))
 }
 
+/// Every distinct value of several fields naming the same thing (a path
+/// spelled `file_path`, `path`, …), or why the call cannot be mapped. The
+/// model writes the input: which of two fields a runtime honours is not
+/// for the hook to guess, so each one present is asked about; one that is
+/// present but not a string is refused.
+pub fn all_fields<'a>(input: &'a Value, tool: &str, keys: &[&str]) -> Result<Vec<&'a str>, String> {
+    let mut found: Vec<&str> = Vec::new();
+    for k in keys {
+        match input.get(*k) {
+            None => {}
+            Some(Value::String(s)) if found.contains(&s.as_str()) => {}
+            Some(Value::String(s)) => found.push(s),
+            Some(_) => {
+                return Err(format!(
+                    "the {tool} call's input field `{k}` is not a string"
+                ));
+            }
+        }
+    }
+    if found.is_empty() {
+        return Err(format!(
+            "the {tool} call has none of the input fields {keys:?}"
+        ));
+    }
+    Ok(found)
+}
+
+/// One file call per path of [`all_fields`].
+pub fn file_calls(
+    verb: &'static str,
+    input: &Value,
+    tool: &str,
+    keys: &[&str],
+) -> Result<Vec<Call>, String> {
+    Ok(all_fields(input, tool, keys)?
+        .into_iter()
+        .map(|p| Call::File {
+            verb,
+            path: p.to_owned(),
+        })
+        .collect())
+}
+
+/// One read call per path of [`all_fields`].
+pub fn read_calls(input: &Value, tool: &str, keys: &[&str]) -> Result<Vec<Call>, String> {
+    Ok(all_fields(input, tool, keys)?
+        .into_iter()
+        .map(|p| Call::Read(p.to_owned()))
+        .collect())
+}
+
 /// `Glob` with an optional base directory: `<path>/<pattern>` unless the
 /// pattern is absolute.
 pub fn glob_detail(pattern: &str, path: Option<&str>) -> String {
@@ -165,12 +247,17 @@ pub fn mcp_double_underscore(name: &str, input: &Value) -> Option<Call> {
 
 /// The files a Codex `apply_patch` body touches, each as a file call
 /// (`*** Add File:` writes, `*** Update File:` and `*** Move to:` edit,
-/// `*** Delete File:` deletes). A patch that names no file is refused:
+/// `*** Delete File:` deletes), headers found as Codex finds them, with
+/// surrounding whitespace ignored. A patch that names no file is refused:
 /// nothing could be checked.
 pub fn patch_files(patch: &str) -> Result<Vec<Call>, String> {
     let mut calls = Vec::new();
     for line in patch.lines() {
-        let line = line.trim_end_matches('\r');
+        // Codex trims every hunk header ("tolerant of extra padding around
+        // marker strings"), so an indented header still names a file it
+        // touches. A context line that merely looks like one is asked too:
+        // more questions, never fewer.
+        let line = line.trim();
         let found = [
             ("*** Add File: ", "write"),
             ("*** Update File: ", "edit"),
@@ -242,6 +329,25 @@ mod tests {
         }
         assert_eq!(sanitize_tool(""), "unknown");
         assert_eq!(sanitize_tool(&"x".repeat(300)).len(), 128);
+    }
+
+    #[test]
+    fn paths_are_resolved_lexically() {
+        let cases = [
+            ("/r/a.rs", "/r/a.rs"),
+            ("/r/../etc/x", "/etc/x"),
+            ("/r/./s//t/", "/r/s/t"),
+            ("/../../x", "/x"),
+            ("src/a.rs", "src/a.rs"),
+            ("src/../../x", "../x"),
+            ("./a", "a"),
+            ("..", ".."),
+            ("", "."),
+            ("C:\\x", "C:\\x"),
+        ];
+        for (path, want) in cases {
+            assert_eq!(normalize_path(path), want, "{path}");
+        }
     }
 
     #[test]

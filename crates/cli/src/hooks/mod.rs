@@ -51,6 +51,17 @@ pub enum HookCommand {
 
 /// Runs a hook subcommand.
 pub async fn run(cmd: HookCommand) -> Exit {
+    // A crash must not read as "go ahead": Claude Code and Gemini CLI run
+    // the call when a hook exits with anything but 0 or 2, and 2 blocks it
+    // in every runtime that has exit codes (the plugin and Cursor's
+    // failClosed refuse any failure).
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!(
+            "actiongate hook: internal error ({}); failing closed",
+            one_line(&info.to_string())
+        );
+        std::process::exit(2);
+    }));
     match cmd {
         HookCommand::ClaudeCode(a) => claude_code::run(a).await,
         HookCommand::Cursor(a) => serve(&a, &cursor::Cursor).await,
@@ -114,7 +125,17 @@ pub struct HookArgs {
     pub on_error: Fallback,
 }
 
+/// The longest wait a hook takes: more than any runtime's hook timeout,
+/// and small enough to add to a clock (a larger `--wait` made the hook
+/// crash, and a crash's exit code lets some runtimes run the call).
+const MAX_WAIT: u64 = 30 * 24 * 3600;
+
 impl HookArgs {
+    /// How long to wait for a human: `--wait`, at most [`MAX_WAIT`].
+    pub fn wait_for(&self) -> Duration {
+        Duration::from_secs(self.wait.min(MAX_WAIT))
+    }
+
     /// The connection, with the key read from `--key-file` when none was given.
     pub fn connection(&self) -> Result<Conn, String> {
         let mut conn = self.conn.clone();
@@ -228,7 +249,7 @@ pub async fn answer_read(
 /// Asks the daemon, answering the fallback itself before the runtime's
 /// own timeout could kill the hook.
 pub async fn bounded(args: &HookArgs, p: &Parsed, waiting: gate::Waiting) -> Answer {
-    let budget = Duration::from_secs(args.wait) + Duration::from_secs(4);
+    let budget = args.wait_for() + Duration::from_secs(4);
     let result = match tokio::time::timeout(
         budget,
         gate::decide(args, &p.origin, &p.calls, waiting),

@@ -12,7 +12,7 @@
 use serde_json::{Value, json};
 
 use super::gate::{Answer, Origin, Verdict};
-use super::map::{self, Call, any_field, field, glob_detail};
+use super::map::{self, Call, all_fields, field, file_calls, glob_detail, read_calls};
 use super::{Parsed, Reply, Runtime, text};
 
 /// The plugin `actiongate setup opencode` installs.
@@ -21,34 +21,33 @@ pub const PLUGIN: &str = include_str!("opencode-plugin.js");
 /// The opencode contract (between the plugin and this hook).
 pub struct Opencode;
 
-/// Maps an opencode tool call (its built-in tool names).
+/// Maps an opencode tool call (its built-in tool names; a file call
+/// naming several paths is one call per path).
 pub fn calls_of(name: &str, args: &Value) -> Result<Vec<Call>, String> {
-    let path = || any_field(args, name, &["filePath", "path"]).map(str::to_owned);
-    Ok(vec![match name {
-        "bash" => Call::Shell(field(args, name, "command")?.to_owned()),
-        "edit" | "multiedit" => Call::File {
-            verb: "edit",
-            path: path()?,
-        },
-        "write" => Call::File {
-            verb: "write",
-            path: path()?,
-        },
-        "read" => Call::Read(path()?),
-        "glob" => Call::Glob(glob_detail(
+    const PATHS: &[&str] = &["filePath", "path"];
+    Ok(match name {
+        "bash" => vec![Call::Shell(field(args, name, "command")?.to_owned())],
+        "edit" | "multiedit" => file_calls("edit", args, name, PATHS)?,
+        "write" => file_calls("write", args, name, PATHS)?,
+        "read" => read_calls(args, name, PATHS)?,
+        "glob" => vec![Call::Glob(glob_detail(
             field(args, name, "pattern")?,
             text(args, "path"),
-        )),
-        "grep" => Call::Grep(field(args, name, "pattern")?.to_owned()),
-        "webfetch" => Call::Fetch(field(args, name, "url")?.to_owned()),
+        ))],
+        "grep" => vec![Call::Grep(field(args, name, "pattern")?.to_owned())],
+        "webfetch" => vec![Call::Fetch(field(args, name, "url")?.to_owned())],
         "patch" | "apply_patch" => {
-            return map::patch_files(any_field(args, name, &["patchText", "patch", "input"])?);
+            let mut calls = Vec::new();
+            for patch in all_fields(args, name, &["patchText", "patch", "input"])? {
+                calls.extend(map::patch_files(patch)?);
+            }
+            calls
         }
-        other => Call::Other {
+        other => vec![Call::Other {
             name: other.to_owned(),
             input: args.clone(),
-        },
-    }])
+        }],
+    })
 }
 
 impl Runtime for Opencode {

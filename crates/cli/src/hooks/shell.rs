@@ -29,34 +29,74 @@ pub struct ShellArgs {
     pub args: Vec<String>,
 }
 
-/// The command line a shell invocation runs: the argument after the first
-/// option cluster holding `c` (`-c`, `-lc`, `-ec`, …).
-pub fn command_of(args: &[String]) -> Option<&str> {
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        if a == "--" || !a.starts_with('-') {
-            return None;
+/// The command line a shell invocation runs, and the arguments after it
+/// (its `$0`, `$1`, …), when the shell was given `-c`: as sh and bash read
+/// their arguments, the first operand after *all* options (`sh -c -- CMD`,
+/// `sh -c -e CMD`, `bash -co pipefail CMD` all run CMD), with `-o`/`-O`
+/// and bash's `--rcfile`/`--init-file` taking a value.
+pub fn command_of(args: &[String]) -> Option<(&str, &[String])> {
+    let mut c = false;
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if a == "--" || a == "-" {
+            i += 1;
+            break;
         }
-        if !a.starts_with("--") && a[1..].contains('c') {
-            return it.next().map(String::as_str);
+        if a == "--rcfile" || a == "--init-file" {
+            i += 2;
+            continue;
+        }
+        if a.starts_with("--") {
+            i += 1;
+            continue;
+        }
+        let Some(cluster) = a.strip_prefix('-').or_else(|| a.strip_prefix('+')) else {
+            break;
+        };
+        i += 1;
+        for ch in cluster.chars() {
+            match ch {
+                'c' => c = true,
+                // The option's value is the next argument.
+                'o' | 'O' => i += 1,
+                _ => {}
+            }
         }
     }
-    None
+    if !c {
+        return None;
+    }
+    let cmd = args.get(i)?;
+    Some((cmd.as_str(), &args[i + 1..]))
 }
 
-/// `hook shell`: gates, then `exec`s the real shell.
-pub async fn run(a: ShellArgs) -> Exit {
-    let detail = match command_of(&a.args) {
-        Some(cmd) => cmd.to_owned(),
+/// The detail asked about: the command, followed by the arguments it is
+/// given (quoted), which it may run (`sh -c 'eval "$1"' sh CMD`).
+pub fn detail_of(args: &[String], real_shell: &str) -> String {
+    match command_of(args) {
+        Some((cmd, rest)) => {
+            let mut d = cmd.to_owned();
+            for arg in rest {
+                d.push(' ');
+                d.push_str(&crate::wrap::sh_quote(arg));
+            }
+            d
+        }
         None => {
-            let mut d = a.real_shell.display().to_string();
-            for arg in &a.args {
+            let mut d = real_shell.to_owned();
+            for arg in args {
                 d.push(' ');
                 d.push_str(arg);
             }
             d
         }
-    };
+    }
+}
+
+/// `hook shell`: gates, then `exec`s the real shell.
+pub async fn run(a: ShellArgs) -> Exit {
+    let detail = detail_of(&a.args, &a.real_shell.display().to_string());
     let parsed = Parsed {
         event: "shell".to_owned(),
         origin: Origin {
@@ -96,12 +136,26 @@ mod tests {
     }
 
     #[test]
-    fn the_command_follows_the_c_option() {
-        assert_eq!(command_of(&v(&["-c", "ls -l"])), Some("ls -l"));
-        assert_eq!(command_of(&v(&["-lc", "ls", "x"])), Some("ls"));
-        assert_eq!(command_of(&v(&["-e", "-c", "true"])), Some("true"));
-        assert_eq!(command_of(&v(&["script.sh", "-c"])), None);
-        assert_eq!(command_of(&v(&["--login"])), None);
-        assert_eq!(command_of(&v(&[])), None);
+    fn the_command_is_the_first_operand_after_the_options() {
+        let cmd = |a: &[&str]| command_of(&v(a)).map(|(c, rest)| (c.to_owned(), rest.len()));
+        assert_eq!(cmd(&["-c", "ls -l"]), Some(("ls -l".into(), 0)));
+        assert_eq!(cmd(&["-lc", "ls", "x"]), Some(("ls".into(), 1)));
+        assert_eq!(cmd(&["-e", "-c", "true"]), Some(("true".into(), 0)));
+        assert_eq!(cmd(&["-c", "--", "rm x"]), Some(("rm x".into(), 0)));
+        assert_eq!(cmd(&["-c", "-e", "rm x"]), Some(("rm x".into(), 0)));
+        assert_eq!(cmd(&["-co", "pipefail", "rm x"]), Some(("rm x".into(), 0)));
+        assert_eq!(
+            cmd(&["--rcfile", "f", "-c", "rm x"]),
+            Some(("rm x".into(), 0))
+        );
+        assert_eq!(cmd(&["script.sh", "-c"]), None);
+        assert_eq!(cmd(&["--login"]), None);
+        assert_eq!(cmd(&["-c"]), None);
+        assert_eq!(cmd(&[]), None);
+        assert_eq!(
+            detail_of(&v(&["-c", "eval \"$1\"", "sh", "it's"]), "/bin/sh"),
+            "eval \"$1\" 'sh' 'it'\\''s'"
+        );
+        assert_eq!(detail_of(&v(&["x.sh"]), "/bin/sh"), "/bin/sh x.sh");
     }
 }

@@ -95,9 +95,27 @@ pub async fn daemon_up(url: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// Writes `text` to `path` (parents created), or prints the diff.
+/// The current text of a config file: empty when there is none, an error
+/// when it exists but cannot be read as text (merging into "nothing" would
+/// write the hook alone over the user's settings).
+fn read_current(path: &Path) -> Result<String, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(format!(
+            "cannot read {} ({e}); fix it first, nothing was changed",
+            path.display()
+        )),
+    }
+}
+
+/// Writes `text` to `path` (parents created), or prints the diff. The write
+/// is atomic (a fresh temporary file, synced, renamed over the old one); an
+/// existing file keeps its permissions (a settings file may hold secrets)
+/// and a symbolic link stays a link, its target rewritten; a new file gets
+/// `mode`.
 fn write_or_show(path: &Path, text: &str, dry_run: bool, mode: u32) -> Result<bool, String> {
-    let current = std::fs::read_to_string(path).unwrap_or_default();
+    let current = read_current(path)?;
     if current == text {
         println!("{}: up to date", path.display());
         return Ok(false);
@@ -109,24 +127,46 @@ fn write_or_show(path: &Path, text: &str, dry_run: bool, mode: u32) -> Result<bo
         );
         return Ok(true);
     }
-    if let Some(parent) = path.parent() {
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let target = if is_link {
+        std::fs::canonicalize(path)
+            .map_err(|e| format!("cannot follow the link {}: {e}", path.display()))?
+    } else {
+        path.to_path_buf()
+    };
+    if let Some(parent) = target.parent() {
         std::fs::create_dir_all(parent)
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
-    let tmp = path.with_extension("actiongate-tmp");
-    {
+    let mode = match std::fs::metadata(&target) {
+        Ok(m) => m.permissions().mode() & 0o7777,
+        Err(_) => mode,
+    };
+    let tmp = target.with_extension("actiongate-tmp");
+    // A file left by an interrupted run may have any permissions: start anew.
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot remove {}: {e}", tmp.display())),
+    }
+    let written = (|| -> std::io::Result<()> {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(mode)
-            .open(&tmp)
-            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-        f.write_all(text.as_bytes())
-            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+            .open(&tmp)?;
+        // Exactly the mode, whatever the umask took away.
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!("cannot write {}: {e}", tmp.display()));
     }
-    std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    std::fs::rename(&tmp, &target)
+        .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
     println!("wrote {}", path.display());
     Ok(true)
 }
@@ -203,7 +243,7 @@ fn finish_config(
     key_file: &Path,
 ) -> Result<(), String> {
     let path = rt.config_path(user, home, &a.dir)?;
-    let current = std::fs::read_to_string(&path).unwrap_or_default();
+    let current = read_current(&path)?;
     let call = HookCall {
         exe: exe.display().to_string(),
         url: a.url.clone(),

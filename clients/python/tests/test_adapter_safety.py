@@ -1,0 +1,49 @@
+"""What the adapters must never do: run a call an operator edited before
+approving as the agent first asked it, or name a path by a spelling that
+hides where it leads."""
+
+from actiongate._adapters import verdict
+from actiongate.models import Action
+
+
+def test_an_edited_approval_does_not_run_the_original_call() -> None:
+    action = Action.from_json(
+        {
+            "id": "act_1",
+            "status": "approved",
+            "tool": "bash",
+            "detail": "rm -rf build",
+            "edited": True,
+            "approved_detail": "cargo build",
+        }
+    )
+    v = verdict(action, 5)
+    assert not v.approved
+    assert "cargo build" in v.message
+
+
+def test_an_unedited_approval_runs() -> None:
+    action = Action.from_json({"id": "act_2", "status": "approved", "tool": "bash", "detail": "ls"})
+    assert verdict(action, 5).approved
+
+
+def test_the_decorator_refuses_an_edited_approval() -> None:
+    import pytest
+
+    from actiongate._core import settle
+    from actiongate.errors import Denied
+
+    action = Action.from_json(
+        {"id": "act_3", "status": "approved", "tool": "bash", "detail": "rm -rf build", "edited": True}
+    )
+    with pytest.raises(Denied):
+        settle(action)
+
+
+def test_claude_paths_climbing_out_name_where_they_lead() -> None:
+    from actiongate.claude_agent_sdk import claude_tool
+
+    assert claude_tool("Write", {"file_path": "/r/../../etc/cron.d/job"}) == ("file", "write /etc/cron.d/job")
+    assert claude_tool("Edit", {"file_path": "/r/./s//../a"}) == ("file", "edit /r/a")
+    assert claude_tool("Read", {"file_path": "src/../../x"}) == ("Read", "../x")
+    assert claude_tool("Read", {"file_path": "/r/a.rs"}) == ("Read", "/r/a.rs")
