@@ -75,11 +75,32 @@ pub fn call_of(tool_name: &str, input: &Value) -> Result<Call, String> {
 }
 
 /// Claude Code's permission rule for exactly this call: the command or
-/// the file path (other tools get none: a rule would cover every call).
+/// the file path, written so that it means only that (other tools get
+/// none: a rule would cover every call). Claude Code reads `*` in a Bash
+/// rule, and `*`, `?`, `[` in a path rule, as wildcards, and a path rule's
+/// leading `/` as the project's root (`//` is the file system's): a call
+/// whose text would read as more than itself gets no rule, and an
+/// absolute path is written with `//`.
 fn rule_for(tool_name: &str, input: &Value) -> Option<Value> {
     let content = match tool_name {
-        "Bash" => text(input, "command")?,
-        "Edit" | "MultiEdit" | "Write" | "Read" => text(input, "file_path")?,
+        "Bash" => {
+            let command = text(input, "command")?;
+            if command.contains('*') {
+                return None;
+            }
+            command.to_owned()
+        }
+        "Edit" | "MultiEdit" | "Write" | "Read" => {
+            let path = text(input, "file_path")?;
+            if path.contains(['*', '?', '[', '\\']) {
+                return None;
+            }
+            if path.starts_with('/') {
+                format!("/{path}")
+            } else {
+                path.to_owned()
+            }
+        }
         _ => return None,
     };
     Some(json!({"toolName": tool_name, "ruleContent": content}))
@@ -290,5 +311,27 @@ mod tests {
             by_grant: false,
         };
         assert_eq!(ClaudeCode.reply(Some(&p), &ask).stdout, None);
+    }
+
+    /// A session rule means the call and nothing more in Claude Code's own
+    /// rule syntax: no wildcard from the call's text, an absolute path as
+    /// `//path` (a single `/` is the project's root there).
+    #[test]
+    fn session_rules_mean_only_the_call_in_claude_codes_syntax() {
+        let rule = |tool: &str, input: Value| rule_for(tool, &input);
+        assert_eq!(rule("Bash", json!({"command": "rm -f *.log"})), None);
+        assert_eq!(rule("Bash", json!({"command": "npm run test:*"})), None);
+        assert_eq!(
+            rule("Edit", json!({"file_path": "/etc/hosts"})),
+            Some(json!({"toolName": "Edit", "ruleContent": "//etc/hosts"}))
+        );
+        assert_eq!(
+            rule("Read", json!({"file_path": "notes/todo.md"})),
+            Some(json!({"toolName": "Read", "ruleContent": "notes/todo.md"}))
+        );
+        for path in ["/srv/app/*.env", "/srv/app/?", "/srv/[a]/x", "C:\\x"] {
+            assert_eq!(rule("Write", json!({"file_path": path})), None, "{path}");
+        }
+        assert_eq!(rule("Glob", json!({"pattern": "x"})), None);
     }
 }
