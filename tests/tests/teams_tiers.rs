@@ -126,3 +126,50 @@ async fn a_tier_two_subscription_is_sent_only_escalations() {
     assert_eq!(s, 200, "{listed}");
     assert_eq!(listed["tier"], 2, "{listed}");
 }
+
+/// The escalation sweep reads every pending action, the longest waiting
+/// first: a queue of newer items (here more than the 500 it reads at a
+/// time) hides no older action that is due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_action_due_for_escalation_is_escalated_behind_a_long_queue_of_newer_ones() {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        &[("ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT", "1000")],
+    );
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", profile(json!([]))).await;
+    let old = pending(&http, &d.base, &agent, "deploy", "prod").await;
+    futures::stream::iter(0..520)
+        .map(|i| {
+            let (http, base, agent) = (http.clone(), d.base.clone(), agent.clone());
+            async move { pending(&http, &base, &agent, "build", &format!("job {i}")).await }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await;
+    // Only now does a rule say deploys escalate: the old one is due at once.
+    set_profile(
+        &http,
+        &d.base,
+        &admin,
+        "bot",
+        profile(json!([{"pattern": "tool:deploy:.*", "escalate_after": "1s"}])),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while get(&http, &d.base, &admin, &old)
+        .await
+        .get("escalated_at")
+        .is_none()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the oldest action was never escalated"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

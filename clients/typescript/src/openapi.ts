@@ -100,7 +100,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List actions, newest first. */
+        /** List actions, newest first (or, with `order=oldest`, oldest first). */
         get: operations["list_actions"];
         put?: never;
         /** Request an action. */
@@ -1065,7 +1065,7 @@ export interface components {
             /** @description It does not change anything (`readOnlyHint`). */
             read_only?: boolean | null;
         };
-        /** @description A page of actions, newest first. */
+        /** @description A page of actions, newest (or oldest) first. */
         ActionPage: {
             /** @description The actions. */
             items: components["schemas"]["Action"][];
@@ -2368,6 +2368,11 @@ export interface operations {
                 limit?: number;
                 /** @description `next_cursor` of the previous page. */
                 cursor?: string;
+                /**
+                 * @description `newest` first (the default) or `oldest` first; a cursor pages on
+                 *     in the order it came from.
+                 */
+                order?: "newest" | "oldest";
             };
             header?: never;
             path?: never;

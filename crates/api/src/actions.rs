@@ -234,3 +234,14 @@ pub enum OutcomeStatus {
     /// It ran and failed, or could not run.
     Failed,
 }
+
+/// Which end of a listing comes first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ListOrder {
+    /// The newest first (the default).
+    #[default]
+    Newest,
+    /// The oldest first: of pending actions, the longest waiting.
+    Oldest,
+}

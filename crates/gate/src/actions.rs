@@ -95,6 +95,8 @@ pub struct ListActions {
     pub limit: Option<i64>,
     /// The last id of the previous page.
     pub cursor: Option<String>,
+    /// The longest waiting first instead of the newest first.
+    pub oldest_first: bool,
 }
 
 impl Gate {
@@ -551,6 +553,7 @@ impl Gate {
             session: q.session,
             cursor: q.cursor,
             limit: limit + 1,
+            oldest_first: q.oldest_first,
         };
         let mut items = self.store().list_actions(&filter).await?;
         let next_cursor = if items.len() as i64 > limit {

@@ -15,8 +15,13 @@ use crate::Gate;
 /// How often pending actions are looked at.
 const EVERY: Duration = Duration::from_secs(1);
 
-/// Most pending actions looked at in one round.
+/// Pending actions read at a time; a round reads them all, the longest
+/// waiting first.
 const PAGE: i64 = 500;
+
+/// Most pending actions one round reads (`limits.max_pending_per_agent`
+/// bounds what waits per agent).
+const MOST: i64 = 20_000;
 
 /// Runs until the gate shuts down.
 pub async fn run(gate: Gate) {
@@ -31,38 +36,63 @@ pub async fn run(gate: Gate) {
     }
 }
 
-/// One look at the pending actions; how many it escalated.
+/// One look at the pending actions, the longest waiting first; how many
+/// it escalated. A round reads every pending action (up to [`MOST`]): a
+/// queue of newer items, however long, hides no older one that is due.
 pub async fn round(gate: &Gate) -> crate::GateResult<usize> {
-    let filter = ActionFilter {
+    let mut filter = ActionFilter {
         status: Some(ActionStatus::Pending),
         limit: PAGE,
+        oldest_first: true,
         ..ActionFilter::default()
     };
-    let pending = gate.store().list_actions(&filter).await?;
     let now = actiongate_store::time::now();
     let mut escalated = 0;
-    for action in pending {
-        if action.team.escalated_at.is_some() {
-            continue;
-        }
-        let rules = match gate.rules_of(&action).await {
-            Ok(rules) => rules,
-            Err(e) => {
-                tracing::warn!(action = %action.id, error = %e.detail, "cannot read its approvals rules");
-                continue;
+    let mut read = 0;
+    while read < MOST {
+        let pending = gate.store().list_actions(&filter).await?;
+        let full = pending.len() as i64 == PAGE;
+        read += pending.len() as i64;
+        filter.cursor = pending.last().map(|a| a.id.clone());
+        for action in pending {
+            if escalate_if_due(gate, &action, now).await? {
+                escalated += 1;
             }
-        };
-        let Some(after) = rules.iter().filter_map(|r| r.escalate_after_secs()).min() else {
-            continue;
-        };
-        let due = action.created_at + chrono::Duration::seconds(after as i64);
-        if due > now {
-            continue;
         }
-        if gate.store().escalate(&action.id).await?.is_some() {
-            escalated += 1;
-            tracing::info!(action = %action.id, "escalated for want of a decision");
+        if !full {
+            break;
         }
     }
     Ok(escalated)
+}
+
+/// Escalates `action` when an approvals rule of it says it waited long
+/// enough; whether this call did.
+async fn escalate_if_due(
+    gate: &Gate,
+    action: &actiongate_store::Action,
+    now: chrono::DateTime<chrono::Utc>,
+) -> crate::GateResult<bool> {
+    if action.team.escalated_at.is_some() {
+        return Ok(false);
+    }
+    let rules = match gate.rules_of(action).await {
+        Ok(rules) => rules,
+        Err(e) => {
+            tracing::warn!(action = %action.id, error = %e.detail, "cannot read its approvals rules");
+            return Ok(false);
+        }
+    };
+    let Some(after) = rules.iter().filter_map(|r| r.escalate_after_secs()).min() else {
+        return Ok(false);
+    };
+    let due = action.created_at + chrono::Duration::seconds(after as i64);
+    if due > now {
+        return Ok(false);
+    }
+    let done = gate.store().escalate(&action.id).await?.is_some();
+    if done {
+        tracing::info!(action = %action.id, "escalated for want of a decision");
+    }
+    Ok(done)
 }

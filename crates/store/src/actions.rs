@@ -127,10 +127,12 @@ pub struct ActionFilter {
     pub tool: Option<String>,
     /// Only this session's.
     pub session: Option<String>,
-    /// Page after this id (newest first).
+    /// Page after this id (newest first, or oldest first with `oldest_first`).
     pub cursor: Option<String>,
     /// Page size.
     pub limit: i64,
+    /// Oldest first (the longest waiting first) instead of newest first.
+    pub oldest_first: bool,
 }
 
 macro_rules! action_columns {
@@ -252,9 +254,19 @@ fn list_query(prefix: &str, f: &ActionFilter) -> QueryBuilder<Sqlite> {
         q.push(" AND session = ").push_bind(session.clone());
     }
     if let Some(cursor) = &f.cursor {
-        q.push(" AND id < ").push_bind(cursor.clone());
+        q.push(if f.oldest_first {
+            " AND id > "
+        } else {
+            " AND id < "
+        })
+        .push_bind(cursor.clone());
     }
-    q.push(" ORDER BY id DESC LIMIT ").push_bind(f.limit);
+    q.push(if f.oldest_first {
+        " ORDER BY id ASC LIMIT "
+    } else {
+        " ORDER BY id DESC LIMIT "
+    })
+    .push_bind(f.limit);
     q
 }
 
@@ -715,6 +727,7 @@ mod tests {
                 tool: None,
                 cursor: None,
                 limit: 3,
+                oldest_first: false,
             };
             let mut listed = Vec::new();
             loop {
@@ -742,6 +755,15 @@ mod tests {
                 status != ActionStatus::Approved,
                 "{status:?}: {plan:?}"
             );
+            // Oldest first reads the same index the other way, sorting nothing.
+            f.oldest_first = true;
+            let plan: Vec<(i64, i64, i64, String)> = list_query("EXPLAIN QUERY PLAN ", &f)
+                .build_query_as()
+                .fetch_all(&store.read)
+                .await
+                .unwrap();
+            let sorted = plan.iter().any(|p| p.3.contains("TEMP B-TREE"));
+            assert!(!sorted, "{status:?}: {plan:?}");
         }
         store.close().await;
     }

@@ -1,5 +1,5 @@
 //! Listing actions on both backends: by status, agent and tool, newest
-//! first, page by page; what waits for a human and until when.
+//! or oldest first, page by page; what waits for a human and until when.
 
 use actiongate_store::*;
 use chrono::Utc;
@@ -107,6 +107,22 @@ async fn listings_filter_and_page_newest_first(kind: Kind) {
         all_pages(&store, f).await,
         want(&|a| a.agent == "agent-1" && a.tool == "bash" && a.status == ActionStatus::Pending)
     );
+
+    // Oldest first: the same actions the other way round, page by page.
+    let oldest = ActionFilter {
+        oldest_first: true,
+        ..base.clone()
+    };
+    let mut reversed = want(&|_| true);
+    reversed.reverse();
+    assert_eq!(all_pages(&store, oldest.clone()).await, reversed);
+    let f = ActionFilter {
+        status: Some(ActionStatus::Pending),
+        ..oldest
+    };
+    let mut reversed = want(&|a| a.status == ActionStatus::Pending);
+    reversed.reverse();
+    assert_eq!(all_pages(&store, f).await, reversed);
 
     let pending: Vec<&Action> = stored
         .iter()

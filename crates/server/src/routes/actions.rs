@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use actiongate_api::{
-    ApproveBody, CreateAction, DenyBody, OutcomeBody, ReplyBody, ToolActionRequest,
+    ApproveBody, CreateAction, DenyBody, ListOrder, OutcomeBody, ReplyBody, ToolActionRequest,
 };
 use actiongate_gate::actions::ListActions;
 use actiongate_gate::decisions::Verdict;
@@ -189,9 +189,13 @@ pub struct ListQuery {
     pub limit: Option<i64>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
+    /// `newest` first (the default) or `oldest` first; a cursor pages on
+    /// in the order it came from.
+    #[param(inline)]
+    pub order: Option<ListOrder>,
 }
 
-/// A page of actions, newest first.
+/// A page of actions, newest (or oldest) first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ActionPage {
     /// The actions.
@@ -201,7 +205,7 @@ pub struct ActionPage {
     pub next_cursor: Option<String>,
 }
 
-/// List actions, newest first.
+/// List actions, newest first (or, with `order=oldest`, oldest first).
 #[utoipa::path(
     get, path = "/v1/actions", tag = "actions",
     params(ListQuery),
@@ -228,6 +232,7 @@ pub async fn list_actions(
                 session: q.session,
                 limit: q.limit,
                 cursor: q.cursor,
+                oldest_first: q.order == Some(ListOrder::Oldest),
             },
         )
         .await?;

@@ -95,7 +95,7 @@ impl Postgres {
         row.as_ref().map(from_row).transpose()
     }
 
-    /// A page of actions, newest first.
+    /// A page of actions, newest first (or oldest first).
     pub async fn list_actions(&self, f: &ActionFilter) -> Result<Vec<Action>, StoreError> {
         let mut q: QueryBuilder<Pg> = QueryBuilder::new(concat!(
             "SELECT ",
@@ -115,9 +115,19 @@ impl Postgres {
             q.push(" AND session = ").push_bind(session.clone());
         }
         if let Some(cursor) = &f.cursor {
-            q.push(" AND id < ").push_bind(cursor.clone());
+            q.push(if f.oldest_first {
+                " AND id > "
+            } else {
+                " AND id < "
+            })
+            .push_bind(cursor.clone());
         }
-        q.push(" ORDER BY id DESC LIMIT ").push_bind(f.limit);
+        q.push(if f.oldest_first {
+            " ORDER BY id ASC LIMIT "
+        } else {
+            " ORDER BY id DESC LIMIT "
+        })
+        .push_bind(f.limit);
         let rows = q.build().fetch_all(&self.pool).await?;
         rows.iter().map(from_row).collect()
     }
