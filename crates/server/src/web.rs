@@ -53,6 +53,7 @@ const ASSETS: &[Asset] = &[
     asset!("secrets.js"),
     asset!("cards.js"),
     asset!("queue.js"),
+    asset!("backlog.js"),
     asset!("risk.js"),
     asset!("remember.js"),
     asset!("diff.js"),

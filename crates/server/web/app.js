@@ -10,6 +10,7 @@ import { renderGrants, renderHistory, renderAction } from './views.js';
 import { renderSessions } from './sessions.js';
 import { renderAgents } from './profile.js';
 import { createQueue } from './queue.js';
+import { MOST, covered, pendingActions } from './backlog.js';
 import { maskSecrets } from './secrets.js';
 import { openRemember } from './remember.js';
 import { announce, showNotifyState, toggleNotify } from './notify.js';
@@ -25,6 +26,8 @@ const state = {
   undecided: new Map(), // runs nobody decided (action.undecided events) by event id, while the page is open
   gone: new Set(), // ids seen leaving the queue: a late list never brings them back
   arrivals: [], // sets of ids the stream brought while a list was loading
+  backlog: null, // the last load when it was cut short at its bound (backlog.js)
+  refilling: false,
   viewAbort: null,
 };
 
@@ -166,11 +169,11 @@ function resyncView() {
 async function loadQueue({ resync = false } = {}) {
   const arrived = new Set();
   state.arrivals.push(arrived);
-  let actions;
+  let load;
   let requests;
   let plans;
   try {
-    [actions, requests, plans] = await Promise.all([
+    [load, requests, plans] = await Promise.all([
       pendingActions(),
       api('GET', '/v1/grant-requests?status=pending'),
       api('GET', '/v1/plans?status=pending'),
@@ -178,10 +181,15 @@ async function loadQueue({ resync = false } = {}) {
   } finally {
     state.arrivals.splice(state.arrivals.indexOf(arrived), 1);
   }
+  const actions = load.items;
+  state.backlog = load.complete ? null : load;
   if (resync) {
+    // An action the load did not reach (past `last`) may still wait.
     const listed = new Set([...actions, ...requests, ...plans].map((x) => x.id));
     for (const map of [state.actions, state.requests, state.plans]) {
-      for (const id of [...map.keys()]) if (!listed.has(id) && !arrived.has(id)) map.delete(id);
+      for (const id of [...map.keys()]) {
+        if (!listed.has(id) && !arrived.has(id) && (map !== state.actions || covered(load, id))) map.delete(id);
+      }
     }
   }
   // An item already shown keeps its object (and so its card) unless what
@@ -199,19 +207,6 @@ function same(old, now) {
     && old.approved_detail === now.approved_detail
     && JSON.stringify(old.approved_params ?? null) === JSON.stringify(now.approved_params ?? null)
     && JSON.stringify(old.approvals || []) === JSON.stringify(now.approvals || []);
-}
-
-async function pendingActions() {
-  const all = [];
-  let cursor = null;
-  do {
-    const q = new URLSearchParams({ status: 'pending', limit: '200' });
-    if (cursor) q.set('cursor', cursor);
-    const page = await api('GET', `/v1/actions?${q}`);
-    all.push(...page.items);
-    cursor = page.next_cursor;
-  } while (cursor && all.length < 2000);
-  return all;
 }
 
 /** HH:MM:SS, local. */
@@ -266,8 +261,16 @@ function pendingCount() {
 
 function updateTitle() {
   const n = state.me ? pendingCount() : 0;
-  document.title = n ? `(${n}) actiongate` : 'actiongate';
-  $('pending-count').textContent = String(n);
+  // A load cut short: more wait than the page holds.
+  const shown = state.me && state.backlog ? `${n}+` : String(n);
+  document.title = n ? `(${shown}) actiongate` : 'actiongate';
+  $('pending-count').textContent = shown;
+  // Worked down below the load's bound: read on from where it stopped.
+  const last = state.backlog?.last;
+  if (last && !state.refilling && [...state.actions.keys()].filter((id) => id <= last).length < MOST - 200) {
+    state.refilling = true;
+    setTimeout(() => loadQueue().catch(fail).finally(() => { state.refilling = false; }), 500);
+  }
 }
 
 let drawPending = false;

@@ -173,6 +173,9 @@ export function createQueue(app) {
     const left = all.length - shown.length;
     more.replaceChildren(left > 0
       ? h('button', { type: 'button', id: 'show-more', onclick: () => { q.limit += PAGE; render(); } }, `Show ${Math.min(PAGE, left)} more (${left} not shown)`)
+      : [],
+    app.state.backlog
+      ? h('p', { id: 'backlog', class: 'muted' }, 'More actions wait than the page loads at once: it holds the longest waiting and the newest, and loads the rest as the queue goes down.')
       : []);
     bulkBar();
     // The first item is focused when the queue opens (not while typing elsewhere).
@@ -342,8 +345,42 @@ export function createQueue(app) {
     const actions = chosen.filter((i) => i.a);
     if (chosen.length > actions.length) app.notice('Grant requests are approved one at a time (their scope and expiry): they stay selected.');
     if (!actions.length) return;
-    for (const i of actions) q.selected.delete(i.id);
-    app.approveMany(actions.map((i) => i.a));
+    const go = () => {
+      for (const i of actions) q.selected.delete(i.id);
+      app.approveMany(actions.map((i) => i.a));
+    };
+    // Items selected by the filter but never drawn are named before they
+    // are approved: nobody approves what they have not been shown.
+    const drawn = new Set(cardEls().map((el) => el.dataset.id));
+    const unseen = actions.filter((i) => !drawn.has(i.id)).length;
+    if (unseen) confirmBulk(actions.map((i) => i.a), unseen, go);
+    else go();
+  }
+
+  /** Asks before approving `actions`, `unseen` of them not drawn: how
+   * many of each agent and tool (or handler action). */
+  function confirmBulk(actions, unseen, go) {
+    const kinds = new Map();
+    for (const a of actions) {
+      const k = `${a.agent} · ${a.handler ? `${a.handler} ${a.action}` : a.tool}`;
+      kinds.set(k, (kinds.get(k) || 0) + 1);
+    }
+    const rows = [...kinds].sort((x, y) => y[1] - x[1] || (x[0] < y[0] ? -1 : 1));
+    const dlg = h('dialog', { id: 'bulk-dialog', 'aria-labelledby': 'bulk-title' },
+      h('form', { method: 'dialog' },
+        h('h2', { id: 'bulk-title' }, `Approve ${actions.length} items?`),
+        h('p', { class: 'muted' }, `${unseen} of them are not drawn on the page (they match the filter). By agent and tool:`),
+        h('ul', { id: 'bulk-kinds' }, ...rows.slice(0, 12).map(([k, n]) => h('li', {}, `${n} × ${k}`)),
+          rows.length > 12 ? h('li', {}, `and ${rows.length - 12} more`) : []),
+        h('div', { class: 'buttons' },
+          h('button', { type: 'button', id: 'bulk-cancel', onclick: () => dlg.close() }, 'Cancel'),
+          h('button', { type: 'submit', id: 'bulk-confirm', class: 'primary', value: 'confirm' }, `Approve ${actions.length}`))));
+    dlg.addEventListener('close', () => {
+      if (dlg.returnValue === 'confirm') go();
+      dlg.remove();
+    });
+    document.body.append(dlg);
+    dlg.showModal();
   }
 
   function bulkDeny() {

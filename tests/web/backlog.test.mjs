@@ -1,0 +1,143 @@
+// A queue longer than the page loads at once (backlog.js: 2,000 actions):
+// the longest waiting are loaded first, the count says "2000+", and the
+// rest comes in as the queue goes down. Real daemon, real Chromium.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startAll, stopAll } from './harness.mjs';
+
+let env;
+
+before(async () => {
+  process.env.ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT = '3000';
+  env = await startAll();
+});
+
+after(async () => {
+  if (!env) return;
+  const errors = env.consoleErrors.filter((e) => !/Failed to load resource|ERR_/.test(e));
+  await stopAll(env);
+  assert.deepEqual(errors, []);
+});
+
+/** Asks `total` pending actions, 16 at a time, in the order of `detail(i)`. */
+async function ask(total, detail) {
+  let next = 0;
+  const worker = async () => {
+    while (next < total) {
+      const i = next++;
+      const r = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: detail(i) });
+      assert.equal(r.body.status, 'pending', JSON.stringify(r.body));
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, worker));
+}
+
+/** The ids of the `n` longest-waiting pending actions. */
+async function oldest(n) {
+  const ids = [];
+  let cursor = null;
+  while (ids.length < n) {
+    const q = new URLSearchParams({ status: 'pending', order: 'oldest', limit: '200' });
+    if (cursor) q.set('cursor', cursor);
+    const r = await env.call('GET', `/v1/actions?${q}`, env.operator);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    ids.push(...r.body.items.map((a) => a.id));
+    cursor = r.body.next_cursor;
+    if (!cursor) break;
+  }
+  return ids.slice(0, n);
+}
+
+async function titleIs(page, want) {
+  try {
+    await page.waitForFunction((t) => document.title === t, want, { timeout: 60000 });
+  } catch (e) {
+    throw new Error(`${e.message}: the title is ${JSON.stringify(await page.title())}, not ${JSON.stringify(want)}`);
+  }
+}
+
+test('a queue over 2,000: the longest waiting are shown, the count says 2000+, the rest loads as it goes down', async () => {
+  const { page } = env;
+  const first = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'echo the-longest-waiting' });
+  assert.equal(first.body.status, 'pending');
+  await ask(2050, (i) => `echo backlog-${i}`);
+  const last = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'echo the-newest' });
+  assert.equal(last.body.status, 'pending');
+
+  await page.goto(env.pageUrl);
+  await page.fill('#key', env.operator);
+  await page.click('#sign-in-form button[type=submit]');
+  await page.waitForSelector('#stream-state[data-state=live]');
+  await titleIs(page, '(2000+) actiongate');
+  assert.equal(await page.locator('#pending-count').innerText(), '2000+');
+  await page.waitForSelector('#backlog');
+  // The oldest item, which a newest-first load left out, is there.
+  await page.fill('#queue-search', 'the-longest-waiting');
+  await page.waitForSelector(`#queue .card[data-id="${first.body.id}"]`);
+  await page.fill('#queue-search', '');
+
+  // Others decide 300 of the longest waiting: the page reads on and,
+  // having reached the end, shows the exact count and the newest item.
+  const settled = (await oldest(301)).filter((id) => id !== first.body.id).slice(0, 300);
+  assert.equal(settled.length, 300);
+  let next = 0;
+  const worker = async () => {
+    while (next < settled.length) {
+      const id = settled[next++];
+      const r = await env.call('POST', `/v1/actions/${id}/deny`, env.operator, { reason: 'cleared' });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, worker));
+  await titleIs(page, '(1752) actiongate');
+  assert.equal(await page.locator('#backlog').count(), 0);
+  await page.fill('#queue-search', 'the-newest');
+  await page.waitForSelector(`#queue .card[data-id="${last.body.id}"]`);
+});
+
+test('approving a selection that holds items never drawn first says how many, of which agent and tool', async () => {
+  const { page } = env;
+  const made = [];
+  for (let i = 0; i < 60; i++) {
+    const r = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: `echo sel-${i}` });
+    assert.equal(r.body.status, 'pending');
+    made.push(r.body.id);
+  }
+  await page.fill('#queue-search', 'sel-');
+  await page.waitForFunction(() => document.querySelectorAll('#queue .card').length === 50);
+  await page.click('#select-all');
+  assert.equal(await page.locator('#bulk-count').innerText(), '60 selected');
+  await page.click('#bulk-approve');
+  const dialog = page.locator('#bulk-dialog');
+  await dialog.waitFor();
+  assert.equal(await page.locator('#bulk-title').innerText(), 'Approve 60 items?');
+  assert.match(await dialog.innerText(), /10 of them are not drawn/);
+  assert.deepEqual(await page.locator('#bulk-kinds li').allInnerTexts(), ['60 × coder · bash']);
+  // Cancel decides nothing and keeps the selection.
+  await page.click('#bulk-cancel');
+  assert.equal(await dialog.count(), 0);
+  assert.equal(await page.locator('#bulk-count').innerText(), '60 selected');
+  assert.equal((await env.call('GET', `/v1/actions/${made[59]}`, env.operator)).body.status, 'pending');
+  // Confirmed, all 60 are approved once the undo window closes.
+  await page.click('#bulk-approve');
+  await page.click('#bulk-confirm');
+  const deadline = Date.now() + 30000;
+  for (;;) {
+    const states = await Promise.all(made.map((id) => env.call('GET', `/v1/actions/${id}`, env.operator)));
+    if (states.every((r) => r.body.status === 'approved')) break;
+    assert.ok(Date.now() < deadline, 'not all approved');
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  // A selection of drawn items only is approved without the question.
+  const few = [];
+  for (let i = 0; i < 3; i++) {
+    const r = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: `echo few-${i}` });
+    few.push(r.body.id);
+  }
+  await page.fill('#queue-search', 'few-');
+  for (const id of few) await page.locator(`#queue .card[data-id="${id}"] input.select`).check();
+  await page.click('#bulk-approve');
+  assert.equal(await page.locator('#bulk-dialog').count(), 0);
+  await page.locator('#queue .card').first().waitFor({ state: 'detached' });
+});
