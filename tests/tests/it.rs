@@ -35,6 +35,7 @@ mod readme;
 mod receipts;
 mod replay;
 mod results;
+mod runs;
 mod sensitive;
 mod session_grants;
 mod session_lifecycle;

@@ -341,40 +341,20 @@ impl Gate {
         validate_tool(&run.tool)?;
         check_len("detail", Some(&run.detail), MAX_DETAIL)?;
         self.own_session(&agent, run.session.as_deref()).await?;
-        let by_id = match &run.action {
-            Some(id) => match self.store().get_action(id).await {
-                // The action named covers the run only if it is that run
-                // as decided: same agent, tool, detail and session.
-                Ok(a)
-                    if a.agent == agent
-                        && a.tool == run.tool
-                        && a.detail == run.detail
-                        && (run.session.is_none() || a.session == run.session)
-                        && matches!(
-                            a.status.as_str(),
-                            "approved" | "running" | "completed" | "failed"
-                        ) =>
-                {
-                    Some(a.id)
-                }
-                _ => None,
-            },
-            None => None,
-        };
-        let found = match by_id {
-            Some(id) => Some(id),
-            None => {
-                self.store()
-                    .decided_run(
-                        &agent,
-                        &run.tool,
-                        &run.detail,
-                        run.session.clone(),
-                        Utc::now() - RUN_LOOKBACK,
-                    )
-                    .await?
-            }
-        };
+        // The action named is tried first, and only covers the run if it is
+        // that run as decided (same agent, tool, detail and session); each
+        // action covers one run.
+        let found = self
+            .store()
+            .claim_run(actiongate_store::RunReport {
+                agent: agent.clone(),
+                tool: run.tool.clone(),
+                detail: run.detail.clone(),
+                session: run.session.clone(),
+                action: run.action.clone(),
+                since: Utc::now() - RUN_LOOKBACK,
+            })
+            .await?;
         if found.is_none() {
             let data = actiongate_store::Json::of(&serde_json::json!({
                 "agent": agent,

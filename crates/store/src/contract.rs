@@ -353,8 +353,9 @@ contract! {
     pub async fn decide_plan(&self, id: String, status: &'static str, by: String, steps: Vec<actiongate_api::sessions::PlanStep>, grants: Vec<NewGrant>) -> Result<actiongate_api::sessions::Plan, StoreError>;
     /// Appends an `action.undecided` event about a run of `agent`.
     pub async fn record_undecided(&self, agent: &str, data: actiongate_api::model::Json) -> Result<(), StoreError>;
-    /// The latest allowed or approved action of `agent` matching a run.
-    pub async fn decided_run(&self, agent: &str, tool: &str, detail: &str, session: Option<String>, since: DateTime<Utc>) -> Result<Option<String>, StoreError>;
+    /// Claims the allowed or approved action that covers a reported run,
+    /// one run per action.
+    pub async fn claim_run(&self, run: crate::plans::RunReport) -> Result<Option<String>, StoreError>;
 
     // subscriptions
     /// Stores a subscription; it receives events committed from now on.

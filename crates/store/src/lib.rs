@@ -79,6 +79,7 @@ pub use handlers::NewHandler;
 pub use keys::NewKey;
 pub use people::NewPerson;
 pub use pg::{PG_MIGRATOR, PgOptions, Postgres, migrate_postgres};
+pub use plans::RunReport;
 pub use sqlite::{MIGRATOR, SqliteStore, migrate};
 pub use subscriptions::{
     AttemptOutcome, AttemptRecord, Delivery, DeliveryAttempt, DeliveryStatus, DueDelivery,

@@ -24,6 +24,23 @@ macro_rules! session_columns {
 }
 pub(crate) use session_columns;
 
+/// A run a runtime reports (`POST /v1/runs`), to be matched to a decision.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The agent that ran it.
+    pub agent: String,
+    /// Its tool.
+    pub tool: String,
+    /// Its detail.
+    pub detail: String,
+    /// Its session, when the runtime gave one.
+    pub session: Option<String>,
+    /// The action the runtime says it was, tried first.
+    pub action: Option<String>,
+    /// How far back a covering action may have been created.
+    pub since: DateTime<Utc>,
+}
+
 /// The plan columns, for `concat!`.
 macro_rules! plan_columns {
     () => {
@@ -458,28 +475,49 @@ impl SqliteStore {
             .await
     }
 
-    /// The latest of `agent`'s actions on `tool` with `detail` (in
-    /// `session` when given) that was allowed or approved since `since`.
-    pub async fn decided_run(
-        &self,
-        agent: &str,
-        tool: &str,
-        detail: &str,
-        session: Option<String>,
-        since: DateTime<Utc>,
-    ) -> Result<Option<String>, StoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT id FROM actions WHERE agent = ? AND tool = ? AND detail = ? \
-             AND (? IS NULL OR session = ?) AND created_at >= ? \
-             AND status IN ('approved', 'running', 'completed', 'failed') ORDER BY id DESC LIMIT 1",
-        )
-        .bind(agent)
-        .bind(tool)
-        .bind(detail)
-        .bind(session.clone())
-        .bind(session)
-        .bind(to_ms(since))
-        .fetch_optional(&self.read)
-        .await?)
+    /// Claims for a reported run the allowed or approved action that covers
+    /// it: `run.action` when it is one, else the latest of the agent's
+    /// actions on that tool and detail (in the run's session when given)
+    /// created since `run.since`, that no earlier run claimed. Each action
+    /// covers one run. Claims older than `run.since` are pruned first.
+    pub async fn claim_run(&self, run: RunReport) -> Result<Option<String>, StoreError> {
+        self.writer
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move {
+                    sqlx::query("DELETE FROM run_claims WHERE claimed_at < ?")
+                        .bind(to_ms(run.since))
+                        .execute(&mut *conn)
+                        .await?;
+                    // The action named first; when it does not cover the
+                    // run, any other may.
+                    for named in [run.action.clone(), None] {
+                        let claimed: Option<String> = sqlx::query_scalar(
+                            "INSERT INTO run_claims (action_id, claimed_at) \
+                             SELECT id, ? FROM actions WHERE agent = ? AND tool = ? AND detail = ? \
+                             AND (? IS NULL OR session = ?) AND created_at >= ? \
+                             AND status IN ('approved', 'running', 'completed', 'failed') \
+                             AND (? IS NULL OR id = ?) \
+                             AND NOT EXISTS (SELECT 1 FROM run_claims c WHERE c.action_id = actions.id) \
+                             ORDER BY id DESC LIMIT 1 RETURNING action_id",
+                        )
+                        .bind(to_ms(now()))
+                        .bind(&run.agent)
+                        .bind(&run.tool)
+                        .bind(&run.detail)
+                        .bind(run.session.clone())
+                        .bind(run.session.clone())
+                        .bind(to_ms(run.since))
+                        .bind(named.clone())
+                        .bind(named.clone())
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                        if claimed.is_some() || named.is_none() {
+                            return Ok(claimed);
+                        }
+                    }
+                    Ok(None)
+                })
+            })
+            .await
     }
 }

@@ -9,11 +9,16 @@ use crate::error::StoreError;
 use crate::grants::{NewGrant, from_row as grant_from_row, grant_event, insert_query};
 use crate::pg::{Postgres, grants::lock_grants};
 use crate::plans::{
-    plan_columns, plan_event, plan_from_row, session_columns, session_from_row, undecided_event,
+    RunReport, plan_columns, plan_event, plan_from_row, session_columns, session_from_row,
+    undecided_event,
 };
 use crate::time::{now, to_ms};
 use actiongate_api::model::Json;
 use actiongate_api::sessions::{Plan, PlanStep, Session};
+
+/// How many times a run's claim picks again after losing its pick to a
+/// concurrent report.
+const CLAIM_TRIES: usize = 20;
 
 async fn counts_on(conn: &mut PgConnection, id: &str) -> Result<BTreeMap<String, i64>, StoreError> {
     let rows: Vec<(String, i64)> = sqlx::query_as(
@@ -341,26 +346,63 @@ impl Postgres {
         Ok(())
     }
 
-    /// See `SqliteStore::decided_run`.
-    pub async fn decided_run(
-        &self,
-        agent: &str,
-        tool: &str,
-        detail: &str,
-        session: Option<String>,
-        since: DateTime<Utc>,
-    ) -> Result<Option<String>, StoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT id FROM actions WHERE agent = $1 AND tool = $2 AND detail = $3 \
-             AND ($4::TEXT IS NULL OR session = $4) AND created_at >= $5 \
-             AND status IN ('approved', 'running', 'completed', 'failed') ORDER BY id DESC LIMIT 1",
-        )
-        .bind(agent)
-        .bind(tool)
-        .bind(detail)
-        .bind(session)
-        .bind(to_ms(since))
-        .fetch_optional(&self.pool)
-        .await?)
+    /// See `SqliteStore::claim_run`. Two reports may pick the same action
+    /// at once: the one whose insert conflicts picks again.
+    pub async fn claim_run(&self, run: RunReport) -> Result<Option<String>, StoreError> {
+        sqlx::query("DELETE FROM run_claims WHERE claimed_at < $1")
+            .bind(to_ms(run.since))
+            .execute(&self.pool)
+            .await?;
+        for named in [run.action.clone(), None] {
+            for _ in 0..CLAIM_TRIES {
+                let claimed: Option<String> = sqlx::query_scalar(
+                    "INSERT INTO run_claims (action_id, claimed_at) \
+                     SELECT id, $1 FROM actions WHERE agent = $2 AND tool = $3 AND detail = $4 \
+                     AND ($5::TEXT IS NULL OR session = $5) AND created_at >= $6 \
+                     AND status IN ('approved', 'running', 'completed', 'failed') \
+                     AND ($7::TEXT IS NULL OR id = $7) \
+                     AND NOT EXISTS (SELECT 1 FROM run_claims c WHERE c.action_id = actions.id) \
+                     ORDER BY id DESC LIMIT 1 \
+                     ON CONFLICT (action_id) DO NOTHING RETURNING action_id",
+                )
+                .bind(to_ms(now()))
+                .bind(&run.agent)
+                .bind(&run.tool)
+                .bind(&run.detail)
+                .bind(run.session.clone())
+                .bind(to_ms(run.since))
+                .bind(named.clone())
+                .fetch_optional(&self.pool)
+                .await?;
+                if claimed.is_some() {
+                    return Ok(claimed);
+                }
+                // Nothing inserted: none left to claim, or another report
+                // claimed the one picked meanwhile (then pick again).
+                let left: Option<String> = sqlx::query_scalar(
+                    "SELECT id FROM actions WHERE agent = $1 AND tool = $2 AND detail = $3 \
+                     AND ($4::TEXT IS NULL OR session = $4) AND created_at >= $5 \
+                     AND status IN ('approved', 'running', 'completed', 'failed') \
+                     AND ($6::TEXT IS NULL OR id = $6) \
+                     AND NOT EXISTS (SELECT 1 FROM run_claims c WHERE c.action_id = actions.id) \
+                     LIMIT 1",
+                )
+                .bind(&run.agent)
+                .bind(&run.tool)
+                .bind(&run.detail)
+                .bind(run.session.clone())
+                .bind(to_ms(run.since))
+                .bind(named.clone())
+                .fetch_optional(&self.pool)
+                .await?;
+                if left.is_none() {
+                    break;
+                }
+            }
+            if named.is_none() {
+                break;
+            }
+        }
+        Ok(None)
     }
 }

@@ -1,0 +1,121 @@
+//! Black-box: a reported run (`POST /v1/runs`, docs/sessions.md) is covered
+//! by one allowed or approved action, and each action covers one run: a
+//! runtime that ran a command twice on one decision reports an undecided
+//! run, on either backend and however the reports race.
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use crate::common::daemon::{agent_key, role_key, set_profile};
+use crate::sessions::{post, start};
+
+async fn report(http: &reqwest::Client, base: &str, agent: &str, body: Value) -> Value {
+    let (s, r) = post(http, format!("{base}/v1/runs"), agent, body).await;
+    assert_eq!(s, 200, "{r}");
+    r
+}
+
+async fn one_action_covers_one_run(pg: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(d) = start(pg, dir.path(), &[]) else {
+        return;
+    };
+    let http = crate::common::client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let operator = role_key(&http, &d.base, &admin, "operator").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    let act = |detail: &'static str| {
+        let (http, base, agent) = (http.clone(), d.base.clone(), agent.clone());
+        async move {
+            let (s, a) = post(
+                &http,
+                format!("{base}/v1/actions"),
+                &agent,
+                json!({"tool": "bash", "detail": detail, "session": "s"}),
+            )
+            .await;
+            assert_eq!(s, 201, "{a}");
+            assert_eq!(a["status"], "approved", "{a}");
+            a["id"].as_str().unwrap().to_owned()
+        }
+    };
+    // Two decisions of `make deploy`, three runs of it.
+    let first = act("make deploy").await;
+    let second = act("make deploy").await;
+    let run = json!({"tool": "bash", "detail": "make deploy", "session": "s"});
+    let a = report(&http, &d.base, &agent, run.clone()).await;
+    let b = report(&http, &d.base, &agent, run.clone()).await;
+    assert_eq!(a["decided"], true, "{a}");
+    assert_eq!(b["decided"], true, "{b}");
+    let mut covered = vec![
+        a["action"].as_str().unwrap().to_owned(),
+        b["action"].as_str().unwrap().to_owned(),
+    ];
+    covered.sort();
+    let mut made = vec![first.clone(), second];
+    made.sort();
+    assert_eq!(covered, made, "each run is covered by an action of its own");
+    let c = report(&http, &d.base, &agent, run.clone()).await;
+    assert_eq!(
+        c,
+        json!({"decided": false, "action": null}),
+        "a third run on two decisions"
+    );
+    // Naming an action another run claimed covers nothing either.
+    let named = report(
+        &http,
+        &d.base,
+        &agent,
+        json!({"tool": "bash", "detail": "make deploy", "session": "s", "action": first}),
+    )
+    .await;
+    assert_eq!(named["decided"], false, "{named}");
+    let export = crate::audit::export(&http, &d.base, &operator).await;
+    let undecided = export
+        .lines()
+        .filter(|l| l.contains("action.undecided"))
+        .count();
+    assert_eq!(undecided, 2, "{export}");
+
+    // Racing reports: five decisions of `make test`, twelve runs at once:
+    // exactly five are covered, each by another action.
+    let mut made = Vec::new();
+    for _ in 0..5 {
+        made.push(act("make test").await);
+    }
+    let answers: Vec<Value> = futures::stream::iter(0..12)
+        .map(|_| {
+            let (http, base, agent) = (http.clone(), d.base.clone(), agent.clone());
+            async move {
+                report(
+                    &http,
+                    &base,
+                    &agent,
+                    json!({"tool": "bash", "detail": "make test", "session": "s"}),
+                )
+                .await
+            }
+        })
+        .buffer_unordered(12)
+        .collect()
+        .await;
+    let mut covered: Vec<String> = answers
+        .iter()
+        .filter_map(|r| r["action"].as_str().map(str::to_owned))
+        .collect();
+    covered.sort();
+    made.sort();
+    assert_eq!(covered, made, "{answers:?}");
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_allowed_action_covers_one_reported_run_on_sqlite() {
+    one_action_covers_one_run(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_allowed_action_covers_one_reported_run_on_postgres() {
+    one_action_covers_one_run(true).await;
+}
