@@ -29,8 +29,10 @@ const BUSY_LOOK: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// How long a message is retried before it is given up.
 const GIVE_UP_AFTER: chrono::Duration = chrono::Duration::hours(24);
-/// Pending actions read when catching up.
+/// Pending actions read at a time when catching up.
 const CATCH_UP: i64 = 200;
+/// Most pending actions one catch-up reads.
+const CATCH_UP_MOST: i64 = 10_000;
 
 /// Who reads items for rendering (an operator known to no chat).
 fn reader() -> Caller {
@@ -65,24 +67,34 @@ pub async fn follow(c: Arc<Connectors>) {
     }
 }
 
-/// Queues a post of every pending action (the newest 200) and grant
-/// request not posted yet.
+/// Queues a post of every pending action (the longest waiting first, up
+/// to [`CATCH_UP_MOST`]) and grant request not posted yet.
 async fn catch_up(c: &Connectors) {
-    let q = ListActions {
+    let mut q = ListActions {
         status: Some(ActionStatus::Pending),
         limit: Some(CATCH_UP),
+        oldest_first: true,
         ..ListActions::default()
     };
-    match c.gate.list_actions(&reader(), q).await {
-        Ok((actions, _)) => {
-            for a in actions {
-                post_action(c, &a, 1).await;
-                if a.team.escalated_at.is_some() {
-                    post_action(c, &a, 2).await;
+    let mut read = 0;
+    while read < CATCH_UP_MOST {
+        match c.gate.list_actions(&reader(), q.clone()).await {
+            Ok((actions, next)) => {
+                read += actions.len() as i64;
+                for a in actions {
+                    post_action(c, &a, 1).await;
+                    if a.team.escalated_at.is_some() {
+                        post_action(c, &a, 2).await;
+                    }
                 }
+                let Some(next) = next else { break };
+                q.cursor = Some(next);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e.detail, "connectors cannot list pending actions");
+                break;
             }
         }
-        Err(e) => tracing::warn!(error = %e.detail, "connectors cannot list pending actions"),
     }
     let pending = Some(actiongate_gate::GrantRequestStatus::Pending);
     match c.gate.list_grant_requests(&reader(), pending).await {
