@@ -180,3 +180,77 @@ async fn the_limit_holds_for_actions_and_grant_requests_under_a_race_and_per_age
     assert_eq!(events[0]["data"]["max"], 5);
     d.stop();
 }
+
+/// A plan waits for a human like an action: an agent's pending plans count
+/// toward its limit, so a flood of plans cannot bury the queue (nor push
+/// the older plans off the page's list).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_plans_count_toward_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        &[("ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT", "3")],
+    );
+    let http = client();
+    let admin = d.admin_key();
+    let operator = role_key(&http, &d.base, &admin, "operator").await;
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let plan = |i: usize| {
+        json!({"reason": "task", "session": "s",
+               "steps": [{"tool": "bash", "detail": format!("make step-{i}")}]})
+    };
+    let (s, _, a) = status_json(request_action(&http, &d.base, &agent, "deploy", "x").await).await;
+    assert_eq!(s, 201, "{a}");
+    let mut ids = Vec::new();
+    for i in 0..2 {
+        let (s, p) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/plans", d.base),
+            &agent,
+            Some(plan(i)),
+        )
+        .await;
+        assert_eq!(s, 201, "{p}");
+        ids.push(p["id"].as_str().unwrap().to_owned());
+    }
+    // One action and two plans wait: a third plan, and an action, are refused.
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/plans", d.base),
+        &agent,
+        Some(plan(2)),
+    )
+    .await;
+    assert_eq!(s, 429, "{p}");
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains("max_pending_per_agent"),
+        "{p}"
+    );
+    let (s, _, _) = status_json(request_action(&http, &d.base, &agent, "deploy", "y").await).await;
+    assert_eq!(s, 429);
+    // Deciding a plan makes room.
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/plans/{}/deny", d.base, ids[0]),
+        &operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{p}");
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/plans", d.base),
+        &agent,
+        Some(plan(3)),
+    )
+    .await;
+    assert_eq!(s, 201, "{p}");
+    d.stop();
+}

@@ -5892,6 +5892,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The agent has limits.max_pending_per_agent items waiting for a human (limit-reached) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The database is busy or closing; retry */
             503: {
                 headers: {

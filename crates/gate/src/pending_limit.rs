@@ -1,5 +1,5 @@
-//! `limits.max_pending_per_agent`: how many items (actions and grant
-//! requests) one agent may have waiting for a human at once, so that one
+//! `limits.max_pending_per_agent`: how many items (actions, grant requests
+//! and plans) one agent may have waiting for a human at once, so that one
 //! agent cannot bury the queue operators read.
 //!
 //! A request that would add one takes a [`Ticket`] before it counts the

@@ -106,6 +106,9 @@ impl Gate {
         for (i, s) in body.steps.into_iter().enumerate() {
             steps.push(self.plan_step(i, s.into()).await?);
         }
+        // A plan waits for a human: it counts toward the agent's pending
+        // limit, admitted until it is stored.
+        let _ticket = self.admit_pending(&agent).await?;
         self.touch_session(&agent, &body.session, body.runtime.as_deref())
             .await?;
         let plan = Plan {

@@ -22,7 +22,8 @@ pub(crate) fn limit_event(agent: &str, data: Json) -> NewEvent {
 }
 
 impl SqliteStore {
-    /// How many of `agent`'s actions and grant requests wait for a human.
+    /// How many of `agent`'s actions, grant requests and plans wait for a
+    /// human.
     pub async fn pending_of_agent(&self, agent: &str) -> Result<i64, StoreError> {
         // Named indexes: without statistics SQLite could walk every one of
         // the agent's actions by `actions_agent` instead.
@@ -30,6 +31,8 @@ impl SqliteStore {
             "SELECT (SELECT COUNT(*) FROM actions INDEXED BY actions_pending_agent \
                      WHERE agent = ?1 AND status = 'pending') \
                   + (SELECT COUNT(*) FROM grant_requests INDEXED BY grant_requests_pending_agent \
+                     WHERE agent = ?1 AND status = 'pending') \
+                  + (SELECT COUNT(*) FROM plans INDEXED BY plans_pending_agent \
                      WHERE agent = ?1 AND status = 'pending')",
         )
         .bind(agent)

@@ -74,7 +74,8 @@ pub async fn end_session(
         (status = 403, description = "Not an agent key", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "A step names no handler or action", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A step's handler is retired", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json")),
+        (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The agent has limits.max_pending_per_agent items waiting for a human (limit-reached)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn create_plan(
     State(state): State<AppState>,

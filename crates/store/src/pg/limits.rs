@@ -11,7 +11,8 @@ impl Postgres {
     pub async fn pending_of_agent(&self, agent: &str) -> Result<i64, StoreError> {
         Ok(sqlx::query_scalar(
             "SELECT ((SELECT COUNT(*) FROM actions WHERE agent = $1 AND status = 'pending') \
-                   + (SELECT COUNT(*) FROM grant_requests WHERE agent = $1 AND status = 'pending'))::BIGINT",
+                   + (SELECT COUNT(*) FROM grant_requests WHERE agent = $1 AND status = 'pending') \
+                   + (SELECT COUNT(*) FROM plans WHERE agent = $1 AND status = 'pending'))::BIGINT",
         )
         .bind(agent)
         .fetch_one(&self.pool)
