@@ -254,3 +254,87 @@ async fn pending_plans_count_toward_the_limit() {
     assert_eq!(s, 201, "{p}");
     d.stop();
 }
+
+/// A plan still pending when its session ends expires with it: it leaves
+/// the pending list, is not approved afterwards, and no longer holds one
+/// of the agent's pending places.
+async fn a_pending_plan_expires_when_its_session_ends(pg: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(d) = crate::sessions::start(
+        pg,
+        dir.path(),
+        &[("ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT", "1")],
+    ) else {
+        return;
+    };
+    let http = client();
+    let admin = d.admin_key();
+    let operator = role_key(&http, &d.base, &admin, "operator").await;
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/plans", d.base),
+        &agent,
+        Some(json!({"reason": "task", "session": "s",
+                    "steps": [{"tool": "bash", "detail": "make deploy"}]})),
+    )
+    .await;
+    assert_eq!(s, 201, "{p}");
+    let id = p["id"].as_str().unwrap().to_owned();
+    let (s, _, _) = status_json(request_action(&http, &d.base, &agent, "deploy", "x").await).await;
+    assert_eq!(s, 429, "the plan holds the one place");
+    let (s, e) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/sessions/s/end", d.base),
+        &agent,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{e}");
+    let (s, p) = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/plans/{id}", d.base),
+        &operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{p}");
+    assert_eq!(p["status"], "expired", "{p}");
+    let (s, list) = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/plans?status=pending", d.base),
+        &operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{list}");
+    assert_eq!(list, json!([]));
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/plans/{id}/approve", d.base),
+        &operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 409, "{p}");
+    let text = export(&http, &d.base, &operator).await;
+    assert!(text.contains("\"plan.expired\""), "{text}");
+    let (s, _, a) = status_json(request_action(&http, &d.base, &agent, "deploy", "y").await).await;
+    assert_eq!(s, 201, "{a}");
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_plan_expires_when_its_session_ends_on_sqlite() {
+    a_pending_plan_expires_when_its_session_ends(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_plan_expires_when_its_session_ends_on_postgres() {
+    a_pending_plan_expires_when_its_session_ends(true).await;
+}

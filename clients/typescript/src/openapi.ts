@@ -1774,7 +1774,10 @@ export interface components {
             reason?: string | null;
             /** @description The session its steps run in. */
             session: string;
-            /** @description `pending`, `approved` or `denied`. */
+            /**
+             * @description `pending`, `approved`, `denied`, or `expired` (its session ended
+             *     before anyone decided).
+             */
             status: string;
             /** @description Its steps. */
             steps: components["schemas"]["PlanStep"][];
@@ -5742,7 +5745,7 @@ export interface operations {
     list_plans: {
         parameters: {
             query?: {
-                /** @description `pending`, `approved` or `denied`. */
+                /** @description `pending`, `approved`, `denied` or `expired`. */
                 status?: string;
             };
             header?: never;

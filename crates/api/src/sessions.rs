@@ -165,7 +165,8 @@ pub struct Plan {
     pub session: String,
     /// Why.
     pub reason: Option<String>,
-    /// `pending`, `approved` or `denied`.
+    /// `pending`, `approved`, `denied`, or `expired` (its session ended
+    /// before anyone decided).
     pub status: String,
     /// Its steps.
     pub steps: Vec<PlanStep>,

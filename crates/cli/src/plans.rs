@@ -17,7 +17,7 @@ pub struct PlansArgs {
     #[command(flatten)]
     pub common: Common,
     /// Only plans in this status.
-    #[arg(long, value_parser = ["pending", "approved", "denied"])]
+    #[arg(long, value_parser = ["pending", "approved", "denied", "expired"])]
     pub status: Option<String>,
 }
 

@@ -218,9 +218,12 @@ impl Gate {
     ) -> GateResult<Vec<Plan>> {
         caller.require(Role::Operator)?;
         if let Some(s) = &status
-            && !matches!(s.as_str(), "pending" | "approved" | "denied")
+            && !matches!(s.as_str(), "pending" | "approved" | "denied" | "expired")
         {
-            return Err(GateError::invalid("status", "pending, approved or denied"));
+            return Err(GateError::invalid(
+                "status",
+                "pending, approved, denied or expired",
+            ));
         }
         Ok(self.store().list_plans(status).await?)
     }

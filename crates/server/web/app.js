@@ -125,7 +125,7 @@ function onEvent(ev) {
       announce(`actiongate: ${d.agent} asks for a plan`, `${d.steps.length} steps`);
       state.plans.set(d.id, d);
     }
-  } else if ((ev.type === 'plan.approved' || ev.type === 'plan.denied') && d.id) {
+  } else if (/^plan\.(approved|denied|expired)$/.test(ev.type) && d.id) {
     state.gone.add(d.id);
     state.plans.delete(d.id);
   } else if (SETTLED_REQUEST.has(ev.type) && d.id) {

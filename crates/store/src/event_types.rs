@@ -26,6 +26,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "plan.requested",
     "plan.approved",
     "plan.denied",
+    "plan.expired",
 ];
 
 /// Which event types a reader wants: exact types, `prefix.*` patterns, or

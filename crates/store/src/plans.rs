@@ -143,13 +143,23 @@ async fn session_on(
     session_from_row(&row, idle_before, counts).map(Some)
 }
 
-/// Revokes session `id`'s grants, each with its `grant.revoked` event as
-/// revoking it by hand appends.
-async fn revoke_session_grants_on(
-    conn: &mut SqliteConnection,
-    id: &str,
-    at: i64,
-) -> Result<(), StoreError> {
+/// Voids what session `id` held when it ended (or went idle): revokes its
+/// grants, each with its `grant.revoked` event as revoking it by hand
+/// appends, and expires its pending plans (`plan.expired`), which could
+/// only grant into a session that is over.
+async fn void_session_on(conn: &mut SqliteConnection, id: &str, at: i64) -> Result<(), StoreError> {
+    let plans = sqlx::query(concat!(
+        "UPDATE plans SET status = 'expired', decided_at = ? \
+         WHERE session = ? AND status = 'pending' RETURNING ",
+        plan_columns!()
+    ))
+    .bind(at)
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    for row in &plans {
+        events::insert_on(conn, &plan_event("plan.expired", &plan_from_row(row)?)?).await?;
+    }
     let rows = sqlx::query(concat!(
         "UPDATE grants SET revoked_at = ? WHERE session = ? AND revoked_at IS NULL RETURNING ",
         crate::grants::grant_columns!()
@@ -206,7 +216,7 @@ impl SqliteStore {
                         }
                         Some((_, ended, last)) => {
                             if ended.is_some() || last <= to_ms(idle_before) {
-                                revoke_session_grants_on(conn, &id, at).await?;
+                                void_session_on(conn, &id, at).await?;
                             }
                             sqlx::query(
                                 "UPDATE sessions SET last_seen = ?, ended_at = NULL, ended_by = NULL, \
@@ -311,7 +321,7 @@ impl SqliteStore {
                     .fetch_all(&mut *conn)
                     .await?;
                     for id in &ids {
-                        revoke_session_grants_on(conn, id, at).await?;
+                        void_session_on(conn, id, at).await?;
                     }
                     Ok(ids.len())
                 })
@@ -347,7 +357,7 @@ impl SqliteStore {
                     .bind(&id)
                     .execute(&mut *conn)
                     .await?;
-                    revoke_session_grants_on(conn, &id, at).await?;
+                    void_session_on(conn, &id, at).await?;
                     session_on(conn, &id, idle_before)
                         .await?
                         .ok_or(StoreError::NotFound)

@@ -173,7 +173,7 @@ async fn on_event(c: &Connectors, ev: &Event) {
                 post(c, card::plan_card(&p, !c.notify_only)).await;
             }
         }
-        "plan.approved" | "plan.denied" => {
+        "plan.approved" | "plan.denied" | "plan.expired" => {
             let Ok(p) = ev.data.parse::<actiongate_api::sessions::Plan>() else {
                 return;
             };

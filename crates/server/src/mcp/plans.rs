@@ -52,12 +52,17 @@ fn answer(plan: &Plan) -> CallToolResult {
             plan.session
         ),
         "denied" => format!("plan {} denied: request each step on its own", plan.id),
+        "expired" => format!(
+            "plan {} expired: its session '{}' ended before anyone decided; \
+             ask again in a session that is running",
+            plan.id, plan.session
+        ),
         _ => format!(
             "plan {} is still pending: call request_plan_approval with plan_id to keep waiting",
             plan.id
         ),
     };
-    let mut r = if plan.status == "denied" {
+    let mut r = if matches!(plan.status.as_str(), "denied" | "expired") {
         CallToolResult::error(vec![ContentBlock::text(text)])
     } else {
         CallToolResult::success(vec![ContentBlock::text(text)])

@@ -91,8 +91,8 @@ pub async fn create_plan(
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct PlanQuery {
-    /// `pending`, `approved` or `denied`.
-    #[param(pattern = "^(pending|approved|denied)$")]
+    /// `pending`, `approved`, `denied` or `expired`.
+    #[param(pattern = "^(pending|approved|denied|expired)$")]
     pub status: Option<String>,
 }
 

@@ -50,13 +50,23 @@ async fn session_on(
     session_from_row(&row, idle_before, counts).map(Some)
 }
 
-/// Revokes session `id`'s grants; their `grant.revoked` events, to commit
-/// with them.
-async fn revoke_session_grants_on(
+/// Voids what session `id` held (see `crate::plans::void_session_on`):
+/// revokes its grants and expires its pending plans; their events, to
+/// commit with them.
+async fn void_session_on(
     conn: &mut PgConnection,
     id: &str,
     at: i64,
 ) -> Result<Vec<crate::events::NewEvent>, StoreError> {
+    let plans = sqlx::query(concat!(
+        "UPDATE plans SET status = 'expired', decided_at = $1 \
+         WHERE session = $2 AND status = 'pending' RETURNING ",
+        plan_columns!()
+    ))
+    .bind(at)
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
     let rows = sqlx::query(concat!(
         "UPDATE grants SET revoked_at = $1 WHERE session = $2 AND revoked_at IS NULL RETURNING ",
         crate::grants::grant_columns!()
@@ -65,9 +75,14 @@ async fn revoke_session_grants_on(
     .bind(id)
     .fetch_all(&mut *conn)
     .await?;
-    rows.iter()
-        .map(|row| grant_event("grant.revoked", &grant_from_row(row)?))
-        .collect()
+    let mut events = Vec::with_capacity(plans.len() + rows.len());
+    for row in &plans {
+        events.push(plan_event("plan.expired", &plan_from_row(row)?)?);
+    }
+    for row in &rows {
+        events.push(grant_event("grant.revoked", &grant_from_row(row)?)?);
+    }
+    Ok(events)
 }
 
 impl Postgres {
@@ -103,7 +118,7 @@ impl Postgres {
             )));
         }
         let events = if ended.is_some() || last <= to_ms(idle_before) {
-            revoke_session_grants_on(&mut tx, &id, at).await?
+            void_session_on(&mut tx, &id, at).await?
         } else {
             Vec::new()
         };
@@ -199,7 +214,7 @@ impl Postgres {
         .await?;
         let mut events = Vec::new();
         for id in &ids {
-            events.extend(revoke_session_grants_on(&mut tx, id, at).await?);
+            events.extend(void_session_on(&mut tx, id, at).await?);
         }
         self.commit(tx, events).await?;
         Ok(ids.len())
@@ -231,7 +246,7 @@ impl Postgres {
         .bind(&id)
         .execute(&mut *tx)
         .await?;
-        let events = revoke_session_grants_on(&mut tx, &id, at).await?;
+        let events = void_session_on(&mut tx, &id, at).await?;
         let s = session_on(&mut tx, &id, idle_before)
             .await?
             .ok_or(StoreError::NotFound)?;
