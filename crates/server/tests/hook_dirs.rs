@@ -1,0 +1,119 @@
+//! Where a hooked call acts, through the real `actiongate hook <runtime>`
+//! binary and daemon: a relative path is asked as the absolute file it
+//! names under the runtime's working directory, so a profile written over
+//! absolute directories holds against `..`; and a shell command run in a
+//! directory of its own is asked with that directory in the reason, its
+//! action string unchanged.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use crate::cli_support;
+use crate::common;
+use crate::runtime_hooks::{check, hook, policy_reason};
+
+use cli_support::all_actions;
+use common::TestApp;
+use serde_json::{Value, json};
+
+/// Every runtime writing `path` (relative to `/home/dev/proj`) in its own
+/// input format; `tag` keeps each call its own action.
+fn writes(path: &str, tag: &str) -> Vec<(&'static str, Value)> {
+    let patch = format!("*** Begin Patch\n*** Add File: {path}\n+x\n*** End Patch\n");
+    vec![
+        (
+            "claude-code",
+            json!({"session_id": "cc-dirs", "cwd": "/home/dev/proj",
+                "hook_event_name": "PreToolUse", "tool_name": "Write",
+                "tool_input": {"file_path": path, "content": "x"},
+                "tool_use_id": format!("toolu_{tag}")}),
+        ),
+        (
+            "cursor",
+            json!({"conversation_id": "conv-dirs", "generation_id": "gen-dirs",
+                "hook_event_name": "preToolUse", "workspace_roots": ["/home/dev/proj"],
+                "cwd": "/home/dev/proj", "tool_name": "Write",
+                "tool_input": {"file_path": path, "contents": "x"},
+                "tool_use_id": format!("tu_{tag}")}),
+        ),
+        (
+            "gemini",
+            json!({"session_id": "gm-dirs", "cwd": "/home/dev/proj",
+                "hook_event_name": "BeforeTool", "tool_name": "write_file",
+                "tool_input": {"file_path": path, "content": "x"}}),
+        ),
+        (
+            "codex",
+            json!({"session_id": "cx-dirs", "transcript_path": null, "cwd": "/home/dev/proj",
+                "hook_event_name": "PreToolUse", "model": "gpt-5-codex",
+                "permission_mode": "default", "tool_name": "apply_patch",
+                "tool_input": {"command": patch}, "tool_use_id": format!("call_{tag}"),
+                "turn_id": "turn_1"}),
+        ),
+        (
+            "copilot",
+            json!({"timestamp": 1, "cwd": "/home/dev/proj", "toolName": "create",
+                "toolArgs": json!({"path": path, "file_text": "x"}).to_string()}),
+        ),
+        (
+            "opencode",
+            json!({"tool": "write", "sessionID": "ses_dirs", "callID": format!("call_{tag}"),
+                "args": {"filePath": path, "content": "x"}, "directory": "/home/dev/proj"}),
+        ),
+    ]
+}
+
+/// A deny over an absolute directory catches a relative path that climbs
+/// into it, and an allow over the project covers a relative path in it,
+/// in every runtime.
+#[tokio::test]
+async fn a_relative_path_is_asked_as_the_file_under_the_working_directory() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:file:.* /home/dev/proj/.*"],
+               "ask": ["(?s).*"],
+               "deny": ["tool:file:.* /srv/prod/.*"]}),
+    )
+    .await;
+    let agent = app.agent.clone();
+    let denied = format!(
+        "actiongate: denied by policy: {}",
+        policy_reason(&app, "file", "write /srv/prod/app.env").await
+    );
+    let allowed = format!(
+        "actiongate: allowed by policy: {}",
+        policy_reason(&app, "file", "write /home/dev/proj/src/new.rs").await
+    );
+    for (rt, input) in writes("../../../srv/prod/app.env", "climb") {
+        let r = hook(
+            &app.base,
+            &agent,
+            rt,
+            &serde_json::to_vec(&input).unwrap(),
+            "1",
+        )
+        .await;
+        check(&r, rt, "deny", &denied);
+        let last = all_actions(&app).await.last().unwrap().clone();
+        assert_eq!(
+            last["action_string"], "tool:file:write /srv/prod/app.env",
+            "{rt}"
+        );
+    }
+    for (rt, input) in writes("src/new.rs", "inside") {
+        let r = hook(
+            &app.base,
+            &agent,
+            rt,
+            &serde_json::to_vec(&input).unwrap(),
+            "1",
+        )
+        .await;
+        check(&r, rt, "allow", &allowed);
+        let last = all_actions(&app).await.last().unwrap().clone();
+        assert_eq!(
+            last["action_string"], "tool:file:write /home/dev/proj/src/new.rs",
+            "{rt}"
+        );
+    }
+    app.stop().await;
+}
