@@ -8,7 +8,7 @@
 
 use crate::cli_support;
 use crate::common;
-use crate::runtime_hooks::{check, hook, policy_reason};
+use crate::runtime_hooks::{check, gated_app, hook, policy_reason};
 
 use cli_support::all_actions;
 use common::TestApp;
@@ -114,6 +114,66 @@ async fn a_relative_path_is_asked_as_the_file_under_the_working_directory() {
             last["action_string"], "tool:file:write /home/dev/proj/src/new.rs",
             "{rt}"
         );
+    }
+    app.stop().await;
+}
+
+/// The human approving `rm -rf build` sees where it runs; the action
+/// string is the command alone, so `tool:bash:rm .*` still denies it.
+#[tokio::test]
+async fn a_shell_commands_own_directory_is_in_the_reason() {
+    let app = gated_app().await;
+    let agent = app.agent.clone();
+    let denied = format!(
+        "actiongate: denied by policy: {}",
+        policy_reason(&app, "bash", "rm -rf build").await
+    );
+    let calls = [
+        (
+            "gemini",
+            json!({"session_id": "gm-sh", "cwd": "/home/dev/proj",
+                "hook_event_name": "BeforeTool", "tool_name": "run_shell_command",
+                "tool_input": {"command": "rm -rf build", "dir_path": "../other"}}),
+            "Gemini CLI in /home/dev/proj, this call in /home/dev/other (session gm-sh)",
+        ),
+        (
+            "codex",
+            json!({"session_id": "cx-sh", "transcript_path": null, "cwd": "/home/dev/proj",
+                "hook_event_name": "PreToolUse", "model": "gpt-5-codex",
+                "permission_mode": "default", "tool_name": "Bash",
+                "tool_input": {"command": "rm -rf build", "workdir": "/srv/prod"},
+                "tool_use_id": "call_sh", "turn_id": "turn_1"}),
+            "Codex in /home/dev/proj, this call in /srv/prod (session cx-sh)",
+        ),
+        (
+            "opencode",
+            json!({"tool": "bash", "sessionID": "ses_sh", "callID": "call_sh",
+                "args": {"command": "rm -rf build", "workdir": "web"},
+                "directory": "/home/dev/proj"}),
+            "opencode in /home/dev/proj, this call in /home/dev/proj/web (session ses_sh)",
+        ),
+        (
+            "cursor",
+            json!({"conversation_id": "conv-sh", "generation_id": "gen-sh",
+                "hook_event_name": "preToolUse", "workspace_roots": ["/home/dev/proj"],
+                "cwd": "/home/dev/proj", "tool_name": "Shell", "tool_use_id": "tu_sh",
+                "tool_input": {"command": "rm -rf build", "working_directory": "/srv/prod"}}),
+            "Cursor in /home/dev/proj, this call in /srv/prod (session conv-sh)",
+        ),
+    ];
+    for (rt, input, reason) in calls {
+        let r = hook(
+            &app.base,
+            &agent,
+            rt,
+            &serde_json::to_vec(&input).unwrap(),
+            "1",
+        )
+        .await;
+        check(&r, rt, "deny", &denied);
+        let last = all_actions(&app).await.last().unwrap().clone();
+        assert_eq!(last["action_string"], "tool:bash:rm -rf build", "{rt}");
+        assert_eq!(last["reason"], reason, "{rt}");
     }
     app.stop().await;
 }

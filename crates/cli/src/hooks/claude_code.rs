@@ -130,6 +130,7 @@ impl Runtime for ClaudeCode {
                 session: text(hook, "session_id").map(str::to_owned),
                 call_id: text(hook, "tool_use_id").map(str::to_owned),
                 cwd: text(hook, "cwd").map(str::to_owned),
+                dir: None,
             },
             calls: calls_in(hook, tool_name, &input)?,
             rule: rule_for(tool_name, &input),

@@ -58,6 +58,7 @@ impl Runtime for Codex {
                 session: text(hook, "session_id").map(str::to_owned),
                 call_id: text(hook, "tool_use_id").map(str::to_owned),
                 cwd: cwd.map(str::to_owned),
+                dir: dir.clone(),
             },
             calls: map::in_dir(calls_of(name, &input)?, dir.as_deref().or(cwd)),
             rule: None,
@@ -128,5 +129,24 @@ mod tests {
         assert_eq!(got[1], "tool:file:edit /home/u/proj/sub/src/a.rs");
         let got = pre("apply_patch", json!({"command": patch, "workdir": "/w"})).action_strings();
         assert_eq!(got[1], "tool:file:edit /w/src/a.rs");
+    }
+
+    /// Where a command runs is for the human to see, not part of the
+    /// command: the action stays `tool:bash:<command>`.
+    #[test]
+    fn a_shell_workdir_is_named_in_the_reason_not_the_action() {
+        let p = pre(
+            "Bash",
+            json!({"command": "rm -rf build", "workdir": "../other"}),
+        );
+        assert_eq!(p.action_strings(), ["tool:bash:rm -rf build"]);
+        assert_eq!(
+            p.origin.reason(),
+            "Codex in /home/u/proj, this call in /home/u/other (session s1)"
+        );
+        let p = pre("Bash", json!({"command": "ls", "workdir": null}));
+        assert_eq!(p.origin.reason(), "Codex in /home/u/proj (session s1)");
+        let p = pre("Bash", json!({"command": "ls", "workdir": "."}));
+        assert_eq!(p.origin.reason(), "Codex in /home/u/proj (session s1)");
     }
 }

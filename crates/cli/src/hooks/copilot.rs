@@ -70,6 +70,7 @@ impl Runtime for Copilot {
                     .map(str::to_owned),
                 call_id: text(hook, "tool_use_id").map(str::to_owned),
                 cwd: text(hook, "cwd").map(str::to_owned),
+                dir: None,
             },
             calls: map::in_dir(calls_of(name, &input)?, text(hook, "cwd")),
             rule: None,

@@ -105,6 +105,8 @@ impl Runtime for Cursor {
                 // per-call id may make two requests one action.
                 call_id: text(hook, "tool_use_id").map(str::to_owned),
                 cwd,
+                // A shell tool's own `working_directory`.
+                dir: map::call_dir(base, text(&input, "working_directory")),
             },
             calls: map::in_dir(calls, base),
             rule: None,
@@ -160,5 +162,20 @@ mod tests {
             ["tool:Read:/home/u/proj/src/a.ts"]
         );
         assert_eq!(read(json!(["/a", "/b"])), ["tool:Read:src/a.ts"]);
+    }
+
+    #[test]
+    fn a_shell_working_directory_is_named_in_the_reason_not_the_action() {
+        let p = parse(
+            json!({"hook_event_name": "preToolUse", "conversation_id": "c",
+            "workspace_roots": ["/home/u/proj"], "cwd": "/home/u/proj",
+            "tool_name": "Shell", "tool_use_id": "t1",
+            "tool_input": {"command": "rm -rf build", "working_directory": "/srv/prod"}}),
+        );
+        assert_eq!(p.action_strings(), ["tool:bash:rm -rf build"]);
+        assert_eq!(
+            p.origin.reason(),
+            "Cursor in /home/u/proj, this call in /srv/prod (session c)"
+        );
     }
 }

@@ -54,6 +54,13 @@ impl Runtime for Gemini {
         let event = event_of(hook, "hook_event_name", &["BeforeTool"])?;
         let name = text(hook, "tool_name").ok_or("the hook input has no tool_name")?;
         let input = hook.get("tool_input").cloned().unwrap_or(json!({}));
+        let cwd = text(hook, "cwd");
+        // A shell command's `dir_path` is where it runs (a glob's is in its
+        // action already).
+        let dir = match name {
+            "run_shell_command" => map::call_dir(cwd, text(&input, "dir_path")),
+            _ => None,
+        };
         Ok(Parsed {
             event,
             origin: Origin {
@@ -62,10 +69,11 @@ impl Runtime for Gemini {
                 session: text(hook, "session_id").map(str::to_owned),
                 // No per-call id in BeforeTool: each call is its own action.
                 call_id: None,
-                cwd: text(hook, "cwd").map(str::to_owned),
+                cwd: cwd.map(str::to_owned),
+                dir,
             },
             // Gemini CLI resolves relative paths against its cwd.
-            calls: map::in_dir(vec![call_of(name, &input, hook)?], text(hook, "cwd")),
+            calls: map::in_dir(vec![call_of(name, &input, hook)?], cwd),
             rule: None,
         })
     }
@@ -124,5 +132,18 @@ mod tests {
         for (tool, input, want) in cases {
             assert_eq!(before(tool, input).action_strings(), [want], "{tool}");
         }
+    }
+
+    #[test]
+    fn a_shell_dir_path_is_named_in_the_reason_not_the_action() {
+        let p = before(
+            "run_shell_command",
+            json!({"command": "rm -rf build", "dir_path": "packages/web"}),
+        );
+        assert_eq!(p.action_strings(), ["tool:bash:rm -rf build"]);
+        assert_eq!(
+            p.origin.reason(),
+            "Gemini CLI in /home/u/proj, this call in /home/u/proj/packages/web (session s1)"
+        );
     }
 }

@@ -59,6 +59,8 @@ impl Runtime for Opencode {
                 session: text(hook, "sessionID").map(str::to_owned),
                 call_id: text(hook, "callID").map(str::to_owned),
                 cwd: text(hook, "directory").map(str::to_owned),
+                // bash's `workdir`: where the command runs.
+                dir: map::call_dir(text(hook, "directory"), text(&args, "workdir")),
             },
             // opencode resolves relative paths, a patch's too, against
             // its project directory.
@@ -118,5 +120,18 @@ mod tests {
         for (tool, args, want) in cases {
             assert_eq!(call(tool, args).action_strings(), want, "{tool}");
         }
+    }
+
+    #[test]
+    fn a_bash_workdir_is_named_in_the_reason_not_the_action() {
+        let p = call(
+            "bash",
+            json!({"command": "rm -rf build", "workdir": "/srv/prod"}),
+        );
+        assert_eq!(p.action_strings(), ["tool:bash:rm -rf build"]);
+        assert_eq!(
+            p.origin.reason(),
+            "opencode in /home/u/proj, this call in /srv/prod (session s1)"
+        );
     }
 }
