@@ -10,9 +10,16 @@ use crate::cli_support;
 use crate::common;
 use crate::runtime_hooks::{check, gated_app, hook, policy_reason};
 
-use cli_support::all_actions;
+use cli_support::{Run, all_actions};
 use common::TestApp;
 use serde_json::{Value, json};
+
+/// Runs `rt`'s hook on `input`; its run and the action it asked about.
+async fn asked(app: &TestApp, rt: &'static str, input: &Value) -> (Run, Value) {
+    let input = serde_json::to_vec(input).unwrap();
+    let r = hook(&app.base, &app.agent, rt, &input, "1").await;
+    (r, all_actions(app).await.last().unwrap().clone())
+}
 
 /// Every runtime writing `path` (relative to `/home/dev/proj`) in its own
 /// input format; `tag` keeps each call its own action.
@@ -74,7 +81,6 @@ async fn a_relative_path_is_asked_as_the_file_under_the_working_directory() {
                "deny": ["tool:file:.* /srv/prod/.*"]}),
     )
     .await;
-    let agent = app.agent.clone();
     let denied = format!(
         "actiongate: denied by policy: {}",
         policy_reason(&app, "file", "write /srv/prod/app.env").await
@@ -83,37 +89,22 @@ async fn a_relative_path_is_asked_as_the_file_under_the_working_directory() {
         "actiongate: allowed by policy: {}",
         policy_reason(&app, "file", "write /home/dev/proj/src/new.rs").await
     );
-    for (rt, input) in writes("../../../srv/prod/app.env", "climb") {
-        let r = hook(
-            &app.base,
-            &agent,
-            rt,
-            &serde_json::to_vec(&input).unwrap(),
-            "1",
-        )
-        .await;
-        check(&r, rt, "deny", &denied);
-        let last = all_actions(&app).await.last().unwrap().clone();
-        assert_eq!(
-            last["action_string"], "tool:file:write /srv/prod/app.env",
-            "{rt}"
-        );
-    }
-    for (rt, input) in writes("src/new.rs", "inside") {
-        let r = hook(
-            &app.base,
-            &agent,
-            rt,
-            &serde_json::to_vec(&input).unwrap(),
-            "1",
-        )
-        .await;
-        check(&r, rt, "allow", &allowed);
-        let last = all_actions(&app).await.last().unwrap().clone();
-        assert_eq!(
-            last["action_string"], "tool:file:write /home/dev/proj/src/new.rs",
-            "{rt}"
-        );
+    let cases = [
+        (
+            "../../../srv/prod/app.env",
+            "deny",
+            &denied,
+            "/srv/prod/app.env",
+        ),
+        ("src/new.rs", "allow", &allowed, "/home/dev/proj/src/new.rs"),
+    ];
+    for (i, (path, verdict, reason, file)) in cases.into_iter().enumerate() {
+        for (rt, input) in writes(path, &i.to_string()) {
+            let (r, action) = asked(&app, rt, &input).await;
+            check(&r, rt, verdict, reason);
+            let want = format!("tool:file:write {file}");
+            assert_eq!(action["action_string"], want.as_str(), "{rt}");
+        }
     }
     app.stop().await;
 }
@@ -123,7 +114,6 @@ async fn a_relative_path_is_asked_as_the_file_under_the_working_directory() {
 #[tokio::test]
 async fn a_shell_commands_own_directory_is_in_the_reason() {
     let app = gated_app().await;
-    let agent = app.agent.clone();
     let denied = format!(
         "actiongate: denied by policy: {}",
         policy_reason(&app, "bash", "rm -rf build").await
@@ -162,18 +152,10 @@ async fn a_shell_commands_own_directory_is_in_the_reason() {
         ),
     ];
     for (rt, input, reason) in calls {
-        let r = hook(
-            &app.base,
-            &agent,
-            rt,
-            &serde_json::to_vec(&input).unwrap(),
-            "1",
-        )
-        .await;
+        let (r, action) = asked(&app, rt, &input).await;
         check(&r, rt, "deny", &denied);
-        let last = all_actions(&app).await.last().unwrap().clone();
-        assert_eq!(last["action_string"], "tool:bash:rm -rf build", "{rt}");
-        assert_eq!(last["reason"], reason, "{rt}");
+        assert_eq!(action["action_string"], "tool:bash:rm -rf build", "{rt}");
+        assert_eq!(action["reason"], reason, "{rt}");
     }
     app.stop().await;
 }
