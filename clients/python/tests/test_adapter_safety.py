@@ -47,3 +47,19 @@ def test_claude_paths_climbing_out_name_where_they_lead() -> None:
     assert claude_tool("Edit", {"file_path": "/r/./s//../a"}) == ("file", "edit /r/a")
     assert claude_tool("Read", {"file_path": "src/../../x"}) == ("Read", "../x")
     assert claude_tool("Read", {"file_path": "/r/a.rs"}) == ("Read", "/r/a.rs")
+
+
+def test_claude_globs_are_spelled_as_the_hook_spells_them() -> None:
+    from actiongate.claude_agent_sdk import claude_tool
+
+    cases = [
+        ({"pattern": "**/*.rs", "path": "/r/"}, "/r/**/*.rs"),
+        ({"pattern": "src/../*.rs", "path": "/r"}, "/r/*.rs"),
+        ({"pattern": "*/../x", "path": "/r"}, "/r/*/../x"),
+        ({"pattern": "/r/../etc/*", "path": "/x"}, "/etc/*"),
+        ({"pattern": "**/*.rs"}, "**/*.rs"),
+        ({"pattern": "./src/*.rs"}, "src/*.rs"),
+        ({"pattern": "a\\*b/../c"}, "a\\*b/../c"),
+    ]
+    for args, want in cases:
+        assert claude_tool("Glob", args) == ("Glob", want), args

@@ -78,35 +78,69 @@ export function normalizePath(path: string): string {
 }
 
 /**
+ * `path` under the working directory `cwd` when it is relative and `cwd`
+ * absolute, as the hooks join it: that is where the runtime resolves it.
+ * A path from the home directory (`~`, `~/…`) stays as written, and so
+ * does every path without an absolute `cwd`.
+ */
+function joinPath(path: string, cwd?: string): string {
+  if (!cwd?.startsWith('/') || path.startsWith('/') || path === '~' || path.startsWith('~/')) return path;
+  return `${cwd.replace(/\/+$/, '')}/${path}`;
+}
+
+/**
+ * `Glob`'s detail as the hooks spell it: `<dir>/<pattern>` unless the
+ * pattern is absolute, its leading steps up to the first one holding a
+ * wildcard or an escape resolved as a path is.
+ */
+function globDetail(pattern: string, dir?: string): string {
+  const full = dir && !pattern.startsWith('/') ? `${dir.replace(/\/+$/, '')}/${pattern}` : pattern;
+  let literal = 0;
+  for (const step of full.match(/[^/]*\/|[^/]+$/g) ?? []) {
+    if (/[*?[\]{}\\]/.test(step)) break;
+    literal += step.length;
+  }
+  const head = full.slice(0, literal);
+  const rest = full.slice(literal);
+  if (!head) return full;
+  const h = normalizePath(head);
+  if (!rest) return h;
+  if (h === '.') return rest;
+  return h.endsWith('/') ? `${h}${rest}` : `${h}/${rest}`;
+}
+
+/**
  * Maps a Claude tool call (Claude Code, the Claude Agent SDK) to the gate's
  * tool and detail, exactly as `actiongate hook claude-code` does, so one
  * profile governs both: `Bash` is `bash` with the command, `Edit`/`Write`
  * are `file` with `edit <path>`/`write <path>`, MCP tools are `mcp` with
- * `<server>__<tool> <input as JSON>`.
+ * `<server>__<tool> <input as JSON>`. Given the session's working directory
+ * `cwd` (absolute), a relative path is asked as the file under it, as the
+ * hook asks it; without one it stays relative.
  */
-export function mapClaudeTool(name: string, input: Record<string, unknown>): { tool: string; detail: string } {
+export function mapClaudeTool(name: string, input: Record<string, unknown>, cwd?: string): { tool: string; detail: string } {
   const field = (key: string): string => {
     const v = input[key];
     if (typeof v !== 'string') throw new ActionGateError(`the ${name} call has no input.${key}`);
     return v;
   };
+  const file = (key: string): string => normalizePath(joinPath(field(key), cwd));
   switch (name) {
     case 'Bash':
       return { tool: 'bash', detail: field('command') };
     case 'Edit':
     case 'MultiEdit':
-      return { tool: 'file', detail: `edit ${normalizePath(field('file_path'))}` };
+      return { tool: 'file', detail: `edit ${file('file_path')}` };
     case 'Write':
-      return { tool: 'file', detail: `write ${normalizePath(field('file_path'))}` };
+      return { tool: 'file', detail: `write ${file('file_path')}` };
     case 'NotebookEdit':
-      return { tool: 'file', detail: `notebook_edit ${normalizePath(field('notebook_path'))}` };
+      return { tool: 'file', detail: `notebook_edit ${file('notebook_path')}` };
     case 'Read':
-      return { tool: 'Read', detail: normalizePath(field('file_path')) };
+      return { tool: 'Read', detail: file('file_path') };
     case 'Glob': {
-      const pattern = field('pattern');
-      const path = input['path'];
-      const detail = typeof path === 'string' && path && !pattern.startsWith('/') ? `${path.replace(/\/+$/, '')}/${pattern}` : pattern;
-      return { tool: 'Glob', detail };
+      const path = typeof input['path'] === 'string' ? input['path'] : '';
+      const dir = cwd?.startsWith('/') ? (path ? joinPath(path, cwd) : cwd) : path;
+      return { tool: 'Glob', detail: globDetail(field('pattern'), dir) };
     }
     case 'Grep':
       return { tool: 'Grep', detail: field('pattern') };

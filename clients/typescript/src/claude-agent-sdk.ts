@@ -13,7 +13,11 @@
  *
  * Tool calls are named as `actiongate hook claude-code` names them (`Bash`
  * is `bash` with the command, `Edit` is `file` `edit <path>`, ...), so one
- * profile governs Claude Code and the SDK. Allowed: `{behavior: 'allow'}`
+ * profile governs Claude Code and the SDK. The `PreToolUse` hook is given
+ * the session's `cwd`, so a relative path is asked as the file under it,
+ * as the Claude Code hook asks it; `canUseTool` is given no working
+ * directory by the SDK, so there a relative path is asked as written.
+ * Allowed: `{behavior: 'allow'}`
  * with the input unchanged; asked: waits for an operator (bounded by
  * `wait`); denied, timed out or unreachable: `{behavior: 'deny', message}`
  * with the reason, which Claude reads.
@@ -25,12 +29,12 @@ import type { GatekeeperOptions, ToolCall } from './adapters.js';
 
 export type { GatekeeperOptions } from './adapters.js';
 
-function toCall(keeper: Gatekeeper, options: GatekeeperOptions, name: string, input: Record<string, unknown>): ToolCall {
+function toCall(keeper: Gatekeeper, options: GatekeeperOptions, name: string, input: Record<string, unknown>, cwd?: string): ToolCall {
   const reason = options.reason ?? `Claude Agent SDK calls ${name}`;
   // A tool named in options.tools is spelled as given there; every other
   // one as the Claude Code hook spells it (a malformed call throws: denied).
   if (options.tools?.[name]) return { ...keeper.call(name, input), reason };
-  const mapped = mapClaudeTool(name, input);
+  const mapped = mapClaudeTool(name, input, cwd);
   return { tool: mapped.tool, detail: mapped.detail, reason };
 }
 
@@ -62,7 +66,7 @@ export function preToolUseHook(gate: Client | Gatekeeper, options: GatekeeperOpt
     const toolInput = (input.tool_input ?? {}) as Record<string, unknown>;
     let call: ToolCall;
     try {
-      call = toCall(keeper, options, input.tool_name, toolInput);
+      call = toCall(keeper, options, input.tool_name, toolInput, input.cwd);
     } catch (e) {
       return { hookSpecificOutput: { hookEventName: 'PreToolUse', permissionDecision: 'deny', permissionDecisionReason: failed(e).message } };
     }

@@ -152,6 +152,18 @@ describe('claude-agent-sdk canUseTool (the SDK callback contract)', () => {
     assert.equal(out.hookSpecificOutput.permissionDecision, 'deny');
     assert.match(out.hookSpecificOutput.permissionDecisionReason, /[Dd]enied/);
   });
+
+  test('PreToolUse hook asks a relative path as the file under its cwd', async () => {
+    const { env } = await agentEnv({ allow: ['tool:file:.*'], ask: [], deny: ['tool:file:.* /srv/prod/.*'] });
+    const hook = preToolUseHook(new Client({ url: env.ACTIONGATE_URL, key: env.ACTIONGATE_KEY }), { wait: 5 });
+    const out = await hook(
+      { hook_event_name: 'PreToolUse', tool_name: 'Write', tool_input: { file_path: '../../../srv/prod/app.env', content: 'x' }, tool_use_id: 't2', session_id: 's', transcript_path: '/tmp/t', cwd: '/home/u/proj' },
+      't2',
+      { signal: new AbortController().signal },
+    );
+    assert.equal(out.hookSpecificOutput.permissionDecision, 'deny');
+    assert.match(out.hookSpecificOutput.permissionDecisionReason, /srv\/prod/);
+  });
 });
 
 test('Claude tools are named as the hooks name them', async () => {
@@ -168,6 +180,16 @@ test('Claude tools are named as the hooks name them', async () => {
   assert.deepEqual(mapClaudeTool('Write', { file_path: '/r/../../etc/cron.d/job' }), { tool: 'file', detail: 'write /etc/cron.d/job' });
   assert.deepEqual(mapClaudeTool('Edit', { file_path: '/r/./s//../a' }), { tool: 'file', detail: 'edit /r/a' });
   assert.deepEqual(mapClaudeTool('Read', { file_path: 'src/../../x' }), { tool: 'Read', detail: '../x' });
+  // Given the session's cwd, a relative path is the file under it, as the hook asks it.
+  const cwd = '/home/u/proj';
+  assert.deepEqual(mapClaudeTool('Write', { file_path: '../../../srv/prod/app.env' }, cwd), { tool: 'file', detail: 'write /srv/prod/app.env' });
+  assert.deepEqual(mapClaudeTool('Read', { file_path: './Cargo.toml' }, cwd), { tool: 'Read', detail: '/home/u/proj/Cargo.toml' });
+  assert.deepEqual(mapClaudeTool('Read', { file_path: '~/.ssh/id_ed25519' }, cwd), { tool: 'Read', detail: '~/.ssh/id_ed25519' });
+  assert.deepEqual(mapClaudeTool('Edit', { file_path: '../x' }, 'proj'), { tool: 'file', detail: 'edit ../x' });
+  assert.deepEqual(mapClaudeTool('Glob', { pattern: '**/*.rs', path: '../other' }, cwd), { tool: 'Glob', detail: '/home/u/other/**/*.rs' });
+  assert.deepEqual(mapClaudeTool('Glob', { pattern: '../../srv/*/app.env' }, cwd), { tool: 'Glob', detail: '/home/srv/*/app.env' });
+  assert.deepEqual(mapClaudeTool('Glob', { pattern: '**/*.rs', path: '/r/' }), { tool: 'Glob', detail: '/r/**/*.rs' });
+  assert.deepEqual(mapClaudeTool('Glob', { pattern: '*/../x', path: '/r/s/..' }), { tool: 'Glob', detail: '/r/*/../x' });
 });
 
 test('needsApproval asks in the gatekeeper session: a tainted session is not waved through', async () => {

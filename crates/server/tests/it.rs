@@ -15,6 +15,7 @@ mod dispatch;
 mod events;
 mod future_sizes;
 mod handlers;
+mod hook_dirs;
 mod mcp;
 mod mcp_plans;
 mod mcp_sessions;

@@ -76,12 +76,12 @@ fn expected(runtime: &str, verdict: &str, reason: &str) -> (Option<Value>, i32) 
     }
 }
 
-async fn hook(url: &str, key: &str, runtime: &str, input: &[u8], wait: &str) -> Run {
+pub async fn hook(url: &str, key: &str, runtime: &str, input: &[u8], wait: &str) -> Run {
     run_with_stdin(url, key, &["hook", runtime, "--wait", wait], Some(input)).await
 }
 
 /// Checks a run against what the runtime must get.
-fn check(r: &Run, runtime: &str, verdict: &str, reason: &str) {
+pub fn check(r: &Run, runtime: &str, verdict: &str, reason: &str) {
     let (stdout, code) = expected(runtime, verdict, reason);
     assert_eq!(r.code, code, "{runtime} {verdict}: {r:?}");
     match stdout {
@@ -99,7 +99,7 @@ fn check(r: &Run, runtime: &str, verdict: &str, reason: &str) {
     }
 }
 
-async fn policy_reason(app: &TestApp, tool: &str, detail: &str) -> String {
+pub async fn policy_reason(app: &TestApp, tool: &str, detail: &str) -> String {
     let (s, v) = app
         .call(
             Method::POST,
@@ -215,11 +215,15 @@ async fn every_runtime_gets_allow_ask_and_deny_in_its_own_contract() {
     for s in [
         "tool:bash:git status",
         "tool:file:edit /home/dev/proj/src/main.rs",
-        "tool:file:edit src/main.rs",
         r#"tool:mcp__github__create_issue:{"title":"Crash on start"}"#,
     ] {
         assert!(strings.iter().any(|x| x == s), "{s} not in {strings:?}");
     }
+    // Codex's patch names `src/main.rs` under its cwd: asked as that file.
+    assert!(
+        !strings.iter().any(|x| x == "tool:file:edit src/main.rs"),
+        "{strings:?}"
+    );
     app.stop().await;
 }
 
@@ -390,7 +394,10 @@ async fn a_codex_patch_is_asked_file_by_file() {
         .iter()
         .map(|a| a["action_string"].clone())
         .collect();
-    assert_eq!(strings, vec![json!("tool:file:write notes.txt")]);
+    assert_eq!(
+        strings,
+        vec![json!("tool:file:write /home/dev/proj/notes.txt")]
+    );
     app.stop().await;
 }
 
@@ -464,7 +471,7 @@ async fn an_indented_patch_header_is_asked_as_codex_applies_it() {
     let app = TestApp::spawn().await;
     app.profile(
         "agent-1",
-        json!({"allow": ["tool:file:delete tmp/.*"], "ask": ["(?s).*"], "deny": []}),
+        json!({"allow": ["tool:file:delete /home/dev/proj/tmp/.*"], "ask": ["(?s).*"], "deny": []}),
     )
     .await;
     let mut v = fixture("codex", "asked");
@@ -494,8 +501,8 @@ async fn an_indented_patch_header_is_asked_as_codex_applies_it() {
     assert_eq!(
         strings,
         vec![
-            json!("tool:file:delete tmp/scratch.txt"),
-            json!("tool:file:write .git/hooks/pre-commit")
+            json!("tool:file:delete /home/dev/proj/tmp/scratch.txt"),
+            json!("tool:file:write /home/dev/proj/.git/hooks/pre-commit")
         ]
     );
     app.stop().await;

@@ -11,7 +11,10 @@ It is the SDK's own permission callback, ``can_use_tool``::
 Tool calls are named as ``actiongate hook claude-code`` names them (``Bash``
 is ``bash`` with the command, ``Edit`` is ``file`` ``edit <path>``, MCP tools
 are ``mcp`` with ``<server>__<tool> <input as JSON>``), so one profile governs Claude Code
-and the SDK. Allowed: ``PermissionResultAllow`` with the input unchanged;
+and the SDK. One difference: the hook joins a relative path with the
+session's working directory, and the SDK gives ``can_use_tool`` none, so
+here a relative path is asked as written (only patterns for relative paths
+match it). Allowed: ``PermissionResultAllow`` with the input unchanged;
 asked: waits for an operator (bounded by ``wait``); denied, unanswered, a
 malformed call or an unreachable gate: ``PermissionResultDeny`` whose
 message (the operator's reason) Claude reads.
@@ -57,6 +60,29 @@ def normalize_path(path: str) -> str:
     return f"/{joined}" if absolute else (joined or ".")
 
 
+def _glob_detail(pattern: str, path: Any) -> str:
+    """``Glob``'s detail as the hooks spell it: ``<path>/<pattern>`` unless
+    the pattern is absolute, its leading steps up to the first one holding
+    a wildcard or an escape resolved as a path is."""
+    full = pattern
+    if isinstance(path, str) and path and not pattern.startswith("/"):
+        full = f"{path.rstrip('/')}/{pattern}"
+    literal = 0
+    for step in re.findall(r"[^/]*/|[^/]+\Z", full):
+        if re.search(r"[*?\[\]{}\\]", step):
+            break
+        literal += len(step)
+    head, rest = full[:literal], full[literal:]
+    if not head:
+        return full
+    resolved = normalize_path(head)
+    if not rest:
+        return resolved
+    if resolved == ".":
+        return rest
+    return f"{resolved}{rest}" if resolved.endswith("/") else f"{resolved}/{rest}"
+
+
 def claude_tool(name: str, args: Dict[str, Any]) -> Tuple[str, str]:
     """The gate's tool and detail for a Claude tool call (as the hook maps it)."""
     if name == "Bash":
@@ -70,11 +96,7 @@ def claude_tool(name: str, args: Dict[str, Any]) -> Tuple[str, str]:
     if name == "Read":
         return "Read", normalize_path(_field(name, args, "file_path"))
     if name == "Glob":
-        pattern = _field(name, args, "pattern")
-        path = args.get("path")
-        if isinstance(path, str) and path and not pattern.startswith("/"):
-            return "Glob", f"{path.rstrip('/')}/{pattern}"
-        return "Glob", pattern
+        return "Glob", _glob_detail(_field(name, args, "pattern"), args.get("path"))
     if name == "Grep":
         return "Grep", _field(name, args, "pattern")
     if name == "WebFetch":

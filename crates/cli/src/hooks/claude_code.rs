@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 use super::gate::{Answer, Origin, Verdict, Waiting, valid_session};
-use super::map::{self, Call, any_field, field, glob_detail};
+use super::map::{self, Call, any_field, field};
 use super::{HookArgs, Parsed, Reply, Runtime, answer_read, emit, event_of, read_stdin, text};
 use crate::Exit;
 use crate::http::Api;
@@ -60,10 +60,7 @@ pub fn call_of(tool_name: &str, input: &Value) -> Result<Call, String> {
         "Write" => file("write", "file_path")?,
         "NotebookEdit" => file("notebook_edit", "notebook_path")?,
         "Read" => Call::Read(field(input, tool_name, "file_path")?.to_owned()),
-        "Glob" => Call::Glob(glob_detail(
-            field(input, tool_name, "pattern")?,
-            text(input, "path"),
-        )),
+        "Glob" => map::glob(field(input, tool_name, "pattern")?, text(input, "path")),
         "Grep" => Call::Grep(field(input, tool_name, "pattern")?.to_owned()),
         "WebFetch" => Call::Fetch(field(input, tool_name, "url")?.to_owned()),
         "WebSearch" => Call::Search(any_field(input, tool_name, &["query"])?.to_owned()),
@@ -72,6 +69,16 @@ pub fn call_of(tool_name: &str, input: &Value) -> Result<Call, String> {
             input: input.clone(),
         }),
     })
+}
+
+/// The calls of a hook input's tool call, relative paths joined with its
+/// `cwd` as Claude Code resolves them (a `PostToolUse` report must name
+/// what `PreToolUse` asked about, or an allowed run would look undecided).
+fn calls_in(hook: &Value, tool_name: &str, input: &Value) -> Result<Vec<Call>, String> {
+    Ok(map::in_dir(
+        vec![call_of(tool_name, input)?],
+        text(hook, "cwd"),
+    ))
 }
 
 /// Claude Code's permission rule for exactly this call: the command or
@@ -123,8 +130,9 @@ impl Runtime for ClaudeCode {
                 session: text(hook, "session_id").map(str::to_owned),
                 call_id: text(hook, "tool_use_id").map(str::to_owned),
                 cwd: text(hook, "cwd").map(str::to_owned),
+                dir: None,
             },
-            calls: vec![call_of(tool_name, &input)?],
+            calls: calls_in(hook, tool_name, &input)?,
             rule: rule_for(tool_name, &input),
         })
     }
@@ -183,12 +191,19 @@ impl Runtime for ClaudeCode {
 pub fn run_reports(hook: &Value) -> Result<Vec<Value>, String> {
     let tool_name = text(hook, "tool_name").ok_or("the hook input has no tool_name")?;
     let input = hook.get("tool_input").cloned().unwrap_or(json!({}));
-    let mapped = call_of(tool_name, &input)?.mapped();
-    let mut body = json!({"tool": mapped.tool, "detail": mapped.detail, "runtime": "claude-code"});
-    if let Some(sid) = text(hook, "session_id").filter(|s| valid_session(s)) {
-        body["session"] = json!(sid);
-    }
-    Ok(vec![body])
+    let session = text(hook, "session_id").filter(|s| valid_session(s));
+    Ok(calls_in(hook, tool_name, &input)?
+        .iter()
+        .map(|call| {
+            let mapped = call.mapped();
+            let mut body =
+                json!({"tool": mapped.tool, "detail": mapped.detail, "runtime": "claude-code"});
+            if let Some(sid) = session {
+                body["session"] = json!(sid);
+            }
+            body
+        })
+        .collect())
 }
 
 /// Reports a `PostToolUse` input's run to the daemon.
@@ -333,5 +348,87 @@ mod tests {
             assert_eq!(rule("Write", json!({"file_path": path})), None, "{path}");
         }
         assert_eq!(rule("Glob", json!({"pattern": "x"})), None);
+    }
+
+    fn pre(tool: &str, input: Value, cwd: Option<&str>) -> Parsed {
+        let mut hook = json!({"hook_event_name": "PreToolUse", "session_id": "s1",
+            "tool_name": tool, "tool_input": input});
+        if let Some(cwd) = cwd {
+            hook["cwd"] = json!(cwd);
+        }
+        ClaudeCode.parse(&hook).unwrap()
+    }
+
+    /// A relative path is the file Claude Code touches under its working
+    /// directory: the action names that file, so a rule over absolute
+    /// paths sees it, `..` and all.
+    #[test]
+    fn relative_paths_are_joined_with_the_working_directory() {
+        let cwd = Some("/home/u/proj");
+        let cases = [
+            (
+                "Write",
+                json!({"file_path": "../../../srv/prod/app.env"}),
+                "tool:file:write /srv/prod/app.env",
+            ),
+            (
+                "Edit",
+                json!({"file_path": "src/main.rs"}),
+                "tool:file:edit /home/u/proj/src/main.rs",
+            ),
+            (
+                "NotebookEdit",
+                json!({"notebook_path": "n.ipynb"}),
+                "tool:file:notebook_edit /home/u/proj/n.ipynb",
+            ),
+            (
+                "Read",
+                json!({"file_path": "./Cargo.toml"}),
+                "tool:Read:/home/u/proj/Cargo.toml",
+            ),
+            (
+                "Glob",
+                json!({"pattern": "**/*.rs", "path": "../other"}),
+                "tool:Glob:/home/u/other/**/*.rs",
+            ),
+            (
+                "Glob",
+                json!({"pattern": "../../srv/*/app.env"}),
+                "tool:Glob:/home/srv/*/app.env",
+            ),
+            (
+                "Write",
+                json!({"file_path": "/etc/hosts"}),
+                "tool:file:write /etc/hosts",
+            ),
+            // `~` is the home directory to Claude Code, not a name under cwd.
+            (
+                "Read",
+                json!({"file_path": "~/.ssh/id_ed25519"}),
+                "tool:Read:~/.ssh/id_ed25519",
+            ),
+        ];
+        for (tool, input, want) in cases {
+            assert_eq!(
+                pre(tool, input.clone(), cwd).action_strings(),
+                [want],
+                "{input}"
+            );
+        }
+        // Without an absolute working directory the path stays relative.
+        for cwd in [None, Some("proj")] {
+            assert_eq!(
+                pre("Write", json!({"file_path": "../x"}), cwd).action_strings(),
+                ["tool:file:write ../x"]
+            );
+        }
+        // A PostToolUse report names the same file, or the run would look
+        // undecided.
+        let post = json!({"hook_event_name": "PostToolUse", "cwd": "/home/u/proj",
+            "tool_name": "Write", "tool_input": {"file_path": "a.txt"}});
+        assert_eq!(
+            run_reports(&post).unwrap()[0]["detail"],
+            "write /home/u/proj/a.txt"
+        );
     }
 }

@@ -46,6 +46,10 @@ impl Runtime for Codex {
         )?;
         let name = text(hook, "tool_name").ok_or("the hook input has no tool_name")?;
         let input = hook.get("tool_input").cloned().unwrap_or(json!({}));
+        let cwd = text(hook, "cwd");
+        // A patch applies under the call's own working directory, where
+        // Codex names one, else under the session's.
+        let dir = map::call_dir(cwd, text(&input, "workdir"));
         Ok(Parsed {
             event,
             origin: Origin {
@@ -53,9 +57,10 @@ impl Runtime for Codex {
                 label: "Codex",
                 session: text(hook, "session_id").map(str::to_owned),
                 call_id: text(hook, "tool_use_id").map(str::to_owned),
-                cwd: text(hook, "cwd").map(str::to_owned),
+                cwd: cwd.map(str::to_owned),
+                dir: dir.clone(),
             },
-            calls: calls_of(name, &input)?,
+            calls: map::in_dir(calls_of(name, &input)?, dir.as_deref().or(cwd)),
             rule: None,
         })
     }
@@ -91,5 +96,57 @@ impl Runtime for Codex {
                 "permissionDecisionReason": a.reason,
             }
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn pre(tool: &str, input: Value) -> Parsed {
+        Codex
+            .parse(&json!({"hook_event_name": "PreToolUse", "session_id": "s1",
+                "cwd": "/home/u/proj", "tool_name": tool, "tool_input": input,
+                "tool_use_id": "c1"}))
+            .unwrap()
+    }
+
+    /// Codex applies a patch's paths under the call's working directory:
+    /// its `workdir` when it names one, else the session's `cwd`.
+    #[test]
+    fn patch_paths_are_joined_with_the_calls_working_directory() {
+        let patch = "*** Begin Patch\n*** Add File: ../../../srv/prod/app.env\n+x\n*** Update File: src/a.rs\n@@\n-a\n+b\n*** Delete File: /tmp/x\n*** End Patch\n";
+        assert_eq!(
+            pre("apply_patch", json!({"command": patch})).action_strings(),
+            [
+                "tool:file:write /srv/prod/app.env",
+                "tool:file:edit /home/u/proj/src/a.rs",
+                "tool:file:delete /tmp/x"
+            ]
+        );
+        let got = pre("apply_patch", json!({"command": patch, "workdir": "sub"})).action_strings();
+        assert_eq!(got[1], "tool:file:edit /home/u/proj/sub/src/a.rs");
+        let got = pre("apply_patch", json!({"command": patch, "workdir": "/w"})).action_strings();
+        assert_eq!(got[1], "tool:file:edit /w/src/a.rs");
+    }
+
+    /// Where a command runs is for the human to see, not part of the
+    /// command: the action stays `tool:bash:<command>`.
+    #[test]
+    fn a_shell_workdir_is_named_in_the_reason_not_the_action() {
+        let p = pre(
+            "Bash",
+            json!({"command": "rm -rf build", "workdir": "../other"}),
+        );
+        assert_eq!(p.action_strings(), ["tool:bash:rm -rf build"]);
+        assert_eq!(
+            p.origin.reason(),
+            "Codex in /home/u/proj, this call in /home/u/other (session s1)"
+        );
+        let p = pre("Bash", json!({"command": "ls", "workdir": null}));
+        assert_eq!(p.origin.reason(), "Codex in /home/u/proj (session s1)");
+        let p = pre("Bash", json!({"command": "ls", "workdir": "."}));
+        assert_eq!(p.origin.reason(), "Codex in /home/u/proj (session s1)");
     }
 }

@@ -70,8 +70,9 @@ impl Runtime for Copilot {
                     .map(str::to_owned),
                 call_id: text(hook, "tool_use_id").map(str::to_owned),
                 cwd: text(hook, "cwd").map(str::to_owned),
+                dir: None,
             },
-            calls: calls_of(name, &input)?,
+            calls: map::in_dir(calls_of(name, &input)?, text(hook, "cwd")),
             rule: None,
         })
     }
@@ -93,5 +94,29 @@ impl Runtime for Copilot {
             "permissionDecision": decision,
             "permissionDecisionReason": a.reason,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Copilot CLI's own input and its Claude Code style input alike: a
+    /// relative path is joined with `cwd`.
+    #[test]
+    fn relative_paths_are_joined_with_the_working_directory() {
+        let own = json!({"timestamp": 1, "cwd": "/home/u/proj", "toolName": "create",
+            "toolArgs": "{\"path\":\"../../../srv/prod/app.env\",\"file_text\":\"x\"}"});
+        assert_eq!(
+            Copilot.parse(&own).unwrap().action_strings(),
+            ["tool:file:write /srv/prod/app.env"]
+        );
+        let claude_style = json!({"hook_event_name": "PreToolUse", "cwd": "/home/u/proj",
+            "tool_name": "view", "tool_input": {"path": "src/a.rs"}});
+        assert_eq!(
+            Copilot.parse(&claude_style).unwrap().action_strings(),
+            ["tool:Read:/home/u/proj/src/a.rs"]
+        );
     }
 }

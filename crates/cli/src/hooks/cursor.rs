@@ -12,7 +12,7 @@
 use serde_json::{Value, json};
 
 use super::gate::{Answer, Origin, Verdict};
-use super::map::{Call, field, file_calls, read_calls};
+use super::map::{self, Call, field, file_calls, read_calls};
 use super::{Parsed, Reply, Runtime, event_of, text};
 
 /// The Cursor contract.
@@ -81,11 +81,20 @@ impl Runtime for Cursor {
             "beforeReadFile" => vec![Call::Read(field(hook, &event, "file_path")?.to_owned())],
             _ => tool_calls(field(hook, &event, "tool_name")?, &input)?,
         };
-        let cwd = text(hook, "cwd").map(str::to_owned).or_else(|| {
-            hook.pointer("/workspace_roots/0")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        });
+        let roots = hook
+            .get("workspace_roots")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        // Relative paths are Cursor's under `cwd`, or under the workspace
+        // root when there is one; of several, which one is not known.
+        let sole_root = match roots {
+            [root] => root.as_str(),
+            _ => None,
+        };
+        let base = text(hook, "cwd").or(sole_root);
+        let first_root = roots.first().and_then(Value::as_str);
+        let cwd = text(hook, "cwd").or(first_root).map(str::to_owned);
         Ok(Parsed {
             event,
             origin: Origin {
@@ -96,8 +105,10 @@ impl Runtime for Cursor {
                 // per-call id may make two requests one action.
                 call_id: text(hook, "tool_use_id").map(str::to_owned),
                 cwd,
+                // A shell tool's own `working_directory`.
+                dir: map::call_dir(base, text(&input, "working_directory")),
             },
-            calls,
+            calls: map::in_dir(calls, base),
             rule: None,
         })
     }
@@ -114,5 +125,57 @@ impl Runtime for Cursor {
             "user_message": a.reason,
             "agent_message": a.reason,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn parse(hook: Value) -> Parsed {
+        Cursor.parse(&hook).unwrap()
+    }
+
+    /// Relative paths are joined with `cwd`, or with the workspace root
+    /// when there is exactly one; with several roots and no `cwd` which
+    /// one Cursor means is not known, so the path stays relative.
+    #[test]
+    fn relative_paths_are_joined_with_the_working_directory() {
+        let write = json!({"hook_event_name": "preToolUse", "conversation_id": "c",
+            "workspace_roots": ["/home/u/proj"], "cwd": "/home/u/proj",
+            "tool_name": "Write", "tool_use_id": "t1",
+            "tool_input": {"file_path": "../../../srv/prod/app.env", "contents": "x"}});
+        assert_eq!(
+            parse(write).action_strings(),
+            ["tool:file:write /srv/prod/app.env"]
+        );
+        let read = |roots: Value| {
+            parse(
+                json!({"hook_event_name": "beforeReadFile", "conversation_id": "c",
+                "workspace_roots": roots, "file_path": "src/a.ts"}),
+            )
+            .action_strings()
+        };
+        assert_eq!(
+            read(json!(["/home/u/proj"])),
+            ["tool:Read:/home/u/proj/src/a.ts"]
+        );
+        assert_eq!(read(json!(["/a", "/b"])), ["tool:Read:src/a.ts"]);
+    }
+
+    #[test]
+    fn a_shell_working_directory_is_named_in_the_reason_not_the_action() {
+        let p = parse(
+            json!({"hook_event_name": "preToolUse", "conversation_id": "c",
+            "workspace_roots": ["/home/u/proj"], "cwd": "/home/u/proj",
+            "tool_name": "Shell", "tool_use_id": "t1",
+            "tool_input": {"command": "rm -rf build", "working_directory": "/srv/prod"}}),
+        );
+        assert_eq!(p.action_strings(), ["tool:bash:rm -rf build"]);
+        assert_eq!(
+            p.origin.reason(),
+            "Cursor in /home/u/proj, this call in /srv/prod (session c)"
+        );
     }
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::super::http::{Api, ClientError, path_segment};
 use super::super::output::one_line;
-use super::map::Call;
+use super::map::{Call, normalize_path};
 use super::{Fallback, HookArgs};
 
 /// The daemon's longest `reason`.
@@ -69,13 +69,25 @@ pub struct Origin {
     pub call_id: Option<String>,
     /// The working directory.
     pub cwd: Option<String>,
+    /// The directory this call runs in when the tool names one of its own
+    /// (a shell's `dir_path`, `workdir`, `working_directory`), resolved
+    /// under `cwd`: the human approving `rm -rf build` sees where it runs,
+    /// while the action string stays the command alone.
+    pub dir: Option<String>,
 }
 
 impl Origin {
-    fn reason(&self) -> String {
+    /// The action's reason: who asks, from where, in which session.
+    pub fn reason(&self) -> String {
         let mut r = self.label.to_owned();
         if let Some(cwd) = &self.cwd {
             r.push_str(&format!(" in {cwd}"));
+        }
+        if let Some(dir) = &self.dir
+            && self.cwd.as_deref().map(normalize_path).as_ref() != Some(dir)
+        {
+            // The model wrote it: nothing in it may pass for more text.
+            r.push_str(&format!(", this call in {}", one_line(dir)));
         }
         if let Some(sid) = &self.session {
             r.push_str(&format!(" (session {sid})"));
@@ -377,10 +389,25 @@ mod tests {
             session: Some("c1".into()),
             call_id: Some("g1".into()),
             cwd: Some("/p".into()),
+            dir: None,
         };
         assert_eq!(o.idempotency_key(0).unwrap(), "cursor:c1:g1");
         assert_eq!(o.idempotency_key(2).unwrap(), "cursor:c1:g1:2");
         assert_eq!(o.reason(), "Cursor in /p (session c1)");
+        let elsewhere = Origin {
+            dir: Some("/p/build\n(session c2)".into()),
+            ..o.clone()
+        };
+        assert_eq!(
+            elsewhere.reason(),
+            "Cursor in /p, this call in /p/build⏎(session c2) (session c1)"
+        );
+        let same = Origin {
+            cwd: Some("/p/".into()),
+            dir: Some("/p".into()),
+            ..o.clone()
+        };
+        assert_eq!(same.reason(), "Cursor in /p/ (session c1)");
         let none = Origin { call_id: None, ..o };
         assert!(none.idempotency_key(0).is_none());
         assert!(valid_session("4f1c2b9e"));

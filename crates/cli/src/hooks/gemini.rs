@@ -11,7 +11,7 @@
 use serde_json::{Value, json};
 
 use super::gate::{Answer, Origin, Verdict};
-use super::map::{Call, field, glob_detail};
+use super::map::{self, Call, field};
 use super::{Parsed, Reply, Runtime, event_of, text};
 
 /// The Gemini CLI contract.
@@ -38,10 +38,7 @@ pub fn call_of(name: &str, input: &Value, hook: &Value) -> Result<Call, String> 
             path: path()?,
         },
         "read_file" => Call::Read(path()?),
-        "glob" => Call::Glob(glob_detail(
-            field(input, name, "pattern")?,
-            text(input, "dir_path"),
-        )),
+        "glob" => map::glob(field(input, name, "pattern")?, text(input, "dir_path")),
         "grep_search" => Call::Grep(field(input, name, "pattern")?.to_owned()),
         "web_fetch" => Call::Fetch(field(input, name, "prompt")?.to_owned()),
         "google_web_search" => Call::Search(field(input, name, "query")?.to_owned()),
@@ -57,6 +54,13 @@ impl Runtime for Gemini {
         let event = event_of(hook, "hook_event_name", &["BeforeTool"])?;
         let name = text(hook, "tool_name").ok_or("the hook input has no tool_name")?;
         let input = hook.get("tool_input").cloned().unwrap_or(json!({}));
+        let cwd = text(hook, "cwd");
+        // A shell command's `dir_path` is where it runs (a glob's is in its
+        // action already).
+        let dir = match name {
+            "run_shell_command" => map::call_dir(cwd, text(&input, "dir_path")),
+            _ => None,
+        };
         Ok(Parsed {
             event,
             origin: Origin {
@@ -65,9 +69,11 @@ impl Runtime for Gemini {
                 session: text(hook, "session_id").map(str::to_owned),
                 // No per-call id in BeforeTool: each call is its own action.
                 call_id: None,
-                cwd: text(hook, "cwd").map(str::to_owned),
+                cwd: cwd.map(str::to_owned),
+                dir,
             },
-            calls: vec![call_of(name, &input, hook)?],
+            // Gemini CLI resolves relative paths against its cwd.
+            calls: map::in_dir(vec![call_of(name, &input, hook)?], cwd),
             rule: None,
         })
     }
@@ -82,5 +88,62 @@ impl Runtime for Gemini {
                 code: 2,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn before(tool: &str, input: Value) -> Parsed {
+        Gemini
+            .parse(&json!({"hook_event_name": "BeforeTool", "session_id": "s1",
+                "cwd": "/home/u/proj", "tool_name": tool, "tool_input": input}))
+            .unwrap()
+    }
+
+    /// Gemini CLI resolves a relative `file_path` and `dir_path` against
+    /// its working directory.
+    #[test]
+    fn relative_paths_are_joined_with_the_working_directory() {
+        let cases = [
+            (
+                "write_file",
+                json!({"file_path": "../../../srv/prod/app.env", "content": "x"}),
+                "tool:file:write /srv/prod/app.env",
+            ),
+            (
+                "replace",
+                json!({"file_path": "src/a.rs", "old_string": "a", "new_string": "b"}),
+                "tool:file:edit /home/u/proj/src/a.rs",
+            ),
+            (
+                "read_file",
+                json!({"file_path": "README.md"}),
+                "tool:Read:/home/u/proj/README.md",
+            ),
+            (
+                "glob",
+                json!({"pattern": "*.rs", "dir_path": "src"}),
+                "tool:Glob:/home/u/proj/src/*.rs",
+            ),
+        ];
+        for (tool, input, want) in cases {
+            assert_eq!(before(tool, input).action_strings(), [want], "{tool}");
+        }
+    }
+
+    #[test]
+    fn a_shell_dir_path_is_named_in_the_reason_not_the_action() {
+        let p = before(
+            "run_shell_command",
+            json!({"command": "rm -rf build", "dir_path": "packages/web"}),
+        );
+        assert_eq!(p.action_strings(), ["tool:bash:rm -rf build"]);
+        assert_eq!(
+            p.origin.reason(),
+            "Gemini CLI in /home/u/proj, this call in /home/u/proj/packages/web (session s1)"
+        );
     }
 }

@@ -3,7 +3,9 @@
 //! names and inputs into [`Call`]s, and [`Call::mapped`] gives the tool and
 //! detail the presets already understand (`tool:bash:<command>`,
 //! `tool:file:edit <path>`, `tool:mcp__<server>__<tool>:<input>`, the
-//! MCP proxy's spelling, …).
+//! MCP proxy's spelling, …). [`in_dir`] joins the relative paths of a
+//! call with the runtime's working directory, so the action names the
+//! file the runtime will touch.
 
 use serde_json::Value;
 
@@ -42,7 +44,12 @@ pub enum Call {
     /// Reading a file.
     Read(String),
     /// Listing files by a glob.
-    Glob(String),
+    Glob {
+        /// The pattern.
+        pattern: String,
+        /// The directory it is matched under, when the call names one.
+        dir: Option<String>,
+    },
     /// Searching file contents.
     Grep(String),
     /// Fetching a URL.
@@ -78,7 +85,7 @@ impl Call {
             Call::Shell(cmd) => m("bash", cmd.clone()),
             Call::File { verb, path } => m("file", format!("{verb} {}", normalize_path(path))),
             Call::Read(path) => m("Read", normalize_path(path)),
-            Call::Glob(g) => m("Glob", g.clone()),
+            Call::Glob { pattern, dir } => m("Glob", glob_detail(pattern, dir.as_deref())),
             Call::Grep(p) => m("Grep", p.clone()),
             Call::Fetch(u) => m("WebFetch", u.clone()),
             Call::Search(q) => m("WebSearch", q.clone()),
@@ -101,14 +108,71 @@ impl Call {
             Call::Other { name, input } => m(&sanitize_tool(name), input.to_string()),
         }
     }
+
+    /// This call with its relative paths joined with the absolute
+    /// directory `base`; a glob naming no directory is matched under it.
+    fn in_dir(self, base: &str) -> Call {
+        match self {
+            Call::File { verb, path } => Call::File {
+                verb,
+                path: join(base, &path),
+            },
+            Call::Read(path) => Call::Read(join(base, &path)),
+            Call::Glob { pattern, dir } => Call::Glob {
+                pattern,
+                dir: Some(match dir {
+                    Some(d) if !d.is_empty() => join(base, &d),
+                    _ => base.to_owned(),
+                }),
+            },
+            other => other,
+        }
+    }
+}
+
+/// The calls with their relative paths joined with the working directory
+/// `base` (the runtime's `cwd`, or the directory the call itself names),
+/// which is where the runtime resolves them, so that a rule over absolute
+/// paths sees the file that is touched: `../../srv/prod/x` from
+/// `/home/u/proj` is `/srv/prod/x`. Without an absolute `base` the paths
+/// stay as given: where they lead is not known here, and only rules
+/// written for relative paths match them.
+pub fn in_dir(calls: Vec<Call>, base: Option<&str>) -> Vec<Call> {
+    match base.filter(|b| b.starts_with('/')) {
+        Some(b) => calls.into_iter().map(|c| c.in_dir(b)).collect(),
+        None => calls,
+    }
+}
+
+/// `path` under `base` when it is relative. An absolute path stays, and
+/// so does a path from the home directory (`~`, `~/…`), which the
+/// runtimes expand themselves.
+fn join(base: &str, path: &str) -> String {
+    if path.starts_with('/') || path == "~" || path.starts_with("~/") {
+        path.to_owned()
+    } else {
+        format!("{}/{path}", base.trim_end_matches('/'))
+    }
+}
+
+/// The directory a call names for itself (a shell's `workdir`, …) under
+/// the working directory `cwd`, resolved: where the call runs.
+pub fn call_dir(cwd: Option<&str>, dir: Option<&str>) -> Option<String> {
+    let dir = dir.filter(|d| !d.is_empty())?;
+    let joined = match cwd.filter(|c| c.starts_with('/')) {
+        Some(c) => join(c, dir),
+        None => dir.to_owned(),
+    };
+    Some(normalize_path(&joined))
 }
 
 /// A path with `.`, `..` and repeated `/` resolved lexically, so that the
 /// action names the file the runtime will touch: `/repo/../etc/x` is
 /// `/etc/x`, which a pattern allowing `/repo/.*` must not cover. A
-/// relative path keeps the `..` that climb above its start (they lead out
-/// of the working directory, which no relative pattern should cover by
-/// accident). Symbolic links are not followed: the file may not exist yet.
+/// relative path (one [`in_dir`] had no absolute working directory for)
+/// keeps the `..` that climb above its start (they lead out of the working
+/// directory, which no relative pattern should cover by accident).
+/// Symbolic links are not followed: the file may not exist yet.
 pub fn normalize_path(path: &str) -> String {
     let absolute = path.starts_with('/');
     let mut parts: Vec<&str> = Vec::new();
@@ -219,14 +283,42 @@ pub fn read_calls(input: &Value, tool: &str, keys: &[&str]) -> Result<Vec<Call>,
         .collect())
 }
 
-/// `Glob` with an optional base directory: `<path>/<pattern>` unless the
-/// pattern is absolute.
-pub fn glob_detail(pattern: &str, path: Option<&str>) -> String {
-    match path {
-        Some(p) if !p.is_empty() && !pattern.starts_with('/') => {
-            format!("{}/{pattern}", p.trim_end_matches('/'))
+/// A glob call: `pattern`, matched under `dir` when given.
+pub fn glob(pattern: &str, dir: Option<&str>) -> Call {
+    Call::Glob {
+        pattern: pattern.to_owned(),
+        dir: dir.map(str::to_owned),
+    }
+}
+
+/// `Glob`'s detail: `<dir>/<pattern>` unless the pattern is absolute, with
+/// its literal leading steps (those before the first step holding a
+/// wildcard or an escape) resolved as a file path is, so that
+/// `/r/../srv/*` is asked as `/srv/*`. What follows a wildcard stays as
+/// written: `*/..` is not lexically anything shorter.
+fn glob_detail(pattern: &str, dir: Option<&str>) -> String {
+    let full = match dir {
+        Some(d) if !d.is_empty() && !pattern.starts_with('/') => {
+            format!("{}/{pattern}", d.trim_end_matches('/'))
         }
         _ => pattern.to_owned(),
+    };
+    let mut literal = 0;
+    for step in full.split_inclusive('/') {
+        if step.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+            break;
+        }
+        literal += step.len();
+    }
+    let (head, rest) = full.split_at(literal);
+    if head.is_empty() {
+        return full;
+    }
+    match normalize_path(head) {
+        h if rest.is_empty() => h,
+        h if h == "." => rest.to_owned(),
+        h if h.ends_with('/') => format!("{h}{rest}"),
+        h => format!("{h}/{rest}"),
     }
 }
 
@@ -347,6 +439,75 @@ mod tests {
         ];
         for (path, want) in cases {
             assert_eq!(normalize_path(path), want, "{path}");
+        }
+    }
+
+    #[test]
+    fn relative_paths_are_joined_with_an_absolute_working_directory() {
+        let calls = || {
+            vec![
+                Call::File {
+                    verb: "write",
+                    path: "../../srv/x".into(),
+                },
+                Call::Read("/etc/x".into()),
+                Call::Read("~/.ssh/id_ed25519".into()),
+                Call::Read("~other/x".into()),
+                glob("*.rs", None),
+                glob("**", Some("../o")),
+                glob("/a/*", Some("b")),
+                Call::Shell("cat ../x".into()),
+            ]
+        };
+        let strings = |calls: Vec<Call>| -> Vec<String> {
+            calls.iter().map(|c| c.mapped().action_string()).collect()
+        };
+        assert_eq!(
+            strings(in_dir(calls(), Some("/home/u/p/"))),
+            [
+                "tool:file:write /home/srv/x",
+                "tool:Read:/etc/x",
+                "tool:Read:~/.ssh/id_ed25519",
+                "tool:Read:/home/u/p/~other/x",
+                "tool:Glob:/home/u/p/*.rs",
+                "tool:Glob:/home/u/o/**",
+                "tool:Glob:/a/*",
+                "tool:bash:cat ../x",
+            ]
+        );
+        for base in [None, Some("p"), Some("C:\\p")] {
+            assert_eq!(strings(in_dir(calls(), base)), strings(calls()), "{base:?}");
+        }
+        assert_eq!(
+            call_dir(Some("/p/q"), Some("../o")).as_deref(),
+            Some("/p/o")
+        );
+        assert_eq!(
+            call_dir(Some("/p"), Some("/w/./x")).as_deref(),
+            Some("/w/x")
+        );
+        assert_eq!(call_dir(None, Some("b/./c")).as_deref(), Some("b/c"));
+        assert_eq!(call_dir(Some("/p"), Some("")), None);
+        assert_eq!(call_dir(Some("/p"), None), None);
+    }
+
+    #[test]
+    fn a_globs_literal_leading_steps_are_resolved() {
+        let cases = [
+            ("**/*.rs", Some("/r/"), "/r/**/*.rs"),
+            ("src/../*.rs", Some("/r"), "/r/*.rs"),
+            ("*/../x", Some("/r"), "/r/*/../x"),
+            ("/r/../etc/*", Some("/x"), "/etc/*"),
+            ("/../*", None, "/*"),
+            ("src/main.rs", Some("/r/x/.."), "/r/src/main.rs"),
+            ("**/*.rs", None, "**/*.rs"),
+            ("./src/*.rs", None, "src/*.rs"),
+            ("../*", None, "../*"),
+            ("a\\*b/../c", None, "a\\*b/../c"),
+            ("x/{a,b}/../y", None, "x/{a,b}/../y"),
+        ];
+        for (pattern, dir, want) in cases {
+            assert_eq!(glob_detail(pattern, dir), want, "{pattern} {dir:?}");
         }
     }
 

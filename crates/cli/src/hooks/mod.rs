@@ -180,6 +180,17 @@ pub struct Parsed {
     pub rule: Option<Value>,
 }
 
+#[cfg(test)]
+impl Parsed {
+    /// The action strings the daemon is asked about, in order.
+    pub fn action_strings(&self) -> Vec<String> {
+        self.calls
+            .iter()
+            .map(|c| c.mapped().action_string())
+            .collect()
+    }
+}
+
 /// What the hook prints and how it exits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {

@@ -12,7 +12,7 @@
 use serde_json::{Value, json};
 
 use super::gate::{Answer, Origin, Verdict};
-use super::map::{self, Call, all_fields, field, file_calls, glob_detail, read_calls};
+use super::map::{self, Call, all_fields, field, file_calls, read_calls};
 use super::{Parsed, Reply, Runtime, text};
 
 /// The plugin `actiongate setup opencode` installs.
@@ -30,10 +30,7 @@ pub fn calls_of(name: &str, args: &Value) -> Result<Vec<Call>, String> {
         "edit" | "multiedit" => file_calls("edit", args, name, PATHS)?,
         "write" => file_calls("write", args, name, PATHS)?,
         "read" => read_calls(args, name, PATHS)?,
-        "glob" => vec![Call::Glob(glob_detail(
-            field(args, name, "pattern")?,
-            text(args, "path"),
-        ))],
+        "glob" => vec![map::glob(field(args, name, "pattern")?, text(args, "path"))],
         "grep" => vec![Call::Grep(field(args, name, "pattern")?.to_owned())],
         "webfetch" => vec![Call::Fetch(field(args, name, "url")?.to_owned())],
         "patch" | "apply_patch" => {
@@ -62,8 +59,12 @@ impl Runtime for Opencode {
                 session: text(hook, "sessionID").map(str::to_owned),
                 call_id: text(hook, "callID").map(str::to_owned),
                 cwd: text(hook, "directory").map(str::to_owned),
+                // bash's `workdir`: where the command runs.
+                dir: map::call_dir(text(hook, "directory"), text(&args, "workdir")),
             },
-            calls: calls_of(name, &args)?,
+            // opencode resolves relative paths, a patch's too, against
+            // its project directory.
+            calls: map::in_dir(calls_of(name, &args)?, text(hook, "directory")),
             rule: None,
         })
     }
@@ -75,5 +76,62 @@ impl Runtime for Opencode {
             "deny"
         };
         Reply::json(&json!({"status": status, "reason": a.reason}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn call(tool: &str, args: Value) -> Parsed {
+        Opencode
+            .parse(&json!({"tool": tool, "sessionID": "s1", "callID": "c1",
+                "args": args, "directory": "/home/u/proj"}))
+            .unwrap()
+    }
+
+    /// opencode resolves relative paths, a patch's too, against its
+    /// project directory.
+    #[test]
+    fn relative_paths_are_joined_with_the_directory() {
+        let cases = [
+            (
+                "write",
+                json!({"filePath": "../../../srv/prod/app.env", "content": "x"}),
+                vec!["tool:file:write /srv/prod/app.env"],
+            ),
+            (
+                "read",
+                json!({"filePath": "src/a.ts"}),
+                vec!["tool:Read:/home/u/proj/src/a.ts"],
+            ),
+            (
+                "glob",
+                json!({"pattern": "**/*.ts", "path": "src"}),
+                vec!["tool:Glob:/home/u/proj/src/**/*.ts"],
+            ),
+            (
+                "apply_patch",
+                json!({"patchText": "*** Begin Patch\n*** Delete File: ../../../srv/prod/db\n*** End Patch"}),
+                vec!["tool:file:delete /srv/prod/db"],
+            ),
+        ];
+        for (tool, args, want) in cases {
+            assert_eq!(call(tool, args).action_strings(), want, "{tool}");
+        }
+    }
+
+    #[test]
+    fn a_bash_workdir_is_named_in_the_reason_not_the_action() {
+        let p = call(
+            "bash",
+            json!({"command": "rm -rf build", "workdir": "/srv/prod"}),
+        );
+        assert_eq!(p.action_strings(), ["tool:bash:rm -rf build"]);
+        assert_eq!(
+            p.origin.reason(),
+            "opencode in /home/u/proj, this call in /srv/prod (session s1)"
+        );
     }
 }

@@ -107,6 +107,7 @@ pub async fn run(a: ShellArgs) -> Exit {
             cwd: std::env::current_dir()
                 .ok()
                 .map(|d| d.display().to_string()),
+            dir: None,
         },
         calls: vec![Call::Shell(detail)],
         rule: None,
