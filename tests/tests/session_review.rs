@@ -349,7 +349,8 @@ async fn a_plan_of_a_session_that_ended_is_not_approved_into_grants_it_would_voi
     )
     .await;
     assert_eq!(s, 200, "{p}");
-    assert_eq!(p["status"], "pending", "{p}");
+    // And it expired with its session: it waits for nobody any more.
+    assert_eq!(p["status"], "expired", "{p}");
     d.stop();
 }
 
