@@ -5,6 +5,8 @@
 use crate::common;
 #[path = "connectors/discord.rs"]
 mod discord;
+#[path = "connectors/edge_review.rs"]
+mod edge_review;
 #[path = "connectors/fake.rs"]
 mod fake;
 #[path = "connectors/gateway_fake.rs"]
