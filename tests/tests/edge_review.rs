@@ -195,3 +195,79 @@ async fn an_upstream_listing_without_end_or_answer_is_cut_off() {
     }
     d.stop();
 }
+
+/// A handler registration for `id` at `url`, attempts cut at `timeout`.
+fn handler(id: &str, url: &str, timeout: &str) -> Value {
+    json!({
+        "id": id, "name": id, "url": url, "timeout": timeout,
+        "permissions": [{"name": "use", "parameters_schema": {"type": "object"}}],
+        "actions": [{"name": "go", "permission": "use", "params_schema": {"type": "object"}}],
+    })
+}
+
+/// An executor that answers every delivery slowly (headers, then nothing
+/// until the attempt's timeout) holds its own handler's room in flight;
+/// it must not hold back every other handler's deliveries. With more of
+/// its actions waiting than one dispatch pass looks at, another handler's
+/// action was never looked at until the slow one's backlog drained.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_executor_does_not_stall_dispatch_to_other_executors() {
+    use crate::common::raw_http::{After, RawServer, answer};
+    let slow = RawServer::start(|_, _| {
+        let head = b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n".to_vec();
+        (head, After::Stall(Duration::from_secs(120)))
+    })
+    .await;
+    let fast = RawServer::start(|_, _| {
+        let ok = answer("200 OK", &[("content-type", "application/json")], "{}");
+        (ok, After::Close)
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("ACTIONGATE_DISPATCH__PER_HANDLER_MAX_IN_FLIGHT", "2")];
+    let d = Daemon::start(dir.path(), &env);
+    let http = client();
+    let admin = d.admin_key();
+    for (id, base) in [("slow", &slow.base), ("fast", &fast.base)] {
+        let (s, h) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/handlers", d.base),
+            &admin,
+            Some(handler(id, &format!("{base}/run"), "60s")),
+        )
+        .await;
+        assert_eq!(s, 201, "{h}");
+    }
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    // More of the slow handler's actions than a pass looks at (256).
+    for _ in 0..300 {
+        let (s, a) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/actions", d.base),
+            &agent,
+            Some(json!({"handler": "slow", "action": "go", "params": {}})),
+        )
+        .await;
+        assert_eq!(s, 201, "{a}");
+    }
+    let started = std::time::Instant::now();
+    let (s, a) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/actions?wait=15", d.base),
+        &agent,
+        Some(json!({"handler": "fast", "action": "go", "params": {}})),
+    )
+    .await;
+    assert_eq!(s, 201, "{a}");
+    assert_eq!(
+        a["status"],
+        "completed",
+        "after {:?}: {a}",
+        started.elapsed()
+    );
+    d.stop();
+}
