@@ -50,10 +50,10 @@ for line in sys.stdin:
 
 /// The proxy, started in front of the upstream with `tools`, and its
 /// client side.
-struct Proxy {
+pub(crate) struct Proxy {
     child: Child,
     stdin: ChildStdin,
-    stdout: Lines<BufReader<ChildStdout>>,
+    pub(crate) stdout: Lines<BufReader<ChildStdout>>,
     next_id: i64,
 }
 
@@ -63,7 +63,7 @@ impl Proxy {
     }
 
     /// The proxy with `flags`, in front of the upstream server `source`.
-    async fn start_with(
+    pub(crate) async fn start_with(
         dir: &std::path::Path,
         base: &str,
         key: &str,
@@ -109,7 +109,7 @@ impl Proxy {
         p
     }
 
-    async fn send(&mut self, msg: Value) {
+    pub(crate) async fn send(&mut self, msg: Value) {
         let mut line = msg.to_string();
         line.push('\n');
         self.stdin.write_all(line.as_bytes()).await.unwrap();
@@ -117,7 +117,7 @@ impl Proxy {
     }
 
     /// Sends a request and reads until its answer (skipping notifications).
-    async fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
@@ -140,7 +140,7 @@ impl Proxy {
         .expect("an answer within 30 s")
     }
 
-    async fn call(&mut self, tool: &str) -> Value {
+    pub(crate) async fn call(&mut self, tool: &str) -> Value {
         let answer = self
             .request(
                 "tools/call",
@@ -150,14 +150,14 @@ impl Proxy {
         answer["result"].clone()
     }
 
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         drop(self.stdin);
         let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
         let _ = self.child.kill().await;
     }
 }
 
-fn text_of(result: &Value) -> String {
+pub(crate) fn text_of(result: &Value) -> String {
     result["content"][0]["text"]
         .as_str()
         .unwrap_or("")

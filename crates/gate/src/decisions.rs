@@ -99,7 +99,7 @@ impl Gate {
         // A chat is the channel of its own identities only: a key naming
         // one would put in the record (and a receipt) a chat it never
         // came through.
-        let chat = !matches!(channel, "api" | "page" | "cli" | "mcp");
+        let chat = crate::quorum::is_chat(channel);
         if chat && crate::quorum::channel_of(caller) != channel {
             return Err(GateError::invalid(
                 "channel",

@@ -28,8 +28,11 @@ const MAX_IDLE: Duration = Duration::from_secs(60);
 /// wakes only them, so a lease that lapses when one of them dies, or a
 /// retry it scheduled, is found here by looking.
 const MAX_IDLE_SHARED: Duration = Duration::from_secs(1);
-/// How many due actions one pass looks at.
+/// How many due actions one pass looks at in a round.
 const BATCH: i64 = 256;
+/// Most rounds of a pass: each looks past the handlers the previous
+/// rounds found full.
+const MAX_ROUNDS: usize = 8;
 
 /// How approved handler actions reach their executors, typed.
 #[derive(Debug, Clone)]
@@ -309,24 +312,43 @@ async fn wake_on_event(events: &mut broadcast::Receiver<Arc<actiongate_store::Ev
 /// Claims what is due and within limits; `true` when limits held some back.
 async fn pass(gate: &Gate) -> anyhow::Result<bool> {
     let d = gate.dispatcher();
-    let due = gate.store().due_for_dispatch(Utc::now(), BATCH).await?;
     let mut blocked = false;
     // Claimed together by lease: each action is leased for its own
     // handler's timeout, not the longest of the batch.
     let mut by_lease: std::collections::BTreeMap<chrono::Duration, Vec<String>> =
         std::collections::BTreeMap::new();
     let mut slots = HashMap::new();
-    for (id, handler) in due {
-        let Some(slot) = d.try_acquire(&handler) else {
-            blocked = true;
-            continue;
-        };
-        let timeout = match gate.handler(&handler).await {
-            Ok(h) => h.record.timeout_ms,
-            Err(_) => None,
-        };
-        slots.insert(id.clone(), slot);
-        by_lease.entry(d.lease(timeout)).or_default().push(id);
+    // Handlers whose room in flight is full: a batch full of one slow
+    // executor's backlog is looked past, so another handler's due actions
+    // are found (else they waited for that backlog to drain).
+    let mut full: Vec<String> = Vec::new();
+    for _ in 0..MAX_ROUNDS {
+        let due = gate
+            .store()
+            .due_for_dispatch(Utc::now(), BATCH, full.clone())
+            .await?;
+        let whole_batch = due.len() as i64 == BATCH;
+        let mut newly_full = false;
+        for (id, handler) in due {
+            if slots.contains_key(&id) || full.contains(&handler) {
+                continue;
+            }
+            let Some(slot) = d.try_acquire(&handler) else {
+                blocked = true;
+                full.push(handler);
+                newly_full = true;
+                continue;
+            };
+            let timeout = match gate.handler(&handler).await {
+                Ok(h) => h.record.timeout_ms,
+                Err(_) => None,
+            };
+            slots.insert(id.clone(), slot);
+            by_lease.entry(d.lease(timeout)).or_default().push(id);
+        }
+        if !(whole_batch && newly_full) {
+            break;
+        }
     }
     for (lease, ids) in by_lease {
         let claimed = gate.store().claim(ids, Utc::now() + lease).await?;

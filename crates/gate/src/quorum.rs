@@ -29,6 +29,12 @@ pub fn channel_of(caller: &Caller) -> &'static str {
         .unwrap_or(if via == "local" { "cli" } else { "api" })
 }
 
+/// Whether `channel` is a chat, whose cards show an action as its agent
+/// asked it.
+pub fn is_chat(channel: &str) -> bool {
+    CHANNELS.contains(&channel) && !matches!(channel, "api" | "page" | "cli" | "mcp")
+}
+
 /// What an approver changes before approving.
 #[derive(Debug, Clone, Default)]
 pub struct EditRequest {
@@ -157,7 +163,11 @@ impl Gate {
         } else {
             None
         };
+        // A chat card shows the action as asked, never an edit: what is
+        // approved from one must still be that.
+        let as_asked = approve && edit.is_none() && is_chat(channel);
         let decision = TeamDecision {
+            as_asked,
             approve,
             entry: ApprovalEntry {
                 who: d.who,

@@ -37,11 +37,14 @@ fn lists(allow: &[&str], ask: &[&str]) -> CustomProfile {
 /// Every preset's `taints`: reading what a stranger wrote (web pages,
 /// search results, MCP tools of other servers: `tool:mcp__<server>__<tool>`,
 /// or `tool:mcp:<server>__<tool> …` where a hook met a name that is not
-/// plain as a tool name).
+/// plain as a tool name; and the resources and prompts the MCP proxy
+/// relays, `tool:mcp-resource:…` and `tool:mcp-prompt:…`, text the upstream
+/// server wrote as much as a tool's result).
 const TAINTS: &[&str] = &[
     "tool:(WebFetch|WebSearch):(?s).*",
     "tool:mcp__(?s).*",
     "tool:mcp:(?s).*",
+    "tool:mcp-(resource|prompt):(?s).*",
 ];
 
 /// Every preset's `guarded`: ways out (network writes and transfers,
@@ -195,6 +198,23 @@ mod tests {
                 &ProfileSpec::Preset((*name).into())
             );
         }
+    }
+
+    /// What the MCP proxy relays from an upstream server (a tool's
+    /// result, a resource, a prompt) is a stranger's text; accepting a
+    /// pinned definition is not a read.
+    #[test]
+    fn what_the_mcp_proxy_relays_taints() {
+        let p = get_preset("open").unwrap();
+        for read in [
+            "tool:mcp__fs__read_file:{}",
+            "tool:mcp-resource:fs note://1",
+            "tool:mcp-prompt:fs greet {}",
+        ] {
+            assert!(p.taints(read), "{read}");
+        }
+        assert!(!p.taints("tool:mcp-pin:fs/t sha256:00"));
+        assert!(p.guarded("tool:mcp__fs__send_email:{}"));
     }
 
     #[test]

@@ -7,6 +7,8 @@ use crate::common;
 mod catch_up;
 #[path = "connectors/discord.rs"]
 mod discord;
+#[path = "connectors/edge_review.rs"]
+mod edge_review;
 #[path = "connectors/fake.rs"]
 mod fake;
 #[path = "connectors/gateway_fake.rs"]

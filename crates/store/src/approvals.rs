@@ -47,6 +47,10 @@ pub struct TeamDecision {
     pub note: Option<String>,
     /// An edit, with the first approval only.
     pub edit: Option<Edit>,
+    /// The decider saw the action as the agent asked it (a chat card shows
+    /// nothing else): an approval is refused once someone edited it, so
+    /// it never approves a version its decider did not see.
+    pub as_asked: bool,
 }
 
 /// What a team decision did.
@@ -117,6 +121,19 @@ pub(crate) fn plan(
         return Err(StoreError::Conflict(format!(
             "{} has already approved this action; it needs approvals from {} distinct people",
             d.entry.who, required
+        )));
+    }
+    if d.as_asked && team.edited {
+        let what = match &team.approved_detail {
+            Some(detail) => format!("it would run `{detail}`"),
+            None => "its params were changed".to_owned(),
+        };
+        return Err(StoreError::Conflict(format!(
+            "{} edited this action before approving ({what}), which is not what this message \
+             shows: approve it on the web page or with the CLI, where the edit is shown, or deny it",
+            team.approvals
+                .first()
+                .map_or("an approver", |a| a.who.as_str())
         )));
     }
     if let Some(edit) = &d.edit {

@@ -147,7 +147,9 @@ contract! {
     /// statistics SQLite picks `actions_status` (or `actions_handler`) and
     /// walks every approved action, decision-only ones included, so each
     /// pass grew with the history (76,000 rows after a minute of load).
-    pub async fn due_for_dispatch(&self, at: DateTime<Utc>, limit: i64) -> Result<Vec<(String, String)>, StoreError>;
+    /// Actions of the handlers in `skip` (whose room in flight is full) are
+    /// left out, so that one handler's backlog does not fill every batch.
+    pub async fn due_for_dispatch(&self, at: DateTime<Utc>, limit: i64, skip: Vec<String>) -> Result<Vec<(String, String)>, StoreError>;
     /// Moves each still-approved action to `running` for its next attempt,
     /// leased until `lease_until`; the ones another claimer won are left out.
     pub async fn claim(&self, ids: Vec<String>, lease_until: DateTime<Utc>) -> Result<Vec<Claimed>, StoreError>;

@@ -167,17 +167,22 @@ impl SqliteStore {
     /// statistics SQLite picks `actions_status` (or `actions_handler`) and
     /// walks every approved action, decision-only ones included, so each
     /// pass grew with the history (76,000 rows after a minute of load).
+    /// Actions of the handlers in `skip` are left out.
     pub async fn due_for_dispatch(
         &self,
         at: DateTime<Utc>,
         limit: i64,
+        skip: Vec<String>,
     ) -> Result<Vec<(String, String)>, StoreError> {
         Ok(sqlx::query_as(
             "SELECT id, handler FROM actions INDEXED BY actions_dispatch_due \
              WHERE status = 'approved' AND handler IS NOT NULL \
-             AND (next_attempt_at IS NULL OR next_attempt_at <= ?) ORDER BY COALESCE(next_attempt_at, 0), id LIMIT ?",
+             AND (next_attempt_at IS NULL OR next_attempt_at <= ?) \
+             AND handler NOT IN (SELECT value FROM json_each(?)) \
+             ORDER BY COALESCE(next_attempt_at, 0), id LIMIT ?",
         )
         .bind(to_ms(at))
+        .bind(serde_json::to_string(&skip)?)
         .bind(limit)
         .fetch_all(&self.read)
         .await?)

@@ -103,6 +103,9 @@ impl ApproveFirst {
             required: 1,
             note: self.note.clone(),
             edit: None,
+            // The grant is made for the request as asked: never for an
+            // action someone edited.
+            as_asked: true,
         }
     }
 }

@@ -35,6 +35,7 @@ fn approval(who: &str, required: u32) -> TeamDecision {
         required,
         note: None,
         edit: None,
+        as_asked: false,
     }
 }
 
@@ -105,6 +106,18 @@ async fn a_quorum_settles_on_the_last_approval_and_refuses_a_repeat(kind: Kind) 
         store.team_decide(&b.id, late).await,
         Err(StoreError::Conflict(_))
     ));
+    // An approval of the action as asked (a chat card) does not count
+    // toward the edited one, nor change it.
+    let mut stale = approval("cat", 3);
+    stale.as_asked = true;
+    assert!(matches!(
+        store.team_decide(&b.id, stale).await,
+        Err(StoreError::Conflict(m)) if m.contains("edited")
+    ));
+    assert_eq!(
+        store.get_action(&b.id).await.unwrap().team.approvals.len(),
+        1
+    );
     // A later approver reckoning fewer does not lower what the first
     // approval needed.
     let fewer = store.team_decide(&b.id, approval("bob", 1)).await.unwrap();

@@ -68,12 +68,37 @@ async fn due_actions_are_claimed_once_oldest_first(kind: Kind) {
     for n in 0..3 {
         ids.push(store.insert_action(approved("a", n)).await.unwrap().0.id);
     }
-    let due = store.due_for_dispatch(Utc::now(), 10).await.unwrap();
+    let due = store
+        .due_for_dispatch(Utc::now(), 10, Vec::new())
+        .await
+        .unwrap();
     let want: Vec<(String, String)> = ids.iter().map(|i| (i.clone(), "files".into())).collect();
     assert_eq!(due, want);
     assert_eq!(
-        store.due_for_dispatch(Utc::now(), 2).await.unwrap().len(),
+        store
+            .due_for_dispatch(Utc::now(), 2, Vec::new())
+            .await
+            .unwrap()
+            .len(),
         2
+    );
+    // A handler whose room is full is left out of the batch.
+    let skip = vec!["files".to_owned()];
+    assert!(
+        store
+            .due_for_dispatch(Utc::now(), 10, skip)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let other = vec!["mail".to_owned()];
+    assert_eq!(
+        store
+            .due_for_dispatch(Utc::now(), 10, other)
+            .await
+            .unwrap()
+            .len(),
+        3
     );
 
     let mut events = store.subscribe();
@@ -95,7 +120,7 @@ async fn due_actions_are_claimed_once_oldest_first(kind: Kind) {
     assert!(store.claim(ids.clone(), lease).await.unwrap().is_empty());
     assert!(
         store
-            .due_for_dispatch(Utc::now(), 10)
+            .due_for_dispatch(Utc::now(), 10, Vec::new())
             .await
             .unwrap()
             .is_empty()
@@ -131,12 +156,19 @@ async fn a_retry_comes_due_at_its_time_and_fences_the_attempt_before_it(kind: Ki
     assert_eq!(retried.attempts[0].status_code, Some(503));
     assert!(
         store
-            .due_for_dispatch(Utc::now(), 10)
+            .due_for_dispatch(Utc::now(), 10, Vec::new())
             .await
             .unwrap()
             .is_empty()
     );
-    assert_eq!(store.due_for_dispatch(later, 10).await.unwrap().len(), 1);
+    assert_eq!(
+        store
+            .due_for_dispatch(later, 10, Vec::new())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     let next = store.next_dispatch_times().await.unwrap();
     assert_eq!(
         next.retry.map(|t| t.timestamp_millis()),

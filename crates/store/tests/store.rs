@@ -459,7 +459,7 @@ async fn an_allowed_handler_action_can_be_stored_claimed_and_settled_once(kind: 
     // Claimed for attempt 1: nothing is due for the dispatch loop.
     assert!(
         store
-            .due_for_dispatch(Utc::now(), 10)
+            .due_for_dispatch(Utc::now(), 10, Vec::new())
             .await
             .unwrap()
             .is_empty()
@@ -570,7 +570,7 @@ async fn claim_next_takes_the_oldest_due_action_of_the_handler_once(kind: Kind) 
     assert!(rest.is_none());
     assert!(
         store
-            .due_for_dispatch(Utc::now(), 10)
+            .due_for_dispatch(Utc::now(), 10, Vec::new())
             .await
             .unwrap()
             .is_empty()

@@ -66,6 +66,11 @@ pub struct ProxyArgs {
     #[arg(long, env = "ACTIONGATE_MCP_UPSTREAM_TIMEOUT", default_value_t = 600,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub upstream_timeout: u64,
+    /// The session the proxy's actions belong to (what the upstream server
+    /// answers taints it, so a way out after it asks: docs/sessions.md);
+    /// default: a session of this run's own.
+    #[arg(long, env = "ACTIONGATE_MCP_SESSION", value_parser = parse_session)]
+    pub session: Option<String>,
     /// The upstream stdio MCP server and its arguments (after `--`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -86,6 +91,24 @@ fn parse_name(s: &str) -> Result<String, String> {
     } else {
         Err("1-64 of A-Z a-z 0-9 _ -, without __ and not ending in _".to_owned())
     }
+}
+
+fn parse_session(s: &str) -> Result<String, String> {
+    if crate::hooks::gate::valid_session(s) {
+        Ok(s.to_owned())
+    } else {
+        Err("1-200 characters, no control characters or surrounding white space".to_owned())
+    }
+}
+
+/// A session of this run's own: each start of the proxy serves one
+/// client, whose calls it gates in one session.
+fn own_session(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("mcp-proxy-{name}-{nanos:x}-{}", std::process::id())
 }
 
 fn parse_header(s: &str) -> Result<(HeaderName, HeaderValue), String> {
@@ -171,6 +194,10 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
         progress_every: Duration::from_secs(args.progress_seconds),
         progress,
         upstream_timeout: Duration::from_secs(args.upstream_timeout),
+        session: args
+            .session
+            .clone()
+            .unwrap_or_else(|| own_session(&args.name)),
     };
     let running = server
         .serve(rmcp::transport::stdio())

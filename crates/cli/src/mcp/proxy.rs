@@ -130,8 +130,13 @@ pub struct Proxy {
     pub progress_every: Duration,
     /// Tokens of forwarded calls (see [`Upstream::on_progress`]).
     pub progress: ProgressTokens,
-    /// Longest a forwarded call waits for the upstream's answer.
+    /// Longest the upstream may take to answer anything the proxy asks
+    /// it (a forwarded call, a listing, a read).
     pub upstream_timeout: Duration,
+    /// The session every gated action belongs to: what the upstream
+    /// answers is untrusted input, so an allowed call taints it
+    /// (`docs/sessions.md`), and a way out after it is asked.
+    pub session: String,
 }
 
 fn error_result(text: impl Into<String>) -> CallToolResult {
@@ -333,6 +338,7 @@ impl Proxy {
         let body = json!({
             "tool": tool,
             "detail": detail,
+            "session": self.session,
             "reason": format!("MCP server '{}' (actiongate mcp proxy)", self.name),
         });
         let (mut action, _) = self.api.create_action(&body, Duration::ZERO).await?;
@@ -439,6 +445,62 @@ impl Proxy {
     }
 }
 
+impl Proxy {
+    /// `request` to the upstream, answered within `--upstream-timeout`.
+    async fn within<T>(
+        &self,
+        request: impl std::future::Future<Output = Result<T, rmcp::ServiceError>>,
+    ) -> Result<T, rmcp::ServiceError> {
+        tokio::time::timeout(self.upstream_timeout, request)
+            .await
+            .unwrap_or(Err(rmcp::ServiceError::Timeout {
+                timeout: self.upstream_timeout,
+            }))
+    }
+
+    /// The upstream's tools, every page of them, within
+    /// `--upstream-timeout` and at most [`MAX_TOOL_PAGES`] pages and
+    /// [`MAX_TOOLS`] tools: an upstream that lists without end, or stops
+    /// answering, fails the listing rather than hold every call (each is
+    /// checked against the list) and grow the proxy's memory for ever.
+    async fn upstream_tools(&self) -> Result<Vec<Tool>, rmcp::ServiceError> {
+        let pages = async {
+            let mut tools = Vec::new();
+            let mut params = None;
+            for _ in 0..MAX_TOOL_PAGES {
+                let page = self.upstream.list_tools(params).await?;
+                tools.extend(page.tools);
+                if tools.len() > MAX_TOOLS {
+                    return Err(too_many(format!("more than {MAX_TOOLS} tools")));
+                }
+                match page.next_cursor {
+                    Some(c) => {
+                        params = Some(PaginatedRequestParams::default().with_cursor(Some(c)))
+                    }
+                    None => return Ok(tools),
+                }
+            }
+            Err(too_many(format!(
+                "more than {MAX_TOOL_PAGES} pages of tools"
+            )))
+        };
+        self.within(pages).await
+    }
+}
+
+/// Most pages of tools one listing reads.
+const MAX_TOOL_PAGES: usize = 100;
+/// Most tools one listing keeps.
+const MAX_TOOLS: usize = 10_000;
+
+/// The error of a listing cut off at a bound.
+fn too_many(what: String) -> rmcp::ServiceError {
+    rmcp::ServiceError::McpError(rmcp::ErrorData::internal_error(
+        format!("the upstream server listed {what}: the proxy stops there"),
+        None,
+    ))
+}
+
 impl ServerHandler for Proxy {
     fn get_info(&self) -> ServerConfig {
         let upstream = self.upstream.peer_info();
@@ -471,7 +533,7 @@ impl ServerHandler for Proxy {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, rmcp::ErrorData> {
         self.remember_peer(&ctx.peer);
-        let tools = self.upstream.list_all_tools().await.map_err(internal)?;
+        let tools = self.upstream_tools().await.map_err(internal)?;
         let visible = self.accepted(tools).await.map_err(internal)?;
         Ok(ListToolsResult::with_all_items(visible))
     }
@@ -483,9 +545,9 @@ impl ServerHandler for Proxy {
     ) -> Result<CallToolResponse, rmcp::ErrorData> {
         self.remember_peer(&ctx.peer);
         let name = request.name.to_string();
-        let tools = match self.upstream.list_all_tools().await {
+        let tools = match self.upstream_tools().await {
             Ok(t) => t,
-            Err(e) => return Ok(error_result(format!("the upstream server failed: {e}")).into()),
+            Err(e) => return Ok(upstream_failed(e).into()),
         };
         let visible = match self.accepted(tools).await {
             Ok(v) => v,
@@ -543,11 +605,8 @@ impl ServerHandler for Proxy {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, rmcp::ErrorData> {
         self.remember_peer(&ctx.peer);
-        let mut r = self
-            .upstream
-            .list_resources(request.map(without_meta))
-            .await
-            .map_err(internal)?;
+        let r = self.upstream.list_resources(request.map(without_meta));
+        let mut r = self.within(r).await.map_err(internal)?;
         r.result_type.get_or_insert(ResultType::COMPLETE);
         Ok(r)
     }
@@ -558,11 +617,10 @@ impl ServerHandler for Proxy {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, rmcp::ErrorData> {
         self.remember_peer(&ctx.peer);
-        let mut r = self
+        let r = self
             .upstream
-            .list_resource_templates(request.map(without_meta))
-            .await
-            .map_err(internal)?;
+            .list_resource_templates(request.map(without_meta));
+        let mut r = self.within(r).await.map_err(internal)?;
         r.result_type.get_or_insert(ResultType::COMPLETE);
         Ok(r)
     }
@@ -579,11 +637,8 @@ impl ServerHandler for Proxy {
         self.gate_use(RESOURCE_TOOL, request.uri.clone(), &ctx)
             .await?;
         request.meta = None;
-        let mut r = self
-            .upstream
-            .read_resource_once(request)
-            .await
-            .map_err(internal)?;
+        let r = self.upstream.read_resource_once(request);
+        let mut r = self.within(r).await.map_err(internal)?;
         if let ReadResourceResponse::Complete(c) = &mut r {
             c.result_type.get_or_insert(ResultType::COMPLETE);
         }
@@ -596,11 +651,8 @@ impl ServerHandler for Proxy {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, rmcp::ErrorData> {
         self.remember_peer(&ctx.peer);
-        let mut r = self
-            .upstream
-            .list_prompts(request.map(without_meta))
-            .await
-            .map_err(internal)?;
+        let r = self.upstream.list_prompts(request.map(without_meta));
+        let mut r = self.within(r).await.map_err(internal)?;
         r.result_type.get_or_insert(ResultType::COMPLETE);
         Ok(r)
     }
@@ -616,11 +668,8 @@ impl ServerHandler for Proxy {
         self.gate_use(PROMPT_TOOL, format!("{} {args}", request.name), &ctx)
             .await?;
         request.meta = None;
-        let mut r = self
-            .upstream
-            .get_prompt_once(request)
-            .await
-            .map_err(internal)?;
+        let r = self.upstream.get_prompt_once(request);
+        let mut r = self.within(r).await.map_err(internal)?;
         if let GetPromptResponse::Complete(c) = &mut r {
             c.result_type.get_or_insert(ResultType::COMPLETE);
         }

@@ -23,7 +23,7 @@ async fn person(app: &TestApp, name: &str, slack: &str) {
     assert!(status.is_success(), "{p}");
 }
 
-async fn tap(app: &TestApp, user: &str, id: &str, ts: &str) {
+pub(super) async fn tap(app: &TestApp, user: &str, id: &str, ts: &str) {
     let now = chrono::Utc::now().timestamp();
     let body = click(user, &format!("a:{id}"), ts);
     assert_eq!(
@@ -33,7 +33,7 @@ async fn tap(app: &TestApp, user: &str, id: &str, ts: &str) {
 }
 
 /// The ephemeral notices Slack was asked to show `user`.
-fn notices_to(calls: &[super::fake::Call], user: &str) -> Vec<String> {
+pub(super) fn notices_to(calls: &[super::fake::Call], user: &str) -> Vec<String> {
     calls
         .iter()
         .filter(|c| c.body["user"] == user)

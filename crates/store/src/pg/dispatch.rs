@@ -156,14 +156,17 @@ impl Postgres {
         &self,
         at: DateTime<Utc>,
         limit: i64,
+        skip: Vec<String>,
     ) -> Result<Vec<(String, String)>, StoreError> {
         Ok(sqlx::query_as(
             "SELECT id, handler FROM actions WHERE status = 'approved' AND handler IS NOT NULL \
              AND (next_attempt_at IS NULL OR next_attempt_at <= $1) \
+             AND NOT (handler = ANY($3)) \
              ORDER BY COALESCE(next_attempt_at, 0), id LIMIT $2",
         )
         .bind(to_ms(at))
         .bind(limit)
+        .bind(skip)
         .fetch_all(&self.pool)
         .await?)
     }

@@ -1,0 +1,73 @@
+//! From an adversarial review of deciding in chat (`docs/teams.md`,
+//! `docs/connectors.md`) as a chat account: a card shows the action as the
+//! agent asked it, so its Approve approves only that, never a version an
+//! approver elsewhere edited after the card was posted.
+
+use reqwest::Method;
+use serde_json::json;
+
+use super::common::TestApp;
+use super::fake::Fake;
+use super::slack::SECRET;
+use super::teams::{notices_to, tap};
+use super::{action, pending};
+
+/// Ann edits `make deploy` into `make publish` with the first of two
+/// approvals (on the page, through the API); Bea then taps Approve on the
+/// Slack card, which still reads `make deploy`. Her tap must not complete
+/// the quorum on `make publish`, which she never saw: nothing changes,
+/// and she is told to decide where the edit is shown.
+#[tokio::test]
+async fn a_chat_approval_of_the_card_as_asked_does_not_approve_a_later_edit() {
+    let fake = Fake::start().await;
+    let base = fake.base.clone();
+    let app = TestApp::spawn_with(move |s| {
+        let c = &mut s.connectors.slack;
+        c.token = "xoxb-test".into();
+        c.channel = "C1".into();
+        c.signing_secret = SECRET.into();
+        c.approvers = vec!["U2".into()];
+        c.api_base = format!("{base}/api");
+    })
+    .await;
+    app.profile(
+        "agent-1",
+        json!({"allow": [], "ask": ["(?s).*"], "approvals": [
+            {"pattern": "tool:bash:make .*", "count": 2}
+        ]}),
+    )
+    .await;
+    let id = pending(&app, "make deploy").await;
+    fake.wait_for("/chat.postMessage", "the card", |c| {
+        c.iter().any(|c| c.body.to_string().contains(&id))
+    })
+    .await;
+
+    let op = app.operator.clone();
+    let (status, a) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/approve"),
+            Some(&op),
+            Some(json!({"detail": "make publish"})),
+        )
+        .await;
+    assert!(status.is_success(), "{a}");
+    assert_eq!(a["status"], "pending", "{a}");
+
+    tap(&app, "U2", &id, "1.1").await;
+    let notices = fake
+        .wait_for("/chat.postEphemeral", "bea's notice", |c| {
+            !notices_to(c, "U2").is_empty()
+        })
+        .await;
+    let told = notices_to(&notices, "U2").join(" ");
+    assert!(told.contains("edited"), "{told}");
+    let a = action(&app, &id).await;
+    assert_eq!(
+        a["status"], "pending",
+        "a stale card approved the edit: {a}"
+    );
+    assert_eq!(a["approvals"].as_array().map(Vec::len), Some(1), "{a}");
+    app.stop().await;
+}

@@ -1,0 +1,273 @@
+//! Black-box tests from an adversarial review of the surfaces an upstream
+//! MCP server (behind `actiongate mcp proxy`) and an executor (behind a
+//! handler's webhook) hold: what their answers could make the gate allow,
+//! skip, or wait for. The chat half of the review is in
+//! `crates/server/tests/connectors/edge_review.rs`.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::common::daemon::{Daemon, agent_key, set_profile};
+use crate::common::{call, client};
+use crate::mcp_proxy::{Proxy, text_of};
+
+/// An upstream MCP server on stdio whose tools are named in
+/// `UPSTREAM_TOOLS`; it serves one resource, `note://1`, and as
+/// `UPSTREAM_MODE` says, lists its tools on pages without end (`endless`)
+/// or never answers a listing after the first (`silent_list`).
+const UPSTREAM: &str = r#"
+import json, os, sys
+names = json.loads(os.environ["UPSTREAM_TOOLS"])
+mode = os.environ.get("UPSTREAM_MODE", "")
+tools = [{"name": n, "inputSchema": {"type": "object"}} for n in names]
+listed = 0
+def answer(i, result):
+    print(json.dumps({"jsonrpc": "2.0", "id": i, "result": result}), flush=True)
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    i, method = msg["id"], msg.get("method")
+    if method == "initialize":
+        answer(i, {"protocolVersion": "2025-06-18",
+                   "capabilities": {"tools": {}, "resources": {}},
+                   "serverInfo": {"name": "upstream", "version": "1"}})
+    elif method == "tools/list":
+        listed += 1
+        if mode == "endless":
+            page = [{"name": "t%d" % listed, "inputSchema": {"type": "object"}}]
+            answer(i, {"tools": tools + page, "nextCursor": "c%d" % listed})
+        elif mode == "silent_list" and listed > 1:
+            pass
+        else:
+            answer(i, {"tools": tools})
+    elif method == "tools/call":
+        answer(i, {"content": [{"type": "text", "text": "ran " + msg["params"]["name"]}]})
+    elif method == "resources/read":
+        answer(i, {"contents": [{"uri": msg["params"]["uri"], "text": "from a stranger"}]})
+    else:
+        answer(i, {})
+"#;
+
+/// The actions of `agent` whose tool is `tool`, newest first.
+async fn actions_of(http: &reqwest::Client, base: &str, admin: &str, tool: &str) -> Vec<Value> {
+    let (s, list) = call(
+        http,
+        Method::GET,
+        format!("{base}/v1/actions?agent=bot"),
+        admin,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{list}");
+    list["items"]
+        .as_array()
+        .or(list.as_array())
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|a| a["tool"] == tool)
+        .collect()
+}
+
+/// Reads the proxy's output until the answer to request `id`.
+async fn answer_to(p: &mut Proxy, id: i64) -> Value {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let line = p.stdout.next_line().await.unwrap().expect("an answer");
+            let msg: Value = serde_json::from_str(&line).unwrap();
+            if msg["id"] == json!(id) {
+                return msg;
+            }
+        }
+    })
+    .await
+    .expect("an answer within 30 s")
+}
+
+/// After a tool call or a resource read through the proxy (what an
+/// upstream server answers is untrusted input), a way out through the
+/// proxy is asked, as `docs/sessions.md` says of every `mcp__*` call: the
+/// proxy's actions belong to a session, so the read taints it, and the
+/// resource read counts as a read of untrusted content too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_answer_taints_the_proxys_session_so_a_way_out_is_asked() {
+    for first in ["tool", "resource"] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Daemon::start(dir.path(), &[]);
+        let http = client();
+        let admin = d.admin_key();
+        let agent = agent_key(&http, &d.base, &admin, "bot").await;
+        // `open` allows everything but keeps the presets' taints and guarded.
+        set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+        let tools = ["read_page", "send_email"];
+        let mut p = Proxy::start_with(dir.path(), &d.base, &agent, &tools, UPSTREAM, &[]).await;
+        if first == "tool" {
+            let r = p.call("read_page").await;
+            assert_eq!(text_of(&r), "ran read_page", "{r}");
+        } else {
+            let r = p
+                .request("resources/read", json!({"uri": "note://1"}))
+                .await;
+            assert_eq!(r["result"]["contents"][0]["text"], "from a stranger", "{r}");
+        }
+        p.send(json!({"jsonrpc": "2.0", "id": 900, "method": "tools/call",
+                      "params": {"name": "send_email", "arguments": {"to": "x@example.com"}}}))
+            .await;
+        let mut sent = Vec::new();
+        for _ in 0..200 {
+            sent = actions_of(&http, &d.base, &admin, "mcp__fs__send_email").await;
+            if !sent.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        let a = &sent[0];
+        assert_eq!(a["status"], "pending", "after a {first} read: {a}");
+        assert!(
+            a["decision"]["reason"]
+                .as_str()
+                .unwrap_or("")
+                .contains("tainted"),
+            "{a}"
+        );
+        let id = a["id"].as_str().unwrap();
+        let (s, b) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/actions/{id}/deny", d.base),
+            &admin,
+            Some(json!({"reason": "no"})),
+        )
+        .await;
+        assert_eq!(s, 200, "{b}");
+        let r = answer_to(&mut p, 900).await;
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        assert!(!text_of(&r["result"]).starts_with("ran "), "{r}");
+        p.stop().await;
+        d.stop();
+    }
+}
+
+/// An upstream server that lists its tools on pages without end, or stops
+/// answering listings, neither holds the agent's calls for ever nor grows
+/// the proxy's memory: the listing ends at a bound, and the call is
+/// answered with an error result within `--upstream-timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_listing_without_end_or_answer_is_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    let flags = ["--upstream-timeout", "3"];
+    for mode in ["endless", "silent_list"] {
+        let dir = tempfile::tempdir().unwrap();
+        let script = UPSTREAM.replace(
+            "mode = os.environ.get(\"UPSTREAM_MODE\", \"\")",
+            &format!("mode = {mode:?}"),
+        );
+        let mut p = Proxy::start_with(dir.path(), &d.base, &agent, &["ok"], &script, &flags).await;
+        if mode == "silent_list" {
+            // The first listing is answered (and pins the tools).
+            let l = p.request("tools/list", json!({})).await;
+            assert!(l.get("result").is_some(), "{l}");
+        }
+        let started = std::time::Instant::now();
+        let r = p.call("ok").await;
+        assert_eq!(r["isError"], true, "{mode}: {r}");
+        assert!(
+            text_of(&r).contains("the upstream server failed"),
+            "{mode}: {r}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{mode}: {:?}",
+            started.elapsed()
+        );
+        let l = p.request("tools/list", json!({})).await;
+        assert!(l.get("error").is_some(), "{mode}: {l}");
+        p.stop().await;
+    }
+    d.stop();
+}
+
+/// A handler registration for `id` at `url`, attempts cut at `timeout`.
+fn handler(id: &str, url: &str, timeout: &str) -> Value {
+    json!({
+        "id": id, "name": id, "url": url, "timeout": timeout,
+        "permissions": [{"name": "use", "parameters_schema": {"type": "object"}}],
+        "actions": [{"name": "go", "permission": "use", "params_schema": {"type": "object"}}],
+    })
+}
+
+/// An executor that answers every delivery slowly (headers, then nothing
+/// until the attempt's timeout) holds its own handler's room in flight;
+/// it must not hold back every other handler's deliveries. With more of
+/// its actions waiting than one dispatch pass looks at, another handler's
+/// action was never looked at until the slow one's backlog drained.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_executor_does_not_stall_dispatch_to_other_executors() {
+    use crate::common::raw_http::{After, RawServer, answer};
+    let slow = RawServer::start(|_, _| {
+        let head = b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n".to_vec();
+        (head, After::Stall(Duration::from_secs(120)))
+    })
+    .await;
+    let fast = RawServer::start(|_, _| {
+        let ok = answer("200 OK", &[("content-type", "application/json")], "{}");
+        (ok, After::Close)
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("ACTIONGATE_DISPATCH__PER_HANDLER_MAX_IN_FLIGHT", "2")];
+    let d = Daemon::start(dir.path(), &env);
+    let http = client();
+    let admin = d.admin_key();
+    for (id, base) in [("slow", &slow.base), ("fast", &fast.base)] {
+        let (s, h) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/handlers", d.base),
+            &admin,
+            Some(handler(id, &format!("{base}/run"), "60s")),
+        )
+        .await;
+        assert_eq!(s, 201, "{h}");
+    }
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    // More of the slow handler's actions than a pass looks at (256).
+    for _ in 0..300 {
+        let (s, a) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/actions", d.base),
+            &agent,
+            Some(json!({"handler": "slow", "action": "go", "params": {}})),
+        )
+        .await;
+        assert_eq!(s, 201, "{a}");
+    }
+    let started = std::time::Instant::now();
+    let (s, a) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/actions?wait=15", d.base),
+        &agent,
+        Some(json!({"handler": "fast", "action": "go", "params": {}})),
+    )
+    .await;
+    assert_eq!(s, 201, "{a}");
+    assert_eq!(
+        a["status"],
+        "completed",
+        "after {:?}: {a}",
+        started.elapsed()
+    );
+    d.stop();
+}
