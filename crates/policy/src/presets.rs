@@ -53,8 +53,15 @@ const GUARDED: &[&str] = &[
     r"(?s)tool:(bash|sh):.*\b(curl|wget|nc|ncat|scp|sftp|rsync|ssh|ftp)\b.*",
     r"(?s)tool:(bash|sh|git):.*\b(push|publish|send-email)\b.*",
     "tool:(WebFetch):(?s).*\\?.*",
-    "tool:mcp__.*__(send|post|create|publish|push|upload)(?s).*",
-    "tool:mcp:[^ ]*__(send|post|create|publish|push|upload)(?s).*",
+    // An MCP tool whose name holds a sending verb as a word of its own:
+    // `send_email`, `slack_post_message`, `chat.postMessage`, `SendMail`
+    // (not `postgres_query` or `list_posts`). The proxy's and the plain
+    // hook spelling, `tool:mcp__<server>__<tool>:`, then a hook's spelling
+    // of a name that is not plain, `tool:mcp:<server>__<tool> <input>`.
+    r"(?s)tool:mcp__[^:]*__(?:[^:]*[_\-.])?(?i:send|post|create|publish|push|upload|comment|reply|share|tweet|forward|submit|invite|notify)(?:[_\-.A-Z][^:]*)?:.*",
+    r"(?s)tool:mcp__[^:]*__[^:]*[a-z](?:Send|Post|Create|Publish|Push|Upload|Comment|Reply|Share|Tweet|Forward|Submit|Invite|Notify)(?:[_\-.A-Z][^:]*)?:.*",
+    r"(?s)tool:mcp:[^ ]*__(?:[^ ]*[_\-.])?(?i:send|post|create|publish|push|upload|comment|reply|share|tweet|forward|submit|invite|notify)(?:[_\-.A-Z][^ ]*)?(?: .*)?",
+    r"(?s)tool:mcp:[^ ]*__[^ ]*[a-z](?:Send|Post|Create|Publish|Push|Upload|Comment|Reply|Share|Tweet|Forward|Submit|Invite|Notify)(?:[_\-.A-Z][^ ]*)?(?: .*)?",
 ];
 
 /// Names a file action may not touch under `standard` without a human,
@@ -215,6 +222,39 @@ mod tests {
         }
         assert!(!p.taints("tool:mcp-pin:fs/t sha256:00"));
         assert!(p.guarded("tool:mcp__fs__send_email:{}"));
+    }
+
+    /// A sending verb is a way out wherever it stands in an MCP tool's
+    /// name, as a word of its own (snake, kebab, dotted or camel case).
+    #[test]
+    fn mcp_tools_that_send_are_guarded_however_their_names_are_spelled() {
+        let p = get_preset("open").unwrap();
+        for out in [
+            "tool:mcp__fs__send_email:{}",
+            "tool:mcp__slack__slack_post_message:{\"text\":\"x\"}",
+            "tool:mcp__slack__chat.postMessage:{}",
+            "tool:mcp__mail__SendMail:{}",
+            "tool:mcp__mail__sendMail:{}",
+            "tool:mcp__gh__create_issue:{}",
+            "tool:mcp__gh__github-create-pull-request:{}",
+            "tool:mcp__drive__upload:{}",
+            "tool:mcp__gh__add_issue_comment:{}",
+            "tool:mcp__x__POST:{}",
+            "tool:mcp:srv__slack_post_message {}",
+            "tool:mcp:srv__chatPostMessage {\"a\":\"\\n\"}",
+        ] {
+            assert!(p.guarded(out), "{out}");
+        }
+        for read in [
+            "tool:mcp__db__postgres_query:{}",
+            "tool:mcp__slack__read_messages:{}",
+            "tool:mcp__x__list_posts:{}",
+            "tool:mcp__auth__resend_code_status:{}",
+            "tool:mcp__fs__read_file:{\"path\":\"send_email\"}",
+            "tool:mcp:srv__read_file {\"q\":\"send_email\"}",
+        ] {
+            assert!(!p.guarded(read), "{read}");
+        }
     }
 
     #[test]
