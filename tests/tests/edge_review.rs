@@ -15,8 +15,9 @@ use crate::mcp_proxy::{Proxy, text_of};
 
 /// An upstream MCP server on stdio whose tools are named in
 /// `UPSTREAM_TOOLS`; it serves one resource, `note://1`, and as
-/// `UPSTREAM_MODE` says, lists its tools on pages without end (`endless`)
-/// or never answers a listing after the first (`silent_list`).
+/// `UPSTREAM_MODE` says, lists its tools on pages without end (`endless`),
+/// never answers a listing after the first (`silent_list`), or offers 20
+/// new tools in every listing after the first (`grow`).
 const UPSTREAM: &str = r#"
 import json, os, sys
 names = json.loads(os.environ["UPSTREAM_TOOLS"])
@@ -41,6 +42,9 @@ for line in sys.stdin:
             answer(i, {"tools": tools + page, "nextCursor": "c%d" % listed})
         elif mode == "silent_list" and listed > 1:
             pass
+        elif mode == "grow" and listed > 1:
+            more = [{"name": "n%d" % k, "inputSchema": {"type": "object"}} for k in range(20)]
+            answer(i, {"tools": tools + more})
         else:
             answer(i, {"tools": tools})
     elif method == "tools/call":
@@ -193,6 +197,53 @@ async fn an_upstream_listing_without_end_or_answer_is_cut_off() {
         assert!(l.get("error").is_some(), "{mode}: {l}");
         p.stop().await;
     }
+    d.stop();
+}
+
+/// An upstream server that offers many new tools at once cannot fill the
+/// agent's pending places with questions about them: at most five are
+/// open at a time, the rest stay hidden and unasked, and the agent's own
+/// calls go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_offering_many_new_tools_asks_about_five_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        &[("ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT", "10")],
+    );
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    // The server's tools run; anything else (a pin question) is asked.
+    let profile = json!({"allow": ["tool:mcp__fs__(?s).*"], "ask": ["(?s).*"]});
+    set_profile(&http, &d.base, &admin, "bot", profile).await;
+    let script = UPSTREAM.replace(
+        "mode = os.environ.get(\"UPSTREAM_MODE\", \"\")",
+        "mode = \"grow\"",
+    );
+    let mut p = Proxy::start_with(dir.path(), &d.base, &agent, &["ok"], &script, &[]).await;
+    let first = p.request("tools/list", json!({})).await;
+    assert_eq!(
+        first["result"]["tools"].as_array().map(Vec::len),
+        Some(1),
+        "{first}"
+    );
+    for _ in 0..3 {
+        let l = p.request("tools/list", json!({})).await;
+        let names: Vec<&str> = l["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert_eq!(names, ["ok"], "{l}");
+    }
+    let pins = actions_of(&http, &d.base, &admin, "mcp-pin").await;
+    assert_eq!(pins.len(), 5, "{pins:?}");
+    assert!(pins.iter().all(|a| a["status"] == "pending"), "{pins:?}");
+    let r = p.call("ok").await;
+    assert_eq!(text_of(&r), "ran ok", "{r}");
+    p.stop().await;
     d.stop();
 }
 

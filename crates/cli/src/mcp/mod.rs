@@ -3,6 +3,7 @@
 //! with `--upstream-url`, relays its tools and gates each call through the
 //! daemon (see [`proxy`]); tool definitions are pinned (see [`pins`]).
 
+pub mod pin_questions;
 pub mod pins;
 pub mod proxy;
 pub mod screen;

@@ -35,11 +35,11 @@ use rmcp::{ClientHandler, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-use super::pins::{PIN_TOOL, PinFile, approved_by_a_human, digest, pin_detail};
+use super::pins::PinFile;
 use crate::hooks::Fallback;
 use crate::hooks::gate::{Verdict, answer_for};
 use crate::hooks::map::sanitize_tool;
-use crate::http::{Api, ClientError, is_settled, path_segment};
+use crate::http::{Api, ClientError, is_settled};
 
 /// Where the agent's side of the proxy is, once known: upstream
 /// `list_changed` notifications are passed on to it.
@@ -107,7 +107,7 @@ fn peer_of(downstream: &Downstream) -> Option<Peer<RoleServer>> {
     downstream.lock().ok().and_then(|p| p.clone())
 }
 
-async fn notify_list_changed(downstream: &Downstream) {
+pub(super) async fn notify_list_changed(downstream: &Downstream) {
     if let Some(peer) = peer_of(downstream) {
         let _ = peer.notify_tool_list_changed().await;
     }
@@ -168,130 +168,6 @@ impl Proxy {
         {
             *p = Some(peer.clone());
         }
-    }
-
-    /// The upstream tools an operator accepted (all of them at first sight);
-    /// the others are asked about and hidden.
-    async fn accepted(&self, tools: Vec<Tool>) -> Result<Vec<Tool>, String> {
-        let mut file = self.pins.lock().await;
-        let mut changed = false;
-        if !file.existed {
-            for t in &tools {
-                file.pins.tools.insert(t.name.to_string(), digest(t));
-            }
-            file.save()?;
-            return Ok(tools);
-        }
-        let mut visible = Vec::new();
-        for t in tools {
-            let name = t.name.to_string();
-            let d = digest(&t);
-            if file.accepts(&name, &d) {
-                visible.push(t);
-                continue;
-            }
-            if file.pins.refused.get(&name) == Some(&d) {
-                continue;
-            }
-            let asked = file
-                .pins
-                .asked
-                .get(&name)
-                .filter(|a| a.digest == d)
-                .cloned();
-            let ask_again = match asked {
-                Some(a) => {
-                    let action = self
-                        .api
-                        .get(&format!("/v1/actions/{}", path_segment(&a.action)))
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    if approved_by_a_human(&action) {
-                        file.pins.tools.insert(name.clone(), d.clone());
-                        file.pins.asked.remove(&name);
-                        changed = true;
-                        visible.push(t.clone());
-                        false
-                    } else if action.get("status").and_then(Value::as_str) == Some("denied") {
-                        file.pins.refused.insert(name.clone(), d.clone());
-                        file.pins.asked.remove(&name);
-                        changed = true;
-                        false
-                    } else {
-                        // Pending: wait; settled otherwise (expired, or
-                        // approved by a rule): ask a human again.
-                        is_settled(&action)
-                    }
-                }
-                None => true,
-            };
-            if ask_again {
-                let id = self.ask(&name, &d, &t).await?;
-                file.pins.asked.insert(
-                    name.clone(),
-                    super::pins::Asked {
-                        digest: d.clone(),
-                        action: id,
-                    },
-                );
-                changed = true;
-            }
-        }
-        if changed {
-            file.save()?;
-        }
-        Ok(visible)
-    }
-
-    /// Asks an operator to accept a new or changed definition; the id of
-    /// the pending action. When it is decided, the agent's side is told
-    /// that the list changed.
-    async fn ask(&self, name: &str, d: &str, tool: &Tool) -> Result<String, String> {
-        let definition = serde_json::to_string(tool).unwrap_or_default();
-        let mut reason = format!(
-            "The MCP server '{}' offers a new or changed definition of tool '{name}'. \
-             Approve to accept it: {definition}",
-            self.name
-        );
-        if reason.len() > 4000 {
-            let mut end = 4000;
-            while !reason.is_char_boundary(end) {
-                end -= 1;
-            }
-            reason.truncate(end);
-        }
-        let body = json!({
-            "tool": PIN_TOOL,
-            "detail": pin_detail(&self.name, name, d),
-            "reason": reason,
-        });
-        let (action, _) = self
-            .api
-            .create_action(&body, Duration::ZERO)
-            .await
-            .map_err(|e| e.to_string())?;
-        let id = action
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or("the daemon answered an action without an id")?
-            .to_owned();
-        let api = self.api.clone();
-        let downstream = self.downstream.clone();
-        tokio::spawn(async move {
-            // Wakes the agent's side once the question is settled.
-            let mut action = action;
-            while !is_settled(&action) {
-                match api
-                    .wait_settled(action.clone(), Duration::from_secs(3600))
-                    .await
-                {
-                    Ok(a) => action = a,
-                    Err(_) => return,
-                }
-            }
-            notify_list_changed(&downstream).await;
-        });
-        Ok(id)
     }
 
     /// Requests a tool call as the action of `tool` (`mcp__NAME__<tool>`)

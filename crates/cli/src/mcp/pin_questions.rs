@@ -1,0 +1,176 @@
+//! The proxy's questions about new or changed upstream tool definitions
+//! (`docs/mcp.md`, pinned tool definitions): which tools a listing shows,
+//! and the `mcp-pin` action that asks an operator to accept one.
+//!
+//! An upstream server chooses how many tools it lists. Each question is an
+//! item waiting for a human, counted toward the agent's
+//! `limits.max_pending_per_agent`, so at most [`MAX_OPEN`] are open at
+//! once: the rest stay hidden, unasked, until those are decided. A
+//! question the daemon refuses (the limit, a fault) hides its tool too and
+//! leaves the other tools and the agent's own calls as they were.
+
+use std::time::Duration;
+
+use rmcp::model::Tool;
+use serde_json::{Value, json};
+
+use super::pins::{Asked, PIN_TOOL, approved_by_a_human, digest, pin_detail};
+use super::proxy::{Proxy, notify_list_changed};
+use crate::http::{is_settled, path_segment};
+
+/// Most questions about tool definitions open at once per proxy.
+pub const MAX_OPEN: usize = 5;
+
+/// The daemon's longest `reason`.
+const MAX_REASON: usize = 4000;
+
+impl Proxy {
+    /// The upstream tools an operator accepted (all of them at first
+    /// sight); the others are asked about (up to [`MAX_OPEN`] at once)
+    /// and hidden.
+    pub(super) async fn accepted(&self, tools: Vec<Tool>) -> Result<Vec<Tool>, String> {
+        let mut file = self.pins.lock().await;
+        let mut changed = false;
+        if !file.existed {
+            for t in &tools {
+                file.pins.tools.insert(t.name.to_string(), digest(t));
+            }
+            file.save()?;
+            return Ok(tools);
+        }
+        let mut visible = Vec::new();
+        let mut held_back = 0;
+        for t in tools {
+            let name = t.name.to_string();
+            let d = digest(&t);
+            if file.accepts(&name, &d) {
+                visible.push(t);
+                continue;
+            }
+            if file.pins.refused.get(&name) == Some(&d) {
+                continue;
+            }
+            let asked = file
+                .pins
+                .asked
+                .get(&name)
+                .filter(|a| a.digest == d)
+                .cloned();
+            let ask_again = match asked {
+                Some(a) => {
+                    let action = self
+                        .api
+                        .get(&format!("/v1/actions/{}", path_segment(&a.action)))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if approved_by_a_human(&action) {
+                        file.pins.tools.insert(name.clone(), d.clone());
+                        file.pins.asked.remove(&name);
+                        changed = true;
+                        visible.push(t.clone());
+                        false
+                    } else if action.get("status").and_then(Value::as_str) == Some("denied") {
+                        file.pins.refused.insert(name.clone(), d.clone());
+                        file.pins.asked.remove(&name);
+                        changed = true;
+                        false
+                    } else {
+                        // Pending: wait; settled otherwise (expired, or
+                        // approved by a rule): ask a human again.
+                        is_settled(&action)
+                    }
+                }
+                None => true,
+            };
+            if !ask_again {
+                continue;
+            }
+            // A question of its own already open is asked again in its
+            // place; a new one waits while MAX_OPEN others are open.
+            if !file.pins.asked.contains_key(&name) && file.pins.asked.len() >= MAX_OPEN {
+                held_back += 1;
+                continue;
+            }
+            match self.ask(&name, &d, &t).await {
+                Ok(id) => {
+                    file.pins.asked.insert(
+                        name.clone(),
+                        Asked {
+                            digest: d.clone(),
+                            action: id,
+                        },
+                    );
+                    changed = true;
+                }
+                Err(e) => {
+                    eprintln!(
+                        "actiongate mcp proxy: cannot ask about the definition of tool '{name}' \
+                         (it stays hidden): {e}"
+                    );
+                }
+            }
+        }
+        if held_back > 0 {
+            eprintln!(
+                "actiongate mcp proxy: {held_back} new tool definitions of '{}' stay hidden \
+                 until the {MAX_OPEN} open questions about others are decided",
+                self.name
+            );
+        }
+        if changed {
+            file.save()?;
+        }
+        Ok(visible)
+    }
+
+    /// Asks an operator to accept a new or changed definition; the id of
+    /// the pending action. When it is decided, the agent's side is told
+    /// that the list changed.
+    async fn ask(&self, name: &str, d: &str, tool: &Tool) -> Result<String, String> {
+        let definition = serde_json::to_string(tool).unwrap_or_default();
+        let mut reason = format!(
+            "The MCP server '{}' offers a new or changed definition of tool '{name}'. \
+             Approve to accept it: {definition}",
+            self.name
+        );
+        if reason.len() > MAX_REASON {
+            let mut end = MAX_REASON;
+            while !reason.is_char_boundary(end) {
+                end -= 1;
+            }
+            reason.truncate(end);
+        }
+        let body = json!({
+            "tool": PIN_TOOL,
+            "detail": pin_detail(&self.name, name, d),
+            "reason": reason,
+        });
+        let (action, _) = self
+            .api
+            .create_action(&body, Duration::ZERO)
+            .await
+            .map_err(|e| e.to_string())?;
+        let id = action
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or("the daemon answered an action without an id")?
+            .to_owned();
+        let api = self.api.clone();
+        let downstream = self.downstream.clone();
+        tokio::spawn(async move {
+            // Wakes the agent's side once the question is settled.
+            let mut action = action;
+            while !is_settled(&action) {
+                match api
+                    .wait_settled(action.clone(), Duration::from_secs(3600))
+                    .await
+                {
+                    Ok(a) => action = a,
+                    Err(_) => return,
+                }
+            }
+            notify_list_changed(&downstream).await;
+        });
+        Ok(id)
+    }
+}
