@@ -321,9 +321,12 @@ def test_pending_lists_oldest_first(agent_client, op, agent):
 
 def test_report_run_says_whether_a_decision_covered_it(agent_client, op):
     allowed = agent_client.request("echo", "covered", wait=5, session="task-r")
-    assert allowed.status == "approved"
+    again = agent_client.request("echo", "covered", wait=5, session="task-r")
+    assert allowed.status == again.status == "approved"
     assert agent_client.report_run("echo", "covered", session="task-r", runtime="pytest") is True
     assert agent_client.report_run("echo", "covered", action=allowed.id) is True
+    # Two decisions cover two runs: a third run of it was decided by nobody.
+    assert agent_client.report_run("echo", "covered", session="task-r") is False
     # Nothing allowed this one: the operators see an action.undecided event.
     assert agent_client.report_run("bash", "rm -rf build", session="task-r") is False
     for e in op.events(since=0, types="action.undecided"):

@@ -370,9 +370,13 @@ describe('errors and failing closed', () => {
 test('reportRun says whether a decision covered what ran', async () => {
   const { client: agent } = await agentClient();
   const allowed = await agent.request('echo', 'covered', { session: 'task-r' });
+  const again = await agent.request('echo', 'covered', { session: 'task-r' });
   assert.equal(allowed.status, 'approved');
+  assert.equal(again.status, 'approved');
   assert.equal(await agent.reportRun('echo', 'covered', { session: 'task-r', runtime: 'node' }), true);
   assert.equal(await agent.reportRun('echo', 'covered', { action: allowed.id }), true);
+  // Two decisions cover two runs: a third run of it was decided by nobody.
+  assert.equal(await agent.reportRun('echo', 'covered', { session: 'task-r' }), false);
   assert.equal(await agent.reportRun('bash', 'rm -rf build', { session: 'task-r' }), false);
 });
 
