@@ -364,21 +364,25 @@ impl Postgres {
     /// See `SqliteStore::claim_run`. Two reports may pick the same action
     /// at once: the one whose insert conflicts picks again.
     pub async fn claim_run(&self, run: RunReport) -> Result<Option<String>, StoreError> {
-        sqlx::query("DELETE FROM run_claims WHERE claimed_at < $1")
-            .bind(to_ms(run.since))
-            .execute(&self.pool)
-            .await?;
         for named in [run.action.clone(), None] {
             for _ in 0..CLAIM_TRIES {
-                let claimed: Option<String> = sqlx::query_scalar(
-                    "INSERT INTO run_claims (action_id, claimed_at) \
-                     SELECT id, $1 FROM actions WHERE agent = $2 AND tool = $3 AND detail = $4 \
-                     AND ($5::TEXT IS NULL OR session = $5) AND created_at >= $6 \
-                     AND status IN ('approved', 'running', 'completed', 'failed') \
-                     AND ($7::TEXT IS NULL OR id = $7) \
-                     AND NOT EXISTS (SELECT 1 FROM run_claims c WHERE c.action_id = actions.id) \
-                     ORDER BY id DESC LIMIT 1 \
-                     ON CONFLICT (action_id) DO NOTHING RETURNING action_id",
+                // One statement: prune what is past the look-back, pick the
+                // latest unclaimed action that covers the run, claim it.
+                // `picked` without `claimed`: another report claimed that
+                // one meanwhile, so pick again.
+                let (claimed, picked): (Option<String>, Option<String>) = sqlx::query_as(
+                    "WITH pruned AS (DELETE FROM run_claims WHERE claimed_at < $6), \
+                     pick AS (SELECT id FROM actions WHERE agent = $2 AND tool = $3 \
+                       AND detail = $4 AND ($5::TEXT IS NULL OR session = $5) \
+                       AND created_at >= $6 \
+                       AND status IN ('approved', 'running', 'completed', 'failed') \
+                       AND ($7::TEXT IS NULL OR id = $7) \
+                       AND NOT EXISTS (SELECT 1 FROM run_claims c WHERE c.action_id = actions.id) \
+                       ORDER BY id DESC LIMIT 1), \
+                     claim AS (INSERT INTO run_claims (action_id, claimed_at) \
+                       SELECT id, $1 FROM pick ON CONFLICT (action_id) DO NOTHING \
+                       RETURNING action_id) \
+                     SELECT (SELECT action_id FROM claim), (SELECT id FROM pick)",
                 )
                 .bind(to_ms(now()))
                 .bind(&run.agent)
@@ -387,30 +391,12 @@ impl Postgres {
                 .bind(run.session.clone())
                 .bind(to_ms(run.since))
                 .bind(named.clone())
-                .fetch_optional(&self.pool)
+                .fetch_one(&self.pool)
                 .await?;
                 if claimed.is_some() {
                     return Ok(claimed);
                 }
-                // Nothing inserted: none left to claim, or another report
-                // claimed the one picked meanwhile (then pick again).
-                let left: Option<String> = sqlx::query_scalar(
-                    "SELECT id FROM actions WHERE agent = $1 AND tool = $2 AND detail = $3 \
-                     AND ($4::TEXT IS NULL OR session = $4) AND created_at >= $5 \
-                     AND status IN ('approved', 'running', 'completed', 'failed') \
-                     AND ($6::TEXT IS NULL OR id = $6) \
-                     AND NOT EXISTS (SELECT 1 FROM run_claims c WHERE c.action_id = actions.id) \
-                     LIMIT 1",
-                )
-                .bind(&run.agent)
-                .bind(&run.tool)
-                .bind(&run.detail)
-                .bind(run.session.clone())
-                .bind(to_ms(run.since))
-                .bind(named.clone())
-                .fetch_optional(&self.pool)
-                .await?;
-                if left.is_none() {
+                if picked.is_none() {
                     break;
                 }
             }
