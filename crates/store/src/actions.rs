@@ -244,30 +244,36 @@ fn list_query(prefix: &str, f: &ActionFilter) -> QueryBuilder<Sqlite> {
             q.push(" AND status <> 'approved'");
         }
     }
-    if let Some(agent) = &f.agent {
-        q.push(" AND agent = ").push_bind(agent.clone());
-    }
-    if let Some(tool) = &f.tool {
-        q.push(" AND tool = ").push_bind(tool.clone());
-    }
-    if let Some(session) = &f.session {
-        q.push(" AND session = ").push_bind(session.clone());
-    }
-    if let Some(cursor) = &f.cursor {
-        q.push(if f.oldest_first {
-            " AND id > "
-        } else {
-            " AND id < "
-        })
-        .push_bind(cursor.clone());
-    }
-    q.push(if f.oldest_first {
-        " ORDER BY id ASC LIMIT "
-    } else {
-        " ORDER BY id DESC LIMIT "
-    })
-    .push_bind(f.limit);
+    filter_and_page(&mut q, f);
     q
+}
+
+/// The filters of `f` past its status, its cursor, order and page size, on
+/// either backend's listing.
+pub(crate) fn filter_and_page<DB>(q: &mut QueryBuilder<DB>, f: &ActionFilter)
+where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    for (column, value) in [
+        (" AND agent = ", &f.agent),
+        (" AND tool = ", &f.tool),
+        (" AND session = ", &f.session),
+    ] {
+        if let Some(v) = value {
+            q.push(column).push_bind(v.clone());
+        }
+    }
+    let (after, order) = if f.oldest_first {
+        (" AND id > ", " ORDER BY id ASC LIMIT ")
+    } else {
+        (" AND id < ", " ORDER BY id DESC LIMIT ")
+    };
+    if let Some(cursor) = &f.cursor {
+        q.push(after).push_bind(cursor.clone());
+    }
+    q.push(order).push_bind(f.limit);
 }
 
 /// The action `new` is once stored at `created`, in its initial state.

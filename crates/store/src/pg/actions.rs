@@ -105,29 +105,7 @@ impl Postgres {
         if let Some(st) = f.status {
             q.push(" AND status = ").push_bind(st.as_str());
         }
-        if let Some(agent) = &f.agent {
-            q.push(" AND agent = ").push_bind(agent.clone());
-        }
-        if let Some(tool) = &f.tool {
-            q.push(" AND tool = ").push_bind(tool.clone());
-        }
-        if let Some(session) = &f.session {
-            q.push(" AND session = ").push_bind(session.clone());
-        }
-        if let Some(cursor) = &f.cursor {
-            q.push(if f.oldest_first {
-                " AND id > "
-            } else {
-                " AND id < "
-            })
-            .push_bind(cursor.clone());
-        }
-        q.push(if f.oldest_first {
-            " ORDER BY id ASC LIMIT "
-        } else {
-            " ORDER BY id DESC LIMIT "
-        })
-        .push_bind(f.limit);
+        crate::actions::filter_and_page(&mut q, f);
         let rows = q.build().fetch_all(&self.pool).await?;
         rows.iter().map(from_row).collect()
     }
