@@ -116,6 +116,8 @@ test('approving a selection that holds items never drawn first says how many, of
   assert.deepEqual(await page.locator('#bulk-kinds li').allInnerTexts(), ['60 × coder · bash']);
   // Cancel decides nothing and keeps the selection.
   await page.click('#bulk-cancel');
+  // (The dialog leaves on its close event, a task after the click.)
+  await dialog.waitFor({ state: 'detached' });
   assert.equal(await dialog.count(), 0);
   assert.equal(await page.locator('#bulk-count').innerText(), '60 selected');
   assert.equal((await env.call('GET', `/v1/actions/${made[59]}`, env.operator)).body.status, 'pending');
