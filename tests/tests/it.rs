@@ -45,5 +45,6 @@ mod sessions;
 mod teams;
 mod teams_grants;
 mod teams_review;
+mod teams_seen;
 mod teams_tiers;
 mod visible;

@@ -185,6 +185,39 @@ test('an action edited by someone else during the undo window is not approved as
   await env.call('POST', `/v1/actions/${r.body.id}/deny`, env.operator, { reason: 'test' });
 });
 
+test('an edit landing after the page checked, before its approval arrives, is refused by the daemon', async () => {
+  const { page } = env;
+  await queue();
+  const agentKey = (await env.call('POST', '/v1/keys', env.admin, { role: 'agent', agent: 'quorum-agent-2' })).body.key;
+  const set = await env.call('PUT', '/v1/agents/quorum-agent-2', env.admin, { profile: {
+    allow: [], ask: ['(?s).*'], approvals: [{ pattern: 'tool:bash:.*', count: 2 }],
+  } });
+  assert.ok(set.status < 300, JSON.stringify(set.body));
+  const other = (await env.call('POST', '/v1/keys', env.admin, { role: 'operator', name: 'racing operator' })).body.key;
+  const r = await env.call('POST', '/v1/actions', agentKey, { tool: 'bash', detail: 'make check' });
+  assert.equal(r.body.status, 'pending', JSON.stringify(r.body));
+  const id = r.body.id;
+  // The other operator's edit lands while the page's approval is on the
+  // wire: the page's own check saw nothing to refuse.
+  let edited;
+  await page.route(`**/v1/actions/${id}/approve`, async (route) => {
+    edited = await env.call('POST', `/v1/actions/${id}/approve`, other, { detail: 'make publish' });
+    await route.continue();
+  }, { times: 1 });
+  const c = card(id);
+  await c.waitFor();
+  await c.locator('button.approve').click();
+  await c.waitFor({ state: 'detached' });
+  await page.locator('#toasts .toast', { hasText: 'make check' }).locator('button.send-now').click();
+  await page.waitForFunction(() => /edited/.test(document.querySelector('#errors')?.innerText ?? ''));
+  assert.equal(edited?.body?.status, 'pending', JSON.stringify(edited?.body));
+  const now = (await env.call('GET', `/v1/actions/${id}`, env.operator)).body;
+  assert.equal(now.status, 'pending', JSON.stringify(now));
+  assert.equal(now.approvals.length, 1, `the page's approval of "make check" counted toward "make publish": ${JSON.stringify(now)}`);
+  await page.unroute(`**/v1/actions/${id}/approve`);
+  await env.call('POST', `/v1/actions/${id}/deny`, env.operator, { reason: 'test' });
+});
+
 test('a click on a card that moved under a still pointer decides nothing', async () => {
   const { page } = env;
   await queue();

@@ -67,6 +67,15 @@ def test_request_without_wait_returns_pending(agent_client, op, agent):
     assert settled.status == "denied" and settled.decision_note == "not now"
 
 
+def test_approve_names_the_version_read(agent_client, op):
+    action = agent_client.request("bash", "make dist", timeout="5m")
+    # Nobody edited it: an approval of an edited version is refused.
+    with pytest.raises(ApiError) as e:
+        op.approve(action.id, seen="edited")
+    assert e.value.status == 409 and "nobody edited" in (e.value.detail or "")
+    assert op.approve(action.id, seen="asked").status == "approved"
+
+
 def test_a_policy_allow_settles_at_once(agent_client):
     action = agent_client.request("echo", "hello", wait=5)
     assert action.status == "approved" and action.decided_by == "policy"

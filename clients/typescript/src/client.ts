@@ -494,10 +494,15 @@ export class Client {
     return items.reverse();
   }
 
-  /** Approves a pending action; `remember` also grants (an expiry like `"1h"`, or its fields). */
-  async approve(id: string, options: CallOptions & { remember?: string | RememberOptions; note?: string } = {}): Promise<Action> {
+  /**
+   * Approves a pending action; `remember` also grants (an expiry like `"1h"`, or its fields).
+   * `seen` names the version read (`asked`, or `edited` by another approver): the approval is
+   * refused (409) when the action is otherwise by then.
+   */
+  async approve(id: string, options: CallOptions & { remember?: string | RememberOptions; note?: string; seen?: 'asked' | 'edited' } = {}): Promise<Action> {
     const body: Record<string, unknown> = {};
     if (options.note !== undefined) body['note'] = options.note;
+    if (options.seen !== undefined) body['seen'] = options.seen;
     if (options.remember !== undefined) body['remember'] = typeof options.remember === 'string' ? { expires: options.remember } : options.remember;
     return object<Action>(await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/approve`, body, signal: options.signal }));
   }

@@ -1168,6 +1168,7 @@ export interface components {
              */
             params?: Record<string, never> | null;
             remember?: null | components["schemas"]["Remember"];
+            seen?: null | components["schemas"]["Seen"];
         };
         /** @description `POST /v1/plans/{id}/approve`: the whole plan, or only some steps. */
         ApprovePlan: {
@@ -2049,6 +2050,11 @@ export interface components {
             /** @description Whether an allow or an approval of the gate covers it. */
             decided: boolean;
         };
+        /**
+         * @description Which version of a pending action an approver read.
+         * @enum {string}
+         */
+        Seen: "asked" | "edited";
         /** @description A session: the task an agent's actions belong to. */
         Session: {
             /** @description How many of its actions are in each status, and `total`. */

@@ -209,6 +209,14 @@ describe('operators', () => {
     await assert.rejects(op.approve(second.id), (e) => e instanceof ApiError && e.status === 409 && e.currentStatus === 'denied');
   });
 
+  test('approve names the version read', async () => {
+    const { client } = await agentClient();
+    const a = await client.request('bash', 'make dist', { timeout: '5m' });
+    // Nobody edited it: an approval of an edited version is refused.
+    await assert.rejects(op.approve(a.id, { seen: 'edited' }), (e) => e instanceof ApiError && e.status === 409 && /nobody edited/.test(e.detail));
+    assert.equal((await op.approve(a.id, { seen: 'asked' })).status, 'approved');
+  });
+
   test('approve with remember grants, grant and revoke', async () => {
     const { name, client } = await agentClient();
     const a = await client.request('bash', 'make test', { timeout: '5m' });

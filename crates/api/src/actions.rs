@@ -153,6 +153,13 @@ pub struct ApproveBody {
     #[serde(default)]
     #[schema(max_length = 65536)]
     pub detail: Option<String>,
+    /// Which version of the action the approver read: as its agent `asked`
+    /// it, or as another approver `edited` it. Given, an approval is
+    /// refused (409, still pending) when the action is otherwise by the
+    /// time it lands, so it never approves a version its approver did
+    /// not read. The page, the CLI and the clients send it.
+    #[serde(default)]
+    pub seen: Option<crate::teams::Seen>,
 }
 
 /// A grant made while approving.

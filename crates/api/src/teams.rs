@@ -87,6 +87,16 @@ pub struct ApprovalEntry {
     pub at: DateTime<Utc>,
 }
 
+/// Which version of a pending action an approver read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Seen {
+    /// As its agent asked it.
+    Asked,
+    /// As an earlier approver edited it (`edited: true`).
+    Edited,
+}
+
 /// What the team did about an action: approvals so far, who decided, an
 /// edit. Shown inline in the action.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]

@@ -60,6 +60,12 @@ pub struct ApproveArgs {
     /// Decision-only actions: approve this detail instead of the one asked.
     #[arg(long, conflicts_with = "remember")]
     pub detail: Option<String>,
+    /// Approve the action as another approver edited it (`[edited]` in
+    /// `pending`; read it with `show`). Without it an approval is for the
+    /// action as its agent asked it, and is refused (exit 5) once it was
+    /// edited.
+    #[arg(long, conflicts_with_all = ["remember", "params", "detail"])]
+    pub edited: bool,
 }
 
 /// Flags of `deny`.

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use actiongate_api::teams::Seen;
 use actiongate_api::{ApproveBody, DenyBody, Remember, ReplyBody};
 use serde_json::{Map, Value, json};
 
@@ -169,6 +170,11 @@ pub async fn approve(args: ApproveArgs) -> Exit {
             remember,
             params,
             detail: args.detail.clone(),
+            seen: Some(if args.edited {
+                Seen::Edited
+            } else {
+                Seen::Asked
+            }),
         })?;
         let action = api
             .post(

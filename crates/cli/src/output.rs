@@ -276,6 +276,18 @@ pub fn action_details(a: &Value) -> String {
             rows.push(("title", one_line(title)));
         }
     }
+    let team = team_note(a);
+    if !team.is_empty() {
+        rows.push(("team", team.trim_start().to_owned()));
+    }
+    // What runs once approved, when an approver edited it: the one to
+    // read before `approve --edited`.
+    if a.get("approved_detail").is_some_and(Value::is_string) {
+        rows.push(("edited to", as_lines(a, "approved_detail")));
+    }
+    if let Some(params) = a.get("approved_params").filter(|p| !p.is_null()) {
+        rows.push(("edited to", params_lines(params)));
+    }
     if let Some(outcome) = a.get("outcome") {
         rows.push(("outcome", clip(&outcome.to_string(), 2000)));
     }
@@ -298,6 +310,27 @@ mod tests {
         assert_eq!(one_line("\u{1b}[2J"), "⟨U+001B⟩[2J");
         assert_eq!(clip("abcdef", 4), "abc…");
         assert_eq!(clip("abc", 4), "abc");
+    }
+
+    #[test]
+    fn details_show_what_an_edit_runs_and_who_approved() {
+        let a = json!({"id": "a1", "status": "pending", "agent": "bot",
+            "action_string": "tool:bash:make deploy", "edited": true,
+            "approved_detail": "make publish\nrm -rf ~",
+            "approvals": [{"who": "ann"}], "approvals_required": 2,
+            "decision": {"result": "ask", "reason": "r"}});
+        let text = action_details(&a);
+        assert!(
+            text.contains("team:      [1 of 2: ann] [edited]\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("edited to: make publish⏎\n           rm -rf ~\n"),
+            "{text}"
+        );
+        let plain = json!({"id": "a2", "status": "pending", "action_string": "tool:bash:ls",
+            "decision": {"result": "ask", "reason": "r"}});
+        assert!(!action_details(&plain).contains("edited"));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! action string), the approver rule checked for whoever decides, the
 //! quorum counted in the store, and an edit checked before it is kept.
 
+use actiongate_api::teams::Seen;
 use actiongate_policy::approvals::{Approver, CompiledRule, approver_allowed};
 use actiongate_store::{Action, ApprovalEntry, DecisionResult, Edit, StoreError, TeamDecision};
 use serde_json::Value;
@@ -35,13 +36,16 @@ pub fn is_chat(channel: &str) -> bool {
     CHANNELS.contains(&channel) && !matches!(channel, "api" | "page" | "cli" | "mcp")
 }
 
-/// What an approver changes before approving.
+/// What an approver changes before approving, and which version of the
+/// action they read.
 #[derive(Debug, Clone, Default)]
 pub struct EditRequest {
     /// Handler actions: the params to run.
     pub params: Option<Value>,
     /// Decision-only actions: the detail to run.
     pub detail: Option<String>,
+    /// The version read: an approval of another is refused (409).
+    pub seen: Option<Seen>,
 }
 
 impl EditRequest {
@@ -147,6 +151,14 @@ impl Gate {
         let d = self.decider(caller).await?;
         Gate::check_approver(&rules, &d)?;
         let mut required = required(&rules);
+        // A chat card shows the action as asked, never an edit: what is
+        // approved from one must still be that. A denial stands whatever
+        // was read.
+        let seen = match (approve, is_chat(channel)) {
+            (false, _) => None,
+            (true, true) => Some(Seen::Asked),
+            (true, false) => edit.seen,
+        };
         let edit = if approve && !edit.is_empty() {
             let (mut edit, edited_string) = self.checked_edit(action, edit).await?;
             // The edited action answers to its own profile rule too, now
@@ -163,11 +175,8 @@ impl Gate {
         } else {
             None
         };
-        // A chat card shows the action as asked, never an edit: what is
-        // approved from one must still be that.
-        let as_asked = approve && edit.is_none() && is_chat(channel);
         let decision = TeamDecision {
-            as_asked,
+            seen,
             approve,
             entry: ApprovalEntry {
                 who: d.who,

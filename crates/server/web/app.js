@@ -314,7 +314,8 @@ async function sendApprove(action) {
   if (changedSince(action)) {
     throw new Error(`Not approved: ${named(action)} was edited by someone else while you decided; read it again.`);
   }
-  const after = await api('POST', `/v1/actions/${enc(action.id)}/approve`, {});
+  // The daemon refuses it too if an edit lands after this check.
+  const after = await api('POST', `/v1/actions/${enc(action.id)}/approve`, { seen: action.edited ? 'edited' : 'asked' });
   if (after && after.status === 'pending') {
     state.actions.set(action.id, after);
     notice(`Approval recorded: ${(after.approvals || []).length} of ${after.approvals_required || 1}.`);

@@ -16,7 +16,7 @@ use crate::error::StoreError;
 use crate::events::{self, NewEvent};
 use crate::time::{now, to_ms};
 use actiongate_api::model::{Action, ActionStatus};
-use actiongate_api::teams::{ApprovalEntry, Team};
+use actiongate_api::teams::{ApprovalEntry, Seen, Team};
 
 /// An edit an approver makes with the first approval.
 #[derive(Debug, Clone)]
@@ -47,10 +47,10 @@ pub struct TeamDecision {
     pub note: Option<String>,
     /// An edit, with the first approval only.
     pub edit: Option<Edit>,
-    /// The decider saw the action as the agent asked it (a chat card shows
-    /// nothing else): an approval is refused once someone edited it, so
-    /// it never approves a version its decider did not see.
-    pub as_asked: bool,
+    /// Which version the decider read (a chat card shows only the action
+    /// as asked): an approval is refused when the action is otherwise, so
+    /// it never approves a version its decider did not read.
+    pub seen: Option<Seen>,
 }
 
 /// What a team decision did.
@@ -123,18 +123,29 @@ pub(crate) fn plan(
             d.entry.who, required
         )));
     }
-    if d.as_asked && team.edited {
-        let what = match &team.approved_detail {
-            Some(detail) => format!("it would run `{detail}`"),
-            None => "its params were changed".to_owned(),
-        };
-        return Err(StoreError::Conflict(format!(
-            "{} edited this action before approving ({what}), which is not what this message \
-             shows: approve it on the web page or with the CLI, where the edit is shown, or deny it",
-            team.approvals
-                .first()
-                .map_or("an approver", |a| a.who.as_str())
-        )));
+    match (d.seen, team.edited) {
+        (Some(Seen::Asked), true) => {
+            let what = match &team.approved_detail {
+                Some(detail) => format!("it would run `{detail}`"),
+                None => "its params were changed".to_owned(),
+            };
+            return Err(StoreError::Conflict(format!(
+                "{} edited this action before approving ({what}): this approval was for the \
+                 action as asked. Read it again where the edit is shown (the web page, \
+                 `actiongate show`) and approve it as edited, or deny it",
+                team.approvals
+                    .first()
+                    .map_or("an approver", |a| a.who.as_str())
+            )));
+        }
+        (Some(Seen::Edited), false) => {
+            return Err(StoreError::Conflict(
+                "nobody edited this action: this approval was for an edited version it does \
+                 not have; read it again"
+                    .to_owned(),
+            ));
+        }
+        _ => {}
     }
     if let Some(edit) = &d.edit {
         if !team.approvals.is_empty() {

@@ -105,7 +105,7 @@ impl ApproveFirst {
             edit: None,
             // The grant is made for the request as asked: never for an
             // action someone edited.
-            as_asked: true,
+            seen: Some(actiongate_api::teams::Seen::Asked),
         }
     }
 }

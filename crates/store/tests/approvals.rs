@@ -1,6 +1,7 @@
 //! Team decisions and people on both backends; on Postgres, approvals
 //! racing from several nodes are counted once each and settle once.
 
+use actiongate_api::teams::Seen;
 use actiongate_store::*;
 use chrono::Utc;
 
@@ -35,7 +36,7 @@ fn approval(who: &str, required: u32) -> TeamDecision {
         required,
         note: None,
         edit: None,
-        as_asked: false,
+        seen: None,
     }
 }
 
@@ -54,6 +55,13 @@ async fn a_quorum_settles_on_the_last_approval_and_refuses_a_repeat(kind: Kind) 
     match store.team_decide(&a.id, approval("ann", 2)).await {
         Err(StoreError::Conflict(m)) => assert!(m.contains("ann"), "{m}"),
         other => panic!("a repeat: {other:?}"),
+    }
+    // An approval of an edit nobody made is refused, and counts nothing.
+    let mut phantom = approval("bob", 2);
+    phantom.seen = Some(Seen::Edited);
+    match store.team_decide(&a.id, phantom).await {
+        Err(StoreError::Conflict(m)) => assert!(m.contains("nobody edited"), "{m}"),
+        other => panic!("an approval of a phantom edit: {other:?}"),
     }
     let two = store.team_decide(&a.id, approval("bob", 2)).await.unwrap();
     assert!(two.settled);
@@ -109,7 +117,7 @@ async fn a_quorum_settles_on_the_last_approval_and_refuses_a_repeat(kind: Kind) 
     // An approval of the action as asked (a chat card) does not count
     // toward the edited one, nor change it.
     let mut stale = approval("cat", 3);
-    stale.as_asked = true;
+    stale.seen = Some(Seen::Asked);
     assert!(matches!(
         store.team_decide(&b.id, stale).await,
         Err(StoreError::Conflict(m)) if m.contains("edited")
@@ -119,8 +127,10 @@ async fn a_quorum_settles_on_the_last_approval_and_refuses_a_repeat(kind: Kind) 
         1
     );
     // A later approver reckoning fewer does not lower what the first
-    // approval needed.
-    let fewer = store.team_decide(&b.id, approval("bob", 1)).await.unwrap();
+    // approval needed; one who read the edit approves it.
+    let mut fewer = approval("bob", 1);
+    fewer.seen = Some(Seen::Edited);
+    let fewer = store.team_decide(&b.id, fewer).await.unwrap();
     assert!(!fewer.settled);
     assert_eq!(fewer.action.team.approvals_required, Some(3));
     // The same identity under another name (its person changed) is refused.

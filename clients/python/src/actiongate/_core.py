@@ -478,11 +478,14 @@ def approve(
     note: Optional[str],
     params: Optional[Mapping[str, Any]] = None,
     detail: Optional[str] = None,
+    seen: Optional[str] = None,
 ) -> Flow:
     """``POST /v1/actions/{id}/approve``, optionally granting (``remember``)
     or editing first (``params`` of a handler action, ``detail`` of a
-    decision-only one)."""
+    decision-only one); ``seen`` names the version read."""
     body: Dict[str, Any] = {}
+    if seen is not None:
+        body["seen"] = seen
     if note is not None:
         body["note"] = note
     if params is not None:

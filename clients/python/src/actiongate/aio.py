@@ -233,9 +233,10 @@ class AsyncClient:
         *,
         params: Optional[Mapping[str, Any]] = None,
         detail: Optional[str] = None,
+        seen: Optional[str] = None,
     ) -> Action:
         """See :meth:`actiongate.Client.approve`."""
-        return await self._drive(_core.approve(action_id, remember, note, params, detail))  # type: ignore[no-any-return]
+        return await self._drive(_core.approve(action_id, remember, note, params, detail, seen))  # type: ignore[no-any-return]
 
     async def deny(self, action_id: str, reason: Optional[str] = None) -> Action:
         """Denies a pending action; the agent sees ``reason``."""

@@ -263,14 +263,17 @@ class Client:
         *,
         params: Optional[Mapping[str, Any]] = None,
         detail: Optional[str] = None,
+        seen: Optional[str] = None,
     ) -> Action:
         """Approves a pending action. ``remember`` also grants: an expiry
         (``"1h"``) or ``{expires, scope?, pattern?, agent?}``. ``params``
         (handler actions) or ``detail`` (decision-only ones) edit it first,
         with the first approval. An action needing a quorum stays
         ``pending`` until enough distinct people approved (``approvals``,
-        ``approvals_required``)."""
-        return self._drive(_core.approve(action_id, remember, note, params, detail))  # type: ignore[no-any-return]
+        ``approvals_required``). ``seen`` (``"asked"`` or ``"edited"``)
+        says which version was read: the approval is refused (409) when
+        the action is otherwise by then."""
+        return self._drive(_core.approve(action_id, remember, note, params, detail, seen))  # type: ignore[no-any-return]
 
     def deny(self, action_id: str, reason: Optional[str] = None) -> Action:
         """Denies a pending action; the agent sees ``reason``."""

@@ -277,6 +277,7 @@ pub async fn approve(
     let edit = EditRequest {
         params: body.params,
         detail: body.detail,
+        seen: body.seen,
     };
     let channel = channel(&headers, &caller);
     Ok(axum::Json(

@@ -1,0 +1,129 @@
+//! An approval says which version of the action its approver read (`seen`):
+//! the daemon refuses it, in the transaction that would record it, when
+//! someone edited the action meanwhile, through the API and the CLI.
+
+use std::process::{Command, Output};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::common::{binary, call};
+use crate::teams::{Team, approve, get, named_operator, pending, team};
+
+fn cli(base: &str, key: &str, args: &[&str]) -> Output {
+    Command::new(binary("actiongate"))
+        .args(args)
+        .env("ACTIONGATE_URL", base)
+        .env("ACTIONGATE_KEY", key)
+        .output()
+        .unwrap()
+}
+
+fn approvals(a: &Value) -> usize {
+    a["approvals"].as_array().map_or(0, Vec::len)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_of_the_action_as_asked_is_refused_once_someone_edited_it() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])).await;
+    let (ann, _) = named_operator(&http, &d.base, &admin, "ann").await;
+    let (bea, _) = named_operator(&http, &d.base, &admin, "bea").await;
+
+    // Bea reads `prod eu`; Ann edits it into `prod eu-west` with the first
+    // approval; Bea's approval of what she read counts nothing.
+    let id = pending(&http, &d.base, &agent, "deploy", "prod eu").await;
+    let (s, a) = approve(&http, &d.base, &ann, &id, json!({"detail": "prod eu-west"})).await;
+    assert_eq!(s, 200, "{a}");
+    assert_eq!(a["edited"], true, "{a}");
+    let (s, p) = approve(&http, &d.base, &bea, &id, json!({"seen": "asked"})).await;
+    assert_eq!(s, 409, "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("edited"), "{p}");
+    let a = get(&http, &d.base, &admin, &id).await;
+    assert_eq!((a["status"].as_str(), approvals(&a)), (Some("pending"), 1));
+
+    // The CLI approves the action as asked unless told `--edited`: refused
+    // with exit 5 and the reason on one line; `show` prints the edit.
+    let out = cli(&d.base, &bea, &["approve", &id]);
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("edited") && err.lines().count() == 1, "{err}");
+    assert_eq!(approvals(&get(&http, &d.base, &admin, &id).await), 1);
+    let out = cli(&d.base, &bea, &["show", &id]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("edited to: prod eu-west"), "{text}");
+    assert!(
+        text.contains("team:      [1 of 2: key:") && text.contains("[edited]"),
+        "{text}"
+    );
+    let out = cli(&d.base, &bea, &["approve", &id, "--edited"]);
+    assert!(out.status.success(), "{out:?}");
+    let a = get(&http, &d.base, &admin, &id).await;
+    assert_eq!(a["status"], "approved", "{a}");
+    assert_eq!(a["approved_detail"], "prod eu-west", "{a}");
+
+    // An approval of an edit the action does not have is refused too.
+    let id = pending(&http, &d.base, &agent, "deploy", "prod us").await;
+    let (s, p) = approve(&http, &d.base, &bea, &id, json!({"seen": "edited"})).await;
+    assert_eq!(s, 409, "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("nobody edited"),
+        "{p}"
+    );
+    assert_eq!(approvals(&get(&http, &d.base, &admin, &id).await), 0);
+    // And a value that is neither is bad input naming the field.
+    let (s, p) = approve(&http, &d.base, &bea, &id, json!({"seen": "both"})).await;
+    assert_eq!(s, 422, "{p}");
+    assert!(p.to_string().contains("seen"), "{p}");
+    // Without `seen` an approval approves the action as it is, as before.
+    let (s, a) = approve(&http, &d.base, &bea, &id, json!({})).await;
+    assert_eq!((s, approvals(&a)), (200, 1), "{a}");
+}
+
+/// Ann's edit and Bea's approval of the action as asked, racing: whichever
+/// lands first, Bea's approval never counts toward the edited version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_edit_racing_an_approval_as_asked_never_settles_a_version_unread() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])).await;
+    let (ann, _) = named_operator(&http, &d.base, &admin, "ann").await;
+    let (bea, _) = named_operator(&http, &d.base, &admin, "bea").await;
+    for round in 0..20 {
+        let id = pending(&http, &d.base, &agent, "deploy", &format!("prod {round}")).await;
+        let url = format!("{}/v1/actions/{id}/approve", d.base);
+        let edit = call(
+            &http,
+            Method::POST,
+            url.clone(),
+            &ann,
+            Some(json!({"detail": format!("prod {round}-west")})),
+        );
+        let plain = call(
+            &http,
+            Method::POST,
+            url,
+            &bea,
+            Some(json!({"seen": "asked"})),
+        );
+        let ((se, _), (sp, _)) = tokio::join!(edit, plain);
+        let a = get(&http, &d.base, &admin, &id).await;
+        // Exactly one of them landed, and the action holds what it did.
+        assert_eq!(approvals(&a), 1, "round {round}: {a}");
+        match (se, sp) {
+            (200, 409) => assert_eq!(a["edited"], true, "round {round}: {a}"),
+            (409, 200) => assert!(a["edited"] != true, "round {round}: {a}"),
+            other => panic!("round {round}: {other:?}: {a}"),
+        }
+        assert_eq!(a["status"], "pending", "round {round}: {a}");
+    }
+}
