@@ -30,6 +30,7 @@ mod metrics;
 mod outbound;
 mod pending_limit;
 mod pg_stall;
+mod plan_calls;
 mod policy_corpus;
 mod rate_limits;
 mod readme;

@@ -413,6 +413,7 @@ impl Gate {
         check_len("params", Some(&detail), MAX_DETAIL)?;
         let scope = action.scope(&h.params);
         let permission = action.decl.permission.clone();
+        let params_view = action.masked(&h.params);
         let decided = crate::policy::decide_in(
             self,
             &agent,
@@ -423,6 +424,7 @@ impl Gate {
                 handler: &h.handler,
                 permission: &permission,
                 scope: &scope,
+                call: Some((&h.action, &params_view)),
                 approvals: action.approvals.as_ref(),
             }),
         )
@@ -432,7 +434,6 @@ impl Gate {
         let take_use = decided
             .take_use
             .filter(|_| decision.result == DecisionResult::Allow);
-        let params_view = action.masked(&h.params);
         let display = action.display(&params_view);
         let slot = if decision.result == DecisionResult::Allow {
             self.dispatcher().reserve(&h.handler)

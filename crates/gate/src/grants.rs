@@ -205,6 +205,8 @@ impl Gate {
                 handler: &check.handler,
                 permission: &check.permission,
                 scope: &check.scope,
+                // Asked without a call: a grant of one call holds no more.
+                call: None,
             }),
         };
         let covering = grants

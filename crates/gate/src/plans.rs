@@ -1,7 +1,8 @@
 //! Plans (issue 33): an agent asks approval for a task's steps at once; an
 //! operator approves the plan as a whole or step by step, or denies it.
 //! Each approved step becomes grants of one use scoped to the plan's
-//! session, so exactly those steps run without another question, in any
+//! session (a handler step's bound to its call: action and params as
+//! shown), so exactly those steps run without another question, in any
 //! order, and nothing else does. Also sessions as operators see them, and
 //! runs reported after the fact.
 
@@ -166,6 +167,14 @@ impl Gate {
                         "do not match the action's params_schema",
                     ));
                 }
+                // Kept and shown as every action's are: sensitive values
+                // masked. The step's grant binds the call as shown.
+                return Ok(PlanStep {
+                    approved: false,
+                    grants: Vec::new(),
+                    params: Some(a.masked(&params)),
+                    ..s
+                });
             }
             _ => {
                 return Err(GateError::invalid(
@@ -315,11 +324,18 @@ impl Gate {
             )));
         };
         let params = step.params.clone().unwrap_or_default();
+        // Exactly the step's values: a `*` the agent wrote is a `*`.
+        let mut scope = actiongate_policy::literal_scope(&a.scope(&params));
+        // And exactly the step's call: this action with these params (as
+        // shown), not any call its permission's scope admits.
+        scope.insert(
+            actiongate_policy::CALL_SCOPE_KEY.to_owned(),
+            actiongate_policy::call_scope_value(action, &a.masked(&params)),
+        );
         Ok(vec![NewGrantTarget::Permission {
             handler: handler.clone(),
             permission: a.decl.permission.clone(),
-            // Exactly the step's values: a `*` the agent wrote is a `*`.
-            scope: actiongate_policy::literal_scope(&a.scope(&params)),
+            scope,
         }])
     }
 

@@ -34,6 +34,8 @@ pub struct NeededPermission<'a> {
     pub permission: &'a str,
     /// Scope values.
     pub scope: &'a Map<String, Value>,
+    /// The action's name and its params as shown (for grants of one call).
+    pub call: Option<(&'a str, &'a Value)>,
     /// The handler action's own `approvals`, when it has them.
     pub approvals: Option<&'a CompiledRule>,
 }
@@ -103,6 +105,7 @@ pub async fn decide_in(
             handler: p.handler,
             permission: p.permission,
             scope: p.scope,
+            call: p.call,
         }),
     };
     let now = chrono::Utc::now();

@@ -243,6 +243,7 @@ impl Gate {
                 check_len("params", Some(&detail), MAX_DETAIL)?;
                 let scope = decl.scope(&params);
                 let permission = decl.decl.permission.clone();
+                let view = decl.masked(&params);
                 let decision = decide(
                     self,
                     &action.agent,
@@ -252,6 +253,7 @@ impl Gate {
                         handler: handler_id,
                         permission: &permission,
                         scope: &scope,
+                        call: action.action.as_deref().map(|name| (name, &view)),
                         approvals: decl.approvals.as_ref(),
                     }),
                 )
@@ -262,7 +264,6 @@ impl Gate {
                         format!("the profile denies the edited action: {}", decision.reason),
                     ));
                 }
-                let view = decl.masked(&params);
                 Ok((
                     Edit {
                         params: Some(params),

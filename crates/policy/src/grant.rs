@@ -146,6 +146,34 @@ pub struct PermissionRef<'a> {
     pub permission: &'a str,
     /// The action's scope values.
     pub scope: &'a Map<String, Value>,
+    /// The call itself: the action's name and its params as shown
+    /// (sensitive values masked), for grants of one call
+    /// ([`CALL_SCOPE_KEY`]). `None` where there is no call (a check of
+    /// whether a permission is held): such grants do not cover it.
+    pub call: Option<(&'a str, &'a Value)>,
+}
+
+/// The scope key of a grant that covers one call only (a plan step's):
+/// its value is `{"action": NAME, "params": PARAMS}`, which must equal the
+/// call's action name and its params as shown, whatever else its scope
+/// says. Matched against the call, never against a scope value of the
+/// same name (a handler cannot declare one that forges it).
+pub const CALL_SCOPE_KEY: &str = "@call";
+
+/// The value of [`CALL_SCOPE_KEY`] for action `name` with `params` (as
+/// shown, sensitive values masked).
+pub fn call_scope_value(name: &str, params: &Value) -> Value {
+    serde_json::json!({"action": name, "params": params})
+}
+
+/// Whether a granted [`CALL_SCOPE_KEY`] value names exactly `call`.
+fn call_matches(granted: &Value, call: Option<(&str, &Value)>) -> bool {
+    let (Some((name, params)), Value::Object(g)) = (call, granted) else {
+        return false;
+    };
+    g.len() == 2
+        && g.get("action").and_then(Value::as_str) == Some(name)
+        && g.get("params") == Some(params)
 }
 
 /// An action to decide about.
@@ -231,7 +259,13 @@ impl Grant {
         };
         handler == wanted.handler
             && permission == wanted.permission
-            && scope_matches(scope, wanted.scope)
+            && scope.iter().all(|(key, granted)| {
+                if key == CALL_SCOPE_KEY {
+                    call_matches(granted, wanted.call)
+                } else {
+                    key_matches(key, granted, wanted.scope)
+                }
+            })
     }
 }
 
@@ -249,19 +283,22 @@ impl Grant {
 /// `{"command": "ls*"}` covers `ls -la` but not `ls; rm -rf /`. An exact
 /// value still matches only that exact line.
 pub fn scope_matches(grant_scope: &Map<String, Value>, action_scope: &Map<String, Value>) -> bool {
-    grant_scope.iter().all(|(key, granted)| {
-        action_scope.get(key).is_some_and(|actual| match granted {
-            Value::String(glob) if glob.contains(['*', '?']) => {
-                actual.as_str().is_some_and(|actual| {
-                    if key == SHELL_SCOPE_KEY {
-                        shell_glob_matches(glob, actual)
-                    } else {
-                        glob_matches(glob, actual)
-                    }
-                })
+    grant_scope
+        .iter()
+        .all(|(key, granted)| key_matches(key, granted, action_scope))
+}
+
+/// One key of [`scope_matches`].
+fn key_matches(key: &str, granted: &Value, action_scope: &Map<String, Value>) -> bool {
+    action_scope.get(key).is_some_and(|actual| match granted {
+        Value::String(glob) if glob.contains(['*', '?']) => actual.as_str().is_some_and(|actual| {
+            if key == SHELL_SCOPE_KEY {
+                shell_glob_matches(glob, actual)
+            } else {
+                glob_matches(glob, actual)
             }
-            _ => granted == actual,
-        })
+        }),
+        _ => granted == actual,
     })
 }
 

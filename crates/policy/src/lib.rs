@@ -62,8 +62,8 @@ pub use decide::{Decision, Rule, check, decide};
 pub use expiry::{Expiry, ExpiryError, parse_duration, parse_expiry};
 pub use findings::{Finding, findings};
 pub use grant::{
-    Grant, GrantTarget, PermissionRef, Request, SHELL_SCOPE_KEY, ToolPattern, literal_scope,
-    scope_matches,
+    CALL_SCOPE_KEY, Grant, GrantTarget, PermissionRef, Request, SHELL_SCOPE_KEY, ToolPattern,
+    call_scope_value, literal_scope, scope_matches,
 };
 pub use pattern::{BACKTRACK_LIMIT, PatternError, PatternSet, SetMatch};
 pub use presets::{UnknownPresetError, get_preset, preset_names, preset_spec};

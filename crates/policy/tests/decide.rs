@@ -93,6 +93,7 @@ fn deny_pattern_beats_permission_grant() {
             handler: "email",
             permission: "send",
             scope: &scope,
+            call: None,
         }),
     };
     assert_eq!(decide(&p, &grants, &request, now()).verdict, Verdict::Deny);

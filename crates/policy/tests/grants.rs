@@ -5,8 +5,8 @@
 
 use actiongate_policy::chrono::{DateTime, Duration, TimeZone, Utc};
 use actiongate_policy::{
-    Grant, GrantTarget, PermissionRef, Request, Rule, ToolPattern, Verdict, decide, get_preset,
-    line_pattern, literal_scope, scope_matches,
+    CALL_SCOPE_KEY, Grant, GrantTarget, PermissionRef, Request, Rule, ToolPattern, Verdict,
+    call_scope_value, decide, get_preset, line_pattern, literal_scope, scope_matches,
 };
 use serde_json::{Map, Value, json};
 
@@ -41,6 +41,7 @@ fn email_request<'a>(agent: &'a str, scope: &'a Map<String, Value>) -> Request<'
             handler: "email",
             permission: "send",
             scope,
+            call: None,
         }),
     }
 }
@@ -95,16 +96,62 @@ fn handler_and_permission_must_match() {
         handler: "email",
         permission: "delete",
         scope: &scope,
+        call: None,
     });
     assert!(!g.covers(&r, now()));
     r.permission = Some(PermissionRef {
         handler: "sms",
         permission: "send",
         scope: &scope,
+        call: None,
     });
     assert!(!g.covers(&r, now()));
     r.permission = None;
     assert!(!g.covers(&r, now()));
+}
+
+/// The permission `email`/`send` of a call (`None`: no call) in `scope`.
+fn send_call<'a>(
+    scope: &'a Map<String, Value>,
+    call: Option<(&'a str, &'a Value)>,
+) -> Option<PermissionRef<'a>> {
+    Some(PermissionRef {
+        handler: "email",
+        permission: "send",
+        scope,
+        call,
+    })
+}
+
+/// A plan step's grant covers its one call: that action with those params
+/// as shown, whatever the rest of its scope admits; nothing forges it.
+#[test]
+fn a_grant_of_one_call_covers_that_call_only() {
+    let params = json!({"to": "bob@example.com", "body": "hi"});
+    let mut granted = obj(json!({"to": "bob@example.com"}));
+    granted.insert(CALL_SCOPE_KEY.into(), call_scope_value("send", &params));
+    let g = email_grant(None, Value::Object(granted.clone()));
+    let scope = obj(json!({"to": "bob@example.com"}));
+    let mut r = email_request("a1", &scope);
+    r.permission = send_call(&scope, Some(("send", &params)));
+    assert!(g.covers(&r, now()));
+    // Another body to the same recipient, another action of the same
+    // permission, or no call at all: not covered.
+    let other = json!({"to": "bob@example.com", "body": "pay"});
+    r.permission = send_call(&scope, Some(("send", &other)));
+    assert!(!g.covers(&r, now()));
+    r.permission = send_call(&scope, Some(("forward", &params)));
+    assert!(!g.covers(&r, now()));
+    r.permission = send_call(&scope, None);
+    assert!(!g.covers(&r, now()));
+    // A scope value named like the key (a handler's declared scope key)
+    // does not stand in for the call.
+    r.permission = send_call(&granted, Some(("send", &other)));
+    assert!(!g.covers(&r, now()));
+    // Other grants do not look at the call.
+    let wide = email_grant(None, json!({"to": "bob@example.com"}));
+    r.permission = send_call(&scope, Some(("send", &other)));
+    assert!(wide.covers(&r, now()));
 }
 
 #[test]
@@ -452,6 +499,7 @@ fn command_request<'a>(detail: &'a str, scope: &'a Map<String, Value>) -> Reques
             handler: "fs",
             permission: "shell.exec",
             scope,
+            call: None,
         }),
     }
 }

@@ -222,6 +222,7 @@ fn a_nested_command_in_a_handler_scope_is_bounded_too() {
                     handler: "fs",
                     permission: "shell.exec",
                     scope: &scope,
+                    call: None,
                 }),
             };
             let started = Instant::now();

@@ -342,6 +342,7 @@ fn as_request<T>(action: &Action, f: impl FnOnce(&policy::Request<'_>) -> T) -> 
             handler,
             permission,
             scope: action.scope.as_ref().unwrap_or(&empty),
+            call: action.action.as_deref().zip(action.params.as_ref()),
         }),
         _ => None,
     };

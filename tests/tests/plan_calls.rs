@@ -1,0 +1,139 @@
+//! A handler step of a plan is approved as its call: that action with
+//! those params, not whatever else its permission's scope admits; and its
+//! sensitive params are kept and shown masked, as every action's are.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::common::call;
+use crate::common::daemon::{agent_key, register_handler, role_key};
+use crate::sessions::{post, start};
+
+/// `mail`: `send` {to, body, token (sensitive)} and `forward` {to}, both
+/// needing `mail.send` scoped by recipient.
+fn mail() -> Value {
+    json!({
+        "id": "mail", "name": "Mail", "url": "http://127.0.0.1:9/hook",
+        "permissions": [{"name": "mail.send",
+            "parameters_schema": {"type": "object", "properties": {"to": {}}}}],
+        "actions": [
+            {"name": "send", "permission": "mail.send", "scope": {"to": "/to"},
+             "sensitive": ["/token"],
+             "params_schema": {"type": "object", "required": ["to", "body"],
+                "properties": {"to": {"type": "string"}, "body": {"type": "string"},
+                               "token": {"type": "string"}}}},
+            {"name": "forward", "permission": "mail.send", "scope": {"to": "/to"},
+             "params_schema": {"type": "object", "required": ["to"],
+                "properties": {"to": {"type": "string"}}}}
+        ]
+    })
+}
+
+async fn a_plan_step_covers_its_own_call_only(pg: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(d) = start(pg, dir.path(), &[]) else {
+        return;
+    };
+    let http = crate::common::client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let operator = role_key(&http, &d.base, &admin, "operator").await;
+    register_handler(&http, &d.base, &admin, mail()).await;
+    let secret = "tok-7f3a9c1e55d2";
+    let step = json!({"to": "bob@example.com", "body": "minutes attached", "token": secret});
+    let (s, plan) = post(
+        &http,
+        format!("{}/v1/plans", d.base),
+        &agent,
+        json!({"reason": "send the minutes", "session": "task",
+               "steps": [{"handler": "mail", "action": "send", "params": step}]}),
+    )
+    .await;
+    assert_eq!(s, 201, "{plan}");
+    let id = plan["id"].as_str().unwrap();
+    // Shown as every action is: the sensitive value masked.
+    assert_eq!(plan["steps"][0]["params"]["token"], "***", "{plan}");
+    let (s, shown) = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/plans/{id}", d.base),
+        &operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{shown}");
+    assert!(!shown.to_string().contains(secret), "{shown}");
+    let (s, done) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/plans/{id}/approve", d.base),
+        &operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{done}");
+    assert!(!done.to_string().contains(secret), "{done}");
+
+    let act = |params: Value, action: &'static str| {
+        let http = http.clone();
+        let url = format!("{}/v1/actions", d.base);
+        let agent = agent.clone();
+        async move {
+            let (s, a) = post(
+                &http,
+                url,
+                &agent,
+                json!({"handler": "mail", "action": action, "params": params, "session": "task"}),
+            )
+            .await;
+            assert_eq!(s, 201, "{a}");
+            a
+        }
+    };
+    // Another body to the approved recipient, or another action of the
+    // same permission: not what the step said, so they ask.
+    let other = json!({"to": "bob@example.com", "body": "wire 10k to acct 99", "token": secret});
+    let a = act(other, "send").await;
+    assert_eq!(
+        a["status"], "pending",
+        "the step's grant ran another body: {a}"
+    );
+    let a = act(json!({"to": "bob@example.com"}), "forward").await;
+    assert_eq!(
+        a["status"], "pending",
+        "the step's grant ran another action: {a}"
+    );
+    // The step itself runs without a question, once.
+    let a = act(step.clone(), "send").await;
+    assert_ne!(a["status"], "pending", "{a}");
+    let a = act(step, "send").await;
+    assert_eq!(a["status"], "pending", "the step ran twice: {a}");
+    // Nothing recorded the secret in the clear.
+    let (s, grants) = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/grants", d.base),
+        &operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{grants}");
+    assert!(!grants.to_string().contains(secret), "{grants}");
+    let log = crate::audit::export(&http, &d.base, &admin).await;
+    let leaks: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(secret) && l.contains("plan."))
+        .collect();
+    assert!(leaks.is_empty(), "{leaks:?}");
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_step_covers_its_own_call_only_on_sqlite() {
+    a_plan_step_covers_its_own_call_only(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_step_covers_its_own_call_only_on_postgres() {
+    a_plan_step_covers_its_own_call_only(true).await;
+}
