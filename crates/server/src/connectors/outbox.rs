@@ -97,7 +97,8 @@ async fn catch_up(c: &Connectors) {
         }
     }
     let pending = Some(actiongate_gate::GrantRequestStatus::Pending);
-    match c.gate.list_grant_requests(&reader(), pending).await {
+    let page = actiongate_gate::ListPage::default();
+    match c.gate.list_grant_requests(&reader(), pending, page).await {
         Ok(requests) => {
             for r in requests {
                 post(c, card::grant_request_card(&r, !c.notify_only)).await;
