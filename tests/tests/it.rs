@@ -29,6 +29,7 @@ mod memory;
 mod metrics;
 mod outbound;
 mod pending_limit;
+mod pending_pages;
 mod pg_stall;
 mod plan_calls;
 mod policy_corpus;

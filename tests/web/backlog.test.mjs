@@ -143,3 +143,38 @@ test('approving a selection that holds items never drawn first says how many, of
   assert.equal(await page.locator('#bulk-dialog').count(), 0);
   await page.locator('#queue .card').first().waitFor({ state: 'detached' });
 });
+
+test('over 500 grant requests and 200 plans: the longest waiting of each is loaded, a page at a time', async () => {
+  const { page } = env;
+  const ask = (reason) => env.call('POST', '/v1/grant-requests', env.agent,
+    { handler: 'fs', permission: 'fs.write', scope: { path: 'pages/*' }, reason });
+  const plan = (detail) => env.call('POST', '/v1/plans', env.agent,
+    { session: 'pages', steps: [{ tool: 'bash', detail }] });
+  const first = await ask('gr-longest-waiting');
+  assert.equal(first.status, 201, JSON.stringify(first.body));
+  const firstPlan = await plan('echo plan-longest-waiting');
+  assert.equal(firstPlan.status, 201, JSON.stringify(firstPlan.body));
+  let next = 0;
+  const worker = async () => {
+    while (next < 500) {
+      const i = next++;
+      const r = await ask(`gr-backlog-${i}`);
+      assert.equal(r.status, 201, JSON.stringify(r.body));
+      if (i < 200) assert.equal((await plan(`echo plan-backlog-${i}`)).status, 201);
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, worker));
+  // Loaded afresh from the lists (the stream only brings what comes next).
+  await page.goto(env.pageUrl);
+  await page.waitForSelector('#key, #stream-state[data-state=live]');
+  if (await page.locator('#key').isVisible()) {
+    await page.fill('#key', env.operator);
+    await page.click('#sign-in-form button[type=submit]');
+  }
+  await page.waitForSelector('#stream-state[data-state=live]');
+  await page.fill('#queue-search', 'gr-longest-waiting');
+  await page.waitForSelector(`#queue .card[data-id="${first.body.id}"]`);
+  await page.fill('#queue-search', 'plan-longest-waiting');
+  await page.waitForSelector(`#queue .card[data-id="${firstPlan.body.id}"]`);
+  await page.fill('#queue-search', '');
+});

@@ -397,7 +397,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List grant requests, newest first (operators see all, agents their own). */
+        /**
+         * List grant requests, newest first or, with `order=oldest`, oldest first,
+         *     a page at a time (operators see all, agents their own).
+         */
         get: operations["list_requests"];
         put?: never;
         /** Ask a human for a permission; `?wait=S` blocks until they answer. */
@@ -648,7 +651,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Plans, newest first (operators). */
+        /**
+         * Plans, newest first or, with `order=oldest`, oldest first, a page at a
+         *     time (operators).
+         */
         get: operations["list_plans"];
         put?: never;
         /** Ask approval for a plan (agents). */
@@ -3875,6 +3881,21 @@ export interface operations {
             query?: {
                 /** @description Only requests in this status. */
                 status?: components["schemas"]["GrantRequestStatus"];
+                /**
+                 * @description `newest` first (the default) or `oldest` first (the longest
+                 *     waiting first).
+                 */
+                order?: "newest" | "oldest";
+                /**
+                 * @description Only requests strictly after this id in that order: the last id of
+                 *     the previous page.
+                 */
+                after?: string;
+                /**
+                 * @description Page size, 1-500 (default 500). A page shorter than `limit` is the
+                 *     last.
+                 */
+                limit?: number;
             };
             header?: never;
             path?: never;
@@ -3882,7 +3903,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Requests */
+            /** @description A page of requests: page on with `after` set to the last id until a page is shorter than `limit` */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -5753,6 +5774,21 @@ export interface operations {
             query?: {
                 /** @description `pending`, `approved`, `denied` or `expired`. */
                 status?: string;
+                /**
+                 * @description `newest` first (the default) or `oldest` first (the longest
+                 *     waiting first), by when they were made.
+                 */
+                order?: "newest" | "oldest";
+                /**
+                 * @description Only plans strictly after this one in that order: the last id of
+                 *     the previous page.
+                 */
+                after?: string;
+                /**
+                 * @description Page size, 1-500 (default 200). A page shorter than `limit` is the
+                 *     last.
+                 */
+                limit?: number;
             };
             header?: never;
             path?: never;
@@ -5760,7 +5796,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Plans */
+            /** @description A page of plans: page on with `after` set to the last id until a page is shorter than `limit` */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -5787,7 +5823,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Invalid query parameter */
+            /** @description Invalid filter or page (named) */
             422: {
                 headers: {
                     [name: string]: unknown;

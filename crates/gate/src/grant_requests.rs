@@ -15,6 +15,7 @@ use actiongate_store::{
 
 use crate::actions::MAX_TEXT;
 use crate::grants::new_grant_id;
+use crate::paging::{ListPage, MAX_PAGE};
 use crate::{Caller, Gate, GateError, GateResult};
 
 /// The expiry granted when neither the request nor the approval names one.
@@ -97,18 +98,25 @@ impl Gate {
             .await?)
     }
 
-    /// Grant requests, newest first: an operator's all, an agent's its own.
+    /// A page of grant requests, newest first or, with
+    /// `page.oldest_first`, the longest waiting first (up to 500, 500 by
+    /// default): an operator's all, an agent's its own.
     pub async fn list_grant_requests(
         &self,
         caller: &Caller,
         status: Option<GrantRequestStatus>,
+        page: ListPage,
     ) -> GateResult<Vec<GrantRequest>> {
+        let page = page.checked(MAX_PAGE)?;
         let agent = if caller.sees_all() {
             None
         } else {
             Some(caller.agent_id()?)
         };
-        Ok(self.store().list_grant_requests(agent, status).await?)
+        Ok(self
+            .store()
+            .list_grant_requests(agent, status, &page)
+            .await?)
     }
 
     async fn visible_grant_request(&self, caller: &Caller, id: &str) -> GateResult<GrantRequest> {

@@ -43,6 +43,7 @@ pub mod grants;
 pub mod handler_spec;
 pub mod notify;
 pub mod outbound;
+pub mod paging;
 mod pending_limit;
 pub mod people;
 pub mod plans;
@@ -80,6 +81,7 @@ pub use caller::{Caller, KeyGuard};
 pub use dispatch::DispatchConfig;
 pub use error::{ErrorCode, GateError, GateResult};
 pub use notify::NotifyConfig;
+pub use paging::ListPage;
 pub use transport::{OutboundError, OutboundRequest, OutboundResponse, Transport};
 
 use crate::cache::{Cache, KEY_TTL};

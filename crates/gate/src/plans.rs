@@ -11,10 +11,13 @@ use actiongate_store::{NewGrant, NewGrantTarget, Role};
 use chrono::{DateTime, Utc};
 
 use crate::actions::{MAX_DETAIL, MAX_TEXT, check_len};
+use crate::paging::ListPage;
 use crate::policy::validate_tool;
 use crate::sessions::{validate_origin, validate_session};
 use crate::{Caller, Gate, GateError, GateResult};
 
+/// Plans on a page when the caller does not say.
+pub const PLANS_PAGE: i64 = 200;
 /// Most steps of a plan.
 pub const MAX_STEPS: usize = 200;
 /// How far back a reported run looks for the decision that covered it.
@@ -219,13 +222,17 @@ impl Gate {
             .await?)
     }
 
-    /// Plans (operators), newest first.
+    /// A page of plans (operators), newest first or, with
+    /// `page.oldest_first`, the longest waiting first, in the order they
+    /// were made (up to 500, 200 by default).
     pub async fn list_plans(
         &self,
         caller: &Caller,
         status: Option<String>,
+        page: ListPage,
     ) -> GateResult<Vec<Plan>> {
         caller.require(Role::Operator)?;
+        let page = page.checked(PLANS_PAGE)?;
         if let Some(s) = &status
             && !matches!(s.as_str(), "pending" | "approved" | "denied" | "expired")
         {
@@ -234,7 +241,18 @@ impl Gate {
                 "pending, approved, denied or expired",
             ));
         }
-        Ok(self.store().list_plans(status).await?)
+        if let Some(after) = &page.after {
+            // Plans are listed by when they were made: the page starts
+            // after that of the plan named, which must be one.
+            match self.store().get_plan(after).await {
+                Ok(_) => {}
+                Err(actiongate_store::StoreError::NotFound) => {
+                    return Err(GateError::invalid("after", format!("no plan '{after}'")));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(self.store().list_plans(status, &page).await?)
     }
 
     /// An operator approves a plan, all of it or the steps at `only`

@@ -10,7 +10,7 @@ import { renderGrants, renderHistory, renderAction } from './views.js';
 import { renderSessions } from './sessions.js';
 import { renderAgents } from './profile.js';
 import { createQueue } from './queue.js';
-import { MOST, covered, pendingActions } from './backlog.js';
+import { MOST, covered, pendingActions, pendingPages } from './backlog.js';
 import { maskSecrets } from './secrets.js';
 import { openRemember } from './remember.js';
 import { announce, showNotifyState, toggleNotify } from './notify.js';
@@ -170,25 +170,31 @@ async function loadQueue({ resync = false } = {}) {
   const arrived = new Set();
   state.arrivals.push(arrived);
   let load;
-  let requests;
-  let plans;
+  let requestLoad;
+  let planLoad;
   try {
-    [load, requests, plans] = await Promise.all([
+    [load, requestLoad, planLoad] = await Promise.all([
       pendingActions(),
-      api('GET', '/v1/grant-requests?status=pending'),
-      api('GET', '/v1/plans?status=pending'),
+      pendingPages('/v1/grant-requests', 500),
+      pendingPages('/v1/plans', 200),
     ]);
   } finally {
     state.arrivals.splice(state.arrivals.indexOf(arrived), 1);
   }
   const actions = load.items;
+  const requests = requestLoad.items;
+  const plans = planLoad.items;
   state.backlog = load.complete ? null : load;
   if (resync) {
-    // An action the load did not reach (past `last`) may still wait.
+    // An item the load did not reach (past `last`) may still wait. Plans
+    // are listed by when they were made, not by id: past a load cut
+    // short, none is known to be settled.
     const listed = new Set([...actions, ...requests, ...plans].map((x) => x.id));
-    for (const map of [state.actions, state.requests, state.plans]) {
+    const loads = new Map([[state.actions, load], [state.requests, requestLoad], [state.plans, planLoad]]);
+    for (const [map, from] of loads) {
       for (const id of [...map.keys()]) {
-        if (!listed.has(id) && !arrived.has(id) && (map !== state.actions || covered(load, id))) map.delete(id);
+        const seen = map === state.plans ? from.complete : covered(from, id);
+        if (!listed.has(id) && !arrived.has(id) && seen) map.delete(id);
       }
     }
   }

@@ -1,10 +1,11 @@
-// Loading the pending actions: the longest waiting first, up to a bound.
+// Loading the pending items: the longest waiting first, up to a bound.
 //
 // A queue longer than the bound is loaded from its oldest end (the items
 // nearest their deadline and their escalation), the stream brings what
 // arrives after, and what lies between is loaded as the operator works the
 // queue down. While a load was cut short the page says so ("2000+"), and
-// a resync forgets only the items the load covered.
+// a resync forgets only the items the load covered. Grant requests and
+// plans load the same way, a page at a time (up to MOST_PAGES pages).
 
 import { api } from './api.js';
 
@@ -25,6 +26,26 @@ export async function pendingActions(most = MOST) {
     cursor = page.next_cursor;
   } while (cursor && items.length < most);
   return { items, complete: !cursor, last: items.length ? items[items.length - 1].id : null };
+}
+
+/** Most pages of pending grant requests or plans one load reads. */
+export const MOST_PAGES = 20;
+
+/** The pending items of a listing answered as a bare array (`path`:
+ * grant requests, plans), oldest first, `limit` a page, each page after the
+ * last id of the one before, until a short page or `pages` pages:
+ * `{ items, complete, last }` as `pendingActions` answers. */
+export async function pendingPages(path, limit, pages = MOST_PAGES) {
+  const items = [];
+  for (let n = 0; n < pages; n++) {
+    const q = new URLSearchParams({ status: 'pending', order: 'oldest', limit: String(limit) });
+    if (items.length) q.set('after', items[items.length - 1].id);
+    const page = await api('GET', `${path}?${q}`);
+    items.push(...page);
+    if (page.length < limit) return { items, complete: true, last: items.length ? items[items.length - 1].id : null };
+  }
+  console.warn(`${path}: stopped after ${pages} pages of ${limit} pending items; newer ones show as they arrive`);
+  return { items, complete: false, last: items.length ? items[items.length - 1].id : null };
 }
 
 /** Whether a load that read up to `last` (oldest first) could have seen

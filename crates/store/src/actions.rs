@@ -265,15 +265,7 @@ where
             q.push(column).push_bind(v.clone());
         }
     }
-    let (after, order) = if f.oldest_first {
-        (" AND id > ", " ORDER BY id ASC LIMIT ")
-    } else {
-        (" AND id < ", " ORDER BY id DESC LIMIT ")
-    };
-    if let Some(cursor) = &f.cursor {
-        q.push(after).push_bind(cursor.clone());
-    }
-    q.push(order).push_bind(f.limit);
+    crate::paging::by_id(q, f.cursor.as_deref(), f.limit, f.oldest_first);
 }
 
 /// The action `new` is once stored at `created`, in its initial state.

@@ -18,8 +18,8 @@ use crate::{
     Backend, Claimed, Delivery, DeliveryStatus, DueDelivery, Event, GrantCreated, GrantFilter,
     GrantRecord, GrantRequest, GrantRequestStatus, HandlerRecord, HandlerSecrets, Inserted,
     NewAction, NewGrant, NewGrantRequest, NewHandler, NewKey, NewPerson, NewSubscription,
-    NextDispatch, Outcome, Person, Store, StoreError, Subscription, TeamDecided, TeamDecision,
-    Transition,
+    NextDispatch, Outcome, Page, Person, Store, StoreError, Subscription, TeamDecided,
+    TeamDecision, Transition,
 };
 
 /// Defines each operation on [`Store`] as a call of the same method of the
@@ -220,8 +220,9 @@ contract! {
     pub async fn next_grant_request_deadline(&self) -> Result<Option<DateTime<Utc>>, StoreError>;
     /// One grant request.
     pub async fn get_grant_request(&self, id: &str) -> Result<GrantRequest, StoreError>;
-    /// Grant requests, newest first; only `agent`'s and/or in `status` when given.
-    pub async fn list_grant_requests(&self, agent: Option<&str>, status: Option<GrantRequestStatus>) -> Result<Vec<GrantRequest>, StoreError>;
+    /// A page of grant requests, newest (or oldest) first, in id order;
+    /// only `agent`'s and/or in `status` when given.
+    pub async fn list_grant_requests(&self, agent: Option<&str>, status: Option<GrantRequestStatus>, page: &Page) -> Result<Vec<GrantRequest>, StoreError>;
 
     // grants
     /// Stores a grant; approves `first` (if given) and every pending action
@@ -348,8 +349,9 @@ contract! {
     pub async fn create_plan(&self, plan: actiongate_api::sessions::Plan) -> Result<actiongate_api::sessions::Plan, StoreError>;
     /// One plan.
     pub async fn get_plan(&self, id: &str) -> Result<actiongate_api::sessions::Plan, StoreError>;
-    /// Plans, newest first; only in `status` when given.
-    pub async fn list_plans(&self, status: Option<String>) -> Result<Vec<actiongate_api::sessions::Plan>, StoreError>;
+    /// A page of plans, newest (or oldest) first by when they were made
+    /// (then id); only in `status` when given.
+    pub async fn list_plans(&self, status: Option<String>, page: &Page) -> Result<Vec<actiongate_api::sessions::Plan>, StoreError>;
     /// Decides a pending plan, storing the grants its approval makes in
     /// the same transaction.
     pub async fn decide_plan(&self, id: String, status: &'static str, by: String, steps: Vec<actiongate_api::sessions::PlanStep>, grants: Vec<NewGrant>) -> Result<actiongate_api::sessions::Plan, StoreError>;

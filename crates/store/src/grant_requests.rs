@@ -9,6 +9,7 @@ use crate::SqliteStore;
 use crate::error::StoreError;
 use crate::events::{self, NewEvent};
 use crate::grants::{self, GrantCreated, NewGrant};
+use crate::paging::Page;
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
 use actiongate_api::model::{GrantRecord, GrantRequest, GrantRequestStatus, Json};
 
@@ -152,11 +153,13 @@ async fn settle_on(
 pub(crate) fn list_query<DB>(
     agent: Option<&str>,
     status: Option<GrantRequestStatus>,
+    page: &Page,
 ) -> QueryBuilder<DB>
 where
     DB: sqlx::Database,
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     for<'t> &'static str: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
     let mut q: QueryBuilder<DB> = QueryBuilder::new(concat!(
         "SELECT ",
@@ -169,7 +172,9 @@ where
     if let Some(status) = status {
         q.push(" AND status = ").push_bind(status.as_str());
     }
-    q.push(" ORDER BY id DESC LIMIT 500");
+    // Request ids are UUIDv7 (`grq_…`): their order is the order they
+    // were made in.
+    crate::paging::by_id(&mut q, page.after.as_deref(), page.limit, page.oldest_first);
     q
 }
 
@@ -309,14 +314,16 @@ impl SqliteStore {
         get_on(&mut conn, id).await
     }
 
-    /// Grant requests, newest first; only `agent`'s and/or in `status` when given.
+    /// A page of grant requests, newest (or oldest) first; only `agent`'s
+    /// and/or in `status` when given.
     pub async fn list_grant_requests(
         &self,
         agent: Option<&str>,
         status: Option<GrantRequestStatus>,
+        page: &Page,
     ) -> Result<Vec<GrantRequest>, StoreError> {
         let mut conn = self.read.acquire().await?;
-        let mut q = list_query::<Sqlite>(agent, status);
+        let mut q = list_query::<Sqlite>(agent, status, page);
         let rows = q.build().fetch_all(&mut *conn).await?;
         let mut out = Vec::with_capacity(rows.len());
         for row in &rows {

@@ -6,12 +6,13 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use sqlx::SqliteConnection;
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 
 use crate::SqliteStore;
 use crate::error::StoreError;
 use crate::events::{self, NewEvent};
 use crate::grants::{NewGrant, from_row as grant_from_row, grant_event, insert_query};
+use crate::paging::Page;
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
 use actiongate_api::model::Json;
 use actiongate_api::sessions::{Plan, PlanStep, Session};
@@ -48,6 +49,45 @@ macro_rules! plan_columns {
     };
 }
 pub(crate) use plan_columns;
+
+/// The query of [`Store::list_plans`](crate::Store::list_plans): plans in
+/// the order they were made (`created_at`, then id), from the end `page`
+/// says, strictly past the plan `page.after` (nothing when there is no such
+/// plan: the gate checks it first).
+pub(crate) fn list_query<DB>(status: Option<String>, page: &Page) -> QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut q: QueryBuilder<DB> = QueryBuilder::new(concat!(
+        "SELECT ",
+        plan_columns!(),
+        " FROM plans WHERE 1 = 1"
+    ));
+    if let Some(status) = status {
+        q.push(" AND status = ").push_bind(status);
+    }
+    let (after, order) = if page.oldest_first {
+        (
+            " AND (created_at, id) > ",
+            " ORDER BY created_at ASC, id ASC LIMIT ",
+        )
+    } else {
+        (
+            " AND (created_at, id) < ",
+            " ORDER BY created_at DESC, id DESC LIMIT ",
+        )
+    };
+    if let Some(id) = &page.after {
+        q.push(after)
+            .push("(SELECT c.created_at, c.id FROM plans c WHERE c.id = ")
+            .push_bind(id.clone())
+            .push(")");
+    }
+    q.push(order).push_bind(page.limit);
+    q
+}
 
 /// A session row as answered, `idle_before` telling an idle one (ended),
 /// with its action counts.
@@ -404,16 +444,16 @@ impl SqliteStore {
         plan_from_row(&row)
     }
 
-    /// Up to 200 plans, newest first; only in `status` when given.
-    pub async fn list_plans(&self, status: Option<String>) -> Result<Vec<Plan>, StoreError> {
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            plan_columns!(),
-            " FROM plans WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at DESC, id DESC LIMIT 200"
-        ))
-        .bind(status)
-        .fetch_all(&self.read)
-        .await?;
+    /// A page of plans, newest (or oldest) first; only in `status` when given.
+    pub async fn list_plans(
+        &self,
+        status: Option<String>,
+        page: &Page,
+    ) -> Result<Vec<Plan>, StoreError> {
+        let rows = list_query::<Sqlite>(status, page)
+            .build()
+            .fetch_all(&self.read)
+            .await?;
         rows.iter().map(plan_from_row).collect()
     }
 

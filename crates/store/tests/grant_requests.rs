@@ -206,21 +206,31 @@ async fn requests_are_denied_expired_and_listed(kind: Kind) {
     );
 
     let ids = |rs: &[GrantRequest]| rs.iter().map(|r| &r.id).cloned().collect::<Vec<String>>();
-    let all = ids(&store.list_grant_requests(None, None).await.unwrap());
+    let all = ids(&store
+        .list_grant_requests(None, None, &Page::newest(500))
+        .await
+        .unwrap());
     assert_eq!(
         all,
         [denied.id, overdue.id.clone(), later.id.clone()],
         "newest first"
     );
-    let of_a = ids(&store.list_grant_requests(Some("a"), None).await.unwrap());
+    let of_a = ids(&store
+        .list_grant_requests(Some("a"), None, &Page::newest(500))
+        .await
+        .unwrap());
     assert_eq!(of_a, [overdue.id, later.id.clone()]);
     let pending = store
-        .list_grant_requests(None, Some(GrantRequestStatus::Pending))
+        .list_grant_requests(None, Some(GrantRequestStatus::Pending), &Page::newest(500))
         .await
         .unwrap();
     assert_eq!(ids(&pending), [later.id]);
     let expired_of_b = store
-        .list_grant_requests(Some("b"), Some(GrantRequestStatus::Expired))
+        .list_grant_requests(
+            Some("b"),
+            Some(GrantRequestStatus::Expired),
+            &Page::newest(500),
+        )
         .await
         .unwrap();
     assert!(expired_of_b.is_empty());

@@ -16,5 +16,6 @@ mod keepalive;
 mod limits;
 mod nodes;
 mod outbox;
+mod pages;
 mod sessions;
 mod store;

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use actiongate_gate::actions::ListActions;
 use actiongate_gate::connectors::Outgoing;
-use actiongate_gate::{ActionStatus, Caller, Event};
+use actiongate_gate::{ActionStatus, Caller, Event, ListPage};
 use chrono::Utc;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinSet;
@@ -31,7 +31,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(300);
 const GIVE_UP_AFTER: chrono::Duration = chrono::Duration::hours(24);
 /// Pending actions read at a time when catching up.
 const CATCH_UP: i64 = 200;
-/// Most pending actions one catch-up reads.
+/// Pending grant requests read at a time when catching up.
+const GRANT_REQUESTS_PAGE: i64 = 500;
+/// Most pending actions (and, apart, grant requests) one catch-up reads.
 const CATCH_UP_MOST: i64 = 10_000;
 
 /// Who reads items for rendering (an operator known to no chat).
@@ -96,14 +98,38 @@ async fn catch_up(c: &Connectors) {
             }
         }
     }
+    catch_up_grant_requests(c).await;
+}
+
+/// Queues a post of every pending grant request (the longest waiting
+/// first, up to [`CATCH_UP_MOST`]) not posted yet, a page at a time.
+async fn catch_up_grant_requests(c: &Connectors) {
     let pending = Some(actiongate_gate::GrantRequestStatus::Pending);
-    match c.gate.list_grant_requests(&reader(), pending).await {
-        Ok(requests) => {
-            for r in requests {
-                post(c, card::grant_request_card(&r, !c.notify_only)).await;
+    let mut page = ListPage::oldest(GRANT_REQUESTS_PAGE);
+    let mut read = 0;
+    while read < CATCH_UP_MOST {
+        match c
+            .gate
+            .list_grant_requests(&reader(), pending, page.clone())
+            .await
+        {
+            Ok(requests) => {
+                read += requests.len() as i64;
+                let last = requests.last().map(|r| r.id.clone());
+                let short = (requests.len() as i64) < GRANT_REQUESTS_PAGE;
+                for r in requests {
+                    post(c, card::grant_request_card(&r, !c.notify_only)).await;
+                }
+                match last {
+                    Some(last) if !short => page.after = Some(last),
+                    _ => break,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e.detail, "connectors cannot list grant requests");
+                break;
             }
         }
-        Err(e) => tracing::warn!(error = %e.detail, "connectors cannot list grant requests"),
     }
 }
 

@@ -9,8 +9,8 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use actiongate_api::{ApproveRequest, CreateGrantRequest, DenyRequest};
-use actiongate_gate::{GrantRequest, GrantRequestStatus};
+use actiongate_api::{ApproveRequest, CreateGrantRequest, DenyRequest, ListOrder};
+use actiongate_gate::{GrantRequest, GrantRequestStatus, ListPage};
 
 use crate::auth::{Caller, Operator};
 use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
@@ -56,21 +56,43 @@ pub async fn create_request(
     Ok((StatusCode::CREATED, axum::Json(r)))
 }
 
-/// `GET /v1/grant-requests` filters.
+/// `GET /v1/grant-requests` filters and paging.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct RequestQuery {
     /// Only requests in this status.
     pub status: Option<GrantRequestStatus>,
+    /// `newest` first (the default) or `oldest` first (the longest
+    /// waiting first).
+    #[param(inline)]
+    pub order: Option<ListOrder>,
+    /// Only requests strictly after this id in that order: the last id of
+    /// the previous page.
+    #[param(min_length = 1, max_length = 200)]
+    pub after: Option<String>,
+    /// Page size, 1-500 (default 500). A page shorter than `limit` is the
+    /// last.
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<i64>,
 }
 
-/// List grant requests, newest first (operators see all, agents their own).
+/// The page `order`, `after` and `limit` ask for.
+pub fn list_page(order: Option<ListOrder>, after: Option<String>, limit: Option<i64>) -> ListPage {
+    ListPage {
+        after,
+        limit,
+        oldest_first: order == Some(ListOrder::Oldest),
+    }
+}
+
+/// List grant requests, newest first or, with `order=oldest`, oldest first,
+/// a page at a time (operators see all, agents their own).
 #[utoipa::path(
     get, path = "/v1/grant-requests", tag = "grants",
     params(RequestQuery),
     responses(
-        (status = 200, description = "Requests", body = Vec<GrantRequest>),
+        (status = 200, description = "A page of requests: page on with `after` set to the last id until a page is shorter than `limit`", body = Vec<GrantRequest>),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid filter", body = Problem, content_type = "application/problem+json"),
     ),
@@ -82,7 +104,10 @@ pub async fn list_requests(
     ApiQuery(q): ApiQuery<RequestQuery>,
 ) -> ApiResult<axum::Json<Vec<GrantRequest>>> {
     Ok(axum::Json(
-        state.gate().list_grant_requests(&caller, q.status).await?,
+        state
+            .gate()
+            .list_grant_requests(&caller, q.status, list_page(q.order, q.after, q.limit))
+            .await?,
     ))
 }
 

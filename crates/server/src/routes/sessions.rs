@@ -9,10 +9,12 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
+use actiongate_api::ListOrder;
 use actiongate_api::sessions::{ApprovePlan, CreatePlan, Plan, ReportRun, RunMatched, Session};
 
 use crate::auth::{Caller, Operator};
 use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
+use crate::routes::grant_requests::list_page;
 use crate::state::AppState;
 
 /// Routes of this module.
@@ -94,12 +96,26 @@ pub struct PlanQuery {
     /// `pending`, `approved`, `denied` or `expired`.
     #[param(pattern = "^(pending|approved|denied|expired)$")]
     pub status: Option<String>,
+    /// `newest` first (the default) or `oldest` first (the longest
+    /// waiting first), by when they were made.
+    #[param(inline)]
+    pub order: Option<ListOrder>,
+    /// Only plans strictly after this one in that order: the last id of
+    /// the previous page.
+    #[param(min_length = 1, max_length = 200)]
+    pub after: Option<String>,
+    /// Page size, 1-500 (default 200). A page shorter than `limit` is the
+    /// last.
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<i64>,
 }
 
-/// Plans, newest first (operators).
+/// Plans, newest first or, with `order=oldest`, oldest first, a page at a
+/// time (operators).
 #[utoipa::path(get, path = "/v1/plans", tag = "sessions", params(PlanQuery),
-    responses((status = 200, description = "Plans", body = [Plan]),
-        (status = 403, description = "Not an operator", body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, description = "A page of plans: page on with `after` set to the last id until a page is shorter than `limit`", body = [Plan]),
+        (status = 403, description = "Not an operator", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid filter or page (named)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn list_plans(
     State(state): State<AppState>,
@@ -107,7 +123,10 @@ pub async fn list_plans(
     ApiQuery(q): ApiQuery<PlanQuery>,
 ) -> ApiResult<axum::Json<Vec<Plan>>> {
     Ok(axum::Json(
-        state.gate().list_plans(&caller, q.status).await?,
+        state
+            .gate()
+            .list_plans(&caller, q.status, list_page(q.order, q.after, q.limit))
+            .await?,
     ))
 }
 

@@ -1,6 +1,8 @@
-//! Catching up at start: every pending action reaches the chat, the
-//! longest waiting included, however many newer ones wait with it.
+//! Catching up at start: every pending action and grant request reaches
+//! the chat, the longest waiting included, however many newer ones wait
+//! with it.
 
+use reqwest::Method;
 use serde_json::json;
 
 use super::common::TestApp;
@@ -30,6 +32,60 @@ async fn a_daemon_started_on_a_long_queue_posts_its_longest_waiting_action() {
         .await;
     telegram
         .wait_for("/sendMessage", "the oldest action's message", |c| {
+            c.iter().any(|c| c.body.to_string().contains(&oldest))
+        })
+        .await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_daemon_started_on_a_long_queue_posts_its_longest_waiting_grant_request() {
+    let telegram = Fake::start().await;
+    let app = TestApp::spawn_with(|s| s.limits.max_pending_per_agent = 1000).await;
+    let admin = app.admin.clone();
+    let (s, body) = app
+        .call(
+            Method::POST,
+            "/v1/handlers",
+            Some(&admin),
+            Some(json!({
+                "id": "files", "name": "Files", "url": "http://127.0.0.1:9/hook",
+                "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object"}}],
+                "actions": [{"name": "write", "permission": "fs.write", "params_schema": {"type": "object"}}]
+            })),
+        )
+        .await;
+    assert!(s.is_success(), "{body}");
+    // Asked while no chat was set up: the oldest, then 500 newer (one
+    // listing's worth).
+    let agent = app.agent.clone();
+    let mut ids = Vec::new();
+    for i in 0..501 {
+        let (s, r) = app
+            .call(
+                Method::POST,
+                "/v1/grant-requests",
+                Some(&agent),
+                Some(json!({"handler": "files", "permission": "fs.write", "reason": format!("job {i}")})),
+            )
+            .await;
+        assert!(s.is_success(), "{r}");
+        ids.push(r["id"].as_str().unwrap().to_owned());
+    }
+    let oldest = ids[0].clone();
+    let tg = telegram.base.clone();
+    let app = app
+        .restart_with(move |s| {
+            s.limits.max_pending_per_agent = 1000;
+            let t = &mut s.connectors.telegram;
+            t.token = "123:TOKEN".into();
+            t.chat_id = "-1001".into();
+            t.api_base = tg;
+            t.poll_seconds = 1;
+        })
+        .await;
+    telegram
+        .wait_for("/sendMessage", "the oldest grant request's message", |c| {
             c.iter().any(|c| c.body.to_string().contains(&oldest))
         })
         .await;

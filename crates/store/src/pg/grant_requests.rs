@@ -11,6 +11,7 @@ use crate::error::StoreError;
 use crate::events::NewEvent;
 use crate::grant_requests::{NewGrantRequest, decode, event, list_query, request_columns};
 use crate::grants::{GrantCreated, NewGrant};
+use crate::paging::Page;
 use crate::pg::Postgres;
 use crate::pg::grants;
 use crate::time::{from_ms, now, to_ms};
@@ -210,9 +211,10 @@ impl Postgres {
         &self,
         agent: Option<&str>,
         status: Option<GrantRequestStatus>,
+        page: &Page,
     ) -> Result<Vec<GrantRequest>, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        let rows = list_query::<Pg>(agent, status)
+        let rows = list_query::<Pg>(agent, status, page)
             .build()
             .fetch_all(&mut *conn)
             .await?;

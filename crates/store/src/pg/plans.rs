@@ -7,10 +7,11 @@ use sqlx::PgConnection;
 
 use crate::error::StoreError;
 use crate::grants::{NewGrant, from_row as grant_from_row, grant_event, insert_query};
+use crate::paging::Page;
 use crate::pg::{Postgres, grants::lock_grants};
 use crate::plans::{
-    RunReport, plan_columns, plan_event, plan_from_row, session_columns, session_from_row,
-    undecided_event,
+    RunReport, list_query, plan_columns, plan_event, plan_from_row, session_columns,
+    session_from_row, undecided_event,
 };
 use crate::time::{now, to_ms};
 use actiongate_api::model::Json;
@@ -288,16 +289,16 @@ impl Postgres {
         plan_from_row(&row)
     }
 
-    /// Up to 200 plans, newest first; only in `status` when given.
-    pub async fn list_plans(&self, status: Option<String>) -> Result<Vec<Plan>, StoreError> {
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            plan_columns!(),
-            " FROM plans WHERE ($1::TEXT IS NULL OR status = $1) ORDER BY created_at DESC, id DESC LIMIT 200"
-        ))
-        .bind(status)
-        .fetch_all(&self.pool)
-        .await?;
+    /// See `SqliteStore::list_plans`.
+    pub async fn list_plans(
+        &self,
+        status: Option<String>,
+        page: &Page,
+    ) -> Result<Vec<Plan>, StoreError> {
+        let rows = list_query::<sqlx::Postgres>(status, page)
+            .build()
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(plan_from_row).collect()
     }
 
