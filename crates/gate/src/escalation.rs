@@ -6,14 +6,21 @@
 //! (they follow `action.escalated`), and the people of the rule's
 //! `escalate_to` group through their chats.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use actiongate_store::{ActionFilter, ActionStatus};
+use chrono::{DateTime, Utc};
 
 use crate::Gate;
 
 /// How often pending actions are looked at.
 const EVERY: Duration = Duration::from_secs(1);
+
+/// How long what a round learnt of an action (when it is due, or that it
+/// never is) is trusted: a profile or handler changed meanwhile counts
+/// within this.
+const REREAD: Duration = Duration::from_secs(30);
 
 /// Pending actions read at a time; a round reads them all, the longest
 /// waiting first.
@@ -23,76 +30,138 @@ const PAGE: i64 = 500;
 /// bounds what waits per agent).
 const MOST: i64 = 20_000;
 
+/// What the sweep knows of the pending actions: when each is due for
+/// escalation (`None`: never, or escalated already), as of `read_at`.
+/// A round reads only the ids of what is pending, and the rows and rules
+/// of actions it has not seen; every [`REREAD`] it reads everything again.
+#[derive(Debug, Default)]
+pub struct Sweep {
+    due: HashMap<String, Option<DateTime<Utc>>>,
+    read_at: Option<Instant>,
+}
+
 /// Runs until the gate shuts down.
 pub async fn run(gate: Gate) {
+    let mut sweep = Sweep::default();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(EVERY) => {}
             _ = gate.shutdown().cancelled() => return,
         }
-        if let Err(e) = round(&gate).await {
+        if let Err(e) = sweep.round(&gate).await {
+            // What it knew may be half updated: read everything again.
+            sweep = Sweep::default();
             tracing::warn!(error = %e, "escalation round failed; retrying");
         }
     }
 }
 
-/// One look at the pending actions, the longest waiting first; how many
-/// it escalated. A round reads every pending action (up to [`MOST`]): a
-/// queue of newer items, however long, hides no older one that is due.
-pub async fn round(gate: &Gate) -> crate::GateResult<usize> {
-    let mut filter = ActionFilter {
-        status: Some(ActionStatus::Pending),
-        limit: PAGE,
-        oldest_first: true,
-        ..ActionFilter::default()
-    };
-    let now = actiongate_store::time::now();
-    let mut escalated = 0;
-    let mut read = 0;
-    while read < MOST {
-        let pending = gate.store().list_actions(&filter).await?;
-        let full = pending.len() as i64 == PAGE;
-        read += pending.len() as i64;
-        filter.cursor = pending.last().map(|a| a.id.clone());
-        for action in pending {
-            if escalate_if_due(gate, &action, now).await? {
+impl Sweep {
+    /// One look at the pending actions, the longest waiting first; how
+    /// many it escalated. A round sees every pending action (up to
+    /// [`MOST`]): a queue of newer items, however long, hides no older one
+    /// that is due.
+    pub async fn round(&mut self, gate: &Gate) -> crate::GateResult<usize> {
+        let now = actiongate_store::time::now();
+        if self.read_at.is_none_or(|t| t.elapsed() >= REREAD) {
+            self.reread(gate).await?;
+        } else {
+            self.catch_up(gate).await?;
+        }
+        let due: Vec<String> = self
+            .due
+            .iter()
+            .filter(|(_, due)| due.is_some_and(|d| d <= now))
+            .map(|(id, _)| id.clone())
+            .collect();
+        let mut escalated = 0;
+        for id in due {
+            if gate.store().escalate(&id).await?.is_some() {
+                tracing::info!(action = %id, "escalated for want of a decision");
                 escalated += 1;
             }
+            // Escalated now, or by another daemon, or settled: never again.
+            self.due.insert(id, None);
         }
-        if !full {
-            break;
-        }
+        Ok(escalated)
     }
-    Ok(escalated)
+
+    /// Reads every pending action's row and rules.
+    async fn reread(&mut self, gate: &Gate) -> crate::GateResult<()> {
+        let mut filter = ActionFilter {
+            status: Some(ActionStatus::Pending),
+            limit: PAGE,
+            oldest_first: true,
+            ..ActionFilter::default()
+        };
+        let mut due = HashMap::new();
+        let mut read = 0;
+        while read < MOST {
+            let pending = gate.store().list_actions(&filter).await?;
+            let full = pending.len() as i64 == PAGE;
+            read += pending.len() as i64;
+            filter.cursor = pending.last().map(|a| a.id.clone());
+            for action in pending {
+                let when = due_at(gate, &action).await;
+                due.insert(action.id, when);
+            }
+            if !full {
+                break;
+            }
+        }
+        self.due = due;
+        self.read_at = Some(Instant::now());
+        Ok(())
+    }
+
+    /// Reads the ids of what is pending; forgets what is not, and reads
+    /// the rows and rules of what it has not seen.
+    async fn catch_up(&mut self, gate: &Gate) -> crate::GateResult<()> {
+        let mut due = HashMap::with_capacity(self.due.len());
+        let mut after = None;
+        let mut read = 0;
+        while read < MOST {
+            let ids = gate.store().pending_action_ids(after.clone(), PAGE).await?;
+            let full = ids.len() as i64 == PAGE;
+            read += ids.len() as i64;
+            after = ids.last().cloned();
+            for id in ids {
+                let when = match self.due.remove(&id) {
+                    Some(known) => known,
+                    None => match gate.store().get_action(&id).await {
+                        Ok(action) if action.status == ActionStatus::Pending => {
+                            due_at(gate, &action).await
+                        }
+                        // Settled (or gone) since it was listed.
+                        Ok(_) | Err(actiongate_store::StoreError::NotFound) => None,
+                        Err(e) => return Err(e.into()),
+                    },
+                };
+                due.insert(id, when);
+            }
+            if !full {
+                break;
+            }
+        }
+        self.due = due;
+        Ok(())
+    }
 }
 
-/// Escalates `action` when an approvals rule of it says it waited long
-/// enough; whether this call did.
-async fn escalate_if_due(
-    gate: &Gate,
-    action: &actiongate_store::Action,
-    now: chrono::DateTime<chrono::Utc>,
-) -> crate::GateResult<bool> {
+/// When `action` is due for escalation under its approvals rules: `None`
+/// when no rule of it escalates, it was escalated already, or its rules
+/// cannot be read (logged; it is looked at again at the next reread).
+async fn due_at(gate: &Gate, action: &actiongate_store::Action) -> Option<DateTime<Utc>> {
     if action.team.escalated_at.is_some() {
-        return Ok(false);
+        return None;
     }
     let rules = match gate.rules_of(action).await {
         Ok(rules) => rules,
         Err(e) => {
             tracing::warn!(action = %action.id, error = %e.detail, "cannot read its approvals rules");
-            return Ok(false);
+            return None;
         }
     };
-    let Some(after) = rules.iter().filter_map(|r| r.escalate_after_secs()).min() else {
-        return Ok(false);
-    };
-    let due = action.created_at + chrono::Duration::seconds(after as i64);
-    if due > now {
-        return Ok(false);
-    }
-    let done = gate.store().escalate(&action.id).await?.is_some();
-    if done {
-        tracing::info!(action = %action.id, "escalated for want of a decision");
-    }
-    Ok(done)
+    let after = rules.iter().filter_map(|r| r.escalate_after_secs()).min()?;
+    Some(action.created_at + chrono::Duration::seconds(after as i64))
 }

@@ -270,6 +270,22 @@ pub(crate) fn escalation(current: &Action, at: DateTime<Utc>) -> Option<Team> {
 }
 
 impl SqliteStore {
+    /// Ids of pending actions after `after`, ascending, at most `limit`.
+    pub async fn pending_action_ids(
+        &self,
+        after: Option<String>,
+        limit: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM actions WHERE status = 'pending' AND (?1 IS NULL OR id > ?1) \
+             ORDER BY id LIMIT ?2",
+        )
+        .bind(after)
+        .bind(limit)
+        .fetch_all(&self.read)
+        .await?)
+    }
+
     /// One person's decision on pending action `id` (see [`TeamDecision`]).
     pub async fn team_decide(&self, id: &str, d: TeamDecision) -> Result<TeamDecided, StoreError> {
         let id = id.to_owned();

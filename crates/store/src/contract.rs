@@ -306,6 +306,10 @@ contract! {
     /// Marks pending action `id` escalated with its `action.escalated`
     /// event, once; `None` when it was before or is not pending.
     pub async fn escalate(&self, id: &str) -> Result<Option<Action>, StoreError>;
+    /// Ids of pending actions after `after`, ascending (the longest
+    /// waiting first), at most `limit`: what the escalation sweep reads
+    /// each second without reading the rows.
+    pub async fn pending_action_ids(&self, after: Option<String>, limit: i64) -> Result<Vec<String>, StoreError>;
     // rate
     /// Takes one slot of each `(key, max_per_hour)` of `agent` at `at`, all
     /// or none: `None` when taken, else the first key at its maximum over

@@ -184,9 +184,42 @@ async fn people_own_their_identities(kind: Kind) {
     assert!(store.person_of("telegram:42").await.unwrap().is_none());
 }
 
+/// The escalation sweep's listing: pending ids only, oldest first, paged.
+async fn pending_ids_are_listed_oldest_first_in_pages(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        let (a, _) = store
+            .insert_action(asked("a", &format!("prod {n}")))
+            .await
+            .unwrap();
+        ids.push(a.id);
+    }
+    // One settles: no longer listed.
+    store
+        .team_decide(&ids[1], approval("ann", 1))
+        .await
+        .unwrap();
+    let first = store.pending_action_ids(None, 2).await.unwrap();
+    assert_eq!(first, [ids[0].clone(), ids[2].clone()]);
+    let rest = store
+        .pending_action_ids(first.last().cloned(), 2)
+        .await
+        .unwrap();
+    assert_eq!(rest, [ids[3].clone(), ids[4].clone()]);
+    let none = store
+        .pending_action_ids(Some(ids[4].clone()), 2)
+        .await
+        .unwrap();
+    assert!(none.is_empty(), "{none:?}");
+}
+
 crate::conformance!(
     a_quorum_settles_on_the_last_approval_and_refuses_a_repeat,
     people_own_their_identities,
+    pending_ids_are_listed_oldest_first_in_pages,
 );
 
 /// Three nodes approve the same actions at once, each as another person,
