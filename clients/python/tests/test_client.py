@@ -6,6 +6,7 @@ import json
 import threading
 import time
 
+import httpx
 import pytest
 from helpers import Operator, Relay, wait_pending
 
@@ -276,6 +277,29 @@ def test_run_a_handler_action(daemon, handler, agent_client, op, agent):
     assert action.status == "completed", action
     assert action.handler == handler and action.detail == "write /notes/a.txt"
     assert action.raw["outcome"]["result"]["ran"] == "write"
+
+
+def test_grant_requests_reads_every_page_oldest_first(daemon, handler, op):
+    # 501 pending requests (one page is 500), from six agents of at most
+    # 100 pending each; denied at the end so other tests see none.
+    made = []
+    try:
+        for n in range(6):
+            key = daemon.key("agent", daemon.agent())
+            with httpx.Client(base_url=daemon.url, headers={"authorization": f"Bearer {key}"}) as c:
+                for i in range(84 if n < 5 else 81):
+                    r = c.post(
+                        "/v1/grant-requests",
+                        json={"handler": handler, "permission": "notes.write", "reason": "paging",
+                              "scope": {"path": f"/p/{n}/{i}"}, "timeout": "10m"},
+                    )
+                    assert r.status_code == 201, r.text
+                    made.append(r.json()["id"])
+        listed = [r.id for r in op.grant_requests() if r.id in set(made)]
+        assert listed == made
+    finally:
+        for rid in made:
+            daemon.http.post(f"/v1/grant-requests/{rid}/deny", json={})
 
 
 def test_request_permission_approved_and_denied(daemon, handler, agent_client, op):

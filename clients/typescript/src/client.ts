@@ -530,11 +530,18 @@ export class Client {
     return object<Grant>(await this.send({ method: 'DELETE', path: `/v1/grants/${encodeURIComponent(id)}`, signal: options.signal }));
   }
 
-  /** Grant requests (pending ones by default; `status: null` for all). */
+  /** Every grant request, oldest first (pending ones by default; `status: null` for all), page after page. */
   async grantRequests(options: CallOptions & { status?: string | null } = {}): Promise<GrantRequest[]> {
     const status = options.status === undefined ? 'pending' : (options.status ?? undefined);
-    const data = await this.send<unknown>({ method: 'GET', path: '/v1/grant-requests', query: { status }, retry: true, signal: options.signal });
-    return Array.isArray(data) ? (data as GrantRequest[]) : [];
+    const items: GrantRequest[] = [];
+    let after: string | undefined;
+    for (;;) {
+      const data = await this.send<unknown>({ method: 'GET', path: '/v1/grant-requests', query: { status, order: 'oldest', limit: 500, after }, retry: true, signal: options.signal });
+      const page = Array.isArray(data) ? (data as GrantRequest[]) : [];
+      items.push(...page);
+      if (page.length < 500) return items;
+      after = page[page.length - 1]?.id;
+    }
   }
 
   /** Approves a grant request, optionally narrower or shorter than asked. */

@@ -265,6 +265,38 @@ describe('operators', () => {
     }
   });
 
+  test('grantRequests reads every page, oldest first', async () => {
+    const handler = `tsp${Math.random().toString(16).slice(2, 8)}`;
+    await d.call('POST', '/v1/handlers', {
+      id: handler,
+      name: 'TS paging',
+      url: 'http://127.0.0.1:9/hook',
+      permissions: [{ name: 'notes.write', parameters_schema: { type: 'object', properties: { path: { type: 'string' } } } }],
+      actions: [{ name: 'write', permission: 'notes.write', params_schema: { type: 'object' }, detail: 'write' }],
+    });
+    // 501 pending (a page is 500) from six agents of at most 100 pending each.
+    const made = [];
+    try {
+      for (let n = 0; n < 6; n++) {
+        const a = await d.agent();
+        for (let i = 0; i < (n < 5 ? 84 : 81); i++) {
+          const r = await fetch(`${d.url}/v1/grant-requests`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${a.key}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ handler, permission: 'notes.write', reason: 'paging', scope: { path: `/p/${n}/${i}` }, timeout: '10m' }),
+          });
+          const body = await r.text();
+          assert.equal(r.status, 201, body);
+          made.push(JSON.parse(body).id);
+        }
+      }
+      const listed = (await op.grantRequests()).filter((r) => r.handler === handler).map((r) => r.id);
+      assert.deepEqual(listed, made);
+    } finally {
+      for (const id of made) await d.call('POST', `/v1/grant-requests/${id}/deny`, {});
+    }
+  });
+
   test('whoami names the role', async () => {
     assert.equal((await op.whoami()).role, 'operator');
   });

@@ -78,15 +78,42 @@ fn step_text(step: &Value) -> String {
     }
 }
 
-/// `plans [--status S]`: newest first, each with its steps.
+/// Plans read at a time.
+const PAGE: usize = 200;
+
+/// Most pending plans `plans --status pending` reads.
+const MOST_PENDING: usize = 10_000;
+
+/// `plans [--status S]`, each with its steps: every pending plan oldest
+/// first (what waits longest first, as `pending`), otherwise the newest
+/// [`PAGE`].
 pub async fn plans(args: PlansArgs) -> Exit {
     guarded(async {
         let api = api(&args.common)?;
+        let pending = args.status.as_deref() == Some("pending");
         let mut path = "/v1/plans".to_owned();
         if let Some(st) = &args.status {
             path.push_str(&format!("?status={}", query_value(st)));
         }
-        let list = api.get(&path).await?;
+        let list = if pending {
+            let mut all: Vec<Value> = Vec::new();
+            loop {
+                let mut page_path = format!("{path}&order=oldest&limit={PAGE}");
+                if let Some(last) = all.last().and_then(|p| p["id"].as_str()) {
+                    page_path.push_str(&format!("&after={}", query_value(last)));
+                }
+                let page = api.get(&page_path).await?;
+                let items = page.as_array().cloned().unwrap_or_default();
+                let short = items.len() < PAGE;
+                all.extend(items);
+                if short || all.len() >= MOST_PENDING {
+                    break;
+                }
+            }
+            Value::Array(all)
+        } else {
+            api.get(&path).await?
+        };
         if args.common.json {
             print_json(&list);
             return Ok(Exit::Ok);

@@ -114,3 +114,25 @@ async fn plans_are_listed_approved_step_by_step_and_denied() {
     }
     app.stop().await;
 }
+
+/// More pending plans than a page: `plans --status pending` lists every
+/// one, the longest waiting first.
+#[tokio::test]
+async fn pending_plans_are_listed_past_a_page_oldest_first() {
+    let app = TestApp::spawn_with(|s| s.limits.max_pending_per_agent = 1000).await;
+    let op = app.operator.clone();
+    let mut ids = Vec::new();
+    for n in 0..201 {
+        ids.push(plan(&app, &format!("task-{n}"), &["web"]).await);
+    }
+    let r = ag(&app, &op, &["plans", "--status", "pending", "--json"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let listed: Vec<String> = serde_json::from_str::<Value>(&r.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(listed, ids);
+}

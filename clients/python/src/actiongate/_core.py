@@ -520,9 +520,23 @@ def revoke(grant_id: str) -> Flow:
 
 
 def grant_requests(status: Optional[str]) -> Flow:
-    """``GET /v1/grant-requests``."""
-    data = yield Call("GET", "/v1/grant-requests", params={"status": status} if status else None, retry=True)
-    return [GrantRequest.from_json(r) for r in data or [] if isinstance(r, dict)]
+    """``GET /v1/grant-requests``: every one (in ``status`` when given),
+    oldest first, page after page."""
+    items: List[GrantRequest] = []
+    after: Optional[str] = None
+    while True:
+        params: Dict[str, Any] = {"order": "oldest", "limit": 500}
+        if status:
+            params["status"] = status
+        if after:
+            params["after"] = after
+        data = yield Call("GET", "/v1/grant-requests", params=params, retry=True)
+        page = [r for r in data or [] if isinstance(r, dict)]
+        items.extend(GrantRequest.from_json(r) for r in page)
+        if len(page) < 500:
+            break
+        after = page[-1].get("id")
+    return items
 
 
 def answer_grant_request(request_id: str, approve: bool, body: Dict[str, Any]) -> Flow:

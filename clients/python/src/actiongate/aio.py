@@ -263,7 +263,8 @@ class AsyncClient:
         return await self._drive(_core.revoke(grant_id))  # type: ignore[no-any-return]
 
     async def grant_requests(self, status: Optional[str] = "pending") -> List[GrantRequest]:
-        """Grant requests (pending ones by default)."""
+        """Every grant request, oldest first (pending ones by default), page
+        after page."""
         return await self._drive(_core.grant_requests(status))  # type: ignore[no-any-return]
 
     async def approve_grant_request(
