@@ -114,14 +114,20 @@ pub fn pin_detail(server: &str, tool: &str, digest: &str) -> String {
 }
 
 /// Whether a settled `mcp-pin` action was approved by a human (an
-/// operator), not by a rule or a grant.
+/// operator), not by a rule or a grant, as asked: an approver who edited
+/// its detail (another digest) approved another definition, not this one.
 pub fn approved_by_a_human(action: &Value) -> bool {
     let status = action.get("status").and_then(Value::as_str);
     let by = action
         .get("decided_by")
         .and_then(Value::as_str)
         .unwrap_or("");
-    status == Some("approved") && !by.is_empty() && by != "policy" && !by.starts_with("grant:")
+    let edited = action.get("edited").and_then(Value::as_bool) == Some(true);
+    status == Some("approved")
+        && !edited
+        && !by.is_empty()
+        && by != "policy"
+        && !by.starts_with("grant:")
 }
 
 #[cfg(test)]
@@ -149,6 +155,9 @@ mod tests {
         assert!(!approved_by_a_human(&a("approved", "grant:g1")));
         assert!(!approved_by_a_human(&a("denied", "op")));
         assert!(!approved_by_a_human(&a("pending", "")));
+        let edited = json!({"status": "approved", "decided_by": "op-key-1", "edited": true,
+            "approved_detail": "fs/t sha256:00"});
+        assert!(!approved_by_a_human(&edited));
     }
 
     #[test]
