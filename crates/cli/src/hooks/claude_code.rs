@@ -130,7 +130,8 @@ impl Runtime for ClaudeCode {
                 session: text(hook, "session_id").map(str::to_owned),
                 call_id: text(hook, "tool_use_id").map(str::to_owned),
                 cwd: text(hook, "cwd").map(str::to_owned),
-                dir: None,
+                // Where a grep searches.
+                dir: map::grep_dir(tool_name == "Grep", text(hook, "cwd"), &input, &["path"]),
             },
             calls: calls_in(hook, tool_name, &input)?,
             rule: rule_for(tool_name, &input),
@@ -429,6 +430,25 @@ mod tests {
         assert_eq!(
             run_reports(&post).unwrap()[0]["detail"],
             "write /home/u/proj/a.txt"
+        );
+    }
+
+    #[test]
+    fn where_a_grep_searches_is_named_in_the_reason() {
+        let p = pre(
+            "Grep",
+            json!({"pattern": "BEGIN OPENSSH", "path": "../../.ssh"}),
+            Some("/home/u/proj"),
+        );
+        assert_eq!(p.action_strings(), ["tool:Grep:BEGIN OPENSSH"]);
+        assert_eq!(
+            p.origin.reason(),
+            "Claude Code in /home/u/proj, this call in /home/.ssh (session s1)"
+        );
+        let here = pre("Grep", json!({"pattern": "x"}), Some("/home/u/proj"));
+        assert_eq!(
+            here.origin.reason(),
+            "Claude Code in /home/u/proj (session s1)"
         );
     }
 }

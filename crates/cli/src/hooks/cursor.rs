@@ -105,8 +105,12 @@ impl Runtime for Cursor {
                 // per-call id may make two requests one action.
                 call_id: text(hook, "tool_use_id").map(str::to_owned),
                 cwd,
-                // A shell tool's own `working_directory`.
-                dir: map::call_dir(base, text(&input, "working_directory")),
+                // A shell tool's own `working_directory`; where a grep
+                // searches.
+                dir: map::call_dir(base, text(&input, "working_directory")).or_else(|| {
+                    let grep = matches!(text(hook, "tool_name"), Some("Grep" | "grep"));
+                    map::grep_dir(grep, base, &input, &["path"])
+                }),
             },
             calls: map::in_dir(calls, base),
             rule: None,
@@ -173,6 +177,21 @@ mod tests {
             "tool_input": {"command": "rm -rf build", "working_directory": "/srv/prod"}}),
         );
         assert_eq!(p.action_strings(), ["tool:bash:rm -rf build"]);
+        assert_eq!(
+            p.origin.reason(),
+            "Cursor in /home/u/proj, this call in /srv/prod (session c)"
+        );
+    }
+
+    #[test]
+    fn where_a_grep_searches_is_named_in_the_reason() {
+        let p = parse(
+            json!({"hook_event_name": "preToolUse", "conversation_id": "c",
+            "workspace_roots": ["/home/u/proj"], "cwd": "/home/u/proj",
+            "tool_name": "Grep", "tool_use_id": "t2",
+            "tool_input": {"pattern": "token", "path": "/srv/prod"}}),
+        );
+        assert_eq!(p.action_strings(), ["tool:Grep:token"]);
         assert_eq!(
             p.origin.reason(),
             "Cursor in /home/u/proj, this call in /srv/prod (session c)"

@@ -59,7 +59,8 @@ impl Runtime for Gemini {
         // action already).
         let dir = match name {
             "run_shell_command" => map::call_dir(cwd, text(&input, "dir_path")),
-            _ => None,
+            // Where a grep searches.
+            _ => map::grep_dir(name == "grep_search", cwd, &input, &["dir_path", "path"]),
         };
         Ok(Parsed {
             event,
@@ -144,6 +145,19 @@ mod tests {
         assert_eq!(
             p.origin.reason(),
             "Gemini CLI in /home/u/proj, this call in /home/u/proj/packages/web (session s1)"
+        );
+    }
+
+    #[test]
+    fn where_a_grep_searches_is_named_in_the_reason() {
+        let p = before(
+            "grep_search",
+            json!({"pattern": "token", "dir_path": "/etc"}),
+        );
+        assert_eq!(p.action_strings(), ["tool:Grep:token"]);
+        assert_eq!(
+            p.origin.reason(),
+            "Gemini CLI in /home/u/proj, this call in /etc (session s1)"
         );
     }
 }

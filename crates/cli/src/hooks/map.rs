@@ -155,6 +155,19 @@ fn join(base: &str, path: &str) -> String {
     }
 }
 
+/// Where a grep tool's call (`is_grep`) searches, from its input's first
+/// of `keys` under `cwd`, resolved; `None` for other tools or no path.
+/// Not in its action (`tool:Grep:<pattern>`): the reason names it.
+pub fn grep_dir(is_grep: bool, cwd: Option<&str>, input: &Value, keys: &[&str]) -> Option<String> {
+    if !is_grep {
+        return None;
+    }
+    let path = keys
+        .iter()
+        .find_map(|k| input.get(*k).and_then(Value::as_str));
+    call_dir(cwd, path)
+}
+
 /// The directory a call names for itself (a shell's `workdir`, …) under
 /// the working directory `cwd`, resolved: where the call runs.
 pub fn call_dir(cwd: Option<&str>, dir: Option<&str>) -> Option<String> {

@@ -59,8 +59,11 @@ impl Runtime for Opencode {
                 session: text(hook, "sessionID").map(str::to_owned),
                 call_id: text(hook, "callID").map(str::to_owned),
                 cwd: text(hook, "directory").map(str::to_owned),
-                // bash's `workdir`: where the command runs.
-                dir: map::call_dir(text(hook, "directory"), text(&args, "workdir")),
+                // bash's `workdir`: where the command runs; where a grep
+                // searches.
+                dir: map::call_dir(text(hook, "directory"), text(&args, "workdir")).or_else(|| {
+                    map::grep_dir(name == "grep", text(hook, "directory"), &args, &["path"])
+                }),
             },
             // opencode resolves relative paths, a patch's too, against
             // its project directory.
@@ -132,6 +135,16 @@ mod tests {
         assert_eq!(
             p.origin.reason(),
             "opencode in /home/u/proj, this call in /srv/prod (session s1)"
+        );
+    }
+
+    #[test]
+    fn where_a_grep_searches_is_named_in_the_reason() {
+        let p = call("grep", json!({"pattern": "token", "path": "../../../etc"}));
+        assert_eq!(p.action_strings(), ["tool:Grep:token"]);
+        assert_eq!(
+            p.origin.reason(),
+            "opencode in /home/u/proj, this call in /etc (session s1)"
         );
     }
 }
