@@ -218,10 +218,20 @@ async fn a_queue_longer_than_a_listing_is_paged_oldest_first() {
         ("/v1/plans?limit=0", "limit"),
         ("/v1/plans?limit=501", "limit"),
         ("/v1/plans?order=sideways", "order"),
-        ("/v1/plans?order=oldest&after=pln_nothing", "after"),
     ] {
         let fields = refused(&http, format!("{}{path}", d.base), &operator).await;
         assert_eq!(fields, [field], "{path}");
     }
+    // A cursor naming no plan (and so no place in the order): 404.
+    let (s, p) = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/plans?order=oldest&after=pln_nothing", d.base),
+        &operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 404, "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("pln_nothing"), "{p}");
     d.stop();
 }

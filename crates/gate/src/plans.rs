@@ -247,7 +247,9 @@ impl Gate {
             match self.store().get_plan(after).await {
                 Ok(_) => {}
                 Err(actiongate_store::StoreError::NotFound) => {
-                    return Err(GateError::invalid("after", format!("no plan '{after}'")));
+                    return Err(GateError::not_found(format!(
+                        "after: no plan '{after}' to page on from"
+                    )));
                 }
                 Err(e) => return Err(e.into()),
             }

@@ -69,7 +69,7 @@ pub struct RequestQuery {
     pub order: Option<ListOrder>,
     /// Only requests strictly after this id in that order: the last id of
     /// the previous page.
-    #[param(min_length = 1, max_length = 200)]
+    #[param(min_length = 1, max_length = 200, pattern = r"^[!-~]{1,200}$")]
     pub after: Option<String>,
     /// Page size, 1-500 (default 500). A page shorter than `limit` is the
     /// last.

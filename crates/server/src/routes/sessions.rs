@@ -102,7 +102,7 @@ pub struct PlanQuery {
     pub order: Option<ListOrder>,
     /// Only plans strictly after this one in that order: the last id of
     /// the previous page.
-    #[param(min_length = 1, max_length = 200)]
+    #[param(min_length = 1, max_length = 200, pattern = r"^[!-~]{1,200}$")]
     pub after: Option<String>,
     /// Page size, 1-500 (default 200). A page shorter than `limit` is the
     /// last.
@@ -115,6 +115,7 @@ pub struct PlanQuery {
 #[utoipa::path(get, path = "/v1/plans", tag = "sessions", params(PlanQuery),
     responses((status = 200, description = "A page of plans: page on with `after` set to the last id until a page is shorter than `limit`", body = [Plan]),
         (status = 403, description = "Not an operator", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`after` names no plan", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid filter or page (named)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn list_plans(
