@@ -74,6 +74,12 @@ impl<V: Clone> Cache<V> {
         inner.map.insert(key.to_owned(), (value, Instant::now()));
     }
 
+    /// How many times it was invalidated: a change since a reader last
+    /// looked is a different number.
+    pub fn generation(&self) -> u64 {
+        self.inner.lock().map_or(u64::MAX, |inner| inner.generation)
+    }
+
     /// Drops the entries `stale` picks and refuses lookups in flight.
     pub fn invalidate(&self, stale: impl Fn(&str, &V) -> bool) {
         if let Ok(mut inner) = self.inner.lock() {

@@ -18,8 +18,9 @@ use crate::Gate;
 const EVERY: Duration = Duration::from_secs(1);
 
 /// How long what a round learnt of an action (when it is due, or that it
-/// never is) is trusted: a profile or handler changed meanwhile counts
-/// within this.
+/// never is) is trusted when nothing says a rule changed: a profile
+/// changed through another daemon counts within this (one changed here,
+/// at the next round).
 const REREAD: Duration = Duration::from_secs(30);
 
 /// Pending actions read at a time; a round reads them all, the longest
@@ -33,11 +34,14 @@ const MOST: i64 = 20_000;
 /// What the sweep knows of the pending actions: when each is due for
 /// escalation (`None`: never, or escalated already), as of `read_at`.
 /// A round reads only the ids of what is pending, and the rows and rules
-/// of actions it has not seen; every [`REREAD`] it reads everything again.
+/// of actions it has not seen; it reads everything again when a profile
+/// or handler changed, and every [`REREAD`].
 #[derive(Debug, Default)]
 pub struct Sweep {
     due: HashMap<String, Option<DateTime<Utc>>>,
     read_at: Option<Instant>,
+    /// [`Gate::rules_generation`] when it was read.
+    rules: (u64, u64),
 }
 
 /// Runs until the gate shuts down.
@@ -63,7 +67,9 @@ impl Sweep {
     /// that is due.
     pub async fn round(&mut self, gate: &Gate) -> crate::GateResult<usize> {
         let now = actiongate_store::time::now();
-        if self.read_at.is_none_or(|t| t.elapsed() >= REREAD) {
+        let rules = gate.rules_generation();
+        if self.read_at.is_none_or(|t| t.elapsed() >= REREAD) || rules != self.rules {
+            self.rules = rules;
             self.reread(gate).await?;
         } else {
             self.catch_up(gate).await?;

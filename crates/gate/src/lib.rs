@@ -306,6 +306,16 @@ impl Gate {
         self.0.store.subscribe()
     }
 
+    /// A number that changes whenever a profile or a handler is known to
+    /// have changed (through this daemon, or a handler through another):
+    /// what was worked out from approvals rules before may be stale.
+    pub(crate) fn rules_generation(&self) -> (u64, u64) {
+        (
+            self.0.agent_profiles.generation(),
+            self.0.handlers.generation(),
+        )
+    }
+
     /// Forgets the cached profile of `agent` after it changed.
     pub fn forget_agent(&self, agent: &str) {
         self.0.agent_profiles.invalidate(|id, _| id == agent);
