@@ -208,9 +208,14 @@ test('an edit landing after the page checked, before its approval arrives, is re
   await c.waitFor();
   await c.locator('button.approve').click();
   await c.waitFor({ state: 'detached' });
+  const answered = page.waitForResponse((r) => r.request().method() === 'POST' && r.url().endsWith(`/v1/actions/${id}/approve`));
   await page.locator('#toasts .toast', { hasText: 'make check' }).locator('button.send-now').click();
-  await page.waitForFunction(() => /edited/.test(document.querySelector('#errors')?.innerText ?? ''));
+  const response = await answered;
   assert.equal(edited?.body?.status, 'pending', JSON.stringify(edited?.body));
+  assert.equal(response.status(), 409, await response.text());
+  // The page says why (an earlier test's notice about an edit may stand
+  // there too: this one names the version the approval was for).
+  await page.waitForFunction(() => /approval was for the action as asked/.test(document.querySelector('#errors')?.innerText ?? ''));
   const now = (await env.call('GET', `/v1/actions/${id}`, env.operator)).body;
   assert.equal(now.status, 'pending', JSON.stringify(now));
   assert.equal(now.approvals.length, 1, `the page's approval of "make check" counted toward "make publish": ${JSON.stringify(now)}`);
