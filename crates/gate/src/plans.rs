@@ -241,20 +241,23 @@ impl Gate {
                 "pending, approved, denied or expired",
             ));
         }
-        if let Some(after) = &page.after {
-            // Plans are listed by when they were made: the page starts
-            // after that of the plan named, which must be one.
-            match self.store().get_plan(after).await {
-                Ok(_) => {}
+        let after = page.after.clone();
+        let plans = self.store().list_plans(status, &page).await?;
+        // Plans are listed by when they were made: the page starts after
+        // that of the plan named. One naming no plan reads as an empty
+        // page, so only then is it looked up, to say so.
+        if let Some(after) = after.filter(|_| plans.is_empty()) {
+            match self.store().get_plan(&after).await {
                 Err(actiongate_store::StoreError::NotFound) => {
                     return Err(GateError::not_found(format!(
                         "after: no plan '{after}' to page on from"
                     )));
                 }
                 Err(e) => return Err(e.into()),
+                Ok(_) => {}
             }
         }
-        Ok(self.store().list_plans(status, &page).await?)
+        Ok(plans)
     }
 
     /// An operator approves a plan, all of it or the steps at `only`

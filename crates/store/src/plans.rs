@@ -53,7 +53,7 @@ pub(crate) use plan_columns;
 /// The query of [`Store::list_plans`](crate::Store::list_plans): plans in
 /// the order they were made (`created_at`, then id), from the end `page`
 /// says, strictly past the plan `page.after` (nothing when there is no such
-/// plan: the gate checks it first).
+/// plan: the gate then says so).
 pub(crate) fn list_query<DB>(status: Option<String>, page: &Page) -> QueryBuilder<DB>
 where
     DB: sqlx::Database,
