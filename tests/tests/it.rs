@@ -42,6 +42,7 @@ mod runs;
 mod sensitive;
 mod session_grants;
 mod session_lifecycle;
+mod session_pages;
 mod session_review;
 mod sessions;
 mod teams;

@@ -511,6 +511,42 @@ test('sessions: a card and the action page name the session; the Sessions view l
   assert.equal(await warn.locator('button').count(), 0);
 });
 
+test('sessions: the list filters by status and agent and reads past its first page with More, each session once', async () => {
+  const { page } = env;
+  // An agent of its own whose sessions are all allowed reads: 130 of them.
+  const put = await env.call('PUT', '/v1/agents/pager', env.admin, { profile: 'open' });
+  assert.ok(put.status === 201 || put.status === 200, JSON.stringify(put.body));
+  const key = (await env.call('POST', '/v1/keys', env.admin, { role: 'agent', agent: 'pager' })).body.key;
+  for (let n = 0; n < 130; n++) {
+    const r = await env.call('POST', '/v1/actions', key, { tool: 'Read', detail: `f${n}`, session: `pager ${String(n).padStart(3, '0')}` });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+  }
+  const ended = await env.call('POST', `/v1/sessions/${encodeURIComponent('pager 010')}/end`, key, {});
+  assert.equal(ended.status, 200, JSON.stringify(ended.body));
+
+  await page.goto(`${env.pageUrl}#/sessions`);
+  await page.waitForSelector('#sessions-filters');
+  await page.fill('#sessions-filters input[name=agent]', 'pager');
+  await page.click('#sessions-filters button[type=submit]');
+  await page.waitForFunction(() => location.hash.includes('agent=pager'));
+  const rows = page.locator('#sessions-table tbody tr');
+  await page.locator('#sessions-table tr[data-id="pager 129"]').waitFor();
+  assert.equal(await rows.count(), 100);
+  await page.click('#sessions-more');
+  await page.locator('#sessions-table tr[data-id="pager 000"]').waitFor();
+  assert.equal(await rows.count(), 130);
+  const ids = await rows.evaluateAll((trs) => trs.map((tr) => tr.dataset.id));
+  assert.equal(new Set(ids).size, 130, 'each session once');
+  assert.ok(await page.locator('#sessions-more').isHidden());
+
+  await page.selectOption('#sessions-filters select[name=status]', 'ended');
+  await page.click('#sessions-filters button[type=submit]');
+  await page.waitForFunction(() => location.hash.includes('status=ended'));
+  await page.waitForFunction(() => document.querySelectorAll('#sessions-table tbody tr').length === 1);
+  assert.equal(await rows.first().getAttribute('data-id'), 'pager 010');
+  assert.ok(await page.locator('#sessions-more').isHidden());
+});
+
 test('profile editor (admin key): the candidate is replayed before it can be saved, and a profile whose examples fail is refused, naming them', async () => {
   const { page } = env;
   // An agent of its own whose profile asks everything, and something recorded

@@ -763,7 +763,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Sessions, latest seen first (operators see all, an agent its own). */
+        /**
+         * Sessions, newest first or, with `order=oldest`, oldest first by when
+         *     they began, a page at a time (operators see all, an agent its own).
+         */
         get: operations["list_sessions"];
         put?: never;
         post?: never;
@@ -6338,14 +6341,31 @@ export interface operations {
     };
     list_sessions: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description `active`, or `ended` (by hand or idle past `sessions.idle_timeout`). */
+                status?: string;
+                /** @description Only this agent's sessions (an agent key sees only its own). */
+                agent?: string;
+                /** @description `newest` first (the default) or `oldest` first, by when they began. */
+                order?: "newest" | "oldest";
+                /**
+                 * @description Only sessions strictly after this one in that order: the last id of
+                 *     the previous page.
+                 */
+                after?: string;
+                /**
+                 * @description Page size, 1-500 (default 200). A page shorter than `limit` is the
+                 *     last.
+                 */
+                limit?: number;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description Sessions */
+            /** @description A page of sessions: page on with `after` set to the last id until a page is shorter than `limit` */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -6356,6 +6376,24 @@ export interface operations {
             };
             /** @description Missing or unknown key */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `after` names no session the caller may see */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid filter or page (named) */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,7 +1,9 @@
 //! `actiongate sessions [ID] [--end]`: the tasks agents' actions belong
 //! to (docs/sessions.md). Without an id, the sessions the key may see,
-//! latest first; with one, that session and its actions, oldest first;
-//! with `--end`, the session is ended (its grants are void).
+//! newest first (the newest page, or with `--all` every one), only active
+//! or ended ones and only one agent's when asked; with one, that session
+//! and its actions, oldest first; with `--end`, the session is ended (its
+//! grants are void).
 
 use clap::Args;
 use serde_json::Value;
@@ -22,7 +24,21 @@ pub struct SessionsArgs {
     /// are void from then on.
     #[arg(long, requires = "id")]
     pub end: bool,
+    /// Only active sessions, or only ended ones.
+    #[arg(long, value_parser = ["active", "ended"], conflicts_with = "id")]
+    pub status: Option<String>,
+    /// Only this agent's sessions.
+    #[arg(long, conflicts_with = "id")]
+    pub agent: Option<String>,
+    /// Every session, not only the newest page (up to 10,000).
+    #[arg(long, conflicts_with = "id")]
+    pub all: bool,
 }
+
+/// Sessions on one page of the listing.
+const PAGE: usize = 200;
+/// Most sessions `--all` reads.
+const MOST: usize = 10_000;
 
 /// Runs `sessions`.
 pub async fn run(a: SessionsArgs) -> Exit {
@@ -36,7 +52,7 @@ async fn sessions(a: &SessionsArgs) -> Result<Exit, ClientError> {
     let api = Api::new(&a.common.conn)?;
     api.require_key()?;
     let Some(id) = &a.id else {
-        return list(&api, a.common.json).await;
+        return list(&api, a).await;
     };
     let path = format!("/v1/sessions/{}", path_segment(id));
     let session = if a.end {
@@ -92,13 +108,49 @@ async fn sessions(a: &SessionsArgs) -> Result<Exit, ClientError> {
     Ok(Exit::Ok)
 }
 
-async fn list(api: &Api, json: bool) -> Result<Exit, ClientError> {
-    let list = api.get("/v1/sessions").await?;
-    if json {
-        print_pretty(&list);
+/// The sessions `a` asks for, newest first: one page, or with `--all`
+/// every page (up to [`MOST`]).
+async fn read_list(api: &Api, a: &SessionsArgs) -> Result<(Vec<Value>, bool), ClientError> {
+    let mut path = format!("/v1/sessions?limit={PAGE}");
+    if let Some(st) = &a.status {
+        path.push_str(&format!("&status={}", query_value(st)));
+    }
+    if let Some(agent) = &a.agent {
+        path.push_str(&format!("&agent={}", query_value(agent)));
+    }
+    let mut all: Vec<Value> = Vec::new();
+    loop {
+        let mut page_path = path.clone();
+        if let Some(last) = all.last().and_then(|x| x["id"].as_str()) {
+            page_path.push_str(&format!("&after={}", query_value(last)));
+        }
+        let items = api
+            .get(&page_path)
+            .await?
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let short = items.len() < PAGE;
+        all.extend(items);
+        if short {
+            return Ok((all, false));
+        }
+        if !a.all || all.len() >= MOST {
+            return Ok((all, true));
+        }
+    }
+}
+
+async fn list(api: &Api, a: &SessionsArgs) -> Result<Exit, ClientError> {
+    let (items, more) = read_list(api, a).await?;
+    if more {
+        let hint = if a.all { "" } else { "; --all lists every one" };
+        eprintln!("the newest {} sessions{hint}", items.len());
+    }
+    if a.common.json {
+        print_pretty(&Value::Array(items));
         return Ok(Exit::Ok);
     }
-    let items = list.as_array().cloned().unwrap_or_default();
     if items.is_empty() {
         println!("no sessions");
         return Ok(Exit::Ok);

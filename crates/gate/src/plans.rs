@@ -7,15 +7,17 @@
 //! runs reported after the fact.
 
 use actiongate_api::sessions::{CreatePlan, Plan, PlanStep, ReportRun, RunMatched, Session};
-use actiongate_store::{NewGrant, NewGrantTarget, Role};
+use actiongate_store::{NewGrant, NewGrantTarget, Role, SessionFilter};
 use chrono::{DateTime, Utc};
 
-use crate::actions::{MAX_DETAIL, MAX_TEXT, check_len};
+use crate::actions::{MAX_DETAIL, MAX_TEXT, check_len, validate_agent_id};
 use crate::paging::ListPage;
 use crate::policy::validate_tool;
 use crate::sessions::{validate_origin, validate_session};
 use crate::{Caller, Gate, GateError, GateResult};
 
+/// Sessions on a page when the caller does not say.
+pub const SESSIONS_PAGE: i64 = 200;
 /// Plans on a page when the caller does not say.
 pub const PLANS_PAGE: i64 = 200;
 /// Most steps of a plan.
@@ -64,17 +66,57 @@ impl Gate {
         }
     }
 
-    /// Sessions the caller may see, latest first.
-    pub async fn list_sessions(&self, caller: &Caller) -> GateResult<Vec<Session>> {
-        let agent = if caller.sees_all() {
-            None
-        } else {
-            Some(caller.agent_id()?.to_owned())
+    /// A page of the sessions the caller may see (an agent its own),
+    /// newest first or, with `page.oldest_first`, oldest first by when they
+    /// began; only `agent`'s and only `active` or `ended` ones when asked.
+    /// `page.after` is a session id, so any the runtime chose pages.
+    pub async fn list_sessions(
+        &self,
+        caller: &Caller,
+        status: Option<String>,
+        agent: Option<String>,
+        mut page: ListPage,
+    ) -> GateResult<Vec<Session>> {
+        let after = page.after.take();
+        if let Some(after) = &after {
+            validate_session("after", after)?;
+        }
+        let mut page = page.checked(SESSIONS_PAGE)?;
+        page.after = after.clone();
+        let active = match status.as_deref() {
+            None => None,
+            Some("active") => Some(true),
+            Some("ended") => Some(false),
+            Some(_) => return Err(GateError::invalid("status", "active or ended")),
         };
-        Ok(self
+        if let Some(agent) = &agent {
+            validate_agent_id(agent)?;
+        }
+        let agent = if caller.sees_all() {
+            agent
+        } else {
+            let own = caller.agent_id()?;
+            if agent.as_deref().is_some_and(|a| a != own) {
+                return Ok(Vec::new());
+            }
+            Some(own.to_owned())
+        };
+        let filter = SessionFilter { agent, active };
+        let sessions = self
             .store()
-            .list_sessions(agent, self.idle_before())
-            .await?)
+            .list_sessions(filter, page, self.idle_before())
+            .await?;
+        // A cursor naming no session (or one the caller may not see) reads
+        // as an empty page: only then is it looked up, to say so.
+        if let Some(after) = after.filter(|_| sessions.is_empty()) {
+            let owner = self.store().session_owner(&after).await?;
+            if !owner.is_some_and(|o| caller.may_see(&o)) {
+                return Err(GateError::not_found(format!(
+                    "after: no session '{after}' to page on from"
+                )));
+            }
+        }
+        Ok(sessions)
     }
 
     /// One session the caller may see.

@@ -813,3 +813,55 @@ async fn sessions_are_listed_shown_and_ended() {
     assert_eq!(r.stderr.lines().count(), 1, "{r:?}");
     app.stop().await;
 }
+
+/// `sessions` shows the newest page and says there are more; `--all`
+/// reads every page (each session once); `--status` and `--agent` filter.
+#[tokio::test]
+async fn sessions_lists_pages_and_filters() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("open")).await;
+    let (op, agent) = (app.operator.clone(), app.agent.clone());
+    for n in 0..205 {
+        let body = json!({"tool": "bash", "detail": "ls", "session": format!("task {n:03}")});
+        let (s, a) = app
+            .call(Method::POST, "/v1/actions", Some(&agent), Some(body))
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{a}");
+    }
+    let r = ag(&app, &agent, &["sessions", "task 007", "--end"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+
+    let r = ag(&app, &op, &["sessions", "--json"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json().as_array().unwrap().len(), 200);
+    assert!(r.stderr.contains("--all"), "{r:?}");
+
+    let r = ag(&app, &op, &["sessions", "--all", "--json"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let mut ids: Vec<String> = r
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 205);
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 205, "each session once");
+
+    let r = ag(&app, &op, &["sessions", "--status", "ended"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let rows: Vec<&str> = r.stdout.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{}", r.stdout);
+    assert!(rows[0].starts_with("task 007"), "{}", r.stdout);
+
+    let r = ag(&app, &op, &["sessions", "--agent", "nobody"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout.trim(), "no sessions");
+    let r = ag(&app, &op, &["sessions", "--agent", "not an agent"]).await;
+    assert_ne!(r.code, 0, "{r:?}");
+    assert_eq!(r.stderr.lines().count(), 1, "{r:?}");
+    assert!(r.stderr.contains("agent"), "{r:?}");
+    app.stop().await;
+}

@@ -33,13 +33,8 @@ function endButton(s, ctx) {
   } }, 'End session');
 }
 
-/** `#/sessions` lists sessions; `#/sessions?id=S` shows one and its actions. */
-export async function renderSessions(root, ctx, params, signal) {
-  const id = params.get('id');
-  if (id) return renderSession(root, ctx, id, signal);
-  const list = await api('GET', '/v1/sessions');
-  if (signal.aborted) return;
-  const rows = list.map((s) => h('tr', { dataset: { id: s.id } },
+function sessionRow(s, ctx) {
+  return h('tr', { dataset: { id: s.id } },
     h('td', { 'data-label': 'Session' }, h('a', { href: `#/sessions?id=${enc(s.id)}`, class: 'vis' }, visible(s.id)),
       s.runtime ? h('div', { class: 'muted' }, visible(s.runtime)) : null),
     h('td', { 'data-label': 'Agent' }, s.agent),
@@ -47,14 +42,64 @@ export async function renderSessions(root, ctx, params, signal) {
     h('td', { 'data-label': 'Last seen' }, when(s.last_seen)),
     h('td', { 'data-label': 'Actions' }, countsText(s.actions)),
     h('td', { 'data-label': 'Tainted', class: 'vis' }, visible(maskSecrets(taintText(s)))),
-    h('td', {}, endButton(s, ctx))));
+    h('td', {}, endButton(s, ctx)));
+}
+
+/** Sessions on one page of the list (newest begun first); More reads the next. */
+const PAGE = 100;
+
+/** `#/sessions` lists sessions, newest first, filtered by status and agent,
+ * a page at a time; `#/sessions?id=S` shows one and its actions. */
+export async function renderSessions(root, ctx, params, signal) {
+  const id = params.get('id');
+  if (id) return renderSession(root, ctx, id, signal);
+  const status = params.get('status') || '';
+  const agent = params.get('agent') || '';
+  const form = h('form', { class: 'filters', id: 'sessions-filters' },
+    h('label', {}, 'Status ', h('select', { name: 'status' },
+      h('option', { value: '' }, 'any'),
+      ['active', 'ended'].map((s) => h('option', { value: s, selected: s === status }, s)))),
+    h('label', {}, 'Agent ', h('input', { name: 'agent', value: agent, placeholder: 'any', size: 12 })),
+    h('button', { type: 'submit' }, 'Filter'));
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const q = new URLSearchParams();
+    for (const [k, v] of new FormData(form)) if (v) q.set(k, v);
+    location.hash = `#/sessions?${q}`;
+  });
+  const fetchPage = (after) => {
+    const q = new URLSearchParams({ limit: String(PAGE) });
+    if (status) q.set('status', status);
+    if (agent) q.set('agent', agent);
+    if (after) q.set('after', after);
+    return api('GET', `/v1/sessions?${q}`);
+  };
+  const list = await fetchPage(null);
+  if (signal.aborted) return;
+  const tbody = h('tbody', {}, list.map((s) => sessionRow(s, ctx)));
+  let last = list.length ? list[list.length - 1].id : null;
+  const more = h('button', { type: 'button', id: 'sessions-more', hidden: list.length < PAGE }, 'More');
+  more.addEventListener('click', async () => {
+    more.disabled = true;
+    try {
+      const page = await fetchPage(last);
+      if (signal.aborted) return;
+      tbody.append(...page.map((s) => sessionRow(s, ctx)));
+      if (page.length) last = page[page.length - 1].id;
+      more.hidden = page.length < PAGE;
+    } catch (err) { ctx.fail(err); }
+    more.disabled = false;
+  });
+  const filtered = status || agent;
   root.replaceChildren(
     h('h1', {}, 'Sessions'),
+    form,
     list.length
       ? h('table', { class: 'grid', id: 'sessions-table' },
         h('thead', {}, h('tr', {}, ['Session', 'Agent', 'Status', 'Last seen', 'Actions', 'Tainted', ''].map((t) => h('th', { scope: 'col' }, t)))),
-        h('tbody', {}, rows))
-      : h('p', { class: 'empty' }, 'No sessions yet.'));
+        tbody)
+      : h('p', { class: 'empty' }, filtered ? 'No sessions match the filter.' : 'No sessions yet.'),
+    more);
 }
 
 async function renderSession(root, ctx, id, signal) {

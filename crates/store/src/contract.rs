@@ -18,8 +18,8 @@ use crate::{
     Backend, Claimed, Delivery, DeliveryStatus, DueDelivery, Event, GrantCreated, GrantFilter,
     GrantRecord, GrantRequest, GrantRequestStatus, HandlerRecord, HandlerSecrets, Inserted,
     NewAction, NewGrant, NewGrantRequest, NewHandler, NewKey, NewPerson, NewSubscription,
-    NextDispatch, Outcome, Page, Person, Store, StoreError, Subscription, TeamDecided,
-    TeamDecision, Transition,
+    NextDispatch, Outcome, Page, Person, SessionFilter, Store, StoreError, Subscription,
+    TeamDecided, TeamDecision, Transition,
 };
 
 /// Defines each operation on [`Store`] as a call of the same method of the
@@ -340,8 +340,9 @@ contract! {
     pub async fn get_session(&self, id: &str, idle_before: DateTime<Utc>) -> Result<Option<actiongate_api::sessions::Session>, StoreError>;
     /// The agent session `id` belongs to, if it was ever used.
     pub async fn session_owner(&self, id: &str) -> Result<Option<String>, StoreError>;
-    /// Sessions, latest seen first; only `agent`'s when given.
-    pub async fn list_sessions(&self, agent: Option<String>, idle_before: DateTime<Utc>) -> Result<Vec<actiongate_api::sessions::Session>, StoreError>;
+    /// A page of the sessions `filter` holds, newest (or oldest) first by
+    /// when they began (then id).
+    pub async fn list_sessions(&self, filter: SessionFilter, page: Page, idle_before: DateTime<Utc>) -> Result<Vec<actiongate_api::sessions::Session>, StoreError>;
     /// Ends a session and voids its grants.
     pub async fn end_session(&self, id: String, by: String, idle_before: DateTime<Utc>) -> Result<actiongate_api::sessions::Session, StoreError>;
     /// Ends every open session last seen at or before `idle_before`

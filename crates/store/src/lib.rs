@@ -53,6 +53,7 @@ mod quick;
 mod rate;
 pub mod receipts;
 mod row;
+mod session_list;
 mod sessions;
 mod settle;
 mod sqlite;
@@ -82,6 +83,7 @@ pub use paging::Page;
 pub use people::NewPerson;
 pub use pg::{PG_MIGRATOR, PgOptions, Postgres, migrate_postgres};
 pub use plans::RunReport;
+pub use session_list::SessionFilter;
 pub use sqlite::{MIGRATOR, SqliteStore, migrate};
 pub use subscriptions::{
     AttemptOutcome, AttemptRecord, Delivery, DeliveryAttempt, DeliveryStatus, DueDelivery,

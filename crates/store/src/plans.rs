@@ -13,6 +13,7 @@ use crate::error::StoreError;
 use crate::events::{self, NewEvent};
 use crate::grants::{NewGrant, from_row as grant_from_row, grant_event, insert_query};
 use crate::paging::Page;
+use crate::session_list::{self, SessionFilter};
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
 use actiongate_api::model::Json;
 use actiongate_api::sessions::{Plan, PlanStep, Session};
@@ -324,26 +325,37 @@ impl SqliteStore {
         )
     }
 
-    /// Up to 200 sessions, latest seen first; only `agent`'s when given.
+    /// A page of sessions `filter` holds, by when they began (see
+    /// [`crate::session_list::list_query`]).
     pub async fn list_sessions(
         &self,
-        agent: Option<String>,
+        filter: SessionFilter,
+        page: Page,
         idle_before: DateTime<Utc>,
     ) -> Result<Vec<Session>, StoreError> {
         let mut conn = self.read.acquire().await?;
-        let ids: Vec<String> = sqlx::query_scalar(
-            "SELECT id FROM sessions WHERE (?1 IS NULL OR agent = ?1) ORDER BY last_seen DESC LIMIT 200",
-        )
-        .bind(agent)
-        .fetch_all(&mut *conn)
-        .await?;
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(s) = session_on(&mut conn, &id, idle_before).await? {
-                out.push(s);
-            }
+        let rows = session_list::list_query::<Sqlite>(&filter, &page, idle_before)
+            .build()
+            .fetch_all(&mut *conn)
+            .await?;
+        let ids: Vec<String> = rows
+            .iter()
+            .map(|r| sqlx::Row::try_get(r, "id"))
+            .collect::<Result<_, _>>()?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(out)
+        let counts: Vec<(String, String, i64)> = session_list::counts_query::<Sqlite>(&ids)
+            .build_query_as()
+            .fetch_all(&mut *conn)
+            .await?;
+        let mut counts = session_list::counts_by_session(&ids, counts);
+        rows.iter()
+            .zip(&ids)
+            .map(|(row, id)| {
+                session_from_row(row, idle_before, counts.remove(id).unwrap_or_default())
+            })
+            .collect()
     }
 
     /// Ends every open session idle since `idle_before`, voiding its grants.

@@ -30,16 +30,54 @@ pub fn router() -> Router<AppState> {
         .route("/v1/runs", post(report_run))
 }
 
-/// Sessions, latest seen first (operators see all, an agent its own).
-#[utoipa::path(get, path = "/v1/sessions", tag = "sessions",
-    responses((status = 200, description = "Sessions", body = [Session]),
-        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json")),
+/// `GET /v1/sessions` filters and paging.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SessionQuery {
+    /// `active`, or `ended` (by hand or idle past `sessions.idle_timeout`).
+    #[param(pattern = "^(active|ended)$")]
+    pub status: Option<String>,
+    /// Only this agent's sessions (an agent key sees only its own).
+    #[param(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[A-Za-z0-9_.@-]{1,128}$"
+    )]
+    pub agent: Option<String>,
+    /// `newest` first (the default) or `oldest` first, by when they began.
+    #[param(inline)]
+    pub order: Option<ListOrder>,
+    /// Only sessions strictly after this one in that order: the last id of
+    /// the previous page.
+    #[param(min_length = 1, max_length = 200)]
+    pub after: Option<String>,
+    /// Page size, 1-500 (default 200). A page shorter than `limit` is the
+    /// last.
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<i64>,
+}
+
+/// Sessions, newest first or, with `order=oldest`, oldest first by when
+/// they began, a page at a time (operators see all, an agent its own).
+#[utoipa::path(get, path = "/v1/sessions", tag = "sessions", params(SessionQuery),
+    responses((status = 200, description = "A page of sessions: page on with `after` set to the last id until a page is shorter than `limit`", body = [Session]),
+        (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`after` names no session the caller may see", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid filter or page (named)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn list_sessions(
     State(state): State<AppState>,
     caller: Caller,
+    ApiQuery(q): ApiQuery<SessionQuery>,
 ) -> ApiResult<axum::Json<Vec<Session>>> {
-    Ok(axum::Json(state.gate().list_sessions(&caller).await?))
+    let page = list_page(q.order, q.after, q.limit);
+    Ok(axum::Json(
+        state
+            .gate()
+            .list_sessions(&caller, q.status, q.agent, page)
+            .await?,
+    ))
 }
 
 /// One session.

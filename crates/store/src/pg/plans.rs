@@ -13,6 +13,7 @@ use crate::plans::{
     RunReport, list_query, plan_columns, plan_event, plan_from_row, session_columns,
     session_from_row, undecided_event,
 };
+use crate::session_list::{self, SessionFilter};
 use crate::time::{now, to_ms};
 use actiongate_api::model::Json;
 use actiongate_api::sessions::{Plan, PlanStep, Session};
@@ -179,26 +180,36 @@ impl Postgres {
         )
     }
 
-    /// Up to 200 sessions, latest seen first; only `agent`'s when given.
+    /// See `SqliteStore::list_sessions`.
     pub async fn list_sessions(
         &self,
-        agent: Option<String>,
+        filter: SessionFilter,
+        page: Page,
         idle_before: DateTime<Utc>,
     ) -> Result<Vec<Session>, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        let ids: Vec<String> = sqlx::query_scalar(
-            "SELECT id FROM sessions WHERE ($1::TEXT IS NULL OR agent = $1) ORDER BY last_seen DESC LIMIT 200",
-        )
-        .bind(agent)
-        .fetch_all(&mut *conn)
-        .await?;
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(s) = session_on(&mut conn, &id, idle_before).await? {
-                out.push(s);
-            }
+        let rows = session_list::list_query::<sqlx::Postgres>(&filter, &page, idle_before)
+            .build()
+            .fetch_all(&mut *conn)
+            .await?;
+        let ids: Vec<String> = rows
+            .iter()
+            .map(|r| sqlx::Row::try_get(r, "id"))
+            .collect::<Result<_, _>>()?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(out)
+        let counts: Vec<(String, String, i64)> = session_list::counts_query::<sqlx::Postgres>(&ids)
+            .build_query_as()
+            .fetch_all(&mut *conn)
+            .await?;
+        let mut counts = session_list::counts_by_session(&ids, counts);
+        rows.iter()
+            .zip(&ids)
+            .map(|(row, id)| {
+                session_from_row(row, idle_before, counts.remove(id).unwrap_or_default())
+            })
+            .collect()
     }
 
     /// See `SqliteStore::end_idle_sessions`.
