@@ -222,9 +222,15 @@ async fn sessions_are_paged_filtered_and_each_read_once(pg: bool) {
         assert_eq!(s, 422, "{q:?}: {p}");
         assert_eq!(fields(&p), [field], "{q:?}: {p}");
     }
-    for (key, after) in [(&operator, "no-such-session"), (&other, "task one")] {
-        let (s, p) = refused(&http, &d.base, key, &[("after", after)]).await;
-        assert_eq!(s, 404, "{after}: {p}");
+    // Another agent's session is no cursor for an agent: paging from it
+    // would tell when it began.
+    for (key, after, order) in [
+        (&operator, "no-such-session", "newest"),
+        (&other, "task one", "newest"),
+        (&other, "task one", "oldest"),
+    ] {
+        let (s, p) = refused(&http, &d.base, key, &[("after", after), ("order", order)]).await;
+        assert_eq!(s, 404, "{after} {order}: {p}");
     }
     let (s, _) = call(
         &http,

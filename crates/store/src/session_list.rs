@@ -25,8 +25,8 @@ pub struct SessionFilter {
 
 /// The query of a page of sessions: those `filter` holds, by when they
 /// began (`first_seen`, then id), from the end `page` says, strictly past
-/// the session `page.after` (nothing when there is no such session: the
-/// gate then says so). A session is active while it has not ended and was
+/// the session `page.after` (nothing when there is no such session among
+/// those of `filter.agent`: the gate then says so). A session is active while it has not ended and was
 /// seen after `idle_before`.
 pub(crate) fn list_query<DB>(
     filter: &SessionFilter,
@@ -72,8 +72,14 @@ where
     if let Some(id) = &page.after {
         q.push(after)
             .push("(SELECT c.first_seen, c.id FROM sessions c WHERE c.id = ")
-            .push_bind(id.clone())
-            .push(")");
+            .push_bind(id.clone());
+        // A cursor outside the listing (another agent's session, when one
+        // agent's are listed) places nothing: it would tell when a session
+        // the caller may not see began.
+        if let Some(agent) = &filter.agent {
+            q.push(" AND c.agent = ").push_bind(agent.clone());
+        }
+        q.push(")");
     }
     q.push(order).push_bind(page.limit);
     q
