@@ -127,3 +127,56 @@ async fn an_edit_racing_an_approval_as_asked_never_settles_a_version_unread() {
         assert_eq!(a["status"], "pending", "round {round}: {a}");
     }
 }
+
+/// `actiongate pending` shows how far each action needing a quorum has
+/// come, and a decision names the person who made it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_shows_a_quorum_s_progress_and_names_the_person_deciding() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])).await;
+    let (ann, ann_id) = named_operator(&http, &d.base, &admin, "ann-key").await;
+    let (bea, bea_id) = named_operator(&http, &d.base, &admin, "bea-key").await;
+    for (name, key) in [("ann", &ann_id), ("bea", &bea_id)] {
+        let (s, p) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/people", d.base),
+            &admin,
+            Some(json!({"name": name, "keys": [key]})),
+        )
+        .await;
+        assert_eq!(s, 201, "{p}");
+    }
+    let id = pending(&http, &d.base, &agent, "deploy", "prod eu").await;
+    let out = cli(&d.base, &ann, &["approve", &id]);
+    assert!(out.status.success(), "{out:?}");
+    let out = cli(&d.base, &bea, &["pending"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let head = text.lines().next().unwrap();
+    assert!(head.contains("APPROVALS"), "{text}");
+    let row = text.lines().find(|l| l.starts_with(&id)).unwrap();
+    assert!(row.contains("1/2 ann"), "{text}");
+
+    let out = cli(&d.base, &bea, &["approve", &id]);
+    assert!(out.status.success(), "{out:?}");
+    let line = String::from_utf8_lossy(&out.stdout);
+    assert!(line.contains("[2 of 2: ann, bea]"), "{line}");
+    let out = cli(&d.base, &bea, &["show", &id]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let decided = text.lines().find(|l| l.starts_with("decided:")).unwrap();
+    assert!(
+        decided.contains(&format!("by bea (key:{bea_id}, cli)")),
+        "{text}"
+    );
+    // With nothing needing more than one approval, no such column.
+    let one = pending(&http, &d.base, &agent, "deploy", "staging").await;
+    let out = cli(&d.base, &bea, &["pending"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l.starts_with(&one)), "{text}");
+    assert!(!text.contains("APPROVALS"), "{text}");
+}

@@ -69,29 +69,67 @@ pub async fn pending(args: PendingArgs) -> Exit {
             println!("no pending actions");
             return Ok(Exit::Ok);
         }
+        // Where any needs more than one approval, how far each has come.
+        let team = items.iter().any(|a| needed(a) > 1);
         let rows: Vec<Vec<String>> = items
             .iter()
             .map(|a| {
-                vec![
+                let mut row = vec![
                     s(a, "id").to_owned(),
                     relative(a, "created_at"),
                     clip(s(a, "agent"), 20),
                     clip(s(a, "action_string"), 60),
                     relative(a, "deadline"),
-                    clip(s(a, "reason"), 50),
-                ]
+                ];
+                if team {
+                    row.push(approvals_cell(a));
+                }
+                row.push(clip(s(a, "reason"), 50));
+                row
             })
             .collect();
-        print!(
-            "{}",
-            table(
-                &["ID", "ASKED", "AGENT", "ACTION", "EXPIRES", "REASON"],
-                &rows
-            )
-        );
+        let mut head = vec!["ID", "ASKED", "AGENT", "ACTION", "EXPIRES"];
+        if team {
+            head.push("APPROVALS");
+        }
+        head.push("REASON");
+        print!("{}", table(&head, &rows));
         Ok(Exit::Ok)
     })
     .await
+}
+
+/// How many approvals action `a` needs (1 unless a rule asks more).
+fn needed(a: &Value) -> u64 {
+    a.get("approvals_required")
+        .and_then(Value::as_u64)
+        .unwrap_or(1)
+}
+
+/// `1/2 ann` (approvals so far of those needed, and by whom); `-` for an
+/// action one approval settles; ` edited` when an approver changed it.
+fn approvals_cell(a: &Value) -> String {
+    if needed(a) <= 1 {
+        return "-".to_owned();
+    }
+    let approvals = a
+        .get("approvals")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let who: Vec<&str> = approvals
+        .iter()
+        .filter_map(|x| x.get("who").and_then(Value::as_str))
+        .collect();
+    let mut cell = format!("{}/{}", approvals.len(), needed(a));
+    if !who.is_empty() {
+        cell.push(' ');
+        cell.push_str(&clip(&who.join(","), 30));
+    }
+    if a.get("edited").and_then(Value::as_bool) == Some(true) {
+        cell.push_str(" edited");
+    }
+    cell
 }
 
 /// `show ID`.

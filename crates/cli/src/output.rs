@@ -161,6 +161,22 @@ pub fn grant_target(g: &Value) -> String {
 
 /// Who decided an action, in words.
 pub fn decided_by(action: &Value) -> String {
+    // A person decided through one of their identities: name them first.
+    if let Some(who) = action.get("decided_person").and_then(Value::as_str) {
+        let by = action
+            .get("decided_by")
+            .and_then(Value::as_str)
+            .unwrap_or("-");
+        return match action.get("decided_channel").and_then(Value::as_str) {
+            Some(channel) => format!(
+                "{} ({}, {})",
+                one_line(who),
+                one_line(by),
+                one_line(channel)
+            ),
+            None => format!("{} ({})", one_line(who), one_line(by)),
+        };
+    }
     match action.get("decided_by").and_then(Value::as_str) {
         Some("policy") => "the policy".to_owned(),
         Some("deadline") => "the deadline".to_owned(),
@@ -380,6 +396,12 @@ mod tests {
         assert_eq!(
             action_line(&a),
             "a1 approved: tool:bash:ls — by operator (key:k1)"
+        );
+        let a = json!({"id": "a1", "status": "approved", "action_string": "tool:bash:ls",
+            "decided_by": "key:k1", "decided_person": "bob", "decided_channel": "cli"});
+        assert_eq!(
+            action_line(&a),
+            "a1 approved: tool:bash:ls — by bob (key:k1, cli)"
         );
         let a = json!({"id": "a1", "status": "pending", "action_string": "tool:bash:ls",
             "decision": {"reason": "ask pattern matched"}});
