@@ -137,3 +137,107 @@ async fn a_plan_step_covers_its_own_call_only_on_sqlite() {
 async fn a_plan_step_covers_its_own_call_only_on_postgres() {
     a_plan_step_covers_its_own_call_only(true).await;
 }
+
+/// A step an approvals rule governs (the profile's, or its handler
+/// action's) is granted nothing by one approver's plan: the plan says so
+/// when asked and when approved, and the step asks its approvers when it
+/// runs; the other steps run as approved.
+async fn a_plan_grants_nothing_to_a_step_an_approvals_rule_governs(pg: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(d) = start(pg, dir.path(), &[]) else {
+        return;
+    };
+    let http = crate::common::client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let operator = role_key(&http, &d.base, &admin, "operator").await;
+    let mut handler = mail();
+    handler["actions"][1]["approvals"] = json!({"count": 2});
+    register_handler(&http, &d.base, &admin, handler).await;
+    crate::common::daemon::set_profile(
+        &http,
+        &d.base,
+        &admin,
+        "bot",
+        json!({"allow": [], "ask": ["(?s).*"],
+               "approvals": [{"pattern": "tool:deploy:prod.*", "count": 2}]}),
+    )
+    .await;
+    let (s, plan) = post(
+        &http,
+        format!("{}/v1/plans", d.base),
+        &agent,
+        json!({"reason": "release", "session": "rel", "steps": [
+            {"tool": "bash", "detail": "make build"},
+            {"tool": "deploy", "detail": "prod web"},
+            {"handler": "mail", "action": "forward", "params": {"to": "ops@example.com"}},
+            {"handler": "mail", "action": "send", "params": {"to": "ops@example.com", "body": "done"}}
+        ]}),
+    )
+    .await;
+    assert_eq!(s, 201, "{plan}");
+    let governed = |p: &Value| -> Vec<bool> {
+        p["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["governed_by"].is_string())
+            .collect()
+    };
+    assert_eq!(governed(&plan), [false, true, true, false], "{plan}");
+    assert!(
+        plan["steps"][1]["governed_by"]
+            .as_str()
+            .unwrap()
+            .contains("approvals rule #0"),
+        "{plan}"
+    );
+    let id = plan["id"].as_str().unwrap();
+    let (s, done) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/plans/{id}/approve", d.base),
+        &operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{done}");
+    let approved: Vec<bool> = done["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["approved"] == true && !s["grants"].as_array().unwrap_or(&vec![]).is_empty())
+        .collect();
+    assert_eq!(approved, [true, false, false, true], "{done}");
+    assert_eq!(governed(&done), [false, true, true, false], "{done}");
+
+    let run = async |body: Value| {
+        let (s, a) = post(&http, format!("{}/v1/actions", d.base), &agent, body).await;
+        assert_eq!(s, 201, "{a}");
+        a
+    };
+    let a = run(json!({"tool": "bash", "detail": "make build", "session": "rel"})).await;
+    assert_eq!(a["status"], "approved", "{a}");
+    let a = run(json!({"tool": "deploy", "detail": "prod web", "session": "rel"})).await;
+    assert_eq!(a["status"], "pending", "{a}");
+    assert_eq!(a["decision"]["rule"]["approvals"][0]["count"], 2, "{a}");
+    let a = run(json!({"handler": "mail", "action": "forward",
+        "params": {"to": "ops@example.com"}, "session": "rel"}))
+    .await;
+    assert_eq!(a["status"], "pending", "{a}");
+    let a = run(json!({"handler": "mail", "action": "send",
+        "params": {"to": "ops@example.com", "body": "done"}, "session": "rel"}))
+    .await;
+    assert_ne!(a["status"], "pending", "{a}");
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_grants_nothing_to_a_step_an_approvals_rule_governs_on_sqlite() {
+    a_plan_grants_nothing_to_a_step_an_approvals_rule_governs(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_grants_nothing_to_a_step_an_approvals_rule_governs_on_postgres() {
+    a_plan_grants_nothing_to_a_step_an_approvals_rule_governs(true).await;
+}

@@ -459,6 +459,24 @@ test('a pending plan is one card listing its steps (secrets masked); approving o
   assert.equal(after.status, 'denied', JSON.stringify(after));
 });
 
+test('a plan step an approvals rule governs says on its card that it asks when it runs', async () => {
+  const { page } = env;
+  const put = await env.call('PUT', '/v1/agents/releaser', env.admin, { profile: {
+    allow: [], ask: ['(?s).*'], approvals: [{ pattern: 'tool:deploy:prod.*', count: 2 }] } });
+  assert.ok(put.status === 201 || put.status === 200, JSON.stringify(put.body));
+  const key = (await env.call('POST', '/v1/keys', env.admin, { role: 'agent', agent: 'releaser' })).body.key;
+  await page.goto(`${env.pageUrl}#/queue`);
+  const made = await env.call('POST', '/v1/plans', key, { reason: 'release', session: 'web-plan-rule',
+    steps: [{ tool: 'Bash', detail: 'make dist' }, { tool: 'deploy', detail: 'prod web' }] });
+  assert.equal(made.status, 201, JSON.stringify(made.body));
+  const item = page.locator(`#queue .card[data-kind=plan][data-id="${made.body.id}"]`);
+  await item.waitFor();
+  const notes = item.locator('.plan-steps li .governed');
+  assert.equal(await notes.count(), 1);
+  assert.match(await item.locator('.plan-steps li').nth(1).innerText(), /Asks when it runs: approvals rule #0 \(pattern `tool:deploy:prod\.\*`\) governs it/);
+  await env.call('POST', `/v1/plans/${made.body.id}/deny`, env.operator, {});
+});
+
 test('sessions: a card and the action page name the session; the Sessions view lists it and its actions and ends it; an undecided run is a warning with no buttons', async () => {
   const { page } = env;
   await page.goto(`${env.pageUrl}#/queue`);

@@ -1809,6 +1809,14 @@ export interface components {
             approved?: boolean;
             /** @description Detail (decision-only step). */
             detail?: string | null;
+            /**
+             * @description The approvals rule that governs the step, when one does (answers
+             *     only): approving the plan grants it nothing, since one approver's
+             *     grant does not settle what such a rule governs; its approvers decide
+             *     it when it runs. Read when the plan is asked and again when it is
+             *     approved.
+             */
+            governed_by?: string | null;
             /** @description The session grants its approval made (answers only). */
             grants?: string[];
             /** @description Handler id (handler step). */

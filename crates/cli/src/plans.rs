@@ -150,6 +150,9 @@ pub async fn plans(args: PlansArgs) -> Exit {
                     " "
                 };
                 println!("  {mark} {i}: {}", clip(&step_text(step), 100));
+                if let Some(rule) = step.get("governed_by").and_then(Value::as_str) {
+                    println!("       asks when it runs: {} governs it", clip(rule, 100));
+                }
             }
         }
         Ok(Exit::Ok)
@@ -164,7 +167,21 @@ fn summary(p: &Value) -> String {
         .iter()
         .filter(|s| s["approved"] == json!(true))
         .count();
+    // Steps an approvals rule governs were granted nothing.
+    let governed: Vec<String> = steps
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.get("governed_by").is_some_and(Value::is_string))
+        .map(|(i, _)| i.to_string())
+        .collect();
     match s(p, "status") {
+        "approved" if !governed.is_empty() => format!(
+            "plan {} approved: {approved} of {} steps, in session {}; step {} asks when it runs (an approvals rule governs it)",
+            s(p, "id"),
+            steps.len(),
+            s(p, "session"),
+            governed.join(", ")
+        ),
         "approved" => format!(
             "plan {} approved: {approved} of {} steps, in session {}",
             s(p, "id"),

@@ -148,9 +148,12 @@ impl Gate {
         if body.steps.is_empty() || body.steps.len() > MAX_STEPS {
             return Err(GateError::invalid("steps", format!("1-{MAX_STEPS} steps")));
         }
+        let profile = self.profile_of(&agent).await?;
         let mut steps = Vec::with_capacity(body.steps.len());
         for (i, s) in body.steps.into_iter().enumerate() {
-            steps.push(self.plan_step(i, s.into()).await?);
+            let mut step = self.plan_step(i, s.into()).await?;
+            step.governed_by = self.step_rule(&profile, &step).await?;
+            steps.push(step);
         }
         // A plan waits for a human: it counts toward the agent's pending
         // limit, admitted until it is stored.
@@ -343,6 +346,12 @@ impl Gate {
             if only.as_ref().is_some_and(|o| !o.contains(&i)) {
                 continue;
             }
+            // What an approvals rule governs is its approvers' to decide,
+            // when it runs: the plan's approval grants it nothing.
+            step.governed_by = self.step_rule(&profile, step).await?;
+            if step.governed_by.is_some() {
+                continue;
+            }
             let targets = self.step_targets(&profile, step).await?;
             step.approved = true;
             for target in targets {
@@ -364,6 +373,33 @@ impl Gate {
             .store()
             .decide_plan(id.to_owned(), "approved", caller.identity(), steps, grants)
             .await?)
+    }
+
+    /// The approvals rule that governs `step` (its label), as it would
+    /// govern the step's action: the profile's rule matching its action
+    /// string, or its handler action's.
+    async fn step_rule(
+        &self,
+        profile: &actiongate_policy::Profile,
+        step: &PlanStep,
+    ) -> GateResult<Option<String>> {
+        if let (Some(tool), Some(detail)) = (&step.tool, &step.detail) {
+            let action = actiongate_policy::format_action(tool, detail);
+            return Ok(profile.approval_rule(&action).map(|r| r.label()));
+        }
+        let (Some(handler), Some(action)) = (&step.handler, &step.action) else {
+            return Err(GateError::internal());
+        };
+        let h = self.handler(handler).await?;
+        let Some(a) = h.action(action) else {
+            return Ok(None);
+        };
+        if let Some(rule) = &a.approvals {
+            return Ok(Some(rule.label()));
+        }
+        let params = step.params.clone().unwrap_or_default();
+        let action = actiongate_policy::format_action(handler, &a.detail(&params));
+        Ok(profile.approval_rule(&action).map(|r| r.label()))
     }
 
     /// What approving `step` grants.

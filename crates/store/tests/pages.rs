@@ -122,6 +122,7 @@ fn plan(n: usize, created_at: DateTime<Utc>) -> Plan {
             params: None,
             approved: false,
             grants: Vec::new(),
+            governed_by: None,
         }],
         created_at,
         decided_at: None,

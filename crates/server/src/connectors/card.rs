@@ -261,6 +261,12 @@ pub fn plan_card(p: &Plan, with_buttons: bool) -> Card {
         };
         was_cut |= c;
         lines.push(format!("{}. {text}", i + 1));
+        if let Some(rule) = &step.governed_by {
+            lines.push(format!(
+                "   (asks when it runs: {} governs it)",
+                shown_text(rule).0
+            ));
+        }
     }
     lines.push(format!("Agent: {}", p.agent));
     lines.push(format!("Session: {}", shown_text(&p.session).0));
@@ -328,7 +334,46 @@ fn outcome_word(status: &str) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_plan_card_says_which_steps_ask_when_they_run() {
+        let step = |detail: &str, governed_by: Option<&str>| actiongate_api::sessions::PlanStep {
+            tool: Some("deploy".into()),
+            detail: Some(detail.into()),
+            handler: None,
+            action: None,
+            params: None,
+            approved: false,
+            grants: Vec::new(),
+            governed_by: governed_by.map(str::to_owned),
+        };
+        let plan: Plan = serde_json::from_value(serde_json::json!({
+            "id": "pln_1", "agent": "bot", "session": "s", "reason": null,
+            "status": "pending", "steps": [], "created_at": "2026-12-02T00:00:00Z",
+            "decided_at": null, "decided_by": null
+        }))
+        .unwrap();
+        let plan = Plan {
+            steps: vec![
+                step("staging", None),
+                step(
+                    "prod",
+                    Some("approvals rule #0 (pattern `tool:deploy:prod.*`)"),
+                ),
+            ],
+            ..plan
+        };
+        let card = plan_card(&plan, true);
+        assert_eq!(card.lines[0], "1. tool:deploy:staging");
+        assert_eq!(card.lines[1], "2. tool:deploy:prod");
+        assert_eq!(
+            card.lines[2],
+            "   (asks when it runs: approvals rule #0 (pattern `tool:deploy:prod.*`) governs it)"
+        );
+        assert_eq!(card.lines[3], "Agent: bot");
+    }
 
     #[test]
     fn masks_like_the_page() {
