@@ -6358,7 +6358,8 @@ export interface operations {
                 order?: "newest" | "oldest";
                 /**
                  * @description Only sessions strictly after this one in that order: the last id of
-                 *     the previous page.
+                 *     the previous page (a session id: 1-200 printable characters, no
+                 *     surrounding whitespace).
                  */
                 after?: string;
                 /**
@@ -6425,7 +6426,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Session id */
+                /** @description Session id: 1-200 printable characters, no surrounding whitespace */
                 id: string;
             };
             cookie?: never;
@@ -6468,6 +6469,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Not a session id */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The database is busy or closing; retry */
             503: {
                 headers: {
@@ -6484,7 +6494,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Session id */
+                /** @description Session id: 1-200 printable characters, no surrounding whitespace */
                 id: string;
             };
             cookie?: never;
@@ -6520,6 +6530,15 @@ export interface operations {
             };
             /** @description No such session */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not a session id */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -49,8 +49,13 @@ pub struct SessionQuery {
     #[param(inline)]
     pub order: Option<ListOrder>,
     /// Only sessions strictly after this one in that order: the last id of
-    /// the previous page.
-    #[param(min_length = 1, max_length = 200)]
+    /// the previous page (a session id: 1-200 printable characters, no
+    /// surrounding whitespace).
+    #[param(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000](?:[^\x00-\x1f\x7f-\x9f]{0,198}[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$"
+    )]
     pub after: Option<String>,
     /// Page size, 1-500 (default 200). A page shorter than `limit` is the
     /// last.
@@ -82,9 +87,10 @@ pub async fn list_sessions(
 
 /// One session.
 #[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions",
-    params(("id" = String, Path, description = "Session id")),
+    params(("id" = String, Path, description = "Session id: 1-200 printable characters, no surrounding whitespace", min_length = 1, max_length = 200, pattern = r"^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000](?:[^\x00-\x1f\x7f-\x9f]{0,198}[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$")),
     responses((status = 200, description = "The session", body = Session),
-        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json")),
+        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a session id", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn get_session(
     State(state): State<AppState>,
@@ -96,9 +102,10 @@ pub async fn get_session(
 
 /// Ends a session (its agent or an operator): its grants are void.
 #[utoipa::path(post, path = "/v1/sessions/{id}/end", tag = "sessions",
-    params(("id" = String, Path, description = "Session id")),
+    params(("id" = String, Path, description = "Session id: 1-200 printable characters, no surrounding whitespace", min_length = 1, max_length = 200, pattern = r"^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000](?:[^\x00-\x1f\x7f-\x9f]{0,198}[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000])?$")),
     responses((status = 200, description = "The ended session", body = Session),
-        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json")),
+        (status = 404, description = "No such session", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a session id", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn end_session(
     State(state): State<AppState>,
