@@ -139,10 +139,10 @@ async fn a_plan_step_covers_its_own_call_only_on_postgres() {
 }
 
 /// A step an approvals rule governs (the profile's, or its handler
-/// action's) is granted nothing by one approver's plan: the plan says so
-/// when asked and when approved, and the step asks its approvers when it
-/// runs; the other steps run as approved.
-async fn a_plan_grants_nothing_to_a_step_an_approvals_rule_governs(pg: bool) {
+/// action's), or a guarded step in a tainted session, is granted nothing
+/// by one approver's plan: the plan says so when asked and when approved,
+/// and the step asks when it runs; the other steps run as approved.
+async fn a_plan_grants_nothing_to_a_step_that_asks_when_it_runs(pg: bool) {
     let dir = tempfile::tempdir().unwrap();
     let Some(d) = start(pg, dir.path(), &[]) else {
         return;
@@ -159,10 +159,20 @@ async fn a_plan_grants_nothing_to_a_step_an_approvals_rule_governs(pg: bool) {
         &d.base,
         &admin,
         "bot",
-        json!({"allow": [], "ask": ["(?s).*"],
+        json!({"allow": ["tool:WebFetch:.*"], "ask": ["(?s).*"],
+               "taints": ["tool:WebFetch:.*"], "guarded": ["tool:bash:curl .*"],
                "approvals": [{"pattern": "tool:deploy:prod.*", "count": 2}]}),
     )
     .await;
+    // The session read the web: its ways out ask.
+    let (s, a) = post(
+        &http,
+        format!("{}/v1/actions", d.base),
+        &agent,
+        json!({"tool": "WebFetch", "detail": "https://example.com/notes", "session": "rel"}),
+    )
+    .await;
+    assert_eq!((s, a["status"].as_str()), (201, Some("approved")), "{a}");
     let (s, plan) = post(
         &http,
         format!("{}/v1/plans", d.base),
@@ -171,27 +181,24 @@ async fn a_plan_grants_nothing_to_a_step_an_approvals_rule_governs(pg: bool) {
             {"tool": "bash", "detail": "make build"},
             {"tool": "deploy", "detail": "prod web"},
             {"handler": "mail", "action": "forward", "params": {"to": "ops@example.com"}},
-            {"handler": "mail", "action": "send", "params": {"to": "ops@example.com", "body": "done"}}
+            {"handler": "mail", "action": "send", "params": {"to": "ops@example.com", "body": "done"}},
+            {"tool": "bash", "detail": "curl -d done https://hooks.example.com/x"}
         ]}),
     )
     .await;
     assert_eq!(s, 201, "{plan}");
-    let governed = |p: &Value| -> Vec<bool> {
+    let asks = |p: &Value| -> Vec<bool> {
         p["steps"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|s| s["governed_by"].is_string())
+            .map(|s| s["asks"].is_string())
             .collect()
     };
-    assert_eq!(governed(&plan), [false, true, true, false], "{plan}");
-    assert!(
-        plan["steps"][1]["governed_by"]
-            .as_str()
-            .unwrap()
-            .contains("approvals rule #0"),
-        "{plan}"
-    );
+    assert_eq!(asks(&plan), [false, true, true, false, true], "{plan}");
+    let why = |p: &Value, i: usize| p["steps"][i]["asks"].as_str().unwrap().to_owned();
+    assert!(why(&plan, 1).contains("approvals rule #0"), "{plan}");
+    assert!(why(&plan, 4).contains("tainted by action"), "{plan}");
     let id = plan["id"].as_str().unwrap();
     let (s, done) = call(
         &http,
@@ -208,8 +215,8 @@ async fn a_plan_grants_nothing_to_a_step_an_approvals_rule_governs(pg: bool) {
         .iter()
         .map(|s| s["approved"] == true && !s["grants"].as_array().unwrap_or(&vec![]).is_empty())
         .collect();
-    assert_eq!(approved, [true, false, false, true], "{done}");
-    assert_eq!(governed(&done), [false, true, true, false], "{done}");
+    assert_eq!(approved, [true, false, false, true, false], "{done}");
+    assert_eq!(asks(&done), [false, true, true, false, true], "{done}");
 
     let run = async |body: Value| {
         let (s, a) = post(&http, format!("{}/v1/actions", d.base), &agent, body).await;
@@ -229,15 +236,21 @@ async fn a_plan_grants_nothing_to_a_step_an_approvals_rule_governs(pg: bool) {
         "params": {"to": "ops@example.com", "body": "done"}, "session": "rel"}))
     .await;
     assert_ne!(a["status"], "pending", "{a}");
+    let a = run(
+        json!({"tool": "bash", "detail": "curl -d done https://hooks.example.com/x",
+        "session": "rel"}),
+    )
+    .await;
+    assert_eq!(a["status"], "pending", "{a}");
     d.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plan_grants_nothing_to_a_step_an_approvals_rule_governs_on_sqlite() {
-    a_plan_grants_nothing_to_a_step_an_approvals_rule_governs(false).await;
+async fn a_plan_grants_nothing_to_a_step_that_asks_when_it_runs_on_sqlite() {
+    a_plan_grants_nothing_to_a_step_that_asks_when_it_runs(false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plan_grants_nothing_to_a_step_an_approvals_rule_governs_on_postgres() {
-    a_plan_grants_nothing_to_a_step_an_approvals_rule_governs(true).await;
+async fn a_plan_grants_nothing_to_a_step_that_asks_when_it_runs_on_postgres() {
+    a_plan_grants_nothing_to_a_step_that_asks_when_it_runs(true).await;
 }

@@ -471,7 +471,7 @@ test('a plan step an approvals rule governs says on its card that it asks when i
   assert.equal(made.status, 201, JSON.stringify(made.body));
   const item = page.locator(`#queue .card[data-kind=plan][data-id="${made.body.id}"]`);
   await item.waitFor();
-  const notes = item.locator('.plan-steps li .governed');
+  const notes = item.locator('.plan-steps li .asks');
   assert.equal(await notes.count(), 1);
   assert.match(await item.locator('.plan-steps li').nth(1).innerText(), /Asks when it runs: approvals rule #0 \(pattern `tool:deploy:prod\.\*`\) governs it/);
   await env.call('POST', `/v1/plans/${made.body.id}/deny`, env.operator, {});

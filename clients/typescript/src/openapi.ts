@@ -1807,16 +1807,17 @@ export interface components {
             action?: string | null;
             /** @description Whether an operator approved it (answers only). */
             approved?: boolean;
+            /**
+             * @description Why the step asks a human when it runs even with the plan approved
+             *     (answers only): an approvals rule governs it (one approver's grant
+             *     does not settle what such a rule governs; its approvers decide), or
+             *     the session is tainted and the step is guarded. Approving the plan
+             *     grants such a step nothing. Read when the plan is asked and again
+             *     when it is approved.
+             */
+            asks?: string | null;
             /** @description Detail (decision-only step). */
             detail?: string | null;
-            /**
-             * @description The approvals rule that governs the step, when one does (answers
-             *     only): approving the plan grants it nothing, since one approver's
-             *     grant does not settle what such a rule governs; its approvers decide
-             *     it when it runs. Read when the plan is asked and again when it is
-             *     approved.
-             */
-            governed_by?: string | null;
             /** @description The session grants its approval made (answers only). */
             grants?: string[];
             /** @description Handler id (handler step). */

@@ -61,13 +61,14 @@ pub struct PlanStep {
     /// The session grants its approval made (answers only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<String>,
-    /// The approvals rule that governs the step, when one does (answers
-    /// only): approving the plan grants it nothing, since one approver's
-    /// grant does not settle what such a rule governs; its approvers decide
-    /// it when it runs. Read when the plan is asked and again when it is
-    /// approved.
+    /// Why the step asks a human when it runs even with the plan approved
+    /// (answers only): an approvals rule governs it (one approver's grant
+    /// does not settle what such a rule governs; its approvers decide), or
+    /// the session is tainted and the step is guarded. Approving the plan
+    /// grants such a step nothing. Read when the plan is asked and again
+    /// when it is approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub governed_by: Option<String>,
+    pub asks: Option<String>,
 }
 
 /// A decision-only plan step as an agent sends it.
@@ -120,7 +121,7 @@ impl From<PlanStepRequest> for PlanStep {
             params: None,
             approved: false,
             grants: Vec::new(),
-            governed_by: None,
+            asks: None,
         };
         match s {
             PlanStepRequest::Tool(t) => PlanStep {

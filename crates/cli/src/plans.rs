@@ -150,8 +150,8 @@ pub async fn plans(args: PlansArgs) -> Exit {
                     " "
                 };
                 println!("  {mark} {i}: {}", clip(&step_text(step), 100));
-                if let Some(rule) = step.get("governed_by").and_then(Value::as_str) {
-                    println!("       asks when it runs: {} governs it", clip(rule, 100));
+                if let Some(why) = step.get("asks").and_then(Value::as_str) {
+                    println!("       asks when it runs: {}", clip(why, 160));
                 }
             }
         }
@@ -167,16 +167,16 @@ fn summary(p: &Value) -> String {
         .iter()
         .filter(|s| s["approved"] == json!(true))
         .count();
-    // Steps an approvals rule governs were granted nothing.
+    // Steps that ask when they run were granted nothing.
     let governed: Vec<String> = steps
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.get("governed_by").is_some_and(Value::is_string))
+        .filter(|(_, s)| s.get("asks").is_some_and(Value::is_string))
         .map(|(i, _)| i.to_string())
         .collect();
     match s(p, "status") {
         "approved" if !governed.is_empty() => format!(
-            "plan {} approved: {approved} of {} steps, in session {}; step {} asks when it runs (an approvals rule governs it)",
+            "plan {} approved: {approved} of {} steps, in session {}; step {} asks when it runs (plans --status approved says why)",
             s(p, "id"),
             steps.len(),
             s(p, "session"),

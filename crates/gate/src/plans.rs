@@ -148,13 +148,13 @@ impl Gate {
         if body.steps.is_empty() || body.steps.len() > MAX_STEPS {
             return Err(GateError::invalid("steps", format!("1-{MAX_STEPS} steps")));
         }
-        let profile = self.profile_of(&agent).await?;
         let mut steps = Vec::with_capacity(body.steps.len());
         for (i, s) in body.steps.into_iter().enumerate() {
-            let mut step = self.plan_step(i, s.into()).await?;
-            step.governed_by = self.step_rule(&profile, &step).await?;
-            steps.push(step);
+            steps.push(self.plan_step(i, s.into()).await?);
         }
+        let profile = self.profile_of(&agent).await?;
+        self.steps_that_ask(&profile, &body.session, &mut steps)
+            .await?;
         // A plan waits for a human: it counts toward the agent's pending
         // limit, admitted until it is stored.
         let _ticket = self.admit_pending(&agent).await?;
@@ -342,14 +342,13 @@ impl Gate {
         let expires_at = Some(Utc::now() + self.idle_timeout());
         let mut grants = Vec::new();
         let mut steps = plan.steps.clone();
+        self.steps_that_ask(&profile, &plan.session, &mut steps)
+            .await?;
         for (i, step) in steps.iter_mut().enumerate() {
-            if only.as_ref().is_some_and(|o| !o.contains(&i)) {
-                continue;
-            }
-            // What an approvals rule governs is its approvers' to decide,
-            // when it runs: the plan's approval grants it nothing.
-            step.governed_by = self.step_rule(&profile, step).await?;
-            if step.governed_by.is_some() {
+            // A step that asks when it runs whatever is granted (an
+            // approvals rule's, or guarded in a tainted session) is granted
+            // nothing.
+            if only.as_ref().is_some_and(|o| !o.contains(&i)) || step.asks.is_some() {
                 continue;
             }
             let targets = self.step_targets(&profile, step).await?;
@@ -375,31 +374,66 @@ impl Gate {
             .await?)
     }
 
-    /// The approvals rule that governs `step` (its label), as it would
-    /// govern the step's action: the profile's rule matching its action
-    /// string, or its handler action's.
-    async fn step_rule(
+    /// Sets each step's `asks`: why it asks a human when it runs whatever
+    /// the plan grants (as `crate::policy::decide_in` would decide it): an
+    /// approvals rule governs it, or `session` is tainted and it is
+    /// guarded.
+    async fn steps_that_ask(
+        &self,
+        profile: &std::sync::Arc<actiongate_policy::Profile>,
+        session: &str,
+        steps: &mut [PlanStep],
+    ) -> GateResult<()> {
+        let mut taint: Option<Option<(String, String)>> = None;
+        for step in steps.iter_mut() {
+            let (action, rule) = self.step_action(profile, step).await?;
+            step.asks = if let Some(rule) = rule {
+                Some(format!("{rule} governs it: its approvers decide"))
+            } else if profile.guarded(&action) {
+                if taint.is_none() {
+                    let t = self
+                        .store()
+                        .session_taint(session.to_owned(), profile.clone())
+                        .await?;
+                    taint = Some(t);
+                }
+                taint.as_ref().and_then(Option::as_ref).map(|(by, what)| {
+                    format!("session '{session}' is tainted by action {by} (`{what}`): guarded actions ask")
+                })
+            } else {
+                None
+            };
+        }
+        Ok(())
+    }
+
+    /// The action string of `step` and the label of the approvals rule
+    /// that governs it, if one does: the profile's rule matching the
+    /// action string, or its handler action's.
+    async fn step_action(
         &self,
         profile: &actiongate_policy::Profile,
         step: &PlanStep,
-    ) -> GateResult<Option<String>> {
+    ) -> GateResult<(String, Option<String>)> {
         if let (Some(tool), Some(detail)) = (&step.tool, &step.detail) {
             let action = actiongate_policy::format_action(tool, detail);
-            return Ok(profile.approval_rule(&action).map(|r| r.label()));
+            let rule = profile.approval_rule(&action).map(|r| r.label());
+            return Ok((action, rule));
         }
         let (Some(handler), Some(action)) = (&step.handler, &step.action) else {
             return Err(GateError::internal());
         };
         let h = self.handler(handler).await?;
         let Some(a) = h.action(action) else {
-            return Ok(None);
+            return Ok((actiongate_policy::format_action(handler, action), None));
         };
-        if let Some(rule) = &a.approvals {
-            return Ok(Some(rule.label()));
-        }
         let params = step.params.clone().unwrap_or_default();
         let action = actiongate_policy::format_action(handler, &a.detail(&params));
-        Ok(profile.approval_rule(&action).map(|r| r.label()))
+        let rule = match &a.approvals {
+            Some(rule) => Some(rule.label()),
+            None => profile.approval_rule(&action).map(|r| r.label()),
+        };
+        Ok((action, rule))
     }
 
     /// What approving `step` grants.

@@ -32,8 +32,9 @@ export function planCard(plan, ctx) {
       return h('li', {},
         h('input', { type: 'checkbox', class: 'step-pick', id, checked: true, dataset: { step: String(i) } }),
         h('label', { for: id }, guarded('code', { class: 'action-string vis' }, stepText(s))),
-        // One approver's plan does not settle what an approvals rule governs.
-        s.governed_by ? h('p', { class: 'muted governed vis' }, 'Asks when it runs: ', visible(s.governed_by), ' governs it.') : null);
+        // What approving the plan does not settle: an approvals rule's
+        // step, or a guarded one in a tainted session.
+        s.asks ? h('p', { class: 'muted asks vis' }, 'Asks when it runs: ', visible(maskSecrets(s.asks))) : null);
     }));
   const card = h('article', { class: 'card plan', tabindex: '-1', dataset: { id: plan.id, kind: 'plan' }, 'aria-labelledby': label },
     h('div', { class: 'card-head' },

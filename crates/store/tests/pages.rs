@@ -122,7 +122,7 @@ fn plan(n: usize, created_at: DateTime<Utc>) -> Plan {
             params: None,
             approved: false,
             grants: Vec::new(),
-            governed_by: None,
+            asks: None,
         }],
         created_at,
         decided_at: None,

@@ -261,11 +261,8 @@ pub fn plan_card(p: &Plan, with_buttons: bool) -> Card {
         };
         was_cut |= c;
         lines.push(format!("{}. {text}", i + 1));
-        if let Some(rule) = &step.governed_by {
-            lines.push(format!(
-                "   (asks when it runs: {} governs it)",
-                shown_text(rule).0
-            ));
+        if let Some(why) = &step.asks {
+            lines.push(format!("   (asks when it runs: {})", shown_text(why).0));
         }
     }
     lines.push(format!("Agent: {}", p.agent));
@@ -339,7 +336,7 @@ mod tests {
 
     #[test]
     fn a_plan_card_says_which_steps_ask_when_they_run() {
-        let step = |detail: &str, governed_by: Option<&str>| actiongate_api::sessions::PlanStep {
+        let step = |detail: &str, asks: Option<&str>| actiongate_api::sessions::PlanStep {
             tool: Some("deploy".into()),
             detail: Some(detail.into()),
             handler: None,
@@ -347,7 +344,7 @@ mod tests {
             params: None,
             approved: false,
             grants: Vec::new(),
-            governed_by: governed_by.map(str::to_owned),
+            asks: asks.map(str::to_owned),
         };
         let plan: Plan = serde_json::from_value(serde_json::json!({
             "id": "pln_1", "agent": "bot", "session": "s", "reason": null,
@@ -360,7 +357,10 @@ mod tests {
                 step("staging", None),
                 step(
                     "prod",
-                    Some("approvals rule #0 (pattern `tool:deploy:prod.*`)"),
+                    Some(
+                        "approvals rule #0 (pattern `tool:deploy:prod.*`) governs it: \
+                         its approvers decide",
+                    ),
                 ),
             ],
             ..plan
@@ -370,7 +370,7 @@ mod tests {
         assert_eq!(card.lines[1], "2. tool:deploy:prod");
         assert_eq!(
             card.lines[2],
-            "   (asks when it runs: approvals rule #0 (pattern `tool:deploy:prod.*`) governs it)"
+            "   (asks when it runs: approvals rule #0 (pattern `tool:deploy:prod.*`) governs it: its approvers decide)"
         );
         assert_eq!(card.lines[3], "Agent: bot");
     }
