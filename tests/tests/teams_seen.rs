@@ -153,6 +153,13 @@ async fn the_cli_shows_a_quorum_s_progress_and_names_the_person_deciding() {
         assert_eq!(s, 201, "{p}");
     }
     let id = pending(&http, &d.base, &agent, "deploy", "prod eu").await;
+    // What it needs shows from when it is asked, before any approval.
+    let a = get(&http, &d.base, &admin, &id).await;
+    assert_eq!(a["approvals_required"], 2, "{a}");
+    let out = cli(&d.base, &bea, &["pending"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text.lines().find(|l| l.starts_with(&id)).unwrap();
+    assert!(row.contains("0/2"), "{text}");
     let out = cli(&d.base, &ann, &["approve", &id]);
     assert!(out.status.success(), "{out:?}");
     let out = cli(&d.base, &bea, &["pending"]);

@@ -2154,8 +2154,9 @@ export interface components {
             approvals?: components["schemas"]["ApprovalEntry"][];
             /**
              * Format: int32
-             * @description How many approvals from distinct people it needs (set once the
-             *     first approval or an approvals rule applied).
+             * @description How many approvals from distinct people it needs: from when it is
+             *     asked, by the approvals rules it was asked under (a rule changed
+             *     since may raise it at the next approval); absent when none applied.
              */
             approvals_required?: number | null;
             /** @description The detail approved, when edited: the agent runs this one. */

@@ -104,8 +104,9 @@ pub struct Team {
     /// Approvals so far, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<ApprovalEntry>,
-    /// How many approvals from distinct people it needs (set once the
-    /// first approval or an approvals rule applied).
+    /// How many approvals from distinct people it needs: from when it is
+    /// asked, by the approvals rules it was asked under (a rule changed
+    /// since may raise it at the next approval); absent when none applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approvals_required: Option<u32>,
     /// The person (or nobody's identity) whose decision settled it.

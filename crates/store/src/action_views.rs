@@ -1,6 +1,7 @@
 //! What an action shows humans, derived on every read (and when it is
 //! first stored, so its events carry the same): the policy analyser's
-//! findings, and its human-facing text with secret-shaped parts masked.
+//! findings, its human-facing text with secret-shaped parts masked, and
+//! how many approvals it needs by the rules it was asked under.
 //!
 //! Derived rather than stored, so no column is needed and actions stored
 //! before either existed get them too. The raw `detail`, `action_string`
@@ -16,10 +17,29 @@ use serde_json::Value;
 /// reason, which quotes the command that decided.
 pub(crate) fn derive(action: &mut Action) {
     action.findings = findings_of(action);
+    if action.team.approvals_required.is_none() {
+        action.team.approvals_required = asked_count(action);
+    }
     action.decision.reason = mask_secrets(&action.decision.reason);
     if let Some(display) = action.display.as_mut() {
         mask_strings(display);
     }
+}
+
+/// The approvals an action needs by the approvals rules it was asked
+/// under (their copies in its decision, `decision.rule.approvals`; the
+/// largest count, 1 when a rule sets none), before any approval set it;
+/// `None` when no rule applied.
+fn asked_count(action: &Action) -> Option<u32> {
+    let copies = action.decision.rule.as_ref()?.get("approvals")?.as_array()?;
+    copies
+        .iter()
+        .map(|c| {
+            c.get("count")
+                .and_then(Value::as_u64)
+                .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX))
+        })
+        .max()
 }
 
 /// Every string inside `v`, masked.
