@@ -166,6 +166,8 @@ test('an action edited by someone else during the undo window is not approved as
   assert.equal(r.body.status, 'pending', JSON.stringify(r.body));
   const c = card(r.body.id);
   await c.waitFor();
+  // What it needs shows before anyone approved.
+  assert.match(await c.locator('.approvals').innerText(), /Needs 2 approvals/);
   await c.locator('button.approve').click();
   await c.waitFor({ state: 'detached' });
   // While the page holds its approval of "make lint", the other operator

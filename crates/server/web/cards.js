@@ -90,14 +90,18 @@ export function diffBlock(action) {
     lines.map(([k, l]) => h('span', { class: k === '-' ? 'del' : k === '+' ? 'ins' : 'same' }, `${k} `, visible(l))));
 }
 
-/** "1 of 2: ann" while approvals are collected; "edited" once edited. */
+/** "Needs 2 approvals" before any, "1 of 2: ann" while they are
+ * collected; "edited" once edited. */
 export function approvalsLine(action) {
   const approvals = action.approvals || [];
-  if (!approvals.length && !action.edited) return null;
+  const needed = action.approvals_required || 1;
+  if (!approvals.length && !action.edited && needed < 2) return null;
   const parts = [];
   if (approvals.length) {
     const who = approvals.map((a) => `${a.who} (${a.channel})`).join(', ');
-    parts.push(`${approvals.length} of ${action.approvals_required || 1} approvals: ${who}`);
+    parts.push(`${approvals.length} of ${needed} approvals: ${who}`);
+  } else if (needed > 1) {
+    parts.push(`Needs ${needed} approvals from distinct people`);
   }
   if (action.edited) parts.push('edited before approving');
   return h('p', { class: 'approvals' }, parts.join(' · '));
