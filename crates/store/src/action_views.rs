@@ -31,7 +31,12 @@ pub(crate) fn derive(action: &mut Action) {
 /// largest count, 1 when a rule sets none), before any approval set it;
 /// `None` when no rule applied.
 fn asked_count(action: &Action) -> Option<u32> {
-    let copies = action.decision.rule.as_ref()?.get("approvals")?.as_array()?;
+    let copies = action
+        .decision
+        .rule
+        .as_ref()?
+        .get("approvals")?
+        .as_array()?;
     copies
         .iter()
         .map(|c| {

@@ -189,6 +189,9 @@ pub fn action_card(a: &Action, with_buttons: bool, remember: bool) -> Card {
     if let Some(session) = &a.session {
         lines.push(format!("Session: {}", shown_text(session).0));
     }
+    if let Some(n) = a.team.approvals_required.filter(|n| *n > 1) {
+        lines.push(format!("Needs {n} approvals from distinct people"));
+    }
     let buttons = match (with_buttons, remember, a.session.is_some()) {
         (true, true, true) => vec![Verb::Approve, Verb::Remember, Verb::Task, Verb::Deny],
         (true, true, false) => vec![Verb::Approve, Verb::Remember, Verb::Deny],

@@ -66,10 +66,22 @@ async fn a_slack_click_counts_toward_a_quorum_and_an_outsider_is_refused_and_tol
     person(&app, "bea", "U2").await;
     person(&app, "carl", "U3").await;
     let id = pending(&app, "make deploy").await;
-    fake.wait_for("/chat.postMessage", "the message", |c| {
-        c.iter().any(|c| c.body.to_string().contains(&id))
-    })
-    .await;
+    let posted = fake
+        .wait_for("/chat.postMessage", "the message", |c| {
+            c.iter().any(|c| c.body.to_string().contains(&id))
+        })
+        .await;
+    // The card says what it needs before anyone approved.
+    let card = posted
+        .iter()
+        .find(|c| c.body.to_string().contains(&id))
+        .unwrap()
+        .body
+        .to_string();
+    assert!(
+        card.contains("Needs 2 approvals from distinct people"),
+        "{card}"
+    );
 
     // carl is outside the rule: nothing changes, and he is told why.
     tap(&app, "U3", &id, "1.1").await;
