@@ -563,6 +563,20 @@ test('sessions: the list filters by status and agent and reads past its first pa
   await page.waitForFunction(() => document.querySelectorAll('#sessions-table tbody tr').length === 1);
   assert.equal(await rows.first().getAttribute('data-id'), 'pager 010');
   assert.ok(await page.locator('#sessions-more').isHidden());
+
+  // A session of more actions than a page: More reads the rest.
+  for (let n = 0; n < 205; n++) {
+    const r = await env.call('POST', '/v1/actions', key, { tool: 'Read', detail: `g${n}`, session: 'pager long' });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+  }
+  await page.goto(`${env.pageUrl}#/sessions?id=${encodeURIComponent('pager long')}`);
+  const acts = page.locator('#session-actions tbody tr');
+  await page.waitForFunction(() => document.querySelectorAll('#session-actions tbody tr').length === 200);
+  await page.click('#session-actions-more');
+  await page.waitForFunction(() => document.querySelectorAll('#session-actions tbody tr').length === 205);
+  const actIds = await acts.evaluateAll((trs) => trs.map((tr) => tr.dataset.id));
+  assert.equal(new Set(actIds).size, 205, 'each action once');
+  assert.ok(await page.locator('#session-actions-more').isHidden());
 });
 
 test('profile editor (admin key): the candidate is replayed before it can be saved, and a profile whose examples fail is refused, naming them', async () => {

@@ -102,17 +102,39 @@ export async function renderSessions(root, ctx, params, signal) {
     more);
 }
 
-async function renderSession(root, ctx, id, signal) {
-  const [s, page] = await Promise.all([
-    api('GET', `/v1/sessions/${enc(id)}`),
-    api('GET', `/v1/actions?${new URLSearchParams({ session: id, limit: '200' })}`),
-  ]);
-  if (signal.aborted) return;
-  const rows = page.items.map((a) => h('tr', { dataset: { id: a.id } },
+/** A session's actions read at a time (newest first); More reads on. */
+const ACTIONS_PAGE = 200;
+
+function sessionActionRow(a) {
+  return h('tr', { dataset: { id: a.id } },
     h('td', { 'data-label': 'Action' }, h('a', { href: `#/actions/${enc(a.id)}`, class: 'vis' }, visible(maskSecrets(displayOf(a).title))),
       h('div', {}, guarded('code', { class: 'muted vis' }, a.action_string))),
     h('td', { 'data-label': 'Status' }, h('span', { class: `badge s-${a.status}` }, a.status)),
-    h('td', { 'data-label': 'Requested' }, when(a.created_at))));
+    h('td', { 'data-label': 'Requested' }, when(a.created_at)));
+}
+
+async function renderSession(root, ctx, id, signal) {
+  const actionsPage = (cursor) => {
+    const q = new URLSearchParams({ session: id, limit: String(ACTIONS_PAGE) });
+    if (cursor) q.set('cursor', cursor);
+    return api('GET', `/v1/actions?${q}`);
+  };
+  const [s, page] = await Promise.all([api('GET', `/v1/sessions/${enc(id)}`), actionsPage(null)]);
+  if (signal.aborted) return;
+  const tbody = h('tbody', {}, page.items.map(sessionActionRow));
+  let cursor = page.next_cursor || null;
+  const more = h('button', { type: 'button', id: 'session-actions-more', hidden: !cursor }, 'More');
+  more.addEventListener('click', async () => {
+    more.disabled = true;
+    try {
+      const next = await actionsPage(cursor);
+      if (signal.aborted) return;
+      tbody.append(...next.items.map(sessionActionRow));
+      cursor = next.next_cursor || null;
+      more.hidden = !cursor;
+    } catch (err) { ctx.fail(err); }
+    more.disabled = false;
+  });
   root.replaceChildren(
     h('p', {}, h('a', { href: '#/sessions', class: 'link' }, '← Sessions')),
     h('h1', { class: 'vis' }, 'Session ', visible(s.id)),
@@ -126,11 +148,12 @@ async function renderSession(root, ctx, id, signal) {
       h('dt', {}, 'Tainted'), h('dd', { class: 'vis' }, visible(maskSecrets(taintText(s))))),
     h('div', { class: 'buttons' }, endButton(s, ctx)),
     h('h2', {}, 'Its actions'),
-    rows.length
+    page.items.length
       ? h('table', { class: 'grid', id: 'session-actions' },
         h('thead', {}, h('tr', {}, ['Action', 'Status', 'Requested'].map((t) => h('th', { scope: 'col' }, t)))),
-        h('tbody', {}, rows))
-      : h('p', { class: 'empty' }, 'No actions in this session.'));
+        tbody)
+      : h('p', { class: 'empty' }, 'No actions in this session.'),
+    more);
 }
 
 /** A run the gate never decided, reported by a runtime: a warning with no
