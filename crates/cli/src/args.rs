@@ -175,6 +175,13 @@ pub struct RequestArgs {
     /// Makes retries safe: the same key returns the first action.
     #[arg(long)]
     pub idempotency_key: Option<String>,
+    /// The task this action belongs to: grants and plans of that session
+    /// cover it, and its taint applies (docs/sessions.md).
+    #[arg(long, env = "ACTIONGATE_SESSION")]
+    pub session: Option<String>,
+    /// The runtime sending it (a slug, e.g. `ci`).
+    #[arg(long)]
+    pub runtime: Option<String>,
 }
 
 /// Flags of `check`.
@@ -193,4 +200,7 @@ pub struct CheckArgs {
     /// preset name as a JSON string) instead of the key's; needs an admin key.
     #[arg(long, value_name = "FILE")]
     pub profile: Option<std::path::PathBuf>,
+    /// Decide it as an action of this session (its grants and taint).
+    #[arg(long, env = "ACTIONGATE_SESSION")]
+    pub session: Option<String>,
 }

@@ -408,6 +408,8 @@ pub async fn request(args: RequestArgs) -> Exit {
             ("reason", &args.reason),
             ("timeout", &args.timeout),
             ("idempotency_key", &args.idempotency_key),
+            ("session", &args.session),
+            ("runtime", &args.runtime),
         ] {
             if let Some(v) = v {
                 body.insert(k.into(), json!(v));
@@ -433,6 +435,9 @@ pub async fn check(args: CheckArgs) -> Exit {
         let mut body = json!({"tool": args.tool, "detail": args.detail});
         if let Some(path) = &args.profile {
             body["profile"] = super::profile::read_profile(path)?;
+        }
+        if let Some(session) = &args.session {
+            body["session"] = json!(session);
         }
         let answer = api.post("/v1/check", &body).await?;
         let result = s(&answer, "result");

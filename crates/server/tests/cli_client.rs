@@ -865,3 +865,70 @@ async fn sessions_lists_pages_and_filters() {
     assert!(r.stderr.contains("agent"), "{r:?}");
     app.stop().await;
 }
+
+/// `request --session` and `check --session` (or `ACTIONGATE_SESSION`)
+/// act in a session: its grants cover them, and nothing else does.
+#[tokio::test]
+async fn request_and_check_act_in_a_session() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!({"allow": [], "ask": ["(?s).*"]}))
+        .await;
+    let (op, agent) = (app.operator.clone(), app.agent.clone());
+    let (s, g) = app
+        .call(
+            Method::POST,
+            "/v1/grants",
+            Some(&op),
+            Some(
+                json!({"tool": "deploy", "pattern": "staging", "expires": "1h",
+                        "agent": "agent-1", "session": "job-1", "uses": 1}),
+            ),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{g}");
+    let detail = ["--tool", "deploy", "--detail", "staging"];
+    let r = ag(&app, &agent, &[&["check"][..], &detail].concat()).await;
+    assert_eq!(r.code, 4, "no session: {r:?}");
+    let r = ag(
+        &app,
+        &agent,
+        &[&["check", "--session", "job-1"][..], &detail].concat(),
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = ag(
+        &app,
+        &agent,
+        &[
+            &["request", "--session", "job-1", "--runtime", "ci"][..],
+            &detail,
+        ]
+        .concat(),
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = ag(
+        &app,
+        &agent,
+        &[&["request", "--json"][..], &detail].concat(),
+    )
+    .await;
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(r.json()["session"].is_null(), "{r:?}");
+    let (s, list) = app
+        .call(Method::GET, "/v1/actions?session=job-1", Some(&op), None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{list}");
+    assert_eq!(items[0]["runtime"], "ci", "{list}");
+    // The one use is spent: the same request in the session now asks.
+    let r = ag(
+        &app,
+        &agent,
+        &[&["request", "--session", "job-1"][..], &detail].concat(),
+    )
+    .await;
+    assert_eq!(r.code, 4, "{r:?}");
+    app.stop().await;
+}
