@@ -26,6 +26,12 @@ impl Gate {
         Ok(self.store().connector_edit(chat, item, body).await?)
     }
 
+    /// Queues an update of `item`'s message in `chat` while its outcome
+    /// is not queued: it shows the item as it is when sent.
+    pub async fn connector_update(&self, chat: &str, item: &str, body: String) -> GateResult<bool> {
+        Ok(self.store().connector_update(chat, item, body).await?)
+    }
+
     /// Outgoing messages due now: up to `limit` of each chat, oldest first.
     pub async fn connector_due(&self, limit: i64) -> GateResult<Vec<Outgoing>> {
         Ok(self.store().connector_due(Utc::now(), limit).await?)

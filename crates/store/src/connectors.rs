@@ -130,6 +130,38 @@ impl SqliteStore {
             .await
     }
 
+    /// Queues an update of `item`'s message in `chat` while its outcome is
+    /// not queued (an `edit` whose card says `progress`: it shows the item
+    /// as it is when sent, keeping its buttons); whether it was queued.
+    pub async fn connector_update(
+        &self,
+        chat: &str,
+        item: &str,
+        body: String,
+    ) -> Result<bool, StoreError> {
+        let (chat, item) = (chat.to_owned(), item.to_owned());
+        self.writer
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move {
+                    let at = to_ms(now());
+                    let done = sqlx::query(
+                        "INSERT INTO connector_outbox (chat, item, kind, body, next_attempt_at, created_at) \
+                         SELECT chat, item, 'edit', ?, ?, ? FROM connector_messages \
+                         WHERE chat = ? AND item = ? AND settled = 0",
+                    )
+                    .bind(&body)
+                    .bind(at)
+                    .bind(at)
+                    .bind(&chat)
+                    .bind(&item)
+                    .execute(&mut *conn)
+                    .await?;
+                    Ok(done.rows_affected() == 1)
+                })
+            })
+            .await
+    }
+
     /// Outgoing messages due at `at`: up to `limit` of each chat, oldest
     /// first. Per chat, so that the backlog of a chat whose API hangs never
     /// hides another chat's messages.

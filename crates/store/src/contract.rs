@@ -107,6 +107,9 @@ contract! {
     /// Queues the outcome edit of `item`'s message in `chat` once; whether
     /// it was queued now.
     pub async fn connector_edit(&self, chat: &str, item: &str, body: String) -> Result<bool, StoreError>;
+    /// Queues an update of `item`'s message in `chat` (an `edit` whose
+    /// card says `progress`) while its outcome is not queued; whether it was.
+    pub async fn connector_update(&self, chat: &str, item: &str, body: String) -> Result<bool, StoreError>;
     /// Outgoing messages due at `at`: up to `limit` of each chat, oldest
     /// first (a chat's backlog never hides another chat's messages).
     pub async fn connector_due(&self, at: DateTime<Utc>, limit: i64) -> Result<Vec<Outgoing>, StoreError>;

@@ -157,7 +157,59 @@ async fn due_messages_are_limited_per_chat(kind: Kind) {
     );
 }
 
+/// An update of an item's message is queued while its outcome is not,
+/// as many times as asked, leaves the message open to its outcome edit,
+/// and is never queued for a chat without its message.
+async fn an_update_is_queued_only_while_the_outcome_is_not(kind: Kind) {
+    let Some((store, _held)) = open(kind).await else {
+        return;
+    };
+    assert!(
+        !store
+            .connector_update("slack", "a1", "{}".into())
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .connector_post("slack", "a1", "{}".into())
+            .await
+            .unwrap()
+    );
+    for body in ["{\"n\":1}", "{\"n\":2}"] {
+        assert!(
+            store
+                .connector_update("slack", "a1", body.into())
+                .await
+                .unwrap()
+        );
+    }
+    let due = store.connector_due(now(), 10).await.unwrap();
+    let kinds: Vec<(&str, &str)> = due
+        .iter()
+        .map(|o| (o.kind.as_str(), o.body.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("post", "{}"), ("edit", "{\"n\":1}"), ("edit", "{\"n\":2}")]
+    );
+    assert_eq!(store.connector_open_chats("a1").await.unwrap(), ["slack"]);
+    assert!(
+        store
+            .connector_edit("slack", "a1", "{}".into())
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .connector_update("slack", "a1", "{}".into())
+            .await
+            .unwrap()
+    );
+}
+
 crate::conformance!(
     the_chat_outbox_posts_and_edits_once_and_survives_a_reopen,
     due_messages_are_limited_per_chat,
+    an_update_is_queued_only_while_the_outcome_is_not,
 );

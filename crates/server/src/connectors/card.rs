@@ -50,6 +50,11 @@ pub struct Card {
     /// then the card is not shown whole and approves nothing.
     #[serde(default)]
     pub cut: bool,
+    /// An update of a pending item's message (approvals so far, an edit),
+    /// not its outcome: sent as the item is then, it keeps its buttons and
+    /// leaves the message open to its outcome edit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub progress: bool,
 }
 
 /// What a card that is not shown whole says (and a chat approval of it
@@ -204,6 +209,7 @@ pub fn action_card(a: &Action, with_buttons: bool, remember: bool) -> Card {
         lines,
         buttons,
         cut: was_cut,
+        progress: false,
     }
 }
 
@@ -241,6 +247,7 @@ pub fn grant_request_card(r: &GrantRequest, with_buttons: bool) -> Card {
             Vec::new()
         },
         cut: was_cut,
+        progress: false,
     }
 }
 
@@ -287,6 +294,7 @@ pub fn plan_card(p: &Plan, with_buttons: bool) -> Card {
             Vec::new()
         },
         cut: was_cut,
+        progress: false,
     }
 }
 
@@ -305,7 +313,69 @@ pub fn undecided_card(seq: i64, data: &Value) -> Card {
         lines,
         buttons: Vec::new(),
         cut: was_cut,
+        progress: false,
     }
+}
+
+/// The card of pending action `a` once some approved it and more must:
+/// who approved so far, and an edit (what would run instead). An edited
+/// action loses Approve: a chat approval is of the action as asked, so
+/// the edit is approved where it is shown (the page, the CLI).
+pub fn progress_card(a: &Action, with_buttons: bool) -> Card {
+    let mut card = action_card(a, with_buttons, false);
+    let team = &a.team;
+    if !team.approvals.is_empty() {
+        let who: Vec<String> = team
+            .approvals
+            .iter()
+            .map(|e| format!("{} ({})", visible::one_line(&e.who), e.channel))
+            .collect();
+        card.lines.push(format!(
+            "Approved so far: {} of {}: {}",
+            team.approvals.len(),
+            team.approvals_required.unwrap_or(1),
+            cut(&who.join(", "), MAX_VALUE)
+        ));
+    }
+    if team.edited {
+        let by = team
+            .approvals
+            .first()
+            .map_or("an approver".to_owned(), |e| visible::one_line(&e.who));
+        let (what, was_cut) = match (&team.approved_detail, &team.approved_params) {
+            (Some(detail), _) => shown_text(detail),
+            (None, Some(params)) => shown("params", params),
+            (None, None) => ("(changed)".to_owned(), false),
+        };
+        card.cut |= was_cut;
+        card.lines.push(format!(
+            "✏ Edited by {by} before approving: it would run {what}"
+        ));
+        card.lines.push(
+            "Approve the edit on the web page or with `actiongate approve ID --edited`; \
+             Deny works here."
+                .to_owned(),
+        );
+        card.buttons.retain(|v| *v == Verb::Deny);
+    }
+    card.progress = true;
+    card
+}
+
+/// The card of action `a` once decided: its outcome, by the person who
+/// decided (and the channel) when one did, else by whom it records.
+pub fn settled_action(a: &Action) -> Card {
+    let by = match (&a.team.decided_person, &a.team.decided_channel) {
+        (Some(who), Some(channel)) => Some(format!("{} ({channel})", visible::one_line(who))),
+        (Some(who), None) => Some(visible::one_line(who)),
+        _ => a.decided_by.clone(),
+    };
+    settled(
+        action_card(a, false, false),
+        a.status.as_str(),
+        by.as_deref(),
+        a.decision_note.as_deref(),
+    )
 }
 
 /// `card` once decided: its outcome as the last line, no buttons.
@@ -409,6 +479,7 @@ mod tests {
             lines: vec!["Agent: x".into()],
             buttons: vec![Verb::Approve, Verb::Remember, Verb::Deny],
             cut: false,
+            progress: false,
         };
         let whole = card.clone().fit(|t| t.len() < 100);
         assert_eq!(whole, card);

@@ -154,6 +154,40 @@ async fn on_event(c: &Connectors, ev: &Event) {
                 tell_escalation_group(c, &a).await;
             }
         }
+        "action.approval" => {
+            // Approved by some, and more must: the open messages show who,
+            // and an edit.
+            let Some(id) = &ev.action_id else { return };
+            let chats = match c.gate.connector_open_chats(id).await {
+                Ok(chats) => chats,
+                Err(e) => {
+                    tracing::warn!(error = %e.detail, "connectors cannot read their messages");
+                    return;
+                }
+            };
+            let marker = Card {
+                item: id.clone(),
+                title: String::new(),
+                lines: Vec::new(),
+                buttons: Vec::new(),
+                cut: false,
+                progress: true,
+            };
+            let Ok(body) = serde_json::to_string(&marker) else {
+                return;
+            };
+            // A WhatsApp message cannot be edited: its outcome is a reply.
+            for chat in chats
+                .iter()
+                .filter(|ch| !ch.starts_with(super::whatsapp::PREFIX))
+            {
+                match c.gate.connector_update(chat, id, body.clone()).await {
+                    Ok(true) => c.wake.notify_one(),
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(chat, error = %e.detail, "cannot queue a chat update"),
+                }
+            }
+        }
         "grant_request.created" => {
             if let Ok(r) = ev.data.parse::<actiongate_gate::GrantRequest>() {
                 post(c, card::grant_request_card(&r, !c.notify_only)).await;
@@ -186,13 +220,7 @@ async fn on_event(c: &Connectors, ev: &Event) {
             let Ok(a) = ev.data.parse::<actiongate_gate::Action>() else {
                 return;
             };
-            let done = card::settled(
-                card::action_card(&a, false, false),
-                a.status.as_str(),
-                a.decided_by.as_deref(),
-                a.decision_note.as_deref(),
-            );
-            edit(c, &chats, done).await;
+            edit(c, &chats, card::settled_action(&a)).await;
         }
         "plan.requested" => {
             if let Ok(p) = ev.data.parse::<actiongate_api::sessions::Plan>() {
@@ -399,6 +427,9 @@ async fn send_one(c: &Connectors, o: Outgoing) -> Sent {
         }
     };
     let too_old = Utc::now() - o.created_at > GIVE_UP_AFTER;
+    if o.kind == "edit" && card.progress {
+        return update_copies(c, &o, too_old).await;
+    }
     if o.kind == "edit" {
         return edit_copies(c, &o, &card, too_old).await;
     }
@@ -466,6 +497,57 @@ async fn edit_copies(c: &Connectors, o: &Outgoing, card: &Card, too_old: bool) -
     Sent::Done
 }
 
+/// Updates every known message of `o`'s item in its chat to the action
+/// as it is now (approvals so far, an edit), leaving them open to the
+/// outcome edit; nothing once the action is settled or its outcome is
+/// queued (the outcome edit is then sent after this, or this is dropped).
+async fn update_copies(c: &Connectors, o: &Outgoing, too_old: bool) -> Sent {
+    let open = match c.gate.connector_open_chats(&o.item).await {
+        Ok(chats) => chats.contains(&o.chat),
+        Err(_) => false,
+    };
+    let action = match c.gate.visible_action(&reader(), &o.item).await {
+        Ok(a) if open && a.status == ActionStatus::Pending => a,
+        _ => {
+            let _ = c.gate.connector_sent(o.id, None).await;
+            return Sent::Done;
+        }
+    };
+    match c.gate.connector_post_queued(&o.chat, &o.item).await {
+        Ok(true) if !too_old => {
+            let at = Utc::now() + chrono::Duration::seconds(2);
+            let _ = c
+                .gate
+                .connector_retry(o.id, at, "waiting for the message to be sent".into())
+                .await;
+            return Sent::Done;
+        }
+        Ok(_) => {}
+        Err(_) => return Sent::Done,
+    }
+    // As it was posted there: buttons in the chats that decide (not a
+    // person's chat told of an escalation), none when notify-only.
+    let buttons = !c.notify_only()
+        && (c.destinations_of(1).contains(&o.chat) || c.destinations_of(2).contains(&o.chat));
+    let card = card::progress_card(&action, buttons);
+    let copies = c
+        .gate
+        .connector_unedited(&o.chat, &o.item)
+        .await
+        .unwrap_or_default();
+    for r in copies {
+        match c.deliver(&o.chat, Kind::Edit, &card, Some(&r), false).await {
+            Ok(_) => {}
+            Err(e) if e.retry && !too_old => return retry(c, o, e.message).await,
+            Err(e) => {
+                tracing::warn!(chat = %o.chat, item = %o.item, error = %e.message, "chat update given up");
+            }
+        }
+    }
+    let _ = c.gate.connector_sent(o.id, None).await;
+    Sent::Done
+}
+
 /// The card of `item` once decided (as its outcome edit shows it); `None`
 /// while it is pending or cannot be read.
 pub async fn settled_card(c: &Connectors, item: &str) -> Option<Card> {
@@ -489,12 +571,7 @@ pub async fn settled_card(c: &Connectors, item: &str) -> Option<Card> {
         if a.status == ActionStatus::Pending {
             return None;
         }
-        Some(card::settled(
-            card::action_card(&a, false, false),
-            a.status.as_str(),
-            a.decided_by.as_deref(),
-            a.decision_note.as_deref(),
-        ))
+        Some(card::settled_action(&a))
     }
 }
 

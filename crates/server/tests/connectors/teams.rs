@@ -132,6 +132,115 @@ async fn a_slack_click_counts_toward_a_quorum_and_an_outsider_is_refused_and_tol
     app.stop().await;
 }
 
+/// The Slack updates of the message whose text starts with `head`: the
+/// text and button ids of each `chat.update` of it, in order.
+fn updates_of(calls: &[super::fake::Call], head: &str) -> Vec<(String, Vec<String>)> {
+    calls
+        .iter()
+        .filter(|c| c.body["text"].as_str().is_some_and(|t| t.starts_with(head)))
+        .map(|c| {
+            let text = c.body["text"].as_str().unwrap_or_default().to_owned();
+            let buttons = c.body["blocks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|b| b["elements"].as_array().cloned().unwrap_or_default())
+                .filter_map(|e| e["action_id"].as_str().map(str::to_owned))
+                .collect();
+            (text, buttons)
+        })
+        .collect()
+}
+
+/// While a quorum collects, the chat's card shows who approved so far and
+/// keeps its buttons; once someone edited the action, it shows the edit
+/// and loses Approve (a chat approval is of the action as asked); the
+/// outcome edit comes last.
+#[tokio::test]
+async fn a_chat_card_shows_approvals_so_far_and_an_edit_takes_its_approve_away() {
+    const FIRST: &str = "tool:bash:make deploy\n";
+    const SECOND: &str = "tool:bash:make deploy eu\n";
+    let fake = Fake::start().await;
+    let base = fake.base.clone();
+    let app = TestApp::spawn_with(move |s| {
+        let c = &mut s.connectors.slack;
+        c.token = "xoxb-test".into();
+        c.channel = "C1".into();
+        c.signing_secret = SECRET.into();
+        c.approvers = vec!["U1".into(), "U2".into()];
+        c.api_base = format!("{base}/api");
+    })
+    .await;
+    app.profile(
+        "agent-1",
+        json!({"allow": [], "ask": ["(?s).*"], "approvals": [
+            {"pattern": "tool:bash:make deploy.*", "count": 2}
+        ]}),
+    )
+    .await;
+    person(&app, "ann", "U1").await;
+    person(&app, "bea", "U2").await;
+    let id = pending(&app, "make deploy").await;
+    fake.wait_for("/chat.postMessage", "the message", |c| {
+        c.iter().any(|c| c.body.to_string().contains(&id))
+    })
+    .await;
+
+    tap(&app, "U1", &id, "2.1").await;
+    let calls = fake
+        .wait_for("/chat.update", "the progress update", |c| {
+            updates_of(c, FIRST)
+                .iter()
+                .any(|(t, _)| t.contains("Approved so far: 1 of 2: ann (slack)"))
+        })
+        .await;
+    let (_, buttons) = updates_of(&calls, FIRST).pop().unwrap();
+    assert!(buttons.contains(&format!("a:{id}")), "{buttons:?}");
+    tap(&app, "U2", &id, "2.2").await;
+    wait_status(&app, &id, "approved").await;
+    let calls = fake
+        .wait_for("/chat.update", "the outcome edit", |c| {
+            updates_of(c, FIRST)
+                .last()
+                .is_some_and(|(t, _)| t.contains("Approved by bea (slack)"))
+        })
+        .await;
+    let (text, buttons) = updates_of(&calls, FIRST).pop().unwrap();
+    assert!(buttons.is_empty(), "{text} {buttons:?}");
+    // Nothing updates it after its outcome.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let after = updates_of(&fake.calls_to("/chat.update"), FIRST);
+    assert!(after.last().unwrap().0.contains("Approved by"), "{after:?}");
+
+    // An operator edits another with the first approval.
+    let other = pending(&app, "make deploy eu").await;
+    fake.wait_for("/chat.postMessage", "the message", |c| {
+        c.iter().any(|c| c.body.to_string().contains(&other))
+    })
+    .await;
+    let op = app.operator.clone();
+    let (s, a) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{other}/approve"),
+            Some(&op),
+            Some(json!({"detail": "make deploy eu --dry-run"})),
+        )
+        .await;
+    assert!(s.is_success(), "{a}");
+    let calls = fake
+        .wait_for("/chat.update", "the edit shown", |c| {
+            updates_of(c, SECOND)
+                .iter()
+                .any(|(t, _)| t.contains("make deploy eu --dry-run"))
+        })
+        .await;
+    let (text, buttons) = updates_of(&calls, SECOND).pop().unwrap();
+    assert!(text.contains("Edited by"), "{text}");
+    assert_eq!(buttons, [format!("d:{other}")], "{text}");
+    app.stop().await;
+}
+
 /// An escalated action is told to the people of its rule's `escalate_to`
 /// group in every chat they have (Telegram's private chat, Slack's and
 /// Discord's direct messages), without buttons; to nobody else; and to a

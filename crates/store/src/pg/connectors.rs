@@ -83,6 +83,28 @@ impl Postgres {
         Ok(true)
     }
 
+    /// See `SqliteStore::connector_update`.
+    pub async fn connector_update(
+        &self,
+        chat: &str,
+        item: &str,
+        body: String,
+    ) -> Result<bool, StoreError> {
+        let at = to_ms(now());
+        let done = sqlx::query(
+            "INSERT INTO connector_outbox (chat, item, kind, body, next_attempt_at, created_at) \
+             SELECT chat, item, 'edit', $1, $2, $2 FROM connector_messages \
+             WHERE chat = $3 AND item = $4 AND settled = 0",
+        )
+        .bind(&body)
+        .bind(at)
+        .bind(chat)
+        .bind(item)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Up to `limit` outgoing messages due at `at`, oldest first, taken by
     /// this node until sent, retried or their lease lapses.
     pub async fn connector_due(
