@@ -156,3 +156,53 @@ async fn the_wait_is_bounded_and_a_pending_plan_is_followed_by_its_id() {
     other_conn.cancel().await.unwrap();
     app.stop().await;
 }
+
+/// The tool's answer names the steps that still ask when run (an
+/// approvals rule governs them): the agent is not told they run unasked.
+#[tokio::test]
+async fn the_answer_names_the_steps_that_still_ask() {
+    let app = spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": [], "ask": ["(?s).*"],
+               "approvals": [{"pattern": "tool:deploy:prod.*", "count": 2}]}),
+    )
+    .await;
+    let (conn, _) = connect(&app, &app.agent, ERAS[0]).await;
+    let r = call(
+        &conn,
+        "request_plan_approval",
+        json!({"session": "rel", "wait_seconds": 0,
+               "steps": [{"tool": "deploy", "detail": "staging"}, {"tool": "deploy", "detail": "prod"}]}),
+        false,
+    )
+    .await;
+    let id = r.structured_content.as_ref().unwrap()["plan"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, _) = app
+        .call(
+            Method::POST,
+            &format!("/v1/plans/{id}/approve"),
+            Some(&app.operator.clone()),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let r = call(
+        &conn,
+        "request_plan_approval",
+        json!({"plan_id": id, "wait_seconds": 0}),
+        false,
+    )
+    .await;
+    let t = text(&r);
+    assert!(t.contains("steps 0 of 2"), "{t}");
+    assert!(
+        t.contains("these ask when run: step 1 (approvals rule #0"),
+        "{t}"
+    );
+    conn.cancel().await.unwrap();
+    app.stop().await;
+}

@@ -42,15 +42,34 @@ fn answer(plan: &Plan) -> CallToolResult {
         .filter(|(_, s)| s.approved)
         .map(|(i, _)| i.to_string())
         .collect();
+    // Steps approving the plan does not settle: the agent expects a
+    // question when it runs them.
+    let asks: Vec<String> = plan
+        .steps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.asks.as_ref().map(|why| format!("step {i} ({why})")))
+        .collect();
     let text = match plan.status.as_str() {
-        "approved" => format!(
-            "plan {} approved: steps {} of {} each run once in session '{}' without another \
-             question; anything else is asked as usual",
+        "approved" if approved.is_empty() => format!(
+            "plan {} approved, but no step of it runs without a question: {}",
             plan.id,
-            approved.join(", "),
-            plan.steps.len(),
-            plan.session
+            asks.join("; ")
         ),
+        "approved" => {
+            let mut t = format!(
+                "plan {} approved: steps {} of {} each run once in session '{}' without another \
+                 question; anything else is asked as usual",
+                plan.id,
+                approved.join(", "),
+                plan.steps.len(),
+                plan.session
+            );
+            if !asks.is_empty() {
+                t.push_str(&format!("; these ask when run: {}", asks.join("; ")));
+            }
+            t
+        }
         "denied" => format!("plan {} denied: request each step on its own", plan.id),
         "expired" => format!(
             "plan {} expired: its session '{}' ended before anyone decided; \
