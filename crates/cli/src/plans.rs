@@ -168,19 +168,22 @@ fn summary(p: &Value) -> String {
         .filter(|s| s["approved"] == json!(true))
         .count();
     // Steps that ask when they run were granted nothing.
-    let governed: Vec<String> = steps
+    let asks: Vec<String> = steps
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.get("asks").is_some_and(Value::is_string))
-        .map(|(i, _)| i.to_string())
+        .filter_map(|(i, s)| {
+            s.get("asks")
+                .and_then(Value::as_str)
+                .map(|why| format!("step {i} asks when it runs: {}", clip(why, 160)))
+        })
         .collect();
     match s(p, "status") {
-        "approved" if !governed.is_empty() => format!(
-            "plan {} approved: {approved} of {} steps, in session {}; step {} asks when it runs (plans --status approved says why)",
+        "approved" if !asks.is_empty() => format!(
+            "plan {} approved: {approved} of {} steps, in session {}; {}",
             s(p, "id"),
             steps.len(),
             s(p, "session"),
-            governed.join(", ")
+            asks.join("; ")
         ),
         "approved" => format!(
             "plan {} approved: {approved} of {} steps, in session {}",
@@ -235,4 +238,29 @@ pub async fn deny(args: PlanDenyArgs) -> Exit {
         Ok(Exit::Ok)
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_approved_plan_says_which_steps_still_ask_and_why() {
+        let p = json!({"id": "pln_1", "status": "approved", "session": "rel", "steps": [
+            {"tool": "bash", "detail": "make", "approved": true},
+            {"tool": "deploy", "detail": "prod", "approved": false,
+             "asks": "approvals rule #0 (pattern `tool:deploy:prod.*`) governs it: its approvers decide"}
+        ]});
+        assert_eq!(
+            summary(&p),
+            "plan pln_1 approved: 1 of 2 steps, in session rel; step 1 asks when it runs: \
+             approvals rule #0 (pattern `tool:deploy:prod.*`) governs it: its approvers decide"
+        );
+        let p = json!({"id": "pln_2", "status": "approved", "session": "s",
+            "steps": [{"tool": "bash", "detail": "make", "approved": true}]});
+        assert_eq!(
+            summary(&p),
+            "plan pln_2 approved: 1 of 1 steps, in session s"
+        );
+    }
 }
