@@ -135,3 +135,19 @@ def test_report_run_async(daemon, agent_key):
             )
 
     assert asyncio.run(main()) == (True, False)
+
+
+def test_a_plan_asked_without_waiting_is_pending_and_followed(daemon, agent_key, operator_key):
+    async def main():
+        async with AsyncClient(daemon.url, agent_key) as agent, AsyncClient(daemon.url, operator_key) as op:
+            plan = await agent.request_plan([{"tool": "bash", "detail": "make"}], session="aio-task", timeout=0)
+            assert plan.status == "pending" and plan.approved_steps == []
+            waiting = asyncio.ensure_future(agent.plan(plan.id, wait=20))
+            await asyncio.sleep(0.3)
+            assert not waiting.done()
+            r = await op._http.post(f"/v1/plans/{plan.id}/approve", json={})
+            assert r.status_code == 200
+            done = await asyncio.wait_for(waiting, 25)
+            assert done.status == "approved" and done.approved_steps == [0] and done.asks == {}
+
+    asyncio.run(main())

@@ -366,3 +366,45 @@ def test_report_run_says_whether_a_decision_covered_it(agent_client, op):
         if e.resource.get("detail") == "rm -rf build":
             assert e.resource["session"] == "task-r"
             break
+
+
+def test_a_plan_is_asked_once_and_its_steps_then_run_unasked(daemon, op):
+    agent = daemon.agent({"allow": [], "ask": ["(?s).*"], "approvals": [{"pattern": "tool:deploy:prod.*", "count": 2}]})
+    key = daemon.key("agent", agent)
+    steps = [{"tool": "bash", "detail": "make dist"}, {"tool": "deploy", "detail": "prod web"}]
+    results = []
+    with Client(daemon.url, key) as agent_client:
+
+        def ask():
+            results.append(agent_client.request_plan(steps, session="py-task", reason="release", timeout=30))
+
+        t = threading.Thread(target=ask)
+        t.start()
+        deadline = time.monotonic() + 20
+        pending = []
+        while not pending and time.monotonic() < deadline:
+            pending = [p for p in op._http.get("/v1/plans", params={"status": "pending"}).json() if p["agent"] == agent]
+            time.sleep(0.05)
+        [plan] = pending
+        assert op._http.post(f"/v1/plans/{plan['id']}/approve", json={}).status_code == 200
+        t.join(30)
+        [got] = results
+        assert got.status == "approved" and got.id == plan["id"] and got.session == "py-task"
+        assert got.approved_steps == [0]
+        assert list(got.asks) == [1] and "approvals rule #0" in got.asks[1]
+        assert agent_client.plan(got.id).status == "approved"
+        # The approved step runs once without a question; the governed one asks.
+        assert agent_client.check("bash", "make dist", session="py-task").result == "allow"
+        assert agent_client.check("deploy", "prod web", session="py-task").result == "ask"
+
+        # Nobody decides: the plan comes back pending when the wait runs out.
+        started = time.monotonic()
+        late = agent_client.request_plan([{"tool": "bash", "detail": "make docs"}], session="py-task", timeout=1)
+        assert late.status == "pending" and not late.settled
+        assert time.monotonic() - started < 10
+        assert agent_client.plan(late.id, wait=0).status == "pending"
+        with pytest.raises(ValueError):
+            agent_client.request_plan([], session="py-task")
+        with pytest.raises(ApiError) as bad:
+            agent_client.request_plan([{"tool": "bash"}], session="py-task", timeout=0)
+        assert bad.value.status == 422

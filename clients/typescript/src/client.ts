@@ -9,7 +9,7 @@ import type { ReceiptClaims } from './receipts.js';
 import { Aborted, ActionGateError, ApiError, Denied, Expired, TimedOut, Unreachable } from './errors.js';
 import type { FieldError } from './errors.js';
 import { denialReason, isApproved, isSettled } from './models.js';
-import type { Action, CheckResult, Event, Grant, GrantRequest, WhoAmI } from './models.js';
+import type { Action, CheckResult, Event, Grant, GrantRequest, Plan, PlanStepRequest, WhoAmI } from './models.js';
 import { Backoff, SseParser, toEvent } from './sse.js';
 
 export const VERSION = '0.1.0';
@@ -77,6 +77,17 @@ export interface PermissionOptions extends CallOptions {
   handler?: string;
   scope?: Record<string, unknown>;
   expires?: string;
+}
+
+export interface PlanOptions extends CallOptions {
+  /** The session the steps will run in (required). */
+  session: string;
+  /** Why (shown to the human). */
+  reason?: string;
+  /** The runtime sending it, a short slug. */
+  runtime?: string;
+  /** Seconds to wait for the decision (default 300). */
+  timeout?: number;
 }
 
 export interface EventsOptions extends CallOptions {
@@ -419,6 +430,46 @@ export class Client {
       );
     }
     return req.status === 'approved';
+  }
+
+  /**
+   * Asks a human to approve a task's steps at once (`{tool, detail}` or
+   * `{handler, action, params}` each) and waits up to `timeout` seconds for
+   * the decision. Once approved, each step of `approvedSteps(plan)` runs
+   * once in `session` without another question; those of
+   * `askingSteps(plan)` still ask when they run. A plan nobody decided in
+   * time comes back `pending`: follow it with {@link plan}.
+   */
+  async requestPlan(steps: PlanStepRequest[], options: PlanOptions): Promise<Plan> {
+    if (!options.session) throw new RangeError('session must not be empty');
+    if (!steps.length) throw new RangeError('a plan has at least one step');
+    const timeout = options.timeout ?? 300;
+    if (!(timeout >= 0)) throw new RangeError('timeout must be a non-negative number of seconds');
+    const body: Record<string, unknown> = { session: options.session, steps };
+    if (options.reason !== undefined) body['reason'] = options.reason;
+    if (options.runtime !== undefined) body['runtime'] = options.runtime;
+    const deadline = Date.now() + timeout * 1000;
+    const plan = object<Plan>(await this.send({ method: 'POST', path: '/v1/plans', body, signal: options.signal }));
+    return this.pollPlan(plan, deadline, options.signal);
+  }
+
+  /** The plan, waiting up to `wait` seconds (default 0) for its decision. */
+  async plan(id: string, options: CallOptions & { wait?: number } = {}): Promise<Plan> {
+    const deadline = Date.now() + (options.wait ?? 0) * 1000;
+    const plan = object<Plan>(await this.send({ method: 'GET', path: `/v1/plans/${encodeURIComponent(id)}`, retry: true, signal: options.signal }));
+    return this.pollPlan(plan, deadline, options.signal);
+  }
+
+  private async pollPlan(plan: Plan, deadline: number, signal?: AbortSignal): Promise<Plan> {
+    while (plan.status === 'pending') {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) break;
+      const w = pollSeconds(remaining);
+      plan = object<Plan>(
+        await this.send({ method: 'GET', path: `/v1/plans/${encodeURIComponent(plan.id)}`, query: { wait: w }, retry: true, wait: w, signal }),
+      );
+    }
+    return plan;
   }
 
   /**

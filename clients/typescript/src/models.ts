@@ -18,6 +18,10 @@ export type ActionStatus = Schemas['ActionStatus'];
 export type Grant = Schemas['GrantRecord'];
 /** An agent's request for a permission. */
 export type GrantRequest = Schemas['GrantRequest'];
+/** A task's steps asked for at once (docs/sessions.md). */
+export type Plan = Schemas['Plan'];
+/** One step of a plan as an agent sends it. */
+export type PlanStepRequest = Schemas['PlanStepRequest'];
 /** Who a key belongs to. */
 export type WhoAmI = Schemas['WhoAmI'];
 /** A page of actions. */
@@ -50,4 +54,15 @@ export function isApproved(action: Pick<Action, 'status'>): boolean {
 /** The operator's reason when a human decided, else the policy's. */
 export function denialReason(action: Action): string {
   return action.decision_note || action.decision?.reason || action.status;
+}
+
+/** The steps (from 0) of an approved plan that run once without another question. */
+export function approvedSteps(plan: Pick<Plan, 'status' | 'steps'>): number[] {
+  if (plan.status !== 'approved') return [];
+  return plan.steps.flatMap((s, i) => (s.approved ? [i] : []));
+}
+
+/** The steps of a plan that ask a human when they run, and why. */
+export function askingSteps(plan: Pick<Plan, 'steps'>): Map<number, string> {
+  return new Map(plan.steps.flatMap((s, i) => (typeof s.asks === 'string' ? [[i, s.asks] as [number, string]] : [])));
 }

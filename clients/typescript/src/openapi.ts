@@ -672,7 +672,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One plan. */
+        /**
+         * One plan; `?wait=S` blocks until it is decided (or expires), at most S
+         *     seconds.
+         */
         get: operations["get_plan"];
         put?: never;
         post?: never;
@@ -5981,7 +5984,13 @@ export interface operations {
     };
     get_plan: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Seconds to wait for the action to settle: 0 (the default) to
+                 *     `actions.max_wait_seconds` (60 by default).
+                 */
+                wait?: number;
+            };
             header?: never;
             path: {
                 /** @description Plan id */
@@ -5991,7 +6000,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The plan */
+            /** @description The plan (still pending when the wait ran out) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -6020,6 +6029,15 @@ export interface operations {
             };
             /** @description No such plan */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid wait */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { after, before, describe, test } from 'node:test';
-import { Aborted, ActionGateError, ApiError, Client, Denied, Expired, TimedOut, Unreachable, isSettled } from '../dist/index.js';
+import { Aborted, ActionGateError, ApiError, Client, Denied, Expired, TimedOut, Unreachable, approvedSteps, askingSteps, isSettled } from '../dist/index.js';
 import { deadUrl, startDaemon } from './daemon.mjs';
 
 let d;
@@ -166,6 +166,33 @@ describe('agents', () => {
     await d.decideNext(name, 'deny', 'no');
     assert.equal(await denied, false);
     await assert.rejects(client.requestPermission('x', 'y', { timeoutMinutes: 0 }), RangeError);
+  });
+
+  test('requestPlan asks once for a task and waits; its steps then run unasked but for one a rule governs', async () => {
+    const { name, client } = await agentClient({ allow: [], ask: ['(?s).*'], approvals: [{ pattern: 'tool:deploy:prod.*', count: 2 }] });
+    const steps = [{ tool: 'bash', detail: 'make dist' }, { tool: 'deploy', detail: 'prod web' }];
+    const waiting = client.requestPlan(steps, { session: 'ts-task', reason: 'release', timeout: 30 });
+    let pending = [];
+    for (let i = 0; i < 400 && !pending.length; i++) {
+      pending = (await d.call('GET', '/v1/plans?status=pending')).filter((p) => p.agent === name);
+      if (!pending.length) await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(pending.length, 1);
+    await d.call('POST', `/v1/plans/${pending[0].id}/approve`, {});
+    const plan = await waiting;
+    assert.equal(plan.status, 'approved');
+    assert.deepEqual(approvedSteps(plan), [0]);
+    const asks = askingSteps(plan);
+    assert.deepEqual([...asks.keys()], [1]);
+    assert.match(asks.get(1), /approvals rule #0/);
+    assert.equal((await client.plan(plan.id)).status, 'approved');
+    assert.equal((await client.check('bash', 'make dist', { session: 'ts-task' })).result, 'allow');
+    assert.equal((await client.check('deploy', 'prod web', { session: 'ts-task' })).result, 'ask');
+    // Nobody decides in time: it comes back pending.
+    const late = await client.requestPlan([{ tool: 'bash', detail: 'make docs' }], { session: 'ts-task', timeout: 1 });
+    assert.equal(late.status, 'pending');
+    await assert.rejects(client.requestPlan([], { session: 'ts-task' }), RangeError);
+    await assert.rejects(client.requestPlan([{ tool: 'bash' }], { session: 'ts-task', timeout: 0 }), (e) => e instanceof ApiError && e.status === 422);
   });
 
   test('events is an async iterator that resumes after its last seq', async () => {

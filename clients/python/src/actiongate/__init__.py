@@ -13,7 +13,7 @@ from ._core import __version__
 from .aio import AsyncClient
 from .client import Client
 from .errors import ActionGateError, ApiError, Denied, Expired, FieldError, TimedOut, Unreachable
-from .models import Action, Decision, Event, Grant, GrantRequest, Person
+from .models import Action, Decision, Event, Grant, GrantRequest, Person, Plan
 
 __all__ = [
     "__version__",
@@ -32,4 +32,5 @@ __all__ = [
     "Grant",
     "GrantRequest",
     "Person",
+    "Plan",
 ]

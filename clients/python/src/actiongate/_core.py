@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Tupl
 import httpx
 
 from .errors import ActionGateError, ApiError, Denied, Expired, FieldError, TimedOut
-from .models import Action, Decision, Grant, GrantRequest, Person
+from .models import Action, Decision, Grant, GrantRequest, Person, Plan
 
 __version__ = "0.1.0"
 
@@ -371,6 +371,50 @@ def request_permission(
         data = yield Call("GET", f"/v1/grant-requests/{req.id}", params={"wait": w}, retry=True, wait=w)
         req = GrantRequest.from_json(_dict(data))
     return req.status == "approved"
+
+
+def request_plan(
+    steps: List[Mapping[str, Any]],
+    session: str,
+    reason: Optional[str],
+    runtime: Optional[str],
+    timeout: float,
+) -> Flow:
+    """``POST /v1/plans``, then waits up to ``timeout`` seconds for the
+    decision (``GET /v1/plans/{id}?wait=``); the plan as it then stands
+    (still ``pending`` when nobody decided in time)."""
+    total = seconds(timeout, "timeout")
+    if not session:
+        raise ValueError("session must not be empty")
+    if not steps:
+        raise ValueError("a plan has at least one step")
+    body: Dict[str, Any] = {"session": session, "steps": [dict(s) for s in steps]}
+    if reason is not None:
+        body["reason"] = reason
+    if runtime is not None:
+        body["runtime"] = runtime
+    deadline = time.monotonic() + total
+    data = yield Call("POST", "/v1/plans", json=body, has_body=True)
+    plan = Plan.from_json(_dict(data))
+    return (yield from _poll_plan(plan, deadline))
+
+
+def get_plan(plan_id: str, wait: float) -> Flow:
+    """``GET /v1/plans/{id}``, waiting up to ``wait`` seconds for its decision."""
+    total = seconds(wait, "wait")
+    data = yield Call("GET", f"/v1/plans/{plan_id}", retry=True)
+    return (yield from _poll_plan(Plan.from_json(_dict(data)), time.monotonic() + total))
+
+
+def _poll_plan(plan: Plan, deadline: float) -> Flow:
+    while not plan.settled:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        w = _poll(remaining)
+        data = yield Call("GET", f"/v1/plans/{plan.id}", params={"wait": w}, retry=True, wait=w)
+        plan = Plan.from_json(_dict(data))
+    return plan
 
 
 def gate_request(

@@ -17,7 +17,7 @@ from . import _core
 from ._core import Call, Flow, Sleep, Timeout
 from ._sse import Backoff, SseParser, to_event
 from .errors import ActionGateError, Unreachable
-from .models import Action, Decision, Event, Grant, GrantRequest, Person
+from .models import Action, Decision, Event, Grant, GrantRequest, Person, Plan
 
 __all__ = ["AsyncClient"]
 
@@ -186,6 +186,22 @@ class AsyncClient:
         return await self._drive(  # type: ignore[no-any-return]
             _core.request_permission(permission, reason, timeout_minutes, handler, scope, expires)
         )
+
+    async def request_plan(
+        self,
+        steps: List[Mapping[str, Any]],
+        *,
+        session: str,
+        reason: Optional[str] = None,
+        runtime: Optional[str] = None,
+        timeout: float = 300,
+    ) -> Plan:
+        """See :meth:`actiongate.Client.request_plan`."""
+        return await self._drive(_core.request_plan(steps, session, reason, runtime, timeout))  # type: ignore[no-any-return]
+
+    async def plan(self, plan_id: str, wait: float = 0) -> Plan:
+        """See :meth:`actiongate.Client.plan`."""
+        return await self._drive(_core.get_plan(plan_id, wait))  # type: ignore[no-any-return]
 
     async def events(self, since: Union[None, int, str] = None, types: Optional[str] = None) -> AsyncIterator[Event]:
         """See :meth:`actiongate.Client.events`."""

@@ -18,7 +18,7 @@ from . import _core
 from ._core import Call, Flow, Sleep, Timeout
 from ._sse import Backoff, SseParser, to_event
 from .errors import ActionGateError, Unreachable
-from .models import Action, Decision, Event, Grant, GrantRequest, Person
+from .models import Action, Decision, Event, Grant, GrantRequest, Person, Plan
 
 __all__ = ["Client"]
 
@@ -209,6 +209,28 @@ class Client:
         return self._drive(  # type: ignore[no-any-return]
             _core.request_permission(permission, reason, timeout_minutes, handler, scope, expires)
         )
+
+    def request_plan(
+        self,
+        steps: List[Mapping[str, Any]],
+        *,
+        session: str,
+        reason: Optional[str] = None,
+        runtime: Optional[str] = None,
+        timeout: float = 300,
+    ) -> Plan:
+        """Asks a human to approve a task's steps at once (``{"tool",
+        "detail"}`` or ``{"handler", "action", "params"}`` each) and waits
+        up to ``timeout`` seconds for the decision. Once approved, each step
+        in ``plan.approved_steps`` runs once in ``session`` without another
+        question; the steps in ``plan.asks`` still ask when they run. A plan
+        nobody decided in time comes back ``pending``: follow it with
+        :meth:`plan`."""
+        return self._drive(_core.request_plan(steps, session, reason, runtime, timeout))  # type: ignore[no-any-return]
+
+    def plan(self, plan_id: str, wait: float = 0) -> Plan:
+        """The plan, waiting up to ``wait`` seconds for its decision."""
+        return self._drive(_core.get_plan(plan_id, wait))  # type: ignore[no-any-return]
 
     def events(self, since: Union[None, int, str] = None, types: Optional[str] = None) -> Iterator[Event]:
         """Follows ``GET /v1/events`` for ever.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-__all__ = ["Decision", "Action", "GrantRequest", "Grant", "Event", "Person"]
+__all__ = ["Decision", "Action", "GrantRequest", "Grant", "Event", "Person", "Plan"]
 
 # An action is settled when nothing more will happen to it (DESIGN.md, Model).
 _SETTLED_HANDLER = frozenset({"completed", "failed", "denied", "expired", "cancelled"})
@@ -152,6 +152,49 @@ class GrantRequest:
     def settled(self) -> bool:
         """Approved, denied or expired."""
         return self.status != "pending"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A task's steps asked for at once (``docs/sessions.md``): once
+    approved, each approved step runs once in the plan's session without
+    another question; a step in ``asks`` asks a human when it runs (an
+    approvals rule governs it, or the session is tainted)."""
+
+    id: str
+    status: str
+    session: str = ""
+    steps: List[Dict[str, Any]] = field(default_factory=list, compare=False)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "Plan":
+        """Builds a plan from the API's ``Plan``."""
+        steps = data.get("steps")
+        return cls(
+            id=str(data.get("id", "")),
+            status=str(data.get("status", "")),
+            session=str(data.get("session", "")),
+            steps=[s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else [],
+            raw=data,
+        )
+
+    @property
+    def settled(self) -> bool:
+        """Approved, denied or expired."""
+        return self.status != "pending"
+
+    @property
+    def approved_steps(self) -> List[int]:
+        """The steps (from 0) that run once without another question."""
+        if self.status != "approved":
+            return []
+        return [i for i, s in enumerate(self.steps) if s.get("approved") is True]
+
+    @property
+    def asks(self) -> Dict[int, str]:
+        """The steps that ask a human when they run, and why."""
+        return {i: str(s["asks"]) for i, s in enumerate(self.steps) if isinstance(s.get("asks"), str)}
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ use actiongate_api::sessions::{ApprovePlan, CreatePlan, Plan, ReportRun, RunMatc
 
 use crate::auth::{Caller, Operator};
 use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
+use crate::routes::actions::WaitQuery;
 use crate::routes::grant_requests::list_page;
 use crate::state::AppState;
 
@@ -176,18 +177,24 @@ pub async fn list_plans(
     ))
 }
 
-/// One plan.
+/// One plan; `?wait=S` blocks until it is decided (or expires), at most S
+/// seconds.
 #[utoipa::path(get, path = "/v1/plans/{id}", tag = "sessions",
-    params(("id" = String, Path, description = "Plan id")),
-    responses((status = 200, description = "The plan", body = Plan),
-        (status = 404, description = "No such plan", body = Problem, content_type = "application/problem+json")),
+    params(("id" = String, Path, description = "Plan id"), WaitQuery),
+    responses((status = 200, description = "The plan (still pending when the wait ran out)", body = Plan),
+        (status = 404, description = "No such plan", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid wait", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn get_plan(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<WaitQuery>,
 ) -> ApiResult<axum::Json<Plan>> {
-    Ok(axum::Json(state.gate().get_plan(&caller, &id).await?))
+    let wait = q.duration(&state)?;
+    Ok(axum::Json(
+        state.gate().wait_plan(&caller, &id, wait).await?,
+    ))
 }
 
 /// Approve a plan, all of it or `steps` (operators): each approved step
