@@ -132,7 +132,9 @@ impl SqliteStore {
 
     /// Queues an update of `item`'s message in `chat` while its outcome is
     /// not queued (an `edit` whose card says `progress`: it shows the item
-    /// as it is when sent, keeping its buttons); whether it was queued.
+    /// as it is when sent, keeping its buttons), unless the same update
+    /// (the same `body`, as every daemon makes it of one event) is queued
+    /// already; whether it was queued.
     pub async fn connector_update(
         &self,
         chat: &str,
@@ -146,11 +148,12 @@ impl SqliteStore {
                     let at = to_ms(now());
                     let done = sqlx::query(
                         "INSERT INTO connector_outbox (chat, item, kind, body, next_attempt_at, created_at) \
-                         SELECT chat, item, 'edit', ?, ?, ? FROM connector_messages \
-                         WHERE chat = ? AND item = ? AND settled = 0",
+                         SELECT chat, item, 'edit', ?1, ?2, ?2 FROM connector_messages m \
+                         WHERE m.chat = ?3 AND m.item = ?4 AND m.settled = 0 \
+                         AND NOT EXISTS (SELECT 1 FROM connector_outbox o \
+                           WHERE o.chat = ?3 AND o.item = ?4 AND o.body = ?1)",
                     )
                     .bind(&body)
-                    .bind(at)
                     .bind(at)
                     .bind(&chat)
                     .bind(&item)

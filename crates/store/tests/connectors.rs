@@ -158,7 +158,7 @@ async fn due_messages_are_limited_per_chat(kind: Kind) {
 }
 
 /// An update of an item's message is queued while its outcome is not,
-/// as many times as asked, leaves the message open to its outcome edit,
+/// once per distinct update, leaves the message open to its outcome edit,
 /// and is never queued for a chat without its message.
 async fn an_update_is_queued_only_while_the_outcome_is_not(kind: Kind) {
     let Some((store, _held)) = open(kind).await else {
@@ -184,6 +184,14 @@ async fn an_update_is_queued_only_while_the_outcome_is_not(kind: Kind) {
                 .unwrap()
         );
     }
+    // The same update again (another daemon's of the same event) is not
+    // queued twice.
+    assert!(
+        !store
+            .connector_update("slack", "a1", "{\"n\":2}".into())
+            .await
+            .unwrap()
+    );
     let due = store.connector_due(now(), 10).await.unwrap();
     let kinds: Vec<(&str, &str)> = due
         .iter()

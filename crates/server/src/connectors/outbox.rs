@@ -165,9 +165,11 @@ async fn on_event(c: &Connectors, ev: &Event) {
                     return;
                 }
             };
+            // Made alike by every daemon that reads this event, so that
+            // one update of it is queued however many daemons follow it.
             let marker = Card {
                 item: id.clone(),
-                title: String::new(),
+                title: format!("approval seq {}", ev.seq),
                 lines: Vec::new(),
                 buttons: Vec::new(),
                 cut: false,

@@ -93,8 +93,10 @@ impl Postgres {
         let at = to_ms(now());
         let done = sqlx::query(
             "INSERT INTO connector_outbox (chat, item, kind, body, next_attempt_at, created_at) \
-             SELECT chat, item, 'edit', $1, $2, $2 FROM connector_messages \
-             WHERE chat = $3 AND item = $4 AND settled = 0",
+             SELECT chat, item, 'edit', $1, $2, $2 FROM connector_messages m \
+             WHERE m.chat = $3 AND m.item = $4 AND m.settled = 0 \
+             AND NOT EXISTS (SELECT 1 FROM connector_outbox o \
+               WHERE o.chat = $3 AND o.item = $4 AND o.body = $1)",
         )
         .bind(&body)
         .bind(at)
