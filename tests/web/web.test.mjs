@@ -474,7 +474,14 @@ test('a plan step an approvals rule governs says on its card that it asks when i
   const notes = item.locator('.plan-steps li .asks');
   assert.equal(await notes.count(), 1);
   assert.match(await item.locator('.plan-steps li').nth(1).innerText(), /Asks when it runs: approvals rule #0 \(pattern `tool:deploy:prod\.\*`\) governs it/);
-  await env.call('POST', `/v1/plans/${made.body.id}/deny`, env.operator, {});
+  // Approving it all says which step the plan did not grant.
+  await item.locator('button.approve').click();
+  await item.waitFor({ state: 'detached' });
+  await page.locator('#toasts .toast', { hasText: 'plan' }).locator('button.send-now').click();
+  await page.locator('#errors .notice', { hasText: 'still asked when run: step 1: approvals rule #0' }).waitFor();
+  const after = (await env.call('GET', `/v1/plans/${made.body.id}`, env.operator)).body;
+  assert.equal(after.status, 'approved', JSON.stringify(after));
+  assert.deepEqual(after.steps.map((s) => s.approved), [true, false]);
 });
 
 test('sessions: a card and the action page name the session; the Sessions view lists it and its actions and ends it; an undecided run is a warning with no buttons', async () => {

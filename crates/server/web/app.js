@@ -385,7 +385,9 @@ function denyMany(items) {
 function approvePlan(plan, steps) {
   const what = steps ? `Approved steps ${steps.join(', ')} of a plan of ${plan.steps.length}` : `Approved a plan of ${plan.steps.length} steps`;
   queue.hold([plan.id], what, async () => {
-    await api('POST', `/v1/plans/${enc(plan.id)}/approve`, steps ? { steps } : {});
+    const done = await api('POST', `/v1/plans/${enc(plan.id)}/approve`, steps ? { steps } : {});
+    const asks = (done.steps || []).flatMap((s, i) => (s.asks ? [`step ${i}: ${maskSecrets(s.asks)}`] : []));
+    if (asks.length) notice(`Not granted by the plan, still asked when run: ${asks.join('; ')}`);
     state.gone.add(plan.id);
     state.plans.delete(plan.id);
   });
