@@ -537,12 +537,25 @@ async fn update_copies(c: &Connectors, o: &Outgoing, too_old: bool) -> Sent {
         .connector_unedited(&o.chat, &o.item)
         .await
         .unwrap_or_default();
-    for r in copies {
-        match c.deliver(&o.chat, Kind::Edit, &card, Some(&r), false).await {
+    for r in &copies {
+        match c.deliver(&o.chat, Kind::Edit, &card, Some(r), false).await {
             Ok(_) => {}
             Err(e) if e.retry && !too_old => return retry(c, o, e.message).await,
             Err(e) => {
                 tracing::warn!(chat = %o.chat, item = %o.item, error = %e.message, "chat update given up");
+            }
+        }
+    }
+    // Decided while this was on its way: the outcome edit (another
+    // daemon's sender, on Postgres) may have reached the chat first, so
+    // the outcome is shown again over this update.
+    if let Ok(a) = c.gate.visible_action(&reader(), &o.item).await
+        && a.status != ActionStatus::Pending
+    {
+        let done = card::settled_action(&a);
+        for r in &copies {
+            if let Err(e) = c.deliver(&o.chat, Kind::Edit, &done, Some(r), false).await {
+                tracing::warn!(chat = %o.chat, item = %o.item, error = %e.message, "chat outcome edit given up");
             }
         }
     }
