@@ -12,9 +12,10 @@ use chrono::{DateTime, Utc};
 
 use crate::actions::{MAX_DETAIL, MAX_TEXT, check_len, validate_agent_id};
 use crate::paging::ListPage;
-use crate::policy::validate_tool;
+use crate::policy::{governing_rules, tainted_reason, validate_tool};
 use crate::sessions::{validate_origin, validate_session};
 use crate::{Caller, Gate, GateError, GateResult};
+use actiongate_policy::approvals::CompiledRule;
 
 /// Sessions on a page when the caller does not say.
 pub const SESSIONS_PAGE: i64 = 200;
@@ -386,9 +387,9 @@ impl Gate {
     ) -> GateResult<()> {
         let mut taint: Option<Option<(String, String)>> = None;
         for step in steps.iter_mut() {
-            let (action, rule) = self.step_action(profile, step).await?;
-            step.asks = if let Some(rule) = rule {
-                Some(format!("{rule} governs it: its approvers decide"))
+            let (action, rules) = self.step_action(profile, step).await?;
+            step.asks = if let Some(rule) = rules.first() {
+                Some(format!("{} governs it: its approvers decide", rule.label()))
             } else if profile.guarded(&action) {
                 if taint.is_none() {
                     let t = self
@@ -397,9 +398,10 @@ impl Gate {
                         .await?;
                     taint = Some(t);
                 }
-                taint.as_ref().and_then(Option::as_ref).map(|(by, what)| {
-                    format!("session '{session}' is tainted by action {by} (`{what}`): guarded actions ask")
-                })
+                taint
+                    .as_ref()
+                    .and_then(Option::as_ref)
+                    .map(|(by, what)| tainted_reason(session, by, what))
             } else {
                 None
             };
@@ -407,33 +409,32 @@ impl Gate {
         Ok(())
     }
 
-    /// The action string of `step` and the label of the approvals rule
-    /// that governs it, if one does: the profile's rule matching the
-    /// action string, or its handler action's.
+    /// The action string of `step` and the approvals rules that govern it
+    /// (as they would govern the step's action when it runs).
     async fn step_action(
         &self,
         profile: &actiongate_policy::Profile,
         step: &PlanStep,
-    ) -> GateResult<(String, Option<String>)> {
+    ) -> GateResult<(String, Vec<CompiledRule>)> {
         if let (Some(tool), Some(detail)) = (&step.tool, &step.detail) {
             let action = actiongate_policy::format_action(tool, detail);
-            let rule = profile.approval_rule(&action).map(|r| r.label());
-            return Ok((action, rule));
+            let rules = governing_rules(profile, &action, None);
+            return Ok((action, rules));
         }
         let (Some(handler), Some(action)) = (&step.handler, &step.action) else {
             return Err(GateError::internal());
         };
         let h = self.handler(handler).await?;
         let Some(a) = h.action(action) else {
-            return Ok((actiongate_policy::format_action(handler, action), None));
+            return Ok((
+                actiongate_policy::format_action(handler, action),
+                Vec::new(),
+            ));
         };
         let params = step.params.clone().unwrap_or_default();
         let action = actiongate_policy::format_action(handler, &a.detail(&params));
-        let rule = match &a.approvals {
-            Some(rule) => Some(rule.label()),
-            None => profile.approval_rule(&action).map(|r| r.label()),
-        };
-        Ok((action, rule))
+        let rules = governing_rules(profile, &action, a.approvals.as_ref());
+        Ok((action, rules))
     }
 
     /// What approving `step` grants.

@@ -67,6 +67,26 @@ pub struct Decided {
     pub rules: Vec<CompiledRule>,
 }
 
+/// The approvals rules that govern an action: the profile's rule whose
+/// pattern matches `action_string`, then its handler action's own.
+pub(crate) fn governing_rules(
+    profile: &policy::Profile,
+    action_string: &str,
+    handler_rule: Option<&CompiledRule>,
+) -> Vec<CompiledRule> {
+    profile
+        .approval_rule(action_string)
+        .into_iter()
+        .chain(handler_rule)
+        .cloned()
+        .collect()
+}
+
+/// Why a guarded action asks in `session`, tainted by action `by`.
+pub(crate) fn tainted_reason(session: &str, by: &str, what: &str) -> String {
+    format!("session '{session}' is tainted by action {by} (`{what}`): guarded actions ask")
+}
+
 /// [`decide`] for an action of `session`: grants scoped to that session or
 /// to a count of uses count too (after the unscoped ones, so a standing
 /// grant is used before a counted one).
@@ -91,12 +111,11 @@ pub async fn decide_in(
         .collect();
     grants.extend(scoped.into_iter().map(|(g, _)| g));
     let action_string = policy::format_action(tool, detail);
-    let rules: Vec<CompiledRule> = profile
-        .approval_rule(&action_string)
-        .into_iter()
-        .chain(permission.as_ref().and_then(|p| p.approvals))
-        .cloned()
-        .collect();
+    let rules = governing_rules(
+        &profile,
+        &action_string,
+        permission.as_ref().and_then(|p| p.approvals),
+    );
     let req = policy::Request {
         agent,
         tool,
@@ -141,9 +160,7 @@ pub async fn decide_in(
     {
         d = policy::Decision {
             verdict: policy::Verdict::Ask,
-            reason: format!(
-                "session '{session}' is tainted by action {by} (`{what}`): guarded actions ask"
-            ),
+            reason: tainted_reason(session, &by, &what),
             rule: None,
         };
     }
