@@ -338,24 +338,15 @@ impl SqliteStore {
             .build()
             .fetch_all(&mut *conn)
             .await?;
-        let ids: Vec<String> = rows
-            .iter()
-            .map(|r| sqlx::Row::try_get(r, "id"))
-            .collect::<Result<_, _>>()?;
+        let ids = session_list::ids_of(&rows)?;
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let counts: Vec<(String, String, i64)> = session_list::counts_query::<Sqlite>(&ids)
+        let counts = session_list::counts_query::<Sqlite>(&ids)
             .build_query_as()
             .fetch_all(&mut *conn)
             .await?;
-        let mut counts = session_list::counts_by_session(&ids, counts);
-        rows.iter()
-            .zip(&ids)
-            .map(|(row, id)| {
-                session_from_row(row, idle_before, counts.remove(id).unwrap_or_default())
-            })
-            .collect()
+        session_list::page_of(&rows, &ids, counts, idle_before)
     }
 
     /// Ends every open session idle since `idle_before`, voiding its grants.

@@ -9,8 +9,12 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use sqlx::QueryBuilder;
 
+use actiongate_api::sessions::Session;
+
+use crate::error::StoreError;
 use crate::paging::Page;
-use crate::plans::session_columns;
+use crate::plans::{session_columns, session_from_row};
+use crate::row::Cols;
 use crate::time::to_ms;
 
 /// Which sessions a listing holds.
@@ -102,9 +106,32 @@ where
     q
 }
 
+/// The ids of a page's session rows, in order.
+pub(crate) fn ids_of<R: Cols>(rows: &[R]) -> Result<Vec<String>, StoreError> {
+    Ok(rows
+        .iter()
+        .map(|r| r.try_get("id"))
+        .collect::<Result<_, _>>()?)
+}
+
+/// The page's sessions from their rows (of [`list_query`]) and their
+/// action counts (rows of [`counts_query`]).
+pub(crate) fn page_of<R: Cols>(
+    rows: &[R],
+    ids: &[String],
+    counts: Vec<(String, String, i64)>,
+    idle_before: DateTime<Utc>,
+) -> Result<Vec<Session>, StoreError> {
+    let mut counts = counts_by_session(ids, counts);
+    rows.iter()
+        .zip(ids)
+        .map(|(row, id)| session_from_row(row, idle_before, counts.remove(id).unwrap_or_default()))
+        .collect()
+}
+
 /// Each session's counts from the rows of [`counts_query`], with `total`;
 /// a session without actions has `{"total": 0}`.
-pub(crate) fn counts_by_session(
+fn counts_by_session(
     ids: &[String],
     rows: Vec<(String, String, i64)>,
 ) -> BTreeMap<String, BTreeMap<String, i64>> {
