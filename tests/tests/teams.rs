@@ -34,6 +34,27 @@ pub(crate) async fn named_operator(
     )
 }
 
+/// A new operator key that is person `name`'s (only people count toward
+/// a quorum); the key.
+pub(crate) async fn person_key(
+    http: &reqwest::Client,
+    base: &str,
+    admin: &str,
+    name: &str,
+) -> String {
+    let (key, id) = named_operator(http, base, admin, &format!("{name}-key")).await;
+    let (s, p) = call(
+        http,
+        Method::POST,
+        format!("{base}/v1/people"),
+        admin,
+        Some(json!({"name": name, "keys": [id]})),
+    )
+    .await;
+    assert_eq!(s, 201, "{p}");
+    key
+}
+
 /// A profile asking for everything, with `approvals` rules.
 pub(crate) fn profile(approvals: Value) -> Value {
     json!({"allow": [], "ask": ["(?s).*"], "deny": ["tool:bash:rm -rf.*"], "approvals": approvals})
@@ -233,7 +254,7 @@ async fn a_quorum_of_two_needs_two_people_and_one_person_counts_once_across_chan
     } = team(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])).await;
     let (ann_page, ann_page_id) = named_operator(&http, &d.base, &admin, "ann-page").await;
     let (ann_cli, ann_cli_id) = named_operator(&http, &d.base, &admin, "ann-cli").await;
-    let (bob, _) = named_operator(&http, &d.base, &admin, "bob-key").await;
+    let (bob, bob_id) = named_operator(&http, &d.base, &admin, "bob-key").await;
     let (s, p) = call(
         &http,
         Method::POST,
@@ -270,18 +291,35 @@ async fn a_quorum_of_two_needs_two_people_and_one_person_counts_once_across_chan
             .len(),
         1
     );
-    // Bob, a key of nobody's, counts as himself: approved.
+    // Bob's key is nobody's: it might be Ann's second key for all the
+    // daemon knows, so it does not count toward the quorum (403, nothing
+    // changes) until an admin makes it a person's.
+    let (s, p) = approve(&http, &d.base, &bob, &id, json!({})).await;
+    assert_eq!(s, 403, "{p}");
+    let detail = p["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("key:{bob_id} belongs to no person")),
+        "{p}"
+    );
+    assert!(detail.contains("POST /v1/people"), "{p}");
+    let a = get(&http, &d.base, &admin, &id).await;
+    assert_eq!(a["status"], "pending", "{a}");
+    assert_eq!(a["approvals"].as_array().unwrap().len(), 1, "{a}");
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/people", d.base),
+        &admin,
+        Some(json!({"name": "bob", "keys": [bob_id]})),
+    )
+    .await;
+    assert_eq!(s, 201, "{p}");
     let (s, a) = approve(&http, &d.base, &bob, &id, json!({})).await;
     assert_eq!(s, 200, "{a}");
     assert_eq!(a["status"], "approved", "{a}");
     assert_eq!(a["approvals"].as_array().unwrap().len(), 2, "{a}");
-    assert!(
-        a["approvals"][1]["who"]
-            .as_str()
-            .unwrap()
-            .starts_with("key:"),
-        "{a}"
-    );
+    assert_eq!(a["approvals"][1]["who"], "bob", "{a}");
+    assert_eq!(a["approvals"][1]["by"], format!("key:{bob_id}"), "{a}");
     assert_eq!(a["decided_channel"], "api", "{a}");
     let events = events_of(&http, &d.base, &admin, &id).await;
     assert_eq!(
@@ -290,7 +328,9 @@ async fn a_quorum_of_two_needs_two_people_and_one_person_counts_once_across_chan
         "{events:?}"
     );
 
-    // One deny ends it, whatever approvals came before.
+    // One deny ends it, whatever approvals came before; a denial fails
+    // safe, so a key of nobody's may make it.
+    let (carol, _) = named_operator(&http, &d.base, &admin, "carol-key").await;
     let id = pending(&http, &d.base, &agent, "deploy", "prod us").await;
     let (s, _) = approve(&http, &d.base, &ann_page, &id, json!({})).await;
     assert_eq!(s, 200);
@@ -298,7 +338,7 @@ async fn a_quorum_of_two_needs_two_people_and_one_person_counts_once_across_chan
         &http,
         Method::POST,
         format!("{}/v1/actions/{id}/deny", d.base),
-        &bob,
+        &carol,
         Some(json!({"reason": "not today"})),
     )
     .await;
@@ -372,7 +412,7 @@ async fn race(bases: &[String], admin: &str) {
     .await;
     let mut ops = Vec::new();
     for i in 0..3 {
-        ops.push(named_operator(&http, b0, admin, &format!("op{i}")).await.0);
+        ops.push(person_key(&http, b0, admin, &format!("op{i}")).await);
     }
     // Profiles are cached for a second on each daemon.
     tokio::time::sleep(Duration::from_millis(1200)).await;
@@ -688,8 +728,8 @@ async fn a_handler_action_may_ask_for_a_quorum_at_registration() {
     let http = client();
     let admin = d.admin_key();
     let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    let (a1, _) = named_operator(&http, &d.base, &admin, "a1").await;
-    let (a2, _) = named_operator(&http, &d.base, &admin, "a2").await;
+    let a1 = person_key(&http, &d.base, &admin, "a1").await;
+    let a2 = person_key(&http, &d.base, &admin, "a2").await;
     let registration = |approvals: Value| {
         json!({
             "id": "pay", "name": "Payments", "url": "http://127.0.0.1:9/hook",

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::common::daemon::{Daemon, agent_key, set_profile};
 use crate::common::pg_cluster::Cluster;
 use crate::common::{call, client};
-use crate::teams::{Team, approve, get, named_operator, pending, profile, team};
+use crate::teams::{Team, approve, get, named_operator, pending, person_key, profile, team};
 
 async fn create(http: &reqwest::Client, base: &str, agent: &str, body: Value) -> Value {
     let (s, a) = call(
@@ -47,7 +47,7 @@ async fn a_grant_does_not_allow_a_new_tool_action_an_approvals_rule_governs() {
         agent,
         dir: _dir,
     } = team(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])).await;
-    let (op, _) = named_operator(&http, &d.base, &admin, "ann").await;
+    let op = person_key(&http, &d.base, &admin, "ann").await;
     grant(
         &http,
         &d.base,
@@ -204,8 +204,8 @@ async fn an_action_keeps_the_approvals_rule_it_was_asked_under() {
     } = team(json!([{"pattern": "tool:deploy:prod.*", "count": 2,
             "approvers": ["ann", "bea"]}]))
     .await;
-    let (ann, _) = named_operator(&http, &d.base, &admin, "ann").await;
-    let (bea, _) = named_operator(&http, &d.base, &admin, "bea").await;
+    let ann = person_key(&http, &d.base, &admin, "ann").await;
+    let bea = person_key(&http, &d.base, &admin, "bea").await;
     let (bob, _) = named_operator(&http, &d.base, &admin, "bob").await;
     let id = pending(&http, &d.base, &agent, "deploy", "prod eu").await;
     let a = get(&http, &d.base, &admin, &id).await;

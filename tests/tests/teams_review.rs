@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::common::daemon::{Daemon, agent_key, set_profile};
 use crate::common::pg_cluster::Cluster;
 use crate::common::{call, client};
-use crate::teams::{Team, approve, get, named_operator, pending, profile, team};
+use crate::teams::{Team, approve, get, named_operator, pending, person_key, profile, team};
 
 /// Adds a person; their id.
 async fn person(http: &reqwest::Client, base: &str, admin: &str, body: Value) -> String {
@@ -102,8 +102,8 @@ async fn a_quorum_receipt_names_every_approver_and_binds_the_edited_detail() {
         agent,
         dir: _dir,
     } = team(json!([{"pattern": "tool:deploy:.*", "count": 2}])).await;
-    let (ann, _) = named_operator(&http, &d.base, &admin, "ann").await;
-    let (bob, _) = named_operator(&http, &d.base, &admin, "bob").await;
+    let ann = person_key(&http, &d.base, &admin, "ann").await;
+    let bob = person_key(&http, &d.base, &admin, "bob").await;
     let id = pending(&http, &d.base, &agent, "deploy", "prod eu").await;
     let (s, a) = approve(
         &http,
@@ -173,8 +173,9 @@ async fn an_operator_outside_the_approver_rule_cannot_cancel_a_governed_action()
     assert_eq!(a["status"], "cancelled", "{a}");
 }
 
-/// One identity approves once: a key whose person was removed after it
-/// approved (so it now decides as itself) does not count a second time.
+/// One identity approves once: a key whose person was renamed after it
+/// approved does not count a second time, and once its person is removed
+/// it is nobody's and counts toward no quorum at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_identity_counts_once_even_when_its_person_changes_meanwhile() {
     let Team {
@@ -195,6 +196,17 @@ async fn an_identity_counts_once_even_when_its_person_changes_meanwhile() {
     let id = pending(&http, &d.base, &agent, "deploy", "prod").await;
     let (s, a) = approve(&http, &d.base, &ann, &id, json!({})).await;
     assert_eq!(s, 200, "{a}");
+    let (s, p) = call(
+        &http,
+        Method::PUT,
+        format!("{}/v1/people/{pid}", d.base),
+        &admin,
+        Some(json!({"name": "ann-renamed", "keys": [ann_id]})),
+    )
+    .await;
+    assert_eq!(s, 200, "{p}");
+    let (s, p) = approve(&http, &d.base, &ann, &id, json!({})).await;
+    assert_eq!(s, 409, "{p}");
     let (s, _) = call(
         &http,
         Method::DELETE,
@@ -205,9 +217,10 @@ async fn an_identity_counts_once_even_when_its_person_changes_meanwhile() {
     .await;
     assert_eq!(s, 204);
     let (s, p) = approve(&http, &d.base, &ann, &id, json!({})).await;
-    assert_eq!(s, 409, "{p}");
+    assert_eq!(s, 403, "{p}");
     let a = get(&http, &d.base, &admin, &id).await;
     assert_eq!(a["status"], "pending", "{a}");
+    assert_eq!(a["approvals"].as_array().unwrap().len(), 1, "{a}");
 }
 
 /// On Postgres a new action that asks is approved at its insert by a grant
@@ -237,7 +250,7 @@ fn on_postgres_a_grant_does_not_allow_a_new_action_an_approvals_rule_governs() {
             profile(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])),
         )
         .await;
-        let (op, _) = named_operator(&http, base, &admin, "ann").await;
+        let op = person_key(&http, base, &admin, "ann").await;
         let (s, g) = call(
             &http,
             Method::POST,
@@ -276,7 +289,7 @@ async fn a_key_cannot_claim_a_chat_channel_for_its_decision() {
         agent,
         dir: _dir,
     } = team(json!([{"pattern": "tool:deploy:.*", "count": 2}])).await;
-    let (op, _) = named_operator(&http, &d.base, &admin, "op").await;
+    let op = person_key(&http, &d.base, &admin, "op").await;
     let id = pending(&http, &d.base, &agent, "deploy", "prod").await;
     let resp = http
         .post(format!("{}/v1/actions/{id}/approve", d.base))

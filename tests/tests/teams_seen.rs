@@ -8,7 +8,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::common::{binary, call};
-use crate::teams::{Team, approve, get, named_operator, pending, team};
+use crate::teams::{Team, approve, get, named_operator, pending, person_key, team};
 
 fn cli(base: &str, key: &str, args: &[&str]) -> Output {
     Command::new(binary("actiongate"))
@@ -32,8 +32,8 @@ async fn an_approval_of_the_action_as_asked_is_refused_once_someone_edited_it() 
         agent,
         dir: _dir,
     } = team(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])).await;
-    let (ann, _) = named_operator(&http, &d.base, &admin, "ann").await;
-    let (bea, _) = named_operator(&http, &d.base, &admin, "bea").await;
+    let ann = person_key(&http, &d.base, &admin, "ann").await;
+    let bea = person_key(&http, &d.base, &admin, "bea").await;
 
     // Bea reads `prod eu`; Ann edits it into `prod eu-west` with the first
     // approval; Bea's approval of what she read counts nothing.
@@ -58,7 +58,7 @@ async fn an_approval_of_the_action_as_asked_is_refused_once_someone_edited_it() 
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("edited to: prod eu-west"), "{text}");
     assert!(
-        text.contains("team:      [1 of 2: key:") && text.contains("[edited]"),
+        text.contains("team:      [1 of 2: ann") && text.contains("[edited]"),
         "{text}"
     );
     let out = cli(&d.base, &bea, &["approve", &id, "--edited"]);
@@ -96,8 +96,8 @@ async fn an_edit_racing_an_approval_as_asked_never_settles_a_version_unread() {
         agent,
         dir: _dir,
     } = team(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])).await;
-    let (ann, _) = named_operator(&http, &d.base, &admin, "ann").await;
-    let (bea, _) = named_operator(&http, &d.base, &admin, "bea").await;
+    let ann = person_key(&http, &d.base, &admin, "ann").await;
+    let bea = person_key(&http, &d.base, &admin, "bea").await;
     for round in 0..20 {
         let id = pending(&http, &d.base, &agent, "deploy", &format!("prod {round}")).await;
         let url = format!("{}/v1/actions/{id}/approve", d.base);

@@ -161,7 +161,11 @@ test('an action edited by someone else during the undo window is not approved as
     allow: [], ask: ['(?s).*'], approvals: [{ pattern: 'tool:bash:.*', count: 2 }],
   } });
   assert.ok(set.status < 300, JSON.stringify(set.body));
-  const other = (await env.call('POST', '/v1/keys', env.admin, { role: 'operator', name: 'second operator' })).body.key;
+  const otherKey = (await env.call('POST', '/v1/keys', env.admin, { role: 'operator', name: 'second operator' })).body;
+  const other = otherKey.key;
+  // Another person: only people count toward a quorum.
+  const person = await env.call('POST', '/v1/people', env.admin, { name: 'second-operator', keys: [otherKey.id] });
+  assert.equal(person.status, 201, JSON.stringify(person.body));
   const r = await env.call('POST', '/v1/actions', agentKey, { tool: 'bash', detail: 'make lint' });
   assert.equal(r.body.status, 'pending', JSON.stringify(r.body));
   const c = card(r.body.id);
@@ -195,7 +199,11 @@ test('an edit landing after the page checked, before its approval arrives, is re
     allow: [], ask: ['(?s).*'], approvals: [{ pattern: 'tool:bash:.*', count: 2 }],
   } });
   assert.ok(set.status < 300, JSON.stringify(set.body));
-  const other = (await env.call('POST', '/v1/keys', env.admin, { role: 'operator', name: 'racing operator' })).body.key;
+  const otherKey = (await env.call('POST', '/v1/keys', env.admin, { role: 'operator', name: 'racing operator' })).body;
+  const other = otherKey.key;
+  // Another person: only people count toward a quorum.
+  const person = await env.call('POST', '/v1/people', env.admin, { name: 'racing-operator', keys: [otherKey.id] });
+  assert.equal(person.status, 201, JSON.stringify(person.body));
   const r = await env.call('POST', '/v1/actions', agentKey, { tool: 'bash', detail: 'make check' });
   assert.equal(r.body.status, 'pending', JSON.stringify(r.body));
   const id = r.body.id;

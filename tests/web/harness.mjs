@@ -109,7 +109,11 @@ export async function startAll() {
       const text = await r.text();
       return { status: r.status, body: text ? JSON.parse(text) : null };
     };
-    const operator = (await call('POST', '/v1/keys', admin, { role: 'operator', name: 'web-test operator' })).body.key;
+    const made = (await call('POST', '/v1/keys', admin, { role: 'operator', name: 'web-test operator' })).body;
+    const operator = made.key;
+    // A person's key: only people count toward a quorum.
+    const person = await call('POST', '/v1/people', admin, { name: 'web-operator', keys: [made.id] });
+    if (person.status !== 201) throw new Error(`person: ${JSON.stringify(person.body)}`);
     const agent = (await call('POST', '/v1/keys', admin, { role: 'agent', agent: 'coder' })).body.key;
 
     const root = tmp('ag-web-root-');

@@ -60,9 +60,13 @@ def test_a_quorum_of_two_people_and_an_approver_rule(daemon):
     agent_key = daemon.key("agent", agent)
     made = {n: _operator(daemon, n) for n in (ann, bea, carl)}
     keys = {n: k for n, (k, _) in made.items()}
-    # Keys bound to no person decide as themselves (``key:<id>``); the
-    # approver rule matches their names.
-    who = {n: f"key:{i}" for n, (_, i) in made.items()}
+    nobody_key, _ = _operator(daemon, _name("rel-nobody"))
+    # Only people count toward a quorum: each key is its own person's, of
+    # the same name, which the approver rule matches.
+    with Client(daemon.url, daemon.admin) as admin:
+        for n, (_, i) in made.items():
+            admin.create_person(n, keys=[i])
+    who = {n: n for n in made}
     with Client(daemon.url, agent_key) as bot:
         action = bot.request("deploy", "prod eu", timeout="5m")
     assert action.status == "pending"
@@ -79,6 +83,12 @@ def test_a_quorum_of_two_people_and_an_approver_rule(daemon):
         with pytest.raises(ApiError) as e:
             a.approve(action.id)
         assert e.value.status == 409
+    # A key that is nobody's could be Ann's second: it does not count.
+    with Client(daemon.url, nobody_key) as n:
+        with pytest.raises(ApiError) as e:
+            n.approve(action.id)
+        assert e.value.status == 403
+        assert "belongs to no person" in e.value.detail
     with Client(daemon.url, keys[bea]) as b:
         two = b.approve(action.id)
     assert two.status == "approved"

@@ -22,6 +22,9 @@ pub struct Decider {
     pub names: Vec<String>,
     /// The person's groups.
     pub groups: Vec<String>,
+    /// Whether the identity is a person's: only people count toward a
+    /// quorum of more than one.
+    pub person: bool,
 }
 
 fn name_ok(s: &str, max: usize) -> bool {
@@ -183,6 +186,7 @@ impl Gate {
                     by,
                     names,
                     groups: p.groups,
+                    person: true,
                 }
             }
             None => {
@@ -192,6 +196,7 @@ impl Gate {
                     by,
                     names,
                     groups: Vec::new(),
+                    person: false,
                 }
             }
         })

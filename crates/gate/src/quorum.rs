@@ -64,6 +64,17 @@ fn refusal(rule: &CompiledRule, who: &str) -> GateError {
     ))
 }
 
+/// Why an identity that is nobody's cannot approve toward a quorum: the
+/// daemon could not tell whether two such identities (two keys, two chat
+/// accounts) are two people or one, so a quorum counts people alone.
+fn not_a_person(by: &str, required: u32) -> GateError {
+    GateError::forbidden(format!(
+        "{by} belongs to no person, and this action needs {required} approvals from distinct \
+         people: only a person's approval counts toward it (an admin adds the identity to \
+         a person: POST /v1/people)"
+    ))
+}
+
 /// The approvals a set of rules asks for: the largest count, at least 1.
 fn required(rules: &[CompiledRule]) -> u32 {
     rules.iter().map(|r| r.rule.count).max().unwrap_or(1)
@@ -175,6 +186,9 @@ impl Gate {
         } else {
             None
         };
+        if approve && required > 1 && !d.person {
+            return Err(not_a_person(&d.by, required));
+        }
         let decision = TeamDecision {
             seen,
             approve,

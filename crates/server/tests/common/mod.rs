@@ -112,6 +112,22 @@ impl TestApp {
         }
     }
 
+    /// A new operator key that is person `name`'s (only people count
+    /// toward a quorum); the key.
+    pub async fn person_operator(&self, name: &str) -> String {
+        let (id, key) = self.issue("operator", None).await;
+        let (status, body) = self
+            .call(
+                Method::POST,
+                "/v1/people",
+                Some(&self.admin.clone()),
+                Some(json!({"name": name, "keys": [id]})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        key
+    }
+
     /// Issues a key through the API.
     pub async fn key(&self, role: &str, agent: Option<&str>) -> String {
         self.issue(role, agent).await.1

@@ -10,7 +10,7 @@ use super::fake::Fake;
 use super::slack::{SECRET, click, post, signed};
 use super::{action, pending, wait_status};
 
-async fn person(app: &TestApp, name: &str, slack: &str) {
+pub(super) async fn person(app: &TestApp, name: &str, slack: &str) {
     let admin = app.admin.clone();
     let (status, p) = app
         .call(
@@ -218,7 +218,7 @@ async fn a_chat_card_shows_approvals_so_far_and_an_edit_takes_its_approve_away()
         c.iter().any(|c| c.body.to_string().contains(&other))
     })
     .await;
-    let op = app.operator.clone();
+    let op = app.person_operator("ops").await;
     let (s, a) = app
         .call(
             Method::POST,
