@@ -376,11 +376,26 @@ impl Profile {
 
     /// Whether `action_string` is a way out (its `guarded`); a pattern
     /// that hit the backtracking limit counts as a match (fail closed).
+    /// A shell line is judged as `bash`'s whatever the tool carrying it
+    /// is called (one of this profile's shell tools, or `bash`/`sh` in
+    /// any letter case): `guarded` patterns name `bash`, and a line sent
+    /// as `Bash` or `zsh` reaches as far.
     pub fn guarded(&self, action_string: &str) -> bool {
-        !matches!(
-            self.inner.guarded.matches_any(action_string),
-            SetMatch::None
-        )
+        let hit = |s: &str| !matches!(self.inner.guarded.matches_any(s), SetMatch::None);
+        if hit(action_string) {
+            return true;
+        }
+        match split_action(action_string) {
+            Some((tool, detail))
+                if tool != "bash"
+                    && (self.is_shell_tool(tool)
+                        || tool.eq_ignore_ascii_case("bash")
+                        || tool.eq_ignore_ascii_case("sh")) =>
+            {
+                hit(&format_action("bash", detail))
+            }
+            _ => false,
+        }
     }
 
     /// The written form this profile was built from.
