@@ -216,8 +216,39 @@ async fn an_update_is_queued_only_while_the_outcome_is_not(kind: Kind) {
     );
 }
 
+/// The same update queued by several daemons at once (each heard the same
+/// event) is queued once.
+async fn the_same_update_queued_at_once_is_queued_once(kind: Kind) {
+    let Some((store, _held)) = open(kind).await else {
+        return;
+    };
+    assert!(
+        store
+            .connector_post("slack", "a1", "{}".into())
+            .await
+            .unwrap()
+    );
+    for round in 0..5 {
+        let body = format!("{{\"round\":{round}}}");
+        let queued = futures::future::join_all(
+            (0..8).map(|_| store.connector_update("slack", "a1", body.clone())),
+        )
+        .await;
+        let queued = queued
+            .into_iter()
+            .map(Result::unwrap)
+            .filter(|q| *q)
+            .count();
+        assert_eq!(queued, 1, "round {round}");
+    }
+    let due = store.connector_due(now(), 100).await.unwrap();
+    let edits = due.iter().filter(|o| o.kind == "edit").count();
+    assert_eq!(edits, 5, "{due:?}");
+}
+
 crate::conformance!(
     the_chat_outbox_posts_and_edits_once_and_survives_a_reopen,
     due_messages_are_limited_per_chat,
     an_update_is_queued_only_while_the_outcome_is_not,
+    the_same_update_queued_at_once_is_queued_once,
 );

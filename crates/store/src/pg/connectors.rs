@@ -91,19 +91,33 @@ impl Postgres {
         body: String,
     ) -> Result<bool, StoreError> {
         let at = to_ms(now());
+        let mut tx = self.begin().await?;
+        // The message's row, locked: daemons queueing the same update at
+        // once take turns, and each one's check below (a statement of its
+        // own, so it reads what the one before committed) sees the other's.
+        let open = sqlx::query(
+            "SELECT 1 FROM connector_messages WHERE chat = $1 AND item = $2 AND settled = 0 \
+             FOR UPDATE",
+        )
+        .bind(chat)
+        .bind(item)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if open.is_none() {
+            return Ok(false);
+        }
         let done = sqlx::query(
             "INSERT INTO connector_outbox (chat, item, kind, body, next_attempt_at, created_at) \
-             SELECT chat, item, 'edit', $1, $2, $2 FROM connector_messages m \
-             WHERE m.chat = $3 AND m.item = $4 AND m.settled = 0 \
-             AND NOT EXISTS (SELECT 1 FROM connector_outbox o \
+             SELECT $3, $4, 'edit', $1, $2, $2 WHERE NOT EXISTS (SELECT 1 FROM connector_outbox o \
                WHERE o.chat = $3 AND o.item = $4 AND o.body = $1)",
         )
         .bind(&body)
         .bind(at)
         .bind(chat)
         .bind(item)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        self.commit(tx, Vec::new()).await?;
         Ok(done.rows_affected() == 1)
     }
 
