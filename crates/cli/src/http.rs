@@ -278,6 +278,9 @@ impl Api {
                 status, &text,
             ))));
         }
+        if status == StatusCode::NO_CONTENT {
+            return Ok((status, Value::Null));
+        }
         let value = serde_json::from_str(&text).map_err(|e| {
             ClientError::BadResponse(format!(
                 "the daemon's answer to {path} is not JSON ({e}); is {} an actiongate daemon?",
@@ -328,7 +331,15 @@ impl Api {
             .1)
     }
 
-    /// DELETE, expecting JSON.
+    /// PUT a JSON body, expecting JSON.
+    pub async fn put(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
+        Ok(self
+            .call(Method::PUT, path, Some(body), Duration::ZERO)
+            .await?
+            .1)
+    }
+
+    /// DELETE, expecting JSON or nothing (204).
     pub async fn delete(&self, path: &str) -> Result<Value, ClientError> {
         Ok(self
             .call(Method::DELETE, path, None, Duration::ZERO)

@@ -22,6 +22,7 @@ pub mod http;
 pub mod mcp;
 pub mod outbox;
 pub mod output;
+pub mod people;
 pub mod plans;
 pub mod profile;
 pub mod receipt;
@@ -113,6 +114,12 @@ pub enum ClientCommand {
     Grants(args::GrantsArgs),
     /// Revoke a grant (operator key).
     Revoke(args::RevokeArgs),
+    /// List the people keys and chat identities belong to (admin key).
+    People(people::PeopleArgs),
+    /// Add, replace or remove a person (admin key); only people count
+    /// toward a quorum.
+    #[command(subcommand)]
+    Person(people::PersonCommand),
     /// Sessions (tasks) and their actions; `--end` ends one.
     Sessions(sessions::SessionsArgs),
     /// Follow the event stream, one line per event; reconnects and resumes.
@@ -159,6 +166,8 @@ pub async fn run(cmd: ClientCommand) -> ExitCode {
         ClientCommand::Grant(a) => commands::grant(a).await,
         ClientCommand::Grants(a) => commands::grants(a).await,
         ClientCommand::Revoke(a) => commands::revoke(a).await,
+        ClientCommand::People(a) => people::people(a).await,
+        ClientCommand::Person(c) => people::run(c).await,
         ClientCommand::Sessions(a) => sessions::run(a).await,
         ClientCommand::Tail(a) => tail::tail(a).await,
         ClientCommand::Request(a) => commands::request(a).await,

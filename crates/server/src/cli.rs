@@ -476,3 +476,15 @@ async fn keys_on(gate: &actiongate_gate::Gate, cmd: KeysCommand) -> anyhow::Resu
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    /// clap's own checks of every command and flag (a long flag used
+    /// twice in one command, say), which otherwise fire only when that
+    /// command is run.
+    #[test]
+    fn every_command_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

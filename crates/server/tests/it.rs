@@ -9,6 +9,7 @@ mod api;
 mod claude_hook;
 mod claude_post_hook;
 mod cli_client;
+mod cli_people;
 mod cli_plans;
 mod connectors;
 mod dispatch;
