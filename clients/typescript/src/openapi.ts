@@ -997,7 +997,9 @@ export interface components {
             approvers?: string[];
             /**
              * Format: int32
-             * @description Approvals from distinct people (1-10, default 1).
+             * @description Approvals from distinct people (1-10, default 1); above 1, only
+             *     people count (`POST /v1/people`): a key or chat identity that is
+             *     nobody's gets 403.
              */
             count?: number;
             /** @description Escalate after this long without a decision (`30m`, `2h`). */

@@ -88,7 +88,9 @@ pub struct ActionDecl {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ActionApprovals {
-    /// Approvals from distinct people (1-10, default 1).
+    /// Approvals from distinct people (1-10, default 1); above 1, only
+    /// people count (`POST /v1/people`): a key or chat identity that is
+    /// nobody's gets 403.
     #[serde(default = "one")]
     pub count: u32,
     /// Who may decide: globs over people's and operator keys' names, or
