@@ -44,6 +44,7 @@ mod session_grants;
 mod session_lifecycle;
 mod session_pages;
 mod session_review;
+mod session_shell;
 mod sessions;
 mod teams;
 mod teams_grants;

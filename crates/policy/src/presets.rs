@@ -39,9 +39,13 @@ fn lists(allow: &[&str], ask: &[&str]) -> CustomProfile {
 /// or `tool:mcp:<server>__<tool> …` where a hook met a name that is not
 /// plain as a tool name; and the resources and prompts the MCP proxy
 /// relays, `tool:mcp-resource:…` and `tool:mcp-prompt:…`, text the upstream
-/// server wrote as much as a tool's result).
+/// server wrote as much as a tool's result); and a shell line that fetches
+/// (a web client, a text browser, a forge CLI reading issues and pull
+/// requests strangers wrote, or any line naming a URL).
 const TAINTS: &[&str] = &[
     "tool:(WebFetch|WebSearch):(?s).*",
+    r"(?s)tool:(bash|sh):.*\b(curl|wget|aria2c|xh|lynx|w3m|links|elinks|gh|glab)\b.*",
+    r"(?s)tool:(bash|sh):.*(?i:\b(https?|ftps?|wss?)://).*",
     "tool:mcp__(?s).*",
     "tool:mcp:(?s).*",
     "tool:mcp-(resource|prompt):(?s).*",
@@ -305,6 +309,35 @@ mod tests {
         assert!(z.guarded("tool:zsh:curl example.test"));
         assert!(!z.guarded("tool:zsh:ls"));
         assert!(!p.guarded("tool:zsh:curl example.test"));
+    }
+
+    /// A shell line that reads what a stranger wrote (a page, an issue)
+    /// taints the session, under any shell tool name; a local read does
+    /// not.
+    #[test]
+    fn shell_lines_that_fetch_taint_under_any_shell_tool_name() {
+        let p = get_preset("standard").unwrap();
+        for read in [
+            "tool:bash:curl -s example.test/notes.txt",
+            "tool:Bash:wget -qO- example.test",
+            "tool:bash:gh issue view 12",
+            "tool:sh:python3 -c 'print(open(\"x\").read())' && lynx -dump example.test",
+            "tool:bash:pip download https://example.test/pkg.tar.gz",
+        ] {
+            assert!(p.taints(read), "{read}");
+        }
+        for local in [
+            "tool:bash:cat README.md",
+            "tool:bash:cargo test",
+            "tool:Bash:ls -la",
+        ] {
+            assert!(!p.taints(local), "{local}");
+        }
+        let mut spec = preset_spec("standard").unwrap();
+        spec.shell_tools = vec!["zsh".into()];
+        let z = Profile::custom(spec).unwrap();
+        assert!(z.taints("tool:zsh:curl example.test"));
+        assert!(!p.taints("tool:zsh:curl example.test"));
     }
 
     #[test]

