@@ -14,21 +14,18 @@ use super::slack::SECRET;
 use super::teams::{notices_to, person, tap};
 use super::{action, pending};
 
-/// Ann edits `make deploy` into `make publish` with the first of two
-/// approvals (on the page, through the API); Bea then taps Approve on the
-/// Slack card, which still reads `make deploy`. Her tap must not complete
-/// the quorum on `make publish`, which she never saw: nothing changes,
-/// and she is told to decide where the edit is shown.
-#[tokio::test]
-async fn a_chat_approval_of_the_card_as_asked_does_not_approve_a_later_edit() {
+/// A daemon whose Slack connector (against a fake Web API) lets `approver`
+/// decide, and whose agent's `make` commands need two approvals.
+async fn slack_quorum(approver: &str) -> (Fake, TestApp) {
     let fake = Fake::start().await;
     let base = fake.base.clone();
+    let approver = approver.to_owned();
     let app = TestApp::spawn_with(move |s| {
         let c = &mut s.connectors.slack;
         c.token = "xoxb-test".into();
         c.channel = "C1".into();
         c.signing_secret = SECRET.into();
-        c.approvers = vec!["U2".into()];
+        c.approvers = vec![approver];
         c.api_base = format!("{base}/api");
     })
     .await;
@@ -39,6 +36,17 @@ async fn a_chat_approval_of_the_card_as_asked_does_not_approve_a_later_edit() {
         ]}),
     )
     .await;
+    (fake, app)
+}
+
+/// Ann edits `make deploy` into `make publish` with the first of two
+/// approvals (on the page, through the API); Bea then taps Approve on the
+/// Slack card, which still reads `make deploy`. Her tap must not complete
+/// the quorum on `make publish`, which she never saw: nothing changes,
+/// and she is told to decide where the edit is shown.
+#[tokio::test]
+async fn a_chat_approval_of_the_card_as_asked_does_not_approve_a_later_edit() {
+    let (fake, app) = slack_quorum("U2").await;
     person(&app, "bea", "U2").await;
     let id = pending(&app, "make deploy").await;
     fake.wait_for("/chat.postMessage", "the card", |c| {
@@ -81,24 +89,7 @@ async fn a_chat_approval_of_the_card_as_asked_does_not_approve_a_later_edit() {
 /// from U3 still ends it (a denial fails safe).
 #[tokio::test]
 async fn a_chat_account_that_is_nobodys_does_not_complete_a_quorum() {
-    let fake = Fake::start().await;
-    let base = fake.base.clone();
-    let app = TestApp::spawn_with(move |s| {
-        let c = &mut s.connectors.slack;
-        c.token = "xoxb-test".into();
-        c.channel = "C1".into();
-        c.signing_secret = SECRET.into();
-        c.approvers = vec!["U3".into()];
-        c.api_base = format!("{base}/api");
-    })
-    .await;
-    app.profile(
-        "agent-1",
-        json!({"allow": [], "ask": ["(?s).*"], "approvals": [
-            {"pattern": "tool:bash:make .*", "count": 2}
-        ]}),
-    )
-    .await;
+    let (fake, app) = slack_quorum("U3").await;
     let id = pending(&app, "make deploy").await;
     fake.wait_for("/chat.postMessage", "the card", |c| {
         c.iter().any(|c| c.body.to_string().contains(&id))
