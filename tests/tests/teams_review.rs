@@ -393,3 +393,81 @@ async fn approve_and_remember_records_the_person_and_channel_that_decided() {
     }
     d.stop();
 }
+
+/// A profile whose approvals rule needs more people than may approve it
+/// is kept, with a warning saying so: its actions could never be approved
+/// (only people count toward a quorum). The warning goes once there are
+/// enough people among the rule's approvers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_no_one_could_meet_is_warned_of_when_the_profile_is_set() {
+    let Team {
+        d,
+        http,
+        admin,
+        dir: _dir,
+        ..
+    } = team(json!([])).await;
+    let rules = json!([
+        {"pattern": "tool:deploy:.*", "count": 2, "approvers": ["group:sre"]},
+        {"pattern": "tool:db:.*", "count": 1, "approvers": ["group:dba"]}
+    ]);
+    let put = || {
+        call(
+            &http,
+            Method::PUT,
+            format!("{}/v1/agents/bot", d.base),
+            &admin,
+            Some(json!({"profile": profile(rules.clone())})),
+        )
+    };
+    let (s, a) = put().await;
+    assert_eq!(s, 200, "{a}");
+    let warnings = a["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{a}");
+    let w = warnings[0].as_str().unwrap();
+    assert!(
+        w.contains("approvals rule #0") && w.contains("needs 2") && w.contains("but 0 of"),
+        "{w}"
+    );
+    // Kept all the same.
+    let (_, got) = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/agents/bot", d.base),
+        &admin,
+        None,
+    )
+    .await;
+    assert_eq!(got["profile"]["approvals"][0]["count"], 2, "{got}");
+    assert!(got.get("warnings").is_none(), "{got}");
+
+    // One person of the group, and one outside it: still short.
+    for (name, group) in [("ann", "sre"), ("bob", "web")] {
+        let (s, p) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/people", d.base),
+            &admin,
+            Some(json!({"name": name, "groups": [group]})),
+        )
+        .await;
+        assert_eq!(s, 201, "{p}");
+    }
+    let (_, a) = put().await;
+    assert!(
+        a["warnings"][0].as_str().unwrap().contains("but 1 of"),
+        "{a}"
+    );
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/people", d.base),
+        &admin,
+        Some(json!({"name": "cho", "groups": ["sre"]})),
+    )
+    .await;
+    assert_eq!(s, 201, "{p}");
+    let (s, a) = put().await;
+    assert_eq!(s, 200, "{a}");
+    assert!(a.get("warnings").is_none(), "{a}");
+}

@@ -1128,6 +1128,13 @@ export interface components {
              * @description When last changed.
              */
             updated_at: string;
+            /**
+             * @description In the answer to `PUT /v1/agents/{id}` only: what in the profile
+             *     cannot work as things stand, such as an approvals rule needing more
+             *     approvals than there are people who may give them (its actions
+             *     could never be approved). The profile is kept all the same.
+             */
+            warnings?: string[];
         };
         /** @description An API key as stored (never the key itself, only its hash). */
         ApiKey: {

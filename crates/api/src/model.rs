@@ -483,6 +483,12 @@ pub struct Agent {
     pub created_at: DateTime<Utc>,
     /// When last changed.
     pub updated_at: DateTime<Utc>,
+    /// In the answer to `PUT /v1/agents/{id}` only: what in the profile
+    /// cannot work as things stand, such as an approvals rule needing more
+    /// approvals than there are people who may give them (its actions
+    /// could never be approved). The profile is kept all the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// An entry of the event log, which is also the audit trail.

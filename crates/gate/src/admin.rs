@@ -192,16 +192,17 @@ impl Gate {
         validate_agent_id(id)
             .map_err(|_| GateError::invalid("id", "1-128 characters from A-Z a-z 0-9 _ - . @"))?;
         crate::actions::check_len("name", name.as_deref(), 256)?;
-        let profile = match profile {
-            None | Some(serde_json::Value::Null) => None,
+        let (profile, warnings) = match profile {
+            None | Some(serde_json::Value::Null) => (None, Vec::new()),
             Some(json) => {
                 let profile = compile_profile(&json)?;
                 crate::examples::check_examples(&profile)?;
-                Some(json)
+                (Some(json), self.unmet_quorums(&profile).await?)
             }
         };
-        let (agent, created) = self.store().put_agent(id, name, profile).await?;
+        let (mut agent, created) = self.store().put_agent(id, name, profile).await?;
         self.forget_agent(id);
+        agent.warnings = warnings;
         Ok((agent, created))
     }
 

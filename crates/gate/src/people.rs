@@ -202,6 +202,67 @@ impl Gate {
         })
     }
 
+    /// Why some of `profile`'s approvals rules cannot be met as things
+    /// stand: each that needs more approvals than there are people who may
+    /// give them (only people count toward more than one). A warning, not
+    /// an error: people may be added after the profile.
+    pub async fn unmet_quorums(
+        &self,
+        profile: &actiongate_policy::Profile,
+    ) -> GateResult<Vec<String>> {
+        let rules: Vec<_> = profile
+            .approval_rules()
+            .iter()
+            .filter(|r| r.rule.count > 1)
+            .collect();
+        if rules.is_empty() {
+            return Ok(Vec::new());
+        }
+        let people = self.store().list_people().await?;
+        let keys = self.store().list_keys().await?;
+        // Each person's names as approver globs see them: theirs and
+        // their keys'.
+        let names: Vec<Vec<String>> = people
+            .iter()
+            .map(|p| {
+                let mut n = vec![p.name.clone()];
+                n.extend(
+                    keys.iter()
+                        .filter(|k| p.keys.contains(&k.id))
+                        .map(|k| k.name.clone()),
+                );
+                n
+            })
+            .collect();
+        Ok(rules
+            .into_iter()
+            .filter_map(|rule| {
+                let may = people
+                    .iter()
+                    .zip(&names)
+                    .filter(|(p, n)| {
+                        actiongate_policy::approvals::approver_allowed(
+                            &rule.rule.approvers,
+                            actiongate_policy::approvals::Approver {
+                                names: n,
+                                groups: &p.groups,
+                            },
+                        )
+                    })
+                    .count();
+                (may < rule.rule.count as usize).then(|| {
+                    format!(
+                        "{} needs {} approvals from distinct people, but {may} of the people \
+                         registered may approve it: its actions cannot be approved until more \
+                         are (POST /v1/people, or `actiongate person add`)",
+                        rule.label(),
+                        rule.rule.count
+                    )
+                })
+            })
+            .collect())
+    }
+
     /// The people in `group`.
     pub async fn people_in(&self, group: &str) -> GateResult<Vec<Person>> {
         Ok(self

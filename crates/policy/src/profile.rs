@@ -368,6 +368,11 @@ impl Profile {
             .find(|r| r.matches(action) || segments.iter().any(|s| r.matches(s)))
     }
 
+    /// Every approvals rule, in order.
+    pub fn approval_rules(&self) -> &[crate::approvals::CompiledRule] {
+        &self.inner.approvals
+    }
+
     /// Whether `action_string` reads untrusted content (its `taints`); a
     /// pattern that hit the backtracking limit counts as a match. A shell
     /// line is judged as `bash`'s whatever its tool is called

@@ -22,6 +22,7 @@ pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<Agent, StoreError>
         profile: profile.map(|p| serde_json::from_str(&p)).transpose()?,
         created_at: from_ms(row.try_get("created_at")?),
         updated_at: from_ms(row.try_get("updated_at")?),
+        warnings: Vec::new(),
     })
 }
 
