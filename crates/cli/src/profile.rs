@@ -1,6 +1,8 @@
 //! `actiongate profile replay AGENT FILE`: what a candidate profile would
 //! have decided otherwise over the agent's recorded actions (admin key);
-//! reads only. Also the profile file reader `check --profile` uses.
+//! reads only. `profile set AGENT FILE` then makes it the agent's, saying
+//! what cannot work as things stand; `profile show AGENT` prints it. Also
+//! the profile file reader `check --profile` uses.
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +19,34 @@ pub enum ProfileCommand {
     /// Replay a candidate profile over an agent's recorded actions and
     /// print the decisions that would change (admin key).
     Replay(ReplayArgs),
+    /// Make a profile the agent's (admin key); prints the daemon's
+    /// warnings, such as a quorum no registered people could meet.
+    Set(SetArgs),
+    /// Print an agent's profile (admin key).
+    Show(ShowArgs),
+}
+
+/// Flags of `profile set`.
+#[derive(Debug, Args)]
+pub struct SetArgs {
+    /// Connection and output.
+    #[command(flatten)]
+    pub common: Common,
+    /// The agent (created when new).
+    pub agent: String,
+    /// The profile: a JSON file (`{"allow": [...], ...}` or a preset name
+    /// as a JSON string).
+    pub file: PathBuf,
+}
+
+/// Flags of `profile show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// Connection and output.
+    #[command(flatten)]
+    pub common: Common,
+    /// The agent.
+    pub agent: String,
 }
 
 /// Flags of `profile replay`.
@@ -45,11 +75,60 @@ pub fn read_profile(path: &Path) -> Result<Value, ClientError> {
 
 /// Runs a `profile` subcommand.
 pub async fn run(cmd: ProfileCommand) -> Exit {
-    let ProfileCommand::Replay(a) = cmd;
-    match replay(&a).await {
-        Ok(exit) => exit,
-        Err(e) => report(&e),
+    let done = match cmd {
+        ProfileCommand::Replay(a) => replay(&a).await,
+        ProfileCommand::Set(a) => set(&a).await,
+        ProfileCommand::Show(a) => show(&a).await,
+    };
+    done.unwrap_or_else(|e| report(&e))
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}
+
+async fn set(a: &SetArgs) -> Result<Exit, ClientError> {
+    let profile = read_profile(&a.file)?;
+    let api = Api::new(&a.common.conn)?;
+    api.require_key()?;
+    let path = format!("/v1/agents/{}", path_segment(&a.agent));
+    // A PUT replaces the agent whole: keep the name it has.
+    let name = match api.get(&path).await {
+        Ok(agent) => agent.get("name").cloned().unwrap_or(Value::Null),
+        Err(ClientError::Api(p)) if p.status == 404 => Value::Null,
+        Err(e) => return Err(e),
+    };
+    let agent = api
+        .put(&path, &json!({"name": name, "profile": profile}))
+        .await?;
+    if a.common.json {
+        println!("{}", pretty(&agent));
+        return Ok(Exit::Ok);
     }
+    for w in agent["warnings"].as_array().into_iter().flatten() {
+        eprintln!("warning: {}", w.as_str().unwrap_or_default());
+    }
+    println!("profile of {} set", s(&agent, "id"));
+    Ok(Exit::Ok)
+}
+
+async fn show(a: &ShowArgs) -> Result<Exit, ClientError> {
+    let api = Api::new(&a.common.conn)?;
+    api.require_key()?;
+    let agent = api
+        .get(&format!("/v1/agents/{}", path_segment(&a.agent)))
+        .await?;
+    if a.common.json {
+        println!("{}", pretty(&agent));
+    } else if agent["profile"].is_null() {
+        println!(
+            "{} has no profile of its own: the daemon's default_profile applies",
+            s(&agent, "id")
+        );
+    } else {
+        println!("{}", pretty(&agent["profile"]));
+    }
+    Ok(Exit::Ok)
 }
 
 async fn replay(a: &ReplayArgs) -> Result<Exit, ClientError> {

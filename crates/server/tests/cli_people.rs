@@ -141,3 +141,60 @@ async fn people_are_added_listed_replaced_and_removed_and_then_count_toward_a_qu
     assert_eq!(names, ["bob"]);
     app.stop().await;
 }
+
+/// `profile set` makes a file the agent's profile, keeps the agent's name,
+/// and passes on the daemon's warning about a quorum nobody could meet;
+/// `profile show` prints it.
+#[tokio::test]
+async fn profile_set_warns_of_a_quorum_the_people_cannot_meet_and_show_prints_it() {
+    let app = TestApp::spawn().await;
+    let admin = app.admin.clone();
+    let (s, a) = app
+        .call(
+            Method::PUT,
+            "/v1/agents/agent-1",
+            Some(&admin),
+            Some(json!({"name": "Release bot", "profile": "standard"})),
+        )
+        .await;
+    assert!(s.is_success(), "{a}");
+    let file = app.dir.path().join("quorum.json");
+    std::fs::write(
+        &file,
+        json!({"allow": [], "ask": ["(?s).*"], "approvals": [
+            {"pattern": "tool:deploy:.*", "count": 2}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let r = ag(&app, &admin, &["profile", "set", "agent-1", path]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout.trim(), "profile of agent-1 set", "{r:?}");
+    assert!(
+        r.stderr.starts_with("warning: approvals rule #0") && r.stderr.contains("but 0 of"),
+        "{r:?}"
+    );
+    let (_, a) = app
+        .call(Method::GET, "/v1/agents/agent-1", Some(&admin), None)
+        .await;
+    assert_eq!(a["name"], "Release bot", "{a}");
+    assert_eq!(a["profile"]["approvals"][0]["count"], 2, "{a}");
+
+    for name in ["ann", "bob"] {
+        let r = ag(&app, &admin, &["person", "add", name]).await;
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let r = ag(&app, &admin, &["profile", "set", "agent-1", path]).await;
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""), "{r:?}");
+    let r = ag(&app, &admin, &["profile", "show", "agent-1"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["approvals"][0]["count"], 2, "{r:?}");
+    // A file that is not a profile: the daemon's 422, exit 5, nothing set.
+    std::fs::write(&file, "{\"allow\": [\"(\"]}").unwrap();
+    let r = ag(&app, &admin, &["profile", "set", "agent-1", path]).await;
+    assert_eq!(r.code, 5, "{r:?}");
+    let r = ag(&app, &admin, &["profile", "show", "nobody"]).await;
+    assert_eq!(r.code, 5, "{r:?}");
+    app.stop().await;
+}
