@@ -633,6 +633,16 @@ test('profile editor (admin key): the candidate is replayed before it can be sav
     await page.click('#profile-save');
     await page.waitForSelector('#errors .notice:has-text("saved")');
     assert.deepEqual((await env.call('GET', '/v1/agents/replayer', env.admin)).body.profile.allow, good.allow);
+    // A quorum more people than are registered: saved, and the editor says
+    // its actions could not be approved.
+    const quorum = { allow: [], ask: ['.*'], approvals: [{ pattern: 'tool:deploy:.*', count: 10 }] };
+    await page.fill('#profile-text', JSON.stringify(quorum));
+    await page.click('#profile-preview');
+    await page.waitForSelector('#profile-save:not([disabled])');
+    await page.click('#profile-save');
+    await page.waitForSelector('#profile-warnings li');
+    assert.match(await page.locator('#profile-warnings').innerText(), /approvals rule #0 .* needs 10 approvals from distinct people/);
+    assert.equal((await env.call('GET', '/v1/agents/replayer', env.admin)).body.profile.approvals[0].count, 10);
   } finally {
     await page.click('#sign-out');
     await page.fill('#key', env.operator);

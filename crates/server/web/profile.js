@@ -3,7 +3,8 @@
 // (`POST /v1/agents/{id}/profile/replay`) before it may be saved
 // (`PUT /v1/agents/{id}`). Save stays disabled until the text as it is now
 // has been replayed; a profile whose examples fail is refused by the daemon
-// (422) and the page names each failing example.
+// (422) and the page names each failing example; one saved with warnings (a
+// quorum no registered people could meet) shows them.
 
 import { api, enc } from './api.js';
 import { h, when, visible } from './dom.js';
@@ -95,9 +96,16 @@ async function renderEditor(root, ctx, id, signal) {
     errors.replaceChildren();
     save.disabled = true;
     try {
-      await api('PUT', `/v1/agents/${enc(id)}`, { name: agent.name ?? null, profile: JSON.parse(replayed) });
+      const saved = await api('PUT', `/v1/agents/${enc(id)}`, { name: agent.name ?? null, profile: JSON.parse(replayed) });
       ctx.notice(`Profile of ${id} saved.`);
       replayed = null;
+      // Kept, but something in it cannot work yet (a quorum no registered
+      // people could meet): say so where the editor is.
+      const warnings = Array.isArray(saved?.warnings) ? saved.warnings : [];
+      if (warnings.length) {
+        errors.replaceChildren(h('p', {}, 'Saved, but it cannot work as things stand:'),
+          h('ul', { id: 'profile-warnings' }, warnings.map((w) => h('li', {}, visible(w)))));
+      }
     } catch (e) {
       // Refused (a 422 names every failing example): nothing was changed.
       errors.replaceChildren(h('p', {}, 'Not saved; nothing was changed:'), h('ul', {}, problemList(e)));
