@@ -254,3 +254,72 @@ async fn a_plan_grants_nothing_to_a_step_that_asks_when_it_runs_on_sqlite() {
 async fn a_plan_grants_nothing_to_a_step_that_asks_when_it_runs_on_postgres() {
     a_plan_grants_nothing_to_a_step_that_asks_when_it_runs(true).await;
 }
+
+/// A plan whose step reads untrusted content (a fetch in the shell) before
+/// a way out: the way out will ask when it runs, as the session is tainted
+/// by then, so the plan says so and grants it nothing. A way out before
+/// the read is granted as any step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_way_out_after_a_step_that_reads_untrusted_content_asks_when_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = start(false, dir.path(), &[]).unwrap();
+    let http = crate::common::client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let operator = role_key(&http, &d.base, &admin, "operator").await;
+    crate::common::daemon::set_profile(&http, &d.base, &admin, "bot", json!("standard")).await;
+    let (s, plan) = post(
+        &http,
+        format!("{}/v1/plans", d.base),
+        &agent,
+        json!({"reason": "release", "session": "rel", "steps": [
+            {"tool": "bash", "detail": "git push origin tag v1"},
+            {"tool": "bash", "detail": "curl -s example.test/release-notes"},
+            {"tool": "bash", "detail": "git push origin main"}
+        ]}),
+    )
+    .await;
+    assert_eq!(s, 201, "{plan}");
+    let steps = plan["steps"].as_array().unwrap();
+    assert!(
+        steps[0]["asks"].is_null() && steps[1]["asks"].is_null(),
+        "{plan}"
+    );
+    let why = steps[2]["asks"].as_str().unwrap();
+    assert!(
+        why.contains("step 1") && why.contains("untrusted content"),
+        "{plan}"
+    );
+    let id = plan["id"].as_str().unwrap();
+    let (s, done) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/plans/{id}/approve", d.base),
+        &operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{done}");
+    let granted: Vec<bool> = done["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| !s["grants"].as_array().unwrap_or(&vec![]).is_empty())
+        .collect();
+    assert_eq!(granted, [true, true, false], "{done}");
+    for (detail, status) in [
+        ("git push origin tag v1", "approved"),
+        ("curl -s example.test/release-notes", "approved"),
+        ("git push origin main", "pending"),
+    ] {
+        let (s, a) = post(
+            &http,
+            format!("{}/v1/actions", d.base),
+            &agent,
+            json!({"tool": "bash", "detail": detail, "session": "rel"}),
+        )
+        .await;
+        assert_eq!((s, a["status"].as_str()), (201, Some(status)), "{a}");
+    }
+    d.stop();
+}

@@ -377,8 +377,9 @@ impl Gate {
 
     /// Sets each step's `asks`: why it asks a human when it runs whatever
     /// the plan grants (as `crate::policy::decide_in` would decide it): an
-    /// approvals rule governs it, or `session` is tainted and it is
-    /// guarded.
+    /// approvals rule governs it, or it is guarded and `session` is
+    /// tainted, or will be by an earlier step of the plan (one that reads
+    /// untrusted content taints the session when it runs).
     async fn steps_that_ask(
         &self,
         profile: &std::sync::Arc<actiongate_policy::Profile>,
@@ -386,7 +387,9 @@ impl Gate {
         steps: &mut [PlanStep],
     ) -> GateResult<()> {
         let mut taint: Option<Option<(String, String)>> = None;
-        for step in steps.iter_mut() {
+        // The first step that will taint the session: (index, action).
+        let mut tainting: Option<(usize, String)> = None;
+        for (i, step) in steps.iter_mut().enumerate() {
             let (action, rules) = self.step_action(profile, step).await?;
             step.asks = if let Some(rule) = rules.first() {
                 Some(format!("{} governs it: its approvers decide", rule.label()))
@@ -398,13 +401,20 @@ impl Gate {
                         .await?;
                     taint = Some(t);
                 }
-                taint
-                    .as_ref()
-                    .and_then(Option::as_ref)
-                    .map(|(by, what)| tainted_reason(session, by, what))
+                match (taint.as_ref().and_then(Option::as_ref), &tainting) {
+                    (Some((by, what)), _) => Some(tainted_reason(session, by, what)),
+                    (None, Some((j, what))) => Some(format!(
+                        "step {j} (`{what}`) reads untrusted content before it and taints \
+                         session '{session}': guarded actions ask"
+                    )),
+                    (None, None) => None,
+                }
             } else {
                 None
             };
+            if tainting.is_none() && profile.taints(&action) {
+                tainting = Some((i, action));
+            }
         }
         Ok(())
     }
