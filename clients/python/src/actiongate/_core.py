@@ -244,15 +244,21 @@ def _new_action(body: Dict[str, Any], wait: float) -> Flow:
     return action
 
 
-def _poll_action(action: Action, deadline: float) -> Flow:
-    while not action.settled:
+def _poll_settled(item: Any, path: str, parse: Callable[[Dict[str, Any]], Any], deadline: float) -> Flow:
+    """Long-polls ``{path}/{item.id}`` (an action or a plan, read by
+    ``parse``) until it is settled or ``deadline`` passes."""
+    while not item.settled:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
         w = _poll(remaining)
-        data = yield Call("GET", f"/v1/actions/{action.id}", params={"wait": w}, retry=True, wait=w)
-        action = Action.from_json(_dict(data))
-    return action
+        data = yield Call("GET", f"{path}/{item.id}", params={"wait": w}, retry=True, wait=w)
+        item = parse(_dict(data))
+    return item
+
+
+def _poll_action(action: Action, deadline: float) -> Flow:
+    return (yield from _poll_settled(action, "/v1/actions", Action.from_json, deadline))
 
 
 def request(
@@ -407,14 +413,7 @@ def get_plan(plan_id: str, wait: float) -> Flow:
 
 
 def _poll_plan(plan: Plan, deadline: float) -> Flow:
-    while not plan.settled:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        w = _poll(remaining)
-        data = yield Call("GET", f"/v1/plans/{plan.id}", params={"wait": w}, retry=True, wait=w)
-        plan = Plan.from_json(_dict(data))
-    return plan
+    return (yield from _poll_settled(plan, "/v1/plans", Plan.from_json, deadline))
 
 
 def gate_request(
