@@ -6,6 +6,7 @@
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 
+use super::commands::{api, print_json};
 use super::http::{Api, ClientError, path_segment, report};
 use super::output::{clip, s, table};
 use super::{Common, Exit};
@@ -110,12 +111,6 @@ pub async fn run(cmd: PersonCommand) -> Exit {
     done.unwrap_or_else(|e| report(&e))
 }
 
-fn api(common: &Common) -> Result<Api, ClientError> {
-    let api = Api::new(&common.conn)?;
-    api.require_key()?;
-    Ok(api)
-}
-
 /// The API's body for a person.
 fn body(name: &str, f: &PersonFields) -> Value {
     let mut chat = Map::new();
@@ -167,11 +162,7 @@ async fn list(a: &PeopleArgs) -> Result<Exit, ClientError> {
     let people = api.get("/v1/people").await?;
     let items = people["items"].as_array().cloned().unwrap_or_default();
     if a.common.json {
-        let all = Value::Array(items);
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&all).unwrap_or_else(|_| all.to_string())
-        );
+        print_json(&Value::Array(items));
         return Ok(Exit::Ok);
     }
     if items.is_empty() {
@@ -200,10 +191,7 @@ async fn list(a: &PeopleArgs) -> Result<Exit, ClientError> {
 /// Prints `p` as the API has it, or a line saying what was done.
 fn done(common: &Common, p: &Value, what: &str) -> Exit {
     if common.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(p).unwrap_or_else(|_| p.to_string())
-        );
+        print_json(p);
     } else {
         println!("person {} {what} ({})", s(p, "name"), s(p, "id"));
     }

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use super::http::{Api, ClientError, path_segment, report};
+use super::commands::{api, print_json};
+use super::http::{ClientError, path_segment, report};
 use super::output::{clip, s};
 use super::{Common, Exit};
 
@@ -83,14 +84,9 @@ pub async fn run(cmd: ProfileCommand) -> Exit {
     done.unwrap_or_else(|e| report(&e))
 }
 
-fn pretty(v: &Value) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
-}
-
 async fn set(a: &SetArgs) -> Result<Exit, ClientError> {
     let profile = read_profile(&a.file)?;
-    let api = Api::new(&a.common.conn)?;
-    api.require_key()?;
+    let api = api(&a.common)?;
     let path = format!("/v1/agents/{}", path_segment(&a.agent));
     // A PUT replaces the agent whole: keep the name it has.
     let name = match api.get(&path).await {
@@ -102,7 +98,7 @@ async fn set(a: &SetArgs) -> Result<Exit, ClientError> {
         .put(&path, &json!({"name": name, "profile": profile}))
         .await?;
     if a.common.json {
-        println!("{}", pretty(&agent));
+        print_json(&agent);
         return Ok(Exit::Ok);
     }
     for w in agent["warnings"].as_array().into_iter().flatten() {
@@ -113,28 +109,26 @@ async fn set(a: &SetArgs) -> Result<Exit, ClientError> {
 }
 
 async fn show(a: &ShowArgs) -> Result<Exit, ClientError> {
-    let api = Api::new(&a.common.conn)?;
-    api.require_key()?;
+    let api = api(&a.common)?;
     let agent = api
         .get(&format!("/v1/agents/{}", path_segment(&a.agent)))
         .await?;
     if a.common.json {
-        println!("{}", pretty(&agent));
+        print_json(&agent);
     } else if agent["profile"].is_null() {
         println!(
             "{} has no profile of its own: the daemon's default_profile applies",
             s(&agent, "id")
         );
     } else {
-        println!("{}", pretty(&agent["profile"]));
+        print_json(&agent["profile"]);
     }
     Ok(Exit::Ok)
 }
 
 async fn replay(a: &ReplayArgs) -> Result<Exit, ClientError> {
     let profile = read_profile(&a.file)?;
-    let api = Api::new(&a.common.conn)?;
-    api.require_key()?;
+    let api = api(&a.common)?;
     let mut body = json!({"profile": profile});
     if let Some(since) = &a.since {
         body["since"] = json!(since);
@@ -146,10 +140,7 @@ async fn replay(a: &ReplayArgs) -> Result<Exit, ClientError> {
         )
         .await?;
     if a.common.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&answer).unwrap_or_else(|_| answer.to_string())
-        );
+        print_json(&answer);
         return Ok(Exit::Ok);
     }
     println!(
