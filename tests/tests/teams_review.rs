@@ -471,3 +471,87 @@ async fn a_quorum_no_one_could_meet_is_warned_of_when_the_profile_is_set() {
     assert_eq!(s, 200, "{a}");
     assert!(a.get("warnings").is_none(), "{a}");
 }
+
+/// A handler action's `approvals` is warned of as a profile's rule is:
+/// registering or replacing the handler keeps it and says its actions
+/// could never be approved while too few people may approve them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_actions_quorum_no_one_could_meet_is_warned_of() {
+    let Team {
+        d,
+        http,
+        admin,
+        dir: _dir,
+        ..
+    } = team(json!([])).await;
+    let handler = json!({
+        "id": "deploy", "name": "Deploy", "url": "http://127.0.0.1:9/hook",
+        "permissions": [{"name": "deploy.run",
+            "parameters_schema": {"type": "object", "properties": {}}}],
+        "actions": [
+            {"name": "prod", "permission": "deploy.run",
+             "params_schema": {"type": "object"},
+             "approvals": {"count": 2, "approvers": ["group:sre"]}},
+            {"name": "staging", "permission": "deploy.run",
+             "params_schema": {"type": "object"}, "approvals": {"count": 1}}
+        ]
+    });
+    let (s, h) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/handlers", d.base),
+        &admin,
+        Some(handler.clone()),
+    )
+    .await;
+    assert_eq!(s, 201, "{h}");
+    assert!(h["secret"].as_str().is_some(), "{h}");
+    let warnings = h["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{h}");
+    let w = warnings[0].as_str().unwrap();
+    assert!(
+        w.contains("handler action 'prod'") && w.contains("needs 2") && w.contains("but 0 of"),
+        "{w}"
+    );
+    // Kept all the same; reading it warns of nothing.
+    let (_, got) = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/handlers/deploy", d.base),
+        &admin,
+        None,
+    )
+    .await;
+    assert_eq!(got["actions"][0]["approvals"]["count"], 2, "{got}");
+    assert!(got.get("warnings").is_none(), "{got}");
+
+    let put = || {
+        call(
+            &http,
+            Method::PUT,
+            format!("{}/v1/handlers/deploy", d.base),
+            &admin,
+            Some(handler.clone()),
+        )
+    };
+    let (s, h) = put().await;
+    assert_eq!(s, 200, "{h}");
+    assert!(
+        h["warnings"][0].as_str().unwrap().contains("but 0 of"),
+        "{h}"
+    );
+    for name in ["ann", "bob"] {
+        let (s, p) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/people", d.base),
+            &admin,
+            Some(json!({"name": name, "groups": ["sre"]})),
+        )
+        .await;
+        assert_eq!(s, 201, "{p}");
+    }
+    let (s, h) = put().await;
+    assert_eq!(s, 200, "{h}");
+    assert!(h.get("warnings").is_none(), "{h}");
+}

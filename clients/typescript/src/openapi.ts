@@ -1640,6 +1640,13 @@ export interface components {
             updated_at: string;
             /** @description Webhook URL. */
             url: string;
+            /**
+             * @description In the answers to `POST` and `PUT` only: what in the registration
+             *     cannot work as things stand, such as an action's `approvals` needing
+             *     more approvals than there are people who may give them (its actions
+             *     could never be approved). The registration is kept all the same.
+             */
+            warnings?: string[];
         };
         /** @description Health answer. */
         Health: {

@@ -106,10 +106,11 @@ fn admin(caller: &Caller) -> GateResult<()> {
     Ok(())
 }
 
+/// The handler to store, and its actions' approvals rules.
 fn new_handler(
     reg: &HandlerRegistration,
     outbound: &crate::outbound::OutboundPolicy,
-) -> GateResult<NewHandler> {
+) -> GateResult<(NewHandler, Vec<actiongate_policy::approvals::CompiledRule>)> {
     // A handler's actions are `tool:<handler id>:…`: a handler named after
     // a built-in tool would get the rules written for that tool.
     // `permission` and `mcp-pin` are the decision-only tools of MCP's
@@ -126,7 +127,7 @@ fn new_handler(
             ),
         ));
     }
-    handler_spec::validate(reg)?;
+    let rules = handler_spec::validate(reg)?;
     outbound
         .check_url(&reg.url)
         .map_err(|e| GateError::invalid("url", e))?;
@@ -135,14 +136,15 @@ fn new_handler(
         .as_deref()
         .and_then(|t| actiongate_policy::parse_duration(t).ok())
         .map(|d| d.as_millis() as i64);
-    Ok(NewHandler {
+    let new = NewHandler {
         id: reg.id.clone(),
         name: reg.name.clone(),
         description: reg.description.clone(),
         url: reg.url.clone(),
         timeout_ms,
         spec: handler_spec::spec_json(reg),
-    })
+    };
+    Ok((new, rules))
 }
 
 impl Gate {
@@ -197,7 +199,8 @@ impl Gate {
             Some(json) => {
                 let profile = compile_profile(&json)?;
                 crate::examples::check_examples(&profile)?;
-                (Some(json), self.unmet_quorums(&profile).await?)
+                let warnings = self.unmet_quorums(profile.approval_rules()).await?;
+                (Some(json), warnings)
             }
         };
         let (mut agent, created) = self.store().put_agent(id, name, profile).await?;
@@ -221,27 +224,31 @@ impl Gate {
         Ok(self.store().list_agents().await?)
     }
 
-    /// Registers a handler; its new secret is in the answer only.
+    /// Registers a handler; its new secret is in the answer only, with
+    /// what in it cannot work as things stand (an action's quorum nobody
+    /// could meet: [`Gate::unmet_quorums`]).
     pub async fn register_handler(
         &self,
         caller: &Caller,
         reg: &HandlerRegistration,
-    ) -> GateResult<(HandlerRecord, String)> {
+    ) -> GateResult<(HandlerRecord, String, Vec<String>)> {
         admin(caller)?;
-        let new = new_handler(reg, &self.config().outbound)?;
+        let (new, rules) = new_handler(reg, &self.config().outbound)?;
+        let warnings = self.unmet_quorums(&rules).await?;
         let secret = crate::sign::new_secret();
         let record = self.store().create_handler(new, secret.clone()).await?;
         self.forget_handler(&record.id);
-        Ok((record, secret))
+        Ok((record, secret, warnings))
     }
 
-    /// Replaces a live handler's registration; its secret stays.
+    /// Replaces a live handler's registration; its secret stays. Answers
+    /// its warnings as [`Gate::register_handler`] does.
     pub async fn replace_handler(
         &self,
         caller: &Caller,
         id: &str,
         reg: &HandlerRegistration,
-    ) -> GateResult<HandlerRecord> {
+    ) -> GateResult<(HandlerRecord, Vec<String>)> {
         admin(caller)?;
         if reg.id != id {
             return Err(GateError::invalid(
@@ -249,7 +256,8 @@ impl Gate {
                 format!("must equal the path's id '{id}'"),
             ));
         }
-        let new = new_handler(reg, &self.config().outbound)?;
+        let (new, rules) = new_handler(reg, &self.config().outbound)?;
+        let warnings = self.unmet_quorums(&rules).await?;
         let record = self
             .store()
             .replace_handler(new)
@@ -259,7 +267,7 @@ impl Gate {
                 other => other.into(),
             })?;
         self.forget_handler(id);
-        Ok(record)
+        Ok((record, warnings))
     }
 
     /// Handlers (retired ones too with `include_retired`).

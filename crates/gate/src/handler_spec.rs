@@ -164,8 +164,11 @@ fn template(errs: &mut Errors, field: String, text: &str, schema: &Value) -> Opt
 }
 
 /// Validates a registration; every problem is reported with its place.
-pub fn validate(reg: &HandlerRegistration) -> Result<(), GateError> {
-    compile_parts(reg).map(|_| ())
+/// Answers its actions' approvals rules, compiled.
+pub fn validate(
+    reg: &HandlerRegistration,
+) -> Result<Vec<actiongate_policy::approvals::CompiledRule>, GateError> {
+    compile_parts(reg).map(|(_, actions)| actions.into_iter().filter_map(|a| a.approvals).collect())
 }
 
 type Parts = (HashMap<String, PermissionDecl>, Vec<CompiledAction>);

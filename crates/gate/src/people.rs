@@ -202,19 +202,16 @@ impl Gate {
         })
     }
 
-    /// Why some of `profile`'s approvals rules cannot be met as things
-    /// stand: each that needs more approvals than there are people who may
-    /// give them (only people count toward more than one). A warning, not
-    /// an error: people may be added after the profile.
+    /// Why some of these approvals rules (a profile's, or a handler's
+    /// actions') cannot be met as things stand: each that needs more
+    /// approvals than there are people who may give them (only people count
+    /// toward more than one). A warning, not an error: people may be added
+    /// after the profile or the handler.
     pub async fn unmet_quorums(
         &self,
-        profile: &actiongate_policy::Profile,
+        rules: &[actiongate_policy::approvals::CompiledRule],
     ) -> GateResult<Vec<String>> {
-        let rules: Vec<_> = profile
-            .approval_rules()
-            .iter()
-            .filter(|r| r.rule.count > 1)
-            .collect();
+        let rules: Vec<_> = rules.iter().filter(|r| r.rule.count > 1).collect();
         if rules.is_empty() {
             return Ok(Vec::new());
         }

@@ -52,6 +52,12 @@ pub struct HandlerView {
     pub updated_at: DateTime<Utc>,
     /// When retired.
     pub retired_at: Option<DateTime<Utc>>,
+    /// In the answers to `POST` and `PUT` only: what in the registration
+    /// cannot work as things stand, such as an action's `approvals` needing
+    /// more approvals than there are people who may give them (its actions
+    /// could never be approved). The registration is kept all the same.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A newly registered handler and its webhook secret, shown only now.
@@ -77,6 +83,7 @@ fn view(record: &HandlerRecord) -> Result<HandlerView, ApiError> {
         created_at: record.created_at,
         updated_at: record.updated_at,
         retired_at: record.retired_at,
+        warnings: Vec::new(),
     })
 }
 
@@ -98,11 +105,14 @@ pub async fn create_handler(
     Admin(caller): Admin,
     ApiJson(reg): ApiJson<HandlerRegistration>,
 ) -> ApiResult<(StatusCode, axum::Json<RegisteredHandler>)> {
-    let (record, secret) = state.gate().register_handler(&caller, &reg).await?;
+    let (record, secret, warnings) = state.gate().register_handler(&caller, &reg).await?;
     Ok((
         StatusCode::CREATED,
         axum::Json(RegisteredHandler {
-            handler: view(&record)?,
+            handler: HandlerView {
+                warnings,
+                ..view(&record)?
+            },
             secret,
         }),
     ))
@@ -128,8 +138,11 @@ pub async fn replace_handler(
     ApiPath(id): ApiPath<String>,
     ApiJson(reg): ApiJson<HandlerRegistration>,
 ) -> ApiResult<axum::Json<HandlerView>> {
-    let record = state.gate().replace_handler(&caller, &id, &reg).await?;
-    Ok(axum::Json(view(&record)?))
+    let (record, warnings) = state.gate().replace_handler(&caller, &id, &reg).await?;
+    Ok(axum::Json(HandlerView {
+        warnings,
+        ..view(&record)?
+    }))
 }
 
 /// `?include_retired=true` also lists retired handlers.
