@@ -49,3 +49,48 @@ async fn a_page_fetched_in_the_shell_taints_the_session_so_a_way_out_asks() {
     let a = act(&http, &d.base, &agent, local).await;
     assert_eq!(a["status"], "approved", "{a}");
 }
+
+/// A way out spelled so that no list names it as written still asks in a
+/// tainted session: a quoted command name (the shell runs `curl`), and an
+/// interpreter's inline program that opens a socket without a URL, a
+/// program piped into a shell. The same lines run in a clean session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_way_out_spelled_to_pass_the_lists_still_asks_in_a_tainted_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let admin = d.admin_key();
+    let http = crate::common::client();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    let lines = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/spelled-ways-out.txt"),
+    )
+    .unwrap();
+    let lines: Vec<&str> = lines.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(lines.len() >= 4, "{lines:?}");
+    let read =
+        json!({"tool": "WebFetch", "detail": "https://example.test/notes", "session": "read"});
+    let a = act(&http, &d.base, &agent, read).await;
+    assert_eq!(a["status"], "approved", "{a}");
+    for (i, line) in lines.into_iter().enumerate() {
+        // A session of its own: a curl taints the session it runs in.
+        let clean = act(
+            &http,
+            &d.base,
+            &agent,
+            json!({"tool": "Bash", "detail": line, "session": format!("clean-{i}")}),
+        )
+        .await;
+        assert_eq!(clean["status"], "approved", "{line}: {clean}");
+        let a = act(
+            &http,
+            &d.base,
+            &agent,
+            json!({"tool": "Bash", "detail": line, "session": "read"}),
+        )
+        .await;
+        assert_eq!(a["status"], "pending", "{line}: {a}");
+        let reason = a["decision"]["reason"].as_str().unwrap();
+        assert!(reason.contains("tainted"), "{line}: {a}");
+    }
+}

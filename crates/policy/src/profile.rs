@@ -392,23 +392,48 @@ impl Profile {
     }
 
     /// Whether `set` matches `action_string`, or the same line as `bash`'s
-    /// when its tool is another name for a shell.
+    /// when its tool is another name for a shell, or one of the line's
+    /// simple commands as the shell runs it (`c"u"rl` is `curl`; a grant
+    /// of `curl …` allows it, since allow rules see the commands). A line
+    /// the analyser cannot read through (unparsable, too deep, too long)
+    /// matches: it may run anything.
     fn session_match(&self, set: &PatternSet, action_string: &str) -> bool {
         let hit = |s: &str| !matches!(set.matches_any(s), SetMatch::None);
         if hit(action_string) {
             return true;
         }
-        match split_action(action_string) {
-            Some((tool, detail))
-                if tool != "bash"
-                    && (self.is_shell_tool(tool)
-                        || tool.eq_ignore_ascii_case("bash")
-                        || tool.eq_ignore_ascii_case("sh")) =>
-            {
-                hit(&format_action("bash", detail))
-            }
-            _ => false,
+        let Some((tool, detail)) = split_action(action_string) else {
+            return false;
+        };
+        let dialect = match self.dialect(tool) {
+            Some(d) => d,
+            None if tool.eq_ignore_ascii_case("bash") => Dialect::Bash,
+            None if tool.eq_ignore_ascii_case("sh") => Dialect::Sh,
+            None => return false,
+        };
+        let as_tool = if dialect == Dialect::Git {
+            GIT_TOOL
+        } else {
+            "bash"
+        };
+        if tool != as_tool && hit(&format_action(as_tool, detail)) {
+            return true;
         }
+        let analysis = crate::shell::analyze(dialect, detail);
+        let unread = analysis.hazards.iter().any(|h| {
+            matches!(
+                h,
+                crate::shell::Hazard::Unparsable { .. }
+                    | crate::shell::Hazard::TooDeep
+                    | crate::shell::Hazard::TooLong
+            )
+        });
+        unread
+            || analysis
+                .commands
+                .iter()
+                .chain(&analysis.hidden)
+                .any(|c| hit(&format_action(as_tool, c)))
     }
 
     /// The written form this profile was built from.
