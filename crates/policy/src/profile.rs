@@ -150,12 +150,14 @@ pub struct CustomProfile {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rule_limits: Vec<crate::rate::RuleLimit>,
     /// Actions that read untrusted content: once one is allowed or approved
-    /// in a session, the session is tainted.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// in a session, the session is tainted. Absent: the presets' (web
+    /// fetches, MCP tools, shell lines that fetch); `[]`: none.
+    #[serde(default = "crate::presets::default_taints")]
     pub taints: Vec<String>,
     /// Ways out: in a tainted session, an action matching one of these is
-    /// asked even where a rule or a grant would allow it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// asked even where a rule or a grant would allow it. Absent: the
+    /// presets' (`docs/sessions.md#taint`); `[]`: none.
+    #[serde(default = "crate::presets::default_guarded")]
     pub guarded: Vec<String>,
 }
 

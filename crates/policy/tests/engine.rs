@@ -348,7 +348,8 @@ fn test_profile_serialization_to_dict() {
     let p = profile(&["tool:file:.*"], &["tool:bash:.*"]);
     assert_eq!(
         serde_json::to_value(&p).unwrap(),
-        json!({"allow": ["tool:file:.*"], "ask": ["tool:bash:.*"], "deny": []})
+        json!({"allow": ["tool:file:.*"], "ask": ["tool:bash:.*"], "deny": [],
+               "taints": [], "guarded": []})
     );
     assert_eq!(
         serde_json::to_value(preset("standard")).unwrap(),
@@ -369,7 +370,8 @@ fn test_profile_serialization_to_dict() {
     .unwrap();
     assert_eq!(
         serde_json::to_value(&with_shell).unwrap(),
-        json!({"allow": [], "ask": [], "deny": ["tool:x:.*"], "shell_tools": ["Bash"]})
+        json!({"allow": [], "ask": [], "deny": ["tool:x:.*"], "shell_tools": ["Bash"],
+               "taints": [], "guarded": []})
     );
 }
 
