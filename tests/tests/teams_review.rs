@@ -84,8 +84,8 @@ async fn an_edit_into_a_stricter_rule_binds_every_later_approval() {
     )
     .await;
     assert_eq!(s, 403, "{p}");
-    // A second release approver completes it.
-    let (s, a) = approve(&http, &d.base, &bob, &id, json!({})).await;
+    // A second release approver, having read the edit, completes it.
+    let (s, a) = approve(&http, &d.base, &bob, &id, json!({"seen": "edited"})).await;
     assert_eq!(s, 200, "{a}");
     assert_eq!(a["status"], "approved", "{a}");
     assert_eq!(a["approved_detail"], "prod eu", "{a}");
@@ -114,7 +114,7 @@ async fn a_quorum_receipt_names_every_approver_and_binds_the_edited_detail() {
     )
     .await;
     assert_eq!(s, 200, "{a}");
-    let (s, a) = approve(&http, &d.base, &bob, &id, json!({})).await;
+    let (s, a) = approve(&http, &d.base, &bob, &id, json!({"seen": "edited"})).await;
     assert_eq!(s, 200, "{a}");
     assert_eq!(a["status"], "approved", "{a}");
     let (s, r) = call(

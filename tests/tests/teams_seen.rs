@@ -46,6 +46,22 @@ async fn an_approval_of_the_action_as_asked_is_refused_once_someone_edited_it() 
     assert!(p["detail"].as_str().unwrap().contains("edited"), "{p}");
     let a = get(&http, &d.base, &admin, &id).await;
     assert_eq!((a["status"].as_str(), approvals(&a)), (Some("pending"), 1));
+    // An approval that does not say what it read is of the action as
+    // asked: refused as well, and so is a reply by words.
+    let (s, p) = approve(&http, &d.base, &bea, &id, json!({})).await;
+    assert_eq!(s, 409, "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("edited"), "{p}");
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/actions/{id}/reply", d.base),
+        &bea,
+        Some(json!({"text": "yes"})),
+    )
+    .await;
+    assert_eq!(s, 409, "{p}");
+    let a = get(&http, &d.base, &admin, &id).await;
+    assert_eq!((a["status"].as_str(), approvals(&a)), (Some("pending"), 1));
 
     // The CLI approves the action as asked unless told `--edited`: refused
     // with exit 5 and the reason on one line; `show` prints the edit.
@@ -80,7 +96,7 @@ async fn an_approval_of_the_action_as_asked_is_refused_once_someone_edited_it() 
     let (s, p) = approve(&http, &d.base, &bea, &id, json!({"seen": "both"})).await;
     assert_eq!(s, 422, "{p}");
     assert!(p.to_string().contains("seen"), "{p}");
-    // Without `seen` an approval approves the action as it is, as before.
+    // Without `seen`, an approval of an action nobody edited approves it.
     let (s, a) = approve(&http, &d.base, &bea, &id, json!({})).await;
     assert_eq!((s, approvals(&a)), (200, 1), "{a}");
 }

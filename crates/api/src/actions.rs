@@ -154,10 +154,10 @@ pub struct ApproveBody {
     #[schema(max_length = 65536)]
     pub detail: Option<String>,
     /// Which version of the action the approver read: as its agent `asked`
-    /// it, or as another approver `edited` it. Given, an approval is
-    /// refused (409, still pending) when the action is otherwise by the
+    /// it (the default), or as another approver `edited` it. An approval
+    /// is refused (409, still pending) when the action is otherwise by the
     /// time it lands, so it never approves a version its approver did
-    /// not read. The page, the CLI and the clients send it.
+    /// not read: approving an edited action takes `"seen": "edited"`.
     #[serde(default)]
     pub seen: Option<crate::teams::Seen>,
 }

@@ -163,12 +163,14 @@ impl Gate {
         Gate::check_approver(&rules, &d)?;
         let mut required = required(&rules);
         // A chat card shows the action as asked, never an edit: what is
-        // approved from one must still be that. A denial stands whatever
-        // was read.
+        // approved from one must still be that. An approval that does not
+        // say what its approver read (a bare API call, a reply by words)
+        // is of the action as asked too: it never approves an edit
+        // unread. A denial stands whatever was read.
         let seen = match (approve, is_chat(channel)) {
             (false, _) => None,
             (true, true) => Some(Seen::Asked),
-            (true, false) => edit.seen,
+            (true, false) => Some(edit.seen.unwrap_or(Seen::Asked)),
         };
         let edit = if approve && !edit.is_empty() {
             let (mut edit, edited_string) = self.checked_edit(action, edit).await?;
