@@ -547,8 +547,9 @@ export class Client {
 
   /**
    * Approves a pending action; `remember` also grants (an expiry like `"1h"`, or its fields).
-   * `seen` names the version read (`asked`, or `edited` by another approver): the approval is
-   * refused (409) when the action is otherwise by then.
+   * `seen` names the version read (`asked`, the default, or `edited` by another approver): the
+   * approval is refused (409) when the action is otherwise by then, so approving an edit takes
+   * `seen: 'edited'`.
    */
   async approve(id: string, options: CallOptions & { remember?: string | RememberOptions; note?: string; seen?: 'asked' | 'edited' } = {}): Promise<Action> {
     const body: Record<string, unknown> = {};

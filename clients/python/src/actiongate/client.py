@@ -292,9 +292,10 @@ class Client:
         (handler actions) or ``detail`` (decision-only ones) edit it first,
         with the first approval. An action needing a quorum stays
         ``pending`` until enough distinct people approved (``approvals``,
-        ``approvals_required``). ``seen`` (``"asked"`` or ``"edited"``)
-        says which version was read: the approval is refused (409) when
-        the action is otherwise by then."""
+        ``approvals_required``). ``seen`` (``"asked"``, the default, or
+        ``"edited"``) says which version was read: the approval is refused
+        (409) when the action is otherwise by then, so approving an action
+        another approver edited takes ``seen="edited"``."""
         return self._drive(_core.approve(action_id, remember, note, params, detail, seen))  # type: ignore[no-any-return]
 
     def deny(self, action_id: str, reason: Optional[str] = None) -> Action:
