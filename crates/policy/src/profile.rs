@@ -400,6 +400,9 @@ impl Profile {
     /// the analyser cannot read through (unparsable, too deep, too long)
     /// matches: it may run anything.
     fn session_match(&self, set: &PatternSet, action_string: &str) -> bool {
+        if set.is_empty() {
+            return false;
+        }
         let hit = |s: &str| !matches!(set.matches_any(s), SetMatch::None);
         if hit(action_string) {
             return true;
