@@ -12,6 +12,27 @@ use serde_json::Value;
 /// The daemon's tool names: 1-128 of `A-Z a-z 0-9 _ - .`.
 const MAX_TOOL: usize = 128;
 
+/// The tool names this mapping gives known calls (and the presets' and
+/// the reference executor's), in any case: another tool of a runtime that
+/// happens to be named so (a runtime's own `Read` this module does not
+/// map, a plugin's `git`) must not pass for one of them, its input read as
+/// the detail a rule for them was written against. It becomes
+/// `tool:other:<name> <input>`.
+const RESERVED: &[&str] = &[
+    "bash",
+    "sh",
+    "file",
+    "Read",
+    "Glob",
+    "Grep",
+    "WebFetch",
+    "WebSearch",
+    "mcp",
+    "git",
+    "fs",
+    "other",
+];
+
 /// A tool call mapped to an action: tool and detail.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mapped {
@@ -105,7 +126,14 @@ impl Call {
                     m("mcp", format!("{server}__{tool} {input}"))
                 }
             }
-            Call::Other { name, input } => m(&sanitize_tool(name), input.to_string()),
+            Call::Other { name, input } => {
+                let tool = sanitize_tool(name);
+                if RESERVED.iter().any(|r| r.eq_ignore_ascii_case(&tool)) {
+                    m("other", format!("{name} {input}"))
+                } else {
+                    m(&tool, input.to_string())
+                }
+            }
         }
     }
 
@@ -188,12 +216,16 @@ pub fn call_dir(cwd: Option<&str>, dir: Option<&str>) -> Option<String> {
 /// Symbolic links are not followed: the file may not exist yet.
 pub fn normalize_path(path: &str) -> String {
     let absolute = path.starts_with('/');
+    // `~` and `~user` are a directory the runtime expands, not a step a
+    // `..` can take back: `~/a/../../x` is above the home directory, not
+    // the relative `x`.
+    let home = path.starts_with('~');
     let mut parts: Vec<&str> = Vec::new();
     for part in path.split('/') {
         match part {
             "" | "." => {}
             ".." => match parts.last() {
-                Some(&last) if last != ".." => {
+                Some(&last) if last != ".." && !(home && parts.len() == 1) => {
                     parts.pop();
                 }
                 // `/..` is `/`.
@@ -351,9 +383,10 @@ pub fn mcp_double_underscore(name: &str, input: &Value) -> Option<Call> {
 }
 
 /// The files a Codex `apply_patch` body touches, each as a file call
-/// (`*** Add File:` writes, `*** Update File:` and `*** Move to:` edit,
-/// `*** Delete File:` deletes), headers found as Codex finds them, with
-/// surrounding whitespace ignored. A patch that names no file is refused:
+/// (`*** Add File:` writes, `*** Update File:` edits, `*** Delete File:`
+/// deletes; an update followed by `*** Move to:` deletes its file and
+/// writes the one moved to, which it replaces), headers found as Codex
+/// finds them, with surrounding whitespace ignored. A patch that names no file is refused:
 /// nothing could be checked.
 pub fn patch_files(patch: &str) -> Result<Vec<Call>, String> {
     let mut calls = Vec::new();
@@ -367,13 +400,21 @@ pub fn patch_files(patch: &str) -> Result<Vec<Call>, String> {
             ("*** Add File: ", "write"),
             ("*** Update File: ", "edit"),
             ("*** Delete File: ", "delete"),
-            ("*** Move to: ", "edit"),
+            ("*** Move to: ", "write"),
         ]
         .iter()
         .find_map(|(prefix, verb)| line.strip_prefix(prefix).map(|p| (*verb, p.trim())));
         if let Some((verb, path)) = found {
             if path.is_empty() {
                 return Err("the patch names a file with an empty path".to_owned());
+            }
+            if verb == "write"
+                && line.starts_with("*** Move to: ")
+                && let Some(Call::File { verb: moved, .. }) = calls.last_mut()
+                && *moved == "edit"
+            {
+                // The file updated is moved away: it is gone.
+                *moved = "delete";
             }
             calls.push(Call::File {
                 verb,
@@ -428,6 +469,27 @@ mod tests {
                 },
                 "tool:my_tool_:{}",
             ),
+            (
+                Call::Other {
+                    name: "Read".into(),
+                    input: json!({"file_path": "/x"}),
+                },
+                r#"tool:other:Read {"file_path":"/x"}"#,
+            ),
+            (
+                Call::Other {
+                    name: "glob".into(),
+                    input: json!({}),
+                },
+                "tool:other:glob {}",
+            ),
+            (
+                Call::Other {
+                    name: "GIT".into(),
+                    input: json!({"args": "push"}),
+                },
+                r#"tool:other:GIT {"args":"push"}"#,
+            ),
         ];
         for (call, want) in cases {
             assert_eq!(call.mapped().action_string(), want);
@@ -449,6 +511,10 @@ mod tests {
             ("..", ".."),
             ("", "."),
             ("C:\\x", "C:\\x"),
+            ("~/a/../../x", "~/../x"),
+            ("~/../../x", "~/../../x"),
+            ("~u/./a/../../.ssh/k", "~u/../.ssh/k"),
+            ("~/a/./b/../c", "~/a/c"),
         ];
         for (path, want) in cases {
             assert_eq!(normalize_path(path), want, "{path}");
@@ -550,8 +616,8 @@ mod tests {
             got,
             [
                 "tool:file:write a.txt",
-                "tool:file:edit src/b.rs",
-                "tool:file:edit src/c.rs",
+                "tool:file:delete src/b.rs",
+                "tool:file:write src/c.rs",
                 "tool:file:delete d"
             ]
         );

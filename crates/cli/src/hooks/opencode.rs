@@ -33,6 +33,8 @@ pub fn calls_of(name: &str, args: &Value) -> Result<Vec<Call>, String> {
         "glob" => vec![map::glob(field(args, name, "pattern")?, text(args, "path"))],
         "grep" => vec![Call::Grep(field(args, name, "pattern")?.to_owned())],
         "webfetch" => vec![Call::Fetch(field(args, name, "url")?.to_owned())],
+        // Search results are text strangers wrote, as a fetched page is.
+        "websearch" | "codesearch" => vec![Call::Search(field(args, name, "query")?.to_owned())],
         "patch" | "apply_patch" => {
             let mut calls = Vec::new();
             for patch in all_fields(args, name, &["patchText", "patch", "input"])? {
@@ -40,10 +42,47 @@ pub fn calls_of(name: &str, args: &Value) -> Result<Vec<Call>, String> {
             }
             calls
         }
-        other => vec![Call::Other {
+        other => vec![mcp_tool(other, args).unwrap_or_else(|| Call::Other {
             name: other.to_owned(),
             input: args.clone(),
-        }],
+        })],
+    })
+}
+
+/// opencode's built-in tools that the mapping above does not name.
+const BUILT_IN: &[&str] = &[
+    "list",
+    "task",
+    "todowrite",
+    "todoread",
+    "question",
+    "skill",
+    "lsp",
+    "batch",
+    "invalid",
+    "plan_enter",
+    "plan_exit",
+];
+
+/// An MCP server's tool: opencode names it `<server>_<tool>`, each with
+/// what is not `A-Z a-z 0-9 _ -` replaced by `_`, so any other tool whose
+/// name holds a `_` is taken for one, split at the first `_` (a server
+/// named with a `_` is split inside its name, and its rules are written
+/// that way). It then taints the session as MCP results do, and a sending
+/// verb in its name is guarded: a plugin's own tool taken for one only
+/// costs questions.
+fn mcp_tool(name: &str, args: &Value) -> Option<Call> {
+    if BUILT_IN.contains(&name) {
+        return None;
+    }
+    let (server, tool) = name.split_once('_')?;
+    if server.is_empty() || tool.is_empty() {
+        return None;
+    }
+    Some(Call::Mcp {
+        server: server.to_owned(),
+        tool: tool.to_owned(),
+        input: args.clone(),
     })
 }
 
@@ -123,6 +162,47 @@ mod tests {
         for (tool, args, want) in cases {
             assert_eq!(call(tool, args).action_strings(), want, "{tool}");
         }
+    }
+
+    /// Web and code search results taint the session; an MCP server's
+    /// tool (`<server>_<tool>`) is asked as the MCP proxy and the other
+    /// runtimes spell it, so the presets' taint and guard rules see it.
+    #[test]
+    fn searches_and_mcp_tools_map_as_the_other_runtimes_do() {
+        let cases = [
+            (
+                "websearch",
+                json!({"query": "install foo", "numResults": 5}),
+                "tool:WebSearch:install foo",
+            ),
+            (
+                "codesearch",
+                json!({"query": "tokio select"}),
+                "tool:WebSearch:tokio select",
+            ),
+            (
+                "github_create_issue",
+                json!({"title": "t"}),
+                r#"tool:mcp__github__create_issue:{"title":"t"}"#,
+            ),
+            (
+                "my_mail_send_mail",
+                json!({}),
+                "tool:mcp__my__mail_send_mail:{}",
+            ),
+            ("todowrite", json!({}), "tool:todowrite:{}"),
+            ("plan_exit", json!({}), "tool:plan_exit:{}"),
+            ("_x", json!({}), "tool:_x:{}"),
+            ("read_", json!({}), "tool:read_:{}"),
+        ];
+        for (tool, args, want) in cases {
+            assert_eq!(call(tool, args).action_strings(), [want], "{tool}");
+        }
+        assert!(
+            Opencode
+                .parse(&json!({"tool": "websearch", "args": {}}))
+                .is_err()
+        );
     }
 
     #[test]

@@ -1,0 +1,211 @@
+//! What a review of the runtime hooks found, each through the built
+//! binary against the real daemon: calls that were asked under a name or
+//! a path a rule could misread, calls that did not taint their session,
+//! and a daemon that hangs or answers garbage.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use crate::cli_support::{Run, all_actions};
+use crate::common::TestApp;
+use crate::runtime_hooks::{fixture, hook};
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// The verdict an opencode hook run gave.
+fn opencode_status(r: &Run) -> String {
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|_| panic!("{r:?}"));
+    v["status"].as_str().unwrap().to_owned()
+}
+
+async fn opencode(app: &TestApp, session: &str, call: &str, tool: &str, args: Value) -> Run {
+    let mut v = fixture("opencode", "allowed");
+    v["sessionID"] = json!(session);
+    v["callID"] = json!(call);
+    v["tool"] = json!(tool);
+    v["args"] = args;
+    hook(
+        &app.base,
+        &app.agent,
+        "opencode",
+        &serde_json::to_vec(&v).unwrap(),
+        "1",
+    )
+    .await
+}
+
+async fn last_action_string(app: &TestApp) -> String {
+    all_actions(app).await.last().unwrap()["action_string"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// opencode's web search and its MCP tools (`<server>_<tool>`) are text
+/// strangers wrote: each taints its session, so that a way out there asks
+/// (denied: opencode cannot ask) while a fresh session's is allowed
+/// (`open`'s defaults).
+#[tokio::test]
+async fn an_opencode_search_or_mcp_tool_taints_its_session() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("open")).await;
+    let way_out = json!({"command": "scp notes.txt backup.example.com:/srv/notes.txt"});
+
+    let r = opencode(&app, "ses_a", "c1", "bash", way_out.clone()).await;
+    assert_eq!(opencode_status(&r), "allow", "{r:?}");
+    let r = opencode(&app, "ses_a", "c2", "websearch", json!({"query": "foo"})).await;
+    assert_eq!(opencode_status(&r), "allow", "{r:?}");
+    assert_eq!(last_action_string(&app).await, "tool:WebSearch:foo");
+    let r = opencode(&app, "ses_a", "c3", "bash", way_out.clone()).await;
+    assert_eq!(opencode_status(&r), "deny", "{r:?}");
+
+    let r = opencode(
+        &app,
+        "ses_b",
+        "c4",
+        "github_list_issues",
+        json!({"repo": "o/r"}),
+    )
+    .await;
+    assert_eq!(opencode_status(&r), "allow", "{r:?}");
+    assert_eq!(
+        last_action_string(&app).await,
+        r#"tool:mcp__github__list_issues:{"repo":"o/r"}"#
+    );
+    let r = opencode(&app, "ses_b", "c5", "bash", way_out.clone()).await;
+    assert_eq!(opencode_status(&r), "deny", "{r:?}");
+
+    let r = opencode(&app, "ses_c", "c6", "bash", way_out).await;
+    assert_eq!(opencode_status(&r), "allow", "{r:?}");
+    app.stop().await;
+}
+
+/// A runtime's tool the hooks do not map, named as one they produce, is
+/// not read as that tool: a rule allowing every `Read` sees `tool:other`,
+/// and nothing allows it.
+#[tokio::test]
+async fn a_tool_named_like_a_mapped_one_is_not_taken_for_it() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:Read:.*", "tool:Glob:.*", "tool:git:(?!push).*"],
+               "ask": [], "deny": []}),
+    )
+    .await;
+    let mut codex = fixture("codex", "allowed");
+    codex["tool_name"] = json!("Read");
+    codex["tool_input"] = json!({"file_path": "/home/dev/.ssh/id_ed25519"});
+    let r = hook(
+        &app.base,
+        &app.agent,
+        "codex",
+        &serde_json::to_vec(&codex).unwrap(),
+        "1",
+    )
+    .await;
+    assert!(r.stdout.contains("\"deny\""), "{r:?}");
+    assert_eq!(
+        last_action_string(&app).await,
+        r#"tool:other:Read {"file_path":"/home/dev/.ssh/id_ed25519"}"#
+    );
+    for tool in ["git", "Glob"] {
+        let r = opencode(
+            &app,
+            "ses_d",
+            &format!("c_{tool}"),
+            tool,
+            json!({"pattern": "x"}),
+        )
+        .await;
+        assert_eq!(opencode_status(&r), "deny", "{tool}: {r:?}");
+        assert!(
+            last_action_string(&app)
+                .await
+                .starts_with(&format!("tool:other:{tool} ")),
+            "{tool}"
+        );
+    }
+    app.stop().await;
+}
+
+/// A path that climbs above the home directory with `..` is not a
+/// relative path in the project: a rule allowing writes to a project's
+/// top-level files does not cover `~/a/../../x`.
+#[tokio::test]
+async fn a_path_climbing_above_home_is_not_a_relative_one() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:file:write [^/~.][^/]*"], "ask": [], "deny": []}),
+    )
+    .await;
+    let r = opencode(
+        &app,
+        "ses_e",
+        "c1",
+        "write",
+        json!({"filePath": "~/a/../../x", "content": "x"}),
+    )
+    .await;
+    assert_eq!(opencode_status(&r), "deny", "{r:?}");
+    assert_eq!(last_action_string(&app).await, "tool:file:write ~/../x");
+    app.stop().await;
+}
+
+/// A loopback server that accepts and then never answers, or answers with
+/// something that is not HTTP: every runtime's hook denies, in its own
+/// contract, within its budget.
+#[tokio::test]
+async fn a_daemon_that_hangs_or_answers_garbage_is_denied_in_time() {
+    const RUNTIMES: &[&str] = &[
+        "claude-code",
+        "cursor",
+        "gemini",
+        "codex",
+        "copilot",
+        "opencode",
+    ];
+    for garbage in [false, true] {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let mut held = Vec::new();
+            loop {
+                let Ok((mut conn, _)) = listener.accept().await else {
+                    return;
+                };
+                if garbage {
+                    let mut buf = [0u8; 4096];
+                    let _ = conn.read(&mut buf).await;
+                    let _ = conn
+                        .write_all(b"HTTP/1.1 500 oops\r\nContent-Length: 3\r\n\r\n{]x")
+                        .await;
+                }
+                held.push(conn);
+            }
+        });
+        let runs = RUNTIMES.iter().map(|rt| {
+            let url = url.clone();
+            async move {
+                let input = serde_json::to_vec(&fixture(rt, "allowed")).unwrap();
+                let start = Instant::now();
+                let r = hook(&url, "ag_k", rt, &input, "1").await;
+                (*rt, start.elapsed(), r)
+            }
+        });
+        for (rt, took, r) in futures::future::join_all(runs).await {
+            // The hook's budget is its wait plus four seconds.
+            assert!(took < Duration::from_secs(8), "{rt} took {took:?}");
+            assert!(!r.stdout.contains("allow"), "{rt}: {r:?}");
+            if rt == "gemini" {
+                assert_eq!(r.code, 2, "{r:?}");
+            } else {
+                assert_eq!(r.code, 0, "{rt}: {r:?}");
+                assert!(r.stdout.contains("deny"), "{rt}: {r:?}");
+            }
+        }
+        server.abort();
+    }
+}
