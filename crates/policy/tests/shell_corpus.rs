@@ -175,6 +175,15 @@ const BYPASSES: &[&str] = &[
     "rg --pre ./evil x",
     "awk 'BEGIN{system(\"id\")}'",
     "echo hi | awk '{print > \"f\"}'",
+    // zsh's glob qualifiers run code (`e:…:`, `+func`) where bash with
+    // extglob reads a pattern; agents run the user's shell, which may be
+    // zsh.
+    "ls *(e:'rm -rf ~':)",
+    "ls *(e:\"touch /tmp/pwned\":)",
+    "cat **/*(+evil)",
+    "echo ?(e:'id':)",
+    "ls @(x)",
+    "ls !(x)",
     // Unparsable.
     "ls 'unterminated",
     "ls (",

@@ -60,7 +60,7 @@ pub(super) fn sh_only(line: &str, c: &mut Collector) {
         let options = ParserOptions {
             sh_mode: true,
             posix_mode: true,
-            ..ParserOptions::default()
+            ..walk::parser_options()
         };
         walk::analyze_program_with(line, &options, c);
     }

@@ -13,7 +13,19 @@ use brush_parser::{Parser, ParserOptions};
 /// Parses `source` as a shell program and walks it. A parse error is a
 /// hazard (nothing unparsable is allowed).
 pub(crate) fn analyze_program(source: &str, c: &mut Collector) {
-    analyze_program_with(source, &ParserOptions::default(), c);
+    analyze_program_with(source, &parser_options(), c);
+}
+
+/// How the analysis reads a line: as bash does with `extglob` off, its
+/// default outside interactive shells. With it on, `*(…)` would be read
+/// as a pattern, but the agent's shell may be zsh, where `*(e:'cmd':)`
+/// is a glob qualifier that runs `cmd`: off, such a word is a syntax
+/// error, and a line holding one is never plain (`ls !(x)` asks too).
+pub(crate) fn parser_options() -> ParserOptions {
+    ParserOptions {
+        enable_extended_globbing: false,
+        ..ParserOptions::default()
+    }
 }
 
 /// [`analyze_program`] with the parser's options (`sh_mode` reads as POSIX

@@ -2,7 +2,6 @@
 //! hide anything, and their canonical spelling.
 
 use super::{Collector, Hazard, MAX_DEPTH, walk};
-use brush_parser::ParserOptions;
 use brush_parser::word::{WordPiece, WordPieceWithSource};
 use std::borrow::Cow;
 
@@ -91,7 +90,7 @@ pub(crate) fn analyze<'a>(raw: &'a str, c: &mut Collector) -> WordInfo<'a> {
     }
     // A panic in the word parser is an unparsable word, never a crash.
     let parsed = std::panic::catch_unwind(|| {
-        brush_parser::word::parse(raw, &ParserOptions::default()).map_err(|e| e.to_string())
+        brush_parser::word::parse(raw, &walk::parser_options()).map_err(|e| e.to_string())
     })
     .unwrap_or_else(|_| Err("the parser failed".to_owned()));
     let pieces = match parsed {
