@@ -117,8 +117,11 @@ const PROTECTED_NAMES: &str = r"git|gitconfig|gitmodules|gitattributes|githooks|
 /// `/usr/../etc`): `/etc` holds the system-wide shell start-up files
 /// (`/etc/profile`, `/etc/profile.d`, `/etc/bash.bashrc`, `/etc/zsh`),
 /// cron tables, systemd units, `/etc/xdg/autostart`, `/etc/ssh` and
-/// `/etc/ld.so.preload`; a project's own `src/etc` is not it.
-const PROTECTED_ROOTS: &str = r"etc";
+/// `/etc/ld.so.preload`; a project's own `src/etc` is not it. And the
+/// directories on a `PATH` (a program written there runs in place of the
+/// one the user meant: Homebrew's and `/usr/local`'s are the user's own
+/// on macOS), `~/bin` among them; a project's `src/bin` is not one.
+const PROTECTED_ROOTS: &str = r"etc|bin|sbin|usr/bin|usr/sbin|usr/local/bin|usr/local/sbin|opt/homebrew/bin|opt/homebrew/sbin|opt/local/bin|opt/local/sbin|snap/bin";
 
 /// Names protected wherever they stand alone, with or without a `.`
 /// before them: Python loads every `*.pth`, `sitecustomize.py` and

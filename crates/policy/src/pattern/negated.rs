@@ -47,12 +47,15 @@ fn is_word_byte(b: u8) -> bool {
 
 const BOUNDARY: &str = "[^0-9A-Za-z_-]";
 
-/// Sorted, lowercase words of ASCII letters, digits, `_` and `-`, looked
-/// up case-insensitively as the regex crate folds.
+/// Sorted, lowercase words of ASCII letters, digits, `_` and `-` (and
+/// steps of them joined by `/`, as `usr/local/bin`), looked up
+/// case-insensitively as the regex crate folds.
 #[derive(Debug, Clone)]
 struct WordList {
     words: Vec<Box<str>>,
     longest: usize,
+    /// Whether a word holds a `/`.
+    steps: bool,
 }
 
 impl WordList {
@@ -60,10 +63,13 @@ impl WordList {
     fn parse(list: &str) -> Option<Self> {
         let mut words: Vec<Box<str>> = Vec::new();
         for word in list.split('|') {
-            let plain = word
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
-            if word.is_empty() || !plain {
+            let plain = word.split('/').all(|step| {
+                !step.is_empty()
+                    && step.bytes().all(|b| {
+                        b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-'
+                    })
+            });
+            if !plain {
                 return None;
             }
             words.push(word.into());
@@ -71,7 +77,12 @@ impl WordList {
         words.sort();
         words.dedup();
         let longest = words.iter().map(|w| w.len()).max()?;
-        (longest <= 64).then_some(WordList { words, longest })
+        let steps = words.iter().any(|w| w.contains('/'));
+        (longest <= 64).then_some(WordList {
+            words,
+            longest,
+            steps,
+        })
     }
 
     /// Whether `rest` starts with one of the words, case-insensitively as
@@ -85,6 +96,9 @@ impl WordList {
                 '\u{212A}' => b'k',
                 '\u{17F}' => b's',
                 _ if ch.is_ascii() && is_word_byte(ch as u8) => (ch as u8).to_ascii_lowercase(),
+                // A `/` ends a word (it is not a word byte), or joins the
+                // steps of a longer one.
+                '/' if self.steps && !self.is_word(name.get(..len)) => b'/',
                 _ => return self.is_word(name.get(..len)),
             };
             // The two folding characters are not word bytes, so a word may
@@ -339,6 +353,9 @@ mod tests {
             wide_body(&["git"], &["etc"], &[""]),
             wide_body(&["git"], &["Etc"], &["cron"]),
             wide_body(&["g.t"], &["etc"], &["cron"]),
+            wide_body(&["git"], &["usr//bin"], &["cron"]),
+            wide_body(&["git"], &["/bin"], &["cron"]),
+            wide_body(&["git"], &["bin/"], &["cron"]),
             format!(r"(?:^|{BOUNDARY})(?:\.(?i:git)|/(?i:etc))(?:{BOUNDARY}|$)"),
             format!(r"(?:^|{BOUNDARY})(?:\.(?i:git)|(?i:etc)|/(?i:cron))(?:{BOUNDARY}|$)"),
         ] {
@@ -406,7 +423,13 @@ mod tests {
     fn wide_words_match_their_regex_on_tricky_inputs() {
         let body = wide_body(
             &["git", "bashrc"],
-            &["etc"],
+            &[
+                "etc",
+                "bin",
+                "usr/bin",
+                "usr/local/bin",
+                "opt/homebrew/s-bin",
+            ],
             &["cron", "site-packages", "kube"],
         );
         let fast = DottedWords::parse(&body).unwrap();
@@ -428,6 +451,20 @@ mod tests {
             "tool:file:write \u{e9}cron",
             "tool:file:write ~/.bashrc",
             "tool:file:write a.bashrc",
+            "tool:file:write /usr/local/bin/git",
+            "tool:file:write /usr/local/binx",
+            "tool:file:write /usr/local/lib/x",
+            "tool:file:write /usr/local",
+            "tool:file:write /usr/local/",
+            "tool:file:write /USR/Local/BIN",
+            "tool:file:write /usr/lo\u{17F}al/bin",
+            "tool:file:write /usr/bin",
+            "tool:file:write /usr/binary",
+            "tool:file:write src/bin/main.rs",
+            "tool:file:write ~/bin/x",
+            "tool:file:write /opt/homebrew/s-bin/x",
+            "tool:file:write /opt/homebrew/s-bi",
+            "tool:file:write /usr//bin/x",
             "cron",
             "/etc",
             "etc",
@@ -450,7 +487,7 @@ mod tests {
         #[test]
         fn wide_words_match_their_regex(
             dotted in proptest::collection::vec("[a-z0-9_-]{1,4}", 1..4),
-            rooted in proptest::collection::vec("[a-z0-9_-]{1,4}", 1..3),
+            rooted in proptest::collection::vec("[a-z0-9_-]{1,4}(/[a-z0-9_-]{1,3}){0,2}", 1..3),
             plain in proptest::collection::vec("[a-z0-9_-]{1,4}", 1..4),
             input in "(\\.|/|[gitkKsSh_/: -]|\u{212A}|\u{17F}|\u{e9}|\u{130}|\u{131}){0,16}",
         ) {
