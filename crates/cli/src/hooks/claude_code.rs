@@ -84,11 +84,15 @@ fn calls_in(hook: &Value, tool_name: &str, input: &Value) -> Result<Vec<Call>, S
 /// Claude Code's permission rule for exactly this call: the command or
 /// the file path, written so that it means only that (other tools get
 /// none: a rule would cover every call). Claude Code reads `*` in a Bash
-/// rule, and `*`, `?`, `[` in a path rule, as wildcards, and a path rule's
-/// leading `/` as the project's root (`//` is the file system's): a call
-/// whose text would read as more than itself gets no rule, and an
-/// absolute path is written with `//`.
-fn rule_for(tool_name: &str, input: &Value) -> Option<Value> {
+/// rule, and `*`, `?`, `[` in a path rule, as wildcards, and path rules
+/// as gitignore patterns: a leading `/` is the project's root (`//` the
+/// file system's), and a relative name with no `/` matches at any depth
+/// (`README.md` would cover every `README.md` below). So a file is always
+/// written as `//` and its absolute path, resolved under the working
+/// directory `cwd`; a call whose text would read as more than itself, or
+/// whose file is not known absolutely (no absolute `cwd`, a `~` path),
+/// gets no rule.
+fn rule_for(tool_name: &str, input: &Value, cwd: Option<&str>) -> Option<Value> {
     let content = match tool_name {
         "Bash" => {
             let command = text(input, "command")?;
@@ -99,14 +103,19 @@ fn rule_for(tool_name: &str, input: &Value) -> Option<Value> {
         }
         "Edit" | "MultiEdit" | "Write" | "Read" => {
             let path = text(input, "file_path")?;
-            if path.contains(['*', '?', '[', '\\']) {
+            // gitignore drops trailing blanks.
+            if path.contains(['*', '?', '[', '\\']) || path.ends_with(char::is_whitespace) {
                 return None;
             }
-            if path.starts_with('/') {
-                format!("/{path}")
-            } else {
+            let absolute = if path.starts_with('/') {
                 path.to_owned()
-            }
+            } else if path.starts_with('~') {
+                return None;
+            } else {
+                let cwd = cwd.filter(|c| c.starts_with('/'))?;
+                format!("{}/{path}", cwd.trim_end_matches('/'))
+            };
+            format!("/{}", map::normalize_path(&absolute))
         }
         _ => return None,
     };
@@ -134,7 +143,7 @@ impl Runtime for ClaudeCode {
                 dir: map::grep_dir(tool_name == "Grep", text(hook, "cwd"), &input, &["path"]),
             },
             calls: calls_in(hook, tool_name, &input)?,
-            rule: rule_for(tool_name, &input),
+            rule: rule_for(tool_name, &input, text(hook, "cwd")),
         })
     }
 
@@ -334,19 +343,38 @@ mod tests {
     /// `//path` (a single `/` is the project's root there).
     #[test]
     fn session_rules_mean_only_the_call_in_claude_codes_syntax() {
-        let rule = |tool: &str, input: Value| rule_for(tool, &input);
+        let rule = |tool: &str, input: Value| rule_for(tool, &input, Some("/home/u/proj/"));
         assert_eq!(rule("Bash", json!({"command": "rm -f *.log"})), None);
         assert_eq!(rule("Bash", json!({"command": "npm run test:*"})), None);
         assert_eq!(
             rule("Edit", json!({"file_path": "/etc/hosts"})),
             Some(json!({"toolName": "Edit", "ruleContent": "//etc/hosts"}))
         );
+        // A relative name is anchored: `README.md` alone would be every
+        // README.md below the working directory.
         assert_eq!(
-            rule("Read", json!({"file_path": "notes/todo.md"})),
-            Some(json!({"toolName": "Read", "ruleContent": "notes/todo.md"}))
+            rule("Edit", json!({"file_path": "README.md"})),
+            Some(json!({"toolName": "Edit", "ruleContent": "//home/u/proj/README.md"}))
         );
-        for path in ["/srv/app/*.env", "/srv/app/?", "/srv/[a]/x", "C:\\x"] {
+        assert_eq!(
+            rule("Read", json!({"file_path": "notes/../todo.md"})),
+            Some(json!({"toolName": "Read", "ruleContent": "//home/u/proj/todo.md"}))
+        );
+        for path in [
+            "/srv/app/*.env",
+            "/srv/app/?",
+            "/srv/[a]/x",
+            "C:\\x",
+            "~/.bashrc",
+            "x.md ",
+        ] {
             assert_eq!(rule("Write", json!({"file_path": path})), None, "{path}");
+        }
+        for cwd in [None, Some("proj")] {
+            assert_eq!(
+                rule_for("Edit", &json!({"file_path": "README.md"}), cwd),
+                None
+            );
         }
         assert_eq!(rule("Glob", json!({"pattern": "x"})), None);
     }
