@@ -209,3 +209,41 @@ async fn a_daemon_that_hangs_or_answers_garbage_is_denied_in_time() {
         server.abort();
     }
 }
+
+/// A grant on a relative file becomes a Claude Code session rule for that
+/// file only: `//` and its absolute path, not the bare name Claude Code
+/// would match at any depth.
+#[tokio::test]
+async fn a_claude_code_session_rule_names_the_file_not_every_file_so_named() {
+    let app = crate::runtime_hooks::gated_app().await;
+    let (s, g) = app
+        .call(
+            reqwest::Method::POST,
+            "/v1/grants",
+            Some(&app.operator),
+            Some(
+                json!({"tool": "file", "pattern": "edit /home/dev/proj/README\\.md",
+                "expires": "1h"}),
+            ),
+        )
+        .await;
+    assert_eq!(s, reqwest::StatusCode::CREATED, "{g}");
+    let mut input = fixture("claude-code", "permission_request");
+    input["tool_name"] = json!("Edit");
+    input["tool_input"] = json!({"file_path": "README.md", "old_string": "a", "new_string": "b"});
+    let r = hook(
+        &app.base,
+        &app.agent,
+        "claude-code",
+        &serde_json::to_vec(&input).unwrap(),
+        "5",
+    )
+    .await;
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|_| panic!("{r:?}"));
+    assert_eq!(
+        v["hookSpecificOutput"]["decision"]["updatedPermissions"][0]["rules"],
+        json!([{"toolName": "Edit", "ruleContent": "//home/dev/proj/README.md"}]),
+        "{v}"
+    );
+    app.stop().await;
+}
