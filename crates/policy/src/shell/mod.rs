@@ -121,6 +121,15 @@ pub enum Hazard {
         /// The construct.
         construct: String,
     },
+    /// A construct bash reads as plain text that zsh, the shell many
+    /// agents run their commands in (macOS's default), evaluates: a
+    /// `[…]` right after a parameter is a subscript there, read as
+    /// arithmetic that runs a quoted `$(…)`; `${(e)…}`, `${~…}` and the
+    /// like are expansions bash cannot parse.
+    ZshOnly {
+        /// The construct.
+        construct: String,
+    },
     /// A git argument list that also runs something other than git.
     NotGit {
         /// The other command.
@@ -230,6 +239,10 @@ impl fmt::Display for Hazard {
             Self::BashOnly { construct } => write!(
                 f,
                 "`{construct}` means something else in sh (dash) than in bash"
+            ),
+            Self::ZshOnly { construct } => write!(
+                f,
+                "`{construct}` is evaluated by zsh, which the agent's shell may be"
             ),
             Self::NotGit { command } => write!(f, "it also runs `{command}`, which is not git"),
             Self::UnknownSubcommand {

@@ -157,13 +157,20 @@ fn pieces_into(
     info: &mut WordInfo<'_>,
     c: &mut Collector,
 ) {
+    let mut before = Before::Other;
     for p in pieces {
         let source = raw.get(p.start_index..p.end_index).unwrap_or_default();
+        let next = match &p.piece {
+            WordPiece::ParameterExpansion(_) => Before::Parameter,
+            WordPiece::Text(text) if text.ends_with('$') => Before::Dollar,
+            _ => Before::Other,
+        };
         match &p.piece {
             WordPiece::Text(text) => {
                 if !in_quotes && has_glob(text) {
                     info.glob = true;
                 }
+                zsh_only(text, before, c);
                 push_literal(info, text);
             }
             WordPiece::SingleQuotedText(text) => {
@@ -213,6 +220,43 @@ fn pieces_into(
                     c.hazard(Hazard::Arithmetic);
                 }
             }
+        }
+        before = next;
+    }
+}
+
+/// What the piece before a text piece was, as [`zsh_only`] needs it.
+#[derive(Clone, Copy, PartialEq)]
+enum Before {
+    /// A parameter expansion.
+    Parameter,
+    /// Text ending with a `$` (the word parser splits `${(e)x}` there).
+    Dollar,
+    /// Anything else, or nothing.
+    Other,
+}
+
+/// Records a [`Hazard::ZshOnly`] for text that bash keeps as written but
+/// zsh evaluates: a `[` right after a parameter (`$HOME['$(cmd)']` is a
+/// subscript there, read as arithmetic that runs the quoted `$(cmd)`), or
+/// a `$` that opens what bash could not parse as an expansion (`${(e)…}`,
+/// `${~x}`, `$=x`: the word parser leaves them as text).
+fn zsh_only(text: &str, before: Before, c: &mut Collector) {
+    let bytes = text.as_bytes();
+    if before == Before::Parameter && text.starts_with('[') {
+        c.hazard(Hazard::ZshOnly {
+            construct: "$name[…]".to_owned(),
+        });
+    }
+    let opens = |b: Option<&u8>| matches!(b, Some(b'{' | b'=' | b'~' | b'^' | b'(' | b'['));
+    let after_dollar = (before == Before::Dollar)
+        .then_some(0)
+        .into_iter()
+        .chain(text.match_indices('$').map(|(i, _)| i + 1));
+    for at in after_dollar {
+        if opens(bytes.get(at)) {
+            let construct = format!("${}", text.get(at..at + 1).unwrap_or_default());
+            c.hazard(Hazard::ZshOnly { construct });
         }
     }
 }
