@@ -209,6 +209,10 @@ const BYPASSES: &[&str] = &[
     "echo $1['$(id)']",
     "echo $HOME[(e)'$(id)']",
     "echo $HOME[(r)'$(id)']",
+    "read -t 'a[$(id)]' x",
+    "echo ${HOME:0:'a[$(id)]'}",
+    "echo ${(l:'a[$(id)]':)HOME}",
+    "ls *([1,'a[$(id)]'])",
     // Unparsable.
     "ls 'unterminated",
     "ls (",
