@@ -242,8 +242,16 @@ test('a click on a card that moved under a still pointer decides nothing', async
   assert.equal(first.body.status, 'pending', JSON.stringify(first.body));
   const c1 = card(first.body.id);
   await c1.waitFor();
-  // The operator points at Approve of what they read.
-  const box = await c1.locator('button.approve').boundingBox();
+  // The operator points at Approve of what they read, once the page has
+  // settled (on a loaded machine layout can still be moving).
+  const approve = c1.locator('button.approve');
+  let box = await approve.boundingBox();
+  for (let i = 0; i < 50; i++) {
+    await sleep(100);
+    const again = await approve.boundingBox();
+    if (again && box && again.x === box.x && again.y === box.y) break;
+    box = again;
+  }
   const x = box.x + box.width / 2;
   const y = box.y + box.height / 2;
   await page.mouse.move(x, y);
@@ -252,11 +260,15 @@ test('a click on a card that moved under a still pointer decides nothing', async
   const second = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'make shift-dangerous' });
   const c2 = card(second.body.id);
   await c2.waitFor();
-  await sleep(100);
-  const under = await page.evaluate(([px, py]) => {
+  const underPointer = () => page.evaluate(([px, py]) => {
     const b = document.elementFromPoint(px, py)?.closest('button.approve');
     return b?.closest('.card')?.dataset.id;
   }, [x, y]);
+  let under = await underPointer();
+  for (let i = 0; i < 50 && under !== second.body.id; i++) {
+    await sleep(100);
+    under = await underPointer();
+  }
   assert.equal(under, second.body.id, 'the new card is not under the pointer: the test does not test anything');
   // The click lands where the pointer was: on the newcomer's Approve.
   await page.mouse.down();
