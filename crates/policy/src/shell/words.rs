@@ -237,18 +237,25 @@ enum Before {
 }
 
 /// Records a [`Hazard::ZshOnly`] for text that bash keeps as written but
-/// zsh evaluates: a `[` right after a parameter (`$HOME['$(cmd)']` is a
-/// subscript there, read as arithmetic that runs the quoted `$(cmd)`), or
-/// a `$` that opens what bash could not parse as an expansion (`${(e)…}`,
-/// `${~x}`, `$=x`: the word parser leaves them as text).
+/// zsh evaluates: a `[` right after a parameter, or after a name after one
+/// (`$HOME['$(cmd)']` and `$#HOME['$(cmd)']` subscript there, read as
+/// arithmetic that runs the quoted `$(cmd)`), or a `$` that opens what
+/// bash could not parse as an expansion (`${(e)…}`, `${~x}`, `$=x`,
+/// `$+x[…]`: the word parser leaves them as text). Found with zsh 5.9 and
+/// random lines `readonly` allowed.
 fn zsh_only(text: &str, before: Before, c: &mut Collector) {
     let bytes = text.as_bytes();
-    if before == Before::Parameter && text.starts_with('[') {
+    // `$#name[…]` (a length) reads to bash as `$#` and text.
+    let name_then_bracket = || {
+        text.trim_start_matches(|ch: char| ch.is_ascii_alphanumeric() || ch == '_')
+            .starts_with('[')
+    };
+    if before == Before::Parameter && name_then_bracket() {
         c.hazard(Hazard::ZshOnly {
             construct: "$name[…]".to_owned(),
         });
     }
-    let opens = |b: Option<&u8>| matches!(b, Some(b'{' | b'=' | b'~' | b'^' | b'(' | b'['));
+    let opens = |b: Option<&u8>| matches!(b, Some(b'{' | b'=' | b'~' | b'^' | b'+' | b'(' | b'['));
     let after_dollar = (before == Before::Dollar)
         .then_some(0)
         .into_iter()
