@@ -15,3 +15,4 @@ mod policy_corpus;
 mod protected_files;
 mod remember;
 mod shell_corpus;
+mod zsh_differential;
