@@ -172,6 +172,19 @@ impl Gate {
             (true, true) => Some(Seen::Asked),
             (true, false) => Some(edit.seen.unwrap_or(Seen::Asked)),
         };
+        // The approver rules and the count were just checked against the
+        // action as read, unedited: an edit landing before this approval
+        // is stored brings rules of its own (a count of people, other
+        // approvers) that were not checked. An approval "as edited" of an
+        // action read unedited is refused here, as the store would refuse
+        // it were the action still unedited; one "as asked" the store
+        // refuses if an edit landed meanwhile.
+        if seen == Some(Seen::Edited) && !action.team.edited {
+            return Err(GateError::conflict(
+                "nobody edited this action: this approval was for an edited version it does \
+                 not have; read it again",
+            ));
+        }
         let edit = if approve && !edit.is_empty() {
             let (mut edit, edited_string) = self.checked_edit(action, edit).await?;
             // The edited action answers to its own profile rule too, now
