@@ -8,7 +8,9 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::call;
+use crate::common::daemon::{Daemon, agent_key};
+use crate::common::pg_cluster::Cluster;
+use crate::common::{call, client};
 use crate::teams::{Team, approve, get, named_operator, pending, team};
 
 /// Adds a person; their id.
@@ -92,4 +94,109 @@ async fn a_second_key_racing_its_owners_edit_never_completes_the_edited_quorum()
              prod deploy that needs two release approvers: {a}"
         );
     }
+}
+
+/// The registration of handler `pay` (one action, `send`) with `approvals`
+/// on it when given.
+fn pay(approvals: Option<Value>) -> Value {
+    let mut send = json!({"name": "send", "permission": "pay.send",
+        "params_schema": {"type": "object", "properties": {"amount": {"type": "integer"}}}});
+    if let Some(a) = approvals {
+        send["approvals"] = a;
+    }
+    json!({
+        "id": "pay", "name": "Payments", "url": "http://127.0.0.1:9/hook",
+        "permissions": [{"name": "pay.send", "parameters_schema": {"type": "object"}}],
+        "actions": [send]
+    })
+}
+
+/// A handler action given `approvals` while one of its actions waits
+/// governs that action at once (`docs/teams.md`: every decision applies
+/// "whatever rule applies now", and a grant settles no pending action "its
+/// handler action's `approvals`" govern). An operator outside its approvers
+/// granting the permission must not settle it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_does_not_settle_a_waiting_action_whose_handler_action_gained_approvals() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    handler_gains_approvals(&d.base, &d.admin_key()).await;
+}
+
+/// The same on Postgres, whose grants settle pending actions by a code
+/// path of their own.
+#[test]
+fn on_postgres_a_grant_does_not_settle_a_waiting_action_whose_handler_action_gained_approvals() {
+    let Some(cluster) = Cluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        &[("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())],
+    );
+    let admin = d.admin_key();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(handler_gains_approvals(&d.base, &admin));
+}
+
+/// The handler-gains-approvals case on the daemon at `base`.
+async fn handler_gains_approvals(base: &str, admin: &str) {
+    let http = client();
+    let agent = agent_key(&http, base, admin, "bot").await;
+    let (intern, _) = named_operator(&http, base, admin, "intern").await;
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{base}/v1/handlers"),
+        admin,
+        Some(pay(None)),
+    )
+    .await;
+    assert_eq!(s, 201, "{p}");
+    let (s, a) = call(
+        &http,
+        Method::POST,
+        format!("{base}/v1/actions"),
+        &agent,
+        Some(
+            json!({"handler": "pay", "action": "send", "params": {"amount": 5},
+            "timeout": "10m"}),
+        ),
+    )
+    .await;
+    assert_eq!(s, 201, "{a}");
+    assert_eq!(a["status"], "pending", "{a}");
+    let id = a["id"].as_str().unwrap().to_owned();
+    let (s, p) = call(
+        &http,
+        Method::PUT,
+        format!("{base}/v1/handlers/pay"),
+        admin,
+        Some(pay(Some(
+            json!({"count": 2, "approvers": ["group:finance"]}),
+        ))),
+    )
+    .await;
+    assert_eq!(s, 200, "{p}");
+    // The rule of now governs it: the intern may not approve it.
+    let (s, p) = approve(&http, base, &intern, &id, json!({})).await;
+    assert_eq!(s, 403, "{p}");
+    // Nor settle it with a grant.
+    let (s, g) = call(
+        &http,
+        Method::POST,
+        format!("{base}/v1/grants"),
+        &intern,
+        Some(
+            json!({"agent": "bot", "handler": "pay", "permission": "pay.send",
+            "scope": {}, "expires": "1h"}),
+        ),
+    )
+    .await;
+    assert_eq!(s, 201, "{g}");
+    let a = get(&http, base, admin, &id).await;
+    assert_eq!(a["status"], "pending", "{a}");
 }
