@@ -200,3 +200,44 @@ async fn handler_gains_approvals(base: &str, admin: &str) {
     let a = get(&http, base, admin, &id).await;
     assert_eq!(a["status"], "pending", "{a}");
 }
+
+/// A person renamed after approving is still the same person: their
+/// other identity (a second key here; a chat account alike) approving
+/// again gets 409 ("the same person again, through any key or chat"),
+/// and the quorum of two is not met by one person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renamed_person_counts_once_through_another_identity() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([{"pattern": "tool:deploy:.*", "count": 2}])).await;
+    let (desk, desk_id) = named_operator(&http, &d.base, &admin, "ann-desk").await;
+    let (laptop, laptop_id) = named_operator(&http, &d.base, &admin, "ann-laptop").await;
+    let pid = person(
+        &http,
+        &d.base,
+        &admin,
+        json!({"name": "ann", "keys": [desk_id, laptop_id]}),
+    )
+    .await;
+    let id = pending(&http, &d.base, &agent, "deploy", "prod").await;
+    let (s, a) = approve(&http, &d.base, &desk, &id, json!({})).await;
+    assert_eq!(s, 200, "{a}");
+    let (s, p) = call(
+        &http,
+        Method::PUT,
+        format!("{}/v1/people/{pid}", d.base),
+        &admin,
+        Some(json!({"name": "ann.smith", "keys": [desk_id, laptop_id]})),
+    )
+    .await;
+    assert_eq!(s, 200, "{p}");
+    let (s, p) = approve(&http, &d.base, &laptop, &id, json!({})).await;
+    assert_eq!(s, 409, "{p}");
+    let a = get(&http, &d.base, &admin, &id).await;
+    assert_eq!(a["status"], "pending", "{a}");
+    assert_eq!(a["approvals"].as_array().unwrap().len(), 1, "{a}");
+}
