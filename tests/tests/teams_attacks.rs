@@ -241,3 +241,43 @@ async fn a_renamed_person_counts_once_through_another_identity() {
     assert_eq!(a["status"], "pending", "{a}");
     assert_eq!(a["approvals"].as_array().unwrap().len(), 1, "{a}");
 }
+
+/// An approvals rule over a shell tool governs a command line that buries
+/// its command where deny patterns still find it (a substitution inside a
+/// parameter default or an arithmetic expansion, `bash -c`, `eval`): as
+/// deny and allow patterns judge every command, so does the rule. An agent
+/// cannot shed a quorum of two ops people by burying `rm`: the intern
+/// outside the rule's approvers gets 403 on each, and one approval by an
+/// approver leaves each pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approvals_rule_governs_a_command_buried_where_deny_patterns_find_it() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([
+        {"pattern": "tool:bash:rm .*", "count": 2, "approvers": ["group:ops"]}
+    ]))
+    .await;
+    let (op, op_id) = named_operator(&http, &d.base, &admin, "ann-key").await;
+    let (intern, _) = named_operator(&http, &d.base, &admin, "intern").await;
+    person(
+        &http,
+        &d.base,
+        &admin,
+        json!({"name": "ann", "groups": ["ops"], "keys": [op_id]}),
+    )
+    .await;
+    let lines = std::fs::read_to_string(crate::teams::fixture("buried_rm.txt")).unwrap();
+    for line in lines.lines() {
+        let id = pending(&http, &d.base, &agent, "bash", line).await;
+        let (s, p) = approve(&http, &d.base, &intern, &id, json!({})).await;
+        assert_eq!(s, 403, "{line}: {p}");
+        let (s, a) = approve(&http, &d.base, &op, &id, json!({})).await;
+        assert_eq!(s, 200, "{line}: {a}");
+        assert_eq!(a["status"], "pending", "{line}: {a}");
+        assert_eq!(a["approvals_required"], 2, "{line}: {a}");
+    }
+}

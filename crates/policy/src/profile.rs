@@ -348,7 +348,10 @@ impl Profile {
     /// the first whose pattern matches it whole or, for a tool whose
     /// detail is analysed (shells, git), matches one of its simple
     /// commands as deny and allow patterns see them, so a rule over `rm`
-    /// governs `cd x && rm -r y` too.
+    /// governs `cd x && rm -r y` too; and the commands only deny patterns
+    /// see, buried where the walk does not enter (`${x:-$(rm -r y)}`,
+    /// `bash -c 'rm -r y'`): a rule governs what a deny pattern would
+    /// find, or an agent could shed it by burying its command.
     pub fn approval_rule(&self, action: &str) -> Option<&crate::approvals::CompiledRule> {
         let rules = &self.inner.approvals;
         if rules.is_empty() {
@@ -356,11 +359,15 @@ impl Profile {
         }
         let segments: Vec<String> = match split_action(action) {
             Some((tool, detail)) => match self.dialect(tool) {
-                Some(dialect) => crate::shell::analyze(dialect, detail)
-                    .commands
-                    .iter()
-                    .map(|c| format_action(tool, c))
-                    .collect(),
+                Some(dialect) => {
+                    let analysis = crate::shell::analyze(dialect, detail);
+                    analysis
+                        .commands
+                        .iter()
+                        .chain(&analysis.hidden)
+                        .map(|c| format_action(tool, c))
+                        .collect()
+                }
                 None => Vec::new(),
             },
             None => Vec::new(),
