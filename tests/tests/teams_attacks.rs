@@ -281,3 +281,70 @@ async fn an_approvals_rule_governs_a_command_buried_where_deny_patterns_find_it(
         assert_eq!(a["approvals_required"], 2, "{line}: {a}");
     }
 }
+
+/// A handler action that runs a command line (its scope's `command` ends
+/// its detail, as the reference executor's `execute_command`) is judged
+/// like a shell tool, command by command: so is it by an approvals rule.
+/// An agent cannot shed a rule over `run rm …` by sending `cd x && rm -r
+/// out`, nor by burying `rm`: the intern outside the rule's approvers gets
+/// 403, and one ops approval leaves each line pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approvals_rule_governs_each_command_of_a_handler_command_line() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([
+        {"pattern": "tool:sh1:run rm .*", "count": 2, "approvers": ["group:ops"]}
+    ]))
+    .await;
+    let (op, op_id) = named_operator(&http, &d.base, &admin, "ann-key").await;
+    let (intern, _) = named_operator(&http, &d.base, &admin, "intern").await;
+    person(
+        &http,
+        &d.base,
+        &admin,
+        json!({"name": "ann", "groups": ["ops"], "keys": [op_id]}),
+    )
+    .await;
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/handlers", d.base),
+        &admin,
+        Some(json!({
+            "id": "sh1", "name": "Shell", "url": "http://127.0.0.1:9/hook",
+            "permissions": [{"name": "shell.exec", "parameters_schema": {"type": "object",
+                "properties": {"command": {"type": "string"}}}}],
+            "actions": [{"name": "run", "permission": "shell.exec",
+                "params_schema": {"type": "object", "properties": {"content": {"type": "string"}}},
+                "scope": {"command": "/content"}, "detail": "run {content}"}]
+        })),
+    )
+    .await;
+    assert_eq!(s, 201, "{p}");
+    let buried = std::fs::read_to_string(crate::teams::fixture("buried_rm.txt")).unwrap();
+    for line in buried.lines().chain(["cd x && rm -r out"]) {
+        let (s, a) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/actions", d.base),
+            &agent,
+            Some(
+                json!({"handler": "sh1", "action": "run", "params": {"content": line},
+                "timeout": "10m"}),
+            ),
+        )
+        .await;
+        assert_eq!((s, &a["status"]), (201, &json!("pending")), "{line}: {a}");
+        let id = a["id"].as_str().unwrap().to_owned();
+        let (s, p) = approve(&http, &d.base, &intern, &id, json!({})).await;
+        assert_eq!(s, 403, "{line}: {p}");
+        let (s, a) = approve(&http, &d.base, &op, &id, json!({})).await;
+        assert_eq!(s, 200, "{line}: {a}");
+        assert_eq!(a["status"], "pending", "{line}: {a}");
+        assert_eq!(a["approvals_required"], 2, "{line}: {a}");
+    }
+}
