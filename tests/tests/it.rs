@@ -47,6 +47,7 @@ mod session_review;
 mod session_shell;
 mod sessions;
 mod teams;
+mod teams_attacks;
 mod teams_grants;
 mod teams_review;
 mod teams_seen;

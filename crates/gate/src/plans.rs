@@ -428,7 +428,7 @@ impl Gate {
     ) -> GateResult<(String, Vec<CompiledRule>)> {
         if let (Some(tool), Some(detail)) = (&step.tool, &step.detail) {
             let action = actiongate_policy::format_action(tool, detail);
-            let rules = governing_rules(profile, &action, None);
+            let rules = governing_rules(profile, &action, None, None);
             return Ok((action, rules));
         }
         let (Some(handler), Some(action)) = (&step.handler, &step.action) else {
@@ -443,7 +443,8 @@ impl Gate {
         };
         let params = step.params.clone().unwrap_or_default();
         let action = actiongate_policy::format_action(handler, &a.detail(&params));
-        let rules = governing_rules(profile, &action, a.approvals.as_ref());
+        let scope = a.scope(&params);
+        let rules = governing_rules(profile, &action, Some(&scope), a.approvals.as_ref());
         Ok((action, rules))
     }
 

@@ -68,14 +68,16 @@ pub struct Decided {
 }
 
 /// The approvals rules that govern an action: the profile's rule whose
-/// pattern matches `action_string`, then its handler action's own.
+/// pattern matches `action_string` (a handler action's command line, in
+/// `scope`, matched command by command), then its handler action's own.
 pub(crate) fn governing_rules(
     profile: &policy::Profile,
     action_string: &str,
+    scope: Option<&Map<String, Value>>,
     handler_rule: Option<&CompiledRule>,
 ) -> Vec<CompiledRule> {
     profile
-        .approval_rule(action_string)
+        .approval_rule(action_string, scope)
         .into_iter()
         .chain(handler_rule)
         .cloned()
@@ -114,6 +116,7 @@ pub async fn decide_in(
     let rules = governing_rules(
         &profile,
         &action_string,
+        permission.as_ref().map(|p| p.scope),
         permission.as_ref().and_then(|p| p.approvals),
     );
     let req = policy::Request {

@@ -6,7 +6,7 @@
 use actiongate_api::teams::Seen;
 use actiongate_policy::approvals::{Approver, CompiledRule, approver_allowed};
 use actiongate_store::{Action, ApprovalEntry, DecisionResult, Edit, StoreError, TeamDecision};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::actions::{MAX_DETAIL, check_len};
 use crate::people::Decider;
@@ -82,17 +82,20 @@ fn required(rules: &[CompiledRule]) -> u32 {
 
 impl Gate {
     /// The approvals rules that apply to an asked action: its agent's
-    /// profile's first rule whose pattern matches `action_string`, and its
-    /// handler action's `approvals` (`handler`: handler id and action name).
+    /// profile's first rule whose pattern matches `action_string` (a
+    /// handler action's command line, in `scope`, matched command by
+    /// command), and its handler action's `approvals` (`handler`: handler
+    /// id and action name).
     pub async fn approval_rules(
         &self,
         agent: &str,
         action_string: &str,
+        scope: Option<&Map<String, Value>>,
         handler: Option<(&str, &str)>,
     ) -> GateResult<Vec<CompiledRule>> {
         let profile = self.profile_of(agent).await?;
         let mut rules: Vec<CompiledRule> = profile
-            .approval_rule(action_string)
+            .approval_rule(action_string, scope)
             .cloned()
             .into_iter()
             .collect();
@@ -117,8 +120,13 @@ impl Gate {
         })?;
         let handler = action.handler.as_deref().zip(action.action.as_deref());
         rules.extend(
-            self.approval_rules(&action.agent, &action.action_string, handler)
-                .await?,
+            self.approval_rules(
+                &action.agent,
+                &action.action_string,
+                action.scope.as_ref(),
+                handler,
+            )
+            .await?,
         );
         Ok(rules)
     }
@@ -172,14 +180,27 @@ impl Gate {
             (true, true) => Some(Seen::Asked),
             (true, false) => Some(edit.seen.unwrap_or(Seen::Asked)),
         };
+        // The approver rules and the count were just checked against the
+        // action as read, unedited: an edit landing before this approval
+        // is stored brings rules of its own (a count of people, other
+        // approvers) that were not checked. An approval "as edited" of an
+        // action read unedited is refused here, as the store would refuse
+        // it were the action still unedited; one "as asked" the store
+        // refuses if an edit landed meanwhile.
+        if seen == Some(Seen::Edited) && !action.team.edited {
+            return Err(GateError::conflict(
+                "nobody edited this action: this approval was for an edited version it does \
+                 not have; read it again",
+            ));
+        }
         let edit = if approve && !edit.is_empty() {
-            let (mut edit, edited_string) = self.checked_edit(action, edit).await?;
+            let (mut edit, edited_string, scope) = self.checked_edit(action, edit).await?;
             // The edited action answers to its own profile rule too, now
             // and (kept with it) at every later decision: a later approver
             // approves what will run, under its rule and count.
             let handler = action.handler.as_deref().zip(action.action.as_deref());
             let other = self
-                .approval_rules(&action.agent, &edited_string, handler)
+                .approval_rules(&action.agent, &edited_string, scope.as_ref(), handler)
                 .await?;
             Gate::check_approver(&other, &d)?;
             required = required.max(self::required(&other));
@@ -217,8 +238,13 @@ impl Gate {
 
     /// Checks an edit of `action`: params against the handler action's
     /// schema, a detail against the profile; neither may be denied. The
-    /// edit as stored, and the edited action string.
-    async fn checked_edit(&self, action: &Action, edit: EditRequest) -> GateResult<(Edit, String)> {
+    /// edit as stored, the edited action string and (a handler action's)
+    /// its scope.
+    async fn checked_edit(
+        &self,
+        action: &Action,
+        edit: EditRequest,
+    ) -> GateResult<(Edit, String, Option<Map<String, Value>>)> {
         match (&action.handler, edit.params, edit.detail) {
             (_, Some(_), Some(_)) => Err(GateError::invalid(
                 "detail",
@@ -288,6 +314,7 @@ impl Gate {
                         decision_rule: None,
                     },
                     actiongate_policy::format_action(handler_id, &detail),
+                    Some(scope),
                 ))
             }
             (None, None, Some(detail)) => {
@@ -311,6 +338,7 @@ impl Gate {
                         decision_rule: None,
                     },
                     string,
+                    None,
                 ))
             }
             (_, None, None) => Err(GateError::internal()),

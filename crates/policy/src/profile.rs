@@ -348,21 +348,49 @@ impl Profile {
     /// the first whose pattern matches it whole or, for a tool whose
     /// detail is analysed (shells, git), matches one of its simple
     /// commands as deny and allow patterns see them, so a rule over `rm`
-    /// governs `cd x && rm -r y` too.
-    pub fn approval_rule(&self, action: &str) -> Option<&crate::approvals::CompiledRule> {
+    /// governs `cd x && rm -r y` too; and the commands only deny patterns
+    /// see, buried where the walk does not enter (`${x:-$(rm -r y)}`,
+    /// `bash -c 'rm -r y'`): a rule governs what a deny pattern would
+    /// find, or an agent could shed it by burying its command.
+    ///
+    /// `scope` is a handler action's: when it has a command line
+    /// ([`crate::grant::SHELL_SCOPE_KEY`]) that ends the detail (as in
+    /// `execute_command {content}`), each of its commands is matched as
+    /// `tool:<handler>:<detail before the command><command>`, as deny and
+    /// allow patterns judge it.
+    pub fn approval_rule(
+        &self,
+        action: &str,
+        scope: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Option<&crate::approvals::CompiledRule> {
         let rules = &self.inner.approvals;
         if rules.is_empty() {
             return None;
         }
+        let command = scope
+            .and_then(|s| s.get(crate::grant::SHELL_SCOPE_KEY))
+            .and_then(serde_json::Value::as_str);
         let segments: Vec<String> = match split_action(action) {
-            Some((tool, detail)) => match self.dialect(tool) {
-                Some(dialect) => crate::shell::analyze(dialect, detail)
-                    .commands
-                    .iter()
-                    .map(|c| format_action(tool, c))
-                    .collect(),
-                None => Vec::new(),
-            },
+            Some((tool, detail)) => {
+                let part = match command.and_then(|c| detail.strip_suffix(c).map(|p| (p, c))) {
+                    Some((prefix, command)) => {
+                        Some((prefix, command, self.dialect(tool).unwrap_or(Dialect::Bash)))
+                    }
+                    None => self.dialect(tool).map(|d| ("", detail, d)),
+                };
+                match part {
+                    Some((prefix, command, dialect)) => {
+                        let analysis = crate::shell::analyze(dialect, command);
+                        analysis
+                            .commands
+                            .iter()
+                            .chain(&analysis.hidden)
+                            .map(|c| format_action(tool, &format!("{prefix}{c}")))
+                            .collect()
+                    }
+                    None => Vec::new(),
+                }
+            }
             None => Vec::new(),
         };
         rules
@@ -555,11 +583,11 @@ mod tests {
             "tool:bash:true; rm -r out",
             "tool:bash:ls | rm -r out",
         ] {
-            assert!(p.approval_rule(line).is_some(), "{line}");
+            assert!(p.approval_rule(line, None).is_some(), "{line}");
         }
-        assert!(p.approval_rule("tool:bash:ls -la").is_none());
+        assert!(p.approval_rule("tool:bash:ls -la", None).is_none());
         // Tools matched as they are stay whole-string.
-        assert!(p.approval_rule("tool:http:x rm -r out").is_none());
+        assert!(p.approval_rule("tool:http:x rm -r out", None).is_none());
     }
 
     #[test]

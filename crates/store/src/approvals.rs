@@ -79,10 +79,15 @@ impl Plan {
     }
 }
 
+/// `same_person` holds every identity of the person `d` comes through,
+/// as stored now (empty when the identity is nobody's): an approval
+/// recorded through any of them is that person's, whatever name it was
+/// recorded under.
 pub(crate) fn plan(
     current: &Action,
     d: &TeamDecision,
     at: DateTime<Utc>,
+    same_person: &[String],
 ) -> Result<Plan, StoreError> {
     let expired = current.deadline.is_some_and(|dl| dl <= at);
     if current.status != ActionStatus::Pending || expired {
@@ -112,11 +117,12 @@ pub(crate) fn plan(
     // it): a later decider's own reckoning never lowers it.
     let required = d.required.max(team.approvals_required.unwrap_or(1));
     // The same person, or the same identity (its person changed since it
-    // approved, so it would now count as someone else), approves once.
+    // approved, so it would now count as someone else), approves once; so
+    // does a person renamed since approving through another identity.
     if team
         .approvals
         .iter()
-        .any(|a| a.who == d.entry.who || a.by == d.entry.by)
+        .any(|a| a.who == d.entry.who || a.by == d.entry.by || same_person.contains(&a.by))
     {
         return Err(StoreError::Conflict(format!(
             "{} has already approved this action; it needs approvals from {} distinct people",
@@ -209,8 +215,15 @@ pub(crate) async fn decide_on(
     d: &TeamDecision,
 ) -> Result<(TeamDecided, NewEvent), StoreError> {
     let current = get_on(conn, id).await?.ok_or(StoreError::NotFound)?;
+    let same_person: Vec<String> = sqlx::query_scalar(
+        "SELECT identity FROM person_identities WHERE person_id = \
+         (SELECT person_id FROM person_identities WHERE identity = ?)",
+    )
+    .bind(&d.entry.by)
+    .fetch_all(&mut *conn)
+    .await?;
     let at = now();
-    let p = plan(&current, d, at)?;
+    let p = plan(&current, d, at, &same_person)?;
     let ms = to_ms(at);
     let row = match p.status {
         Some(status) => {

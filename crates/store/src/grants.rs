@@ -519,6 +519,7 @@ async fn approve_covered_on(
     let at = now();
     let mut approved = Vec::new();
     let mut profiles: HashMap<String, Option<Arc<policy::Profile>>> = HashMap::new();
+    let mut specs: HashMap<String, Option<String>> = HashMap::new();
     for row in &rows {
         let action = actions::from_row(row)?;
         if !covers(&pg, &action, at) {
@@ -539,7 +540,12 @@ async fn approve_covered_on(
         }
         // An approvals rule (a count of people, or who may approve)
         // governs it: one operator's grant does not settle it.
-        if profile.approval_rule(&action.action_string).is_some() || asked_under_rules(&action) {
+        if profile
+            .approval_rule(&action.action_string, action.scope.as_ref())
+            .is_some()
+            || asked_under_rules(&action)
+            || handler_governs_on(conn, &action, &mut specs).await?
+        {
             continue;
         }
         // A guarded action of a tainted session is a human's to decide.
@@ -566,6 +572,53 @@ pub(crate) fn asked_under_rules(action: &Action) -> bool {
         .rule
         .as_ref()
         .is_some_and(|r| r.get("approvals").is_some())
+}
+
+/// Whether the handler action of `action` has `approvals` of its own in
+/// `spec`, its handler's registration as stored now (`None`: no such
+/// handler): such a rule governs the action at once, even when it was
+/// asked before the handler had it. A spec that cannot be read governs
+/// it too (nothing is approved on a guess).
+pub(crate) fn handler_action_governs(spec: Option<&str>, action: &Action) -> bool {
+    let Some(name) = action.action.as_deref() else {
+        return false;
+    };
+    let Some(spec) = spec else {
+        return false;
+    };
+    let Ok(spec) = serde_json::from_str::<Value>(spec) else {
+        return true;
+    };
+    let Some(actions) = spec.get("actions").and_then(Value::as_array) else {
+        return true;
+    };
+    actions
+        .iter()
+        .filter(|a| a.get("name").and_then(Value::as_str) == Some(name))
+        .any(|a| a.get("approvals").is_some_and(|r| !r.is_null()))
+}
+
+/// [`handler_action_governs`] for pending `action`, its handler's spec
+/// read once per handler into `specs`.
+async fn handler_governs_on(
+    conn: &mut SqliteConnection,
+    action: &Action,
+    specs: &mut HashMap<String, Option<String>>,
+) -> Result<bool, StoreError> {
+    let Some(handler) = action.handler.as_deref() else {
+        return Ok(false);
+    };
+    if !specs.contains_key(handler) {
+        let spec: Option<String> = sqlx::query_scalar("SELECT spec FROM handlers WHERE id = ?")
+            .bind(handler)
+            .fetch_optional(&mut *conn)
+            .await?;
+        specs.insert(handler.to_owned(), spec);
+    }
+    Ok(handler_action_governs(
+        specs.get(handler).and_then(Option::as_deref),
+        action,
+    ))
 }
 
 /// The profile of `agent` as stored now, or `default` when it has none of

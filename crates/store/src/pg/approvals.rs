@@ -33,8 +33,15 @@ pub(crate) async fn decide_on(
     d: &TeamDecision,
 ) -> Result<(TeamDecided, NewEvent), StoreError> {
     let current = locked(conn, id).await?.ok_or(StoreError::NotFound)?;
+    let same_person: Vec<String> = sqlx::query_scalar(
+        "SELECT identity FROM person_identities WHERE person_id = \
+         (SELECT person_id FROM person_identities WHERE identity = $1)",
+    )
+    .bind(&d.entry.by)
+    .fetch_all(&mut *conn)
+    .await?;
     let at = now();
-    let p = plan(&current, d, at)?;
+    let p = plan(&current, d, at, &same_person)?;
     let ms = to_ms(at);
     let row = match p.status {
         Some(status) => {

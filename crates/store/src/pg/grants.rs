@@ -29,8 +29,8 @@ use crate::error::StoreError;
 use crate::events::NewEvent;
 use crate::grants::{
     ApproveFirst, GrantCreated, GrantFilter, NewGrant, allows, approve_by_grant, asked_under_rules,
-    compile_profile, covered_query, covers, from_row, grant_columns, grant_event, insert_query,
-    list_query, to_policy,
+    compile_profile, covered_query, covers, from_row, grant_columns, grant_event,
+    handler_action_governs, insert_query, list_query, to_policy,
 };
 use crate::pg::Postgres;
 use crate::pg::actions::transition_on;
@@ -111,7 +111,9 @@ pub(crate) async fn approve_if_granted(
             return Ok(None);
         };
         // An approvals rule of the profile as it is now governs it.
-        if p.approval_rule(&pending.action_string).is_some() {
+        if p.approval_rule(&pending.action_string, pending.scope.as_ref())
+            .is_some()
+        {
             return Ok(None);
         }
         if !allows(&grant, p, pending, at) {
@@ -129,6 +131,29 @@ pub(crate) async fn approve_if_granted(
         return Ok(Some((approved, event)));
     }
     Ok(None)
+}
+
+/// [`handler_action_governs`] for pending `action`, its handler's spec
+/// read once per handler into `specs`.
+async fn handler_governs_on(
+    conn: &mut PgConnection,
+    action: &Action,
+    specs: &mut HashMap<String, Option<String>>,
+) -> Result<bool, StoreError> {
+    let Some(handler) = action.handler.as_deref() else {
+        return Ok(false);
+    };
+    if !specs.contains_key(handler) {
+        let spec: Option<String> = sqlx::query_scalar("SELECT spec FROM handlers WHERE id = $1")
+            .bind(handler)
+            .fetch_optional(&mut *conn)
+            .await?;
+        specs.insert(handler.to_owned(), spec);
+    }
+    Ok(handler_action_governs(
+        specs.get(handler).and_then(Option::as_deref),
+        action,
+    ))
 }
 
 /// The profile of `agent` as stored now, or `default` when it has none of
@@ -213,6 +238,7 @@ async fn approve_covered_on(
     let t = approve_by_grant(&grant.id);
     let mut approved = Vec::new();
     let mut profiles: HashMap<String, Option<Arc<policy::Profile>>> = HashMap::new();
+    let mut specs: HashMap<String, Option<String>> = HashMap::new();
     for row in &rows {
         let action = crate::actions::from_row(row)?;
         if !covers(&pg, &action, at) {
@@ -233,7 +259,12 @@ async fn approve_covered_on(
         }
         // An approvals rule (a count of people, or who may approve)
         // governs it: one operator's grant does not settle it.
-        if profile.approval_rule(&action.action_string).is_some() || asked_under_rules(&action) {
+        if profile
+            .approval_rule(&action.action_string, action.scope.as_ref())
+            .is_some()
+            || asked_under_rules(&action)
+            || handler_governs_on(conn, &action, &mut specs).await?
+        {
             continue;
         }
         // A guarded action of a tainted session is a human's to decide.

@@ -1,0 +1,350 @@
+//! Black-box tests from a second adversarial review of approvals for teams
+//! (`docs/teams.md`): what a second identity of one person, a key that is
+//! nobody's, or an approver of other actions could slip past a quorum or
+//! an approver rule.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::common::daemon::{Daemon, agent_key};
+use crate::common::pg_cluster::Cluster;
+use crate::common::{call, client};
+use crate::teams::{Team, approve, get, named_operator, pending, team};
+
+/// Adds a person; their id.
+async fn person(http: &reqwest::Client, base: &str, admin: &str, body: Value) -> String {
+    let (s, p) = call(
+        http,
+        Method::POST,
+        format!("{base}/v1/people"),
+        admin,
+        Some(body),
+    )
+    .await;
+    assert_eq!(s, 201, "{p}");
+    p["id"].as_str().unwrap().to_owned()
+}
+
+/// Ann edits an action nobody's rule governed into one that needs two
+/// release approvers; her second key, which is nobody's (and so no
+/// release approver, and no person a quorum counts), approves "as edited"
+/// at the same moment. Checked against the action as it was before the
+/// edit (no rule: anyone, once), that approval must not complete the
+/// quorum of the edited one: whatever the order, the action never ends
+/// approved by Ann alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_second_key_racing_its_owners_edit_never_completes_the_edited_quorum() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([
+        {"pattern": "tool:deploy:prod.*", "count": 2, "approvers": ["group:release"]}
+    ]))
+    .await;
+    let (ann, ann_id) = named_operator(&http, &d.base, &admin, "ann-key").await;
+    let (spare, _) = named_operator(&http, &d.base, &admin, "ann-laptop").await;
+    person(
+        &http,
+        &d.base,
+        &admin,
+        json!({"name": "ann", "groups": ["release"], "keys": [ann_id]}),
+    )
+    .await;
+    for round in 0..25 {
+        let id = pending(
+            &http,
+            &d.base,
+            &agent,
+            "deploy",
+            &format!("staging {round}"),
+        )
+        .await;
+        let url = format!("{}/v1/actions/{id}/approve", d.base);
+        let edit = call(
+            &http,
+            Method::POST,
+            url.clone(),
+            &ann,
+            Some(json!({"detail": format!("prod {round}")})),
+        );
+        let seconds = (0..6u64).map(|i| {
+            let (http, url, spare) = (http.clone(), url.clone(), spare.clone());
+            async move {
+                tokio::time::sleep(Duration::from_millis(i)).await;
+                call(
+                    &http,
+                    Method::POST,
+                    url,
+                    &spare,
+                    Some(json!({"seen": "edited"})),
+                )
+                .await
+            }
+        });
+        let ((se, e), answers) = tokio::join!(edit, futures::future::join_all(seconds));
+        let a = get(&http, &d.base, &admin, &id).await;
+        assert_ne!(
+            a["status"], "approved",
+            "round {round}: the edit ({se}: {e}) and ann's second key ({answers:?}) approved a \
+             prod deploy that needs two release approvers: {a}"
+        );
+    }
+}
+
+/// The registration of handler `pay` (one action, `send`) with `approvals`
+/// on it when given.
+fn pay(approvals: Option<Value>) -> Value {
+    let mut send = json!({"name": "send", "permission": "pay.send",
+        "params_schema": {"type": "object", "properties": {"amount": {"type": "integer"}}}});
+    if let Some(a) = approvals {
+        send["approvals"] = a;
+    }
+    json!({
+        "id": "pay", "name": "Payments", "url": "http://127.0.0.1:9/hook",
+        "permissions": [{"name": "pay.send", "parameters_schema": {"type": "object"}}],
+        "actions": [send]
+    })
+}
+
+/// A handler action given `approvals` while one of its actions waits
+/// governs that action at once (`docs/teams.md`: every decision applies
+/// "whatever rule applies now", and a grant settles no pending action "its
+/// handler action's `approvals`" govern). An operator outside its approvers
+/// granting the permission must not settle it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_does_not_settle_a_waiting_action_whose_handler_action_gained_approvals() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    handler_gains_approvals(&d.base, &d.admin_key()).await;
+}
+
+/// The same on Postgres, whose grants settle pending actions by a code
+/// path of their own.
+#[test]
+fn on_postgres_a_grant_does_not_settle_a_waiting_action_whose_handler_action_gained_approvals() {
+    let Some(cluster) = Cluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        &[("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())],
+    );
+    let admin = d.admin_key();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(handler_gains_approvals(&d.base, &admin));
+}
+
+/// The handler-gains-approvals case on the daemon at `base`.
+async fn handler_gains_approvals(base: &str, admin: &str) {
+    let http = client();
+    let agent = agent_key(&http, base, admin, "bot").await;
+    let (intern, _) = named_operator(&http, base, admin, "intern").await;
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{base}/v1/handlers"),
+        admin,
+        Some(pay(None)),
+    )
+    .await;
+    assert_eq!(s, 201, "{p}");
+    let (s, a) = call(
+        &http,
+        Method::POST,
+        format!("{base}/v1/actions"),
+        &agent,
+        Some(
+            json!({"handler": "pay", "action": "send", "params": {"amount": 5},
+            "timeout": "10m"}),
+        ),
+    )
+    .await;
+    assert_eq!(s, 201, "{a}");
+    assert_eq!(a["status"], "pending", "{a}");
+    let id = a["id"].as_str().unwrap().to_owned();
+    let (s, p) = call(
+        &http,
+        Method::PUT,
+        format!("{base}/v1/handlers/pay"),
+        admin,
+        Some(pay(Some(
+            json!({"count": 2, "approvers": ["group:finance"]}),
+        ))),
+    )
+    .await;
+    assert_eq!(s, 200, "{p}");
+    // The rule of now governs it: the intern may not approve it.
+    let (s, p) = approve(&http, base, &intern, &id, json!({})).await;
+    assert_eq!(s, 403, "{p}");
+    // Nor settle it with a grant.
+    let (s, g) = call(
+        &http,
+        Method::POST,
+        format!("{base}/v1/grants"),
+        &intern,
+        Some(
+            json!({"agent": "bot", "handler": "pay", "permission": "pay.send",
+            "scope": {}, "expires": "1h"}),
+        ),
+    )
+    .await;
+    assert_eq!(s, 201, "{g}");
+    let a = get(&http, base, admin, &id).await;
+    assert_eq!(a["status"], "pending", "{a}");
+}
+
+/// A person renamed after approving is still the same person: their
+/// other identity (a second key here; a chat account alike) approving
+/// again gets 409 ("the same person again, through any key or chat"),
+/// and the quorum of two is not met by one person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renamed_person_counts_once_through_another_identity() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([{"pattern": "tool:deploy:.*", "count": 2}])).await;
+    let (desk, desk_id) = named_operator(&http, &d.base, &admin, "ann-desk").await;
+    let (laptop, laptop_id) = named_operator(&http, &d.base, &admin, "ann-laptop").await;
+    let pid = person(
+        &http,
+        &d.base,
+        &admin,
+        json!({"name": "ann", "keys": [desk_id, laptop_id]}),
+    )
+    .await;
+    let id = pending(&http, &d.base, &agent, "deploy", "prod").await;
+    let (s, a) = approve(&http, &d.base, &desk, &id, json!({})).await;
+    assert_eq!(s, 200, "{a}");
+    let (s, p) = call(
+        &http,
+        Method::PUT,
+        format!("{}/v1/people/{pid}", d.base),
+        &admin,
+        Some(json!({"name": "ann.smith", "keys": [desk_id, laptop_id]})),
+    )
+    .await;
+    assert_eq!(s, 200, "{p}");
+    let (s, p) = approve(&http, &d.base, &laptop, &id, json!({})).await;
+    assert_eq!(s, 409, "{p}");
+    let a = get(&http, &d.base, &admin, &id).await;
+    assert_eq!(a["status"], "pending", "{a}");
+    assert_eq!(a["approvals"].as_array().unwrap().len(), 1, "{a}");
+}
+
+/// An approvals rule over a shell tool governs a command line that buries
+/// its command where deny patterns still find it (a substitution inside a
+/// parameter default or an arithmetic expansion, `bash -c`, `eval`): as
+/// deny and allow patterns judge every command, so does the rule. An agent
+/// cannot shed a quorum of two ops people by burying `rm`: the intern
+/// outside the rule's approvers gets 403 on each, and one approval by an
+/// approver leaves each pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approvals_rule_governs_a_command_buried_where_deny_patterns_find_it() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([
+        {"pattern": "tool:bash:rm .*", "count": 2, "approvers": ["group:ops"]}
+    ]))
+    .await;
+    let (op, op_id) = named_operator(&http, &d.base, &admin, "ann-key").await;
+    let (intern, _) = named_operator(&http, &d.base, &admin, "intern").await;
+    person(
+        &http,
+        &d.base,
+        &admin,
+        json!({"name": "ann", "groups": ["ops"], "keys": [op_id]}),
+    )
+    .await;
+    let lines = std::fs::read_to_string(crate::teams::fixture("buried_rm.txt")).unwrap();
+    for line in lines.lines() {
+        let id = pending(&http, &d.base, &agent, "bash", line).await;
+        let (s, p) = approve(&http, &d.base, &intern, &id, json!({})).await;
+        assert_eq!(s, 403, "{line}: {p}");
+        let (s, a) = approve(&http, &d.base, &op, &id, json!({})).await;
+        assert_eq!(s, 200, "{line}: {a}");
+        assert_eq!(a["status"], "pending", "{line}: {a}");
+        assert_eq!(a["approvals_required"], 2, "{line}: {a}");
+    }
+}
+
+/// A handler action that runs a command line (its scope's `command` ends
+/// its detail, as the reference executor's `execute_command`) is judged
+/// like a shell tool, command by command: so is it by an approvals rule.
+/// An agent cannot shed a rule over `run rm …` by sending `cd x && rm -r
+/// out`, nor by burying `rm`: the intern outside the rule's approvers gets
+/// 403, and one ops approval leaves each line pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approvals_rule_governs_each_command_of_a_handler_command_line() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([
+        {"pattern": "tool:sh1:run rm .*", "count": 2, "approvers": ["group:ops"]}
+    ]))
+    .await;
+    let (op, op_id) = named_operator(&http, &d.base, &admin, "ann-key").await;
+    let (intern, _) = named_operator(&http, &d.base, &admin, "intern").await;
+    person(
+        &http,
+        &d.base,
+        &admin,
+        json!({"name": "ann", "groups": ["ops"], "keys": [op_id]}),
+    )
+    .await;
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/handlers", d.base),
+        &admin,
+        Some(json!({
+            "id": "sh1", "name": "Shell", "url": "http://127.0.0.1:9/hook",
+            "permissions": [{"name": "shell.exec", "parameters_schema": {"type": "object",
+                "properties": {"command": {"type": "string"}}}}],
+            "actions": [{"name": "run", "permission": "shell.exec",
+                "params_schema": {"type": "object", "properties": {"content": {"type": "string"}}},
+                "scope": {"command": "/content"}, "detail": "run {content}"}]
+        })),
+    )
+    .await;
+    assert_eq!(s, 201, "{p}");
+    let buried = std::fs::read_to_string(crate::teams::fixture("buried_rm.txt")).unwrap();
+    for line in buried.lines().chain(["cd x && rm -r out"]) {
+        let (s, a) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/actions", d.base),
+            &agent,
+            Some(
+                json!({"handler": "sh1", "action": "run", "params": {"content": line},
+                "timeout": "10m"}),
+            ),
+        )
+        .await;
+        assert_eq!((s, &a["status"]), (201, &json!("pending")), "{line}: {a}");
+        let id = a["id"].as_str().unwrap().to_owned();
+        let (s, p) = approve(&http, &d.base, &intern, &id, json!({})).await;
+        assert_eq!(s, 403, "{line}: {p}");
+        let (s, a) = approve(&http, &d.base, &op, &id, json!({})).await;
+        assert_eq!(s, 200, "{line}: {a}");
+        assert_eq!(a["status"], "pending", "{line}: {a}");
+        assert_eq!(a["approvals_required"], 2, "{line}: {a}");
+    }
+}
