@@ -388,6 +388,13 @@ impl Profile {
                             .map(|c| format_action(tool, &format!("{prefix}{c}")))
                             .collect()
                     }
+                    // A detail that is not analysed is matched line by
+                    // line too: `.` stops at a line break, so a newline
+                    // sent after `prod eu` would shed a rule over
+                    // `prod.*` (and its count of people).
+                    None if detail.contains('\n') => {
+                        detail.split('\n').map(|l| format_action(tool, l)).collect()
+                    }
                     None => Vec::new(),
                 }
             }
@@ -586,8 +593,31 @@ mod tests {
             assert!(p.approval_rule(line, None).is_some(), "{line}");
         }
         assert!(p.approval_rule("tool:bash:ls -la", None).is_none());
-        // Tools matched as they are stay whole-string.
+        // Tools matched as they are stay whole-string, each line of it.
         assert!(p.approval_rule("tool:http:x rm -r out", None).is_none());
+        let deploy = Profile::custom(CustomProfile {
+            approvals: vec![crate::approvals::ApprovalRule {
+                pattern: "tool:deploy:prod.*".into(),
+                count: 2,
+                approvers: vec![],
+                escalate_after: None,
+                escalate_to: None,
+            }],
+            ..CustomProfile::default()
+        })
+        .unwrap();
+        for action in [
+            "tool:deploy:prod eu",
+            "tool:deploy:prod eu\n",
+            "tool:deploy:x\nprod eu",
+        ] {
+            assert!(deploy.approval_rule(action, None).is_some(), "{action:?}");
+        }
+        assert!(
+            deploy
+                .approval_rule("tool:deploy:staging\nx", None)
+                .is_none()
+        );
     }
 
     #[test]
