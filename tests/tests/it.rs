@@ -13,6 +13,7 @@ mod cluster_mcp;
 mod cluster_restart;
 mod daemon;
 mod dispatch_lease;
+mod edge_names;
 mod edge_review;
 mod examples;
 mod executor_crash;

@@ -106,6 +106,16 @@ fn admin(caller: &Caller) -> GateResult<()> {
     Ok(())
 }
 
+/// Whether `id` is (or could be) the action tool of an MCP call made
+/// elsewhere: the proxy's `mcp__<server>__<tool>`, its resource reads and
+/// prompts (`mcp-resource`, `mcp-prompt`, and the `mcp-` names kept for
+/// it, such as `mcp-pin`), a hook's `mcp` (a name that is not plain) and
+/// `other` (a name taken by a built-in tool). A handler of that id would
+/// be judged by the rules, grants and taint written for those calls.
+fn is_mcp_tool(id: &str) -> bool {
+    id == "mcp" || id == "other" || id.starts_with("mcp__") || id.starts_with("mcp-")
+}
+
 /// The handler to store, and its actions' approvals rules.
 fn new_handler(
     reg: &HandlerRegistration,
@@ -117,12 +127,14 @@ fn new_handler(
     // request_permission and of the proxy's pinned tool definitions.
     if actiongate_policy::is_builtin_tool(&reg.id)
         || ["permission", "mcp-pin"].contains(&reg.id.as_str())
+        || is_mcp_tool(&reg.id)
     {
         return Err(GateError::invalid(
             "id",
             format!(
-                "'{}' is the name of a built-in tool; handler ids and tool names share the \
-                 action string's namespace, so choose another id",
+                "'{}' is the name of a built-in tool or of MCP calls' tools (mcp, mcp__…, \
+                 mcp-…, other); handler ids and tool names share the action string's \
+                 namespace, so choose another id",
                 reg.id
             ),
         ));
