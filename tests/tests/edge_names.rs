@@ -4,10 +4,12 @@
 //! neither may be one that already stands for something else, or the rules
 //! and calls meant for that other thing reach the handler instead.
 
+use std::time::Duration;
+
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::daemon::{Daemon, agent_key, set_profile};
+use crate::common::daemon::{Daemon, agent_key, register_handler, set_profile};
 use crate::common::{call, client};
 
 /// A registration of handler `id` with `actions` (names), at a URL that
@@ -76,5 +78,97 @@ async fn a_handler_cannot_take_the_action_tool_of_an_mcp_call() {
         assert_eq!(s, 422, "{id}: {b}");
         assert!(b.to_string().contains("id"), "{b}");
     }
+    d.stop();
+}
+
+/// The MCP tool names of the handler actions the daemon lists.
+async fn tool_names(http: &reqwest::Client, base: &str, key: &str) -> Vec<String> {
+    let (s, b) = call(
+        http,
+        Method::GET,
+        format!("{base}/v1/tools?format=mcp"),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    b["tools"]
+        .as_array()
+        .or(b.as_array())
+        .unwrap_or_else(|| panic!("{b}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Two actions whose MCP tool names come out the same (`a` + `b__c` and
+/// `a__b` + `c`; `send.email` and `send_email`; names cut at 64
+/// characters) made one tool name for two actions: a call of that tool
+/// went to whichever handler sorts first, with the params the agent meant
+/// for the other one. A registration whose tool name is already another
+/// action's is refused, and every listed tool name is one action's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_actions_never_share_one_mcp_tool_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    register_handler(&http, &d.base, &admin, registration("a__b", &["c"])).await;
+    // `v`×60 + `__` + `ab_one`, cut at 64: `v`×60 + `__ab`.
+    let long = "v".repeat(60);
+    register_handler(&http, &d.base, &admin, registration(&long, &["ab_one"])).await;
+    let cut = format!("{long}__ab");
+    let own = "w".repeat(60);
+    let tries = [
+        // Another handler's tool name.
+        registration("a", &["b__c"]),
+        // Two of its own actions under one name.
+        registration("mail", &["send.email", "send_email"]),
+        // Cut at 64 characters: every action of this 64-character id is
+        // one name, the other handler's.
+        registration(&cut, &["zz"]),
+        // Two of its own actions that differ past the cut.
+        registration(&own, &["ab_one", "ab_two"]),
+    ];
+    for reg in tries {
+        let (s, b) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/handlers", d.base),
+            &admin,
+            Some(reg.clone()),
+        )
+        .await;
+        assert_eq!(s, 422, "{reg}: {b}");
+    }
+    // Replacing a registration is held to the same.
+    let (s, b) = call(
+        &http,
+        Method::PUT,
+        format!("{}/v1/handlers/a__b", d.base),
+        &admin,
+        Some(registration("a__b", &["c", "c.d", "c_d"])),
+    )
+    .await;
+    assert_eq!(s, 422, "{b}");
+    // A handler's own tool names do not clash with themselves when it is
+    // replaced.
+    let (s, b) = call(
+        &http,
+        Method::PUT,
+        format!("{}/v1/handlers/a__b", d.base),
+        &admin,
+        Some(registration("a__b", &["c", "d"])),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut names = tool_names(&http, &d.base, &agent).await;
+    let all = names.len();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), all, "{names:?}");
     d.stop();
 }

@@ -246,6 +246,7 @@ impl Gate {
     ) -> GateResult<(HandlerRecord, String, Vec<String>)> {
         admin(caller)?;
         let (new, rules) = new_handler(reg, &self.config().outbound)?;
+        self.check_tool_names(caller, reg).await?;
         let warnings = self.unmet_quorums(&rules).await?;
         let secret = crate::sign::new_secret();
         let record = self.store().create_handler(new, secret.clone()).await?;
@@ -269,6 +270,7 @@ impl Gate {
             ));
         }
         let (new, rules) = new_handler(reg, &self.config().outbound)?;
+        self.check_tool_names(caller, reg).await?;
         let warnings = self.unmet_quorums(&rules).await?;
         let record = self
             .store()

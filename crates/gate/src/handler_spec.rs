@@ -168,7 +168,28 @@ fn template(errs: &mut Errors, field: String, text: &str, schema: &Value) -> Opt
 pub fn validate(
     reg: &HandlerRegistration,
 ) -> Result<Vec<actiongate_policy::approvals::CompiledRule>, GateError> {
-    compile_parts(reg).map(|(_, actions)| actions.into_iter().filter_map(|a| a.approvals).collect())
+    let (_, actions) = compile_parts(reg)?;
+    // Checked at registration only: a stored handler registered before
+    // stays in service, and a tool name two of its actions share calls
+    // neither (`Gate::handler_tool`).
+    let mut tools = HashMap::new();
+    let mut errs = Errors(Vec::new());
+    for (i, a) in reg.actions.iter().enumerate() {
+        let name = crate::tools::tool_name(&reg.id, &a.name);
+        if let Some(other) = tools.insert(name.clone(), &a.name) {
+            errs.add(
+                format!("actions[{i}].name"),
+                format!(
+                    "its MCP tool name '{name}' is also action '{other}''s: a call could not \
+                     say which one it means"
+                ),
+            );
+        }
+    }
+    if !errs.0.is_empty() {
+        return Err(GateError::invalid_fields(errs.0));
+    }
+    Ok(actions.into_iter().filter_map(|a| a.approvals).collect())
 }
 
 type Parts = (HashMap<String, PermissionDecl>, Vec<CompiledAction>);

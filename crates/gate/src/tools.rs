@@ -84,18 +84,50 @@ impl Gate {
         Ok(tools)
     }
 
-    /// The handler tool called `name`, if one is in service.
+    /// The handler tool called `name`, if exactly one is in service: a
+    /// name two actions share (registered before such clashes were
+    /// refused) says neither, and calls none.
     pub async fn handler_tool(
         &self,
         caller: &Caller,
         name: &str,
     ) -> GateResult<Option<HandlerTool>> {
-        Ok(self
-            .handler_tools(caller)
-            .await?
-            .iter()
-            .find(|t| t.name == name)
-            .cloned())
+        let tools = self.handler_tools(caller).await?;
+        let mut named = tools.iter().filter(|t| t.name == name);
+        Ok(match (named.next(), named.next()) {
+            (Some(t), None) => Some(t.clone()),
+            _ => None,
+        })
+    }
+
+    /// Refuses a registration of handler `reg.id` an action of which would
+    /// be listed under the MCP tool name of another handler's action in
+    /// service: a call of that name would reach one of them, with the
+    /// params meant for the other.
+    pub async fn check_tool_names(
+        &self,
+        caller: &Caller,
+        reg: &actiongate_api::HandlerRegistration,
+    ) -> GateResult<()> {
+        let tools = self.handler_tools(caller).await?;
+        let mut errors = Vec::new();
+        for (i, a) in reg.actions.iter().enumerate() {
+            let name = tool_name(&reg.id, &a.name);
+            if let Some(t) = tools.iter().find(|t| t.handler != reg.id && t.name == name) {
+                errors.push(actiongate_api::FieldError {
+                    field: format!("actions[{i}].name"),
+                    message: format!(
+                        "its MCP tool name '{name}' is already handler '{}''s action '{}'",
+                        t.handler, t.action
+                    ),
+                });
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(crate::GateError::invalid_fields(errors))
+        }
     }
 }
 
