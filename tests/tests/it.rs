@@ -14,6 +14,7 @@ mod cluster_restart;
 mod daemon;
 mod dispatch_lease;
 mod edge_names;
+mod edge_proxy;
 mod edge_review;
 mod examples;
 mod executor_crash;

@@ -157,23 +157,26 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
         max_bytes: usize::try_from(args.max_message_bytes).unwrap_or(usize::MAX),
         max_depth: usize::try_from(args.max_message_depth).unwrap_or(64),
     };
+    let wait = Duration::from_secs(args.upstream_timeout);
     let upstream = match (&args.upstream_url, args.command.split_first()) {
         (Some(url), _) => {
             let headers: HashMap<_, _> = args.upstream_header.iter().cloned().collect();
             let mut config =
                 StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(headers);
             config.max_sse_event_size = limits.max_bytes;
-            handler
-                .serve(StreamableHttpClientTransport::from_config(config))
-                .await
-                .map_err(|e| (Exit::Unreachable, format!("cannot reach {url}: {e}")))?
+            within(
+                wait,
+                handler.serve(StreamableHttpClientTransport::from_config(config)),
+            )
+            .await
+            .map_err(|e| (Exit::Unreachable, format!("cannot reach {url}: {e}")))?
         }
         (None, Some((cmd, rest))) => {
             let mut command = tokio::process::Command::new(cmd);
             command.args(rest);
             let transport = screen::ScreenedChild::spawn(command, limits)
                 .map_err(|e| (Exit::Unreachable, format!("cannot start {cmd}: {e}")))?;
-            handler.serve(transport).await.map_err(|e| {
+            within(wait, handler.serve(transport)).await.map_err(|e| {
                 (
                     Exit::Unreachable,
                     format!("{cmd} did not start as an MCP server: {e}"),
@@ -207,6 +210,22 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
     let _ = running.waiting().await;
     let _ = upstream.cancel().await;
     Ok(())
+}
+
+/// The upstream's answer to `initialize`, bounded like every other answer
+/// the proxy waits for (`--upstream-timeout`): one that never comes fails
+/// the start rather than hold the agent's client for ever.
+async fn within<T, E: std::fmt::Display>(
+    wait: Duration,
+    serving: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(wait, serving).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err(format!(
+            "no answer to initialize within {} s (--upstream-timeout)",
+            wait.as_secs()
+        )),
+    }
 }
 
 #[cfg(test)]
