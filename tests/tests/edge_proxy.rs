@@ -56,3 +56,70 @@ async fn an_upstream_that_never_answers_initialize_fails_the_proxy_in_time() {
     );
     d.stop();
 }
+
+/// An upstream server that, once a call is forwarded to it, sends the
+/// proxy pings by the thousand and stops reading what it is sent: the
+/// proxy's answers fill the pipe to its stdin, and every later write to
+/// it waits for good.
+const DEAF: &str = r#"
+import json, sys, time
+def send(msg):
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method = msg.get("method")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": msg["id"], "result": {
+            "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+            "serverInfo": {"name": "upstream", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": msg["id"], "result": {"tools": [
+            {"name": "read_page", "inputSchema": {"type": "object"}}]}})
+    elif method == "tools/call":
+        for k in range(20000):
+            send({"jsonrpc": "2.0", "id": "p%d" % k, "method": "ping"})
+        while True:
+            time.sleep(60)
+"#;
+
+/// A forwarded call to an upstream server that stops reading its input is
+/// answered with an error result within about `--upstream-timeout`
+/// (docs/mcp.md: never a call left unanswered): telling the upstream the
+/// call was cancelled must not hold the answer when the upstream does not
+/// read it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_to_an_upstream_that_stops_reading_is_answered_in_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    crate::common::daemon::set_profile(&http, &d.base, &admin, "bot", serde_json::json!("open"))
+        .await;
+    let mut p = crate::mcp_proxy::Proxy::start_with(
+        dir.path(),
+        &d.base,
+        &agent,
+        &[],
+        DEAF,
+        &["--upstream-timeout", "2"],
+    )
+    .await;
+    let start = Instant::now();
+    let r = p.call("read_page").await;
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(
+        crate::mcp_proxy::text_of(&r).starts_with("the upstream server failed:"),
+        "{r}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        start.elapsed()
+    );
+    p.stop().await;
+    d.stop();
+}

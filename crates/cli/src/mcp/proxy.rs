@@ -293,20 +293,12 @@ impl Proxy {
             Some(Ok(a)) => a,
             Some(Err(e)) => {
                 if matches!(e, rmcp::ServiceError::Timeout { .. }) {
-                    let note = CancelledNotificationParam::new(
-                        Some(id),
-                        Some("the proxy's upstream timeout passed".to_owned()),
-                    );
-                    let _ = self.upstream.notify_cancelled(note).await;
+                    self.cancel_upstream(id, "the proxy's upstream timeout passed");
                 }
                 return Ok(upstream_failed(e).into());
             }
             None => {
-                let note = CancelledNotificationParam::new(
-                    Some(id),
-                    Some("the agent cancelled the call".to_owned()),
-                );
-                let _ = self.upstream.notify_cancelled(note).await;
+                self.cancel_upstream(id, "the agent cancelled the call");
                 return Ok(error_result("the call was cancelled").into());
             }
         };
@@ -322,6 +314,18 @@ impl Proxy {
 }
 
 impl Proxy {
+    /// Tells the upstream that forwarded call `id` is cancelled, on the
+    /// side and within `--upstream-timeout`: an upstream that no longer
+    /// reads its input (its pipe full) would hold the write, and with it
+    /// the agent's answer, for ever.
+    fn cancel_upstream(&self, id: rmcp::model::RequestId, why: &str) {
+        let note = CancelledNotificationParam::new(Some(id), Some(why.to_owned()));
+        let (upstream, wait) = (self.upstream.clone(), self.upstream_timeout);
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(wait, upstream.notify_cancelled(note)).await;
+        });
+    }
+
     /// `request` to the upstream, answered within `--upstream-timeout`.
     async fn within<T>(
         &self,
