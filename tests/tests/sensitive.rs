@@ -138,3 +138,69 @@ async fn a_sensitive_value_is_shown_nowhere() {
     assert!(!text.contains(SECRET), "{text}");
     d.stop();
 }
+
+/// Everyone sees a sensitive value as `***`, so an approver's edit may not
+/// change it (an approver after them could not see the change): a new
+/// value is refused, naming the param; the value sent back as shown,
+/// `***`, keeps the one the agent sent, and the executor is sent that
+/// (the receipt's params digest is of it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_cannot_change_a_sensitive_value_nobody_can_see() {
+    use sha2::Digest;
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let operator = role_key(&http, &d.base, &admin, "operator").await;
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    register_handler(
+        &http,
+        &d.base,
+        &admin,
+        registration(json!({"key": "/user"}), json!(["/auth/token"])),
+    )
+    .await;
+    let (s, a) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/actions", d.base),
+        &agent,
+        Some(json!({"handler": "vault", "action": "read",
+            "params": {"user": "ada", "auth": {"token": SECRET}}})),
+    )
+    .await;
+    assert_eq!(s, 201, "{a}");
+    let id = a["id"].as_str().unwrap();
+    let approve = |params: Value| {
+        call(
+            &http,
+            reqwest::Method::POST,
+            format!("{}/v1/actions/{id}/approve", d.base),
+            &operator,
+            Some(json!({"params": params})),
+        )
+    };
+    let (s, p) = approve(json!({"user": "bob", "auth": {"token": "tok-mine"}})).await;
+    assert_eq!(s, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "params/auth/token", "{p}");
+    let (s, p) = approve(json!({"user": "bob", "auth": {}})).await;
+    assert_eq!(s, 422, "dropping it is a change too: {p}");
+    let (s, p) = approve(json!({"user": "bob", "auth": {"token": "***"}})).await;
+    assert_eq!(s, 200, "{p}");
+    let (s, r) = call(
+        &http,
+        reqwest::Method::GET,
+        format!("{}/v1/actions/{id}/receipt", d.base),
+        &operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{r}");
+    let sent = json!({"auth": {"token": SECRET}, "user": "bob"}).to_string();
+    let want = format!(
+        "sha256:{}",
+        hex::encode(sha2::Sha256::digest(sent.as_bytes()))
+    );
+    assert_eq!(r["claims"]["params_digest"], want, "{r}");
+    d.stop();
+}

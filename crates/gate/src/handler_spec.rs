@@ -480,6 +480,29 @@ impl CompiledAction {
             .collect()
     }
 
+    /// `after` (an edit of `before`) with each sensitive value sent as
+    /// shown, `"***"`, put back to the value it stands for: an approver
+    /// who edits another param sends the masked one as they read it.
+    pub fn unmask_kept(&self, before: &Value, after: &mut Value) {
+        for ptr in &self.decl.sensitive {
+            if let (Some(old), Some(new)) = (before.pointer(ptr), after.pointer_mut(ptr))
+                && new.as_str() == Some("***")
+            {
+                *new = old.clone();
+            }
+        }
+    }
+
+    /// The first sensitive param whose value differs between `before`
+    /// and `after` (present in one only, or changed), as its pointer.
+    pub fn sensitive_change(&self, before: &Value, after: &Value) -> Option<&str> {
+        self.decl
+            .sensitive
+            .iter()
+            .find(|ptr| before.pointer(ptr) != after.pointer(ptr))
+            .map(String::as_str)
+    }
+
     /// `params` with every sensitive value replaced by `"***"`.
     pub fn masked(&self, params: &Value) -> Value {
         let mut view = params.clone();

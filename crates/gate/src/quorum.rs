@@ -258,7 +258,7 @@ impl Gate {
                 "detail",
                 "this is a handler action: edit its params instead",
             )),
-            (Some(handler_id), Some(params), None) => {
+            (Some(handler_id), Some(mut params), None) => {
                 let handler = self.handler(handler_id).await?;
                 let name = action.action.as_deref().unwrap_or_default();
                 let Some(decl) = handler.action(name) else {
@@ -267,6 +267,26 @@ impl Gate {
                     )));
                 };
                 crate::bounds::check("params", &params, self.config().json.params)?;
+                // Everyone sees a sensitive value as `***`: a change to it
+                // would be approved by people who cannot see it.
+                // The params as the agent sent them (the action holds the
+                // masked view).
+                let asked = match self.store().action_params(&action.id).await? {
+                    Some(raw) => serde_json::from_str(&raw).map_err(|e| {
+                        tracing::error!(action = %action.id, error = %e, "stored params are not JSON");
+                        GateError::internal()
+                    })?,
+                    None => Value::Null,
+                };
+                decl.unmask_kept(&asked, &mut params);
+                if let Some(ptr) = decl.sensitive_change(&asked, &params) {
+                    return Err(GateError::invalid(
+                        format!("params{ptr}"),
+                        "a sensitive param cannot be edited: it is shown to nobody, so no \
+                         approver after you could see the change; deny and let the agent ask \
+                         again",
+                    ));
+                }
                 let violations = decl.violations(&params);
                 if !violations.is_empty() {
                     return Err(GateError::invalid_fields(
