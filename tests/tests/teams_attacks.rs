@@ -12,20 +12,7 @@ use crate::common::daemon::{Daemon, agent_key};
 use crate::common::pg_cluster::Cluster;
 use crate::common::{call, client};
 use crate::teams::{Team, approve, get, named_operator, pending, team};
-
-/// Adds a person; their id.
-async fn person(http: &reqwest::Client, base: &str, admin: &str, body: Value) -> String {
-    let (s, p) = call(
-        http,
-        Method::POST,
-        format!("{base}/v1/people"),
-        admin,
-        Some(body),
-    )
-    .await;
-    assert_eq!(s, 201, "{p}");
-    p["id"].as_str().unwrap().to_owned()
-}
+use crate::teams_review::person;
 
 /// Ann edits an action nobody's rule governed into one that needs two
 /// release approvers; her second key, which is nobody's (and so no

@@ -12,7 +12,7 @@ use crate::common::{call, client};
 use crate::teams::{Team, approve, get, named_operator, pending, person_key, profile, team};
 
 /// Adds a person; their id.
-async fn person(http: &reqwest::Client, base: &str, admin: &str, body: Value) -> String {
+pub(crate) async fn person(http: &reqwest::Client, base: &str, admin: &str, body: Value) -> String {
     let (s, p) = call(
         http,
         Method::POST,
