@@ -13,6 +13,8 @@ use crate::SqliteStore;
 use crate::actions::{self, Transition};
 use crate::error::StoreError;
 use crate::events::{self, NewEvent};
+use crate::grant_governs::handler_governs_on;
+pub(crate) use crate::grant_governs::{asked_under_rules, handler_action_governs};
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
 use actiongate_api::model::{Action, ActionStatus, GrantRecord, Json};
 
@@ -560,65 +562,6 @@ async fn approve_covered_on(
         }
     }
     Ok(approved)
-}
-
-/// Whether `action` was asked under an approvals rule, a copy of which its
-/// recorded decision keeps (`decision.rule.approvals`, written by the
-/// gate): such a rule governs it even when the profile no longer has it,
-/// or when it is its handler action's.
-pub(crate) fn asked_under_rules(action: &Action) -> bool {
-    action
-        .decision
-        .rule
-        .as_ref()
-        .is_some_and(|r| r.get("approvals").is_some())
-}
-
-/// Whether the handler action of `action` has `approvals` of its own in
-/// `spec`, its handler's registration as stored now (`None`: no such
-/// handler): such a rule governs the action at once, even when it was
-/// asked before the handler had it. A spec that cannot be read governs
-/// it too (nothing is approved on a guess).
-pub(crate) fn handler_action_governs(spec: Option<&str>, action: &Action) -> bool {
-    let Some(name) = action.action.as_deref() else {
-        return false;
-    };
-    let Some(spec) = spec else {
-        return false;
-    };
-    let Ok(spec) = serde_json::from_str::<Value>(spec) else {
-        return true;
-    };
-    let Some(actions) = spec.get("actions").and_then(Value::as_array) else {
-        return true;
-    };
-    actions
-        .iter()
-        .filter(|a| a.get("name").and_then(Value::as_str) == Some(name))
-        .any(|a| a.get("approvals").is_some_and(|r| !r.is_null()))
-}
-
-/// [`handler_action_governs`] for pending `action`, its handler's spec
-/// read once per handler into `specs`.
-async fn handler_governs_on(
-    conn: &mut SqliteConnection,
-    action: &Action,
-    specs: &mut HashMap<String, Option<String>>,
-) -> Result<bool, StoreError> {
-    let Some(handler) = action.handler.as_deref() else {
-        return Ok(false);
-    };
-    if !specs.contains_key(handler) {
-        let spec: Option<String> = sqlx::query_scalar("SELECT spec FROM handlers WHERE id = ?")
-            .bind(handler)
-            .fetch_optional(&mut *conn)
-            .await?;
-        specs.insert(handler.to_owned(), spec);
-    }
-    Ok(handler_action_governs(
-        specs.get(handler).and_then(Option::as_deref),
-        action,
-    ))
 }
 
 /// The profile of `agent` as stored now, or `default` when it has none of

@@ -39,6 +39,7 @@ pub mod event_types;
 mod events;
 mod fault;
 mod grant_cache;
+mod grant_governs;
 mod grant_requests;
 pub mod grants;
 mod handlers;
