@@ -335,3 +335,76 @@ async fn an_approvals_rule_governs_each_command_of_a_handler_command_line() {
         assert_eq!(a["approvals_required"], 2, "{line}: {a}");
     }
 }
+
+/// An approval counts toward a quorum only while its approver still may
+/// give it: one whose person left the rule's group, whose person was
+/// removed, or whose key was revoked (a stolen key, say) since approving
+/// no longer counts when the next approval lands, so the quorum is never
+/// met with an approval nobody could give now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_stops_counting_once_its_approver_could_not_give_it() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([
+        {"pattern": "tool:deploy:.*", "count": 2, "approvers": ["group:ops"]}
+    ]))
+    .await;
+    let base = &d.base;
+    let mut keys = Vec::new();
+    let mut ids = Vec::new();
+    for name in ["ann", "bob", "cat", "dan", "eve"] {
+        let (key, key_id) = named_operator(&http, base, &admin, &format!("{name}-key")).await;
+        let pid = person(
+            &http,
+            base,
+            &admin,
+            json!({"name": name, "groups": ["ops"], "keys": [key_id]}),
+        )
+        .await;
+        keys.push(key);
+        ids.push((pid, key_id));
+    }
+    let cases: Vec<(&str, usize, usize, usize)> = vec![
+        ("left the group", 0, 1, 2),
+        ("was removed", 2, 3, 4),
+        ("had the key revoked", 3, 4, 1),
+    ];
+    for (what, first, second, third) in cases {
+        let id = pending(&http, base, &agent, "deploy", &format!("prod {what}")).await;
+        let (s, a) = approve(&http, base, &keys[first], &id, json!({})).await;
+        assert_eq!(s, 200, "{what}: {a}");
+        let (pid, key_id) = ids[first].clone();
+        let s = match what {
+            "left the group" => {
+                let url = format!("{base}/v1/people/{pid}");
+                let body = json!({"name": "ann", "groups": ["dev"], "keys": [key_id]});
+                call(&http, Method::PUT, url, &admin, Some(body)).await.0
+            }
+            "was removed" => {
+                let url = format!("{base}/v1/people/{pid}");
+                call(&http, Method::DELETE, url, &admin, None).await.0
+            }
+            _ => {
+                let url = format!("{base}/v1/keys/{key_id}");
+                call(&http, Method::DELETE, url, &admin, None).await.0
+            }
+        };
+        assert!((200..300).contains(&s), "{what}: {s}");
+        let (s, a) = approve(&http, base, &keys[second], &id, json!({})).await;
+        assert_eq!(s, 200, "{what}: {a}");
+        assert_eq!(
+            a["status"], "pending",
+            "the first approver {what}, yet still counted: {a}"
+        );
+        let approvals = a["approvals"].as_array().unwrap();
+        assert_eq!(approvals.len(), 1, "{what}: {a}");
+        let (s, a) = approve(&http, base, &keys[third], &id, json!({})).await;
+        assert_eq!(s, 200, "{what}: {a}");
+        assert_eq!(a["status"], "approved", "{what}: {a}");
+        assert_eq!(a["approvals"].as_array().unwrap().len(), 2, "{what}: {a}");
+    }
+}

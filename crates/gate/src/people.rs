@@ -3,7 +3,7 @@
 //! quorums see them.
 
 use actiongate_api::teams::{ChatIds, Person, PersonBody};
-use actiongate_store::{NewPerson, Role, StoreError};
+use actiongate_store::{ApiKey, NewPerson, Role, StoreError};
 
 use crate::{Caller, Gate, GateError, GateResult};
 
@@ -200,6 +200,35 @@ impl Gate {
                 }
             }
         })
+    }
+
+    /// Who approved through identity `by`, as things stand now: the person
+    /// it belongs to, with the names approver globs match (theirs and, for
+    /// a key, the key's). `None` when it is nobody's now, or a key that
+    /// was revoked: such an approval no longer counts (`keys`: every key,
+    /// revoked ones too).
+    pub(crate) async fn decider_now(
+        &self,
+        by: &str,
+        keys: &[ApiKey],
+    ) -> GateResult<Option<Decider>> {
+        let mut names = match by.strip_prefix("key:") {
+            Some(id) => match keys.iter().find(|k| k.id == id) {
+                Some(k) if k.revoked_at.is_none() => vec![k.name.clone()],
+                _ => return Ok(None),
+            },
+            None => vec![by.to_owned()],
+        };
+        Ok(self.store().person_of(by).await?.map(|p| {
+            names.push(p.name.clone());
+            Decider {
+                who: p.name,
+                by: by.to_owned(),
+                names,
+                groups: p.groups,
+                person: true,
+            }
+        }))
     }
 
     /// Why some of these approvals rules (a profile's, or a handler's

@@ -146,6 +146,31 @@ impl Gate {
         Ok(())
     }
 
+    /// The identities whose approvals of `action` no longer count under
+    /// `rules`: the approver has since left the rule's approvers, is no
+    /// longer a person, or approved with a key since revoked. An approval
+    /// counts while its approver still could give it, so a quorum is never
+    /// met with one nobody could give now.
+    async fn lapsed(&self, action: &Action, rules: &[CompiledRule]) -> GateResult<Vec<String>> {
+        if action.team.approvals.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = self.store().list_keys().await?;
+        let mut lapsed = Vec::new();
+        for a in &action.team.approvals {
+            let counts = match self.decider_now(&a.by, &keys).await? {
+                Some(d) => Gate::check_approver(rules, &d).is_ok(),
+                None => false,
+            };
+            if !counts {
+                tracing::info!(action = %action.id, who = %a.who, by = %a.by,
+                    "an earlier approval no longer counts: its approver could not give it now");
+                lapsed.push(a.by.clone());
+            }
+        }
+        Ok(lapsed)
+    }
+
     /// Whether `caller` may decide `action` under its approvals rules, and
     /// how many approvals it needs.
     pub async fn may_decide(&self, caller: &Caller, action: &Action) -> GateResult<u32> {
@@ -212,7 +237,13 @@ impl Gate {
         if approve && required > 1 && !d.person {
             return Err(not_a_person(&d.by, required));
         }
+        let lapsed = if approve {
+            self.lapsed(action, &rules).await?
+        } else {
+            Vec::new()
+        };
         let decision = TeamDecision {
+            lapsed,
             seen,
             approve,
             entry: ApprovalEntry {

@@ -51,6 +51,11 @@ pub struct TeamDecision {
     /// as asked): an approval is refused when the action is otherwise, so
     /// it never approves a version its decider did not read.
     pub seen: Option<Seen>,
+    /// The identities whose earlier approvals no longer count (their
+    /// approver could not give them now): dropped before this one is
+    /// counted. An approval that landed since the decider read the action
+    /// was checked as it landed, and counts.
+    pub lapsed: Vec<String>,
 }
 
 /// What a team decision did.
@@ -113,6 +118,7 @@ pub(crate) fn plan(
             decision_rule,
         });
     }
+    team.approvals.retain(|a| !d.lapsed.contains(&a.by));
     // What earlier approvals needed still holds (an edit may have raised
     // it): a later decider's own reckoning never lowers it.
     let required = d.required.max(team.approvals_required.unwrap_or(1));

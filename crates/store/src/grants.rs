@@ -108,6 +108,7 @@ impl ApproveFirst {
             // The grant is made for the request as asked: never for an
             // action someone edited.
             seen: Some(actiongate_api::teams::Seen::Asked),
+            lapsed: Vec::new(),
         }
     }
 }

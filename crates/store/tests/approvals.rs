@@ -37,6 +37,7 @@ fn approval(who: &str, required: u32) -> TeamDecision {
         note: None,
         edit: None,
         seen: None,
+        lapsed: Vec::new(),
     }
 }
 
