@@ -408,3 +408,42 @@ async fn an_approval_stops_counting_once_its_approver_could_not_give_it() {
         assert_eq!(a["approvals"].as_array().unwrap().len(), 2, "{what}: {a}");
     }
 }
+
+/// A command line is governed by every rule one of its commands falls
+/// under, not only by the first rule any of them matches: an agent cannot
+/// shed a quorum of two ops people over `rm` by putting an `ls`, whose
+/// earlier rule anyone may approve alone, in front of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_looser_earlier_rule_does_not_govern_a_line_that_also_runs_a_stricter_rules_command() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([
+        {"pattern": "tool:bash:ls( .*)?", "count": 1},
+        {"pattern": "tool:bash:rm .*", "count": 2, "approvers": ["group:ops"]}
+    ]))
+    .await;
+    let base = &d.base;
+    let (intern, _) = named_operator(&http, base, &admin, "intern").await;
+    let (ann, ann_id) = named_operator(&http, base, &admin, "ann-key").await;
+    person(
+        &http,
+        base,
+        &admin,
+        json!({"name": "ann", "groups": ["ops"], "keys": [ann_id]}),
+    )
+    .await;
+    for line in ["ls; rm -r out", "ls && rm -r out", "ls $(rm -r out)"] {
+        let id = pending(&http, base, &agent, "bash", line).await;
+        let a = get(&http, base, &admin, &id).await;
+        assert_eq!(a["approvals_required"], 2, "{line}: {a}");
+        let (s, a) = approve(&http, base, &intern, &id, json!({})).await;
+        assert_eq!(s, 403, "{line}: the intern is no ops approver: {a}");
+        let (s, a) = approve(&http, base, &ann, &id, json!({})).await;
+        assert_eq!(s, 200, "{line}: {a}");
+        assert_eq!(a["status"], "pending", "{line}: one approval of two: {a}");
+    }
+}

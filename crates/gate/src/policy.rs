@@ -67,9 +67,10 @@ pub struct Decided {
     pub rules: Vec<CompiledRule>,
 }
 
-/// The approvals rules that govern an action: the profile's rule whose
-/// pattern matches `action_string` (a handler action's command line, in
-/// `scope`, matched command by command), then its handler action's own.
+/// The approvals rules that govern an action: the profile's first rule
+/// whose pattern matches `action_string`, and each of its commands' first
+/// (a handler action's command line, in `scope`, matched command by
+/// command), then its handler action's own.
 pub(crate) fn governing_rules(
     profile: &policy::Profile,
     action_string: &str,
@@ -77,7 +78,7 @@ pub(crate) fn governing_rules(
     handler_rule: Option<&CompiledRule>,
 ) -> Vec<CompiledRule> {
     profile
-        .approval_rule(action_string, scope)
+        .approval_rules_for(action_string, scope)
         .into_iter()
         .chain(handler_rule)
         .cloned()

@@ -1,6 +1,6 @@
-//! A decision as a team makes it (`docs/teams.md`): the approvals rule of
-//! the action (its agent's profile's first rule whose pattern matches the
-//! action string), the approver rule checked for whoever decides, the
+//! A decision as a team makes it (`docs/teams.md`): the approvals rules
+//! of the action (its agent's profile's first rule whose pattern matches
+//! the action string or one of its commands), the approver rule checked for whoever decides, the
 //! quorum counted in the store, and an edit checked before it is kept.
 
 use actiongate_api::teams::Seen;
@@ -82,10 +82,10 @@ fn required(rules: &[CompiledRule]) -> u32 {
 
 impl Gate {
     /// The approvals rules that apply to an asked action: its agent's
-    /// profile's first rule whose pattern matches `action_string` (a
-    /// handler action's command line, in `scope`, matched command by
-    /// command), and its handler action's `approvals` (`handler`: handler
-    /// id and action name).
+    /// profile's first rule whose pattern matches `action_string`, and
+    /// each of its commands' first (a shell line; a handler action's
+    /// command line, in `scope`), and its handler action's `approvals`
+    /// (`handler`: handler id and action name).
     pub async fn approval_rules(
         &self,
         agent: &str,
@@ -95,9 +95,9 @@ impl Gate {
     ) -> GateResult<Vec<CompiledRule>> {
         let profile = self.profile_of(agent).await?;
         let mut rules: Vec<CompiledRule> = profile
-            .approval_rule(action_string, scope)
-            .cloned()
+            .approval_rules_for(action_string, scope)
             .into_iter()
+            .cloned()
             .collect();
         if let Some((id, name)) = handler {
             let h = self.handler(id).await?;

@@ -344,28 +344,31 @@ impl Profile {
         })
     }
 
-    /// The approvals rule that applies to `action` (an action string):
-    /// the first whose pattern matches it whole or, for a tool whose
-    /// detail is analysed (shells, git), matches one of its simple
-    /// commands as deny and allow patterns see them, so a rule over `rm`
-    /// governs `cd x && rm -r y` too; and the commands only deny patterns
-    /// see, buried where the walk does not enter (`${x:-$(rm -r y)}`,
-    /// `bash -c 'rm -r y'`): a rule governs what a deny pattern would
-    /// find, or an agent could shed it by burying its command.
+    /// The approvals rules that apply to `action` (an action string): the
+    /// first whose pattern matches it whole and, for a tool whose detail
+    /// is analysed (shells, git), the first that matches each of its
+    /// simple commands as deny and allow patterns see them, so a rule
+    /// over `rm` governs `cd x && rm -r y` too; and the commands only deny
+    /// patterns see, buried where the walk does not enter
+    /// (`${x:-$(rm -r y)}`, `bash -c 'rm -r y'`): a rule governs what a
+    /// deny pattern would find, or an agent could shed it by burying its
+    /// command. Every command's rule applies, not only the first rule any
+    /// of them matches: an `ls` whose rule comes earlier does not shed the
+    /// rule of the `rm` after it. Each rule once, in the profile's order.
     ///
     /// `scope` is a handler action's: when it has a command line
     /// ([`crate::grant::SHELL_SCOPE_KEY`]) that ends the detail (as in
     /// `execute_command {content}`), each of its commands is matched as
     /// `tool:<handler>:<detail before the command><command>`, as deny and
     /// allow patterns judge it.
-    pub fn approval_rule(
+    pub fn approval_rules_for(
         &self,
         action: &str,
         scope: Option<&serde_json::Map<String, serde_json::Value>>,
-    ) -> Option<&crate::approvals::CompiledRule> {
+    ) -> Vec<&crate::approvals::CompiledRule> {
         let rules = &self.inner.approvals;
         if rules.is_empty() {
-            return None;
+            return Vec::new();
         }
         let command = scope
             .and_then(|s| s.get(crate::grant::SHELL_SCOPE_KEY))
@@ -400,9 +403,17 @@ impl Profile {
             }
             None => Vec::new(),
         };
+        let mut applies = vec![false; rules.len()];
+        for s in std::iter::once(action).chain(segments.iter().map(String::as_str)) {
+            if let Some(i) = rules.iter().position(|r| r.matches(s)) {
+                applies[i] = true;
+            }
+        }
         rules
             .iter()
-            .find(|r| r.matches(action) || segments.iter().any(|s| r.matches(s)))
+            .zip(applies)
+            .filter_map(|(r, a)| a.then_some(r))
+            .collect()
     }
 
     /// Every approvals rule, in order.
@@ -590,11 +601,14 @@ mod tests {
             "tool:bash:true; rm -r out",
             "tool:bash:ls | rm -r out",
         ] {
-            assert!(p.approval_rule(line, None).is_some(), "{line}");
+            assert!(!p.approval_rules_for(line, None).is_empty(), "{line}");
         }
-        assert!(p.approval_rule("tool:bash:ls -la", None).is_none());
+        assert!(p.approval_rules_for("tool:bash:ls -la", None).is_empty());
         // Tools matched as they are stay whole-string, each line of it.
-        assert!(p.approval_rule("tool:http:x rm -r out", None).is_none());
+        assert!(
+            p.approval_rules_for("tool:http:x rm -r out", None)
+                .is_empty()
+        );
         let deploy = Profile::custom(CustomProfile {
             approvals: vec![crate::approvals::ApprovalRule {
                 pattern: "tool:deploy:prod.*".into(),
@@ -611,13 +625,49 @@ mod tests {
             "tool:deploy:prod eu\n",
             "tool:deploy:x\nprod eu",
         ] {
-            assert!(deploy.approval_rule(action, None).is_some(), "{action:?}");
+            assert!(
+                !deploy.approval_rules_for(action, None).is_empty(),
+                "{action:?}"
+            );
         }
         assert!(
             deploy
-                .approval_rule("tool:deploy:staging\nx", None)
-                .is_none()
+                .approval_rules_for("tool:deploy:staging\nx", None)
+                .is_empty()
         );
+    }
+
+    #[test]
+    fn every_commands_first_approvals_rule_applies() {
+        let rule = |pattern: &str, count| crate::approvals::ApprovalRule {
+            pattern: pattern.into(),
+            count,
+            approvers: vec![],
+            escalate_after: None,
+            escalate_to: None,
+        };
+        let p = Profile::custom(CustomProfile {
+            ask: vec!["(?s).*".into()],
+            approvals: vec![
+                rule("tool:bash:ls( .*)?", 1),
+                rule("tool:bash:rm .*", 2),
+                rule("tool:bash:cat .*", 3),
+            ],
+            ..CustomProfile::default()
+        })
+        .unwrap();
+        let counts = |line: &str| -> Vec<u32> {
+            p.approval_rules_for(line, None)
+                .iter()
+                .map(|r| r.rule.count)
+                .collect()
+        };
+        assert_eq!(counts("tool:bash:ls; rm -r out"), [1, 2]);
+        assert_eq!(counts("tool:bash:ls $(rm -r out)"), [1, 2]);
+        assert_eq!(counts("tool:bash:ls && ls -l"), [1]);
+        assert_eq!(counts("tool:bash:cat x; ls"), [1, 3]);
+        assert_eq!(counts("tool:bash:rm -r a; rm -r b"), [2]);
+        assert!(counts("tool:bash:pwd").is_empty());
     }
 
     #[test]

@@ -543,9 +543,9 @@ async fn approve_covered_on(
         }
         // An approvals rule (a count of people, or who may approve)
         // governs it: one operator's grant does not settle it.
-        if profile
-            .approval_rule(&action.action_string, action.scope.as_ref())
-            .is_some()
+        if !profile
+            .approval_rules_for(&action.action_string, action.scope.as_ref())
+            .is_empty()
             || asked_under_rules(&action)
             || handler_governs_on(conn, &action, &mut specs).await?
         {

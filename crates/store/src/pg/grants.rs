@@ -111,8 +111,9 @@ pub(crate) async fn approve_if_granted(
             return Ok(None);
         };
         // An approvals rule of the profile as it is now governs it.
-        if p.approval_rule(&pending.action_string, pending.scope.as_ref())
-            .is_some()
+        if !p
+            .approval_rules_for(&pending.action_string, pending.scope.as_ref())
+            .is_empty()
         {
             return Ok(None);
         }
@@ -259,9 +260,9 @@ async fn approve_covered_on(
         }
         // An approvals rule (a count of people, or who may approve)
         // governs it: one operator's grant does not settle it.
-        if profile
-            .approval_rule(&action.action_string, action.scope.as_ref())
-            .is_some()
+        if !profile
+            .approval_rules_for(&action.action_string, action.scope.as_ref())
+            .is_empty()
             || asked_under_rules(&action)
             || handler_governs_on(conn, &action, &mut specs).await?
         {
