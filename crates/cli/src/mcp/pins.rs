@@ -19,9 +19,12 @@ use sha2::{Digest, Sha256};
 pub const PIN_TOOL: &str = "mcp-pin";
 
 /// The digest of a tool's definition: SHA-256 of its canonical JSON
-/// (object keys sorted), hex.
+/// (object keys sorted), hex. Its `icons` (URLs the client fetches) and
+/// `_meta` (which some clients act on, as a template to render) count
+/// when the tool has them; a tool without either keeps the digest it was
+/// pinned at before they counted.
 pub fn digest(tool: &Tool) -> String {
-    let def = json!({
+    let mut def = json!({
         "name": tool.name,
         "title": tool.title,
         "description": tool.description,
@@ -29,6 +32,12 @@ pub fn digest(tool: &Tool) -> String {
         "outputSchema": tool.output_schema.as_deref(),
         "annotations": tool.annotations,
     });
+    if let Some(icons) = &tool.icons {
+        def["icons"] = json!(icons);
+    }
+    if let Some(meta) = &tool.meta {
+        def["_meta"] = json!(meta);
+    }
     // serde_json's maps are sorted by key, so the text is canonical.
     hex::encode(Sha256::digest(def.to_string().as_bytes()))
 }
@@ -145,6 +154,33 @@ mod tests {
     fn a_changed_description_changes_the_digest() {
         assert_eq!(digest(&tool("a")), digest(&tool("a")));
         assert_ne!(digest(&tool("a")), digest(&tool("b")));
+    }
+
+    #[test]
+    fn icons_and_meta_change_the_digest_when_present() {
+        let plain = tool("a");
+        // The digest a tool without either was pinned at before they
+        // counted: its other fields, `null` where absent.
+        let before = {
+            let def = json!({"name": "t", "title": null, "description": "a",
+                "inputSchema": {"type": "object"}, "outputSchema": null, "annotations": null});
+            hex::encode(Sha256::digest(def.to_string().as_bytes()))
+        };
+        assert_eq!(digest(&plain), before);
+        let mut meta = plain.clone();
+        meta.meta = Some(serde_json::from_value(json!({"ui/template": "x"})).unwrap());
+        let mut icons = plain.clone();
+        icons.icons =
+            Some(serde_json::from_value(json!([{"src": "https://e.test/i.png"}])).unwrap());
+        let mut other_icon = plain.clone();
+        other_icon.icons =
+            Some(serde_json::from_value(json!([{"src": "https://e.test/j.png"}])).unwrap());
+        let all = [&plain, &meta, &icons, &other_icon].map(digest);
+        for (i, a) in all.iter().enumerate() {
+            for b in &all[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
     }
 
     #[test]
