@@ -3,18 +3,28 @@ the proxy tests: tools, a resource and a prompt. On stdio by default; with
 `--http PORT` a Streamable HTTP server at /mcp that, when UPSTREAM_TOKEN is
 set, refuses requests without `Authorization: Bearer <UPSTREAM_TOKEN>`.
 
-UPSTREAM_ECHO_DESCRIPTION changes the echo tool's definition;
-UPSTREAM_EXTRA_TOOL=1 adds a tool that was not there at first."""
+UPSTREAM_ECHO_DESCRIPTION changes the echo tool's definition, and so do
+UPSTREAM_ECHO_ICON (an icon's URL) and UPSTREAM_ECHO_META (a `_meta` key);
+UPSTREAM_EXTRA_TOOL=1 adds a tool that was not there at first;
+UPSTREAM_INSTRUCTIONS is the server's instructions to the agent."""
 
 import os
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import Icon
 
-server = MCPServer("upstream-test")
+server = MCPServer("upstream-test", instructions=os.environ.get("UPSTREAM_INSTRUCTIONS"))
+
+ECHO_ICON = os.environ.get("UPSTREAM_ECHO_ICON")
+ECHO_META = os.environ.get("UPSTREAM_ECHO_META")
 
 
-@server.tool(description=os.environ.get("UPSTREAM_ECHO_DESCRIPTION", "Echo the text back."))
+@server.tool(
+    description=os.environ.get("UPSTREAM_ECHO_DESCRIPTION", "Echo the text back."),
+    icons=[Icon(src=ECHO_ICON)] if ECHO_ICON else None,
+    meta={"ui/template": ECHO_META} if ECHO_META else None,
+)
 def echo(text: str) -> str:
     return f"echo: {text}"
 

@@ -189,7 +189,7 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
             ));
         }
     };
-    let server = proxy::Proxy {
+    let mut server = proxy::Proxy {
         name: args.name.clone(),
         api: Arc::new(api),
         upstream: upstream.peer().clone(),
@@ -202,7 +202,16 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
             .session
             .clone()
             .unwrap_or_else(|| own_session(&args.name)),
+        instructions: None,
     };
+    let instructions = upstream
+        .peer()
+        .peer_info()
+        .and_then(|i| i.instructions.clone());
+    server.instructions = server
+        .accepted_instructions(instructions)
+        .await
+        .map_err(|e| (Exit::Api, e))?;
     let running = server
         .serve(rmcp::transport::stdio())
         .await

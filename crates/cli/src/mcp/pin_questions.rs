@@ -1,6 +1,7 @@
 //! The proxy's questions about new or changed upstream tool definitions
 //! (`docs/mcp.md`, pinned tool definitions): which tools a listing shows,
-//! and the `mcp-pin` action that asks an operator to accept one.
+//! whether the server's instructions reach the agent, and the `mcp-pin`
+//! action that asks an operator to accept one.
 //!
 //! An upstream server chooses how many tools it lists. Each question is an
 //! item waiting for a human, counted toward the agent's
@@ -14,7 +15,10 @@ use std::time::Duration;
 use rmcp::model::Tool;
 use serde_json::{Value, json};
 
-use super::pins::{Asked, PIN_TOOL, approved_by_a_human, digest, pin_detail};
+use super::pins::{
+    Asked, PIN_TOOL, approved_by_a_human, digest, instructions_detail, instructions_digest,
+    pin_detail,
+};
 use super::proxy::{Proxy, notify_list_changed};
 use crate::http::{is_settled, path_segment};
 
@@ -123,16 +127,114 @@ impl Proxy {
         Ok(visible)
     }
 
+    /// The server's instructions to the agent (its answer to
+    /// `initialize`) when an operator accepted them, pinned as tool
+    /// definitions are: those of the first start are pinned; new or
+    /// changed ones are withheld, and asked about, until an operator
+    /// approves them (they reach the agent from its next session on). An
+    /// upstream that rewrites its instructions talks to the agent as
+    /// one that rewrites a tool's description would.
+    pub(crate) async fn accepted_instructions(
+        &self,
+        text: Option<String>,
+    ) -> Result<Option<String>, String> {
+        let d = instructions_digest(text.as_deref());
+        let mut file = self.pins.lock().await;
+        let Some(pinned) = file.pins.instructions.clone() else {
+            file.pins.instructions = Some(d);
+            // A new file is written with the first listing's pins.
+            if file.existed {
+                file.save()?;
+            }
+            return Ok(text);
+        };
+        // None at all withholds nothing.
+        if pinned == d || text.is_none() {
+            return Ok(text);
+        }
+        if file.pins.instructions_refused.as_deref() == Some(d.as_str()) {
+            return Ok(None);
+        }
+        let asked = file
+            .pins
+            .instructions_asked
+            .clone()
+            .filter(|a| a.digest == d);
+        let ask_again = match asked {
+            Some(a) => {
+                let path = format!("/v1/actions/{}", path_segment(&a.action));
+                let action = match self.api.get(&path).await {
+                    Ok(action) => action,
+                    Err(e) => {
+                        eprintln!(
+                            "actiongate mcp proxy: cannot read the question about the \
+                             instructions of '{}' (they are withheld): {e}",
+                            self.name
+                        );
+                        return Ok(None);
+                    }
+                };
+                if approved_by_a_human(&action) {
+                    file.pins.instructions = Some(d);
+                    file.pins.instructions_asked = None;
+                    file.save()?;
+                    return Ok(text);
+                }
+                if action.get("status").and_then(Value::as_str) == Some("denied") {
+                    file.pins.instructions_refused = Some(d);
+                    file.pins.instructions_asked = None;
+                    file.save()?;
+                    return Ok(None);
+                }
+                is_settled(&action)
+            }
+            None => true,
+        };
+        if ask_again {
+            let reason = format!(
+                "The MCP server '{}' gives the agent new or changed instructions. Approve to \
+                 accept them (from the agent's next session on): {}",
+                self.name,
+                text.as_deref().unwrap_or_default()
+            );
+            match self
+                .ask_operator(instructions_detail(&self.name, &d), reason)
+                .await
+            {
+                Ok(id) => {
+                    file.pins.instructions_asked = Some(Asked {
+                        digest: d,
+                        action: id,
+                    });
+                    file.save()?;
+                }
+                Err(e) => eprintln!(
+                    "actiongate mcp proxy: cannot ask about the instructions of '{}' (they are \
+                     withheld): {e}",
+                    self.name
+                ),
+            }
+        }
+        Ok(None)
+    }
+
     /// Asks an operator to accept a new or changed definition; the id of
     /// the pending action. When it is decided, the agent's side is told
     /// that the list changed.
     async fn ask(&self, name: &str, d: &str, tool: &Tool) -> Result<String, String> {
         let definition = serde_json::to_string(tool).unwrap_or_default();
-        let mut reason = format!(
+        let reason = format!(
             "The MCP server '{}' offers a new or changed definition of tool '{name}'. \
              Approve to accept it: {definition}",
             self.name
         );
+        self.ask_operator(pin_detail(&self.name, name, d), reason)
+            .await
+    }
+
+    /// Asks the `mcp-pin` action of `detail` with `reason` (cut to what
+    /// the daemon takes); the id of the pending action.
+    async fn ask_operator(&self, detail: String, mut reason: String) -> Result<String, String> {
         if reason.len() > MAX_REASON {
             let mut end = MAX_REASON;
             while !reason.is_char_boundary(end) {
@@ -142,7 +244,7 @@ impl Proxy {
         }
         let body = json!({
             "tool": PIN_TOOL,
-            "detail": pin_detail(&self.name, name, d),
+            "detail": detail,
             "reason": reason,
         });
         let (action, _) = self

@@ -63,6 +63,32 @@ pub struct Pins {
     /// Digests an operator refused, by tool name (not asked again).
     #[serde(default)]
     pub refused: BTreeMap<String, String>,
+    /// The server's instructions to the agent (its answer to
+    /// `initialize`): the accepted digest ([`instructions_digest`]; that
+    /// of none when it gave none), the question open about others, and
+    /// the digest an operator refused. A file written before they were
+    /// pinned has none: the instructions of the next start are pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// The open question about the server's instructions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions_asked: Option<Asked>,
+    /// Instructions an operator refused (not asked again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions_refused: Option<String>,
+}
+
+/// The digest of a server's instructions (`None`: it gave none), as
+/// [`digest`] is of a tool.
+pub fn instructions_digest(text: Option<&str>) -> String {
+    let def = json!({ "instructions": text });
+    hex::encode(Sha256::digest(def.to_string().as_bytes()))
+}
+
+/// The detail of the `mcp-pin` action for the instructions of `server`
+/// (a server name holds no space, a tool's detail a `/`).
+pub fn instructions_detail(server: &str, digest: &str) -> String {
+    format!("{server} instructions sha256:{digest}")
 }
 
 /// The pins of one server, with the file they live in.

@@ -133,6 +133,9 @@ pub struct Proxy {
     /// Longest the upstream may take to answer anything the proxy asks
     /// it (a forwarded call, a listing, a read).
     pub upstream_timeout: Duration,
+    /// The upstream's instructions to the agent, when an operator
+    /// accepted them ([`Proxy::accepted_instructions`]).
+    pub instructions: Option<String>,
     /// The session every gated action belongs to: what the upstream
     /// answers is untrusted input, so an allowed call taints it
     /// (`docs/sessions.md`), and a way out after it is asked.
@@ -401,7 +404,8 @@ impl ServerHandler for Proxy {
             format!("actiongate-proxy-{}", self.name),
             env!("CARGO_PKG_VERSION"),
         ));
-        if let Some(i) = upstream.and_then(|u| u.instructions.clone()) {
+        // The upstream's instructions, when accepted (`pin_questions`).
+        if let Some(i) = self.instructions.clone() {
             info = info.with_instructions(i);
         }
         info
