@@ -186,6 +186,7 @@ pub fn preset_spec(name: &str) -> Option<CustomProfile> {
         "readonly" => lists(
             &[
                 "tool:(Read|Glob|Grep):.*",
+                HOUSEKEEPING,
                 r"tool:(bash|sh):(ls|cat|head|tail|pwd|echo|which|test|\[|\[\[)( .*)?",
                 "tool:(bash|sh):git (status|log|diff|branch|show)( .*)?",
                 FS_READ,
@@ -199,6 +200,16 @@ pub fn preset_spec(name: &str) -> Option<CustomProfile> {
 
 /// The reference executor's reads.
 const FS_READ: &str = "tool:fs:read_file .*";
+
+/// The coding agents' own bookkeeping, which touches nothing outside the
+/// agent's session: its todo list (Claude Code `TodoWrite`, `TodoRead`;
+/// opencode `todowrite`, `todoread`; Copilot CLI `update_todo`), what it
+/// says it is doing (Copilot CLI `report_intent`), and the output of a
+/// shell command it already ran (Copilot CLI `read_bash`, `list_bash`).
+/// `readonly` allows it rather than ask a human at every turn. No
+/// handler may take these names ([`crate::profile::BUILTIN_TOOLS`]).
+pub const HOUSEKEEPING: &str =
+    "tool:(TodoWrite|TodoRead|todowrite|todoread|update_todo|report_intent|read_bash|list_bash):.*";
 
 /// Presets compile once per process; handing one out is an `Arc` clone.
 fn compiled() -> &'static [(&'static str, Option<Profile>)] {

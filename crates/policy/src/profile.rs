@@ -38,6 +38,12 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "NotebookEdit",
     "Task",
     "TodoWrite",
+    // The agents' bookkeeping `readonly` allows (`presets::HOUSEKEEPING`).
+    "TodoRead",
+    "update_todo",
+    "report_intent",
+    "read_bash",
+    "list_bash",
 ];
 
 /// Whether `name` is (in any letter case) one of [`BUILTIN_TOOLS`]: such a

@@ -370,8 +370,24 @@ fn guarded_asks_for_everything_and_readonly_allows_reads() {
         "tool:Glob:**/*.rs",
         "tool:Grep:fn main",
         "tool:fs:read_file src/lib.rs",
+        // The agents' own bookkeeping.
+        r#"tool:TodoWrite:{"todos":[{"content":"fix it","status":"pending"}]}"#,
+        r#"tool:todowrite:{"todos":[]}"#,
+        r#"tool:update_todo:{"todos":"- [ ] fix it"}"#,
+        r#"tool:report_intent:{"intent":"Reading the tests"}"#,
+        r#"tool:read_bash:{"sessionId":"1","delay":5}"#,
+        "tool:list_bash:{}",
     ] {
         assert_eq!(check(a, &readonly), Verdict::Allow, "{a:?}");
+    }
+    // Starting or stopping work is not bookkeeping.
+    for a in [
+        r#"tool:Task:{"prompt":"x"}"#,
+        r#"tool:task:{"prompt":"x"}"#,
+        r#"tool:stop_bash:{"sessionId":"1"}"#,
+        "tool:TodoWrite:a\nb",
+    ] {
+        assert_eq!(check(a, &readonly), Verdict::Ask, "{a:?}");
     }
     // Network tools: reading a secret and sending it off needs a human.
     for a in [

@@ -300,3 +300,37 @@ async fn a_copilot_mcp_tool_taints_its_session_and_shell_input_is_a_command() {
     assert_eq!(copilot(&app, "s2", "write_bash", way_out).await, "allow");
     app.stop().await;
 }
+
+/// Under `readonly`, the profile `actiongate setup` gives a new agent, the
+/// runtimes' own bookkeeping (a todo list, a stated intent, the output of
+/// a shell already run) passes without a human, while starting or
+/// stopping work still asks (and, unanswered or where the runtime
+/// cannot ask, is denied).
+#[tokio::test]
+async fn a_runtimes_bookkeeping_passes_under_readonly_and_starting_work_asks() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("readonly")).await;
+    for (tool, args) in [
+        ("update_todo", json!({"todos": "- [ ] fix the test"})),
+        ("report_intent", json!({"intent": "Reading the tests"})),
+        ("read_bash", json!({"shellId": "1", "delay": 5})),
+        ("list_bash", json!({})),
+    ] {
+        assert_eq!(copilot(&app, "s1", tool, args).await, "allow", "{tool}");
+    }
+    // Asked, and unanswered within the hook's wait: denied.
+    assert_eq!(
+        copilot(&app, "s1", "stop_bash", json!({"shellId": "1"})).await,
+        "deny"
+    );
+    let last = all_actions(&app).await.last().unwrap().clone();
+    assert_eq!(last["decision"]["result"], "ask", "{last}");
+    let todos = json!({"todos": [{"content": "fix it", "status": "pending"}]});
+    let r = opencode(&app, "s2", "c1", "todowrite", todos).await;
+    assert_eq!(opencode_status(&r), "allow", "{r:?}");
+    let r = opencode(&app, "s2", "c2", "task", json!({"prompt": "x"})).await;
+    assert_eq!(opencode_status(&r), "deny", "{r:?}");
+    let last = all_actions(&app).await.last().unwrap().clone();
+    assert_eq!(last["decision"]["result"], "ask", "{last}");
+    app.stop().await;
+}
