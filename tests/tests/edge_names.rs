@@ -172,3 +172,86 @@ async fn two_actions_never_share_one_mcp_tool_name() {
     assert_eq!(names.len(), all, "{names:?}");
     d.stop();
 }
+
+/// The two registrations `a` + `b__c` and `a__b` + `c` of round `i`.
+fn clashing(i: usize) -> [Value; 2] {
+    [
+        registration(&format!("r{i}"), &["b__c"]),
+        registration(&format!("r{i}__b"), &["c"]),
+    ]
+}
+
+/// How many of `regs`, sent to `bases` at the same moment, were taken.
+async fn taken_at_once(
+    http: &reqwest::Client,
+    bases: [&str; 2],
+    admin: &str,
+    regs: [Value; 2],
+) -> usize {
+    let sends = bases.into_iter().zip(regs).map(|(base, reg)| {
+        call(
+            http,
+            Method::POST,
+            format!("{base}/v1/handlers"),
+            admin,
+            Some(reg),
+        )
+    });
+    let answers = futures::future::join_all(sends).await;
+    for (s, b) in &answers {
+        assert!(*s == 201 || *s == 422, "{s}: {b}");
+    }
+    answers.iter().filter(|(s, _)| *s == 201).count()
+}
+
+/// Two registrations whose actions would share one MCP tool name, sent at
+/// the same moment: each was checked against the handlers stored before
+/// either, so both got in (and the shared name then called neither).
+/// Exactly one is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn clashing_registrations_sent_at_once_are_not_both_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    for i in 0..20 {
+        let taken = taken_at_once(&http, [&d.base, &d.base], &admin, clashing(i)).await;
+        assert_eq!(taken, 1, "round {i}");
+    }
+    d.stop();
+}
+
+/// On Postgres a registration through one daemon is checked against one
+/// made through another a moment before, not against what the first
+/// daemon last cached of the handlers.
+#[test]
+fn on_postgres_a_registration_is_checked_against_one_just_made_through_another_daemon() {
+    let Some(cluster) = crate::common::pg_cluster::Cluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let env = [("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())];
+    let (dir_one, dir_two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let one = Daemon::start(dir_one.path(), &env);
+    let admin = one.admin_key();
+    let two = Daemon::start(dir_two.path(), &env);
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let http = client();
+        // Both daemons have listed the handlers (and cached them).
+        let agent = agent_key(&http, &one.base, &admin, "bot").await;
+        for base in [&one.base, &two.base] {
+            tool_names(&http, base, &agent).await;
+        }
+        let [a, b] = clashing(0);
+        register_handler(&http, &one.base, &admin, a).await;
+        let (s, body) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/handlers", two.base),
+            &admin,
+            Some(b),
+        )
+        .await;
+        assert_eq!(s, 422, "{body}");
+    });
+}

@@ -246,6 +246,7 @@ impl Gate {
     ) -> GateResult<(HandlerRecord, String, Vec<String>)> {
         admin(caller)?;
         let (new, rules) = new_handler(reg, &self.config().outbound)?;
+        let _one = self.handler_writes().await;
         self.check_tool_names(caller, reg).await?;
         let warnings = self.unmet_quorums(&rules).await?;
         let secret = crate::sign::new_secret();
@@ -270,6 +271,7 @@ impl Gate {
             ));
         }
         let (new, rules) = new_handler(reg, &self.config().outbound)?;
+        let _one = self.handler_writes().await;
         self.check_tool_names(caller, reg).await?;
         let warnings = self.unmet_quorums(&rules).await?;
         let record = self

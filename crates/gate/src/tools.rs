@@ -103,22 +103,40 @@ impl Gate {
     /// Refuses a registration of handler `reg.id` an action of which would
     /// be listed under the MCP tool name of another handler's action in
     /// service: a call of that name would reach one of them, with the
-    /// params meant for the other.
+    /// params meant for the other. Read from the store, not the tools
+    /// cache, which may lag a registration made through another daemon;
+    /// the caller holds [`Gate::handler_writes`] until its write is done.
     pub async fn check_tool_names(
         &self,
-        caller: &Caller,
+        _caller: &Caller,
         reg: &actiongate_api::HandlerRegistration,
     ) -> GateResult<()> {
-        let tools = self.handler_tools(caller).await?;
+        // (tool name, handler, action) of every other handler in service.
+        let mut taken = Vec::new();
+        for record in self.store().list_handlers(false).await? {
+            if record.id == reg.id {
+                continue;
+            }
+            let actions = record.spec.get("actions").and_then(Value::as_array);
+            for action in actions.into_iter().flatten() {
+                if let Some(name) = action.get("name").and_then(Value::as_str) {
+                    taken.push((
+                        tool_name(&record.id, name),
+                        record.id.clone(),
+                        name.to_owned(),
+                    ));
+                }
+            }
+        }
         let mut errors = Vec::new();
         for (i, a) in reg.actions.iter().enumerate() {
             let name = tool_name(&reg.id, &a.name);
-            if let Some(t) = tools.iter().find(|t| t.handler != reg.id && t.name == name) {
+            if let Some((_, handler, action)) = taken.iter().find(|(n, _, _)| *n == name) {
                 errors.push(actiongate_api::FieldError {
                     field: format!("actions[{i}].name"),
                     message: format!(
-                        "its MCP tool name '{name}' is already handler '{}''s action '{}'",
-                        t.handler, t.action
+                        "its MCP tool name '{name}' is already handler '{handler}''s action \
+                         '{action}'"
                     ),
                 });
             }
