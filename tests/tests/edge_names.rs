@@ -223,9 +223,10 @@ async fn clashing_registrations_sent_at_once_are_not_both_taken() {
 
 /// On Postgres a registration through one daemon is checked against one
 /// made through another a moment before, not against what the first
-/// daemon last cached of the handlers.
+/// daemon last cached of the handlers; and of two clashing ones sent at
+/// once through two daemons, one is taken.
 #[test]
-fn on_postgres_a_registration_is_checked_against_one_just_made_through_another_daemon() {
+fn on_postgres_clashing_registrations_through_two_daemons_are_not_both_taken() {
     let Some(cluster) = crate::common::pg_cluster::Cluster::shared() else {
         return;
     };
@@ -253,5 +254,9 @@ fn on_postgres_a_registration_is_checked_against_one_just_made_through_another_d
         )
         .await;
         assert_eq!(s, 422, "{body}");
+        for i in 1..20 {
+            let taken = taken_at_once(&http, [&one.base, &two.base], &admin, clashing(i)).await;
+            assert_eq!(taken, 1, "round {i}");
+        }
     });
 }

@@ -155,3 +155,20 @@ pub struct HandlerRegistration {
     /// Actions it performs.
     pub actions: Vec<ActionDecl>,
 }
+
+/// The tool name of a handler action: `<handler>__<action>`, with characters
+/// outside `[A-Za-z0-9_-]` replaced so every dialect (OpenAI, Anthropic,
+/// MCP) accepts it; at most 64 characters.
+pub fn tool_name(handler: &str, action: &str) -> String {
+    format!("{handler}__{action}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect()
+}

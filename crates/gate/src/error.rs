@@ -218,6 +218,12 @@ impl From<StoreError> for GateError {
                     "a value cannot be stored: text may not hold the NUL character (U+0000)",
                 )
             }
+            StoreError::NamesTaken(taken) => GateError::invalid_fields(
+                taken
+                    .into_iter()
+                    .map(|(field, message)| actiongate_api::FieldError { field, message })
+                    .collect(),
+            ),
             StoreError::Closed => {
                 tracing::warn!(error = %err, "store unavailable");
                 GateError::unavailable("the database is unavailable; retry shortly")

@@ -171,9 +171,6 @@ struct Inner {
     pending_limit: pending_limit::PendingLimit,
     /// The receipt signing key, read (or made) on first use.
     receipt_signer: tokio::sync::OnceCell<actiongate_receipt::ReceiptSigner>,
-    /// Held from checking a handler registration's tool names until it is
-    /// stored (see [`Gate::handler_writes`]).
-    handler_writes: tokio::sync::Mutex<()>,
 }
 
 impl Gate {
@@ -208,7 +205,6 @@ impl Gate {
             shutdown,
             pending_limit: pending_limit::PendingLimit::default(),
             receipt_signer: tokio::sync::OnceCell::new(),
-            handler_writes: tokio::sync::Mutex::new(()),
         }))
     }
 
@@ -415,15 +411,6 @@ impl Gate {
         }
         cache.insert(text, profile.clone());
         Ok(profile)
-    }
-
-    /// One handler registration at a time on this daemon, from checking
-    /// its tool names until it is stored: two that would share one name,
-    /// sent at once, cannot both pass the check. (Through two daemons at
-    /// the same instant both could; a name two actions share then calls
-    /// neither.)
-    pub(crate) async fn handler_writes(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.0.handler_writes.lock().await
     }
 
     /// Forgets what is cached of handler `id` after it changed.

@@ -34,22 +34,7 @@ pub struct HandlerTool {
     pub hints: ActionHints,
 }
 
-/// The tool name of a handler action: `<handler>__<action>`, with characters
-/// outside `[A-Za-z0-9_-]` replaced so every dialect (OpenAI, Anthropic,
-/// MCP) accepts it; at most 64 characters.
-pub fn tool_name(handler: &str, action: &str) -> String {
-    format!("{handler}__{action}")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect()
-}
+pub use actiongate_api::tool_name;
 
 impl Gate {
     /// Every action of every handler in service, as tools, in handler then
@@ -98,54 +83,6 @@ impl Gate {
             (Some(t), None) => Some(t.clone()),
             _ => None,
         })
-    }
-
-    /// Refuses a registration of handler `reg.id` an action of which would
-    /// be listed under the MCP tool name of another handler's action in
-    /// service: a call of that name would reach one of them, with the
-    /// params meant for the other. Read from the store, not the tools
-    /// cache, which may lag a registration made through another daemon;
-    /// the caller holds [`Gate::handler_writes`] until its write is done.
-    pub async fn check_tool_names(
-        &self,
-        _caller: &Caller,
-        reg: &actiongate_api::HandlerRegistration,
-    ) -> GateResult<()> {
-        // (tool name, handler, action) of every other handler in service.
-        let mut taken = Vec::new();
-        for record in self.store().list_handlers(false).await? {
-            if record.id == reg.id {
-                continue;
-            }
-            let actions = record.spec.get("actions").and_then(Value::as_array);
-            for action in actions.into_iter().flatten() {
-                if let Some(name) = action.get("name").and_then(Value::as_str) {
-                    taken.push((
-                        tool_name(&record.id, name),
-                        record.id.clone(),
-                        name.to_owned(),
-                    ));
-                }
-            }
-        }
-        let mut errors = Vec::new();
-        for (i, a) in reg.actions.iter().enumerate() {
-            let name = tool_name(&reg.id, &a.name);
-            if let Some((_, handler, action)) = taken.iter().find(|(n, _, _)| *n == name) {
-                errors.push(actiongate_api::FieldError {
-                    field: format!("actions[{i}].name"),
-                    message: format!(
-                        "its MCP tool name '{name}' is already handler '{handler}''s action \
-                         '{action}'"
-                    ),
-                });
-            }
-        }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(crate::GateError::invalid_fields(errors))
-        }
     }
 }
 

@@ -44,6 +44,10 @@ pub enum StoreError {
     /// store): nothing was written, and the same request fails again.
     #[error("value refused by the database: {0}")]
     Invalid(String),
+    /// Values of the request name what others already hold (a handler
+    /// action's MCP tool name): each field and why. Nothing was written.
+    #[error("names taken: {0:?}")]
+    NamesTaken(Vec<(String, String)>),
     /// The writer task has stopped (the store is closing).
     #[error("store is closed")]
     Closed,

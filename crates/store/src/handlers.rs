@@ -24,6 +24,61 @@ pub struct NewHandler {
     pub spec: Value,
 }
 
+/// The handlers in service other than one (its id bound): id and spec.
+pub(crate) const OTHERS_IN_SERVICE: &str =
+    "SELECT id, spec FROM handlers WHERE retired_at IS NULL AND id <> ?";
+
+/// The names of the actions in a stored spec, by index.
+fn action_names(spec: &Value) -> impl Iterator<Item = (usize, &str)> {
+    let actions = spec.get("actions").and_then(Value::as_array);
+    actions
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, a)| Some((i, a.get("name")?.as_str()?)))
+}
+
+/// Refuses `h` when an action of it would be listed under the MCP tool
+/// name ([`actiongate_api::tool_name`]) of an action of another handler
+/// in service (`others`: id and stored spec): a call of that name would
+/// reach one of them with the params meant for the other. Checked in the
+/// transaction that stores `h`, with registrations one at a time (SQLite:
+/// the one writer; Postgres: an advisory lock), so two that clash, sent
+/// at once through one daemon or two, are not both stored.
+pub(crate) fn check_tool_names(
+    h: &NewHandler,
+    others: &[(String, String)],
+) -> Result<(), StoreError> {
+    let mut taken = Vec::new();
+    for (id, spec) in others {
+        let spec: Value = serde_json::from_str(spec)?;
+        for (_, name) in action_names(&spec) {
+            taken.push((
+                actiongate_api::tool_name(id, name),
+                id.clone(),
+                name.to_owned(),
+            ));
+        }
+    }
+    let clashes: Vec<(String, String)> = action_names(&h.spec)
+        .filter_map(|(i, name)| {
+            let tool = actiongate_api::tool_name(&h.id, name);
+            let (_, handler, action) = taken.iter().find(|(n, _, _)| *n == tool)?;
+            Some((
+                format!("actions[{i}].name"),
+                format!(
+                    "its MCP tool name '{tool}' is already handler '{handler}''s action '{action}'"
+                ),
+            ))
+        })
+        .collect();
+    if clashes.is_empty() {
+        Ok(())
+    } else {
+        Err(StoreError::NamesTaken(clashes))
+    }
+}
+
 /// The handler columns, in the order [`from_row`] reads them, as a literal
 /// for `concat!`.
 macro_rules! handler_columns {
@@ -68,6 +123,11 @@ impl SqliteStore {
         self.writer
             .run(move |conn| {
                 Box::pin(async move {
+                    let others: Vec<(String, String)> = sqlx::query_as(OTHERS_IN_SERVICE)
+                        .bind(&h.id)
+                        .fetch_all(&mut *conn)
+                        .await?;
+                    check_tool_names(&h, &others)?;
                     let at = to_ms(now());
                     let row = sqlx::query(concat!(
                         "INSERT INTO handlers (id, name, description, url, timeout_ms, spec, secret, created_at, updated_at) \
@@ -97,6 +157,11 @@ impl SqliteStore {
         self.writer
             .run(move |conn| {
                 Box::pin(async move {
+                    let others: Vec<(String, String)> = sqlx::query_as(OTHERS_IN_SERVICE)
+                        .bind(&h.id)
+                        .fetch_all(&mut *conn)
+                        .await?;
+                    check_tool_names(&h, &others)?;
                     let row = sqlx::query(concat!(
                         "UPDATE handlers SET name = ?, description = ?, url = ?, timeout_ms = ?, spec = ?, updated_at = ? \
                          WHERE id = ? AND retired_at IS NULL RETURNING ",

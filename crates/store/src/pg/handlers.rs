@@ -7,7 +7,7 @@ use sqlx::postgres::PgRow;
 
 use crate::dispatch::{HandlerSecrets, SecretCols};
 use crate::error::StoreError;
-use crate::handlers::{NewHandler, from_row, handler_columns, taken};
+use crate::handlers::{NewHandler, check_tool_names, from_row, handler_columns, taken};
 use crate::pg::Postgres;
 use crate::time::{now, to_ms};
 use actiongate_api::model::HandlerRecord;
@@ -39,6 +39,7 @@ impl Postgres {
     ) -> Result<HandlerRecord, StoreError> {
         let at = to_ms(now());
         let mut tx = self.begin().await?;
+        self.check_tool_names_on(&mut tx, &h).await?;
         let row = sqlx::query(concat!(
             "INSERT INTO handlers (id, name, description, url, timeout_ms, spec, secret, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) RETURNING ",
@@ -62,22 +63,47 @@ impl Postgres {
 
     /// Replaces a live handler's registration, keeping its secret.
     pub async fn replace_handler(&self, h: NewHandler) -> Result<HandlerRecord, StoreError> {
-        let spec = h.spec.to_string();
-        self.change_handler(
-            sqlx::query(concat!(
-                "UPDATE handlers SET name = $1, description = $2, url = $3, timeout_ms = $4, spec = $5, \
-                 updated_at = $6 WHERE id = $7 AND retired_at IS NULL RETURNING ",
-                handler_columns!()
-            ))
-            .bind(h.name)
-            .bind(h.description)
-            .bind(h.url)
-            .bind(h.timeout_ms)
-            .bind(spec)
-            .bind(to_ms(now()))
-            .bind(h.id),
-        )
-        .await
+        let mut tx = self.begin().await?;
+        self.check_tool_names_on(&mut tx, &h).await?;
+        let row: Option<PgRow> = sqlx::query(concat!(
+            "UPDATE handlers SET name = $1, description = $2, url = $3, timeout_ms = $4, spec = $5, \
+             updated_at = $6 WHERE id = $7 AND retired_at IS NULL RETURNING ",
+            handler_columns!()
+        ))
+        .bind(&h.name)
+        .bind(&h.description)
+        .bind(&h.url)
+        .bind(h.timeout_ms)
+        .bind(h.spec.to_string())
+        .bind(to_ms(now()))
+        .bind(&h.id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let handler = row
+            .as_ref()
+            .map(from_row)
+            .transpose()?
+            .ok_or(StoreError::NotFound)?;
+        self.commit(tx, Vec::new()).await?;
+        Ok(handler)
+    }
+
+    /// [`check_tool_names`] in `tx`, registrations taking turns on every
+    /// daemon (an advisory lock held until `tx` ends).
+    async fn check_tool_names_on(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+        h: &NewHandler,
+    ) -> Result<(), StoreError> {
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('actiongate.handlers'))")
+            .execute(&mut **tx)
+            .await?;
+        let others: Vec<(String, String)> =
+            sqlx::query_as("SELECT id, spec FROM handlers WHERE retired_at IS NULL AND id <> $1")
+                .bind(&h.id)
+                .fetch_all(&mut **tx)
+                .await?;
+        check_tool_names(h, &others)
     }
 
     /// Retires a handler: no new actions; its history stays readable.
