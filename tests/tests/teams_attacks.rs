@@ -336,6 +336,21 @@ async fn an_approvals_rule_governs_each_command_of_a_handler_command_line() {
     }
 }
 
+/// Person `name` of `group`, deciding with an operator key of their own:
+/// the key, its id and the person's id.
+async fn member(
+    http: &reqwest::Client,
+    base: &str,
+    admin: &str,
+    name: &str,
+    group: &str,
+) -> (String, String, String) {
+    let (key, key_id) = named_operator(http, base, admin, &format!("{name}-key")).await;
+    let body = json!({"name": name, "groups": [group], "keys": [key_id]});
+    let pid = person(http, base, admin, body).await;
+    (key, key_id, pid)
+}
+
 /// An approval counts toward a quorum only while its approver still may
 /// give it: one whose person left the rule's group, whose person was
 /// removed, or whose key was revoked (a stolen key, say) since approving
@@ -357,14 +372,7 @@ async fn an_approval_stops_counting_once_its_approver_could_not_give_it() {
     let mut keys = Vec::new();
     let mut ids = Vec::new();
     for name in ["ann", "bob", "cat", "dan", "eve"] {
-        let (key, key_id) = named_operator(&http, base, &admin, &format!("{name}-key")).await;
-        let pid = person(
-            &http,
-            base,
-            &admin,
-            json!({"name": name, "groups": ["ops"], "keys": [key_id]}),
-        )
-        .await;
+        let (key, key_id, pid) = member(&http, base, &admin, name, "ops").await;
         keys.push(key);
         ids.push((pid, key_id));
     }
@@ -428,14 +436,7 @@ async fn a_looser_earlier_rule_does_not_govern_a_line_that_also_runs_a_stricter_
     .await;
     let base = &d.base;
     let (intern, _) = named_operator(&http, base, &admin, "intern").await;
-    let (ann, ann_id) = named_operator(&http, base, &admin, "ann-key").await;
-    person(
-        &http,
-        base,
-        &admin,
-        json!({"name": "ann", "groups": ["ops"], "keys": [ann_id]}),
-    )
-    .await;
+    let (ann, _, _) = member(&http, base, &admin, "ann", "ops").await;
     for line in ["ls; rm -r out", "ls && rm -r out", "ls $(rm -r out)"] {
         let id = pending(&http, base, &agent, "bash", line).await;
         let a = get(&http, base, &admin, &id).await;

@@ -1,6 +1,8 @@
 //! Registered handlers and their webhook secrets on Postgres. Each change
 //! is one statement, so two nodes changing one handler at once apply one
-//! after the other; none writes an event (as on SQLite).
+//! after the other; none writes an event (as on SQLite). Registrations
+//! take turns across daemons (an advisory lock), each checked against the
+//! others' tool names in its transaction.
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
@@ -14,12 +16,17 @@ use actiongate_api::model::HandlerRecord;
 
 impl Postgres {
     /// Runs one change that returns a handler row, in a transaction of its
-    /// own; `NotFound` when it changed none.
+    /// own (after checking the tool names of `new`, a registration);
+    /// `NotFound` when it changed none.
     async fn change_handler<'q>(
         &self,
+        new: Option<&NewHandler>,
         q: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
     ) -> Result<HandlerRecord, StoreError> {
         let mut tx = self.begin().await?;
+        if let Some(h) = new {
+            self.check_tool_names_on(&mut tx, h).await?;
+        }
         let row: Option<PgRow> = q.fetch_optional(&mut *tx).await?;
         let handler = row
             .as_ref()
@@ -63,29 +70,22 @@ impl Postgres {
 
     /// Replaces a live handler's registration, keeping its secret.
     pub async fn replace_handler(&self, h: NewHandler) -> Result<HandlerRecord, StoreError> {
-        let mut tx = self.begin().await?;
-        self.check_tool_names_on(&mut tx, &h).await?;
-        let row: Option<PgRow> = sqlx::query(concat!(
-            "UPDATE handlers SET name = $1, description = $2, url = $3, timeout_ms = $4, spec = $5, \
-             updated_at = $6 WHERE id = $7 AND retired_at IS NULL RETURNING ",
-            handler_columns!()
-        ))
-        .bind(&h.name)
-        .bind(&h.description)
-        .bind(&h.url)
-        .bind(h.timeout_ms)
-        .bind(h.spec.to_string())
-        .bind(to_ms(now()))
-        .bind(&h.id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let handler = row
-            .as_ref()
-            .map(from_row)
-            .transpose()?
-            .ok_or(StoreError::NotFound)?;
-        self.commit(tx, Vec::new()).await?;
-        Ok(handler)
+        self.change_handler(
+            Some(&h),
+            sqlx::query(concat!(
+                "UPDATE handlers SET name = $1, description = $2, url = $3, timeout_ms = $4, spec = $5, \
+                 updated_at = $6 WHERE id = $7 AND retired_at IS NULL RETURNING ",
+                handler_columns!()
+            ))
+            .bind(&h.name)
+            .bind(&h.description)
+            .bind(&h.url)
+            .bind(h.timeout_ms)
+            .bind(h.spec.to_string())
+            .bind(to_ms(now()))
+            .bind(&h.id),
+        )
+        .await
     }
 
     /// [`check_tool_names`] in `tx`, registrations taking turns on every
@@ -109,6 +109,7 @@ impl Postgres {
     /// Retires a handler: no new actions; its history stays readable.
     pub async fn retire_handler(&self, id: &str) -> Result<HandlerRecord, StoreError> {
         self.change_handler(
+            None,
             sqlx::query(concat!(
                 "UPDATE handlers SET retired_at = COALESCE(retired_at, $1) WHERE id = $2 RETURNING ",
                 handler_columns!()
