@@ -334,3 +334,67 @@ async fn a_runtimes_bookkeeping_passes_under_readonly_and_starting_work_asks() {
     assert_eq!(last["decision"]["result"], "ask", "{last}");
     app.stop().await;
 }
+
+/// On Windows a path climbs with `..\`: a rule allowing writes in the
+/// project (`C:/Users/dev/proj/...`) does not cover one that climbs out of
+/// it, nor one from the drive's root, and a deny over `C:/Windows/` sees
+/// the file that would be written.
+#[tokio::test]
+async fn a_windows_path_is_resolved_below_its_drive() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:file:write C:/Users/dev/proj/.*"], "ask": [],
+               "deny": ["tool:file:.* C:/Windows/.*"]}),
+    )
+    .await;
+    let cwd = "C:\\Users\\dev\\proj";
+    let write = |path: &str| json!({"filePath": path, "content": "x"});
+    let mut v = fixture("opencode", "allowed");
+    v["directory"] = json!(cwd);
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    let run = |args: Value| {
+        let mut v = v.clone();
+        v["tool"] = json!("write");
+        v["args"] = args;
+        // A call id of its own: a retried call is the same action.
+        let n = calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        v["callID"] = json!(format!("call_{n}"));
+        let base = app.base.clone();
+        let agent = app.agent.clone();
+        async move {
+            let r = hook(
+                &base,
+                &agent,
+                "opencode",
+                &serde_json::to_vec(&v).unwrap(),
+                "1",
+            )
+            .await;
+            opencode_status(&r)
+        }
+    };
+    assert_eq!(run(write("src\\main.rs")).await, "allow");
+    assert_eq!(
+        last_action_string(&app).await,
+        "tool:file:write C:/Users/dev/proj/src/main.rs"
+    );
+    for (path, asked) in [
+        (
+            "..\\..\\..\\Windows\\System32\\x.dll",
+            "C:/Windows/System32/x.dll",
+        ),
+        ("\\Windows\\x", "C:/Windows/x"),
+        (
+            "c:\\users\\dev\\proj\\..\\..\\..\\windows\\x",
+            "C:/windows/x",
+        ),
+    ] {
+        assert_eq!(run(write(path)).await, "deny", "{path}");
+        assert_eq!(
+            last_action_string(&app).await,
+            format!("tool:file:write {asked}")
+        );
+    }
+    app.stop().await;
+}

@@ -166,7 +166,7 @@ impl Call {
 /// stay as given: where they lead is not known here, and only rules
 /// written for relative paths match them.
 pub fn in_dir(calls: Vec<Call>, base: Option<&str>) -> Vec<Call> {
-    match base.filter(|b| b.starts_with('/')) {
+    match base.filter(|b| is_absolute(b)) {
         Some(b) => calls.into_iter().map(|c| c.in_dir(b)).collect(),
         None => calls,
     }
@@ -174,13 +174,72 @@ pub fn in_dir(calls: Vec<Call>, base: Option<&str>) -> Vec<Call> {
 
 /// `path` under `base` when it is relative. An absolute path stays, and
 /// so does a path from the home directory (`~`, `~/…`), which the
-/// runtimes expand themselves.
+/// runtimes expand themselves. Under a Windows `base` a `\` separates
+/// steps as `/` does, a path from `\` starts at the root of `base`'s
+/// drive, and one naming another drive without its root (`D:x`, from
+/// that drive's own working directory) stays as written: where it leads
+/// is not known here.
 fn join(base: &str, path: &str) -> String {
-    if path.starts_with('/') || path == "~" || path.starts_with("~/") {
+    if let Some((root, _)) = windows_root(base) {
+        if windows_root(path).is_some() {
+            return path.to_owned();
+        }
+        let steps = path.replace('\\', "/");
+        if steps == "~" || steps.starts_with("~/") {
+            return steps;
+        }
+        if steps.starts_with('/') {
+            return format!("{root}{steps}");
+        }
+        if path.as_bytes().get(1) == Some(&b':') {
+            return path.to_owned();
+        }
+        return format!("{}/{steps}", base.trim_end_matches(['/', '\\']));
+    }
+    if is_absolute(path) || path == "~" || path.starts_with("~/") {
         path.to_owned()
     } else {
         format!("{}/{path}", base.trim_end_matches('/'))
     }
+}
+
+/// Whether `path` starts at a root: `/`, or a Windows one
+/// ([`windows_root`]).
+fn is_absolute(path: &str) -> bool {
+    path.starts_with('/') || windows_root(path).is_some()
+}
+
+/// A Windows path from a root: the root as actions name it and the rest
+/// from its first separator, `\` made `/`. Roots: a drive's (`C:\`,
+/// `c:/`: `C:`, the letter upper case), a share's (`\\server\share`:
+/// `//server/share`), and a path given to Windows as is (`\\?\`, `\\.\`:
+/// the drive or share it names, else `//?`, `//.`).
+fn windows_root(path: &str) -> Option<(String, String)> {
+    let b = path.as_bytes();
+    if b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && matches!(b[2], b'\\' | b'/') {
+        let drive = char::from(b[0]).to_ascii_uppercase();
+        return Some((format!("{drive}:"), path[2..].replace('\\', "/")));
+    }
+    let rest = path.strip_prefix("\\\\")?.replace('\\', "/");
+    if let Some(verbatim) = rest.strip_prefix("?/").or_else(|| rest.strip_prefix("./")) {
+        let unc = verbatim
+            .strip_prefix("UNC/")
+            .or_else(|| verbatim.strip_prefix("unc/"));
+        let named = match unc {
+            Some(share) => windows_root(&format!("\\\\{share}")),
+            None => windows_root(verbatim),
+        };
+        return named.or_else(|| Some((format!("//{}", &rest[..1]), format!("/{verbatim}"))));
+    }
+    let mut steps = rest.splitn(3, '/');
+    let (server, share) = (steps.next()?, steps.next()?);
+    if server.is_empty() || share.is_empty() {
+        return None;
+    }
+    Some((
+        format!("//{server}/{share}"),
+        format!("/{}", steps.next().unwrap_or("")),
+    ))
 }
 
 /// Where a grep tool's call (`is_grep`) searches, from its input's first
@@ -200,7 +259,7 @@ pub fn grep_dir(is_grep: bool, cwd: Option<&str>, input: &Value, keys: &[&str]) 
 /// the working directory `cwd`, resolved: where the call runs.
 pub fn call_dir(cwd: Option<&str>, dir: Option<&str>) -> Option<String> {
     let dir = dir.filter(|d| !d.is_empty())?;
-    let joined = match cwd.filter(|c| c.starts_with('/')) {
+    let joined = match cwd.filter(|c| is_absolute(c)) {
         Some(c) => join(c, dir),
         None => dir.to_owned(),
     };
@@ -213,8 +272,15 @@ pub fn call_dir(cwd: Option<&str>, dir: Option<&str>) -> Option<String> {
 /// relative path (one [`in_dir`] had no absolute working directory for)
 /// keeps the `..` that climb above its start (they lead out of the working
 /// directory, which no relative pattern should cover by accident).
-/// Symbolic links are not followed: the file may not exist yet.
+/// Symbolic links are not followed: the file may not exist yet. A
+/// Windows path from a root is resolved the same below its root, written
+/// with `/`: `C:\proj\..\Windows\x` is `C:/Windows/x`. (A relative one
+/// with `\` stays as written: only under a Windows working directory is
+/// `\` known to separate steps.)
 pub fn normalize_path(path: &str) -> String {
+    if let Some((root, rest)) = windows_root(path) {
+        return format!("{root}{}", normalize_path(&rest));
+    }
     let absolute = path.starts_with('/');
     // `~` and `~user` are a directory the runtime expands, not a step a
     // `..` can take back: `~/a/../../x` is above the home directory, not
@@ -510,7 +576,8 @@ mod tests {
             ("./a", "a"),
             ("..", ".."),
             ("", "."),
-            ("C:\\x", "C:\\x"),
+            ("C:\\x", "C:/x"),
+            ("a\\..\\..\\x", "a\\..\\..\\x"),
             ("~/a/../../x", "~/../x"),
             ("~/../../x", "~/../../x"),
             ("~u/./a/../../.ssh/k", "~u/../.ssh/k"),
@@ -554,7 +621,7 @@ mod tests {
                 "tool:bash:cat ../x",
             ]
         );
-        for base in [None, Some("p"), Some("C:\\p")] {
+        for base in [None, Some("p")] {
             assert_eq!(strings(in_dir(calls(), base)), strings(calls()), "{base:?}");
         }
         assert_eq!(
@@ -568,6 +635,59 @@ mod tests {
         assert_eq!(call_dir(None, Some("b/./c")).as_deref(), Some("b/c"));
         assert_eq!(call_dir(Some("/p"), Some("")), None);
         assert_eq!(call_dir(Some("/p"), None), None);
+    }
+
+    #[test]
+    fn windows_paths_are_joined_and_resolved_below_their_root() {
+        let cases = [
+            ("C:\\proj\\..\\Windows\\x", "C:/Windows/x"),
+            ("c:/proj/./a//b", "C:/proj/a/b"),
+            ("C:\\..\\..\\x", "C:/x"),
+            ("C:\\", "C:/"),
+            ("\\\\srv\\share\\a\\..\\..\\..\\x", "//srv/share/x"),
+            ("\\\\?\\C:\\proj\\..\\x", "C:/x"),
+            ("\\\\?\\UNC\\srv\\share\\x", "//srv/share/x"),
+            ("\\\\.\\PhysicalDrive0", "//./PhysicalDrive0"),
+        ];
+        for (path, want) in cases {
+            assert_eq!(normalize_path(path), want, "{path}");
+        }
+        let base = Some("C:\\Users\\dev\\proj");
+        let strings = |paths: &[&str]| -> Vec<String> {
+            let calls = paths.iter().map(|p| Call::Read((*p).into())).collect();
+            in_dir(calls, base)
+                .iter()
+                .map(|c| c.mapped().action_string())
+                .collect()
+        };
+        assert_eq!(
+            strings(&[
+                "src\\main.rs",
+                "..\\..\\..\\Windows\\System32\\x",
+                "\\Windows\\x",
+                "/etc/x",
+                "D:\\data\\x",
+                "D:x",
+                "\\\\?\\C:\\Windows\\x",
+                "~/x",
+                "~\\.ssh\\k",
+            ]),
+            [
+                "tool:Read:C:/Users/dev/proj/src/main.rs",
+                "tool:Read:C:/Windows/System32/x",
+                "tool:Read:C:/Windows/x",
+                "tool:Read:C:/etc/x",
+                "tool:Read:D:/data/x",
+                "tool:Read:D:x",
+                "tool:Read:C:/Windows/x",
+                "tool:Read:~/x",
+                "tool:Read:~/.ssh/k",
+            ]
+        );
+        assert_eq!(
+            call_dir(base, Some("..\\web")).as_deref(),
+            Some("C:/Users/dev/web")
+        );
     }
 
     #[test]
