@@ -41,6 +41,7 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     // The agents' bookkeeping `readonly` allows (`presets::HOUSEKEEPING`).
     "TodoRead",
     "update_todo",
+    "write_todos",
     "report_intent",
     "read_bash",
     "list_bash",

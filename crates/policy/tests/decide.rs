@@ -374,6 +374,7 @@ fn guarded_asks_for_everything_and_readonly_allows_reads() {
         r#"tool:TodoWrite:{"todos":[{"content":"fix it","status":"pending"}]}"#,
         r#"tool:todowrite:{"todos":[]}"#,
         r#"tool:update_todo:{"todos":"- [ ] fix it"}"#,
+        r#"tool:write_todos:{"todos":[{"description":"fix it","status":"pending"}]}"#,
         r#"tool:report_intent:{"intent":"Reading the tests"}"#,
         r#"tool:read_bash:{"sessionId":"1","delay":5}"#,
         "tool:list_bash:{}",

@@ -39,6 +39,8 @@ pub fn call_of(name: &str, input: &Value, hook: &Value) -> Result<Call, String> 
         },
         "read_file" => Call::Read(path()?),
         "glob" => map::glob(field(input, name, "pattern")?, text(input, "dir_path")),
+        // Lists one directory's entries: what a glob of `*` there lists.
+        "list_directory" => map::glob("*", Some(field(input, name, "dir_path")?)),
         "grep_search" => Call::Grep(field(input, name, "pattern")?.to_owned()),
         "web_fetch" => Call::Fetch(field(input, name, "prompt")?.to_owned()),
         "google_web_search" => Call::Search(field(input, name, "query")?.to_owned()),
@@ -128,6 +130,11 @@ mod tests {
                 "glob",
                 json!({"pattern": "*.rs", "dir_path": "src"}),
                 "tool:Glob:/home/u/proj/src/*.rs",
+            ),
+            (
+                "list_directory",
+                json!({"dir_path": "../other", "ignore": ["*.log"]}),
+                "tool:Glob:/home/u/other/*",
             ),
         ];
         for (tool, input, want) in cases {
