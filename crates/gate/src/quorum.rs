@@ -1,7 +1,8 @@
 //! A decision as a team makes it (`docs/teams.md`): the approvals rules
 //! of the action (its agent's profile's first rule whose pattern matches
-//! the action string or one of its commands), the approver rule checked for whoever decides, the
-//! quorum counted in the store, and an edit checked before it is kept.
+//! the action string or one of its commands), the approver rule checked
+//! for whoever decides, the quorum counted in the store, and an edit
+//! checked before it is kept.
 
 use actiongate_api::teams::Seen;
 use actiongate_policy::approvals::{Approver, CompiledRule, approver_allowed};

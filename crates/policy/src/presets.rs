@@ -204,9 +204,9 @@ const FS_READ: &str = "tool:fs:read_file .*";
 /// The coding agents' own bookkeeping, which touches nothing outside the
 /// agent's session: its todo list (Claude Code `TodoWrite`, `TodoRead`;
 /// opencode `todowrite`, `todoread`; Copilot CLI `update_todo`; Gemini
-/// CLI `write_todos`), what it
-/// says it is doing (Copilot CLI `report_intent`), and the output of a
-/// shell command it already ran (Copilot CLI `read_bash`, `list_bash`).
+/// CLI `write_todos`), what it says it is doing (Copilot CLI
+/// `report_intent`), and the output of a shell command it already ran
+/// (Copilot CLI `read_bash`, `list_bash`).
 /// `readonly` allows it rather than ask a human at every turn. No
 /// handler may take these names ([`crate::profile::BUILTIN_TOOLS`]).
 pub const HOUSEKEEPING: &str = "tool:(TodoWrite|TodoRead|todowrite|todoread|update_todo|write_todos|report_intent|read_bash|list_bash):.*";
