@@ -73,8 +73,13 @@ pub(crate) struct Team {
 
 /// Starts a [`Team`] with `approvals` rules.
 pub(crate) async fn team(approvals: Value) -> Team {
+    team_on(approvals, &[]).await
+}
+
+/// [`team`] with the daemon's environment `env` (a Postgres URL, say).
+pub(crate) async fn team_on(approvals: Value, env: &[(&str, &str)]) -> Team {
     let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &[]);
+    let d = Daemon::start(dir.path(), env);
     let http = client();
     let admin = d.admin_key();
     let agent = agent_key(&http, &d.base, &admin, "bot").await;

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::common::daemon::{Daemon, agent_key};
 use crate::common::pg_cluster::Cluster;
 use crate::common::{call, client};
-use crate::teams::{Team, approve, get, named_operator, pending, team};
+use crate::teams::{Team, approve, get, named_operator, pending, team, team_on};
 use crate::teams_review::person;
 
 /// Ann edits an action nobody's rule governed into one that needs two
@@ -358,15 +358,46 @@ async fn member(
 /// met with an approval nobody could give now.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_stops_counting_once_its_approver_could_not_give_it() {
+    approvals_lapse(None).await;
+}
+
+/// The same on Postgres, whose decisions lock the action's row.
+#[test]
+fn on_postgres_an_approval_stops_counting_once_its_approver_could_not_give_it() {
+    on_postgres(approvals_lapse);
+}
+
+/// Runs `case` against a daemon on a new database of the shared
+/// Postgres cluster, given its URL (nothing without a cluster).
+fn on_postgres<F: std::future::Future<Output = ()>>(case: fn(Option<String>) -> F) {
+    let Some(cluster) = Cluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(case(Some(url)));
+}
+
+/// The daemon's environment for a team on `database` (SQLite without).
+fn database_env(database: &Option<String>) -> Vec<(&'static str, &str)> {
+    database
+        .iter()
+        .map(|url| ("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str()))
+        .collect()
+}
+
+async fn approvals_lapse(database: Option<String>) {
     let Team {
         d,
         http,
         admin,
         agent,
         dir: _dir,
-    } = team(json!([
-        {"pattern": "tool:deploy:.*", "count": 2, "approvers": ["group:ops"]}
-    ]))
+    } = team_on(
+        json!([{"pattern": "tool:deploy:.*", "count": 2, "approvers": ["group:ops"]}]),
+        &database_env(&database),
+    )
     .await;
     let base = &d.base;
     let mut keys = Vec::new();
@@ -423,16 +454,29 @@ async fn an_approval_stops_counting_once_its_approver_could_not_give_it() {
 /// earlier rule anyone may approve alone, in front of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_looser_earlier_rule_does_not_govern_a_line_that_also_runs_a_stricter_rules_command() {
+    rules_of_every_command(None).await;
+}
+
+/// The same on Postgres.
+#[test]
+fn on_postgres_a_looser_earlier_rule_does_not_govern_a_line_that_also_runs_a_stricter_one() {
+    on_postgres(rules_of_every_command);
+}
+
+async fn rules_of_every_command(database: Option<String>) {
     let Team {
         d,
         http,
         admin,
         agent,
         dir: _dir,
-    } = team(json!([
-        {"pattern": "tool:bash:ls( .*)?", "count": 1},
-        {"pattern": "tool:bash:rm .*", "count": 2, "approvers": ["group:ops"]}
-    ]))
+    } = team_on(
+        json!([
+            {"pattern": "tool:bash:ls( .*)?", "count": 1},
+            {"pattern": "tool:bash:rm .*", "count": 2, "approvers": ["group:ops"]}
+        ]),
+        &database_env(&database),
+    )
     .await;
     let base = &d.base;
     let (intern, _) = named_operator(&http, base, &admin, "intern").await;
