@@ -71,8 +71,10 @@ async fn a_scope_pointer_at_a_sensitive_param_is_refused_naming_both() {
     d.stop();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sensitive_value_is_shown_nowhere() {
+/// A daemon whose handler `vault` takes a sensitive `/auth/token`, with
+/// an operator key and agent `bot`'s key: its data dir, the daemon, a
+/// client, and the operator and agent keys.
+async fn with_a_sensitive_token() -> (tempfile::TempDir, Daemon, reqwest::Client, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(dir.path(), &[]);
     let http = client();
@@ -86,6 +88,12 @@ async fn a_sensitive_value_is_shown_nowhere() {
         registration(json!({"key": "/user"}), json!(["/auth/token"])),
     )
     .await;
+    (dir, d, http, operator, agent)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sensitive_value_is_shown_nowhere() {
+    let (_dir, d, http, operator, agent) = with_a_sensitive_token().await;
     // Follow the operator's event stream while the action is made.
     let stream = http
         .get(format!("{}/v1/events", d.base))
@@ -147,19 +155,7 @@ async fn a_sensitive_value_is_shown_nowhere() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edit_cannot_change_a_sensitive_value_nobody_can_see() {
     use sha2::Digest;
-    let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &[]);
-    let http = client();
-    let admin = d.admin_key();
-    let operator = role_key(&http, &d.base, &admin, "operator").await;
-    let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    register_handler(
-        &http,
-        &d.base,
-        &admin,
-        registration(json!({"key": "/user"}), json!(["/auth/token"])),
-    )
-    .await;
+    let (_dir, d, http, operator, agent) = with_a_sensitive_token().await;
     let (s, a) = call(
         &http,
         reqwest::Method::POST,

@@ -1,6 +1,7 @@
 //! Registered handlers: their spec as registered and their webhook secret.
 
 use serde_json::Value;
+use sqlx::SqliteConnection;
 
 use crate::SqliteStore;
 use crate::error::StoreError;
@@ -23,10 +24,6 @@ pub struct NewHandler {
     /// `{permissions, actions}`.
     pub spec: Value,
 }
-
-/// The handlers in service other than one (its id bound): id and spec.
-pub(crate) const OTHERS_IN_SERVICE: &str =
-    "SELECT id, spec FROM handlers WHERE retired_at IS NULL AND id <> ?";
 
 /// The names of the actions in a stored spec, by index.
 fn action_names(spec: &Value) -> impl Iterator<Item = (usize, &str)> {
@@ -79,6 +76,20 @@ pub(crate) fn check_tool_names(
     }
 }
 
+/// [`check_tool_names`] on the writer's connection, against the handlers
+/// in service as stored.
+async fn check_tool_names_on(
+    conn: &mut SqliteConnection,
+    h: &NewHandler,
+) -> Result<(), StoreError> {
+    let others: Vec<(String, String)> =
+        sqlx::query_as("SELECT id, spec FROM handlers WHERE retired_at IS NULL AND id <> ?")
+            .bind(&h.id)
+            .fetch_all(conn)
+            .await?;
+    check_tool_names(h, &others)
+}
+
 /// The handler columns, in the order [`from_row`] reads them, as a literal
 /// for `concat!`.
 macro_rules! handler_columns {
@@ -123,11 +134,7 @@ impl SqliteStore {
         self.writer
             .run(move |conn| {
                 Box::pin(async move {
-                    let others: Vec<(String, String)> = sqlx::query_as(OTHERS_IN_SERVICE)
-                        .bind(&h.id)
-                        .fetch_all(&mut *conn)
-                        .await?;
-                    check_tool_names(&h, &others)?;
+                    check_tool_names_on(&mut *conn, &h).await?;
                     let at = to_ms(now());
                     let row = sqlx::query(concat!(
                         "INSERT INTO handlers (id, name, description, url, timeout_ms, spec, secret, created_at, updated_at) \
@@ -157,11 +164,7 @@ impl SqliteStore {
         self.writer
             .run(move |conn| {
                 Box::pin(async move {
-                    let others: Vec<(String, String)> = sqlx::query_as(OTHERS_IN_SERVICE)
-                        .bind(&h.id)
-                        .fetch_all(&mut *conn)
-                        .await?;
-                    check_tool_names(&h, &others)?;
+                    check_tool_names_on(&mut *conn, &h).await?;
                     let row = sqlx::query(concat!(
                         "UPDATE handlers SET name = ?, description = ?, url = ?, timeout_ms = ?, spec = ?, updated_at = ? \
                          WHERE id = ? AND retired_at IS NULL RETURNING ",
