@@ -144,7 +144,12 @@ pub(crate) async fn get(http: &reqwest::Client, base: &str, key: &str, id: &str)
 }
 
 /// Event types the audit log holds about action `id`, in order.
-async fn events_of(http: &reqwest::Client, base: &str, admin: &str, id: &str) -> Vec<String> {
+pub(crate) async fn events_of(
+    http: &reqwest::Client,
+    base: &str,
+    admin: &str,
+    id: &str,
+) -> Vec<String> {
     export(http, base, admin)
         .await
         .lines()

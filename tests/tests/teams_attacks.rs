@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 use crate::common::daemon::{Daemon, agent_key};
 use crate::common::pg_cluster::Cluster;
 use crate::common::{call, client};
-use crate::teams::{Team, approve, get, named_operator, pending, team, team_on};
+use crate::teams::{
+    Team, approve, events_of, get, named_operator, pending, profile, team, team_on,
+};
 use crate::teams_review::person;
 
 /// Ann edits an action nobody's rule governed into one that needs two
@@ -416,23 +418,8 @@ async fn approvals_lapse(database: Option<String>) {
         let id = pending(&http, base, &agent, "deploy", &format!("prod {what}")).await;
         let (s, a) = approve(&http, base, &keys[first], &id, json!({})).await;
         assert_eq!(s, 200, "{what}: {a}");
-        let (pid, key_id) = ids[first].clone();
-        let s = match what {
-            "left the group" => {
-                let url = format!("{base}/v1/people/{pid}");
-                let body = json!({"name": "ann", "groups": ["dev"], "keys": [key_id]});
-                call(&http, Method::PUT, url, &admin, Some(body)).await.0
-            }
-            "was removed" => {
-                let url = format!("{base}/v1/people/{pid}");
-                call(&http, Method::DELETE, url, &admin, None).await.0
-            }
-            _ => {
-                let url = format!("{base}/v1/keys/{key_id}");
-                call(&http, Method::DELETE, url, &admin, None).await.0
-            }
-        };
-        assert!((200..300).contains(&s), "{what}: {s}");
+        let (pid, key_id) = &ids[first];
+        unseat(&http, base, &admin, what, pid, key_id).await;
         let (s, a) = approve(&http, base, &keys[second], &id, json!({})).await;
         assert_eq!(s, 200, "{what}: {a}");
         assert_eq!(
@@ -445,6 +432,108 @@ async fn approvals_lapse(database: Option<String>) {
         assert_eq!(s, 200, "{what}: {a}");
         assert_eq!(a["status"], "approved", "{what}: {a}");
         assert_eq!(a["approvals"].as_array().unwrap().len(), 2, "{what}: {a}");
+    }
+}
+
+/// Takes from the approver with person `pid` and key `key_id` what let
+/// them approve: `what` says how.
+async fn unseat(
+    http: &reqwest::Client,
+    base: &str,
+    admin: &str,
+    what: &str,
+    pid: &str,
+    key_id: &str,
+) {
+    let (method, url, body) = match what {
+        "left the group" => (
+            Method::PUT,
+            format!("{base}/v1/people/{pid}"),
+            Some(json!({"name": "ann", "groups": ["dev"], "keys": [key_id]})),
+        ),
+        "was removed" => (Method::DELETE, format!("{base}/v1/people/{pid}"), None),
+        "had the key revoked" => (Method::DELETE, format!("{base}/v1/keys/{key_id}"), None),
+        _ => (
+            Method::PUT,
+            format!("{base}/v1/agents/bot"),
+            Some(json!({"profile": profile(json!([
+                {"pattern": "tool:deploy:.*", "count": 2, "approvers": ["group:sec"]}
+            ]))})),
+        ),
+    };
+    let (s, b) = call(http, method, url, admin, body).await;
+    assert!((200..300).contains(&s), "{what}: {s} {b}");
+}
+
+/// An approval that lapsed leaves the count shown at once, not only when
+/// the next approval lands: within seconds of its approver leaving the
+/// rule's group, being removed, having the key revoked, or the agent's
+/// profile naming other approvers, the pending action shows it no more,
+/// and an `action.approval` event says so (what chat cards and the page
+/// follow).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_approval_leaves_the_count_shown_without_another_approval() {
+    lapsed_leaves_the_count(None).await;
+}
+
+/// The same on Postgres.
+#[test]
+fn on_postgres_a_lapsed_approval_leaves_the_count_shown_without_another_approval() {
+    on_postgres(lapsed_leaves_the_count);
+}
+
+async fn lapsed_leaves_the_count(database: Option<String>) {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team_on(
+        json!([{"pattern": "tool:deploy:.*", "count": 2, "approvers": ["group:ops"]}]),
+        &database_env(&database),
+    )
+    .await;
+    let base = &d.base;
+    let mut approvers = Vec::new();
+    for name in ["ann", "bob", "cat", "dan"] {
+        approvers.push(member(&http, base, &admin, name, "ops").await);
+    }
+    // The last case changes the profile: each case's approver is another.
+    let cases = [
+        "left the group",
+        "was removed",
+        "had the key revoked",
+        "now names other approvers",
+    ];
+    for (what, (key, key_id, pid)) in cases.into_iter().zip(&approvers) {
+        let id = pending(&http, base, &agent, "deploy", &format!("prod {what}")).await;
+        let (s, a) = approve(&http, base, key, &id, json!({})).await;
+        assert_eq!(s, 200, "{what}: {a}");
+        assert_eq!(a["approvals"].as_array().unwrap().len(), 1, "{what}: {a}");
+        unseat(&http, base, &admin, what, pid, key_id).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let a = loop {
+            let a = get(&http, base, &admin, &id).await;
+            if a["approvals"].as_array().is_none_or(Vec::is_empty)
+                || std::time::Instant::now() > deadline
+            {
+                break a;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(
+            a["approvals"].as_array().map_or(0, Vec::len),
+            0,
+            "the approver {what}, yet the approval is still shown: {a}"
+        );
+        assert_eq!(a["status"], "pending", "{what}: {a}");
+        let events = events_of(&http, base, &admin, &id).await;
+        let approval_events = events.iter().filter(|t| *t == "action.approval").count();
+        assert_eq!(
+            approval_events, 2,
+            "{what}: one approval, one lapse: {events:?}"
+        );
     }
 }
 

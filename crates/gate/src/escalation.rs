@@ -5,11 +5,19 @@
 //! row's lock). Who hears of it: subscriptions and chats marked `tier = 2`
 //! (they follow `action.escalated`), and the people of the rule's
 //! `escalate_to` group through their chats.
+//!
+//! The same sweep keeps what an action's approvals show true: each time it
+//! reads the pending actions' rules (at once after a profile, handler,
+//! person or key changed through this daemon, else every [`REREAD`]), it
+//! drops the approvals whose approvers could not give them now (they left
+//! the rule's approvers, are no longer a person, or approved with a key
+//! since revoked), with an `action.approval` event. The next approval
+//! drops them too (`crate::quorum`), so a quorum never counts one.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use actiongate_store::{ActionFilter, ActionStatus};
+use actiongate_store::{ActionFilter, ActionStatus, ApiKey};
 use chrono::{DateTime, Utc};
 
 use crate::Gate;
@@ -41,7 +49,7 @@ pub struct Sweep {
     due: HashMap<String, Option<DateTime<Utc>>>,
     read_at: Option<Instant>,
     /// [`Gate::rules_generation`] when it was read.
-    rules: (u64, u64),
+    rules: (u64, u64, u64),
 }
 
 /// Runs until the gate shuts down.
@@ -102,13 +110,14 @@ impl Sweep {
         };
         let mut due = HashMap::new();
         let mut read = 0;
+        let keys = gate.store().list_keys().await?;
         while read < MOST {
             let pending = gate.store().list_actions(&filter).await?;
             let full = pending.len() as i64 == PAGE;
             read += pending.len() as i64;
             filter.cursor = pending.last().map(|a| a.id.clone());
             for action in pending {
-                let when = due_at(gate, &action).await;
+                let when = due_at(gate, &action, Some(&keys)).await;
                 due.insert(action.id, when);
             }
             if !full {
@@ -136,7 +145,7 @@ impl Sweep {
                     Some(known) => known,
                     None => match gate.store().get_action(&id).await {
                         Ok(action) if action.status == ActionStatus::Pending => {
-                            due_at(gate, &action).await
+                            due_at(gate, &action, None).await
                         }
                         // Settled (or gone) since it was listed.
                         Ok(_) | Err(actiongate_store::StoreError::NotFound) => None,
@@ -157,8 +166,16 @@ impl Sweep {
 /// When `action` is due for escalation under its approvals rules: `None`
 /// when no rule of it escalates, it was escalated already, or its rules
 /// cannot be read (logged; it is looked at again at the next reread).
-async fn due_at(gate: &Gate, action: &actiongate_store::Action) -> Option<DateTime<Utc>> {
-    if action.team.escalated_at.is_some() {
+/// With `keys` (every key, revoked ones too), first drops the approvals
+/// it holds that lapsed under those rules.
+async fn due_at(
+    gate: &Gate,
+    action: &actiongate_store::Action,
+    keys: Option<&[ApiKey]>,
+) -> Option<DateTime<Utc>> {
+    let needed = action.team.escalated_at.is_none();
+    let lapse = keys.filter(|_| !action.team.approvals.is_empty());
+    if !needed && lapse.is_none() {
         return None;
     }
     let rules = match gate.rules_of(action).await {
@@ -168,6 +185,33 @@ async fn due_at(gate: &Gate, action: &actiongate_store::Action) -> Option<DateTi
             return None;
         }
     };
+    if let Some(keys) = lapse {
+        drop_lapsed(gate, action, &rules, keys).await;
+    }
+    if !needed {
+        return None;
+    }
     let after = rules.iter().filter_map(|r| r.escalate_after_secs()).min()?;
     Some(action.created_at + chrono::Duration::seconds(after as i64))
+}
+
+/// Drops the approvals of `action` that no longer count under `rules`
+/// (logged when it cannot: the next reread, or approval, tries again).
+async fn drop_lapsed(
+    gate: &Gate,
+    action: &actiongate_store::Action,
+    rules: &[actiongate_policy::approvals::CompiledRule],
+    keys: &[ApiKey],
+) {
+    let dropped = match gate.lapsed(action, rules, Some(keys)).await {
+        Ok(lapsed) if lapsed.is_empty() => return,
+        Ok(lapsed) => gate.store().drop_lapsed(&action.id, lapsed).await,
+        Err(e) => {
+            tracing::warn!(action = %action.id, error = %e.detail, "cannot recount its approvals");
+            return;
+        }
+    };
+    if let Err(e) = dropped {
+        tracing::warn!(action = %action.id, error = %e, "cannot drop its lapsed approvals");
+    }
 }

@@ -164,6 +164,8 @@ struct Inner {
     /// Bumped when a handler is registered, changed or retired (see
     /// [`Gate::handlers_changed`]).
     handler_changes: watch::Sender<u64>,
+    /// Bumped when a person is added, changed or removed through the gate.
+    people_changes: std::sync::atomic::AtomicU64,
     waiters: Waiters,
     deadlines_changed: Notify,
     notify_transport: Arc<dyn Transport>,
@@ -200,6 +202,7 @@ impl Gate {
             keys: Cache::new(Some(KEY_TTL)),
             revocations: watch::Sender::new(0),
             handler_changes: watch::Sender::new(0),
+            people_changes: std::sync::atomic::AtomicU64::new(0),
             deadlines_changed: Notify::new(),
             notify_transport,
             shutdown,
@@ -306,14 +309,26 @@ impl Gate {
         self.0.store.subscribe()
     }
 
-    /// A number that changes whenever a profile or a handler is known to
-    /// have changed (through this daemon, or a handler through another):
-    /// what was worked out from approvals rules before may be stale.
-    pub(crate) fn rules_generation(&self) -> (u64, u64) {
+    /// A number that changes whenever a profile, a handler, a person or a
+    /// key is known to have changed (through this daemon, or a handler or
+    /// a revocation through another): what was worked out from approvals
+    /// rules and approvers before may be stale.
+    pub(crate) fn rules_generation(&self) -> (u64, u64, u64) {
         (
             self.0.agent_profiles.generation(),
             self.0.handlers.generation(),
+            self.0
+                .people_changes
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .wrapping_add(*self.0.revocations.borrow()),
         )
+    }
+
+    /// Notes that a person was added, changed or removed.
+    pub(crate) fn people_changed(&self) {
+        self.0
+            .people_changes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Forgets the cached profile of `agent` after it changed.

@@ -129,7 +129,9 @@ impl Gate {
         caller.require(Role::Admin)?;
         let id = format!("per_{}", uuid::Uuid::now_v7().simple());
         let new = self.checked_person(id, body).await?;
-        Ok(self.store().put_person(new, true).await?)
+        let person = self.store().put_person(new, true).await?;
+        self.people_changed();
+        Ok(person)
     }
 
     /// Replaces person `id` (admins).
@@ -141,10 +143,13 @@ impl Gate {
     ) -> GateResult<Person> {
         caller.require(Role::Admin)?;
         let new = self.checked_person(id.to_owned(), body).await?;
-        self.store()
+        let person = self
+            .store()
             .put_person(new, false)
             .await
-            .map_err(|e| not_found(e, id))
+            .map_err(|e| not_found(e, id))?;
+        self.people_changed();
+        Ok(person)
     }
 
     /// One person (admins).
@@ -169,7 +174,9 @@ impl Gate {
         self.store()
             .delete_person(id)
             .await
-            .map_err(|e| not_found(e, id))
+            .map_err(|e| not_found(e, id))?;
+        self.people_changed();
+        Ok(())
     }
 
     /// Who `caller` is as a decider: the person their identity belongs to,

@@ -6,7 +6,9 @@
 
 use actiongate_api::teams::Seen;
 use actiongate_policy::approvals::{Approver, CompiledRule, approver_allowed};
-use actiongate_store::{Action, ApprovalEntry, DecisionResult, Edit, StoreError, TeamDecision};
+use actiongate_store::{
+    Action, ApiKey, ApprovalEntry, DecisionResult, Edit, StoreError, TeamDecision,
+};
 use serde_json::{Map, Value};
 
 use crate::actions::{MAX_DETAIL, check_len};
@@ -151,15 +153,28 @@ impl Gate {
     /// `rules`: the approver has since left the rule's approvers, is no
     /// longer a person, or approved with a key since revoked. An approval
     /// counts while its approver still could give it, so a quorum is never
-    /// met with one nobody could give now.
-    async fn lapsed(&self, action: &Action, rules: &[CompiledRule]) -> GateResult<Vec<String>> {
+    /// met with one nobody could give now. `keys`: every key, revoked ones
+    /// too (read when `None`).
+    pub(crate) async fn lapsed(
+        &self,
+        action: &Action,
+        rules: &[CompiledRule],
+        keys: Option<&[ApiKey]>,
+    ) -> GateResult<Vec<String>> {
         if action.team.approvals.is_empty() {
             return Ok(Vec::new());
         }
-        let keys = self.store().list_keys().await?;
+        let read;
+        let keys = match keys {
+            Some(keys) => keys,
+            None => {
+                read = self.store().list_keys().await?;
+                &read
+            }
+        };
         let mut lapsed = Vec::new();
         for a in &action.team.approvals {
-            let counts = match self.decider_now(&a.by, &keys).await? {
+            let counts = match self.decider_now(&a.by, keys).await? {
                 Some(d) => Gate::check_approver(rules, &d).is_ok(),
                 None => false,
             };
@@ -239,7 +254,7 @@ impl Gate {
             return Err(not_a_person(&d.by, required));
         }
         let lapsed = if approve {
-            self.lapsed(action, &rules).await?
+            self.lapsed(action, &rules, None).await?
         } else {
             Vec::new()
         };

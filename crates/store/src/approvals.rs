@@ -277,6 +277,43 @@ pub(crate) async fn decide_on(
     ))
 }
 
+/// `current`'s team without the approvals given through `lapsed`, when it
+/// is still pending and holds any of them.
+pub(crate) fn without_lapsed(
+    current: &Action,
+    lapsed: &[String],
+    at: DateTime<Utc>,
+) -> Option<Team> {
+    let live = current.status == ActionStatus::Pending && current.deadline.is_none_or(|dl| dl > at);
+    if !live {
+        return None;
+    }
+    let mut team = current.team.clone();
+    let before = team.approvals.len();
+    team.approvals.retain(|a| !lapsed.contains(&a.by));
+    (team.approvals.len() < before).then_some(team)
+}
+
+/// Writes `team` to pending action `id` with its event of `kind`.
+async fn set_team_on(
+    conn: &mut SqliteConnection,
+    id: &str,
+    team: &Team,
+    kind: &'static str,
+) -> Result<Action, StoreError> {
+    let row = sqlx::query(concat!(
+        "UPDATE actions SET team = ?2 WHERE id = ?1 AND status = 'pending' RETURNING ",
+        action_columns!()
+    ))
+    .bind(id)
+    .bind(team_text(team)?)
+    .fetch_one(&mut *conn)
+    .await?;
+    let action = from_row(&row)?;
+    events::insert_on(conn, &event_for(&action, kind)?).await?;
+    Ok(action)
+}
+
 /// Whether `current` may be escalated now: still pending, not yet.
 pub(crate) fn escalation(current: &Action, at: DateTime<Utc>) -> Option<Team> {
     let live = current.status == ActionStatus::Pending
@@ -319,6 +356,32 @@ impl SqliteStore {
             .await
     }
 
+    /// Drops the approvals of pending action `id` given through `lapsed`,
+    /// with an `action.approval` event: `None` when it holds none of them
+    /// or is no longer pending.
+    pub async fn drop_lapsed(
+        &self,
+        id: &str,
+        lapsed: Vec<String>,
+    ) -> Result<Option<Action>, StoreError> {
+        let id = id.to_owned();
+        self.writer
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move {
+                    let Some(current) = get_on(conn, &id).await? else {
+                        return Ok(None);
+                    };
+                    let Some(team) = without_lapsed(&current, &lapsed, now()) else {
+                        return Ok(None);
+                    };
+                    set_team_on(conn, &id, &team, "action.approval")
+                        .await
+                        .map(Some)
+                })
+            })
+            .await
+    }
+
     /// Marks pending action `id` escalated and writes `action.escalated`,
     /// once: `None` when it was escalated before or is no longer pending.
     pub async fn escalate(&self, id: &str) -> Result<Option<Action>, StoreError> {
@@ -332,17 +395,9 @@ impl SqliteStore {
                     let Some(team) = escalation(&current, now()) else {
                         return Ok(None);
                     };
-                    let row = sqlx::query(concat!(
-                        "UPDATE actions SET team = ?2 WHERE id = ?1 AND status = 'pending' RETURNING ",
-                        action_columns!()
-                    ))
-                    .bind(&id)
-                    .bind(team_text(&team)?)
-                    .fetch_one(&mut *conn)
-                    .await?;
-                    let action = from_row(&row)?;
-                    events::insert_on(conn, &event_for(&action, "action.escalated")?).await?;
-                    Ok(Some(action))
+                    set_team_on(conn, &id, &team, "action.escalated")
+                        .await
+                        .map(Some)
                 })
             })
             .await

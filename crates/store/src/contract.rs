@@ -309,6 +309,11 @@ contract! {
     /// Marks pending action `id` escalated with its `action.escalated`
     /// event, once; `None` when it was before or is not pending.
     pub async fn escalate(&self, id: &str) -> Result<Option<Action>, StoreError>;
+    /// Drops the approvals of pending action `id` given through the
+    /// identities `lapsed` (their approvers could not give them now), with
+    /// an `action.approval` event; `None` when it holds none of them or is
+    /// not pending.
+    pub async fn drop_lapsed(&self, id: &str, lapsed: Vec<String>) -> Result<Option<Action>, StoreError>;
     /// Ids of pending actions after `after`, ascending (the longest
     /// waiting first), at most `limit`: what the escalation sweep reads
     /// each second without reading the rows.

@@ -6,12 +6,13 @@ use serde_json::Value;
 use sqlx::PgConnection;
 
 use crate::actions::{action_columns, event_for, from_row};
-use crate::approvals::{TeamDecided, TeamDecision, escalation, plan, team_text};
+use crate::approvals::{TeamDecided, TeamDecision, escalation, plan, team_text, without_lapsed};
 use crate::error::StoreError;
 use crate::events::NewEvent;
 use crate::pg::Postgres;
 use crate::time::{now, to_ms};
 use actiongate_api::model::Action;
+use actiongate_api::teams::Team;
 
 async fn locked(conn: &mut PgConnection, id: &str) -> Result<Option<Action>, StoreError> {
     let row = sqlx::query(concat!(
@@ -124,17 +125,51 @@ impl Postgres {
         let Some(team) = escalation(&current, now()) else {
             return Ok(None);
         };
+        self.set_team(tx, id, &team, "action.escalated")
+            .await
+            .map(Some)
+    }
+
+    /// Drops the approvals of pending action `id` given through `lapsed`,
+    /// with an `action.approval` event: `None` when it holds none of them
+    /// or is no longer pending.
+    pub async fn drop_lapsed(
+        &self,
+        id: &str,
+        lapsed: Vec<String>,
+    ) -> Result<Option<Action>, StoreError> {
+        let mut tx = self.begin().await?;
+        let Some(current) = locked(&mut tx, id).await? else {
+            return Ok(None);
+        };
+        let Some(team) = without_lapsed(&current, &lapsed, now()) else {
+            return Ok(None);
+        };
+        self.set_team(tx, id, &team, "action.approval")
+            .await
+            .map(Some)
+    }
+
+    /// Writes `team` to pending action `id`, locked in `tx`, and commits
+    /// it with its event of `kind`.
+    async fn set_team(
+        &self,
+        mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
+        id: &str,
+        team: &Team,
+        kind: &'static str,
+    ) -> Result<Action, StoreError> {
         let row = sqlx::query(concat!(
             "UPDATE actions SET team = $2 WHERE id = $1 AND status = 'pending' RETURNING ",
             action_columns!()
         ))
         .bind(id)
-        .bind(team_text(&team)?)
+        .bind(team_text(team)?)
         .fetch_one(&mut *tx)
         .await?;
         let action = from_row(&row)?;
-        let event = event_for(&action, "action.escalated")?;
+        let event = event_for(&action, kind)?;
         self.commit(tx, vec![event]).await?;
-        Ok(Some(action))
+        Ok(action)
     }
 }
