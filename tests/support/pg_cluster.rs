@@ -199,6 +199,16 @@ impl Cluster {
 
     /// Runs one SQL statement on the `postgres` database.
     pub fn psql(&self, sql: &str) -> Result<String, String> {
+        self.psql_on("postgres", sql)
+    }
+
+    /// Runs one SQL statement on the database of `url` (one of
+    /// [`Cluster::database`]'s).
+    pub fn psql_at(&self, url: &str, sql: &str) -> Result<String, String> {
+        self.psql_on(url.rsplit('/').next().unwrap_or("postgres"), sql)
+    }
+
+    fn psql_on(&self, database: &str, sql: &str) -> Result<String, String> {
         let out = Command::new("psql")
             .args([
                 "-h",
@@ -208,7 +218,7 @@ impl Cluster {
                 "-U",
                 "postgres",
             ])
-            .args(["-d", "postgres", "-v", "ON_ERROR_STOP=1", "-Atc", sql])
+            .args(["-d", database, "-v", "ON_ERROR_STOP=1", "-Atc", sql])
             .stdin(Stdio::null())
             .output()
             .map_err(|e| format!("psql: {e}"))?;

@@ -42,6 +42,7 @@ mod replay;
 mod results;
 mod runs;
 mod sensitive;
+mod session_attacks;
 mod session_grants;
 mod session_lifecycle;
 mod session_pages;

@@ -18,6 +18,7 @@ pub mod replay;
 pub mod rfc3339;
 pub mod sessions;
 pub mod teams;
+pub mod text;
 
 pub use actions::*;
 pub use deliveries::*;

@@ -249,6 +249,7 @@ impl Gate {
         let id = new.id.clone();
         let registered = (!wait.is_zero()).then(|| self.waiters().register(&id));
         let stored = Box::pin(actiongate_store::deadline::scope(deadline, async {
+            self.taint_before(&new).await?;
             let (action, created, inserted) = match slot {
                 None => {
                     let done = self.store().create_action(new).await?;
@@ -265,10 +266,6 @@ impl Gate {
         }))
         .await;
         let (action, created, inserted) = stored?;
-        // The session's record of its taint (decisions read the taint from
-        // what was let run, so this write is a record, never the guard);
-        // a retry answered with the stored action writes it too.
-        self.taint_approved(std::slice::from_ref(&action)).await;
         if created {
             metrics::counter!("actiongate_decisions_total", "result" => result.as_str())
                 .increment(1);
@@ -303,43 +300,47 @@ impl Gate {
         })
     }
 
-    /// Records the taint of the sessions of `actions` that were just let
-    /// run (allowed, or approved by a human or a grant) and read untrusted
-    /// content. A record only: a guarded action's decision reads the
-    /// session's taint from the actions let run in it
-    /// (`Store::session_taint`), so a write that fails (logged) or comes
-    /// late loses nothing, and the approval that was made stands.
-    pub(crate) async fn taint_approved(&self, actions: &[Action]) {
-        for action in actions {
-            if let Some(session) = &action.session
-                && matches!(
-                    action.status,
-                    ActionStatus::Approved
-                        | ActionStatus::Running
-                        | ActionStatus::Completed
-                        | ActionStatus::Failed
-                )
-                && let Err(e) = Box::pin(self.taint_if_untrusted(session, action)).await
-            {
-                tracing::error!(action = %action.id, error = %e, "recording a session's taint failed");
-            }
+    /// Whether letting `action` run taints its session: it has one, and
+    /// under its agent's profile it reads untrusted content as asked, as
+    /// an earlier approver edited it, or as `edited` (an action string an
+    /// approver edits it into now). The store records the taint in the
+    /// transaction that lets it run.
+    pub(crate) async fn taints(&self, action: &Action, edited: Option<&str>) -> GateResult<bool> {
+        if action.session.is_none() {
+            return Ok(false);
         }
+        let profile = self.profile_of(&action.agent).await?;
+        let earlier = action
+            .team
+            .approved_detail
+            .as_deref()
+            .map(|d| actiongate_policy::format_action(&action.tool, d));
+        Ok([
+            Some(action.action_string.as_str()),
+            edited,
+            earlier.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|s| profile.taints(s)))
     }
 
-    /// Marks `session` tainted when `action` (allowed) reads untrusted
-    /// content under its agent's profile.
-    async fn taint_if_untrusted(&self, session: &str, action: &Action) -> GateResult<()> {
-        if self
-            .profile_of(&action.agent)
-            .await?
-            .taints(&action.action_string)
+    /// Records that allowed `new`, about to be stored, taints its session
+    /// when it reads untrusted content: before it is stored, so that no
+    /// crash leaves it run and its session untainted (one that stops it
+    /// being stored leaves the session stricter, never looser).
+    async fn taint_before(&self, new: &NewAction) -> GateResult<()> {
+        let Some(session) = &new.session else {
+            return Ok(());
+        };
+        if new.decision.result == DecisionResult::Allow
+            && self
+                .profile_of(&new.agent)
+                .await?
+                .taints(&new.action_string)
         {
             self.store()
-                .taint_session(
-                    session.to_owned(),
-                    action.id.clone(),
-                    action.action_string.clone(),
-                )
+                .taint_session(session.clone(), new.id.clone(), new.action_string.clone())
                 .await?;
         }
         Ok(())

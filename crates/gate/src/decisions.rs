@@ -216,6 +216,7 @@ impl Gate {
         // Recorded as an approval, as any one person's is.
         let decider = self.decider(caller).await?;
         let first = ApproveFirst {
+            taints: self.taints(&action, None).await?,
             action_id: id.to_owned(),
             decided_by: decider.by,
             note,
@@ -223,13 +224,6 @@ impl Gate {
             channel: channel.to_owned(),
         };
         let created = self.store().create_grant(new, Some(first)).await?;
-        let settled: Vec<Action> = created
-            .approved_first
-            .iter()
-            .chain(&created.approved)
-            .cloned()
-            .collect();
-        self.taint_approved(&settled).await;
         created.approved_first.ok_or_else(GateError::internal)
     }
 

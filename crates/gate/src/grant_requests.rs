@@ -214,12 +214,11 @@ impl Gate {
             expires_at,
             note: r.reason.clone(),
         };
-        let (r, created) = self
+        let (r, _) = self
             .store()
             .approve_grant_request(id, grant)
             .await
             .map_err(settled_error)?;
-        self.taint_approved(&created.approved).await;
         Ok(r)
     }
 

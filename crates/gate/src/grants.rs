@@ -166,7 +166,6 @@ impl Gate {
             note,
         };
         let created = self.store().create_grant(new, None).await?;
-        self.taint_approved(&created.approved).await;
         Ok(created)
     }
 

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use crate::actions::{MAX_DETAIL, MAX_TEXT, check_len, validate_agent_id};
 use crate::paging::ListPage;
 use crate::policy::{governing_rules, tainted_reason, validate_tool};
-use crate::sessions::{validate_origin, validate_session};
+use crate::sessions::{UNDECIDED_RUN, validate_origin, validate_session};
 use crate::{Caller, Gate, GateError, GateResult};
 use actiongate_policy::approvals::CompiledRule;
 
@@ -153,6 +153,8 @@ impl Gate {
         for (i, s) in body.steps.into_iter().enumerate() {
             steps.push(self.plan_step(i, s.into()).await?);
         }
+        // Another agent's session is refused before anything of it is read.
+        self.own_session(&agent, Some(&body.session)).await?;
         let profile = self.profile_of(&agent).await?;
         self.steps_that_ask(&profile, &body.session, &mut steps)
             .await?;
@@ -261,11 +263,16 @@ impl Gate {
         if plan.status != "pending" || wait.is_zero() {
             return Ok(plan);
         }
+        // A key revoked meanwhile ends the wait with a 401, as an action's.
+        let guard = self.long_poll_guard(caller);
         let store = self.store();
-        Ok(self
-            .waiters()
-            .wait_until(id, wait, || store.get_plan(id), |p| p.status != "pending")
-            .await?)
+        let waited = async {
+            Ok(self
+                .waiters()
+                .wait_until(id, wait, || store.get_plan(id), |p| p.status != "pending")
+                .await?)
+        };
+        self.unless_revoked(guard, waited).await
     }
 
     /// A page of plans (operators), newest first or, with
@@ -536,6 +543,16 @@ impl Gate {
             }))
             .map_err(|_| GateError::internal())?;
             self.store().record_undecided(&agent, data).await?;
+            // It ran: when it read untrusted content, its session is as
+            // tainted as if it had been decided.
+            let action_string = actiongate_policy::format_action(&run.tool, &run.detail);
+            if let Some(session) = run.session
+                && self.profile_of(&agent).await?.taints(&action_string)
+            {
+                self.store()
+                    .taint_session(session, UNDECIDED_RUN.to_owned(), action_string)
+                    .await?;
+            }
         }
         Ok(RunMatched {
             decided: found.is_some(),

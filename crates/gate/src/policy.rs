@@ -87,7 +87,12 @@ pub(crate) fn governing_rules(
 
 /// Why a guarded action asks in `session`, tainted by action `by`.
 pub(crate) fn tainted_reason(session: &str, by: &str, what: &str) -> String {
-    format!("session '{session}' is tainted by action {by} (`{what}`): guarded actions ask")
+    let by = if by == crate::sessions::UNDECIDED_RUN {
+        "a run reported without a decision".to_owned()
+    } else {
+        format!("action {by}")
+    };
+    format!("session '{session}' is tainted by {by} (`{what}`): guarded actions ask")
 }
 
 /// [`decide`] for an action of `session`: grants scoped to that session or

@@ -234,6 +234,7 @@ impl Gate {
                  not have; read it again",
             ));
         }
+        let mut edited = None;
         let edit = if approve && !edit.is_empty() {
             let (mut edit, edited_string, scope) = self.checked_edit(action, edit).await?;
             // The edited action answers to its own profile rule too, now
@@ -246,6 +247,7 @@ impl Gate {
             Gate::check_approver(&other, &d)?;
             required = required.max(self::required(&other));
             edit.decision_rule = crate::asked_rules::adding(&action.decision, &other);
+            edited = Some(edited_string);
             Some(edit)
         } else {
             None
@@ -258,7 +260,9 @@ impl Gate {
         } else {
             Vec::new()
         };
+        let taints = approve && self.taints(action, edited.as_deref()).await?;
         let decision = TeamDecision {
+            taints,
             lapsed,
             seen,
             approve,
@@ -273,11 +277,7 @@ impl Gate {
             edit,
         };
         match self.store().team_decide(&action.id, decision).await {
-            Ok(done) => {
-                self.taint_approved(std::slice::from_ref(&done.action))
-                    .await;
-                Ok(done.action)
-            }
+            Ok(done) => Ok(done.action),
             Err(StoreError::Conflict(m)) => Err(GateError::conflict(m)),
             Err(e) => Err(e.into()),
         }

@@ -6,20 +6,33 @@
 
 use crate::{GateError, GateResult};
 
+/// What a session's `tainted_by` holds when a run reported without a
+/// decision (`POST /v1/runs`) tainted it: no action of the gate's did.
+pub const UNDECIDED_RUN: &str = "run";
+
 /// Most characters of a session id.
 pub const MAX_SESSION: usize = 200;
 /// Most characters of a runtime slug.
 pub const MAX_RUNTIME: usize = 64;
 
 /// A session id: 1-200 printable characters (no control characters, no
-/// leading or trailing whitespace that would make two ids look the same).
+/// invisible or reordering ones of the BMP such as bidi overrides and
+/// zero-width spaces, no leading or trailing whitespace: nothing that would
+/// make two ids look the same, or one read as another, where a human sees
+/// it). The OpenAPI pattern of a session id says the same; beyond the BMP
+/// (tags), the page, the CLI and chat cards show them as `⟨U+XXXX⟩`.
 pub fn validate_session(field: &str, id: &str) -> GateResult<()> {
     let n = id.chars().count();
-    let printable = id.chars().all(|c| !c.is_control());
+    let printable = !id
+        .chars()
+        .any(|c| actiongate_api::text::is_hidden(c) && u32::from(c) <= 0xFFFF);
     if n == 0 || n > MAX_SESSION || !printable || id.trim() != id {
         return Err(GateError::invalid(
             field,
-            format!("1-{MAX_SESSION} printable characters, no surrounding whitespace"),
+            format!(
+                "1-{MAX_SESSION} printable characters (no invisible or bidi ones), no \
+                 surrounding whitespace"
+            ),
         ));
     }
     Ok(())
@@ -100,6 +113,7 @@ pub fn grant_scope(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -111,6 +125,59 @@ mod tests {
         assert!(validate_session("session", "").is_err());
         assert!(validate_session("session", "a\nb").is_err());
         assert!(validate_session("session", " a").is_err());
+        // What would reorder or hide text where a human reads the id.
+        assert!(validate_session("session", "work\u{202e}gnp").is_err());
+        assert!(validate_session("session", "a\u{200b}b").is_err());
+        assert!(validate_session("session", "\u{feff}a").is_err());
+    }
+
+    /// The pattern the OpenAPI document gives a session id (every copy of
+    /// it) takes what [`validate_session`] takes, character by character
+    /// over the BMP, inside an id and at either end: a client validating
+    /// by the schema is refused nothing it sent in good faith.
+    #[test]
+    fn the_openapi_pattern_of_a_session_id_is_what_is_validated() {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../../openapi/openapi.json")).unwrap();
+        let mut patterns = Vec::new();
+        collect_session_patterns(&doc, &mut patterns);
+        patterns.sort();
+        patterns.dedup();
+        assert_eq!(patterns.len(), 1, "{patterns:?}");
+        // ECMA's `\uXXXX` as the regex crate spells it.
+        let pattern = regex::Regex::new(r"\\u([0-9a-fA-F]{4})")
+            .unwrap()
+            .replace_all(&patterns[0], r"\x{$1}")
+            .into_owned();
+        let re = regex::Regex::new(&pattern).unwrap();
+        for c in (0..=0xFFFFu32).filter_map(char::from_u32) {
+            for id in [format!("a{c}b"), format!("{c}b"), format!("a{c}")] {
+                assert_eq!(
+                    re.is_match(&id),
+                    validate_session("session", &id).is_ok(),
+                    "U+{:04X} in {id:?}",
+                    u32::from(c)
+                );
+            }
+        }
+    }
+
+    /// Every `pattern` of a schema whose `maxLength` is a session id's.
+    fn collect_session_patterns(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                if let (Some(p), Some(200)) = (
+                    m.get("pattern").and_then(|p| p.as_str()),
+                    m.get("maxLength").and_then(serde_json::Value::as_u64),
+                ) && p.contains("{0,198}")
+                {
+                    out.push(p.to_owned());
+                }
+                m.values().for_each(|x| collect_session_patterns(x, out));
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| collect_session_patterns(x, out)),
+            _ => {}
+        }
     }
 
     #[test]

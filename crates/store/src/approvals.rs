@@ -56,6 +56,10 @@ pub struct TeamDecision {
     /// counted. An approval that landed since the decider read the action
     /// was checked as it landed, and counts.
     pub lapsed: Vec<String>,
+    /// Whether the action reads untrusted content under its agent's
+    /// profile (as asked, or as edited): an approval that settles it
+    /// taints its session in the same transaction.
+    pub taints: bool,
 }
 
 /// What a team decision did.
@@ -267,6 +271,9 @@ pub(crate) async fn decide_on(
         }
     };
     let action = from_row(&row)?;
+    if p.status == Some(ActionStatus::Approved) && d.taints {
+        crate::sessions::mark_taint_on(conn, &action).await?;
+    }
     let event = event_for(&action, p.event)?;
     Ok((
         TeamDecided {

@@ -88,6 +88,9 @@ pub struct ApproveFirst {
     pub person: String,
     /// The channel it came through (api, page, cli, a chat, mcp).
     pub channel: String,
+    /// Whether the action reads untrusted content under its agent's
+    /// profile: approving it taints its session.
+    pub taints: bool,
 }
 
 impl ApproveFirst {
@@ -109,6 +112,7 @@ impl ApproveFirst {
             // action someone edited.
             seen: Some(actiongate_api::teams::Seen::Asked),
             lapsed: Vec::new(),
+            taints: self.taints,
         }
     }
 }
@@ -556,7 +560,12 @@ async fn approve_covered_on(
             continue;
         }
         match actions::transition_on(conn, &action.id, &approve_by_grant(&grant.id)).await {
-            Ok(action) => approved.push(action),
+            Ok(action) => {
+                if profile.taints(&action.action_string) {
+                    crate::sessions::mark_taint_on(conn, &action).await?;
+                }
+                approved.push(action);
+            }
             // Its deadline passed meanwhile: it expires instead.
             Err(StoreError::WrongState { .. }) => {}
             Err(e) => return Err(e),

@@ -239,8 +239,8 @@ impl SqliteStore {
                     match row {
                         None => {
                             sqlx::query(
-                                "INSERT INTO sessions (id, agent, runtime, first_seen, last_seen) \
-                                 VALUES (?, ?, ?, ?, ?)",
+                                "INSERT INTO sessions (id, agent, runtime, first_seen, last_seen, \
+                                 taint_complete) VALUES (?, ?, ?, ?, ?, 1)",
                             )
                             .bind(&id)
                             .bind(&agent)
@@ -294,7 +294,7 @@ impl SqliteStore {
                          WHERE id = ? AND tainted_by IS NULL",
                     )
                     .bind(action_id)
-                    .bind(action_string)
+                    .bind(crate::sessions::taint_text(&action_string))
                     .bind(to_ms(now()))
                     .bind(id)
                     .execute(&mut *conn)

@@ -67,24 +67,63 @@ pub(crate) fn first_taint(
     reads.into_iter().find(|(_, s)| profile.taints(s))
 }
 
+/// Most characters of a tainting action kept with its session: it names
+/// the action in reasons and plans, and the action itself holds the rest.
+pub(crate) const TAINT_SHOWN: usize = 200;
+
+/// `action_string` as its session's taint record keeps it: at most
+/// [`TAINT_SHOWN`] characters, then `…`.
+pub(crate) fn taint_text(action_string: &str) -> String {
+    match action_string.char_indices().nth(TAINT_SHOWN) {
+        Some((at, _)) => format!("{}…", &action_string[..at]),
+        None => action_string.to_owned(),
+    }
+}
+
+/// Records on `conn` that `action` (let run: allowed, or approved) tainted
+/// its session, unless the session was tainted already: in the
+/// transaction that lets it run, so no decision after it reads the
+/// session untainted.
+pub(crate) async fn mark_taint_on(
+    conn: &mut SqliteConnection,
+    action: &actiongate_api::model::Action,
+) -> Result<(), StoreError> {
+    let Some(session) = &action.session else {
+        return Ok(());
+    };
+    sqlx::query(
+        "UPDATE sessions SET tainted_by = ?, taint_action = ?, tainted_at = ? \
+         WHERE id = ? AND tainted_by IS NULL",
+    )
+    .bind(&action.id)
+    .bind(taint_text(&action.action_string))
+    .bind(to_ms(now()))
+    .bind(session)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 /// The action that taints `session` under `profile`, read on `conn`: the
-/// one its row records, or else the first of its actions let run that
-/// reads untrusted content. The row is written after the allow or the
-/// approval commits; the actions are what the commit made true, so a
-/// taint whose write came late, or never (a crash, a full disk), still
-/// counts.
+/// one its row records. Every taint since `taint_complete` is recorded
+/// with the commit that let its action run; for a session opened before
+/// (`taint_complete` 0), whose record a crash may have lost, also the
+/// first of its actions let run that reads untrusted content.
 pub(crate) async fn taint_on(
     conn: &mut SqliteConnection,
     profile: &policy::Profile,
     session: &str,
 ) -> Result<Option<(String, String)>, StoreError> {
-    let row: Option<(Option<String>, Option<String>)> =
-        sqlx::query_as("SELECT tainted_by, taint_action FROM sessions WHERE id = ?")
-            .bind(session)
-            .fetch_optional(&mut *conn)
-            .await?;
-    if let Some((Some(by), what)) = row {
-        return Ok(Some((by, what.unwrap_or_default())));
+    let row: Option<(Option<String>, Option<String>, i64)> = sqlx::query_as(
+        "SELECT tainted_by, taint_action, taint_complete FROM sessions WHERE id = ?",
+    )
+    .bind(session)
+    .fetch_optional(&mut *conn)
+    .await?;
+    match row {
+        Some((Some(by), what, _)) => return Ok(Some((by, what.unwrap_or_default()))),
+        Some((None, _, complete)) if complete != 0 => return Ok(None),
+        _ => {}
     }
     // Let run: allowed, or approved.
     let reads: Vec<(String, String)> = sqlx::query_as(
@@ -94,7 +133,7 @@ pub(crate) async fn taint_on(
     .bind(session)
     .fetch_all(&mut *conn)
     .await?;
-    Ok(first_taint(profile, reads))
+    Ok(first_taint(profile, reads).map(|(id, s)| (id, taint_text(&s))))
 }
 
 /// [`guarded`], and its session tainted ([`taint_on`]), read on `conn`.

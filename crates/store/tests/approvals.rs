@@ -38,6 +38,7 @@ fn approval(who: &str, required: u32) -> TeamDecision {
         edit: None,
         seen: None,
         lapsed: Vec::new(),
+        taints: false,
     }
 }
 

@@ -88,6 +88,7 @@ async fn a_grant_approves_what_it_covers_where_the_profile_as_stored_now_lets_it
         note: Some("ok".to_owned()),
         person: "operator:k".to_owned(),
         channel: "api".to_owned(),
+        taints: false,
     };
     let created = store
         .create_grant(grant.clone(), Some(first_by))
@@ -177,6 +178,7 @@ async fn approving_first_an_action_no_longer_pending_creates_no_grant(kind: Kind
         note: None,
         person: "op".to_owned(),
         channel: "api".to_owned(),
+        taints: false,
     };
     let lost = store.create_grant(grant.clone(), Some(first)).await;
     assert!(
@@ -427,6 +429,7 @@ async fn approvals_that_remember_on_two_nodes_at_once_do_not_deadlock() {
                     note: None,
                     person: "op".to_owned(),
                     channel: "api".to_owned(),
+                    taints: false,
                 };
                 node.create_grant(grant, Some(first)).await
             })

@@ -796,6 +796,7 @@ async fn faults_in_the_middle_of_a_write_are_retryable_and_write_nothing() {
                 note: None,
                 person: "op".to_owned(),
                 channel: "api".to_owned(),
+                taints: false,
             };
             store.create_grant(grant, Some(first)).await
         }

@@ -11,7 +11,7 @@ use crate::error::StoreError;
 use crate::events::NewEvent;
 use crate::pg::Postgres;
 use crate::time::{now, to_ms};
-use actiongate_api::model::Action;
+use actiongate_api::model::{Action, ActionStatus};
 use actiongate_api::teams::Team;
 
 async fn locked(conn: &mut PgConnection, id: &str) -> Result<Option<Action>, StoreError> {
@@ -80,6 +80,9 @@ pub(crate) async fn decide_on(
         }
     };
     let action = from_row(&row)?;
+    if p.status == Some(ActionStatus::Approved) && d.taints {
+        crate::pg::sessions::mark_taint_on(conn, &action).await?;
+    }
     let event = event_for(&action, p.event)?;
     Ok((
         TeamDecided {

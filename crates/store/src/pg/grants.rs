@@ -128,6 +128,9 @@ pub(crate) async fn approve_if_granted(
         }
         let t = approve_by_grant(&grant.id);
         let approved = transition_on(conn, &pending.id, &t).await?;
+        if p.taints(&approved.action_string) {
+            crate::pg::sessions::mark_taint_on(conn, &approved).await?;
+        }
         let event = crate::actions::event_for(&approved, t.event)?;
         return Ok(Some((approved, event)));
     }
@@ -274,6 +277,9 @@ async fn approve_covered_on(
         }
         match transition_on(conn, &action.id, &t).await {
             Ok(action) => {
+                if profile.taints(&action.action_string) {
+                    crate::pg::sessions::mark_taint_on(conn, &action).await?;
+                }
                 events.push(crate::actions::event_for(&action, t.event)?);
                 approved.push(action);
             }

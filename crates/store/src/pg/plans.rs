@@ -99,8 +99,8 @@ impl Postgres {
         let mut tx = self.begin().await?;
         let at = to_ms(now());
         sqlx::query(
-            "INSERT INTO sessions (id, agent, runtime, first_seen, last_seen) VALUES ($1, $2, $3, $4, $4) \
-             ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO sessions (id, agent, runtime, first_seen, last_seen, taint_complete) \
+             VALUES ($1, $2, $3, $4, $4, 1) ON CONFLICT (id) DO NOTHING",
         )
         .bind(&id)
         .bind(&agent)
@@ -152,7 +152,7 @@ impl Postgres {
              WHERE id = $4 AND tainted_by IS NULL",
         )
         .bind(action_id)
-        .bind(action_string)
+        .bind(crate::sessions::taint_text(&action_string))
         .bind(to_ms(now()))
         .bind(id)
         .execute(&self.pool)

@@ -41,19 +41,43 @@ pub(crate) async fn take_use_on(
     Ok(())
 }
 
+/// See [`crate::sessions::mark_taint_on`].
+pub(crate) async fn mark_taint_on(
+    conn: &mut PgConnection,
+    action: &actiongate_api::model::Action,
+) -> Result<(), StoreError> {
+    let Some(session) = &action.session else {
+        return Ok(());
+    };
+    sqlx::query(
+        "UPDATE sessions SET tainted_by = $1, taint_action = $2, tainted_at = $3 \
+         WHERE id = $4 AND tainted_by IS NULL",
+    )
+    .bind(&action.id)
+    .bind(crate::sessions::taint_text(&action.action_string))
+    .bind(to_ms(now()))
+    .bind(session)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 /// See [`crate::sessions::taint_on`].
 pub(crate) async fn taint_on(
     conn: &mut PgConnection,
     profile: &policy::Profile,
     session: &str,
 ) -> Result<Option<(String, String)>, StoreError> {
-    let row: Option<(Option<String>, Option<String>)> =
-        sqlx::query_as("SELECT tainted_by, taint_action FROM sessions WHERE id = $1")
-            .bind(session)
-            .fetch_optional(&mut *conn)
-            .await?;
-    if let Some((Some(by), what)) = row {
-        return Ok(Some((by, what.unwrap_or_default())));
+    let row: Option<(Option<String>, Option<String>, i16)> = sqlx::query_as(
+        "SELECT tainted_by, taint_action, taint_complete FROM sessions WHERE id = $1",
+    )
+    .bind(session)
+    .fetch_optional(&mut *conn)
+    .await?;
+    match row {
+        Some((Some(by), what, _)) => return Ok(Some((by, what.unwrap_or_default()))),
+        Some((None, _, complete)) if complete != 0 => return Ok(None),
+        _ => {}
     }
     // Let run: allowed, or approved.
     let reads: Vec<(String, String)> = sqlx::query_as(
@@ -63,7 +87,8 @@ pub(crate) async fn taint_on(
     .bind(session)
     .fetch_all(&mut *conn)
     .await?;
-    Ok(crate::sessions::first_taint(profile, reads))
+    Ok(crate::sessions::first_taint(profile, reads)
+        .map(|(id, s)| (id, crate::sessions::taint_text(&s))))
 }
 
 /// [`crate::sessions::guarded`], and its session tainted ([`taint_on`]),
