@@ -206,3 +206,59 @@ async fn the_answer_names_the_steps_that_still_ask() {
     conn.cancel().await.unwrap();
     app.stop().await;
 }
+
+/// `request_action` and `check_action` take the `session` an approved
+/// plan's steps run in: through `/mcp` too, each approved step runs once
+/// in its session without another question, and nowhere else.
+#[tokio::test]
+async fn an_approved_step_runs_once_through_mcp_in_its_session() {
+    let app = spawn().await;
+    for (n, era) in ERAS.into_iter().enumerate() {
+        let session = format!("mcp-steps-{n}");
+        let (s, plan) = app
+            .call(
+                Method::POST,
+                "/v1/plans",
+                Some(&app.agent.clone()),
+                Some(json!({"session": session, "steps": [{"tool": "deploy", "detail": "web"}]})),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{plan}");
+        let id = plan["id"].as_str().unwrap();
+        let (s, p) = app
+            .call(
+                Method::POST,
+                &format!("/v1/plans/{id}/approve"),
+                Some(&app.operator.clone()),
+                None,
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{p}");
+        let (conn, _) = connect(&app, &app.agent, era).await;
+        let step = json!({"tool": "deploy", "detail": "web", "session": session});
+        let r = call(&conn, "check_action", step.clone(), false).await;
+        assert_eq!(
+            r.structured_content.as_ref().unwrap()["result"],
+            "allow",
+            "{r:?}"
+        );
+        let mut ask = step.clone();
+        ask["wait_seconds"] = json!(0);
+        let mut elsewhere = ask.clone();
+        elsewhere["session"] = json!("another");
+        let mut plain = ask.clone();
+        plain.as_object_mut().unwrap().remove("session");
+        for (args, want) in [
+            (&elsewhere, "pending"),
+            (&plain, "pending"),
+            (&ask, "approved"),
+            (&ask, "pending"),
+        ] {
+            let r = call(&conn, "request_action", args.clone(), false).await;
+            let action = &r.structured_content.as_ref().unwrap()["action"];
+            assert_eq!(action["status"], want, "{args}: {action}");
+        }
+        conn.cancel().await.unwrap();
+    }
+    app.stop().await;
+}

@@ -169,6 +169,8 @@ struct PermissionArgs {
 struct CheckArgs {
     tool: String,
     detail: String,
+    #[serde(default)]
+    session: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -182,6 +184,8 @@ struct RequestArgs {
     timeout_minutes: Option<f64>,
     #[serde(default)]
     wait_seconds: Option<u64>,
+    #[serde(default)]
+    session: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -274,7 +278,7 @@ impl Ctx<'_> {
         let (action, decision) = self
             .state
             .gate()
-            .check(self.caller, &a.tool, &a.detail)
+            .check_in(self.caller, &a.tool, &a.detail, a.session.as_deref(), None)
             .await
             .map_err(gate_error)?;
         let result = decision.result.as_str();
@@ -304,7 +308,7 @@ impl Ctx<'_> {
             reason: a.reason,
             timeout,
             idempotency_key: None,
-            session: None,
+            session: a.session,
             runtime: None,
         });
         let action = self

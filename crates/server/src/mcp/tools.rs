@@ -33,6 +33,13 @@ fn object(schema: Value) -> Arc<JsonObject> {
     }
 }
 
+/// The `session` argument of the tools that request or check an action.
+fn session_arg() -> Value {
+    json!({"type": "string", "minLength": 1, "maxLength": 200,
+        "description": "The session (task) it belongs to: an approved plan's steps and \
+            session grants apply within it, and reading untrusted content taints it."})
+}
+
 fn tool(name: &'static str, description: &'static str, schema: Value, read_only: bool) -> Tool {
     let mut t = Tool::new(name, description, object(schema));
     t.annotations = Some(
@@ -143,7 +150,8 @@ fn builtin_inputs() -> Vec<Tool> {
                     "tool": {"type": "string", "pattern": "^[A-Za-z0-9_.\\-]{1,128}$",
                         "description": "The tool, e.g. \"bash\" or \"file\"."},
                     "detail": {"type": "string", "maxLength": 65536,
-                        "description": "What exactly, e.g. the command line."}
+                        "description": "What exactly, e.g. the command line."},
+                    "session": session_arg()
                 },
                 "required": ["tool", "detail"],
                 "additionalProperties": false
@@ -163,7 +171,8 @@ fn builtin_inputs() -> Vec<Tool> {
                     "timeout_minutes": {"type": "number", "minimum": 1, "maximum": 60,
                         "description": "How long a human has to decide (default: the daemon's)."},
                     "wait_seconds": {"type": "integer", "minimum": 0,
-                        "description": "0: answer at once with the action's id; absent: wait for the decision."}
+                        "description": "0: answer at once with the action's id; absent: wait for the decision."},
+                    "session": session_arg()
                 },
                 "required": ["tool", "detail"],
                 "additionalProperties": false
