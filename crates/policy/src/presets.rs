@@ -202,14 +202,21 @@ pub fn preset_spec(name: &str) -> Option<CustomProfile> {
 const FS_READ: &str = "tool:fs:read_file .*";
 
 /// The coding agents' own bookkeeping, which touches nothing outside the
-/// agent's session: its todo list (Claude Code `TodoWrite`, `TodoRead`;
-/// opencode `todowrite`, `todoread`; Copilot CLI `update_todo`; Gemini
-/// CLI `write_todos`), what it says it is doing (Copilot CLI
-/// `report_intent`), and the output of a shell command it already ran
-/// (Copilot CLI `read_bash`, `list_bash`).
-/// `readonly` allows it rather than ask a human at every turn. No
-/// handler may take these names ([`crate::profile::BUILTIN_TOOLS`]).
-pub const HOUSEKEEPING: &str = "tool:(TodoWrite|TodoRead|todowrite|todoread|update_todo|write_todos|report_intent|read_bash|list_bash):.*";
+/// agent's session: its todo list or task tracker (Claude Code
+/// `TodoWrite`, `TodoRead`, `TaskCreate`, `TaskGet`, `TaskUpdate`,
+/// `TaskList`; opencode `todowrite`, `todoread`; Copilot CLI
+/// `update_todo`; Gemini CLI `write_todos`, `tracker_*`), what it says it
+/// is doing (Copilot CLI `report_intent`, Gemini CLI `update_topic`), the
+/// output of work it already started (Claude Code `TaskOutput`, Copilot
+/// CLI `read_bash`, `list_bash`), finding its own deferred tools (Claude
+/// Code `ToolSearch`), and talking to its user: a question (Claude Code
+/// `AskUserQuestion`, Gemini and Copilot CLI `ask_user`, opencode
+/// `question`) or entering and leaving plan mode (`EnterPlanMode`,
+/// `ExitPlanMode`, `enter_plan_mode`, `exit_plan_mode`), which the runtime
+/// shows its user and itself waits on. `readonly` allows it rather than
+/// ask a human at every turn; what the agent does next is gated as ever.
+/// No handler may take these names ([`crate::profile::BUILTIN_TOOLS`]).
+pub const HOUSEKEEPING: &str = "tool:(TodoWrite|TodoRead|TaskCreate|TaskGet|TaskUpdate|TaskList|TaskOutput|ToolSearch|AskUserQuestion|EnterPlanMode|ExitPlanMode|todowrite|todoread|question|update_todo|write_todos|tracker_create_task|tracker_get_task|tracker_list_tasks|tracker_update_task|tracker_add_dependency|tracker_visualize|update_topic|ask_user|enter_plan_mode|exit_plan_mode|report_intent|read_bash|list_bash):.*";
 
 /// Presets compile once per process; handing one out is an `Arc` clone.
 fn compiled() -> &'static [(&'static str, Option<Profile>)] {

@@ -378,13 +378,31 @@ fn guarded_asks_for_everything_and_readonly_allows_reads() {
         r#"tool:report_intent:{"intent":"Reading the tests"}"#,
         r#"tool:read_bash:{"sessionId":"1","delay":5}"#,
         "tool:list_bash:{}",
+        // Claude Code 2.1's task tracker, its deferred tools, its questions
+        // and plan mode; Gemini CLI's and opencode's alike.
+        r#"tool:TaskCreate:{"subject":"fix it","description":"the test"}"#,
+        r#"tool:TaskUpdate:{"taskId":"1","status":"completed"}"#,
+        "tool:TaskList:{}",
+        r#"tool:TaskOutput:{"task_id":"b1","block":false,"timeout":1000}"#,
+        r#"tool:ToolSearch:{"query":"select:TaskCreate"}"#,
+        r#"tool:AskUserQuestion:{"questions":[{"question":"Which?","header":"Lib","options":[]}]}"#,
+        "tool:EnterPlanMode:{}",
+        r#"tool:ExitPlanMode:{"plan":"1. fix"}"#,
+        r#"tool:ask_user:{"question":"Which?"}"#,
+        r#"tool:exit_plan_mode:{"plan_filename":"plan.md"}"#,
+        r#"tool:tracker_create_task:{"title":"fix it"}"#,
+        r#"tool:update_topic:{"title":"Tests"}"#,
+        r#"tool:question:{"questions":[]}"#,
     ] {
         assert_eq!(check(a, &readonly), Verdict::Allow, "{a:?}");
     }
     // Starting or stopping work is not bookkeeping.
     for a in [
         r#"tool:Task:{"prompt":"x"}"#,
+        r#"tool:Agent:{"prompt":"x","subagent_type":"general-purpose"}"#,
+        r#"tool:TaskStop:{"task_id":"b1"}"#,
         r#"tool:task:{"prompt":"x"}"#,
+        r#"tool:invoke_agent:{"prompt":"x"}"#,
         r#"tool:stop_bash:{"sessionId":"1"}"#,
         "tool:TodoWrite:a\nb",
     ] {

@@ -332,6 +332,78 @@ async fn a_runtimes_bookkeeping_passes_under_readonly_and_starting_work_asks() {
     assert_eq!(opencode_status(&r), "deny", "{r:?}");
     let last = all_actions(&app).await.last().unwrap().clone();
     assert_eq!(last["decision"]["result"], "ask", "{last}");
+    let r = opencode(&app, "s2", "c3", "question", json!({"questions": []})).await;
+    assert_eq!(opencode_status(&r), "allow", "{r:?}");
+    // Claude Code 2.1's task tracker, deferred tools, questions and plan
+    // mode (names as its 2.1.197 binary spells them); its subagents ask.
+    for (tool, input, want) in [
+        (
+            "TaskCreate",
+            json!({"subject": "fix it", "description": "the test"}),
+            "allow",
+        ),
+        (
+            "TaskUpdate",
+            json!({"taskId": "1", "status": "completed"}),
+            "allow",
+        ),
+        (
+            "TaskOutput",
+            json!({"task_id": "b1", "block": false, "timeout": 1000}),
+            "allow",
+        ),
+        ("ToolSearch", json!({"query": "select:TaskCreate"}), "allow"),
+        (
+            "AskUserQuestion",
+            json!({"questions": [{"question": "Which?"}]}),
+            "allow",
+        ),
+        ("ExitPlanMode", json!({"plan": "1. fix"}), "allow"),
+        (
+            "Agent",
+            json!({"prompt": "x", "subagent_type": "general-purpose"}),
+            "deny",
+        ),
+    ] {
+        let mut v = fixture("claude-code", "allowed");
+        v["tool_name"] = json!(tool);
+        v["tool_input"] = input;
+        v["tool_use_id"] = json!(format!("toolu_{tool}"));
+        let r = hook(
+            &app.base,
+            &app.agent,
+            "claude-code",
+            &serde_json::to_vec(&v).unwrap(),
+            "1",
+        )
+        .await;
+        let out: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|_| panic!("{r:?}"));
+        assert_eq!(
+            out["hookSpecificOutput"]["permissionDecision"], want,
+            "{tool}: {out}"
+        );
+    }
+    // Gemini CLI 0.61's (`@google/gemini-cli-core`).
+    for tool in [
+        "ask_user",
+        "tracker_create_task",
+        "update_topic",
+        "exit_plan_mode",
+    ] {
+        let mut v = fixture("gemini", "allowed");
+        v["tool_name"] = json!(tool);
+        v["tool_input"] = json!({"title": "x"});
+        let r = hook(
+            &app.base,
+            &app.agent,
+            "gemini",
+            &serde_json::to_vec(&v).unwrap(),
+            "1",
+        )
+        .await;
+        let out: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|_| panic!("{r:?}"));
+        assert_eq!(out["decision"], "allow", "{tool}: {out}");
+    }
     app.stop().await;
 }
 
