@@ -184,6 +184,9 @@ async fn session_on(
     session_from_row(&row, idle_before, counts).map(Some)
 }
 
+/// Most idle sessions one sweep ends in one write.
+pub(crate) const IDLE_BATCH: i64 = 500;
+
 /// Voids what session `id` held when it ended (or went idle): revokes its
 /// grants, each with its `grant.revoked` event as revoking it by hand
 /// appends, and expires its pending plans (`plan.expired`), which could
@@ -349,18 +352,22 @@ impl SqliteStore {
         session_list::page_of(&rows, &ids, counts, idle_before)
     }
 
-    /// Ends every open session idle since `idle_before`, voiding its grants.
+    /// Ends the open sessions idle since `idle_before`, voiding their
+    /// grants: the [`IDLE_BATCH`] seen longest ago, so that one write never
+    /// holds the writer for long (the sweep comes back for the rest).
     pub async fn end_idle_sessions(&self, idle_before: DateTime<Utc>) -> Result<usize, StoreError> {
         self.writer
             .run(move |conn| {
                 Box::pin(async move {
                     let at = to_ms(now());
                     let ids: Vec<String> = sqlx::query_scalar(
-                        "UPDATE sessions SET ended_at = ?, ended_by = 'idle' \
-                         WHERE ended_at IS NULL AND last_seen <= ? RETURNING id",
+                        "UPDATE sessions SET ended_at = ?, ended_by = 'idle' WHERE id IN \
+                         (SELECT id FROM sessions WHERE ended_at IS NULL AND last_seen <= ? \
+                         ORDER BY last_seen LIMIT ?) RETURNING id",
                     )
                     .bind(at)
                     .bind(to_ms(idle_before))
+                    .bind(IDLE_BATCH)
                     .fetch_all(&mut *conn)
                     .await?;
                     for id in &ids {

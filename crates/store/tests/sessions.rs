@@ -199,7 +199,39 @@ async fn scoped_grants_follow_every_change(kind: Kind) {
     assert!(scoped(&store, None).await.is_empty());
 }
 
+/// Idle sessions are ended a bounded batch at a time, those seen longest
+/// ago first, so that one write never holds the writer for all of them;
+/// calling again ends the rest.
+async fn idle_sessions_end_a_batch_at_a_time(kind: Kind) {
+    let Some((store, _held)) = open(kind).await else {
+        return;
+    };
+    let long_ago = Utc::now() - chrono::Duration::hours(1);
+    for i in 0..520 {
+        if i == 500 {
+            // Seen strictly later than the first 500.
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        store
+            .touch_session("bot".into(), format!("s{i:03}"), None, long_ago)
+            .await
+            .unwrap();
+    }
+    let later = Utc::now() + chrono::Duration::seconds(1);
+    assert_eq!(store.end_idle_sessions(later).await.unwrap(), 500);
+    let first = store.get_session("s000", long_ago).await.unwrap().unwrap();
+    assert_eq!(first.status, "ended");
+    for newer in ["s500", "s519"] {
+        let s = store.get_session(newer, long_ago).await.unwrap().unwrap();
+        assert_eq!(s.status, "active", "the newest wait for the next batch");
+    }
+    assert_eq!(store.end_idle_sessions(later).await.unwrap(), 20);
+    assert_eq!(store.end_idle_sessions(later).await.unwrap(), 0);
+    assert_eq!(store.oldest_open_session().await.unwrap(), None);
+}
+
 crate::conformance!(
+    idle_sessions_end_a_batch_at_a_time,
     scoped_grants_follow_every_change,
     ending_a_session_revokes_its_grants_with_events,
     a_grant_request_keeps_its_session_and_uses_and_its_grant_has_them,

@@ -208,11 +208,13 @@ impl Postgres {
         let mut tx = self.begin().await?;
         let at = to_ms(now());
         let ids: Vec<String> = sqlx::query_scalar(
-            "UPDATE sessions SET ended_at = $1, ended_by = 'idle' \
-             WHERE ended_at IS NULL AND last_seen <= $2 RETURNING id",
+            "UPDATE sessions SET ended_at = $1, ended_by = 'idle' WHERE id IN \
+             (SELECT id FROM sessions WHERE ended_at IS NULL AND last_seen <= $2 \
+             ORDER BY last_seen LIMIT $3 FOR UPDATE SKIP LOCKED) RETURNING id",
         )
         .bind(at)
         .bind(to_ms(idle_before))
+        .bind(crate::plans::IDLE_BATCH)
         .fetch_all(&mut *tx)
         .await?;
         let mut events = Vec::new();
