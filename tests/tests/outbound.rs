@@ -288,6 +288,39 @@ async fn a_name_that_resolves_outside_the_allowed_networks_is_never_contacted() 
     d.stop();
 }
 
+/// A proxy named in the daemon's environment carries no delivery: the
+/// daemon connects directly, so the address checked is the executor's,
+/// never the proxy's (a loopback proxy would otherwise take a delivery to
+/// any name past `allowed_networks`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_in_the_environment_carries_no_delivery_past_the_allowed_networks() {
+    let proxy = RawServer::start(|_, _| {
+        (
+            answer("200 OK", &[("content-type", "application/json")], "{}"),
+            After::Close,
+        )
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = ENV.to_vec();
+    env.push(("ACTIONGATE_OUTBOUND__ALLOWED_NETWORKS", "[\"10.0.0.0/8\"]"));
+    for name in ["HTTP_PROXY", "http_proxy", "ALL_PROXY"] {
+        env.push((name, proxy.base.as_str()));
+    }
+    let d = Daemon::start(dir.path(), &env);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    register_handler(&http, &d.base, &admin, handler("http://localhost:9/hook")).await;
+    let a = run(&d, &agent).await;
+    assert_eq!(a["status"], "failed", "{a}");
+    let err = a["attempts"][0]["error"].as_str().unwrap();
+    assert!(err.contains("outbound.allowed_networks"), "{err}");
+    assert!(proxy.requests().is_empty(), "the proxy carried a delivery");
+    d.stop();
+}
+
 /// A notification receiver that answers a redirect: the event is never
 /// re-sent (signed) to the `Location`, and the attempt is a failure
 /// recording the status and where it pointed, retried like a 5xx.
@@ -373,5 +406,47 @@ async fn a_redirect_from_a_notification_receiver_is_not_followed_and_is_retried(
         "the daemon followed the redirect: {:?}",
         internal.requests()
     );
+    d.stop();
+}
+
+/// What an executor says is kept within bounds, however much it says: a
+/// redirect's `Location` is named cut to 512 characters, and a refusal's
+/// `error` to 4,096, in the attempt and in the outcome (each
+/// `action.started` event carries every attempt so far).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executors_words_are_kept_within_bounds() {
+    let long = format!("http://127.0.0.1:9/{}", "l".repeat(50_000));
+    let said = "e".repeat(50_000);
+    let executor = RawServer::start(move |n, _| {
+        let body = json!({"error": said}).to_string();
+        let a = if n == 1 {
+            answer("307 Temporary Redirect", &[("location", long.as_str())], "")
+        } else {
+            answer(
+                "422 Unprocessable Entity",
+                &[("content-type", "application/json")],
+                &body,
+            )
+        };
+        (a, After::Close)
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (d, agent) = daemon_with_handler(dir.path(), &format!("{}/hook", executor.base)).await;
+    let a = run(&d, &agent).await;
+    assert_eq!(a["status"], "failed", "{a}");
+    let attempts = a["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{a}");
+    let redirect = attempts[0]["error"].as_str().unwrap();
+    assert!(redirect.contains("not followed"), "{redirect}");
+    assert!(
+        redirect.chars().count() < 700,
+        "{} characters",
+        redirect.len()
+    );
+    let refused = attempts[1]["error"].as_str().unwrap();
+    assert_eq!(refused.chars().count(), 4097, "cut to 4,096 and `…`");
+    let outcome = a["outcome"]["error"].as_str().unwrap();
+    assert_eq!(outcome.chars().count(), 4097);
     d.stop();
 }

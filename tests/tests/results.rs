@@ -223,3 +223,70 @@ async fn a_callback_signed_at_the_ends_of_time_is_stale() {
     assert_eq!(status_of(&d.base, agent, &id).await["status"], "running");
     t.d.stop();
 }
+
+/// One executor cannot use up another handler's callback ids: a callback
+/// signed with `atk`'s secret, at `atk`'s own action, naming the
+/// webhook-id `files`'s executor will send (`res_<id>_1`) and refused for
+/// its body, leaves that id to `files`, whose result is then taken. A
+/// webhook-id longer than 256 bytes is refused before anything is
+/// stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executor_cannot_use_up_another_handlers_callback_ids() {
+    let t = setup().await;
+    let (d, agent, secret) = (&t.d, &t.agent, &t.secret);
+    let http = client();
+    let atk_secret = register_handler(
+        &http,
+        &d.base,
+        &d.admin_key(),
+        json!({
+            "id": "atk", "name": "Attacker", "url": format!("{}/atk", t.executor.base),
+            "permissions": [{"name": "atk.go", "parameters_schema": {"type": "object"}}],
+            "actions": [{"name": "go", "permission": "atk.go", "params_schema": {"type": "object"}}]
+        }),
+    )
+    .await;
+    let victim = t.write("/v").await;
+    let (s, own) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/actions", d.base),
+        agent,
+        Some(json!({"handler": "atk", "action": "go", "params": {}})),
+    )
+    .await;
+    assert_eq!(s, 201, "{own}");
+    let own = own["id"].as_str().unwrap();
+    t.deliveries(2).await;
+    let stolen = format!("res_{victim}_1");
+    let mut burn = sign(&atk_secret, &stolen, &json!(null));
+    burn.body = "not json".to_owned();
+    let sig = standardwebhooks::Webhook::new(&atk_secret)
+        .unwrap()
+        .sign(&stolen, burn.headers[1].1.parse().unwrap(), b"not json")
+        .unwrap();
+    burn.headers[2].1 = sig;
+    let (s, body) = post(&d.base, own, &burn).await;
+    assert_eq!(s, 400, "{body}");
+    // The victim's executor reports its result under that id: taken.
+    let real = sign(
+        secret,
+        &stolen,
+        &json!({"status": "completed", "result": {"ok": true}, "attempt": 1}),
+    );
+    let (s, body) = post(&d.base, &victim, &real).await;
+    assert_eq!(s, 200, "another handler used up this id: {body}");
+    assert_eq!(
+        status_of(&d.base, agent, &victim).await["status"],
+        "completed"
+    );
+    // An id past 256 bytes is refused as a bad signature.
+    let long = sign(
+        &atk_secret,
+        &format!("res_{own}_{}", "x".repeat(300)),
+        &json!({"status": "completed", "attempt": 1}),
+    );
+    let (s, body) = post(&d.base, own, &long).await;
+    assert_eq!(s, 401, "{body}");
+    t.d.stop();
+}

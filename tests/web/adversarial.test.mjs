@@ -6,6 +6,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
 import { startAll, stopAll, sleep } from './harness.mjs';
 
 let env;
@@ -311,4 +312,45 @@ test('signing out drops a decision still in its undo window; it is not sent late
   await page.fill('#key', env.operator);
   await page.click('#sign-in-form button[type=submit]');
   await page.waitForSelector('#stream-state[data-state=live]');
+});
+
+test('an executor\'s error is shown with its hidden characters made visible and its secrets masked', async () => {
+  const { page } = env;
+  // An executor that refuses every call with text meant to read as an approval.
+  const lie = 'check\u202e DEVORPPA \u202c\u200b done; token=ghp_0123456789abcdefghijklmnopqrstuvwxyz';
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(422, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: lie }));
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    const reg = await env.call('POST', '/v1/handlers', env.admin, {
+      id: 'liar', name: 'Liar', url: `http://127.0.0.1:${server.address().port}/`,
+      permissions: [{ name: 'liar.go', parameters_schema: { type: 'object' } }],
+      actions: [{ name: 'go', permission: 'liar.go', params_schema: { type: 'object' } }],
+    });
+    assert.equal(reg.status, 201, JSON.stringify(reg.body));
+    const r = await env.call('POST', '/v1/actions', env.agent, { handler: 'liar', action: 'go', params: {} });
+    if (r.body.status === 'pending') await env.call('POST', `/v1/actions/${r.body.id}/approve`, env.operator, {});
+    let done;
+    for (let t = 0; t < 200; t++) {
+      done = (await env.call('GET', `/v1/actions/${r.body.id}`, env.operator)).body;
+      if (done.status === 'failed' || done.status === 'completed') break;
+      await sleep(100);
+    }
+    assert.equal(done.status, 'failed', JSON.stringify(done));
+    await page.goto(`${env.pageUrl}#/actions/${r.body.id}`);
+    const cell = page.locator('#attempts td[data-label="Error"]').first();
+    await cell.waitFor();
+    const text = await cell.innerText();
+    assert.ok(text.includes('⟨U+202E⟩'), text);
+    assert.ok(!text.includes('\u202e') && !text.includes('\u200b'), `raw hidden characters: ${JSON.stringify(text)}`);
+    assert.ok(!(await page.content()).includes('ghp_0123456789abcdefghijklmnopqrstuvwxyz'), 'the secret reached the DOM');
+  } finally {
+    server.close();
+  }
+  await queue();
 });

@@ -14,6 +14,18 @@ use crate::{Caller, Gate, GateError, GateResult};
 
 const PENDING: &[ActionStatus] = &[ActionStatus::Pending];
 
+/// Longest `webhook-id` an executor's callback may carry (the reference
+/// executor's are about 50 bytes).
+pub const MAX_WEBHOOK_ID: usize = 256;
+
+/// A verified executor callback's id: as sent, and as it is used up (its
+/// handler's own, so one executor cannot use up another's).
+#[derive(Debug, Clone)]
+pub struct CallbackId {
+    webhook_id: String,
+    seen: String,
+}
+
 /// A human's decision on a pending action.
 #[derive(Debug, Clone)]
 pub enum Verdict {
@@ -377,7 +389,9 @@ impl Gate {
     /// Checks an executor's signed callback for action `id`: the
     /// signature of one of its handler's secrets over the body. Unknown
     /// actions answer like bad signatures, so an unauthenticated caller
-    /// learns nothing about which ids exist.
+    /// learns nothing about which ids exist. The callback's id as it is
+    /// used up: the handler's own (an executor cannot use up another
+    /// handler's ids), at most [`MAX_WEBHOOK_ID`] bytes.
     pub async fn verify_executor(
         &self,
         id: &str,
@@ -385,9 +399,12 @@ impl Gate {
         timestamp: &str,
         signature: &str,
         body: &[u8],
-    ) -> GateResult<()> {
+    ) -> GateResult<CallbackId> {
         let unauthorized =
             || GateError::unauthorized("missing, invalid, stale or replayed webhook signature");
+        if webhook_id.is_empty() || webhook_id.len() > MAX_WEBHOOK_ID {
+            return Err(unauthorized());
+        }
         let action = match self.store().get_action(id).await {
             Ok(a) => a,
             Err(actiongate_store::StoreError::NotFound) => return Err(unauthorized()),
@@ -401,18 +418,21 @@ impl Gate {
             .await
             .map_err(|_| unauthorized())?;
         if crate::sign::verify(&secrets, webhook_id, timestamp, signature, body) {
-            Ok(())
+            Ok(CallbackId {
+                webhook_id: webhook_id.to_owned(),
+                seen: format!("{handler}\u{1f}{webhook_id}"),
+            })
         } else {
             Err(unauthorized())
         }
     }
 
-    /// Records a signed callback's `webhook_id` as seen when the callback
-    /// is refused before [`Gate::executor_result`] records anything (a body
-    /// that does not parse): it cannot be replayed either. Fails only when
-    /// the store does (the executor may then retry).
-    pub async fn refuse_callback(&self, webhook_id: &str) -> GateResult<()> {
-        self.store().consume_webhook(webhook_id.to_owned()).await?;
+    /// Records a signed callback's id as seen when the callback is refused
+    /// before [`Gate::executor_result`] records anything (a body that does
+    /// not parse): it cannot be replayed either. Fails only when the store
+    /// does (the executor may then retry).
+    pub async fn refuse_callback(&self, callback: CallbackId) -> GateResult<()> {
+        self.store().consume_webhook(callback.seen).await?;
         Ok(())
     }
 
@@ -425,9 +445,13 @@ impl Gate {
     pub async fn executor_result(
         &self,
         id: &str,
-        webhook_id: String,
+        callback: CallbackId,
         result: ExecutorResult,
     ) -> GateResult<Action> {
+        let CallbackId {
+            webhook_id,
+            seen: seen_id,
+        } = callback;
         let replayed =
             || GateError::unauthorized("missing, invalid, stale or replayed webhook signature");
         let bound = match &result.action_id {
@@ -455,7 +479,7 @@ impl Gate {
             checks.err()
         };
         if let Some(e) = refusal {
-            return match self.store().consume_webhook(webhook_id).await? {
+            return match self.store().consume_webhook(seen_id).await? {
                 true => Err(e),
                 false => Err(replayed()),
             };
@@ -467,7 +491,7 @@ impl Gate {
         };
         match self
             .store()
-            .accept_result(id, webhook_id, result.attempt, outcome)
+            .accept_result(id, seen_id, result.attempt, outcome)
             .await
         {
             Ok(a) => Ok(a),

@@ -490,7 +490,10 @@ async fn exchange(
         // can reach. It counts as a failed attempt, retried like a 5xx.
         300..=399 => {
             let msg = match &resp.location {
-                Some(to) => format!("executor answered {code} (redirect to {to}, not followed)"),
+                Some(to) => format!(
+                    "executor answered {code} (redirect to {}, not followed)",
+                    crate::actions::clip(to, 512)
+                ),
                 None => format!("executor answered {code} (redirect, not followed)"),
             };
             Answer {
@@ -508,10 +511,11 @@ async fn exchange(
             }
         }
         _ => {
+            // Its own words, as long as any text an agent sends.
             let msg = body
                 .get("error")
                 .and_then(Value::as_str)
-                .map(str::to_owned)
+                .map(|e| crate::actions::clip(e, crate::actions::MAX_TEXT))
                 .unwrap_or_else(|| format!("executor refused with {code}"));
             Answer {
                 status_code: Some(code),

@@ -99,6 +99,9 @@ const PROFILE_CACHE_MAX: usize = 1024;
 /// daemon's back goes unseen.
 const HANDLER_TTL: Duration = Duration::from_secs(5);
 
+/// Longest between two prunes of executors' callback ids (`retention`).
+const SEEN_PRUNE_EVERY: Duration = Duration::from_secs(600);
+
 /// With several daemons on one database (Postgres), how long anything read
 /// from it is used without reading it again: a change made through another
 /// daemon (a profile, a handler, a revoked key) takes effect here within it.
@@ -254,14 +257,12 @@ impl Gate {
             self.0.config.notify,
             self.0.shutdown.clone(),
         )));
-        if let Some(keep) = self.0.config.retention {
-            tasks.push(tokio::spawn(retention::run(
-                self.0.store.clone(),
-                keep,
-                self.0.config.prune_interval,
-                self.0.shutdown.clone(),
-            )));
-        }
+        tasks.push(tokio::spawn(retention::run(
+            self.0.store.clone(),
+            self.0.config.retention,
+            self.0.config.prune_interval.min(SEEN_PRUNE_EVERY),
+            self.0.shutdown.clone(),
+        )));
         tasks
     }
 

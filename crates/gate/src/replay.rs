@@ -15,6 +15,7 @@ use actiongate_store::{Action, ActionFilter};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 
+use crate::actions::clip;
 use crate::admin::compile_profile;
 use crate::policy::{record, validate_tool};
 use crate::{Caller, Gate, GateError, GateResult};
@@ -69,16 +70,6 @@ fn past(outcome: &str) -> &'static str {
         "allow" => "allowed",
         "ask" => "asked",
         _ => "denied",
-    }
-}
-
-fn clip(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_owned()
-    } else {
-        let mut out: String = s.chars().take(max).collect();
-        out.push('…');
-        out
     }
 }
 

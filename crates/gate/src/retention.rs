@@ -1,5 +1,6 @@
 //! Retention: prunes events older than `[events] retention`, moving the
-//! audit chain's anchor past them so later exports still verify.
+//! audit chain's anchor past them so later exports still verify, and the
+//! executors' callback ids once no signature could replay them.
 
 use std::time::Duration;
 
@@ -9,15 +10,31 @@ use tokio_util::sync::CancellationToken;
 /// Events deleted per transaction, so pruning never holds the writer long.
 const PRUNE_BATCH: i64 = 5000;
 
-/// Prunes every `interval` until `shutdown`.
+/// How long an executor's callback id is kept: a signature is accepted
+/// within 5 minutes either side of its timestamp, so after twice that
+/// plus a margin no replay of it could be.
+const SEEN_WEBHOOKS_KEPT: chrono::Duration = chrono::Duration::minutes(15);
+
+/// Prunes every `interval` until `shutdown`: events past `retention` (kept
+/// for ever without), and callback ids past [`SEEN_WEBHOOKS_KEPT`].
 pub async fn run(
     store: Store,
-    retention: Duration,
+    retention: Option<Duration>,
     interval: Duration,
     shutdown: CancellationToken,
 ) {
     loop {
-        prune_once(&store, retention, &shutdown).await;
+        match store
+            .prune_seen_webhooks(chrono::Utc::now() - SEEN_WEBHOOKS_KEPT)
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(pruned = n, "forgot executors' callback ids past replay"),
+            Err(e) => tracing::error!(error = %e, "pruning executors' callback ids failed"),
+        }
+        if let Some(retention) = retention {
+            prune_once(&store, retention, &shutdown).await;
+        }
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = shutdown.cancelled() => return,

@@ -69,6 +69,9 @@ impl HttpTransport {
             // A redirect could send a signed delivery, or fetch a result,
             // somewhere nobody named: never followed.
             .redirect(reqwest::redirect::Policy::none())
+            // Direct, whatever HTTP_PROXY says: through a proxy the guarded
+            // resolver would see the proxy's address, never the target's.
+            .no_proxy()
             .dns_resolver(Arc::new(Guarded(policy.clone())))
             .pool_max_idle_per_host(idle_per_host)
             .user_agent(concat!("actiongate/", env!("CARGO_PKG_VERSION")));

@@ -228,7 +228,7 @@ export async function renderAction(root, ctx, id, signal) {
         h('td', { 'data-label': 'Started' }, when(t.at)),
         h('td', { 'data-label': 'HTTP' }, t.status_code ?? '—'),
         h('td', { 'data-label': 'Took' }, `${t.duration_ms} ms`),
-        h('td', { 'data-label': 'Error' }, t.error || '')))))
+        h('td', { 'data-label': 'Error', class: 'vis' }, visible(maskSecrets(t.error || '')))))))
     : h('p', { class: 'muted' }, a.handler ? 'No dispatch attempts yet.' : 'Decision-only: the agent runs it itself.');
   const outcome = a.outcome
     ? h('details', { class: 'raw', open: true }, h('summary', {}, `Outcome: ${a.outcome.status}`),

@@ -450,7 +450,7 @@ impl SqliteStore {
                 Box::pin(async move {
                     if !record_webhook_on(conn, &webhook_id).await? {
                         return Ok(Err(StoreError::Conflict(format!(
-                            "webhook-id '{webhook_id}' was already used"
+                            "this webhook-id was already used"
                         ))));
                     }
                     // A refusal commits the webhook-id above; a fault rolls

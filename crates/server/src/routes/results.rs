@@ -80,7 +80,7 @@ pub async fn post_result(
             .ok_or_else(unauthorized)
     };
     let webhook_id = header("webhook-id")?;
-    state
+    let callback = state
         .gate()
         .verify_executor(
             &id,
@@ -94,7 +94,7 @@ pub async fn post_result(
         Ok(p) => p,
         Err(e) => {
             // Signed, but refused: its webhook-id is used up all the same.
-            state.gate().refuse_callback(webhook_id).await?;
+            state.gate().refuse_callback(callback).await?;
             return Err(e);
         }
     };
@@ -106,9 +106,6 @@ pub async fn post_result(
         action_id: parsed.action_id,
     };
     Ok(axum::Json(
-        state
-            .gate()
-            .executor_result(&id, webhook_id.to_owned(), result)
-            .await?,
+        state.gate().executor_result(&id, callback, result).await?,
     ))
 }

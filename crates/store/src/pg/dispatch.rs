@@ -346,7 +346,7 @@ impl Postgres {
         // the first transaction and inserts nothing if it commits.
         if !record_webhook_on(&mut tx, &webhook_id).await? {
             return Err(StoreError::Conflict(format!(
-                "webhook-id '{webhook_id}' was already used"
+                "this webhook-id was already used"
             )));
         }
         match settle_result_on(&mut tx, id, attempt, &outcome).await {
