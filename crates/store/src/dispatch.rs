@@ -449,9 +449,9 @@ impl SqliteStore {
             .run_sparing_grants(move |conn| {
                 Box::pin(async move {
                     if !record_webhook_on(conn, &webhook_id).await? {
-                        return Ok(Err(StoreError::Conflict(format!(
-                            "this webhook-id was already used"
-                        ))));
+                        return Ok(Err(StoreError::Conflict(
+                            "this webhook-id was already used".to_owned(),
+                        )));
                     }
                     // A refusal commits the webhook-id above; a fault rolls
                     // everything back.

@@ -345,9 +345,9 @@ impl Postgres {
         // A replay sent to two nodes at once: the second insert waits for
         // the first transaction and inserts nothing if it commits.
         if !record_webhook_on(&mut tx, &webhook_id).await? {
-            return Err(StoreError::Conflict(format!(
-                "this webhook-id was already used"
-            )));
+            return Err(StoreError::Conflict(
+                "this webhook-id was already used".to_owned(),
+            ));
         }
         match settle_result_on(&mut tx, id, attempt, &outcome).await {
             Ok((settled, events)) => {
