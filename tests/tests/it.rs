@@ -49,6 +49,7 @@ mod session_pages;
 mod session_review;
 mod session_shell;
 mod sessions;
+mod slow_clients;
 mod teams;
 mod teams_attacks;
 mod teams_grants;

@@ -48,11 +48,14 @@ after(async () => {
 
 const RLO = '\u202e';
 const ZWSP = '\u200b';
+// A tag character: invisible, and beyond the BMP, so a session id may hold
+// one (those of the BMP that hide or reorder text are refused).
+const TAG = '\u{e0041}';
 
 /** The rendered text of `loc` holds no raw hidden character, and names them. */
 async function shownNotObeyed(loc, where) {
   const text = await loc.evaluate((el) => el.innerText);
-  assert.ok(!text.includes(RLO) && !text.includes(ZWSP), `${where}: a raw hidden character reached the page: ${JSON.stringify(text)}`);
+  assert.ok(!text.includes(RLO) && !text.includes(ZWSP) && !text.includes(TAG), `${where}: a raw hidden character reached the page: ${JSON.stringify(text)}`);
   return text;
 }
 
@@ -80,34 +83,39 @@ test('hidden characters in a grant request, a plan, a session and an undecided r
   await page.click('#grant-cancel');
   await env.call('POST', `/v1/grant-requests/${gr.body.id}/deny`, env.operator, { reason: 'test' });
 
+  // A session id that would reorder what is shown around it is refused.
+  const refused = await env.call('POST', '/v1/plans', env.agent, {
+    session: `s-${RLO}1`, steps: [{ tool: 'Bash', detail: 'ls' }],
+  });
+  assert.equal(refused.status, 422, JSON.stringify(refused.body));
   // A plan: its reason and its session.
   const plan = await env.call('POST', '/v1/plans', env.agent, {
-    reason: `build ${RLO}it`, session: `s-${RLO}1`, steps: [{ tool: 'Bash', detail: 'ls' }],
+    reason: `build ${RLO}it`, session: `s-${TAG}1`, steps: [{ tool: 'Bash', detail: 'ls' }],
   });
   assert.equal(plan.status, 201, JSON.stringify(plan.body));
   const p = page.locator(`#queue .card[data-kind=plan][data-id="${plan.body.id}"]`);
   await p.waitFor();
   const pText = await shownNotObeyed(p, 'plan card');
-  assert.ok(pText.includes('build ⟨U+202E⟩it') && pText.includes('s-⟨U+202E⟩1'), pText);
+  assert.ok(pText.includes('build ⟨U+202E⟩it') && pText.includes('s-⟨U+E0041⟩1'), pText);
   await env.call('POST', `/v1/plans/${plan.body.id}/deny`, env.operator, {});
 
   // An action's session: what tells alike items apart.
-  const a = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'make tidy', session: `job-${RLO}7` });
+  const a = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'make tidy', session: `job-${TAG}7` });
   assert.equal(a.body.status, 'pending', JSON.stringify(a.body));
   const c = card(a.body.id);
   await c.waitFor();
   const cText = await shownNotObeyed(c.locator('.meta'), 'action card');
-  assert.ok(cText.includes('job-⟨U+202E⟩7'), cText);
+  assert.ok(cText.includes('job-⟨U+E0041⟩7'), cText);
   await env.call('POST', `/v1/actions/${a.body.id}/deny`, env.operator, { reason: 'test' });
 
   // A run nobody decided: its session (the daemon allows only a-z 0-9 - _ .
   // in a runtime's name).
-  const run = await env.call('POST', '/v1/runs', env.agent, { tool: 'Bash', detail: 'make undecided', session: `u-${RLO}1`, runtime: 'rt' });
+  const run = await env.call('POST', '/v1/runs', env.agent, { tool: 'Bash', detail: 'make undecided', session: `u-${TAG}1`, runtime: 'rt' });
   assert.ok(run.status < 300, JSON.stringify(run.body));
   const u = page.locator('#queue .card.undecided', { hasText: 'make undecided' });
   await u.waitFor();
   const uText = await shownNotObeyed(u, 'undecided card');
-  assert.ok(uText.includes('u-⟨U+202E⟩1'), uText);
+  assert.ok(uText.includes('u-⟨U+E0041⟩1'), uText);
 });
 
 test('the `a` key on a plan approves the ticked steps only, as "Approve checked" does', async () => {

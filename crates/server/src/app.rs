@@ -233,18 +233,14 @@ pub async fn run(
     let app = router(state.clone());
     let listener =
         crate::stall::StallGuardListener::new(listener, state.settings().events.send_timeout.get());
-    // `into_make_service` hands each connection a clone of the built router
-    // (an `Arc`). Serving the `Router` itself rebuilds its route table for
-    // every connection (`with_state(())`: a hash map, the path tree, a boxed
-    // clone of every route), about 50 KiB per open connection, which
-    // dominated the memory of idle long-polls.
-    let server = axum::serve(listener, app.into_make_service())
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
-    let serving = tokio::spawn(async move { server.await });
+    // Each connection gets a clone of the built router (an `Arc`), never
+    // one rebuilt from its routes (about 50 KiB per open connection, which
+    // once dominated the memory of idle long-polls).
+    let read = Duration::from_secs(state.settings().http.request_read_seconds);
+    let serving = tokio::spawn(crate::serve::serve(listener, app, read, shutdown.clone()));
     shutdown.cancelled().await;
     match tokio::time::timeout(grace, serving).await {
-        Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(e))) => tracing::error!(error = %e, "server error"),
+        Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::error!(error = %e, "server task failed"),
         Err(_) => tracing::warn!("open requests outlived the shutdown grace period"),
     }

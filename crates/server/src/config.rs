@@ -312,6 +312,11 @@ pub struct HttpSettings {
     pub body_limit_bytes: usize,
     /// How long graceful shutdown waits for open requests, in seconds.
     pub shutdown_grace_seconds: u64,
+    /// How long a client has to send a request's head (from connecting,
+    /// or from the end of the last response on a kept-alive connection),
+    /// and then as long for its body, in seconds (1-3600): past it the
+    /// connection is closed, or the request answered 408.
+    pub request_read_seconds: u64,
     /// Seconds between MCP progress notifications while a tool call waits
     /// for a human (1-30: clients cut calls that stay silent too long).
     pub mcp_progress_seconds: u64,
@@ -391,6 +396,7 @@ impl Default for HttpSettings {
         HttpSettings {
             body_limit_bytes: 1024 * 1024,
             shutdown_grace_seconds: 10,
+            request_read_seconds: 30,
             mcp_progress_seconds: 20,
             mcp_tools_ttl_seconds: 10,
             mcp_allowed_origins: Vec::new(),
@@ -473,6 +479,9 @@ impl Settings {
         self.connectors.check()?;
         self.limits.check()?;
         self.outbound.policy()?;
+        if !(1..=3600).contains(&self.http.request_read_seconds) {
+            anyhow::bail!("http.request_read_seconds: must be 1-3600");
+        }
         if !(1..=30).contains(&self.http.mcp_progress_seconds) {
             anyhow::bail!("http.mcp_progress_seconds: must be 1-30");
         }

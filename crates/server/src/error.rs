@@ -312,11 +312,22 @@ impl<S: Send + Sync> FromRequest<S> for ApiBytes {
     }
 }
 
-/// Reads the body of `req` as bytes: 413 over the size limit.
+/// What a request body fails with once `http.request_read_seconds` is up
+/// (the server module's body deadline); answered 408.
+pub const BODY_LATE: &str = "the request body did not arrive in time";
+
+/// Reads the body of `req` as bytes: 413 over the size limit, 408 late.
 async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     Bytes::from_request(req, state).await.map_err(|rej| {
         if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::too_large("the body exceeds the size limit")
+        } else if rej.body_text().contains(BODY_LATE) {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request-timeout",
+                "Request timeout",
+                format!("{} (http.request_read_seconds)", BODY_LATE),
+            )
         } else {
             ApiError::bad_request(rej.body_text())
         }

@@ -31,6 +31,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod openapi;
 pub mod routes;
+pub mod serve;
 pub mod sse;
 pub mod stall;
 pub mod state;

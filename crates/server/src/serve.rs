@@ -1,0 +1,102 @@
+//! Serving HTTP/1.1 connections: the router on hyper, with the read limits
+//! `axum::serve` leaves out. A client has `http.request_read_seconds` to
+//! send a request's head, counted from connecting or, on a kept-alive
+//! connection, from the end of the last response; past it the connection
+//! is closed. It then has as long again for the body; past that the
+//! request is answered 408. So connections that send nothing, or trickle
+//! a byte at a time, cannot pile up and take every file descriptor. A
+//! request waiting for its answer (a long-poll, an event stream) is not
+//! reading anything and is not limited here.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::middleware::Next;
+use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::time::Sleep;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+use crate::error::BODY_LATE;
+use crate::stall::StallGuardListener;
+
+/// Serves `app` on `listener` until `shutdown`, then waits for the open
+/// connections to finish their requests.
+pub async fn serve(
+    mut listener: StallGuardListener,
+    app: Router,
+    read: Duration,
+    shutdown: CancellationToken,
+) {
+    let app = app.layer(axum::middleware::from_fn(
+        move |req: Request, next: Next| async move {
+            let (parts, body) = req.into_parts();
+            let body = Body::new(Deadline {
+                inner: body,
+                late: Box::pin(tokio::time::sleep(read)),
+            });
+            next.run(Request::from_parts(parts, body)).await
+        },
+    ));
+    let graceful = GracefulShutdown::new();
+    loop {
+        let io = tokio::select! {
+            (io, _) = axum::serve::Listener::accept(&mut listener) => io,
+            () = shutdown.cancelled() => break,
+        };
+        let service = app
+            .clone()
+            .map_request(|req: hyper::Request<Incoming>| req.map(Body::new));
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(read)
+            .serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::trace!(error = %e, "connection ended");
+            }
+        });
+    }
+    graceful.shutdown().await;
+}
+
+/// A request body that fails once its time is up.
+struct Deadline {
+    inner: Body,
+    late: Pin<Box<Sleep>>,
+}
+
+impl HttpBody for Deadline {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame);
+        }
+        match self.late.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err(axum::Error::new(BODY_LATE)))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,123 @@
+//! Black-box: clients that hold connections open without sending a
+//! request (none at all, a head a byte at a time, a body that stops) are
+//! cut off after `http.request_read_seconds`, so they cannot pile up and
+//! take every file descriptor; a request waiting for its answer longer
+//! than that is not.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::common::daemon::{Daemon, agent_key};
+use crate::common::{call, client};
+
+/// How long the daemon under test gives a request to arrive.
+const READ: &str = "1";
+
+fn addr(d: &Daemon) -> String {
+    d.base.trim_start_matches("http://").to_owned()
+}
+
+/// Reads until the daemon closes the connection (or `limit` passes); what
+/// it sent and how long that took.
+async fn until_closed(s: &mut TcpStream, limit: Duration) -> (String, Duration) {
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while start.elapsed() < limit {
+        match tokio::time::timeout(Duration::from_millis(200), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
+    (String::from_utf8_lossy(&got).into_owned(), start.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_that_send_no_request_in_time_are_cut_off_and_waits_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        &[("ACTIONGATE_HTTP__REQUEST_READ_SECONDS", READ)],
+    );
+
+    // Nothing at all.
+    let mut silent = TcpStream::connect(addr(&d)).await.unwrap();
+    let (_, took) = until_closed(&mut silent, Duration::from_secs(10)).await;
+    assert!(
+        took < Duration::from_secs(5),
+        "a silent connection stayed {took:?}"
+    );
+
+    // A head a byte at a time, never finished.
+    let mut trickle = TcpStream::connect(addr(&d)).await.unwrap();
+    let start = Instant::now();
+    let mut closed = false;
+    for b in b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "
+        .iter()
+        .cycle()
+        .take(60)
+    {
+        if trickle.write_all(&[*b]).await.is_err() {
+            closed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if !closed {
+        let (_, took) = until_closed(&mut trickle, Duration::from_secs(5)).await;
+        assert!(took < Duration::from_secs(5), "a trickled head stayed open");
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+
+    // A head, then a body that stops short: 408.
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let mut short = TcpStream::connect(addr(&d)).await.unwrap();
+    let head = format!(
+        "POST /v1/actions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {agent}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"tool\""
+    );
+    short.write_all(head.as_bytes()).await.unwrap();
+    let (answer, took) = until_closed(&mut short, Duration::from_secs(10)).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("request_read_seconds"), "{answer}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+
+    // A long-poll waits past the read limit and is answered.
+    let (s, a) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/actions", d.base),
+        &agent,
+        Some(json!({"tool": "bash", "detail": "make deploy"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{a}");
+    let id = a["id"].as_str().unwrap();
+    let start = Instant::now();
+    let (s, a) = call(
+        &http,
+        reqwest::Method::GET,
+        format!("{}/v1/actions/{id}?wait=3", d.base),
+        &agent,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{a}");
+    assert_eq!(a["status"], "pending", "{a}");
+    assert!(
+        start.elapsed() >= Duration::from_millis(2900),
+        "{:?}",
+        start.elapsed()
+    );
+    d.stop();
+}
