@@ -1,5 +1,13 @@
 //! Text an agent sends that a human reads: which characters would hide
-//! or reorder what is shown around them.
+//! or reorder what is shown around them, and how a long one is cut.
+
+/// `s` cut to at most `max` characters, then `…`.
+pub fn clip(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s.to_owned(),
+    }
+}
 
 /// Whether `c` would be invisible, reorder the text around it, or move the
 /// cursor: controls (C0, DEL, C1), format characters (Unicode's `Cf`:

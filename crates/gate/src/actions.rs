@@ -24,14 +24,6 @@ pub const MAX_TEXT: usize = 4096;
 /// Most characters of a free-text reply.
 pub const MAX_REPLY: usize = 256;
 
-/// `s` cut to at most `max` characters, then `…`.
-pub(crate) fn clip(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &s[..at]),
-        None => s.to_owned(),
-    }
-}
-
 /// Limits are in characters, as JSON Schema's `maxLength` counts them.
 pub fn check_len(field: &str, value: Option<&str>, max: usize) -> GateResult<()> {
     match value {

@@ -492,7 +492,7 @@ async fn exchange(
             let msg = match &resp.location {
                 Some(to) => format!(
                     "executor answered {code} (redirect to {}, not followed)",
-                    crate::actions::clip(to, 512)
+                    actiongate_api::text::clip(to, 512)
                 ),
                 None => format!("executor answered {code} (redirect, not followed)"),
             };
@@ -515,7 +515,7 @@ async fn exchange(
             let msg = body
                 .get("error")
                 .and_then(Value::as_str)
-                .map(|e| crate::actions::clip(e, crate::actions::MAX_TEXT))
+                .map(|e| actiongate_api::text::clip(e, crate::actions::MAX_TEXT))
                 .unwrap_or_else(|| format!("executor refused with {code}"));
             Answer {
                 status_code: Some(code),

@@ -15,11 +15,11 @@ use actiongate_store::{Action, ActionFilter};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 
-use crate::actions::clip;
 use crate::admin::compile_profile;
 use crate::policy::{record, validate_tool};
 use crate::{Caller, Gate, GateError, GateResult};
 use actiongate_api::model::Role;
+use actiongate_api::text::clip;
 
 /// Actions read per page while replaying.
 const PAGE: i64 = 1000;

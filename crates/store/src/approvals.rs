@@ -371,27 +371,26 @@ impl SqliteStore {
         id: &str,
         lapsed: Vec<String>,
     ) -> Result<Option<Action>, StoreError> {
-        let id = id.to_owned();
-        self.writer
-            .run_sparing_grants(move |conn| {
-                Box::pin(async move {
-                    let Some(current) = get_on(conn, &id).await? else {
-                        return Ok(None);
-                    };
-                    let Some(team) = without_lapsed(&current, &lapsed, now()) else {
-                        return Ok(None);
-                    };
-                    set_team_on(conn, &id, &team, "action.approval")
-                        .await
-                        .map(Some)
-                })
-            })
-            .await
+        self.change_team(id, "action.approval", move |a, at| {
+            without_lapsed(a, &lapsed, at)
+        })
+        .await
     }
 
     /// Marks pending action `id` escalated and writes `action.escalated`,
     /// once: `None` when it was escalated before or is no longer pending.
     pub async fn escalate(&self, id: &str) -> Result<Option<Action>, StoreError> {
+        self.change_team(id, "action.escalated", escalation).await
+    }
+
+    /// Writes the team record `change` makes of action `id` as read under
+    /// the writer, with its event of `kind`; `None` when it makes none.
+    async fn change_team(
+        &self,
+        id: &str,
+        kind: &'static str,
+        change: impl FnOnce(&Action, DateTime<Utc>) -> Option<Team> + Send + 'static,
+    ) -> Result<Option<Action>, StoreError> {
         let id = id.to_owned();
         self.writer
             .run_sparing_grants(move |conn| {
@@ -399,12 +398,10 @@ impl SqliteStore {
                     let Some(current) = get_on(conn, &id).await? else {
                         return Ok(None);
                     };
-                    let Some(team) = escalation(&current, now()) else {
+                    let Some(team) = change(&current, now()) else {
                         return Ok(None);
                     };
-                    set_team_on(conn, &id, &team, "action.escalated")
-                        .await
-                        .map(Some)
+                    set_team_on(conn, &id, &team, kind).await.map(Some)
                 })
             })
             .await

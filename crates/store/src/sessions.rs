@@ -71,13 +71,9 @@ pub(crate) fn first_taint(
 /// the action in reasons and plans, and the action itself holds the rest.
 pub(crate) const TAINT_SHOWN: usize = 200;
 
-/// `action_string` as its session's taint record keeps it: at most
-/// [`TAINT_SHOWN`] characters, then `…`.
+/// `action_string` as its session's taint record keeps it.
 pub(crate) fn taint_text(action_string: &str) -> String {
-    match action_string.char_indices().nth(TAINT_SHOWN) {
-        Some((at, _)) => format!("{}…", &action_string[..at]),
-        None => action_string.to_owned(),
-    }
+    actiongate_api::text::clip(action_string, TAINT_SHOWN)
 }
 
 /// Records on `conn` that `action` (let run: allowed, or approved) tainted

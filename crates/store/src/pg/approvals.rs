@@ -121,16 +121,7 @@ impl Postgres {
     /// Marks pending action `id` escalated and writes `action.escalated`,
     /// once, whichever daemon's sweep comes first.
     pub async fn escalate(&self, id: &str) -> Result<Option<Action>, StoreError> {
-        let mut tx = self.begin().await?;
-        let Some(current) = locked(&mut tx, id).await? else {
-            return Ok(None);
-        };
-        let Some(team) = escalation(&current, now()) else {
-            return Ok(None);
-        };
-        self.set_team(tx, id, &team, "action.escalated")
-            .await
-            .map(Some)
+        self.change_team(id, "action.escalated", escalation).await
     }
 
     /// Drops the approvals of pending action `id` given through `lapsed`,
@@ -141,38 +132,39 @@ impl Postgres {
         id: &str,
         lapsed: Vec<String>,
     ) -> Result<Option<Action>, StoreError> {
+        self.change_team(id, "action.approval", |a, at| {
+            without_lapsed(a, &lapsed, at)
+        })
+        .await
+    }
+
+    /// Writes the team record `change` makes of action `id` as read under
+    /// its row's lock, and commits it with its event of `kind`; `None`
+    /// when it makes none.
+    async fn change_team(
+        &self,
+        id: &str,
+        kind: &'static str,
+        change: impl FnOnce(&Action, chrono::DateTime<chrono::Utc>) -> Option<Team>,
+    ) -> Result<Option<Action>, StoreError> {
         let mut tx = self.begin().await?;
         let Some(current) = locked(&mut tx, id).await? else {
             return Ok(None);
         };
-        let Some(team) = without_lapsed(&current, &lapsed, now()) else {
+        let Some(team) = change(&current, now()) else {
             return Ok(None);
         };
-        self.set_team(tx, id, &team, "action.approval")
-            .await
-            .map(Some)
-    }
-
-    /// Writes `team` to pending action `id`, locked in `tx`, and commits
-    /// it with its event of `kind`.
-    async fn set_team(
-        &self,
-        mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
-        id: &str,
-        team: &Team,
-        kind: &'static str,
-    ) -> Result<Action, StoreError> {
         let row = sqlx::query(concat!(
             "UPDATE actions SET team = $2 WHERE id = $1 AND status = 'pending' RETURNING ",
             action_columns!()
         ))
         .bind(id)
-        .bind(team_text(team)?)
+        .bind(team_text(&team)?)
         .fetch_one(&mut *tx)
         .await?;
         let action = from_row(&row)?;
         let event = event_for(&action, kind)?;
         self.commit(tx, vec![event]).await?;
-        Ok(action)
+        Ok(Some(action))
     }
 }
