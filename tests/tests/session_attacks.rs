@@ -11,19 +11,16 @@ use crate::common::call;
 use crate::common::daemon::{Daemon, agent_key, role_key, set_profile};
 use crate::common::pg_cluster::Cluster;
 use crate::sessions::post;
+use crate::teams_attacks::{database_env, on_postgres};
 
 /// A daemon on SQLite (`None`) or a new Postgres database (its URL), with
 /// agent `bot` and an operator: the daemon, admin, agent and operator
-/// keys. `None` on Postgres without a cluster.
+/// keys.
 async fn keyed(
     database: Option<String>,
     dir: &std::path::Path,
 ) -> (Daemon, String, String, String) {
-    let env: Vec<(&str, &str)> = database
-        .iter()
-        .map(|url| ("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str()))
-        .collect();
-    let d = Daemon::start(dir, &env);
+    let d = Daemon::start(dir, &database_env(&database));
     let http = crate::common::client();
     let admin = d.admin_key();
     let agent = agent_key(&http, &d.base, &admin, "bot").await;
@@ -61,16 +58,6 @@ async fn a_decision_reads_a_sessions_taint_from_its_row() {
 #[test]
 fn on_postgres_a_decision_reads_a_sessions_taint_from_its_row() {
     on_postgres(taint_from_the_row);
-}
-
-fn on_postgres<F: std::future::Future<Output = ()>>(case: fn(Option<String>) -> F) {
-    let Some(cluster) = Cluster::shared() else {
-        return;
-    };
-    let url = cluster.database();
-    tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(case(Some(url)));
 }
 
 async fn taint_from_the_row(database: Option<String>) {

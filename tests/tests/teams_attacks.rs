@@ -371,7 +371,7 @@ fn on_postgres_an_approval_stops_counting_once_its_approver_could_not_give_it() 
 
 /// Runs `case` against a daemon on a new database of the shared
 /// Postgres cluster, given its URL (nothing without a cluster).
-fn on_postgres<F: std::future::Future<Output = ()>>(case: fn(Option<String>) -> F) {
+pub(crate) fn on_postgres<F: std::future::Future<Output = ()>>(case: fn(Option<String>) -> F) {
     let Some(cluster) = Cluster::shared() else {
         return;
     };
@@ -382,7 +382,7 @@ fn on_postgres<F: std::future::Future<Output = ()>>(case: fn(Option<String>) -> 
 }
 
 /// The daemon's environment for a team on `database` (SQLite without).
-fn database_env(database: &Option<String>) -> Vec<(&'static str, &str)> {
+pub(crate) fn database_env(database: &Option<String>) -> Vec<(&'static str, &str)> {
     database
         .iter()
         .map(|url| ("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str()))
