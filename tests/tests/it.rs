@@ -11,6 +11,7 @@ mod cluster_audit;
 mod cluster_dispatch;
 mod cluster_mcp;
 mod cluster_restart;
+mod cluster_revoke;
 mod daemon;
 mod dispatch_lease;
 mod edge_names;

@@ -188,11 +188,14 @@ impl Gate {
                     // Past a rate limit an allow asks, and then takes no use of a grant.
                     let decision = self.rate_limited(&agent, decided.decision).await?;
                     let decision = crate::asked_rules::recorded(decision, &decided.rules);
-                    let take_use = decided
-                        .take_use
-                        .filter(|_| decision.result == DecisionResult::Allow);
+                    let allowed = decision.result == DecisionResult::Allow;
                     NewAction {
-                        take_use,
+                        take_use: decided.take_use.filter(|_| allowed),
+                        relies_on: if allowed {
+                            decided.relies_on
+                        } else {
+                            Vec::new()
+                        },
                         reason: t.reason,
                         idempotency_key: t.idempotency_key,
                         request_hash,
@@ -432,9 +435,13 @@ impl Gate {
         .await?;
         let decision = self.rate_limited(&agent, decided.decision).await?;
         let decision = crate::asked_rules::recorded(decision, &decided.rules);
-        let take_use = decided
-            .take_use
-            .filter(|_| decision.result == DecisionResult::Allow);
+        let allowed = decision.result == DecisionResult::Allow;
+        let take_use = decided.take_use.filter(|_| allowed);
+        let relies_on = if allowed {
+            decided.relies_on
+        } else {
+            Vec::new()
+        };
         let display = action.display(&params_view);
         let slot = if decision.result == DecisionResult::Allow {
             self.dispatcher().reserve(&h.handler)
@@ -446,6 +453,7 @@ impl Gate {
         });
         let new = NewAction {
             take_use,
+            relies_on,
             reason: h.reason,
             idempotency_key: h.idempotency_key,
             request_hash,

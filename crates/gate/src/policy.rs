@@ -61,6 +61,10 @@ pub struct Decided {
     /// The grant with a count of uses that allowed it, whose use the
     /// action takes when it is stored.
     pub take_use: Option<String>,
+    /// The grants it was allowed by (when the profile alone would not
+    /// allow it), for the store to check are still in force when it
+    /// stores the action ([`actiongate_store::actions::NewAction::relies_on`]).
+    pub relies_on: Vec<String>,
     /// The approvals rules that govern the action (its profile's rule
     /// whose pattern matches, its handler action's), kept with it when it
     /// is asked (`crate::asked_rules`).
@@ -186,6 +190,7 @@ pub async fn decide_in(
                         rule: None,
                     },
                     take_use: None,
+                    relies_on: Vec::new(),
                     rules,
                 });
             }
@@ -193,9 +198,18 @@ pub async fn decide_in(
     } else {
         None
     };
+    let relies_on = if d.verdict == policy::Verdict::Allow
+        && !grants.is_empty()
+        && policy::decide(&profile, &[], &req, now).verdict != policy::Verdict::Allow
+    {
+        grants.iter().map(|g| g.id.clone()).collect()
+    } else {
+        Vec::new()
+    };
     Ok(Decided {
         decision: record(d),
         take_use,
+        relies_on,
         rules,
     })
 }

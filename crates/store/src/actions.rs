@@ -48,6 +48,11 @@ pub struct NewAction {
     /// transaction that stores it; when none is left the action is stored
     /// asked instead.
     pub take_use: Option<String>,
+    /// The grants that allowed it, read from a cache. On Postgres, where
+    /// another daemon may have revoked one a moment ago, the transaction
+    /// that stores the action checks each is still in force, and stores
+    /// it asked if one is not.
+    pub relies_on: Vec<String>,
 }
 
 impl NewAction {
@@ -70,6 +75,7 @@ impl NewAction {
             session: None,
             runtime: None,
             take_use: None,
+            relies_on: Vec::new(),
         }
     }
 }

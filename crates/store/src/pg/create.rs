@@ -260,19 +260,26 @@ impl Postgres {
 
     /// [`Postgres::insert_action`], answering with the new action's event.
     pub async fn create_action(&self, mut new: NewAction) -> Result<Inserted, StoreError> {
-        if new.take_use.is_some() {
-            // The use is taken in the transaction that stores the action (a
-            // retry of a stored request rolls it back: the insert does
-            // nothing and the transaction is dropped).
+        let counted = new.take_use.is_some();
+        if counted || !new.relies_on.is_empty() {
+            // The use is taken, and the grants that allowed it are read, in
+            // the transaction that stores the action (a retry of a stored
+            // request rolls it back: the insert does nothing and the
+            // transaction is dropped).
             let mut tx = self.begin().await?;
-            grants::lock_grants(&mut tx, false).await?;
+            let lapsed = grants::lapsed_on(&mut tx, &mut new).await?;
+            if counted || lapsed {
+                grants::lock_grants(&mut tx, false).await?;
+            }
             crate::pg::sessions::take_use_on(&mut tx, &mut new).await?;
             let asks = new.decision.result == DecisionResult::Ask;
             let new = New::of(new, now())?;
             let done = self.create_in_transaction(tx, new, asks).await;
             // The count this node cached is one lower now (or, cut off,
-            // may be).
-            self.grants.clear();
+            // may be); a grant it cached has lapsed.
+            if counted || lapsed {
+                self.grants.clear();
+            }
             return done;
         }
         let asks = new.decision.result == DecisionResult::Ask;

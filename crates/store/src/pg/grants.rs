@@ -25,6 +25,7 @@ use std::sync::Arc;
 use actiongate_policy as policy;
 use sqlx::{PgConnection, Postgres as Pg};
 
+use crate::actions::NewAction;
 use crate::error::StoreError;
 use crate::events::NewEvent;
 use crate::grants::{
@@ -35,7 +36,7 @@ use crate::grants::{
 use crate::pg::Postgres;
 use crate::pg::actions::transition_on;
 use crate::time::{now, to_ms};
-use actiongate_api::model::{Action, GrantRecord};
+use actiongate_api::model::{Action, Decision, DecisionResult, GrantRecord};
 
 /// One grant by id, on `conn`.
 pub(crate) async fn get_on(
@@ -67,6 +68,40 @@ pub(crate) async fn lock_grants(
     };
     sqlx::query(sql).execute(conn).await?;
     Ok(())
+}
+
+/// Turns `new`, allowed by grants this daemon cached, into an asked action
+/// when one of them is no longer in force (revoked or expired, maybe on
+/// another daemon whose notification has not arrived yet); whether it did.
+/// Read in the transaction that stores the action: a revocation committed
+/// before an action's request arrived is always seen.
+pub(crate) async fn lapsed_on(
+    conn: &mut PgConnection,
+    new: &mut NewAction,
+) -> Result<bool, StoreError> {
+    if new.relies_on.is_empty() || new.decision.result != DecisionResult::Allow {
+        return Ok(false);
+    }
+    let live: Vec<String> = sqlx::query_scalar(
+        "SELECT id FROM grants WHERE id = ANY($1) AND revoked_at IS NULL \
+         AND (expires_at IS NULL OR expires_at > $2)",
+    )
+    .bind(&new.relies_on)
+    .bind(to_ms(now()))
+    .fetch_all(&mut *conn)
+    .await?;
+    let Some(gone) = new.relies_on.iter().find(|id| !live.contains(id)) else {
+        return Ok(false);
+    };
+    new.decision = Decision {
+        result: DecisionResult::Ask,
+        reason: format!(
+            "grant `{gone}` was revoked or expired as it allowed this; a human must decide"
+        ),
+        rule: None,
+    };
+    new.take_use = None;
+    Ok(true)
 }
 
 /// Approves `pending`, an action just inserted (under the shared lock of
@@ -369,11 +404,12 @@ impl Postgres {
     /// Cached while the tail follows the log (it listens, and reads
     /// without failing): until it publishes a grant event (this node's
     /// before their callers are answered, another node's as soon as its
-    /// notification is read) and for at most a second. A grant made or
-    /// revoked on another node therefore counts here within a
-    /// notification's latency, as a decision made there wakes waiters
-    /// here; and an action that asks for want of a grant made meanwhile is
-    /// approved by it when stored ([`approve_if_granted`]).
+    /// notification is read) and for at most a second. A grant made on
+    /// another node therefore counts here within a notification's
+    /// latency, as a decision made there wakes waiters here; an action
+    /// that asks for want of a grant made meanwhile is approved by it when
+    /// stored ([`approve_if_granted`]); and one a grant revoked meanwhile
+    /// allowed asks when stored ([`lapsed_on`]).
     pub async fn active_grants(
         &self,
         agent: &str,
