@@ -156,6 +156,11 @@ async fn a_result_signed_for_one_action_is_refused_at_another_and_used_up() {
     );
     let (s, body) = post(&d.base, b, &for_a).await;
     assert_eq!(s, 401, "a result signed for A was taken at B: {body}");
+    // Titled for what the endpoint takes: a signature, not an API key.
+    assert_eq!(
+        body["title"], "Missing or invalid webhook signature",
+        "{body}"
+    );
     assert_eq!(status_of(&d.base, agent, b).await["status"], "running");
     // Refused, but used up: the same callback is not taken at A either.
     let (s, body) = post(&d.base, a, &for_a).await;
@@ -188,8 +193,12 @@ async fn a_result_signed_for_one_action_is_refused_at_another_and_used_up() {
     let (s, body) = post(&d.base, b, &ok_b).await;
     assert_eq!(s, 200, "{body}");
     assert_eq!(body["outcome"]["result"], json!({"for": "b"}));
-    let (s, _) = post(&d.base, b, &ok_b).await;
+    let (s, body) = post(&d.base, b, &ok_b).await;
     assert_eq!(s, 401, "replayed");
+    assert_eq!(
+        body["title"], "Missing or invalid webhook signature",
+        "{body}"
+    );
 
     // A callback refused because its action is settled is used up too.
     let late = sign(

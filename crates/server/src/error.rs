@@ -65,6 +65,16 @@ impl ApiError {
         )
     }
 
+    /// This error, a 401 titled for what the endpoint authenticates by
+    /// when that is not an API key (an executor's webhook signature).
+    pub fn unauthorized_as(self, title: &'static str) -> Self {
+        if self.status == StatusCode::UNAUTHORIZED {
+            Self { title, ..self }
+        } else {
+            self
+        }
+    }
+
     /// 403: the key's role may not do this.
     pub fn forbidden(detail: impl Into<String>) -> Self {
         Self::new(

@@ -45,8 +45,12 @@ pub struct ResultBody {
     pub action_id: Option<String>,
 }
 
+/// The title of this endpoint's 401: it takes a signature, not a key.
+const BAD_SIGNATURE: &str = "Missing or invalid webhook signature";
+
 fn unauthorized() -> ApiError {
     ApiError::unauthorized("missing, invalid, stale or replayed webhook signature")
+        .unauthorized_as(BAD_SIGNATURE)
 }
 
 /// Post an asynchronous result (executors; Standard Webhooks signature, no key).
@@ -72,6 +76,17 @@ pub async fn post_result(
     ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
     ApiBytes(body): ApiBytes,
+) -> ApiResult<axum::Json<Action>> {
+    signed_result(state, id, headers, body)
+        .await
+        .map_err(|e| e.unauthorized_as(BAD_SIGNATURE))
+}
+
+async fn signed_result(
+    state: AppState,
+    id: String,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
 ) -> ApiResult<axum::Json<Action>> {
     let header = |name: &str| {
         headers
