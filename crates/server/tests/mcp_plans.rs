@@ -262,3 +262,106 @@ async fn an_approved_step_runs_once_through_mcp_in_its_session() {
     }
     app.stop().await;
 }
+
+/// Calls tool `name` with `arguments` and `_meta` `meta`.
+async fn call_with_meta(
+    conn: &crate::mcp::Conn,
+    name: &str,
+    arguments: Value,
+    meta: Value,
+) -> rmcp::model::CallToolResult {
+    let mut params = rmcp::model::CallToolRequestParams::new(name.to_owned())
+        .with_arguments(arguments.as_object().unwrap().clone());
+    let mut m = rmcp::model::RequestMetaObject::new();
+    for (k, v) in meta.as_object().unwrap() {
+        m.0.insert(k.clone(), v.clone());
+    }
+    params.meta = Some(m);
+    conn.call_tool(params).await.expect("tools/call answers")
+}
+
+/// A handler's tool takes no `session` argument (its input is the
+/// handler's parameters): the call's `_meta` names the session, and an
+/// approved plan's handler step then runs once in it. A `session`
+/// argument naming another session than `_meta` is refused, and so is a
+/// `_meta` session that is not a string.
+#[tokio::test]
+async fn a_handler_tool_runs_an_approved_step_in_the_session_its_meta_names() {
+    let app = spawn().await;
+    crate::mcp::register(
+        &app,
+        crate::mcp::files_handler(
+            "files",
+            &crate::mcp::executor(200, json!({"written": 1})).await,
+        ),
+    )
+    .await;
+    for (n, era) in ERAS.into_iter().enumerate() {
+        let session = format!("mcp-meta-{n}");
+        let params = json!({"path": format!("/tmp/meta-{n}"), "content": "hi"});
+        let (s, plan) = app
+            .call(
+                Method::POST,
+                "/v1/plans",
+                Some(&app.agent.clone()),
+                Some(json!({"session": session, "steps": [
+                    {"handler": "files", "action": "write", "params": params}]})),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{plan}");
+        let id = plan["id"].as_str().unwrap();
+        let (s, p) = app
+            .call(
+                Method::POST,
+                &format!("/v1/plans/{id}/approve"),
+                Some(&app.operator.clone()),
+                None,
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{p}");
+        let (conn, _) = connect(&app, &app.agent, era).await;
+        let meta = json!({"actiongate/session": session});
+        let r = tokio::time::timeout(
+            Duration::from_secs(20),
+            call_with_meta(&conn, "files__write", params.clone(), meta.clone()),
+        )
+        .await
+        .expect("the call waits for a human: the plan's step was not applied in its session");
+        assert_ne!(r.is_error, Some(true), "{era:?}: {}", text(&r));
+        assert_eq!(r.structured_content, Some(json!({"written": 1})), "{r:?}");
+        let (s, list) = app
+            .call(
+                Method::GET,
+                &format!("/v1/actions?session={session}"),
+                Some(&app.operator.clone()),
+                None,
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{list}");
+        let runs: Vec<&Value> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["session"] == json!(session))
+            .collect();
+        assert_eq!(runs.len(), 1, "{list}");
+        assert_eq!(runs[0]["tool"], "files", "{list}");
+
+        let other = json!({"tool": "deploy", "detail": "web", "session": "another",
+                           "wait_seconds": 0});
+        let r = call_with_meta(&conn, "request_action", other, meta.clone()).await;
+        assert_eq!(r.is_error, Some(true), "{}", text(&r));
+        assert!(text(&r).contains("_meta"), "{}", text(&r));
+        let r = call_with_meta(
+            &conn,
+            "files__write",
+            params.clone(),
+            json!({"actiongate/session": 7}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(true), "{}", text(&r));
+        assert!(text(&r).contains("must be a string"), "{}", text(&r));
+        conn.cancel().await.unwrap();
+    }
+    app.stop().await;
+}

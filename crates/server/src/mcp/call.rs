@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult,
-    JsonObject,
+    JsonObject, RequestMetaObject,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -40,9 +40,14 @@ pub async fn call(
     state: &AppState,
     caller: &Caller,
     request: CallToolRequestParams,
+    meta: Option<&RequestMetaObject>,
     waiter: Waiter,
     tasks: bool,
 ) -> CallToolResponse {
+    let session = match meta_session([meta, request.meta.as_ref()]) {
+        Ok(session) => session,
+        Err(r) => return r.into(),
+    };
     let args = request.arguments.unwrap_or_default();
     let name = request.name.as_ref();
     let ctx = Ctx {
@@ -50,6 +55,7 @@ pub async fn call(
         caller,
         waiter,
         tasks,
+        session,
     };
     let result = match name {
         REQUEST_PERMISSION => ctx.request_permission(args).await,
@@ -71,6 +77,43 @@ struct Ctx<'a> {
     caller: &'a Caller,
     waiter: Waiter,
     tasks: bool,
+    /// The session the call's `_meta` names ([`SESSION_META`]).
+    session: Option<String>,
+}
+
+/// The `_meta` key of a tool call naming the session its action belongs
+/// to: the only way to give one to a handler's tool, whose input is the
+/// handler's parameters (and to `request_permission`).
+pub const SESSION_META: &str = "actiongate/session";
+
+/// The session the call's `_meta` names (as the transport passed it on,
+/// or as it came in the request), if any; not a string is an error result.
+fn meta_session(metas: [Option<&RequestMetaObject>; 2]) -> Result<Option<String>, CallToolResult> {
+    match metas
+        .into_iter()
+        .flatten()
+        .find_map(|m| m.0.get(SESSION_META))
+    {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(text_error(format!(
+            "invalid _meta: {SESSION_META} must be a string"
+        ))),
+    }
+}
+
+impl Ctx<'_> {
+    /// The session of a tool whose arguments may name one too: they must
+    /// not name another.
+    fn session_of(&self, argument: Option<String>) -> Result<Option<String>, CallToolResult> {
+        match (argument, &self.session) {
+            (Some(a), Some(m)) if a != *m => Err(text_error(format!(
+                "invalid arguments: session '{a}' is not the session _meta names ({SESSION_META})"
+            ))),
+            (Some(a), _) => Ok(Some(a)),
+            (None, m) => Ok(m.clone()),
+        }
+    }
 }
 
 /// How a tool call ends early: an (error) result, or a task to follow.
@@ -266,7 +309,7 @@ impl Ctx<'_> {
             reason: Some(a.reason),
             timeout: Some(timeout),
             idempotency_key: None,
-            session: None,
+            session: self.session.clone(),
             runtime: None,
         });
         let action = self.request(body, None, Some(Kind::Permission)).await?;
@@ -275,10 +318,11 @@ impl Ctx<'_> {
 
     async fn check_action(&self, args: JsonObject) -> ToolResult {
         let a: CheckArgs = parse(args)?;
+        let session = self.session_of(a.session)?;
         let (action, decision) = self
             .state
             .gate()
-            .check_in(self.caller, &a.tool, &a.detail, a.session.as_deref(), None)
+            .check_in(self.caller, &a.tool, &a.detail, session.as_deref(), None)
             .await
             .map_err(gate_error)?;
         let result = decision.result.as_str();
@@ -297,6 +341,7 @@ impl Ctx<'_> {
 
     async fn request_action(&self, args: JsonObject) -> ToolResult {
         let a: RequestArgs = parse(args)?;
+        let session = self.session_of(a.session)?;
         // Absent: the daemon's default timeout.
         let timeout = match a.timeout_minutes {
             Some(m) => Some(timeout_of(Some(m))?.1),
@@ -308,7 +353,7 @@ impl Ctx<'_> {
             reason: a.reason,
             timeout,
             idempotency_key: None,
-            session: a.session,
+            session,
             runtime: None,
         });
         let action = self
@@ -370,7 +415,7 @@ impl Ctx<'_> {
             reason: None,
             timeout: None,
             idempotency_key: None,
-            session: None,
+            session: self.session.clone(),
             runtime: None,
         });
         let action = self.request(body, None, Some(Kind::Handler)).await?;
