@@ -142,10 +142,11 @@ async fn a_chat_message_masks_secrets_in_the_command() {
     // one command line short enough for a card to show whole.
     let masking: Vec<&(String, String)> = cases
         .iter()
-        .filter(|(i, _)| {
-            i.starts_with("curl -u sk_live")
-                || i.starts_with("curl -H 'Authorization: Bearer")
-                || i.starts_with("curl -u alice")
+        .filter(|(i, o)| {
+            i != o
+                && (i.starts_with("curl -u sk_live")
+                    || i.starts_with("curl -H 'Authorization: Bearer")
+                    || i.starts_with("curl -u alice:s3cr3t-pass"))
         })
         .collect();
     assert_eq!(masking.len(), 3);
@@ -154,6 +155,34 @@ async fn a_chat_message_masks_secrets_in_the_command() {
         .map(|(i, _)| i.as_str())
         .collect::<Vec<_>>()
         .join(" ; ");
+    let posted = slack_card_of(&detail).await;
+    let all = posted.to_string();
+    for secret in [
+        "4eC39HqLyjWDarjtT1zdp7dc",
+        "hunter2",
+        "s3cr3t-pass",
+        "abc.def.ghi-123",
+        "IOSFODNN7EXAMPLE",
+        "abcdefghijklmnopqrstuvwxyz0123",
+    ] {
+        assert!(
+            !all.contains(secret),
+            "{secret} reached the chat message: {all}"
+        );
+    }
+    let text = posted["blocks"][0]["text"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let want = masking
+        .iter()
+        .map(|(_, o)| o.as_str())
+        .collect::<Vec<_>>()
+        .join(" ; ");
+    assert!(text.contains(&want), "{text}");
+}
+
+/// The Slack message posted for a pending `bash` action of `detail`.
+async fn slack_card_of(detail: &str) -> serde_json::Value {
     let slack = RawServer::start(|_, _| {
         (
             answer(
@@ -182,8 +211,7 @@ async fn a_chat_message_masks_secrets_in_the_command() {
     let http = client();
     let admin = d.admin_key();
     let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    let (s, _, a) =
-        status_json(request_action(&http, &d.base, &agent, "bash", &detail).await).await;
+    let (s, _, a) = status_json(request_action(&http, &d.base, &agent, "bash", detail).await).await;
     assert_eq!(s, 201, "{a}");
     assert_eq!(a["status"], "pending", "{a}");
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -202,28 +230,29 @@ async fn a_chat_message_masks_secrets_in_the_command() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let all = posted.to_string();
-    for secret in [
-        "4eC39HqLyjWDarjtT1zdp7dc",
-        "hunter2",
-        "s3cr3t-pass",
-        "abc.def.ghi-123",
-        "IOSFODNN7EXAMPLE",
-        "abcdefghijklmnopqrstuvwxyz0123",
-    ] {
-        assert!(
-            !all.contains(secret),
-            "{secret} reached the chat message: {all}"
-        );
-    }
+    d.stop();
+    posted
+}
+
+/// A value in a credential's place that a shell would not take literally
+/// (a command substitution, a pipe, a glob) is shown whole on the card:
+/// a mask must never hide what would run once an approver taps Approve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_message_never_masks_what_a_shell_would_run() {
+    let cases: Vec<(String, String)> =
+        serde_json::from_str(include_str!("../../crates/policy/tests/secret_shapes.json")).unwrap();
+    let hidden = cases
+        .iter()
+        .find(|(i, _)| i.contains("evil.example"))
+        .map(|(i, _)| i.clone())
+        .unwrap();
+    let posted = slack_card_of(&hidden).await;
     let text = posted["blocks"][0]["text"]["text"]
         .as_str()
         .unwrap_or_default();
-    let want = masking
-        .iter()
-        .map(|(_, o)| o.as_str())
-        .collect::<Vec<_>>()
-        .join(" ; ");
-    assert!(text.contains(&want), "{text}");
-    d.stop();
+    assert!(
+        text.contains("evil.example/x|sh)"),
+        "the substitution is not shown: {text}"
+    );
+    assert!(!posted.to_string().contains("••••"), "{posted}");
 }

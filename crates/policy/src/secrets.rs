@@ -9,6 +9,12 @@
 //! what runs is the raw text, which an operator can still reveal on the
 //! page. A token's well-known prefix stays visible (`sk_live_••••`), so the
 //! reader still sees what kind of secret it was.
+//!
+//! What a shell would not take literally is never masked: a value holding
+//! a substitution, an expansion, a pipe, a redirection, a glob or an
+//! escape (one of [`ACTIVE`]) is shown whole, so a mask can never hide
+//! what would run (`-u admin:$(curl …|sh)`) or how far a scope reaches
+//! (`deploy:*`).
 
 use std::ops::Range;
 use std::sync::LazyLock;
@@ -39,6 +45,12 @@ const RULES: &[&str] = &[
     r"(?i)--(?:password|passwd|token|secret|api-key|access-key)\s+([^\s'\x22-][^\s'\x22]*)",
 ];
 
+/// The characters that make a value more than a literal to a shell (or a
+/// pattern to a grant's scope): a value holding one is never masked.
+pub const ACTIVE: &[char] = &[
+    '$', '`', '(', ')', '|', ';', '&', '<', '>', '*', '?', '[', ']', '{', '}', '\\',
+];
+
 static COMPILED: LazyLock<Vec<Regex>> =
     LazyLock::new(|| RULES.iter().filter_map(|r| Regex::new(r).ok()).collect());
 
@@ -61,6 +73,7 @@ pub fn secret_ranges(text: &str) -> Vec<Range<usize>> {
         for caps in re.captures_iter(text) {
             if let Some(m) = caps.get(1)
                 && !m.is_empty()
+                && !m.as_str().contains(ACTIVE)
             {
                 found.push(m.range());
             }

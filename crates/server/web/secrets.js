@@ -4,7 +4,11 @@
 // --password … and scheme://user:pass@host. The same rules as the daemon's
 // chat cards (crates/policy/src/secrets.rs); both are tested against one
 // table, crates/policy/tests/secret_shapes.json. Masking is for display
-// only: the raw text is what runs, and an operator can reveal it.
+// only: the raw text is what runs, and an operator can reveal it. A value
+// holding a character a shell would not take literally (ACTIVE: a
+// substitution, an expansion, a pipe, a redirection, a glob, an escape) is
+// never masked, so a mask never hides what would run or how far a scope
+// reaches.
 
 /** What a masked secret is shown as. */
 export const MASK = '••••';
@@ -31,6 +35,9 @@ const RULES = [
   String.raw`(?i)--(?:password|passwd|token|secret|api-key|access-key)\s+([^\s'\x22-][^\s'\x22]*)`,
 ].map((r) => (r.startsWith('(?i)') ? new RegExp(r.slice(4), 'gdiu') : new RegExp(r, 'gdu')));
 
+/** Characters that make a value more than a literal (the daemon's `ACTIVE`). */
+const ACTIVE = /[$`()|;&<>*?[\]{}\\]/;
+
 /** [start, end) ranges of `text` that look like secrets, sorted and merged. */
 export function secretRanges(text) {
   const found = [];
@@ -38,7 +45,7 @@ export function secretRanges(text) {
     re.lastIndex = 0;
     for (const m of String(text).matchAll(re)) {
       const [s, e] = m.indices[1] || [0, 0];
-      if (e > s) found.push([s, e]);
+      if (e > s && !ACTIVE.test(m[1])) found.push([s, e]);
     }
   }
   found.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
