@@ -345,14 +345,19 @@ pub async fn handle_update(c: &Connectors, u: &Value) {
         }
         let who = user_id(cq);
         // The message tapped may be a copy nobody knew of (a post whose
-        // answer was lost): it is edited with the outcome too.
+        // answer was lost): it is edited with the outcome too. What it
+        // stands for is read from its own buttons, as Telegram sends the
+        // message, never from the tap's data alone: a modified client may
+        // send any data on any message (a stranger's tap naming another
+        // item would make a later reply to this copy decide that item).
         // Message ids count per chat: only one in the configured chat.
         if let (true, Some(mid), Some((_, item))) = (
             cq.pointer("/message/chat/id")
                 .is_some_and(|v| t.is_the_chat(v)),
             cq.pointer("/message/message_id").and_then(Value::as_i64),
             cq.get("data").and_then(Value::as_str).and_then(Verb::parse),
-        ) {
+        ) && item_of_own_message(t, cq.get("message")).as_deref() == Some(item)
+        {
             super::outbox::learned(c, CHAT, item, &mid.to_string()).await;
         }
         let answer = if c.notify_only {

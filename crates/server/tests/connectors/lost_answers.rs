@@ -46,18 +46,26 @@ async fn two_posts(fake: &Fake, suffix: &str, id: &str) -> Vec<Call> {
     mine(&posts, id)
 }
 
-fn telegram_tap(update_id: i64, query: &str, data: &str, message_id: i64) -> Value {
-    use super::telegram::{APPROVER, CHAT};
+/// A tap by `from` with `data` on the card `post` (its message as
+/// Telegram sends it with the tap: the bot's, with its buttons).
+fn telegram_tap_by(from: i64, update_id: i64, query: &str, data: &str, post: &Call) -> Value {
+    use super::telegram::CHAT;
     json!({
         "update_id": update_id,
         "callback_query": {
             "id": query,
-            "from": {"id": APPROVER, "is_bot": false, "first_name": "T"},
-            "message": {"message_id": message_id, "chat": {"id": CHAT}},
+            "from": {"id": from, "is_bot": false, "first_name": "T"},
+            "message": {"message_id": post.answered, "chat": {"id": CHAT},
+                        "from": {"id": 123, "is_bot": true},
+                        "reply_markup": post.body["reply_markup"].clone()},
             "chat_instance": "1",
             "data": data,
         }
     })
+}
+
+fn telegram_tap(update_id: i64, query: &str, data: &str, post: &Call) -> Value {
+    telegram_tap_by(super::telegram::APPROVER, update_id, query, data, post)
 }
 
 /// Whether an `editMessageText` of message `message_id` shows `what`.
@@ -80,7 +88,7 @@ async fn telegram_every_copy_a_lost_answer_made_is_edited_once_it_is_known() {
     let posts = two_posts(&fake, "/sendMessage", &id).await;
     let (lost, known) = (posts[0].answered, posts[1].answered);
     assert_ne!(lost, known);
-    fake.push_update(telegram_tap(1, "cq-lost", &format!("a:{id}"), lost));
+    fake.push_update(telegram_tap(1, "cq-lost", &format!("a:{id}"), &posts[0]));
     wait_status(&app, &id, "approved").await;
     let edits = fake
         .wait_for("/editMessageText", "both copies edited", |c| {
@@ -110,7 +118,7 @@ async fn telegram_every_copy_a_lost_answer_made_is_edited_once_it_is_known() {
         lost,
         "Approved"
     ));
-    fake.push_update(telegram_tap(2, "cq-late", &format!("d:{other}"), lost));
+    fake.push_update(telegram_tap(2, "cq-late", &format!("d:{other}"), &posts[0]));
     let answers = fake
         .wait_for("/answerCallbackQuery", "the late tap's answer", |c| {
             c.iter().any(|c| c.body["callback_query_id"] == "cq-late")
@@ -303,5 +311,65 @@ async fn telegram_a_copy_a_lost_answer_made_is_voided_when_the_post_is_made_agai
         edited(c, known, "Approved by key:")
     })
     .await;
+    app.stop().await;
+}
+
+/// A tap's data is whatever the client sends (the Bot API warns it may
+/// name no button of the message): a stranger's tap on a copy nobody knew
+/// of, naming another item, must not make that copy stand for the other
+/// item, so that an approver's "yes" to the copy approves what it shows
+/// and nothing else.
+#[tokio::test]
+async fn telegram_a_forged_tap_does_not_make_a_copy_stand_for_another_item() {
+    use super::telegram::{APPROVER, CHAT, spawn};
+    let fake = Fake::start().await;
+    let app = spawn(&fake, |_| {}).await;
+    let target = pending(&app, "make wipe-backups").await;
+    fake.wait_for("/sendMessage", "the target's card", |c| {
+        !mine(c, &target).is_empty()
+    })
+    .await;
+    fake.lose_answers(1);
+    let shown = pending(&app, "make list").await;
+    let posts = two_posts(&fake, "/sendMessage", &shown).await;
+    let lost = posts[0].answered;
+    let stranger = 777;
+    fake.push_update(telegram_tap_by(
+        stranger,
+        1,
+        "cq-forged",
+        &format!("a:{target}"),
+        &posts[0],
+    ));
+    fake.wait_for("/answerCallbackQuery", "the stranger's answer", |c| {
+        c.iter().any(|c| c.body["callback_query_id"] == "cq-forged")
+    })
+    .await;
+    let markup = posts[0].body["reply_markup"].clone();
+    fake.push_update(json!({
+        "update_id": 2,
+        "message": {
+            "message_id": 951,
+            "from": {"id": APPROVER},
+            "chat": {"id": CHAT},
+            "reply_to_message": {"message_id": lost, "from": {"id": 123, "is_bot": true},
+                "chat": {"id": CHAT}, "text": "tool:bash:make list", "reply_markup": markup},
+            "text": "yes",
+        }
+    }));
+    wait_status(&app, &shown, "approved").await;
+    let op = app.operator.clone();
+    let (_, a) = app
+        .call(
+            Method::GET,
+            &format!("/v1/actions/{target}"),
+            Some(&op),
+            None,
+        )
+        .await;
+    assert_eq!(
+        a["status"], "pending",
+        "the reply approved another item: {a}"
+    );
     app.stop().await;
 }
