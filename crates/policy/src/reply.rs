@@ -10,12 +10,14 @@ pub enum Reply {
 }
 
 /// Reads a reply, ignoring case, surrounding whitespace and punctuation
-/// (`"Yes!"`, `"  ok. "`). Anything else is not understood: `None`.
+/// (`"Yes!"`, `"  ok. "`). Anything else is not understood: `None`. A
+/// question approves nothing (`"yes?"`, `"approve?"`); it may deny
+/// (`"cancel?"`).
 pub fn parse_reply(text: &str) -> Option<Reply> {
     let word = text.trim_matches(|c: char| c.is_whitespace() || c.is_ascii_punctuation());
     const APPROVE: &[&str] = &["yes", "approve", "ok", "continue"];
     const DENY: &[&str] = &["no", "reject", "stop", "cancel"];
-    if APPROVE.iter().any(|w| w.eq_ignore_ascii_case(word)) {
+    if APPROVE.iter().any(|w| w.eq_ignore_ascii_case(word)) && !text.contains('?') {
         Some(Reply::Approve)
     } else if DENY.iter().any(|w| w.eq_ignore_ascii_case(word)) {
         Some(Reply::Deny)
@@ -57,6 +59,9 @@ mod tests {
     #[test]
     fn anything_else_is_not_understood() {
         for t in [
+            "yes?",
+            "approve?",
+            "ok?!",
             "",
             "   ",
             "!!!",

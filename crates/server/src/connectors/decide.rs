@@ -215,23 +215,27 @@ pub async fn decide(
     }
 }
 
-/// A reply's verb and the reason that may follow it: `no, not on a
-/// Friday` is a denial with the reason `not on a Friday`. `None` when the
-/// first word is not one of the reply words.
+/// A reply's verb and the reason that may follow a denial: `no, not on a
+/// Friday` is a denial with the reason `not on a Friday`. An approval is
+/// the whole reply, one approval word as the API's `/reply` takes it
+/// (`yes`, `Approve!`): `ok, let me check first`, `approve? this deletes
+/// the backups` or `yes no` approve nothing. `None` when not understood.
 pub fn parse_reply(text: &str) -> Option<(Verb, Option<String>)> {
     let text = text.trim();
+    if let Some(Verdict::Approve { .. }) = Verdict::from_reply(text) {
+        return Some((Verb::Approve, None));
+    }
     let (first, rest) = match text.find(|c: char| c.is_whitespace() || c == ',' || c == ':') {
         Some(at) => text.split_at(at),
         None => (text, ""),
     };
-    let verb = match Verdict::from_reply(first)? {
-        Verdict::Deny { .. } => Verb::Deny,
-        _ => Verb::Approve,
+    let Verdict::Deny { .. } = Verdict::from_reply(first)? else {
+        return None;
     };
     let rest = rest
         .trim_matches(|c: char| c.is_whitespace() || c.is_ascii_punctuation())
         .to_owned();
-    Some((verb, (!rest.is_empty()).then_some(rest)))
+    Some((Verb::Deny, (!rest.is_empty()).then_some(rest)))
 }
 
 /// `identity` replies `text` to `item`'s message in a chat where `fits`
@@ -363,6 +367,29 @@ mod tests {
         );
         assert_eq!(parse_reply("maybe later"), None);
         assert_eq!(parse_reply("nope"), None);
+        assert_eq!(parse_reply("Approve!"), Some((Verb::Approve, None)));
+    }
+
+    /// An approval is the whole reply: a word that opens a sentence, a
+    /// question or a contradiction approves nothing (a denial may carry a
+    /// reason: denying on a misread is the safe side).
+    #[test]
+    fn an_approval_word_approves_only_alone() {
+        for t in [
+            "ok, let me check with the DB team first",
+            "approve? this deletes the backups",
+            "yes no",
+            "continue: only after the freeze ends",
+            "yes?",
+            "ok?!",
+            "yes please",
+        ] {
+            assert_eq!(parse_reply(t), None, "{t:?}");
+        }
+        assert_eq!(
+            parse_reply("no? why is it deleting"),
+            Some((Verb::Deny, Some("why is it deleting".to_owned())))
+        );
     }
 
     #[test]

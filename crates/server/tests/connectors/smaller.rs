@@ -173,8 +173,47 @@ async fn telegram_answers_reply_to_what_they_answer_and_a_grant_is_shown() {
         .find(|c| c.body.get("reply_parameters").is_some())
         .unwrap();
     assert_eq!(answer.body["reply_parameters"]["message_id"], 900);
+    // An approval word that opens a sentence approves nothing: it is
+    // answered as talk is, and the action still waits.
+    fake.push_update(json!({
+        "update_id": 2,
+        "message": {
+            "message_id": 901,
+            "from": {"id": APPROVER},
+            "chat": {"id": CHAT},
+            "reply_to_message": {"message_id": message_id},
+            "text": "ok, let me check with the DB team first",
+        }
+    }));
+    let answers = fake
+        .wait_for("/sendMessage", "the second reply's answer", |c| {
+            c.iter()
+                .any(|c| c.body["reply_parameters"]["message_id"] == 901)
+        })
+        .await;
+    let answer = answers
+        .iter()
+        .find(|c| c.body["reply_parameters"]["message_id"] == 901)
+        .unwrap();
+    assert!(
+        answer.body["text"]
+            .as_str()
+            .unwrap()
+            .contains("not understood"),
+        "{answer:?}"
+    );
+    let op = app.operator.clone();
+    let (_, a) = app
+        .call(
+            reqwest::Method::GET,
+            &format!("/v1/actions/{id}"),
+            Some(&op),
+            None,
+        )
+        .await;
+    assert_eq!(a["status"], "pending", "{a}");
 
-    fake.push_update(tap(2, "cq-r", APPROVER, &format!("r:{id}")));
+    fake.push_update(tap(3, "cq-r", APPROVER, &format!("r:{id}")));
     wait_status(&app, &id, "approved").await;
     let edits = fake
         .wait_for("/editMessageText", "the edit", |c| !c.is_empty())
