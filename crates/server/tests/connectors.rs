@@ -15,6 +15,8 @@ mod fake;
 mod gateway_fake;
 #[path = "connectors/lost_answers.rs"]
 mod lost_answers;
+#[path = "connectors/previews.rs"]
+mod previews;
 #[path = "connectors/reliability.rs"]
 mod reliability;
 #[path = "connectors/slack.rs"]

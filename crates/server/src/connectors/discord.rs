@@ -18,6 +18,9 @@ use super::http::{CallError, Http};
 use super::{Connectors, Kind};
 use crate::config::{DiscordMode, DiscordSettings};
 
+/// Discord's message flag that draws no embed for a message's links.
+const SUPPRESS_EMBEDS: u64 = 1 << 2;
+
 /// The `User-Agent` Discord asks of a bot: `DiscordBot ($url, $versionNumber)`.
 pub const USER_AGENT: &str = concat!(
     "DiscordBot (",
@@ -134,6 +137,8 @@ impl Discord {
             "content": markdown_escaped(&cut(&card.text(), MAX_TEXT), MAX_CONTENT),
             "components": Self::components(card),
             "allowed_mentions": {"parse": []},
+            // No embed of an agent's link under what an approver decides on.
+            "flags": SUPPRESS_EMBEDS,
         });
         let auth = self.auth();
         match kind {
@@ -190,6 +195,8 @@ impl Discord {
             "content": markdown_escaped(&cut(&card.text(), MAX_TEXT), MAX_CONTENT),
             "components": Self::components(card),
             "allowed_mentions": {"parse": []},
+            // No embed of an agent's link under what an approver decides on.
+            "flags": SUPPRESS_EMBEDS,
         });
         let auth = self.auth();
         match kind {

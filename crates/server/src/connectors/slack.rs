@@ -170,7 +170,8 @@ impl Slack {
         let text = mrkdwn_escaped(&cut(&card.text(), MAX_TEXT));
         match kind {
             Kind::Post => {
-                let body = json!({"channel": user, "text": text, "blocks": Self::blocks(card)});
+                let body = json!({"channel": user, "text": text, "blocks": Self::blocks(card),
+                    "unfurl_links": false, "unfurl_media": false});
                 let answer = self.call(http, "chat.postMessage", &body).await?;
                 let ts = answer.get("ts").and_then(Value::as_str);
                 let channel = answer.get("channel").and_then(Value::as_str);
@@ -229,6 +230,9 @@ impl Slack {
                     "channel": self.s.channel,
                     "text": text,
                     "blocks": Self::blocks(card),
+                    // No preview of an agent's link under the card.
+                    "unfurl_links": false,
+                    "unfurl_media": false,
                     // Found again by it when the answer is lost.
                     "metadata": {"event_type": EVENT_TYPE, "event_payload": {"item": card.item}},
                 });

@@ -113,7 +113,8 @@ impl Telegram {
         let text = cut(&card.text(), MAX_TEXT);
         match kind {
             Kind::Post => {
-                let mut body = json!({"chat_id": chat_id, "text": text});
+                let mut body = json!({"chat_id": chat_id, "text": text,
+                    "link_preview_options": no_preview()});
                 if !card.buttons.is_empty() {
                     body["reply_markup"] = Self::keyboard(card);
                 }
@@ -132,6 +133,7 @@ impl Telegram {
                     "chat_id": chat_id,
                     "message_id": message_id,
                     "text": text,
+                    "link_preview_options": no_preview(),
                     "reply_markup": Self::keyboard(card),
                 });
                 self.call(http, "editMessageText", &body, None).await?;
@@ -139,6 +141,12 @@ impl Telegram {
             }
         }
     }
+}
+
+/// A card shows what an agent wrote: no preview of an agent's link is
+/// drawn under it (Bot API `LinkPreviewOptions`).
+fn no_preview() -> Value {
+    json!({"is_disabled": true})
 }
 
 /// How many message ids before a post made again are looked at for the

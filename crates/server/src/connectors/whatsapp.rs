@@ -74,7 +74,7 @@ impl WhatsApp {
             "recipient_type": "individual",
             "to": to,
             "type": "text",
-            "text": {"body": cut(text, 4000)},
+            "text": {"body": cut(text, 4000), "preview_url": false},
         });
         if let Some(id) = context {
             m["context"] = json!({"message_id": id});
