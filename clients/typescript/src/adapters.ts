@@ -216,15 +216,30 @@ export class Gatekeeper {
   }
 
   /**
-   * Whether a call needs a human: true unless the policy allows it outright,
-   * asked (without recording anything) in this gatekeeper's session, so a
-   * session the policy holds tainted is not waved through. An unreachable
-   * gate also needs approval: it fails closed to a human.
+   * Whether a call needs a human: true unless the policy allows it outright
+   * in this gatekeeper's session, so a session the policy holds tainted is
+   * not waved through. A call the policy allows is recorded as the action
+   * it is before it runs: that takes a counted grant's use or an approved
+   * plan step (a check takes nothing, so a grant of one use would let
+   * every call through) and puts it in the audit. Only a call stored
+   * approved skips approval; one stored asked (its grant's use taken
+   * meanwhile) is withdrawn and needs a human. An unreachable gate also
+   * needs approval: it fails closed to a human.
    */
   async needsApproval(call: ToolCall, signal?: AbortSignal): Promise<boolean> {
     try {
       const d = await this.client.check(call.tool, call.detail, { session: this.options.session, signal });
-      return d.result !== 'allow';
+      if (d.result !== 'allow') return true;
+      const action = await this.client.request(call.tool, call.detail, {
+        reason: call.reason,
+        timeout: this.options.timeout,
+        session: this.options.session,
+        wait: 0,
+        signal,
+      });
+      if (verdictOf(action, 0).approved) return false;
+      if (action.status === 'pending') await this.withdraw(action);
+      return true;
     } catch {
       return true;
     }

@@ -39,8 +39,10 @@ export function toolApproval<TOOLS extends ToolSet = ToolSet>(
 
 /**
  * A tool's own `needsApproval` for UIs that show the SDK's approval parts:
- * true unless the gate's policy allows the call outright (a denial or an
- * unreachable gate also needs approval: it fails closed to a human).
+ * true unless the gate's policy allows the call outright, in which case it
+ * is recorded as an action first (taking a counted grant's use or a plan
+ * step); a denial or an unreachable gate also needs approval: it fails
+ * closed to a human.
  */
 export function needsApproval(gate: Client | Gatekeeper, name: string, options: GatekeeperOptions = {}) {
   const keeper = gate instanceof Gatekeeper ? gate : new Gatekeeper(gate, options);

@@ -11,8 +11,9 @@
  * const output = await gate.generate(agent, 'clean up the build folder');
  * ```
  *
- * {@link MastraGate.requireToolApproval} asks the gate's policy (`check`):
- * allowed calls run without suspending; everything else suspends. Each
+ * {@link MastraGate.requireToolApproval} asks the gate's policy: a call
+ * it allows is recorded as an action (taking a counted grant's use or a
+ * plan step) and runs without suspending; everything else suspends. Each
  * suspended call is then recorded as an action and waited for (bounded);
  * approved calls are resumed with `approveToolCallGenerate`, the rest
  * declined with the reason, which Mastra gives the model.

@@ -15,9 +15,10 @@
  * const result = await gate.run(runner, agent, 'clean up');  // resolves interruptions
  * ```
  *
- * `needsApproval` asks the gate's policy (`check`): allowed calls run
- * without an interruption; everything else (asked, denied, or a gate that
- * cannot answer) interrupts. {@link AgentsGate.resolve} then records each
+ * `needsApproval` asks the gate's policy: a call it allows is recorded as
+ * an action (taking a counted grant's use or a plan step) and runs without
+ * an interruption; everything else (asked, denied, a use taken meanwhile,
+ * or a gate that cannot answer) interrupts. {@link AgentsGate.resolve} then records each
  * interrupted call as an action, waits (bounded) for the operators, and
  * approves or rejects it with the reason as the message the model reads.
  */

