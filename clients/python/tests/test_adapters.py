@@ -65,6 +65,30 @@ def test_agents_allow_runs_without_interruption(daemon, agent_key):
     assert "said hi" in str(result.final_output)
 
 
+def test_agents_needs_approval_records_an_allowed_call_and_a_use_lets_one_through(daemon, agent_key, agent):
+    # A grant of one use: needs_approval lets exactly one call through,
+    # recorded as the action it is (a check alone takes no use).
+    daemon.call(
+        "POST",
+        "/v1/grants",
+        {"tool": "bash", "pattern": "make build", "agent": agent, "uses": 1, "expires": "1h"},
+    )
+
+    async def main():
+        async with AsyncClient(daemon.url, agent_key) as c:
+            gate = AgentsGate(c, wait=5)
+            policy = gate.needs_approval("build", tool="bash", detail=lambda a: a["command"])
+            args = {"command": "make build"}
+            return [await policy(None, args, "call-1") for _ in range(3)]
+
+    assert asyncio.run(main()) == [False, True, True]
+    items = daemon.call("GET", f"/v1/actions?agent={agent}")["items"]
+    approved = [a for a in items if a["status"] == "approved"]
+    assert len(approved) == 1, items
+    assert approved[0]["decision"]["rule"]["kind"] == "grant", approved[0]
+    assert not [a for a in items if a["status"] == "pending"], items
+
+
 def test_agents_policy_deny_raises(daemon, agent_key):
     model = FakeModel([("shout", {"text": "boom"})])
     ran = []

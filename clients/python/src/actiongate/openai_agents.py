@@ -3,8 +3,10 @@
 It uses the SDK's own approval flow:
 
 - :meth:`AgentsGate.needs_approval` is a tool's ``needs_approval`` callable.
-  It asks the gate (``check``): ``allow`` runs the tool, ``deny`` raises
-  :class:`~actiongate.Denied` (the run stops), ``ask`` interrupts the run.
+  It asks the gate: a call it allows is recorded as an action (taking a
+  counted grant's use or a plan step) and runs, ``deny`` raises
+  :class:`~actiongate.Denied` (the run stops), ``ask`` (or a use taken
+  meanwhile) interrupts the run.
 - :meth:`AgentsGate.resolve` takes a run result's ``interruptions``, asks
   the gate for each (so operators see and decide them), waits, and applies
   each answer with ``state.approve(item)`` or ``state.reject(item,
@@ -79,10 +81,24 @@ class AgentsGate:
                 # Fail closed: interrupt; resolve() asks again and rejects if
                 # the gate still cannot answer.
                 return True
-            if decision.result == "allow":
-                return False
             if decision.result == "deny":
                 raise Denied(decision.reason)
+            if decision.result != "allow":
+                return True
+            # Allowed: recorded as the action it is before it runs, which
+            # takes a counted grant's use or an approved plan step (a check
+            # takes nothing: a grant of one use would let every call
+            # through) and puts it in the audit. Only a call stored approved
+            # runs unasked; one stored asked (its use taken meanwhile) is
+            # withdrawn and interrupts.
+            try:
+                action = await self.client.request(call.tool, call.detail, reason=call.reason, wait=0)
+                if action.status == "approved" and not action.edited:
+                    return False
+                if action.status == "pending":
+                    await self.client.cancel(action.id)
+            except ActionGateError:
+                pass
             return True
 
         return policy
