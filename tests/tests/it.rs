@@ -36,6 +36,7 @@ mod pending_pages;
 mod pg_stall;
 mod plan_calls;
 mod policy_corpus;
+mod proxy_upstream;
 mod rate_limits;
 mod readme;
 mod receipts;

@@ -174,6 +174,13 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
         (None, Some((cmd, rest))) => {
             let mut command = tokio::process::Command::new(cmd);
             command.args(rest);
+            // The upstream is a stranger: none of the gate's settings, its
+            // agent key above all, is passed down to it.
+            for (key, _) in std::env::vars_os() {
+                if key.to_string_lossy().starts_with("ACTIONGATE_") {
+                    command.env_remove(key);
+                }
+            }
             let transport = screen::ScreenedChild::spawn(command, limits)
                 .map_err(|e| (Exit::Unreachable, format!("cannot start {cmd}: {e}")))?;
             within(wait, handler.serve(transport)).await.map_err(|e| {

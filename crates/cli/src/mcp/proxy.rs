@@ -164,6 +164,40 @@ fn internal(e: impl std::fmt::Display) -> rmcp::ErrorData {
     rmcp::ErrorData::internal_error(e.to_string(), None)
 }
 
+/// Why a listing (or a read before anything was gated) failed, in the
+/// proxy's words only: the upstream's own error text would reach the agent
+/// as a result no action covered, and so taint nothing (a stranger's
+/// instructions in an error message).
+fn unlisted(e: &rmcp::ServiceError) -> String {
+    match e {
+        rmcp::ServiceError::Timeout { timeout } => format!(
+            "the upstream server did not answer within {} s (--upstream-timeout)",
+            timeout.as_secs()
+        ),
+        rmcp::ServiceError::McpError(e) => format!(
+            "the upstream server answered with error {} (its text is not passed on)",
+            e.code.0
+        ),
+        _ => "the upstream server could not be reached".to_owned(),
+    }
+}
+
+/// [`unlisted`] as the error of a request the proxy answers itself.
+fn upstream_error(e: rmcp::ServiceError) -> rmcp::ErrorData {
+    rmcp::ErrorData::internal_error(unlisted(&e), None)
+}
+
+/// What the proxy answers when the upstream asks the client for input
+/// (sampling, elicitation, roots) to finish a read or a prompt: it relays
+/// no such request, so the user's and the model's answers never reach it.
+fn input_required() -> rmcp::ErrorData {
+    rmcp::ErrorData::internal_error(
+        "the upstream server asked the client for input (sampling, elicitation or roots), \
+         which the proxy does not relay",
+        None,
+    )
+}
+
 impl Proxy {
     fn remember_peer(&self, peer: &Peer<RoleServer>) {
         if let Ok(mut p) = self.downstream.lock()
@@ -417,7 +451,7 @@ impl ServerHandler for Proxy {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, rmcp::ErrorData> {
         self.remember_peer(&ctx.peer);
-        let tools = self.upstream_tools().await.map_err(internal)?;
+        let tools = self.upstream_tools().await.map_err(upstream_error)?;
         let visible = self.accepted(tools).await.map_err(internal)?;
         Ok(ListToolsResult::with_all_items(visible))
     }
@@ -431,7 +465,7 @@ impl ServerHandler for Proxy {
         let name = request.name.to_string();
         let tools = match self.upstream_tools().await {
             Ok(t) => t,
-            Err(e) => return Ok(upstream_failed(e).into()),
+            Err(e) => return Ok(error_result(unlisted(&e)).into()),
         };
         let visible = match self.accepted(tools).await {
             Ok(v) => v,
@@ -490,7 +524,7 @@ impl ServerHandler for Proxy {
     ) -> Result<ListResourcesResult, rmcp::ErrorData> {
         self.remember_peer(&ctx.peer);
         let r = self.upstream.list_resources(request.map(without_meta));
-        let mut r = self.within(r).await.map_err(internal)?;
+        let mut r = self.within(r).await.map_err(upstream_error)?;
         r.result_type.get_or_insert(ResultType::COMPLETE);
         Ok(r)
     }
@@ -504,7 +538,7 @@ impl ServerHandler for Proxy {
         let r = self
             .upstream
             .list_resource_templates(request.map(without_meta));
-        let mut r = self.within(r).await.map_err(internal)?;
+        let mut r = self.within(r).await.map_err(upstream_error)?;
         r.result_type.get_or_insert(ResultType::COMPLETE);
         Ok(r)
     }
@@ -521,12 +555,16 @@ impl ServerHandler for Proxy {
         self.gate_use(RESOURCE_TOOL, request.uri.clone(), &ctx)
             .await?;
         request.meta = None;
+        request.input_responses = None;
+        request.request_state = None;
         let r = self.upstream.read_resource_once(request);
-        let mut r = self.within(r).await.map_err(internal)?;
-        if let ReadResourceResponse::Complete(c) = &mut r {
-            c.result_type.get_or_insert(ResultType::COMPLETE);
+        match self.within(r).await.map_err(upstream_error)? {
+            ReadResourceResponse::Complete(mut c) => {
+                c.result_type.get_or_insert(ResultType::COMPLETE);
+                Ok(ReadResourceResponse::Complete(c))
+            }
+            _ => Err(input_required()),
         }
-        Ok(r)
     }
 
     async fn list_prompts(
@@ -536,7 +574,7 @@ impl ServerHandler for Proxy {
     ) -> Result<ListPromptsResult, rmcp::ErrorData> {
         self.remember_peer(&ctx.peer);
         let r = self.upstream.list_prompts(request.map(without_meta));
-        let mut r = self.within(r).await.map_err(internal)?;
+        let mut r = self.within(r).await.map_err(upstream_error)?;
         r.result_type.get_or_insert(ResultType::COMPLETE);
         Ok(r)
     }
@@ -552,12 +590,16 @@ impl ServerHandler for Proxy {
         self.gate_use(PROMPT_TOOL, format!("{} {args}", request.name), &ctx)
             .await?;
         request.meta = None;
+        request.input_responses = None;
+        request.request_state = None;
         let r = self.upstream.get_prompt_once(request);
-        let mut r = self.within(r).await.map_err(internal)?;
-        if let GetPromptResponse::Complete(c) = &mut r {
-            c.result_type.get_or_insert(ResultType::COMPLETE);
+        match self.within(r).await.map_err(upstream_error)? {
+            GetPromptResponse::Complete(mut c) => {
+                c.result_type.get_or_insert(ResultType::COMPLETE);
+                Ok(GetPromptResponse::Complete(c))
+            }
+            _ => Err(input_required()),
         }
-        Ok(r)
     }
 }
 
