@@ -28,6 +28,28 @@ pub const MAX_OPEN: usize = 5;
 /// The daemon's longest `reason`.
 const MAX_REASON: usize = 4000;
 
+/// `reason` as the daemon takes it: whole when it fits, else cut and
+/// saying so, with how much the operator does not see (what follows the
+/// cut may be what matters: an instruction at the end of a long
+/// description, a `_meta` after it).
+fn within_reason(mut reason: String) -> String {
+    if reason.len() <= MAX_REASON {
+        return reason;
+    }
+    let total = reason.len();
+    let mut end = MAX_REASON - 200;
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    reason.truncate(end);
+    reason.push_str(&format!(
+        " … [CUT: {} of {total} bytes are not shown; what follows may change what this \
+         definition does. Deny unless you have read it whole at its source.]",
+        total - end
+    ));
+    reason
+}
+
 impl Proxy {
     /// The upstream tools an operator accepted (all of them at first
     /// sight); the others are asked about (up to [`MAX_OPEN`] at once)
@@ -234,14 +256,8 @@ impl Proxy {
 
     /// Asks the `mcp-pin` action of `detail` with `reason` (cut to what
     /// the daemon takes); the id of the pending action.
-    async fn ask_operator(&self, detail: String, mut reason: String) -> Result<String, String> {
-        if reason.len() > MAX_REASON {
-            let mut end = MAX_REASON;
-            while !reason.is_char_boundary(end) {
-                end -= 1;
-            }
-            reason.truncate(end);
-        }
+    async fn ask_operator(&self, detail: String, reason: String) -> Result<String, String> {
+        let reason = within_reason(reason);
         let body = json!({
             "tool": PIN_TOOL,
             "detail": detail,
@@ -274,5 +290,24 @@ impl Proxy {
             notify_list_changed(&downstream).await;
         });
         Ok(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reason_too_long_says_it_was_cut_and_by_how_much() {
+        let short = "accept it: {}".to_owned();
+        assert_eq!(within_reason(short.clone()), short);
+        let long = format!("accept it: {}é{}", "a".repeat(3990), "b".repeat(900));
+        let cut = within_reason(long.clone());
+        assert!(cut.len() <= MAX_REASON, "{}", cut.len());
+        assert!(cut.contains("[CUT: "), "{cut}");
+        assert!(
+            cut.contains(&format!("of {} bytes are not shown", long.len())),
+            "{cut}"
+        );
     }
 }
