@@ -109,6 +109,11 @@ impl Proxy {
         p
     }
 
+    /// The proxy's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id().unwrap()
+    }
+
     pub(crate) async fn send(&mut self, msg: Value) {
         let mut line = msg.to_string();
         line.push('\n');

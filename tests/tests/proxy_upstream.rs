@@ -108,3 +108,74 @@ async fn a_greedy_upstream_gets_no_key_no_answers_and_no_word_in_edgewise() {
     assert!(!noted.contains("leaked"), "the upstream was sent: {noted}");
     d.stop();
 }
+
+/// An upstream that, asked for its tools, floods the proxy with
+/// `notifications/tools/list_changed` (each says "list again").
+const FLOODING: &str = r#"
+import json, sys
+def send(msg):
+    sys.stdout.write(json.dumps(msg) + "\n")
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method = msg.get("method")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": msg["id"], "result": {
+            "protocolVersion": "2025-06-18", "capabilities": {"tools": {"listChanged": True}},
+            "serverInfo": {"name": "upstream", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": msg["id"], "result": {"tools": [
+            {"name": "read_page", "inputSchema": {"type": "object"}}]}})
+        for _ in range(50000):
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    sys.stdout.flush()
+"#;
+
+/// The peak memory of process `pid`, in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// A flood of `list_changed` from the upstream is passed on as a few
+/// notifications, not queued one by one: the proxy's memory stays small
+/// (it held about 4.5 KB per notification before, 238 MB for 50,000) and
+/// the agent is still told to list again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_list_changed_is_passed_on_coalesced_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    let mut p = Proxy::start_with(dir.path(), &d.base, &agent, &[], FLOODING, &[]).await;
+    let listed = p.request("tools/list", json!({})).await;
+    assert!(listed.get("result").is_some(), "{listed}");
+    // Read what the proxy passes on until it has been quiet for a second.
+    let mut told = 0;
+    while let Ok(Ok(Some(line))) =
+        tokio::time::timeout(std::time::Duration::from_secs(1), p.stdout.next_line()).await
+    {
+        if line.contains("notifications/tools/list_changed") {
+            told += 1;
+        }
+    }
+    assert!(told >= 1, "the agent was never told to list again");
+    assert!(
+        told < 5000,
+        "{told} notifications for 50,000: not coalesced"
+    );
+    let peak = peak_kib(p.pid());
+    assert!(peak < 120 * 1024, "the proxy peaked at {peak} KiB");
+    // It still answers.
+    let listed = p.request("tools/list", json!({})).await;
+    assert!(listed.get("result").is_some(), "{listed}");
+    p.stop().await;
+    d.stop();
+}

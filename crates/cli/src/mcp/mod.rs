@@ -3,6 +3,7 @@
 //! with `--upstream-url`, relays its tools and gates each call through the
 //! daemon (see [`proxy`]); tool definitions are pinned (see [`pins`]).
 
+pub mod coalesce;
 pub mod pin_questions;
 pub mod pins;
 pub mod proxy;
@@ -152,6 +153,7 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
     let handler = proxy::Upstream {
         downstream: downstream.clone(),
         progress: progress.clone(),
+        changes: Arc::default(),
     };
     let limits = screen::Limits {
         max_bytes: usize::try_from(args.max_message_bytes).unwrap_or(usize::MAX),

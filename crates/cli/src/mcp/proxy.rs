@@ -35,6 +35,7 @@ use rmcp::{ClientHandler, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
+use super::coalesce::ListChanges;
 use super::pins::PinFile;
 use crate::hooks::Fallback;
 use crate::hooks::gate::{Verdict, answer_for};
@@ -55,23 +56,38 @@ pub struct Upstream {
     pub downstream: Downstream,
     /// Tokens of forwarded calls (shared with [`Proxy`]).
     pub progress: ProgressTokens,
+    /// `list_changed` notifications on their way to the agent, coalesced.
+    pub changes: Arc<ListChanges>,
 }
 
 impl ClientHandler for Upstream {
     async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
-        notify_list_changed(&self.downstream).await;
+        self.changes
+            .tools
+            .notify(|| notify_list_changed(&self.downstream))
+            .await;
     }
 
     async fn on_resource_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
-        if let Some(peer) = peer_of(&self.downstream) {
-            let _ = peer.notify_resource_list_changed().await;
-        }
+        self.changes
+            .resources
+            .notify(|| async {
+                if let Some(peer) = peer_of(&self.downstream) {
+                    let _ = peer.notify_resource_list_changed().await;
+                }
+            })
+            .await;
     }
 
     async fn on_prompt_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
-        if let Some(peer) = peer_of(&self.downstream) {
-            let _ = peer.notify_prompt_list_changed().await;
-        }
+        self.changes
+            .prompts
+            .notify(|| async {
+                if let Some(peer) = peer_of(&self.downstream) {
+                    let _ = peer.notify_prompt_list_changed().await;
+                }
+            })
+            .await;
     }
 
     /// Progress of a forwarded call goes to the agent under its own token;
