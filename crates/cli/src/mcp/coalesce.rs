@@ -55,6 +55,7 @@ pub struct ListChanges {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::AtomicUsize;
