@@ -179,3 +179,50 @@ async fn a_flood_of_list_changed_is_passed_on_coalesced_in_bounded_memory() {
     p.stop().await;
     d.stop();
 }
+
+/// An upstream whose tool list runs to 30 pages of one 1 MB definition
+/// each (every page within the proxy's per-message limit).
+const BULKY: &str = r#"
+import json, sys
+def send(msg):
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method = msg.get("method")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": msg["id"], "result": {
+            "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+            "serverInfo": {"name": "upstream", "version": "1"}}})
+    elif method == "tools/list":
+        page = int((msg.get("params") or {}).get("cursor") or 0)
+        result = {"tools": [{"name": "t%d" % page, "description": "x" * 1000000,
+                             "inputSchema": {"type": "object"}}]}
+        if page < 29:
+            result["nextCursor"] = str(page + 1)
+        send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+"#;
+
+/// A listing is bounded in bytes across its pages, not only page by page:
+/// 30 MB of definitions are refused with the proxy's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_listing_is_bounded_in_bytes_across_its_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    let mut p = Proxy::start_with(dir.path(), &d.base, &agent, &[], BULKY, &[]).await;
+    let listed = p.request("tools/list", json!({})).await;
+    let text = listed["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("MiB of tool definitions"),
+        "{}",
+        &listed.to_string()[..300.min(listed.to_string().len())]
+    );
+    p.stop().await;
+    d.stop();
+}

@@ -392,19 +392,37 @@ impl Proxy {
     }
 
     /// The upstream's tools, every page of them, within
-    /// `--upstream-timeout` and at most [`MAX_TOOL_PAGES`] pages and
-    /// [`MAX_TOOLS`] tools: an upstream that lists without end, or stops
-    /// answering, fails the listing rather than hold every call (each is
-    /// checked against the list) and grow the proxy's memory for ever.
-    async fn upstream_tools(&self) -> Result<Vec<Tool>, rmcp::ServiceError> {
+    /// `--upstream-timeout` and at most [`MAX_TOOL_PAGES`] pages,
+    /// [`MAX_TOOLS`] tools and [`MAX_LISTING_BYTES`] of definitions: an
+    /// upstream that lists without end, or stops answering, fails the
+    /// listing rather than hold every call (each is checked against the
+    /// list) and grow the proxy's memory. The error is in the proxy's own
+    /// words ([`unlisted`]).
+    async fn upstream_tools(&self) -> Result<Vec<Tool>, String> {
         let pages = async {
             let mut tools = Vec::new();
+            let mut bytes = 0;
             let mut params = None;
             for _ in 0..MAX_TOOL_PAGES {
-                let page = self.upstream.list_tools(params).await?;
+                let page = self
+                    .upstream
+                    .list_tools(params)
+                    .await
+                    .map_err(|e| unlisted(&e))?;
+                bytes += page
+                    .tools
+                    .iter()
+                    .map(|t| serde_json::to_vec(t).map_or(0, |v| v.len()))
+                    .sum::<usize>();
                 tools.extend(page.tools);
                 if tools.len() > MAX_TOOLS {
-                    return Err(too_many(format!("more than {MAX_TOOLS} tools")));
+                    return Err(too_many(&format!("more than {MAX_TOOLS} tools")));
+                }
+                if bytes > MAX_LISTING_BYTES {
+                    return Err(too_many(&format!(
+                        "more than {} MiB of tool definitions",
+                        MAX_LISTING_BYTES >> 20
+                    )));
                 }
                 match page.next_cursor {
                     Some(c) => {
@@ -413,11 +431,16 @@ impl Proxy {
                     None => return Ok(tools),
                 }
             }
-            Err(too_many(format!(
+            Err(too_many(&format!(
                 "more than {MAX_TOOL_PAGES} pages of tools"
             )))
         };
-        self.within(pages).await
+        match tokio::time::timeout(self.upstream_timeout, pages).await {
+            Ok(listed) => listed,
+            Err(_) => Err(unlisted(&rmcp::ServiceError::Timeout {
+                timeout: self.upstream_timeout,
+            })),
+        }
     }
 }
 
@@ -425,13 +448,13 @@ impl Proxy {
 const MAX_TOOL_PAGES: usize = 100;
 /// Most tools one listing keeps.
 const MAX_TOOLS: usize = 10_000;
+/// Most bytes of tool definitions one listing keeps (each page is bounded
+/// by `--max-message-bytes` already; this bounds them together).
+const MAX_LISTING_BYTES: usize = 16 << 20;
 
 /// The error of a listing cut off at a bound.
-fn too_many(what: String) -> rmcp::ServiceError {
-    rmcp::ServiceError::McpError(rmcp::ErrorData::internal_error(
-        format!("the upstream server listed {what}: the proxy stops there"),
-        None,
-    ))
+fn too_many(what: &str) -> String {
+    format!("the upstream server listed {what}: the proxy stops there")
 }
 
 impl ServerHandler for Proxy {
@@ -467,7 +490,7 @@ impl ServerHandler for Proxy {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, rmcp::ErrorData> {
         self.remember_peer(&ctx.peer);
-        let tools = self.upstream_tools().await.map_err(upstream_error)?;
+        let tools = self.upstream_tools().await.map_err(internal)?;
         let visible = self.accepted(tools).await.map_err(internal)?;
         Ok(ListToolsResult::with_all_items(visible))
     }
@@ -481,7 +504,7 @@ impl ServerHandler for Proxy {
         let name = request.name.to_string();
         let tools = match self.upstream_tools().await {
             Ok(t) => t,
-            Err(e) => return Ok(error_result(unlisted(&e)).into()),
+            Err(why) => return Ok(error_result(why).into()),
         };
         let visible = match self.accepted(tools).await {
             Ok(v) => v,
