@@ -528,7 +528,17 @@ async fn lapsed_leaves_the_count(database: Option<String>) {
             "the approver {what}, yet the approval is still shown: {a}"
         );
         assert_eq!(a["status"], "pending", "{what}: {a}");
-        let events = events_of(&http, base, &admin, &id).await;
+        // The lapse's event is committed with it, but on Postgres it is
+        // published once the log's tail reads it: wait for it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let events = loop {
+            let events = events_of(&http, base, &admin, &id).await;
+            let seen = events.iter().filter(|t| *t == "action.approval").count();
+            if seen >= 2 || std::time::Instant::now() > deadline {
+                break events;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
         let approval_events = events.iter().filter(|t| *t == "action.approval").count();
         assert_eq!(
             approval_events, 2,
