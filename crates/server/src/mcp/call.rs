@@ -40,11 +40,11 @@ pub async fn call(
     state: &AppState,
     caller: &Caller,
     request: CallToolRequestParams,
-    meta: Option<&RequestMetaObject>,
+    meta: &RequestMetaObject,
     waiter: Waiter,
     tasks: bool,
 ) -> CallToolResponse {
-    let session = match meta_session([meta, request.meta.as_ref()]) {
+    let session = match meta_session(meta) {
         Ok(session) => session,
         Err(r) => return r.into(),
     };
@@ -86,14 +86,10 @@ struct Ctx<'a> {
 /// handler's parameters (and to `request_permission`).
 pub const SESSION_META: &str = "actiongate/session";
 
-/// The session the call's `_meta` names (as the transport passed it on,
-/// or as it came in the request), if any; not a string is an error result.
-fn meta_session(metas: [Option<&RequestMetaObject>; 2]) -> Result<Option<String>, CallToolResult> {
-    match metas
-        .into_iter()
-        .flatten()
-        .find_map(|m| m.0.get(SESSION_META))
-    {
+/// The session the call's `_meta` names (rmcp hands it over in the
+/// request's context), if any; not a string is an error result.
+fn meta_session(meta: &RequestMetaObject) -> Result<Option<String>, CallToolResult> {
+    match meta.0.get(SESSION_META) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(_) => Err(text_error(format!(

@@ -275,8 +275,8 @@ impl ServerHandler for McpServer {
                 .client_capabilities()
                 .is_some_and(|c| c.supports_tasks());
         let waiter = wait::Waiter::new(&ctx, self.progress_every());
-        let meta = Some(&ctx.meta);
-        let mut response = call::call(&self.state, &caller, request, meta, waiter, tasks).await;
+        let mut response =
+            call::call(&self.state, &caller, request, &ctx.meta, waiter, tasks).await;
         match &mut response {
             CallToolResponse::Complete(r) => name_server(&mut r.meta, &ctx),
             CallToolResponse::Task(t) => name_server(&mut t.meta, &ctx),

@@ -50,7 +50,6 @@ const BAD_SIGNATURE: &str = "Missing or invalid webhook signature";
 
 fn unauthorized() -> ApiError {
     ApiError::unauthorized("missing, invalid, stale or replayed webhook signature")
-        .unauthorized_as(BAD_SIGNATURE)
 }
 
 /// Post an asynchronous result (executors; Standard Webhooks signature, no key).
