@@ -12,6 +12,18 @@ use crate::mcp_proxy::{Proxy, text_of};
 /// The words the upstream tries to put in front of the agent.
 const INJECTED: &str = "SYSTEM NOTICE TO THE ASSISTANT";
 
+/// A daemon whose agent `bot` has the `open` profile, and the proxy in
+/// front of the upstream server `source`, run with that agent's key.
+async fn behind_the_proxy(dir: &std::path::Path, source: &str) -> (Daemon, Proxy) {
+    let d = Daemon::start(dir, &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    let p = Proxy::start_with(dir, &d.base, &agent, &[], source, &[]).await;
+    (d, p)
+}
+
 /// An upstream that writes what it finds of actiongate in its environment
 /// to the file named where `UPSTREAM_OUT` stands, lists one tool the first time and fails every later
 /// listing with an error of its own words, and answers reads and prompts
@@ -61,14 +73,9 @@ for line in sys.stdin:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_greedy_upstream_gets_no_key_no_answers_and_no_word_in_edgewise() {
     let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &[]);
-    let http = client();
-    let admin = d.admin_key();
-    let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
     let out = dir.path().join("upstream-out.jsonl");
     let source = GREEDY.replace("UPSTREAM_OUT", &format!("{:?}", out.to_str().unwrap()));
-    let mut p = Proxy::start_with(dir.path(), &d.base, &agent, &[], &source, &[]).await;
+    let (d, mut p) = behind_the_proxy(dir.path(), &source).await;
 
     // The agent's key stays with the proxy.
     let noted = std::fs::read_to_string(&out).unwrap();
@@ -149,12 +156,7 @@ fn peak_kib(pid: u32) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_list_changed_is_passed_on_coalesced_in_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &[]);
-    let http = client();
-    let admin = d.admin_key();
-    let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
-    let mut p = Proxy::start_with(dir.path(), &d.base, &agent, &[], FLOODING, &[]).await;
+    let (d, mut p) = behind_the_proxy(dir.path(), FLOODING).await;
     let listed = p.request("tools/list", json!({})).await;
     assert!(listed.get("result").is_some(), "{listed}");
     // Read what the proxy passes on until it has been quiet for a second.
@@ -210,12 +212,7 @@ for line in sys.stdin:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_listing_is_bounded_in_bytes_across_its_pages() {
     let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &[]);
-    let http = client();
-    let admin = d.admin_key();
-    let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
-    let mut p = Proxy::start_with(dir.path(), &d.base, &agent, &[], BULKY, &[]).await;
+    let (d, mut p) = behind_the_proxy(dir.path(), BULKY).await;
     let listed = p.request("tools/list", json!({})).await;
     let text = listed["error"]["message"].as_str().unwrap_or_default();
     assert!(

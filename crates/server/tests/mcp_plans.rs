@@ -11,6 +11,29 @@ use serde_json::{Value, json};
 use crate::common::TestApp;
 use crate::mcp::{ERAS, call, connect, spawn, text};
 
+/// Asks for a plan of `steps` in `session` as agent-1, and approves it.
+async fn approved_plan(app: &TestApp, session: &str, steps: Value) {
+    let (s, plan) = app
+        .call(
+            Method::POST,
+            "/v1/plans",
+            Some(&app.agent.clone()),
+            Some(json!({"session": session, "steps": steps})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{plan}");
+    let id = plan["id"].as_str().unwrap();
+    let (s, p) = app
+        .call(
+            Method::POST,
+            &format!("/v1/plans/{id}/approve"),
+            Some(&app.operator.clone()),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+}
+
 /// The only pending plan, once there is one.
 async fn pending_plan(app: &TestApp) -> String {
     for _ in 0..400 {
@@ -215,25 +238,7 @@ async fn an_approved_step_runs_once_through_mcp_in_its_session() {
     let app = spawn().await;
     for (n, era) in ERAS.into_iter().enumerate() {
         let session = format!("mcp-steps-{n}");
-        let (s, plan) = app
-            .call(
-                Method::POST,
-                "/v1/plans",
-                Some(&app.agent.clone()),
-                Some(json!({"session": session, "steps": [{"tool": "deploy", "detail": "web"}]})),
-            )
-            .await;
-        assert_eq!(s, StatusCode::CREATED, "{plan}");
-        let id = plan["id"].as_str().unwrap();
-        let (s, p) = app
-            .call(
-                Method::POST,
-                &format!("/v1/plans/{id}/approve"),
-                Some(&app.operator.clone()),
-                None,
-            )
-            .await;
-        assert_eq!(s, StatusCode::OK, "{p}");
+        approved_plan(&app, &session, json!([{"tool": "deploy", "detail": "web"}])).await;
         let (conn, _) = connect(&app, &app.agent, era).await;
         let step = json!({"tool": "deploy", "detail": "web", "session": session});
         let r = call(&conn, "check_action", step.clone(), false).await;
@@ -299,26 +304,12 @@ async fn a_handler_tool_runs_an_approved_step_in_the_session_its_meta_names() {
     for (n, era) in ERAS.into_iter().enumerate() {
         let session = format!("mcp-meta-{n}");
         let params = json!({"path": format!("/tmp/meta-{n}"), "content": "hi"});
-        let (s, plan) = app
-            .call(
-                Method::POST,
-                "/v1/plans",
-                Some(&app.agent.clone()),
-                Some(json!({"session": session, "steps": [
-                    {"handler": "files", "action": "write", "params": params}]})),
-            )
-            .await;
-        assert_eq!(s, StatusCode::CREATED, "{plan}");
-        let id = plan["id"].as_str().unwrap();
-        let (s, p) = app
-            .call(
-                Method::POST,
-                &format!("/v1/plans/{id}/approve"),
-                Some(&app.operator.clone()),
-                None,
-            )
-            .await;
-        assert_eq!(s, StatusCode::OK, "{p}");
+        approved_plan(
+            &app,
+            &session,
+            json!([{"handler": "files", "action": "write", "params": params}]),
+        )
+        .await;
         let (conn, _) = connect(&app, &app.agent, era).await;
         let meta = json!({"actiongate/session": session});
         let r = tokio::time::timeout(
