@@ -146,10 +146,7 @@ impl Follower {
             .clone()
             .unwrap_or_else(|| sibling(&args.path, ".status.jsonl"));
         let pos = position::load(&state_path)?.unwrap_or_default();
-        let status = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&status_path)
+        let status = submit::open_status(&status_path)
             .map_err(|e| format!("cannot open the status file {}: {e}", status_path.display()))?;
         let sink = Sink {
             api,

@@ -2,7 +2,8 @@
 //! appending each outcome to the status file.
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
@@ -20,6 +21,40 @@ struct Record<'a> {
     action_id: Option<&'a str>,
     status: &'a str,
     details: String,
+}
+
+/// Opens the status file for appending, first cutting off a record torn by
+/// a crash (a kill can stop a write between pages). Its line was not saved
+/// as handled, so it is submitted again under the same idempotency key and
+/// recorded whole; the file stays one JSON value per line.
+pub fn open_status(path: &Path) -> std::io::Result<File> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(path)?;
+    let len = file.metadata()?.len();
+    let mut end = len;
+    let mut chunk = vec![0u8; 8192];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let part = &mut chunk[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(part)?;
+        if let Some(i) = part.iter().rposition(|&b| b == b'\n') {
+            end = start + i as u64 + 1;
+            break;
+        }
+        end = start;
+    }
+    if end < len {
+        log(&format!(
+            "cut off a status record torn by a crash ({} bytes)",
+            len - end
+        ));
+        file.set_len(end)?;
+    }
+    Ok(file)
 }
 
 /// Where a line's actions go: the daemon, then the status file.
@@ -198,4 +233,32 @@ impl Sink {
 
 fn is_auth(e: &ClientError) -> bool {
     matches!(e, ClientError::Api(p) if p.status == 401 || p.status == 403)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_torn_record_is_cut_off_and_whole_ones_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("status.jsonl");
+        let whole = format!("{{\"line\":1,\"details\":\"{}\"}}\n", "x".repeat(10_000));
+        for (before, after) in [
+            (String::new(), String::new()),
+            (whole.clone(), whole.clone()),
+            (format!("{whole}{{\"line\":2,\"det"), whole.clone()),
+            ("{\"line\":1".repeat(3000), String::new()),
+        ] {
+            std::fs::write(&path, &before).unwrap();
+            let mut f = open_status(&path).unwrap();
+            f.write_all(b"{}\n").unwrap();
+            drop(f);
+            assert_eq!(
+                std::fs::read_to_string(&path).unwrap(),
+                format!("{after}{{}}\n")
+            );
+        }
+    }
 }
