@@ -6,7 +6,7 @@
 //! written is reported in the process log and never stops an action.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -56,9 +56,20 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Opens (creating) the journal for appending.
+    /// Opens (creating) the journal for appending. A last line a crash
+    /// tore (a kill can stop a write between pages) is cut off, so the next
+    /// entry starts a line of its own and every line stays one JSON value.
+    /// That action's outcome is kept in the delivery record, written first.
     pub fn open(path: &Path) -> io::Result<Journal> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let mut file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(path)?;
+        let torn = cut_torn_line(&mut file)?;
+        if torn > 0 {
+            tracing::warn!(journal = %path.display(), bytes = torn, "cut off a journal line torn by a crash");
+        }
         Ok(Journal {
             path: path.to_path_buf(),
             file: Mutex::new(file),
@@ -87,6 +98,28 @@ impl Journal {
         file.write_all(&line)?;
         file.sync_data()
     }
+}
+
+/// Truncates `file` after its last newline; how many bytes it cut.
+fn cut_torn_line(file: &mut File) -> io::Result<u64> {
+    let len = file.metadata()?.len();
+    let mut end = len;
+    let mut buf = [0u8; 4096];
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let part = &mut buf[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(part)?;
+        match part.iter().rposition(|&b| b == b'\n') {
+            Some(i) => {
+                end = start + i as u64 + 1;
+                break;
+            }
+            None => end = start,
+        }
+    }
+    file.set_len(end)?;
+    Ok(len - end)
 }
 
 #[cfg(test)]
@@ -130,6 +163,38 @@ mod tests {
             "attempt",
         ] {
             assert!(lines[0].get(k).is_some(), "{k}");
+        }
+    }
+
+    #[test]
+    fn a_line_torn_by_a_crash_is_cut_off_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent_actions.jsonl");
+        let whole = format!("{{\"details\":\"{}\"}}\n", "x".repeat(9000));
+        for (before, kept) in [
+            (String::new(), String::new()),
+            (whole.clone(), whole.clone()),
+            (format!("{whole}{{\"timestamp\":17"), whole.clone()),
+            ("{\"a\":".repeat(2000), String::new()),
+        ] {
+            std::fs::write(&path, &before).unwrap();
+            let j = Journal::open(&path).unwrap();
+            j.append(&Entry {
+                timestamp: 1,
+                action_type: "create_file".into(),
+                filepath: None,
+                reason: None,
+                status: Status::Success,
+                details: "done".into(),
+                action_id: "act_2".into(),
+                attempt: 1,
+                agent: None,
+            });
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(text.starts_with(&kept), "{before:.40}");
+            let last = &text[kept.len()..];
+            let v: serde_json::Value = serde_json::from_str(last.trim_end()).unwrap();
+            assert_eq!(v["action_id"], "act_2");
         }
     }
 }

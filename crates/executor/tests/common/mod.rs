@@ -184,9 +184,11 @@ impl Exec {
     }
 }
 
+/// The file's whole lines: one the writer is still appending (a reader
+/// can see it cut short) is left for the next read.
 pub fn read_jsonl(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text[..text.rfind('\n').map_or(0, |i| i + 1)]
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
