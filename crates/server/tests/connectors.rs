@@ -3,6 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::common;
+#[path = "connectors/busy.rs"]
+mod busy;
 #[path = "connectors/catch_up.rs"]
 mod catch_up;
 #[path = "connectors/discord.rs"]

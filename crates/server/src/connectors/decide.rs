@@ -10,6 +10,11 @@ use serde::{Deserialize, Serialize};
 
 use super::card::NOT_SHOWN_WHOLE;
 
+/// The answer to a tap or reply the daemon could not take (its database
+/// busy or unreachable): nothing was decided or recorded, so the same tap
+/// or reply again is taken afresh.
+pub const TRY_AGAIN: &str = "Could not decide now; try again or use the web page.";
+
 /// What a button does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Verb {
@@ -335,7 +340,7 @@ fn answer_of(e: &GateError) -> String {
         ErrorCode::Validation => format!("Not done: {}", e.detail),
         ErrorCode::Forbidden => format!("Not allowed: {}", e.detail),
         ErrorCode::Conflict => format!("Not done: {}", e.detail),
-        _ => "Could not decide now; try again or use the web page.".to_owned(),
+        _ => TRY_AGAIN.to_owned(),
     }
 }
 

@@ -353,7 +353,7 @@ pub async fn handle_interaction(c: &Connectors, i: &Value) -> Option<Value> {
     match c.gate.connector_first_seen(CHAT, id).await {
         Ok(true) => {}
         Ok(false) => return None,
-        Err(_) => return Some(ephemeral("Could not decide now; try again.")),
+        Err(_) => return Some(ephemeral(decide::TRY_AGAIN)),
     }
     Some(answer_click(c, d, i).await)
 }
@@ -480,12 +480,15 @@ pub async fn on_gateway_message(c: Arc<Connectors>, m: Value) {
     if decide::parse_reply(text).is_none() || !fresh(id) {
         return;
     }
-    let Ok(Some(item)) = c.gate.connector_item_of(CHAT, to).await else {
-        return;
+    let item = match c.gate.connector_item_of(CHAT, to).await {
+        Ok(Some(item)) => item,
+        Ok(None) => return,
+        Err(_) => return answer_reply(&c, d, id, decide::TRY_AGAIN),
     };
     match c.gate.connector_first_seen(CHAT, &format!("m:{id}")).await {
         Ok(true) => {}
-        _ => return,
+        Ok(false) => return,
+        Err(_) => return answer_reply(&c, d, id, decide::TRY_AGAIN),
     }
     let user = m
         .pointer("/author/id")
@@ -496,9 +499,13 @@ pub async fn on_gateway_message(c: Arc<Connectors>, m: Value) {
     } else {
         NOT_AN_APPROVER.to_owned()
     };
-    if decide::shown_by_the_edit(&answer) {
-        return;
+    if !decide::shown_by_the_edit(&answer) {
+        answer_reply(&c, d, id, &answer);
     }
+}
+
+/// Answers message `id` in the channel, as a reply to it.
+fn answer_reply(c: &Connectors, d: &Discord, id: &str, answer: &str) {
     let body = json!({
         "content": answer,
         "message_reference": {"message_id": id, "fail_if_not_exists": false},

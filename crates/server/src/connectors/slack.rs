@@ -310,7 +310,8 @@ pub async fn handle_interaction(c: &Connectors, payload: &Value) {
     let seen = format!("{who}:{ts}:{action_id}");
     match c.gate.connector_first_seen(CHAT, &seen).await {
         Ok(true) => {}
-        _ => return,
+        Ok(false) => return,
+        Err(_) => return tell(c, s, &who, decide::TRY_AGAIN.to_owned()),
     }
     // The message clicked may be a copy nobody knew of: edited with the
     // outcome too.
@@ -393,12 +394,15 @@ pub async fn handle_event(c: &Connectors, payload: &Value, now: i64) {
         tracing::info!("a stale slack reply decides nothing");
         return;
     }
-    let Ok(Some(item)) = c.gate.connector_item_of(CHAT, parent).await else {
-        return;
+    let item = match c.gate.connector_item_of(CHAT, parent).await {
+        Ok(Some(item)) => item,
+        Ok(None) => return,
+        Err(_) => return tell(c, s, user, decide::TRY_AGAIN.to_owned()),
     };
     match c.gate.connector_first_seen(CHAT, &format!("m:{ts}")).await {
         Ok(true) => {}
-        _ => return,
+        Ok(false) => return,
+        Err(_) => return tell(c, s, user, decide::TRY_AGAIN.to_owned()),
     }
     let answer = if decide::is_approver(&s.s.approvers, user) {
         decide::reply(&c.gate, format!("{CHAT}:{user}"), &item, text, fits).await

@@ -349,7 +349,8 @@ pub async fn handle_update(c: &Connectors, u: &Value) {
         };
         match c.gate.connector_first_seen(CHAT, &format!("cq:{id}")).await {
             Ok(true) => {}
-            _ => return,
+            Ok(false) => return,
+            Err(_) => return answer_tap(c, t, id, decide::TRY_AGAIN, false),
         }
         let who = user_id(cq);
         // The message tapped may be a copy nobody knew of (a post whose
@@ -380,13 +381,7 @@ pub async fn handle_update(c: &Connectors, u: &Value) {
                 None => "Unknown button.".to_owned(),
             }
         };
-        let alert = answer == NOT_AN_APPROVER;
-        let body = json!({"callback_query_id": id, "text": cut(&answer, 190), "show_alert": alert});
-        let (http, url) = (c.http.clone(), t.url("answerCallbackQuery"));
-        c.notice("answerCallbackQuery", async move {
-            http.call(Method::POST, &url, None, &body, None).await
-        });
-        return;
+        return answer_tap(c, t, id, &answer, answer == NOT_AN_APPROVER);
     }
     let Some(m) = u.get("message") else { return };
     let chat_ok = m.pointer("/chat/id").is_some_and(|v| t.is_the_chat(v));
@@ -411,12 +406,13 @@ pub async fn handle_update(c: &Connectors, u: &Value) {
             super::outbox::learned(c, CHAT, &item, &to.to_string()).await;
             item
         }
-        Err(_) => return,
+        Err(_) => return answer_message(c, t, m, decide::TRY_AGAIN),
     };
     if let Some(mid) = m.get("message_id").and_then(Value::as_i64) {
         match c.gate.connector_first_seen(CHAT, &format!("m:{mid}")).await {
             Ok(true) => {}
-            _ => return,
+            Ok(false) => return,
+            Err(_) => return answer_message(c, t, m, decide::TRY_AGAIN),
         }
     }
     let who = user_id(m);
@@ -425,9 +421,22 @@ pub async fn handle_update(c: &Connectors, u: &Value) {
     } else {
         NOT_AN_APPROVER.to_owned()
     };
-    let mut body = json!({"chat_id": t.s.chat_id, "text": answer});
+    answer_message(c, t, m, &answer);
+}
+
+/// Answers a tap (callback query `id`): a toast, or an alert.
+fn answer_tap(c: &Connectors, t: &Telegram, id: &str, text: &str, alert: bool) {
+    let body = json!({"callback_query_id": id, "text": cut(text, 190), "show_alert": alert});
+    let (http, url) = (c.http.clone(), t.url("answerCallbackQuery"));
+    c.notice("answerCallbackQuery", async move {
+        http.call(Method::POST, &url, None, &body, None).await
+    });
+}
+
+/// Answers message `m` in the chat, as a reply to it.
+fn answer_message(c: &Connectors, t: &Telegram, m: &Value, text: &str) {
+    let mut body = json!({"chat_id": t.s.chat_id, "text": text});
     if let Some(mid) = m.get("message_id").and_then(Value::as_i64) {
-        // The answer replies to the message it answers.
         body["reply_parameters"] = json!({"message_id": mid, "allow_sending_without_reply": true});
     }
     let (http, url) = (c.http.clone(), t.url("sendMessage"));

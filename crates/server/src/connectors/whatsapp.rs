@@ -213,15 +213,18 @@ async fn handle_message(c: &Connectors, w: &WhatsApp, m: &Value, now: i64) {
         tracing::info!("a stale whatsapp message decides nothing");
         return;
     }
-    match c.gate.connector_first_seen("whatsapp", id).await {
-        Ok(true) => {}
-        _ => return,
-    }
+    let busy = match c.gate.connector_first_seen("whatsapp", id).await {
+        Ok(true) => false,
+        Ok(false) => return,
+        Err(_) => true,
+    };
     let approver =
         w.s.approvers
             .iter()
             .any(|a| digits(a) == from && !from.is_empty());
-    let answer = if c.notify_only {
+    let answer = if busy {
+        decide::TRY_AGAIN.to_owned()
+    } else if c.notify_only {
         "Decisions are not taken here (notify-only).".to_owned()
     } else if !approver {
         NOT_AN_APPROVER.to_owned()
@@ -251,14 +254,15 @@ async fn handle_message(c: &Connectors, w: &WhatsApp, m: &Value, now: i64) {
     } else if let Some(text) = m.pointer("/text/body").and_then(Value::as_str) {
         let chat = format!("{PREFIX}{from}");
         let item = match m.pointer("/context/id").and_then(Value::as_str) {
-            Some(ctx) => c.gate.connector_item_of(&chat, ctx).await.ok().flatten(),
-            None => None,
+            Some(ctx) => c.gate.connector_item_of(&chat, ctx).await,
+            None => Ok(None),
         };
         match item {
-            Some(item) => {
+            Ok(Some(item)) => {
                 decide::reply(&c.gate, format!("whatsapp:{from}"), &item, text, fits).await
             }
-            None => "Reply to the request's message (swipe it) with yes or no.".to_owned(),
+            Ok(None) => "Reply to the request's message (swipe it) with yes or no.".to_owned(),
+            Err(_) => decide::TRY_AGAIN.to_owned(),
         }
     } else {
         return;
