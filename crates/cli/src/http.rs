@@ -201,6 +201,11 @@ impl Api {
         crate::install_tls_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(connect)
+            // The daemon closes a connection idle for http.request_read_seconds
+            // (30 s by default); a pooled one is dropped well before that (5 s,
+            // as httpx does), so a long-running follower or proxy does not
+            // send on a connection the daemon is closing.
+            .pool_idle_timeout(Duration::from_secs(5))
             .user_agent(concat!("actiongate-cli/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| {
