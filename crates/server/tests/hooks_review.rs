@@ -132,7 +132,8 @@ async fn a_tool_named_like_a_mapped_one_is_not_taken_for_it() {
 
 /// A path that climbs above the home directory with `..` is not a
 /// relative path in the project: a rule allowing writes to a project's
-/// top-level files does not cover `~/a/../../x`.
+/// top-level files does not cover `~/a/../../x`, which is asked as the
+/// file it names, from the hook's `$HOME`.
 #[tokio::test]
 async fn a_path_climbing_above_home_is_not_a_relative_one() {
     let app = TestApp::spawn().await;
@@ -150,7 +151,74 @@ async fn a_path_climbing_above_home_is_not_a_relative_one() {
     )
     .await;
     assert_eq!(opencode_status(&r), "deny", "{r:?}");
-    assert_eq!(last_action_string(&app).await, "tool:file:write ~/../x");
+    let home = std::path::PathBuf::from(std::env::var("HOME").unwrap());
+    let above = home.parent().unwrap_or(&home).join("x");
+    assert_eq!(
+        last_action_string(&app).await,
+        format!("tool:file:write {}", above.display())
+    );
+    app.stop().await;
+}
+
+/// The second review of the hooks, through the built binary: a path that
+/// looks like a Windows one under a Linux working directory, a patch
+/// header without a space (which opencode applies), and a deeply nested
+/// `\\?\UNC\` path, which once overflowed the hook's stack (no answer:
+/// Claude Code and Gemini CLI then run the call).
+#[tokio::test]
+async fn windows_looking_paths_spaceless_patch_headers_and_deep_paths_are_asked_about() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:file:.*", "tool:Grep:.*"], "ask": [],
+               "deny": ["tool:file:.* /srv/prod/.*"]}),
+    )
+    .await;
+    let r = opencode(
+        &app,
+        "ses_f",
+        "c1",
+        "write",
+        json!({"filePath": "C:/../../../../srv/prod/app.env", "content": "x"}),
+    )
+    .await;
+    assert_eq!(opencode_status(&r), "deny", "{r:?}");
+    assert_eq!(
+        last_action_string(&app).await,
+        "tool:file:write /srv/prod/app.env"
+    );
+
+    let patch = "*** Begin Patch\n*** Add File: notes.txt\n+hi\n*** Add File:/srv/prod/app.env\n+x\n*** End Patch";
+    let r = opencode(
+        &app,
+        "ses_f",
+        "c2",
+        "apply_patch",
+        json!({"patchText": patch}),
+    )
+    .await;
+    assert_eq!(opencode_status(&r), "deny", "{r:?}");
+    assert_eq!(
+        last_action_string(&app).await,
+        "tool:file:write /srv/prod/app.env"
+    );
+
+    let deep = format!("\\\\{}srv\\share\\x", "?\\UNC\\".repeat(20_000));
+    let mut v = fixture("opencode", "allowed");
+    v["callID"] = json!("c3");
+    v["tool"] = json!("grep");
+    v["args"] = json!({"pattern": "BEGIN RSA PRIVATE KEY", "path": deep});
+    v["directory"] = json!("C:\\Users\\dev\\proj");
+    let r = hook(
+        &app.base,
+        &app.agent,
+        "opencode",
+        &serde_json::to_vec(&v).unwrap(),
+        "1",
+    )
+    .await;
+    assert_eq!(r.code, 0, "{:.300}", r.stderr);
+    assert_eq!(opencode_status(&r), "allow", "{r:?}");
     app.stop().await;
 }
 

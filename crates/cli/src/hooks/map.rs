@@ -138,20 +138,28 @@ impl Call {
     }
 
     /// This call with its relative paths joined with the absolute
-    /// directory `base`; a glob naming no directory is matched under it.
-    fn in_dir(self, base: &str) -> Call {
+    /// directory `base` (a glob naming no directory is matched under it),
+    /// and those that climb out of `~` resolved from `home`.
+    fn placed(self, base: Option<&str>, home: Option<&str>) -> Call {
+        let at = |path: &str| {
+            let joined = match base {
+                Some(b) => join(b, path),
+                None => path.to_owned(),
+            };
+            from_home(joined, home)
+        };
         match self {
             Call::File { verb, path } => Call::File {
                 verb,
-                path: join(base, &path),
+                path: at(&path),
             },
-            Call::Read(path) => Call::Read(join(base, &path)),
+            Call::Read(path) => Call::Read(at(&path)),
             Call::Glob { pattern, dir } => Call::Glob {
                 pattern,
-                dir: Some(match dir {
-                    Some(d) if !d.is_empty() => join(base, &d),
-                    _ => base.to_owned(),
-                }),
+                dir: match dir {
+                    Some(d) if !d.is_empty() => Some(at(&d)),
+                    d => base.map(str::to_owned).or(d),
+                },
             },
             other => other,
         }
@@ -166,9 +174,30 @@ impl Call {
 /// stay as given: where they lead is not known here, and only rules
 /// written for relative paths match them.
 pub fn in_dir(calls: Vec<Call>, base: Option<&str>) -> Vec<Call> {
-    match base.filter(|b| is_absolute(b)) {
-        Some(b) => calls.into_iter().map(|c| c.in_dir(b)).collect(),
-        None => calls,
+    let home = std::env::var("HOME").ok();
+    placed(calls, base, home.as_deref())
+}
+
+/// [`in_dir`] with the home directory given.
+fn placed(calls: Vec<Call>, base: Option<&str>, home: Option<&str>) -> Vec<Call> {
+    let base = base.filter(|b| is_absolute(b));
+    calls.into_iter().map(|c| c.placed(base, home)).collect()
+}
+
+/// `path` from `~` whose `..` climb out of it (`~/../../srv/x`) resolved
+/// from the absolute `home`, the runtime's own (the hook runs as its
+/// user): it names a file outside the home directory, which a rule over
+/// absolute paths must see. A path that stays below `~` keeps it, as the
+/// presets' rules name it (`~/.ssh/…`); `~user` is not known here.
+fn from_home(path: String, home: Option<&str>) -> String {
+    let Some(home) = home.filter(|h| h.starts_with('/')) else {
+        return path;
+    };
+    match normalize_path(&path).strip_prefix("~/..") {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+            format!("{}/..{rest}", home.trim_end_matches('/'))
+        }
+        _ => path,
     }
 }
 
@@ -196,7 +225,9 @@ fn join(base: &str, path: &str) -> String {
         }
         return format!("{}/{steps}", base.trim_end_matches(['/', '\\']));
     }
-    if is_absolute(path) || path == "~" || path.starts_with("~/") {
+    // Under a POSIX directory only `/` starts at a root: `C:/..` is a
+    // directory named `C:` and its parent, and `\` is part of a name.
+    if path.starts_with('/') || path == "~" || path.starts_with("~/") {
         path.to_owned()
     } else {
         format!("{}/{path}", base.trim_end_matches('/'))
@@ -214,11 +245,11 @@ fn is_absolute(path: &str) -> bool {
 /// `c:/`: `C:`, the letter upper case), a share's (`\\server\share`:
 /// `//server/share`), and a path given to Windows as is (`\\?\`, `\\.\`:
 /// the drive or share it names, else `//?`, `//.`).
+/// The path given to Windows as is is read once, never again inside
+/// itself: `\\?\UNC\?\UNC\…` is a share named `?\UNC`.
 fn windows_root(path: &str) -> Option<(String, String)> {
-    let b = path.as_bytes();
-    if b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && matches!(b[2], b'\\' | b'/') {
-        let drive = char::from(b[0]).to_ascii_uppercase();
-        return Some((format!("{drive}:"), path[2..].replace('\\', "/")));
+    if let Some(drive) = drive_root(path) {
+        return Some(drive);
     }
     let rest = path.strip_prefix("\\\\")?.replace('\\', "/");
     if let Some(verbatim) = rest.strip_prefix("?/").or_else(|| rest.strip_prefix("./")) {
@@ -226,11 +257,27 @@ fn windows_root(path: &str) -> Option<(String, String)> {
             .strip_prefix("UNC/")
             .or_else(|| verbatim.strip_prefix("unc/"));
         let named = match unc {
-            Some(share) => windows_root(&format!("\\\\{share}")),
-            None => windows_root(verbatim),
+            Some(share) => share_root(share),
+            None => drive_root(verbatim),
         };
         return named.or_else(|| Some((format!("//{}", &rest[..1]), format!("/{verbatim}"))));
     }
+    share_root(&rest)
+}
+
+/// A drive's root (`C:\`, `c:/`): `C:` and the rest, `\` made `/`.
+fn drive_root(path: &str) -> Option<(String, String)> {
+    let b = path.as_bytes();
+    if b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && matches!(b[2], b'\\' | b'/') {
+        let drive = char::from(b[0]).to_ascii_uppercase();
+        return Some((format!("{drive}:"), path[2..].replace('\\', "/")));
+    }
+    None
+}
+
+/// A share's root from `server/share/rest` (after the leading `\\`, with
+/// `/`): `//server/share` and `/rest`.
+fn share_root(rest: &str) -> Option<(String, String)> {
     let mut steps = rest.splitn(3, '/');
     let (server, share) = (steps.next()?, steps.next()?);
     if server.is_empty() || share.is_empty() {
@@ -462,11 +509,13 @@ pub fn patch_files(patch: &str) -> Result<Vec<Call>, String> {
         // touches. A context line that merely looks like one is asked too:
         // more questions, never fewer.
         let line = line.trim();
+        // opencode needs no space after the colon; Codex does. Both are
+        // taken: a header Codex refuses only makes one question more.
         let found = [
-            ("*** Add File: ", "write"),
-            ("*** Update File: ", "edit"),
-            ("*** Delete File: ", "delete"),
-            ("*** Move to: ", "write"),
+            ("*** Add File:", "write"),
+            ("*** Update File:", "edit"),
+            ("*** Delete File:", "delete"),
+            ("*** Move to:", "write"),
         ]
         .iter()
         .find_map(|(prefix, verb)| line.strip_prefix(prefix).map(|p| (*verb, p.trim())));
@@ -475,7 +524,7 @@ pub fn patch_files(patch: &str) -> Result<Vec<Call>, String> {
                 return Err("the patch names a file with an empty path".to_owned());
             }
             if verb == "write"
-                && line.starts_with("*** Move to: ")
+                && line.starts_with("*** Move to:")
                 && let Some(Call::File { verb: moved, .. }) = calls.last_mut()
                 && *moved == "edit"
             {
@@ -742,5 +791,112 @@ mod tests {
             ]
         );
         assert!(patch_files("*** Begin Patch\n*** End Patch").is_err());
+    }
+
+    #[test]
+    fn under_a_posix_directory_a_windows_looking_path_is_relative() {
+        // On Linux and macOS `C:/..` is a directory named `C:` and its
+        // parent; `\` is a character of a name.
+        let write = |path: &str| Call::File {
+            verb: "write",
+            path: path.into(),
+        };
+        let got: Vec<String> = in_dir(
+            vec![
+                write("C:/../../../../srv/prod/app.env"),
+                write("c:\\x"),
+                write("\\\\?\\C:\\x"),
+                Call::Read("C:/../../../../srv/prod/secrets.env".into()),
+            ],
+            Some("/home/dev/proj"),
+        )
+        .iter()
+        .map(|c| c.mapped().action_string())
+        .collect();
+        assert_eq!(
+            got,
+            [
+                "tool:file:write /srv/prod/app.env",
+                "tool:file:write /home/dev/proj/c:\\x",
+                "tool:file:write /home/dev/proj/\\\\?\\C:\\x",
+                "tool:Read:/srv/prod/secrets.env",
+            ]
+        );
+        assert_eq!(
+            call_dir(Some("/p/q"), Some("C:/../../x")).as_deref(),
+            Some("/p/x")
+        );
+    }
+
+    #[test]
+    fn a_deeply_nested_verbatim_path_is_read_without_recursion() {
+        let deep = format!("\\\\{}srv\\share\\x", "?\\UNC\\".repeat(50_000));
+        // Answers (the process would abort on a stack overflow), and fast.
+        let started = std::time::Instant::now();
+        let got = normalize_path(&deep);
+        assert!(got.starts_with("//?/UNC/"), "{:.40}", got);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert_eq!(
+            call_dir(Some("C:\\p"), Some(&deep)).map(|d| d.len() > 100_000),
+            Some(true)
+        );
+    }
+
+    #[test]
+    fn a_path_that_climbs_out_of_home_is_resolved_from_home() {
+        let calls = || {
+            vec![
+                Call::File {
+                    verb: "write",
+                    path: "~/../../srv/prod/app.env".into(),
+                },
+                Call::Read("~/.ssh/id_ed25519".into()),
+                Call::Read("~/a/../b".into()),
+                Call::Read("~/a/../../../etc/x".into()),
+                glob("*", Some("~/../..")),
+            ]
+        };
+        let strings = |calls: Vec<Call>| -> Vec<String> {
+            calls.iter().map(|c| c.mapped().action_string()).collect()
+        };
+        assert_eq!(
+            strings(placed(calls(), Some("/w"), Some("/home/dev"))),
+            [
+                "tool:file:write /srv/prod/app.env",
+                "tool:Read:~/.ssh/id_ed25519",
+                "tool:Read:~/b",
+                "tool:Read:/etc/x",
+                "tool:Glob:/*",
+            ]
+        );
+        // Without a home directory (or an absolute one) it stays as written.
+        for home in [None, Some("dev")] {
+            assert_eq!(
+                strings(placed(calls(), Some("/w"), home))[0],
+                "tool:file:write ~/../../srv/prod/app.env"
+            );
+        }
+    }
+
+    #[test]
+    fn patch_headers_are_found_with_or_without_a_space_after_the_colon() {
+        // opencode's parser takes `*** Add File:x` as a header (prefix
+        // without the space, name trimmed).
+        let patch = "*** Begin Patch\n*** Add File: a\n+x\n*** Add File:.git/hooks/pre-commit\n+y\n*** Update File:\tb\n*** Move to:c\n*** Delete File:d\n*** End Patch";
+        let got: Vec<String> = patch_files(patch)
+            .unwrap()
+            .iter()
+            .map(|c| c.mapped().action_string())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "tool:file:write a",
+                "tool:file:write .git/hooks/pre-commit",
+                "tool:file:delete b",
+                "tool:file:write c",
+                "tool:file:delete d",
+            ]
+        );
     }
 }
