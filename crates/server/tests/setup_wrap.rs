@@ -148,6 +148,27 @@ async fn setup_merges_without_losing_entries_and_the_installed_hook_answers() {
         v["hookSpecificOutput"]["permissionDecision"], "allow",
         "{v}"
     );
+    // A hook that cannot answer (its binary moved, or it crashed) exits 2,
+    // which Claude Code reads as "blocked", never another code, which it
+    // reads as "go on".
+    let exe = command.split(" hook ").next().unwrap().to_owned();
+    let crashing = home.path().join("crashing-actiongate");
+    std::fs::write(&crashing, "#!/bin/sh\nkill -ABRT $$\n").unwrap();
+    std::fs::set_permissions(&crashing, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for stand_in in [
+        "'/nonexistent/actiongate'".to_owned(),
+        format!("'{}'", crashing.display()),
+    ] {
+        let broken = command.replacen(&exe, &stand_in, 1);
+        let status = std::process::Command::new("/bin/sh")
+            .args(["-c", &broken])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(2), "{broken}");
+    }
 
     // doctor finds the hook and the key.
     let r = run_in(home.path(), &app.base, &["doctor", "--url", &app.base]).await;

@@ -86,17 +86,25 @@ pub struct HookCall {
 }
 
 impl HookCall {
-    /// The shell command line of `hook <runtime>`.
+    /// The shell command line of `hook <runtime>`. Claude Code, Gemini
+    /// CLI and Codex run the call when a hook exits with anything but 0 or
+    /// 2, and so would a hook that could not answer (its binary moved:
+    /// 127; killed or crashed: 128 and more): `|| exit 2` makes every such
+    /// exit a refusal. (Cursor's `failClosed` does the same for Cursor.)
     pub fn command(&self, rt: Runtime) -> String {
         use crate::wrap::sh_quote;
-        format!(
+        let line = format!(
             "{} hook {} --url {} --key-file {} --wait {}",
             sh_quote(&self.exe),
             rt.name(),
             sh_quote(&self.url),
             sh_quote(&self.key_file),
             self.wait
-        )
+        );
+        match rt {
+            Runtime::Cursor => line,
+            _ => format!("{line} || exit 2"),
+        }
     }
 
     /// The runtime's hook timeout, in seconds: the wait and a margin.
