@@ -102,7 +102,12 @@ impl Journal {
 
 /// Truncates `file` after its last newline; how many bytes it cut.
 fn cut_torn_line(file: &mut File) -> io::Result<u64> {
-    let len = file.metadata()?.len();
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        // A pipe or a terminal (`/dev/stdout`): nothing to read back.
+        return Ok(0);
+    }
+    let len = meta.len();
     let mut end = len;
     let mut buf = [0u8; 4096];
     while end > 0 {
@@ -118,7 +123,9 @@ fn cut_torn_line(file: &mut File) -> io::Result<u64> {
             None => end = start,
         }
     }
-    file.set_len(end)?;
+    if end < len {
+        file.set_len(end)?;
+    }
     Ok(len - end)
 }
 
@@ -196,5 +203,7 @@ mod tests {
             let v: serde_json::Value = serde_json::from_str(last.trim_end()).unwrap();
             assert_eq!(v["action_id"], "act_2");
         }
+        // A journal that is no file (a pipe, a terminal) is written as is.
+        assert!(Journal::open(Path::new("/dev/null")).is_ok());
     }
 }

@@ -33,7 +33,12 @@ pub fn open_status(path: &Path) -> std::io::Result<File> {
         .read(true)
         .append(true)
         .open(path)?;
-    let len = file.metadata()?.len();
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        // A pipe or a terminal: nothing to read back.
+        return Ok(file);
+    }
+    let len = meta.len();
     let mut end = len;
     let mut chunk = vec![0u8; 8192];
     while end > 0 {
