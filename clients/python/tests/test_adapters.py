@@ -240,3 +240,75 @@ def test_hitl_async_no_decision_in_time_rejects_and_withdraws(daemon, agent_key,
     [d] = cmd.resume["decisions"]
     assert d["type"] == "reject" and "no decision within 1 s" in d["message"]
     assert [a for a in op.pending() if a.agent == agent] == []
+
+
+def test_agents_a_shell_call_is_asked_about_with_its_command(daemon, agent_key, agent):
+    # A shell call has no `arguments`: the gate must still see its command,
+    # so a deny rule over it holds (it once saw `{}` and the allow ran it).
+    from agents import ModelResponse, ShellTool
+    from agents.models.interface import Model
+    from agents.usage import Usage
+    from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+    from openai.types.responses.response_function_shell_tool_call import Action as ShellAction
+    from openai.types.responses.response_function_shell_tool_call import ResponseFunctionShellToolCall
+
+    daemon.call(
+        "PUT",
+        f"/v1/agents/{agent}",
+        {"profile": {"allow": ["tool:shell:.*"], "ask": [], "deny": ["tool:shell:.*rm -rf.*"]}},
+    )
+
+    class Scripted(Model):
+        async def get_response(self, *args, **kwargs):
+            given = kwargs.get("input", args[1] if len(args) > 1 else [])
+            answered = any(
+                (i.get("type") if isinstance(i, dict) else getattr(i, "type", None)) == "shell_call_output"
+                for i in (given if isinstance(given, list) else [])
+            )
+            if answered:
+                text = ResponseOutputText(type="output_text", text="done", annotations=[])
+                out = [ResponseOutputMessage(id="m1", type="message", role="assistant", status="completed", content=[text])]
+            else:
+                call = ResponseFunctionShellToolCall(
+                    id="sh_1",
+                    call_id="s1",
+                    type="shell_call",
+                    status="completed",
+                    action=ShellAction(commands=["rm -rf /srv/prod"]),
+                )
+                out = [call]
+            return ModelResponse(output=out, usage=Usage(), response_id=None)
+
+        def stream_response(self, *args, **kwargs):
+            raise NotImplementedError
+
+    ran = []
+
+    def run_shell(request):
+        ran.extend(request.data.action.commands)
+        return "ok"
+
+    async def main():
+        async with AsyncClient(daemon.url, agent_key) as c:
+            shell = ShellTool(executor=run_shell, needs_approval=True, environment={"type": "local"})
+            sdk_agent = Agent(name="ops", model=Scripted(), tools=[shell])
+            return await AgentsGate(c, wait=5).run(sdk_agent, "clean up")
+
+    asyncio.run(main())
+    assert ran == []
+    items = daemon.call("GET", f"/v1/actions?agent={agent}")["items"]
+    assert [a["status"] for a in items] == ["denied"], items
+    assert "rm -rf /srv/prod" in items[0]["detail"], items[0]
+
+
+def test_agents_an_item_whose_call_cannot_be_read_is_refused_unasked() -> None:
+    from actiongate.openai_agents import _arguments
+
+    class Item:
+        raw_item = None
+
+    assert _arguments(Item()) is None
+    shell = type("Item", (), {"raw_item": {"type": "shell_call", "id": "x", "action": {"commands": ["ls"]}}})()
+    assert _arguments(shell) == {"type": "shell_call", "action": {"commands": ["ls"]}}
+    bare = type("Item", (), {"raw_item": {"type": "shell_call", "id": "x", "call_id": "c"}})()
+    assert _arguments(bare) is None

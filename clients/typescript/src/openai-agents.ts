@@ -33,6 +33,7 @@ interface ApprovalItem {
   name?: string | undefined;
   arguments?: string | undefined;
   agent?: { name?: string };
+  rawItem?: unknown;
 }
 
 /** What this adapter uses of a `RunState`. */
@@ -45,6 +46,22 @@ interface ApprovalState {
 interface InterruptedResult {
   interruptions?: ApprovalItem[];
   state: ApprovalState;
+}
+
+/** Keys of a call that name it rather than say what it does. */
+const CALL_IDS = new Set(['id', 'callId', 'call_id', 'status', 'providerData']);
+
+/**
+ * What an approval item's call would do: a function call's arguments, or,
+ * for a call that has none (a shell command, a patch, a computer action),
+ * the call itself, ids aside. `undefined` when neither can be read.
+ */
+function described(item: ApprovalItem): Record<string, unknown> | undefined {
+  if (typeof item.arguments === 'string') return parseArguments(item.arguments);
+  const call = item.rawItem;
+  if (!call || typeof call !== 'object' || Array.isArray(call)) return undefined;
+  const what = Object.fromEntries(Object.entries(call).filter(([k]) => !CALL_IDS.has(k)));
+  return Object.keys(what).some((k) => k !== 'type') ? what : undefined;
 }
 
 function parseArguments(raw: string | undefined): Record<string, unknown> {
@@ -74,14 +91,23 @@ export class AgentsGate {
     };
   }
 
-  /** The gate's verdict on each interruption, in order. */
+  /**
+   * The gate's verdict on each interruption, in order. An item whose call
+   * cannot be read (no arguments and no call to describe) is rejected
+   * without asking: nobody could judge it.
+   */
   async verdicts(items: ApprovalItem[], signal?: AbortSignal): Promise<Verdict[]> {
-    const calls = items.map((item) => {
+    const args = items.map(described);
+    const calls = items.flatMap((item, i) => {
+      const a = args[i];
+      if (a === undefined) return [];
       const name = item.name ?? 'tool';
       const agent = item.agent?.name;
-      return this.keeper.call(name, parseArguments(item.arguments), agent ? `agent ${agent} calls ${name}` : `calls ${name}`);
+      return [this.keeper.call(name, a, agent ? `agent ${agent} calls ${name}` : `calls ${name}`)];
     });
-    return this.keeper.decideAll(calls, signal);
+    const decided = (await this.keeper.decideAll(calls, signal)).values();
+    const refused: Verdict = { approved: false, message: 'actiongate: what this call would do cannot be read; not run' };
+    return args.map((a) => (a === undefined ? refused : (decided.next().value ?? refused)));
   }
 
   /**

@@ -238,3 +238,41 @@ test('needsApproval records an allowed call: a grant of one use lets exactly one
   assert.equal(approved[0].decision.rule?.kind, 'grant', JSON.stringify(approved[0]));
   assert.equal(list.items.filter((x) => x.status === 'pending').length, 0, JSON.stringify(list.items));
 });
+
+test('a shell call is asked about with its command: a deny rule over it holds', async () => {
+  // A shell call has no `arguments`; the gate once saw `{}` and an allow ran it.
+  const { Agent, Runner, Usage, shellTool } = await import('@openai/agents');
+  const { AgentsGate } = await import('../dist/openai-agents.js');
+  const a = await d.agent({ allow: ['tool:shell:.*'], ask: [], deny: ['tool:shell:.*rm -rf.*'] });
+  const model = {
+    async getResponse(req) {
+      const given = Array.isArray(req.input) ? req.input : [];
+      if (given.some((i) => i.type === 'shell_call_output')) {
+        return { usage: new Usage(), output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'done' }] }] };
+      }
+      return { usage: new Usage(), output: [{ type: 'shell_call', callId: 's1', status: 'completed', action: { commands: ['rm -rf /srv/prod'] } }] };
+    },
+    async *getStreamedResponse() {
+      throw new Error('not streamed');
+    },
+  };
+  const ran = [];
+  const shell = {
+    run: async (action) => {
+      ran.push(...action.commands);
+      return { output: action.commands.map(() => ({ stdout: 'ok', stderr: '', outcome: { type: 'exit', exitCode: 0 } })) };
+    },
+  };
+  const agent = new Agent({ name: 'ops', model, tools: [shellTool({ shell, needsApproval: true })] });
+  const gate = new AgentsGate(new Client({ url: d.url, key: a.key }), { wait: 5 });
+  await gate.run(new Runner({ tracingDisabled: true }), agent, 'clean up');
+  assert.deepEqual(ran, []);
+  const operator = await d.key('operator');
+  const list = await d.call('GET', `/v1/actions?agent=${a.name}`, undefined, operator);
+  assert.deepEqual(list.items.map((x) => x.status), ['denied'], JSON.stringify(list.items));
+  assert.match(list.items[0].detail, /rm -rf \/srv\/prod/);
+  // An item whose call cannot be read is refused without asking.
+  const [v] = await gate.verdicts([{ name: 'shell', rawItem: { type: 'shell_call', callId: 'c' } }]);
+  assert.equal(v.approved, false);
+  assert.match(v.message, /cannot be read/);
+});

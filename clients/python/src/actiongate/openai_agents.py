@@ -120,15 +120,24 @@ class AgentsGate:
         return state
 
     async def verdicts(self, items: List[Any], wait: Optional[float] = None) -> List[Verdict]:
-        """The gate's verdict on each approval item, in order."""
+        """The gate's verdict on each approval item, in order. An item whose
+        call cannot be told (no arguments and no call to read) is rejected
+        without asking: nobody could judge it."""
         calls: List[ToolCall] = []
-        for item in items:
+        unreadable: List[int] = []
+        for i, item in enumerate(items):
             name = getattr(item, "tool_name", None) or getattr(item, "name", None) or "tool"
             agent = getattr(getattr(item, "agent", None), "name", None)
             reason = self.reason or (f"agent {agent} calls {name}" if agent else f"calls {name}")
-            calls.append(self._tools.call(name, _arguments(item), reason))
+            args = _arguments(item)
+            if args is None:
+                unreadable.append(i)
+                continue
+            calls.append(self._tools.call(name, args, reason))
         w = self.wait if wait is None else wait
-        return await adecide_all(self.client, calls, w, self.timeout)
+        decided = iter(await adecide_all(self.client, calls, w, self.timeout))
+        refused = Verdict(False, "actiongate: what this call would do cannot be read; not run")
+        return [refused if i in unreadable else next(decided) for i in range(len(items))]
 
     async def run(self, agent: Any, input: Any, *, max_rounds: int = 20, **kwargs: Any) -> Any:
         """``Runner.run`` that resolves interruptions through the gate until
@@ -146,7 +155,10 @@ class AgentsGate:
         return result
 
 
-def _arguments(item: Any) -> Dict[str, Any]:
+def _arguments(item: Any) -> Optional[Dict[str, Any]]:
+    """What an approval item's call would do: a function call's arguments,
+    or, for a call that has none (a shell command, a patch, a computer
+    action), the call itself, ids aside. ``None`` when neither can be read."""
     raw = getattr(item, "arguments", None)
     if isinstance(raw, str):
         try:
@@ -154,4 +166,10 @@ def _arguments(item: Any) -> Dict[str, Any]:
         except ValueError:
             return {"arguments": raw}
         return value if isinstance(value, dict) else {"arguments": value}
-    return {}
+    call = getattr(item, "raw_item", None)
+    if hasattr(call, "model_dump"):
+        call = call.model_dump(mode="json", exclude_none=True)
+    if not isinstance(call, dict):
+        return None
+    described = {k: v for k, v in call.items() if k not in ("id", "call_id", "status")}
+    return described if len(described) > ("type" in described) else None
