@@ -14,6 +14,11 @@ export interface ToolCall {
   tool: string;
   detail: string;
   reason?: string;
+  /**
+   * The runtime's own session for this call (Claude's `session_id`), used
+   * when the gatekeeper was given no `session`.
+   */
+  session?: string;
 }
 
 /** The gate's answer to one tool call: run it, or not and why. */
@@ -228,12 +233,12 @@ export class Gatekeeper {
    */
   async needsApproval(call: ToolCall, signal?: AbortSignal): Promise<boolean> {
     try {
-      const d = await this.client.check(call.tool, call.detail, { session: this.options.session, signal });
+      const d = await this.client.check(call.tool, call.detail, { session: this.options.session ?? call.session, signal });
       if (d.result !== 'allow') return true;
       const action = await this.client.request(call.tool, call.detail, {
         reason: call.reason,
         timeout: this.options.timeout,
-        session: this.options.session,
+        session: this.options.session ?? call.session,
         wait: 0,
         signal,
       });
@@ -252,7 +257,7 @@ export class Gatekeeper {
       action = await this.client.request(call.tool, call.detail, {
         reason: call.reason,
         timeout: this.options.timeout,
-        session: this.options.session,
+        session: this.options.session ?? call.session,
         wait: this.wait,
         signal,
       });
@@ -271,7 +276,7 @@ export class Gatekeeper {
     const started = await Promise.all(
       calls.map(async (c): Promise<Action | Verdict> => {
         try {
-          return await this.client.request(c.tool, c.detail, { reason: c.reason, timeout: this.options.timeout, session: this.options.session, signal });
+          return await this.client.request(c.tool, c.detail, { reason: c.reason, timeout: this.options.timeout, session: this.options.session ?? c.session, signal });
         } catch (e) {
           return failed(e);
         }

@@ -57,7 +57,9 @@ export function canUseTool(gate: Client | Gatekeeper, options: GatekeeperOptions
 /**
  * A `PreToolUse` hook callback for the SDK's `hooks` option: the same
  * decision, answered as `hookSpecificOutput.permissionDecision` (`allow` or
- * `deny` with its reason).
+ * `deny` with its reason). Each call is asked in Claude's own session
+ * (`session_id`, unless the gatekeeper was given a `session`), so what an
+ * earlier call of that session read taints it, as with the Claude Code hook.
  */
 export function preToolUseHook(gate: Client | Gatekeeper, options: GatekeeperOptions = {}): HookCallback {
   const keeper = gate instanceof Gatekeeper ? gate : new Gatekeeper(gate, options);
@@ -70,6 +72,9 @@ export function preToolUseHook(gate: Client | Gatekeeper, options: GatekeeperOpt
     } catch (e) {
       return { hookSpecificOutput: { hookEventName: 'PreToolUse', permissionDecision: 'deny', permissionDecisionReason: failed(e).message } };
     }
+    // The call belongs to Claude's session, as the Claude Code hook puts it:
+    // what an earlier call of that session read taints it.
+    if (typeof input.session_id === 'string' && input.session_id) call = { ...call, session: input.session_id };
     const verdict = await keeper.decide(call, signal);
     return {
       hookSpecificOutput: {
