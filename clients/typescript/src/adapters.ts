@@ -46,13 +46,35 @@ export interface GatekeeperOptions {
   tools?: Record<string, { tool?: string; detail?: (input: Record<string, unknown>) => string }>;
 }
 
-/** The default detail: the input as compact JSON. */
+/**
+ * The default detail: the input as compact JSON. A value JSON has no
+ * spelling for keeps what it holds: a `BigInt` is its digits, a `Set` its
+ * members, a `Map` its entries, an object with a text form of its own (a
+ * `RegExp`, a `URL`) that text. One that would be written as less than it
+ * holds (a function, a symbol, an object with nothing JSON can see, a
+ * cycle) throws, and the call is refused: a detail that hides part of the
+ * call would let a human or a rule approve what they never saw.
+ */
 export function compactJson(input: unknown): string {
-  try {
-    return JSON.stringify(input ?? {}) ?? '{}';
-  } catch {
-    return String(input);
-  }
+  return (
+    JSON.stringify(input ?? {}, (_key, value: unknown) => {
+      if (typeof value === 'bigint') return value.toString();
+      if (typeof value === 'function' || typeof value === 'symbol') {
+        throw new TypeError(`the call's input holds a ${typeof value}, which no detail can show`);
+      }
+      if (value instanceof Set) return [...value];
+      if (value instanceof Map) return [...value.entries()];
+      if (value !== null && typeof value === 'object' && !Array.isArray(value) && !('toJSON' in value)) {
+        const proto = Object.getPrototypeOf(value);
+        if (proto !== Object.prototype && proto !== null && Object.keys(value).length === 0) {
+          const text = String(value);
+          if (text === '[object Object]') throw new TypeError("the call's input holds an object with nothing JSON can show");
+          return text;
+        }
+      }
+      return value;
+    }) ?? '{}'
+  );
 }
 
 /** Gate tool names are 1-128 of `[A-Za-z0-9_.-]`; anything else becomes `_` (as the hooks do). */
@@ -231,8 +253,9 @@ export class Gatekeeper {
    * meanwhile) is withdrawn and needs a human. An unreachable gate also
    * needs approval: it fails closed to a human.
    */
-  async needsApproval(call: ToolCall, signal?: AbortSignal): Promise<boolean> {
+  async needsApproval(call: ToolCall | (() => ToolCall), signal?: AbortSignal): Promise<boolean> {
     try {
+      if (typeof call === 'function') call = call();
       const d = await this.client.check(call.tool, call.detail, { session: this.options.session ?? call.session, signal });
       if (d.result !== 'allow') return true;
       const action = await this.client.request(call.tool, call.detail, {
@@ -250,10 +273,15 @@ export class Gatekeeper {
     }
   }
 
-  /** Asks about one call and waits for the verdict. Never throws. */
-  async decide(call: ToolCall, signal?: AbortSignal): Promise<Verdict> {
+  /**
+   * Asks about one call and waits for the verdict. Never throws: a call
+   * that cannot be spelled (given as a function that throws, such as
+   * `() => keeper.call(...)` over an input no detail can show) is refused.
+   */
+  async decide(call: ToolCall | (() => ToolCall), signal?: AbortSignal): Promise<Verdict> {
     let action: Action;
     try {
+      if (typeof call === 'function') call = call();
       action = await this.client.request(call.tool, call.detail, {
         reason: call.reason,
         timeout: this.options.timeout,

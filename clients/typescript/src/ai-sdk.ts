@@ -32,7 +32,7 @@ export function toolApproval<TOOLS extends ToolSet = ToolSet>(
   const keeper = gate instanceof Gatekeeper ? gate : new Gatekeeper(gate, options);
   return async ({ toolCall }): Promise<ToolApprovalStatus> => {
     const input = (toolCall.input ?? {}) as Record<string, unknown>;
-    const verdict = await keeper.decide(keeper.call(toolCall.toolName, typeof input === 'object' ? input : { input }));
+    const verdict = await keeper.decide(() => keeper.call(toolCall.toolName, typeof input === 'object' ? input : { input }));
     return verdict.approved ? { type: 'approved' } : { type: 'denied', reason: verdict.message };
   };
 }
@@ -47,6 +47,6 @@ export function toolApproval<TOOLS extends ToolSet = ToolSet>(
 export function needsApproval(gate: Client | Gatekeeper, name: string, options: GatekeeperOptions = {}) {
   const keeper = gate instanceof Gatekeeper ? gate : new Gatekeeper(gate, options);
   return async (input: unknown): Promise<boolean> => {
-    return keeper.needsApproval(keeper.call(name, (input ?? {}) as Record<string, unknown>));
+    return keeper.needsApproval(() => keeper.call(name, (input ?? {}) as Record<string, unknown>));
   };
 }

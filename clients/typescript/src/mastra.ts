@@ -61,7 +61,7 @@ export class MastraGate {
   get requireToolApproval(): (ctx: { toolName: string; args: Record<string, unknown> }) => Promise<boolean> {
     return async ({ toolName, args }) => {
       // Fail closed: an unanswered check suspends, then decide (and refuse) below.
-      return this.keeper.needsApproval(this.keeper.call(toolName, args ?? {}));
+      return this.keeper.needsApproval(() => this.keeper.call(toolName, args ?? {}));
     };
   }
 
@@ -80,7 +80,7 @@ export class MastraGate {
     for (let round = 0; round < (options.maxRounds ?? 20); round++) {
       if (output.finishReason !== 'suspended' || !output.runId) return output;
       const call = suspendedCall(output);
-      const verdict = await this.keeper.decide(this.keeper.call(call.toolName, call.args, `Mastra agent calls ${call.toolName}`), options.signal);
+      const verdict = await this.keeper.decide(() => this.keeper.call(call.toolName, call.args, `Mastra agent calls ${call.toolName}`), options.signal);
       const resume = { ...extra, runId: output.runId, ...(call.toolCallId ? { toolCallId: call.toolCallId } : {}) };
       output = verdict.approved
         ? await agent.approveToolCallGenerate(resume)

@@ -23,8 +23,8 @@
  * approves or rejects it with the reason as the message the model reads.
  */
 import type { Client } from './client.js';
-import { Gatekeeper } from './adapters.js';
-import type { GatekeeperOptions, Verdict } from './adapters.js';
+import { Gatekeeper, failed } from './adapters.js';
+import type { GatekeeperOptions, ToolCall, Verdict } from './adapters.js';
 
 export type { GatekeeperOptions } from './adapters.js';
 
@@ -87,7 +87,7 @@ export class AgentsGate {
       const args = typeof input === 'string' ? parseArguments(input) : ((input ?? {}) as Record<string, unknown>);
       // Fail closed: an unanswered check interrupts; resolve() asks again
       // and rejects if the gate still cannot answer.
-      return this.keeper.needsApproval(this.keeper.call(name, args));
+      return this.keeper.needsApproval(() => this.keeper.call(name, args));
     };
   }
 
@@ -97,17 +97,21 @@ export class AgentsGate {
    * without asking: nobody could judge it.
    */
   async verdicts(items: ApprovalItem[], signal?: AbortSignal): Promise<Verdict[]> {
-    const args = items.map(described);
-    const calls = items.flatMap((item, i) => {
-      const a = args[i];
-      if (a === undefined) return [];
+    const unreadable: Verdict = { approved: false, message: 'actiongate: what this call would do cannot be read; not run' };
+    const asked = items.map((item): ToolCall | Verdict => {
+      const args = described(item);
+      if (args === undefined) return unreadable;
       const name = item.name ?? 'tool';
       const agent = item.agent?.name;
-      return [this.keeper.call(name, a, agent ? `agent ${agent} calls ${name}` : `calls ${name}`)];
+      try {
+        return this.keeper.call(name, args, agent ? `agent ${agent} calls ${name}` : `calls ${name}`);
+      } catch (e) {
+        return failed(e);
+      }
     });
+    const calls = asked.filter((a): a is ToolCall => !('approved' in a));
     const decided = (await this.keeper.decideAll(calls, signal)).values();
-    const refused: Verdict = { approved: false, message: 'actiongate: what this call would do cannot be read; not run' };
-    return args.map((a) => (a === undefined ? refused : (decided.next().value ?? refused)));
+    return asked.map((a) => ('approved' in a ? a : (decided.next().value ?? unreadable)));
   }
 
   /**

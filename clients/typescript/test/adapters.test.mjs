@@ -145,7 +145,7 @@ describe('claude-agent-sdk canUseTool (the SDK callback contract)', () => {
     const { env } = await agentEnv(DENY);
     const hook = preToolUseHook(new Client({ url: env.ACTIONGATE_URL, key: env.ACTIONGATE_KEY }), { wait: 5 });
     const out = await hook(
-      { hook_event_name: 'PreToolUse', tool_name: 'Bash', tool_input: { command: 'rm -rf /' }, tool_use_id: 't1', session_id: 's', transcript_path: '/tmp/t', cwd: '/tmp' },
+      { hook_event_name: 'PreToolUse', tool_name: 'Bash', tool_input: { command: 'rm -rf /' }, tool_use_id: 't1', session_id: `s-${Math.random().toString(16).slice(2, 10)}`, transcript_path: '/tmp/t', cwd: '/tmp' },
       't1',
       { signal: new AbortController().signal },
     );
@@ -173,7 +173,7 @@ describe('claude-agent-sdk canUseTool (the SDK callback contract)', () => {
     const { env } = await agentEnv({ allow: ['tool:file:.*'], ask: [], deny: ['tool:file:.* /srv/prod/.*'] });
     const hook = preToolUseHook(new Client({ url: env.ACTIONGATE_URL, key: env.ACTIONGATE_KEY }), { wait: 5 });
     const out = await hook(
-      { hook_event_name: 'PreToolUse', tool_name: 'Write', tool_input: { file_path: '../../../srv/prod/app.env', content: 'x' }, tool_use_id: 't2', session_id: 's', transcript_path: '/tmp/t', cwd: '/home/u/proj' },
+      { hook_event_name: 'PreToolUse', tool_name: 'Write', tool_input: { file_path: '../../../srv/prod/app.env', content: 'x' }, tool_use_id: 't2', session_id: `s-${Math.random().toString(16).slice(2, 10)}`, transcript_path: '/tmp/t', cwd: '/home/u/proj' },
       't2',
       { signal: new AbortController().signal },
     );
@@ -291,4 +291,22 @@ test('a shell call is asked about with its command: a deny rule over it holds', 
   const [v] = await gate.verdicts([{ name: 'shell', rawItem: { type: 'shell_call', callId: 'c' } }]);
   assert.equal(v.approved, false);
   assert.match(v.message, /cannot be read/);
+});
+
+test('a detail keeps what a validated input holds, or the call is refused', async () => {
+  // A schema's transform can hand the approval a Set or a BigInt; the
+  // detail once showed `{}` or `[object Object]` and an allow ran it.
+  const { compactJson, Gatekeeper } = await import('../dist/index.js');
+  const { toolApproval } = await import('../dist/ai-sdk.js');
+  assert.equal(compactJson({ to: new Set(['a@x']), n: 12n, m: new Map([['k', 1]]), r: /a+/g }), '{"to":["a@x"],"n":"12","m":[["k",1]],"r":"/a+/g"}');
+  assert.throws(() => compactJson({ f() {} }));
+  assert.throws(() => compactJson({ o: new (class Hidden { #x = 1 })() }));
+  const a = await d.agent({ allow: ['tool:send_mail:.*'], ask: [], deny: ['tool:send_mail:.*evil\\.example.*'] });
+  const approve = toolApproval(new Gatekeeper(new Client({ url: d.url, key: a.key }), { wait: 2 }));
+  const mail = (input) => approve({ toolCall: { toolName: 'send_mail', toolCallId: 'c1', input } });
+  assert.deepEqual(await mail({ to: new Set(['bob@ok.example']) }), { type: 'approved' });
+  assert.equal((await mail({ to: new Set(['attacker@evil.example']) })).type, 'denied');
+  const hidden = await mail({ to: 'bob@ok.example', send: () => {} });
+  assert.equal(hidden.type, 'denied');
+  assert.match(hidden.reason, /function/);
 });
