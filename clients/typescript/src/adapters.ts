@@ -5,9 +5,9 @@
  * that ran out is never a "yes".
  */
 import type { Client } from './client.js';
-import { ActionGateError, TimedOut } from './errors.js';
+import { ActionGateError, Denied, TimedOut } from './errors.js';
 import { denialReason, isApproved, isSettled } from './models.js';
-import type { Action } from './models.js';
+import type { Action, CheckResult } from './models.js';
 
 /** A tool call to ask about: the gate's tool name, detail and reason. */
 export interface ToolCall {
@@ -253,15 +253,28 @@ export class Gatekeeper {
    * meanwhile) is withdrawn and needs a human. An unreachable gate also
    * needs approval: it fails closed to a human.
    */
-  async needsApproval(call: ToolCall | (() => ToolCall), signal?: AbortSignal): Promise<boolean> {
+  async needsApproval(
+    call: ToolCall | (() => ToolCall),
+    signal?: AbortSignal,
+    options: { denialThrows?: boolean } = {},
+  ): Promise<boolean> {
+    let asked: ToolCall;
+    let d: CheckResult;
     try {
-      if (typeof call === 'function') call = call();
-      const d = await this.client.check(call.tool, call.detail, { session: this.options.session ?? call.session, signal });
-      if (d.result !== 'allow') return true;
-      const action = await this.client.request(call.tool, call.detail, {
-        reason: call.reason,
+      asked = typeof call === 'function' ? call() : call;
+      d = await this.client.check(asked.tool, asked.detail, { session: this.options.session ?? asked.session, signal });
+    } catch {
+      return true;
+    }
+    // Where whoever approves next is not the gate's operator (an app's own
+    // approval prompt), a policy denial is final: no one may wave it through.
+    if (d.result === 'deny' && options.denialThrows) throw new Denied(d.reason || 'denied by policy');
+    if (d.result !== 'allow') return true;
+    try {
+      const action = await this.client.request(asked.tool, asked.detail, {
+        reason: asked.reason,
         timeout: this.options.timeout,
-        session: this.options.session ?? call.session,
+        session: this.options.session ?? asked.session,
         wait: 0,
         signal,
       });

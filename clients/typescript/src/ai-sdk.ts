@@ -41,12 +41,15 @@ export function toolApproval<TOOLS extends ToolSet = ToolSet>(
  * A tool's own `needsApproval` for UIs that show the SDK's approval parts:
  * true unless the gate's policy allows the call outright, in which case it
  * is recorded as an action first (taking a counted grant's use or a plan
- * step); a denial or an unreachable gate also needs approval: it fails
- * closed to a human.
+ * step). An asked call, or a gate that cannot answer, needs approval: it
+ * fails closed to the app's human. A policy denial is final and throws
+ * (`Denied`, with the reason): the app's approval prompt must not be able
+ * to run what the policy denies. So does an input no detail can show.
  */
 export function needsApproval(gate: Client | Gatekeeper, name: string, options: GatekeeperOptions = {}) {
   const keeper = gate instanceof Gatekeeper ? gate : new Gatekeeper(gate, options);
   return async (input: unknown): Promise<boolean> => {
-    return keeper.needsApproval(() => keeper.call(name, (input ?? {}) as Record<string, unknown>));
+    const call = keeper.call(name, (input ?? {}) as Record<string, unknown>);
+    return keeper.needsApproval(call, undefined, { denialThrows: true });
   };
 }

@@ -310,3 +310,15 @@ test('a detail keeps what a validated input holds, or the call is refused', asyn
   assert.equal(hidden.type, 'denied');
   assert.match(hidden.reason, /function/);
 });
+
+test("AI SDK needsApproval: a policy denial throws, so the app's own approval prompt cannot run it", async () => {
+  const { needsApproval } = await import('../dist/ai-sdk.js');
+  const { Denied } = await import('../dist/index.js');
+  const a = await d.agent({ allow: [], ask: ['tool:deploy:.*'], deny: ['tool:drop_database:.*'] });
+  const client = new Client({ url: d.url, key: a.key });
+  await assert.rejects(needsApproval(client, 'drop_database')({ name: 'prod' }), (e) => e instanceof Denied && /drop_database/.test(e.reason));
+  // Asked: the app's human decides.
+  assert.equal(await needsApproval(client, 'deploy')({ env: 'prod' }), true);
+  // Unreachable: still the app's human, never a run.
+  assert.equal(await needsApproval(new Client({ url: await deadUrl(), key: 'agk_down', timeout: 2 }), 'deploy')({}), true);
+});
