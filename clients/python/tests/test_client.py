@@ -408,3 +408,32 @@ def test_a_plan_is_asked_once_and_its_steps_then_run_unasked(daemon, op):
         with pytest.raises(ApiError) as bad:
             agent_client.request_plan([{"tool": "bash"}], session="py-task", timeout=0)
         assert bad.value.status == 422
+
+
+def test_a_redirect_is_no_answer():
+    # A 3xx's body (here one saying "approved") is never read as the answer.
+    import http.server
+    import threading
+
+    class Redirecting(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            body = b'{"id":"act_1","status":"approved","tool":"deploy","detail":"prod"}'
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.1:9/")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with actiongate.Client(f"http://127.0.0.1:{server.server_address[1]}", "agk_x") as c:
+            with pytest.raises(actiongate.ApiError) as e:
+                c.request("deploy", "prod")
+        assert e.value.status == 302
+    finally:
+        server.shutdown()

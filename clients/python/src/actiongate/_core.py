@@ -141,9 +141,18 @@ def problem(response: httpx.Response) -> ApiError:
 
 
 def parse(response: httpx.Response) -> Any:
-    """The JSON of a successful response; an :class:`ApiError` otherwise."""
+    """The JSON of a successful (2xx) response; an :class:`ApiError`
+    otherwise. Redirects are not followed, and a 3xx answer's body is no
+    answer: it is an error too."""
     if response.status_code >= 400:
         raise problem(response)
+    if not 200 <= response.status_code < 300:
+        raise ApiError(
+            status=response.status_code,
+            code="bad_response",
+            title="Not an answer",
+            detail=f"the daemon answered HTTP {response.status_code}, which is no answer (is the URL right?)",
+        )
     if response.status_code == 204 or not response.content:
         return None
     try:
