@@ -95,13 +95,16 @@ def failed(error: BaseException) -> Verdict:
     return Verdict(False, f"Not run: actiongate could not decide ({error}).")
 
 
-def decide_all(client: Client, calls: List[ToolCall], wait: float, timeout: Timeout) -> List[Verdict]:
-    """Asks about every call, then waits for all within ``wait`` seconds."""
+def decide_all(
+    client: Client, calls: List[ToolCall], wait: float, timeout: Timeout, session: Optional[str] = None
+) -> List[Verdict]:
+    """Asks about every call (in ``session``, when given), then waits for all
+    within ``wait`` seconds."""
     deadline = time.monotonic() + wait
     started: List[Union[Action, Verdict]] = []
     for c in calls:
         try:
-            started.append(client.request(c.tool, c.detail, reason=c.reason, timeout=timeout))
+            started.append(client.request(c.tool, c.detail, reason=c.reason, timeout=timeout, session=session))
         except ActionGateError as e:
             started.append(failed(e))
     out: List[Verdict] = []
@@ -136,14 +139,16 @@ def _withdraw(client: Client, action: Action) -> Action:
             return action
 
 
-async def adecide_all(client: AsyncClient, calls: List[ToolCall], wait: float, timeout: Timeout) -> List[Verdict]:
+async def adecide_all(
+    client: AsyncClient, calls: List[ToolCall], wait: float, timeout: Timeout, session: Optional[str] = None
+) -> List[Verdict]:
     """The async :func:`decide_all`."""
     deadline = time.monotonic() + wait
     out: List[Verdict] = []
     started: List[Union[Action, Verdict]] = []
     for c in calls:
         try:
-            started.append(await client.request(c.tool, c.detail, reason=c.reason, timeout=timeout))
+            started.append(await client.request(c.tool, c.detail, reason=c.reason, timeout=timeout, session=session))
         except ActionGateError as e:
             started.append(failed(e))
     for item in started:

@@ -122,15 +122,17 @@ def can_use_tool(
     wait: float = 300,
     timeout: Timeout = None,
     reason: Optional[str] = None,
+    session: Optional[str] = None,
 ) -> Callable[[str, Dict[str, Any], Any], Awaitable[Any]]:
-    """The ``can_use_tool`` callback of ``ClaudeAgentOptions``."""
+    """The ``can_use_tool`` callback of ``ClaudeAgentOptions``; its calls are
+    asked in ``session`` when given (the SDK tells the callback none)."""
     from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
 
     async def decide(tool_name: str, tool_input: Dict[str, Any], _context: Any) -> Any:
         try:
             tool, detail = claude_tool(tool_name, tool_input)
             call = ToolCall(tool, detail, reason or f"Claude Agent SDK calls {tool_name}")
-            verdict: Verdict = (await adecide_all(client, [call], wait, timeout))[0]
+            verdict: Verdict = (await adecide_all(client, [call], wait, timeout, session))[0]
         except Exception as e:  # fail closed: nothing but a verdict allows
             verdict = failed(e)
         if verdict.approved:

@@ -39,13 +39,22 @@ class HitlGate:
     Use a :class:`~actiongate.Client` with :meth:`resume` and an
     :class:`~actiongate.AsyncClient` with :meth:`aresume`. ``wait``: seconds
     to wait for the operators; ``timeout``: how long they have (the action's
-    deadline).
+    deadline); ``session``: the run or task the calls belong to
+    (docs/sessions.md).
     """
 
-    def __init__(self, client: Union[Client, AsyncClient], *, wait: float = 300, timeout: Timeout = None) -> None:
+    def __init__(
+        self,
+        client: Union[Client, AsyncClient],
+        *,
+        wait: float = 300,
+        timeout: Timeout = None,
+        session: Optional[str] = None,
+    ) -> None:
         self.client = client
         self.wait = wait
         self.timeout = timeout
+        self.session = session
         self._tools = ToolMap()
 
     def tool(self, name: str, *, tool: Optional[str] = None, detail: Optional[DetailFn] = None) -> "HitlGate":
@@ -107,7 +116,7 @@ class HitlGate:
         """The decisions for one batched interrupt's ``action_requests``, in order."""
         plans = self._plan(source)
         calls = [c for _, cs, _ in plans for c in cs]
-        return [_decision(v) for v in decide_all(self._sync(), calls, self.wait, self.timeout)]
+        return [_decision(v) for v in decide_all(self._sync(), calls, self.wait, self.timeout, self.session)]
 
     def resume(self, source: Any) -> Command[Any]:
         """The ``Command`` answering the interrupt(s) in ``source``: an
@@ -115,7 +124,7 @@ class HitlGate:
         interrupts, one interrupt, or its value."""
         plans = self._plan(source)
         calls = [c for _, cs, _ in plans for c in cs]
-        return self._command(plans, decide_all(self._sync(), calls, self.wait, self.timeout))
+        return self._command(plans, decide_all(self._sync(), calls, self.wait, self.timeout, self.session))
 
     async def aresume(self, source: Any) -> Command[Any]:
         """:meth:`resume` with an :class:`~actiongate.AsyncClient`."""
@@ -123,7 +132,7 @@ class HitlGate:
             raise TypeError("aresume needs an AsyncClient")
         plans = self._plan(source)
         calls = [c for _, cs, _ in plans for c in cs]
-        return self._command(plans, await adecide_all(self.client, calls, self.wait, self.timeout))
+        return self._command(plans, await adecide_all(self.client, calls, self.wait, self.timeout, self.session))
 
     def _sync(self) -> Client:
         if not isinstance(self.client, Client):

@@ -42,7 +42,9 @@ class AgentsGate:
 
     ``wait`` is how many seconds :meth:`resolve` waits for the operators;
     ``timeout`` how long they have to decide (the action's deadline);
-    ``reason`` is shown to them (default: the tool and agent names).
+    ``reason`` is shown to them (default: the tool and agent names);
+    ``session`` is the run or task the calls belong to (its grants, an
+    approved plan's steps and its taint apply: docs/sessions.md).
     """
 
     def __init__(
@@ -52,11 +54,13 @@ class AgentsGate:
         wait: float = 300,
         timeout: Timeout = None,
         reason: Optional[str] = None,
+        session: Optional[str] = None,
     ) -> None:
         self.client = client
         self.wait = wait
         self.timeout = timeout
         self.reason = reason
+        self.session = session
         self._tools = ToolMap()
 
     def needs_approval(
@@ -76,7 +80,7 @@ class AgentsGate:
         async def policy(_ctx: Any, params: Dict[str, Any], _call_id: str) -> bool:
             call = self._tools.call(name, params, None)
             try:
-                decision = await self.client.check(call.tool, call.detail)
+                decision = await self.client.check(call.tool, call.detail, session=self.session)
             except ActionGateError:
                 # Fail closed: interrupt; resolve() asks again and rejects if
                 # the gate still cannot answer.
@@ -92,7 +96,9 @@ class AgentsGate:
             # runs unasked; one stored asked (its use taken meanwhile) is
             # withdrawn and interrupts.
             try:
-                action = await self.client.request(call.tool, call.detail, reason=call.reason, wait=0)
+                action = await self.client.request(
+                    call.tool, call.detail, reason=call.reason, wait=0, session=self.session
+                )
                 if action.status == "approved" and not action.edited:
                     return False
                 if action.status == "pending":
@@ -135,7 +141,7 @@ class AgentsGate:
                 continue
             calls.append(self._tools.call(name, args, reason))
         w = self.wait if wait is None else wait
-        decided = iter(await adecide_all(self.client, calls, w, self.timeout))
+        decided = iter(await adecide_all(self.client, calls, w, self.timeout, self.session))
         refused = Verdict(False, "actiongate: what this call would do cannot be read; not run")
         return [refused if i in unreadable else next(decided) for i in range(len(items))]
 

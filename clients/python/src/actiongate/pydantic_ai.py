@@ -32,7 +32,9 @@ __all__ = ["PydanticAIGate"]
 
 
 class PydanticAIGate:
-    """Decides a pydantic-ai run's approval requests through actiongate."""
+    """Decides a pydantic-ai run's approval requests through actiongate, in
+    ``session`` when given (the run or task the calls belong to:
+    docs/sessions.md)."""
 
     def __init__(
         self,
@@ -41,11 +43,13 @@ class PydanticAIGate:
         wait: float = 300,
         timeout: Timeout = None,
         reason: Optional[str] = None,
+        session: Optional[str] = None,
     ) -> None:
         self.client = client
         self.wait = wait
         self.timeout = timeout
         self.reason = reason
+        self.session = session
         self._tools = ToolMap()
 
     def tool(self, name: str, *, tool: Optional[str] = None, detail: Optional[DetailFn] = None) -> None:
@@ -63,7 +67,7 @@ class PydanticAIGate:
         for part in parts:
             args = part.args_as_dict() if hasattr(part, "args_as_dict") else {}
             calls.append(self._tools.call(part.tool_name, args, self.reason or f"pydantic-ai calls {part.tool_name}"))
-        verdicts = await adecide_all(self.client, calls, self.wait, self.timeout)
+        verdicts = await adecide_all(self.client, calls, self.wait, self.timeout, self.session)
         results = DeferredToolResults()
         for part, verdict in zip(parts, verdicts):
             results.approvals[part.tool_call_id] = True if verdict.approved else ToolDenied(verdict.message)
