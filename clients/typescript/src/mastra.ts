@@ -38,14 +38,18 @@ interface MastraAgent<O extends GenerateOutput> {
   declineToolCallGenerate(options: { runId: string; toolCallId?: string; reason?: string } & Record<string, unknown>): Promise<O>;
 }
 
-/** The suspended call of a `generate` output, wherever this version puts it. */
-function suspendedCall(output: GenerateOutput): { toolCallId?: string; toolName: string; args: Record<string, unknown> } {
+/**
+ * The suspended call of a `generate` output, wherever this version puts it;
+ * `undefined` when it names no tool: nobody could judge such a call.
+ */
+function suspendedCall(output: GenerateOutput): { toolCallId?: string; toolName: string; args: Record<string, unknown> } | undefined {
   const p = (output.suspendPayload ?? {}) as Record<string, any>;
   const inner = (p['requireToolApproval'] ?? p) as Record<string, any>;
+  if (typeof inner['toolName'] !== 'string' || !inner['toolName']) return undefined;
   const args = inner['args'];
   return {
     toolCallId: typeof inner['toolCallId'] === 'string' ? inner['toolCallId'] : undefined,
-    toolName: typeof inner['toolName'] === 'string' ? inner['toolName'] : 'tool',
+    toolName: inner['toolName'],
     args: args && typeof args === 'object' && !Array.isArray(args) ? args : { args },
   };
 }
@@ -80,8 +84,10 @@ export class MastraGate {
     for (let round = 0; round < (options.maxRounds ?? 20); round++) {
       if (output.finishReason !== 'suspended' || !output.runId) return output;
       const call = suspendedCall(output);
-      const verdict = await this.keeper.decide(() => this.keeper.call(call.toolName, call.args, `Mastra agent calls ${call.toolName}`), options.signal);
-      const resume = { ...extra, runId: output.runId, ...(call.toolCallId ? { toolCallId: call.toolCallId } : {}) };
+      const verdict = call
+        ? await this.keeper.decide(() => this.keeper.call(call.toolName, call.args, `Mastra agent calls ${call.toolName}`), options.signal)
+        : { approved: false, message: 'actiongate: the suspended call names no tool; not run' };
+      const resume = { ...extra, runId: output.runId, ...(call?.toolCallId ? { toolCallId: call.toolCallId } : {}) };
       output = verdict.approved
         ? await agent.approveToolCallGenerate(resume)
         : await agent.declineToolCallGenerate({ ...resume, reason: verdict.message });

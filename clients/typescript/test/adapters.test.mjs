@@ -322,3 +322,20 @@ test("AI SDK needsApproval: a policy denial throws, so the app's own approval pr
   // Unreachable: still the app's human, never a run.
   assert.equal(await needsApproval(new Client({ url: await deadUrl(), key: 'agk_down', timeout: 2 }), 'deploy')({}), true);
 });
+
+test('Mastra: a suspended call that names no tool is declined unasked', async () => {
+  const { MastraGate } = await import('../dist/mastra.js');
+  const a = await d.agent({ allow: ['tool:tool:.*'], ask: [], deny: [] });
+  const resumed = [];
+  const agent = {
+    generate: async () => ({ finishReason: 'suspended', runId: 'run-1', suspendPayload: { unexpected: { args: { path: '/srv' } } } }),
+    approveToolCallGenerate: async (o) => (resumed.push(['approve', o]), { finishReason: 'stop' }),
+    declineToolCallGenerate: async (o) => (resumed.push(['decline', o]), { finishReason: 'stop' }),
+  };
+  await new MastraGate(new Client({ url: d.url, key: a.key }), { wait: 2 }).generate(agent, 'go');
+  assert.equal(resumed.length, 1);
+  assert.equal(resumed[0][0], 'decline');
+  assert.match(resumed[0][1].reason, /names no tool/);
+  const operator = await d.key('operator');
+  assert.equal((await d.call('GET', `/v1/actions?agent=${a.name}`, undefined, operator)).items.length, 0);
+});
