@@ -219,8 +219,8 @@ async fn wrap_gates_the_shell_commands_a_wrapped_program_runs() {
     let app = TestApp::spawn().await;
     app.profile(
         "agent-1",
-        json!({"allow": ["tool:bash:touch allowed-file"], "ask": [],
-               "deny": ["tool:bash:touch denied-file"]}),
+        json!({"allow": ["tool:sh:touch allowed-file"], "ask": [],
+               "deny": ["tool:sh:touch denied-file"]}),
     )
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -254,8 +254,8 @@ async fn wrap_gates_the_shell_commands_a_wrapped_program_runs() {
     assert_eq!(
         strings,
         vec![
-            json!("tool:bash:touch denied-file"),
-            json!("tool:bash:touch allowed-file")
+            json!("tool:sh:touch denied-file"),
+            json!("tool:sh:touch allowed-file")
         ]
     );
     app.stop().await;
@@ -270,7 +270,7 @@ async fn wrap_asks_about_the_command_the_shell_will_run() {
     let app = TestApp::spawn().await;
     app.profile(
         "agent-1",
-        json!({"allow": ["(?s).*"], "ask": [], "deny": ["(?s)tool:bash:.*touch sneaky.*"]}),
+        json!({"allow": ["(?s).*"], "ask": [], "deny": ["(?s)tool:(bash|sh):.*touch sneaky.*"]}),
     )
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -312,10 +312,65 @@ async fn wrap_asks_about_the_command_the_shell_will_run() {
     assert_eq!(
         strings,
         vec![
-            json!("tool:bash:touch sneaky-1"),
-            json!("tool:bash:touch sneaky-2"),
-            json!("tool:bash:eval \"$1\" 'sh' 'touch sneaky-3'"),
-            json!("tool:bash:touch fine"),
+            json!("tool:sh:touch sneaky-1"),
+            json!("tool:sh:touch sneaky-2"),
+            json!("tool:sh:eval \"$1\" 'sh' 'touch sneaky-3'"),
+            json!("tool:sh:touch fine"),
+        ],
+        "{stdout} {stderr}"
+    );
+    app.stop().await;
+}
+
+/// What a review of wrap found, through the built binary: a line dash
+/// reads otherwise than bash (`&>` is "in the background, then a
+/// redirection" there) was asked as bash and allowed by `readonly`; bash's
+/// single-dash long options (`-rcfile F`) hid the command from the shim;
+/// an argument that is not UTF-8 exited 2 (which a caller may read as
+/// anything) instead of 126.
+#[tokio::test]
+async fn wrap_reads_the_line_as_the_real_shell_does_and_guesses_nothing() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("readonly")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("agent.sh");
+    std::fs::write(
+        &agent,
+        concat!(
+            "#!/bin/bash\n",
+            "\"$SHELL\" -c 'ls &>/dev/null touch dash-ran' || echo refused-1\n",
+            "ACTIONGATE_REAL_SHELL=/bin/bash \"$SHELL\" -rcfile ls -c 'touch rcfile-ran' || echo refused-2\n",
+            "\"$SHELL\" -c $'ls \\xff' ; echo \"bytes=$?\"\n",
+            "\"$SHELL\" -c 'ls' >/dev/null && echo plain-ran\n",
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let mut cmd = cli_support::command(&app.base, &app.agent);
+    cmd.current_dir(dir.path())
+        .args(["wrap", "--shell", "/bin/sh", "--wait", "1", "--"])
+        .arg(&agent)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = cmd.output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!dir.path().join("dash-ran").exists(), "{stdout} {stderr}");
+    assert!(!dir.path().join("rcfile-ran").exists(), "{stdout} {stderr}");
+    for line in ["refused-1", "refused-2", "bytes=126", "plain-ran"] {
+        assert!(stdout.contains(line), "{line}: {stdout} {stderr}");
+    }
+    let strings: Vec<Value> = all_actions(&app)
+        .await
+        .iter()
+        .map(|a| a["action_string"].clone())
+        .collect();
+    assert_eq!(
+        strings,
+        vec![
+            json!("tool:sh:ls &>/dev/null touch dash-ran"),
+            json!("tool:bash:/bin/bash '-rcfile' 'ls' '-c' 'touch rcfile-ran'"),
+            json!("tool:sh:ls"),
         ],
         "{stdout} {stderr}"
     );

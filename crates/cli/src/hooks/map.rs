@@ -54,6 +54,14 @@ impl Mapped {
 pub enum Call {
     /// A shell command line.
     Shell(String),
+    /// A command line for the shell whose language `tool` names (`bash`,
+    /// `sh`, or a shell no analyser reads, by its own name).
+    ShellOf {
+        /// The tool it is asked as.
+        tool: String,
+        /// The command line.
+        line: String,
+    },
     /// A change to a file: `verb` is `edit`, `write`, `delete` or
     /// `notebook_edit`.
     File {
@@ -104,6 +112,7 @@ impl Call {
         };
         match self {
             Call::Shell(cmd) => m("bash", cmd.clone()),
+            Call::ShellOf { tool, line } => m(&sanitize_tool(tool), line.clone()),
             Call::File { verb, path } => m("file", format!("{verb} {}", normalize_path(path))),
             Call::Read(path) => m("Read", normalize_path(path)),
             Call::Glob { pattern, dir } => m("Glob", glob_detail(pattern, dir.as_deref())),
