@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::Exit;
 use super::http::{Api, ClientError, Conn};
-use super::setup::config::{Runtime, installed};
+use super::setup::config::{Runtime, fails_closed, installed};
 use super::setup::daemon_up;
 
 /// Flags of `doctor`.
@@ -121,6 +121,16 @@ pub async fn run(a: DoctorArgs) -> Exit {
                 );
                 problems += 1;
                 continue;
+            }
+            if !fails_closed(rt, &text) {
+                println!(
+                    "FIX   {}: the actiongate hook for {} was installed before hooks refused on a crash (a moved or crashed hook lets the call run); run `actiongate setup {} {}` again",
+                    path.display(),
+                    rt.name(),
+                    rt.name(),
+                    if user { "--user" } else { "--project" }
+                );
+                problems += 1;
             }
             let Some(key_file) = key_file_of(&text) else {
                 println!(

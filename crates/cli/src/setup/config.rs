@@ -232,6 +232,27 @@ pub fn installed(rt: Runtime, text: &str) -> bool {
     serde_json::from_str::<Value>(text).is_ok_and(|doc| is_ours(&doc, rt))
 }
 
+/// Whether every actiongate hook command in the config text refuses when
+/// the hook cannot answer: ends in `|| exit 2` ([`HookCall::command`]).
+/// Cursor's entry has `failClosed` and opencode's plugin refuses on its
+/// own, so theirs always do.
+pub fn fails_closed(rt: Runtime, text: &str) -> bool {
+    if matches!(rt, Runtime::Cursor | Runtime::Opencode) {
+        return true;
+    }
+    let Ok(doc) = serde_json::from_str::<Value>(text) else {
+        return false;
+    };
+    let needle = format!(" hook {} ", rt.name());
+    let mut all = true;
+    visit_strings(&doc, &mut |s| {
+        if s.contains(&needle) && !s.trim_end().ends_with("|| exit 2") {
+            all = false;
+        }
+    });
+    all
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -269,5 +290,22 @@ mod tests {
         let text = merged(Runtime::Opencode, "", &call()).unwrap();
         assert!(text.contains(r#""bin":"/bin/actiongate""#), "{text}");
         assert!(installed(Runtime::Opencode, &text));
+    }
+
+    #[test]
+    fn an_installed_hook_refuses_on_a_crash_and_an_older_one_is_told() {
+        for rt in [
+            Runtime::ClaudeCode,
+            Runtime::Codex,
+            Runtime::Gemini,
+            Runtime::Copilot,
+        ] {
+            let text = merged(rt, "", &call()).unwrap();
+            assert!(fails_closed(rt, &text), "{rt:?}: {text}");
+            let older = text.replace(" || exit 2", "");
+            assert!(installed(rt, &older) && !fails_closed(rt, &older), "{rt:?}");
+        }
+        let cursor = merged(Runtime::Cursor, "", &call()).unwrap();
+        assert!(!cursor.contains("|| exit 2") && fails_closed(Runtime::Cursor, &cursor));
     }
 }
