@@ -377,6 +377,67 @@ async fn wrap_reads_the_line_as_the_real_shell_does_and_guesses_nothing() {
     app.stop().await;
 }
 
+/// An agent that kills the shell it ran (its own command timeout) while
+/// the shim waits for a human: the question is withdrawn, so nobody can
+/// approve a command that will never run, and nothing runs.
+#[tokio::test]
+async fn a_shim_stopped_while_it_waits_withdraws_its_question() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": [], "ask": ["(?s).*"], "deny": []}),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = cli_support::command(&app.base, &app.agent);
+    cmd.current_dir(dir.path())
+        .args([
+            "hook",
+            "shell",
+            "--real-shell",
+            "/bin/sh",
+            "--wait",
+            "60",
+            "--",
+        ])
+        .args(["-c", "touch stopped"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id().unwrap();
+    let started = std::time::Instant::now();
+    while !all_actions(&app)
+        .await
+        .iter()
+        .any(|a| a["status"] == "pending")
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "never asked"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Give the shim a moment to be waiting, then stop it as a runtime would.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = tokio::time::timeout(std::time::Duration::from_secs(15), child.wait_with_output())
+        .await
+        .expect("the shim exits once stopped")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{stderr}");
+    assert!(stderr.contains("stopped while waiting"), "{stderr}");
+    let actions = all_actions(&app).await;
+    assert_eq!(actions.len(), 1);
+    assert_eq!(actions[0]["status"], "cancelled", "{}", actions[0]);
+    assert!(!dir.path().join("stopped").exists());
+    app.stop().await;
+}
+
 /// A settings file holds more than hooks (Claude Code's `env` often holds
 /// API keys): setup keeps its permissions, never replaces a file it could
 /// not read (it would write the hook alone over the user's settings), and

@@ -190,10 +190,25 @@ async fn one(
     if let Some(sid) = origin.session.as_deref().filter(|s| valid_session(s)) {
         body["session"] = json!(sid);
     }
-    let (action, _) = api
-        .create_action(&body, wait)
+    // Created first, then waited for: a hook stopped while it waits (its
+    // runtime's own timeout, Ctrl-C, an agent killing the shell it ran)
+    // withdraws its question, so no human approves a call that will never
+    // run.
+    let (created, _) = api
+        .create_action(&body, Duration::ZERO)
         .await
         .map_err(|e| describe(&e))?;
+    let mut stopped = false;
+    let action = match waiting {
+        Waiting::Wait => tokio::select! {
+            settled = api.wait_settled(created.clone(), wait) => settled.map_err(|e| describe(&e))?,
+            () = stop_signal() => {
+                stopped = true;
+                created
+            }
+        },
+        Waiting::Defer => created,
+    };
     let pending = action.get("status").and_then(Value::as_str) == Some("pending");
     if pending && waiting == Waiting::Defer {
         return Ok(Answer {
@@ -203,14 +218,25 @@ async fn one(
             by_grant: false,
         });
     }
-    let answer = answer_for(&action, args.on_timeout, args.wait);
+    let answer = if stopped {
+        Answer {
+            verdict: Verdict::Deny,
+            reason: "actiongate: stopped while waiting for an operator; the question was withdrawn"
+                .to_owned(),
+            by_grant: false,
+        }
+    } else {
+        answer_for(&action, args.on_timeout, args.wait)
+    };
     if pending
         && let Some(id) = action.get("id").and_then(Value::as_str)
         && let Err(e) = api.cancel(id).await
     {
         // A decision may have landed between the last poll and the cancel.
+        // Stopped, it answers no whatever landed: nothing runs after a stop.
         if let ClientError::Api(p) = &e
             && p.status == 409
+            && !stopped
             && let Ok(now) = api.get(&format!("/v1/actions/{}", path_segment(id))).await
         {
             return Ok(answer_for(&now, args.on_timeout, args.wait));
@@ -218,6 +244,24 @@ async fn one(
         eprintln!("actiongate hook: could not withdraw action {id}: {e}");
     }
     Ok(answer)
+}
+
+/// Resolves when the process is asked to stop (SIGTERM, SIGINT, SIGHUP);
+/// never, if those cannot be watched.
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+        _ = hup.recv() => {}
+    }
 }
 
 fn describe(e: &ClientError) -> String {
