@@ -100,6 +100,9 @@ impl Journal {
     }
 }
 
+/// The longest tail [`cut_torn_line`] takes for a torn line.
+const MAX_TORN: u64 = 16 << 20;
+
 /// Truncates `file` after its last newline; how many bytes it cut.
 fn cut_torn_line(file: &mut File) -> io::Result<u64> {
     let meta = file.metadata()?;
@@ -111,6 +114,10 @@ fn cut_torn_line(file: &mut File) -> io::Result<u64> {
     let mut end = len;
     let mut buf = [0u8; 4096];
     while end > 0 {
+        if len - end > MAX_TORN {
+            // No entry is this long: not a torn line, not ours to cut.
+            return Ok(0);
+        }
         let start = end.saturating_sub(buf.len() as u64);
         let part = &mut buf[..(end - start) as usize];
         file.seek(SeekFrom::Start(start))?;

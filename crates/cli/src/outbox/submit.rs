@@ -23,6 +23,9 @@ struct Record<'a> {
     details: String,
 }
 
+/// The longest tail [`open_status`] takes for a torn record.
+const MAX_TORN: u64 = 16 << 20;
+
 /// Opens the status file for appending, first cutting off a record torn by
 /// a crash (a kill can stop a write between pages). Its line was not saved
 /// as handled, so it is submitted again under the same idempotency key and
@@ -42,6 +45,11 @@ pub fn open_status(path: &Path) -> std::io::Result<File> {
     let mut end = len;
     let mut chunk = vec![0u8; 8192];
     while end > 0 {
+        if len - end > MAX_TORN {
+            // No record is this long: not a torn record, not ours to cut.
+            log("the status file does not end with a whole line; appending after it");
+            return Ok(file);
+        }
         let start = end.saturating_sub(chunk.len() as u64);
         let part = &mut chunk[..(end - start) as usize];
         file.seek(SeekFrom::Start(start))?;
@@ -265,5 +273,10 @@ mod tests {
                 format!("{after}{{}}\n")
             );
         }
+        // A tail longer than any record is no torn record: it is kept.
+        let foreign = "x".repeat((MAX_TORN + 1) as usize);
+        std::fs::write(&path, &foreign).unwrap();
+        drop(open_status(&path).unwrap());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), MAX_TORN + 1);
     }
 }
