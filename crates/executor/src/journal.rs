@@ -111,24 +111,25 @@ fn cut_torn_line(file: &mut File) -> io::Result<u64> {
         return Ok(0);
     }
     let len = meta.len();
-    let mut end = len;
+    let floor = len.saturating_sub(MAX_TORN);
+    let (mut end, mut found) = (len, false);
     let mut buf = [0u8; 4096];
-    while end > 0 {
-        if len - end > MAX_TORN {
-            // No entry is this long: not a torn line, not ours to cut.
-            return Ok(0);
-        }
-        let start = end.saturating_sub(buf.len() as u64);
+    while end > floor {
+        let start = end.saturating_sub(buf.len() as u64).max(floor);
         let part = &mut buf[..(end - start) as usize];
         file.seek(SeekFrom::Start(start))?;
         file.read_exact(part)?;
         match part.iter().rposition(|&b| b == b'\n') {
             Some(i) => {
-                end = start + i as u64 + 1;
+                (end, found) = (start + i as u64 + 1, true);
                 break;
             }
             None => end = start,
         }
+    }
+    if !found && floor > 0 {
+        // No entry is this long: not a torn line, not ours to cut.
+        return Ok(0);
     }
     if end < len {
         file.set_len(end)?;

@@ -42,23 +42,24 @@ pub fn open_status(path: &Path) -> std::io::Result<File> {
         return Ok(file);
     }
     let len = meta.len();
-    let mut end = len;
+    let floor = len.saturating_sub(MAX_TORN);
+    let (mut end, mut found) = (len, false);
     let mut chunk = vec![0u8; 8192];
-    while end > 0 {
-        if len - end > MAX_TORN {
-            // No record is this long: not a torn record, not ours to cut.
-            log("the status file does not end with a whole line; appending after it");
-            return Ok(file);
-        }
-        let start = end.saturating_sub(chunk.len() as u64);
+    while end > floor {
+        let start = end.saturating_sub(chunk.len() as u64).max(floor);
         let part = &mut chunk[..(end - start) as usize];
         file.seek(SeekFrom::Start(start))?;
         file.read_exact(part)?;
         if let Some(i) = part.iter().rposition(|&b| b == b'\n') {
-            end = start + i as u64 + 1;
+            (end, found) = (start + i as u64 + 1, true);
             break;
         }
         end = start;
+    }
+    if !found && floor > 0 {
+        // No record is this long: not a torn record, not ours to cut.
+        log("the status file does not end with a whole line; appending after it");
+        return Ok(file);
     }
     if end < len {
         log(&format!(
