@@ -75,7 +75,7 @@ impl Family {
 }
 
 /// bash's long options, which it also takes after a single `-`
-/// (`-rcfile F` is `--rcfile F`): the two that take a value first.
+/// (`-rcfile F` is `--rcfile F`); the first two take a value.
 const BASH_LONG: &[&str] = &[
     "rcfile",
     "init-file",
@@ -102,9 +102,9 @@ const BASH_LONG: &[&str] = &[
 /// `sh -c -e CMD`, `bash -co pipefail CMD` all run CMD; `-o`/`-O` and
 /// `--rcfile`/`--init-file` take a value; zsh's `-b` ends the options).
 /// `None` for no `-c`, and for anything not fully known (a long option
-/// bash would read, `-rcfile` included; a letter the shell takes
-/// otherwise; a shell no analyser reads): then the whole invocation is
-/// asked, never guessed.
+/// bash reads after one dash, such as `-rcfile`; an unknown long option;
+/// a letter that is none of the shell's options; a shell no analyser
+/// reads): then the whole invocation is asked, never guessed.
 pub fn command_of(family: Option<Family>, args: &[String]) -> Option<(&str, &[String])> {
     let family = family?;
     let mut c = false;
