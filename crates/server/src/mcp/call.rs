@@ -63,7 +63,11 @@ pub async fn call(
         REQUEST_ACTION => ctx.request_action(args).await,
         GET_ACTION_STATUS => ctx.get_action_status(args).await,
         APPROVAL_PROMPT => return ctx.approval_prompt(args).await.into(),
-        REQUEST_PLAN_APPROVAL => return super::plans::call(state, caller, args).await.into(),
+        REQUEST_PLAN_APPROVAL => {
+            return super::plans::call(state, caller, args, ctx.session.as_ref())
+                .await
+                .into();
+        }
         other => ctx.handler_tool(other, args).await,
     };
     match result {
@@ -98,17 +102,25 @@ fn meta_session(meta: &RequestMetaObject) -> Result<Option<String>, CallToolResu
     }
 }
 
+/// The session of a tool whose arguments may name one too (`argument`),
+/// given the one its `_meta` names: they must not name another.
+pub fn session_of(
+    argument: Option<String>,
+    meta: Option<&String>,
+) -> Result<Option<String>, CallToolResult> {
+    match (argument, meta) {
+        (Some(a), Some(m)) if a != *m => Err(text_error(format!(
+            "invalid arguments: session '{a}' is not the session _meta names ({SESSION_META})"
+        ))),
+        (Some(a), _) => Ok(Some(a)),
+        (None, m) => Ok(m.cloned()),
+    }
+}
+
 impl Ctx<'_> {
-    /// The session of a tool whose arguments may name one too: they must
-    /// not name another.
+    /// [`session_of`] this call's `_meta`.
     fn session_of(&self, argument: Option<String>) -> Result<Option<String>, CallToolResult> {
-        match (argument, &self.session) {
-            (Some(a), Some(m)) if a != *m => Err(text_error(format!(
-                "invalid arguments: session '{a}' is not the session _meta names ({SESSION_META})"
-            ))),
-            (Some(a), _) => Ok(Some(a)),
-            (None, m) => Ok(m.clone()),
-        }
+        session_of(argument, self.session.as_ref())
     }
 }
 
@@ -446,7 +458,9 @@ impl Ctx<'_> {
             reason: Some(reason),
             timeout: None,
             idempotency_key: None,
-            session: None,
+            // In the session `_meta` names, as every tool: its grants and
+            // plan apply, and a stranger's text read there taints it.
+            session: self.session.clone(),
             runtime: None,
         });
         // No task here: the answer must carry the input as it was sent,

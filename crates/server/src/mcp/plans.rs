@@ -92,11 +92,23 @@ fn answer(plan: &Plan) -> CallToolResult {
 }
 
 /// Runs `request_plan_approval`.
-pub async fn call(state: &AppState, caller: &Caller, args: JsonObject) -> CallToolResult {
-    let a: PlanArgs = match serde_json::from_value(Value::Object(args)) {
+pub async fn call(
+    state: &AppState,
+    caller: &Caller,
+    args: JsonObject,
+    meta_session: Option<&String>,
+) -> CallToolResult {
+    let mut a: PlanArgs = match serde_json::from_value(Value::Object(args)) {
         Ok(a) => a,
         Err(e) => return error(format!("invalid arguments: {e}")),
     };
+    // A new plan's session, as `_meta` names it too (never another).
+    if a.plan_id.is_none() {
+        a.session = match super::call::session_of(a.session.take(), meta_session) {
+            Ok(s) => s,
+            Err(r) => return r,
+        };
+    }
     let gate = state.gate();
     let max = gate.config().max_wait;
     let wait = a
