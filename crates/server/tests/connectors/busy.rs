@@ -10,6 +10,10 @@ use super::fake::Fake;
 use super::{action, pending, wait_status};
 use super::{slack, telegram, whatsapp};
 
+/// Seconds to wait for a busy answer: each write the daemon tries meanwhile
+/// (Telegram's poll also keeps its offset) waits out the 5 s busy timeout.
+const BUSY: u64 = 40;
+
 /// Takes the daemon's database write lock from another connection, as
 /// another process would, until the connection is dropped or rolls back.
 fn lock(app: &TestApp) -> rusqlite::Connection {
@@ -37,7 +41,7 @@ async fn telegram_a_tap_and_a_reply_while_busy_are_answered_try_again() {
         &format!("a:{id}"),
     ));
     let answers = fake
-        .wait_for("/answerCallbackQuery", "the busy tap's answer", |c| {
+        .wait_within(BUSY, "/answerCallbackQuery", "the busy tap's answer", |c| {
             !c.is_empty()
         })
         .await;
@@ -54,7 +58,7 @@ async fn telegram_a_tap_and_a_reply_while_busy_are_answered_try_again() {
         }
     }));
     let told = fake
-        .wait_for("/sendMessage", "the busy reply's answer", |c| {
+        .wait_within(BUSY, "/sendMessage", "the busy reply's answer", |c| {
             c.iter()
                 .any(|c| c.body["reply_parameters"]["message_id"] == 900)
         })
@@ -98,9 +102,12 @@ async fn slack_a_click_while_busy_is_answered_try_again() {
         200
     );
     let told = fake
-        .wait_for("/chat.postEphemeral", "the busy click's answer", |c| {
-            !c.is_empty()
-        })
+        .wait_within(
+            BUSY,
+            "/chat.postEphemeral",
+            "the busy click's answer",
+            |c| !c.is_empty(),
+        )
         .await;
     assert_eq!(told[0].body["user"], slack::APPROVER);
     assert!(says_try_again(&told[0].body["text"]), "{:?}", told[0]);
@@ -140,7 +147,7 @@ async fn whatsapp_a_tap_while_busy_is_answered_try_again() {
         200
     );
     let told = fake
-        .wait_for("/PHONE/messages", "the busy tap's answer", |c| {
+        .wait_within(BUSY, "/PHONE/messages", "the busy tap's answer", |c| {
             c.iter().any(|c| says_try_again(&c.body["text"]["body"]))
         })
         .await;

@@ -146,7 +146,18 @@ impl Fake {
         what: &str,
         pred: impl Fn(&[Call]) -> bool,
     ) -> Vec<Call> {
-        for _ in 0..400 {
+        self.wait_within(10, suffix, what, pred).await
+    }
+
+    /// [`Fake::wait_for`], for up to `secs` seconds.
+    pub async fn wait_within(
+        &self,
+        secs: u64,
+        suffix: &str,
+        what: &str,
+        pred: impl Fn(&[Call]) -> bool,
+    ) -> Vec<Call> {
+        for _ in 0..secs * 40 {
             let calls = self.calls_to(suffix);
             if pred(&calls) {
                 return calls;
