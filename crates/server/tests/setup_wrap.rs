@@ -214,6 +214,37 @@ async fn setup_without_a_daemon_writes_a_service_only_when_asked() {
     assert!(!home.path().join(".gemini/settings.json").exists());
 }
 
+/// Runs `script` as the agent under `actiongate wrap --shell /bin/sh
+/// --wait WAIT` in `dir`: its exit code, stdout and stderr.
+async fn run_wrapped(
+    app: &TestApp,
+    dir: &std::path::Path,
+    script: &str,
+    wait: &str,
+) -> (Option<i32>, String, String) {
+    let agent = dir.join("agent.sh");
+    std::fs::write(&agent, script).unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let mut cmd = cli_support::command(&app.base, &app.agent);
+    cmd.current_dir(dir)
+        .args(["wrap", "--shell", "/bin/sh", "--wait", wait, "--"])
+        .arg(&agent)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = cmd.output().await.unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// The action strings the daemon recorded, oldest first.
+async fn action_strings(app: &TestApp) -> Vec<Value> {
+    all_actions(app)
+        .await
+        .iter()
+        .map(|a| a["action_string"].clone())
+        .collect()
+}
+
 #[tokio::test]
 async fn wrap_gates_the_shell_commands_a_wrapped_program_runs() {
     let app = TestApp::spawn().await;
@@ -225,32 +256,19 @@ async fn wrap_gates_the_shell_commands_a_wrapped_program_runs() {
     .await;
     let dir = tempfile::tempdir().unwrap();
     // The "agent": a program that runs two commands through $SHELL.
-    let agent = dir.path().join("agent.sh");
-    std::fs::write(
-        &agent,
-        "#!/bin/sh\n\"$SHELL\" -c 'touch denied-file' || echo refused\n\"$SHELL\" -c 'touch allowed-file'\n",
+    let (code, stdout, stderr) = run_wrapped(
+        &app,
+        dir.path(),
+    "#!/bin/sh\n\"$SHELL\" -c 'touch denied-file' || echo refused\n\"$SHELL\" -c 'touch allowed-file'\n",
+        "2",
     )
-    .unwrap();
-    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let mut cmd = cli_support::command(&app.base, &app.agent);
-    cmd.current_dir(dir.path())
-        .args(["wrap", "--shell", "/bin/sh", "--wait", "2", "--"])
-        .arg(&agent)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let out = cmd.output().await.unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stdout} {stderr}");
+    .await;
+    assert_eq!(code, Some(0), "{stdout} {stderr}");
     assert!(dir.path().join("allowed-file").exists());
     assert!(!dir.path().join("denied-file").exists());
     assert!(stdout.contains("refused"), "{stdout}");
     assert!(stderr.contains("actiongate: denied by policy"), "{stderr}");
-    let strings: Vec<Value> = all_actions(&app)
-        .await
-        .iter()
-        .map(|a| a["action_string"].clone())
-        .collect();
+    let strings = action_strings(&app).await;
     assert_eq!(
         strings,
         vec![
@@ -274,9 +292,9 @@ async fn wrap_asks_about_the_command_the_shell_will_run() {
     )
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let agent = dir.path().join("agent.sh");
-    std::fs::write(
-        &agent,
+    let (_, stdout, stderr) = run_wrapped(
+        &app,
+        dir.path(),
         concat!(
             "#!/bin/sh\n",
             "\"$SHELL\" -c -- 'touch sneaky-1' || echo refused-1\n",
@@ -284,18 +302,9 @@ async fn wrap_asks_about_the_command_the_shell_will_run() {
             "\"$SHELL\" -c 'eval \"$1\"' sh 'touch sneaky-3' || echo refused-3\n",
             "\"$SHELL\" -e -c 'touch fine' || echo refused-4\n",
         ),
+        "2",
     )
-    .unwrap();
-    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let mut cmd = cli_support::command(&app.base, &app.agent);
-    cmd.current_dir(dir.path())
-        .args(["wrap", "--shell", "/bin/sh", "--wait", "2", "--"])
-        .arg(&agent)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let out = cmd.output().await.unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    .await;
     for n in 1..=3 {
         assert!(
             !dir.path().join(format!("sneaky-{n}")).exists(),
@@ -304,11 +313,7 @@ async fn wrap_asks_about_the_command_the_shell_will_run() {
         assert!(stdout.contains(&format!("refused-{n}")), "{stdout}");
     }
     assert!(dir.path().join("fine").exists(), "{stdout} {stderr}");
-    let strings: Vec<Value> = all_actions(&app)
-        .await
-        .iter()
-        .map(|a| a["action_string"].clone())
-        .collect();
+    let strings = action_strings(&app).await;
     assert_eq!(
         strings,
         vec![
@@ -333,38 +338,25 @@ async fn wrap_reads_the_line_as_the_real_shell_does_and_guesses_nothing() {
     let app = TestApp::spawn().await;
     app.profile("agent-1", json!("readonly")).await;
     let dir = tempfile::tempdir().unwrap();
-    let agent = dir.path().join("agent.sh");
-    std::fs::write(
-        &agent,
-        concat!(
-            "#!/bin/bash\n",
-            "\"$SHELL\" -c 'ls &>/dev/null touch dash-ran' || echo refused-1\n",
-            "ACTIONGATE_REAL_SHELL=/bin/bash \"$SHELL\" -rcfile ls -c 'touch rcfile-ran' || echo refused-2\n",
-            "\"$SHELL\" -c $'ls \\xff' ; echo \"bytes=$?\"\n",
-            "\"$SHELL\" -c 'ls' >/dev/null && echo plain-ran\n",
-        ),
+    let (_, stdout, stderr) = run_wrapped(
+        &app,
+        dir.path(),
+    concat!(
+        "#!/bin/bash\n",
+        "\"$SHELL\" -c 'ls &>/dev/null touch dash-ran' || echo refused-1\n",
+        "ACTIONGATE_REAL_SHELL=/bin/bash \"$SHELL\" -rcfile ls -c 'touch rcfile-ran' || echo refused-2\n",
+        "\"$SHELL\" -c $'ls \\xff' ; echo \"bytes=$?\"\n",
+        "\"$SHELL\" -c 'ls' >/dev/null && echo plain-ran\n",
+    ),
+        "1",
     )
-    .unwrap();
-    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let mut cmd = cli_support::command(&app.base, &app.agent);
-    cmd.current_dir(dir.path())
-        .args(["wrap", "--shell", "/bin/sh", "--wait", "1", "--"])
-        .arg(&agent)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let out = cmd.output().await.unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    .await;
     assert!(!dir.path().join("dash-ran").exists(), "{stdout} {stderr}");
     assert!(!dir.path().join("rcfile-ran").exists(), "{stdout} {stderr}");
     for line in ["refused-1", "refused-2", "bytes=126", "plain-ran"] {
         assert!(stdout.contains(line), "{line}: {stdout} {stderr}");
     }
-    let strings: Vec<Value> = all_actions(&app)
-        .await
-        .iter()
-        .map(|a| a["action_string"].clone())
-        .collect();
+    let strings = action_strings(&app).await;
     assert_eq!(
         strings,
         vec![
