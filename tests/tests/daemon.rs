@@ -19,21 +19,22 @@ struct Daemon {
 
 impl Daemon {
     fn start(data: &Path, extra_env: &[(&str, &str)]) -> Daemon {
-        let port = free_port();
-        let mut cmd = Command::new(binary("actiongate"));
-        cmd.arg("serve")
-            .arg("--data-dir")
-            .arg(data)
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
-            .env("ACTIONGATE_LOG", "warn")
-            .env("ACTIONGATE_ACTIONS__MIN_TIMEOUT", "1s")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (k, v) in extra_env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().unwrap();
+        let (mut child, port) = common::listen::spawn_listening(|port| {
+            let mut cmd = Command::new(binary("actiongate"));
+            cmd.arg("serve")
+                .arg("--data-dir")
+                .arg(data)
+                .arg("--listen")
+                .arg(format!("127.0.0.1:{port}"))
+                .env("ACTIONGATE_LOG", "warn")
+                .env("ACTIONGATE_ACTIONS__MIN_TIMEOUT", "1s")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            for (k, v) in extra_env {
+                cmd.env(k, v);
+            }
+            cmd
+        });
         let (tx, rx) = std::sync::mpsc::channel();
         let err = child.stderr.take().unwrap();
         std::thread::spawn(move || {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{Value, json};
 
 use crate::common;
-use common::{binary, call, client, free_port};
+use common::{binary, call, client};
 
 /// The daemon, killed when dropped.
 struct Daemon {
@@ -60,18 +60,18 @@ fn daemon_binary() -> PathBuf {
 }
 
 async fn start(data: &Path) -> Daemon {
-    let port = free_port();
-    let child = Command::new(daemon_binary())
-        .arg("serve")
-        .arg("--data-dir")
-        .arg(data)
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
-        .env("ACTIONGATE_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (child, port) = common::listen::spawn_listening(|port| {
+        let mut cmd = Command::new(daemon_binary());
+        cmd.arg("serve")
+            .arg("--data-dir")
+            .arg(data)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .env("ACTIONGATE_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        cmd
+    });
     let d = Daemon {
         child,
         base: format!("http://127.0.0.1:{port}"),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{binary, call, free_port};
+use super::{binary, call};
 
 /// A running `actiongate serve`.
 pub struct Daemon {
@@ -35,24 +35,25 @@ impl Daemon {
         env: &[(&str, &str)],
         log: Option<std::fs::File>,
     ) -> Daemon {
-        let port = free_port();
-        let mut cmd = Command::new(binary("actiongate"));
-        cmd.arg("serve")
-            .arg("--data-dir")
-            .arg(data)
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
-            .env("ACTIONGATE_LOG", "warn")
-            .env("ACTIONGATE_ACTIONS__MIN_TIMEOUT", "1s")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        if let Some(file) = log {
-            cmd.stderr(file);
-        }
-        let mut child = cmd.spawn().unwrap();
+        let (mut child, port) = super::listen::spawn_listening(|port| {
+            let mut cmd = Command::new(binary("actiongate"));
+            cmd.arg("serve")
+                .arg("--data-dir")
+                .arg(data)
+                .arg("--listen")
+                .arg(format!("127.0.0.1:{port}"))
+                .env("ACTIONGATE_LOG", "warn")
+                .env("ACTIONGATE_ACTIONS__MIN_TIMEOUT", "1s")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            if let Some(file) = &log {
+                cmd.stderr(file.try_clone().unwrap());
+            }
+            cmd
+        });
         let (tx, rx) = std::sync::mpsc::channel();
         if let Some(err) = child.stderr.take() {
             std::thread::spawn(move || {

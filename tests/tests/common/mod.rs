@@ -10,6 +10,7 @@ use serde_json::Value;
 
 pub mod daemon;
 pub mod executor;
+pub mod listen;
 pub mod raw_http;
 
 /// A throwaway Postgres cluster, one per test process.
