@@ -119,3 +119,62 @@ async fn one_allowed_action_covers_one_reported_run_on_sqlite() {
 async fn one_allowed_action_covers_one_reported_run_on_postgres() {
     one_action_covers_one_run(true).await;
 }
+
+/// An action an approver edited covers a run of the detail approved, and
+/// never one of the detail the agent asked: that one nobody approved.
+async fn an_edited_action_covers_the_run_approved(pg: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(d) = start(pg, dir.path(), &[]) else {
+        return;
+    };
+    let http = crate::common::client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let operator = role_key(&http, &d.base, &admin, "operator").await;
+    // `guarded` (the default): the agent's command is asked.
+    let (s, a) = post(
+        &http,
+        format!("{}/v1/actions", d.base),
+        &agent,
+        json!({"tool": "bash", "detail": "rm -r build/cache", "session": "s"}),
+    )
+    .await;
+    assert_eq!((s, a["status"].as_str()), (201, Some("pending")), "{a}");
+    let id = a["id"].as_str().unwrap().to_owned();
+    let (s, a) = post(
+        &http,
+        format!("{}/v1/actions/{id}/approve", d.base),
+        &operator,
+        json!({"detail": "rm -r build/cache/tmp"}),
+    )
+    .await;
+    assert_eq!((s, a["edited"].as_bool()), (200, Some(true)), "{a}");
+
+    let asked =
+        json!({"tool": "bash", "detail": "rm -r build/cache", "session": "s", "action": id});
+    let r = report(&http, &d.base, &agent, asked).await;
+    assert_eq!(
+        r,
+        json!({"decided": false, "action": null}),
+        "the command as asked was never approved"
+    );
+    let approved =
+        json!({"tool": "bash", "detail": "rm -r build/cache/tmp", "session": "s", "action": id});
+    let r = report(&http, &d.base, &agent, approved).await;
+    assert_eq!(
+        r,
+        json!({"decided": true, "action": id}),
+        "the edit was approved"
+    );
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_action_covers_the_run_approved_on_sqlite() {
+    an_edited_action_covers_the_run_approved(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_action_covers_the_run_approved_on_postgres() {
+    an_edited_action_covers_the_run_approved(true).await;
+}

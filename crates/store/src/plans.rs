@@ -549,11 +549,13 @@ impl SqliteStore {
                         .execute(&mut *conn)
                         .await?;
                     // The action named first; when it does not cover the
-                    // run, any other may.
+                    // run, any other may. An action an approver edited
+                    // covers the detail approved, never the one asked.
                     for named in [run.action.clone(), None] {
                         let claimed: Option<String> = sqlx::query_scalar(
                             "INSERT INTO run_claims (action_id, claimed_at) \
-                             SELECT id, ? FROM actions WHERE agent = ? AND tool = ? AND detail = ? \
+                             SELECT id, ? FROM actions WHERE agent = ? AND tool = ? \
+                             AND COALESCE(json_extract(team, '$.approved_detail'), detail) = ? \
                              AND (? IS NULL OR session = ?) AND created_at >= ? \
                              AND status IN ('approved', 'running', 'completed', 'failed') \
                              AND (? IS NULL OR id = ?) \

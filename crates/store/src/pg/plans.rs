@@ -372,13 +372,15 @@ impl Postgres {
         for named in [run.action.clone(), None] {
             for _ in 0..CLAIM_TRIES {
                 // One statement: prune what is past the look-back, pick the
-                // latest unclaimed action that covers the run, claim it.
+                // latest unclaimed action that covers the run (an edited
+                // one covers the detail approved, not the one asked), claim it.
                 // `picked` without `claimed`: another report claimed that
                 // one meanwhile, so pick again.
                 let (claimed, picked): (Option<String>, Option<String>) = sqlx::query_as(
                     "WITH pruned AS (DELETE FROM run_claims WHERE claimed_at < $6), \
                      pick AS (SELECT id FROM actions WHERE agent = $2 AND tool = $3 \
-                       AND detail = $4 AND ($5::TEXT IS NULL OR session = $5) \
+                       AND COALESCE(team::jsonb ->> 'approved_detail', detail) = $4 \
+                       AND ($5::TEXT IS NULL OR session = $5) \
                        AND created_at >= $6 \
                        AND status IN ('approved', 'running', 'completed', 'failed') \
                        AND ($7::TEXT IS NULL OR id = $7) \
