@@ -503,6 +503,47 @@ async fn check_request_and_poll_an_action() {
     app.stop().await;
 }
 
+/// An approver who edits a call approves the edited one (docs/teams.md):
+/// the result's text, which is all a model may read, says not to run the
+/// call as asked and names what was approved.
+#[tokio::test]
+async fn an_edited_approval_reads_as_the_call_approved_not_the_one_asked() {
+    let app = spawn().await;
+    for era in ERAS {
+        let (conn, _) = connect(&app, &app.agent, era).await;
+        let r = call(
+            &conn,
+            "request_action",
+            json!({"tool": "bash", "detail": "rm -r build/mcp", "wait_seconds": 0}),
+            false,
+        )
+        .await;
+        let id = r.structured_content.as_ref().unwrap()["action"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let (status, body) = app
+            .call(
+                Method::POST,
+                &format!("/v1/actions/{id}/approve"),
+                Some(&app.operator.clone()),
+                Some(json!({"detail": "rm -r build/mcp/tmp"})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let s = call(&conn, "get_action_status", json!({"id": id}), false).await;
+        let said = text(&s);
+        assert!(
+            said.starts_with("approved as edited:")
+                && said.contains("do not run it as asked")
+                && said.ends_with("detail: rm -r build/mcp/tmp"),
+            "{era:?}: {said}"
+        );
+        conn.cancel().await.unwrap();
+    }
+    app.stop().await;
+}
+
 /// The JSON of `text` as Claude Code's `--permission-prompt-tool` contract
 /// takes it: exactly `{"behavior":"allow","updatedInput":{...}}` or
 /// `{"behavior":"deny","message":"..."}` (its schema of the answer).

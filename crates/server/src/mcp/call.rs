@@ -488,7 +488,14 @@ pub fn permission_result(permission: &str, minutes: f64, action: &Action) -> Cal
     let p = permission;
     match action.status {
         ActionStatus::Approved | ActionStatus::Running | ActionStatus::Completed => {
-            with_action(format!("Permission granted for {p}"), action, false)
+            let text = match &action.team.approved_detail {
+                Some(d) if action.team.edited => format!(
+                    "Permission granted as edited: an approver changed it before approving, \
+                     so what is granted is `{d}`, not {p}"
+                ),
+                _ => format!("Permission granted for {p}"),
+            };
+            with_action(text, action, false)
         }
         ActionStatus::Denied => with_action(
             format!("Permission denied for {p}: {}", reason_of(action)),
@@ -507,6 +514,28 @@ pub fn permission_result(permission: &str, minutes: f64, action: &Action) -> Cal
             format!("Permission request for {p} ended as {other}"),
             action,
             true,
+        ),
+    }
+}
+
+/// What an allowed action's result says: `state: <action string>`, or,
+/// when an approver edited it before approving (docs/teams.md), what was
+/// approved instead, so an agent reading only the text never runs the
+/// call as it asked it.
+fn allowed_text(state: &str, a: &Action) -> String {
+    if !a.team.edited {
+        return format!("{state}: {}", a.action_string);
+    }
+    match (&a.team.approved_detail, &a.handler) {
+        (Some(detail), None) => format!(
+            "{state} as edited: an approver changed this call before approving it, so do not \
+             run it as asked ({}); what was approved is tool {} with detail: {detail}",
+            a.action_string, a.tool
+        ),
+        _ => format!(
+            "{state} as edited: an approver changed its params before approving it; the \
+             executor runs the version approved ({})",
+            a.action_string
         ),
     }
 }
@@ -550,9 +579,9 @@ pub fn described(a: &Action) -> CallToolResult {
     let s = a.status;
     let text = match s {
         ActionStatus::Pending => format!("pending: action {} waits for an operator", a.id),
-        ActionStatus::Approved => format!("approved: {}", a.action_string),
-        ActionStatus::Running => format!("running: {}", a.action_string),
-        ActionStatus::Completed => format!("completed: {}", a.action_string),
+        ActionStatus::Approved => allowed_text("approved", a),
+        ActionStatus::Running => allowed_text("running", a),
+        ActionStatus::Completed => allowed_text("completed", a),
         ActionStatus::Denied => format!("denied: {}: {}", a.action_string, reason_of(a)),
         ActionStatus::Expired => {
             format!("expired: no operator decided in time: {}", a.action_string)
