@@ -276,3 +276,76 @@ async fn replaying_a_candidate_over_10000_actions_counts_every_change() {
     );
     d.stop();
 }
+
+/// Replaying an agent's own profile changes nothing: a grant keeps the
+/// allows it gave, and an action a grant covered but a hazard still asked
+/// about was an ask, not an allow that would now be kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replaying_the_profile_in_force_changes_nothing_where_grants_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let bot = agent_key(&http, &d.base, &admin, "bot").await;
+    let profile = json!({"allow": [], "ask": ["tool:bash:.*"], "deny": []});
+    set_profile(&http, &d.base, &admin, "bot", profile.clone()).await;
+    let (s, g) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/grants", d.base),
+        &admin,
+        Some(json!({"agent": "bot", "tool": "bash", "pattern": "find .*", "expires": "1h"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{g}");
+    let mut rules = Vec::new();
+    for detail in ["find . -name x", "find . -delete"] {
+        let (s, a) = call(
+            &http,
+            reqwest::Method::POST,
+            format!("{}/v1/actions", d.base),
+            &bot,
+            Some(json!({"tool": "bash", "detail": detail})),
+        )
+        .await;
+        assert_eq!(s, 201, "{a}");
+        rules.push((
+            a["decision"]["result"].clone(),
+            a["decision"]["rule"]["kind"].clone(),
+        ));
+    }
+    assert_eq!(
+        rules,
+        [
+            (json!("allow"), json!("grant")),
+            (json!("ask"), json!("grant"))
+        ],
+        "the grant allowed one and covered the other, which its hazard still asked"
+    );
+    let (s, r) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/agents/bot/profile/replay", d.base),
+        &admin,
+        Some(json!({"profile": profile})),
+    )
+    .await;
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(
+        (r["replayed"].as_u64(), r["changed"].as_u64()),
+        (Some(2), Some(0)),
+        "{r}"
+    );
+    // A `since` whose unit is no ASCII letter is a 422 naming it.
+    let (s, p) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/agents/bot/profile/replay", d.base),
+        &admin,
+        Some(json!({"profile": profile, "since": "5\u{e9}"})),
+    )
+    .await;
+    assert_eq!(s, 422, "{p}");
+    assert!(p.to_string().contains("since"), "{p}");
+    d.stop();
+}

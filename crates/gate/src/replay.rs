@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::admin::compile_profile;
 use crate::policy::{record, validate_tool};
 use crate::{Caller, Gate, GateError, GateResult};
-use actiongate_api::model::Role;
+use actiongate_api::model::{DecisionResult, Role};
 use actiongate_api::text::clip;
 
 /// Actions read per page while replaying.
@@ -43,7 +43,9 @@ pub fn parse_since(since: Option<&str>, now: DateTime<Utc>) -> GateResult<DateTi
             "an RFC 3339 time or a duration back from now like 30d, 12h, 90m",
         )
     };
-    let (n, unit) = s.split_at(s.len().saturating_sub(1));
+    // The unit is the last character, whatever its width.
+    let cut = s.char_indices().last().map_or(0, |(i, _)| i);
+    let (n, unit) = s.split_at(cut);
     let n: i64 = n.parse().map_err(|_| bad())?;
     if !(0..=36_500 * 24 * 60).contains(&n) {
         return Err(bad());
@@ -76,13 +78,16 @@ fn past(outcome: &str) -> &'static str {
 /// What `candidate` decides for recorded `action`.
 fn replay_one(candidate: &policy::Profile, action: &Action) -> Verdict {
     let new = policy::check(&action.action_string, candidate);
-    let by_grant = action
-        .decision
-        .rule
-        .as_ref()
-        .and_then(|r| r.get("kind"))
-        .and_then(Value::as_str)
-        == Some("grant");
+    // Only an allow is kept: a grant that covered an action some hazard
+    // or approvals rule still asked about gave it nothing to keep.
+    let by_grant = action.decision.result == DecisionResult::Allow
+        && action
+            .decision
+            .rule
+            .as_ref()
+            .and_then(|r| r.get("kind"))
+            .and_then(Value::as_str)
+            == Some("grant");
     if by_grant && new != Verdict::Deny {
         Verdict::Allow
     } else {
@@ -242,7 +247,7 @@ mod tests {
             now - Duration::hours(12)
         );
         assert!(parse_since(Some("2026-01-01T00:00:00Z"), now).is_ok());
-        for bad in ["", "d", "7w", "-1d", "x7d", "999999999d"] {
+        for bad in ["", "d", "7w", "-1d", "x7d", "999999999d", "5é", "é", "7日"] {
             assert!(parse_since(Some(bad), now).is_err(), "{bad}");
         }
     }
