@@ -182,6 +182,36 @@ async fn a_receipt_verifies_offline_and_fails_when_one_byte_changes() {
             .unwrap()
             .starts_with("key:")
     );
+    // A denial through the page: its receipt names the page, the channel
+    // the decision came through, not one guessed from the key.
+    let (s, p) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/actions", d.base),
+        &bot,
+        Some(json!({"tool": "bash", "detail": "make clean"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{p}");
+    let denied = p["id"].as_str().unwrap().to_owned();
+    let resp = http
+        .post(format!("{}/v1/actions/{denied}/deny", d.base))
+        .bearer_auth(&operator)
+        .header("x-actiongate-channel", "page")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let (s, dr) = get(
+        &http,
+        format!("{}/v1/actions/{denied}/receipt", d.base),
+        &bot,
+    )
+    .await;
+    assert_eq!(s, 200, "{dr}");
+    assert_eq!(dr["claims"]["outcome"], "denied");
+    assert_eq!(dr["claims"]["deciders"][0]["via"], "page", "{dr}");
     let human_file = files.path().join("human.jws");
     std::fs::write(&human_file, hr["receipt"].as_str().unwrap()).unwrap();
     assert_eq!(verify(&human_file, &key_file, &["--require-human"]).0, 0);

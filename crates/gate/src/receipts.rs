@@ -142,7 +142,8 @@ pub fn receipt_claims(
 
 /// The humans who decided `action`: for an approval, every person of its
 /// quorum (each identity and the channel it came through), so a receipt
-/// shows the count was met; otherwise the one who decided.
+/// shows the count was met; otherwise the one who decided, through the
+/// channel the decision came.
 fn deciders(action: &Action, outcome: &str) -> Vec<Decider> {
     let approvals = &action.team.approvals;
     if outcome == "allowed"
@@ -157,5 +158,11 @@ fn deciders(action: &Action, outcome: &str) -> Vec<Decider> {
             })
             .collect();
     }
-    deciders_of(action.decided_by.as_deref())
+    // The one human's channel as recorded when they decided; the prefix
+    // of their identity only guesses it (a key may speak through MCP).
+    let mut one = deciders_of(action.decided_by.as_deref());
+    if let (Some(d), Some(channel)) = (one.first_mut(), &action.team.decided_channel) {
+        d.via = channel.clone();
+    }
+    one
 }
