@@ -220,6 +220,17 @@ async fn people_are_kept_by_admins_and_each_identity_is_one_persons() {
     .await;
     assert_eq!(s, 422, "{p}");
     assert_eq!(p["errors"][0]["field"], "keys[0]", "{p}");
+    let (_, carl_id) = named_operator(&http, &d.base, &admin, "carl-laptop").await;
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        url.clone(),
+        &admin,
+        Some(json!({"name": "carl", "keys": [carl_id, carl_id]})),
+    )
+    .await;
+    assert_eq!(s, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "keys[1]", "{p}");
     let (s, list) = call(&http, Method::GET, url.clone(), &admin, None).await;
     assert_eq!(s, 200, "{list}");
     assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");

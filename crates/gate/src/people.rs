@@ -101,6 +101,12 @@ impl Gate {
         }
         let keys = self.store().list_keys().await?;
         for (i, k) in body.keys.iter().enumerate() {
+            if body.keys[..i].contains(k) {
+                return Err(GateError::invalid(
+                    format!("keys[{i}]"),
+                    "listed twice: each key once",
+                ));
+            }
             match keys.iter().find(|key| &key.id == k) {
                 Some(key) if key.agent.is_none() && key.role >= Role::Operator => {}
                 Some(_) => {
