@@ -423,10 +423,14 @@ impl Profile {
                     // A detail that is not analysed is matched line by
                     // line too: `.` stops at a line break, so a newline
                     // sent after `prod eu` would shed a rule over
-                    // `prod.*` (and its count of people).
-                    None if detail.contains('\n') => {
-                        detail.split('\n').map(|l| format_action(tool, l)).collect()
-                    }
+                    // `prod.*` (and its count of people). Every character
+                    // a terminal, a page or a chat may show as a new line
+                    // starts one, so what a human reads as `prod eu` on a
+                    // line of its own is governed as such.
+                    None if detail.contains(LINE_BREAKS) => detail
+                        .split(LINE_BREAKS)
+                        .map(|l| format_action(tool, l))
+                        .collect(),
                     None => Vec::new(),
                 }
             }
@@ -587,6 +591,13 @@ impl From<Profile> for ProfileSpec {
     }
 }
 
+/// What may start a new line where a detail is shown: line feed, carriage
+/// return, vertical tab, form feed, next line, and the Unicode line and
+/// paragraph separators.
+const LINE_BREAKS: [char; 7] = [
+    '\n', '\r', '\u{0b}', '\u{0c}', '\u{85}', '\u{2028}', '\u{2029}',
+];
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -653,6 +664,11 @@ mod tests {
             "tool:deploy:prod eu",
             "tool:deploy:prod eu\n",
             "tool:deploy:x\nprod eu",
+            "tool:deploy:x\rprod eu",
+            "tool:deploy:x\r\nprod eu",
+            "tool:deploy:staging\u{2028}prod eu",
+            "tool:deploy:staging\u{85}prod eu",
+            "tool:deploy:staging\u{0b}prod eu",
         ] {
             assert!(
                 !deploy.approval_rules_for(action, None).is_empty(),
