@@ -9,7 +9,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::daemon::{Daemon, agent_key, set_profile};
+use crate::common::daemon::{Daemon, agent_key, role_key, set_profile};
 use crate::common::{call, client};
 use crate::mcp_proxy::{Proxy, text_of};
 
@@ -321,6 +321,96 @@ async fn a_slow_executor_does_not_stall_dispatch_to_other_executors() {
         "completed",
         "after {:?}: {a}",
         started.elapsed()
+    );
+    d.stop();
+}
+
+/// CPU time (user and system) process `pid` has used, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name (which may hold spaces): state is
+    // the first, utime the 12th and stime the 13th.
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// While a handler has no room in flight, its retries that came due wait
+/// for room: the dispatcher used to look again every millisecond until a
+/// slow executor gave its room back, a fifth of a CPU for as long as that
+/// took.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_handler_with_retries_due_leaves_the_dispatcher_idle() {
+    use crate::common::raw_http::{After, RawServer};
+    let hang = RawServer::start(|_, _| (Vec::new(), After::Stall(Duration::from_secs(120)))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("ACTIONGATE_DISPATCH__PER_HANDLER_MAX_IN_FLIGHT", "2"),
+        ("ACTIONGATE_DISPATCH__RETRY_SCHEDULE", "[\"1s\", \"2s\"]"),
+    ];
+    let d = Daemon::start(dir.path(), &env);
+    let http = client();
+    let admin = d.admin_key();
+    let (s, h) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/handlers", d.base),
+        &admin,
+        Some(handler("hang", &format!("{}/run", hang.base), "4s")),
+    )
+    .await;
+    assert_eq!(s, 201, "{h}");
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let operator = role_key(&http, &d.base, &admin, "operator").await;
+    let ask_and_approve = || async {
+        let (s, a) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/actions", d.base),
+            &agent,
+            Some(json!({"handler": "hang", "action": "go", "params": {}})),
+        )
+        .await;
+        assert_eq!(s, 201, "{a}");
+        let id = a["id"].as_str().unwrap();
+        let (s, a) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/actions/{id}/approve", d.base),
+            &operator,
+            Some(json!({})),
+        )
+        .await;
+        assert_eq!(s, 200, "{a}");
+    };
+    for _ in 0..6 {
+        ask_and_approve().await;
+    }
+    // After the first attempts time out (4 s), retries are due while the
+    // handler's room (2) goes from one attempt to the next.
+    tokio::time::sleep(Duration::from_millis(5500)).await;
+    // Anything that wakes the dispatch loop then (another approval) finds
+    // those retries due and the handler full.
+    ask_and_approve().await;
+    let before = cpu_ticks(d.pid());
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let used = cpu_ticks(d.pid()) - before;
+    let (s, list) = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/actions?status=approved", d.base),
+        &admin,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{list}");
+    assert!(
+        !list["items"].as_array().unwrap().is_empty(),
+        "retries were still waiting for room while measured: {list}"
+    );
+    assert!(
+        used < 20,
+        "the daemon used {used} ticks (1/100 s) of CPU in 4 s with retries waiting for room"
     );
     d.stop();
 }

@@ -28,6 +28,8 @@ const MAX_IDLE: Duration = Duration::from_secs(60);
 /// wakes only them, so a lease that lapses when one of them dies, or a
 /// retry it scheduled, is found here by looking.
 const MAX_IDLE_SHARED: Duration = Duration::from_secs(1);
+/// Shortest wait between passes while some handler has no room in flight.
+const BLOCKED_FLOOR: Duration = Duration::from_millis(50);
 /// How many due actions one pass looks at in a round.
 const BATCH: i64 = 256;
 /// Most rounds of a pass: each looks past the handlers the previous
@@ -237,14 +239,18 @@ pub async fn run(gate: Gate) {
         {
             tracing::error!(error = %e, "releasing lapsed leases failed");
         }
-        let blocked = match pass(&gate).await {
-            Ok(blocked) => blocked,
+        let full = match pass(&gate).await {
+            Ok(full) => full,
             Err(e) => {
                 tracing::error!(error = %e, "dispatch pass failed");
-                false
+                Vec::new()
             }
         };
-        let sleep = match gate.store().next_dispatch_times().await {
+        let blocked = !full.is_empty();
+        // A full handler's due retries wait for room (`freed`), not for
+        // their time, which has passed: counting them would make this loop
+        // look again every millisecond while a slow executor holds its room.
+        let sleep = match gate.store().next_dispatch_times(full).await {
             Ok(next) => {
                 lease_due = next.lease;
                 match next.retry.into_iter().chain(next.lease).min() {
@@ -263,8 +269,16 @@ pub async fn run(gate: Gate) {
         if sleep.is_zero() && !blocked {
             continue;
         }
+        // Blocked with something due all the same (more of the full
+        // handlers' backlog than one pass looks past): look again soon,
+        // not at once.
+        let floor = if blocked {
+            BLOCKED_FLOOR
+        } else {
+            Duration::from_millis(1)
+        };
         tokio::select! {
-            _ = tokio::time::sleep(sleep.max(Duration::from_millis(1))) => {}
+            _ = tokio::time::sleep(sleep.max(floor)) => {}
             _ = d.limits.freed.notified() => {}
             _ = wake_on_event(&mut events) => {}
             _ = gate.shutdown().cancelled() => break,
@@ -309,8 +323,9 @@ async fn wake_on_event(events: &mut broadcast::Receiver<Arc<actiongate_store::Ev
     }
 }
 
-/// Claims what is due and within limits; `true` when limits held some back.
-async fn pass(gate: &Gate) -> anyhow::Result<bool> {
+/// Claims what is due and within limits; the handlers whose limits held
+/// some back.
+async fn pass(gate: &Gate) -> anyhow::Result<Vec<String>> {
     let d = gate.dispatcher();
     let mut blocked = false;
     // Claimed together by lease: each action is leased for its own
@@ -359,7 +374,7 @@ async fn pass(gate: &Gate) -> anyhow::Result<bool> {
         }
     }
     d.backlog.store(blocked, Ordering::Release);
-    Ok(blocked)
+    Ok(full)
 }
 
 /// What one HTTP exchange came to.

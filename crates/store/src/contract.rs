@@ -176,8 +176,9 @@ contract! {
     /// whatever was in flight is lost).
     pub async fn release_leases(&self, at: DateTime<Utc>, max_attempts: i64, all: bool) -> Result<Vec<Action>, StoreError>;
     /// When dispatch next has something to do: the earliest retry coming
-    /// due and the earliest lease lapsing (`None` when there is none).
-    pub async fn next_dispatch_times(&self) -> Result<NextDispatch, StoreError>;
+    /// due of a handler not in `skip` (those with no room in flight) and
+    /// the earliest lease lapsing (`None` when there is none).
+    pub async fn next_dispatch_times(&self, skip: Vec<String>) -> Result<NextDispatch, StoreError>;
     /// An executor's asynchronous result for `attempt` (the current one or
     /// an earlier one: all share the webhook-id the executor deduplicates
     /// by). A `webhook_id` seen before is a replay ([`StoreError::Conflict`]);

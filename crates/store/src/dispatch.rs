@@ -413,14 +413,17 @@ impl SqliteStore {
     }
 
     /// When dispatch next has something to do: the earliest retry coming
-    /// due and the earliest lease lapsing (`None` when there is none).
-    pub async fn next_dispatch_times(&self) -> Result<NextDispatch, StoreError> {
+    /// due of a handler not in `skip` (those with no room in flight) and
+    /// the earliest lease lapsing (`None` when there is none).
+    pub async fn next_dispatch_times(&self, skip: Vec<String>) -> Result<NextDispatch, StoreError> {
         let (retry, lease): (Option<i64>, Option<i64>) = sqlx::query_as(
             "SELECT (SELECT MIN(next_attempt_at) FROM actions INDEXED BY actions_dispatch_due \
-                     WHERE status = 'approved' AND handler IS NOT NULL), \
+                     WHERE status = 'approved' AND handler IS NOT NULL \
+                     AND handler NOT IN (SELECT value FROM json_each(?))), \
                     (SELECT MIN(lease_until) FROM actions INDEXED BY actions_running_lease \
                      WHERE status = 'running')",
         )
+        .bind(serde_json::to_string(&skip)?)
         .fetch_one(&self.read)
         .await?;
         Ok(NextDispatch {

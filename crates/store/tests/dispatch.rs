@@ -126,7 +126,7 @@ async fn due_actions_are_claimed_once_oldest_first(kind: Kind) {
             .is_empty()
     );
     assert!(events.try_recv().is_err());
-    let next = store.next_dispatch_times().await.unwrap();
+    let next = store.next_dispatch_times(Vec::new()).await.unwrap();
     assert_eq!(next.retry, None);
     assert_eq!(
         next.lease.map(|l| l.timestamp_millis()),
@@ -169,12 +169,18 @@ async fn a_retry_comes_due_at_its_time_and_fences_the_attempt_before_it(kind: Ki
             .len(),
         1
     );
-    let next = store.next_dispatch_times().await.unwrap();
+    let next = store.next_dispatch_times(Vec::new()).await.unwrap();
     assert_eq!(
         next.retry.map(|t| t.timestamp_millis()),
         Some(later.timestamp_millis())
     );
     assert_eq!(next.lease, None);
+    // A handler with no room in flight is left out: its retry waits for room.
+    let skipping = store
+        .next_dispatch_times(vec!["files".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(skipping.retry, None);
     let second = store
         .claim_next("files", later, in_secs(90))
         .await
@@ -239,7 +245,7 @@ async fn an_async_result_settles_once_and_a_replay_is_refused(kind: Kind) {
         .unwrap()
         .expect("running");
     assert_eq!(waiting.status, ActionStatus::Running);
-    let lease = store.next_dispatch_times().await.unwrap().lease;
+    let lease = store.next_dispatch_times(Vec::new()).await.unwrap().lease;
     assert!(
         lease.is_some_and(|l| l < until),
         "b's lease is the earlier one"

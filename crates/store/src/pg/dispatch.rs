@@ -314,13 +314,16 @@ impl Postgres {
     }
 
     /// When dispatch next has something to do: the earliest retry coming
-    /// due and the earliest lease lapsing (`None` when there is none).
-    pub async fn next_dispatch_times(&self) -> Result<NextDispatch, StoreError> {
+    /// due of a handler not in `skip` (those with no room in flight) and
+    /// the earliest lease lapsing (`None` when there is none).
+    pub async fn next_dispatch_times(&self, skip: Vec<String>) -> Result<NextDispatch, StoreError> {
         let (retry, lease): (Option<i64>, Option<i64>) = sqlx::query_as(
             "SELECT (SELECT MIN(next_attempt_at) FROM actions \
-                     WHERE status = 'approved' AND handler IS NOT NULL), \
+                     WHERE status = 'approved' AND handler IS NOT NULL \
+                     AND NOT (handler = ANY($1))), \
                     (SELECT MIN(lease_until) FROM actions WHERE status = 'running')",
         )
+        .bind(skip)
         .fetch_one(&self.pool)
         .await?;
         Ok(NextDispatch {
