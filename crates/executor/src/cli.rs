@@ -69,9 +69,14 @@ pub struct Cli {
     /// Run only what a human allowed: each delivery's signed receipt must
     /// verify with this key (a JWK file, as `actiongate receipt key`
     /// prints it) and bind exactly its action and params. A leaked webhook
-    /// secret then runs nothing.
+    /// secret then runs nothing new.
     #[arg(long, value_name = "JWK_FILE")]
     pub require_human_receipt: Option<PathBuf>,
+    /// With --require-human-receipt: refuse a receipt given longer ago than
+    /// this (e.g. 24h, 30m), so one a human gave cannot be replayed for long
+    /// to an executor without its record (a fresh replica or state dir).
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = humantime::parse_duration, requires = "require_human_receipt")]
+    pub receipt_max_age: Duration,
 }
 
 /// Runs the command line.
@@ -160,6 +165,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             ),
             None => None,
         },
+        receipt_max_age: cli.receipt_max_age,
     })?;
     let mut out = std::io::stdout();
     writeln!(out, "actiongate-executor listening on {public_url}")?;

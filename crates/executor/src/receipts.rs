@@ -1,7 +1,10 @@
 //! `--require-human-receipt`: run only what a human allowed, as a signed
 //! decision receipt in the delivery proves, checked against the daemon's
 //! receipt key (a JWK file). Whoever holds only the webhook secret can sign
-//! a delivery but not a receipt, so a leaked secret runs nothing.
+//! a delivery but not a receipt, so a leaked secret runs nothing new; a
+//! receipt a human gave earlier is refused once older than
+//! `--receipt-max-age`, so it cannot be replayed for long to an executor
+//! that keeps no record of having run it (a fresh replica).
 
 use std::path::Path;
 
@@ -35,8 +38,14 @@ pub struct Delivered<'a> {
 }
 
 /// `Ok` when the delivery carries a receipt signed by `key` saying a human
-/// allowed exactly this action of this handler with exactly these params.
-pub fn check(key: &ReceiptVerifier, d: &Delivered<'_>) -> Result<(), Refusal> {
+/// allowed exactly this action of this handler with exactly these params,
+/// at most `max_age` before `now` (Unix seconds).
+pub fn check(
+    key: &ReceiptVerifier,
+    d: &Delivered<'_>,
+    max_age: std::time::Duration,
+    now: i64,
+) -> Result<(), Refusal> {
     let receipt = d
         .receipt
         .ok_or("the delivery carries no receipt, and this executor requires one")?;
@@ -50,6 +59,14 @@ pub fn check(key: &ReceiptVerifier, d: &Delivered<'_>) -> Result<(), Refusal> {
     if claims.params_digest.as_deref() != Some(params_digest(d.params).as_str()) {
         return Err("the params differ from the ones the receipt binds".into());
     }
+    let age = now.saturating_sub(claims.iat);
+    if age > i64::try_from(max_age.as_secs()).unwrap_or(i64::MAX) {
+        return Err(format!(
+            "the receipt was given {age} s ago, longer than --receipt-max-age ({} s): \
+             a delivery that late is taken for a replay",
+            max_age.as_secs()
+        ));
+    }
     if !claims.human_allowed() {
         return Err(format!(
             "no human allowed this action (outcome {}, decided by {})",
@@ -58,4 +75,57 @@ pub fn check(key: &ReceiptVerifier, d: &Delivered<'_>) -> Result<(), Refusal> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::time::Duration;
+
+    use actiongate_receipt::{RECEIPT_VERSION, ReceiptClaims, ReceiptSigner, deciders_of};
+    use serde_json::json;
+
+    use super::*;
+
+    const DECIDED: i64 = 1_800_000_000;
+
+    fn signed(params: &Value) -> (ReceiptVerifier, String) {
+        let signer = ReceiptSigner::from_seed(&[9; 32]).unwrap();
+        let claims = ReceiptClaims {
+            v: RECEIPT_VERSION,
+            iss: "actiongate".into(),
+            action_id: "0190".into(),
+            agent: "a1".into(),
+            action_string: "tool:fs:read a.txt".into(),
+            handler: Some("fs".into()),
+            action: Some("read_file".into()),
+            params_digest: Some(params_digest(params)),
+            outcome: "allowed".into(),
+            decided_by: Some("key:k1".into()),
+            deciders: deciders_of(Some("key:k1")),
+            decided_at: None,
+            iat: DECIDED,
+        };
+        let verifier = ReceiptVerifier::from_jwk(&signer.jwk()).unwrap();
+        (verifier, signer.sign(&claims).unwrap())
+    }
+
+    #[test]
+    fn a_human_receipt_older_than_the_limit_is_a_replay() {
+        let params = json!({"filepath": "a.txt"});
+        let (key, receipt) = signed(&params);
+        let d = Delivered {
+            action_id: "0190",
+            handler: "fs",
+            action: "read_file",
+            params: &params,
+            receipt: Some(&receipt),
+        };
+        let day = Duration::from_secs(24 * 3600);
+        assert_eq!(check(&key, &d, day, DECIDED + 60), Ok(()));
+        assert_eq!(check(&key, &d, day, DECIDED + 24 * 3600), Ok(()));
+        let late = check(&key, &d, day, DECIDED + 24 * 3600 + 1).unwrap_err();
+        assert!(late.contains("--receipt-max-age"), "{late}");
+        assert!(check(&key, &d, Duration::from_secs(30), DECIDED + 31).is_err());
+    }
 }

@@ -63,6 +63,8 @@ pub struct Settings {
     /// Run only deliveries whose signed receipt, checked with this key,
     /// says a human allowed exactly them ([`crate::receipts`]).
     pub require_human_receipt: Option<actiongate_receipt::ReceiptVerifier>,
+    /// Oldest receipt accepted with `require_human_receipt`.
+    pub receipt_max_age: Duration,
 }
 
 /// Why the executor cannot start.
@@ -97,6 +99,7 @@ pub struct Executor {
     handler_id: Arc<str>,
     callback: Option<Callback>,
     receipt_key: Option<Arc<actiongate_receipt::ReceiptVerifier>>,
+    receipt_max_age: Duration,
 }
 
 impl Executor {
@@ -138,6 +141,7 @@ impl Executor {
             handler_id: Arc::from(s.handler_id.as_str()),
             callback,
             receipt_key: s.require_human_receipt.clone().map(Arc::new),
+            receipt_max_age: s.receipt_max_age,
         })
     }
 
@@ -254,7 +258,10 @@ async fn deliver(
             params: &env.params,
             receipt: env.receipt.as_deref(),
         };
-        if let Err(why) = crate::receipts::check(key, &delivered) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        if let Err(why) = crate::receipts::check(key, &delivered, ex.receipt_max_age, now) {
             tracing::warn!(action_id = %env.action_id, reason = %why, "refused a delivery without a valid human receipt");
             let outcome =
                 Outcome::failure(journal::Status::Error, "no_human_receipt", why, Value::Null);
