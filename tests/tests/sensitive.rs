@@ -200,3 +200,148 @@ async fn an_edit_cannot_change_a_sensitive_value_nobody_can_see() {
     assert_eq!(r["claims"]["params_digest"], want, "{r}");
     d.stop();
 }
+
+/// An executor that echoes a sensitive value back, in its result or in the
+/// words of its refusal, sync or by callback: the value is `***` in what
+/// the daemon keeps and shows (the action, the audit export).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sensitive_value_an_executor_echoes_is_masked_in_the_record() {
+    use crate::common::raw_http::{After, RawServer, answer};
+    // Delivery 1: a result that repeats its input; 2: a refusal quoting
+    // it; 3: 202, its result posted later.
+    let exec = RawServer::start(|n, req| {
+        let params = req.json()["params"].clone();
+        let token = params["auth"]["token"].as_str().unwrap_or("").to_owned();
+        let (status, body) = match n {
+            1 => (
+                "200 OK",
+                json!({"echo": params, "log": format!("used {token}"), token.clone(): true}),
+            ),
+            2 => (
+                "422 Unprocessable Entity",
+                json!({"error": format!("bad token {token}")}),
+            ),
+            _ => ("202 Accepted", json!({})),
+        };
+        let ct = [("content-type", "application/json")];
+        (answer(status, &ct, &body.to_string()), After::Close)
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let operator = role_key(&http, &d.base, &admin, "operator").await;
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let mut reg = registration(json!({"key": "/user"}), json!(["/auth/token"]));
+    reg["url"] = json!(format!("{}/hook", exec.base));
+    let secret = register_handler(&http, &d.base, &admin, reg).await;
+
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (s, a) = call(
+            &http,
+            reqwest::Method::POST,
+            format!("{}/v1/actions", d.base),
+            &agent,
+            Some(json!({"handler": "vault", "action": "read",
+                "params": {"user": "ada", "auth": {"token": SECRET}}})),
+        )
+        .await;
+        assert_eq!(s, 201, "{a}");
+        let id = a["id"].as_str().unwrap().to_owned();
+        let (s, b) = call(
+            &http,
+            reqwest::Method::POST,
+            format!("{}/v1/actions/{id}/approve", d.base),
+            &operator,
+            Some(json!({})),
+        )
+        .await;
+        assert_eq!(s, 200, "{b}");
+        // One at a time, so the deliveries come in this order.
+        let want = if ids.len() == 2 { "running" } else { "" };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let (_, a) = call(
+                &http,
+                reqwest::Method::GET,
+                format!("{}/v1/actions/{id}", d.base),
+                &operator,
+                None,
+            )
+            .await;
+            let status = a["status"].as_str().unwrap_or("");
+            if ["completed", "failed"].contains(&status)
+                || (status == want && !a["attempts"].as_array().unwrap().is_empty())
+            {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{a}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        ids.push(id);
+    }
+    // The third answered 202: its result comes by a signed callback.
+    let id = &ids[2];
+    let body = json!({"action_id": id, "attempt": 1, "status": "completed",
+        "result": {"said": format!("token {SECRET} accepted")}, "error": null})
+    .to_string();
+    let wh = standardwebhooks::Webhook::new(&secret).unwrap();
+    let webhook_id = format!("res_{id}_1");
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let sig = wh.sign(&webhook_id, ts, body.as_bytes()).unwrap();
+    let resp = http
+        .post(format!("{}/v1/actions/{id}/result", d.base))
+        .header("webhook-id", &webhook_id)
+        .header("webhook-timestamp", ts.to_string())
+        .header("webhook-signature", sig)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+
+    let mut shown = Vec::new();
+    for id in &ids {
+        let (_, a) = call(
+            &http,
+            reqwest::Method::GET,
+            format!("{}/v1/actions/{id}", d.base),
+            &operator,
+            None,
+        )
+        .await;
+        shown.push(a);
+    }
+    assert_eq!(shown[0]["status"], "completed", "{}", shown[0]);
+    assert_eq!(
+        shown[0]["outcome"]["result"]["log"], "used ***",
+        "{}",
+        shown[0]
+    );
+    assert_eq!(shown[0]["outcome"]["result"]["***"], true, "{}", shown[0]);
+    assert_eq!(shown[1]["status"], "failed", "{}", shown[1]);
+    assert_eq!(
+        shown[1]["outcome"]["error"], "bad token ***",
+        "{}",
+        shown[1]
+    );
+    assert_eq!(shown[2]["status"], "completed", "{}", shown[2]);
+    assert_eq!(
+        shown[2]["outcome"]["result"]["said"], "token *** accepted",
+        "{}",
+        shown[2]
+    );
+    for a in &shown {
+        assert!(!a.to_string().contains(SECRET), "{a}");
+    }
+    let text = export(&http, &d.base, &operator).await;
+    assert!(text.contains(&ids[2]));
+    assert!(!text.contains(SECRET), "{text}");
+    d.stop();
+}

@@ -484,10 +484,12 @@ impl Gate {
                 false => Err(replayed()),
             };
         }
+        // An echoed sensitive value stays out of the record.
+        let sensitive = self.sensitive_values_of(id).await?;
         let outcome = Outcome {
             status: result.status,
-            result: result.result,
-            error: result.error,
+            result: result.result.map(|r| crate::scrub::value(r, &sensitive)),
+            error: result.error.map(|e| crate::scrub::text(&e, &sensitive)),
         };
         match self
             .store()

@@ -429,6 +429,14 @@ async fn exchange(
         .await
         .map_err(|_| anyhow::anyhow!("handler '{handler_id}' is gone"))?;
     let secrets = gate.handler_secrets(handler_id).await?;
+    // What the answer must not carry into the record: the sensitive
+    // values it may echo.
+    let sensitive = a
+        .action
+        .as_deref()
+        .and_then(|name| handler.action(name))
+        .map(|decl| crate::scrub::values(decl, &c.params))
+        .unwrap_or_default();
     // The decision's signed receipt: an executor can check a human allowed
     // exactly these params without trusting the webhook secret alone.
     let decided = gate.decided_string(a, Some(&c.params)).await;
@@ -482,7 +490,14 @@ async fn exchange(
         }
     };
     let code = resp.status;
-    let body = result_value(&resp.body, resp.body_len, cfg.result_max_bytes);
+    let body = crate::scrub::value(
+        result_value(&resp.body, resp.body_len, cfg.result_max_bytes),
+        &sensitive,
+    );
+    let location = resp
+        .location
+        .as_deref()
+        .map(|to| crate::scrub::text(to, &sensitive));
     Ok(match code {
         202 => Answer {
             status_code: Some(code),
@@ -504,7 +519,7 @@ async fn exchange(
         // A redirect is never followed: it could point anywhere the daemon
         // can reach. It counts as a failed attempt, retried like a 5xx.
         300..=399 => {
-            let msg = match &resp.location {
+            let msg = match &location {
                 Some(to) => format!(
                     "executor answered {code} (redirect to {}, not followed)",
                     actiongate_api::text::clip(to, 512)

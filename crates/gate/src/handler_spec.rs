@@ -503,6 +503,11 @@ impl CompiledAction {
             .map(String::as_str)
     }
 
+    /// The pointers of its sensitive params.
+    pub fn sensitive_pointers(&self) -> &[String] {
+        &self.decl.sensitive
+    }
+
     /// `params` with every sensitive value replaced by `"***"`.
     pub fn masked(&self, params: &Value) -> Value {
         let mut view = params.clone();

@@ -54,6 +54,7 @@ pub mod receipts;
 pub mod replay;
 pub mod retention;
 pub mod revocations;
+pub mod scrub;
 pub mod sessions;
 pub mod sign;
 pub mod storage;
