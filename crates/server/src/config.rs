@@ -320,6 +320,10 @@ pub struct HttpSettings {
     /// Seconds between MCP progress notifications while a tool call waits
     /// for a human (1-30: clients cut calls that stay silent too long).
     pub mcp_progress_seconds: u64,
+    /// How long a tool call of the handshake era whose stream the client
+    /// dropped waits for the client to resume it (`Last-Event-ID`) before
+    /// its pending item is withdrawn, in seconds (1-300).
+    pub mcp_resume_seconds: u64,
     /// How long an MCP client of the stateless era may reuse the tool list
     /// before asking again (its `ttlMs` cache hint), in seconds (0-3600).
     pub mcp_tools_ttl_seconds: u64,
@@ -398,6 +402,7 @@ impl Default for HttpSettings {
             shutdown_grace_seconds: 10,
             request_read_seconds: 30,
             mcp_progress_seconds: 20,
+            mcp_resume_seconds: 10,
             mcp_tools_ttl_seconds: 10,
             mcp_allowed_origins: Vec::new(),
         }
@@ -484,6 +489,9 @@ impl Settings {
         }
         if !(1..=30).contains(&self.http.mcp_progress_seconds) {
             anyhow::bail!("http.mcp_progress_seconds: must be 1-30");
+        }
+        if !(1..=300).contains(&self.http.mcp_resume_seconds) {
+            anyhow::bail!("http.mcp_resume_seconds: must be 1-300");
         }
         if self.http.mcp_tools_ttl_seconds > 3600 {
             anyhow::bail!("http.mcp_tools_ttl_seconds: must be 0-3600");

@@ -370,3 +370,125 @@ async fn mcp_refusals_are_problem_json() {
     }
     app.stop().await;
 }
+
+/// The pending item of `request_permission` `permission`, called in
+/// `session` over a stream the test then drops; the action's id and the
+/// first bytes the stream carried.
+async fn call_then_drop(
+    app: &TestApp,
+    session: &str,
+    permission: &str,
+    id: u64,
+) -> (String, String) {
+    let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "request_permission", "_meta": {"progressToken": format!("p{id}")},
+        "arguments": {"permission": permission, "reason": "r"}}});
+    let mut resp = post(app, &app.agent, Some(session), &call)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let first = tokio::time::timeout(std::time::Duration::from_secs(2), resp.chunk())
+        .await
+        .ok()
+        .and_then(|c| c.ok().flatten())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let action = loop {
+        let (_, list) = app
+            .call(
+                Method::GET,
+                "/v1/actions?status=pending",
+                Some(&app.operator.clone()),
+                None,
+            )
+            .await;
+        let found = list["items"].as_array().unwrap().iter().find_map(|a| {
+            (a["detail"].as_str() == Some(permission)).then(|| a["id"].as_str().unwrap().to_owned())
+        });
+        if let Some(id) = found {
+            break id;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    };
+    drop(resp);
+    (action, first)
+}
+
+async fn status_of(app: &TestApp, id: &str) -> String {
+    let (_, a) = app
+        .call(
+            Method::GET,
+            &format!("/v1/actions/{id}"),
+            Some(&app.operator.clone()),
+            None,
+        )
+        .await;
+    a["status"].as_str().unwrap_or("").to_owned()
+}
+
+/// A client of the handshake era that drops a waiting call's stream and
+/// does not resume it within `http.mcp_resume_seconds` has its pending item
+/// withdrawn; one that resumes keeps it.
+#[tokio::test]
+async fn a_dropped_call_is_withdrawn_unless_its_client_resumes() {
+    let app = TestApp::spawn_with(|s| {
+        s.http.mcp_resume_seconds = 2;
+        s.http.mcp_progress_seconds = 1;
+    })
+    .await;
+    let session = open(&app, &app.agent).await;
+    let (gone, first) = call_then_drop(&app, &session, "net:gone", 7).await;
+    assert!(first.contains("id: "), "{first}");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        status_of(&app, &gone).await,
+        "pending",
+        "within the grace period"
+    );
+    let mut status = String::new();
+    for _ in 0..200 {
+        status = status_of(&app, &gone).await;
+        if status == "cancelled" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, "cancelled");
+
+    // Dropped, then resumed from its last event: still pending after the
+    // grace period, and the resumed stream carries the decision.
+    let (kept, first) = call_then_drop(&app, &session, "net:kept", 8).await;
+    let event_id = first
+        .lines()
+        .find_map(|l| l.strip_prefix("id: "))
+        .expect("the stream's first event has an id")
+        .to_owned();
+    let mut resumed = with_session(&app, Method::GET, &app.agent, &session)
+        .header("last-event-id", event_id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resumed.status(), StatusCode::OK);
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(status_of(&app, &kept).await, "pending", "resumed in time");
+    let (s, _) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{kept}/approve"),
+            Some(&app.operator.clone()),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let mut carried = String::new();
+    while !carried.contains("Permission granted for net:kept") {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(10), resumed.chunk())
+            .await
+            .expect("the resumed stream carries the result")
+            .unwrap()
+            .expect("the stream ended without the result");
+        carried.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    app.stop().await;
+}

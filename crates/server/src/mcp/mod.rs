@@ -8,6 +8,7 @@
 //! with progress notifications in [`wait`].
 
 pub mod call;
+pub mod dropped;
 pub mod plans;
 pub mod sessions;
 pub mod tasks;
@@ -52,15 +53,25 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .with_cancellation_token(state.gate().shutdown().child_token());
     let sessions = Arc::new(LocalSessionManager::default());
     let owners = sessions::SessionOwners::new(sessions.clone());
+    let orphans = dropped::Orphans::new(
+        sessions.clone(),
+        Duration::from_secs(state.settings().http.mcp_resume_seconds),
+        state.settings().http.body_limit_bytes,
+    );
     let service = StreamableHttpService::new(
         move || Ok(McpServer::new(for_factory.clone())),
         sessions,
         config,
     );
-    // Layers run outside in: the key first, then the session's owner.
+    // Layers run outside in: the key first, then the session's owner,
+    // then the watch on calls whose client goes away.
     Router::new()
         .route_service("/mcp", service)
         .layer(axum::middleware::from_fn(problem_bodies))
+        .layer(axum::middleware::from_fn_with_state(
+            orphans,
+            dropped::watch,
+        ))
         .layer(axum::middleware::from_fn_with_state(owners, sessions::bind))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
