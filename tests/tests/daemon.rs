@@ -20,20 +20,7 @@ struct Daemon {
 impl Daemon {
     fn start(data: &Path, extra_env: &[(&str, &str)]) -> Daemon {
         let (mut child, port) = common::listen::spawn_listening(|port| {
-            let mut cmd = Command::new(binary("actiongate"));
-            cmd.arg("serve")
-                .arg("--data-dir")
-                .arg(data)
-                .arg("--listen")
-                .arg(format!("127.0.0.1:{port}"))
-                .env("ACTIONGATE_LOG", "warn")
-                .env("ACTIONGATE_ACTIONS__MIN_TIMEOUT", "1s")
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped());
-            for (k, v) in extra_env {
-                cmd.env(k, v);
-            }
-            cmd
+            common::daemon::serve_command(data, port, extra_env)
         });
         let (tx, rx) = std::sync::mpsc::channel();
         let err = child.stderr.take().unwrap();

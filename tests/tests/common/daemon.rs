@@ -11,6 +11,26 @@ use serde_json::{Value, json};
 
 use super::{binary, call};
 
+/// `actiongate serve` on `data` and loopback `port` with `env` on top of
+/// the test defaults (warnings logged, 1 s shortest action timeout), its
+/// stderr piped and stdout discarded.
+pub fn serve_command(data: &Path, port: u16, env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(binary("actiongate"));
+    cmd.arg("serve")
+        .arg("--data-dir")
+        .arg(data)
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .env("ACTIONGATE_LOG", "warn")
+        .env("ACTIONGATE_ACTIONS__MIN_TIMEOUT", "1s")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
 /// A running `actiongate serve`.
 pub struct Daemon {
     child: Child,
@@ -36,19 +56,7 @@ impl Daemon {
         log: Option<std::fs::File>,
     ) -> Daemon {
         let (mut child, port) = super::listen::spawn_listening(|port| {
-            let mut cmd = Command::new(binary("actiongate"));
-            cmd.arg("serve")
-                .arg("--data-dir")
-                .arg(data)
-                .arg("--listen")
-                .arg(format!("127.0.0.1:{port}"))
-                .env("ACTIONGATE_LOG", "warn")
-                .env("ACTIONGATE_ACTIONS__MIN_TIMEOUT", "1s")
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped());
-            for (k, v) in env {
-                cmd.env(k, v);
-            }
+            let mut cmd = serve_command(data, port, env);
             if let Some(file) = &log {
                 cmd.stderr(file.try_clone().unwrap());
             }
