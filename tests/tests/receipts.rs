@@ -359,6 +359,58 @@ async fn an_executor_requiring_a_human_receipt_runs_only_what_a_human_approved()
         assert!(text.contains("no_human_receipt"), "{text}");
     }
     assert!(!root.path().join("pwned.txt").exists());
+
+    // The human's own delivery, replayed by the secret's holder to a
+    // replica with no record of running it: refused once the receipt is
+    // older than the replica's --receipt-max-age.
+    let fresh = tempfile::tempdir().unwrap();
+    let mut replica = std::process::Command::new(binary("actiongate-executor"))
+        .arg("--root")
+        .arg(root.path())
+        .arg("--state-dir")
+        .arg(fresh.path())
+        .args(["--listen", "127.0.0.1:0", "--secret", secret.trim()])
+        .arg("--require-human-receipt")
+        .arg(&key_file)
+        .args(["--receipt-max-age", "1s"])
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(replica.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let _replica = common::executor::Proc(replica);
+    let replica_url = line
+        .trim()
+        .strip_prefix("actiongate-executor listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+        .to_owned();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let body = json!({"type": "action.execute", "action_id": id, "handler": "fs",
+        "action": "read_file", "params": {"filepath": "a.txt", "reason": "r"},
+        "agent": "asks", "attempt": 1, "receipt": receipt["receipt"]})
+    .to_string();
+    let ts = chrono_now();
+    let sig = wh.sign(&id, ts, body.as_bytes()).unwrap();
+    let resp = http
+        .post(&replica_url)
+        .header("webhook-id", id.as_str())
+        .header("webhook-timestamp", ts.to_string())
+        .header("webhook-signature", sig)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    assert_eq!(status, 422, "a replayed receipt: {text}");
+    assert!(
+        text.contains("no_human_receipt") && text.contains("--receipt-max-age"),
+        "{text}"
+    );
     d.stop();
 }
 
