@@ -17,9 +17,9 @@ const MIN_LEN: usize = 4;
 /// What replaces a sensitive value.
 const MASK: &str = "***";
 
-/// The sensitive values of `params` under `decl`: each string, number or
-/// boolean at or under a sensitive pointer, also as JSON escapes it,
-/// longest first.
+/// The sensitive values of `params` under `decl`: each string or number
+/// at or under a sensitive pointer, also as JSON escapes it, longest
+/// first.
 pub fn values(decl: &CompiledAction, params: &Value) -> Vec<String> {
     let mut out = Vec::new();
     for ptr in decl.sensitive_pointers() {
