@@ -273,7 +273,8 @@ async fn a_sensitive_value_an_executor_echoes_is_masked_in_the_record() {
             .await;
             let status = a["status"].as_str().unwrap_or("");
             if ["completed", "failed"].contains(&status)
-                || (status == want && !a["attempts"].as_array().unwrap().is_empty())
+                // `attempts` is left out while there are none.
+                || (status == want && a["attempts"].as_array().is_some_and(|v| !v.is_empty()))
             {
                 break;
             }
