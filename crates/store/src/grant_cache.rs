@@ -24,6 +24,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use actiongate_api::model::GrantRecord;
 use actiongate_policy as policy;
 
 /// More entries than this clear the cache (they are read again on next use).
@@ -33,6 +34,20 @@ const MAX_ENTRIES: usize = 10_000;
 #[derive(Default)]
 pub(crate) struct GrantCache {
     inner: Mutex<Inner>,
+    /// Tool patterns compiled, by grant id, kept across clears: a grant's
+    /// target never changes, and compiling one (a regex) costs far more
+    /// than reading its row. Without this, every grant made (which clears
+    /// the cache) had the next decision compile again every grant of its
+    /// agent and tool, every session's.
+    patterns: Mutex<HashMap<String, Compiled>>,
+}
+
+/// A grant's tool pattern as written and as compiled.
+struct Compiled {
+    tool: String,
+    pattern: String,
+    whole_line: bool,
+    compiled: policy::ToolPattern,
 }
 
 /// A grant scoped to a session or a count of uses, as read.
@@ -46,11 +61,15 @@ pub(crate) struct Scoped {
 }
 
 impl Scoped {
-    /// A scoped grant as read from its row (either backend).
-    pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<Scoped, crate::StoreError> {
+    /// A scoped grant as read from its row (either backend), its pattern
+    /// compiled once by `cache`.
+    pub(crate) fn from_row(
+        row: &impl crate::row::Cols,
+        cache: &GrantCache,
+    ) -> Result<Scoped, crate::StoreError> {
         let g = crate::grants::from_row(row)?;
         Ok(Scoped {
-            grant: crate::grants::to_policy(&g)?,
+            grant: cache.to_policy(&g)?,
             uses_left: g.uses_left,
             session: g.session,
         })
@@ -166,6 +185,43 @@ impl GrantCache {
         inner.put(|i| &mut i.scoped, agent, tool, grants);
     }
 
+    /// [`crate::grants::to_policy`], the tool pattern compiled once per
+    /// grant (and again should its row ever name another pattern).
+    pub(crate) fn to_policy(&self, g: &GrantRecord) -> Result<policy::Grant, crate::StoreError> {
+        let Some((tool, pattern, whole_line)) = crate::grants::tool_pattern_of(g) else {
+            return crate::grants::to_policy(g);
+        };
+        let known = self.patterns.lock().ok().and_then(|p| {
+            p.get(&g.id)
+                .filter(|c| c.tool == tool && c.pattern == pattern && c.whole_line == whole_line)
+                .map(|c| c.compiled.clone())
+        });
+        if let Some(compiled) = known {
+            return Ok(crate::grants::with_target(
+                g,
+                policy::GrantTarget::Tool(compiled),
+            ));
+        }
+        let grant = crate::grants::to_policy(g)?;
+        if let (policy::GrantTarget::Tool(compiled), Ok(mut p)) =
+            (&grant.target, self.patterns.lock())
+        {
+            if p.len() >= MAX_ENTRIES {
+                p.clear();
+            }
+            p.insert(
+                g.id.clone(),
+                Compiled {
+                    tool: tool.to_owned(),
+                    pattern: pattern.to_owned(),
+                    whole_line,
+                    compiled: compiled.clone(),
+                },
+            );
+        }
+        Ok(grant)
+    }
+
     /// Forgets everything; called by the writer after a commit that may
     /// have changed grants.
     pub(crate) fn clear(&self) {
@@ -175,5 +231,57 @@ impl GrantCache {
             inner.scoped.clear();
             inner.entries = 0;
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, pattern: &str) -> GrantRecord {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "agent": "a", "tool": "bash", "pattern": pattern,
+            "granted_by": "op", "granted_at": "2026-12-04T00:00:00Z",
+            "expires_at": null, "revoked_at": null, "active": true,
+        }))
+        .unwrap()
+    }
+
+    fn pattern_of(g: &policy::Grant) -> String {
+        match &g.target {
+            policy::GrantTarget::Tool(p) => p.pattern().to_owned(),
+            policy::GrantTarget::Permission { .. } => String::new(),
+        }
+    }
+
+    #[test]
+    fn a_grants_pattern_is_compiled_once_and_outlives_clears() {
+        let cache = GrantCache::default();
+        let g = cache.to_policy(&record("g1", "make .*")).unwrap();
+        assert_eq!(pattern_of(&g), "make .*");
+        cache.clear();
+        assert!(cache.patterns.lock().unwrap().contains_key("g1"));
+        let again = cache.to_policy(&record("g1", "make .*")).unwrap();
+        assert_eq!(pattern_of(&again), "make .*");
+        assert_eq!(again.id, "g1");
+        // A row naming another pattern under the same id is compiled anew,
+        // never answered from the memo.
+        let other = cache.to_policy(&record("g1", "ls .*")).unwrap();
+        assert_eq!(pattern_of(&other), "ls .*");
+    }
+
+    #[test]
+    fn a_permission_grant_is_not_memoised() {
+        let cache = GrantCache::default();
+        let mut r = record("g2", "x");
+        r.tool = None;
+        r.pattern = None;
+        r.handler = Some("h".to_owned());
+        r.permission = Some("p".to_owned());
+        r.scope = Some(serde_json::Map::new());
+        let g = cache.to_policy(&r).unwrap();
+        assert!(matches!(g.target, policy::GrantTarget::Permission { .. }));
+        assert!(cache.patterns.lock().unwrap().is_empty());
     }
 }

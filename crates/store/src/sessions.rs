@@ -201,7 +201,9 @@ impl SqliteStore {
         .bind(tool)
         .fetch_all(&self.read)
         .await?;
-        rows.iter().map(Scoped::from_row).collect()
+        rows.iter()
+            .map(|r| Scoped::from_row(r, &self.grant_cache))
+            .collect()
     }
 
     /// Stores `new`, taking a use of its grant in the same transaction.

@@ -17,7 +17,9 @@
 //! committed: the grant approves the action, or the insert finds the grant
 //! ([`approve_if_granted`]) and lets it approve the action there and then.
 //! Grants therefore also never interleave, which keeps their two locking
-//! statements from deadlocking on an action committed between them.
+//! statements from deadlocking on an action committed between them. A
+//! grant for a session or a count made on its own takes no part: it
+//! allows only actions asked after it ([`only_later`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -68,6 +70,17 @@ pub(crate) async fn lock_grants(
     };
     sqlx::query(sql).execute(conn).await?;
     Ok(())
+}
+
+/// Whether `new` (for a session or a count of uses) allows only actions
+/// asked after it. Such a grant approves no pending action
+/// ([`approve_covered_on`]) and a new pending action never looks for it
+/// ([`approve_if_granted`]); made without an action approved first, it
+/// locks no action row either. There is nothing to order, and it takes no
+/// lock: a burst of them (or of plans' step grants) does not queue behind
+/// one another, nor block the pending actions asked meanwhile.
+pub(crate) fn only_later(new: &NewGrant) -> bool {
+    new.session.is_some() || new.uses.is_some()
 }
 
 /// Turns `new`, allowed by grants this daemon cached, into an asked action
@@ -219,7 +232,9 @@ pub(crate) async fn create_on(
     default_profile: Option<&Arc<policy::Profile>>,
     events: &mut Vec<NewEvent>,
 ) -> Result<GrantCreated, StoreError> {
-    lock_grants(conn, true).await?;
+    if first.is_some() || !only_later(&new) {
+        lock_grants(conn, true).await?;
+    }
     if let Some(first) = &first
         && let Some(mut q) = covered_query::<Pg>((&new).into(), Some(&first.action_id))
     {
@@ -435,7 +450,7 @@ impl Postgres {
         .await?;
         let grants = rows
             .iter()
-            .map(|r| from_row(r).and_then(|g| to_policy(&g)))
+            .map(|r| from_row(r).and_then(|g| self.grants.to_policy(&g)))
             .collect::<Result<Vec<_>, _>>()?;
         if let Some(generation) = generation.filter(|_| following) {
             self.grants

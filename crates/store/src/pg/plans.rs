@@ -8,7 +8,10 @@ use sqlx::PgConnection;
 use crate::error::StoreError;
 use crate::grants::{NewGrant, from_row as grant_from_row, grant_event, insert_query};
 use crate::paging::Page;
-use crate::pg::{Postgres, grants::lock_grants};
+use crate::pg::{
+    Postgres,
+    grants::{lock_grants, only_later},
+};
 use crate::plans::{
     RunReport, list_query, plan_columns, plan_event, plan_from_row, session_columns,
     session_from_row, undecided_event,
@@ -316,7 +319,12 @@ impl Postgres {
         grants: Vec<NewGrant>,
     ) -> Result<Plan, StoreError> {
         let mut tx = self.begin().await?;
-        lock_grants(&mut tx, true).await?;
+        // A plan's step grants are scoped to its session and counted: they
+        // allow only later actions, so nothing orders them against pending
+        // ones (see `pg::grants`), unless one is not.
+        if grants.iter().any(|g| !only_later(g)) {
+            lock_grants(&mut tx, true).await?;
+        }
         let row = sqlx::query(concat!(
             "UPDATE plans SET status = $1, decided_at = $2, decided_by = $3, steps = $4 \
              WHERE id = $5 AND status = 'pending' RETURNING ",

@@ -164,6 +164,8 @@ impl Postgres {
         .bind(tool)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(Scoped::from_row).collect()
+        rows.iter()
+            .map(|r| Scoped::from_row(r, &self.grants))
+            .collect()
     }
 }
