@@ -179,7 +179,9 @@ async fn every_runtime_gets_allow_ask_and_deny_in_its_own_contract() {
             .as_object()
             .unwrap()
             .iter()
-            .find(|(k, _)| ["session_id", "conversation_id", "sessionID"].contains(&k.as_str()))
+            .find(|(k, _)| {
+                ["session_id", "conversation_id", "sessionID", "sessionId"].contains(&k.as_str())
+            })
             .map(|(_, v)| v.clone())
             .unwrap_or(Value::Null);
         assert_eq!(last["session"], session, "{rt}: {last}");

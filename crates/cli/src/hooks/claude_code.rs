@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use std::time::Duration;
 
-use super::gate::{Answer, Origin, Verdict, Waiting, valid_session};
+use super::gate::{Answer, Origin, Verdict, Waiting, session_for};
 use super::map::{self, Call, any_field, field};
 use super::{HookArgs, Parsed, Reply, Runtime, answer_read, emit, event_of, read_stdin, text};
 use crate::Exit;
@@ -64,6 +64,11 @@ pub fn call_of(tool_name: &str, input: &Value) -> Result<Call, String> {
         "Grep" => Call::Grep(field(input, tool_name, "pattern")?.to_owned()),
         "WebFetch" => Call::Fetch(field(input, tool_name, "url")?.to_owned()),
         "WebSearch" => Call::Search(any_field(input, tool_name, &["query"])?.to_owned()),
+        // The server's resource text is a stranger's, as through the proxy.
+        "ReadMcpResourceTool" => Call::McpResource {
+            server: field(input, tool_name, "server")?.to_owned(),
+            uri: field(input, tool_name, "uri")?.to_owned(),
+        },
         other => map::mcp_double_underscore(other, input).unwrap_or_else(|| Call::Other {
             name: other.to_owned(),
             input: input.clone(),
@@ -197,18 +202,18 @@ impl Runtime for ClaudeCode {
 }
 
 /// The `POST /v1/runs` bodies of a `PostToolUse` input: one per action
-/// its call maps to, with the session when the daemon would take it.
+/// its call maps to, in the session its `PreToolUse` was asked in.
 pub fn run_reports(hook: &Value) -> Result<Vec<Value>, String> {
     let tool_name = text(hook, "tool_name").ok_or("the hook input has no tool_name")?;
     let input = hook.get("tool_input").cloned().unwrap_or(json!({}));
-    let session = text(hook, "session_id").filter(|s| valid_session(s));
+    let session = text(hook, "session_id").map(session_for);
     Ok(calls_in(hook, tool_name, &input)?
         .iter()
         .map(|call| {
             let mapped = call.mapped();
             let mut body =
                 json!({"tool": mapped.tool, "detail": mapped.detail, "runtime": "claude-code"});
-            if let Some(sid) = session {
+            if let Some(sid) = &session {
                 body["session"] = json!(sid);
             }
             body

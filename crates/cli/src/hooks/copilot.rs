@@ -1,7 +1,9 @@
 //! GitHub Copilot CLI (checked against `@github/copilot` 1.0.102 and its
 //! hooks reference): the `preToolUse` command hook in
-//! `.github/hooks/*.json` (version 1). Input on stdin: `timestamp`, `cwd`,
-//! `toolName`, `toolArgs` (a JSON string); Copilot CLI also accepts
+//! `.github/hooks/*.json` (version 1). Input on stdin: `sessionId`,
+//! `timestamp`, `cwd`, `toolName`, `toolArgs` (a JSON string; a Copilot
+//! CLI too old to send `sessionId` has no session, so nothing taints or
+//! scopes its calls); Copilot CLI also accepts
 //! Claude Code style hooks (`hook_event_name` `PreToolUse`, `tool_name`,
 //! `tool_input`, `session_id`), answered in that style. Output (exit 0):
 //! `{"permissionDecision": "allow"|"deny"|"ask", "permissionDecisionReason"}`.

@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use sha2::Digest;
 
 use super::super::http::{Api, ClientError, path_segment};
 use super::super::output::one_line;
@@ -95,13 +96,28 @@ impl Origin {
         truncate(&r, MAX_REASON)
     }
 
+    /// The key that makes this call (its `index`-th action) one action
+    /// however often it is asked: runtime, session and call id, or, past
+    /// the daemon's 256 bytes, their SHA-256. Never cut: two calls whose
+    /// keys shared their first 256 bytes (a long session id leaves no room
+    /// for the call id) would be one action, and a second, identical call
+    /// would reuse the first one's approval or counted use.
     fn idempotency_key(&self, index: usize) -> Option<String> {
         let (sid, cid) = (self.session.as_ref()?, self.call_id.as_ref()?);
         let mut k = format!("{}:{sid}:{cid}", self.runtime);
         if index > 0 {
             k.push_str(&format!(":{index}"));
         }
-        Some(truncate(&k, 256))
+        if k.len() <= 256 {
+            return Some(k);
+        }
+        let digest = sha2::Sha256::digest(k.as_bytes());
+        Some(format!("{}:sha256:{}", self.runtime, hex::encode(digest)))
+    }
+
+    /// The session id to send ([`session_for`]).
+    fn session_id(&self) -> Option<String> {
+        self.session.as_deref().map(session_for)
     }
 }
 
@@ -114,11 +130,28 @@ pub enum Waiting {
     Defer,
 }
 
-/// The daemon's session ids: 1-200 characters, none a control
-/// character, no surrounding whitespace.
+/// The daemon's session ids: 1-200 characters, none hidden (a control,
+/// invisible or bidi one), no surrounding whitespace.
 pub fn valid_session(s: &str) -> bool {
     let n = s.chars().count();
-    (1..=200).contains(&n) && !s.chars().any(char::is_control) && s.trim() == s
+    (1..=200).contains(&n)
+        && !s
+            .chars()
+            .any(|c| actiongate_api::text::is_hidden(c) && u32::from(c) <= 0xFFFF)
+        && s.trim() == s
+}
+
+/// The daemon's session id for the runtime's `sid`: itself when the
+/// daemon takes it as written, else one made from it (`sha256:` and its
+/// digest). A session id the daemon would refuse (too long, hidden
+/// characters) still names one session, so its taint, grants and plan
+/// apply, instead of its calls going out with no session at all.
+pub fn session_for(sid: &str) -> String {
+    if valid_session(sid) {
+        return sid.to_owned();
+    }
+    let digest = sha2::Sha256::digest(sid.as_bytes());
+    format!("sha256:{}", hex::encode(digest))
 }
 
 /// Truncates to at most `max` bytes on a character boundary.
@@ -184,10 +217,9 @@ async fn one(
     if let Some(k) = origin.idempotency_key(index) {
         body["idempotency_key"] = json!(k);
     }
-    // The action records where it came from; a session id the daemon
-    // would refuse stays in the reason only.
+    // The action records where it came from.
     body["runtime"] = json!(origin.runtime);
-    if let Some(sid) = origin.session.as_deref().filter(|s| valid_session(s)) {
+    if let Some(sid) = origin.session_id() {
         body["session"] = json!(sid);
     }
     // Created first, then waited for: a hook stopped while it waits (its
@@ -437,6 +469,19 @@ mod tests {
         };
         assert_eq!(o.idempotency_key(0).unwrap(), "cursor:c1:g1");
         assert_eq!(o.idempotency_key(2).unwrap(), "cursor:c1:g1:2");
+        // A session id that fills the daemon's 256 bytes: each call keeps a
+        // key of its own.
+        let long = |call: &str| Origin {
+            session: Some("\u{1F680}".repeat(64)),
+            call_id: Some(call.into()),
+            ..o.clone()
+        };
+        let (a, b) = (long("a").idempotency_key(0), long("b").idempotency_key(0));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_ne!(a, b);
+        assert!(a.starts_with("cursor:sha256:") && a.len() <= 256, "{a}");
+        assert_eq!(long("a").idempotency_key(0).unwrap(), a);
+        assert_ne!(long("a").idempotency_key(1).unwrap(), a);
         assert_eq!(o.reason(), "Cursor in /p (session c1)");
         let elsewhere = Origin {
             dir: Some("/p/build\n(session c2)".into()),
@@ -459,5 +504,14 @@ mod tests {
         assert!(!valid_session(" x"));
         assert!(!valid_session("a\nb"));
         assert!(!valid_session(&"x".repeat(201)));
+        assert!(!valid_session("a\u{200B}b"));
+        // What the daemon would refuse is sent as a session made from it.
+        assert_eq!(session_for("4f1c2b9e"), "4f1c2b9e");
+        for bad in ["x".repeat(201), "a\u{200B}b".to_owned(), " x".to_owned()] {
+            let sid = session_for(&bad);
+            assert!(sid.starts_with("sha256:") && valid_session(&sid), "{sid}");
+            assert_eq!(session_for(&bad), sid);
+        }
+        assert_ne!(session_for(&"x".repeat(201)), session_for(&"x".repeat(202)));
     }
 }

@@ -28,6 +28,8 @@ const RESERVED: &[&str] = &[
     "WebFetch",
     "WebSearch",
     "mcp",
+    "mcp-resource",
+    "mcp-prompt",
     "git",
     "fs",
     "other",
@@ -85,6 +87,14 @@ pub enum Call {
     Fetch(String),
     /// A web search.
     Search(String),
+    /// Reading an MCP server's resource through the runtime itself (the
+    /// MCP proxy's `mcp-resource`): text that server wrote.
+    McpResource {
+        /// The server's name.
+        server: String,
+        /// The resource.
+        uri: String,
+    },
     /// An MCP server's tool.
     Mcp {
         /// The server's name.
@@ -119,6 +129,9 @@ impl Call {
             Call::Grep(p) => m("Grep", p.clone()),
             Call::Fetch(u) => m("WebFetch", u.clone()),
             Call::Search(q) => m("WebSearch", q.clone()),
+            Call::McpResource { server, uri } => {
+                m("mcp-resource", format!("{} {}", one_word(server), uri))
+            }
             Call::Mcp {
                 server,
                 tool,
@@ -173,6 +186,23 @@ impl Call {
             other => other,
         }
     }
+}
+
+/// `name` as one word of a detail: white space and control characters
+/// become `_`, so what follows it cannot pass for part of it.
+fn one_word(name: &str) -> String {
+    if name.is_empty() {
+        return "_".to_owned();
+    }
+    name.chars()
+        .map(|c| {
+            if c.is_whitespace() || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// The calls with their relative paths joined with the working directory

@@ -99,7 +99,10 @@ fn parse_session(s: &str) -> Result<String, String> {
     if crate::hooks::gate::valid_session(s) {
         Ok(s.to_owned())
     } else {
-        Err("1-200 characters, no control characters or surrounding white space".to_owned())
+        Err(
+            "1-200 characters, no control, invisible or bidi characters, no surrounding white space"
+                .to_owned(),
+        )
     }
 }
 
