@@ -413,10 +413,14 @@ impl Profile {
                 match part {
                     Some((prefix, command, dialect)) => {
                         let analysis = crate::shell::analyze(dialect, command);
+                        // Each command also by its program's own name: a
+                        // rule over `rm .*` governs `/bin/rm -rf /srv` (the
+                        // same program, called by its path).
                         analysis
                             .commands
                             .iter()
                             .chain(&analysis.hidden)
+                            .flat_map(|c| std::iter::once(c.clone()).chain(by_program_name(c)))
                             .map(|c| format_action(tool, &format!("{prefix}{c}")))
                             .collect()
                     }
@@ -598,10 +602,40 @@ const LINE_BREAKS: [char; 7] = [
     '\n', '\r', '\u{0b}', '\u{0c}', '\u{85}', '\u{2028}', '\u{2029}',
 ];
 
+/// `command` (as the analyser renders it: program, then arguments) with
+/// its program called by name rather than by path (`/bin/rm -rf x` is
+/// `rm -rf x`); `None` when no path names it.
+fn by_program_name(command: &str) -> Option<String> {
+    let (program, rest) = match command.split_once(' ') {
+        Some((p, r)) => (p, Some(r)),
+        None => (command, None),
+    };
+    let (_, name) = program.rsplit_once('/')?;
+    if name.is_empty() {
+        return None;
+    }
+    Some(match rest {
+        Some(r) => format!("{name} {r}"),
+        None => name.to_owned(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn a_program_called_by_its_path_is_named_as_itself() {
+        assert_eq!(by_program_name("/bin/rm -rf /srv").unwrap(), "rm -rf /srv");
+        assert_eq!(
+            by_program_name("./deploy.sh prod").unwrap(),
+            "deploy.sh prod"
+        );
+        assert_eq!(by_program_name("/usr/bin/env").unwrap(), "env");
+        assert_eq!(by_program_name("rm -rf /srv/x/y"), None);
+        assert_eq!(by_program_name("dir/ x"), None);
+    }
 
     #[test]
     fn split_action_keeps_colons_in_detail() {
@@ -640,9 +674,18 @@ mod tests {
             "tool:bash:cd /tmp && rm -r out",
             "tool:bash:true; rm -r out",
             "tool:bash:ls | rm -r out",
+            // The program called by its path, also behind a runner.
+            "tool:bash:/bin/rm -rf /srv",
+            "tool:bash:cd / && ./bin/rm -rf srv",
+            "tool:bash:sudo /usr/bin/rm -rf /srv",
+            "tool:bash:ls | xargs /bin/rm -rf",
         ] {
             assert!(!p.approval_rules_for(line, None).is_empty(), "{line}");
         }
+        assert!(
+            p.approval_rules_for("tool:bash:/srv/rm/ls -la", None)
+                .is_empty()
+        );
         assert!(p.approval_rules_for("tool:bash:ls -la", None).is_empty());
         // Tools matched as they are stay whole-string, each line of it.
         assert!(

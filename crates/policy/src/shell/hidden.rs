@@ -170,8 +170,8 @@ fn program(text: &str, c: &mut Collector) -> Parsed {
 /// Hides what a runner's arguments may run: each argument that is code
 /// (`-c 'rm x'`, `eval 'rm x'`, also after a `key=` and a git alias's
 /// `!`: `core.pager='rm x'`, `alias.x='!rm x'`) read as a program, and
-/// each run of arguments from one that could be a command name on (`sudo
-/// -u root rm x`: `root rm x`, `rm x`).
+/// each run of arguments from one that could be a command name or a
+/// program's path on (`sudo -u root rm x`: `root rm x`, `rm x`).
 pub(super) fn arguments(args: &[WordInfo<'_>], c: &mut Collector) {
     for (i, arg) in args.iter().enumerate() {
         if let Some(literal) = arg.literal.as_deref() {
@@ -190,7 +190,11 @@ pub(super) fn arguments(args: &[WordInfo<'_>], c: &mut Collector) {
                 }
             }
         }
-        if words::command_name(arg).is_ok() {
+        // A program named by its path starts one too (`sudo /bin/rm x`).
+        if matches!(
+            words::command_name(arg),
+            Ok(_) | Err(Hazard::PathCommandName { .. })
+        ) {
             let rest = args.get(i..).unwrap_or_default();
             let mut text = String::new();
             for (j, word) in rest.iter().enumerate() {
