@@ -740,6 +740,58 @@ async fn edited_params_reach_the_executor() {
         std::fs::read_to_string(root.path().join("notes.txt")).unwrap(),
         "approved\n"
     );
+    // The action string approved is kept as rendered at the edit: an admin
+    // registering the handler again with another template changes neither
+    // the action nor its receipt.
+    let asked = a["action_string"].as_str().unwrap().to_owned();
+    assert_eq!(a["approved_action_string"], asked.as_str(), "{a}");
+    let (s, h) = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/handlers/fs", d.base),
+        &admin,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{h}");
+    let mut reg = json!({});
+    for k in [
+        "id",
+        "name",
+        "description",
+        "url",
+        "timeout",
+        "permissions",
+        "actions",
+    ] {
+        if let Some(v) = h.get(k).filter(|v| !v.is_null()) {
+            reg[k] = v.clone();
+        }
+    }
+    for action in reg["actions"].as_array_mut().unwrap() {
+        if action["name"] == "update_file" {
+            action["detail"] = json!("overwrite {filepath}");
+        }
+    }
+    let (s, h) = call(
+        &http,
+        Method::PUT,
+        format!("{}/v1/handlers/fs", d.base),
+        &admin,
+        Some(reg),
+    )
+    .await;
+    assert_eq!(s, 200, "{h}");
+    let (s, r) = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/actions/{id}/receipt", d.base),
+        &op,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["claims"]["action_string"], asked.as_str(), "{r}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

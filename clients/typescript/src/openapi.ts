@@ -2178,6 +2178,12 @@ export interface components {
              *     since may raise it at the next approval); absent when none applied.
              */
             approvals_required?: number | null;
+            /**
+             * @description A handler action's action string as approved, when edited: its
+             *     `approved_params` rendered by the handler's registration at the
+             *     edit (what the approvers saw, whatever the registration says later).
+             */
+            approved_action_string?: string | null;
             /** @description The detail approved, when edited: the agent runs this one. */
             approved_detail?: string | null;
             /** @description The params approved (sensitive values masked), when edited. */

@@ -127,6 +127,11 @@ pub struct Team {
     /// The detail approved, when edited: the agent runs this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_detail: Option<String>,
+    /// A handler action's action string as approved, when edited: its
+    /// `approved_params` rendered by the handler's registration at the
+    /// edit (what the approvers saw, whatever the registration says later).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_action_string: Option<String>,
     /// When it was escalated for want of a decision.
     #[serde(
         default,

@@ -373,14 +373,16 @@ impl Gate {
                         format!("the profile denies the edited action: {}", decision.reason),
                     ));
                 }
+                let string = actiongate_policy::format_action(handler_id, &detail);
                 Ok((
                     Edit {
                         params: Some(params),
                         params_view: Some(view),
                         detail: None,
+                        action_string: Some(string.clone()),
                         decision_rule: None,
                     },
-                    actiongate_policy::format_action(handler_id, &detail),
+                    string,
                     Some(scope),
                 ))
             }
@@ -402,6 +404,7 @@ impl Gate {
                         params: None,
                         params_view: None,
                         detail: Some(detail),
+                        action_string: None,
                         decision_rule: None,
                     },
                     string,

@@ -77,15 +77,19 @@ impl Gate {
 
     /// The action string that was decided, as it runs: the action's own,
     /// or after an edit the edited one (a decision-only action's approved
-    /// detail; a handler action's detail from its edited `params`, as its
-    /// registration renders it, or the asked one if the action is gone
-    /// from it: the params digest binds the params either way).
+    /// detail; a handler action's as rendered at the edit, or, for an
+    /// edit recorded before that was kept, from its edited `params` as its
+    /// registration renders them now, or the asked one if the action is
+    /// gone from it: the params digest binds the params either way).
     pub async fn decided_string(&self, action: &Action, params: Option<&Value>) -> String {
         if !action.team.edited {
             return action.action_string.clone();
         }
         if let Some(detail) = &action.team.approved_detail {
             return actiongate_policy::format_action(&action.tool, detail);
+        }
+        if let Some(string) = &action.team.approved_action_string {
+            return string.clone();
         }
         if let (Some(handler), Some(name), Some(params)) =
             (action.handler.as_deref(), action.action.as_deref(), params)

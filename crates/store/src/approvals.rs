@@ -27,6 +27,9 @@ pub struct Edit {
     pub params_view: Option<Value>,
     /// Decision-only actions: the detail to run.
     pub detail: Option<String>,
+    /// Handler actions: the action string of the params to run, as the
+    /// handler's registration renders it now.
+    pub action_string: Option<String>,
     /// The action's recorded decision rule (JSON) with copies of the
     /// approvals rules the edited action falls under added, when it falls
     /// under any: they bind every later decision on it as the rules it was
@@ -174,6 +177,7 @@ pub(crate) fn plan(
         team.edited = true;
         team.approved_params = edit.params_view.clone();
         team.approved_detail = edit.detail.clone();
+        team.approved_action_string = edit.action_string.clone();
         params = edit.params.clone();
         decision_rule = edit.decision_rule.clone();
     }

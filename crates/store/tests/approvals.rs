@@ -94,6 +94,7 @@ async fn a_quorum_settles_on_the_last_approval_and_refuses_a_repeat(kind: Kind) 
         params: None,
         params_view: None,
         detail: Some("prod eu-west".to_owned()),
+        action_string: None,
         decision_rule: Some(kept.clone()),
     });
     let edited = store.team_decide(&b.id, first).await.unwrap();
@@ -110,6 +111,7 @@ async fn a_quorum_settles_on_the_last_approval_and_refuses_a_repeat(kind: Kind) 
         params: None,
         params_view: None,
         detail: Some("prod".to_owned()),
+        action_string: None,
         decision_rule: None,
     });
     assert!(matches!(
