@@ -188,7 +188,7 @@ impl GrantCache {
     /// [`crate::grants::to_policy`], the tool pattern compiled once per
     /// grant (and again should its row ever name another pattern).
     pub(crate) fn to_policy(&self, g: &GrantRecord) -> Result<policy::Grant, crate::StoreError> {
-        let Some((tool, pattern, whole_line)) = crate::grants::tool_pattern_of(g) else {
+        let Some((tool, pattern, whole_line)) = tool_pattern_of(g) else {
             return crate::grants::to_policy(g);
         };
         let known = self.patterns.lock().ok().and_then(|p| {
@@ -197,10 +197,7 @@ impl GrantCache {
                 .map(|c| c.compiled.clone())
         });
         if let Some(compiled) = known {
-            return Ok(crate::grants::with_target(
-                g,
-                policy::GrantTarget::Tool(compiled),
-            ));
+            return Ok(with_target(g, policy::GrantTarget::Tool(compiled)));
         }
         let grant = crate::grants::to_policy(g)?;
         if let (policy::GrantTarget::Tool(compiled), Ok(mut p)) =
@@ -231,6 +228,26 @@ impl GrantCache {
             inner.scoped.clear();
             inner.entries = 0;
         }
+    }
+}
+
+/// The tool, pattern and whole-line flag of `g`, when its target is a
+/// tool pattern (as [`crate::grants::to_policy`] reads it).
+fn tool_pattern_of(g: &GrantRecord) -> Option<(&str, &str, bool)> {
+    if g.handler.is_some() && g.permission.is_some() && g.scope.is_some() {
+        return None;
+    }
+    Some((g.tool.as_deref()?, g.pattern.as_deref()?, g.whole_line))
+}
+
+/// `g` for the policy, with `target` (compiled already).
+fn with_target(g: &GrantRecord, target: policy::GrantTarget) -> policy::Grant {
+    policy::Grant {
+        id: g.id.clone(),
+        agent: g.agent.clone(),
+        target,
+        expires_at: g.expires_at,
+        revoked_at: g.revoked_at,
     }
 }
 

@@ -177,26 +177,6 @@ pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<GrantRecord, Store
     })
 }
 
-/// The tool, pattern and whole-line flag of `g`, when its target is a
-/// tool pattern (as [`to_policy`] reads it).
-pub(crate) fn tool_pattern_of(g: &GrantRecord) -> Option<(&str, &str, bool)> {
-    if g.handler.is_some() && g.permission.is_some() && g.scope.is_some() {
-        return None;
-    }
-    Some((g.tool.as_deref()?, g.pattern.as_deref()?, g.whole_line))
-}
-
-/// `g` for the policy, with `target` (compiled already).
-pub(crate) fn with_target(g: &GrantRecord, target: policy::GrantTarget) -> policy::Grant {
-    policy::Grant {
-        id: g.id.clone(),
-        agent: g.agent.clone(),
-        target,
-        expires_at: g.expires_at,
-        revoked_at: g.revoked_at,
-    }
-}
-
 /// The policy crate's view of a stored grant.
 pub fn to_policy(g: &GrantRecord) -> Result<policy::Grant, StoreError> {
     let target = match (&g.handler, &g.permission, &g.scope, &g.tool, &g.pattern) {
@@ -215,7 +195,13 @@ pub fn to_policy(g: &GrantRecord) -> Result<policy::Grant, StoreError> {
         ),
         _ => return Err(StoreError::Corrupt(format!("grant {} has no target", g.id))),
     };
-    Ok(with_target(g, target))
+    Ok(policy::Grant {
+        id: g.id.clone(),
+        agent: g.agent.clone(),
+        target,
+        expires_at: g.expires_at,
+        revoked_at: g.revoked_at,
+    })
 }
 
 pub(crate) fn grant_event(kind: &'static str, g: &GrantRecord) -> Result<NewEvent, StoreError> {
