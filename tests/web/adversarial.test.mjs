@@ -362,3 +362,97 @@ test('an executor\'s error is shown with its hidden characters made visible and 
   }
   await queue();
 });
+
+/** An agent whose bash actions need two approvals, and a second person's
+ * operator key to give one (only people count toward a quorum). */
+async function quorum(name) {
+  const agentKey = (await env.call('POST', '/v1/keys', env.admin, { role: 'agent', agent: name })).body.key;
+  const set = await env.call('PUT', `/v1/agents/${name}`, env.admin, { profile: {
+    allow: [], ask: ['(?s).*'], approvals: [{ pattern: 'tool:bash:.*', count: 2 }],
+  } });
+  assert.ok(set.status < 300, JSON.stringify(set.body));
+  const made = (await env.call('POST', '/v1/keys', env.admin, { role: 'operator', name: `${name} approver` })).body;
+  const person = await env.call('POST', '/v1/people', env.admin, { name: `${name}-approver`, keys: [made.id] });
+  assert.equal(person.status, 201, JSON.stringify(person.body));
+  return { agentKey, other: made.key };
+}
+
+let opsMade;
+/** A handler taking any params, which nothing runs (its URL answers
+ * nothing): its cards show the params as fields. */
+function ops() {
+  opsMade ??= env.call('POST', '/v1/handlers', env.admin, {
+    id: 'ops', name: 'Ops', url: 'http://127.0.0.1:9/',
+    permissions: [{ name: 'ops.merge', parameters_schema: { type: 'object' } }],
+    actions: [{ name: 'merge', permission: 'ops.merge', params_schema: { type: 'object' } }],
+  }).then((r) => assert.equal(r.status, 201, JSON.stringify(r.body)));
+  return opsMade;
+}
+
+async function ask(key, body) {
+  const r = await env.call('POST', '/v1/actions', key, body);
+  assert.equal(r.body.status, 'pending', JSON.stringify(r.body));
+  return r.body.id;
+}
+
+const approvedToasts = () => env.page.locator('#toasts .toast', { hasText: 'Approved' }).count();
+
+/** Where ' 22 8080 ' is drawn in `loc`: the x of the first digit of each. */
+function drawnAt(loc) {
+  return loc.evaluate((el) => {
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      const i = n.data.indexOf(' 22 8080 ');
+      if (i < 0) continue;
+      const r = document.createRange();
+      const x = (at) => {
+        r.setStart(n, at);
+        r.setEnd(n, at + 1);
+        return r.getBoundingClientRect().left;
+      };
+      return [x(i + 1), x(i + 4)];
+    }
+    return null;
+  });
+}
+
+test('right-to-left letters do not reorder what runs: a command, a reason and a param value are drawn in logical order', async () => {
+  await queue();
+  await ops();
+  const rtl = '\u05d0 22 8080 \u05d1';
+  const cmd = await ask(env.agent, { tool: 'bash', detail: `iptables -A INPUT -p tcp --dport ${rtl} -j ACCEPT`, reason: `open ${rtl} now` });
+  const param = await ask(env.agent, { handler: 'ops', action: 'merge', params: { repo: 'web', ports: `x ${rtl} y` } });
+  await card(cmd).waitFor();
+  await card(param).waitFor();
+  const shown = {
+    command: card(cmd).locator('code.action-string'),
+    reason: card(cmd).locator('p.reason'),
+    param: card(param).locator('dl.fields dd', { hasText: '8080' }),
+  };
+  for (const [where, loc] of Object.entries(shown)) {
+    const at = await drawnAt(loc);
+    assert.ok(at, `${where}: the text is not there`);
+    assert.ok(at[0] < at[1], `${where}: 8080 is drawn before 22 (${at})`);
+  }
+  for (const id of [cmd, param]) await env.call('POST', `/v1/actions/${id}/deny`, env.operator, { reason: 'test' });
+});
+
+test('stacked combining marks in a reason stay in its box: the title and the command draw the same with it shown or hidden', async () => {
+  const { page } = env;
+  await queue();
+  const marks = Array.from({ length: 600 }, (_, i) => String.fromCodePoint(0x300 + (i % 0x30))).join('');
+  const id = await ask(env.agent, { tool: 'bash', detail: 'make marks-test', reason: `x${marks}` });
+  const c = card(id);
+  await c.waitFor();
+  await c.scrollIntoViewIfNeeded();
+  const head = await c.locator('.card-head').boundingBox();
+  const cmd = await c.locator('.command').boundingBox();
+  const clip = { x: cmd.x, y: head.y, width: cmd.width, height: cmd.y + cmd.height - head.y };
+  const reason = c.locator('p.reason');
+  const shown = await page.screenshot({ clip });
+  await reason.evaluate((el) => { el.style.visibility = 'hidden'; });
+  const hidden = await page.screenshot({ clip });
+  await reason.evaluate((el) => { el.style.visibility = ''; });
+  assert.ok(shown.equals(hidden), 'the reason\'s combining marks draw over the title or the command');
+  await env.call('POST', `/v1/actions/${id}/deny`, env.operator, { reason: 'test' });
+});
