@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readSse, staleMs } from '../../crates/server/web/stream.js';
-import { masked, MASK, newestFirst, visibleText } from '../../crates/server/web/dom.js';
+import { masked, MASK, newestFirst, visibleText, sensitiveKey } from '../../crates/server/web/dom.js';
 import { maskSecrets } from '../../crates/server/web/secrets.js';
 import { readFileSync } from 'node:fs';
 
@@ -70,6 +70,22 @@ test('sensitive values are masked by key name at any depth, and the daemon\'s **
   });
   // The original is untouched.
   assert.equal(params.nested.password, 'p');
+});
+
+test('a value is masked by a credential word as a whole segment of its key name, never inside a word', () => {
+  for (const k of ['password', 'db_pass', 'DB_PASSWD', 'passphrase', 'client_secret', 'authToken', 'refresh-tokens',
+    'X-Api-Key', 'apiKey', 'APIKEY', 'authorization', 'auth_header', 'aws.credentials', 'private_key', 'privateKey', 'cookie', 'Set Cookie']) {
+    assert.ok(sensitiveKey(k), `${k} is not masked`);
+  }
+  // An agent names its params: a word that merely holds one is shown.
+  for (const k of ['bypass_protection', 'bypass', 'session', 'session_id', 'passenger', 'compass', 'tokenizer',
+    'secretary', 'api', 'key', 'keys', 'cookiecutter', 'passthrough', 'author']) {
+    assert.ok(!sensitiveKey(k), `${k} is masked`);
+  }
+  assert.deepEqual(masked({ bypass_protection: true, session: 'prod-db-root', db_pass: 'x' }),
+    { bypass_protection: true, session: 'prod-db-root', db_pass: MASK });
+  // Without the key rule, only the daemon's masks.
+  assert.deepEqual(masked({ db_pass: 'x', pin: '***' }, '', { keys: false }), { db_pass: 'x', pin: MASK });
 });
 
 test('the queue is newest first by time, also across a whole second, and by id within a millisecond', () => {

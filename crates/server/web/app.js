@@ -306,11 +306,15 @@ function named(action) {
   return t.length > 80 ? `${t.slice(0, 79)}…` : t;
 }
 
+/** What of an action decides what runs: two versions alike here run alike. */
+function runs(a) {
+  return JSON.stringify([a.action_string, a.detail ?? null, a.params ?? null, Boolean(a.edited), a.approved_detail ?? null, a.approved_params ?? null]);
+}
+
 /** Whether the action as it is now runs something other than `shown`
  * (edited by someone else since it was drawn). */
 function changedSince(shown) {
   const now = state.actions.get(shown.id);
-  const runs = (a) => JSON.stringify([a.action_string, a.params ?? null, Boolean(a.edited), a.approved_detail ?? null, a.approved_params ?? null]);
   return Boolean(now) && now !== shown && runs(now) !== runs(shown);
 }
 
@@ -330,18 +334,23 @@ async function sendApprove(action) {
   removeAction(action.id);
 }
 
-/** Opens every collapsed value of the queue card of `id`; whether there
- * was one. */
+/** Opens every value of the queue card of `id` masked by its key name
+ * (the agent names its params: a name must not hide what runs), then every
+ * collapsed value; whether there was one. */
 function revealCollapsed(id) {
   const el = document.querySelector(`#queue > .card[data-id="${CSS.escape(id)}"]`);
-  const more = el ? [...el.querySelectorAll('button.more[aria-expanded="false"]')] : [];
+  if (!el) return false;
+  const masks = [...el.querySelectorAll('button.reveal-key[aria-pressed="false"]')];
+  for (const b of masks) b.click();
+  // Opened only now: a value revealed above may be long.
+  const more = [...el.querySelectorAll('button.more[aria-expanded="false"]')];
   for (const b of more) b.click();
-  return more.length > 0;
+  return masks.length + more.length > 0;
 }
 
 /** Approve, after the undo window. A card with a value collapsed behind
- * "show more" (whose tail may be what matters) is first shown whole: the
- * operator approves what they could read. */
+ * "show more" (whose tail may be what matters) or masked by its key name
+ * is first shown whole: the operator approves what they could read. */
 function approve(action) {
   if (revealCollapsed(action.id)) {
     notice('Shown in full: read it all, then approve again.');
@@ -383,6 +392,10 @@ function denyMany(items) {
 
 /** A plan approved (every step, or `steps`) or denied, after the undo window. */
 function approvePlan(plan, steps) {
+  if (revealCollapsed(plan.id)) {
+    notice('Shown in full: read it all, then approve again.');
+    return;
+  }
   const what = steps ? `Approved steps ${steps.join(', ')} of a plan of ${plan.steps.length}` : `Approved a plan of ${plan.steps.length} steps`;
   queue.hold([plan.id], what, async () => {
     const done = await api('POST', `/v1/plans/${enc(plan.id)}/approve`, steps ? { steps } : {});
@@ -651,8 +664,22 @@ const remember = {
   pending: () => [...state.actions.values()],
 };
 
+/** What the "Edit & approve" dialog needs from here. */
+const editing = {
+  setSubmit: (fn) => { dialogSubmit = fn; },
+  api, enc,
+  settled: (id, after) => {
+    if (after && after.status === 'pending') {
+      state.actions.set(id, after);
+      queueChanged();
+    } else {
+      removeAction(id);
+    }
+  },
+};
+
 const queue = createQueue({
-  state, ctx, fail, notice, approveMany, denyMany,
+  state, ctx, fail, notice, approveMany, denyMany, runs, revealCollapsed,
   queueChanged: () => queueChanged(),
   isQueue: () => Boolean(state.me) && currentView() === 'queue' && !$('view').hidden,
 });
