@@ -13,6 +13,7 @@ import { createQueue } from './queue.js';
 import { MOST, covered, pendingActions, pendingPages } from './backlog.js';
 import { maskSecrets } from './secrets.js';
 import { openRemember } from './remember.js';
+import { openEdit } from './edit.js';
 import { announce, showNotifyState, toggleNotify } from './notify.js';
 
 const $ = (id) => document.getElementById(id);
@@ -556,33 +557,6 @@ function openDenyDialog(what, submit) {
   $('deny-dialog').showModal();
 }
 
-/** Edit and approve: a handler action's params as JSON, or a
- * decision-only action's detail. */
-function openEdit(action) {
-  const handler = Boolean(action.handler);
-  $('edit-what').replaceChildren(...[].concat(guarded('code', { class: 'action-string vis' }, action.action_string)), ` (agent ${action.agent})`);
-  $('edit-label').textContent = handler ? 'Params to run (JSON; masked values must be typed again)' : 'Detail to run';
-  // An action already edited by another approver is edited from that version.
-  $('edit-text').value = handler ? JSON.stringify(action.approved_params || action.params || {}, null, 2) : (action.approved_detail ?? action.detail);
-  $('edit-error').textContent = '';
-  dialogSubmit = async (text) => {
-    let body;
-    if (handler) {
-      try { body = { params: JSON.parse(text) }; } catch (e) { throw new Error(`Not JSON: ${e.message}`); }
-    } else {
-      body = { detail: text };
-    }
-    const after = await api('POST', `/v1/actions/${enc(action.id)}/approve`, body);
-    if (after && after.status === 'pending') {
-      state.actions.set(action.id, after);
-      queueChanged();
-    } else {
-      removeAction(action.id);
-    }
-  };
-  $('edit-dialog').showModal();
-}
-
 function openDeny(action) {
   const what = [...[].concat(guarded('code', { class: 'action-string vis' }, action.action_string)), ` (agent ${action.agent})`];
   openDenyDialog(what, async (reason) => {
@@ -604,7 +578,8 @@ function currentView() {
 }
 
 const ctx = {
-  openGrant: (action) => openRemember(action, remember), openGrantRequest, openDeny, openDenyRequest, openEdit, approve, approvePlan, denyPlan, fail, notice,
+  openGrant: (action) => openRemember(action, remember), openGrantRequest, openDeny, openDenyRequest,
+  openEdit: (action) => openEdit(action, editing), approve, approvePlan, denyPlan, fail, notice,
   key: () => session.key,
   me: () => state.me,
   refresh: () => route(),

@@ -133,6 +133,18 @@ export function approvalsLine(action) {
   return h('p', { class: 'approvals' }, parts.join(' · '));
 }
 
+/** Who may approve, from the approvals rules the action was asked under
+ * (`decision.rule.approvals`): anyone else's Approve is refused (403), so
+ * the card says so before they try. */
+export function approversLine(action) {
+  const rules = action.decision?.rule?.approvals;
+  const named = (Array.isArray(rules) ? rules : []).filter((r) => Array.isArray(r?.approvers) && r.approvers.length);
+  if (!named.length) return null;
+  return h('p', { class: 'approvers vis' }, h('span', { class: 'label' }, 'Only these may approve: '),
+    named.map((r, i) => [i ? '; and of ' : '', visible(r.approvers.join(', ')),
+      ` (approvals rule${Number.isInteger(r.index) ? ` #${r.index}` : ''}${r.pattern ? ` over ${r.pattern}` : ''})`]));
+}
+
 /** The risk badge: high, medium or low, with what it found. */
 export function riskBadge(action) {
   const r = riskOf(action);
@@ -195,6 +207,7 @@ export function actionCard(action, ctx) {
     action.reason ? h('p', { class: 'reason vis' }, h('span', { class: 'label' }, 'Agent\'s reason: '), visible(maskSecrets(action.reason))) : null,
     policyLine(action),
     approvalsLine(action),
+    approversLine(action),
     paramsDisclosure(action, { withString: Boolean(action.handler) }),
     h('div', { class: 'buttons' },
       h('button', { type: 'button', class: 'primary approve', onclick: (e) => ctx.approve(action, e.currentTarget) }, 'Approve'),
@@ -210,7 +223,7 @@ export function grantRequestCard(gr, ctx) {
   // The scope is what would be granted, and the reason is the agent's own
   // words: both shown with their hidden characters named, secrets masked.
   const scope = !gr.scope || !Object.keys(gr.scope).length ? 'any scope'
-    : Object.entries(gr.scope).map(([k, v]) => `${k} = ${typeof v === 'string' ? v : JSON.stringify(v)}`).join(', ');
+    : Object.entries(gr.scope).map(([k, v]) => `${/^[\w.-]+$/.test(k) ? k : JSON.stringify(k)} = ${JSON.stringify(v)}`).join(', ');
   return h('article', { class: 'card request', tabindex: '-1', dataset: { id: gr.id, kind: 'grant-request' }, 'aria-labelledby': `t-${gr.id}` },
     h('div', { class: 'card-head' },
       h('input', { type: 'checkbox', class: 'select', 'aria-label': 'Select', dataset: { id: gr.id } }),
