@@ -4,7 +4,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readSse, staleMs } from '../../crates/server/web/stream.js';
-import { masked, MASK, newestFirst, visibleText } from '../../crates/server/web/dom.js';
+import { masked, MASK, newestFirst, visibleText, sensitiveKey } from '../../crates/server/web/dom.js';
+import { maskForEdit, unmaskEdit } from '../../crates/server/web/edit.js';
 import { maskSecrets } from '../../crates/server/web/secrets.js';
 import { readFileSync } from 'node:fs';
 
@@ -70,6 +71,39 @@ test('sensitive values are masked by key name at any depth, and the daemon\'s **
   });
   // The original is untouched.
   assert.equal(params.nested.password, 'p');
+});
+
+test('a value is masked by a credential word as a whole segment of its key name, never inside a word', () => {
+  for (const k of ['password', 'db_pass', 'DB_PASSWD', 'passphrase', 'client_secret', 'authToken', 'refresh-tokens',
+    'X-Api-Key', 'apiKey', 'APIKEY', 'authorization', 'auth_header', 'aws.credentials', 'private_key', 'privateKey', 'cookie', 'Set Cookie']) {
+    assert.ok(sensitiveKey(k), `${k} is not masked`);
+  }
+  // An agent names its params: a word that merely holds one is shown.
+  for (const k of ['bypass_protection', 'bypass', 'session', 'session_id', 'passenger', 'compass', 'tokenizer',
+    'secretary', 'api', 'key', 'keys', 'cookiecutter', 'passthrough', 'author']) {
+    assert.ok(!sensitiveKey(k), `${k} is masked`);
+  }
+  assert.deepEqual(masked({ bypass_protection: true, session: 'prod-db-root', db_pass: 'x' }),
+    { bypass_protection: true, session: 'prod-db-root', db_pass: MASK });
+  // Without the key rule, only the daemon's masks.
+  assert.deepEqual(masked({ db_pass: 'x', pin: '***' }, '', { keys: false }), { db_pass: 'x', pin: MASK });
+});
+
+test('Edit & approve shows masked values as *** and puts back the agent\'s value for a *** sent back', () => {
+  const params = { repo: 'web', db_password: 'p1', nested: { list: [{ token: 't1' }] }, pin: '***' };
+  const { shown, kept } = maskForEdit(params);
+  assert.deepEqual(shown, { repo: 'web', db_password: '***', nested: { list: [{ token: '***' }] }, pin: '***' });
+  assert.ok(!JSON.stringify(shown).includes('p1') && !JSON.stringify(shown).includes('t1'));
+  // Left as ***: the agent's values (the daemon's own *** it restores itself).
+  assert.deepEqual(unmaskEdit(structuredClone(shown), kept), params);
+  // Typed again: the new value.
+  const typed = unmaskEdit({ ...structuredClone(shown), repo: 'api', db_password: 'new' }, kept);
+  assert.equal(typed.db_password, 'new');
+  assert.equal(typed.repo, 'api');
+  assert.equal(typed.nested.list[0].token, 't1');
+  // A key removed stays removed; a *** moved elsewhere is not filled from another key.
+  const moved = unmaskEdit({ repo: '***' }, kept);
+  assert.deepEqual(moved, { repo: '***' });
 });
 
 test('the queue is newest first by time, also across a whole second, and by id within a millisecond', () => {

@@ -14,7 +14,8 @@
 //! a substitution, an expansion, a pipe, a redirection, a glob or an
 //! escape (one of [`ACTIVE`]) is shown whole, so a mask can never hide
 //! what would run (`-u admin:$(curl …|sh)`) or how far a scope reaches
-//! (`deploy:*`).
+//! (`deploy:*`). Nor is a value starting with `@`: `curl -F token=@file`
+//! uploads that file, so the value names what runs.
 
 use std::ops::Range;
 use std::sync::LazyLock;
@@ -74,6 +75,8 @@ pub fn secret_ranges(text: &str) -> Vec<Range<usize>> {
             if let Some(m) = caps.get(1)
                 && !m.is_empty()
                 && !m.as_str().contains(ACTIVE)
+                // `-F token=@file` uploads the file: it names what runs.
+                && !m.as_str().starts_with('@')
             {
                 found.push(m.range());
             }

@@ -56,6 +56,7 @@ const ASSETS: &[Asset] = &[
     asset!("backlog.js"),
     asset!("risk.js"),
     asset!("remember.js"),
+    asset!("edit.js"),
     asset!("diff.js"),
     asset!("notify.js"),
     asset!("plans.js"),

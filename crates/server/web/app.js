@@ -13,6 +13,7 @@ import { createQueue } from './queue.js';
 import { MOST, covered, pendingActions, pendingPages } from './backlog.js';
 import { maskSecrets } from './secrets.js';
 import { openRemember } from './remember.js';
+import { openEdit } from './edit.js';
 import { announce, showNotifyState, toggleNotify } from './notify.js';
 
 const $ = (id) => document.getElementById(id);
@@ -306,11 +307,15 @@ function named(action) {
   return t.length > 80 ? `${t.slice(0, 79)}…` : t;
 }
 
+/** What of an action decides what runs: two versions alike here run alike. */
+function runs(a) {
+  return JSON.stringify([a.action_string, a.detail ?? null, a.params ?? null, Boolean(a.edited), a.approved_detail ?? null, a.approved_params ?? null]);
+}
+
 /** Whether the action as it is now runs something other than `shown`
  * (edited by someone else since it was drawn). */
 function changedSince(shown) {
   const now = state.actions.get(shown.id);
-  const runs = (a) => JSON.stringify([a.action_string, a.params ?? null, Boolean(a.edited), a.approved_detail ?? null, a.approved_params ?? null]);
   return Boolean(now) && now !== shown && runs(now) !== runs(shown);
 }
 
@@ -330,18 +335,23 @@ async function sendApprove(action) {
   removeAction(action.id);
 }
 
-/** Opens every collapsed value of the queue card of `id`; whether there
- * was one. */
+/** Opens every value of the queue card of `id` masked by its key name
+ * (the agent names its params: a name must not hide what runs), then every
+ * collapsed value; whether there was one. */
 function revealCollapsed(id) {
   const el = document.querySelector(`#queue > .card[data-id="${CSS.escape(id)}"]`);
-  const more = el ? [...el.querySelectorAll('button.more[aria-expanded="false"]')] : [];
+  if (!el) return false;
+  const masks = [...el.querySelectorAll('button.reveal-key[aria-pressed="false"]')];
+  for (const b of masks) b.click();
+  // Opened only now: a value revealed above may be long.
+  const more = [...el.querySelectorAll('button.more[aria-expanded="false"]')];
   for (const b of more) b.click();
-  return more.length > 0;
+  return masks.length + more.length > 0;
 }
 
 /** Approve, after the undo window. A card with a value collapsed behind
- * "show more" (whose tail may be what matters) is first shown whole: the
- * operator approves what they could read. */
+ * "show more" (whose tail may be what matters) or masked by its key name
+ * is first shown whole: the operator approves what they could read. */
 function approve(action) {
   if (revealCollapsed(action.id)) {
     notice('Shown in full: read it all, then approve again.');
@@ -383,6 +393,10 @@ function denyMany(items) {
 
 /** A plan approved (every step, or `steps`) or denied, after the undo window. */
 function approvePlan(plan, steps) {
+  if (revealCollapsed(plan.id)) {
+    notice('Shown in full: read it all, then approve again.');
+    return;
+  }
   const what = steps ? `Approved steps ${steps.join(', ')} of a plan of ${plan.steps.length}` : `Approved a plan of ${plan.steps.length} steps`;
   queue.hold([plan.id], what, async () => {
     const done = await api('POST', `/v1/plans/${enc(plan.id)}/approve`, steps ? { steps } : {});
@@ -543,33 +557,6 @@ function openDenyDialog(what, submit) {
   $('deny-dialog').showModal();
 }
 
-/** Edit and approve: a handler action's params as JSON, or a
- * decision-only action's detail. */
-function openEdit(action) {
-  const handler = Boolean(action.handler);
-  $('edit-what').replaceChildren(...[].concat(guarded('code', { class: 'action-string vis' }, action.action_string)), ` (agent ${action.agent})`);
-  $('edit-label').textContent = handler ? 'Params to run (JSON; masked values must be typed again)' : 'Detail to run';
-  // An action already edited by another approver is edited from that version.
-  $('edit-text').value = handler ? JSON.stringify(action.approved_params || action.params || {}, null, 2) : (action.approved_detail ?? action.detail);
-  $('edit-error').textContent = '';
-  dialogSubmit = async (text) => {
-    let body;
-    if (handler) {
-      try { body = { params: JSON.parse(text) }; } catch (e) { throw new Error(`Not JSON: ${e.message}`); }
-    } else {
-      body = { detail: text };
-    }
-    const after = await api('POST', `/v1/actions/${enc(action.id)}/approve`, body);
-    if (after && after.status === 'pending') {
-      state.actions.set(action.id, after);
-      queueChanged();
-    } else {
-      removeAction(action.id);
-    }
-  };
-  $('edit-dialog').showModal();
-}
-
 function openDeny(action) {
   const what = [...[].concat(guarded('code', { class: 'action-string vis' }, action.action_string)), ` (agent ${action.agent})`];
   openDenyDialog(what, async (reason) => {
@@ -591,7 +578,8 @@ function currentView() {
 }
 
 const ctx = {
-  openGrant: (action) => openRemember(action, remember), openGrantRequest, openDeny, openDenyRequest, openEdit, approve, approvePlan, denyPlan, fail, notice,
+  openGrant: (action) => openRemember(action, remember), openGrantRequest, openDeny, openDenyRequest,
+  openEdit: (action) => openEdit(action, editing), approve, approvePlan, denyPlan, fail, notice,
   key: () => session.key,
   me: () => state.me,
   refresh: () => route(),
@@ -651,8 +639,22 @@ const remember = {
   pending: () => [...state.actions.values()],
 };
 
+/** What the "Edit & approve" dialog needs from here. */
+const editing = {
+  setSubmit: (fn) => { dialogSubmit = fn; },
+  api, enc,
+  settled: (id, after) => {
+    if (after && after.status === 'pending') {
+      state.actions.set(id, after);
+      queueChanged();
+    } else {
+      removeAction(id);
+    }
+  },
+};
+
 const queue = createQueue({
-  state, ctx, fail, notice, approveMany, denyMany,
+  state, ctx, fail, notice, approveMany, denyMany, runs, revealCollapsed,
   queueChanged: () => queueChanged(),
   isQueue: () => Boolean(state.me) && currentView() === 'queue' && !$('view').hidden,
 });

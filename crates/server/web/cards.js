@@ -5,7 +5,7 @@
 // paramsDisclosure.
 
 import { enc } from './api.js';
-import { h, countdown, when, masked, visible, guarded } from './dom.js';
+import { h, countdown, when, masked, visible, guarded, keyMasked } from './dom.js';
 import { maskSecrets } from './secrets.js';
 import { riskOf, ruleText } from './risk.js';
 import { editOf, lineDiff } from './diff.js';
@@ -27,7 +27,10 @@ export function paramsDisclosure(action, { withString = false } = {}) {
     withString ? h('p', { class: 'meta' }, guarded('code', { class: 'action-string vis' }, action.action_string)) : null,
     slot);
   details.addEventListener('toggle', () => {
-    if (details.open && !slot.firstChild) slot.replaceChildren(...[].concat(guarded('pre', { class: 'params' }, json(masked(action.params)), { breaks: false })));
+    if (details.open && !slot.firstChild) {
+      const draw = (t) => guarded('pre', { class: 'params' }, t, { breaks: false });
+      slot.replaceChildren(...[].concat(keyMasked(draw, json(masked(action.params, '', { keys: false })), json(masked(action.params)))));
+    }
   });
   return details;
 }
@@ -45,20 +48,42 @@ export function displayOf(action) {
   }
   if (action.handler) {
     // No display: the params, each as a labelled field.
-    const p = masked(action.params ?? {});
-    const fields = p && typeof p === 'object' && !Array.isArray(p)
-      ? Object.entries(p).map(([label, value]) => ({ label, value: typeof value === 'string' ? value : JSON.stringify(value) }))
-      : [{ label: 'params', value: JSON.stringify(p) }];
-    return { title: `${action.handler}: ${action.action || action.permission || 'action'}`, summary: null, fields, own: false };
+    return { title: `${action.handler}: ${action.action || action.permission || 'action'}`, summary: null, fields: paramFields(action.params ?? {}), own: false };
   }
   return { title: `Run with ${action.tool}`, summary: null, fields: [], own: false };
+}
+
+/** Params as labelled fields: `value` as shown (masked by key name and
+ * the daemon's `***`), `raw` behind "show value" (only the daemon's masks). */
+export function paramFields(params) {
+  const text = (v) => (typeof v === 'string' ? v : JSON.stringify(v));
+  const field = (label, v, key) => ({ label, value: text(masked(v, key)), raw: text(masked(v, key, { keys: false })) });
+  return params && typeof params === 'object' && !Array.isArray(params)
+    ? Object.entries(params).map(([k, v]) => field(k, v, k))
+    : [field('params', params, '')];
+}
+
+/** Whether `text` starts collapsed behind "show more". */
+function isLong(text) {
+  return text.length > LONG_CHARS || text.split('\n').length > LONG_LINES;
+}
+
+/** Whether a card of `action` would hide part of what runs until opened:
+ * a long value collapsed, or a value masked by its key name. For items
+ * never drawn (bulk approve of a filter's matches). */
+export function hidesValues(action) {
+  const fields = [...displayOf(action).fields, ...(action.edited && action.approved_params ? paramFields(action.approved_params) : [])];
+  return fields.some((f) => {
+    const shown = String(masked(f.value ?? ''));
+    return isLong(shown) || isLong(String(f.raw ?? shown)) || (f.raw !== undefined && f.raw !== shown);
+  });
 }
 
 /** A value that may be long: wrapped, line breaks shown, and collapsed
  * behind "show more" when long. */
 export function longValue(tag, attrs, text) {
   const s = String(text ?? '');
-  const long = s.length > LONG_CHARS || s.split('\n').length > LONG_LINES;
+  const long = isLong(s);
   const shown = guarded(tag, { ...attrs, class: `${attrs.class || ''} vis${long ? ' collapsed' : ''}` }, s);
   if (!long) return shown;
   const el = Array.isArray(shown) ? shown[0] : shown;
@@ -71,12 +96,13 @@ export function longValue(tag, attrs, text) {
   return [].concat(shown, more);
 }
 
-/** Labelled fields (display fields or params), values masked. */
+/** Labelled fields (display fields or params), values masked; a value
+ * masked by its key name (`raw` given) is one click away. */
 export function fieldList(fields) {
   if (!fields.length) return null;
   return h('dl', { class: 'fields' }, fields.map((f) => {
     const value = String(masked(f.value ?? ''));
-    const parts = [].concat(longValue('div', { class: 'value' }, value));
+    const parts = [].concat(keyMasked((t) => longValue('div', { class: 'value' }, t), String(f.raw ?? value), value));
     return [h('dt', {}, visible(String(f.label ?? ''))), h('dd', {}, parts)];
   }));
 }
@@ -105,6 +131,18 @@ export function approvalsLine(action) {
   }
   if (action.edited) parts.push('edited before approving');
   return h('p', { class: 'approvals' }, parts.join(' · '));
+}
+
+/** Who may approve, from the approvals rules the action was asked under
+ * (`decision.rule.approvals`): anyone else's Approve is refused (403), so
+ * the card says so before they try. */
+export function approversLine(action) {
+  const rules = action.decision?.rule?.approvals;
+  const named = (Array.isArray(rules) ? rules : []).filter((r) => Array.isArray(r?.approvers) && r.approvers.length);
+  if (!named.length) return null;
+  return h('p', { class: 'approvers vis' }, h('span', { class: 'label' }, 'Only these may approve: '),
+    named.map((r, i) => [i ? '; and of ' : '', visible(r.approvers.join(', ')),
+      ` (approvals rule${Number.isInteger(r.index) ? ` #${r.index}` : ''}${r.pattern ? ` over ${r.pattern}` : ''})`]));
 }
 
 /** The risk badge: high, medium or low, with what it found. */
@@ -137,7 +175,7 @@ export function editedBlock(action) {
   const what = typeof action.approved_detail === 'string'
     ? h('div', { class: 'command' }, guarded('code', { class: 'action-string vis' }, `tool:${action.tool}:${action.approved_detail}`))
     : action.approved_params && typeof action.approved_params === 'object'
-      ? fieldList(Object.entries(masked(action.approved_params)).map(([label, value]) => ({ label, value: typeof value === 'string' ? value : JSON.stringify(value) })))
+      ? fieldList(paramFields(action.approved_params))
       : null;
   return h('div', { class: 'edited' },
     h('p', { class: 'label' }, 'Edited by an approver: this is what runs if you approve'), what,
@@ -169,6 +207,7 @@ export function actionCard(action, ctx) {
     action.reason ? h('p', { class: 'reason vis' }, h('span', { class: 'label' }, 'Agent\'s reason: '), visible(maskSecrets(action.reason))) : null,
     policyLine(action),
     approvalsLine(action),
+    approversLine(action),
     paramsDisclosure(action, { withString: Boolean(action.handler) }),
     h('div', { class: 'buttons' },
       h('button', { type: 'button', class: 'primary approve', onclick: (e) => ctx.approve(action, e.currentTarget) }, 'Approve'),
@@ -184,7 +223,7 @@ export function grantRequestCard(gr, ctx) {
   // The scope is what would be granted, and the reason is the agent's own
   // words: both shown with their hidden characters named, secrets masked.
   const scope = !gr.scope || !Object.keys(gr.scope).length ? 'any scope'
-    : Object.entries(gr.scope).map(([k, v]) => `${k} = ${typeof v === 'string' ? v : JSON.stringify(v)}`).join(', ');
+    : Object.entries(gr.scope).map(([k, v]) => `${/^[\w.-]+$/.test(k) ? k : JSON.stringify(k)} = ${JSON.stringify(v)}`).join(', ');
   return h('article', { class: 'card request', tabindex: '-1', dataset: { id: gr.id, kind: 'grant-request' }, 'aria-labelledby': `t-${gr.id}` },
     h('div', { class: 'card-head' },
       h('input', { type: 'checkbox', class: 'select', 'aria-label': 'Select', dataset: { id: gr.id } }),

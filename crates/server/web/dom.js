@@ -155,19 +155,68 @@ export function when(iso) {
   return d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
 }
 
-// Keys whose values are never shown: credentials by name. The daemon has
-// already replaced what the handler's schema marks `sensitive` by "***".
-const SENSITIVE_KEY = /pass(word|wd|phrase)?|secret|token|api[_-]?key|apikey|authorization|auth[_-]?header|credential|private[_-]?key|cookie|session/i;
+// Keys whose values are not shown until asked: credentials by name, matched
+// on whole segments of the key (split at `_`, `-`, `.`, spaces and
+// camelCase), so `db_pass` and `authToken` are masked but `bypass` and
+// `session` are not: an agent names its params, and a key rule that matched
+// inside words would let it hide any value. The daemon has already replaced
+// what the handler's schema marks `sensitive` by "***".
+const SENSITIVE_WORDS = new Set(['password', 'passwords', 'passwd', 'passphrase', 'pass', 'secret', 'secrets',
+  'token', 'tokens', 'apikey', 'authorization', 'authheader', 'credential', 'credentials', 'privatekey',
+  'cookie', 'cookies']);
+const SENSITIVE_PAIRS = new Set(['api key', 'auth header', 'private key']);
+
+/** The words of a key name: `X-Api-Key` -> x, api, key; `authToken` -> auth, token. */
+function keyWords(key) {
+  return String(key)
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .replace(/([A-Z]+)([A-Z][a-z])/g, '$1 $2')
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .filter(Boolean);
+}
+
+/** Whether a param named `key` holds a credential, by its name. */
+export function sensitiveKey(key) {
+  const w = keyWords(key);
+  return w.some((x, i) => SENSITIVE_WORDS.has(x) || SENSITIVE_PAIRS.has(`${x} ${w[i + 1]}`));
+}
+
 /** What a masked value is shown as. */
 export const MASK = '••••';
 
-/** A deep copy of `value` with sensitive values replaced by MASK. */
-export function masked(value, key = '') {
-  if (key && SENSITIVE_KEY.test(key)) return MASK;
+/** A deep copy of `value` with the daemon's "***" shown as MASK and, with
+ * `keys` (the default), values under sensitive key names replaced by MASK
+ * too. */
+export function masked(value, key = '', { keys = true } = {}) {
+  if (keys && key && sensitiveKey(key)) return MASK;
   if (value === '***') return MASK;
-  if (Array.isArray(value)) return value.map((v) => masked(v));
+  if (Array.isArray(value)) return value.map((v) => masked(v, '', { keys }));
   if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, masked(v, k)]));
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, masked(v, k, { keys })]));
   }
   return value;
+}
+
+/**
+ * A value masked by its key name: drawn by `draw(shown)` (nodes) with a
+ * "show value" button that draws `raw` instead (and "hide value" back).
+ * Secret-shaped parts of `raw` stay masked by `guarded` behind their own
+ * "show secret". Approve opens every such button first (app.js): the key
+ * names are the agent's, so a mask by name must never hide what runs.
+ * Returns `draw(raw)` when nothing was masked.
+ */
+export function keyMasked(draw, raw, shown) {
+  if (raw === shown) return draw(raw);
+  const holder = h('span', { class: 'keymask', dataset: { masked: 'true' } }, draw(shown));
+  const btn = h('button', { type: 'button', class: 'reveal-key small', 'aria-pressed': 'false', title: 'Show the value hidden because of its key name' }, 'show value');
+  btn.addEventListener('click', (e) => {
+    e.stopPropagation();
+    const open = btn.getAttribute('aria-pressed') !== 'true';
+    holder.replaceChildren(...[].concat(draw(open ? raw : shown)));
+    holder.dataset.masked = String(!open);
+    btn.setAttribute('aria-pressed', String(open));
+    btn.textContent = open ? 'hide value' : 'show value';
+  });
+  return [holder, btn];
 }

@@ -3,17 +3,24 @@
 // with a checkbox; "Approve all", "Approve checked" (`{"steps": [0, 2]}`)
 // and "Deny".
 
-import { h, masked, when, guarded, visible } from './dom.js';
+import { h, masked, when, guarded, visible, keyMasked } from './dom.js';
 import { maskSecrets } from './secrets.js';
 
 /** One step as text: a tool step's detail, or a handler step's action and
- * params (sensitive params masked), secrets masked. */
-export function stepText(step) {
+ * params; with `keys`, params under credential-like key names masked. Raw
+ * otherwise: the card masks secret shapes itself (`guarded`), with a
+ * "show secret", and a mask must never stand in the text it reads. */
+export function stepRaw(step, { keys = true } = {}) {
   if (step.handler) {
-    const params = step.params && Object.keys(step.params).length ? ` ${JSON.stringify(masked(step.params))}` : '';
-    return maskSecrets(`${step.handler}.${step.action}${params}`);
+    const params = step.params && Object.keys(step.params).length ? ` ${JSON.stringify(masked(step.params, '', { keys }))}` : '';
+    return `${step.handler}.${step.action}${params}`;
   }
-  return maskSecrets(`${step.tool}: ${step.detail}`);
+  return `${step.tool}: ${step.detail}`;
+}
+
+/** One step as text, every mask applied (what the filter searches). */
+export function stepText(step) {
+  return maskSecrets(stepRaw(step));
 }
 
 /** Which steps are ticked on a plan card (indices from 0). */
@@ -31,7 +38,7 @@ export function planCard(plan, ctx) {
       const id = `p-${plan.id}-${i}`;
       return h('li', {},
         h('input', { type: 'checkbox', class: 'step-pick', id, checked: true, dataset: { step: String(i) } }),
-        h('label', { for: id }, guarded('code', { class: 'action-string vis' }, stepText(s))),
+        h('label', { for: id }, keyMasked((t) => guarded('code', { class: 'action-string vis' }, t), stepRaw(s, { keys: false }), stepRaw(s))),
         // What approving the plan does not settle: an approvals rule's
         // step, or a guarded one in a tainted session.
         s.asks ? h('p', { class: 'muted asks vis' }, 'Asks when it runs: ', visible(maskSecrets(s.asks))) : null);

@@ -5,7 +5,7 @@
 // at once with "Send now").
 
 import { h } from './dom.js';
-import { actionCard, grantRequestCard, displayOf } from './cards.js';
+import { actionCard, grantRequestCard, displayOf, hidesValues } from './cards.js';
 import { planCard, stepText, pickedSteps } from './plans.js';
 import { undecidedCard } from './sessions.js';
 
@@ -46,7 +46,9 @@ export function matches(item, query) {
 
 /**
  * The queue. `app` gives: state ({actions, requests, gone}), ctx (the
- * cards' callbacks), api, enc, fail, notice, queueChanged, isQueue().
+ * cards' callbacks), api, enc, fail, notice, queueChanged, isQueue(),
+ * runs(action) (what decides what it runs), revealCollapsed(id) (opens a
+ * card's hidden values; whether there was one).
  */
 export function createQueue(app) {
   const q = {
@@ -54,6 +56,7 @@ export function createQueue(app) {
     query: '',
     limit: PAGE,
     selected: new Set(),
+    ticked: new Map(), // id -> the item as it was when ticked: bulk approves that version
     held: new Map(), // id -> undo entry: hidden while its decision waits
     cards: new Map(), // id -> {obj, el}
     focusId: null,
@@ -82,8 +85,14 @@ export function createQueue(app) {
     if (box) {
       box.checked = q.selected.has(it.id);
       box.addEventListener('change', () => {
-        if (box.checked) q.selected.add(it.id);
-        else q.selected.delete(it.id);
+        if (box.checked) {
+          q.selected.add(it.id);
+          q.ticked.set(it.id, obj);
+          el.querySelector('.changed')?.remove();
+        } else {
+          q.selected.delete(it.id);
+          q.ticked.delete(it.id);
+        }
         bulkBar();
       });
     }
@@ -125,6 +134,7 @@ export function createQueue(app) {
 
   function clearSelection() {
     q.selected.clear();
+    q.ticked.clear();
     for (const { el } of q.cards.values()) {
       const box = el.querySelector('input.select');
       if (box) box.checked = false;
@@ -133,7 +143,10 @@ export function createQueue(app) {
   }
 
   function selectAllMatching() {
-    for (const it of items()) q.selected.add(it.id);
+    for (const it of items()) {
+      q.selected.add(it.id);
+      if (!q.ticked.has(it.id)) q.ticked.set(it.id, it.a || it.r || it.p || it.u);
+    }
     for (const [id, { el }] of q.cards) el.querySelector('input.select').checked = q.selected.has(id);
     bulkBar();
   }
@@ -153,6 +166,7 @@ export function createQueue(app) {
     // Selections of items that left the queue are dropped.
     const present = new Set([...app.state.actions.keys(), ...app.state.requests.keys(), ...app.state.plans.keys(), ...app.state.undecided.keys()]);
     for (const id of q.selected) if (!present.has(id) || q.held.has(id)) q.selected.delete(id);
+    for (const id of q.ticked.keys()) if (!q.selected.has(id)) q.ticked.delete(id);
     for (const id of q.cards.keys()) if (!present.has(id)) q.cards.delete(id);
     const shown = all.slice(0, q.limit);
     const want = new Set(shown.map((i) => i.id));
@@ -335,23 +349,70 @@ export function createQueue(app) {
     return entry;
   }
 
+  /** The selected actions and grant requests, as they are now. */
   function selectedItems() {
     return [...q.selected].map((id) => ({ id, a: app.state.actions.get(id), r: app.state.requests.get(id) }))
       .filter((i) => i.a || i.r);
   }
 
+  /** Unticks `ids` (their card marked with `why`, when drawn). */
+  function untick(ids, why) {
+    for (const id of ids) {
+      q.selected.delete(id);
+      q.ticked.delete(id);
+    }
+    render();
+    for (const id of ids) {
+      const el = q.cards.get(id)?.el;
+      if (!el) continue;
+      el.querySelector('input.select').checked = false;
+      el.querySelector('.changed')?.remove();
+      if (why) el.querySelector('.card-head').after(h('p', { class: 'changed', role: 'note' }, why));
+    }
+  }
+
+  /**
+   * Approves the ticked actions as they were when ticked. One changed
+   * since (another approver edited it) is unticked and approved by nobody
+   * here; one whose card hides a value (collapsed, or masked by its key
+   * name) is opened first; either way nothing is approved yet and the
+   * operator looks again, as single Approve does. One never drawn that
+   * would hide a value is left out. Items never drawn are named first.
+   */
   function bulkApprove() {
     const chosen = selectedItems();
-    const actions = chosen.filter((i) => i.a);
+    let actions = chosen.filter((i) => i.a).map((i) => ({ ...i, now: i.a, a: q.ticked.get(i.id) || i.a }));
     if (chosen.length > actions.length) app.notice('Grant requests are approved one at a time (their scope and expiry): they stay selected.');
     if (!actions.length) return;
+    const changed = actions.filter((i) => app.runs(i.now) !== app.runs(i.a));
+    if (changed.length) {
+      untick(changed.map((i) => i.id), 'Changed since you ticked it (edited by another approver): read it again.');
+      app.fail(new Error(`Nothing approved: ${changed.length} of the selected ${changed.length === 1 ? 'item was' : 'items were'} edited by someone else since you ticked ${changed.length === 1 ? 'it' : 'them'}, and ${changed.length === 1 ? 'is' : 'are'} unticked and marked. Read ${changed.length === 1 ? 'it' : 'them'} again, then approve.`));
+      return;
+    }
+    const drawn = new Set(cardEls().map((el) => el.dataset.id));
+    let opened = 0;
+    for (const i of actions) if (drawn.has(i.id) && app.revealCollapsed(i.id)) opened += 1;
+    if (opened) {
+      app.notice(`Nothing approved: ${opened} of the selected ${opened === 1 ? 'item is' : 'items are'} now shown in full (a long or masked value): read ${opened === 1 ? 'it' : 'them'}, then approve again.`);
+      return;
+    }
+    const hiding = actions.filter((i) => !drawn.has(i.id) && hidesValues(i.a));
+    if (hiding.length) {
+      untick(hiding.map((i) => i.id), '');
+      app.fail(new Error(`Left out: ${hiding.length} selected ${hiding.length === 1 ? 'item' : 'items'} not drawn on the page ${hiding.length === 1 ? 'holds' : 'hold'} a long or masked value nobody has read; unticked. Open ${hiding.length === 1 ? 'it' : 'them'} to approve.`));
+      actions = actions.filter((i) => !hiding.includes(i));
+      if (!actions.length) return;
+    }
     const go = () => {
-      for (const i of actions) q.selected.delete(i.id);
+      for (const i of actions) {
+        q.selected.delete(i.id);
+        q.ticked.delete(i.id);
+      }
       app.approveMany(actions.map((i) => i.a));
     };
     // Items selected by the filter but never drawn are named before they
     // are approved: nobody approves what they have not been shown.
-    const drawn = new Set(cardEls().map((el) => el.dataset.id));
     const unseen = actions.filter((i) => !drawn.has(i.id)).length;
     if (unseen) confirmBulk(actions.map((i) => i.a), unseen, go);
     else go();
@@ -433,6 +494,7 @@ export function createQueue(app) {
         entry.toast?.remove();
       }
       q.selected.clear();
+      q.ticked.clear();
       q.held.clear();
       q.cards.clear();
       q.focusId = null;

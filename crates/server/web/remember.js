@@ -73,7 +73,7 @@ export function openRemember(action, app) {
     });
     const custom = h('input', { type: 'radio', name: 'what', value: 'custom' });
     pattern.addEventListener('input', () => { custom.checked = true; preview(); });
-    fs.replaceChildren(h('legend', {}, 'Allow'), radios,
+    fs.replaceChildren(h('legend', {}, 'Allow'), ...radios,
       h('label', {}, custom, ' what the pattern under Advanced says'),
       h('details', { id: 'grant-advanced' }, h('summary', {}, 'Advanced'),
         h('div', { class: 'field' }, h('label', { for: 'grant-pattern' }, 'Detail pattern (full-match regex)'), pattern)));
@@ -118,8 +118,8 @@ export function openRemember(action, app) {
     } catch { list = []; }
     $('grant-preview').replaceChildren(
       h('strong', { id: 'grant-covers' }, list.length === 1 ? 'This grant would also approve 1 pending item' : `This grant would also approve ${list.length} pending items`),
-      list.length ? h('ul', {}, list.slice(0, 5).map((p) => h('li', {}, h('code', {}, visibleText(maskSecrets(p.action_string)))))) : null,
-      list.length > 5 ? h('p', { class: 'hint' }, `and ${list.length - 5} more`) : null);
+      ...(list.length ? [h('ul', {}, list.slice(0, 5).map((p) => h('li', {}, h('code', { class: 'vis' }, visibleText(maskSecrets(p.action_string))))))] : []),
+      ...(list.length > 5 ? [h('p', { class: 'hint' }, `and ${list.length - 5} more`)] : []));
   };
   $('grant-preview').hidden = false;
   dialog.oninput = preview;

@@ -8,7 +8,8 @@
 // holding a character a shell would not take literally (ACTIVE: a
 // substitution, an expansion, a pipe, a redirection, a glob, an escape) is
 // never masked, so a mask never hides what would run or how far a scope
-// reaches.
+// reaches; nor is one starting with `@` (curl's `-F token=@file` uploads
+// that file: it names what runs, not a secret).
 
 /** What a masked secret is shown as. */
 export const MASK = '••••';
@@ -45,7 +46,7 @@ export function secretRanges(text) {
     re.lastIndex = 0;
     for (const m of String(text).matchAll(re)) {
       const [s, e] = m.indices[1] || [0, 0];
-      if (e > s && !ACTIVE.test(m[1])) found.push([s, e]);
+      if (e > s && !ACTIVE.test(m[1]) && !m[1].startsWith('@')) found.push([s, e]);
     }
   }
   found.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
