@@ -23,13 +23,58 @@ use super::decide::Verb;
 /// What a masked value is shown as (the page's `MASK`).
 pub const MASK: &str = "••••";
 
-/// Keys whose values the page never shows (the page's `SENSITIVE_KEY`).
-static SENSITIVE_KEY: LazyLock<Option<regex::Regex>> = LazyLock::new(|| {
-    regex::Regex::new(
-        r"(?i)pass(word|wd|phrase)?|secret|token|api[_-]?key|apikey|authorization|auth[_-]?header|credential|private[_-]?key|cookie|session",
-    )
-    .ok()
-});
+/// Credential words a key is masked for, matched on whole segments of
+/// the key (the page's `sensitiveKey`): `db_pass` and `authToken` are
+/// masked, `bypass_protection` and `session` are not. An agent names its
+/// params; a rule matching inside words would let it hide any value from
+/// the person deciding.
+const SENSITIVE_WORDS: &[&str] = &[
+    "password",
+    "passwords",
+    "passwd",
+    "passphrase",
+    "pass",
+    "secret",
+    "secrets",
+    "token",
+    "tokens",
+    "apikey",
+    "authorization",
+    "authheader",
+    "credential",
+    "credentials",
+    "privatekey",
+    "cookie",
+    "cookies",
+];
+
+/// Two words that name a credential together (`api_key`, `X-Api-Key`).
+const SENSITIVE_PAIRS: &[(&str, &str)] = &[("api", "key"), ("auth", "header"), ("private", "key")];
+
+/// The words of a key name, split at anything but letters and digits and
+/// at camelCase: `X-Api-Key` is x, api, key; `authToken` auth, token;
+/// `APIKey` api, key.
+fn key_words(key: &str) -> Vec<String> {
+    static CAMEL: LazyLock<Option<(regex::Regex, regex::Regex)>> = LazyLock::new(|| {
+        Some((
+            regex::Regex::new(r"([a-z0-9])([A-Z])").ok()?,
+            regex::Regex::new(r"([A-Z]+)([A-Z][a-z])").ok()?,
+        ))
+    });
+    let spaced = match &*CAMEL {
+        Some((lower_upper, acronym)) => {
+            let once = lower_upper.replace_all(key, "$1 $2");
+            acronym.replace_all(&once, "$1 $2").into_owned()
+        }
+        None => key.to_owned(),
+    };
+    spaced
+        .to_lowercase()
+        .split(|c: char| !c.is_ascii_lowercase() && !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
 
 /// Longest text of one field's value in a card.
 const MAX_VALUE: usize = 300;
@@ -92,12 +137,16 @@ impl Card {
     }
 }
 
-/// Whether a value under `key` is never shown.
+/// Whether a value under `key` is never shown: its name holds a
+/// credential word.
 fn sensitive_key(key: &str) -> bool {
-    match &*SENSITIVE_KEY {
-        Some(re) => re.is_match(key),
-        None => true,
-    }
+    let words = key_words(key);
+    words.iter().enumerate().any(|(i, w)| {
+        SENSITIVE_WORDS.contains(&w.as_str())
+            || words
+                .get(i + 1)
+                .is_some_and(|next| SENSITIVE_PAIRS.contains(&(w.as_str(), next.as_str())))
+    })
 }
 
 /// A value as shown: masked values as [`MASK`], long ones cut (and
@@ -450,6 +499,31 @@ mod tests {
 
     #[test]
     fn masks_like_the_page() {
+        for key in [
+            "password",
+            "db_pass",
+            "authToken",
+            "X-Api-Key",
+            "api_key",
+            "APIKey",
+            "private-key",
+            "client.secret",
+            "Cookie",
+        ] {
+            assert!(sensitive_key(key), "{key}");
+        }
+        // Words that merely contain one are shown: an agent names its
+        // params, and could otherwise hide any value.
+        for key in [
+            "bypass_protection",
+            "session",
+            "passage",
+            "tokenizer",
+            "compass",
+            "keys",
+        ] {
+            assert!(!sensitive_key(key), "{key}");
+        }
         assert_eq!(shown("password", &Value::String("hunter2".into())).0, MASK);
         assert_eq!(shown("path", &Value::String("***".into())).0, MASK);
         assert_eq!(shown("path", &Value::String("/tmp/x".into())).0, "/tmp/x");
