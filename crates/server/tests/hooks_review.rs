@@ -313,6 +313,31 @@ async fn a_claude_code_session_rule_names_the_file_not_every_file_so_named() {
         json!([{"toolName": "Edit", "ruleContent": "//home/dev/proj/README.md"}]),
         "{v}"
     );
+    // A hook that lets Claude Code ask its user (when nobody decides, or
+    // when it cannot reach the daemon) makes no rule: Claude Code consults
+    // its rules exactly then, and one made from this grant would allow the
+    // call after the grant is spent, revoked or expired.
+    input["tool_use_id"] = json!("toolu_ask");
+    for fallback in ["--on-timeout", "--on-error"] {
+        let r = crate::cli_support::run_with_stdin(
+            &app.base,
+            &app.agent,
+            &["hook", "claude-code", "--wait", "5", fallback, "ask"],
+            Some(&serde_json::to_vec(&input).unwrap()),
+        )
+        .await;
+        let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|_| panic!("{r:?}"));
+        assert_eq!(
+            v["hookSpecificOutput"]["decision"]["behavior"], "allow",
+            "{v}"
+        );
+        assert!(
+            v["hookSpecificOutput"]["decision"]
+                .get("updatedPermissions")
+                .is_none(),
+            "{fallback}: {v}"
+        );
+    }
     app.stop().await;
 }
 

@@ -248,13 +248,22 @@ pub async fn answer_read(
         Ok(input) => rt.parse(&input),
         Err(e) => Err(e),
     };
-    match parsed {
+    let (parsed, mut answer) = match parsed {
         Ok(p) => {
             let answer = bounded(args, &p, waiting(&p)).await;
             (Some(p), answer)
         }
         Err(e) => (None, fail(args, &e)),
+    };
+    // A runtime rule made from a grant (Claude Code's session rule) is
+    // consulted only where the hook lets the runtime ask its user, which
+    // it does with `--on-timeout ask` or `--on-error ask`: there the rule
+    // would allow a call the grant no longer does (a spent count, a
+    // revocation, an expiry), or that nobody could decide.
+    if args.on_timeout == Fallback::Ask || args.on_error == Fallback::Ask {
+        answer.by_grant = false;
     }
+    (parsed, answer)
 }
 
 /// Asks the daemon, answering the fallback itself before the runtime's
