@@ -6378,6 +6378,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The agent reported limits.max_undecided_runs_per_minute runs no decision covered this minute (limit-reached); this one was not recorded */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The database is busy or closing; retry */
             503: {
                 headers: {

@@ -54,6 +54,7 @@ pub mod receipts;
 pub mod replay;
 pub mod retention;
 pub mod revocations;
+mod run_limit;
 pub mod scrub;
 pub mod sessions;
 pub mod sign;
@@ -138,6 +139,9 @@ pub struct GateConfig {
     /// Most items (actions and grant requests) one agent may have waiting
     /// for a human at once.
     pub max_pending_per_agent: usize,
+    /// Most runs without a decision one agent may report a minute (each
+    /// an `action.undecided` event) to this daemon.
+    pub max_undecided_runs_per_minute: usize,
     /// Where handler and subscription URLs may point.
     pub outbound: outbound::OutboundPolicy,
     /// How long a session may stay idle before it ends (and its grants
@@ -175,6 +179,7 @@ struct Inner {
     notify_transport: Arc<dyn Transport>,
     shutdown: CancellationToken,
     pending_limit: pending_limit::PendingLimit,
+    run_limit: run_limit::RunLimit,
     /// The receipt signing key, read (or made) on first use.
     receipt_signer: tokio::sync::OnceCell<actiongate_receipt::ReceiptSigner>,
 }
@@ -211,6 +216,7 @@ impl Gate {
             notify_transport,
             shutdown,
             pending_limit: pending_limit::PendingLimit::default(),
+            run_limit: run_limit::RunLimit::default(),
             receipt_signer: tokio::sync::OnceCell::new(),
         }))
     }
@@ -279,6 +285,10 @@ impl Gate {
 
     pub(crate) fn pending_limit(&self) -> &pending_limit::PendingLimit {
         &self.0.pending_limit
+    }
+
+    pub(crate) fn run_limit(&self) -> &run_limit::RunLimit {
+        &self.0.run_limit
     }
 
     pub(crate) fn dispatcher(&self) -> &Dispatcher {

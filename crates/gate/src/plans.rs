@@ -516,7 +516,13 @@ impl Gate {
         validate_origin(run.session.as_deref(), run.runtime.as_deref())?;
         validate_tool(&run.tool)?;
         check_len("detail", Some(&run.detail), MAX_DETAIL)?;
-        self.own_session(&agent, run.session.as_deref()).await?;
+        // A run is activity in its session, and its first may be the
+        // session's first: the session is recorded (or owned by another
+        // agent: 422) so that the taint below has a row to mark.
+        if let Some(s) = &run.session {
+            self.touch_session(&agent, s, run.runtime.as_deref())
+                .await?;
+        }
         // The action named is tried first, and only covers the run if it is
         // that run as decided (same agent, tool, detail and session); each
         // action covers one run.
@@ -532,27 +538,33 @@ impl Gate {
             })
             .await?;
         if found.is_none() {
+            let action_string = actiongate_policy::format_action(&run.tool, &run.detail);
+            // It ran: when it read untrusted content, its session is as
+            // tainted as if it had been decided (before the report may be
+            // refused for the limit below: that never loosens a session).
+            if let Some(session) = &run.session
+                && self.profile_of(&agent).await?.taints(&action_string)
+            {
+                self.store()
+                    .taint_session(
+                        session.clone(),
+                        UNDECIDED_RUN.to_owned(),
+                        action_string.clone(),
+                    )
+                    .await?;
+            }
+            self.admit_undecided_run(&agent).await?;
             let data = actiongate_store::Json::of(&serde_json::json!({
                 "agent": agent,
                 "tool": run.tool,
                 "detail": run.detail,
-                "action_string": actiongate_policy::format_action(&run.tool, &run.detail),
+                "action_string": action_string,
                 "session": run.session,
                 "runtime": run.runtime,
                 "action": run.action,
             }))
             .map_err(|_| GateError::internal())?;
             self.store().record_undecided(&agent, data).await?;
-            // It ran: when it read untrusted content, its session is as
-            // tainted as if it had been decided.
-            let action_string = actiongate_policy::format_action(&run.tool, &run.detail);
-            if let Some(session) = run.session
-                && self.profile_of(&agent).await?.taints(&action_string)
-            {
-                self.store()
-                    .taint_session(session, UNDECIDED_RUN.to_owned(), action_string)
-                    .await?;
-            }
         }
         Ok(RunMatched {
             decided: found.is_some(),

@@ -572,6 +572,7 @@ impl Settings {
             prune_interval: self.events.prune_interval.get(),
             json: self.limits.json(self.dispatch.result_max_bytes),
             max_pending_per_agent: self.limits.max_pending_per_agent,
+            max_undecided_runs_per_minute: self.limits.max_undecided_runs_per_minute,
             outbound: self.outbound.policy()?,
             session_idle: self.sessions.idle_timeout()?,
         })

@@ -13,6 +13,9 @@ pub struct LimitsSettings {
     /// Most items (actions and grant requests) one agent may have waiting
     /// for a human at once; past it, new ones get 429 `limit-reached`.
     pub max_pending_per_agent: usize,
+    /// Most runs without a decision (`POST /v1/runs` that no action
+    /// covers) one agent may report to this daemon a minute; past it, 429.
+    pub max_undecided_runs_per_minute: usize,
     /// Largest params of a handler action, in bytes of compact JSON.
     pub params_max_bytes: usize,
     /// Largest scope of a grant, grant request or remembered approval.
@@ -24,6 +27,7 @@ impl Default for LimitsSettings {
         let json = JsonLimits::default();
         LimitsSettings {
             max_pending_per_agent: 100,
+            max_undecided_runs_per_minute: 60,
             params_max_bytes: json.params,
             scope_max_bytes: json.scope,
         }
@@ -35,6 +39,9 @@ impl LimitsSettings {
     pub fn check(&self) -> anyhow::Result<()> {
         if self.max_pending_per_agent == 0 {
             anyhow::bail!("limits.max_pending_per_agent: must be at least 1");
+        }
+        if self.max_undecided_runs_per_minute == 0 {
+            anyhow::bail!("limits.max_undecided_runs_per_minute: must be at least 1");
         }
         if self.params_max_bytes == 0 || self.scope_max_bytes == 0 {
             anyhow::bail!("limits: byte limits must be at least 1");

@@ -240,6 +240,7 @@ pub async fn deny_plan(
 #[utoipa::path(post, path = "/v1/runs", tag = "sessions", request_body = ReportRun,
     responses((status = 200, description = "Whether a decision covered it", body = RunMatched),
         (status = 403, description = "Not an agent key", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The agent reported limits.max_undecided_runs_per_minute runs no decision covered this minute (limit-reached); this one was not recorded", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn report_run(
