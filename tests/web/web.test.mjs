@@ -534,6 +534,16 @@ test('sessions: a card and the action page name the session; the Sessions view l
   await warn.waitFor();
   assert.match(await warn.innerText(), /Ran without a decision[\s\S]*session web-sess-2/);
   assert.equal(await warn.locator('button').count(), 0);
+  // More runs of the same agent are counted on that one card, showing the
+  // latest: an agent reporting many cannot bury the queue.
+  for (const detail of ['make second-undecided', 'make third-undecided']) {
+    const r = await env.call('POST', '/v1/runs', env.agent, { tool: 'Bash', detail, session: 'web-sess-2' });
+    assert.equal(r.body.decided, false, JSON.stringify(r.body));
+  }
+  const counted = page.locator('#queue .card[data-kind=undecided]', { hasText: 'make third-undecided' });
+  await counted.waitFor();
+  assert.match(await counted.innerText(), /3 runs without a decision; the latest:/);
+  assert.equal(await page.locator('#queue .card[data-kind=undecided]').count(), 1);
 });
 
 test('sessions: the list filters by status and agent and reads past its first page with More, each session once', async () => {

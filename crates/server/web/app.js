@@ -7,7 +7,7 @@ import { api, enc, session } from './api.js';
 import { EventFollower } from './stream.js';
 import { h, countdown, guarded, visible, visibleText } from './dom.js';
 import { renderGrants, renderHistory, renderAction } from './views.js';
-import { renderSessions } from './sessions.js';
+import { addUndecided, renderSessions } from './sessions.js';
 import { renderAgents } from './profile.js';
 import { createQueue } from './queue.js';
 import { MOST, covered, pendingActions, pendingPages } from './backlog.js';
@@ -24,7 +24,7 @@ const state = {
   actions: new Map(), // pending actions by id
   requests: new Map(), // pending grant requests by id
   plans: new Map(), // pending plans by id
-  undecided: new Map(), // runs nobody decided (action.undecided events) by event id, while the page is open
+  undecided: new Map(), // runs nobody decided (action.undecided events), one entry per agent, while the page is open
   gone: new Set(), // ids seen leaving the queue: a late list never brings them back
   arrivals: [], // sets of ids the stream brought while a list was loading
   backlog: null, // the last load when it was cut short at its bound (backlog.js)
@@ -117,9 +117,8 @@ function onEvent(ev) {
       state.requests.set(d.id, d);
     }
   } else if (ev.type === 'action.undecided' && ev.id) {
-    if (!state.undecided.has(ev.id)) {
+    if (addUndecided(state.undecided, ev)) {
       announce(`actiongate: ${d.agent || ev.agent} ran something nobody decided`, visibleText(maskSecrets(d.action_string || '')));
-      state.undecided.set(ev.id, ev);
     }
   } else if (ev.type === 'plan.requested' && d.status === 'pending') {
     if (!state.gone.has(d.id) && !state.plans.has(d.id)) {

@@ -156,14 +156,31 @@ async function renderSession(root, ctx, id, signal) {
     more);
 }
 
-/** A run the gate never decided, reported by a runtime: a warning with no
- * buttons (there is nothing left to decide). */
+/** Adds an `action.undecided` event to `byAgent`: one entry per agent,
+ * the latest run shown with how many there were, so that one agent
+ * reporting many runs cannot bury the queue. Whether it is the agent's
+ * first (to announce). An event seen before changes nothing. */
+export function addUndecided(byAgent, ev) {
+  const key = `undecided:${(ev.data || {}).agent || ev.agent}`;
+  const prev = byAgent.get(key);
+  if (prev && prev.seen.has(ev.id)) return false;
+  const seen = prev ? prev.seen : new Set();
+  seen.add(ev.id);
+  const latest = prev && prev.at > ev.at ? prev : ev;
+  byAgent.set(key, { ...latest, id: key, seen });
+  return !prev;
+}
+
+/** Runs the gate never decided, reported by a runtime for one agent (the
+ * latest shown, with their count): a warning with no buttons (there is
+ * nothing left to decide). */
 export function undecidedCard(ev) {
   const d = ev.data || {};
+  const n = ev.seen ? ev.seen.size : 1;
   const label = `t-${ev.id}`;
   return h('article', { class: 'card warning undecided', tabindex: '-1', dataset: { id: ev.id, kind: 'undecided' }, 'aria-labelledby': label },
     h('div', { class: 'card-head' },
-      h('h3', { class: 'title', id: label }, 'Ran without a decision'),
+      h('h3', { class: 'title', id: label }, n > 1 ? `${n} runs without a decision; the latest:` : 'Ran without a decision'),
       h('span', { class: 'badge kind' }, 'warning')),
     // Masked with no "show secret": this card has no buttons.
     h('div', { class: 'command' }, h('code', { class: 'action-string vis' }, visible(maskSecrets(d.action_string || `${d.tool}: ${d.detail}`)))),
