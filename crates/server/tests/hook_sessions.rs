@@ -141,3 +141,92 @@ async fn a_claude_code_mcp_resource_read_taints_its_session() {
     assert_eq!(claude(&app, "s2", "c3", "Bash", way_out).await, "allow");
     app.stop().await;
 }
+
+/// Codex's verdict for `command` as event `event` (its PermissionRequest
+/// has no call id), in session `s1`.
+async fn codex(app: &TestApp, event: &str, call: Option<&str>, command: &str) -> String {
+    let mut v = fixture("codex", "allowed");
+    v["session_id"] = json!("s1");
+    v["hook_event_name"] = json!(event);
+    v["tool_input"] = json!({"command": command});
+    match call {
+        Some(c) => v["tool_use_id"] = json!(c),
+        None => {
+            v.as_object_mut().unwrap().remove("tool_use_id");
+        }
+    }
+    let r = hook(
+        &app.base,
+        &app.agent,
+        "codex",
+        &serde_json::to_vec(&v).unwrap(),
+        "1",
+    )
+    .await;
+    if r.stdout.is_empty() {
+        return "allow".to_owned();
+    }
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|_| panic!("{r:?}"));
+    let o = &v["hookSpecificOutput"];
+    o["permissionDecision"]
+        .as_str()
+        .or_else(|| o["decision"]["behavior"].as_str())
+        .unwrap_or_else(|| panic!("{v}"))
+        .to_owned()
+}
+
+/// Codex asks twice about a call it runs outside its sandbox: PreToolUse,
+/// then PermissionRequest, which names no call id. The second question is
+/// answered by the first one's action: one call takes one use of a counted
+/// grant, and a second call still takes its own.
+#[tokio::test]
+async fn a_codex_permission_request_takes_no_second_use_of_a_counted_grant() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("readonly")).await;
+    let (status, g) = app
+        .call(
+            Method::POST,
+            "/v1/grants",
+            Some(&app.operator),
+            Some(
+                json!({"tool": "bash", "pattern": "make ship", "agent": "agent-1",
+                        "session": "s1", "uses": 2, "expires": "1h"}),
+            ),
+        )
+        .await;
+    assert!(status.is_success(), "{g}");
+    let grant = format!(
+        "/v1/grants/{}",
+        g["grant"]["id"]
+            .as_str()
+            .unwrap_or_else(|| g["id"].as_str().unwrap())
+    );
+    let uses_left = || async {
+        let (_, g) = app
+            .call(Method::GET, &grant, Some(&app.operator), None)
+            .await;
+        g["uses_left"].clone()
+    };
+    for (call, left) in [("c1", 1), ("c2", 0)] {
+        assert_eq!(
+            codex(&app, "PreToolUse", Some(call), "make ship").await,
+            "allow"
+        );
+        assert_eq!(
+            codex(&app, "PermissionRequest", None, "make ship").await,
+            "allow"
+        );
+        assert_eq!(uses_left().await, json!(left), "{call}");
+    }
+    // The third call finds no use left: asked, and denied unanswered.
+    assert_eq!(
+        codex(&app, "PreToolUse", Some("c3"), "make ship").await,
+        "deny"
+    );
+    // A PermissionRequest for a call no PreToolUse passed is asked.
+    assert_eq!(
+        codex(&app, "PermissionRequest", None, "make other").await,
+        "deny"
+    );
+    app.stop().await;
+}

@@ -146,6 +146,7 @@ impl Runtime for ClaudeCode {
                 cwd: text(hook, "cwd").map(str::to_owned),
                 // Where a grep searches.
                 dir: map::grep_dir(tool_name == "Grep", text(hook, "cwd"), &input, &["path"]),
+                after_pre_tool: false,
             },
             calls: calls_in(hook, tool_name, &input)?,
             rule: rule_for(tool_name, &input, text(hook, "cwd")),

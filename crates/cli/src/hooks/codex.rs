@@ -10,9 +10,14 @@
 //!   `hookSpecificOutput.permissionDecision` `deny` with a non-empty
 //!   `permissionDecisionReason`. There is no "ask": an unanswered
 //!   question is denied.
-//! - `PermissionRequest` (Codex is about to ask its user):
-//!   `hookSpecificOutput.decision.behavior` `allow`, or `deny` with
-//!   `message`; with the timeout fallback `ask`, nothing, and Codex asks.
+//! - `PermissionRequest` (Codex is about to ask its user, for a call its
+//!   `PreToolUse` passed, to run outside the sandbox): its input has no
+//!   `tool_use_id`, so an approved action of the same call (tool, detail,
+//!   session) made in the last 10 minutes answers it, taking no second
+//!   use of a counted grant or plan step; else it is asked as a new
+//!   action. `hookSpecificOutput.decision.behavior` `allow`, or `deny`
+//!   with `message`; with the timeout fallback `ask`, nothing, and Codex
+//!   asks.
 
 use serde_json::{Value, json};
 
@@ -50,6 +55,7 @@ impl Runtime for Codex {
         // A patch applies under the call's own working directory, where
         // Codex names one, else under the session's.
         let dir = map::call_dir(cwd, text(&input, "workdir"));
+        let after_pre_tool = event == "PermissionRequest";
         Ok(Parsed {
             event,
             origin: Origin {
@@ -59,6 +65,9 @@ impl Runtime for Codex {
                 call_id: text(hook, "tool_use_id").map(str::to_owned),
                 cwd: cwd.map(str::to_owned),
                 dir: dir.clone(),
+                // Asked before Codex runs a call its PreToolUse passed
+                // outside the sandbox: answered by that call's action.
+                after_pre_tool,
             },
             calls: map::in_dir(calls_of(name, &input)?, dir.as_deref().or(cwd)),
             rule: None,

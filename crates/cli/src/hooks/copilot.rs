@@ -101,6 +101,7 @@ impl Runtime for Copilot {
                 call_id: text(hook, "tool_use_id").map(str::to_owned),
                 cwd: text(hook, "cwd").map(str::to_owned),
                 dir: None,
+                after_pre_tool: false,
             },
             calls: map::in_dir(calls_of(name, &input)?, text(hook, "cwd")),
             rule: None,

@@ -99,6 +99,7 @@ impl Runtime for Cursor {
             event,
             origin: Origin {
                 runtime: "cursor",
+                after_pre_tool: false,
                 label: "Cursor",
                 session: text(hook, "conversation_id").map(str::to_owned),
                 // `generation_id` is shared by every call of a turn: only a

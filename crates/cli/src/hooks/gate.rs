@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use sha2::Digest;
 
-use super::super::http::{Api, ClientError, path_segment};
+use super::super::http::{Api, ClientError, path_segment, query_value};
 use super::super::output::one_line;
 use super::map::{Call, normalize_path};
 use super::{Fallback, HookArgs};
@@ -75,6 +75,10 @@ pub struct Origin {
     /// under `cwd`: the human approving `rm -rf build` sees where it runs,
     /// while the action string stays the command alone.
     pub dir: Option<String>,
+    /// The runtime asks about a call its pre-tool hook already passed
+    /// (Codex's `PermissionRequest`, before it runs a call outside its
+    /// sandbox), with no id to name that call by.
+    pub after_pre_tool: bool,
 }
 
 impl Origin {
@@ -208,6 +212,11 @@ async fn one(
     waiting: Waiting,
 ) -> Result<Answer, String> {
     let mapped = call.mapped();
+    if origin.after_pre_tool
+        && let Some(allowed) = allowed_just_before(api, origin, &mapped).await
+    {
+        return Ok(answer_for(&allowed, args.on_timeout, args.wait));
+    }
     let mut body = json!({
         "tool": mapped.tool,
         "detail": mapped.detail,
@@ -276,6 +285,44 @@ async fn one(
         eprintln!("actiongate hook: could not withdraw action {id}: {e}");
     }
     Ok(answer)
+}
+
+/// How recent an allowed action of the same call must be for a runtime's
+/// second question about it (`Origin::after_pre_tool`) to be answered by
+/// it.
+const PRE_TOOL_WINDOW: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
+
+/// The action the runtime's pre-tool hook allowed for this very call: the
+/// newest approved action of this agent with the same tool and detail in
+/// the same session, made within [`PRE_TOOL_WINDOW`]. Answering the
+/// runtime's second question by it takes no second use of a counted grant
+/// or a plan's step (one call, one use), and asks no human twice. Nothing
+/// found, or the daemon not answering: `None`, and the call is asked as a
+/// new action.
+async fn allowed_just_before(
+    api: &Api,
+    origin: &Origin,
+    mapped: &super::map::Mapped,
+) -> Option<Value> {
+    let session = origin.session_id()?;
+    let path = format!(
+        "/v1/actions?status=approved&limit=20&tool={}&session={}",
+        query_value(&mapped.tool),
+        query_value(&session)
+    );
+    let list = api.get(&path).await.ok()?;
+    let since = chrono::Utc::now() - PRE_TOOL_WINDOW;
+    list.get("items")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|a| {
+            a.get("detail").and_then(Value::as_str) == Some(mapped.detail.as_str())
+                && a.get("created_at")
+                    .and_then(Value::as_str)
+                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                    .is_some_and(|t| t >= since)
+        })
+        .cloned()
 }
 
 /// Resolves when the process is asked to stop (SIGTERM, SIGINT, SIGHUP);
@@ -466,6 +513,7 @@ mod tests {
             call_id: Some("g1".into()),
             cwd: Some("/p".into()),
             dir: None,
+            after_pre_tool: false,
         };
         assert_eq!(o.idempotency_key(0).unwrap(), "cursor:c1:g1");
         assert_eq!(o.idempotency_key(2).unwrap(), "cursor:c1:g1:2");

@@ -68,6 +68,7 @@ impl Runtime for Gemini {
             event,
             origin: Origin {
                 runtime: "gemini",
+                after_pre_tool: false,
                 label: "Gemini CLI",
                 session: text(hook, "session_id").map(str::to_owned),
                 // No per-call id in BeforeTool: each call is its own action.

@@ -94,6 +94,7 @@ impl Runtime for Opencode {
             event: "tool.execute.before".to_owned(),
             origin: Origin {
                 runtime: "opencode",
+                after_pre_tool: false,
                 label: "opencode",
                 session: text(hook, "sessionID").map(str::to_owned),
                 call_id: text(hook, "callID").map(str::to_owned),

@@ -214,6 +214,7 @@ pub async fn run(a: ShellArgs) -> Exit {
                 .ok()
                 .map(|d| d.display().to_string()),
             dir: None,
+            after_pre_tool: false,
         },
         calls: vec![call_of(&args, &a.real_shell)],
         rule: None,
