@@ -86,3 +86,64 @@ async fn a_grant_revoked_on_another_daemon_allows_nothing_after_its_commit() {
     }
     d.stop();
 }
+
+/// Another grant of the same agent and tool lapsing (revoked behind the
+/// daemon's back, still in its cache) changes nothing for an action that
+/// a live grant allows: the action rests on the grant that allowed it, not
+/// on every grant of the list. A review saw approved plan steps and
+/// session grants asked after an unrelated grant expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unrelated_grant_lapsing_does_not_turn_an_allowed_action_into_a_question() {
+    let Some(cluster) = Cluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[("ACTIONGATE_STORAGE__DATABASE_URL", &url)]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "coder").await;
+    let op = role_key(&http, &d.base, &admin, "operator").await;
+    let grant = |body: Value| {
+        let (http, base, op) = (http.clone(), d.base.clone(), op.clone());
+        async move {
+            let (s, g) = call(
+                &http,
+                Method::POST,
+                format!("{base}/v1/grants"),
+                &op,
+                Some(body),
+            )
+            .await;
+            assert_eq!(s, 201, "{g}");
+            g["id"].as_str().unwrap().to_owned()
+        }
+    };
+    let session = grant(
+        json!({"tool": "bash", "pattern": "make ship", "agent": "coder",
+                               "session": "task-9", "expires": "1h"}),
+    )
+    .await;
+    for round in 0..4 {
+        let other = grant(
+            json!({"tool": "bash", "pattern": format!("unrelated{round} .*"),
+                                 "agent": "coder", "expires": "1h"}),
+        )
+        .await;
+        let body = json!({"tool": "bash", "detail": "make ship", "session": "task-9",
+                          "timeout": "10m"});
+        let a = act(&http, &d.base, &agent, body.clone()).await;
+        assert_eq!(a["status"], "approved", "round {round}: {a}");
+        let revoke = format!(
+            "UPDATE grants SET revoked_at = (extract(epoch from now()) * 1000)::bigint \
+             WHERE id = '{other}'"
+        );
+        cluster.psql_at(&url, &revoke).unwrap();
+        let a = act(&http, &d.base, &agent, body).await;
+        assert_eq!(
+            a["status"], "approved",
+            "round {round}: grant {other} lapsing made the action of grant {session} ask: {a}"
+        );
+    }
+    d.stop();
+}

@@ -141,7 +141,7 @@ pub async fn decide_in(
         }),
     };
     let now = chrono::Utc::now();
-    let mut d = policy::decide(&profile, &grants, &req, now);
+    let (mut d, credited) = policy::decide_crediting(&profile, &grants, &req, now);
     // An action an approvals rule governs is for its approvers: a grant
     // (one operator's say) does not allow it. What the profile alone
     // allows stays allowed; anything else asks.
@@ -198,11 +198,14 @@ pub async fn decide_in(
     } else {
         None
     };
+    // The grants it rests on, and only those: another grant of the agent
+    // and tool lapsing (an unrelated one expiring, still in the cached
+    // list) must not turn it into a question.
     let relies_on = if d.verdict == policy::Verdict::Allow
-        && !grants.is_empty()
+        && !credited.is_empty()
         && policy::decide(&profile, &[], &req, now).verdict != policy::Verdict::Allow
     {
-        grants.iter().map(|g| g.id.clone()).collect()
+        credited
     } else {
         Vec::new()
     };

@@ -9,6 +9,7 @@ use crate::shell::{Dialect, Hazard, ShellAnalysis, analyze, git_simple_hazard, s
 use crate::verdict::{ListKind, Verdict};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
 
 /// What decided an action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,6 +72,7 @@ pub(crate) fn check_with(action: &str, profile: &Profile, shortcut: bool) -> Ver
         exact: false,
         single_line: false,
         dialect: profile.dialect(tool).unwrap_or(Dialect::Bash),
+        used: None,
     };
     let kind = if tool.is_empty() {
         None
@@ -107,6 +109,20 @@ pub fn decide(
     req: &Request<'_>,
     now: DateTime<Utc>,
 ) -> Decision {
+    decide_crediting(profile, grants, req, now).0
+}
+
+/// [`decide`], and the ids of the grants that allowed a part of `req` (the
+/// whole of it, a line's simple command, a handler's permission): when the
+/// decision is an allow that rests on grants, the ones it rests on, and
+/// none of the others of the list.
+pub fn decide_crediting(
+    profile: &Profile,
+    grants: &[Grant],
+    req: &Request<'_>,
+    now: DateTime<Utc>,
+) -> (Decision, Vec<String>) {
+    let used = RefCell::new(Vec::new());
     let action = format_action(req.tool, req.detail);
     let permission_grant = req.permission.and_then(|_| {
         grants
@@ -129,6 +145,7 @@ pub fn decide(
         exact: true,
         single_line: false,
         dialect: profile.dialect(req.tool).unwrap_or(Dialect::Bash),
+        used: Some(&used),
     };
     let outcome = if profile.dialect(req.tool).is_some() {
         ctx.shell(&action, req.detail)
@@ -137,7 +154,7 @@ pub fn decide(
     } else {
         ctx.plain(&action, req.detail)
     };
-    outcome.into_decision(profile)
+    (outcome.into_decision(profile), used.into_inner())
 }
 
 /// A handler action whose scope has a shell command line
@@ -276,9 +293,23 @@ struct Context<'p, 'g> {
     single_line: bool,
     /// How a shell tool's detail (or a handler's command) is read.
     dialect: Dialect,
+    /// Where the ids of the grants that allowed a part are written, when
+    /// the caller wants them ([`decide_crediting`]).
+    used: Option<&'p RefCell<Vec<String>>>,
 }
 
 impl<'g> Context<'_, 'g> {
+    /// An allow by `grant`, its id written down where the caller asked.
+    fn allowed_by(&self, grant: &'g Grant) -> Outcome<'g> {
+        if let Some(used) = self.used {
+            let mut used = used.borrow_mut();
+            if !used.contains(&grant.id) {
+                used.push(grant.id.clone());
+            }
+        }
+        Outcome::new(Verdict::Allow, Source::Grant(grant))
+    }
+
     fn find(&self, list: &PatternSet, input: &str) -> SetMatch {
         if list.is_empty() {
             SetMatch::None
@@ -308,7 +339,7 @@ impl<'g> Context<'_, 'g> {
     /// allow, then ask, then deny.
     fn judge(&self, action: &str, detail: &str) -> Outcome<'g> {
         if let Some(grant) = self.permission_grant {
-            return Outcome::new(Verdict::Allow, Source::Grant(grant));
+            return self.allowed_by(grant);
         }
         if let Some(now) = self.now {
             for grant in self.grants {
@@ -324,9 +355,7 @@ impl<'g> Context<'_, 'g> {
                     continue;
                 }
                 match pattern.matches(detail) {
-                    SetMatch::Matched(_) => {
-                        return Outcome::new(Verdict::Allow, Source::Grant(grant));
-                    }
+                    SetMatch::Matched(_) => return self.allowed_by(grant),
                     SetMatch::LimitExceeded(_) => {
                         return Outcome::new(Verdict::Deny, Source::GrantLimit(grant));
                     }
@@ -393,7 +422,7 @@ impl<'g> Context<'_, 'g> {
                 return None;
             }
             match pattern.matches(detail) {
-                SetMatch::Matched(_) => Some(Outcome::new(Verdict::Allow, Source::Grant(grant))),
+                SetMatch::Matched(_) => Some(self.allowed_by(grant)),
                 SetMatch::LimitExceeded(_) => {
                     Some(Outcome::new(Verdict::Deny, Source::GrantLimit(grant)))
                 }

@@ -58,7 +58,7 @@ pub mod verdict;
 pub use chrono;
 pub use chrono_tz;
 
-pub use decide::{Decision, Rule, check, decide};
+pub use decide::{Decision, Rule, check, decide, decide_crediting};
 pub use expiry::{Expiry, ExpiryError, parse_duration, parse_expiry};
 pub use findings::{Finding, findings};
 pub use grant::{

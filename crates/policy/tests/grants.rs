@@ -6,7 +6,8 @@
 use actiongate_policy::chrono::{DateTime, Duration, TimeZone, Utc};
 use actiongate_policy::{
     CALL_SCOPE_KEY, Grant, GrantTarget, PermissionRef, Request, Rule, ToolPattern, Verdict,
-    call_scope_value, decide, get_preset, line_pattern, literal_scope, scope_matches,
+    call_scope_value, decide, decide_crediting, get_preset, line_pattern, literal_scope,
+    scope_matches,
 };
 use serde_json::{Map, Value, json};
 
@@ -284,6 +285,32 @@ fn bash<'a>(detail: &'a str) -> Request<'a> {
         detail,
         permission: None,
     }
+}
+
+/// A decision names the grants it rests on: those that allowed one of its
+/// commands, not every grant of the list (an unrelated or expired one).
+#[test]
+fn a_decision_credits_the_grants_that_allowed_its_commands_only() {
+    let profile = get_preset("readonly").unwrap();
+    let grant = |id: &str, pattern: &str, expires: Duration| Grant {
+        id: id.into(),
+        agent: Some("a1".into()),
+        target: GrantTarget::Tool(ToolPattern::new("bash", pattern).unwrap()),
+        expires_at: Some(now() + expires),
+        revoked_at: None,
+    };
+    let grants = [
+        grant("unrelated", "make deploy", Duration::hours(1)),
+        grant("build", "make build", Duration::hours(1)),
+        grant("gone", "make ship", -Duration::seconds(1)),
+        grant("ship", "make ship", Duration::hours(1)),
+    ];
+    let (d, used) = decide_crediting(&profile, &grants, &bash("make build && make ship"), now());
+    assert_eq!(d.verdict, Verdict::Allow, "{}", d.reason);
+    assert_eq!(used, vec!["build".to_owned(), "ship".to_owned()]);
+    let (d, used) = decide_crediting(&profile, &grants, &bash("make other"), now());
+    assert_ne!(d.verdict, Verdict::Allow);
+    assert!(used.is_empty(), "{used:?}");
 }
 
 #[test]
