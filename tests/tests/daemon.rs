@@ -194,6 +194,34 @@ fn first_start_creates_an_admin_key_file_with_mode_0600_and_prints_it_once() {
     assert_eq!(keys.as_array().unwrap().len(), 1);
 }
 
+/// The variables the docs tell a user to export for the client commands,
+/// the hooks, `wrap` and the MCP proxy are not settings: a shell holding
+/// them still starts the daemon and runs its admin commands.
+#[test]
+fn client_variables_in_the_environment_do_not_stop_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("ACTIONGATE_ADMIN_KEY", "agk_x"),
+        ("ACTIONGATE_KEY_FILE", "/nonexistent/agent.key"),
+        ("ACTIONGATE_SESSION", "s1"),
+        ("ACTIONGATE_HOOK_WAIT", "5"),
+        ("ACTIONGATE_HOOK_ON_ERROR", "deny"),
+        ("ACTIONGATE_REAL_SHELL", "/bin/bash"),
+        ("ACTIONGATE_MCP_PINS", "pins.json"),
+    ];
+    let d = Daemon::start(dir.path(), &env);
+    let status = d.terminate();
+    assert!(status.success(), "{status:?}");
+    let out = Command::new(binary("actiongate"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["keys", "list", "--json"])
+        .envs(env)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
 #[test]
 fn keys_commands_work_against_the_data_dir() {
     let dir = tempfile::tempdir().unwrap();

@@ -434,8 +434,33 @@ pub struct StorageFlags {
 }
 
 /// `ACTIONGATE_*` variables that are not settings: read by the client
-/// commands (`URL`, `KEY`), by clap (`CONFIG`) or by logging (`LOG`).
-const NOT_SETTINGS: &[&str] = &["url", "key", "config", "log"];
+/// commands (`URL`, `KEY`, `KEY_FILE`, `ADMIN_KEY`, `SESSION`), the hooks
+/// (`HOOK_*`), `wrap` (`REAL_SHELL`, `WRAP_SESSION`), the MCP proxy
+/// (`MCP_*`), the executor (`EXECUTOR_SECRET`), clap (`CONFIG`) or
+/// logging (`LOG`). A shell that exported one for a client (as the docs
+/// say to) still starts the daemon.
+pub const NOT_SETTINGS: &[&str] = &[
+    "url",
+    "key",
+    "key_file",
+    "admin_key",
+    "admin_key_file",
+    "session",
+    "config",
+    "log",
+    "hook_wait",
+    "hook_defer",
+    "hook_on_error",
+    "hook_on_timeout",
+    "real_shell",
+    "wrap_session",
+    "executor_secret",
+    "mcp_max_message_bytes",
+    "mcp_max_message_depth",
+    "mcp_pins",
+    "mcp_session",
+    "mcp_upstream_timeout",
+];
 
 impl Settings {
     /// Loads the layers. `config` is `--config`; without it the default
@@ -715,5 +740,50 @@ mod tests {
             err.to_string().contains("http.mcp_allowed_origins"),
             "{err}"
         );
+    }
+}
+
+#[cfg(test)]
+mod env_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::NOT_SETTINGS;
+
+    /// Every `ACTIONGATE_X` a command reads (no `__`: not a section's
+    /// setting) is left out of the settings, or a shell that exported it
+    /// for a client could not start the daemon.
+    #[test]
+    fn every_client_variable_is_left_out_of_the_settings() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let re = regex::Regex::new(r#""ACTIONGATE_([A-Z][A-Z0-9_]*)""#).unwrap();
+        let mut seen = Vec::new();
+        for dir in ["cli/src", "server/src", "executor/src"] {
+            let mut stack = vec![std::path::Path::new(root).join(dir)];
+            while let Some(d) = stack.pop() {
+                for e in std::fs::read_dir(&d).unwrap() {
+                    let p = e.unwrap().path();
+                    if p.is_dir() {
+                        stack.push(p);
+                    } else if p.extension().is_some_and(|x| x == "rs") {
+                        let text = std::fs::read_to_string(&p).unwrap();
+                        for c in re.captures_iter(&text) {
+                            let name = c[1].to_lowercase();
+                            if !name.contains("__") {
+                                seen.push((name, p.display().to_string()));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(seen.iter().any(|(n, _)| n == "hook_wait"), "{seen:?}");
+        let top = ["listen", "data_dir", "log_format", "log_level"];
+        for (name, file) in seen {
+            assert!(
+                NOT_SETTINGS.contains(&name.as_str()) || top.contains(&name.as_str()),
+                "ACTIONGATE_{} (read in {file}) is not in NOT_SETTINGS",
+                name.to_uppercase()
+            );
+        }
     }
 }
