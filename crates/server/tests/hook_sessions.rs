@@ -230,3 +230,31 @@ async fn a_codex_permission_request_takes_no_second_use_of_a_counted_grant() {
     );
     app.stop().await;
 }
+
+/// The agent key file `actiongate setup` writes into the hook's command
+/// wins over a key exported in the environment for the CLI (here the
+/// operator's): the runtime acts as its own agent, never as that key.
+#[tokio::test]
+async fn the_hooks_key_file_wins_over_a_key_in_the_environment() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("open")).await;
+    let file = app.dir.path().join("agent.key");
+    std::fs::write(&file, &app.agent).unwrap();
+    let input = serde_json::to_vec(&fixture("claude-code", "allowed")).unwrap();
+    let file = file.to_str().unwrap();
+    let r = crate::cli_support::run_with_stdin(
+        &app.base,
+        &app.operator,
+        &["hook", "claude-code", "--wait", "1", "--key-file", file],
+        Some(&input),
+    )
+    .await;
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|_| panic!("{r:?}"));
+    assert_eq!(
+        v["hookSpecificOutput"]["permissionDecision"], "allow",
+        "{r:?}"
+    );
+    let last = all_actions(&app).await.last().unwrap().clone();
+    assert_eq!(last["agent"], "agent-1", "{last}");
+    app.stop().await;
+}

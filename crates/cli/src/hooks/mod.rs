@@ -104,8 +104,8 @@ pub struct HookArgs {
     /// Where the daemon is; the key must be an agent key.
     #[command(flatten)]
     pub conn: Conn,
-    /// Read the agent key from this file (what `actiongate setup` writes)
-    /// when no --key / ACTIONGATE_KEY is given.
+    /// Read the agent key from this file (what `actiongate setup` writes);
+    /// it wins over ACTIONGATE_KEY, not over --key.
     #[arg(long, env = "ACTIONGATE_KEY_FILE", value_name = "FILE")]
     pub key_file: Option<PathBuf>,
     /// Seconds to wait for a human when the policy asks; keep it below the
@@ -136,11 +136,18 @@ impl HookArgs {
         Duration::from_secs(self.wait.min(MAX_WAIT))
     }
 
-    /// The connection, with the key read from `--key-file` when none was given.
+    /// The connection, its key read from `--key-file` unless `--key` is
+    /// on the command line. The key file (which `actiongate setup` writes
+    /// into the hook's command) wins over `ACTIONGATE_KEY` in the
+    /// environment: a shell that exported an operator's or another
+    /// agent's key for the CLI must not make the runtime act as that key.
     pub fn connection(&self) -> Result<Conn, String> {
         let mut conn = self.conn.clone();
+        let key_flag = std::env::args().any(|a| a == "--key" || a.starts_with("--key="));
         let missing = conn.key.as_deref().is_none_or(|k| k.trim().is_empty());
-        if missing && let Some(path) = &self.key_file {
+        if (missing || !key_flag)
+            && let Some(path) = &self.key_file
+        {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("cannot read the key file {}: {e}", path.display()))?;
             conn.key = Some(text.trim().to_owned());
