@@ -193,6 +193,18 @@ pub fn main() -> std::process::ExitCode {
         }
     };
     let cli = match cli.command {
+        // `setup` reads the admin key from the data dir `--data-dir` names,
+        // unless told another file.
+        Command::Client(actiongate_cli::ClientCommand::Setup(mut a)) => {
+            if let Some(dir) = &cli.data_dir
+                && a.admin_key_file
+                    == std::path::Path::new(actiongate_cli::setup::DEFAULT_ADMIN_KEY_FILE)
+            {
+                a.admin_key_file = dir.join("admin.key");
+            }
+            let cmd = actiongate_cli::ClientCommand::Setup(a);
+            return runtime.block_on(actiongate_cli::run(cmd));
+        }
         Command::Client(cmd) => return runtime.block_on(actiongate_cli::run(cmd)),
         command => Cli { command, ..cli },
     };

@@ -479,3 +479,85 @@ async fn setup_keeps_permissions_and_never_clobbers_what_it_cannot_read() {
     assert_eq!(std::fs::read(&gemini).unwrap(), odd);
     app.stop().await;
 }
+
+/// What a review of setting up found: a runtime without a user config is
+/// refused before anything is made; a key file the daemon refuses
+/// (revoked) is replaced, not reported as up to date; the admin key is
+/// read from the data dir `--data-dir` names.
+#[tokio::test]
+async fn setup_refuses_before_it_makes_anything_and_replaces_a_revoked_key() {
+    let app = TestApp::spawn().await;
+    let home = tempfile::tempdir().unwrap();
+    let r = run_in(
+        home.path(),
+        &app.base,
+        &[
+            "setup",
+            "copilot",
+            "--user",
+            "--agent",
+            "fresh",
+            "--admin-key",
+            &app.admin,
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(!home.path().join(".config/actiongate/fresh.key").exists());
+    let (s, _) = app
+        .call(Method::GET, "/v1/agents/fresh", Some(&app.admin), None)
+        .await;
+    assert_eq!(
+        s,
+        StatusCode::NOT_FOUND,
+        "setup made the agent before refusing"
+    );
+
+    // The admin key from `--data-dir`, a first key, then that key revoked.
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("admin.key"), format!("{}\n", app.admin)).unwrap();
+    let data_dir = data.path().to_str().unwrap();
+    let setup = ["--data-dir", data_dir, "setup", "codex", "--project"];
+    let r = run_in(home.path(), &app.base, &setup).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let key_file = home.path().join(".config/actiongate/codex.key");
+    let first = std::fs::read_to_string(&key_file).unwrap();
+    let (_, keys) = app
+        .call(Method::GET, "/v1/keys", Some(&app.admin), None)
+        .await;
+    let id = keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["agent"] == "codex")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, _) = app
+        .call(
+            Method::DELETE,
+            &format!("/v1/keys/{id}"),
+            Some(&app.admin),
+            None,
+        )
+        .await;
+    assert!(s.is_success(), "{s}");
+    let r = run_in(home.path(), &app.base, &setup).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("it is replaced"), "{r:?}");
+    let second = std::fs::read_to_string(&key_file).unwrap();
+    assert_ne!(first, second);
+    let (s, who) = app
+        .call(Method::GET, "/v1/whoami", Some(second.trim()), None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{who}");
+    assert_eq!(who["agent"], "codex", "{who}");
+    // Another agent's key in the file is an error, and stays.
+    std::fs::write(&key_file, &app.agent).unwrap();
+    let r = run_in(home.path(), &app.base, &setup).await;
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("not of agent `codex`"), "{r:?}");
+    assert_eq!(std::fs::read_to_string(&key_file).unwrap(), app.agent);
+    app.stop().await;
+}

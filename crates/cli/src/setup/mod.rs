@@ -24,6 +24,10 @@ use super::http::{Api, ClientError, Conn, path_segment};
 use config::{HookCall, Runtime};
 use service::Service;
 
+/// Where `setup` reads the admin key without `--admin-key-file`: the
+/// default data dir's (`--data-dir D` makes it `D/admin.key`).
+pub const DEFAULT_ADMIN_KEY_FILE: &str = "data/admin.key";
+
 /// Flags of `setup`.
 #[derive(Debug, Args)]
 pub struct SetupArgs {
@@ -49,7 +53,7 @@ pub struct SetupArgs {
     #[arg(long, env = "ACTIONGATE_ADMIN_KEY", hide_env_values = true)]
     pub admin_key: Option<String>,
     /// File holding the admin key (the daemon writes `<data-dir>/admin.key`).
-    #[arg(long, default_value = "data/admin.key", value_name = "FILE")]
+    #[arg(long, default_value = DEFAULT_ADMIN_KEY_FILE, value_name = "FILE")]
     pub admin_key_file: PathBuf,
     /// The agent the key acts as (default: the runtime's name).
     #[arg(long)]
@@ -193,6 +197,10 @@ async fn setup(a: SetupArgs) -> Result<Exit, String> {
         .unwrap_or_else(|| home.join(format!(".config/actiongate/{agent}.key")));
     let exe = std::env::current_exe().map_err(|e| format!("cannot find actiongate: {e}"))?;
     let mut exit = Exit::Ok;
+    // Where the hook goes, known before anything is made: a runtime
+    // without a user config (Copilot CLI) refuses `--user` here, not after
+    // making an agent and its key.
+    rt.config_path(user, &home, &a.dir)?;
 
     // 1. The daemon.
     if let Err(e) = daemon_up(&a.url).await {
@@ -257,8 +265,42 @@ fn finish_config(
     Ok(())
 }
 
+/// Whether the key in `key_file` is a live key of `agent`, as the daemon
+/// says: a revoked or garbled one is replaced (`false`); another agent's
+/// or role's is an error, as the file was put there on purpose.
+async fn existing_key_usable(a: &SetupArgs, agent: &str, key_file: &Path) -> Result<bool, String> {
+    let key = std::fs::read_to_string(key_file)
+        .map_err(|e| format!("cannot read {}: {e}", key_file.display()))?;
+    let api = Api::new(&Conn {
+        url: a.url.clone(),
+        key: Some(key.trim().to_owned()),
+    })
+    .map_err(|e| e.to_string())?;
+    match api.get("/v1/whoami").await {
+        Ok(who) if who.get("agent").and_then(|v| v.as_str()) == Some(agent) => Ok(true),
+        Ok(who) => Err(format!(
+            "{} holds a key of {}, not of agent `{agent}`: delete it, or pass --key-file",
+            key_file.display(),
+            who.get("agent")
+                .and_then(|v| v.as_str())
+                .map_or_else(|| "no agent".to_owned(), |x| format!("agent `{x}`"))
+        )),
+        Err(ClientError::Api(p)) if p.status == 401 => {
+            println!(
+                "agent key: the daemon refuses the key in {} (revoked, or not a key); it is replaced",
+                key_file.display()
+            );
+            Ok(false)
+        }
+        Err(e) => Err(format!(
+            "cannot check the key in {}: {e}",
+            key_file.display()
+        )),
+    }
+}
+
 async fn make_key(a: &SetupArgs, agent: &str, key_file: &Path) -> Result<(), String> {
-    if key_file.exists() {
+    if key_file.exists() && existing_key_usable(a, agent, key_file).await? {
         println!("agent key: using {}", key_file.display());
         return Ok(());
     }
@@ -276,8 +318,9 @@ async fn make_key(a: &SetupArgs, agent: &str, key_file: &Path) -> Result<(), Str
             .map(|s| s.trim().to_owned())
             .map_err(|e| {
                 format!(
-                    "an admin key is needed to make the agent key: pass --admin-key or \
-                     ACTIONGATE_ADMIN_KEY (cannot read {}: {e})",
+                    "an admin key is needed to make the agent key: pass --admin-key, \
+                     ACTIONGATE_ADMIN_KEY, --admin-key-file or the daemon's --data-dir \
+                     (cannot read {}: {e})",
                     a.admin_key_file.display()
                 )
             })?,
