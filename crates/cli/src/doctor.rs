@@ -26,8 +26,16 @@ pub struct DoctorArgs {
 }
 
 /// The value after `--key-file` in a hook command line (as `setup` writes
-/// it: single-quoted, or a bare word).
+/// it: single-quoted, or a bare word), or in the opencode plugin's JSON
+/// arguments (`"--key-file", "/…/opencode.key"`).
 pub fn key_file_of(text: &str) -> Option<String> {
+    if let Some(rest) = text.split("\"--key-file\"").nth(1) {
+        let rest = rest.trim_start_matches(|c: char| c == ',' || c.is_whitespace());
+        return serde_json::Deserializer::from_str(rest)
+            .into_iter::<String>()
+            .next()?
+            .ok();
+    }
     let rest = text.split("--key-file ").nth(1)?;
     if let Some(q) = rest.strip_prefix('\'') {
         let mut out = String::new();
@@ -174,6 +182,7 @@ pub async fn run(a: DoctorArgs) -> Exit {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -187,5 +196,23 @@ mod tests {
             Some("/k/a.key")
         );
         assert_eq!(key_file_of("actiongate hook codex"), None);
+        // The opencode plugin setup writes: its arguments as JSON.
+        let plugin = r#"const CONFIG = {"bin":"/b/actiongate","args":["--url","http://x","--key-file","/h/o\"pen.key"],"wait":110};"#;
+        assert_eq!(key_file_of(plugin).as_deref(), Some("/h/o\"pen.key"));
+        // As setup renders it.
+        let call = crate::setup::config::HookCall {
+            exe: "/b/actiongate".into(),
+            url: "http://127.0.0.1:8080".into(),
+            key_file: "/home/u/.config/actiongate/opencode.key".into(),
+            wait: 110,
+            guard_reads: false,
+        };
+        let text = crate::setup::config::merged(crate::setup::config::Runtime::Opencode, "", &call)
+            .unwrap();
+        assert_eq!(
+            key_file_of(&text).as_deref(),
+            Some("/home/u/.config/actiongate/opencode.key"),
+            "{text}"
+        );
     }
 }
