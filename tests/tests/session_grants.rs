@@ -255,3 +255,53 @@ async fn allows_racing_for_the_last_use_do_not_pass_the_pending_limit() {
     assert!(page["items"].as_array().unwrap().len() <= 3, "{page}");
     d.stop();
 }
+
+/// A counted grant whose uses are spent is not listed as active, in the
+/// API or the CLI (`actiongate grants` says "used up" with `--all`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_counted_grant_is_listed_as_used_up_not_active() {
+    let (_dir, d, agent, operator) = setup(&[]).await;
+    let http = client();
+    let (s, g) = post(
+        &http,
+        format!("{}/v1/grants", d.base),
+        &operator,
+        json!({"agent": "bot", "tool": "bash", "pattern": "make ship", "expires": "1h",
+               "session": "u", "uses": 1}),
+    )
+    .await;
+    assert_eq!(s, 201, "{g}");
+    let id = g["id"].as_str().unwrap().to_owned();
+    let listed = |active: bool| {
+        let (http, base, operator) = (http.clone(), d.base.clone(), operator.clone());
+        async move {
+            let url = format!("{base}/v1/grants?active={active}");
+            let (s, l) = call(&http, Method::GET, url, &operator, None).await;
+            assert_eq!(s, 200, "{l}");
+            l.as_array()
+                .unwrap()
+                .iter()
+                .map(|g| g["id"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(listed(true).await, vec![id.clone()]);
+    assert_eq!(
+        status(&d.base, &agent, shell("make ship", "u")).await,
+        "approved"
+    );
+    assert!(listed(true).await.is_empty());
+    assert_eq!(listed(false).await, vec![id.clone()]);
+    let out = std::process::Command::new(crate::common::binary("actiongate"))
+        .args(["grants", "--all", "--url", &d.base, "--key", &operator])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains(&id) && l.contains("used up")),
+        "{text}"
+    );
+    d.stop();
+}

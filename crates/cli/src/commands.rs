@@ -353,6 +353,8 @@ pub async fn grants(args: GrantsArgs) -> Exit {
                     "revoked"
                 } else if g.get("active").and_then(Value::as_bool) == Some(true) {
                     "active"
+                } else if g.get("uses_left").and_then(Value::as_i64) == Some(0) {
+                    "used up"
                 } else {
                     "expired"
                 };

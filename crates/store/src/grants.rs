@@ -15,6 +15,8 @@ use crate::error::StoreError;
 use crate::events::{self, NewEvent};
 use crate::grant_governs::handler_governs_on;
 pub(crate) use crate::grant_governs::{asked_under_rules, handler_action_governs};
+pub use crate::grant_list::GrantFilter;
+pub(crate) use crate::grant_list::list_query;
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
 use actiongate_api::model::{Action, ActionStatus, GrantRecord, Json};
 
@@ -126,17 +128,6 @@ pub struct GrantCreated {
     pub approved_first: Option<Action>,
     /// Other pending actions the grant covered and approved.
     pub approved: Vec<Action>,
-}
-
-/// Filters of a grant listing.
-#[derive(Debug, Clone, Default)]
-pub struct GrantFilter {
-    /// Only active (or only inactive) grants.
-    pub active: Option<bool>,
-    /// Only grants for this agent (including any-agent grants when `true`).
-    pub agent: Option<String>,
-    /// Only this handler's.
-    pub handler: Option<String>,
 }
 
 /// The grant columns, in the order [`from_row`] reads them, as a literal
@@ -401,42 +392,6 @@ pub(crate) fn compile_profile(
             None
         }
     }
-}
-
-/// The query of [`Store::list_grants`](crate::Store::list_grants).
-pub(crate) fn list_query<DB>(f: &GrantFilter) -> QueryBuilder<DB>
-where
-    DB: sqlx::Database,
-    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-{
-    let mut q: QueryBuilder<DB> = QueryBuilder::new(concat!(
-        "SELECT ",
-        grant_columns!(),
-        " FROM grants WHERE 1 = 1"
-    ));
-    let at = to_ms(now());
-    match f.active {
-        Some(true) => {
-            q.push(" AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ")
-                .push_bind(at)
-                .push(")");
-        }
-        Some(false) => {
-            q.push(" AND (revoked_at IS NOT NULL OR expires_at <= ")
-                .push_bind(at)
-                .push(")");
-        }
-        None => {}
-    }
-    if let Some(agent) = &f.agent {
-        q.push(" AND agent = ").push_bind(agent.clone());
-    }
-    if let Some(handler) = &f.handler {
-        q.push(" AND handler = ").push_bind(handler.clone());
-    }
-    q.push(" ORDER BY granted_at DESC, id DESC LIMIT 1000");
-    q
 }
 
 /// The statement storing `new`, returning its row.

@@ -40,6 +40,7 @@ mod events;
 mod fault;
 mod grant_cache;
 mod grant_governs;
+mod grant_list;
 mod grant_requests;
 pub mod grants;
 mod handlers;
