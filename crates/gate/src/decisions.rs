@@ -51,17 +51,27 @@ pub enum Verdict {
 impl Verdict {
     /// The verdict a free-text reply means (seed 003: yes, approve, ok,
     /// continue / no, reject, stop, cancel); `None` when not understood.
+    /// A denial word may be followed by why (`no, not on a Friday`), as a
+    /// chat reply may; an approval is the word alone.
     pub fn from_reply(text: &str) -> Option<Verdict> {
         let note = Some(format!("reply: {}", text.trim()));
-        match policy::parse_reply(text)? {
-            policy::Reply::Approve => Some(Verdict::Approve { note }),
-            policy::Reply::Deny => Some(Verdict::Deny { reason: note }),
+        match policy::parse_reply(text) {
+            Some(policy::Reply::Approve) => Some(Verdict::Approve { note }),
+            Some(policy::Reply::Deny) => Some(Verdict::Deny { reason: note }),
+            None => {
+                let t = text.trim();
+                let first = t
+                    .split(|c: char| c.is_whitespace() || c == ',' || c == ':')
+                    .next()?;
+                (first.len() < t.len() && policy::parse_reply(first) == Some(policy::Reply::Deny))
+                    .then_some(Verdict::Deny { reason: note })
+            }
         }
     }
 }
 
 /// What a reply that is not understood is answered with.
-pub const REPLY_HELP: &str = "not understood; say yes, approve, ok or continue to approve, or no, reject, stop or cancel to deny";
+pub const REPLY_HELP: &str = "not understood; say yes, approve, ok or continue to approve, or no, reject, stop or cancel to deny (a denial may be followed by why: no, not on a Friday)";
 
 /// What an executor posts for an attempt it accepted with 202.
 #[derive(Debug, Clone)]
@@ -499,6 +509,31 @@ impl Gate {
             Ok(a) => Ok(a),
             Err(actiongate_store::StoreError::Conflict(_)) => Err(replayed()),
             Err(e) => Err(e.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_is_one_word_and_a_denial_may_say_why() {
+        let approve = |t| matches!(Verdict::from_reply(t), Some(Verdict::Approve { .. }));
+        let deny = |t| matches!(Verdict::from_reply(t), Some(Verdict::Deny { .. }));
+        assert!(approve("yes") && approve(" OK! "));
+        for t in ["no", "no, not on a Friday", "stop: wrong branch", "Reject it"] {
+            assert!(deny(t), "{t}");
+        }
+        match Verdict::from_reply("no: not now") {
+            Some(Verdict::Deny { reason }) => {
+                assert_eq!(reason.as_deref(), Some("reply: no: not now"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // An approval is the word alone: what follows may take it back.
+        for t in ["ok, let me check first", "yes no", "approve? this deletes", "maybe"] {
+            assert!(Verdict::from_reply(t).is_none(), "{t}");
         }
     }
 }
