@@ -207,11 +207,11 @@ async fn setup(a: SetupArgs) -> Result<Exit, String> {
         println!("no daemon answers at {}: {e}", a.url);
         let Some(service) = a.service else {
             if !a.dry_run {
-                return Err(format!(
-                    "start one (`actiongate serve`) or pass --service systemd|launchd; \
-                     then run setup again (no daemon at {})",
-                    a.url
-                ));
+                eprintln!(
+                    "actiongate setup: start one (`actiongate serve`, or pass --url if it \
+                     listens elsewhere) or pass --service systemd|launchd; then run setup again"
+                );
+                return Ok(Exit::Unreachable);
             }
             return finish_config(&a, rt, user, &home, &exe, &key_file).map(|_| Exit::Unreachable);
         };
