@@ -522,7 +522,12 @@ mod tests {
         let approve = |t| matches!(Verdict::from_reply(t), Some(Verdict::Approve { .. }));
         let deny = |t| matches!(Verdict::from_reply(t), Some(Verdict::Deny { .. }));
         assert!(approve("yes") && approve(" OK! "));
-        for t in ["no", "no, not on a Friday", "stop: wrong branch", "Reject it"] {
+        for t in [
+            "no",
+            "no, not on a Friday",
+            "stop: wrong branch",
+            "Reject it",
+        ] {
             assert!(deny(t), "{t}");
         }
         match Verdict::from_reply("no: not now") {
@@ -532,7 +537,12 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // An approval is the word alone: what follows may take it back.
-        for t in ["ok, let me check first", "yes no", "approve? this deletes", "maybe"] {
+        for t in [
+            "ok, let me check first",
+            "yes no",
+            "approve? this deletes",
+            "maybe",
+        ] {
             assert!(Verdict::from_reply(t).is_none(), "{t}");
         }
     }

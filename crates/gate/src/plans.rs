@@ -376,10 +376,10 @@ impl Gate {
                 grants.push(g);
             }
         }
-        Ok(self
-            .store()
+        self.store()
             .decide_plan(id.to_owned(), "approved", caller.identity(), steps, grants)
-            .await?)
+            .await
+            .map_err(plan_settled)
     }
 
     /// Sets each step's `asks`: why it asks a human when it runs whatever
@@ -497,8 +497,7 @@ impl Gate {
     pub async fn deny_plan(&self, caller: &Caller, id: &str) -> GateResult<Plan> {
         caller.require(Role::Operator)?;
         let plan = self.get_plan(caller, id).await?;
-        Ok(self
-            .store()
+        self.store()
             .decide_plan(
                 id.to_owned(),
                 "denied",
@@ -506,7 +505,8 @@ impl Gate {
                 plan.steps,
                 Vec::new(),
             )
-            .await?)
+            .await
+            .map_err(plan_settled)
     }
 
     /// What ran, as the agent's runtime reports it: matched against the
@@ -570,5 +570,16 @@ impl Gate {
             decided: found.is_some(),
             action: found,
         })
+    }
+}
+
+/// A plan decided already is a conflict that says so (the store's answer
+/// names no kind of item).
+fn plan_settled(e: actiongate_store::StoreError) -> GateError {
+    match e {
+        actiongate_store::StoreError::WrongState { current } => {
+            GateError::conflict(format!("the plan is {current} already"))
+        }
+        e => e.into(),
     }
 }

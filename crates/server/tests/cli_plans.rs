@@ -96,6 +96,10 @@ async fn plans_are_listed_approved_step_by_step_and_denied() {
         assert_eq!(r.code, 5, "{args:?}: {r:?}");
         assert_eq!(r.stderr.trim().lines().count(), 1, "{r:?}");
         assert!(r.stderr.starts_with("actiongate: "), "{r:?}");
+        // A plan decided already says so, not "the action".
+        if args.get(1) == Some(&"deny") {
+            assert!(r.stderr.contains("the plan is approved already"), "{r:?}");
+        }
     }
     // A step out of range names the field.
     let third = plan(&app, "task-c", &["x"]).await;
