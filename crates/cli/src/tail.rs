@@ -57,6 +57,17 @@ pub fn event_line(seq: &str, kind: &str, ev: &Value) -> String {
             w.push_str(&format!(" — {}", clip(r, 120)));
         }
         w
+    } else if kind == "action.undecided" {
+        // A run no decision covered: whose, what, in which session.
+        let mut w = format!(
+            "{} {}",
+            clip(s(ev, "agent"), 30),
+            clip(s(data, "action_string"), 120)
+        );
+        if let Some(session) = data.get("session").and_then(Value::as_str) {
+            w.push_str(&format!(" (session {})", clip(session, 60)));
+        }
+        w
     } else if let Some(grant_id) = ev.get("grant_id").and_then(Value::as_str) {
         format!(
             "{grant_id} {}",
@@ -233,6 +244,14 @@ mod tests {
         assert_eq!(
             event_line("7", "action.denied", &ev),
             "2026-11-22T10:00:00Z       7 action.denied      0193-x coder tool:bash:rm -rf /⏎x — no way"
+        );
+        let run = json!({
+            "seq": 8, "type": "action.undecided", "at": "2026-11-22T10:00:01Z", "agent": "coder",
+            "data": {"agent": "coder", "action_string": "tool:bash:make ship", "session": "s1"}
+        });
+        assert_eq!(
+            event_line("8", "action.undecided", &run),
+            "2026-11-22T10:00:01Z       8 action.undecided   coder tool:bash:make ship (session s1)"
         );
     }
 }
