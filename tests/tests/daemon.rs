@@ -222,6 +222,26 @@ fn client_variables_in_the_environment_do_not_stop_the_daemon() {
     assert!(out.status.success(), "{out:?}");
 }
 
+/// A bad setting stops `serve` before anything is made: no data dir, no
+/// admin key printed or written.
+#[test]
+fn a_bad_setting_stops_serve_before_it_makes_the_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = Command::new(binary("actiongate"))
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("ACTIONGATE_SESSIONS__IDLE_TIMEOUT", "0s")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("sessions.idle_timeout"), "{err}");
+    assert!(!err.contains("agk_"), "{err}");
+    assert!(!data.exists(), "the data dir was made");
+}
+
 #[test]
 fn keys_commands_work_against_the_data_dir() {
     let dir = tempfile::tempdir().unwrap();

@@ -504,6 +504,9 @@ impl Settings {
         self.default_profile()?;
         self.storage.commit_delay()?;
         self.storage.check()?;
+        // Everything the gate is built from, before anything is made on
+        // disk: a bad setting stops `serve` with no data dir or key made.
+        self.sessions.idle_timeout()?;
         self.events.check()?;
         self.webhooks.check()?;
         self.connectors.check()?;
