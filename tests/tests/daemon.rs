@@ -363,6 +363,44 @@ fn the_data_dir_and_the_database_are_private() {
     );
     assert_eq!(mode(&other), 0o700);
     assert_eq!(mode(&other.join("actiongate.db")), 0o600);
+
+    // Opened up by hand since: each is named in a warning at the next start.
+    d.terminate();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        data.join("admin.key"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let d = Daemon::start(&data, &[]);
+    let mut lines = Vec::new();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::time::Instant::now() < until
+        && !(lines
+            .iter()
+            .any(|l: &String| l.contains("the data dir is open"))
+            && lines
+                .iter()
+                .any(|l| l.contains("the admin key file is open")))
+    {
+        if let Ok(l) = d.stderr.recv_timeout(std::time::Duration::from_millis(200)) {
+            lines.push(l);
+        }
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("the data dir is open") && l.contains("chmod 700")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("the admin key file is open") && l.contains("chmod 600")),
+        "{lines:?}"
+    );
+    d.terminate();
 }
 
 /// Reading or revoking keys, or exporting the audit log, of a data dir with

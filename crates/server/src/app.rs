@@ -83,8 +83,15 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
         ..StoreOptions::default()
     };
     let target = settings.storage_target();
+    warn_if_others_read(&settings.data_dir, "the data dir", "700");
+    warn_if_others_read(
+        &settings.data_dir.join("admin.key"),
+        "the admin key file",
+        "600",
+    );
+    warn_if_others_read(&settings.audit_key_path(), "the audit key file", "600");
     match &target {
-        storage::Target::Sqlite(path) => warn_if_others_read(path),
+        storage::Target::Sqlite(path) => warn_if_others_read(path, "the database", "600"),
         storage::Target::Postgres(_) => {
             tracing::info!(database = %settings.database_shown(), "storage on Postgres");
         }
@@ -120,9 +127,10 @@ pub fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", dir.display()))
 }
 
-/// Warns when the database at `path` exists and other users may read it
-/// (made by an older version, or by hand): it holds webhook secrets.
-fn warn_if_others_read(path: &Path) {
+/// Warns when `what` at `path` (the data dir, the database, a key file)
+/// exists and other users may read it (made by an older version, or by
+/// hand): it holds webhook secrets or a key. `mode` is what to chmod it to.
+fn warn_if_others_read(path: &Path, what: &str, mode: &str) {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -132,7 +140,7 @@ fn warn_if_others_read(path: &Path) {
             tracing::warn!(
                 path = %path.display(),
                 mode = format!("{:o}", meta.permissions().mode() & 0o777),
-                "the database is readable by other users and holds webhook secrets; chmod 600 it"
+                "{what} is open to other users and holds secrets; chmod {mode} it"
             );
         }
     }
