@@ -110,6 +110,8 @@ pub async fn run(a: DoctorArgs) -> Exit {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut found = 0;
     for rt in Runtime::ALL {
+        // The hooks of this runtime in its user and project configs.
+        let mut hooks: Vec<(PathBuf, Option<String>)> = Vec::new();
         for user in [true, false] {
             let Some(home) = &home else { continue };
             let Ok(path) = rt.config_path(user, home, &a.dir) else {
@@ -119,6 +121,9 @@ pub async fn run(a: DoctorArgs) -> Exit {
                 continue;
             };
             found += 1;
+            if installed(rt, &text) {
+                hooks.push((path.clone(), key_file_of(&text)));
+            }
             if !installed(rt, &text) {
                 println!(
                     "FIX   {}: no actiongate hook for {}; run `actiongate setup {} {}`",
@@ -166,6 +171,20 @@ pub async fn run(a: DoctorArgs) -> Exit {
                     problems += 1;
                 }
             }
+        }
+        // Two hooks of one runtime for two agents both run: each call is
+        // asked as both, and each run reported twice (the second a false
+        // `action.undecided`).
+        if let [(a, ka), (b, kb)] = hooks.as_slice()
+            && ka != kb
+        {
+            println!(
+                "FIX   {} and {} both install an actiongate hook for {} with other keys: it runs both; keep one",
+                a.display(),
+                b.display(),
+                rt.name()
+            );
+            problems += 1;
         }
     }
     if found == 0 {

@@ -189,6 +189,35 @@ async fn setup_merges_without_losing_entries_and_the_installed_hook_answers() {
         "{}",
         r.stdout
     );
+    // The hook again in the project's config, for another agent: both
+    // would run, and doctor says to keep one.
+    std::fs::remove_file(home.path().join(".gemini/settings.json")).unwrap();
+    let r = run_in(
+        home.path(),
+        &app.base,
+        &[
+            "setup",
+            "claude-code",
+            "--project",
+            "--dir",
+            "proj",
+            "--agent",
+            "second",
+            "--admin-key",
+            &app.admin,
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let doctor = ["doctor", "--url", &app.base, "--dir", "proj"];
+    let r = run_in(home.path(), &app.base, &doctor).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("both install an actiongate hook for claude-code"),
+        "{}",
+        r.stdout
+    );
     app.stop().await;
 }
 
