@@ -222,6 +222,29 @@ fn client_variables_in_the_environment_do_not_stop_the_daemon() {
     assert!(out.status.success(), "{out:?}");
 }
 
+/// A client command given the daemon's storage flags is refused (they
+/// would do nothing: it talks to the daemon at --url), one line, exit 2.
+#[test]
+fn client_commands_refuse_the_daemons_storage_flags() {
+    for flags in [
+        vec!["--data-dir", "/nonexistent"],
+        vec!["--database-url", "postgres://x@127.0.0.1:1/y"],
+    ] {
+        let out = Command::new(binary("actiongate"))
+            .args(&flags)
+            .args(["pending", "--url", "http://127.0.0.1:1", "--key", "agk_x"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            err.contains("--data-dir and --database-url are for"),
+            "{err}"
+        );
+    }
+}
+
 /// A bad setting stops `serve` before anything is made: no data dir, no
 /// admin key printed or written.
 #[test]

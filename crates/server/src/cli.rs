@@ -205,7 +205,20 @@ pub fn main() -> std::process::ExitCode {
             let cmd = actiongate_cli::ClientCommand::Setup(a);
             return runtime.block_on(actiongate_cli::run(cmd));
         }
-        Command::Client(cmd) => return runtime.block_on(actiongate_cli::run(cmd)),
+        Command::Client(cmd) => {
+            // The daemon's storage flags do nothing here: say so rather
+            // than let a command seem to act on another data dir or
+            // database (it talks to the daemon at --url).
+            if cli.data_dir.is_some() || cli.database_url.is_some() {
+                crate::log_sink::line(
+                    "actiongate: --data-dir and --database-url are for the daemon's commands \
+                     (serve, keys, migrate, audit) and setup; this command talks to the daemon \
+                     at --url",
+                );
+                return std::process::ExitCode::from(2);
+            }
+            return runtime.block_on(actiongate_cli::run(cmd));
+        }
         command => Cli { command, ..cli },
     };
     let done = match serve {
