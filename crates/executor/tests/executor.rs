@@ -228,9 +228,15 @@ async fn path_escapes_are_refused_and_nothing_outside_is_touched() {
     std::os::unix::fs::symlink(outside.path(), ex.path("out")).unwrap();
     std::os::unix::fs::symlink(outside.path().join("target.txt"), ex.path("link.txt")).unwrap();
     let abs_outside = outside.path().join("abs.txt").display().to_string();
+    // Beside the root (a temporary dir), under a name nothing else uses.
+    let escaped = format!(
+        "{}-escaped",
+        ex.root.path().file_name().unwrap().to_string_lossy()
+    );
+    let (up, up_again) = (format!("../{escaped}"), format!("a/../../{escaped}"));
     let cases = [
-        ("create_file", "../x"),
-        ("create_file", "a/../../x"),
+        ("create_file", up.as_str()),
+        ("create_file", up_again.as_str()),
         ("create_file", abs_outside.as_str()),
         ("create_file", "out/new.txt"),
         ("update_file", "link.txt"),
@@ -265,7 +271,7 @@ async fn path_escapes_are_refused_and_nothing_outside_is_touched() {
         .collect();
     left.sort();
     assert_eq!(left, ["target.txt"]);
-    assert!(!ex.root.path().parent().unwrap().join("x").exists());
+    assert!(!ex.root.path().parent().unwrap().join(&escaped).exists());
     assert!(!ex.path("a").exists(), "a refused path created a directory");
     // An absolute path inside the root is fine.
     let inside = ex.path("ok.txt").display().to_string();
