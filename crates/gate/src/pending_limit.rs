@@ -29,7 +29,8 @@ const NOTE_EVERY: Duration = Duration::from_secs(60);
 #[derive(Default)]
 pub(crate) struct PendingLimit {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    noted: Mutex<HashMap<String, Instant>>,
+    /// When each (agent, limit)'s last `limit.reached` was written.
+    noted: Mutex<HashMap<(String, &'static str), Instant>>,
 }
 
 /// One request of an agent admitted to add a pending item: the agent's
@@ -74,23 +75,42 @@ impl PendingLimit {
         }
     }
 
-    /// Whether a `limit.reached` event about `agent` is due (and, if so,
-    /// that it is being written now).
-    fn note_due(&self, agent: &str) -> bool {
+    /// Whether a `limit.reached` event about `agent` and `limit` is due
+    /// (and, if so, that it is being written now).
+    fn note_due(&self, agent: &str, limit: &'static str, now: Instant) -> bool {
         let Ok(mut m) = self.noted.lock() else {
             return false;
         };
-        let now = Instant::now();
         m.retain(|_, at| now.duration_since(*at) < NOTE_EVERY);
-        if m.contains_key(agent) {
+        let key = (agent.to_owned(), limit);
+        if m.contains_key(&key) {
             return false;
         }
-        m.insert(agent.to_owned(), now);
+        m.insert(key, now);
         true
     }
 }
 
 impl Gate {
+    /// Counts `agent` reaching `limits.<limit>` (at `max`), and records a
+    /// `limit.reached` event at most once a minute per agent and limit
+    /// (each daemon its own).
+    pub(crate) async fn limit_reached(&self, agent: &str, limit: &'static str, max: usize) {
+        metrics::counter!("actiongate_limit_reached_total", "limit" => limit).increment(1);
+        if !self.pending_limit().note_due(agent, limit, Instant::now()) {
+            return;
+        }
+        tracing::warn!(agent, max, "an agent reached limits.{limit}");
+        let data = json!({"limit": limit, "agent": agent, "max": max});
+        let written = match actiongate_store::Json::of(&data) {
+            Ok(d) => self.store().record_limit_reached(agent, d).await,
+            Err(e) => Err(e.into()),
+        };
+        if let Err(e) = written {
+            tracing::warn!(agent, error = %e, "recording limit.reached failed");
+        }
+    }
+
     /// Admits one more item of `agent` waiting for a human, or refuses it
     /// with [`crate::ErrorCode::LimitReached`] naming the limit (and
     /// records a `limit.reached` event, at most once a minute per agent).
@@ -103,26 +123,28 @@ impl Gate {
             return Ok(ticket);
         }
         drop(ticket);
-        metrics::counter!("actiongate_limit_reached_total", "limit" => "max_pending_per_agent")
-            .increment(1);
-        if self.pending_limit().note_due(agent) {
-            tracing::warn!(agent, max, "an agent reached limits.max_pending_per_agent");
-            let data = json!({
-                "limit": "max_pending_per_agent",
-                "agent": agent,
-                "max": max,
-            });
-            let written = match actiongate_store::Json::of(&data) {
-                Ok(d) => self.store().record_limit_reached(agent, d).await,
-                Err(e) => Err(e.into()),
-            };
-            if let Err(e) = written {
-                tracing::warn!(agent, error = %e, "recording limit.reached failed");
-            }
-        }
+        self.limit_reached(agent, "max_pending_per_agent", max)
+            .await;
         Err(GateError::limit_reached(format!(
             "agent '{agent}' may have at most {max} items waiting for a human \
              (limits.max_pending_per_agent); new ones are refused until some are decided"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_limit_is_noted_once_a_minute_per_agent_and_limit() {
+        let l = PendingLimit::default();
+        let t = Instant::now();
+        let runs = "max_undecided_runs_per_minute";
+        assert!(l.note_due("a", runs, t));
+        assert!(!l.note_due("a", runs, t + Duration::from_secs(30)));
+        assert!(l.note_due("a", "max_pending_per_agent", t));
+        assert!(l.note_due("b", runs, t));
+        assert!(l.note_due("a", runs, t + NOTE_EVERY));
     }
 }

@@ -14,19 +14,15 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use crate::{Gate, GateError, GateResult};
 
 /// The window a count covers.
 const WINDOW: Duration = Duration::from_secs(60);
 
-/// Undecided runs reported per agent in the current window, and when each
-/// agent's last `limit.reached` was noted.
+/// Undecided runs reported per agent in the current window.
 #[derive(Default)]
 pub(crate) struct RunLimit {
     counts: Mutex<HashMap<String, (Instant, usize)>>,
-    noted: Mutex<HashMap<String, Instant>>,
 }
 
 impl RunLimit {
@@ -41,18 +37,6 @@ impl RunLimit {
         *n += 1;
         true
     }
-
-    /// Whether a `limit.reached` about `agent` is due (and is being
-    /// written now).
-    fn note_due(&self, agent: &str, now: Instant) -> bool {
-        let mut m = self.noted.lock().unwrap_or_else(PoisonError::into_inner);
-        m.retain(|_, at| now.duration_since(*at) < WINDOW);
-        if m.contains_key(agent) {
-            return false;
-        }
-        m.insert(agent.to_owned(), now);
-        true
-    }
 }
 
 impl Gate {
@@ -64,30 +48,8 @@ impl Gate {
         if self.run_limit().take(agent, max, now) {
             return Ok(());
         }
-        metrics::counter!(
-            "actiongate_limit_reached_total",
-            "limit" => "max_undecided_runs_per_minute"
-        )
-        .increment(1);
-        if self.run_limit().note_due(agent, now) {
-            tracing::warn!(
-                agent,
-                max,
-                "an agent reached limits.max_undecided_runs_per_minute"
-            );
-            let data = json!({
-                "limit": "max_undecided_runs_per_minute",
-                "agent": agent,
-                "max": max,
-            });
-            let written = match actiongate_store::Json::of(&data) {
-                Ok(d) => self.store().record_limit_reached(agent, d).await,
-                Err(e) => Err(e.into()),
-            };
-            if let Err(e) = written {
-                tracing::warn!(agent, error = %e, "recording limit.reached failed");
-            }
-        }
+        self.limit_reached(agent, "max_undecided_runs_per_minute", max)
+            .await;
         Err(GateError::limit_reached(format!(
             "agent '{agent}' may report at most {max} runs without a decision a minute \
              (limits.max_undecided_runs_per_minute); this one was not recorded"
@@ -110,8 +72,5 @@ mod tests {
         // A new window starts a minute after the first report of the last.
         assert!(!l.take("a", 2, t + Duration::from_secs(59)));
         assert!(l.take("a", 2, t + WINDOW));
-        assert!(l.note_due("a", t));
-        assert!(!l.note_due("a", t + Duration::from_secs(30)));
-        assert!(l.note_due("a", t + WINDOW));
     }
 }
