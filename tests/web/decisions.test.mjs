@@ -142,13 +142,40 @@ test('a grant request\'s scope reads as its keys and quoted values; a card an ap
   const key = await agent('release-agent', [{ pattern: 'tool:deploy:.*', approvers: ['release-*', 'group:sre'] }]);
   const id = await ask(key, { tool: 'deploy', detail: 'prod eu' });
   assert.match(await card(id).locator('.approvers').innerText(), /Only these may approve: release-\*, group:sre \(approvals rule #0/);
-  // Someone else's Approve is refused by the daemon, and the page says so.
+  // The operator is none of them: its card offers no decision, not even
+  // through the keyboard or "Select all matching" (the daemon would refuse
+  // them all with 403).
+  assert.match(await card(id).locator('.not-yours').innerText(), /not among its approvers \(release-\*, group:sre\)/);
+  for (const b of ['button.approve', 'button.remember', 'button.deny', 'input.select']) {
+    assert.equal(await card(id).locator(b).count(), 0, `${b} offered to a non-approver`);
+  }
+  await card(id).focus();
+  await page.keyboard.press('a');
+  await page.locator('#errors .notice', { hasText: 'not among its approvers' }).waitFor();
+  assert.equal(await page.locator('#toasts .toast').count(), 0, 'a decision was queued');
+  const pending = (await env.call('GET', '/v1/actions?status=pending', env.operator)).body;
+  assert.deepEqual((pending.items || pending).map((a) => a.id), [id], 'only this card is pending here');
+  await page.click('#select-all');
+  assert.equal(await page.locator('#bulk').isHidden(), true, '"Select all matching" took a card the operator cannot decide');
+  // Made one of group:sre (by an admin, after sign-in), the page offers it
+  // on the next view, and the approval is accepted.
+  const people = (await env.call('GET', '/v1/people', env.admin)).body;
+  const me = people.items.find((p) => p.name === 'web-operator');
+  const body = (groups) => ({ name: me.name, keys: me.keys, chat: me.chat, groups });
+  const set = await env.call('PUT', `/v1/people/${me.id}`, env.admin, body(['sre']));
+  assert.equal(set.status, 200, JSON.stringify(set.body));
+  await page.goto(`${env.pageUrl}#/grants`);
+  await page.waitForFunction(() => !document.querySelector('#queue'));
+  await queue();
+  await card(id).locator('button.approve').waitFor();
+  assert.equal(await card(id).locator('.not-yours').count(), 0);
   await card(id).locator('button.approve').click();
   await page.locator('#toasts .toast', { hasText: 'Approved' }).locator('button.send-now').click();
-  await page.waitForFunction(() => /release-\*/.test(document.querySelector('#errors')?.innerText ?? ''));
-  await card(id).waitFor();
+  await card(id).waitFor({ state: 'detached' });
+  assert.equal((await settled(`/v1/actions/${id}`)).status, 'approved');
+  await env.call('PUT', `/v1/people/${me.id}`, env.admin, body([]));
   // A plain action names nobody.
   const plain = await ask(env.agent, { tool: 'bash', detail: 'make plain' });
   assert.equal(await card(plain).locator('.approvers').count(), 0);
-  for (const x of [id, plain]) await env.call('POST', `/v1/actions/${x}/deny`, env.admin, { reason: 'test' });
+  await env.call('POST', `/v1/actions/${plain}/deny`, env.admin, { reason: 'test' });
 });

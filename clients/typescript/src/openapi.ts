@@ -898,7 +898,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Who the caller is: the key's id, name, role and agent (any key). */
+        /**
+         * Who the caller is: the key's id, name, role and agent (any key), and,
+         *     for deciding, its person, the names approvers rules match and its groups.
+         */
         get: operations["whoami"];
         put?: never;
         post?: never;
@@ -2263,10 +2266,23 @@ export interface components {
         WhoAmI: {
             /** @description The agent it acts as, for agent keys. */
             agent?: string | null;
+            /**
+             * @description The names approvers rules' globs are matched against for this
+             *     caller: the key's name and its person's name (or its identity,
+             *     `key:<id>`, when it is nobody's).
+             */
+            approver_names: string[];
+            /** @description The person's groups, which approvers rules name as `group:<name>`. */
+            groups: string[];
             /** @description The key's id (for revoking it). */
             key_id: string;
             /** @description The key's name. */
             name: string;
+            /**
+             * @description The person the key belongs to (`POST /v1/people`), if any: only a
+             *     person's approval counts toward a quorum of more than one.
+             */
+            person?: string | null;
             /** @description What it may do. */
             role: components["schemas"]["Role"];
         };

@@ -906,6 +906,30 @@ async fn keys_are_issued_once_listed_without_secrets_and_revoked() {
         .await;
     assert_eq!(me["role"], "operator");
     assert!(me["agent"].is_null(), "{me}");
+    // Nobody's key: approver globs match its name and identity, no groups.
+    let op_id = me["key_id"].as_str().unwrap().to_owned();
+    assert!(me["person"].is_null(), "{me}");
+    assert_eq!(me["groups"], json!([]));
+    assert_eq!(
+        me["approver_names"],
+        json!([me["name"], format!("key:{op_id}")])
+    );
+    // A person's key: the page learns the person and their groups.
+    let (s, p) = app
+        .call(
+            Method::POST,
+            "/v1/people",
+            Some(&app.admin),
+            Some(json!({"name": "ann", "groups": ["dba"], "keys": [op_id]})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    let (_, me) = app
+        .call(Method::GET, "/v1/whoami", Some(&app.operator), None)
+        .await;
+    assert_eq!(me["person"], "ann", "{me}");
+    assert_eq!(me["groups"], json!(["dba"]));
+    assert_eq!(me["approver_names"], json!([me["name"], "ann"]));
     let (s, p) = app
         .call(Method::GET, "/v1/whoami", Some("agk_nope"), None)
         .await;

@@ -593,7 +593,25 @@ const ctx = {
   },
 };
 
+/** Reads `whoami` again: an admin may have added the caller to a person or
+ * a group since sign-in, which changes what its cards offer. */
+async function refreshMe() {
+  const key = session.key;
+  try {
+    const me = await api('GET', '/v1/whoami', undefined, key);
+    if (session.key !== key || !state.me) return;
+    if (JSON.stringify(me) !== JSON.stringify(state.me)) {
+      state.me = me;
+      queue.redraw();
+    }
+  } catch {
+    // Kept as it was: the view below reports what is wrong.
+  }
+}
+
 async function route() {
+  if (!state.me) return;
+  await refreshMe();
   if (!state.me) return;
   state.viewAbort?.abort();
   const abort = new AbortController();

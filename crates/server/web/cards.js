@@ -145,6 +145,60 @@ export function approversLine(action) {
       ` (approvals rule${Number.isInteger(r.index) ? ` #${r.index}` : ''}${r.pattern ? ` over ${r.pattern}` : ''})`]));
 }
 
+/** An approvers glob as the daemon matches it: `*` any run of
+ * characters, `?` one, everything else itself. */
+export function globMatch(glob, text) {
+  const g = [...glob];
+  const t = [...text];
+  let gi = 0;
+  let ti = 0;
+  let star = null;
+  while (ti < t.length) {
+    if (gi < g.length && (g[gi] === '?' || (g[gi] !== '*' && g[gi] === t[ti]))) {
+      gi += 1;
+      ti += 1;
+    } else if (gi < g.length && g[gi] === '*') {
+      star = [gi, ti];
+      gi += 1;
+    } else if (star) {
+      star = [star[0], star[1] + 1];
+      [gi, ti] = [star[0] + 1, star[1]];
+    } else {
+      return false;
+    }
+  }
+  return g.slice(gi).every((c) => c === '*');
+}
+
+/** Why `me` (from `GET /v1/whoami`) cannot decide `action`, or null when
+ * it can as far as the page knows: outside the approvers of a rule it was
+ * asked under (the daemon refuses approving and denying alike), or no
+ * person where it needs several (only people count, so only Deny is left:
+ * `denyOnly`), or already approved by this person. The daemon checks again
+ * (with the profile as it is now): this only spares a refused click. */
+export function cannotDecide(action, me) {
+  if (!me) return null;
+  const rules = Array.isArray(action.decision?.rule?.approvals) ? action.decision.rule.approvals : [];
+  const names = Array.isArray(me.approver_names) ? me.approver_names : [me.name];
+  const groups = Array.isArray(me.groups) ? me.groups : [];
+  for (const r of rules) {
+    const approvers = Array.isArray(r?.approvers) ? r.approvers : [];
+    const among = !approvers.length || approvers.some((a) => (a.startsWith('group:')
+      ? groups.includes(a.slice(6)) : names.some((n) => globMatch(a, n))));
+    if (!among) {
+      return { denyOnly: false, text: `You are not among its approvers (${approvers.join(', ')}): they decide it.` };
+    }
+  }
+  const needed = action.approvals_required || 1;
+  if (needed > 1 && !me.person) {
+    return { denyOnly: true, text: `It needs ${needed} approvals from distinct people, and your key belongs to no person: only Deny is yours (an admin adds you with \`actiongate person add\`).` };
+  }
+  if (me.person && (action.approvals || []).some((a) => a.who === me.person)) {
+    return { denyOnly: true, text: 'You have approved it: it waits for another person\'s approval.' };
+  }
+  return null;
+}
+
 /** The risk badge: high, medium or low, with what it found. */
 export function riskBadge(action) {
   const r = riskOf(action);
@@ -189,7 +243,9 @@ export function actionCard(action, ctx) {
     ? h('span', { class: 'deadline', dataset: { deadline: action.deadline }, title: `${when(action.deadline)} (${action.deadline})` }, `expires ${countdown(action.deadline)}`)
     : null;
   const label = `t-${action.id}`;
-  const select = h('input', { type: 'checkbox', class: 'select', 'aria-label': 'Select', dataset: { id: action.id } });
+  const not = cannotDecide(action, ctx.me?.());
+  // One this caller cannot decide is left out of bulk decisions.
+  const select = not ? null : h('input', { type: 'checkbox', class: 'select', 'aria-label': 'Select', dataset: { id: action.id } });
   return h('article', { class: 'card', tabindex: '-1', dataset: { id: action.id, kind: 'action' }, 'aria-labelledby': label },
     h('div', { class: 'card-head' },
       select,
@@ -209,11 +265,13 @@ export function actionCard(action, ctx) {
     approvalsLine(action),
     approversLine(action),
     paramsDisclosure(action, { withString: Boolean(action.handler) }),
+    not ? h('p', { class: 'not-yours' }, not.text) : null,
     h('div', { class: 'buttons' },
-      h('button', { type: 'button', class: 'primary approve', onclick: (e) => ctx.approve(action, e.currentTarget) }, 'Approve'),
-      h('button', { type: 'button', class: 'remember', onclick: () => ctx.openGrant(action) }, 'Approve and remember…'),
-      h('button', { type: 'button', onclick: () => ctx.openEdit(action) }, 'Edit & approve…'),
-      h('button', { type: 'button', class: 'danger deny', onclick: () => ctx.openDeny(action) }, 'Deny…'),
+      not ? null : [
+        h('button', { type: 'button', class: 'primary approve', onclick: (e) => ctx.approve(action, e.currentTarget) }, 'Approve'),
+        h('button', { type: 'button', class: 'remember', onclick: () => ctx.openGrant(action) }, 'Approve and remember…'),
+        h('button', { type: 'button', onclick: () => ctx.openEdit(action) }, 'Edit & approve…')],
+      !not || not.denyOnly ? h('button', { type: 'button', class: 'danger deny', onclick: () => ctx.openDeny(action) }, 'Deny…') : null,
       h('a', { href: `#/actions/${enc(action.id)}`, class: 'link' }, 'Details')));
 }
 

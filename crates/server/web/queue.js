@@ -5,7 +5,7 @@
 // at once with "Send now").
 
 import { h } from './dom.js';
-import { actionCard, grantRequestCard, displayOf, hidesValues } from './cards.js';
+import { actionCard, grantRequestCard, displayOf, hidesValues, cannotDecide } from './cards.js';
 import { planCard, stepText, pickedSteps } from './plans.js';
 import { undecidedCard } from './sessions.js';
 
@@ -142,12 +142,21 @@ export function createQueue(app) {
     bulkBar();
   }
 
+  /** What a bulk decision may take: an action this caller can decide,
+   * or a grant request (plans and undecided runs have their own cards). */
+  function selectable(it) {
+    return Boolean(it.r || (it.a && !cannotDecide(it.a, app.ctx.me())));
+  }
+
   function selectAllMatching() {
-    for (const it of items()) {
+    for (const it of items().filter(selectable)) {
       q.selected.add(it.id);
-      if (!q.ticked.has(it.id)) q.ticked.set(it.id, it.a || it.r || it.p || it.u);
+      if (!q.ticked.has(it.id)) q.ticked.set(it.id, it.a || it.r);
     }
-    for (const [id, { el }] of q.cards) el.querySelector('input.select').checked = q.selected.has(id);
+    for (const [id, { el }] of q.cards) {
+      const box = el.querySelector('input.select');
+      if (box) box.checked = q.selected.has(id);
+    }
     bulkBar();
   }
 
@@ -258,6 +267,12 @@ export function createQueue(app) {
     if (t && (t.tagName === 'TEXTAREA' || t.tagName === 'SELECT' || t.isContentEditable)) return;
     const el = focused();
     const it = itemOf(el);
+    const not = it?.a ? cannotDecide(it.a, app.ctx.me()) : null;
+    if (not && (e.key === 'a' || e.key === 'g' || (e.key === 'd' && !not.denyOnly))) {
+      e.preventDefault();
+      app.ctx.notice(not.text);
+      return;
+    }
     switch (e.key) {
       case 'j': move(1); break;
       case 'k': move(-1); break;
@@ -502,5 +517,8 @@ export function createQueue(app) {
       q.limit = PAGE;
     },
     clearSelection,
+    /** Cards are drawn again (who the caller is changed: what it may
+     * decide with them). */
+    redraw() { q.cards.clear(); },
   };
 }

@@ -1,6 +1,7 @@
 //! `GET /v1/whoami`: who the presented key says the caller is.
 
 use axum::Router;
+use axum::extract::State;
 use axum::routing::get;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -27,9 +28,19 @@ pub struct WhoAmI {
     pub role: Role,
     /// The agent it acts as, for agent keys.
     pub agent: Option<String>,
+    /// The person the key belongs to (`POST /v1/people`), if any: only a
+    /// person's approval counts toward a quorum of more than one.
+    pub person: Option<String>,
+    /// The names approvers rules' globs are matched against for this
+    /// caller: the key's name and its person's name (or its identity,
+    /// `key:<id>`, when it is nobody's).
+    pub approver_names: Vec<String>,
+    /// The person's groups, which approvers rules name as `group:<name>`.
+    pub groups: Vec<String>,
 }
 
-/// Who the caller is: the key's id, name, role and agent (any key).
+/// Who the caller is: the key's id, name, role and agent (any key), and,
+/// for deciding, its person, the names approvers rules match and its groups.
 #[utoipa::path(
     get, path = "/v1/whoami", tag = "keys",
     responses(
@@ -38,11 +49,18 @@ pub struct WhoAmI {
     ),
     security(("bearer" = []))
 )]
-pub async fn whoami(caller: Caller) -> ApiResult<axum::Json<WhoAmI>> {
+pub async fn whoami(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<axum::Json<WhoAmI>> {
+    let d = state.gate().decider(&caller).await?;
     Ok(axum::Json(WhoAmI {
         key_id: caller.key_id,
         name: caller.name,
         role: caller.role,
         agent: caller.agent,
+        person: d.person.then_some(d.who),
+        approver_names: d.names,
+        groups: d.groups,
     }))
 }
