@@ -93,6 +93,26 @@ test('Edit & approve shows masked values as ***; left so they keep the agent\'s 
   assert.equal(done.approved_params.pin, '***');
 });
 
+test('Edit & approve of a command shows its secrets as numbered tokens, and each left in place keeps the agent\'s text', async () => {
+  const { page } = env;
+  await queue();
+  const token = 'ghp_abcdefghijklmnopqrstuv12';
+  const pw = 'hunter2-by-its-flag';
+  const detail = `curl -H 'Authorization: Bearer ${token}' --password ${pw} https://api.example/v1?page=1`;
+  const id = await ask(env.agent, { tool: 'bash', detail });
+  await card(id).locator('button', { hasText: 'Edit & approve' }).click();
+  const text = await page.inputValue('#edit-text');
+  for (const secret of [token, pw]) assert.ok(!text.includes(secret), `the textarea holds a secret: ${text}`);
+  assert.equal(text, "curl -H 'Authorization: Bearer ••••1' --password ••••2 https://api.example/v1?page=1");
+  assert.match(await page.locator('#edit-label').innerText(), /keeps the agent's text/);
+  await page.fill('#edit-text', text.replace('page=1', 'page=2'));
+  await page.click('#edit-confirm');
+  await card(id).waitFor({ state: 'detached' });
+  const done = await settled(`/v1/actions/${id}`);
+  assert.equal(done.edited, true, JSON.stringify(done));
+  assert.equal(done.approved_detail, detail.replace('page=1', 'page=2'));
+});
+
 test('Approve and remember: the plain choices work, and the grant made has the pattern the choice says', async () => {
   const { page } = env;
   await queue();

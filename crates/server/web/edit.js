@@ -3,9 +3,11 @@
 // page masks by key name and those the daemon masks (the handler's
 // `sensitive` params, already "***") are "***" there; sent back as "***",
 // each keeps the agent's value (the page puts back the ones it masked, the
-// daemon its own: docs/teams.md).
+// daemon its own: docs/teams.md). In a detail, secret-shaped parts are
+// numbered tokens put back the same way.
 
 import { guarded, sensitiveKey, visible, visibleText } from './dom.js';
+import { MASK, secretRanges } from './secrets.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -43,6 +45,34 @@ export function unmaskEdit(edited, kept) {
   return edited;
 }
 
+/** A decision-only action's detail as the text field shows it: each
+ * secret-shaped part (secrets.js) as `••••1`, `••••2`, …; `kept` maps each
+ * such token back to what it stands for (`unmaskDetail`). A detail that
+ * already holds the mask characters is shown as it is: a token would be
+ * ambiguous. */
+export function maskDetail(detail) {
+  const text = String(detail ?? '');
+  if (text.includes(MASK)) return { shown: text, kept: [] };
+  const kept = [];
+  let shown = '';
+  let at = 0;
+  for (const [a, b] of secretRanges(text)) {
+    const token = `${MASK}${kept.length + 1}`;
+    kept.push([token, text.slice(a, b)]);
+    shown += text.slice(at, a) + token;
+    at = b;
+  }
+  return { shown: shown + text.slice(at), kept };
+}
+
+/** `edited` with each token of `maskDetail` put back, longest first (so
+ * `••••12` is not read as `••••1` and a 2). */
+export function unmaskDetail(edited, kept) {
+  let out = edited;
+  for (const [token, value] of [...kept].sort((x, y) => y[0].length - x[0].length)) out = out.split(token).join(value);
+  return out;
+}
+
 /** Whether `text` holds a character a text field hides (line breaks and
  * tabs aside: they show). */
 function holdsHidden(text) {
@@ -58,11 +88,11 @@ export function openEdit(action, app) {
   $('edit-what').replaceChildren(...[].concat(guarded('code', { class: 'action-string vis' }, action.action_string)), ` (agent ${action.agent})`);
   $('edit-label').textContent = handler
     ? `Params to run (JSON). ${KEPT} stands for a value not shown (a param the handler marks sensitive, or one named like a credential): left as ${KEPT}, it keeps the agent's value; a sensitive param cannot be changed.`
-    : 'Detail to run';
+    : `Detail to run. ${MASK}1, ${MASK}2, … stand for secret-looking parts not shown: left in place, each keeps the agent's text.`;
   // An action already edited by another approver is edited from that version.
-  const { shown, kept } = handler ? maskForEdit(action.approved_params || action.params || {}) : { shown: null, kept: [] };
+  const { shown, kept } = handler ? maskForEdit(action.approved_params || action.params || {}) : maskDetail(action.approved_detail ?? action.detail);
   const text = $('edit-text');
-  text.value = handler ? JSON.stringify(shown, null, 2) : (action.approved_detail ?? action.detail);
+  text.value = handler ? JSON.stringify(shown, null, 2) : shown;
   // A text field draws hidden characters as nothing (or obeys them): what
   // it holds is also spelled out with them named, as under the scope fields.
   const hint = $('edit-hidden');
@@ -79,7 +109,7 @@ export function openEdit(action, app) {
     if (handler) {
       try { body = { params: unmaskEdit(JSON.parse(value), kept) }; } catch (e) { throw new Error(`Not JSON: ${e.message}`); }
     } else {
-      body = { detail: value };
+      body = { detail: unmaskDetail(value, kept) };
     }
     const after = await app.api('POST', `/v1/actions/${app.enc(action.id)}/approve`, body);
     app.settled(action.id, after);
