@@ -48,10 +48,10 @@ pub struct NewAction {
     /// transaction that stores it; when none is left the action is stored
     /// asked instead.
     pub take_use: Option<String>,
-    /// The grants that allowed it, read from a cache. On Postgres, where
-    /// another daemon may have revoked one a moment ago, the transaction
-    /// that stores the action checks each is still in force, and stores
-    /// it asked if one is not.
+    /// The grants that allowed it, read from a cache. The transaction that
+    /// stores the action checks each is still in force (revoked a moment
+    /// ago by an operator, a session's end, or on Postgres another
+    /// daemon), and stores it asked if one is not.
     pub relies_on: Vec<String>,
 }
 
@@ -554,8 +554,12 @@ impl SqliteStore {
     /// [`Store::insert_action`], answering also with the new action already
     /// rendered as JSON when it was just created.
     pub async fn create_action(&self, new: NewAction) -> Result<Inserted, StoreError> {
-        if new.take_use.is_some() {
-            let (action, created) = self.create_taking_use(new).await?;
+        if new.take_use.is_some() || crate::sessions::relies_on_grants(&new) {
+            let (action, created) = if new.take_use.is_some() {
+                self.create_taking_use(new).await?
+            } else {
+                self.create_relying_on_grants(new).await?
+            };
             return Ok(Inserted {
                 action,
                 created,

@@ -26,6 +26,55 @@ pub(crate) fn used_up(new: &mut NewAction, grant: &str) {
     new.take_use = None;
 }
 
+/// The decision of an action allowed by grant `gone`, which was revoked
+/// or expired between the decision and the transaction storing it: a human
+/// decides it.
+pub(crate) fn lapsed(new: &mut NewAction, gone: &str) {
+    new.decision = Decision {
+        result: DecisionResult::Ask,
+        reason: format!(
+            "grant `{gone}` was revoked or expired as it allowed this; a human must decide"
+        ),
+        rule: None,
+    };
+    new.take_use = None;
+}
+
+/// Whether `new` relies on grants read from a cache to be allowed, which
+/// the transaction storing it must find still in force ([`lapsed_on`]).
+pub(crate) fn relies_on_grants(new: &NewAction) -> bool {
+    !new.relies_on.is_empty() && new.decision.result == DecisionResult::Allow
+}
+
+/// Turns `new`, allowed by grants the gate read from its cache, into an
+/// asked action when one of them is no longer in force: revoked (a session
+/// ended, an operator revoked it) or expired after it was read and before
+/// this transaction. On the writer, whose transactions are serial, a
+/// revocation committed before it is always seen, so an allow is never
+/// stored after its grant's revocation (Postgres: `pg/grants.rs`).
+async fn lapsed_on(conn: &mut SqliteConnection, new: &mut NewAction) -> Result<(), StoreError> {
+    if !relies_on_grants(new) {
+        return Ok(());
+    }
+    let at = to_ms(now());
+    for id in new.relies_on.clone() {
+        let live = sqlx::query_scalar::<_, i64>(
+            "SELECT 1 FROM grants WHERE id = ? AND revoked_at IS NULL \
+             AND (expires_at IS NULL OR expires_at > ?)",
+        )
+        .bind(&id)
+        .bind(at)
+        .fetch_optional(&mut *conn)
+        .await?
+        .is_some();
+        if !live {
+            lapsed(new, &id);
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// Takes one use of `new.take_use` on `conn`, or turns `new` into an asked
 /// action when none is left (a compare-and-set: of concurrent requests on
 /// a grant of `n` uses, exactly `n` take one).
@@ -227,8 +276,25 @@ impl SqliteStore {
                         None => false,
                     };
                     if !retry {
+                        lapsed_on(conn, &mut new).await?;
                         take_use_on(conn, &mut new).await?;
                     }
+                    insert_on(conn, new).await
+                })
+            })
+            .await
+    }
+
+    /// Stores `new`, allowed by grants read from the cache, after checking
+    /// in the same transaction that each is still in force.
+    pub(crate) async fn create_relying_on_grants(
+        &self,
+        mut new: NewAction,
+    ) -> Result<(actiongate_api::model::Action, bool), StoreError> {
+        self.writer
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move {
+                    lapsed_on(conn, &mut new).await?;
                     insert_on(conn, new).await
                 })
             })

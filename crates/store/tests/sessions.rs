@@ -3,6 +3,7 @@
 //! request keeps the session and uses it asked for, and approving it makes
 //! the grant so scoped.
 
+use actiongate_api::model::{ActionStatus, Decision, DecisionResult};
 use actiongate_store::*;
 use chrono::Utc;
 use serde_json::json;
@@ -230,7 +231,71 @@ async fn idle_sessions_end_a_batch_at_a_time(kind: Kind) {
     assert_eq!(store.oldest_open_session().await.unwrap(), None);
 }
 
+/// An action the gate allowed on a grant read from its cache is stored
+/// asked when that grant was revoked (a session ended, an operator revoked
+/// it) between the decision and the transaction storing it: an allow is
+/// never stored after its grant's revocation committed, with or without an
+/// idempotency key. One whose grant is still in force stays allowed.
+async fn an_allow_on_a_grant_revoked_before_it_is_stored_asks(kind: Kind) {
+    let Some((store, _held)) = open(kind).await else {
+        return;
+    };
+    let standing = NewGrant {
+        session: None,
+        uses: None,
+        ..session_grant("bot", "s1")
+    };
+    let gone = store.create_grant(standing.clone(), None).await.unwrap();
+    // Another command's: it does not cover the first's actions.
+    let live = store
+        .create_grant(
+            NewGrant {
+                id: uuid::Uuid::now_v7().to_string(),
+                target: NewGrantTarget::Tool {
+                    tool: "bash".to_owned(),
+                    pattern: "pwd".to_owned(),
+                    whole_line: false,
+                },
+                ..standing
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let allowed_on = |grant: &str, key: Option<&str>| NewAction {
+        relies_on: vec![grant.to_owned()],
+        idempotency_key: key.map(str::to_owned),
+        ..NewAction::new(
+            "bot".into(),
+            "bash".into(),
+            if grant == gone.grant.id { "ls" } else { "pwd" }.into(),
+            Decision {
+                result: DecisionResult::Allow,
+                reason: "grant".into(),
+                rule: None,
+            },
+        )
+    };
+    store.revoke_grant(&gone.grant.id).await.unwrap();
+    for key in [None, Some("k1")] {
+        let (a, _) = store
+            .insert_action(allowed_on(&gone.grant.id, key))
+            .await
+            .unwrap();
+        assert_eq!(a.status, ActionStatus::Pending, "{a:?}");
+        assert_eq!(a.decision.result, DecisionResult::Ask);
+        assert!(a.decision.reason.contains(&gone.grant.id), "{a:?}");
+        let (a, _) = store
+            .insert_action(allowed_on(&live.grant.id, key.map(|_| "k2")))
+            .await
+            .unwrap();
+        assert_eq!(a.decision.result, DecisionResult::Allow, "{a:?}");
+        assert_ne!(a.status, ActionStatus::Pending);
+    }
+}
+
 crate::conformance!(
+    an_allow_on_a_grant_revoked_before_it_is_stored_asks,
     idle_sessions_end_a_batch_at_a_time,
     scoped_grants_follow_every_change,
     ending_a_session_revokes_its_grants_with_events,

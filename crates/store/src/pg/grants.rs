@@ -38,7 +38,7 @@ use crate::grants::{
 use crate::pg::Postgres;
 use crate::pg::actions::transition_on;
 use crate::time::{now, to_ms};
-use actiongate_api::model::{Action, Decision, DecisionResult, GrantRecord};
+use actiongate_api::model::{Action, DecisionResult, GrantRecord};
 
 /// One grant by id, on `conn`.
 pub(crate) async fn get_on(
@@ -103,17 +103,10 @@ pub(crate) async fn lapsed_on(
     .bind(to_ms(now()))
     .fetch_all(&mut *conn)
     .await?;
-    let Some(gone) = new.relies_on.iter().find(|id| !live.contains(id)) else {
+    let Some(gone) = new.relies_on.iter().find(|id| !live.contains(id)).cloned() else {
         return Ok(false);
     };
-    new.decision = Decision {
-        result: DecisionResult::Ask,
-        reason: format!(
-            "grant `{gone}` was revoked or expired as it allowed this; a human must decide"
-        ),
-        rule: None,
-    };
-    new.take_use = None;
+    crate::sessions::lapsed(new, &gone);
     Ok(true)
 }
 
