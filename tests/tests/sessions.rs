@@ -454,6 +454,50 @@ async fn ending_a_session_voids_its_grants_and_another_agent_cannot_use_it() {
     d.stop();
 }
 
+/// A grant scoped to a session is its owner's: with no agent it goes to
+/// the owner (not to whichever agent names the session first), naming
+/// another agent is refused, and one for a session nobody has used yet
+/// must name its agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_grant_is_for_the_sessions_agent() {
+    let (_dir, d, agent, operator) = setup(None).await;
+    let http = client();
+    let other = agent_key(&http, &d.base, &d.admin_key(), "other").await;
+    let grant = |session: &str, agent: Option<&str>| {
+        let mut body =
+            json!({"tool": "deploy", "pattern": "x", "expires": "1h", "session": session});
+        if let Some(a) = agent {
+            body["agent"] = json!(a);
+        }
+        body
+    };
+    let url = format!("{}/v1/grants", d.base);
+    // Nobody has used "fresh": the grant must say whose it is.
+    let (s, p) = post(&http, url.clone(), &operator, grant("fresh", None)).await;
+    assert_eq!(s, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "agent", "{p}");
+    assert_eq!(
+        status_of(&http, &d.base, &other, "deploy", "x", "fresh").await,
+        "pending",
+        "the first agent naming the session got a grant nobody gave it"
+    );
+    // "s" is bot's: a grant naming no agent is bot's, one naming "other" is refused.
+    assert_eq!(
+        status_of(&http, &d.base, &agent, "deploy", "y", "s").await,
+        "pending"
+    );
+    let (s, p) = post(&http, url.clone(), &operator, grant("s", Some("other"))).await;
+    assert_eq!(s, 422, "{p}");
+    let (s, g) = post(&http, url, &operator, grant("s", None)).await;
+    assert_eq!(s, 201, "{g}");
+    assert_eq!(g["agent"], "bot", "{g}");
+    assert_eq!(
+        status_of(&http, &d.base, &agent, "deploy", "x", "s").await,
+        "approved"
+    );
+    d.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reported_run_nobody_decided_raises_action_undecided() {
     let (_dir, d, agent, operator) = setup(Some(json!("open"))).await;

@@ -225,6 +225,10 @@ impl Gate {
         let expires_at = self.parse_expires(&remember.expires, "remember.expires")?;
         let (session, uses) =
             crate::sessions::grant_scope("remember.", remember.session.clone(), remember.uses)?;
+        let agent = match &session {
+            Some(s) => Some(self.session_grant_agent("remember.agent", s, agent).await?),
+            None => agent,
+        };
         let new = NewGrant {
             session,
             uses,

@@ -150,6 +150,10 @@ impl Gate {
         if let Some(a) = &agent {
             validate_agent_id(a)?;
         }
+        let agent = match &session {
+            Some(s) => Some(self.session_grant_agent("agent", s, agent).await?),
+            None => agent,
+        };
         caller.not_for_own(agent.as_deref())?;
         if note.as_ref().is_some_and(|n| n.chars().count() > 4096) {
             return Err(GateError::invalid("note", "at most 4096 characters"));

@@ -86,6 +86,32 @@ impl crate::Gate {
             _ => Ok(()),
         }
     }
+
+    /// The agent a grant scoped to `session` is for: the session's owner.
+    /// A grant naming no agent would otherwise go to whichever agent named
+    /// the session first, so one for a session nobody has used yet must
+    /// name its agent; one naming another agent than the owner is refused.
+    pub(crate) async fn session_grant_agent(
+        &self,
+        field: &str,
+        session: &str,
+        agent: Option<String>,
+    ) -> GateResult<String> {
+        match (self.store().session_owner(session).await?, agent) {
+            (Some(owner), Some(a)) if owner != a => Err(GateError::invalid(
+                field,
+                format!("session '{session}' is agent '{owner}''s, not '{a}''s"),
+            )),
+            (Some(owner), _) => Ok(owner),
+            (None, Some(a)) => Ok(a),
+            (None, None) => Err(GateError::invalid(
+                field,
+                format!(
+                    "no agent has used session '{session}' yet: name the agent the grant is for"
+                ),
+            )),
+        }
+    }
 }
 
 /// Most uses a counted grant may be given.
