@@ -31,6 +31,7 @@ pub mod audit;
 pub mod bounds;
 pub mod cache;
 pub mod caller;
+pub mod carried_taint;
 pub mod connectors;
 pub mod decisions;
 pub mod dispatch;

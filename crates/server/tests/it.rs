@@ -22,6 +22,7 @@ mod hooks_review;
 mod mcp;
 mod mcp_plans;
 mod mcp_sessions;
+mod mcp_taint;
 mod mcp_tasks;
 mod outbox_follow;
 mod runtime_hooks;

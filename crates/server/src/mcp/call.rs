@@ -19,6 +19,7 @@ use actiongate_cli::hooks::gate::{Verdict, answer_for};
 use actiongate_gate::{Action, ActionStatus};
 use actiongate_gate::{Caller, GateError};
 
+use super::sessions::ConnectionTrail;
 use super::tasks::{self, Kind};
 use super::tools::{
     APPROVAL_PROMPT, CHECK_ACTION, GET_ACTION_STATUS, REQUEST_ACTION, REQUEST_PERMISSION,
@@ -34,17 +35,26 @@ const FIRST_WAIT: Duration = Duration::from_millis(500);
 /// The tool `permission`'s actions stand for `request_permission` calls.
 pub const PERMISSION_TOOL: &str = "permission";
 
+/// Where a call came from besides its arguments: its `_meta`, and the MCP
+/// session it came over (of the handshake era), if any.
+pub struct Meta<'a> {
+    /// The call's `_meta`.
+    pub meta: &'a RequestMetaObject,
+    /// The MCP session's trail of gate sessions.
+    pub trail: Option<ConnectionTrail>,
+}
+
 /// Runs one tool call. With `tasks` (the client takes tasks), a call whose
 /// action waits for a human answers at once with its task.
 pub async fn call(
     state: &AppState,
     caller: &Caller,
     request: CallToolRequestParams,
-    meta: &RequestMetaObject,
+    from: Meta<'_>,
     waiter: Waiter,
     tasks: bool,
 ) -> CallToolResponse {
-    let session = match meta_session(meta) {
+    let session = match meta_session(from.meta) {
         Ok(session) => session,
         Err(r) => return r.into(),
     };
@@ -56,7 +66,14 @@ pub async fn call(
         waiter,
         tasks,
         session,
+        implicit: from.trail.as_ref().map(|t| t.implicit.clone()),
     };
+    if let Some(trail) = &from.trail
+        && let Err(e) = ctx.carry(name, &args, trail).await
+    {
+        // Fail closed: a call whose session may be tainted is not made.
+        return gate_error(e).into();
+    }
     let result = match name {
         REQUEST_PERMISSION => ctx.request_permission(args).await,
         CHECK_ACTION => ctx.check_action(args).await,
@@ -83,6 +100,9 @@ struct Ctx<'a> {
     tasks: bool,
     /// The session the call's `_meta` names ([`SESSION_META`]).
     session: Option<String>,
+    /// The session of a call over an MCP session (handshake era) that
+    /// names none: the connection's own.
+    implicit: Option<String>,
 }
 
 /// The `_meta` key of a tool call naming the session its action belongs
@@ -118,9 +138,56 @@ pub fn session_of(
 }
 
 impl Ctx<'_> {
-    /// [`session_of`] this call's `_meta`.
+    /// [`session_of`] this call's `_meta`; a call naming none over an MCP
+    /// session is in that connection's own.
     fn session_of(&self, argument: Option<String>) -> Result<Option<String>, CallToolResult> {
-        session_of(argument, self.session.as_ref())
+        Ok(session_of(argument, self.session.as_ref())?.or_else(|| self.implicit.clone()))
+    }
+
+    /// The session a tool that takes no `session` argument runs in.
+    fn own_session(&self) -> Option<String> {
+        self.session.clone().or_else(|| self.implicit.clone())
+    }
+
+    /// Carries into the session this call names (`tool`'s `session`
+    /// argument, `_meta`'s, or the connection's own) any taint of the
+    /// sessions named over the same MCP session before, then records it
+    /// there: a model that read a stranger's text cannot shed the taint
+    /// by naming a fresh session (`actiongate_gate::carried_taint`).
+    async fn carry(
+        &self,
+        tool: &str,
+        args: &JsonObject,
+        trail: &ConnectionTrail,
+    ) -> Result<(), GateError> {
+        let argument = match tool {
+            CHECK_ACTION | REQUEST_ACTION | REQUEST_PLAN_APPROVAL => args
+                .get("session")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            _ => None,
+        };
+        // A plan looked up by id alone names no session of its own.
+        if tool == REQUEST_PLAN_APPROVAL && argument.is_none() && self.session.is_none() {
+            return Ok(());
+        }
+        let Ok(Some(to)) = self.session_of(argument) else {
+            return Ok(());
+        };
+        let from = match trail.trail.lock() {
+            Ok(t) => t.others(&to),
+            Err(_) => return Err(GateError::internal()),
+        };
+        if !from.is_empty() {
+            self.state
+                .gate()
+                .carry_taint(self.caller, &from, &to)
+                .await?;
+        }
+        if let Ok(mut t) = trail.trail.lock() {
+            t.push(&to);
+        }
+        Ok(())
     }
 }
 
@@ -317,7 +384,7 @@ impl Ctx<'_> {
             reason: Some(a.reason),
             timeout: Some(timeout),
             idempotency_key: None,
-            session: self.session.clone(),
+            session: self.own_session(),
             runtime: None,
         });
         let action = self.request(body, None, Some(Kind::Permission)).await?;
@@ -423,7 +490,7 @@ impl Ctx<'_> {
             reason: None,
             timeout: None,
             idempotency_key: None,
-            session: self.session.clone(),
+            session: self.own_session(),
             runtime: None,
         });
         let action = self.request(body, None, Some(Kind::Handler)).await?;
@@ -460,7 +527,7 @@ impl Ctx<'_> {
             idempotency_key: None,
             // In the session `_meta` names, as every tool: its grants and
             // plan apply, and a stranger's text read there taints it.
-            session: self.session.clone(),
+            session: self.own_session(),
             runtime: None,
         });
         // No task here: the answer must carry the input as it was sent,

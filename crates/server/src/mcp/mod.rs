@@ -286,8 +286,23 @@ impl ServerHandler for McpServer {
                 .client_capabilities()
                 .is_some_and(|c| c.supports_tasks());
         let waiter = wait::Waiter::new(&ctx, self.progress_every());
-        let mut response =
-            call::call(&self.state, &caller, request, &ctx.meta, waiter, tasks).await;
+        let trail = ctx
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<sessions::ConnectionTrail>())
+            .cloned();
+        let mut response = call::call(
+            &self.state,
+            &caller,
+            request,
+            call::Meta {
+                meta: &ctx.meta,
+                trail,
+            },
+            waiter,
+            tasks,
+        )
+        .await;
         match &mut response {
             CallToolResponse::Complete(r) => name_server(&mut r.meta, &ctx),
             CallToolResponse::Task(t) => name_server(&mut t.meta, &ctx),

@@ -6,6 +6,9 @@
 //! an unknown session, so another agent's key can neither post into, listen
 //! to nor close it, nor learn that it exists.
 //!
+//! It also keeps, per session, the gate sessions its calls named
+//! ([`ConnectionTrail`]): a taint read in one is carried to the next.
+//!
 //! Closing a session answers 200 with no body, as the official Python and
 //! TypeScript SDKs' servers do (rmcp answers 202, which the Python SDK's
 //! client logs as "Session termination failed": it takes 200 and 204).
@@ -19,8 +22,10 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use sha2::{Digest, Sha256};
 
 use actiongate_gate::Caller;
+use actiongate_gate::carried_taint::Trail;
 
 /// The header naming a session of the handshake era.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -41,10 +46,35 @@ impl Owner {
     }
 }
 
+/// What one MCP session carries for its tool calls (handed to them
+/// through the request's extensions): the gate session of its calls that
+/// name none, and the gate sessions its calls named
+/// (`actiongate_gate::carried_taint`).
+#[derive(Clone)]
+pub struct ConnectionTrail {
+    /// `mcp-` and 16 hex digits of the MCP session id's SHA-256: a
+    /// session of its own, named after the connection without showing its
+    /// id.
+    pub implicit: String,
+    /// The gate sessions its calls named.
+    pub trail: Arc<Mutex<Trail>>,
+}
+
+impl ConnectionTrail {
+    fn of(mcp_session: &str) -> ConnectionTrail {
+        let digest = hex::encode(Sha256::digest(mcp_session.as_bytes()));
+        ConnectionTrail {
+            implicit: format!("mcp-{}", &digest[..16]),
+            trail: Arc::default(),
+        }
+    }
+}
+
 /// The owners of the live sessions of rmcp's session manager.
 #[derive(Clone)]
 pub struct SessionOwners {
     owners: Arc<Mutex<HashMap<String, Owner>>>,
+    trails: Arc<Mutex<HashMap<String, ConnectionTrail>>>,
     manager: Arc<LocalSessionManager>,
 }
 
@@ -53,6 +83,7 @@ impl SessionOwners {
     pub fn new(manager: Arc<LocalSessionManager>) -> SessionOwners {
         SessionOwners {
             owners: Arc::default(),
+            trails: Arc::default(),
             manager,
         }
     }
@@ -61,9 +92,23 @@ impl SessionOwners {
         self.owners.lock().ok()?.get(session).cloned()
     }
 
+    /// The trail of live session `session`, made on first use.
+    fn trail(&self, session: &str) -> Option<ConnectionTrail> {
+        let mut trails = self.trails.lock().ok()?;
+        Some(
+            trails
+                .entry(session.to_owned())
+                .or_insert_with(|| ConnectionTrail::of(session))
+                .clone(),
+        )
+    }
+
     fn forget(&self, session: &str) {
         if let Ok(mut owners) = self.owners.lock() {
             owners.remove(session);
+        }
+        if let Ok(mut trails) = self.trails.lock() {
+            trails.remove(session);
         }
     }
 
@@ -74,6 +119,9 @@ impl SessionOwners {
             let sessions = self.manager.sessions.read().await;
             sessions.keys().map(ToString::to_string).collect()
         };
+        if let Ok(mut trails) = self.trails.lock() {
+            trails.retain(|id, _| live.iter().any(|l| l == id));
+        }
         if let Ok(mut owners) = self.owners.lock() {
             owners.retain(|id, _| live.iter().any(|l| l == id));
             owners.insert(session, owner);
@@ -89,7 +137,11 @@ fn unknown_session() -> Response {
 
 /// Lets a request naming a session through only for the key and agent that
 /// opened it; records the owner of each session an `initialize` opens.
-pub async fn bind(State(owners): State<SessionOwners>, request: Request, next: Next) -> Response {
+pub async fn bind(
+    State(owners): State<SessionOwners>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     // The authentication ran before: no caller here is a bug, never a pass.
     let Some(caller) = request.extensions().get::<Caller>().map(Owner::of) else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
@@ -106,6 +158,9 @@ pub async fn bind(State(owners): State<SessionOwners>, request: Request, next: N
         && owners.owner(session).as_ref() != Some(&caller)
     {
         return unknown_session();
+    }
+    if let Some(trail) = named.as_deref().and_then(|s| owners.trail(s)) {
+        request.extensions_mut().insert(trail);
     }
     let response = next.run(request).await;
     match named {

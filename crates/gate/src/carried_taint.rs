@@ -1,0 +1,109 @@
+//! Taint carried from one session to another that share a carrier: one
+//! MCP connection of the handshake era, over which the model itself names
+//! the session of each call (a tool argument). A model that read a
+//! stranger's text in one session could otherwise shed the taint by naming
+//! a fresh session for its next call. So whichever session a call over a
+//! connection names is tainted as soon as any session named over the same
+//! connection before is (docs/sessions.md). The adapter keeps which
+//! sessions a carrier named; the gate carries the taint.
+
+use crate::sessions::validate_session;
+use crate::{Caller, Gate, GateResult};
+
+impl Gate {
+    /// Taints the caller's session `to` when it is not tainted and one of
+    /// the caller's sessions `from` (named before over the same carrier)
+    /// is: its record names the same tainting action, and the session it
+    /// came through. A session `to` the daemon would refuse (another
+    /// agent's, an invalid id) is left alone: the call itself is refused.
+    /// `to` is opened first when nobody has used it yet.
+    pub async fn carry_taint(&self, caller: &Caller, from: &[String], to: &str) -> GateResult<()> {
+        let agent = caller.agent_id()?;
+        if from.iter().all(|s| s == to) || validate_session("session", to).is_err() {
+            return Ok(());
+        }
+        let store = self.store();
+        if store
+            .session_owner(to)
+            .await?
+            .is_some_and(|owner| owner != agent)
+        {
+            return Ok(());
+        }
+        let profile = self.profile_of(agent).await?;
+        if store
+            .session_taint(to.to_owned(), profile.clone())
+            .await?
+            .is_some()
+        {
+            return Ok(());
+        }
+        for s in from.iter().filter(|s| *s != to) {
+            if store.session_owner(s).await?.as_deref() != Some(agent) {
+                continue;
+            }
+            let Some((by, what)) = store.session_taint(s.clone(), profile.clone()).await? else {
+                continue;
+            };
+            self.touch_session(agent, to, None).await?;
+            store
+                .taint_session(
+                    to.to_owned(),
+                    by,
+                    format!("{what} (read in session '{s}' over the same MCP connection)"),
+                )
+                .await?;
+            tracing::info!(agent, from = %s, to, "taint carried over an MCP connection");
+            return Ok(());
+        }
+        Ok(())
+    }
+}
+
+/// Most sessions a carrier remembers: past it, the oldest is dropped
+/// (after carrying its taint on: see [`Trail::push`]).
+pub const MAX_TRAIL: usize = 32;
+
+/// The sessions one carrier named, oldest first, at most [`MAX_TRAIL`].
+#[derive(Debug, Default, Clone)]
+pub struct Trail {
+    sessions: Vec<String>,
+}
+
+impl Trail {
+    /// The sessions named before, other than `to`.
+    pub fn others(&self, to: &str) -> Vec<String> {
+        self.sessions.iter().filter(|s| *s != to).cloned().collect()
+    }
+
+    /// Records `session` as named now. Once full, the oldest is dropped:
+    /// each call carries every taint of the trail into its session before
+    /// it is pushed, so a dropped session's taint lives on in those after.
+    pub fn push(&mut self, session: &str) {
+        self.sessions.retain(|s| s != session);
+        self.sessions.push(session.to_owned());
+        if self.sessions.len() > MAX_TRAIL {
+            self.sessions.remove(0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trail_keeps_each_session_once_newest_last_and_at_most_its_bound() {
+        let mut t = Trail::default();
+        t.push("a");
+        t.push("b");
+        t.push("a");
+        assert_eq!(t.others("c"), ["b", "a"]);
+        assert_eq!(t.others("a"), ["b"]);
+        for i in 0..40 {
+            t.push(&format!("s{i}"));
+        }
+        assert_eq!(t.others("").len(), MAX_TRAIL);
+        assert_eq!(t.others("")[0], "s8");
+    }
+}
