@@ -5,9 +5,10 @@
 //!
 //! A replayed action keeps what its grant gave it: a decision that came
 //! from a grant stays an allow unless the candidate denies the action
-//! (deny patterns win over grants, as when deciding).
+//! (deny patterns win over grants, as when deciding). One made after its
+//! session read untrusted content asks where the candidate guards it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use actiongate_api::replay::{ReplayExample, ReplayGroup, ReplayReport};
 use actiongate_policy::{self as policy, Verdict};
@@ -75,8 +76,20 @@ fn past(outcome: &str) -> &'static str {
     }
 }
 
-/// What `candidate` decides for recorded `action`.
-fn replay_one(candidate: &policy::Profile, action: &Action) -> Verdict {
+/// What `candidate` decides for recorded `action`; `tainted`: its session
+/// had read untrusted content before it ([`Gate::tainted_before`]), so a
+/// way out the candidate guards asks, as it would have when asked.
+fn replay_one(candidate: &policy::Profile, action: &Action, tainted: bool) -> Verdict {
+    let new = replay_rules(candidate, action);
+    if tainted && new == Verdict::Allow && candidate.guarded(&action.action_string) {
+        Verdict::Ask
+    } else {
+        new
+    }
+}
+
+/// [`replay_one`] before taint: the candidate's rules, and a grant's allow.
+fn replay_rules(candidate: &policy::Profile, action: &Action) -> Verdict {
     let new = policy::check(&action.action_string, candidate);
     // Only an allow is kept: a grant that covered an action some hazard
     // or approvals rule still asked about gave it nothing to keep.
@@ -155,7 +168,52 @@ impl Tally {
     }
 }
 
+/// When each session replayed was tainted: the time its tainting action
+/// was let run, or `None` (not tainted, or by a run whose time is not
+/// kept).
+type TaintTimes = HashMap<String, Option<DateTime<Utc>>>;
+
 impl Gate {
+    /// Whether recorded `action` came after its session was tainted: it was
+    /// asked for the taint, or its session's tainting action was let run
+    /// before it was made.
+    async fn tainted_before(&self, action: &Action, times: &mut TaintTimes) -> GateResult<bool> {
+        let Some(session) = &action.session else {
+            return Ok(false);
+        };
+        if action.decision.result == DecisionResult::Ask
+            && action
+                .decision
+                .reason
+                .starts_with(&format!("session '{session}' is tainted by "))
+        {
+            return Ok(true);
+        }
+        if !times.contains_key(session) {
+            let at = match self
+                .store()
+                .get_session(session, self.idle_before())
+                .await?
+                .and_then(|s| s.tainted_by)
+            {
+                Some(by) if by != crate::sessions::UNDECIDED_RUN => {
+                    match self.store().get_action(&by).await {
+                        Ok(a) => Some(a.decided_at.unwrap_or(a.created_at)),
+                        Err(actiongate_store::StoreError::NotFound) => None,
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                _ => None,
+            };
+            times.insert(session.clone(), at);
+        }
+        Ok(times
+            .get(session)
+            .copied()
+            .flatten()
+            .is_some_and(|at| at < action.created_at))
+    }
+
     /// A dry run of an inline profile (admin keys): what `profile` alone
     /// (no grants) decides for `tool`/`detail`; nothing stored.
     pub async fn check_with_profile(
@@ -196,6 +254,7 @@ impl Gate {
         let candidate = compile_profile(candidate)?;
         let since = parse_since(since, Utc::now())?;
         let mut tally = Tally::default();
+        let mut taint_times = HashMap::new();
         let mut cursor = None;
         'pages: loop {
             let page = self
@@ -212,7 +271,8 @@ impl Gate {
                 if action.created_at < since {
                     break 'pages;
                 }
-                tally.add(action, replay_one(&candidate, action));
+                let tainted = self.tainted_before(action, &mut taint_times).await?;
+                tally.add(action, replay_one(&candidate, action, tainted));
             }
             if let Some(tx) = &progress {
                 // A listener gone away does not stop the replay's answer.
