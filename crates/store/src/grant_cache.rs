@@ -50,42 +50,35 @@ struct Compiled {
     compiled: policy::ToolPattern,
 }
 
-/// A grant scoped to a session or a count of uses, as read.
+/// A grant scoped to a session or a count of uses, as read: compiled only
+/// when a decision in its session needs it ([`for_session`]), so that many
+/// sessions' grants cost one decision no more than its own.
 #[derive(Debug, Clone)]
 pub(crate) struct Scoped {
-    pub(crate) grant: policy::Grant,
-    /// Uses left when read, if counted.
-    pub(crate) uses_left: Option<i64>,
-    /// The session it is for, if any.
-    pub(crate) session: Option<String>,
+    record: GrantRecord,
 }
 
 impl Scoped {
-    /// A scoped grant as read from its row (either backend), its pattern
-    /// compiled once by `cache`.
-    pub(crate) fn from_row(
-        row: &impl crate::row::Cols,
-        cache: &GrantCache,
-    ) -> Result<Scoped, crate::StoreError> {
-        let g = crate::grants::from_row(row)?;
+    /// A scoped grant as read from its row (either backend).
+    pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<Scoped, crate::StoreError> {
         Ok(Scoped {
-            grant: cache.to_policy(&g)?,
-            uses_left: g.uses_left,
-            session: g.session,
+            record: crate::grants::from_row(row)?,
         })
     }
 }
 
 /// Of every session's scoped grants, those that count in `session`: the
 /// ones for no session (counted uses only) and that session's own, each
-/// with its uses left.
+/// with its uses left, their patterns compiled once by `cache`.
 pub(crate) fn for_session(
     all: &[Scoped],
     session: Option<&str>,
-) -> Vec<(policy::Grant, Option<i64>)> {
+    cache: &GrantCache,
+) -> Result<Vec<(policy::Grant, Option<i64>)>, crate::StoreError> {
     all.iter()
-        .filter(|s| s.session.is_none() || (session.is_some() && s.session.as_deref() == session))
-        .map(|s| (s.grant.clone(), s.uses_left))
+        .map(|s| &s.record)
+        .filter(|g| g.session.is_none() || (session.is_some() && g.session.as_deref() == session))
+        .map(|g| Ok((cache.to_policy(g)?, g.uses_left)))
         .collect()
 }
 
@@ -286,6 +279,30 @@ mod tests {
         // never answered from the memo.
         let other = cache.to_policy(&record("g1", "ls .*")).unwrap();
         assert_eq!(pattern_of(&other), "ls .*");
+    }
+
+    /// A decision in one session compiles its own session's grants and
+    /// those for no session, never another session's.
+    #[test]
+    fn a_session_compiles_only_the_grants_that_count_in_it() {
+        let cache = GrantCache::default();
+        let scoped = |id: &str, session: Option<&str>| {
+            let mut record = record(id, "make .*");
+            record.session = session.map(str::to_owned);
+            record.uses_left = session.is_none().then_some(3);
+            Scoped { record }
+        };
+        let all: Vec<Scoped> = (0..50)
+            .map(|i| scoped(&format!("s{i}"), Some(&format!("session-{i}"))))
+            .chain([scoped("counted", None)])
+            .collect();
+        let mine = for_session(&all, Some("session-7"), &cache).unwrap();
+        let ids: Vec<&str> = mine.iter().map(|(g, _)| g.id.as_str()).collect();
+        assert_eq!(ids, ["s7", "counted"]);
+        assert_eq!(mine[1].1, Some(3));
+        assert_eq!(cache.patterns.lock().unwrap().len(), 2);
+        let none = for_session(&all, None, &cache).unwrap();
+        assert_eq!(none.len(), 1);
     }
 
     #[test]

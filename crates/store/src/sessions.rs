@@ -229,7 +229,7 @@ impl SqliteStore {
                 all
             }
         };
-        Ok(crate::grant_cache::for_session(&all, session.as_deref()))
+        crate::grant_cache::for_session(&all, session.as_deref(), &self.grant_cache)
     }
 
     /// Every session's scoped grants of (`agent`, `tool`) with a use left,
@@ -250,9 +250,7 @@ impl SqliteStore {
         .bind(tool)
         .fetch_all(&self.read)
         .await?;
-        rows.iter()
-            .map(|r| Scoped::from_row(r, &self.grant_cache))
-            .collect()
+        rows.iter().map(Scoped::from_row).collect()
     }
 
     /// Stores `new`, taking a use of its grant in the same transaction.

@@ -145,7 +145,7 @@ impl Postgres {
                 all
             }
         };
-        Ok(crate::grant_cache::for_session(&all, session.as_deref()))
+        crate::grant_cache::for_session(&all, session.as_deref(), &self.grants)
     }
 
     /// Every session's scoped grants of (`agent`, `tool`) with a use left.
@@ -164,8 +164,6 @@ impl Postgres {
         .bind(tool)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| Scoped::from_row(r, &self.grants))
-            .collect()
+        rows.iter().map(Scoped::from_row).collect()
     }
 }
