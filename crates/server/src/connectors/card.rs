@@ -347,22 +347,33 @@ pub fn plan_card(p: &Plan, with_buttons: bool) -> Card {
     }
 }
 
-/// The card of a run nobody decided (`action.undecided`): news, no buttons.
-pub fn undecided_card(seq: i64, data: &Value) -> Card {
+/// The card of runs nobody decided (`action.undecided`): news, no
+/// buttons. `first_seq`: the event of the first run of its group
+/// (`super::undecided`), which names its message; `count`: how many runs
+/// the group holds, the latest told by `data`.
+pub fn undecided_card(first_seq: i64, count: u64, data: &Value) -> Card {
     let field = |k: &str| data.get(k).and_then(Value::as_str).unwrap_or("?");
     let (what, was_cut) = shown_text(field("action_string"));
     let mut lines = vec![format!("Agent: {}", field("agent"))];
     if let Some(s) = data.get("session").and_then(Value::as_str) {
         lines.push(format!("Session: {}", shown_text(s).0));
     }
-    lines.push("No allow or approval covered it: look at the session.".to_owned());
+    let title = if count > 1 {
+        lines.push(format!("Latest: {what}"));
+        lines.push("No allow or approval covered them: look at the session.".to_owned());
+        format!("⚠ {count} runs without a decision, the latest: {what}")
+    } else {
+        lines.push("No allow or approval covered it: look at the session.".to_owned());
+        format!("⚠ Ran without a decision: {what}")
+    };
     Card {
-        item: format!("ud:{seq}"),
-        title: format!("⚠ Ran without a decision: {what}"),
+        item: format!("{}{first_seq}", super::undecided::ITEM),
+        title,
         lines,
         buttons: Vec::new(),
         cut: was_cut,
-        progress: false,
+        // The group's later runs update its message, as often as they come.
+        progress: count > 1,
     }
 }
 

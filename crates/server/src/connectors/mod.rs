@@ -27,6 +27,7 @@ pub mod outbox;
 pub mod routes;
 pub mod slack;
 pub mod telegram;
+pub mod undecided;
 pub mod whatsapp;
 
 use std::sync::Arc;
@@ -67,6 +68,8 @@ pub struct Connectors {
     /// The chats (`telegram`, `slack`, `discord`, `whatsapp`) of tier 2:
     /// told only of escalated actions.
     tier2: Vec<&'static str>,
+    /// Runs nobody decided, grouped into one message per agent and session.
+    undecided: undecided::UndecidedRuns,
 }
 
 impl Connectors {
@@ -107,6 +110,7 @@ impl Connectors {
             .filter(|(_, tier)| *tier == 2)
             .map(|(chat, _)| chat)
             .collect(),
+            undecided: undecided::UndecidedRuns::default(),
         })))
     }
 

@@ -248,7 +248,7 @@ async fn on_event(c: &Connectors, ev: &Event) {
         }
         "action.undecided" => {
             if let Ok(data) = ev.data.parse::<serde_json::Value>() {
-                post(c, card::undecided_card(ev.seq, &data)).await;
+                super::undecided::tell(c, ev.seq, &data).await;
             }
         }
         "grant_request.approved" | "grant_request.denied" | "grant_request.expired" => {
@@ -314,7 +314,7 @@ async fn tell_escalation_group(c: &Connectors, a: &actiongate_gate::Action) {
     post_to(c, card::action_card(a, false, false), others).await;
 }
 
-async fn post(c: &Connectors, card: Card) {
+pub(super) async fn post(c: &Connectors, card: Card) {
     let chats = c.destinations_of(1);
     post_to(c, card, chats).await;
 }
@@ -412,7 +412,7 @@ pub async fn send(c: Arc<Connectors>) {
 /// How sending one message went, as far as the rest of its chat's batch
 /// cares.
 #[derive(Debug, PartialEq)]
-enum Sent {
+pub(super) enum Sent {
     /// Sent, given up, or waiting for its post.
     Done,
     /// The chat's API failed in a way worth retrying.
@@ -429,6 +429,9 @@ async fn send_one(c: &Connectors, o: Outgoing) -> Sent {
         }
     };
     let too_old = Utc::now() - o.created_at > GIVE_UP_AFTER;
+    if o.kind == "edit" && card.progress && o.item.starts_with(super::undecided::ITEM) {
+        return super::undecided::update_copies(c, &o, &card, too_old).await;
+    }
     if o.kind == "edit" && card.progress {
         return update_copies(c, &o, too_old).await;
     }
@@ -454,7 +457,7 @@ async fn send_one(c: &Connectors, o: Outgoing) -> Sent {
 }
 
 /// Schedules the next attempt of `o` after a failure worth retrying.
-async fn retry(c: &Connectors, o: &Outgoing, error: String) -> Sent {
+pub(super) async fn retry(c: &Connectors, o: &Outgoing, error: String) -> Sent {
     let wait = backoff(o.attempts);
     tracing::info!(chat = %o.chat, error = %error, retry_in = ?wait, "chat API failed; retrying");
     let at = Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default();

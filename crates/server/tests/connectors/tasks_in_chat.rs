@@ -178,5 +178,39 @@ async fn a_run_nobody_decided_is_told_in_chat() {
         })
         .unwrap();
     assert!(buttons(&told.body).is_empty(), "{:?}", told.body);
+    // More runs of the session update that message, not one more each.
+    for detail in ["rm -rf dist", "rm -rf out"] {
+        let (status, r) = app
+            .call(
+                Method::POST,
+                "/v1/runs",
+                Some(&agent),
+                Some(json!({"tool": "bash", "detail": detail, "session": "task-3"})),
+            )
+            .await;
+        assert!(status.is_success(), "{r}");
+    }
+    let message = json!(told.answered);
+    fake.wait_for("/editMessageText", "the message updated", |c| {
+        c.iter().any(|c| {
+            c.body["message_id"] == message
+                && c.body["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("3 runs without a decision, the latest: tool:bash:rm -rf out")
+        })
+    })
+    .await;
+    let sent = fake
+        .calls_to("/sendMessage")
+        .iter()
+        .filter(|c| {
+            c.body["text"]
+                .as_str()
+                .unwrap_or("")
+                .contains("without a decision")
+        })
+        .count();
+    assert_eq!(sent, 1, "one message per session");
     app.stop().await;
 }
