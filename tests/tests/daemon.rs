@@ -265,6 +265,43 @@ fn a_bad_setting_stops_serve_before_it_makes_the_data_dir() {
     assert!(!data.exists(), "the data dir was made");
 }
 
+/// A second daemon on the SQLite database another one serves is refused
+/// at start, in one line: it would keep caches (profiles, grants, keys)
+/// the first one's changes never clear. Once the first is gone it starts.
+#[test]
+fn a_second_daemon_on_one_sqlite_database_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Daemon::start(dir.path(), &[]);
+    let mut second = common::daemon::serve_command(dir.path(), free_port(), &[])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = second.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = second.kill();
+            let _ = second.wait();
+            panic!("the second daemon started and serves the same database");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(
+        err.contains("another actiongate serves the database"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(first.terminate().success());
+    // Let go however the daemon ends: after kill -9 too.
+    Daemon::start(dir.path(), &[]).kill9();
+    drop(Daemon::start(dir.path(), &[]));
+}
+
 #[test]
 fn keys_commands_work_against_the_data_dir() {
     let dir = tempfile::tempdir().unwrap();

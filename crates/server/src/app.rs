@@ -112,6 +112,38 @@ pub async fn open_offline(settings: &Settings) -> anyhow::Result<Gate> {
     Ok(Gate::offline(store, settings.gate_config()?))
 }
 
+/// Takes the lock that makes a daemon the only one serving the SQLite
+/// database at `path` (`<path>.lock`, an advisory lock on an open file,
+/// let go when the process ends however it ends). A second daemon on the
+/// same database would keep its own caches (profiles, grants, keys) that
+/// the first one's changes never clear: it would go on allowing what the
+/// first was told to ask. So it is refused. Several daemons share a
+/// Postgres database instead (docs/several-daemons.md).
+pub fn lock_database(path: &Path) -> anyhow::Result<std::fs::File> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock_path = std::path::PathBuf::from(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", lock_path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(anyhow::anyhow!(
+            "another actiongate serves the database {} already (it holds {}): stop it, or \
+             give this one a --data-dir of its own; several daemons share a Postgres database \
+             instead",
+            path.display(),
+            lock_path.display()
+        )),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(anyhow::anyhow!("cannot lock {}: {e}", lock_path.display()))
+        }
+    }
+}
+
 /// Creates `dir` (and its parents) if missing, for its owner alone: it
 /// holds the database and the admin key. An existing one is left as it is.
 pub fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
@@ -201,6 +233,14 @@ pub async fn run(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    // Held until this returns: the lock is let go when the file is closed.
+    let _serving = match settings.storage_target() {
+        storage::Target::Sqlite(path) => {
+            create_data_dir(&settings.data_dir)?;
+            Some(lock_database(&path)?)
+        }
+        storage::Target::Postgres(_) => None,
+    };
     let store = open_store(&settings).await?;
     ensure_admin_key(&store, &settings.data_dir).await?;
     let metrics = Metrics::install()?;
