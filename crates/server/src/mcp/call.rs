@@ -319,6 +319,7 @@ impl Ctx<'_> {
             idempotency_key: None,
             session: self.session.clone(),
             runtime: None,
+            params: None,
         });
         let action = self.request(body, None, Some(Kind::Permission)).await?;
         Ok(permission_result(&a.permission, minutes, &action))
@@ -363,6 +364,7 @@ impl Ctx<'_> {
             idempotency_key: None,
             session,
             runtime: None,
+            params: None,
         });
         let action = self
             .request(
@@ -462,6 +464,7 @@ impl Ctx<'_> {
             // plan apply, and a stranger's text read there taints it.
             session: self.session.clone(),
             runtime: None,
+            params: None,
         });
         // No task here: the answer must carry the input as it was sent,
         // which the daemon does not keep, so the call waits for the decision.
