@@ -2,8 +2,10 @@
 //! shown to the humans who decide, read by no policy.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::cli_support;
 use crate::common;
 
+use cli_support::{all_actions, run_with_stdin};
 use common::TestApp;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -161,5 +163,87 @@ async fn an_approver_edits_the_detail_of_a_decision_only_action_never_its_params
         "{approved}"
     );
     assert_eq!(approved["params"], params, "the params shown stay as asked");
+    app.stop().await;
+}
+
+/// A Claude Code `PreToolUse` input for `tool` with `input`.
+fn claude_pre_tool(tool: &str, input: Value, call: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "session_id": "s-params",
+        "cwd": "/home/dev/proj",
+        "hook_event_name": "PreToolUse",
+        "tool_name": tool,
+        "tool_input": input,
+        "tool_use_id": call,
+    }))
+    .unwrap()
+}
+
+/// Runs the Claude Code hook on `input` (asked, unanswered within a
+/// second) and answers the action it created.
+async fn hooked(app: &TestApp, input: &[u8]) -> Value {
+    let before = all_actions(app).await.len();
+    let agent = app.agent.clone();
+    let r = run_with_stdin(
+        &app.base,
+        &agent,
+        &["hook", "claude-code", "--wait", "1"],
+        Some(input),
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let actions = all_actions(app).await;
+    assert_eq!(actions.len(), before + 1, "{r:?}");
+    actions.last().unwrap().clone()
+}
+
+#[tokio::test]
+async fn a_claude_code_write_or_edit_shows_its_content_and_its_old_and_new_text() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("readonly")).await;
+    let write = json!({"file_path": "/home/dev/proj/NOTES.md", "content": "# Notes\n\nTODO\n"});
+    let a = hooked(&app, &claude_pre_tool("Write", write.clone(), "toolu_w1")).await;
+    assert_eq!(
+        a["action_string"],
+        "tool:file:write /home/dev/proj/NOTES.md"
+    );
+    assert_eq!(a["decision"]["result"], "ask", "{a}");
+    assert_eq!(a["params"], write, "{a}");
+
+    let edit = json!({"file_path": "src/main.rs", "old_string": "fn main() {}",
+        "new_string": "fn main() { run(); }", "replace_all": false});
+    let a = hooked(&app, &claude_pre_tool("Edit", edit.clone(), "toolu_e1")).await;
+    assert_eq!(
+        a["action_string"],
+        "tool:file:edit /home/dev/proj/src/main.rs"
+    );
+    // The input as Claude Code sent it (its path as written).
+    assert_eq!(a["params"], edit, "{a}");
+
+    // A shell call shows no params: its detail is the whole call.
+    let a = hooked(
+        &app,
+        &claude_pre_tool("Bash", json!({"command": "rm -rf build"}), "toolu_b1"),
+    )
+    .await;
+    assert!(a["params"].is_null(), "{a}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_huge_write_is_still_asked_its_content_cut_with_a_marker() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("readonly")).await;
+    let content = "0123456789abcdef".repeat(64 * 1024);
+    assert_eq!(content.len(), 1 << 20);
+    let input = json!({"file_path": "/home/dev/proj/big.txt", "content": content});
+    let a = hooked(&app, &claude_pre_tool("Write", input, "toolu_big")).await;
+    assert_eq!(a["action_string"], "tool:file:write /home/dev/proj/big.txt");
+    assert_eq!(a["decision"]["result"], "ask", "{a}");
+    let shown = a["params"]["content"].as_str().unwrap();
+    let marker = format!("…[{} more bytes not shown]", (1 << 20) - 16 * 1024);
+    assert!(shown.ends_with(&marker), "{}", &shown[shown.len() - 60..]);
+    assert!(content.starts_with(&shown[..16 * 1024]));
+    assert_eq!(a["params"]["file_path"], "/home/dev/proj/big.txt");
     app.stop().await;
 }
