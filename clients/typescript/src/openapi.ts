@@ -968,7 +968,12 @@ export interface components {
             /** @description Time-ordered id (UUIDv7). */
             id: string;
             outcome?: null | components["schemas"]["Outcome"];
-            /** @description The params, with sensitive values masked as `"***"`. */
+            /**
+             * @description A handler action's params, with the values its handler marks
+             *     sensitive masked as `"***"`; or a decision-only action's params as
+             *     its agent sent them (the tool call's input, shown to the humans who
+             *     decide; the page and chat cards mask secret-shaped values).
+             */
             params?: Record<string, never> | null;
             /** @description The permission it needs (handler actions only). */
             permission?: string | null;
@@ -2213,6 +2218,14 @@ export interface components {
             detail: string;
             /** @description Makes retries safe: the same key and body return the first action. */
             idempotency_key?: string | null;
+            /**
+             * @description The tool call's input as its runtime sent it (a file write's
+             *     content, an edit's old and new text), shown to the humans who
+             *     decide; no pattern, grant or plan reads it (the policy matches only
+             *     `tool` and `detail`). A JSON object, bounded as a handler action's
+             *     params (`limits.params_max_bytes`, 64 levels).
+             */
+            params?: Record<string, never> | null;
             /** @description Why the agent wants to do it (shown to the human). */
             reason?: string | null;
             /**

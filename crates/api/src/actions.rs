@@ -50,6 +50,14 @@ pub struct ToolActionRequest {
     #[serde(default)]
     #[schema(pattern = r"^[a-z0-9][a-z0-9_.\-]{0,63}$")]
     pub runtime: Option<String>,
+    /// The tool call's input as its runtime sent it (a file write's
+    /// content, an edit's old and new text), shown to the humans who
+    /// decide; no pattern, grant or plan reads it (the policy matches only
+    /// `tool` and `detail`). A JSON object, bounded as a handler action's
+    /// params (`limits.params_max_bytes`, 64 levels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub params: Option<serde_json::Value>,
 }
 
 /// A request for an action a registered handler performs.

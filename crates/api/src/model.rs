@@ -214,7 +214,10 @@ pub struct Action {
     /// The handler's action name (handler actions only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub action: Option<String>,
-    /// The params, with sensitive values masked as `"***"`.
+    /// A handler action's params, with the values its handler marks
+    /// sensitive masked as `"***"`; or a decision-only action's params as
+    /// its agent sent them (the tool call's input, shown to the humans who
+    /// decide; the page and chat cards mask secret-shaped values).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub params: Option<Value>,

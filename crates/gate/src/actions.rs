@@ -68,6 +68,16 @@ fn request_hash<T: Serialize>(body: &T) -> String {
     hex::encode(Sha256::digest(serde_json::to_vec(body).unwrap_or_default()))
 }
 
+/// Checks a decision-only action's params: an object within the bounds
+/// of a handler action's params. Only humans read them, so nothing else
+/// is asked of them.
+fn tool_params(params: &serde_json::Value, max_bytes: usize) -> GateResult<()> {
+    if !params.is_object() {
+        return Err(GateError::invalid("params", "must be a JSON object"));
+    }
+    crate::bounds::check("params", params, max_bytes)
+}
+
 /// What [`Gate::request_action`] answers.
 pub struct Requested {
     /// The action as stored (or as it settled within the wait).
@@ -176,6 +186,9 @@ impl Gate {
                 CreateAction::Tool(t) => {
                     validate_tool(&t.tool)?;
                     check_len("detail", Some(&t.detail), MAX_DETAIL)?;
+                    if let Some(params) = &t.params {
+                        tool_params(params, self.config().json.params)?;
+                    }
                     let decided = crate::policy::decide_in(
                         self,
                         &agent,
@@ -199,6 +212,7 @@ impl Gate {
                         reason: t.reason,
                         idempotency_key: t.idempotency_key,
                         request_hash,
+                        params: t.params,
                         ..NewAction::new(agent, t.tool, t.detail, decision)
                     }
                 }

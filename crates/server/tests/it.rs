@@ -27,4 +27,5 @@ mod mcp_tasks;
 mod outbox_follow;
 mod runtime_hooks;
 mod setup_wrap;
+mod tool_params;
 mod web;

@@ -8,7 +8,7 @@ import { enc } from './api.js';
 import { h, countdown, when, masked, visible, guarded, keyMasked } from './dom.js';
 import { maskSecrets } from './secrets.js';
 import { riskOf, ruleText } from './risk.js';
-import { editOf, lineDiff } from './diff.js';
+import { editKeys, editOf, lineDiff } from './diff.js';
 
 const json = (v) => JSON.stringify(v, null, 2);
 
@@ -50,7 +50,18 @@ export function displayOf(action) {
     // No display: the params, each as a labelled field.
     return { title: `${action.handler}: ${action.action || action.permission || 'action'}`, summary: null, fields: paramFields(action.params ?? {}), own: false };
   }
-  return { title: `Run with ${action.tool}`, summary: null, fields: [], own: false };
+  // A decision-only action's params (the tool call's input, e.g. a file
+  // write's content) as labelled fields; an edit's old and new text are
+  // the diff instead (diffBlock).
+  return { title: `Run with ${action.tool}`, summary: null, fields: inputFields(action.params), own: false };
+}
+
+/** A decision-only action's params as labelled fields, but for the old
+ * and new text of an edit, which the card draws as a diff. */
+function inputFields(params) {
+  if (!params || typeof params !== 'object' || Array.isArray(params)) return [];
+  const diffed = editKeys(params) ?? [];
+  return paramFields(Object.fromEntries(Object.entries(params).filter(([k]) => !diffed.includes(k))));
 }
 
 /** Params as labelled fields: `value` as shown (masked by key name and

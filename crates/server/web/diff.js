@@ -5,13 +5,16 @@
 /** Pairs of param names that carry an edit's old and new text. */
 const PAIRS = [['old_string', 'new_string'], ['old_text', 'new_text'], ['old_content', 'new_content'], ['old', 'new']];
 
+/** The names of the params that carry an edit's [old, new] texts, or null. */
+export function editKeys(params) {
+  if (!params || typeof params !== 'object') return null;
+  return PAIRS.find(([o, n]) => typeof params[o] === 'string' && typeof params[n] === 'string') ?? null;
+}
+
 /** The [old, new] texts of an edit in `params`, or null. */
 export function editOf(params) {
-  if (!params || typeof params !== 'object') return null;
-  for (const [o, n] of PAIRS) {
-    if (typeof params[o] === 'string' && typeof params[n] === 'string') return [params[o], params[n]];
-  }
-  return null;
+  const keys = editKeys(params);
+  return keys ? [params[keys[0]], params[keys[1]]] : null;
 }
 
 /** Longest texts diffed line by line; past it, all old lines then all new. */

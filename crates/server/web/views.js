@@ -4,7 +4,7 @@
 import { api, enc } from './api.js';
 import { h, countdown, when, masked, visible, guarded } from './dom.js';
 import { maskSecrets } from './secrets.js';
-import { displayOf, fieldList, paramsDisclosure, riskBadge } from './cards.js';
+import { displayOf, fieldList, diffBlock, paramsDisclosure, riskBadge } from './cards.js';
 import { ruleText } from './risk.js';
 import { readSse } from './stream.js';
 
@@ -252,6 +252,7 @@ export async function renderAction(root, ctx, id, signal) {
         a.decision_note ? [h('dt', {}, 'Note'), h('dd', {}, visible(maskSecrets(a.decision_note)))] : null,
 ),
       fieldList(d.fields),
+      diffBlock(a),
       paramsDisclosure(a),
       outcome),
     h('h2', {}, 'Timeline'), timeline,

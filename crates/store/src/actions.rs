@@ -40,6 +40,11 @@ pub struct NewAction {
     pub request_hash: String,
     /// What a handler action runs; `None` for decision-only actions.
     pub handler: Option<HandlerAction>,
+    /// A decision-only action's params: the tool call's input as its
+    /// runtime sent it, shown to the humans who decide (stored as the
+    /// params shown; nothing runs them). `None` for a handler action,
+    /// whose params are its [`HandlerAction`]'s.
+    pub params: Option<Value>,
     /// The session it belongs to, as the agent runtime names it.
     pub session: Option<String>,
     /// The runtime that sent it (`claude-code`, `cursor`, …).
@@ -72,6 +77,7 @@ impl NewAction {
             idempotency_key: None,
             request_hash: String::new(),
             handler: None,
+            params: None,
             session: None,
             runtime: None,
             take_use: None,
@@ -293,7 +299,10 @@ pub(crate) fn stored_action(new: NewAction, created: DateTime<Utc>) -> Action {
         deadline,
         outcome: None,
         decision_note: None,
-        params: h.as_ref().map(|h| h.params_view.clone()),
+        params: match &h {
+            Some(h) => Some(h.params_view.clone()),
+            None => new.params,
+        },
         handler: h.as_ref().map(|h| h.handler.clone()),
         action: h.as_ref().map(|h| h.action.clone()),
         permission: h.as_ref().map(|h| h.permission.clone()),
@@ -393,7 +402,10 @@ pub(crate) async fn insert_on(
     .bind(h.map(|h| h.handler.clone()))
     .bind(h.map(|h| h.action.clone()))
     .bind(h.map(|h| h.params.to_string()))
-    .bind(h.map(|h| h.params_view.to_string()))
+    .bind(match h {
+        Some(h) => Some(h.params_view.to_string()),
+        None => new.params.as_ref().map(Value::to_string),
+    })
     .bind(h.map(|h| h.permission.clone()))
     .bind(h.map(|h| Value::Object(h.scope.clone()).to_string()))
     .bind(h.and_then(|h| h.display.as_ref().map(Value::to_string)))

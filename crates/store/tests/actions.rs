@@ -142,8 +142,37 @@ async fn listings_filter_and_page_newest_first(kind: Kind) {
 
 crate::conformance!(
     listings_filter_and_page_newest_first,
-    text_holding_nul_is_stored_or_refused_as_invalid
+    text_holding_nul_is_stored_or_refused_as_invalid,
+    a_decision_only_actions_params_are_stored_to_be_shown
 );
+
+/// A decision-only action's params (the tool call's input, shown to the
+/// humans who decide) are stored and read back as the action's params,
+/// whichever way it is inserted (no key: the writer's fast path; a key:
+/// looked up first), and never as the params an executor runs.
+async fn a_decision_only_actions_params_are_stored_to_be_shown(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
+    let params = serde_json::json!({"file_path": "/p/a", "content": "hi\n"});
+    for (n, key) in [(1, None), (2, Some("k2".to_owned()))] {
+        for result in [DecisionResult::Ask, DecisionResult::Allow] {
+            let new = NewAction {
+                params: Some(params.clone()),
+                request_hash: key.as_ref().map_or(String::new(), |_| "h".to_owned()),
+                idempotency_key: key.clone().map(|k| format!("{k}-{}", result.as_str())),
+                ..new_action(n, result)
+            };
+            let (a, created) = store.insert_action(new).await.unwrap();
+            assert!(created);
+            assert_eq!(a.params.as_ref(), Some(&params));
+            assert!(a.handler.is_none());
+            let read = store.get_action(&a.id).await.unwrap();
+            assert_eq!(read.params.as_ref(), Some(&params), "{key:?}");
+            assert_eq!(store.action_params(&a.id).await.unwrap(), None);
+        }
+    }
+}
 
 /// Text an agent sends may hold U+0000, which Postgres' `TEXT` cannot
 /// store: there the request is refused as invalid (a 422, not a fault),

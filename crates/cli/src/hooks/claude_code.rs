@@ -150,6 +150,7 @@ impl Runtime for ClaudeCode {
             },
             calls: calls_in(hook, tool_name, &input)?,
             rule: rule_for(tool_name, &input, text(hook, "cwd")),
+            input: Some(input),
         })
     }
 

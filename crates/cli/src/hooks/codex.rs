@@ -71,6 +71,7 @@ impl Runtime for Codex {
             },
             calls: map::in_dir(calls_of(name, &input)?, dir.as_deref().or(cwd)),
             rule: None,
+            input: Some(input),
         })
     }
 

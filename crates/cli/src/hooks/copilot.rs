@@ -105,6 +105,7 @@ impl Runtime for Copilot {
             },
             calls: map::in_dir(calls_of(name, &input)?, text(hook, "cwd")),
             rule: None,
+            input: Some(input),
         })
     }
 

@@ -115,6 +115,7 @@ impl Runtime for Cursor {
             },
             calls: map::in_dir(calls, base),
             rule: None,
+            input: Some(input),
         })
     }
 

@@ -177,6 +177,7 @@ pub async fn decide(
     args: &HookArgs,
     origin: &Origin,
     calls: &[Call],
+    input: Option<&Value>,
     waiting: Waiting,
 ) -> Result<Answer, String> {
     if calls.is_empty() {
@@ -193,7 +194,12 @@ pub async fn decide(
             Waiting::Wait => deadline.saturating_duration_since(Instant::now()),
             Waiting::Defer => Duration::ZERO,
         };
-        let answer = one(&api, args, origin, call, i, wait, waiting).await?;
+        let asked = Asked {
+            call,
+            index: i,
+            params: super::shown::params_for(call, input),
+        };
+        let answer = one(&api, args, origin, asked, wait, waiting).await?;
         if answer.verdict != Verdict::Allow {
             return Ok(answer);
         }
@@ -202,15 +208,29 @@ pub async fn decide(
     last.ok_or_else(|| "no answer".to_owned())
 }
 
+/// One call of a tool call as it is asked.
+struct Asked<'a> {
+    /// The call.
+    call: &'a Call,
+    /// Its place among the tool call's calls (its idempotency key's).
+    index: usize,
+    /// What it shows the humans who decide ([`super::shown`]).
+    params: Option<Value>,
+}
+
 async fn one(
     api: &Api,
     args: &HookArgs,
     origin: &Origin,
-    call: &Call,
-    index: usize,
+    asked: Asked<'_>,
     wait: Duration,
     waiting: Waiting,
 ) -> Result<Answer, String> {
+    let Asked {
+        call,
+        index,
+        params,
+    } = asked;
     let mapped = call.mapped();
     if origin.after_pre_tool
         && let Some(allowed) = allowed_just_before(api, origin, &mapped).await
@@ -230,6 +250,10 @@ async fn one(
     body["runtime"] = json!(origin.runtime);
     if let Some(sid) = origin.session_id() {
         body["session"] = json!(sid);
+    }
+    // What a file call writes, for the human who decides it.
+    if let Some(params) = params {
+        body["params"] = params;
     }
     // Created first, then waited for: a hook stopped while it waits (its
     // runtime's own timeout, Ctrl-C, an agent killing the shell it ran)

@@ -79,6 +79,7 @@ impl Runtime for Gemini {
             // Gemini CLI resolves relative paths against its cwd.
             calls: map::in_dir(vec![call_of(name, &input, hook)?], cwd),
             rule: None,
+            input: Some(input),
         })
     }
 

@@ -15,6 +15,7 @@ pub mod gemini;
 pub mod map;
 pub mod opencode;
 pub mod shell;
+pub mod shown;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -185,6 +186,9 @@ pub struct Parsed {
     /// The runtime's own permission rule for exactly this call, where it
     /// has one (Claude Code's `updatedPermissions`).
     pub rule: Option<Value>,
+    /// The tool call's input as the runtime sent it: its file calls show
+    /// it to the humans who decide ([`shown`]).
+    pub input: Option<Value>,
 }
 
 #[cfg(test)]
@@ -279,7 +283,7 @@ pub async fn bounded(args: &HookArgs, p: &Parsed, waiting: gate::Waiting) -> Ans
     let budget = args.wait_for() + Duration::from_secs(4);
     let result = match tokio::time::timeout(
         budget,
-        gate::decide(args, &p.origin, &p.calls, waiting),
+        gate::decide(args, &p.origin, &p.calls, p.input.as_ref(), waiting),
     )
     .await
     {

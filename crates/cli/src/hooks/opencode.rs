@@ -109,6 +109,7 @@ impl Runtime for Opencode {
             // its project directory.
             calls: map::in_dir(calls_of(name, &args)?, text(hook, "directory")),
             rule: None,
+            input: Some(args),
         })
     }
 

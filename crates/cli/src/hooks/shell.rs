@@ -218,6 +218,7 @@ pub async fn run(a: ShellArgs) -> Exit {
         },
         calls: vec![call_of(&args, &a.real_shell)],
         rule: None,
+        input: None,
     };
     let answer = bounded(&a.hook, &parsed, Waiting::Wait).await;
     if answer.verdict != Verdict::Allow {

@@ -205,6 +205,45 @@ pub fn cut(text: &str, max: usize) -> String {
     s
 }
 
+/// Longest excerpt of one value of a decision-only action's params.
+const MAX_EXCERPT: usize = 120;
+
+/// Most values of a decision-only action's params a card shows.
+const MAX_EXCERPT_KEYS: usize = 4;
+
+/// A short excerpt of a decision-only action's params (the tool call's
+/// input: a file write's content, an edit's old and new text), one line a
+/// value, masked as a handler's fields are (whole-word key names, secret
+/// shapes) and cut to [`MAX_EXCERPT`] characters. An excerpt: the action
+/// string is what the policy decided and the card shows it whole; the
+/// input whole is on the web page.
+fn input_lines(params: &Value) -> Vec<String> {
+    let Some(map) = params.as_object().filter(|m| !m.is_empty()) else {
+        return Vec::new();
+    };
+    let mut cut_any = map.len() > MAX_EXCERPT_KEYS;
+    let mut lines = vec!["Input (excerpt):".to_owned()];
+    for (key, value) in map.iter().take(MAX_EXCERPT_KEYS) {
+        let text = if sensitive_key(key) {
+            MASK.to_owned()
+        } else {
+            match value {
+                Value::String(s) if s == "***" => MASK.to_owned(),
+                Value::String(s) => s.clone(),
+                other => masked(other).to_string(),
+            }
+        };
+        let all = visible::lines(&mask_secrets(&text), "");
+        let shown = cut(&all, MAX_EXCERPT);
+        cut_any |= shown.len() != all.len();
+        lines.push(format!("  {}: {shown}", visible::one_line(&cut(key, 40))));
+    }
+    if cut_any {
+        lines.push("  (cut here: the whole input is on the web page)".to_owned());
+    }
+    lines
+}
+
 /// The card of pending action `a`; with `remember`, "Approve for 1h" is
 /// among its buttons.
 pub fn action_card(a: &Action, with_buttons: bool, remember: bool) -> Card {
@@ -232,6 +271,11 @@ pub fn action_card(a: &Action, with_buttons: bool, remember: bool) -> Card {
             was_cut |= c;
             lines.push(format!("{}: {value}", visible::one_line(label)));
         }
+    }
+    if a.handler.is_none()
+        && let Some(params) = &a.params
+    {
+        lines.extend(input_lines(params));
     }
     lines.push(format!("Agent: {}", a.agent));
     if let Some(r) = &a.reason {
@@ -586,6 +630,59 @@ mod tests {
         for (input, want) in cases {
             assert_eq!(shown_text(&input).0, want, "{input}");
         }
+    }
+
+    #[test]
+    fn a_decision_only_actions_input_is_a_short_masked_excerpt() {
+        let content = format!("TOKEN=ghp_{}\n{}", "a".repeat(36), "x".repeat(400));
+        let params = serde_json::json!({
+            "file_path": "/p/.env",
+            "content": content,
+            "api_key": "k-123",
+        });
+        let lines = input_lines(&params);
+        assert_eq!(lines[0], "Input (excerpt):");
+        let text = lines.join("\n");
+        assert!(!text.contains(&"a".repeat(36)), "{text}");
+        assert!(!text.contains("k-123"), "{text}");
+        assert!(text.contains(&format!("api_key: {MASK}")), "{text}");
+        assert!(text.contains("file_path: /p/.env"), "{text}");
+        assert!(text.len() < 600, "{text}");
+        assert!(text.ends_with("(cut here: the whole input is on the web page)"));
+        let short = input_lines(&serde_json::json!({"old_string": "a", "new_string": "b"}));
+        assert_eq!(
+            short,
+            ["Input (excerpt):", "  new_string: b", "  old_string: a"]
+        );
+        assert!(input_lines(&serde_json::json!({})).is_empty());
+    }
+
+    #[test]
+    fn the_card_of_a_decision_only_action_with_params_shows_the_excerpt() {
+        let action = |params: Option<Value>| -> Action {
+            let mut a = serde_json::json!({
+                "id": "a1", "agent": "coder", "tool": "file",
+                "detail": "edit /p/a.rs", "action_string": "tool:file:edit /p/a.rs",
+                "status": "pending", "created_at": "2026-12-04T00:00:00Z",
+                "decision": {"result": "ask", "reason": "asks"},
+            });
+            if let Some(p) = params {
+                a["params"] = p;
+            }
+            serde_json::from_value(a).unwrap()
+        };
+        let edit =
+            serde_json::json!({"file_path": "/p/a.rs", "old_string": "a", "new_string": "b"});
+        let card = action_card(&action(Some(edit)), true, false);
+        assert_eq!(card.title, "tool:file:edit /p/a.rs");
+        assert_eq!(card.lines[0], "Input (excerpt):");
+        assert!(
+            card.lines.contains(&"  new_string: b".to_owned()),
+            "{card:?}"
+        );
+        assert_eq!(card.buttons, vec![Verb::Approve, Verb::Deny]);
+        let plain = action_card(&action(None), true, false);
+        assert!(plain.lines[0].starts_with("Agent: "), "{plain:?}");
     }
 
     #[test]

@@ -386,6 +386,7 @@ impl Ctx<'_> {
             idempotency_key: None,
             session: self.own_session(),
             runtime: None,
+            params: None,
         });
         let action = self.request(body, None, Some(Kind::Permission)).await?;
         Ok(permission_result(&a.permission, minutes, &action))
@@ -430,6 +431,7 @@ impl Ctx<'_> {
             idempotency_key: None,
             session,
             runtime: None,
+            params: None,
         });
         let action = self
             .request(
@@ -529,6 +531,7 @@ impl Ctx<'_> {
             // plan apply, and a stranger's text read there taints it.
             session: self.own_session(),
             runtime: None,
+            params: None,
         });
         // No task here: the answer must carry the input as it was sent,
         // which the daemon does not keep, so the call waits for the decision.
