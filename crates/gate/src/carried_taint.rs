@@ -10,6 +10,18 @@
 use crate::sessions::validate_session;
 use crate::{Caller, Gate, GateResult};
 
+/// What [`Gate::carry_taint`] found of the session a call named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Carried {
+    /// The caller's own session (or one nobody has used yet), with a valid
+    /// id: a carrier remembers only those. Another agent's, or an invalid
+    /// id, is refused by the call itself, and remembering it would push a
+    /// tainted session out of the carrier's memory.
+    pub own: bool,
+    /// It is tainted now (before, or by this carry).
+    pub tainted: bool,
+}
+
 impl Gate {
     /// Taints the caller's session `to` when it is not tainted and one of
     /// the caller's sessions `from` (named before over the same carrier)
@@ -17,10 +29,19 @@ impl Gate {
     /// came through. A session `to` the daemon would refuse (another
     /// agent's, an invalid id) is left alone: the call itself is refused.
     /// `to` is opened first when nobody has used it yet.
-    pub async fn carry_taint(&self, caller: &Caller, from: &[String], to: &str) -> GateResult<()> {
+    pub async fn carry_taint(
+        &self,
+        caller: &Caller,
+        from: &[String],
+        to: &str,
+    ) -> GateResult<Carried> {
         let agent = caller.agent_id()?;
-        if from.iter().all(|s| s == to) || validate_session("session", to).is_err() {
-            return Ok(());
+        let refused = Carried {
+            own: false,
+            tainted: false,
+        };
+        if validate_session("session", to).is_err() {
+            return Ok(refused);
         }
         let store = self.store();
         if store
@@ -28,7 +49,7 @@ impl Gate {
             .await?
             .is_some_and(|owner| owner != agent)
         {
-            return Ok(());
+            return Ok(refused);
         }
         let profile = self.profile_of(agent).await?;
         if store
@@ -36,7 +57,10 @@ impl Gate {
             .await?
             .is_some()
         {
-            return Ok(());
+            return Ok(Carried {
+                own: true,
+                tainted: true,
+            });
         }
         for s in from.iter().filter(|s| *s != to) {
             if store.session_owner(s).await?.as_deref() != Some(agent) {
@@ -54,32 +78,53 @@ impl Gate {
                 )
                 .await?;
             tracing::info!(agent, from = %s, to, "taint carried over an MCP connection");
-            return Ok(());
+            return Ok(Carried {
+                own: true,
+                tainted: true,
+            });
         }
-        Ok(())
+        Ok(Carried {
+            own: true,
+            tainted: false,
+        })
     }
 }
 
-/// Most sessions a carrier remembers: past it, the oldest is dropped
-/// (after carrying its taint on: see [`Trail::push`]).
+/// Most sessions a carrier remembers besides a tainted one: past it, the
+/// oldest is dropped.
 pub const MAX_TRAIL: usize = 32;
 
-/// The sessions one carrier named, oldest first, at most [`MAX_TRAIL`].
+/// The sessions one carrier named, oldest first, at most [`MAX_TRAIL`],
+/// and the first of them found tainted, kept apart: naming many sessions
+/// never pushes a taint out.
 #[derive(Debug, Default, Clone)]
 pub struct Trail {
     sessions: Vec<String>,
+    tainted: Option<String>,
 }
 
 impl Trail {
-    /// The sessions named before, other than `to`.
+    /// The sessions named before to carry a taint from into `to`: the
+    /// tainted one first, when known.
     pub fn others(&self, to: &str) -> Vec<String> {
-        self.sessions.iter().filter(|s| *s != to).cloned().collect()
+        self.tainted
+            .iter()
+            .chain(
+                self.sessions
+                    .iter()
+                    .filter(|s| Some(*s) != self.tainted.as_ref()),
+            )
+            .filter(|s| *s != to)
+            .cloned()
+            .collect()
     }
 
-    /// Records `session` as named now. Once full, the oldest is dropped:
-    /// each call carries every taint of the trail into its session before
-    /// it is pushed, so a dropped session's taint lives on in those after.
-    pub fn push(&mut self, session: &str) {
+    /// Records `session` as named now (only the caller's own: see
+    /// [`Carried::own`]), and whether it is tainted.
+    pub fn push(&mut self, session: &str, tainted: bool) {
+        if tainted && self.tainted.is_none() {
+            self.tainted = Some(session.to_owned());
+        }
         self.sessions.retain(|s| s != session);
         self.sessions.push(session.to_owned());
         if self.sessions.len() > MAX_TRAIL {
@@ -95,15 +140,27 @@ mod tests {
     #[test]
     fn a_trail_keeps_each_session_once_newest_last_and_at_most_its_bound() {
         let mut t = Trail::default();
-        t.push("a");
-        t.push("b");
-        t.push("a");
+        t.push("a", false);
+        t.push("b", false);
+        t.push("a", false);
         assert_eq!(t.others("c"), ["b", "a"]);
         assert_eq!(t.others("a"), ["b"]);
         for i in 0..40 {
-            t.push(&format!("s{i}"));
+            t.push(&format!("s{i}"), false);
         }
         assert_eq!(t.others("").len(), MAX_TRAIL);
         assert_eq!(t.others("")[0], "s8");
+    }
+
+    #[test]
+    fn a_tainted_session_is_never_pushed_out() {
+        let mut t = Trail::default();
+        t.push("read-here", true);
+        for i in 0..100 {
+            t.push(&format!("s{i}"), false);
+        }
+        assert_eq!(t.others("fresh")[0], "read-here");
+        assert_eq!(t.others("fresh").len(), MAX_TRAIL + 1);
+        assert!(!t.others("read-here").contains(&"read-here".to_owned()));
     }
 }

@@ -69,11 +69,42 @@ async fn a_taint_follows_the_connection_into_any_session_it_names_next() {
             .contains("tool:WebFetch:https://example.test/page (read in session 's1'"),
         "{s2}"
     );
-    // Another connection of the same agent is another task: its fresh
-    // session is not tainted.
-    let (other, _) = connect(&app, &app.agent, Era::Handshake).await;
-    let r = request(&other, "bash", out, Some("s4")).await;
-    assert!(r.starts_with("approved"), "{r}");
+    // Calls naming sessions the daemon refuses (invalid ids, another
+    // agent's) are not remembered: they cannot push the tainted session
+    // out of the key's memory.
+    let bob = app.key("agent", Some("bob")).await;
+    let (bobs, _) = connect(&app, &bob, Era::Handshake).await;
+    assert!(
+        request(&bobs, "bash", "ls", Some("bobs"))
+            .await
+            .starts_with("pending")
+    );
+    for i in 0..80 {
+        let session = if i % 2 == 0 {
+            format!(" bad{i}")
+        } else {
+            "bobs".to_owned()
+        };
+        let _ = request(&conn, "bash", "ls", Some(&session)).await;
+    }
+    assert!(
+        request(&conn, "bash", out, Some("s5"))
+            .await
+            .starts_with("pending")
+    );
+    // The key's next connection (after its MCP session idled out, say)
+    // keeps the taint, in any era; another key of the agent starts clean.
     conn.cancel().await.unwrap();
+    for era in [Era::Handshake, Era::Stateless] {
+        let (again, _) = connect(&app, &app.agent, era).await;
+        let r = request(&again, "bash", out, Some("s6")).await;
+        assert!(r.starts_with("pending"), "{era:?}: {r}");
+        again.cancel().await.unwrap();
+    }
+    let second = app.key("agent", Some("agent-1")).await;
+    let (other, _) = connect(&app, &second, Era::Handshake).await;
+    let r = request(&other, "bash", out, Some("s7")).await;
+    assert!(r.starts_with("approved"), "{r}");
     other.cancel().await.unwrap();
+    bobs.cancel().await.unwrap();
 }

@@ -66,7 +66,7 @@ pub async fn call(
         waiter,
         tasks,
         session,
-        implicit: from.trail.as_ref().map(|t| t.implicit.clone()),
+        implicit: from.trail.as_ref().and_then(|t| t.implicit.clone()),
     };
     if let Some(trail) = &from.trail
         && let Err(e) = ctx.carry(name, &args, trail).await
@@ -151,9 +151,10 @@ impl Ctx<'_> {
 
     /// Carries into the session this call names (`tool`'s `session`
     /// argument, `_meta`'s, or the connection's own) any taint of the
-    /// sessions named over the same MCP session before, then records it
-    /// there: a model that read a stranger's text cannot shed the taint
-    /// by naming a fresh session (`actiongate_gate::carried_taint`).
+    /// sessions the key named over `/mcp` before, then records it there: a
+    /// model that read a stranger's text cannot shed the taint by naming
+    /// a fresh session, or none, or by connecting again
+    /// (`actiongate_gate::carried_taint`).
     async fn carry(
         &self,
         tool: &str,
@@ -178,14 +179,15 @@ impl Ctx<'_> {
             Ok(t) => t.others(&to),
             Err(_) => return Err(GateError::internal()),
         };
-        if !from.is_empty() {
-            self.state
-                .gate()
-                .carry_taint(self.caller, &from, &to)
-                .await?;
-        }
-        if let Ok(mut t) = trail.trail.lock() {
-            t.push(&to);
+        let carried = self
+            .state
+            .gate()
+            .carry_taint(self.caller, &from, &to)
+            .await?;
+        if carried.own
+            && let Ok(mut t) = trail.trail.lock()
+        {
+            t.push(&to, carried.tainted);
         }
         Ok(())
     }

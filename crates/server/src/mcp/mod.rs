@@ -52,7 +52,10 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .with_max_request_body_bytes(state.settings().http.body_limit_bytes)
         .with_cancellation_token(state.gate().shutdown().child_token());
     let sessions = Arc::new(LocalSessionManager::default());
-    let owners = sessions::SessionOwners::new(sessions.clone());
+    let owners = sessions::SessionOwners::new(
+        sessions.clone(),
+        state.gate().idle_timeout().to_std().unwrap_or_default(),
+    );
     let orphans = dropped::Orphans::new(
         sessions.clone(),
         Duration::from_secs(state.settings().http.mcp_resume_seconds),

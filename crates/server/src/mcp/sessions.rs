@@ -6,7 +6,7 @@
 //! an unknown session, so another agent's key can neither post into, listen
 //! to nor close it, nor learn that it exists.
 //!
-//! It also keeps, per session, the gate sessions its calls named
+//! It also keeps, per key, the gate sessions its calls named
 //! ([`ConnectionTrail`]): a taint read in one is carried to the next.
 //!
 //! Closing a session answers 200 with no body, as the official Python and
@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -46,44 +47,56 @@ impl Owner {
     }
 }
 
-/// What one MCP session carries for its tool calls (handed to them
-/// through the request's extensions): the gate session of its calls that
-/// name none, and the gate sessions its calls named
-/// (`actiongate_gate::carried_taint`).
+/// What a tool call carries besides its arguments (handed to it through
+/// the request's extensions): the gate session of a call that names none
+/// (its MCP session's own, handshake era only), and the gate sessions the
+/// calls of its key named over `/mcp` (`actiongate_gate::carried_taint`).
+/// The trail is the key's, not the connection's: a model that waits for
+/// its MCP session to idle out and connects again keeps its taint. It is
+/// forgotten once the key makes no call for `sessions.idle_timeout`.
 #[derive(Clone)]
 pub struct ConnectionTrail {
     /// `mcp-` and 16 hex digits of the MCP session id's SHA-256: a
     /// session of its own, named after the connection without showing its
-    /// id.
-    pub implicit: String,
-    /// The gate sessions its calls named.
+    /// id; `None` in the stateless era.
+    pub implicit: Option<String>,
+    /// The gate sessions the key's calls named.
     pub trail: Arc<Mutex<Trail>>,
 }
 
-impl ConnectionTrail {
-    fn of(mcp_session: &str) -> ConnectionTrail {
-        let digest = hex::encode(Sha256::digest(mcp_session.as_bytes()));
-        ConnectionTrail {
-            implicit: format!("mcp-{}", &digest[..16]),
-            trail: Arc::default(),
-        }
-    }
+/// The connection's own gate session: `mcp-` and 16 hex digits derived
+/// from its MCP session id.
+fn implicit_session(mcp_session: &str) -> String {
+    let digest = hex::encode(Sha256::digest(mcp_session.as_bytes()));
+    format!("mcp-{}", &digest[..16])
 }
+
+/// A key's trail and when the key last called.
+struct KeyTrail {
+    trail: Arc<Mutex<Trail>>,
+    last: Instant,
+}
+
+/// Most keys whose trails are kept; past it, those idle longest go.
+const MOST_TRAILS: usize = 10_000;
 
 /// The owners of the live sessions of rmcp's session manager.
 #[derive(Clone)]
 pub struct SessionOwners {
     owners: Arc<Mutex<HashMap<String, Owner>>>,
-    trails: Arc<Mutex<HashMap<String, ConnectionTrail>>>,
+    trails: Arc<Mutex<HashMap<String, KeyTrail>>>,
+    idle: Duration,
     manager: Arc<LocalSessionManager>,
 }
 
 impl SessionOwners {
-    /// Owners of the sessions `manager` holds.
-    pub fn new(manager: Arc<LocalSessionManager>) -> SessionOwners {
+    /// Owners of the sessions `manager` holds; keys' trails are forgotten
+    /// after `idle` without a call.
+    pub fn new(manager: Arc<LocalSessionManager>, idle: Duration) -> SessionOwners {
         SessionOwners {
             owners: Arc::default(),
             trails: Arc::default(),
+            idle,
             manager,
         }
     }
@@ -92,23 +105,41 @@ impl SessionOwners {
         self.owners.lock().ok()?.get(session).cloned()
     }
 
-    /// The trail of live session `session`, made on first use.
-    fn trail(&self, session: &str) -> Option<ConnectionTrail> {
+    /// The trail of `caller`'s key, made on first use, as of now.
+    fn trail(&self, caller: &Owner) -> Option<Arc<Mutex<Trail>>> {
         let mut trails = self.trails.lock().ok()?;
-        Some(
-            trails
-                .entry(session.to_owned())
-                .or_insert_with(|| ConnectionTrail::of(session))
-                .clone(),
-        )
+        let now = Instant::now();
+        if let Some(t) = trails.get_mut(&caller.key_id)
+            && now.duration_since(t.last) < self.idle
+        {
+            t.last = now;
+            return Some(t.trail.clone());
+        }
+        if trails.len() >= MOST_TRAILS {
+            trails.retain(|_, t| now.duration_since(t.last) < self.idle);
+            if trails.len() >= MOST_TRAILS
+                && let Some(oldest) = trails
+                    .iter()
+                    .min_by_key(|(_, t)| t.last)
+                    .map(|(k, _)| k.clone())
+            {
+                trails.remove(&oldest);
+            }
+        }
+        let trail = Arc::new(Mutex::new(Trail::default()));
+        trails.insert(
+            caller.key_id.clone(),
+            KeyTrail {
+                trail: trail.clone(),
+                last: now,
+            },
+        );
+        Some(trail)
     }
 
     fn forget(&self, session: &str) {
         if let Ok(mut owners) = self.owners.lock() {
             owners.remove(session);
-        }
-        if let Ok(mut trails) = self.trails.lock() {
-            trails.remove(session);
         }
     }
 
@@ -119,9 +150,6 @@ impl SessionOwners {
             let sessions = self.manager.sessions.read().await;
             sessions.keys().map(ToString::to_string).collect()
         };
-        if let Ok(mut trails) = self.trails.lock() {
-            trails.retain(|id, _| live.iter().any(|l| l == id));
-        }
         if let Ok(mut owners) = self.owners.lock() {
             owners.retain(|id, _| live.iter().any(|l| l == id));
             owners.insert(session, owner);
@@ -159,8 +187,11 @@ pub async fn bind(
     {
         return unknown_session();
     }
-    if let Some(trail) = named.as_deref().and_then(|s| owners.trail(s)) {
-        request.extensions_mut().insert(trail);
+    if let Some(trail) = owners.trail(&caller) {
+        request.extensions_mut().insert(ConnectionTrail {
+            implicit: named.as_deref().map(implicit_session),
+            trail,
+        });
     }
     let response = next.run(request).await;
     match named {
