@@ -2129,6 +2129,12 @@ export interface components {
             status: string;
             /** @description That action's action string. */
             taint_action?: string | null;
+            /**
+             * Format: date-time
+             * @description When it was tainted (an action let run, a run reported, a taint
+             *     carried in over `/mcp`).
+             */
+            tainted_at?: string | null;
             /** @description The action that tainted it (read untrusted content), if any. */
             tainted_by?: string | null;
         };

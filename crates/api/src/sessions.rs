@@ -30,6 +30,10 @@ pub struct Session {
     pub tainted_by: Option<String>,
     /// That action's action string.
     pub taint_action: Option<String>,
+    /// When it was tainted (an action let run, a run reported, a taint
+    /// carried in over `/mcp`).
+    #[serde(serialize_with = "crate::rfc3339::option")]
+    pub tainted_at: Option<DateTime<Utc>>,
     /// How many of its actions are in each status, and `total`.
     #[schema(value_type = Object)]
     pub actions: std::collections::BTreeMap<String, i64>,

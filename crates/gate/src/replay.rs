@@ -168,15 +168,14 @@ impl Tally {
     }
 }
 
-/// When each session replayed was tainted: the time its tainting action
-/// was let run, or `None` (not tainted, or by a run whose time is not
-/// kept).
+/// When each session replayed was tainted (`None`: not tainted).
 type TaintTimes = HashMap<String, Option<DateTime<Utc>>>;
 
 impl Gate {
     /// Whether recorded `action` came after its session was tainted: it was
-    /// asked for the taint, or its session's tainting action was let run
-    /// before it was made.
+    /// asked for the taint, or it was made after the session's taint was
+    /// recorded (its tainting action let run, a run reported, a taint
+    /// carried in).
     async fn tainted_before(&self, action: &Action, times: &mut TaintTimes) -> GateResult<bool> {
         let Some(session) = &action.session else {
             return Ok(false);
@@ -190,21 +189,11 @@ impl Gate {
             return Ok(true);
         }
         if !times.contains_key(session) {
-            let at = match self
+            let at = self
                 .store()
                 .get_session(session, self.idle_before())
                 .await?
-                .and_then(|s| s.tainted_by)
-            {
-                Some(by) if by != crate::sessions::UNDECIDED_RUN => {
-                    match self.store().get_action(&by).await {
-                        Ok(a) => Some(a.decided_at.unwrap_or(a.created_at)),
-                        Err(actiongate_store::StoreError::NotFound) => None,
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                _ => None,
-            };
+                .and_then(|s| s.tainted_at);
             times.insert(session.clone(), at);
         }
         Ok(times

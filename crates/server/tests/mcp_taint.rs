@@ -44,6 +44,19 @@ async fn a_taint_follows_the_connection_into_any_session_it_names_next() {
             .await
             .starts_with("pending")
     );
+    // Over HTTP (no carrier), a session named nowhere over /mcp is clean;
+    // named over /mcp later, it is tainted from then on only.
+    let (_, early) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&app.agent),
+            Some(json!({"tool": "bash", "detail": out, "session": "h1"})),
+        )
+        .await;
+    assert_eq!(early["status"], "approved", "{early}");
+    let later = request(&conn, "bash", out, Some("h1")).await;
+    assert!(later.starts_with("pending"), "{later}");
     // A fresh session named by the model, one used before the read, or
     // none at all: the taint came along.
     for session in [Some("s2"), Some("clean"), None] {
@@ -69,6 +82,19 @@ async fn a_taint_follows_the_connection_into_any_session_it_names_next() {
             .contains("tool:WebFetch:https://example.test/page (read in session 's1'"),
         "{s2}"
     );
+    // Replaying the profile in force changes nothing: what the carried
+    // taint asked stays asked, what came before it stays allowed.
+    let profile = json!({"allow": ["tool:WebFetch:.*", "tool:bash:scp( .*)?"], "ask": ["(?s).*"]});
+    let (s, r) = app
+        .call(
+            Method::POST,
+            "/v1/agents/agent-1/profile/replay",
+            Some(&app.admin),
+            Some(json!({ "profile": profile })),
+        )
+        .await;
+    assert!(s.is_success(), "{r}");
+    assert_eq!(r["changed"], 0, "{r}");
     // Calls naming sessions the daemon refuses (invalid ids, another
     // agent's) are not remembered: they cannot push the tainted session
     // out of the key's memory.

@@ -21,7 +21,7 @@ use actiongate_api::sessions::{Plan, PlanStep, Session};
 /// The session columns, for `concat!`.
 macro_rules! session_columns {
     () => {
-        "id, agent, runtime, first_seen, last_seen, ended_at, tainted_by, taint_action"
+        "id, agent, runtime, first_seen, last_seen, ended_at, tainted_by, taint_action, tainted_at"
     };
 }
 pub(crate) use session_columns;
@@ -110,6 +110,7 @@ pub(crate) fn session_from_row(
         ended_at: ended_at.or(ended.then_some(last_seen)),
         tainted_by: row.try_get("tainted_by")?,
         taint_action: row.try_get("taint_action")?,
+        tainted_at: opt_from_ms(row.try_get("tainted_at")?),
         actions,
     })
 }
