@@ -133,7 +133,7 @@ async fn catch_up_grant_requests(c: &Connectors) {
     }
 }
 
-async fn on_event(c: &Connectors, ev: &Event) {
+async fn on_event(c: &Arc<Connectors>, ev: &Event) {
     match ev.kind.as_str() {
         "action.enqueued" => {
             let Some(id) = &ev.action_id else { return };

@@ -1,11 +1,12 @@
 //! Runs nobody decided (`action.undecided`), told in chat one message per
 //! agent and session: the first run posts it, and each further run within
-//! [`WINDOW`] of the one before updates it (how many, and the latest),
-//! rather than one more message each. An agent running many commands its
-//! hook never asked about fills no chat.
+//! [`WINDOW`] of the one before updates it (how many, and the latest; at
+//! most every [`EVERY`]), rather than one more message each. An agent
+//! running many commands its hook never asked about fills no chat, nor
+//! queues an edit per run ahead of the cards waiting for a decision.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use actiongate_gate::connectors::Outgoing;
@@ -23,51 +24,89 @@ pub const ITEM: &str = "ud:";
 /// updates its message.
 pub const WINDOW: Duration = Duration::from_secs(600);
 
+/// Least time between two updates of one message: a burst of runs updates
+/// it once now and once at the end, and never queues an edit per run ahead
+/// of the cards that wait for a decision.
+pub const EVERY: Duration = Duration::from_secs(5);
+
 /// Most groups kept; past it the oldest are forgotten (their next run
 /// posts a new message).
 const MOST: usize = 10_000;
 
-/// The group one run belongs to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Noted {
+/// What to do for one run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Told {
+    /// Post the group's message: its first run.
+    Post,
+    /// Update its message now with the group as it is.
+    Update(Shown),
+    /// Update it after this long (the group as it is then).
+    Later(Duration),
+    /// Nothing: an update is already due.
+    Nothing,
+}
+
+/// A group as its message shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shown {
     /// The seq of the group's first run: its message's item is `ud:<seq>`.
     pub first_seq: i64,
-    /// How many runs the group holds with this one.
+    /// How many runs the group holds.
     pub count: u64,
+    /// The latest run's event data.
+    pub latest: Value,
 }
 
 struct Group {
     first_seq: i64,
     count: u64,
     last: Instant,
+    latest: Value,
+    updated: Instant,
+    due: bool,
 }
+
+type Key = (String, Option<String>);
 
 /// The open groups, by agent and session.
 #[derive(Default)]
 pub struct UndecidedRuns {
-    groups: Mutex<HashMap<(String, Option<String>), Group>>,
+    groups: Mutex<HashMap<Key, Group>>,
+}
+
+fn key_of(data: &Value) -> Key {
+    let field = |k: &str| data.get(k).and_then(Value::as_str).map(str::to_owned);
+    (field("agent").unwrap_or_default(), field("session"))
 }
 
 impl UndecidedRuns {
-    /// Notes a run of `agent` in `session` told by the event of `seq` at
-    /// `now`: a new group, or one more in the group still open.
-    pub fn note(&self, agent: &str, session: Option<&str>, seq: i64, now: Instant) -> Noted {
+    /// Notes a run (`data`, told by the event of `seq`) at `now`: a new
+    /// group, or one more in the group still open.
+    pub fn note(&self, seq: i64, data: &Value, now: Instant) -> Told {
         let Ok(mut groups) = self.groups.lock() else {
-            return Noted {
-                first_seq: seq,
-                count: 1,
-            };
+            return Told::Post;
         };
-        let key = (agent.to_owned(), session.map(str::to_owned));
+        let key = key_of(data);
         if let Some(g) = groups.get_mut(&key)
             && now.duration_since(g.last) < WINDOW
         {
             g.count += 1;
             g.last = now;
-            return Noted {
-                first_seq: g.first_seq,
-                count: g.count,
-            };
+            g.latest = data.clone();
+            if g.due {
+                return Told::Nothing;
+            }
+            let since = now.duration_since(g.updated);
+            if since >= EVERY {
+                g.updated = now;
+                return Told::Update(Shown {
+                    first_seq: g.first_seq,
+                    count: g.count,
+                    latest: g.latest.clone(),
+                });
+            }
+            g.due = true;
+            return Told::Later(EVERY - since);
         }
         if groups.len() >= MOST {
             groups.retain(|_, g| now.duration_since(g.last) < WINDOW);
@@ -81,32 +120,58 @@ impl UndecidedRuns {
                 first_seq: seq,
                 count: 1,
                 last: now,
+                latest: data.clone(),
+                updated: now,
+                due: false,
             },
         );
-        Noted {
-            first_seq: seq,
-            count: 1,
-        }
+        Told::Post
+    }
+
+    /// The group of `data` as it is at `now`, for the update that was due.
+    pub fn due(&self, data: &Value, now: Instant) -> Option<Shown> {
+        let mut groups = self.groups.lock().ok()?;
+        let g = groups.get_mut(&key_of(data))?;
+        g.due = false;
+        g.updated = now;
+        Some(Shown {
+            first_seq: g.first_seq,
+            count: g.count,
+            latest: g.latest.clone(),
+        })
     }
 }
 
 /// Tells of a run nobody decided (`data`, the event of `seq`): a message
 /// for the first of its agent and session, an update of that message
-/// (how many, the latest) for the next ones while they keep coming.
-/// WhatsApp, whose messages cannot be edited, is told of the first only.
-pub(super) async fn tell(c: &Connectors, seq: i64, data: &Value) {
-    let field = |k: &str| data.get(k).and_then(Value::as_str);
-    let noted = c.undecided.note(
-        field("agent").unwrap_or("?"),
-        field("session"),
-        seq,
-        Instant::now(),
-    );
-    let card = card::undecided_card(noted.first_seq, noted.count, data);
-    if noted.count == 1 {
-        post(c, card).await;
-        return;
+/// (how many, the latest) for the next ones while they keep coming, at
+/// most every [`EVERY`]. WhatsApp, whose messages cannot be edited, is
+/// told of the first only.
+pub(super) async fn tell(c: &Arc<Connectors>, seq: i64, data: &Value) {
+    match c.undecided.note(seq, data, Instant::now()) {
+        Told::Post => post(c, card::undecided_card(seq, 1, data)).await,
+        Told::Update(shown) => update(c, &shown).await,
+        Told::Later(wait) => {
+            let (c, data) = (c.clone(), data.clone());
+            let shutdown = c.gate.shutdown().clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = shutdown.cancelled() => {}
+                    () = tokio::time::sleep(wait) => {
+                        if let Some(shown) = c.undecided.due(&data, Instant::now()) {
+                            update(&c, &shown).await;
+                        }
+                    }
+                }
+            });
+        }
+        Told::Nothing => {}
     }
+}
+
+/// Queues the update of a group's message in every chat holding it.
+async fn update(c: &Connectors, shown: &Shown) {
+    let card = card::undecided_card(shown.first_seq, shown.count, &shown.latest);
     let Ok(body) = serde_json::to_string(&card) else {
         return;
     };
@@ -176,20 +241,41 @@ pub(super) async fn update_copies(
 mod tests {
     use super::*;
 
+    fn run(agent: &str, session: Option<&str>) -> Value {
+        serde_json::json!({"agent": agent, "session": session, "action_string": "tool:bash:x"})
+    }
+
     #[test]
-    fn runs_group_by_agent_and_session_while_they_keep_coming() {
+    fn runs_group_by_agent_and_session_and_update_at_most_every_few_seconds() {
         let runs = UndecidedRuns::default();
         let t = Instant::now();
-        let first = runs.note("a", Some("s"), 10, t);
-        assert_eq!((first.first_seq, first.count), (10, 1));
-        let again = runs.note("a", Some("s"), 11, t + Duration::from_secs(60));
-        assert_eq!((again.first_seq, again.count), (10, 2));
+        assert_eq!(runs.note(10, &run("a", Some("s")), t), Told::Post);
+        // The second at once: an update after EVERY, then nothing more
+        // is queued until it was sent.
+        let s = Duration::from_secs(1);
+        assert_eq!(
+            runs.note(11, &run("a", Some("s")), t + s),
+            Told::Later(EVERY - s)
+        );
+        assert_eq!(
+            runs.note(12, &run("a", Some("s")), t + 2 * s),
+            Told::Nothing
+        );
+        let shown = runs.due(&run("a", Some("s")), t + EVERY).unwrap();
+        assert_eq!((shown.first_seq, shown.count), (10, 3));
         // Another session, another agent, no session: groups of their own.
-        assert_eq!(runs.note("a", Some("t"), 12, t).first_seq, 12);
-        assert_eq!(runs.note("b", Some("s"), 13, t).first_seq, 13);
-        assert_eq!(runs.note("a", None, 14, t).first_seq, 14);
+        assert_eq!(runs.note(13, &run("a", Some("t")), t), Told::Post);
+        assert_eq!(runs.note(14, &run("b", Some("s")), t), Told::Post);
+        assert_eq!(runs.note(15, &run("a", None), t), Told::Post);
+        // Past EVERY since the last update: at once.
+        match runs.note(16, &run("a", Some("s")), t + 2 * EVERY) {
+            Told::Update(shown) => assert_eq!((shown.first_seq, shown.count), (10, 4)),
+            other => panic!("{other:?}"),
+        }
         // A quiet window closes the group: the next run posts anew.
-        let later = runs.note("a", Some("s"), 15, t + Duration::from_secs(60) + WINDOW);
-        assert_eq!((later.first_seq, later.count), (15, 1));
+        assert_eq!(
+            runs.note(17, &run("a", Some("s")), t + 2 * EVERY + WINDOW),
+            Told::Post
+        );
     }
 }

@@ -212,5 +212,12 @@ async fn a_run_nobody_decided_is_told_in_chat() {
         })
         .count();
     assert_eq!(sent, 1, "one message per session");
+    // The two runs sent at once made one edit, not one each.
+    let edits = fake
+        .calls_to("/editMessageText")
+        .iter()
+        .filter(|c| c.body["message_id"] == message)
+        .count();
+    assert_eq!(edits, 1, "an edit per run");
     app.stop().await;
 }
