@@ -76,6 +76,42 @@ async fn a_database_locked_by_another_process_is_503_with_retry_after_in_seconds
     d.stop();
 }
 
+/// Requests queued behind a write that finds the database locked are
+/// answered busy with it, not each after a busy timeout of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_to_a_locked_database_are_all_busy_within_two_timeouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let (s, _, a) =
+        status_json(request_action(&http, &d.base, &agent, "deploy", "first").await).await;
+    assert_eq!(s, 201, "{a}");
+
+    let other = rusqlite::Connection::open(d.database()).unwrap();
+    other.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let started = Instant::now();
+    let requests = (0..20).map(|i| {
+        let (http, base, agent) = (http.clone(), d.base.clone(), agent.clone());
+        tokio::spawn(async move {
+            let detail = format!("locked {i}");
+            let resp = request_action(&http, &base, &agent, "deploy", &detail).await;
+            let (s, _, body) = status_json(resp).await;
+            (s, body, started.elapsed())
+        })
+    });
+    for r in futures::future::join_all(requests).await {
+        let (s, body, took) = r.unwrap();
+        assert_eq!(s, 503, "{body}");
+        assert_eq!(body["code"], "database-busy", "{body}");
+        // Two busy timeouts (5 s each) and some slack for a loaded machine.
+        assert!(took < Duration::from_secs(14), "answered after {took:?}");
+    }
+    other.execute_batch("ROLLBACK").unwrap();
+    d.stop();
+}
+
 /// Pages the database file has now (the daemon stopped).
 fn page_count(db: &std::path::Path) -> u64 {
     let conn = rusqlite::Connection::open(db).unwrap();

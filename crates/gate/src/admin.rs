@@ -91,6 +91,12 @@ pub fn compile_profile(json: &serde_json::Value) -> GateResult<Profile> {
                 format!("invalid pattern '{pattern}': {message}"),
             )
         }
+        ProfileError::TooManyPatterns { list, .. } => {
+            GateError::invalid(format!("profile.{list}"), e.to_string())
+        }
+        ProfileError::PatternTooLong { list, index, .. } => {
+            GateError::invalid(format!("profile.{list}[{index}]"), e.to_string())
+        }
         other => GateError::invalid("profile", other.to_string()),
     })
 }
@@ -209,7 +215,12 @@ impl Gate {
         let (profile, warnings) = match profile {
             None | Some(serde_json::Value::Null) => (None, Vec::new()),
             Some(json) => {
-                let profile = compile_profile(&json)?;
+                // Off the runtime's threads: a large profile takes a while.
+                let (json, profile) = tokio::task::spawn_blocking(move || {
+                    compile_profile(&json).map(|profile| (json, profile))
+                })
+                .await
+                .map_err(|_| GateError::internal())??;
                 crate::examples::check_examples(&profile)?;
                 let warnings = self.unmet_quorums(profile.approval_rules()).await?;
                 (Some(json), warnings)

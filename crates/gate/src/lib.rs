@@ -157,7 +157,8 @@ pub struct Gate(Arc<Inner>);
 struct Inner {
     store: Store,
     config: GateConfig,
-    profiles: Mutex<HashMap<String, Arc<Profile>>>,
+    /// Compiled stored profiles by their text, each compiled once.
+    profiles: Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Arc<Profile>>>>>,
     /// Handlers by id, as looked up (see [`HANDLER_TTL`]).
     handlers: Cache<Arc<CompiledHandler>>,
     /// Compiled handlers by id, reused while their record is unchanged.
@@ -410,35 +411,41 @@ impl Gate {
             return Ok(self.0.config.default_profile.clone());
         };
         let text = json.to_string();
-        if let Some(p) = self
-            .0
-            .profiles
-            .lock()
-            .map_err(|_| GateError::internal())?
-            .get(&text)
-        {
-            return Ok(p.clone());
-        }
-        // Stored profiles were validated when set; failing here means the row
-        // was edited by hand or rules tightened since, and an unusable
-        // profile must not allow anything: nothing is decided for the agent.
-        let profile = serde_json::from_value::<ProfileSpec>(json)
-            .map_err(|e| e.to_string())
-            .and_then(|spec| Profile::from_spec(spec).map_err(|e| e.to_string()))
-            .map_err(|e| {
-                tracing::error!(agent, error = %e, "stored profile does not compile");
-                GateError::conflict(format!(
-                    "the stored profile of agent '{agent}' does not compile ({e}); an admin \
-                     must set it again (PUT /v1/agents/{agent})"
-                ))
-            })?;
-        let profile = Arc::new(profile);
-        let mut cache = self.0.profiles.lock().map_err(|_| GateError::internal())?;
-        if cache.len() >= PROFILE_CACHE_MAX {
-            cache.clear();
-        }
-        cache.insert(text, profile.clone());
-        Ok(profile)
+        // One compile per profile text however many requests want it at
+        // once (an agent's first requests after a restart), each waiting
+        // for the same cell rather than compiling its own.
+        let cell = {
+            let mut cache = self.0.profiles.lock().map_err(|_| GateError::internal())?;
+            if cache.len() >= PROFILE_CACHE_MAX && !cache.contains_key(&text) {
+                cache.clear();
+            }
+            cache.entry(text).or_default().clone()
+        };
+        let profile = cell
+            .get_or_try_init(|| async {
+                // Compiling up to `MAX_PATTERNS` patterns takes a while; off
+                // the runtime's threads it holds up no other request.
+                let compiled = tokio::task::spawn_blocking(move || {
+                    serde_json::from_value::<ProfileSpec>(json)
+                        .map_err(|e| e.to_string())
+                        .and_then(|spec| Profile::from_spec(spec).map_err(|e| e.to_string()))
+                })
+                .await
+                .map_err(|_| GateError::internal())?;
+                // Stored profiles were validated when set; failing here means
+                // the row was edited by hand or rules tightened since (a
+                // bound on its size, say), and an unusable profile must not
+                // allow anything: nothing is decided for the agent.
+                compiled.map(Arc::new).map_err(|e| {
+                    tracing::error!(agent, error = %e, "stored profile does not compile");
+                    GateError::conflict(format!(
+                        "the stored profile of agent '{agent}' does not compile ({e}); an \
+                         admin must set it again (PUT /v1/agents/{agent})"
+                    ))
+                })
+            })
+            .await?;
+        Ok(profile.clone())
     }
 
     /// Forgets what is cached of handler `id` after it changed.

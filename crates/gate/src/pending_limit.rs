@@ -117,7 +117,14 @@ impl Gate {
     /// Hold the ticket until the item is stored.
     pub(crate) async fn admit_pending(&self, agent: &str) -> GateResult<Ticket<'_>> {
         let max = self.config().max_pending_per_agent;
+        let asked = Instant::now();
         let ticket = self.pending_limit().take(agent).await;
+        // The agent's requests take turns here: when the one before found
+        // the database locked, this one would wait out the same lock (a
+        // busy timeout each, one after another); it is answered busy now.
+        if self.store().busy_since(asked) {
+            return Err(actiongate_store::StoreError::Busy.into());
+        }
         let stored = self.store().pending_of_agent(agent).await?;
         if usize::try_from(stored).unwrap_or(usize::MAX) < max {
             return Ok(ticket);

@@ -68,8 +68,8 @@ pub use grant::{
 pub use pattern::{BACKTRACK_LIMIT, PatternError, PatternSet, SetMatch};
 pub use presets::{UnknownPresetError, get_preset, preset_names, preset_spec};
 pub use profile::{
-    BUILTIN_TOOLS, CustomProfile, DEFAULT_SHELL_TOOLS, GIT_TOOL, Profile, ProfileError,
-    ProfileSpec, format_action, is_builtin_tool, split_action,
+    BUILTIN_TOOLS, CustomProfile, DEFAULT_SHELL_TOOLS, GIT_TOOL, MAX_PATTERN_LEN, MAX_PATTERNS,
+    Profile, ProfileError, ProfileSpec, format_action, is_builtin_tool, split_action,
 };
 pub use remember::{NoGrant, grant_patterns, line_pattern};
 pub use reply::{Reply, parse_reply};

@@ -190,6 +190,15 @@ pub struct CustomProfile {
     pub guarded: Vec<String>,
 }
 
+/// At most this many patterns in a profile, all its lists (`allow`, `ask`,
+/// `deny`, `taints`, `guarded`, `approvals`) together. The largest preset
+/// holds well under a hundred; a profile of tens of thousands took minutes
+/// to compile, and compiling is what a request waits for.
+pub const MAX_PATTERNS: usize = 2_000;
+
+/// At most this many bytes in one pattern (as for an approvals rule's).
+pub const MAX_PATTERN_LEN: usize = 4_096;
+
 /// Why a profile could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProfileError {
@@ -216,6 +225,29 @@ pub enum ProfileError {
         pattern: String,
         /// What the regex engine said.
         message: String,
+    },
+    /// The profile holds more than [`MAX_PATTERNS`] patterns in all its
+    /// lists together.
+    #[error("{count} patterns in all its lists; a profile holds at most {max}")]
+    TooManyPatterns {
+        /// The longest list, which an error names.
+        list: &'static str,
+        /// How many patterns the profile holds.
+        count: usize,
+        /// [`MAX_PATTERNS`].
+        max: usize,
+    },
+    /// A pattern is longer than [`MAX_PATTERN_LEN`] bytes.
+    #[error("pattern #{index} in the {list} list is {len} bytes long; at most {max}")]
+    PatternTooLong {
+        /// `allow`, `ask`, `deny`, `taints` or `guarded`.
+        list: &'static str,
+        /// Its position in that list, from 0.
+        index: usize,
+        /// Its length in bytes.
+        len: usize,
+        /// [`MAX_PATTERN_LEN`].
+        max: usize,
     },
     /// The profile names a preset that does not exist.
     #[error(transparent)]
@@ -300,6 +332,46 @@ impl ShellShortcut {
     }
 }
 
+/// Refuses a profile over [`MAX_PATTERNS`] or with a pattern over
+/// [`MAX_PATTERN_LEN`] before anything is compiled, so that refusing it
+/// costs nothing.
+fn check_size(lists: &CustomProfile) -> Result<(), ProfileError> {
+    let named: [(&'static str, &[String]); 5] = [
+        ("allow", &lists.allow),
+        ("ask", &lists.ask),
+        ("deny", &lists.deny),
+        ("taints", &lists.taints),
+        ("guarded", &lists.guarded),
+    ];
+    let count = named.iter().map(|(_, l)| l.len()).sum::<usize>() + lists.approvals.len();
+    if count > MAX_PATTERNS {
+        let list = named
+            .iter()
+            .max_by_key(|(_, l)| l.len())
+            .map_or("allow", |(name, _)| *name);
+        return Err(ProfileError::TooManyPatterns {
+            list,
+            count,
+            max: MAX_PATTERNS,
+        });
+    }
+    for (list, patterns) in named {
+        if let Some((index, p)) = patterns
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.len() > MAX_PATTERN_LEN)
+        {
+            return Err(ProfileError::PatternTooLong {
+                list,
+                index,
+                len: p.len(),
+                max: MAX_PATTERN_LEN,
+            });
+        }
+    }
+    Ok(())
+}
+
 impl Profile {
     /// Builds a profile from its written form, compiling every pattern.
     pub fn from_spec(spec: ProfileSpec) -> Result<Profile, ProfileError> {
@@ -321,6 +393,7 @@ impl Profile {
         spec: ProfileSpec,
         lists: &CustomProfile,
     ) -> Result<Profile, ProfileError> {
+        check_size(lists)?;
         let compile = |list: ListKind, patterns: &[String]| {
             PatternSet::new(patterns).map_err(|(index, e)| ProfileError::InvalidPattern {
                 list,
@@ -624,6 +697,71 @@ fn by_program_name(command: &str) -> Option<String> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    fn lists(allow: usize, pattern: &str) -> CustomProfile {
+        CustomProfile {
+            allow: vec![pattern.to_owned(); allow],
+            taints: Vec::new(),
+            guarded: Vec::new(),
+            ..CustomProfile::default()
+        }
+    }
+
+    #[test]
+    fn every_preset_fits_the_pattern_bound_many_times_over() {
+        for name in crate::preset_names() {
+            let c = crate::preset_spec(name).unwrap();
+            let count = c.allow.len()
+                + c.ask.len()
+                + c.deny.len()
+                + c.taints.len()
+                + c.guarded.len()
+                + c.approvals.len();
+            assert!(count * 10 < MAX_PATTERNS, "{name}: {count} patterns");
+        }
+    }
+
+    #[test]
+    fn a_profile_over_the_pattern_bound_is_refused_before_compiling() {
+        assert!(Profile::custom(lists(MAX_PATTERNS, "tool:x:a")).is_ok());
+        let err = Profile::custom(lists(MAX_PATTERNS + 1, "tool:x:a")).unwrap_err();
+        assert_eq!(
+            err,
+            ProfileError::TooManyPatterns {
+                list: "allow",
+                count: MAX_PATTERNS + 1,
+                max: MAX_PATTERNS
+            }
+        );
+        // The session lists count too.
+        let mut c = lists(MAX_PATTERNS, "tool:x:a");
+        c.guarded = vec!["tool:y:.*".into()];
+        assert!(matches!(
+            Profile::custom(c),
+            Err(ProfileError::TooManyPatterns { .. })
+        ));
+    }
+
+    #[test]
+    fn a_pattern_over_the_length_bound_is_refused_naming_it() {
+        let mut c = lists(1, "tool:x:a");
+        c.deny = vec![
+            "tool:x:b".into(),
+            format!("tool:x:{}", "a".repeat(MAX_PATTERN_LEN)),
+        ];
+        let err = Profile::custom(c).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ProfileError::PatternTooLong {
+                    list: "deny",
+                    index: 1,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
 
     #[test]
     fn a_program_called_by_its_path_is_named_as_itself() {

@@ -208,22 +208,25 @@ pub async fn ensure_admin_key(store: &Store, data_dir: &Path) -> anyhow::Result<
     Ok(())
 }
 
+/// Writes `secret` to `path` readable by its owner alone, whole or not at
+/// all: a temporary file beside it, synced, then renamed over it, so a full
+/// disk leaves no empty or cut-short key file behind.
 fn write_secret_file(path: &Path, secret: &str) -> std::io::Result<()> {
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    // tempfile creates it with mode 0600.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".admin.key.")
+        .tempfile_in(dir)?;
+    writeln!(tmp, "{secret}")?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
     }
-    let mut file = opts.open(path)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    writeln!(file, "{secret}")?;
-    file.sync_all()
+    Ok(())
 }
 
 /// Opens everything and serves on `listener` until `shutdown` is cancelled,

@@ -25,6 +25,7 @@ mod mcp_sessions;
 mod mcp_taint;
 mod mcp_tasks;
 mod outbox_follow;
+mod profile_size;
 mod runtime_hooks;
 mod setup_wrap;
 mod tool_params;

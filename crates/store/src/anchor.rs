@@ -65,28 +65,53 @@ impl AuditKey {
 
     /// Reads the key at `path`, creating it (readable by its owner alone)
     /// if there is none.
+    ///
+    /// The key is written to a temporary file beside it, synced and renamed
+    /// into place, so a write that fails (a full disk) leaves no file. An
+    /// empty file is never a key: only a first write cut short (before
+    /// this was atomic) made one, so nothing was signed with it, and it is
+    /// replaced with a warning rather than blocking every start.
     pub fn load_or_create(path: &Path) -> Result<AuditKey, String> {
-        if path.exists() {
-            return AuditKey::load(path);
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.len() == 0 => {
+                tracing::warn!(
+                    path = %path.display(),
+                    "the audit key file is empty (a first start that could not write it); \
+                     making a new key"
+                );
+                std::fs::remove_file(path)
+                    .map_err(|e| format!("cannot replace the empty {}: {e}", path.display()))?;
+            }
+            Ok(_) => return AuditKey::load(path),
+            Err(_) => {}
         }
         let secret: [u8; 32] = rand::random();
-        let mut file = std::fs::OpenOptions::new();
-        file.write(true).create_new(true);
-        #[cfg(unix)]
+        let cannot = |e: std::io::Error| format!("cannot create {}: {e}", path.display());
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        // A temporary file is readable by its owner alone.
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".audit.key.")
+            .tempfile_in(dir)
+            .map_err(cannot)?;
         {
-            use std::os::unix::fs::OpenOptionsExt;
-            file.mode(0o600);
-        }
-        let written = file.open(path).and_then(|mut f| {
             use std::io::Write;
-            writeln!(f, "{}", hex::encode(secret))?;
-            f.sync_all()
-        });
-        match written {
-            Ok(()) => Ok(AuditKey { secret }),
+            writeln!(tmp, "{}", hex::encode(secret)).map_err(cannot)?;
+        }
+        tmp.as_file().sync_all().map_err(cannot)?;
+        match tmp.persist_noclobber(path) {
+            Ok(_) => {
+                // The rename itself survives a crash once the directory is synced.
+                if let Ok(d) = std::fs::File::open(dir) {
+                    let _ = d.sync_all();
+                }
+                Ok(AuditKey { secret })
+            }
             // Another process made it first.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => AuditKey::load(path),
-            Err(e) => Err(format!("cannot create {}: {e}", path.display())),
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => AuditKey::load(path),
+            Err(e) => Err(cannot(e.error)),
         }
     }
 
@@ -276,5 +301,24 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
+    }
+
+    #[test]
+    fn an_empty_key_file_is_replaced_and_no_temporary_file_is_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.key");
+        std::fs::write(&path, b"").unwrap();
+        let key = AuditKey::load_or_create(&path).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 65);
+        assert_eq!(AuditKey::load(&path).unwrap().id(), key.id());
+        assert_eq!(AuditKey::load_or_create(&path).unwrap().id(), key.id());
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["audit.key"]);
+        // A key file with anything in it that is not a key still stops a start.
+        std::fs::write(&path, b"x\n").unwrap();
+        assert!(AuditKey::load_or_create(&path).is_err());
     }
 }

@@ -88,9 +88,29 @@ impl std::fmt::Display for Fault {
 #[derive(Debug, Default)]
 pub(crate) struct DiskState {
     full: AtomicBool,
+    /// When a write last found the database locked by another connection.
+    busy_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl DiskState {
+    /// A write found the database busy (past its busy timeout) now.
+    pub(crate) fn found_busy(&self) {
+        let mut at = self
+            .busy_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *at = Some(std::time::Instant::now());
+    }
+
+    /// Whether a write found the database busy after `since`: work that
+    /// waited its turn behind that write would wait out the same lock.
+    pub(crate) fn busy_since(&self, since: std::time::Instant) -> bool {
+        self.busy_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some_and(|at| at > since)
+    }
+
     /// Whether writes are failing for want of space.
     pub(crate) fn is_full(&self) -> bool {
         self.full.load(Ordering::Acquire)

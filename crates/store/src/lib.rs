@@ -265,6 +265,16 @@ impl Store {
         }
     }
 
+    /// Whether a write found the database locked by another process (past
+    /// its busy timeout) after `since`: SQLite only (Postgres' locks are
+    /// per row, and its stalls are bounded otherwise).
+    pub fn busy_since(&self, since: std::time::Instant) -> bool {
+        match &self.0 {
+            Backend::Sqlite(s) => s.busy_since(since),
+            Backend::Postgres(_) => false,
+        }
+    }
+
     /// When a request that arrived at `arrived` must be done with the
     /// store ([`deadline::scope`]): Postgres bounds its calls; SQLite's
     /// writer answers within its busy timeout on its own (`None`).

@@ -172,6 +172,11 @@ impl SqliteStore {
         self.writer.disk_full()
     }
 
+    /// Whether a write found the database locked after `since`.
+    pub fn busy_since(&self, since: std::time::Instant) -> bool {
+        self.writer.busy_since(since)
+    }
+
     /// Whether the database answers, its schema is current and it takes
     /// writes ([`StoreError::Full`] while the disk is full).
     pub async fn ready(&self) -> Result<(), StoreError> {

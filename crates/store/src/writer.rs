@@ -57,6 +57,8 @@ trait Job: Send {
     fn finish(self: Box<Self>, commit: Result<(), Fault>);
     /// Whether its work failed because the database or disk is full.
     fn found_full(&self) -> bool;
+    /// Whether its work failed because the database was locked.
+    fn found_busy(&self) -> bool;
     /// Whether it may change grants (their cache is then cleared).
     fn may_change_grants(&self) -> bool;
 }
@@ -117,6 +119,10 @@ where
 
     fn found_full(&self) -> bool {
         matches!(self.result, Some(Err(StoreError::Full)))
+    }
+
+    fn found_busy(&self) -> bool {
+        matches!(self.result, Some(Err(StoreError::Busy)))
     }
 }
 
@@ -199,6 +205,12 @@ impl Writer {
     /// has committed since).
     pub fn disk_full(&self) -> bool {
         self.disk.is_full()
+    }
+
+    /// Whether a write found the database locked (past its busy timeout)
+    /// after `since`.
+    pub fn busy_since(&self, since: std::time::Instant) -> bool {
+        self.disk.busy_since(since)
     }
 
     /// Commits and jobs so far.
@@ -470,6 +482,8 @@ async fn run(mut conn: SqliteConnection, direct: Option<Direct>, mut inbox: Inbo
                     if fault.is_lasting() {
                         if fault == Fault::Full {
                             disk.filled();
+                        } else {
+                            disk.found_busy();
                         }
                         for q in batch.drain(..) {
                             if let Queued::Quick(job) = q {
@@ -496,6 +510,14 @@ async fn run(mut conn: SqliteConnection, direct: Option<Direct>, mut inbox: Inbo
             });
         if full {
             disk.filled();
+        }
+        let busy = commit == Err(Fault::Busy)
+            || done.iter().any(|o| match o {
+                Outcome::Job(job) => job.found_busy(),
+                Outcome::Quick(_, result) => matches!(result, Err(StoreError::Busy)),
+            });
+        if busy {
+            disk.found_busy();
         }
         if commit.is_ok() {
             if full {
