@@ -628,6 +628,21 @@ async fn an_operator_key_gets_an_error_result_not_an_allow() {
     .await;
     assert_eq!(r.is_error, Some(true), "{}", text(&r));
     conn.cancel().await.unwrap();
+    // Over a handshake-era MCP session too, an operator may follow an
+    // action: it acts in no agent's session, so none is carried into.
+    let (_, a) = app
+        .call(
+            reqwest::Method::POST,
+            "/v1/actions",
+            Some(&app.agent),
+            Some(json!({"tool": "deploy", "detail": "prod"})),
+        )
+        .await;
+    let (conn, _) = connect(&app, &app.operator, Era::Handshake).await;
+    let r = call(&conn, "get_action_status", json!({"id": a["id"]}), false).await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    assert!(text(&r).starts_with("pending"), "{}", text(&r));
+    conn.cancel().await.unwrap();
     app.stop().await;
 }
 

@@ -35,12 +35,12 @@ const FIRST_WAIT: Duration = Duration::from_millis(500);
 /// The tool `permission`'s actions stand for `request_permission` calls.
 pub const PERMISSION_TOOL: &str = "permission";
 
-/// Where a call came from besides its arguments: its `_meta`, and the MCP
-/// session it came over (of the handshake era), if any.
+/// Where a call came from besides its arguments: its `_meta`, and what
+/// its key and MCP session carry ([`ConnectionTrail`]).
 pub struct Meta<'a> {
     /// The call's `_meta`.
     pub meta: &'a RequestMetaObject,
-    /// The MCP session's trail of gate sessions.
+    /// The key's trail of gate sessions, and the MCP session's own.
     pub trail: Option<ConnectionTrail>,
 }
 
@@ -161,6 +161,10 @@ impl Ctx<'_> {
         args: &JsonObject,
         trail: &ConnectionTrail,
     ) -> Result<(), GateError> {
+        // An operator's or admin's key acts in no agent's session.
+        if self.caller.agent.is_none() {
+            return Ok(());
+        }
         let argument = match tool {
             CHECK_ACTION | REQUEST_ACTION | REQUEST_PLAN_APPROVAL => args
                 .get("session")
