@@ -402,11 +402,13 @@ pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                 ),
             );
         }
-        let field = if path == "." {
-            // A repeated field is reported on the object holding it.
-            repeated_field(&message).unwrap_or("body").to_owned()
-        } else {
-            path
+        // A repeated or missing field is reported on the object holding
+        // it; named here by itself.
+        let field = match (named_field(&message), path.as_str()) {
+            (Some(name), ".") => name.to_owned(),
+            (Some(name), _) => format!("{path}.{name}"),
+            (None, ".") => "body".to_owned(),
+            (None, _) => path,
         };
         shape_error(field, message)
     })?;
@@ -470,10 +472,11 @@ fn whole_floats_as_integers(bytes: &[u8]) -> Option<Vec<u8>> {
     changed.then_some(out)
 }
 
-/// The field serde's "duplicate field `x`" message names.
-fn repeated_field(message: &str) -> Option<&str> {
+/// The field serde's "duplicate field `x`" or "missing field `x`" names.
+fn named_field(message: &str) -> Option<&str> {
     message
-        .strip_prefix("duplicate field `")?
+        .strip_prefix("duplicate field `")
+        .or_else(|| message.strip_prefix("missing field `"))?
         .split_once('`')
         .map(|(field, _)| field)
 }
@@ -647,5 +650,28 @@ mod tests {
             br#"{"a": -3}"#
         );
         assert_eq!(whole_floats_as_integers(br#"{"a": 3}"#), None);
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Outer {
+        inner: Body,
+    }
+
+    fn fields(e: &ApiError) -> Vec<String> {
+        e.problem().errors.into_iter().map(|f| f.field).collect()
+    }
+
+    #[test]
+    fn a_missing_field_is_named_where_it_is_missing() {
+        let e = parse_object::<Body>(br#"{"uses": 1}"#).unwrap_err();
+        assert_eq!(e.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(fields(&e), ["note"]);
+        let e = parse_object::<Outer>(br#"{"inner": {"note": ""}}"#).unwrap_err();
+        assert_eq!(fields(&e), ["inner.uses"]);
+        // A repeated field is still named by itself.
+        let e = parse_object::<Body>(br#"{"uses": 1, "uses": 2, "note": ""}"#).unwrap_err();
+        assert_eq!(fields(&e), ["uses"]);
     }
 }
