@@ -175,7 +175,9 @@ pub struct ApproveBody {
 #[serde(deny_unknown_fields)]
 pub struct Remember {
     /// `1h`, `30m`, `2d`, `today`, `indefinite` or an RFC 3339 time.
-    #[schema(pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite)$")]
+    #[schema(
+        pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2}))$"
+    )]
     pub expires: String,
     /// Handler actions: the scope granted (default: this action's scope); values may be globs.
     #[serde(default)]

@@ -20,7 +20,9 @@ pub struct CreateGrantRequest {
     pub reason: String,
     /// How long the grant should last (`1h`, `today`, `indefinite`, RFC 3339; default 1h).
     #[serde(default)]
-    #[schema(pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite)$")]
+    #[schema(
+        pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2}))$"
+    )]
     pub expires: Option<String>,
     /// How long a human has to answer (default and bounds as for actions).
     #[serde(default)]
@@ -52,7 +54,9 @@ pub struct ApproveRequest {
     pub scope: Option<Map<String, Value>>,
     /// An expiry no later than the one asked for (default: as asked).
     #[serde(default)]
-    #[schema(pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite)$")]
+    #[schema(
+        pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2}))$"
+    )]
     pub expires: Option<String>,
 }
 
@@ -82,7 +86,9 @@ pub struct PermissionGrant {
     #[schema(value_type = Object)]
     pub scope: Map<String, Value>,
     /// `1h`, `30m`, `2d`, `today`, `indefinite`; the server also takes an RFC 3339 time.
-    #[schema(pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite)$")]
+    #[schema(
+        pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2}))$"
+    )]
     pub expires: String,
     /// A note.
     #[serde(default)]
@@ -119,7 +125,9 @@ pub struct ToolGrant {
     #[schema(format = Regex, max_length = 4096)]
     pub pattern: String,
     /// `1h`, `30m`, `2d`, `today`, `indefinite`; the server also takes an RFC 3339 time.
-    #[schema(pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite)$")]
+    #[schema(
+        pattern = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2}))$"
+    )]
     pub expires: String,
     /// A note.
     #[serde(default)]

@@ -560,6 +560,15 @@ impl Gate {
         if let Some(session) = &q.session {
             crate::sessions::validate_session("session", session)?;
         }
+        if q.cursor
+            .as_deref()
+            .is_some_and(|c| uuid::Uuid::try_parse(c).is_err())
+        {
+            return Err(GateError::invalid(
+                "cursor",
+                "the next_cursor of the previous page",
+            ));
+        }
         let agent = if caller.sees_all() {
             q.agent
         } else {

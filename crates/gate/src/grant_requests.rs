@@ -197,7 +197,10 @@ impl Gate {
                 format!("may not outlast the expiry asked for ({asked})"),
             ));
         }
-        let expires_at = self.parse_expires(given, "expires")?;
+        let expires_at = match &body.expires {
+            Some(given) => self.parse_expires(given, "expires")?,
+            None => self.parse_expires_at(asked, Utc::now(), "expires")?,
+        };
         if expires_at.is_some_and(|t| t <= Utc::now()) {
             return Err(GateError::invalid("expires", "is already past"));
         }

@@ -63,13 +63,16 @@ pub struct GrantRecordRef {
 }
 
 impl Gate {
-    /// Parses an expiry (`1h`, `today`, `indefinite`, RFC 3339) into its
-    /// end, counted from now.
+    /// Parses an expiry sent over the API (`1h`, `today`, `indefinite`,
+    /// RFC 3339; exactly the OpenAPI pattern) into its end, counted from now.
     pub fn parse_expires(&self, text: &str, field: &str) -> GateResult<Option<DateTime<Utc>>> {
-        self.parse_expires_at(text, Utc::now(), field)
+        policy::parse_wire_expiry(text, Utc::now(), self.config().tz)
+            .map(|e| e.expires_at())
+            .map_err(|e| GateError::invalid(field, e.to_string()))
     }
 
-    /// [`Gate::parse_expires`] counted from `from`.
+    /// An expiry already taken (say, a stored request's ask) counted from
+    /// `from`, in the tolerant grammar it may have been taken in.
     pub fn parse_expires_at(
         &self,
         text: &str,
@@ -117,6 +120,11 @@ impl Gate {
                     "permission '{permission}' has no scope key '{k}' in its parameters_schema"
                 ),
             ));
+        }
+        let refused =
+            crate::scope_check::scope_violations(&decl.parameters_schema, &scope, scope_field);
+        if !refused.is_empty() {
+            return Err(GateError::invalid_fields(refused));
         }
         Ok(NewGrantTarget::Permission {
             handler: handler.to_owned(),

@@ -56,6 +56,7 @@ pub mod replay;
 pub mod retention;
 pub mod revocations;
 mod run_limit;
+pub mod scope_check;
 pub mod scrub;
 pub mod sessions;
 pub mod sign;

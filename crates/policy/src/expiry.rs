@@ -5,7 +5,7 @@ use chrono::{DateTime, Duration as ChronoDuration, LocalResult, TimeZone, Utc};
 use chrono_tz::Tz;
 use std::time::Duration;
 
-const ACCEPTED: &str = "a duration such as 90s, 30m, 1h, 2d or 1w, `today`, `indefinite`, or an RFC 3339 time such as 2026-05-01T17:00:00Z";
+const ACCEPTED: &str = "a whole number and one unit such as 90s, 30m, 1h, 2d or 1w, `today`, `indefinite`, or an RFC 3339 time such as 2026-05-01T17:00:00Z";
 
 /// When a grant stops counting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -108,6 +108,28 @@ pub fn parse_expiry(input: &str, now: DateTime<Utc>, tz: Tz) -> Result<Expiry, E
     }
 }
 
+/// What the API takes as an expiry, exactly: a whole number of one unit
+/// (`90s`, `30m`, `1h`, `2d`, `1w`, at most four digits), `today`,
+/// `indefinite`, or an RFC 3339 time. The OpenAPI document states it too.
+pub const WIRE_EXPIRY_PATTERN: &str = r"^(?:[1-9][0-9]{0,3}[smhdw]|today|indefinite|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2}))$";
+
+static WIRE_EXPIRY: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    #[allow(clippy::expect_used)]
+    regex::Regex::new(WIRE_EXPIRY_PATTERN).expect("the wire expiry pattern compiles")
+});
+
+/// [`parse_expiry`] of an expiry sent over the API: anything outside
+/// [`WIRE_EXPIRY_PATTERN`] (`1h 30m`, ` 1h`, `99999d`, `Today`) is refused
+/// as the schema refuses it, so what a client validates is what is taken.
+pub fn parse_wire_expiry(input: &str, now: DateTime<Utc>, tz: Tz) -> Result<Expiry, ExpiryError> {
+    if !WIRE_EXPIRY.is_match(input) {
+        return Err(ExpiryError::Invalid {
+            input: input.to_owned(),
+        });
+    }
+    parse_expiry(input, now, tz)
+}
+
 /// The first instant of the next local day in `tz`. Usually that is
 /// 00:00; where a DST change skips midnight, it is the first local time that
 /// exists; where midnight happens twice, the earlier.
@@ -123,4 +145,48 @@ fn next_midnight(now: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod wire_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_wire_takes_exactly_what_its_pattern_says() {
+        let now = Utc.with_ymd_and_hms(2026, 5, 1, 12, 0, 0).unwrap();
+        let tz = chrono_tz::UTC;
+        for ok in [
+            "90s",
+            "30m",
+            "1h",
+            "2d",
+            "1w",
+            "9999d",
+            "today",
+            "indefinite",
+            "2026-05-01T17:00:00Z",
+            "2026-05-01T17:00:00.5+02:00",
+        ] {
+            assert!(parse_wire_expiry(ok, now, tz).is_ok(), "{ok}");
+        }
+        for bad in [
+            "1h 30m",
+            " 1h",
+            "1h ",
+            "0h",
+            "01h",
+            "10000d",
+            "1H",
+            "Today",
+            "1hour",
+            "2026-05-01 17:00:00Z",
+            "2026-05-01t17:00:00z",
+            "",
+        ] {
+            assert!(parse_wire_expiry(bad, now, tz).is_err(), "{bad}");
+        }
+        // The tolerant grammar (chats, the CLI's own flags) still takes more.
+        assert!(parse_expiry("1h 30m", now, tz).is_ok());
+    }
 }

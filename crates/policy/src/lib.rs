@@ -59,7 +59,9 @@ pub use chrono;
 pub use chrono_tz;
 
 pub use decide::{Decision, Rule, check, decide, decide_crediting};
-pub use expiry::{Expiry, ExpiryError, parse_duration, parse_expiry};
+pub use expiry::{
+    Expiry, ExpiryError, WIRE_EXPIRY_PATTERN, parse_duration, parse_expiry, parse_wire_expiry,
+};
 pub use findings::{Finding, findings};
 pub use grant::{
     CALL_SCOPE_KEY, Grant, GrantTarget, PermissionRef, Request, SHELL_SCOPE_KEY, ToolPattern,

@@ -528,6 +528,19 @@ async fn listing_filters_and_paginates_newest_first() {
         }
     }
     assert_eq!(seen, 5);
+    // A cursor that is no action's id is refused, not read as a place.
+    for bad in ["zzz", "0", "act_1"] {
+        let (status, problem) = app
+            .call(
+                Method::GET,
+                &format!("/v1/actions?cursor={bad}"),
+                Some(&app.operator),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {problem}");
+        assert_eq!(problem["errors"][0]["field"], "cursor");
+    }
     // Agents see only their own.
     let (_, mine) = app
         .call(Method::GET, "/v1/actions", Some(&other), None)
@@ -1831,4 +1844,31 @@ async fn remember_says_when_no_grant_can_cover_a_command_line() {
         .await;
     assert_eq!(still["status"], "pending");
     app.stop().await;
+}
+
+#[test]
+fn every_expiry_in_the_schema_is_the_grammar_the_server_takes() {
+    let doc: Value = serde_json::from_str(&actiongate_server::openapi::document_json()).unwrap();
+    fn walk(v: &Value, key: Option<&str>, found: &mut Vec<String>) {
+        match v {
+            Value::Object(map) => {
+                if matches!(key, Some("expires")) {
+                    if let Some(p) = map.get("pattern").and_then(Value::as_str) {
+                        found.push(p.to_owned());
+                    }
+                }
+                for (k, child) in map {
+                    walk(child, Some(k), found);
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|c| walk(c, key, found)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    walk(&doc, None, &mut found);
+    assert!(found.len() >= 4, "{found:?}");
+    for p in found {
+        assert_eq!(p, actiongate_policy::WIRE_EXPIRY_PATTERN);
+    }
 }

@@ -648,6 +648,27 @@ async fn decision_only_grants_are_shell_aware() {
         .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{p}");
     assert_eq!(p["errors"][0]["field"], "expires");
+    // Only what the schema's pattern takes: no compound or padded forms.
+    let count = || async {
+        let (_, grants) = app
+            .call(Method::GET, "/v1/grants", Some(&app.operator), None)
+            .await;
+        grants.as_array().map_or(0, Vec::len)
+    };
+    let before = count().await;
+    for bad in ["1h 30m", " 1h", "10000d", "Today"] {
+        let (s, p) = app
+            .call(
+                Method::POST,
+                "/v1/grants",
+                Some(&app.operator),
+                Some(json!({"tool": "bash", "pattern": "x", "expires": bad})),
+            )
+            .await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {p}");
+        assert_eq!(p["errors"][0]["field"], "expires");
+    }
+    assert_eq!(count().await, before);
     app.stop().await;
 }
 
@@ -969,6 +990,33 @@ async fn unanswered_grant_requests_expire_and_denials_carry_a_reason() {
         )
         .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
+    // A scope value the permission's schema refuses could never match an
+    // action: refused when asked for, and when granted.
+    for (path, key) in [
+        ("/v1/grant-requests", &app.agent),
+        ("/v1/grants", &app.operator),
+    ] {
+        for bad in [json!({"recipient": 7}), json!({"recipient": ["a"]})] {
+            let mut body = json!({"handler": "mail", "permission": "email.send", "scope": bad,
+                "expires": "1h"});
+            if path.ends_with("requests") {
+                body["reason"] = json!("r");
+            }
+            let (s, p) = app.call(Method::POST, path, Some(key), Some(body)).await;
+            assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{path} {bad}: {p}");
+            assert_eq!(p["errors"][0]["field"], "scope.recipient", "{p}");
+        }
+    }
+    let (s, p) = app
+        .call(
+            Method::POST,
+            "/v1/grants",
+            Some(&app.operator),
+            Some(json!({"handler": "mail", "permission": "email.send",
+                "scope": {"recipient": "*@example.com"}, "expires": "1h"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
     app.stop().await;
 }
 
