@@ -469,34 +469,8 @@ pub(super) async fn retry(c: &Connectors, o: &Outgoing, error: String) -> Sent {
 /// `card` (a post whose answer was lost can leave several); waits while
 /// the item's post is still queued, so that no copy it makes is missed.
 async fn edit_copies(c: &Connectors, o: &Outgoing, card: &Card, too_old: bool) -> Sent {
-    let post_queued = match c.gate.connector_post_queued(&o.chat, &o.item).await {
-        Ok(q) => q,
-        Err(_) => return Sent::Done,
-    };
-    if post_queued && !too_old {
-        // Its post is not sent yet: wait for it.
-        let at = Utc::now() + chrono::Duration::seconds(2);
-        let _ = c
-            .gate
-            .connector_retry(o.id, at, "waiting for the message to be sent".into())
-            .await;
-        return Sent::Done;
-    }
-    let copies = match c.gate.connector_unedited(&o.chat, &o.item).await {
-        Ok(copies) => copies,
-        Err(_) => return Sent::Done,
-    };
-    for r in copies {
-        match c.deliver(&o.chat, Kind::Edit, card, Some(&r), false).await {
-            Ok(_) => {}
-            Err(e) if e.retry && !too_old => return retry(c, o, e.message).await,
-            Err(e) => {
-                tracing::warn!(chat = %o.chat, item = %o.item, error = %e.message, "chat edit given up");
-            }
-        }
-        if let Err(e) = c.gate.connector_copy_edited(&o.chat, &r).await {
-            tracing::warn!(error = %e.detail, "cannot record an edited chat message");
-        }
+    if let Err(sent) = each_copy(c, o, card, too_old, true).await {
+        return sent;
     }
     let _ = c.gate.connector_sent(o.id, None).await;
     Sent::Done
@@ -518,37 +492,15 @@ async fn update_copies(c: &Connectors, o: &Outgoing, too_old: bool) -> Sent {
             return Sent::Done;
         }
     };
-    match c.gate.connector_post_queued(&o.chat, &o.item).await {
-        Ok(true) if !too_old => {
-            let at = Utc::now() + chrono::Duration::seconds(2);
-            let _ = c
-                .gate
-                .connector_retry(o.id, at, "waiting for the message to be sent".into())
-                .await;
-            return Sent::Done;
-        }
-        Ok(_) => {}
-        Err(_) => return Sent::Done,
-    }
     // As it was posted there: buttons in the chats that decide (not a
     // person's chat told of an escalation), none when notify-only.
     let buttons = !c.notify_only()
         && (c.destinations_of(1).contains(&o.chat) || c.destinations_of(2).contains(&o.chat));
     let card = card::progress_card(&action, buttons);
-    let copies = c
-        .gate
-        .connector_unedited(&o.chat, &o.item)
-        .await
-        .unwrap_or_default();
-    for r in &copies {
-        match c.deliver(&o.chat, Kind::Edit, &card, Some(r), false).await {
-            Ok(_) => {}
-            Err(e) if e.retry && !too_old => return retry(c, o, e.message).await,
-            Err(e) => {
-                tracing::warn!(chat = %o.chat, item = %o.item, error = %e.message, "chat update given up");
-            }
-        }
-    }
+    let copies = match each_copy(c, o, &card, too_old, false).await {
+        Ok(copies) => copies,
+        Err(sent) => return sent,
+    };
     // Decided while this was on its way: the outcome edit (another
     // daemon's sender, on Postgres) may have reached the chat first, so
     // the outcome is shown again over this update.
@@ -564,6 +516,47 @@ async fn update_copies(c: &Connectors, o: &Outgoing, too_old: bool) -> Sent {
     }
     let _ = c.gate.connector_sent(o.id, None).await;
     Sent::Done
+}
+
+/// Edits every copy of `o.item` in `o.chat` not edited yet to show
+/// `card`, once the item's own post has gone out (until then this is tried
+/// again in two seconds); with `last`, each is recorded as edited for good
+/// (the outcome). The copies, or how the update ended early.
+pub(super) async fn each_copy(
+    c: &Connectors,
+    o: &Outgoing,
+    card: &Card,
+    too_old: bool,
+    last: bool,
+) -> Result<Vec<String>, Sent> {
+    match c.gate.connector_post_queued(&o.chat, &o.item).await {
+        Ok(true) if !too_old => {
+            let at = Utc::now() + chrono::Duration::seconds(2);
+            let _ = c
+                .gate
+                .connector_retry(o.id, at, "waiting for the message to be sent".into())
+                .await;
+            return Err(Sent::Done);
+        }
+        Ok(_) => {}
+        Err(_) => return Err(Sent::Done),
+    }
+    let Ok(copies) = c.gate.connector_unedited(&o.chat, &o.item).await else {
+        return Err(Sent::Done);
+    };
+    for r in &copies {
+        match c.deliver(&o.chat, Kind::Edit, card, Some(r), false).await {
+            Ok(_) => {}
+            Err(e) if e.retry && !too_old => return Err(retry(c, o, e.message).await),
+            Err(e) => {
+                tracing::warn!(chat = %o.chat, item = %o.item, error = %e.message, "chat edit given up");
+            }
+        }
+        if last && let Err(e) = c.gate.connector_copy_edited(&o.chat, r).await {
+            tracing::warn!(error = %e.detail, "cannot record an edited chat message");
+        }
+    }
+    Ok(copies)
 }
 
 /// The card of `item` once decided (as its outcome edit shows it); `None`

@@ -10,12 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use actiongate_gate::connectors::Outgoing;
-use chrono::Utc;
 use serde_json::Value;
 
+use super::Connectors;
 use super::card::{self, Card};
-use super::outbox::{Sent, post, retry};
-use super::{Connectors, Kind};
+use super::outbox::{Sent, post};
 
 /// How the items of these messages start: `ud:<seq of the first run>`.
 pub const ITEM: &str = "ud:";
@@ -206,31 +205,8 @@ pub(super) async fn update_copies(
     card: &Card,
     too_old: bool,
 ) -> Sent {
-    match c.gate.connector_post_queued(&o.chat, &o.item).await {
-        Ok(true) if !too_old => {
-            let at = Utc::now() + chrono::Duration::seconds(2);
-            let _ = c
-                .gate
-                .connector_retry(o.id, at, "waiting for the message to be sent".into())
-                .await;
-            return Sent::Done;
-        }
-        Ok(_) => {}
-        Err(_) => return Sent::Done,
-    }
-    let copies = c
-        .gate
-        .connector_unedited(&o.chat, &o.item)
-        .await
-        .unwrap_or_default();
-    for r in &copies {
-        match c.deliver(&o.chat, Kind::Edit, card, Some(r), false).await {
-            Ok(_) => {}
-            Err(e) if e.retry && !too_old => return retry(c, o, e.message).await,
-            Err(e) => {
-                tracing::warn!(chat = %o.chat, item = %o.item, error = %e.message, "chat update given up");
-            }
-        }
+    if let Err(sent) = super::outbox::each_copy(c, o, card, too_old, false).await {
+        return sent;
     }
     let _ = c.gate.connector_sent(o.id, None).await;
     Sent::Done
