@@ -183,6 +183,19 @@ impl Gate {
 
     /// Grants, newest first.
     pub async fn list_grants(&self, filter: &GrantFilter) -> GateResult<Vec<GrantRecord>> {
+        // A filter no grant could match is a mistake to name, not an
+        // empty list that reads as "none granted".
+        if let Some(agent) = &filter.agent {
+            crate::actions::validate_agent_id(agent)?;
+        }
+        if let Some(handler) = &filter.handler
+            && !crate::handler_spec::is_slug(handler, 64)
+        {
+            return Err(GateError::invalid(
+                "handler",
+                "a handler id: 1-64 of a-z 0-9 _ -, starting with a letter or digit",
+            ));
+        }
         Ok(self.store().list_grants(filter).await?)
     }
 

@@ -46,7 +46,7 @@ pub struct CompiledHandler {
     pub actions: Vec<CompiledAction>,
 }
 
-fn is_slug(s: &str, max: usize) -> bool {
+pub(crate) fn is_slug(s: &str, max: usize) -> bool {
     !s.is_empty()
         && s.len() <= max
         && s.chars()

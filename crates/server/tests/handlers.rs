@@ -669,6 +669,19 @@ async fn decision_only_grants_are_shell_aware() {
         assert_eq!(p["errors"][0]["field"], "expires");
     }
     assert_eq!(count().await, before);
+    // A filter no grant could match is named, not answered with "none".
+    for (query, field) in [("agent=bad%20agent", "agent"), ("handler=Bad!", "handler")] {
+        let (s, p) = app
+            .call(
+                Method::GET,
+                &format!("/v1/grants?{query}"),
+                Some(&app.operator),
+                None,
+            )
+            .await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{query}: {p}");
+        assert_eq!(p["errors"][0]["field"], field);
+    }
     app.stop().await;
 }
 
