@@ -81,6 +81,9 @@ async fn a_session_answers_only_the_key_that_opened_it() {
 
     let unknown = list_in(&app, &app.agent, "no-such-session").await;
     assert_eq!(unknown.0, StatusCode::NOT_FOUND);
+    // A problem, like every other refusal of the daemon.
+    let problem: Value = serde_json::from_str(&unknown.1).unwrap();
+    assert_eq!(problem["status"], 404, "{problem}");
     for key in [&other_agent, &same_agent] {
         // Posting into it, streaming it and closing it: each is the answer
         // of a session that does not exist.

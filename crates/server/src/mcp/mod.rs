@@ -66,16 +66,17 @@ pub fn router(state: &AppState) -> Router<AppState> {
         sessions,
         config,
     );
-    // Layers run outside in: the key first, then the session's owner,
-    // then the watch on calls whose client goes away.
+    // Layers run outside in: the key first, then every refusal made a
+    // problem, then the session's owner, then the watch on calls whose
+    // client goes away.
     Router::new()
         .route_service("/mcp", service)
-        .layer(axum::middleware::from_fn(problem_bodies))
         .layer(axum::middleware::from_fn_with_state(
             orphans,
             dropped::watch,
         ))
         .layer(axum::middleware::from_fn_with_state(owners, sessions::bind))
+        .layer(axum::middleware::from_fn(problem_bodies))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             authenticate,
