@@ -125,6 +125,10 @@ async fn a_taint_follows_the_connection_into_any_session_it_names_next() {
         let (again, _) = connect(&app, &app.agent, era).await;
         let r = request(&again, "bash", out, Some("s6")).await;
         assert!(r.starts_with("pending"), "{era:?}: {r}");
+        // Naming no session is no way out either: the stateless era has
+        // no connection of its own, so such a call is in the key's.
+        let r = request(&again, "bash", out, None).await;
+        assert!(r.starts_with("pending"), "{era:?}, no session: {r}");
         again.cancel().await.unwrap();
     }
     let second = app.key("agent", Some("agent-1")).await;

@@ -49,7 +49,7 @@ impl Owner {
 
 /// What a tool call carries besides its arguments (handed to it through
 /// the request's extensions): the gate session of a call that names none
-/// (its MCP session's own, handshake era only), and the gate sessions the
+/// (its MCP session's own, or in the stateless era its key's), and the gate sessions the
 /// calls of its key named over `/mcp` (`actiongate_gate::carried_taint`).
 /// The trail is the key's, not the connection's: a model that waits for
 /// its MCP session to idle out and connects again keeps its taint. It is
@@ -58,7 +58,8 @@ impl Owner {
 pub struct ConnectionTrail {
     /// `mcp-` and 16 hex digits of the MCP session id's SHA-256: a
     /// session of its own, named after the connection without showing its
-    /// id; `None` in the stateless era.
+    /// id; in the stateless era, of the key's id (`key:<id>`), the key's
+    /// own session.
     pub implicit: Option<String>,
     /// The gate sessions the key's calls named.
     pub trail: Arc<Mutex<Trail>>,
@@ -189,7 +190,13 @@ pub async fn bind(
     }
     if let Some(trail) = owners.trail(&caller) {
         request.extensions_mut().insert(ConnectionTrail {
-            implicit: named.as_deref().map(implicit_session),
+            // The stateless era names no MCP session: a call naming no
+            // gate session is then in the key's own, so that leaving the
+            // session out sheds no taint there either.
+            implicit: Some(match named.as_deref() {
+                Some(mcp_session) => implicit_session(mcp_session),
+                None => implicit_session(&format!("key:{}", caller.key_id)),
+            }),
             trail,
         });
     }
