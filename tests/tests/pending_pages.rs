@@ -235,3 +235,75 @@ async fn a_queue_longer_than_a_listing_is_paged_oldest_first() {
     assert!(p["detail"].as_str().unwrap().contains("pln_nothing"), "{p}");
     d.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_past_one_page_are_listed_whole_by_the_api_and_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let operator = role_key(&http, &d.base, &admin, "operator").await;
+    let mut tasks = Vec::new();
+    for w in 0..4 {
+        let (http, base, key) = (http.clone(), d.base.clone(), operator.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for n in 0..130 {
+                let (s, g) = call(
+                    &http,
+                    Method::POST,
+                    format!("{base}/v1/grants"),
+                    &key,
+                    Some(json!({"agent": "coder", "tool": "bash",
+                        "pattern": format!("echo {w}-{n}"), "expires": "1h"})),
+                )
+                .await;
+                assert_eq!(s, 201, "{g}");
+                ids.push(g["id"].as_str().unwrap().to_owned());
+            }
+            ids
+        }));
+    }
+    let mut made = Vec::new();
+    for t in tasks {
+        made.extend(t.await.unwrap());
+    }
+    made.sort();
+    assert_eq!(made.len(), 520);
+    // Unpaged: the newest 500.
+    let newest = list(
+        &http,
+        format!("{}/v1/grants?active=true", d.base),
+        &operator,
+    )
+    .await;
+    assert_eq!(newest.len(), 500);
+    assert!(newest.iter().all(|g| g["id"] != made[0].as_str()));
+    // Oldest first, a page at a time: every one once, in id order.
+    let paged = oldest_first(&http, &d.base, "/v1/grants?active=true", &operator, 77).await;
+    assert_eq!(paged, made);
+    // The CLI reads every page.
+    let out = std::process::Command::new(crate::common::binary("actiongate"))
+        .args(["grants", "--json", "--url", &d.base, "--key", &operator])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut ids: Vec<String> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, made);
+    for (path, field) in [
+        ("/v1/grants?limit=0", "limit"),
+        ("/v1/grants?limit=501", "limit"),
+        ("/v1/grants?order=sideways", "order"),
+    ] {
+        let fields = refused(&http, format!("{}{path}", d.base), &operator).await;
+        assert_eq!(fields, [field], "{path}");
+    }
+    d.stop();
+}

@@ -178,3 +178,27 @@ test('over 500 grant requests and 200 plans: the longest waiting of each is load
   await page.waitForSelector(`#queue .card[data-id="${firstPlan.body.id}"]`);
   await page.fill('#queue-search', '');
 });
+
+test('the grants table shows every active grant, more than one page of them', async () => {
+  const { page } = env;
+  const made = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < 520) {
+      const i = next++;
+      const r = await env.call('POST', '/v1/grants', env.operator,
+        { agent: 'coder', tool: 'bash', pattern: `echo grant-page-${i}`, expires: '1h' });
+      assert.equal(r.status, 201, JSON.stringify(r.body));
+      made.push(r.body.id);
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, worker));
+  await page.click('#nav a[data-view=grants]');
+  await page.waitForSelector('#grants-table');
+  // The oldest made is on the second page of the API's listing.
+  made.sort();
+  await page.locator(`#grants-table tr[data-id="${made[0]}"]`).waitFor();
+  const shown = await page.locator('#grants-table tbody tr').count();
+  assert.ok(shown >= 520, `${shown} rows`);
+  assert.equal(await page.locator('#grants-cut').count(), 0);
+});

@@ -469,7 +469,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List grants, newest first (operators). */
+        /**
+         * List grants, newest first or, with `order=oldest`, oldest first, a
+         *     page at a time (operators).
+         */
         get: operations["list_grants"];
         put?: never;
         /** Grant a permission (operators); pending actions it covers are approved at once. */
@@ -4424,6 +4427,18 @@ export interface operations {
                 agent?: string;
                 /** @description Only this handler's. */
                 handler?: string;
+                /** @description `newest` first (the default) or `oldest` first. */
+                order?: "newest" | "oldest";
+                /**
+                 * @description Only grants strictly after this id in that order: the last id of
+                 *     the previous page.
+                 */
+                after?: string;
+                /**
+                 * @description Page size, 1-500 (default 500). A page shorter than `limit` is the
+                 *     last.
+                 */
+                limit?: number;
             };
             header?: never;
             path?: never;
@@ -4431,7 +4446,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Grants */
+            /** @description A page of grants: page on with `after` set to the last id until a page is shorter than `limit` */
             200: {
                 headers: {
                     [name: string]: unknown;

@@ -320,23 +320,40 @@ pub async fn grant(args: GrantArgs) -> Exit {
     .await
 }
 
+/// Grants one page of `GET /v1/grants` holds.
+const GRANTS_PAGE: usize = 500;
+
+/// Most grants `grants` lists (the newest).
+const MOST_GRANTS: usize = 10_000;
+
 /// `grants [--all]`.
 pub async fn grants(args: GrantsArgs) -> Exit {
     guarded(async {
         let api = api(&args.common)?;
-        let mut path = "/v1/grants".to_owned();
-        let mut q = Vec::new();
+        let mut q = vec![format!("limit={GRANTS_PAGE}")];
         if !args.all {
             q.push("active=true".to_owned());
         }
         if let Some(a) = &args.agent {
             q.push(format!("agent={}", query_value(a)));
         }
-        if !q.is_empty() {
-            path.push('?');
-            path.push_str(&q.join("&"));
+        let path = format!("/v1/grants?{}", q.join("&"));
+        // Newest first, a page at a time, up to MOST_GRANTS.
+        let mut all: Vec<Value> = Vec::new();
+        loop {
+            let page_path = match all.last().and_then(|g| g["id"].as_str()) {
+                Some(last) => format!("{path}&after={}", query_value(last)),
+                None => path.clone(),
+            };
+            let page = api.get(&page_path).await?;
+            let items = page.as_array().cloned().unwrap_or_default();
+            let short = items.len() < GRANTS_PAGE;
+            all.extend(items);
+            if short || all.len() >= MOST_GRANTS {
+                break;
+            }
         }
-        let list = api.get(&path).await?;
+        let list = Value::Array(all);
         if args.common.json {
             print_json(&list);
             return Ok(Exit::Ok);

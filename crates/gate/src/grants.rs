@@ -181,8 +181,19 @@ impl Gate {
         Ok(created)
     }
 
-    /// Grants, newest first.
-    pub async fn list_grants(&self, filter: &GrantFilter) -> GateResult<Vec<GrantRecord>> {
+    /// A page of grants, newest (or oldest) first: at most 500.
+    pub async fn list_grants(
+        &self,
+        filter: &GrantFilter,
+        page: crate::ListPage,
+    ) -> GateResult<Vec<GrantRecord>> {
+        let page = page.checked(crate::paging::MAX_PAGE)?;
+        let filter = GrantFilter {
+            after: page.after,
+            limit: Some(page.limit),
+            oldest_first: page.oldest_first,
+            ..filter.clone()
+        };
         // A filter no grant could match is a mistake to name, not an
         // empty list that reads as "none granted".
         if let Some(agent) = &filter.agent {
@@ -196,7 +207,7 @@ impl Gate {
                 "a handler id: 1-64 of a-z 0-9 _ -, starting with a letter or digit",
             ));
         }
-        Ok(self.store().list_grants(filter).await?)
+        Ok(self.store().list_grants(&filter).await?)
     }
 
     /// One grant.

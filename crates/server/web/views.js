@@ -36,9 +36,25 @@ function decidedBy(ctx, a) {
       : rule ? [h('br'), h('span', { class: 'muted rule' }, `asked by ${rule}`)] : null);
 }
 
+/** Most active grants the table shows (the newest). */
+export const MOST_GRANTS = 5000;
+
+/** The active grants, newest first, a page at a time: `{ list, complete }`. */
+async function activeGrants(pageSize = 500) {
+  const list = [];
+  while (list.length < MOST_GRANTS) {
+    const q = new URLSearchParams({ active: 'true', limit: String(pageSize) });
+    if (list.length) q.set('after', list[list.length - 1].id);
+    const page = await api('GET', `/v1/grants?${q}`);
+    list.push(...page);
+    if (page.length < pageSize) return { list, complete: true };
+  }
+  return { list, complete: false };
+}
+
 /** Active grants, with revoke. */
 export async function renderGrants(root, ctx, signal) {
-  const list = await api('GET', '/v1/grants?active=true');
+  const { list, complete } = await activeGrants();
   // The operator went elsewhere while this loaded: leave their view alone.
   if (signal.aborted) return;
   const rows = list.map((g) => {
@@ -61,13 +77,15 @@ export async function renderGrants(root, ctx, signal) {
         } catch (err) { ctx.fail(err); e.currentTarget.disabled = false; }
       } }, 'Revoke')));
   });
-  root.replaceChildren(
+  root.replaceChildren(...[
     h('h1', {}, 'Active grants'),
+    complete ? null : h('p', { class: 'muted', id: 'grants-cut' }, `The newest ${MOST_GRANTS} of more active grants.`),
     list.length
       ? h('table', { class: 'grid', id: 'grants-table' },
         h('thead', {}, h('tr', {}, ['Permission', 'Agent', 'Expires', 'Granted by', ''].map((t) => h('th', { scope: 'col' }, t)))),
         h('tbody', {}, rows))
-      : h('p', { class: 'empty' }, 'No active grants.'));
+      : h('p', { class: 'empty' }, 'No active grants.'),
+  ].filter(Boolean));
 }
 
 const STATUSES = ['pending', 'approved', 'running', 'completed', 'failed', 'denied', 'expired', 'cancelled'];

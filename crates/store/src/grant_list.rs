@@ -14,6 +14,13 @@ pub struct GrantFilter {
     pub agent: Option<String>,
     /// Only this handler's.
     pub handler: Option<String>,
+    /// Only grants strictly after this id in the order asked (the last id
+    /// of the previous page).
+    pub after: Option<String>,
+    /// At most this many (1,000 when `None`).
+    pub limit: Option<i64>,
+    /// Oldest first instead of newest first.
+    pub oldest_first: bool,
 }
 
 /// The query of [`Store::list_grants`](crate::Store::list_grants).
@@ -52,6 +59,13 @@ where
     if let Some(handler) = &f.handler {
         q.push(" AND handler = ").push_bind(handler.clone());
     }
-    q.push(" ORDER BY granted_at DESC, id DESC LIMIT 1000");
+    // Grant ids are UUIDv7 (`grt_…`): their order is the order they were
+    // made in.
+    crate::paging::by_id(
+        &mut q,
+        f.after.as_deref(),
+        f.limit.unwrap_or(1000),
+        f.oldest_first,
+    );
     q
 }

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use actiongate_api::{CreateGrant, PermissionCheck};
+use actiongate_api::{CreateGrant, ListOrder, PermissionCheck};
 use actiongate_gate::GrantFilter;
 use actiongate_gate::GrantRecord;
 
@@ -88,14 +88,26 @@ pub struct GrantQuery {
     pub agent: Option<String>,
     /// Only this handler's.
     pub handler: Option<String>,
+    /// `newest` first (the default) or `oldest` first.
+    #[param(inline)]
+    pub order: Option<ListOrder>,
+    /// Only grants strictly after this id in that order: the last id of
+    /// the previous page.
+    #[param(min_length = 1, max_length = 200, pattern = r"^[!-~]{1,200}$")]
+    pub after: Option<String>,
+    /// Page size, 1-500 (default 500). A page shorter than `limit` is the
+    /// last.
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<i64>,
 }
 
-/// List grants, newest first (operators).
+/// List grants, newest first or, with `order=oldest`, oldest first, a
+/// page at a time (operators).
 #[utoipa::path(
     get, path = "/v1/grants", tag = "grants",
     params(GrantQuery),
     responses(
-        (status = 200, description = "Grants", body = Vec<GrantRecord>),
+        (status = 200, description = "A page of grants: page on with `after` set to the last id until a page is shorter than `limit`", body = Vec<GrantRecord>),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an operator", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid filter", body = Problem, content_type = "application/problem+json"),
@@ -111,8 +123,10 @@ pub async fn list_grants(
         active: q.active,
         agent: q.agent,
         handler: q.handler,
+        ..GrantFilter::default()
     };
-    Ok(axum::Json(state.gate().list_grants(&f).await?))
+    let page = super::grant_requests::list_page(q.order, q.after, q.limit);
+    Ok(axum::Json(state.gate().list_grants(&f, page).await?))
 }
 
 /// Read a grant (operators).
