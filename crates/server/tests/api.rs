@@ -1852,10 +1852,10 @@ fn every_expiry_in_the_schema_is_the_grammar_the_server_takes() {
     fn walk(v: &Value, key: Option<&str>, found: &mut Vec<String>) {
         match v {
             Value::Object(map) => {
-                if matches!(key, Some("expires")) {
-                    if let Some(p) = map.get("pattern").and_then(Value::as_str) {
-                        found.push(p.to_owned());
-                    }
+                if matches!(key, Some("expires"))
+                    && let Some(p) = map.get("pattern").and_then(Value::as_str)
+                {
+                    found.push(p.to_owned());
                 }
                 for (k, child) in map {
                     walk(child, Some(k), found);
