@@ -212,6 +212,35 @@ async fn a_receipt_verifies_offline_and_fails_when_one_byte_changes() {
     assert_eq!(s, 200, "{dr}");
     assert_eq!(dr["claims"]["outcome"], "denied");
     assert_eq!(dr["claims"]["deciders"][0]["via"], "page", "{dr}");
+    // An agent withdrawing its own request is no human deciding; an
+    // operator cancelling one is.
+    let mut cancelled = Vec::new();
+    for (detail, by) in [("make a", &bot), ("make b", &operator)] {
+        let (s, p) = call(
+            &http,
+            reqwest::Method::POST,
+            format!("{}/v1/actions", d.base),
+            &bot,
+            Some(json!({"tool": "bash", "detail": detail})),
+        )
+        .await;
+        assert_eq!(s, 201, "{p}");
+        let id = p["id"].as_str().unwrap().to_owned();
+        let (s, c) = call(
+            &http,
+            reqwest::Method::POST,
+            format!("{}/v1/actions/{id}/cancel", d.base),
+            by,
+            None,
+        )
+        .await;
+        assert_eq!(s, 200, "{c}");
+        let (s, r) = get(&http, format!("{}/v1/actions/{id}/receipt", d.base), &bot).await;
+        assert_eq!(s, 200, "{r}");
+        assert_eq!(r["claims"]["outcome"], "cancelled", "{r}");
+        cancelled.push(r["claims"]["deciders"].as_array().unwrap().len());
+    }
+    assert_eq!(cancelled, [0, 1]);
     let human_file = files.path().join("human.jws");
     std::fs::write(&human_file, hr["receipt"].as_str().unwrap()).unwrap();
     assert_eq!(verify(&human_file, &key_file, &["--require-human"]).0, 0);
@@ -340,7 +369,8 @@ async fn an_executor_requiring_a_human_receipt_runs_only_what_a_human_approved()
     {
         let body = json!({"type": "action.execute", "action_id": fid, "handler": "fs",
             "action": "write_file", "params": {"filepath": "pwned.txt", "content": "x", "reason": "r"},
-            "agent": "asks", "attempt": 9, "receipt": rec}).to_string();
+            "agent": "asks", "attempt": 9, "receipt": rec,
+            "params_key": receipt["params_key"]}).to_string();
         let ts = chrono_now();
         let sig = wh.sign(fid, ts, body.as_bytes()).unwrap();
         let resp = http
@@ -390,7 +420,8 @@ async fn an_executor_requiring_a_human_receipt_runs_only_what_a_human_approved()
     std::thread::sleep(std::time::Duration::from_secs(2));
     let body = json!({"type": "action.execute", "action_id": id, "handler": "fs",
         "action": "read_file", "params": {"filepath": "a.txt", "reason": "r"},
-        "agent": "asks", "attempt": 1, "receipt": receipt["receipt"]})
+        "agent": "asks", "attempt": 1, "receipt": receipt["receipt"],
+        "params_key": receipt["params_key"]})
     .to_string();
     let ts = chrono_now();
     let sig = wh.sign(&id, ts, body.as_bytes()).unwrap();

@@ -192,12 +192,41 @@ async fn an_edit_cannot_change_a_sensitive_value_nobody_can_see() {
     )
     .await;
     assert_eq!(s, 200, "{r}");
+    // The digest is keyed, and the key is not given to whoever may not
+    // see the token: a short secret cannot be tried against it.
+    assert!(r.get("params_key").is_none(), "{r}");
+    let (s, own) = call(
+        &http,
+        reqwest::Method::GET,
+        format!("{}/v1/actions/{id}/receipt", d.base),
+        &agent,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{own}");
+    assert_eq!(own["claims"], r["claims"]);
+    let key = {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(own["params_key"].as_str().unwrap())
+            .unwrap()
+    };
+    assert_eq!(key.len(), 32);
+    // Keys sorted, no spaces: serde_json's own order here.
     let sent = json!({"auth": {"token": SECRET}, "user": "bob"}).to_string();
-    let want = format!(
-        "sha256:{}",
-        hex::encode(sha2::Sha256::digest(sent.as_bytes()))
+    let mac = {
+        use hmac::Mac;
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
+        mac.update(sent.as_bytes());
+        hex::encode(mac.finalize().into_bytes())
+    };
+    assert_eq!(
+        r["claims"]["params_digest"],
+        format!("hmac-sha256:{mac}"),
+        "{r}"
     );
-    assert_eq!(r["claims"]["params_digest"], want, "{r}");
+    let unkeyed = hex::encode(sha2::Sha256::digest(sent.as_bytes()));
+    assert!(!r.to_string().contains(&unkeyed), "{r}");
     d.stop();
 }
 

@@ -37,8 +37,14 @@ def test_a_receipt_verifies_offline_and_fails_when_one_byte_changes(daemon, agen
             verify_receipt(changed, jwk)
 
 
-def test_params_digest_is_canonical() -> None:
-    assert params_digest({"b": 1, "a": [1, {"y": 2, "x": "é"}]}) == params_digest(
-        {"a": [1, {"x": "é", "y": 2}], "b": 1}
+def test_params_digest_is_keyed_and_canonical() -> None:
+    key = "homgyDaXdmFFKGf7fAxD-4SbJmveRMudv2Y2iUNJc10"
+    assert params_digest({"b": 1, "a": [1, {"y": 2, "x": "é"}]}, key) == params_digest(
+        {"a": [1, {"x": "é", "y": 2}], "b": 1}, key
     )
-    assert params_digest({"a": 1}).startswith("sha256:")
+    # The same vector as the daemon's and the TypeScript client's tests.
+    assert params_digest({"pin": "9305"}, key) == (
+        "hmac-sha256:a1a6d3aa939c468da4f4c79e7de19fceb06ff0fed9e01513b4161810818af5da"
+    )
+    with pytest.raises(InvalidReceipt):
+        params_digest({"a": 1}, "c2hvcnQ")

@@ -614,7 +614,7 @@ export class Client {
    * The signed receipt of a decided action (`{action_id, receipt, claims}`);
    * check it offline with {@link verifyReceipt} and {@link receiptKey}.
    */
-  async receipt(id: string, options: CallOptions = {}): Promise<{ action_id: string; receipt: string; claims: ReceiptClaims }> {
+  async receipt(id: string, options: CallOptions = {}): Promise<{ action_id: string; receipt: string; claims: ReceiptClaims; params_key?: string }> {
     return object(await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(id)}/receipt`, retry: true, signal: options.signal }));
   }
 

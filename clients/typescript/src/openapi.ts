@@ -1103,12 +1103,20 @@ export interface components {
             action_id: string;
             /**
              * @description What the receipt states (its decoded payload): `action_id`, `agent`,
-             *     `action_string`, `params_digest` (handler actions: `sha256:` of the
-             *     params in canonical JSON), `outcome` (`allowed`, `denied`, `expired`,
-             *     `cancelled`), `decided_by`, `deciders` (`[{id, via}]`, the humans),
-             *     `decided_at`, `iat`, `iss`, `v`.
+             *     `action_string`, `params_digest` (handler actions: `hmac-sha256:` of
+             *     the params in canonical JSON under `params_key`), `outcome`
+             *     (`allowed`, `denied`, `expired`, `cancelled`), `decided_by`,
+             *     `deciders` (`[{id, via}]`, the humans), `decided_at`, `iat`, `iss`,
+             *     `v`.
              */
             claims: Record<string, never>;
+            /**
+             * @description The key of `params_digest` (base64url, 32 bytes), for whoever may
+             *     see the params it binds: the action's own agent, or any reader when
+             *     no param is sensitive. Absent otherwise, and for decision-only
+             *     actions.
+             */
+            params_key?: string | null;
             /**
              * @description The receipt: a JWS in compact form (`alg` `EdDSA`, `typ`
              *     `actiongate-receipt+jwt`), verifiable offline with the key at

@@ -9,7 +9,7 @@
  * ```ts
  * const claims = await verifyReceipt(receipt, jwk); // throws InvalidReceipt
  * if (claims.outcome !== 'allowed' || claims.deciders.length === 0) throw ...;
- * if (claims.params_digest !== (await paramsDigest(params))) throw ...;
+ * if (claims.params_digest !== (await paramsDigest(params, params_key))) throw ...;
  * ```
  */
 
@@ -118,11 +118,16 @@ function canonical(v: unknown): string {
 }
 
 /**
- * `sha256:<hex>` of `params` in canonical JSON (object keys sorted by code
- * point at every level, no whitespace), as a receipt's `params_digest`
- * binds a handler action's params.
+ * `hmac-sha256:<hex>` of `params` in canonical JSON (object keys sorted by
+ * code point at every level, no whitespace) under `key`, the receipt
+ * answer's `params_key` (base64url): what a receipt's `params_digest`
+ * binds a handler action's params with. Keyed, so that whoever holds a
+ * receipt but may not see a sensitive param cannot try values against it.
  */
-export async function paramsDigest(params: unknown): Promise<string> {
-  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(canonical(params))));
-  return `sha256:${Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('')}`;
+export async function paramsDigest(params: unknown, key: string): Promise<string> {
+  const raw = fromB64url(key, 'params_key');
+  if (raw.length !== 32) throw new InvalidReceipt('params_key is not 32 bytes');
+  const hmac = await crypto.subtle.importKey('raw', raw, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
+  const mac = new Uint8Array(await crypto.subtle.sign('HMAC', hmac, new TextEncoder().encode(canonical(params))));
+  return `hmac-sha256:${Array.from(mac, (b) => b.toString(16).padStart(2, '0')).join('')}`;
 }

@@ -46,8 +46,10 @@ test('a pending action has no receipt yet', async () => {
   await assert.rejects(agent.receipt(asked.id), (e) => e.status === 409);
 });
 
-test('paramsDigest is the canonical digest the daemon and Python compute', async () => {
+test('paramsDigest is the keyed canonical digest the daemon and Python compute', async () => {
   // Keys sorted by code point (U+FF01 before U+1F600, unlike UTF-16 order).
   const params = { b: [1, { z: 'é', a: null }], a: 'x\n', '\u{1F600}': 1, '\uFF01': 2 };
-  assert.equal(await paramsDigest(params), 'sha256:8fdc4b8b4926444acffaaab9fc1257c05ae1ec81d89154f0d5958630e084ebdd');
+  const key = 'homgyDaXdmFFKGf7fAxD-4SbJmveRMudv2Y2iUNJc10';
+  assert.equal(await paramsDigest(params, key), 'hmac-sha256:366b48fb0baae9a152a7fa477eb448d371fe56ff2e49b344e8c54f7aea8be2be');
+  await assert.rejects(paramsDigest(params, 'c2hvcnQ'), InvalidReceipt);
 });

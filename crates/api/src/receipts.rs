@@ -14,10 +14,17 @@ pub struct ActionReceipt {
     /// `/.well-known/actiongate-receipt-key`.
     pub receipt: String,
     /// What the receipt states (its decoded payload): `action_id`, `agent`,
-    /// `action_string`, `params_digest` (handler actions: `sha256:` of the
-    /// params in canonical JSON), `outcome` (`allowed`, `denied`, `expired`,
-    /// `cancelled`), `decided_by`, `deciders` (`[{id, via}]`, the humans),
-    /// `decided_at`, `iat`, `iss`, `v`.
+    /// `action_string`, `params_digest` (handler actions: `hmac-sha256:` of
+    /// the params in canonical JSON under `params_key`), `outcome`
+    /// (`allowed`, `denied`, `expired`, `cancelled`), `decided_by`,
+    /// `deciders` (`[{id, via}]`, the humans), `decided_at`, `iat`, `iss`,
+    /// `v`.
     #[schema(value_type = Object)]
     pub claims: Value,
+    /// The key of `params_digest` (base64url, 32 bytes), for whoever may
+    /// see the params it binds: the action's own agent, or any reader when
+    /// no param is sensitive. Absent otherwise, and for decision-only
+    /// actions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params_key: Option<String>,
 }

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use actiongate_receipt::{ReceiptVerifier, params_digest};
+use actiongate_receipt::{ReceiptVerifier, decode_params_key, params_digest};
 use serde_json::Value;
 
 /// Why a delivery's receipt was refused.
@@ -35,6 +35,8 @@ pub struct Delivered<'a> {
     pub params: &'a Value,
     /// `receipt`, if any.
     pub receipt: Option<&'a str>,
+    /// `params_key`: the key of the receipt's params digest.
+    pub params_key: Option<&'a str>,
 }
 
 /// `Ok` when the delivery carries a receipt signed by `key` saying a human
@@ -56,7 +58,13 @@ pub fn check(
     if claims.handler.as_deref() != Some(d.handler) || claims.action.as_deref() != Some(d.action) {
         return Err("the receipt is about another handler or action".into());
     }
-    if claims.params_digest.as_deref() != Some(params_digest(d.params).as_str()) {
+    // Whoever forged a delivery chooses the key too; no key and params
+    // give the digest of other params (HMAC-SHA256 under a 32-byte key).
+    let key = d
+        .params_key
+        .and_then(decode_params_key)
+        .ok_or("the delivery carries no params_key (32 bytes, base64url) for its receipt")?;
+    if claims.params_digest.as_deref() != Some(params_digest(d.params, &key).as_str()) {
         return Err("the params differ from the ones the receipt binds".into());
     }
     let age = now.saturating_sub(claims.iat);
@@ -89,8 +97,9 @@ mod tests {
 
     const DECIDED: i64 = 1_800_000_000;
 
-    fn signed(params: &Value) -> (ReceiptVerifier, String) {
+    fn signed(params: &Value) -> (ReceiptVerifier, String, String) {
         let signer = ReceiptSigner::from_seed(&[9; 32]).unwrap();
+        let params_key = signer.params_key("0190");
         let claims = ReceiptClaims {
             v: RECEIPT_VERSION,
             iss: "actiongate".into(),
@@ -99,7 +108,7 @@ mod tests {
             action_string: "tool:fs:read a.txt".into(),
             handler: Some("fs".into()),
             action: Some("read_file".into()),
-            params_digest: Some(params_digest(params)),
+            params_digest: Some(params_digest(params, &params_key)),
             outcome: "allowed".into(),
             decided_by: Some("key:k1".into()),
             deciders: deciders_of(Some("key:k1")),
@@ -107,19 +116,21 @@ mod tests {
             iat: DECIDED,
         };
         let verifier = ReceiptVerifier::from_jwk(&signer.jwk()).unwrap();
-        (verifier, signer.sign(&claims).unwrap())
+        let encoded = actiongate_receipt::encode_params_key(&params_key);
+        (verifier, signer.sign(&claims).unwrap(), encoded)
     }
 
     #[test]
     fn a_human_receipt_older_than_the_limit_is_a_replay() {
         let params = json!({"filepath": "a.txt"});
-        let (key, receipt) = signed(&params);
+        let (key, receipt, params_key) = signed(&params);
         let d = Delivered {
             action_id: "0190",
             handler: "fs",
             action: "read_file",
             params: &params,
             receipt: Some(&receipt),
+            params_key: Some(&params_key),
         };
         let day = Duration::from_secs(24 * 3600);
         assert_eq!(check(&key, &d, day, DECIDED + 60), Ok(()));
@@ -127,5 +138,31 @@ mod tests {
         let late = check(&key, &d, day, DECIDED + 24 * 3600 + 1).unwrap_err();
         assert!(late.contains("--receipt-max-age"), "{late}");
         assert!(check(&key, &d, Duration::from_secs(30), DECIDED + 31).is_err());
+    }
+
+    #[test]
+    fn other_params_or_another_key_do_not_match_the_receipt() {
+        let params = json!({"filepath": "a.txt"});
+        let (key, receipt, params_key) = signed(&params);
+        let at = DECIDED + 1;
+        let day = Duration::from_secs(24 * 3600);
+        let other = json!({"filepath": "b.txt"});
+        let forged = actiongate_receipt::encode_params_key(&[1; 32]);
+        for (p, k) in [
+            (&other, Some(params_key.as_str())),
+            (&params, Some(forged.as_str())),
+            (&params, None),
+            (&params, Some("c2hvcnQ")),
+        ] {
+            let d = Delivered {
+                action_id: "0190",
+                handler: "fs",
+                action: "read_file",
+                params: p,
+                receipt: Some(&receipt),
+                params_key: k,
+            };
+            assert!(check(&key, &d, day, at).is_err(), "{p} {k:?}");
+        }
     }
 }

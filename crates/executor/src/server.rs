@@ -184,6 +184,9 @@ struct Envelope {
     deadline: Option<String>,
     #[serde(default)]
     receipt: Option<String>,
+    /// The key of the receipt's params digest (base64url).
+    #[serde(default)]
+    params_key: Option<String>,
 }
 
 fn one() -> u32 {
@@ -257,6 +260,7 @@ async fn deliver(
             action: &env.action,
             params: &env.params,
             receipt: env.receipt.as_deref(),
+            params_key: env.params_key.as_deref(),
         };
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -440,12 +440,9 @@ async fn exchange(
     // The decision's signed receipt: an executor can check a human allowed
     // exactly these params without trusting the webhook secret alone.
     let decided = gate.decided_string(a, Some(&c.params)).await;
+    let (digest, params_key) = gate.params_digest(&a.id, &c.params).await?;
     let receipt = gate
-        .sign_receipt(&crate::receipts::receipt_claims(
-            a,
-            Some(&c.params),
-            decided,
-        ))
+        .sign_receipt(&crate::receipts::receipt_claims(a, Some(digest), decided))
         .await?;
     let body = serde_json::to_vec(&json!({
         "type": "action.execute",
@@ -457,6 +454,7 @@ async fn exchange(
         "attempt": c.attempt,
         "deadline": a.deadline,
         "receipt": receipt,
+        "params_key": params_key,
     }))?;
     let ts = Utc::now().timestamp();
     let signature = crate::sign::sign(&secrets, &a.id, ts, &body)?;

@@ -7,7 +7,8 @@
 use actiongate_api::model::{Action, ActionStatus};
 use actiongate_api::receipts::ActionReceipt;
 use actiongate_receipt::{
-    Decider, RECEIPT_VERSION, ReceiptClaims, ReceiptSigner, deciders_of, params_digest,
+    Decider, RECEIPT_VERSION, ReceiptClaims, ReceiptSigner, deciders_of, encode_params_key,
+    params_digest,
 };
 use actiongate_store::receipts::StoredReceiptKey;
 use serde_json::Value;
@@ -65,14 +66,66 @@ impl Gate {
                 GateError::internal()
             })?;
         let decided = self.decided_string(&action, params.as_ref()).await;
-        let claims = receipt_claims(&action, params.as_ref(), decided);
+        let signer = self.receipt_signer().await?;
+        let key = signer.params_key(&action.id);
+        let digest = params.as_ref().map(|p| params_digest(p, &key));
+        let mut claims = receipt_claims(&action, digest, decided);
+        if claims.outcome == "cancelled"
+            && self.is_agent_identity(claims.decided_by.as_deref()).await?
+        {
+            // The agent withdrew its own request: no human decided.
+            claims.deciders.clear();
+        }
         let receipt = self.sign_receipt(&claims).await?;
+        let params_key = match &params {
+            Some(p) if self.may_see_params(caller, &action, p).await => {
+                Some(encode_params_key(&key))
+            }
+            _ => None,
+        };
         let claims = serde_json::to_value(&claims).map_err(|_| GateError::internal())?;
         Ok(ActionReceipt {
             action_id: action.id,
             receipt,
             claims,
+            params_key,
         })
+    }
+
+    /// Whether `caller` may be given the key of `action`'s params digest:
+    /// its own agent (who sent the params), or anyone who may read the
+    /// receipt when no param is sensitive (the params it reads are then
+    /// the ones bound). With a sensitive value, or a registration that no
+    /// longer says which are, nobody else: the key would let them try
+    /// every value of a short secret against the digest.
+    async fn may_see_params(&self, caller: &Caller, action: &Action, params: &Value) -> bool {
+        if caller.agent.as_deref() == Some(action.agent.as_str()) {
+            return true;
+        }
+        let (Some(handler), Some(name)) = (action.handler.as_deref(), action.action.as_deref())
+        else {
+            return false;
+        };
+        match self.handler(handler).await {
+            Ok(h) => h
+                .action(name)
+                .is_some_and(|decl| decl.masked(params) == *params),
+            Err(_) => false,
+        }
+    }
+
+    /// Whether `decided_by` names an agent's key (`key:<id>` of a key with
+    /// the agent role).
+    async fn is_agent_identity(&self, decided_by: Option<&str>) -> GateResult<bool> {
+        let Some(id) = decided_by.and_then(|d| d.strip_prefix("key:")) else {
+            return Ok(false);
+        };
+        Ok(self
+            .store()
+            .list_keys()
+            .await?
+            .iter()
+            .any(|k| k.id == id && k.role == actiongate_store::Role::Agent))
     }
 
     /// The action string that was decided, as it runs: the action's own,
@@ -101,6 +154,17 @@ impl Gate {
         action.action_string.clone()
     }
 
+    /// The digest binding action `action_id`'s `params` in its receipt, and
+    /// its key as a delivery carries it (base64url).
+    pub async fn params_digest(
+        &self,
+        action_id: &str,
+        params: &Value,
+    ) -> GateResult<(String, String)> {
+        let key = self.receipt_signer().await?.params_key(action_id);
+        Ok((params_digest(params, &key), encode_params_key(&key)))
+    }
+
     /// Signs `claims` with the receipt key.
     pub async fn sign_receipt(&self, claims: &ReceiptClaims) -> GateResult<String> {
         self.receipt_signer().await?.sign(claims).map_err(|e| {
@@ -110,12 +174,13 @@ impl Gate {
     }
 }
 
-/// What the receipt of `action` (decided, not pending) states; `params` are
-/// a handler action's params as sent, `action_string` the one decided
+/// What the receipt of `action` (decided, not pending) states;
+/// `params_digest` binds a handler action's params as sent
+/// ([`Gate::params_digest`]), `action_string` is the one decided
 /// ([`Gate::decided_string`]).
 pub fn receipt_claims(
     action: &Action,
-    params: Option<&Value>,
+    params_digest: Option<String>,
     action_string: String,
 ) -> ReceiptClaims {
     let outcome = match action.status {
@@ -133,7 +198,7 @@ pub fn receipt_claims(
         action_string,
         handler: action.handler.clone(),
         action: action.action.clone(),
-        params_digest: params.map(params_digest),
+        params_digest,
         outcome: outcome.to_owned(),
         decided_by: action.decided_by.clone(),
         deciders: deciders(action, outcome),

@@ -23,8 +23,8 @@ use sha2::{Digest, Sha256};
 /// The `typ` header of a receipt.
 pub const RECEIPT_TYP: &str = "actiongate-receipt+jwt";
 
-/// The claims' format version.
-pub const RECEIPT_VERSION: u32 = 1;
+/// The claims' format version (2: params bound by a keyed digest).
+pub const RECEIPT_VERSION: u32 = 2;
 
 /// Everything a receipt states.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,8 +45,8 @@ pub struct ReceiptClaims {
     /// The handler's action name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<String>,
-    /// For handler actions: `sha256:<hex>` of the params as sent, in
-    /// canonical JSON ([`canonical_json`]).
+    /// For handler actions: `hmac-sha256:<hex>` of the params as sent, in
+    /// canonical JSON, under the action's params key ([`params_digest`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params_digest: Option<String>,
     /// `allowed`, `denied`, `expired` or `cancelled`.
@@ -141,12 +141,37 @@ fn write_canonical(v: &Value, out: &mut String) {
     }
 }
 
-/// `sha256:<hex>` of the canonical JSON of `params`.
-pub fn params_digest(params: &Value) -> String {
+/// `hmac-sha256:<hex>`: HMAC-SHA256 of the canonical JSON of `params`
+/// under `key`, the action's params key ([`ReceiptSigner::params_key`]).
+///
+/// Keyed, so that whoever holds a receipt but may not see a param (a PIN
+/// or a one-time code a handler marks sensitive) cannot try every value
+/// against the digest; whoever may see the params is given the key.
+pub fn params_digest(params: &Value, key: &[u8]) -> String {
     format!(
-        "sha256:{}",
-        hex::encode(Sha256::digest(canonical_json(params).as_bytes()))
+        "hmac-sha256:{}",
+        hex::encode(hmac_sha256(key, canonical_json(params).as_bytes()))
     )
+}
+
+fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    use hmac::Mac;
+    // HMAC takes a key of any length.
+    let Ok(mut mac) = hmac::Hmac::<Sha256>::new_from_slice(key) else {
+        unreachable!("HMAC takes a key of any length")
+    };
+    mac.update(message);
+    mac.finalize().into_bytes().into()
+}
+
+/// A params key as the API and a delivery carry it: base64url, unpadded.
+pub fn encode_params_key(key: &[u8; 32]) -> String {
+    URL_SAFE_NO_PAD.encode(key)
+}
+
+/// A params key from its base64url form; `None` unless it is 32 bytes.
+pub fn decode_params_key(text: &str) -> Option<[u8; 32]> {
+    URL_SAFE_NO_PAD.decode(text.trim()).ok()?.try_into().ok()
 }
 
 /// Why a receipt or a key was refused.
@@ -169,6 +194,7 @@ pub struct ReceiptSigner {
     encoding: EncodingKey,
     public: [u8; 32],
     kid: String,
+    seed: [u8; 32],
 }
 
 impl std::fmt::Debug for ReceiptSigner {
@@ -189,7 +215,17 @@ impl ReceiptSigner {
             encoding: EncodingKey::from_ed_der(der.as_bytes()),
             public,
             kid: key_id(&public),
+            seed: *seed,
         })
+    }
+
+    /// The key of action `action_id`'s params digest: HMAC-SHA256 of the
+    /// id under the signing seed, so every daemon sharing the receipt key
+    /// derives the same one and none needs storing. Knowing it tells
+    /// nothing of the seed or of another action's key.
+    pub fn params_key(&self, action_id: &str) -> [u8; 32] {
+        let message = format!("actiongate receipt params key v2\n{action_id}");
+        hmac_sha256(&self.seed, message.as_bytes())
     }
 
     /// The signer of a seed given as 64 hex digits.
@@ -366,7 +402,28 @@ mod tests {
         );
         let b: Value =
             serde_json::from_str(r#"{"a":{"z":[1,{"x":3,"y":2}],"c":"é"},"b":1}"#).unwrap();
-        assert_eq!(params_digest(&a), params_digest(&b));
+        assert_eq!(params_digest(&a, b"k"), params_digest(&b, b"k"));
+    }
+
+    #[test]
+    fn params_are_bound_under_a_key_of_their_action() {
+        let s = ReceiptSigner::from_seed(&[7; 32]).unwrap();
+        let key = s.params_key("0190");
+        // The same as any HMAC-SHA256 library gives (here Python's).
+        assert_eq!(
+            encode_params_key(&key),
+            "homgyDaXdmFFKGf7fAxD-4SbJmveRMudv2Y2iUNJc10"
+        );
+        assert_eq!(
+            params_digest(&serde_json::json!({"pin": "9305"}), &key),
+            "hmac-sha256:a1a6d3aa939c468da4f4c79e7de19fceb06ff0fed9e01513b4161810818af5da"
+        );
+        assert_eq!(decode_params_key(&encode_params_key(&key)), Some(key));
+        assert_eq!(decode_params_key("c2hvcnQ"), None);
+        // Another action, another seed: another key.
+        assert_ne!(s.params_key("0191"), key);
+        let other = ReceiptSigner::from_seed(&[8; 32]).unwrap();
+        assert_ne!(other.params_key("0190"), key);
     }
 
     #[test]

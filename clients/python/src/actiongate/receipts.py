@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
 from typing import Any, Dict, Mapping
 
@@ -55,8 +56,17 @@ def verify_receipt(receipt: str, jwk: Mapping[str, Any]) -> Dict[str, Any]:
     return claims
 
 
-def params_digest(params: Any) -> str:
-    """``sha256:<hex>`` of ``params`` in canonical JSON (sorted keys, no spaces),
-    as a receipt's ``params_digest`` binds a handler action's params."""
+def params_digest(params: Any, key: str) -> str:
+    """``hmac-sha256:<hex>`` of ``params`` in canonical JSON (sorted keys, no
+    spaces) under ``key``, the receipt answer's ``params_key`` (base64url),
+    as a receipt's ``params_digest`` binds a handler action's params. Keyed,
+    so that whoever holds a receipt but may not see a sensitive param
+    cannot try values against it."""
+    try:
+        raw = _b64(key)
+    except ValueError as e:
+        raise InvalidReceipt(f"params_key is not base64url: {e}") from e
+    if len(raw) != 32:
+        raise InvalidReceipt("params_key is not 32 bytes")
     text = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return "hmac-sha256:" + hmac.new(raw, text.encode("utf-8"), hashlib.sha256).hexdigest()
