@@ -13,8 +13,8 @@ pub fn clip(s: &str, max: usize) -> String {
 /// cursor: controls (C0, DEL, C1), format characters (Unicode's `Cf`:
 /// bidi marks, overrides and isolates, zero-width joiners and spaces, the
 /// BOM, soft hyphen, tags), line and paragraph separators, and the
-/// interlinear annotation and variation-free fillers that render as
-/// nothing.
+/// interlinear annotation, fillers and the blank Braille pattern that
+/// render as nothing.
 pub fn is_hidden(c: char) -> bool {
     c.is_control()
         || matches!(c as u32,
@@ -30,6 +30,7 @@ pub fn is_hidden(c: char) -> bool {
             | 0x2028 | 0x2029           // line, paragraph separators
             | 0x202A..=0x202E           // bidi embeddings and overrides
             | 0x2060..=0x206F           // word joiner, invisible operators, isolates
+            | 0x2800                    // Braille pattern blank
             | 0x3164                    // Hangul filler
             | 0xFE00..=0xFE0F           // variation selectors
             | 0xFEFF                    // BOM, zero-width no-break space

@@ -154,6 +154,10 @@ mod tests {
         // What would reorder or hide text where a human reads the id.
         assert!(validate_session("session", "work\u{202e}gnp").is_err());
         assert!(validate_session("session", "a\u{200b}b").is_err());
+        // Blank Braille looks like nothing: `x` and `x\u{2800}` would be two
+        // sessions that read the same.
+        assert!(validate_session("session", "x\u{2800}").is_err());
+        assert!(validate_session("session", "a\u{2800}b").is_err());
         assert!(validate_session("session", "\u{feff}a").is_err());
     }
 
