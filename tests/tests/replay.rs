@@ -336,6 +336,22 @@ async fn replaying_the_profile_in_force_changes_nothing_where_grants_decided() {
         (Some(2), Some(0)),
         "{r}"
     );
+    // A candidate whose approvals rule governs what the grant allowed
+    // takes that allow away, as deciding under it would: it asks.
+    let mut governed = profile.clone();
+    governed["approvals"] = json!([{"pattern": "tool:bash:find .*", "count": 2}]);
+    let (s, r) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/agents/bot/profile/replay", d.base),
+        &admin,
+        Some(json!({"profile": governed})),
+    )
+    .await;
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["changed"].as_u64(), Some(1), "{r}");
+    assert_eq!(r["groups"][0]["from"], "allow", "{r}");
+    assert_eq!(r["groups"][0]["to"], "ask", "{r}");
     // A `since` whose unit is no ASCII letter is a 422 naming it.
     let (s, p) = call(
         &http,

@@ -5,7 +5,9 @@
 //!
 //! A replayed action keeps what its grant gave it: a decision that came
 //! from a grant stays an allow unless the candidate denies the action
-//! (deny patterns win over grants, as when deciding). One made after its
+//! (deny patterns win over grants, as when deciding) or an approvals rule
+//! of the candidate governs it (then its approvers decide: it asks unless
+//! the candidate alone allows it). One made after its
 //! session read untrusted content asks where the candidate guards it.
 
 use std::collections::{BTreeMap, HashMap};
@@ -101,7 +103,14 @@ fn replay_rules(candidate: &policy::Profile, action: &Action) -> Verdict {
             .and_then(|r| r.get("kind"))
             .and_then(Value::as_str)
             == Some("grant");
-    if by_grant && new != Verdict::Deny {
+    // Under an approvals rule of the candidate a grant allows nothing: its
+    // approvers decide (`crate::policy::decide_in`).
+    let governed = || {
+        !candidate
+            .approval_rules_for(&action.action_string, action.scope.as_ref())
+            .is_empty()
+    };
+    if by_grant && new != Verdict::Deny && !governed() {
         Verdict::Allow
     } else {
         new
