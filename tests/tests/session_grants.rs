@@ -175,11 +175,34 @@ async fn a_line_that_needs_a_counted_grant_spends_it_even_beside_a_standing_one(
         let (s, g) = post(&http, format!("{}/v1/grants", d.base), &operator, body).await;
         assert_eq!(s, 201, "{g}");
     }
-    // Two counted grants would be needed for one action: asked.
+    // Two counted grants would be needed for one action: asked. So is one
+    // counted grant for several commands: a use is one command.
     assert_eq!(
         status(&d.base, &agent, shell("make test && make lint", "g")).await,
         "pending"
     );
+    assert_eq!(
+        status(&d.base, &agent, shell("make lint; make lint", "g")).await,
+        "pending"
+    );
+    assert_eq!(
+        status(&d.base, &agent, shell("cd app && make lint && cd app", "g")).await,
+        "approved",
+        "the standing grant's commands take no use"
+    );
+    assert_eq!(
+        status(&d.base, &agent, shell("make lint", "g")).await,
+        "pending",
+        "that one use is spent"
+    );
+    let (s, g) = post(
+        &http,
+        format!("{}/v1/grants", d.base),
+        &operator,
+        grant("make lint", json!({"session": "g", "uses": 1})),
+    )
+    .await;
+    assert_eq!(s, 201, "{g}");
     assert_eq!(
         status(&d.base, &agent, shell("cd app && make test", "g")).await,
         "approved"

@@ -184,8 +184,9 @@ pub async fn decide_in(
                 return Ok(Decided {
                     decision: Decision {
                         result: DecisionResult::Ask,
-                        reason: "its commands are allowed only by several grants with counted \
-                                 uses, and an action takes one use; a human must decide"
+                        reason: "its commands would take several counted uses (of several \
+                                 grants, or of one for several commands), and an action takes \
+                                 one use; a human must decide"
                             .to_owned(),
                         rule: None,
                     },
@@ -220,8 +221,8 @@ pub async fn decide_in(
 /// Which counted grant an allowed `req` takes a use of: `Some(None)` when
 /// the uncounted grants and the profile allow it alone; `Some(Some(id))`
 /// for the first counted grant that, with them, covers every simple
-/// command; `None` when it takes several counted grants (one action takes
-/// one use, so it is asked). Without this, a line whose commands were
+/// command; `None` when it takes several counted grants, or one for
+/// several of its commands (one action takes one use, so it is asked). Without this, a line whose commands were
 /// allowed by an uncounted and a counted grant would report the first and
 /// spend nothing.
 fn counted_use(
@@ -241,13 +242,35 @@ fn counted_use(
     if policy::decide(profile, &with(None), req, now).verdict == policy::Verdict::Allow {
         return Some(None);
     }
-    counted
-        .iter()
-        .find(|id| {
-            policy::decide(profile, &with(Some(id.as_str())), req, now).verdict
-                == policy::Verdict::Allow
-        })
-        .map(|id| Some(id.clone()))
+    let id = counted.iter().find(|id| {
+        policy::decide(profile, &with(Some(id.as_str())), req, now).verdict
+            == policy::Verdict::Allow
+    })?;
+    // One use is one command: a shell line running several commands that
+    // only the counted grant allows (`make deploy-a; make deploy-b` on a
+    // grant for one) would take several uses, so it is asked.
+    // (A plan step's whole-line grant covers no command alone: one use.)
+    if req.permission.is_none() && profile.is_shell_tool(req.tool) {
+        let (uncounted, counting) = (with(None), with(Some(id.as_str())));
+        let allows = |grants: &[policy::Grant], command: &str| {
+            let one = policy::Request {
+                agent: req.agent,
+                tool: req.tool,
+                detail: command,
+                permission: None,
+            };
+            policy::decide(profile, grants, &one, now).verdict == policy::Verdict::Allow
+        };
+        let needing = policy::analyze_shell(req.detail)
+            .commands
+            .iter()
+            .filter(|command| allows(&counting, command) && !allows(&uncounted, command))
+            .count();
+        if needing > 1 {
+            return None;
+        }
+    }
+    Some(Some(id.clone()))
 }
 
 /// Decides a decision-only action.
