@@ -90,6 +90,21 @@ impl Gate {
     }
 }
 
+impl Gate {
+    /// Whether session `id` was tainted within `sessions.idle_timeout`: a
+    /// carrier's own session (an MCP key's) carries a taint only that
+    /// long, as the carrier's memory on one daemon lasts.
+    pub async fn tainted_lately(&self, id: &str) -> GateResult<bool> {
+        let since = self.idle_before();
+        Ok(self
+            .store()
+            .get_session(id, since)
+            .await?
+            .and_then(|s| s.tainted_at)
+            .is_some_and(|at| at > since))
+    }
+}
+
 /// Most sessions a carrier remembers besides a tainted one: past it, the
 /// oldest is dropped.
 pub const MAX_TRAIL: usize = 32;

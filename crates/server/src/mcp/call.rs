@@ -68,25 +68,37 @@ pub async fn call(
         session,
         implicit: from.trail.as_ref().and_then(|t| t.implicit.clone()),
     };
-    if let Some(trail) = &from.trail
-        && let Err(e) = ctx.carry(name, &args, trail).await
-    {
-        // Fail closed: a call whose session may be tainted is not made.
-        return gate_error(e).into();
-    }
+    let carried_into = match &from.trail {
+        Some(trail) => match ctx.carry(name, &args, trail).await {
+            Ok(to) => to,
+            // Fail closed: a call whose session may be tainted is not made.
+            Err(e) => return gate_error(e).into(),
+        },
+        None => None,
+    };
     let result = match name {
         REQUEST_PERMISSION => ctx.request_permission(args).await,
         CHECK_ACTION => ctx.check_action(args).await,
         REQUEST_ACTION => ctx.request_action(args).await,
         GET_ACTION_STATUS => ctx.get_action_status(args).await,
-        APPROVAL_PROMPT => return ctx.approval_prompt(args).await.into(),
+        APPROVAL_PROMPT => Ok(ctx.approval_prompt(args).await),
         REQUEST_PLAN_APPROVAL => {
-            return super::plans::call(state, caller, args, ctx.session.as_ref())
-                .await
-                .into();
+            Ok(super::plans::call(state, caller, args, ctx.session.as_ref()).await)
         }
         other => ctx.handler_tool(other, args).await,
     };
+    // Before the model reads the answer (what may have tainted the
+    // session), the key's own session takes the taint, for its next call
+    // on any daemon.
+    if let (Some(to), Some(trail)) = (carried_into, &from.trail)
+        && to != trail.key_session
+        && let Err(e) = state
+            .gate()
+            .carry_taint(caller, std::slice::from_ref(&to), &trail.key_session)
+            .await
+    {
+        tracing::warn!(error = %e.detail, session = %to, "cannot record a taint on the key's own MCP session");
+    }
     match result {
         Ok(r) | Err(Reply::Result(r)) => r.into(),
         Err(Reply::Task(t)) => CallToolResponse::Task(t),
@@ -155,15 +167,16 @@ impl Ctx<'_> {
     /// model that read a stranger's text cannot shed the taint by naming
     /// a fresh session, or none, or by connecting again
     /// (`actiongate_gate::carried_taint`).
+    /// The session carried into, when it is the caller's own.
     async fn carry(
         &self,
         tool: &str,
         args: &JsonObject,
         trail: &ConnectionTrail,
-    ) -> Result<(), GateError> {
+    ) -> Result<Option<String>, GateError> {
         // An operator's or admin's key acts in no agent's session.
         if self.caller.agent.is_none() {
-            return Ok(());
+            return Ok(None);
         }
         let argument = match tool {
             CHECK_ACTION | REQUEST_ACTION | REQUEST_PLAN_APPROVAL => args
@@ -174,26 +187,32 @@ impl Ctx<'_> {
         };
         // A plan looked up by id alone names no session of its own.
         if tool == REQUEST_PLAN_APPROVAL && argument.is_none() && self.session.is_none() {
-            return Ok(());
+            return Ok(None);
         }
         let Ok(Some(to)) = self.session_of(argument) else {
-            return Ok(());
+            return Ok(None);
         };
-        let from = match trail.trail.lock() {
+        let mut from = match trail.trail.lock() {
             Ok(t) => t.others(&to),
             Err(_) => return Err(GateError::internal()),
         };
+        // The key's own session holds what its calls met on any daemon
+        // lately (this daemon's trail may never have seen it).
+        if trail.key_session != to && self.state.gate().tainted_lately(&trail.key_session).await? {
+            from.insert(0, trail.key_session.clone());
+        }
         let carried = self
             .state
             .gate()
             .carry_taint(self.caller, &from, &to)
             .await?;
-        if carried.own
-            && let Ok(mut t) = trail.trail.lock()
-        {
+        if !carried.own {
+            return Ok(None);
+        }
+        if let Ok(mut t) = trail.trail.lock() {
             t.push(&to, carried.tainted);
         }
-        Ok(())
+        Ok(Some(to))
     }
 }
 

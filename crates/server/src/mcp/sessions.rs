@@ -61,7 +61,13 @@ pub struct ConnectionTrail {
     /// id; in the stateless era, of the key's id (`key:<id>`), the key's
     /// own session.
     pub implicit: Option<String>,
-    /// The gate sessions the key's calls named.
+    /// The key's own session (`mcp-` and 16 hex digits of `key:<id>`'s
+    /// SHA-256): a taint any call of the key meets is written there too,
+    /// and carried from there into every session the key names next, so
+    /// it holds on every daemon sharing the database, whichever one
+    /// answers the key's next call.
+    pub key_session: String,
+    /// The gate sessions the key's calls named (on this daemon).
     pub trail: Arc<Mutex<Trail>>,
 }
 
@@ -189,14 +195,16 @@ pub async fn bind(
         return unknown_session();
     }
     if let Some(trail) = owners.trail(&caller) {
+        let key_session = implicit_session(&format!("key:{}", caller.key_id));
         request.extensions_mut().insert(ConnectionTrail {
             // The stateless era names no MCP session: a call naming no
             // gate session is then in the key's own, so that leaving the
             // session out sheds no taint there either.
             implicit: Some(match named.as_deref() {
                 Some(mcp_session) => implicit_session(mcp_session),
-                None => implicit_session(&format!("key:{}", caller.key_id)),
+                None => key_session.clone(),
             }),
+            key_session,
             trail,
         });
     }
