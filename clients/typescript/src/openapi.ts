@@ -2465,7 +2465,7 @@ export interface operations {
                 session?: string;
                 /** @description Page size, 1-200 (default 50). */
                 limit?: number;
-                /** @description `next_cursor` of the previous page. */
+                /** @description `next_cursor` of the previous page (an action id). */
                 cursor?: string;
                 /**
                  * @description `newest` first (the default) or `oldest` first; a cursor pages on

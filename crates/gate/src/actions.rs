@@ -560,9 +560,11 @@ impl Gate {
         if let Some(session) = &q.session {
             crate::sessions::validate_session("session", session)?;
         }
+        // An action id as it is written (the hyphenated form alone, as
+        // the schema's pattern says).
         if q.cursor
             .as_deref()
-            .is_some_and(|c| uuid::Uuid::try_parse(c).is_err())
+            .is_some_and(|c| c.len() != 36 || uuid::Uuid::try_parse(c).is_err())
         {
             return Err(GateError::invalid(
                 "cursor",

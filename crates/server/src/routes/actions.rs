@@ -187,7 +187,10 @@ pub struct ListQuery {
     /// Page size, 1-200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
-    /// `next_cursor` of the previous page.
+    /// `next_cursor` of the previous page (an action id).
+    #[param(
+        pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    )]
     pub cursor: Option<String>,
     /// `newest` first (the default) or `oldest` first; a cursor pages on
     /// in the order it came from.

@@ -85,8 +85,18 @@ pub struct GrantQuery {
     /// Only active (true) or only revoked/expired (false) grants.
     pub active: Option<bool>,
     /// Only grants for this agent.
+    #[param(
+        pattern = r"^[A-Za-z0-9_.@\-]{1,128}$",
+        min_length = 1,
+        max_length = 128
+    )]
     pub agent: Option<String>,
     /// Only this handler's.
+    #[param(
+        pattern = r"^[a-z0-9][a-z0-9_\-]{0,63}$",
+        min_length = 1,
+        max_length = 64
+    )]
     pub handler: Option<String>,
     /// `newest` first (the default) or `oldest` first.
     #[param(inline)]
