@@ -58,8 +58,8 @@ impl Owner {
 pub struct ConnectionTrail {
     /// `mcp-` and 16 hex digits of the MCP session id's SHA-256: a
     /// session of its own, named after the connection without showing its
-    /// id; in the stateless era, of the key's id (`key:<id>`), the key's
-    /// own session.
+    /// id; in the stateless era, of the key's id and the current
+    /// `sessions.idle_timeout` window (`key:<id>@<n>`).
     pub implicit: Option<String>,
     /// The key's own session (`mcp-` and 16 hex digits of `key:<id>`'s
     /// SHA-256): a taint any call of the key meets is written there too,
@@ -195,16 +195,24 @@ pub async fn bind(
         return unknown_session();
     }
     if let Some(trail) = owners.trail(&caller) {
-        let key_session = implicit_session(&format!("key:{}", caller.key_id));
         request.extensions_mut().insert(ConnectionTrail {
             // The stateless era names no MCP session: a call naming no
-            // gate session is then in the key's own, so that leaving the
-            // session out sheds no taint there either.
+            // gate session is then in one of the key's, so that leaving
+            // the session out sheds no taint there either. A new one each
+            // `sessions.idle_timeout`, so a taint is not the key's for
+            // good: it is carried into the next only while it is recent.
             implicit: Some(match named.as_deref() {
                 Some(mcp_session) => implicit_session(mcp_session),
-                None => key_session.clone(),
+                None => {
+                    let window = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default()
+                        .as_secs()
+                        / owners.idle.as_secs().max(1);
+                    implicit_session(&format!("key:{}@{window}", caller.key_id))
+                }
             }),
-            key_session,
+            key_session: implicit_session(&format!("key:{}", caller.key_id)),
             trail,
         });
     }
