@@ -222,9 +222,9 @@ pub async fn decide_in(
 /// the uncounted grants and the profile allow it alone; `Some(Some(id))`
 /// for the first counted grant that, with them, covers every simple
 /// command; `None` when it takes several counted grants, or one for
-/// several of its commands (one action takes one use, so it is asked). Without this, a line whose commands were
-/// allowed by an uncounted and a counted grant would report the first and
-/// spend nothing.
+/// several of its commands (one action takes one use, so it is asked).
+/// Without this, a line whose commands were allowed by an uncounted and a
+/// counted grant would report the first and spend nothing.
 fn counted_use(
     profile: &policy::Profile,
     grants: &[policy::Grant],
