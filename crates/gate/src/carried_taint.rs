@@ -98,9 +98,8 @@ impl Gate {
         let since = self.idle_before();
         Ok(self
             .store()
-            .get_session(id, since)
+            .session_tainted_at(id)
             .await?
-            .and_then(|s| s.tainted_at)
             .is_some_and(|at| at > since))
     }
 }

@@ -349,6 +349,8 @@ contract! {
     pub async fn get_session(&self, id: &str, idle_before: DateTime<Utc>) -> Result<Option<actiongate_api::sessions::Session>, StoreError>;
     /// The agent session `id` belongs to, if it was ever used.
     pub async fn session_owner(&self, id: &str) -> Result<Option<String>, StoreError>;
+    /// When session `id` was tainted, if it is (its row alone: no counts).
+    pub async fn session_tainted_at(&self, id: &str) -> Result<Option<DateTime<Utc>>, StoreError>;
     /// A page of the sessions `filter` holds, newest (or oldest) first by
     /// when they began (then id).
     pub async fn list_sessions(&self, filter: SessionFilter, page: Page, idle_before: DateTime<Utc>) -> Result<Vec<actiongate_api::sessions::Session>, StoreError>;

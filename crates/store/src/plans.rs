@@ -319,6 +319,16 @@ impl SqliteStore {
         session_on(&mut conn, id, idle_before).await
     }
 
+    /// When session `id` was tainted, if it is (its row alone: no counts).
+    pub async fn session_tainted_at(&self, id: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let at: Option<Option<i64>> =
+            sqlx::query_scalar("SELECT tainted_at FROM sessions WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&self.read)
+                .await?;
+        Ok(at.flatten().and_then(DateTime::from_timestamp_millis))
+    }
+
     /// The agent session `id` belongs to, if it was ever used.
     pub async fn session_owner(&self, id: &str) -> Result<Option<String>, StoreError> {
         Ok(

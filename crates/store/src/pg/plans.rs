@@ -173,7 +173,17 @@ impl Postgres {
         session_on(&mut conn, id, idle_before).await
     }
 
-    /// The agent session `id` belongs to, if it was ever used.
+    /// See `SqliteStore::session_tainted_at`.
+    pub async fn session_tainted_at(&self, id: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let at: Option<Option<i64>> =
+            sqlx::query_scalar("SELECT tainted_at FROM sessions WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(at.flatten().and_then(DateTime::from_timestamp_millis))
+    }
+
+    /// See `SqliteStore::session_owner`.
     pub async fn session_owner(&self, id: &str) -> Result<Option<String>, StoreError> {
         Ok(
             sqlx::query_scalar("SELECT agent FROM sessions WHERE id = $1")
