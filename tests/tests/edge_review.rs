@@ -16,13 +16,18 @@ use crate::mcp_proxy::{Proxy, text_of};
 /// An upstream MCP server on stdio whose tools are named in
 /// `UPSTREAM_TOOLS`; it serves one resource, `note://1`, and as
 /// `UPSTREAM_MODE` says, lists its tools on pages without end (`endless`),
-/// never answers a listing after the first (`silent_list`), or offers 20
-/// new tools in every listing after the first (`grow`).
+/// never answers a listing after the first (`silent_list`), offers 20
+/// new tools in every listing after the first (`grow`), describes its
+/// tools anew in every listing (`vary`), or answers a call with the
+/// params it received (`echo`).
 const UPSTREAM: &str = r#"
 import json, os, sys
 names = json.loads(os.environ["UPSTREAM_TOOLS"])
 mode = os.environ.get("UPSTREAM_MODE", "")
-tools = [{"name": n, "inputSchema": {"type": "object"}} for n in names]
+def tools_of(listed):
+    described = {"description": "v%d" % listed} if mode == "vary" else {}
+    return [dict(name=n, inputSchema={"type": "object"}, **described) for n in names]
+tools = tools_of(0)
 listed = 0
 def answer(i, result):
     print(json.dumps({"jsonrpc": "2.0", "id": i, "result": result}), flush=True)
@@ -46,7 +51,10 @@ for line in sys.stdin:
             more = [{"name": "n%d" % k, "inputSchema": {"type": "object"}} for k in range(20)]
             answer(i, {"tools": tools + more})
         else:
-            answer(i, {"tools": tools})
+            answer(i, {"tools": tools_of(listed) if listed > 1 else tools})
+    elif method == "tools/call" and mode == "echo":
+        got = json.dumps(msg["params"], sort_keys=True)
+        answer(i, {"content": [{"type": "text", "text": got}]})
     elif method == "tools/call":
         answer(i, {"content": [{"type": "text", "text": "ran " + msg["params"]["name"]}]})
     elif method == "resources/read":
@@ -245,6 +253,91 @@ async fn an_upstream_offering_many_new_tools_asks_about_five_at_a_time() {
     assert!(pins.iter().all(|a| a["status"] == "pending"), "{pins:?}");
     let r = p.call("ok").await;
     assert_eq!(text_of(&r), "ran ok", "{r}");
+    p.stop().await;
+    d.stop();
+}
+
+/// An upstream server that describes a tool anew in every listing keeps
+/// one question about it open, not one per listing: each new question
+/// withdraws the one before, so the agent's pending places and the
+/// approvers' queue stay free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_definition_changed_at_every_listing_keeps_one_question_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        &[("ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT", "4")],
+    );
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let profile = json!({"allow": ["tool:mcp__fs__(?s).*"], "ask": ["(?s).*"]});
+    set_profile(&http, &d.base, &admin, "bot", profile).await;
+    let script = UPSTREAM.replace(
+        "mode = os.environ.get(\"UPSTREAM_MODE\", \"\")",
+        "mode = \"vary\"",
+    );
+    let mut p = Proxy::start_with(dir.path(), &d.base, &agent, &["ok"], &script, &[]).await;
+    // The first listing pins the tool; each later one changes it.
+    for _ in 0..8 {
+        p.request("tools/list", json!({})).await;
+    }
+    let pins = actions_of(&http, &d.base, &admin, "mcp-pin").await;
+    let pending: Vec<&Value> = pins.iter().filter(|a| a["status"] == "pending").collect();
+    assert_eq!(pending.len(), 1, "{pins:?}");
+    assert!(pins.len() >= 2, "{pins:?}");
+    assert!(
+        pins.iter()
+            .all(|a| a["status"] == "pending" || a["status"] == "cancelled"),
+        "{pins:?}"
+    );
+    // The agent's own requests still find a pending place.
+    let (s, a) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/actions", d.base),
+        &agent,
+        Some(json!({"tool": "bash", "detail": "make test"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{a}");
+    p.stop().await;
+    d.stop();
+}
+
+/// A call the operator saw with its arguments reaches the upstream with
+/// those arguments only: a client's `requestState` or `inputResponses`
+/// (which an upstream could read as other arguments) are not forwarded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowed_call_forwards_no_request_state_or_input_responses() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let profile = json!({"allow": ["tool:mcp__fs__(?s).*"], "ask": ["(?s).*"]});
+    set_profile(&http, &d.base, &admin, "bot", profile).await;
+    let script = UPSTREAM.replace(
+        "mode = os.environ.get(\"UPSTREAM_MODE\", \"\")",
+        "mode = \"echo\"",
+    );
+    let mut p = Proxy::start_with(dir.path(), &d.base, &agent, &["ok"], &script, &[]).await;
+    p.request("tools/list", json!({})).await;
+    let extra = json!({
+        "name": "ok",
+        "arguments": {"to": "alice@example.com"},
+        "requestState": "state-from-the-client",
+        "inputResponses": {"q1": {"action": "accept", "content": {"to": "mallory@example.com"}}},
+    });
+    let r = p.request("tools/call", extra).await;
+    let mut got: Value = serde_json::from_str(&text_of(&r["result"])).expect("the params as JSON");
+    // The proxy's own progress token for the forwarded call.
+    got.as_object_mut().unwrap().remove("_meta");
+    assert_eq!(
+        got,
+        json!({"name": "ok", "arguments": {"to": "alice@example.com"}}),
+        "{r}"
+    );
     p.stop().await;
     d.stop();
 }

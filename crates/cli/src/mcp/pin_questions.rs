@@ -20,7 +20,7 @@ use super::pins::{
     pin_detail,
 };
 use super::proxy::{Proxy, notify_list_changed};
-use crate::http::{is_settled, path_segment};
+use crate::http::{ClientError, is_settled, path_segment};
 
 /// Most questions about tool definitions open at once per proxy.
 pub const MAX_OPEN: usize = 5;
@@ -112,10 +112,26 @@ impl Proxy {
                 continue;
             }
             // A question of its own already open is asked again in its
-            // place; a new one waits while MAX_OPEN others are open.
-            if !file.pins.asked.contains_key(&name) && file.pins.asked.len() >= MAX_OPEN {
-                held_back += 1;
-                continue;
+            // place (the earlier one withdrawn: a server that changes a
+            // definition at every listing keeps one question open, not
+            // one per listing); a new one waits while MAX_OPEN others are
+            // open.
+            match file.pins.asked.get(&name) {
+                Some(earlier) if earlier.digest != d => {
+                    if let Err(e) = self.withdraw(&earlier.action).await {
+                        eprintln!(
+                            "actiongate mcp proxy: cannot withdraw the question about the \
+                             earlier definition of tool '{name}' (it stays hidden): {e}"
+                        );
+                        continue;
+                    }
+                }
+                Some(_) => {}
+                None if file.pins.asked.len() >= MAX_OPEN => {
+                    held_back += 1;
+                    continue;
+                }
+                None => {}
             }
             match self.ask(&name, &d, &t).await {
                 Ok(id) => {
@@ -212,6 +228,17 @@ impl Proxy {
             }
             None => true,
         };
+        if let Some(earlier) = file.pins.instructions_asked.as_ref()
+            && earlier.digest != d
+            && let Err(e) = self.withdraw(&earlier.action).await
+        {
+            eprintln!(
+                "actiongate mcp proxy: cannot withdraw the question about the earlier \
+                 instructions of '{}' (the new ones are withheld): {e}",
+                self.name
+            );
+            return Ok(None);
+        }
         if ask_again {
             let reason = format!(
                 "The MCP server '{}' gives the agent new or changed instructions. Approve to \
@@ -254,6 +281,16 @@ impl Proxy {
             .await
     }
 
+    /// Withdraws the earlier question `action` (cancels it; one settled
+    /// meanwhile needs nothing).
+    async fn withdraw(&self, action: &str) -> Result<(), String> {
+        match self.api.cancel(action).await {
+            Ok(_) => Ok(()),
+            Err(ClientError::Api(p)) if p.status == 409 => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// Asks the `mcp-pin` action of `detail` with `reason` (cut to what
     /// the daemon takes); the id of the pending action.
     async fn ask_operator(&self, detail: String, reason: String) -> Result<String, String> {
@@ -276,7 +313,10 @@ impl Proxy {
         let api = self.api.clone();
         let downstream = self.downstream.clone();
         tokio::spawn(async move {
-            // Wakes the agent's side once the question is settled.
+            // Wakes the agent's side once the question is settled; one
+            // the proxy withdrew changes no listing (and waking the agent
+            // for it would have it list again, and a server that changes
+            // a definition at every listing be asked again, without end).
             let mut action = action;
             while !is_settled(&action) {
                 match api
@@ -287,7 +327,9 @@ impl Proxy {
                     Err(_) => return,
                 }
             }
-            notify_list_changed(&downstream).await;
+            if action.get("status").and_then(Value::as_str) != Some("cancelled") {
+                notify_list_changed(&downstream).await;
+            }
         });
         Ok(id)
     }

@@ -537,8 +537,13 @@ impl ServerHandler for Proxy {
         if decision.verdict != Verdict::Allow {
             return Ok(error_result(decision.reason).into());
         }
+        // Only what the operator saw goes on: a client's answers to an
+        // earlier input request, or a state token, could carry other
+        // arguments to an upstream that reads them.
         let mut forwarded = request;
         forwarded.meta = None;
+        forwarded.input_responses = None;
+        forwarded.request_state = None;
         let mut response = self.forward(forwarded, &ctx).await?;
         // An upstream of the handshake era sends no `resultType`; a client
         // of the stateless era needs it (rmcp leaves it out again for
