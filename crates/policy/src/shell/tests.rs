@@ -338,3 +338,29 @@ fn substitution_on_a_heredoc_line_is_refused_before_parsing() {
         );
     }
 }
+
+/// A control character a terminal acts on (erasing the line, ending it,
+/// recalling history) makes a line unparsable, so it is never allowed as
+/// the text reads without a terminal; tab and newline are plain.
+#[test]
+fn a_control_character_a_terminal_acts_on_is_a_hazard() {
+    for line in [
+        "echo hi\u{15}rm -rf x",
+        "echo hi\rrm -rf x",
+        "echo x\u{1b}[A",
+        "echo hi\u{3}rm x",
+        "ls\u{7f}\u{7f}rm x",
+        "cat a\u{b}b",
+        "cat a\u{c}b",
+    ] {
+        let a = analyze_shell(line);
+        assert!(
+            matches!(a.hazards.as_slice(), [Hazard::Unparsable { .. }]),
+            "{line:?}: {a:?}"
+        );
+    }
+    for line in ["echo a\tb", "ls\nls -l"] {
+        let a = analyze_shell(line);
+        assert!(a.hazards.is_empty(), "{line:?}: {a:?}");
+    }
+}

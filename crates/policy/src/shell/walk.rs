@@ -41,14 +41,20 @@ pub(crate) fn analyze_program_with(source: &str, options: &ParserOptions, c: &mu
         });
         return;
     }
-    // brush-parser trims a here-document's tag of ASCII whitespace, so a
-    // tag of a carriage return or form feed is empty, and `a<<\r #` made
-    // it allocate without end (cargo fuzz: gigabytes from seven bytes).
-    // Bash reads these characters as part of a word, never as blanks; a
-    // line holding them is refused rather than read two ways.
-    if source.contains(['\r', '\u{b}', '\u{c}']) {
+    // Bash reads a control character as part of a word, but a terminal
+    // the line is typed into (an agent writing to an interactive session)
+    // acts on it: Ctrl-U erases what came before, a carriage return ends
+    // the line, ESC [A recalls the last one. And brush-parser trims a
+    // here-document's tag of ASCII whitespace, so a tag of a carriage
+    // return or form feed is empty, and `a<<\r #` made it allocate without
+    // end (cargo fuzz: gigabytes from seven bytes). A line holding any but
+    // tab and newline is refused rather than read two ways.
+    if source
+        .chars()
+        .any(|ch| ch.is_ascii_control() && ch != '\t' && ch != '\n')
+    {
         c.hazard(Hazard::Unparsable {
-            message: "a carriage return, vertical tab or form feed".to_owned(),
+            message: "a control character (other than tab and newline)".to_owned(),
         });
         return;
     }
