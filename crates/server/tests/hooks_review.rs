@@ -394,6 +394,39 @@ async fn a_copilot_mcp_tool_taints_its_session_and_shell_input_is_a_command() {
     app.stop().await;
 }
 
+/// Copilot's `write_bash` types its `{enter}`, `{up}`, … as keys: a
+/// second command after an `{enter}` is judged as the command it is, and
+/// keys that edit the line or recall history leave a line no analyser
+/// can read plain, so it goes to a human (unanswered here: denied).
+#[tokio::test]
+async fn copilot_key_names_in_shell_input_are_typed_as_keys() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("readonly")).await;
+    let input = |text: &str| json!({"shellId": "1", "input": text, "delay": 10});
+    assert_eq!(
+        copilot(&app, "s1", "write_bash", input("echo hi{enter}")).await,
+        "allow"
+    );
+    assert_eq!(last_action_string(&app).await, "tool:bash:echo hi\n");
+    let second = input("echo hi{ENTER}rm -rf ~/proj{enter}");
+    assert_eq!(copilot(&app, "s1", "write_bash", second).await, "deny");
+    assert_eq!(
+        last_action_string(&app).await,
+        "tool:bash:echo hi\nrm -rf ~/proj\n"
+    );
+    for edited in [
+        "echo x{up}{enter}",
+        "ls{backspace}{backspace}rm -rf ~{enter}",
+    ] {
+        assert_eq!(
+            copilot(&app, "s1", "write_bash", input(edited)).await,
+            "deny",
+            "{edited}"
+        );
+    }
+    app.stop().await;
+}
+
 /// Under `readonly`, the profile `actiongate setup` gives a new agent, the
 /// runtimes' own bookkeeping (a todo list, a stated intent, the output of
 /// a shell already run) passes without a human, while starting or

@@ -33,9 +33,10 @@ pub fn calls_of(name: &str, input: &Value) -> Result<Vec<Call>, String> {
             text(input, "query").map_or_else(|| input.to_string(), str::to_owned),
         )],
         // Text sent to a running command, or to the interactive bash
-        // session it ran in: once that command ended, a command line.
+        // session it ran in: once that command ended, a command line, as
+        // typed (its key names made the keys a terminal gets).
         "write_bash" if input.get("input").is_some() => {
-            vec![Call::Shell(field(input, name, "input")?.to_owned())]
+            vec![Call::Shell(typed(field(input, name, "input")?))]
         }
         other => vec![
             map::mcp_double_underscore(other, input)
@@ -46,6 +47,45 @@ pub fn calls_of(name: &str, input: &Value) -> Result<Vec<Call>, String> {
                 }),
         ],
     })
+}
+
+/// The keys `write_bash` names in its input (`{enter}`, `{up}`, …), as
+/// the bytes a terminal gets: a newline ends a command line, so each
+/// line is analysed as the command it is; the arrows and backspace are
+/// control characters, which the shell analysers cannot read plain (the
+/// line they edit, or the history entry they recall, is not in the text),
+/// so such input is asked. Names are matched in any case; others are text.
+fn typed(input: &str) -> String {
+    const KEYS: &[(&str, &str)] = &[
+        ("{enter}", "\n"),
+        ("{up}", "\u{1b}[A"),
+        ("{down}", "\u{1b}[B"),
+        ("{right}", "\u{1b}[C"),
+        ("{left}", "\u{1b}[D"),
+        ("{backspace}", "\u{7f}"),
+    ];
+    let mut out = String::with_capacity(input.len());
+    let mut rest = input;
+    while let Some(at) = rest.find('{') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let key = KEYS.iter().find(|(name, _)| {
+            rest.get(..name.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(name))
+        });
+        match key {
+            Some((name, bytes)) => {
+                out.push_str(bytes);
+                rest = &rest[name.len()..];
+            }
+            None => {
+                out.push('{');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// An MCP server's tool: Copilot CLI names it `<server>-<tool>` (each
@@ -187,5 +227,22 @@ mod tests {
         }
         let bad = json!({"toolName": "write_bash", "toolArgs": {"shellId": "1", "input": 7}});
         assert!(Copilot.parse(&bad).is_err());
+    }
+
+    #[test]
+    fn write_bash_key_names_are_typed_as_the_keys() {
+        for (input, want) in [
+            ("ls{enter}", "ls\n"),
+            ("echo hi{Enter}rm x{ENTER}", "echo hi\nrm x\n"),
+            (
+                "x{up}{down}{right}{left}",
+                "x\u{1b}[A\u{1b}[B\u{1b}[C\u{1b}[D",
+            ),
+            ("ab{backspace}", "ab\u{7f}"),
+            ("echo {a} {} {enter", "echo {a} {} {enter"),
+            ("{{enter}}é{", "{\n}é{"),
+        ] {
+            assert_eq!(typed(input), want, "{input}");
+        }
     }
 }
