@@ -1,7 +1,8 @@
 //! Secrets inside command text, masked for display: common token shapes
 //! (`sk_live_…`, `ghp_…`, `xoxb-…`, `AKIA…`, JWTs), `-u user:pass`,
 //! `Authorization:` headers, `Bearer …`, `password=…` (and other
-//! credential-named keys), `--password …` and `scheme://user:pass@host`.
+//! credential-named keys), `--password …`, `scheme://user:pass@host` and
+//! the body of a PEM private key (to its end, or to the end of the text).
 //!
 //! The same rules live in the web page (`crates/server/web/secrets.js`);
 //! both are checked against one table of cases,
@@ -44,6 +45,7 @@ const RULES: &[&str] = &[
     r"(?i)\b(?:x-)?api-key:\s*([^\s'\x22]+)",
     r"(?i)\b[A-Za-z0-9_.-]*?(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)[A-Za-z0-9_.-]*\s*=\s*['\x22]?([^\s'\x22&;]+)",
     r"(?i)--(?:password|passwd|token|secret|api-key|access-key)\s+([^\s'\x22-][^\s'\x22]*)",
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----([\s\S]+?)(?:-----END|$)",
 ];
 
 /// The characters that make a value more than a literal to a shell (or a

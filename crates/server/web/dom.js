@@ -163,7 +163,7 @@ export function when(iso) {
 // what the handler's schema marks `sensitive` by "***".
 const SENSITIVE_WORDS = new Set(['password', 'passwords', 'passwd', 'passphrase', 'pass', 'secret', 'secrets',
   'token', 'tokens', 'apikey', 'authorization', 'authheader', 'credential', 'credentials', 'privatekey',
-  'cookie', 'cookies']);
+  'cookie', 'cookies', 'pwd', 'pin', 'auth', 'otp']);
 const SENSITIVE_PAIRS = new Set(['api key', 'auth header', 'private key']);
 
 /** The words of a key name: `X-Api-Key` -> x, api, key; `authToken` -> auth, token. */

@@ -34,6 +34,7 @@ const RULES = [
   String.raw`(?i)\b(?:x-)?api-key:\s*([^\s'\x22]+)`,
   String.raw`(?i)\b[A-Za-z0-9_.-]*?(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)[A-Za-z0-9_.-]*\s*=\s*['\x22]?([^\s'\x22&;]+)`,
   String.raw`(?i)--(?:password|passwd|token|secret|api-key|access-key)\s+([^\s'\x22-][^\s'\x22]*)`,
+  String.raw`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----([\s\S]+?)(?:-----END|$)`,
 ].map((r) => (r.startsWith('(?i)') ? new RegExp(r.slice(4), 'gdiu') : new RegExp(r, 'gdu')));
 
 /** Characters that make a value more than a literal (the daemon's `ACTIVE`). */

@@ -46,6 +46,10 @@ const SENSITIVE_WORDS: &[&str] = &[
     "privatekey",
     "cookie",
     "cookies",
+    "pwd",
+    "pin",
+    "auth",
+    "otp",
 ];
 
 /// Two words that name a credential together (`api_key`, `X-Api-Key`).
@@ -564,6 +568,10 @@ mod tests {
             "private-key",
             "client.secret",
             "Cookie",
+            "pwd",
+            "pin",
+            "auth",
+            "otp_code",
         ] {
             assert!(sensitive_key(key), "{key}");
         }
@@ -576,6 +584,8 @@ mod tests {
             "tokenizer",
             "compass",
             "keys",
+            "author",
+            "spinner",
         ] {
             assert!(!sensitive_key(key), "{key}");
         }
@@ -628,7 +638,8 @@ mod tests {
                 .unwrap_or_default();
         assert!(!cases.is_empty());
         for (input, want) in cases {
-            assert_eq!(shown_text(&input).0, want, "{input}");
+            // A card marks each line break.
+            assert_eq!(shown_text(&input).0, want.replace('\n', "⏎\n"), "{input}");
         }
     }
 
@@ -655,6 +666,11 @@ mod tests {
             ["Input (excerpt):", "  new_string: b", "  old_string: a"]
         );
         assert!(input_lines(&serde_json::json!({})).is_empty());
+        // A private key's body is a secret however it starts.
+        let key = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIJ+Zx1y2w3v4u5t6s7r8q9p0\n";
+        let text = input_lines(&serde_json::json!({"content": key})).join("\n");
+        assert!(!text.contains("MC4CAQ"), "{text}");
+        assert!(text.contains("PRIVATE KEY-----••••"), "{text}");
     }
 
     #[test]
