@@ -28,7 +28,20 @@ const STALE_SECS: i64 = 600;
 /// Whether WhatsApp shows `text` whole in a card (a message with reply
 /// buttons).
 pub fn fits(text: &str) -> bool {
-    text.chars().count() <= MAX_BODY
+    literal(text, usize::MAX).chars().count() <= MAX_BODY
+}
+
+/// `text` as WhatsApp shows it as written, in at most `max` characters:
+/// in a monospace block, where `*`, `_`, `~` and list marks are not
+/// formatting (WhatsApp has no escape character, and `rm *.log*` would
+/// lose its glob to bold). A run of three backticks, which would end the
+/// block, shows its middle one by name.
+fn literal(text: &str, max: usize) -> String {
+    let mut inner = text.to_owned();
+    while inner.contains("```") {
+        inner = inner.replace("```", "`⟨U+0060⟩`");
+    }
+    format!("```\n{}\n```", cut(&inner, max.saturating_sub(8)))
 }
 
 /// A configured WhatsApp Business number.
@@ -74,7 +87,7 @@ impl WhatsApp {
             "recipient_type": "individual",
             "to": to,
             "type": "text",
-            "text": {"body": cut(text, 4000), "preview_url": false},
+            "text": {"body": literal(text, 4000), "preview_url": false},
         });
         if let Some(id) = context {
             m["context"] = json!({"message_id": id});
@@ -112,7 +125,7 @@ impl WhatsApp {
                     "type": "interactive",
                     "interactive": {
                         "type": "button",
-                        "body": {"text": cut(&card.text(), MAX_BODY)},
+                        "body": {"text": literal(&card.text(), MAX_BODY)},
                         "footer": {"text": "Or reply yes / no to this message"},
                         "action": {"buttons": buttons},
                     },
@@ -278,4 +291,31 @@ async fn handle_message(c: &Connectors, w: &WhatsApp, m: &Value, now: i64) {
         http.call(Method::POST, &url, Some(&auth), &body, None)
             .await
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_shown_as_written_in_a_monospace_block() {
+        assert_eq!(
+            literal("rm *.log*\n- _a_ ~b~", 100),
+            "```\nrm *.log*\n- _a_ ~b~\n```"
+        );
+        for text in ["a```b", "a`````b", "``````", "x````"] {
+            let shown = literal(text, 100);
+            let inner = &shown[4..shown.len() - 4];
+            assert!(!inner.contains("```"), "{text}: {shown}");
+            assert!(inner.contains("⟨U+0060⟩"), "{text}: {shown}");
+        }
+        let long = literal(&"x".repeat(50), 20);
+        assert_eq!(long.chars().count(), 20, "{long}");
+        assert!(
+            long.starts_with("```\n") && long.ends_with("…\n```"),
+            "{long}"
+        );
+        assert!(fits(&"x".repeat(MAX_BODY - 8)));
+        assert!(!fits(&"x".repeat(MAX_BODY - 7)));
+    }
 }

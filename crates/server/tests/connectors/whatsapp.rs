@@ -104,6 +104,12 @@ async fn whatsapp_handshake_buttons_replies_strangers_and_forgeries() {
     let m = &mine(&posts, &id)[0].body;
     assert_eq!(m["to"], PHONE);
     assert_eq!(m["type"], "interactive");
+    // As written: in a monospace block, which WhatsApp formats nothing in.
+    let text = m["interactive"]["body"]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("```\n") && text.ends_with("\n```") && text.contains("make deploy"),
+        "{text}"
+    );
     let buttons = m["interactive"]["action"]["buttons"].as_array().unwrap();
     assert_eq!(buttons[1]["reply"]["title"], "Approve for 1h");
     assert!(
