@@ -91,6 +91,23 @@ impl Gate {
 }
 
 impl Gate {
+    /// Records that the caller's key session `carrier` (its `mcp-…`
+    /// session) named the caller's session `to` over `/mcp`: a taint
+    /// recorded on `to` later (an approval outside the call, a task that
+    /// ends on another daemon) is recorded on `carrier` too, so every
+    /// daemon carries it into the next session the key names.
+    pub async fn link_carrier(&self, caller: &Caller, to: &str, carrier: &str) -> GateResult<()> {
+        let agent = caller.agent_id()?;
+        if to == carrier {
+            return Ok(());
+        }
+        self.touch_session(agent, carrier, None).await?;
+        self.store()
+            .link_carrier(to.to_owned(), carrier.to_owned())
+            .await?;
+        Ok(())
+    }
+
     /// Whether session `id` was tainted within `sessions.idle_timeout`: a
     /// carrier's own session (an MCP key's) carries a taint only that
     /// long, as the carrier's memory on one daemon lasts.
@@ -134,16 +151,20 @@ impl Trail {
     }
 
     /// Records `session` as named now (only the caller's own: see
-    /// [`Carried::own`]), and whether it is tainted.
-    pub fn push(&mut self, session: &str, tainted: bool) {
+    /// [`Carried::own`]), and whether it is tainted; whether it was not
+    /// on the trail before.
+    pub fn push(&mut self, session: &str, tainted: bool) -> bool {
         if tainted && self.tainted.is_none() {
             self.tainted = Some(session.to_owned());
         }
+        let before = self.sessions.len();
         self.sessions.retain(|s| s != session);
+        let new = self.sessions.len() == before;
         self.sessions.push(session.to_owned());
         if self.sessions.len() > MAX_TRAIL {
             self.sessions.remove(0);
         }
+        new
     }
 }
 

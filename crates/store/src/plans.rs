@@ -297,13 +297,13 @@ impl SqliteStore {
                         "UPDATE sessions SET tainted_by = ?, taint_action = ?, tainted_at = ? \
                          WHERE id = ? AND tainted_by IS NULL",
                     )
-                    .bind(action_id)
+                    .bind(&action_id)
                     .bind(crate::sessions::taint_text(&action_string))
                     .bind(to_ms(now()))
-                    .bind(id)
+                    .bind(&id)
                     .execute(&mut *conn)
                     .await?;
-                    Ok(())
+                    crate::sessions::taint_carrier_on(conn, &id, &action_id, &action_string).await
                 })
             })
             .await
@@ -317,6 +317,24 @@ impl SqliteStore {
     ) -> Result<Option<Session>, StoreError> {
         let mut conn = self.read.acquire().await?;
         session_on(&mut conn, id, idle_before).await
+    }
+
+    /// Records that key session `carrier` named session `id` over `/mcp`,
+    /// unless another did first: a taint recorded on `id` from now on is
+    /// recorded on `carrier` too.
+    pub async fn link_carrier(&self, id: String, carrier: String) -> Result<(), StoreError> {
+        self.writer
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move {
+                    sqlx::query("UPDATE sessions SET carrier = ? WHERE id = ? AND carrier IS NULL")
+                        .bind(&carrier)
+                        .bind(&id)
+                        .execute(&mut *conn)
+                        .await?;
+                    Ok(())
+                })
+            })
+            .await
     }
 
     /// When session `id` was tainted, if it is (its row alone: no counts).

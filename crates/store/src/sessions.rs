@@ -146,6 +146,29 @@ pub(crate) async fn mark_taint_on(
     .bind(session)
     .execute(&mut *conn)
     .await?;
+    taint_carrier_on(conn, session, &action.id, &action.action_string).await
+}
+
+/// Records on `conn` that the key session which named `session` over
+/// `/mcp` (its `carrier`) met the taint of action `action_id` now: the
+/// carrier's first taint stays named, its time is now.
+pub(crate) async fn taint_carrier_on(
+    conn: &mut SqliteConnection,
+    session: &str,
+    action_id: &str,
+    action_string: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE sessions SET tainted_by = COALESCE(tainted_by, ?), \
+         taint_action = COALESCE(taint_action, ?), tainted_at = ? \
+         WHERE id = (SELECT carrier FROM sessions WHERE id = ?)",
+    )
+    .bind(action_id)
+    .bind(taint_text(action_string))
+    .bind(to_ms(now()))
+    .bind(session)
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 

@@ -89,15 +89,24 @@ pub async fn call(
     };
     // Before the model reads the answer (what may have tainted the
     // session), the key's own session takes the taint, for its next call
-    // on any daemon.
-    if let (Some(to), Some(trail)) = (carried_into, &from.trail)
+    // on any daemon; and a session the trail names for the first time
+    // (stored by now, when the call stored anything) is linked to it, so a
+    // taint it meets later, outside this call (an approval, a task), is
+    // recorded there too.
+    if let (Some((to, new)), Some(trail)) = (carried_into, &from.trail)
         && to != trail.key_session
-        && let Err(e) = state
-            .gate()
+    {
+        let gate = state.gate();
+        let recorded = match gate
             .carry_taint(caller, std::slice::from_ref(&to), &trail.key_session)
             .await
-    {
-        tracing::warn!(error = %e.detail, session = %to, "cannot record a taint on the key's own MCP session");
+        {
+            Ok(_) if new => gate.link_carrier(caller, &to, &trail.key_session).await,
+            other => other.map(|_| ()),
+        };
+        if let Err(e) = recorded {
+            tracing::warn!(error = %e.detail, session = %to, "cannot record a taint on the key's own MCP session");
+        }
     }
     match result {
         Ok(r) | Err(Reply::Result(r)) => r.into(),
@@ -167,13 +176,14 @@ impl Ctx<'_> {
     /// model that read a stranger's text cannot shed the taint by naming
     /// a fresh session, or none, or by connecting again
     /// (`actiongate_gate::carried_taint`).
-    /// The session carried into, when it is the caller's own.
+    /// The session carried into, when it is the caller's own, and whether
+    /// the trail named it for the first time.
     async fn carry(
         &self,
         tool: &str,
         args: &JsonObject,
         trail: &ConnectionTrail,
-    ) -> Result<Option<String>, GateError> {
+    ) -> Result<Option<(String, bool)>, GateError> {
         // An operator's or admin's key acts in no agent's session.
         if self.caller.agent.is_none() {
             return Ok(None);
@@ -209,10 +219,11 @@ impl Ctx<'_> {
         if !carried.own {
             return Ok(None);
         }
-        if let Ok(mut t) = trail.trail.lock() {
-            t.push(&to, carried.tainted);
-        }
-        Ok(Some(to))
+        let new = match trail.trail.lock() {
+            Ok(mut t) => t.push(&to, carried.tainted),
+            Err(_) => return Err(GateError::internal()),
+        };
+        Ok(Some((to, new)))
     }
 }
 

@@ -150,16 +150,29 @@ impl Postgres {
         action_id: String,
         action_string: String,
     ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
         sqlx::query(
             "UPDATE sessions SET tainted_by = $1, taint_action = $2, tainted_at = $3 \
              WHERE id = $4 AND tainted_by IS NULL",
         )
-        .bind(action_id)
+        .bind(&action_id)
         .bind(crate::sessions::taint_text(&action_string))
         .bind(to_ms(now()))
-        .bind(id)
-        .execute(&self.pool)
+        .bind(&id)
+        .execute(&mut *tx)
         .await?;
+        crate::pg::sessions::taint_carrier_on(&mut tx, &id, &action_id, &action_string).await?;
+        self.commit(tx, Vec::new()).await?;
+        Ok(())
+    }
+
+    /// See `SqliteStore::link_carrier`.
+    pub async fn link_carrier(&self, id: String, carrier: String) -> Result<(), StoreError> {
+        sqlx::query("UPDATE sessions SET carrier = $1 WHERE id = $2 AND carrier IS NULL")
+            .bind(carrier)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 

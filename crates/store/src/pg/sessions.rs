@@ -59,6 +59,27 @@ pub(crate) async fn mark_taint_on(
     .bind(session)
     .execute(&mut *conn)
     .await?;
+    taint_carrier_on(conn, session, &action.id, &action.action_string).await
+}
+
+/// See [`crate::sessions::taint_carrier_on`].
+pub(crate) async fn taint_carrier_on(
+    conn: &mut PgConnection,
+    session: &str,
+    action_id: &str,
+    action_string: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE sessions SET tainted_by = COALESCE(tainted_by, $1), \
+         taint_action = COALESCE(taint_action, $2), tainted_at = $3 \
+         WHERE id = (SELECT carrier FROM sessions WHERE id = $4)",
+    )
+    .bind(action_id)
+    .bind(crate::sessions::taint_text(action_string))
+    .bind(to_ms(now()))
+    .bind(session)
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 
