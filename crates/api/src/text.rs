@@ -35,6 +35,7 @@ pub fn is_hidden(c: char) -> bool {
             | 0xFE00..=0xFE0F           // variation selectors
             | 0xFEFF                    // BOM, zero-width no-break space
             | 0xFFA0
+            | 0xFFF0..=0xFFF8           // unassigned specials, drawn as nothing
             | 0xFFF9..=0xFFFB           // interlinear annotation
             | 0x110BD | 0x110CD
             | 0x13430..=0x1343F

@@ -159,6 +159,9 @@ mod tests {
         assert!(validate_session("session", "x\u{2800}").is_err());
         assert!(validate_session("session", "a\u{2800}b").is_err());
         assert!(validate_session("session", "\u{feff}a").is_err());
+        // Drawn as nothing by browsers (review: Chromium, zero width).
+        assert!(validate_session("session", "a\u{fff0}b").is_err());
+        assert!(validate_session("session", "a\u{fff8}b").is_err());
     }
 
     /// The pattern the OpenAPI document gives a session id (every copy of

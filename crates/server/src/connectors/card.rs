@@ -606,6 +606,7 @@ mod tests {
             "cat README.md⏎\nrm -rf ~/projects"
         );
         assert_eq!(shown_text("ls\r\u{202e}mr").0, "ls␍⟨U+202E⟩mr");
+        assert_eq!(shown_text("a\u{fff0}b").0, "a⟨U+FFF0⟩b");
         let v = serde_json::json!({"cmd": "echo \u{202e}mr"});
         assert_eq!(shown("params", &v).0, "{\"cmd\":\"echo ⟨U+202E⟩mr\"}");
     }
