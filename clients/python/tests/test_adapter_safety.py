@@ -63,3 +63,25 @@ def test_claude_globs_are_spelled_as_the_hook_spells_them() -> None:
     ]
     for args, want in cases:
         assert claude_tool("Glob", args) == ("Glob", want), args
+
+
+def test_an_approved_action_is_go_ahead_only_as_asked_and_once() -> None:
+    import pytest
+
+    from actiongate._core import settle
+    from actiongate.errors import ActionGateError
+
+    def action(status: str, **more: object) -> Action:
+        return Action.from_json({"id": "act_4", "status": status, "tool": "bash", "detail": "ls", **more})
+
+    assert action("approved").approved
+    edited = action("approved", edited=True, approved_detail="pwd")
+    assert edited.was_approved and not edited.approved
+    # A decision-only action the agent reported: what the same idempotency
+    # key answers after the run. Running it again is a second run.
+    for status in ("running", "completed", "failed"):
+        assert not action(status).approved, status
+        with pytest.raises(ActionGateError, match="run already"):
+            settle(action(status))
+    # A handler's action: its executor ran it; the result is read.
+    assert action("completed", handler="files").approved

@@ -336,6 +336,14 @@ def test_request_permission_without_a_handler_is_a_pending_item(agent_client, op
         assert decided.tool == "permission" and decided.detail == "deploy.production", decided
 
 
+def test_request_permission_edited_by_the_approver_is_not_granted_as_asked(agent_client, op, agent):
+    # Approved as edited is a permission other than the one asked for.
+    answer = Operator(op, agent, lambda o, a: o.approve(a.id, detail="deploy.staging"))
+    assert agent_client.request_permission("deploy.production", "ship the fix", 1) is False
+    [decided] = answer.finish()
+    assert decided.edited
+
+
 def test_request_permission_checks_its_arguments(agent_client):
     with pytest.raises(ValueError):
         agent_client.request_permission("", "why")

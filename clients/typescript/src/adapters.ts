@@ -6,7 +6,7 @@
  */
 import type { Client } from './client.js';
 import { ActionGateError, Denied, TimedOut } from './errors.js';
-import { denialReason, isApproved, isSettled } from './models.js';
+import { denialReason, isApproved, isSettled, wasApproved } from './models.js';
 import type { Action, CheckResult } from './models.js';
 
 /** A tool call to ask about: the gate's tool name, detail and reason. */
@@ -191,7 +191,7 @@ export function mapClaudeTool(name: string, input: Record<string, unknown>, cwd?
 export function verdictOf(action: Action, wait: number): Verdict {
   // An approver who edited the call approved the edited one, not the call
   // the framework is about to run with its original input: refuse that one.
-  if (isApproved(action) && action.edited === true) {
+  if (wasApproved(action) && action.edited === true) {
     const approved = typeof action.approved_detail === 'string' ? `; the approved call is: ${action.approved_detail}` : '';
     return { approved: false, message: `Not run as asked: an operator changed this call before approving it${approved}.`, action };
   }

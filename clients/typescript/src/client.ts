@@ -8,7 +8,7 @@
 import type { ReceiptClaims } from './receipts.js';
 import { Aborted, ActionGateError, ApiError, Denied, Expired, TimedOut, Unreachable } from './errors.js';
 import type { FieldError } from './errors.js';
-import { denialReason, isApproved, isSettled } from './models.js';
+import { denialReason, isApproved, isSettled, wasApproved } from './models.js';
 import type { Action, CheckResult, Event, Grant, GrantRequest, Plan, PlanStepRequest, WhoAmI } from './models.js';
 import { Backoff, SseParser, toEvent } from './sse.js';
 
@@ -399,7 +399,8 @@ export class Client {
    * Asks a human for a permission and waits. Without `handler` it is the
    * item the MCP tool makes (a pending action `tool:permission:<name>`);
    * with `handler` a grant request for that handler's permission, granted
-   * on approval. True only when approved.
+   * on approval. True only when approved as asked (an approval of an
+   * edited permission is false).
    */
   async requestPermission(permission: string, reason: string, options: PermissionOptions = {}): Promise<boolean> {
     const minutes = options.timeoutMinutes ?? 15;
@@ -411,7 +412,8 @@ export class Client {
         { tool: 'permission', detail: permission },
         { reason, timeout: `${minutes}m`, wait: waitSeconds, signal: options.signal },
       );
-      return action.status === 'approved' || action.status === 'completed';
+      // Granted as an approver edited it is not what was asked.
+      return (action.status === 'approved' || action.status === 'completed') && action.edited !== true;
     }
     const body: Record<string, unknown> = { handler: options.handler, permission, reason, timeout: `${minutes}m` };
     if (options.scope !== undefined) body['scope'] = options.scope;
@@ -688,11 +690,16 @@ export class Client {
 export function settle(action: Action): Action {
   // Approved as an approver edited it, not as called: the original call
   // must not run (the error carries the action and its approved_detail).
-  if (isApproved(action) && action.edited === true) {
+  if (wasApproved(action) && action.edited === true) {
     const what = typeof action.approved_detail === 'string' ? `; the approved call is: ${action.approved_detail}` : '';
     throw new Denied(`an operator changed this call before approving it, so it does not run as asked${what}`, action);
   }
   if (isApproved(action)) return action;
+  // Decision-only and reported: what the same idempotency key answers after
+  // the agent ran it. One approval runs once.
+  if (wasApproved(action) || action.status === 'failed') {
+    throw new ActionGateError(`action ${action.id} was run already (${action.status}); it does not run again`);
+  }
   if (action.status === 'denied') throw new Denied(denialReason(action), action);
   if (action.status === 'expired') throw new Expired(action);
   if (action.status === 'cancelled') throw new Denied(action.decision_note || 'cancelled', action);

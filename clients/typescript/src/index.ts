@@ -12,7 +12,7 @@ export { Client, settle, VERSION } from './client.js';
 export type { CallOptions, ClientOptions, Duration, EventsOptions, GrantOptions, PermissionOptions, PlanOptions, RememberOptions, RequestOptions } from './client.js';
 export { Aborted, ActionGateError, ApiError, Denied, Expired, TimedOut, Unreachable } from './errors.js';
 export type { FieldError } from './errors.js';
-export { approvedSteps, askingSteps, denialReason, isApproved, isSettled } from './models.js';
+export { approvedSteps, askingSteps, denialReason, isApproved, isSettled, wasApproved } from './models.js';
 export type { Action, ActionPage, ActionStatus, CheckResult, Decision, Event, Grant, GrantRequest, Plan, PlanStepRequest, WhoAmI } from './models.js';
 export { Gatekeeper, mapClaudeTool, compactJson } from './adapters.js';
 export type { ToolCall, Verdict, GatekeeperOptions } from './adapters.js';

@@ -46,9 +46,25 @@ export function isSettled(action: Pick<Action, 'status' | 'handler'>): boolean {
   return action.handler ? SETTLED_HANDLER.has(action.status) : SETTLED_DECISION_ONLY.has(action.status);
 }
 
-/** The agent may go ahead: approved (or, for handler actions, run). */
-export function isApproved(action: Pick<Action, 'status'>): boolean {
+/**
+ * A human or the policy approved it (for handler actions: or it ran), as
+ * asked or as an approver edited it.
+ */
+export function wasApproved(action: Pick<Action, 'status'>): boolean {
   return action.status === 'approved' || action.status === 'running' || action.status === 'completed';
+}
+
+/**
+ * The agent may go ahead with the call as it asked: approved and not
+ * edited. A decision-only action only while `approved`: once it is
+ * `running` or `completed` the agent has run it (the same idempotency key
+ * answers with that action again), and running it again would be a
+ * second run on one approval. A handler action's executor runs it, so
+ * `running` and `completed` are go-ahead for reading its result.
+ */
+export function isApproved(action: Pick<Action, 'status' | 'handler' | 'edited'>): boolean {
+  if (action.edited === true) return false;
+  return action.handler ? wasApproved(action) : action.status === 'approved';
 }
 
 /** The operator's reason when a human decided, else the policy's. */

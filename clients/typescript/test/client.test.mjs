@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { after, before, describe, test } from 'node:test';
-import { Aborted, ActionGateError, ApiError, Client, Denied, Expired, TimedOut, Unreachable, approvedSteps, askingSteps, isSettled } from '../dist/index.js';
+import { Aborted, ActionGateError, ApiError, Client, Denied, Expired, TimedOut, Unreachable, approvedSteps, askingSteps, isApproved, isSettled, settle, wasApproved } from '../dist/index.js';
 import { deadUrl, startDaemon } from './daemon.mjs';
 
 let d;
@@ -166,6 +166,23 @@ describe('agents', () => {
     await d.decideNext(name, 'deny', 'no');
     assert.equal(await denied, false);
     await assert.rejects(client.requestPermission('x', 'y', { timeoutMinutes: 0 }), RangeError);
+    // Approved as an approver edited it is a permission other than asked.
+    const edited = client.requestPermission('deploy.prod', 'once more', { timeoutMinutes: 1 });
+    const next = await d.pendingOf(name);
+    await d.call('POST', `/v1/actions/${next.id}/approve`, { detail: 'deploy.staging' });
+    assert.equal(await edited, false);
+  });
+
+  test('isApproved is the call as asked, once', () => {
+    const a = (status, more = {}) => ({ id: 'a1', status, tool: 'bash', detail: 'ls', ...more });
+    assert.equal(isApproved(a('approved')), true);
+    assert.equal(isApproved(a('approved', { edited: true, approved_detail: 'pwd' })), false);
+    assert.equal(wasApproved(a('approved', { edited: true })), true);
+    for (const status of ['running', 'completed', 'failed']) {
+      assert.equal(isApproved(a(status)), false, status);
+      assert.throws(() => settle(a(status)), (e) => e instanceof ActionGateError && /run already/.test(e.message), status);
+    }
+    assert.equal(isApproved(a('completed', { handler: 'files' })), true);
   });
 
   test('requestPlan asks once for a task and waits; its steps then run unasked but for one a rule governs', async () => {

@@ -66,7 +66,7 @@ class ToolMap:
 
 def verdict(action: Action, wait: float) -> Verdict:
     """Reads a settled (or still pending) action as a verdict."""
-    if action.approved and action.edited:
+    if action.was_approved and action.edited:
         # An approver who edited the call approved the edited one, not the
         # call the framework is about to run with its original arguments.
         return Verdict(False, f"Not run as asked: {edited_reason(action)}.", action)

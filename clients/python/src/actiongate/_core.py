@@ -348,8 +348,8 @@ def request_permission(
     ``tool:permission:<permission>``, decided by the agent's profile or a
     human. With ``handler`` it is a grant request for that handler's
     permission (``POST /v1/grant-requests``), which grants it on approval.
-    True only when approved; denied, expired or still pending when the wait
-    ran out is False.
+    True only when approved as asked; approved as an approver edited it,
+    denied, expired or still pending when the wait ran out is False.
     """
     if isinstance(timeout_minutes, bool) or not isinstance(timeout_minutes, int) or not 1 <= timeout_minutes <= 60:
         raise ValueError("timeout_minutes must be an integer from 1 to 60")
@@ -361,7 +361,8 @@ def request_permission(
             {"tool": "permission", "detail": permission, "reason": reason, "timeout": f"{timeout_minutes}m"},
             deadline - time.monotonic(),
         )
-        return action.status in ("approved", "completed")
+        # Granted as an approver edited it is not what was asked.
+        return action.status in ("approved", "completed") and not action.edited
     body: Dict[str, Any] = {
         "handler": handler,
         "permission": permission,
@@ -450,12 +451,16 @@ def gate_request(
 
 def settle(action: Action, wait: float = 0) -> Action:
     """Returns the action if it may go ahead, else raises the matching error."""
-    if action.approved and action.edited:
+    if action.was_approved and action.edited:
         # Approved as an approver edited it, not as called: the original
         # call must not run.
         raise Denied("an operator changed this call before approving it; it does not run as asked", action)
     if action.approved:
         return action
+    if action.was_approved or action.status == "failed":
+        # Decision-only and reported: what the same idempotency key answers
+        # after the agent ran it. One approval runs once.
+        raise ActionGateError(f"action {action.id} was run already ({action.status}); it does not run again")
     if action.status == "denied":
         raise Denied(action.denial_reason, action)
     if action.status == "expired":

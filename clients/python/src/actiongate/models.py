@@ -115,9 +115,25 @@ class Action:
         return self.status in _SETTLED_DECISION_ONLY
 
     @property
-    def approved(self) -> bool:
-        """The agent may go ahead: approved (or, for handler actions, run)."""
+    def was_approved(self) -> bool:
+        """A human or the policy approved it (for handler actions: or it
+        ran), as asked or as an approver edited it."""
         return self.status in ("approved", "running", "completed")
+
+    @property
+    def approved(self) -> bool:
+        """The agent may go ahead with the call as it asked: approved and
+        not edited. A decision-only action only while ``approved``: once
+        ``running`` or ``completed`` the agent has run it (the same
+        idempotency key answers with that action again), and running it
+        again would be a second run on one approval. A handler action's
+        executor runs it, so ``running`` and ``completed`` are go-ahead for
+        reading its result."""
+        if self.edited:
+            return False
+        if self.handler is not None:
+            return self.was_approved
+        return self.status == "approved"
 
     @property
     def denial_reason(self) -> str:
