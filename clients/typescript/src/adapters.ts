@@ -19,6 +19,12 @@ export interface ToolCall {
    * when the gatekeeper was given no `session`.
    */
   session?: string;
+  /**
+   * The call's input, shown to the humans who decide (a file write's
+   * content, an edit's old and new text); the policy reads only the tool
+   * and detail.
+   */
+  params?: Record<string, unknown>;
 }
 
 /** The gate's answer to one tool call: run it, or not and why. */
@@ -145,6 +151,44 @@ function globDetail(pattern: string, dir?: string): string {
  * `cwd` (absolute), a relative path is asked as the file under it, as the
  * hook asks it; without one it stays relative.
  */
+/** Most bytes of one string of a file call's input shown to the humans who decide. */
+const MAX_SHOWN_STRING = 16 * 1024;
+/** Most bytes of a file call's input shown: below the daemon's 256 KiB bound on params. */
+const MAX_SHOWN = 192 * 1024;
+
+/** `value` with each string past {@link MAX_SHOWN_STRING} bytes cut, saying how much is not shown. */
+function cutStrings(value: unknown): unknown {
+  if (typeof value === 'string') {
+    const bytes = new TextEncoder().encode(value);
+    if (bytes.length <= MAX_SHOWN_STRING) return value;
+    const head = new TextDecoder().decode(bytes.slice(0, MAX_SHOWN_STRING)).replace(/\uFFFD$/, '');
+    return `${head}…[${bytes.length - new TextEncoder().encode(head).length} more bytes not shown]`;
+  }
+  if (Array.isArray(value)) return value.map(cutStrings);
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, cutStrings(v)]));
+  }
+  return value;
+}
+
+/**
+ * What a Claude file call (`Edit`, `MultiEdit`, `Write`, `NotebookEdit`)
+ * shows the humans who decide, as `actiongate hook claude-code` sends it:
+ * its input, long strings cut; undefined for any other call (its detail is
+ * the whole call).
+ */
+export function claudeParams(name: string, input: Record<string, unknown>): Record<string, unknown> | undefined {
+  if (!['Edit', 'MultiEdit', 'Write', 'NotebookEdit'].includes(name)) return undefined;
+  const shown = cutStrings(input) as Record<string, unknown>;
+  let size = Infinity;
+  try {
+    size = new TextEncoder().encode(JSON.stringify(shown)).length;
+  } catch {
+    // Not JSON: shown as a note, as one too large is.
+  }
+  return size <= MAX_SHOWN ? shown : { not_shown: "the tool's input is too large to show" };
+}
+
 export function mapClaudeTool(name: string, input: Record<string, unknown>, cwd?: string): { tool: string; detail: string } {
   const field = (key: string): string => {
     const v = input[key];
@@ -272,6 +316,7 @@ export class Gatekeeper {
     if (d.result !== 'allow') return true;
     try {
       const action = await this.client.request(asked.tool, asked.detail, {
+        params: asked.params,
         reason: asked.reason,
         timeout: this.options.timeout,
         session: this.options.session ?? asked.session,
@@ -296,6 +341,7 @@ export class Gatekeeper {
     try {
       if (typeof call === 'function') call = call();
       action = await this.client.request(call.tool, call.detail, {
+        params: call.params,
         reason: call.reason,
         timeout: this.options.timeout,
         session: this.options.session ?? call.session,
@@ -317,7 +363,7 @@ export class Gatekeeper {
     const started = await Promise.all(
       calls.map(async (c): Promise<Action | Verdict> => {
         try {
-          return await this.client.request(c.tool, c.detail, { reason: c.reason, timeout: this.options.timeout, session: this.options.session ?? c.session, signal });
+          return await this.client.request(c.tool, c.detail, { params: c.params, reason: c.reason, timeout: this.options.timeout, session: this.options.session ?? c.session, signal });
         } catch (e) {
           return failed(e);
         }

@@ -24,7 +24,7 @@
  */
 import type { CanUseTool, HookCallback, PermissionResult } from '@anthropic-ai/claude-agent-sdk';
 import type { Client } from './client.js';
-import { Gatekeeper, failed, mapClaudeTool } from './adapters.js';
+import { Gatekeeper, claudeParams, failed, mapClaudeTool } from './adapters.js';
 import type { GatekeeperOptions, ToolCall } from './adapters.js';
 
 export type { GatekeeperOptions } from './adapters.js';
@@ -35,7 +35,7 @@ function toCall(keeper: Gatekeeper, options: GatekeeperOptions, name: string, in
   // one as the Claude Code hook spells it (a malformed call throws: denied).
   if (options.tools?.[name]) return { ...keeper.call(name, input), reason };
   const mapped = mapClaudeTool(name, input, cwd);
-  return { tool: mapped.tool, detail: mapped.detail, reason };
+  return { tool: mapped.tool, detail: mapped.detail, reason, params: claudeParams(name, input) };
 }
 
 /** The `canUseTool` callback of a Claude Agent SDK `query`. */

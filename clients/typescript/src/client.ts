@@ -50,6 +50,12 @@ export interface RequestOptions extends CallOptions {
   idempotencyKey?: string;
   /** The agent runtime's task or run this action belongs to. */
   session?: string;
+  /**
+   * A decision-only action's params: the tool call's input (a file write's
+   * content, an edit's old and new text), shown to the humans who decide.
+   * The policy reads only the tool and detail.
+   */
+  params?: Record<string, unknown>;
 }
 
 export interface RememberOptions {
@@ -307,7 +313,9 @@ export class Client {
    * `pending` when the wait runs out: read `status`.
    */
   async request(tool: string, detail: string, options: RequestOptions = {}): Promise<Action> {
-    return this.newAction({ tool, detail }, options);
+    const body: Record<string, unknown> = { tool, detail };
+    if (options.params !== undefined) body['params'] = options.params;
+    return this.newAction(body, options);
   }
 
   /** Asks for a handler action (run by its executor once allowed). */

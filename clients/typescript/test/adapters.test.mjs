@@ -100,6 +100,8 @@ describe('claude-agent-sdk canUseTool (the SDK callback contract)', () => {
     const item = await d.pendingOf(name);
     assert.equal(item.tool, 'file');
     assert.equal(item.detail, 'edit /repo/a.rs');
+    // The approver sees the edit itself, as the claude-code hook shows it.
+    assert.deepEqual(item.params, { file_path: '/repo/a.rs', old_string: 'a', new_string: 'b' });
     await d.call('POST', `/v1/actions/${item.id}/approve`, {});
     assert.equal((await p).behavior, 'allow');
     const q = decide('Bash', { command: 'git push' }, opts());
@@ -107,6 +109,17 @@ describe('claude-agent-sdk canUseTool (the SDK callback contract)', () => {
     const denied = await q;
     assert.equal(denied.behavior, 'deny');
     assert.match(denied.message, /not on Friday/);
+  });
+
+  test("a write's content reaches the approver, long strings cut", async () => {
+    const { name, env } = await agentEnv(ASK);
+    const decide = canUseTool(new Client({ url: env.ACTIONGATE_URL, key: env.ACTIONGATE_KEY }), { wait: 30 });
+    const p = decide('Write', { file_path: '/home/u/.bashrc', content: 'x'.repeat(20000) }, opts());
+    const item = await d.pendingOf(name);
+    assert.equal(item.detail, 'write /home/u/.bashrc');
+    assert.match(item.params.content, /…\[3616 more bytes not shown\]$/);
+    await d.call('POST', `/v1/actions/${item.id}/deny`, { reason: 'no' });
+    assert.equal((await p).behavior, 'deny');
   });
 
   test('an approval an operator edited does not run the original call', async () => {

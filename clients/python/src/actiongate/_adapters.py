@@ -39,6 +39,10 @@ class ToolCall:
     tool: str
     detail: str
     reason: Optional[str]
+    #: The call's input, shown to the humans who decide (a file write's
+    #: content, an edit's old and new text); the policy reads only the
+    #: tool and detail.
+    params: Optional[Dict[str, Any]] = None
 
 
 def compact_json(args: Any) -> str:
@@ -104,7 +108,7 @@ def decide_all(
     started: List[Union[Action, Verdict]] = []
     for c in calls:
         try:
-            started.append(client.request(c.tool, c.detail, reason=c.reason, timeout=timeout, session=session))
+            started.append(client.request(c.tool, c.detail, reason=c.reason, timeout=timeout, session=session, params=c.params))
         except ActionGateError as e:
             started.append(failed(e))
     out: List[Verdict] = []
@@ -148,7 +152,7 @@ async def adecide_all(
     started: List[Union[Action, Verdict]] = []
     for c in calls:
         try:
-            started.append(await client.request(c.tool, c.detail, reason=c.reason, timeout=timeout, session=session))
+            started.append(await client.request(c.tool, c.detail, reason=c.reason, timeout=timeout, session=session, params=c.params))
         except ActionGateError as e:
             started.append(failed(e))
     for item in started:

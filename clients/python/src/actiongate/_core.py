@@ -278,9 +278,13 @@ def request(
     wait: Optional[float],
     idempotency_key: Optional[str],
     session: Optional[str] = None,
+    params: Optional[Mapping[str, Any]] = None,
 ) -> Flow:
-    """``POST /v1/actions`` for a decision-only action, waiting up to ``wait`` s."""
+    """``POST /v1/actions`` for a decision-only action, waiting up to ``wait`` s;
+    ``params`` is the tool call's input, shown to the humans who decide."""
     body: Dict[str, Any] = {"tool": tool, "detail": detail}
+    if params is not None:
+        body["params"] = dict(params)
     _extra(body, reason, timeout, idempotency_key, session)
     return (yield from _new_action(body, seconds(wait, "wait")))
 

@@ -125,9 +125,10 @@ class AsyncClient:
         idempotency_key: Optional[str] = None,
         *,
         session: Optional[str] = None,
+        params: Optional[Mapping[str, Any]] = None,
     ) -> Action:
         """See :meth:`actiongate.Client.request`."""
-        return await self._drive(_core.request(tool, detail, reason, timeout, wait, idempotency_key, session))  # type: ignore[no-any-return]
+        return await self._drive(_core.request(tool, detail, reason, timeout, wait, idempotency_key, session, params))  # type: ignore[no-any-return]
 
     async def run(
         self,

@@ -116,6 +116,45 @@ def claude_tool(name: str, args: Dict[str, Any]) -> Tuple[str, str]:
     return tool, body
 
 
+#: Most bytes of one string of a file call's input shown; the daemon's
+#: bound on params is 256 KiB, and :data:`_MAX_SHOWN` stays below it.
+_MAX_STRING = 16 * 1024
+_MAX_SHOWN = 192 * 1024
+
+
+def _cut(value: Any) -> Any:
+    """``value`` with each string past :data:`_MAX_STRING` bytes cut, saying
+    how much is not shown."""
+    if isinstance(value, str):
+        raw = value.encode("utf-8")
+        if len(raw) <= _MAX_STRING:
+            return value
+        head = raw[:_MAX_STRING].decode("utf-8", "ignore")
+        return f"{head}…[{len(raw) - len(head.encode('utf-8'))} more bytes not shown]"
+    if isinstance(value, dict):
+        return {k: _cut(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut(v) for v in value]
+    return value
+
+
+def claude_params(name: str, args: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """What a file call (``Edit``, ``MultiEdit``, ``Write``,
+    ``NotebookEdit``) shows the humans who decide, as the hook sends it: its
+    input, long strings cut; ``None`` for any other call (its detail is the
+    whole call)."""
+    if name not in ("Edit", "MultiEdit", "Write", "NotebookEdit"):
+        return None
+    shown = _cut(args)
+    try:
+        size = len(json.dumps(shown, ensure_ascii=False).encode("utf-8"))
+    except (TypeError, ValueError, RecursionError):
+        size = None
+    if size is None or size > _MAX_SHOWN:
+        return {"not_shown": "the tool's input is too large to show"}
+    return dict(shown)
+
+
 def can_use_tool(
     client: AsyncClient,
     *,
@@ -131,7 +170,9 @@ def can_use_tool(
     async def decide(tool_name: str, tool_input: Dict[str, Any], _context: Any) -> Any:
         try:
             tool, detail = claude_tool(tool_name, tool_input)
-            call = ToolCall(tool, detail, reason or f"Claude Agent SDK calls {tool_name}")
+            call = ToolCall(
+                tool, detail, reason or f"Claude Agent SDK calls {tool_name}", claude_params(tool_name, tool_input)
+            )
             verdict: Verdict = (await adecide_all(client, [call], wait, timeout, session))[0]
         except Exception as e:  # fail closed: nothing but a verdict allows
             verdict = failed(e)

@@ -128,6 +128,7 @@ class Client:
         idempotency_key: Optional[str] = None,
         *,
         session: Optional[str] = None,
+        params: Optional[Mapping[str, Any]] = None,
     ) -> Action:
         """Asks to do something (a decision-only action) and returns the action.
 
@@ -138,8 +139,11 @@ class Client:
         connections are retried with one idempotency key, so a retry never
         makes a second action. ``session`` names the task it belongs to
         (session grants and plans apply within it; see docs/sessions.md).
+        ``params`` is the tool call's input (a file write's content, an
+        edit's old and new text), shown to the humans who decide; the policy
+        reads only ``tool`` and ``detail``.
         """
-        return self._drive(_core.request(tool, detail, reason, timeout, wait, idempotency_key, session))  # type: ignore[no-any-return]
+        return self._drive(_core.request(tool, detail, reason, timeout, wait, idempotency_key, session, params))  # type: ignore[no-any-return]
 
     def run(
         self,
