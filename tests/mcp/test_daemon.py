@@ -195,37 +195,56 @@ async def test_a_client_that_disconnects_cancels_its_pending_item(daemon, mode):
     raise AssertionError(f"not cancelled: {mine}")
 
 
-async def test_a_long_wait_is_not_cut_stateless(daemon):
-    """A human decides after LONG_WAIT seconds; the client's read timeout is
-    10 s, so only the progress notifications keep the call alive."""
+async def test_a_long_wait_is_not_cut_and_a_minute_without_a_decision_times_out(daemon):
+    """Two calls of a minute or more, side by side (the suite waits once).
+    Stateless era: a human decides after LONG_WAIT seconds. Handshake era:
+    nobody decides, and after timeout_minutes (1) the call ends with an
+    error result. Each client's read timeout is 10 s, so only the progress
+    notifications keep either call alive."""
     seen = []
 
     async def on_progress(progress, total, message):
         seen.append(progress)
 
     t, out = decide_later(daemon, "permission", "approve", after=LONG_WAIT)
-    async with connect(daemon, "2026-07-28", read_timeout=10.0) as client:
-        started = time.monotonic()
-        result = await client.call_tool(
-            "request_permission", {"permission": "long:stateless", "reason": "wait"},
-            progress_callback=on_progress,
-        )
+
+    async def decided():
+        async with connect(daemon, "2026-07-28", read_timeout=10.0) as client:
+            started = time.monotonic()
+            result = await client.call_tool(
+                "request_permission", {"permission": "long:stateless", "reason": "wait"},
+                progress_callback=on_progress,
+            )
+        return time.monotonic() - started, result
+
+    async def undecided():
+        # Asked once the decider holds the other action: it decides that one.
+        while "id" not in out and "error" not in out:
+            await anyio.sleep(0.05)
+        async with connect(daemon, "legacy", read_timeout=10.0) as client:
+            started = time.monotonic()
+            result = await client.call_tool(
+                "request_permission",
+                {"permission": "long:legacy", "reason": "wait", "timeout_minutes": 1},
+                progress_callback=lambda *a: anyio.sleep(0),
+            )
+        return time.monotonic() - started, result
+
+    answers = {}
+
+    async def run(name, call):
+        answers[name] = await call()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, "decided", decided)
+        tg.start_soon(run, "undecided", undecided)
     t.join(10)
-    assert time.monotonic() - started >= LONG_WAIT
+    assert "error" not in out, out
+    took, result = answers["decided"]
+    assert took >= LONG_WAIT
     assert text(result) == "Permission granted for long:stateless"
     assert len(seen) >= LONG_WAIT / PROGRESS_SECONDS / 2
-
-
-async def test_a_timeout_is_an_error_result_after_a_minute_legacy(daemon):
-    """Nobody decides: after timeout_minutes (1) the call ends with an error
-    result; neither side cut the minute-long call (client read timeout 10 s)."""
-    async with connect(daemon, "legacy", read_timeout=10.0) as client:
-        started = time.monotonic()
-        result = await client.call_tool(
-            "request_permission",
-            {"permission": "long:legacy", "reason": "wait", "timeout_minutes": 1},
-            progress_callback=lambda *a: anyio.sleep(0),
-        )
-    assert time.monotonic() - started >= 59
+    took, result = answers["undecided"]
+    assert took >= 59
     assert result.is_error
     assert text(result) == "Permission request timed out after 1 minutes"
