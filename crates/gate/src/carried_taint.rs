@@ -95,17 +95,19 @@ impl Gate {
     /// session) named the caller's session `to` over `/mcp`: a taint
     /// recorded on `to` later (an approval outside the call, a task that
     /// ends on another daemon) is recorded on `carrier` too, so every
-    /// daemon carries it into the next session the key names.
-    pub async fn link_carrier(&self, caller: &Caller, to: &str, carrier: &str) -> GateResult<()> {
+    /// daemon carries it into the next session the key names. False when
+    /// `to` is not stored yet (a call that stored nothing in it, such as a
+    /// check): it is linked at a later call.
+    pub async fn link_carrier(&self, caller: &Caller, to: &str, carrier: &str) -> GateResult<bool> {
         let agent = caller.agent_id()?;
         if to == carrier {
-            return Ok(());
+            return Ok(true);
         }
         self.touch_session(agent, carrier, None).await?;
-        self.store()
+        Ok(self
+            .store()
             .link_carrier(to.to_owned(), carrier.to_owned())
-            .await?;
-        Ok(())
+            .await?)
     }
 
     /// Whether session `id` was tainted within `sessions.idle_timeout`: a
@@ -132,6 +134,9 @@ pub const MAX_TRAIL: usize = 32;
 pub struct Trail {
     sessions: Vec<String>,
     tainted: Option<String>,
+    /// Those of `sessions` linked to the key's own session in the store
+    /// ([`Gate::link_carrier`]).
+    linked: Vec<String>,
 }
 
 impl Trail {
@@ -151,20 +156,29 @@ impl Trail {
     }
 
     /// Records `session` as named now (only the caller's own: see
-    /// [`Carried::own`]), and whether it is tainted; whether it was not
-    /// on the trail before.
-    pub fn push(&mut self, session: &str, tainted: bool) -> bool {
+    /// [`Carried::own`]), and whether it is tainted.
+    pub fn push(&mut self, session: &str, tainted: bool) {
         if tainted && self.tainted.is_none() {
             self.tainted = Some(session.to_owned());
         }
-        let before = self.sessions.len();
         self.sessions.retain(|s| s != session);
-        let new = self.sessions.len() == before;
         self.sessions.push(session.to_owned());
         if self.sessions.len() > MAX_TRAIL {
-            self.sessions.remove(0);
+            let gone = self.sessions.remove(0);
+            self.linked.retain(|s| *s != gone);
         }
-        new
+    }
+
+    /// Whether `session` is known to be linked to the key's own session.
+    pub fn is_linked(&self, session: &str) -> bool {
+        self.linked.iter().any(|s| s == session)
+    }
+
+    /// Records that `session` (on the trail) is linked to the key's own.
+    pub fn mark_linked(&mut self, session: &str) {
+        if !self.is_linked(session) && self.sessions.iter().any(|s| s == session) {
+            self.linked.push(session.to_owned());
+        }
     }
 }
 

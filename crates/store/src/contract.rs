@@ -351,8 +351,8 @@ contract! {
     pub async fn session_owner(&self, id: &str) -> Result<Option<String>, StoreError>;
     /// Records that key session `carrier` named session `id` over `/mcp`
     /// (unless another did first): a taint recorded on `id` from then on
-    /// is recorded on `carrier` too.
-    pub async fn link_carrier(&self, id: String, carrier: String) -> Result<(), StoreError>;
+    /// is recorded on `carrier` too. False when `id` is not stored (yet).
+    pub async fn link_carrier(&self, id: String, carrier: String) -> Result<bool, StoreError>;
     /// When session `id` was tainted, if it is (its row alone: no counts).
     pub async fn session_tainted_at(&self, id: &str) -> Result<Option<DateTime<Utc>>, StoreError>;
     /// A page of the sessions `filter` holds, newest (or oldest) first by

@@ -321,17 +321,20 @@ impl SqliteStore {
 
     /// Records that key session `carrier` named session `id` over `/mcp`,
     /// unless another did first: a taint recorded on `id` from now on is
-    /// recorded on `carrier` too.
-    pub async fn link_carrier(&self, id: String, carrier: String) -> Result<(), StoreError> {
+    /// recorded on `carrier` too. False when `id` is not stored (yet).
+    pub async fn link_carrier(&self, id: String, carrier: String) -> Result<bool, StoreError> {
         self.writer
             .run_sparing_grants(move |conn| {
                 Box::pin(async move {
-                    sqlx::query("UPDATE sessions SET carrier = ? WHERE id = ? AND carrier IS NULL")
-                        .bind(&carrier)
-                        .bind(&id)
-                        .execute(&mut *conn)
-                        .await?;
-                    Ok(())
+                    let linked = sqlx::query(
+                        "UPDATE sessions SET carrier = COALESCE(carrier, ?) WHERE id = ?",
+                    )
+                    .bind(&carrier)
+                    .bind(&id)
+                    .execute(&mut *conn)
+                    .await?
+                    .rows_affected();
+                    Ok(linked > 0)
                 })
             })
             .await

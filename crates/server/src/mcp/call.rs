@@ -88,25 +88,9 @@ pub async fn call(
         other => ctx.handler_tool(other, args).await,
     };
     // Before the model reads the answer (what may have tainted the
-    // session), the key's own session takes the taint, for its next call
-    // on any daemon; and a session the trail names for the first time
-    // (stored by now, when the call stored anything) is linked to it, so a
-    // taint it meets later, outside this call (an approval, a task), is
-    // recorded there too.
-    if let (Some((to, new)), Some(trail)) = (carried_into, &from.trail)
-        && to != trail.key_session
-    {
-        let gate = state.gate();
-        let recorded = match gate
-            .carry_taint(caller, std::slice::from_ref(&to), &trail.key_session)
-            .await
-        {
-            Ok(_) if new => gate.link_carrier(caller, &to, &trail.key_session).await,
-            other => other.map(|_| ()),
-        };
-        if let Err(e) = recorded {
-            tracing::warn!(error = %e.detail, session = %to, "cannot record a taint on the key's own MCP session");
-        }
+    // session), the key's own session takes the taint.
+    if let (Some(to), Some(trail)) = (carried_into, &from.trail) {
+        trail.record(state.gate(), caller, &to).await;
     }
     match result {
         Ok(r) | Err(Reply::Result(r)) => r.into(),
@@ -176,14 +160,13 @@ impl Ctx<'_> {
     /// model that read a stranger's text cannot shed the taint by naming
     /// a fresh session, or none, or by connecting again
     /// (`actiongate_gate::carried_taint`).
-    /// The session carried into, when it is the caller's own, and whether
-    /// the trail named it for the first time.
+    /// The session carried into, when it is the caller's own.
     async fn carry(
         &self,
         tool: &str,
         args: &JsonObject,
         trail: &ConnectionTrail,
-    ) -> Result<Option<(String, bool)>, GateError> {
+    ) -> Result<Option<String>, GateError> {
         // An operator's or admin's key acts in no agent's session.
         if self.caller.agent.is_none() {
             return Ok(None);
@@ -219,11 +202,11 @@ impl Ctx<'_> {
         if !carried.own {
             return Ok(None);
         }
-        let new = match trail.trail.lock() {
+        match trail.trail.lock() {
             Ok(mut t) => t.push(&to, carried.tainted),
             Err(_) => return Err(GateError::internal()),
-        };
-        Ok(Some((to, new)))
+        }
+        Ok(Some(to))
     }
 }
 

@@ -25,8 +25,8 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use sha2::{Digest, Sha256};
 
-use actiongate_gate::Caller;
 use actiongate_gate::carried_taint::Trail;
+use actiongate_gate::{Caller, Gate};
 
 /// The header naming a session of the handshake era.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -69,6 +69,38 @@ pub struct ConnectionTrail {
     pub key_session: String,
     /// The gate sessions the key's calls named (on this daemon).
     pub trail: Arc<Mutex<Trail>>,
+}
+
+impl ConnectionTrail {
+    /// After a call in the caller's session `to`: the key's own session
+    /// takes a taint `to` holds, for the key's next call on any daemon,
+    /// and `to` is linked to it (once `to` is stored), so a taint it meets
+    /// later, outside this call (an approval, a task), is recorded there
+    /// too. A fault is logged: the call's answer stands.
+    pub async fn record(&self, gate: &Gate, caller: &Caller, to: &str) {
+        if to == self.key_session {
+            return;
+        }
+        let linked = self.trail.lock().is_ok_and(|t| t.is_linked(to));
+        let recorded = match gate
+            .carry_taint(caller, &[to.to_owned()], &self.key_session)
+            .await
+        {
+            Ok(_) if !linked => gate.link_carrier(caller, to, &self.key_session).await,
+            other => other.map(|_| false),
+        };
+        match recorded {
+            Ok(true) => {
+                if let Ok(mut t) = self.trail.lock() {
+                    t.mark_linked(to);
+                }
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(error = %e.detail, session = %to, "cannot record a taint on the key's own MCP session");
+            }
+        }
+    }
 }
 
 /// The connection's own gate session: `mcp-` and 16 hex digits derived

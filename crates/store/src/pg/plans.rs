@@ -167,13 +167,15 @@ impl Postgres {
     }
 
     /// See `SqliteStore::link_carrier`.
-    pub async fn link_carrier(&self, id: String, carrier: String) -> Result<(), StoreError> {
-        sqlx::query("UPDATE sessions SET carrier = $1 WHERE id = $2 AND carrier IS NULL")
-            .bind(carrier)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+    pub async fn link_carrier(&self, id: String, carrier: String) -> Result<bool, StoreError> {
+        let linked =
+            sqlx::query("UPDATE sessions SET carrier = COALESCE(carrier, $1) WHERE id = $2")
+                .bind(carrier)
+                .bind(id)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+        Ok(linked > 0)
     }
 
     /// One session.
