@@ -587,3 +587,12 @@ test('stacked combining marks in a reason stay in its box: the title and the com
   assert.ok(shown.equals(hidden), 'the reason\'s combining marks draw over the title or the command');
   await env.call('POST', `/v1/actions/${id}/deny`, env.operator, { reason: 'test' });
 });
+
+test('the specials U+FFF0–U+FFF8, which draw as nothing, are named', async () => {
+  await queue();
+  const id = await ask(env.agent, { tool: 'bash', detail: 'rm -rf /tmp/x\ufff0 \ufff8/etc' });
+  const text = await card(id).locator('.command').innerText();
+  assert.ok(!text.includes('\ufff0') && !text.includes('\ufff8'), `a raw special reached the page: ${JSON.stringify(text)}`);
+  assert.match(text, /⟨U\+FFF0⟩ ⟨U\+FFF8⟩/);
+  await env.call('POST', `/v1/actions/${id}/deny`, env.operator, { reason: 'test' });
+});

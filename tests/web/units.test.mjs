@@ -191,3 +191,7 @@ test('a stream is dead after two missed heartbeats plus 10 s, of the heartbeat t
   // No header, or a broken one: the default heartbeat.
   for (const v of [null, '', 'x', '0', '-5']) assert.equal(staleMs(v), 40000, String(v));
 });
+
+test('U+FFF0–U+FFF8, which draw as nothing, are named', () => {
+  assert.equal(visibleText('a\ufff0b\ufff8c'), 'a⟨U+FFF0⟩b⟨U+FFF8⟩c');
+});
