@@ -588,6 +588,39 @@ test('stacked combining marks in a reason stay in its box: the title and the com
   await env.call('POST', `/v1/actions/${id}/deny`, env.operator, { reason: 'test' });
 });
 
+test('when the focused card leaves, the focus goes to its neighbour, not the first; a key waits a second on a card focused by itself', async () => {
+  const { page } = env;
+  await queue();
+  const bash = (detail, timeout) => ask(env.agent, { tool: 'bash', detail, reason: 'r', timeout });
+  const x1 = await bash('ls focus-build', '10m');
+  const a = await bash('make focus-test', '20m');
+  const x3 = await bash('git focus-status', '30m');
+  await card(x3).waitFor();
+  await card(a).focus();
+  // The agent sends one that sorts first (a short deadline), then
+  // withdraws the card being read.
+  const m = await bash('git push --force origin focus-main', '2m');
+  await card(m).waitFor();
+  const cancel = await env.call('POST', `/v1/actions/${a}/cancel`, env.agent, {});
+  assert.ok(cancel.status < 300, JSON.stringify(cancel.body));
+  await card(a).waitFor({ state: 'detached' });
+  await page.waitForFunction(() => document.activeElement?.closest?.('#queue > .card'));
+  assert.equal(await page.evaluate(() => document.activeElement.dataset.id), x3, 'the focus did not go to the neighbour');
+  // At once, `a` decides nothing: the focus moved by itself.
+  await page.keyboard.press('a');
+  await sleep(200);
+  assert.equal(await page.locator('#toasts .toast').count(), 0, 'a key decided a card the page had just focused');
+  assert.match(await page.locator('#errors').innerText(), /moved to this item by itself/);
+  // A second on, it does.
+  await sleep(1000);
+  await page.keyboard.press('a');
+  const toast = page.locator('#toasts .toast', { hasText: 'focus-status' });
+  await toast.waitFor();
+  await toast.locator('button.undo').click();
+  await card(x3).waitFor();
+  for (const id of [x1, x3, m]) await env.call('POST', `/v1/actions/${id}/deny`, env.operator, { reason: 'test' });
+});
+
 test('the specials U+FFF0–U+FFF8, which draw as nothing, are named', async () => {
   await queue();
   const id = await ask(env.agent, { tool: 'bash', detail: 'rm -rf /tmp/x\ufff0 \ufff8/etc' });
