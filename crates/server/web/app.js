@@ -336,7 +336,8 @@ async function sendApprove(action) {
 
 /** Opens every value of the queue card of `id` masked by its key name
  * (the agent names its params: a name must not hide what runs), then every
- * collapsed value; whether there was one. */
+ * collapsed one (a long value, title, summary, command or diff: each has
+ * its "show more"); whether there was one. */
 function revealCollapsed(id) {
   const el = document.querySelector(`#queue > .card[data-id="${CSS.escape(id)}"]`);
   if (!el) return false;
