@@ -196,7 +196,7 @@ test('U+FFF0–U+FFF8, which draw as nothing, are named', () => {
   assert.equal(visibleText('a\ufff0b\ufff8c'), 'a⟨U+FFF0⟩b⟨U+FFF8⟩c');
 });
 
-test('bulk approve counts as hidden what a card collapses: a long diff, summary, title or command', async () => {
+test('bulk approve counts as hidden what a card collapses: a long diff, summary, title or command, and fields past the first 50', async () => {
   const { hidesValues } = await import('../../crates/server/web/cards.js');
   const tool = (params, detail = 'src/a.rs') => ({ tool: 'Edit', action_string: `tool:Edit:${detail}`, params });
   const lines = (n) => Array.from({ length: n }, (_, i) => `line ${i}`).join('\n');
@@ -207,4 +207,6 @@ test('bulk approve counts as hidden what a card collapses: a long diff, summary,
   assert.equal(hidesValues(said({ title: 'Run', summary: 'short' })), false);
   assert.equal(hidesValues(said({ title: 'Run', summary: 'words '.repeat(100) })), true, 'a long summary');
   assert.equal(hidesValues(said({ title: 'words '.repeat(100) })), true, 'a long title');
+  const many = Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, 'v']));
+  assert.equal(hidesValues({ handler: 'h', action: 'run', action_string: 'h.run', params: many }), true, 'fields past the first 50');
 });

@@ -15,6 +15,9 @@ const json = (v) => JSON.stringify(v, null, 2);
 /** Text longer than this (characters or lines) starts collapsed. */
 const LONG_CHARS = 240;
 const LONG_LINES = 5;
+/** Fields drawn at first; the rest behind "N more fields": thousands of
+ * keys would take the page tens of seconds to draw. */
+export const FIELDS_SHOWN = 50;
 
 /** The raw params (and, for a handler action, its action string), masked,
  * built only when the operator opens them; a secret-shaped value is one
@@ -89,7 +92,7 @@ export function hidesValues(action) {
     const shown = String(masked(f.value ?? ''));
     return isLong(shown) || isLong(String(f.raw ?? shown)) || (f.raw !== undefined && f.raw !== shown);
   });
-  return masks || longTexts(action).some(isLong) || isLongDiff(diffLines(action));
+  return masks || fields.length > FIELDS_SHOWN || longTexts(action).some(isLong) || isLongDiff(diffLines(action));
 }
 
 /** The card's texts drawn with longValue besides its fields: title,
@@ -125,14 +128,28 @@ function moreButton(el) {
 }
 
 /** Labelled fields (display fields or params), values masked; a value
- * masked by its key name (`raw` given) is one click away. */
+ * masked by its key name (`raw` given) is one click away. Past
+ * FIELDS_SHOWN, the rest behind "N more fields", drawn when opened (Approve
+ * opens it first, as a collapsed value). */
 export function fieldList(fields) {
   if (!fields.length) return null;
-  return h('dl', { class: 'fields' }, fields.map((f) => {
-    const value = String(masked(f.value ?? ''));
-    const parts = [].concat(keyMasked((t) => longValue('div', { class: 'value' }, t), String(f.raw ?? value), value));
-    return [h('dt', {}, visible(String(f.label ?? ''))), h('dd', {}, parts)];
-  }));
+  const dl = h('dl', { class: 'fields' }, fields.slice(0, FIELDS_SHOWN).map(fieldItem));
+  const rest = fields.slice(FIELDS_SHOWN);
+  if (!rest.length) return dl;
+  const more = h('button', { type: 'button', class: 'more-fields small', 'aria-expanded': 'false' }, `${rest.length} more fields`);
+  more.addEventListener('click', () => {
+    dl.append(...rest.flatMap(fieldItem));
+    more.setAttribute('aria-expanded', 'true');
+    more.hidden = true;
+  });
+  return [dl, more];
+}
+
+/** One field's label and value. */
+function fieldItem(f) {
+  const value = String(masked(f.value ?? ''));
+  const parts = [].concat(keyMasked((t) => longValue('div', { class: 'value' }, t), String(f.raw ?? value), value));
+  return [h('dt', {}, visible(String(f.label ?? ''))), h('dd', {}, parts)];
 }
 
 /** A diff longer than this (lines, or characters that wrap into more

@@ -30,17 +30,31 @@ export function sorter(order) {
   return (x, y) => (dl(x) - dl(y)) || (at(x) - at(y)) || byId(x, y);
 }
 
+/** What the filter searches in an item, by the item's object: worked out
+ * once, not per item per keystroke (an item's display may hold thousands
+ * of fields). A changed item is a new object. */
+const searched = new WeakMap();
+
+function searchText(item) {
+  const o = item.a || item.r || item.p || item.u.data || {};
+  let s = searched.get(o);
+  if (!s) {
+    s = {
+      fields: { agent: o.agent, tool: o.tool || o.handler, handler: o.handler || '' },
+      hay: [o.agent, o.tool, o.handler, o.action, o.permission, o.action_string, o.reason,
+        item.a ? displayOf(item.a).title : '', item.p ? item.p.steps.map(stepText).join('\n') : '', item.kind].filter(Boolean).join('\n').toLowerCase(),
+    };
+    searched.set(o, s);
+  }
+  return s;
+}
+
 /** Whether `item` matches every word of `query`; `agent:x`, `tool:x`,
  * `handler:x` match that field only. */
 export function matches(item, query) {
   const words = String(query || '').toLowerCase().split(/\s+/).filter(Boolean);
   if (!words.length) return true;
-  const o = item.a || item.r || item.p || item.u.data || {};
-  const fields = {
-    agent: o.agent, tool: o.tool || o.handler, handler: o.handler || '',
-  };
-  const hay = [o.agent, o.tool, o.handler, o.action, o.permission, o.action_string, o.reason,
-    item.a ? displayOf(item.a).title : '', item.p ? item.p.steps.map(stepText).join('\n') : '', item.kind].filter(Boolean).join('\n').toLowerCase();
+  const { fields, hay } = searchText(item);
   return words.every((w) => {
     const m = w.match(/^(agent|tool|handler):(.*)$/);
     if (m) return String(fields[m[1]] || '').toLowerCase().includes(m[2]);
