@@ -265,8 +265,11 @@ test('the queue: deadline order, sorting, filter, keyboard with the first item f
   await page.keyboard.press('a');
   await page.locator('#toasts .toast', { hasText: 'order-0' }).locator('button.send-now').click();
   assert.equal((await settled(made[0].id, 5000)).status, 'approved');
-  // The focus moved on to the next item: d denies it with a reason.
+  // The focus moved on to the next item: d denies it with a reason (once
+  // it has been on the page a second: a card the page focused by itself
+  // takes no key sooner).
   await page.waitForFunction((id) => document.activeElement?.dataset?.id === id, made[1].id);
+  await sleep(1000);
   await page.keyboard.press('d');
   await page.waitForSelector('#deny-reason:focus');
   await page.keyboard.type('not now');
@@ -315,6 +318,9 @@ test('30 mixed items are cleared with the keyboard alone', async () => {
   await page.reload();
   await page.waitForSelector('#queue .card');
   await page.waitForFunction(() => document.activeElement?.classList?.contains('card'));
+  // A card the page focused by itself takes no key for a second; after
+  // that each next card was on the page long enough to take one at once.
+  await sleep(1100);
   for (let i = 0; i < 30; i++) {
     await page.keyboard.press('a');
     await sleep(30);

@@ -191,3 +191,22 @@ test('a stream is dead after two missed heartbeats plus 10 s, of the heartbeat t
   // No header, or a broken one: the default heartbeat.
   for (const v of [null, '', 'x', '0', '-5']) assert.equal(staleMs(v), 40000, String(v));
 });
+
+test('U+FFF0–U+FFF8, which draw as nothing, are named', () => {
+  assert.equal(visibleText('a\ufff0b\ufff8c'), 'a⟨U+FFF0⟩b⟨U+FFF8⟩c');
+});
+
+test('bulk approve counts as hidden what a card collapses: a long diff, summary, title or command, and fields past the first 50', async () => {
+  const { hidesValues } = await import('../../crates/server/web/cards.js');
+  const tool = (params, detail = 'src/a.rs') => ({ tool: 'Edit', action_string: `tool:Edit:${detail}`, params });
+  const lines = (n) => Array.from({ length: n }, (_, i) => `line ${i}`).join('\n');
+  assert.equal(hidesValues(tool({ old_string: 'a', new_string: 'b' })), false);
+  assert.equal(hidesValues(tool({ old_string: 'a', new_string: lines(40) })), true, 'a long diff');
+  assert.equal(hidesValues(tool({}, 'x'.repeat(300))), true, 'a long command');
+  const said = (display) => ({ handler: 'h', action: 'run', action_string: 'h.run', params: {}, display });
+  assert.equal(hidesValues(said({ title: 'Run', summary: 'short' })), false);
+  assert.equal(hidesValues(said({ title: 'Run', summary: 'words '.repeat(100) })), true, 'a long summary');
+  assert.equal(hidesValues(said({ title: 'words '.repeat(100) })), true, 'a long title');
+  const many = Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, 'v']));
+  assert.equal(hidesValues({ handler: 'h', action: 'run', action_string: 'h.run', params: many }), true, 'fields past the first 50');
+});

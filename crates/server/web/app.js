@@ -334,18 +334,22 @@ async function sendApprove(action) {
   removeAction(action.id);
 }
 
-/** Opens every value of the queue card of `id` masked by its key name
- * (the agent names its params: a name must not hide what runs), then every
- * collapsed value; whether there was one. */
+/** Opens the fields of the queue card of `id` not drawn yet, every value
+ * masked by its key name (the agent names its params: a name must not
+ * hide what runs), then every collapsed one (a long value, title, summary,
+ * command or diff: each has its "show more"); whether there was one. */
 function revealCollapsed(id) {
   const el = document.querySelector(`#queue > .card[data-id="${CSS.escape(id)}"]`);
   if (!el) return false;
+  // Fields not drawn yet first: they may hold masked or long values.
+  const fields = [...el.querySelectorAll('button.more-fields[aria-expanded="false"]')];
+  for (const b of fields) b.click();
   const masks = [...el.querySelectorAll('button.reveal-key[aria-pressed="false"]')];
   for (const b of masks) b.click();
   // Opened only now: a value revealed above may be long.
   const more = [...el.querySelectorAll('button.more[aria-expanded="false"]')];
   for (const b of more) b.click();
-  return masks.length + more.length > 0;
+  return fields.length + masks.length + more.length > 0;
 }
 
 /** Approve, after the undo window. A card with a value collapsed behind

@@ -15,6 +15,9 @@ const json = (v) => JSON.stringify(v, null, 2);
 /** Text longer than this (characters or lines) starts collapsed. */
 const LONG_CHARS = 240;
 const LONG_LINES = 5;
+/** Fields drawn at first; the rest behind "N more fields": thousands of
+ * keys would take the page tens of seconds to draw. */
+export const FIELDS_SHOWN = 50;
 
 /** The raw params (and, for a handler action, its action string), masked,
  * built only when the operator opens them; a secret-shaped value is one
@@ -80,14 +83,26 @@ function isLong(text) {
 }
 
 /** Whether a card of `action` would hide part of what runs until opened:
- * a long value collapsed, or a value masked by its key name. For items
- * never drawn (bulk approve of a filter's matches). */
+ * a long value collapsed (a field, the title or summary, the command, the
+ * diff), or a value masked by its key name. For items never drawn (bulk
+ * approve of a filter's matches). */
 export function hidesValues(action) {
   const fields = [...displayOf(action).fields, ...(action.edited && action.approved_params ? paramFields(action.approved_params) : [])];
-  return fields.some((f) => {
+  const masks = fields.some((f) => {
     const shown = String(masked(f.value ?? ''));
     return isLong(shown) || isLong(String(f.raw ?? shown)) || (f.raw !== undefined && f.raw !== shown);
   });
+  return masks || fields.length > FIELDS_SHOWN || longTexts(action).some(isLong) || isLongDiff(diffLines(action));
+}
+
+/** The card's texts drawn with longValue besides its fields: title,
+ * summary, the command (a tool's; a handler's is in its fields) and what
+ * an approver edited it into. */
+function longTexts(action) {
+  const d = displayOf(action);
+  return [d.title, d.summary, action.handler ? null : action.action_string,
+    action.edited && typeof action.approved_detail === 'string' ? `tool:${action.tool}:${action.approved_detail}` : null]
+    .filter((t) => t !== null && t !== undefined).map(String);
 }
 
 /** A value that may be long: wrapped, line breaks shown, and collapsed
@@ -97,34 +112,74 @@ export function longValue(tag, attrs, text) {
   const long = isLong(s);
   const shown = guarded(tag, { ...attrs, class: `${attrs.class || ''} vis${long ? ' collapsed' : ''}` }, s);
   if (!long) return shown;
-  const el = Array.isArray(shown) ? shown[0] : shown;
+  return [].concat(shown, moreButton(Array.isArray(shown) ? shown[0] : shown));
+}
+
+/** "show more" / "show less" for `el`, drawn with class `collapsed`.
+ * Approve clicks every closed one first (app.js revealCollapsed). */
+function moreButton(el) {
   const more = h('button', { type: 'button', class: 'more small', 'aria-expanded': 'false' }, 'show more');
   more.addEventListener('click', () => {
     const open = el.classList.toggle('collapsed') === false;
     more.setAttribute('aria-expanded', String(open));
     more.textContent = open ? 'show less' : 'show more';
   });
-  return [].concat(shown, more);
+  return more;
 }
 
 /** Labelled fields (display fields or params), values masked; a value
- * masked by its key name (`raw` given) is one click away. */
+ * masked by its key name (`raw` given) is one click away. Past
+ * FIELDS_SHOWN, the rest behind "N more fields", drawn when opened (Approve
+ * opens it first, as a collapsed value). */
 export function fieldList(fields) {
   if (!fields.length) return null;
-  return h('dl', { class: 'fields' }, fields.map((f) => {
-    const value = String(masked(f.value ?? ''));
-    const parts = [].concat(keyMasked((t) => longValue('div', { class: 'value' }, t), String(f.raw ?? value), value));
-    return [h('dt', {}, visible(String(f.label ?? ''))), h('dd', {}, parts)];
-  }));
+  const dl = h('dl', { class: 'fields' }, fields.slice(0, FIELDS_SHOWN).map(fieldItem));
+  const rest = fields.slice(FIELDS_SHOWN);
+  if (!rest.length) return dl;
+  const more = h('button', { type: 'button', class: 'more-fields small', 'aria-expanded': 'false' }, `${rest.length} more fields`);
+  more.addEventListener('click', () => {
+    dl.append(...rest.flatMap(fieldItem));
+    more.setAttribute('aria-expanded', 'true');
+    more.hidden = true;
+  });
+  return [dl, more];
 }
 
-/** A file edit's old and new text as a line diff, secrets masked. */
-export function diffBlock(action) {
+/** One field's label and value. */
+function fieldItem(f) {
+  const value = String(masked(f.value ?? ''));
+  const parts = [].concat(keyMasked((t) => longValue('div', { class: 'value' }, t), String(f.raw ?? value), value));
+  return [h('dt', {}, visible(String(f.label ?? ''))), h('dd', {}, parts)];
+}
+
+/** A diff longer than this (lines, or characters that wrap into more
+ * lines) starts collapsed: drawn whole it would push the buttons far down,
+ * and a box that scrolls could hold lines below its edge that Approve
+ * never showed. */
+const DIFF_LINES = 12;
+const DIFF_CHARS = 1200;
+
+/** A file edit's old and new text as diff lines, secrets masked; null
+ * when the params hold no edit. */
+function diffLines(action) {
   const edit = editOf(masked(action.params ?? null));
-  if (!edit) return null;
-  const lines = lineDiff(maskSecrets(edit[0]), maskSecrets(edit[1]));
-  return h('pre', { class: 'diff', 'aria-label': 'Changes: lines removed (-) and added (+)' },
+  return edit ? lineDiff(maskSecrets(edit[0]), maskSecrets(edit[1])) : null;
+}
+
+function isLongDiff(lines) {
+  return Boolean(lines) && (lines.length > DIFF_LINES || lines.reduce((n, [, l]) => n + l.length + 2, 0) > DIFF_CHARS);
+}
+
+/** A file edit's old and new text as a line diff, secrets masked;
+ * collapsed behind "show more" when long, as a long value is, so Approve
+ * opens it whole first. */
+export function diffBlock(action) {
+  const lines = diffLines(action);
+  if (!lines) return null;
+  const long = isLongDiff(lines);
+  const pre = h('pre', { class: `diff${long ? ' collapsed' : ''}`, 'aria-label': 'Changes: lines removed (-) and added (+)' },
     lines.map(([k, l]) => h('span', { class: k === '-' ? 'del' : k === '+' ? 'ins' : 'same' }, `${k} `, visible(l))));
+  return long ? [pre, moreButton(pre)] : pre;
 }
 
 /** "Needs 2 approvals" before any, "1 of 2: ann" while they are
@@ -238,7 +293,7 @@ function tellApart(action) {
 export function editedBlock(action) {
   if (!action.edited) return null;
   const what = typeof action.approved_detail === 'string'
-    ? h('div', { class: 'command' }, guarded('code', { class: 'action-string vis' }, `tool:${action.tool}:${action.approved_detail}`))
+    ? h('div', { class: 'command' }, longValue('code', { class: 'action-string' }, `tool:${action.tool}:${action.approved_detail}`))
     : action.approved_params && typeof action.approved_params === 'object'
       ? fieldList(paramFields(action.approved_params))
       : null;
@@ -260,13 +315,15 @@ export function actionCard(action, ctx) {
   return h('article', { class: 'card', tabindex: '-1', dataset: { id: action.id, kind: 'action' }, 'aria-labelledby': label },
     h('div', { class: 'card-head' },
       select,
-      guarded('h3', { class: 'title vis', id: label }, d.title),
+      longValue('h3', { class: 'title', id: label }, d.title),
       riskBadge(action)),
     editedBlock(action),
-    d.summary ? guarded('p', { class: 'summary vis' }, d.summary) : null,
+    // A summary may be the agent's own words (a `{reason}` template):
+    // collapsed when long, or it pushes what runs below the fold.
+    d.summary ? longValue('p', { class: 'summary' }, d.summary) : null,
     // The command once: a tool's detail here; a handler's in its fields (the
     // exact action string is under "Raw params").
-    action.handler ? null : h('div', { class: 'command' }, guarded('code', { class: 'action-string vis' }, action.action_string)),
+    action.handler ? null : h('div', { class: 'command' }, longValue('code', { class: 'action-string' }, action.action_string)),
     fieldList(d.fields),
     diffBlock(action),
     h('p', { class: 'meta' },

@@ -3,8 +3,9 @@
 // with a checkbox; "Approve all", "Approve checked" (`{"steps": [0, 2]}`)
 // and "Deny".
 
-import { h, masked, when, guarded, visible, keyMasked } from './dom.js';
+import { h, masked, when, visible, keyMasked } from './dom.js';
 import { maskSecrets } from './secrets.js';
+import { longValue } from './cards.js';
 
 /** One step as text: a tool step's detail, or a handler step's action and
  * params; with `keys`, params under credential-like key names masked. Raw
@@ -38,7 +39,8 @@ export function planCard(plan, ctx) {
       const id = `p-${plan.id}-${i}`;
       return h('li', {},
         h('input', { type: 'checkbox', class: 'step-pick', id, checked: true, dataset: { step: String(i) } }),
-        h('label', { for: id }, keyMasked((t) => guarded('code', { class: 'action-string vis' }, t), stepRaw(s, { keys: false }), stepRaw(s))),
+        // A long step collapses as any long value: Approve opens it first.
+        h('label', { for: id }, keyMasked((t) => longValue('code', { class: 'action-string' }, t), stepRaw(s, { keys: false }), stepRaw(s))),
         // What approving the plan does not settle: an approvals rule's
         // step, or a guarded one in a tainted session.
         s.asks ? h('p', { class: 'muted asks vis' }, 'Asks when it runs: ', visible(maskSecrets(s.asks))) : null);

@@ -13,6 +13,10 @@ import { undecidedCard } from './sessions.js';
 export const PAGE = 50;
 /** How long a decision can be undone before it is sent, in ms. */
 export const UNDO_MS = 5000;
+/** How long a card the page focused by itself (the focused one left the
+ * queue, or the queue opened) takes no decision key, in ms: long enough to
+ * see what now has the focus. */
+export const SETTLE_MS = 1000;
 
 /** Orders queue items: 'deadline' (soonest first; none last), 'newest', 'oldest'. */
 export function sorter(order) {
@@ -26,17 +30,31 @@ export function sorter(order) {
   return (x, y) => (dl(x) - dl(y)) || (at(x) - at(y)) || byId(x, y);
 }
 
+/** What the filter searches in an item, by the item's object: worked out
+ * once, not per item per keystroke (an item's display may hold thousands
+ * of fields). A changed item is a new object. */
+const searched = new WeakMap();
+
+function searchText(item) {
+  const o = item.a || item.r || item.p || item.u.data || {};
+  let s = searched.get(o);
+  if (!s) {
+    s = {
+      fields: { agent: o.agent, tool: o.tool || o.handler, handler: o.handler || '' },
+      hay: [o.agent, o.tool, o.handler, o.action, o.permission, o.action_string, o.reason,
+        item.a ? displayOf(item.a).title : '', item.p ? item.p.steps.map(stepText).join('\n') : '', item.kind].filter(Boolean).join('\n').toLowerCase(),
+    };
+    searched.set(o, s);
+  }
+  return s;
+}
+
 /** Whether `item` matches every word of `query`; `agent:x`, `tool:x`,
  * `handler:x` match that field only. */
 export function matches(item, query) {
   const words = String(query || '').toLowerCase().split(/\s+/).filter(Boolean);
   if (!words.length) return true;
-  const o = item.a || item.r || item.p || item.u.data || {};
-  const fields = {
-    agent: o.agent, tool: o.tool || o.handler, handler: o.handler || '',
-  };
-  const hay = [o.agent, o.tool, o.handler, o.action, o.permission, o.action_string, o.reason,
-    item.a ? displayOf(item.a).title : '', item.p ? item.p.steps.map(stepText).join('\n') : '', item.kind].filter(Boolean).join('\n').toLowerCase();
+  const { fields, hay } = searchText(item);
   return words.every((w) => {
     const m = w.match(/^(agent|tool|handler):(.*)$/);
     if (m) return String(fields[m[1]] || '').toLowerCase().includes(m[2]);
@@ -61,6 +79,10 @@ export function createQueue(app) {
     cards: new Map(), // id -> {obj, el}
     focusId: null,
     focusedOnce: false,
+    // The card the page focused by itself, and when: the decision keys wait
+    // SETTLE_MS on it unless the operator moves the focus themselves.
+    auto: null,
+    focusing: false, // while the page itself moves the focus
   };
 
   function items() {
@@ -96,8 +118,11 @@ export function createQueue(app) {
         bulkBar();
       });
     }
-    el.addEventListener('focusin', () => { q.focusId = it.id; });
-    q.cards.set(it.id, { obj, el });
+    el.addEventListener('focusin', () => {
+      q.focusId = it.id;
+      if (!q.focusing) q.auto = null;
+    });
+    q.cards.set(it.id, { obj, el, drawnAt: Date.now() });
     return el;
   }
 
@@ -179,7 +204,12 @@ export function createQueue(app) {
     for (const id of q.cards.keys()) if (!present.has(id)) q.cards.delete(id);
     const shown = all.slice(0, q.limit);
     const want = new Set(shown.map((i) => i.id));
-    for (const el of [...list.querySelectorAll(':scope > .card')]) if (!want.has(el.dataset.id)) el.remove();
+    const drawn = [...list.querySelectorAll(':scope > .card')];
+    const had = q.focusId;
+    // The focused card leaves: its neighbour where it was takes the focus,
+    // not the first card (which an agent can make one it just sent).
+    if (q.focusId && !want.has(q.focusId)) q.focusId = neighbour(drawn, q.focusId, want);
+    for (const el of drawn) if (!want.has(el.dataset.id)) el.remove();
     let prev = null;
     for (const it of shown) {
       const el = cardFor(it);
@@ -206,9 +236,42 @@ export function createQueue(app) {
     const idle = !active || active === document.body || active.tagName === 'MAIN';
     if (shown.length && idle && !document.querySelector('dialog[open]')) {
       const keep = q.focusId && want.has(q.focusId) ? q.focusId : shown[0].id;
-      q.cards.get(keep)?.el.focus({ preventScroll: q.focusedOnce });
-      q.focusedOnce = true;
+      autoFocus(keep, keep !== had);
     }
+  }
+
+  /** The card of `id` after `drawn` (in the order drawn) that stays in
+   * `want`, or else the one before it; null when none. */
+  function neighbour(drawn, id, want) {
+    const i = drawn.findIndex((el) => el.dataset.id === id);
+    if (i < 0) return null;
+    const stays = (el) => want.has(el.dataset.id);
+    return (drawn.slice(i + 1).find(stays) || drawn.slice(0, i).reverse().find(stays))?.dataset.id || null;
+  }
+
+  /** Focuses the card of `id` for the operator. When it is another card
+   * than the focus was on (`moved`: the queue opened, or the focused card
+   * left), or one drawn just now, the decision keys wait SETTLE_MS on it:
+   * an agent can time what lands there. The card the operator's own
+   * decision moved the focus on to is the one they had (focusAfter). */
+  function autoFocus(id, moved) {
+    const card = q.cards.get(id);
+    if (!card) return;
+    const fresh = Date.now() - card.drawnAt < SETTLE_MS;
+    q.auto = moved || fresh ? { id, at: Date.now() } : q.auto;
+    q.focusing = true;
+    try {
+      card.el.focus({ preventScroll: q.focusedOnce });
+    } finally {
+      q.focusing = false;
+    }
+    q.focusedOnce = true;
+  }
+
+  /** Whether a decision key must wait: the focused card `id` was focused
+   * by the page, not the operator, less than SETTLE_MS ago. */
+  function settling(id) {
+    return Boolean(q.auto) && q.auto.id === id && Date.now() - q.auto.at < SETTLE_MS;
   }
 
   // ---- focus and keys -----------------------------------------------------
@@ -271,6 +334,11 @@ export function createQueue(app) {
     if (not && (e.key === 'a' || e.key === 'g' || (e.key === 'd' && !not.denyOnly))) {
       e.preventDefault();
       app.ctx.notice(not.text);
+      return;
+    }
+    if (it && (e.key === 'a' || e.key === 'd' || e.key === 'g') && settling(it.id)) {
+      e.preventDefault();
+      app.ctx.notice('The focus has just moved to this item by itself: read it, then press again.');
       return;
     }
     switch (e.key) {
@@ -514,6 +582,7 @@ export function createQueue(app) {
       q.cards.clear();
       q.focusId = null;
       q.focusedOnce = false;
+      q.auto = null;
       q.limit = PAGE;
     },
     clearSelection,
