@@ -37,8 +37,8 @@ function append(el, children) {
 // overrides and isolates, zero-width spaces and joiners, the BOM, soft
 // hyphen, tags), line/paragraph separators, variation selectors, the
 // fillers and the unassigned specials U+FFF0–U+FFF8 that render as
-// nothing. The same set as the CLI's `crates/cli/src/visible.rs`, which
-// does not name U+FFF0–U+FFF8 yet.
+// nothing. The same set as the daemon's `is_hidden` (crates/api/src/text.rs),
+// which the CLI and the chats use.
 const HIDDEN = /[\u0000-\u001f\u007f-\u009f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\u{110bd}\u{110cd}\u{13430}-\u{1343f}\u{1bca0}-\u{1bca3}\u{1d173}-\u{1d17a}\u{e0000}-\u{e0fff}]/u;
 
 /** How one hidden character is shown: ⏎ (LF), ␍ (CR), ⇥ (tab), ⟨U+202E⟩. */
