@@ -210,28 +210,61 @@ async fn an_upstream_listing_without_end_or_answer_is_cut_off() {
     d.stop();
 }
 
+/// A daemon, an agent `bot` whose profile runs the upstream's tools and
+/// asks anything else (a pin question), and `actiongate mcp proxy` in
+/// front of [`UPSTREAM`] (tool `ok`) in `mode`; `env` for the daemon.
+struct Proxied {
+    d: Daemon,
+    http: reqwest::Client,
+    admin: String,
+    agent: String,
+    p: Proxy,
+    _dir: tempfile::TempDir,
+}
+
+impl Proxied {
+    async fn start(mode: &str, env: &[(&str, &str)]) -> Proxied {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Daemon::start(dir.path(), env);
+        let http = client();
+        let admin = d.admin_key();
+        let agent = agent_key(&http, &d.base, &admin, "bot").await;
+        let profile = json!({"allow": ["tool:mcp__fs__(?s).*"], "ask": ["(?s).*"]});
+        set_profile(&http, &d.base, &admin, "bot", profile).await;
+        let script = UPSTREAM.replace(
+            "mode = os.environ.get(\"UPSTREAM_MODE\", \"\")",
+            &format!("mode = {mode:?}"),
+        );
+        let p = Proxy::start_with(dir.path(), &d.base, &agent, &["ok"], &script, &[]).await;
+        Proxied {
+            d,
+            http,
+            admin,
+            agent,
+            p,
+            _dir: dir,
+        }
+    }
+
+    async fn stop(self) {
+        self.p.stop().await;
+        self.d.stop();
+    }
+}
+
 /// An upstream server that offers many new tools at once cannot fill the
 /// agent's pending places with questions about them: at most five are
 /// open at a time, the rest stay hidden and unasked, and the agent's own
 /// calls go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_offering_many_new_tools_asks_about_five_at_a_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(
-        dir.path(),
+    let mut x = Proxied::start(
+        "grow",
         &[("ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT", "10")],
-    );
-    let http = client();
-    let admin = d.admin_key();
-    let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    // The server's tools run; anything else (a pin question) is asked.
-    let profile = json!({"allow": ["tool:mcp__fs__(?s).*"], "ask": ["(?s).*"]});
-    set_profile(&http, &d.base, &admin, "bot", profile).await;
-    let script = UPSTREAM.replace(
-        "mode = os.environ.get(\"UPSTREAM_MODE\", \"\")",
-        "mode = \"grow\"",
-    );
-    let mut p = Proxy::start_with(dir.path(), &d.base, &agent, &["ok"], &script, &[]).await;
+    )
+    .await;
+    let (http, base, admin) = (x.http.clone(), x.d.base.clone(), x.admin.clone());
+    let p = &mut x.p;
     let first = p.request("tools/list", json!({})).await;
     assert_eq!(
         first["result"]["tools"].as_array().map(Vec::len),
@@ -248,13 +281,12 @@ async fn an_upstream_offering_many_new_tools_asks_about_five_at_a_time() {
             .collect();
         assert_eq!(names, ["ok"], "{l}");
     }
-    let pins = actions_of(&http, &d.base, &admin, "mcp-pin").await;
+    let pins = actions_of(&http, &base, &admin, "mcp-pin").await;
     assert_eq!(pins.len(), 5, "{pins:?}");
     assert!(pins.iter().all(|a| a["status"] == "pending"), "{pins:?}");
     let r = p.call("ok").await;
     assert_eq!(text_of(&r), "ran ok", "{r}");
-    p.stop().await;
-    d.stop();
+    x.stop().await;
 }
 
 /// An upstream server that describes a tool anew in every listing keeps
@@ -263,26 +295,12 @@ async fn an_upstream_offering_many_new_tools_asks_about_five_at_a_time() {
 /// approvers' queue stay free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_definition_changed_at_every_listing_keeps_one_question_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(
-        dir.path(),
-        &[("ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT", "4")],
-    );
-    let http = client();
-    let admin = d.admin_key();
-    let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    let profile = json!({"allow": ["tool:mcp__fs__(?s).*"], "ask": ["(?s).*"]});
-    set_profile(&http, &d.base, &admin, "bot", profile).await;
-    let script = UPSTREAM.replace(
-        "mode = os.environ.get(\"UPSTREAM_MODE\", \"\")",
-        "mode = \"vary\"",
-    );
-    let mut p = Proxy::start_with(dir.path(), &d.base, &agent, &["ok"], &script, &[]).await;
+    let mut x = Proxied::start("vary", &[("ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT", "4")]).await;
     // The first listing pins the tool; each later one changes it.
     for _ in 0..8 {
-        p.request("tools/list", json!({})).await;
+        x.p.request("tools/list", json!({})).await;
     }
-    let pins = actions_of(&http, &d.base, &admin, "mcp-pin").await;
+    let pins = actions_of(&x.http, &x.d.base, &x.admin, "mcp-pin").await;
     let pending: Vec<&Value> = pins.iter().filter(|a| a["status"] == "pending").collect();
     assert_eq!(pending.len(), 1, "{pins:?}");
     assert!(pins.len() >= 2, "{pins:?}");
@@ -293,16 +311,15 @@ async fn a_definition_changed_at_every_listing_keeps_one_question_open() {
     );
     // The agent's own requests still find a pending place.
     let (s, a) = call(
-        &http,
+        &x.http,
         Method::POST,
-        format!("{}/v1/actions", d.base),
-        &agent,
+        format!("{}/v1/actions", x.d.base),
+        &x.agent,
         Some(json!({"tool": "bash", "detail": "make test"})),
     )
     .await;
     assert_eq!(s, 201, "{a}");
-    p.stop().await;
-    d.stop();
+    x.stop().await;
 }
 
 /// A call the operator saw with its arguments reaches the upstream with
@@ -310,26 +327,15 @@ async fn a_definition_changed_at_every_listing_keeps_one_question_open() {
 /// (which an upstream could read as other arguments) are not forwarded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allowed_call_forwards_no_request_state_or_input_responses() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &[]);
-    let http = client();
-    let admin = d.admin_key();
-    let agent = agent_key(&http, &d.base, &admin, "bot").await;
-    let profile = json!({"allow": ["tool:mcp__fs__(?s).*"], "ask": ["(?s).*"]});
-    set_profile(&http, &d.base, &admin, "bot", profile).await;
-    let script = UPSTREAM.replace(
-        "mode = os.environ.get(\"UPSTREAM_MODE\", \"\")",
-        "mode = \"echo\"",
-    );
-    let mut p = Proxy::start_with(dir.path(), &d.base, &agent, &["ok"], &script, &[]).await;
-    p.request("tools/list", json!({})).await;
+    let mut x = Proxied::start("echo", &[]).await;
+    x.p.request("tools/list", json!({})).await;
     let extra = json!({
         "name": "ok",
         "arguments": {"to": "alice@example.com"},
         "requestState": "state-from-the-client",
         "inputResponses": {"q1": {"action": "accept", "content": {"to": "mallory@example.com"}}},
     });
-    let r = p.request("tools/call", extra).await;
+    let r = x.p.request("tools/call", extra).await;
     let mut got: Value = serde_json::from_str(&text_of(&r["result"])).expect("the params as JSON");
     // The proxy's own progress token for the forwarded call.
     got.as_object_mut().unwrap().remove("_meta");
@@ -338,8 +344,7 @@ async fn an_allowed_call_forwards_no_request_state_or_input_responses() {
         json!({"name": "ok", "arguments": {"to": "alice@example.com"}}),
         "{r}"
     );
-    p.stop().await;
-    d.stop();
+    x.stop().await;
 }
 
 /// A handler registration for `id` at `url`, attempts cut at `timeout`.
