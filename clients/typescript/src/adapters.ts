@@ -314,8 +314,9 @@ export class Gatekeeper {
     // approval prompt), a policy denial is final: no one may wave it through.
     if (d.result === 'deny' && options.denialThrows) throw new Denied(d.reason || 'denied by policy');
     if (d.result !== 'allow') return true;
+    let action: Action;
     try {
-      const action = await this.client.request(asked.tool, asked.detail, {
+      action = await this.client.request(asked.tool, asked.detail, {
         params: asked.params,
         reason: asked.reason,
         timeout: this.options.timeout,
@@ -325,10 +326,13 @@ export class Gatekeeper {
       });
       if (verdictOf(action, 0).approved) return false;
       if (action.status === 'pending') await this.withdraw(action);
-      return true;
     } catch {
       return true;
     }
+    // Denied when recorded (the policy changed since the check, say): as
+    // final as a denial the check gave.
+    if (action.status === 'denied' && options.denialThrows) throw new Denied(denialReason(action), action);
+    return true;
   }
 
   /**

@@ -5,6 +5,7 @@
 // examples/ are run as a user would run them (node, env vars).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '../dist/index.js';
@@ -243,6 +244,27 @@ test('needsApproval asks in the gatekeeper session: a tainted session is not wav
   assert.equal(await new AgentsGate(keeper).needsApproval('upload')(undefined, upload), true);
   assert.equal(await new MastraGate(keeper).requireToolApproval({ toolName: 'upload', args: upload }), true);
   assert.equal(await needsApproval(keeper, 'upload')(upload), true);
+});
+
+test('needsApproval with denialThrows: a denial recorded after an allowing check throws too', async () => {
+  const { needsApproval } = await import('../dist/ai-sdk.js');
+  const { Denied, Gatekeeper } = await import('../dist/index.js');
+  // A daemon whose check allows and whose recorded action is denied (the
+  // policy changed in between).
+  const server = createServer((req, res) => {
+    res.setHeader('content-type', 'application/json');
+    if (req.url.startsWith('/v1/check')) return res.end(JSON.stringify({ result: 'allow', reason: 'allowed' }));
+    res.statusCode = 201;
+    res.end(JSON.stringify({ id: 'a1', status: 'denied', tool: 'bash', detail: 'ls', decision: { result: 'deny', reason: 'now denied' } }));
+  });
+  await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+  try {
+    const keeper = new Gatekeeper(new Client({ url: `http://127.0.0.1:${server.address().port}`, key: 'agk_x' }), { wait: 1 });
+    const check = needsApproval(keeper, 'upload');
+    await assert.rejects(check({ path: 'a' }), (e) => e instanceof Denied && /now denied/.test(e.message));
+  } finally {
+    server.close();
+  }
 });
 
 test('needsApproval records an allowed call: a grant of one use lets exactly one call skip approval', async () => {
