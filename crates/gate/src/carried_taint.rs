@@ -103,6 +103,10 @@ impl Gate {
         if to == carrier {
             return Ok(true);
         }
+        // A read, not two writes, on each call in a session not stored yet.
+        if self.store().session_owner(to).await?.is_none() {
+            return Ok(false);
+        }
         self.touch_session(agent, carrier, None).await?;
         Ok(self
             .store()

@@ -293,17 +293,7 @@ impl SqliteStore {
         self.writer
             .run_sparing_grants(move |conn| {
                 Box::pin(async move {
-                    sqlx::query(
-                        "UPDATE sessions SET tainted_by = ?, taint_action = ?, tainted_at = ? \
-                         WHERE id = ? AND tainted_by IS NULL",
-                    )
-                    .bind(&action_id)
-                    .bind(crate::sessions::taint_text(&action_string))
-                    .bind(to_ms(now()))
-                    .bind(&id)
-                    .execute(&mut *conn)
-                    .await?;
-                    crate::sessions::taint_carrier_on(conn, &id, &action_id, &action_string).await
+                    crate::sessions::record_taint_on(conn, &id, &action_id, &action_string).await
                 })
             })
             .await

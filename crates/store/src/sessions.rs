@@ -133,39 +133,42 @@ pub(crate) async fn mark_taint_on(
     conn: &mut SqliteConnection,
     action: &actiongate_api::model::Action,
 ) -> Result<(), StoreError> {
-    let Some(session) = &action.session else {
-        return Ok(());
-    };
-    sqlx::query(
-        "UPDATE sessions SET tainted_by = ?, taint_action = ?, tainted_at = ? \
-         WHERE id = ? AND tainted_by IS NULL",
-    )
-    .bind(&action.id)
-    .bind(taint_text(&action.action_string))
-    .bind(to_ms(now()))
-    .bind(session)
-    .execute(&mut *conn)
-    .await?;
-    taint_carrier_on(conn, session, &action.id, &action.action_string).await
+    match &action.session {
+        Some(session) => record_taint_on(conn, session, &action.id, &action.action_string).await,
+        None => Ok(()),
+    }
 }
 
-/// Records on `conn` that the key session which named `session` over
-/// `/mcp` (its `carrier`) met the taint of action `action_id` now: the
-/// carrier's first taint stays named, its time is now.
-pub(crate) async fn taint_carrier_on(
+/// Records on `conn` that action `action_id` (`action_string`) tainted
+/// `session`, unless it was tainted already; and that the key session
+/// which named `session` over `/mcp` (its `carrier`) met the taint now:
+/// the carrier's first taint stays named, its time is now.
+pub(crate) async fn record_taint_on(
     conn: &mut SqliteConnection,
     session: &str,
     action_id: &str,
     action_string: &str,
 ) -> Result<(), StoreError> {
+    let what = taint_text(action_string);
+    let at = to_ms(now());
+    sqlx::query(
+        "UPDATE sessions SET tainted_by = ?, taint_action = ?, tainted_at = ? \
+         WHERE id = ? AND tainted_by IS NULL",
+    )
+    .bind(action_id)
+    .bind(&what)
+    .bind(at)
+    .bind(session)
+    .execute(&mut *conn)
+    .await?;
     sqlx::query(
         "UPDATE sessions SET tainted_by = COALESCE(tainted_by, ?), \
          taint_action = COALESCE(taint_action, ?), tainted_at = ? \
          WHERE id = (SELECT carrier FROM sessions WHERE id = ?)",
     )
     .bind(action_id)
-    .bind(taint_text(action_string))
-    .bind(to_ms(now()))
+    .bind(&what)
+    .bind(at)
     .bind(session)
     .execute(&mut *conn)
     .await?;

@@ -151,17 +151,7 @@ impl Postgres {
         action_string: String,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
-        sqlx::query(
-            "UPDATE sessions SET tainted_by = $1, taint_action = $2, tainted_at = $3 \
-             WHERE id = $4 AND tainted_by IS NULL",
-        )
-        .bind(&action_id)
-        .bind(crate::sessions::taint_text(&action_string))
-        .bind(to_ms(now()))
-        .bind(&id)
-        .execute(&mut *tx)
-        .await?;
-        crate::pg::sessions::taint_carrier_on(&mut tx, &id, &action_id, &action_string).await?;
+        crate::pg::sessions::record_taint_on(&mut tx, &id, &action_id, &action_string).await?;
         self.commit(tx, Vec::new()).await?;
         Ok(())
     }

@@ -46,37 +46,39 @@ pub(crate) async fn mark_taint_on(
     conn: &mut PgConnection,
     action: &actiongate_api::model::Action,
 ) -> Result<(), StoreError> {
-    let Some(session) = &action.session else {
-        return Ok(());
-    };
-    sqlx::query(
-        "UPDATE sessions SET tainted_by = $1, taint_action = $2, tainted_at = $3 \
-         WHERE id = $4 AND tainted_by IS NULL",
-    )
-    .bind(&action.id)
-    .bind(crate::sessions::taint_text(&action.action_string))
-    .bind(to_ms(now()))
-    .bind(session)
-    .execute(&mut *conn)
-    .await?;
-    taint_carrier_on(conn, session, &action.id, &action.action_string).await
+    match &action.session {
+        Some(session) => record_taint_on(conn, session, &action.id, &action.action_string).await,
+        None => Ok(()),
+    }
 }
 
-/// See [`crate::sessions::taint_carrier_on`].
-pub(crate) async fn taint_carrier_on(
+/// See [`crate::sessions::record_taint_on`].
+pub(crate) async fn record_taint_on(
     conn: &mut PgConnection,
     session: &str,
     action_id: &str,
     action_string: &str,
 ) -> Result<(), StoreError> {
+    let what = crate::sessions::taint_text(action_string);
+    let at = to_ms(now());
+    sqlx::query(
+        "UPDATE sessions SET tainted_by = $1, taint_action = $2, tainted_at = $3 \
+         WHERE id = $4 AND tainted_by IS NULL",
+    )
+    .bind(action_id)
+    .bind(&what)
+    .bind(at)
+    .bind(session)
+    .execute(&mut *conn)
+    .await?;
     sqlx::query(
         "UPDATE sessions SET tainted_by = COALESCE(tainted_by, $1), \
          taint_action = COALESCE(taint_action, $2), tainted_at = $3 \
          WHERE id = (SELECT carrier FROM sessions WHERE id = $4)",
     )
     .bind(action_id)
-    .bind(crate::sessions::taint_text(action_string))
-    .bind(to_ms(now()))
+    .bind(&what)
+    .bind(at)
     .bind(session)
     .execute(&mut *conn)
     .await?;
