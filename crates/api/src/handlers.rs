@@ -133,6 +133,16 @@ pub struct ActionHints {
     pub open_world: Option<bool>,
 }
 
+impl ActionHints {
+    /// Whether the action may reach past its handler's own closed domain
+    /// (the web, other people): unless `open_world` is declared `false`,
+    /// as MCP's default for an absent hint says. A handler action that
+    /// may is a way out of a tainted session (docs/sessions.md).
+    pub fn reaches_out(hints: Option<&ActionHints>) -> bool {
+        hints.and_then(|h| h.open_world) != Some(false)
+    }
+}
+
 /// What an executor registers.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

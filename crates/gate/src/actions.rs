@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use actiongate_api::{CreateAction, HandlerActionRequest};
+use actiongate_api::{ActionHints, CreateAction, HandlerActionRequest};
 use actiongate_policy as policy;
 use actiongate_store::{
     Action, ActionFilter, ActionStatus, Claimed, DecisionResult, HandlerAction, NewAction,
@@ -444,6 +444,7 @@ impl Gate {
                 scope: &scope,
                 call: Some((&h.action, &params_view)),
                 approvals: action.approvals.as_ref(),
+                reaches_out: ActionHints::reaches_out(action.decl.hints.as_ref()),
             }),
         )
         .await?;

@@ -397,10 +397,10 @@ impl Gate {
         // The first step that will taint the session: (index, action).
         let mut tainting: Option<(usize, String)> = None;
         for (i, step) in steps.iter_mut().enumerate() {
-            let (action, rules) = self.step_action(profile, step).await?;
+            let (action, rules, reaches_out) = self.step_action(profile, step).await?;
             step.asks = if let Some(rule) = rules.first() {
                 Some(format!("{} governs it: its approvers decide", rule.label()))
-            } else if profile.guarded(&action) {
+            } else if profile.way_out(&action, reaches_out) {
                 if taint.is_none() {
                     let t = self
                         .store()
@@ -426,17 +426,18 @@ impl Gate {
         Ok(())
     }
 
-    /// The action string of `step` and the approvals rules that govern it
-    /// (as they would govern the step's action when it runs).
+    /// The action string of `step`, the approvals rules that govern it (as
+    /// they would govern the step's action when it runs) and whether it is
+    /// a handler action that may reach out (`ActionHints::reaches_out`).
     async fn step_action(
         &self,
         profile: &actiongate_policy::Profile,
         step: &PlanStep,
-    ) -> GateResult<(String, Vec<CompiledRule>)> {
+    ) -> GateResult<(String, Vec<CompiledRule>, bool)> {
         if let (Some(tool), Some(detail)) = (&step.tool, &step.detail) {
             let action = actiongate_policy::format_action(tool, detail);
             let rules = governing_rules(profile, &action, None, None);
-            return Ok((action, rules));
+            return Ok((action, rules, false));
         }
         let (Some(handler), Some(action)) = (&step.handler, &step.action) else {
             return Err(GateError::internal());
@@ -446,13 +447,18 @@ impl Gate {
             return Ok((
                 actiongate_policy::format_action(handler, action),
                 Vec::new(),
+                true,
             ));
         };
         let params = step.params.clone().unwrap_or_default();
         let action = actiongate_policy::format_action(handler, &a.detail(&params));
         let scope = a.scope(&params);
         let rules = governing_rules(profile, &action, Some(&scope), a.approvals.as_ref());
-        Ok((action, rules))
+        Ok((
+            action,
+            rules,
+            actiongate_api::ActionHints::reaches_out(a.decl.hints.as_ref()),
+        ))
     }
 
     /// What approving `step` grants.

@@ -38,6 +38,9 @@ pub struct NeededPermission<'a> {
     pub call: Option<(&'a str, &'a Value)>,
     /// The handler action's own `approvals`, when it has them.
     pub approvals: Option<&'a CompiledRule>,
+    /// Whether it may reach past its handler's own closed domain
+    /// (`ActionHints::reaches_out`).
+    pub reaches_out: bool,
 }
 
 /// Decides `tool:<tool>:<detail>` for `agent` under its profile and its
@@ -123,6 +126,7 @@ pub async fn decide_in(
         .collect();
     grants.extend(scoped.into_iter().map(|(g, _)| g));
     let action_string = policy::format_action(tool, detail);
+    let reaches_out = permission.as_ref().is_some_and(|p| p.reaches_out);
     let rules = governing_rules(
         &profile,
         &action_string,
@@ -165,7 +169,7 @@ pub async fn decide_in(
     // A way out, in a session that read untrusted content, asks.
     if let Some(session) = session
         && d.verdict == policy::Verdict::Allow
-        && profile.guarded(&action_string)
+        && profile.way_out(&action_string, reaches_out)
         && let Some((by, what)) = gate
             .store()
             .session_taint(session.to_owned(), profile.clone())

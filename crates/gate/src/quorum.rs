@@ -364,6 +364,9 @@ impl Gate {
                         scope: &scope,
                         call: action.action.as_deref().map(|name| (name, &view)),
                         approvals: decl.approvals.as_ref(),
+                        reaches_out: actiongate_api::ActionHints::reaches_out(
+                            decl.decl.hints.as_ref(),
+                        ),
                     }),
                 )
                 .await?;

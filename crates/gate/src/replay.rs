@@ -83,7 +83,9 @@ fn past(outcome: &str) -> &'static str {
 /// way out the candidate guards asks, as it would have when asked.
 fn replay_one(candidate: &policy::Profile, action: &Action, tainted: bool) -> Verdict {
     let new = replay_rules(candidate, action);
-    if tainted && new == Verdict::Allow && candidate.guarded(&action.action_string) {
+    let reaches_out =
+        action.handler.is_some() && actiongate_api::ActionHints::reaches_out(action.hints.as_ref());
+    if tainted && new == Verdict::Allow && candidate.way_out(&action.action_string, reaches_out) {
         Verdict::Ask
     } else {
         new

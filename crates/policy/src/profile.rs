@@ -539,12 +539,16 @@ impl Profile {
         self.session_match(&self.inner.taints, action_string)
     }
 
-    /// Whether `action_string` is a way out (its `guarded`); a pattern
-    /// that hit the backtracking limit counts as a match (fail closed).
-    /// A shell line is judged as `bash`'s whatever the tool carrying it
-    /// is called (one of this profile's shell tools, or `bash`/`sh` in
-    /// any letter case): `guarded` patterns name `bash`, and a line sent
-    /// as `Bash` or `zsh` reaches as far.
+    /// Whether an action is a way out of a tainted session: `guarded` covers
+    /// it, or it `reaches_out` (a handler action not declared `open_world:
+    /// false`) while this profile guards anything (`guarded` is not `[]`).
+    pub fn way_out(&self, action_string: &str, reaches_out: bool) -> bool {
+        (reaches_out && !self.inner.guarded.is_empty()) || self.guarded(action_string)
+    }
+
+    /// Whether `guarded` covers `action_string`; a pattern that hit the
+    /// backtracking limit counts (fail closed). A shell line is judged as
+    /// `bash`'s whatever shell tool carries it (`Bash`, `zsh`, …).
     pub fn guarded(&self, action_string: &str) -> bool {
         self.session_match(&self.inner.guarded, action_string)
     }
