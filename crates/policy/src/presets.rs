@@ -194,7 +194,7 @@ const GUARDED: &[&str] = &[
 /// configuration with its systemd user units and autostart entries,
 /// `~/.local/bin`, `node_modules/.bin`). Matched case-insensitively, as on
 /// macOS. `docs/policy.md` lists what each protects; a test asks for each.
-const PROTECTED_NAMES: &str = r"git|gitconfig|gitmodules|gitattributes|githooks|git-hooks|husky|lefthook|lefthook-local|overcommit|pre-commit-config|bashrc|bash_profile|bash_login|bash_logout|bash_aliases|bash_completion|profile|zshrc|zshenv|zprofile|zlogin|zlogout|zsh|oh-my-zsh|kshrc|mkshrc|cshrc|tcshrc|shrc|yashrc|xonshrc|login|logout|inputrc|envrc|npmrc|yarnrc|yarn|pnpmfile|bunfig|pypirc|pip|gemrc|netrc|curlrc|wgetrc|hgrc|vimrc|gvimrc|nvimrc|ideavimrc|vim|nvim|exrc|emacs|spacemacs|tmux|screenrc|gdbinit|lldbinit|ghci|pdbrc|pythonrc|pythonstartup|erlang|iex|ssh|gnupg|config|local|bin|cargo|rustup|gradle|m2|nvm|claude|mcp|cursor|codex|gemini|vscode|idea|devcontainer|github|gitlab-ci|circleci|travis|buildkite|pam_environment|xprofile|xinitrc|xsession|xsessionrc|docker|kube|aws|azure|terraformrc|terraform|irbrc|pryrc|psqlrc|sqliterc|my|rprofile|renviron|julia|ipython|jupyter|lessfilter|mailcap";
+const PROTECTED_NAMES: &str = r"git|gitconfig|gitmodules|gitattributes|githooks|git-hooks|husky|lefthook|lefthook-local|overcommit|pre-commit-config|bashrc|bash_profile|bash_login|bash_logout|bash_aliases|bash_completion|profile|zshrc|zshenv|zprofile|zlogin|zlogout|zsh|oh-my-zsh|kshrc|mkshrc|cshrc|tcshrc|shrc|yashrc|xonshrc|login|logout|inputrc|envrc|npmrc|yarnrc|yarn|pnpmfile|bunfig|pypirc|pip|gemrc|netrc|curlrc|wgetrc|hgrc|vimrc|gvimrc|nvimrc|ideavimrc|vim|nvim|exrc|emacs|spacemacs|tmux|screenrc|gdbinit|lldbinit|ghci|pdbrc|pythonrc|pythonstartup|erlang|iex|ssh|gnupg|config|local|bin|cargo|rustup|gradle|m2|nvm|claude|mcp|cursor|codex|gemini|opencode|copilot|windsurf|continue|aider|vscode|idea|devcontainer|github|gitlab-ci|circleci|travis|buildkite|pam_environment|xprofile|xinitrc|xsession|xsessionrc|docker|kube|aws|azure|terraformrc|terraform|irbrc|pryrc|psqlrc|sqliterc|my|rprofile|renviron|julia|ipython|jupyter|lessfilter|mailcap";
 
 /// Directories protected only as an absolute path's first step (after a
 /// `/` that follows the start, a blank, a quote, `:` or `.` as in
@@ -213,9 +213,10 @@ const PROTECTED_ROOTS: &str = r"etc|bin|sbin|usr/bin|usr/sbin|usr/local/bin|usr/
 /// at start, and a file there is code every import runs; git hook
 /// directories a `core.hooksPath` commonly names; cron tables
 /// (`/var/spool/cron`); systemd units (`/usr/lib/systemd/user`); desktop
-/// autostart entries; macOS launch agents; and `authorized_keys` wherever
-/// sshd's `AuthorizedKeysFile` points.
-const PROTECTED_PLAIN: &str = r"site-packages|dist-packages|sitecustomize|usercustomize|githooks|git-hooks|lefthook|lefthook-local|cron|crontab|crontabs|systemd|autostart|launchagents|launchdaemons|authorized_keys|authorized_keys2";
+/// autostart entries; macOS launch agents; `authorized_keys` wherever
+/// sshd's `AuthorizedKeysFile` points; and opencode's `opencode.json`,
+/// which it reads from a project's root (plugins, MCP server commands).
+const PROTECTED_PLAIN: &str = r"opencode|site-packages|dist-packages|sitecustomize|usercustomize|githooks|git-hooks|lefthook|lefthook-local|cron|crontab|crontabs|systemd|autostart|launchagents|launchdaemons|authorized_keys|authorized_keys2";
 
 /// `standard`'s file view rule: viewing is always fine.
 const FILE_VIEW: &str = r"tool:file:view\s.*";
