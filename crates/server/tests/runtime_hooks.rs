@@ -368,6 +368,29 @@ async fn claude_code_permission_requests_and_headless_defer() {
         v["hookSpecificOutput"]["permissionDecision"], "allow",
         "{v}"
     );
+    // Where Claude Code would run a call whose `defer` it ignored (a
+    // message of several calls), the hook waits for a human instead.
+    for mode in ["bypassPermissions", "acceptEdits", "dontAsk", ""] {
+        let mut v = fixture("claude-code", "asked");
+        v["tool_use_id"] = json!(format!("asked_mode_{mode}"));
+        if mode.is_empty() {
+            v.as_object_mut().unwrap().remove("permission_mode");
+        } else {
+            v["permission_mode"] = json!(mode);
+        }
+        let r = run_with_stdin(
+            &app.base,
+            &agent,
+            &["hook", "claude-code", "--defer", "--wait", "1"],
+            Some(&serde_json::to_vec(&v).unwrap()),
+        )
+        .await;
+        let out: Value = serde_json::from_str(&r.stdout).unwrap();
+        assert_eq!(
+            out["hookSpecificOutput"]["permissionDecision"], "deny",
+            "{mode}: {out}"
+        );
+    }
     app.stop().await;
 }
 

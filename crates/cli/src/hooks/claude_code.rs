@@ -38,7 +38,8 @@ pub struct ClaudeCodeArgs {
     /// For headless `claude -p` runs: when the policy asks, answer `defer`
     /// at once (the run stops with the call pending and the question stays
     /// in the queue); `claude -p --resume <session>` asks again and gets
-    /// the operator's decision.
+    /// the operator's decision. Only in the `default` and `plan`
+    /// permission modes; in others the hook waits as without it.
     #[arg(long, env = "ACTIONGATE_HOOK_DEFER")]
     pub defer: bool,
 }
@@ -238,6 +239,16 @@ async fn report(args: &HookArgs, hook: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether a `defer` answer to `hook` cannot let its call run: Claude Code
+/// ignores `defer` where it does not apply (a message of several tool
+/// calls, an interactive session) and goes on to its own permissions,
+/// which ask a human only in the `default` and `plan` modes. In any other
+/// mode (`acceptEdits`, `bypassPermissions`, `dontAsk`, or none sent) the
+/// hook waits for the decision as it does without `--defer`.
+fn defer_is_honoured(hook: &Value) -> bool {
+    matches!(text(hook, "permission_mode"), Some("default" | "plan"))
+}
+
 /// `hook claude-code`: prints Claude Code's JSON and exits 0 (a
 /// `PostToolUse` report prints nothing).
 pub async fn run(args: ClaudeCodeArgs) -> Exit {
@@ -256,7 +267,7 @@ pub async fn run(args: ClaudeCodeArgs) -> Exit {
             }
         };
     }
-    let defer = args.defer;
+    let defer = args.defer && input.as_ref().is_ok_and(defer_is_honoured);
     let (parsed, answer) = answer_read(&args.hook, &ClaudeCode, input, |p| {
         if defer && p.event == "PreToolUse" {
             Waiting::Defer
