@@ -10,7 +10,10 @@ import { Aborted, ActionGateError, ApiError, Denied, Expired, TimedOut, Unreacha
 import type { FieldError } from './errors.js';
 import { denialReason, isApproved, isSettled, wasApproved } from './models.js';
 import type { Action, CheckResult, Event, Grant, GrantRequest, Plan, PlanStepRequest, WhoAmI } from './models.js';
+import type { components } from './openapi.js';
 import { Backoff, SseParser, toEvent } from './sse.js';
+
+type Schemas = components['schemas'];
 
 export const VERSION = '0.1.0';
 const DEFAULT_URL = 'http://127.0.0.1:8080';
@@ -58,11 +61,27 @@ export interface RequestOptions extends CallOptions {
   params?: Record<string, unknown>;
 }
 
-export interface RememberOptions {
-  expires: string;
-  scope?: Record<string, unknown>;
-  pattern?: string;
-  agent?: string;
+/**
+ * The grant an approval also makes (the API's `Remember`): until `expires`;
+ * `session` limits it to one task, `uses` to the next N allowed actions.
+ */
+export type RememberOptions = Omit<Schemas['Remember'], 'scope'> & {
+  /** Handler actions: the scope granted (default the action's); values may be globs. */
+  scope?: Record<string, unknown> | null;
+};
+
+/**
+ * An operator's approval (the API's `ApproveBody`). `detail` (a
+ * decision-only action) or `params` (a handler action) edit the action
+ * first; an edit and `remember` do not go together.
+ */
+export interface ApproveOptions extends CallOptions, Pick<Schemas['ApproveBody'], 'note' | 'detail'> {
+  /** Also grant: an expiry like `"1h"`, or its fields. */
+  remember?: string | RememberOptions;
+  /** The version read: `asked` (the default) or `edited` by another approver. */
+  seen?: Schemas['Seen'];
+  /** Handler actions: the params to run instead of those asked. */
+  params?: Record<string, unknown>;
 }
 
 export interface GrantOptions extends CallOptions {
@@ -75,6 +94,10 @@ export interface GrantOptions extends CallOptions {
   expires?: string;
   agent?: string;
   note?: string;
+  /** Only within this session (the task's); void once it ends. */
+  session?: Schemas['ToolGrant']['session'];
+  /** Void after this many allowed actions (1-10000). */
+  uses?: Schemas['ToolGrant']['uses'];
 }
 
 export interface PermissionOptions extends CallOptions {
@@ -557,14 +580,14 @@ export class Client {
 
   /**
    * Approves a pending action; `remember` also grants (an expiry like `"1h"`, or its fields).
-   * `seen` names the version read (`asked`, the default, or `edited` by another approver): the
-   * approval is refused (409) when the action is otherwise by then, so approving an edit takes
+   * `detail` (decision-only) or `params` (handler actions) edit it first. `seen` names the
+   * version read (`asked`, the default, or `edited` by another approver): the approval is
+   * refused (409) when the action is otherwise by then, so approving an edit takes
    * `seen: 'edited'`.
    */
-  async approve(id: string, options: CallOptions & { remember?: string | RememberOptions; note?: string; seen?: 'asked' | 'edited' } = {}): Promise<Action> {
+  async approve(id: string, options: ApproveOptions = {}): Promise<Action> {
     const body: Record<string, unknown> = {};
-    if (options.note !== undefined) body['note'] = options.note;
-    if (options.seen !== undefined) body['seen'] = options.seen;
+    for (const k of ['note', 'seen', 'detail', 'params'] as const) if (options[k] !== undefined) body[k] = options[k];
     if (options.remember !== undefined) body['remember'] = typeof options.remember === 'string' ? { expires: options.remember } : options.remember;
     return object<Action>(await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/approve`, body, signal: options.signal }));
   }
