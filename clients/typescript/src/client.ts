@@ -134,6 +134,11 @@ interface Call {
   retry?: boolean;
   /** Seconds the daemon may hold the request (long-poll). */
   wait?: number;
+  /**
+   * When the whole call ends (`Date.now()` ms), retries and pauses
+   * included; default the client's timeout plus `wait` from now.
+   */
+  deadline?: number;
   signal?: AbortSignal;
 }
 
@@ -265,52 +270,81 @@ export class Client {
     return u.toString();
   }
 
-  /** One exchange, bounded by the client's timeout plus the long-poll wait. */
-  private async once(call: Call): Promise<Response> {
-    const bound = AbortSignal.timeout(this.timeoutMs + (call.wait ?? 0) * 1000);
-    const signal = call.signal ? AbortSignal.any([call.signal, bound]) : bound;
+  /** The deadline of a call that may wait `waitMs` for the daemon: the wait plus the client's timeout. */
+  private deadline(waitMs: number): number {
+    return Date.now() + Math.max(0, waitMs) + this.timeoutMs;
+  }
+
+  /** A failed exchange as the client's error: {@link Aborted} or {@link Unreachable}, with the cause. */
+  private failure(e: unknown, call: Call, ms: number, reading: boolean): ActionGateError {
+    if (call.signal?.aborted) return new Aborted('aborted', { cause: e });
+    let why = (e as Error)?.name === 'TimeoutError' ? `no answer within ${+(ms / 1000).toFixed(1)} s` : ((e as Error)?.message ?? String(e));
+    if (reading) why = `the answer was cut off: ${why}`;
+    return new Unreachable(`${this.url}: ${why}`, { cause: e });
+  }
+
+  /** One exchange, bounded by `signal` (the attempt's time and the caller's signal). */
+  private async once(call: Call, signal: AbortSignal): Promise<Response> {
     const init: RequestInit = { method: call.method, headers: this.headers(), signal, redirect: 'manual' };
     if (call.body !== undefined) {
       init.body = JSON.stringify(call.body);
       (init.headers as Record<string, string>)['content-type'] = 'application/json';
     }
-    try {
-      return await this.fetchImpl(this.target(call.path, call.query), init);
-    } catch (e) {
-      if (call.signal?.aborted) throw new Aborted('aborted', { cause: e });
-      throw new Unreachable(`${this.url}: ${(e as Error)?.message ?? String(e)}`, { cause: e });
-    }
+    return this.fetchImpl(this.target(call.path, call.query), init);
   }
 
   private async send<T>(call: Call): Promise<T> {
+    // The whole call ends by its deadline, retries and their pauses
+    // included: a daemon that hangs costs the caller what they asked for
+    // (the wait plus the timeout), not that once per attempt.
+    const deadline = call.deadline ?? this.deadline((call.wait ?? 0) * 1000);
     const attempts = call.retry ? RETRY_DELAYS.length + 1 : 1;
     let last: ActionGateError | undefined;
     for (let attempt = 0; attempt < attempts; attempt++) {
-      if (attempt > 0) await sleep(RETRY_DELAYS[attempt - 1] ?? 4000, call.signal);
-      let response: Response;
-      try {
-        response = await this.once(call);
-      } catch (e) {
-        if (e instanceof Unreachable && call.retry) {
-          last = e;
-          continue;
-        }
-        throw e;
+      if (attempt > 0) {
+        const pause = RETRY_DELAYS[attempt - 1] ?? 4000;
+        if (Date.now() + pause >= deadline) break;
+        await sleep(pause, call.signal);
       }
-      if (response.status >= 400) {
-        const err = await problem(response);
-        if (call.retry && RETRY_STATUSES.has(response.status) && attempt + 1 < attempts) {
+      const ms = Math.min(this.timeoutMs + (call.wait ?? 0) * 1000, deadline - Date.now());
+      if (ms <= 0) break;
+      const bound = AbortSignal.timeout(ms);
+      const signal = call.signal ? AbortSignal.any([call.signal, bound]) : bound;
+      let response: Response;
+      let text: string;
+      let reading = false;
+      try {
+        response = await this.once(call, signal);
+        if (response.status >= 400) {
+          const err = await problem(response);
+          if (call.retry && RETRY_STATUSES.has(response.status) && attempt + 1 < attempts) {
+            last = err;
+            const after = Number(response.headers.get('retry-after'));
+            if (Number.isFinite(after) && after > 0) {
+              const pause = Math.min(after, 10) * 1000;
+              if (Date.now() + pause >= deadline) break;
+              await sleep(pause, call.signal);
+            }
+            continue;
+          }
+          throw err;
+        }
+        if (response.status >= 300) {
+          throw new ApiError({ status: response.status, code: 'redirect', title: 'Redirected', detail: 'the daemon answered with a redirect (is the URL right?)' });
+        }
+        // Read inside the try: a connection cut after the headers fails
+        // here, and is the client's error like one cut before them.
+        reading = true;
+        text = await response.text();
+      } catch (e) {
+        if (e instanceof ActionGateError) throw e;
+        const err = this.failure(e, call, ms, reading);
+        if (err instanceof Unreachable && call.retry) {
           last = err;
-          const after = Number(response.headers.get('retry-after'));
-          if (Number.isFinite(after) && after > 0) await sleep(Math.min(after, 10) * 1000, call.signal);
           continue;
         }
         throw err;
       }
-      if (response.status >= 300) {
-        throw new ApiError({ status: response.status, code: 'redirect', title: 'Redirected', detail: 'the daemon answered with a redirect (is the URL right?)' });
-      }
-      const text = await response.text();
       if (response.status === 204 || !text) return undefined as T;
       try {
         return JSON.parse(text) as T;
@@ -318,7 +352,7 @@ export class Client {
         throw new ApiError({ status: response.status, code: 'bad_response', title: 'Not JSON', detail: "the daemon's answer was not JSON (is the URL right?)" });
       }
     }
-    throw last ?? new Unreachable(this.url);
+    throw last ?? new Unreachable(`${this.url}: no answer within the call's time`);
   }
 
   // --------------------------------------------------------------- agents
@@ -355,7 +389,8 @@ export class Client {
     // connection gets the action the first attempt made, never a second.
     body['idempotency_key'] = options.idempotencyKey ?? randomKey();
     const waitMs = Math.max(0, (options.wait ?? 0) * 1000);
-    const deadline = Date.now() + waitMs;
+    const waitEnds = Date.now() + waitMs;
+    const deadline = this.deadline(waitMs);
     const first = pollSeconds(waitMs);
     const action = object<Action>(
       await this.send({
@@ -365,19 +400,21 @@ export class Client {
         body,
         retry: true,
         wait: first,
+        deadline,
         signal: options.signal,
       }),
     );
-    return waitMs > 0 ? this.pollUntil(action, deadline, options.signal) : action;
+    return waitMs > 0 ? this.pollUntil(action, waitEnds, deadline, options.signal) : action;
   }
 
-  private async pollUntil(action: Action, deadline: number, signal?: AbortSignal): Promise<Action> {
+  /** Long-polls the action until it is settled or `waitEnds`; the whole call ends by `deadline`. */
+  private async pollUntil(action: Action, waitEnds: number, deadline: number, signal?: AbortSignal): Promise<Action> {
     while (!isSettled(action)) {
-      const remaining = deadline - Date.now();
+      const remaining = waitEnds - Date.now();
       if (remaining <= 0) break;
       const w = pollSeconds(remaining);
       action = object<Action>(
-        await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(action.id)}`, query: { wait: w }, retry: true, wait: w, signal }),
+        await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(action.id)}`, query: { wait: w }, retry: true, wait: w, deadline, signal }),
       );
     }
     return action;
@@ -403,12 +440,13 @@ export class Client {
   /** Waits until the action is settled; {@link TimedOut} if it is not within `timeout` seconds. */
   async wait(id: string, timeout: number, options: CallOptions = {}): Promise<Action> {
     if (!(timeout >= 0)) throw new RangeError('timeout must be a non-negative number of seconds');
-    const deadline = Date.now() + timeout * 1000;
+    const waitEnds = Date.now() + timeout * 1000;
+    const deadline = this.deadline(timeout * 1000);
     const w = pollSeconds(timeout * 1000);
     let action = object<Action>(
-      await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(id)}`, query: { wait: w || undefined }, retry: true, wait: w, signal: options.signal }),
+      await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(id)}`, query: { wait: w || undefined }, retry: true, wait: w, deadline, signal: options.signal }),
     );
-    action = await this.pollUntil(action, deadline, options.signal);
+    action = await this.pollUntil(action, waitEnds, deadline, options.signal);
     if (!isSettled(action)) throw new TimedOut(`action ${id} still ${action.status} after ${timeout} s`, action);
     return action;
   }
@@ -449,17 +487,18 @@ export class Client {
     const body: Record<string, unknown> = { handler: options.handler, permission, reason, timeout: `${minutes}m` };
     if (options.scope !== undefined) body['scope'] = options.scope;
     if (options.expires !== undefined) body['expires'] = options.expires;
-    const deadline = Date.now() + waitSeconds * 1000;
-    let w = pollSeconds(deadline - Date.now());
+    const waitEnds = Date.now() + waitSeconds * 1000;
+    const deadline = this.deadline(waitSeconds * 1000);
+    let w = pollSeconds(waitEnds - Date.now());
     let req = object<GrantRequest>(
-      await this.send({ method: 'POST', path: '/v1/grant-requests', query: { wait: w }, body, wait: w, signal: options.signal }),
+      await this.send({ method: 'POST', path: '/v1/grant-requests', query: { wait: w }, body, wait: w, deadline, signal: options.signal }),
     );
     while (req.status === 'pending') {
-      const remaining = deadline - Date.now();
+      const remaining = waitEnds - Date.now();
       if (remaining <= 0) break;
       w = pollSeconds(remaining);
       req = object<GrantRequest>(
-        await this.send({ method: 'GET', path: `/v1/grant-requests/${encodeURIComponent(req.id)}`, query: { wait: w }, retry: true, wait: w, signal: options.signal }),
+        await this.send({ method: 'GET', path: `/v1/grant-requests/${encodeURIComponent(req.id)}`, query: { wait: w }, retry: true, wait: w, deadline, signal: options.signal }),
       );
     }
     return req.status === 'approved';
@@ -481,25 +520,28 @@ export class Client {
     const body: Record<string, unknown> = { session: options.session, steps };
     if (options.reason !== undefined) body['reason'] = options.reason;
     if (options.runtime !== undefined) body['runtime'] = options.runtime;
-    const deadline = Date.now() + timeout * 1000;
-    const plan = object<Plan>(await this.send({ method: 'POST', path: '/v1/plans', body, signal: options.signal }));
-    return this.pollPlan(plan, deadline, options.signal);
+    const waitEnds = Date.now() + timeout * 1000;
+    const deadline = this.deadline(timeout * 1000);
+    const plan = object<Plan>(await this.send({ method: 'POST', path: '/v1/plans', body, deadline, signal: options.signal }));
+    return this.pollPlan(plan, waitEnds, deadline, options.signal);
   }
 
   /** The plan, waiting up to `wait` seconds (default 0) for its decision. */
   async plan(id: string, options: CallOptions & { wait?: number } = {}): Promise<Plan> {
-    const deadline = Date.now() + (options.wait ?? 0) * 1000;
-    const plan = object<Plan>(await this.send({ method: 'GET', path: `/v1/plans/${encodeURIComponent(id)}`, retry: true, signal: options.signal }));
-    return this.pollPlan(plan, deadline, options.signal);
+    const waitMs = (options.wait ?? 0) * 1000;
+    const waitEnds = Date.now() + waitMs;
+    const deadline = this.deadline(waitMs);
+    const plan = object<Plan>(await this.send({ method: 'GET', path: `/v1/plans/${encodeURIComponent(id)}`, retry: true, deadline, signal: options.signal }));
+    return this.pollPlan(plan, waitEnds, deadline, options.signal);
   }
 
-  private async pollPlan(plan: Plan, deadline: number, signal?: AbortSignal): Promise<Plan> {
+  private async pollPlan(plan: Plan, waitEnds: number, deadline: number, signal?: AbortSignal): Promise<Plan> {
     while (plan.status === 'pending') {
-      const remaining = deadline - Date.now();
+      const remaining = waitEnds - Date.now();
       if (remaining <= 0) break;
       const w = pollSeconds(remaining);
       plan = object<Plan>(
-        await this.send({ method: 'GET', path: `/v1/plans/${encodeURIComponent(plan.id)}`, query: { wait: w }, retry: true, wait: w, signal }),
+        await this.send({ method: 'GET', path: `/v1/plans/${encodeURIComponent(plan.id)}`, query: { wait: w }, retry: true, wait: w, deadline, signal }),
       );
     }
     return plan;
@@ -704,11 +746,15 @@ export class Client {
    * request still pending when the wait ran out is withdrawn).
    */
   async approved(tool: string, detail: string, options: RequestOptions = {}): Promise<Action> {
+    // Asking, withdrawing and reading back share one deadline: the wait
+    // plus the client's timeout.
+    const deadline = this.deadline((options.wait ?? 0) * 1000);
     let action = await this.request(tool, detail, options);
     if (action.status === 'pending') {
-      await this.cancel(action.id).catch(() => undefined);
+      const path = `/v1/actions/${encodeURIComponent(action.id)}`;
+      await this.send({ method: 'POST', path: `${path}/cancel`, deadline }).catch(() => undefined);
       // Read it back: an operator may have decided just before the cancel.
-      action = await this.get(action.id, { signal: options.signal });
+      action = object<Action>(await this.send({ method: 'GET', path, retry: true, deadline, signal: options.signal }));
       if (action.status === 'pending' || action.status === 'cancelled') {
         throw new TimedOut(`no decision within ${options.wait ?? 0} s; the request was withdrawn`, action);
       }
