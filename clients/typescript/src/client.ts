@@ -231,6 +231,22 @@ function object<T>(value: unknown): T {
   return value as T;
 }
 
+/**
+ * The answer about what the client named by id (an action, a plan, a grant
+ * request), refused unless it is that one, with the tool and detail known
+ * of it: a wrong answer (a buggy proxy, a cache) must never pass another
+ * action's approval off as this one's.
+ */
+function same<T extends { id: string }>(asked: { id: string; tool?: string; detail?: string }, value: unknown): T {
+  const got = object<T & { tool?: unknown; detail?: unknown }>(value);
+  for (const k of ['id', 'tool', 'detail'] as const) {
+    if (asked[k] !== undefined && got[k] !== asked[k]) {
+      throw new ApiError({ status: 200, code: 'bad_response', title: 'Unexpected answer', detail: `asked about ${asked.id}; the answer is about another one (its ${k} differs)` });
+    }
+  }
+  return got;
+}
+
 /** A client for one daemon and one key. */
 export class Client {
   readonly url: string;
@@ -413,7 +429,8 @@ export class Client {
       const remaining = waitEnds - Date.now();
       if (remaining <= 0) break;
       const w = pollSeconds(remaining);
-      action = object<Action>(
+      action = same<Action>(
+        action,
         await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(action.id)}`, query: { wait: w }, retry: true, wait: w, deadline, signal }),
       );
     }
@@ -434,7 +451,7 @@ export class Client {
 
   /** The action as it stands. */
   async get(id: string, options: CallOptions = {}): Promise<Action> {
-    return object<Action>(await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(id)}`, retry: true, signal: options.signal }));
+    return same<Action>({ id }, await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(id)}`, retry: true, signal: options.signal }));
   }
 
   /** Waits until the action is settled; {@link TimedOut} if it is not within `timeout` seconds. */
@@ -443,7 +460,8 @@ export class Client {
     const waitEnds = Date.now() + timeout * 1000;
     const deadline = this.deadline(timeout * 1000);
     const w = pollSeconds(timeout * 1000);
-    let action = object<Action>(
+    let action = same<Action>(
+      { id },
       await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(id)}`, query: { wait: w || undefined }, retry: true, wait: w, deadline, signal: options.signal }),
     );
     action = await this.pollUntil(action, waitEnds, deadline, options.signal);
@@ -453,7 +471,7 @@ export class Client {
 
   /** Withdraws a pending action. */
   async cancel(id: string, options: CallOptions = {}): Promise<Action> {
-    return object<Action>(await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/cancel`, signal: options.signal }));
+    return same<Action>({ id }, await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/cancel`, signal: options.signal }));
   }
 
   /** Reports how an approved decision-only action went (`completed` or `failed`). */
@@ -461,7 +479,7 @@ export class Client {
     const body: Record<string, unknown> = { status };
     if (options.result !== undefined) body['result'] = options.result;
     if (options.error !== undefined) body['error'] = options.error;
-    return object<Action>(await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/outcome`, body, signal: options.signal }));
+    return same<Action>({ id }, await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/outcome`, body, signal: options.signal }));
   }
 
   /**
@@ -497,7 +515,8 @@ export class Client {
       const remaining = waitEnds - Date.now();
       if (remaining <= 0) break;
       w = pollSeconds(remaining);
-      req = object<GrantRequest>(
+      req = same<GrantRequest>(
+        req,
         await this.send({ method: 'GET', path: `/v1/grant-requests/${encodeURIComponent(req.id)}`, query: { wait: w }, retry: true, wait: w, deadline, signal: options.signal }),
       );
     }
@@ -531,7 +550,7 @@ export class Client {
     const waitMs = (options.wait ?? 0) * 1000;
     const waitEnds = Date.now() + waitMs;
     const deadline = this.deadline(waitMs);
-    const plan = object<Plan>(await this.send({ method: 'GET', path: `/v1/plans/${encodeURIComponent(id)}`, retry: true, deadline, signal: options.signal }));
+    const plan = same<Plan>({ id }, await this.send({ method: 'GET', path: `/v1/plans/${encodeURIComponent(id)}`, retry: true, deadline, signal: options.signal }));
     return this.pollPlan(plan, waitEnds, deadline, options.signal);
   }
 
@@ -540,7 +559,8 @@ export class Client {
       const remaining = waitEnds - Date.now();
       if (remaining <= 0) break;
       const w = pollSeconds(remaining);
-      plan = object<Plan>(
+      plan = same<Plan>(
+        plan,
         await this.send({ method: 'GET', path: `/v1/plans/${encodeURIComponent(plan.id)}`, query: { wait: w }, retry: true, wait: w, deadline, signal }),
       );
     }
@@ -631,13 +651,13 @@ export class Client {
     const body: Record<string, unknown> = {};
     for (const k of ['note', 'seen', 'detail', 'params'] as const) if (options[k] !== undefined) body[k] = options[k];
     if (options.remember !== undefined) body['remember'] = typeof options.remember === 'string' ? { expires: options.remember } : options.remember;
-    return object<Action>(await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/approve`, body, signal: options.signal }));
+    return same<Action>({ id }, await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/approve`, body, signal: options.signal }));
   }
 
   /** Denies a pending action; the agent sees `reason`. */
   async deny(id: string, options: CallOptions & { reason?: string } = {}): Promise<Action> {
     const body = options.reason !== undefined ? { reason: options.reason } : {};
-    return object<Action>(await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/deny`, body, signal: options.signal }));
+    return same<Action>({ id }, await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/deny`, body, signal: options.signal }));
   }
 
   /** Grants `{handler, permission, scope}` or `{tool, pattern}` until `expires`. */
@@ -754,7 +774,7 @@ export class Client {
       const path = `/v1/actions/${encodeURIComponent(action.id)}`;
       await this.send({ method: 'POST', path: `${path}/cancel`, deadline }).catch(() => undefined);
       // Read it back: an operator may have decided just before the cancel.
-      action = object<Action>(await this.send({ method: 'GET', path, retry: true, deadline, signal: options.signal }));
+      action = same<Action>(action, await this.send({ method: 'GET', path, retry: true, deadline, signal: options.signal }));
       if (action.status === 'pending' || action.status === 'cancelled') {
         throw new TimedOut(`no decision within ${options.wait ?? 0} s; the request was withdrawn`, action);
       }

@@ -1,11 +1,11 @@
-// The client against fake daemons on loopback that fail as a network can:
-// an answer cut off after its headers, a daemon that accepts and never
-// answers. Each fails closed with the client's own error, within the time
-// the caller asked for.
+// The client against fake daemons on loopback that fail as a network or a
+// proxy can: an answer cut off after its headers, a daemon that accepts and
+// never answers, an answer about another action. Each fails closed with the
+// client's own error, within the time the caller asked for.
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { test } from 'node:test';
-import { ActionGateError, Client, Unreachable } from '../dist/index.js';
+import { ActionGateError, ApiError, Client, Unreachable } from '../dist/index.js';
 
 /** A loopback HTTP server answering with `handler`; `close()` also drops its open connections. */
 async function fake(handler) {
@@ -71,6 +71,37 @@ test('a daemon that never answers costs a call its wait plus the client timeout,
     await failsWithin(3.5, c.plan('plan_1', { wait: 2 }), timedOut, 'plan');
     await failsWithin(1.5, c.check('bash', 'ls'), timedOut, 'check');
     await failsWithin(1.5, c.get('act_1'), timedOut, 'get');
+  } finally {
+    await server.close();
+  }
+});
+
+test('an answer about another action is refused, never taken for the one asked about', async () => {
+  const mine = { id: 'act_mine', status: 'pending', tool: 'bash', detail: 'ls', agent: 'a', decision: { result: 'ask', reason: 'asked' } };
+  let read = { ...mine, id: 'act_other', status: 'approved' };
+  // New actions are answered with `mine`, pending; every read of one with `read`.
+  const server = await fake((req, res) => {
+    const body = req.method === 'POST' && req.url.startsWith('/v1/actions?') ? mine : read;
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(body));
+  });
+  try {
+    const c = new Client({ url: server.url, key: 'agk_x', timeout: 2 });
+    const refused = (e) => e instanceof ApiError && e.code === 'bad_response' && /act_mine/.test(e.detail);
+    await assert.rejects(c.get('act_mine'), refused);
+    await assert.rejects(c.wait('act_mine', 1), refused);
+    await assert.rejects(c.request('bash', 'ls', { wait: 1 }), refused);
+    await assert.rejects(c.approved('bash', 'ls', { wait: 1 }), refused);
+    await assert.rejects(c.approve('act_mine'), refused);
+    await assert.rejects(c.cancel('act_mine'), refused);
+    // Its id, but another call: refused too.
+    read = { ...mine, status: 'approved', detail: 'rm -rf /' };
+    await assert.rejects(c.request('bash', 'ls', { wait: 1 }), refused);
+    read = { id: 'plan_other', status: 'approved', steps: [] };
+    await assert.rejects(c.plan('plan_mine'), (e) => e instanceof ApiError && e.code === 'bad_response');
+    // The action asked about is taken.
+    read = { ...mine, status: 'approved' };
+    assert.equal((await c.request('bash', 'ls', { wait: 1 })).status, 'approved');
   } finally {
     await server.close();
   }
