@@ -36,7 +36,7 @@ export interface ClientOptions {
   url?: string;
   /** The API key (default `ACTIONGATE_KEY`). */
   key?: string;
-  /** Bounds each HTTP exchange, in seconds (long-polls get their wait on top). Default 30. */
+  /** Bounds each call in seconds, retries included; a call that waits (`wait`) gets its wait on top. Default 30. */
   timeout?: number;
   /** The `fetch` to use (default the platform's). */
   fetch?: typeof fetch;
