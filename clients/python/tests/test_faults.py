@@ -1,18 +1,21 @@
-"""The clients against fake daemons on loopback that fail as a network can:
-a daemon that accepts and never answers. Each fails closed with the client's
-own error, within the time the caller asked for."""
+"""The clients against fake daemons on loopback that fail as a network or a
+proxy can: a daemon that accepts and never answers, an answer about another
+action. Each fails closed with the client's own error, within the time the
+caller asked for."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
-from typing import Any, Callable, Iterator, List
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
 
-from actiongate import AsyncClient, Client, Unreachable
+from actiongate import ApiError, AsyncClient, Client, Unreachable
 
 
 class Silent:
@@ -82,3 +85,75 @@ def test_an_async_call_to_a_daemon_that_never_answers_is_bounded_too(silent):
                 assert time.monotonic() - started < bound
 
     asyncio.run(main())
+
+
+class Wrong:
+    """A loopback daemon that answers a new action with ``mine`` (pending)
+    and every read with ``read``."""
+
+    mine: Dict[str, Any] = {
+        "id": "act_mine",
+        "status": "pending",
+        "tool": "bash",
+        "detail": "ls",
+        "agent": "a",
+        "decision": {"result": "ask", "reason": "asked"},
+    }
+
+    def __init__(self) -> None:
+        self.read: Dict[str, Any] = {**self.mine, "id": "act_other", "status": "approved"}
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                n = int(self.headers.get("content-length", "0"))
+                self.rfile.read(n)
+                new = self.command == "POST" and self.path.split("?")[0] == "/v1/actions"
+                out = json.dumps(outer.mine if new else outer.read).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            do_GET = do_POST = _answer  # noqa: N815 (http.server's names)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_an_answer_about_another_action_is_refused():
+    wrong = Wrong()
+    refused = "another one"
+    try:
+        with Client(wrong.url, "agk_x", timeout=2) as c:
+            with pytest.raises(ApiError, match=refused):
+                c.get("act_mine")
+            with pytest.raises(ApiError, match=refused):
+                c.wait("act_mine", 1)
+            with pytest.raises(ApiError, match=refused):
+                c.request("bash", "ls", wait=1)
+            with pytest.raises(ApiError, match=refused):
+                c.approve("act_mine")
+            with pytest.raises(ApiError, match=refused):
+                c.cancel("act_mine")
+            # Its id, but another call: refused too.
+            wrong.read = {**Wrong.mine, "status": "approved", "detail": "rm -rf /"}
+            with pytest.raises(ApiError, match=refused):
+                c.request("bash", "ls", wait=1)
+            wrong.read = {"id": "plan_other", "status": "approved", "steps": []}
+            with pytest.raises(ApiError, match=refused):
+                c.plan("plan_mine")
+            # The action asked about is taken.
+            wrong.read = {**Wrong.mine, "status": "approved"}
+            assert c.request("bash", "ls", wait=1).status == "approved"
+    finally:
+        wrong.close()

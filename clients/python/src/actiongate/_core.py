@@ -209,6 +209,23 @@ def _dict(value: Any) -> Dict[str, Any]:
     return value
 
 
+def _same(value: Any, asked: Any) -> Dict[str, Any]:
+    """The answer about ``asked`` (an id, or an action, plan or grant request
+    the client named by id), refused unless it is that one, with the tool and
+    detail known of it: a wrong answer (a buggy proxy, a cache) must never
+    pass another action's approval off as this one's."""
+    data = _dict(value)
+    known = {"id": asked} if isinstance(asked, str) else {k: getattr(asked, k, None) for k in ("id", "tool", "detail")}
+    for key, want in known.items():
+        if want and data.get(key) != want:
+            raise ApiError(
+                200,
+                "bad_response",
+                "Unexpected answer",
+                f"asked about {known['id']}; the answer is about another one (its {key} differs)",
+            )
+    return data
+
 
 # ------------------------------------------------------------------- inputs
 
@@ -292,7 +309,7 @@ def _poll_settled(item: Any, path: str, parse: Callable[[Dict[str, Any]], Any], 
             break
         w = _poll(remaining)
         data = yield Call("GET", f"{path}/{item.id}", params={"wait": w}, retry=True, wait=w, until=deadline)
-        item = parse(_dict(data))
+        item = parse(_same(data, item))
     return item
 
 
@@ -354,7 +371,7 @@ def get(action_id: str, wait: float = 0, until: Optional[float] = None) -> Flow:
     w = _poll(wait)
     params = {"wait": w} if w else None
     data = yield Call("GET", f"/v1/actions/{action_id}", params=params, retry=True, wait=w, until=until)
-    return Action.from_json(_dict(data))
+    return Action.from_json(_same(data, action_id))
 
 
 def wait(action_id: str, timeout: float) -> Flow:
@@ -423,7 +440,7 @@ def request_permission(
         w = _poll(remaining)
         path = f"/v1/grant-requests/{req.id}"
         data = yield Call("GET", path, params={"wait": w}, retry=True, wait=w, until=deadline)
-        req = GrantRequest.from_json(_dict(data))
+        req = GrantRequest.from_json(_same(data, req))
     return req.status == "approved"
 
 
@@ -457,7 +474,7 @@ def get_plan(plan_id: str, wait: float) -> Flow:
     """``GET /v1/plans/{id}``, waiting up to ``wait`` seconds for its decision."""
     deadline = time.monotonic() + seconds(wait, "wait")
     data = yield Call("GET", f"/v1/plans/{plan_id}", retry=True, until=deadline)
-    return (yield from _poll_plan(Plan.from_json(_dict(data)), deadline))
+    return (yield from _poll_plan(Plan.from_json(_same(data, plan_id)), deadline))
 
 
 def _poll_plan(plan: Plan, deadline: float) -> Flow:
@@ -484,7 +501,8 @@ def gate_request(
     if action.status == "pending":
         yield Call("POST", f"/v1/actions/{action.id}/cancel", best_effort=True, until=until)
         # Read it back: an operator may have decided just before the cancel.
-        action = yield from get(action.id, until=until)
+        data = yield Call("GET", f"/v1/actions/{action.id}", retry=True, until=until)
+        action = Action.from_json(_same(data, action))
         if action.status in ("pending", "cancelled"):
             raise TimedOut(f"no decision within {wait:g} s; the request was withdrawn", action)
     return settle(action, wait)
@@ -524,7 +542,7 @@ def outcome(action_id: str, error: Optional[BaseException]) -> Flow:
 def cancel(action_id: str) -> Flow:
     """``POST /v1/actions/{id}/cancel``."""
     data = yield Call("POST", f"/v1/actions/{action_id}/cancel")
-    return Action.from_json(_dict(data))
+    return Action.from_json(_same(data, action_id))
 
 
 def report(action_id: str, status: str, result: Any, error: Optional[str]) -> Flow:
@@ -535,7 +553,7 @@ def report(action_id: str, status: str, result: Any, error: Optional[str]) -> Fl
     if error is not None:
         body["error"] = error
     data = yield Call("POST", f"/v1/actions/{action_id}/outcome", json=body, has_body=True)
-    return Action.from_json(_dict(data))
+    return Action.from_json(_same(data, action_id))
 
 
 def report_run(
@@ -594,14 +612,14 @@ def approve(
     if r is not None:
         body["remember"] = r
     data = yield Call("POST", f"/v1/actions/{action_id}/approve", json=body, has_body=True)
-    return Action.from_json(_dict(data))
+    return Action.from_json(_same(data, action_id))
 
 
 def deny(action_id: str, reason: Optional[str]) -> Flow:
     """``POST /v1/actions/{id}/deny``; the agent sees ``reason``."""
     body = {"reason": reason} if reason is not None else {}
     data = yield Call("POST", f"/v1/actions/{action_id}/deny", json=body, has_body=True)
-    return Action.from_json(_dict(data))
+    return Action.from_json(_same(data, action_id))
 
 
 def grant(fields: Dict[str, Any]) -> Flow:
