@@ -10,7 +10,10 @@ import { Aborted, ActionGateError, ApiError, Denied, Expired, TimedOut, Unreacha
 import type { FieldError } from './errors.js';
 import { denialReason, isApproved, isSettled, wasApproved } from './models.js';
 import type { Action, CheckResult, Event, Grant, GrantRequest, Plan, PlanStepRequest, WhoAmI } from './models.js';
+import type { components } from './openapi.js';
 import { Backoff, SseParser, toEvent } from './sse.js';
+
+type Schemas = components['schemas'];
 
 export const VERSION = '0.1.0';
 const DEFAULT_URL = 'http://127.0.0.1:8080';
@@ -33,7 +36,7 @@ export interface ClientOptions {
   url?: string;
   /** The API key (default `ACTIONGATE_KEY`). */
   key?: string;
-  /** Bounds each HTTP exchange, in seconds (long-polls get their wait on top). Default 30. */
+  /** Bounds each call in seconds, retries included; a call that waits (`wait`) gets its wait on top. Default 30. */
   timeout?: number;
   /** The `fetch` to use (default the platform's). */
   fetch?: typeof fetch;
@@ -58,11 +61,27 @@ export interface RequestOptions extends CallOptions {
   params?: Record<string, unknown>;
 }
 
-export interface RememberOptions {
-  expires: string;
-  scope?: Record<string, unknown>;
-  pattern?: string;
-  agent?: string;
+/**
+ * The grant an approval also makes (the API's `Remember`): until `expires`;
+ * `session` limits it to one task, `uses` to the next N allowed actions.
+ */
+export type RememberOptions = Omit<Schemas['Remember'], 'scope'> & {
+  /** Handler actions: the scope granted (default the action's); values may be globs. */
+  scope?: Record<string, unknown> | null;
+};
+
+/**
+ * An operator's approval (the API's `ApproveBody`). `detail` (a
+ * decision-only action) or `params` (a handler action) edit the action
+ * first; an edit and `remember` do not go together.
+ */
+export interface ApproveOptions extends CallOptions, Pick<Schemas['ApproveBody'], 'note' | 'detail'> {
+  /** Also grant: an expiry like `"1h"`, or its fields. */
+  remember?: string | RememberOptions;
+  /** The version read: `asked` (the default) or `edited` by another approver. */
+  seen?: Schemas['Seen'];
+  /** Handler actions: the params to run instead of those asked. */
+  params?: Record<string, unknown>;
 }
 
 export interface GrantOptions extends CallOptions {
@@ -75,6 +94,10 @@ export interface GrantOptions extends CallOptions {
   expires?: string;
   agent?: string;
   note?: string;
+  /** Only within this session (the task's); void once it ends. */
+  session?: Schemas['ToolGrant']['session'];
+  /** Void after this many allowed actions (1-10000). */
+  uses?: Schemas['ToolGrant']['uses'];
 }
 
 export interface PermissionOptions extends CallOptions {
@@ -111,6 +134,11 @@ interface Call {
   retry?: boolean;
   /** Seconds the daemon may hold the request (long-poll). */
   wait?: number;
+  /**
+   * When the whole call ends (`Date.now()` ms), retries and pauses
+   * included; default the client's timeout plus `wait` from now.
+   */
+  deadline?: number;
   signal?: AbortSignal;
 }
 
@@ -203,6 +231,22 @@ function object<T>(value: unknown): T {
   return value as T;
 }
 
+/**
+ * The answer about what the client named by id (an action, a plan, a grant
+ * request), refused unless it is that one, with the tool and detail known
+ * of it: a wrong answer (a buggy proxy, a cache) must never pass another
+ * action's approval off as this one's.
+ */
+function same<T extends { id: string }>(asked: { id: string; tool?: string; detail?: string }, value: unknown): T {
+  const got = object<T & { tool?: unknown; detail?: unknown }>(value);
+  for (const k of ['id', 'tool', 'detail'] as const) {
+    if (asked[k] !== undefined && got[k] !== asked[k]) {
+      throw new ApiError({ status: 200, code: 'bad_response', title: 'Unexpected answer', detail: `asked about ${asked.id}; the answer is about another one (its ${k} differs)` });
+    }
+  }
+  return got;
+}
+
 /** A client for one daemon and one key. */
 export class Client {
   readonly url: string;
@@ -242,52 +286,81 @@ export class Client {
     return u.toString();
   }
 
-  /** One exchange, bounded by the client's timeout plus the long-poll wait. */
-  private async once(call: Call): Promise<Response> {
-    const bound = AbortSignal.timeout(this.timeoutMs + (call.wait ?? 0) * 1000);
-    const signal = call.signal ? AbortSignal.any([call.signal, bound]) : bound;
+  /** The deadline of a call that may wait `waitMs` for the daemon: the wait plus the client's timeout. */
+  private deadline(waitMs: number): number {
+    return Date.now() + Math.max(0, waitMs) + this.timeoutMs;
+  }
+
+  /** A failed exchange as the client's error: {@link Aborted} or {@link Unreachable}, with the cause. */
+  private failure(e: unknown, call: Call, ms: number, reading: boolean): ActionGateError {
+    if (call.signal?.aborted) return new Aborted('aborted', { cause: e });
+    let why = (e as Error)?.name === 'TimeoutError' ? `no answer within ${+(ms / 1000).toFixed(1)} s` : ((e as Error)?.message ?? String(e));
+    if (reading) why = `the answer was cut off: ${why}`;
+    return new Unreachable(`${this.url}: ${why}`, { cause: e });
+  }
+
+  /** One exchange, bounded by `signal` (the attempt's time and the caller's signal). */
+  private async once(call: Call, signal: AbortSignal): Promise<Response> {
     const init: RequestInit = { method: call.method, headers: this.headers(), signal, redirect: 'manual' };
     if (call.body !== undefined) {
       init.body = JSON.stringify(call.body);
       (init.headers as Record<string, string>)['content-type'] = 'application/json';
     }
-    try {
-      return await this.fetchImpl(this.target(call.path, call.query), init);
-    } catch (e) {
-      if (call.signal?.aborted) throw new Aborted('aborted', { cause: e });
-      throw new Unreachable(`${this.url}: ${(e as Error)?.message ?? String(e)}`, { cause: e });
-    }
+    return this.fetchImpl(this.target(call.path, call.query), init);
   }
 
   private async send<T>(call: Call): Promise<T> {
+    // The whole call ends by its deadline, retries and their pauses
+    // included: a daemon that hangs costs the caller what they asked for
+    // (the wait plus the timeout), not that once per attempt.
+    const deadline = call.deadline ?? this.deadline((call.wait ?? 0) * 1000);
     const attempts = call.retry ? RETRY_DELAYS.length + 1 : 1;
     let last: ActionGateError | undefined;
     for (let attempt = 0; attempt < attempts; attempt++) {
-      if (attempt > 0) await sleep(RETRY_DELAYS[attempt - 1] ?? 4000, call.signal);
-      let response: Response;
-      try {
-        response = await this.once(call);
-      } catch (e) {
-        if (e instanceof Unreachable && call.retry) {
-          last = e;
-          continue;
-        }
-        throw e;
+      if (attempt > 0) {
+        const pause = RETRY_DELAYS[attempt - 1] ?? 4000;
+        if (Date.now() + pause >= deadline) break;
+        await sleep(pause, call.signal);
       }
-      if (response.status >= 400) {
-        const err = await problem(response);
-        if (call.retry && RETRY_STATUSES.has(response.status) && attempt + 1 < attempts) {
+      const ms = Math.min(this.timeoutMs + (call.wait ?? 0) * 1000, deadline - Date.now());
+      if (ms <= 0) break;
+      const bound = AbortSignal.timeout(ms);
+      const signal = call.signal ? AbortSignal.any([call.signal, bound]) : bound;
+      let response: Response;
+      let text: string;
+      let reading = false;
+      try {
+        response = await this.once(call, signal);
+        if (response.status >= 400) {
+          const err = await problem(response);
+          if (call.retry && RETRY_STATUSES.has(response.status) && attempt + 1 < attempts) {
+            last = err;
+            const after = Number(response.headers.get('retry-after'));
+            if (Number.isFinite(after) && after > 0) {
+              const pause = Math.min(after, 10) * 1000;
+              if (Date.now() + pause >= deadline) break;
+              await sleep(pause, call.signal);
+            }
+            continue;
+          }
+          throw err;
+        }
+        if (response.status >= 300) {
+          throw new ApiError({ status: response.status, code: 'redirect', title: 'Redirected', detail: 'the daemon answered with a redirect (is the URL right?)' });
+        }
+        // Read inside the try: a connection cut after the headers fails
+        // here, and is the client's error like one cut before them.
+        reading = true;
+        text = await response.text();
+      } catch (e) {
+        if (e instanceof ActionGateError) throw e;
+        const err = this.failure(e, call, ms, reading);
+        if (err instanceof Unreachable && call.retry) {
           last = err;
-          const after = Number(response.headers.get('retry-after'));
-          if (Number.isFinite(after) && after > 0) await sleep(Math.min(after, 10) * 1000, call.signal);
           continue;
         }
         throw err;
       }
-      if (response.status >= 300) {
-        throw new ApiError({ status: response.status, code: 'redirect', title: 'Redirected', detail: 'the daemon answered with a redirect (is the URL right?)' });
-      }
-      const text = await response.text();
       if (response.status === 204 || !text) return undefined as T;
       try {
         return JSON.parse(text) as T;
@@ -295,7 +368,7 @@ export class Client {
         throw new ApiError({ status: response.status, code: 'bad_response', title: 'Not JSON', detail: "the daemon's answer was not JSON (is the URL right?)" });
       }
     }
-    throw last ?? new Unreachable(this.url);
+    throw last ?? new Unreachable(`${this.url}: no answer within the call's time`);
   }
 
   // --------------------------------------------------------------- agents
@@ -332,7 +405,8 @@ export class Client {
     // connection gets the action the first attempt made, never a second.
     body['idempotency_key'] = options.idempotencyKey ?? randomKey();
     const waitMs = Math.max(0, (options.wait ?? 0) * 1000);
-    const deadline = Date.now() + waitMs;
+    const waitEnds = Date.now() + waitMs;
+    const deadline = this.deadline(waitMs);
     const first = pollSeconds(waitMs);
     const action = object<Action>(
       await this.send({
@@ -342,19 +416,22 @@ export class Client {
         body,
         retry: true,
         wait: first,
+        deadline,
         signal: options.signal,
       }),
     );
-    return waitMs > 0 ? this.pollUntil(action, deadline, options.signal) : action;
+    return waitMs > 0 ? this.pollUntil(action, waitEnds, deadline, options.signal) : action;
   }
 
-  private async pollUntil(action: Action, deadline: number, signal?: AbortSignal): Promise<Action> {
+  /** Long-polls the action until it is settled or `waitEnds`; the whole call ends by `deadline`. */
+  private async pollUntil(action: Action, waitEnds: number, deadline: number, signal?: AbortSignal): Promise<Action> {
     while (!isSettled(action)) {
-      const remaining = deadline - Date.now();
+      const remaining = waitEnds - Date.now();
       if (remaining <= 0) break;
       const w = pollSeconds(remaining);
-      action = object<Action>(
-        await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(action.id)}`, query: { wait: w }, retry: true, wait: w, signal }),
+      action = same<Action>(
+        action,
+        await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(action.id)}`, query: { wait: w }, retry: true, wait: w, deadline, signal }),
       );
     }
     return action;
@@ -374,25 +451,27 @@ export class Client {
 
   /** The action as it stands. */
   async get(id: string, options: CallOptions = {}): Promise<Action> {
-    return object<Action>(await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(id)}`, retry: true, signal: options.signal }));
+    return same<Action>({ id }, await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(id)}`, retry: true, signal: options.signal }));
   }
 
   /** Waits until the action is settled; {@link TimedOut} if it is not within `timeout` seconds. */
   async wait(id: string, timeout: number, options: CallOptions = {}): Promise<Action> {
     if (!(timeout >= 0)) throw new RangeError('timeout must be a non-negative number of seconds');
-    const deadline = Date.now() + timeout * 1000;
+    const waitEnds = Date.now() + timeout * 1000;
+    const deadline = this.deadline(timeout * 1000);
     const w = pollSeconds(timeout * 1000);
-    let action = object<Action>(
-      await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(id)}`, query: { wait: w || undefined }, retry: true, wait: w, signal: options.signal }),
+    let action = same<Action>(
+      { id },
+      await this.send({ method: 'GET', path: `/v1/actions/${encodeURIComponent(id)}`, query: { wait: w || undefined }, retry: true, wait: w, deadline, signal: options.signal }),
     );
-    action = await this.pollUntil(action, deadline, options.signal);
+    action = await this.pollUntil(action, waitEnds, deadline, options.signal);
     if (!isSettled(action)) throw new TimedOut(`action ${id} still ${action.status} after ${timeout} s`, action);
     return action;
   }
 
   /** Withdraws a pending action. */
   async cancel(id: string, options: CallOptions = {}): Promise<Action> {
-    return object<Action>(await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/cancel`, signal: options.signal }));
+    return same<Action>({ id }, await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/cancel`, signal: options.signal }));
   }
 
   /** Reports how an approved decision-only action went (`completed` or `failed`). */
@@ -400,7 +479,7 @@ export class Client {
     const body: Record<string, unknown> = { status };
     if (options.result !== undefined) body['result'] = options.result;
     if (options.error !== undefined) body['error'] = options.error;
-    return object<Action>(await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/outcome`, body, signal: options.signal }));
+    return same<Action>({ id }, await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/outcome`, body, signal: options.signal }));
   }
 
   /**
@@ -426,17 +505,19 @@ export class Client {
     const body: Record<string, unknown> = { handler: options.handler, permission, reason, timeout: `${minutes}m` };
     if (options.scope !== undefined) body['scope'] = options.scope;
     if (options.expires !== undefined) body['expires'] = options.expires;
-    const deadline = Date.now() + waitSeconds * 1000;
-    let w = pollSeconds(deadline - Date.now());
+    const waitEnds = Date.now() + waitSeconds * 1000;
+    const deadline = this.deadline(waitSeconds * 1000);
+    let w = pollSeconds(waitEnds - Date.now());
     let req = object<GrantRequest>(
-      await this.send({ method: 'POST', path: '/v1/grant-requests', query: { wait: w }, body, wait: w, signal: options.signal }),
+      await this.send({ method: 'POST', path: '/v1/grant-requests', query: { wait: w }, body, wait: w, deadline, signal: options.signal }),
     );
     while (req.status === 'pending') {
-      const remaining = deadline - Date.now();
+      const remaining = waitEnds - Date.now();
       if (remaining <= 0) break;
       w = pollSeconds(remaining);
-      req = object<GrantRequest>(
-        await this.send({ method: 'GET', path: `/v1/grant-requests/${encodeURIComponent(req.id)}`, query: { wait: w }, retry: true, wait: w, signal: options.signal }),
+      req = same<GrantRequest>(
+        req,
+        await this.send({ method: 'GET', path: `/v1/grant-requests/${encodeURIComponent(req.id)}`, query: { wait: w }, retry: true, wait: w, deadline, signal: options.signal }),
       );
     }
     return req.status === 'approved';
@@ -458,25 +539,29 @@ export class Client {
     const body: Record<string, unknown> = { session: options.session, steps };
     if (options.reason !== undefined) body['reason'] = options.reason;
     if (options.runtime !== undefined) body['runtime'] = options.runtime;
-    const deadline = Date.now() + timeout * 1000;
-    const plan = object<Plan>(await this.send({ method: 'POST', path: '/v1/plans', body, signal: options.signal }));
-    return this.pollPlan(plan, deadline, options.signal);
+    const waitEnds = Date.now() + timeout * 1000;
+    const deadline = this.deadline(timeout * 1000);
+    const plan = object<Plan>(await this.send({ method: 'POST', path: '/v1/plans', body, deadline, signal: options.signal }));
+    return this.pollPlan(plan, waitEnds, deadline, options.signal);
   }
 
   /** The plan, waiting up to `wait` seconds (default 0) for its decision. */
   async plan(id: string, options: CallOptions & { wait?: number } = {}): Promise<Plan> {
-    const deadline = Date.now() + (options.wait ?? 0) * 1000;
-    const plan = object<Plan>(await this.send({ method: 'GET', path: `/v1/plans/${encodeURIComponent(id)}`, retry: true, signal: options.signal }));
-    return this.pollPlan(plan, deadline, options.signal);
+    const waitMs = (options.wait ?? 0) * 1000;
+    const waitEnds = Date.now() + waitMs;
+    const deadline = this.deadline(waitMs);
+    const plan = same<Plan>({ id }, await this.send({ method: 'GET', path: `/v1/plans/${encodeURIComponent(id)}`, retry: true, deadline, signal: options.signal }));
+    return this.pollPlan(plan, waitEnds, deadline, options.signal);
   }
 
-  private async pollPlan(plan: Plan, deadline: number, signal?: AbortSignal): Promise<Plan> {
+  private async pollPlan(plan: Plan, waitEnds: number, deadline: number, signal?: AbortSignal): Promise<Plan> {
     while (plan.status === 'pending') {
-      const remaining = deadline - Date.now();
+      const remaining = waitEnds - Date.now();
       if (remaining <= 0) break;
       const w = pollSeconds(remaining);
-      plan = object<Plan>(
-        await this.send({ method: 'GET', path: `/v1/plans/${encodeURIComponent(plan.id)}`, query: { wait: w }, retry: true, wait: w, signal }),
+      plan = same<Plan>(
+        plan,
+        await this.send({ method: 'GET', path: `/v1/plans/${encodeURIComponent(plan.id)}`, query: { wait: w }, retry: true, wait: w, deadline, signal }),
       );
     }
     return plan;
@@ -557,22 +642,22 @@ export class Client {
 
   /**
    * Approves a pending action; `remember` also grants (an expiry like `"1h"`, or its fields).
-   * `seen` names the version read (`asked`, the default, or `edited` by another approver): the
-   * approval is refused (409) when the action is otherwise by then, so approving an edit takes
+   * `detail` (decision-only) or `params` (handler actions) edit it first. `seen` names the
+   * version read (`asked`, the default, or `edited` by another approver): the approval is
+   * refused (409) when the action is otherwise by then, so approving an edit takes
    * `seen: 'edited'`.
    */
-  async approve(id: string, options: CallOptions & { remember?: string | RememberOptions; note?: string; seen?: 'asked' | 'edited' } = {}): Promise<Action> {
+  async approve(id: string, options: ApproveOptions = {}): Promise<Action> {
     const body: Record<string, unknown> = {};
-    if (options.note !== undefined) body['note'] = options.note;
-    if (options.seen !== undefined) body['seen'] = options.seen;
+    for (const k of ['note', 'seen', 'detail', 'params'] as const) if (options[k] !== undefined) body[k] = options[k];
     if (options.remember !== undefined) body['remember'] = typeof options.remember === 'string' ? { expires: options.remember } : options.remember;
-    return object<Action>(await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/approve`, body, signal: options.signal }));
+    return same<Action>({ id }, await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/approve`, body, signal: options.signal }));
   }
 
   /** Denies a pending action; the agent sees `reason`. */
   async deny(id: string, options: CallOptions & { reason?: string } = {}): Promise<Action> {
     const body = options.reason !== undefined ? { reason: options.reason } : {};
-    return object<Action>(await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/deny`, body, signal: options.signal }));
+    return same<Action>({ id }, await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/deny`, body, signal: options.signal }));
   }
 
   /** Grants `{handler, permission, scope}` or `{tool, pattern}` until `expires`. */
@@ -681,11 +766,15 @@ export class Client {
    * request still pending when the wait ran out is withdrawn).
    */
   async approved(tool: string, detail: string, options: RequestOptions = {}): Promise<Action> {
+    // Asking, withdrawing and reading back share one deadline: the wait
+    // plus the client's timeout.
+    const deadline = this.deadline((options.wait ?? 0) * 1000);
     let action = await this.request(tool, detail, options);
     if (action.status === 'pending') {
-      await this.cancel(action.id).catch(() => undefined);
+      const path = `/v1/actions/${encodeURIComponent(action.id)}`;
+      await this.send({ method: 'POST', path: `${path}/cancel`, deadline }).catch(() => undefined);
       // Read it back: an operator may have decided just before the cancel.
-      action = await this.get(action.id, { signal: options.signal });
+      action = same<Action>(action, await this.send({ method: 'GET', path, retry: true, deadline, signal: options.signal }));
       if (action.status === 'pending' || action.status === 'cancelled') {
         throw new TimedOut(`no decision within ${options.wait ?? 0} s; the request was withdrawn`, action);
       }

@@ -9,7 +9,7 @@
  * ```
  */
 export { Client, settle, VERSION } from './client.js';
-export type { CallOptions, ClientOptions, Duration, EventsOptions, GrantOptions, PermissionOptions, PlanOptions, RememberOptions, RequestOptions } from './client.js';
+export type { ApproveOptions, CallOptions, ClientOptions, Duration, EventsOptions, GrantOptions, PermissionOptions, PlanOptions, RememberOptions, RequestOptions } from './client.js';
 export { Aborted, ActionGateError, ApiError, Denied, Expired, TimedOut, Unreachable } from './errors.js';
 export type { FieldError } from './errors.js';
 export { approvedSteps, askingSteps, denialReason, isApproved, isSettled, wasApproved } from './models.js';

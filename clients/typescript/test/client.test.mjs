@@ -274,6 +274,68 @@ describe('operators', () => {
     await assert.rejects(op.grant({ expires: '1h' }), RangeError);
   });
 
+  test('approve with remember for one session, or for a number of uses; grant them too', async () => {
+    const { name, client } = await agentClient();
+    const a = await client.request('bash', 'make check', { timeout: '5m', session: 'ts-task-a' });
+    await op.approve(a.id, { remember: { expires: '1h', session: 'ts-task-a' } });
+    assert.equal((await client.check('bash', 'make check', { session: 'ts-task-a' })).result, 'allow');
+    assert.equal((await client.check('bash', 'make check', { session: 'ts-task-b' })).result, 'ask');
+    assert.equal((await client.check('bash', 'make check')).result, 'ask');
+    const b = await client.request('bash', 'make bench', { timeout: '5m' });
+    await op.approve(b.id, { remember: { expires: '1h', uses: 1 } });
+    assert.equal((await client.request('bash', 'make bench', { wait: 5 })).status, 'approved');
+    const again = await client.request('bash', 'make bench', { timeout: '5m' });
+    assert.equal(again.status, 'pending');
+    await client.cancel(again.id);
+    const g = await op.grant({ tool: 'bash', pattern: 'make fmt', agent: name, session: 'ts-task-c', uses: 1 });
+    assert.equal(g.session, 'ts-task-c');
+    assert.equal(g.uses, 1);
+  });
+
+  test('approve with an edit approves the edit, not the call as asked', async () => {
+    const { client } = await agentClient();
+    const a = await client.request('bash', 'rm -rf build', { timeout: '5m' });
+    const approved = await op.approve(a.id, { detail: 'rm -rf build/tmp', note: 'narrower' });
+    assert.equal(approved.status, 'approved');
+    assert.equal(approved.edited, true);
+    assert.equal(approved.approved_detail, 'rm -rf build/tmp');
+    assert.equal(isApproved(approved), false);
+    // An edit is approved once: not with remember.
+    const b = await client.request('bash', 'rm -rf dist', { timeout: '5m' });
+    await assert.rejects(op.approve(b.id, { detail: 'rm -rf dist/tmp', remember: '1h' }), (e) => e instanceof ApiError && e.status === 422);
+    await client.cancel(b.id);
+  });
+
+  test('approve with edited params runs the handler action with them', async () => {
+    const ex = await executor();
+    const handler = `tse${Math.random().toString(16).slice(2, 8)}`;
+    try {
+      await d.call('POST', '/v1/handlers', {
+        id: handler,
+        name: 'TS edits',
+        url: ex.url,
+        permissions: [{ name: 'notes.write', parameters_schema: { type: 'object', properties: { path: { type: 'string' } } } }],
+        actions: [
+          {
+            name: 'write',
+            permission: 'notes.write',
+            params_schema: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+            scope: { path: '/path' },
+            detail: 'write {path}',
+          },
+        ],
+      });
+      const { client } = await agentClient({ allow: [], ask: [`tool:${handler}:.*`], deny: [] });
+      const a = await client.run(handler, 'write', { path: 'a.txt' });
+      const approved = await op.approve(a.id, { params: { path: 'b.txt' } });
+      assert.equal(approved.edited, true);
+      assert.equal((await client.wait(a.id, 20)).status, 'completed');
+      assert.deepEqual(ex.received.map((r) => r.params), [{ path: 'b.txt' }]);
+    } finally {
+      ex.close();
+    }
+  });
+
   test('grant requests: list, approve and deny', async () => {
     const ex = await executor();
     const handler = `tsg${Math.random().toString(16).slice(2, 8)}`;

@@ -9,6 +9,7 @@ exist in one place.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import math
@@ -21,7 +22,7 @@ from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Tupl
 
 import httpx
 
-from .errors import ActionGateError, ApiError, Denied, Expired, FieldError, TimedOut
+from .errors import ActionGateError, ApiError, Denied, Expired, FieldError, TimedOut, Unreachable
 from .models import Action, Decision, Grant, GrantRequest, Person, Plan
 
 __version__ = "0.1.0"
@@ -46,8 +47,11 @@ class Call:
     that are safe to repeat: reads, checks, and new actions, which carry an
     idempotency key). ``best_effort``: any error is answered with ``None``
     instead of raising (for clean-ups such as cancelling). ``wait`` is the
-    long-poll time the daemon may hold the request, added to the read
-    timeout.
+    long-poll time the daemon may hold the request, added to the timeout.
+    ``until`` is when the workflow's wait ends (``time.monotonic()``): the
+    call, retries and pauses included, ends by it plus the client's timeout
+    (default: ``wait`` from now), so a workflow of several calls takes no
+    longer than one.
     """
 
     method: str
@@ -58,6 +62,7 @@ class Call:
     retry: bool = False
     best_effort: bool = False
     wait: float = 0.0
+    until: Optional[float] = None
 
 
 @dataclass
@@ -101,6 +106,29 @@ def settings(url: Optional[str], key: Optional[str], timeout: float) -> Settings
             "user-agent": f"actiongate-python/{__version__}",
         },
     )
+
+
+# ---------------------------------------------------------------- transport
+
+
+def deadline(call: Call, timeout: float) -> float:
+    """When ``call`` ends, retries included (``time.monotonic()``): the end
+    of its workflow's wait (else its own) plus the client's ``timeout``."""
+    until = call.until if call.until is not None else time.monotonic() + call.wait
+    return until + timeout
+
+
+def unreachable(url: str, error: Optional[BaseException], limit: float) -> Unreachable:
+    """The :class:`Unreachable` for a failed exchange, caused by ``error``
+    (``None``: no time was left for one)."""
+    if isinstance(error, (httpx.TimeoutException, asyncio.TimeoutError)):
+        err = Unreachable(f"{url}: no answer within {limit:.3g} s")
+    elif error is None:
+        err = Unreachable(f"{url}: no answer within the call's time")
+    else:
+        err = Unreachable(f"{url}: {type(error).__name__}: {error}")
+    err.__cause__ = error
+    return err
 
 
 # ---------------------------------------------------------------- responses
@@ -181,6 +209,24 @@ def _dict(value: Any) -> Dict[str, Any]:
     return value
 
 
+def _same(value: Any, asked: Any) -> Dict[str, Any]:
+    """The answer about ``asked`` (an id, or an action, plan or grant request
+    the client named by id), refused unless it is that one, with the tool and
+    detail known of it: a wrong answer (a buggy proxy, a cache) must never
+    pass another action's approval off as this one's."""
+    data = _dict(value)
+    known = {"id": asked} if isinstance(asked, str) else {k: getattr(asked, k, None) for k in ("id", "tool", "detail")}
+    for key, want in known.items():
+        if want and data.get(key) != want:
+            raise ApiError(
+                200,
+                "bad_response",
+                "Unexpected answer",
+                f"asked about {known['id']}; the answer is about another one (its {key} differs)",
+            )
+    return data
+
+
 # ------------------------------------------------------------------- inputs
 
 
@@ -246,6 +292,7 @@ def _new_action(body: Dict[str, Any], wait: float) -> Flow:
         has_body=True,
         retry=True,
         wait=first,
+        until=deadline,
     )
     action = Action.from_json(_dict(data))
     if wait > 0 and not action.settled:
@@ -261,8 +308,8 @@ def _poll_settled(item: Any, path: str, parse: Callable[[Dict[str, Any]], Any], 
         if remaining <= 0:
             break
         w = _poll(remaining)
-        data = yield Call("GET", f"{path}/{item.id}", params={"wait": w}, retry=True, wait=w)
-        item = parse(_dict(data))
+        data = yield Call("GET", f"{path}/{item.id}", params={"wait": w}, retry=True, wait=w, until=deadline)
+        item = parse(_same(data, item))
     return item
 
 
@@ -319,18 +366,19 @@ def _extra(
         body["idempotency_key"] = key
 
 
-def get(action_id: str, wait: float = 0) -> Flow:
-    """``GET /v1/actions/{id}``."""
+def get(action_id: str, wait: float = 0, until: Optional[float] = None) -> Flow:
+    """``GET /v1/actions/{id}``; ``until`` as for :class:`Call`."""
     w = _poll(wait)
-    data = yield Call("GET", f"/v1/actions/{action_id}", params={"wait": w} if w else None, retry=True, wait=w)
-    return Action.from_json(_dict(data))
+    params = {"wait": w} if w else None
+    data = yield Call("GET", f"/v1/actions/{action_id}", params=params, retry=True, wait=w, until=until)
+    return Action.from_json(_same(data, action_id))
 
 
 def wait(action_id: str, timeout: float) -> Flow:
     """Waits until the action is settled; :class:`TimedOut` if it is not in time."""
     total = seconds(timeout, "timeout")
     deadline = time.monotonic() + total
-    action = yield from get(action_id, min(total, MAX_POLL_SECONDS))
+    action = yield from get(action_id, min(total, MAX_POLL_SECONDS), deadline)
     action = yield from _poll_action(action, deadline)
     if not action.settled:
         raise TimedOut(f"action {action_id} still {action.status} after {total:g} s", action)
@@ -381,15 +429,18 @@ def request_permission(
     # so the answer is the settled one.
     deadline = time.monotonic() + timeout_minutes * 60 + 5
     w = _poll(deadline - time.monotonic())
-    data = yield Call("POST", "/v1/grant-requests", params={"wait": w}, json=body, has_body=True, wait=w)
+    data = yield Call(
+        "POST", "/v1/grant-requests", params={"wait": w}, json=body, has_body=True, wait=w, until=deadline
+    )
     req = GrantRequest.from_json(_dict(data))
     while not req.settled:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
         w = _poll(remaining)
-        data = yield Call("GET", f"/v1/grant-requests/{req.id}", params={"wait": w}, retry=True, wait=w)
-        req = GrantRequest.from_json(_dict(data))
+        path = f"/v1/grant-requests/{req.id}"
+        data = yield Call("GET", path, params={"wait": w}, retry=True, wait=w, until=deadline)
+        req = GrantRequest.from_json(_same(data, req))
     return req.status == "approved"
 
 
@@ -414,16 +465,16 @@ def request_plan(
     if runtime is not None:
         body["runtime"] = runtime
     deadline = time.monotonic() + total
-    data = yield Call("POST", "/v1/plans", json=body, has_body=True)
+    data = yield Call("POST", "/v1/plans", json=body, has_body=True, until=deadline)
     plan = Plan.from_json(_dict(data))
     return (yield from _poll_plan(plan, deadline))
 
 
 def get_plan(plan_id: str, wait: float) -> Flow:
     """``GET /v1/plans/{id}``, waiting up to ``wait`` seconds for its decision."""
-    total = seconds(wait, "wait")
-    data = yield Call("GET", f"/v1/plans/{plan_id}", retry=True)
-    return (yield from _poll_plan(Plan.from_json(_dict(data)), time.monotonic() + total))
+    deadline = time.monotonic() + seconds(wait, "wait")
+    data = yield Call("GET", f"/v1/plans/{plan_id}", retry=True, until=deadline)
+    return (yield from _poll_plan(Plan.from_json(_same(data, plan_id)), deadline))
 
 
 def _poll_plan(plan: Plan, deadline: float) -> Flow:
@@ -443,11 +494,15 @@ def gate_request(
     still pending after ``wait`` :class:`TimedOut` (the pending action is
     withdrawn), any other status :class:`ActionGateError`.
     """
+    # Asking, withdrawing and reading back end together: by the wait plus
+    # the client's timeout.
+    until = time.monotonic() + wait
     action = yield from request(tool, detail, reason, timeout, wait, None)
     if action.status == "pending":
-        yield Call("POST", f"/v1/actions/{action.id}/cancel", best_effort=True)
+        yield Call("POST", f"/v1/actions/{action.id}/cancel", best_effort=True, until=until)
         # Read it back: an operator may have decided just before the cancel.
-        action = yield from get(action.id)
+        data = yield Call("GET", f"/v1/actions/{action.id}", retry=True, until=until)
+        action = Action.from_json(_same(data, action))
         if action.status in ("pending", "cancelled"):
             raise TimedOut(f"no decision within {wait:g} s; the request was withdrawn", action)
     return settle(action, wait)
@@ -487,7 +542,7 @@ def outcome(action_id: str, error: Optional[BaseException]) -> Flow:
 def cancel(action_id: str) -> Flow:
     """``POST /v1/actions/{id}/cancel``."""
     data = yield Call("POST", f"/v1/actions/{action_id}/cancel")
-    return Action.from_json(_dict(data))
+    return Action.from_json(_same(data, action_id))
 
 
 def report(action_id: str, status: str, result: Any, error: Optional[str]) -> Flow:
@@ -498,7 +553,7 @@ def report(action_id: str, status: str, result: Any, error: Optional[str]) -> Fl
     if error is not None:
         body["error"] = error
     data = yield Call("POST", f"/v1/actions/{action_id}/outcome", json=body, has_body=True)
-    return Action.from_json(_dict(data))
+    return Action.from_json(_same(data, action_id))
 
 
 def report_run(
@@ -557,14 +612,14 @@ def approve(
     if r is not None:
         body["remember"] = r
     data = yield Call("POST", f"/v1/actions/{action_id}/approve", json=body, has_body=True)
-    return Action.from_json(_dict(data))
+    return Action.from_json(_same(data, action_id))
 
 
 def deny(action_id: str, reason: Optional[str]) -> Flow:
     """``POST /v1/actions/{id}/deny``; the agent sees ``reason``."""
     body = {"reason": reason} if reason is not None else {}
     data = yield Call("POST", f"/v1/actions/{action_id}/deny", json=body, has_body=True)
-    return Action.from_json(_dict(data))
+    return Action.from_json(_same(data, action_id))
 
 
 def grant(fields: Dict[str, Any]) -> Flow:

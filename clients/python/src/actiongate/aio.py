@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import time
 from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, TypeVar, Union
 
 import httpx
@@ -16,7 +17,7 @@ import httpx
 from . import _core
 from ._core import Call, Flow, Sleep, Timeout
 from ._sse import Backoff, SseParser, to_event
-from .errors import ActionGateError, Unreachable
+from .errors import ActionGateError
 from .models import Action, Decision, Event, Grant, GrantRequest, Person, Plan
 
 __all__ = ["AsyncClient"]
@@ -66,30 +67,40 @@ class AsyncClient:
     # ------------------------------------------------------------ transport
 
     async def _send(self, call: Call) -> Any:
+        # As Client._send: one deadline for the call and its retries. Here
+        # it also bounds each attempt as a whole, not each read.
+        deadline = _core.deadline(call, self._settings.timeout)
         attempts = len(_core.RETRY_DELAYS) + 1 if call.retry else 1
         last: Optional[BaseException] = None
         for attempt in range(attempts):
             pause = _core.RETRY_DELAYS[attempt - 1] if attempt else 0.0
-            if pause:
-                await asyncio.sleep(pause)
+            if time.monotonic() + pause >= deadline:
+                break
+            await asyncio.sleep(pause)
+            limit = min(self._settings.timeout + call.wait, deadline - time.monotonic())
             try:
-                response = await self._http.request(
-                    call.method,
-                    call.path,
-                    params=call.params,
-                    json=call.json if call.has_body else None,
-                    timeout=self._settings.timeout + call.wait,
+                response = await asyncio.wait_for(
+                    self._http.request(
+                        call.method,
+                        call.path,
+                        params=call.params,
+                        json=call.json if call.has_body else None,
+                        timeout=limit,
+                    ),
+                    limit,
                 )
-            except httpx.TransportError as e:
-                last = Unreachable(f"{self._settings.url}: {type(e).__name__}: {e}")
+            except (httpx.TransportError, asyncio.TimeoutError) as e:
+                last = _core.unreachable(self._settings.url, e, limit)
                 continue
             if call.retry and response.status_code in _core.RETRY_STATUSES and attempt + 1 < attempts:
                 last = _core.problem(response)
-                await asyncio.sleep(_core.retry_after(response, 0.0))
+                pause = _core.retry_after(response, 0.0)
+                if time.monotonic() + pause >= deadline:
+                    break
+                await asyncio.sleep(pause)
                 continue
             return _core.parse(response)
-        assert last is not None  # the loop ran at least once
-        raise last
+        raise last or _core.unreachable(self._settings.url, None, 0.0)
 
     async def _drive(self, flow: Flow) -> Any:
         value: Any = None

@@ -17,7 +17,7 @@ import httpx
 from . import _core
 from ._core import Call, Flow, Sleep, Timeout
 from ._sse import Backoff, SseParser, to_event
-from .errors import ActionGateError, Unreachable
+from .errors import ActionGateError
 from .models import Action, Decision, Event, Grant, GrantRequest, Person, Plan
 
 __all__ = ["Client"]
@@ -31,7 +31,8 @@ class Client:
 
     ``url`` and ``key`` default to ``ACTIONGATE_URL`` (else
     ``http://127.0.0.1:8080``) and ``ACTIONGATE_KEY``. ``timeout`` bounds each
-    HTTP exchange in seconds; long-polls get their wait on top of it.
+    call in seconds, retries included; a call that waits gets its wait on
+    top of it.
     """
 
     def __init__(
@@ -69,30 +70,38 @@ class Client:
     # ------------------------------------------------------------ transport
 
     def _send(self, call: Call) -> Any:
+        # One deadline for the call, retries and pauses included: a daemon
+        # that hangs costs the caller its wait plus the timeout, not that
+        # once per attempt.
+        deadline = _core.deadline(call, self._settings.timeout)
         attempts = len(_core.RETRY_DELAYS) + 1 if call.retry else 1
         last: Optional[BaseException] = None
         for attempt in range(attempts):
             pause = _core.RETRY_DELAYS[attempt - 1] if attempt else 0.0
-            if pause:
-                time.sleep(pause)
+            if time.monotonic() + pause >= deadline:
+                break
+            time.sleep(pause)
+            limit = min(self._settings.timeout + call.wait, deadline - time.monotonic())
             try:
                 response = self._http.request(
                     call.method,
                     call.path,
                     params=call.params,
                     json=call.json if call.has_body else None,
-                    timeout=self._settings.timeout + call.wait,
+                    timeout=limit,
                 )
             except httpx.TransportError as e:
-                last = Unreachable(f"{self._settings.url}: {type(e).__name__}: {e}")
+                last = _core.unreachable(self._settings.url, e, limit)
                 continue
             if call.retry and response.status_code in _core.RETRY_STATUSES and attempt + 1 < attempts:
                 last = _core.problem(response)
-                time.sleep(_core.retry_after(response, 0.0))
+                pause = _core.retry_after(response, 0.0)
+                if time.monotonic() + pause >= deadline:
+                    break
+                time.sleep(pause)
                 continue
             return _core.parse(response)
-        assert last is not None  # the loop ran at least once
-        raise last
+        raise last or _core.unreachable(self._settings.url, None, 0.0)
 
     def _drive(self, flow: Flow) -> Any:
         value: Any = None
