@@ -107,6 +107,24 @@ async fn one_action_covers_one_run(pg: bool) {
     covered.sort();
     made.sort();
     assert_eq!(covered, made, "{answers:?}");
+
+    // A retry under the key of a call whose run was reported is refused:
+    // the decision let it run once.
+    let keyed = json!({"tool": "bash", "detail": "make ship", "session": "s",
+                       "idempotency_key": "call-1"});
+    let url = format!("{}/v1/actions", d.base);
+    let (s, a) = post(&http, url.clone(), &agent, keyed.clone()).await;
+    assert_eq!(s, 201, "{a}");
+    let (s, again) = post(&http, url.clone(), &agent, keyed.clone()).await;
+    assert_eq!((s, &again["id"]), (200, &a["id"]), "a retry before the run");
+    let run = json!({"tool": "bash", "detail": "make ship", "session": "s", "action": a["id"]});
+    assert_eq!(report(&http, &d.base, &agent, run).await["decided"], true);
+    let (s, after) = post(&http, url, &agent, keyed).await;
+    assert_eq!(s, 409, "{after}");
+    assert!(
+        after["detail"].as_str().unwrap().contains("ran already"),
+        "{after}"
+    );
     d.stop();
 }
 

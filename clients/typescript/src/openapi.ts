@@ -2590,7 +2590,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Idempotency key reused with a different body, or the handler is retired */
+            /** @description Idempotency key reused with a different body, or for a call whose run was reported (`POST /v1/runs`), or the handler is retired */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -283,6 +283,17 @@ impl Gate {
         }))
         .await;
         let (action, created, inserted) = stored?;
+        // A retry of a call that ran already (its run was reported) is a
+        // new call: the decision that let it run once does not let it run
+        // again (a runtime whose call ids a script can choose would
+        // otherwise turn one approval into any number of runs).
+        if !created && self.store().run_claimed(&action.id).await? {
+            return Err(GateError::conflict(format!(
+                "action {} ran already (its run was reported): a new call needs its own \
+                 decision, under a new idempotency key",
+                action.id
+            )));
+        }
         if created {
             metrics::counter!("actiongate_decisions_total", "result" => result.as_str())
                 .increment(1);

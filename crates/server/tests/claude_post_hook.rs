@@ -103,3 +103,63 @@ async fn a_post_tool_use_report_of_a_run_nobody_decided_raises_action_undecided(
     );
     app.stop().await;
 }
+
+/// A call id a script can choose (Claude Code's `REPL` passes its own to
+/// the tools it calls) must not turn one decision into many runs: once the
+/// call's run is reported, asking again under its id is refused.
+#[tokio::test]
+async fn a_call_that_ran_is_not_allowed_again_under_its_id() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("guarded")).await;
+    let key = app.agent.clone();
+    let pre = || input("PreToolUse", "make deploy", "cc-2", "repl_chosen");
+    let approve = async {
+        loop {
+            let (_, list) = app
+                .call(
+                    reqwest::Method::GET,
+                    "/v1/actions?status=pending",
+                    Some(&app.operator),
+                    None,
+                )
+                .await;
+            if let Some(id) = list["items"][0]["id"].as_str() {
+                let (s, _) = app
+                    .call(
+                        reqwest::Method::POST,
+                        &format!("/v1/actions/{id}/approve"),
+                        Some(&app.operator),
+                        Some(json!({})),
+                    )
+                    .await;
+                assert_eq!(s, reqwest::StatusCode::OK);
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    let first = pre();
+    let (allowed, ()) = tokio::join!(
+        run_with_stdin(
+            &app.base,
+            &key,
+            &["hook", "claude-code", "--wait", "20"],
+            Some(&first)
+        ),
+        approve
+    );
+    assert!(allowed.stdout.contains("\"allow\""), "{allowed:?}");
+    let post = run_with_stdin(
+        &app.base,
+        &key,
+        &["hook", "claude-code"],
+        Some(&input("PostToolUse", "make deploy", "cc-2", "repl_chosen")),
+    )
+    .await;
+    assert_eq!(post.code, 0, "{post:?}");
+    // The same call again: not the approval it had once.
+    let again = run_with_stdin(&app.base, &key, &["hook", "claude-code"], Some(&pre())).await;
+    assert!(again.stdout.contains("\"deny\""), "{again:?}");
+    assert!(again.stdout.contains("ran already"), "{again:?}");
+    app.stop().await;
+}

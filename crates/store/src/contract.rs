@@ -380,6 +380,8 @@ contract! {
     /// Claims the allowed or approved action that covers a reported run,
     /// one run per action.
     pub async fn claim_run(&self, run: crate::plans::RunReport) -> Result<Option<String>, StoreError>;
+    /// Whether a reported run claimed action `id` ([`Store::claim_run`]).
+    pub async fn run_claimed(&self, id: &str) -> Result<bool, StoreError>;
 
     // subscriptions
     /// Stores a subscription; it receives events committed from now on.

@@ -557,6 +557,17 @@ impl SqliteStore {
             .await
     }
 
+    /// Whether a reported run claimed action `id` (within the look-back
+    /// that claims are kept for).
+    pub async fn run_claimed(&self, id: &str) -> Result<bool, StoreError> {
+        let mut conn = self.read.acquire().await?;
+        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM run_claims WHERE action_id = ?")
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await?;
+        Ok(found.is_some())
+    }
+
     /// Claims for a reported run the allowed or approved action that covers
     /// it: `run.action` when it is one, else the latest of the agent's
     /// actions on that tool and detail (in the run's session when given)

@@ -98,7 +98,7 @@ fn set_location(resp: &mut Response, id: &str) {
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Key not bound to an agent", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such handler or action", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Idempotency key reused with a different body, or the handler is retired", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Idempotency key reused with a different body, or for a call whose run was reported (`POST /v1/runs`), or the handler is retired", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),

@@ -389,6 +389,16 @@ impl Postgres {
         Ok(())
     }
 
+    /// See `SqliteStore::run_claimed`.
+    pub async fn run_claimed(&self, id: &str) -> Result<bool, StoreError> {
+        let found: Option<i32> =
+            sqlx::query_scalar("SELECT 1 FROM run_claims WHERE action_id = $1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(found.is_some())
+    }
+
     /// See `SqliteStore::claim_run`. Two reports may pick the same action
     /// at once: the one whose insert conflicts picks again.
     pub async fn claim_run(&self, run: RunReport) -> Result<Option<String>, StoreError> {
