@@ -58,11 +58,44 @@ export function ask(payload, config = CONFIG) {
   });
 }
 
-export const ActiongatePlugin = async ({ directory }) => ({
+// A sub-agent (opencode's `task` tool) runs in a child session of its
+// own: its calls are asked in the name of the root session, so what the
+// task read taints its sub-agents' calls and theirs taint the task's
+// (docs/hooks.md). A session's parent never changes: each is looked up
+// once. A lookup that fails blocks the call, as any other failure does.
+const MAX_DEPTH = 32;
+const roots = new Map();
+
+async function rootSession(client, id) {
+  const path = [];
+  let current = id;
+  while (!roots.has(current)) {
+    if (path.length >= MAX_DEPTH) {
+      throw new Error("actiongate: sessions nested too deep (failing closed)");
+    }
+    path.push(current);
+    const found = await client.session.get({ path: { id: current } });
+    if (found?.error || !found?.data) {
+      throw new Error(`actiongate: cannot read session ${current} (failing closed)`);
+    }
+    const parent = found.data.parentID;
+    if (!parent) {
+      roots.set(current, current);
+      break;
+    }
+    current = parent;
+  }
+  const root = roots.get(current);
+  if (roots.size > 10000) roots.clear();
+  for (const p of path) roots.set(p, root);
+  return root;
+}
+
+export const ActiongatePlugin = async ({ directory, client }) => ({
   "tool.execute.before": async (input, output) => {
     const answer = await ask({
       tool: input.tool,
-      sessionID: input.sessionID,
+      sessionID: await rootSession(client, input.sessionID),
       callID: input.callID,
       args: output.args,
       directory,
