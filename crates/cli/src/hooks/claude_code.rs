@@ -99,6 +99,17 @@ fn calls_in(hook: &Value, tool_name: &str, input: &Value) -> Result<Vec<Call>, S
 /// whose file is not known absolutely (no absolute `cwd`, a `~` path),
 /// gets no rule.
 fn rule_for(tool_name: &str, input: &Value, cwd: Option<&str>) -> Option<Value> {
+    let content = rule_content(tool_name, input, cwd)?;
+    // A control character (a line break above all) could read as the end
+    // of one rule and the start of another.
+    if content.chars().any(char::is_control) {
+        return None;
+    }
+    Some(json!({"toolName": tool_name, "ruleContent": content}))
+}
+
+/// The text of [`rule_for`]'s rule, before it is checked.
+fn rule_content(tool_name: &str, input: &Value, cwd: Option<&str>) -> Option<String> {
     let content = match tool_name {
         "Bash" => {
             let command = text(input, "command")?;
@@ -125,7 +136,7 @@ fn rule_for(tool_name: &str, input: &Value, cwd: Option<&str>) -> Option<Value> 
         }
         _ => return None,
     };
-    Some(json!({"toolName": tool_name, "ruleContent": content}))
+    Some(content)
 }
 
 impl Runtime for ClaudeCode {
@@ -385,9 +396,13 @@ mod tests {
             "C:\\x",
             "~/.bashrc",
             "x.md ",
+            "/srv/a\n/etc/hosts",
+            "/srv/a\r",
         ] {
             assert_eq!(rule("Write", json!({"file_path": path})), None, "{path}");
         }
+        // A line break would be read as several rules.
+        assert_eq!(rule("Bash", json!({"command": "ls\nrm -rf ~"})), None);
         for cwd in [None, Some("proj")] {
             assert_eq!(
                 rule_for("Edit", &json!({"file_path": "README.md"}), cwd),
