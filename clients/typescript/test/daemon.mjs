@@ -2,10 +2,10 @@
 // URL, admin key, and helpers to make agents and keys. The binary is
 // $ACTIONGATE_BIN, else ${CARGO_TARGET_DIR:-<repo>/target}/debug/actiongate.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { isAbsolute, join, resolve } from 'node:path';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const REPO = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
@@ -81,13 +81,15 @@ export class Daemon {
     return this.call('POST', `/v1/actions/${a.id}/${verdict}`, body);
   }
 
-  stop() {
-    return new Promise((res) => {
+  /** Stops the daemon and removes its folder (kept with ACTIONGATE_TEST_KEEP=1). */
+  async stop() {
+    await new Promise((res) => {
       if (this.proc.exitCode !== null) return res();
       this.proc.once('exit', () => res());
       this.proc.kill('SIGTERM');
       setTimeout(() => this.proc.kill('SIGKILL'), 10000).unref();
     });
+    if (!process.env.ACTIONGATE_TEST_KEEP) rmSync(dirname(this.log), { recursive: true, force: true });
   }
 }
 
