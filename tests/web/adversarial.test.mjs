@@ -711,6 +711,51 @@ test('when the focused card leaves, the focus goes to its neighbour, not the fir
   for (const id of [x1, x3, m]) await env.call('POST', `/v1/actions/${id}/deny`, env.operator, { reason: 'test' });
 });
 
+test('a click on the card the page focused lets a key decide at once, unless the card is new', async (t) => {
+  const { page } = env;
+  await queue();
+  const bash = (detail, timeout) => ask(env.agent, { tool: 'bash', detail, reason: 'r', timeout });
+  const a = await bash('make click-test', '20m');
+  const b = await bash('git click-status', '30m');
+  await card(b).waitFor();
+  await sleep(1100);
+  await card(a).focus();
+  const cancel = await env.call('POST', `/v1/actions/${a}/cancel`, env.agent, {});
+  assert.ok(cancel.status < 300, JSON.stringify(cancel.body));
+  await card(a).waitFor({ state: 'detached' });
+  await page.waitForFunction((id) => document.activeElement?.dataset?.id === id, b);
+  await page.keyboard.press('a');
+  await sleep(200);
+  assert.equal(await page.locator('#toasts .toast').count(), 0, 'a key decided a card the page had just focused');
+  // The operator clicks the card (not a button): they read it.
+  await card(b).click({ position: { x: 4, y: 4 } });
+  await page.keyboard.press('a');
+  const toast = page.locator('#toasts .toast', { hasText: 'click-status' });
+  await toast.waitFor({ timeout: 900 });
+  await toast.locator('button.undo').click();
+  await card(b).waitFor();
+  // A card drawn just now that the focus moves to and the operator
+  // clicks: the key still waits (it may have landed under the pointer).
+  const t0 = Date.now();
+  const c = await bash('git click-new', '40m');
+  await card(c).waitFor();
+  await card(b).focus();
+  const gone = await env.call('POST', `/v1/actions/${b}/cancel`, env.agent, {});
+  assert.ok(gone.status < 300, JSON.stringify(gone.body));
+  await page.waitForFunction((id) => document.activeElement?.dataset?.id === id, c);
+  await card(c).click({ position: { x: 4, y: 4 } });
+  await page.keyboard.press('a');
+  const pressedAfter = Date.now() - t0;
+  await sleep(200);
+  if (pressedAfter < 900) {
+    assert.equal(await page.locator('#toasts .toast', { hasText: 'click-new' }).count(), 0, 'a click on a card that had just landed let a key decide it');
+  } else {
+    t.diagnostic(`the machine took ${pressedAfter} ms: the card was no longer new when clicked`);
+    await page.locator('#toasts .toast', { hasText: 'click-new' }).locator('button.undo').click().catch(() => {});
+  }
+  await env.call('POST', `/v1/actions/${c}/deny`, env.operator, { reason: 'test' });
+});
+
 test('the specials U+FFF0–U+FFF8, which draw as nothing, are named', async () => {
   await queue();
   const id = await ask(env.agent, { tool: 'bash', detail: 'rm -rf /tmp/x\ufff0 \ufff8/etc' });

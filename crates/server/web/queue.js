@@ -122,6 +122,13 @@ export function createQueue(app) {
       q.focusId = it.id;
       if (!q.focusing) q.auto = null;
     });
+    // The operator's own click on the card the page focused says they
+    // read it: the keys need not wait, unless the card is new enough to
+    // have landed under the pointer as they clicked.
+    el.addEventListener('pointerdown', () => {
+      const drawn = q.cards.get(it.id)?.drawnAt ?? Date.now();
+      if (q.auto?.id === it.id && Date.now() - drawn >= SETTLE_MS) q.auto = null;
+    });
     q.cards.set(it.id, { obj, el, drawnAt: Date.now() });
     return el;
   }
