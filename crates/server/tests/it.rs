@@ -17,6 +17,7 @@ mod events;
 mod future_sizes;
 mod handlers;
 mod hook_dirs;
+mod hook_rewrites;
 mod hook_sessions;
 mod hooks_review;
 mod mcp;

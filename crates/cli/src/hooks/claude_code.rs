@@ -147,6 +147,7 @@ impl Runtime for ClaudeCode {
                 // Where a grep searches.
                 dir: map::grep_dir(tool_name == "Grep", text(hook, "cwd"), &input, &["path"]),
                 after_pre_tool: false,
+                unsure: None,
             },
             calls: calls_in(hook, tool_name, &input)?,
             rule: rule_for(tool_name, &input, text(hook, "cwd")),
@@ -326,6 +327,7 @@ mod tests {
             verdict: Verdict::Allow,
             reason: "r".into(),
             by_grant: true,
+            by_operator: false,
         };
         let out: Value =
             serde_json::from_str(&ClaudeCode.reply(Some(&p), &allow).stdout.unwrap()).unwrap();
@@ -341,6 +343,7 @@ mod tests {
             verdict: Verdict::Ask,
             reason: "r".into(),
             by_grant: false,
+            by_operator: false,
         };
         assert_eq!(ClaudeCode.reply(Some(&p), &ask).stdout, None);
     }

@@ -68,6 +68,7 @@ impl Runtime for Codex {
                 // Asked before Codex runs a call its PreToolUse passed
                 // outside the sandbox: answered by that call's action.
                 after_pre_tool,
+                unsure: None,
             },
             calls: map::in_dir(calls_of(name, &input)?, dir.as_deref().or(cwd)),
             rule: None,

@@ -142,6 +142,7 @@ impl Runtime for Copilot {
                 cwd: text(hook, "cwd").map(str::to_owned),
                 dir: None,
                 after_pre_tool: false,
+                unsure: None,
             },
             calls: map::in_dir(calls_of(name, &input)?, text(hook, "cwd")),
             rule: None,

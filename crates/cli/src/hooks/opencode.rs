@@ -95,6 +95,7 @@ impl Runtime for Opencode {
             origin: Origin {
                 runtime: "opencode",
                 after_pre_tool: false,
+                unsure: None,
                 label: "opencode",
                 session: text(hook, "sessionID").map(str::to_owned),
                 call_id: text(hook, "callID").map(str::to_owned),

@@ -1,0 +1,145 @@
+//! Calls a runtime carries out otherwise than their text reads, each
+//! through the built binary against the real daemon: a path the runtime
+//! decodes, trims or looks up, a tool the mapping did not know, a shell
+//! that reads the line another way. The hook must judge what the runtime
+//! does, or make the call ask.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use crate::cli_support::{Run, all_actions};
+use crate::common::TestApp;
+use crate::runtime_hooks::hook;
+
+use serde_json::{Value, json};
+
+async fn run(app: &TestApp, runtime: &str, input: &Value) -> Run {
+    hook(
+        &app.base,
+        &app.agent,
+        runtime,
+        &serde_json::to_vec(input).unwrap(),
+        "1",
+    )
+    .await
+}
+
+/// The action strings of the actions recorded after the first `skip`.
+async fn actions_after(app: &TestApp, skip: usize) -> Vec<String> {
+    all_actions(app)
+        .await
+        .iter()
+        .skip(skip)
+        .map(|a| a["action_string"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn count(app: &TestApp) -> usize {
+    all_actions(app).await.len()
+}
+
+fn gemini(cwd: &str, tool: &str, input: Value) -> Value {
+    json!({"session_id": "g1", "cwd": cwd, "hook_event_name": "BeforeTool",
+        "tool_name": tool, "tool_input": input})
+}
+
+/// Gemini CLI percent-decodes a file path, drops NUL bytes and a leading
+/// `@`: each is asked as the file Gemini touches, so `standard`'s
+/// protected names and path rules see `.git/hooks/pre-commit`.
+#[tokio::test]
+async fn a_gemini_file_path_is_asked_as_the_file_gemini_resolves() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("standard")).await;
+    let cases: [(&str, &str, &[&str]); 4] = [
+        (
+            "write_file",
+            "%2egit/hooks/pre-commit",
+            &["tool:file:write /home/dev/proj/.git/hooks/pre-commit"],
+        ),
+        (
+            "write_file",
+            "%2Egemini%2Fsettings.json",
+            &["tool:file:write /home/dev/proj/.gemini/settings.json"],
+        ),
+        (
+            "write_file",
+            ".g\u{0}it/config",
+            &["tool:file:write /home/dev/proj/.git/config"],
+        ),
+        (
+            "replace",
+            "%2e%2e/..%2F..%2Fetc/profile",
+            &["tool:file:edit /etc/profile"],
+        ),
+    ];
+    for (tool, path, want) in cases {
+        let before = count(&app).await;
+        let input =
+            json!({"file_path": path, "content": "x", "old_string": "a", "new_string": "b"});
+        let r = run(&app, "gemini", &gemini("/home/dev/proj", tool, input)).await;
+        assert_eq!(r.code, 2, "{path}: {r:?}");
+        assert_eq!(actions_after(&app, before).await, want, "{path}");
+    }
+    // `@x` is `x` unless a file `@x` exists: both are asked, and a path
+    // rule sees the one that climbs out.
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:file:.*"], "ask": [], "deny": ["tool:file:\\w+ /srv/prod/.*"]}),
+    )
+    .await;
+    let before = count(&app).await;
+    let input = json!({"file_path": "@../../../srv/prod/app.env", "content": "x"});
+    let r = run(
+        &app,
+        "gemini",
+        &gemini("/home/dev/proj", "write_file", input),
+    )
+    .await;
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(
+        actions_after(&app, before).await,
+        [
+            "tool:file:write /home/dev/srv/prod/app.env",
+            "tool:file:write /srv/prod/app.env"
+        ]
+    );
+    // A `%` that does not start an escape is kept, as Gemini keeps it.
+    let before = count(&app).await;
+    let input = json!({"file_path": "src/100%.txt", "content": "x"});
+    let r = run(
+        &app,
+        "gemini",
+        &gemini("/home/dev/proj", "write_file", input),
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        actions_after(&app, before).await,
+        ["tool:file:write /home/dev/proj/src/100%.txt"]
+    );
+    app.stop().await;
+}
+
+/// Gemini CLI's `replace` edits a workspace file whose path ends with a
+/// relative name that does not exist as given: the policy's allow does
+/// not stand, Gemini asks its user.
+#[tokio::test]
+async fn a_gemini_replace_of_a_missing_relative_path_asks() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("open")).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/a.ts"), "a").unwrap();
+    let cwd = dir.path().to_str().unwrap();
+    let replace = |path: &str| {
+        gemini(
+            cwd,
+            "replace",
+            json!({"file_path": path, "old_string": "a", "new_string": "b"}),
+        )
+    };
+    let r = run(&app, "gemini", &replace("workflows/ci.yml")).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["decision"], "ask", "{r:?}");
+    let r = run(&app, "gemini", &replace("src/a.ts")).await;
+    assert_eq!(r.json()["decision"], "allow", "{r:?}");
+    app.stop().await;
+}
