@@ -143,3 +143,69 @@ async fn a_gemini_replace_of_a_missing_relative_path_asks() {
     assert_eq!(r.json()["decision"], "allow", "{r:?}");
     app.stop().await;
 }
+
+/// A profile that allows the project's files and denies `/srv/prod`.
+fn prod_denied() -> Value {
+    json!({"allow": ["tool:file:.*", "tool:Glob:/home/dev/proj/.*"], "ask": [],
+           "deny": ["tool:file:\\w+ /srv/prod/.*", "tool:Glob:/srv/prod.*"]})
+}
+
+fn claude(tool: &str, id: &str, input: Value) -> Value {
+    json!({"session_id": "c1", "cwd": "/home/dev/proj", "hook_event_name": "PreToolUse",
+        "tool_name": tool, "tool_use_id": id, "tool_input": input})
+}
+
+fn claude_decision(r: &Run) -> String {
+    r.json()["hookSpecificOutput"]["permissionDecision"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// opencode trims a patch header's path with JavaScript's `trim`, which
+/// removes U+FEFF: the file it writes is `/srv/prod/app.env`, and so is
+/// one of the files asked.
+#[tokio::test]
+async fn an_opencode_patch_path_is_trimmed_as_javascript_trims_it() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", prod_denied()).await;
+    let patch = "*** Begin Patch\n*** Add File: \u{feff}/srv/prod/app.env\n+x\n*** End Patch";
+    let input = json!({"tool": "apply_patch", "sessionID": "o1", "callID": "k1",
+        "directory": "/home/dev/proj", "args": {"patchText": patch}});
+    let r = run(&app, "opencode", &input).await;
+    assert_eq!(r.json()["status"], "deny", "{r:?}");
+    assert!(
+        actions_after(&app, 0)
+            .await
+            .contains(&"tool:file:write /srv/prod/app.env".to_owned())
+    );
+    app.stop().await;
+}
+
+/// A call a `REPL` script makes, and `Glob`'s `path`, reach the hook as
+/// written; Claude Code trims the path (JavaScript's `trim`: a no-break
+/// space, a tab) before it uses it, and so is it asked.
+#[tokio::test]
+async fn a_claude_code_path_is_trimmed_as_claude_code_trims_it() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", prod_denied()).await;
+    let write = claude(
+        "Write",
+        "repl_1",
+        json!({"file_path": "\u{a0}/srv/prod/app.env", "content": "x"}),
+    );
+    let r = run(&app, "claude-code", &write).await;
+    assert_eq!(claude_decision(&r), "deny", "{r:?}");
+    let glob = claude(
+        "Glob",
+        "toolu_g1",
+        json!({"pattern": "*", "path": "\t/srv/prod"}),
+    );
+    let r = run(&app, "claude-code", &glob).await;
+    assert_eq!(claude_decision(&r), "deny", "{r:?}");
+    assert_eq!(
+        actions_after(&app, 0).await,
+        ["tool:file:write /srv/prod/app.env", "tool:Glob:/srv/prod/*"]
+    );
+    app.stop().await;
+}

@@ -47,11 +47,17 @@ pub struct ClaudeCodeArgs {
 pub struct ClaudeCode;
 
 /// Maps a Claude Code tool call (the tool names of `sdk-tools.d.ts`).
+/// A path is trimmed as Claude Code trims it (JavaScript's `trim`) before
+/// it resolves it: a call made from `REPL` reaches the hook as the script
+/// wrote it, and so does `Glob`'s `path`.
 pub fn call_of(tool_name: &str, input: &Value) -> Result<Call, String> {
+    let path = |key: &str| -> Result<String, String> {
+        Ok(map::js_trim(field(input, tool_name, key)?).to_owned())
+    };
     let file = |verb: &'static str, key: &str| -> Result<Call, String> {
         Ok(Call::File {
             verb,
-            path: field(input, tool_name, key)?.to_owned(),
+            path: path(key)?,
         })
     };
     Ok(match tool_name {
@@ -59,8 +65,11 @@ pub fn call_of(tool_name: &str, input: &Value) -> Result<Call, String> {
         "Edit" | "MultiEdit" => file("edit", "file_path")?,
         "Write" => file("write", "file_path")?,
         "NotebookEdit" => file("notebook_edit", "notebook_path")?,
-        "Read" => Call::Read(field(input, tool_name, "file_path")?.to_owned()),
-        "Glob" => map::glob(field(input, tool_name, "pattern")?, text(input, "path")),
+        "Read" => Call::Read(path("file_path")?),
+        "Glob" => map::glob(
+            field(input, tool_name, "pattern")?,
+            text(input, "path").map(map::js_trim),
+        ),
         "Grep" => Call::Grep(field(input, tool_name, "pattern")?.to_owned()),
         "WebFetch" => Call::Fetch(field(input, tool_name, "url")?.to_owned()),
         "WebSearch" => Call::Search(any_field(input, tool_name, &["query"])?.to_owned()),

@@ -534,6 +534,19 @@ pub fn mcp_double_underscore(name: &str, input: &Value) -> Option<Call> {
     })
 }
 
+/// Whether JavaScript's `trim()` removes `c`: its white space and line
+/// terminators, which are Rust's white space but U+0085, and U+FEFF.
+pub fn is_js_space(c: char) -> bool {
+    c == '\u{feff}' || (c.is_whitespace() && c != '\u{85}')
+}
+
+/// `s` trimmed as JavaScript's `String.prototype.trim` trims it: the
+/// runtimes written in JavaScript (Claude Code, opencode, Gemini CLI)
+/// trim a path so before they use it.
+pub fn js_trim(s: &str) -> &str {
+    s.trim_matches(is_js_space)
+}
+
 /// The files a Codex `apply_patch` body touches, each as a file call
 /// (`*** Add File:` writes, `*** Update File:` edits, `*** Delete File:`
 /// deletes; an update followed by `*** Move to:` deletes its file and
@@ -542,12 +555,14 @@ pub fn mcp_double_underscore(name: &str, input: &Value) -> Option<Call> {
 /// nothing could be checked.
 pub fn patch_files(patch: &str) -> Result<Vec<Call>, String> {
     let mut calls = Vec::new();
+    // Where the calls of the last header start.
+    let mut last = 0;
     for line in patch.lines() {
         // Codex trims every hunk header ("tolerant of extra padding around
         // marker strings"), so an indented header still names a file it
         // touches. A context line that merely looks like one is asked too:
         // more questions, never fewer.
-        let line = line.trim();
+        let line = line.trim_matches(|c: char| c.is_whitespace() || is_js_space(c));
         // opencode needs no space after the colon; Codex does. Both are
         // taken: a header Codex refuses only makes one question more.
         let found = [
@@ -557,23 +572,35 @@ pub fn patch_files(patch: &str) -> Result<Vec<Call>, String> {
             ("*** Move to:", "write"),
         ]
         .iter()
-        .find_map(|(prefix, verb)| line.strip_prefix(prefix).map(|p| (*verb, p.trim())));
-        if let Some((verb, path)) = found {
-            if path.is_empty() {
+        .find_map(|(prefix, verb)| line.strip_prefix(prefix).map(|p| (*verb, p)));
+        if let Some((verb, named)) = found {
+            // Codex trims as Rust does, opencode as JavaScript does (U+FEFF
+            // too, U+0085 not): where the two differ, each file is asked.
+            let (rust, js) = (named.trim(), js_trim(named));
+            if rust.is_empty() || js.is_empty() {
                 return Err("the patch names a file with an empty path".to_owned());
             }
-            if verb == "write"
-                && line.starts_with("*** Move to:")
-                && let Some(Call::File { verb: moved, .. }) = calls.last_mut()
-                && *moved == "edit"
-            {
+            if verb == "write" && line.starts_with("*** Move to:") {
                 // The file updated is moved away: it is gone.
-                *moved = "delete";
+                for call in calls.get_mut(last..).unwrap_or_default() {
+                    if let Call::File { verb: moved, .. } = call
+                        && *moved == "edit"
+                    {
+                        *moved = "delete";
+                    }
+                }
             }
+            last = calls.len();
             calls.push(Call::File {
                 verb,
-                path: path.to_owned(),
+                path: rust.to_owned(),
             });
+            if js != rust {
+                calls.push(Call::File {
+                    verb,
+                    path: js.to_owned(),
+                });
+            }
         }
     }
     if calls.is_empty() {
