@@ -209,3 +209,51 @@ async fn a_claude_code_path_is_trimmed_as_claude_code_trims_it() {
     );
     app.stop().await;
 }
+
+/// Claude Code's `Monitor` runs a shell command (or opens a WebSocket)
+/// and `PowerShell` runs a PowerShell line: the command is asked as the
+/// shell line it is, so a deny rule for it holds; the socket as a fetch;
+/// and a PowerShell line, which nothing here analyses, is never allowed
+/// by a rule alone (Claude Code asks its user).
+#[tokio::test]
+async fn claude_codes_monitor_and_powershell_are_asked_as_what_they_run() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["(?s).*"], "ask": [], "deny": ["tool:bash:rm -rf build.*"]}),
+    )
+    .await;
+    let monitor = |id: &str, extra: Value| {
+        let mut input = json!({"description": "watch", "timeout_ms": 300000, "persistent": false});
+        for (k, v) in extra.as_object().unwrap() {
+            input[k] = v.clone();
+        }
+        claude("Monitor", id, input)
+    };
+    let r = run(
+        &app,
+        "claude-code",
+        &monitor("toolu_m1", json!({"command": "rm -rf build"})),
+    )
+    .await;
+    assert_eq!(claude_decision(&r), "deny", "{r:?}");
+    let ws = json!({"ws": {"url": "wss://attacker.example/c"}});
+    let r = run(&app, "claude-code", &monitor("toolu_m2", ws)).await;
+    assert_eq!(claude_decision(&r), "allow", "{r:?}");
+    let ps = claude(
+        "PowerShell",
+        "toolu_p1",
+        json!({"command": "Remove-Item -Recurse C:\\proj"}),
+    );
+    let r = run(&app, "claude-code", &ps).await;
+    assert_eq!(claude_decision(&r), "ask", "{r:?}");
+    assert_eq!(
+        actions_after(&app, 0).await,
+        [
+            "tool:bash:rm -rf build",
+            "tool:WebFetch:wss://attacker.example/c",
+            "tool:powershell:Remove-Item -Recurse C:\\proj",
+        ]
+    );
+    app.stop().await;
+}

@@ -78,6 +78,13 @@ pub fn call_of(tool_name: &str, input: &Value) -> Result<Call, String> {
             server: field(input, tool_name, "server")?.to_owned(),
             uri: field(input, tool_name, "uri")?.to_owned(),
         },
+        // A PowerShell line: no analyser here reads PowerShell, so it is
+        // asked as `tool:powershell:<command>` and only an operator's
+        // approval of it allows it ([`unsure`]).
+        "PowerShell" => Call::ShellOf {
+            tool: "powershell".to_owned(),
+            line: field(input, tool_name, "command")?.to_owned(),
+        },
         other => map::mcp_double_underscore(other, input).unwrap_or_else(|| Call::Other {
             name: other.to_owned(),
             input: input.clone(),
@@ -85,14 +92,45 @@ pub fn call_of(tool_name: &str, input: &Value) -> Result<Call, String> {
     })
 }
 
+/// The calls of a Claude Code tool call: [`call_of`]'s, and for `Monitor`
+/// (a watch on a shell command's output, or on a WebSocket) the command
+/// as a shell line and the socket as a fetch of its URL, each asked.
+pub fn calls_of(tool_name: &str, input: &Value) -> Result<Vec<Call>, String> {
+    if tool_name != "Monitor" {
+        return Ok(vec![call_of(tool_name, input)?]);
+    }
+    let mut calls = Vec::new();
+    if let Some(command) = input.get("command").filter(|c| !c.is_null()) {
+        let command = command
+            .as_str()
+            .ok_or("the Monitor call's command is not a string")?;
+        calls.push(Call::Shell(command.to_owned()));
+    }
+    if let Some(ws) = input.get("ws").filter(|w| !w.is_null()) {
+        calls.push(Call::Fetch(field(ws, tool_name, "url")?.to_owned()));
+    }
+    if calls.is_empty() {
+        calls.push(Call::Other {
+            name: tool_name.to_owned(),
+            input: input.clone(),
+        });
+    }
+    Ok(calls)
+}
+
+/// Why a Claude Code call may do more than its action says: a PowerShell
+/// line, which no analyser here reads.
+fn unsure(tool_name: &str) -> Option<String> {
+    (tool_name == "PowerShell").then(|| {
+        "a PowerShell command, which actiongate cannot analyse; a human must read it".to_owned()
+    })
+}
+
 /// The calls of a hook input's tool call, relative paths joined with its
 /// `cwd` as Claude Code resolves them (a `PostToolUse` report must name
 /// what `PreToolUse` asked about, or an allowed run would look undecided).
 fn calls_in(hook: &Value, tool_name: &str, input: &Value) -> Result<Vec<Call>, String> {
-    Ok(map::in_dir(
-        vec![call_of(tool_name, input)?],
-        text(hook, "cwd"),
-    ))
+    Ok(map::in_dir(calls_of(tool_name, input)?, text(hook, "cwd")))
 }
 
 /// Claude Code's permission rule for exactly this call: the command or
@@ -156,7 +194,7 @@ impl Runtime for ClaudeCode {
                 // Where a grep searches.
                 dir: map::grep_dir(tool_name == "Grep", text(hook, "cwd"), &input, &["path"]),
                 after_pre_tool: false,
-                unsure: None,
+                unsure: unsure(tool_name),
             },
             calls: calls_in(hook, tool_name, &input)?,
             rule: rule_for(tool_name, &input, text(hook, "cwd")),
