@@ -73,11 +73,13 @@ pub fn call_of(tool_name: &str, input: &Value) -> Result<Call, String> {
         "Grep" => Call::Grep(field(input, tool_name, "pattern")?.to_owned()),
         "WebFetch" => Call::Fetch(field(input, tool_name, "url")?.to_owned()),
         "WebSearch" => Call::Search(any_field(input, tool_name, &["query"])?.to_owned()),
-        // The server's resource text is a stranger's, as through the proxy.
-        "ReadMcpResourceTool" => Call::McpResource {
-            server: field(input, tool_name, "server")?.to_owned(),
-            uri: field(input, tool_name, "uri")?.to_owned(),
-        },
+        // The server's resource text is a stranger's, as through the proxy;
+        // so are the names and descriptions a listing shows.
+        "ReadMcpResourceTool" | "ReadMcpResourceDirTool" => map::mcp_resource(
+            Some(field(input, tool_name, "server")?),
+            Some(field(input, tool_name, "uri")?),
+        ),
+        "ListMcpResourcesTool" => map::mcp_resource(text(input, "server"), None),
         // A PowerShell line: no analyser here reads PowerShell, so it is
         // asked as `tool:powershell:<command>` and only an operator's
         // approval of it allows it ([`unsure`]).

@@ -33,6 +33,14 @@ pub fn calls_of(name: &str, input: &Value) -> Result<Vec<Call>, String> {
     Ok(match name {
         "Bash" => vec![Call::Shell(field(input, name, "command")?.to_owned())],
         "apply_patch" => map::patch_files(field(input, name, "command")?)?,
+        // Codex's MCP resource tools: text the server wrote.
+        "read_mcp_resource" => vec![map::mcp_resource(
+            Some(field(input, name, "server")?),
+            Some(field(input, name, "uri")?),
+        )],
+        "list_mcp_resources" | "list_mcp_resource_templates" => {
+            vec![map::mcp_resource(text(input, "server"), None)]
+        }
         other => vec![
             map::mcp_double_underscore(other, input).unwrap_or_else(|| Call::Other {
                 name: other.to_owned(),

@@ -55,6 +55,12 @@ pub fn calls_of(name: &str, input: &Value, hook: &Value) -> Result<Vec<Call>, St
         "grep_search" => vec![Call::Grep(field(input, name, "pattern")?.to_owned())],
         "web_fetch" => vec![Call::Fetch(field(input, name, "prompt")?.to_owned())],
         "google_web_search" => vec![Call::Search(field(input, name, "query")?.to_owned())],
+        // Gemini's own MCP resource tools: text the server wrote.
+        "read_mcp_resource" => vec![map::mcp_resource(
+            text(input, "server"),
+            Some(field(input, name, "uri")?),
+        )],
+        "list_mcp_resources" => vec![map::mcp_resource(text(input, "serverName"), None)],
         other => vec![Call::Other {
             name: other.to_owned(),
             input: input.clone(),

@@ -534,6 +534,16 @@ pub fn mcp_double_underscore(name: &str, input: &Value) -> Option<Call> {
     })
 }
 
+/// Reading or listing an MCP server's resources through the runtime's own
+/// tool (a listing names no resource: `*`; a runtime that does not say
+/// which server: `_`). Either is text that server wrote, so it taints.
+pub fn mcp_resource(server: Option<&str>, uri: Option<&str>) -> Call {
+    Call::McpResource {
+        server: server.unwrap_or_default().to_owned(),
+        uri: uri.unwrap_or("*").to_owned(),
+    }
+}
+
 /// Whether JavaScript's `trim()` removes `c`: its white space and line
 /// terminators, which are Rust's white space but U+0085, and U+FEFF.
 pub fn is_js_space(c: char) -> bool {
