@@ -346,3 +346,38 @@ async fn mcp_resource_tools_of_every_runtime_taint_the_session() {
     }
     app.stop().await;
 }
+
+/// An edit with an empty old string creates its file: it is asked as a
+/// write, which a profile that allows edits still asks about.
+#[tokio::test]
+async fn an_edit_that_creates_its_file_is_asked_as_a_write() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:file:edit .*"], "ask": ["tool:file:.*"]}),
+    )
+    .await;
+    let path = "/home/dev/proj/conftest.py";
+    let opencode = json!({"tool": "edit", "sessionID": "o1", "callID": "e1",
+        "directory": "/home/dev/proj",
+        "args": {"filePath": "conftest.py", "oldString": "", "newString": "import os"}});
+    let r = run(&app, "opencode", &opencode).await;
+    assert_eq!(r.json()["status"], "deny", "{r:?}");
+    let edit = json!({"file_path": path, "old_string": "", "new_string": "import os"});
+    let r = run(
+        &app,
+        "claude-code",
+        &claude("Edit", "toolu_e1", edit.clone()),
+    )
+    .await;
+    assert_eq!(claude_decision(&r), "deny", "{r:?}");
+    let r = run(&app, "gemini", &gemini("/home/dev/proj", "replace", edit)).await;
+    assert_eq!(r.code, 2, "{r:?}");
+    let want = format!("tool:file:write {path}");
+    assert_eq!(actions_after(&app, 0).await, [want.as_str(); 3]);
+    // An edit of existing text stays an edit.
+    let edit = json!({"file_path": path, "old_string": "a", "new_string": "b"});
+    let r = run(&app, "claude-code", &claude("Edit", "toolu_e2", edit)).await;
+    assert_eq!(claude_decision(&r), "allow", "{r:?}");
+    app.stop().await;
+}

@@ -62,7 +62,7 @@ pub fn call_of(tool_name: &str, input: &Value) -> Result<Call, String> {
     };
     Ok(match tool_name {
         "Bash" => Call::Shell(field(input, tool_name, "command")?.to_owned()),
-        "Edit" | "MultiEdit" => file("edit", "file_path")?,
+        "Edit" | "MultiEdit" => file(map::edit_verb(input, "old_string"), "file_path")?,
         "Write" => file("write", "file_path")?,
         "NotebookEdit" => file("notebook_edit", "notebook_path")?,
         "Read" => Call::Read(path("file_path")?),

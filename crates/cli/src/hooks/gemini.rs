@@ -44,7 +44,7 @@ pub fn calls_of(name: &str, input: &Value, hook: &Value) -> Result<Vec<Call>, St
     Ok(match name {
         "run_shell_command" => vec![Call::Shell(field(input, name, "command")?.to_owned())],
         "write_file" => files("write")?,
-        "replace" => files("edit")?,
+        "replace" => files(map::edit_verb(input, "old_string"))?,
         "read_file" => paths()?.into_iter().map(Call::Read).collect(),
         "glob" => vec![map::glob(
             field(input, name, "pattern")?,

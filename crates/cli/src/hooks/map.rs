@@ -544,6 +544,19 @@ pub fn mcp_resource(server: Option<&str>, uri: Option<&str>) -> Call {
     }
 }
 
+/// An edit's verb: `write` when it creates its file, which Claude Code's
+/// `Edit`, Gemini CLI's `replace` and opencode's `edit` do for an empty
+/// old string (`key`, in the input or in any of its `edits`), else `edit`.
+pub fn edit_verb(input: &Value, key: &str) -> &'static str {
+    let empty = |v: &Value| v.get(key).and_then(Value::as_str) == Some("");
+    let edits = input.get("edits").and_then(Value::as_array);
+    if empty(input) || edits.is_some_and(|e| e.iter().any(empty)) {
+        "write"
+    } else {
+        "edit"
+    }
+}
+
 /// Whether JavaScript's `trim()` removes `c`: its white space and line
 /// terminators, which are Rust's white space but U+0085, and U+FEFF.
 pub fn is_js_space(c: char) -> bool {
