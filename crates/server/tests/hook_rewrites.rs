@@ -381,3 +381,35 @@ async fn an_edit_that_creates_its_file_is_asked_as_a_write() {
     assert_eq!(claude_decision(&r), "allow", "{r:?}");
     app.stop().await;
 }
+
+/// Copilot CLI types its commands into an interactive bash, which expands
+/// history references (`!#`, `!!`, `^old^new`) before it runs the line:
+/// `readonly` allows the `echo` the text shows, but not the command the
+/// expansion makes, so such a line is asked; a `!` bash leaves alone is not.
+#[tokio::test]
+async fn a_copilot_line_with_a_history_reference_is_asked() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("readonly")).await;
+    let copilot = |tool: &str, args: Value| {
+        json!({"sessionId": "p1", "timestamp": 1, "cwd": "/home/dev/proj",
+            "toolName": tool, "toolArgs": args.to_string()})
+    };
+    let decision = |r: &Run| r.json()["permissionDecision"].as_str().unwrap().to_owned();
+    let expanding = "echo \"Q(touch /tmp/pwned)\" !#:s/Q/$/";
+    for (tool, args) in [
+        ("bash", json!({"command": expanding})),
+        ("bash", json!({"command": "echo \"it's !!\""})),
+        (
+            "write_bash",
+            json!({"shellId": "1", "input": format!("{expanding}{{enter}}")}),
+        ),
+    ] {
+        let r = run(&app, "copilot", &copilot(tool, args.clone())).await;
+        assert_eq!(decision(&r), "ask", "{args}: {r:?}");
+    }
+    for plain in ["echo 'hi!'", "test ! -f x", "echo a!= b", "echo done!"] {
+        let r = run(&app, "copilot", &copilot("bash", json!({"command": plain}))).await;
+        assert_eq!(decision(&r), "allow", "{plain}: {r:?}");
+    }
+    app.stop().await;
+}
