@@ -413,3 +413,32 @@ async fn a_copilot_line_with_a_history_reference_is_asked() {
     }
     app.stop().await;
 }
+
+/// Codex may run a line in `sh` (dash) instead of bash: a line the two
+/// read differently is not allowed by the policy alone (Codex cannot ask:
+/// denied), while a line both read alike is.
+#[tokio::test]
+async fn a_codex_line_bash_and_dash_read_differently_is_not_allowed_by_policy() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("readonly")).await;
+    let codex = |id: &str, command: &str| {
+        json!({"session_id": "x1", "cwd": "/home/dev/proj", "hook_event_name": "PreToolUse",
+            "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": id})
+    };
+    let r = run(
+        &app,
+        "codex",
+        &codex("k1", "echo $'\\' ; touch /tmp/pwned #'"),
+    )
+    .await;
+    assert_eq!(
+        r.json()["hookSpecificOutput"]["permissionDecision"],
+        "deny",
+        "{r:?}"
+    );
+    for (id, plain) in [("k2", "echo hi"), ("k3", "echo ${HOME} 'a b'")] {
+        let r = run(&app, "codex", &codex(id, plain)).await;
+        assert_eq!((r.code, r.stdout.as_str()), (0, ""), "{plain}: {r:?}");
+    }
+    app.stop().await;
+}
