@@ -7,7 +7,7 @@
 
 use crate::cli_support::{Run, all_actions};
 use crate::common::TestApp;
-use crate::runtime_hooks::hook;
+use crate::runtime_hooks::{decided, hook};
 
 use serde_json::{Value, json};
 
@@ -440,5 +440,33 @@ async fn a_codex_line_bash_and_dash_read_differently_is_not_allowed_by_policy() 
         let r = run(&app, "codex", &codex(id, plain)).await;
         assert_eq!((r.code, r.stdout.as_str()), (0, ""), "{plain}: {r:?}");
     }
+    app.stop().await;
+}
+
+/// A call the hook cannot vouch for still runs when an operator, told
+/// why in the action's reason, approves that very action.
+#[tokio::test]
+async fn an_operator_may_approve_a_call_the_hook_cannot_vouch_for() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("guarded")).await;
+    let input = json!({"session_id": "x1", "cwd": "/home/dev/proj",
+        "hook_event_name": "PreToolUse", "tool_name": "Bash",
+        "tool_input": {"command": "printf $'a\\tb'"}, "tool_use_id": "k1"});
+    let r = decided(
+        &app,
+        "codex",
+        serde_json::to_vec(&input).unwrap(),
+        "approve",
+        json!({"note": "ok"}),
+    )
+    .await;
+    assert_eq!((r.code, r.stdout.as_str()), (0, ""), "{r:?}");
+    let last = all_actions(&app).await.last().unwrap().clone();
+    assert!(
+        last["reason"].as_str().unwrap().ends_with(
+            "Codex may run this line in sh (dash), which reads `$'` otherwise than bash"
+        ),
+        "{last}"
+    );
     app.stop().await;
 }

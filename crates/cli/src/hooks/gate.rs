@@ -565,6 +565,48 @@ mod tests {
         assert!(!a.by_grant);
     }
 
+    /// A call the runtime may carry out otherwise than its action says
+    /// passes only with an operator's approval of that very action: an
+    /// allow by the policy or a grant becomes "ask", and nothing else
+    /// changes.
+    #[test]
+    fn only_an_operator_passes_a_call_the_runtime_may_carry_out_otherwise() {
+        let approved = |by: &str| {
+            answer_for(
+                &json!({"status": "approved", "decided_by": by}),
+                Fallback::Deny,
+                5,
+            )
+        };
+        let why = Some("Gemini may edit another file");
+        for by in ["policy", "grant:grt_1"] {
+            let a = approved(by).capped(why);
+            assert_eq!(a.verdict, Verdict::Ask, "{by}");
+            assert!(!a.by_grant);
+            assert!(
+                a.reason.contains("Gemini may edit another file"),
+                "{}",
+                a.reason
+            );
+        }
+        let a = approved("key:k1");
+        assert!(a.by_operator);
+        assert_eq!(a.clone().capped(why), a);
+        assert_eq!(approved("policy").capped(None).verdict, Verdict::Allow);
+        let denied = answer_for(
+            &json!({"status": "denied", "decided_by": "policy"}),
+            Fallback::Deny,
+            5,
+        );
+        assert_eq!(denied.clone().capped(why), denied);
+        let o = Origin {
+            label: "Gemini CLI",
+            unsure: why.map(str::to_owned),
+            ..Origin::default()
+        };
+        assert_eq!(o.reason(), "Gemini CLI; Gemini may edit another file");
+    }
+
     #[test]
     fn idempotency_keys_name_the_runtime_session_and_call() {
         let o = Origin {
