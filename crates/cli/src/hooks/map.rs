@@ -967,6 +967,31 @@ mod tests {
         }
     }
 
+    /// opencode trims a header's path with JavaScript's `trim` (U+FEFF
+    /// too, U+0085 not), Codex with Rust's: where they differ, both files
+    /// are asked, and a move deletes the file under either reading.
+    #[test]
+    fn a_patch_path_is_asked_as_each_runtime_trims_it() {
+        assert_eq!(js_trim("\u{feff}\u{a0}\u{3000}a\u{2029}"), "a");
+        assert_eq!(js_trim("\u{85}a"), "\u{85}a");
+        let patch = "*** Add File: \u{feff}/srv/x\n+y\n*** Update File: \u{85}a\n*** Move to: b\n";
+        let got: Vec<String> = patch_files(patch)
+            .unwrap()
+            .iter()
+            .map(|c| c.mapped().action_string())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "tool:file:write \u{feff}/srv/x",
+                "tool:file:write /srv/x",
+                "tool:file:delete a",
+                "tool:file:delete \u{85}a",
+                "tool:file:write b",
+            ]
+        );
+    }
+
     #[test]
     fn patch_headers_are_found_with_or_without_a_space_after_the_colon() {
         // opencode's parser takes `*** Add File:x` as a header (prefix
