@@ -18,6 +18,7 @@ mod future_sizes;
 mod handler_taint;
 mod handlers;
 mod hook_dirs;
+mod hook_rewrites;
 mod hook_sessions;
 mod hooks_review;
 mod mcp;

@@ -126,7 +126,7 @@ pub async fn gated_app() -> TestApp {
 
 /// Runs the hook in the background, decides its action as operator, and
 /// returns the run.
-async fn decided(
+pub async fn decided(
     app: &TestApp,
     runtime: &'static str,
     input: Vec<u8>,

@@ -48,27 +48,45 @@ pub struct ClaudeCodeArgs {
 pub struct ClaudeCode;
 
 /// Maps a Claude Code tool call (the tool names of `sdk-tools.d.ts`).
+/// A path is trimmed as Claude Code trims it (JavaScript's `trim`) before
+/// it resolves it: a call made from `REPL` reaches the hook as the script
+/// wrote it, and so does `Glob`'s `path`.
 pub fn call_of(tool_name: &str, input: &Value) -> Result<Call, String> {
+    let path = |key: &str| -> Result<String, String> {
+        Ok(map::js_trim(field(input, tool_name, key)?).to_owned())
+    };
     let file = |verb: &'static str, key: &str| -> Result<Call, String> {
         Ok(Call::File {
             verb,
-            path: field(input, tool_name, key)?.to_owned(),
+            path: path(key)?,
         })
     };
     Ok(match tool_name {
         "Bash" => Call::Shell(field(input, tool_name, "command")?.to_owned()),
-        "Edit" | "MultiEdit" => file("edit", "file_path")?,
+        "Edit" | "MultiEdit" => file(map::edit_verb(input, "old_string"), "file_path")?,
         "Write" => file("write", "file_path")?,
         "NotebookEdit" => file("notebook_edit", "notebook_path")?,
-        "Read" => Call::Read(field(input, tool_name, "file_path")?.to_owned()),
-        "Glob" => map::glob(field(input, tool_name, "pattern")?, text(input, "path")),
+        "Read" => Call::Read(path("file_path")?),
+        "Glob" => map::glob(
+            field(input, tool_name, "pattern")?,
+            text(input, "path").map(map::js_trim),
+        ),
         "Grep" => Call::Grep(field(input, tool_name, "pattern")?.to_owned()),
         "WebFetch" => Call::Fetch(field(input, tool_name, "url")?.to_owned()),
         "WebSearch" => Call::Search(any_field(input, tool_name, &["query"])?.to_owned()),
-        // The server's resource text is a stranger's, as through the proxy.
-        "ReadMcpResourceTool" => Call::McpResource {
-            server: field(input, tool_name, "server")?.to_owned(),
-            uri: field(input, tool_name, "uri")?.to_owned(),
+        // The server's resource text is a stranger's, as through the proxy;
+        // so are the names and descriptions a listing shows.
+        "ReadMcpResourceTool" | "ReadMcpResourceDirTool" => map::mcp_resource(
+            Some(field(input, tool_name, "server")?),
+            Some(field(input, tool_name, "uri")?),
+        ),
+        "ListMcpResourcesTool" => map::mcp_resource(text(input, "server"), None),
+        // A PowerShell line: no analyser here reads PowerShell, so it is
+        // asked as `tool:powershell:<command>` and only an operator's
+        // approval of it allows it ([`unsure`]).
+        "PowerShell" => Call::ShellOf {
+            tool: "powershell".to_owned(),
+            line: field(input, tool_name, "command")?.to_owned(),
         },
         other => map::mcp_double_underscore(other, input).unwrap_or_else(|| Call::Other {
             name: other.to_owned(),
@@ -77,14 +95,45 @@ pub fn call_of(tool_name: &str, input: &Value) -> Result<Call, String> {
     })
 }
 
+/// The calls of a Claude Code tool call: [`call_of`]'s, and for `Monitor`
+/// (a watch on a shell command's output, or on a WebSocket) the command
+/// as a shell line and the socket as a fetch of its URL, each asked.
+pub fn calls_of(tool_name: &str, input: &Value) -> Result<Vec<Call>, String> {
+    if tool_name != "Monitor" {
+        return Ok(vec![call_of(tool_name, input)?]);
+    }
+    let mut calls = Vec::new();
+    if let Some(command) = input.get("command").filter(|c| !c.is_null()) {
+        let command = command
+            .as_str()
+            .ok_or("the Monitor call's command is not a string")?;
+        calls.push(Call::Shell(command.to_owned()));
+    }
+    if let Some(ws) = input.get("ws").filter(|w| !w.is_null()) {
+        calls.push(Call::Fetch(field(ws, tool_name, "url")?.to_owned()));
+    }
+    if calls.is_empty() {
+        calls.push(Call::Other {
+            name: tool_name.to_owned(),
+            input: input.clone(),
+        });
+    }
+    Ok(calls)
+}
+
+/// Why a Claude Code call may do more than its action says: a PowerShell
+/// line, which no analyser here reads.
+fn unsure(tool_name: &str) -> Option<String> {
+    (tool_name == "PowerShell").then(|| {
+        "a PowerShell command, which actiongate cannot analyse; a human must read it".to_owned()
+    })
+}
+
 /// The calls of a hook input's tool call, relative paths joined with its
 /// `cwd` as Claude Code resolves them (a `PostToolUse` report must name
 /// what `PreToolUse` asked about, or an allowed run would look undecided).
 fn calls_in(hook: &Value, tool_name: &str, input: &Value) -> Result<Vec<Call>, String> {
-    Ok(map::in_dir(
-        vec![call_of(tool_name, input)?],
-        text(hook, "cwd"),
-    ))
+    Ok(map::in_dir(calls_of(tool_name, input)?, text(hook, "cwd")))
 }
 
 /// Claude Code's permission rule for exactly this call: the command or
@@ -159,6 +208,7 @@ impl Runtime for ClaudeCode {
                 // Where a grep searches.
                 dir: map::grep_dir(tool_name == "Grep", text(hook, "cwd"), &input, &["path"]),
                 after_pre_tool: false,
+                unsure: unsure(tool_name),
             },
             calls: calls_in(hook, tool_name, &input)?,
             rule: rule_for(tool_name, &input, text(hook, "cwd")),
@@ -348,6 +398,7 @@ mod tests {
             verdict: Verdict::Allow,
             reason: "r".into(),
             by_grant: true,
+            by_operator: false,
         };
         let out: Value =
             serde_json::from_str(&ClaudeCode.reply(Some(&p), &allow).stdout.unwrap()).unwrap();
@@ -363,6 +414,7 @@ mod tests {
             verdict: Verdict::Ask,
             reason: "r".into(),
             by_grant: false,
+            by_operator: false,
         };
         assert_eq!(ClaudeCode.reply(Some(&p), &ask).stdout, None);
     }

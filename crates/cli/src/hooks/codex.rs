@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use super::gate::{Answer, Origin, Verdict};
 use super::map::{self, Call, field};
 use super::{Parsed, Reply, Runtime, event_of, text};
+use crate::output::one_line;
 
 /// The Codex contract.
 pub struct Codex;
@@ -33,6 +34,14 @@ pub fn calls_of(name: &str, input: &Value) -> Result<Vec<Call>, String> {
     Ok(match name {
         "Bash" => vec![Call::Shell(field(input, name, "command")?.to_owned())],
         "apply_patch" => map::patch_files(field(input, name, "command")?)?,
+        // Codex's MCP resource tools: text the server wrote.
+        "read_mcp_resource" => vec![map::mcp_resource(
+            Some(field(input, name, "server")?),
+            Some(field(input, name, "uri")?),
+        )],
+        "list_mcp_resources" | "list_mcp_resource_templates" => {
+            vec![map::mcp_resource(text(input, "server"), None)]
+        }
         other => vec![
             map::mcp_double_underscore(other, input).unwrap_or_else(|| Call::Other {
                 name: other.to_owned(),
@@ -40,6 +49,49 @@ pub fn calls_of(name: &str, input: &Value) -> Result<Vec<Call>, String> {
             }),
         ],
     })
+}
+
+/// Sequences that bash and POSIX `sh` (dash) read differently (the
+/// policy's `sh` dialect lists the same), looked for anywhere in the line,
+/// quoted or not: a false alarm only asks.
+const BASH_ONLY: &[&str] = &[
+    "&>", "|&", ";&", "<<<", "<(", ">(", "$'", "$\"", "$[", "[[", "]]", "}>", "}<",
+];
+
+/// Reserved words of bash that dash does not have.
+const BASH_WORDS: &[&str] = &["function", "select", "coproc"];
+
+/// What in `line` bash and dash read differently, if anything: one of
+/// [`BASH_ONLY`] or [`BASH_WORDS`], a `((` that is not `$((`, or a brace
+/// expansion (`{a,b}`, `{1..3}`). Codex's `exec_command` runs a line in
+/// the shell the model names, `/bin/sh` for any it does not know, and its
+/// hook input does not say which: `echo $'\' ; touch x #'` is one `echo`
+/// to bash and an `echo` and a `touch` to dash.
+pub fn read_otherwise_by_dash(line: &str) -> Option<String> {
+    if let Some(c) = BASH_ONLY.iter().find(|c| line.contains(**c)) {
+        return Some((*c).to_owned());
+    }
+    let mut words = line.split(|c: char| !c.is_ascii_alphanumeric() && c != '_');
+    if let Some(w) = words.find(|w| BASH_WORDS.contains(w)) {
+        return Some(w.to_owned());
+    }
+    let bytes = line.as_bytes();
+    for (at, pair) in bytes.windows(2).enumerate() {
+        let after_dollar = at > 0 && bytes.get(at - 1) == Some(&b'$');
+        if pair == b"((" && !after_dollar {
+            return Some("((".to_owned());
+        }
+        if pair[0] == b'{' && !after_dollar {
+            let inner = line[at + 1..]
+                .split(['}', ' ', '\t', '\n'])
+                .next()
+                .unwrap_or("");
+            if inner.contains(',') || inner.contains("..") {
+                return Some("{".to_owned());
+            }
+        }
+    }
+    None
 }
 
 impl Runtime for Codex {
@@ -56,6 +108,15 @@ impl Runtime for Codex {
         // Codex names one, else under the session's.
         let dir = map::call_dir(cwd, text(&input, "workdir"));
         let after_pre_tool = event == "PermissionRequest";
+        let unsure = match name {
+            "Bash" => text(&input, "command").and_then(read_otherwise_by_dash).map(|c| {
+                format!(
+                    "Codex may run this line in sh (dash), which reads `{}` otherwise than bash",
+                    one_line(&c)
+                )
+            }),
+            _ => None,
+        };
         Ok(Parsed {
             event,
             origin: Origin {
@@ -68,6 +129,7 @@ impl Runtime for Codex {
                 // Asked before Codex runs a call its PreToolUse passed
                 // outside the sandbox: answered by that call's action.
                 after_pre_tool,
+                unsure,
             },
             calls: map::in_dir(calls_of(name, &input)?, dir.as_deref().or(cwd)),
             rule: None,
@@ -139,6 +201,33 @@ mod tests {
         assert_eq!(got[1], "tool:file:edit /home/u/proj/sub/src/a.rs");
         let got = pre("apply_patch", json!({"command": patch, "workdir": "/w"})).action_strings();
         assert_eq!(got[1], "tool:file:edit /w/src/a.rs");
+    }
+
+    #[test]
+    fn lines_dash_reads_otherwise_are_found() {
+        for (line, construct) in [
+            ("echo $'\\' ; touch x #'", "$'"),
+            ("ls &> out", "&>"),
+            ("[[ -f x ]] && ls", "[["),
+            ("function f { ls; }", "function"),
+            ("echo {a,b}", "{"),
+            ("echo {1..3}", "{"),
+            ("(( x = 1 ))", "(("),
+        ] {
+            assert_eq!(
+                read_otherwise_by_dash(line).as_deref(),
+                Some(construct),
+                "{line}"
+            );
+        }
+        for line in [
+            "ls -la",
+            "echo ${HOME} $((1+2))",
+            "{ ls; }",
+            "cargo test -- --nocapture",
+        ] {
+            assert_eq!(read_otherwise_by_dash(line), None, "{line}");
+        }
     }
 
     /// Where a command runs is for the human to see, not part of the

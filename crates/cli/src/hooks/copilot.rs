@@ -88,6 +88,37 @@ fn typed(input: &str) -> String {
     out
 }
 
+/// Whether interactive bash, which Copilot CLI types its commands into,
+/// would expand a history reference in `line` before running it: a `!`
+/// outside single quotes and not escaped, unless a blank, `=` or the end
+/// of the line follows it (`!!`, `!#:s/Q/$/`, `!-2`, `!cmd`, `"!x"`), or
+/// a line starting with `^` (`^old^new`). `bash -c`, which the analysis
+/// reads the line as, expands none of them; the line then may run what
+/// its text does not show. Quotes are followed line by line, each line
+/// from the start: a reading that finds more only asks more.
+pub fn expands_history(line: &str) -> bool {
+    line.lines().any(|l| {
+        if l.trim_start().starts_with('^') {
+            return true;
+        }
+        let (mut single, mut double, mut escaped) = (false, false, false);
+        let mut chars = l.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' if !single => escaped = true,
+                '\'' if !double => single = !single,
+                '"' if !single => double = !double,
+                '!' if !single && !matches!(chars.peek(), None | Some(' ' | '\t' | '\r' | '=')) => {
+                    return true;
+                }
+                _ => {}
+            }
+        }
+        false
+    })
+}
+
 /// An MCP server's tool: Copilot CLI names it `<server>-<tool>` (each
 /// with what is not `A-Z a-z 0-9 _ -` replaced), and none of its own tools
 /// holds a `-`, so a name that does is taken for one, split at the first
@@ -130,6 +161,13 @@ impl Runtime for Copilot {
             };
             ("preToolUse".to_owned(), name, args)
         };
+        let calls = map::in_dir(calls_of(name, &input)?, text(hook, "cwd"));
+        let unsure = calls
+            .iter()
+            .any(|c| matches!(c, Call::Shell(line) if expands_history(line)))
+            .then(|| {
+                "Copilot CLI types this line into an interactive bash, which first expands the history references (`!`, `^`) in it".to_owned()
+            });
         Ok(Parsed {
             event,
             origin: Origin {
@@ -142,8 +180,9 @@ impl Runtime for Copilot {
                 cwd: text(hook, "cwd").map(str::to_owned),
                 dir: None,
                 after_pre_tool: false,
+                unsure,
             },
-            calls: map::in_dir(calls_of(name, &input)?, text(hook, "cwd")),
+            calls,
             rule: None,
             input: Some(input),
         })
@@ -227,6 +266,32 @@ mod tests {
         }
         let bad = json!({"toolName": "write_bash", "toolArgs": {"shellId": "1", "input": 7}});
         assert!(Copilot.parse(&bad).is_err());
+    }
+
+    #[test]
+    fn history_references_are_found_outside_single_quotes() {
+        for line in [
+            "echo \"Q(x)\" !#:s/Q/$/",
+            "!!",
+            "echo !-2",
+            "echo \"a !x\"",
+            "echo \"it's !x\"",
+            "ls\n^ls^rm -rf ~",
+            "  ^a^b",
+        ] {
+            assert!(expands_history(line), "{line}");
+        }
+        for line in [
+            "echo 'a !x'",
+            "echo \\!x",
+            "test ! -f x",
+            "[ a != b ]",
+            "echo done!",
+            "awk '!seen[$0]++'",
+            "echo a^b",
+        ] {
+            assert!(!expands_history(line), "{line}");
+        }
     }
 
     #[test]

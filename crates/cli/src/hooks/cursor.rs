@@ -100,6 +100,7 @@ impl Runtime for Cursor {
             origin: Origin {
                 runtime: "cursor",
                 after_pre_tool: false,
+                unsure: None,
                 label: "Cursor",
                 session: text(hook, "conversation_id").map(str::to_owned),
                 // `generation_id` is shared by every call of a turn: only a

@@ -39,9 +39,30 @@ pub struct Answer {
     pub reason: String,
     /// Allowed by a standing grant (an operator's remembered decision).
     pub by_grant: bool,
+    /// Allowed by an operator who decided this very action.
+    pub by_operator: bool,
 }
 
 impl Answer {
+    /// This answer for a call the runtime may carry out otherwise than
+    /// its actions say ([`Origin::unsure`]): an allow that no operator
+    /// gave for this very action becomes "ask", which the runtime puts to
+    /// its user (or, where it cannot ask, refuses).
+    pub fn capped(self, unsure: Option<&str>) -> Answer {
+        match unsure {
+            Some(why) if self.verdict == Verdict::Allow && !self.by_operator => Answer {
+                verdict: Verdict::Ask,
+                reason: format!(
+                    "actiongate: {}; only an operator's approval of this call allows it",
+                    one_line(why)
+                ),
+                by_grant: false,
+                by_operator: false,
+            },
+            _ => self,
+        }
+    }
+
     /// The answer when deciding failed: the fallback, never allow.
     pub fn failed(fallback: Fallback, why: &str) -> Answer {
         let verdict = fallback.verdict();
@@ -53,6 +74,7 @@ impl Answer {
                 fallback.name()
             ),
             by_grant: false,
+            by_operator: false,
         }
     }
 }
@@ -79,6 +101,12 @@ pub struct Origin {
     /// (Codex's `PermissionRequest`, before it runs a call outside its
     /// sandbox), with no id to name that call by.
     pub after_pre_tool: bool,
+    /// Why the call may do something else than its actions say (the
+    /// runtime rewrites a path, a shell reads the line another way): then
+    /// only an operator's approval of this very action allows it, and an
+    /// allow by the policy or a grant becomes the runtime's "ask"
+    /// ([`Answer::capped`]). The reason names it for the human.
+    pub unsure: Option<String>,
 }
 
 impl Origin {
@@ -96,6 +124,9 @@ impl Origin {
         }
         if let Some(sid) = &self.session {
             r.push_str(&format!(" (session {sid})"));
+        }
+        if let Some(why) = &self.unsure {
+            r.push_str(&format!("; {why}"));
         }
         truncate(&r, MAX_REASON)
     }
@@ -281,6 +312,7 @@ async fn one(
             reason: "actiongate: waiting for an operator; resume the session once it is decided"
                 .to_owned(),
             by_grant: false,
+            by_operator: false,
         });
     }
     let answer = if stopped {
@@ -289,6 +321,7 @@ async fn one(
             reason: "actiongate: stopped while waiting for an operator; the question was withdrawn"
                 .to_owned(),
             by_grant: false,
+            by_operator: false,
         }
     } else {
         answer_for(&action, args.on_timeout, args.wait)
@@ -449,6 +482,10 @@ pub fn answer_for(action: &Value, on_timeout: Fallback, waited: u64) -> Answer {
                     .pointer("/decision/rule/kind")
                     .and_then(Value::as_str)
                     == Some("grant")),
+        by_operator: verdict == Verdict::Allow
+            && !edited
+            && by != "policy"
+            && !by.starts_with("grant:"),
     }
 }
 
@@ -528,6 +565,48 @@ mod tests {
         assert!(!a.by_grant);
     }
 
+    /// A call the runtime may carry out otherwise than its action says
+    /// passes only with an operator's approval of that very action: an
+    /// allow by the policy or a grant becomes "ask", and nothing else
+    /// changes.
+    #[test]
+    fn only_an_operator_passes_a_call_the_runtime_may_carry_out_otherwise() {
+        let approved = |by: &str| {
+            answer_for(
+                &json!({"status": "approved", "decided_by": by}),
+                Fallback::Deny,
+                5,
+            )
+        };
+        let why = Some("Gemini may edit another file");
+        for by in ["policy", "grant:grt_1"] {
+            let a = approved(by).capped(why);
+            assert_eq!(a.verdict, Verdict::Ask, "{by}");
+            assert!(!a.by_grant);
+            assert!(
+                a.reason.contains("Gemini may edit another file"),
+                "{}",
+                a.reason
+            );
+        }
+        let a = approved("key:k1");
+        assert!(a.by_operator);
+        assert_eq!(a.clone().capped(why), a);
+        assert_eq!(approved("policy").capped(None).verdict, Verdict::Allow);
+        let denied = answer_for(
+            &json!({"status": "denied", "decided_by": "policy"}),
+            Fallback::Deny,
+            5,
+        );
+        assert_eq!(denied.clone().capped(why), denied);
+        let o = Origin {
+            label: "Gemini CLI",
+            unsure: why.map(str::to_owned),
+            ..Origin::default()
+        };
+        assert_eq!(o.reason(), "Gemini CLI; Gemini may edit another file");
+    }
+
     #[test]
     fn idempotency_keys_name_the_runtime_session_and_call() {
         let o = Origin {
@@ -538,6 +617,7 @@ mod tests {
             cwd: Some("/p".into()),
             dir: None,
             after_pre_tool: false,
+            unsure: None,
         };
         assert_eq!(o.idempotency_key(0).unwrap(), "cursor:c1:g1");
         assert_eq!(o.idempotency_key(2).unwrap(), "cursor:c1:g1:2");

@@ -534,6 +534,42 @@ pub fn mcp_double_underscore(name: &str, input: &Value) -> Option<Call> {
     })
 }
 
+/// Reading or listing an MCP server's resources through the runtime's own
+/// tool (a listing names no resource: `*`; a runtime that does not say
+/// which server: `_`). Either is text that server wrote, so it taints.
+pub fn mcp_resource(server: Option<&str>, uri: Option<&str>) -> Call {
+    Call::McpResource {
+        server: server.unwrap_or_default().to_owned(),
+        uri: uri.unwrap_or("*").to_owned(),
+    }
+}
+
+/// An edit's verb: `write` when it creates its file, which Claude Code's
+/// `Edit`, Gemini CLI's `replace` and opencode's `edit` do for an empty
+/// old string (`key`, in the input or in any of its `edits`), else `edit`.
+pub fn edit_verb(input: &Value, key: &str) -> &'static str {
+    let empty = |v: &Value| v.get(key).and_then(Value::as_str) == Some("");
+    let edits = input.get("edits").and_then(Value::as_array);
+    if empty(input) || edits.is_some_and(|e| e.iter().any(empty)) {
+        "write"
+    } else {
+        "edit"
+    }
+}
+
+/// Whether JavaScript's `trim()` removes `c`: its white space and line
+/// terminators, which are Rust's white space but U+0085, and U+FEFF.
+pub fn is_js_space(c: char) -> bool {
+    c == '\u{feff}' || (c.is_whitespace() && c != '\u{85}')
+}
+
+/// `s` trimmed as JavaScript's `String.prototype.trim` trims it: the
+/// runtimes written in JavaScript (Claude Code, opencode, Gemini CLI)
+/// trim a path so before they use it.
+pub fn js_trim(s: &str) -> &str {
+    s.trim_matches(is_js_space)
+}
+
 /// The files a Codex `apply_patch` body touches, each as a file call
 /// (`*** Add File:` writes, `*** Update File:` edits, `*** Delete File:`
 /// deletes; an update followed by `*** Move to:` deletes its file and
@@ -542,12 +578,14 @@ pub fn mcp_double_underscore(name: &str, input: &Value) -> Option<Call> {
 /// nothing could be checked.
 pub fn patch_files(patch: &str) -> Result<Vec<Call>, String> {
     let mut calls = Vec::new();
+    // Where the calls of the last header start.
+    let mut last = 0;
     for line in patch.lines() {
         // Codex trims every hunk header ("tolerant of extra padding around
         // marker strings"), so an indented header still names a file it
         // touches. A context line that merely looks like one is asked too:
         // more questions, never fewer.
-        let line = line.trim();
+        let line = line.trim_matches(|c: char| c.is_whitespace() || is_js_space(c));
         // opencode needs no space after the colon; Codex does. Both are
         // taken: a header Codex refuses only makes one question more.
         let found = [
@@ -557,23 +595,35 @@ pub fn patch_files(patch: &str) -> Result<Vec<Call>, String> {
             ("*** Move to:", "write"),
         ]
         .iter()
-        .find_map(|(prefix, verb)| line.strip_prefix(prefix).map(|p| (*verb, p.trim())));
-        if let Some((verb, path)) = found {
-            if path.is_empty() {
+        .find_map(|(prefix, verb)| line.strip_prefix(prefix).map(|p| (*verb, p)));
+        if let Some((verb, named)) = found {
+            // Codex trims as Rust does, opencode as JavaScript does (U+FEFF
+            // too, U+0085 not): where the two differ, each file is asked.
+            let (rust, js) = (named.trim(), js_trim(named));
+            if rust.is_empty() || js.is_empty() {
                 return Err("the patch names a file with an empty path".to_owned());
             }
-            if verb == "write"
-                && line.starts_with("*** Move to:")
-                && let Some(Call::File { verb: moved, .. }) = calls.last_mut()
-                && *moved == "edit"
-            {
+            if verb == "write" && line.starts_with("*** Move to:") {
                 // The file updated is moved away: it is gone.
-                *moved = "delete";
+                for call in calls.get_mut(last..).unwrap_or_default() {
+                    if let Call::File { verb: moved, .. } = call
+                        && *moved == "edit"
+                    {
+                        *moved = "delete";
+                    }
+                }
             }
+            last = calls.len();
             calls.push(Call::File {
                 verb,
-                path: path.to_owned(),
+                path: rust.to_owned(),
             });
+            if js != rust {
+                calls.push(Call::File {
+                    verb,
+                    path: js.to_owned(),
+                });
+            }
         }
     }
     if calls.is_empty() {
@@ -915,6 +965,31 @@ mod tests {
                 "tool:file:write ~/../../srv/prod/app.env"
             );
         }
+    }
+
+    /// opencode trims a header's path with JavaScript's `trim` (U+FEFF
+    /// too, U+0085 not), Codex with Rust's: where they differ, both files
+    /// are asked, and a move deletes the file under either reading.
+    #[test]
+    fn a_patch_path_is_asked_as_each_runtime_trims_it() {
+        assert_eq!(js_trim("\u{feff}\u{a0}\u{3000}a\u{2029}"), "a");
+        assert_eq!(js_trim("\u{85}a"), "\u{85}a");
+        let patch = "*** Add File: \u{feff}/srv/x\n+y\n*** Update File: \u{85}a\n*** Move to: b\n";
+        let got: Vec<String> = patch_files(patch)
+            .unwrap()
+            .iter()
+            .map(|c| c.mapped().action_string())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "tool:file:write \u{feff}/srv/x",
+                "tool:file:write /srv/x",
+                "tool:file:delete a",
+                "tool:file:delete \u{85}a",
+                "tool:file:write b",
+            ]
+        );
     }
 
     #[test]

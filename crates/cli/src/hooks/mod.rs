@@ -261,7 +261,9 @@ pub async fn answer_read(
     };
     let (parsed, mut answer) = match parsed {
         Ok(p) => {
-            let answer = bounded(args, &p, waiting(&p)).await;
+            let answer = bounded(args, &p, waiting(&p))
+                .await
+                .capped(p.origin.unsure.as_deref());
             (Some(p), answer)
         }
         Err(e) => (None, fail(args, &e)),

@@ -27,7 +27,7 @@ pub fn calls_of(name: &str, args: &Value) -> Result<Vec<Call>, String> {
     const PATHS: &[&str] = &["filePath", "path"];
     Ok(match name {
         "bash" => vec![Call::Shell(field(args, name, "command")?.to_owned())],
-        "edit" | "multiedit" => file_calls("edit", args, name, PATHS)?,
+        "edit" | "multiedit" => file_calls(map::edit_verb(args, "oldString"), args, name, PATHS)?,
         "write" => file_calls("write", args, name, PATHS)?,
         "read" => read_calls(args, name, PATHS)?,
         "glob" => vec![map::glob(field(args, name, "pattern")?, text(args, "path"))],
@@ -95,6 +95,7 @@ impl Runtime for Opencode {
             origin: Origin {
                 runtime: "opencode",
                 after_pre_tool: false,
+                unsure: None,
                 label: "opencode",
                 session: text(hook, "sessionID").map(str::to_owned),
                 call_id: text(hook, "callID").map(str::to_owned),

@@ -215,6 +215,7 @@ pub async fn run(a: ShellArgs) -> Exit {
                 .map(|d| d.display().to_string()),
             dir: None,
             after_pre_tool: false,
+            unsure: None,
         },
         calls: vec![call_of(&args, &a.real_shell)],
         rule: None,
