@@ -263,6 +263,19 @@ def test_operator_grant_and_revoke(agent_client, op, agent):
     assert agent_client.check("bash", "cargo build").result == "ask"
 
 
+def test_a_grant_of_one_session_and_one_use(agent_client, op, agent):
+    g = op.grant(tool="bash", pattern="make docs", expires="1h", agent=agent, session="py-g1", uses=1)
+    assert g.active and g.id
+    assert g.raw["session"] == "py-g1" and g.raw["uses"] == 1
+    other = agent_client.request("bash", "make docs", session="py-g2", wait=0)
+    assert other.status == "pending"
+    assert agent_client.request("bash", "make docs", session="py-g1", wait=0).status == "approved"
+    again = agent_client.request("bash", "make docs", session="py-g1", wait=0)
+    assert again.status == "pending"
+    for a in (other, again):
+        agent_client.cancel(a.id)
+
+
 def test_approve_with_remember_grants(agent_client, op, agent):
     answer = Operator(op, agent, lambda o, a: o.approve(a.id, remember="1h"))
     assert agent_client.request("bash", "make lint", wait=30).approved

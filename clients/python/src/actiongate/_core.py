@@ -723,6 +723,8 @@ def grant_fields(
     expires: str,
     agent: Optional[str],
     note: Optional[str],
+    session: Optional[str] = None,
+    uses: Optional[int] = None,
 ) -> Dict[str, Any]:
     """The body of a grant: ``{handler, permission, scope}`` or ``{tool, pattern}``."""
     if (tool is None) == (handler is None):
@@ -736,6 +738,8 @@ def grant_fields(
         "expires": expires,
         "agent": agent,
         "note": note,
+        "session": session,
+        "uses": uses,
     }
 
 

@@ -281,9 +281,11 @@ class AsyncClient:
         expires: str = "1h",
         agent: Optional[str] = None,
         note: Optional[str] = None,
+        session: Optional[str] = None,
+        uses: Optional[int] = None,
     ) -> Grant:
         """See :meth:`actiongate.Client.grant`."""
-        fields = _core.grant_fields(handler, permission, scope, tool, pattern, expires, agent, note)
+        fields = _core.grant_fields(handler, permission, scope, tool, pattern, expires, agent, note, session, uses)
         return await self._drive(_core.grant(fields))  # type: ignore[no-any-return]
 
     async def revoke(self, grant_id: str) -> Grant:

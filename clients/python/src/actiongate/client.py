@@ -326,10 +326,14 @@ class Client:
         expires: str = "1h",
         agent: Optional[str] = None,
         note: Optional[str] = None,
+        session: Optional[str] = None,
+        uses: Optional[int] = None,
     ) -> Grant:
         """Grants ``{handler, permission, scope}`` or ``{tool, pattern}`` until
-        ``expires`` (``1h``, ``today``, ``indefinite``, RFC 3339)."""
-        fields = _core.grant_fields(handler, permission, scope, tool, pattern, expires, agent, note)
+        ``expires`` (``1h``, ``today``, ``indefinite``, RFC 3339); ``session``
+        keeps it to one session (void once it ends), ``uses`` to that many
+        allowed actions."""
+        fields = _core.grant_fields(handler, permission, scope, tool, pattern, expires, agent, note, session, uses)
         return self._drive(_core.grant(fields))  # type: ignore[no-any-return]
 
     def revoke(self, grant_id: str) -> Grant:
