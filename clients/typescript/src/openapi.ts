@@ -2231,6 +2231,14 @@ export interface components {
         };
         /** @description A decision-only request: the agent runs the tool itself once allowed. */
         ToolActionRequest: {
+            /**
+             * @description Why the caller cannot vouch that the call does only what `tool` and
+             *     `detail` say (a hook whose runtime rewrites a path, or whose shell
+             *     may read the line otherwise). A human decides it then, whatever
+             *     rule or grant would allow it; a deny stays a deny. Shown in the
+             *     decision's reason.
+             */
+            caution?: string | null;
             /** @description Tool-specific detail, e.g. the command line. */
             detail: string;
             /** @description Makes retries safe: the same key and body return the first action. */

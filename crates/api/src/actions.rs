@@ -58,6 +58,14 @@ pub struct ToolActionRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub params: Option<serde_json::Value>,
+    /// Why the caller cannot vouch that the call does only what `tool` and
+    /// `detail` say (a hook whose runtime rewrites a path, or whose shell
+    /// may read the line otherwise). A human decides it then, whatever
+    /// rule or grant would allow it; a deny stays a deny. Shown in the
+    /// decision's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 500)]
+    pub caution: Option<String>,
 }
 
 /// A request for an action a registered handler performs.

@@ -12,6 +12,7 @@ use actiongate_store::{
     Action, ActionFilter, ActionStatus, Claimed, DecisionResult, HandlerAction, NewAction,
 };
 
+use crate::caution::{cautioned, check_caution};
 use crate::dispatch::Slot;
 use crate::policy::{NeededPermission, validate_tool};
 use crate::waiters::Registration;
@@ -186,6 +187,7 @@ impl Gate {
                 CreateAction::Tool(t) => {
                     validate_tool(&t.tool)?;
                     check_len("detail", Some(&t.detail), MAX_DETAIL)?;
+                    check_caution(t.caution.as_deref())?;
                     if let Some(params) = &t.params {
                         tool_params(params, self.config().json.params)?;
                     }
@@ -198,8 +200,9 @@ impl Gate {
                         None,
                     )
                     .await?;
+                    let decision = cautioned(decided.decision, t.caution.as_deref());
                     // Past a rate limit an allow asks, and then takes no use of a grant.
-                    let decision = self.rate_limited(&agent, decided.decision).await?;
+                    let decision = self.rate_limited(&agent, decision).await?;
                     let decision = crate::asked_rules::recorded(decision, &decided.rules);
                     let allowed = decision.result == DecisionResult::Allow;
                     NewAction {

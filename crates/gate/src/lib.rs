@@ -32,6 +32,7 @@ pub mod bounds;
 pub mod cache;
 pub mod caller;
 pub mod carried_taint;
+mod caution;
 pub mod connectors;
 pub mod decisions;
 pub mod dispatch;

@@ -32,6 +32,14 @@ async fn actions_after(app: &TestApp, skip: usize) -> Vec<String> {
         .collect()
 }
 
+/// The last action's decision: asked, since the hook sent a caution.
+async fn asked_with_caution(app: &TestApp) {
+    let last = all_actions(app).await.last().unwrap().clone();
+    assert_eq!(last["decision"]["result"], "ask", "{last}");
+    let reason = last["decision"]["reason"].as_str().unwrap();
+    assert!(reason.contains("cannot vouch"), "{reason}");
+}
+
 async fn count(app: &TestApp) -> usize {
     all_actions(app).await.len()
 }
@@ -136,9 +144,11 @@ async fn a_gemini_replace_of_a_missing_relative_path_asks() {
             json!({"file_path": path, "old_string": "a", "new_string": "b"}),
         )
     };
+    // Asked of an operator (the daemon holds it whatever allows it);
+    // nobody decides within the hook's second: Gemini's deny.
     let r = run(&app, "gemini", &replace("workflows/ci.yml")).await;
-    assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(r.json()["decision"], "ask", "{r:?}");
+    assert_eq!(r.code, 2, "{r:?}");
+    asked_with_caution(&app).await;
     let r = run(&app, "gemini", &replace("src/a.ts")).await;
     assert_eq!(r.json()["decision"], "allow", "{r:?}");
     app.stop().await;
@@ -246,7 +256,8 @@ async fn claude_codes_monitor_and_powershell_are_asked_as_what_they_run() {
         json!({"command": "Remove-Item -Recurse C:\\proj"}),
     );
     let r = run(&app, "claude-code", &ps).await;
-    assert_eq!(claude_decision(&r), "ask", "{r:?}");
+    assert_eq!(claude_decision(&r), "deny", "{r:?}");
+    asked_with_caution(&app).await;
     assert_eq!(
         actions_after(&app, 0).await,
         [
@@ -405,7 +416,8 @@ async fn a_copilot_line_with_a_history_reference_is_asked() {
         ),
     ] {
         let r = run(&app, "copilot", &copilot(tool, args.clone())).await;
-        assert_eq!(decision(&r), "ask", "{args}: {r:?}");
+        assert_eq!(decision(&r), "deny", "{args}: {r:?}");
+        asked_with_caution(&app).await;
     }
     for plain in ["echo 'hi!'", "test ! -f x", "echo a!= b", "echo done!"] {
         let r = run(&app, "copilot", &copilot("bash", json!({"command": plain}))).await;
@@ -436,6 +448,7 @@ async fn a_codex_line_bash_and_dash_read_differently_is_not_allowed_by_policy() 
         "deny",
         "{r:?}"
     );
+    asked_with_caution(&app).await;
     for (id, plain) in [("k2", "echo hi"), ("k3", "echo ${HOME} 'a b'")] {
         let r = run(&app, "codex", &codex(id, plain)).await;
         assert_eq!((r.code, r.stdout.as_str()), (0, ""), "{plain}: {r:?}");
@@ -468,5 +481,51 @@ async fn an_operator_may_approve_a_call_the_hook_cannot_vouch_for() {
         ),
         "{last}"
     );
+    app.stop().await;
+}
+
+/// `caution` over the API: an allow asks, naming it; a deny stays a deny;
+/// one that is not short printable text is refused, naming the field.
+#[tokio::test]
+async fn a_caution_leaves_any_allow_to_a_human_and_a_deny_as_it_is() {
+    let app = TestApp::spawn().await;
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:bash:ls.*"], "ask": [], "deny": ["tool:bash:rm.*"]}),
+    )
+    .await;
+    let post = |detail: &str, caution: Value| {
+        let body = json!({"tool": "bash", "detail": detail, "caution": caution});
+        let app = &app;
+        async move {
+            app.call(
+                reqwest::Method::POST,
+                "/v1/actions",
+                Some(&app.agent),
+                Some(body),
+            )
+            .await
+        }
+    };
+    let (s, a) = post("ls -la", json!("a shell may read it otherwise")).await;
+    assert_eq!(s, reqwest::StatusCode::CREATED, "{a}");
+    assert_eq!(a["status"], "pending", "{a}");
+    let reason = a["decision"]["reason"].as_str().unwrap();
+    assert!(reason.contains("a shell may read it otherwise"), "{reason}");
+    let (_, d) = post("rm -rf build", json!("x")).await;
+    assert_eq!(d["status"], "denied", "{d}");
+    for bad in [json!(""), json!("a\nb"), json!("x".repeat(501))] {
+        let before = count(&app).await;
+        let (s, p) = post("ls", bad).await;
+        assert_eq!(s, reqwest::StatusCode::UNPROCESSABLE_ENTITY, "{p}");
+        assert_eq!(p["errors"][0]["field"], "caution", "{p}");
+        assert_eq!(
+            count(&app).await,
+            before,
+            "a refused request stored an action"
+        );
+    }
+    let (_, plain) = post("ls", Value::Null).await;
+    assert_eq!(plain["status"], "approved", "{plain}");
     app.stop().await;
 }

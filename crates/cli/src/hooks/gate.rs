@@ -286,6 +286,11 @@ async fn one(
     if let Some(params) = params {
         body["params"] = params;
     }
+    // A call the runtime may carry out otherwise than its action says:
+    // the daemon leaves it to a human, whatever would allow it.
+    if let Some(why) = &origin.unsure {
+        body["caution"] = json!(truncate(why, 400));
+    }
     // Created first, then waited for: a hook stopped while it waits (its
     // runtime's own timeout, Ctrl-C, an agent killing the shell it ran)
     // withdraws its question, so no human approves a call that will never

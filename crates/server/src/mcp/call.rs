@@ -406,6 +406,7 @@ impl Ctx<'_> {
             session: self.own_session(),
             runtime: None,
             params: None,
+            caution: None,
         });
         let action = self.request(body, None, Some(Kind::Permission)).await?;
         Ok(permission_result(&a.permission, minutes, &action))
@@ -451,6 +452,7 @@ impl Ctx<'_> {
             session,
             runtime: None,
             params: None,
+            caution: None,
         });
         let action = self
             .request(
@@ -551,6 +553,7 @@ impl Ctx<'_> {
             session: self.own_session(),
             runtime: None,
             params: None,
+            caution: None,
         });
         // No task here: the answer must carry the input as it was sent,
         // which the daemon does not keep, so the call waits for the decision.
