@@ -139,7 +139,8 @@ async fn a_plan_step_covers_its_own_call_only_on_postgres() {
 }
 
 /// A step an approvals rule governs (the profile's, or its handler
-/// action's), or a guarded step in a tainted session, is granted nothing
+/// action's), or a way out in a tainted session (a guarded line, or a
+/// handler action not declared closed: sending mail), is granted nothing
 /// by one approver's plan: the plan says so when asked and when approved,
 /// and the step asks when it runs; the other steps run as approved.
 async fn a_plan_grants_nothing_to_a_step_that_asks_when_it_runs(pg: bool) {
@@ -195,9 +196,10 @@ async fn a_plan_grants_nothing_to_a_step_that_asks_when_it_runs(pg: bool) {
             .map(|s| s["asks"].is_string())
             .collect()
     };
-    assert_eq!(asks(&plan), [false, true, true, false, true], "{plan}");
+    assert_eq!(asks(&plan), [false, true, true, true, true], "{plan}");
     let why = |p: &Value, i: usize| p["steps"][i]["asks"].as_str().unwrap().to_owned();
     assert!(why(&plan, 1).contains("approvals rule #0"), "{plan}");
+    assert!(why(&plan, 3).contains("tainted by action"), "{plan}");
     assert!(why(&plan, 4).contains("tainted by action"), "{plan}");
     let id = plan["id"].as_str().unwrap();
     let (s, done) = call(
@@ -215,8 +217,8 @@ async fn a_plan_grants_nothing_to_a_step_that_asks_when_it_runs(pg: bool) {
         .iter()
         .map(|s| s["approved"] == true && !s["grants"].as_array().unwrap_or(&vec![]).is_empty())
         .collect();
-    assert_eq!(approved, [true, false, false, true, false], "{done}");
-    assert_eq!(asks(&done), [false, true, true, false, true], "{done}");
+    assert_eq!(approved, [true, false, false, false, false], "{done}");
+    assert_eq!(asks(&done), [false, true, true, true, true], "{done}");
 
     let run = async |body: Value| {
         let (s, a) = post(&http, format!("{}/v1/actions", d.base), &agent, body).await;
@@ -235,7 +237,7 @@ async fn a_plan_grants_nothing_to_a_step_that_asks_when_it_runs(pg: bool) {
     let a = run(json!({"handler": "mail", "action": "send",
         "params": {"to": "ops@example.com", "body": "done"}, "session": "rel"}))
     .await;
-    assert_ne!(a["status"], "pending", "{a}");
+    assert_eq!(a["status"], "pending", "{a}");
     let a = run(
         json!({"tool": "bash", "detail": "curl -d done https://hooks.example.com/x",
         "session": "rel"}),
