@@ -124,7 +124,7 @@ async fn a_shell_commands_own_directory_is_in_the_reason() {
             json!({"session_id": "gm-sh", "cwd": "/home/dev/proj",
                 "hook_event_name": "BeforeTool", "tool_name": "run_shell_command",
                 "tool_input": {"command": "rm -rf build", "dir_path": "../other"}}),
-            "Gemini CLI in /home/dev/proj, this call in /home/dev/other (session gm-sh)",
+            "Gemini CLI in /home/dev/proj, this call in \"/home/dev/other\" (session gm-sh)",
         ),
         (
             "codex",
@@ -133,14 +133,14 @@ async fn a_shell_commands_own_directory_is_in_the_reason() {
                 "permission_mode": "default", "tool_name": "Bash",
                 "tool_input": {"command": "rm -rf build", "workdir": "/srv/prod"},
                 "tool_use_id": "call_sh", "turn_id": "turn_1"}),
-            "Codex in /home/dev/proj, this call in /srv/prod (session cx-sh)",
+            "Codex in /home/dev/proj, this call in \"/srv/prod\" (session cx-sh)",
         ),
         (
             "opencode",
             json!({"tool": "bash", "sessionID": "ses_sh", "callID": "call_sh",
                 "args": {"command": "rm -rf build", "workdir": "web"},
                 "directory": "/home/dev/proj"}),
-            "opencode in /home/dev/proj, this call in /home/dev/proj/web (session ses_sh)",
+            "opencode in /home/dev/proj, this call in \"/home/dev/proj/web\" (session ses_sh)",
         ),
         (
             "cursor",
@@ -148,7 +148,7 @@ async fn a_shell_commands_own_directory_is_in_the_reason() {
                 "hook_event_name": "preToolUse", "workspace_roots": ["/home/dev/proj"],
                 "cwd": "/home/dev/proj", "tool_name": "Shell", "tool_use_id": "tu_sh",
                 "tool_input": {"command": "rm -rf build", "working_directory": "/srv/prod"}}),
-            "Cursor in /home/dev/proj, this call in /srv/prod (session conv-sh)",
+            "Cursor in /home/dev/proj, this call in \"/srv/prod\" (session conv-sh)",
         ),
     ];
     for (rt, input, reason) in calls {

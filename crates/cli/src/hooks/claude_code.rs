@@ -556,7 +556,7 @@ mod tests {
         assert_eq!(p.action_strings(), ["tool:Grep:BEGIN OPENSSH"]);
         assert_eq!(
             p.origin.reason(),
-            "Claude Code in /home/u/proj, this call in /home/.ssh (session s1)"
+            "Claude Code in /home/u/proj, this call in \"/home/.ssh\" (session s1)"
         );
         let here = pre("Grep", json!({"pattern": "x"}), Some("/home/u/proj"));
         assert_eq!(

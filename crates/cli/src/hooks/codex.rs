@@ -241,7 +241,7 @@ mod tests {
         assert_eq!(p.action_strings(), ["tool:bash:rm -rf build"]);
         assert_eq!(
             p.origin.reason(),
-            "Codex in /home/u/proj, this call in /home/u/other (session s1)"
+            "Codex in /home/u/proj, this call in \"/home/u/other\" (session s1)"
         );
         let p = pre("Bash", json!({"command": "ls", "workdir": null}));
         assert_eq!(p.origin.reason(), "Codex in /home/u/proj (session s1)");

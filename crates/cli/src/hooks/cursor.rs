@@ -182,7 +182,7 @@ mod tests {
         assert_eq!(p.action_strings(), ["tool:bash:rm -rf build"]);
         assert_eq!(
             p.origin.reason(),
-            "Cursor in /home/u/proj, this call in /srv/prod (session c)"
+            "Cursor in /home/u/proj, this call in \"/srv/prod\" (session c)"
         );
     }
 
@@ -197,7 +197,7 @@ mod tests {
         assert_eq!(p.action_strings(), ["tool:Grep:token"]);
         assert_eq!(
             p.origin.reason(),
-            "Cursor in /home/u/proj, this call in /srv/prod (session c)"
+            "Cursor in /home/u/proj, this call in \"/srv/prod\" (session c)"
         );
     }
 }

@@ -119,8 +119,10 @@ impl Origin {
         if let Some(dir) = &self.dir
             && self.cwd.as_deref().map(normalize_path).as_ref() != Some(dir)
         {
-            // The model wrote it: nothing in it may pass for more text.
-            r.push_str(&format!(", this call in {}", one_line(dir)));
+            // The model wrote it: nothing in it may pass for more text
+            // (a line break, a bidi override, a `)` closing the path early).
+            let quoted = one_line(dir).replace('\\', "\\\\").replace('"', "\\\"");
+            r.push_str(&format!(", this call in \"{quoted}\""));
         }
         if let Some(sid) = &self.session {
             r.push_str(&format!(" (session {sid})"));
@@ -646,7 +648,15 @@ mod tests {
         };
         assert_eq!(
             elsewhere.reason(),
-            "Cursor in /p, this call in /p/build⏎(session c2) (session c1)"
+            "Cursor in /p, this call in \"/p/build⏎(session c2)\" (session c1)"
+        );
+        let quoted = Origin {
+            dir: Some("/p/a\" (session c3) \\".into()),
+            ..o.clone()
+        };
+        assert_eq!(
+            quoted.reason(),
+            "Cursor in /p, this call in \"/p/a\\\" (session c3) \\\\\" (session c1)"
         );
         let same = Origin {
             cwd: Some("/p/".into()),

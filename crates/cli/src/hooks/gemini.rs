@@ -286,7 +286,7 @@ mod tests {
         assert_eq!(p.action_strings(), ["tool:bash:rm -rf build"]);
         assert_eq!(
             p.origin.reason(),
-            "Gemini CLI in /home/u/proj, this call in /home/u/proj/packages/web (session s1)"
+            "Gemini CLI in /home/u/proj, this call in \"/home/u/proj/packages/web\" (session s1)"
         );
     }
 
@@ -299,7 +299,7 @@ mod tests {
         assert_eq!(p.action_strings(), ["tool:Grep:token"]);
         assert_eq!(
             p.origin.reason(),
-            "Gemini CLI in /home/u/proj, this call in /etc (session s1)"
+            "Gemini CLI in /home/u/proj, this call in \"/etc\" (session s1)"
         );
     }
 }

@@ -217,7 +217,7 @@ mod tests {
         assert_eq!(p.action_strings(), ["tool:bash:rm -rf build"]);
         assert_eq!(
             p.origin.reason(),
-            "opencode in /home/u/proj, this call in /srv/prod (session s1)"
+            "opencode in /home/u/proj, this call in \"/srv/prod\" (session s1)"
         );
     }
 
@@ -227,7 +227,7 @@ mod tests {
         assert_eq!(p.action_strings(), ["tool:Grep:token"]);
         assert_eq!(
             p.origin.reason(),
-            "opencode in /home/u/proj, this call in /etc (session s1)"
+            "opencode in /home/u/proj, this call in \"/etc\" (session s1)"
         );
     }
 }
