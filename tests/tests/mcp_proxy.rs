@@ -52,7 +52,10 @@ for line in sys.stdin:
 /// client side.
 pub(crate) struct Proxy {
     child: Child,
-    stdin: ChildStdin,
+    /// The process group the proxy leads (its pid): it outlives the
+    /// proxy while its upstream does.
+    group: Option<u32>,
+    stdin: Option<ChildStdin>,
     pub(crate) stdout: Lines<BufReader<ChildStdout>>,
     next_id: i64,
 }
@@ -86,13 +89,17 @@ impl Proxy {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)
+            // Its own process group, with the upstream it starts: a proxy
+            // killed by the test takes its upstream along (Drop below).
+            .process_group(0)
             .spawn()
             .unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut p = Proxy {
+            group: child.id(),
             child,
-            stdin,
+            stdin: Some(stdin),
             stdout,
             next_id: 1,
         };
@@ -117,8 +124,9 @@ impl Proxy {
     pub(crate) async fn send(&mut self, msg: Value) {
         let mut line = msg.to_string();
         line.push('\n');
-        self.stdin.write_all(line.as_bytes()).await.unwrap();
-        self.stdin.flush().await.unwrap();
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.flush().await.unwrap();
     }
 
     /// Sends a request and reads until its answer (skipping notifications).
@@ -155,10 +163,34 @@ impl Proxy {
         answer["result"].clone()
     }
 
+    /// Closes the proxy's input, as a client that went away does; whether
+    /// the proxy then ends within `limit`.
+    pub(crate) async fn ends_within(&mut self, limit: Duration) -> bool {
+        drop(self.stdin.take());
+        tokio::time::timeout(limit, self.child.wait()).await.is_ok()
+    }
+
     pub(crate) async fn stop(mut self) {
-        drop(self.stdin);
+        drop(self.stdin.take());
         let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+        kill_group(self.group.take());
         let _ = self.child.kill().await;
+    }
+}
+
+/// Kills process group `group` (a proxy and its upstream), once.
+fn kill_group(group: Option<u32>) {
+    if let Some(g) = group.filter(|g| *g > 1) {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{g}")])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        kill_group(self.group.take());
     }
 }
 

@@ -223,3 +223,57 @@ async fn a_tool_listing_is_bounded_in_bytes_across_its_pages() {
     p.stop().await;
     d.stop();
 }
+
+/// An upstream that does not end when its input closes, and ignores
+/// SIGTERM; its pid is written where `PID_FILE` stands.
+const STUBBORN: &str = r#"
+import json, os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+open(PID_FILE, "w").write(str(os.getpid()))
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg.get("method") == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "upstream", "version": "1"}}
+    else:
+        result = {"tools": []}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+while True:
+    time.sleep(1)
+"#;
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet).
+fn gone(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+    }
+}
+
+/// When its client goes away, the proxy ends within seconds and takes its
+/// upstream along, even one that outlives its input and ignores SIGTERM:
+/// no MCP server is left running behind a proxy that is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_ends_with_its_client_and_its_upstream_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("upstream.pid");
+    let source = STUBBORN.replace("PID_FILE", &format!("{:?}", pid_file.to_str().unwrap()));
+    let (d, mut p) = behind_the_proxy(dir.path(), &source).await;
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    assert!(!gone(&pid), "the upstream is not running");
+    assert!(
+        p.ends_within(std::time::Duration::from_secs(10)).await,
+        "the proxy did not end after its client left"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !gone(&pid) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(gone(&pid), "the upstream outlived the proxy");
+    drop(p);
+    d.stop();
+}
