@@ -153,20 +153,14 @@ pub(crate) async fn record_taint_on(
 ) -> Result<(), StoreError> {
     let what = taint_text(action_string);
     let at = to_ms(now());
+    // One statement for both rows: `session` keeps a first taint and its
+    // time; its carrier keeps a first taint, and its time is now.
     sqlx::query(
-        "UPDATE sessions SET tainted_by = ?, taint_action = ?, tainted_at = ? \
-         WHERE id = ? AND tainted_by IS NULL",
-    )
-    .bind(action_id)
-    .bind(&what)
-    .bind(at)
-    .bind(session)
-    .execute(&mut *conn)
-    .await?;
-    sqlx::query(
-        "UPDATE sessions SET tainted_by = COALESCE(tainted_by, ?), \
-         taint_action = COALESCE(taint_action, ?), tainted_at = ? \
-         WHERE id = (SELECT carrier FROM sessions WHERE id = ?)",
+        "UPDATE sessions SET tainted_by = COALESCE(tainted_by, ?1), \
+         taint_action = COALESCE(taint_action, ?2), \
+         tainted_at = CASE WHEN tainted_by IS NULL \
+           OR id = (SELECT carrier FROM sessions WHERE id = ?4) THEN ?3 ELSE tainted_at END \
+         WHERE id IN (?4, (SELECT carrier FROM sessions WHERE id = ?4))",
     )
     .bind(action_id)
     .bind(&what)

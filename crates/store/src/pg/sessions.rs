@@ -62,19 +62,11 @@ pub(crate) async fn record_taint_on(
     let what = crate::sessions::taint_text(action_string);
     let at = to_ms(now());
     sqlx::query(
-        "UPDATE sessions SET tainted_by = $1, taint_action = $2, tainted_at = $3 \
-         WHERE id = $4 AND tainted_by IS NULL",
-    )
-    .bind(action_id)
-    .bind(&what)
-    .bind(at)
-    .bind(session)
-    .execute(&mut *conn)
-    .await?;
-    sqlx::query(
         "UPDATE sessions SET tainted_by = COALESCE(tainted_by, $1), \
-         taint_action = COALESCE(taint_action, $2), tainted_at = $3 \
-         WHERE id = (SELECT carrier FROM sessions WHERE id = $4)",
+         taint_action = COALESCE(taint_action, $2), \
+         tainted_at = CASE WHEN tainted_by IS NULL \
+           OR id = (SELECT carrier FROM sessions WHERE id = $4) THEN $3 ELSE tainted_at END \
+         WHERE id IN ($4, (SELECT carrier FROM sessions WHERE id = $4))",
     )
     .bind(action_id)
     .bind(&what)
