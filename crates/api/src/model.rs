@@ -261,6 +261,12 @@ impl Action {
     pub fn is_settled(&self) -> bool {
         self.status.is_settled(self.handler.is_some())
     }
+
+    /// Whether it is a handler action that may reach past its handler's
+    /// closed domain ([`crate::handlers::ActionHints::reaches_out`]).
+    pub fn reaches_out(&self) -> bool {
+        self.handler.is_some() && crate::handlers::ActionHints::reaches_out(self.hints.as_ref())
+    }
 }
 
 /// A registered handler as stored; its spec is kept as registered JSON.

@@ -83,9 +83,10 @@ fn past(outcome: &str) -> &'static str {
 /// way out the candidate guards asks, as it would have when asked.
 fn replay_one(candidate: &policy::Profile, action: &Action, tainted: bool) -> Verdict {
     let new = replay_rules(candidate, action);
-    let reaches_out =
-        action.handler.is_some() && actiongate_api::ActionHints::reaches_out(action.hints.as_ref());
-    if tainted && new == Verdict::Allow && candidate.way_out(&action.action_string, reaches_out) {
+    if tainted
+        && new == Verdict::Allow
+        && candidate.way_out(&action.action_string, action.reaches_out())
+    {
         Verdict::Ask
     } else {
         new

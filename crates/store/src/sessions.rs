@@ -104,9 +104,7 @@ async fn take_use_on(conn: &mut SqliteConnection, new: &mut NewAction) -> Result
 /// new one: a guarded action of a tainted session asks whatever grant
 /// covers it (docs/sessions.md).
 pub(crate) fn guarded(profile: &policy::Profile, action: &actiongate_api::model::Action) -> bool {
-    let reaches_out =
-        action.handler.is_some() && actiongate_api::ActionHints::reaches_out(action.hints.as_ref());
-    action.session.is_some() && profile.way_out(&action.action_string, reaches_out)
+    action.session.is_some() && profile.way_out(&action.action_string, action.reaches_out())
 }
 
 /// The first action `profile` says taints (`Profile::taints`) among
