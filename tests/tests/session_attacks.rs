@@ -285,13 +285,18 @@ async fn a_plan_wait_ends_when_its_key_is_revoked() {
 }
 
 /// A session id that would reorder or hide what is shown around it (a
-/// bidi override, a zero-width space) is refused, naming the field.
+/// bidi override, a zero-width space, tags beyond the BMP) is refused,
+/// naming the field.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_id_that_would_mislead_a_reader_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (d, _, agent, _) = keyed(None, dir.path()).await;
     let http = crate::common::client();
-    for id in ["work\u{202e}gnp.exe", "wo\u{200b}rk"] {
+    for id in [
+        "work\u{202e}gnp.exe",
+        "wo\u{200b}rk",
+        "work\u{e0041}\u{e0042}",
+    ] {
         let (s, p) = post(
             &http,
             format!("{}/v1/actions", d.base),

@@ -171,11 +171,7 @@ pub enum Waiting {
 /// invisible or bidi one), no surrounding whitespace.
 pub fn valid_session(s: &str) -> bool {
     let n = s.chars().count();
-    (1..=200).contains(&n)
-        && !s
-            .chars()
-            .any(|c| actiongate_api::text::is_hidden(c) && u32::from(c) <= 0xFFFF)
-        && s.trim() == s
+    (1..=200).contains(&n) && !s.chars().any(actiongate_api::text::is_hidden) && s.trim() == s
 }
 
 /// The daemon's session id for the runtime's `sid`: itself when the
@@ -672,6 +668,7 @@ mod tests {
         assert!(!valid_session("a\nb"));
         assert!(!valid_session(&"x".repeat(201)));
         assert!(!valid_session("a\u{200B}b"));
+        assert!(!valid_session("a\u{E0041}b"));
         // What the daemon would refuse is sent as a session made from it.
         assert_eq!(session_for("4f1c2b9e"), "4f1c2b9e");
         for bad in ["x".repeat(201), "a\u{200B}b".to_owned(), " x".to_owned()] {
