@@ -21,6 +21,7 @@
 
 use serde_json::{Value, json};
 
+use super::dialects::read_otherwise_by_dash;
 use super::gate::{Answer, Origin, Verdict};
 use super::map::{self, Call, field};
 use super::{Parsed, Reply, Runtime, event_of, text};
@@ -49,49 +50,6 @@ pub fn calls_of(name: &str, input: &Value) -> Result<Vec<Call>, String> {
             }),
         ],
     })
-}
-
-/// Sequences that bash and POSIX `sh` (dash) read differently (the
-/// policy's `sh` dialect lists the same), looked for anywhere in the line,
-/// quoted or not: a false alarm only asks.
-const BASH_ONLY: &[&str] = &[
-    "&>", "|&", ";&", "<<<", "<(", ">(", "$'", "$\"", "$[", "[[", "]]", "}>", "}<",
-];
-
-/// Reserved words of bash that dash does not have.
-const BASH_WORDS: &[&str] = &["function", "select", "coproc"];
-
-/// What in `line` bash and dash read differently, if anything: one of
-/// [`BASH_ONLY`] or [`BASH_WORDS`], a `((` that is not `$((`, or a brace
-/// expansion (`{a,b}`, `{1..3}`). Codex's `exec_command` runs a line in
-/// the shell the model names, `/bin/sh` for any it does not know, and its
-/// hook input does not say which: `echo $'\' ; touch x #'` is one `echo`
-/// to bash and an `echo` and a `touch` to dash.
-pub fn read_otherwise_by_dash(line: &str) -> Option<String> {
-    if let Some(c) = BASH_ONLY.iter().find(|c| line.contains(**c)) {
-        return Some((*c).to_owned());
-    }
-    let mut words = line.split(|c: char| !c.is_ascii_alphanumeric() && c != '_');
-    if let Some(w) = words.find(|w| BASH_WORDS.contains(w)) {
-        return Some(w.to_owned());
-    }
-    let bytes = line.as_bytes();
-    for (at, pair) in bytes.windows(2).enumerate() {
-        let after_dollar = at > 0 && bytes.get(at - 1) == Some(&b'$');
-        if pair == b"((" && !after_dollar {
-            return Some("((".to_owned());
-        }
-        if pair[0] == b'{' && !after_dollar {
-            let inner = line[at + 1..]
-                .split(['}', ' ', '\t', '\n'])
-                .next()
-                .unwrap_or("");
-            if inner.contains(',') || inner.contains("..") {
-                return Some("{".to_owned());
-            }
-        }
-    }
-    None
 }
 
 impl Runtime for Codex {
@@ -201,33 +159,6 @@ mod tests {
         assert_eq!(got[1], "tool:file:edit /home/u/proj/sub/src/a.rs");
         let got = pre("apply_patch", json!({"command": patch, "workdir": "/w"})).action_strings();
         assert_eq!(got[1], "tool:file:edit /w/src/a.rs");
-    }
-
-    #[test]
-    fn lines_dash_reads_otherwise_are_found() {
-        for (line, construct) in [
-            ("echo $'\\' ; touch x #'", "$'"),
-            ("ls &> out", "&>"),
-            ("[[ -f x ]] && ls", "[["),
-            ("function f { ls; }", "function"),
-            ("echo {a,b}", "{"),
-            ("echo {1..3}", "{"),
-            ("(( x = 1 ))", "(("),
-        ] {
-            assert_eq!(
-                read_otherwise_by_dash(line).as_deref(),
-                Some(construct),
-                "{line}"
-            );
-        }
-        for line in [
-            "ls -la",
-            "echo ${HOME} $((1+2))",
-            "{ ls; }",
-            "cargo test -- --nocapture",
-        ] {
-            assert_eq!(read_otherwise_by_dash(line), None, "{line}");
-        }
     }
 
     /// Where a command runs is for the human to see, not part of the

@@ -10,6 +10,7 @@
 
 use serde_json::{Value, json};
 
+use super::dialects::{History, expands_history};
 use super::gate::{Answer, Origin, Verdict};
 use super::map::{self, Call, field, file_calls, read_calls};
 use super::{Parsed, Reply, Runtime, text};
@@ -88,55 +89,6 @@ fn typed(input: &str) -> String {
     out
 }
 
-/// Whether interactive bash, which Copilot CLI types its commands into,
-/// would expand a history reference in `line` before running it: a `!`
-/// outside single quotes and not escaped (`!!`, `!#:s/Q/$/`, `!-2`,
-/// `!cmd`, `"!x"`), or a line starting with `^` (`^old^new`). As bash
-/// reads it (`histexpand.c`, `bashhist.c`), a `!` is left alone before a
-/// blank, `=` or the end of the line, before the `"` closing a
-/// double-quoted string, in `$!` (not at the line's start), in a glob's
-/// `[!…]` and in `${!…}`. The tests hold lines bash 5.2 was seen to expand
-/// or not.
-/// `bash -c`, which the analysis reads the line as, expands none of them;
-/// the line then may run what its text does not show. Quotes are followed
-/// line by line, each line from the start: a reading that finds more only
-/// asks more.
-pub fn expands_history(line: &str) -> bool {
-    line.lines().any(|l| {
-        if l.trim_start().starts_with('^') {
-            return true;
-        }
-        let chars: Vec<char> = l.chars().collect();
-        let (mut single, mut double, mut escaped) = (false, false, false);
-        for (i, &c) in chars.iter().enumerate() {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' if !single => escaped = true,
-                '\'' if !double => single = !single,
-                '"' if !single => double = !double,
-                '!' if !single && !history_left_alone(&chars, i, double) => return true,
-                _ => {}
-            }
-        }
-        false
-    })
-}
-
-/// Whether bash leaves the `!` at `chars[i]` as it is (see
-/// [`expands_history`]).
-fn history_left_alone(chars: &[char], i: usize, double: bool) -> bool {
-    let before = |n: usize| i.checked_sub(n).map(|j| chars[j]);
-    let closes_later = |c: char| chars[i + 1..].contains(&c);
-    match chars.get(i + 1) {
-        None | Some(' ' | '\t' | '\r' | '=') => return true,
-        Some('"') if double => return true,
-        _ => {}
-    }
-    (i > 1 && before(1) == Some('$'))
-        || (before(1) == Some('[') && closes_later(']'))
-        || (before(1) == Some('{') && before(2) == Some('$') && closes_later('}'))
-}
-
 /// An MCP server's tool: Copilot CLI names it `<server>-<tool>` (each
 /// with what is not `A-Z a-z 0-9 _ -` replaced), and none of its own tools
 /// holds a `-`, so a name that does is taken for one, split at the first
@@ -182,7 +134,7 @@ impl Runtime for Copilot {
         let calls = map::in_dir(calls_of(name, &input)?, text(hook, "cwd"));
         let unsure = calls
             .iter()
-            .any(|c| matches!(c, Call::Shell(line) if expands_history(line)))
+            .any(|c| matches!(c, Call::Shell(line) if expands_history(line, History::Bash)))
             .then(|| {
                 "Copilot CLI types this line into an interactive bash, which first expands the history references (`!`, `^`) in it".to_owned()
             });
@@ -284,51 +236,6 @@ mod tests {
         }
         let bad = json!({"toolName": "write_bash", "toolArgs": {"shellId": "1", "input": 7}});
         assert!(Copilot.parse(&bad).is_err());
-    }
-
-    #[test]
-    fn history_references_are_found_outside_single_quotes() {
-        for line in [
-            "echo \"Q(x)\" !#:s/Q/$/",
-            "!!",
-            "echo !-2",
-            "echo \"a !x\"",
-            "echo \"it's !x\"",
-            "ls\n^ls^rm -rf ~",
-            "  ^a^b",
-            "echo a!\"b\"",
-            "echo [!a",
-            "echo {!x}",
-            "echo \"$ !x\"",
-            "$!x",
-            ": $(echo !x)",
-            ": !(a)",
-            ": \"a!b\"",
-            ": ${!x",
-        ] {
-            assert!(expands_history(line), "{line}");
-        }
-        for line in [
-            "echo 'a !x'",
-            "echo \\!x",
-            "test ! -f x",
-            "[ a != b ]",
-            "echo done!",
-            "awk '!seen[$0]++'",
-            "echo a^b",
-            "echo \"done!\"",
-            "echo \"a!\"b",
-            "kill $!",
-            "ls [!a]*",
-            "echo ${!x}",
-            ": \"${!x}\"",
-            ": \"$!\"",
-            ": x[!]",
-            ": !=",
-            ": \"!\"",
-        ] {
-            assert!(!expands_history(line), "{line}");
-        }
     }
 
     #[test]

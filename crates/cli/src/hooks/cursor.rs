@@ -11,9 +11,11 @@
 
 use serde_json::{Value, json};
 
+use super::dialects::{History, expands_history, read_otherwise_by_dash};
 use super::gate::{Answer, Origin, Verdict};
 use super::map::{self, Call, field, file_calls, read_calls};
 use super::{Parsed, Reply, Runtime, event_of, text};
+use crate::output::one_line;
 
 /// The Cursor contract.
 pub struct Cursor;
@@ -66,6 +68,20 @@ fn tool_calls(name: &str, input: &Value) -> Result<Vec<Call>, String> {
     })
 }
 
+/// Why a line Cursor's terminal runs may not be what the hook read:
+/// that terminal is the user's own shell (bash, zsh or sh), interactive.
+fn shell_unsure(line: &str) -> Option<String> {
+    if let Some(c) = read_otherwise_by_dash(line) {
+        return Some(format!(
+            "Cursor runs this line in the user's shell, which may be sh (dash), reading `{}` otherwise than bash",
+            one_line(&c)
+        ));
+    }
+    expands_history(line, History::BashOrZsh).then(|| {
+        "Cursor types this line into an interactive shell, which first expands the history references (`!`, `^`) in it".to_owned()
+    })
+}
+
 impl Runtime for Cursor {
     fn parse(&self, hook: &Value) -> Result<Parsed, String> {
         if text(hook, "hook_event_name").is_none() {
@@ -93,6 +109,10 @@ impl Runtime for Cursor {
             _ => None,
         };
         let base = text(hook, "cwd").or(sole_root);
+        let unsure = calls.iter().find_map(|c| match c {
+            Call::Shell(line) => shell_unsure(line),
+            _ => None,
+        });
         let first_root = roots.first().and_then(Value::as_str);
         let cwd = text(hook, "cwd").or(first_root).map(str::to_owned);
         Ok(Parsed {
@@ -100,7 +120,7 @@ impl Runtime for Cursor {
             origin: Origin {
                 runtime: "cursor",
                 after_pre_tool: false,
-                unsure: None,
+                unsure,
                 label: "Cursor",
                 session: text(hook, "conversation_id").map(str::to_owned),
                 // `generation_id` is shared by every call of a turn: only a
@@ -169,6 +189,38 @@ mod tests {
             ["tool:Read:/home/u/proj/src/a.ts"]
         );
         assert_eq!(read(json!(["/a", "/b"])), ["tool:Read:src/a.ts"]);
+    }
+
+    /// Cursor's terminal is the user's interactive shell: a line dash
+    /// reads otherwise than bash, or one whose history references bash or
+    /// zsh would expand first, is left to a human, from either event.
+    #[test]
+    fn a_line_another_shell_reads_otherwise_is_unsure() {
+        let shell = |command: &str| {
+            [
+                parse(json!({"hook_event_name": "beforeShellExecution",
+                    "conversation_id": "c", "command": command, "cwd": "/p"})),
+                parse(
+                    json!({"hook_event_name": "preToolUse", "conversation_id": "c",
+                    "tool_name": "Shell", "tool_use_id": "t1",
+                    "tool_input": {"command": command}}),
+                ),
+            ]
+            .map(|p| p.origin.unsure)
+        };
+        for line in [
+            r"echo $'\' ; touch x #'",
+            "echo {a,b}",
+            r#"echo "done!""#,
+            "!!",
+        ] {
+            for unsure in shell(line) {
+                assert!(unsure.is_some(), "{line}");
+            }
+        }
+        for line in ["ls -la", "test ! -f x", "cargo test -- --nocapture"] {
+            assert_eq!(shell(line), [None, None], "{line}");
+        }
     }
 
     #[test]

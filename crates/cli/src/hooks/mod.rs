@@ -10,6 +10,7 @@ pub mod claude_code;
 pub mod codex;
 pub mod copilot;
 pub mod cursor;
+pub mod dialects;
 pub mod gate;
 pub mod gemini;
 pub mod map;

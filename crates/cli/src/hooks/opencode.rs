@@ -11,9 +11,11 @@
 
 use serde_json::{Value, json};
 
+use super::dialects::read_otherwise_by_dash;
 use super::gate::{Answer, Origin, Verdict};
 use super::map::{self, Call, all_fields, field, file_calls, read_calls};
 use super::{Parsed, Reply, Runtime, text};
+use crate::output::one_line;
 
 /// The plugin `actiongate setup opencode` installs.
 pub const PLUGIN: &str = include_str!("opencode-plugin.js");
@@ -90,12 +92,23 @@ impl Runtime for Opencode {
     fn parse(&self, hook: &Value) -> Result<Parsed, String> {
         let name = text(hook, "tool").ok_or("the hook input has no tool")?;
         let args = hook.get("args").cloned().unwrap_or(json!({}));
+        // opencode runs a line in `$SHELL` (bash or zsh, or sh), which
+        // the hook cannot see.
+        let unsure = match name {
+            "bash" => text(&args, "command").and_then(read_otherwise_by_dash).map(|c| {
+                format!(
+                    "opencode runs this line in the user's $SHELL, which may be sh (dash), reading `{}` otherwise than bash",
+                    one_line(&c)
+                )
+            }),
+            _ => None,
+        };
         Ok(Parsed {
             event: "tool.execute.before".to_owned(),
             origin: Origin {
                 runtime: "opencode",
                 after_pre_tool: false,
-                unsure: None,
+                unsure,
                 label: "opencode",
                 session: text(hook, "sessionID").map(str::to_owned),
                 call_id: text(hook, "callID").map(str::to_owned),
@@ -134,6 +147,18 @@ mod tests {
             .parse(&json!({"tool": tool, "sessionID": "s1", "callID": "c1",
                 "args": args, "directory": "/home/u/proj"}))
             .unwrap()
+    }
+
+    /// opencode runs `bash` lines in `$SHELL`, which may be dash: a line
+    /// the two read differently is left to a human.
+    #[test]
+    fn a_line_dash_reads_otherwise_is_unsure() {
+        let unsure = |command: &str| call("bash", json!({"command": command})).origin.unsure;
+        let u = unsure(r"echo $'\' ; touch x #'").unwrap();
+        assert!(u.contains("$SHELL") && u.contains("`$'`"), "{u}");
+        assert!(unsure("ls &> out").is_some());
+        assert_eq!(unsure("ls -la"), None);
+        assert_eq!(unsure(r#"echo "done!""#), None);
     }
 
     /// opencode resolves relative paths, a patch's too, against its
