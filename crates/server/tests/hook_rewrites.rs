@@ -269,6 +269,36 @@ async fn claude_codes_monitor_and_powershell_are_asked_as_what_they_run() {
     app.stop().await;
 }
 
+/// A Claude Code command asking to leave its sandbox
+/// (`dangerouslyDisableSandbox`) is one Claude Code asks its user about:
+/// a rule that allows the command inside the sandbox does not allow it
+/// outside, a human decides (unanswered, denied).
+#[tokio::test]
+async fn a_claude_code_command_leaving_the_sandbox_goes_to_a_human() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("readonly")).await;
+    let inside = claude("Bash", "toolu_s1", json!({"command": "git log -1"}));
+    let r = run(&app, "claude-code", &inside).await;
+    assert_eq!(claude_decision(&r), "allow", "{r:?}");
+    let outside = claude(
+        "Bash",
+        "toolu_s2",
+        json!({"command": "git log -1", "dangerouslyDisableSandbox": true}),
+    );
+    let r = run(&app, "claude-code", &outside).await;
+    assert_eq!(claude_decision(&r), "deny", "{r:?}");
+    asked_with_caution(&app).await;
+    let last = all_actions(&app).await.last().unwrap().clone();
+    assert!(
+        last["decision"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("outside its sandbox"),
+        "{last}"
+    );
+    app.stop().await;
+}
+
 /// Reading or listing MCP resources through Gemini CLI's, Codex's or
 /// Claude Code's own tools taints the session as the proxy's resources
 /// do: a way out after it is asked (and, unanswered, denied), while a

@@ -122,10 +122,19 @@ pub fn calls_of(tool_name: &str, input: &Value) -> Result<Vec<Call>, String> {
 }
 
 /// Why a Claude Code call may do more than its action says: a PowerShell
-/// line, which no analyser here reads.
-fn unsure(tool_name: &str) -> Option<String> {
-    (tool_name == "PowerShell").then(|| {
-        "a PowerShell command, which actiongate cannot analyse; a human must read it".to_owned()
+/// line, which no analyser here reads; a command asking to run outside
+/// Claude Code's sandbox (`dangerouslyDisableSandbox`), which Claude Code
+/// itself asks its user about and an allow from the hook would skip.
+fn unsure(tool_name: &str, input: &Value) -> Option<String> {
+    if tool_name == "PowerShell" {
+        return Some(
+            "a PowerShell command, which actiongate cannot analyse; a human must read it"
+                .to_owned(),
+        );
+    }
+    (input.get("dangerouslyDisableSandbox") == Some(&Value::Bool(true))).then(|| {
+        "Claude Code is asked to run this command outside its sandbox (dangerouslyDisableSandbox)"
+            .to_owned()
     })
 }
 
@@ -208,7 +217,7 @@ impl Runtime for ClaudeCode {
                 // Where a grep searches.
                 dir: map::grep_dir(tool_name == "Grep", text(hook, "cwd"), &input, &["path"]),
                 after_pre_tool: false,
-                unsure: unsure(tool_name),
+                unsure: unsure(tool_name, &input),
             },
             calls: calls_in(hook, tool_name, &input)?,
             rule: rule_for(tool_name, &input, text(hook, "cwd")),
