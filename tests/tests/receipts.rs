@@ -105,8 +105,43 @@ async fn a_receipt_verifies_offline_and_fails_when_one_byte_changes() {
     let whole = files.path().join("receipt.json");
     std::fs::write(&whole, r.to_string()).unwrap();
     assert_eq!(verify(&whole, &key_file, &[]).0, 0);
-    // A human did not allow it.
-    assert_eq!(verify(&file, &key_file, &["--require-human"]).0, 1);
+    // A human did not allow it: refused, and nothing on stdout reads as
+    // "valid" to a script.
+    let (code, out) = verify(&file, &key_file, &["--require-human"]);
+    assert_eq!((code, out.as_str()), (1, ""));
+
+    // Allowed as asked by a standing grant: the receipt names the grant a
+    // human made, not the profile.
+    let (s, g) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/grants", d.base),
+        &operator,
+        Some(json!({"tool": "bash", "pattern": "^cat notes$", "expires": "1h", "agent": "bot"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{g}");
+    let (s, a) = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/actions", d.base),
+        &bot,
+        Some(json!({"tool": "bash", "detail": "cat notes"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{a}");
+    let grant = format!("grant:{}", g["id"].as_str().unwrap());
+    assert_eq!(a["decided_by"], grant.as_str(), "{a}");
+    let granted = a["id"].as_str().unwrap();
+    let (s, r) = get(
+        &http,
+        format!("{}/v1/actions/{granted}/receipt", d.base),
+        &bot,
+    )
+    .await;
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["claims"]["decided_by"], grant.as_str());
+    assert_eq!(r["claims"]["deciders"], json!([]));
 
     // One byte changed anywhere (header, claims, signature): refused.
     let bytes = receipt.as_bytes();

@@ -206,7 +206,7 @@ async fn three_uses_allow_exactly_three(bases: &[String], admin: &str) {
         match a["status"].as_str().unwrap() {
             "approved" => {
                 approved += 1;
-                assert_eq!(a["decided_by"], "policy", "{a}");
+                assert_eq!(a["decided_by"], format!("grant:{gid}"), "{a}");
                 assert!(
                     a["decision"]["reason"].as_str().unwrap().contains(&gid),
                     "{a}"

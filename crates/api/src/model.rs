@@ -197,7 +197,9 @@ pub struct Action {
     /// When it was decided (by policy or a human).
     #[serde(serialize_with = "crate::rfc3339::option")]
     pub decided_at: Option<DateTime<Utc>>,
-    /// Who decided: `policy`, `key:<id>` of an operator, `grant:<id>`, `deadline`.
+    /// Who decided: `policy` (the profile, when it was asked), `grant:<id>`
+    /// (a standing grant when it was asked, or one made for it while it
+    /// waited), `key:<id>` of an operator, `deadline`.
     pub decided_by: Option<String>,
     /// When a pending action expires.
     #[serde(serialize_with = "crate::rfc3339::option")]

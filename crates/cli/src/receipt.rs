@@ -117,7 +117,15 @@ async fn verify(a: VerifyArgs) -> Exit {
     };
     match verifier.verify(&receipt) {
         Ok(claims) => {
-            let human = claims.human_allowed();
+            // Refused: nothing on stdout a script could read as "valid".
+            if a.require_human && !claims.human_allowed() {
+                eprintln!(
+                    "actiongate: the signature is valid, but no human allowed this action ({} by {})",
+                    claims.outcome,
+                    claims.decided_by.as_deref().unwrap_or("-")
+                );
+                return Exit::Denied;
+            }
             if a.common.json {
                 println!("{}", serde_json::to_value(&claims).unwrap_or_default());
             } else {
@@ -134,10 +142,6 @@ async fn verify(a: VerifyArgs) -> Exit {
                     },
                     claims.decided_at.as_deref().unwrap_or("-"),
                 );
-            }
-            if a.require_human && !human {
-                eprintln!("actiongate: no human allowed this action");
-                return Exit::Denied;
             }
             Exit::Ok
         }

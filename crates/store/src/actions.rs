@@ -283,6 +283,7 @@ where
 /// The action `new` is once stored at `created`, in its initial state.
 pub(crate) fn stored_action(new: NewAction, created: DateTime<Utc>) -> Action {
     let (status, decided, deadline) = initial_state(&new);
+    let decided_by = decided.then(|| crate::create::decided_at_creation(&new.decision));
     let h = new.handler;
     let mut action = Action {
         id: new.id,
@@ -295,7 +296,7 @@ pub(crate) fn stored_action(new: NewAction, created: DateTime<Utc>) -> Action {
         decision: new.decision,
         created_at: created,
         decided_at: decided.then_some(created),
-        decided_by: decided.then(|| "policy".to_owned()),
+        decided_by,
         deadline,
         outcome: None,
         decision_note: None,
@@ -394,7 +395,7 @@ pub(crate) async fn insert_on(
     .bind(rule)
     .bind(to_ms(created))
     .bind(decided.then(|| to_ms(created)))
-    .bind(decided.then_some("policy"))
+    .bind(decided.then(|| crate::create::decided_at_creation(&new.decision)))
     .bind(deadline.map(to_ms))
     .bind(decided.then(|| to_ms(created)))
     .bind(&new.idempotency_key)

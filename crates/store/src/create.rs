@@ -16,7 +16,8 @@ use tokio::sync::oneshot;
 use crate::actions::{NewAction, claim_of, created_events};
 use crate::error::StoreError;
 use crate::time::{from_ms, now, to_ms};
-use actiongate_api::model::{Action, Event};
+use actiongate_api::model::{Action, Decision, Event};
+use serde_json::Value;
 
 /// Where the caller of a [`CreateJob`] receives its answer: the job itself,
 /// so that what the caller's thread allocated is freed there too.
@@ -281,6 +282,20 @@ impl CreateJob {
             .find(|ev| ev.kind.starts_with("action."))
             .cloned();
         (self.action, rendered)
+    }
+}
+
+/// Who settled a new action the moment it was asked: the grant that
+/// allowed it (`grant:<id>`), else the policy. A receipt names the grant,
+/// which a human made, instead of the profile.
+pub(crate) fn decided_at_creation(decision: &Decision) -> String {
+    let rule = decision.rule.as_ref();
+    match (
+        rule.and_then(|r| r.get("kind")).and_then(Value::as_str),
+        rule.and_then(|r| r.get("id")).and_then(Value::as_str),
+    ) {
+        (Some("grant"), Some(id)) => format!("grant:{id}"),
+        _ => "policy".to_owned(),
     }
 }
 

@@ -197,18 +197,24 @@ async fn on_event(c: &Arc<Connectors>, ev: &Event) {
         }
         "action.approved" | "action.denied" | "action.expired" | "action.cancelled" => {
             let Some(id) = &ev.action_id else { return };
-            // Allowed by policy: never pending, so never posted (the hot
-            // path of an allowed request costs no read here).
+            // Settled when asked (by the policy, or a standing grant):
+            // never pending, so never posted (the hot path of an allowed
+            // request costs no read here).
             #[derive(serde::Deserialize)]
             struct By<'a> {
                 #[serde(borrow)]
                 decided_by: Option<&'a str>,
+                #[serde(borrow)]
+                created_at: Option<&'a str>,
+                #[serde(borrow)]
+                decided_at: Option<&'a str>,
             }
-            if ev
-                .data
-                .parse::<By>()
-                .is_ok_and(|b| b.decided_by == Some("policy"))
-            {
+            if ev.data.parse::<By>().is_ok_and(|b| {
+                b.decided_by == Some("policy")
+                    || (b.decided_by.is_some_and(|d| d.starts_with("grant:"))
+                        && b.decided_at.is_some()
+                        && b.decided_at == b.created_at)
+            }) {
                 return;
             }
             let chats = match c.gate.connector_open_chats(id).await {

@@ -263,18 +263,22 @@ fn minutes_text(m: f64) -> String {
     }
 }
 
-/// Why an action ended as it did: the human's note, or the policy's reason.
+/// Why an action ended as it did: the human's note, or the policy's reason
+/// (also when a standing grant allowed it as it was asked), or the grant
+/// made for it.
 fn reason_of(a: &Action) -> String {
-    a.decision_note
-        .clone()
-        .filter(|n| !n.trim().is_empty())
-        .unwrap_or_else(|| {
-            if a.decided_by.as_deref().is_some_and(|b| b != "policy") {
-                "no reason given".to_owned()
-            } else {
-                a.decision.reason.clone()
-            }
-        })
+    if let Some(note) = a.decision_note.clone().filter(|n| !n.trim().is_empty()) {
+        return note;
+    }
+    match a.decided_by.as_deref() {
+        None | Some("policy") => a.decision.reason.clone(),
+        // Settled as it was asked (by a standing grant): the decision says why.
+        Some(_) if a.decided_at == Some(a.created_at) => a.decision.reason.clone(),
+        Some(by) => match by.strip_prefix("grant:") {
+            Some(id) => format!("allowed by grant {id}"),
+            None => "no reason given".to_owned(),
+        },
+    }
 }
 
 fn action_json(a: &Action) -> Value {
