@@ -223,12 +223,71 @@ pub(crate) fn settled_by_one(decided: &TeamDecided) -> Result<(), StoreError> {
     }
 }
 
+/// `d` with the earlier approvals of `current` that no longer count as
+/// read now added to its lapsed ones: `gone` tells whether an approval's
+/// identity is still a person's and, for a key, the key not revoked. The
+/// gate worked out the lapsed approvals before this transaction; a key
+/// revoked or a person removed since then is seen here, under the lock,
+/// so an approval answered after the revocation never counts it.
+pub(crate) fn with_gone(d: &TeamDecision, gone: Vec<String>) -> TeamDecision {
+    let mut d = d.clone();
+    d.lapsed.extend(gone);
+    d
+}
+
+/// The identities of `current`'s earlier approvals an approval `d` should
+/// still look at (not already lapsed).
+pub(crate) fn to_recheck<'a>(current: &'a Action, d: &TeamDecision) -> Vec<&'a str> {
+    if !d.approve {
+        return Vec::new();
+    }
+    current
+        .team
+        .approvals
+        .iter()
+        .map(|a| a.by.as_str())
+        .filter(|by| !d.lapsed.iter().any(|l| l == by))
+        .collect()
+}
+
+/// Of `identities`, those that are no longer a person's (only people's
+/// approvals count toward a quorum), or name a revoked key (SQLite: read
+/// on the one writer connection, so nothing commits in between).
+async fn gone_on(
+    conn: &mut SqliteConnection,
+    identities: &[&str],
+) -> Result<Vec<String>, StoreError> {
+    let mut gone = Vec::new();
+    for by in identities {
+        let live: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM person_identities WHERE identity = ?1) \
+             AND NOT EXISTS (SELECT 1 FROM api_keys WHERE substr(?1, 1, 4) = 'key:' \
+             AND id = substr(?1, 5) AND revoked_at IS NOT NULL)",
+        )
+        .bind(*by)
+        .fetch_one(&mut *conn)
+        .await?;
+        if !live {
+            gone.push((*by).to_owned());
+        }
+    }
+    Ok(gone)
+}
+
 pub(crate) async fn decide_on(
     conn: &mut SqliteConnection,
     id: &str,
     d: &TeamDecision,
 ) -> Result<(TeamDecided, NewEvent), StoreError> {
     let current = get_on(conn, id).await?.ok_or(StoreError::NotFound)?;
+    let gone = gone_on(conn, &to_recheck(&current, d)).await?;
+    let rechecked;
+    let d = if gone.is_empty() {
+        d
+    } else {
+        rechecked = with_gone(d, gone);
+        &rechecked
+    };
     let same_person: Vec<String> = sqlx::query_scalar(
         "SELECT identity FROM person_identities WHERE person_id = \
          (SELECT person_id FROM person_identities WHERE identity = ?)",

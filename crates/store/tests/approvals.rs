@@ -42,10 +42,27 @@ fn approval(who: &str, required: u32) -> TeamDecision {
     }
 }
 
+/// Makes each of `names` a person whose key is `key_<name>`'s identity
+/// `key:<name>` (as [`approval`] gives it): only people's approvals count
+/// toward a quorum.
+async fn people(store: &Store, names: &[&str]) {
+    for name in names {
+        let person = NewPerson {
+            id: format!("per_{name}"),
+            name: (*name).to_owned(),
+            groups: vec![],
+            keys: vec![(*name).to_owned()],
+            chat: ChatIds::default(),
+        };
+        store.put_person(person, true).await.unwrap();
+    }
+}
+
 async fn a_quorum_settles_on_the_last_approval_and_refuses_a_repeat(kind: Kind) {
     let Some((store, _dir)) = open(kind).await else {
         return;
     };
+    people(&store, &["ann", "bob", "cat"]).await;
     let (a, _) = store.insert_action(asked("a", "prod")).await.unwrap();
     let one = store.team_decide(&a.id, approval("ann", 2)).await.unwrap();
     assert!(!one.settled);
@@ -150,6 +167,46 @@ async fn a_quorum_settles_on_the_last_approval_and_refuses_a_repeat(kind: Kind) 
     assert!(store.escalate(&c.id).await.unwrap().is_none());
 }
 
+/// An earlier approval whose key was revoked, or whose person was
+/// removed, after the gate worked out which approvals still count (so not
+/// in `lapsed`) is dropped in the decision's own transaction: the next
+/// approval does not settle the action with it.
+async fn an_approval_revoked_meanwhile_is_not_counted(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
+    people(&store, &["fay", "bob", "cat", "dan"]).await;
+    let operator = |id: &str| NewKey {
+        id: id.to_owned(),
+        name: id.to_owned(),
+        role: Role::Operator,
+        agent: None,
+        hash: format!("hash-{id}"),
+    };
+    store.create_key(operator("fay")).await.unwrap();
+    let (a, _) = store.insert_action(asked("a", "prod 1")).await.unwrap();
+    let one = store.team_decide(&a.id, approval("fay", 2)).await.unwrap();
+    assert!(!one.settled);
+    store.revoke_key("fay").await.unwrap();
+    let two = store.team_decide(&a.id, approval("bob", 2)).await.unwrap();
+    assert!(!two.settled, "counted a revoked key's approval");
+    assert_eq!(two.action.team.approvals.len(), 1);
+    assert_eq!(two.action.team.approvals[0].who, "bob");
+    // A person removed: the same.
+    let (b, _) = store.insert_action(asked("a", "prod 2")).await.unwrap();
+    store.team_decide(&b.id, approval("cat", 2)).await.unwrap();
+    store.delete_person("per_cat").await.unwrap();
+    let two = store.team_decide(&b.id, approval("dan", 2)).await.unwrap();
+    assert!(!two.settled, "counted a removed person's approval");
+    assert_eq!(two.action.team.approvals.len(), 1);
+    // A denial is not held up by what no longer counts.
+    let no = TeamDecision {
+        approve: false,
+        ..approval("bob", 2)
+    };
+    assert!(store.team_decide(&b.id, no).await.unwrap().settled);
+}
+
 async fn people_own_their_identities(kind: Kind) {
     let Some((store, _dir)) = open(kind).await else {
         return;
@@ -223,6 +280,7 @@ async fn pending_ids_are_listed_oldest_first_in_pages(kind: Kind) {
 crate::conformance!(
     a_quorum_settles_on_the_last_approval_and_refuses_a_repeat,
     people_own_their_identities,
+    an_approval_revoked_meanwhile_is_not_counted,
     pending_ids_are_listed_oldest_first_in_pages,
 );
 
@@ -239,6 +297,7 @@ async fn approvals_racing_on_three_nodes_count_once_and_settle_once() {
         open_node(&url).await,
         open_node(&url).await,
     ];
+    people(&nodes[0], &["p0", "p1", "p2"]).await;
     let mut ids = Vec::new();
     for i in 0..20 {
         let (a, _) = nodes[0]

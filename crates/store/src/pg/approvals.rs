@@ -6,7 +6,9 @@ use serde_json::Value;
 use sqlx::PgConnection;
 
 use crate::actions::{action_columns, event_for, from_row};
-use crate::approvals::{TeamDecided, TeamDecision, escalation, plan, team_text, without_lapsed};
+use crate::approvals::{
+    TeamDecided, TeamDecision, escalation, plan, team_text, to_recheck, with_gone, without_lapsed,
+};
 use crate::error::StoreError;
 use crate::events::NewEvent;
 use crate::pg::Postgres;
@@ -26,6 +28,35 @@ async fn locked(conn: &mut PgConnection, id: &str) -> Result<Option<Action>, Sto
     row.as_ref().map(from_row).transpose()
 }
 
+/// Of `identities`, those that are no longer a person's (only people's
+/// approvals count toward a quorum), or name a revoked key. The rows read are share-locked: a revocation or a
+/// removal in flight is waited for and then seen, and one that comes
+/// later waits for this decision's commit.
+async fn gone_on(conn: &mut PgConnection, identities: &[&str]) -> Result<Vec<String>, StoreError> {
+    let mut gone = Vec::new();
+    for by in identities {
+        let person: Option<i32> =
+            sqlx::query_scalar("SELECT 1 FROM person_identities WHERE identity = $1 FOR SHARE")
+                .bind(*by)
+                .fetch_optional(&mut *conn)
+                .await?;
+        let revoked = match by.strip_prefix("key:") {
+            None => false,
+            Some(key) => sqlx::query_scalar::<_, bool>(
+                "SELECT revoked_at IS NOT NULL FROM api_keys WHERE id = $1 FOR SHARE",
+            )
+            .bind(key)
+            .fetch_optional(&mut *conn)
+            .await?
+            .unwrap_or(false),
+        };
+        if person.is_none() || revoked {
+            gone.push((*by).to_owned());
+        }
+    }
+    Ok(gone)
+}
+
 /// One person's decision on pending action `id`, planned from its row as
 /// locked: what it did, and its event (not yet written).
 pub(crate) async fn decide_on(
@@ -34,6 +65,14 @@ pub(crate) async fn decide_on(
     d: &TeamDecision,
 ) -> Result<(TeamDecided, NewEvent), StoreError> {
     let current = locked(conn, id).await?.ok_or(StoreError::NotFound)?;
+    let gone = gone_on(conn, &to_recheck(&current, d)).await?;
+    let rechecked;
+    let d = if gone.is_empty() {
+        d
+    } else {
+        rechecked = with_gone(d, gone);
+        &rechecked
+    };
     let same_person: Vec<String> = sqlx::query_scalar(
         "SELECT identity FROM person_identities WHERE person_id = \
          (SELECT person_id FROM person_identities WHERE identity = $1)",
