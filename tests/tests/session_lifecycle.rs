@@ -146,6 +146,13 @@ async fn ending_a_session_revokes_its_grants_with_grant_revoked_events() {
     )
     .await;
     assert_eq!(s, 200, "{ended}");
+    // Who ended it: the agent's key.
+    assert!(
+        ended["ended_by"]
+            .as_str()
+            .is_some_and(|b| b.starts_with("key:")),
+        "{ended}"
+    );
     assert_eq!(revoked_events(&d.base, &operator, &grant).await, 1);
     let (s, g) = call(
         &client(),
@@ -196,6 +203,7 @@ async fn a_session_idle_for_the_configured_timeout_ends_and_its_grants_are_revok
     .await;
     assert_eq!(s, 200, "{session}");
     assert_eq!(session["status"], "ended", "{session}");
+    assert_eq!(session["ended_by"], "idle", "{session}");
     // The step's grant is gone: the same read asks again.
     assert_eq!(
         request(&d.base, &agent, "fetch", "https://example.net", "idle").await["status"],

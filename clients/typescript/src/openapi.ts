@@ -943,7 +943,11 @@ export interface components {
              * @description When it was decided (by policy or a human).
              */
             decided_at?: string | null;
-            /** @description Who decided: `policy`, `key:<id>` of an operator, `grant:<id>`, `deadline`. */
+            /**
+             * @description Who decided: `policy` (the profile, when it was asked), `grant:<id>`
+             *     (a standing grant when it was asked, or one made for it while it
+             *     waited), `key:<id>` of an operator, `deadline`.
+             */
             decided_by?: string | null;
             /** @description The policy's answer. */
             decision: components["schemas"]["Decision"];
@@ -2122,6 +2126,11 @@ export interface components {
              * @description When it ended.
              */
             ended_at?: string | null;
+            /**
+             * @description Who ended it: `idle` (not seen for `sessions.idle_timeout`), or the
+             *     identity of the key that ended it (`key:<id>`).
+             */
+            ended_by?: string | null;
             /**
              * Format: date-time
              * @description When its first action (or plan) came.

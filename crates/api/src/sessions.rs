@@ -26,6 +26,10 @@ pub struct Session {
     /// When it ended.
     #[serde(serialize_with = "crate::rfc3339::option")]
     pub ended_at: Option<DateTime<Utc>>,
+    /// Who ended it: `idle` (not seen for `sessions.idle_timeout`), or the
+    /// identity of the key that ended it (`key:<id>`).
+    #[serde(default)]
+    pub ended_by: Option<String>,
     /// The action that tainted it (read untrusted content), if any.
     pub tainted_by: Option<String>,
     /// That action's action string.

@@ -21,7 +21,8 @@ use actiongate_api::sessions::{Plan, PlanStep, Session};
 /// The session columns, for `concat!`.
 macro_rules! session_columns {
     () => {
-        "id, agent, runtime, first_seen, last_seen, ended_at, tainted_by, taint_action, tainted_at"
+        "id, agent, runtime, first_seen, last_seen, ended_at, ended_by, tainted_by, taint_action, \
+         tainted_at"
     };
 }
 pub(crate) use session_columns;
@@ -108,6 +109,11 @@ pub(crate) fn session_from_row(
         last_seen,
         status: if ended { "ended" } else { "active" }.to_owned(),
         ended_at: ended_at.or(ended.then_some(last_seen)),
+        // Idle past the timeout, not yet swept: ended by being idle.
+        ended_by: match row.try_get::<Option<String>>("ended_by")? {
+            Some(by) => Some(by),
+            None => ended.then(|| "idle".to_owned()),
+        },
         tainted_by: row.try_get("tainted_by")?,
         taint_action: row.try_get("taint_action")?,
         tainted_at: opt_from_ms(row.try_get("tainted_at")?),
