@@ -133,7 +133,7 @@ pub struct GrantsArgs {
     /// Connection and output.
     #[command(flatten)]
     pub common: Common,
-    /// Also list revoked and expired grants.
+    /// Also list revoked, expired and used-up grants.
     #[arg(long)]
     pub all: bool,
     /// Only grants for this agent.

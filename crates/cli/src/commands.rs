@@ -219,7 +219,21 @@ pub async fn approve(args: ApproveArgs) -> Exit {
                 &format!("/v1/actions/{}/approve", path_segment(&args.id)),
                 &body,
             )
-            .await?;
+            .await
+            .map_err(|e| match e {
+                // Refused because another approver edited it: say how to
+                // approve what will run.
+                ClientError::Api(mut p)
+                    if p.status == 409 && !args.edited && p.detail.contains(" edited this action") =>
+                {
+                    p.detail.push_str(&format!(
+                        " (`actiongate show {0}` shows the edit; `actiongate approve {0} --edited` approves it)",
+                        args.id
+                    ));
+                    ClientError::Api(p)
+                }
+                other => other,
+            })?;
         let exit = decided(&args.common, &action);
         if !args.common.json
             && let Some(expires) = &args.remember

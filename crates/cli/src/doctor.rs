@@ -79,7 +79,7 @@ async fn check_key(url: &str, key_file: &Path) -> Result<(), String> {
     {
         Ok(_) => Ok(()),
         Err(ClientError::Api(p)) if p.status == 401 => Err(format!(
-            "the daemon does not know the key in {} (revoked?): run `actiongate setup` again after deleting it",
+            "the daemon does not know the key in {} (revoked?): run `actiongate setup` again: it replaces the key",
             key_file.display()
         )),
         Err(ClientError::Api(p)) if p.status == 403 => Err(format!(

@@ -187,6 +187,18 @@ pub fn decided_by(action: &Value) -> String {
     }
 }
 
+/// The action string of what runs: after an edit before approving, the
+/// edited one.
+fn what_runs(action: &Value) -> String {
+    if let Some(edited) = action.get("approved_action_string").and_then(Value::as_str) {
+        return edited.to_owned();
+    }
+    match action.get("approved_detail").and_then(Value::as_str) {
+        Some(detail) => format!("tool:{}:{detail}", s(action, "tool")),
+        None => s(action, "action_string").to_owned(),
+    }
+}
+
 /// `id status: tool:x:detail — why` on one line: the human's note, the
 /// policy's reason, or who decided.
 pub fn action_line(action: &Value) -> String {
@@ -194,7 +206,7 @@ pub fn action_line(action: &Value) -> String {
         "{} {}: {}",
         s(action, "id"),
         s(action, "status"),
-        clip(s(action, "action_string"), 200)
+        clip(&what_runs(action), 200)
     );
     let by = action.get("decided_by").and_then(Value::as_str);
     if let Some(note) = action.get("decision_note").and_then(Value::as_str) {
@@ -347,6 +359,24 @@ mod tests {
         let plain = json!({"id": "a2", "status": "pending", "action_string": "tool:bash:ls",
             "decision": {"result": "ask", "reason": "r"}});
         assert!(!action_details(&plain).contains("edited"));
+    }
+
+    /// The line `approve` prints names what runs: after an edit, the
+    /// edited call, not the one asked.
+    #[test]
+    fn an_action_line_names_what_an_edit_runs() {
+        let a = json!({"id": "a1", "status": "approved", "tool": "deploy",
+            "action_string": "tool:deploy:prod eu v2", "edited": true,
+            "approved_detail": "prod eu v3", "decided_by": "key:k1"});
+        assert!(
+            action_line(&a).starts_with("a1 approved: tool:deploy:prod eu v3 — "),
+            "{}",
+            action_line(&a)
+        );
+        let h = json!({"id": "a2", "status": "approved", "tool": "fs",
+            "action_string": "handler:fs:write /a", "edited": true,
+            "approved_action_string": "handler:fs:write /b", "decided_by": "key:k1"});
+        assert!(action_line(&h).starts_with("a2 approved: handler:fs:write /b"));
     }
 
     #[test]

@@ -69,8 +69,15 @@ pub fn event_line(seq: &str, kind: &str, ev: &Value) -> String {
         }
         w
     } else if let Some(grant_id) = ev.get("grant_id").and_then(Value::as_str) {
+        // The agent column as for actions: the grant's agent, `*` for all.
+        let agent = [ev.get("agent"), data.get("agent")]
+            .into_iter()
+            .flatten()
+            .find_map(Value::as_str)
+            .unwrap_or("*");
         format!(
-            "{grant_id} {}",
+            "{grant_id} {} {}",
+            clip(agent, 30),
             clip(&super::output::grant_target(data), 120)
         )
     } else {
@@ -253,5 +260,16 @@ mod tests {
             event_line("8", "action.undecided", &run),
             "2026-11-22T10:00:01Z       8 action.undecided   coder tool:bash:make ship (session s1)"
         );
+        // A grant's line has the agent column too: its agent, or `*`.
+        let grant = |agent: Value| {
+            json!({"seq": 9, "type": "grant.created", "at": "2026-11-22T10:00:02Z",
+                "grant_id": "grt_1", "data": {"agent": agent, "handler": "fs",
+                "permission": "fs.write", "scope": {"path": "www/*"}}})
+        };
+        assert_eq!(
+            event_line("9", "grant.created", &grant(json!("coder"))),
+            "2026-11-22T10:00:02Z       9 grant.created      grt_1 coder fs/fs.write {\"path\":\"www/*\"}"
+        );
+        assert!(event_line("9", "grant.created", &grant(Value::Null)).contains("grt_1 * fs/"));
     }
 }

@@ -212,13 +212,19 @@ impl Gate {
 
     /// One grant.
     pub async fn get_grant(&self, id: &str) -> GateResult<GrantRecord> {
-        Ok(self.store().get_grant(id).await?)
+        self.store()
+            .get_grant(id)
+            .await
+            .map_err(|e| no_grant(e, id))
     }
 
     /// Revokes a grant; revoking again answers the revoked grant.
     pub async fn revoke_grant(&self, caller: &Caller, id: &str) -> GateResult<GrantRecord> {
         caller.require(actiongate_store::Role::Operator)?;
-        Ok(self.store().revoke_grant(id).await?)
+        self.store()
+            .revoke_grant(id)
+            .await
+            .map_err(|e| no_grant(e, id))
     }
 
     /// Whether the calling agent holds `check`'s permission for its scope
@@ -257,5 +263,13 @@ impl Gate {
                 expires_at: g.expires_at,
             }),
         })
+    }
+}
+
+/// A missing grant, named.
+fn no_grant(e: actiongate_store::StoreError, id: &str) -> GateError {
+    match e {
+        actiongate_store::StoreError::NotFound => GateError::not_found(format!("no grant '{id}'")),
+        other => other.into(),
     }
 }

@@ -108,7 +108,7 @@ pub enum KeysCommand {
         #[arg(long, value_parser = parse_role)]
         role: Role,
         /// The agent the key acts as (required for agent keys).
-        #[arg(long)]
+        #[arg(long, required_if_eq("role", "agent"))]
         agent: Option<String>,
         /// A name to recognise the key by.
         #[arg(long)]

@@ -330,7 +330,9 @@ pub const BODY_LATE: &str = "the request body did not arrive in time";
 async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     Bytes::from_request(req, state).await.map_err(|rej| {
         if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large("the body exceeds the size limit")
+            ApiError::too_large(
+                "the body exceeds the size limit (`http.body_limit_bytes`, 1 MiB unless configured)",
+            )
         } else if rej.body_text().contains(BODY_LATE) {
             ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,

@@ -27,12 +27,24 @@ pub fn router() -> Router<AppState> {
 #[into_params(parameter_in = Query)]
 pub struct AuditQuery {
     /// Start at the first event written at or after this time (RFC 3339).
+    #[serde(default, deserialize_with = "time_query")]
     pub since: Option<DateTime<Utc>>,
     /// Stop before the first event written at or after this time (RFC 3339).
+    #[serde(default, deserialize_with = "time_query")]
     pub until: Option<DateTime<Utc>>,
     /// `jsonl` (the only format, and the default).
     #[param(pattern = "^jsonl$")]
     pub format: Option<String>,
+}
+
+/// A query's time, with an error that says what is expected.
+fn time_query<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+    let text = String::deserialize(d)?;
+    DateTime::parse_from_rfc3339(&text)
+        .map(|t| Some(t.with_timezone(&Utc)))
+        .map_err(|_| {
+            serde::de::Error::custom("an RFC 3339 time such as 2026-01-31T09:00:00Z is expected")
+        })
 }
 
 /// Export the event log as hash-chained JSON lines (operators).
