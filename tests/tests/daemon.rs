@@ -331,7 +331,7 @@ fn keys_commands_work_against_the_data_dir() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("agent"), "{err}");
+    assert!(err.contains("pass --agent NAME"), "{err}");
     let out = cli(dir.path(), &["keys", "create", "--role", "root"]);
     assert!(!out.status.success());
 

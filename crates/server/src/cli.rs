@@ -108,7 +108,7 @@ pub enum KeysCommand {
         #[arg(long, value_parser = parse_role)]
         role: Role,
         /// The agent the key acts as (required for agent keys).
-        #[arg(long, required_if_eq("role", "agent"))]
+        #[arg(long)]
         agent: Option<String>,
         /// A name to recognise the key by.
         #[arg(long)]
@@ -443,6 +443,9 @@ async fn keys_on(gate: &actiongate_gate::Gate, cmd: KeysCommand) -> anyhow::Resu
             name,
             json,
         } => {
+            if role == Role::Agent && agent.is_none() {
+                anyhow::bail!("an agent key needs the agent it acts as: pass --agent NAME");
+            }
             let issued = gate
                 .create_key(&local, role, agent, name)
                 .await

@@ -261,6 +261,7 @@ async fn grants_are_made_listed_and_revoked() {
     assert!(r.stdout.contains("revoked"), "{}", r.stdout);
     let r = ag(&app, &op, &["revoke", "grt_nope"]).await;
     assert_eq!(r.code, 5);
+    assert!(r.stderr.contains("no grant 'grt_nope'"), "{}", r.stderr);
     app.stop().await;
 }
 

@@ -1079,6 +1079,24 @@ async fn audit_export_verifies_and_names_the_first_tampered_line() {
         )
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    // A time that is not RFC 3339: the field, and the form expected.
+    let (status, body) = app
+        .call(
+            Method::GET,
+            "/v1/audit?since=yesterday",
+            Some(&app.operator),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(body["errors"][0]["field"], "since", "{body}");
+    assert!(
+        body["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("RFC 3339"),
+        "{body}"
+    );
     app.stop().await;
 }
 
