@@ -228,7 +228,7 @@ pub enum ProfileError {
     },
     /// The profile holds more than [`MAX_PATTERNS`] patterns in all its
     /// lists together.
-    #[error("{count} patterns in all its lists; a profile holds at most {max}")]
+    #[error("{count} patterns in all lists, default taints and guarded included; at most {max}")]
     TooManyPatterns {
         /// The longest list, which an error names.
         list: &'static str,
