@@ -202,6 +202,10 @@ pub fn main() -> std::process::ExitCode {
             {
                 a.admin_key_file = dir.join("admin.key");
             }
+            // The service `--service` writes runs on the data dir named.
+            if a.service_data_dir.is_none() {
+                a.service_data_dir.clone_from(&cli.data_dir);
+            }
             let cmd = actiongate_cli::ClientCommand::Setup(a);
             return runtime.block_on(actiongate_cli::run(cmd));
         }

@@ -52,7 +52,14 @@ async fn setup_merges_without_losing_entries_and_the_installed_hook_answers() {
     let r = run_in(
         home.path(),
         &app.base,
-        &["setup", "claude-code", "--user", "--dry-run"],
+        &[
+            "setup",
+            "claude-code",
+            "--user",
+            "--dry-run",
+            "--admin-key",
+            &app.admin,
+        ],
     )
     .await;
     assert_eq!(r.code, 0, "{r:?}");
@@ -242,6 +249,78 @@ async fn setup_without_a_daemon_writes_a_service_only_when_asked() {
     assert!(r.stdout.contains("systemctl --user daemon-reload"), "{r:?}");
     // No hook was written before a key could be made.
     assert!(!home.path().join(".gemini/settings.json").exists());
+    // The next step names where the service keeps its admin key.
+    let default_data = home.path().join(".local/share/actiongate");
+    assert!(
+        r.stdout
+            .contains(&default_data.join("admin.key").display().to_string()),
+        "{r:?}"
+    );
+    // Its dry run shows the unit and stops where the real run does: no
+    // hook config is shown as if it would be written.
+    let r = run_in(
+        home.path(),
+        &down,
+        &[
+            "setup",
+            "gemini",
+            "--url",
+            &down,
+            "--service",
+            "systemd",
+            "--dry-run",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 6, "{r:?}");
+    assert!(!r.stdout.contains("settings.json"), "{r:?}");
+    // `--data-dir` names the service's data dir.
+    let other = home.path().join("gate-data");
+    let r = run_in(
+        home.path(),
+        &down,
+        &[
+            "--data-dir",
+            other.to_str().unwrap(),
+            "setup",
+            "gemini",
+            "--url",
+            &down,
+            "--service",
+            "systemd",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 6, "{r:?}");
+    let unit = std::fs::read_to_string(home.path().join(".config/systemd/user/actiongate.service"))
+        .unwrap();
+    assert!(unit.contains(other.to_str().unwrap()), "{unit}");
+}
+
+/// Run again once the daemon is up, setup finds the admin key in the
+/// service's data dir; with no admin key anywhere, its dry run fails as
+/// the real run does.
+#[tokio::test]
+async fn setup_finds_the_services_admin_key_and_a_dry_run_needs_one_too() {
+    let app = TestApp::spawn().await;
+    let home = tempfile::tempdir().unwrap();
+    let bare = ["setup", "gemini", "--url", app.base.as_str()];
+    for extra in [&[][..], &["--dry-run"][..]] {
+        let args: Vec<&str> = bare.iter().chain(extra).copied().collect();
+        let r = run_in(home.path(), &app.base, &args).await;
+        assert_eq!(r.code, 2, "{extra:?}: {r:?}");
+        assert!(r.stderr.contains("an admin key is needed"), "{r:?}");
+    }
+    let service_data = app.dir.path().to_str().unwrap();
+    let args: Vec<&str> = bare
+        .iter()
+        .copied()
+        .chain(["--service-data-dir", service_data])
+        .collect();
+    let r = run_in(home.path(), &app.base, &args).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(home.path().join(".gemini/settings.json").exists());
+    app.stop().await;
 }
 
 /// Runs `script` as the agent under `actiongate wrap --shell /bin/sh

@@ -196,7 +196,6 @@ async fn setup(a: SetupArgs) -> Result<Exit, String> {
         .clone()
         .unwrap_or_else(|| home.join(format!(".config/actiongate/{agent}.key")));
     let exe = std::env::current_exe().map_err(|e| format!("cannot find actiongate: {e}"))?;
-    let mut exit = Exit::Ok;
     // Where the hook goes, known before anything is made: a runtime
     // without a user config (Copilot CLI) refuses `--user` here, not after
     // making an agent and its key.
@@ -220,18 +219,18 @@ async fn setup(a: SetupArgs) -> Result<Exit, String> {
             .trim_start_matches("http://")
             .trim_end_matches('/')
             .to_owned();
-        let data = a
-            .service_data_dir
-            .clone()
-            .unwrap_or_else(|| home.join(".local/share/actiongate"));
+        let data = service_data_dir(&a, &home);
         let (path, text, start) = service::unit(service, &home, &exe, &data, &listen);
         write_or_show(&path, &text, a.dry_run, 0o644)?;
         println!("start it with: {start}");
-        if !a.dry_run {
-            println!("then run this setup again to make the key and write the hook");
-            return Ok(Exit::Unreachable);
-        }
-        exit = Exit::Unreachable;
+        // The real run stops here, and so does its dry run: nothing else
+        // is written before the daemon answers.
+        println!(
+            "then run this setup again{} to make the key and write the hook (the admin key is {})",
+            if a.dry_run { " without --dry-run" } else { "" },
+            data.join("admin.key").display()
+        );
+        return Ok(Exit::Unreachable);
     } else {
         println!("daemon: {} answers", a.url);
         // 2. The agent key.
@@ -239,7 +238,7 @@ async fn setup(a: SetupArgs) -> Result<Exit, String> {
     }
     // 3. The runtime's config.
     finish_config(&a, rt, user, &home, &exe, &key_file)?;
-    Ok(exit)
+    Ok(Exit::Ok)
 }
 
 fn finish_config(
@@ -299,11 +298,46 @@ async fn existing_key_usable(a: &SetupArgs, agent: &str, key_file: &Path) -> Res
     }
 }
 
+/// The admin key: given, or read from `--admin-key-file` (the daemon's
+/// `data/admin.key` unless told otherwise); when that default is missing,
+/// from the data dir of the service `--service` writes, so the second run
+/// the first one asks for finds it.
+fn admin_key(a: &SetupArgs) -> Result<String, String> {
+    if let Some(k) = a.admin_key.as_deref().filter(|k| !k.trim().is_empty()) {
+        return Ok(k.trim().to_owned());
+    }
+    let read = |f: &Path| std::fs::read_to_string(f).map(|s| s.trim().to_owned());
+    let first = match read(&a.admin_key_file) {
+        Ok(k) => return Ok(k),
+        Err(e) => e,
+    };
+    if a.admin_key_file == Path::new(DEFAULT_ADMIN_KEY_FILE)
+        && let Ok(k) = read(&service_data_dir(a, &home()?).join("admin.key"))
+    {
+        return Ok(k);
+    }
+    Err(format!(
+        "an admin key is needed to make the agent key: pass --admin-key, \
+         ACTIONGATE_ADMIN_KEY, --admin-key-file or the daemon's --data-dir \
+         (cannot read {}: {first})",
+        a.admin_key_file.display()
+    ))
+}
+
+/// Where the service `--service` writes keeps its data.
+fn service_data_dir(a: &SetupArgs, home: &Path) -> PathBuf {
+    a.service_data_dir
+        .clone()
+        .unwrap_or_else(|| home.join(".local/share/actiongate"))
+}
+
 async fn make_key(a: &SetupArgs, agent: &str, key_file: &Path) -> Result<(), String> {
     if key_file.exists() && existing_key_usable(a, agent, key_file).await? {
         println!("agent key: using {}", key_file.display());
         return Ok(());
     }
+    // Read first, dry run or not: a dry run fails as the real one would.
+    let admin = admin_key(a)?;
     if a.dry_run {
         println!(
             "agent key: would make one for agent `{agent}` (profile `{}` if the agent is new) and store it in {}",
@@ -312,19 +346,6 @@ async fn make_key(a: &SetupArgs, agent: &str, key_file: &Path) -> Result<(), Str
         );
         return Ok(());
     }
-    let admin = match &a.admin_key {
-        Some(k) if !k.trim().is_empty() => k.trim().to_owned(),
-        _ => std::fs::read_to_string(&a.admin_key_file)
-            .map(|s| s.trim().to_owned())
-            .map_err(|e| {
-                format!(
-                    "an admin key is needed to make the agent key: pass --admin-key, \
-                     ACTIONGATE_ADMIN_KEY, --admin-key-file or the daemon's --data-dir \
-                     (cannot read {}: {e})",
-                    a.admin_key_file.display()
-                )
-            })?,
-    };
     let api = Api::new(&Conn {
         url: a.url.clone(),
         key: Some(admin),
