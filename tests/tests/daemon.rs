@@ -222,13 +222,16 @@ fn client_variables_in_the_environment_do_not_stop_the_daemon() {
     assert!(out.status.success(), "{out:?}");
 }
 
-/// A client command given the daemon's storage flags is refused (they
-/// would do nothing: it talks to the daemon at --url), one line, exit 2.
+/// A client command given the daemon's storage flags or its config file
+/// is refused (they would do nothing: it talks to the daemon at --url),
+/// one line, exit 2; ACTIONGATE_CONFIG, which a shell may export for the
+/// daemon, is not.
 #[test]
 fn client_commands_refuse_the_daemons_storage_flags() {
     for flags in [
         vec!["--data-dir", "/nonexistent"],
         vec!["--database-url", "postgres://x@127.0.0.1:1/y"],
+        vec!["--config", "/nonexistent.toml"],
     ] {
         let out = Command::new(binary("actiongate"))
             .args(&flags)
@@ -239,10 +242,17 @@ fn client_commands_refuse_the_daemons_storage_flags() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         assert!(
-            err.contains("--data-dir and --database-url are for"),
+            err.contains("--config, --data-dir and --database-url are for"),
             "{err}"
         );
     }
+    let out = Command::new(binary("actiongate"))
+        .env("ACTIONGATE_CONFIG", "/nonexistent.toml")
+        .args(["pending", "--url", "http://127.0.0.1:1", "--key", "agk_x"])
+        .output()
+        .unwrap();
+    // Unreachable (6), not refused.
+    assert_eq!(out.status.code(), Some(6), "{out:?}");
 }
 
 /// A bad setting stops `serve` before anything is made: no data dir, no

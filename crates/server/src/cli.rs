@@ -15,16 +15,19 @@ use crate::config::{FlagOverrides, LogFormat, Settings};
 #[derive(Debug, Parser)]
 #[command(name = "actiongate", version, about)]
 pub struct Cli {
-    /// Config file (default: config/actiongate.toml when it exists).
+    /// The daemon's config file (default: config/actiongate.toml when it
+    /// exists); for serve, keys, migrate and audit only: the other
+    /// commands talk to a daemon at --url.
     #[arg(long, global = true, env = "ACTIONGATE_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Data directory holding the database (default ./data).
+    /// Data directory holding the database (default ./data); for serve,
+    /// keys, migrate, audit and setup only.
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
     /// Keep everything in this Postgres database instead of the SQLite
     /// file in the data dir (`postgres://user:password@host:port/db`;
     /// setting `storage.database_url`). Daemons given the same URL act as
-    /// one gate.
+    /// one gate. For serve, keys, migrate and audit only.
     #[arg(long, global = true, value_name = "URL")]
     pub database_url: Option<String>,
     /// What to do.
@@ -162,7 +165,17 @@ fn init_logging(settings: &Settings) {
 
 /// Runs the command line; the process exit code.
 pub fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    // Given on the command line (not from ACTIONGATE_CONFIG, which a
+    // shell may export for the daemon): a client command would ignore it.
+    let config_flag = matches!(
+        matches.value_source("config"),
+        Some(clap::parser::ValueSource::CommandLine)
+    );
     // As many runtime workers as CPUs, counted before `serve_settings` may
     // take one for the writer: it moves the threads, not their number.
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -213,11 +226,11 @@ pub fn main() -> std::process::ExitCode {
             // The daemon's storage flags do nothing here: say so rather
             // than let a command seem to act on another data dir or
             // database (it talks to the daemon at --url).
-            if cli.data_dir.is_some() || cli.database_url.is_some() {
+            if cli.data_dir.is_some() || cli.database_url.is_some() || config_flag {
                 crate::log_sink::line(
-                    "actiongate: --data-dir and --database-url are for the daemon's commands \
-                     (serve, keys, migrate, audit) and setup; this command talks to the daemon \
-                     at --url",
+                    "actiongate: --config, --data-dir and --database-url are for the daemon's \
+                     commands (serve, keys, migrate, audit; setup takes --data-dir); this command \
+                     talks to the daemon at --url",
                 );
                 return std::process::ExitCode::from(2);
             }
