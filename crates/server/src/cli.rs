@@ -411,9 +411,16 @@ fn audit_verify(
         .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", file.display()))?;
     match actiongate_gate::audit::verify(std::io::BufReader::new(f), &opts) {
         Ok(v) => {
+            // The chain goes on from the hash before its first line:
+            // genesis (64 zeros, before seq 1), or a pruned event's.
+            let from = if v.start.seq == 0 {
+                "genesis".to_owned()
+            } else {
+                format!("seq {}", v.start.seq)
+            };
             println!(
-                "ok: {} lines; the chain starts at seq {} ({}) and ends at seq {} ({})",
-                v.events, v.start.seq, v.start.hash, v.end.seq, v.end.hash
+                "ok: {} lines; the chain goes on from {from} ({}) and ends at seq {} ({})",
+                v.events, v.start.hash, v.end.seq, v.end.hash
             );
             if opts.key.is_some() {
                 println!(

@@ -1023,6 +1023,10 @@ async fn audit_export_verifies_and_names_the_first_tampered_line() {
     let (ok, out) = verify_file(&path);
     assert!(ok, "{out}");
     assert!(out.contains("ok: 8 lines"), "{out}");
+    assert!(
+        out.contains("the chain goes on from genesis (0000"),
+        "{out}"
+    );
 
     // One byte changed in line 3.
     let mut changed: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
