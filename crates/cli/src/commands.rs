@@ -41,7 +41,7 @@ pub(crate) fn print_json(v: &Value) {
     );
 }
 
-fn scope_map(pairs: Vec<(String, Value)>) -> Result<Map<String, Value>, ClientError> {
+pub(crate) fn scope_map(pairs: Vec<(String, Value)>) -> Result<Map<String, Value>, ClientError> {
     let mut map = Map::new();
     for (k, v) in pairs {
         if map.insert(k.clone(), v).is_some() {
@@ -65,8 +65,23 @@ pub async fn pending(args: PendingArgs) -> Exit {
             print_json(&Value::Array(items));
             return Ok(Exit::Ok);
         }
+        // Grant requests wait for the same humans: say so, not list them.
+        let requests = api
+            .get("/v1/grant-requests?status=pending&limit=500")
+            .await
+            .ok()
+            .and_then(|v| v.as_array().map(Vec::len))
+            .unwrap_or(0);
+        let also = match requests {
+            0 => String::new(),
+            1 => "1 grant request waits too: actiongate grant-requests".to_owned(),
+            n => format!("{n} grant requests wait too: actiongate grant-requests"),
+        };
         if items.is_empty() {
             println!("no pending actions");
+            if !also.is_empty() {
+                println!("{also}");
+            }
             return Ok(Exit::Ok);
         }
         // Where any needs more than one approval, how far each has come.
@@ -94,6 +109,9 @@ pub async fn pending(args: PendingArgs) -> Exit {
         }
         head.push("REASON");
         print!("{}", table(&head, &rows));
+        if !also.is_empty() {
+            println!("{also}");
+        }
         Ok(Exit::Ok)
     })
     .await

@@ -17,6 +17,7 @@
 pub mod args;
 pub mod commands;
 pub mod doctor;
+pub mod grant_requests;
 pub mod hooks;
 pub mod http;
 pub mod mcp;
@@ -112,6 +113,11 @@ pub enum ClientCommand {
     Grant(args::GrantArgs),
     /// List grants (operator key).
     Grants(args::GrantsArgs),
+    /// List the permissions agents asked a human for (operator key).
+    GrantRequests(grant_requests::GrantRequestsArgs),
+    /// Approve or deny a grant request (operator key).
+    #[command(subcommand)]
+    GrantRequest(grant_requests::GrantRequestCommand),
     /// Revoke a grant (operator key).
     Revoke(args::RevokeArgs),
     /// List the people keys and chat identities belong to (admin key).
@@ -165,6 +171,8 @@ pub async fn run(cmd: ClientCommand) -> ExitCode {
         ClientCommand::Reply(a) => commands::reply(a).await,
         ClientCommand::Grant(a) => commands::grant(a).await,
         ClientCommand::Grants(a) => commands::grants(a).await,
+        ClientCommand::GrantRequests(a) => grant_requests::grant_requests(a).await,
+        ClientCommand::GrantRequest(c) => grant_requests::run(c).await,
         ClientCommand::Revoke(a) => commands::revoke(a).await,
         ClientCommand::People(a) => people::people(a).await,
         ClientCommand::Person(c) => people::run(c).await,

@@ -933,3 +933,84 @@ async fn request_and_check_act_in_a_session() {
     assert_eq!(r.code, 4, "{r:?}");
     app.stop().await;
 }
+
+/// Grant requests are listed and decided from the CLI: pending oldest
+/// first, approved narrower than asked (the grant printed), denied with a
+/// reason the agent reads; deciding one twice is a 409 (exit 5).
+#[tokio::test]
+async fn grant_requests_are_listed_approved_and_denied() {
+    let app = TestApp::spawn().await;
+    register_fs(&app).await;
+    let op = app.operator.clone();
+    let ask = |path: &str| {
+        json!({"handler": "fs", "permission": "fs.use", "scope": {"path": path},
+            "reason": "publish the site", "expires": "2h"})
+    };
+    let mut ids = Vec::new();
+    for path in ["/srv/www/*", "/etc/*"] {
+        let (s, r) = app
+            .call(
+                Method::POST,
+                "/v1/grant-requests",
+                Some(&app.agent),
+                Some(ask(path)),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{r}");
+        ids.push(r["id"].as_str().unwrap().to_owned());
+    }
+    let r = ag(&app, &op, &["grant-requests"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let first = r.stdout.find(&ids[0]).expect("first listed");
+    let second = r.stdout.find(&ids[1]).expect("second listed");
+    assert!(first < second, "oldest first: {}", r.stdout);
+    assert!(r.stdout.contains("fs/fs.use"), "{}", r.stdout);
+    // `pending` says they wait.
+    let r = ag(&app, &op, &["pending"]).await;
+    assert!(
+        r.stdout.contains("2 grant requests wait too"),
+        "{}",
+        r.stdout
+    );
+
+    let narrower = [
+        "grant-request",
+        "approve",
+        &ids[0],
+        "--scope",
+        "path=/srv/www/blog/*",
+        "--expires",
+        "1h",
+    ];
+    let r = ag(&app, &op, &narrower).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("approved: grant grt_"), "{}", r.stdout);
+    assert!(r.stdout.contains("/srv/www/blog/*"), "{}", r.stdout);
+    let r = ag(
+        &app,
+        &op,
+        &["grant-request", "deny", &ids[1], "--reason", "not /etc"],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("denied"), "{}", r.stdout);
+    let (_, seen) = app
+        .call(
+            Method::GET,
+            &format!("/v1/grant-requests/{}", ids[1]),
+            Some(&app.agent),
+            None,
+        )
+        .await;
+    assert_eq!(seen["deny_reason"], "not /etc", "{seen}");
+    // Nothing pending now; deciding again is refused.
+    let r = ag(&app, &op, &["grant-requests"]).await;
+    assert!(r.stdout.contains("no grant requests"), "{}", r.stdout);
+    let r = ag(&app, &op, &["grant-request", "deny", &ids[0]]).await;
+    assert_eq!(r.code, 5, "{r:?}");
+    // The agent's key may not decide.
+    let agent = app.agent.clone();
+    let r = ag(&app, &agent, &["grant-request", "approve", &ids[1]]).await;
+    assert_eq!(r.code, 5, "{r:?}");
+    app.stop().await;
+}
