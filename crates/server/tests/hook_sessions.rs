@@ -176,11 +176,13 @@ async fn codex(app: &TestApp, event: &str, call: Option<&str>, command: &str) ->
 }
 
 /// Codex asks twice about a call it runs outside its sandbox: PreToolUse,
-/// then PermissionRequest, which names no call id. The second question is
-/// answered by the first one's action: one call takes one use of a counted
-/// grant, and a second call still takes its own.
+/// then PermissionRequest, which names no call id. What a counted grant
+/// let run inside the sandbox is not let run outside: the second question
+/// is asked anew (unanswered, denied) and takes no use of the grant. One
+/// an operator approved for this very call answers it, asking no human
+/// twice.
 #[tokio::test]
-async fn a_codex_permission_request_takes_no_second_use_of_a_counted_grant() {
+async fn a_codex_permission_request_to_leave_the_sandbox_is_an_operators_to_answer() {
     let app = TestApp::spawn().await;
     app.profile("agent-1", json!("readonly")).await;
     let (status, g) = app
@@ -207,27 +209,78 @@ async fn a_codex_permission_request_takes_no_second_use_of_a_counted_grant() {
             .await;
         g["uses_left"].clone()
     };
-    for (call, left) in [("c1", 1), ("c2", 0)] {
-        assert_eq!(
-            codex(&app, "PreToolUse", Some(call), "make ship").await,
-            "allow"
-        );
-        assert_eq!(
-            codex(&app, "PermissionRequest", None, "make ship").await,
-            "allow"
-        );
-        assert_eq!(uses_left().await, json!(left), "{call}");
-    }
-    // The third call finds no use left: asked, and denied unanswered.
     assert_eq!(
-        codex(&app, "PreToolUse", Some("c3"), "make ship").await,
+        codex(&app, "PreToolUse", Some("c1"), "make ship").await,
+        "allow"
+    );
+    assert_eq!(uses_left().await, json!(1));
+    assert_eq!(
+        codex(&app, "PermissionRequest", None, "make ship").await,
         "deny"
     );
-    // A PermissionRequest for a call no PreToolUse passed is asked.
     assert_eq!(
-        codex(&app, "PermissionRequest", None, "make other").await,
-        "deny"
+        uses_left().await,
+        json!(1),
+        "leaving the sandbox took a use"
     );
+    let asked = all_actions(&app).await;
+    let last = asked.last().unwrap();
+    // Asked, and withdrawn when the hook gave up waiting.
+    assert_eq!(last["decision"]["result"], "ask", "{last}");
+    assert_ne!(last["status"], "approved", "{last}");
+    assert!(
+        last["decision"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("outside its sandbox"),
+        "{last}"
+    );
+
+    // An operator approves the call itself while its PreToolUse waits:
+    // the PermissionRequest that follows is answered by that approval.
+    let pre = {
+        let (base, agent) = (app.base.clone(), app.agent.clone());
+        let mut v = fixture("codex", "allowed");
+        v["session_id"] = json!("s1");
+        v["tool_input"] = json!({"command": "make deploy"});
+        v["tool_use_id"] = json!("c2");
+        tokio::spawn(async move {
+            hook(
+                &base,
+                &agent,
+                "codex",
+                &serde_json::to_vec(&v).unwrap(),
+                "20",
+            )
+            .await
+        })
+    };
+    let id = loop {
+        let pending = all_actions(&app).await;
+        if let Some(a) = pending
+            .iter()
+            .find(|a| a["status"] == "pending" && a["detail"] == "make deploy")
+        {
+            break a["id"].as_str().unwrap().to_owned();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let (status, _) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/approve"),
+            Some(&app.operator),
+            Some(json!({})),
+        )
+        .await;
+    assert!(status.is_success());
+    assert!(pre.await.unwrap().stdout.is_empty(), "PreToolUse allowed");
+    let before = all_actions(&app).await.len();
+    assert_eq!(
+        codex(&app, "PermissionRequest", None, "make deploy").await,
+        "allow"
+    );
+    assert_eq!(all_actions(&app).await.len(), before);
     app.stop().await;
 }
 

@@ -587,11 +587,30 @@ async fn codex_inputs_and_answers_match_the_schemas_codex_ships() {
         assert_eq!(r.code, 0, "{r:?}");
         let out: Value = serde_json::from_str(&r.stdout).unwrap();
         assert!(perm_out.is_valid(&out), "{out}");
-        let want = if name == "allowed" { "allow" } else { "deny" };
+        // Leaving the sandbox is an operator's to allow, even for a call
+        // the policy allowed inside it: unanswered here, denied.
         assert_eq!(
-            out["hookSpecificOutput"]["decision"]["behavior"], want,
+            out["hookSpecificOutput"]["decision"]["behavior"], "deny",
             "{out}"
         );
     }
+    // Approved by an operator: the allow Codex's schema takes.
+    let mut perm = fixture("codex", "allowed");
+    perm["hook_event_name"] = json!("PermissionRequest");
+    perm.as_object_mut().unwrap().remove("tool_use_id");
+    let r = decided(
+        &app,
+        "codex",
+        serde_json::to_vec(&perm).unwrap(),
+        "approve",
+        json!({}),
+    )
+    .await;
+    let out: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|_| panic!("{r:?}"));
+    assert!(perm_out.is_valid(&out), "{out}");
+    assert_eq!(
+        out["hookSpecificOutput"]["decision"]["behavior"], "allow",
+        "{out}"
+    );
     app.stop().await;
 }

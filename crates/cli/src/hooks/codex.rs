@@ -12,10 +12,10 @@
 //!   question is denied.
 //! - `PermissionRequest` (Codex is about to ask its user, for a call its
 //!   `PreToolUse` passed, to run outside the sandbox): its input has no
-//!   `tool_use_id`, so an approved action of the same call (tool, detail,
-//!   session) made in the last 10 minutes answers it, taking no second
-//!   use of a counted grant or plan step; else it is asked as a new
-//!   action. `hookSpecificOutput.decision.behavior` `allow`, or `deny`
+//!   `tool_use_id`, so an operator's approval of the same call (tool,
+//!   detail, session) made in the last 10 minutes answers it; else it is
+//!   asked as a new action with a caution (what a rule or grant allowed
+//!   inside the sandbox is not allowed outside by it). `hookSpecificOutput.decision.behavior` `allow`, or `deny`
 //!   with `message`; with the timeout fallback `ask`, nothing, and Codex
 //!   asks.
 
@@ -66,7 +66,7 @@ impl Runtime for Codex {
         // Codex names one, else under the session's.
         let dir = map::call_dir(cwd, text(&input, "workdir"));
         let after_pre_tool = event == "PermissionRequest";
-        let unsure = match name {
+        let dash = match name {
             "Bash" => text(&input, "command").and_then(read_otherwise_by_dash).map(|c| {
                 format!(
                     "Codex may run this line in sh (dash), which reads `{}` otherwise than bash",
@@ -74,6 +74,13 @@ impl Runtime for Codex {
                 )
             }),
             _ => None,
+        };
+        // Leaving the sandbox is a question of its own: what a rule let
+        // run inside it is not thereby let run outside.
+        let outside = after_pre_tool.then(|| "Codex asks to run it outside its sandbox".to_owned());
+        let unsure = match (dash, outside) {
+            (Some(d), Some(o)) => Some(format!("{o}; {d}")),
+            (d, o) => d.or(o),
         };
         Ok(Parsed {
             event,

@@ -261,10 +261,16 @@ async fn one(
         params,
     } = asked;
     let mapped = call.mapped();
+    // The runtime's second question (Codex: run it outside the sandbox):
+    // answered by an operator's approval of this call; what only a rule or
+    // a grant allowed inside the sandbox is asked anew, with the reason.
     if origin.after_pre_tool
         && let Some(allowed) = allowed_just_before(api, origin, &mapped).await
     {
-        return Ok(answer_for(&allowed, args.on_timeout, args.wait));
+        let answer = answer_for(&allowed, args.on_timeout, args.wait);
+        if answer.by_operator || answer.verdict != Verdict::Allow {
+            return Ok(answer);
+        }
     }
     let mut body = json!({
         "tool": mapped.tool,
@@ -354,9 +360,9 @@ const PRE_TOOL_WINDOW: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 
 /// The action the runtime's pre-tool hook allowed for this very call: the
 /// newest approved action of this agent with the same tool and detail in
-/// the same session, made within [`PRE_TOOL_WINDOW`]. Answering the
-/// runtime's second question by it takes no second use of a counted grant
-/// or a plan's step (one call, one use), and asks no human twice. Nothing
+/// the same session, made within [`PRE_TOOL_WINDOW`]. The runtime's second
+/// question is answered by it when an operator approved it, asking no
+/// human twice. Nothing
 /// found, or the daemon not answering: `None`, and the call is asked as a
 /// new action.
 async fn allowed_just_before(
