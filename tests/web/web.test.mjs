@@ -523,6 +523,10 @@ test('sessions: a card and the action page name the session; the Sessions view l
   await row.locator('button.end-session').click();
   await page.locator(`#sessions-table tr[data-id="${sid}"]:has-text("ended")`).waitFor();
   assert.equal((await env.call('GET', `/v1/sessions/${sid}`, env.operator)).body.status, 'ended');
+  // Its page says who ended it: the operator signed in.
+  await page.goto(`${env.pageUrl}#/sessions?id=${encodeURIComponent(sid)}`);
+  await page.waitForSelector('#session-fields');
+  assert.match(await page.locator('#session-fields').innerText(), /ended \(.*, by you\)/);
   await env.call('POST', `/v1/actions/${a.id}/deny`, env.operator, {});
 
   // A run nobody decided: a warning in the queue, with no buttons.

@@ -8,6 +8,14 @@ import { h, when, guarded, visible } from './dom.js';
 import { maskSecrets } from './secrets.js';
 import { displayOf } from './cards.js';
 
+/** Who ended a session: idle past the timeout, or a key (you, for yours). */
+function endedBy(s, ctx) {
+  if (!s.ended_by) return '';
+  if (s.ended_by === 'idle') return ', idle';
+  const me = ctx.me && ctx.me();
+  return me && s.ended_by === `key:${me.key_id}` ? ', by you' : `, by ${s.ended_by}`;
+}
+
 /** "3 total: 2 completed, 1 denied". */
 export function countsText(counts) {
   const c = counts || {};
@@ -141,7 +149,7 @@ async function renderSession(root, ctx, id, signal) {
     h('dl', { class: 'fields', id: 'session-fields' },
       h('dt', {}, 'Agent'), h('dd', {}, s.agent),
       h('dt', {}, 'Runtime'), h('dd', {}, visible(s.runtime || '—')),
-      h('dt', {}, 'Status'), h('dd', {}, s.status, s.ended_at ? ` (${when(s.ended_at)})` : ''),
+      h('dt', {}, 'Status'), h('dd', {}, s.status, s.ended_at ? ` (${when(s.ended_at)}${endedBy(s, ctx)})` : ''),
       h('dt', {}, 'First seen'), h('dd', {}, when(s.first_seen)),
       h('dt', {}, 'Last seen'), h('dd', {}, when(s.last_seen)),
       h('dt', {}, 'Actions'), h('dd', {}, countsText(s.actions)),
