@@ -83,39 +83,42 @@ test('hidden characters in a grant request, a plan, a session and an undecided r
   await page.click('#grant-cancel');
   await env.call('POST', `/v1/grant-requests/${gr.body.id}/deny`, env.operator, { reason: 'test' });
 
-  // A session id that would reorder what is shown around it is refused.
-  const refused = await env.call('POST', '/v1/plans', env.agent, {
-    session: `s-${RLO}1`, steps: [{ tool: 'Bash', detail: 'ls' }],
-  });
-  assert.equal(refused.status, 422, JSON.stringify(refused.body));
-  // A plan: its reason and its session.
+  // A session id that would reorder or hide what is shown around it (a
+  // bidi override, tags beyond the BMP) is refused.
+  for (const session of [`s-${RLO}1`, `s-${TAG}1`]) {
+    const refused = await env.call('POST', '/v1/plans', env.agent, {
+      session, steps: [{ tool: 'Bash', detail: 'ls' }],
+    });
+    assert.equal(refused.status, 422, JSON.stringify(refused.body));
+  }
+  // A plan: its reason and a step's detail.
   const plan = await env.call('POST', '/v1/plans', env.agent, {
-    reason: `build ${RLO}it`, session: `s-${TAG}1`, steps: [{ tool: 'Bash', detail: 'ls' }],
+    reason: `build ${RLO}it`, session: 's-1', steps: [{ tool: 'Bash', detail: `ls ${TAG}x` }],
   });
   assert.equal(plan.status, 201, JSON.stringify(plan.body));
   const p = page.locator(`#queue .card[data-kind=plan][data-id="${plan.body.id}"]`);
   await p.waitFor();
   const pText = await shownNotObeyed(p, 'plan card');
-  assert.ok(pText.includes('build ⟨U+202E⟩it') && pText.includes('s-⟨U+E0041⟩1'), pText);
+  assert.ok(pText.includes('build ⟨U+202E⟩it') && pText.includes('ls ⟨U+E0041⟩x'), pText);
   await env.call('POST', `/v1/plans/${plan.body.id}/deny`, env.operator, {});
 
-  // An action's session: what tells alike items apart.
-  const a = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'make tidy', session: `job-${TAG}7` });
+  // An action's reason, in the card's meta line.
+  const a = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'make tidy', reason: `tidy ${TAG}up`, session: 'job-7' });
   assert.equal(a.body.status, 'pending', JSON.stringify(a.body));
   const c = card(a.body.id);
   await c.waitFor();
-  const cText = await shownNotObeyed(c.locator('.meta'), 'action card');
-  assert.ok(cText.includes('job-⟨U+E0041⟩7'), cText);
+  const cText = await shownNotObeyed(c, 'action card');
+  assert.ok(cText.includes('tidy ⟨U+E0041⟩up'), cText);
   await env.call('POST', `/v1/actions/${a.body.id}/deny`, env.operator, { reason: 'test' });
 
-  // A run nobody decided: its session (the daemon allows only a-z 0-9 - _ .
-  // in a runtime's name).
-  const run = await env.call('POST', '/v1/runs', env.agent, { tool: 'Bash', detail: 'make undecided', session: `u-${TAG}1`, runtime: 'rt' });
+  // A run nobody decided: its detail (the daemon allows only a-z 0-9 - _ .
+  // in a runtime's name, and no hidden character in a session id).
+  const run = await env.call('POST', '/v1/runs', env.agent, { tool: 'Bash', detail: `make undecided ${TAG}x`, session: 'u-1', runtime: 'rt' });
   assert.ok(run.status < 300, JSON.stringify(run.body));
   const u = page.locator('#queue .card.undecided', { hasText: 'make undecided' });
   await u.waitFor();
   const uText = await shownNotObeyed(u, 'undecided card');
-  assert.ok(uText.includes('u-⟨U+E0041⟩1'), uText);
+  assert.ok(uText.includes('undecided ⟨U+E0041⟩x'), uText);
 });
 
 test('the `a` key on a plan approves the ticked steps only, as "Approve checked" does', async () => {

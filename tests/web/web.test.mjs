@@ -568,8 +568,10 @@ test('sessions: the list filters by status and agent and reads past its first pa
   await page.fill('#sessions-filters input[name=agent]', 'pager');
   await page.click('#sessions-filters button[type=submit]');
   await page.waitForFunction(() => location.hash.includes('agent=pager'));
+  // The filtered list, not the one drawn before the filter (whose first
+  // page holds the same newest sessions): More must page the filtered one.
   const rows = page.locator('#sessions-table tbody tr');
-  await page.locator('#sessions-table tr[data-id="pager 129"]').waitFor();
+  await page.locator('#sessions-table[data-filter="/pager"] tr[data-id="pager 129"]').waitFor();
   assert.equal(await rows.count(), 100);
   await page.click('#sessions-more');
   await page.locator('#sessions-table tr[data-id="pager 000"]').waitFor();

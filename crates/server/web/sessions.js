@@ -103,7 +103,7 @@ export async function renderSessions(root, ctx, params, signal) {
     h('h1', {}, 'Sessions'),
     form,
     list.length
-      ? h('table', { class: 'grid', id: 'sessions-table' },
+      ? h('table', { class: 'grid', id: 'sessions-table', 'data-filter': `${status}/${agent}` },
         h('thead', {}, h('tr', {}, ['Session', 'Agent', 'Status', 'Last seen', 'Actions', 'Tainted', ''].map((t) => h('th', { scope: 'col' }, t)))),
         tbody)
       : h('p', { class: 'empty' }, filtered ? 'No sessions match the filter.' : 'No sessions yet.'),
