@@ -114,6 +114,21 @@ impl Gate {
             .await?)
     }
 
+    /// After a call in the caller's session `to` that is tainted: the
+    /// time of the taint `to`'s carrier (the key's own session) holds is
+    /// now, so every daemon carries it while the key keeps meeting it, not
+    /// only for `sessions.idle_timeout` after it was first met. `to`'s own
+    /// first taint, and the carrier's, stay as they were.
+    pub async fn renew_carried_taint(&self, caller: &Caller, to: &str) -> GateResult<()> {
+        let agent = caller.agent_id()?;
+        let profile = self.profile_of(agent).await?;
+        let store = self.store();
+        if let Some((by, what)) = store.session_taint(to.to_owned(), profile).await? {
+            store.taint_session(to.to_owned(), by, what).await?;
+        }
+        Ok(())
+    }
+
     /// Whether session `id` was tainted within `sessions.idle_timeout`: a
     /// carrier's own session (an MCP key's) carries a taint only that
     /// long, as the carrier's memory on one daemon lasts.

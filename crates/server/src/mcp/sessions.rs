@@ -86,8 +86,23 @@ impl ConnectionTrail {
             .carry_taint(caller, &[to.to_owned()], &self.key_session)
             .await
         {
-            Ok(_) if !linked => gate.link_carrier(caller, to, &self.key_session).await,
-            other => other.map(|_| false),
+            Ok(carried) => {
+                let linked_now = if linked {
+                    Ok(false)
+                } else {
+                    gate.link_carrier(caller, to, &self.key_session).await
+                };
+                // The key still meets the taint: its time is now, so no
+                // daemon lets it lapse while the key keeps calling.
+                if carried.tainted
+                    && (linked || matches!(linked_now, Ok(true)))
+                    && let Err(e) = gate.renew_carried_taint(caller, to).await
+                {
+                    tracing::warn!(error = %e.detail, session = %to, "cannot renew the taint of the key's own MCP session");
+                }
+                linked_now
+            }
+            Err(e) => Err(e),
         };
         match recorded {
             Ok(true) => {
