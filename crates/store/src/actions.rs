@@ -579,7 +579,10 @@ impl SqliteStore {
                 rendered: None,
             });
         }
-        if CreateJob::applies(&new) {
+        // One that asks is looked at again for a grant made meanwhile
+        // (`late_grant`): it does not take the batched path.
+        let asks = new.decision.result == DecisionResult::Ask;
+        if CreateJob::applies(&new) && !asks {
             let (action, rendered) = self.writer.create(new).await?;
             return Ok(Inserted {
                 action,
@@ -587,9 +590,19 @@ impl SqliteStore {
                 rendered,
             });
         }
+        let default_profile = self.default_profile.clone();
         let (action, created) = self
             .writer
-            .run_sparing_grants(move |conn| Box::pin(async move { insert_on(conn, new).await }))
+            .run_sparing_grants(move |conn| {
+                Box::pin(async move {
+                    if asks {
+                        crate::late_grant::insert_asked_on(conn, new, default_profile.as_ref())
+                            .await
+                    } else {
+                        insert_on(conn, new).await
+                    }
+                })
+            })
             .await?;
         Ok(Inserted {
             action,

@@ -531,7 +531,7 @@ async fn approve_covered_on(
 
 /// The profile of `agent` as stored now, or `default` when it has none of
 /// its own; `None` when neither is usable (a stored one edited by hand).
-async fn profile_on(
+pub(crate) async fn profile_on(
     conn: &mut SqliteConnection,
     agent: &str,
     default: Option<&Arc<policy::Profile>>,

@@ -45,6 +45,7 @@ mod grant_requests;
 pub mod grants;
 mod handlers;
 mod keys;
+mod late_grant;
 pub mod limits;
 mod lock_probe;
 mod paging;

@@ -315,7 +315,38 @@ async fn a_grant_leaves_pending_what_an_approvals_rule_governs(kind: Kind) {
     }
 }
 
+/// A grant stored between a decision (which read no grant, so it asks)
+/// and that action's insert, on one store: the action is approved by the
+/// grant as it is stored, not left pending for a human who already said
+/// yes (race review: SQLite left it pending).
+async fn an_ask_stored_after_a_grant_it_did_not_see_is_approved_on_every_backend(kind: Kind) {
+    let Some((store, _dir)) = open_with(kind, guarded()).await else {
+        return;
+    };
+    let grant = tool_grant(None, "make.*");
+    let created = store.create_grant(grant.clone(), None).await.unwrap();
+    assert!(created.approved.is_empty());
+    let (action, created) = store.insert_action(ask("a", "make all")).await.unwrap();
+    assert!(created);
+    assert_eq!(action.status, ActionStatus::Approved);
+    let by_grant = format!("grant:{}", grant.id);
+    assert_eq!(action.decided_by.as_deref(), Some(by_grant.as_str()));
+    assert_eq!(store.get_action(&action.id).await.unwrap(), action);
+    let kinds: Vec<String> = store
+        .action_events(&action.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(kinds, ["action.enqueued", "action.approved"]);
+    // What the grant does not cover stays for a human.
+    let (other, _) = store.insert_action(ask("a", "rm x")).await.unwrap();
+    assert_eq!(other.status, ActionStatus::Pending);
+}
+
 crate::conformance!(
+    an_ask_stored_after_a_grant_it_did_not_see_is_approved_on_every_backend,
     a_grant_approves_what_it_covers_where_the_profile_as_stored_now_lets_it,
     a_grant_leaves_pending_what_an_approvals_rule_governs,
     without_a_usable_profile_a_grant_approves_nothing,
