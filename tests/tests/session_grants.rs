@@ -328,3 +328,110 @@ async fn a_spent_counted_grant_is_listed_as_used_up_not_active() {
     );
     d.stop();
 }
+
+/// A grant for a session that has ended would be revoked when the session
+/// opens again: made directly, by a grant request's approval or by
+/// approve-and-remember, it is refused (409) and nothing is stored,
+/// instead of answering `active: true` and vanishing (race review).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_for_an_ended_session_is_refused_not_silently_voided() {
+    let (_dir, d, agent, operator) = setup(&[]).await;
+    let http = client();
+    register_handler(
+        &http,
+        &d.base,
+        &d.admin_key(),
+        json!({
+            "id": "files", "name": "Files", "url": "http://127.0.0.1:9/hook",
+            "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object", "properties": {"path": {}}}}],
+            "actions": [{"name": "write", "permission": "fs.write", "scope": {"path": "/path"},
+                "params_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
+        }),
+    )
+    .await;
+    // The session is used (a pending action and a grant request in it),
+    // then ended.
+    let (s, pending) = post(
+        &http,
+        format!("{}/v1/actions", d.base),
+        &agent,
+        shell("make ship", "done"),
+    )
+    .await;
+    assert_eq!(s, 201, "{pending}");
+    let (s, req) = post(
+        &http,
+        format!("{}/v1/grant-requests", d.base),
+        &agent,
+        json!({"handler": "files", "permission": "fs.write", "scope": {"path": "/a"},
+            "reason": "r", "session": "done", "uses": 3}),
+    )
+    .await;
+    assert_eq!(s, 201, "{req}");
+    let (s, e) = post(
+        &http,
+        format!("{}/v1/sessions/done/end", d.base),
+        &agent,
+        json!({}),
+    )
+    .await;
+    assert_eq!(s, 200, "{e}");
+
+    let (s, p) = post(
+        &http,
+        format!("{}/v1/grants", d.base),
+        &operator,
+        json!({"tool": "bash", "pattern": "make.*", "session": "done", "expires": "1h"}),
+    )
+    .await;
+    assert_eq!(s, 409, "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("has ended"), "{p}");
+    let (s, p) = post(
+        &http,
+        format!(
+            "{}/v1/grant-requests/{}/approve",
+            d.base,
+            req["id"].as_str().unwrap()
+        ),
+        &operator,
+        json!({}),
+    )
+    .await;
+    assert_eq!(s, 409, "{p}");
+    let (s, p) = post(
+        &http,
+        format!(
+            "{}/v1/actions/{}/approve",
+            d.base,
+            pending["id"].as_str().unwrap()
+        ),
+        &operator,
+        json!({"remember": {"expires": "1h", "session": "done"}}),
+    )
+    .await;
+    assert_eq!(s, 409, "{p}");
+    let (s, grants) = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/grants", d.base),
+        &operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{grants}");
+    assert_eq!(grants.as_array().map(Vec::len), Some(0), "{grants}");
+    // The action itself is still the operator's to approve.
+    let (s, a) = post(
+        &http,
+        format!(
+            "{}/v1/actions/{}/approve",
+            d.base,
+            pending["id"].as_str().unwrap()
+        ),
+        &operator,
+        json!({}),
+    )
+    .await;
+    assert_eq!(s, 200, "{a}");
+    d.stop();
+}

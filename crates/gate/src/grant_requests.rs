@@ -204,6 +204,9 @@ impl Gate {
         if expires_at.is_some_and(|t| t <= Utc::now()) {
             return Err(GateError::invalid("expires", "is already past"));
         }
+        if let Some(session) = &r.session {
+            self.refuse_ended(session).await?;
+        }
         let grant = NewGrant {
             session: r.session.clone(),
             uses: r.uses,

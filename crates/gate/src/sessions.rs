@@ -95,6 +95,7 @@ impl crate::Gate {
         session: &str,
         agent: Option<String>,
     ) -> GateResult<String> {
+        self.refuse_ended(session).await?;
         match (self.store().session_owner(session).await?, agent) {
             (Some(owner), Some(a)) if owner != a => Err(GateError::invalid(
                 field,
@@ -108,6 +109,23 @@ impl crate::Gate {
                     "no agent has used session '{session}' yet: name the agent the grant is for"
                 ),
             )),
+        }
+    }
+
+    /// Refuses a grant for `session` when it has ended (or gone idle): it
+    /// opens again with no grants, so the grant would be revoked by its
+    /// next action, an approval lost without a sign (race review).
+    pub(crate) async fn refuse_ended(&self, session: &str) -> GateResult<()> {
+        match self
+            .store()
+            .get_session(session, self.idle_before())
+            .await?
+        {
+            Some(s) if s.status == "ended" => Err(GateError::conflict(format!(
+                "session '{session}' has ended: a grant for it would be void when it opens \
+                 again; grant without the session, or let the agent ask in an open one"
+            ))),
+            _ => Ok(()),
         }
     }
 }
