@@ -108,7 +108,10 @@ pub(crate) fn session_from_row(
         first_seen: from_ms(row.try_get("first_seen")?),
         last_seen,
         status: if ended { "ended" } else { "active" }.to_owned(),
-        ended_at: ended_at.or(ended.then_some(last_seen)),
+        // Not yet swept: it ended when it went idle, the timeout
+        // (`idle_before` is now less the timeout) after it was last seen,
+        // as the sweeper will store it.
+        ended_at: ended_at.or(ended.then(|| from_ms(to_ms(last_seen + (now() - idle_before))))),
         // Idle past the timeout, not yet swept: ended by being idle.
         ended_by: match row.try_get::<Option<String>>("ended_by")? {
             Some(by) => Some(by),

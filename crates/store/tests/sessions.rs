@@ -294,7 +294,36 @@ async fn an_allow_on_a_grant_revoked_before_it_is_stored_asks(kind: Kind) {
     }
 }
 
+/// A session idle past the timeout but not yet swept reads as ended when
+/// it went idle, the timeout after it was last seen (as the sweeper will
+/// store it), not when it was last seen; and as ended by being idle.
+async fn an_idle_session_not_yet_swept_ended_when_it_went_idle(kind: Kind) {
+    let Some((store, _held)) = open(kind).await else {
+        return;
+    };
+    let long_ago = Utc::now() - chrono::Duration::hours(1);
+    let seen = store
+        .touch_session("bot".into(), "quiet".into(), None, long_ago)
+        .await
+        .unwrap()
+        .last_seen;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // A timeout of 200 ms: idle since `seen` + 200 ms.
+    let timeout = chrono::Duration::milliseconds(200);
+    let s = store
+        .get_session("quiet", Utc::now() - timeout)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.status, "ended");
+    assert_eq!(s.ended_by.as_deref(), Some("idle"));
+    let ended = s.ended_at.unwrap();
+    let off = (ended - (seen + timeout)).num_milliseconds().abs();
+    assert!(off <= 50, "ended at {ended}, idle since {}", seen + timeout);
+}
+
 crate::conformance!(
+    an_idle_session_not_yet_swept_ended_when_it_went_idle,
     an_allow_on_a_grant_revoked_before_it_is_stored_asks,
     idle_sessions_end_a_batch_at_a_time,
     scoped_grants_follow_every_change,
