@@ -21,15 +21,19 @@ struct Nodes {
 
 impl Nodes {
     fn start(n: usize) -> Option<Nodes> {
+        Nodes::start_with(n, &[])
+    }
+
+    /// `n` daemons on one database, each also given `env`.
+    fn start_with(n: usize, env: &[(&str, &str)]) -> Option<Nodes> {
         let url = Cluster::shared()?.database();
         let mut nodes = Vec::new();
         let mut dirs = Vec::new();
         for _ in 0..n {
             let dir = tempfile::tempdir().unwrap();
-            nodes.push(Daemon::start(
-                dir.path(),
-                &[("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())],
-            ));
+            let mut all = vec![("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())];
+            all.extend_from_slice(env);
+            nodes.push(Daemon::start(dir.path(), &all));
             dirs.push(dir);
         }
         Some(Nodes { nodes, _dirs: dirs })
@@ -358,23 +362,9 @@ async fn a_taint_met_on_one_node_is_carried_on_another() {
 /// timeout while the first node, whose memory held it, still asked).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_taint_the_key_keeps_meeting_outlives_the_idle_timeout_on_every_node() {
-    let Some(url) = Cluster::shared().map(|c| c.database()) else {
+    let Some(n) = Nodes::start_with(2, &[("ACTIONGATE_SESSIONS__IDLE_TIMEOUT", "2s")]) else {
         return;
     };
-    let mut nodes = Vec::new();
-    let mut dirs = Vec::new();
-    for _ in 0..2 {
-        let dir = tempfile::tempdir().unwrap();
-        nodes.push(Daemon::start(
-            dir.path(),
-            &[
-                ("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str()),
-                ("ACTIONGATE_SESSIONS__IDLE_TIMEOUT", "2s"),
-            ],
-        ));
-        dirs.push(dir);
-    }
-    let n = Nodes { nodes, _dirs: dirs };
     let c = client();
     let admin = n.nodes[0].admin_key();
     let agent = agent_key(&c, n.base(0), &admin, "coder").await;

@@ -21,6 +21,16 @@ async fn status(base: &str, agent: &str, body: Value) -> String {
     a["status"].as_str().unwrap().to_owned()
 }
 
+/// A handler `files` with one action `write` scoped by its `path`.
+fn files_handler() -> Value {
+    json!({
+        "id": "files", "name": "Files", "url": "http://127.0.0.1:9/hook",
+        "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object", "properties": {"path": {}}}}],
+        "actions": [{"name": "write", "permission": "fs.write", "scope": {"path": "/path"},
+            "params_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
+    })
+}
+
 fn shell(detail: &str, session: &str) -> Value {
     json!({"tool": "bash", "detail": detail, "session": session})
 }
@@ -29,18 +39,7 @@ fn shell(detail: &str, session: &str) -> Value {
 async fn a_grant_request_may_ask_for_a_session_and_uses_and_its_grant_has_them() {
     let (_dir, d, agent, operator) = setup(&[]).await;
     let http = client();
-    register_handler(
-        &http,
-        &d.base,
-        &d.admin_key(),
-        json!({
-            "id": "files", "name": "Files", "url": "http://127.0.0.1:9/hook",
-            "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object", "properties": {"path": {}}}}],
-            "actions": [{"name": "write", "permission": "fs.write", "scope": {"path": "/path"},
-                "params_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
-        }),
-    )
-    .await;
+    register_handler(&http, &d.base, &d.admin_key(), files_handler()).await;
     let url = format!("{}/v1/grant-requests", d.base);
     let ask = |extra: Value| {
         let mut body = json!({"handler": "files", "permission": "fs.write",
@@ -337,18 +336,7 @@ async fn a_spent_counted_grant_is_listed_as_used_up_not_active() {
 async fn a_grant_for_an_ended_session_is_refused_not_silently_voided() {
     let (_dir, d, agent, operator) = setup(&[]).await;
     let http = client();
-    register_handler(
-        &http,
-        &d.base,
-        &d.admin_key(),
-        json!({
-            "id": "files", "name": "Files", "url": "http://127.0.0.1:9/hook",
-            "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object", "properties": {"path": {}}}}],
-            "actions": [{"name": "write", "permission": "fs.write", "scope": {"path": "/path"},
-                "params_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
-        }),
-    )
-    .await;
+    register_handler(&http, &d.base, &d.admin_key(), files_handler()).await;
     // The session is used (a pending action and a grant request in it),
     // then ended.
     let (s, pending) = post(

@@ -371,21 +371,7 @@ pub async fn grants(args: GrantsArgs) -> Exit {
         }
         let path = format!("/v1/grants?{}", q.join("&"));
         // Newest first, a page at a time, up to MOST_GRANTS.
-        let mut all: Vec<Value> = Vec::new();
-        loop {
-            let page_path = match all.last().and_then(|g| g["id"].as_str()) {
-                Some(last) => format!("{path}&after={}", query_value(last)),
-                None => path.clone(),
-            };
-            let page = api.get(&page_path).await?;
-            let items = page.as_array().cloned().unwrap_or_default();
-            let short = items.len() < GRANTS_PAGE;
-            all.extend(items);
-            if short || all.len() >= MOST_GRANTS {
-                break;
-            }
-        }
-        let list = Value::Array(all);
+        let list = Value::Array(api.after_pages(&path, GRANTS_PAGE, MOST_GRANTS).await?);
         if args.common.json {
             print_json(&list);
             return Ok(Exit::Ok);

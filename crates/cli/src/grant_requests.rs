@@ -100,21 +100,8 @@ pub async fn grant_requests(args: GrantRequestsArgs) -> Exit {
             path.push_str(&format!("status={}&", query_value(&args.status)));
         }
         let list = if pending {
-            let mut all: Vec<Value> = Vec::new();
-            loop {
-                let mut page_path = format!("{path}order=oldest&limit={PAGE}");
-                if let Some(last) = all.last().and_then(|r| r["id"].as_str()) {
-                    page_path.push_str(&format!("&after={}", query_value(last)));
-                }
-                let page = api.get(&page_path).await?;
-                let items = page.as_array().cloned().unwrap_or_default();
-                let short = items.len() < PAGE;
-                all.extend(items);
-                if short || all.len() >= MOST_PENDING {
-                    break;
-                }
-            }
-            Value::Array(all)
+            let oldest = format!("{path}order=oldest&limit={PAGE}");
+            Value::Array(api.after_pages(&oldest, PAGE, MOST_PENDING).await?)
         } else {
             api.get(&format!("{path}limit={PAGE}")).await?
         };

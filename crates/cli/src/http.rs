@@ -328,6 +328,33 @@ impl Api {
         Ok(items)
     }
 
+    /// Every item of a list paged by `after=<last id>` (`path` has a query
+    /// already, with `limit={page}`: a page shorter than that is the last),
+    /// in the order the API lists them, up to about `most` items.
+    pub async fn after_pages(
+        &self,
+        path: &str,
+        page: usize,
+        most: usize,
+    ) -> Result<Vec<Value>, ClientError> {
+        let mut all: Vec<Value> = Vec::new();
+        loop {
+            let page_path = match all.last().and_then(|x| x["id"].as_str()) {
+                Some(last) => format!("{path}&after={}", query_value(last)),
+                None => path.to_owned(),
+            };
+            let items = match self.get(&page_path).await? {
+                Value::Array(items) => items,
+                _ => Vec::new(),
+            };
+            let short = items.len() < page;
+            all.extend(items);
+            if short || all.len() >= most {
+                return Ok(all);
+            }
+        }
+    }
+
     /// POST a JSON body, expecting JSON.
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
         Ok(self

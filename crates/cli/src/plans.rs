@@ -96,21 +96,8 @@ pub async fn plans(args: PlansArgs) -> Exit {
             path.push_str(&format!("?status={}", query_value(st)));
         }
         let list = if pending {
-            let mut all: Vec<Value> = Vec::new();
-            loop {
-                let mut page_path = format!("{path}&order=oldest&limit={PAGE}");
-                if let Some(last) = all.last().and_then(|p| p["id"].as_str()) {
-                    page_path.push_str(&format!("&after={}", query_value(last)));
-                }
-                let page = api.get(&page_path).await?;
-                let items = page.as_array().cloned().unwrap_or_default();
-                let short = items.len() < PAGE;
-                all.extend(items);
-                if short || all.len() >= MOST_PENDING {
-                    break;
-                }
-            }
-            Value::Array(all)
+            let oldest = format!("{path}&order=oldest&limit={PAGE}");
+            Value::Array(api.after_pages(&oldest, PAGE, MOST_PENDING).await?)
         } else {
             api.get(&path).await?
         };

@@ -581,8 +581,7 @@ impl SqliteStore {
         }
         // One that asks is looked at again for a grant made meanwhile
         // (`late_grant`): it does not take the batched path.
-        let asks = new.decision.result == DecisionResult::Ask;
-        if CreateJob::applies(&new) && !asks {
+        if CreateJob::applies(&new) && new.decision.result != DecisionResult::Ask {
             let (action, rendered) = self.writer.create(new).await?;
             return Ok(Inserted {
                 action,
@@ -590,18 +589,11 @@ impl SqliteStore {
                 rendered,
             });
         }
-        let default_profile = self.default_profile.clone();
+        let profile = self.default_profile.clone();
         let (action, created) = self
             .writer
             .run_sparing_grants(move |conn| {
-                Box::pin(async move {
-                    if asks {
-                        crate::late_grant::insert_asked_on(conn, new, default_profile.as_ref())
-                            .await
-                    } else {
-                        insert_on(conn, new).await
-                    }
-                })
+                Box::pin(crate::late_grant::insert_on(conn, new, profile))
             })
             .await?;
         Ok(Inserted {

@@ -25,16 +25,16 @@ use actiongate_api::model::{Action, ActionStatus};
 
 /// Stores `new` on `conn` and, when it asks, approves it by a grant that
 /// covers it (see the module): the action as stored, and whether it is new.
-pub(crate) async fn insert_asked_on(
+pub(crate) async fn insert_on(
     conn: &mut SqliteConnection,
     new: NewAction,
-    default_profile: Option<&Arc<policy::Profile>>,
+    default_profile: Option<Arc<policy::Profile>>,
 ) -> Result<(Action, bool), StoreError> {
     let (action, created) = actions::insert_on(conn, new).await?;
     if !created || action.status != ActionStatus::Pending {
         return Ok((action, created));
     }
-    match approve_if_granted_on(conn, &action, default_profile).await? {
+    match approve_if_granted_on(conn, &action, default_profile.as_ref()).await? {
         Some(approved) => Ok((approved, true)),
         None => Ok((action, true)),
     }
