@@ -24,6 +24,10 @@ pub(crate) fn check_caution(caution: Option<&str>) -> GateResult<()> {
     Ok(())
 }
 
+/// The rule a cautioned decision records (`{"kind": "caution"}`).
+static CAUTION_RULE: std::sync::LazyLock<serde_json::Value> =
+    std::sync::LazyLock::new(|| serde_json::json!({"kind": "caution"}));
+
 /// `decision` for an action sent with `caution`: an allow asks, naming
 /// why; an ask or a deny is kept as it is.
 pub(crate) fn cautioned(decision: Decision, caution: Option<&str>) -> Decision {
@@ -35,7 +39,10 @@ pub(crate) fn cautioned(decision: Decision, caution: Option<&str>) -> Decision {
                  allow it, but a human decides",
                 decision.reason
             ),
-            rule: None,
+            // Kept with the action: no grant settles it, one made before it
+            // was stored (the store's late look) or after (a grant approving
+            // what it covers); an operator's approval of it does.
+            rule: Some(CAUTION_RULE.clone()),
         },
         _ => decision,
     }

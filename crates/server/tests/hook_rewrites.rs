@@ -296,6 +296,29 @@ async fn a_claude_code_command_leaving_the_sandbox_goes_to_a_human() {
             .contains("outside its sandbox"),
         "{last}"
     );
+    // A standing grant for the command does not settle it either, neither
+    // as it is stored nor while it waits (diff review).
+    let (s, g) = app
+        .call(
+            reqwest::Method::POST,
+            "/v1/grants",
+            Some(&app.operator),
+            Some(json!({"tool": "bash", "pattern": "^make ship$", "expires": "1h", "agent": "agent-1"})),
+        )
+        .await;
+    assert!(s.is_success(), "{g}");
+    let ship = claude(
+        "Bash",
+        "toolu_s3",
+        json!({"command": "make ship", "dangerouslyDisableSandbox": true}),
+    );
+    let r = run(&app, "claude-code", &ship).await;
+    assert_eq!(claude_decision(&r), "deny", "{r:?}");
+    let last = all_actions(&app).await.last().unwrap().clone();
+    assert_eq!(last["detail"], "make ship", "{last}");
+    // Asked, and withdrawn by the hook when it gave up waiting.
+    assert_eq!(last["decision"]["result"], "ask", "{last}");
+    assert_eq!(last["status"], "cancelled", "{last}");
     app.stop().await;
 }
 

@@ -13,13 +13,13 @@ use actiongate_api::model::Action;
 /// Whether `action` was asked under an approvals rule, a copy of which its
 /// recorded decision keeps (`decision.rule.approvals`, written by the
 /// gate): such a rule governs it even when the profile no longer has it,
-/// or when it is its handler action's.
+/// or when it is its handler action's. Or with a caution (`decision.rule`
+/// of kind `caution`): its caller could not vouch for it, and only an
+/// operator's approval of it settles it, never a grant.
 pub(crate) fn asked_under_rules(action: &Action) -> bool {
-    action
-        .decision
-        .rule
-        .as_ref()
-        .is_some_and(|r| r.get("approvals").is_some())
+    action.decision.rule.as_ref().is_some_and(|r| {
+        r.get("approvals").is_some() || r.get("kind").and_then(Value::as_str) == Some("caution")
+    })
 }
 
 /// Whether the handler action of `action` has `approvals` of its own in

@@ -345,7 +345,41 @@ async fn an_ask_stored_after_a_grant_it_did_not_see_is_approved_on_every_backend
     assert_eq!(other.status, ActionStatus::Pending);
 }
 
+/// An action asked with a caution (its caller cannot vouch for it; the
+/// gate records `decision.rule` of kind `caution`) is an operator's to
+/// approve: neither a grant made before it was stored nor one made while
+/// it waits settles it (diff review: SQLite's late look did).
+async fn a_cautioned_action_is_settled_by_no_grant(kind: Kind) {
+    let Some((store, _dir)) = open_with(kind, guarded()).await else {
+        return;
+    };
+    let cautioned = |detail: &str| {
+        let mut a = ask("a", detail);
+        a.decision.rule = Some(json!({"kind": "caution"}));
+        a
+    };
+    store
+        .create_grant(tool_grant(None, "make all"), None)
+        .await
+        .unwrap();
+    let (before, _) = store.insert_action(cautioned("make all")).await.unwrap();
+    assert_eq!(before.status, ActionStatus::Pending);
+    let (waiting, _) = store.insert_action(cautioned("make docs")).await.unwrap();
+    let created = store
+        .create_grant(tool_grant(None, "make docs"), None)
+        .await
+        .unwrap();
+    assert!(created.approved.is_empty(), "{:?}", created.approved);
+    for id in [&before.id, &waiting.id] {
+        assert_eq!(
+            store.get_action(id).await.unwrap().status,
+            ActionStatus::Pending
+        );
+    }
+}
+
 crate::conformance!(
+    a_cautioned_action_is_settled_by_no_grant,
     an_ask_stored_after_a_grant_it_did_not_see_is_approved_on_every_backend,
     a_grant_approves_what_it_covers_where_the_profile_as_stored_now_lets_it,
     a_grant_leaves_pending_what_an_approvals_rule_governs,
