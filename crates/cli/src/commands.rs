@@ -65,17 +65,24 @@ pub async fn pending(args: PendingArgs) -> Exit {
             print_json(&Value::Array(items));
             return Ok(Exit::Ok);
         }
-        // Grant requests wait for the same humans: say so, not list them.
-        let requests = api
+        // Grant requests wait for the same humans: say so (of the agent
+        // asked for), not list them. Best effort: the queue is the answer.
+        let page = api
             .get("/v1/grant-requests?status=pending&limit=500")
             .await
             .ok()
-            .and_then(|v| v.as_array().map(Vec::len))
-            .unwrap_or(0);
-        let also = match requests {
-            0 => String::new(),
-            1 => "1 grant request waits too: actiongate grant-requests".to_owned(),
-            n => format!("{n} grant requests wait too: actiongate grant-requests"),
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default();
+        let full = page.len() == 500;
+        let requests = page
+            .iter()
+            .filter(|r| args.agent.as_deref().is_none_or(|a| s(r, "agent") == a))
+            .count();
+        let also = match (requests, full) {
+            (0, false) => String::new(),
+            (1, false) => "1 grant request waits too: actiongate grant-requests".to_owned(),
+            (n, false) => format!("{n} grant requests wait too: actiongate grant-requests"),
+            (n, true) => format!("{n} or more grant requests wait too: actiongate grant-requests"),
         };
         if items.is_empty() {
             println!("no pending actions");

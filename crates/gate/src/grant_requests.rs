@@ -205,7 +205,11 @@ impl Gate {
             return Err(GateError::invalid("expires", "is already past"));
         }
         if let Some(session) = &r.session {
-            self.refuse_ended(session).await?;
+            self.refuse_ended(
+                session,
+                "deny the request; the agent asks again in an open session",
+            )
+            .await?;
         }
         let grant = NewGrant {
             session: r.session.clone(),

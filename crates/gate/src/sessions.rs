@@ -95,7 +95,11 @@ impl crate::Gate {
         session: &str,
         agent: Option<String>,
     ) -> GateResult<String> {
-        self.refuse_ended(session).await?;
+        self.refuse_ended(
+            session,
+            "grant without the session, or let the agent ask in an open one",
+        )
+        .await?;
         match (self.store().session_owner(session).await?, agent) {
             (Some(owner), Some(a)) if owner != a => Err(GateError::invalid(
                 field,
@@ -115,7 +119,10 @@ impl crate::Gate {
     /// Refuses a grant for `session` when it has ended (or gone idle): it
     /// opens again with no grants, so the grant would be revoked by its
     /// next action, an approval lost without a sign (race review).
-    pub(crate) async fn refuse_ended(&self, session: &str) -> GateResult<()> {
+    /// `instead` says what the operator can do. (Read before the grant is
+    /// written: a session that ends in between voids it, as any grant of
+    /// a session that ends.)
+    pub(crate) async fn refuse_ended(&self, session: &str, instead: &str) -> GateResult<()> {
         match self
             .store()
             .get_session(session, self.idle_before())
@@ -123,7 +130,7 @@ impl crate::Gate {
         {
             Some(s) if s.status == "ended" => Err(GateError::conflict(format!(
                 "session '{session}' has ended: a grant for it would be void when it opens \
-                 again; grant without the session, or let the agent ask in an open one"
+                 again; {instead}"
             ))),
             _ => Ok(()),
         }

@@ -209,15 +209,26 @@ pub fn main() -> std::process::ExitCode {
         // `setup` reads the admin key from the data dir `--data-dir` names,
         // unless told another file.
         Command::Client(actiongate_cli::ClientCommand::Setup(mut a)) => {
+            if config_flag || cli.database_url.is_some() {
+                crate::log_sink::line(
+                    "actiongate: --config and --database-url are for the daemon's commands \
+                     (serve, keys, migrate, audit); setup takes --url and --data-dir",
+                );
+                return std::process::ExitCode::from(2);
+            }
             if let Some(dir) = &cli.data_dir
                 && a.admin_key_file
                     == std::path::Path::new(actiongate_cli::setup::DEFAULT_ADMIN_KEY_FILE)
             {
                 a.admin_key_file = dir.join("admin.key");
             }
-            // The service `--service` writes runs on the data dir named.
+            // The service `--service` writes runs on the data dir named,
+            // absolute: a unit's working directory is not this one.
             if a.service_data_dir.is_none() {
-                a.service_data_dir.clone_from(&cli.data_dir);
+                a.service_data_dir = cli
+                    .data_dir
+                    .as_deref()
+                    .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_owned()));
             }
             let cmd = actiongate_cli::ClientCommand::Setup(a);
             return runtime.block_on(actiongate_cli::run(cmd));

@@ -274,14 +274,15 @@ async fn setup_without_a_daemon_writes_a_service_only_when_asked() {
     .await;
     assert_eq!(r.code, 6, "{r:?}");
     assert!(!r.stdout.contains("settings.json"), "{r:?}");
-    // `--data-dir` names the service's data dir.
+    // `--data-dir` names the service's data dir, made absolute (the
+    // service does not run where setup ran).
     let other = home.path().join("gate-data");
     let r = run_in(
         home.path(),
         &down,
         &[
             "--data-dir",
-            other.to_str().unwrap(),
+            "gate-data",
             "setup",
             "gemini",
             "--url",
@@ -294,7 +295,18 @@ async fn setup_without_a_daemon_writes_a_service_only_when_asked() {
     assert_eq!(r.code, 6, "{r:?}");
     let unit = std::fs::read_to_string(home.path().join(".config/systemd/user/actiongate.service"))
         .unwrap();
-    assert!(unit.contains(other.to_str().unwrap()), "{unit}");
+    assert!(
+        unit.contains(&format!("--data-dir \"{}\"", other.display())),
+        "{unit}"
+    );
+    // Setup refuses the daemon's --config rather than ignore it.
+    let r = run_in(
+        home.path(),
+        &down,
+        &["--config", "x.toml", "setup", "gemini", "--url", &down],
+    )
+    .await;
+    assert_eq!(r.code, 2, "{r:?}");
 }
 
 /// Run again once the daemon is up, setup finds the admin key in the

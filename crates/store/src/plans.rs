@@ -391,12 +391,15 @@ impl SqliteStore {
             .run(move |conn| {
                 Box::pin(async move {
                     let at = to_ms(now());
+                    // Ended when it went idle: the timeout after it was
+                    // last seen (as a read before this sweep says).
+                    let timeout = (at - to_ms(idle_before)).max(0);
                     let ids: Vec<String> = sqlx::query_scalar(
-                        "UPDATE sessions SET ended_at = ?, ended_by = 'idle' WHERE id IN \
+                        "UPDATE sessions SET ended_at = last_seen + ?, ended_by = 'idle' WHERE id IN \
                          (SELECT id FROM sessions WHERE ended_at IS NULL AND last_seen <= ? \
                          ORDER BY last_seen LIMIT ?) RETURNING id",
                     )
-                    .bind(at)
+                    .bind(timeout)
                     .bind(to_ms(idle_before))
                     .bind(IDLE_BATCH)
                     .fetch_all(&mut *conn)

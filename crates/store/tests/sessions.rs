@@ -320,6 +320,21 @@ async fn an_idle_session_not_yet_swept_ended_when_it_went_idle(kind: Kind) {
     let ended = s.ended_at.unwrap();
     let off = (ended - (seen + timeout)).num_milliseconds().abs();
     assert!(off <= 50, "ended at {ended}, idle since {}", seen + timeout);
+    // The sweep stores the same moment.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(
+        store.end_idle_sessions(Utc::now() - timeout).await.unwrap(),
+        1
+    );
+    let swept = store
+        .get_session("quiet", Utc::now() - timeout)
+        .await
+        .unwrap()
+        .unwrap();
+    let off = (swept.ended_at.unwrap() - (seen + timeout))
+        .num_milliseconds()
+        .abs();
+    assert!(off <= 50, "swept as ended at {:?}", swept.ended_at);
 }
 
 crate::conformance!(

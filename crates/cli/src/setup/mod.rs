@@ -219,7 +219,7 @@ async fn setup(a: SetupArgs) -> Result<Exit, String> {
             .trim_start_matches("http://")
             .trim_end_matches('/')
             .to_owned();
-        let data = service_data_dir(&a, &home);
+        let data = service_data_dir_abs(&a, &home);
         let (path, text, start) = service::unit(service, &home, &exe, &data, &listen);
         write_or_show(&path, &text, a.dry_run, 0o644)?;
         println!("start it with: {start}");
@@ -311,7 +311,10 @@ fn admin_key(a: &SetupArgs) -> Result<String, String> {
         Ok(k) => return Ok(k),
         Err(e) => e,
     };
+    // Only for a daemon on this machine: the service's key is never sent
+    // to another host's --url.
     if a.admin_key_file == Path::new(DEFAULT_ADMIN_KEY_FILE)
+        && on_loopback(&a.url)
         && let Ok(k) = read(&service_data_dir(a, &home()?).join("admin.key"))
     {
         return Ok(k);
@@ -322,6 +325,30 @@ fn admin_key(a: &SetupArgs) -> Result<String, String> {
          (cannot read {}: {first})",
         a.admin_key_file.display()
     ))
+}
+
+/// Whether `url` names this machine (`127.0.0.1`, `[::1]`, `localhost`).
+fn on_loopback(url: &str) -> bool {
+    let Ok(u) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    match u
+        .host_str()
+        .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
+    {
+        Some(h) if h.eq_ignore_ascii_case("localhost") => true,
+        Some(h) => h
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback()),
+        None => false,
+    }
+}
+
+/// Where the service `--service` writes keeps its data (absolute: the
+/// service runs elsewhere than here).
+fn service_data_dir_abs(a: &SetupArgs, home: &Path) -> PathBuf {
+    let dir = service_data_dir(a, home);
+    std::path::absolute(&dir).unwrap_or(dir)
 }
 
 /// Where the service `--service` writes keeps its data.
@@ -385,4 +412,30 @@ async fn make_key(a: &SetupArgs, agent: &str, key_file: &Path) -> Result<(), Str
     }
     write_or_show(key_file, &format!("{key}\n"), false, 0o600)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::on_loopback;
+
+    /// The service's admin key is only ever sent to this machine.
+    #[test]
+    fn only_this_machine_is_on_loopback() {
+        for url in [
+            "http://127.0.0.1:8080",
+            "http://localhost:8080",
+            "http://[::1]:8080",
+            "http://127.8.0.1",
+        ] {
+            assert!(on_loopback(url), "{url}");
+        }
+        for url in [
+            "http://10.0.0.2:8080",
+            "https://gate.example.com",
+            "http://localhost.example.com",
+            "not a url",
+        ] {
+            assert!(!on_loopback(url), "{url}");
+        }
+    }
 }

@@ -225,12 +225,14 @@ impl Postgres {
     pub async fn end_idle_sessions(&self, idle_before: DateTime<Utc>) -> Result<usize, StoreError> {
         let mut tx = self.begin().await?;
         let at = to_ms(now());
+        // Ended when it went idle (see `SqliteStore::end_idle_sessions`).
+        let timeout = (at - to_ms(idle_before)).max(0);
         let ids: Vec<String> = sqlx::query_scalar(
-            "UPDATE sessions SET ended_at = $1, ended_by = 'idle' WHERE id IN \
+            "UPDATE sessions SET ended_at = last_seen + $1, ended_by = 'idle' WHERE id IN \
              (SELECT id FROM sessions WHERE ended_at IS NULL AND last_seen <= $2 \
              ORDER BY last_seen LIMIT $3 FOR UPDATE SKIP LOCKED) RETURNING id",
         )
-        .bind(at)
+        .bind(timeout)
         .bind(to_ms(idle_before))
         .bind(crate::plans::IDLE_BATCH)
         .fetch_all(&mut *tx)
