@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use crate::actions::{MAX_DETAIL, MAX_TEXT, check_len, validate_agent_id};
 use crate::paging::ListPage;
 use crate::policy::{governing_rules, tainted_reason, validate_tool};
-use crate::sessions::{UNDECIDED_RUN, validate_origin, validate_session};
+use crate::sessions::{UNDECIDED_RUN, validate_origin};
 use crate::{Caller, Gate, GateError, GateResult};
 use actiongate_policy::approvals::CompiledRule;
 
@@ -80,7 +80,7 @@ impl Gate {
     ) -> GateResult<Vec<Session>> {
         let after = page.after.take();
         if let Some(after) = &after {
-            validate_session("after", after)?;
+            crate::sessions::validate_stored_session("after", after)?;
         }
         let mut page = page.checked(SESSIONS_PAGE)?;
         page.after = after.clone();
@@ -122,7 +122,7 @@ impl Gate {
 
     /// One session the caller may see.
     pub async fn get_session(&self, caller: &Caller, id: &str) -> GateResult<Session> {
-        validate_session("id", id)?;
+        crate::sessions::validate_stored_session("id", id)?;
         match self.store().get_session(id, self.idle_before()).await? {
             Some(s) if caller.may_see(&s.agent) => Ok(s),
             _ => Err(GateError::not_found(format!("no session '{id}'"))),

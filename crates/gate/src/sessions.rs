@@ -36,6 +36,21 @@ pub fn validate_session(field: &str, id: &str) -> GateResult<()> {
     Ok(())
 }
 
+/// A session id to look up (read, end, page after): one
+/// [`validate_session`] takes, or one an earlier version stored, which let
+/// hidden characters beyond the BMP (tags) through. Such a session can
+/// still be read and ended, and a list paged past it; no new one is made.
+pub fn validate_stored_session(field: &str, id: &str) -> GateResult<()> {
+    let n = id.chars().count();
+    let printable = !id
+        .chars()
+        .any(|c| actiongate_api::text::is_hidden(c) && u32::from(c) <= 0xFFFF);
+    if n == 0 || n > MAX_SESSION || !printable || id.trim() != id {
+        return validate_session(field, id);
+    }
+    Ok(())
+}
+
 /// A runtime slug such as `claude-code`: 1-64 of `a-z 0-9 - _ .`, starting
 /// with a letter or digit.
 pub fn validate_runtime(runtime: &str) -> GateResult<()> {
@@ -189,6 +204,10 @@ mod tests {
         assert!(validate_session("session", "x\u{e0041}\u{e0042}").is_err());
         assert!(validate_session("session", "a\u{1d173}b").is_err());
         assert!(validate_session("session", "emoji-\u{1f600}").is_ok());
+        // One an earlier version stored can still be looked up.
+        assert!(validate_stored_session("id", "x\u{e0041}").is_ok());
+        assert!(validate_stored_session("id", "a\u{200b}b").is_err());
+        assert!(validate_stored_session("id", "").is_err());
     }
 
     /// The pattern the OpenAPI document gives a session id (every copy of
