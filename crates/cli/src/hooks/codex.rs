@@ -15,9 +15,9 @@
 //!   `tool_use_id`, so an operator's approval of the same call (tool,
 //!   detail, session) made in the last 10 minutes answers it; else it is
 //!   asked as a new action with a caution (what a rule or grant allowed
-//!   inside the sandbox is not allowed outside by it). `hookSpecificOutput.decision.behavior` `allow`, or `deny`
-//!   with `message`; with the timeout fallback `ask`, nothing, and Codex
-//!   asks.
+//!   inside the sandbox is not allowed outside by it).
+//!   `hookSpecificOutput.decision.behavior` `allow`, or `deny` with
+//!   `message`; with the timeout fallback `ask`, nothing, and Codex asks.
 
 use serde_json::{Value, json};
 

@@ -362,9 +362,8 @@ const PRE_TOOL_WINDOW: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 /// newest approved action of this agent with the same tool and detail in
 /// the same session, made within [`PRE_TOOL_WINDOW`]. The runtime's second
 /// question is answered by it when an operator approved it, asking no
-/// human twice. Nothing
-/// found, or the daemon not answering: `None`, and the call is asked as a
-/// new action.
+/// human twice. Nothing found, or the daemon not answering: `None`, and
+/// the call is asked as a new action.
 async fn allowed_just_before(
     api: &Api,
     origin: &Origin,

@@ -29,9 +29,10 @@ async fn locked(conn: &mut PgConnection, id: &str) -> Result<Option<Action>, Sto
 }
 
 /// Of `identities`, those that are no longer a person's (only people's
-/// approvals count toward a quorum), or name a revoked key. The rows read are share-locked: a revocation or a
-/// removal in flight is waited for and then seen, and one that comes
-/// later waits for this decision's commit.
+/// approvals count toward a quorum), or name a revoked key. The rows read
+/// are share-locked: a revocation or a removal in flight is waited for
+/// and then seen, and one that comes later waits for this decision's
+/// commit.
 async fn gone_on(conn: &mut PgConnection, identities: &[&str]) -> Result<Vec<String>, StoreError> {
     let mut gone = Vec::new();
     for by in identities {
