@@ -2798,7 +2798,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Already settled (carries current_status), or already approved by this person */
+            /** @description Already settled (carries current_status), already approved by this person, or `remember.session` has ended */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4288,7 +4288,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Already answered or expired */
+            /** @description Already answered or expired, or its session has ended */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4569,6 +4569,15 @@ export interface operations {
             };
             /** @description No such handler or permission */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The session named has ended: a grant for it would be void */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -160,17 +160,23 @@ pub fn document_json() -> String {
 }
 
 /// What utoipa's derive cannot say: an approval that edits the action
-/// (`detail` or `params`) cannot also `remember` it (422 otherwise).
+/// (`detail` or `params`) cannot also `remember` it (422 otherwise). A
+/// field sent as `null` is one not sent, as the daemon reads it.
 fn constraints(doc: &mut serde_json::Value) {
     if let Some(approve) = doc.pointer_mut("/components/schemas/ApproveBody")
         && let Some(obj) = approve.as_object_mut()
     {
+        let given = |field: &str| serde_json::json!({field: {"not": {"type": "null"}}});
+        let both = |field: &str| {
+            let mut properties = given("remember");
+            if let (Some(p), Some(f)) = (properties.as_object_mut(), given(field).as_object()) {
+                p.extend(f.clone());
+            }
+            serde_json::json!({"required": ["remember", field], "properties": properties})
+        };
         obj.insert(
             "not".to_owned(),
-            serde_json::json!({"anyOf": [
-                {"required": ["remember", "detail"]},
-                {"required": ["remember", "params"]},
-            ]}),
+            serde_json::json!({"anyOf": [both("detail"), both("params")]}),
         );
     }
 }

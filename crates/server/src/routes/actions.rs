@@ -257,7 +257,7 @@ fn optional<T: Default>(body: Option<ApiJson<T>>) -> T {
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an operator, or not an approver under the action's approvals rule (named)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such action", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Already settled (carries current_status), or already approved by this person", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already settled (carries current_status), already approved by this person, or `remember.session` has ended", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid body, or edited params/detail invalid or denied (still pending)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))

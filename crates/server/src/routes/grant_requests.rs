@@ -145,7 +145,7 @@ pub async fn get_request(
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an operator", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such request", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Already answered or expired", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already answered or expired, or its session has ended", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Wider than asked, or invalid", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))

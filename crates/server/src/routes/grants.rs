@@ -47,6 +47,7 @@ pub struct CreatedGrant {
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an operator: only humans grant", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such handler or permission", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The session named has ended: a grant for it would be void", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
