@@ -110,12 +110,13 @@ impl crate::Gate {
         session: &str,
         agent: Option<String>,
     ) -> GateResult<String> {
-        self.refuse_ended(
-            session,
-            "grant without the session, or let the agent ask in an open one",
-        )
-        .await?;
-        match (self.store().session_owner(session).await?, agent) {
+        let owner = self
+            .refuse_ended(
+                session,
+                "grant without the session, or let the agent ask in an open one",
+            )
+            .await?;
+        match (owner, agent) {
             (Some(owner), Some(a)) if owner != a => Err(GateError::invalid(
                 field,
                 format!("session '{session}' is agent '{owner}''s, not '{a}''s"),
@@ -134,10 +135,15 @@ impl crate::Gate {
     /// Refuses a grant for `session` when it has ended (or gone idle): it
     /// opens again with no grants, so the grant would be revoked by its
     /// next action, an approval lost without a sign (race review).
-    /// `instead` says what the operator can do. (Read before the grant is
-    /// written: a session that ends in between voids it, as any grant of
-    /// a session that ends.)
-    pub(crate) async fn refuse_ended(&self, session: &str, instead: &str) -> GateResult<()> {
+    /// `instead` says what the operator can do. Else the session's owner,
+    /// when anyone has used it (read once with its state). (Read before
+    /// the grant is written: a session that ends in between voids it, as
+    /// any grant of a session that ends.)
+    pub(crate) async fn refuse_ended(
+        &self,
+        session: &str,
+        instead: &str,
+    ) -> GateResult<Option<String>> {
         match self
             .store()
             .get_session(session, self.idle_before())
@@ -147,7 +153,7 @@ impl crate::Gate {
                 "session '{session}' has ended: a grant for it would be void when it opens \
                  again; {instead}"
             ))),
-            _ => Ok(()),
+            s => Ok(s.map(|s| s.agent)),
         }
     }
 }
