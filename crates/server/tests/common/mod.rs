@@ -38,6 +38,28 @@ async fn boot(
     settings.storage.durability = actiongate_gate::storage::Durability::Normal;
     tweak(&mut settings);
     settings.validate().unwrap();
+    // The lock a stopped daemon held on its database is let go when its
+    // file closes, but tests run side by side in this one process and some
+    // spawn programs: a child between fork and exec holds a copy of every
+    // open file for a moment, and with it the lock. A restart that meets
+    // that moment is tried again.
+    for attempt in 0.. {
+        match start(dir, client, settings.clone()).await {
+            Ok(started) => return started,
+            Err(e) if attempt < 40 && e.contains("serves the database") => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("daemon exited during start-up: {e}"),
+        }
+    }
+    unreachable!()
+}
+
+async fn start(
+    dir: &std::path::Path,
+    client: &Client,
+    settings: Settings,
+) -> Result<(String, CancellationToken, Daemon), String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let shutdown = CancellationToken::new();
@@ -50,13 +72,13 @@ async fn boot(
     // Generous: a loaded CI machine can take seconds to start a daemon.
     for _ in 0..1200 {
         if task.is_finished() {
-            panic!("daemon exited during start-up: {:?}", task.await);
+            return Err(format!("{:?}", task.await));
         }
         if let Ok(k) = std::fs::read_to_string(&key_path)
             && !k.trim().is_empty()
             && client.get(format!("{base}/healthz")).send().await.is_ok()
         {
-            return (base, shutdown, task);
+            return Ok((base, shutdown, task));
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
