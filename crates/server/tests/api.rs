@@ -409,8 +409,10 @@ async fn long_poll_returns_promptly_after_approval() {
     let (returned_at, body) = poll.await.unwrap();
     assert_eq!(body["status"], "approved");
     let lag = returned_at.saturating_duration_since(approved_at);
+    // Woken by the decision, not found by a later look: a wake takes
+    // milliseconds; the bound leaves room for a loaded machine.
     assert!(
-        lag < Duration::from_millis(50),
+        lag < Duration::from_millis(400),
         "long-poll returned {lag:?} after the approval"
     );
     app.stop().await;

@@ -619,8 +619,12 @@ fn rss_kib() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscriber_that_reads_nothing_is_cut_off_and_others_keep_up() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A subscriber made to wait on the stalled one would wait out this
+    // send timeout at least once: longer than the good stream is given
+    // for any one event below. (A structural check, not a latency goal:
+    // on a loaded machine an event may take long, but not 2 s.)
     let app = TestApp::spawn_with(|s| {
-        s.events.send_timeout = "1s".parse().unwrap();
+        s.events.send_timeout = "3s".parse().unwrap();
     })
     .await;
     app.profile("agent-1", json!("open")).await;
@@ -646,24 +650,18 @@ async fn a_subscriber_that_reads_nothing_is_cut_off_and_others_keep_up() {
 
     // ~250 events of ~120 KiB each: far more than the socket buffers hold.
     let big = "x".repeat(60 * 1024);
-    let mut latencies = Vec::new();
     for i in 0..250 {
-        let sent = Instant::now();
         let action = request_as(&app, &app.agent, "file", &format!("view {i} {big}")).await;
-        let ev = next(&mut good, Duration::from_secs(5))
+        let ev = next(&mut good, Duration::from_secs(2))
             .await
-            .expect("good stream stalled");
+            .expect("the good stream waited on the stalled one");
         let data: Value = serde_json::from_str(&ev.data).unwrap();
         assert_eq!(data["action_id"], action["id"]);
-        latencies.push(sent.elapsed());
     }
-    latencies.sort();
-    let p99 = latencies[latencies.len() * 99 / 100];
-    assert!(p99 < Duration::from_millis(500), "p99 {p99:?}");
 
     // After the send timeout the stalled client has been disconnected: it
     // reads what was buffered, then the end.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(Duration::from_millis(3500)).await;
     let mut buf = vec![0u8; 1 << 16];
     let mut received = 0usize;
     let ended = tokio::time::timeout(Duration::from_secs(10), async {
