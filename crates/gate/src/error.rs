@@ -204,6 +204,14 @@ impl From<StoreError> for GateError {
                     "the database is unavailable; nothing was written, retry shortly",
                 )
             }
+            StoreError::Lost(why) => {
+                tracing::warn!(error = %why, "connection to the database lost");
+                GateError::unavailable(
+                    "the connection to the database was lost during the request; a change may \
+                     or may not have been written: look before you retry (a new action: retry \
+                     with the same Idempotency-Key)",
+                )
+            }
             StoreError::TimedOut(after) => {
                 tracing::warn!(after = ?after, "the database did not answer in time");
                 GateError::unavailable(
@@ -238,3 +246,26 @@ impl From<StoreError> for GateError {
 
 /// What workflows return.
 pub type GateResult<T> = Result<T, GateError>;
+
+#[cfg(test)]
+mod tests {
+    use super::GateError;
+    use actiongate_store::StoreError;
+
+    #[test]
+    fn only_a_call_that_never_reached_the_database_says_nothing_was_written() {
+        let said = |e: StoreError| GateError::from(e).detail;
+        assert!(said(StoreError::Unavailable("refused".into())).contains("nothing was written"));
+        for e in [
+            StoreError::Lost("reset".into()),
+            StoreError::TimedOut(std::time::Duration::from_secs(5)),
+        ] {
+            let detail = said(e);
+            assert!(!detail.contains("nothing was written"), "{detail}");
+            assert!(
+                detail.contains("may or may not have been written"),
+                "{detail}"
+            );
+        }
+    }
+}

@@ -33,6 +33,12 @@ pub enum StoreError {
     /// (Postgres): nothing was written; a retry after it is back succeeds.
     #[error("database unavailable: {0}")]
     Unavailable(String),
+    /// The connection to the database was lost during a call (Postgres):
+    /// what it sent may have been done, a commit may have committed, so a
+    /// retry must be one the store can recognise, as for
+    /// [`StoreError::TimedOut`].
+    #[error("connection to the database lost: {0}")]
+    Lost(String),
     /// The database did not answer within the daemon's bound on a call
     /// (Postgres stalled or unreachable): a change may or may not have
     /// been committed, so a retry must be one the store can recognise
@@ -78,8 +84,15 @@ impl From<sqlx::Error> for StoreError {
                 }
                 None => of_fault(err),
             },
+            // A connection lost mid-call: what was sent may have been
+            // done, a COMMIT whose answer never came committed.
+            sqlx::Error::Io(io)
+                if !matches!(Fault::of_sqlx(&err), Fault::Full) && !never_connected(io) =>
+            {
+                StoreError::Lost(err.to_string())
+            }
             // Postgres down or unreachable: no connection within the pool's
-            // acquire timeout, or one lost mid-statement.
+            // acquire timeout, or none made at all.
             sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::Tls(_)
                 if !matches!(Fault::of_sqlx(&err), Fault::Full) =>
             {
@@ -88,6 +101,20 @@ impl From<sqlx::Error> for StoreError {
             _ => of_fault(err),
         }
     }
+}
+
+/// Whether `io` failed a connection before anything was sent on it.
+fn never_connected(io: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        io.kind(),
+        ErrorKind::ConnectionRefused
+            | ErrorKind::NotFound
+            | ErrorKind::AddrNotAvailable
+            | ErrorKind::HostUnreachable
+            | ErrorKind::NetworkUnreachable
+            | ErrorKind::PermissionDenied
+    )
 }
 
 /// A SQLite error, or one of sqlx's own, by the fault it is.
@@ -123,5 +150,34 @@ fn of_sqlstate(code: &str, message: String) -> Option<StoreError> {
 impl From<serde_json::Error> for StoreError {
     fn from(err: serde_json::Error) -> Self {
         StoreError::Corrupt(err.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoreError;
+    use std::io::{Error, ErrorKind};
+
+    /// A connection refused never sent anything: nothing was written. One
+    /// lost mid-call (reset, closed after a COMMIT was sent) may have
+    /// committed, and is never told as "nothing was written".
+    #[test]
+    fn a_connection_lost_mid_call_is_told_apart_from_one_never_made() {
+        let of = |kind| StoreError::from(sqlx::Error::Io(Error::from(kind)));
+        assert!(matches!(
+            of(ErrorKind::ConnectionRefused),
+            StoreError::Unavailable(_)
+        ));
+        for kind in [
+            ErrorKind::ConnectionReset,
+            ErrorKind::UnexpectedEof,
+            ErrorKind::BrokenPipe,
+        ] {
+            assert!(matches!(of(kind), StoreError::Lost(_)), "{kind:?}");
+        }
+        assert!(matches!(
+            StoreError::from(sqlx::Error::PoolTimedOut),
+            StoreError::Unavailable(_)
+        ));
     }
 }
