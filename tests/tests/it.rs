@@ -20,6 +20,7 @@ mod edge_review;
 mod examples;
 mod executor_crash;
 mod executor_modes;
+mod fault_review;
 mod faults;
 mod findings;
 mod fuzz_bodies;

@@ -25,7 +25,8 @@ pub const MAX_TEXT: usize = 4096;
 /// Most characters of a free-text reply.
 pub const MAX_REPLY: usize = 256;
 
-/// Limits are in characters, as JSON Schema's `maxLength` counts them.
+/// Limits are in characters, as JSON Schema's `maxLength` counts them; a
+/// text with U+0000 in it is refused whatever its length.
 pub fn check_len(field: &str, value: Option<&str>, max: usize) -> GateResult<()> {
     match value {
         // Counting is only needed when the bytes could exceed the limit.
@@ -33,9 +34,16 @@ pub fn check_len(field: &str, value: Option<&str>, max: usize) -> GateResult<()>
             field,
             format!("at most {max} characters"),
         )),
+        // What a command line cannot hold and Postgres cannot store: an
+        // action differing by one from what a shell runs (and the
+        // analysers read) is refused the same on every backend.
+        Some(v) if v.contains('\0') => Err(GateError::invalid(field, NUL_REFUSED)),
         _ => Ok(()),
     }
 }
+
+/// Why a text holding U+0000 is refused.
+pub const NUL_REFUSED: &str = "may not hold the NUL character (U+0000)";
 
 /// An agent id: 1-128 of `A-Z a-z 0-9 _ - . @`.
 pub fn validate_agent_id(id: &str) -> GateResult<()> {

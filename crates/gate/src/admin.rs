@@ -52,6 +52,15 @@ pub fn validate_new_key(role: Role, agent: Option<&str>, name: Option<&str>) -> 
     Ok(())
 }
 
+/// [`compile_profile`] off the runtime's threads, which a large profile
+/// would hold for seconds (`/healthz` and every agent waiting).
+pub async fn compile_off_runtime(json: &serde_json::Value) -> GateResult<Profile> {
+    let json = json.clone();
+    tokio::task::spawn_blocking(move || compile_profile(&json))
+        .await
+        .map_err(|_| GateError::internal())?
+}
+
 /// Compiles a profile given as JSON, naming the bad field or pattern.
 pub fn compile_profile(json: &serde_json::Value) -> GateResult<Profile> {
     let spec: ProfileSpec = serde_json::from_value(json.clone()).map_err(|e| {
@@ -215,12 +224,7 @@ impl Gate {
         let (profile, warnings) = match profile {
             None | Some(serde_json::Value::Null) => (None, Vec::new()),
             Some(json) => {
-                // Off the runtime's threads: a large profile takes a while.
-                let (json, profile) = tokio::task::spawn_blocking(move || {
-                    compile_profile(&json).map(|profile| (json, profile))
-                })
-                .await
-                .map_err(|_| GateError::internal())??;
+                let profile = compile_off_runtime(&json).await?;
                 crate::examples::check_examples(&profile)?;
                 let warnings = self.unmet_quorums(profile.approval_rules()).await?;
                 (Some(json), warnings)

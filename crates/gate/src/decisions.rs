@@ -285,11 +285,21 @@ impl Gate {
                         "decision-only actions are granted by pattern, not scope",
                     ));
                 }
-                let pattern = match remember.pattern.clone() {
-                    Some(p) => p,
-                    None => self.remembered_pattern(action).await?,
+                let (pattern, field) = match remember.pattern.clone() {
+                    Some(p) => (p, "remember.pattern"),
+                    None => (self.remembered_pattern(action).await?, "remember"),
                 };
-                crate::grants::tool_target(&action.tool, &pattern, "remember.pattern")
+                if field == "remember" && pattern.chars().count() > policy::MAX_PATTERN_LEN {
+                    return Err(GateError::invalid(
+                        field,
+                        format!(
+                            "this action's line is too long for a grant's pattern (at most {} \
+                             characters written as one): give remember.pattern",
+                            policy::MAX_PATTERN_LEN
+                        ),
+                    ));
+                }
+                crate::grants::tool_target(&action.tool, &pattern, field)
             }
         }
     }

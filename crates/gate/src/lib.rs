@@ -185,7 +185,7 @@ struct Inner {
     pending_limit: pending_limit::PendingLimit,
     run_limit: run_limit::RunLimit,
     /// The receipt signing key, read (or made) on first use.
-    receipt_signer: tokio::sync::OnceCell<actiongate_receipt::ReceiptSigner>,
+    receipt_signer: receipts::SignerCell,
 }
 
 impl Gate {
@@ -221,7 +221,7 @@ impl Gate {
             shutdown,
             pending_limit: pending_limit::PendingLimit::default(),
             run_limit: run_limit::RunLimit::default(),
-            receipt_signer: tokio::sync::OnceCell::new(),
+            receipt_signer: receipts::SignerCell::default(),
         }))
     }
 

@@ -186,6 +186,19 @@ impl Gate {
                     GateError::invalid(field("tool"), "1-128 characters from A-Z a-z 0-9 _ - .")
                 })?;
                 check_len(&field("detail"), Some(detail), MAX_DETAIL)?;
+                // Approving the step grants exactly its line, as a pattern:
+                // one too long for a grant could never be approved.
+                if regex::escape(detail).chars().count() > actiongate_policy::MAX_PATTERN_LEN {
+                    return Err(GateError::invalid(
+                        field("detail"),
+                        format!(
+                            "too long for a plan: approving a step grants its line as a \
+                             pattern, at most {} characters with a `\\` before each \
+                             special character; request it as an action instead",
+                            actiongate_policy::MAX_PATTERN_LEN
+                        ),
+                    ));
+                }
             }
             (None, None, Some(handler), Some(action)) => {
                 let h = match self.handler(handler).await {

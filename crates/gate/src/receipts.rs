@@ -12,32 +12,68 @@ use actiongate_receipt::{
 };
 use actiongate_store::receipts::StoredReceiptKey;
 use serde_json::Value;
+use std::time::Instant;
 
 use crate::{Caller, Gate, GateError, GateResult};
 
+/// The receipt signing key once read or made, and the last failure to
+/// make it.
+#[derive(Default)]
+pub(crate) struct SignerCell {
+    signer: tokio::sync::OnceCell<ReceiptSigner>,
+    /// Taken by whoever reads or makes the key; holds when the last
+    /// attempt failed and why.
+    making: tokio::sync::Mutex<Option<(Instant, GateError)>>,
+}
+
 impl Gate {
     /// The receipt signing key: the one stored, or a new one stored now
-    /// when this database has none (the first daemon's wins a race).
+    /// when this database has none (the first daemon's wins a race). One
+    /// caller at a time tries; those that waited their turn meanwhile get
+    /// its failure (a busy database) rather than each waiting out a busy
+    /// timeout of its own.
     pub async fn receipt_signer(&self) -> GateResult<&ReceiptSigner> {
-        self.0
-            .receipt_signer
-            .get_or_try_init(|| async {
-                let seed: [u8; 32] = rand::random();
-                let fresh = ReceiptSigner::from_seed(&seed).map_err(|e| {
-                    tracing::error!(error = %e, "cannot make a receipt key");
-                    GateError::internal()
-                })?;
-                let candidate = StoredReceiptKey {
-                    kid: fresh.kid().to_owned(),
-                    seed: hex::encode(seed),
-                };
-                let stored = self.store().receipt_key(candidate).await?;
-                ReceiptSigner::from_hex(&stored.seed).map_err(|e| {
-                    tracing::error!(error = %e, "the stored receipt key is unusable");
-                    GateError::internal()
-                })
-            })
-            .await
+        let cell = &self.0.receipt_signer;
+        if let Some(signer) = cell.signer.get() {
+            return Ok(signer);
+        }
+        let asked = Instant::now();
+        let mut failed = cell.making.lock().await;
+        if let Some(signer) = cell.signer.get() {
+            return Ok(signer);
+        }
+        if let Some((at, e)) = &*failed
+            && *at >= asked
+        {
+            return Err(e.clone());
+        }
+        match self.read_or_make_receipt_key().await {
+            Ok(signer) => {
+                *failed = None;
+                Ok(cell.signer.get_or_init(|| async { signer }).await)
+            }
+            Err(e) => {
+                *failed = Some((Instant::now(), e.clone()));
+                Err(e)
+            }
+        }
+    }
+
+    async fn read_or_make_receipt_key(&self) -> GateResult<ReceiptSigner> {
+        let seed: [u8; 32] = rand::random();
+        let fresh = ReceiptSigner::from_seed(&seed).map_err(|e| {
+            tracing::error!(error = %e, "cannot make a receipt key");
+            GateError::internal()
+        })?;
+        let candidate = StoredReceiptKey {
+            kid: fresh.kid().to_owned(),
+            seed: hex::encode(seed),
+        };
+        let stored = self.store().receipt_key(candidate).await?;
+        ReceiptSigner::from_hex(&stored.seed).map_err(|e| {
+            tracing::error!(error = %e, "the stored receipt key is unusable");
+            GateError::internal()
+        })
     }
 
     /// The public receipt key as a JWK.

@@ -18,7 +18,6 @@ use actiongate_store::{Action, ActionFilter};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 
-use crate::admin::compile_profile;
 use crate::policy::{record, validate_tool};
 use crate::{Caller, Gate, GateError, GateResult};
 use actiongate_api::model::{DecisionResult, Role};
@@ -227,7 +226,7 @@ impl Gate {
         caller.require(Role::Admin)?;
         validate_tool(tool)?;
         crate::actions::check_len("detail", Some(detail), crate::actions::MAX_DETAIL)?;
-        let profile = compile_profile(profile)?;
+        let profile = crate::admin::compile_off_runtime(profile).await?;
         let agent = caller.agent.as_deref().unwrap_or("dry-run");
         let req = policy::Request {
             agent,
@@ -252,7 +251,22 @@ impl Gate {
     ) -> GateResult<ReplayReport> {
         caller.require(Role::Admin)?;
         crate::actions::validate_agent_id(agent)?;
-        let candidate = compile_profile(candidate)?;
+        let candidate = crate::admin::compile_off_runtime(candidate).await?;
+        self.replay_compiled(caller, agent, &candidate, since, progress)
+            .await
+    }
+
+    /// [`Gate::replay_profile`] of a profile compiled already.
+    pub async fn replay_compiled(
+        &self,
+        caller: &Caller,
+        agent: &str,
+        candidate: &actiongate_policy::Profile,
+        since: Option<&str>,
+        progress: Option<tokio::sync::mpsc::Sender<u64>>,
+    ) -> GateResult<ReplayReport> {
+        caller.require(Role::Admin)?;
+        crate::actions::validate_agent_id(agent)?;
         let since = parse_since(since, Utc::now())?;
         let mut tally = Tally::default();
         let mut taint_times = HashMap::new();
@@ -273,7 +287,7 @@ impl Gate {
                     break 'pages;
                 }
                 let tainted = self.tainted_before(action, &mut taint_times).await?;
-                tally.add(action, replay_one(&candidate, action, tainted));
+                tally.add(action, replay_one(candidate, action, tainted));
             }
             if let Some(tx) = &progress {
                 // A listener gone away does not stop the replay's answer.

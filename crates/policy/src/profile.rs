@@ -345,10 +345,10 @@ fn check_size(lists: &CustomProfile) -> Result<(), ProfileError> {
     ];
     let count = named.iter().map(|(_, l)| l.len()).sum::<usize>() + lists.approvals.len();
     if count > MAX_PATTERNS {
-        let list = named
-            .iter()
-            .max_by_key(|(_, l)| l.len())
-            .map_or("allow", |(name, _)| *name);
+        let list = (named.iter().map(|(name, l)| (*name, l.len())))
+            .chain([("approvals", lists.approvals.len())])
+            .max_by_key(|(_, n)| *n)
+            .map_or("allow", |(name, _)| name);
         return Err(ProfileError::TooManyPatterns {
             list,
             count,
@@ -743,6 +743,21 @@ mod tests {
         assert!(matches!(
             Profile::custom(c),
             Err(ProfileError::TooManyPatterns { .. })
+        ));
+    }
+
+    #[test]
+    fn too_many_approvals_rules_are_named_as_the_list_at_fault() {
+        let mut c = lists(10, "tool:x:a");
+        let rule: crate::approvals::ApprovalRule =
+            serde_json::from_value(serde_json::json!({"pattern": "tool:x:.*"})).unwrap();
+        c.approvals = vec![rule; MAX_PATTERNS];
+        assert!(matches!(
+            Profile::custom(c),
+            Err(ProfileError::TooManyPatterns {
+                list: "approvals",
+                ..
+            })
         ));
     }
 

@@ -372,6 +372,7 @@ pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             "expected a JSON object".to_owned(),
         ));
     }
+    refuse_nul(bytes)?;
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let first = serde_path_to_error::deserialize(&mut de);
     // `128.0` is an integer to JSON Schema (and to most senders); serde
@@ -417,6 +418,55 @@ pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     de.end()
         .map_err(|e| shape_error("body".to_owned(), e.to_string()))?;
     Ok(value)
+}
+
+/// Refuses a JSON body with U+0000 in a string or key, naming the first
+/// (Postgres cannot store it, and a command line cannot hold it: refused
+/// on every backend alike). JSON writes it only as an escape: the body is
+/// looked through only where one may be.
+pub fn refuse_nul(bytes: &[u8]) -> Result<(), ApiError> {
+    if bytes.windows(5).any(|w| w == b"u0000")
+        && let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes)
+        && let Some(field) = nul_field(&value, String::new())
+    {
+        return Err(ApiError::invalid_fields(vec![FieldError {
+            field,
+            message: actiongate_gate::actions::NUL_REFUSED.to_owned(),
+        }]));
+    }
+    Ok(())
+}
+
+/// The path (`steps[1].detail`) of the first string or key in `value`
+/// holding U+0000; `path` is where `value` is (empty at the top).
+fn nul_field(value: &serde_json::Value, path: String) -> Option<String> {
+    use serde_json::Value;
+    let named = |path: &str, key: &str| {
+        if path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match value {
+        Value::String(s) if s.contains('\0') => Some(if path.is_empty() {
+            "body".to_owned()
+        } else {
+            path
+        }),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| nul_field(v, format!("{path}[{i}]"))),
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            if k.contains('\0') {
+                Some(named(&path, &k.replace('\0', "\\u0000")))
+            } else {
+                nul_field(v, named(&path, k))
+            }
+        }),
+        _ => None,
+    }
 }
 
 /// `bytes` with every number written as a whole float (`128.0`, `-3.00`)

@@ -19,7 +19,7 @@ use actiongate_gate::{Action, ActionStatus};
 use crate::auth::{Caller, Operator};
 use crate::error::{
     ApiError, ApiJson, ApiJsonBody, ApiPath, ApiQuery, ApiResult, Problem, is_object_text,
-    object_has_key, parse_object,
+    object_has_key, parse_object, refuse_nul,
 };
 use crate::state::AppState;
 
@@ -44,6 +44,7 @@ fn parse_create_action(bytes: &[u8]) -> Result<CreateAction, ApiError> {
     if is_object_text(bytes)
         && let Ok(tool) = serde_json::from_slice::<ToolActionRequest>(bytes)
     {
+        refuse_nul(bytes)?;
         return Ok(CreateAction::Tool(tool));
     }
     // The form is picked by its keys, so errors name the right fields

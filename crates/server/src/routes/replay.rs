@@ -61,11 +61,11 @@ pub async fn replay(
         return Ok(axum::Json(report).into_response());
     }
     // Bad input is answered as problem+json before any stream starts.
-    actiongate_gate::admin::compile_profile(&body.profile)?;
+    let candidate = actiongate_gate::admin::compile_off_runtime(&body.profile).await?;
     actiongate_gate::replay::parse_since(body.since.as_deref(), chrono::Utc::now())?;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<u64>(64);
     let run = tokio::spawn(async move {
-        gate.replay_profile(&caller, &id, &body.profile, body.since.as_deref(), Some(tx))
+        gate.replay_compiled(&caller, &id, &candidate, body.since.as_deref(), Some(tx))
             .await
     });
     let stream = async_stream::stream! {
