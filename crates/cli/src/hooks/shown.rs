@@ -78,14 +78,24 @@ pub fn cut(s: &str, max: usize) -> String {
 
 fn cut_strings(v: &Value, max: usize) -> Value {
     match v {
-        Value::String(s) => Value::String(cut(s, max)),
+        Value::String(s) => Value::String(cut(&visible(s), max)),
         Value::Array(items) => Value::Array(items.iter().map(|i| cut_strings(i, max)).collect()),
         Value::Object(m) => Value::Object(
             m.iter()
-                .map(|(k, v)| (cut(k, max), cut_strings(v, max)))
+                .map(|(k, v)| (cut(&visible(k), max), cut_strings(v, max)))
                 .collect::<Map<_, _>>(),
         ),
         other => other.clone(),
+    }
+}
+
+/// `s` with each NUL shown as `␀`: the daemon refuses text holding one,
+/// and a refused request would fail the call the human is to see.
+fn visible(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains('\0') {
+        s.replace('\0', "\u{2400}").into()
+    } else {
+        s.into()
     }
 }
 
@@ -118,6 +128,15 @@ mod tests {
             verb: "write",
             path: "/p/a".into(),
         }
+    }
+
+    #[test]
+    fn a_nul_the_daemon_would_refuse_is_shown_as_a_symbol() {
+        let input = json!({"file_path": ".g\u{0}it/config", "k\u{0}": ["a\u{0}"]});
+        assert_eq!(
+            params_for(&file(), Some(&input)),
+            Some(json!({"file_path": ".g\u{2400}it/config", "k\u{2400}": ["a\u{2400}"]}))
+        );
     }
 
     #[test]
