@@ -323,3 +323,138 @@ async fn heavy_look_around_patterns_are_bounded_and_compiled_off_the_request_thr
     assert!(rss_mib < 400, "the daemon holds {rss_mib} MiB");
     d.stop();
 }
+
+/// A TCP proxy to Postgres that, once armed, forwards the `COMMIT` of the
+/// first transaction that wrote to `people` and then closes both sides:
+/// the commit is done, its answer never arrives.
+struct CommitCutter {
+    port: u16,
+    armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl CommitCutter {
+    async fn start(upstream: u16) -> CommitCutter {
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicBool;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let armed = Arc::new(AtomicBool::new(false));
+        let cut = Arc::new(AtomicBool::new(false));
+        let (a, c) = (armed.clone(), cut.clone());
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let (armed, cut) = (a.clone(), c.clone());
+                tokio::spawn(async move {
+                    if let Ok(server) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                    {
+                        pipe(client, server, armed, cut).await;
+                    }
+                });
+            }
+        });
+        CommitCutter { port, armed, cut }
+    }
+}
+
+async fn pipe(
+    client: tokio::net::TcpStream,
+    server: tokio::net::TcpStream,
+    armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // The simple-protocol message sqlx sends to commit: 'Q', its length
+    // (4 + "COMMIT\0"), the text.
+    const COMMIT: &[u8] = b"Q\0\0\0\x0bCOMMIT\0";
+    let (mut cr, mut cw) = client.into_split();
+    let (mut sr, mut sw) = server.into_split();
+    let back = tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut sr, &mut cw).await;
+        cw
+    });
+    let mut wrote_people = false;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match cr.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let chunk = &buf[..n];
+        wrote_people |= chunk.windows(18).any(|w| w == b"INSERT INTO people");
+        let commits = chunk.windows(COMMIT.len()).any(|w| w == COMMIT);
+        if commits && wrote_people && armed.swap(false, Ordering::SeqCst) {
+            // Nothing more reaches the client (it sees the connection
+            // end); Postgres gets the COMMIT, and is let commit.
+            cut.store(true, Ordering::SeqCst);
+            back.abort();
+            let _ = back.await;
+            let _ = sw.write_all(chunk).await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            return;
+        }
+        if sw.write_all(chunk).await.is_err() {
+            break;
+        }
+        if commits {
+            wrote_people = false;
+        }
+    }
+    back.abort();
+}
+
+/// A Postgres connection lost once a write's COMMIT was sent: the write
+/// is stored, and the 503 says it may have been, never that nothing was
+/// written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_whose_answer_is_lost_is_never_told_as_nothing_written() {
+    let Some(cluster) = Cluster::shared() else {
+        return;
+    };
+    let direct = cluster.database();
+    let cutter = CommitCutter::start(cluster.port).await;
+    let url = direct.replace(
+        &format!("127.0.0.1:{}/", cluster.port),
+        &format!("127.0.0.1:{}/", cutter.port),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        &[("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())],
+    );
+    let http = client();
+    let admin = d.admin_key();
+    cutter
+        .armed
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (s, p) = post(&http, &d.base, &admin, "/v1/people", json!({"name": "ann"})).await;
+    assert!(
+        cutter.cut.load(std::sync::atomic::Ordering::SeqCst),
+        "nothing was cut: {s} {p}"
+    );
+    assert_eq!(s, 503, "{p}");
+    let detail = p["detail"].as_str().unwrap_or_default();
+    assert!(!detail.contains("nothing was written"), "{p}");
+    assert!(detail.contains("may or may not have been written"), "{p}");
+    // It was written: the daemon answers from its other connections.
+    let mut listed = Value::Null;
+    for _ in 0..50 {
+        let (s, l) = call(
+            &http,
+            Method::GET,
+            format!("{}/v1/people", d.base),
+            &admin,
+            None,
+        )
+        .await;
+        if s == 200 {
+            listed = l;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(listed.to_string().contains("\"ann\""), "{listed}");
+    d.stop();
+}
