@@ -299,3 +299,27 @@ async fn an_executor_cannot_use_up_another_handlers_callback_ids() {
     assert_eq!(s, 401, "{body}");
     t.d.stop();
 }
+
+/// An asynchronous result past the bound on results is kept as a
+/// truncation note and settles the action, as an answer given at once
+/// is: refused, it left the action running until its result timed out
+/// (the callback's webhook-id used up, and executors retry no 4xx).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_past_the_bound_settles_the_action_as_a_truncation_note() {
+    let t = setup().await;
+    let (d, agent, secret) = (&t.d, &t.agent, &t.secret);
+    let id = t.write("/big").await;
+    t.deliveries(1).await;
+    let big = "x".repeat(600 * 1024);
+    let cb = sign(
+        secret,
+        &format!("res_{id}_1"),
+        &json!({"status": "completed", "result": {"content": big}, "attempt": 1, "action_id": id}),
+    );
+    let (s, body) = post(&d.base, &id, &cb).await;
+    assert_eq!(s, 200, "{body}");
+    let act = status_of(&d.base, agent, &id).await;
+    assert_eq!(act["status"], "completed", "{act}");
+    assert_eq!(act["outcome"]["result"]["truncated"], true, "{act}");
+    assert!(act["outcome"]["result"]["size"].as_u64().unwrap() > 600 * 1024);
+}

@@ -11,14 +11,43 @@ use serde_json::{Value, json};
 use crate::actions::Outcome;
 use crate::signing::Signer;
 
-/// Waits between tries of one callback.
-const BACKOFF: [Duration; 5] = [
+/// Waits between the first tries of one callback; later ones wait
+/// [`BACKOFF_MOST`].
+const BACKOFF: [Duration; 6] = [
     Duration::from_millis(500),
     Duration::from_secs(1),
     Duration::from_secs(2),
     Duration::from_secs(4),
     Duration::from_secs(8),
+    Duration::from_secs(15),
 ];
+
+/// The longest wait between tries.
+const BACKOFF_MOST: Duration = Duration::from_secs(30);
+
+/// How long a result is tried for: a database fault of some minutes (a
+/// held lock, a Postgres restart) must not cost the action its result
+/// until the daemon's `dispatch.async_result_timeout` (an hour) sends it
+/// again.
+pub const RETRY_FOR: Duration = Duration::from_secs(15 * 60);
+
+/// Most bytes of a callback body: the daemon's default body limit
+/// (`http.body_limit_bytes`, 1 MiB) less room for the envelope. A larger
+/// result is sent as `{"truncated": true, "size": …}`, which the daemon
+/// would keep of it anyway, rather than be refused (413) for good.
+pub const MAX_BODY: usize = 1024 * 1024 - 4096;
+
+/// The waits before each try after the first, adding up to [`RETRY_FOR`].
+pub fn waits() -> impl Iterator<Item = Duration> {
+    let mut total = Duration::ZERO;
+    BACKOFF
+        .into_iter()
+        .chain(std::iter::repeat(BACKOFF_MOST))
+        .take_while(move |w| {
+            total += *w;
+            total <= RETRY_FOR
+        })
+}
 
 /// Posts async results to the daemon.
 #[derive(Debug, Clone)]
@@ -44,6 +73,27 @@ pub fn body(action_id: &str, outcome: &Outcome, attempt: u32) -> Value {
     }
 }
 
+/// The callback body as sent: [`body`], or past [`MAX_BODY`] the same with
+/// its result replaced by a truncation note.
+pub fn encoded(action_id: &str, outcome: &Outcome, attempt: u32) -> serde_json::Result<Vec<u8>> {
+    let mut value = body(action_id, outcome, attempt);
+    let payload = serde_json::to_vec(&value)?;
+    if payload.len() <= MAX_BODY {
+        return Ok(payload);
+    }
+    let size = serde_json::to_vec(&value["result"])?.len();
+    value["result"] = json!({"truncated": true, "size": size});
+    if let Some(error) = value.get_mut("error")
+        && !error.is_null()
+    {
+        let text = error
+            .as_str()
+            .map_or_else(|| error.to_string(), str::to_owned);
+        *error = json!(text.chars().take(4096).collect::<String>());
+    }
+    serde_json::to_vec(&value)
+}
+
 impl Callback {
     /// Posts to `daemon` (its base URL) with `signer`.
     pub fn new(daemon: &str, signer: Signer) -> Result<Callback, reqwest::Error> {
@@ -58,10 +108,10 @@ impl Callback {
         })
     }
 
-    /// Delivers one result; gives up after the last backoff step.
+    /// Delivers one result; gives up after [`RETRY_FOR`].
     pub async fn post(&self, action_id: &str, attempt: u32, outcome: &Outcome) {
         let url = format!("{}/v1/actions/{action_id}/result", self.daemon);
-        let payload = match serde_json::to_vec(&body(action_id, outcome, attempt)) {
+        let payload = match encoded(action_id, outcome, attempt) {
             Ok(p) => p,
             Err(e) => {
                 tracing::error!(action_id, error = %e, "cannot encode a result");
@@ -69,7 +119,7 @@ impl Callback {
             }
         };
         let id = format!("res_{action_id}_{attempt}");
-        for (n, wait) in std::iter::once(Duration::ZERO).chain(BACKOFF).enumerate() {
+        for (n, wait) in std::iter::once(Duration::ZERO).chain(waits()).enumerate() {
             tokio::time::sleep(wait).await;
             // A fresh timestamp (and so signature) on every try.
             let headers = match self.signer.headers(&id, &payload) {
@@ -117,5 +167,45 @@ impl Callback {
             attempt,
             "gave up delivering a result; a redelivery of the action will get it"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_result_is_tried_for_minutes_not_seconds() {
+        let total: Duration = waits().sum();
+        assert!(total <= RETRY_FOR, "{total:?}");
+        assert!(total + BACKOFF_MOST > RETRY_FOR, "{total:?}");
+        assert!(waits().all(|w| w <= BACKOFF_MOST));
+    }
+
+    #[test]
+    fn a_result_past_the_body_limit_is_sent_as_a_truncation_note() {
+        let small = Outcome {
+            code: 200,
+            body: json!({"content": "x"}),
+            status: crate::journal::Status::Success,
+            details: String::new(),
+        };
+        let sent: Value = serde_json::from_slice(&encoded("a1", &small, 1).unwrap()).unwrap();
+        assert_eq!(sent["result"], json!({"content": "x"}));
+        let big = Outcome {
+            code: 422,
+            body: json!({"content": "x".repeat(2 * MAX_BODY), "error": "y".repeat(10_000)}),
+            status: crate::journal::Status::Failed,
+            details: String::new(),
+        };
+        let bytes = encoded("a1", &big, 1).unwrap();
+        assert!(bytes.len() < 8192, "{}", bytes.len());
+        let sent: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(sent["result"]["truncated"], true);
+        assert!(sent["result"]["size"].as_u64().unwrap() > 2 * MAX_BODY as u64);
+        assert_eq!(sent["error"].as_str().unwrap().len(), 4096);
+        assert_eq!(sent["status"], "failed");
+        assert_eq!(sent["action_id"], "a1");
     }
 }

@@ -87,8 +87,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             .clone()
             .unwrap_or_else(|| format!("http://{}/", cli.listen));
         let reg = registration::registration(&cli.handler_id, &url, cli.command_timeout);
-        println!("{}", serde_json::to_string_pretty(&reg)?);
-        return Ok(());
+        // A reader that stops early (`| head`) is not an error.
+        use std::io::Write;
+        let text = serde_json::to_string_pretty(&reg)?;
+        return match writeln!(std::io::stdout().lock(), "{text}") {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+            _ => Ok(()),
+        };
     }
     if let Some(root) = &cli.root {
         crate::paths::Root::new(root).with_context(|| format!("--root {}", root.display()))?;

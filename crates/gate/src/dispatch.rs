@@ -575,6 +575,27 @@ fn result_value(body: &[u8], len: usize, max: usize) -> Value {
     }
 }
 
+/// An executor's asynchronous result as it is kept, the same as an answer
+/// given at once ([`result_value`]): nested deeper than
+/// [`crate::bounds::MAX_DEPTH`], as `{"text": …}`; past `max` bytes as
+/// JSON, as `{"truncated": true, "size": …}`. Refusing it would leave the
+/// action running until its result times out (the callback's
+/// `webhook-id` is used once, and an executor does not retry a 4xx).
+pub(crate) fn kept_result(result: Value, max: usize) -> Value {
+    if !crate::bounds::fits(&result, max) {
+        let size = serde_json::to_vec(&result).map_or(0, |b| b.len());
+        return json!({"truncated": true, "size": size});
+    }
+    if crate::bounds::depth(&result) > crate::bounds::MAX_DEPTH {
+        let text = result.to_string();
+        if text.len() > max {
+            return json!({"truncated": true, "size": text.len()});
+        }
+        return json!({"text": text});
+    }
+    result
+}
+
 /// The next step after a retryable failure of attempt `n`.
 fn retry(cfg: &DispatchConfig, n: i64, retry_after: Option<Duration>, error: &str) -> AttemptNext {
     let idx = usize::try_from(n - 1).unwrap_or(usize::MAX);
