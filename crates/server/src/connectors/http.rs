@@ -126,19 +126,12 @@ impl Http {
             })
         })?;
         let status = resp.status();
-        let bytes = resp
-            .bytes()
-            .await
-            .map_err(|_| CallError::transient("answer cut short"))?;
+        let bytes = read_bounded(resp).await?;
         if status.is_success() {
+            if bytes.is_empty() {
+                return Ok(Value::Null);
+            }
             return serde_json::from_slice(&bytes)
-                .or_else(|_| {
-                    if bytes.is_empty() {
-                        Ok(Value::Null)
-                    } else {
-                        Err(())
-                    }
-                })
                 .map_err(|_| CallError::fatal(format!("{status} with a body that is not JSON")));
         }
         let code = status.as_u16();
@@ -158,5 +151,86 @@ impl Http {
         };
         e.status = Some(code);
         Err(e)
+    }
+}
+
+/// Most bytes of a chat service's answer kept: far more than any answer
+/// of theirs holds (a page of updates, a posted message), so one that is
+/// larger is a fault, not read on into memory.
+pub const MAX_ANSWER: usize = 8 * 1024 * 1024;
+
+/// `resp`'s body, read up to [`MAX_ANSWER`].
+async fn read_bounded(mut resp: reqwest::Response) -> Result<Vec<u8>, CallError> {
+    if resp.content_length().is_some_and(|n| n > MAX_ANSWER as u64) {
+        return Err(CallError::transient("an answer over 8 MiB, not read"));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|_| CallError::transient("answer cut short"))?
+    {
+        if body.len() + chunk.len() > MAX_ANSWER {
+            return Err(CallError::transient("an answer over 8 MiB, not read"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A server answering every request with `body` (its length said when
+    /// `sized`, else chunked), on a port of its own.
+    async fn answering(body: Vec<u8>, sized: bool) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let body = body.clone();
+                tokio::spawn(async move {
+                    let mut head = [0u8; 4096];
+                    let _ = s.read(&mut head).await;
+                    let framing = if sized {
+                        format!("content-length: {}", body.len())
+                    } else {
+                        "transfer-encoding: chunked".to_owned()
+                    };
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n{framing}\r\n\r\n"
+                    );
+                    let _ = s.write_all(head.as_bytes()).await;
+                    if sized {
+                        let _ = s.write_all(&body).await;
+                    } else {
+                        for part in body.chunks(64 * 1024) {
+                            let size = format!("{:x}\r\n", part.len());
+                            let _ = s.write_all(size.as_bytes()).await;
+                            let _ = s.write_all(part).await;
+                            let _ = s.write_all(b"\r\n").await;
+                        }
+                        let _ = s.write_all(b"0\r\n\r\n").await;
+                    }
+                });
+            }
+        });
+        base
+    }
+
+    #[tokio::test]
+    async fn an_answer_past_the_bound_is_not_read_into_memory() {
+        let http = Http::new(Duration::from_secs(20)).unwrap();
+        let huge = format!("{{\"ok\":true,\"x\":\"{}\"}}", "x".repeat(MAX_ANSWER));
+        for sized in [true, false] {
+            let base = answering(huge.clone().into_bytes(), sized).await;
+            let e = http.get(&base, None).await.unwrap_err();
+            assert!(e.message.contains("over 8 MiB"), "{}", e.message);
+        }
+        let base = answering(br#"{"ok":true}"#.to_vec(), false).await;
+        assert_eq!(http.get(&base, None).await.unwrap()["ok"], true);
     }
 }
