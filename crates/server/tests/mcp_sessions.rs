@@ -495,3 +495,42 @@ async fn a_dropped_call_is_withdrawn_unless_its_client_resumes() {
     }
     app.stop().await;
 }
+
+/// One key holds at most 100 sessions at once: the next `initialize` is a
+/// 429 problem and opens nothing; closing one makes room. Another key is
+/// not held back by it.
+#[tokio::test]
+async fn a_key_holds_a_bounded_number_of_sessions() {
+    let app = TestApp::spawn().await;
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        held.push(open(&app, &app.agent).await);
+    }
+    let resp = post(&app, &app.agent, None, &initialize())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(resp.headers().get("mcp-session-id").is_none());
+    let problem: Value = resp.json().await.unwrap();
+    assert_eq!(problem["code"], "limit-reached", "{problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("100 MCP sessions"),
+        "{problem}"
+    );
+    let other = app.key("agent", Some("agent-2")).await;
+    open(&app, &other).await;
+    // Every one held still answers; one closed makes room for one more.
+    let (status, body) = list_in(&app, &app.agent, &held[99]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let resp = with_session(&app, Method::DELETE, &app.agent, &held[0])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    open(&app, &app.agent).await;
+    app.stop().await;
+}

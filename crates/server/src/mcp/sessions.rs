@@ -131,6 +131,11 @@ struct KeyTrail {
     last: Instant,
 }
 
+/// Most MCP sessions one key holds open at once (each holds a little
+/// memory until it ends or idles out): one per client connection, so far
+/// more than a key's clients need.
+pub const MOST_SESSIONS_PER_KEY: usize = 100;
+
 /// Most keys whose trails are kept; past it, those idle longest go.
 const MOST_TRAILS: usize = 10_000;
 
@@ -198,16 +203,31 @@ impl SessionOwners {
     }
 
     /// Records `owner` for a new session, and forgets the sessions rmcp
-    /// no longer holds (ended idle, or with their client).
-    async fn record(&self, session: String, owner: Owner) {
-        let live: Vec<String> = {
+    /// no longer holds (ended idle, or with their client). A key holding
+    /// [`MOST_SESSIONS_PER_KEY`] already has the new session closed:
+    /// `false`.
+    async fn record(&self, session: String, owner: Owner) -> bool {
+        let live: std::collections::HashSet<String> = {
             let sessions = self.manager.sessions.read().await;
             sessions.keys().map(ToString::to_string).collect()
         };
-        if let Ok(mut owners) = self.owners.lock() {
-            owners.retain(|id, _| live.iter().any(|l| l == id));
-            owners.insert(session, owner);
+        let admitted = match self.owners.lock() {
+            Ok(mut owners) => {
+                owners.retain(|id, _| live.contains(id));
+                let held = owners.values().filter(|o| o.key_id == owner.key_id).count();
+                let admitted = held < MOST_SESSIONS_PER_KEY;
+                if admitted {
+                    owners.insert(session.clone(), owner);
+                }
+                admitted
+            }
+            Err(_) => false,
+        };
+        if !admitted {
+            use rmcp::transport::streamable_http_server::SessionManager;
+            let _ = self.manager.close_session(&session.into()).await;
         }
+        admitted
     }
 }
 
@@ -271,8 +291,16 @@ pub async fn bind(
                 .get(SESSION_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
-            if let Some(session) = opened {
-                owners.record(session, caller).await;
+            if let Some(session) = opened
+                && !owners.record(session, caller).await
+            {
+                return crate::error::ApiError::from(actiongate_gate::GateError::limit_reached(
+                    format!(
+                        "this key holds {MOST_SESSIONS_PER_KEY} MCP sessions already: close one \
+                     (DELETE /mcp with its Mcp-Session-Id) or let one end idle"
+                    ),
+                ))
+                .into_response();
             }
         }
         Some(session) => {
