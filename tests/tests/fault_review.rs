@@ -273,29 +273,22 @@ async fn a_burst_for_the_first_receipt_key_under_a_held_lock_is_answered_togethe
     d.stop();
 }
 
-/// Look-around patterns share one budget: 300 heavy ones are refused
-/// naming one of them, without the daemon growing by gigabytes, and
-/// `/healthz` answers while they compile for a replay.
+/// A replay's candidate profile compiles off the threads that answer
+/// requests: with one worker thread, `/healthz` answers while 40 heavy
+/// look-around patterns compile (two replays at once held it 15 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn heavy_look_around_patterns_are_bounded_and_compiled_off_the_request_threads() {
+async fn a_replays_candidate_compiles_off_the_request_threads() {
     let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &[]);
+    let d = Daemon::start(dir.path(), &[("TOKIO_WORKER_THREADS", "1")]);
     let http = client();
     let admin = d.admin_key();
-    let heavy: Vec<String> = (0..300)
+    let heavy: Vec<String> = (0..40)
         .map(|i| format!("tool:bash:(?=x)\\w{{40}}[a-z]{{0,20}}N{i}"))
         .collect();
-    let profile = json!({"allow": heavy, "ask": []});
-    let replays = (0..2).map(|_| {
-        let (http, url, admin) = (
-            http.clone(),
-            format!("{}/v1/agents/bot/profile/replay", d.base),
-            admin.clone(),
-        );
-        let body = json!({"profile": profile});
-        tokio::spawn(async move { call(&http, Method::POST, url, &admin, Some(body)).await })
-    });
-    let replays = futures::future::join_all(replays);
+    let body = json!({"profile": {"allow": heavy, "ask": []}});
+    let url = format!("{}/v1/agents/bot/profile/replay", d.base);
+    let started = Instant::now();
+    let replay = call(&http, Method::POST, url, &admin, Some(body));
     let health = async {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let t = Instant::now();
@@ -307,20 +300,14 @@ async fn heavy_look_around_patterns_are_bounded_and_compiled_off_the_request_thr
         assert_eq!(resp.status(), 200);
         t.elapsed()
     };
-    let (answers, waited) = tokio::join!(replays, health);
-    for a in answers {
-        let (s, p) = a.unwrap();
-        assert_eq!(s, 422, "{p}");
-        assert!(
-            p["errors"][0]["field"]
-                .as_str()
-                .is_some_and(|f| f.starts_with("profile.allow[")),
-            "{p}"
-        );
-    }
-    assert!(waited < Duration::from_secs(3), "/healthz took {waited:?}");
-    let rss_mib = d.rss_kib() / 1024;
-    assert!(rss_mib < 400, "the daemon holds {rss_mib} MiB");
+    let ((s, p), waited) = tokio::join!(replay, health);
+    let compiled = started.elapsed();
+    assert_eq!(s, 200, "{p}");
+    eprintln!("replay {compiled:?}, /healthz {waited:?}");
+    assert!(
+        waited < Duration::from_millis(500),
+        "/healthz took {waited:?} while the replay took {compiled:?}"
+    );
     d.stop();
 }
 

@@ -14,15 +14,6 @@ use std::fmt;
 /// the decision becomes deny (see [`SetMatch::LimitExceeded`]).
 pub const BACKTRACK_LIMIT: usize = 100_000;
 
-/// Bytes the compiled look-around patterns of one list may take together
-/// (each gets its share, within [`FANCY_LEAST`] and [`FANCY_MOST`]):
-/// without it 300 patterns such as `(?=x)\w{40}` took over a gigabyte.
-pub const FANCY_BUDGET: usize = 32 << 20;
-/// The least share of [`FANCY_BUDGET`] one look-around pattern gets.
-pub const FANCY_LEAST: usize = 64 << 10;
-/// The most one look-around pattern may take.
-pub const FANCY_MOST: usize = 4 << 20;
-
 /// A pattern that does not compile.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid pattern `{pattern}`: {message}")]
@@ -116,22 +107,14 @@ impl fmt::Debug for PatternSet {
 impl PatternSet {
     /// Compiles `patterns`; on failure returns the index of the first bad one.
     pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<Self, (usize, PatternError)> {
-        // Look-around patterns are compiled one by one: they share one
-        // budget, as the plain ones share their set's size limit.
-        let engines: Vec<_> = patterns.iter().map(|p| classify(p.as_ref())).collect();
-        let looking = engines
-            .iter()
-            .filter(|e| matches!(e, Ok(Engine::Fancy)))
-            .count();
-        let share = (FANCY_BUDGET / looking.max(1)).clamp(FANCY_LEAST, FANCY_MOST);
         let mut plain = Vec::new();
         let mut set_index = Vec::new();
         let mut literals = Vec::new();
         let mut fancy = Vec::new();
         let mut shapes = Vec::with_capacity(patterns.len());
-        for (index, (pattern, engine)) in patterns.iter().zip(engines).enumerate() {
+        for (index, pattern) in patterns.iter().enumerate() {
             let pattern = pattern.as_ref();
-            match engine {
+            match classify(pattern) {
                 Ok(Engine::Plain) => {
                     let literal = prefix::literal_pattern(pattern);
                     match &literal {
@@ -163,8 +146,6 @@ impl PatternSet {
                     }
                     let regex = fancy_regex::RegexBuilder::new(&wrap_fancy(pattern))
                         .backtrack_limit(BACKTRACK_LIMIT)
-                        .delegate_size_limit(share)
-                        .delegate_dfa_size_limit(share)
                         .build()
                         .map_err(|e| (index, invalid(pattern, e.to_string())))?;
                     let start = literal_prefix(pattern);
