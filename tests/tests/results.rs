@@ -323,3 +323,29 @@ async fn a_result_past_the_bound_settles_the_action_as_a_truncation_note() {
     assert_eq!(act["outcome"]["result"]["truncated"], true, "{act}");
     assert!(act["outcome"]["result"]["size"].as_u64().unwrap() > 600 * 1024);
 }
+
+/// An asynchronous result may report text holding NUL (a file's bytes):
+/// it is kept, not refused (which left the action running for the hour
+/// of its result timeout); a NUL in the error text is kept as `␀`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_holding_nul_settles_the_action() {
+    let t = setup().await;
+    let (d, agent, secret) = (&t.d, &t.agent, &t.secret);
+    let id = t.write("/nul").await;
+    t.deliveries(1).await;
+    let cb = sign(
+        secret,
+        &format!("res_{id}_1"),
+        &json!({"status": "failed", "result": {"stdout": "before\u{0}after"},
+                "error": "bad\u{0}byte", "attempt": 1, "action_id": id}),
+    );
+    let (s, body) = post(&d.base, &id, &cb).await;
+    assert_eq!(s, 200, "{body}");
+    let act = status_of(&d.base, agent, &id).await;
+    assert_eq!(act["status"], "failed", "{act}");
+    assert_eq!(
+        act["outcome"]["result"]["stdout"], "before\u{0}after",
+        "{act}"
+    );
+    assert_eq!(act["outcome"]["error"], "bad\u{2400}byte", "{act}");
+}

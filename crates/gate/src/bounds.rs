@@ -93,7 +93,42 @@ pub fn check(field: &str, v: &Value, max_bytes: usize) -> GateResult<()> {
             format!("larger than {max_bytes} bytes as JSON"),
         ));
     }
-    Ok(())
+    match nul_at(v, field.to_owned()) {
+        Some(at) => Err(GateError::invalid(at, crate::actions::NUL_REFUSED)),
+        None => Ok(()),
+    }
+}
+
+/// The path (`params.a[1]`, `steps[1].detail`) of the first string or key
+/// in `value` holding U+0000, which no entrance takes; `path` is where
+/// `value` is (empty at the top, where a string is the `body`).
+pub fn nul_at(value: &Value, path: String) -> Option<String> {
+    let named = |key: &str| {
+        if path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match value {
+        Value::String(s) if s.contains('\0') => Some(if path.is_empty() {
+            "body".to_owned()
+        } else {
+            path
+        }),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| nul_at(v, format!("{path}[{i}]"))),
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            if k.contains('\0') {
+                Some(named(&k.replace('\0', "\\u0000")))
+            } else {
+                nul_at(v, named(k))
+            }
+        }),
+        _ => None,
+    }
 }
 
 /// [`check`] for a map of values (a scope).
@@ -126,13 +161,33 @@ pub fn check_map(
             format!("larger than {max_bytes} bytes as JSON"),
         ));
     }
-    Ok(())
+    match map.iter().find_map(|(k, v)| {
+        if k.contains('\0') {
+            Some(field.to_owned())
+        } else {
+            nul_at(v, format!("{field}.{k}"))
+        }
+    }) {
+        Some(at) => Err(GateError::invalid(at, crate::actions::NUL_REFUSED)),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_nul_anywhere_in_free_form_json_is_refused_naming_where() {
+        let v = serde_json::json!({"a": [1, {"b": "x\u{0}"}]});
+        let e = check("params", &v, 1 << 20).unwrap_err();
+        assert_eq!(e.errors[0].field, "params.a[1].b");
+        let m = serde_json::json!({"reason": "r\u{0}"});
+        let e = check_map("scope", m.as_object().unwrap(), 1 << 20).unwrap_err();
+        assert_eq!(e.errors[0].field, "scope.reason");
+        assert!(check("params", &serde_json::json!({"a": "x"}), 1 << 20).is_ok());
+    }
     use serde_json::json;
 
     fn nested(levels: usize) -> Value {

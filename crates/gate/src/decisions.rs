@@ -476,6 +476,10 @@ impl Gate {
             webhook_id,
             seen: seen_id,
         } = callback;
+        // An error text is kept as told; a NUL in it (a file's bytes, say)
+        // as `␀`, which every backend stores.
+        let mut result = result;
+        result.error = result.error.map(|e| e.replace('\0', "\u{2400}"));
         let replayed =
             || GateError::unauthorized("missing, invalid, stale or replayed webhook signature");
         let bound = match &result.action_id {

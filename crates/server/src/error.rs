@@ -356,6 +356,16 @@ pub fn is_object_text(bytes: &[u8]) -> bool {
 /// the wrong shape (not an object, a field of the wrong type, an unknown
 /// field) is 422 naming the field.
 pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if is_object_text(bytes) {
+        refuse_nul(bytes)?;
+    }
+    parse_any_text(bytes)
+}
+
+/// [`parse_object`] taking U+0000 in strings: for what is kept, not
+/// matched or run (an executor's result, which may report what a file
+/// held, and which Postgres stores as JSON text).
+pub fn parse_any_text<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     // serde_json reports some shape errors (an enum given as `{}`, a struct
     // given as a longer array) as syntax errors; what decides between 400
     // and 422 is whether the text is JSON at all.
@@ -372,7 +382,6 @@ pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             "expected a JSON object".to_owned(),
         ));
     }
-    refuse_nul(bytes)?;
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let first = serde_path_to_error::deserialize(&mut de);
     // `128.0` is an integer to JSON Schema (and to most senders); serde
@@ -384,7 +393,7 @@ pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             .contains("invalid type: floating point")
         && let Some(whole) = whole_floats_as_integers(bytes)
     {
-        return parse_object(&whole);
+        return parse_any_text(&whole);
     }
     let value: T = first.map_err(|err| {
         let path = err.path().to_string();
@@ -427,7 +436,7 @@ pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 pub fn refuse_nul(bytes: &[u8]) -> Result<(), ApiError> {
     if bytes.windows(5).any(|w| w == b"u0000")
         && let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes)
-        && let Some(field) = nul_field(&value, String::new())
+        && let Some(field) = actiongate_gate::bounds::nul_at(&value, String::new())
     {
         return Err(ApiError::invalid_fields(vec![FieldError {
             field,
@@ -435,38 +444,6 @@ pub fn refuse_nul(bytes: &[u8]) -> Result<(), ApiError> {
         }]));
     }
     Ok(())
-}
-
-/// The path (`steps[1].detail`) of the first string or key in `value`
-/// holding U+0000; `path` is where `value` is (empty at the top).
-fn nul_field(value: &serde_json::Value, path: String) -> Option<String> {
-    use serde_json::Value;
-    let named = |path: &str, key: &str| {
-        if path.is_empty() {
-            key.to_owned()
-        } else {
-            format!("{path}.{key}")
-        }
-    };
-    match value {
-        Value::String(s) if s.contains('\0') => Some(if path.is_empty() {
-            "body".to_owned()
-        } else {
-            path
-        }),
-        Value::Array(items) => items
-            .iter()
-            .enumerate()
-            .find_map(|(i, v)| nul_field(v, format!("{path}[{i}]"))),
-        Value::Object(map) => map.iter().find_map(|(k, v)| {
-            if k.contains('\0') {
-                Some(named(&path, &k.replace('\0', "\\u0000")))
-            } else {
-                nul_field(v, named(&path, k))
-            }
-        }),
-        _ => None,
-    }
 }
 
 /// `bytes` with every number written as a whole float (`128.0`, `-3.00`)

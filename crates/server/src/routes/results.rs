@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 use actiongate_gate::decisions::ExecutorResult;
 use actiongate_gate::{Action, ActionStatus};
 
-use crate::error::{ApiBytes, ApiError, ApiPath, ApiResult, Problem, parse_object};
+use crate::error::{ApiBytes, ApiError, ApiPath, ApiResult, Problem, parse_any_text};
 use crate::state::AppState;
 
 /// Routes of this module.
@@ -104,7 +104,7 @@ async fn signed_result(
             &body,
         )
         .await?;
-    let parsed: ResultBody = match parse_object(&body) {
+    let parsed: ResultBody = match parse_any_text(&body) {
         Ok(p) => p,
         Err(e) => {
             // Signed, but refused: its webhook-id is used up all the same.
