@@ -246,8 +246,13 @@ pub async fn poll(c: Arc<Connectors>) {
     let mut failures: i64 = 0;
     let wait = Duration::from_secs(t.s.poll_seconds);
     loop {
+        // Pages of 20 updates: a page of 100 long messages with replies
+        // (a group member can send those) could near the bound on an
+        // answer a chat API gets (`http::MAX_ANSWER`), and a page never
+        // read is never passed.
         let body = json!({
             "offset": offset,
+            "limit": 20,
             "timeout": t.s.poll_seconds,
             "allowed_updates": ["message", "callback_query"],
         });

@@ -41,6 +41,8 @@ pub struct Call {
 struct Inner {
     calls: Mutex<Vec<Call>>,
     updates: Mutex<Vec<Value>>,
+    /// The body of the last `getUpdates` (not kept among the calls).
+    last_poll: Mutex<Value>,
     fail_posts: AtomicUsize,
     slow_ms: AtomicI64,
     hang: AtomicBool,
@@ -125,6 +127,11 @@ impl Fake {
     /// The Gateway URL `GET /gateway/bot` names.
     pub fn set_gateway(&self, url: &str) {
         *self.inner.gateway.lock().unwrap() = url.to_owned();
+    }
+
+    /// The body of the last `getUpdates`.
+    pub fn last_poll(&self) -> Value {
+        self.inner.last_poll.lock().unwrap().clone()
     }
 
     pub fn calls(&self) -> Vec<Call> {
@@ -219,6 +226,7 @@ async fn answer(
             .into_response();
     }
     if path.ends_with("/getUpdates") {
+        *inner.last_poll.lock().unwrap() = body.clone();
         let ups: Vec<Value> = std::mem::take(&mut *inner.updates.lock().unwrap());
         if ups.is_empty() {
             tokio::time::sleep(Duration::from_millis(100)).await;

@@ -73,6 +73,8 @@ async fn a_pending_action_is_sent_with_buttons_and_an_approvers_tap_approves_and
     let id = pending(&app, "make deploy").await;
     let body = message_of(&fake, &id).await;
     assert_eq!(body["chat_id"], CHAT.to_string());
+    // Updates come in pages of 20, well below the bound on an answer.
+    assert_eq!(fake.last_poll()["limit"], 20, "{}", fake.last_poll());
     assert!(
         body["text"]
             .as_str()
