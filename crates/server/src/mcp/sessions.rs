@@ -207,13 +207,12 @@ impl SessionOwners {
     /// [`MOST_SESSIONS_PER_KEY`] already has the new session closed:
     /// `false`.
     async fn record(&self, session: String, owner: Owner) -> bool {
-        let live: std::collections::HashSet<String> = {
-            let sessions = self.manager.sessions.read().await;
-            sessions.keys().map(ToString::to_string).collect()
-        };
+        // Held while the owners are pruned: a session rmcp opens meanwhile
+        // (it is stored before its answer is sent) is not taken for gone.
+        let live = self.manager.sessions.read().await;
         let admitted = match self.owners.lock() {
             Ok(mut owners) => {
-                owners.retain(|id, _| live.contains(id));
+                owners.retain(|id, _| live.contains_key(id.as_str()));
                 let held = owners.values().filter(|o| o.key_id == owner.key_id).count();
                 let admitted = held < MOST_SESSIONS_PER_KEY;
                 if admitted {
@@ -223,6 +222,7 @@ impl SessionOwners {
             }
             Err(_) => false,
         };
+        drop(live);
         if !admitted {
             use rmcp::transport::streamable_http_server::SessionManager;
             let _ = self.manager.close_session(&session.into()).await;
