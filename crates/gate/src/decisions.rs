@@ -285,13 +285,13 @@ impl Gate {
                         "decision-only actions are granted by pattern, not scope",
                     ));
                 }
-                let (pattern, field) = match remember.pattern.clone() {
-                    Some(p) => (p, "remember.pattern"),
-                    None => (self.remembered_pattern(action).await?, "remember"),
-                };
-                if field == "remember" && pattern.chars().count() > policy::MAX_PATTERN_LEN {
+                if let Some(p) = &remember.pattern {
+                    return crate::grants::tool_target(&action.tool, p, "remember.pattern");
+                }
+                let pattern = self.remembered_pattern(action).await?;
+                if pattern.chars().count() > policy::MAX_PATTERN_LEN {
                     return Err(GateError::invalid(
-                        field,
+                        "remember",
                         format!(
                             "this action's line is too long for a grant's pattern (at most {} \
                              characters written as one): give remember.pattern",
@@ -299,7 +299,7 @@ impl Gate {
                         ),
                     ));
                 }
-                crate::grants::tool_target(&action.tool, &pattern, field)
+                crate::grants::tool_target(&action.tool, &pattern, "remember")
             }
         }
     }
