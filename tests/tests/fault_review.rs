@@ -161,54 +161,47 @@ async fn a_line_too_long_for_a_grant_is_refused_where_it_is_sent() {
     };
     // 3,000 characters, 6,000 once each `.` is escaped.
     for long in ["x".repeat(5000), ".".repeat(3000)] {
-        let (s, p) = call(
-            &http,
-            Method::POST,
-            format!("{base}/v1/plans"),
-            &agent,
-            Some(plan(long)),
-        )
-        .await;
+        let (s, p) = post(&http, base, &agent, "/v1/plans", plan(long)).await;
         assert_eq!(s, 422, "{p}");
         assert!(names_field(&p, "steps[1].detail"), "{p}");
     }
-    let (s, p) = call(
+    let (s, p) = post(
         &http,
-        Method::POST,
-        format!("{base}/v1/plans"),
+        base,
         &agent,
-        Some(plan(format!("echo {}", "x".repeat(4000)))),
+        "/v1/plans",
+        plan(format!("echo {}", "x".repeat(4000))),
     )
     .await;
     assert_eq!(s, 201, "{p}");
     let id = p["id"].as_str().unwrap();
-    let (s, p) = call(
+    let (s, p) = post(
         &http,
-        Method::POST,
-        format!("{base}/v1/plans/{id}/approve"),
+        base,
         &operator,
-        None,
+        &format!("/v1/plans/{id}/approve"),
+        Value::Null,
     )
     .await;
     assert_eq!(s, 200, "{p}");
 
-    let (s, a) = call(
+    let (s, a) = post(
         &http,
-        Method::POST,
-        format!("{base}/v1/actions"),
+        base,
         &agent,
-        Some(json!({"tool": "bash", "detail": format!("make {}", "x".repeat(5000))})),
+        "/v1/actions",
+        json!({"tool": "bash", "detail": format!("make {}", "x".repeat(5000))}),
     )
     .await;
     assert_eq!(s, 201, "{a}");
     assert_eq!(a["status"], "pending", "{a}");
     let id = a["id"].as_str().unwrap();
-    let (s, p) = call(
+    let (s, p) = post(
         &http,
-        Method::POST,
-        format!("{base}/v1/actions/{id}/approve"),
+        base,
         &operator,
-        Some(json!({"remember": {"expires": "1h"}})),
+        &format!("/v1/actions/{id}/approve"),
+        json!({"remember": {"expires": "1h"}}),
     )
     .await;
     assert_eq!(s, 422, "{p}");
