@@ -59,4 +59,5 @@ mod teams_grants;
 mod teams_review;
 mod teams_seen;
 mod teams_tiers;
+mod upgrade;
 mod visible;

@@ -232,6 +232,15 @@ impl From<StoreError> for GateError {
                     .map(|(field, message)| actiongate_api::FieldError { field, message })
                     .collect(),
             ),
+            StoreError::Newer(v) => GateError::conflict(format!(
+                "the database was migrated by a newer actiongate (its migration {v} is unknown \
+                 to this version): run that version or a later one, or restore the backup \
+                 taken before the upgrade (docs/operations.md)"
+            )),
+            StoreError::Migrate(e) => {
+                tracing::error!(error = %e, "applying migrations failed");
+                GateError::unavailable(format!("applying the database migrations failed: {e}"))
+            }
             StoreError::Closed => {
                 tracing::warn!(error = %err, "store unavailable");
                 GateError::unavailable("the database is unavailable; retry shortly")

@@ -63,9 +63,22 @@ pub enum StoreError {
     /// Any other backend failure.
     #[error("database error: {0}")]
     Backend(#[source] sqlx::Error),
+    /// The database holds a migration this binary does not know: a newer
+    /// actiongate migrated it. Nothing was changed.
+    #[error("the database was migrated by a newer actiongate (its migration {0} is unknown here)")]
+    Newer(i64),
     /// Applying migrations failed.
     #[error("migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    Migrate(sqlx::migrate::MigrateError),
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(err: sqlx::migrate::MigrateError) -> Self {
+        match err {
+            sqlx::migrate::MigrateError::VersionMissing(v) => StoreError::Newer(v),
+            err => StoreError::Migrate(err),
+        }
+    }
 }
 
 impl From<sqlx::Error> for StoreError {

@@ -189,6 +189,11 @@ impl SqliteStore {
         .fetch_one(&self.read)
         .await?;
         let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+        // A newer version migrated it (a rolling upgrade of several daemons):
+        // this one leaves the load balancer's rotation.
+        if applied > latest {
+            return Err(StoreError::Newer(applied));
+        }
         if applied < latest {
             return Err(StoreError::Conflict(format!(
                 "schema at migration {applied}, binary expects {latest}"

@@ -51,6 +51,35 @@ pub async fn reopen(held: &Held) -> Store {
     }
 }
 
+/// Runs `sql` (`sqlite_sql` on SQLite, `pg_sql` on Postgres) on the
+/// database of `held` over a connection of its own.
+pub async fn execute_raw(held: &Held, sqlite_sql: &'static str, pg_sql: &'static str) {
+    use sqlx::Connection;
+    match held {
+        Held(Some(dir), _) => {
+            let url = format!("sqlite://{}", dir.path().join("t.db").display());
+            let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::query(sqlite_sql).execute(&mut conn).await.unwrap();
+        }
+        Held(None, Some(url)) => {
+            let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+            sqlx::query(pg_sql).execute(&mut conn).await.unwrap();
+        }
+        Held(None, None) => unreachable!("every store is on a file or a database"),
+    }
+}
+
+/// The database of `held` opened again, or why not.
+pub async fn try_reopen(held: &Held) -> Result<Store, actiongate_store::StoreError> {
+    match held {
+        Held(Some(dir), _) => Store::open(&dir.path().join("t.db"), StoreOptions::default()).await,
+        Held(None, Some(url)) => {
+            Store::open_postgres(&PgOptions::new(url), StoreOptions::default()).await
+        }
+        Held(None, None) => unreachable!("every store is on a file or a database"),
+    }
+}
+
 /// [`open_with`] the default options.
 pub async fn open(kind: Kind) -> Option<(Store, Held)> {
     open_with(kind, StoreOptions::default()).await

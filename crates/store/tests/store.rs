@@ -336,6 +336,46 @@ async fn data_survives_reopening_and_closed_store_refuses_writes(kind: Kind) {
     store.ready().await.unwrap();
 }
 
+async fn a_database_a_newer_version_migrated_is_refused_unchanged(kind: Kind) {
+    let Some((store, held)) = open(kind).await else {
+        return;
+    };
+    let (a, _) = store
+        .insert_action(new_action("a", DecisionResult::Ask, None, "h"))
+        .await
+        .unwrap();
+    store.ready().await.unwrap();
+    crate::backends::execute_raw(
+        &held,
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (9999, 'later', 1, x'00', 1)",
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (9999, 'later', true, '\\x00'::bytea, 1)",
+    )
+    .await;
+    // A daemon running when a newer one migrates leaves the rotation.
+    let unready = store.ready().await;
+    assert!(
+        matches!(unready, Err(StoreError::Newer(9999))),
+        "{unready:?}"
+    );
+    store.close().await;
+    let refused = crate::backends::try_reopen(&held).await;
+    assert!(
+        matches!(refused, Err(StoreError::Newer(9999))),
+        "{:?}",
+        refused.err()
+    );
+    crate::backends::execute_raw(
+        &held,
+        "DELETE FROM _sqlx_migrations WHERE version = 9999",
+        "DELETE FROM _sqlx_migrations WHERE version = 9999",
+    )
+    .await;
+    let store = crate::backends::reopen(&held).await;
+    assert_eq!(store.get_action(&a.id).await.unwrap(), a);
+}
+
 async fn keys_are_found_by_hash_until_revoked(kind: Kind) {
     let Some((store, _dir)) = open(kind).await else {
         return;
@@ -738,6 +778,7 @@ async fn rebuilding_actions_and_events_keeps_rows_and_the_event_counter() {
 crate::conformance!(
     initial_status_follows_the_decision_and_records_an_event,
     data_survives_reopening_and_closed_store_refuses_writes,
+    a_database_a_newer_version_migrated_is_refused_unchanged,
     a_failing_job_does_not_disturb_its_batch,
     a_failing_new_action_does_not_disturb_the_ones_written_with_it,
     a_job_failing_alone_in_its_batch_leaves_nothing_behind,

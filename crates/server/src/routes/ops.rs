@@ -65,7 +65,7 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<axum::Json<Healt
         ),
         _ => {
             tracing::warn!(error = %e, "not ready");
-            ApiError::unavailable("database not ready")
+            ApiError::unavailable(format!("database not ready: {}", e.detail))
         }
     })?;
     // A chat that receives nothing does not stop the gate: shown, not

@@ -390,6 +390,11 @@ impl Postgres {
             .await
             .map_err(|_| StoreError::TimedOut(READY_WITHIN))??;
         let latest = PG_MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+        // A newer version migrated it (a rolling upgrade of several daemons):
+        // this one leaves the load balancer's rotation.
+        if applied > latest {
+            return Err(StoreError::Newer(applied));
+        }
         if applied < latest {
             return Err(StoreError::Conflict(format!(
                 "schema at migration {applied}, binary expects {latest}"
