@@ -5,6 +5,7 @@
 mod common;
 
 mod audit;
+mod backup;
 mod bounded_json;
 mod cluster;
 mod cluster_audit;

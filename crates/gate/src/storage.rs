@@ -4,7 +4,7 @@
 //! Postgres database shared by several daemons. Adapters name the store
 //! only through this module.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use actiongate_store::anchor::AuditKey;
 pub use actiongate_store::{Durability, PgOptions, Store, StoreOptions, cpus};
@@ -34,4 +34,20 @@ pub async fn migrate(target: &Target) -> Result<usize, GateError> {
         Target::Sqlite(path) => actiongate_store::migrate(path).await?,
         Target::Postgres(pg) => actiongate_store::migrate_postgres(&pg.url).await?,
     })
+}
+
+/// Copies the SQLite database at `path` to `to`, a new file, while a
+/// daemon may be writing to it (one consistent snapshot); the copy's size.
+/// Else why not, in words for the command line.
+pub async fn backup_sqlite(path: &Path, to: &Path) -> Result<u64, String> {
+    use actiongate_store::StoreError;
+    actiongate_store::backup_sqlite(path, to)
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound => format!("no database at {}", path.display()),
+            StoreError::Conflict(why) => why,
+            StoreError::Full => format!("the disk under {} is full", to.display()),
+            StoreError::Busy => "the database stayed locked; try again".to_owned(),
+            e => e.to_string(),
+        })
 }

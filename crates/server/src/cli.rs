@@ -16,12 +16,12 @@ use crate::config::{FlagOverrides, LogFormat, Settings};
 #[command(name = "actiongate", version, about)]
 pub struct Cli {
     /// The daemon's config file (default: config/actiongate.toml when it
-    /// exists); for serve, keys, migrate and audit only: the other
+    /// exists); for serve, keys, migrate, audit and backup only: the other
     /// commands talk to a daemon at --url.
     #[arg(long, global = true, env = "ACTIONGATE_CONFIG")]
     pub config: Option<PathBuf>,
     /// Data directory holding the database (default ./data); for serve,
-    /// keys, migrate, audit and setup only.
+    /// keys, migrate, audit, backup and setup only.
     #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
     /// Keep everything in this Postgres database instead of the SQLite
@@ -50,6 +50,14 @@ pub enum Command {
     /// Export or verify the tamper-evident audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Copy the data dir (its SQLite database and key files) to a new
+    /// directory while the daemon runs; a daemon started there has
+    /// everything as it was (docs/operations.md).
+    Backup {
+        /// The directory to make for the copy (must not exist).
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
+    },
     /// Commands that talk to a running daemon (see `actiongate_cli`).
     #[command(flatten)]
     Client(actiongate_cli::ClientCommand),
@@ -343,6 +351,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let result = audit_export(&gate, range, out.as_deref()).await;
             gate.close().await;
             result
+        }
+        Command::Backup { to } => {
+            let settings = Settings::load(cli.config.as_deref(), &flags)?;
+            println!("{}", crate::backup::backup(&settings, &to).await?);
+            Ok(())
         }
         Command::Client(_) => anyhow::bail!("client commands run through actiongate_cli::run"),
     }

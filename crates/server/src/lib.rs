@@ -17,6 +17,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod backup;
 pub mod cli;
 pub mod config;
 pub mod config_connectors;
