@@ -136,9 +136,10 @@ impl crate::Gate {
     /// opens again with no grants, so the grant would be revoked by its
     /// next action, an approval lost without a sign (race review).
     /// `instead` says what the operator can do. Else the session's owner,
-    /// when anyone has used it (read once with its state). (Read before
-    /// the grant is written: a session that ends in between voids it, as
-    /// any grant of a session that ends.)
+    /// when anyone has used it (read once with its state). The store looks
+    /// again in the transaction that writes the grant, so a session ended
+    /// in between refuses it too (ended by hand or swept idle; one that
+    /// went idle but was not swept yet voids it at its next action).
     pub(crate) async fn refuse_ended(
         &self,
         session: &str,

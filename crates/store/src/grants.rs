@@ -394,6 +394,19 @@ pub(crate) fn compile_profile(
     }
 }
 
+/// Refuses a grant for `session` when it has ended (`ended_at`, as read in
+/// the transaction storing the grant): ending it revokes its grants, so
+/// one stored after would outlive it, void at its next action; read before
+/// the grant is written, an end committed in between would go unseen.
+pub(crate) fn refuse_ended(session: &str, ended_at: Option<Option<i64>>) -> Result<(), StoreError> {
+    match ended_at {
+        Some(Some(_)) => Err(StoreError::Conflict(format!(
+            "session '{session}' has ended: a grant for it would be void when it opens again"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The statement storing `new`, returning its row.
 pub(crate) fn insert_query<DB>(new: &NewGrant) -> QueryBuilder<DB>
 where
@@ -445,6 +458,14 @@ pub(crate) async fn create_on(
         }
         None => None,
     };
+    if let Some(session) = &new.session {
+        let ended: Option<Option<i64>> =
+            sqlx::query_scalar("SELECT ended_at FROM sessions WHERE id = ?")
+                .bind(session)
+                .fetch_optional(&mut *conn)
+                .await?;
+        refuse_ended(session, ended)?;
+    }
     let row = insert_query::<Sqlite>(&new)
         .build()
         .fetch_one(&mut *conn)

@@ -105,6 +105,64 @@ async fn ending_a_session_revokes_its_grants_with_events(kind: Kind) {
     assert_eq!(store.end_idle_sessions(later).await.unwrap(), 0);
 }
 
+async fn a_grant_for_an_ended_session_is_refused_where_it_is_stored(kind: Kind) {
+    let Some((store, _held)) = open(kind).await else {
+        return;
+    };
+    let long_ago = Utc::now() - chrono::Duration::hours(1);
+    store
+        .touch_session("bot".into(), "s1".into(), None, long_ago)
+        .await
+        .unwrap();
+    store
+        .end_session("s1".into(), "op".into(), long_ago)
+        .await
+        .unwrap();
+    let refused = store.create_grant(session_grant("bot", "s1"), None).await;
+    assert!(
+        matches!(&refused, Err(StoreError::Conflict(m)) if m.contains("has ended")),
+        "{:?}",
+        refused.err()
+    );
+    let created = store
+        .events_after(0, None, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "grant.created")
+        .count();
+    assert_eq!(created, 0);
+
+    // An end and a grant at once: either the grant is refused, or it was
+    // stored first and the end revoked it. Never a live grant in an ended
+    // session.
+    for i in 0..30 {
+        let id = format!("race{i}");
+        store
+            .touch_session("bot".into(), id.clone(), None, long_ago)
+            .await
+            .unwrap();
+        let (ended, granted) = tokio::join!(
+            store.end_session(id.clone(), "op".into(), long_ago),
+            store.create_grant(session_grant("bot", &id), None),
+        );
+        ended.unwrap();
+        match granted {
+            Ok(g) => assert!(
+                store
+                    .get_grant(&g.grant.id)
+                    .await
+                    .unwrap()
+                    .revoked_at
+                    .is_some(),
+                "{id}: a grant outlived its session's end"
+            ),
+            Err(StoreError::Conflict(_)) => {}
+            Err(e) => panic!("{id}: {e}"),
+        }
+    }
+}
+
 async fn a_grant_request_keeps_its_session_and_uses_and_its_grant_has_them(kind: Kind) {
     let Some((store, _held)) = open(kind).await else {
         return;
@@ -338,6 +396,7 @@ async fn an_idle_session_not_yet_swept_ended_when_it_went_idle(kind: Kind) {
 }
 
 crate::conformance!(
+    a_grant_for_an_ended_session_is_refused_where_it_is_stored,
     an_idle_session_not_yet_swept_ended_when_it_went_idle,
     an_allow_on_a_grant_revoked_before_it_is_stored_asks,
     idle_sessions_end_a_batch_at_a_time,

@@ -248,6 +248,16 @@ pub(crate) async fn create_on(
         }
         None => None,
     };
+    if let Some(session) = &new.session {
+        // Shared-locked until commit: an end of the session waits for the
+        // grant and then revokes it, or ends first and is seen here.
+        let ended: Option<Option<i64>> =
+            sqlx::query_scalar("SELECT ended_at FROM sessions WHERE id = $1 FOR SHARE")
+                .bind(session)
+                .fetch_optional(&mut *conn)
+                .await?;
+        crate::grants::refuse_ended(session, ended)?;
+    }
     let row = insert_query::<Pg>(&new)
         .build()
         .fetch_one(&mut *conn)
