@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use actiongate_receipt::{ReceiptVerifier, decode_params_key, params_digest};
+use actiongate_receipt::{ReceiptVerifier, decode_params_key, params_digest, params_digest_v1};
 use serde_json::Value;
 
 /// Why a delivery's receipt was refused.
@@ -60,11 +60,18 @@ pub fn check(
     }
     // Whoever forged a delivery chooses the key too; no key and params
     // give the digest of other params (HMAC-SHA256 under a 32-byte key).
-    let key = d
-        .params_key
-        .and_then(decode_params_key)
-        .ok_or("the delivery carries no params_key (32 bytes, base64url) for its receipt")?;
-    if claims.params_digest.as_deref() != Some(params_digest(d.params, &key).as_str()) {
+    // A receipt of format 1, from a daemon not upgraded yet, binds them
+    // by a plain SHA-256, so executors can be upgraded first.
+    let digest = if claims.v == 1 {
+        params_digest_v1(d.params)
+    } else {
+        let key = d
+            .params_key
+            .and_then(decode_params_key)
+            .ok_or("the delivery carries no params_key (32 bytes, base64url) for its receipt")?;
+        params_digest(d.params, &key)
+    };
+    if claims.params_digest.as_deref() != Some(digest.as_str()) {
         return Err("the params differ from the ones the receipt binds".into());
     }
     let age = now.saturating_sub(claims.iat);
@@ -138,6 +145,56 @@ mod tests {
         let late = check(&key, &d, day, DECIDED + 24 * 3600 + 1).unwrap_err();
         assert!(late.contains("--receipt-max-age"), "{late}");
         assert!(check(&key, &d, Duration::from_secs(30), DECIDED + 31).is_err());
+    }
+
+    #[test]
+    fn a_receipt_of_format_1_binds_its_params_by_a_plain_digest() {
+        let signer = ReceiptSigner::from_seed(&[9; 32]).unwrap();
+        let key = ReceiptVerifier::from_jwk(&signer.jwk()).unwrap();
+        let params = json!({"filepath": "a.txt"});
+        let claims = ReceiptClaims {
+            v: 1,
+            iss: "actiongate".into(),
+            action_id: "0190".into(),
+            agent: "a1".into(),
+            action_string: "tool:fs:read a.txt".into(),
+            handler: Some("fs".into()),
+            action: Some("read_file".into()),
+            params_digest: Some(params_digest_v1(&params)),
+            outcome: "allowed".into(),
+            decided_by: Some("key:k1".into()),
+            deciders: deciders_of(Some("key:k1")),
+            decided_at: None,
+            iat: DECIDED,
+        };
+        let receipt = signer.sign(&claims).unwrap();
+        let day = Duration::from_secs(24 * 3600);
+        let other = json!({"filepath": "b.txt"});
+        for (p, ok) in [(&params, true), (&other, false)] {
+            let d = Delivered {
+                action_id: "0190",
+                handler: "fs",
+                action: "read_file",
+                params: p,
+                receipt: Some(&receipt),
+                params_key: None,
+            };
+            assert_eq!(check(&key, &d, day, DECIDED + 1).is_ok(), ok, "{p}");
+        }
+        // A format 2 receipt whose digest is a plain one is not taken as
+        // format 1.
+        let mut v2 = claims.clone();
+        v2.v = 2;
+        let receipt = signer.sign(&v2).unwrap();
+        let d = Delivered {
+            action_id: "0190",
+            handler: "fs",
+            action: "read_file",
+            params: &params,
+            receipt: Some(&receipt),
+            params_key: None,
+        };
+        assert!(check(&key, &d, day, DECIDED + 1).is_err());
     }
 
     #[test]

@@ -141,6 +141,16 @@ fn write_canonical(v: &Value, out: &mut String) {
     }
 }
 
+/// `sha256:<hex>`: SHA-256 of the canonical JSON of `params`, the params
+/// digest of a receipt of format 1 (before the digest was keyed), which
+/// daemons before that version still sign.
+pub fn params_digest_v1(params: &Value) -> String {
+    format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(canonical_json(params).as_bytes()))
+    )
+}
+
 /// `hmac-sha256:<hex>`: HMAC-SHA256 of the canonical JSON of `params`
 /// under `key`, the action's params key ([`ReceiptSigner::params_key`]).
 ///
