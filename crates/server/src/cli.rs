@@ -41,7 +41,14 @@ pub enum Command {
     /// Run the daemon.
     Serve(ServeArgs),
     /// Apply database migrations and exit.
-    Migrate,
+    Migrate {
+        /// Postgres: migrate although other clients that give no name (or
+        /// daemons of an older version) are connected to the database;
+        /// only when you know none is an older actiongate
+        /// (docs/operations.md).
+        #[arg(long)]
+        beside_other_clients: bool,
+    },
     /// Manage API keys in the data dir.
     #[command(subcommand)]
     Keys(KeysCommand),
@@ -323,12 +330,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Serve(_) => anyhow::bail!("serve runs through serve_daemon"),
-        Command::Migrate => {
+        Command::Migrate {
+            beside_other_clients,
+        } => {
             let settings = Settings::load(cli.config.as_deref(), &flags)?;
             if settings.storage.database_url.is_none() {
                 crate::app::create_data_dir(&settings.data_dir)?;
             }
-            let n = storage::migrate(&settings.storage_target())
+            let n = storage::migrate(&settings.storage_target(), beside_other_clients)
                 .await
                 .map_err(|e| anyhow::anyhow!("{}", e.detail))?;
             println!("database {} is at migration {n}", settings.database_shown());

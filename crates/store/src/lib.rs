@@ -45,6 +45,7 @@ mod grant_list;
 mod grant_requests;
 pub mod grants;
 mod handlers;
+mod in_use;
 mod keys;
 mod late_grant;
 pub mod limits;

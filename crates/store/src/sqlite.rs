@@ -79,7 +79,9 @@ impl SqliteStore {
             .pragma("wal_autocheckpoint", "0")
             .connect()
             .await?;
+        let from = refuse_if_in_use(&mut conn, path).await?;
         MIGRATOR.run_direct(None, &mut conn, false).await?;
+        crate::in_use::log_migrated(from, latest_migration());
 
         // Pruning may have removed every event; seqs still continue past the anchor.
         let last: i64 = sqlx::query_scalar(
@@ -238,8 +240,29 @@ pub async fn migrate(path: &Path) -> Result<usize, StoreError> {
         .create_if_missing(true)
         .connect()
         .await?;
+    let from = refuse_if_in_use(&mut conn, path).await?;
     MIGRATOR.run_direct(None, &mut conn, false).await?;
+    crate::in_use::log_migrated(from, latest_migration());
     Ok(MIGRATOR.iter().count())
+}
+
+/// The last migration this binary knows.
+fn latest_migration() -> i64 {
+    MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
+/// Refuses to migrate the database at `path` (open on `conn`) while
+/// another process has it open: maybe an older daemon (`in_use`). Else
+/// the last migration it has.
+async fn refuse_if_in_use(
+    conn: &mut sqlx::SqliteConnection,
+    path: &Path,
+) -> Result<i64, StoreError> {
+    let applied = crate::in_use::sqlite_applied(conn).await?;
+    if applied < latest_migration() {
+        crate::in_use::refuse_sqlite(path)?;
+    }
+    Ok(applied)
 }
 
 /// Creates the database file at `path`, empty and readable by its owner

@@ -376,6 +376,51 @@ async fn a_database_a_newer_version_migrated_is_refused_unchanged(kind: Kind) {
     assert_eq!(store.get_action(&a.id).await.unwrap(), a);
 }
 
+/// A Postgres database with a client that gives no name connected (what a
+/// daemon of an older version looks like) is not migrated, unless asked
+/// to beside other clients; with nothing to migrate it opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_is_not_migrated_beside_an_unnamed_client() {
+    use sqlx::Connection;
+    let Some(url) = crate::backends::pg_database() else {
+        return;
+    };
+    let mut unnamed = sqlx::PgConnection::connect(&url).await.unwrap();
+    let refused = Store::open_postgres(&PgOptions::new(&url), StoreOptions::default()).await;
+    assert!(
+        matches!(&refused, Err(StoreError::Conflict(m)) if m.contains("older actiongate")),
+        "{:?}",
+        refused.err()
+    );
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public'",
+    )
+    .fetch_one(&mut unnamed)
+    .await
+    .unwrap();
+    assert_eq!(tables, 0, "nothing was migrated");
+    assert!(matches!(
+        migrate_postgres(&url, false).await,
+        Err(StoreError::Conflict(_))
+    ));
+    migrate_postgres(&url, true).await.unwrap();
+    let store = crate::backends::open_node(&url).await;
+    store.ready().await.unwrap();
+    // A daemon's own connections are named, and do not hold up another.
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT application_name FROM pg_stat_activity WHERE datname = current_database() \
+         AND pid <> pg_backend_pid()",
+    )
+    .fetch_all(&mut unnamed)
+    .await
+    .unwrap();
+    assert!(
+        names.iter().any(|n| n.starts_with("actiongate m")),
+        "{names:?}"
+    );
+    store.close().await;
+}
+
 async fn keys_are_found_by_hash_until_revoked(kind: Kind) {
     let Some((store, _dir)) = open(kind).await else {
         return;

@@ -177,8 +177,10 @@ impl Postgres {
             .parse::<PgConnectOptions>()?
             .options([("statement_timeout", statement_ms.as_str())])
             .log_statements(tracing::log::LevelFilter::Trace);
-        let (pool, losses) = pool::connect(pg, connect).await?;
+        let (pool, losses) = pool::connect(pg, named(connect)).await?;
+        let from = refuse_if_in_use(&pool).await?;
         PG_MIGRATOR.run(&pool).await?;
+        crate::in_use::log_migrated(from, latest_migration());
 
         let last: i64 = sqlx::query_scalar("SELECT seq FROM event_counter WHERE id = 1")
             .fetch_one(&pool)
@@ -421,15 +423,47 @@ fn lease(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::days(1))
 }
 
+/// Refuses to migrate the database of `pool` while other connections to
+/// it might be older daemons (`in_use`). Else the last migration it has.
+async fn refuse_if_in_use(pool: &PgPool) -> Result<i64, StoreError> {
+    let applied = crate::in_use::pg_applied(pool).await?;
+    if applied < latest_migration() {
+        crate::in_use::refuse_pg(pool, latest_migration()).await?;
+    }
+    Ok(applied)
+}
+
+/// The last migration this binary knows.
+fn latest_migration() -> i64 {
+    PG_MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
+/// `connect` naming its connections `actiongate m<N>` (see `in_use`),
+/// unless the URL names them already.
+fn named(connect: PgConnectOptions) -> PgConnectOptions {
+    if connect.get_application_name().is_some() {
+        return connect;
+    }
+    let name = format!("{}{}", crate::in_use::APP_NAME, latest_migration());
+    connect.application_name(&name)
+}
+
 /// Applies pending migrations to the Postgres database at `url`; returns
-/// how many migrations the schema now has.
-pub async fn migrate_postgres(url: &str) -> Result<usize, StoreError> {
+/// how many migrations the schema now has. Unless `beside_others`, it
+/// refuses while other connections might be older daemons (`in_use`).
+pub async fn migrate_postgres(url: &str, beside_others: bool) -> Result<usize, StoreError> {
     let pool = PgPoolOptions::new()
         .max_connections(1)
         .acquire_timeout(Duration::from_secs(10))
-        .connect(url)
+        .connect_with(named(url.parse::<PgConnectOptions>()?))
         .await?;
+    let from = if beside_others {
+        crate::in_use::pg_applied(&pool).await?
+    } else {
+        refuse_if_in_use(&pool).await?
+    };
     PG_MIGRATOR.run(&pool).await?;
+    crate::in_use::log_migrated(from, latest_migration());
     pool.close().await;
     Ok(PG_MIGRATOR.iter().count())
 }
