@@ -151,3 +151,23 @@ fn a_terminal_log_is_coloured_unless_no_color_is_set() {
         "NO_COLOR=1 still coloured: {shown:?}"
     );
 }
+
+/// A reader that closes the pipe early (`actiongate openapi | head -1`)
+/// ends the command quietly with 141, as a closed pipe ends any Unix tool,
+/// not with a panic and its backtrace on stderr.
+#[test]
+fn a_closed_stdout_ends_a_command_quietly() {
+    let mut child = Command::new(crate::common::binary("actiongate"))
+        .arg("openapi")
+        .env("RUST_BACKTRACE", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The document is larger than a pipe holds: the write meets the close.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{said}");
+    assert!(said.is_empty(), "{said}");
+}

@@ -178,8 +178,29 @@ fn init_logging(settings: &Settings) {
     };
 }
 
+/// A reader that stops reading (`actiongate pending | head -1`) ends the
+/// command the way a closed pipe ends any Unix tool, quietly with 141,
+/// instead of with the panic and backtrace `println!` raises (Rust ignores
+/// SIGPIPE, so the write fails instead).
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let text = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if text.starts_with("failed printing to stdout") && text.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 /// Runs the command line; the process exit code.
 pub fn main() -> std::process::ExitCode {
+    quiet_on_closed_stdout();
     let matches = <Cli as clap::CommandFactory>::command().get_matches();
     let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
         Ok(cli) => cli,
