@@ -21,6 +21,20 @@ fn applied(db: &std::path::Path) -> Vec<i64> {
         .collect()
 }
 
+/// `actiongate ARGS --data-dir DATA`, which must exit 1: what it said.
+fn refused(args: &[&str], data: &std::path::Path) -> String {
+    let out = Command::new(binary("actiongate"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(data)
+        .env("ACTIONGATE_LOG", "off")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {said}");
+    said
+}
+
 #[test]
 fn a_database_a_newer_version_migrated_is_refused_and_left_alone() {
     let dir = tempfile::tempdir().unwrap();
@@ -49,15 +63,7 @@ fn a_database_a_newer_version_migrated_is_refused_and_left_alone() {
         vec!["keys", "list"],
     ] {
         let started = Instant::now();
-        let out = Command::new(binary("actiongate"))
-            .args(&args)
-            .arg("--data-dir")
-            .arg(&data)
-            .env("ACTIONGATE_LOG", "off")
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {said}");
+        let said = refused(&args, &data);
         assert!(started.elapsed() < Duration::from_secs(10));
         assert_eq!(said.trim().lines().count(), 1, "{args:?}: {said}");
         assert!(
@@ -92,15 +98,7 @@ fn a_database_another_process_has_open_is_not_migrated() {
     };
     let before = applied(&db);
     for args in [vec!["keys", "list"], vec!["migrate"]] {
-        let out = Command::new(binary("actiongate"))
-            .args(&args)
-            .arg("--data-dir")
-            .arg(&data)
-            .env("ACTIONGATE_LOG", "off")
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {said}");
+        let said = refused(&args, &data);
         assert!(
             said.contains(&format!("another process (pid {})", d.pid())),
             "{args:?}: {said}"

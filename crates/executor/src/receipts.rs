@@ -104,24 +104,30 @@ mod tests {
 
     const DECIDED: i64 = 1_800_000_000;
 
-    fn signed(params: &Value) -> (ReceiptVerifier, String, String) {
-        let signer = ReceiptSigner::from_seed(&[9; 32]).unwrap();
-        let params_key = signer.params_key("0190");
-        let claims = ReceiptClaims {
-            v: RECEIPT_VERSION,
+    /// A human's approval of action `0190` in format `v`, binding params
+    /// by `digest`.
+    fn approval(v: u32, digest: String) -> ReceiptClaims {
+        ReceiptClaims {
+            v,
             iss: "actiongate".into(),
             action_id: "0190".into(),
             agent: "a1".into(),
             action_string: "tool:fs:read a.txt".into(),
             handler: Some("fs".into()),
             action: Some("read_file".into()),
-            params_digest: Some(params_digest(params, &params_key)),
+            params_digest: Some(digest),
             outcome: "allowed".into(),
             decided_by: Some("key:k1".into()),
             deciders: deciders_of(Some("key:k1")),
             decided_at: None,
             iat: DECIDED,
-        };
+        }
+    }
+
+    fn signed(params: &Value) -> (ReceiptVerifier, String, String) {
+        let signer = ReceiptSigner::from_seed(&[9; 32]).unwrap();
+        let params_key = signer.params_key("0190");
+        let claims = approval(RECEIPT_VERSION, params_digest(params, &params_key));
         let verifier = ReceiptVerifier::from_jwk(&signer.jwk()).unwrap();
         let encoded = actiongate_receipt::encode_params_key(&params_key);
         (verifier, signer.sign(&claims).unwrap(), encoded)
@@ -152,21 +158,7 @@ mod tests {
         let signer = ReceiptSigner::from_seed(&[9; 32]).unwrap();
         let key = ReceiptVerifier::from_jwk(&signer.jwk()).unwrap();
         let params = json!({"filepath": "a.txt"});
-        let claims = ReceiptClaims {
-            v: 1,
-            iss: "actiongate".into(),
-            action_id: "0190".into(),
-            agent: "a1".into(),
-            action_string: "tool:fs:read a.txt".into(),
-            handler: Some("fs".into()),
-            action: Some("read_file".into()),
-            params_digest: Some(params_digest_v1(&params)),
-            outcome: "allowed".into(),
-            decided_by: Some("key:k1".into()),
-            deciders: deciders_of(Some("key:k1")),
-            decided_at: None,
-            iat: DECIDED,
-        };
+        let claims = approval(1, params_digest_v1(&params));
         let receipt = signer.sign(&claims).unwrap();
         let day = Duration::from_secs(24 * 3600);
         let other = json!({"filepath": "b.txt"});
