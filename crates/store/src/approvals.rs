@@ -395,6 +395,13 @@ pub(crate) fn escalation(current: &Action, at: DateTime<Utc>) -> Option<Team> {
     })
 }
 
+/// Ids of pending actions after `?1`, at most `?2`. The escalation sweep
+/// asks every second: `status <> 'approved'`, implied but not seen so by
+/// SQLite, lets it read the pending ones from `actions_status` instead of
+/// scanning every action ever stored (soak review).
+pub(crate) const PENDING_IDS: &str = "SELECT id FROM actions WHERE status = 'pending' \
+     AND status <> 'approved' AND (?1 IS NULL OR id > ?1) ORDER BY id LIMIT ?2";
+
 impl SqliteStore {
     /// Ids of pending actions after `after`, ascending, at most `limit`.
     pub async fn pending_action_ids(
@@ -402,14 +409,11 @@ impl SqliteStore {
         after: Option<String>,
         limit: i64,
     ) -> Result<Vec<String>, StoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT id FROM actions WHERE status = 'pending' AND (?1 IS NULL OR id > ?1) \
-             ORDER BY id LIMIT ?2",
-        )
-        .bind(after)
-        .bind(limit)
-        .fetch_all(&self.read)
-        .await?)
+        Ok(sqlx::query_scalar(PENDING_IDS)
+            .bind(after)
+            .bind(limit)
+            .fetch_all(&self.read)
+            .await?)
     }
 
     /// One person's decision on pending action `id` (see [`TeamDecision`]).
@@ -468,5 +472,45 @@ impl SqliteStore {
                 })
             })
             .await
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::str::FromStr;
+
+    use sqlx::ConnectOptions;
+    use sqlx::sqlite::SqliteConnectOptions;
+
+    #[tokio::test]
+    async fn the_escalation_sweep_reads_pending_actions_from_an_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        crate::migrate(&path).await.unwrap();
+        let mut conn = SqliteConnectOptions::from_str("sqlite://")
+            .unwrap()
+            .filename(&path)
+            .connect()
+            .await
+            .unwrap();
+        let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN QUERY PLAN {}",
+            super::PENDING_IDS
+        )))
+        .bind(None::<String>)
+        .bind(100_i64)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+        let steps: Vec<&str> = plan.iter().map(|p| p.3.as_str()).collect();
+        assert!(
+            steps.iter().any(|s| s.contains("INDEX actions_status")),
+            "{steps:?}"
+        );
+        assert!(
+            !steps.iter().any(|s| s.starts_with("SCAN actions")),
+            "{steps:?}"
+        );
     }
 }
