@@ -28,11 +28,12 @@ pub async fn open(target: &Target, opts: StoreOptions) -> Result<Store, GateErro
     })
 }
 
-/// Applies pending migrations to `target`; how many the schema now has.
+/// Applies pending migrations to `target`: the migration it was at (0:
+/// none) and the one it is at now.
 /// They are refused while other programs might be daemons of an older
 /// version, unless `beside_others` (Postgres; on SQLite, while another
 /// process has the file open, always).
-pub async fn migrate(target: &Target, beside_others: bool) -> Result<usize, GateError> {
+pub async fn migrate(target: &Target, beside_others: bool) -> Result<(i64, i64), GateError> {
     Ok(match target {
         Target::Sqlite(path) => actiongate_store::migrate(path).await?,
         Target::Postgres(pg) => actiongate_store::migrate_postgres(&pg.url, beside_others).await?,

@@ -67,8 +67,15 @@ pub fn router(state: AppState) -> Router {
 /// migrations: the SQLite file in the data dir, or the Postgres database of
 /// `storage.database_url`.
 pub async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
+    open_store_upgrading(settings, true).await
+}
+
+/// [`open_store`]; unless `upgrade`, an existing database of an earlier
+/// version is refused rather than migrated.
+async fn open_store_upgrading(settings: &Settings, upgrade: bool) -> anyhow::Result<Store> {
     create_data_dir(&settings.data_dir)?;
     let opts = StoreOptions {
+        upgrade,
         durability: settings.storage.durability,
         batch_max: settings.storage.batch_max,
         commit_delay: settings.storage.commit_delay()?,
@@ -108,7 +115,7 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
 /// The gate over the store of `settings`, for the commands that work on
 /// it without serving (`keys`, `audit export`): no loops, nothing sent.
 pub async fn open_offline(settings: &Settings) -> anyhow::Result<Gate> {
-    let store = open_store(settings).await?;
+    let store = open_store_upgrading(settings, false).await?;
     Ok(Gate::offline(store, settings.gate_config()?))
 }
 

@@ -358,10 +358,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if settings.storage.database_url.is_none() {
                 crate::app::create_data_dir(&settings.data_dir)?;
             }
-            let n = storage::migrate(&settings.storage_target(), beside_other_clients)
+            let (from, to) = storage::migrate(&settings.storage_target(), beside_other_clients)
                 .await
                 .map_err(|e| anyhow::anyhow!("{}", e.detail))?;
-            println!("database {} is at migration {n}", settings.database_shown());
+            let db = settings.database_shown();
+            println!(
+                "{}",
+                match from {
+                    0 => format!("created database {db} at migration {to}"),
+                    f if f < to => format!("database {db} migrated from migration {f} to {to}"),
+                    _ => format!("database {db} is at migration {to} already"),
+                }
+            );
             Ok(())
         }
         Command::Keys(cmd) => {

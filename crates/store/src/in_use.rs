@@ -5,15 +5,19 @@
 //! review). So pending migrations are applied only once such programs
 //! are gone.
 //!
-//! SQLite: any other process with the database open in WAL mode holds a
-//! shared POSIX lock on the database file for as long as it keeps it open;
-//! `/proc/locks` lists it with its process id. (Asked there, not with
-//! `F_GETLK`: opening and closing the file here to ask would drop every
-//! lock this process's own SQLite connections hold on it.)
-//! Postgres: daemons name their connections `actiongate m<N>`, `N` the
-//! last migration they know; a connection to the same database named so
-//! with a lower `N`, or with no name (versions before the names, and any
-//! client that gives none), is one that might be an older daemon.
+//! SQLite: another process with the database open in WAL mode holds a
+//! shared POSIX lock on a byte of its `-shm` file once it has read it, and
+//! one on the database file's lock bytes while it reads or writes;
+//! `F_GETLK` finds either, also from another PID namespace (a container
+//! sharing the volume). A process that opened it and read nothing yet
+//! holds none and is not seen. It is asked before this process opens a
+//! connection of its own: closing the file descriptor it asks through
+//! drops every POSIX lock this process holds on the file.
+//! Postgres: daemons name their connections `actiongate m<N> …`, `N` the
+//! last migration they know. Any other connection to the same database, a
+//! daemon named so with a lower `N` or a client with any other name or
+//! none (daemons before the names, or given a name of their own), might
+//! be an older daemon, and holds migrations back until told otherwise.
 
 use std::path::Path;
 
@@ -24,39 +28,47 @@ use crate::StoreError;
 /// The start of the application name of a daemon's Postgres connections.
 pub const APP_NAME: &str = "actiongate m";
 
-/// The id of another process that holds a lock on the SQLite database at
-/// `path` (has it open), if one does and `/proc/locks` says so.
+/// Where SQLite's lock bytes start in a database file (`PENDING_BYTE`),
+/// and how many there are: the pending, reserved and shared locks.
+const LOCK_BYTES: (i64, i64) = (0x4000_0000, 512);
+
+/// The byte of the `-shm` file every connection in WAL mode holds a shared
+/// lock on while it has the database open, idle or not (SQLite's unix VFS,
+/// `UNIX_SHM_DMS`).
+const SHM_DMS: (i64, i64) = (128, 1);
+
+/// Another process holding a lock on the SQLite database at `path` or its
+/// `-shm` file (one that has it open): `Some(pid)`, 0 when it is in
+/// another PID namespace. Call it before this process opens the database
+/// (see the module).
 pub(crate) fn sqlite_user(path: &Path) -> Result<Option<i32>, StoreError> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
+    let mut shm = path.as_os_str().to_owned();
+    shm.push("-shm");
+    Ok(match lock_on(path, LOCK_BYTES)? {
+        Some(pid) => Some(pid),
+        None => lock_on(Path::new(&shm), SHM_DMS)?,
+    })
+}
+
+/// The process holding a lock that conflicts with a write lock on `bytes`
+/// (start, length) of the file at `path`, if any (none when it is missing).
+fn lock_on(path: &Path, bytes: (i64, i64)) -> Result<Option<i32>, StoreError> {
+    use std::os::fd::AsFd;
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(StoreError::Backend(sqlx::Error::Io(e))),
     };
-    let Ok(locks) = std::fs::read_to_string("/proc/locks") else {
-        return Ok(None);
+    let mut probe = nix::libc::flock {
+        l_type: nix::libc::F_WRLCK as i16,
+        l_whence: nix::libc::SEEK_SET as i16,
+        l_start: bytes.0,
+        l_len: bytes.1,
+        l_pid: 0,
     };
-    Ok(lock_holder(
-        &locks,
-        meta.dev(),
-        meta.ino(),
-        std::process::id(),
-    ))
-}
-
-/// The process, other than `me`, holding a POSIX lock in `locks` (the text
-/// of `/proc/locks`) on the file `ino` of device `dev`.
-fn lock_holder(locks: &str, dev: u64, ino: u64, me: u32) -> Option<i32> {
-    // As the kernel prints it: MAJOR:MINOR:INODE, the numbers in hex.
-    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
-    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
-    let file = format!("{major:02x}:{minor:02x}:{ino}");
-    locks.lines().find_map(|line| {
-        let mut f = line.split_whitespace().skip(1);
-        let (kind, pid, at) = (f.next()?, f.nth(2)?, f.next()?);
-        let pid: i32 = pid.parse().ok()?;
-        (kind == "POSIX" && at == file && pid > 0 && pid.cast_unsigned() != me).then_some(pid)
-    })
+    nix::fcntl::fcntl(file.as_fd(), nix::fcntl::FcntlArg::F_GETLK(&mut probe))
+        .map_err(|e| StoreError::Backend(sqlx::Error::Io(e.into())))?;
+    Ok((probe.l_type != nix::libc::F_UNLCK as i16).then_some(probe.l_pid))
 }
 
 /// The last migration the SQLite database on `conn` has (0: none).
@@ -91,6 +103,16 @@ pub(crate) async fn pg_applied(pool: &PgPool) -> Result<i64, StoreError> {
     )
 }
 
+/// Why an existing database at migration `applied` is not upgraded to
+/// `latest` by a command that only works on it (`keys`, `audit export`).
+pub(crate) fn not_upgraded(applied: i64, latest: i64) -> StoreError {
+    StoreError::Conflict(format!(
+        "the database is at migration {applied} and this version needs {latest}: back it up, \
+         then upgrade it with `actiongate migrate` or by starting the daemon \
+         (docs/operations.md)"
+    ))
+}
+
 /// Logs that migrations `from`..=`to` were applied, when there were any.
 pub(crate) fn log_migrated(from: i64, to: i64) {
     if from < to {
@@ -98,27 +120,29 @@ pub(crate) fn log_migrated(from: i64, to: i64) {
     }
 }
 
-/// Refuses to migrate the SQLite database at `path` while another process
-/// has it open.
-pub(crate) fn refuse_sqlite(path: &Path) -> Result<(), StoreError> {
-    match sqlite_user(path)? {
-        None => Ok(()),
-        Some(pid) => Err(StoreError::Conflict(format!(
-            "the database needs migrating, and another process (pid {pid}) has it open: if it \
-             is an older actiongate, stop it first, since it would ignore what the new schema \
-             adds (docs/operations.md)"
-        ))),
-    }
+/// Refuses to migrate a SQLite database while `holder` (found by
+/// [`sqlite_user`]) has it open.
+pub(crate) fn refuse_sqlite(holder: Option<i32>) -> Result<(), StoreError> {
+    let who = match holder {
+        None => return Ok(()),
+        Some(0) => "another process (in another PID namespace: a container?)".to_owned(),
+        Some(pid) => format!("another process (pid {pid})"),
+    };
+    Err(StoreError::Conflict(format!(
+        "the database needs migrating, and {who} has it open: if it is an older actiongate, \
+         stop it first, since it would ignore what the new schema adds (docs/operations.md)"
+    )))
 }
 
 /// The names of the other connections to the Postgres database of `pool`
-/// that might be daemons older than migration `latest` (`""` for one that
-/// gives no name).
+/// that are not daemons knowing migration `latest` (`""` for one that
+/// gives no name). Sessions of other roles show no `backend_type`; those
+/// with a user are counted too.
 pub(crate) async fn pg_older_users(pool: &PgPool, latest: i64) -> Result<Vec<String>, StoreError> {
     let names: Vec<String> = sqlx::query_scalar(
         "SELECT COALESCE(application_name, '') FROM pg_stat_activity \
          WHERE datname = current_database() AND pid <> pg_backend_pid() \
-         AND backend_type = 'client backend'",
+         AND (backend_type = 'client backend' OR (backend_type IS NULL AND usesysid IS NOT NULL))",
     )
     .fetch_all(pool)
     .await?;
@@ -128,12 +152,31 @@ pub(crate) async fn pg_older_users(pool: &PgPool, latest: i64) -> Result<Vec<Str
         .collect())
 }
 
-/// Whether a connection named `name` may be a daemon older than `latest`.
-fn older(name: &str, latest: i64) -> bool {
-    match name.strip_prefix(APP_NAME) {
-        Some(n) => n.parse::<i64>().is_ok_and(|n| n < latest),
-        None => name.is_empty(),
+/// The name a daemon knowing migration `latest` gives its connections,
+/// keeping the one the URL or `PGAPPNAME` gave after it (within
+/// Postgres's 63 bytes).
+pub(crate) fn app_name(latest: i64, given: Option<&str>) -> String {
+    let mut name = format!("{APP_NAME}{latest}");
+    if let Some(given) = given.filter(|g| !g.is_empty()) {
+        name.push(' ');
+        for c in given.chars() {
+            if name.len() + c.len_utf8() > 63 {
+                break;
+            }
+            name.push(c);
+        }
     }
+    name
+}
+
+/// Whether a connection named `name` may be a daemon older than `latest`:
+/// any but one named by a daemon knowing `latest` or later.
+fn older(name: &str, latest: i64) -> bool {
+    let known = name
+        .strip_prefix(APP_NAME)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse::<i64>().ok());
+    known.is_none_or(|n| n < latest)
 }
 
 /// Refuses to migrate while [`pg_older_users`] finds any.
@@ -143,9 +186,9 @@ pub(crate) async fn refuse_pg(pool: &PgPool, latest: i64) -> Result<(), StoreErr
         return Ok(());
     }
     Err(StoreError::Conflict(format!(
-        "the database needs migrating, and {} other connection(s) to it may be an older \
-         actiongate (named {:?}): stop every daemon of an older version first, since it would \
-         ignore what the new schema adds; when none is, `actiongate migrate \
+        "the database needs migrating, and {} other connection(s) to it are not daemons of this \
+         version (named {:?}): stop every older actiongate first, since it would ignore what the \
+         new schema adds; when none of these is one, `actiongate migrate \
          --beside-other-clients` migrates anyway (docs/operations.md)",
         older.len(),
         older
@@ -158,45 +201,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_of_older_daemons_and_unnamed_clients_count() {
+    fn only_daemons_of_this_version_or_later_are_not_counted() {
         assert!(older("", 20));
         assert!(older("actiongate m19", 20));
+        assert!(older("actiongate m19 prod", 20));
         assert!(!older("actiongate m20", 20));
-        assert!(!older("actiongate m21", 20));
-        assert!(!older("psql", 20));
-        assert!(!older("actiongate mx", 20));
+        assert!(!older("actiongate m21 prod", 20));
+        assert!(older("psql", 20));
+        assert!(older("actiongate", 20));
+        assert!(older("actiongate mx", 20));
     }
 
     #[test]
-    fn a_lock_of_another_process_on_the_file_is_found() {
-        let locks = "1: POSIX  ADVISORY  READ 13703 fe:00:6201502 1073741826 1073742335\n\
-                     2: FLOCK  ADVISORY  WRITE 13703 fe:00:6201500 0 EOF\n\
-                     3: POSIX  ADVISORY  READ 2158 fe:00:5973984 128 128\n\
-                     4: OFDLCK ADVISORY  READ -1 fe:00:6201502 0 0\n";
-        let dev = 0xfe00;
-        assert_eq!(lock_holder(locks, dev, 6201502, 1), Some(13703));
-        assert_eq!(lock_holder(locks, dev, 6201502, 13703), None);
-        assert_eq!(
-            lock_holder(locks, dev, 6201500, 1),
-            None,
-            "a flock is not SQLite's"
+    fn a_given_name_is_kept_after_the_daemons_own_within_63_bytes() {
+        assert_eq!(app_name(20, None), "actiongate m20");
+        assert_eq!(app_name(20, Some("")), "actiongate m20");
+        assert_eq!(app_name(20, Some("prod")), "actiongate m20 prod");
+        let long = app_name(20, Some(&"é".repeat(40)));
+        assert!(
+            long.len() <= 63 && long.starts_with("actiongate m20 é"),
+            "{long}"
         );
-        assert_eq!(
-            lock_holder(locks, 0x801, 5973984, 1),
-            None,
-            "another device"
-        );
-        assert_eq!(lock_holder(locks, dev, 5973984, 1), Some(2158));
+        assert!(!older(&long, 20));
     }
 
     #[test]
-    fn this_process_is_not_another() {
+    fn a_database_nobody_has_open_has_no_user() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
         assert_eq!(sqlite_user(&path).unwrap(), None);
         let own = rusqlite::Connection::open(&path).unwrap();
         own.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (x)")
             .unwrap();
+        drop(own);
         assert_eq!(sqlite_user(&path).unwrap(), None);
     }
 }

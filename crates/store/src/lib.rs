@@ -179,6 +179,11 @@ pub struct StoreOptions {
     pub max_page_count: Option<u64>,
     /// The daemon's audit key: exports end with a line signed by it.
     pub audit_key: Option<anchor::AuditKey>,
+    /// Whether opening may migrate a database an earlier version wrote
+    /// (the daemon, `migrate`). `false` for commands that only work on it
+    /// (`keys`, `audit export`): they migrate a new, empty database only,
+    /// and refuse an older one, so an upgrade is never a side effect.
+    pub upgrade: bool,
 }
 
 impl Default for StoreOptions {
@@ -195,6 +200,7 @@ impl Default for StoreOptions {
             default_profile: actiongate_policy::get_preset("guarded").ok().map(Arc::new),
             max_page_count: None,
             audit_key: None,
+            upgrade: true,
         }
     }
 }

@@ -72,6 +72,7 @@ impl SqliteStore {
         if let Some(pages) = opts.max_page_count {
             writer_opts = writer_opts.pragma("max_page_count", pages.to_string());
         }
+        let holder = crate::in_use::sqlite_user(path)?;
         let mut conn = writer_opts
             .create_if_missing(true)
             .row_buffer_size(1024)
@@ -79,7 +80,7 @@ impl SqliteStore {
             .pragma("wal_autocheckpoint", "0")
             .connect()
             .await?;
-        let from = refuse_if_in_use(&mut conn, path).await?;
+        let from = refuse_if_in_use(&mut conn, holder, opts.upgrade).await?;
         MIGRATOR.run_direct(None, &mut conn, false).await?;
         crate::in_use::log_migrated(from, latest_migration());
 
@@ -230,20 +231,21 @@ impl SqliteStore {
     }
 }
 
-/// Applies pending migrations to the database at `path` and returns how many
-/// migrations the schema now has.
-pub async fn migrate(path: &Path) -> Result<usize, StoreError> {
+/// Applies pending migrations to the database at `path`: the migration
+/// it was at (0: none, a new database) and the one it is at now.
+pub async fn migrate(path: &Path) -> Result<(i64, i64), StoreError> {
     create_private(path)?;
+    let holder = crate::in_use::sqlite_user(path)?;
     let mut conn = SqliteConnectOptions::from_str("sqlite://")?
         .filename(path)
         .journal_mode(SqliteJournalMode::Wal)
         .create_if_missing(true)
         .connect()
         .await?;
-    let from = refuse_if_in_use(&mut conn, path).await?;
+    let from = refuse_if_in_use(&mut conn, holder, true).await?;
     MIGRATOR.run_direct(None, &mut conn, false).await?;
     crate::in_use::log_migrated(from, latest_migration());
-    Ok(MIGRATOR.iter().count())
+    Ok((from, latest_migration()))
 }
 
 /// The last migration this binary knows.
@@ -251,16 +253,22 @@ fn latest_migration() -> i64 {
     MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
 }
 
-/// Refuses to migrate the database at `path` (open on `conn`) while
-/// another process has it open: maybe an older daemon (`in_use`). Else
-/// the last migration it has.
+/// The last migration the database open on `conn` has, when this binary
+/// may migrate it: not while `holder`, another process, has it open
+/// (maybe an older daemon, `in_use`), and, unless `upgrade`, only a new
+/// one.
 async fn refuse_if_in_use(
     conn: &mut sqlx::SqliteConnection,
-    path: &Path,
+    holder: Option<i32>,
+    upgrade: bool,
 ) -> Result<i64, StoreError> {
     let applied = crate::in_use::sqlite_applied(conn).await?;
-    if applied < latest_migration() {
-        crate::in_use::refuse_sqlite(path)?;
+    let latest = latest_migration();
+    if applied < latest {
+        if !upgrade && applied > 0 {
+            return Err(crate::in_use::not_upgraded(applied, latest));
+        }
+        crate::in_use::refuse_sqlite(holder)?;
     }
     Ok(applied)
 }

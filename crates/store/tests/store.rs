@@ -376,9 +376,10 @@ async fn a_database_a_newer_version_migrated_is_refused_unchanged(kind: Kind) {
     assert_eq!(store.get_action(&a.id).await.unwrap(), a);
 }
 
-/// A Postgres database with a client that gives no name connected (what a
-/// daemon of an older version looks like) is not migrated, unless asked
-/// to beside other clients; with nothing to migrate it opens.
+/// A Postgres database with a client connected that is not a daemon of
+/// this version (no name, as daemons before the names; or any other name)
+/// is not migrated, unless asked to beside other clients; with nothing to
+/// migrate it opens.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_is_not_migrated_beside_an_unnamed_client() {
     use sqlx::Connection;
@@ -403,7 +404,23 @@ async fn postgres_is_not_migrated_beside_an_unnamed_client() {
         migrate_postgres(&url, false).await,
         Err(StoreError::Conflict(_))
     ));
-    migrate_postgres(&url, true).await.unwrap();
+    // A client named anything but a daemon of this version holds it back
+    // too: an older daemon may have been given a name of its own.
+    let named = url
+        .parse::<sqlx::postgres::PgConnectOptions>()
+        .unwrap()
+        .application_name("actiongate-prod");
+    let mut other = sqlx::PgConnection::connect_with(&named).await.unwrap();
+    unnamed.close().await.unwrap();
+    let refused = migrate_postgres(&url, false).await;
+    assert!(
+        matches!(&refused, Err(StoreError::Conflict(m)) if m.contains("actiongate-prod")),
+        "{:?}",
+        refused.err()
+    );
+    let (from, to) = migrate_postgres(&url, true).await.unwrap();
+    assert_eq!(from, 0);
+    assert!(to > 0);
     let store = crate::backends::open_node(&url).await;
     store.ready().await.unwrap();
     // A daemon's own connections are named, and do not hold up another.
@@ -411,7 +428,7 @@ async fn postgres_is_not_migrated_beside_an_unnamed_client() {
         "SELECT application_name FROM pg_stat_activity WHERE datname = current_database() \
          AND pid <> pg_backend_pid()",
     )
-    .fetch_all(&mut unnamed)
+    .fetch_all(&mut other)
     .await
     .unwrap();
     assert!(

@@ -178,7 +178,7 @@ impl Postgres {
             .options([("statement_timeout", statement_ms.as_str())])
             .log_statements(tracing::log::LevelFilter::Trace);
         let (pool, losses) = pool::connect(pg, named(connect)).await?;
-        let from = refuse_if_in_use(&pool).await?;
+        let from = refuse_if_in_use(&pool, opts.upgrade).await?;
         PG_MIGRATOR.run(&pool).await?;
         crate::in_use::log_migrated(from, latest_migration());
 
@@ -423,12 +423,17 @@ fn lease(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::days(1))
 }
 
-/// Refuses to migrate the database of `pool` while other connections to
-/// it might be older daemons (`in_use`). Else the last migration it has.
-async fn refuse_if_in_use(pool: &PgPool) -> Result<i64, StoreError> {
+/// The last migration the database of `pool` has, when this binary may
+/// migrate it: not while other connections to it might be older daemons
+/// (`in_use`), and, unless `upgrade`, only a new one.
+async fn refuse_if_in_use(pool: &PgPool, upgrade: bool) -> Result<i64, StoreError> {
     let applied = crate::in_use::pg_applied(pool).await?;
-    if applied < latest_migration() {
-        crate::in_use::refuse_pg(pool, latest_migration()).await?;
+    let latest = latest_migration();
+    if applied < latest {
+        if !upgrade && applied > 0 {
+            return Err(crate::in_use::not_upgraded(applied, latest));
+        }
+        crate::in_use::refuse_pg(pool, latest).await?;
     }
     Ok(applied)
 }
@@ -438,20 +443,18 @@ fn latest_migration() -> i64 {
     PG_MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
 }
 
-/// `connect` naming its connections `actiongate m<N>` (see `in_use`),
-/// unless the URL names them already.
+/// `connect` naming its connections `actiongate m<N>`, then any name the
+/// URL or `PGAPPNAME` gave (see `in_use`).
 fn named(connect: PgConnectOptions) -> PgConnectOptions {
-    if connect.get_application_name().is_some() {
-        return connect;
-    }
-    let name = format!("{}{}", crate::in_use::APP_NAME, latest_migration());
+    let name = crate::in_use::app_name(latest_migration(), connect.get_application_name());
     connect.application_name(&name)
 }
 
-/// Applies pending migrations to the Postgres database at `url`; returns
-/// how many migrations the schema now has. Unless `beside_others`, it
-/// refuses while other connections might be older daemons (`in_use`).
-pub async fn migrate_postgres(url: &str, beside_others: bool) -> Result<usize, StoreError> {
+/// Applies pending migrations to the Postgres database at `url`: the
+/// migration it was at (0: none) and the one it is at now. Unless
+/// `beside_others`, it refuses while other connections might be older
+/// daemons (`in_use`).
+pub async fn migrate_postgres(url: &str, beside_others: bool) -> Result<(i64, i64), StoreError> {
     let pool = PgPoolOptions::new()
         .max_connections(1)
         .acquire_timeout(Duration::from_secs(10))
@@ -460,10 +463,10 @@ pub async fn migrate_postgres(url: &str, beside_others: bool) -> Result<usize, S
     let from = if beside_others {
         crate::in_use::pg_applied(&pool).await?
     } else {
-        refuse_if_in_use(&pool).await?
+        refuse_if_in_use(&pool, true).await?
     };
     PG_MIGRATOR.run(&pool).await?;
     crate::in_use::log_migrated(from, latest_migration());
     pool.close().await;
-    Ok(PG_MIGRATOR.iter().count())
+    Ok((from, latest_migration()))
 }
