@@ -204,33 +204,43 @@ impl SqliteStore {
                         sqlx::query_scalar("SELECT MIN(cursor) FROM subscriptions")
                             .fetch_one(&mut *conn)
                             .await?;
-                    let rows = sqlx::query(concat!(
-                        "SELECT ",
-                        event_columns!(),
-                        " FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
-                    ))
+                    let heads: Vec<(i64, i64)> = sqlx::query_as(
+                        "SELECT seq, at FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+                    )
                     .bind(seq)
                     .bind(max)
                     .fetch_all(&mut *conn)
                     .await?;
-                    let mut pruned = 0;
-                    for row in &rows {
-                        let ev = from_row(row)?;
-                        if ev.at >= cutoff || keep_after.is_some_and(|k| ev.seq > k) {
-                            break;
-                        }
-                        hash = chain_hash(&hash, &event_content(&ev));
-                        seq = ev.seq;
-                        pruned += 1;
-                    }
                     sqlx::query(
                         "DELETE FROM deliveries WHERE status != 'pending' AND finished_at < ?",
                     )
                     .bind(to_ms(cutoff))
                     .execute(&mut *conn)
                     .await?;
-                    if pruned == 0 {
+                    let Some(upper) = due_until(&heads, to_ms(cutoff), keep_after) else {
                         return Ok(0);
+                    };
+                    let mut pruned = 0;
+                    while seq < upper {
+                        let rows = sqlx::query(concat!(
+                            "SELECT ",
+                            event_columns!(),
+                            " FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?"
+                        ))
+                        .bind(seq)
+                        .bind(upper)
+                        .bind(PRUNE_CHUNK)
+                        .fetch_all(&mut *conn)
+                        .await?;
+                        if rows.is_empty() {
+                            break;
+                        }
+                        for row in &rows {
+                            let ev = from_row(row)?;
+                            hash = chain_hash(&hash, &event_content(&ev));
+                            seq = ev.seq;
+                            pruned += 1;
+                        }
                     }
                     sqlx::query("DELETE FROM events WHERE seq <= ?")
                         .bind(seq)
@@ -251,9 +261,36 @@ impl SqliteStore {
     }
 }
 
+/// How many events a retention round reads whole at a time to hash them:
+/// an event may hold up to 256 KiB an agent sent, so a round holds a few
+/// MiB at most, however many it prunes (soak review).
+pub(crate) const PRUNE_CHUNK: i64 = 16;
+
+/// The last of `heads` (`(seq, at)` in ms, oldest first, after the anchor)
+/// that retention may prune: those before `cutoff`, and none past a
+/// subscription's cursor `keep_after`, stopping at the first that is not.
+pub(crate) fn due_until(heads: &[(i64, i64)], cutoff: i64, keep_after: Option<i64>) -> Option<i64> {
+    heads
+        .iter()
+        .take_while(|&&(seq, at)| at < cutoff && keep_after.is_none_or(|k| seq <= k))
+        .last()
+        .map(|&(seq, _)| seq)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retention_stops_at_the_first_event_it_may_not_prune() {
+        let heads = [(4, 10), (5, 20), (6, 30), (7, 15)];
+        assert_eq!(due_until(&heads, 25, None), Some(5));
+        assert_eq!(due_until(&heads, 100, None), Some(7));
+        assert_eq!(due_until(&heads, 100, Some(5)), Some(5));
+        assert_eq!(due_until(&heads, 10, None), None);
+        assert_eq!(due_until(&heads, 100, Some(3)), None);
+        assert_eq!(due_until(&[], 100, None), None);
+    }
 
     #[test]
     fn canonical_json_sorts_keys_at_every_level() {

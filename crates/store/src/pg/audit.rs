@@ -9,7 +9,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
-use crate::audit::{Anchor, GENESIS_HASH, chain_hash, event_content};
+use crate::audit::{Anchor, GENESIS_HASH, PRUNE_CHUNK, chain_hash, due_until, event_content};
 use crate::error::StoreError;
 use crate::events::{event_columns, from_row};
 use crate::pg::Postgres;
@@ -71,29 +71,40 @@ impl Postgres {
         let keep_after: Option<i64> = sqlx::query_scalar("SELECT MIN(cursor) FROM subscriptions")
             .fetch_one(&mut *tx)
             .await?;
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            event_columns!(),
-            " FROM events WHERE seq > $1 ORDER BY seq LIMIT $2"
-        ))
-        .bind(seq)
-        .bind(max)
-        .fetch_all(&mut *tx)
-        .await?;
-        let mut pruned = 0;
-        for row in &rows {
-            let ev = from_row(row)?;
-            if ev.at >= cutoff || keep_after.is_some_and(|k| ev.seq > k) {
-                break;
-            }
-            hash = chain_hash(&hash, &event_content(&ev));
-            seq = ev.seq;
-            pruned += 1;
-        }
+        let heads: Vec<(i64, i64)> =
+            sqlx::query_as("SELECT seq, at FROM events WHERE seq > $1 ORDER BY seq LIMIT $2")
+                .bind(seq)
+                .bind(max)
+                .fetch_all(&mut *tx)
+                .await?;
         sqlx::query("DELETE FROM deliveries WHERE status <> 'pending' AND finished_at < $1")
             .bind(to_ms(cutoff))
             .execute(&mut *tx)
             .await?;
+        let mut pruned = 0;
+        if let Some(upper) = due_until(&heads, to_ms(cutoff), keep_after) {
+            while seq < upper {
+                let rows = sqlx::query(concat!(
+                    "SELECT ",
+                    event_columns!(),
+                    " FROM events WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3"
+                ))
+                .bind(seq)
+                .bind(upper)
+                .bind(PRUNE_CHUNK)
+                .fetch_all(&mut *tx)
+                .await?;
+                if rows.is_empty() {
+                    break;
+                }
+                for row in &rows {
+                    let ev = from_row(row)?;
+                    hash = chain_hash(&hash, &event_content(&ev));
+                    seq = ev.seq;
+                    pruned += 1;
+                }
+            }
+        }
         if pruned > 0 {
             sqlx::query("DELETE FROM events WHERE seq <= $1")
                 .bind(seq)
