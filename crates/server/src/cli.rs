@@ -160,8 +160,16 @@ pub fn log_colours(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString
 }
 
 fn init_logging(settings: &Settings) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("ACTIONGATE_LOG")
+    let mut filter = tracing_subscriber::EnvFilter::try_from_env("ACTIONGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&settings.log_level));
+    // The MCP library logs each session's every step at info (four lines a
+    // session, soak review): its warnings only, unless the filter names it.
+    let named = std::env::var("ACTIONGATE_LOG").unwrap_or_default() + &settings.log_level;
+    if !named.contains("rmcp")
+        && let Ok(quiet) = "rmcp=warn".parse()
+    {
+        filter = filter.add_directive(quiet);
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(log_colours(
