@@ -171,3 +171,21 @@ fn a_closed_stdout_ends_a_command_quietly() {
     assert_eq!(out.status.code(), Some(141), "{said}");
     assert!(said.is_empty(), "{said}");
 }
+
+/// Standard output that cannot be written (a full disk) is one line on
+/// stderr and exit 1, not a panic.
+#[test]
+fn a_full_stdout_is_one_line_and_exit_1() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return;
+    };
+    let out = Command::new(crate::common::binary("actiongate"))
+        .arg("openapi")
+        .stdout(full)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert_eq!(said.trim().lines().count(), 1, "{said}");
+    assert!(said.contains("cannot write to standard output"), "{said}");
+}

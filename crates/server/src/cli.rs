@@ -189,7 +189,8 @@ fn init_logging(settings: &Settings) {
 /// A reader that stops reading (`actiongate pending | head -1`) ends the
 /// command the way a closed pipe ends any Unix tool, quietly with 141,
 /// instead of with the panic and backtrace `println!` raises (Rust ignores
-/// SIGPIPE, so the write fails instead).
+/// SIGPIPE, so the write fails instead); another failure to write there
+/// (a full disk) is one line and exit 1.
 fn quiet_on_closed_stdout() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -199,8 +200,14 @@ fn quiet_on_closed_stdout() {
             .map(String::as_str)
             .or_else(|| payload.downcast_ref::<&str>().copied())
             .unwrap_or("");
-        if text.starts_with("failed printing to stdout") && text.contains("Broken pipe") {
-            std::process::exit(141);
+        if let Some(why) = text.strip_prefix("failed printing to stdout: ") {
+            if why.starts_with("Broken pipe") {
+                std::process::exit(141);
+            }
+            crate::log_sink::line(&format!(
+                "actiongate: cannot write to standard output: {why}"
+            ));
+            std::process::exit(1);
         }
         default(info);
     }));
@@ -299,11 +306,21 @@ pub fn main() -> std::process::ExitCode {
     };
     match done {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if closed_pipe(&e) => std::process::ExitCode::from(141),
         Err(e) => {
             crate::log_sink::line(&format!("actiongate: {e:#}"));
             std::process::ExitCode::from(1)
         }
     }
+}
+
+/// Whether `e` is a write to a pipe its reader closed (`audit export |
+/// head`), which ends the command quietly, as [`quiet_on_closed_stdout`].
+fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// The settings given by flags.
