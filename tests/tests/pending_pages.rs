@@ -181,6 +181,24 @@ async fn a_queue_longer_than_a_listing_is_paged_oldest_first() {
             .collect::<Vec<_>>(),
         want.iter().map(|s| s.as_str()).collect::<Vec<_>>()
     );
+    // A cursor naming no request (mistyped), or one the agent may not see,
+    // is refused: read as a position it would start the list again.
+    let theirs = &own[0];
+    for (after, key) in [("nope", &operator), (theirs.as_str(), &agents[0])] {
+        let (s, b) = call(
+            &http,
+            Method::GET,
+            format!("{}/v1/grant-requests?after={after}", d.base),
+            key,
+            None,
+        )
+        .await;
+        assert_eq!(s, 404, "{after}: {b}");
+        assert!(
+            b["detail"].as_str().unwrap().contains("page on from"),
+            "{b}"
+        );
+    }
 
     // Plans: 210 of two agents (past the default page of 200).
     let mut plans = Vec::new();

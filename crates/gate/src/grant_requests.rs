@@ -113,6 +113,20 @@ impl Gate {
         } else {
             Some(caller.agent_id()?)
         };
+        // As for plans and sessions: a page after no request the caller
+        // may see is refused, not read as a position (a mistyped cursor
+        // would start the list again, and a client paging on loops).
+        if let Some(after) = &page.after {
+            match self.store().get_grant_request(after).await {
+                Ok(r) if caller.may_see(&r.agent) => {}
+                Ok(_) | Err(StoreError::NotFound) => {
+                    return Err(GateError::not_found(format!(
+                        "after: no grant request '{after}' to page on from"
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         Ok(self
             .store()
             .list_grant_requests(agent, status, &page)

@@ -94,6 +94,7 @@ pub fn list_page(order: Option<ListOrder>, after: Option<String>, limit: Option<
     responses(
         (status = 200, description = "A page of requests: page on with `after` set to the last id until a page is shorter than `limit`", body = Vec<GrantRequest>),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`after` names no grant request the caller may see", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid filter", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
