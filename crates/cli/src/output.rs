@@ -103,16 +103,21 @@ fn parse_time(text: &str) -> Option<DateTime<Utc>> {
 
 /// A duration in the largest sensible unit: `45s`, `12m`, `3h`, `2d`.
 pub fn span(secs: i64) -> String {
+    // Rounded to the nearest unit: a grant for two days, read a moment
+    // later, expires "in 2d", not "in 1d".
     let secs = secs.abs();
     if secs < 60 {
-        format!("{secs}s")
-    } else if secs < 3600 {
-        format!("{}m", secs / 60)
-    } else if secs < 86_400 {
-        format!("{}h", secs / 3600)
-    } else {
-        format!("{}d", secs / 86_400)
+        return format!("{secs}s");
     }
+    let minutes = (secs + 30) / 60;
+    if minutes < 60 {
+        return format!("{minutes}m");
+    }
+    let hours = (secs + 1800) / 3600;
+    if hours < 24 {
+        return format!("{hours}h");
+    }
+    format!("{}d", (secs + 43_200) / 86_400)
 }
 
 /// `3m ago` / `in 12m` relative to now, or `-`.
@@ -181,6 +186,9 @@ pub fn decided_by(action: &Value) -> String {
         Some("policy") => "the policy".to_owned(),
         Some("deadline") => "the deadline".to_owned(),
         Some(by) if by.starts_with("grant:") => format!("grant {}", &by[6..]),
+        // An agent withdraws its own request with its key: only for the
+        // other outcomes is a key an operator's.
+        Some(by) if by.starts_with("key:") && s(action, "status") == "cancelled" => by.to_owned(),
         Some(by) if by.starts_with("key:") => format!("operator ({by})"),
         Some(by) => one_line(by),
         None => "-".to_owned(),
@@ -416,6 +424,8 @@ mod tests {
         assert_eq!(relative_to(Some("2026-01-01T11:59:15Z"), now), "45s ago");
         assert_eq!(relative_to(Some("2025-12-30T12:00:00Z"), now), "2d ago");
         assert_eq!(relative_to(None, now), "-");
+        assert_eq!(relative_to(Some("2026-01-03T11:59:59.500Z"), now), "in 2d");
+        assert_eq!(relative_to(Some("2026-01-01T12:59:50Z"), now), "in 1h");
         assert_eq!(relative_to(Some("2026-01-01T12:00:00.300Z"), now), "now");
     }
 
@@ -427,6 +437,9 @@ mod tests {
             action_line(&a),
             "a1 approved: tool:bash:ls — by operator (key:k1)"
         );
+        let a = json!({"id": "a1", "status": "cancelled", "action_string": "tool:bash:ls",
+            "decided_by": "key:k1"});
+        assert_eq!(action_line(&a), "a1 cancelled: tool:bash:ls — by key:k1");
         let a = json!({"id": "a1", "status": "approved", "action_string": "tool:bash:ls",
             "decided_by": "key:k1", "decided_person": "bob", "decided_channel": "cli"});
         assert_eq!(

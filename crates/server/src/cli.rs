@@ -27,7 +27,7 @@ pub struct Cli {
     /// Keep everything in this Postgres database instead of the SQLite
     /// file in the data dir (`postgres://user:password@host:port/db`;
     /// setting `storage.database_url`). Daemons given the same URL act as
-    /// one gate. For serve, keys, migrate and audit only.
+    /// one gate. For serve, keys, migrate, audit and backup only.
     #[arg(long, global = true, value_name = "URL")]
     pub database_url: Option<String>,
     /// What to do.
@@ -263,7 +263,7 @@ pub fn main() -> std::process::ExitCode {
             if config_flag || cli.database_url.is_some() {
                 crate::log_sink::line(
                     "actiongate: --config and --database-url are for the daemon's commands \
-                     (serve, keys, migrate, audit); setup takes --url and --data-dir",
+                     (serve, keys, migrate, audit, backup); setup takes --url and --data-dir",
                 );
                 return std::process::ExitCode::from(2);
             }
@@ -291,7 +291,7 @@ pub fn main() -> std::process::ExitCode {
             if cli.data_dir.is_some() || cli.database_url.is_some() || config_flag {
                 crate::log_sink::line(
                     "actiongate: --config, --data-dir and --database-url are for the daemon's \
-                     commands (serve, keys, migrate, audit; setup takes --data-dir); this command \
+                     commands (serve, keys, migrate, audit, backup; setup takes --data-dir); this command \
                      talks to the daemon at --url",
                 );
                 return std::process::ExitCode::from(2);

@@ -34,7 +34,7 @@ use map::Call;
 /// `hook` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum HookCommand {
-    /// Claude Code: PreToolUse and PermissionRequest hooks.
+    /// Claude Code: PreToolUse, PermissionRequest and PostToolUse hooks.
     ClaudeCode(claude_code::ClaudeCodeArgs),
     /// Cursor: beforeShellExecution, beforeMCPExecution, beforeReadFile, preToolUse.
     Cursor(HookArgs),
