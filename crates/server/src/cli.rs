@@ -42,10 +42,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Apply database migrations and exit.
     Migrate {
-        /// Postgres: migrate although other clients that give no name (or
-        /// daemons of an older version) are connected to the database;
-        /// only when you know none is an older actiongate
-        /// (docs/operations.md).
+        /// Postgres: migrate although other clients than daemons of this
+        /// version are connected to the database; only when you know none
+        /// is an older actiongate (docs/operations.md).
         #[arg(long)]
         beside_other_clients: bool,
     },
