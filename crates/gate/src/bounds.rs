@@ -177,6 +177,7 @@ pub fn check_map(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_nul_anywhere_in_free_form_json_is_refused_naming_where() {
@@ -188,7 +189,6 @@ mod tests {
         assert_eq!(e.errors[0].field, "scope.reason");
         assert!(check("params", &serde_json::json!({"a": "x"}), 1 << 20).is_ok());
     }
-    use serde_json::json;
 
     fn nested(levels: usize) -> Value {
         let mut v = json!(1);

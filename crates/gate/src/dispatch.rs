@@ -586,12 +586,9 @@ pub(crate) fn kept_result(result: Value, max: usize) -> Value {
         let size = serde_json::to_vec(&result).map_or(0, |b| b.len());
         return json!({"truncated": true, "size": size});
     }
+    // Within `max` as JSON, so is its text.
     if crate::bounds::depth(&result) > crate::bounds::MAX_DEPTH {
-        let text = result.to_string();
-        if text.len() > max {
-            return json!({"truncated": true, "size": text.len()});
-        }
-        return json!({"text": text});
+        return json!({"text": result.to_string()});
     }
     result
 }
