@@ -222,25 +222,14 @@ impl SqliteStore {
                     };
                     let mut pruned = 0;
                     while seq < upper {
-                        let rows = sqlx::query(concat!(
-                            "SELECT ",
-                            event_columns!(),
-                            " FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?"
-                        ))
-                        .bind(seq)
-                        .bind(upper)
-                        .bind(PRUNE_CHUNK)
-                        .fetch_all(&mut *conn)
-                        .await?;
+                        let rows = due_chunk::<sqlx::Sqlite>(seq, upper)
+                            .build()
+                            .fetch_all(&mut *conn)
+                            .await?;
                         if rows.is_empty() {
                             break;
                         }
-                        for row in &rows {
-                            let ev = from_row(row)?;
-                            hash = chain_hash(&hash, &event_content(&ev));
-                            seq = ev.seq;
-                            pruned += 1;
-                        }
+                        pruned += chain_rows(&rows, &mut seq, &mut hash)?;
                     }
                     sqlx::query("DELETE FROM events WHERE seq <= ?")
                         .bind(seq)
@@ -265,6 +254,40 @@ impl SqliteStore {
 /// an event may hold up to 256 KiB an agent sent, so a round holds a few
 /// MiB at most, however many it prunes (soak review).
 pub(crate) const PRUNE_CHUNK: i64 = 16;
+
+/// The next [`PRUNE_CHUNK`] events after `after`, up to `upper`, whole.
+pub(crate) fn due_chunk<DB>(after: i64, upper: i64) -> sqlx::QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut q = sqlx::QueryBuilder::new(concat!(
+        "SELECT ",
+        event_columns!(),
+        " FROM events WHERE seq > "
+    ));
+    q.push_bind(after)
+        .push(" AND seq <= ")
+        .push_bind(upper)
+        .push(" ORDER BY seq LIMIT ")
+        .push_bind(PRUNE_CHUNK);
+    q
+}
+
+/// Chains the events of `rows` (in seq order, following `seq`) onto
+/// `hash`, moving `seq` to the last; how many.
+pub(crate) fn chain_rows(
+    rows: &[impl crate::row::Cols],
+    seq: &mut i64,
+    hash: &mut String,
+) -> Result<usize, StoreError> {
+    for row in rows {
+        let ev = from_row(row)?;
+        *hash = chain_hash(hash, &event_content(&ev));
+        *seq = ev.seq;
+    }
+    Ok(rows.len())
+}
 
 /// The last of `heads` (`(seq, at)` in ms, oldest first, after the anchor)
 /// that retention may prune: those before `cutoff`, and none past a

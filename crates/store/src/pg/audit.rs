@@ -9,9 +9,8 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
-use crate::audit::{Anchor, GENESIS_HASH, PRUNE_CHUNK, chain_hash, due_until, event_content};
+use crate::audit::{Anchor, GENESIS_HASH, chain_rows, due_chunk, due_until};
 use crate::error::StoreError;
-use crate::events::{event_columns, from_row};
 use crate::pg::Postgres;
 use crate::time::to_ms;
 
@@ -84,25 +83,14 @@ impl Postgres {
         let mut pruned = 0;
         if let Some(upper) = due_until(&heads, to_ms(cutoff), keep_after) {
             while seq < upper {
-                let rows = sqlx::query(concat!(
-                    "SELECT ",
-                    event_columns!(),
-                    " FROM events WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3"
-                ))
-                .bind(seq)
-                .bind(upper)
-                .bind(PRUNE_CHUNK)
-                .fetch_all(&mut *tx)
-                .await?;
+                let rows = due_chunk::<sqlx::Postgres>(seq, upper)
+                    .build()
+                    .fetch_all(&mut *tx)
+                    .await?;
                 if rows.is_empty() {
                     break;
                 }
-                for row in &rows {
-                    let ev = from_row(row)?;
-                    hash = chain_hash(&hash, &event_content(&ev));
-                    seq = ev.seq;
-                    pruned += 1;
-                }
+                pruned += chain_rows(&rows, &mut seq, &mut hash)?;
             }
         }
         if pruned > 0 {
