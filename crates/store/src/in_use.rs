@@ -103,14 +103,26 @@ pub(crate) async fn pg_applied(pool: &PgPool) -> Result<i64, StoreError> {
     )
 }
 
-/// Why an existing database at migration `applied` is not upgraded to
-/// `latest` by a command that only works on it (`keys`, `audit export`).
-pub(crate) fn not_upgraded(applied: i64, latest: i64) -> StoreError {
-    StoreError::Conflict(format!(
-        "the database is at migration {applied} and this version needs {latest}: back it up, \
-         then upgrade it with `actiongate migrate` or by starting the daemon \
-         (docs/operations.md)"
-    ))
+/// Whether a database at migration `applied` is to be migrated to
+/// `latest` (then no older daemon may use it); refused for an existing one
+/// unless `upgrade` (a command that only works on it, `keys` or `audit
+/// export`, migrates a new database only).
+pub(crate) fn needs_migrating(
+    applied: i64,
+    latest: i64,
+    upgrade: bool,
+) -> Result<bool, StoreError> {
+    if applied >= latest {
+        return Ok(false);
+    }
+    if !upgrade && applied > 0 {
+        return Err(StoreError::Conflict(format!(
+            "the database is at migration {applied} and this version needs {latest}: back it \
+             up, then upgrade it with `actiongate migrate` or by starting the daemon \
+             (docs/operations.md)"
+        )));
+    }
+    Ok(true)
 }
 
 /// Logs that migrations `from`..=`to` were applied, when there were any.

@@ -191,7 +191,7 @@ impl SqliteStore {
         )
         .fetch_one(&self.read)
         .await?;
-        let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+        let latest = latest_migration();
         // A newer version migrated it (a rolling upgrade of several daemons):
         // this one leaves the load balancer's rotation.
         if applied > latest {
@@ -263,11 +263,7 @@ async fn refuse_if_in_use(
     upgrade: bool,
 ) -> Result<i64, StoreError> {
     let applied = crate::in_use::sqlite_applied(conn).await?;
-    let latest = latest_migration();
-    if applied < latest {
-        if !upgrade && applied > 0 {
-            return Err(crate::in_use::not_upgraded(applied, latest));
-        }
+    if crate::in_use::needs_migrating(applied, latest_migration(), upgrade)? {
         crate::in_use::refuse_sqlite(holder)?;
     }
     Ok(applied)

@@ -391,7 +391,7 @@ impl Postgres {
         let applied: i64 = tokio::time::timeout(READY_WITHIN, ask)
             .await
             .map_err(|_| StoreError::TimedOut(READY_WITHIN))??;
-        let latest = PG_MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+        let latest = latest_migration();
         // A newer version migrated it (a rolling upgrade of several daemons):
         // this one leaves the load balancer's rotation.
         if applied > latest {
@@ -428,12 +428,8 @@ fn lease(d: Duration) -> chrono::Duration {
 /// (`in_use`), and, unless `upgrade`, only a new one.
 async fn refuse_if_in_use(pool: &PgPool, upgrade: bool) -> Result<i64, StoreError> {
     let applied = crate::in_use::pg_applied(pool).await?;
-    let latest = latest_migration();
-    if applied < latest {
-        if !upgrade && applied > 0 {
-            return Err(crate::in_use::not_upgraded(applied, latest));
-        }
-        crate::in_use::refuse_pg(pool, latest).await?;
+    if crate::in_use::needs_migrating(applied, latest_migration(), upgrade)? {
+        crate::in_use::refuse_pg(pool, latest_migration()).await?;
     }
     Ok(applied)
 }
