@@ -25,12 +25,6 @@ pub async fn backup(settings: &Settings, to: &Path) -> anyhow::Result<String> {
         );
     }
     let db = settings.database_path();
-    if !db.is_file() {
-        anyhow::bail!(
-            "no database at {}: check --data-dir or --config",
-            db.display()
-        );
-    }
     make_private_dir(to)?;
     let done = copy_into(settings, &db, to).await;
     if done.is_err() {

@@ -416,6 +416,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Backup { to } => {
             let settings = Settings::load(cli.config.as_deref(), &flags)?;
+            existing_database(&settings)?;
             println!("{}", crate::backup::backup(&settings, &to).await?);
             Ok(())
         }
