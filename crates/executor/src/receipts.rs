@@ -104,6 +104,23 @@ mod tests {
 
     const DECIDED: i64 = 1_800_000_000;
 
+    /// A delivery of action `0190` (`fs`/`read_file`) with `params`,
+    /// `receipt` and `params_key`.
+    fn delivered<'a>(
+        params: &'a Value,
+        receipt: &'a str,
+        params_key: Option<&'a str>,
+    ) -> Delivered<'a> {
+        Delivered {
+            action_id: "0190",
+            handler: "fs",
+            action: "read_file",
+            params,
+            receipt: Some(receipt),
+            params_key,
+        }
+    }
+
     /// A human's approval of action `0190` in format `v`, binding params
     /// by `digest`.
     fn approval(v: u32, digest: String) -> ReceiptClaims {
@@ -137,14 +154,7 @@ mod tests {
     fn a_human_receipt_older_than_the_limit_is_a_replay() {
         let params = json!({"filepath": "a.txt"});
         let (key, receipt, params_key) = signed(&params);
-        let d = Delivered {
-            action_id: "0190",
-            handler: "fs",
-            action: "read_file",
-            params: &params,
-            receipt: Some(&receipt),
-            params_key: Some(&params_key),
-        };
+        let d = delivered(&params, &receipt, Some(&params_key));
         let day = Duration::from_secs(24 * 3600);
         assert_eq!(check(&key, &d, day, DECIDED + 60), Ok(()));
         assert_eq!(check(&key, &d, day, DECIDED + 24 * 3600), Ok(()));
@@ -163,14 +173,7 @@ mod tests {
         let day = Duration::from_secs(24 * 3600);
         let other = json!({"filepath": "b.txt"});
         for (p, ok) in [(&params, true), (&other, false)] {
-            let d = Delivered {
-                action_id: "0190",
-                handler: "fs",
-                action: "read_file",
-                params: p,
-                receipt: Some(&receipt),
-                params_key: None,
-            };
+            let d = delivered(p, &receipt, None);
             assert_eq!(check(&key, &d, day, DECIDED + 1).is_ok(), ok, "{p}");
         }
         // A format 2 receipt whose digest is a plain one is not taken as
@@ -178,14 +181,7 @@ mod tests {
         let mut v2 = claims.clone();
         v2.v = 2;
         let receipt = signer.sign(&v2).unwrap();
-        let d = Delivered {
-            action_id: "0190",
-            handler: "fs",
-            action: "read_file",
-            params: &params,
-            receipt: Some(&receipt),
-            params_key: None,
-        };
+        let d = delivered(&params, &receipt, None);
         assert!(check(&key, &d, day, DECIDED + 1).is_err());
     }
 
@@ -203,14 +199,7 @@ mod tests {
             (&params, None),
             (&params, Some("c2hvcnQ")),
         ] {
-            let d = Delivered {
-                action_id: "0190",
-                handler: "fs",
-                action: "read_file",
-                params: p,
-                receipt: Some(&receipt),
-                params_key: k,
-            };
+            let d = delivered(p, &receipt, k);
             assert!(check(&key, &d, day, at).is_err(), "{p} {k:?}");
         }
     }
