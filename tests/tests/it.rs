@@ -54,6 +54,7 @@ mod session_review;
 mod session_shell;
 mod sessions;
 mod slow_clients;
+mod stream_budget;
 mod teams;
 mod teams_attacks;
 mod teams_grants;

@@ -275,7 +275,7 @@ pub async fn run(
     let gate = Gate::new(store, config, dispatch, notify, shutdown.clone());
     let hub = Hub::new(
         &gate.event_log(),
-        settings.events.buffer,
+        settings.events.window(),
         settings.events.coalesce(),
         shutdown.clone(),
     );

@@ -25,6 +25,11 @@ pub struct EventsSettings {
     /// How many batches of events (at least as many events) a stream may
     /// fall behind before it is closed (the client resumes from its last id).
     pub buffer: usize,
+    /// Most bytes of rendered events held for streams that have not taken
+    /// them yet, all streams together; past it, streams that fell that far
+    /// behind are closed (their clients resume from their last id). Bounds
+    /// what clients that stop reading pin until `send_timeout`.
+    pub buffer_bytes: usize,
     /// While events keep coming, streams are sent at most one batch per
     /// gap, so each wakes and writes once per gap, not once per event; an
     /// event after a quiet period goes out at once. The gap is
@@ -47,6 +52,7 @@ impl Default for EventsSettings {
             prune_interval: Dur::secs(3600),
             send_timeout: Dur::secs(30),
             buffer: 4096,
+            buffer_bytes: 32 * 1024 * 1024,
             coalesce: Dur::millis(20),
             coalesce_per_stream: Dur::micros(20),
             audit_anchor_interval: Every::Each(Dur::secs(600)),
@@ -72,6 +78,9 @@ impl EventsSettings {
         if let Keep::For(d) = self.retention {
             nonzero("events", "retention", d)?;
         }
+        if self.buffer_bytes < 1024 * 1024 {
+            anyhow::bail!("events.buffer_bytes: must be at least 1048576 (1 MiB)");
+        }
         for (name, d) in [
             ("coalesce", self.coalesce),
             ("coalesce_per_stream", self.coalesce_per_stream),
@@ -89,6 +98,14 @@ impl EventsSettings {
     /// See [`EventsSettings::audit_anchor_interval`]; `None` when `off`.
     pub fn audit_anchor_interval(&self) -> Option<Duration> {
         self.audit_anchor_interval.get()
+    }
+
+    /// How far event streams may fall behind.
+    pub fn window(&self) -> crate::sse::Window {
+        crate::sse::Window {
+            batches: self.buffer,
+            bytes: self.buffer_bytes,
+        }
     }
 
     /// How long the event hub gathers events between two batches.

@@ -1,5 +1,5 @@
-//! Server-Sent Events: the hub that renders each committed event once, and
-//! the streams that replay the log from a client's last id and then follow
+//! Server-Sent Events: the hub that renders each committed event once
+//! ([`hub`]), and the streams that replay the log from a client's last id and then follow
 //! it live, with no gap and no duplicate at the seam.
 //!
 //! A stream subscribes to the hub *before* it reads the log, pages through
@@ -8,7 +8,8 @@
 //! bounded window over one shared ring; a reader that falls a whole window
 //! behind is not dropped from silently: its stream ends and the client
 //! resumes from its last id. A client that stops reading altogether is cut
-//! off by the connection's send timeout (see [`crate::stall`]).
+//! off by the connection's send timeout (see [`crate::stall`]); until then
+//! what it has not taken is held within the hub's byte budget.
 //!
 //! The hub hands events to streams in batches: what was committed together,
 //! and, while events keep coming, what was committed within one gap of the
@@ -20,8 +21,7 @@
 //! out at once.
 
 use std::convert::Infallible;
-use std::ops::Range;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use actiongate_api::Event;
@@ -33,213 +33,24 @@ use axum::response::Response;
 use futures::Stream;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
-use tokio_util::bytes::BytesMut;
 use tokio_util::sync::CancellationToken;
 
 use actiongate_gate::KeyGuard;
 
-/// Events read from the log per query while replaying.
+mod hub;
+
+pub use hub::{Batch, Coalesce, Hub, Rendered, Window, render};
+
+/// Most events read from the log per query while replaying.
 const REPLAY_PAGE: i64 = 500;
+/// Events read by a replay's first query: events can be large (an action's
+/// detail and params), so pages start small and grow while they stay under
+/// [`REPLAY_BYTES`], which bounds what one replaying stream holds.
+const FIRST_REPLAY_PAGE: i64 = 16;
+/// About the most bytes of events one replay query should read.
+const REPLAY_BYTES: usize = 1024 * 1024;
 /// Most bytes sent as one chunk when several live batches are ready.
 const COALESCE_BYTES: usize = 64 * 1024;
-/// Most events in one batch.
-const BATCH_EVENTS: usize = 256;
-
-/// How long the hub gathers events before it sends the next batch.
-#[derive(Debug, Clone, Copy)]
-pub struct Coalesce {
-    /// Per open stream: about what one stream's wake-up and socket write
-    /// cost, so with few streams events go out almost at once.
-    pub per_stream: Duration,
-    /// At most this.
-    pub max: Duration,
-}
-
-/// Renders one SSE message for `ev` onto `out`.
-fn render_into(out: &mut BytesMut, ev: &Event) {
-    use std::fmt::Write as _;
-    // Compact JSON never contains a raw newline, so one data line suffices.
-    let json = serde_json::to_string(ev).unwrap_or_else(|e| {
-        tracing::error!(seq = ev.seq, error = %e, "event does not serialize");
-        "{}".to_owned()
-    });
-    let _ = write!(out, "id: {}\nevent: {}\ndata: {json}\n\n", ev.seq, ev.kind);
-}
-
-/// Renders one SSE message for `ev`.
-pub fn render(ev: &Event) -> Bytes {
-    let mut out = BytesMut::new();
-    render_into(&mut out, ev);
-    out.freeze()
-}
-
-/// Committed events handed to every stream together, each rendered once.
-#[derive(Debug)]
-pub struct Batch {
-    /// The events, in `seq` order.
-    pub events: Vec<Arc<Event>>,
-    /// Where each event's message lies in `bytes`.
-    spans: Vec<Range<usize>>,
-    /// Every event's message, in order: what a stream that takes every
-    /// event sends, without copying.
-    pub bytes: Bytes,
-}
-
-impl Batch {
-    fn new(events: Vec<Arc<Event>>) -> Batch {
-        let mut out = BytesMut::new();
-        let mut spans = Vec::with_capacity(events.len());
-        for ev in &events {
-            let start = out.len();
-            render_into(&mut out, ev);
-            spans.push(start..out.len());
-        }
-        Batch {
-            events,
-            spans,
-            bytes: out.freeze(),
-        }
-    }
-
-    /// The rendered message of the `i`th event.
-    pub fn message(&self, i: usize) -> &[u8] {
-        &self.bytes[self.spans[i].clone()]
-    }
-
-    /// The `seq` of the last event.
-    fn last_seq(&self) -> i64 {
-        self.events.last().map_or(i64::MIN, |e| e.seq)
-    }
-}
-
-/// Fans committed events out to every open stream, rendered once.
-#[derive(Clone)]
-pub struct Hub {
-    tx: Arc<RwLock<broadcast::Sender<Arc<Batch>>>>,
-    capacity: usize,
-}
-
-impl Hub {
-    /// Starts the task that renders the store's events for streams. Each
-    /// stream may fall `capacity` batches (at least as many events) behind
-    /// before it is closed. While events keep coming, a batch goes out at
-    /// most once per gap (see [`Coalesce`]; zero: one per commit, at once).
-    pub fn new(
-        store: &EventLog,
-        capacity: usize,
-        coalesce: Coalesce,
-        shutdown: CancellationToken,
-    ) -> Hub {
-        let capacity = capacity.max(16);
-        let (tx, _) = broadcast::channel(capacity);
-        let hub = Hub {
-            tx: Arc::new(RwLock::new(tx)),
-            capacity,
-        };
-        tokio::spawn(hub.clone().run(store.subscribe(), coalesce, shutdown));
-        hub
-    }
-
-    /// Receives every batch sent from now on.
-    pub fn subscribe(&self) -> Option<broadcast::Receiver<Arc<Batch>>> {
-        self.tx.read().ok().map(|tx| tx.subscribe())
-    }
-
-    fn send(&self, events: Vec<Arc<Event>>) {
-        let Ok(tx) = self.tx.read() else { return };
-        // With nobody streaming, nothing is rendered.
-        if events.is_empty() || tx.receiver_count() == 0 {
-            return;
-        }
-        let _ = tx.send(Arc::new(Batch::new(events)));
-    }
-
-    /// Least time between two batches, for the streams open now.
-    fn gap(&self, coalesce: Coalesce) -> Duration {
-        let streams = self.tx.read().map_or(0, |tx| tx.receiver_count());
-        let streams = u32::try_from(streams).unwrap_or(u32::MAX);
-        coalesce
-            .max
-            .min(coalesce.per_stream.saturating_mul(streams))
-    }
-
-    /// Closes every stream once it has drained: clients resume from their
-    /// last id and the log fills whatever the hub missed.
-    fn restart(&self) {
-        if let Ok(mut tx) = self.tx.write() {
-            *tx = broadcast::channel(self.capacity).0;
-        }
-    }
-
-    async fn run(
-        self,
-        mut rx: broadcast::Receiver<Arc<Event>>,
-        coalesce: Coalesce,
-        shutdown: CancellationToken,
-    ) {
-        // When the last batch went out; the next waits until one gap after
-        // it, gathering what commits meanwhile.
-        let start = tokio::time::Instant::now();
-        let mut last_sent = start.checked_sub(coalesce.max).unwrap_or(start);
-        let mut batch: Vec<Arc<Event>> = Vec::new();
-        'run: loop {
-            let flush_at = last_sent + self.gap(coalesce);
-            let received = if batch.is_empty() {
-                tokio::select! {
-                    r = rx.recv() => r,
-                    _ = shutdown.cancelled() => break,
-                }
-            } else {
-                tokio::select! {
-                    biased;
-                    _ = shutdown.cancelled() => break,
-                    _ = tokio::time::sleep_until(flush_at) => {
-                        self.send(std::mem::take(&mut batch));
-                        last_sent = tokio::time::Instant::now();
-                        continue;
-                    }
-                    r = rx.recv() => r,
-                }
-            };
-            let mut next = Some(received);
-            while let Some(received) = next.take() {
-                match received {
-                    Ok(event) => batch.push(event),
-                    Err(RecvError::Lagged(n)) => {
-                        // The hub itself missed events: no stream may go on
-                        // as if nothing happened.
-                        tracing::warn!(missed = n, "event hub lagged; closing every stream");
-                        batch.clear();
-                        self.restart();
-                        continue 'run;
-                    }
-                    Err(RecvError::Closed) => break 'run,
-                }
-                if batch.len() >= BATCH_EVENTS {
-                    break;
-                }
-                // What else is ready (typically the rest of one commit).
-                next = match rx.try_recv() {
-                    Ok(event) => Some(Ok(event)),
-                    Err(TryRecvError::Lagged(n)) => Some(Err(RecvError::Lagged(n))),
-                    Err(TryRecvError::Closed) => Some(Err(RecvError::Closed)),
-                    Err(TryRecvError::Empty) => None,
-                };
-            }
-            let now = tokio::time::Instant::now();
-            if now >= flush_at || batch.len() >= BATCH_EVENTS {
-                self.send(std::mem::take(&mut batch));
-                last_sent = now;
-            }
-        }
-        // What was gathered still goes out, then dropping the sender ends
-        // every stream.
-        self.send(batch);
-        if let Ok(mut tx) = self.tx.write() {
-            *tx = broadcast::channel(1).0;
-        }
-    }
-}
 
 /// Which events a stream carries.
 #[derive(Debug, Clone)]
@@ -316,10 +127,28 @@ fn reset_message(notice: &serde_json::Value) -> Bytes {
     Bytes::from(format!("event: reset\ndata: {notice}\n\n"))
 }
 
+/// The size of the replay's next query, after one of `size` events read
+/// `bytes` of event data: twice as many while that stays well under
+/// [`REPLAY_BYTES`], half as many while over it.
+fn next_page_size(size: i64, bytes: usize) -> i64 {
+    if bytes > REPLAY_BYTES {
+        (size / 2).max(1)
+    } else if bytes < REPLAY_BYTES / 4 {
+        (size * 2).min(REPLAY_PAGE)
+    } else {
+        size
+    }
+}
+
 /// Adds to `chunk` the messages of `batch` after `last` that `scope`
 /// admits, and moves `last` on. When that is the whole batch and `chunk` is
 /// empty, returns the batch's bytes instead of copying them.
-fn take_batch(batch: &Batch, scope: &Scope, last: &mut i64, chunk: &mut Vec<u8>) -> Option<Bytes> {
+fn take_batch(
+    batch: &Rendered,
+    scope: &Scope,
+    last: &mut i64,
+    chunk: &mut Vec<u8>,
+) -> Option<Bytes> {
     let first_new = batch.events.partition_point(|e| e.seq <= *last);
     if first_new == batch.events.len() {
         return None;
@@ -355,12 +184,13 @@ pub fn log_stream(
             yield Ok(reset_message(reset));
         }
         let mut last = start.after;
+        let mut page_size = FIRST_REPLAY_PAGE;
         // Replay from the log.
         loop {
             if shutdown.is_cancelled() {
                 return;
             }
-            let page = match store.events_after(last, scope.agent.as_deref(), REPLAY_PAGE).await {
+            let page = match store.events_after(last, scope.agent.as_deref(), page_size).await {
                 Ok(page) => page,
                 Err(e) => {
                     tracing::warn!(error = %e, "replaying events failed; closing the stream");
@@ -384,7 +214,8 @@ pub fn log_stream(
                 last = anchor;
                 continue;
             }
-            let full = page.len() as i64 >= REPLAY_PAGE;
+            let full = page.len() as i64 >= page_size;
+            page_size = next_page_size(page_size, page.iter().map(|ev| ev.data.get().len()).sum());
             let mut chunk = Vec::new();
             for ev in page {
                 last = ev.seq;
@@ -425,6 +256,10 @@ pub fn log_stream(
                 }
                 Err(RecvError::Closed) => return,
             };
+            let Some(first) = first.rendered() else {
+                tracing::info!("event stream fell behind the hub's byte budget; closing it so the client resumes");
+                return;
+            };
             // Send what is ready in one chunk: usually one whole batch, sent
             // as the hub rendered it (`whole`, only while `chunk` is empty).
             let mut chunk: Vec<u8> = Vec::new();
@@ -439,10 +274,12 @@ pub fn log_stream(
                 if chunk.len() >= COALESCE_BYTES {
                     break;
                 }
-                match rx.try_recv() {
-                    Ok(more) => next = Some(more),
+                match rx.try_recv().map(|more| more.rendered()) {
+                    Ok(Some(more)) => next = Some(more),
                     Err(TryRecvError::Empty) => {}
-                    Err(TryRecvError::Lagged(_)) | Err(TryRecvError::Closed) => end = true,
+                    // Dropped past the budget, fallen a window behind, or the
+                    // hub restarted: what is ready goes out, then the end.
+                    Ok(None) | Err(TryRecvError::Lagged(_)) | Err(TryRecvError::Closed) => end = true,
                 }
             }
             if let Some(out) = whole.or_else(|| (!chunk.is_empty()).then(|| Bytes::from(chunk))) {
@@ -607,6 +444,9 @@ pub fn action_stream(
                 Ok(batch) => batch,
                 Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
             };
+            let Some(batch) = batch.rendered() else {
+                return;
+            };
             let mut chunk = Vec::new();
             let mut done = false;
             for (i, ev) in batch.events.iter().enumerate() {
@@ -656,4 +496,23 @@ where
         HeaderValue::from(heartbeat.as_millis() as u64),
     );
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_pages_grow_while_small_and_shrink_while_large() {
+        let mut size = FIRST_REPLAY_PAGE;
+        for _ in 0..10 {
+            size = next_page_size(size, 1000);
+        }
+        assert_eq!(size, REPLAY_PAGE);
+        for _ in 0..20 {
+            size = next_page_size(size, 8 * REPLAY_BYTES);
+        }
+        assert_eq!(size, 1);
+        assert_eq!(next_page_size(64, REPLAY_BYTES / 2), 64);
+    }
 }

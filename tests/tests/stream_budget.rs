@@ -1,0 +1,213 @@
+//! Black-box: an event stream whose client stops reading pins at most
+//! `events.buffer_bytes` of events, however much is published while it
+//! waits for its send timeout, and loses nothing: when it reads again its
+//! stream ends and it resumes from its last id without a gap.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::common::daemon::{Keyed, request_action, set_profile};
+
+/// The budget under test: 4 MiB.
+const BUDGET: usize = 4 * 1024 * 1024;
+
+/// The ids of the SSE messages in `text`.
+fn ids(text: &str) -> Vec<i64> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .filter_map(|v| v.trim().parse().ok())
+        .collect()
+}
+
+/// A gauge's value from `/metrics`.
+async fn gauge(http: &reqwest::Client, base: &str, name: &str) -> f64 {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Reads `GET /v1/events` (resuming after `after`) until an event of
+/// `action` arrives; the ids seen.
+async fn follow_until(k: &Keyed, after: Option<i64>, action: &str, secs: u64) -> Vec<i64> {
+    let mut req = k
+        .http
+        .get(format!("{}/v1/events", k.d.base))
+        .bearer_auth(&k.operator);
+    if let Some(after) = after {
+        req = req.header("last-event-id", after.to_string());
+    }
+    let resp = req.send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.bytes_stream();
+    let mut text = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while !text.contains(action) {
+        let chunk = tokio::time::timeout_at(deadline, body.next())
+            .await
+            .expect("the event did not arrive")
+            .expect("the stream ended")
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    ids(&text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_stops_reading_pins_at_most_the_budget_and_loses_nothing() {
+    let k = Keyed::start(&[
+        ("ACTIONGATE_EVENTS__SEND_TIMEOUT", "600s"),
+        ("ACTIONGATE_EVENTS__BUFFER_BYTES", &BUDGET.to_string()),
+    ])
+    .await;
+    set_profile(&k.http, &k.d.base, &k.admin, "bot", json!("open")).await;
+
+    // A client that sends its request and never reads, with a tiny window.
+    // HTTP/1.0: the body ends when the connection does.
+    let addr: std::net::SocketAddr = k.d.base.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(addr).await.unwrap();
+    let head = format!(
+        "GET /v1/events HTTP/1.0\r\nauthorization: Bearer {}\r\n\r\n",
+        k.operator
+    );
+    stalled.write_all(head.as_bytes()).await.unwrap();
+    let before = k.d.rss_kib();
+
+    // ~40 MB of events (each action's 60 KiB detail is in its events, twice),
+    // ten times the budget, while the stalled client holds its stream.
+    let detail = "x".repeat(60 * 1024);
+    let mut last_id = String::new();
+    for i in 0..300 {
+        let resp = request_action(
+            &k.http,
+            &k.d.base,
+            &k.agent,
+            "file",
+            &format!("view {i} {detail}"),
+        )
+        .await;
+        assert_eq!(resp.status(), 201);
+        let action: serde_json::Value = resp.json().await.unwrap();
+        last_id = action["id"].as_str().unwrap().to_owned();
+    }
+    // What the hub holds for the stalled stream stays within the budget
+    // (plus the newest batch, which is never dropped), and so does the
+    // daemon's memory: without the budget it held every event published.
+    let held = gauge(&k.http, &k.d.base, "actiongate_sse_buffered_bytes").await;
+    assert!(
+        held <= (BUDGET + 3 * 1024 * 1024) as f64,
+        "the hub holds {held} bytes"
+    );
+    let grown_mib = k.d.rss_kib().saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 24,
+        "RSS grew {grown_mib} MiB with one stalled stream"
+    );
+    let good = follow_until(&k, Some(0), &last_id, 60).await;
+    assert!(!good.is_empty());
+
+    // The stalled client reads again: it gets what its sockets held, then
+    // the end, well before its send timeout.
+    let mut got = Vec::new();
+    let start = Instant::now();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(20), stalled.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Err(_) => panic!("the stalled stream did not end ({} bytes read)", got.len()),
+        }
+    }
+    assert!(start.elapsed() < Duration::from_secs(30));
+    let text = String::from_utf8_lossy(&got);
+    let seen = ids(&text);
+    let stalled_last = *seen.last().expect("the stalled stream got no event at all");
+    assert!(
+        seen.windows(2).all(|w| w[1] == w[0] + 1),
+        "the stalled stream skipped events"
+    );
+    // It resumes from its last id and gets every later event, in order,
+    // up to the last one published.
+    let resumed = follow_until(&k, Some(stalled_last), &last_id, 60).await;
+    assert_eq!(
+        resumed.first(),
+        Some(&(stalled_last + 1)),
+        "a gap at the resume"
+    );
+    assert!(resumed.windows(2).all(|w| w[1] == w[0] + 1));
+    assert_eq!(resumed.last(), good.last());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_replaying_large_events_each_hold_a_small_page() {
+    let k = Keyed::start(&[("ACTIONGATE_EVENTS__SEND_TIMEOUT", "600s")]).await;
+    set_profile(&k.http, &k.d.base, &k.admin, "bot", json!("open")).await;
+    // ~40 MB of events in the log.
+    let detail = "x".repeat(60 * 1024);
+    for i in 0..300 {
+        let resp = request_action(
+            &k.http,
+            &k.d.base,
+            &k.agent,
+            "file",
+            &format!("view {i} {detail}"),
+        )
+        .await;
+        assert_eq!(resp.status(), 201);
+    }
+    let before = k.d.rss_kib();
+    // Eight clients replay the whole log and do not read: each stream holds
+    // what it read last and cannot send. Read 500 events at a time, that was
+    // the whole log per stream.
+    let addr: std::net::SocketAddr = k.d.base.trim_start_matches("http://").parse().unwrap();
+    let mut stalled = Vec::new();
+    for _ in 0..8 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let mut s = socket.connect(addr).await.unwrap();
+        let head = format!(
+            "GET /v1/events HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\nlast-event-id: 0\r\n\r\n",
+            k.operator
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        stalled.push(s);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let grown_mib = k.d.rss_kib().saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 64,
+        "RSS grew {grown_mib} MiB with eight stalled replays"
+    );
+    // They are still served: one reads on and gets the whole log.
+    let mut text = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let reader = &mut stalled[0];
+    let (mut messages, mut scanned) = (0, 0);
+    while messages < 300 {
+        let n = tokio::time::timeout(Duration::from_secs(20), reader.read(&mut buf))
+            .await
+            .expect("the replay stopped")
+            .unwrap();
+        assert!(n > 0, "the replay ended early");
+        text.extend_from_slice(&buf[..n]);
+        messages += text[scanned..]
+            .windows(5)
+            .filter(|w| w == b"\nid: ")
+            .count();
+        scanned = text.len().saturating_sub(4);
+    }
+}
