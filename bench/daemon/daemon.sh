@@ -7,11 +7,13 @@
 BODY='{"tool":"bash","detail":"cargo test --workspace"}'
 CONNECTIONS=${CONNECTIONS:-64}
 DURABILITY=${DURABILITY:-normal}
-# Loads that keep thousands of actions pending for one agent (the long-poll
-# and memory benchmarks) lift limits.max_pending_per_agent (default 100)
-# with this setting. Builds older than that limit refuse an unknown
-# setting: run them with PENDING_SETTING= (empty).
-PENDING_SETTING=${PENDING_SETTING-ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT=1000000}
+# Loads that keep thousands of actions pending for one agent, each with its
+# long-poll (the long-poll and memory benchmarks), lift
+# limits.max_pending_per_agent (default 100) and limits.max_open_per_key
+# (default 200) with these settings. Builds older than those limits refuse
+# an unknown setting: run them with PENDING_SETTING= (empty), or with only
+# the first.
+PENDING_SETTING=${PENDING_SETTING-"ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT=1000000 ACTIONGATE_LIMITS__MAX_OPEN_PER_KEY=1000000"}
 
 # bench_daemon WORK DURABILITY BIN LOG [VAR=value...]: starts BIN (an
 # absolute path) from WORK, away from config/actiongate.toml, so that every

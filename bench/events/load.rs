@@ -173,7 +173,12 @@ async fn main() {
             v["key"].as_str().unwrap().to_owned()
         }
     };
-    let operator = key("operator", None).await;
+    // One operator key per 100 subscribers: a key holds at most
+    // limits.max_open_per_key streams (default 200).
+    let mut operators = Vec::new();
+    for _ in 0..a.subscribers.div_ceil(100) {
+        operators.push(key("operator", None).await);
+    }
     let agent = key("agent", Some("bench")).await;
     http.put(format!("{}/v1/agents/bench", a.base))
         .bearer_auth(&a.admin)
@@ -188,10 +193,10 @@ async fn main() {
     let measure = Arc::new(AtomicBool::new(false));
     let (tx, mut rx) = tokio::sync::mpsc::channel(a.subscribers);
     let mut subs = Vec::new();
-    for _ in 0..a.subscribers {
+    for i in 0..a.subscribers {
         subs.push(tokio::spawn(subscriber(
             addr.clone(),
-            operator.clone(),
+            operators[i / 100].clone(),
             tx.clone(),
             stop.clone(),
             measure.clone(),

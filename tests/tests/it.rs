@@ -32,6 +32,7 @@ mod masked_views;
 mod mcp_proxy;
 mod memory;
 mod metrics;
+mod open_per_key;
 mod outbound;
 mod pending_limit;
 mod pending_pages;

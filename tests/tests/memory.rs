@@ -99,7 +99,10 @@ async fn memory_from_a_burst_of_long_polls_is_given_back() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(
         dir.path(),
-        &[("ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT", "100000")],
+        &[
+            ("ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT", "100000"),
+            ("ACTIONGATE_LIMITS__MAX_OPEN_PER_KEY", "100000"),
+        ],
     );
     let http = client();
     let admin = d.admin_key();

@@ -2643,7 +2643,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The agent has limits.max_pending_per_agent items waiting for a human (limit-reached) */
+            /** @description The agent has limits.max_pending_per_agent items waiting for a human, or (with ?wait) the key holds limits.max_open_per_key streams and long-polls open already (limit-reached) */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2719,6 +2719,15 @@ export interface operations {
             };
             /** @description Invalid wait */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description With ?wait: The key holds limits.max_open_per_key streams and long-polls open already */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3064,6 +3073,15 @@ export interface operations {
             };
             /** @description No such action visible to the caller */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key holds limits.max_open_per_key streams and long-polls open already */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3966,6 +3984,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The key holds limits.max_open_per_key streams and long-polls open already */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The database is busy or closing; retry */
             503: {
                 headers: {
@@ -4142,7 +4169,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The agent has limits.max_pending_per_agent items waiting for a human (limit-reached) */
+            /** @description The agent has limits.max_pending_per_agent items waiting for a human, or (with ?wait) the key holds limits.max_open_per_key streams and long-polls open already (limit-reached) */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4218,6 +4245,15 @@ export interface operations {
             };
             /** @description Invalid wait */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description With ?wait: The key holds limits.max_open_per_key streams and long-polls open already */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6153,6 +6189,15 @@ export interface operations {
             };
             /** @description Invalid wait */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description With ?wait: The key holds limits.max_open_per_key streams and long-polls open already */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -169,7 +169,7 @@ impl Gate {
         let guard = if wait.is_zero() {
             None
         } else {
-            self.long_poll_guard(caller)
+            self.long_poll_guard(caller)?
         };
         let (reason, timeout, key) = body.common();
         let (session, runtime) = body.origin();
@@ -551,7 +551,7 @@ impl Gate {
         let guard = if wait.is_zero() {
             None
         } else {
-            self.long_poll_guard(caller)
+            self.long_poll_guard(caller)?
         };
         let action = self.visible_action(caller, id).await?;
         if wait.is_zero() || action.is_settled() {

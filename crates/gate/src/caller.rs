@@ -158,6 +158,8 @@ pub struct KeyGuard {
     store: Store,
     key_id: String,
     revocations: watch::Receiver<u64>,
+    /// Its place in `limits.max_open_per_key`.
+    _held: Option<crate::holds::Held>,
 }
 
 impl KeyGuard {
@@ -167,7 +169,14 @@ impl KeyGuard {
             store,
             key_id,
             revocations,
+            _held: None,
         }
+    }
+
+    /// The guard, counting `held` against its key's limit while it lives.
+    pub fn holding(mut self, held: crate::holds::Held) -> KeyGuard {
+        self._held = Some(held);
+        self
     }
 
     /// Waits until some key was revoked through the API; `false` when no

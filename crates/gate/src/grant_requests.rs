@@ -46,7 +46,7 @@ impl Gate {
         let guard = if wait.is_zero() {
             None
         } else {
-            self.long_poll_guard(caller)
+            self.long_poll_guard(caller)?
         };
         if body.reason.len() > MAX_TEXT {
             return Err(GateError::invalid("reason", "at most 4096 bytes"));
@@ -153,7 +153,7 @@ impl Gate {
         let guard = if wait.is_zero() {
             None
         } else {
-            self.long_poll_guard(caller)
+            self.long_poll_guard(caller)?
         };
         let r = self.visible_grant_request(caller, id).await?;
         if wait.is_zero() || settled(&r) {

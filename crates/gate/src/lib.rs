@@ -43,6 +43,7 @@ pub mod examples;
 pub mod grant_requests;
 pub mod grants;
 pub mod handler_spec;
+pub mod holds;
 pub mod notify;
 pub mod outbound;
 pub mod paging;
@@ -145,6 +146,8 @@ pub struct GateConfig {
     /// Most runs without a decision one agent may report a minute (each
     /// an `action.undecided` event) to this daemon.
     pub max_undecided_runs_per_minute: usize,
+    /// Most event streams and long-polls one key holds open at once.
+    pub max_open_per_key: usize,
     /// Where handler and subscription URLs may point.
     pub outbound: outbound::OutboundPolicy,
     /// How long a session may stay idle before it ends (and its grants
@@ -183,6 +186,8 @@ struct Inner {
     notify_transport: Arc<dyn Transport>,
     shutdown: CancellationToken,
     pending_limit: pending_limit::PendingLimit,
+    /// What every key holds open (see [`holds`]).
+    holds: Arc<holds::Holds>,
     run_limit: run_limit::RunLimit,
     /// The receipt signing key, read (or made) on first use.
     receipt_signer: receipts::SignerCell,
@@ -201,6 +206,7 @@ impl Gate {
         // Another daemon's changes do not invalidate this one's caches.
         let shared = store.is_shared();
         let ttl = |alone: Option<Duration>| if shared { Some(SHARED_TTL) } else { alone };
+        let holds = holds::Holds::new(config.max_open_per_key);
         Gate(Arc::new(Inner {
             waiters: Waiters::new(store.clone(), shutdown.clone()),
             dispatcher: Dispatcher::new(config.dispatch.clone(), dispatch_transport),
@@ -220,6 +226,7 @@ impl Gate {
             notify_transport,
             shutdown,
             pending_limit: pending_limit::PendingLimit::default(),
+            holds,
             run_limit: run_limit::RunLimit::default(),
             receipt_signer: receipts::SignerCell::default(),
         }))
@@ -359,13 +366,17 @@ impl Gate {
         self.0.revocations.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    /// What ends a stream of `caller`'s once its key is revoked.
-    pub fn key_guard(&self, caller: &Caller) -> KeyGuard {
-        KeyGuard::new(
+    /// What ends a stream or long-poll of `caller`'s once its key is
+    /// revoked, counted against `limits.max_open_per_key` while it lives:
+    /// 429 when the key holds that many open already.
+    pub fn key_guard(&self, caller: &Caller) -> GateResult<KeyGuard> {
+        let held = self.0.holds.take(&caller.key_id)?;
+        Ok(KeyGuard::new(
             self.0.store.clone(),
             caller.key_id.clone(),
             self.0.revocations.subscribe(),
         )
+        .holding(held))
     }
 
     /// Who holds the key whose secret is `token`: 401 for an unknown or

@@ -277,7 +277,7 @@ impl Gate {
             return Ok(plan);
         }
         // A key revoked meanwhile ends the wait with a 401, as an action's.
-        let guard = self.long_poll_guard(caller);
+        let guard = self.long_poll_guard(caller)?;
         let store = self.store();
         let waited = async {
             Ok(self

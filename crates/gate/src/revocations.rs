@@ -53,9 +53,14 @@ impl Gate {
     /// What ends `caller`'s long-poll if its key is revoked: `None` for a
     /// caller that holds no key (a human known to an adapter, the local
     /// command line). Taken before the work that precedes the wait, so
-    /// no revocation meanwhile goes unseen.
-    pub(crate) fn long_poll_guard(&self, caller: &Caller) -> Option<KeyGuard> {
-        caller.via.is_none().then(|| self.key_guard(caller))
+    /// no revocation meanwhile goes unseen, and so that a key holding
+    /// `limits.max_open_per_key` already is refused (429) before anything
+    /// is done.
+    pub(crate) fn long_poll_guard(&self, caller: &Caller) -> GateResult<Option<KeyGuard>> {
+        if caller.via.is_some() {
+            return Ok(None);
+        }
+        self.key_guard(caller).map(Some)
     }
 
     /// Waits for `wait` unless `guard`'s key is revoked first: then 401.

@@ -16,6 +16,10 @@ pub struct LimitsSettings {
     /// Most runs without a decision (`POST /v1/runs` that no action
     /// covers) one agent may report to this daemon a minute; past it, 429.
     pub max_undecided_runs_per_minute: usize,
+    /// Most event streams and long-polls (`?wait=`) one key holds open at
+    /// once on this daemon; past it, new ones get 429 `limit-reached`.
+    /// Each costs a connection and some memory while its client keeps it.
+    pub max_open_per_key: usize,
     /// Largest params of a handler action, in bytes of compact JSON.
     pub params_max_bytes: usize,
     /// Largest scope of a grant, grant request or remembered approval.
@@ -28,6 +32,7 @@ impl Default for LimitsSettings {
         LimitsSettings {
             max_pending_per_agent: 100,
             max_undecided_runs_per_minute: 60,
+            max_open_per_key: 200,
             params_max_bytes: json.params,
             scope_max_bytes: json.scope,
         }
@@ -42,6 +47,9 @@ impl LimitsSettings {
         }
         if self.max_undecided_runs_per_minute == 0 {
             anyhow::bail!("limits.max_undecided_runs_per_minute: must be at least 1");
+        }
+        if self.max_open_per_key == 0 {
+            anyhow::bail!("limits.max_open_per_key: must be at least 1");
         }
         if self.params_max_bytes == 0 || self.scope_max_bytes == 0 {
             anyhow::bail!("limits: byte limits must be at least 1");

@@ -103,7 +103,7 @@ fn set_location(resp: &mut Response, id: &str) {
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "The agent has limits.max_pending_per_agent items waiting for a human (limit-reached)", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The agent has limits.max_pending_per_agent items waiting for a human, or (with ?wait) the key holds limits.max_open_per_key streams and long-polls open already (limit-reached)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -142,6 +142,7 @@ pub async fn create_action(
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such action visible to the caller", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid wait", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "With ?wait: The key holds limits.max_open_per_key streams and long-polls open already", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]

@@ -108,6 +108,7 @@ fn last_event_id(headers: &HeaderMap, query: Option<i64>) -> Result<Option<i64>,
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "An agent-role key bound to no agent", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown type or invalid last id", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The key holds limits.max_open_per_key streams and long-polls open already", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -125,6 +126,7 @@ pub async fn stream_events(
     let types = parse_types("types", q.types.as_deref())?;
     let last_id = last_event_id(&headers, q.last_event_id)?;
     let timing = timing(&state)?;
+    let guard = state.gate().key_guard(&caller)?;
     // Subscribe before anything is read, so nothing falls between the two.
     let rx = state
         .events_hub()
@@ -168,7 +170,7 @@ pub async fn stream_events(
             start,
             timing,
             state.gate().shutdown().clone(),
-            state.gate().key_guard(&caller),
+            guard,
         ),
         timing.heartbeat,
     ))
@@ -184,6 +186,7 @@ pub async fn stream_events(
             headers(("actiongate-heartbeat-ms" = u64, description = "The period of the stream's idle heartbeat comments (events.heartbeat), in milliseconds"))),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such action visible to the caller", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The key holds limits.max_open_per_key streams and long-polls open already", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -193,6 +196,7 @@ pub async fn action_events(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Response> {
     let timing = timing(&state)?;
+    let guard = state.gate().key_guard(&caller)?;
     let rx = state
         .events_hub()
         .subscribe()
@@ -209,7 +213,7 @@ pub async fn action_events(
             action.is_settled(),
             timing,
             state.gate().shutdown().clone(),
-            state.gate().key_guard(&caller),
+            guard,
         ),
         timing.heartbeat,
     ))

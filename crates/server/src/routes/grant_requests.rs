@@ -40,7 +40,7 @@ pub fn router() -> Router<AppState> {
         (status = 403, description = "Key not bound to an agent", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such handler or permission", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "The agent has limits.max_pending_per_agent items waiting for a human (limit-reached)", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The agent has limits.max_pending_per_agent items waiting for a human, or (with ?wait) the key holds limits.max_open_per_key streams and long-polls open already (limit-reached)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -121,6 +121,7 @@ pub async fn list_requests(
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such request visible to the caller", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid wait", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "With ?wait: The key holds limits.max_open_per_key streams and long-polls open already", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]

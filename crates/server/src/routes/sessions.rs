@@ -183,7 +183,8 @@ pub async fn list_plans(
     params(("id" = String, Path, description = "Plan id"), WaitQuery),
     responses((status = 200, description = "The plan (still pending when the wait ran out)", body = Plan),
         (status = 404, description = "No such plan", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid wait", body = Problem, content_type = "application/problem+json")),
+        (status = 422, description = "Invalid wait", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "With ?wait: The key holds limits.max_open_per_key streams and long-polls open already", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn get_plan(
     State(state): State<AppState>,

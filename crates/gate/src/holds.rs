@@ -1,0 +1,102 @@
+//! `limits.max_open_per_key`: how many event streams and long-polls one key
+//! holds open at once. Each costs the daemon a connection, a file
+//! descriptor and some memory for as long as the client keeps it; without
+//! a bound one agent key could hold them until the daemon runs out of file
+//! descriptors and refuses every other client. Counted per daemon.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{GateError, GateResult};
+
+/// The open streams and long-polls of every key.
+#[derive(Debug)]
+pub(crate) struct Holds {
+    max: usize,
+    open: Mutex<HashMap<String, usize>>,
+}
+
+/// One open stream or long-poll; counted until dropped.
+#[derive(Debug)]
+pub struct Held {
+    holds: Arc<Holds>,
+    key_id: String,
+}
+
+impl Holds {
+    /// At most `max` per key.
+    pub(crate) fn new(max: usize) -> Arc<Holds> {
+        Arc::new(Holds {
+            max,
+            open: Mutex::default(),
+        })
+    }
+
+    /// One more for `key_id`, or 429 when it holds `max` already.
+    pub(crate) fn take(self: &Arc<Holds>, key_id: &str) -> GateResult<Held> {
+        let mut open = self.open.lock().map_err(|_| GateError::internal())?;
+        let n = open.entry(key_id.to_owned()).or_default();
+        if *n >= self.max {
+            let max = self.max;
+            metrics::counter!("actiongate_limit_reached_total", "limit" => "max_open_per_key")
+                .increment(1);
+            return Err(GateError::limit_reached(format!(
+                "this key holds {max} event streams and long-polls open already \
+                 (limits.max_open_per_key); close one, or wait without ?wait="
+            )));
+        }
+        *n += 1;
+        Ok(Held {
+            holds: self.clone(),
+            key_id: key_id.to_owned(),
+        })
+    }
+
+    /// How many `key_id` holds open now.
+    #[cfg(test)]
+    fn open(&self, key_id: &str) -> usize {
+        self.open
+            .lock()
+            .map_or(0, |o| o.get(key_id).copied().unwrap_or(0))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut open = match self.holds.open.lock() {
+            Ok(open) => open,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(n) = open.get_mut(&self.key_id) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.key_id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_holds_at_most_its_limit_and_gets_each_back_when_one_closes() {
+        let holds = Holds::new(2);
+        let a = holds.take("k1").unwrap();
+        let _b = holds.take("k1").unwrap();
+        let refused = holds.take("k1").unwrap_err();
+        assert_eq!(refused.code, crate::ErrorCode::LimitReached);
+        assert!(refused.detail.contains("limits.max_open_per_key"));
+        // Another key is not affected.
+        let _c = holds.take("k2").unwrap();
+        drop(a);
+        assert_eq!(holds.open("k1"), 1);
+        let _d = holds.take("k1").unwrap();
+        drop(_d);
+        drop(_b);
+        assert_eq!(holds.open("k1"), 0);
+        assert!(holds.open.lock().unwrap().get("k1").is_none());
+    }
+}

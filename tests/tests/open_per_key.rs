@@ -1,0 +1,181 @@
+//! Black-box: `limits.max_open_per_key`. One key cannot hold event streams
+//! and long-polls open without bound (each a connection, a file descriptor
+//! and memory for as long as its client keeps it): past the limit new ones
+//! get 429 problem+json naming the limit, before anything is done; other
+//! keys are not affected; a closed one frees its place.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::common::call;
+use crate::common::daemon::{Keyed, status_json};
+
+/// Opens `GET {path}` with `key`; the response, its body left unread.
+async fn open(k: &Keyed, key: &str, path: &str) -> reqwest::Response {
+    k.http
+        .get(format!("{}{path}", k.d.base))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn assert_refused(resp: reqwest::Response, what: &str) {
+    let (s, ctype, body) = status_json(resp).await;
+    assert_eq!(s, 429, "{what}: {body}");
+    assert_eq!(ctype.as_deref(), Some("application/problem+json"));
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("limits.max_open_per_key"),
+        "{what}: {body}"
+    );
+}
+
+/// `actiongate_long_polls_waiting` from `/metrics`.
+async fn long_polls_waiting(k: &Keyed) -> usize {
+    let text = k
+        .http
+        .get(format!("{}/metrics", k.d.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("actiongate_long_polls_waiting "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(0.0) as usize
+}
+
+async fn actions_of(k: &Keyed) -> usize {
+    let (s, page) = call(
+        &k.http,
+        Method::GET,
+        format!("{}/v1/actions?limit=200", k.d.base),
+        &k.operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{page}");
+    page["items"].as_array().unwrap().len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_holds_at_most_its_limit_of_streams_and_long_polls() {
+    let k = Keyed::start(&[
+        ("ACTIONGATE_LIMITS__MAX_OPEN_PER_KEY", "3"),
+        ("ACTIONGATE_EVENTS__HEARTBEAT", "1s"),
+    ])
+    .await;
+    // One pending action to wait on (the default profile asks).
+    let (s, action) = call(
+        &k.http,
+        Method::POST,
+        format!("{}/v1/actions", k.d.base),
+        &k.agent,
+        Some(json!({"tool": "deploy", "detail": "prod"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{action}");
+    let id = action["id"].as_str().unwrap().to_owned();
+
+    // Two streams and one long-poll: the limit.
+    let mut held = Vec::new();
+    for path in ["/v1/events", &format!("/v1/actions/{id}/events")] {
+        let resp = open(&k, &k.agent, path).await;
+        assert_eq!(resp.status(), 200, "{path}");
+        held.push(resp);
+    }
+    let poll = {
+        let (http, url, key) = (
+            k.http.clone(),
+            format!("{}/v1/actions/{id}?wait=30", k.d.base),
+            k.agent.clone(),
+        );
+        tokio::spawn(async move { http.get(url).bearer_auth(key).send().await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while long_polls_waiting(&k).await < 1 {
+        assert!(Instant::now() < deadline, "the long-poll never waited");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_refused(open(&k, &k.agent, "/v1/events").await, "a fourth stream").await;
+
+    // Every other way to hold one more is refused too, and changes nothing.
+    assert_refused(
+        open(&k, &k.agent, &format!("/v1/actions/{id}/events")).await,
+        "an action's stream",
+    )
+    .await;
+    assert_refused(
+        open(&k, &k.agent, &format!("/v1/actions/{id}?wait=5")).await,
+        "a long-poll",
+    )
+    .await;
+    let before = actions_of(&k).await;
+    let resp = k
+        .http
+        .post(format!("{}/v1/actions?wait=5", k.d.base))
+        .bearer_auth(&k.agent)
+        .json(&json!({"tool": "deploy", "detail": "staging"}))
+        .send()
+        .await
+        .unwrap();
+    assert_refused(resp, "a request that waits").await;
+    assert_eq!(
+        actions_of(&k).await,
+        before,
+        "the refused request was stored"
+    );
+
+    // What does not hold anything still works, and other keys are not
+    // affected.
+    let (s, got) = call(
+        &k.http,
+        Method::GET,
+        format!("{}/v1/actions/{id}", k.d.base),
+        &k.agent,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{got}");
+    let other = open(&k, &k.operator, "/v1/events").await;
+    assert_eq!(other.status(), 200);
+
+    // The long-poll ends when the action is approved, the streams when
+    // their clients close them: each place is given back.
+    let (s, _) = call(
+        &k.http,
+        Method::POST,
+        format!("{}/v1/actions/{id}/approve", k.d.base),
+        &k.operator,
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let answered = poll.await.unwrap().unwrap();
+    assert_eq!(answered.status(), 200);
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut reopened = Vec::new();
+    while reopened.len() < 3 {
+        let resp = open(&k, &k.agent, "/v1/events").await;
+        if resp.status() == 200 {
+            reopened.push(resp);
+            continue;
+        }
+        let (s, _, body): (u16, _, Value) = status_json(resp).await;
+        assert_eq!(s, 429, "{body}");
+        assert!(
+            Instant::now() < deadline,
+            "closed streams kept their places"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
