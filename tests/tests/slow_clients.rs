@@ -121,3 +121,109 @@ async fn connections_that_send_no_request_in_time_are_cut_off_and_waits_are_not(
     );
     d.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_max_connections_a_new_one_waits_until_one_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[("ACTIONGATE_HTTP__MAX_CONNECTIONS", "4")]);
+    // The start-up probe's connection is gone.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        idle.push(TcpStream::connect(addr(&d)).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A fifth client is not served while four are open...
+    let target = addr(&d);
+    let fifth = tokio::spawn(async move {
+        let mut s = TcpStream::connect(target).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").await.unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).await.unwrap();
+        answer
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!fifth.is_finished(), "a fifth connection was served");
+    // ... and is as soon as one of them closes.
+    drop(idle.pop());
+    let answer = tokio::time::timeout(Duration::from_secs(5), fifth)
+        .await
+        .expect("the fifth connection still waits")
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
+    // The daemon served on, nothing failed.
+    assert!(d.stderr_lines().iter().all(|l| !l.contains("ERROR")));
+}
+
+/// The soft and hard limits of open files of process `pid`.
+fn open_files(pid: u32) -> (u64, u64) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let mut n = line["Max open files".len()..]
+        .split_whitespace()
+        .map(|v| v.parse::<u64>().unwrap());
+    (n.next().unwrap(), n.next().unwrap())
+}
+
+#[test]
+fn the_daemon_raises_its_soft_limit_of_open_files_to_the_hard_one() {
+    let Ok(prlimit) = which_prlimit() else {
+        eprintln!("skipped: no prlimit (util-linux)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, _port) = crate::common::listen::spawn_listening(|port| {
+        let serve = crate::common::daemon::serve_command(dir.path(), port, &[]);
+        let mut cmd = std::process::Command::new(&prlimit);
+        cmd.arg("--nofile=256:4096")
+            .arg("--")
+            .arg(serve.get_program())
+            .args(serve.get_args())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        for (k, v) in serve.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        if let Some(cwd) = serve.get_current_dir() {
+            cmd.current_dir(cwd);
+        }
+        cmd
+    });
+    // Once it serves, it has raised its limit.
+    let base = format!("127.0.0.1:{_port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !healthy(&base) {
+        assert!(Instant::now() < deadline, "the daemon did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let limits = open_files(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(limits, (4096, 4096));
+}
+
+/// Whether `GET /healthz` on `addr` answers 200.
+fn healthy(addr: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return false;
+    };
+    let mut answer = String::new();
+    s.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").is_ok()
+        && s.read_to_string(&mut answer).is_ok()
+        && answer.starts_with("HTTP/1.0 200")
+}
+
+fn which_prlimit() -> Result<std::path::PathBuf, ()> {
+    ["/usr/bin/prlimit", "/bin/prlimit"]
+        .into_iter()
+        .map(std::path::PathBuf::from)
+        .find(|p| p.exists())
+        .ok_or(())
+}

@@ -243,6 +243,8 @@ pub async fn run(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    // Before anything is opened.
+    let open_files = crate::fd_limit::raise_open_files();
     // Held until this returns: the lock is let go when the file is closed.
     let _serving = match settings.storage_target() {
         storage::Target::Sqlite(path) => {
@@ -289,8 +291,14 @@ pub async fn run(
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "actiongate listening");
     let app = router(state.clone());
-    let listener =
-        crate::stall::StallGuardListener::new(listener, state.settings().events.send_timeout.get());
+    let max_connections =
+        crate::fd_limit::max_connections(state.settings().http.max_connections, open_files);
+    tracing::debug!(max_connections, open_files, "connections accepted at once");
+    let listener = crate::stall::StallGuardListener::new(
+        listener,
+        state.settings().events.send_timeout.get(),
+        max_connections,
+    );
     // Each connection gets a clone of the built router (an `Arc`), never
     // one rebuilt from its routes (about 50 KiB per open connection, which
     // once dominated the memory of idle long-polls).

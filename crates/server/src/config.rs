@@ -317,6 +317,11 @@ pub struct HttpSettings {
     /// and then as long for its body, in seconds (1-3600): past it the
     /// connection is closed, or the request answered 408.
     pub request_read_seconds: u64,
+    /// Most client connections open at once; past it new ones wait in the
+    /// kernel's queue until one closes. 0 (the default): half the file
+    /// descriptors the daemon may open (it raises its soft limit to the
+    /// hard one at start).
+    pub max_connections: usize,
     /// Seconds between MCP progress notifications while a tool call waits
     /// for a human (1-30: clients cut calls that stay silent too long).
     pub mcp_progress_seconds: u64,
@@ -401,6 +406,7 @@ impl Default for HttpSettings {
             body_limit_bytes: 1024 * 1024,
             shutdown_grace_seconds: 10,
             request_read_seconds: 30,
+            max_connections: 0,
             mcp_progress_seconds: 20,
             mcp_resume_seconds: 10,
             mcp_tools_ttl_seconds: 10,

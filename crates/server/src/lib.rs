@@ -27,6 +27,7 @@ pub mod config_limits;
 pub mod config_sessions;
 pub mod connectors;
 pub mod error;
+pub mod fd_limit;
 pub mod log_sink;
 pub mod mcp;
 pub mod metrics;

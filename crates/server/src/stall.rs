@@ -1,5 +1,7 @@
 //! A send timeout for every connection: a peer that accepts no bytes for
-//! too long is disconnected.
+//! too long is disconnected. And a bound on the connections open at once
+//! (`http.max_connections`, see [`crate::fd_limit`]): past it, the listener
+//! accepts the next one only once another has closed.
 //!
 //! An event stream whose client stops reading fills the socket buffers and
 //! is then never polled again, so it cannot notice on its own that it fell
@@ -11,23 +13,56 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
-/// A listener whose connections time out writes that make no progress.
+/// A listener whose connections time out writes that make no progress, and
+/// of which at most so many are open at once.
 pub struct StallGuardListener {
     inner: TcpListener,
     timeout: Duration,
+    slots: Arc<Semaphore>,
+    max: usize,
+    /// When reaching the bound was last logged.
+    warned: Option<Instant>,
 }
 
+/// How often reaching `http.max_connections` is logged, at most.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
 impl StallGuardListener {
-    /// Wraps `inner`.
-    pub fn new(inner: TcpListener, timeout: Duration) -> StallGuardListener {
-        StallGuardListener { inner, timeout }
+    /// Wraps `inner`; at most `max` connections open at once.
+    pub fn new(inner: TcpListener, timeout: Duration, max: usize) -> StallGuardListener {
+        StallGuardListener {
+            inner,
+            timeout,
+            slots: Arc::new(Semaphore::new(max.max(1))),
+            max,
+            warned: None,
+        }
+    }
+
+    /// A place for one more connection, waiting for one to close when all
+    /// are taken.
+    async fn slot(&mut self) -> Option<OwnedSemaphorePermit> {
+        if let Ok(slot) = self.slots.clone().try_acquire_owned() {
+            return Some(slot);
+        }
+        metrics::counter!("actiongate_http_connections_waited_total").increment(1);
+        if self.warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+            self.warned = Some(Instant::now());
+            tracing::warn!(
+                max = self.max,
+                "http.max_connections connections are open; new ones wait until one closes"
+            );
+        }
+        self.slots.clone().acquire_owned().await.ok()
     }
 }
 
@@ -36,6 +71,7 @@ impl axum::serve::Listener for StallGuardListener {
     type Addr = std::net::SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        let slot = self.slot().await;
         let (io, addr) = axum::serve::Listener::accept(&mut self.inner).await;
         // Small event messages must not wait for the peer's delayed ACK.
         if let Err(e) = io.set_nodelay(true) {
@@ -46,6 +82,7 @@ impl axum::serve::Listener for StallGuardListener {
                 inner: io,
                 timeout: self.timeout,
                 stalled: None,
+                _slot: slot,
             },
             addr,
         )
@@ -62,6 +99,8 @@ pub struct StallGuard {
     timeout: Duration,
     /// Armed when a write first returns pending; cleared by any progress.
     stalled: Option<Pin<Box<Sleep>>>,
+    /// Its place among `http.max_connections`, given back when it closes.
+    _slot: Option<OwnedSemaphorePermit>,
 }
 
 impl StallGuard {
