@@ -1,7 +1,9 @@
 //! Black-box: an event stream whose client stops reading pins at most
 //! `events.buffer_bytes` of events, however much is published while it
 //! waits for its send timeout, and loses nothing: when it reads again its
-//! stream ends and it resumes from its last id without a gap.
+//! stream ends and it resumes from its last id without a gap. Whatever
+//! walks the log (a replay, an audit anchor round, an export) reads about a
+//! MiB of events at a time, not a thousand whatever their size.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::time::{Duration, Instant};
@@ -10,7 +12,7 @@ use futures::StreamExt;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::common::daemon::{Keyed, request_action, set_profile};
+use crate::common::daemon::{Daemon, Keyed, agent_key, request_action, set_profile};
 
 /// The budget under test: 4 MiB.
 const BUDGET: usize = 4 * 1024 * 1024;
@@ -210,4 +212,76 @@ async fn streams_replaying_large_events_each_hold_a_small_page() {
             .count();
         scanned = text.len().saturating_sub(4);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anchor_round_and_an_audit_export_read_large_events_a_mib_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let off = [("ACTIONGATE_EVENTS__AUDIT_ANCHOR_INTERVAL", "off")];
+    let d = Daemon::start(dir.path(), &off);
+    let http = crate::common::client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    // ~40 MB of events, none anchored yet.
+    let detail = "x".repeat(60 * 1024);
+    for i in 0..300 {
+        let resp = request_action(
+            &http,
+            &d.base,
+            &agent,
+            "file",
+            &format!("view {i} {detail}"),
+        )
+        .await;
+        assert_eq!(resp.status(), 201);
+    }
+    d.stop();
+    // Restarted with anchors every second: its first round hashes all of
+    // them, which read whole 1,000 at a time took the whole log into memory.
+    let d = Daemon::start(
+        dir.path(),
+        &[("ACTIONGATE_EVENTS__AUDIT_ANCHOR_INTERVAL", "1s")],
+    );
+    let before = d.peak_rss_kib();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let db = rusqlite::Connection::open(d.database()).unwrap();
+    loop {
+        let anchors: i64 = db
+            .query_row(
+                "SELECT count(*) FROM events WHERE type = 'audit.anchor'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        if anchors > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no anchor was written");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let grown_mib = d.peak_rss_kib().saturating_sub(before) / 1024;
+    assert!(grown_mib < 20, "the anchor round took {grown_mib} MiB");
+
+    // Exporting the audit log reads it the same way: all of it arrives,
+    // a page of about a MiB at a time.
+    let before = d.peak_rss_kib();
+    let resp = crate::common::client()
+        .get(format!("{}/v1/audit", d.base))
+        .bearer_auth(d.admin_key())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.bytes_stream();
+    let (mut lines, mut bytes) = (0usize, 0usize);
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.unwrap();
+        lines += chunk.iter().filter(|&&b| b == b'\n').count();
+        bytes += chunk.len();
+    }
+    assert!(lines > 300, "{lines} lines exported");
+    assert!(bytes > 300 * 60 * 1024, "{bytes} bytes exported");
+    let grown_mib = d.peak_rss_kib().saturating_sub(before) / 1024;
+    assert!(grown_mib < 20, "the export took {grown_mib} MiB");
 }

@@ -14,8 +14,12 @@ pub use actiongate_store::audit_verify::{Report, VerifyOptions};
 use crate::GateError;
 use crate::events::EventLog;
 
-/// Events read per query.
+/// Most events read per query; the first query reads
+/// [`FIRST_PAGE`], later ones as many as hold about [`PAGE_BYTES`] (events
+/// can be large: an agent's detail and params).
 const PAGE: i64 = 1000;
+const FIRST_PAGE: i64 = 16;
+const PAGE_BYTES: usize = 1024 * 1024;
 
 /// Which part of the log to export: events from the first one written at
 /// or after `since` up to (not including) the first one written at or
@@ -48,7 +52,7 @@ pub fn export(log: EventLog, range: Range) -> impl Stream<Item = Result<String, 
             // anchor while the first page was read, read it again.
             let (anchor, mut page) = loop {
                 let anchor = log.audit_anchor().await?;
-                let page = log.events_after(anchor.seq, None, PAGE).await?;
+                let page = log.events_after(anchor.seq, None, FIRST_PAGE).await?;
                 if log.audit_anchor().await? == anchor {
                     break (anchor, page);
                 }
@@ -56,6 +60,7 @@ pub fn export(log: EventLog, range: Range) -> impl Stream<Item = Result<String, 
             let mut prev = anchor.hash;
             let mut exported = 0usize;
             let mut last_line = Anchor::default();
+            let mut size = FIRST_PAGE;
             'pages: while let Some(last) = page.last().map(|e| e.seq) {
                 let mut chunk = String::new();
                 for ev in &page {
@@ -77,7 +82,9 @@ pub fn export(log: EventLog, range: Range) -> impl Stream<Item = Result<String, 
                 if !chunk.is_empty() {
                     yield chunk;
                 }
-                page = log.events_after(last, None, PAGE).await?;
+                let bytes = page.iter().map(|ev| ev.data.get().len()).sum();
+                size = crate::events::next_events_page(size, bytes, PAGE_BYTES, PAGE);
+                page = log.events_after(last, None, size).await?;
             }
             if exported > 0 {
                 let mut end = end_line(exported, &last_line, log.audit_key());

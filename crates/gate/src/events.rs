@@ -7,9 +7,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use tokio::sync::broadcast;
 
-pub use actiongate_store::TypeFilter;
 use actiongate_store::audit::Anchor;
 use actiongate_store::{Event, Store, WriteStats};
+pub use actiongate_store::{TypeFilter, next_events_page};
 
 use crate::{Gate, GateResult};
 

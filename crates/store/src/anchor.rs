@@ -160,6 +160,26 @@ pub(crate) struct Head {
 }
 
 impl Head {
+    /// Hashes every event after the head into the chain, reading the log
+    /// through `read(after, limit)` about a MiB of events at a time (an
+    /// agent's events can be large; 1,000 of them were once read at once).
+    pub(crate) async fn follow_log<F, Fut>(&mut self, mut read: F) -> Result<(), StoreError>
+    where
+        F: FnMut(i64, i64) -> Fut,
+        Fut: std::future::Future<Output = Result<Vec<actiongate_api::model::Event>, StoreError>>,
+    {
+        let mut size = 16;
+        loop {
+            let page = read(self.at.seq, size).await?;
+            if page.is_empty() {
+                return Ok(());
+            }
+            self.follow(&page);
+            let bytes = page.iter().map(|ev| ev.data.get().len()).sum();
+            size = crate::paging::next_events_page(size, bytes, 1024 * 1024, 1000);
+        }
+    }
+
     /// Hashes `events` (the next ones in seq order) into the chain.
     pub(crate) fn follow(&mut self, events: &[actiongate_api::model::Event]) {
         for ev in events {
@@ -229,13 +249,8 @@ impl SqliteStore {
             },
         };
         // Most of the hashing happens here, on a reader, not the writer.
-        loop {
-            let page = self.events_after(h.at.seq, None, 1000).await?;
-            if page.is_empty() {
-                break;
-            }
-            h.follow(&page);
-        }
+        h.follow_log(|after, n| self.events_after(after, None, n))
+            .await?;
         if h.last_was_anchor || h.at.seq == 0 {
             *head = Some(h);
             return Ok(());

@@ -85,7 +85,7 @@ pub use grant_requests::NewGrantRequest;
 pub use grants::{ApproveFirst, GrantCreated, GrantFilter, NewGrant, NewGrantTarget};
 pub use handlers::NewHandler;
 pub use keys::NewKey;
-pub use paging::Page;
+pub use paging::{Page, next_events_page};
 pub use people::NewPerson;
 pub use pg::{PG_MIGRATOR, PgOptions, Postgres, migrate_postgres};
 pub use plans::RunReport;

@@ -47,3 +47,17 @@ where
     }
     q.push(order).push_bind(limit);
 }
+/// How many events the next page of a walk through the log should read,
+/// after one of `size` events read `bytes` of event data: events can be
+/// large (an action's detail and params), so walks start small, read twice
+/// as many while that stays well under `budget` bytes and half as many
+/// while over it, up to `most`.
+pub fn next_events_page(size: i64, bytes: usize, budget: usize, most: i64) -> i64 {
+    if bytes > budget {
+        (size / 2).max(1)
+    } else if bytes < budget / 4 {
+        size.saturating_mul(2).min(most)
+    } else {
+        size
+    }
+}

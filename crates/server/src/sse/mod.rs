@@ -127,17 +127,10 @@ fn reset_message(notice: &serde_json::Value) -> Bytes {
     Bytes::from(format!("event: reset\ndata: {notice}\n\n"))
 }
 
-/// The size of the replay's next query, after one of `size` events read
-/// `bytes` of event data: twice as many while that stays well under
-/// [`REPLAY_BYTES`], half as many while over it.
+/// The size of the replay's next query (see
+/// [`actiongate_gate::events::next_events_page`]).
 fn next_page_size(size: i64, bytes: usize) -> i64 {
-    if bytes > REPLAY_BYTES {
-        (size / 2).max(1)
-    } else if bytes < REPLAY_BYTES / 4 {
-        (size * 2).min(REPLAY_PAGE)
-    } else {
-        size
-    }
+    actiongate_gate::events::next_events_page(size, bytes, REPLAY_BYTES, REPLAY_PAGE)
 }
 
 /// Adds to `chunk` the messages of `batch` after `last` that `scope`

@@ -60,13 +60,8 @@ impl Postgres {
             },
         };
         // Most of the hashing happens here, holding no lock.
-        loop {
-            let page = self.events_after(h.at.seq, None, 1000).await?;
-            if page.is_empty() {
-                break;
-            }
-            h.follow(&page);
-        }
+        h.follow_log(|after, n| self.events_after(after, None, n))
+            .await?;
         if h.last_was_anchor || h.at.seq == 0 {
             *head = Some(h);
             return Ok(());
