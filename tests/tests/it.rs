@@ -43,6 +43,7 @@ mod proxy_upstream;
 mod rate_limits;
 mod readme;
 mod receipts;
+mod records_retention;
 mod replay;
 mod results;
 mod runs;

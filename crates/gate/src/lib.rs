@@ -136,6 +136,8 @@ pub struct GateConfig {
     pub notify: NotifyConfig,
     /// How long events are kept (`None`: forever).
     pub retention: Option<Duration>,
+    /// How long settled records are kept (`None`: forever).
+    pub records_retention: Option<Duration>,
     /// How often pruning runs.
     pub prune_interval: Duration,
     /// Size limits of free-form JSON (params, results, scopes).
@@ -277,7 +279,10 @@ impl Gate {
         )));
         tasks.push(tokio::spawn(retention::run(
             self.0.store.clone(),
-            self.0.config.retention,
+            retention::Keep {
+                events: self.0.config.retention,
+                records: self.0.config.records_retention,
+            },
             self.0.config.prune_interval.min(SEEN_PRUNE_EVERY),
             self.0.shutdown.clone(),
         )));

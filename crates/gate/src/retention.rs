@@ -1,10 +1,14 @@
 //! Retention: prunes events older than `[events] retention`, moving the
-//! audit chain's anchor past them so later exports still verify, and the
+//! audit chain's anchor past them so later exports still verify; records
+//! settled before `[records] retention` (actions, grant requests, plans,
+//! sessions, grants, webhook deliveries; see
+//! [`actiongate_store::records`]); rate rows past their hour; and the
 //! executors' callback ids once no signature could replay them.
 
 use std::time::Duration;
 
 use actiongate_store::Store;
+use actiongate_store::records::Records;
 use tokio_util::sync::CancellationToken;
 
 /// Events deleted per transaction, so pruning never holds the writer long.
@@ -15,14 +19,22 @@ const PRUNE_BATCH: i64 = 5000;
 /// plus a margin no replay of it could be.
 const SEEN_WEBHOOKS_KEPT: chrono::Duration = chrono::Duration::minutes(15);
 
-/// Prunes every `interval` until `shutdown`: events past `retention` (kept
-/// for ever without), and callback ids past [`SEEN_WEBHOOKS_KEPT`].
-pub async fn run(
-    store: Store,
-    retention: Option<Duration>,
-    interval: Duration,
-    shutdown: CancellationToken,
-) {
+/// Records deleted per transaction.
+const RECORDS_BATCH: i64 = 500;
+
+/// How long each kind of row is kept (`None`: for ever).
+#[derive(Debug, Clone, Copy)]
+pub struct Keep {
+    /// Events.
+    pub events: Option<Duration>,
+    /// Settled records.
+    pub records: Option<Duration>,
+}
+
+/// Prunes every `interval` until `shutdown`: events and records past
+/// `keep`, rate rows past their hour, and callback ids past
+/// [`SEEN_WEBHOOKS_KEPT`].
+pub async fn run(store: Store, keep: Keep, interval: Duration, shutdown: CancellationToken) {
     loop {
         match store
             .prune_seen_webhooks(chrono::Utc::now() - SEEN_WEBHOOKS_KEPT)
@@ -32,9 +44,10 @@ pub async fn run(
             Ok(n) => tracing::debug!(pruned = n, "forgot executors' callback ids past replay"),
             Err(e) => tracing::error!(error = %e, "pruning executors' callback ids failed"),
         }
-        if let Some(retention) = retention {
+        if let Some(retention) = keep.events {
             prune_once(&store, retention, &shutdown).await;
         }
+        prune_records(&store, keep.records, &shutdown).await;
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = shutdown.cancelled() => return,
@@ -67,5 +80,45 @@ async fn prune_once(store: &Store, retention: Duration, shutdown: &CancellationT
     }
     if total > 0 {
         tracing::info!(pruned = total, %cutoff, "pruned events past retention");
+    }
+}
+
+/// Deletes the records settled before `retention` (none without), and the
+/// rows kept for a while only.
+async fn prune_records(store: &Store, retention: Option<Duration>, shutdown: &CancellationToken) {
+    let now = chrono::Utc::now();
+    let cutoff = retention
+        .and_then(|r| chrono::Duration::from_std(r).ok())
+        .map(|age| now - age);
+    for kind in Records::ALL {
+        let Some(cutoff) = cutoff else { break };
+        let mut total = 0;
+        while !shutdown.is_cancelled() {
+            match store.prune_records(kind, cutoff, RECORDS_BATCH).await {
+                Ok(n) => {
+                    total += n;
+                    if (n as i64) < RECORDS_BATCH {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, records = kind.name(), "pruning old records failed");
+                    break;
+                }
+            }
+        }
+        if total > 0 {
+            tracing::info!(pruned = total, records = kind.name(), %cutoff, "pruned records past retention");
+        }
+    }
+    // Chat interactions are kept as long as records; rate rows an hour.
+    let seen_before = cutoff.unwrap_or(chrono::DateTime::<chrono::Utc>::UNIX_EPOCH);
+    match store.prune_stale(now, seen_before).await {
+        Ok(0) => {}
+        Ok(n) => tracing::debug!(
+            pruned = n,
+            "pruned rate rows and chat interactions past their time"
+        ),
+        Err(e) => tracing::error!(error = %e, "pruning rate rows failed"),
     }
 }

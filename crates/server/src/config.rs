@@ -67,6 +67,8 @@ pub struct Settings {
     pub outbound: OutboundSettings,
     /// Sessions' idle timeout.
     pub sessions: crate::config_sessions::SessionsSettings,
+    /// Retention of settled records.
+    pub records: crate::config_events::RecordsSettings,
 }
 
 /// Who may read `/metrics`.
@@ -358,6 +360,7 @@ impl Default for Settings {
             limits: LimitsSettings::default(),
             outbound: OutboundSettings::default(),
             sessions: Default::default(),
+            records: Default::default(),
         }
     }
 }
@@ -514,6 +517,7 @@ impl Settings {
         // disk: a bad setting stops `serve` with no data dir or key made.
         self.sessions.idle_timeout()?;
         self.events.check()?;
+        self.records.check()?;
         self.webhooks.check()?;
         self.connectors.check()?;
         self.limits.check()?;
@@ -603,6 +607,7 @@ impl Settings {
                 concurrency: w.concurrency,
             },
             retention: self.events.retention(),
+            records_retention: self.records.retention(),
             prune_interval: self.events.prune_interval.get(),
             json: self.limits.json(self.dispatch.result_max_bytes),
             max_pending_per_agent: self.limits.max_pending_per_agent,

@@ -1,5 +1,6 @@
-//! The `[events]` and `[webhooks]` settings: event streams, retention of the
-//! event log, and outbound notification webhooks.
+//! The `[events]`, `[records]` and `[webhooks]` settings: event streams,
+//! retention of the event log and of settled records, and outbound
+//! notification webhooks.
 
 use std::time::Duration;
 
@@ -117,6 +118,43 @@ impl EventsSettings {
     }
 
     /// Retention; `None` keeps events forever.
+    pub fn retention(&self) -> Option<Duration> {
+        match self.retention {
+            Keep::Forever => None,
+            Keep::For(d) => Some(d.get()),
+        }
+    }
+}
+
+/// Retention of settled records.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RecordsSettings {
+    /// How long settled records are kept, e.g. `90d`: actions settled,
+    /// grant requests and plans decided or expired, sessions ended, grants
+    /// revoked or expired, and webhook deliveries done, before this are
+    /// deleted (at `events.prune_interval`); `forever` keeps them all.
+    pub retention: Keep,
+}
+
+impl Default for RecordsSettings {
+    fn default() -> Self {
+        RecordsSettings {
+            retention: Keep::For(Dur::secs(90 * 86400)),
+        }
+    }
+}
+
+impl RecordsSettings {
+    /// Checks what the types alone cannot.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if let Keep::For(d) = self.retention {
+            nonzero("records", "retention", d)?;
+        }
+        Ok(())
+    }
+
+    /// Retention; `None` keeps records forever.
     pub fn retention(&self) -> Option<Duration> {
         match self.retention {
             Keep::Forever => None,

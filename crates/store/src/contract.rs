@@ -194,6 +194,12 @@ contract! {
     /// Forgets replay-protection ids older than `before` (timestamps older
     /// than the tolerance are refused anyway).
     pub async fn prune_seen_webhooks(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
+    /// Deletes up to `limit` records of `kind` settled before `cutoff`, with
+    /// the rows that only refer to them; how many records.
+    pub async fn prune_records(&self, kind: crate::records::Records, cutoff: DateTime<Utc>, limit: i64) -> Result<u64, StoreError>;
+    /// Deletes rate rows past their hour before `now`, and chat interactions
+    /// seen before `cutoff`; how many rows.
+    pub async fn prune_stale(&self, now: DateTime<Utc>, cutoff: DateTime<Utc>) -> Result<u64, StoreError>;
     /// Replaces a handler's secret; the old one stays valid until `grace_until`.
     pub async fn rotate_handler_secret(&self, id: &str, secret: String, grace_until: DateTime<Utc>) -> Result<(), StoreError>;
     /// A handler's secrets: the current one and the rotated-out one with

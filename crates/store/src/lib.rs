@@ -57,6 +57,7 @@ mod plans;
 mod quick;
 mod rate;
 pub mod receipts;
+pub mod records;
 mod row;
 mod session_list;
 mod sessions;

@@ -18,5 +18,6 @@ mod limits;
 mod nodes;
 mod outbox;
 mod pages;
+mod records;
 mod sessions;
 mod store;

@@ -48,6 +48,7 @@ mod plans;
 mod pool;
 mod rate;
 mod receipts;
+mod records;
 mod sequencer;
 mod sessions;
 mod subscriptions;

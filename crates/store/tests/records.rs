@@ -1,0 +1,195 @@
+//! Retention of records, on both backends: what is settled before the
+//! cutoff goes, with the rows that only refer to it; what can still change
+//! stays; nothing settled after the cutoff is touched.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use actiongate_store::records::Records;
+use actiongate_store::*;
+use chrono::{Duration, Utc};
+
+use crate::backends::{Kind, open};
+
+fn action(result: DecisionResult) -> NewAction {
+    let decision = Decision {
+        result,
+        reason: "test".to_owned(),
+        rule: None,
+    };
+    NewAction {
+        deadline: Some(Utc::now() + Duration::minutes(5)),
+        request_hash: "h".to_owned(),
+        ..NewAction::new(
+            "a".to_owned(),
+            "bash".to_owned(),
+            "make".to_owned(),
+            decision,
+        )
+    }
+}
+
+async fn settled_records_go_with_what_refers_to_them_and_live_ones_stay(kind: Kind) {
+    let Some((store, _held)) = open(kind).await else {
+        return;
+    };
+    // Allowed decision-only: settled. Asked: pending.
+    let (settled, _) = store
+        .insert_action(action(DecisionResult::Allow))
+        .await
+        .unwrap();
+    let (pending, _) = store
+        .insert_action(action(DecisionResult::Ask))
+        .await
+        .unwrap();
+    // The settled one's run was claimed; both were posted to a chat.
+    let claimed = store
+        .claim_run(RunReport {
+            agent: "a".to_owned(),
+            tool: "bash".to_owned(),
+            detail: "make".to_owned(),
+            session: None,
+            action: Some(settled.id.clone()),
+            since: Utc::now() - Duration::minutes(1),
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.as_deref(), Some(settled.id.as_str()));
+    for item in [&settled.id, &pending.id] {
+        assert!(
+            store
+                .connector_post("slack", item, "{}".into())
+                .await
+                .unwrap()
+        );
+    }
+    // A webhook subscriber: one delivery delivered, one still pending.
+    let sub = store
+        .create_subscription(NewSubscription {
+            id: format!("sub_{}", uuid::Uuid::now_v7().simple()),
+            url: "http://127.0.0.1:9/hook".to_owned(),
+            types: vec!["*".to_owned()],
+            description: None,
+            secret: "whsec_AAAA".to_owned(),
+            tier: 1,
+        })
+        .await
+        .unwrap();
+    store
+        .insert_action(action(DecisionResult::Deny))
+        .await
+        .unwrap();
+    store
+        .insert_action(action(DecisionResult::Deny))
+        .await
+        .unwrap();
+    assert_eq!(store.fan_out(100).await.unwrap().0, 2);
+    let due = store.due_deliveries(Utc::now(), 10).await.unwrap();
+    store
+        .record_attempt(
+            &due[0].id,
+            AttemptRecord {
+                at: Utc::now(),
+                status_code: Some(200),
+                error: None,
+                duration_ms: 1,
+                outcome: AttemptOutcome::Delivered,
+            },
+        )
+        .await
+        .unwrap();
+
+    // Settled just now: not before a cutoff an hour ago.
+    let past = Utc::now() - Duration::hours(1);
+    for kind in Records::ALL {
+        assert_eq!(
+            store.prune_records(kind, past, 500).await.unwrap(),
+            0,
+            "{kind:?}"
+        );
+    }
+    // Before a cutoff just ahead: the three settled actions and the
+    // delivered delivery go, the pending ones stay.
+    let ahead = Utc::now() + Duration::minutes(1);
+    assert_eq!(
+        store
+            .prune_records(Records::Actions, ahead, 2)
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        store
+            .prune_records(Records::Actions, ahead, 2)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .prune_records(Records::Actions, ahead, 2)
+            .await
+            .unwrap(),
+        0
+    );
+    assert!(matches!(
+        store.get_action(&settled.id).await,
+        Err(StoreError::NotFound)
+    ));
+    assert_eq!(
+        store.get_action(&pending.id).await.unwrap().status,
+        ActionStatus::Pending
+    );
+    assert!(!store.run_claimed(&settled.id).await.unwrap());
+    assert!(
+        store
+            .connector_open_chats(&settled.id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.connector_open_chats(&pending.id).await.unwrap(),
+        ["slack"]
+    );
+    assert_eq!(
+        store
+            .prune_records(Records::Deliveries, ahead, 500)
+            .await
+            .unwrap(),
+        1
+    );
+    let left = store
+        .list_deliveries(&sub.id, None, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].status, DeliveryStatus::Pending);
+}
+
+async fn rate_rows_go_after_their_hour(kind: Kind) {
+    let Some((store, _held)) = open(kind).await else {
+        return;
+    };
+    let now = Utc::now();
+    let limit = || vec![("k".to_owned(), 1)];
+    assert_eq!(
+        store
+            .rate_take("a", limit(), now - Duration::hours(2))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(store.rate_take("b", limit(), now).await.unwrap(), None);
+    let epoch = chrono::DateTime::<Utc>::UNIX_EPOCH;
+    assert_eq!(store.prune_stale(now, epoch).await.unwrap(), 1);
+    assert_eq!(store.prune_stale(now, epoch).await.unwrap(), 0);
+    // The row within its hour still counts.
+    assert_eq!(
+        store.rate_full("b", limit(), now).await.unwrap().as_deref(),
+        Some("k")
+    );
+}
+
+crate::conformance!(
+    settled_records_go_with_what_refers_to_them_and_live_ones_stay,
+    rate_rows_go_after_their_hour,
+);

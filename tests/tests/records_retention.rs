@@ -1,0 +1,164 @@
+//! Black-box: `records.retention`. Records settled before its cutoff are
+//! deleted (a denied and an approved action, an ended session, a revoked
+//! grant); what can still change stays, however old (a pending action, an
+//! active session, an active grant). On SQLite and on Postgres.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::common::daemon::{Daemon, agent_key, role_key};
+use crate::common::pg_cluster::Cluster;
+use crate::common::{call, client};
+
+const RETAIN: [(&str, &str); 2] = [
+    ("ACTIONGATE_RECORDS__RETENTION", "2s"),
+    ("ACTIONGATE_EVENTS__PRUNE_INTERVAL", "1s"),
+];
+
+async fn post(d: &Daemon, key: &str, path: &str, body: Value) -> Value {
+    let (s, v) = call(
+        &client(),
+        Method::POST,
+        format!("{}{path}", d.base),
+        key,
+        Some(body),
+    )
+    .await;
+    assert!((200..300).contains(&s), "{path}: {s} {v}");
+    v
+}
+
+async fn status_of(d: &Daemon, key: &str, path: &str) -> u16 {
+    call(
+        &client(),
+        Method::GET,
+        format!("{}{path}", d.base),
+        key,
+        None,
+    )
+    .await
+    .0
+}
+
+async fn settled_records_go_and_live_ones_stay(d: &Daemon) {
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let op = role_key(&http, &d.base, &admin, "operator").await;
+    // The default profile asks: each action is pending until decided.
+    let action = |detail: &str, session: &str| json!({"tool": "deploy", "detail": detail, "session": session});
+    let pending = post(d, &agent, "/v1/actions", action("a1", "s-live")).await;
+    let denied = post(d, &agent, "/v1/actions", action("a2", "s-done")).await;
+    let approved = post(d, &agent, "/v1/actions", action("a3", "s-done")).await;
+    let id = |v: &Value| v["id"].as_str().unwrap().to_owned();
+    post(
+        d,
+        &op,
+        &format!("/v1/actions/{}/deny", id(&denied)),
+        json!({}),
+    )
+    .await;
+    post(
+        d,
+        &op,
+        &format!("/v1/actions/{}/approve", id(&approved)),
+        json!({}),
+    )
+    .await;
+    post(d, &op, "/v1/sessions/s-done/end", json!({})).await;
+    let grant = |pattern: &str| json!({"tool": "bash", "pattern": pattern, "agent": "bot", "expires": "1h"});
+    let live_grant = post(d, &op, "/v1/grants", grant("^ls$")).await;
+    let revoked = post(d, &op, "/v1/grants", grant("^pwd$")).await;
+    let (s, _) = call(
+        &http,
+        Method::DELETE,
+        format!("{}/v1/grants/{}", d.base, id(&revoked)),
+        &op,
+        None,
+    )
+    .await;
+    assert!((200..300).contains(&s));
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while status_of(d, &op, &format!("/v1/actions/{}", id(&denied))).await != 404 {
+        assert!(Instant::now() < deadline, "the denied action was kept");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // One more round, so every kind had its turn.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    for (what, path, want) in [
+        (
+            "the approved action",
+            format!("/v1/actions/{}", id(&approved)),
+            404,
+        ),
+        ("the ended session", "/v1/sessions/s-done".to_owned(), 404),
+        (
+            "the revoked grant",
+            format!("/v1/grants/{}", id(&revoked)),
+            404,
+        ),
+        (
+            "the pending action",
+            format!("/v1/actions/{}", id(&pending)),
+            200,
+        ),
+        ("the live session", "/v1/sessions/s-live".to_owned(), 200),
+        (
+            "the live grant",
+            format!("/v1/grants/{}", id(&live_grant)),
+            200,
+        ),
+    ] {
+        assert_eq!(status_of(d, &op, &path).await, want, "{what}");
+    }
+    // The pending action can still be decided, the live grant still allows.
+    let (s, a) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/actions/{}/approve", d.base, id(&pending)),
+        &op,
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!((s, a["status"].as_str()), (200, Some("approved")), "{a}");
+    let ls = post(
+        d,
+        &agent,
+        "/v1/actions",
+        json!({"tool": "bash", "detail": "ls"}),
+    )
+    .await;
+    assert_eq!(ls["status"], "approved", "{ls}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settled_records_past_retention_are_deleted_and_live_ones_kept_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = RETAIN.to_vec();
+    env.push(("ACTIONGATE_LOG", "info"));
+    let d = Daemon::start(dir.path(), &env);
+    settled_records_go_and_live_ones_stay(&d).await;
+    assert!(
+        d.stderr_lines()
+            .iter()
+            .any(|l| l.contains("pruned records past retention")),
+        "nothing said what was pruned"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settled_records_past_retention_are_deleted_and_live_ones_kept_on_postgres() {
+    let Some(cluster) = Cluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = RETAIN.to_vec();
+    env.push(("ACTIONGATE_STORAGE__DATABASE_URL", &url));
+    let d = Daemon::start(dir.path(), &env);
+    settled_records_go_and_live_ones_stay(&d).await;
+}
