@@ -19,18 +19,7 @@ const POLLS: usize = 1000;
 
 /// `actiongate_long_polls_waiting` from `/metrics`.
 async fn waiting(http: &reqwest::Client, base: &str) -> usize {
-    let text = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("actiongate_long_polls_waiting "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .unwrap_or(0.0) as usize
+    common::metric(http, base, "actiongate_long_polls_waiting").await as usize
 }
 
 /// Opens one long-poll per id, waits until the daemon holds them all,

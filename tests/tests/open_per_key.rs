@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::call;
 use crate::common::daemon::{Keyed, status_json};
+use crate::common::{call, metric};
 
 /// Opens `GET {path}` with `key`; the response, its body left unread.
 async fn open(k: &Keyed, key: &str, path: &str) -> reqwest::Response {
@@ -38,19 +38,7 @@ async fn assert_refused(resp: reqwest::Response, what: &str) {
 
 /// `actiongate_long_polls_waiting` from `/metrics`.
 async fn long_polls_waiting(k: &Keyed) -> usize {
-    let text = k
-        .http
-        .get(format!("{}/metrics", k.d.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("actiongate_long_polls_waiting "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .unwrap_or(0.0) as usize
+    metric(&k.http, &k.d.base, "actiongate_long_polls_waiting").await as usize
 }
 
 async fn actions_of(k: &Keyed) -> usize {

@@ -25,20 +25,21 @@ fn ids(text: &str) -> Vec<i64> {
         .collect()
 }
 
-/// A gauge's value from `/metrics`.
-async fn gauge(http: &reqwest::Client, base: &str, name: &str) -> f64 {
-    let text = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
+/// How many large actions [`post_large`] posts.
+const LARGE: usize = 300;
+
+/// Posts [`LARGE`] allowed actions with 60 KiB of detail each (~40 MB of
+/// events, the detail twice in each) as `agent`; the last one's id.
+async fn post_large(http: &reqwest::Client, base: &str, agent: &str) -> String {
+    let detail = "x".repeat(60 * 1024);
+    let mut last = String::new();
+    for i in 0..LARGE {
+        let resp = request_action(http, base, agent, "file", &format!("view {i} {detail}")).await;
+        assert_eq!(resp.status(), 201);
+        let action: serde_json::Value = resp.json().await.unwrap();
+        last = action["id"].as_str().unwrap().to_owned();
+    }
+    last
 }
 
 /// Reads `GET /v1/events` (resuming after `after`) until an event of
@@ -89,27 +90,14 @@ async fn a_stream_that_stops_reading_pins_at_most_the_budget_and_loses_nothing()
     stalled.write_all(head.as_bytes()).await.unwrap();
     let before = k.d.rss_kib();
 
-    // ~40 MB of events (each action's 60 KiB detail is in its events, twice),
-    // ten times the budget, while the stalled client holds its stream.
-    let detail = "x".repeat(60 * 1024);
-    let mut last_id = String::new();
-    for i in 0..300 {
-        let resp = request_action(
-            &k.http,
-            &k.d.base,
-            &k.agent,
-            "file",
-            &format!("view {i} {detail}"),
-        )
-        .await;
-        assert_eq!(resp.status(), 201);
-        let action: serde_json::Value = resp.json().await.unwrap();
-        last_id = action["id"].as_str().unwrap().to_owned();
-    }
+    // ~40 MB of events, ten times the budget, while the stalled client
+    // holds its stream.
+    let last_id = post_large(&k.http, &k.d.base, &k.agent).await;
+
     // What the hub holds for the stalled stream stays within the budget
     // (plus the newest batch, which is never dropped), and so does the
     // daemon's memory: without the budget it held every event published.
-    let held = gauge(&k.http, &k.d.base, "actiongate_sse_buffered_bytes").await;
+    let held = crate::common::metric(&k.http, &k.d.base, "actiongate_sse_buffered_bytes").await;
     assert!(
         held <= (BUDGET + 3 * 1024 * 1024) as f64,
         "the hub holds {held} bytes"
@@ -158,19 +146,7 @@ async fn a_stream_that_stops_reading_pins_at_most_the_budget_and_loses_nothing()
 async fn streams_replaying_large_events_each_hold_a_small_page() {
     let k = Keyed::start(&[("ACTIONGATE_EVENTS__SEND_TIMEOUT", "600s")]).await;
     set_profile(&k.http, &k.d.base, &k.admin, "bot", json!("open")).await;
-    // ~40 MB of events in the log.
-    let detail = "x".repeat(60 * 1024);
-    for i in 0..300 {
-        let resp = request_action(
-            &k.http,
-            &k.d.base,
-            &k.agent,
-            "file",
-            &format!("view {i} {detail}"),
-        )
-        .await;
-        assert_eq!(resp.status(), 201);
-    }
+    post_large(&k.http, &k.d.base, &k.agent).await;
     let before = k.d.rss_kib();
     // Eight clients replay the whole log and do not read: each stream holds
     // what it read last and cannot send. Read 500 events at a time, that was
@@ -199,7 +175,7 @@ async fn streams_replaying_large_events_each_hold_a_small_page() {
     let mut buf = vec![0u8; 1 << 16];
     let reader = &mut stalled[0];
     let (mut messages, mut scanned) = (0, 0);
-    while messages < 300 {
+    while messages < LARGE {
         let n = tokio::time::timeout(Duration::from_secs(20), reader.read(&mut buf))
             .await
             .expect("the replay stopped")
@@ -223,19 +199,8 @@ async fn an_anchor_round_and_an_audit_export_read_large_events_a_mib_at_a_time()
     let admin = d.admin_key();
     let agent = agent_key(&http, &d.base, &admin, "bot").await;
     set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
-    // ~40 MB of events, none anchored yet.
-    let detail = "x".repeat(60 * 1024);
-    for i in 0..300 {
-        let resp = request_action(
-            &http,
-            &d.base,
-            &agent,
-            "file",
-            &format!("view {i} {detail}"),
-        )
-        .await;
-        assert_eq!(resp.status(), 201);
-    }
+    // None anchored yet.
+    post_large(&http, &d.base, &agent).await;
     d.stop();
     // Restarted with anchors every second: its first round hashes all of
     // them, which read whole 1,000 at a time took the whole log into memory.
@@ -280,8 +245,8 @@ async fn an_anchor_round_and_an_audit_export_read_large_events_a_mib_at_a_time()
         lines += chunk.iter().filter(|&&b| b == b'\n').count();
         bytes += chunk.len();
     }
-    assert!(lines > 300, "{lines} lines exported");
-    assert!(bytes > 300 * 60 * 1024, "{bytes} bytes exported");
+    assert!(lines > LARGE, "{lines} lines exported");
+    assert!(bytes > LARGE * 60 * 1024, "{bytes} bytes exported");
     let grown_mib = d.peak_rss_kib().saturating_sub(before) / 1024;
     assert!(grown_mib < 20, "the export took {grown_mib} MiB");
 }

@@ -43,19 +43,8 @@ impl Records {
         Records::Deliveries,
     ];
 
-    /// The kind's name in logs and the result.
+    /// The kind's table, also its name in logs.
     pub fn name(self) -> &'static str {
-        match self {
-            Records::Actions => "actions",
-            Records::GrantRequests => "grant_requests",
-            Records::Plans => "plans",
-            Records::Sessions => "sessions",
-            Records::Grants => "grants",
-            Records::Deliveries => "deliveries",
-        }
-    }
-
-    fn table(self) -> &'static str {
         match self {
             Records::Actions => "actions",
             Records::GrantRequests => "grant_requests",
@@ -150,7 +139,7 @@ where
     for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
-    let mut q = QueryBuilder::new(format!("SELECT id FROM {} WHERE ", kind.table()));
+    let mut q = QueryBuilder::new(format!("SELECT id FROM {} WHERE ", kind.name()));
     if let Some(bound) = kind.id_bound(cutoff) {
         q.push("id < ").push_bind(bound).push(" AND ");
     }
@@ -166,7 +155,7 @@ where
     for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
-    let mut q = QueryBuilder::new(format!("DELETE FROM {} WHERE id IN (", kind.table()));
+    let mut q = QueryBuilder::new(format!("DELETE FROM {} WHERE id IN (", kind.name()));
     let mut list = q.separated(", ");
     for id in ids {
         list.push_bind(id.clone());

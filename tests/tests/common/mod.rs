@@ -57,6 +57,22 @@ pub fn client() -> reqwest::Client {
         .unwrap()
 }
 
+/// The value of an unlabelled metric of `/metrics` on `base` (0 while it
+/// has none).
+pub async fn metric(http: &reqwest::Client, base: &str, name: &str) -> f64 {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// Sends `body` (if any) as JSON with the bearer `key`; the status and the
 /// JSON answer (`Null` if it is not JSON).
 pub async fn call(
