@@ -57,7 +57,7 @@ impl Nodes {
 
 const VERSION: &str = "2026-07-28";
 
-fn meta(tasks: bool) -> Value {
+pub(crate) fn meta(tasks: bool) -> Value {
     let capabilities = if tasks {
         json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
     } else {
@@ -71,7 +71,7 @@ fn meta(tasks: bool) -> Value {
 }
 
 /// One stateless request; `name` is its `Mcp-Name` (tools/call, tasks/*).
-fn mcp_request(
+pub(crate) fn mcp_request(
     c: &reqwest::Client,
     base: &str,
     key: &str,

@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -166,4 +167,80 @@ async fn a_key_holds_at_most_its_limit_of_streams_and_long_polls() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// A stateless MCP listen stream of `key`'s, acknowledged; or the refusal.
+async fn listen(k: &Keyed, key: &str) -> Result<reqwest::Response, reqwest::Response> {
+    let resp = crate::cluster_mcp::mcp_request(
+        &k.http,
+        &k.d.base,
+        key,
+        "subscriptions/listen",
+        None,
+        json!({"notifications": {"toolsListChanged": true}}),
+        false,
+    )
+    .send()
+    .await
+    .unwrap();
+    if resp.status().is_success() {
+        Ok(resp)
+    } else {
+        Err(resp)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_streams_count_against_the_limit_and_end_with_their_key() {
+    let k = Keyed::start(&[("ACTIONGATE_LIMITS__MAX_OPEN_PER_KEY", "2")]).await;
+    // Two MCP listen streams hold the key's two places...
+    let first = listen(&k, &k.agent).await.expect("a first listen stream");
+    let _second = listen(&k, &k.agent).await.expect("a second listen stream");
+    // ... so a third MCP request and an event stream are refused.
+    let refused = listen(&k, &k.agent)
+        .await
+        .expect_err("a third listen stream");
+    assert_refused(refused, "an MCP request past the limit").await;
+    assert_refused(open(&k, &k.agent, "/v1/events").await, "an event stream").await;
+
+    // Revoking the key ends its MCP streams, as it does its event streams.
+    let (s, keys) = call(
+        &k.http,
+        Method::GET,
+        format!("{}/v1/keys", k.d.base),
+        &k.admin,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{keys}");
+    let items = keys
+        .as_array()
+        .or_else(|| keys["items"].as_array())
+        .unwrap();
+    let key_id = items
+        .iter()
+        .find(|key| key["agent"] == "bot" && key["revoked_at"].is_null())
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, b) = call(
+        &k.http,
+        Method::DELETE,
+        format!("{}/v1/keys/{key_id}", k.d.base),
+        &k.admin,
+        None,
+    )
+    .await;
+    assert!((200..300).contains(&s), "{b}");
+    let mut body = first.bytes_stream();
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(chunk) = body.next().await {
+            if chunk.is_err() {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "an MCP stream outlived its key");
 }

@@ -9,6 +9,7 @@
 
 pub mod call;
 pub mod dropped;
+mod held;
 pub mod plans;
 pub mod sessions;
 pub mod tasks;
@@ -85,12 +86,18 @@ pub fn router(state: &AppState) -> Router<AppState> {
 
 /// Authenticates the Bearer key (any role: the tools check what they need)
 /// and hands the [`Caller`] to the tools through the request's extensions.
+/// The request holds a place among its key's open streams and long-polls
+/// (see [`held`]): 429 when the key holds them all.
 async fn authenticate(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
     match Caller::from_request_parts(&mut parts, &state).await {
         Ok(caller) => {
+            let guard = match state.gate().key_guard(&caller) {
+                Ok(guard) => guard,
+                Err(e) => return crate::error::ApiError::from(e).into_response(),
+            };
             parts.extensions.insert(caller);
-            next.run(Request::from_parts(parts, body)).await
+            held::until_done(next.run(Request::from_parts(parts, body)).await, guard)
         }
         Err(e) => e.into_response(),
     }
