@@ -1,7 +1,9 @@
 //! Black-box: `records.retention`. Records settled before its cutoff are
 //! deleted (a denied and an approved action, an ended session, a revoked
 //! grant); what can still change stays, however old (a pending action, an
-//! active session, an active grant). On SQLite and on Postgres.
+//! active session, an active grant), and so do an ended session a pending
+//! action still belongs to and an ended session that was tainted (its id
+//! used again is still tainted). On SQLite and on Postgres.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::time::{Duration, Instant};
@@ -69,6 +71,21 @@ async fn settled_records_go_and_live_ones_stay(d: &Daemon) {
     )
     .await;
     post(d, &op, "/v1/sessions/s-done/end", json!({})).await;
+    // Ended with an action still pending in it.
+    let held = post(d, &agent, "/v1/actions", action("a4", "s-held")).await;
+    post(d, &op, "/v1/sessions/s-held/end", json!({})).await;
+    // Tainted by an approved fetch, then ended.
+    let fetch =
+        json!({"tool": "WebFetch", "detail": "https://example.test/", "session": "s-tainted"});
+    let fetch = post(d, &agent, "/v1/actions", fetch).await;
+    post(
+        d,
+        &op,
+        &format!("/v1/actions/{}/approve", id(&fetch)),
+        json!({}),
+    )
+    .await;
+    post(d, &op, "/v1/sessions/s-tainted/end", json!({})).await;
     let grant = |pattern: &str| json!({"tool": "bash", "pattern": pattern, "agent": "bot", "expires": "1h"});
     let live_grant = post(d, &op, "/v1/grants", grant("^ls$")).await;
     let revoked = post(d, &op, "/v1/grants", grant("^pwd$")).await;
@@ -112,9 +129,27 @@ async fn settled_records_go_and_live_ones_stay(d: &Daemon) {
             format!("/v1/grants/{}", id(&live_grant)),
             200,
         ),
+        ("the fetch", format!("/v1/actions/{}", id(&fetch)), 404),
+        (
+            "the ended session of a pending action",
+            "/v1/sessions/s-held".to_owned(),
+            200,
+        ),
+        ("the held action", format!("/v1/actions/{}", id(&held)), 200),
     ] {
         assert_eq!(status_of(d, &op, &path).await, want, "{what}");
     }
+    // The tainted session is kept with its taint, after its actions went.
+    let (s, tainted) = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/sessions/s-tainted", d.base),
+        &op,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "the tainted session was deleted");
+    assert!(tainted["tainted_by"].is_string(), "{tainted}");
     // The pending action can still be decided, the live grant still allows.
     let (s, a) = call(
         &http,

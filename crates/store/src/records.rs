@@ -70,8 +70,13 @@ impl Records {
                 ("connector_copies", "item", "gr:"),
                 ("connector_outbox", "item", "gr:"),
             ],
+            Records::Plans => &[
+                ("connector_messages", "item", "pl:"),
+                ("connector_copies", "item", "pl:"),
+                ("connector_outbox", "item", "pl:"),
+            ],
             Records::Deliveries => &[("delivery_attempts", "delivery_id", "")],
-            Records::Plans | Records::Sessions | Records::Grants => &[],
+            Records::Sessions | Records::Grants => &[],
         }
     }
 
@@ -102,9 +107,15 @@ impl Records {
     {
         match self {
             Records::Actions => {
+                // Not those of a session opened before taints were
+                // recorded on its row (migration 0019), and not recorded
+                // since: its taint is read from its actions.
                 q.push(
                     "(status IN ('completed', 'failed', 'denied', 'expired', 'cancelled') \
                      OR (handler IS NULL AND status = 'approved')) \
+                     AND (session IS NULL OR NOT EXISTS (SELECT 1 FROM sessions s \
+                       WHERE s.id = actions.session AND s.taint_complete = 0 \
+                       AND s.tainted_by IS NULL)) \
                      AND COALESCE(settled_at, decided_at, created_at) < ",
                 )
                 .push_bind(cutoff);
@@ -114,8 +125,20 @@ impl Records {
                     .push_bind(cutoff);
             }
             Records::Sessions => {
-                q.push("ended_at IS NOT NULL AND ended_at < ")
-                    .push_bind(cutoff);
+                // Only an untainted one that nothing refers to any more: a
+                // tainted one is kept (its id reused later, by a runtime
+                // resuming its conversation, is still tainted); one with
+                // an action left (a pending one would be tainted by its
+                // approval), a grant not revoked, or a taint that lives in
+                // its actions (opened before migration 0019) is kept.
+                q.push(
+                    "ended_at IS NOT NULL AND tainted_by IS NULL AND taint_complete = 1 \
+                     AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.session = sessions.id) \
+                     AND NOT EXISTS (SELECT 1 FROM grants g \
+                       WHERE g.session = sessions.id AND g.revoked_at IS NULL) \
+                     AND ended_at < ",
+                )
+                .push_bind(cutoff);
             }
             Records::Grants => {
                 q.push("((revoked_at IS NOT NULL AND revoked_at < ")

@@ -189,7 +189,71 @@ async fn rate_rows_go_after_their_hour(kind: Kind) {
     );
 }
 
+/// The actions of a session opened before taints were recorded on its row
+/// (`taint_complete` 0, none recorded) are where its taint is read from:
+/// they stay while it does; ended, it stays too.
+async fn a_session_whose_taint_lives_in_its_actions_keeps_them(kind: Kind) {
+    let Some((store, held)) = open(kind).await else {
+        return;
+    };
+    let long_ago = Utc::now() - Duration::days(1);
+    store
+        .touch_session("a".to_owned(), "old".to_owned(), None, long_ago)
+        .await
+        .unwrap();
+    let mut new = action(DecisionResult::Allow);
+    new.session = Some("old".to_owned());
+    store.insert_action(new).await.unwrap();
+    crate::backends::execute_raw(
+        &held,
+        "UPDATE sessions SET taint_complete = 0 WHERE id = 'old'",
+        "UPDATE sessions SET taint_complete = 0 WHERE id = 'old'",
+    )
+    .await;
+    let ahead = Utc::now() + Duration::minutes(1);
+    assert_eq!(
+        store
+            .prune_records(Records::Actions, ahead, 500)
+            .await
+            .unwrap(),
+        0
+    );
+    store
+        .end_session("old".to_owned(), "test".to_owned(), long_ago)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .prune_records(Records::Sessions, ahead, 500)
+            .await
+            .unwrap(),
+        0
+    );
+    // Once its taint is on its row, the actions may go, then the session.
+    crate::backends::execute_raw(
+        &held,
+        "UPDATE sessions SET taint_complete = 1 WHERE id = 'old'",
+        "UPDATE sessions SET taint_complete = 1 WHERE id = 'old'",
+    )
+    .await;
+    assert_eq!(
+        store
+            .prune_records(Records::Actions, ahead, 500)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .prune_records(Records::Sessions, ahead, 500)
+            .await
+            .unwrap(),
+        1
+    );
+}
+
 crate::conformance!(
     settled_records_go_with_what_refers_to_them_and_live_ones_stay,
     rate_rows_go_after_their_hour,
+    a_session_whose_taint_lives_in_its_actions_keeps_them,
 );
