@@ -58,6 +58,7 @@ pub async fn serve(
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(read)
+            .max_buf_size(CONNECTION_BUFFER)
             .serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
@@ -68,6 +69,13 @@ pub async fn serve(
     }
     graceful.shutdown().await;
 }
+
+/// Most bytes a connection buffers: the request head must fit (larger
+/// heads get 431), and a response is taken from its body only while less
+/// than this waits to be written. hyper's default (about 400 KiB) let each
+/// event stream whose client stopped reading keep that much of the events
+/// published meanwhile until its send timeout, outside the hub's budget.
+const CONNECTION_BUFFER: usize = 64 * 1024;
 
 /// A request body that fails once its time is up.
 struct Deadline {

@@ -28,10 +28,11 @@ use tokio_util::sync::CancellationToken;
 
 /// Most events in one batch.
 const BATCH_EVENTS: usize = 256;
-/// A batch is cut once its messages reach this many bytes, so that what one
-/// stalled stream pins in flight (at most the chunk it is writing) stays
-/// small.
-const BATCH_BYTES: usize = 1024 * 1024;
+/// A batch is cut once its messages reach this many bytes. A stream hands
+/// a whole batch to its connection as one chunk, which a stalled client's
+/// connection keeps until its send timeout, outside the budget: each
+/// stalled stream pins at most this plus one event.
+const BATCH_BYTES: usize = 64 * 1024;
 
 /// How long the hub gathers events before it sends the next batch.
 #[derive(Debug, Clone, Copy)]
@@ -396,11 +397,15 @@ mod tests {
     #[test]
     fn a_batch_is_cut_at_its_byte_limit() {
         let held = Arc::default();
-        let mut events: VecDeque<_> = (0..5).map(|s| event(s, 400 * 1024)).collect();
+        let mut events: VecDeque<_> = (0..5).map(|s| event(s, 20 * 1024)).collect();
         let first = Batch::render(&mut events, &held);
-        assert_eq!(first.rendered().unwrap().events.len(), 3);
+        assert_eq!(first.rendered().unwrap().events.len(), 4);
         let second = Batch::render(&mut events, &held);
-        assert_eq!(second.rendered().unwrap().events.len(), 2);
+        assert_eq!(second.rendered().unwrap().events.len(), 1);
         assert!(events.is_empty());
+        // One event larger than the limit is a batch of its own.
+        let mut events = VecDeque::from([event(9, 200 * 1024), event(10, 10)]);
+        let big = Batch::render(&mut events, &held);
+        assert_eq!(big.rendered().unwrap().events.len(), 1);
     }
 }
