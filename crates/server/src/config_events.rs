@@ -133,9 +133,8 @@ pub struct RecordsSettings {
     /// How long settled records are kept, e.g. `90d`: actions settled,
     /// grant requests and plans decided or expired, sessions ended untainted
     /// that nothing refers to, grants revoked or expired, and webhook
-    /// deliveries done, before this are deleted (at
-    /// `events.prune_interval`; see `actiongate_store::records`); `forever`
-    /// keeps them all.
+    /// deliveries done, before this are deleted (checked with the events'
+    /// pruning; see `actiongate_store::records`); `forever` keeps them all.
     pub retention: Keep,
 }
 
