@@ -8,10 +8,9 @@
 //! the scan costs the writer nothing; ids are time-ordered, so only rows
 //! made before the cutoff are looked at, through the primary key, and
 //! sessions, whose ids agents choose, through an index of ended ones),
-//! then deleted in one short write
-//! that checks again that each is still due, with the rows that only refer
-//! to them (run claims, chat messages, delivery attempts). The queries are
-//! built here once for both backends.
+//! then deleted in one short write that checks again that each is still
+//! due, with the rows that only refer to them (run claims, chat messages,
+//! delivery attempts). The queries are built here once for both backends.
 
 use sqlx::QueryBuilder;
 

@@ -101,22 +101,32 @@ impl Postgres {
     ) -> Result<Session, StoreError> {
         let mut tx = self.begin().await?;
         let at = to_ms(now());
-        sqlx::query(
-            "INSERT INTO sessions (id, agent, runtime, first_seen, last_seen, taint_complete) \
-             VALUES ($1, $2, $3, $4, $4, 1) ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(&id)
-        .bind(&agent)
-        .bind(&runtime)
-        .bind(at)
-        .execute(&mut *tx)
-        .await?;
-        let (owner, ended, last): (String, Option<i64>, i64) = sqlx::query_as(
-            "SELECT agent, ended_at, last_seen FROM sessions WHERE id = $1 FOR UPDATE",
-        )
-        .bind(&id)
-        .fetch_one(&mut *tx)
-        .await?;
+        // Twice at most: retention may delete an ended session between the
+        // insert that found it and the read that locks it; the second
+        // insert then makes it.
+        let mut found = None;
+        for _ in 0..2 {
+            sqlx::query(
+                "INSERT INTO sessions (id, agent, runtime, first_seen, last_seen, taint_complete) \
+                 VALUES ($1, $2, $3, $4, $4, 1) ON CONFLICT (id) DO NOTHING",
+            )
+            .bind(&id)
+            .bind(&agent)
+            .bind(&runtime)
+            .bind(at)
+            .execute(&mut *tx)
+            .await?;
+            found = sqlx::query_as(
+                "SELECT agent, ended_at, last_seen FROM sessions WHERE id = $1 FOR UPDATE",
+            )
+            .bind(&id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if found.is_some() {
+                break;
+            }
+        }
+        let (owner, ended, last): (String, Option<i64>, i64) = found.ok_or(StoreError::NotFound)?;
         if owner != agent {
             return Err(StoreError::Conflict(format!(
                 "session '{id}' is another agent's"
