@@ -42,6 +42,17 @@ async fn post_large(http: &reqwest::Client, base: &str, agent: &str) -> String {
     last
 }
 
+/// A client that sends `head` to `k`'s daemon and never reads, with a
+/// tiny receive window.
+async fn stalled_client(k: &Keyed, head: &str) -> tokio::net::TcpStream {
+    let addr: std::net::SocketAddr = k.d.base.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut s = socket.connect(addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    s
+}
+
 /// Reads `GET /v1/events` (resuming after `after`) until an event of
 /// `action` arrives; the ids seen.
 async fn follow_until(k: &Keyed, after: Option<i64>, action: &str, secs: u64) -> Vec<i64> {
@@ -77,17 +88,13 @@ async fn a_stream_that_stops_reading_pins_at_most_the_budget_and_loses_nothing()
     .await;
     set_profile(&k.http, &k.d.base, &k.admin, "bot", json!("open")).await;
 
-    // A client that sends its request and never reads, with a tiny window.
-    // HTTP/1.0: the body ends when the connection does.
-    let addr: std::net::SocketAddr = k.d.base.trim_start_matches("http://").parse().unwrap();
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut stalled = socket.connect(addr).await.unwrap();
+    // A client that sends its request and never reads. HTTP/1.0: the body
+    // ends when the connection does.
     let head = format!(
         "GET /v1/events HTTP/1.0\r\nauthorization: Bearer {}\r\n\r\n",
         k.operator
     );
-    stalled.write_all(head.as_bytes()).await.unwrap();
+    let mut stalled = stalled_client(&k, &head).await;
     let before = k.d.rss_kib();
 
     // ~40 MB of events, ten times the budget, while the stalled client
@@ -152,18 +159,13 @@ async fn many_stalled_streams_each_pin_a_small_chunk() {
     .await;
     set_profile(&k.http, &k.d.base, &k.admin, "bot", json!("open")).await;
     // One agent key's 150 live streams that are never read.
-    let addr: std::net::SocketAddr = k.d.base.trim_start_matches("http://").parse().unwrap();
+    let head = format!(
+        "GET /v1/events HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\n\r\n",
+        k.agent
+    );
     let mut stalled = Vec::new();
     for _ in 0..STALLED {
-        let socket = tokio::net::TcpSocket::new_v4().unwrap();
-        socket.set_recv_buffer_size(4096).unwrap();
-        let mut s = socket.connect(addr).await.unwrap();
-        let head = format!(
-            "GET /v1/events HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\n\r\n",
-            k.agent
-        );
-        s.write_all(head.as_bytes()).await.unwrap();
-        stalled.push(s);
+        stalled.push(stalled_client(&k, &head).await);
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = k.d.peak_rss_kib();
@@ -203,18 +205,13 @@ async fn streams_replaying_large_events_each_hold_a_small_page() {
     // Eight clients replay the whole log and do not read: each stream holds
     // what it read last and cannot send. Read 500 events at a time, that was
     // the whole log per stream.
-    let addr: std::net::SocketAddr = k.d.base.trim_start_matches("http://").parse().unwrap();
+    let head = format!(
+        "GET /v1/events HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\nlast-event-id: 0\r\n\r\n",
+        k.operator
+    );
     let mut stalled = Vec::new();
     for _ in 0..8 {
-        let socket = tokio::net::TcpSocket::new_v4().unwrap();
-        socket.set_recv_buffer_size(4096).unwrap();
-        let mut s = socket.connect(addr).await.unwrap();
-        let head = format!(
-            "GET /v1/events HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\nlast-event-id: 0\r\n\r\n",
-            k.operator
-        );
-        s.write_all(head.as_bytes()).await.unwrap();
-        stalled.push(s);
+        stalled.push(stalled_client(&k, &head).await);
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let grown_mib = k.d.rss_kib().saturating_sub(before) / 1024;

@@ -134,7 +134,7 @@ pub struct RecordsSettings {
     /// grant requests and plans decided or expired, sessions ended untainted
     /// that nothing refers to, grants revoked or expired, and webhook
     /// deliveries done, before this are deleted (checked with the events'
-    /// pruning; see `actiongate_store::records`); `forever` keeps them all.
+    /// pruning; see docs/operations.md); `forever` keeps them all.
     pub retention: Keep,
 }
 
