@@ -1,9 +1,10 @@
 //! Black-box: `records.retention`. Records settled before its cutoff are
 //! deleted (a denied and an approved action, an ended session, a revoked
-//! grant); what can still change stays, however old (a pending action, an
-//! active session, an active grant), and so do an ended session a pending
-//! action still belongs to and an ended session that was tainted (its id
-//! used again is still tainted). On SQLite and on Postgres.
+//! and a used-up grant); what can still change stays, however old (a
+//! pending action, an active session, an active grant, one with a use
+//! left), and so do an ended session a pending action still belongs to and
+//! an ended session that was tainted (its id used again is still tainted).
+//! On SQLite and on Postgres.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::time::{Duration, Instant};
@@ -98,6 +99,19 @@ async fn settled_records_go_and_live_ones_stay(d: &Daemon) {
     )
     .await;
     assert!((200..300).contains(&s));
+    // Count-limited, without expiry: one used up, one with a use left.
+    let counted = |pattern: &str, uses: u32| json!({"tool": "deploy", "pattern": pattern, "agent": "bot", "uses": uses, "expires": "indefinite"});
+    let spent = post(d, &op, "/v1/grants", counted("^w1$", 1)).await;
+    let unspent = post(d, &op, "/v1/grants", counted("^w2$", 2)).await;
+    // Asked but for the grants.
+    for detail in ["w1", "w2"] {
+        let run = json!({"tool": "deploy", "detail": detail});
+        let done = post(d, &agent, "/v1/actions", run).await;
+        assert_eq!(done["decision"]["result"], "allow", "{detail}: {done}");
+    }
+    let again = json!({"tool": "deploy", "detail": "w1"});
+    let again = post(d, &agent, "/v1/actions", again).await;
+    assert_eq!(again["decision"]["result"], "ask", "used up: {again}");
 
     let deadline = Instant::now() + Duration::from_secs(20);
     while status_of(d, &op, &format!("/v1/actions/{}", id(&denied))).await != 404 {
@@ -127,6 +141,16 @@ async fn settled_records_go_and_live_ones_stay(d: &Daemon) {
         (
             "the live grant",
             format!("/v1/grants/{}", id(&live_grant)),
+            200,
+        ),
+        (
+            "the used-up grant",
+            format!("/v1/grants/{}", id(&spent)),
+            404,
+        ),
+        (
+            "the grant with a use left",
+            format!("/v1/grants/{}", id(&unspent)),
             200,
         ),
         ("the fetch", format!("/v1/actions/{}", id(&fetch)), 404),

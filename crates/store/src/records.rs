@@ -25,7 +25,7 @@ pub enum Records {
     Plans,
     /// Ended sessions.
     Sessions,
-    /// Revoked or expired grants.
+    /// Revoked, expired or used-up grants.
     Grants,
     /// Webhook deliveries delivered or given up, with their attempts.
     Deliveries,
@@ -143,6 +143,13 @@ impl Records {
                 q.push("((revoked_at IS NOT NULL AND revoked_at < ")
                     .push_bind(cutoff)
                     .push(") OR (expires_at IS NOT NULL AND expires_at < ")
+                    .push_bind(cutoff)
+                    // Used up: since its last use, or (used up before
+                    // migration 0022 recorded that) since granted.
+                    .push(
+                        ") OR (uses_left IS NOT NULL AND uses_left <= 0 \
+                           AND COALESCE(spent_at, granted_at) < ",
+                    )
                     .push_bind(cutoff)
                     .push("))");
             }

@@ -82,12 +82,17 @@ async fn take_use_on(conn: &mut SqliteConnection, new: &mut NewAction) -> Result
     let Some(grant) = new.take_use.clone() else {
         return Ok(());
     };
+    // The last use marks when the grant was used up, for retention.
+    let at = to_ms(now());
     let taken = sqlx::query(
-        "UPDATE grants SET uses_left = uses_left - 1 WHERE id = ? AND uses_left > 0 \
+        "UPDATE grants SET uses_left = uses_left - 1, \
+         spent_at = CASE WHEN uses_left = 1 THEN ? ELSE spent_at END \
+         WHERE id = ? AND uses_left > 0 \
          AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)",
     )
+    .bind(at)
     .bind(&grant)
-    .bind(to_ms(now()))
+    .bind(at)
     .execute(&mut *conn)
     .await?
     .rows_affected();

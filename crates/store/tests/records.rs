@@ -189,6 +189,65 @@ async fn rate_rows_go_after_their_hour(kind: Kind) {
     );
 }
 
+/// A count-limited grant without expiry is due once used up, counted from
+/// its last use, not from when it was granted; one with a use left never.
+async fn a_used_up_grant_goes_counted_from_its_last_use(kind: Kind) {
+    let Some((store, _held)) = open(kind).await else {
+        return;
+    };
+    let grant = NewGrant {
+        session: None,
+        uses: Some(1),
+        id: uuid::Uuid::now_v7().to_string(),
+        agent: Some("a".to_owned()),
+        target: NewGrantTarget::Tool {
+            tool: "bash".to_owned(),
+            pattern: "make".to_owned(),
+            whole_line: false,
+        },
+        granted_by: "op".to_owned(),
+        expires_at: None,
+        note: None,
+    };
+    let id = grant.id.clone();
+    store.create_grant(grant, None).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let between = Utc::now();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let ahead = Utc::now() + Duration::minutes(1);
+    assert_eq!(
+        store
+            .prune_records(Records::Grants, ahead, 500)
+            .await
+            .unwrap(),
+        0,
+        "a grant with a use left"
+    );
+    let mut last_use = action(DecisionResult::Allow);
+    last_use.take_use = Some(id.clone());
+    store.insert_action(last_use).await.unwrap();
+    assert_eq!(store.get_grant(&id).await.unwrap().uses_left, Some(0));
+    // Granted before `between`, used up after it.
+    assert_eq!(
+        store
+            .prune_records(Records::Grants, between, 500)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .prune_records(Records::Grants, ahead, 500)
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(matches!(
+        store.get_grant(&id).await,
+        Err(StoreError::NotFound)
+    ));
+}
+
 /// The actions of a session opened before taints were recorded on its row
 /// (`taint_complete` 0, none recorded) are where its taint is read from:
 /// they stay while it does; ended, it stays too.
@@ -256,4 +315,5 @@ crate::conformance!(
     settled_records_go_with_what_refers_to_them_and_live_ones_stay,
     rate_rows_go_after_their_hour,
     a_session_whose_taint_lives_in_its_actions_keeps_them,
+    a_used_up_grant_goes_counted_from_its_last_use,
 );

@@ -26,8 +26,11 @@ pub(crate) async fn take_use_on(
     let Some(grant) = new.take_use.clone() else {
         return Ok(());
     };
+    // The last use marks when the grant was used up, for retention.
     let taken = sqlx::query(
-        "UPDATE grants SET uses_left = uses_left - 1 WHERE id = $1 AND uses_left > 0 \
+        "UPDATE grants SET uses_left = uses_left - 1, \
+         spent_at = CASE WHEN uses_left = 1 THEN $2 ELSE spent_at END \
+         WHERE id = $1 AND uses_left > 0 \
          AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)",
     )
     .bind(&grant)
