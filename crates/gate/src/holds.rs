@@ -52,6 +52,15 @@ impl Holds {
         })
     }
 
+    /// The keys that hold something open now.
+    pub(crate) fn key_ids(&self) -> Vec<String> {
+        let open = match self.open.lock() {
+            Ok(open) => open,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        open.keys().cloned().collect()
+    }
+
     /// How many `key_id` holds open now.
     #[cfg(test)]
     fn open(&self, key_id: &str) -> usize {
@@ -93,6 +102,9 @@ mod tests {
         let _c = holds.take("k2").unwrap();
         drop(a);
         assert_eq!(holds.open("k1"), 1);
+        let mut ids = holds.key_ids();
+        ids.sort();
+        assert_eq!(ids, ["k1", "k2"]);
         let _d = holds.take("k1").unwrap();
         drop(_d);
         drop(_b);

@@ -4,9 +4,11 @@
 //! revoked: at once when the key is revoked through this daemon, and
 //! within [`CHECK_EVERY`] when it is revoked behind the daemon's back
 //! (`actiongate keys revoke` on the data dir, or another daemon on a
-//! shared database), which [`run`] looks for.
+//! shared database), which [`run`] looks for. It reads only the keys that
+//! hold something open on this daemon, and nothing when none does: its
+//! cost follows open streams, not how many keys were ever made.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::time::Duration;
 
@@ -18,10 +20,16 @@ use crate::error::{GateError, GateResult};
 /// the time to act on one, what a revoked key holds ends within a second.
 pub const CHECK_EVERY: Duration = Duration::from_millis(500);
 
-/// Reads the revoked keys every [`CHECK_EVERY`] until shutdown, and tells
-/// the gate of every key revoked since the last read.
+/// How many reads in a row a revoked key still holding something is told
+/// of: twice covers a stream opened with the key while it was being
+/// revoked (authorized just before), without waking every stream on every
+/// read should one outlive its key.
+const TELLS: u8 = 2;
+
+/// Reads which of the keys holding something open are revoked every
+/// [`CHECK_EVERY`] until shutdown, and tells the gate of each.
 pub async fn run(gate: Gate) {
-    let mut known: Option<BTreeSet<String>> = None;
+    let mut told = BTreeMap::new();
     let mut tick = tokio::time::interval(CHECK_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -29,24 +37,37 @@ pub async fn run(gate: Gate) {
             () = gate.shutdown().cancelled() => return,
             _ = tick.tick() => {}
         }
-        let revoked: BTreeSet<String> = match gate.store().list_keys().await {
-            Ok(keys) => keys
-                .into_iter()
-                .filter(|k| k.revoked_at.is_some())
-                .map(|k| k.id)
-                .collect(),
+        let held = gate.0.holds.key_ids();
+        if held.is_empty() {
+            told.clear();
+            continue;
+        }
+        let revoked = match gate.store().inactive_keys(held).await {
+            Ok(ids) => ids.into_iter().collect(),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the keys to find revocations");
                 continue;
             }
         };
-        if let Some(before) = &known {
-            for id in revoked.difference(before) {
-                gate.forget_key(id);
-            }
+        for id in to_tell(&mut told, revoked) {
+            gate.forget_key(&id);
         }
-        known = Some(revoked);
     }
+}
+
+/// Which of `revoked` (revoked keys holding something open) to tell of
+/// now, counting in `told` how often each was; a key no longer in
+/// `revoked` is forgotten.
+fn to_tell(told: &mut BTreeMap<String, u8>, revoked: BTreeSet<String>) -> Vec<String> {
+    told.retain(|id, _| revoked.contains(id));
+    revoked
+        .into_iter()
+        .filter(|id| {
+            let n = told.entry(id.clone()).or_default();
+            *n += 1;
+            *n <= TELLS
+        })
+        .collect()
 }
 
 impl Gate {
@@ -84,5 +105,30 @@ impl Gate {
                 )),
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn set(ids: &[&str]) -> BTreeSet<String> {
+        ids.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_revoked_key_still_holding_is_told_of_twice_then_left_alone() {
+        let mut told = BTreeMap::new();
+        assert_eq!(to_tell(&mut told, set(&["k1"])), ["k1"]);
+        assert_eq!(to_tell(&mut told, set(&["k1", "k2"])), ["k1", "k2"]);
+        assert_eq!(to_tell(&mut told, set(&["k1", "k2"])), ["k2"]);
+        assert!(to_tell(&mut told, set(&["k1", "k2"])).is_empty());
+        // Once k1 holds nothing, it is forgotten: held again later (a
+        // stream authorized just before it was revoked), it is told again.
+        assert_eq!(to_tell(&mut told, set(&["k2"])), Vec::<String>::new());
+        assert_eq!(to_tell(&mut told, set(&["k1", "k2"])), ["k1"]);
+        assert!(to_tell(&mut told, BTreeSet::new()).is_empty());
+        assert!(told.is_empty());
     }
 }

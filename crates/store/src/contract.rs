@@ -281,6 +281,8 @@ contract! {
     pub async fn revoke_key(&self, id: &str) -> Result<ApiKey, StoreError>;
     /// Whether key `id` exists and is not revoked.
     pub async fn key_active(&self, id: &str) -> Result<bool, StoreError>;
+    /// Those of `ids` that are revoked or unknown.
+    pub async fn inactive_keys(&self, ids: Vec<String>) -> Result<Vec<String>, StoreError>;
     /// Stores `key`, an admin key, only if no admin key is active (across
     /// every node): what a first start does. `None`: one was active.
     pub async fn create_first_admin_key(&self, key: NewKey) -> Result<Option<ApiKey>, StoreError>;

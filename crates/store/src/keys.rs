@@ -27,6 +27,25 @@ macro_rules! key_columns {
 }
 pub(crate) use key_columns;
 
+/// How many key ids one read of [`active_among`] names.
+pub(crate) const KEYS_PER_READ: usize = 500;
+
+/// `SELECT id` of those of `ids` that are active.
+pub(crate) fn active_among<DB>(ids: &[String]) -> sqlx::QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut q =
+        sqlx::QueryBuilder::new("SELECT id FROM api_keys WHERE revoked_at IS NULL AND id IN (");
+    let mut list = q.separated(", ");
+    for id in ids {
+        list.push_bind(id.clone());
+    }
+    q.push(")");
+    q
+}
+
 pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<ApiKey, StoreError> {
     let role: String = row.try_get("role")?;
     Ok(ApiKey {
@@ -114,6 +133,17 @@ impl SqliteStore {
         .bind(id)
         .fetch_one(&self.read)
         .await?)
+    }
+
+    /// Those of `ids` that are revoked or unknown.
+    pub async fn inactive_keys(&self, ids: Vec<String>) -> Result<Vec<String>, StoreError> {
+        let mut inactive = Vec::new();
+        for chunk in ids.chunks(crate::keys::KEYS_PER_READ) {
+            let mut q = crate::keys::active_among::<sqlx::Sqlite>(chunk);
+            let active: Vec<String> = q.build_query_scalar().fetch_all(&self.read).await?;
+            inactive.extend(chunk.iter().filter(|id| !active.contains(id)).cloned());
+        }
+        Ok(inactive)
     }
 
     /// Stores `key`, an admin key, only if no admin key is active: what a

@@ -453,7 +453,22 @@ async fn keys_are_found_by_hash_until_revoked(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(store.find_key("abc").await.unwrap(), Some(key.clone()));
+    let ids = |ids: &[&str]| ids.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    assert!(
+        store
+            .inactive_keys(ids(&["key_1"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let revoked = store.revoke_key("key_1").await.unwrap();
+    // Revoked and unknown keys are inactive, named once each, in the order
+    // asked; more ids than one read names are read in several.
+    let mut many = ids(&["nope", "key_1"]);
+    many.extend((0..1200).map(|i| format!("k{i}")));
+    let inactive = store.inactive_keys(many.clone()).await.unwrap();
+    assert_eq!(inactive, many);
+    assert!(store.inactive_keys(Vec::new()).await.unwrap().is_empty());
     assert!(revoked.revoked_at.is_some());
     assert_eq!(
         store.revoke_key("key_1").await.unwrap().revoked_at,

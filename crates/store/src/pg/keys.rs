@@ -83,6 +83,17 @@ impl Postgres {
         .await?)
     }
 
+    /// Those of `ids` that are revoked or unknown.
+    pub async fn inactive_keys(&self, ids: Vec<String>) -> Result<Vec<String>, StoreError> {
+        let mut inactive = Vec::new();
+        for chunk in ids.chunks(crate::keys::KEYS_PER_READ) {
+            let mut q = crate::keys::active_among::<sqlx::Postgres>(chunk);
+            let active: Vec<String> = q.build_query_scalar().fetch_all(&self.pool).await?;
+            inactive.extend(chunk.iter().filter(|id| !active.contains(id)).cloned());
+        }
+        Ok(inactive)
+    }
+
     /// Stores `key`, an admin key, only if no admin key is active: what a
     /// first start does. Nodes starting together on an empty database take
     /// turns (an advisory lock), so one of them mints the key.
