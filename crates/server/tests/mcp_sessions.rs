@@ -374,6 +374,43 @@ async fn mcp_refusals_are_problem_json() {
     app.stop().await;
 }
 
+/// A body sent as JSON that is not one JSON-RPC message is a bad body, as
+/// on every other endpoint: JSON of another shape (a batch, which MCP no
+/// longer has; nesting past the parser's depth) 422 naming the body, text
+/// that is not JSON 400. rmcp alone answers these 415, "unsupported media
+/// type", to a client that sent exactly the media type it wants.
+#[tokio::test]
+async fn mcp_bodies_that_are_not_one_message_are_bad_bodies() {
+    let app = TestApp::spawn().await;
+    let batch = Value::Array(vec![initialize()]).to_string();
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}{}}}"#,
+        "[".repeat(300),
+        "]".repeat(300)
+    );
+    for (body, want, field) in [
+        (batch, 422, Some("body")),
+        (deep, 422, Some("body")),
+        (r#"{"hello":1}"#.to_owned(), 422, Some("body")),
+        (r#"{"jsonrpc":"#.to_owned(), 400, None),
+    ] {
+        let resp = post(&app, &app.agent, None, &Value::Null)
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), want, "{body:.60}");
+        assert_eq!(resp.headers()["content-type"], "application/problem+json");
+        let p: Value = resp.json().await.unwrap();
+        assert_eq!(p["status"], want, "{p}");
+        if let Some(field) = field {
+            assert_eq!(p["errors"][0]["field"], field, "{p}");
+        }
+        assert!(!p["detail"].as_str().unwrap().is_empty(), "{p}");
+    }
+    app.stop().await;
+}
+
 /// The pending item of `request_permission` `permission`, called in
 /// `session` over a stream the test then drops; the action's id and the
 /// first bytes the stream carried.

@@ -106,8 +106,20 @@ async fn authenticate(State(state): State<AppState>, request: Request, next: Nex
 /// rmcp refuses some requests itself (a browser `Origin`, a method or a
 /// media type it does not serve) with a plain-text body: they are answered
 /// as problem+json, like every other refusal of the daemon. JSON bodies
-/// (JSON-RPC errors) pass unchanged.
+/// (JSON-RPC errors) pass unchanged. rmcp answers a body it cannot read
+/// as one JSON-RPC message (not JSON, nested past its parser's depth, or
+/// a batch, which MCP no longer has) 415 even when it was sent as JSON:
+/// that is a bad body, see [`unreadable_message`].
 async fn problem_bodies(request: Request, next: Next) -> Response {
+    let sent_json = request
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| {
+            ct.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        });
     let resp = next.run(request).await;
     let status = resp.status();
     let is_json = resp
@@ -128,7 +140,37 @@ async fn problem_bodies(request: Request, next: Next) -> Response {
     } else {
         text
     };
+    if status == axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE && sent_json {
+        return unreadable_message(&detail).into_response();
+    }
     crate::error::ApiError::refusal(status, detail).into_response()
+}
+
+/// A JSON body rmcp could not read as one JSON-RPC message, answered as
+/// every other endpoint answers a bad body: JSON of another shape (a
+/// batch, nesting past the parser's depth) is 422 naming the body, text
+/// that is not JSON 400.
+fn unreadable_message(detail: &str) -> crate::error::ApiError {
+    let detail = detail
+        .strip_prefix("fail to deserialize request body")
+        .unwrap_or(detail)
+        .trim();
+    let shape = [
+        "unrecognized JSON-RPC message",
+        "did not match any variant",
+        "recursion limit",
+    ];
+    if shape.iter().any(|s| detail.contains(s)) {
+        crate::error::ApiError::invalid(
+            "body",
+            format!(
+                "not one JSON-RPC request, notification or response (MCP has no batches; \
+                 nesting is limited): {detail}"
+            ),
+        )
+    } else {
+        crate::error::ApiError::bad_request(format!("the body is not valid JSON: {detail}"))
+    }
 }
 
 /// One MCP server: per session in the handshake era, per request in the
