@@ -128,13 +128,20 @@ impl Records {
                 // tainted one is kept (its id reused later, by a runtime
                 // resuming its conversation, is still tainted); one with
                 // an action left (a pending one would be tainted by its
-                // approval), a grant not revoked, or a taint that lives in
-                // its actions (opened before migration 0019) is kept.
+                // approval), a grant not revoked, a pending grant request
+                // (approving it must find the session ended, not open it
+                // again with a grant), a session naming it as its taint
+                // carrier (a key's MCP session, which a taint recorded
+                // there later must reach), or a taint that lives in its
+                // actions (opened before migration 0019) is kept.
                 q.push(
                     "ended_at IS NOT NULL AND tainted_by IS NULL AND taint_complete = 1 \
                      AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.session = sessions.id) \
                      AND NOT EXISTS (SELECT 1 FROM grants g \
                        WHERE g.session = sessions.id AND g.revoked_at IS NULL) \
+                     AND NOT EXISTS (SELECT 1 FROM grant_requests r \
+                       WHERE r.session = sessions.id AND r.status = 'pending') \
+                     AND NOT EXISTS (SELECT 1 FROM sessions c WHERE c.carrier = sessions.id) \
                      AND ended_at < ",
                 )
                 .push_bind(cutoff);

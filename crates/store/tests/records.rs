@@ -248,6 +248,87 @@ async fn a_used_up_grant_goes_counted_from_its_last_use(kind: Kind) {
     ));
 }
 
+/// An ended, untainted session is kept while a grant request for it is
+/// pending (approving it must find the session ended, not open it again
+/// with a grant) and while another session names it as its taint carrier
+/// (a taint recorded there later must reach it); then it goes.
+async fn an_ended_session_stays_while_a_request_or_a_carried_session_names_it(kind: Kind) {
+    let Some((store, _held)) = open(kind).await else {
+        return;
+    };
+    let long_ago = Utc::now() - Duration::hours(1);
+    for id in ["mcp-k", "s1", "asked"] {
+        store
+            .touch_session("a".into(), id.into(), None, long_ago)
+            .await
+            .unwrap();
+    }
+    assert!(
+        store
+            .link_carrier("s1".into(), "mcp-k".into())
+            .await
+            .unwrap()
+    );
+    let request = store
+        .create_grant_request(NewGrantRequest {
+            id: uuid::Uuid::now_v7().to_string(),
+            agent: "a".to_owned(),
+            handler: "files".to_owned(),
+            permission: "fs.write".to_owned(),
+            scope: serde_json::Map::new(),
+            reason: None,
+            expires: Some("1h".to_owned()),
+            deadline: Utc::now() + Duration::minutes(5),
+            session: Some("asked".to_owned()),
+            uses: None,
+        })
+        .await
+        .unwrap();
+    for id in ["mcp-k", "asked"] {
+        store
+            .end_session(id.into(), "op".into(), long_ago)
+            .await
+            .unwrap();
+    }
+    let ahead = Utc::now() + Duration::minutes(1);
+    let prune = || store.prune_records(Records::Sessions, ahead, 500);
+    assert_eq!(prune().await.unwrap(), 0, "both are named");
+    store
+        .deny_grant_request(&request.id, "op".to_owned(), None)
+        .await
+        .unwrap();
+    assert_eq!(prune().await.unwrap(), 1, "the request was decided");
+    assert!(
+        store
+            .get_session("asked", long_ago)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    store
+        .end_session("s1".into(), "op".into(), long_ago)
+        .await
+        .unwrap();
+    // s1 goes first; its carrier, named by nothing now, next.
+    assert_eq!(prune().await.unwrap(), 1);
+    assert!(store.get_session("s1", long_ago).await.unwrap().is_none());
+    assert!(
+        store
+            .get_session("mcp-k", long_ago)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(prune().await.unwrap(), 1);
+    assert!(
+        store
+            .get_session("mcp-k", long_ago)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
 /// The actions of a session opened before taints were recorded on its row
 /// (`taint_complete` 0, none recorded) are where its taint is read from:
 /// they stay while it does; ended, it stays too.
@@ -316,4 +397,5 @@ crate::conformance!(
     rate_rows_go_after_their_hour,
     a_session_whose_taint_lives_in_its_actions_keeps_them,
     a_used_up_grant_goes_counted_from_its_last_use,
+    an_ended_session_stays_while_a_request_or_a_carried_session_names_it,
 );
