@@ -187,9 +187,10 @@ impl SqliteStore {
     }
 
     /// Deletes up to `max` of the oldest events written before `cutoff`
-    /// (never one a subscription has not yet turned into deliveries), moves
-    /// the anchor past them, and drops finished deliveries older than
-    /// `cutoff`. Returns how many events were pruned.
+    /// (never one a subscription has not yet turned into deliveries) and
+    /// moves the anchor past them. Returns how many events were pruned.
+    /// Deliveries are records: `records.retention` deletes them, with
+    /// their attempts.
     pub async fn prune_events(&self, cutoff: DateTime<Utc>, max: i64) -> Result<usize, StoreError> {
         self.writer
             .run(move |conn| {
@@ -210,12 +211,6 @@ impl SqliteStore {
                     .bind(seq)
                     .bind(max)
                     .fetch_all(&mut *conn)
-                    .await?;
-                    sqlx::query(
-                        "DELETE FROM deliveries WHERE status != 'pending' AND finished_at < ?",
-                    )
-                    .bind(to_ms(cutoff))
-                    .execute(&mut *conn)
                     .await?;
                     let Some(upper) = due_until(&heads, to_ms(cutoff), keep_after) else {
                         return Ok(0);

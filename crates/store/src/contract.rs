@@ -93,9 +93,10 @@ contract! {
     /// The seq of the first event (in seq order) at or after `at`.
     pub async fn first_seq_since(&self, at: DateTime<Utc>) -> Result<Option<i64>, StoreError>;
     /// Deletes up to `max` of the oldest events written before `cutoff`
-    /// (never one a subscription has not yet turned into deliveries), moves
-    /// the anchor past them, and drops finished deliveries older than
-    /// `cutoff`. Returns how many events were pruned.
+    /// (never one a subscription has not yet turned into deliveries) and
+    /// moves the anchor past them. Returns how many events were pruned.
+    /// Deliveries are records: `records.retention` deletes them, with
+    /// their attempts.
     pub async fn prune_events(&self, cutoff: DateTime<Utc>, max: i64) -> Result<usize, StoreError>;
 
     // connectors

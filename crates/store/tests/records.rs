@@ -150,6 +150,17 @@ async fn settled_records_go_with_what_refers_to_them_and_live_ones_stay(kind: Ki
         store.connector_open_chats(&pending.id).await.unwrap(),
         ["slack"]
     );
+    // Pruning events leaves deliveries to records retention: with their
+    // attempts, in bounded batches.
+    store.prune_events(ahead, 500).await.unwrap();
+    assert_eq!(
+        store
+            .list_deliveries(&sub.id, None, None, 10)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
     assert_eq!(
         store
             .prune_records(Records::Deliveries, ahead, 500)

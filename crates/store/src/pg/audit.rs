@@ -59,9 +59,10 @@ impl Postgres {
     }
 
     /// Deletes up to `max` of the oldest events written before `cutoff`
-    /// (never one a subscription has not yet turned into deliveries), moves
-    /// the anchor past them, and drops finished deliveries older than
-    /// `cutoff`. Returns how many events were pruned.
+    /// (never one a subscription has not yet turned into deliveries) and
+    /// moves the anchor past them. Returns how many events were pruned.
+    /// Deliveries are records: `records.retention` deletes them, with
+    /// their attempts.
     pub async fn prune_events(&self, cutoff: DateTime<Utc>, max: i64) -> Result<usize, StoreError> {
         let mut tx = self.begin().await?;
         let Anchor { mut seq, mut hash } = lock_anchor(&mut tx, true).await?;
@@ -76,10 +77,6 @@ impl Postgres {
                 .bind(max)
                 .fetch_all(&mut *tx)
                 .await?;
-        sqlx::query("DELETE FROM deliveries WHERE status <> 'pending' AND finished_at < $1")
-            .bind(to_ms(cutoff))
-            .execute(&mut *tx)
-            .await?;
         let mut pruned = 0;
         if let Some(upper) = due_until(&heads, to_ms(cutoff), keep_after) {
             while seq < upper {
