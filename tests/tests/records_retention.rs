@@ -201,11 +201,17 @@ async fn settled_records_past_retention_are_deleted_and_live_ones_kept_on_sqlite
     env.push(("ACTIONGATE_LOG", "info"));
     let d = Daemon::start(dir.path(), &env);
     settled_records_go_and_live_ones_stay(&d).await;
+    let log = d.stderr_lines();
     assert!(
-        d.stderr_lines()
-            .iter()
+        log.iter()
             .any(|l| l.contains("pruned records past retention")),
         "nothing said what was pruned"
+    );
+    // A retention under a day is warned of at start.
+    assert!(
+        log.iter()
+            .any(|l| l.contains("WARN") && l.contains("records.retention is under a day")),
+        "no warning of a retention under a day"
     );
 }
 

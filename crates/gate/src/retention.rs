@@ -22,6 +22,10 @@ const SEEN_WEBHOOKS_KEPT: chrono::Duration = chrono::Duration::minutes(15);
 /// Records deleted per transaction.
 const RECORDS_BATCH: i64 = 500;
 
+/// The shortest `records.retention` that deletes no approved action its
+/// run report (matched within 24 hours) or outcome may still name.
+const SHORTEST_SAFE: Duration = Duration::from_secs(86_400);
+
 /// How long each kind of row is kept (`None`: for ever).
 #[derive(Debug, Clone, Copy)]
 pub struct Keep {
@@ -35,6 +39,15 @@ pub struct Keep {
 /// `keep`, rate rows past their hour, and callback ids past
 /// [`SEEN_WEBHOOKS_KEPT`].
 pub async fn run(store: Store, keep: Keep, interval: Duration, shutdown: CancellationToken) {
+    if let Some(records) = keep.records
+        && records < SHORTEST_SAFE
+    {
+        tracing::warn!(
+            retention = ?records,
+            "records.retention is under a day: an approved action may be deleted before its \
+             run is reported (reports are matched within 24 hours) or its outcome posted"
+        );
+    }
     loop {
         match store
             .prune_seen_webhooks(chrono::Utc::now() - SEEN_WEBHOOKS_KEPT)

@@ -145,7 +145,7 @@ impl Daemon {
         self.data.join("actiongate.db")
     }
 
-    /// Every stderr line so far.
+    /// Every stderr line since the last call.
     pub fn stderr_lines(&self) -> Vec<String> {
         self.stderr.try_iter().collect()
     }
