@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::daemon::{Daemon, agent_key, role_key};
+use crate::common::daemon::{Daemon, agent_key, register_handler, role_key};
 use crate::common::pg_cluster::Cluster;
 use crate::common::{call, client};
 
@@ -226,4 +226,91 @@ async fn settled_records_past_retention_are_deleted_and_live_ones_kept_on_postgr
     env.push(("ACTIONGATE_STORAGE__DATABASE_URL", &url));
     let d = Daemon::start(dir.path(), &env);
     settled_records_go_and_live_ones_stay(&d).await;
+}
+
+/// The ids of the items a listing answers.
+async fn ids_at(d: &Daemon, key: &str, path: &str) -> Vec<String> {
+    let (s, v) = call(
+        &client(),
+        Method::GET,
+        format!("{}{path}", d.base),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{path}: {v}");
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A client paging plans or grant requests goes on after retention
+/// deleted the last item of its page: the id still places the page (ids
+/// are made in time order), nothing is skipped or read twice, and a
+/// cursor naming nothing ever made is still 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paging_goes_on_past_an_item_retention_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &RETAIN);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let op = role_key(&http, &d.base, &admin, "operator").await;
+    register_handler(
+        &http,
+        &d.base,
+        &admin,
+        json!({
+            "id": "files", "name": "Files", "url": "http://127.0.0.1:9/hook",
+            "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object"}}],
+            "actions": [{"name": "write", "permission": "fs.write", "params_schema": {"type": "object"}}]
+        }),
+    )
+    .await;
+    let id = |v: Value| v["id"].as_str().unwrap().to_owned();
+    let mut plans = Vec::new();
+    let mut requests = Vec::new();
+    for n in 0..3 {
+        let plan =
+            json!({"session": "s-plans", "steps": [{"tool": "deploy", "detail": format!("p{n}")}]});
+        plans.push(id(post(&d, &agent, "/v1/plans", plan).await));
+        let ask = json!({"handler": "files", "permission": "fs.write", "reason": format!("r{n}")});
+        requests.push(id(post(&d, &agent, "/v1/grant-requests", ask).await));
+    }
+    // The middle ones are decided, so retention deletes them.
+    post(&d, &op, &format!("/v1/plans/{}/deny", plans[1]), json!({})).await;
+    post(
+        &d,
+        &op,
+        &format!("/v1/grant-requests/{}/deny", requests[1]),
+        json!({}),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for path in [
+        format!("/v1/plans/{}", plans[1]),
+        format!("/v1/grant-requests/{}", requests[1]),
+    ] {
+        while status_of(&d, &op, &path).await != 404 {
+            assert!(Instant::now() < deadline, "{path} was kept");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    for (list, ids) in [("/v1/plans", &plans), ("/v1/grant-requests", &requests)] {
+        let newest = ids_at(&d, &op, &format!("{list}?limit=1&after={}", ids[1])).await;
+        assert_eq!(newest, [ids[0].clone()], "{list}");
+        let oldest = format!("{list}?order=oldest&limit=5&after={}", ids[1]);
+        assert_eq!(ids_at(&d, &op, &oldest).await, [ids[2].clone()], "{list}");
+        // After the oldest, newest first: an empty last page, not a 404.
+        let end = format!("{list}?after={}", ids[0]);
+        assert!(ids_at(&d, &op, &end).await.is_empty(), "{list}");
+    }
+    for path in [
+        "/v1/plans?after=pln_nothing",
+        "/v1/grant-requests?after=grq_nothing",
+    ] {
+        assert_eq!(status_of(&d, &op, path).await, 404, "{path}");
+    }
 }

@@ -18,6 +18,9 @@ use crate::grants::new_grant_id;
 use crate::paging::{ListPage, MAX_PAGE};
 use crate::{Caller, Gate, GateError, GateResult};
 
+/// What every grant request's id starts with, a UUIDv7 after it.
+const GRANT_REQUEST_PREFIX: &str = "grq_";
+
 /// The expiry granted when neither the request nor the approval names one.
 pub const DEFAULT_GRANT_EXPIRY: &str = "1h";
 
@@ -68,7 +71,7 @@ impl Gate {
         let r = self
             .store()
             .create_grant_request(NewGrantRequest {
-                id: format!("grq_{}", uuid::Uuid::now_v7().simple()),
+                id: format!("{GRANT_REQUEST_PREFIX}{}", uuid::Uuid::now_v7().simple()),
                 agent,
                 handler: body.handler,
                 permission: body.permission,
@@ -115,10 +118,14 @@ impl Gate {
         };
         // As for plans and sessions: a page after no request the caller
         // may see is refused, not read as a position (a mistyped cursor
-        // would start the list again, and a client paging on loops).
+        // would start the list again, and a client paging on loops). One
+        // that retention deleted still places the page: requests are
+        // listed by id, which it is.
         if let Some(after) = &page.after {
             match self.store().get_grant_request(after).await {
                 Ok(r) if caller.may_see(&r.agent) => {}
+                Err(StoreError::NotFound)
+                    if actiongate_store::id_time_ms(GRANT_REQUEST_PREFIX, after).is_some() => {}
                 Ok(_) | Err(StoreError::NotFound) => {
                     return Err(GateError::not_found(format!(
                         "after: no grant request '{after}' to page on from"

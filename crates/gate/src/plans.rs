@@ -164,7 +164,11 @@ impl Gate {
         self.touch_session(&agent, &body.session, body.runtime.as_deref())
             .await?;
         let plan = Plan {
-            id: format!("pln_{}", uuid::Uuid::now_v7().simple()),
+            id: format!(
+                "{}{}",
+                actiongate_store::PLAN_PREFIX,
+                uuid::Uuid::now_v7().simple()
+            ),
             agent,
             session: body.session,
             reason: body.reason,
@@ -311,10 +315,14 @@ impl Gate {
         let plans = self.store().list_plans(status, &page).await?;
         // Plans are listed by when they were made: the page starts after
         // that of the plan named. One naming no plan reads as an empty
-        // page, so only then is it looked up, to say so.
+        // page, so only then is it looked up, to say so; a plan id that
+        // retention deleted still places the page (the time in its id).
         if let Some(after) = after.filter(|_| plans.is_empty()) {
             match self.store().get_plan(&after).await {
-                Err(actiongate_store::StoreError::NotFound) => {
+                Err(actiongate_store::StoreError::NotFound)
+                    if actiongate_store::id_time_ms(actiongate_store::PLAN_PREFIX, &after)
+                        .is_none() =>
+                {
                     return Err(GateError::not_found(format!(
                         "after: no plan '{after}' to page on from"
                     )));

@@ -52,6 +52,9 @@ macro_rules! plan_columns {
 }
 pub(crate) use plan_columns;
 
+/// What every plan's id starts with, a UUIDv7 after it.
+pub const PLAN_PREFIX: &str = "pln_";
+
 /// The query of [`Store::list_plans`](crate::Store::list_plans): plans in
 /// the order they were made (`created_at`, then id), from the end `page`
 /// says, strictly past the plan `page.after` (nothing when there is no such
@@ -82,10 +85,19 @@ where
         )
     };
     if let Some(id) = &page.after {
+        // A plan retention deleted since is placed by its id's time (its
+        // `created_at` within a millisecond).
+        // Any other id places nothing (an empty page, which the gate
+        // answers 404).
         q.push(after)
-            .push("(SELECT c.created_at, c.id FROM plans c WHERE c.id = ")
+            .push("(COALESCE((SELECT c.created_at FROM plans c WHERE c.id = ")
             .push_bind(id.clone())
-            .push(")");
+            .push("), ");
+        match crate::paging::id_time_ms(PLAN_PREFIX, id) {
+            Some(made) => q.push_bind(made),
+            None => q.push("NULL"),
+        };
+        q.push("), ").push_bind(id.clone()).push(")");
     }
     q.push(order).push_bind(page.limit);
     q
