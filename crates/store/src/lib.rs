@@ -54,7 +54,6 @@ mod paging;
 mod people;
 mod pg;
 mod plans;
-pub use plans::PLAN_PREFIX;
 mod quick;
 mod rate;
 pub mod receipts;
@@ -90,7 +89,7 @@ pub use keys::NewKey;
 pub use paging::{Page, id_time_ms, next_events_page};
 pub use people::NewPerson;
 pub use pg::{PG_MIGRATOR, PgOptions, Postgres, migrate_postgres};
-pub use plans::RunReport;
+pub use plans::{PLAN_PREFIX, RunReport};
 pub use session_list::SessionFilter;
 pub use sqlite::{MIGRATOR, SqliteStore, migrate};
 pub use subscriptions::{

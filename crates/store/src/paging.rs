@@ -47,6 +47,7 @@ where
     }
     q.push(order).push_bind(limit);
 }
+
 /// When a record whose id is `prefix` and a UUIDv7 (simple) was made, in
 /// ms since the epoch: where a cursor naming one that retention deleted
 /// still places a page. `None` for an id not so made.
