@@ -169,6 +169,47 @@ async fn a_key_holds_at_most_its_limit_of_streams_and_long_polls() {
     }
 }
 
+/// Long-polls whose clients went away mid-wait are no longer counted open
+/// on `/metrics` (`actiongate_long_polls_open` counted them for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_long_polls_are_not_counted_open() {
+    let k = Keyed::start(&[]).await;
+    let (s, action) = call(
+        &k.http,
+        Method::POST,
+        format!("{}/v1/actions", k.d.base),
+        &k.agent,
+        Some(json!({"tool": "deploy", "detail": "prod"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{action}");
+    let id = action["id"].as_str().unwrap().to_owned();
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        let gone = impatient
+            .get(format!("{}/v1/actions/{id}?wait=30", k.d.base))
+            .bearer_auth(&k.agent)
+            .send()
+            .await;
+        assert!(gone.is_err(), "the long-poll answered: {gone:?}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let open = metric(&k.http, &k.d.base, "actiongate_long_polls_open").await;
+        if open == 0.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{open} long-polls counted open after their clients left"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A stateless MCP listen stream of `key`'s, acknowledged; or the refusal.
 async fn listen(k: &Keyed, key: &str) -> Result<reqwest::Response, reqwest::Response> {
     let resp = crate::cluster_mcp::mcp_request(

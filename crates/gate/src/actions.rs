@@ -512,21 +512,15 @@ impl Gate {
 
     /// Waits up to `wait` for action `id` to settle; the action then.
     pub async fn wait_settled(&self, id: &str, wait: Duration) -> GateResult<Action> {
-        let gauge = metrics::gauge!("actiongate_long_polls_open");
-        gauge.increment(1.0);
-        let result = self.waiters().wait_for_action(id, wait).await;
-        gauge.decrement(1.0);
-        Ok(result?)
+        let _open = LongPollOpen::new();
+        Ok(self.waiters().wait_for_action(id, wait).await?)
     }
 
     /// [`Gate::wait_settled`] for a waiter registered before its action was
     /// stored (and seen unsettled).
     async fn wait_settled_from(&self, reg: Registration<'_>, wait: Duration) -> GateResult<Action> {
-        let gauge = metrics::gauge!("actiongate_long_polls_open");
-        gauge.increment(1.0);
-        let result = self.waiters().wait_for_action_from(reg, wait).await;
-        gauge.decrement(1.0);
-        Ok(result?)
+        let _open = LongPollOpen::new();
+        Ok(self.waiters().wait_for_action_from(reg, wait).await?)
     }
 
     /// An action the caller may see (another agent's is "not found").
@@ -621,5 +615,22 @@ impl Gate {
             None
         };
         Ok((items, next_cursor))
+    }
+}
+
+/// One long-poll counted in `actiongate_long_polls_open` while it lives:
+/// also when its client goes away mid-wait and the wait is dropped.
+struct LongPollOpen;
+
+impl LongPollOpen {
+    fn new() -> LongPollOpen {
+        metrics::gauge!("actiongate_long_polls_open").increment(1.0);
+        LongPollOpen
+    }
+}
+
+impl Drop for LongPollOpen {
+    fn drop(&mut self) {
+        metrics::gauge!("actiongate_long_polls_open").decrement(1.0);
     }
 }
