@@ -314,3 +314,36 @@ async fn paging_goes_on_past_an_item_retention_deleted() {
         assert_eq!(status_of(&d, &op, path).await, 404, "{path}");
     }
 }
+
+/// `records.tainted_sessions`: an ended session that was tainted is kept
+/// past `records.retention` (the shared test above), and deleted once its
+/// own retention passed and its actions are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tainted_session_goes_after_its_own_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = RETAIN.to_vec();
+    env.push(("ACTIONGATE_RECORDS__TAINTED_SESSIONS", "4s"));
+    let d = Daemon::start(dir.path(), &env);
+    let http = client();
+    let admin = d.admin_key();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let op = role_key(&http, &d.base, &admin, "operator").await;
+    let fetch =
+        json!({"tool": "WebFetch", "detail": "https://example.test/", "session": "s-tainted"});
+    let fetch = post(&d, &agent, "/v1/actions", fetch).await;
+    let fetch = fetch["id"].as_str().unwrap().to_owned();
+    post(&d, &op, &format!("/v1/actions/{fetch}/approve"), json!({})).await;
+    post(&d, &op, "/v1/sessions/s-tainted/end", json!({})).await;
+    let ended = Instant::now();
+    let deadline = ended + Duration::from_secs(20);
+    while status_of(&d, &op, "/v1/sessions/s-tainted").await != 404 {
+        assert!(Instant::now() < deadline, "the tainted session was kept");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Measured from after the end call returned: a little less than 4 s.
+    assert!(
+        ended.elapsed() >= Duration::from_millis(3500),
+        "deleted after {:?}, before its own retention",
+        ended.elapsed()
+    );
+}

@@ -138,6 +138,8 @@ pub struct GateConfig {
     pub retention: Option<Duration>,
     /// How long settled records are kept (`None`: forever).
     pub records_retention: Option<Duration>,
+    /// How long ended sessions that were tainted are kept (`None`: forever).
+    pub tainted_session_retention: Option<Duration>,
     /// How often pruning runs.
     pub prune_interval: Duration,
     /// Size limits of free-form JSON (params, results, scopes).
@@ -282,6 +284,7 @@ impl Gate {
             retention::Keep {
                 events: self.0.config.retention,
                 records: self.0.config.records_retention,
+                tainted_sessions: self.0.config.tainted_session_retention,
             },
             self.0.config.prune_interval.min(SEEN_PRUNE_EVERY),
             self.0.shutdown.clone(),

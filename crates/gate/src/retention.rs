@@ -33,6 +33,8 @@ pub struct Keep {
     pub events: Option<Duration>,
     /// Settled records.
     pub records: Option<Duration>,
+    /// Ended sessions that were tainted.
+    pub tainted_sessions: Option<Duration>,
 }
 
 /// Prunes every `interval` until `shutdown`: events and records past
@@ -60,7 +62,7 @@ pub async fn run(store: Store, keep: Keep, interval: Duration, shutdown: Cancell
         if let Some(retention) = keep.events {
             prune_once(&store, retention, &shutdown).await;
         }
-        prune_records(&store, keep.records, &shutdown).await;
+        prune_records(&store, keep, &shutdown).await;
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = shutdown.cancelled() => return,
@@ -98,13 +100,20 @@ async fn prune_once(store: &Store, retention: Duration, shutdown: &CancellationT
 
 /// Deletes the records settled before `retention` (none without), and the
 /// rows kept for a while only.
-async fn prune_records(store: &Store, retention: Option<Duration>, shutdown: &CancellationToken) {
+async fn prune_records(store: &Store, keep: Keep, shutdown: &CancellationToken) {
     let now = chrono::Utc::now();
-    let cutoff = retention
-        .and_then(|r| chrono::Duration::from_std(r).ok())
-        .map(|age| now - age);
+    let before = |retention: Option<Duration>| {
+        retention
+            .and_then(|r| chrono::Duration::from_std(r).ok())
+            .map(|age| now - age)
+    };
+    let cutoff = before(keep.records);
     for kind in Records::ALL {
-        let Some(cutoff) = cutoff else { break };
+        let kind_cutoff = match kind {
+            Records::TaintedSessions => before(keep.tainted_sessions),
+            _ => cutoff,
+        };
+        let Some(cutoff) = kind_cutoff else { continue };
         let mut total = 0;
         while !shutdown.is_cancelled() {
             match store.prune_records(kind, cutoff, RECORDS_BATCH).await {

@@ -608,6 +608,7 @@ impl Settings {
             },
             retention: self.events.retention(),
             records_retention: self.records.retention(),
+            tainted_session_retention: self.records.tainted_sessions(),
             prune_interval: self.events.prune_interval.get(),
             json: self.limits.json(self.dispatch.result_max_bytes),
             max_pending_per_agent: self.limits.max_pending_per_agent,

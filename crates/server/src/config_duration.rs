@@ -110,6 +110,16 @@ pub enum Keep {
     For(Dur),
 }
 
+impl Keep {
+    /// The duration; `None` for ever.
+    pub fn duration(self) -> Option<std::time::Duration> {
+        match self {
+            Keep::Forever => None,
+            Keep::For(d) => Some(d.get()),
+        }
+    }
+}
+
 impl Serialize for Keep {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {

@@ -136,12 +136,24 @@ pub struct RecordsSettings {
     /// deliveries done, before this are deleted (checked with the events'
     /// pruning; see docs/operations.md); `forever` keeps them all.
     pub retention: Keep,
+    /// How long a session that was tainted is kept once ended and nothing
+    /// refers to it (its id used again meanwhile, by a runtime resuming
+    /// its conversation, is still tainted): at least `retention`; by
+    /// default 365 days, or `retention` when longer; `forever` keeps them
+    /// all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tainted_sessions: Option<Keep>,
 }
+
+/// How long tainted sessions are kept when `records.tainted_sessions` is
+/// not set and `records.retention` is shorter.
+const TAINTED_SESSIONS: Duration = Duration::from_secs(365 * 86400);
 
 impl Default for RecordsSettings {
     fn default() -> Self {
         RecordsSettings {
             retention: Keep::For(Dur::secs(90 * 86400)),
+            tainted_sessions: None,
         }
     }
 }
@@ -152,14 +164,36 @@ impl RecordsSettings {
         if let Keep::For(d) = self.retention {
             nonzero("records", "retention", d)?;
         }
+        let Some(tainted) = self.tainted_sessions else {
+            return Ok(());
+        };
+        if let Keep::For(d) = tainted {
+            nonzero("records", "tainted_sessions", d)?;
+        }
+        let shorter = match (self.retention(), tainted.duration()) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(all), Some(tainted)) => tainted < all,
+        };
+        if shorter {
+            anyhow::bail!(
+                "records.tainted_sessions: must be at least records.retention: a tainted session \
+                 is kept no shorter than an untainted one"
+            );
+        }
         Ok(())
     }
 
     /// Retention; `None` keeps records forever.
     pub fn retention(&self) -> Option<Duration> {
-        match self.retention {
-            Keep::Forever => None,
-            Keep::For(d) => Some(d.get()),
+        self.retention.duration()
+    }
+
+    /// Retention of ended tainted sessions; `None` keeps them forever.
+    pub fn tainted_sessions(&self) -> Option<Duration> {
+        match self.tainted_sessions {
+            Some(keep) => keep.duration(),
+            None => self.retention().map(|all| all.max(TAINTED_SESSIONS)),
         }
     }
 }
@@ -205,5 +239,60 @@ impl WebhookSettings {
             anyhow::bail!("webhooks.concurrency: must be at least 1");
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn records(retention: Keep, tainted: Option<Keep>) -> RecordsSettings {
+        RecordsSettings {
+            retention,
+            tainted_sessions: tainted,
+        }
+    }
+
+    fn days(n: u64) -> Keep {
+        Keep::For(Dur::secs(n * 86400))
+    }
+
+    const DAY: u64 = 86400;
+
+    /// Tainted sessions are kept 365 days unless set, never shorter than
+    /// the other records, and a setting shorter than those is refused.
+    #[test]
+    fn tainted_sessions_are_kept_at_least_as_long_as_records() {
+        let default = RecordsSettings::default();
+        assert_eq!(
+            default.tainted_sessions(),
+            Some(Duration::from_secs(365 * DAY))
+        );
+        let longer = records(days(400), None);
+        assert_eq!(
+            longer.tainted_sessions(),
+            Some(Duration::from_secs(400 * DAY))
+        );
+        let forever = records(Keep::Forever, None);
+        assert_eq!(forever.tainted_sessions(), None);
+        forever.check().unwrap();
+        let set = records(days(90), Some(days(120)));
+        set.check().unwrap();
+        assert_eq!(set.tainted_sessions(), Some(Duration::from_secs(120 * DAY)));
+        for shorter in [
+            records(days(90), Some(days(30))),
+            records(Keep::Forever, Some(days(400))),
+        ] {
+            let err = shorter.check().unwrap_err().to_string();
+            assert!(err.starts_with("records.tainted_sessions:"), "{err}");
+        }
+        let zero = records(days(90), Some(Keep::For(Dur::secs(0))));
+        assert!(
+            zero.check()
+                .unwrap_err()
+                .to_string()
+                .contains("records.tainted_sessions")
+        );
     }
 }

@@ -23,8 +23,11 @@ pub enum Records {
     GrantRequests,
     /// Decided or expired plans.
     Plans,
-    /// Ended sessions.
+    /// Ended sessions never tainted.
     Sessions,
+    /// Ended sessions that were tainted, kept longer (their id reused is
+    /// still tainted while kept): `records.tainted_sessions`.
+    TaintedSessions,
     /// Revoked, expired or used-up grants.
     Grants,
     /// Webhook deliveries delivered or given up, with their attempts.
@@ -33,22 +36,31 @@ pub enum Records {
 
 impl Records {
     /// Every kind, in the order retention prunes them.
-    pub const ALL: [Records; 6] = [
+    pub const ALL: [Records; 7] = [
         Records::Actions,
         Records::GrantRequests,
         Records::Plans,
         Records::Sessions,
+        Records::TaintedSessions,
         Records::Grants,
         Records::Deliveries,
     ];
 
-    /// The kind's table, also its name in logs.
+    /// The kind's name in logs.
     pub fn name(self) -> &'static str {
+        match self {
+            Records::TaintedSessions => "tainted_sessions",
+            kind => kind.table(),
+        }
+    }
+
+    /// The kind's table.
+    fn table(self) -> &'static str {
         match self {
             Records::Actions => "actions",
             Records::GrantRequests => "grant_requests",
             Records::Plans => "plans",
-            Records::Sessions => "sessions",
+            Records::Sessions | Records::TaintedSessions => "sessions",
             Records::Grants => "grants",
             Records::Deliveries => "deliveries",
         }
@@ -75,7 +87,7 @@ impl Records {
                 ("connector_outbox", "item", "pl:"),
             ],
             Records::Deliveries => &[("delivery_attempts", "delivery_id", "")],
-            Records::Sessions | Records::Grants => &[],
+            Records::Sessions | Records::TaintedSessions | Records::Grants => &[],
         }
     }
 
@@ -93,7 +105,7 @@ impl Records {
             Records::GrantRequests => Some(format!("grq_{}", id.simple())),
             Records::Plans => Some(format!("pln_{}", id.simple())),
             Records::Grants => Some(format!("grt_{}", id.simple())),
-            Records::Sessions => None,
+            Records::Sessions | Records::TaintedSessions => None,
         }
     }
 
@@ -123,19 +135,25 @@ impl Records {
                 q.push("status <> 'pending' AND COALESCE(decided_at, created_at) < ")
                     .push_bind(cutoff);
             }
-            Records::Sessions => {
-                // Only an untainted one that nothing refers to any more: a
-                // tainted one is kept (its id reused later, by a runtime
-                // resuming its conversation, is still tainted); one with
-                // an action left (a pending one would be tainted by its
+            Records::Sessions | Records::TaintedSessions => {
+                // Only one that nothing refers to any more: one with an
+                // action left (a pending one would be tainted by its
                 // approval), a grant not revoked, a pending grant request
                 // (approving it must find the session ended, not open it
-                // again with a grant), a session naming it as its taint
+                // again with a grant), or a session naming it as its taint
                 // carrier (a key's MCP session, which a taint recorded
-                // there later must reach), or a taint that lives in its
-                // actions (opened before migration 0019) is kept.
-                q.push(
-                    "ended_at IS NOT NULL AND tainted_by IS NULL AND taint_complete = 1 \
+                // there later must reach) is kept. A tainted one is a kind
+                // of its own, kept longer (its id reused later, by a
+                // runtime resuming its conversation, is still tainted);
+                // an untainted one whose taint lives in its actions
+                // (opened before migration 0019) is kept.
+                q.push(if self == Records::Sessions {
+                    "tainted_by IS NULL AND taint_complete = 1 AND "
+                } else {
+                    "tainted_by IS NOT NULL AND "
+                })
+                .push(
+                    "ended_at IS NOT NULL \
                      AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.session = sessions.id) \
                      AND NOT EXISTS (SELECT 1 FROM grants g \
                        WHERE g.session = sessions.id AND g.revoked_at IS NULL) \
@@ -175,7 +193,7 @@ where
     for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
-    let mut q = QueryBuilder::new(format!("SELECT id FROM {} WHERE ", kind.name()));
+    let mut q = QueryBuilder::new(format!("SELECT id FROM {} WHERE ", kind.table()));
     if let Some(bound) = kind.id_bound(cutoff) {
         q.push("id < ").push_bind(bound).push(" AND ");
     }
@@ -191,7 +209,7 @@ where
     for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
-    let mut q = QueryBuilder::new(format!("DELETE FROM {} WHERE id IN (", kind.name()));
+    let mut q = QueryBuilder::new(format!("DELETE FROM {} WHERE id IN (", kind.table()));
     let mut list = q.separated(", ");
     for id in ids {
         list.push_bind(id.clone());

@@ -340,6 +340,68 @@ async fn an_ended_session_stays_while_a_request_or_a_carried_session_names_it(ki
     );
 }
 
+/// An ended session that was tainted is not an untainted one's kind: only
+/// its own retention deletes it, once nothing refers to it.
+async fn a_tainted_session_goes_only_by_its_own_retention(kind: Kind) {
+    let Some((store, _held)) = open(kind).await else {
+        return;
+    };
+    let long_ago = Utc::now() - Duration::hours(1);
+    store
+        .touch_session("a".into(), "read-web".into(), None, long_ago)
+        .await
+        .unwrap();
+    store
+        .taint_session(
+            "read-web".into(),
+            "act-1".into(),
+            "tool:WebFetch:https://example.test/".into(),
+        )
+        .await
+        .unwrap();
+    store
+        .end_session("read-web".into(), "op".into(), long_ago)
+        .await
+        .unwrap();
+    let ahead = Utc::now() + Duration::minutes(1);
+    assert_eq!(
+        store
+            .prune_records(Records::Sessions, ahead, 500)
+            .await
+            .unwrap(),
+        0
+    );
+    assert!(
+        store
+            .get_session("read-web", long_ago)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        store
+            .prune_records(Records::TaintedSessions, long_ago, 500)
+            .await
+            .unwrap(),
+        0,
+        "ended after the cutoff"
+    );
+    assert_eq!(
+        store
+            .prune_records(Records::TaintedSessions, ahead, 500)
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(
+        store
+            .get_session("read-web", long_ago)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
 /// The actions of a session opened before taints were recorded on its row
 /// (`taint_complete` 0, none recorded) are where its taint is read from:
 /// they stay while it does; ended, it stays too.
@@ -409,4 +471,5 @@ crate::conformance!(
     a_session_whose_taint_lives_in_its_actions_keeps_them,
     a_used_up_grant_goes_counted_from_its_last_use,
     an_ended_session_stays_while_a_request_or_a_carried_session_names_it,
+    a_tainted_session_goes_only_by_its_own_retention,
 );
