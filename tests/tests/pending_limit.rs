@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 
 use crate::audit::export;
 use crate::common;
-use common::daemon::{Daemon, agent_key, register_handler, request_action, role_key, status_json};
+use common::daemon::{
+    Daemon, agent_key, files_handler, register_handler, request_action, role_key, status_json,
+};
 use common::{call, client};
 
 async fn pending_of(http: &reqwest::Client, base: &str, operator: &str, agent: &str) -> usize {
@@ -99,17 +101,7 @@ async fn the_limit_holds_for_actions_and_grant_requests_under_a_race_and_per_age
     let operator = role_key(&http, &d.base, &admin, "operator").await;
     let agent = agent_key(&http, &d.base, &admin, "bot").await;
     let other = agent_key(&http, &d.base, &admin, "other").await;
-    register_handler(
-        &http,
-        &d.base,
-        &admin,
-        json!({
-            "id": "files", "name": "Files", "url": "http://127.0.0.1:9/hook",
-            "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object"}}],
-            "actions": [{"name": "write", "permission": "fs.write", "params_schema": {"type": "object"}}]
-        }),
-    )
-    .await;
+    register_handler(&http, &d.base, &admin, files_handler()).await;
 
     // 30 requests at once: exactly 5 are stored, the rest get 429.
     let mut racing = Vec::new();

@@ -10,7 +10,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::common;
-use common::daemon::{Daemon, agent_key, register_handler, role_key};
+use common::daemon::{Daemon, agent_key, files_handler, register_handler, role_key};
 use common::{call, client};
 
 /// `GET` of a listing that must answer a bare array; its items.
@@ -83,17 +83,7 @@ async fn a_queue_longer_than_a_listing_is_paged_oldest_first() {
     let http = client();
     let admin = d.admin_key();
     let operator = role_key(&http, &d.base, &admin, "operator").await;
-    register_handler(
-        &http,
-        &d.base,
-        &admin,
-        json!({
-            "id": "files", "name": "Files", "url": "http://127.0.0.1:9/hook",
-            "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object"}}],
-            "actions": [{"name": "write", "permission": "fs.write", "params_schema": {"type": "object"}}]
-        }),
-    )
-    .await;
+    register_handler(&http, &d.base, &admin, files_handler()).await;
     let mut agents = Vec::new();
     for name in ["a1", "a2", "a3"] {
         agents.push(agent_key(&http, &d.base, &admin, name).await);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::daemon::{Daemon, agent_key, register_handler, role_key};
+use crate::common::daemon::{Daemon, agent_key, files_handler, register_handler, role_key};
 use crate::common::pg_cluster::Cluster;
 use crate::common::{call, client};
 
@@ -258,17 +258,7 @@ async fn paging_goes_on_past_an_item_retention_deleted() {
     let admin = d.admin_key();
     let agent = agent_key(&http, &d.base, &admin, "bot").await;
     let op = role_key(&http, &d.base, &admin, "operator").await;
-    register_handler(
-        &http,
-        &d.base,
-        &admin,
-        json!({
-            "id": "files", "name": "Files", "url": "http://127.0.0.1:9/hook",
-            "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object"}}],
-            "actions": [{"name": "write", "permission": "fs.write", "params_schema": {"type": "object"}}]
-        }),
-    )
-    .await;
+    register_handler(&http, &d.base, &admin, files_handler()).await;
     let id = |v: Value| v["id"].as_str().unwrap().to_owned();
     let mut plans = Vec::new();
     let mut requests = Vec::new();

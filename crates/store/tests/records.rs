@@ -27,6 +27,12 @@ fn action(result: DecisionResult) -> NewAction {
     }
 }
 
+/// How many records of `kind` settled before `cutoff` retention deletes,
+/// at most `limit`.
+async fn prune(store: &Store, kind: Records, cutoff: chrono::DateTime<Utc>, limit: i64) -> u64 {
+    store.prune_records(kind, cutoff, limit).await.unwrap()
+}
+
 async fn settled_records_go_with_what_refers_to_them_and_live_ones_stay(kind: Kind) {
     let Some((store, _held)) = open(kind).await else {
         return;
@@ -100,36 +106,14 @@ async fn settled_records_go_with_what_refers_to_them_and_live_ones_stay(kind: Ki
     // Settled just now: not before a cutoff an hour ago.
     let past = Utc::now() - Duration::hours(1);
     for kind in Records::ALL {
-        assert_eq!(
-            store.prune_records(kind, past, 500).await.unwrap(),
-            0,
-            "{kind:?}"
-        );
+        assert_eq!(prune(&store, kind, past, 500).await, 0, "{kind:?}");
     }
     // Before a cutoff just ahead: the three settled actions and the
     // delivered delivery go, the pending ones stay.
     let ahead = Utc::now() + Duration::minutes(1);
-    assert_eq!(
-        store
-            .prune_records(Records::Actions, ahead, 2)
-            .await
-            .unwrap(),
-        2
-    );
-    assert_eq!(
-        store
-            .prune_records(Records::Actions, ahead, 2)
-            .await
-            .unwrap(),
-        1
-    );
-    assert_eq!(
-        store
-            .prune_records(Records::Actions, ahead, 2)
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(prune(&store, Records::Actions, ahead, 2).await, 2);
+    assert_eq!(prune(&store, Records::Actions, ahead, 2).await, 1);
+    assert_eq!(prune(&store, Records::Actions, ahead, 2).await, 0);
     assert!(matches!(
         store.get_action(&settled.id).await,
         Err(StoreError::NotFound)
@@ -161,13 +145,7 @@ async fn settled_records_go_with_what_refers_to_them_and_live_ones_stay(kind: Ki
             .len(),
         2
     );
-    assert_eq!(
-        store
-            .prune_records(Records::Deliveries, ahead, 500)
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(prune(&store, Records::Deliveries, ahead, 500).await, 1);
     let left = store
         .list_deliveries(&sub.id, None, None, 10)
         .await
@@ -227,10 +205,7 @@ async fn a_used_up_grant_goes_counted_from_its_last_use(kind: Kind) {
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let ahead = Utc::now() + Duration::minutes(1);
     assert_eq!(
-        store
-            .prune_records(Records::Grants, ahead, 500)
-            .await
-            .unwrap(),
+        prune(&store, Records::Grants, ahead, 500).await,
         0,
         "a grant with a use left"
     );
@@ -239,20 +214,8 @@ async fn a_used_up_grant_goes_counted_from_its_last_use(kind: Kind) {
     store.insert_action(last_use).await.unwrap();
     assert_eq!(store.get_grant(&id).await.unwrap().uses_left, Some(0));
     // Granted before `between`, used up after it.
-    assert_eq!(
-        store
-            .prune_records(Records::Grants, between, 500)
-            .await
-            .unwrap(),
-        0
-    );
-    assert_eq!(
-        store
-            .prune_records(Records::Grants, ahead, 500)
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(prune(&store, Records::Grants, between, 500).await, 0);
+    assert_eq!(prune(&store, Records::Grants, ahead, 500).await, 1);
     assert!(matches!(
         store.get_grant(&id).await,
         Err(StoreError::NotFound)
@@ -302,13 +265,13 @@ async fn an_ended_session_stays_while_a_request_or_a_carried_session_names_it(ki
             .unwrap();
     }
     let ahead = Utc::now() + Duration::minutes(1);
-    let prune = || store.prune_records(Records::Sessions, ahead, 500);
-    assert_eq!(prune().await.unwrap(), 0, "both are named");
+    let sessions = || prune(&store, Records::Sessions, ahead, 500);
+    assert_eq!(sessions().await, 0, "both are named");
     store
         .deny_grant_request(&request.id, "op".to_owned(), None)
         .await
         .unwrap();
-    assert_eq!(prune().await.unwrap(), 1, "the request was decided");
+    assert_eq!(sessions().await, 1, "the request was decided");
     assert!(
         store
             .get_session("asked", long_ago)
@@ -321,7 +284,7 @@ async fn an_ended_session_stays_while_a_request_or_a_carried_session_names_it(ki
         .await
         .unwrap();
     // s1 goes first; its carrier, named by nothing now, next.
-    assert_eq!(prune().await.unwrap(), 1);
+    assert_eq!(sessions().await, 1);
     assert!(store.get_session("s1", long_ago).await.unwrap().is_none());
     assert!(
         store
@@ -330,7 +293,7 @@ async fn an_ended_session_stays_while_a_request_or_a_carried_session_names_it(ki
             .unwrap()
             .is_some()
     );
-    assert_eq!(prune().await.unwrap(), 1);
+    assert_eq!(sessions().await, 1);
     assert!(
         store
             .get_session("mcp-k", long_ago)
@@ -364,13 +327,7 @@ async fn a_tainted_session_goes_only_by_its_own_retention(kind: Kind) {
         .await
         .unwrap();
     let ahead = Utc::now() + Duration::minutes(1);
-    assert_eq!(
-        store
-            .prune_records(Records::Sessions, ahead, 500)
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(prune(&store, Records::Sessions, ahead, 500).await, 0);
     assert!(
         store
             .get_session("read-web", long_ago)
@@ -379,20 +336,11 @@ async fn a_tainted_session_goes_only_by_its_own_retention(kind: Kind) {
             .is_some()
     );
     assert_eq!(
-        store
-            .prune_records(Records::TaintedSessions, long_ago, 500)
-            .await
-            .unwrap(),
+        prune(&store, Records::TaintedSessions, long_ago, 500).await,
         0,
         "ended after the cutoff"
     );
-    assert_eq!(
-        store
-            .prune_records(Records::TaintedSessions, ahead, 500)
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(prune(&store, Records::TaintedSessions, ahead, 500).await, 1);
     assert!(
         store
             .get_session("read-web", long_ago)
@@ -424,24 +372,12 @@ async fn a_session_whose_taint_lives_in_its_actions_keeps_them(kind: Kind) {
     )
     .await;
     let ahead = Utc::now() + Duration::minutes(1);
-    assert_eq!(
-        store
-            .prune_records(Records::Actions, ahead, 500)
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(prune(&store, Records::Actions, ahead, 500).await, 0);
     store
         .end_session("old".to_owned(), "test".to_owned(), long_ago)
         .await
         .unwrap();
-    assert_eq!(
-        store
-            .prune_records(Records::Sessions, ahead, 500)
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(prune(&store, Records::Sessions, ahead, 500).await, 0);
     // Once its taint is on its row, the actions may go, then the session.
     crate::backends::execute_raw(
         &held,
@@ -449,20 +385,8 @@ async fn a_session_whose_taint_lives_in_its_actions_keeps_them(kind: Kind) {
         "UPDATE sessions SET taint_complete = 1 WHERE id = 'old'",
     )
     .await;
-    assert_eq!(
-        store
-            .prune_records(Records::Actions, ahead, 500)
-            .await
-            .unwrap(),
-        1
-    );
-    assert_eq!(
-        store
-            .prune_records(Records::Sessions, ahead, 500)
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(prune(&store, Records::Actions, ahead, 500).await, 1);
+    assert_eq!(prune(&store, Records::Sessions, ahead, 500).await, 1);
 }
 
 crate::conformance!(

@@ -287,6 +287,16 @@ pub async fn set_profile(
     assert!((200..300).contains(&s), "{b}");
 }
 
+/// A handler `files` with one permission, `fs.write` (any scope), and one
+/// action, `write`; its webhook goes nowhere.
+pub fn files_handler() -> Value {
+    serde_json::json!({
+        "id": "files", "name": "Files", "url": "http://127.0.0.1:9/hook",
+        "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object"}}],
+        "actions": [{"name": "write", "permission": "fs.write", "params_schema": {"type": "object"}}]
+    })
+}
+
 /// Registers a handler (admin key); its webhook secret.
 pub async fn register_handler(
     client: &reqwest::Client,
