@@ -349,8 +349,19 @@ async fn kill_9_of_a_node_under_load_loses_nothing_acknowledged() {
         assert_eq!(runs.get(id), Some(&1), "runs of {id}");
         assert_eq!(started.get(id), Some(&1), "deliveries started of {id}");
     }
+    // Nothing ran twice. Each acknowledged command made its directory; so
+    // may one a load worker sent to the third daemon as it was killed
+    // (stored and sent, its answer lost with the daemon): at most one per
+    // worker.
+    for (id, n) in &runs {
+        assert_eq!(*n, 1, "runs of {id}");
+    }
     let made = std::fs::read_dir(root.join("out")).unwrap().count();
-    assert_eq!(made, ran.len(), "one directory per acknowledged command");
+    assert!(
+        (ran.len()..=ran.len() + 6).contains(&made),
+        "{made} directories for {} acknowledged commands",
+        ran.len()
+    );
     // Nothing is left running or waiting to be sent once the leases of
     // what the killed daemon took (acknowledged or not) have lapsed.
     let until = Instant::now() + Duration::from_secs(20);
