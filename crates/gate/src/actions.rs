@@ -18,6 +18,9 @@ use crate::policy::{NeededPermission, validate_tool};
 use crate::waiters::Registration;
 use crate::{Caller, ErrorCode, Gate, GateError, GateResult};
 
+/// The gauge of long-polls waiting for an action to settle.
+const LONG_POLLS_OPEN: &str = "actiongate_long_polls_open";
+
 /// Most characters of a detail, an outcome's error text.
 pub const MAX_DETAIL: usize = 64 * 1024;
 /// Most characters of a reason or note.
@@ -512,14 +515,14 @@ impl Gate {
 
     /// Waits up to `wait` for action `id` to settle; the action then.
     pub async fn wait_settled(&self, id: &str, wait: Duration) -> GateResult<Action> {
-        let _open = LongPollOpen::new();
+        let _open = crate::OpenGauge::new(LONG_POLLS_OPEN);
         Ok(self.waiters().wait_for_action(id, wait).await?)
     }
 
     /// [`Gate::wait_settled`] for a waiter registered before its action was
     /// stored (and seen unsettled).
     async fn wait_settled_from(&self, reg: Registration<'_>, wait: Duration) -> GateResult<Action> {
-        let _open = LongPollOpen::new();
+        let _open = crate::OpenGauge::new(LONG_POLLS_OPEN);
         Ok(self.waiters().wait_for_action_from(reg, wait).await?)
     }
 
@@ -615,22 +618,5 @@ impl Gate {
             None
         };
         Ok((items, next_cursor))
-    }
-}
-
-/// One long-poll counted in `actiongate_long_polls_open` while it lives:
-/// also when its client goes away mid-wait and the wait is dropped.
-struct LongPollOpen;
-
-impl LongPollOpen {
-    fn new() -> LongPollOpen {
-        metrics::gauge!("actiongate_long_polls_open").increment(1.0);
-        LongPollOpen
-    }
-}
-
-impl Drop for LongPollOpen {
-    fn drop(&mut self) {
-        metrics::gauge!("actiongate_long_polls_open").decrement(1.0);
     }
 }

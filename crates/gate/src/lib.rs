@@ -44,6 +44,8 @@ pub mod grant_requests;
 pub mod grants;
 pub mod handler_spec;
 pub mod holds;
+mod open_gauge;
+pub use open_gauge::OpenGauge;
 pub mod notify;
 pub mod outbound;
 pub mod paging;

@@ -290,7 +290,7 @@ fn field_error(text: &str) -> FieldError {
 
 /// Whether the request says its body is JSON: `application/json` or
 /// `application/<anything>+json`, parameters ignored.
-fn has_json_content_type(headers: &HeaderMap) -> bool {
+pub(crate) fn has_json_content_type(headers: &HeaderMap) -> bool {
     let Some(value) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

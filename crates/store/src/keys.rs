@@ -46,6 +46,15 @@ where
     q
 }
 
+/// Those of `chunk` not among `active` (what [`active_among`] answered).
+pub(crate) fn not_active(chunk: &[String], active: Vec<String>) -> impl Iterator<Item = String> {
+    let active: std::collections::HashSet<String> = active.into_iter().collect();
+    chunk
+        .iter()
+        .filter(move |id| !active.contains(*id))
+        .cloned()
+}
+
 pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<ApiKey, StoreError> {
     let role: String = row.try_get("role")?;
     Ok(ApiKey {
@@ -140,8 +149,8 @@ impl SqliteStore {
         let mut inactive = Vec::new();
         for chunk in ids.chunks(crate::keys::KEYS_PER_READ) {
             let mut q = crate::keys::active_among::<sqlx::Sqlite>(chunk);
-            let active: Vec<String> = q.build_query_scalar().fetch_all(&self.read).await?;
-            inactive.extend(chunk.iter().filter(|id| !active.contains(id)).cloned());
+            let active = q.build_query_scalar().fetch_all(&self.read).await?;
+            inactive.extend(crate::keys::not_active(chunk, active));
         }
         Ok(inactive)
     }

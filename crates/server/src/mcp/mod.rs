@@ -111,15 +111,7 @@ async fn authenticate(State(state): State<AppState>, request: Request, next: Nex
 /// a batch, which MCP no longer has) 415 even when it was sent as JSON:
 /// that is a bad body, see [`unreadable_message`].
 async fn problem_bodies(request: Request, next: Next) -> Response {
-    let sent_json = request
-        .headers()
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| {
-            ct.split(';')
-                .next()
-                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-        });
+    let sent_json = crate::error::has_json_content_type(request.headers());
     let resp = next.run(request).await;
     let status = resp.status();
     let is_json = resp

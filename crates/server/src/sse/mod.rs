@@ -80,21 +80,8 @@ pub struct Timing {
     pub retry: Duration,
 }
 
-/// Counts open streams for `/metrics`.
-struct OpenGauge;
-
-impl OpenGauge {
-    fn new() -> OpenGauge {
-        metrics::gauge!("actiongate_sse_streams_open").increment(1.0);
-        OpenGauge
-    }
-}
-
-impl Drop for OpenGauge {
-    fn drop(&mut self) {
-        metrics::gauge!("actiongate_sse_streams_open").decrement(1.0);
-    }
-}
+/// The gauge of open event streams on `/metrics`.
+const STREAMS_OPEN: &str = "actiongate_sse_streams_open";
 
 fn retry_line(retry: Duration) -> Bytes {
     Bytes::from(format!("retry: {}\n\n", retry.as_millis()))
@@ -171,7 +158,7 @@ pub fn log_stream(
     key: KeyGuard,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> {
     async_stream::stream! {
-        let _open = OpenGauge::new();
+        let _open = actiongate_gate::OpenGauge::new(STREAMS_OPEN);
         yield Ok(retry_line(timing.retry));
         if let Some(reset) = &start.reset {
             yield Ok(reset_message(reset));
@@ -400,7 +387,7 @@ pub fn action_stream(
     key: KeyGuard,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> {
     async_stream::stream! {
-        let _open = OpenGauge::new();
+        let _open = actiongate_gate::OpenGauge::new(STREAMS_OPEN);
         yield Ok(retry_line(timing.retry));
         let mut last = 0;
         let mut done = settled;

@@ -88,8 +88,8 @@ impl Postgres {
         let mut inactive = Vec::new();
         for chunk in ids.chunks(crate::keys::KEYS_PER_READ) {
             let mut q = crate::keys::active_among::<sqlx::Postgres>(chunk);
-            let active: Vec<String> = q.build_query_scalar().fetch_all(&self.pool).await?;
-            inactive.extend(chunk.iter().filter(|id| !active.contains(id)).cloned());
+            let active = q.build_query_scalar().fetch_all(&self.pool).await?;
+            inactive.extend(crate::keys::not_active(chunk, active));
         }
         Ok(inactive)
     }
