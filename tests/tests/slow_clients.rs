@@ -123,6 +123,41 @@ async fn connections_that_send_no_request_in_time_are_cut_off_and_waits_are_not(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_alive_connection_is_told_how_long_it_may_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        dir.path(),
+        &[("ACTIONGATE_HTTP__REQUEST_READ_SECONDS", "2")],
+    );
+    let mut s = TcpStream::connect(addr(&d)).await.unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let answered = Instant::now();
+    let (answer, took) = until_closed(&mut s, Duration::from_secs(10)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let head = answer.to_ascii_lowercase();
+    assert!(head.contains("\r\nkeep-alive: timeout=2\r\n"), "{answer}");
+    // Closed once idle that long, not before.
+    assert!(took >= Duration::from_millis(1800), "{took:?}");
+    assert!(
+        answered.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        answered.elapsed()
+    );
+
+    // Whatever the route answers, the header is there (an error too).
+    let r = client()
+        .get(format!("{}/v1/actions", d.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(r.headers()["keep-alive"], "timeout=2");
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_max_connections_a_new_one_waits_until_one_closes() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(dir.path(), &[("ACTIONGATE_HTTP__MAX_CONNECTIONS", "4")]);

@@ -16,6 +16,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
+use axum::http::header;
 use axum::middleware::Next;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -36,14 +37,23 @@ pub async fn serve(
     read: Duration,
     shutdown: CancellationToken,
 ) {
+    let keep_alive = keep_alive_header(read);
     let app = app.layer(axum::middleware::from_fn(
-        move |req: Request, next: Next| async move {
-            let (parts, body) = req.into_parts();
-            let body = Body::new(Deadline {
-                inner: body,
-                late: Box::pin(tokio::time::sleep(read)),
-            });
-            next.run(Request::from_parts(parts, body)).await
+        move |req: Request, next: Next| {
+            let keep_alive = keep_alive.clone();
+            async move {
+                let (parts, body) = req.into_parts();
+                let body = Body::new(Deadline {
+                    inner: body,
+                    late: Box::pin(tokio::time::sleep(read)),
+                });
+                let mut response = next.run(Request::from_parts(parts, body)).await;
+                response
+                    .headers_mut()
+                    .entry(header::HeaderName::from_static("keep-alive"))
+                    .or_insert(keep_alive);
+                response
+            }
         },
     ));
     let graceful = GracefulShutdown::new();
@@ -68,6 +78,16 @@ pub async fn serve(
         });
     }
     graceful.shutdown().await;
+}
+
+/// `Keep-Alive: timeout=N`: how long a kept-alive connection may stay idle
+/// before the daemon closes it (`read`, whole seconds, rounded down). A
+/// client that honours it (undici, Node's `fetch`) stops reusing the
+/// connection before then, instead of sending a request down a connection
+/// the daemon is closing and losing it.
+fn keep_alive_header(read: Duration) -> header::HeaderValue {
+    header::HeaderValue::from_str(&format!("timeout={}", read.as_secs().max(1)))
+        .expect("digits are a valid header value")
 }
 
 /// Most bytes a connection buffers: the request head must fit (larger
