@@ -2,7 +2,7 @@
 //! (`sk_live_…`, `ghp_…`, `xoxb-…`, `AKIA…`, JWTs), `-u user:pass`,
 //! `Authorization:` headers, `Bearer …`, `password=…` (and other
 //! credential-named keys), `--password …`, `scheme://user:pass@host` and
-//! the body of a PEM private key (to its end, or to the end of the text).
+//! the body of a PEM private key written on one line.
 //!
 //! The same rules live in the web page (`crates/server/web/secrets.js`);
 //! both are checked against one table of cases,
@@ -16,7 +16,12 @@
 //! escape (one of [`ACTIVE`]) is shown whole, so a mask can never hide
 //! what would run (`-u admin:$(curl …|sh)`) or how far a scope reaches
 //! (`deploy:*`). Nor is a value starting with `@`: `curl -F token=@file`
-//! uploads that file, so the value names what runs.
+//! uploads that file, so the value names what runs. Nor does a mask ever
+//! cover a line break: a shell runs each line, so a mask over one could
+//! hide a command (`# -----BEGIN PRIVATE KEY-----` and the lines after
+//! it). A private key written over several lines is so shown whole; a
+//! chat card shows it nowhere, and approves nothing from chat
+//! ([`private_key_over_lines`]).
 
 use std::ops::Range;
 use std::sync::LazyLock;
@@ -45,8 +50,34 @@ const RULES: &[&str] = &[
     r"(?i)\b(?:x-)?api-key:\s*([^\s'\x22]+)",
     r"(?i)\b[A-Za-z0-9_.-]*?(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)[A-Za-z0-9_.-]*\s*=\s*['\x22]?([^\s'\x22&;]+)",
     r"(?i)--(?:password|passwd|token|secret|api-key|access-key)\s+([^\s'\x22-][^\s'\x22]*)",
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----([\s\S]+?)(?:-----END|$)",
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----([^\n\r\v\f\x{85}\x{2028}\x{2029}]+?)(?:-----END|$)",
 ];
+
+/// What starts a new line to a terminal, a page or a chat: a mask never
+/// covers one.
+pub const LINE_BREAKS: &[char] = &[
+    '\n', '\r', '\u{b}', '\u{c}', '\u{85}', '\u{2028}', '\u{2029}',
+];
+
+/// The start of a PEM private key (`-----BEGIN OPENSSH PRIVATE KEY-----`).
+static PRIVATE_KEY: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----").ok());
+
+/// Whether `text` holds the start of a private key with a line break
+/// after it: a key written over several lines, which masking leaves whole
+/// (a mask never covers a line break). Fails closed: true when the pattern
+/// could not be built.
+pub fn private_key_over_lines(text: &str) -> bool {
+    match PRIVATE_KEY.as_ref() {
+        Some(re) => re.find_iter(text).any(|m| {
+            let rest = &text[m.end()..];
+            // Over lines unless it ends on the line it starts.
+            rest.find(LINE_BREAKS)
+                .is_some_and(|nl| !rest[..nl].contains("-----END"))
+        }),
+        None => true,
+    }
+}
 
 /// The characters that make a value more than a literal to a shell (or a
 /// pattern to a grant's scope): a value holding one is never masked.
@@ -77,6 +108,9 @@ pub fn secret_ranges(text: &str) -> Vec<Range<usize>> {
             if let Some(m) = caps.get(1)
                 && !m.is_empty()
                 && !m.as_str().contains(ACTIVE)
+                // A shell runs each line: a mask over a line break could
+                // hide a command.
+                && !m.as_str().contains(LINE_BREAKS)
                 // `-F token=@file` uploads the file: it names what runs.
                 && !m.as_str().starts_with('@')
             {
@@ -115,6 +149,26 @@ mod tests {
     #[test]
     fn every_rule_compiles() {
         assert_eq!(COMPILED.len(), RULES.len());
+        assert!(PRIVATE_KEY.is_some());
+    }
+
+    #[test]
+    fn a_private_key_over_lines_is_told() {
+        assert!(private_key_over_lines(
+            "# -----BEGIN PRIVATE KEY-----\ntouch x"
+        ));
+        assert!(private_key_over_lines(
+            "a -----BEGIN EC PRIVATE KEY-----MIIE\u{2028}b"
+        ));
+        assert!(!private_key_over_lines(
+            "k=-----BEGIN PRIVATE KEY-----MIIEab-----END PRIVATE KEY-----"
+        ));
+        assert!(!private_key_over_lines(
+            "ls\n-----BEGIN PUBLIC KEY-----\nMII"
+        ));
+        assert!(!private_key_over_lines(
+            "k='-----BEGIN PRIVATE KEY-----MIIE-----END PRIVATE KEY-----'\nls"
+        ));
     }
 
     /// The table the page's copy of these rules is tested against too.

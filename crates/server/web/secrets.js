@@ -9,7 +9,9 @@
 // substitution, an expansion, a pipe, a redirection, a glob, an escape) is
 // never masked, so a mask never hides what would run or how far a scope
 // reaches; nor is one starting with `@` (curl's `-F token=@file` uploads
-// that file: it names what runs, not a secret).
+// that file: it names what runs, not a secret). Nor does a mask ever cover
+// a line break (a shell runs each line: a mask over one could hide a
+// command), so a private key written over several lines is shown whole.
 
 /** What a masked secret is shown as. */
 export const MASK = '••••';
@@ -34,11 +36,14 @@ const RULES = [
   String.raw`(?i)\b(?:x-)?api-key:\s*([^\s'\x22]+)`,
   String.raw`(?i)\b[A-Za-z0-9_.-]*?(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)[A-Za-z0-9_.-]*\s*=\s*['\x22]?([^\s'\x22&;]+)`,
   String.raw`(?i)--(?:password|passwd|token|secret|api-key|access-key)\s+([^\s'\x22-][^\s'\x22]*)`,
-  String.raw`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----([\s\S]+?)(?:-----END|$)`,
+  String.raw`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----([^\n\r\v\f\u0085\u2028\u2029]+?)(?:-----END|$)`,
 ].map((r) => (r.startsWith('(?i)') ? new RegExp(r.slice(4), 'gdiu') : new RegExp(r, 'gdu')));
 
 /** Characters that make a value more than a literal (the daemon's `ACTIVE`). */
 const ACTIVE = /[$`()|;&<>*?[\]{}\\]/;
+
+/** What starts a new line (the daemon's `LINE_BREAKS`): never masked. */
+const LINE_BREAK = /[\n\r\v\f\u0085\u2028\u2029]/;
 
 /** [start, end) ranges of `text` that look like secrets, sorted and merged. */
 export function secretRanges(text) {
@@ -47,7 +52,7 @@ export function secretRanges(text) {
     re.lastIndex = 0;
     for (const m of String(text).matchAll(re)) {
       const [s, e] = m.indices[1] || [0, 0];
-      if (e > s && !ACTIVE.test(m[1]) && !m[1].startsWith('@')) found.push([s, e]);
+      if (e > s && !ACTIVE.test(m[1]) && !LINE_BREAK.test(m[1]) && !m[1].startsWith('@')) found.push([s, e]);
     }
   }
   found.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
