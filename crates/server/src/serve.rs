@@ -48,10 +48,12 @@ pub async fn serve(
                     late: Box::pin(tokio::time::sleep(read)),
                 });
                 let mut response = next.run(Request::from_parts(parts, body)).await;
-                response
-                    .headers_mut()
-                    .entry(header::HeaderName::from_static("keep-alive"))
-                    .or_insert(keep_alive);
+                if let Some(v) = keep_alive {
+                    response
+                        .headers_mut()
+                        .entry(header::HeaderName::from_static("keep-alive"))
+                        .or_insert(v);
+                }
                 response
             }
         },
@@ -85,9 +87,8 @@ pub async fn serve(
 /// client that honours it (undici, Node's `fetch`) stops reusing the
 /// connection before then, instead of sending a request down a connection
 /// the daemon is closing and losing it.
-fn keep_alive_header(read: Duration) -> header::HeaderValue {
-    header::HeaderValue::from_str(&format!("timeout={}", read.as_secs().max(1)))
-        .expect("digits are a valid header value")
+fn keep_alive_header(read: Duration) -> Option<header::HeaderValue> {
+    header::HeaderValue::from_str(&format!("timeout={}", read.as_secs().max(1))).ok()
 }
 
 /// Most bytes a connection buffers: the request head must fit (larger
