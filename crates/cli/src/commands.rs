@@ -12,7 +12,7 @@ use super::args::{
     ApproveArgs, CheckArgs, DenyArgs, GrantArgs, GrantsArgs, PendingArgs, ReplyArgs, RequestArgs,
     RevokeArgs, ShowArgs,
 };
-use super::http::{Api, ClientError, exit_for_status, path_segment, query_value, report};
+use super::http::{Api, ClientError, exit_for_action, path_segment, query_value, report};
 use super::output::{self, clip, one_line, or_dash, relative, s, table};
 use super::{Common, Exit};
 
@@ -467,7 +467,7 @@ pub async fn request(args: RequestArgs) -> Exit {
         } else {
             println!("{}", output::action_line(&action));
         }
-        Ok(exit_for_status(s(&action, "status")))
+        Ok(exit_for_action(&action))
     })
     .await
 }

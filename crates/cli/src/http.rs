@@ -507,6 +507,19 @@ pub fn is_settled(action: &Value) -> bool {
     }
 }
 
+/// The exit code action `a` stands for: its status, except that an
+/// approval of an edited decision-only action is not a go-ahead for what
+/// was asked ([`Exit::Edited`]).
+pub fn exit_for_action(a: &serde_json::Value) -> Exit {
+    let status = a.get("status").and_then(serde_json::Value::as_str);
+    let edited = a.get("edited").and_then(serde_json::Value::as_bool) == Some(true);
+    match status {
+        Some("approved") if edited => Exit::Edited,
+        Some(s) => exit_for_status(s),
+        None => Exit::Api,
+    }
+}
+
 /// The exit code an action's status stands for.
 pub fn exit_for_status(status: &str) -> Exit {
     match status {
@@ -521,6 +534,30 @@ pub fn exit_for_status(status: &str) -> Exit {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn an_edited_approval_is_not_a_go_ahead() {
+        let a = |v: serde_json::Value| exit_for_action(&v) as u8;
+        assert_eq!(a(serde_json::json!({"status": "approved"})), 0);
+        assert_eq!(
+            a(serde_json::json!({"status": "approved", "edited": false})),
+            0
+        );
+        assert_eq!(
+            a(serde_json::json!({"status": "approved", "edited": true})),
+            7
+        );
+        assert_eq!(
+            a(serde_json::json!({"status": "completed", "edited": true})),
+            0
+        );
+        assert_eq!(
+            a(serde_json::json!({"status": "pending", "edited": true})),
+            4
+        );
+        assert_eq!(a(serde_json::json!({"status": "denied"})), 1);
+        assert_eq!(a(serde_json::json!({})), 5);
+    }
 
     #[test]
     fn problem_bodies_are_read_and_others_summarised() {

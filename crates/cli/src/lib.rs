@@ -58,6 +58,9 @@ pub enum Exit {
     Api = 5,
     /// The daemon could not be reached (or did not answer in time).
     Unreachable = 6,
+    /// Approved as an approver edited it: what was approved is not what
+    /// was asked, so it must not run as asked.
+    Edited = 7,
 }
 
 impl From<Exit> for ExitCode {

@@ -468,6 +468,34 @@ async fn request_and_check_exit_codes_follow_the_decision() {
         "{}",
         r.stdout
     );
+
+    // Approved only as an approver edited it: not a go-ahead for what was
+    // asked, exit 7 (a script gating on 0 runs nothing).
+    let asked = [
+        "request",
+        "--tool",
+        "bash",
+        "--detail",
+        "make clean-all",
+        "--idempotency-key",
+        "k2",
+    ];
+    let r = ag(&app, &agent, &asked).await;
+    assert_eq!(r.code, 4, "{r:?}");
+    let id = r.stdout.split_whitespace().next().unwrap().to_owned();
+    let (s, body) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/approve"),
+            Some(&app.operator),
+            Some(json!({"detail": "make clean-tmp"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let r = ag(&app, &agent, &asked).await;
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(r.stdout.contains("[edited]"), "{}", r.stdout);
+    assert!(r.stdout.contains("make clean-tmp"), "{}", r.stdout);
     app.stop().await;
 }
 
