@@ -203,3 +203,72 @@ async fn the_cli_shows_a_quorum_s_progress_and_names_the_person_deciding() {
     assert!(text.lines().any(|l| l.starts_with(&one)), "{text}");
     assert!(!text.contains("APPROVALS"), "{text}");
 }
+
+/// An action is edited once: once its editor's approval lapsed (the key
+/// revoked), another approver cannot edit it again, or an approval sent
+/// "as edited" by someone who read the first edit would approve a second
+/// one they never read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_action_is_edited_once_even_after_its_editor_s_approval_lapsed() {
+    let Team {
+        d,
+        http,
+        admin,
+        agent,
+        dir: _dir,
+    } = team(json!([{"pattern": "tool:deploy:prod.*", "count": 2}])).await;
+    let (ann, ann_id) = named_operator(&http, &d.base, &admin, "ann-key").await;
+    let (s, p) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/people", d.base),
+        &admin,
+        Some(json!({"name": "ann", "keys": [ann_id]})),
+    )
+    .await;
+    assert_eq!(s, 201, "{p}");
+    let bob = person_key(&http, &d.base, &admin, "bob").await;
+    let cat = person_key(&http, &d.base, &admin, "cat").await;
+
+    let id = pending(&http, &d.base, &agent, "deploy", "prod eu").await;
+    let (s, a) = approve(
+        &http,
+        &d.base,
+        &ann,
+        &id,
+        json!({"detail": "prod eu --canary 5%"}),
+    )
+    .await;
+    assert_eq!(s, 200, "{a}");
+    // Bob reads the edit; Ann's key is revoked, her approval lapses.
+    let (s, k) = call(
+        &http,
+        Method::DELETE,
+        format!("{}/v1/keys/{ann_id}", d.base),
+        &admin,
+        None,
+    )
+    .await;
+    assert!((200..300).contains(&s), "{k}");
+    // Cat cannot edit it again.
+    let (s, p) = approve(
+        &http,
+        &d.base,
+        &cat,
+        &id,
+        json!({"detail": "prod eu --all-regions", "seen": "edited"}),
+    )
+    .await;
+    assert_eq!(s, 409, "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("edited once"), "{p}");
+    let a = get(&http, &d.base, &admin, &id).await;
+    assert_eq!(a["approved_detail"], "prod eu --canary 5%", "{a}");
+    // What Bob read is still what would run: his and Cat's approvals of
+    // it settle it.
+    let (s, a) = approve(&http, &d.base, &bob, &id, json!({"seen": "edited"})).await;
+    assert_eq!(s, 200, "{a}");
+    let (s, a) = approve(&http, &d.base, &cat, &id, json!({"seen": "edited"})).await;
+    assert_eq!(s, 200, "{a}");
+    assert_eq!(a["status"], "approved", "{a}");
+    assert_eq!(a["approved_detail"], "prod eu --canary 5%", "{a}");
+}

@@ -167,6 +167,16 @@ pub(crate) fn plan(
         _ => {}
     }
     if let Some(edit) = &d.edit {
+        // Once: `seen: "edited"` names no version, so an approval of the
+        // first edit must never approve a second (its editor's approval
+        // may have lapsed meanwhile, leaving none).
+        if team.edited {
+            return Err(StoreError::Conflict(
+                "this action was edited once already, and is edited only once: approve it as \
+                 edited, or deny it to have the agent ask again"
+                    .to_owned(),
+            ));
+        }
         if !team.approvals.is_empty() {
             return Err(StoreError::Conflict(
                 "an edit comes with the first approval: others have approved what is shown; \
