@@ -57,12 +57,45 @@ pub struct CompiledRule {
     /// `approvals`), for errors.
     pub origin: Option<String>,
     regex: regex::Regex,
+    /// The same pattern as a lazy DFA, built on first need, for
+    /// [`CompiledRule::may_match_from`]; `None` inside when it cannot be.
+    prefix_dfa: std::sync::OnceLock<Option<regex_automata::hybrid::dfa::DFA>>,
 }
 
 impl CompiledRule {
     /// Whether the rule covers `action` (the whole string must match).
     pub fn matches(&self, action: &str) -> bool {
         self.regex.is_match(action)
+    }
+
+    /// Whether some action string starting with `prefix` could match the
+    /// rule: `tool:bash:rm( .*)?` may match from `tool:bash:`, not from
+    /// `tool:deploy:`. For an action whose programs the analyser cannot
+    /// name (`$RM -rf x`): every rule that may match what it could be
+    /// governs it. Fails closed: true when the answer is not known (the
+    /// pattern needs what a lazy DFA cannot do, or its cache gave up).
+    pub fn may_match_from(&self, prefix: &str) -> bool {
+        use regex_automata::{Anchored, Input};
+        let Some(dfa) = self
+            .prefix_dfa
+            .get_or_init(|| regex_automata::hybrid::dfa::DFA::new(self.regex.as_str()).ok())
+        else {
+            return true;
+        };
+        let mut cache = dfa.create_cache();
+        let input = Input::new(prefix).anchored(Anchored::Yes);
+        let Ok(mut state) = dfa.start_state_forward(&mut cache, &input) else {
+            return true;
+        };
+        for &b in prefix.as_bytes() {
+            match dfa.next_state(&mut cache, state, b) {
+                Ok(next) if next.is_dead() => return false,
+                Ok(next) if next.is_quit() => return true,
+                Ok(next) => state = next,
+                Err(_) => return true,
+            }
+        }
+        true
     }
 
     /// How errors name it: `approvals rule #0 (pattern `…`)`, or its origin.
@@ -133,7 +166,96 @@ pub fn compile_rule(index: usize, rule: &ApprovalRule) -> Result<CompiledRule, A
         index,
         origin: None,
         regex,
+        prefix_dfa: std::sync::OnceLock::new(),
     })
+}
+
+/// What may start a new line where a detail is shown: line feed, carriage
+/// return, vertical tab, form feed, next line, and the Unicode line and
+/// paragraph separators.
+const LINE_BREAKS: [char; 7] = [
+    '\n', '\r', '\u{0b}', '\u{0c}', '\u{85}', '\u{2028}', '\u{2029}',
+];
+
+/// A detail that is not analysed, line by line (itself when on one line):
+/// `.` stops at a line break, so a newline sent after `prod eu` would shed
+/// a rule over `prod.*` (and its count of people). Every character a
+/// terminal, a page or a chat may show as a new line starts one, so what a
+/// human reads as `prod eu` on a line of its own is governed as such.
+pub(crate) fn lines(detail: &str) -> impl Iterator<Item = &str> {
+    let many = detail.contains(LINE_BREAKS);
+    detail.split(LINE_BREAKS).filter(move |_| many)
+}
+
+/// `command` (as the analyser renders it: program, then arguments) with
+/// its program called by name rather than by path (`/bin/rm -rf x` is
+/// `rm -rf x`); `None` when no path names it.
+pub(crate) fn by_program_name(command: &str) -> Option<String> {
+    let (program, rest) = match command.split_once(' ') {
+        Some((p, r)) => (p, Some(r)),
+        None => (command, None),
+    };
+    let (_, name) = program.rsplit_once('/')?;
+    if name.is_empty() {
+        return None;
+    }
+    Some(match rest {
+        Some(r) => format!("{name} {r}"),
+        None => name.to_owned(),
+    })
+}
+
+/// Whether the analysis cannot name every program the line runs: a line
+/// it could not read (unparsable, too deep, too long), a command named by
+/// an expansion, a substitution or a pattern (`$RM`, `"$(echo rm)"`,
+/// `/bin/r?`, `rm${IFS}-rf`), a program name holding anything but
+/// letters, digits and `._+-/@%:,=~`, or a command that runs another
+/// whose text the analyser could not read (`bash -c "$X"`, `eval "$X"`).
+/// A rule over `rm` cannot be matched against such a line, so every rule
+/// that may govern its tool does.
+pub(crate) fn unclear_programs(analysis: &crate::shell::ShellAnalysis) -> bool {
+    use crate::shell::Hazard;
+    let plain = |c: char| seen_letter(c) || "._+-/@%:,=~".contains(c);
+    let runs_unread = analysis.hidden.is_empty()
+        && analysis
+            .hazards
+            .iter()
+            .any(|h| matches!(h, Hazard::RunsCommand { .. }));
+    runs_unread
+        || analysis.hazards.iter().any(|h| {
+            matches!(
+                h,
+                Hazard::Unparsable { .. }
+                    | Hazard::TooDeep
+                    | Hazard::TooLong
+                    | Hazard::HiddenCommandName { .. }
+            )
+        })
+        || analysis
+            .commands
+            .iter()
+            .chain(&analysis.hidden)
+            .any(|c| !c.split(' ').next().unwrap_or("").chars().all(plain))
+}
+
+/// Whether a detail that is not analysed may read otherwise than it
+/// matches: it starts or ends with white space, or holds a character
+/// that is neither a letter or digit of any script nor printable ASCII
+/// (a zero-width space, a bidi override, a no-break space, a soft
+/// hyphen): `p\u{200b}rod eu` reads `prod eu` but no rule over `prod.*`
+/// matches it, so every rule that may govern its tool does.
+pub(crate) fn unclear_detail(detail: &str) -> bool {
+    detail.starts_with(char::is_whitespace)
+        || detail.ends_with(char::is_whitespace)
+        || detail.chars().any(|c| {
+            !(seen_letter(c) || c == ' ' || c.is_ascii_graphic() || LINE_BREAKS.contains(&c))
+        })
+}
+
+/// A letter or digit of any script that is drawn as something: not the
+/// Hangul fillers, which are letters drawn as nothing.
+fn seen_letter(c: char) -> bool {
+    c.is_alphanumeric() && !matches!(c, '\u{115f}' | '\u{1160}' | '\u{3164}' | '\u{ffa0}')
 }
 
 /// Parses `30s`, `15m`, `2h`, `1d`, `1w` (1 to 9999 units) into seconds.

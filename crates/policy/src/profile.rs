@@ -463,6 +463,12 @@ impl Profile {
     /// `execute_command {content}`), each of its commands is matched as
     /// `tool:<handler>:<detail before the command><command>`, as deny and
     /// allow patterns judge it.
+    ///
+    /// What the analyser cannot name fails closed: a command whose program
+    /// it cannot read (`$RM -rf x`, `/bin/r? x`, a line it cannot parse),
+    /// or a detail it does not analyse holding characters a reader may
+    /// not see (`p\u{200b}rod eu`), is governed by every rule that may
+    /// match an action of its tool ([`crate::approvals::unclear`]).
     pub fn approval_rules_for(
         &self,
         action: &str,
@@ -475,6 +481,7 @@ impl Profile {
         let command = scope
             .and_then(|s| s.get(crate::grant::SHELL_SCOPE_KEY))
             .and_then(serde_json::Value::as_str);
+        let mut unclear = None;
         let segments: Vec<String> = match split_action(action) {
             Some((tool, detail)) => {
                 let part = match command.and_then(|c| detail.strip_suffix(c).map(|p| (p, c))) {
@@ -486,6 +493,8 @@ impl Profile {
                 match part {
                     Some((prefix, command, dialect)) => {
                         let analysis = crate::shell::analyze(dialect, command);
+                        unclear = crate::approvals::unclear_programs(&analysis)
+                            .then(|| format_action(tool, prefix));
                         // Each command also by its program's own name: a
                         // rule over `rm .*` governs `/bin/rm -rf /srv` (the
                         // same program, called by its path).
@@ -493,7 +502,10 @@ impl Profile {
                             .commands
                             .iter()
                             .chain(&analysis.hidden)
-                            .flat_map(|c| std::iter::once(c.clone()).chain(by_program_name(c)))
+                            .flat_map(|c| {
+                                std::iter::once(c.clone())
+                                    .chain(crate::approvals::by_program_name(c))
+                            })
                             .map(|c| format_action(tool, &format!("{prefix}{c}")))
                             .collect()
                     }
@@ -504,16 +516,21 @@ impl Profile {
                     // a terminal, a page or a chat may show as a new line
                     // starts one, so what a human reads as `prod eu` on a
                     // line of its own is governed as such.
-                    None if detail.contains(LINE_BREAKS) => detail
-                        .split(LINE_BREAKS)
-                        .map(|l| format_action(tool, l))
-                        .collect(),
-                    None => Vec::new(),
+                    None => {
+                        unclear = crate::approvals::unclear_detail(detail)
+                            .then(|| format_action(tool, ""));
+                        crate::approvals::lines(detail)
+                            .map(|l| format_action(tool, l))
+                            .collect()
+                    }
                 }
             }
             None => Vec::new(),
         };
-        let mut applies = vec![false; rules.len()];
+        let mut applies: Vec<bool> = match &unclear {
+            Some(prefix) => rules.iter().map(|r| r.may_match_from(prefix)).collect(),
+            None => vec![false; rules.len()],
+        };
         for s in std::iter::once(action).chain(segments.iter().map(String::as_str)) {
             if let Some(i) = rules.iter().position(|r| r.matches(s)) {
                 applies[i] = true;
@@ -672,31 +689,6 @@ impl From<Profile> for ProfileSpec {
     }
 }
 
-/// What may start a new line where a detail is shown: line feed, carriage
-/// return, vertical tab, form feed, next line, and the Unicode line and
-/// paragraph separators.
-const LINE_BREAKS: [char; 7] = [
-    '\n', '\r', '\u{0b}', '\u{0c}', '\u{85}', '\u{2028}', '\u{2029}',
-];
-
-/// `command` (as the analyser renders it: program, then arguments) with
-/// its program called by name rather than by path (`/bin/rm -rf x` is
-/// `rm -rf x`); `None` when no path names it.
-fn by_program_name(command: &str) -> Option<String> {
-    let (program, rest) = match command.split_once(' ') {
-        Some((p, r)) => (p, Some(r)),
-        None => (command, None),
-    };
-    let (_, name) = program.rsplit_once('/')?;
-    if name.is_empty() {
-        return None;
-    }
-    Some(match rest {
-        Some(r) => format!("{name} {r}"),
-        None => name.to_owned(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -784,14 +776,20 @@ mod tests {
 
     #[test]
     fn a_program_called_by_its_path_is_named_as_itself() {
-        assert_eq!(by_program_name("/bin/rm -rf /srv").unwrap(), "rm -rf /srv");
         assert_eq!(
-            by_program_name("./deploy.sh prod").unwrap(),
+            crate::approvals::by_program_name("/bin/rm -rf /srv").unwrap(),
+            "rm -rf /srv"
+        );
+        assert_eq!(
+            crate::approvals::by_program_name("./deploy.sh prod").unwrap(),
             "deploy.sh prod"
         );
-        assert_eq!(by_program_name("/usr/bin/env").unwrap(), "env");
-        assert_eq!(by_program_name("rm -rf /srv/x/y"), None);
-        assert_eq!(by_program_name("dir/ x"), None);
+        assert_eq!(
+            crate::approvals::by_program_name("/usr/bin/env").unwrap(),
+            "env"
+        );
+        assert_eq!(crate::approvals::by_program_name("rm -rf /srv/x/y"), None);
+        assert_eq!(crate::approvals::by_program_name("dir/ x"), None);
     }
 
     #[test]
@@ -913,6 +911,83 @@ mod tests {
         assert_eq!(counts("tool:bash:cat x; ls"), [1, 3]);
         assert_eq!(counts("tool:bash:rm -r a; rm -r b"), [2]);
         assert!(counts("tool:bash:pwd").is_empty());
+    }
+
+    #[test]
+    fn what_the_analyser_cannot_name_is_governed_by_every_rule_of_its_tool() {
+        let rule = |pattern: &str, count| crate::approvals::ApprovalRule {
+            pattern: pattern.into(),
+            count,
+            approvers: vec![],
+            escalate_after: None,
+            escalate_to: None,
+        };
+        let p = Profile::custom(CustomProfile {
+            ask: vec!["(?s).*".into()],
+            approvals: vec![
+                rule("tool:bash:rm( .*)?", 2),
+                rule("tool:bash:.*", 1),
+                rule("tool:deploy:prod.*", 3),
+                rule("tool:fs:execute_command rm( .*)?", 4),
+                rule("tool:fs:create_file .*", 5),
+            ],
+            ..CustomProfile::default()
+        })
+        .unwrap();
+        let counts = |line: &str, scope: Option<&str>| -> Vec<u32> {
+            let scope = scope.map(|c| {
+                let mut m = serde_json::Map::new();
+                m.insert(crate::grant::SHELL_SCOPE_KEY.into(), c.into());
+                m
+            });
+            p.approval_rules_for(line, scope.as_ref())
+                .iter()
+                .map(|r| r.rule.count)
+                .collect()
+        };
+        // The program's name built by the shell: every bash rule.
+        for line in [
+            "RM=rm; $RM -rf /srv",
+            "$RM -rf /srv",
+            "${RM} -rf /srv",
+            "\"$(echo rm)\" -rf /srv",
+            "/bin/r? -rf /srv",
+            "/bin/[r]m -rf /srv",
+            "a=r; ${a}m -rf /srv",
+            "rm${IFS}-rf /srv",
+            "$'\\x72m' -rf /srv",
+            "r\u{200b}m -rf /srv",
+            "bash -c \"$X\"",
+            "eval \"$X\"",
+            "x; rm -rf /srv )",
+        ] {
+            assert_eq!(counts(&format!("tool:bash:{line}"), None), [2, 1], "{line}");
+        }
+        // Named plainly, each its own rule.
+        assert_eq!(counts("tool:bash:ls -la", None), [1]);
+        assert_eq!(counts("tool:bash:sudo rm -rf /srv", None), [2, 1]);
+        // A handler's command line: the rules of that handler action only.
+        let line = "execute_command $RM -rf x";
+        assert_eq!(counts(&format!("tool:fs:{line}"), Some("$RM -rf x")), [4]);
+        assert!(counts("tool:fs:execute_command ls x", Some("ls x")).is_empty());
+        // A detail that is not analysed, read otherwise than it matches.
+        for detail in [
+            "p\u{200b}rod eu",
+            "\u{a0}prod eu",
+            " prod eu",
+            "prod eu\u{feff}",
+            "\u{202e}ue dorp",
+            "pr\u{ad}od",
+            "p\u{3164}rod eu",
+        ] {
+            assert_eq!(
+                counts(&format!("tool:deploy:{detail}"), None),
+                [3],
+                "{detail:?}"
+            );
+        }
+        assert!(counts("tool:deploy:staging eu", None).is_empty());
+        assert!(counts("tool:deploy:staging Zürich", None).is_empty());
     }
 
     #[test]
