@@ -423,3 +423,83 @@ async fn a_grant_for_an_ended_session_is_refused_not_silently_voided() {
     assert_eq!(s, 200, "{a}");
     d.stop();
 }
+
+/// A use is one command run: a counted grant allows no line that may run
+/// its command more than once as written (a loop, a function), and a
+/// handler action's command line is counted command by command, as a
+/// shell tool's is (one use of `make deploy-*` let `touch one; touch two;
+/// touch three` run on a handler).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counted_grant_allows_no_loop_and_counts_a_handler_s_commands() {
+    let (_dir, d, agent, operator) = setup(&[]).await;
+    let (agent, operator) = (&agent, &operator);
+    let http = client();
+    let (s, g) = post(
+        &http,
+        format!("{}/v1/grants", d.base),
+        operator,
+        json!({"agent": "bot", "tool": "bash", "pattern": "make deploy-.*",
+               "session": "c", "uses": 3, "expires": "1h"}),
+    )
+    .await;
+    assert_eq!(s, 201, "{g}");
+    for line in [
+        "for i in 1 2 3 4 5; do make deploy-a; done",
+        "while true; do make deploy-a; done",
+        "until false; do make deploy-a; done",
+        "f() { make deploy-a; }; f; f; f; f",
+    ] {
+        assert_eq!(
+            status(&d.base, agent, shell(line, "c")).await,
+            "pending",
+            "{line}"
+        );
+    }
+    assert_eq!(
+        status(&d.base, agent, shell("make deploy-a", "c")).await,
+        "approved",
+        "the grant allows its command, once a use"
+    );
+
+    register_handler(
+        &http,
+        &d.base,
+        &d.admin_key(),
+        json!({
+            "id": "sh1", "name": "Shell", "url": "http://127.0.0.1:9/hook",
+            "permissions": [{"name": "shell.exec", "parameters_schema": {"type": "object",
+                "properties": {"command": {"type": "string"}}}}],
+            "actions": [{"name": "run", "permission": "shell.exec",
+                "params_schema": {"type": "object", "properties": {"content": {"type": "string"}}},
+                "scope": {"command": "/content"}, "detail": "run {content}"}]
+        }),
+    )
+    .await;
+    let (s, g) = post(
+        &http,
+        format!("{}/v1/grants", d.base),
+        operator,
+        json!({"agent": "bot", "handler": "sh1", "permission": "shell.exec",
+               "scope": {"command": "touch *"}, "session": "c", "uses": 1, "expires": "1h"}),
+    )
+    .await;
+    assert_eq!(s, 201, "{g}");
+    let run = |content: &str| {
+        json!({"handler": "sh1", "action": "run", "params": {"content": content},
+               "session": "c"})
+    };
+    for line in [
+        "touch one; touch two; touch three",
+        "touch one && touch two",
+        "for f in a b c; do touch $f; done",
+    ] {
+        assert_eq!(status(&d.base, agent, run(line)).await, "pending", "{line}");
+    }
+    assert_ne!(status(&d.base, agent, run("touch one")).await, "pending");
+    assert_eq!(
+        status(&d.base, agent, run("touch two")).await,
+        "pending",
+        "its one use is spent"
+    );
+    d.stop();
+}

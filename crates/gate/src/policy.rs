@@ -252,29 +252,64 @@ fn counted_use(
     })?;
     // One use is one command: a shell line running several commands that
     // only the counted grant allows (`make deploy-a; make deploy-b` on a
-    // grant for one) would take several uses, so it is asked.
-    // (A plan step's whole-line grant covers no command alone: one use.)
-    if req.permission.is_none() && profile.is_shell_tool(req.tool) {
+    // grant for one) would take several uses, so it is asked; so is one
+    // that may run such a command more than once as written (a loop, a
+    // function), and a handler action's command line likewise. (A plan
+    // step's whole-line or whole-call grant covers no command alone: one
+    // use.)
+    if let Some((prefix, line)) = command_line(profile, req) {
         let (uncounted, counting) = (with(None), with(Some(id.as_str())));
         let allows = |grants: &[policy::Grant], command: &str| {
+            let detail = format!("{prefix}{command}");
+            let scope = req.permission.as_ref().map(|p| {
+                let mut scope = p.scope.clone();
+                scope.insert(policy::SHELL_SCOPE_KEY.to_owned(), command.into());
+                scope
+            });
             let one = policy::Request {
                 agent: req.agent,
                 tool: req.tool,
-                detail: command,
-                permission: None,
+                detail: &detail,
+                permission: req
+                    .permission
+                    .as_ref()
+                    .zip(scope.as_ref())
+                    .map(|(p, scope)| policy::PermissionRef {
+                        scope,
+                        call: None,
+                        ..*p
+                    }),
             };
             policy::decide(profile, grants, &one, now).verdict == policy::Verdict::Allow
         };
-        let needing = policy::analyze_shell(req.detail)
+        let analysis = policy::analyze_shell(line);
+        let needing = analysis
             .commands
             .iter()
             .filter(|command| allows(&counting, command) && !allows(&uncounted, command))
             .count();
-        if needing > 1 {
+        if needing > 1 || (needing == 1 && analysis.repeats) {
             return None;
         }
     }
     Some(Some(id.clone()))
+}
+
+/// The shell line `req` runs, with what its detail holds before it: a
+/// shell tool's whole detail, or a handler action's command line (its
+/// scope's `command`, which ends its detail as in `execute_command
+/// {content}`).
+fn command_line<'r>(
+    profile: &policy::Profile,
+    req: &'r policy::Request<'_>,
+) -> Option<(&'r str, &'r str)> {
+    match &req.permission {
+        None => profile.is_shell_tool(req.tool).then_some(("", req.detail)),
+        Some(p) => {
+            let line = p.scope.get(policy::SHELL_SCOPE_KEY)?.as_str()?;
+            Some((req.detail.strip_suffix(line).unwrap_or(""), line))
+        }
+    }
 }
 
 /// Decides a decision-only action.

@@ -319,6 +319,12 @@ pub struct ShellAnalysis {
     /// a line with hazards has any, so they are shown to deny patterns
     /// alone: the line is never allowed anyway.
     pub hidden: Vec<String>,
+    /// Whether a command may run more than once as written: the line has
+    /// a loop (`for`, `while`, `until`) or defines a function (which may
+    /// be called any number of times). A count-limited grant counts one
+    /// use per command written, so it never allows such a line.
+    #[serde(skip)]
+    pub repeats: bool,
 }
 
 impl ShellAnalysis {
@@ -367,6 +373,8 @@ pub(crate) struct Collector {
     /// Reading the `git` tool's detail: `git` commands are recorded in
     /// canonical form, anything else is a hazard.
     git_tool: bool,
+    /// A loop or a function was walked ([`ShellAnalysis::repeats`]).
+    pub(crate) repeats: bool,
 }
 
 impl Collector {
@@ -394,6 +402,7 @@ impl Collector {
             commands: self.commands,
             hazards: self.hazards,
             hidden: self.hidden,
+            repeats: self.repeats,
         }
     }
 

@@ -364,3 +364,25 @@ fn a_control_character_a_terminal_acts_on_is_a_hazard() {
         assert!(a.hazards.is_empty(), "{line:?}: {a:?}");
     }
 }
+
+#[test]
+fn a_line_that_may_run_a_command_more_than_once_says_so() {
+    for line in [
+        "for i in 1 2; do make x; done",
+        "while true; do make x; done",
+        "until false; do make x; done",
+        "f() { make x; }; f; f",
+        "for ((i = 0; i < 9; i++)); do make x; done",
+        "ls && for i in a; do :; done",
+    ] {
+        assert!(analyze_shell(line).repeats, "{line}");
+    }
+    for line in [
+        "make x; make x",
+        "ls | wc -l",
+        "if true; then make x; fi",
+        "(make x)",
+    ] {
+        assert!(!analyze_shell(line).repeats, "{line}");
+    }
+}

@@ -326,6 +326,7 @@ fn command(command: &Command, c: &mut Collector) {
             }
         }
         Command::Function(function) => {
+            c.repeats = true;
             c.hazard(Hazard::FunctionDefinition {
                 name: function.fname.value.clone(),
             });
@@ -350,12 +351,14 @@ fn compound_command(compound: &CompoundCommand, c: &mut Collector) {
     match compound {
         CompoundCommand::Arithmetic(_) => c.hazard(Hazard::Arithmetic),
         CompoundCommand::ArithmeticForClause(arith) => {
+            c.repeats = true;
             c.hazard(Hazard::Arithmetic);
             compound_list(&arith.body.list, c);
         }
         CompoundCommand::BraceGroup(group) => compound_list(&group.list, c),
         CompoundCommand::Subshell(subshell) => compound_list(&subshell.list, c),
         CompoundCommand::ForClause(for_clause) => {
+            c.repeats = true;
             // A loop variable is assigned on every iteration; uppercase names
             // could be PATH, IFS, LD_PRELOAD and the like.
             let name = &for_clause.variable_name;
@@ -392,6 +395,7 @@ fn compound_command(compound: &CompoundCommand, c: &mut Collector) {
             }
         }
         CompoundCommand::WhileClause(w) | CompoundCommand::UntilClause(w) => {
+            c.repeats = true;
             compound_list(&w.0, c);
             compound_list(&w.1.list, c);
         }
