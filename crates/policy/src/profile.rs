@@ -601,6 +601,12 @@ impl Profile {
         if tool != as_tool && hit(&format_action(as_tool, detail)) {
             return true;
         }
+        // The git tool's arguments are what `git …` in a shell runs.
+        let git =
+            |c: &str| dialect == Dialect::Git && hit(&format_action("bash", &format!("git {c}")));
+        if git(detail) {
+            return true;
+        }
         let analysis = crate::shell::analyze(dialect, detail);
         let unread = analysis.hazards.iter().any(|h| {
             matches!(
@@ -615,7 +621,7 @@ impl Profile {
                 .commands
                 .iter()
                 .chain(&analysis.hidden)
-                .any(|c| hit(&format_action(as_tool, c)))
+                .any(|c| hit(&format_action(as_tool, c)) || git(c))
     }
 
     /// The written form this profile was built from.
