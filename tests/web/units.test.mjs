@@ -210,3 +210,11 @@ test('bulk approve counts as hidden what a card collapses: a long diff, summary,
   const many = Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, 'v']));
   assert.equal(hidesValues({ handler: 'h', action: 'run', action_string: 'h.run', params: many }), true, 'fields past the first 50');
 });
+
+test('remembering an action that carries an input says the grant allows any input to its target', async () => {
+  const { patternChoices } = await import('../../crates/server/web/remember.js');
+  assert.equal(patternChoices('make test')[0][0], 'exactly this command');
+  const [[label, pattern]] = patternChoices('/p/.bash_aliases', true);
+  assert.match(label, /any input/);
+  assert.equal(pattern, '/p/\\.bash_aliases');
+});

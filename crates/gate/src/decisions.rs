@@ -288,6 +288,22 @@ impl Gate {
                 if let Some(p) = &remember.pattern {
                     return crate::grants::tool_target(&action.tool, p, "remember.pattern");
                 }
+                // A grant matches the detail alone: made by default from a
+                // file write approved for its content, it would allow any
+                // content to that path ("the same request" it is not).
+                if action
+                    .params
+                    .as_ref()
+                    .and_then(serde_json::Value::as_object)
+                    .is_some_and(|m| !m.is_empty())
+                {
+                    return Err(GateError::invalid(
+                        "remember",
+                        "this action carries an input (its params: a file's content, an \
+                         edit) that no grant holds: a grant of its detail would allow any \
+                         input to it; give remember.pattern to grant that knowingly",
+                    ));
+                }
                 let pattern = self.remembered_pattern(action).await?;
                 if pattern.chars().count() > policy::MAX_PATTERN_LEN {
                     return Err(GateError::invalid(

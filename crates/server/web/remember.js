@@ -13,10 +13,13 @@ export function escapeRegex(s) {
   return String(s).replace(/[\\^$.*+?()[\]{}|]/g, '\\$&');
 }
 
-/** The plain choices for a decision-only action's detail: [label, pattern]. */
-export function patternChoices(detail) {
+/** The plain choices for a decision-only action's detail: [label,
+ * pattern]. With `input` (the action carries params: a file's content, an
+ * edit), the grant matches the detail alone, and says so: it would allow
+ * any input to it, not only what was shown. */
+export function patternChoices(detail, input = false) {
   const exact = escapeRegex(detail);
-  const out = [['exactly this command', exact]];
+  const out = [[input ? 'this target with any input (not only the content shown)' : 'exactly this command', exact]];
   const program = String(detail).trim().split(/\s+/)[0];
   if (program && program !== String(detail).trim() && !/[\n;&|`$<>]/.test(program)) {
     out.push([`${program} with any arguments`, `${escapeRegex(program)}( .*)?`]);
@@ -64,7 +67,8 @@ export function openRemember(action, app) {
   if (action.permission) {
     read = app.scopeInputs(action.scope);
   } else {
-    const choices = patternChoices(action.detail);
+    const input = Boolean(action.params) && typeof action.params === 'object' && Object.keys(action.params).length > 0;
+    const choices = patternChoices(action.detail, input);
     const pattern = h('input', { id: 'grant-pattern', value: choices[0][1], spellcheck: 'false' });
     const radios = choices.map(([label, p], i) => {
       const r = h('input', { type: 'radio', name: 'what', value: String(i), checked: i === 0 });

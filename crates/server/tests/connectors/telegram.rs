@@ -622,3 +622,59 @@ async fn a_slow_bot_api_does_not_slow_the_gate_and_expiry_edits_the_message() {
     .await;
     app.stop().await;
 }
+
+/// A file write's grant would match its path alone, so "Approve for 1h"
+/// (a grant of "the same request") is not offered for an action carrying
+/// an input, and remembering it without a pattern of the operator's own
+/// is refused: it would allow any content to that path.
+#[tokio::test]
+async fn an_action_with_an_input_is_not_offered_for_an_hour() {
+    let fake = Fake::start().await;
+    let app = spawn(&fake, |_| {}).await;
+    app.profile("agent-1", json!({"allow": [], "ask": ["tool:Write:.*"]}))
+        .await;
+    let agent = app.agent.clone();
+    let (s, a) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&agent),
+            Some(json!({"tool": "Write", "detail": "/home/dev/.bash_aliases",
+                        "params": {"content": "alias ll='ls -l'"}})),
+        )
+        .await;
+    assert!(s.is_success(), "{a}");
+    assert_eq!(a["status"], "pending", "{a}");
+    let id = a["id"].as_str().unwrap().to_owned();
+    let body = message_of(&fake, &id).await;
+    let labels: Vec<&str> = body["reply_markup"]["inline_keyboard"][0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["Approve", "Deny"], "{body}");
+    let op = app.operator.clone();
+    let (s, p) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/approve"),
+            Some(&op),
+            Some(json!({"remember": {"expires": "1h"}})),
+        )
+        .await;
+    assert_eq!(s.as_u16(), 422, "{p}");
+    assert!(p.to_string().contains("any input"), "{p}");
+    assert_eq!(action(&app, &id).await["status"], "pending");
+    // An operator's own pattern grants what it says, knowingly.
+    let (s, a) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{id}/approve"),
+            Some(&op),
+            Some(json!({"remember": {"expires": "1h", "pattern": "/home/dev/\\.bash_aliases"}})),
+        )
+        .await;
+    assert!(s.is_success(), "{a}");
+    assert_eq!(a["status"], "approved", "{a}");
+}
