@@ -15,7 +15,10 @@
 //! a substitution, an expansion, a pipe, a redirection, a glob or an
 //! escape (one of [`ACTIVE`]) is shown whole, so a mask can never hide
 //! what would run (`-u admin:$(curl …|sh)`) or how far a scope reaches
-//! (`deploy:*`). Nor is a value starting with `@`: `curl -F token=@file`
+//! (`deploy:*`); nor a URL's "password" holding `#` or `?`
+//! (`http://203.0.113.7:8443#@github.com/…` goes to 203.0.113.7, and the
+//! host it shows must stay); nor a path after a free-standing `bearer`
+//! (one after `-`, `:`, `=` or a quote is a token). Nor is a value starting with `@`: `curl -F token=@file`
 //! uploads that file, so the value names what runs. Nor does a mask ever
 //! cover a line break: a shell runs each line, so a mask over one could
 //! hide a command (`# -----BEGIN PRIVATE KEY-----` and the lines after
@@ -44,9 +47,9 @@ const RULES: &[&str] = &[
     r"\bnpm_([A-Za-z0-9]{36})",
     r"\beyJ([A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
     r"(?:^|\s)(?:-u|--user)(?:\s+|=)?['\x22]?[^\s:'\x22]+:([^\s'\x22]+)",
-    r"://[^\s:/@'\x22]+:([^\s@/'\x22]+)@",
+    r"://[^\s:/@'\x22]+:([^\s@/'\x22#?]+)@",
     r"(?i)\bauthorization:\s*(?:(?:bearer|basic|token|bot|digest)\s+)?([^\s'\x22]+)",
-    r"(?i)\bbearer\s+([A-Za-z0-9._~+/=-]{8,})",
+    r"(?i)(?:-|[:'\x22=]\s*)bearer\s+([A-Za-z0-9._~+/=-]{8,})",
     r"(?i)\b(?:x-)?api-key:\s*([^\s'\x22]+)",
     r"(?i)\b[A-Za-z0-9_.-]*?(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)[A-Za-z0-9_.-]*\s*=\s*['\x22]?([^\s'\x22&;]+)",
     r"(?i)--(?:password|passwd|token|secret|api-key|access-key)\s+([^\s'\x22-][^\s'\x22]*)",
