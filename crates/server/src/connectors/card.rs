@@ -220,19 +220,19 @@ pub fn cut(text: &str, max: usize) -> String {
 }
 
 /// Longest excerpt of one value of a decision-only action's params.
-const MAX_EXCERPT: usize = 120;
+const MAX_EXCERPT: usize = MAX_VALUE;
 
 /// Most values of a decision-only action's params a card shows.
 const MAX_EXCERPT_KEYS: usize = 4;
 
-/// A short excerpt of a decision-only action's params (the tool call's
-/// input: a file write's content, an edit's old and new text), one line a
-/// value, masked as a handler's fields are (whole-word key names, secret
-/// shapes) and cut to [`MAX_EXCERPT`] characters. An excerpt: the action
-/// string is what the policy decided and the card shows it whole; the
-/// input whole is on the web page.
-/// Also whether a value was not shown because it holds a private key over
-/// several lines ([`KEY_NOT_SHOWN`]): then the card approves nothing.
+/// A decision-only action's params (the tool call's input: a file write's
+/// content, an edit's old and new text), one line a value, masked as a
+/// handler's fields are (whole-word key names, secret shapes) and cut to
+/// [`MAX_EXCERPT`] characters; the input whole is on the web page.
+/// Also whether the input is not shown whole (a value cut, values left
+/// out, or one holding a private key over several lines,
+/// [`KEY_NOT_SHOWN`]): then the card approves nothing, as for a handler's
+/// field: what would be written must be read before it is approved.
 fn input_lines(params: &Value) -> (Vec<String>, bool) {
     let Some(map) = params.as_object().filter(|m| !m.is_empty()) else {
         return (Vec::new(), false);
@@ -264,7 +264,7 @@ fn input_lines(params: &Value) -> (Vec<String>, bool) {
     if cut_any {
         lines.push("  (cut here: the whole input is on the web page)".to_owned());
     }
-    (lines, key_not_shown)
+    (lines, key_not_shown || cut_any)
 }
 
 /// The card of pending action `a`; with `remember`, "Approve for 1h" is
@@ -298,9 +298,9 @@ pub fn action_card(a: &Action, with_buttons: bool, remember: bool) -> Card {
     if a.handler.is_none()
         && let Some(params) = &a.params
     {
-        let (input, key_not_shown) = input_lines(params);
+        let (input, not_whole) = input_lines(params);
         lines.extend(input);
-        was_cut |= key_not_shown;
+        was_cut |= not_whole;
     }
     lines.push(format!("Agent: {}", a.agent));
     if let Some(r) = &a.reason {
@@ -678,8 +678,8 @@ mod tests {
             "content": content,
             "api_key": "k-123",
         });
-        let (lines, key_not_shown) = input_lines(&params);
-        assert!(!key_not_shown);
+        let (lines, not_whole) = input_lines(&params);
+        assert!(not_whole, "cut: approves nothing from chat");
         assert_eq!(lines[0], "Input (excerpt):");
         let text = lines.join("\n");
         assert!(!text.contains(&"a".repeat(36)), "{text}");
@@ -735,6 +735,11 @@ mod tests {
         );
         assert_eq!(card.buttons, vec![Verb::Approve, Verb::Deny]);
         assert!(!card.cut);
+        // Content not shown whole approves nothing from chat.
+        let long = serde_json::json!({"file_path": "/p/a.rs", "content": "x".repeat(301)});
+        let card = action_card(&action(Some(long)), true, false).fit(|_| true);
+        assert_eq!(card.buttons, vec![Verb::Deny], "{card:?}");
+        assert_eq!(card.lines[0], NOT_SHOWN_WHOLE);
         // A "private key" marker in front of commands hides nothing: the
         // card shows neither, and approves nothing from chat.
         let hiding = serde_json::json!({"file_path": "/p/build.sh",
