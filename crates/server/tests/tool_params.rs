@@ -233,17 +233,33 @@ async fn a_claude_code_write_or_edit_shows_its_content_and_its_old_and_new_text(
 #[tokio::test]
 async fn a_huge_write_is_still_asked_its_content_cut_with_a_marker() {
     let app = TestApp::spawn().await;
-    app.profile("agent-1", json!("readonly")).await;
+    // Writes are allowed: one whose content cannot be shown whole is
+    // still asked, with a caution saying why (no rule or grant allows
+    // content nobody can read).
+    app.profile("agent-1", json!({"allow": ["tool:file:.*"], "ask": []}))
+        .await;
     let content = "0123456789abcdef".repeat(64 * 1024);
     assert_eq!(content.len(), 1 << 20);
     let input = json!({"file_path": "/home/dev/proj/big.txt", "content": content});
     let a = hooked(&app, &claude_pre_tool("Write", input, "toolu_big")).await;
     assert_eq!(a["action_string"], "tool:file:write /home/dev/proj/big.txt");
     assert_eq!(a["decision"]["result"], "ask", "{a}");
+    assert_eq!(a["decision"]["rule"]["kind"], "caution", "{a}");
+    assert!(
+        a["decision"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("too large to show whole"),
+        "{a}"
+    );
     let shown = a["params"]["content"].as_str().unwrap();
-    let marker = format!("…[{} more bytes not shown]", (1 << 20) - 16 * 1024);
+    let marker = format!("…[{} more bytes not shown]", (1 << 20) - 128 * 1024);
     assert!(shown.ends_with(&marker), "{}", &shown[shown.len() - 60..]);
-    assert!(content.starts_with(&shown[..16 * 1024]));
+    assert!(content.starts_with(&shown[..128 * 1024]));
     assert_eq!(a["params"]["file_path"], "/home/dev/proj/big.txt");
+    // Shown whole, the same write is allowed.
+    let input = json!({"file_path": "/home/dev/proj/small.txt", "content": "0123456789abcdef".repeat(4096)});
+    let a = hooked(&app, &claude_pre_tool("Write", input, "toolu_small")).await;
+    assert_eq!(a["decision"]["result"], "allow", "{a}");
     app.stop().await;
 }

@@ -286,14 +286,19 @@ async fn one(
     if let Some(sid) = origin.session_id() {
         body["session"] = json!(sid);
     }
-    // What a file call writes, for the human who decides it.
+    // What a file call writes, for the human who decides it; one too
+    // large to show whole is left to an operator who approves it so.
+    let cut = params.as_ref().and_then(super::shown::cut_caution);
     if let Some(params) = params {
         body["params"] = params;
     }
     // A call the runtime may carry out otherwise than its action says:
     // the daemon leaves it to a human, whatever would allow it.
-    if let Some(why) = &origin.unsure {
-        body["caution"] = json!(truncate(why, 400));
+    match (&origin.unsure, cut) {
+        (Some(why), None) => body["caution"] = json!(truncate(why, 400)),
+        (Some(why), Some(cut)) => body["caution"] = json!(format!("{}; {cut}", truncate(why, 300))),
+        (None, Some(cut)) => body["caution"] = json!(cut),
+        (None, None) => {}
     }
     // Created first, then waited for: a hook stopped while it waits (its
     // runtime's own timeout, Ctrl-C, an agent killing the shell it ran)

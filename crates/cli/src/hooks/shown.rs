@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use super::map::Call;
 
 /// Most bytes of one string value shown.
-pub const MAX_STRING: usize = 16 * 1024;
+pub const MAX_STRING: usize = 128 * 1024;
 
 /// Most bytes of the whole object as JSON: below the daemon's default
 /// bound on params (256 KiB), with room for the markers' escapes.
@@ -35,6 +35,25 @@ pub fn params_for(call: &Call, input: Option<&Value>) -> Option<Value> {
         other => json!({ "input": other }),
     };
     Some(bounded(input))
+}
+
+/// The caution an action whose params were cut carries: the humans who
+/// decide cannot read all of what would be written, so no rule, grant or
+/// plan allows it ([`super::gate`] sends it), only an operator who
+/// approves it knowing so.
+pub fn cut_caution(params: &Value) -> Option<&'static str> {
+    fn cut(v: &Value) -> bool {
+        match v {
+            Value::String(s) => s.ends_with(" more bytes not shown]"),
+            Value::Array(items) => items.iter().any(cut),
+            Value::Object(m) => m.contains_key("not_shown") || m.values().any(cut),
+            _ => false,
+        }
+    }
+    cut(params).then_some(
+        "the tool's input is too large to show whole (see \"more bytes not shown\"): \
+         approving it approves content nobody read",
+    )
 }
 
 /// `input` with every string longer than [`MAX_STRING`] cut, shorter
@@ -154,15 +173,17 @@ mod tests {
 
     #[test]
     fn a_long_string_is_cut_with_a_marker_saying_what_is_not_shown() {
-        let content = "é".repeat(20_000);
+        let content = "é".repeat(80_000);
         let got = bounded(json!({"file_path": "/p/a", "content": content}));
         let shown = got["content"].as_str().unwrap();
-        let marker = "…[23616 more bytes not shown]";
+        let marker = "…[28928 more bytes not shown]";
+        assert!(cut_caution(&got).is_some());
         assert!(shown.ends_with(marker), "{}", &shown[shown.len() - 40..]);
         assert_eq!(shown.len() - marker.len(), MAX_STRING);
         assert_eq!(got["file_path"], "/p/a");
         let short = json!({"content": "x".repeat(MAX_STRING)});
         assert_eq!(bounded(short.clone()), short);
+        assert!(cut_caution(&short).is_none());
     }
 
     #[test]
@@ -183,6 +204,7 @@ mod tests {
         let huge: Vec<Value> = (0..100_000).map(|i| json!(i)).collect();
         let got = bounded(json!({ "items": huge }));
         assert!(got["not_shown"].as_str().unwrap().contains("too large"));
+        assert!(cut_caution(&got).is_some());
         let mut deep = json!(1);
         for _ in 0..40 {
             deep = json!([deep]);
