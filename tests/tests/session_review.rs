@@ -563,3 +563,48 @@ async fn an_untrusted_read_whose_taint_cannot_be_written_is_not_let_run() {
     );
     d.stop();
 }
+
+/// "Approve and remember" (and chats' "Approve for task") of a line that
+/// changes directory grants the line whole: `rm -rf data` meant the
+/// sandbox's, not whatever directory the agent stands in later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remembering_a_line_that_changes_directory_grants_the_line_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, _admin, agent, operator) = keyed(false, dir.path()).await.unwrap();
+    let http = crate::common::client();
+    let line = |detail: &str| json!({"tool": "bash", "detail": detail, "session": "task"});
+    let a = act(
+        &http,
+        &d.base,
+        &agent,
+        line("cd /tmp/sandbox && rm -rf data"),
+    )
+    .await;
+    assert_eq!(a["status"], "pending", "{a}");
+    let id = a["id"].as_str().unwrap();
+    let (s, done) = post(
+        &http,
+        format!("{}/v1/actions/{id}/approve", d.base),
+        &operator,
+        json!({"remember": {"expires": "1h", "session": "task"}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{done}");
+    for elsewhere in [
+        "rm -rf data",
+        "cd / && rm -rf data",
+        "rm -rf data && rm -rf data",
+    ] {
+        let a = act(&http, &d.base, &agent, line(elsewhere)).await;
+        assert_eq!(a["status"], "pending", "{elsewhere}: {a}");
+    }
+    let a = act(
+        &http,
+        &d.base,
+        &agent,
+        line("cd /tmp/sandbox && rm -rf data"),
+    )
+    .await;
+    assert_eq!(a["status"], "approved", "the line itself: {a}");
+    d.stop();
+}

@@ -304,6 +304,14 @@ impl Gate {
                          input to it; give remember.pattern to grant that knowingly",
                     ));
                 }
+                // A line that changes directory is granted whole: its
+                // other commands mean what they do only after that `cd`.
+                let profile = self.profile_of(&action.agent).await?;
+                if policy::needs_whole_line(&profile, &action.tool, &action.detail) {
+                    let pattern = policy::line_pattern(&profile, &action.tool, &action.detail)
+                        .map_err(|no| GateError::invalid("remember", no.reason))?;
+                    return crate::grants::line_target(&action.tool, &pattern, "remember");
+                }
                 let pattern = self.remembered_pattern(action).await?;
                 if pattern.chars().count() > policy::MAX_PATTERN_LEN {
                     return Err(GateError::invalid(

@@ -73,7 +73,7 @@ pub use profile::{
     BUILTIN_TOOLS, CustomProfile, DEFAULT_SHELL_TOOLS, GIT_TOOL, MAX_PATTERN_LEN, MAX_PATTERNS,
     Profile, ProfileError, ProfileSpec, format_action, is_builtin_tool, split_action,
 };
-pub use remember::{NoGrant, grant_patterns, line_pattern};
+pub use remember::{NoGrant, grant_patterns, line_pattern, needs_whole_line};
 pub use reply::{Reply, parse_reply};
 pub use shell::{Dialect, Hazard, MAX_LEN, MAX_SEPARATORS, ShellAnalysis, analyze, analyze_shell};
 pub use verdict::{ListKind, Verdict};

@@ -52,6 +52,25 @@ pub fn grant_patterns(profile: &Profile, tool: &str, detail: &str) -> Result<Vec
     Ok(patterns)
 }
 
+/// Whether a grant made from `tool`'s `detail` must be for the whole line:
+/// it changes directory (`cd`, `pushd`, `popd`) before another command, so
+/// its other commands mean what they do only there (`cd /tmp/sandbox && rm
+/// -rf data` must not grant `rm -rf data` wherever the agent stands).
+pub fn needs_whole_line(profile: &Profile, tool: &str, detail: &str) -> bool {
+    let Some(dialect) = profile.dialect(tool) else {
+        return false;
+    };
+    let analysis = analyze(dialect, detail);
+    analysis.commands.len() > 1
+        && analysis.commands.iter().any(|c| {
+            let program = c.split(' ').next().unwrap_or("");
+            matches!(
+                program.rsplit('/').next(),
+                Some("cd" | "pushd" | "popd" | "chdir")
+            )
+        })
+}
+
 /// The whole-line grant pattern ([`crate::ToolPattern::whole_line`]) that
 /// allows exactly `tool`'s `detail` as sent: what approving a plan's step
 /// grants. A shell line is checked as [`grant_patterns`] checks it (a line
