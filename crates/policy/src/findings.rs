@@ -156,6 +156,27 @@ fn command_findings(line: &str, out: &mut Vec<Finding>) {
     if args.contains(&"--delete") {
         out.push(Finding::Deletes);
     }
+    // A subcommand that destroys what a tool manages (`terraform destroy`,
+    // `docker system prune`, `redis-cli flushall`, `aws s3 rm`, `helm
+    // uninstall`), or `crontab -r`.
+    if args.iter().any(|a| {
+        [
+            "destroy",
+            "-destroy",
+            "prune",
+            "flushall",
+            "flushdb",
+            "purge",
+            "uninstall",
+            "wipe",
+        ]
+        .contains(&a.to_ascii_lowercase().as_str())
+    }) || (program == "crontab" && has("-r"))
+        || (matches!(program, "aws" | "gsutil" | "gcloud" | "az")
+            && args.iter().any(|a| matches!(*a, "rm" | "rb" | "delete")))
+    {
+        out.push(Finding::Deletes);
+    }
     match program {
         "sed" | "perl" if args.iter().any(|a| a.starts_with("-i")) => out.push(Finding::Writes),
         "git" => match sub {
@@ -331,6 +352,18 @@ mod tests {
             vec![Deletes, Network]
         );
         assert_eq!(of("git", "reset --hard HEAD~3"), vec![Deletes]);
+        for line in [
+            "terraform destroy -auto-approve",
+            "terraform apply -destroy",
+            "docker system prune -af",
+            "crontab -r",
+            "redis-cli FLUSHALL",
+            "helm uninstall web",
+        ] {
+            assert!(of("bash", line).contains(&Deletes), "{line}");
+        }
+        assert!(of("bash", "aws s3 rm s3://prod-bucket --recursive").contains(&Deletes));
+        assert!(!of("bash", "crontab -l").contains(&Deletes));
         assert_eq!(of("git", "commit -m wip"), vec![Writes]);
         assert_eq!(of("git", "status"), vec![]);
         assert_eq!(of("sh", "psql -c 'DROP TABLE users'"), vec![Deletes]);
