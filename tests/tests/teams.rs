@@ -658,21 +658,26 @@ async fn a_profile_with_a_bad_approvals_rule_is_refused_naming_it() {
     let d = Daemon::start(dir.path(), &[]);
     let http = client();
     let admin = d.admin_key();
-    for rule in [
-        json!({"pattern": ".*", "count": 0}),
-        json!({"pattern": "(", "count": 2}),
-        json!({"pattern": ".*", "escalate_after": "soon"}),
-        json!({"pattern": ".*", "who": "x"}),
+    for (rule, field) in [
+        (json!({"pattern": ".*", "count": 0}), "profile.approvals[1]"),
+        (json!({"pattern": "(", "count": 2}), "profile.approvals[1]"),
+        (
+            json!({"pattern": ".*", "escalate_after": "soon"}),
+            "profile.approvals[1]",
+        ),
+        (json!({"pattern": ".*", "who": "x"}), "profile"),
     ] {
+        let ok = json!({"pattern": "tool:x:.*"});
         let (s, p) = call(
             &http,
             Method::PUT,
             format!("{}/v1/agents/bot", d.base),
             &admin,
-            Some(json!({"profile": profile(json!([rule]))})),
+            Some(json!({"profile": profile(json!([ok, rule]))})),
         )
         .await;
         assert_eq!(s, 422, "{rule}: {p}");
+        assert_eq!(p["errors"][0]["field"], field, "{rule}: {p}");
     }
 }
 

@@ -106,6 +106,10 @@ pub fn compile_profile(json: &serde_json::Value) -> GateResult<Profile> {
         ProfileError::PatternTooLong { list, index, .. } => {
             GateError::invalid(format!("profile.{list}[{index}]"), e.to_string())
         }
+        ProfileError::InvalidApprovalRule(rule) => GateError::invalid(
+            format!("profile.approvals[{}]", rule.index),
+            rule.to_string(),
+        ),
         other => GateError::invalid("profile", other.to_string()),
     })
 }
