@@ -346,7 +346,7 @@ impl Gate {
 
     /// The pattern "remember" grants for a decision-only action: built from
     /// the analysed command line, one exact alternative per simple command
-    /// (`cd app && cargo build` grants `cd app` and `cargo build`), so the
+    /// (`cargo fmt && cargo build` grants `cargo fmt` and `cargo build`), so the
     /// grant matches what it was made for. A line no grant can cover (a
     /// substitution, a redirection, a command that runs commands) is
     /// refused with the reason instead of a grant that never matches.

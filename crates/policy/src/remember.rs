@@ -19,8 +19,10 @@ pub struct NoGrant {
 /// The grant patterns (regexes over a detail, as `POST /v1/grants` takes
 /// them) that together allow `tool`'s `detail` under `profile`'s reading of
 /// the tool: for a shell or `git` tool one exact pattern per distinct
-/// simple command in canonical form (`cd app && cargo build` gives
-/// `cd app` and `cargo build`), for any other tool the whole detail.
+/// simple command in canonical form (`cargo fmt && cargo build` gives
+/// `cargo fmt` and `cargo build`; a line that changes directory is granted
+/// whole instead, [`needs_whole_line`]), for any other tool the whole
+/// detail.
 ///
 /// A line with a hazard (substitution, redirection to a file, a command
 /// that runs commands, …) can never be allowed by a grant, so it gets an

@@ -1795,24 +1795,41 @@ fn every_error_code_is_in_the_api_reference() {
 async fn remembering_a_compound_command_grants_each_of_its_commands() {
     let app = TestApp::spawn().await;
     app.profile("agent-1", json!("guarded")).await;
-    let (_, a) = app.request("bash", "cd app && cargo build").await;
+    let remember = |id: String| {
+        let app = &app;
+        async move {
+            let (s, approved) = app
+                .call(
+                    Method::POST,
+                    &format!("/v1/actions/{id}/approve"),
+                    Some(&app.operator),
+                    Some(json!({"remember": {"expires": "1h"}})),
+                )
+                .await;
+            assert_eq!(s, StatusCode::OK, "{approved}");
+        }
+    };
+    let (_, a) = app.request("bash", "cargo fmt && cargo build").await;
     assert_eq!(a["status"], "pending", "{a}");
-    let (s, approved) = app
-        .call(
-            Method::POST,
-            &format!("/v1/actions/{}/approve", a["id"].as_str().unwrap()),
-            Some(&app.operator),
-            Some(json!({"remember": {"expires": "1h"}})),
-        )
-        .await;
-    assert_eq!(s, StatusCode::OK, "{approved}");
+    remember(a["id"].as_str().unwrap().to_owned()).await;
     // The grant matches the line it was made for, and each of its commands.
-    for detail in ["cd app && cargo build", "cargo build", "cd app"] {
+    for detail in ["cargo fmt && cargo build", "cargo build", "cargo fmt"] {
         let (_, again) = app.request("bash", detail).await;
         assert_eq!(again["status"], "approved", "{detail}: {again}");
     }
     let (_, other) = app.request("bash", "cargo publish").await;
     assert_eq!(other["status"], "pending", "{other}");
+    // A line that changes directory is granted whole: its commands mean
+    // what they do only there.
+    let (_, a) = app.request("bash", "cd app && make clean").await;
+    assert_eq!(a["status"], "pending", "{a}");
+    remember(a["id"].as_str().unwrap().to_owned()).await;
+    let (_, again) = app.request("bash", "cd app && make clean").await;
+    assert_eq!(again["status"], "approved", "{again}");
+    for detail in ["make clean", "cd / && make clean"] {
+        let (_, alone) = app.request("bash", detail).await;
+        assert_eq!(alone["status"], "pending", "{detail}: {alone}");
+    }
     app.stop().await;
 }
 
