@@ -386,3 +386,37 @@ fn a_line_that_may_run_a_command_more_than_once_says_so() {
         assert!(!analyze_shell(line).repeats, "{line}");
     }
 }
+
+#[test]
+fn a_sed_script_given_any_way_getopt_reads_it_is_judged() {
+    for line in [
+        "sed --expression='1e rm -rf x' list",
+        "sed --expr='1e rm -rf x' list",
+        "sed --e='1e rm -rf x' list",
+        "sed --expression '1e rm -rf x' list",
+        "sed -e'1e rm -rf x' list",
+        "sed -ne'1e rm -rf x' list",
+        "sed -n -e '0~1e rm -rf x' list",
+        "sed -n '/x/,+1e rm -rf x' list",
+        "sed -n '0~1w out' list",
+        "sed -si'' 's/a/b/' f",
+    ] {
+        let a = analyze_shell(line);
+        assert!(
+            a.hazards
+                .iter()
+                .any(|h| matches!(h, Hazard::UnsafeOption { .. })),
+            "{line}: {a:?}"
+        );
+    }
+    for line in [
+        "sed -n 's/a/b/p' f",
+        "sed --expression='s/a/b/g' f",
+        "sed -ne '1,5p' f",
+        "sed -E -e 's/x+/y/' f",
+        "sed -l 5 -n l f",
+    ] {
+        let a = analyze_shell(line);
+        assert!(a.hazards.is_empty(), "{line}: {a:?}");
+    }
+}
