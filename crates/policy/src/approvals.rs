@@ -205,6 +205,34 @@ pub(crate) fn by_program_name(command: &str) -> Option<String> {
     })
 }
 
+/// How far into a command a program run by an unknown wrapper is looked
+/// for ([`spellings`]).
+const WRAPPED_WORDS: usize = 8;
+
+/// The forms of one command (as the analyser renders it) an approvals
+/// rule is matched against: itself, its program called by name rather than
+/// by path, and what follows each of its first [`WRAPPED_WORDS`] words
+/// (`chronic rm -rf x` is also `rm -rf x`: a wrapper the analyser does not
+/// know, `firejail`, `nix-shell`, `npx`, still runs the program after it;
+/// `git rm x` so meets a rule over `rm` too, the safe side).
+pub(crate) fn spellings(command: &str) -> Vec<String> {
+    let mut out = vec![command.to_owned()];
+    out.extend(by_program_name(command));
+    let mut rest = command;
+    for _ in 0..WRAPPED_WORDS {
+        let Some((_, after)) = rest.split_once(' ') else {
+            break;
+        };
+        rest = after.trim_start_matches(['\'', '"']);
+        if rest.is_empty() {
+            break;
+        }
+        out.push(rest.to_owned());
+        out.extend(by_program_name(rest));
+    }
+    out
+}
+
 /// Whether the analysis cannot name every program the line runs: a line
 /// it could not read (unparsable, too deep, too long), a command named by
 /// an expansion, a substitution or a pattern (`$RM`, `"$(echo rm)"`,
@@ -214,28 +242,55 @@ pub(crate) fn by_program_name(command: &str) -> Option<String> {
 /// A rule over `rm` cannot be matched against such a line, so every rule
 /// that may govern its tool does.
 pub(crate) fn unclear_programs(analysis: &crate::shell::ShellAnalysis) -> bool {
+    unclear_within(analysis, 2)
+}
+
+/// [`unclear_programs`], reading the commands a wrapper runs (`sudo rm`,
+/// `xargs sh -c {}`) `depth` levels down.
+fn unclear_within(analysis: &crate::shell::ShellAnalysis, depth: usize) -> bool {
     use crate::shell::Hazard;
     let plain = |c: char| seen_letter(c) || "._+-/@%:,=~".contains(c);
-    let runs_unread = analysis.hidden.is_empty()
-        && analysis
-            .hazards
-            .iter()
-            .any(|h| matches!(h, Hazard::RunsCommand { .. }));
-    runs_unread
-        || analysis.hazards.iter().any(|h| {
-            matches!(
-                h,
-                Hazard::Unparsable { .. }
-                    | Hazard::TooDeep
-                    | Hazard::TooLong
-                    | Hazard::HiddenCommandName { .. }
-            )
-        })
+    let mut runs = false;
+    for h in &analysis.hazards {
+        match h {
+            // What the program is told, not which program runs.
+            Hazard::Network { .. }
+            | Hazard::NotGit { .. }
+            | Hazard::DynamicArgument { .. }
+            | Hazard::GlobArgument { .. }
+            | Hazard::FileRedirect { .. }
+            | Hazard::PathCommandName { .. }
+            | Hazard::ComplexExpansion { .. }
+            | Hazard::CommandSubstitution
+            | Hazard::ProcessSubstitution => {}
+            // Runs a file's content (`.`, `source`): nothing names it.
+            Hazard::RunsCommand { command } if command == "." || command == "source" => {
+                return true;
+            }
+            Hazard::RunsCommand { .. } => runs = true,
+            // Anything else may run a program the line does not name
+            // (an alias, `hash -p`, a function, `sed e`, awk's `system`,
+            // `GIT_PAGER=…`, a git alias, zsh's glob qualifiers) or
+            // could not be read.
+            _ => return true,
+        }
+    }
+    if analysis
+        .commands
+        .iter()
+        .chain(&analysis.hidden)
+        .any(|c| !c.split(' ').next().unwrap_or("").chars().all(plain))
+    {
+        return true;
+    }
+    // A wrapper runs what the analyser found buried in it: each such
+    // command must be as clear, and there must be one.
+    runs && (analysis.hidden.is_empty()
+        || depth == 0
         || analysis
-            .commands
+            .hidden
             .iter()
-            .chain(&analysis.hidden)
-            .any(|c| !c.split(' ').next().unwrap_or("").chars().all(plain))
+            .any(|c| unclear_within(&crate::shell::analyze_shell(c), depth - 1)))
 }
 
 /// Whether a detail that is not analysed may read otherwise than it

@@ -502,10 +502,7 @@ impl Profile {
                             .commands
                             .iter()
                             .chain(&analysis.hidden)
-                            .flat_map(|c| {
-                                std::iter::once(c.clone())
-                                    .chain(crate::approvals::by_program_name(c))
-                            })
+                            .flat_map(|c| crate::approvals::spellings(c))
                             .map(|c| format_action(tool, &format!("{prefix}{c}")))
                             .collect()
                     }
@@ -966,6 +963,18 @@ mod tests {
             "bash -c \"$X\"",
             "eval \"$X\"",
             "x; rm -rf /srv )",
+            // Programs run by what the line sets up, or by a wrapper.
+            "hash -p /bin/rm ls; ls -rf /srv",
+            "mapfile -C 'rm -rf /srv' -c 1 < list",
+            "shopt -s expand_aliases; alias ll=rm; ll -rf /srv",
+            ". /dev/stdin <<< 'rm -rf /srv'",
+            "xargs -I{} sh -c {} <<< 'rm -rf /srv'",
+            "awk 'BEGIN{system(\"rm -rf /srv\")}'",
+            "sed -n '1e rm -rf /srv' list",
+            "GIT_PAGER='rm -rf /srv' git -p log",
+            "chronic rm -rf /srv",
+            "firejail --quiet rm -rf /srv",
+            "sg wheel 'rm -rf /srv'",
         ] {
             assert_eq!(counts(&format!("tool:bash:{line}"), None), [2, 1], "{line}");
         }
