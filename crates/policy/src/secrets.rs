@@ -108,14 +108,9 @@ pub fn secret_ranges(text: &str) -> Vec<Range<usize>> {
             continue;
         }
         for caps in re.captures_iter(text) {
-            if let Some(m) = caps.get(1)
+            if let (Some(whole), Some(m)) = (caps.get(0), caps.get(1))
                 && !m.is_empty()
-                && !m.as_str().contains(ACTIVE)
-                // A shell runs each line: a mask over a line break could
-                // hide a command.
-                && !m.as_str().contains(LINE_BREAKS)
-                // `-F token=@file` uploads the file: it names what runs.
-                && !m.as_str().starts_with('@')
+                && maskable(text, whole.range(), m.range())
             {
                 found.push(m.range());
             }
@@ -130,6 +125,45 @@ pub fn secret_ranges(text: &str) -> Vec<Range<usize>> {
         }
     }
     merged
+}
+
+/// Whether the secret `m` found by a rule's match `whole` in `text` may be
+/// masked: only where a mask cannot hide what runs or where it goes.
+fn maskable(text: &str, whole: Range<usize>, m: Range<usize>) -> bool {
+    let (secret, matched) = (&text[m.clone()], &text[whole.clone()]);
+    let before = text[..whole.start].chars().next_back();
+    let after = text[m.end..].chars().next();
+    // A value holding what a shell does not take literally.
+    !secret.contains(ACTIVE)
+        // A shell runs each line: a mask over a line break, or one placed
+        // by text on the line before, could hide a command.
+        && !matched.trim_start_matches(LINE_BREAKS).contains(LINE_BREAKS)
+        // `-F token=@file` uploads the file: it names what runs.
+        && !secret.starts_with('@')
+        // A path (`--password-file=/etc/shadow` sends that file).
+        && !["/", "~/", "./", "../"].iter().any(|p| secret.starts_with(p))
+        // A host or a path segment (`https://eyJ….example/`,
+        // `rm -rf data/xoxb-records`), unless it is a URL's credentials.
+        && !(matches!(before, Some('/' | '.')) && after != Some('@'))
+        // A variable the line then expands (`API_KEY=rm; $API_KEY -rf x`).
+        && !assigned_and_used(text, matched)
+}
+
+/// Whether `matched` assigns a variable (`NAME=…`) that `text` expands.
+fn assigned_and_used(text: &str, matched: &str) -> bool {
+    let Some((left, _)) = matched.split_once('=') else {
+        return false;
+    };
+    let name: String = left
+        .trim_end()
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    !name.is_empty() && (text.contains(&format!("${name}")) || text.contains(&format!("${{{name}")))
 }
 
 /// `text` with every secret-looking part replaced by [`MASK`].

@@ -45,14 +45,35 @@ const ACTIVE = /[$`()|;&<>*?[\]{}\\]/;
 /** What starts a new line (the daemon's `LINE_BREAKS`): never masked. */
 const LINE_BREAK = /[\n\r\v\f\u0085\u2028\u2029]/;
 
+/** Whether the secret at [s, e) found by match `m` may be masked: only
+ * where a mask cannot hide what runs or where it goes (the daemon's
+ * `maskable`). */
+function maskable(text, m, s, e) {
+  const secret = text.slice(s, e);
+  const matched = m[0];
+  const before = text.slice(0, m.index).slice(-1);
+  const after = text.slice(e, e + 1);
+  if (ACTIVE.test(secret) || secret.startsWith('@')) return false;
+  if (LINE_BREAK.test(matched.replace(/^[\n\r\v\f\u0085\u2028\u2029]+/, ''))) return false;
+  if (['/', '~/', './', '../'].some((p) => secret.startsWith(p))) return false;
+  if ((before === '/' || before === '.') && after !== '@') return false;
+  const eq = matched.indexOf('=');
+  if (eq >= 0) {
+    const name = (matched.slice(0, eq).trimEnd().match(/[A-Za-z0-9_]+$/) || [''])[0];
+    if (name && (text.includes(`$${name}`) || text.includes(`\${${name}`))) return false;
+  }
+  return true;
+}
+
 /** [start, end) ranges of `text` that look like secrets, sorted and merged. */
 export function secretRanges(text) {
   const found = [];
+  const t = String(text);
   for (const re of RULES) {
     re.lastIndex = 0;
-    for (const m of String(text).matchAll(re)) {
+    for (const m of t.matchAll(re)) {
       const [s, e] = m.indices[1] || [0, 0];
-      if (e > s && !ACTIVE.test(m[1]) && !LINE_BREAK.test(m[1]) && !m[1].startsWith('@')) found.push([s, e]);
+      if (e > s && maskable(t, m, s, e)) found.push([s, e]);
     }
   }
   found.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
