@@ -144,7 +144,7 @@ fn maskable(text: &str, whole: Range<usize>, m: Range<usize>) -> bool {
         && !["/", "~/", "./", "../"].iter().any(|p| secret.starts_with(p))
         // A host or a path segment (`https://eyJ….example/`,
         // `rm -rf data/xoxb-records`), unless it is a URL's credentials.
-        && !(matches!(before, Some('/' | '.')) && after != Some('@'))
+        && (!matches!(before, Some('/' | '.')) || after == Some('@'))
         // A variable the line then expands (`API_KEY=rm; $API_KEY -rf x`).
         && !assigned_and_used(text, matched)
 }
