@@ -303,8 +303,19 @@ pub(crate) fn unclear_detail(detail: &str) -> bool {
     detail.starts_with(char::is_whitespace)
         || detail.ends_with(char::is_whitespace)
         || detail.chars().any(|c| {
-            !(seen_letter(c) || c == ' ' || c.is_ascii_graphic() || LINE_BREAKS.contains(&c))
+            look_alike(c)
+                || !(seen_letter(c) || c == ' ' || c.is_ascii_graphic() || LINE_BREAKS.contains(&c))
         })
+}
+
+/// A letter of a script or block whose letters pass for Latin ones
+/// (Cyrillic `р`, Greek `ο`, Armenian, Cherokee, fullwidth `ｐ`, letterlike
+/// and mathematical forms): `рrоd eu` reads `prod eu` but no rule over
+/// `prod.*` matches it.
+fn look_alike(c: char) -> bool {
+    matches!(u32::from(c),
+        0x0370..=0x058F | 0x13A0..=0x13FF | 0x1D00..=0x1DBF | 0x2100..=0x214F
+        | 0x2460..=0x24FF | 0xFF00..=0xFFEF | 0x1D400..=0x1D7FF)
 }
 
 /// A letter or digit of any script that is drawn as something: not the

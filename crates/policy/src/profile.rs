@@ -994,6 +994,8 @@ mod tests {
             "\u{202e}ue dorp",
             "pr\u{ad}od",
             "p\u{3164}rod eu",
+            "\u{440}r\u{43e}d eu",
+            "\u{ff50}\u{ff52}\u{ff4f}\u{ff44} eu",
         ] {
             assert_eq!(
                 counts(&format!("tool:deploy:{detail}"), None),
