@@ -328,7 +328,10 @@ export function actionCard(action, ctx) {
     diffBlock(action),
     h('p', { class: 'meta' },
       h('span', { class: 'agent' }, `agent ${action.agent}`), ' · ', tellApart(action), deadline ? ' · ' : null, deadline),
-    action.reason ? h('p', { class: 'reason vis' }, h('span', { class: 'label' }, 'Agent\'s reason: '), visible(maskSecrets(action.reason))) : null,
+    // The MCP proxy's question about a tool definition: its reason is the
+    // definition approved, shown unmasked.
+    action.reason && action.tool === 'mcp-pin' ? h('p', { class: 'reason vis' }, h('span', { class: 'label' }, 'Definition: '), visible(action.reason)) : null,
+    action.reason && action.tool !== 'mcp-pin' ? h('p', { class: 'reason vis' }, h('span', { class: 'label' }, 'Agent\'s reason: '), visible(maskSecrets(action.reason))) : null,
     policyLine(action),
     approvalsLine(action),
     approversLine(action),
