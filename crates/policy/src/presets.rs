@@ -194,6 +194,11 @@ const GUARDED: &[&str] = &[
     r"(?s)tool:mcp__[^:]*__[^:]*[a-z](?:Send|Post|Create|Publish|Push|Upload|Comment|Reply|Share|Tweet|Forward|Submit|Invite|Notify)(?:[_\-.A-Z][^:]*)?:.*",
     r"(?s)tool:mcp:[^ ]*__(?:[^ ]*[_\-.])?(?i:send|post|create|publish|push|upload|comment|reply|share|tweet|forward|submit|invite|notify)(?:[_\-.A-Z][^ ]*)?(?: .*)?",
     r"(?s)tool:mcp:[^ ]*__[^ ]*[a-z](?:Send|Post|Create|Publish|Push|Upload|Comment|Reply|Share|Tweet|Forward|Submit|Invite|Notify)(?:[_\-.A-Z][^ ]*)?(?: .*)?",
+    // And names that run the verb into its object (`sendmail`,
+    // `postmessage`), or that name a way out by what it is (`webhook`,
+    // `http_request`), in any case.
+    r"(?s)tool:mcp__[^:]*__[^:]*(?i:sendmail|sendemail|sendmsg|sendmessage|sendtext|sendfile|postmessage|postmsg|webhook|http_?request|make_?request|fetch_?url|send_?request)[^:]*:.*",
+    r"(?s)tool:mcp:[^ ]*__[^ ]*(?i:sendmail|sendemail|sendmsg|sendmessage|sendtext|sendfile|postmessage|postmsg|webhook|http_?request|make_?request|fetch_?url|send_?request)[^ ]*(?: .*)?",
 ];
 
 /// Names a file action may not touch under `standard` without a human,
@@ -396,6 +401,12 @@ mod tests {
             "tool:mcp__x__POST:{}",
             "tool:mcp:srv__slack_post_message {}",
             "tool:mcp:srv__chatPostMessage {\"a\":\"\\n\"}",
+            "tool:mcp__mail__sendmail:{}",
+            "tool:mcp__mail__sendemail:{}",
+            "tool:mcp__slack__postmessage:{}",
+            "tool:mcp__hooks__webhook:{}",
+            "tool:mcp__net__http_request:{}",
+            "tool:mcp:srv__sendmail {}",
         ] {
             assert!(p.guarded(out), "{out}");
         }
