@@ -77,6 +77,14 @@ fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1) {
         return Some(last);
     }
+    // IPv4-translated (SIIT, `::ffff:0:a.b.c.d`).
+    if s[..6] == [0, 0, 0, 0, 0xffff, 0] {
+        return Some(last);
+    }
+    // Teredo (`2001:0::/32`): the client's address, inverted, last.
+    if s[0] == 0x2001 && s[1] == 0 {
+        return Some(Ipv4Addr::from(!u32::from(last)));
+    }
     if s[0] == 0x2002 {
         return Some(Ipv4Addr::new(
             (s[1] >> 8) as u8,
@@ -126,6 +134,8 @@ fn class_of(ip: IpAddr) -> Option<Class> {
                 || v4.is_documentation()
                 || o[0] == 0
                 || o[0] >= 240
+                // IETF protocol assignments (NAT64 discovery, DS-Lite).
+                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
             {
                 None
             } else {
@@ -137,7 +147,15 @@ fn class_of(ip: IpAddr) -> Option<Class> {
                 Some(Class::Loopback)
             } else if v6.is_unique_local() {
                 Some(Class::Private)
-            } else if v6.is_unicast_link_local() || v6.is_unspecified() || v6.is_multicast() {
+            } else if v6.is_unicast_link_local()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                // Discard-only (`100::/64`), documentation (`2001:db8::/32`)
+                // and the deprecated site-local (`fec0::/10`).
+                || v6.segments()[..4] == [0x100, 0, 0, 0]
+                || v6.segments()[..2] == [0x2001, 0xdb8]
+                || v6.segments()[0] & 0xffc0 == 0xfec0
+            {
                 None
             } else {
                 Some(Class::Public)
@@ -292,6 +310,11 @@ mod tests {
             "64:ff9b::169.254.169.254",
             "64:ff9b:1::a9fe:a9fe",
             "2002:a9fe:a9fe::1",
+            "::ffff:0:a9fe:a9fe",
+            "2001:0:4136:e378:8000:63bf:5601:5601",
+            "100::1",
+            "fec0::1",
+            "192.0.0.170",
             "fd00:ec2::254",
             "100.100.100.200",
         ] {
