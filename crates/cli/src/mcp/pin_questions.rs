@@ -51,6 +51,16 @@ fn within_reason(mut reason: String) -> String {
 }
 
 impl Proxy {
+    /// The digest of tool `name`'s definition as the upstream lists it now,
+    /// when an operator accepted it (`None`: unknown, or new or changed
+    /// and waiting): what a call is judged under, read again after a
+    /// human decided it, so a definition swapped meanwhile is not called.
+    pub(super) async fn accepted_digest(&self, name: &str) -> Result<Option<String>, String> {
+        let tools = self.upstream_tools().await?;
+        let visible = self.accepted(tools).await?;
+        Ok(visible.iter().find(|t| t.name == name).map(digest))
+    }
+
     /// The upstream tools an operator accepted (all of them at first
     /// sight); the others are asked about (up to [`MAX_OPEN`] at once)
     /// and hidden.

@@ -398,7 +398,7 @@ impl Proxy {
     /// listing rather than hold every call (each is checked against the
     /// list) and grow the proxy's memory. The error is in the proxy's own
     /// words ([`unlisted`]).
-    async fn upstream_tools(&self) -> Result<Vec<Tool>, String> {
+    pub(super) async fn upstream_tools(&self) -> Result<Vec<Tool>, String> {
         let pages = async {
             let mut tools = Vec::new();
             let mut bytes = 0;
@@ -510,13 +510,17 @@ impl ServerHandler for Proxy {
             Ok(v) => v,
             Err(e) => return Ok(error_result(format!("actiongate: {e}")).into()),
         };
-        if !visible.iter().any(|t| t.name == name) {
+        let Some(judged) = visible
+            .iter()
+            .find(|t| t.name == name)
+            .map(super::pins::digest)
+        else {
             return Ok(error_result(format!(
                 "tool '{name}' is unknown, or its definition is new or changed and waits for an \
                  operator to accept it"
             ))
             .into());
-        }
+        };
         // The action's tool must be the name as it is: a rewritten one
         // (white space or `:` made `_`, cut at 128) could be another
         // tool's, and the call would be judged by that tool's rules.
@@ -536,6 +540,14 @@ impl ServerHandler for Proxy {
         let decision = answer_for(&action, Fallback::Deny, 0);
         if decision.verdict != Verdict::Allow {
             return Ok(error_result(decision.reason).into());
+        }
+        // A human decided while the upstream could change the definition.
+        if decision.by_operator && self.accepted_digest(&name).await != Ok(Some(judged)) {
+            return Ok(error_result(format!(
+                "tool '{name}' changed its definition while a human decided the call (not \
+                 forwarded): call it again once the new definition is accepted"
+            ))
+            .into());
         }
         // Only what the operator saw goes on: a client's answers to an
         // earlier input request, or a state token, could carry other
