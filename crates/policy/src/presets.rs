@@ -636,7 +636,10 @@ mod tests {
         let z = Profile::custom(spec).unwrap();
         assert!(z.guarded("tool:zsh:curl example.test"));
         assert!(!z.guarded("tool:zsh:ls"));
-        assert!(!p.guarded("tool:zsh:curl example.test"));
+        // Other shells' names are read as a shell too.
+        assert!(p.guarded("tool:zsh:curl example.test"));
+        assert!(p.guarded("tool:Shell:scp .env x.example:"));
+        assert!(!p.guarded("tool:zsh:ls"));
     }
 
     /// Ways out the list first missed (a review found each allowed in a
@@ -755,7 +758,8 @@ mod tests {
         spec.shell_tools = vec!["zsh".into()];
         let z = Profile::custom(spec).unwrap();
         assert!(z.taints("tool:zsh:curl example.test"));
-        assert!(!p.taints("tool:zsh:curl example.test"));
+        assert!(p.taints("tool:zsh:curl example.test"));
+        assert!(!p.taints("tool:fish2:curl example.test"));
     }
 
     /// A command name spelled with quotes or a backslash is the command

@@ -586,8 +586,9 @@ impl Profile {
         };
         let dialect = match self.dialect(tool) {
             Some(d) => d,
-            None if tool.eq_ignore_ascii_case("bash") => Dialect::Bash,
             None if tool.eq_ignore_ascii_case("sh") => Dialect::Sh,
+            // Bash, or another shell's name an API client gives its tool.
+            None if OTHER_SHELLS.iter().any(|s| tool.eq_ignore_ascii_case(s)) => Dialect::Bash,
             None => return false,
         };
         let as_tool = if dialect == Dialect::Git {
@@ -691,6 +692,9 @@ impl From<Profile> for ProfileSpec {
         profile.spec().clone()
     }
 }
+
+/// Shell tool names read as bash's where no profile names them.
+const OTHER_SHELLS: [&str; 6] = ["bash", "zsh", "dash", "ksh", "mksh", "shell"];
 
 #[cfg(test)]
 mod tests {
