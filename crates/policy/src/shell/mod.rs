@@ -13,6 +13,7 @@ mod fast;
 mod git;
 mod hidden;
 mod scan;
+mod sed;
 mod walk;
 mod words;
 
