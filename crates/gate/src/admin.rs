@@ -288,7 +288,22 @@ impl Gate {
             ));
         }
         let (new, rules) = new_handler(reg, &self.config().outbound)?;
-        let warnings = self.unmet_quorums(&rules).await?;
+        let mut warnings = self.unmet_quorums(&rules).await?;
+        // Grants whose scope now means something else go first (a failure
+        // after leaves fewer grants, never a wider one).
+        let old = self.store().get_handler(id).await.map_err(|e| match e {
+            StoreError::NotFound => GateError::not_found(format!("no live handler '{id}'")),
+            other => other.into(),
+        })?;
+        let changed = crate::handler_change::changed_permissions(&old.spec, &new.spec);
+        let revoked = self.revoke_grants_of(id, &changed).await?;
+        if revoked > 0 {
+            warnings.push(format!(
+                "revoked {revoked} grant(s) of {}: the scopes of their actions changed, so a \
+                 grant would now allow what nobody granted",
+                changed.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+        }
         let record = self
             .store()
             .replace_handler(new)

@@ -42,6 +42,7 @@ pub mod events;
 pub mod examples;
 pub mod grant_requests;
 pub mod grants;
+mod handler_change;
 pub mod handler_spec;
 pub mod holds;
 mod open_gauge;

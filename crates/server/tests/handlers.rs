@@ -1096,3 +1096,62 @@ async fn a_handler_cannot_take_a_built_in_tools_name() {
     assert_eq!(list, json!([]));
     app.stop().await;
 }
+
+/// A handler registered again with an action whose scope reads another
+/// param: the grants of that permission are revoked (an old
+/// `recipient: *@example.com` must not now judge a different field), and
+/// the answer says so; a registration that keeps the scopes keeps them.
+#[tokio::test]
+async fn registering_a_handler_again_with_moved_scopes_revokes_their_grants() {
+    let app = TestApp::spawn_with(|s| s.dispatch.enabled = false).await;
+    register(&app).await;
+    grant(
+        &app,
+        json!({"agent": "agent-1", "handler": "mail", "permission": "email.send",
+        "scope": {"recipient": "*@example.com"}, "expires": "today"}),
+    )
+    .await;
+    assert_eq!(
+        send(&app, &app.agent, "bob@example.com").await["status"],
+        "approved"
+    );
+    // The same registration again: the grant stays.
+    let (s, body) = app
+        .call(
+            Method::PUT,
+            "/v1/handlers/mail",
+            Some(&app.admin),
+            Some(mail_handler()),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_eq!(
+        send(&app, &app.agent, "bob@example.com").await["status"],
+        "approved"
+    );
+    // The scope now reads `subject`: the grant is gone.
+    let mut moved = mail_handler();
+    moved["actions"][0]["scope"] = json!({"recipient": "/subject"});
+    let (s, body) = app
+        .call(
+            Method::PUT,
+            "/v1/handlers/mail",
+            Some(&app.admin),
+            Some(moved),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert!(body.to_string().contains("revoked 1 grant"), "{body}");
+    let (s, a) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&app.agent),
+            Some(json!({"handler": "mail", "action": "send",
+                        "params": {"to": "evil@evil.net", "subject": "x@example.com"}})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{a}");
+    assert_eq!(a["status"], "pending", "{a}");
+    app.stop().await;
+}
