@@ -30,6 +30,16 @@ use actiongate_policy as policy;
 /// More entries than this clear the cache (they are read again on next use).
 const MAX_ENTRIES: usize = 10_000;
 
+/// A compiled pattern no decision used for this long is dropped, at the
+/// next sweep: a grant revoked, expired, used up or pruned is never used
+/// again, and each kept its compiled regex (~12 KiB) until the map
+/// reached [`MAX_ENTRIES`] (a soak at 20 grants a minute grew 0.1 MB a
+/// minute, for hours).
+const UNUSED_FOR: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Compiled patterns are swept of unused ones every this many inserts.
+const SWEEP_EVERY: usize = 128;
+
 /// Active grants by agent and tool.
 #[derive(Default)]
 pub(crate) struct GrantCache {
@@ -39,7 +49,29 @@ pub(crate) struct GrantCache {
     /// than reading its row. Without this, every grant made (which clears
     /// the cache) had the next decision compile again every grant of its
     /// agent and tool, every session's.
-    patterns: Mutex<HashMap<String, Compiled>>,
+    patterns: Mutex<Patterns>,
+}
+
+/// The compiled patterns by grant id, and how many were inserted.
+#[derive(Default)]
+struct Patterns {
+    by_id: HashMap<String, Compiled>,
+    inserts: usize,
+}
+
+impl Patterns {
+    /// Keeps `compiled` under `id`, dropping first, every
+    /// [`SWEEP_EVERY`] inserts, what no decision used for [`UNUSED_FOR`].
+    fn insert(&mut self, id: String, compiled: Compiled, now: std::time::Instant) {
+        self.inserts = self.inserts.wrapping_add(1);
+        if self.by_id.len() >= MAX_ENTRIES {
+            self.by_id.clear();
+        } else if self.inserts.is_multiple_of(SWEEP_EVERY) {
+            self.by_id
+                .retain(|_, c| now.saturating_duration_since(c.used) < UNUSED_FOR);
+        }
+        self.by_id.insert(id, compiled);
+    }
 }
 
 /// A grant's tool pattern as written and as compiled.
@@ -48,6 +80,8 @@ struct Compiled {
     pattern: String,
     whole_line: bool,
     compiled: policy::ToolPattern,
+    /// When a decision last used it.
+    used: std::time::Instant,
 }
 
 /// A grant scoped to a session or a count of uses, as read: compiled only
@@ -184,10 +218,15 @@ impl GrantCache {
         let Some((tool, pattern, whole_line)) = tool_pattern_of(g) else {
             return crate::grants::to_policy(g);
         };
-        let known = self.patterns.lock().ok().and_then(|p| {
-            p.get(&g.id)
+        let now = std::time::Instant::now();
+        let known = self.patterns.lock().ok().and_then(|mut p| {
+            p.by_id
+                .get_mut(&g.id)
                 .filter(|c| c.tool == tool && c.pattern == pattern && c.whole_line == whole_line)
-                .map(|c| c.compiled.clone())
+                .map(|c| {
+                    c.used = now;
+                    c.compiled.clone()
+                })
         });
         if let Some(compiled) = known {
             return Ok(with_target(g, policy::GrantTarget::Tool(compiled)));
@@ -196,9 +235,6 @@ impl GrantCache {
         if let (policy::GrantTarget::Tool(compiled), Ok(mut p)) =
             (&grant.target, self.patterns.lock())
         {
-            if p.len() >= MAX_ENTRIES {
-                p.clear();
-            }
             p.insert(
                 g.id.clone(),
                 Compiled {
@@ -206,7 +242,9 @@ impl GrantCache {
                     pattern: pattern.to_owned(),
                     whole_line,
                     compiled: compiled.clone(),
+                    used: now,
                 },
+                now,
             );
         }
         Ok(grant)
@@ -271,7 +309,7 @@ mod tests {
         let g = cache.to_policy(&record("g1", "make .*")).unwrap();
         assert_eq!(pattern_of(&g), "make .*");
         cache.clear();
-        assert!(cache.patterns.lock().unwrap().contains_key("g1"));
+        assert!(cache.patterns.lock().unwrap().by_id.contains_key("g1"));
         let again = cache.to_policy(&record("g1", "make .*")).unwrap();
         assert_eq!(pattern_of(&again), "make .*");
         assert_eq!(again.id, "g1");
@@ -279,6 +317,43 @@ mod tests {
         // never answered from the memo.
         let other = cache.to_policy(&record("g1", "ls .*")).unwrap();
         assert_eq!(pattern_of(&other), "ls .*");
+    }
+
+    /// A compiled pattern no decision used for a while is dropped at the
+    /// next sweep; one in use stays.
+    #[test]
+    fn compiled_patterns_unused_for_a_while_are_swept() {
+        let cache = GrantCache::default();
+        cache.to_policy(&record("old", "make .*")).unwrap();
+        let compiled = |id: &str| -> Compiled {
+            let g = cache.to_policy(&record(id, "x")).unwrap();
+            let policy::GrantTarget::Tool(compiled) = g.target else {
+                panic!("a tool grant");
+            };
+            Compiled {
+                tool: "bash".into(),
+                pattern: "x".into(),
+                whole_line: false,
+                compiled,
+                used: std::time::Instant::now(),
+            }
+        };
+        let fresh: Vec<Compiled> = (0..SWEEP_EVERY)
+            .map(|i| compiled(&format!("n{i}")))
+            .collect();
+        let mut p = cache.patterns.lock().unwrap();
+        // Later than the unused time: a sweep drops "old"; what is
+        // inserted then stays.
+        let later = std::time::Instant::now() + UNUSED_FOR * 2;
+        let mut kept = p.by_id.remove("n0").unwrap();
+        kept.used = later;
+        p.by_id.insert("kept".into(), kept);
+        for (i, c) in fresh.into_iter().enumerate() {
+            p.insert(format!("m{i}"), c, later);
+        }
+        assert!(!p.by_id.contains_key("old"));
+        assert!(p.by_id.contains_key("kept"));
+        assert!(p.by_id.len() <= SWEEP_EVERY + 1, "{}", p.by_id.len());
     }
 
     /// A decision in one session compiles its own session's grants and
@@ -300,7 +375,7 @@ mod tests {
         let ids: Vec<&str> = mine.iter().map(|(g, _)| g.id.as_str()).collect();
         assert_eq!(ids, ["s7", "counted"]);
         assert_eq!(mine[1].1, Some(3));
-        assert_eq!(cache.patterns.lock().unwrap().len(), 2);
+        assert_eq!(cache.patterns.lock().unwrap().by_id.len(), 2);
         let none = for_session(&all, None, &cache).unwrap();
         assert_eq!(none.len(), 1);
     }
@@ -316,6 +391,6 @@ mod tests {
         r.scope = Some(serde_json::Map::new());
         let g = cache.to_policy(&r).unwrap();
         assert!(matches!(g.target, policy::GrantTarget::Permission { .. }));
-        assert!(cache.patterns.lock().unwrap().is_empty());
+        assert!(cache.patterns.lock().unwrap().by_id.is_empty());
     }
 }
