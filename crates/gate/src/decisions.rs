@@ -312,7 +312,7 @@ impl Gate {
                         .map_err(|no| GateError::invalid("remember", no.reason))?;
                     return crate::grants::line_target(&action.tool, &pattern, "remember");
                 }
-                let pattern = self.remembered_pattern(action).await?;
+                let pattern = remembered_pattern(&profile, action)?;
                 if pattern.chars().count() > policy::MAX_PATTERN_LEN {
                     return Err(GateError::invalid(
                         "remember",
@@ -342,21 +342,6 @@ impl Gate {
             uses: None,
         };
         self.remember_target(action, &defaults).await.is_ok()
-    }
-
-    /// The pattern "remember" grants for a decision-only action: built from
-    /// the analysed command line, one exact alternative per simple command
-    /// (`cargo fmt && cargo build` grants `cargo fmt` and `cargo build`), so the
-    /// grant matches what it was made for. A line no grant can cover (a
-    /// substitution, a redirection, a command that runs commands) is
-    /// refused with the reason instead of a grant that never matches.
-    async fn remembered_pattern(&self, action: &Action) -> GateResult<String> {
-        let profile = self.profile_of(&action.agent).await?;
-        match policy::grant_patterns(&profile, &action.tool, &action.detail) {
-            Ok(patterns) if patterns.len() == 1 => Ok(patterns.concat()),
-            Ok(patterns) => Ok(format!("(?:{})", patterns.join("|"))),
-            Err(no) => Err(GateError::invalid("remember", no.reason)),
-        }
     }
 
     /// Cancels a pending action (its agent, or an operator). For anyone
@@ -548,6 +533,20 @@ impl Gate {
             Err(actiongate_store::StoreError::Conflict(_)) => Err(replayed()),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+/// The pattern "remember" grants for a decision-only action: built from
+/// the analysed command line, one exact alternative per simple command
+/// (`cargo fmt && cargo build` grants `cargo fmt` and `cargo build`), so the
+/// grant matches what it was made for. A line no grant can cover (a
+/// substitution, a redirection, a command that runs commands) is
+/// refused with the reason instead of a grant that never matches.
+fn remembered_pattern(profile: &policy::Profile, action: &Action) -> GateResult<String> {
+    match policy::grant_patterns(profile, &action.tool, &action.detail) {
+        Ok(patterns) if patterns.len() == 1 => Ok(patterns.concat()),
+        Ok(patterns) => Ok(format!("(?:{})", patterns.join("|"))),
+        Err(no) => Err(GateError::invalid("remember", no.reason)),
     }
 }
 

@@ -170,12 +170,7 @@ pub fn compile_rule(index: usize, rule: &ApprovalRule) -> Result<CompiledRule, A
     })
 }
 
-/// What may start a new line where a detail is shown: line feed, carriage
-/// return, vertical tab, form feed, next line, and the Unicode line and
-/// paragraph separators.
-const LINE_BREAKS: [char; 7] = [
-    '\n', '\r', '\u{0b}', '\u{0c}', '\u{85}', '\u{2028}', '\u{2029}',
-];
+use crate::secrets::LINE_BREAKS;
 
 /// A detail that is not analysed, line by line (itself when on one line):
 /// `.` stops at a line break, so a newline sent after `prod eu` would shed

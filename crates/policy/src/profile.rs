@@ -887,15 +887,19 @@ mod tests {
         );
     }
 
-    #[test]
-    fn every_commands_first_approvals_rule_applies() {
-        let rule = |pattern: &str, count| crate::approvals::ApprovalRule {
+    /// An approvals rule over `pattern` asking `count` people, anyone.
+    fn rule(pattern: &str, count: u32) -> crate::approvals::ApprovalRule {
+        crate::approvals::ApprovalRule {
             pattern: pattern.into(),
             count,
             approvers: vec![],
             escalate_after: None,
             escalate_to: None,
-        };
+        }
+    }
+
+    #[test]
+    fn every_commands_first_approvals_rule_applies() {
         let p = Profile::custom(CustomProfile {
             ask: vec!["(?s).*".into()],
             approvals: vec![
@@ -922,13 +926,6 @@ mod tests {
 
     #[test]
     fn what_the_analyser_cannot_name_is_governed_by_every_rule_of_its_tool() {
-        let rule = |pattern: &str, count| crate::approvals::ApprovalRule {
-            pattern: pattern.into(),
-            count,
-            approvers: vec![],
-            escalate_after: None,
-            escalate_to: None,
-        };
         let p = Profile::custom(CustomProfile {
             ask: vec!["(?s).*".into()],
             approvals: vec![

@@ -175,7 +175,13 @@ fn shown_text(text: &str) -> (String, bool) {
     if private_key_over_lines(text) {
         return (KEY_NOT_SHOWN.to_owned(), true);
     }
-    let all = visible::lines(&mask_secrets(text), "");
+    whole_or_cut(&mask_secrets(text))
+}
+
+/// `text` with every hidden character visible and line breaks kept, cut
+/// to [`MAX_VALUE`] characters (and whether it was).
+fn whole_or_cut(text: &str) -> (String, bool) {
+    let all = visible::lines(text, "");
     let shown = cut(&all, MAX_VALUE);
     let was_cut = shown.len() != all.len();
     (shown, was_cut)
@@ -308,9 +314,8 @@ pub fn action_card(a: &Action, with_buttons: bool, remember: bool) -> Card {
             // The MCP proxy's question about a tool definition: the reason
             // is what is approved (the definition the agent will read), so
             // it is shown unmasked, and not shown whole it approves nothing.
-            let all = visible::lines(r, "");
-            let shown = cut(&all, MAX_VALUE);
-            was_cut |= shown.len() != all.len();
+            let (shown, c) = whole_or_cut(r);
+            was_cut |= c;
             lines.push(format!("Definition: {shown}"));
         } else {
             lines.push(format!("Reason: {}", shown_text(r).0));
