@@ -8,6 +8,7 @@ import type { Client } from './client.js';
 import { ActionGateError, Denied, TimedOut } from './errors.js';
 import { denialReason, isApproved, isSettled, wasApproved } from './models.js';
 import type { Action, CheckResult } from './models.js';
+import { sanitizeTool } from './claude-tools.js';
 
 /** A tool call to ask about: the gate's tool name, detail and reason. */
 export interface ToolCall {
@@ -25,6 +26,12 @@ export interface ToolCall {
    * and detail.
    */
   params?: Record<string, unknown>;
+  /**
+   * Why the call may do more than its tool and detail say (the action's
+   * `caution`): no rule or grant allows it then, only an operator's
+   * approval of this very call.
+   */
+  caution?: string;
 }
 
 /** The gate's answer to one tool call: run it, or not and why. */
@@ -83,154 +90,6 @@ export function compactJson(input: unknown): string {
   );
 }
 
-/** Gate tool names are 1-128 of `[A-Za-z0-9_.-]`; anything else becomes `_` (as the hooks do). */
-function sanitize(name: string): string {
-  const s = name.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 128);
-  return s || 'tool';
-}
-
-/**
- * A path with `.`, `..` and repeated `/` resolved lexically, as the hooks
- * do, so the action names the file the tool touches: `/repo/../etc/x` is
- * `/etc/x`, which a pattern allowing `/repo/.*` must not cover.
- */
-export function normalizePath(path: string): string {
-  const absolute = path.startsWith('/');
-  const parts: string[] = [];
-  for (const part of path.split('/')) {
-    if (part === '' || part === '.') continue;
-    if (part === '..') {
-      if (parts.length > 0 && parts[parts.length - 1] !== '..') parts.pop();
-      else if (!absolute) parts.push('..');
-      continue;
-    }
-    parts.push(part);
-  }
-  const joined = parts.join('/');
-  return absolute ? `/${joined}` : joined || '.';
-}
-
-/**
- * `path` under the working directory `cwd` when it is relative and `cwd`
- * absolute, as the hooks join it: that is where the runtime resolves it.
- * A path from the home directory (`~`, `~/…`) stays as written, and so
- * does every path without an absolute `cwd`.
- */
-function joinPath(path: string, cwd?: string): string {
-  if (!cwd?.startsWith('/') || path.startsWith('/') || path === '~' || path.startsWith('~/')) return path;
-  return `${cwd.replace(/\/+$/, '')}/${path}`;
-}
-
-/**
- * `Glob`'s detail as the hooks spell it: `<dir>/<pattern>` unless the
- * pattern is absolute, its leading steps up to the first one holding a
- * wildcard or an escape resolved as a path is.
- */
-function globDetail(pattern: string, dir?: string): string {
-  const full = dir && !pattern.startsWith('/') ? `${dir.replace(/\/+$/, '')}/${pattern}` : pattern;
-  let literal = 0;
-  for (const step of full.match(/[^/]*\/|[^/]+$/g) ?? []) {
-    if (/[*?[\]{}\\]/.test(step)) break;
-    literal += step.length;
-  }
-  const head = full.slice(0, literal);
-  const rest = full.slice(literal);
-  if (!head) return full;
-  const h = normalizePath(head);
-  if (!rest) return h;
-  if (h === '.') return rest;
-  return h.endsWith('/') ? `${h}${rest}` : `${h}/${rest}`;
-}
-
-/**
- * Maps a Claude tool call (Claude Code, the Claude Agent SDK) to the gate's
- * tool and detail, exactly as `actiongate hook claude-code` does, so one
- * profile governs both: `Bash` is `bash` with the command, `Edit`/`Write`
- * are `file` with `edit <path>`/`write <path>`, MCP tools are `mcp` with
- * `<server>__<tool> <input as JSON>`. Given the session's working directory
- * `cwd` (absolute), a relative path is asked as the file under it, as the
- * hook asks it; without one it stays relative.
- */
-/** Most bytes of one string of a file call's input shown to the humans who decide. */
-const MAX_SHOWN_STRING = 16 * 1024;
-/** Most bytes of a file call's input shown: below the daemon's 256 KiB bound on params. */
-const MAX_SHOWN = 192 * 1024;
-
-/** `value` with each string past {@link MAX_SHOWN_STRING} bytes cut, saying how much is not shown. */
-function cutStrings(value: unknown): unknown {
-  if (typeof value === 'string') {
-    const bytes = new TextEncoder().encode(value);
-    if (bytes.length <= MAX_SHOWN_STRING) return value;
-    const head = new TextDecoder().decode(bytes.slice(0, MAX_SHOWN_STRING)).replace(/\uFFFD$/, '');
-    return `${head}…[${bytes.length - new TextEncoder().encode(head).length} more bytes not shown]`;
-  }
-  if (Array.isArray(value)) return value.map(cutStrings);
-  if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, cutStrings(v)]));
-  }
-  return value;
-}
-
-/**
- * What a Claude file call (`Edit`, `MultiEdit`, `Write`, `NotebookEdit`)
- * shows the humans who decide, as `actiongate hook claude-code` sends it:
- * its input, long strings cut; undefined for any other call (its detail is
- * the whole call).
- */
-export function claudeParams(name: string, input: Record<string, unknown>): Record<string, unknown> | undefined {
-  if (!['Edit', 'MultiEdit', 'Write', 'NotebookEdit'].includes(name)) return undefined;
-  const shown = cutStrings(input) as Record<string, unknown>;
-  let size = Infinity;
-  try {
-    size = new TextEncoder().encode(JSON.stringify(shown)).length;
-  } catch {
-    // Not JSON: shown as a note, as one too large is.
-  }
-  return size <= MAX_SHOWN ? shown : { not_shown: "the tool's input is too large to show" };
-}
-
-export function mapClaudeTool(name: string, input: Record<string, unknown>, cwd?: string): { tool: string; detail: string } {
-  const field = (key: string): string => {
-    const v = input[key];
-    if (typeof v !== 'string') throw new ActionGateError(`the ${name} call has no input.${key}`);
-    return v;
-  };
-  const file = (key: string): string => normalizePath(joinPath(field(key), cwd));
-  switch (name) {
-    case 'Bash':
-      return { tool: 'bash', detail: field('command') };
-    case 'Edit':
-    case 'MultiEdit':
-      return { tool: 'file', detail: `edit ${file('file_path')}` };
-    case 'Write':
-      return { tool: 'file', detail: `write ${file('file_path')}` };
-    case 'NotebookEdit':
-      return { tool: 'file', detail: `notebook_edit ${file('notebook_path')}` };
-    case 'Read':
-      return { tool: 'Read', detail: file('file_path') };
-    case 'Glob': {
-      const path = typeof input['path'] === 'string' ? input['path'] : '';
-      const dir = cwd?.startsWith('/') ? (path ? joinPath(path, cwd) : cwd) : path;
-      return { tool: 'Glob', detail: globDetail(field('pattern'), dir) };
-    }
-    case 'Grep':
-      return { tool: 'Grep', detail: field('pattern') };
-    case 'WebFetch':
-      return { tool: 'WebFetch', detail: field('url') };
-    case 'WebSearch':
-      return { tool: 'WebSearch', detail: field('query') };
-    default: {
-      // MCP tools `mcp__<server>__<tool>`: the name is the tool, as the
-      // MCP proxy and the hooks spell it; a name that is not plain as a
-      // tool name keeps server and tool in the detail of the tool `mcp`.
-      const m = /^mcp__(.+?)__(.+)$/s.exec(name);
-      if (m && sanitize(name) === name) return { tool: name, detail: compactJson(input) };
-      if (m) return { tool: 'mcp', detail: `${m[1]}__${m[2]} ${compactJson(input)}` };
-      return { tool: sanitize(name), detail: compactJson(input) };
-    }
-  }
-}
-
 /** Reads a settled (or still pending) action as a verdict. */
 export function verdictOf(action: Action, wait: number): Verdict {
   // An approver who edited the call approved the edited one, not the call
@@ -281,7 +140,7 @@ export class Gatekeeper {
   /** The gate action of one framework tool call. */
   call(name: string, input: Record<string, unknown>, reason?: string): ToolCall {
     const mapped = this.options.tools?.[name];
-    const tool = mapped?.tool ?? sanitize(name);
+    const tool = mapped?.tool ?? sanitizeTool(name);
     const detail = mapped?.detail ? mapped.detail(input) : compactJson(input);
     return { tool, detail, reason: reason ?? this.options.reason };
   }
@@ -306,6 +165,8 @@ export class Gatekeeper {
     let d: CheckResult;
     try {
       asked = typeof call === 'function' ? call() : call;
+      // Only an operator's approval allows a cautioned call.
+      if (asked.caution !== undefined) return true;
       d = await this.client.check(asked.tool, asked.detail, { session: this.options.session ?? asked.session, signal });
     } catch {
       return true;
@@ -346,6 +207,7 @@ export class Gatekeeper {
       if (typeof call === 'function') call = call();
       action = await this.client.request(call.tool, call.detail, {
         params: call.params,
+        caution: call.caution,
         reason: call.reason,
         timeout: this.options.timeout,
         session: this.options.session ?? call.session,
@@ -367,7 +229,7 @@ export class Gatekeeper {
     const started = await Promise.all(
       calls.map(async (c): Promise<Action | Verdict> => {
         try {
-          return await this.client.request(c.tool, c.detail, { params: c.params, reason: c.reason, timeout: this.options.timeout, session: this.options.session ?? c.session, signal });
+          return await this.client.request(c.tool, c.detail, { params: c.params, caution: c.caution, reason: c.reason, timeout: this.options.timeout, session: this.options.session ?? c.session, signal });
         } catch (e) {
           return failed(e);
         }

@@ -13,7 +13,9 @@
  *
  * Tool calls are named as `actiongate hook claude-code` names them (`Bash`
  * is `bash` with the command, `Edit` is `file` `edit <path>`, ...), so one
- * profile governs Claude Code and the SDK. The `PreToolUse` hook is given
+ * profile governs Claude Code and the SDK; a call the hook would leave to
+ * an operator alone (a PowerShell line, a command run outside the
+ * sandbox, an input too large to show) is left to one here too. The `PreToolUse` hook is given
  * the session's `cwd`, so a relative path is asked as the file under it,
  * as the Claude Code hook asks it; `canUseTool` is given no working
  * directory by the SDK, so there a relative path is asked as written.
@@ -24,31 +26,49 @@
  */
 import type { CanUseTool, HookCallback, PermissionResult } from '@anthropic-ai/claude-agent-sdk';
 import type { Client } from './client.js';
-import { Gatekeeper, claudeParams, failed, mapClaudeTool } from './adapters.js';
-import type { GatekeeperOptions, ToolCall } from './adapters.js';
+import { Gatekeeper, failed } from './adapters.js';
+import type { GatekeeperOptions, ToolCall, Verdict } from './adapters.js';
+import { claudeParams, cutCaution, mapClaudeCalls } from './claude-tools.js';
 
 export type { GatekeeperOptions } from './adapters.js';
 
-function toCall(keeper: Gatekeeper, options: GatekeeperOptions, name: string, input: Record<string, unknown>, cwd?: string): ToolCall {
+/**
+ * The gate's actions of one Claude tool call: a tool named in
+ * `options.tools` is spelled as given there; every other one as the Claude
+ * Code hook spells it (a malformed call throws: denied), with the hook's
+ * caution where the call may do more than its actions say.
+ */
+function toCalls(keeper: Gatekeeper, options: GatekeeperOptions, name: string, input: Record<string, unknown>, cwd?: string): ToolCall[] {
   const reason = options.reason ?? `Claude Agent SDK calls ${name}`;
-  // A tool named in options.tools is spelled as given there; every other
-  // one as the Claude Code hook spells it (a malformed call throws: denied).
-  if (options.tools?.[name]) return { ...keeper.call(name, input), reason };
-  const mapped = mapClaudeTool(name, input, cwd);
-  return { tool: mapped.tool, detail: mapped.detail, reason, params: claudeParams(name, input) };
+  if (options.tools?.[name]) return [{ ...keeper.call(name, input), reason }];
+  const { actions, caution } = mapClaudeCalls(name, input, cwd);
+  const params = claudeParams(name, input);
+  const cut = cutCaution(params);
+  const why = caution && cut ? `${caution.slice(0, 300)}; ${cut}` : (caution ?? cut);
+  return actions.map((a) => ({ tool: a.tool, detail: a.detail, reason, params, ...(why ? { caution: why } : {}) }));
+}
+
+/** Every action of a call approved, or the first refusal. */
+async function decideEach(keeper: Gatekeeper, calls: ToolCall[], signal?: AbortSignal): Promise<Verdict> {
+  let verdict: Verdict = { approved: false, message: 'Not run: the call names no action.' };
+  for (const call of calls) {
+    verdict = await keeper.decide(call, signal);
+    if (!verdict.approved) return verdict;
+  }
+  return verdict;
 }
 
 /** The `canUseTool` callback of a Claude Agent SDK `query`. */
 export function canUseTool(gate: Client | Gatekeeper, options: GatekeeperOptions = {}): CanUseTool {
   const keeper = gate instanceof Gatekeeper ? gate : new Gatekeeper(gate, options);
   return async (toolName, input, { signal, toolUseID }): Promise<PermissionResult> => {
-    let call: ToolCall;
+    let calls: ToolCall[];
     try {
-      call = toCall(keeper, options, toolName, input);
+      calls = toCalls(keeper, options, toolName, input);
     } catch (e) {
       return { behavior: 'deny', message: failed(e).message, ...(toolUseID ? { toolUseID } : {}) };
     }
-    const verdict = await keeper.decide(call, signal);
+    const verdict = await decideEach(keeper, calls, signal);
     if (verdict.approved) return { behavior: 'allow', updatedInput: input, ...(toolUseID ? { toolUseID } : {}) };
     return { behavior: 'deny', message: verdict.message, ...(toolUseID ? { toolUseID } : {}) };
   };
@@ -66,16 +86,17 @@ export function preToolUseHook(gate: Client | Gatekeeper, options: GatekeeperOpt
   return async (input, _toolUseID, { signal }) => {
     if (input.hook_event_name !== 'PreToolUse') return {};
     const toolInput = (input.tool_input ?? {}) as Record<string, unknown>;
-    let call: ToolCall;
+    let calls: ToolCall[];
     try {
-      call = toCall(keeper, options, input.tool_name, toolInput, input.cwd);
+      calls = toCalls(keeper, options, input.tool_name, toolInput, input.cwd);
     } catch (e) {
       return { hookSpecificOutput: { hookEventName: 'PreToolUse', permissionDecision: 'deny', permissionDecisionReason: failed(e).message } };
     }
     // The call belongs to Claude's session, as the Claude Code hook puts it:
     // what an earlier call of that session read taints it.
-    if (typeof input.session_id === 'string' && input.session_id) call = { ...call, session: input.session_id };
-    const verdict = await keeper.decide(call, signal);
+    const sid = input.session_id;
+    if (typeof sid === 'string' && sid) calls = calls.map((c) => ({ ...c, session: sid }));
+    const verdict = await decideEach(keeper, calls, signal);
     return {
       hookSpecificOutput: {
         hookEventName: 'PreToolUse',

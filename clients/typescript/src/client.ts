@@ -12,6 +12,7 @@ import { denialReason, isApproved, isSettled, wasApproved } from './models.js';
 import type { Action, CheckResult, Event, Grant, GrantRequest, Plan, PlanStepRequest, WhoAmI } from './models.js';
 import type { components } from './openapi.js';
 import { Backoff, SseParser, toEvent } from './sse.js';
+import { compactJson } from './adapters.js';
 
 type Schemas = components['schemas'];
 
@@ -59,6 +60,13 @@ export interface RequestOptions extends CallOptions {
    * The policy reads only the tool and detail.
    */
   params?: Record<string, unknown>;
+  /**
+   * A decision-only action's caution (1-500 printable characters): why the
+   * caller cannot vouch that the call does only what its tool and detail
+   * say. An allow by any rule or grant then asks a human, and only an
+   * operator's approval of it allows it.
+   */
+  caution?: string;
 }
 
 /**
@@ -388,6 +396,7 @@ export class Client {
   async request(tool: string, detail: string, options: RequestOptions = {}): Promise<Action> {
     const body: Record<string, unknown> = { tool, detail };
     if (options.params !== undefined) body['params'] = options.params;
+    if (options.caution !== undefined) body['caution'] = options.caution;
     return this.newAction(body, options);
   }
 
@@ -727,7 +736,10 @@ export class Client {
 
   /**
    * Wraps a function so it runs only once the gate allows it: the call
-   * waits up to `wait` seconds (default 60) for a human. {@link Denied},
+   * waits up to `wait` seconds (default 60) for a human. The detail is,
+   * unless given, its arguments as compact JSON ({@link compactJson}: a
+   * `Set`, a `Map`, a `BigInt` as what they hold; one JSON cannot show
+   * throws, and the function does not run). {@link Denied},
    * {@link Expired}, {@link TimedOut} or any other error means the
    * function did not run. With `report` (default true) the outcome is
    * recorded on the action.
@@ -739,7 +751,7 @@ export class Client {
     const tool = options.tool ?? (fn.name || 'function');
     return async (...args: A): Promise<R> => {
       const detail =
-        typeof options.detail === 'function' ? options.detail(...args) : (options.detail ?? JSON.stringify(args.length === 1 ? args[0] : args) ?? '');
+        typeof options.detail === 'function' ? options.detail(...args) : (options.detail ?? compactJson(args.length === 1 ? args[0] : args));
       const action = await this.approved(tool, detail, {
         wait: options.wait ?? 60,
         reason: options.reason,

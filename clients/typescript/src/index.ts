@@ -14,7 +14,9 @@ export { Aborted, ActionGateError, ApiError, Denied, Expired, TimedOut, Unreacha
 export type { FieldError } from './errors.js';
 export { approvedSteps, askingSteps, denialReason, isApproved, isSettled, wasApproved } from './models.js';
 export type { Action, ActionPage, ActionStatus, CheckResult, Decision, Event, Grant, GrantRequest, Plan, PlanStepRequest, WhoAmI } from './models.js';
-export { Gatekeeper, claudeParams, mapClaudeTool, compactJson } from './adapters.js';
+export { Gatekeeper, compactJson } from './adapters.js';
+export { claudeParams, mapClaudeCalls, mapClaudeTool } from './claude-tools.js';
+export type { ClaudeAction, ClaudeCalls } from './claude-tools.js';
 export type { ToolCall, Verdict, GatekeeperOptions } from './adapters.js';
 export { InvalidReceipt, paramsDigest, verifyReceipt } from './receipts.js';
 export type { ReceiptClaims, ReceiptDecider } from './receipts.js';

@@ -25,6 +25,7 @@
 import type { Client } from './client.js';
 import { Gatekeeper, failed } from './adapters.js';
 import type { GatekeeperOptions, ToolCall, Verdict } from './adapters.js';
+import { sanitizeTool, sortedJson } from './claude-tools.js';
 
 export type { GatekeeperOptions } from './adapters.js';
 
@@ -49,19 +50,49 @@ interface InterruptedResult {
 }
 
 /** Keys of a call that name it rather than say what it does. */
-const CALL_IDS = new Set(['id', 'callId', 'call_id', 'status', 'providerData']);
+const CALL_IDS = new Set(['id', 'callId', 'call_id', 'itemId', 'item_id', 'status']);
+
+/** `o` without the keys that only name it. */
+function withoutIds(o: object): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(o).filter(([k]) => !CALL_IDS.has(k)));
+}
 
 /**
  * What an approval item's call would do: a function call's arguments, or,
  * for a call that has none (a shell command, a patch, a computer action),
- * the call itself, ids aside. `undefined` when neither can be read.
+ * the call itself, ids aside (what the provider keeps of it too). `undefined` when neither can be read.
  */
 function described(item: ApprovalItem): Record<string, unknown> | undefined {
   if (typeof item.arguments === 'string') return parseArguments(item.arguments);
   const call = item.rawItem;
   if (!call || typeof call !== 'object' || Array.isArray(call)) return undefined;
-  const what = Object.fromEntries(Object.entries(call).filter(([k]) => !CALL_IDS.has(k)));
+  const what = withoutIds(call);
+  const provider = what['providerData'];
+  if (provider && typeof provider === 'object' && !Array.isArray(provider)) what['providerData'] = withoutIds(provider);
   return Object.keys(what).some((k) => k !== 'type') ? what : undefined;
+}
+
+/**
+ * A hosted MCP tool's approval request, asked as the MCP proxy and the
+ * hooks name an MCP tool: `mcp__<server>__<tool>` with its arguments (keys
+ * sorted), so one rule governs the tool whichever way it is called. The
+ * SDK keeps server, tool and arguments in the call's `providerData`.
+ * `undefined` for any other call; `null` for one naming no server or tool.
+ */
+function hostedMcp(item: ApprovalItem): { tool: string; detail: string } | null | undefined {
+  const raw = item.rawItem as Record<string, unknown> | undefined;
+  if (!raw || typeof raw !== 'object' || raw['type'] !== 'hosted_tool_call') return undefined;
+  const data = raw['providerData'] as Record<string, unknown> | undefined;
+  if (!data || typeof data !== 'object') return undefined;
+  if (data['type'] !== undefined && data['type'] !== 'mcp_approval_request') return undefined;
+  const text = (v: unknown): string | undefined => (typeof v === 'string' && v ? v : undefined);
+  const server = text(data['server_label']) ?? text(data['serverLabel']);
+  const tool = text(data['name']) ?? (raw['name'] !== 'mcp_approval_request' ? text(raw['name']) : undefined);
+  if (!server || !tool) return null;
+  const given = data['arguments'] ?? raw['arguments'];
+  const args = typeof given === 'string' ? parseArguments(given) : given && typeof given === 'object' ? given : {};
+  const name = `mcp__${server}__${tool}`;
+  return sanitizeTool(name) === name ? { tool: name, detail: sortedJson(args) } : { tool: 'mcp', detail: `${server}__${tool} ${sortedJson(args)}` };
 }
 
 function parseArguments(raw: string | undefined): Record<string, unknown> {
@@ -99,10 +130,13 @@ export class AgentsGate {
   async verdicts(items: ApprovalItem[], signal?: AbortSignal): Promise<Verdict[]> {
     const unreadable: Verdict = { approved: false, message: 'actiongate: what this call would do cannot be read; not run' };
     const asked = items.map((item): ToolCall | Verdict => {
+      const agent = item.agent?.name;
+      const mcp = hostedMcp(item);
+      if (mcp === null) return unreadable;
+      if (mcp) return { ...mcp, reason: `${agent ? `agent ${agent} calls` : 'calls'} the hosted MCP tool ${mcp.tool}` };
       const args = described(item);
       if (args === undefined) return unreadable;
       const name = item.name ?? 'tool';
-      const agent = item.agent?.name;
       try {
         return this.keeper.call(name, args, agent ? `agent ${agent} calls ${name}` : `calls ${name}`);
       } catch (e) {

@@ -112,13 +112,15 @@ describe('claude-agent-sdk canUseTool (the SDK callback contract)', () => {
     assert.match(denied.message, /not on Friday/);
   });
 
-  test("a write's content reaches the approver, long strings cut", async () => {
-    const { name, env } = await agentEnv(ASK);
+  test("a write's content reaches the approver, long strings cut as the hook cuts them, and then only an operator allows it", async () => {
+    const { name, env } = await agentEnv({ allow: ['tool:file:.*'], ask: [], deny: [] });
     const decide = canUseTool(new Client({ url: env.ACTIONGATE_URL, key: env.ACTIONGATE_KEY }), { wait: 30 });
-    const p = decide('Write', { file_path: '/home/u/.bashrc', content: 'x'.repeat(20000) }, opts());
+    assert.equal((await decide('Write', { file_path: '/home/u/notes', content: 'x'.repeat(20000) }, opts())).behavior, 'allow');
+    const p = decide('Write', { file_path: '/home/u/.bashrc', content: 'x'.repeat(200000) }, opts());
     const item = await d.pendingOf(name);
     assert.equal(item.detail, 'write /home/u/.bashrc');
-    assert.match(item.params.content, /…\[3616 more bytes not shown\]$/);
+    assert.match(item.params.content, /…\[68928 more bytes not shown\]$/);
+    assert.match(item.decision.reason, /too large to show whole/);
     await d.call('POST', `/v1/actions/${item.id}/deny`, { reason: 'no' });
     assert.equal((await p).behavior, 'deny');
   });
@@ -152,7 +154,31 @@ describe('claude-agent-sdk canUseTool (the SDK callback contract)', () => {
     const live = canUseTool(new Client({ url: env.ACTIONGATE_URL, key: env.ACTIONGATE_KEY }), { wait: 2 });
     const malformed = await live('Bash', { cmd: 'no command field' }, opts());
     assert.equal(malformed.behavior, 'deny');
-    assert.match(malformed.message, /no input.command/);
+    assert.match(malformed.message, /no input field `command`/);
+  });
+
+  test('a command run outside the sandbox waits for an operator even where the policy allows it', async () => {
+    const { name, env } = await agentEnv(ALLOW);
+    const decide = canUseTool(new Client({ url: env.ACTIONGATE_URL, key: env.ACTIONGATE_KEY }), { wait: 30 });
+    const running = decide('Bash', { command: 'ls', dangerouslyDisableSandbox: true }, opts());
+    const item = await d.pendingOf(name);
+    assert.equal(item.detail, 'ls');
+    assert.match(item.decision.reason, /dangerouslyDisableSandbox/);
+    await d.call('POST', `/v1/actions/${item.id}/approve`, {});
+    assert.equal((await running).behavior, 'allow');
+    // Without the flag the policy's allow stands.
+    assert.equal((await decide('Bash', { command: 'ls' }, opts())).behavior, 'allow');
+  });
+
+  test('a path Claude Code trims is asked trimmed, and each action of a Monitor is asked', async () => {
+    const { env } = await agentEnv({ allow: ['tool:file:.*', 'tool:bash:tail .*'], ask: [], deny: ['tool:file:.* /etc/.*', 'tool:WebFetch:.*'] });
+    const decide = canUseTool(new Client({ url: env.ACTIONGATE_URL, key: env.ACTIONGATE_KEY }), { wait: 2 });
+    const edit = await decide('Edit', { file_path: ' /etc/passwd', old_string: 'a', new_string: 'b' }, opts());
+    assert.equal(edit.behavior, 'deny');
+    assert.match(edit.message, /[Dd]enied/);
+    assert.equal((await decide('Monitor', { command: 'tail -f log' }, opts())).behavior, 'allow');
+    const both = await decide('Monitor', { command: 'tail -f log', ws: { url: 'wss://example.test/x' } }, opts());
+    assert.equal(both.behavior, 'deny');
   });
 
   test('PreToolUse hook answers permissionDecision', async () => {
@@ -328,6 +354,46 @@ test('a shell call is asked about with its command: a deny rule over it holds', 
   assert.match(v.message, /cannot be read/);
 });
 
+test('a hosted MCP tool is asked as the MCP tool it calls, with its server and arguments', async () => {
+  // The SDK keeps server, tool and arguments in providerData; the gate once
+  // saw only `{"type":"hosted_tool_call","name":"delete_repo"}` and an
+  // operator approved deleting a repository without knowing which.
+  const { Agent, Runner, Usage, hostedMcpTool } = await import('@openai/agents');
+  const { AgentsGate } = await import('../dist/openai-agents.js');
+  const a = await d.agent({ allow: ['tool:mcp__github__list_repos:.*'], ask: [], deny: ['tool:mcp__github__delete_repo:.*production.*'] });
+  let turn = 0;
+  const sent = [];
+  const model = {
+    async getResponse(req) {
+      turn += 1;
+      sent.push(req.input);
+      if (turn > 1) return { usage: new Usage(), output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'done' }] }] };
+      return {
+        usage: new Usage(),
+        output: [{
+          type: 'hosted_tool_call', name: 'mcp_approval_request', id: 'mcpr_1', status: 'completed',
+          providerData: { type: 'mcp_approval_request', id: 'mcpr_1', server_label: 'github', name: 'delete_repo', arguments: '{"repo":"acme/production","force":true}' },
+        }],
+      };
+    },
+    async *getStreamedResponse() {
+      throw new Error('not streamed');
+    },
+  };
+  const agent = new Agent({ name: 'ops', model, tools: [hostedMcpTool({ serverLabel: 'github', serverUrl: 'https://example.invalid/mcp', requireApproval: 'always' })] });
+  const gate = new AgentsGate(new Client({ url: d.url, key: a.key }), { wait: 5 });
+  await gate.run(new Runner({ tracingDisabled: true }), agent, 'tidy up');
+  const operator = await d.key('operator');
+  const list = await d.call('GET', `/v1/actions?agent=${a.name}`, undefined, operator);
+  assert.deepEqual(list.items.map((x) => [x.tool, x.detail, x.status]), [['mcp__github__delete_repo', '{"force":true,"repo":"acme/production"}', 'denied']]);
+  // The SDK sent the model a rejection.
+  assert.match(JSON.stringify(sent.at(-1)), /"approve":false/);
+  // A request naming no server is refused without asking.
+  const [v] = await gate.verdicts([{ name: 'x', rawItem: { type: 'hosted_tool_call', providerData: { type: 'mcp_approval_request', name: 'delete_repo' } } }]);
+  assert.equal(v.approved, false);
+  assert.match(v.message, /cannot be read/);
+});
+
 test('a detail keeps what a validated input holds, or the call is refused', async () => {
   // A schema's transform can hand the approval a Set or a BigInt; the
   // detail once showed `{}` or `[object Object]` and an allow ran it.
@@ -363,6 +429,7 @@ test('Mastra: a suspended call that names no tool is declined unasked', async ()
   const a = await d.agent({ allow: ['tool:tool:.*'], ask: [], deny: [] });
   const resumed = [];
   const agent = {
+    listTools: async () => ({}),
     generate: async () => ({ finishReason: 'suspended', runId: 'run-1', suspendPayload: { unexpected: { args: { path: '/srv' } } } }),
     approveToolCallGenerate: async (o) => (resumed.push(['approve', o]), { finishReason: 'stop' }),
     declineToolCallGenerate: async (o) => (resumed.push(['decline', o]), { finishReason: 'stop' }),

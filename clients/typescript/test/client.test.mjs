@@ -489,6 +489,19 @@ describe('errors and failing closed', () => {
     assert.equal((await client.get(item.id)).status, 'completed');
   });
 
+  test("gate's default detail shows what its arguments hold, or the function does not run", async () => {
+    const { name, client } = await agentClient({ allow: [], ask: ['tool:rm:.*'], deny: [] });
+    let ran = 0;
+    const remove = client.gate(async (paths) => (ran++, [...paths]), { tool: 'rm', wait: 30 });
+    const p = remove(new Set(['/etc/passwd', '/home']));
+    const item = await d.pendingOf(name);
+    assert.equal(item.detail, '["/etc/passwd","/home"]');
+    await d.call('POST', `/v1/actions/${item.id}/deny`, { reason: 'no' });
+    await assert.rejects(p, Denied);
+    await assert.rejects(client.gate(() => ran++, { tool: 'rm' })(() => 'a callback'), TypeError);
+    assert.equal(ran, 0);
+  });
+
   test('gate throws Denied with the reason and never runs', async () => {
     const { name, client } = await agentClient();
     let ran = 0;

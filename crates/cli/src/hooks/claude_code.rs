@@ -395,6 +395,35 @@ mod tests {
         assert!(call_of("Bash", &json!({})).is_err());
     }
 
+    /// The table the TypeScript client's Claude adapters are checked
+    /// against too (`clients/typescript/test/claude-tools.test.mjs`): one
+    /// profile must govern Claude Code and the Agent SDK alike.
+    #[test]
+    fn the_shared_table_of_claude_calls() {
+        let table: Value = serde_json::from_str(include_str!("../../tests/claude_calls.json")).unwrap();
+        for case in table["calls"].as_array().unwrap() {
+            let name = case["tool_name"].as_str().unwrap();
+            let input = &case["tool_input"];
+            let hook = json!({"cwd": case["cwd"]});
+            let got = calls_in(&hook, name, input);
+            if case["error"] == json!(true) {
+                assert!(got.is_err(), "{case}: {got:?}");
+                continue;
+            }
+            let got: Vec<Value> = got
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    let m = c.mapped();
+                    json!([m.tool, m.detail])
+                })
+                .collect();
+            assert_eq!(Value::from(got), case["actions"], "{case}");
+            let caution = case["caution"] == json!(true);
+            assert_eq!(unsure(name, input).is_some(), caution, "{case}");
+        }
+    }
+
     #[test]
     fn permission_requests_answer_behavior_and_a_session_rule_for_grants() {
         let p = ClaudeCode
