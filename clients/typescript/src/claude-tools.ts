@@ -149,7 +149,10 @@ function editVerb(input: Record<string, unknown>): 'edit' | 'write' {
  */
 function unsure(name: string, input: Record<string, unknown>): string | undefined {
   if (name === 'PowerShell') return 'a PowerShell command, which actiongate cannot analyse; a human must read it';
-  if (input['dangerouslyDisableSandbox'] === true) return 'Claude Code is asked to run this command outside its sandbox (dangerouslyDisableSandbox)';
+  // Claude Code reads the flag leniently (`"true"` is true): anything but
+  // absent or plainly false counts.
+  const flag = input['dangerouslyDisableSandbox'];
+  if (flag !== undefined && flag !== null && flag !== false) return 'Claude Code is asked to run this command outside its sandbox (dangerouslyDisableSandbox)';
   return undefined;
 }
 

@@ -137,7 +137,7 @@ pub async fn run(a: DoctorArgs) -> Exit {
             }
             if !fails_closed(rt, &text) {
                 println!(
-                    "FIX   {}: the actiongate hook for {} was installed before hooks refused on a crash (a moved or crashed hook lets the call run); run `actiongate setup {} {}` again",
+                    "FIX   {}: the actiongate hook for {} does not refuse when it cannot answer (no `|| exit 2`, or Cursor's `failClosed` off: a moved or crashed hook lets the call run); run `actiongate setup {} {}` again",
                     path.display(),
                     rt.name(),
                     rt.name(),

@@ -132,7 +132,10 @@ fn unsure(tool_name: &str, input: &Value) -> Option<String> {
                 .to_owned(),
         );
     }
-    (input.get("dangerouslyDisableSandbox") == Some(&Value::Bool(true))).then(|| {
+    // Claude Code reads the flag leniently (`"true"` is true): anything
+    // but absent or plainly false counts.
+    let flag = input.get("dangerouslyDisableSandbox");
+    (!matches!(flag, None | Some(Value::Null | Value::Bool(false)))).then(|| {
         "Claude Code is asked to run this command outside its sandbox (dangerouslyDisableSandbox)"
             .to_owned()
     })
@@ -400,7 +403,8 @@ mod tests {
     /// profile must govern Claude Code and the Agent SDK alike.
     #[test]
     fn the_shared_table_of_claude_calls() {
-        let table: Value = serde_json::from_str(include_str!("../../tests/claude_calls.json")).unwrap();
+        let table: Value =
+            serde_json::from_str(include_str!("../../tests/claude_calls.json")).unwrap();
         for case in table["calls"].as_array().unwrap() {
             let name = case["tool_name"].as_str().unwrap();
             let input = &case["tool_input"];

@@ -132,12 +132,21 @@ impl Runtime for Copilot {
             ("preToolUse".to_owned(), name, args)
         };
         let calls = map::in_dir(calls_of(name, &input)?, text(hook, "cwd"));
-        let unsure = calls
-            .iter()
-            .any(|c| matches!(c, Call::Shell(line) if expands_history(line, History::Bash)))
-            .then(|| {
-                "Copilot CLI types this line into an interactive bash, which first expands the history references (`!`, `^`) in it".to_owned()
-            });
+        // Text `write_bash` types goes to whatever program reads that
+        // shell's terminal: bash once the command ended, but a pager an
+        // allowed `git log` opened, or a REPL, reads it as keystrokes
+        // (`s` in less saves to a file): no shell rule can vouch for it.
+        let typed_in = name == "write_bash" && calls.iter().any(|c| matches!(c, Call::Shell(_)));
+        let unsure = if typed_in {
+            Some("Copilot CLI types this text into the program running in its shell (a pager or a REPL reads it as keystrokes, not as a command line)".to_owned())
+        } else {
+            calls
+                .iter()
+                .any(|c| matches!(c, Call::Shell(line) if expands_history(line, History::Bash)))
+                .then(|| {
+                    "Copilot CLI types this line into an interactive bash, which first expands the history references (`!`, `^`) in it".to_owned()
+                })
+        };
         Ok(Parsed {
             event,
             origin: Origin {
@@ -253,5 +262,25 @@ mod tests {
         ] {
             assert_eq!(typed(input), want, "{input}");
         }
+    }
+
+    /// What `write_bash` types may be keystrokes to a pager or a REPL
+    /// (`s` in less writes a file), so no rule allows it alone; a command
+    /// line `bash` runs is judged as ever.
+    #[test]
+    fn typed_text_is_left_to_an_operator() {
+        let parsed = |tool: &str, args: Value| {
+            Copilot
+                .parse(&json!({"cwd": "/p", "toolName": tool, "toolArgs": args.to_string()}))
+                .unwrap()
+        };
+        let typed = parsed(
+            "write_bash",
+            json!({"shellId": "1", "input": "ls /p/x{enter}"}),
+        );
+        assert_eq!(typed.action_strings(), ["tool:bash:ls /p/x\n"]);
+        assert!(typed.origin.unsure.unwrap().contains("keystrokes"));
+        let line = parsed("bash", json!({"command": "git log -p", "mode": "async"}));
+        assert!(line.origin.unsure.is_none());
     }
 }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::dialects::{History, expands_history, read_otherwise_by_dash};
 use super::gate::{Answer, Origin, Verdict};
-use super::map::{self, Call, field, file_calls, read_calls};
+use super::map::{self, Call, any_field, field, file_calls, read_calls};
 use super::{Parsed, Reply, Runtime, event_of, text};
 use crate::output::one_line;
 
@@ -60,6 +60,10 @@ fn tool_calls(name: &str, input: &Value) -> Result<Vec<Call>, String> {
         "Delete" | "delete_file" => file_calls("delete", input, name, PATHS)?,
         "Read" | "read_file" => read_calls(input, name, PATHS)?,
         "Grep" | "grep" => vec![Call::Grep(field(input, name, "pattern")?.to_owned())],
+        "WebFetch" | "web_fetch" => vec![Call::Fetch(field(input, name, "url")?.to_owned())],
+        "WebSearch" | "web_search" => vec![Call::Search(
+            any_field(input, name, &["query", "search_term"])?.to_owned(),
+        )],
         n if n.starts_with("MCP:") => vec![mcp_call(n, input)],
         other => vec![Call::Other {
             name: other.to_owned(),
@@ -189,6 +193,35 @@ mod tests {
             ["tool:Read:/home/u/proj/src/a.ts"]
         );
         assert_eq!(read(json!(["/a", "/b"])), ["tool:Read:src/a.ts"]);
+    }
+
+    /// The web tools `setup` now hooks are asked as every runtime's are,
+    /// so `readonly` (which allows no fetch) asks a human about them.
+    #[test]
+    fn web_tools_are_asked_as_fetches_and_searches() {
+        let call = |name: &str, input: Value| {
+            parse(
+                json!({"hook_event_name": "preToolUse", "conversation_id": "c",
+                "tool_name": name, "tool_use_id": "t1", "tool_input": input}),
+            )
+            .action_strings()
+        };
+        assert_eq!(
+            call("WebFetch", json!({"url": "https://example.test/?k=AKIA"})),
+            ["tool:WebFetch:https://example.test/?k=AKIA"]
+        );
+        assert_eq!(
+            call("WebSearch", json!({"search_term": "x"})),
+            ["tool:WebSearch:x"]
+        );
+        assert_eq!(
+            call("Task", json!({"prompt": "p"})),
+            [r#"tool:Task:{"prompt":"p"}"#]
+        );
+        let matcher = crate::setup::config::CURSOR_TOOLS;
+        for tool in ["WebFetch", "WebSearch", "Task", "Write", "Delete"] {
+            assert!(matcher.split('|').any(|t| t == tool), "{tool}");
+        }
     }
 
     /// Cursor's terminal is the user's interactive shell: a line dash

@@ -113,11 +113,36 @@ impl HookCall {
     }
 }
 
-/// Whether a hook entry (any shape) is one of ours for this runtime.
-fn is_ours(entry: &Value, rt: Runtime) -> bool {
-    let needle = format!(" hook {} ", rt.name());
+/// Whether a command line is actiongate's hook for this runtime: the
+/// `actiongate` binary (any path to it) running `hook <runtime>`, as
+/// [`HookCall::command`] writes it. Another program's line that merely
+/// mentions `hook claude-code` is not.
+fn is_our_command(line: &str, rt: Runtime) -> bool {
+    let Some(words) = shlex::split(line) else {
+        return false;
+    };
+    let program = words
+        .first()
+        .and_then(|w| Path::new(w).file_name())
+        .and_then(|n| n.to_str());
+    matches!(program, Some("actiongate" | "actiongate.exe"))
+        && words.get(1).map(String::as_str) == Some("hook")
+        && words.get(2).map(String::as_str) == Some(rt.name())
+}
+
+/// Whether one hook object (`{"type": "command", "command": …}`, Cursor's
+/// `{"command": …}`, Copilot's `{"bash": …}`) runs actiongate's hook.
+fn is_our_hook(hook: &Value, rt: Runtime) -> bool {
+    ["command", "bash", "powershell"]
+        .iter()
+        .filter_map(|k| hook.get(*k).and_then(Value::as_str))
+        .any(|line| is_our_command(line, rt))
+}
+
+/// Whether any command line anywhere in `v` is ours.
+fn holds_ours(v: &Value, rt: Runtime) -> bool {
     let mut found = false;
-    visit_strings(entry, &mut |s| found |= s.contains(&needle));
+    visit_strings(v, &mut |s| found |= is_our_command(s, rt));
     found
 }
 
@@ -130,17 +155,47 @@ fn visit_strings(v: &Value, f: &mut dyn FnMut(&str)) {
     }
 }
 
-/// Replaces earlier actiongate entries of `event` with `entry`, keeping
-/// the others in order.
-fn put_entry(hooks: &mut Map<String, Value>, event: &str, entry: Value, rt: Runtime) {
+/// `entry` without actiongate's hooks: a matcher group
+/// (`{"matcher", "hooks": […]}`) keeps its other hooks, and goes only
+/// when ours were all it held; a hook object of ours goes.
+fn without_ours(entry: Value, rt: Runtime) -> Option<Value> {
+    match entry {
+        Value::Object(mut group) if group.get("hooks").is_some_and(Value::is_array) => {
+            let Some(Value::Array(hooks)) = group.remove("hooks") else {
+                return Some(Value::Object(group));
+            };
+            let before = hooks.len();
+            let kept: Vec<Value> = hooks.into_iter().filter(|h| !is_our_hook(h, rt)).collect();
+            if kept.is_empty() && before > 0 {
+                return None;
+            }
+            group.insert("hooks".to_owned(), Value::Array(kept));
+            Some(Value::Object(group))
+        }
+        hook if is_our_hook(&hook, rt) => None,
+        other => Some(other),
+    }
+}
+
+/// Replaces earlier actiongate hooks of `event` with `entry`, keeping
+/// every other hook (those sharing a matcher group with ours too) in
+/// order. An `event` that is not a list is not ours to rewrite.
+fn put_entry(
+    hooks: &mut Map<String, Value>,
+    event: &str,
+    entry: Value,
+    rt: Runtime,
+) -> Result<(), String> {
     let list = hooks.entry(event.to_owned()).or_insert_with(|| json!([]));
-    if !list.is_array() {
-        *list = json!([]);
-    }
-    if let Value::Array(items) = list {
-        items.retain(|e| !is_ours(e, rt));
-        items.push(entry);
-    }
+    let Value::Array(items) = list else {
+        return Err(format!(
+            "its hooks.{event} is not a list; fix it first (setup changed nothing)"
+        ));
+    };
+    let old = std::mem::take(items);
+    items.extend(old.into_iter().filter_map(|e| without_ours(e, rt)));
+    items.push(entry);
+    Ok(())
 }
 
 /// The `hooks` object of a settings file, created if missing.
@@ -176,18 +231,18 @@ pub fn merged(rt: Runtime, current: &str, call: &HookCall) -> Result<String, Str
             let hooks = hooks_of(&mut doc)?;
             for event in ["PreToolUse", "PermissionRequest"] {
                 let entry = json!({"matcher": "*", "hooks": [{"type": "command", "command": cmd, "timeout": t}]});
-                put_entry(hooks, event, entry, rt);
+                put_entry(hooks, event, entry, rt)?;
             }
             // What ran is reported, so a run nobody decided is seen.
             if rt == Runtime::ClaudeCode {
                 let entry = json!({"matcher": "*", "hooks": [{"type": "command", "command": cmd, "timeout": 15}]});
-                put_entry(hooks, "PostToolUse", entry, rt);
+                put_entry(hooks, "PostToolUse", entry, rt)?;
             }
         }
         Runtime::Gemini => {
             let hooks = hooks_of(&mut doc)?;
             let entry = json!({"hooks": [{"type": "command", "name": "actiongate", "command": cmd, "timeout": t * 1000}]});
-            put_entry(hooks, "BeforeTool", entry, rt);
+            put_entry(hooks, "BeforeTool", entry, rt)?;
         }
         Runtime::Cursor => {
             doc.as_object_mut()
@@ -201,12 +256,13 @@ pub fn merged(rt: Runtime, current: &str, call: &HookCall) -> Result<String, Str
                 events.push("beforeReadFile");
             }
             for event in events {
-                put_entry(hooks, event, entry.clone(), rt);
+                put_entry(hooks, event, entry.clone(), rt)?;
             }
-            // File changes: shell and MCP calls are asked above already.
+            // Every other tool Cursor's agent has: shell and MCP calls are
+            // asked above already (and reads with --guard-reads).
             let mut edits = entry.clone();
-            edits["matcher"] = json!("Write|Edit|StrReplace|MultiEdit|Delete");
-            put_entry(hooks, "preToolUse", edits, rt);
+            edits["matcher"] = json!(CURSOR_TOOLS);
+            put_entry(hooks, "preToolUse", edits, rt)?;
         }
         Runtime::Copilot => {
             doc.as_object_mut()
@@ -215,7 +271,7 @@ pub fn merged(rt: Runtime, current: &str, call: &HookCall) -> Result<String, Str
                 .or_insert(json!(1));
             let hooks = hooks_of(&mut doc)?;
             let entry = json!({"type": "command", "bash": cmd, "timeoutSec": t});
-            put_entry(hooks, "preToolUse", entry, rt);
+            put_entry(hooks, "preToolUse", entry, rt)?;
         }
         Runtime::Opencode => unreachable!("handled above"),
     }
@@ -224,33 +280,56 @@ pub fn merged(rt: Runtime, current: &str, call: &HookCall) -> Result<String, Str
     Ok(text)
 }
 
+/// The tools of Cursor's agent `preToolUse` asks about: file changes, the
+/// web (a fetch can carry what was read out) and subagents.
+pub const CURSOR_TOOLS: &str = "Write|Edit|StrReplace|MultiEdit|Delete|WebFetch|WebSearch|Task";
+
 /// Whether the config text holds actiongate's hook for this runtime.
 pub fn installed(rt: Runtime, text: &str) -> bool {
     if rt == Runtime::Opencode {
         return text.contains("actiongate:config");
     }
-    serde_json::from_str::<Value>(text).is_ok_and(|doc| is_ours(&doc, rt))
+    serde_json::from_str::<Value>(text).is_ok_and(|doc| holds_ours(&doc, rt))
 }
 
-/// Whether every actiongate hook command in the config text refuses when
-/// the hook cannot answer: ends in `|| exit 2` ([`HookCall::command`]).
-/// Cursor's entry has `failClosed` and opencode's plugin refuses on its
-/// own, so theirs always do.
+/// Whether every actiongate hook in the config text refuses when the hook
+/// cannot answer: its command ends in `|| exit 2`
+/// ([`HookCall::command`]), or, Cursor's, the hook has `"failClosed":
+/// true`. opencode's plugin refuses on its own.
 pub fn fails_closed(rt: Runtime, text: &str) -> bool {
-    if matches!(rt, Runtime::Cursor | Runtime::Opencode) {
+    if rt == Runtime::Opencode {
         return true;
     }
     let Ok(doc) = serde_json::from_str::<Value>(text) else {
         return false;
     };
-    let needle = format!(" hook {} ", rt.name());
     let mut all = true;
-    visit_strings(&doc, &mut |s| {
-        if s.contains(&needle) && !s.trim_end().ends_with("|| exit 2") {
-            all = false;
+    visit_hooks(&doc, &mut |hook| {
+        if !is_our_hook(hook, rt) {
+            return;
         }
+        all &= if rt == Runtime::Cursor {
+            hook.get("failClosed") == Some(&Value::Bool(true))
+        } else {
+            ["command", "bash", "powershell"]
+                .iter()
+                .filter_map(|k| hook.get(*k).and_then(Value::as_str))
+                .all(|line| !is_our_command(line, rt) || line.trim_end().ends_with("|| exit 2"))
+        };
     });
     all
+}
+
+/// Calls `f` on every object in `v`.
+fn visit_hooks(v: &Value, f: &mut dyn FnMut(&Value)) {
+    match v {
+        Value::Array(a) => a.iter().for_each(|x| visit_hooks(x, f)),
+        Value::Object(o) => {
+            f(v);
+            o.values().for_each(|x| visit_hooks(x, f));
+        }
+        _ => {}
+    }
 }
 
 #[cfg(test)]
@@ -279,7 +358,7 @@ mod tests {
         let pre = doc["hooks"]["PreToolUse"].as_array().unwrap();
         assert_eq!(pre.len(), 2);
         assert_eq!(pre[0]["hooks"][0]["command"], "lint");
-        assert!(is_ours(&pre[1], Runtime::ClaudeCode));
+        assert!(holds_ours(&pre[1], Runtime::ClaudeCode));
         assert!(installed(Runtime::ClaudeCode, &twice));
         assert!(!installed(Runtime::Codex, &twice));
         assert!(merged(Runtime::Gemini, "not json", &call()).is_err());
@@ -307,5 +386,42 @@ mod tests {
         }
         let cursor = merged(Runtime::Cursor, "", &call()).unwrap();
         assert!(!cursor.contains("|| exit 2") && fails_closed(Runtime::Cursor, &cursor));
+        // A Cursor hook without `failClosed` runs the call when it crashes.
+        let open = cursor.replace("\"failClosed\": true", "\"failClosed\": false");
+        assert!(installed(Runtime::Cursor, &open) && !fails_closed(Runtime::Cursor, &open));
+    }
+
+    /// Another hook in the same matcher group as an old actiongate entry,
+    /// and another program whose line mentions `hook claude-code`, stay.
+    #[test]
+    fn merging_keeps_hooks_that_share_a_group_with_ours_and_other_programs_hooks() {
+        let current = r#"{"hooks": {"PreToolUse": [
+            {"matcher": "*", "hooks": [
+                {"type": "command", "command": "my-audit-logger"},
+                {"type": "command", "command": "'/old/path/actiongate' hook claude-code --url 'http://x' --key-file '/k' --wait 5"}]},
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": "safe-chains hook claude-code --strict"}]},
+            {"matcher": "Edit", "hooks": [{"type": "command", "command": "npx prettier-guard hook claude-code -q"}]}
+        ]}}"#;
+        let text = merged(Runtime::ClaudeCode, current, &call()).unwrap();
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        let pre = doc["hooks"]["PreToolUse"].as_array().unwrap();
+        let commands: Vec<&str> = pre
+            .iter()
+            .flat_map(|g| g["hooks"].as_array().unwrap())
+            .map(|h| h["command"].as_str().unwrap())
+            .collect();
+        assert_eq!(commands.len(), 4, "{text}");
+        assert_eq!(commands[0], "my-audit-logger");
+        assert_eq!(commands[1], "safe-chains hook claude-code --strict");
+        assert_eq!(commands[2], "npx prettier-guard hook claude-code -q");
+        assert!(commands[3].starts_with("'/bin/actiongate' hook claude-code "));
+        // Copilot's and Cursor's hooks are the entries themselves.
+        let copilot = r#"{"version": 1, "hooks": {"preToolUse": [{"type": "command", "bash": "audit hook copilot x"}]}}"#;
+        let text = merged(Runtime::Copilot, copilot, &call()).unwrap();
+        assert!(text.contains("audit hook copilot x"), "{text}");
+        // A list that is not a list is not silently replaced.
+        let odd = r#"{"hooks": {"PreToolUse": {"matcher": "*", "hooks": []}}}"#;
+        let e = merged(Runtime::ClaudeCode, odd, &call()).unwrap_err();
+        assert!(e.contains("hooks.PreToolUse is not a list"), "{e}");
     }
 }
