@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use serde::Serialize;
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use actiongate_api::{ActionHints, CreateAction, HandlerActionRequest};
@@ -345,26 +346,51 @@ impl Gate {
     /// Whether letting `action` run taints its session: it has one, and
     /// under its agent's profile it reads untrusted content as asked, as
     /// an earlier approver edited it, or as `edited` (an action string an
-    /// approver edits it into now). The store records the taint in the
-    /// transaction that lets it run.
-    pub(crate) async fn taints(&self, action: &Action, edited: Option<&str>) -> GateResult<bool> {
+    /// approver edits it into now, with a handler action's scope then),
+    /// a handler action's command line judged as `bash`'s. The store
+    /// records the taint in the transaction that lets it run.
+    pub(crate) async fn taints(
+        &self,
+        action: &Action,
+        edited: Option<(&str, Option<&Map<String, Value>>)>,
+    ) -> GateResult<bool> {
         if action.session.is_none() {
             return Ok(false);
         }
         let profile = self.profile_of(&action.agent).await?;
-        let earlier = action
-            .team
-            .approved_detail
-            .as_deref()
-            .map(|d| actiongate_policy::format_action(&action.tool, d));
+        let earlier = match (&action.team.approved_detail, &action.team.approved_params) {
+            (Some(d), _) => Some((actiongate_policy::format_action(&action.tool, d), None)),
+            (None, Some(params)) => self.edited_call(action, params).await?,
+            (None, None) => None,
+        };
         Ok([
-            Some(action.action_string.as_str()),
+            Some((action.action_string.as_str(), action.scope.as_ref())),
             edited,
-            earlier.as_deref(),
+            earlier.as_ref().map(|(s, scope)| (s.as_str(), scope.as_ref())),
         ]
         .into_iter()
         .flatten()
-        .any(|s| profile.taints(s)))
+        .any(|(s, scope)| profile.taints_call(s, scope)))
+    }
+
+    /// The action string and scope of handler action `action` with the
+    /// `params` an earlier approver edited it into (`None` when its
+    /// handler no longer has the action: nothing of it will run).
+    async fn edited_call(
+        &self,
+        action: &Action,
+        params: &Value,
+    ) -> GateResult<Option<(String, Option<Map<String, Value>>)>> {
+        let (Some(handler), Some(name)) = (&action.handler, &action.action) else {
+            return Ok(None);
+        };
+        let h = self.handler(handler).await?;
+        Ok(h.action(name).map(|a| {
+            (
+                actiongate_policy::format_action(handler, &a.detail(params)),
+                Some(a.scope(params)),
+            )
+        }))
     }
 
     /// Records that allowed `new`, about to be stored, taints its session
@@ -379,7 +405,7 @@ impl Gate {
             && self
                 .profile_of(&new.agent)
                 .await?
-                .taints(&new.action_string)
+                .taints_call(&new.action_string, new.handler.as_ref().map(|h| &h.scope))
         {
             self.store()
                 .taint_session(session.clone(), new.id.clone(), new.action_string.clone())

@@ -9,6 +9,7 @@
 use actiongate_api::sessions::{CreatePlan, Plan, PlanStep, ReportRun, RunMatched, Session};
 use actiongate_store::{NewGrant, NewGrantTarget, Role, SessionFilter};
 use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
 
 use crate::actions::{MAX_DETAIL, MAX_TEXT, check_len, validate_agent_id};
 use crate::paging::ListPage;
@@ -418,10 +419,10 @@ impl Gate {
         // The first step that will taint the session: (index, action).
         let mut tainting: Option<(usize, String)> = None;
         for (i, step) in steps.iter_mut().enumerate() {
-            let (action, rules, reaches_out) = self.step_action(profile, step).await?;
+            let (action, rules, reaches_out, scope) = self.step_action(profile, step).await?;
             step.asks = if let Some(rule) = rules.first() {
                 Some(format!("{} governs it: its approvers decide", rule.label()))
-            } else if profile.way_out(&action, reaches_out) {
+            } else if profile.way_out_call(&action, scope.as_ref(), reaches_out) {
                 if taint.is_none() {
                     let t = self
                         .store()
@@ -440,7 +441,7 @@ impl Gate {
             } else {
                 None
             };
-            if tainting.is_none() && profile.taints(&action) {
+            if tainting.is_none() && profile.taints_call(&action, scope.as_ref()) {
                 tainting = Some((i, action));
             }
         }
@@ -448,17 +449,18 @@ impl Gate {
     }
 
     /// The action string of `step`, the approvals rules that govern it (as
-    /// they would govern the step's action when it runs) and whether it is
-    /// a handler action that may reach out (`ActionHints::reaches_out`).
+    /// they would govern the step's action when it runs), whether it is
+    /// a handler action that may reach out (`ActionHints::reaches_out`)
+    /// and a handler action's scope.
     async fn step_action(
         &self,
         profile: &actiongate_policy::Profile,
         step: &PlanStep,
-    ) -> GateResult<(String, Vec<CompiledRule>, bool)> {
+    ) -> GateResult<(String, Vec<CompiledRule>, bool, Option<Map<String, Value>>)> {
         if let (Some(tool), Some(detail)) = (&step.tool, &step.detail) {
             let action = actiongate_policy::format_action(tool, detail);
             let rules = governing_rules(profile, &action, None, None);
-            return Ok((action, rules, false));
+            return Ok((action, rules, false, None));
         }
         let (Some(handler), Some(action)) = (&step.handler, &step.action) else {
             return Err(GateError::internal());
@@ -469,6 +471,7 @@ impl Gate {
                 actiongate_policy::format_action(handler, action),
                 Vec::new(),
                 true,
+                None,
             ));
         };
         let params = step.params.clone().unwrap_or_default();
@@ -479,6 +482,7 @@ impl Gate {
             action,
             rules,
             actiongate_api::ActionHints::reaches_out(a.decl.hints.as_ref()),
+            Some(scope),
         ))
     }
 

@@ -127,6 +127,7 @@ pub async fn decide_in(
     grants.extend(scoped.into_iter().map(|(g, _)| g));
     let action_string = policy::format_action(tool, detail);
     let reaches_out = permission.as_ref().is_some_and(|p| p.reaches_out);
+    let scope = permission.as_ref().map(|p| p.scope);
     let rules = governing_rules(
         &profile,
         &action_string,
@@ -169,7 +170,7 @@ pub async fn decide_in(
     // A way out, in a session that read untrusted content, asks.
     if let Some(session) = session
         && d.verdict == policy::Verdict::Allow
-        && profile.way_out(&action_string, reaches_out)
+        && profile.way_out_call(&action_string, scope, reaches_out)
         && let Some((by, what)) = gate
             .store()
             .session_taint(session.to_owned(), profile.clone())

@@ -234,7 +234,7 @@ impl Gate {
                  not have; read it again",
             ));
         }
-        let mut edited = None;
+        let mut edited: Option<(String, Option<Map<String, Value>>)> = None;
         let edit = if approve && !edit.is_empty() {
             let (mut edit, edited_string, scope) = self.checked_edit(action, edit).await?;
             // The edited action answers to its own profile rule too, now
@@ -247,7 +247,7 @@ impl Gate {
             Gate::check_approver(&other, &d)?;
             required = required.max(self::required(&other));
             edit.decision_rule = crate::asked_rules::adding(&action.decision, &other);
-            edited = Some(edited_string);
+            edited = Some((edited_string, scope));
             Some(edit)
         } else {
             None
@@ -260,7 +260,10 @@ impl Gate {
         } else {
             Vec::new()
         };
-        let taints = approve && self.taints(action, edited.as_deref()).await?;
+        let taints = approve
+            && self
+                .taints(action, edited.as_ref().map(|(s, scope)| (s.as_str(), scope.as_ref())))
+                .await?;
         let decision = TeamDecision {
             taints,
             lapsed,

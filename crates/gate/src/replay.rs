@@ -84,7 +84,11 @@ fn replay_one(candidate: &policy::Profile, action: &Action, tainted: bool) -> Ve
     let new = replay_rules(candidate, action);
     if tainted
         && new == Verdict::Allow
-        && candidate.way_out(&action.action_string, action.reaches_out())
+        && candidate.way_out_call(
+            &action.action_string,
+            action.scope.as_ref(),
+            action.reaches_out(),
+        )
     {
         Verdict::Ask
     } else {

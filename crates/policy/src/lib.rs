@@ -52,6 +52,7 @@ pub mod rate;
 pub mod remember;
 pub mod reply;
 pub mod secrets;
+mod session_calls;
 pub mod shell;
 pub mod verdict;
 

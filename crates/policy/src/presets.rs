@@ -64,6 +64,10 @@ const TAINTS: &[&str] = &[
     r"(?s)tool:(bash|sh):(?:.*[\s;&|(`$])?(aria2c|axel|xh|http|https|httpie|curlie|wget2|lynx|w3m|links|elinks|gh|glab)(?:\s.*)?",
     // Raw network clients: what they print is whatever answered.
     r"(?s)tool:(bash|sh):(?:.*[\s;&|(`$/])?(nc|ncat|netcat|socat|telnet)(?:\s.*)?",
+    // And the clients that print what a remote host, a remote shell or a
+    // name server answered (a TXT record is anybody's text).
+    r"(?s)tool:(bash|sh):(?:.*[\s;&|(`$/])?(ssh|sshpass|mosh|sftp|ftp|lftp|tftp|tnftp|ncftp|ncftpget|smbclient|smbget|whois|finger|dig|host|nslookup|drill|kdig|delv|doggo|yt-dlp|youtube-dl|websocat|wscat|grpcurl)(?:\s.*)?",
+    r"(?s)tool:(bash|sh):(?:.*[\s;&|(`$/])?openssl\s(?:.*\s)?s_client(?:\s.*)?",
     r"(?s)tool:(bash|sh):.*(?i:\b(https?|ftps?|wss?)://).*",
     // A package runner fetching a stranger's program and running it: what
     // it prints is what its author wrote (`npx`, `pipx run`, `go run
@@ -735,6 +739,16 @@ mod tests {
             "tool:bash:hg pull",
             "tool:bash:hg incoming",
             "tool:bash:npm init evil-pkg-x",
+            "tool:bash:openssl s_client -connect example.test:443",
+            "tool:bash:ssh host cat notes",
+            "tool:bash:lftp -c 'cat example.test/x'",
+            "tool:bash:smbclient //host/share -c 'get x -'",
+            "tool:bash:whois example.test",
+            "tool:bash:finger user@example.test",
+            "tool:bash:dig TXT example.test",
+            "tool:bash:host -t txt example.test",
+            "tool:bash:nslookup -type=txt example.test",
+            "tool:bash:yt-dlp --print description example.test/v",
         ] {
             assert!(p.taints(read), "{read}");
         }
@@ -751,6 +765,8 @@ mod tests {
             "tool:Bash:ls -la",
             "tool:bash:git checkout gh-pages",
             "tool:bash:ls src/links",
+            "tool:bash:openssl rand -hex 16",
+            "tool:bash:ssh-keygen -t ed25519",
         ] {
             assert!(!p.taints(local), "{local}");
         }
