@@ -119,9 +119,7 @@ async fn a_page_fetched_by_a_handler_command_line_taints_the_session() {
             "hints": {"open_world": false}}]
     });
     crate::common::daemon::register_handler(&http, &d.base, &admin, handler).await;
-    let run = |line: &str, session: &str| {
-        json!({"handler": "sh1", "action": "run", "params": {"content": line}, "session": session})
-    };
+    let run = |line: &str, session: &str| json!({"handler": "sh1", "action": "run", "params": {"content": line}, "session": session});
     let fetch = "curl -s https://example.test/notes";
     let a = act(&http, &d.base, &agent, run(fetch, "read")).await;
     assert_ne!(a["status"], "pending", "{a}");

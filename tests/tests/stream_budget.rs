@@ -239,6 +239,51 @@ async fn streams_replaying_large_events_each_hold_a_small_page() {
     }
 }
 
+/// An agent key's own log of actions with the largest params (about 0.6
+/// MiB of event each): forty stalled replays of it each hold about one
+/// event. Read sixteen at a time, each held ~10 MiB, and the 200 streams
+/// one key may open a couple of GiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_replays_of_the_largest_events_each_hold_about_one() {
+    const STREAMS: usize = 40;
+    let k = Keyed::start(&[("ACTIONGATE_EVENTS__SEND_TIMEOUT", "600s")]).await;
+    set_profile(&k.http, &k.d.base, &k.admin, "bot", json!("open")).await;
+    let params: serde_json::Map<String, serde_json::Value> = (0..900)
+        .map(|i| (format!("k{i}"), json!("v".repeat(240))))
+        .collect();
+    for i in 0..40 {
+        let resp = k
+            .http
+            .post(format!("{}/v1/actions", k.d.base))
+            .bearer_auth(&k.agent)
+            .json(
+                &json!({"tool": "file", "detail": format!("view {i} {}", "a".repeat(50_000)),
+                          "params": params}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 201);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = k.d.rss_kib();
+    let head = format!(
+        "GET /v1/events HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\nlast-event-id: 0\r\n\r\n",
+        k.agent
+    );
+    let mut stalled = Vec::new();
+    for _ in 0..STREAMS {
+        stalled.push(stalled_client(&k, &head).await);
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let grown_mib = k.d.rss_kib().saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 100,
+        "RSS grew {grown_mib} MiB with {STREAMS} stalled replays of large events"
+    );
+    drop(stalled);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_anchor_round_and_an_audit_export_read_large_events_a_mib_at_a_time() {
     let dir = tempfile::tempdir().unwrap();

@@ -366,7 +366,9 @@ impl Gate {
         Ok([
             Some((action.action_string.as_str(), action.scope.as_ref())),
             edited,
-            earlier.as_ref().map(|(s, scope)| (s.as_str(), scope.as_ref())),
+            earlier
+                .as_ref()
+                .map(|(s, scope)| (s.as_str(), scope.as_ref())),
         ]
         .into_iter()
         .flatten()

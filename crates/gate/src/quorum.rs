@@ -262,7 +262,12 @@ impl Gate {
         };
         let taints = approve
             && self
-                .taints(action, edited.as_ref().map(|(s, scope)| (s.as_str(), scope.as_ref())))
+                .taints(
+                    action,
+                    edited
+                        .as_ref()
+                        .map(|(s, scope)| (s.as_str(), scope.as_ref())),
+                )
                 .await?;
         let decision = TeamDecision {
             taints,

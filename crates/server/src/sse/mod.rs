@@ -44,11 +44,15 @@ pub use hub::{Batch, Coalesce, Hub, Rendered, Window, render};
 /// Most events read from the log per query while replaying.
 const REPLAY_PAGE: i64 = 500;
 /// Events read by a replay's first query: events can be large (an action's
-/// detail and params), so pages start small and grow while they stay under
-/// [`REPLAY_BYTES`], which bounds what one replaying stream holds.
-const FIRST_REPLAY_PAGE: i64 = 16;
+/// detail and params, hundreds of KiB), so pages start at one event and
+/// grow while they stay under [`REPLAY_BYTES`], which bounds what one
+/// replaying stream holds: a page, then the chunk rendered from it, which
+/// a client that stops reading leaves in hyper's buffer (one chunk: hyper
+/// stops polling the stream past its buffer's bound). Sixteen large
+/// events made that 10 MiB a stream, and a key may hold hundreds.
+const FIRST_REPLAY_PAGE: i64 = 1;
 /// About the most bytes of events one replay query should read.
-const REPLAY_BYTES: usize = 1024 * 1024;
+const REPLAY_BYTES: usize = 256 * 1024;
 /// Most bytes sent as one chunk when several live batches are ready.
 const COALESCE_BYTES: usize = 64 * 1024;
 
