@@ -239,6 +239,22 @@ const PROTECTED_ROOTS: &str = r"etc|bin|sbin|usr/bin|usr/sbin|usr/local/bin|usr/
 /// which it reads from a project's root (plugins, MCP server commands).
 const PROTECTED_PLAIN: &str = r"opencode|site-packages|dist-packages|sitecustomize|usercustomize|githooks|git-hooks|lefthook|lefthook-local|cron|crontab|crontabs|systemd|autostart|launchagents|launchdaemons|authorized_keys|authorized_keys2";
 
+/// actiongate's own secrets as a read names them: the data dir's admin
+/// and audit keys and database (which holds webhook secrets), the agent
+/// key files `setup` writes (`~/.config/actiongate/`), a key itself
+/// (`agk_…`), and a process's environment (`/proc/<pid>/environ`, where
+/// `ACTIONGATE_KEY` may be). The presets' read rules do not allow a read
+/// naming one: it is asked. The daemon running as the agent's own user is
+/// what makes such a read possible at all (docs/security.md). A macro, so
+/// that the rules built with `concat!` spell it once too.
+macro_rules! own_secrets {
+    () => {
+        r"(?:admin\.key|audit\.key|actiongate\.db|\.config/actiongate/|agk_|/environ)"
+    };
+}
+/// [`own_secrets!`]'s pattern.
+const OWN_SECRETS: &str = own_secrets!();
+
 /// `standard`'s file view rule: viewing is always fine.
 const FILE_VIEW: &str = r"tool:file:view\s.*";
 
@@ -289,23 +305,31 @@ pub fn preset_spec(name: &str) -> Option<CustomProfile> {
         // patterns are judged per simple command, and the shell analysis
         // refuses to auto-allow anything that writes, substitutes or runs
         // another command, so `( .*)?` only ever sees arguments.
-        "readonly" => lists(
-            &[
-                "tool:(Read|Glob|Grep):.*",
-                HOUSEKEEPING,
-                r"tool:(bash|sh):(ls|cat|head|tail|pwd|echo|which|test|\[|\[\[)( .*)?",
-                "tool:(bash|sh):git (status|log|diff|branch|show)( .*)?",
-                FS_READ,
-            ],
-            &["(?s).*"],
-        ),
+        "readonly" => {
+            let read = |tool: &str| format!("tool:{tool}(?!.*{OWN_SECRETS}):.*");
+            let shell = format!(
+                r"tool:(bash|sh):(?!.*{OWN_SECRETS})(ls|cat|head|tail|pwd|echo|which|test|\[|\[\[)( .*)?"
+            );
+            lists(
+                &[
+                    &read("Read"),
+                    &read("Glob"),
+                    &read("Grep"),
+                    HOUSEKEEPING,
+                    &shell,
+                    "tool:(bash|sh):git (status|log|diff|branch|show)( .*)?",
+                    FS_READ,
+                ],
+                &["(?s).*"],
+            )
+        }
         _ => return None,
     };
     Some(spec)
 }
 
 /// The reference executor's reads.
-const FS_READ: &str = "tool:fs:read_file .*";
+const FS_READ: &str = concat!(r"tool:fs(?!.*", own_secrets!(), r"):read_file .*");
 
 /// The coding agents' own bookkeeping, which touches nothing outside the
 /// agent's session: its todo list or task tracker (Claude Code
@@ -368,6 +392,54 @@ mod tests {
                 &ProfileSpec::Preset((*name).into())
             );
         }
+    }
+
+    /// A read naming actiongate's own secrets (its admin key, a key file
+    /// setup wrote, a process's environment) is asked under `readonly`
+    /// and `standard`, whichever tool reads: the key would give the agent
+    /// the gate itself. Other reads are allowed as ever.
+    #[test]
+    fn reads_of_actiongates_own_secrets_are_asked() {
+        let readonly = get_preset("readonly").unwrap();
+        let standard = get_preset("standard").unwrap();
+        for secret in [
+            "tool:Read:/home/u/.local/share/actiongate/admin.key",
+            "tool:Read:/srv/gate/data/audit.key",
+            "tool:Glob:/home/u/.config/actiongate/*",
+            "tool:Grep:agk_[A-Za-z0-9]+",
+            "tool:bash:cat /home/u/.local/share/actiongate/admin.key",
+            "tool:bash:head -c 60 data/admin.key",
+            "tool:bash:cat ~/.config/actiongate/claude-code.key",
+            "tool:bash:tail /proc/4242/environ",
+            "tool:bash:ls -la && cat data/actiongate.db",
+            "tool:fs:read_file data/admin.key",
+        ] {
+            assert_eq!(
+                crate::check(secret, &readonly),
+                crate::Verdict::Ask,
+                "{secret}"
+            );
+        }
+        assert_eq!(
+            crate::check("tool:fs:read_file ../data/audit.key", &standard),
+            crate::Verdict::Ask
+        );
+        for read in [
+            "tool:Read:/home/u/proj/src/main.rs",
+            "tool:bash:cat README.md",
+            "tool:bash:head -n 5 src/key.rs",
+            "tool:Grep:fn main",
+        ] {
+            assert_eq!(
+                crate::check(read, &readonly),
+                crate::Verdict::Allow,
+                "{read}"
+            );
+        }
+        assert_eq!(
+            crate::check("tool:fs:read_file src/a.rs", &standard),
+            crate::Verdict::Allow
+        );
     }
 
     /// What the MCP proxy relays from an upstream server (a tool's

@@ -230,6 +230,11 @@ async fn setup(a: SetupArgs) -> Result<Exit, String> {
             if a.dry_run { " without --dry-run" } else { "" },
             data.join("admin.key").display()
         );
+        println!(
+            "note: this daemon runs as you, and so do your agents: their tools can read its admin \
+             key; where they run unattended, run the daemon as a user of its own \
+             (docs/security.md)"
+        );
         return Ok(Exit::Unreachable);
     } else {
         println!("daemon: {} answers", a.url);
