@@ -225,3 +225,48 @@ async fn a_zero_idle_timeout_stops_the_daemon_naming_the_setting() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("sessions.idle_timeout"), "{err}");
 }
+
+/// A request refused for its own fields (a bad tool name, a detail too
+/// long, a bad timeout) changes nothing: it does not make another agent's
+/// session its own, nor reopen one that ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_claims_and_reopens_no_session() {
+    let k = Keyed::start(&[]).await;
+    set_profile(&k.http, &k.d.base, &k.admin, "bot", profile()).await;
+    let other = crate::common::daemon::agent_key(&k.http, &k.d.base, &k.admin, "other").await;
+    let http = client();
+    let long = "x".repeat(70_000);
+    for bad in [
+        json!({"tool": "no spaces", "detail": "x", "session": "shared"}),
+        json!({"tool": "deploy", "detail": long, "session": "shared"}),
+        json!({"tool": "deploy", "detail": "x", "timeout": "forever", "session": "shared"}),
+    ] {
+        let (s, e) = post(&http, format!("{}/v1/actions", k.d.base), &other, bad).await;
+        assert_eq!(s, 422, "{e}");
+    }
+    // The session is still nobody's: the bot may name it.
+    request(&k.d.base, &k.agent, "deploy", "prod", "shared").await;
+    // Ended, it stays ended after a refused request.
+    let (s, e) = call(
+        &http,
+        Method::POST,
+        format!("{}/v1/sessions/shared/end", k.d.base),
+        &k.agent,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{e}");
+    let bad = json!({"tool": "deploy", "detail": "x", "timeout": "forever", "session": "shared"});
+    let (s, e) = post(&http, format!("{}/v1/actions", k.d.base), &k.agent, bad).await;
+    assert_eq!(s, 422, "{e}");
+    let (s, got) = call(
+        &http,
+        Method::GET,
+        format!("{}/v1/sessions/shared", k.d.base),
+        &k.agent,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{got}");
+    assert_eq!(got["status"], "ended", "{got}");
+}

@@ -178,13 +178,23 @@ impl Gate {
         let (reason, timeout, key) = body.common();
         let (session, runtime) = body.origin();
         crate::sessions::validate_origin(session, runtime)?;
+        // A request refused for its own fields claims, opens or reopens no
+        // session: those are checked first.
+        check_len("reason", reason, MAX_TEXT)?;
+        check_len("idempotency_key", key, 256)?;
+        let timeout = self.timeout_of(timeout)?;
+        if let CreateAction::Tool(t) = &body {
+            validate_tool(&t.tool)?;
+            check_len("detail", Some(&t.detail), MAX_DETAIL)?;
+            check_caution(t.caution.as_deref())?;
+            if let Some(params) = &t.params {
+                tool_params(params, self.config().json.params)?;
+            }
+        }
         if let Some(s) = session {
             Box::pin(self.touch_session(&agent, s, runtime)).await?;
         }
         let (session, runtime) = (session.map(str::to_owned), runtime.map(str::to_owned));
-        check_len("reason", reason, MAX_TEXT)?;
-        check_len("idempotency_key", key, 256)?;
-        let timeout = self.timeout_of(timeout)?;
         // Only a retry with the same key compares it.
         let request_hash = key.map(|_| request_hash(&body)).unwrap_or_default();
         // Every store call until the action is stored ends within one
@@ -197,12 +207,7 @@ impl Gate {
             let mut slot = None;
             let new = match body {
                 CreateAction::Tool(t) => {
-                    validate_tool(&t.tool)?;
-                    check_len("detail", Some(&t.detail), MAX_DETAIL)?;
-                    check_caution(t.caution.as_deref())?;
-                    if let Some(params) = &t.params {
-                        tool_params(params, self.config().json.params)?;
-                    }
+                    // Its fields were checked above.
                     let decided = crate::policy::decide_in(
                         self,
                         &agent,
