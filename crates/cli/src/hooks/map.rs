@@ -159,6 +159,34 @@ impl Call {
         }
     }
 
+    /// Why a path this call names may lead elsewhere than it is asked
+    /// as: a control character in it (a line break: a rule's `.` stops
+    /// there), or a `..` after a step holding a `:` (`/srv/prod/a.env:/..`),
+    /// which a runtime splitting a patch header at its `:` reads as the
+    /// step before it (the lexical `..` here does not).
+    pub fn unclear_path(&self) -> Option<&'static str> {
+        let unclear = |s: &str| {
+            if s.chars().any(char::is_control) {
+                return Some("a file path holds a control character (a line break, say)");
+            }
+            let steps: Vec<&str> = s.split(['/', '\\']).collect();
+            let colon_then_up = steps.iter().enumerate().any(|(i, step)| {
+                // A drive (`C:`) standing first is a root, not a name.
+                step.contains(':') && !(i == 0 && step.len() == 2) && steps[i + 1..].contains(&"..")
+            });
+            colon_then_up.then_some(
+                "a file path climbs (`..`) out of a step holding a `:`, which a runtime may read as the end of the path",
+            )
+        };
+        match self {
+            Call::File { path, .. } | Call::Read(path) => unclear(path),
+            Call::Glob { pattern, dir } => {
+                unclear(pattern).or_else(|| dir.as_deref().and_then(unclear))
+            }
+            _ => None,
+        }
+    }
+
     /// This call with its relative paths joined with the absolute
     /// directory `base` (a glob naming no directory is matched under it),
     /// and those that climb out of `~` resolved from `home`.

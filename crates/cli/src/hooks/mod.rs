@@ -257,7 +257,7 @@ pub async fn answer_read(
     waiting: impl Fn(&Parsed) -> gate::Waiting,
 ) -> (Option<Parsed>, Answer) {
     let parsed = match input {
-        Ok(input) => rt.parse(&input),
+        Ok(input) => rt.parse(&input).map(unclear_paths),
         Err(e) => Err(e),
     };
     let (parsed, mut answer) = match parsed {
@@ -278,6 +278,20 @@ pub async fn answer_read(
         answer.by_grant = false;
     }
     (parsed, answer)
+}
+
+/// `p`, left to an operator ([`gate::Origin::unsure`]) when one of its
+/// calls names a file by a path that may lead elsewhere than it is asked
+/// as ([`Call::unclear_path`]): a line break lets a path read as another
+/// to a rule (`/srv/prod/app.env` and a second line, which a pattern's
+/// `.` does not cross).
+fn unclear_paths(mut p: Parsed) -> Parsed {
+    if p.origin.unsure.is_none()
+        && let Some(why) = p.calls.iter().find_map(Call::unclear_path)
+    {
+        p.origin.unsure = Some(why.to_owned());
+    }
+    p
 }
 
 /// Asks the daemon, answering the fallback itself before the runtime's
@@ -334,5 +348,41 @@ pub fn event_of(input: &Value, key: &str, events: &[&str]) -> Result<String, Str
             "this hook answers {} events, not {ev}",
             events.join(", ")
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use serde_json::json;
+
+    use super::*;
+
+    /// A line break in a written path (`/srv/prod/app.env` and `.bak` on
+    /// a second line) slips past a deny pattern whose `.` stops at it: the
+    /// call is left to an operator whatever rule allows it.
+    #[test]
+    fn a_path_with_a_control_character_is_left_to_an_operator() {
+        let parse = |path: &str| {
+            let hook = json!({"hook_event_name": "PreToolUse", "tool_name": "Write",
+                "tool_input": {"file_path": path, "content": "x"}, "cwd": "/p"});
+            unclear_paths(claude_code::ClaudeCode.parse(&hook).unwrap())
+        };
+        for odd in [
+            "/srv/prod/app.env\n.bak",
+            "/srv/prod\r/app.env",
+            "/srv/x\u{7}y",
+        ] {
+            assert!(parse(odd).origin.unsure.is_some(), "{odd:?}");
+        }
+        assert!(parse("/srv/prod/app.env").origin.unsure.is_none());
+        // A patch header's path climbing out of a step with a `:`.
+        let patch = json!({"hook_event_name": "PreToolUse", "tool_name": "apply_patch",
+            "tool_input": {"command":
+                "*** Begin Patch\n*** Add File: /srv/prod/app.env:/../../../p/z\n+x\n*** End Patch\n"},
+            "cwd": "/p"});
+        let p = unclear_paths(codex::Codex.parse(&patch).unwrap());
+        assert!(p.origin.unsure.unwrap().contains("`:`"), "{:?}", p.calls);
+        assert!(parse("../x").origin.unsure.is_none());
     }
 }
