@@ -58,6 +58,25 @@ pub fn key_file_of(text: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// Whether the key file is its owner's alone: a key other users can read
+/// is theirs too.
+fn private(key_file: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(key_file)
+        .map_err(|e| format!("cannot read the key file {}: {e}", key_file.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "the key file {} is readable by other users ({:o}): run `chmod 600 {}`",
+            key_file.display(),
+            mode & 0o777,
+            key_file.display()
+        ));
+    }
+    Ok(())
+}
+
 async fn check_key(url: &str, key_file: &Path) -> Result<(), String> {
     let key = std::fs::read_to_string(key_file)
         .map_err(|e| format!("cannot read the key file {}: {e}", key_file.display()))?;
@@ -159,7 +178,8 @@ pub async fn run(a: DoctorArgs) -> Exit {
                 std::fs::metadata(&key_file)
                     .map(|_| ())
                     .map_err(|e| format!("cannot read the key file {key_file}: {e}"))
-            };
+            }
+            .and_then(|()| private(Path::new(&key_file)));
             match verdict {
                 Ok(()) => println!(
                     "ok    {}: actiongate hook for {}, key {key_file}",

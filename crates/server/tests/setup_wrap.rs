@@ -584,6 +584,21 @@ async fn setup_keeps_permissions_and_never_clobbers_what_it_cannot_read() {
     let key_file = key_dir.join("claude-code.key");
     let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "the key file's permissions");
+    // A key file others can read: doctor says so, and setup, reusing it,
+    // makes it the owner's alone.
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let r = run_in(home.path(), &app.base, &["doctor", "--url", &app.base]).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stdout.contains("readable by other users"), "{}", r.stdout);
+    let r = run_in(
+        home.path(),
+        &app.base,
+        &["setup", "claude-code", "--user", "--admin-key", &app.admin],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{r:?}");
 
     // Gemini's settings are not UTF-8 (or cannot be read): refused, kept.
     let gemini = home.path().join(".gemini/settings.json");

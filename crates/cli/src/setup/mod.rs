@@ -366,7 +366,7 @@ fn service_data_dir(a: &SetupArgs, home: &Path) -> PathBuf {
 async fn make_key(a: &SetupArgs, agent: &str, key_file: &Path) -> Result<(), String> {
     if key_file.exists() && existing_key_usable(a, agent, key_file).await? {
         println!("agent key: using {}", key_file.display());
-        return Ok(());
+        return only_yours(key_file, a.dry_run);
     }
     // Read first, dry run or not: a dry run fails as the real one would.
     let admin = admin_key(a)?;
@@ -416,6 +416,35 @@ async fn make_key(a: &SetupArgs, agent: &str, key_file: &Path) -> Result<(), Str
         let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700));
     }
     write_or_show(key_file, &format!("{key}\n"), false, 0o600)?;
+    only_yours(key_file, false)
+}
+
+/// Makes the key file its owner's alone (0600) when others may read it (a
+/// file made by hand, or kept from before): a key any user could read is
+/// any user's. A dry run says it would.
+fn only_yours(key_file: &Path, dry_run: bool) -> Result<(), String> {
+    let mode = std::fs::metadata(key_file)
+        .map_err(|e| format!("cannot read {}: {e}", key_file.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 == 0 {
+        return Ok(());
+    }
+    if dry_run {
+        println!(
+            "agent key: would make {} 0600 (it is {:o})",
+            key_file.display(),
+            mode & 0o777
+        );
+        return Ok(());
+    }
+    std::fs::set_permissions(key_file, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("cannot make {} 0600: {e}", key_file.display()))?;
+    println!(
+        "agent key: {} was readable by others ({:o}); it is 0600 now",
+        key_file.display(),
+        mode & 0o777
+    );
     Ok(())
 }
 
