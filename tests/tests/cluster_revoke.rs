@@ -147,3 +147,69 @@ async fn an_unrelated_grant_lapsing_does_not_turn_an_allowed_action_into_a_quest
     }
     d.stop();
 }
+
+/// An operator's or an admin's key revoked through one daemon is refused
+/// by another at once, however recently that one used it: it decides,
+/// grants and makes keys (a review approved an `rm -rf` and made a new
+/// admin key with keys revoked a moment before on another daemon).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_key_revoked_on_one_daemon_is_refused_by_another_at_once() {
+    let Some(cluster) = Cluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = Daemon::start(one.path(), &[("ACTIONGATE_STORAGE__DATABASE_URL", &url)]);
+    let b = Daemon::start(two.path(), &[("ACTIONGATE_STORAGE__DATABASE_URL", &url)]);
+    let http = client();
+    let admin = a.admin_key();
+    let agent = agent_key(&http, &a.base, &admin, "coder").await;
+    for role in ["operator", "admin"] {
+        let (s, k) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/keys", a.base),
+            &admin,
+            Some(json!({"role": role})),
+        )
+        .await;
+        assert_eq!(s, 201, "{k}");
+        let (key, id) = (k["key"].as_str().unwrap(), k["id"].as_str().unwrap());
+        let pending = act(
+            &http,
+            &b.base,
+            &agent,
+            json!({"tool": "deploy", "detail": "prod"}),
+        )
+        .await;
+        // The other daemon knows the key: it answered it just now.
+        let (s, _) = call(
+            &http,
+            Method::GET,
+            format!("{}/v1/whoami", b.base),
+            key,
+            None,
+        )
+        .await;
+        assert_eq!(s, 200);
+        let (s, r) = call(
+            &http,
+            Method::DELETE,
+            format!("{}/v1/keys/{id}", a.base),
+            &admin,
+            None,
+        )
+        .await;
+        assert_eq!(s, 200, "{r}");
+        let id = pending["id"].as_str().unwrap();
+        let (s, r) = call(
+            &http,
+            Method::POST,
+            format!("{}/v1/actions/{id}/approve", b.base),
+            key,
+            Some(json!({})),
+        )
+        .await;
+        assert_eq!(s, 401, "{role}: {r}");
+    }
+}

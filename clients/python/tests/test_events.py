@@ -90,6 +90,33 @@ def test_events_resume_after_a_dropped_stream(daemon, agent_key):
         agent.close()
 
 
+def test_events_without_since_lose_nothing_when_dropped_before_the_first_event(daemon, agent_key):
+    """Followed live (no ``since``), a stream cut before any event arrived
+    resumes from where it started (its ``actiongate-resume-after``), not
+    from the newest event at reconnection: what happened meanwhile comes."""
+    port = int(daemon.url.rsplit(":", 1)[1])
+    relay = Relay(port)
+    out: "queue.Queue" = queue.Queue()
+    agent = Client(daemon.url, agent_key)
+    watcher = Client(relay.url, agent_key)
+    try:
+        threading.Thread(target=_collect, args=(watcher.events(types="action.*"), out), daemon=True).start()
+        deadline = time.time() + 10
+        while not [h for h in relay.heads if h.startswith("GET /v1/events")] and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        relay.refuse = True
+        relay.cut()
+        missed = agent.request("echo", "while down")
+        time.sleep(0.5)
+        relay.refuse = False
+        got = _next(out, "action.approved", "while down")
+        assert got.action_id == missed.id
+    finally:
+        relay.close()
+        agent.close()
+
+
 def test_events_since_replays_from_that_seq(daemon, agent_key):
     with Client(daemon.url, agent_key) as c:
         a = c.request("echo", "replay one")

@@ -578,9 +578,11 @@ export class Client {
 
   /**
    * Follows `GET /v1/events` for ever, as an async iterator. A dropped
-   * stream (or a 5xx) is reconnected with backoff and resumed with
-   * `Last-Event-ID`, so no event is missed or repeated. A refused key
-   * (4xx) throws {@link ApiError}; the signal ends it.
+   * stream (or a 5xx, or a 429 while the key holds its most streams) is
+   * reconnected with backoff and resumed with `Last-Event-ID` (before any
+   * event arrived, from where the stream started), so no event is missed
+   * or repeated. A refused key (4xx) throws {@link ApiError}; the signal
+   * ends it.
    */
   async *events(options: EventsOptions = {}): AsyncGenerator<Event> {
     let last = options.since === undefined ? undefined : String(options.since);
@@ -601,8 +603,13 @@ export class Client {
       }
       if (response && response.status >= 400) {
         const err = await problem(response);
-        if (response.status < 500) throw err;
+        // 429: the key holds as many streams as it may; one may close.
+        if (response.status < 500 && response.status !== 429) throw err;
       } else if (response?.body) {
+        // Where this stream starts: a drop before any event resumes there,
+        // not from the newest event at the next connection.
+        const resume = response.headers.get('actiongate-resume-after');
+        if (resume !== null && /^\d+$/.test(resume)) last = resume;
         const parser = new SseParser();
         const decoder = new TextDecoder();
         const reader = response.body.getReader();

@@ -3951,6 +3951,8 @@ export interface operations {
                 headers: {
                     /** @description The period of the stream's idle heartbeat comments (events.heartbeat), in milliseconds: a stream silent for much longer is dead */
                     "actiongate-heartbeat-ms"?: number;
+                    /** @description The seq this stream starts after (the newest when no last id was given, the oldest left after a reset): a client that loses the stream before any event arrives resumes from it with Last-Event-ID, missing nothing */
+                    "actiongate-resume-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -240,6 +240,38 @@ describe('agents', () => {
   });
 });
 
+test('events without since loses nothing when the stream drops before its first event', async () => {
+  // The first stream is cut right after its headers; meanwhile an action
+  // is asked. The client resumes from where that stream started (its
+  // actiongate-resume-after), not from the newest event at reconnection.
+  const { client } = await agentClient();
+  const operator = await d.key('operator');
+  let calls = 0;
+  let made;
+  const cutFirst = async (input, init) => {
+    const response = await fetch(input, init);
+    if (!String(input).includes('/v1/events') || calls++ > 0) return response;
+    await response.body?.cancel();
+    made = await client.request('bash', 'made while the stream was down', { timeout: '5m' });
+    return new Response(new ReadableStream({ start: (c) => c.close() }), { status: 200, headers: response.headers });
+  };
+  const ac = new AbortController();
+  const stop = setTimeout(() => ac.abort(), 10000);
+  const follower = new Client({ url: d.url, key: operator, fetch: cutFirst });
+  let seen;
+  for await (const e of follower.events({ types: 'action.*', signal: ac.signal })) {
+    if (JSON.stringify(e.data).includes(made.id)) {
+      seen = e;
+      break;
+    }
+  }
+  clearTimeout(stop);
+  ac.abort();
+  assert.ok(seen, 'the event made during the drop was delivered');
+  assert.equal(calls, 2);
+  await client.cancel(made.id);
+});
+
 describe('operators', () => {
   test('pending lists oldest first; approve, deny', async () => {
     const { name, client } = await agentClient();

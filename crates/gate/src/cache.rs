@@ -8,9 +8,11 @@
 //! bumped the generation meanwhile.
 //!
 //! Keys can also be revoked by `actiongate keys revoke` on the data dir while
-//! the daemon runs, which the daemon does not see; cached keys therefore
-//! live only [`KEY_TTL`], so such a revocation takes effect within that
-//! time. Agents change only through the API.
+//! the daemon runs, or through another daemon on the same Postgres, which
+//! this daemon does not see; cached keys therefore live only [`KEY_TTL`],
+//! so such a revocation takes effect within that time. Only agents' keys are
+//! cached: an operator's or an admin's is read at every request
+//! (`Gate::authenticate`). Agents change only through the API.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -411,7 +411,13 @@ impl Gate {
             agent: key.agent,
             via: None,
         };
-        self.0.keys.insert(ticket, &hash, caller.clone());
+        // Only an agent's key is trusted from memory: an operator's or an
+        // admin's decides, grants and makes keys, and its revocation through
+        // another daemon (or `actiongate keys revoke`) must hold at once. They
+        // are few and their requests rare; an agent's are many.
+        if caller.role == actiongate_store::Role::Agent {
+            self.0.keys.insert(ticket, &hash, caller.clone());
+        }
         Ok(caller)
     }
 

@@ -88,7 +88,7 @@ pub use handlers::NewHandler;
 pub use keys::NewKey;
 pub use paging::{Page, id_time_ms, next_events_page};
 pub use people::NewPerson;
-pub use pg::{PG_MIGRATOR, PgOptions, Postgres, migrate_postgres};
+pub use pg::{PG_MIGRATOR, PgOptions, Postgres, connect_options, migrate_postgres};
 pub use plans::{PLAN_PREFIX, RunReport};
 pub use session_list::SessionFilter;
 pub use sqlite::{MIGRATOR, SqliteStore, migrate};

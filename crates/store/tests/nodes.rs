@@ -482,6 +482,49 @@ async fn a_statement_stuck_behind_a_lock_is_cancelled_after_the_statement_timeou
     store.close().await;
 }
 
+/// A store's connection left idle inside a transaction (its daemon hung:
+/// stopped, a paused VM) is ended by Postgres after the statement timeout,
+/// its transaction rolled back and its locks let go, so the other daemons
+/// waiting on them go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_left_idle_is_ended_after_the_statement_timeout() {
+    use sqlx::{ConnectOptions, Executor, Row};
+    let Some(url) = pg_database() else {
+        return;
+    };
+    let mut pg = PgOptions::new(&url);
+    pg.statement_timeout = Duration::from_millis(400);
+    let mut hung = actiongate_store::connect_options(&pg)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let shown = hung
+        .fetch_one("SHOW idle_in_transaction_session_timeout")
+        .await
+        .unwrap();
+    assert_eq!(shown.get::<String, _>(0), "400ms");
+    hung.execute("BEGIN").await.unwrap();
+    hung.execute("SELECT pg_advisory_xact_lock_shared(hashtext('actiongate.grants'))")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Another session gets the lock exclusively: the idle one was ended.
+    let mut other = url
+        .parse::<sqlx::postgres::PgConnectOptions>()
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let got: bool = other
+        .fetch_one("SELECT pg_try_advisory_lock(hashtext('actiongate.grants'))")
+        .await
+        .unwrap()
+        .get(0);
+    assert!(got, "the hung transaction still holds its lock");
+    assert!(hung.execute("SELECT 1").await.is_err());
+}
+
 /// Three nodes writing at once through every kind of write (an action that
 /// needs nothing read first, one that asks, one with an idempotency key, a
 /// decision): each node publishes every event once, in seq order, with no

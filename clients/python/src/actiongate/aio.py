@@ -230,9 +230,15 @@ class AsyncClient:
                     if r.status_code >= 400:
                         await r.aread()
                         err = _core.problem(r)
-                        if r.status_code < 500:
+                        # 429: the key holds as many streams as it may; one may close.
+                        if r.status_code < 500 and r.status_code != 429:
                             raise err
                     else:
+                        # Where this stream starts: a drop before any event
+                        # resumes there, not from the newest at reconnection.
+                        resume = r.headers.get("actiongate-resume-after")
+                        if resume is not None and resume.isdigit():
+                            last = resume
                         parser = SseParser()
                         async for chunk in r.aiter_text():
                             for msg in parser.feed(chunk):

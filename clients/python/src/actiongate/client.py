@@ -248,9 +248,10 @@ class Client:
     def events(self, since: Union[None, int, str] = None, types: Optional[str] = None) -> Iterator[Event]:
         """Follows ``GET /v1/events`` for ever.
 
-        A dropped stream (or a 5xx) is reconnected with backoff (0.25 s
-        doubling to 10 s) and resumed with ``Last-Event-ID``, so no event is
-        missed or repeated. ``since`` is the seq to resume after; ``types``
+        A dropped stream (or a 5xx, or a 429 while the key holds its most
+        streams) is reconnected with backoff (0.25 s doubling to 10 s) and
+        resumed with ``Last-Event-ID`` (before any event arrived, from where
+        the stream started), so no event is missed or repeated. ``since`` is the seq to resume after; ``types``
         a filter like ``"action.*,grant.created"``. A refused key (4xx)
         raises :class:`ApiError`.
         """
@@ -267,9 +268,15 @@ class Client:
                     if r.status_code >= 400:
                         r.read()
                         err = _core.problem(r)
-                        if r.status_code < 500:
+                        # 429: the key holds as many streams as it may; one may close.
+                        if r.status_code < 500 and r.status_code != 429:
                             raise err
                     else:
+                        # Where this stream starts: a drop before any event
+                        # resumes there, not from the newest at reconnection.
+                        resume = r.headers.get("actiongate-resume-after")
+                        if resume is not None and resume.isdigit():
+                            last = resume
                         parser = SseParser()
                         for chunk in r.iter_text():
                             for msg in parser.feed(chunk):

@@ -104,7 +104,8 @@ fn last_event_id(headers: &HeaderMap, query: Option<i64>) -> Result<Option<i64>,
     ),
     responses(
         (status = 200, description = "An event stream", body = SseMessage, content_type = "text/event-stream",
-            headers(("actiongate-heartbeat-ms" = u64, description = "The period of the stream's idle heartbeat comments (events.heartbeat), in milliseconds: a stream silent for much longer is dead"))),
+            headers(("actiongate-heartbeat-ms" = u64, description = "The period of the stream's idle heartbeat comments (events.heartbeat), in milliseconds: a stream silent for much longer is dead"),
+                ("actiongate-resume-after" = i64, description = "The seq this stream starts after (the newest when no last id was given, the oldest left after a reset): a client that loses the stream before any event arrives resumes from it with Last-Event-ID, missing nothing"))),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "An agent-role key bound to no agent", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown type or invalid last id", body = Problem, content_type = "application/problem+json"),
@@ -162,7 +163,8 @@ pub async fn stream_events(
         }
     };
     let scope = Scope { agent, types };
-    Ok(sse::response(
+    let after = start.after;
+    let mut resp = sse::response(
         sse::log_stream(
             state.gate().event_log(),
             rx,
@@ -173,7 +175,10 @@ pub async fn stream_events(
             guard,
         ),
         timing.heartbeat,
-    ))
+    );
+    resp.headers_mut()
+        .insert(sse::RESUME_HEADER, axum::http::HeaderValue::from(after));
+    Ok(resp)
 }
 
 /// Stream one action's events (SSE): its history, then live events; the

@@ -460,6 +460,10 @@ pub fn action_stream(
 /// default (`events.heartbeat`).
 pub const HEARTBEAT_HEADER: &str = "actiongate-heartbeat-ms";
 
+/// The header naming the seq a stream of the whole log starts after: a
+/// client that loses the stream before any event resumes from it.
+pub const RESUME_HEADER: &str = "actiongate-resume-after";
+
 /// A `text/event-stream` response over `stream`, whose idle comments come
 /// every `heartbeat`.
 pub fn response<S>(stream: S, heartbeat: Duration) -> Response

@@ -172,13 +172,7 @@ impl Postgres {
     /// nodes that start together from applying them twice) and starts the
     /// tail of the event log.
     pub async fn open(pg: &PgOptions, opts: StoreOptions) -> Result<Postgres, StoreError> {
-        let statement_ms = pg.statement_timeout.as_millis().max(1).to_string();
-        let connect: PgConnectOptions = pg
-            .url
-            .parse::<PgConnectOptions>()?
-            .options([("statement_timeout", statement_ms.as_str())])
-            .log_statements(tracing::log::LevelFilter::Trace);
-        let (pool, losses) = pool::connect(pg, named(connect)).await?;
+        let (pool, losses) = pool::connect(pg, connect_options(pg)?).await?;
         let from = refuse_if_in_use(&pool, opts.upgrade).await?;
         PG_MIGRATOR.run(&pool).await?;
         crate::in_use::log_migrated(from, latest_migration());
@@ -442,6 +436,26 @@ fn latest_migration() -> i64 {
 
 /// `connect` naming its connections `actiongate m<N>`, then any name the
 /// URL or `PGAPPNAME` gave (see `in_use`).
+/// How the store connects to Postgres: `statement_timeout`, and the same
+/// bound on a transaction left idle (`idle_in_transaction_session_timeout`):
+/// a daemon that hangs inside one (stopped, a paused VM, a host cut off
+/// without a reset) would otherwise hold its locks, the grants lock and the
+/// event sequencer's among them, for as long as it hangs, and every other
+/// daemon would wait on them. Postgres ends such a session and its
+/// transaction instead.
+pub fn connect_options(pg: &PgOptions) -> Result<PgConnectOptions, StoreError> {
+    let statement_ms = pg.statement_timeout.as_millis().max(1).to_string();
+    let connect: PgConnectOptions = pg
+        .url
+        .parse::<PgConnectOptions>()?
+        .options([
+            ("statement_timeout", statement_ms.as_str()),
+            ("idle_in_transaction_session_timeout", statement_ms.as_str()),
+        ])
+        .log_statements(tracing::log::LevelFilter::Trace);
+    Ok(named(connect))
+}
+
 fn named(connect: PgConnectOptions) -> PgConnectOptions {
     let name = crate::in_use::app_name(latest_migration(), connect.get_application_name());
     connect.application_name(&name)
