@@ -180,6 +180,16 @@ async fn follow_once(
         }
         return Ended::Stop(report(&err));
     }
+    // Where this stream starts: a drop before any event resumes there, not
+    // from the newest event at the next connection.
+    if let Some(after) = resp
+        .headers()
+        .get("actiongate-resume-after")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+    {
+        *last_id = Some(after.to_owned());
+    }
     let mut stream = resp.bytes_stream().eventsource();
     let mut connected = false;
     while let Some(item) = stream.next().await {
