@@ -237,14 +237,23 @@ fn counted_use(
     req: &policy::Request<'_>,
 ) -> Option<Option<String>> {
     let now = chrono::Utc::now();
+    // The uncounted grants once, and each counted one added to them in
+    // turn: a session may hold thousands of counted grants (a plan's
+    // approved steps), each tried against the few others, not all.
+    let counted_ids: std::collections::HashSet<&str> = counted.iter().map(String::as_str).collect();
+    let uncounted: Vec<policy::Grant> = grants
+        .iter()
+        .filter(|g| !counted_ids.contains(g.id.as_str()))
+        .cloned()
+        .collect();
+    let by_id: std::collections::HashMap<&str, &policy::Grant> =
+        grants.iter().map(|g| (g.id.as_str(), g)).collect();
     let with = |extra: Option<&str>| -> Vec<policy::Grant> {
-        grants
-            .iter()
-            .filter(|g| !counted.contains(&g.id) || extra == Some(g.id.as_str()))
-            .cloned()
-            .collect()
+        let mut set = uncounted.clone();
+        set.extend(extra.and_then(|id| by_id.get(id)).map(|g| (*g).clone()));
+        set
     };
-    if policy::decide(profile, &with(None), req, now).verdict == policy::Verdict::Allow {
+    if policy::decide(profile, &uncounted, req, now).verdict == policy::Verdict::Allow {
         return Some(None);
     }
     let id = counted.iter().find(|id| {
