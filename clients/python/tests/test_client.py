@@ -323,7 +323,7 @@ def test_request_permission_approved_and_denied(daemon, handler, agent_client, o
             agent_client.request_permission("notes.write", "save notes", 1, handler=handler, scope={"path": "/notes/*"})
         )
 
-    for verdict in (True, False):
+    for verdict in ("approve", "deny", "narrow"):
         t = threading.Thread(target=ask)
         t.start()
         deadline = time.monotonic() + 20
@@ -331,12 +331,15 @@ def test_request_permission_approved_and_denied(daemon, handler, agent_client, o
             time.sleep(0.05)
         [req] = reqs
         assert req.permission == "notes.write"
-        if verdict:
+        if verdict == "approve":
             op.approve_grant_request(req.id)
-        else:
+        elif verdict == "deny":
             op.deny_grant_request(req.id, "no notes today")
+        else:
+            # Granted narrower than asked: not as asked.
+            op.approve_grant_request(req.id, scope={"path": "/notes/today.md"})
         t.join(30)
-    assert results == [True, False]
+    assert results == [True, False, False]
 
 
 def test_request_permission_without_a_handler_is_a_pending_item(agent_client, op, agent):

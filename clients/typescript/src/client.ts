@@ -187,6 +187,19 @@ function pollSeconds(remainingMs: number): number {
   return Math.max(0, Math.min(MAX_POLL_SECONDS, Math.ceil(remainingMs / 1000)));
 }
 
+/** Whether two JSON values are equal, whatever the order of their keys. */
+function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (Array.isArray(a) || Array.isArray(b)) {
+    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((v, i) => sameJson(v, b[i]));
+  }
+  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return false;
+  const x = a as Record<string, unknown>;
+  const y = b as Record<string, unknown>;
+  const keys = Object.keys(x);
+  return keys.length === Object.keys(y).length && keys.every((k) => Object.hasOwn(y, k) && sameJson(x[k], y[k]));
+}
+
 function randomKey(): string {
   const c = globalThis.crypto;
   if (c?.randomUUID) return c.randomUUID().replaceAll('-', '');
@@ -529,7 +542,9 @@ export class Client {
         await this.send({ method: 'GET', path: `/v1/grant-requests/${encodeURIComponent(req.id)}`, query: { wait: w }, retry: true, wait: w, deadline, signal: options.signal }),
       );
     }
-    return req.status === 'approved';
+    // Granted with another scope than asked (an approver narrowed it) is
+    // not what was asked either: the agent would plan on what it lacks.
+    return req.status === 'approved' && req.grant != null && sameJson(req.scope, req.grant.scope ?? {});
   }
 
   /**

@@ -388,6 +388,15 @@ describe('operators', () => {
       }
       await op.approveGrantRequest(reqs[0].id, { expires: '1h' });
       assert.equal(await asked, true);
+      // Granted narrower than asked: not as asked.
+      const wide = client.requestPermission('notes.write', 'all notes', { handler, scope: { path: '*' }, timeoutMinutes: 1 });
+      reqs = [];
+      for (let i = 0; i < 100 && !reqs.length; i++) {
+        reqs = (await op.grantRequests()).filter((r) => r.handler === handler);
+        if (!reqs.length) await new Promise((r) => setTimeout(r, 50));
+      }
+      await op.approveGrantRequest(reqs[0].id, { scope: { path: 'notes/today.md' }, expires: '1h' });
+      assert.equal(await wide, false);
       const refused = client.requestPermission('notes.write', 'more', { handler, timeoutMinutes: 1 });
       reqs = [];
       for (let i = 0; i < 100 && !reqs.length; i++) {

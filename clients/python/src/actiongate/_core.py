@@ -441,7 +441,14 @@ def request_permission(
         path = f"/v1/grant-requests/{req.id}"
         data = yield Call("GET", path, params={"wait": w}, retry=True, wait=w, until=deadline)
         req = GrantRequest.from_json(_same(data, req))
-    return req.status == "approved"
+    # Granted with another scope than asked (an approver narrowed it) is not
+    # what was asked either: the agent would plan on what it lacks.
+    grant = req.raw.get("grant")
+    return (
+        req.status == "approved"
+        and isinstance(grant, dict)
+        and grant.get("scope", {}) == req.raw.get("scope", {})
+    )
 
 
 def request_plan(
