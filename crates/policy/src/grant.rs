@@ -273,8 +273,11 @@ impl Grant {
 ///
 /// A value matches exactly (JSON equality), or as a glob over the whole
 /// string when the grant's value is a string containing `*` or `?` (`*`
-/// crosses `/` and `.`). A key the grant leaves out matches any value; a
-/// grant key missing from the action does not match.
+/// crosses `/` and `.`), but never a value holding a `..` step or a control
+/// character the glob does not hold itself: `docs/*` is not
+/// `docs/../../etc/x`, which an executor resolving it would write outside
+/// `docs/`, nor a name with a line break in it. A key the grant leaves out
+/// matches any value; a grant key missing from the action does not match.
 ///
 /// The key [`SHELL_SCOPE_KEY`] (`command`) holds a shell command line and is
 /// matched like a shell tool's grant: a glob must match every simple command
@@ -295,11 +298,19 @@ fn key_matches(key: &str, granted: &Value, action_scope: &Map<String, Value>) ->
             if key == SHELL_SCOPE_KEY {
                 shell_glob_matches(glob, actual)
             } else {
-                glob_matches(glob, actual)
+                glob_matches(glob, actual) && !climbs_or_breaks(glob, actual)
             }
         }),
         _ => granted == actual,
     })
+}
+
+/// Whether `actual` holds a `..` path step, or a control character, that
+/// `glob` does not hold itself ([`scope_matches`]).
+fn climbs_or_breaks(glob: &str, actual: &str) -> bool {
+    let climbs = |s: &str| s.split(['/', '\\']).any(|step| step == "..");
+    let breaks = |s: &str| s.chars().any(char::is_control);
+    (climbs(actual) && !climbs(glob)) || (breaks(actual) && !breaks(glob))
 }
 
 /// `scope` with each string value that [`scope_matches`] would read as a

@@ -176,6 +176,21 @@ fn scope_values_match_exactly_as_json() {
     ));
 }
 
+/// A glob covers no value climbing out of it with `..`, nor one holding a
+/// line break, unless it says so itself: `docs/*` is for what is in
+/// `docs/`, which an executor resolving `docs/../../etc/x` would leave.
+#[test]
+fn a_glob_covers_no_value_that_climbs_out_or_breaks_its_line() {
+    let g = obj(json!({"path": "docs/*"}));
+    assert!(scope_matches(&g, &obj(json!({"path": "docs/guide/intro.md"}))));
+    assert!(scope_matches(&g, &obj(json!({"path": "docs/a..b.md"}))));
+    for escaping in ["docs/../../etc/x", "docs/..", "docs/x/../../y", "docs\\..\\x", "docs/a\nb"] {
+        assert!(!scope_matches(&g, &obj(json!({"path": escaping}))), "{escaping}");
+    }
+    let up = obj(json!({"path": "../shared/*"}));
+    assert!(scope_matches(&up, &obj(json!({"path": "../shared/x"}))));
+}
+
 #[test]
 fn a_literal_scope_matches_only_its_own_values_glob_characters_included() {
     let action = obj(json!({"to": "?*", "path": "/a/[b]{c}", "max": 5, "cmd": "ls *.rs"}));
