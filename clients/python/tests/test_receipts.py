@@ -48,3 +48,34 @@ def test_params_digest_is_keyed_and_canonical() -> None:
     )
     with pytest.raises(InvalidReceipt):
         params_digest({"a": 1}, "c2hvcnQ")
+
+
+def test_another_type_version_or_key_name_is_refused_even_signed() -> None:
+    import base64
+    import json
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    key = Ed25519PrivateKey.generate()
+    raw = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    jwk = {"kty": "OKP", "crv": "Ed25519", "x": base64.urlsafe_b64encode(raw).rstrip(b"=").decode(), "kid": "k1"}
+
+    def b64(o: object) -> str:
+        return base64.urlsafe_b64encode(json.dumps(o).encode()).rstrip(b"=").decode()
+
+    def make(header: dict, claims: dict) -> str:  # type: ignore[type-arg]
+        signing = f"{b64(header)}.{b64(claims)}"
+        sig = base64.urlsafe_b64encode(key.sign(signing.encode())).rstrip(b"=").decode()
+        return f"{signing}.{sig}"
+
+    header = {"alg": "EdDSA", "typ": "actiongate-receipt+jwt", "kid": "k1"}
+    claims = {"v": 2, "iss": "actiongate", "action_id": "a", "outcome": "allowed"}
+    assert verify_receipt(make(header, claims), jwk)["action_id"] == "a"
+    for bad, why in (
+        (make({**header, "typ": "JWT"}, claims), "typ"),
+        (make({**header, "kid": "k2"}, claims), "not by k1"),
+        (make(header, {**claims, "v": 3}), "version 3"),
+    ):
+        with pytest.raises(InvalidReceipt, match=why):
+            verify_receipt(bad, jwk)

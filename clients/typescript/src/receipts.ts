@@ -76,6 +76,12 @@ export async function verifyReceipt(receipt: string, jwk: JsonWebKey): Promise<R
   const [headerB64, claimsB64, sigB64] = parts as [string, string, string];
   const header = json(fromB64url(headerB64, 'the header'), 'the header');
   if (header['alg'] !== 'EdDSA') throw new InvalidReceipt('alg is not EdDSA');
+  if (header['typ'] !== 'actiongate-receipt+jwt') throw new InvalidReceipt('typ is not actiongate-receipt+jwt');
+  // Signed by another key than the one given (when both name theirs).
+  const kid = (jwk as { kid?: unknown }).kid;
+  if (typeof header['kid'] === 'string' && typeof kid === 'string' && header['kid'] !== kid) {
+    throw new InvalidReceipt(`signed by key ${header['kid']}, not by ${kid}`);
+  }
   const sig = fromB64url(sigB64, 'the signature');
   // Re-encoding rejects a signature whose base64 has non-zero spare bits.
   if (toB64url(sig) !== sigB64) throw new InvalidReceipt('signature is not canonical base64url');
@@ -91,6 +97,8 @@ export async function verifyReceipt(receipt: string, jwk: JsonWebKey): Promise<R
   }
   const claims = json(fromB64url(claimsB64, 'the claims'), 'the claims');
   if (claims['iss'] !== 'actiongate') throw new InvalidReceipt('not issued by actiongate');
+  // A later version may mean its claims otherwise: not read as this one.
+  if (claims['v'] !== 2) throw new InvalidReceipt(`receipt version ${String(claims['v'])}, this reader knows 2`);
   return claims as unknown as ReceiptClaims;
 }
 

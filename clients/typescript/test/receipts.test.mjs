@@ -39,6 +39,23 @@ test('a receipt verifies offline and fails when one byte changes', async () => {
   await assert.rejects(verifyReceipt(receipt, { kty: 'RSA', n: 'x', e: 'AQAB' }), /not an Ed25519 JWK/);
 });
 
+test('a receipt of another type, another version or named for another key is refused, signed or not', async () => {
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+  const jwk = { ...publicKey.export({ format: 'jwk' }), kid: 'k1' };
+  const { sign } = await import('node:crypto');
+  const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const make = (header, claims) => {
+    const signing = `${b64(header)}.${b64(claims)}`;
+    return `${signing}.${sign(null, Buffer.from(signing), privateKey).toString('base64url')}`;
+  };
+  const header = { alg: 'EdDSA', typ: 'actiongate-receipt+jwt', kid: 'k1' };
+  const claims = { v: 2, iss: 'actiongate', action_id: 'a', agent: 'x', action_string: 'tool:bash:ls', outcome: 'allowed' };
+  assert.equal((await verifyReceipt(make(header, claims), jwk)).action_id, 'a');
+  await assert.rejects(verifyReceipt(make({ ...header, typ: 'JWT' }, claims), jwk), /typ/);
+  await assert.rejects(verifyReceipt(make({ ...header, kid: 'k2' }, claims), jwk), /not by k1/);
+  await assert.rejects(verifyReceipt(make(header, { ...claims, v: 3 }), jwk), /version 3/);
+});
+
 test('a pending action has no receipt yet', async () => {
   const a = await d.agent();
   const agent = new Client({ url: d.url, key: a.key });

@@ -182,10 +182,22 @@ fn scope_values_match_exactly_as_json() {
 #[test]
 fn a_glob_covers_no_value_that_climbs_out_or_breaks_its_line() {
     let g = obj(json!({"path": "docs/*"}));
-    assert!(scope_matches(&g, &obj(json!({"path": "docs/guide/intro.md"}))));
+    assert!(scope_matches(
+        &g,
+        &obj(json!({"path": "docs/guide/intro.md"}))
+    ));
     assert!(scope_matches(&g, &obj(json!({"path": "docs/a..b.md"}))));
-    for escaping in ["docs/../../etc/x", "docs/..", "docs/x/../../y", "docs\\..\\x", "docs/a\nb"] {
-        assert!(!scope_matches(&g, &obj(json!({"path": escaping}))), "{escaping}");
+    for escaping in [
+        "docs/../../etc/x",
+        "docs/..",
+        "docs/x/../../y",
+        "docs\\..\\x",
+        "docs/a\nb",
+    ] {
+        assert!(
+            !scope_matches(&g, &obj(json!({"path": escaping}))),
+            "{escaping}"
+        );
     }
     let up = obj(json!({"path": "../shared/*"}));
     assert!(scope_matches(&up, &obj(json!({"path": "../shared/x"}))));

@@ -319,6 +319,9 @@ impl ReceiptVerifier {
         if header.alg != Algorithm::EdDSA {
             return Err(ReceiptError::Invalid("alg is not EdDSA".into()));
         }
+        if header.typ.as_deref() != Some(RECEIPT_TYP) {
+            return Err(ReceiptError::Invalid(format!("typ is not {RECEIPT_TYP}")));
+        }
         if header.kid.as_deref().is_some_and(|k| k != self.kid) {
             return Err(ReceiptError::Invalid(format!(
                 "signed by key {}, not by {}",
@@ -334,6 +337,13 @@ impl ReceiptVerifier {
         v.set_issuer(&["actiongate"]);
         let data = jsonwebtoken::decode::<ReceiptClaims>(receipt, &self.decoding, &v)
             .map_err(|e| ReceiptError::Invalid(e.to_string()))?;
+        // A later version may mean its claims otherwise: not read as this one.
+        if data.claims.v != RECEIPT_VERSION {
+            return Err(ReceiptError::Invalid(format!(
+                "receipt version {}, this reader knows {RECEIPT_VERSION}",
+                data.claims.v
+            )));
+        }
         Ok(data.claims)
     }
 }
@@ -394,6 +404,24 @@ mod tests {
                 .verify(&r)
                 .is_err()
         );
+    }
+
+    /// Signed by the right key but of another type or a later version: not
+    /// read as a receipt of this one.
+    #[test]
+    fn another_type_or_version_is_refused() {
+        let s = ReceiptSigner::from_seed(&[7; 32]).unwrap();
+        let v = ReceiptVerifier::from_jwk(&s.jwk()).unwrap();
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.typ = Some("JWT".to_owned());
+        let other = jsonwebtoken::encode(&header, &claims(), &s.encoding).unwrap();
+        assert!(v.verify(&other).unwrap_err().to_string().contains("typ"));
+        let later = ReceiptClaims {
+            v: RECEIPT_VERSION + 1,
+            ..claims()
+        };
+        let e = v.verify(&s.sign(&later).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("version"), "{e}");
     }
 
     #[test]

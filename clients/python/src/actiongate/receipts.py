@@ -41,6 +41,12 @@ def verify_receipt(receipt: str, jwk: Mapping[str, Any]) -> Dict[str, Any]:
         key = Ed25519PublicKey.from_public_bytes(_b64(str(jwk["x"])))
         if header.get("alg") != "EdDSA":
             raise InvalidReceipt("alg is not EdDSA")
+        if header.get("typ") != "actiongate-receipt+jwt":
+            raise InvalidReceipt("typ is not actiongate-receipt+jwt")
+        # Signed by another key than the one given (when both name theirs).
+        kid = jwk.get("kid")
+        if isinstance(header.get("kid"), str) and isinstance(kid, str) and header["kid"] != kid:
+            raise InvalidReceipt(f"signed by key {header['kid']}, not by {kid}")
         # Re-encoding rejects a signature whose base64 has non-zero spare bits.
         sig = _b64(sig_b64)
         if base64.urlsafe_b64encode(sig).rstrip(b"=").decode() != sig_b64:
@@ -53,6 +59,9 @@ def verify_receipt(receipt: str, jwk: Mapping[str, Any]) -> Dict[str, Any]:
         raise InvalidReceipt(f"malformed receipt: {e}") from e
     if claims.get("iss") != "actiongate":
         raise InvalidReceipt("not issued by actiongate")
+    # A later version may mean its claims otherwise: not read as this one.
+    if claims.get("v") != 2:
+        raise InvalidReceipt(f"receipt version {claims.get('v')}, this reader knows 2")
     return claims
 
 
