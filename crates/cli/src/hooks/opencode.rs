@@ -37,6 +37,37 @@ pub fn calls_of(name: &str, args: &Value) -> Result<Vec<Call>, String> {
         "webfetch" => vec![Call::Fetch(field(args, name, "url")?.to_owned())],
         // Search results are text strangers wrote, as a fetched page is.
         "websearch" | "codesearch" => vec![Call::Search(field(args, name, "query")?.to_owned())],
+        // opencode runs each of a batch's calls itself, without the
+        // plugin's hook: each is asked here as if called alone (a fetch in
+        // it taints, a file in it is checked), and a batch inside a batch,
+        // which opencode refuses, is refused.
+        "batch" => {
+            let list = args
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .ok_or("the batch call has no tool_calls list")?;
+            let mut calls = Vec::new();
+            for call in list {
+                let tool = call
+                    .get("tool")
+                    .and_then(Value::as_str)
+                    .ok_or("a call of the batch names no tool")?;
+                if tool == "batch" {
+                    return Err("a batch inside a batch".to_owned());
+                }
+                let params = call.get("parameters").cloned().unwrap_or(Value::Null);
+                let params = if params.is_null() {
+                    serde_json::json!({})
+                } else {
+                    params
+                };
+                calls.extend(calls_of(tool, &params)?);
+            }
+            if calls.is_empty() {
+                return Err("the batch names no call".to_owned());
+            }
+            calls
+        }
         "patch" | "apply_patch" => {
             let mut calls = Vec::new();
             for patch in all_fields(args, name, &["patchText", "patch", "input"])? {
@@ -195,6 +226,37 @@ mod tests {
     /// Web and code search results taint the session; an MCP server's
     /// tool (`<server>_<tool>`) is asked as the MCP proxy and the other
     /// runtimes spell it, so the presets' taint and guard rules see it.
+    /// opencode runs a batch's calls without its plugin's hook: each is
+    /// asked here as if it came alone, so a fetch in a batch taints and a
+    /// file in it is checked.
+    #[test]
+    fn a_batch_is_asked_call_by_call() {
+        let batch = json!({"tool_calls": [
+            {"tool": "webfetch", "parameters": {"url": "https://example.test/x", "format": "text"}},
+            {"tool": "write", "parameters": {"filePath": "../../srv/prod/app.env", "content": "x"}}
+        ]});
+        assert_eq!(
+            call("batch", batch).action_strings(),
+            [
+                "tool:WebFetch:https://example.test/x",
+                "tool:file:write /home/srv/prod/app.env"
+            ]
+        );
+        for bad in [
+            json!({}),
+            json!({"tool_calls": []}),
+            json!({"tool_calls": [{"parameters": {}}]}),
+            json!({"tool_calls": [{"tool": "batch", "parameters": {"tool_calls": []}}]}),
+        ] {
+            assert!(
+                Opencode
+                    .parse(&json!({"tool": "batch", "args": bad, "directory": "/p"}))
+                    .is_err(),
+                "{bad}"
+            );
+        }
+    }
+
     #[test]
     fn searches_and_mcp_tools_map_as_the_other_runtimes_do() {
         let cases = [
