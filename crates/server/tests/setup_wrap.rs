@@ -613,6 +613,22 @@ async fn setup_keeps_permissions_and_never_clobbers_what_it_cannot_read() {
     .await;
     assert_ne!(r.code, 0, "{r:?}");
     assert_eq!(std::fs::read(&gemini).unwrap(), odd);
+    // Settings with comments (Gemini CLI reads them, setup cannot merge
+    // into them): refused before any agent or key is made.
+    let commented = "{\n  // the model\n  \"model\": {\"name\": \"x\"}\n}\n";
+    std::fs::write(&gemini, commented).unwrap();
+    let r = run_in(
+        home.path(),
+        &app.base,
+        &["setup", "gemini", "--user", "--admin-key", &app.admin],
+    )
+    .await;
+    assert_ne!(r.code, 0, "{r:?}");
+    assert_eq!(std::fs::read_to_string(&gemini).unwrap(), commented);
+    assert!(
+        !home.path().join(".config/actiongate/gemini.key").exists(),
+        "{r:?}"
+    );
     app.stop().await;
 }
 

@@ -196,10 +196,21 @@ async fn setup(a: SetupArgs) -> Result<Exit, String> {
         .clone()
         .unwrap_or_else(|| home.join(format!(".config/actiongate/{agent}.key")));
     let exe = std::env::current_exe().map_err(|e| format!("cannot find actiongate: {e}"))?;
-    // Where the hook goes, known before anything is made: a runtime
-    // without a user config (Copilot CLI) refuses `--user` here, not after
-    // making an agent and its key.
-    rt.config_path(user, &home, &a.dir)?;
+    // Where the hook goes, and that it can go there, known before anything
+    // is made: a runtime without a user config (Copilot CLI) refuses
+    // `--user` here, and a config the hook cannot be merged into (not
+    // JSON, comments in it) is refused, not after making an agent and its
+    // key.
+    let path = rt.config_path(user, &home, &a.dir)?;
+    let probe = HookCall {
+        exe: exe.display().to_string(),
+        url: a.url.clone(),
+        key_file: key_file.display().to_string(),
+        wait: a.wait,
+        guard_reads: a.guard_reads,
+    };
+    config::merged(rt, &read_current(&path)?, &probe)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
 
     // 1. The daemon.
     if let Err(e) = daemon_up(&a.url).await {
