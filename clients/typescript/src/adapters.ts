@@ -8,7 +8,7 @@ import type { Client } from './client.js';
 import { ActionGateError, Denied, TimedOut } from './errors.js';
 import { denialReason, isApproved, isSettled, wasApproved } from './models.js';
 import type { Action, CheckResult } from './models.js';
-import { sanitizeTool } from './claude-tools.js';
+import { sanitizeTool, shownInput } from './claude-tools.js';
 
 /** A tool call to ask about: the gate's tool name, detail and reason. */
 export interface ToolCall {
@@ -90,6 +90,9 @@ export function compactJson(input: unknown): string {
   );
 }
 
+/** The most characters of a detail the daemon takes (`MAX_DETAIL`), with room to spare. */
+const MAX_DETAIL = 60_000;
+
 /** Reads a settled (or still pending) action as a verdict. */
 export function verdictOf(action: Action, wait: number): Verdict {
   // An approver who edited the call approved the edited one, not the call
@@ -137,12 +140,25 @@ export class Gatekeeper {
     if (!(this.wait >= 0)) throw new RangeError('wait must be a non-negative number of seconds');
   }
 
-  /** The gate action of one framework tool call. */
+  /**
+   * The gate action of one framework tool call. An input too large for a
+   * detail (the daemon takes 64 Ki characters: a file's whole body, say)
+   * is asked with its detail cut and the input shown as params, cut too,
+   * and with a caution, so no rule or grant allows it, only an operator
+   * who read it (a deny rule still sees the detail's start).
+   */
   call(name: string, input: Record<string, unknown>, reason?: string): ToolCall {
     const mapped = this.options.tools?.[name];
     const tool = mapped?.tool ?? sanitizeTool(name);
     const detail = mapped?.detail ? mapped.detail(input) : compactJson(input);
-    return { tool, detail, reason: reason ?? this.options.reason };
+    const asked = { tool, detail, reason: reason ?? this.options.reason };
+    if ([...detail].length <= MAX_DETAIL) return asked;
+    return {
+      ...asked,
+      detail: `${[...detail].slice(0, MAX_DETAIL - 64).join('')}…[cut: the whole input is in params]`,
+      params: shownInput(input),
+      caution: `the call's input is too large to show whole in its detail (${[...detail].length} characters): only an operator who read it may allow it`,
+    };
   }
 
   /**

@@ -296,6 +296,11 @@ function cutStrings(value: unknown, max: number): unknown {
  */
 export function claudeParams(name: string, input: Record<string, unknown>): Record<string, unknown> | undefined {
   if (!['Edit', 'MultiEdit', 'Write', 'NotebookEdit'].includes(name)) return undefined;
+  return shownInput(input);
+}
+
+/** A call's input as the humans who decide are shown it: long strings cut, the whole within the daemon's bound on params. */
+export function shownInput(input: Record<string, unknown>): Record<string, unknown> {
   for (let max = MAX_SHOWN_STRING; max >= MIN_SHOWN_STRING; max /= 2) {
     let size = Infinity;
     const shown = cutStrings(input, max) as Record<string, unknown>;

@@ -394,6 +394,22 @@ test('a hosted MCP tool is asked as the MCP tool it calls, with its server and a
   assert.match(v.message, /cannot be read/);
 });
 
+test("a call whose input is too large for a detail is asked cut, with the input in params, and waits for an operator", async () => {
+  const { Gatekeeper } = await import('../dist/index.js');
+  const a = await d.agent({ allow: ['tool:write_file:.*'], ask: [], deny: [] });
+  const keeper = new Gatekeeper(new Client({ url: d.url, key: a.key }), { wait: 30 });
+  const big = { path: 'notes.md', content: 'a'.repeat(100_000) };
+  const running = keeper.decide(keeper.call('write_file', big));
+  const item = await d.pendingOf(a.name);
+  assert.ok(item.detail.length < 65_536 && item.detail.endsWith('[cut: the whole input is in params]'), item.detail.slice(-80));
+  assert.equal(item.params.path, 'notes.md');
+  assert.match(item.decision.reason, /too large/);
+  await d.call('POST', `/v1/actions/${item.id}/approve`, {});
+  assert.equal((await running).approved, true);
+  // A small input is as ever: the detail is the whole input, and allowed.
+  assert.equal((await keeper.decide(keeper.call('write_file', { path: 'x', content: 'y' }))).approved, true);
+});
+
 test('a detail keeps what a validated input holds, or the call is refused', async () => {
   // A schema's transform can hand the approval a Set or a BigInt; the
   // detail once showed `{}` or `[object Object]` and an allow ran it.
