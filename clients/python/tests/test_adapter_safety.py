@@ -85,3 +85,34 @@ def test_an_approved_action_is_go_ahead_only_as_asked_and_once() -> None:
             settle(action(status))
     # A handler's action: its executor ran it; the result is read.
     assert action("completed", handler="files").approved
+
+
+def test_an_input_too_large_for_a_detail_is_asked_cut_and_left_to_an_operator(daemon) -> None:  # type: ignore[no-untyped-def]
+    """A framework call whose input is too large for a detail (a file's whole
+    body) was refused by the daemon every time; it is asked with its detail
+    cut and its input as params, and only an operator allows it."""
+    import threading
+    import time
+
+    from actiongate import Client
+    from actiongate._adapters import ToolMap, decide_all
+
+    name = daemon.agent({"allow": ["tool:write_file:.*"], "ask": [], "deny": []})
+    client = Client(daemon.url, daemon.key("agent", name))
+    op = Client(daemon.url, daemon.key("operator"))
+    call = ToolMap().call("write_file", {"path": "notes.md", "content": "a" * 100_000}, None)
+    assert call.caution and call.detail.endswith("[cut: the whole input is in params]")
+    out: list = []
+    t = threading.Thread(target=lambda: out.extend(decide_all(client, [call], 30, "5m")))
+    t.start()
+    deadline = time.monotonic() + 20
+    while not (mine := [a for a in op.pending() if a.raw.get("agent") == name]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [item] = mine
+    assert item.raw["params"]["path"] == "notes.md"
+    assert "too large" in item.raw["decision"]["reason"]
+    op.approve(item.id)
+    t.join(30)
+    assert out[0].approved
+    small = ToolMap().call("write_file", {"path": "x", "content": "y"}, None)
+    assert small.caution is None and decide_all(client, [small], 5, "5m")[0].approved

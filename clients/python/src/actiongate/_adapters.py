@@ -43,6 +43,28 @@ class ToolCall:
     #: content, an edit's old and new text); the policy reads only the
     #: tool and detail.
     params: Optional[Dict[str, Any]] = None
+    #: Why only an operator's approval may allow it (the action's caution).
+    caution: Optional[str] = None
+
+
+#: The most characters of a detail the daemon takes (64 Ki), with room to spare.
+MAX_DETAIL = 60_000
+
+#: Most characters of one string of an input shown as params.
+_MAX_SHOWN_STRING = 16 * 1024
+
+
+def _shown(value: Any) -> Any:
+    """``value`` with long strings cut, saying how much is not shown."""
+    if isinstance(value, str):
+        if len(value) <= _MAX_SHOWN_STRING:
+            return value
+        return f"{value[:_MAX_SHOWN_STRING]}…[{len(value) - _MAX_SHOWN_STRING} more characters not shown]"
+    if isinstance(value, Mapping):
+        return {str(k): _shown(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_shown(v) for v in value]
+    return value
 
 
 def compact_json(args: Any) -> str:
@@ -65,7 +87,19 @@ class ToolMap:
         """The gate action for one call (unknown tools: the name and JSON args)."""
         tool, detail = self._map.get(name, (name, None))
         text = detail(dict(args)) if detail is not None else compact_json(dict(args))
-        return ToolCall(tool, text, reason)
+        if len(text) <= MAX_DETAIL:
+            return ToolCall(tool, text, reason)
+        # Too large for a detail (a file's whole body): asked cut, the input
+        # shown as params, and only an operator who read it may allow it.
+        shown = _shown(dict(args))
+        params = shown if len(compact_json(shown)) <= 192 * 1024 else {"not_shown": "the call's input is too large to show"}
+        return ToolCall(
+            tool,
+            f"{text[: MAX_DETAIL - 64]}…[cut: the whole input is in params]",
+            reason,
+            params=params,
+            caution=f"the call's input is too large to show whole in its detail ({len(text)} characters): only an operator who read it may allow it",
+        )
 
 
 def verdict(action: Action, wait: float) -> Verdict:
@@ -108,7 +142,11 @@ def decide_all(
     started: List[Union[Action, Verdict]] = []
     for c in calls:
         try:
-            started.append(client.request(c.tool, c.detail, reason=c.reason, timeout=timeout, session=session, params=c.params))
+            started.append(
+                client.request(
+                    c.tool, c.detail, reason=c.reason, timeout=timeout, session=session, params=c.params, caution=c.caution
+                )
+            )
         except ActionGateError as e:
             started.append(failed(e))
     out: List[Verdict] = []
@@ -152,7 +190,11 @@ async def adecide_all(
     started: List[Union[Action, Verdict]] = []
     for c in calls:
         try:
-            started.append(await client.request(c.tool, c.detail, reason=c.reason, timeout=timeout, session=session, params=c.params))
+            started.append(
+                await client.request(
+                    c.tool, c.detail, reason=c.reason, timeout=timeout, session=session, params=c.params, caution=c.caution
+                )
+            )
         except ActionGateError as e:
             started.append(failed(e))
     for item in started:

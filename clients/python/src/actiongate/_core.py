@@ -326,12 +326,16 @@ def request(
     idempotency_key: Optional[str],
     session: Optional[str] = None,
     params: Optional[Mapping[str, Any]] = None,
+    caution: Optional[str] = None,
 ) -> Flow:
     """``POST /v1/actions`` for a decision-only action, waiting up to ``wait`` s;
-    ``params`` is the tool call's input, shown to the humans who decide."""
+    ``params`` is the tool call's input, shown to the humans who decide;
+    ``caution`` why only an operator's approval may allow it."""
     body: Dict[str, Any] = {"tool": tool, "detail": detail}
     if params is not None:
         body["params"] = dict(params)
+    if caution is not None:
+        body["caution"] = caution
     _extra(body, reason, timeout, idempotency_key, session)
     return (yield from _new_action(body, seconds(wait, "wait")))
 

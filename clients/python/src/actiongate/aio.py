@@ -137,9 +137,10 @@ class AsyncClient:
         *,
         session: Optional[str] = None,
         params: Optional[Mapping[str, Any]] = None,
+        caution: Optional[str] = None,
     ) -> Action:
         """See :meth:`actiongate.Client.request`."""
-        return await self._drive(_core.request(tool, detail, reason, timeout, wait, idempotency_key, session, params))  # type: ignore[no-any-return]
+        return await self._drive(_core.request(tool, detail, reason, timeout, wait, idempotency_key, session, params, caution))  # type: ignore[no-any-return]
 
     async def run(
         self,

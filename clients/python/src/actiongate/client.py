@@ -138,6 +138,7 @@ class Client:
         *,
         session: Optional[str] = None,
         params: Optional[Mapping[str, Any]] = None,
+        caution: Optional[str] = None,
     ) -> Action:
         """Asks to do something (a decision-only action) and returns the action.
 
@@ -150,9 +151,12 @@ class Client:
         (session grants and plans apply within it; see docs/sessions.md).
         ``params`` is the tool call's input (a file write's content, an
         edit's old and new text), shown to the humans who decide; the policy
-        reads only ``tool`` and ``detail``.
+        reads only ``tool`` and ``detail``. ``caution`` (1-500 printable
+        characters) says why the caller cannot vouch that the call does only
+        what its tool and detail say: then no rule or grant allows it, only
+        an operator's approval.
         """
-        return self._drive(_core.request(tool, detail, reason, timeout, wait, idempotency_key, session, params))  # type: ignore[no-any-return]
+        return self._drive(_core.request(tool, detail, reason, timeout, wait, idempotency_key, session, params, caution))  # type: ignore[no-any-return]
 
     def run(
         self,

@@ -79,6 +79,9 @@ class AgentsGate:
 
         async def policy(_ctx: Any, params: Dict[str, Any], _call_id: str) -> bool:
             call = self._tools.call(name, params, None)
+            if call.caution is not None:
+                # Only an operator's approval allows it: interrupt.
+                return True
             try:
                 decision = await self.client.check(call.tool, call.detail, session=self.session)
             except ActionGateError:
