@@ -243,17 +243,19 @@ const PROTECTED_ROOTS: &str = r"etc|bin|sbin|usr/bin|usr/sbin|usr/local/bin|usr/
 /// which it reads from a project's root (plugins, MCP server commands).
 const PROTECTED_PLAIN: &str = r"opencode|site-packages|dist-packages|sitecustomize|usercustomize|githooks|git-hooks|lefthook|lefthook-local|cron|crontab|crontabs|systemd|autostart|launchagents|launchdaemons|authorized_keys|authorized_keys2";
 
-/// actiongate's own secrets as a read names them: the data dir's admin
-/// and audit keys and database (which holds webhook secrets), the agent
-/// key files `setup` writes (`~/.config/actiongate/`), a key itself
-/// (`agk_…`), and a process's environment (`/proc/<pid>/environ`, where
-/// `ACTIONGATE_KEY` may be). The presets' read rules do not allow a read
+/// actiongate's own secrets as a read names them, in any case: the data
+/// dir's admin and audit keys and database (which holds webhook secrets),
+/// the config file (chat connectors' secrets), the agent key files `setup`
+/// writes (`~/.config/actiongate/`), the reference executor's `secret`, a
+/// key itself (`agk_…`, `whsec_…`), a process's environment
+/// (`/proc/<pid>/environ`) and the `ACTIONGATE_…` variables, where a key
+/// may be. The presets' read rules do not allow a read
 /// naming one: it is asked. The daemon running as the agent's own user is
 /// what makes such a read possible at all (docs/security.md). A macro, so
 /// that the rules built with `concat!` spell it once too.
 macro_rules! own_secrets {
     () => {
-        r"(?:admin\.key|audit\.key|actiongate\.db|\.config/actiongate/|agk_|/environ)"
+        r"(?i:(?:admin\.key|audit\.key|actiongate\.db(?:-wal|-shm|-journal)?|actiongate\.toml)(?:$|[^a-z0-9_-])|\.config/+(?:\./+)*actiongate(?:/|$)|/secret(?:$|[^a-z0-9_.-])|/environ(?:$|[^a-z0-9_.-])|agk_|whsec_|\$\{?actiongate_)"
     };
 }
 /// [`own_secrets!`]'s pattern.
@@ -311,9 +313,13 @@ pub fn preset_spec(name: &str) -> Option<CustomProfile> {
         // another command, so `( .*)?` only ever sees arguments.
         "readonly" => {
             let read = |tool: &str| format!("tool:{tool}(?!.*{OWN_SECRETS}):.*");
+            // A shell line may also spell a name so that no pattern reads it
+            // (`$'admin\x2ekey'`, `{admin,x}.key`): such a line is asked.
+            let unread = format!(r"(?!.*(?:{OWN_SECRETS}|\$'|\{{))");
             let shell = format!(
-                r"tool:(bash|sh):(?!.*{OWN_SECRETS})(ls|cat|head|tail|pwd|echo|which|test|\[|\[\[)( .*)?"
+                r"tool:(bash|sh):{unread}(ls|cat|head|tail|pwd|echo|which|test|\[|\[\[)( .*)?"
             );
+            let git = format!(r"tool:(bash|sh):{unread}git (status|log|diff|branch|show)( .*)?");
             lists(
                 &[
                     &read("Read"),
@@ -321,7 +327,7 @@ pub fn preset_spec(name: &str) -> Option<CustomProfile> {
                     &read("Grep"),
                     HOUSEKEEPING,
                     &shell,
-                    "tool:(bash|sh):git (status|log|diff|branch|show)( .*)?",
+                    &git,
                     FS_READ,
                 ],
                 &["(?s).*"],
@@ -417,6 +423,21 @@ mod tests {
             "tool:bash:tail /proc/4242/environ",
             "tool:bash:ls -la && cat data/actiongate.db",
             "tool:fs:read_file data/admin.key",
+            "tool:bash:git diff --no-index /dev/null /home/u/.local/share/actiongate/admin.key",
+            "tool:bash:git show HEAD:data/admin.key",
+            "tool:bash:git diff --no-index /dev/null /proc/self/environ",
+            "tool:bash:cat ~/.config//actiongate/claude-code.key",
+            "tool:bash:cat ~/.config/./actiongate/claude-code.key",
+            "tool:bash:cat $'data/admin\\x2ekey'",
+            "tool:bash:cat data/{admin,x}.key",
+            "tool:bash:echo $ACTIONGATE_KEY",
+            "tool:bash:echo ${ACTIONGATE_ADMIN_KEY}",
+            "tool:bash:cat data/ADMIN.KEY",
+            "tool:Read:/home/u/.config/ActionGate/x.key",
+            "tool:bash:cat /srv/executor-state/secret",
+            "tool:Read:/srv/gate/config/actiongate.toml",
+            "tool:bash:cat data/admin.key.bak",
+            "tool:bash:cat data/actiongate.db-wal",
         ] {
             assert_eq!(
                 crate::check(secret, &readonly),
@@ -433,6 +454,15 @@ mod tests {
             "tool:bash:cat README.md",
             "tool:bash:head -n 5 src/key.rs",
             "tool:Grep:fn main",
+            "tool:Read:/p/src/environments/environment.ts",
+            "tool:bash:cat config/environments/production.rb",
+            "tool:bash:ls src/environments",
+            "tool:Read:/p/docs/environment-variables.md",
+            "tool:Read:/p/audit.keymap.json",
+            "tool:Read:/p/src/secret.rs",
+            "tool:bash:cat src/secrets/README.md",
+            "tool:bash:git diff HEAD~1",
+            "tool:bash:echo $HOME",
         ] {
             assert_eq!(
                 crate::check(read, &readonly),
