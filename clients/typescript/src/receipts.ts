@@ -97,8 +97,9 @@ export async function verifyReceipt(receipt: string, jwk: JsonWebKey): Promise<R
   }
   const claims = json(fromB64url(claimsB64, 'the claims'), 'the claims');
   if (claims['iss'] !== 'actiongate') throw new InvalidReceipt('not issued by actiongate');
-  // A later version may mean its claims otherwise: not read as this one.
-  if (claims['v'] !== 2) throw new InvalidReceipt(`receipt version ${String(claims['v'])}, this reader knows 2`);
+  // A later version may mean its claims otherwise: not read as this one
+  // (version 1, whose params digest is a plain one, is still read).
+  if (claims['v'] !== 1 && claims['v'] !== 2) throw new InvalidReceipt(`receipt version ${String(claims['v'])}, this reader knows 1-2`);
   return claims as unknown as ReceiptClaims;
 }
 

@@ -338,9 +338,10 @@ impl ReceiptVerifier {
         let data = jsonwebtoken::decode::<ReceiptClaims>(receipt, &self.decoding, &v)
             .map_err(|e| ReceiptError::Invalid(e.to_string()))?;
         // A later version may mean its claims otherwise: not read as this one.
-        if data.claims.v != RECEIPT_VERSION {
+        // (Version 1, whose params digest is a plain one, is still read.)
+        if !(1..=RECEIPT_VERSION).contains(&data.claims.v) {
             return Err(ReceiptError::Invalid(format!(
-                "receipt version {}, this reader knows {RECEIPT_VERSION}",
+                "receipt version {}, this reader knows 1-{RECEIPT_VERSION}",
                 data.claims.v
             )));
         }

@@ -59,9 +59,10 @@ def verify_receipt(receipt: str, jwk: Mapping[str, Any]) -> Dict[str, Any]:
         raise InvalidReceipt(f"malformed receipt: {e}") from e
     if claims.get("iss") != "actiongate":
         raise InvalidReceipt("not issued by actiongate")
-    # A later version may mean its claims otherwise: not read as this one.
-    if claims.get("v") != 2:
-        raise InvalidReceipt(f"receipt version {claims.get('v')}, this reader knows 2")
+    # A later version may mean its claims otherwise: not read as this one
+    # (version 1, whose params digest is a plain one, is still read).
+    if claims.get("v") not in (1, 2):
+        raise InvalidReceipt(f"receipt version {claims.get('v')}, this reader knows 1-2")
     return claims
 
 
