@@ -157,3 +157,61 @@ async fn a_page_fetched_by_a_handler_command_line_taints_the_session() {
     let asks = plan["steps"][1]["asks"].as_str().unwrap_or_default();
     assert!(asks.contains("untrusted"), "{plan}");
 }
+
+/// The same when a grant made later settles the pending fetches: each
+/// session the fetch ran in is tainted (the grant once left them clean,
+/// and then let them send out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_fetch_a_later_grant_settles_taints_its_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let admin = d.admin_key();
+    let http = crate::common::client();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    set_profile(
+        &http,
+        &d.base,
+        &admin,
+        "bot",
+        json!({"allow": [], "ask": ["tool:sh1:.*"]}),
+    )
+    .await;
+    let handler = json!({
+        "id": "sh1", "name": "Shell", "url": "http://127.0.0.1:9/hook",
+        "permissions": [{"name": "shell.exec", "parameters_schema": {"type": "object",
+            "properties": {"command": {"type": "string"}}}}],
+        "actions": [{"name": "run", "permission": "shell.exec",
+            "params_schema": {"type": "object", "properties": {"content": {"type": "string"}}},
+            "scope": {"command": "/content"}, "detail": "run {content}"}]
+    });
+    crate::common::daemon::register_handler(&http, &d.base, &admin, handler).await;
+    let fetch = |session: &str| {
+        json!({"handler": "sh1", "action": "run", "session": session, "timeout": "10m",
+               "params": {"content": "curl -s https://example.test/notes"}})
+    };
+    for session in ["one", "two"] {
+        let a = act(&http, &d.base, &agent, fetch(session)).await;
+        assert_eq!(a["status"], "pending", "{a}");
+    }
+    let (s, g) = post(
+        &http,
+        format!("{}/v1/grants", d.base),
+        &admin,
+        json!({"handler": "sh1", "permission": "shell.exec", "scope": {"command": "*"},
+               "expires": "1h", "agent": "bot"}),
+    )
+    .await;
+    assert_eq!(s, 201, "{g}");
+    for session in ["one", "two"] {
+        let (s, got) = crate::common::call(
+            &http,
+            reqwest::Method::GET,
+            format!("{}/v1/sessions/{session}", d.base),
+            &admin,
+            None,
+        )
+        .await;
+        assert_eq!(s, 200, "{got}");
+        assert!(got["tainted_by"].is_string(), "{session}: {got}");
+    }
+}

@@ -537,7 +537,7 @@ async fn approve_covered_on(
         }
         match actions::transition_on(conn, &action.id, &approve_by_grant(&grant.id)).await {
             Ok(action) => {
-                if profile.taints(&action.action_string) {
+                if profile.taints_call(&action.action_string, action.scope.as_ref()) {
                     crate::sessions::mark_taint_on(conn, &action).await?;
                 }
                 approved.push(action);

@@ -109,7 +109,12 @@ async fn take_use_on(conn: &mut SqliteConnection, new: &mut NewAction) -> Result
 /// new one: a guarded action of a tainted session asks whatever grant
 /// covers it (docs/sessions.md).
 pub(crate) fn guarded(profile: &policy::Profile, action: &actiongate_api::model::Action) -> bool {
-    action.session.is_some() && profile.way_out(&action.action_string, action.reaches_out())
+    action.session.is_some()
+        && profile.way_out_call(
+            &action.action_string,
+            action.scope.as_ref(),
+            action.reaches_out(),
+        )
 }
 
 /// The first action `profile` says taints (`Profile::taints`) among
