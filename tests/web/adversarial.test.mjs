@@ -297,6 +297,74 @@ test('a click on a card that moved under a still pointer decides nothing', async
   for (const r of [first, second]) await env.call('POST', `/v1/actions/${r.body.id}/deny`, env.operator, { reason: 'test' });
 });
 
+test('a tap on a card that slid under the finger a moment before decides nothing', async () => {
+  // A touch screen sends no moves before a tap: what the finger aimed at
+  // is not known, so a tap within a second of cards coming or going is
+  // refused (an agent can time an arrival to slide its card under it).
+  const { page } = env;
+  await queue();
+  await page.selectOption('#queue-sort', 'newest');
+  const first = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'make tap-harmless' });
+  const c1 = card(first.body.id);
+  await c1.waitFor();
+  await sleep(1500);
+  const box = await c1.locator('button.approve').boundingBox();
+  const x = box.x + box.width / 2;
+  const y = box.y + box.height / 2;
+  const second = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'make tap-dangerous' });
+  const c2 = card(second.body.id);
+  await c2.waitFor();
+  const underFinger = () => page.evaluate(([px, py]) => document.elementFromPoint(px, py)?.closest('button.approve')?.closest('.card')?.dataset.id, [x, y]);
+  let under = await underFinger();
+  for (let i = 0; i < 20 && under !== second.body.id; i++) {
+    await sleep(25);
+    under = await underFinger();
+  }
+  assert.equal(under, second.body.id, 'the Approve of the new card is not under the finger: the test does not test anything');
+  // A tap: a click where the pointer never moved to (no pointermove comes
+  // before a touch), sent as the browser sends one.
+  const tap = () => page.evaluate(([px, py]) => {
+    const target = document.elementFromPoint(px, py);
+    return target.dispatchEvent(new MouseEvent('click', { bubbles: true, cancelable: true, detail: 1, clientX: px, clientY: py }));
+  }, [x, y]);
+  await tap();
+  await sleep(300);
+  assert.equal(await page.locator('#toasts .toast', { hasText: 'tap-dangerous' }).count(), 0, 'approved the card that slid under the finger');
+  assert.match(await page.locator('#errors').innerText(), /moved under the pointer/);
+  // Pointed at (a real move), it is decided as ever.
+  await c2.locator('button.approve').click();
+  const toast = page.locator('#toasts .toast', { hasText: 'tap-dangerous' });
+  for (let i = 0; i < 50 && (await toast.count()) === 0; i++) await sleep(100);
+  assert.equal(await toast.count(), 1, 'a click pointed at the card decided nothing');
+  await toast.locator('button.undo').click();
+  await page.selectOption('#queue-sort', 'deadline');
+  for (const r of [first, second]) await env.call('POST', `/v1/actions/${r.body.id}/deny`, env.operator, { reason: 'test' });
+});
+
+test('a key held down decides one card, not every card its repeats reach', async () => {
+  const { page } = env;
+  await queue();
+  const made = [];
+  for (const i of [1, 2, 3]) {
+    made.push((await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: `make held-${i}` })).body);
+  }
+  for (const a of made) await card(a.id).waitFor();
+  await sleep(1200);
+  await card(made[0].id).focus();
+  // One press, then the repeats of a held key.
+  await page.keyboard.down('a');
+  for (let i = 0; i < 4; i++) {
+    await page.keyboard.down('a');
+    await sleep(60);
+  }
+  await page.keyboard.up('a');
+  await sleep(300);
+  const toasts = await page.locator('#toasts .toast', { hasText: 'held-' }).count();
+  assert.equal(toasts, 1, 'a held key decided more than one card');
+  await page.locator('#toasts .toast', { hasText: 'held-' }).locator('button.undo').click();
+  for (const a of made) await env.call('POST', `/v1/actions/${a.id}/deny`, env.operator, { reason: 'test' });
+});
+
 test('signing out drops a decision still in its undo window; it is not sent later under the next key', async () => {
   const { page } = env;
   await queue();

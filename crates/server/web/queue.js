@@ -224,6 +224,9 @@ export function createQueue(app) {
       if (next !== el) list.insertBefore(el, next);
       prev = el;
     }
+    // Cards came, went or moved: noted for taps (the click guard below).
+    const order = [...list.querySelectorAll(':scope > .card')].map((el) => el.dataset.id).join(' ');
+    if (order !== drawn.map((el) => el.dataset.id).join(' ')) q.shiftedAt = performance.now();
     let empty = list.querySelector('.empty');
     const none = q.query ? 'Nothing matches the filter.' : 'Nothing is waiting for a decision.';
     if (!all.length && !empty) list.append(h('p', { class: 'empty' }, none));
@@ -331,6 +334,13 @@ export function createQueue(app) {
 
   function onKey(e) {
     if (!app.isQueue() || e.ctrlKey || e.metaKey || e.altKey) return;
+    // A key held down repeats: one press, one decision. The repeats of a
+    // held `a` would approve card after card, none of them read (and the
+    // second press a collapsed card asks for would come unasked).
+    if (e.repeat && (e.key === 'a' || e.key === 'd' || e.key === 'g' || e.key === 'x')) {
+      e.preventDefault();
+      return;
+    }
     if (document.querySelector('dialog[open]')) return;
     const t = e.target;
     if (t && (t.tagName === 'INPUT' && t.type !== 'checkbox') ) return;
@@ -550,6 +560,10 @@ export function createQueue(app) {
   // The card under the pointer is noted on every real move; a click whose
   // card is not that one, with the pointer where it was, decides nothing.
   const pointer = { x: NaN, y: NaN, card: null };
+  // A tap (a touch has no moves before it) cannot say what the finger
+  // aimed at: one landing within a second of cards coming or going
+  // (`q.shiftedAt`, noted by `render`'s observer) decides nothing either.
+  const SHIFT_GRACE_MS = 1000;
   document.addEventListener('pointermove', (e) => {
     // A browser may send a move of its own after a layout change, at the
     // same place: only a real move says what the operator points at.
@@ -565,7 +579,8 @@ export function createQueue(app) {
     if (!card || !e.target.closest('button, input, a')) return;
     // (A click's coordinates may be rounded where a move's are not.)
     const still = Math.abs(e.clientX - pointer.x) < 1 && Math.abs(e.clientY - pointer.y) < 1;
-    if (card === pointer.card || !still) return;
+    if (card === pointer.card) return;
+    if (!still && performance.now() - (q.shiftedAt ?? -Infinity) >= SHIFT_GRACE_MS) return;
     e.preventDefault();
     e.stopImmediatePropagation();
     app.notice('The queue moved under the pointer: nothing was decided. Point at it again.');
