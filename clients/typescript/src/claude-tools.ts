@@ -74,12 +74,18 @@ function jsTrim(s: string): string {
  * `/etc/x`, which a pattern allowing `/repo/.*` must not cover.
  */
 export function normalizePath(path: string): string {
+  const win = windowsRoot(path);
+  if (win) return `${win[0]}${normalizePath(win[1])}`;
   const absolute = path.startsWith('/');
+  // `~` is a directory the runtime expands, not a step a `..` can take
+  // back: `~/a/../../x` is above the home directory, not the relative `x`.
+  const home = path.startsWith('~');
   const parts: string[] = [];
   for (const part of path.split('/')) {
     if (part === '' || part === '.') continue;
     if (part === '..') {
-      if (parts.length > 0 && parts[parts.length - 1] !== '..') parts.pop();
+      const last = parts[parts.length - 1];
+      if (last !== undefined && last !== '..' && !(home && parts.length === 1)) parts.pop();
       else if (!absolute) parts.push('..');
       continue;
     }
@@ -87,6 +93,38 @@ export function normalizePath(path: string): string {
   }
   const joined = parts.join('/');
   return absolute ? `/${joined}` : joined || '.';
+}
+
+/** A drive's root (`C:\`, `c:/`): `C:` and the rest, `\` made `/`. */
+function driveRoot(path: string): [string, string] | undefined {
+  if (path.length >= 3 && /^[A-Za-z]:[\\/]/u.test(path)) return [`${path[0]!.toUpperCase()}:`, path.slice(2).replace(/\\/gu, '/')];
+  return undefined;
+}
+
+/** A share's root from `server/share/rest`: `//server/share` and `/rest`. */
+function shareRoot(rest: string): [string, string] | undefined {
+  const [server, share, ...tail] = rest.split('/');
+  if (!server || !share) return undefined;
+  return [`//${server}/${share}`, `/${tail.join('/')}`];
+}
+
+/**
+ * A Windows path from a root, as the hooks read it: the root (`C:`,
+ * `//server/share`, or what `\\?\` / `\\.\` name) and the rest from its
+ * first separator, `\` made `/`.
+ */
+function windowsRoot(path: string): [string, string] | undefined {
+  const drive = driveRoot(path);
+  if (drive) return drive;
+  if (!path.startsWith('\\\\')) return undefined;
+  const rest = path.slice(2).replace(/\\/gu, '/');
+  const verbatim = rest.startsWith('?/') || rest.startsWith('./') ? rest.slice(2) : undefined;
+  if (verbatim !== undefined) {
+    const unc = verbatim.startsWith('UNC/') || verbatim.startsWith('unc/') ? verbatim.slice(4) : undefined;
+    const named = unc !== undefined ? shareRoot(unc) : driveRoot(verbatim);
+    return named ?? [`//${rest[0]}`, `/${verbatim}`];
+  }
+  return shareRoot(rest);
 }
 
 /** The home directory the runtime resolves `~` from, when known and absolute. */
@@ -102,11 +140,31 @@ function home(): string | undefined {
  * its `..` climb out of it: then it is resolved from the home directory.
  */
 function placed(path: string, cwd?: string): string {
-  const joined = !cwd?.startsWith('/') || path.startsWith('/') || path === '~' || path.startsWith('~/') ? path : `${cwd.replace(/\/+$/u, '')}/${path}`;
+  const joined = cwd !== undefined && (cwd.startsWith('/') || windowsRoot(cwd)) ? join(cwd, path) : path;
   const h = home();
   const n = normalizePath(joined);
   if (h && (n === '~/..' || n.startsWith('~/../'))) return `${h.replace(/\/+$/u, '')}/..${n.slice(4)}`;
   return joined;
+}
+
+/**
+ * `path` under the absolute `base` when it is relative, as the hooks join
+ * it: under a Windows `base` a `\\` separates steps as `/` does, a path
+ * from `\\` starts at the root of its drive, and one naming another drive
+ * without its root (`D:x`) stays as written.
+ */
+function join(base: string, path: string): string {
+  const root = windowsRoot(base);
+  if (root) {
+    if (windowsRoot(path)) return path;
+    const steps = path.replace(/\\/gu, '/');
+    if (steps === '~' || steps.startsWith('~/')) return steps;
+    if (steps.startsWith('/')) return `${root[0]}${steps}`;
+    if (path[1] === ':') return path;
+    return `${base.replace(/[\\/]+$/u, '')}/${steps}`;
+  }
+  if (path.startsWith('/') || path === '~' || path.startsWith('~/')) return path;
+  return `${base.replace(/\/+$/u, '')}/${path}`;
 }
 
 /**
@@ -143,6 +201,19 @@ function editVerb(input: Record<string, unknown>): 'edit' | 'write' {
 }
 
 /**
+ * Why a path may lead elsewhere than it is asked as, as the hook reads it:
+ * a control character in it (a line break: a rule's `.` stops there), or a
+ * `..` after a step holding a `:`, which a runtime splitting a patch header
+ * at its `:` reads as the step before it.
+ */
+function unclearPath(path: string): string | undefined {
+  if (/\p{Cc}/u.test(path)) return 'a file path holds a control character (a line break, say)';
+  const steps = path.split(/[\\/]/u);
+  const colonThenUp = steps.some((step, i) => step.includes(':') && !(i === 0 && step.length === 2) && steps.slice(i + 1).includes('..'));
+  return colonThenUp ? 'a file path climbs (`..`) out of a step holding a `:`, which a runtime may read as the end of the path' : undefined;
+}
+
+/**
  * Why a Claude call may do more than its actions say, as the hook reads
  * it: a PowerShell line, or a command asking to run outside Claude Code's
  * sandbox (which Claude Code asks its user about, and an allow would skip).
@@ -173,7 +244,13 @@ export function mapClaudeCalls(name: string, input: Record<string, unknown>, cwd
     return v;
   };
   const text = (key: string): string | undefined => (typeof input[key] === 'string' ? (input[key] as string) : undefined);
-  const path = (key: string): string => normalizePath(placed(jsTrim(field(key)), cwd));
+  // Why a path may lead elsewhere than it is asked as (as the hook says).
+  let unclear: string | undefined;
+  const note = (p: string): string => {
+    unclear ??= unclearPath(p);
+    return p;
+  };
+  const path = (key: string): string => normalizePath(note(placed(jsTrim(field(key)), cwd)));
   const one = (tool: string, detail: string): ClaudeAction[] => [{ tool, detail }];
   let actions: ClaudeAction[];
   switch (name) {
@@ -196,8 +273,8 @@ export function mapClaudeCalls(name: string, input: Record<string, unknown>, cwd
     case 'Glob': {
       const given = text('path');
       const trimmed = given === undefined ? undefined : jsTrim(given);
-      const dir = trimmed ? placed(trimmed, cwd) : cwd?.startsWith('/') ? cwd : trimmed;
-      actions = one('Glob', globDetail(field('pattern'), dir));
+      const dir = trimmed ? note(placed(trimmed, cwd)) : cwd?.startsWith('/') ? cwd : trimmed;
+      actions = one('Glob', globDetail(note(field('pattern')), dir));
       break;
     }
     case 'Grep':
@@ -249,7 +326,7 @@ export function mapClaudeCalls(name: string, input: Record<string, unknown>, cwd
       }
     }
   }
-  const caution = unsure(name, input);
+  const caution = unsure(name, input) ?? unclear;
   return caution ? { actions, caution } : { actions };
 }
 

@@ -13,10 +13,19 @@ test('every call of the shared table is asked as the hook asks it', () => {
   for (const c of TABLE.calls) {
     const cwd = c.cwd ?? undefined;
     if (c.error) {
-      assert.throws(() => mapClaudeCalls(c.tool_name, c.tool_input, cwd), JSON.stringify(c));
+      assert.throws(() => mapClaudeCalls(c.tool_name, c.tool_input, cwd), undefined, JSON.stringify(c));
       continue;
     }
-    const got = mapClaudeCalls(c.tool_name, c.tool_input, cwd);
+    // The home directory a `~/..` is resolved from, as the hook's is.
+    const saved = process.env.HOME;
+    if (c.home) process.env.HOME = c.home;
+    else delete process.env.HOME;
+    let got;
+    try {
+      got = mapClaudeCalls(c.tool_name, c.tool_input, cwd);
+    } finally {
+      process.env.HOME = saved;
+    }
     assert.deepEqual(got.actions.map((a) => [a.tool, a.detail]), c.actions, JSON.stringify(c));
     assert.equal(got.caution !== undefined, c.caution === true, JSON.stringify(c));
   }

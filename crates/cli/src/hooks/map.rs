@@ -246,7 +246,7 @@ pub fn in_dir(calls: Vec<Call>, base: Option<&str>) -> Vec<Call> {
 }
 
 /// [`in_dir`] with the home directory given.
-fn placed(calls: Vec<Call>, base: Option<&str>, home: Option<&str>) -> Vec<Call> {
+pub(crate) fn placed(calls: Vec<Call>, base: Option<&str>, home: Option<&str>) -> Vec<Call> {
     let base = base.filter(|b| is_absolute(b));
     calls.into_iter().map(|c| c.placed(base, home)).collect()
 }
