@@ -106,7 +106,10 @@ export class MastraGate {
    */
   async checkTools(agent: Pick<MastraAgent<GenerateOutput>, 'listTools'>, generateOptions: Record<string, unknown> = {}): Promise<void> {
     if (typeof agent.listTools !== 'function') throw new ActionGateError('this Mastra agent cannot list its tools (listTools): the gate cannot tell whether one decides its own approval');
-    const tools: [string, unknown][] = Object.entries((await agent.listTools()) ?? {});
+    // The tools as Mastra resolves them for this run: tools chosen by the
+    // run's request context are only known with it.
+    const context = generateOptions['requestContext'] ?? generateOptions['runtimeContext'];
+    const tools: [string, unknown][] = Object.entries((await agent.listTools(context === undefined ? undefined : { requestContext: context, runtimeContext: context })) ?? {});
     const sets = generateOptions['toolsets'];
     if (sets && typeof sets === 'object') for (const set of Object.values(sets)) if (set && typeof set === 'object') tools.push(...Object.entries(set));
     const client = generateOptions['clientTools'];

@@ -54,7 +54,7 @@ test('a daemon that is down denies', async () => {
 });
 
 test("a tool that decides its own approval with a function is refused before it runs: Mastra would let it override the gate", async () => {
-  for (const how of ['fn', 'ai-sdk-fn']) {
+  for (const how of ['fn', 'ai-sdk-fn', 'ctx-fn']) {
     const a = await d.agent({ allow: [], ask: [], deny: ['tool:delete_file:.*'] });
     const out = await run({ ACTIONGATE_URL: d.url, ACTIONGATE_KEY: a.key }, ['tool-approval.mjs', how, '/etc/important']);
     assert.deepEqual(out.ran, [], how);
