@@ -236,13 +236,41 @@ async fn a_refused_request_claims_and_reopens_no_session() {
     let other = crate::common::daemon::agent_key(&k.http, &k.d.base, &k.admin, "other").await;
     let http = client();
     let long = "x".repeat(70_000);
-    for bad in [
-        json!({"tool": "no spaces", "detail": "x", "session": "shared"}),
-        json!({"tool": "deploy", "detail": long, "session": "shared"}),
-        json!({"tool": "deploy", "detail": "x", "timeout": "forever", "session": "shared"}),
+    crate::common::daemon::register_handler(
+        &k.http,
+        &k.d.base,
+        &k.admin,
+        crate::common::daemon::files_handler(),
+    )
+    .await;
+    for (bad, status) in [
+        (
+            json!({"tool": "no spaces", "detail": "x", "session": "shared"}),
+            422,
+        ),
+        (
+            json!({"tool": "deploy", "detail": long, "session": "shared"}),
+            422,
+        ),
+        (
+            json!({"tool": "deploy", "detail": "x", "timeout": "forever", "session": "shared"}),
+            422,
+        ),
+        (
+            json!({"handler": "nobody", "action": "write", "params": {}, "session": "shared"}),
+            404,
+        ),
+        (
+            json!({"handler": "files", "action": "nothing", "params": {}, "session": "shared"}),
+            404,
+        ),
+        (
+            json!({"handler": "files", "action": "write", "params": [1], "session": "shared"}),
+            422,
+        ),
     ] {
         let (s, e) = post(&http, format!("{}/v1/actions", k.d.base), &other, bad).await;
-        assert_eq!(s, 422, "{e}");
+        assert_eq!(s, status, "{e}");
     }
     // The session is still nobody's: the bot may name it.
     request(&k.d.base, &k.agent, "deploy", "prod", "shared").await;

@@ -22,6 +22,16 @@ use crate::{Caller, ErrorCode, Gate, GateError, GateResult};
 /// The gauge of long-polls waiting for an action to settle.
 const LONG_POLLS_OPEN: &str = "actiongate_long_polls_open";
 
+/// A handler action's request, checked against its handler
+/// ([`Gate::prepare_handler`]).
+struct PreparedHandler {
+    handler: std::sync::Arc<crate::handler_spec::CompiledHandler>,
+    detail: String,
+    scope: Map<String, Value>,
+    permission: String,
+    params_view: Value,
+}
+
 /// Most characters of a detail, an outcome's error text.
 pub const MAX_DETAIL: usize = 64 * 1024;
 /// Most characters of a reason or note.
@@ -183,13 +193,17 @@ impl Gate {
         check_len("reason", reason, MAX_TEXT)?;
         check_len("idempotency_key", key, 256)?;
         let timeout = self.timeout_of(timeout)?;
-        if let CreateAction::Tool(t) = &body {
-            validate_tool(&t.tool)?;
-            check_len("detail", Some(&t.detail), MAX_DETAIL)?;
-            check_caution(t.caution.as_deref())?;
-            if let Some(params) = &t.params {
-                tool_params(params, self.config().json.params)?;
+        let mut prepared = None;
+        match &body {
+            CreateAction::Tool(t) => {
+                validate_tool(&t.tool)?;
+                check_len("detail", Some(&t.detail), MAX_DETAIL)?;
+                check_caution(t.caution.as_deref())?;
+                if let Some(params) = &t.params {
+                    tool_params(params, self.config().json.params)?;
+                }
             }
+            CreateAction::Handler(h) => prepared = Some(self.prepare_handler(h).await?),
         }
         if let Some(s) = session {
             Box::pin(self.touch_session(&agent, s, runtime)).await?;
@@ -237,7 +251,10 @@ impl Gate {
                     }
                 }
                 CreateAction::Handler(h) => {
-                    let (new, s) = self.handler_action(agent, h, request_hash).await?;
+                    let prepared = prepared.take().ok_or_else(GateError::internal)?;
+                    let (new, s) = self
+                        .handler_action(agent, h, prepared, request_hash)
+                        .await?;
                     slot = s;
                     new
                 }
@@ -455,12 +472,10 @@ impl Gate {
     /// Validates a handler action and decides it. When the policy allows it
     /// and dispatch has room, it comes with a [`Slot`] and is to be stored
     /// claimed.
-    async fn handler_action(
-        &self,
-        agent: String,
-        h: HandlerActionRequest,
-        request_hash: String,
-    ) -> GateResult<(NewAction, Option<Slot>)> {
+    /// Checks a handler action's request against its handler: the handler
+    /// and its action exist, the params fit their schema and bounds; what
+    /// the rest of the request needs of it.
+    async fn prepare_handler(&self, h: &HandlerActionRequest) -> GateResult<PreparedHandler> {
         let handler = match self.handler(&h.handler).await {
             Ok(handler) if handler.record.retired_at.is_none() => handler,
             Ok(_) => {
@@ -487,9 +502,32 @@ impl Gate {
         }
         let detail = action.detail(&h.params);
         check_len("params", Some(&detail), MAX_DETAIL)?;
-        let scope = action.scope(&h.params);
-        let permission = action.decl.permission.clone();
-        let params_view = action.masked(&h.params);
+        Ok(PreparedHandler {
+            scope: action.scope(&h.params),
+            permission: action.decl.permission.clone(),
+            params_view: action.masked(&h.params),
+            detail,
+            handler,
+        })
+    }
+
+    async fn handler_action(
+        &self,
+        agent: String,
+        h: HandlerActionRequest,
+        prepared: PreparedHandler,
+        request_hash: String,
+    ) -> GateResult<(NewAction, Option<Slot>)> {
+        let PreparedHandler {
+            handler,
+            detail,
+            scope,
+            permission,
+            params_view,
+        } = prepared;
+        let Some(action) = handler.action(&h.action) else {
+            return Err(GateError::internal());
+        };
         let decided = crate::policy::decide_in(
             self,
             &agent,
