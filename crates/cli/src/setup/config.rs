@@ -125,7 +125,9 @@ fn is_our_command(line: &str, rt: Runtime) -> bool {
         .first()
         .and_then(|w| Path::new(w).file_name())
         .and_then(|n| n.to_str());
-    matches!(program, Some("actiongate" | "actiongate.exe"))
+    // The binary as installed (`actiongate`), or copied under a name of
+    // its own (`actiongate-x86_64-unknown-linux-gnu`).
+    program.is_some_and(|p| p.starts_with("actiongate"))
         && words.get(1).map(String::as_str) == Some("hook")
         && words.get(2).map(String::as_str) == Some(rt.name())
 }
@@ -314,10 +316,26 @@ pub fn fails_closed(rt: Runtime, text: &str) -> bool {
             ["command", "bash", "powershell"]
                 .iter()
                 .filter_map(|k| hook.get(*k).and_then(Value::as_str))
-                .all(|line| !is_our_command(line, rt) || line.trim_end().ends_with("|| exit 2"))
+                .all(|line| !is_our_command(line, rt) || refuses_on_failure(line))
         };
     });
     all
+}
+
+/// Whether a hook command line ends in `|| exit 2` and holds no other
+/// operator: `… || exit 0 || exit 2` runs the call when the hook is
+/// missing or crashes.
+fn refuses_on_failure(line: &str) -> bool {
+    let Some(words) = shlex::split(line) else {
+        return false;
+    };
+    let Some(head) = words.len().checked_sub(3) else {
+        return false;
+    };
+    words[head..] == ["||", "exit", "2"]
+        && !words[..head]
+            .iter()
+            .any(|w| matches!(w.as_str(), "||" | "&&" | "|" | "&" | ";") || w.ends_with(';'))
 }
 
 /// Calls `f` on every object in `v`.
@@ -383,6 +401,16 @@ mod tests {
             assert!(fails_closed(rt, &text), "{rt:?}: {text}");
             let older = text.replace(" || exit 2", "");
             assert!(installed(rt, &older) && !fails_closed(rt, &older), "{rt:?}");
+            let open = text.replace(" || exit 2", " || exit 0 || exit 2");
+            assert!(installed(rt, &open) && !fails_closed(rt, &open), "{rt:?}");
+            let copied = text.replace(
+                "/bin/actiongate",
+                "/opt/actiongate-x86_64-unknown-linux-gnu",
+            );
+            assert!(
+                installed(rt, &copied) && fails_closed(rt, &copied),
+                "{rt:?}"
+            );
         }
         let cursor = merged(Runtime::Cursor, "", &call()).unwrap();
         assert!(!cursor.contains("|| exit 2") && fails_closed(Runtime::Cursor, &cursor));
