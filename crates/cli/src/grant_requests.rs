@@ -143,6 +143,14 @@ pub async fn grant_requests(args: GrantRequestsArgs) -> Exit {
                 &rows
             )
         );
+        // What is granted on approval, whole: a scope cut in the table
+        // (`/srv/…`) may end in what matters (`/../../**`).
+        for r in &items {
+            let full = asked(r);
+            if one_line(&full).chars().count() > 60 {
+                println!("{} asks for: {}", s(r, "id"), one_line(&full));
+            }
+        }
         Ok(Exit::Ok)
     })
     .await

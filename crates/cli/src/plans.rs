@@ -136,7 +136,11 @@ pub async fn plans(args: PlansArgs) -> Exit {
                 } else {
                     " "
                 };
-                println!("  {mark} {i}: {}", clip(&step_text(step), 100));
+                // Whole: what a step's approval grants is all of it.
+                println!(
+                    "  {mark} {i}: {}",
+                    super::visible::lines(&step_text(step), "       ")
+                );
                 if let Some(why) = step.get("asks").and_then(Value::as_str) {
                     println!("       asks when it runs: {}", clip(why, 160));
                 }

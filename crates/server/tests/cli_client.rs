@@ -975,7 +975,8 @@ async fn grant_requests_are_listed_approved_and_denied() {
             "reason": "publish the site", "expires": "2h"})
     };
     let mut ids = Vec::new();
-    for path in ["/srv/www/*", "/etc/*"] {
+    let deep = "/srv/www/site/assets/images/2026/december/gallery/../../../../../../../**";
+    for path in ["/srv/www/*", "/etc/*", deep] {
         let (s, r) = app
             .call(
                 Method::POST,
@@ -993,6 +994,17 @@ async fn grant_requests_are_listed_approved_and_denied() {
     let second = r.stdout.find(&ids[1]).expect("second listed");
     assert!(first < second, "oldest first: {}", r.stdout);
     assert!(r.stdout.contains("fs/fs.use"), "{}", r.stdout);
+    // A scope too long for the table is printed whole below it.
+    assert!(r.stdout.contains("../../../**"), "{}", r.stdout);
+    let (s, r3) = app
+        .call(
+            Method::POST,
+            &format!("/v1/grant-requests/{}/deny", ids[2]),
+            Some(&op),
+            Some(json!({"reason": "no"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r3}");
     // `pending` says they wait.
     let r = ag(&app, &op, &["pending"]).await;
     assert!(
