@@ -111,6 +111,31 @@ fn shell_findings(dialect: Dialect, text: &str, out: &mut Vec<Finding>) {
             _ => {}
         }
     }
+    // A line the analyser cannot read (a stray control character makes it
+    // so) still says what it plainly holds: its commands read as if the
+    // characters were blanks. Findings only inform the human; this one
+    // keeps `rm -rf /srv/prod\r` as loud as `rm -rf /srv/prod`.
+    let unparsable = analysis
+        .hazards
+        .iter()
+        .any(|h| matches!(h, Hazard::Unparsable { .. }));
+    if unparsable && text.chars().any(char::is_control) {
+        let blanked: String = text
+            .chars()
+            .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
+            .collect();
+        if blanked != text {
+            let again = analyze(dialect, &blanked);
+            for command in again.commands.iter().chain(&again.hidden) {
+                let line = if dialect == Dialect::Git {
+                    format!("git {command}")
+                } else {
+                    command.clone()
+                };
+                command_findings(&line, out);
+            }
+        }
+    }
 }
 
 const DELETES: &[&str] = &[
@@ -368,6 +393,19 @@ mod tests {
         assert_eq!(of("git", "status"), vec![]);
         assert_eq!(of("sh", "psql -c 'DROP TABLE users'"), vec![Deletes]);
         assert_eq!(of("bash", "echo 'unterminated"), vec![Unclear]);
+        // A stray control character does not hide what the line does.
+        for odd in [
+            "rm -rf /srv/prod\r",
+            "rm -rf /srv/prod\u{1b}",
+            "git reset --hard\u{7f}",
+        ] {
+            let f = of("bash", odd);
+            assert!(
+                f.contains(&Deletes) && f.contains(&Unclear),
+                "{odd:?}: {f:?}"
+            );
+        }
+        assert!(of("sh", "psql -c 'DROP TABLE users'\r").contains(&Deletes));
     }
 
     #[test]
