@@ -8,6 +8,7 @@ import { masked, MASK, newestFirst, visibleText, sensitiveKey } from '../../crat
 import { maskForEdit, unmaskEdit } from '../../crates/server/web/edit.js';
 import { maskSecrets } from '../../crates/server/web/secrets.js';
 import { readFileSync } from 'node:fs';
+import { api, ApiError, limits } from '../../crates/server/web/api.js';
 
 test('hidden characters are shown as the CLI shows them', () => {
   assert.equal(visibleText('cat README.md\nrm -rf ~/projects'), 'cat README.md⏎rm -rf ~/projects');
@@ -217,4 +218,27 @@ test('remembering an action that carries an input says the grant allows any inpu
   const [[label, pattern]] = patternChoices('/p/.bash_aliases', true);
   assert.match(label, /any input/);
   assert.equal(pattern, '/p/\\.bash_aliases');
+});
+
+test('a call to a daemon that never answers fails within its bound, saying it may have been done', async () => {
+  // A decision sent to a hung daemon vanished with no word (a review paused
+  // the daemon right after Approve: nothing for 53 s).
+  const saved = { fetch: globalThis.fetch, sessionStorage: globalThis.sessionStorage, ms: limits.callMs };
+  globalThis.sessionStorage = { getItem: () => 'k', setItem() {}, removeItem() {} };
+  globalThis.fetch = (_path, init) => new Promise((_resolve, reject) => {
+    init.signal.addEventListener('abort', () => reject(init.signal.reason));
+  });
+  limits.callMs = 200;
+  // AbortSignal.timeout's timer does not keep node's loop alive.
+  const keep = setInterval(() => {}, 1000);
+  try {
+    const started = Date.now();
+    await assert.rejects(api('POST', '/v1/actions/x/approve', {}), (e) => e instanceof ApiError && /did not answer/.test(e.message) && /may or may not/.test(e.message));
+    assert.ok(Date.now() - started < 2000);
+  } finally {
+    globalThis.fetch = saved.fetch;
+    globalThis.sessionStorage = saved.sessionStorage;
+    limits.callMs = saved.ms;
+    clearInterval(keep);
+  }
 });

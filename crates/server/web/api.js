@@ -25,23 +25,31 @@ export class ApiError extends Error {
   }
 }
 
+/** How long a call may take before it fails (the daemon answers within
+ * seconds or says why; one that hangs must not swallow a decision). */
+export const limits = { callMs: 20000 };
+
 /** Calls the API; resolves to the parsed JSON body (or null). */
 export async function api(method, path, body, key = session.key) {
   // Decisions record the channel they came through.
   const headers = { accept: 'application/json', 'x-actiongate-channel': 'page' };
   if (key) headers.authorization = `Bearer ${key}`;
-  const init = { method, headers, cache: 'no-store' };
+  const init = { method, headers, cache: 'no-store', signal: AbortSignal.timeout(limits.callMs) };
   if (body !== undefined) {
     headers['content-type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
   let resp;
+  let text;
   try {
     resp = await fetch(path, init);
+    text = await resp.text();
   } catch (e) {
-    throw new ApiError(0, { title: 'The daemon could not be reached', detail: String(e.message || e) });
+    const late = e?.name === 'TimeoutError' || e?.name === 'AbortError';
+    throw new ApiError(0, late
+      ? { title: 'The daemon did not answer', detail: `no answer within ${limits.callMs / 1000} s: it may or may not have been done; look before trying again` }
+      : { title: 'The daemon could not be reached', detail: String(e.message || e) });
   }
-  const text = await resp.text();
   let json = null;
   if (text) {
     try { json = JSON.parse(text); } catch { json = null; }
