@@ -133,6 +133,14 @@ test('the `a` key on a plan approves the ticked steps only, as "Approve checked"
   const item = page.locator(`#queue .card[data-kind=plan][data-id="${made.body.id}"]`);
   await item.waitFor();
   await item.locator('input.step-pick[data-step="1"]').uncheck();
+  // Leaving the queue and coming back draws the card again: the step the
+  // operator unticked stays unticked (it was ticked again behind their back).
+  await page.evaluate(() => { location.hash = '#/history'; });
+  await item.waitFor({ state: 'detached' });
+  await page.evaluate(() => { location.hash = '#/queue'; });
+  await item.waitFor();
+  assert.equal(await item.locator('input.step-pick[data-step="1"]').isChecked(), false, 'the unticked step was ticked again');
+  await sleep(1100);
   await item.focus();
   await page.keyboard.press('a');
   await item.waitFor({ state: 'detached' });

@@ -29,6 +29,11 @@ export function pickedSteps(card) {
   return [...card.querySelectorAll('input.step-pick')].filter((b) => b.checked).map((b) => Number(b.dataset.step));
 }
 
+/** The steps an operator unticked, by plan id: a card drawn again (the
+ * queue redrawn when their groups change, or left and opened again) keeps
+ * them unticked, never ticks them back behind their back. */
+const unticked = new Map();
+
 /** A pending plan's card. `ctx.approvePlan(plan, steps|null)` and
  * `ctx.denyPlan(plan)` send the decision. */
 export function planCard(plan, ctx) {
@@ -37,8 +42,15 @@ export function planCard(plan, ctx) {
   const steps = h('ol', { class: 'plan-steps', start: '0' },
     ...plan.steps.map((s, i) => {
       const id = `p-${plan.id}-${i}`;
+      const off = unticked.get(plan.id);
+      const box = h('input', { type: 'checkbox', class: 'step-pick', id, checked: !off?.has(i), dataset: { step: String(i) } });
+      box.addEventListener('change', () => {
+        const set = unticked.get(plan.id) || new Set();
+        if (box.checked) set.delete(i); else set.add(i);
+        if (set.size) unticked.set(plan.id, set); else unticked.delete(plan.id);
+      });
       return h('li', {},
-        h('input', { type: 'checkbox', class: 'step-pick', id, checked: true, dataset: { step: String(i) } }),
+        box,
         // A long step collapses as any long value: Approve opens it first.
         h('label', { for: id }, keyMasked((t) => longValue('code', { class: 'action-string' }, t), stepRaw(s, { keys: false }), stepRaw(s))),
         // What approving the plan does not settle: an approvals rule's
