@@ -95,6 +95,24 @@ async fn a_way_out_spelled_to_pass_the_lists_still_asks_in_a_tainted_session() {
     }
 }
 
+/// Handler `sh1`: action `run` runs `content` as a command line (its
+/// scope's `command`, as the reference executor's `execute_command`),
+/// with these `hints` (null: none).
+fn sh1_handler(hints: Value) -> Value {
+    let mut action = json!({"name": "run", "permission": "shell.exec",
+        "params_schema": {"type": "object", "properties": {"content": {"type": "string"}}},
+        "scope": {"command": "/content"}, "detail": "run {content}"});
+    if !hints.is_null() {
+        action["hints"] = hints;
+    }
+    json!({
+        "id": "sh1", "name": "Shell", "url": "http://127.0.0.1:9/hook",
+        "permissions": [{"name": "shell.exec", "parameters_schema": {"type": "object",
+            "properties": {"command": {"type": "string"}}}}],
+        "actions": [action]
+    })
+}
+
 /// A handler action whose scope holds a command line (`command`, as the
 /// reference executor's `execute_command`) runs it in a shell: a page it
 /// fetches taints the session as the same line through `bash` would, so a
@@ -109,15 +127,7 @@ async fn a_page_fetched_by_a_handler_command_line_taints_the_session() {
     let http = crate::common::client();
     let agent = agent_key(&http, &d.base, &admin, "bot").await;
     set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
-    let handler = json!({
-        "id": "sh1", "name": "Shell", "url": "http://127.0.0.1:9/hook",
-        "permissions": [{"name": "shell.exec", "parameters_schema": {"type": "object",
-            "properties": {"command": {"type": "string"}}}}],
-        "actions": [{"name": "run", "permission": "shell.exec",
-            "params_schema": {"type": "object", "properties": {"content": {"type": "string"}}},
-            "scope": {"command": "/content"}, "detail": "run {content}",
-            "hints": {"open_world": false}}]
-    });
+    let handler = sh1_handler(json!({"open_world": false}));
     crate::common::daemon::register_handler(&http, &d.base, &admin, handler).await;
     let run = |line: &str, session: &str| json!({"handler": "sh1", "action": "run", "params": {"content": line}, "session": session});
     let fetch = "curl -s https://example.test/notes";
@@ -176,14 +186,7 @@ async fn a_handler_fetch_a_later_grant_settles_taints_its_session() {
         json!({"allow": [], "ask": ["tool:sh1:.*"]}),
     )
     .await;
-    let handler = json!({
-        "id": "sh1", "name": "Shell", "url": "http://127.0.0.1:9/hook",
-        "permissions": [{"name": "shell.exec", "parameters_schema": {"type": "object",
-            "properties": {"command": {"type": "string"}}}}],
-        "actions": [{"name": "run", "permission": "shell.exec",
-            "params_schema": {"type": "object", "properties": {"content": {"type": "string"}}},
-            "scope": {"command": "/content"}, "detail": "run {content}"}]
-    });
+    let handler = sh1_handler(json!(null));
     crate::common::daemon::register_handler(&http, &d.base, &admin, handler).await;
     let fetch = |session: &str| {
         json!({"handler": "sh1", "action": "run", "session": session, "timeout": "10m",

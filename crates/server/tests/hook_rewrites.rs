@@ -485,7 +485,13 @@ async fn a_copilot_line_with_a_history_reference_is_asked() {
 #[tokio::test]
 async fn a_codex_line_bash_and_dash_read_differently_is_not_allowed_by_policy() {
     let app = TestApp::spawn().await;
-    app.profile("agent-1", json!("readonly")).await;
+    // (`readonly` asks a `$'…'` line itself: a profile allowing `echo`
+    // shows the hook's own caution at work.)
+    app.profile(
+        "agent-1",
+        json!({"allow": ["tool:bash:echo( .*)?"], "ask": ["(?s).*"]}),
+    )
+    .await;
     let codex = |id: &str, command: &str| {
         json!({"session_id": "x1", "cwd": "/home/dev/proj", "hook_event_name": "PreToolUse",
             "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": id})

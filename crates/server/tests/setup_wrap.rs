@@ -600,35 +600,28 @@ async fn setup_keeps_permissions_and_never_clobbers_what_it_cannot_read() {
     let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "{r:?}");
 
-    // Gemini's settings are not UTF-8 (or cannot be read): refused, kept.
+    // Gemini's settings are not UTF-8 (or cannot be read), or hold comments
+    // (Gemini CLI reads them, setup cannot merge into them): refused, kept,
+    // before any agent or key is made.
     let gemini = home.path().join(".gemini/settings.json");
     std::fs::create_dir_all(gemini.parent().unwrap()).unwrap();
     let odd: &[u8] = b"{\"theme\": \"caf\xe9\", \"model\": {\"name\": \"x\"}}\n";
-    std::fs::write(&gemini, odd).unwrap();
-    let r = run_in(
-        home.path(),
-        &app.base,
-        &["setup", "gemini", "--user", "--admin-key", &app.admin],
-    )
-    .await;
-    assert_ne!(r.code, 0, "{r:?}");
-    assert_eq!(std::fs::read(&gemini).unwrap(), odd);
-    // Settings with comments (Gemini CLI reads them, setup cannot merge
-    // into them): refused before any agent or key is made.
-    let commented = "{\n  // the model\n  \"model\": {\"name\": \"x\"}\n}\n";
-    std::fs::write(&gemini, commented).unwrap();
-    let r = run_in(
-        home.path(),
-        &app.base,
-        &["setup", "gemini", "--user", "--admin-key", &app.admin],
-    )
-    .await;
-    assert_ne!(r.code, 0, "{r:?}");
-    assert_eq!(std::fs::read_to_string(&gemini).unwrap(), commented);
-    assert!(
-        !home.path().join(".config/actiongate/gemini.key").exists(),
-        "{r:?}"
-    );
+    let commented: &[u8] = b"{\n  // the model\n  \"model\": {\"name\": \"x\"}\n}\n";
+    for settings in [odd, commented] {
+        std::fs::write(&gemini, settings).unwrap();
+        let r = run_in(
+            home.path(),
+            &app.base,
+            &["setup", "gemini", "--user", "--admin-key", &app.admin],
+        )
+        .await;
+        assert_ne!(r.code, 0, "{r:?}");
+        assert_eq!(std::fs::read(&gemini).unwrap(), settings);
+        assert!(
+            !home.path().join(".config/actiongate/gemini.key").exists(),
+            "{r:?}"
+        );
+    }
     app.stop().await;
 }
 
