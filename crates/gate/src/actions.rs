@@ -469,9 +469,6 @@ impl Gate {
         .map_err(GateError::from)
     }
 
-    /// Validates a handler action and decides it. When the policy allows it
-    /// and dispatch has room, it comes with a [`Slot`] and is to be stored
-    /// claimed.
     /// Checks a handler action's request against its handler: the handler
     /// and its action exist, the params fit their schema and bounds; what
     /// the rest of the request needs of it.
@@ -511,6 +508,9 @@ impl Gate {
         })
     }
 
+    /// Decides a handler action [`Gate::prepare_handler`] checked. When the
+    /// policy allows it and dispatch has room, it comes with a [`Slot`] and
+    /// is to be stored claimed.
     async fn handler_action(
         &self,
         agent: String,
