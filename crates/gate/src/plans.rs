@@ -574,7 +574,10 @@ impl Gate {
             // tainted as if it had been decided (before the report may be
             // refused for the limit below: that never loosens a session).
             if let Some(session) = &run.session
-                && self.profile_of(&agent).await?.taints(&action_string)
+                && self
+                    .profile_of(&agent)
+                    .await?
+                    .taints_call(&action_string, None)
             {
                 self.store()
                     .taint_session(

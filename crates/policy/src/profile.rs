@@ -548,22 +548,24 @@ impl Profile {
     /// Whether `action_string` reads untrusted content (its `taints`); a
     /// pattern that hit the backtracking limit counts as a match. A shell
     /// line is judged as `bash`'s whatever its tool is called
-    /// ([`Profile::guarded`]).
-    pub fn taints(&self, action_string: &str) -> bool {
+    /// ([`Profile::guarded`]). Outside this crate a call is judged with its
+    /// scope, [`Profile::taints_call`], so no caller can forget a handler's
+    /// command line.
+    pub(crate) fn taints(&self, action_string: &str) -> bool {
         self.session_match(&self.inner.taints, action_string)
     }
 
     /// Whether an action is a way out of a tainted session: `guarded` covers
     /// it, or it `reaches_out` (a handler action not declared `open_world:
     /// false`) while this profile guards anything (`guarded` is not `[]`).
-    pub fn way_out(&self, action_string: &str, reaches_out: bool) -> bool {
+    pub(crate) fn way_out(&self, action_string: &str, reaches_out: bool) -> bool {
         (reaches_out && !self.inner.guarded.is_empty()) || self.guarded(action_string)
     }
 
     /// Whether `guarded` covers `action_string`; a pattern that hit the
     /// backtracking limit counts (fail closed). A shell line is judged as
     /// `bash`'s whatever shell tool carries it (`Bash`, `zsh`, …).
-    pub fn guarded(&self, action_string: &str) -> bool {
+    pub(crate) fn guarded(&self, action_string: &str) -> bool {
         self.session_match(&self.inner.guarded, action_string)
     }
 

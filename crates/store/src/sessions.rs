@@ -123,7 +123,9 @@ pub(crate) fn first_taint(
     profile: &policy::Profile,
     reads: Vec<(String, String)>,
 ) -> Option<(String, String)> {
-    reads.into_iter().find(|(_, s)| profile.taints(s))
+    reads
+        .into_iter()
+        .find(|(_, s)| profile.taints_call(s, None))
 }
 
 /// Most characters of a tainting action kept with its session: it names
