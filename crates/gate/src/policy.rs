@@ -237,29 +237,34 @@ fn counted_use(
     req: &policy::Request<'_>,
 ) -> Option<Option<String>> {
     let now = chrono::Utc::now();
-    // The uncounted grants once, and each counted one added to them in
-    // turn: a session may hold thousands of counted grants (a plan's
-    // approved steps), each tried against the few others, not all.
+    // The uncounted grants once, and each counted one tried in turn in one
+    // slot after them: a session may hold thousands of counted grants (a
+    // plan's approved steps), each tried against the few others, not all.
     let counted_ids: std::collections::HashSet<&str> = counted.iter().map(String::as_str).collect();
-    let uncounted: Vec<policy::Grant> = grants
+    let mut trial: Vec<policy::Grant> = grants
         .iter()
         .filter(|g| !counted_ids.contains(g.id.as_str()))
         .cloned()
         .collect();
-    let by_id: std::collections::HashMap<&str, &policy::Grant> =
-        grants.iter().map(|g| (g.id.as_str(), g)).collect();
-    let with = |extra: Option<&str>| -> Vec<policy::Grant> {
-        let mut set = uncounted.clone();
-        set.extend(extra.and_then(|id| by_id.get(id)).map(|g| (*g).clone()));
-        set
-    };
-    if policy::decide(profile, &uncounted, req, now).verdict == policy::Verdict::Allow {
+    if policy::decide(profile, &trial, req, now).verdict == policy::Verdict::Allow {
         return Some(None);
     }
-    let id = counted.iter().find(|id| {
-        policy::decide(profile, &with(Some(id.as_str())), req, now).verdict
-            == policy::Verdict::Allow
-    })?;
+    let uncounted = trial.len();
+    let by_id: std::collections::HashMap<&str, &policy::Grant> =
+        grants.iter().map(|g| (g.id.as_str(), g)).collect();
+    let mut found = None;
+    for id in counted {
+        let Some(grant) = by_id.get(id.as_str()) else {
+            continue;
+        };
+        trial.truncate(uncounted);
+        trial.push((*grant).clone());
+        if policy::decide(profile, &trial, req, now).verdict == policy::Verdict::Allow {
+            found = Some(id);
+            break;
+        }
+    }
+    let id = found?;
     // One use is one command: a shell line running several commands that
     // only the counted grant allows (`make deploy-a; make deploy-b` on a
     // grant for one) would take several uses, so it is asked; so is one
@@ -268,7 +273,7 @@ fn counted_use(
     // step's whole-line or whole-call grant covers no command alone: one
     // use.)
     if let Some((prefix, line)) = command_line(profile, req) {
-        let (uncounted, counting) = (with(None), with(Some(id.as_str())));
+        let (uncounted, counting) = (&trial[..uncounted], &trial[..]);
         let allows = |grants: &[policy::Grant], command: &str| {
             let detail = format!("{prefix}{command}");
             let scope = req.permission.as_ref().map(|p| {
@@ -296,7 +301,7 @@ fn counted_use(
         let needing = analysis
             .commands
             .iter()
-            .filter(|command| allows(&counting, command) && !allows(&uncounted, command))
+            .filter(|command| allows(counting, command) && !allows(uncounted, command))
             .count();
         if needing > 1 || (needing == 1 && analysis.repeats) {
             return None;
