@@ -13,7 +13,7 @@
 
 use crate::grant::SHELL_SCOPE_KEY;
 use crate::profile::{DEFAULT_SHELL_TOOLS, GIT_TOOL};
-use crate::shell::{Dialect, Hazard, analyze};
+use crate::shell::{Dialect, Hazard, ShellAnalysis, analyze};
 
 /// One thing an action may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -83,14 +83,7 @@ pub fn findings(
 
 fn shell_findings(dialect: Dialect, text: &str, out: &mut Vec<Finding>) {
     let analysis = analyze(dialect, text);
-    for command in analysis.commands.iter().chain(&analysis.hidden) {
-        let line = if dialect == Dialect::Git {
-            format!("git {command}")
-        } else {
-            command.clone()
-        };
-        command_findings(&line, out);
-    }
+    commands_findings(dialect, &analysis, out);
     for hazard in &analysis.hazards {
         match hazard {
             // `/dev/tcp/…` is a connection (its own hazard), not a file.
@@ -124,17 +117,19 @@ fn shell_findings(dialect: Dialect, text: &str, out: &mut Vec<Finding>) {
             .chars()
             .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
             .collect();
-        if blanked != text {
-            let again = analyze(dialect, &blanked);
-            for command in again.commands.iter().chain(&again.hidden) {
-                let line = if dialect == Dialect::Git {
-                    format!("git {command}")
-                } else {
-                    command.clone()
-                };
-                command_findings(&line, out);
-            }
-        }
+        commands_findings(dialect, &analyze(dialect, &blanked), out);
+    }
+}
+
+/// The findings of each command (hidden ones too) an analysis read.
+fn commands_findings(dialect: Dialect, analysis: &ShellAnalysis, out: &mut Vec<Finding>) {
+    for command in analysis.commands.iter().chain(&analysis.hidden) {
+        let line = if dialect == Dialect::Git {
+            format!("git {command}")
+        } else {
+            command.clone()
+        };
+        command_findings(&line, out);
     }
 }
 

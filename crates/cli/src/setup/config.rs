@@ -132,13 +132,17 @@ fn is_our_command(line: &str, rt: Runtime) -> bool {
         && words.get(2).map(String::as_str) == Some(rt.name())
 }
 
-/// Whether one hook object (`{"type": "command", "command": …}`, Cursor's
-/// `{"command": …}`, Copilot's `{"bash": …}`) runs actiongate's hook.
-fn is_our_hook(hook: &Value, rt: Runtime) -> bool {
+/// The command lines of one hook object (`{"type": "command", "command":
+/// …}`, Cursor's `{"command": …}`, Copilot's `{"bash": …}`).
+fn command_lines(hook: &Value) -> impl Iterator<Item = &str> {
     ["command", "bash", "powershell"]
-        .iter()
-        .filter_map(|k| hook.get(*k).and_then(Value::as_str))
-        .any(|line| is_our_command(line, rt))
+        .into_iter()
+        .filter_map(|k| hook.get(k).and_then(Value::as_str))
+}
+
+/// Whether one hook object runs actiongate's hook.
+fn is_our_hook(hook: &Value, rt: Runtime) -> bool {
+    command_lines(hook).any(|line| is_our_command(line, rt))
 }
 
 /// Whether any command line anywhere in `v` is ours.
@@ -313,10 +317,7 @@ pub fn fails_closed(rt: Runtime, text: &str) -> bool {
         all &= if rt == Runtime::Cursor {
             hook.get("failClosed") == Some(&Value::Bool(true))
         } else {
-            ["command", "bash", "powershell"]
-                .iter()
-                .filter_map(|k| hook.get(*k).and_then(Value::as_str))
-                .all(|line| !is_our_command(line, rt) || refuses_on_failure(line))
+            command_lines(hook).all(|line| !is_our_command(line, rt) || refuses_on_failure(line))
         };
     });
     all

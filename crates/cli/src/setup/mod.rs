@@ -201,16 +201,13 @@ async fn setup(a: SetupArgs) -> Result<Exit, String> {
     // `--user` here, and a config the hook cannot be merged into (not
     // JSON, comments in it) is refused, not after making an agent and its
     // key.
-    let path = rt.config_path(user, &home, &a.dir)?;
-    let probe = HookCall {
-        exe: exe.display().to_string(),
-        url: a.url.clone(),
-        key_file: key_file.display().to_string(),
-        wait: a.wait,
-        guard_reads: a.guard_reads,
-    };
-    config::merged(rt, &read_current(&path)?, &probe)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    merged_config(
+        &a,
+        rt,
+        &rt.config_path(user, &home, &a.dir)?,
+        &exe,
+        &key_file,
+    )?;
 
     // 1. The daemon.
     if let Err(e) = daemon_up(&a.url).await {
@@ -266,7 +263,20 @@ fn finish_config(
     key_file: &Path,
 ) -> Result<(), String> {
     let path = rt.config_path(user, home, &a.dir)?;
-    let current = read_current(&path)?;
+    let text = merged_config(a, rt, &path, exe, key_file)?;
+    write_or_show(&path, &text, a.dry_run, 0o644)?;
+    Ok(())
+}
+
+/// The runtime's config at `path` with the hook merged in, or why it
+/// cannot take it.
+fn merged_config(
+    a: &SetupArgs,
+    rt: Runtime,
+    path: &Path,
+    exe: &Path,
+    key_file: &Path,
+) -> Result<String, String> {
     let call = HookCall {
         exe: exe.display().to_string(),
         url: a.url.clone(),
@@ -274,10 +284,7 @@ fn finish_config(
         wait: a.wait,
         guard_reads: a.guard_reads,
     };
-    let text =
-        config::merged(rt, &current, &call).map_err(|e| format!("{}: {e}", path.display()))?;
-    write_or_show(&path, &text, a.dry_run, 0o644)?;
-    Ok(())
+    config::merged(rt, &read_current(path)?, &call).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Whether the key in `key_file` is a live key of `agent`, as the daemon
