@@ -202,7 +202,7 @@ impl Gate {
     ) -> GateResult<Action> {
         check_len("note", note.as_deref(), MAX_TEXT)?;
         let action = self.visible_action(caller, id).await?;
-        let required = self.may_decide(caller, &action).await?;
+        let (required, decider) = self.checked_decider(caller, &action).await?;
         if required > 1 {
             return Err(GateError::conflict(format!(
                 "this action needs {required} approvals from distinct people: approve it \
@@ -240,8 +240,8 @@ impl Gate {
             note: note.clone(),
         };
         // Recorded as an approval, as any one person's is.
-        let decider = self.decider(caller).await?;
         let first = ApproveFirst {
+            seen: decider.seen,
             taints: self.taints(&action, None).await?,
             action_id: id.to_owned(),
             decided_by: decider.by,

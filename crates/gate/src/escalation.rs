@@ -204,8 +204,8 @@ async fn drop_lapsed(
     keys: &[ApiKey],
 ) {
     let dropped = match gate.lapsed(action, rules, Some(keys)).await {
-        Ok(lapsed) if lapsed.is_empty() => return,
-        Ok(lapsed) => gate.store().drop_lapsed(&action.id, lapsed).await,
+        Ok((lapsed, _)) if lapsed.is_empty() => return,
+        Ok((lapsed, _)) => gate.store().drop_lapsed(&action.id, lapsed).await,
         Err(e) => {
             tracing::warn!(action = %action.id, error = %e.detail, "cannot recount its approvals");
             return;

@@ -3,7 +3,7 @@
 //! quorums see them.
 
 use actiongate_api::teams::{ChatIds, Person, PersonBody};
-use actiongate_store::{ApiKey, NewPerson, Role, StoreError};
+use actiongate_store::{ApiKey, NewPerson, PersonSeen, Role, StoreError};
 
 use crate::{Caller, Gate, GateError, GateResult};
 
@@ -25,6 +25,9 @@ pub struct Decider {
     /// Whether the identity is a person's: only people count toward a
     /// quorum of more than one.
     pub person: bool,
+    /// The person as read for these checks: the decision's transaction
+    /// refuses it when they changed since.
+    pub seen: PersonSeen,
 }
 
 fn name_ok(s: &str, max: usize) -> bool {
@@ -190,6 +193,7 @@ impl Gate {
     pub async fn decider(&self, caller: &Caller) -> GateResult<Decider> {
         let by = caller.identity();
         let person = self.store().person_of(&by).await?;
+        let seen = PersonSeen::of(&by, person.as_ref());
         let mut names = vec![caller.name.clone()];
         Ok(match person {
             Some(p) => {
@@ -200,6 +204,7 @@ impl Gate {
                     names,
                     groups: p.groups,
                     person: true,
+                    seen,
                 }
             }
             None => {
@@ -210,6 +215,7 @@ impl Gate {
                     names,
                     groups: Vec::new(),
                     person: false,
+                    seen,
                 }
             }
         })
@@ -235,6 +241,7 @@ impl Gate {
         Ok(self.store().person_of(by).await?.map(|p| {
             names.push(p.name.clone());
             Decider {
+                seen: PersonSeen::of(by, Some(&p)),
                 who: p.name,
                 by: by.to_owned(),
                 names,

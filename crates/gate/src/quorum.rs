@@ -7,7 +7,7 @@
 use actiongate_api::teams::Seen;
 use actiongate_policy::approvals::{Approver, CompiledRule, approver_allowed};
 use actiongate_store::{
-    Action, ApiKey, ApprovalEntry, DecisionResult, Edit, StoreError, TeamDecision,
+    Action, ApiKey, ApprovalEntry, DecisionResult, Edit, PersonSeen, StoreError, TeamDecision,
 };
 use serde_json::{Map, Value};
 
@@ -154,15 +154,16 @@ impl Gate {
     /// longer a person, or approved with a key since revoked. An approval
     /// counts while its approver still could give it, so a quorum is never
     /// met with one nobody could give now. `keys`: every key, revoked ones
-    /// too (read when `None`).
+    /// too (read when `None`). With them, the persons those that still
+    /// count were checked as (see [`PersonSeen`]).
     pub(crate) async fn lapsed(
         &self,
         action: &Action,
         rules: &[CompiledRule],
         keys: Option<&[ApiKey]>,
-    ) -> GateResult<Vec<String>> {
+    ) -> GateResult<(Vec<String>, Vec<PersonSeen>)> {
         if action.team.approvals.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let read;
         let keys = match keys {
@@ -173,9 +174,16 @@ impl Gate {
             }
         };
         let mut lapsed = Vec::new();
+        let mut seen = Vec::new();
         for a in &action.team.approvals {
             let counts = match self.decider_now(&a.by, keys).await? {
-                Some(d) => Gate::check_approver(rules, &d).is_ok(),
+                Some(d) => {
+                    let ok = Gate::check_approver(rules, &d).is_ok();
+                    if ok {
+                        seen.push(d.seen);
+                    }
+                    ok
+                }
                 None => false,
             };
             if !counts {
@@ -184,16 +192,25 @@ impl Gate {
                 lapsed.push(a.by.clone());
             }
         }
-        Ok(lapsed)
+        Ok((lapsed, seen))
     }
 
     /// Whether `caller` may decide `action` under its approvals rules, and
     /// how many approvals it needs.
     pub async fn may_decide(&self, caller: &Caller, action: &Action) -> GateResult<u32> {
+        Ok(self.checked_decider(caller, action).await?.0)
+    }
+
+    /// [`Gate::may_decide`], with the decider as checked.
+    pub(crate) async fn checked_decider(
+        &self,
+        caller: &Caller,
+        action: &Action,
+    ) -> GateResult<(u32, Decider)> {
         let rules = self.rules_of(action).await?;
         let d = self.decider(caller).await?;
         Gate::check_approver(&rules, &d)?;
-        Ok(required(&rules))
+        Ok((required(&rules), d))
     }
 
     /// One decision of `caller` on pending `action` through `channel`:
@@ -255,11 +272,12 @@ impl Gate {
         if approve && required > 1 && !d.person {
             return Err(not_a_person(&d.by, required));
         }
-        let lapsed = if approve {
+        let (lapsed, mut people_seen) = if approve {
             self.lapsed(action, &rules, None).await?
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
+        people_seen.push(d.seen.clone());
         let taints = approve
             && self
                 .taints(
@@ -283,6 +301,7 @@ impl Gate {
             required,
             note,
             edit,
+            people_seen,
         };
         match self.store().team_decide(&action.id, decision).await {
             Ok(done) => Ok(done.action),

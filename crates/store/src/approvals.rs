@@ -63,6 +63,10 @@ pub struct TeamDecision {
     /// profile (as asked, or as edited): an approval that settles it
     /// taints its session in the same transaction.
     pub taints: bool,
+    /// The persons the gate's approver checks read (the decider's, and
+    /// each earlier approval's): the decision is refused (409) when any
+    /// changed before its transaction.
+    pub people_seen: Vec<crate::PersonSeen>,
 }
 
 /// What a team decision did.
@@ -290,6 +294,7 @@ pub(crate) async fn decide_on(
     d: &TeamDecision,
 ) -> Result<(TeamDecided, NewEvent), StoreError> {
     let current = get_on(conn, id).await?.ok_or(StoreError::NotFound)?;
+    crate::people_seen::check_on(conn, &d.people_seen).await?;
     let gone = gone_on(conn, &to_recheck(&current, d)).await?;
     let rechecked;
     let d = if gone.is_empty() {

@@ -88,6 +88,9 @@ pub struct ApproveFirst {
     /// The person deciding (their name), or the identity when it is
     /// nobody's: recorded as the action's approval, as any approval is.
     pub person: String,
+    /// The person as the approver checks read them: refused (409) when
+    /// they changed since (see [`crate::PersonSeen`]).
+    pub seen: crate::PersonSeen,
     /// The channel it came through (api, page, cli, a chat, mcp).
     pub channel: String,
     /// Whether the action reads untrusted content under its agent's
@@ -115,6 +118,7 @@ impl ApproveFirst {
             seen: Some(actiongate_api::teams::Seen::Asked),
             lapsed: Vec::new(),
             taints: self.taints,
+            people_seen: vec![self.seen.clone()],
         }
     }
 }

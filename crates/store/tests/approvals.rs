@@ -39,6 +39,7 @@ fn approval(who: &str, required: u32) -> TeamDecision {
         seen: None,
         lapsed: Vec::new(),
         taints: false,
+        people_seen: Vec::new(),
     }
 }
 
@@ -277,7 +278,77 @@ async fn pending_ids_are_listed_oldest_first_in_pages(kind: Kind) {
     assert!(none.is_empty(), "{none:?}");
 }
 
+/// An approval checked against a person as they were is refused when
+/// they changed before its transaction (removed from the approvers'
+/// group, their identity moved to someone else), and counts nothing; as
+/// read, it counts. The same for "approve and remember".
+async fn an_approval_checked_against_a_changed_person_is_refused(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
+    let ann = |groups: Vec<String>| NewPerson {
+        id: "per_ann".to_owned(),
+        name: "ann".to_owned(),
+        groups,
+        keys: vec!["ann".to_owned()],
+        chat: ChatIds::default(),
+    };
+    let was = store
+        .put_person(ann(vec!["ops".to_owned()]), true)
+        .await
+        .unwrap();
+    let seen = PersonSeen::of("key:ann", Some(&was));
+    let (a, _) = store.insert_action(asked("a", "prod")).await.unwrap();
+    // Removed from "ops" after the gate checked her.
+    store.put_person(ann(vec![]), false).await.unwrap();
+    let mut one = approval("ann", 1);
+    one.people_seen = vec![seen.clone()];
+    match store.team_decide(&a.id, one.clone()).await {
+        Err(StoreError::Conflict(m)) => assert!(m.contains("key:ann"), "{m}"),
+        other => panic!("approved under a stale membership: {other:?}"),
+    }
+    let read = store.get_action(&a.id).await.unwrap();
+    assert_eq!(read.status, ActionStatus::Pending);
+    assert!(read.team.approvals.is_empty());
+    let first = ApproveFirst {
+        action_id: a.id.clone(),
+        decided_by: "key:ann".to_owned(),
+        seen,
+        note: None,
+        person: "ann".to_owned(),
+        channel: "api".to_owned(),
+        taints: false,
+    };
+    let grant = NewGrant {
+        id: "grt_seen".to_owned(),
+        agent: Some("a".to_owned()),
+        target: NewGrantTarget::Tool {
+            tool: "deploy".to_owned(),
+            pattern: "prod".to_owned(),
+            whole_line: false,
+        },
+        granted_by: "key:ann".to_owned(),
+        expires_at: Some(Utc::now() + chrono::Duration::minutes(5)),
+        note: None,
+        session: None,
+        uses: None,
+    };
+    match store.create_grant(grant, Some(first)).await {
+        Err(StoreError::Conflict(m)) => assert!(m.contains("key:ann"), "{m}"),
+        other => panic!("remembered under a stale membership: {other:?}"),
+    }
+    assert!(
+        store.get_grant("grt_seen").await.is_err(),
+        "the grant was made"
+    );
+    // As she is now, the approval counts.
+    let now = store.person_of("key:ann").await.unwrap();
+    one.people_seen = vec![PersonSeen::of("key:ann", now.as_ref())];
+    assert!(store.team_decide(&a.id, one).await.unwrap().settled);
+}
+
 crate::conformance!(
+    an_approval_checked_against_a_changed_person_is_refused,
     a_quorum_settles_on_the_last_approval_and_refuses_a_repeat,
     people_own_their_identities,
     an_approval_revoked_meanwhile_is_not_counted,

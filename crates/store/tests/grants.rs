@@ -85,6 +85,7 @@ async fn a_grant_approves_what_it_covers_where_the_profile_as_stored_now_lets_it
     let first_by = ApproveFirst {
         action_id: first.id.clone(),
         decided_by: "operator:k".to_owned(),
+        seen: actiongate_store::PersonSeen::of("operator:k", None),
         note: Some("ok".to_owned()),
         person: "operator:k".to_owned(),
         channel: "api".to_owned(),
@@ -175,6 +176,7 @@ async fn approving_first_an_action_no_longer_pending_creates_no_grant(kind: Kind
     let first = ApproveFirst {
         action_id: a.id.clone(),
         decided_by: "op".to_owned(),
+        seen: actiongate_store::PersonSeen::of("op", None),
         note: None,
         person: "op".to_owned(),
         channel: "api".to_owned(),
@@ -491,6 +493,7 @@ async fn approvals_that_remember_on_two_nodes_at_once_do_not_deadlock() {
                 let first = ApproveFirst {
                     action_id: first,
                     decided_by: "op".to_owned(),
+                    seen: actiongate_store::PersonSeen::of("op", None),
                     note: None,
                     person: "op".to_owned(),
                     channel: "api".to_owned(),

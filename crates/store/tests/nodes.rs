@@ -836,6 +836,7 @@ async fn faults_in_the_middle_of_a_write_are_retryable_and_write_nothing() {
             let first = ApproveFirst {
                 action_id: first,
                 decided_by: "op".to_owned(),
+                seen: actiongate_store::PersonSeen::of("op", None),
                 note: None,
                 person: "op".to_owned(),
                 channel: "api".to_owned(),

@@ -58,6 +58,27 @@ async fn gone_on(conn: &mut PgConnection, identities: &[&str]) -> Result<Vec<Str
     Ok(gone)
 }
 
+/// Refuses (409) when the person of any of `seen` is not as the gate
+/// read it. The rows read are share-locked: a change in flight is waited
+/// for and then seen, and one that comes later waits for this commit.
+async fn people_unchanged(
+    conn: &mut PgConnection,
+    seen: &[crate::PersonSeen],
+) -> Result<(), StoreError> {
+    for s in seen {
+        let row = sqlx::query(
+            "SELECT p.id, p.name, p.body, p.created_at, p.updated_at FROM person_identities i \
+             JOIN people p ON p.id = i.person_id WHERE i.identity = $1 FOR SHARE",
+        )
+        .bind(&s.identity)
+        .fetch_optional(&mut *conn)
+        .await?;
+        let now = row.as_ref().map(crate::people::from_row).transpose()?;
+        crate::people_seen::unchanged(s, now.as_ref())?;
+    }
+    Ok(())
+}
+
 /// One person's decision on pending action `id`, planned from its row as
 /// locked: what it did, and its event (not yet written).
 pub(crate) async fn decide_on(
@@ -66,6 +87,7 @@ pub(crate) async fn decide_on(
     d: &TeamDecision,
 ) -> Result<(TeamDecided, NewEvent), StoreError> {
     let current = locked(conn, id).await?.ok_or(StoreError::NotFound)?;
+    people_unchanged(conn, &d.people_seen).await?;
     let gone = gone_on(conn, &to_recheck(&current, d)).await?;
     let rechecked;
     let d = if gone.is_empty() {
