@@ -90,9 +90,43 @@ pub(crate) struct DiskState {
     full: AtomicBool,
     /// When a write last found the database locked by another connection.
     busy_at: std::sync::Mutex<Option<std::time::Instant>>,
+    /// When the writer began the batch it is on (`None`: waiting for work).
+    working_since: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+/// Marks the writer on a batch while held.
+pub(crate) struct Working<'a>(&'a DiskState);
+
+impl Drop for Working<'_> {
+    fn drop(&mut self) {
+        *self
+            .0
+            .working_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
 }
 
 impl DiskState {
+    /// The writer begins a batch, until the guard is dropped.
+    pub(crate) fn working(&self) -> Working<'_> {
+        *self
+            .working_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::time::Instant::now());
+        Working(self)
+    }
+
+    /// How long the writer has been on its batch (`None`: it waits for
+    /// work). A batch takes milliseconds; one taking seconds means writes
+    /// are stuck (a hung disk, a lock held past every timeout).
+    pub(crate) fn working_for(&self) -> Option<std::time::Duration> {
+        self.working_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .map(|at| at.elapsed())
+    }
+
     /// A write found the database busy (past its busy timeout) now.
     pub(crate) fn found_busy(&self) {
         let mut at = self

@@ -13,6 +13,11 @@ use sqlx::sqlite::{
 use tokio::sync::broadcast;
 
 use crate::writer::{WriteStats, Writer};
+
+/// How long one batch of writes may take before `/readyz` says writes are
+/// stuck: a batch takes milliseconds, one waiting on a lock held by another
+/// process at most the busy timeout (5 s) per job tried.
+const WRITES_STUCK: Duration = Duration::from_secs(15);
 use crate::{
     Durability, Event, StoreError, StoreOptions, anchor, checkpoint, direct, events, grant_cache,
 };
@@ -213,6 +218,14 @@ impl SqliteStore {
         .map_err(|e| StoreError::Unavailable(e.to_string()))??;
         if locked {
             return Err(StoreError::Busy);
+        }
+        // Writes that do not come back: nothing acknowledged is lost, but
+        // every request that writes waits, so this daemon leaves rotation.
+        if let Some(stuck) = self.writer.working_for().filter(|t| *t >= WRITES_STUCK) {
+            return Err(StoreError::Unavailable(format!(
+                "writes have not come back for {} s",
+                stuck.as_secs()
+            )));
         }
         Ok(())
     }

@@ -207,6 +207,11 @@ impl Writer {
         self.disk.is_full()
     }
 
+    /// How long the writer has been on its current batch (`None`: idle).
+    pub fn working_for(&self) -> Option<Duration> {
+        self.disk.working_for()
+    }
+
     /// Whether a write found the database locked (past its busy timeout)
     /// after `since`.
     pub fn busy_since(&self, since: std::time::Instant) -> bool {
@@ -445,6 +450,7 @@ async fn run(mut conn: SqliteConnection, direct: Option<Direct>, mut inbox: Inbo
         if batch.is_empty() && !inbox.next(&mut batch).await {
             break;
         }
+        let _working = disk.working();
         if checkpoints.restart_due() {
             let copied = match &direct {
                 Some(direct) => direct.checkpoint().map_err(|e| e.to_string()),
@@ -671,4 +677,40 @@ async fn run_batch(
         return (done, Err(e));
     }
     (done, Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use crate::{SqliteStore, StoreOptions};
+
+    /// While a batch does not come back, the writer says for how long (so
+    /// `/readyz` can leave rotation); once it is answered, that it is idle.
+    #[tokio::test]
+    async fn a_batch_that_does_not_come_back_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("t.db"), StoreOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(store.writer.working_for(), None);
+        let (release, held) = tokio::sync::oneshot::channel::<()>();
+        let writer = store.writer.clone();
+        let job = tokio::spawn(async move {
+            writer
+                .run(move |_conn| {
+                    Box::pin(async move {
+                        let _ = held.await;
+                        Ok(())
+                    })
+                })
+                .await
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let stuck = store.writer.working_for().expect("the batch is seen");
+        assert!(stuck >= std::time::Duration::from_millis(250), "{stuck:?}");
+        release.send(()).unwrap();
+        job.await.unwrap().unwrap();
+        assert_eq!(store.writer.working_for(), None);
+    }
 }
