@@ -158,6 +158,8 @@ function join(base: string, path: string): string {
   if (root) {
     if (windowsRoot(path)) return path;
     const steps = path.replace(/\\/gu, '/');
+    // Two separators of either kind start a share, as Windows reads them.
+    if (steps.startsWith('//')) return `\\\\${steps.slice(2)}`;
     if (steps === '~' || steps.startsWith('~/')) return steps;
     if (steps.startsWith('/')) return `${root[0]}${steps}`;
     if (path[1] === ':') return path;

@@ -281,6 +281,11 @@ fn join(base: &str, path: &str) -> String {
             return path.to_owned();
         }
         let steps = path.replace('\\', "/");
+        // Two separators of either kind start a share, as Windows reads
+        // them (`//srv/share`, `/\srv\share`): never a step under the drive.
+        if let Some(share) = steps.strip_prefix("//") {
+            return format!("\\\\{share}");
+        }
         if steps == "~" || steps.starts_with("~/") {
             return steps;
         }
@@ -837,6 +842,9 @@ mod tests {
                 "\\\\?\\C:\\Windows\\x",
                 "~/x",
                 "~\\.ssh\\k",
+                "//DATA.evil.test/share/leak.txt",
+                "/\\DATA.evil.test\\share\\leak.txt",
+                "\\/DATA.evil.test/share/leak.txt",
             ]),
             [
                 "tool:Read:C:/Users/dev/proj/src/main.rs",
@@ -848,6 +856,9 @@ mod tests {
                 "tool:Read:C:/Windows/x",
                 "tool:Read:~/x",
                 "tool:Read:~/.ssh/k",
+                "tool:Read://DATA.evil.test/share/leak.txt",
+                "tool:Read://DATA.evil.test/share/leak.txt",
+                "tool:Read://DATA.evil.test/share/leak.txt",
             ]
         );
         assert_eq!(
