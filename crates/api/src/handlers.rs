@@ -141,6 +141,15 @@ impl ActionHints {
     pub fn reaches_out(hints: Option<&ActionHints>) -> bool {
         hints.and_then(|h| h.open_world) != Some(false)
     }
+
+    /// Whether what the action answers may be a stranger's words: it
+    /// reaches out and is not declared to change things (`read_only:
+    /// false`, a sender or a deployer, whose answer is its own report). Its
+    /// result goes back to the agent, so letting it run taints its session
+    /// (docs/sessions.md), as an MCP tool's call does.
+    pub fn reads_world(hints: Option<&ActionHints>) -> bool {
+        Self::reaches_out(hints) && hints.and_then(|h| h.read_only) != Some(false)
+    }
 }
 
 /// What an executor registers.

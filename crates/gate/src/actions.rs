@@ -394,7 +394,7 @@ impl Gate {
         ]
         .into_iter()
         .flatten()
-        .any(|(s, scope)| profile.taints_call(s, scope)))
+        .any(|(s, scope)| profile.taints_call(s, scope, action.reads_world())))
     }
 
     /// The action string and scope of handler action `action` with the
@@ -426,10 +426,13 @@ impl Gate {
             return Ok(());
         };
         if new.decision.result == DecisionResult::Allow
-            && self
-                .profile_of(&new.agent)
-                .await?
-                .taints_call(&new.action_string, new.handler.as_ref().map(|h| &h.scope))
+            && self.profile_of(&new.agent).await?.taints_call(
+                &new.action_string,
+                new.handler.as_ref().map(|h| &h.scope),
+                new.handler
+                    .as_ref()
+                    .is_some_and(|h| ActionHints::reads_world(h.hints.as_ref())),
+            )
         {
             self.store()
                 .taint_session(session.clone(), new.id.clone(), new.action_string.clone())

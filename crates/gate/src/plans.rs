@@ -18,6 +18,16 @@ use crate::sessions::{UNDECIDED_RUN, validate_origin};
 use crate::{Caller, Gate, GateError, GateResult};
 use actiongate_policy::approvals::CompiledRule;
 
+/// A plan step as the profile judges it: its action string, the approvals
+/// rules governing it, whether it (reaches out, may answer with a
+/// stranger's words), and its scope.
+type StepAction = (
+    String,
+    Vec<CompiledRule>,
+    (bool, bool),
+    Option<Map<String, Value>>,
+);
+
 /// Sessions on a page when the caller does not say.
 pub const SESSIONS_PAGE: i64 = 200;
 /// Plans on a page when the caller does not say.
@@ -419,7 +429,8 @@ impl Gate {
         // The first step that will taint the session: (index, action).
         let mut tainting: Option<(usize, String)> = None;
         for (i, step) in steps.iter_mut().enumerate() {
-            let (action, rules, reaches_out, scope) = self.step_action(profile, step).await?;
+            let (action, rules, (reaches_out, reads_world), scope) =
+                self.step_action(profile, step).await?;
             step.asks = if let Some(rule) = rules.first() {
                 Some(format!("{} governs it: its approvers decide", rule.label()))
             } else if profile.way_out_call(&action, scope.as_ref(), reaches_out) {
@@ -441,7 +452,7 @@ impl Gate {
             } else {
                 None
             };
-            if tainting.is_none() && profile.taints_call(&action, scope.as_ref()) {
+            if tainting.is_none() && profile.taints_call(&action, scope.as_ref(), reads_world) {
                 tainting = Some((i, action));
             }
         }
@@ -456,11 +467,11 @@ impl Gate {
         &self,
         profile: &actiongate_policy::Profile,
         step: &PlanStep,
-    ) -> GateResult<(String, Vec<CompiledRule>, bool, Option<Map<String, Value>>)> {
+    ) -> GateResult<StepAction> {
         if let (Some(tool), Some(detail)) = (&step.tool, &step.detail) {
             let action = actiongate_policy::format_action(tool, detail);
             let rules = governing_rules(profile, &action, None, None);
-            return Ok((action, rules, false, None));
+            return Ok((action, rules, (false, false), None));
         }
         let (Some(handler), Some(action)) = (&step.handler, &step.action) else {
             return Err(GateError::internal());
@@ -470,7 +481,7 @@ impl Gate {
             return Ok((
                 actiongate_policy::format_action(handler, action),
                 Vec::new(),
-                true,
+                (true, true),
                 None,
             ));
         };
@@ -481,7 +492,10 @@ impl Gate {
         Ok((
             action,
             rules,
-            actiongate_api::ActionHints::reaches_out(a.decl.hints.as_ref()),
+            (
+                actiongate_api::ActionHints::reaches_out(a.decl.hints.as_ref()),
+                actiongate_api::ActionHints::reads_world(a.decl.hints.as_ref()),
+            ),
             Some(scope),
         ))
     }
@@ -577,7 +591,7 @@ impl Gate {
                 && self
                     .profile_of(&agent)
                     .await?
-                    .taints_call(&action_string, None)
+                    .taints_call(&action_string, None, false)
             {
                 self.store()
                     .taint_session(

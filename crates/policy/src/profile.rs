@@ -1,7 +1,7 @@
 //! Profiles: the allow, ask and deny pattern lists of an agent, compiled
 //! once, and how they are written down (a preset name or an object).
 
-use crate::pattern::{Coverage, PatternSet, SetMatch};
+use crate::pattern::{Coverage, PatternSet};
 use crate::presets::{self, UnknownPresetError};
 use crate::shell::Dialect;
 use crate::verdict::ListKind;
@@ -545,83 +545,10 @@ impl Profile {
         &self.inner.approvals
     }
 
-    /// Whether `action_string` reads untrusted content (its `taints`); a
-    /// pattern that hit the backtracking limit counts as a match. A shell
-    /// line is judged as `bash`'s whatever its tool is called
-    /// ([`Profile::guarded`]). Outside this crate a call is judged with its
-    /// scope, [`Profile::taints_call`], so no caller can forget a handler's
-    /// command line.
-    pub(crate) fn taints(&self, action_string: &str) -> bool {
-        self.session_match(&self.inner.taints, action_string)
-    }
-
-    /// Whether an action is a way out of a tainted session: `guarded` covers
-    /// it, or it `reaches_out` (a handler action not declared `open_world:
-    /// false`) while this profile guards anything (`guarded` is not `[]`).
-    pub(crate) fn way_out(&self, action_string: &str, reaches_out: bool) -> bool {
-        (reaches_out && !self.inner.guarded.is_empty()) || self.guarded(action_string)
-    }
-
-    /// Whether `guarded` covers `action_string`; a pattern that hit the
-    /// backtracking limit counts (fail closed). A shell line is judged as
-    /// `bash`'s whatever shell tool carries it (`Bash`, `zsh`, …).
-    pub(crate) fn guarded(&self, action_string: &str) -> bool {
-        self.session_match(&self.inner.guarded, action_string)
-    }
-
-    /// Whether `set` matches `action_string`, or the same line as `bash`'s
-    /// when its tool is another name for a shell, or one of the line's
-    /// simple commands as the shell runs it (`c"u"rl` is `curl`; a grant
-    /// of `curl …` allows it, since allow rules see the commands). A line
-    /// the analyser cannot read through (unparsable, too deep, too long)
-    /// matches: it may run anything.
-    fn session_match(&self, set: &PatternSet, action_string: &str) -> bool {
-        if set.is_empty() {
-            return false;
-        }
-        let hit = |s: &str| !matches!(set.matches_any(s), SetMatch::None);
-        if hit(action_string) {
-            return true;
-        }
-        let Some((tool, detail)) = split_action(action_string) else {
-            return false;
-        };
-        let dialect = match self.dialect(tool) {
-            Some(d) => d,
-            None if tool.eq_ignore_ascii_case("sh") => Dialect::Sh,
-            // Bash, or another shell's name an API client gives its tool.
-            None if OTHER_SHELLS.iter().any(|s| tool.eq_ignore_ascii_case(s)) => Dialect::Bash,
-            None => return false,
-        };
-        let as_tool = if dialect == Dialect::Git {
-            GIT_TOOL
-        } else {
-            "bash"
-        };
-        if tool != as_tool && hit(&format_action(as_tool, detail)) {
-            return true;
-        }
-        // The git tool's arguments are what `git …` in a shell runs.
-        let git =
-            |c: &str| dialect == Dialect::Git && hit(&format_action("bash", &format!("git {c}")));
-        if git(detail) {
-            return true;
-        }
-        let analysis = crate::shell::analyze(dialect, detail);
-        let unread = analysis.hazards.iter().any(|h| {
-            matches!(
-                h,
-                crate::shell::Hazard::Unparsable { .. }
-                    | crate::shell::Hazard::TooDeep
-                    | crate::shell::Hazard::TooLong
-            )
-        });
-        unread
-            || analysis
-                .commands
-                .iter()
-                .chain(&analysis.hidden)
-                .any(|c| hit(&format_action(as_tool, c)) || git(c))
+    /// The session lists: `taints` and `guarded` (judged in
+    /// `session_calls`).
+    pub(crate) fn session_lists(&self) -> (&PatternSet, &PatternSet) {
+        (&self.inner.taints, &self.inner.guarded)
     }
 
     /// The written form this profile was built from.
@@ -696,7 +623,7 @@ impl From<Profile> for ProfileSpec {
 }
 
 /// Shell tool names read as bash's where no profile names them.
-const OTHER_SHELLS: [&str; 6] = ["bash", "zsh", "dash", "ksh", "mksh", "shell"];
+pub(crate) const OTHER_SHELLS: [&str; 6] = ["bash", "zsh", "dash", "ksh", "mksh", "shell"];
 
 #[cfg(test)]
 mod tests {

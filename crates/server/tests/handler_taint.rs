@@ -30,7 +30,9 @@ fn handler() -> Value {
             {"name": "note", "params_schema": schema, "permission": "office.use",
              "detail": "note {text}", "hints": {"open_world": false}},
             {"name": "announce", "params_schema": schema, "permission": "office.use",
-             "detail": "announce {text}", "hints": {"read_only": true, "open_world": true}}
+             "detail": "announce {text}", "hints": {"read_only": true, "open_world": true}},
+            {"name": "post", "params_schema": schema, "permission": "office.use",
+             "detail": "post {text}", "hints": {"read_only": false, "open_world": true}}
         ]
     })
 }
@@ -98,7 +100,8 @@ async fn an_open_world_handler_action_asks_in_a_tainted_session() {
         let reason = asked["decision"]["reason"].as_str().unwrap();
         assert!(reason.contains("tainted"), "{reason}");
         // The grant still allows it in a session that read nothing.
-        assert_eq!(act(&app, action, "fresh").await["status"], "approved");
+        let fresh = format!("fresh-{action}");
+        assert_eq!(act(&app, action, &fresh).await["status"], "approved");
     }
     // Declared closed: the grant allows it even after the read.
     assert_eq!(act(&app, "note", "read").await["status"], "approved");
@@ -157,5 +160,43 @@ async fn a_plan_step_of_an_open_world_handler_action_asks_in_a_tainted_session()
     let asks = plan["steps"][0]["asks"].as_str().unwrap_or_default();
     assert!(asks.contains("tainted"), "{plan}");
     assert!(plan["steps"][1]["asks"].is_null(), "{plan}");
+    app.stop().await;
+}
+
+async fn tainted_by(app: &TestApp, session: &str) -> Value {
+    let (s, body) = app
+        .call(
+            Method::GET,
+            &format!("/v1/sessions/{session}"),
+            Some(&app.agent),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    body["tainted_by"].clone()
+}
+
+/// A handler action that reaches out and may answer with a stranger's
+/// words (no hints, or declared read-only) taints the session it is let
+/// run in, as an MCP tool's call does: its result goes back to the agent.
+/// One declared closed, or declared to change things (a sender), does not.
+#[tokio::test]
+async fn a_handler_action_reading_the_world_taints_its_session() {
+    let app = setup(json!("open")).await;
+    for (action, taints) in [
+        ("note", false),
+        ("post", false),
+        ("announce", true),
+        ("send", true),
+    ] {
+        let session = format!("s-{action}");
+        assert_eq!(act(&app, action, &session).await["status"], "approved");
+        let by = tainted_by(&app, &session).await;
+        assert_eq!(!by.is_null(), taints, "{action}: {by}");
+        // And what leaves the session after it asks.
+        let next = act(&app, "post", &session).await;
+        let want = if taints { "pending" } else { "approved" };
+        assert_eq!(next["status"], want, "{action} then post: {next}");
+    }
     app.stop().await;
 }

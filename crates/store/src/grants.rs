@@ -541,7 +541,11 @@ async fn approve_covered_on(
         }
         match actions::transition_on(conn, &action.id, &approve_by_grant(&grant.id)).await {
             Ok(action) => {
-                if profile.taints_call(&action.action_string, action.scope.as_ref()) {
+                if profile.taints_call(
+                    &action.action_string,
+                    action.scope.as_ref(),
+                    action.reads_world(),
+                ) {
                     crate::sessions::mark_taint_on(conn, &action).await?;
                 }
                 approved.push(action);

@@ -96,7 +96,11 @@ async fn approve_if_granted_on(
         let t = approve_by_grant(&grant.id);
         let approved = actions::transition_on(conn, &pending.id, &t).await?;
         // Its event is written with the transition.
-        if p.taints_call(&approved.action_string, approved.scope.as_ref()) {
+        if p.taints_call(
+            &approved.action_string,
+            approved.scope.as_ref(),
+            approved.reads_world(),
+        ) {
             crate::sessions::mark_taint_on(conn, &approved).await?;
         }
         return Ok(Some(approved));

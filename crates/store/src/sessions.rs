@@ -125,7 +125,7 @@ pub(crate) fn first_taint(
 ) -> Option<(String, String)> {
     reads
         .into_iter()
-        .find(|(_, s)| profile.taints_call(s, None))
+        .find(|(_, s)| profile.taints_call(s, None, false))
 }
 
 /// Most characters of a tainting action kept with its session: it names

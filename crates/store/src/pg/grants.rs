@@ -169,7 +169,11 @@ pub(crate) async fn approve_if_granted(
         }
         let t = approve_by_grant(&grant.id);
         let approved = transition_on(conn, &pending.id, &t).await?;
-        if p.taints_call(&approved.action_string, approved.scope.as_ref()) {
+        if p.taints_call(
+            &approved.action_string,
+            approved.scope.as_ref(),
+            approved.reads_world(),
+        ) {
             crate::pg::sessions::mark_taint_on(conn, &approved).await?;
         }
         let event = crate::actions::event_for(&approved, t.event)?;
@@ -330,7 +334,11 @@ async fn approve_covered_on(
         }
         match transition_on(conn, &action.id, &t).await {
             Ok(action) => {
-                if profile.taints_call(&action.action_string, action.scope.as_ref()) {
+                if profile.taints_call(
+                    &action.action_string,
+                    action.scope.as_ref(),
+                    action.reads_world(),
+                ) {
                     crate::pg::sessions::mark_taint_on(conn, &action).await?;
                 }
                 events.push(crate::actions::event_for(&action, t.event)?);
