@@ -162,11 +162,7 @@ fn new_handler(
     outbound
         .check_url(&reg.url)
         .map_err(|e| GateError::invalid("url", e))?;
-    let timeout_ms = reg
-        .timeout
-        .as_deref()
-        .and_then(|t| actiongate_policy::parse_duration(t).ok())
-        .map(|d| d.as_millis() as i64);
+    let timeout_ms = reg.timeout.as_deref().map(handler_timeout).transpose()?;
     let new = NewHandler {
         id: reg.id.clone(),
         name: reg.name.clone(),
@@ -176,6 +172,20 @@ fn new_handler(
         spec: handler_spec::spec_json(reg),
     };
     Ok((new, rules))
+}
+
+/// A handler's per-attempt timeout in milliseconds: a duration (`30s`,
+/// `5m`) of at most [`crate::dispatch::MAX_ATTEMPT`].
+fn handler_timeout(t: &str) -> GateResult<i64> {
+    let most = crate::dispatch::MAX_ATTEMPT;
+    match actiongate_policy::parse_duration(t) {
+        Ok(d) if d <= most => Ok(d.as_millis().try_into().unwrap_or(i64::MAX)),
+        Ok(_) => Err(GateError::invalid(
+            "timeout",
+            format!("at most {} hours", most.as_secs() / 3600),
+        )),
+        Err(e) => Err(GateError::invalid("timeout", e.to_string())),
+    }
 }
 
 impl Gate {

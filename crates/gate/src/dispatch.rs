@@ -36,6 +36,9 @@ const BATCH: i64 = 256;
 /// rounds found full.
 const MAX_ROUNDS: usize = 8;
 
+/// The longest per-attempt timeout a handler may register (its `timeout`).
+pub const MAX_ATTEMPT: Duration = Duration::from_secs(24 * 3600);
+
 /// How approved handler actions reach their executors, typed.
 #[derive(Debug, Clone)]
 pub struct DispatchConfig {
@@ -145,8 +148,11 @@ impl Dispatcher {
     /// the attempt's own timeout (the handler's, else the default) and the
     /// slack, so that a daemon that died mid-attempt holds it no longer.
     pub fn lease(&self, timeout_ms: Option<i64>) -> chrono::Duration {
+        // Registration refuses more than `MAX_ATTEMPT`; a value stored
+        // before it did is held to it, so no lease overflows a date.
+        let most = MAX_ATTEMPT.as_millis() as i64;
         let timeout = timeout_ms
-            .map(|ms| Duration::from_millis(ms.max(1) as u64))
+            .map(|ms| Duration::from_millis(ms.clamp(1, most) as u64))
             .unwrap_or(self.cfg.default_timeout);
         chrono::Duration::from_std(timeout + self.cfg.lease_slack).unwrap_or_default()
     }
@@ -239,10 +245,19 @@ pub async fn run(gate: Gate) {
         {
             tracing::error!(error = %e, "releasing lapsed leases failed");
         }
-        let full = match pass(&gate).await {
-            Ok(full) => full,
-            Err(e) => {
+        // A pass runs as a task of its own: should one panic (a value no
+        // check foresaw), dispatch for every other handler goes on.
+        let one = gate.clone();
+        let mut panicked = false;
+        let full = match tokio::spawn(async move { pass(&one).await }).await {
+            Ok(Ok(full)) => full,
+            Ok(Err(e)) => {
                 tracing::error!(error = %e, "dispatch pass failed");
+                Vec::new()
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "dispatch pass panicked");
+                panicked = true;
                 Vec::new()
             }
         };
@@ -266,13 +281,15 @@ pub async fn run(gate: Gate) {
                 Duration::from_secs(1)
             }
         };
-        if sleep.is_zero() && !blocked {
+        if sleep.is_zero() && !blocked && !panicked {
             continue;
         }
         // Blocked with something due all the same (more of the full
         // handlers' backlog than one pass looks past): look again soon,
-        // not at once.
-        let floor = if blocked {
+        // not at once. After a panic, not before a second has passed.
+        let floor = if panicked {
+            Duration::from_secs(1)
+        } else if blocked {
             BLOCKED_FLOOR
         } else {
             Duration::from_millis(1)
@@ -461,7 +478,7 @@ async fn exchange(
     let timeout = handler
         .record
         .timeout_ms
-        .map(|ms| Duration::from_millis(ms.max(1) as u64))
+        .map(|ms| Duration::from_millis(ms.clamp(1, MAX_ATTEMPT.as_millis() as i64) as u64))
         .unwrap_or(cfg.default_timeout);
     let req = OutboundRequest {
         url: handler.record.url.clone(),

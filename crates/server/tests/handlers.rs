@@ -144,6 +144,20 @@ async fn registration_returns_the_secret_once_and_validates_everything() {
         ),
         ("url", Box::new(|h: &mut Value| h["url"] = json!("ftp://x"))),
         ("id", Box::new(|h: &mut Value| h["id"] = json!("Bad Id"))),
+        // A timeout no lease can be dated by (it once stopped dispatch
+        // for every handler), one past a day, and one that is no duration.
+        (
+            "timeout",
+            Box::new(|h: &mut Value| h["timeout"] = json!("99999999999d")),
+        ),
+        (
+            "timeout",
+            Box::new(|h: &mut Value| h["timeout"] = json!("25h")),
+        ),
+        (
+            "timeout",
+            Box::new(|h: &mut Value| h["timeout"] = json!("soon")),
+        ),
     ];
     for (field, mutate) in cases {
         let mut h = mail_handler();
@@ -172,6 +186,13 @@ async fn registration_returns_the_secret_once_and_validates_everything() {
 
     // PUT replaces (secret kept), DELETE retires; history stays readable.
     let mut h = mail_handler();
+    h["timeout"] = json!("99999999999d");
+    let (s, p) = app
+        .call(Method::PUT, "/v1/handlers/mail", Some(&app.admin), Some(h))
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{p}");
+    let mut h = mail_handler();
+    h["timeout"] = json!("24h");
     h["name"] = json!("Mailer 2");
     let (s, replaced) = app
         .call(Method::PUT, "/v1/handlers/mail", Some(&app.admin), Some(h))
