@@ -2315,8 +2315,7 @@ export interface components {
             agent?: string | null;
             /**
              * @description The names approvers rules' globs are matched against for this
-             *     caller: the key's name and its person's name (or its identity,
-             *     `key:<id>`, when it is nobody's).
+             *     caller: the key's name and its person's name, if any.
              */
             approver_names: string[];
             /** @description The person's groups, which approvers rules name as `group:<name>`. */

@@ -189,12 +189,18 @@ impl Gate {
     }
 
     /// Who `caller` is as a decider: the person their identity belongs to,
-    /// or the identity itself.
+    /// or the identity itself. The names approver globs match are the
+    /// person's and, for a key, the key's: never an identity string
+    /// (`telegram:…`, `key:…`), which a glob meant for names (`t*`, `k*`)
+    /// would match for anyone deciding through that chat or any key.
     pub async fn decider(&self, caller: &Caller) -> GateResult<Decider> {
         let by = caller.identity();
         let person = self.store().person_of(&by).await?;
         let seen = PersonSeen::of(&by, person.as_ref());
-        let mut names = vec![caller.name.clone()];
+        let mut names = match caller.via {
+            None => vec![caller.name.clone()],
+            Some(_) => Vec::new(),
+        };
         Ok(match person {
             Some(p) => {
                 names.push(p.name.clone());
@@ -207,17 +213,14 @@ impl Gate {
                     seen,
                 }
             }
-            None => {
-                names.push(by.clone());
-                Decider {
-                    who: by.clone(),
-                    by,
-                    names,
-                    groups: Vec::new(),
-                    person: false,
-                    seen,
-                }
-            }
+            None => Decider {
+                who: by.clone(),
+                by,
+                names,
+                groups: Vec::new(),
+                person: false,
+                seen,
+            },
         })
     }
 
@@ -236,7 +239,7 @@ impl Gate {
                 Some(k) if k.revoked_at.is_none() => vec![k.name.clone()],
                 _ => return Ok(None),
             },
-            None => vec![by.to_owned()],
+            None => Vec::new(),
         };
         Ok(self.store().person_of(by).await?.map(|p| {
             names.push(p.name.clone());

@@ -32,8 +32,7 @@ pub struct WhoAmI {
     /// person's approval counts toward a quorum of more than one.
     pub person: Option<String>,
     /// The names approvers rules' globs are matched against for this
-    /// caller: the key's name and its person's name (or its identity,
-    /// `key:<id>`, when it is nobody's).
+    /// caller: the key's name and its person's name, if any.
     pub approver_names: Vec<String>,
     /// The person's groups, which approvers rules name as `group:<name>`.
     pub groups: Vec<String>,

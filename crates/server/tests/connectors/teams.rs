@@ -375,3 +375,49 @@ async fn wait_escalated(app: &TestApp, id: &str) -> Value {
     }
     panic!("never escalated: {}", action(app, id).await);
 }
+
+/// Approver globs match people's and keys' names, never the identity a
+/// decision came through: `s*`, meant for people named s…, does not let
+/// carl approve because his click arrives as `slack:U3`, nor an identity
+/// that is nobody's (both once approved).
+#[tokio::test]
+async fn an_approver_glob_does_not_match_the_chat_identity() {
+    let fake = Fake::start().await;
+    let base = fake.base.clone();
+    let app = TestApp::spawn_with(move |s| {
+        let c = &mut s.connectors.slack;
+        c.token = "xoxb-test".into();
+        c.channel = "C1".into();
+        c.signing_secret = SECRET.into();
+        c.approvers = vec!["U1".into(), "U3".into(), "U4".into()];
+        c.api_base = format!("{base}/api");
+    })
+    .await;
+    app.profile(
+        "agent-1",
+        json!({"allow": [], "ask": ["(?s).*"], "approvals": [
+            {"pattern": "tool:bash:make pay.*", "count": 1, "approvers": ["s*"]}
+        ]}),
+    )
+    .await;
+    person(&app, "sam", "U1").await;
+    person(&app, "carl", "U3").await;
+    let id = pending(&app, "make pay").await;
+    fake.wait_for("/chat.postMessage", "the message", |c| {
+        c.iter().any(|c| c.body.to_string().contains(&id))
+    })
+    .await;
+    for (user, ts) in [("U3", "3.1"), ("U4", "3.2")] {
+        tap(&app, user, &id, ts).await;
+        fake.wait_for("/chat.postEphemeral", "the refusal", |c| {
+            !notices_to(c, user).is_empty()
+        })
+        .await;
+        let a = action(&app, &id).await;
+        assert_eq!(a["status"], "pending", "{user}: {a}");
+    }
+    tap(&app, "U1", &id, "3.3").await;
+    let a = wait_status(&app, &id, "approved").await;
+    assert_eq!(a["decided_person"], "sam", "{a}");
+    app.stop().await;
+}
