@@ -135,6 +135,7 @@ fn of_fault(err: sqlx::Error) -> StoreError {
     match Fault::of_sqlx(&err) {
         Fault::Busy => StoreError::Busy,
         Fault::Full => StoreError::Full,
+        Fault::Unwritable(e) => crate::fault::unwritable(&e),
         Fault::Other(_) => StoreError::Backend(err),
     }
 }

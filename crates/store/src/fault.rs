@@ -10,6 +10,10 @@ use crate::error::StoreError;
 const SQLITE_BUSY: i32 = 5;
 const SQLITE_LOCKED: i32 = 6;
 const SQLITE_FULL: i32 = 13;
+const SQLITE_PERM: i32 = 3;
+const SQLITE_READONLY: i32 = 8;
+const SQLITE_IOERR: i32 = 10;
+const SQLITE_CANTOPEN: i32 = 14;
 
 /// Why a statement of the writer failed, cheap to hand to every job of a
 /// batch (a `sqlx::Error` is not `Clone`).
@@ -19,6 +23,9 @@ pub(crate) enum Fault {
     Busy,
     /// The database or the disk under it is full.
     Full,
+    /// The file cannot be written (read-only to this user, an I/O error):
+    /// no write will succeed until someone fixes it.
+    Unwritable(String),
     /// Anything else, as text.
     Other(String),
 }
@@ -29,6 +36,9 @@ impl Fault {
         match code.map(|c| c & 0xff) {
             Some(SQLITE_BUSY | SQLITE_LOCKED) => Fault::Busy,
             Some(SQLITE_FULL) => Fault::Full,
+            Some(SQLITE_PERM | SQLITE_READONLY | SQLITE_IOERR | SQLITE_CANTOPEN) => {
+                Fault::Unwritable(message)
+            }
             _ => Fault::Other(message),
         }
     }
@@ -59,7 +69,7 @@ impl Fault {
     /// Whether retrying the same write at once cannot help: the lock or the
     /// space will not come back within the request.
     pub(crate) fn is_lasting(&self) -> bool {
-        matches!(self, Fault::Busy | Fault::Full)
+        matches!(self, Fault::Busy | Fault::Full | Fault::Unwritable(_))
     }
 
     /// The error its callers get.
@@ -67,6 +77,7 @@ impl Fault {
         match self {
             Fault::Busy => StoreError::Busy,
             Fault::Full => StoreError::Full,
+            Fault::Unwritable(e) => unwritable(e),
             Fault::Other(e) => StoreError::Backend(sqlx::Error::Protocol(format!("{what}: {e}"))),
         }
     }
@@ -77,9 +88,18 @@ impl std::fmt::Display for Fault {
         match self {
             Fault::Busy => f.write_str("database busy"),
             Fault::Full => f.write_str("database or disk is full"),
+            Fault::Unwritable(e) => write!(f, "the database cannot be written: {e}"),
             Fault::Other(e) => f.write_str(e),
         }
     }
+}
+
+/// What a write to a database file that cannot be written answers: 503
+/// (someone must fix the file's owner, mode or disk; nothing was written).
+pub(crate) fn unwritable(e: &str) -> StoreError {
+    StoreError::Unavailable(format!(
+        "the database cannot be written (check the data dir's owner, mode and disk): {e}"
+    ))
 }
 
 /// Whether the last write found the database or disk full: set by a write
@@ -182,6 +202,24 @@ mod tests {
             Fault::from_code(Some(19), "x".into()),
             Fault::Other(_)
         ));
+    }
+
+    /// A file this user may not write, or one the disk fails to write, is
+    /// a fault someone must fix (503, readiness down), not an internal
+    /// error (it was a bare 500 on every write).
+    #[test]
+    fn a_database_that_cannot_be_written_is_unavailable() {
+        // SQLITE_READONLY, SQLITE_READONLY_DBMOVED, SQLITE_IOERR_WRITE,
+        // SQLITE_CANTOPEN, SQLITE_PERM.
+        for code in [8, 1032, 778, 14, 3] {
+            let fault = Fault::from_code(Some(code), "attempt to write".into());
+            assert!(matches!(fault, Fault::Unwritable(_)), "{code}: {fault:?}");
+            assert!(fault.is_lasting());
+            match fault.to_error("write") {
+                StoreError::Unavailable(m) => assert!(m.contains("cannot be written"), "{m}"),
+                other => panic!("{code}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -30,6 +30,13 @@ pub(crate) fn held_by_another(path: &Path, commits: impl Fn() -> u64) -> Result<
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(fail)?;
+    // SQLite opens a file this user may not write read-only, quietly: every
+    // write would then fail.
+    if db.is_readonly(rusqlite::MAIN_DB).map_err(fail)? {
+        return Err(crate::fault::unwritable(
+            "the file is read-only to this user",
+        ));
+    }
     db.busy_timeout(WAIT).map_err(fail)?;
     let before = commits();
     match db.execute_batch("BEGIN IMMEDIATE") {

@@ -18,6 +18,26 @@ use crate::writer::{WriteStats, Writer};
 /// stuck: a batch takes milliseconds, one waiting on a lock held by another
 /// process at most the busy timeout (5 s) per job tried.
 const WRITES_STUCK: Duration = Duration::from_secs(15);
+
+/// How long readiness waits for its probe of the write lock (which itself
+/// waits 300 ms for the lock): past it, the file does not answer.
+const PROBE_WAIT: Duration = Duration::from_secs(2);
+
+/// Marks a readiness probe of the database file running, until dropped
+/// (by the probe's own thread, when it ends).
+struct Probing(Arc<std::sync::atomic::AtomicBool>);
+
+impl Probing {
+    fn start(flag: &Arc<std::sync::atomic::AtomicBool>) -> Option<Probing> {
+        (!flag.swap(true, Ordering::AcqRel)).then(|| Probing(flag.clone()))
+    }
+}
+
+impl Drop for Probing {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
 use crate::{
     Durability, Event, StoreError, StoreOptions, anchor, checkpoint, direct, events, grant_cache,
 };
@@ -50,6 +70,8 @@ pub struct SqliteStore {
     pub(crate) default_profile: Option<Arc<actiongate_policy::Profile>>,
     /// See [`StoreOptions::audit_key`].
     pub(crate) audit_key: Option<anchor::AuditKey>,
+    /// Whether a readiness probe of the file is running.
+    pub(crate) probing: Arc<std::sync::atomic::AtomicBool>,
     /// The database file (readiness probes its write lock).
     pub(crate) path: Arc<Path>,
 }
@@ -151,6 +173,7 @@ impl SqliteStore {
             default_profile: opts.default_profile,
             audit_key: opts.audit_key,
             path: Arc::from(path),
+            probing: Arc::default(),
         })
     }
 
@@ -207,18 +230,6 @@ impl SqliteStore {
                 "schema at migration {applied}, binary expects {latest}"
             )));
         }
-        // Reads go on while another process holds the write lock; writes
-        // do not.
-        let path = self.path.clone();
-        let writer = self.writer.clone();
-        let locked = tokio::task::spawn_blocking(move || {
-            crate::lock_probe::held_by_another(&path, || writer.stats().commits)
-        })
-        .await
-        .map_err(|e| StoreError::Unavailable(e.to_string()))??;
-        if locked {
-            return Err(StoreError::Busy);
-        }
         // Writes that do not come back: nothing acknowledged is lost, but
         // every request that writes waits, so this daemon leaves rotation.
         if let Some(stuck) = self.writer.working_for().filter(|t| *t >= WRITES_STUCK) {
@@ -226,6 +237,28 @@ impl SqliteStore {
                 "writes have not come back for {} s",
                 stuck.as_secs()
             )));
+        }
+        // Reads go on while another process holds the write lock; writes
+        // do not. One probe at a time, and never waited on for long: on a
+        // hung disk it blocks its thread, and readiness still answers.
+        let Some(probing) = Probing::start(&self.probing) else {
+            return Err(StoreError::Unavailable(
+                "the database file does not answer (the last probe of it is still waiting)"
+                    .to_owned(),
+            ));
+        };
+        let path = self.path.clone();
+        let writer = self.writer.clone();
+        let probe = tokio::task::spawn_blocking(move || {
+            let _probing = probing;
+            crate::lock_probe::held_by_another(&path, || writer.stats().commits)
+        });
+        let locked = tokio::time::timeout(PROBE_WAIT, probe)
+            .await
+            .map_err(|_| StoreError::Unavailable("the database file does not answer".to_owned()))?
+            .map_err(|e| StoreError::Unavailable(e.to_string()))??;
+        if locked {
+            return Err(StoreError::Busy);
         }
         Ok(())
     }

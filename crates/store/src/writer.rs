@@ -486,10 +486,10 @@ async fn run(mut conn: SqliteConnection, direct: Option<Direct>, mut inbox: Inbo
                     // Locked or full: the same writes would fail again on
                     // sqlx's path, each after its own busy timeout.
                     if fault.is_lasting() {
-                        if fault == Fault::Full {
-                            disk.filled();
-                        } else {
-                            disk.found_busy();
+                        match fault {
+                            Fault::Full => disk.filled(),
+                            Fault::Busy => disk.found_busy(),
+                            _ => {}
                         }
                         for q in batch.drain(..) {
                             if let Queued::Quick(job) = q {
