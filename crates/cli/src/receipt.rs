@@ -15,6 +15,7 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 
 use super::http::{Api, ClientError, report};
+use super::output::one_line;
 use super::{Common, Exit};
 
 /// `receipt` subcommands.
@@ -50,6 +51,27 @@ pub struct VerifyArgs {
     /// Also fail (exit 1) unless a human allowed the action.
     #[arg(long)]
     pub require_human: bool,
+}
+
+/// The line `receipt verify` prints for a valid receipt. Every value is
+/// shown on one line with hidden characters named: the action string is
+/// the agent's, and a carriage return or an escape sequence in it must
+/// not overwrite "denied" with "allowed" on the auditor's terminal.
+fn summary(claims: &actiongate_receipt::ReceiptClaims) -> String {
+    let who: Vec<&str> = claims.deciders.iter().map(|d| d.id.as_str()).collect();
+    let who = if who.is_empty() {
+        claims.decided_by.clone().unwrap_or_else(|| "-".into())
+    } else {
+        who.join(", ")
+    };
+    format!(
+        "valid: {} {} {} by {} at {}",
+        one_line(&claims.action_id),
+        one_line(&claims.outcome),
+        one_line(&claims.action_string),
+        one_line(&who),
+        one_line(claims.decided_at.as_deref().unwrap_or("-")),
+    )
 }
 
 /// Runs a `receipt` subcommand.
@@ -121,27 +143,15 @@ async fn verify(a: VerifyArgs) -> Exit {
             if a.require_human && !claims.human_allowed() {
                 eprintln!(
                     "actiongate: the signature is valid, but no human allowed this action ({} by {})",
-                    claims.outcome,
-                    claims.decided_by.as_deref().unwrap_or("-")
+                    one_line(&claims.outcome),
+                    one_line(claims.decided_by.as_deref().unwrap_or("-"))
                 );
                 return Exit::Denied;
             }
             if a.common.json {
                 println!("{}", serde_json::to_value(&claims).unwrap_or_default());
             } else {
-                let who: Vec<&str> = claims.deciders.iter().map(|d| d.id.as_str()).collect();
-                println!(
-                    "valid: {} {} {} by {} at {}",
-                    claims.action_id,
-                    claims.outcome,
-                    claims.action_string,
-                    if who.is_empty() {
-                        claims.decided_by.clone().unwrap_or_else(|| "-".into())
-                    } else {
-                        who.join(", ")
-                    },
-                    claims.decided_at.as_deref().unwrap_or("-"),
-                );
+                println!("{}", summary(&claims));
             }
             Exit::Ok
         }
@@ -149,5 +159,27 @@ async fn verify(a: VerifyArgs) -> Exit {
             eprintln!("actiongate: {e}");
             Exit::Denied
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    /// A carriage return and escape sequences in the signed action string
+    /// (the agent wrote it) are named, not sent to the terminal: a denied
+    /// action's receipt cannot be drawn as "allowed".
+    #[test]
+    fn the_summary_shows_hidden_characters_of_the_agents_text() {
+        let claims: actiongate_receipt::ReceiptClaims = serde_json::from_value(serde_json::json!({
+            "v": 2, "iss": "actiongate", "action_id": "act_1", "agent": "a",
+            "action_string": "tool:misc:cleanup\r\u{1b}[2Kvalid: act_1 allowed x\u{1b}[8m",
+            "outcome": "denied", "decided_by": "telegram:1", "deciders": [],
+            "decided_at": "2026-12-06T12:00:00Z", "iat": 0
+        }))
+        .unwrap();
+        let line = super::summary(&claims);
+        assert!(!line.chars().any(|c| c.is_control()), "{line:?}");
+        assert!(line.contains("denied"), "{line}");
     }
 }
