@@ -2056,7 +2056,10 @@ export interface components {
         };
         /** @description `POST /v1/runs`: what actually ran, as a runtime's post-tool hook saw it. */
         ReportRun: {
-            /** @description The id of the action that allowed it, when the runtime knows it. */
+            /**
+             * @description The id of the action that allowed it, when the runtime knows it
+             *     (an action id, a UUID: anything else is 422).
+             */
             action?: string | null;
             /** @description Its detail. */
             detail?: string;

@@ -233,8 +233,10 @@ pub struct ReportRun {
     #[serde(default)]
     #[schema(pattern = r"^[a-z0-9][a-z0-9_.\-]{0,63}$")]
     pub runtime: Option<String>,
-    /// The id of the action that allowed it, when the runtime knows it.
+    /// The id of the action that allowed it, when the runtime knows it
+    /// (an action id, a UUID: anything else is 422).
     #[serde(default)]
+    #[schema(max_length = 36)]
     pub action: Option<String>,
 }
 

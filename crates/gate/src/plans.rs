@@ -561,6 +561,15 @@ impl Gate {
         validate_origin(run.session.as_deref(), run.runtime.as_deref())?;
         validate_tool(&run.tool)?;
         check_len("detail", Some(&run.detail), MAX_DETAIL)?;
+        // The action it names is looked up, and kept with an undecided
+        // run's event: an action id, nothing else of any size.
+        if run
+            .action
+            .as_deref()
+            .is_some_and(|id| uuid::Uuid::try_parse(id).is_err())
+        {
+            return Err(GateError::invalid("action", "an action id"));
+        }
         // A run is activity in its session, and its first may be the
         // session's first: the session is recorded (or owned by another
         // agent: 422) so that the taint below has a row to mark.

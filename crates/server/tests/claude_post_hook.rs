@@ -163,3 +163,26 @@ async fn a_call_that_ran_is_not_allowed_again_under_its_id() {
     assert!(again.stdout.contains("ran already"), "{again:?}");
     app.stop().await;
 }
+
+/// A reported run's `action` is an action id: anything else (of any
+/// size) is refused with 422 naming it, and nothing is recorded; it was
+/// once stored whole in an audited `action.undecided` event.
+#[tokio::test]
+async fn a_run_naming_no_action_id_is_refused_and_records_nothing() {
+    let app = TestApp::spawn().await;
+    app.profile("agent-1", json!("open")).await;
+    for action in [json!("not-a-uuid"), json!("x".repeat(200_000))] {
+        let (s, p) = app
+            .call(
+                reqwest::Method::POST,
+                "/v1/runs",
+                Some(&app.agent),
+                Some(json!({"tool": "bash", "detail": "make", "session": "r", "action": action})),
+            )
+            .await;
+        assert_eq!(s, reqwest::StatusCode::UNPROCESSABLE_ENTITY, "{p}");
+        assert!(p.to_string().contains("\"action\""), "{p}");
+    }
+    assert!(undecided(&app).await.is_empty());
+    app.stop().await;
+}
