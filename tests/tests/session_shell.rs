@@ -218,3 +218,39 @@ async fn a_handler_fetch_a_later_grant_settles_taints_its_session() {
         assert!(got["tainted_by"].is_string(), "{session}: {got}");
     }
 }
+
+/// A plan's handler step whose command line no grant can cover (a file
+/// redirection) is refused (409, saying why) when the plan is approved,
+/// as a tool step's line is: it was shown approved, then asked when run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_step_running_a_line_no_grant_covers_is_refused_at_approval() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Daemon::start(dir.path(), &[]);
+    let admin = d.admin_key();
+    let http = crate::common::client();
+    let agent = agent_key(&http, &d.base, &admin, "bot").await;
+    let operator = crate::common::daemon::role_key(&http, &d.base, &admin, "operator").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("standard")).await;
+    let handler = sh1_handler(json!({"open_world": false}));
+    crate::common::daemon::register_handler(&http, &d.base, &admin, handler).await;
+    let (s, plan) = post(
+        &http,
+        format!("{}/v1/plans", d.base),
+        &agent,
+        json!({"reason": "r", "session": "p", "steps": [
+            {"handler": "sh1", "action": "run", "params": {"content": "echo hi > out.txt"}}]}),
+    )
+    .await;
+    assert_eq!(s, 201, "{plan}");
+    let id = plan["id"].as_str().unwrap();
+    let (s, p) = post(
+        &http,
+        format!("{}/v1/plans/{id}/approve", d.base),
+        &operator,
+        json!({}),
+    )
+    .await;
+    assert_eq!(s, 409, "{p}");
+    assert!(p.to_string().contains("redirect"), "{p}");
+    d.stop();
+}

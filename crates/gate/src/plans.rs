@@ -523,8 +523,20 @@ impl Gate {
             )));
         };
         let params = step.params.clone().unwrap_or_default();
+        let given = a.scope(&params);
+        // A command line the step runs is granted as a shell tool's line
+        // is: one no grant can cover (a redirection to a file, a command
+        // substituted) is refused, saying why, not shown as approved and
+        // then asked when it runs.
+        if let Some(line) = given
+            .get(actiongate_policy::SHELL_SCOPE_KEY)
+            .and_then(Value::as_str)
+        {
+            actiongate_policy::line_pattern(profile, "bash", line)
+                .map_err(|e| GateError::conflict(e.reason))?;
+        }
         // Exactly the step's values: a `*` the agent wrote is a `*`.
-        let mut scope = actiongate_policy::literal_scope(&a.scope(&params));
+        let mut scope = actiongate_policy::literal_scope(&given);
         // And exactly the step's call: this action with these params (as
         // shown), not any call its permission's scope admits.
         scope.insert(
