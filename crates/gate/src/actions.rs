@@ -685,12 +685,10 @@ impl Gate {
             oldest_first: q.oldest_first,
         };
         let mut items = self.store().list_actions(&filter).await?;
-        let next_cursor = if items.len() as i64 > limit {
-            items.truncate(limit as usize);
-            items.last().map(|a| a.id.clone())
-        } else {
-            None
-        };
-        Ok((items, next_cursor))
+        let more = items.len() as i64 > limit;
+        items.truncate(limit as usize);
+        let cut = crate::paging::cut_to_bytes(&mut items);
+        let next_cursor = (more || cut).then(|| items.last().map(|a| a.id.clone()));
+        Ok((items, next_cursor.flatten()))
     }
 }

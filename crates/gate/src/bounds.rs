@@ -78,6 +78,16 @@ pub fn fits(v: &Value, max: usize) -> bool {
     serde_json::to_writer(&mut Counter { n: 0, max }, v).is_ok()
 }
 
+/// How many bytes `v` takes as compact JSON, counted up to `max` (past
+/// it: more than `max`, without writing the rest).
+pub fn json_len<T: serde::Serialize>(v: &T, max: usize) -> usize {
+    let mut c = Counter { n: 0, max };
+    match serde_json::to_writer(&mut c, v) {
+        Ok(()) => c.n,
+        Err(_) => max.saturating_add(1),
+    }
+}
+
 /// Checks `v`, the value of `field`, against the nesting limit and
 /// `max_bytes`: a 422 naming the field when it is past either.
 pub fn check(field: &str, v: &Value, max_bytes: usize) -> GateResult<()> {

@@ -9,6 +9,25 @@ use crate::{GateError, GateResult};
 /// Most items of one page.
 pub const MAX_PAGE: i64 = 500;
 
+/// Most bytes of JSON one page of a listing holds (past its first item):
+/// a page of the largest actions (each up to a few hundred KiB) was tens of
+/// megabytes, held in memory for as long as a client took to read it.
+pub const PAGE_BYTES: usize = 2 << 20;
+
+/// Cuts `items` after the last one that keeps the page within
+/// [`PAGE_BYTES`] (the first always stays); whether it cut any.
+pub(crate) fn cut_to_bytes<T: serde::Serialize>(items: &mut Vec<T>) -> bool {
+    let mut used = 0usize;
+    for (i, item) in items.iter().enumerate() {
+        used = used.saturating_add(crate::bounds::json_len(item, PAGE_BYTES));
+        if i > 0 && used > PAGE_BYTES {
+            items.truncate(i);
+            return true;
+        }
+    }
+    false
+}
+
 /// Longest `after` (ids are far shorter).
 const MAX_AFTER: usize = 200;
 
@@ -84,5 +103,20 @@ mod tests {
             let e = page(Some(bad), None).checked(500).unwrap_err();
             assert_eq!(e.errors[0].field, "after");
         }
+    }
+
+    /// A page of large items stops where it would pass `PAGE_BYTES`,
+    /// keeping its first item however large; small items are not cut.
+    #[test]
+    fn a_page_is_cut_to_its_bytes() {
+        let mut big = vec!["x".repeat(900_000); 5];
+        assert!(cut_to_bytes(&mut big));
+        assert_eq!(big.len(), 2);
+        let mut huge = vec!["x".repeat(5 << 20), "y".to_owned()];
+        assert!(cut_to_bytes(&mut huge));
+        assert_eq!(huge.len(), 1);
+        let mut small = vec!["x".repeat(1000); 200];
+        assert!(!cut_to_bytes(&mut small));
+        assert_eq!(small.len(), 200);
     }
 }
