@@ -205,6 +205,8 @@ impl Gate {
             }
             CreateAction::Handler(h) => prepared = Some(self.prepare_handler(h).await?),
         }
+        self.admit_request_bytes(&agent, crate::bounds::json_len(&body, usize::MAX))
+            .await?;
         if let Some(s) = session {
             Box::pin(self.touch_session(&agent, s, runtime)).await?;
         }

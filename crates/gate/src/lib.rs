@@ -72,6 +72,7 @@ pub mod template;
 pub mod tools;
 pub mod transport;
 pub mod waiters;
+mod write_budget;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -153,6 +154,9 @@ pub struct GateConfig {
     /// Most runs without a decision one agent may report a minute (each
     /// an `action.undecided` event) to this daemon.
     pub max_undecided_runs_per_minute: usize,
+    /// Most bytes of requests (actions, plans) one agent may have this
+    /// daemon store an hour.
+    pub max_request_bytes_per_agent_per_hour: u64,
     /// Most event streams and long-polls one key holds open at once.
     pub max_open_per_key: usize,
     /// Where handler and subscription URLs may point.
@@ -196,6 +200,7 @@ struct Inner {
     /// What every key holds open (see [`holds`]).
     holds: Arc<holds::Holds>,
     run_limit: run_limit::RunLimit,
+    write_budget: write_budget::WriteBudget,
     /// The receipt signing key, read (or made) on first use.
     receipt_signer: receipts::SignerCell,
 }
@@ -235,6 +240,7 @@ impl Gate {
             pending_limit: pending_limit::PendingLimit::default(),
             holds,
             run_limit: run_limit::RunLimit::default(),
+            write_budget: write_budget::WriteBudget::default(),
             receipt_signer: receipts::SignerCell::default(),
         }))
     }
@@ -311,6 +317,10 @@ impl Gate {
 
     pub(crate) fn run_limit(&self) -> &run_limit::RunLimit {
         &self.0.run_limit
+    }
+
+    pub(crate) fn write_budget(&self) -> &write_budget::WriteBudget {
+        &self.0.write_budget
     }
 
     pub(crate) fn dispatcher(&self) -> &Dispatcher {

@@ -172,6 +172,8 @@ impl Gate {
         // A plan waits for a human: it counts toward the agent's pending
         // limit, admitted until it is stored.
         let _ticket = self.admit_pending(&agent).await?;
+        self.admit_request_bytes(&agent, crate::bounds::json_len(&steps, usize::MAX))
+            .await?;
         self.touch_session(&agent, &body.session, body.runtime.as_deref())
             .await?;
         let plan = Plan {

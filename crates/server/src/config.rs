@@ -613,6 +613,7 @@ impl Settings {
             json: self.limits.json(self.dispatch.result_max_bytes),
             max_pending_per_agent: self.limits.max_pending_per_agent,
             max_undecided_runs_per_minute: self.limits.max_undecided_runs_per_minute,
+            max_request_bytes_per_agent_per_hour: self.limits.max_request_bytes_per_agent_per_hour,
             max_open_per_key: self.limits.max_open_per_key,
             outbound: self.outbound.policy()?,
             session_idle: self.sessions.idle_timeout()?,

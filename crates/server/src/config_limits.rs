@@ -16,6 +16,9 @@ pub struct LimitsSettings {
     /// Most runs without a decision (`POST /v1/runs` that no action
     /// covers) one agent may report to this daemon a minute; past it, 429.
     pub max_undecided_runs_per_minute: usize,
+    /// Most bytes of requests (actions and plans, as JSON) one agent may
+    /// have this daemon store an hour; past it, 429.
+    pub max_request_bytes_per_agent_per_hour: u64,
     /// Most event streams and long-polls (`?wait=`) one key holds open at
     /// once on this daemon; past it, new ones get 429 `limit-reached`.
     /// Each costs a connection and some memory while its client keeps it.
@@ -32,6 +35,7 @@ impl Default for LimitsSettings {
         LimitsSettings {
             max_pending_per_agent: 100,
             max_undecided_runs_per_minute: 60,
+            max_request_bytes_per_agent_per_hour: 256 << 20,
             max_open_per_key: 200,
             params_max_bytes: json.params,
             scope_max_bytes: json.scope,
@@ -47,6 +51,9 @@ impl LimitsSettings {
         }
         if self.max_undecided_runs_per_minute == 0 {
             anyhow::bail!("limits.max_undecided_runs_per_minute: must be at least 1");
+        }
+        if self.max_request_bytes_per_agent_per_hour == 0 {
+            anyhow::bail!("limits.max_request_bytes_per_agent_per_hour: must be at least 1");
         }
         if self.max_open_per_key == 0 {
             anyhow::bail!("limits.max_open_per_key: must be at least 1");

@@ -32,3 +32,4 @@ mod runtime_hooks;
 mod setup_wrap;
 mod tool_params;
 mod web;
+mod write_budget;

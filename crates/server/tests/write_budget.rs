@@ -1,0 +1,80 @@
+//! `limits.max_request_bytes_per_agent_per_hour`: one agent key sending
+//! its largest requests in a loop (even ones denied, or withdrawn at once)
+//! is refused past its budget, 429 naming the limit, with nothing stored;
+//! another agent is not held up by it.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use crate::common;
+
+use common::TestApp;
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+#[tokio::test]
+async fn an_agent_past_its_bytes_an_hour_is_refused_and_nothing_is_stored() {
+    let app = TestApp::spawn_with(|s| s.limits.max_request_bytes_per_agent_per_hour = 50_000).await;
+    app.profile("agent-1", json!("locked")).await;
+    let detail = "x".repeat(10_000);
+    let mut stored = 0;
+    let refused = loop {
+        let (s, body) = app
+            .call(
+                Method::POST,
+                "/v1/actions",
+                Some(&app.agent),
+                Some(json!({"tool": "bash", "detail": detail})),
+            )
+            .await;
+        if s != StatusCode::CREATED {
+            break (s, body);
+        }
+        stored += 1;
+        assert!(stored < 10, "never refused");
+    };
+    assert_eq!(refused.0, StatusCode::TOO_MANY_REQUESTS, "{}", refused.1);
+    assert_eq!(refused.1["code"], "limit-reached", "{}", refused.1);
+    assert!(
+        refused.1["detail"]
+            .as_str()
+            .unwrap()
+            .contains("limits.max_request_bytes_per_agent_per_hour"),
+        "{}",
+        refused.1
+    );
+    assert_eq!(stored, 4, "50,000 bytes hold four requests of 10,000");
+    // Plans count too.
+    let steps: Vec<_> = (0..5)
+        .map(|i| json!({"tool": "bash", "detail": format!("echo {i} {}", "y".repeat(3000))}))
+        .collect();
+    let (s, p) = app
+        .call(
+            Method::POST,
+            "/v1/plans",
+            Some(&app.agent),
+            Some(json!({"session": "s", "reason": "r", "steps": steps})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{p}");
+    let (s, list) = app
+        .call(
+            Method::GET,
+            "/v1/actions?limit=200",
+            Some(&app.operator),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{list}");
+    assert_eq!(list["items"].as_array().unwrap().len(), stored);
+    // Another agent has its own budget.
+    let other = app.key("agent", Some("agent-2")).await;
+    let (s, a) = app
+        .call(
+            Method::POST,
+            "/v1/actions",
+            Some(&other),
+            Some(json!({"tool": "bash", "detail": detail})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{a}");
+    app.stop().await;
+}
