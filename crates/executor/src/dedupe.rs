@@ -4,22 +4,41 @@
 //!
 //! Append-only JSON lines, each fsynced before the call returns:
 //! `{"phase":"started",…}` is written *before* the side effect runs and
-//! `{"phase":"done",…,"code","body"}` after. On start the file is replayed;
-//! a torn last line (a crash mid-append) is ignored, which is safe because
-//! the side effect only starts after its `started` line is durable. An id
-//! found `started` with no outcome was interrupted by a crash: it is answered
-//! as failed and never re-run (it may or may not have happened). On start the
-//! file is compacted to one line per id, dropping outcomes older than the
-//! retention (30 days by default; the daemon stops retrying long before).
+//! `{"phase":"done",…,"code","body"}` after. On start the file is replayed
+//! a line at a time; a torn last line (a crash mid-append) is ignored, which
+//! is safe because the side effect only starts after its `started` line is
+//! durable. An id found `started` with no outcome was interrupted by a
+//! crash: it is answered as failed and never re-run (it may or may not have
+//! happened).
+//!
+//! What is kept is bounded: an outcome body over [`STORED_BODY_CAP`] bytes
+//! is kept cut ([`cut`]: same status, its small top-level fields, the large
+//! ones named in `replay_omitted`), so a replay answers the same status and
+//! kind but not, say, a whole file `read_file` returned. The file is
+//! compacted to one line per id, dropping outcomes older than the retention
+//! (30 days by default; the daemon stops retrying long before), on start and
+//! again whenever it has grown past twice its last compacted size plus 1 MiB.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+/// Largest outcome body kept whole, in bytes of JSON.
+pub const STORED_BODY_CAP: usize = 2048;
+
+/// Largest top-level field kept in a cut body, in bytes of JSON.
+const CUT_FIELD_CAP: usize = 256;
+
+/// Longest line read back; a longer one (none is written) is skipped.
+const MAX_LINE: u64 = 4 * 1024 * 1024;
+
+/// The file is compacted once it is this much past twice its last compacted size.
+const COMPACT_SLACK: u64 = 1024 * 1024;
 
 /// A stored first outcome: the HTTP status and JSON body that answered it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -74,88 +93,99 @@ impl Line {
     }
 }
 
-#[derive(Debug)]
-enum State {
+/// Whether a started id is being run by this process.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Run {
     /// Started by this process; still running.
     Running,
     /// Started by an earlier process; never finished.
     Orphaned,
-    Done(Stored),
+}
+
+/// An id's state: its last durable line (a `done` line's body already
+/// cut), and for a `started` one whether this process runs it.
+#[derive(Debug)]
+struct Entry {
+    line: Line,
+    run: Run,
 }
 
 #[derive(Debug)]
 struct Inner {
     file: File,
-    ids: HashMap<String, State>,
+    ids: HashMap<String, Entry>,
+    /// Size of the file when last compacted.
+    compacted: u64,
+    /// Bytes appended since.
+    appended: u64,
 }
 
 /// The delivery record.
 #[derive(Debug)]
 pub struct Dedupe {
     path: PathBuf,
+    retention_secs: i64,
     inner: Mutex<Inner>,
 }
 
 /// Outcomes older than this many seconds are dropped when the file is compacted.
 pub const DEFAULT_RETENTION_SECS: i64 = 30 * 24 * 3600;
 
+/// `body` as kept for replays: whole up to [`STORED_BODY_CAP`] bytes of
+/// JSON; past it the top-level fields of up to [`CUT_FIELD_CAP`] bytes each
+/// (`kind`, `path`, `exit_code`, a short `error`…) and `replay_omitted`,
+/// the names of those left out (a non-object body becomes just
+/// `{"replay_omitted": true}`).
+pub fn cut(body: Value) -> Value {
+    if json_len(&body) <= STORED_BODY_CAP {
+        return body;
+    }
+    let Value::Object(fields) = body else {
+        return serde_json::json!({"replay_omitted": true});
+    };
+    let mut kept = Map::new();
+    let mut omitted = Vec::new();
+    let mut size = 0;
+    for (k, v) in fields {
+        let n = k.len() + json_len(&v);
+        if n <= CUT_FIELD_CAP && size + n <= STORED_BODY_CAP / 2 {
+            size += n;
+            kept.insert(k, v);
+        } else {
+            omitted.push(Value::String(k));
+        }
+    }
+    kept.insert("replay_omitted".into(), Value::Array(omitted));
+    Value::Object(kept)
+}
+
+fn json_len(v: &Value) -> usize {
+    serde_json::to_vec(v).map_or(usize::MAX, |b| b.len())
+}
+
 impl Dedupe {
     /// Opens (creating) the record in `dir`, replays and compacts it.
     pub fn open(dir: &Path, retention_secs: i64) -> io::Result<Dedupe> {
         let path = dir.join("deliveries.jsonl");
-        let mut text = String::new();
+        let mut ids: HashMap<String, Entry> = HashMap::new();
         match File::open(&path) {
-            Ok(mut f) => {
-                f.read_to_string(&mut text)?;
-            }
+            Ok(f) => replay(&path, f, &mut ids)?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        let mut latest: HashMap<String, Line> = HashMap::new();
-        let mut order = Vec::new();
-        for (n, raw) in text.lines().enumerate() {
-            match serde_json::from_str::<Line>(raw) {
-                Ok(line) => {
-                    let id = line.id().to_owned();
-                    // A `done` line wins over a later duplicate `started`.
-                    let keep_done = matches!(latest.get(&id), Some(Line::Done { .. }))
-                        && matches!(line, Line::Started { .. });
-                    if !keep_done {
-                        if !latest.contains_key(&id) {
-                            order.push(id.clone());
-                        }
-                        latest.insert(id, line);
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(record = %path.display(), line = n + 1, error = %e, "skipping an unreadable delivery record line (torn by a crash?)");
-                }
-            }
+        for e in ids.values_mut() {
+            e.run = Run::Orphaned;
         }
-        let cutoff = now() - retention_secs;
-        let mut compact = Vec::new();
-        let mut ids = HashMap::new();
-        for id in order {
-            let Some(line) = latest.remove(&id) else {
-                continue;
-            };
-            if line.at() < cutoff && matches!(line, Line::Done { .. }) {
-                continue;
-            }
-            let state = match &line {
-                Line::Started { .. } => State::Orphaned,
-                Line::Done { outcome, .. } => State::Done(outcome.clone()),
-            };
-            compact.extend(serde_json::to_vec(&line)?);
-            compact.push(b'\n');
-            ids.insert(id, state);
-        }
-        crate::atomic::write(&path, &compact, 0o600, crate::atomic::Replace::Yes)?;
-        let mut file = OpenOptions::new().append(true).open(&path)?;
-        file.seek(SeekFrom::End(0))?;
+        let (file, compacted) = compact(&path, &mut ids, retention_secs)?;
         Ok(Dedupe {
             path,
-            inner: Mutex::new(Inner { file, ids }),
+            retention_secs,
+            inner: Mutex::new(Inner {
+                file,
+                ids,
+                compacted,
+                appended: 0,
+            }),
         })
     }
 
@@ -168,11 +198,16 @@ impl Dedupe {
     /// `started` line is durable before this returns.
     pub fn claim(&self, id: &str, action: &str, attempt: u32) -> io::Result<Claim> {
         let mut inner = self.lock()?;
-        match inner.ids.get(id) {
-            Some(State::Done(stored)) => return Ok(Claim::Done(stored.clone())),
-            Some(State::Running) => return Ok(Claim::Running),
-            Some(State::Orphaned) => {
-                inner.ids.insert(id.to_owned(), State::Running);
+        match inner.ids.get_mut(id) {
+            Some(Entry {
+                line: Line::Done { outcome, .. },
+                ..
+            }) => return Ok(Claim::Done(outcome.clone())),
+            Some(Entry {
+                run: Run::Running, ..
+            }) => return Ok(Claim::Running),
+            Some(e) => {
+                e.run = Run::Running;
                 return Ok(Claim::Interrupted);
             }
             None => {}
@@ -183,25 +218,61 @@ impl Dedupe {
             attempt,
             at: now(),
         };
-        append(&mut inner.file, &line)?;
-        inner.ids.insert(id.to_owned(), State::Running);
+        self.append(&mut inner, &line)?;
+        inner.ids.insert(
+            id.to_owned(),
+            Entry {
+                line,
+                run: Run::Running,
+            },
+        );
         Ok(Claim::New)
     }
 
-    /// Records the outcome of a claimed id, durably.
+    /// Records the outcome of a claimed id, durably (its body [`cut`]).
     pub fn finish(&self, id: &str, outcome: &Stored) -> io::Result<()> {
         let mut inner = self.lock()?;
-        // Keep the outcome in memory even if the disk fails, so this process
-        // still answers redeliveries with it.
-        inner
-            .ids
-            .insert(id.to_owned(), State::Done(outcome.clone()));
         let line = Line::Done {
             id: id.to_owned(),
-            outcome: outcome.clone(),
+            outcome: Stored {
+                code: outcome.code,
+                body: cut(outcome.body.clone()),
+            },
             at: now(),
         };
-        append(&mut inner.file, &line)
+        // Keep the outcome in memory even if the disk fails, so this process
+        // still answers redeliveries with it.
+        inner.ids.insert(
+            id.to_owned(),
+            Entry {
+                line: line.clone(),
+                run: Run::Running,
+            },
+        );
+        self.append(&mut inner, &line)?;
+        if inner.appended > inner.compacted + COMPACT_SLACK {
+            // The outcome is durable already; a failed compaction is retried
+            // on the next outcome and at the next start.
+            match compact(&self.path, &mut inner.ids, self.retention_secs) {
+                Ok((file, size)) => {
+                    inner.file = file;
+                    inner.compacted = size;
+                    inner.appended = 0;
+                }
+                Err(e) => {
+                    tracing::warn!(record = %self.path.display(), error = %e, "cannot compact the delivery record");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn append(&self, inner: &mut Inner, line: &Line) -> io::Result<()> {
+        let mut bytes = serde_json::to_vec(line)?;
+        bytes.push(b'\n');
+        inner.file.write_all(&bytes)?;
+        inner.appended += bytes.len() as u64;
+        inner.file.sync_data()
     }
 
     fn lock(&self) -> io::Result<std::sync::MutexGuard<'_, Inner>> {
@@ -211,11 +282,100 @@ impl Dedupe {
     }
 }
 
-fn append(file: &mut File, line: &Line) -> io::Result<()> {
-    let mut bytes = serde_json::to_vec(line)?;
-    bytes.push(b'\n');
-    file.write_all(&bytes)?;
-    file.sync_data()
+/// Reads the record a line at a time into `ids`, cutting old whole bodies.
+fn replay(path: &Path, file: File, ids: &mut HashMap<String, Entry>) -> io::Result<()> {
+    let mut reader = BufReader::new(file);
+    let mut buf = Vec::new();
+    let mut n = 0;
+    loop {
+        buf.clear();
+        n += 1;
+        let got = (&mut reader).take(MAX_LINE).read_until(b'\n', &mut buf)?;
+        if got == 0 {
+            return Ok(());
+        }
+        if got as u64 == MAX_LINE && buf.last() != Some(&b'\n') {
+            tracing::warn!(record = %path.display(), line = n, "skipping an over-long delivery record line");
+            skip_line(&mut reader)?;
+            continue;
+        }
+        let line = match serde_json::from_slice::<Line>(&buf) {
+            Ok(line) => line,
+            Err(e) => {
+                tracing::warn!(record = %path.display(), line = n, error = %e, "skipping an unreadable delivery record line (torn by a crash?)");
+                continue;
+            }
+        };
+        // A `done` line wins over a later duplicate `started`.
+        if matches!(line, Line::Started { .. })
+            && matches!(
+                ids.get(line.id()),
+                Some(Entry {
+                    line: Line::Done { .. },
+                    ..
+                })
+            )
+        {
+            continue;
+        }
+        let line = match line {
+            Line::Done { id, outcome, at } => Line::Done {
+                id,
+                outcome: Stored {
+                    code: outcome.code,
+                    body: cut(outcome.body),
+                },
+                at,
+            },
+            started => started,
+        };
+        ids.insert(
+            line.id().to_owned(),
+            Entry {
+                line,
+                run: Run::Orphaned,
+            },
+        );
+    }
+}
+
+fn skip_line(reader: &mut impl BufRead) -> io::Result<()> {
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => {
+                reader.consume(i + 1);
+                return Ok(());
+            }
+            None => {
+                let len = chunk.len();
+                reader.consume(len);
+            }
+        }
+    }
+}
+
+/// Rewrites the record as one line per id, dropping outcomes past the
+/// retention (from `ids` too); returns the new file to append to and its size.
+fn compact(
+    path: &Path,
+    ids: &mut HashMap<String, Entry>,
+    retention_secs: i64,
+) -> io::Result<(File, u64)> {
+    let cutoff = now() - retention_secs;
+    ids.retain(|_, e| !(matches!(e.line, Line::Done { .. }) && e.line.at() < cutoff));
+    let mut compact = Vec::new();
+    for e in ids.values() {
+        compact.extend(serde_json::to_vec(&e.line)?);
+        compact.push(b'\n');
+    }
+    crate::atomic::write(path, &compact, 0o600, crate::atomic::Replace::Yes)?;
+    let mut file = OpenOptions::new().append(true).open(path)?;
+    file.seek(SeekFrom::End(0))?;
+    Ok((file, compact.len() as u64))
 }
 
 fn now() -> i64 {
@@ -284,6 +444,74 @@ mod tests {
         drop(d);
         let d = Dedupe::open(dir.path(), DEFAULT_RETENTION_SECS).unwrap();
         assert_eq!(d.claim("b", "x", 2).unwrap(), Claim::Done(ok()));
+    }
+
+    #[test]
+    fn a_large_outcome_is_kept_cut_with_its_status_and_small_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = Stored {
+            code: 200,
+            body: json!({"path": "big.txt", "content": "x".repeat(1 << 20), "bytes": 1 << 20, "truncated": false}),
+        };
+        let want = Stored {
+            code: 200,
+            body: json!({"path": "big.txt", "bytes": 1 << 20, "truncated": false, "replay_omitted": ["content"]}),
+        };
+        {
+            let d = Dedupe::open(dir.path(), DEFAULT_RETENTION_SECS).unwrap();
+            d.claim("a", "read_file", 1).unwrap();
+            d.finish("a", &big).unwrap();
+            assert_eq!(
+                d.claim("a", "read_file", 2).unwrap(),
+                Claim::Done(want.clone())
+            );
+            assert!(fs::metadata(d.path()).unwrap().len() < 4096);
+        }
+        let d = Dedupe::open(dir.path(), DEFAULT_RETENTION_SECS).unwrap();
+        assert_eq!(d.claim("a", "read_file", 3).unwrap(), Claim::Done(want));
+        let small = json!({"error": "e", "kind": "k"});
+        assert_eq!(cut(small.clone()), small);
+    }
+
+    #[test]
+    fn a_record_written_whole_by_an_older_version_is_read_back_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("deliveries.jsonl");
+        let line = json!({"phase": "done", "id": "a", "code": 422, "at": now(),
+            "body": {"kind": "command_failed", "stdout": "y".repeat(100_000)}});
+        fs::write(&path, format!("{line}\n")).unwrap();
+        let d = Dedupe::open(dir.path(), DEFAULT_RETENTION_SECS).unwrap();
+        let Claim::Done(got) = d.claim("a", "x", 2).unwrap() else {
+            panic!("not done");
+        };
+        assert_eq!(got.code, 422);
+        assert_eq!(got.body["kind"], "command_failed");
+        assert_eq!(got.body["replay_omitted"], json!(["stdout"]));
+        assert!(fs::metadata(&path).unwrap().len() < 4096);
+    }
+
+    #[test]
+    fn the_record_is_compacted_while_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Dedupe::open(dir.path(), -10).unwrap();
+        // Just under the cap: kept whole, so 600 of them pass the slack.
+        let body = json!({"content": "z".repeat(STORED_BODY_CAP - 20)});
+        for i in 0..600 {
+            let id = format!("id{i}");
+            d.claim(&id, "read_file", 1).unwrap();
+            d.finish(
+                &id,
+                &Stored {
+                    code: 200,
+                    body: body.clone(),
+                },
+            )
+            .unwrap();
+        }
+        // Outcomes past the retention (here at once) are gone from the file
+        // and from memory without a restart.
+        assert!(fs::metadata(d.path()).unwrap().len() < 2 * COMPACT_SLACK);
+        assert!(d.lock().unwrap().ids.len() < 600);
     }
 
     #[test]
