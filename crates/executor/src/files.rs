@@ -8,8 +8,9 @@
 //! a dated line to the `## Auto-update log` section (created at the end of
 //! the file, and the file created, if missing).
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -17,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::actions::ActionError;
 use crate::atomic::{self, NEW_FILE_MODE, Replace};
-use crate::paths::{Access, Root};
+use crate::paths::{Access, PathError, Resolved, Root};
 
 /// The heading of the section `update_readme` appends to.
 pub const LOG_HEADING: &str = "## Auto-update log";
@@ -48,8 +49,10 @@ pub fn update(root: &Root, filepath: &str, content: &str) -> Result<Value, Actio
         return Err(ActionError::Missing(r.display));
     }
     let io = |e| ActionError::Io(r.display.clone(), e);
+    let mut file = open_regular(&r)?;
     let mode = atomic::mode_of(&r.path).map_err(io)?;
-    let previous = fs::read(&r.path).map_err(io)?;
+    let mut previous = Vec::new();
+    file.read_to_end(&mut previous).map_err(io)?;
     let backup = backup_path(&r.path);
     atomic::write(&backup, &previous, mode, Replace::Yes).map_err(io)?;
     atomic::write(&r.path, content.as_bytes(), mode, Replace::Yes).map_err(io)?;
@@ -65,7 +68,7 @@ pub fn update(root: &Root, filepath: &str, content: &str) -> Result<Value, Actio
 pub fn read(root: &Root, filepath: &str, cap: usize) -> Result<Value, ActionError> {
     let r = root.resolve(filepath, Access::Read)?;
     let io = |e| ActionError::Io(r.display.clone(), e);
-    let file = File::open(&r.path).map_err(io)?;
+    let file = open_regular(&r)?;
     let size = file.metadata().map_err(io)?.len();
     let mut buf = Vec::new();
     file.take(cap as u64).read_to_end(&mut buf).map_err(io)?;
@@ -87,7 +90,8 @@ pub fn readme(
     let r = root.resolve(filepath.unwrap_or(DEFAULT_README), Access::Write)?;
     let io = |e| ActionError::Io(r.display.clone(), e);
     let (text, mode) = if r.exists {
-        let bytes = fs::read(&r.path).map_err(io)?;
+        let mut bytes = Vec::new();
+        open_regular(&r)?.read_to_end(&mut bytes).map_err(io)?;
         let text = String::from_utf8(bytes).map_err(|_| {
             ActionError::Io(
                 r.display.clone(),
@@ -103,6 +107,24 @@ pub fn readme(
     let updated = append_log_entry(&text, &entry);
     atomic::write(&r.path, updated.as_bytes(), mode, Replace::Yes).map_err(io)?;
     Ok(json!({"path": r.display, "entry": entry, "created": !r.exists}))
+}
+
+/// Opens an existing file for reading, refusing anything but a regular
+/// file. `O_NONBLOCK` so that opening a FIFO with no writer returns at once
+/// instead of waiting for one; the type is then checked on the opened
+/// handle, so a FIFO swapped in after [`Root::resolve`] is refused too. The
+/// flag changes nothing for regular files.
+fn open_regular(r: &Resolved) -> Result<File, ActionError> {
+    let io = |e| ActionError::Io(r.display.clone(), e);
+    let file = File::options()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(&r.path)
+        .map_err(io)?;
+    if !file.metadata().map_err(io)?.is_file() {
+        return Err(PathError::NotARegularFile(r.display.clone()).into());
+    }
+    Ok(file)
 }
 
 fn backup_path(path: &Path) -> PathBuf {
@@ -157,8 +179,9 @@ fn append_log_entry(text: &str, entry: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use std::fs;
 
     #[test]
     fn the_log_section_is_created_at_the_end_when_missing() {
@@ -206,6 +229,37 @@ mod tests {
             update(&root, "b.txt", "x"),
             Err(ActionError::Missing(_))
         ));
+    }
+
+    #[test]
+    fn a_fifo_is_refused_at_once_by_every_action_that_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path()).unwrap();
+        for name in ["pipe", "README.md"] {
+            nix::unistd::mkfifo(
+                &dir.path().join(name),
+                nix::sys::stat::Mode::from_bits_truncate(0o600),
+            )
+            .unwrap();
+        }
+        // Without the check these block for ever; run them on a thread so a
+        // regression fails the test instead of hanging it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let root2 = root.clone();
+        std::thread::spawn(move || {
+            let kinds = [
+                read(&root2, "pipe", 10).map(|_| ()),
+                update(&root2, "pipe", "x").map(|_| ()),
+                readme(&root2, None, "r", Utc::now()).map(|_| ()),
+            ]
+            .map(|r| r.map_err(|e| e.kind()));
+            let _ = tx.send(kinds);
+        });
+        let kinds = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("reading a FIFO hung");
+        assert_eq!(kinds, [Err("path_refused"); 3]);
+        assert!(!dir.path().join("pipe.bak").exists());
     }
 
     #[test]

@@ -42,6 +42,10 @@ pub enum PathError {
     /// The path names a directory (or the root itself), not a file.
     #[error("'{0}' is a directory, not a file")]
     IsADirectory(String),
+    /// The path names a FIFO, socket or device, not a regular file: reading
+    /// one could block for ever.
+    #[error("'{0}' is not a regular file (a FIFO, socket or device)")]
+    NotARegularFile(String),
     /// Reading a file, or a directory on the way, that does not exist.
     #[error("'{0}' does not exist")]
     NotFound(String),
@@ -61,6 +65,7 @@ impl PathError {
                 | PathError::Outside(_)
                 | PathError::SymlinkEscapes(_)
                 | PathError::DanglingSymlink(_)
+                | PathError::NotARegularFile(_)
         )
     }
 }
