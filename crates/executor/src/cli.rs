@@ -77,6 +77,13 @@ pub struct Cli {
     /// to an executor without its record (a fresh replica or state dir).
     #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = humantime::parse_duration, requires = "require_human_receipt")]
     pub receipt_max_age: Duration,
+    /// Time a client has to send a request's head, and as long again for
+    /// its body; past it the connection is closed (e.g. 30s).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub request_read_timeout: Duration,
+    /// Most connections open at once; past it new ones wait until one closes.
+    #[arg(long, value_name = "N", default_value_t = crate::server::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
 }
 
 /// Runs the command line.
@@ -171,6 +178,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             None => None,
         },
         receipt_max_age: cli.receipt_max_age,
+        request_read: cli.request_read_timeout,
+        max_connections: cli.max_connections,
     })?;
     let mut out = std::io::stdout();
     writeln!(out, "actiongate-executor listening on {public_url}")?;

@@ -1,7 +1,7 @@
 //! The reference executor of actiongate: an HTTP server that runs seed 002's
 //! file and command actions for signed `action.execute` webhooks.
 //!
-//! Layout: [`server`] verifies ([`signing`]), deduplicates ([`dedupe`]),
+//! Layout: [`server`] (on [`http`]'s bounded connections) verifies ([`signing`]), deduplicates ([`dedupe`]),
 //! runs ([`actions`], with [`files`] and [`command`] on paths confined by
 //! [`paths`], written via [`atomic`]) and journals ([`journal`]) each
 //! delivery; [`callback`] posts async results; [`registration`] is what the
@@ -14,6 +14,7 @@ pub mod cli;
 pub mod command;
 pub mod dedupe;
 pub mod files;
+pub mod http;
 pub mod journal;
 pub mod paths;
 pub mod receipts;

@@ -1,6 +1,10 @@
 //! The executor's HTTP side: `POST` (any path) takes the daemon's signed
 //! `action.execute` deliveries; `GET /healthz` answers `ok`.
 //!
+//! Connections and request reads are bounded ([`crate::http`]). Before a
+//! body is read, the signature headers must be there and the timestamp
+//! fresh (401 otherwise), and the body must fit the limit (413) and the
+//! budget of bodies being read at once.
 //! A delivery is verified (401 and nothing runs if forged or stale), parsed,
 //! claimed in the delivery record, run, recorded, journaled and answered.
 //! A redelivery of a finished id gets the stored first outcome (same status
@@ -18,9 +22,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
@@ -30,12 +33,20 @@ use tokio::net::TcpListener;
 use crate::actions::{self, Ctx, Outcome};
 use crate::callback::Callback;
 use crate::dedupe::{Claim, Dedupe, Stored};
+use crate::http::{BodyBudget, BodyError};
 use crate::journal::{self, Entry, Journal};
 use crate::paths::Root;
 use crate::signing::Signer;
 
 /// Largest delivery accepted.
 const BODY_LIMIT: usize = 16 * 1024 * 1024;
+
+/// Bytes of bodies read at once before their signature is checked: four
+/// of the largest, far more of the daemon's usual few KiB.
+const BODY_BUDGET: usize = 4 * BODY_LIMIT;
+
+/// Default of [`Settings::max_connections`] (`--max-connections`).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
 
 /// Everything the executor needs to serve.
 #[derive(Debug, Clone)]
@@ -65,6 +76,10 @@ pub struct Settings {
     pub require_human_receipt: Option<actiongate_receipt::ReceiptVerifier>,
     /// Oldest receipt accepted with `require_human_receipt`.
     pub receipt_max_age: Duration,
+    /// Time to send a request's head, and as long again for its body.
+    pub request_read: Duration,
+    /// Most connections open at once.
+    pub max_connections: usize,
 }
 
 /// Why the executor cannot start.
@@ -100,6 +115,9 @@ pub struct Executor {
     callback: Option<Callback>,
     receipt_key: Option<Arc<actiongate_receipt::ReceiptVerifier>>,
     receipt_max_age: Duration,
+    request_read: Duration,
+    max_connections: usize,
+    budget: BodyBudget,
 }
 
 impl Executor {
@@ -142,6 +160,9 @@ impl Executor {
             callback,
             receipt_key: s.require_human_receipt.clone().map(Arc::new),
             receipt_max_age: s.receipt_max_age,
+            request_read: s.request_read,
+            max_connections: s.max_connections,
+            budget: BodyBudget::new(BODY_BUDGET, BODY_LIMIT),
         })
     }
 
@@ -150,7 +171,6 @@ impl Executor {
         Router::new()
             .route("/healthz", get(|| async { "ok" }))
             .fallback(deliver)
-            .layer(DefaultBodyLimit::max(BODY_LIMIT))
             .with_state(self)
     }
 
@@ -160,9 +180,8 @@ impl Executor {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> io::Result<()> {
-        axum::serve(listener, self.router())
-            .with_graceful_shutdown(shutdown)
-            .await
+        let (read, max) = (self.request_read, self.max_connections);
+        crate::http::serve(listener, self.router(), read, max, shutdown).await
     }
 }
 
@@ -205,15 +224,42 @@ fn retry_later(message: &str) -> Response {
     r
 }
 
-async fn deliver(
-    State(ex): State<Executor>,
-    method: Method,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    if method != Method::POST {
+async fn deliver(State(ex): State<Executor>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let headers = parts.headers;
+    if parts.method != Method::POST {
         return reply(405, json!({"error": "POST action.execute deliveries here"}));
     }
+    // Refuse what cannot be a delivery before reading (and holding) its body.
+    if let Err(e) = ex.signer.check_headers(&headers) {
+        tracing::warn!(error = %e, "refused a delivery with bad signature headers or timestamp");
+        return reply(
+            401,
+            json!({"error": format!("signature check failed: {e}")}),
+        );
+    }
+    let length = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let (body, reserved) = match ex.budget.read_body(body, length, ex.request_read).await {
+        Ok(read) => read,
+        Err(BodyError::TooLarge) => {
+            return reply(
+                413,
+                json!({"error": format!("the body exceeds {BODY_LIMIT} bytes")}),
+            );
+        }
+        Err(BodyError::Late) => {
+            return retry_later("the body did not arrive in time");
+        }
+        Err(BodyError::Broken) => {
+            return reply(
+                400,
+                json!({"error": format!("the body could not be read whole (cut short, or over {BODY_LIMIT} bytes)")}),
+            );
+        }
+    };
     if let Err(e) = ex.signer.verify(&body, &headers) {
         tracing::warn!(error = %e, "refused a delivery with a bad signature or timestamp");
         return reply(
@@ -221,6 +267,7 @@ async fn deliver(
             json!({"error": format!("signature check failed: {e}")}),
         );
     }
+    drop(reserved);
     let webhook_id = headers
         .get("webhook-id")
         .and_then(|v| v.to_str().ok())

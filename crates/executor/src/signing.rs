@@ -43,6 +43,24 @@ impl Signer {
         // The window first: the library computes `now - ts` unchecked,
         // which overflows for a timestamp near i64::MIN (a panic in debug
         // builds, a wrap-around that reads as fresh in release).
+        self.check_headers(headers)?;
+        self.hook.verify(body, headers).map_err(|e| e.to_string())
+    }
+
+    /// What can be checked before the body is read: a `webhook-id`, a `v1`
+    /// signature and a `webhook-timestamp` within five minutes of now.
+    pub fn check_headers(&self, headers: &HeaderMap) -> Result<(), String> {
+        let text = |name| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+        };
+        text("webhook-id").ok_or("missing webhook-id")?;
+        text("webhook-signature")
+            .filter(|v| v.split(' ').any(|s| s.starts_with("v1,")))
+            .ok_or("missing or invalid webhook-signature")?;
         let ts = headers
             .get("webhook-timestamp")
             .and_then(|v| v.to_str().ok())
@@ -51,7 +69,7 @@ impl Signer {
         if chrono::Utc::now().timestamp().abs_diff(ts) > 5 * 60 {
             return Err("webhook-timestamp is not within five minutes of now".to_owned());
         }
-        self.hook.verify(body, headers).map_err(|e| e.to_string())
+        Ok(())
     }
 
     /// The three Standard Webhooks headers for sending `body` as `id` now.

@@ -7,4 +7,5 @@ mod daemon;
 
 mod e2e;
 mod executor;
+mod limits;
 mod registration;
