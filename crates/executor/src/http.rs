@@ -13,7 +13,7 @@
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -29,6 +29,9 @@ use tower::ServiceExt;
 /// get 431).
 const CONNECTION_BUFFER: usize = 64 * 1024;
 
+/// How often reaching `--max-connections` is logged, at most.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
 /// Serves `app` on `listener` until `shutdown`, then waits for the open
 /// connections to finish their requests.
 pub async fn serve(
@@ -42,14 +45,18 @@ pub async fn serve(
     let slots = Arc::new(Semaphore::new(max_connections.max(1)));
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    let mut warned: Option<Instant> = None;
     loop {
         let slot = match slots.clone().try_acquire_owned() {
             Ok(slot) => slot,
             Err(_) => {
-                tracing::warn!(
-                    max_connections,
-                    "--max-connections connections are open; new ones wait until one closes"
-                );
+                if warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+                    warned = Some(Instant::now());
+                    tracing::warn!(
+                        max_connections,
+                        "--max-connections connections are open; new ones wait until one closes"
+                    );
+                }
                 tokio::select! {
                     slot = slots.clone().acquire_owned() => match slot {
                         Ok(slot) => slot,
