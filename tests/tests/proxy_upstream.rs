@@ -277,3 +277,108 @@ async fn the_proxy_ends_with_its_client_and_its_upstream_with_it() {
     drop(p);
     d.stop();
 }
+
+/// An upstream whose tool `progress` answers after 200,000 progress
+/// notifications for the call, and whose tool `requests` answers after
+/// 200,000 requests to the client (`roots/list`) and then reads nothing
+/// more, so the answers to them cannot be written.
+const FLOODING_CALLS: &str = r#"
+import json, sys, time
+def send(msg):
+    sys.stdout.write(json.dumps(msg) + "\n")
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method = msg.get("method")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": msg["id"], "result": {
+            "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+            "serverInfo": {"name": "upstream", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": msg["id"], "result": {"tools": [
+            {"name": n, "inputSchema": {"type": "object"}} for n in ("progress", "requests")]}})
+    elif method == "tools/call":
+        name = msg["params"]["name"]
+        if name == "progress":
+            token = msg["params"]["_meta"]["progressToken"]
+            for k in range(200000):
+                send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                    "progressToken": token, "progress": k, "message": "step %d" % k}})
+        else:
+            for k in range(200000):
+                send({"jsonrpc": "2.0", "id": "r%d" % k, "method": "roots/list"})
+        send({"jsonrpc": "2.0", "id": msg["id"], "result": {
+            "content": [{"type": "text", "text": "done"}]}})
+        sys.stdout.flush()
+        if name == "requests":
+            time.sleep(3600)
+    sys.stdout.flush()
+"#;
+
+/// A flood of progress from the upstream for a call whose client reads
+/// slower (here: not at all for a while) is passed on coalesced, the
+/// latest value per call, not one task and one message queued per
+/// notification (200,000 grew the proxy by hundreds of MB); the client
+/// still gets progress and the call's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_progress_to_a_slow_client_keeps_the_proxy_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, mut p) = behind_the_proxy(dir.path(), FLOODING_CALLS).await;
+    let listed = p.request("tools/list", json!({})).await;
+    assert!(listed.get("result").is_some(), "{listed}");
+    p.send(
+        json!({"jsonrpc": "2.0", "id": 900, "method": "tools/call", "params": {
+        "name": "progress", "arguments": {}, "_meta": {"progressToken": "t1"}}}),
+    )
+    .await;
+    // The client reads nothing while the upstream floods.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let peak = peak_kib(p.pid());
+    let (mut progress, mut answer) = (0, None);
+    while answer.is_none() {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), p.stdout.next_line())
+            .await
+            .expect("the proxy goes on")
+            .unwrap()
+            .expect("the proxy answers");
+        let msg: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if msg["method"] == "notifications/progress" {
+            assert_eq!(msg["params"]["progressToken"], "t1", "{msg}");
+            progress += 1;
+        } else if msg["id"] == 900 {
+            answer = Some(msg);
+        }
+    }
+    let answer = answer.unwrap();
+    assert_eq!(text_of(&answer["result"]), "done", "{answer}");
+    assert!(progress >= 1, "no progress reached the client");
+    assert!(
+        progress < 20_000,
+        "{progress} progress notifications: not coalesced"
+    );
+    assert!(peak < 120 * 1024, "the proxy peaked at {peak} KiB");
+    p.stop().await;
+    d.stop();
+}
+
+/// A flood of requests to the client (`roots/list`) from an upstream that
+/// does not read the answers: the proxy answers a few at a time and
+/// drops the rest, rather than hold an answer (and a task) for each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_requests_to_the_client_keeps_the_proxy_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, mut p) = behind_the_proxy(dir.path(), FLOODING_CALLS).await;
+    let listed = p.request("tools/list", json!({})).await;
+    assert!(listed.get("result").is_some(), "{listed}");
+    let r = p.call("requests").await;
+    assert_eq!(text_of(&r), "done", "{r}");
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let peak = peak_kib(p.pid());
+    assert!(peak < 120 * 1024, "the proxy peaked at {peak} KiB");
+    // The agent's side still answers.
+    let pong = p.request("ping", json!({})).await;
+    assert!(pong.get("result").is_some(), "{pong}");
+    p.stop().await;
+    d.stop();
+}

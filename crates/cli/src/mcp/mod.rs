@@ -7,7 +7,9 @@ pub mod coalesce;
 pub mod pin_questions;
 pub mod pins;
 pub mod proxy;
+pub mod requests;
 pub mod screen;
+pub mod upstream;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -151,12 +153,13 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
         .map_err(|e| usage(e.to_string()))?;
     api.require_key().map_err(|e| usage(e.to_string()))?;
     let pins = pins::PinFile::load(&pins_path(&args)).map_err(usage)?;
-    let downstream: proxy::Downstream = Arc::new(StdMutex::new(None));
-    let progress: proxy::ProgressTokens = Arc::default();
-    let handler = proxy::Upstream {
+    let downstream: upstream::Downstream = Arc::new(StdMutex::new(None));
+    let progress: upstream::ProgressTokens = Arc::default();
+    let handler = upstream::Upstream {
         downstream: downstream.clone(),
         progress: progress.clone(),
         changes: Arc::default(),
+        early: Arc::default(),
     };
     let limits = screen::Limits {
         max_bytes: usize::try_from(args.max_message_bytes).unwrap_or(usize::MAX),
@@ -171,7 +174,9 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
             config.max_sse_event_size = limits.max_bytes;
             within(
                 wait,
-                handler.serve(StreamableHttpClientTransport::from_config(config)),
+                handler.serve(requests::Bounded::new(
+                    StreamableHttpClientTransport::from_config(config),
+                )),
             )
             .await
             .map_err(|e| (Exit::Unreachable, format!("cannot reach {url}: {e}")))?
@@ -188,12 +193,14 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
             }
             let transport = screen::ScreenedChild::spawn(command, limits)
                 .map_err(|e| (Exit::Unreachable, format!("cannot start {cmd}: {e}")))?;
-            within(wait, handler.serve(transport)).await.map_err(|e| {
-                (
-                    Exit::Unreachable,
-                    format!("{cmd} did not start as an MCP server: {e}"),
-                )
-            })?
+            within(wait, handler.serve(requests::Bounded::new(transport)))
+                .await
+                .map_err(|e| {
+                    (
+                        Exit::Unreachable,
+                        format!("{cmd} did not start as an MCP server: {e}"),
+                    )
+                })?
         }
         (None, None) => {
             return Err(usage(

@@ -19,7 +19,8 @@ use super::pins::{
     Asked, PIN_TOOL, approved_by_a_human, digest, instructions_detail, instructions_digest,
     pin_detail,
 };
-use super::proxy::{Proxy, notify_list_changed};
+use super::proxy::Proxy;
+use super::upstream::notify_list_changed;
 use crate::http::{ClientError, is_settled, path_segment};
 
 /// Most questions about tool definitions open at once per proxy.

@@ -10,18 +10,17 @@
 //! each read or use gated the same way, as `tool:mcp-resource:NAME <uri>`
 //! and `tool:mcp-prompt:NAME <prompt> <arguments as compact JSON>` (a
 //! resource can hold what a tool would be refused). Progress of a forwarded
-//! call and the upstream's list changes reach the agent. Not relayed:
-//! completions, logging, resource subscriptions, and requests the upstream
-//! server makes of the client (elicitation, sampling, roots).
+//! call and the upstream's list changes reach the agent, coalesced
+//! ([`super::coalesce`]). Not relayed: completions, logging, resource
+//! subscriptions, and requests the upstream server makes of the client
+//! (elicitation, sampling, roots), which the proxy answers itself, a few
+//! at a time ([`super::requests`]).
 
-use std::sync::{Arc, Mutex as StdMutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use std::collections::HashMap;
-
-use rmcp::model::{
-    CallToolRequest, CancelledNotificationParam, ClientRequest, ProgressToken, ServerResult,
-};
+use rmcp::ServerHandler;
+use rmcp::model::{CallToolRequest, CancelledNotificationParam, ClientRequest, ServerResult};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
     GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
@@ -31,103 +30,15 @@ use rmcp::model::{
 };
 use rmcp::service::PeerRequestOptions;
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
-use rmcp::{ClientHandler, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-use super::coalesce::ListChanges;
 use super::pins::PinFile;
+use super::upstream::{Downstream, ProgressTokens, Relay};
 use crate::hooks::Fallback;
 use crate::hooks::gate::{Verdict, answer_for};
 use crate::hooks::map::sanitize_tool;
 use crate::http::{Api, ClientError, is_settled};
-
-/// Where the agent's side of the proxy is, once known: upstream
-/// `list_changed` notifications are passed on to it.
-pub type Downstream = Arc<StdMutex<Option<Peer<RoleServer>>>>;
-
-/// Progress tokens of forwarded calls: rmcp gives each upstream request a
-/// token of its own; the agent's token it stands for.
-pub type ProgressTokens = Arc<StdMutex<HashMap<ProgressToken, ProgressToken>>>;
-
-/// The upstream server's client side.
-pub struct Upstream {
-    /// The agent's side.
-    pub downstream: Downstream,
-    /// Tokens of forwarded calls (shared with [`Proxy`]).
-    pub progress: ProgressTokens,
-    /// `list_changed` notifications on their way to the agent, coalesced.
-    pub changes: Arc<ListChanges>,
-}
-
-impl ClientHandler for Upstream {
-    async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
-        self.changes
-            .tools
-            .notify(|| notify_list_changed(&self.downstream))
-            .await;
-    }
-
-    async fn on_resource_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
-        self.changes
-            .resources
-            .notify(|| async {
-                if let Some(peer) = peer_of(&self.downstream) {
-                    let _ = peer.notify_resource_list_changed().await;
-                }
-            })
-            .await;
-    }
-
-    async fn on_prompt_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
-        self.changes
-            .prompts
-            .notify(|| async {
-                if let Some(peer) = peer_of(&self.downstream) {
-                    let _ = peer.notify_prompt_list_changed().await;
-                }
-            })
-            .await;
-    }
-
-    /// Progress of a forwarded call goes to the agent under its own token;
-    /// progress for anything else is dropped.
-    async fn on_progress(
-        &self,
-        mut params: ProgressNotificationParam,
-        _ctx: NotificationContext<RoleClient>,
-    ) {
-        // The token is recorded right after the request is sent; a
-        // notification that overtakes that waits a moment for it.
-        let mut theirs = None;
-        for _ in 0..20 {
-            theirs = self
-                .progress
-                .lock()
-                .ok()
-                .and_then(|m| m.get(&params.progress_token).cloned());
-            if theirs.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let (Some(token), Some(peer)) = (theirs, peer_of(&self.downstream)) else {
-            return;
-        };
-        params.progress_token = token;
-        let _ = peer.notify_progress(params).await;
-    }
-}
-
-fn peer_of(downstream: &Downstream) -> Option<Peer<RoleServer>> {
-    downstream.lock().ok().and_then(|p| p.clone())
-}
-
-pub(super) async fn notify_list_changed(downstream: &Downstream) {
-    if let Some(peer) = peer_of(downstream) {
-        let _ = peer.notify_tool_list_changed().await;
-    }
-}
 
 /// The proxy's server.
 #[derive(Clone)]
@@ -323,7 +234,7 @@ impl Proxy {
         let (id, ours) = (handle.id.clone(), handle.progress_token.clone());
         let theirs = ctx.meta.get_progress_token();
         if let (Some(t), Ok(mut m)) = (theirs.clone(), self.progress.lock()) {
-            m.insert(ours.clone(), t);
+            m.insert(ours.clone(), Relay::new(t));
         }
         let answer = tokio::select! {
             r = handle.await_response() => Some(r),
