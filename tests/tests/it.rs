@@ -39,6 +39,7 @@ mod pending_pages;
 mod pg_stall;
 mod plan_calls;
 mod policy_corpus;
+mod proxy_pins;
 mod proxy_upstream;
 mod rate_limits;
 mod readme;

@@ -76,6 +76,12 @@ impl Proxy {
     ) -> Proxy {
         let script = dir.join("upstream.py");
         std::fs::write(&script, source).unwrap();
+        // What the proxy says on stderr, for the tests that count it.
+        let said = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("proxy.err"))
+            .unwrap();
         let mut child = Command::new(binary("actiongate"))
             .args(["mcp", "proxy", "--url", base, "--name", "fs", "--pins"])
             .arg(dir.join("pins.json"))
@@ -87,7 +93,7 @@ impl Proxy {
             .env("UPSTREAM_TOOLS", serde_json::to_string(tools).unwrap())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(said)
             .kill_on_drop(true)
             // Its own process group, with the upstream it starts: a proxy
             // killed by the test takes its upstream along (Drop below).

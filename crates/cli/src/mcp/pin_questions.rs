@@ -6,25 +6,34 @@
 //! An upstream server chooses how many tools it lists. Each question is an
 //! item waiting for a human, counted toward the agent's
 //! `limits.max_pending_per_agent`, so at most [`MAX_OPEN`] are open at
-//! once: the rest stay hidden, unasked, until those are decided. A
-//! question the daemon refuses (the limit, a fault) hides its tool too and
-//! leaves the other tools and the agent's own calls as they were.
+//! once about tools still listed: the rest stay hidden, unasked, until
+//! those are decided (a question about a tool the server no longer lists
+//! is withdrawn). A question the daemon refuses (the limit, a fault) hides
+//! its tool too and leaves the other tools and the agent's own calls as
+//! they were; no other is asked for [`ASK_BACKOFF`], and no listing asks
+//! more than [`MAX_OPEN`], so a server that offers thousands of tools
+//! costs the daemon a few requests, not one per tool per listing.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use rmcp::model::Tool;
 use serde_json::{Value, json};
 
 use super::pins::{
-    Asked, PIN_TOOL, approved_by_a_human, digest, instructions_detail, instructions_digest,
-    pin_detail,
+    Asked, PIN_TOOL, PinFile, approved_by_a_human, digest, instructions_detail,
+    instructions_digest, pin_detail,
 };
 use super::proxy::Proxy;
 use super::upstream::notify_list_changed;
 use crate::http::{ClientError, is_settled, path_segment};
 
-/// Most questions about tool definitions open at once per proxy.
+/// Most questions about tool definitions open at once per proxy, and
+/// most asked in one listing.
 pub const MAX_OPEN: usize = 5;
+
+/// How long no question is asked after the daemon refused one.
+pub const ASK_BACKOFF: Duration = Duration::from_secs(10);
 
 /// The daemon's longest `reason`.
 const MAX_REASON: usize = 4000;
@@ -63,11 +72,11 @@ impl Proxy {
     }
 
     /// The upstream tools an operator accepted (all of them at first
-    /// sight); the others are asked about (up to [`MAX_OPEN`] at once)
-    /// and hidden.
+    /// sight); the others are hidden, and asked about: at most
+    /// [`MAX_OPEN`] questions open at once and [`MAX_OPEN`] asked per
+    /// listing, none for [`ASK_BACKOFF`] after the daemon refused one.
     pub(super) async fn accepted(&self, tools: Vec<Tool>) -> Result<Vec<Tool>, String> {
         let mut file = self.pins.lock().await;
-        let mut changed = false;
         if !file.existed {
             for t in &tools {
                 file.pins.tools.insert(t.name.to_string(), digest(t));
@@ -75,8 +84,13 @@ impl Proxy {
             file.save()?;
             return Ok(tools);
         }
+        let listed: HashMap<String, String> = tools
+            .iter()
+            .map(|t| (t.name.to_string(), digest(t)))
+            .collect();
+        let mut changed = self.settle_asked(&mut file, &listed).await?;
         let mut visible = Vec::new();
-        let mut held_back = 0;
+        let (mut held_back, mut tries) = (0, 0);
         for t in tools {
             let name = t.name.to_string();
             let d = digest(&t);
@@ -87,62 +101,38 @@ impl Proxy {
             if file.pins.refused.get(&name) == Some(&d) {
                 continue;
             }
-            let asked = file
-                .pins
-                .asked
-                .get(&name)
-                .filter(|a| a.digest == d)
-                .cloned();
-            let ask_again = match asked {
-                Some(a) => {
-                    let action = self
-                        .api
-                        .get(&format!("/v1/actions/{}", path_segment(&a.action)))
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    if approved_by_a_human(&action) {
-                        file.pins.tools.insert(name.clone(), d.clone());
-                        file.pins.asked.remove(&name);
-                        changed = true;
-                        visible.push(t.clone());
-                        false
-                    } else if action.get("status").and_then(Value::as_str) == Some("denied") {
-                        file.pins.refused.insert(name.clone(), d.clone());
-                        file.pins.asked.remove(&name);
-                        changed = true;
-                        false
-                    } else {
-                        // Pending: wait; settled otherwise (expired, or
-                        // approved by a rule): ask a human again.
-                        is_settled(&action)
-                    }
-                }
-                None => true,
-            };
-            if !ask_again {
+            // Asked already: its question is open (`settle_asked`).
+            if file.pins.asked.get(&name).is_some_and(|a| a.digest == d) {
                 continue;
             }
             // A question of its own already open is asked again in its
             // place (the earlier one withdrawn: a server that changes a
             // definition at every listing keeps one question open, not
-            // one per listing); a new one waits while MAX_OPEN others are
-            // open.
-            match file.pins.asked.get(&name) {
-                Some(earlier) if earlier.digest != d => {
-                    if let Err(e) = self.withdraw(&earlier.action).await {
-                        eprintln!(
-                            "actiongate mcp proxy: cannot withdraw the question about the \
-                             earlier definition of tool '{name}' (it stays hidden): {e}"
-                        );
-                        continue;
-                    }
-                }
-                Some(_) => {}
-                None if file.pins.asked.len() >= MAX_OPEN => {
-                    held_back += 1;
+            // one per listing); a new one waits while MAX_OPEN others
+            // about listed tools are open.
+            let replaces = file.pins.asked.contains_key(&name);
+            let open = file
+                .pins
+                .asked
+                .keys()
+                .filter(|n| listed.contains_key(*n))
+                .count();
+            let backing_off = file.ask_after.is_some_and(|t| Instant::now() < t);
+            if (!replaces && open >= MAX_OPEN) || tries >= MAX_OPEN || backing_off {
+                held_back += 1;
+                continue;
+            }
+            tries += 1;
+            if let Some(earlier) = file.pins.asked.get(&name).cloned() {
+                if let Err(e) = self.withdraw(&earlier.action).await {
+                    eprintln!(
+                        "actiongate mcp proxy: cannot withdraw the question about the \
+                         earlier definition of tool '{name}' (it stays hidden): {e}"
+                    );
                     continue;
                 }
-                None => {}
+                file.pins.asked.remove(&name);
+                changed = true;
             }
             match self.ask(&name, &d, &t).await {
                 Ok(id) => {
@@ -156,24 +146,87 @@ impl Proxy {
                     changed = true;
                 }
                 Err(e) => {
+                    // Most likely the agent's pending limit: the next
+                    // tool would be refused too.
+                    file.ask_after = Some(Instant::now() + ASK_BACKOFF);
                     eprintln!(
                         "actiongate mcp proxy: cannot ask about the definition of tool '{name}' \
-                         (it stays hidden): {e}"
+                         (it stays hidden; no question is asked for {} s): {e}",
+                        ASK_BACKOFF.as_secs()
                     );
                 }
             }
         }
         if held_back > 0 {
             eprintln!(
-                "actiongate mcp proxy: {held_back} new tool definitions of '{}' stay hidden \
-                 until the {MAX_OPEN} open questions about others are decided",
-                self.name
+                "actiongate mcp proxy: {held_back} new or changed tool definitions of '{}' stay \
+                 hidden, not asked about yet (at most {MAX_OPEN} questions open, {MAX_OPEN} \
+                 asked per listing, none for {} s after the daemon refused one)",
+                self.name,
+                ASK_BACKOFF.as_secs()
             );
         }
         if changed {
             file.save()?;
         }
         Ok(visible)
+    }
+
+    /// Reads each question asked before and keeps only those still open
+    /// about tools still listed: a human's approval pins its definition,
+    /// a denial refuses it, a question settled otherwise (expired,
+    /// withdrawn, approved by a rule) is dropped to be asked again, and
+    /// one open about a tool no longer listed, or listed as accepted, is
+    /// withdrawn. Whether the pins changed.
+    async fn settle_asked(
+        &self,
+        file: &mut PinFile,
+        listed: &HashMap<String, String>,
+    ) -> Result<bool, String> {
+        let mut changed = false;
+        for (name, a) in file.pins.asked.clone() {
+            let path = format!("/v1/actions/{}", path_segment(&a.action));
+            let action = match self.api.get(&path).await {
+                Ok(action) => action,
+                // Gone (purged): nothing is open.
+                Err(ClientError::Api(p)) if p.status == 404 => json!({"status": "gone"}),
+                Err(e) => return Err(e.to_string()),
+            };
+            let now = listed.get(&name);
+            let status = action.get("status").and_then(Value::as_str);
+            let open = if approved_by_a_human(&action) {
+                if now == Some(&a.digest) || !file.pins.tools.contains_key(&name) {
+                    file.pins.tools.insert(name.clone(), a.digest.clone());
+                }
+                false
+            } else if status == Some("denied") {
+                file.pins.refused.insert(name.clone(), a.digest.clone());
+                false
+            } else if status == Some("gone") || is_settled(&action) {
+                false
+            } else if now.is_none_or(|d| file.accepts(&name, d)) {
+                // Open about what is no longer listed (or listed as
+                // accepted): kept only while it cannot be withdrawn, and
+                // tried again at the next listing.
+                match self.withdraw(&a.action).await {
+                    Ok(()) => false,
+                    Err(e) => {
+                        eprintln!(
+                            "actiongate mcp proxy: cannot withdraw the question about tool \
+                             '{name}', which is no longer listed as asked: {e}"
+                        );
+                        true
+                    }
+                }
+            } else {
+                true
+            };
+            if !open {
+                file.pins.asked.remove(&name);
+                changed = true;
+            }
+        }
+        Ok(changed)
     }
 
     /// The server's instructions to the agent (its answer to

@@ -99,6 +99,10 @@ pub struct PinFile {
     pub existed: bool,
     /// The pins.
     pub pins: Pins,
+    /// Not saved: until when no question is asked, after the daemon
+    /// refused one (its pending limit, a fault): a retry for every hidden
+    /// tool at every listing would cost a request each, all refused.
+    pub ask_after: Option<std::time::Instant>,
 }
 
 impl PinFile {
@@ -110,11 +114,13 @@ impl PinFile {
                 existed: true,
                 pins: serde_json::from_str(&text)
                     .map_err(|e| format!("cannot read the pin file {}: {e}", path.display()))?,
+                ask_after: None,
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(PinFile {
                 path: path.to_owned(),
                 existed: false,
                 pins: Pins::default(),
+                ask_after: None,
             }),
             Err(e) => Err(format!("cannot read the pin file {}: {e}", path.display())),
         }
