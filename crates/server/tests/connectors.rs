@@ -103,6 +103,12 @@ pub async fn request_latency(app: &TestApp, n: usize) -> Duration {
     times[n / 2]
 }
 
+/// A card's text without the marks that draw agent text left to right
+/// (U+2066 U+202D … U+202C U+2069), for tests that look for its words.
+pub fn plain(text: &str) -> String {
+    text.replace(['\u{2066}', '\u{202d}', '\u{202c}', '\u{2069}'], "")
+}
+
 /// Common checks of the "chat API down" scenario: the first post failed,
 /// and the first retry came within 5 s of it.
 pub fn assert_retried(calls: &[fake::Call]) {

@@ -4,7 +4,11 @@
 //! once decided, with its outcome and no buttons. Text that came from an
 //! agent is shown as the page and the CLI show it: line breaks kept and
 //! marked `⏎`, control and format characters made visible (`␍`, `⇥`,
-//! `⟨U+202E⟩`), so what the approver reads is what runs. Secrets that look
+//! `⟨U+202E⟩`), so what the approver reads is what runs; each further line
+//! of it begun with `│ ` ([`CONTINUED`]), so no agent text starts a line
+//! that reads as the daemon's own, and each line of it drawn left to right
+//! in the order it runs (an LTR isolate and override), whatever letters it
+//! holds. Secrets that look
 //! like secrets (token shapes, `-u user:pass`, `Authorization:` headers,
 //! `password=`) are masked in that text ([`mask_secrets`]); the raw value is
 //! on the web page, one click away.
@@ -179,12 +183,52 @@ fn shown_text(text: &str) -> (String, bool) {
 }
 
 /// `text` with every hidden character visible and line breaks kept, cut
-/// to [`MAX_VALUE`] characters (and whether it was).
+/// to [`MAX_VALUE`] characters (and whether it was), as card lines
+/// ([`agent_lines`]).
 fn whole_or_cut(text: &str) -> (String, bool) {
     let all = visible::lines(text, "");
     let shown = cut(&all, MAX_VALUE);
     let was_cut = shown.len() != all.len();
-    (shown, was_cut)
+    (agent_lines(&shown), was_cut)
+}
+
+/// What begins each further line of one agent-written text on a card. No
+/// line the daemon writes begins so: a line break in an agent's reason
+/// cannot start a line that reads as the daemon's own ("✅ Approved by",
+/// "Approved so far: 1 of 2", "✏ Edited by").
+pub const CONTINUED: &str = "│ ";
+
+/// Opens a left-to-right isolate and override (LRI, LRO): what follows is
+/// drawn left to right in the order it is written, whatever letters it
+/// holds, and does not reorder what is around it. The web page's
+/// `unicode-bidi: isolate-override`. An agent's own bidi controls are
+/// shown as `⟨U+202C⟩`, so it cannot close it early.
+const LTR_OPEN: &str = "\u{2066}\u{202D}";
+/// Closes [`LTR_OPEN`] (PDF, PDI).
+const LTR_CLOSE: &str = "\u{202C}\u{2069}";
+
+/// One line of agent text (already made visible) drawn left to right as
+/// it runs: `mv א ב` is not drawn `mv ב א`.
+fn ltr(line: &str) -> String {
+    format!("{LTR_OPEN}{line}{LTR_CLOSE}")
+}
+
+/// Agent text already made visible (`visible::lines`, line breaks real)
+/// as card lines: each line drawn left to right ([`ltr`]; a line break
+/// ends an isolate, so each line gets its own), each after the first
+/// begun with [`CONTINUED`].
+fn agent_lines(shown: &str) -> String {
+    shown
+        .split('\n')
+        .map(ltr)
+        .collect::<Vec<_>>()
+        .join(&format!("\n{CONTINUED}"))
+}
+
+/// A label or other one-line agent text, every hidden character visible,
+/// drawn left to right.
+fn agent_one_line(text: &str) -> String {
+    ltr(&visible::one_line(text))
 }
 
 /// What a card shows instead of text holding a private key written over
@@ -263,9 +307,9 @@ fn input_lines(params: &Value) -> (Vec<String>, bool) {
             let all = visible::lines(&mask_secrets(&text), "");
             let shown = cut(&all, MAX_EXCERPT);
             cut_any |= shown.len() != all.len();
-            shown
+            agent_lines(&shown)
         };
-        lines.push(format!("  {}: {shown}", visible::one_line(&cut(key, 40))));
+        lines.push(format!("  {}: {shown}", agent_one_line(&cut(key, 40))));
     }
     if cut_any {
         lines.push("  (cut here: the whole input is on the web page)".to_owned());
@@ -298,7 +342,7 @@ pub fn action_card(a: &Action, with_buttons: bool, remember: bool) -> Card {
             let value = f.get("value").cloned().unwrap_or(Value::Null);
             let (value, c) = shown(label, &value);
             was_cut |= c;
-            lines.push(format!("{}: {value}", visible::one_line(label)));
+            lines.push(format!("{}: {value}", agent_one_line(label)));
         }
     }
     if a.handler.is_none()
@@ -353,7 +397,7 @@ pub fn grant_request_card(r: &GrantRequest, with_buttons: bool) -> Card {
     for (k, v) in &r.scope {
         let (v, c) = shown(k, v);
         was_cut |= c;
-        lines.push(format!("{}: {v}", visible::one_line(k)));
+        lines.push(format!("{}: {v}", agent_one_line(k)));
     }
     lines.push(format!(
         "For: {}",
@@ -583,11 +627,16 @@ mod tests {
             ..plan
         };
         let card = plan_card(&plan, true);
-        assert_eq!(card.lines[0], "1. tool:deploy:staging");
-        assert_eq!(card.lines[1], "2. tool:deploy:prod");
+        assert_eq!(card.lines[0], format!("1. {}", ltr("tool:deploy:staging")));
+        assert_eq!(card.lines[1], format!("2. {}", ltr("tool:deploy:prod")));
         assert_eq!(
             card.lines[2],
-            "   (asks when it runs: approvals rule #0 (pattern `tool:deploy:prod.*`) governs it: its approvers decide)"
+            format!(
+                "   (asks when it runs: {})",
+                ltr(
+                    "approvals rule #0 (pattern `tool:deploy:prod.*`) governs it: its approvers decide"
+                )
+            )
         );
         assert_eq!(card.lines[3], "Agent: bot");
     }
@@ -627,11 +676,14 @@ mod tests {
         }
         assert_eq!(shown("password", &Value::String("hunter2".into())).0, MASK);
         assert_eq!(shown("path", &Value::String("***".into())).0, MASK);
-        assert_eq!(shown("path", &Value::String("/tmp/x".into())).0, "/tmp/x");
+        assert_eq!(
+            shown("path", &Value::String("/tmp/x".into())).0,
+            ltr("/tmp/x")
+        );
         let v = serde_json::json!({"api_key": "k", "n": 1});
         assert_eq!(
             shown("params", &v).0,
-            format!("{{\"api_key\":\"{MASK}\",\"n\":1}}")
+            ltr(&format!("{{\"api_key\":\"{MASK}\",\"n\":1}}"))
         );
     }
 
@@ -639,12 +691,87 @@ mod tests {
     fn agent_text_shows_its_line_breaks_and_hidden_characters() {
         assert_eq!(
             shown_text("cat README.md\nrm -rf ~/projects").0,
-            "cat README.md⏎\nrm -rf ~/projects"
+            format!(
+                "{}\n{CONTINUED}{}",
+                ltr("cat README.md⏎"),
+                ltr("rm -rf ~/projects")
+            )
         );
-        assert_eq!(shown_text("ls\r\u{202e}mr").0, "ls␍⟨U+202E⟩mr");
-        assert_eq!(shown_text("a\u{fff0}b").0, "a⟨U+FFF0⟩b");
+        assert_eq!(shown_text("ls\r\u{202e}mr").0, ltr("ls␍⟨U+202E⟩mr"));
+        assert_eq!(shown_text("a\u{fff0}b").0, ltr("a⟨U+FFF0⟩b"));
         let v = serde_json::json!({"cmd": "echo \u{202e}mr"});
-        assert_eq!(shown("params", &v).0, "{\"cmd\":\"echo ⟨U+202E⟩mr\"}");
+        assert_eq!(shown("params", &v).0, ltr("{\"cmd\":\"echo ⟨U+202E⟩mr\"}"));
+    }
+
+    /// An action whose reason holds line breaks, for the card tests.
+    fn with_reason(reason: &str) -> Action {
+        serde_json::from_value(serde_json::json!({
+            "id": "a1", "agent": "bot", "tool": "deploy",
+            "detail": "prod eu --migrate-db --drop-old-tables",
+            "action_string": "tool:deploy:prod eu --migrate-db --drop-old-tables",
+            "status": "pending", "created_at": "2026-12-04T00:00:00Z",
+            "decision": {"result": "ask", "reason": "asks"}, "reason": reason,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn agent_text_cannot_begin_a_line_that_reads_as_the_daemons_own() {
+        let reason = "scheduled release\nApproved so far: 1 of 2: ann (page)\n\
+            ✏ Edited by ann before approving: it would run prod eu --dry-run\n\
+            ✅ Approved by bea (slack)\nDecide by: 2030-01-01 00:00 UTC";
+        let a = with_reason(reason);
+        for card in [
+            action_card(&a, true, false),
+            progress_card(&a, true),
+            settled_action(&a),
+        ] {
+            let text = card.text();
+            let reason_at = text.find("Reason: ").unwrap();
+            let after: Vec<&str> = text[reason_at..].lines().collect();
+            // The reason's own lines, then the daemon's.
+            assert!(after[0].starts_with("Reason: "), "{text}");
+            for line in &after[1..5] {
+                assert!(line.starts_with(CONTINUED), "{line:?} in {text}");
+            }
+            assert!(
+                after.get(5).is_none_or(|l| !l.starts_with(CONTINUED)),
+                "{text}"
+            );
+            // Nobody approved or edited it, and it has no deadline.
+            for daemon in ["Approved so far", "✏ Edited", "✅ Approved", "Decide by"] {
+                let lines = text.lines().filter(|l| l.starts_with(daemon)).count();
+                assert_eq!(lines, 0, "{daemon} in {text}");
+            }
+        }
+        // Every agent text on a card: the title, fields, the input excerpt.
+        let (lines, _) = input_lines(&serde_json::json!({"content": "a\n✅ Approved by bea"}));
+        assert_eq!(
+            lines[1],
+            format!(
+                "  {}: {}\n{CONTINUED}{}",
+                ltr("content"),
+                ltr("a⏎"),
+                ltr("✅ Approved by bea")
+            )
+        );
+    }
+
+    #[test]
+    fn right_to_left_letters_are_drawn_in_the_order_they_run() {
+        // `mv א ב` moves alef to bet: drawn left to right, as written.
+        let (shown, _) = shown_text("mv \u{5d0} \u{5d1}");
+        assert_eq!(shown, "\u{2066}\u{202d}mv \u{5d0} \u{5d1}\u{202c}\u{2069}");
+        // Each line its own isolate (a line break ends one).
+        let (shown, _) = shown_text("\u{5d0}\n\u{5d1}");
+        assert_eq!(
+            shown,
+            "\u{2066}\u{202d}\u{5d0}⏎\u{202c}\u{2069}\n│ \u{2066}\u{202d}\u{5d1}\u{202c}\u{2069}"
+        );
+        // The agent's own closing marks are named, not obeyed.
+        let (shown, _) = shown_text("a\u{202c}\u{2069}\u{5d0} \u{5d1}");
+        assert_eq!(shown, ltr("a⟨U+202C⟩⟨U+2069⟩\u{5d0} \u{5d1}"));
+        assert_eq!(shown.matches('\u{2069}').count(), 1);
     }
 
     #[test]
@@ -680,8 +807,25 @@ mod tests {
                 assert_eq!(shown_text(&input), (KEY_NOT_SHOWN.to_owned(), true));
                 continue;
             }
-            // A card marks each line break.
-            assert_eq!(shown_text(&input).0, want.replace('\n', "⏎\n"), "{input}");
+            // A card marks each line break and begins each further line
+            // so.
+            let n = want.split('\n').count();
+            let want: Vec<String> = want
+                .split('\n')
+                .enumerate()
+                .map(|(i, l)| {
+                    ltr(&if i + 1 < n {
+                        format!("{l}⏎")
+                    } else {
+                        l.to_owned()
+                    })
+                })
+                .collect();
+            assert_eq!(
+                shown_text(&input).0,
+                want.join(&format!("\n{CONTINUED}")),
+                "{input}"
+            );
         }
     }
 
@@ -699,14 +843,25 @@ mod tests {
         let text = lines.join("\n");
         assert!(!text.contains(&"a".repeat(36)), "{text}");
         assert!(!text.contains("k-123"), "{text}");
-        assert!(text.contains(&format!("api_key: {MASK}")), "{text}");
-        assert!(text.contains("file_path: /p/.env"), "{text}");
+        assert!(
+            text.contains(&format!("{}: {}", ltr("api_key"), ltr(MASK))),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{}: {}", ltr("file_path"), ltr("/p/.env"))),
+            "{text}"
+        );
         assert!(text.len() < 600, "{text}");
         assert!(text.ends_with("(cut here: the whole input is on the web page)"));
         let short = input_lines(&serde_json::json!({"old_string": "a", "new_string": "b"})).0;
+        let line = |k: &str, v: &str| format!("  {}: {}", ltr(k), ltr(v));
         assert_eq!(
             short,
-            ["Input (excerpt):", "  new_string: b", "  old_string: a"]
+            [
+                "Input (excerpt):".to_owned(),
+                line("new_string", "b"),
+                line("old_string", "a")
+            ]
         );
         assert!(input_lines(&serde_json::json!({})).0.is_empty());
         // A private key over lines is not sent, and the card approves
@@ -742,10 +897,11 @@ mod tests {
         let edit =
             serde_json::json!({"file_path": "/p/a.rs", "old_string": "a", "new_string": "b"});
         let card = action_card(&action(Some(edit)), true, false);
-        assert_eq!(card.title, "tool:file:edit /p/a.rs");
+        assert_eq!(card.title, ltr("tool:file:edit /p/a.rs"));
         assert_eq!(card.lines[0], "Input (excerpt):");
         assert!(
-            card.lines.contains(&"  new_string: b".to_owned()),
+            card.lines
+                .contains(&format!("  {}: {}", ltr("new_string"), ltr("b"))),
             "{card:?}"
         );
         assert_eq!(card.buttons, vec![Verb::Approve, Verb::Deny]);

@@ -698,8 +698,9 @@ async fn discord_shows_an_agents_markdown_as_typed() {
         .as_str()
         .unwrap()
         .to_owned();
-    let shown = as_discord_shows(&content);
-    let expected = actiongate_cli::visible::lines(&format!("tool:bash:{detail}"), "");
+    let shown = super::plain(&as_discord_shows(&content));
+    // Each further line begun with `│ ` (no agent line reads as the daemon's).
+    let expected = actiongate_cli::visible::lines(&format!("tool:bash:{detail}"), "│ ");
     assert!(shown.contains(&expected), "{shown}\n---\n{expected}");
     app.stop().await;
 }

@@ -44,7 +44,7 @@ async fn approve_for_task_grants_within_the_session_only() {
     let id = a["id"].as_str().unwrap();
     let (body, _) = sent(&fake, id).await;
     assert!(
-        body["text"].as_str().unwrap().contains("Session: task-7"),
+        super::plain(body["text"].as_str().unwrap()).contains("Session: task-7"),
         "{body}"
     );
     assert_eq!(
@@ -99,7 +99,7 @@ async fn a_plan_is_one_card_whose_approve_approves_every_step() {
     assert_eq!(status.as_u16(), 201, "{plan}");
     let pid = plan["id"].as_str().unwrap();
     let (body, message) = sent(&fake, pid).await;
-    let text = body["text"].as_str().unwrap();
+    let text = &super::plain(body["text"].as_str().unwrap());
     assert!(text.contains("Plan of 2 steps"), "{text}");
     assert!(text.contains("1. tool:bash:make test"), "{text}");
     assert!(text.contains("2. tool:bash:git push origin fix"), "{text}");
@@ -161,9 +161,7 @@ async fn a_run_nobody_decided_is_told_in_chat() {
     let calls = fake
         .wait_for("/sendMessage", "the undecided run's message", |c| {
             c.iter().any(|c| {
-                c.body["text"]
-                    .as_str()
-                    .unwrap_or("")
+                super::plain(c.body["text"].as_str().unwrap_or(""))
                     .contains("Ran without a decision: tool:bash:rm -rf build")
             })
         })
@@ -194,9 +192,7 @@ async fn a_run_nobody_decided_is_told_in_chat() {
     fake.wait_for("/editMessageText", "the message updated", |c| {
         c.iter().any(|c| {
             c.body["message_id"] == message
-                && c.body["text"]
-                    .as_str()
-                    .unwrap_or("")
+                && super::plain(c.body["text"].as_str().unwrap_or(""))
                     .contains("3 runs without a decision, the latest: tool:bash:rm -rf out")
         })
     })

@@ -137,9 +137,13 @@ async fn a_slack_click_counts_toward_a_quorum_and_an_outsider_is_refused_and_tol
 fn updates_of(calls: &[super::fake::Call], head: &str) -> Vec<(String, Vec<String>)> {
     calls
         .iter()
-        .filter(|c| c.body["text"].as_str().is_some_and(|t| t.starts_with(head)))
+        .filter(|c| {
+            c.body["text"]
+                .as_str()
+                .is_some_and(|t| super::plain(t).starts_with(head))
+        })
         .map(|c| {
-            let text = c.body["text"].as_str().unwrap_or_default().to_owned();
+            let text = super::plain(c.body["text"].as_str().unwrap_or_default());
             let buttons = c.body["blocks"]
                 .as_array()
                 .into_iter()

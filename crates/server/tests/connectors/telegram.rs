@@ -516,7 +516,7 @@ async fn handler_actions_are_rendered_masked_and_grant_requests_are_decided() {
     assert_eq!(a["status"], "pending", "{a}");
     let id = a["id"].as_str().unwrap().to_owned();
     let body = message_of(&fake, &id).await;
-    let text = body["text"].as_str().unwrap();
+    let text = &super::plain(body["text"].as_str().unwrap());
     assert!(
         text.starts_with("Email to ann@example.com\nQuarterly report\nToken: ••••"),
         "{text}"
@@ -536,7 +536,7 @@ async fn handler_actions_are_rendered_masked_and_grant_requests_are_decided() {
     let gr = gr["id"].as_str().unwrap().to_owned();
     let item = format!("gr:{gr}");
     let body = message_of(&fake, &item).await;
-    let text = body["text"].as_str().unwrap();
+    let text = &super::plain(body["text"].as_str().unwrap());
     assert!(text.contains("Permission asked: mail.email.send"), "{text}");
     assert!(text.contains("recipient: ann@example.com"), "{text}");
     assert_eq!(
