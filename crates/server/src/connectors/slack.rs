@@ -51,15 +51,74 @@ pub fn fits(text: &str) -> bool {
     text.chars().count() <= MAX_TEXT
 }
 
+/// Who this app posts as, from `auth.test`: how its own messages are
+/// told from another app's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Me {
+    /// The bot's id (`B…`), which its messages carry as `bot_id`.
+    bot_id: Option<String>,
+    /// The bot user's id (`U…`), which its messages carry as `user`.
+    user_id: Option<String>,
+}
+
+impl Me {
+    /// Whether history message `m` was posted by this app. Another app in
+    /// the channel may post a message with the same metadata (an agent
+    /// knows its action's id): adopted as the card, a "yes" in its thread
+    /// would decide the real item, which no real card showed.
+    fn posted(&self, m: &Value) -> bool {
+        let is = |key: &str, mine: &Option<String>| {
+            mine.as_deref()
+                .is_some_and(|mine| m.get(key).and_then(Value::as_str) == Some(mine))
+        };
+        is("bot_id", &self.bot_id) || is("user", &self.user_id)
+    }
+}
+
 /// A configured Slack app.
 pub struct Slack {
     s: SlackSettings,
+    /// Who this app posts as, once known (asked once).
+    me: std::sync::OnceLock<Me>,
 }
 
 impl Slack {
     /// The app of `s`.
     pub fn new(s: SlackSettings) -> Slack {
-        Slack { s }
+        Slack {
+            s,
+            me: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Who this app posts as (`auth.test`, asked once and kept); `None`
+    /// when Slack does not say.
+    async fn me(&self, http: &Http) -> Option<&Me> {
+        if let Some(me) = self.me.get() {
+            return Some(me);
+        }
+        let answer = match self.call(http, "auth.test", &json!({})).await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(error = %e.message, "slack: auth.test failed: who this app posts as is not known");
+                return None;
+            }
+        };
+        let id = |k: &str| {
+            answer
+                .get(k)
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        };
+        let me = Me {
+            bot_id: id("bot_id"),
+            user_id: id("user_id"),
+        };
+        if me.bot_id.is_none() && me.user_id.is_none() {
+            return None;
+        }
+        Some(self.me.get_or_init(|| me))
     }
 
     fn url(&self, method: &str) -> String {
@@ -123,8 +182,13 @@ impl Slack {
     }
 
     /// The `ts` of the message of `item` this app posted in the channel
-    /// among the newest [`HISTORY`], found by its metadata.
+    /// among the newest [`HISTORY`], found by its metadata; only one this
+    /// app posted (its `bot_id` or bot user), and none when who this app
+    /// posts as is not known (then it is posted anew).
     async fn find_posted(&self, http: &Http, item: &str) -> Result<Option<String>, CallError> {
+        let Some(me) = self.me(http).await else {
+            return Ok(None);
+        };
         let url = format!(
             "{}?channel={}&limit={HISTORY}&include_all_metadata=true",
             self.url("conversations.history"),
@@ -144,7 +208,8 @@ impl Slack {
             .into_iter()
             .flatten()
             .find(|m| {
-                m.pointer("/metadata/event_type").and_then(Value::as_str) == Some(EVENT_TYPE)
+                me.posted(m)
+                    && m.pointer("/metadata/event_type").and_then(Value::as_str) == Some(EVENT_TYPE)
                     && m.pointer("/metadata/event_payload/item")
                         .and_then(Value::as_str)
                         == Some(item)

@@ -21,6 +21,11 @@ use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+/// The Slack app's bot (`auth.test`), which its messages carry.
+pub const BOT_ID: &str = "B1";
+/// The Slack app's bot user.
+pub const BOT_USER: &str = "UBOT";
+
 /// A call the fake received.
 #[derive(Debug, Clone)]
 pub struct Call {
@@ -51,8 +56,12 @@ struct Inner {
     gateway: Mutex<String>,
     /// The next posts taken (the message made) whose answer is cut off.
     lose_answers: AtomicUsize,
-    /// Slack's messages, oldest first: `ts` and metadata.
-    slack_messages: Mutex<Vec<(String, Value)>>,
+    /// Slack's messages, oldest first: `ts`, metadata and the poster's
+    /// `bot_id`.
+    slack_messages: Mutex<Vec<(String, Value, &'static str)>>,
+    /// A failed Slack post is copied by another app: a message with the
+    /// same metadata, posted by another bot.
+    foreign_copies: AtomicBool,
     /// Discord's nonces seen (with `enforce_nonce`) and their message ids.
     nonces: Mutex<HashMap<String, i64>>,
     /// A Telegram webhook is set: `getUpdates` answers 409.
@@ -94,6 +103,12 @@ impl Fake {
     /// The next `n` posts of a message answer 500.
     pub fn fail_posts(&self, n: usize) {
         self.inner.fail_posts.store(n, Ordering::SeqCst);
+    }
+
+    /// From now on, another app in the Slack channel posts a message with
+    /// the metadata of each post that fails (it knows the item's id).
+    pub fn foreign_copies(&self) {
+        self.inner.foreign_copies.store(true, Ordering::SeqCst);
     }
 
     /// The next `n` posts make their message and then lose the answer:
@@ -259,8 +274,9 @@ async fn answer(
             .unwrap()
             .iter()
             .rev()
-            .map(|(ts, metadata)| {
-                let mut m = json!({"type": "message", "ts": ts});
+            .map(|(ts, metadata, bot)| {
+                let user = if *bot == BOT_ID { BOT_USER } else { "UOTHER" };
+                let mut m = json!({"type": "message", "ts": ts, "bot_id": bot, "user": user});
                 if with_metadata && !metadata.is_null() {
                     m["metadata"] = metadata.clone();
                 }
@@ -286,6 +302,14 @@ async fn answer(
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
     {
+        if path.ends_with("/chat.postMessage") && inner.foreign_copies.load(Ordering::SeqCst) {
+            let id = inner.ids.fetch_add(1, Ordering::SeqCst);
+            inner.slack_messages.lock().unwrap().push((
+                format!("1700000000.{id}"),
+                call.body["metadata"].clone(),
+                "BOTHER",
+            ));
+        }
         inner.calls.lock().unwrap().push(call);
         return (StatusCode::INTERNAL_SERVER_ERROR, "down").into_response();
     }
@@ -326,11 +350,11 @@ async fn answer(
         }
     }
     if path.ends_with("/chat.postMessage") {
-        inner
-            .slack_messages
-            .lock()
-            .unwrap()
-            .push((format!("1700000000.{id}"), call.body["metadata"].clone()));
+        inner.slack_messages.lock().unwrap().push((
+            format!("1700000000.{id}"),
+            call.body["metadata"].clone(),
+            BOT_ID,
+        ));
     }
     inner.calls.lock().unwrap().push(call);
     if is_post
@@ -355,6 +379,8 @@ async fn answer(
         ok(json!({"ok": true, "result": true}))
     } else if path.ends_with("/chat.postMessage") {
         ok(json!({"ok": true, "channel": "C1", "ts": format!("1700000000.{id}")}))
+    } else if path.ends_with("/auth.test") {
+        ok(json!({"ok": true, "user_id": BOT_USER, "bot_id": BOT_ID, "team_id": "T1"}))
     } else if path.contains("/chat.") {
         ok(json!({"ok": true}))
     } else if path.contains("/interactions/") && path.ends_with("/callback") {

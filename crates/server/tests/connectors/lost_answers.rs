@@ -188,6 +188,31 @@ async fn slack_a_post_whose_answer_was_lost_is_found_again_not_posted_twice() {
     app.stop().await;
 }
 
+/// After a failed post, another app's message carrying this item's
+/// metadata (an agent knows its action's id) is not taken for the card: a
+/// "yes" in its thread would decide the item, which no card showed.
+#[tokio::test]
+async fn slack_another_apps_message_with_the_items_metadata_is_not_taken_for_the_card() {
+    use super::slack::spawn;
+    let fake = Fake::start().await;
+    let app = spawn(&fake).await;
+    fake.foreign_copies();
+    fake.fail_posts(1);
+    let id = pending(&app, "make deploy").await;
+    let posts = two_posts(&fake, "/chat.postMessage", &id).await;
+    assert_eq!(posts.len(), 2, "{posts:#?}");
+    assert!(posts[1].answered >= 0, "the retry posted: {posts:#?}");
+    let asked = fake.calls_to("/auth.test");
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    let ts = format!("1700000000.{}", posts[1].answered);
+    approve_on_the_api(&app, &id).await;
+    let updates = fake
+        .wait_for("/chat.update", "the edit of the card", |c| !c.is_empty())
+        .await;
+    assert_eq!(updates[0].body["ts"], ts);
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn discord_a_post_whose_answer_was_lost_is_not_made_twice() {
     use super::discord::spawn;
