@@ -338,6 +338,9 @@ pub fn ephemeral(text: &str) -> Value {
     json!({"type": 4, "data": {"content": text, "flags": EPHEMERAL}})
 }
 
+/// What a click made more than [`STALE_MS`] before it arrived is answered.
+pub const STALE_CLICK: &str = "This click is too old to decide anything: click again.";
+
 /// The answer to a verified interaction; `None` for one handled before
 /// (delivered again).
 pub async fn handle_interaction(c: &Connectors, i: &Value) -> Option<Value> {
@@ -350,6 +353,13 @@ pub async fn handle_interaction(c: &Connectors, i: &Value) -> Option<Value> {
         _ => return Some(ephemeral("Not handled.")),
     }
     let id = i.get("id").and_then(Value::as_str).unwrap_or("");
+    // As on the Gateway: a click made long before it arrives decides
+    // nothing (the id says when it was made; the signature's window only
+    // says when it was sent).
+    if !fresh(id) {
+        tracing::info!("a stale discord interaction decides nothing");
+        return Some(ephemeral(STALE_CLICK));
+    }
     match c.gate.connector_first_seen(CHAT, id).await {
         Ok(true) => {}
         Ok(false) => return None,

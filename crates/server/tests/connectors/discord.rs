@@ -101,14 +101,22 @@ async fn discord_http_mode_message_click_edit_stranger_and_forgeries() {
         &app,
         &key(),
         now,
-        &interaction("i1", "5", &[], &format!("a:{id}")),
+        &interaction(&snowflake(), "5", &[], &format!("a:{id}")),
     )
     .await;
     assert_eq!(status, 200);
     assert_eq!(answer["type"], 4);
     assert_eq!(answer["data"]["flags"], 64);
     // Forged (another key), stale (10 minutes old): 401, nothing decided.
-    let body = interaction("i2", "6", &[ROLE], &format!("d:{id}"));
+    // A click made 15 minutes ago, sent now with a valid signature: too
+    // old to decide (as on the Gateway).
+    let made = chrono::Utc::now().timestamp_millis() - 15 * 60 * 1000;
+    let old = interaction(&snowflake_at(made), "6", &[ROLE], &format!("d:{id}"));
+    let (status, answer) = post(&app, &key(), now, &old).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["data"]["content"], STALE_CLICK, "{answer}");
+    assert_eq!(action(&app, &id).await["status"], "pending");
+    let body = interaction(&snowflake(), "6", &[ROLE], &format!("d:{id}"));
     let other = SigningKey::from_bytes(&[8u8; 32]);
     assert_eq!(post(&app, &other, now, &body).await.0, 401);
     assert_eq!(post(&app, &key(), now - 600, &body).await.0, 401);
@@ -634,6 +642,9 @@ async fn discord_timestamps_at_the_ends_of_i64_are_refused_not_faults() {
     }
     app.stop().await;
 }
+
+/// What the daemon answers a click made more than 10 minutes before.
+const STALE_CLICK: &str = "This click is too old to decide anything: click again.";
 
 /// Characters Discord's markdown reads anywhere in a message.
 const MARKDOWN: &[char] = &['\\', '*', '_', '~', '`', '|', '<', '>', '[', ']', '#'];
