@@ -243,6 +243,25 @@ pub fn parse_reply(text: &str) -> Option<(Verb, Option<String>)> {
     Some((Verb::Deny, (!rest.is_empty()).then_some(rest)))
 }
 
+/// Whether a reply to a card reads as an attempt to decide it: it
+/// decides ([`parse_reply`]), or it opens with one of the reply words
+/// (`ok, let me check first`, `approve? this deletes the backups`), and is
+/// then answered with how to decide. Other talk in the replies (`looks
+/// fine to me, checking the logs first`) is not for the gate: it is left
+/// alone, from approvers and strangers alike.
+pub fn reads_as_decision(text: &str) -> bool {
+    if parse_reply(text).is_some() {
+        return true;
+    }
+    let first = text
+        .trim()
+        .split(|c: char| c.is_whitespace() || c == ',' || c == ':')
+        .next()
+        .unwrap_or("");
+    let word = first.trim_matches(|c: char| c.is_ascii_punctuation());
+    !word.is_empty() && actiongate_policy::parse_reply(word).is_some()
+}
+
 /// `identity` replies `text` to `item`'s message in a chat where `fits`
 /// says what text it shows whole; the answer shown to them.
 pub async fn reply(
@@ -347,6 +366,30 @@ fn answer_of(e: &GateError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_what_opens_with_a_reply_word_reads_as_a_decision() {
+        for t in [
+            "yes",
+            "No, not on a Friday",
+            "ok, let me check first",
+            "approve? this deletes the backups",
+            "yes no",
+            "Cancel!",
+        ] {
+            assert!(reads_as_decision(t), "{t}");
+        }
+        for t in [
+            "looks fine to me, checking the logs first",
+            "who asked for this?",
+            "",
+            "?!",
+            "nope",
+            "okay then",
+        ] {
+            assert!(!reads_as_decision(t), "{t}");
+        }
+    }
 
     #[test]
     fn button_ids_round_trip() {

@@ -397,7 +397,10 @@ pub async fn handle_update(c: &Connectors, u: &Value) {
     ) else {
         return;
     };
-    if !chat_ok || c.notify_only {
+    // Talk in the replies is not for the gate: only what reads as a
+    // decision is answered (an approver's remark, a stranger's chat, get
+    // nothing).
+    if !chat_ok || c.notify_only || !decide::reads_as_decision(text) {
         return;
     }
     let item = match c.gate.connector_item_of(CHAT, &to.to_string()).await {

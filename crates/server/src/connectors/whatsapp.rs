@@ -226,6 +226,15 @@ async fn handle_message(c: &Connectors, w: &WhatsApp, m: &Value, now: i64) {
         tracing::info!("a stale whatsapp message decides nothing");
         return;
     }
+    // Talk is not for the gate: a text message is answered only when it
+    // reads as a decision (an approver's remark, a stranger's chat, get
+    // nothing); a tap always is.
+    if m.pointer("/text/body")
+        .and_then(Value::as_str)
+        .is_some_and(|text| !decide::reads_as_decision(text))
+    {
+        return;
+    }
     let busy = match c.gate.connector_first_seen("whatsapp", id).await {
         Ok(true) => false,
         Ok(false) => return,

@@ -160,7 +160,7 @@ async fn telegram_answers_reply_to_what_they_answer_and_a_grant_is_shown() {
             "from": {"id": APPROVER},
             "chat": {"id": CHAT},
             "reply_to_message": {"message_id": message_id},
-            "text": "maybe later",
+            "text": "approve? not sure",
         }
     }));
     let answers = fake
@@ -255,5 +255,122 @@ async fn whatsapp_sends_one_message_per_decision() {
     let text = after[0].body["text"]["body"].as_str().unwrap();
     assert!(text.contains("Approved by whatsapp:"), "{text}");
     assert!(text.contains("grant made"), "{text}");
+    app.stop().await;
+}
+
+/// Talk in the replies is left alone (docs/connectors.md): an approver's
+/// remark and a stranger's chat get no answer; a stranger's "yes" is told
+/// it decides nothing.
+#[tokio::test]
+async fn telegram_leaves_talk_in_the_replies_alone() {
+    use super::telegram::{APPROVER, CHAT, sent, spawn};
+    let fake = Fake::start().await;
+    let app = spawn(&fake, |_| {}).await;
+    let id = pending(&app, "make deploy").await;
+    let (_, message_id) = sent(&fake, &id).await;
+    let reply = |update: i64, mid: i64, from: i64, text: &str| {
+        json!({"update_id": update, "message": {
+            "message_id": mid, "from": {"id": from}, "chat": {"id": CHAT},
+            "reply_to_message": {"message_id": message_id}, "text": text}})
+    };
+    fake.push_update(reply(
+        1,
+        910,
+        APPROVER,
+        "looks fine to me, checking the logs first",
+    ));
+    fake.push_update(reply(2, 911, 999, "lunch, anyone?"));
+    fake.push_update(reply(3, 912, 999, "yes"));
+    let answers = fake
+        .wait_for("/sendMessage", "the stranger's yes answered", |c| {
+            c.iter()
+                .any(|c| c.body["reply_parameters"]["message_id"] == 912)
+        })
+        .await;
+    let told = answers
+        .iter()
+        .find(|c| c.body["reply_parameters"]["message_id"] == 912)
+        .unwrap();
+    assert!(
+        told.body["text"]
+            .as_str()
+            .unwrap()
+            .contains("not on this connector's list"),
+        "{told:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let talk: Vec<Call> = fake
+        .calls_to("/sendMessage")
+        .into_iter()
+        .filter(|c| {
+            [910, 911].contains(
+                &c.body["reply_parameters"]["message_id"]
+                    .as_i64()
+                    .unwrap_or(0),
+            )
+        })
+        .collect();
+    assert!(talk.is_empty(), "talk answered: {talk:#?}");
+    let op = app.operator.clone();
+    let (_, a) = app
+        .call(
+            reqwest::Method::GET,
+            &format!("/v1/actions/{id}"),
+            Some(&op),
+            None,
+        )
+        .await;
+    assert_eq!(a["status"], "pending", "{a}");
+    app.stop().await;
+}
+
+/// WhatsApp too: only what reads as a decision is answered.
+#[tokio::test]
+async fn whatsapp_leaves_talk_alone() {
+    use super::whatsapp::{PHONE, SECRET, message, post, spawn};
+    let fake = Fake::start().await;
+    let app = spawn(&fake).await;
+    let id = pending(&app, "make deploy").await;
+    let posts = fake
+        .wait_for("/PHONE/messages", "the card", |c| {
+            c.iter().any(|c| c.body.to_string().contains(&id))
+        })
+        .await;
+    let card = posts
+        .iter()
+        .find(|c| c.body.to_string().contains(&id))
+        .unwrap()
+        .answered;
+    let text = |mid: &str, from: &str, body: &str| {
+        message(
+            mid,
+            from,
+            json!({"type": "text", "text": {"body": body},
+                "context": {"id": format!("wamid.{card}")}}),
+        )
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = fake.calls_to("/PHONE/messages").len();
+    let remark = text(
+        "wamid.t1",
+        PHONE,
+        "looks fine to me, checking the logs first",
+    );
+    assert_eq!(post(&app, SECRET, &remark).await, 200);
+    let chat = text("wamid.t2", "4479", "lunch, anyone?");
+    assert_eq!(post(&app, SECRET, &chat).await, 200);
+    let attempt = text("wamid.t3", "4479", "yes");
+    assert_eq!(post(&app, SECRET, &attempt).await, 200);
+    fake.wait_for("/PHONE/messages", "the stranger's yes answered", |c| {
+        c.len() > before
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after: Vec<Call> = fake.calls_to("/PHONE/messages")[before..].to_vec();
+    assert_eq!(after.len(), 1, "{after:#?}");
+    assert_eq!(after[0].body["to"], "4479");
+    assert_eq!(after[0].body["context"]["message_id"], "wamid.t3");
+    let body = after[0].body["text"]["body"].as_str().unwrap();
+    assert!(body.contains("not on this connector's list"), "{body}");
     app.stop().await;
 }
