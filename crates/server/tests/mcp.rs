@@ -673,7 +673,10 @@ pub(crate) fn files_handler(id: &str, url: &str) -> Value {
         "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}],
         "actions": [{"name": "write", "description": "Write a file.",
             "params_schema": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path"]},
-            "permission": "fs.write", "scope": {"path": "/path"}, "detail": "write {path}"}]
+            "permission": "fs.write", "scope": {"path": "/path"}, "detail": "write {path}",
+            // A writer: its answer is its own report, so running it does
+            // not taint its session (no hints would: docs/sessions.md).
+            "hints": {"read_only": false}}]
     })
 }
 
