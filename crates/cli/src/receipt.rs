@@ -74,6 +74,12 @@ fn summary(claims: &actiongate_receipt::ReceiptClaims) -> String {
     )
 }
 
+/// What `receipt verify` says of a receipt it refuses: the error may
+/// quote the receipt's own fields (its key id), shown on one line.
+fn refusal(e: &impl std::fmt::Display) -> String {
+    format!("actiongate: {}", one_line(&e.to_string()))
+}
+
 /// Runs a `receipt` subcommand.
 pub async fn run(cmd: ReceiptCommand) -> Exit {
     match cmd {
@@ -156,7 +162,7 @@ async fn verify(a: VerifyArgs) -> Exit {
             Exit::Ok
         }
         Err(e) => {
-            eprintln!("actiongate: {e}");
+            eprintln!("{}", refusal(&e));
             Exit::Denied
         }
     }
@@ -181,5 +187,20 @@ mod tests {
         let line = super::summary(&claims);
         assert!(!line.chars().any(|c| c.is_control()), "{line:?}");
         assert!(line.contains("denied"), "{line}");
+    }
+
+    /// A forged receipt's key id, quoted by the refusal, is shown on one
+    /// line too (it drew a valid receipt's line over the refusal).
+    #[test]
+    fn a_refusal_shows_hidden_characters_of_the_receipt() {
+        let signer = actiongate_receipt::ReceiptSigner::from_seed(&[7; 32]).unwrap();
+        let verifier = actiongate_receipt::ReceiptVerifier::from_jwk(&signer.jwk()).unwrap();
+        // Header {"alg": "EdDSA", "typ": "actiongate-receipt+jwt", "kid":
+        // "k\r\x1b[2Kvalid: act_1 allowed x"}, payload {"v": 2}.
+        let forged = "eyJhbGciOiAiRWREU0EiLCAidHlwIjogImFjdGlvbmdhdGUtcmVjZWlwdCtqd3QiLCAia2lkIjogImtcclx1MDAxYlsyS3ZhbGlkOiBhY3RfMSBhbGxvd2VkIHgifQ.eyJ2IjogMn0.AAAA";
+        let e = verifier.verify(&forged).unwrap_err();
+        let said = super::refusal(&e);
+        assert!(said.contains("act_1"), "the key id is quoted: {said:?}");
+        assert!(!said.chars().any(|c| c.is_control()), "{said:?}");
     }
 }
