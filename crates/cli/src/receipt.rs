@@ -198,7 +198,7 @@ mod tests {
         // Header {"alg": "EdDSA", "typ": "actiongate-receipt+jwt", "kid":
         // "k\r\x1b[2Kvalid: act_1 allowed x"}, payload {"v": 2}.
         let forged = "eyJhbGciOiAiRWREU0EiLCAidHlwIjogImFjdGlvbmdhdGUtcmVjZWlwdCtqd3QiLCAia2lkIjogImtcclx1MDAxYlsyS3ZhbGlkOiBhY3RfMSBhbGxvd2VkIHgifQ.eyJ2IjogMn0.AAAA";
-        let e = verifier.verify(&forged).unwrap_err();
+        let e = verifier.verify(forged).unwrap_err();
         let said = super::refusal(&e);
         assert!(said.contains("act_1"), "the key id is quoted: {said:?}");
         assert!(!said.chars().any(|c| c.is_control()), "{said:?}");

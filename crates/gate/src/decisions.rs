@@ -397,6 +397,8 @@ impl Gate {
         if let Some(r) = &body.result {
             crate::bounds::check("result", r, self.config().json.result)?;
         }
+        self.admit_request_bytes(&action.agent, crate::bounds::json_len(&body, usize::MAX))
+            .await?;
         let outcome = Outcome {
             status: to,
             result: body.result,

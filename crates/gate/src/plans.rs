@@ -625,6 +625,10 @@ impl Gate {
                     .await?;
             }
             self.admit_undecided_run(&agent).await?;
+            // Only an undecided run is stored (as its event); refused here,
+            // after the taint above, a refusal never loosens a session.
+            self.admit_request_bytes(&agent, crate::bounds::json_len(&run, usize::MAX))
+                .await?;
             let data = actiongate_store::Json::of(&serde_json::json!({
                 "agent": agent,
                 "tool": run.tool,

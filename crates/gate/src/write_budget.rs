@@ -1,6 +1,6 @@
 //! `limits.max_request_bytes_per_agent_per_hour`: how many bytes of
-//! requests (actions and plans, as JSON) one agent may have this daemon
-//! store an hour. Every request is stored and audited, allowed or denied,
+//! requests (actions, plans, outcomes and reported runs, as JSON) one agent
+//! may have this daemon store an hour. Every request is stored and audited, allowed or denied,
 //! and the database holds several times what was sent (the action, its
 //! events, the audit chain): one agent key sending its largest requests in
 //! a loop grew it by tens of gigabytes an hour, until the disk was full for

@@ -65,6 +65,27 @@ async fn an_agent_past_its_bytes_an_hour_is_refused_and_nothing_is_stored() {
         .await;
     assert_eq!(s, StatusCode::OK, "{list}");
     assert_eq!(list["items"].as_array().unwrap().len(), stored);
+    // An outcome of an earlier action counts too (each can carry a large
+    // result), and so does a reported run nobody decided.
+    let first = list["items"][0]["id"].as_str().unwrap().to_owned();
+    let (s, o) = app
+        .call(
+            Method::POST,
+            &format!("/v1/actions/{first}/outcome"),
+            Some(&app.agent),
+            Some(json!({"status": "completed", "result": {"text": detail}})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{o}");
+    let (s, r) = app
+        .call(
+            Method::POST,
+            "/v1/runs",
+            Some(&app.agent),
+            Some(json!({"tool": "bash", "detail": detail, "session": "s"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{r}");
     // Another agent has its own budget.
     let other = app.key("agent", Some("agent-2")).await;
     let (s, a) = app
