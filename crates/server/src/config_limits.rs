@@ -16,8 +16,8 @@ pub struct LimitsSettings {
     /// Most runs without a decision (`POST /v1/runs` that no action
     /// covers) one agent may report to this daemon a minute; past it, 429.
     pub max_undecided_runs_per_minute: usize,
-    /// Most bytes of requests (actions and plans, as JSON) one agent may
-    /// have this daemon store an hour; past it, 429.
+    /// Most bytes of requests (actions, plans, outcomes and reported runs,
+    /// as JSON) one agent may have this daemon store an hour; past it, 429.
     pub max_request_bytes_per_agent_per_hour: u64,
     /// Most event streams and long-polls (`?wait=`) one key holds open at
     /// once on this daemon; past it, new ones get 429 `limit-reached`.
