@@ -47,6 +47,7 @@ pub mod handler_spec;
 pub mod holds;
 mod open_gauge;
 pub use open_gauge::OpenGauge;
+mod agent_window;
 pub mod notify;
 pub mod outbound;
 pub mod paging;

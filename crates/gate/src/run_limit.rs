@@ -10,32 +10,27 @@
 //! session), and a `limit.reached` event names the limit at most once a
 //! minute per agent.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::agent_window::AgentWindow;
 use crate::{Gate, GateError, GateResult};
 
 /// The window a count covers.
 const WINDOW: Duration = Duration::from_secs(60);
 
 /// Undecided runs reported per agent in the current window.
-#[derive(Default)]
-pub(crate) struct RunLimit {
-    counts: Mutex<HashMap<String, (Instant, usize)>>,
+pub(crate) struct RunLimit(AgentWindow);
+
+impl Default for RunLimit {
+    fn default() -> Self {
+        RunLimit(AgentWindow::new(WINDOW))
+    }
 }
 
 impl RunLimit {
     /// Takes one of `agent`'s `max` reports this window; false past it.
     fn take(&self, agent: &str, max: usize, now: Instant) -> bool {
-        let mut m = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
-        m.retain(|_, (start, _)| now.duration_since(*start) < WINDOW);
-        let (_, n) = m.entry(agent.to_owned()).or_insert((now, 0));
-        if *n >= max {
-            return false;
-        }
-        *n += 1;
-        true
+        self.0.take(agent, 1, max as u64, now)
     }
 }
 

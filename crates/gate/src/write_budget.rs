@@ -11,33 +11,28 @@
 //! `limit-reached` before anything is stored, and a `limit.reached` event
 //! names the limit at most once a minute per agent.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::agent_window::AgentWindow;
 use crate::{Gate, GateError, GateResult};
 
 /// The window a budget covers.
 const WINDOW: Duration = Duration::from_secs(3600);
 
 /// Bytes of requests stored per agent in the current window.
-#[derive(Default)]
-pub(crate) struct WriteBudget {
-    used: Mutex<HashMap<String, (Instant, u64)>>,
+pub(crate) struct WriteBudget(AgentWindow);
+
+impl Default for WriteBudget {
+    fn default() -> Self {
+        WriteBudget(AgentWindow::new(WINDOW))
+    }
 }
 
 impl WriteBudget {
     /// Takes `bytes` of `agent`'s `max` this window; false (and nothing
     /// taken) past it.
     fn take(&self, agent: &str, bytes: u64, max: u64, now: Instant) -> bool {
-        let mut m = self.used.lock().unwrap_or_else(PoisonError::into_inner);
-        m.retain(|_, (start, _)| now.duration_since(*start) < WINDOW);
-        let (_, used) = m.entry(agent.to_owned()).or_insert((now, 0));
-        if used.saturating_add(bytes) > max {
-            return false;
-        }
-        *used += bytes;
-        true
+        self.0.take(agent, bytes, max, now)
     }
 }
 
