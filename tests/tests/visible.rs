@@ -22,6 +22,11 @@ const DETAIL: &str = "cat README.md\nrm -rf ~/projects\r # \u{202e}mr";
 /// `text` shows the line break as `⏎` (followed by a real break where it
 /// has room for lines: `multi_line`), and every hidden character.
 fn assert_visible(what: &str, text: &str, multi_line: bool) {
+    // A chat card draws each line of agent text left to right (LTR isolate
+    // and override marks around it) and begins each further one with `│ `.
+    let text = &text
+        .replace(['\u{2066}', '\u{202d}', '\u{202c}', '\u{2069}'], "")
+        .replace("\n│ ", "\n");
     let mark = if multi_line {
         "cat README.md⏎\n"
     } else {

@@ -142,13 +142,16 @@ impl ActionHints {
         hints.and_then(|h| h.open_world) != Some(false)
     }
 
-    /// Whether what the action answers may be a stranger's words: it
-    /// reaches out and is not declared to change things (`read_only:
-    /// false`, a sender or a deployer, whose answer is its own report). Its
-    /// result goes back to the agent, so letting it run taints its session
-    /// (docs/sessions.md), as an MCP tool's call does.
+    /// Whether what the action answers is a stranger's words: it is
+    /// declared to read (`read_only: true`) and reaches out (a web page, a
+    /// mailbox, a ticket). Its result goes back to the agent, so letting it
+    /// run taints its session (docs/sessions.md), as an MCP tool's call
+    /// does. An absent `read_only` is MCP's default, not read-only: an
+    /// action that changes things, whose answer is its own report (were
+    /// those to taint, every unhinted handler would ask from its second
+    /// use in a session on).
     pub fn reads_world(hints: Option<&ActionHints>) -> bool {
-        Self::reaches_out(hints) && hints.and_then(|h| h.read_only) != Some(false)
+        Self::reaches_out(hints) && hints.and_then(|h| h.read_only) == Some(true)
     }
 }
 

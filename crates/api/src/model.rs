@@ -270,8 +270,8 @@ impl Action {
         self.handler.is_some() && crate::handlers::ActionHints::reaches_out(self.hints.as_ref())
     }
 
-    /// Whether it is a handler action whose answer may be a stranger's
-    /// words ([`crate::handlers::ActionHints::reads_world`]).
+    /// Whether it is a handler action whose answer is a stranger's words
+    /// ([`crate::handlers::ActionHints::reads_world`]).
     pub fn reads_world(&self) -> bool {
         self.handler.is_some() && crate::handlers::ActionHints::reads_world(self.hints.as_ref())
     }

@@ -106,8 +106,8 @@ impl Profile {
 
     /// [`Profile::taints`] for a call: its action string, or the command
     /// line its `scope` holds, judged as `bash`'s; or it `reads_world` (a
-    /// handler action whose answer may be a stranger's words), unless the
-    /// profile's `taints` is `[]`.
+    /// handler action declared to read from outside), unless the profile's
+    /// `taints` is `[]`.
     pub fn taints_call(
         &self,
         action_string: &str,
@@ -157,8 +157,8 @@ mod tests {
         assert!(!p.way_out_call("tool:fs:execute_command ls", Some(&scope("ls")), false));
     }
 
-    /// A handler action that reaches out and may answer with a stranger's
-    /// words (`reads_world`: no hints, or `read_only`) taints its session
+    /// A handler action that reaches out declared to read (`reads_world`)
+    /// taints its session
     /// whatever its action string; a profile with `taints = []` taints
     /// nothing.
     #[test]

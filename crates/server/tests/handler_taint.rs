@@ -176,18 +176,19 @@ async fn tainted_by(app: &TestApp, session: &str) -> Value {
     body["tainted_by"].clone()
 }
 
-/// A handler action that reaches out and may answer with a stranger's
-/// words (no hints, or declared read-only) taints the session it is let
-/// run in, as an MCP tool's call does: its result goes back to the agent.
-/// One declared closed, or declared to change things (a sender), does not.
+/// A handler action declared to read (`read_only: true`) that reaches out
+/// answers with a stranger's words: it taints the session it is let run
+/// in, as an MCP tool's call does (its result goes back to the agent). One
+/// declared closed, or changing things (a sender; no hints: MCP's
+/// default), does not.
 #[tokio::test]
 async fn a_handler_action_reading_the_world_taints_its_session() {
     let app = setup(json!("open")).await;
     for (action, taints) in [
         ("note", false),
         ("post", false),
+        ("send", false),
         ("announce", true),
-        ("send", true),
     ] {
         let session = format!("s-{action}");
         assert_eq!(act(&app, action, &session).await["status"], "approved");
