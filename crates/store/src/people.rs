@@ -193,13 +193,22 @@ impl SqliteStore {
 
     /// The person `identity` belongs to, if any.
     pub async fn person_of(&self, identity: &str) -> Result<Option<Person>, StoreError> {
-        let row = sqlx::query(
-            "SELECT p.id, p.name, p.body, p.created_at, p.updated_at FROM person_identities i \
-             JOIN people p ON p.id = i.person_id WHERE i.identity = ?",
-        )
-        .bind(identity)
-        .fetch_optional(&self.read)
-        .await?;
-        row.as_ref().map(from_row).transpose()
+        person_on(&self.read, identity).await
     }
+}
+
+/// The person `identity` belongs to, if any, read through `ex` (the read
+/// pool, or the writer's connection inside a transaction).
+pub(crate) async fn person_on<'e>(
+    ex: impl sqlx::SqliteExecutor<'e>,
+    identity: &str,
+) -> Result<Option<Person>, StoreError> {
+    let row = sqlx::query(
+        "SELECT p.id, p.name, p.body, p.created_at, p.updated_at FROM person_identities i \
+         JOIN people p ON p.id = i.person_id WHERE i.identity = ?",
+    )
+    .bind(identity)
+    .fetch_optional(ex)
+    .await?;
+    row.as_ref().map(from_row).transpose()
 }

@@ -50,14 +50,7 @@ pub(crate) async fn check_on(
     seen: &[PersonSeen],
 ) -> Result<(), StoreError> {
     for s in seen {
-        let row = sqlx::query(
-            "SELECT p.id, p.name, p.body, p.created_at, p.updated_at FROM person_identities i \
-             JOIN people p ON p.id = i.person_id WHERE i.identity = ?",
-        )
-        .bind(&s.identity)
-        .fetch_optional(&mut *conn)
-        .await?;
-        let now = row.as_ref().map(crate::people::from_row).transpose()?;
+        let now = crate::people::person_on(&mut *conn, &s.identity).await?;
         unchanged(s, now.as_ref())?;
     }
     Ok(())

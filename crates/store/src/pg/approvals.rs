@@ -66,14 +66,7 @@ async fn people_unchanged(
     seen: &[crate::PersonSeen],
 ) -> Result<(), StoreError> {
     for s in seen {
-        let row = sqlx::query(
-            "SELECT p.id, p.name, p.body, p.created_at, p.updated_at FROM person_identities i \
-             JOIN people p ON p.id = i.person_id WHERE i.identity = $1 FOR SHARE",
-        )
-        .bind(&s.identity)
-        .fetch_optional(&mut *conn)
-        .await?;
-        let now = row.as_ref().map(crate::people::from_row).transpose()?;
+        let now = crate::pg::people::person_on(&mut *conn, &s.identity, true).await?;
         crate::people_seen::unchanged(s, now.as_ref())?;
     }
     Ok(())

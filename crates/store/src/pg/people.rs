@@ -116,13 +116,26 @@ impl Postgres {
 
     /// The person `identity` belongs to, if any.
     pub async fn person_of(&self, identity: &str) -> Result<Option<Person>, StoreError> {
-        let row = sqlx::query(
-            "SELECT p.id, p.name, p.body, p.created_at, p.updated_at FROM person_identities i \
-             JOIN people p ON p.id = i.person_id WHERE i.identity = $1",
-        )
-        .bind(identity)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(from_row).transpose()
+        person_on(&self.pool, identity, false).await
     }
+}
+
+/// The person `identity` belongs to, if any, read through `ex`; with
+/// `share`, its rows share-locked until the transaction ends (a change in
+/// flight is waited for, a later one waits for this commit).
+pub(crate) async fn person_on<'e>(
+    ex: impl sqlx::PgExecutor<'e>,
+    identity: &str,
+    share: bool,
+) -> Result<Option<Person>, StoreError> {
+    const SQL: &str = "SELECT p.id, p.name, p.body, p.created_at, p.updated_at \
+        FROM person_identities i JOIN people p ON p.id = i.person_id WHERE i.identity = $1";
+    const SHARED: &str = "SELECT p.id, p.name, p.body, p.created_at, p.updated_at \
+        FROM person_identities i JOIN people p ON p.id = i.person_id WHERE i.identity = $1 \
+        FOR SHARE";
+    let row = sqlx::query(if share { SHARED } else { SQL })
+        .bind(identity)
+        .fetch_optional(ex)
+        .await?;
+    row.as_ref().map(from_row).transpose()
 }
