@@ -205,7 +205,7 @@ impl Gate {
             }
             CreateAction::Handler(h) => prepared = Some(self.prepare_handler(h).await?),
         }
-        self.admit_request_bytes(&agent, crate::bounds::json_len(&body, usize::MAX))
+        self.admit_request_bytes(&agent, crate::write_budget::request_bytes(&body))
             .await?;
         if let Some(s) = session {
             Box::pin(self.touch_session(&agent, s, runtime)).await?;

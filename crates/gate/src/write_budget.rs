@@ -36,6 +36,31 @@ impl WriteBudget {
     }
 }
 
+/// The bytes an action request has stored: its strings and its params as
+/// JSON. Counted from its fields, so the usual request (a tool and a
+/// detail) is not serialized once more just to be measured.
+pub(crate) fn request_bytes(body: &actiongate_api::CreateAction) -> usize {
+    use actiongate_api::CreateAction;
+    let (reason, timeout, key) = body.common();
+    let (session, runtime) = body.origin();
+    let strings: usize = [reason, timeout, key, session, runtime]
+        .into_iter()
+        .flatten()
+        .map(str::len)
+        .sum();
+    let json = |v: &serde_json::Value| crate::bounds::json_len(v, usize::MAX);
+    strings
+        + match body {
+            CreateAction::Tool(t) => {
+                t.tool.len()
+                    + t.detail.len()
+                    + t.caution.as_deref().map_or(0, str::len)
+                    + t.params.as_ref().map_or(0, json)
+            }
+            CreateAction::Handler(h) => h.handler.len() + h.action.len() + json(&h.params),
+        }
+}
+
 impl Gate {
     /// Admits a request of `agent` whose body takes `bytes` as JSON, or
     /// refuses it with [`crate::ErrorCode::LimitReached`] naming the limit.
