@@ -148,12 +148,7 @@ impl Dispatcher {
     /// the attempt's own timeout (the handler's, else the default) and the
     /// slack, so that a daemon that died mid-attempt holds it no longer.
     pub fn lease(&self, timeout_ms: Option<i64>) -> chrono::Duration {
-        // Registration refuses more than `MAX_ATTEMPT`; a value stored
-        // before it did is held to it, so no lease overflows a date.
-        let most = MAX_ATTEMPT.as_millis() as i64;
-        let timeout = timeout_ms
-            .map(|ms| Duration::from_millis(ms.clamp(1, most) as u64))
-            .unwrap_or(self.cfg.default_timeout);
+        let timeout = attempt_timeout(&self.cfg, timeout_ms);
         chrono::Duration::from_std(timeout + self.cfg.lease_slack).unwrap_or_default()
     }
 
@@ -394,6 +389,16 @@ async fn pass(gate: &Gate) -> anyhow::Result<Vec<String>> {
     Ok(full)
 }
 
+/// An attempt's timeout: the handler's own (`timeout_ms`), or the default.
+/// Registration refuses more than [`MAX_ATTEMPT`]; a value stored before it
+/// did is held to it, so no lease overflows a date.
+fn attempt_timeout(cfg: &DispatchConfig, timeout_ms: Option<i64>) -> Duration {
+    let most = MAX_ATTEMPT.as_millis() as i64;
+    timeout_ms
+        .map(|ms| Duration::from_millis(ms.clamp(1, most) as u64))
+        .unwrap_or(cfg.default_timeout)
+}
+
 /// What one HTTP exchange came to.
 struct Answer {
     status_code: Option<u16>,
@@ -475,11 +480,7 @@ async fn exchange(
     }))?;
     let ts = Utc::now().timestamp();
     let signature = crate::sign::sign(&secrets, &a.id, ts, &body)?;
-    let timeout = handler
-        .record
-        .timeout_ms
-        .map(|ms| Duration::from_millis(ms.clamp(1, MAX_ATTEMPT.as_millis() as i64) as u64))
-        .unwrap_or(cfg.default_timeout);
+    let timeout = attempt_timeout(cfg, handler.record.timeout_ms);
     let req = OutboundRequest {
         url: handler.record.url.clone(),
         headers: vec![
