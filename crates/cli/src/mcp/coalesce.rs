@@ -93,6 +93,11 @@ impl<T> Latest<T> {
         }
     }
 
+    /// Whether no send is in flight and no value waits for one.
+    pub fn idle(&self) -> bool {
+        !self.busy.load(SeqCst) && self.next.lock().map_or(true, |n| n.is_none())
+    }
+
     fn take(&self) -> Option<T> {
         self.next.lock().ok().and_then(|mut n| n.take())
     }

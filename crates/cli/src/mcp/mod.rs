@@ -6,6 +6,7 @@
 pub mod coalesce;
 pub mod pin_questions;
 pub mod pins;
+pub mod progress;
 pub mod proxy;
 pub mod requests;
 pub mod screen;
@@ -154,7 +155,7 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
     api.require_key().map_err(|e| usage(e.to_string()))?;
     let pins = pins::PinFile::load(&pins_path(&args)).map_err(usage)?;
     let downstream: upstream::Downstream = Arc::new(StdMutex::new(None));
-    let progress: upstream::ProgressTokens = Arc::default();
+    let progress: progress::ProgressTokens = Arc::default();
     let handler = upstream::Upstream {
         downstream: downstream.clone(),
         progress: progress.clone(),
@@ -174,8 +175,9 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
             config.max_sse_event_size = limits.max_bytes;
             within(
                 wait,
-                handler.serve(requests::Bounded::new(
-                    StreamableHttpClientTransport::from_config(config),
+                handler.serve(progress::Counting::new(
+                    requests::Bounded::new(StreamableHttpClientTransport::from_config(config)),
+                    progress.clone(),
                 )),
             )
             .await
@@ -193,14 +195,20 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
             }
             let transport = screen::ScreenedChild::spawn(command, limits)
                 .map_err(|e| (Exit::Unreachable, format!("cannot start {cmd}: {e}")))?;
-            within(wait, handler.serve(requests::Bounded::new(transport)))
-                .await
-                .map_err(|e| {
-                    (
-                        Exit::Unreachable,
-                        format!("{cmd} did not start as an MCP server: {e}"),
-                    )
-                })?
+            within(
+                wait,
+                handler.serve(progress::Counting::new(
+                    requests::Bounded::new(transport),
+                    progress.clone(),
+                )),
+            )
+            .await
+            .map_err(|e| {
+                (
+                    Exit::Unreachable,
+                    format!("{cmd} did not start as an MCP server: {e}"),
+                )
+            })?
         }
         (None, None) => {
             return Err(usage(

@@ -34,7 +34,8 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 use super::pins::PinFile;
-use super::upstream::{Downstream, ProgressTokens, Relay};
+use super::progress::{ProgressTokens, Relay};
+use super::upstream::Downstream;
 use crate::hooks::Fallback;
 use crate::hooks::gate::{Verdict, answer_for};
 use crate::hooks::map::sanitize_tool;
@@ -243,15 +244,11 @@ impl Proxy {
                 timeout: self.upstream_timeout,
             })),
         };
-        if theirs.is_some() {
-            // rmcp hands each notification to a task of its own but the
-            // response straight to the caller, so progress sent just
-            // before the result could reach the agent after it, and be
-            // dropped there. A moment lets those relays finish first.
-            tokio::time::sleep(PROGRESS_SETTLE).await;
-        }
-        if let Ok(mut m) = self.progress.lock() {
-            m.remove(&ours);
+        // Progress the upstream sent before its result goes to the agent
+        // before the result does (see `super::progress`).
+        let relay = self.progress.lock().ok().and_then(|mut m| m.remove(&ours));
+        if let Some(relay) = relay {
+            relay.passed_on().await;
         }
         let answer = match answer {
             Some(Ok(a)) => a,
@@ -569,10 +566,6 @@ impl ServerHandler for Proxy {
         }
     }
 }
-
-/// How long a forwarded call's result waits for the upstream's last
-/// progress notifications to be relayed (see `call_tool`).
-const PROGRESS_SETTLE: Duration = Duration::from_millis(20);
 
 /// The action tool a resource read is gated as.
 pub const RESOURCE_TOOL: &str = "mcp-resource";

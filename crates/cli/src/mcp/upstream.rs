@@ -4,46 +4,20 @@
 //! the agent coalesced ([`super::coalesce`]), so a flood from the
 //! upstream, or an agent that reads slowly, queues nothing per message.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use rmcp::ClientHandler;
-use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::model::ProgressNotificationParam;
 use rmcp::service::{NotificationContext, Peer, RoleClient, RoleServer};
 
-use super::coalesce::{Latest, ListChanges};
+use super::coalesce::ListChanges;
+use super::progress::{Counted, ProgressTokens};
 
 /// Where the agent's side of the proxy is, once known: upstream
 /// `list_changed` notifications are passed on to it.
 pub type Downstream = Arc<StdMutex<Option<Peer<RoleServer>>>>;
-
-/// Progress tokens of forwarded calls: rmcp gives each upstream request a
-/// token of its own; the agent's token it stands for, and its progress on
-/// the way to the agent.
-pub type ProgressTokens = Arc<StdMutex<HashMap<ProgressToken, Relay>>>;
-
-/// The progress of one forwarded call on its way to the agent.
-#[derive(Debug, Clone)]
-pub struct Relay {
-    /// The agent's token.
-    theirs: ProgressToken,
-    /// The latest progress not yet sent: an upstream that reports faster
-    /// than the agent reads has all but the latest dropped, rather than
-    /// one task and one message queued per report.
-    latest: Arc<Latest<ProgressNotificationParam>>,
-}
-
-impl Relay {
-    /// The relay of a call whose agent gave the token `theirs`.
-    pub fn new(theirs: ProgressToken) -> Self {
-        Relay {
-            theirs,
-            latest: Arc::default(),
-        }
-    }
-}
 
 /// Most progress notifications waiting at once for the call they belong
 /// to (whose token is recorded just after the request is sent): more are
@@ -97,26 +71,29 @@ impl ClientHandler for Upstream {
     async fn on_progress(
         &self,
         mut params: ProgressNotificationParam,
-        _ctx: NotificationContext<RoleClient>,
+        ctx: NotificationContext<RoleClient>,
     ) {
+        // Counted on reading: the call's result waits until it is done.
+        let counted = ctx.extensions.get::<Counted>().map(|c| c.0.clone());
+        let _handling = counted.as_ref().map(|r| r.handling());
         let find = |p: &ProgressNotificationParam| {
             self.progress
                 .lock()
                 .ok()
                 .and_then(|m| m.get(&p.progress_token).cloned())
         };
-        let mut relay_of = find(&params);
+        let mut relay_of = counted.clone();
         // The token is recorded right after the request is sent; a
         // notification that overtakes that waits a moment for it (a few
         // at most: a flood for tokens nobody knows is dropped).
         if relay_of.is_none() {
             if self.early.fetch_add(1, SeqCst) < MAX_EARLY_PROGRESS {
                 for _ in 0..20 {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
                     relay_of = find(&params);
                     if relay_of.is_some() {
                         break;
                     }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
                 }
             }
             self.early.fetch_sub(1, SeqCst);
@@ -124,7 +101,7 @@ impl ClientHandler for Upstream {
         let (Some(relay), Some(peer)) = (relay_of, peer_of(&self.downstream)) else {
             return;
         };
-        params.progress_token = relay.theirs;
+        params.progress_token = relay.theirs.clone();
         relay
             .latest
             .send(params, |p| {
