@@ -205,7 +205,8 @@ impl Gate {
             }
             CreateAction::Handler(h) => prepared = Some(self.prepare_handler(h).await?),
         }
-        self.admit_request_bytes(&agent, crate::write_budget::request_bytes(&body))
+        let taken = self
+            .admit_action_bytes(&agent, key, crate::write_budget::request_bytes(&body))
             .await?;
         if let Some(s) = session {
             Box::pin(self.touch_session(&agent, s, runtime)).await?;
@@ -322,6 +323,10 @@ impl Gate {
         }))
         .await;
         let (action, created, inserted) = stored?;
+        if let Some(taken) = taken.filter(|_| !created) {
+            // A retry stored nothing.
+            taken.give_back(self);
+        }
         // A retry of a call that ran already (its run was reported) is a
         // new call: the decision that let it run once does not let it run
         // again (a runtime whose call ids a script can choose would

@@ -34,6 +34,15 @@ impl AgentWindow {
         *used += amount;
         true
     }
+
+    /// Gives `amount` taken this window back to `agent` (a request that
+    /// turned out to store nothing).
+    pub(crate) fn give_back(&self, agent: &str, amount: u64) {
+        let mut m = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, used)) = m.get_mut(agent) {
+            *used = used.saturating_sub(amount);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -36,6 +36,21 @@ impl WriteBudget {
     }
 }
 
+/// Bytes a request took of its agent's budget, given back if it turns out
+/// to store nothing (a retry of a stored request).
+#[must_use]
+pub(crate) struct Taken {
+    agent: String,
+    bytes: u64,
+}
+
+impl Taken {
+    /// Gives the bytes back.
+    pub(crate) fn give_back(self, gate: &Gate) {
+        gate.write_budget().0.give_back(&self.agent, self.bytes);
+    }
+}
+
 /// The bytes an action request has stored: its strings and its params as
 /// JSON. Counted from its fields, so the usual request (a tool and a
 /// detail) is not serialized once more just to be measured.
@@ -65,19 +80,50 @@ impl Gate {
     /// Admits a request of `agent` whose body takes `bytes` as JSON, or
     /// refuses it with [`crate::ErrorCode::LimitReached`] naming the limit.
     pub(crate) async fn admit_request_bytes(&self, agent: &str, bytes: usize) -> GateResult<()> {
-        let max = self.config().max_request_bytes_per_agent_per_hour;
-        if self
-            .write_budget()
-            .take(agent, bytes as u64, max, Instant::now())
-        {
-            return Ok(());
+        match self.take_request_bytes(agent, bytes) {
+            Some(_) => Ok(()),
+            None => Err(self.past_request_bytes(agent).await),
         }
+    }
+
+    /// An action request of `agent` with idempotency key `key`: its bytes
+    /// are taken as [`Gate::admit_request_bytes`] does, but a retry of a
+    /// request already stored is admitted past the budget (taking
+    /// nothing), as it stores nothing.
+    pub(crate) async fn admit_action_bytes(
+        &self,
+        agent: &str,
+        key: Option<&str>,
+        bytes: usize,
+    ) -> GateResult<Option<Taken>> {
+        if let Some(taken) = self.take_request_bytes(agent, bytes) {
+            return Ok(Some(taken));
+        }
+        match key {
+            Some(key) if self.store().action_for_key(agent, key).await?.is_some() => Ok(None),
+            _ => Err(self.past_request_bytes(agent).await),
+        }
+    }
+
+    fn take_request_bytes(&self, agent: &str, bytes: usize) -> Option<Taken> {
+        let max = self.config().max_request_bytes_per_agent_per_hour;
+        self.write_budget()
+            .take(agent, bytes as u64, max, Instant::now())
+            .then(|| Taken {
+                agent: agent.to_owned(),
+                bytes: bytes as u64,
+            })
+    }
+
+    /// The refusal of a request past the budget, said as an event too.
+    async fn past_request_bytes(&self, agent: &str) -> GateError {
+        let max = self.config().max_request_bytes_per_agent_per_hour;
         self.limit_reached(agent, "max_request_bytes_per_agent_per_hour", max as usize)
             .await;
-        Err(GateError::limit_reached(format!(
+        GateError::limit_reached(format!(
             "agent '{agent}' may send at most {max} bytes of requests an hour to be stored \
              (limits.max_request_bytes_per_agent_per_hour); this one was not stored"
-        )))
+        ))
     }
 }
 
