@@ -74,6 +74,30 @@ async fn append_attempt(
     Ok(())
 }
 
+/// The executor's answer `rec` to an attempt whose signed result beat it
+/// here: the result settled the action and logged the attempt without its
+/// answer; `rec` replaces that record. Nothing when attempt `rec.n` is not
+/// the last one or the action is not settled.
+async fn late_answer_on(
+    conn: &mut SqliteConnection,
+    id: &str,
+    rec: &ActionAttempt,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE actions SET attempt_log = COALESCE( \
+           (SELECT json_set(attempt_log, '$[' || e.key || ']', json(?1)) \
+            FROM json_each(attempt_log) e WHERE json_extract(e.value, '$.n') = ?3 LIMIT 1), \
+           json_insert(COALESCE(attempt_log, '[]'), '$[#]', json(?1))) \
+         WHERE id = ?2 AND attempts = ?3 AND status IN ('completed', 'failed')",
+    )
+    .bind(serde_json::to_string(rec)?)
+    .bind(id)
+    .bind(rec.n)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 async fn settle_on(
     conn: &mut SqliteConnection,
     id: &str,
@@ -279,7 +303,18 @@ impl SqliteStore {
         rec: &ActionAttempt,
         outcome: Outcome,
     ) -> Result<Option<Action>, StoreError> {
-        self.writer.settle(running, rec, outcome).await
+        let done = self.writer.settle(running, rec, outcome).await?;
+        if done.is_none() {
+            // Superseded, which is rare: the answer may yet be the
+            // record of an attempt its signed result settled.
+            let (id, rec) = (running.id.clone(), rec.clone());
+            self.writer
+                .run_sparing_grants(move |conn| {
+                    Box::pin(async move { late_answer_on(conn, &id, &rec).await })
+                })
+                .await?;
+        }
+        Ok(done)
     }
 
     /// Records attempt `rec` of a running action and applies `next`; `None`
@@ -298,9 +333,9 @@ impl SqliteStore {
                     // the attempt: it applies only while attempt `rec.n` is
                     // still the running one.
                     let n = rec.n;
-                    match next {
+                    let done = match next {
                         AttemptNext::Settle(outcome) => {
-                            settle_on(conn, &id, rec.n, &outcome, Some(&rec)).await
+                            settle_on(conn, &id, rec.n, &outcome, Some(&rec)).await?
                         }
                         AttemptNext::RetryAt(at) => {
                             let row = sqlx::query(concat!(
@@ -315,10 +350,9 @@ impl SqliteStore {
                             .bind(rec.n)
                             .fetch_optional(&mut *conn)
                             .await?;
-                            row.as_ref().map(actions::from_row).transpose()
+                            row.as_ref().map(actions::from_row).transpose()?
                         }
                         AttemptNext::AwaitResult(until) => {
-                            let rec = serde_json::to_string(&rec)?;
                             let row = sqlx::query(concat!(
                                 "UPDATE actions SET lease_until = ?, \
                                  attempt_log = json_insert(COALESCE(attempt_log, '[]'), '$[#]', json(?)) \
@@ -326,31 +360,18 @@ impl SqliteStore {
                                 action_columns!()
                             ))
                             .bind(to_ms(until))
-                            .bind(&rec)
+                            .bind(serde_json::to_string(&rec)?)
                             .bind(&id)
                             .bind(n)
                             .fetch_optional(&mut *conn)
                             .await?;
-                            if row.is_none() {
-                                // The executor's result may beat its own 202
-                                // here: the settle logged the attempt without
-                                // its answer; this record replaces that one.
-                                sqlx::query(
-                                    "UPDATE actions SET attempt_log = COALESCE( \
-                                       (SELECT json_set(attempt_log, '$[' || e.key || ']', json(?1)) \
-                                        FROM json_each(attempt_log) e WHERE json_extract(e.value, '$.n') = ?3 LIMIT 1), \
-                                       json_insert(COALESCE(attempt_log, '[]'), '$[#]', json(?1))) \
-                                     WHERE id = ?2 AND attempts = ?3 AND status IN ('completed', 'failed')",
-                                )
-                                .bind(&rec)
-                                .bind(&id)
-                                .bind(n)
-                                .execute(&mut *conn)
-                                .await?;
-                            }
-                            row.as_ref().map(actions::from_row).transpose()
+                            row.as_ref().map(actions::from_row).transpose()?
                         }
+                    };
+                    if done.is_none() {
+                        late_answer_on(conn, &id, &rec).await?;
                     }
+                    Ok(done)
                 })
             })
             .await

@@ -315,6 +315,63 @@ async fn an_async_result_settles_once_and_a_replay_is_refused(kind: Kind) {
     assert_eq!(store.prune_seen_webhooks(in_secs(1)).await.unwrap(), 5);
 }
 
+/// The executor's own answer to an attempt, whatever it was, is its
+/// record, also when its signed result settled the action first: a 200
+/// with the result or a 5xx.
+async fn an_executors_answer_after_its_result_is_the_attempts_record(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
+    let (a, _) = store.insert_action(approved("a", 0)).await.unwrap();
+    let (b, _) = store.insert_action(approved("a", 1)).await.unwrap();
+    store
+        .claim(vec![a.id.clone(), b.id.clone()], in_secs(30))
+        .await
+        .unwrap();
+    for (id, webhook) in [(&a.id, "msg_a"), (&b.id, "msg_b")] {
+        let done = store
+            .accept_result(id, webhook.into(), 1, completed(json!("signed")))
+            .await
+            .unwrap();
+        assert_eq!(done.attempts.len(), 1);
+        assert_eq!(done.attempts[0].status_code, None);
+    }
+    // The dispatcher settles through `settle_attempt`, holding the action
+    // as it claimed it.
+    let late = store
+        .settle_attempt(&a, &rec(1, Some(200), None), completed(json!("answered")))
+        .await
+        .unwrap();
+    assert_eq!(late, None, "already settled");
+    let late = store
+        .finish_attempt(
+            &b.id,
+            rec(1, Some(503), Some("busy")),
+            AttemptNext::RetryAt(in_secs(5)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(late, None, "already settled");
+    let a_now = store.get_action(&a.id).await.unwrap();
+    assert_eq!(a_now.status, ActionStatus::Completed);
+    assert_eq!(
+        a_now.outcome.as_ref().unwrap().result,
+        Some(json!("signed")),
+        "the first result stands"
+    );
+    assert_eq!(a_now.attempts.len(), 1);
+    assert_eq!(a_now.attempts[0].status_code, Some(200));
+    let b_now = store.get_action(&b.id).await.unwrap();
+    assert_eq!(
+        b_now.status,
+        ActionStatus::Completed,
+        "no retry of a settled action"
+    );
+    assert_eq!(b_now.attempts.len(), 1);
+    assert_eq!(b_now.attempts[0].status_code, Some(503));
+    assert_eq!(b_now.attempts[0].error.as_deref(), Some("busy"));
+}
+
 async fn lapsed_leases_come_round_again_until_attempts_run_out(kind: Kind) {
     let Some((store, _dir)) = open(kind).await else {
         return;
@@ -372,6 +429,7 @@ crate::conformance!(
     due_actions_are_claimed_once_oldest_first,
     a_retry_comes_due_at_its_time_and_fences_the_attempt_before_it,
     an_async_result_settles_once_and_a_replay_is_refused,
+    an_executors_answer_after_its_result_is_the_attempts_record,
     lapsed_leases_come_round_again_until_attempts_run_out,
 );
 

@@ -100,15 +100,13 @@ async fn requeue_on(
 }
 
 /// The executor's 202 for attempt `rec.n`: the lease runs until `until`
-/// for its result. A result that beat the 202 here has settled the action
-/// and logged the attempt without its answer; `rec` replaces that record.
+/// for its result.
 async fn await_result_on(
     conn: &mut PgConnection,
     id: &str,
     rec: &ActionAttempt,
     until: DateTime<Utc>,
 ) -> Result<Option<Action>, StoreError> {
-    let text = serde_json::to_string(rec)?;
     let row = sqlx::query(concat!(
         "UPDATE actions SET lease_until = $1, attempt_log = ",
         appended!("$2"),
@@ -116,14 +114,23 @@ async fn await_result_on(
         action_columns!()
     ))
     .bind(to_ms(until))
-    .bind(&text)
+    .bind(serde_json::to_string(rec)?)
     .bind(id)
     .bind(rec.n)
     .fetch_optional(&mut *conn)
     .await?;
-    if row.is_some() {
-        return row.as_ref().map(from_row).transpose();
-    }
+    row.as_ref().map(from_row).transpose()
+}
+
+/// The executor's answer `rec` to an attempt whose signed result beat it
+/// here: the result settled the action and logged the attempt without its
+/// answer; `rec` replaces that record. Nothing when attempt `rec.n` is not
+/// the last one or the action is not settled.
+async fn late_answer_on(
+    conn: &mut PgConnection,
+    id: &str,
+    rec: &ActionAttempt,
+) -> Result<(), StoreError> {
     let log: Option<Option<String>> = sqlx::query_scalar(
         "SELECT attempt_log FROM actions WHERE id = $1 AND attempts = $2 \
          AND status IN ('completed', 'failed') FOR UPDATE",
@@ -147,7 +154,7 @@ async fn await_result_on(
             .execute(&mut *conn)
             .await?;
     }
-    Ok(None)
+    Ok(())
 }
 
 impl Postgres {
@@ -270,6 +277,9 @@ impl Postgres {
             AttemptNext::RetryAt(at) => requeue_on(&mut tx, id, &rec, at).await?,
             AttemptNext::AwaitResult(until) => await_result_on(&mut tx, id, &rec, until).await?,
         };
+        if done.is_none() {
+            late_answer_on(&mut tx, id, &rec).await?;
+        }
         self.commit(tx, events).await?;
         Ok(done)
     }
