@@ -179,6 +179,29 @@ test('over 500 grant requests and 200 plans: the longest waiting of each is load
   await page.fill('#queue-search', '');
 });
 
+test('plans too large for one page of 2 MiB: the daemon cuts the page short and links the next, and every plan loads', async () => {
+  const { page } = env;
+  const filler = `echo ${'f'.repeat(3990)}`;
+  const ids = [];
+  for (let i = 0; i < 5; i++) {
+    const steps = [{ tool: 'bash', detail: `echo plan-big-${i}` }];
+    for (let n = 1; n < 200; n++) steps.push({ tool: 'bash', detail: filler });
+    const r = await env.call('POST', '/v1/plans', env.agent, { session: `big-${i}`, steps });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    ids.push(r.body.id);
+  }
+  await page.goto(env.pageUrl);
+  await page.waitForSelector('#key, #stream-state[data-state=live]');
+  if (await page.locator('#key').isVisible()) {
+    await page.fill('#key', env.operator);
+    await page.click('#sign-in-form button[type=submit]');
+  }
+  await page.waitForSelector('#stream-state[data-state=live]');
+  await page.fill('#queue-search', 'plan-big-4');
+  await page.waitForSelector(`#queue .card[data-id="${ids[4]}"]`);
+  await page.fill('#queue-search', '');
+});
+
 test('the grants table shows every active grant, more than one page of them', async () => {
   const { page } = env;
   const made = [];

@@ -262,6 +262,20 @@ impl Api {
         body: Option<&Value>,
         extra_wait: Duration,
     ) -> Result<(StatusCode, Value), ClientError> {
+        let (status, _, value) = self
+            .call_keeping_headers(method, path, body, extra_wait)
+            .await?;
+        Ok((status, value))
+    }
+
+    /// [`Api::call`], with the answer's headers.
+    async fn call_keeping_headers(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        extra_wait: Duration,
+    ) -> Result<(StatusCode, reqwest::header::HeaderMap, Value), ClientError> {
         let mut req = self
             .http
             .request(method, format!("{}{path}", self.base))
@@ -277,6 +291,7 @@ impl Api {
         }
         let resp = req.send().await.map_err(|e| self.unreachable(&e))?;
         let status = resp.status();
+        let headers = resp.headers().clone();
         let text = resp.text().await.map_err(|e| self.unreachable(&e))?;
         if !status.is_success() {
             return Err(ClientError::Api(Box::new(Problem::from_body(
@@ -284,7 +299,7 @@ impl Api {
             ))));
         }
         if status == StatusCode::NO_CONTENT {
-            return Ok((status, Value::Null));
+            return Ok((status, headers, Value::Null));
         }
         let value = serde_json::from_str(&text).map_err(|e| {
             ClientError::BadResponse(format!(
@@ -292,7 +307,7 @@ impl Api {
                 self.base
             ))
         })?;
-        Ok((status, value))
+        Ok((status, headers, value))
     }
 
     /// GET, expecting JSON.
@@ -329,7 +344,8 @@ impl Api {
     }
 
     /// Every item of a list paged by `after=<last id>` (`path` has a query
-    /// already, with `limit={page}`: a page shorter than that is the last),
+    /// already, with `limit={page}`: a page shorter than that is the last,
+    /// unless it links a next one, `Link: <…>; rel="next"`),
     /// in the order the API lists them, up to about `most` items.
     pub async fn after_pages(
         &self,
@@ -343,11 +359,19 @@ impl Api {
                 Some(last) => format!("{path}&after={}", query_value(last)),
                 None => path.to_owned(),
             };
-            let items = match self.get(&page_path).await? {
+            let (_, headers, list) = self
+                .call_keeping_headers(Method::GET, &page_path, None, Duration::ZERO)
+                .await?;
+            let items = match list {
                 Value::Array(items) => items,
                 _ => Vec::new(),
             };
-            let short = items.len() < page;
+            // A page cut short for its size links the next one.
+            let linked = headers
+                .get_all(reqwest::header::LINK)
+                .iter()
+                .any(|l| l.to_str().is_ok_and(|l| l.contains("rel=\"next\"")));
+            let short = items.is_empty() || (items.len() < page && !linked);
             all.extend(items);
             if short || all.len() >= most {
                 return Ok(all);

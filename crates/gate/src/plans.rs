@@ -307,13 +307,15 @@ impl Gate {
 
     /// A page of plans (operators), newest first or, with
     /// `page.oldest_first`, the longest waiting first, in the order they
-    /// were made (up to 500, 200 by default).
+    /// were made (up to 500, 200 by default), and whether the page was cut
+    /// short of `limit` to stay within [`crate::paging::PAGE_BYTES`] (more
+    /// may follow however short it is).
     pub async fn list_plans(
         &self,
         caller: &Caller,
         status: Option<String>,
         page: ListPage,
-    ) -> GateResult<Vec<Plan>> {
+    ) -> GateResult<(Vec<Plan>, bool)> {
         caller.require(Role::Operator)?;
         let page = page.checked(PLANS_PAGE)?;
         if let Some(s) = &status
@@ -325,7 +327,7 @@ impl Gate {
             ));
         }
         let after = page.after.clone();
-        let plans = self.store().list_plans(status, &page).await?;
+        let mut plans = self.store().list_plans(status, &page).await?;
         // Plans are listed by when they were made: the page starts after
         // that of the plan named. One naming no plan reads as an empty
         // page, so only then is it looked up, to say so; a plan id that
@@ -344,7 +346,11 @@ impl Gate {
                 Ok(_) => {}
             }
         }
-        Ok(plans)
+        // A plan is up to a request body (1 MiB unless configured): a page
+        // of 200 of the largest was hundreds of MiB, built in memory. One
+        // cut short says so (`true`).
+        let cut = crate::paging::cut_to_bytes(&mut plans);
+        Ok((plans, cut))
     }
 
     /// An operator approves a plan, all of it or the steps at `only`

@@ -148,3 +148,61 @@ async fn pending_plans_are_listed_past_a_page_oldest_first() {
         .collect();
     assert_eq!(listed, ids);
 }
+
+/// Plans of the largest kind: a page stops past 2 MiB of JSON, short of
+/// its `limit`, and says so with a `Link` to the next page; following it
+/// (as `plans --status pending` does) reads every plan.
+#[tokio::test]
+async fn a_page_of_large_plans_is_cut_short_and_links_the_next() {
+    let app = TestApp::spawn().await;
+    let op = app.operator.clone();
+    let detail = "d".repeat(4000);
+    let details: Vec<&str> = (0..200).map(|_| detail.as_str()).collect();
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(plan(&app, &format!("big-{n}"), &details).await);
+    }
+    let mut listed = Vec::new();
+    let mut path = "/v1/plans?status=pending&order=oldest&limit=200".to_owned();
+    let mut pages = 0;
+    loop {
+        let resp = app.send(Method::GET, &path, Some(&op), None).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        let link = resp
+            .headers()
+            .get("link")
+            .map(|l| l.to_str().unwrap().to_owned());
+        let page: Vec<Value> = resp.json().await.unwrap();
+        assert!(!page.is_empty() && page.len() < 5, "{} plans", page.len());
+        pages += 1;
+        listed.extend(page.iter().map(|p| p["id"].as_str().unwrap().to_owned()));
+        let Some(link) = link else { break };
+        let last = listed.last().unwrap();
+        assert!(link.ends_with("; rel=\"next\""), "{link}");
+        assert!(link.contains(&format!("after={last}")), "{link}");
+        assert!(
+            link.contains("status=pending") && link.contains("order=oldest"),
+            "{link}"
+        );
+        path = link
+            .trim_start_matches('<')
+            .split_once('>')
+            .unwrap()
+            .0
+            .to_owned();
+        assert!(pages < 10, "never ended");
+    }
+    assert_eq!(listed, ids);
+    assert!(pages > 1);
+    let r = ag(&app, &op, &["plans", "--status", "pending", "--json"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let by_cli: Vec<String> = serde_json::from_str::<Value>(&r.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(by_cli, ids);
+    app.stop().await;
+}

@@ -31,6 +31,19 @@ export const limits = { callMs: 20000 };
 
 /** Calls the API; resolves to the parsed JSON body (or null). */
 export async function api(method, path, body, key = session.key) {
+  return (await call(method, path, body, key)).json;
+}
+
+/** A page of a listing paged by `after`: `{ items, next }`, where `next`
+ * says the daemon cut the page short for its size and links the next one
+ * (`Link: <…>; rel="next"`), so a short page is not the last. */
+export async function apiPage(path, key = session.key) {
+  const { json, resp } = await call('GET', path, undefined, key);
+  const link = resp.headers.get('link') || '';
+  return { items: Array.isArray(json) ? json : [], next: /;\s*rel="next"/.test(link) };
+}
+
+async function call(method, path, body, key) {
   // Decisions record the channel they came through.
   const headers = { accept: 'application/json', 'x-actiongate-channel': 'page' };
   if (key) headers.authorization = `Bearer ${key}`;
@@ -57,7 +70,7 @@ export async function api(method, path, body, key = session.key) {
   if (!resp.ok) {
     throw new ApiError(resp.status, json || { title: `HTTP ${resp.status}`, detail: text.slice(0, 200) });
   }
-  return json;
+  return { json, resp };
 }
 
 export const enc = encodeURIComponent;

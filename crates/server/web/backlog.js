@@ -7,7 +7,7 @@
 // a resync forgets only the items the load covered. Grant requests and
 // plans load the same way, a page at a time (up to MOST_PAGES pages).
 
-import { api } from './api.js';
+import { api, apiPage } from './api.js';
 
 /** Most pending actions one load reads. */
 export const MOST = 2000;
@@ -33,16 +33,20 @@ export const MOST_PAGES = 20;
 
 /** The pending items of a listing answered as a bare array (`path`:
  * grant requests, plans), oldest first, `limit` a page, each page after the
- * last id of the one before, until a short page or `pages` pages:
+ * last id of the one before, until a short page that links no next one
+ * or `pages` pages:
  * `{ items, complete, last }` as `pendingActions` answers. */
 export async function pendingPages(path, limit, pages = MOST_PAGES) {
   const items = [];
   for (let n = 0; n < pages; n++) {
     const q = new URLSearchParams({ status: 'pending', order: 'oldest', limit: String(limit) });
     if (items.length) q.set('after', items[items.length - 1].id);
-    const page = await api('GET', `${path}?${q}`);
+    const { items: page, next } = await apiPage(`${path}?${q}`);
     items.push(...page);
-    if (page.length < limit) return { items, complete: true, last: items.length ? items[items.length - 1].id : null };
+    // A page cut short for its size (plans) links the next one.
+    if (!page.length || (page.length < limit && !next)) {
+      return { items, complete: true, last: items.length ? items[items.length - 1].id : null };
+    }
   }
   console.warn(`${path}: stopped after ${pages} pages of ${limit} pending items; newer ones show as they arrive`);
   return { items, complete: false, last: items.length ? items[items.length - 1].id : null };

@@ -3,8 +3,9 @@
 //! and runs reported after the fact.
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::StatusCode;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -159,7 +160,8 @@ pub struct PlanQuery {
 /// Plans, newest first or, with `order=oldest`, oldest first, a page at a
 /// time (operators).
 #[utoipa::path(get, path = "/v1/plans", tag = "sessions", params(PlanQuery),
-    responses((status = 200, description = "A page of plans: page on with `after` set to the last id until a page is shorter than `limit`", body = [Plan]),
+    responses((status = 200, description = "A page of plans: page on with `after` set to the last id until a page is shorter than `limit` and has no `Link` header with `rel=\"next\"` (a page past 2 MiB of JSON is cut short and has one)", body = [Plan],
+            headers(("Link" = String, description = "`<URL>; rel=\"next\"`: the next page, when this one was cut short of `limit` for its size"))),
         (status = 403, description = "Not an operator", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`after` names no plan", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid filter or page (named)", body = Problem, content_type = "application/problem+json")),
@@ -168,13 +170,34 @@ pub async fn list_plans(
     State(state): State<AppState>,
     Operator(caller): Operator,
     ApiQuery(q): ApiQuery<PlanQuery>,
-) -> ApiResult<axum::Json<Vec<Plan>>> {
-    Ok(axum::Json(
-        state
-            .gate()
-            .list_plans(&caller, q.status, list_page(q.order, q.after, q.limit))
-            .await?,
-    ))
+    RawQuery(raw): RawQuery,
+) -> ApiResult<Response> {
+    let (plans, cut) = state
+        .gate()
+        .list_plans(&caller, q.status, list_page(q.order, q.after, q.limit))
+        .await?;
+    let next = plans
+        .last()
+        .filter(|_| cut)
+        .map(|last| next_link("/v1/plans", raw.as_deref(), &last.id));
+    let mut resp = axum::Json(plans).into_response();
+    if let Some(link) = next.and_then(|l| HeaderValue::from_str(&l).ok()) {
+        resp.headers_mut().insert(header::LINK, link);
+    }
+    Ok(resp)
+}
+
+/// The `Link` (RFC 8288) to the page after the one that ended at `last`:
+/// the same query, with `after` set to it.
+fn next_link(path: &str, query: Option<&str>, last: &str) -> String {
+    let mut next = url::form_urlencoded::Serializer::new(String::new());
+    for (k, v) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        if k != "after" {
+            next.append_pair(&k, &v);
+        }
+    }
+    next.append_pair("after", last);
+    format!("<{path}?{}>; rel=\"next\"", next.finish())
 }
 
 /// One plan; `?wait=S` blocks until it is decided (or expires), at most S
