@@ -245,9 +245,10 @@ impl Proxy {
             })),
         };
         // Progress the upstream sent before its result goes to the agent
-        // before the result does (see `super::progress`).
+        // before the result does (see `super::progress`); a call the agent
+        // cancelled has none to wait for.
         let relay = self.progress.lock().ok().and_then(|mut m| m.remove(&ours));
-        if let Some(relay) = relay {
+        if let Some(relay) = relay.filter(|_| answer.is_some()) {
             relay.passed_on().await;
         }
         let answer = match answer {
