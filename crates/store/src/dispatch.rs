@@ -76,8 +76,10 @@ async fn append_attempt(
 
 /// The executor's answer `rec` to an attempt whose signed result beat it
 /// here: the result settled the action and logged the attempt without its
-/// answer; `rec` replaces that record. Nothing when attempt `rec.n` is not
-/// the last one or the action is not settled.
+/// answer (a record with neither a status code nor an error); `rec`
+/// replaces that record, or is appended when the attempt has none. Nothing
+/// when attempt `rec.n` is not the last one, the action is not settled, or
+/// the attempt's record says something already (its lease lapsed).
 async fn late_answer_on(
     conn: &mut SqliteConnection,
     id: &str,
@@ -88,7 +90,11 @@ async fn late_answer_on(
            (SELECT json_set(attempt_log, '$[' || e.key || ']', json(?1)) \
             FROM json_each(attempt_log) e WHERE json_extract(e.value, '$.n') = ?3 LIMIT 1), \
            json_insert(COALESCE(attempt_log, '[]'), '$[#]', json(?1))) \
-         WHERE id = ?2 AND attempts = ?3 AND status IN ('completed', 'failed')",
+         WHERE id = ?2 AND attempts = ?3 AND status IN ('completed', 'failed') \
+         AND NOT EXISTS (SELECT 1 FROM json_each(COALESCE(attempt_log, '[]')) e \
+           WHERE json_extract(e.value, '$.n') = ?3 \
+           AND (json_extract(e.value, '$.status_code') IS NOT NULL \
+                OR json_extract(e.value, '$.error') IS NOT NULL))",
     )
     .bind(serde_json::to_string(rec)?)
     .bind(id)

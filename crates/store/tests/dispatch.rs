@@ -370,6 +370,29 @@ async fn an_executors_answer_after_its_result_is_the_attempts_record(kind: Kind)
     assert_eq!(b_now.attempts.len(), 1);
     assert_eq!(b_now.attempts[0].status_code, Some(503));
     assert_eq!(b_now.attempts[0].error.as_deref(), Some("busy"));
+
+    // An attempt whose lease lapsed keeps that record: the answer came too
+    // late to be the attempt's.
+    let (c, _) = store.insert_action(approved("a", 2)).await.unwrap();
+    store.claim(vec![c.id.clone()], in_secs(-1)).await.unwrap();
+    let failed = store.release_leases(Utc::now(), 1, false).await.unwrap();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].status, ActionStatus::Failed);
+    let late = store
+        .settle_attempt(&c, &rec(1, Some(200), None), completed(json!("late")))
+        .await
+        .unwrap();
+    assert_eq!(late, None);
+    let c_now = store.get_action(&c.id).await.unwrap();
+    assert_eq!(c_now.attempts.len(), 1);
+    assert_eq!(c_now.attempts[0].status_code, None);
+    assert!(
+        c_now.attempts[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("lease lapsed")
+    );
 }
 
 async fn lapsed_leases_come_round_again_until_attempts_run_out(kind: Kind) {

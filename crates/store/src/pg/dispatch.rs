@@ -124,8 +124,10 @@ async fn await_result_on(
 
 /// The executor's answer `rec` to an attempt whose signed result beat it
 /// here: the result settled the action and logged the attempt without its
-/// answer; `rec` replaces that record. Nothing when attempt `rec.n` is not
-/// the last one or the action is not settled.
+/// answer (a record with neither a status code nor an error); `rec`
+/// replaces that record, or is appended when the attempt has none. Nothing
+/// when attempt `rec.n` is not the last one, the action is not settled, or
+/// the attempt's record says something already (its lease lapsed).
 async fn late_answer_on(
     conn: &mut PgConnection,
     id: &str,
@@ -145,7 +147,10 @@ async fn late_answer_on(
             .transpose()?
             .unwrap_or_default();
         match records.iter_mut().find(|r| r.n == rec.n) {
-            Some(slot) => *slot = rec.clone(),
+            Some(slot) if slot.status_code.is_none() && slot.error.is_none() => {
+                *slot = rec.clone();
+            }
+            Some(_) => return Ok(()),
             None => records.push(rec.clone()),
         }
         sqlx::query("UPDATE actions SET attempt_log = $1 WHERE id = $2")
