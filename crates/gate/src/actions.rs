@@ -205,9 +205,7 @@ impl Gate {
             }
             CreateAction::Handler(h) => prepared = Some(self.prepare_handler(h).await?),
         }
-        let taken = self
-            .admit_action_bytes(&agent, key, crate::write_budget::request_bytes(&body))
-            .await?;
+        let taken = self.admit_action_bytes(&agent, &body).await?;
         if let Some(s) = session {
             Box::pin(self.touch_session(&agent, s, runtime)).await?;
         }
@@ -324,8 +322,7 @@ impl Gate {
         .await;
         let (action, created, inserted) = stored?;
         if let Some(taken) = taken.filter(|_| !created) {
-            // A retry stored nothing.
-            taken.give_back(self);
+            taken.give_back(self); // A retry stored nothing.
         }
         // A retry of a call that ran already (its run was reported) is a
         // new call: the decision that let it run once does not let it run

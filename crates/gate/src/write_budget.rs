@@ -86,17 +86,17 @@ impl Gate {
         }
     }
 
-    /// An action request of `agent` with idempotency key `key`: its bytes
-    /// are taken as [`Gate::admit_request_bytes`] does, but a retry of a
-    /// request already stored is admitted past the budget (taking
-    /// nothing), as it stores nothing.
+    /// An action request `body` of `agent`: its bytes are taken as
+    /// [`Gate::admit_request_bytes`] does, but a retry of a request already
+    /// stored (the same idempotency key) is admitted past the budget
+    /// (taking nothing), as it stores nothing.
     pub(crate) async fn admit_action_bytes(
         &self,
         agent: &str,
-        key: Option<&str>,
-        bytes: usize,
+        body: &actiongate_api::CreateAction,
     ) -> GateResult<Option<Taken>> {
-        if let Some(taken) = self.take_request_bytes(agent, bytes) {
+        let (_, _, key) = body.common();
+        if let Some(taken) = self.take_request_bytes(agent, request_bytes(body)) {
             return Ok(Some(taken));
         }
         match key {
