@@ -5,8 +5,10 @@
 //! to a task of its own and each response straight to its caller, so the
 //! progress an upstream sent just before a result can reach the agent after
 //! it (where clients drop it). The transport to the upstream ([`Counting`])
-//! counts each progress notification of a forwarded call as it is read,
-//! before the result behind it can be; the relay counts it again once it is
+//! records a forwarded call's relay as the call is written (it rides in the
+//! request's extensions, [`RelayTo`]), so no answer can come before it; it
+//! counts each progress notification of the call as it is read, before
+//! the result behind it can be; the relay counts it again once it is
 //! passed on; a call's result waits ([`Relay::passed_on`]) until the two
 //! counts meet.
 
@@ -17,7 +19,10 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use rmcp::RoleClient;
-use rmcp::model::{JsonRpcMessage, ProgressNotificationParam, ProgressToken, ServerNotification};
+use rmcp::model::{
+    GetExtensions, GetMeta, JsonRpcMessage, ProgressNotificationParam, ProgressToken,
+    ServerNotification,
+};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 
@@ -92,6 +97,12 @@ impl Drop for Handling {
 #[derive(Debug, Clone)]
 pub struct Counted(pub Relay);
 
+/// The relay of a forwarded call, carried in its request's extensions to
+/// the transport, which records it under the call's progress token as the
+/// request is written.
+#[derive(Debug, Clone)]
+pub struct RelayTo(pub Relay);
+
 /// A transport to the upstream that counts the progress of forwarded calls
 /// as it is read (see the module's comment).
 pub struct Counting<T> {
@@ -131,6 +142,13 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Counting<T> {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let JsonRpcMessage::Request(r) = &item
+            && let Some(RelayTo(relay)) = r.request.extensions().get::<RelayTo>()
+            && let Some(token) = r.request.get_meta().get_progress_token()
+            && let Ok(mut relays) = self.relays.lock()
+        {
+            relays.insert(token, relay.clone());
+        }
         self.inner.send(item)
     }
 

@@ -20,7 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ServerHandler;
-use rmcp::model::{CallToolRequest, CancelledNotificationParam, ClientRequest, ServerResult};
+use rmcp::model::{
+    CallToolRequest, CancelledNotificationParam, ClientRequest, GetExtensions, ServerResult,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
     GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
@@ -34,7 +36,7 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 use super::pins::PinFile;
-use super::progress::{ProgressTokens, Relay};
+use super::progress::{ProgressTokens, Relay, RelayTo};
 use super::upstream::Downstream;
 use crate::hooks::Fallback;
 use crate::hooks::gate::{Verdict, answer_for};
@@ -223,7 +225,13 @@ impl Proxy {
         call: CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, rmcp::ErrorData> {
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(call));
+        let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(call));
+        // The relay is recorded as the request is written, before any
+        // progress for it can be read (see `super::progress`).
+        let relay = ctx.meta.get_progress_token().map(Relay::new);
+        if let Some(r) = &relay {
+            request.extensions_mut().insert(RelayTo(r.clone()));
+        }
         let handle = match self
             .upstream
             .send_request_with_option(request, PeerRequestOptions::no_options())
@@ -233,10 +241,6 @@ impl Proxy {
             Err(e) => return Ok(upstream_failed(e).into()),
         };
         let (id, ours) = (handle.id.clone(), handle.progress_token.clone());
-        let theirs = ctx.meta.get_progress_token();
-        if let (Some(t), Ok(mut m)) = (theirs.clone(), self.progress.lock()) {
-            m.insert(ours.clone(), Relay::new(t));
-        }
         let answer = tokio::select! {
             r = handle.await_response() => Some(r),
             () = ctx.ct.cancelled() => None,
@@ -247,7 +251,9 @@ impl Proxy {
         // Progress the upstream sent before its result goes to the agent
         // before the result does (see `super::progress`); a call the agent
         // cancelled has none to wait for.
-        let relay = self.progress.lock().ok().and_then(|mut m| m.remove(&ours));
+        if let Ok(mut m) = self.progress.lock() {
+            m.remove(&ours);
+        }
         if let Some(relay) = relay.filter(|_| answer.is_some()) {
             relay.passed_on().await;
         }
