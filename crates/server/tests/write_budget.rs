@@ -108,58 +108,26 @@ async fn a_retry_of_a_stored_request_takes_nothing_of_the_budget() {
     let app = TestApp::spawn_with(|s| s.limits.max_request_bytes_per_agent_per_hour = 50_000).await;
     app.profile("agent-1", json!("locked")).await;
     let detail = "x".repeat(10_000);
-    let body = |key: &str| json!({"tool": "bash", "detail": detail, "idempotency_key": key});
-    let (s, first) = app
-        .call(
-            Method::POST,
-            "/v1/actions",
-            Some(&app.agent),
-            Some(body("k-1")),
-        )
-        .await;
+    let post = |key: String| {
+        let body = json!({"tool": "bash", "detail": detail, "idempotency_key": key});
+        app.call(Method::POST, "/v1/actions", Some(&app.agent), Some(body))
+    };
+    let (s, first) = post("k-1".into()).await;
     assert_eq!(s, StatusCode::CREATED, "{first}");
     for _ in 0..6 {
-        let (s, again) = app
-            .call(
-                Method::POST,
-                "/v1/actions",
-                Some(&app.agent),
-                Some(body("k-1")),
-            )
-            .await;
+        let (s, again) = post("k-1".into()).await;
         assert!(s.is_success(), "{s} {again}");
         assert_eq!(again["id"], first["id"], "{again}");
     }
     // The retries took nothing: three more requests of 10,000 fit.
     for i in 2..5 {
-        let (s, a) = app
-            .call(
-                Method::POST,
-                "/v1/actions",
-                Some(&app.agent),
-                Some(body(&format!("k-{i}"))),
-            )
-            .await;
+        let (s, a) = post(format!("k-{i}")).await;
         assert_eq!(s, StatusCode::CREATED, "request {i}: {a}");
     }
-    let (s, refused) = app
-        .call(
-            Method::POST,
-            "/v1/actions",
-            Some(&app.agent),
-            Some(body("k-5")),
-        )
-        .await;
+    let (s, refused) = post("k-5".into()).await;
     assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{refused}");
     // Past the budget, a retry of a stored request is still answered.
-    let (s, again) = app
-        .call(
-            Method::POST,
-            "/v1/actions",
-            Some(&app.agent),
-            Some(body("k-1")),
-        )
-        .await;
+    let (s, again) = post("k-1".into()).await;
     assert!(s.is_success(), "{s} {again}");
     assert_eq!(again["id"], first["id"], "{again}");
     app.stop().await;

@@ -158,9 +158,7 @@ async fn run(args: ProxyArgs) -> Result<(), (Exit, String)> {
     let progress: progress::ProgressTokens = Arc::default();
     let handler = upstream::Upstream {
         downstream: downstream.clone(),
-        progress: progress.clone(),
         changes: Arc::default(),
-        early: Arc::default(),
     };
     let limits = screen::Limits {
         max_bytes: usize::try_from(args.max_message_bytes).unwrap_or(usize::MAX),
