@@ -262,20 +262,19 @@ impl Api {
         body: Option<&Value>,
         extra_wait: Duration,
     ) -> Result<(StatusCode, Value), ClientError> {
-        let (status, _, value) = self
-            .call_keeping_headers(method, path, body, extra_wait)
-            .await?;
+        let (status, _, value) = self.call_linking(method, path, body, extra_wait).await?;
         Ok((status, value))
     }
 
-    /// [`Api::call`], with the answer's headers.
-    async fn call_keeping_headers(
+    /// [`Api::call`], and whether the answer links a next page (`Link:
+    /// <…>; rel="next"`: a page cut short for its size).
+    async fn call_linking(
         &self,
         method: Method,
         path: &str,
         body: Option<&Value>,
         extra_wait: Duration,
-    ) -> Result<(StatusCode, reqwest::header::HeaderMap, Value), ClientError> {
+    ) -> Result<(StatusCode, bool, Value), ClientError> {
         let mut req = self
             .http
             .request(method, format!("{}{path}", self.base))
@@ -291,7 +290,11 @@ impl Api {
         }
         let resp = req.send().await.map_err(|e| self.unreachable(&e))?;
         let status = resp.status();
-        let headers = resp.headers().clone();
+        let next = resp
+            .headers()
+            .get_all(reqwest::header::LINK)
+            .iter()
+            .any(|l| l.to_str().is_ok_and(|l| l.contains("rel=\"next\"")));
         let text = resp.text().await.map_err(|e| self.unreachable(&e))?;
         if !status.is_success() {
             return Err(ClientError::Api(Box::new(Problem::from_body(
@@ -299,7 +302,7 @@ impl Api {
             ))));
         }
         if status == StatusCode::NO_CONTENT {
-            return Ok((status, headers, Value::Null));
+            return Ok((status, next, Value::Null));
         }
         let value = serde_json::from_str(&text).map_err(|e| {
             ClientError::BadResponse(format!(
@@ -307,7 +310,7 @@ impl Api {
                 self.base
             ))
         })?;
-        Ok((status, headers, value))
+        Ok((status, next, value))
     }
 
     /// GET, expecting JSON.
@@ -359,18 +362,14 @@ impl Api {
                 Some(last) => format!("{path}&after={}", query_value(last)),
                 None => path.to_owned(),
             };
-            let (_, headers, list) = self
-                .call_keeping_headers(Method::GET, &page_path, None, Duration::ZERO)
+            // A page cut short for its size links the next one.
+            let (_, linked, list) = self
+                .call_linking(Method::GET, &page_path, None, Duration::ZERO)
                 .await?;
             let items = match list {
                 Value::Array(items) => items,
                 _ => Vec::new(),
             };
-            // A page cut short for its size links the next one.
-            let linked = headers
-                .get_all(reqwest::header::LINK)
-                .iter()
-                .any(|l| l.to_str().is_ok_and(|l| l.contains("rel=\"next\"")));
             let short = items.is_empty() || (items.len() < page && !linked);
             all.extend(items);
             if short || all.len() >= most {
