@@ -22,7 +22,7 @@ use actiongate_gate::{Gate, Role};
 use crate::auth::issue_key;
 use crate::config::Settings;
 use crate::error::ApiError;
-use crate::metrics::{Metrics, track};
+use crate::metrics::{Metrics, Track};
 use crate::sse::Hub;
 use crate::state::AppState;
 use crate::transport::HttpTransport;
@@ -39,15 +39,11 @@ pub fn router(state: AppState) -> Router {
     if let Some(c) = state.connectors() {
         routes = routes.merge(crate::connectors::routes::router(c.clone()));
     }
-    routes
-        .fallback(|| async { ApiError::not_found("no such endpoint") })
-        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
-        .layer(axum::middleware::from_fn(track))
-        .layer(DefaultBodyLimit::max(body_limit))
-        .layer(CatchPanicLayer::custom(|_: Box<dyn std::any::Any + Send>| -> Response {
-            tracing::error!("a request handler panicked");
-            ApiError::internal().into_response()
-        }))
+    // One stack, so that a request clones one boxed service per route
+    // instead of one per layer. The first layer is the outermost.
+    let stack = tower::ServiceBuilder::new()
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(
             TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
                 let id = req
@@ -58,8 +54,16 @@ pub fn router(state: AppState) -> Router {
                 tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
             }),
         )
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(CatchPanicLayer::custom(|_: Box<dyn std::any::Any + Send>| -> Response {
+            tracing::error!("a request handler panicked");
+            ApiError::internal().into_response()
+        }))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(Track);
+    routes
+        .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        .layer(stack)
         .with_state(state)
 }
 

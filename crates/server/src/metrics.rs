@@ -1,13 +1,17 @@
 //! Prometheus metrics: requests and latency by route and status, decisions
 //! by result, pending actions, open long-polls.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{OnceLock, RwLock};
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
-use axum::middleware::Next;
 use axum::response::Response;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tower::{Layer, Service};
 
 /// The process-wide recorder; installed once, shared by every server a
 /// process starts (tests start several, possibly on several threads at once).
@@ -55,26 +59,129 @@ impl Metrics {
     }
 }
 
-/// Middleware recording every request by matched route and status.
-pub async fn track(req: Request, next: Next) -> Response {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| "unmatched".to_owned());
-    let method = method_label(req.method());
-    let start = Instant::now();
-    let resp = next.run(req).await;
-    let status = resp.status().as_u16().to_string();
+/// The layer recording every request by matched route and status, in
+/// `http_requests_total` and `http_request_duration_seconds`.
+#[derive(Clone, Copy, Debug)]
+pub struct Track;
+
+impl<S> Layer<S> for Track {
+    type Service = Tracked<S>;
+
+    fn layer(&self, inner: S) -> Tracked<S> {
+        Tracked { inner }
+    }
+}
+
+/// A service whose answers [`Track`] records.
+#[derive(Clone, Debug)]
+pub struct Tracked<S> {
+    inner: S,
+}
+
+impl<S> Service<Request> for Tracked<S>
+where
+    S: Service<Request, Response = Response>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = TrackedFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let route = req.extensions().get::<MatchedPath>().cloned();
+        let method = method_label(req.method());
+        TrackedFuture {
+            inner: self.inner.call(req),
+            route,
+            method,
+            start: Instant::now(),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The answer of a [`Tracked`] service, recorded when it is ready.
+    pub struct TrackedFuture<F> {
+        #[pin]
+        inner: F,
+        route: Option<MatchedPath>,
+        method: &'static str,
+        start: Instant,
+    }
+}
+
+impl<F, E> Future for TrackedFuture<F>
+where
+    F: Future<Output = Result<Response, E>>,
+{
+    type Output = Result<Response, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let answer = std::task::ready!(this.inner.poll(cx));
+        if let Ok(resp) = &answer {
+            let route = this.route.as_ref().map_or("unmatched", |p| p.as_str());
+            record(
+                this.method,
+                route,
+                resp.status().as_u16(),
+                this.start.elapsed().as_secs_f64(),
+            );
+        }
+        Poll::Ready(answer)
+    }
+}
+
+/// The counter and histogram of one method, route and status.
+struct Series {
+    requests: metrics::Counter,
+    duration: metrics::Histogram,
+}
+
+impl Series {
+    fn record(&self, seconds: f64) {
+        self.requests.increment(1);
+        self.duration.record(seconds);
+    }
+}
+
+/// The series of each method and status, by route: looked up once each,
+/// not built from their labels on every request. As bounded as the
+/// recorder's own: routes are the router's patterns (or `unmatched`),
+/// methods are [`method_label`]'s.
+type SeriesByRoute = HashMap<(&'static str, u16), HashMap<Box<str>, Series>>;
+
+static SERIES: OnceLock<RwLock<SeriesByRoute>> = OnceLock::new();
+
+fn record(method: &'static str, route: &str, status: u16, seconds: f64) {
+    let known = SERIES.get_or_init(Default::default);
+    if let Some(s) = known
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&(method, status))
+        .and_then(|routes| routes.get(route))
+    {
+        return s.record(seconds);
+    }
     let labels = [
         ("method", metrics::SharedString::const_str(method)),
-        ("route", route.into()),
-        ("status", status.into()),
+        ("route", route.to_owned().into()),
+        ("status", status.to_string().into()),
     ];
-    metrics::counter!("http_requests_total", &labels).increment(1);
-    metrics::histogram!("http_request_duration_seconds", &labels)
-        .record(start.elapsed().as_secs_f64());
-    resp
+    let s = Series {
+        requests: metrics::counter!("http_requests_total", &labels),
+        duration: metrics::histogram!("http_request_duration_seconds", &labels),
+    };
+    s.record(seconds);
+    known
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry((method, status))
+        .or_default()
+        .insert(route.into(), s);
 }
 
 /// The method as a label: the standard ones by name, any other as `other`,

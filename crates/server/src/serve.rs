@@ -15,9 +15,8 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::Request;
 use axum::http::header;
-use axum::middleware::Next;
+use axum::response::Response;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -38,35 +37,36 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let keep_alive = keep_alive_header(read);
-    let app = app.layer(axum::middleware::from_fn(
-        move |req: Request, next: Next| {
-            let keep_alive = keep_alive.clone();
-            async move {
-                let (parts, body) = req.into_parts();
-                let body = Body::new(Deadline {
-                    inner: body,
-                    late: Box::pin(tokio::time::sleep(read)),
-                });
-                let mut response = next.run(Request::from_parts(parts, body)).await;
-                if let Some(v) = keep_alive {
-                    response
-                        .headers_mut()
-                        .entry(header::HeaderName::from_static("keep-alive"))
-                        .or_insert(v);
-                }
-                response
-            }
-        },
-    ));
     let graceful = GracefulShutdown::new();
     loop {
         let io = tokio::select! {
             (io, _) = axum::serve::Listener::accept(&mut listener) => io,
             () = shutdown.cancelled() => break,
         };
+        let keep_alive = keep_alive.clone();
         let service = app
             .clone()
-            .map_request(|req: hyper::Request<Incoming>| req.map(Body::new));
+            .map_request(move |req: hyper::Request<Incoming>| {
+                req.map(|inner| {
+                    if inner.is_end_stream() {
+                        // Nothing to read (a GET): no clock to run.
+                        return Body::new(inner);
+                    }
+                    Body::new(Deadline {
+                        inner,
+                        late: Box::pin(tokio::time::sleep(read)),
+                    })
+                })
+            })
+            .map_response(move |mut response: Response| {
+                if let Some(v) = &keep_alive {
+                    response
+                        .headers_mut()
+                        .entry(header::HeaderName::from_static("keep-alive"))
+                        .or_insert_with(|| v.clone());
+                }
+                response
+            });
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(read)
@@ -100,7 +100,7 @@ const CONNECTION_BUFFER: usize = 64 * 1024;
 
 /// A request body that fails once its time is up.
 struct Deadline {
-    inner: Body,
+    inner: Incoming,
     late: Pin<Box<Sleep>>,
 }
 
@@ -113,7 +113,7 @@ impl HttpBody for Deadline {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
-            return Poll::Ready(frame);
+            return Poll::Ready(frame.map(|f| f.map_err(axum::Error::new)));
         }
         match self.late.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(Some(Err(axum::Error::new(BODY_LATE)))),

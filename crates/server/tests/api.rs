@@ -1668,6 +1668,17 @@ async fn an_idempotent_retry_that_waits_holds_one_waiter() {
     app.stop().await;
 }
 
+async fn metrics_text(app: &TestApp) -> String {
+    app.client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn request_id_is_echoed_and_metrics_are_exposed() {
     let app = TestApp::spawn().await;
@@ -1687,15 +1698,7 @@ async fn request_id_is_echoed_and_metrics_are_exposed() {
         .unwrap();
     assert!(!resp.headers()["x-request-id"].is_empty());
     app.request("bash", "make").await;
-    let text = app
-        .client
-        .get(format!("{}/metrics", app.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics_text(&app).await;
     for needle in [
         "http_requests_total",
         "http_request_duration_seconds",
@@ -1704,6 +1707,38 @@ async fn request_id_is_echoed_and_metrics_are_exposed() {
         "route=\"/v1/actions\"",
     ] {
         assert!(text.contains(needle), "metrics lack {needle}:\n{text}");
+    }
+    // Every request is counted under its route and status, an unmatched
+    // one under `unmatched` (the recorder is the process's: other tests
+    // add to the same series meanwhile, never take from them).
+    let healthz = r#"http_requests_total{method="GET",route="/healthz",status="200"}"#;
+    let unmatched = r#"http_requests_total{method="GET",route="unmatched",status="404"}"#;
+    let before = metrics_text(&app).await;
+    for _ in 0..3 {
+        app.client
+            .get(format!("{}/healthz", app.base))
+            .send()
+            .await
+            .unwrap();
+        app.client
+            .get(format!("{}/no/such/thing", app.base))
+            .send()
+            .await
+            .unwrap();
+    }
+    let after = metrics_text(&app).await;
+    for series in [healthz, unmatched] {
+        let count = |text: &str| -> f64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(series))
+                .map_or(0.0, |n| n.trim().parse().unwrap())
+        };
+        assert!(
+            count(&after) >= count(&before) + 3.0,
+            "{series}: {} then {}",
+            count(&before),
+            count(&after)
+        );
     }
     app.stop().await;
 }
