@@ -1,7 +1,9 @@
 //! Black-box tests: `GET /v1/sessions` is read whole a page at a time
 //! (`order`, `after`, `limit`), each session once even while sessions are
 //! busy, filtered by `status` and `agent`; an agent key sees only its own;
-//! bad parameters are 422 naming the parameter; on SQLite and Postgres.
+//! a full page links the next, placed so that it is found after the last
+//! session was deleted; bad parameters are 422 naming the parameter; on
+//! SQLite and Postgres.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::BTreeMap;
@@ -9,7 +11,8 @@ use std::collections::BTreeMap;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::common::daemon::{agent_key, role_key, set_profile};
+use crate::common::daemon::{Daemon, agent_key, role_key, set_profile};
+use crate::common::pg_cluster::Cluster;
 use crate::common::{call, client};
 use crate::sessions::{post, start};
 
@@ -252,4 +255,129 @@ async fn sessions_are_paged_filtered_and_each_read_once_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_are_paged_filtered_and_each_read_once_on_postgres() {
     sessions_are_paged_filtered_and_each_read_once(true).await;
+}
+
+/// Deletes a session's row behind the daemon's back (as retention does).
+type DeleteSession = Box<dyn Fn(&str)>;
+
+/// A daemon on SQLite or Postgres, and how to delete its sessions.
+fn daemon_deleting(pg: bool, dir: &std::path::Path) -> Option<(Daemon, DeleteSession)> {
+    if pg {
+        let cluster = Cluster::shared()?;
+        let url = cluster.database();
+        let d = Daemon::start(dir, &[("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())]);
+        let delete = move |id: &str| {
+            cluster
+                .psql_at(&url, &format!("DELETE FROM sessions WHERE id = '{id}'"))
+                .unwrap();
+        };
+        return Some((d, Box::new(delete)));
+    }
+    let d = Daemon::start(dir, &[]);
+    let db = d.database();
+    let delete = move |id: &str| {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(
+            conn.execute("DELETE FROM sessions WHERE id = ?1", [id])
+                .unwrap(),
+            1
+        );
+    };
+    Some((d, Box::new(delete)))
+}
+
+async fn a_full_page_links_the_next_which_outlives_its_last_session(pg: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((d, delete)) = daemon_deleting(pg, dir.path()) else {
+        return;
+    };
+    let http = client();
+    let admin = d.admin_key();
+    let bot = agent_key(&http, &d.base, &admin, "bot").await;
+    let operator = role_key(&http, &d.base, &admin, "operator").await;
+    set_profile(&http, &d.base, &admin, "bot", json!("open")).await;
+    for n in 0..5 {
+        let (s, a) = post(
+            &http,
+            format!("{}/v1/actions", d.base),
+            &bot,
+            json!({"tool": "bash", "detail": "ls", "session": format!("s-{n}")}),
+        )
+        .await;
+        assert_eq!(s, 201, "{a}");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let get = async |url: reqwest::Url| {
+        let resp = http.get(url).bearer_auth(&operator).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let link = resp
+            .headers()
+            .get("link")
+            .map(|l| l.to_str().unwrap().to_owned());
+        let ids: Vec<String> = resp
+            .json::<Vec<Value>>()
+            .await
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap().to_owned())
+            .collect();
+        (ids, link)
+    };
+    let (first, link) = get(url(&d.base, &[("limit", "2")])).await;
+    assert_eq!(first, ["s-4", "s-3"]);
+    let link = link.expect("a full page links the next");
+    let next = link
+        .strip_prefix('<')
+        .and_then(|l| l.strip_suffix(">; rel=\"next\""))
+        .unwrap_or_else(|| panic!("{link}"));
+    // The session the page ended at goes (retention deleting it, say):
+    // the link still finds the page after it; its id alone does not.
+    delete("s-3");
+    let (second, link) = get(reqwest::Url::parse(&format!("{}{next}", d.base)).unwrap()).await;
+    assert_eq!(second, ["s-2", "s-1"], "{next}");
+    assert!(link.is_some(), "a full page links the next");
+    let (s, p) = refused(&http, &d.base, &operator, &[("after", "s-3")]).await;
+    assert_eq!(s, 404, "{p}");
+    // The last page is short and links nothing.
+    let (last, link) = get(url(
+        &d.base,
+        &[
+            ("limit", "2"),
+            ("after", &second[1]),
+            ("began", "2000-01-01T00:00:00Z"),
+        ],
+    ))
+    .await;
+    assert!(last.is_empty(), "{last:?}");
+    assert_eq!(link, None);
+    // `began` only places a cursor, and is a time.
+    let (s, p) = refused(
+        &http,
+        &d.base,
+        &operator,
+        &[("began", "2026-01-01T00:00:00Z")],
+    )
+    .await;
+    assert_eq!((s, fields(&p)), (422, vec!["began".to_owned()]), "{p}");
+    let (s, p) = refused(
+        &http,
+        &d.base,
+        &operator,
+        &[("after", "s-1"), ("began", "yesterday")],
+    )
+    .await;
+    assert_eq!((s, fields(&p)), (422, vec!["began".to_owned()]), "{p}");
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_page_links_the_next_which_outlives_its_last_session_on_sqlite() {
+    a_full_page_links_the_next_which_outlives_its_last_session(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_page_links_the_next_which_outlives_its_last_session_on_postgres() {
+    a_full_page_links_the_next_which_outlives_its_last_session(true).await;
 }

@@ -6558,6 +6558,13 @@ export interface operations {
                  */
                 after?: string;
                 /**
+                 * @description With `after`: when that session began (its `first_seen`, as the
+                 *     listing gave it, RFC 3339). The page is then placed by it without
+                 *     looking the session up, so paging goes on when that session was
+                 *     deleted meanwhile (retention); the `Link` of a full page carries it.
+                 */
+                began?: string;
+                /**
                  * @description Page size, 1-500 (default 200). A page shorter than `limit` is the
                  *     last.
                  */
@@ -6569,9 +6576,11 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page of sessions: page on with `after` set to the last id until a page is shorter than `limit` */
+            /** @description A page of sessions: page on with `after` set to the last id (and `began` to its `first_seen`) until a page is shorter than `limit`; a full page links the next with `Link: <…>; rel="next"` */
             200: {
                 headers: {
+                    /** @description On a full page: the next page (RFC 8288 `rel="next"`), placed by the last session's id and `first_seen` */
+                    Link?: string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -121,8 +121,14 @@ async fn read_list(api: &Api, a: &SessionsArgs) -> Result<(Vec<Value>, bool), Cl
     let mut all: Vec<Value> = Vec::new();
     loop {
         let mut page_path = path.clone();
-        if let Some(last) = all.last().and_then(|x| x["id"].as_str()) {
-            page_path.push_str(&format!("&after={}", query_value(last)));
+        // Placed by when the last one began too, so that the page is
+        // found if that session is deleted meanwhile.
+        if let Some(last) = all.last() {
+            for (param, field) in [("after", "id"), ("began", "first_seen")] {
+                if let Some(v) = last[field].as_str() {
+                    page_path.push_str(&format!("&{param}={}", query_value(v)));
+                }
+            }
         }
         let items = api
             .get(&page_path)

@@ -88,11 +88,31 @@ impl Gate {
         status: Option<String>,
         agent: Option<String>,
         mut page: ListPage,
+        began: Option<String>,
     ) -> GateResult<Vec<Session>> {
         let after = page.after.take();
         if let Some(after) = &after {
             crate::sessions::validate_stored_session("after", after)?;
         }
+        let after_began = match (&began, &after) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(GateError::invalid(
+                    "began",
+                    "only with after (when that session began)",
+                ));
+            }
+            (Some(t), Some(_)) => Some(
+                DateTime::parse_from_rfc3339(t)
+                    .map_err(|_| {
+                        GateError::invalid(
+                            "began",
+                            "an RFC 3339 time: the first_seen of the session named by after",
+                        )
+                    })?
+                    .with_timezone(&Utc),
+            ),
+        };
         let mut page = page.checked(SESSIONS_PAGE)?;
         page.after = after.clone();
         let active = match status.as_deref() {
@@ -113,14 +133,19 @@ impl Gate {
             }
             Some(own.to_owned())
         };
-        let filter = SessionFilter { agent, active };
+        let filter = SessionFilter {
+            agent,
+            active,
+            after_began,
+        };
         let sessions = self
             .store()
             .list_sessions(filter, page, self.idle_before())
             .await?;
         // A cursor naming no session (or one the caller may not see) reads
-        // as an empty page: only then is it looked up, to say so.
-        if let Some(after) = after.filter(|_| sessions.is_empty()) {
+        // as an empty page: only then is it looked up, to say so. One
+        // placed by its time needs no session.
+        if let Some(after) = after.filter(|_| sessions.is_empty() && began.is_none()) {
             let owner = self.store().session_owner(&after).await?;
             if !owner.is_some_and(|o| caller.may_see(&o)) {
                 return Err(GateError::not_found(format!(

@@ -79,13 +79,14 @@ export async function renderSessions(root, ctx, params, signal) {
     const q = new URLSearchParams({ limit: String(PAGE) });
     if (status) q.set('status', status);
     if (agent) q.set('agent', agent);
-    if (after) q.set('after', after);
+    // Placed by when the last one began too: found if it is deleted meanwhile.
+    if (after) { q.set('after', after.id); q.set('began', after.first_seen); }
     return api('GET', `/v1/sessions?${q}`);
   };
   const list = await fetchPage(null);
   if (signal.aborted) return;
   const tbody = h('tbody', {}, list.map((s) => sessionRow(s, ctx)));
-  let last = list.length ? list[list.length - 1].id : null;
+  let last = list.length ? list[list.length - 1] : null;
   const more = h('button', { type: 'button', id: 'sessions-more', hidden: list.length < PAGE }, 'More');
   more.addEventListener('click', async () => {
     more.disabled = true;
@@ -93,7 +94,7 @@ export async function renderSessions(root, ctx, params, signal) {
       const page = await fetchPage(last);
       if (signal.aborted) return;
       tbody.append(...page.map((s) => sessionRow(s, ctx)));
-      if (page.length) last = page[page.length - 1].id;
+      if (page.length) last = page[page.length - 1];
       more.hidden = page.length < PAGE;
     } catch (err) { ctx.fail(err); }
     more.disabled = false;

@@ -25,12 +25,17 @@ pub struct SessionFilter {
     /// Only active ones (`Some(true)`) or only ended ones (`Some(false)`;
     /// ended by hand or idle past the timeout).
     pub active: Option<bool>,
+    /// When the session `page.after` began, as the caller was told: the
+    /// page is placed by it and that id alone, without looking the session
+    /// up, so paging goes on past a session deleted meanwhile.
+    pub after_began: Option<DateTime<Utc>>,
 }
 
 /// The query of a page of sessions: those `filter` holds, by when they
 /// began (`first_seen`, then id), from the end `page` says, strictly past
-/// the session `page.after` (nothing when there is no such session among
-/// those of `filter.agent`: the gate then says so). A session is active while it has not ended and was
+/// the session `page.after`, placed by when it began: `filter.after_began`,
+/// or else as the session's row says (nothing when there is no such
+/// session among those of `filter.agent`: the gate then says so). A session is active while it has not ended and was
 /// seen after `idle_before`.
 pub(crate) fn list_query<DB>(
     filter: &SessionFilter,
@@ -73,7 +78,14 @@ where
             " ORDER BY first_seen DESC, id DESC LIMIT ",
         )
     };
-    if let Some(id) = &page.after {
+    if let (Some(id), Some(began)) = (&page.after, filter.after_began) {
+        q.push(after)
+            .push("(")
+            .push_bind(to_ms(began))
+            .push(", ")
+            .push_bind(id.clone())
+            .push(")");
+    } else if let Some(id) = &page.after {
         q.push(after)
             .push("(SELECT c.first_seen, c.id FROM sessions c WHERE c.id = ")
             .push_bind(id.clone());

@@ -59,6 +59,12 @@ pub struct SessionQuery {
         pattern = "^[^\\x00-\\x20\\x7f-\\xa0\\u1680\\u2000-\\u200f\\u2028-\\u202f\\u205f-\\u206f\\u3000\\xad\\u034f\\u0600-\\u0605\\u061c\\u06dd\\u070f\\u08e2\\u115f\\u1160\\u17b4\\u17b5\\u180b-\\u180f\\u2800\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0\\ufff0-\\ufffb\u{110BD}\u{110CD}\u{13430}-\u{1343F}\u{1BCA0}-\u{1BCA3}\u{1D173}-\u{1D17A}\u{E0000}-\u{E0FFF}](?:[^\\x00-\\x1f\\x7f-\\x9f\\xad\\u034f\\u0600-\\u0605\\u061c\\u06dd\\u070f\\u08e2\\u115f\\u1160\\u17b4\\u17b5\\u180b-\\u180f\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u206f\\u2800\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0\\ufff0-\\ufffb\u{110BD}\u{110CD}\u{13430}-\u{1343F}\u{1BCA0}-\u{1BCA3}\u{1D173}-\u{1D17A}\u{E0000}-\u{E0FFF}]{0,198}[^\\x00-\\x20\\x7f-\\xa0\\u1680\\u2000-\\u200f\\u2028-\\u202f\\u205f-\\u206f\\u3000\\xad\\u034f\\u0600-\\u0605\\u061c\\u06dd\\u070f\\u08e2\\u115f\\u1160\\u17b4\\u17b5\\u180b-\\u180f\\u2800\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0\\ufff0-\\ufffb\u{110BD}\u{110CD}\u{13430}-\u{1343F}\u{1BCA0}-\u{1BCA3}\u{1D173}-\u{1D17A}\u{E0000}-\u{E0FFF}])?$"
     )]
     pub after: Option<String>,
+    /// With `after`: when that session began (its `first_seen`, as the
+    /// listing gave it, RFC 3339). The page is then placed by it without
+    /// looking the session up, so paging goes on when that session was
+    /// deleted meanwhile (retention); the `Link` of a full page carries it.
+    #[param(value_type = Option<String>, format = DateTime)]
+    pub began: Option<String>,
     /// Page size, 1-500 (default 200). A page shorter than `limit` is the
     /// last.
     #[param(minimum = 1, maximum = 500)]
@@ -68,7 +74,8 @@ pub struct SessionQuery {
 /// Sessions, newest first or, with `order=oldest`, oldest first by when
 /// they began, a page at a time (operators see all, an agent its own).
 #[utoipa::path(get, path = "/v1/sessions", tag = "sessions", params(SessionQuery),
-    responses((status = 200, description = "A page of sessions: page on with `after` set to the last id until a page is shorter than `limit`", body = [Session]),
+    responses((status = 200, description = "A page of sessions: page on with `after` set to the last id (and `began` to its `first_seen`) until a page is shorter than `limit`; a full page links the next with `Link: <…>; rel=\"next\"`", body = [Session],
+            headers(("Link" = String, description = "On a full page: the next page (RFC 8288 `rel=\"next\"`), placed by the last session's id and `first_seen`"))),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`after` names no session the caller may see", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid filter or page (named)", body = Problem, content_type = "application/problem+json")),
@@ -77,14 +84,36 @@ pub async fn list_sessions(
     State(state): State<AppState>,
     caller: Caller,
     ApiQuery(q): ApiQuery<SessionQuery>,
-) -> ApiResult<axum::Json<Vec<Session>>> {
+    RawQuery(raw): RawQuery,
+) -> ApiResult<Response> {
     let page = list_page(q.order, q.after, q.limit);
-    Ok(axum::Json(
-        state
-            .gate()
-            .list_sessions(&caller, q.status, q.agent, page)
-            .await?,
-    ))
+    let full = page.limit.unwrap_or(actiongate_gate::plans::SESSIONS_PAGE);
+    let sessions = state
+        .gate()
+        .list_sessions(&caller, q.status, q.agent, page, q.began)
+        .await?;
+    let next = sessions
+        .last()
+        .filter(|_| sessions.len() as i64 >= full)
+        .map(|last| {
+            let began = last
+                .first_seen
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            next_link(
+                "/v1/sessions",
+                raw.as_deref(),
+                &[("after", &last.id), ("began", &began)],
+            )
+        });
+    Ok(linked(axum::Json(sessions).into_response(), next))
+}
+
+/// `resp` with its `Link` to the next page, when there is one.
+fn linked(mut resp: Response, next: Option<String>) -> Response {
+    if let Some(link) = next.and_then(|l| HeaderValue::from_str(&l).ok()) {
+        resp.headers_mut().insert(header::LINK, link);
+    }
+    resp
 }
 
 /// One session.
@@ -179,24 +208,22 @@ pub async fn list_plans(
     let next = plans
         .last()
         .filter(|_| cut)
-        .map(|last| next_link("/v1/plans", raw.as_deref(), &last.id));
-    let mut resp = axum::Json(plans).into_response();
-    if let Some(link) = next.and_then(|l| HeaderValue::from_str(&l).ok()) {
-        resp.headers_mut().insert(header::LINK, link);
-    }
-    Ok(resp)
+        .map(|last| next_link("/v1/plans", raw.as_deref(), &[("after", &last.id)]));
+    Ok(linked(axum::Json(plans).into_response(), next))
 }
 
-/// The `Link` (RFC 8288) to the page after the one that ended at `last`:
-/// the same query, with `after` set to it.
-fn next_link(path: &str, query: Option<&str>, last: &str) -> String {
+/// The `Link` (RFC 8288) to the page after this one: the same query, with
+/// `cursor`'s parameters set to where this page ended.
+fn next_link(path: &str, query: Option<&str>, cursor: &[(&str, &str)]) -> String {
     let mut next = url::form_urlencoded::Serializer::new(String::new());
     for (k, v) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        if k != "after" {
+        if !cursor.iter().any(|(name, _)| *name == k) {
             next.append_pair(&k, &v);
         }
     }
-    next.append_pair("after", last);
+    for (k, v) in cursor {
+        next.append_pair(k, v);
+    }
     format!("<{path}?{}>; rel=\"next\"", next.finish())
 }
 
