@@ -25,6 +25,7 @@ mod fault_review;
 mod faults;
 mod findings;
 mod fuzz_bodies;
+mod in_flight_per_key;
 mod layout;
 mod log_full;
 mod log_output;

@@ -160,6 +160,8 @@ pub struct GateConfig {
     pub max_request_bytes_per_agent_per_hour: u64,
     /// Most event streams and long-polls one key holds open at once.
     pub max_open_per_key: usize,
+    /// Most of one key's other requests being answered at once.
+    pub max_in_flight_per_key: usize,
     /// Where handler and subscription URLs may point.
     pub outbound: outbound::OutboundPolicy,
     /// How long a session may stay idle before it ends (and its grants
@@ -200,6 +202,8 @@ struct Inner {
     pending_limit: pending_limit::PendingLimit,
     /// What every key holds open (see [`holds`]).
     holds: Arc<holds::Holds>,
+    /// Every key's requests being answered (see [`holds`]).
+    in_flight: Arc<holds::Holds>,
     run_limit: run_limit::RunLimit,
     write_budget: write_budget::WriteBudget,
     /// The receipt signing key, read (or made) on first use.
@@ -219,7 +223,8 @@ impl Gate {
         // Another daemon's changes do not invalidate this one's caches.
         let shared = store.is_shared();
         let ttl = |alone: Option<Duration>| if shared { Some(SHARED_TTL) } else { alone };
-        let holds = holds::Holds::new(config.max_open_per_key);
+        let holds = holds::Holds::new(config.max_open_per_key, holds::Kind::Open);
+        let in_flight = holds::Holds::new(config.max_in_flight_per_key, holds::Kind::InFlight);
         Gate(Arc::new(Inner {
             waiters: Waiters::new(store.clone(), shutdown.clone()),
             dispatcher: Dispatcher::new(config.dispatch.clone(), dispatch_transport),
@@ -240,6 +245,7 @@ impl Gate {
             shutdown,
             pending_limit: pending_limit::PendingLimit::default(),
             holds,
+            in_flight,
             run_limit: run_limit::RunLimit::default(),
             write_budget: write_budget::WriteBudget::default(),
             receipt_signer: receipts::SignerCell::default(),
@@ -399,6 +405,14 @@ impl Gate {
             self.0.revocations.subscribe(),
         )
         .holding(held))
+    }
+
+    /// A place for one request of `caller`'s being answered, held until
+    /// dropped: 429 when its key has `limits.max_in_flight_per_key` being
+    /// answered already. (A long-poll or stream is held by
+    /// [`Gate::key_guard`] instead.)
+    pub fn in_flight(&self, caller: &Caller) -> GateResult<holds::Held> {
+        self.0.in_flight.take(&caller.key_id)
     }
 
     /// Who holds the key whose secret is `token`: 401 for an unknown or

@@ -59,7 +59,8 @@ pub fn router(state: AppState) -> Router {
             ApiError::internal().into_response()
         }))
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(Track);
+        .layer(Track)
+        .layer(crate::in_flight::InFlightLayer::new(state.clone()));
     routes
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })

@@ -11,6 +11,7 @@ pub use actiongate_gate::caller::{IssuedKey, hash_key, issue_key};
 pub use actiongate_gate::{Caller, KeyGuard};
 
 use crate::error::ApiError;
+use crate::in_flight::{Authenticated, bearer};
 use crate::state::AppState;
 
 /// A caller whose key has at least the operator role. As an extractor it
@@ -53,22 +54,15 @@ impl FromRequestParts<AppState> for Caller {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
+        // Authenticated already on its way in (see `in_flight`).
+        if let Some(Authenticated(known)) = parts.extensions.remove::<Authenticated>() {
+            return Ok(known?);
+        }
         let header = parts
             .headers
             .get(AUTHORIZATION)
             .ok_or_else(|| ApiError::unauthorized("send Authorization: Bearer <key>"))?;
-        let value = header
-            .to_str()
-            .map_err(|_| ApiError::unauthorized("the Authorization header is not text"))?;
-        // The scheme's name is case-insensitive (RFC 9110, 11.1).
-        let token = value
-            .split_once(' ')
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim())
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| {
-                ApiError::unauthorized("use the Bearer scheme: Authorization: Bearer <key>")
-            })?;
+        let token = bearer(header)?;
         Ok(state.gate().authenticate(token).await?)
     }
 }

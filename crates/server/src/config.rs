@@ -615,6 +615,7 @@ impl Settings {
             max_undecided_runs_per_minute: self.limits.max_undecided_runs_per_minute,
             max_request_bytes_per_agent_per_hour: self.limits.max_request_bytes_per_agent_per_hour,
             max_open_per_key: self.limits.max_open_per_key,
+            max_in_flight_per_key: self.limits.max_in_flight_per_key,
             outbound: self.outbound.policy()?,
             session_idle: self.sessions.idle_timeout()?,
         })

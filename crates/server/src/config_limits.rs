@@ -23,6 +23,9 @@ pub struct LimitsSettings {
     /// once on this daemon; past it, new ones get 429 `limit-reached`.
     /// Each costs a connection and some memory while its client keeps it.
     pub max_open_per_key: usize,
+    /// Most of one key's other requests being answered at once on this
+    /// daemon; past it, new ones get 429 `limit-reached`.
+    pub max_in_flight_per_key: usize,
     /// Largest params of a handler action, in bytes of compact JSON.
     pub params_max_bytes: usize,
     /// Largest scope of a grant, grant request or remembered approval.
@@ -37,6 +40,7 @@ impl Default for LimitsSettings {
             max_undecided_runs_per_minute: 60,
             max_request_bytes_per_agent_per_hour: 256 << 20,
             max_open_per_key: 200,
+            max_in_flight_per_key: 256,
             params_max_bytes: json.params,
             scope_max_bytes: json.scope,
         }
@@ -57,6 +61,9 @@ impl LimitsSettings {
         }
         if self.max_open_per_key == 0 {
             anyhow::bail!("limits.max_open_per_key: must be at least 1");
+        }
+        if self.max_in_flight_per_key == 0 {
+            anyhow::bail!("limits.max_in_flight_per_key: must be at least 1");
         }
         if self.params_max_bytes == 0 || self.scope_max_bytes == 0 {
             anyhow::bail!("limits: byte limits must be at least 1");

@@ -28,6 +28,7 @@ pub mod config_sessions;
 pub mod connectors;
 pub mod error;
 pub mod fd_limit;
+pub mod in_flight;
 pub mod log_sink;
 pub mod mcp;
 pub mod metrics;

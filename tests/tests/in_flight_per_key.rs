@@ -1,0 +1,136 @@
+//! Black-box: `limits.max_in_flight_per_key`. One key cannot have more
+//! requests being answered at once than its limit (so it cannot queue
+//! every other caller's behind its own): past it, 429 problem+json naming
+//! the limit, with nothing done; other keys are not affected, nor the
+//! key's long-polls (counted by `limits.max_open_per_key`); a request
+//! answered frees its place.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use crate::common::daemon::Keyed;
+use crate::common::{call, metric};
+
+/// A `POST /v1/check` of `key` whose body has only begun to arrive: in
+/// flight until it is sent whole or its connection closes.
+async fn unfinished(k: &Keyed, key: &str) -> TcpStream {
+    let addr = k.d.base.trim_start_matches("http://");
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /v1/check HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: 64\r\n\r\n{{\"tool\""
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s
+}
+
+async fn check(k: &Keyed, key: &str) -> (u16, Value) {
+    call(
+        &k.http,
+        Method::POST,
+        format!("{}/v1/check", k.d.base),
+        key,
+        Some(json!({"tool": "bash", "detail": "ls"})),
+    )
+    .await
+}
+
+/// Checks with `key` until one is answered `status` (within 10 s).
+async fn until_checked(k: &Keyed, key: &str, status: u16) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (s, body) = check(k, key).await;
+        if s == status {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "still {s}: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_has_at_most_its_limit_of_requests_being_answered() {
+    let k = Keyed::start(&[("ACTIONGATE_LIMITS__MAX_IN_FLIGHT_PER_KEY", "2")]).await;
+    // A pending action to long-poll (the default profile asks).
+    let (s, action) = call(
+        &k.http,
+        Method::POST,
+        format!("{}/v1/actions", k.d.base),
+        &k.agent,
+        Some(json!({"tool": "deploy", "detail": "prod"})),
+    )
+    .await;
+    assert_eq!(s, 201, "{action}");
+    let id = action["id"].as_str().unwrap().to_owned();
+    let before = metric(
+        &k.http,
+        &k.d.base,
+        r#"actiongate_limit_reached_total{limit="max_in_flight_per_key"}"#,
+    )
+    .await;
+
+    // Two requests still being sent: the key's limit.
+    let mut slow = vec![
+        unfinished(&k, &k.agent).await,
+        unfinished(&k, &k.agent).await,
+    ];
+    let refused = until_checked(&k, &k.agent, 429).await;
+    assert_eq!(refused["status"], 429, "{refused}");
+    assert!(
+        refused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("limits.max_in_flight_per_key"),
+        "{refused}"
+    );
+    // Refused before anything was done: no action stored.
+    let (s, body) = call(
+        &k.http,
+        Method::POST,
+        format!("{}/v1/actions", k.d.base),
+        &k.agent,
+        Some(json!({"tool": "bash", "detail": "ls"})),
+    )
+    .await;
+    assert_eq!(s, 429, "{body}");
+    let (s, page) = call(
+        &k.http,
+        Method::GET,
+        format!("{}/v1/actions?limit=200", k.d.base),
+        &k.operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "another key is not affected: {page}");
+    assert_eq!(page["items"].as_array().unwrap().len(), 1, "{page}");
+    let after = metric(
+        &k.http,
+        &k.d.base,
+        r#"actiongate_limit_reached_total{limit="max_in_flight_per_key"}"#,
+    )
+    .await;
+    assert!(after >= before + 2.0, "{before} then {after}");
+
+    // A long-poll of the same key holds a place of its own kind.
+    let (s, polled) = call(
+        &k.http,
+        Method::GET,
+        format!("{}/v1/actions/{id}?wait=1", k.d.base),
+        &k.agent,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{polled}");
+    assert_eq!(polled["status"], "pending");
+
+    // One connection closes: its place is free again.
+    drop(slow.pop());
+    let answered = until_checked(&k, &k.agent, 200).await;
+    assert!(answered["result"].is_string(), "{answered}");
+    drop(slow);
+}
