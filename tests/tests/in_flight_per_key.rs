@@ -15,6 +15,7 @@ use tokio::net::TcpStream;
 
 use crate::common::daemon::Keyed;
 use crate::common::{call, metric};
+use crate::open_per_key::actions_of;
 
 /// A `POST /v1/check` of `key` whose body has only begun to arrive: in
 /// flight until it is sent whole or its connection closes.
@@ -29,15 +30,19 @@ async fn unfinished(k: &Keyed, key: &str) -> TcpStream {
     s
 }
 
+/// `POST {path}` of `body` with `key`.
+async fn post(k: &Keyed, key: &str, path: &str, body: Value) -> (u16, Value) {
+    let url = format!("{}{path}", k.d.base);
+    call(&k.http, Method::POST, url, key, Some(body)).await
+}
+
 async fn check(k: &Keyed, key: &str) -> (u16, Value) {
-    call(
-        &k.http,
-        Method::POST,
-        format!("{}/v1/check", k.d.base),
-        key,
-        Some(json!({"tool": "bash", "detail": "ls"})),
-    )
-    .await
+    post(k, key, "/v1/check", json!({"tool": "bash", "detail": "ls"})).await
+}
+
+async fn limit_reached(k: &Keyed) -> f64 {
+    let name = r#"actiongate_limit_reached_total{limit="max_in_flight_per_key"}"#;
+    metric(&k.http, &k.d.base, name).await
 }
 
 /// Checks with `key` until one is answered `status` (within 10 s).
@@ -57,22 +62,11 @@ async fn until_checked(k: &Keyed, key: &str, status: u16) -> Value {
 async fn a_key_has_at_most_its_limit_of_requests_being_answered() {
     let k = Keyed::start(&[("ACTIONGATE_LIMITS__MAX_IN_FLIGHT_PER_KEY", "2")]).await;
     // A pending action to long-poll (the default profile asks).
-    let (s, action) = call(
-        &k.http,
-        Method::POST,
-        format!("{}/v1/actions", k.d.base),
-        &k.agent,
-        Some(json!({"tool": "deploy", "detail": "prod"})),
-    )
-    .await;
+    let deploy = json!({"tool": "deploy", "detail": "prod"});
+    let (s, action) = post(&k, &k.agent, "/v1/actions", deploy).await;
     assert_eq!(s, 201, "{action}");
     let id = action["id"].as_str().unwrap().to_owned();
-    let before = metric(
-        &k.http,
-        &k.d.base,
-        r#"actiongate_limit_reached_total{limit="max_in_flight_per_key"}"#,
-    )
-    .await;
+    let before = limit_reached(&k).await;
 
     // Two requests still being sent: the key's limit.
     let mut slow = vec![
@@ -89,31 +83,12 @@ async fn a_key_has_at_most_its_limit_of_requests_being_answered() {
         "{refused}"
     );
     // Refused before anything was done: no action stored.
-    let (s, body) = call(
-        &k.http,
-        Method::POST,
-        format!("{}/v1/actions", k.d.base),
-        &k.agent,
-        Some(json!({"tool": "bash", "detail": "ls"})),
-    )
-    .await;
+    let ls = json!({"tool": "bash", "detail": "ls"});
+    let (s, body) = post(&k, &k.agent, "/v1/actions", ls).await;
     assert_eq!(s, 429, "{body}");
-    let (s, page) = call(
-        &k.http,
-        Method::GET,
-        format!("{}/v1/actions?limit=200", k.d.base),
-        &k.operator,
-        None,
-    )
-    .await;
-    assert_eq!(s, 200, "another key is not affected: {page}");
-    assert_eq!(page["items"].as_array().unwrap().len(), 1, "{page}");
-    let after = metric(
-        &k.http,
-        &k.d.base,
-        r#"actiongate_limit_reached_total{limit="max_in_flight_per_key"}"#,
-    )
-    .await;
+    // Another key is not affected.
+    assert_eq!(actions_of(&k).await, 1);
+    let after = limit_reached(&k).await;
     assert!(after >= before + 2.0, "{before} then {after}");
 
     // A long-poll of the same key holds a place of its own kind.

@@ -42,7 +42,7 @@ async fn long_polls_waiting(k: &Keyed) -> usize {
     metric(&k.http, &k.d.base, "actiongate_long_polls_waiting").await as usize
 }
 
-async fn actions_of(k: &Keyed) -> usize {
+pub(crate) async fn actions_of(k: &Keyed) -> usize {
     let (s, page) = call(
         &k.http,
         Method::GET,

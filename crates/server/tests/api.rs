@@ -1408,15 +1408,7 @@ async fn keys_schemes_names_and_methods_are_read_strictly_but_fairly() {
             .await
             .unwrap();
     }
-    let text = app
-        .client
-        .get(format!("{}/metrics", app.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics().await;
     assert!(!text.contains("AAAA"), "{text}");
     assert!(text.contains("method=\"other\""), "{text}");
     app.stop().await;
@@ -1668,17 +1660,6 @@ async fn an_idempotent_retry_that_waits_holds_one_waiter() {
     app.stop().await;
 }
 
-async fn metrics_text(app: &TestApp) -> String {
-    app.client
-        .get(format!("{}/metrics", app.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn request_id_is_echoed_and_metrics_are_exposed() {
     let app = TestApp::spawn().await;
@@ -1698,7 +1679,7 @@ async fn request_id_is_echoed_and_metrics_are_exposed() {
         .unwrap();
     assert!(!resp.headers()["x-request-id"].is_empty());
     app.request("bash", "make").await;
-    let text = metrics_text(&app).await;
+    let text = app.metrics().await;
     for needle in [
         "http_requests_total",
         "http_request_duration_seconds",
@@ -1713,7 +1694,7 @@ async fn request_id_is_echoed_and_metrics_are_exposed() {
     // add to the same series meanwhile, never take from them).
     let healthz = r#"http_requests_total{method="GET",route="/healthz",status="200"}"#;
     let unmatched = r#"http_requests_total{method="GET",route="unmatched",status="404"}"#;
-    let before = metrics_text(&app).await;
+    let before = app.metrics().await;
     for _ in 0..3 {
         app.client
             .get(format!("{}/healthz", app.base))
@@ -1726,7 +1707,7 @@ async fn request_id_is_echoed_and_metrics_are_exposed() {
             .await
             .unwrap();
     }
-    let after = metrics_text(&app).await;
+    let after = app.metrics().await;
     for series in [healthz, unmatched] {
         let count = |text: &str| -> f64 {
             text.lines()

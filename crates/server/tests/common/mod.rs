@@ -228,6 +228,19 @@ impl TestApp {
         .await
     }
 
+    /// The text of `GET /metrics` (read with the operator's key).
+    pub async fn metrics(&self) -> String {
+        self.client
+            .get(format!("{}/metrics", self.base))
+            .bearer_auth(&self.operator)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     pub async fn stop(mut self) {
         self.shutdown.cancel();
         if let Some(task) = self.task.take() {

@@ -23,18 +23,6 @@ async fn readyz(app: &TestApp) -> Value {
     resp.json().await.unwrap()
 }
 
-async fn metrics(app: &TestApp) -> String {
-    app.client
-        .get(format!("{}/metrics", app.base))
-        .bearer_auth(&app.operator)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 /// After webhook mode was used, poll mode deletes the webhook at start:
 /// `getUpdates` works and a tap decides.
 #[tokio::test]
@@ -73,7 +61,7 @@ async fn telegram_a_lasting_409_shows_in_readyz_and_the_metrics() {
     }
     let said = details["connectors.telegram"].as_str().unwrap_or("");
     assert!(said.contains("409"), "{details}");
-    let text = metrics(&app).await;
+    let text = app.metrics().await;
     assert!(
         text.contains("actiongate_connector_telegram_conflict 1"),
         "{text}"
@@ -90,7 +78,7 @@ async fn telegram_a_lasting_409_shows_in_readyz_and_the_metrics() {
     }
     assert!(cleared, "the 409 is still shown after getUpdates answered");
     assert!(
-        metrics(&app)
+        app.metrics()
             .await
             .contains("actiongate_connector_telegram_conflict 0")
     );
