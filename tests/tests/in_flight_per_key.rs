@@ -58,6 +58,31 @@ async fn until_checked(k: &Keyed, key: &str, status: u16) -> Value {
     }
 }
 
+/// `n` unfinished requests of `key` holding its places, once a check of
+/// the same key is refused (within 10 s), and that refusal. A check sent
+/// before the daemon has read one of them takes that place for a moment,
+/// and that one is refused instead: it is sent again.
+async fn hold_places(k: &Keyed, key: &str, n: usize) -> (Vec<TcpStream>, Value) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut slow = Vec::new();
+    loop {
+        // An answered one (refused, or closed) holds nothing: replace it.
+        slow.retain(|s: &TcpStream| {
+            let mut buf = [0u8; 512];
+            matches!(s.try_read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+        });
+        while slow.len() < n {
+            slow.push(unfinished(k, key).await);
+        }
+        let (s, body) = check(k, key).await;
+        if s == 429 {
+            return (slow, body);
+        }
+        assert!(Instant::now() < deadline, "still {s}: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_has_at_most_its_limit_of_requests_being_answered() {
     let k = Keyed::start(&[("ACTIONGATE_LIMITS__MAX_IN_FLIGHT_PER_KEY", "2")]).await;
@@ -69,11 +94,7 @@ async fn a_key_has_at_most_its_limit_of_requests_being_answered() {
     let before = limit_reached(&k).await;
 
     // Two requests still being sent: the key's limit.
-    let mut slow = vec![
-        unfinished(&k, &k.agent).await,
-        unfinished(&k, &k.agent).await,
-    ];
-    let refused = until_checked(&k, &k.agent, 429).await;
+    let (mut slow, refused) = hold_places(&k, &k.agent, 2).await;
     assert_eq!(refused["status"], 429, "{refused}");
     assert!(
         refused["detail"]
