@@ -54,11 +54,14 @@ async fn stalled_client(k: &Keyed, head: &str) -> tokio::net::TcpStream {
 }
 
 /// Reads `GET /v1/events` (resuming after `after`) until an event of
-/// `action` arrives; the ids seen.
+/// `action` arrives, within `secs` (the client's own 60 s timeout would
+/// cut a debug build's replay of ~40 MB on a loaded CI machine); the ids
+/// seen.
 async fn follow_until(k: &Keyed, after: Option<i64>, action: &str, secs: u64) -> Vec<i64> {
     let mut req = k
         .http
         .get(format!("{}/v1/events", k.d.base))
+        .timeout(Duration::from_secs(secs))
         .bearer_auth(&k.operator);
     if let Some(after) = after {
         req = req.header("last-event-id", after.to_string());
@@ -114,7 +117,7 @@ async fn a_stream_that_stops_reading_pins_at_most_the_budget_and_loses_nothing()
         grown_mib < 40,
         "RSS grew {grown_mib} MiB with one stalled stream"
     );
-    let good = follow_until(&k, Some(0), &last_id, 60).await;
+    let good = follow_until(&k, Some(0), &last_id, 240).await;
     assert!(!good.is_empty());
 
     // The stalled client reads again: it gets what its sockets held, then
@@ -139,7 +142,7 @@ async fn a_stream_that_stops_reading_pins_at_most_the_budget_and_loses_nothing()
     );
     // It resumes from its last id and gets every later event, in order,
     // up to the last one published.
-    let resumed = follow_until(&k, Some(stalled_last), &last_id, 60).await;
+    let resumed = follow_until(&k, Some(stalled_last), &last_id, 240).await;
     assert_eq!(
         resumed.first(),
         Some(&(stalled_last + 1)),
