@@ -1,7 +1,8 @@
 //! Black-box tests: what the operator sees is what runs. An action string
 //! with a line break (a command separator to a shell), a carriage return
 //! and a bidi override is shown with its line break kept and marked `⏎`,
-//! and the hidden characters made visible (`␍`, `⟨U+202E⟩`): in the CLI's
+//! and the hidden characters made visible (`␍`, `⟨U+202E⟩`), and a
+//! Cyrillic letter in a Latin word named (`⟨Cyrillic о⟩`): in the CLI's
 //! `pending` and `show`, and in a chat message (Slack, against a local
 //! fake of its Web API). The web page's rendering is checked by the
 //! browser test (`.ci/web-tests`, "a two-line command shows on two lines").
@@ -15,9 +16,10 @@ use common::daemon::{Daemon, agent_key, request_action, role_key, status_json};
 use common::raw_http::{After, RawServer, answer};
 use common::{binary, client};
 
-/// `cat README.md`, a line feed, then what really runs; a carriage return
-/// and a right-to-left override that would make `rm` read `mr`.
-const DETAIL: &str = "cat README.md\nrm -rf ~/projects\r # \u{202e}mr";
+/// `cat README.md`, a line feed, then what really runs (on a path with a
+/// Cyrillic `о` that passes for a Latin one); a carriage return and a
+/// right-to-left override that would make `rm` read `mr`.
+const DETAIL: &str = "cat README.md\nrm -rf ~/pr\u{43e}\r\u{202e}mr";
 
 /// `text` shows the line break as `⏎` (followed by a real break where it
 /// has room for lines: `multi_line`), and every hidden character.
@@ -33,7 +35,7 @@ fn assert_visible(what: &str, text: &str, multi_line: bool) {
         "cat README.md⏎rm"
     };
     assert!(
-        text.contains(mark) && text.contains("rm -rf ~/projects␍"),
+        text.contains(mark) && text.contains("rm -rf ~/pr⟨Cyrillic \u{43e}⟩␍"),
         "{what}: the line break is not shown as one:\n{text}"
     );
     assert!(text.contains("⟨U+202E⟩mr"), "{what}:\n{text}");

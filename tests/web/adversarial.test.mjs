@@ -121,6 +121,41 @@ test('hidden characters in a grant request, a plan, a session and an undecided r
   assert.ok(uText.includes('undecided ⟨U+E0041⟩x'), uText);
 });
 
+test('a letter of another script in a Latin word is marked, in a card and under the grant dialog\'s scope', async () => {
+  const { page } = env;
+  await queue();
+  const CYR_A = '\u0430';
+  const a = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: `curl -X POST https://p${CYR_A}ypal.com/pay`, reason: 'pay the invoice' });
+  assert.equal(a.body.status, 'pending', JSON.stringify(a.body));
+  const c = card(a.body.id);
+  await c.waitFor();
+  const marks = await c.locator('.action-string .mixed').evaluateAll((els) => els.map((e) => [e.textContent, e.title]));
+  assert.equal(marks.length, 1, JSON.stringify(marks));
+  assert.equal(marks[0][0], CYR_A);
+  assert.match(marks[0][1], /^Cyrillic letter U\+0430 in a word of Latin letters/);
+  // Plain Cyrillic words in the reason are not marked.
+  await env.call('POST', `/v1/actions/${a.body.id}/deny`, env.operator, { reason: 'test' });
+  const plain = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'make tidy', reason: 'убрать мусор' });
+  const pc = card(plain.body.id);
+  await pc.waitFor();
+  assert.equal(await pc.locator('.mixed').count(), 0);
+  await env.call('POST', `/v1/actions/${plain.body.id}/deny`, env.operator, { reason: 'test' });
+
+  // A scope value that looks like `src/*` but is not: the dialog spells it out.
+  const gr = await env.call('POST', '/v1/grant-requests', env.agent, {
+    handler: 'fs', permission: 'fs.write', scope: { path: `s${'\u0433'}c/*` }, reason: 'tidy', expires: '1h',
+  });
+  assert.equal(gr.status, 201, JSON.stringify(gr.body));
+  const g = card(gr.body.id);
+  await g.waitFor();
+  await g.locator('button.approve').click();
+  const hint = page.locator('#grant-scope .hint.vis');
+  assert.match(await hint.innerText(), /^Holds hidden characters or letters of mixed scripts: /);
+  assert.equal(await hint.locator('.mixed').count(), 1);
+  await page.click('#grant-cancel');
+  await env.call('POST', `/v1/grant-requests/${gr.body.id}/deny`, env.operator, { reason: 'test' });
+});
+
 test('the `a` key on a plan approves the ticked steps only, as "Approve checked" does', async () => {
   const { page } = env;
   await queue();

@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readSse, staleMs } from '../../crates/server/web/stream.js';
-import { masked, MASK, newestFirst, visibleText, sensitiveKey } from '../../crates/server/web/dom.js';
+import { lookalikes, masked, MASK, newestFirst, visibleText, sensitiveKey } from '../../crates/server/web/dom.js';
 import { maskForEdit, unmaskEdit } from '../../crates/server/web/edit.js';
 import { maskSecrets } from '../../crates/server/web/secrets.js';
 import { readFileSync } from 'node:fs';
@@ -17,6 +17,27 @@ test('hidden characters are shown as the CLI shows them', () => {
   assert.equal(visibleText('r\u200bm\ufeff\u001b[2J'), 'r⟨U+200B⟩m⟨U+FEFF⟩⟨U+001B⟩[2J');
   assert.equal(visibleText('tag\u{e0041}'), 'tag⟨U+E0041⟩');
   assert.equal(visibleText('ls -la ~/src | grep é → 日本'), 'ls -la ~/src | grep é → 日本');
+});
+
+test('letters that pass for Latin ones in a Latin word are found, with their script', () => {
+  const found = (t) => [...lookalikes(t)].map(([i, m]) => [[...t][i], m.script, m.among]);
+  // "paypal" with a Cyrillic а, and a host all in Cyrillic look-alikes but
+  // in one word with the Latin scheme and TLD.
+  assert.deepEqual(found('curl https://p\u0430ypal.com/login'), [['\u0430', 'Cyrillic', 'Latin']]);
+  assert.deepEqual(found('curl https://\u0440\u0430\u0443\u0440\u0430\u04cf.com').map((x) => x[1]), Array(6).fill('Cyrillic'));
+  // A Greek omicron in a path, a Cherokee letter in a flag.
+  assert.deepEqual(found('rm -rf /srv/l\u03bfgs'), [['\u03bf', 'Greek', 'Latin']]);
+  assert.deepEqual(found('git push --f\u13a5rce'), [['\u13a5', 'Cherokee', 'Latin']]);
+  // Without Latin, the word's most common script is kept.
+  assert.deepEqual(found('\u0444\u0430\u0439\u03bb'), [['\u03bb', 'Greek', 'Cyrillic']]);
+  // Words in one script each, digits and marks, and Japanese (Han with kana) are plain.
+  // Scripts no one takes for Latin, mixed with it, are plain too.
+  for (const plain of ['ls -la ~/src | grep é', 'удалить файл /tmp/x', 'echo 日本語のテキスト', 'naïve café x2', 'Ωmega', 'a\u0301b 123', 'cat レポート.txt', 'mv a\u05d0 x']) {
+    assert.equal(lookalikes(plain).size, plain === 'Ωmega' ? 1 : 0, plain);
+  }
+  // Indexes are in code points: a letter after an astral character.
+  const astral = '\u{1f600}p\u0430y';
+  assert.deepEqual([...lookalikes(astral).keys()], [2]);
 });
 
 function body(chunks) {

@@ -4,7 +4,9 @@
 //! real line break after it), a carriage return `␍`, a tab `⇥`; other C0
 //! and C1 controls, bidirectional overrides and isolates, zero-width and
 //! other invisible format characters, and line or paragraph separators
-//! are `⟨U+XXXX⟩`. The same rule as the web page's `visible()`.
+//! are `⟨U+XXXX⟩`. A letter of another script in a word of Latin letters
+//! (`https://pаypal.com` with a Cyrillic `а`) is shown with its script's
+//! name, `p⟨Cyrillic а⟩ypal`. The same rule as the web page's `visible()`.
 
 /// How one character is shown, or `None` when it is shown as itself.
 fn shown(c: char) -> Option<String> {
@@ -18,30 +20,37 @@ fn shown(c: char) -> Option<String> {
 }
 
 pub use actiongate_api::text::is_hidden;
+use actiongate_api::text::lookalikes;
 
 /// `text` on one line, every hidden character made visible (a line feed is
 /// `⏎` with no break): for tables and one-line summaries.
 pub fn one_line(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match shown(c) {
-            Some(s) => out.push_str(&s),
-            None => out.push(c),
-        }
-    }
-    out
+    lines_or_one(text, None)
 }
 
 /// `text` with every hidden character made visible, and each line feed
 /// shown as `⏎` followed by a real line break and `indent`, so a command
 /// on two lines reads as two lines.
 pub fn lines(text: &str, indent: &str) -> String {
+    lines_or_one(text, Some(indent))
+}
+
+fn lines_or_one(text: &str, indent: Option<&str>) -> String {
     let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
+    let mut mixed = lookalikes(text).into_iter().peekable();
+    for (at, c) in text.char_indices() {
+        if let Some(l) = mixed.next_if(|l| l.at == at) {
+            out.push('⟨');
+            out.push_str(l.script);
+            out.push(' ');
+            out.push(c);
+            out.push('⟩');
+            continue;
+        }
         match shown(c) {
             Some(s) => {
                 out.push_str(&s);
-                if c == '\n' {
+                if let (Some(indent), '\n') = (indent, c) {
                     out.push('\n');
                     out.push_str(indent);
                 }
@@ -87,6 +96,20 @@ mod tests {
         );
         assert_eq!(one_line("a\u{2028}b"), "a⟨U+2028⟩b");
         assert_eq!(one_line("tag\u{e0041}"), "tag⟨U+E0041⟩");
+    }
+
+    #[test]
+    fn a_letter_of_another_script_in_a_latin_word_is_named() {
+        assert_eq!(
+            one_line("curl https://p\u{430}ypal.com"),
+            "curl https://p⟨Cyrillic \u{430}⟩ypal.com"
+        );
+        assert_eq!(
+            lines("ls /srv/l\u{3bf}gs\nrm x", "  "),
+            "ls /srv/l⟨Greek \u{3bf}⟩gs⏎\n  rm x"
+        );
+        // Words each in one script stay as they are.
+        assert_eq!(one_line("удалить файл x"), "удалить файл x");
     }
 
     #[test]

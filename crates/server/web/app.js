@@ -5,7 +5,7 @@
 
 import { api, enc, session } from './api.js';
 import { EventFollower } from './stream.js';
-import { h, countdown, guarded, visible, visibleText } from './dom.js';
+import { h, countdown, guarded, lookalikes, visible, visibleText } from './dom.js';
 import { renderGrants, renderHistory, renderAction } from './views.js';
 import { addUndecided, renderSessions } from './sessions.js';
 import { renderAgents } from './profile.js';
@@ -498,13 +498,14 @@ function scopeInputs(scope) {
     const v = scope[k];
     const id = `scope-${i}`;
     const text = typeof v === 'string' ? v : JSON.stringify(v);
-    // A text field draws hidden characters as nothing (or obeys them):
-    // what the agent asked for is also spelled out with them named.
-    const hidden = visibleText(text) !== text;
+    // A text field draws hidden characters as nothing (or obeys them) and
+    // a look-alike letter as the letter it copies: what the agent asked for
+    // is also spelled out with them named.
+    const hidden = visibleText(text) !== text || lookalikes(text).size > 0;
     fs.append(h('div', { class: 'field' },
       h('label', { for: id }, visible(k)),
       h('input', { id, name: k, value: text, dataset: { json: typeof v !== 'string' ? '1' : '' }, spellcheck: 'false', 'aria-describedby': hidden ? `${id}-hidden` : null }),
-      hidden ? h('p', { class: 'hint vis', id: `${id}-hidden` }, 'Holds hidden characters: ', visible(text)) : null));
+      hidden ? h('p', { class: 'hint vis', id: `${id}-hidden` }, 'Holds hidden characters or letters of mixed scripts: ', visible(text)) : null));
   });
   if (!keys.length) fs.append(h('p', { class: 'muted' }, 'This permission has no scope keys: it covers every use.'));
   fs.append(h('p', { class: 'hint' }, 'Globs allowed: * matches anything, e.g. src/*.'));

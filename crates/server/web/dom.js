@@ -56,17 +56,94 @@ export function visibleText(text) {
   return out;
 }
 
+// Scripts with letters drawn like Latin ones (Unicode's confusables list
+// pairs most of their letters with Latin or with each other): only their
+// letters are marked. A Japanese file name with `.txt`, or Hebrew next to a
+// Latin flag, mixes scripts no one would take for each other. The daemon's
+// `lookalikes` (crates/api/src/text.rs), which the CLI and the chats use,
+// follows the same rule.
+const LOOK_ALIKE = ['Cyrillic', 'Greek', 'Armenian', 'Cherokee', 'Coptic', 'Lisu', 'Canadian_Aboriginal',
+  'Tifinagh', 'Old_Italic', 'Runic', 'Gothic', 'Deseret', 'Osage'];
+// Told apart as well, so a word of one of them is one script; Japanese and
+// Korean write Han with their own scripts, so those count as one. A letter
+// of none of these is "another script".
+const SCRIPTS = ['Latin', ...LOOK_ALIKE, 'Han', 'Hiragana', 'Katakana', 'Hangul', 'Bopomofo', 'Arabic', 'Hebrew',
+  'Georgian', 'Thai', 'Devanagari'].map((name) => [name, new RegExp(`\\p{Script=${name}}`, 'u')]);
+const ONE_AS = { Hiragana: 'Han', Katakana: 'Han', Hangul: 'Han', Bopomofo: 'Han' };
+const LETTER = /\p{L}/u;
+const SPACE = /\s/u;
+
+function scriptOf(c) {
+  if (!LETTER.test(c)) return null;
+  for (const [name, re] of SCRIPTS) if (re.test(c)) return ONE_AS[name] || name;
+  return 'another script';
+}
+
+/**
+ * Letters that could pass for others: in each word of `text` (what lies
+ * between spaces, so a whole URL is one) that holds letters of more than
+ * one script, the letters of a LOOK_ALIKE script other than the word's
+ * Latin (or, without Latin, its most common) one. A Map from the letter's
+ * index in code points to `{ script, among }`: its script's name and the
+ * word's. A word wholly in one script is not marked.
+ */
+export function lookalikes(text) {
+  const chars = [...String(text ?? '')];
+  const out = new Map();
+  const known = new Map();
+  let start = 0;
+  for (let i = 0; i <= chars.length; i++) {
+    if (i < chars.length && !SPACE.test(chars[i])) continue;
+    const scripts = [];
+    const counts = new Map();
+    for (let j = start; j < i; j++) {
+      const c = chars[j];
+      if (!known.has(c)) known.set(c, scriptOf(c));
+      const s = known.get(c);
+      scripts.push(s);
+      if (s) counts.set(s, (counts.get(s) || 0) + 1);
+    }
+    if (counts.size > 1) {
+      const keep = counts.has('Latin') ? 'Latin' : [...counts].sort((x, y) => y[1] - x[1])[0][0];
+      scripts.forEach((s, k) => {
+        if (s && s !== keep && LOOK_ALIKE.includes(s)) out.set(start + k, { script: s, among: keep });
+      });
+    }
+    start = i + 1;
+  }
+  return out;
+}
+
+function lookalikeMark(c, { script, among }) {
+  const span = document.createElement('span');
+  span.className = 'mixed';
+  const code = c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
+  span.title = `${script} letter U+${code} in a word of ${among} letters: it may look like one of them`;
+  span.textContent = c;
+  return span;
+}
+
 /**
  * What the operator sees is what runs: `text` as nodes, every hidden
- * character shown as a `span.ctl` mark, and each line feed as ⏎ followed
- * by a real line break (the element needs `white-space: pre-wrap`, class
- * `vis`). With `{ breaks: false }` line feeds stay as they are (text that
- * is already laid out, like pretty JSON).
+ * character shown as a `span.ctl` mark, each line feed as ⏎ followed by a
+ * real line break (the element needs `white-space: pre-wrap`, class
+ * `vis`), and each letter that mixes scripts in a word (`lookalikes`) in a
+ * `span.mixed` naming its script. With `{ breaks: false }` line feeds stay
+ * as they are (text that is already laid out, like pretty JSON).
  */
 export function visible(text, { breaks = true } = {}) {
   const frag = document.createDocumentFragment();
+  const mixed = lookalikes(text);
   let run = '';
+  let i = -1;
   for (const c of String(text ?? '')) {
+    i += 1;
+    if (mixed.has(i)) {
+      if (run) frag.append(document.createTextNode(run));
+      run = '';
+      frag.append(lookalikeMark(c, mixed.get(i)));
+      continue;
+    }
     if (!HIDDEN.test(c) || (c === '\n' && !breaks)) {
       run += c;
       continue;

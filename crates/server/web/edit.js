@@ -6,7 +6,7 @@
 // daemon its own: docs/teams.md). In a detail, secret-shaped parts are
 // numbered tokens put back the same way.
 
-import { guarded, sensitiveKey, visible, visibleText } from './dom.js';
+import { guarded, lookalikes, sensitiveKey, visible, visibleText } from './dom.js';
 import { MASK, secretRanges } from './secrets.js';
 
 const $ = (id) => document.getElementById(id);
@@ -74,9 +74,9 @@ export function unmaskDetail(edited, kept) {
 }
 
 /** Whether `text` holds a character a text field hides (line breaks and
- * tabs aside: they show). */
+ * tabs aside: they show), or a letter that passes for another script's. */
 function holdsHidden(text) {
-  return visibleText(text.replace(/[\n\t]/g, '')) !== text.replace(/[\n\t]/g, '');
+  return visibleText(text.replace(/[\n\t]/g, '')) !== text.replace(/[\n\t]/g, '') || lookalikes(text).size > 0;
 }
 
 /**
@@ -99,7 +99,7 @@ export function openEdit(action, app) {
   const showHidden = () => {
     const hidden = holdsHidden(text.value);
     hint.hidden = !hidden;
-    hint.replaceChildren(...(hidden ? ['Holds hidden characters: ', visible(text.value, { breaks: false })] : []));
+    hint.replaceChildren(...(hidden ? ['Holds hidden characters or letters of mixed scripts: ', visible(text.value, { breaks: false })] : []));
   };
   text.oninput = showHidden;
   showHidden();

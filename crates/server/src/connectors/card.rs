@@ -699,6 +699,10 @@ mod tests {
         );
         assert_eq!(shown_text("ls\r\u{202e}mr").0, ltr("ls␍⟨U+202E⟩mr"));
         assert_eq!(shown_text("a\u{fff0}b").0, ltr("a⟨U+FFF0⟩b"));
+        assert_eq!(
+            shown_text("curl https://p\u{430}ypal.com").0,
+            ltr("curl https://p⟨Cyrillic \u{430}⟩ypal.com")
+        );
         let v = serde_json::json!({"cmd": "echo \u{202e}mr"});
         assert_eq!(shown("params", &v).0, ltr("{\"cmd\":\"echo ⟨U+202E⟩mr\"}"));
     }
