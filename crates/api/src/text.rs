@@ -104,14 +104,12 @@ pub struct Lookalike {
 /// follows the same rule.
 pub fn lookalikes(text: &str) -> Vec<Lookalike> {
     let mut out = Vec::new();
-    let mut start = 0;
+    if text.is_ascii() {
+        return out;
+    }
     for word in text.split(char::is_whitespace) {
-        let at = start;
-        start += word.len()
-            + text[at + word.len()..]
-                .chars()
-                .next()
-                .map_or(0, char::len_utf8);
+        // Where the word begins in `text` (it is a slice of it).
+        let at = word.as_ptr().addr() - text.as_ptr().addr();
         let letters: Vec<(usize, Script)> = word
             .char_indices()
             .filter_map(|(i, c)| script_of(c).map(|s| (at + i, s)))

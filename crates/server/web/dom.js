@@ -72,6 +72,7 @@ const SCRIPTS = ['Latin', ...LOOK_ALIKE, 'Han', 'Hiragana', 'Katakana', 'Hangul'
 const ONE_AS = { Hiragana: 'Han', Katakana: 'Han', Hangul: 'Han', Bopomofo: 'Han' };
 const LETTER = /\p{L}/u;
 const SPACE = /\s/u;
+const NOT_ASCII = /[^\x00-\x7f]/;
 
 function scriptOf(c) {
   if (!LETTER.test(c)) return null;
@@ -88,8 +89,10 @@ function scriptOf(c) {
  * word's. A word wholly in one script is not marked.
  */
 export function lookalikes(text) {
-  const chars = [...String(text ?? '')];
   const out = new Map();
+  // Plain ASCII, most of what is drawn, mixes nothing.
+  if (!NOT_ASCII.test(String(text ?? ''))) return out;
+  const chars = [...String(text ?? '')];
   const known = new Map();
   let start = 0;
   for (let i = 0; i <= chars.length; i++) {
