@@ -315,6 +315,33 @@ def test_grant_requests_reads_every_page_oldest_first(daemon, handler, op):
             daemon.http.post(f"/v1/grant-requests/{rid}/deny", json={})
 
 
+def test_grant_requests_follow_a_page_cut_short_for_its_size(daemon, handler, op):
+    # 140 requests of about 15 KB each: past the 2 MiB a page of the
+    # listing holds, so the first page is cut short of its 500 and links
+    # the next. From two agents of at most 100 pending each.
+    made = []
+    try:
+        for n in range(2):
+            key = daemon.key("agent", daemon.agent())
+            with httpx.Client(base_url=daemon.url, headers={"authorization": f"Bearer {key}"}) as c:
+                for i in range(70):
+                    path = f"/p/{n}/{i}/" + "x" * 15_000
+                    r = c.post(
+                        "/v1/grant-requests",
+                        json={"handler": handler, "permission": "notes.write", "reason": "paging",
+                              "scope": {"path": path}, "timeout": "10m"},
+                    )
+                    assert r.status_code == 201, r.text
+                    made.append(r.json()["id"])
+        first = daemon.http.get("/v1/grant-requests", params={"status": "pending", "order": "oldest", "limit": 500})
+        assert 'rel="next"' in first.headers.get("link", ""), first.headers
+        listed = [r.id for r in op.grant_requests() if r.id in set(made)]
+        assert listed == made
+    finally:
+        for rid in made:
+            daemon.http.post(f"/v1/grant-requests/{rid}/deny", json={})
+
+
 def test_request_permission_approved_and_denied(daemon, handler, agent_client, op):
     results = []
 

@@ -148,6 +148,8 @@ interface Call {
    */
   deadline?: number;
   signal?: AbortSignal;
+  /** Told the headers of the answer that is returned (for `Link`). */
+  onHeaders?: (headers: Headers) => void;
 }
 
 function env(name: string): string | undefined {
@@ -373,6 +375,7 @@ export class Client {
         // here, and is the client's error like one cut before them.
         reading = true;
         text = await response.text();
+        call.onHeaders?.(response.headers);
       } catch (e) {
         if (e instanceof ActionGateError) throw e;
         const err = this.failure(e, call, ms, reading);
@@ -714,10 +717,16 @@ export class Client {
     const items: GrantRequest[] = [];
     let after: string | undefined;
     for (;;) {
-      const data = await this.send<unknown>({ method: 'GET', path: '/v1/grant-requests', query: { status, order: 'oldest', limit: 500, after }, retry: true, signal: options.signal });
+      // A page shorter than asked is the last, unless the daemon cut it
+      // short for its size and links the next (`Link: <…>; rel="next"`).
+      let linked = false;
+      const onHeaders = (h: Headers) => {
+        linked = /;\s*rel="next"/.test(h.get('link') ?? '');
+      };
+      const data = await this.send<unknown>({ method: 'GET', path: '/v1/grant-requests', query: { status, order: 'oldest', limit: 500, after }, retry: true, signal: options.signal, onHeaders });
       const page = Array.isArray(data) ? (data as GrantRequest[]) : [];
       items.push(...page);
-      if (page.length < 500) return items;
+      if (page.length === 0 || (page.length < 500 && !linked)) return items;
       after = page[page.length - 1]?.id;
     }
   }

@@ -4035,9 +4035,11 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page of requests: page on with `after` set to the last id until a page is shorter than `limit` */
+            /** @description A page of requests: page on with `after` set to the last id until a page is shorter than `limit` and has no `Link` header with `rel="next"` (a page past 2 MiB of JSON is cut short and has one) */
             200: {
                 headers: {
+                    /** @description `<URL>; rel="next"`: the next page, when this one was cut short of `limit` for its size */
+                    Link?: string;
                     [name: string]: unknown;
                 };
                 content: {

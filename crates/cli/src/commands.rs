@@ -67,13 +67,12 @@ pub async fn pending(args: PendingArgs) -> Exit {
         }
         // Grant requests wait for the same humans: say so (of the agent
         // asked for), not list them. Best effort: the queue is the answer.
+        // Up to 500 of them (a page cut short for its size links the rest).
         let page = api
-            .get("/v1/grant-requests?status=pending&limit=500")
+            .after_pages("/v1/grant-requests?status=pending&limit=500", 500, 500)
             .await
-            .ok()
-            .and_then(|v| v.as_array().cloned())
             .unwrap_or_default();
-        let full = page.len() == 500;
+        let full = page.len() >= 500;
         let requests = page
             .iter()
             .filter(|r| args.agent.as_deref().is_none_or(|a| s(r, "agent") == a))

@@ -103,13 +103,15 @@ impl Gate {
 
     /// A page of grant requests, newest first or, with
     /// `page.oldest_first`, the longest waiting first (up to 500, 500 by
-    /// default): an operator's all, an agent's its own.
+    /// default): an operator's all, an agent's its own; and whether the
+    /// page was cut short of `limit` to stay within
+    /// [`crate::paging::PAGE_BYTES`] (more may follow however short it is).
     pub async fn list_grant_requests(
         &self,
         caller: &Caller,
         status: Option<GrantRequestStatus>,
         page: ListPage,
-    ) -> GateResult<Vec<GrantRequest>> {
+    ) -> GateResult<(Vec<GrantRequest>, bool)> {
         let page = page.checked(MAX_PAGE)?;
         let agent = if caller.sees_all() {
             None
@@ -134,10 +136,14 @@ impl Gate {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(self
+        let mut requests = self
             .store()
             .list_grant_requests(agent, status, &page)
-            .await?)
+            .await?;
+        // A request's scope is up to `limits.scope_max_bytes` (16 KiB unless
+        // configured): a page of 500 of the largest was 8 MiB or more.
+        let cut = crate::paging::cut_to_bytes(&mut requests);
+        Ok((requests, cut))
     }
 
     async fn visible_grant_request(&self, caller: &Caller, id: &str) -> GateResult<GrantRequest> {

@@ -15,6 +15,7 @@ mod connectors;
 mod dispatch;
 mod events;
 mod future_sizes;
+mod grant_request_pages;
 mod handler_taint;
 mod handlers;
 mod hook_dirs;

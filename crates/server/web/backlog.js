@@ -43,7 +43,7 @@ export async function pendingPages(path, limit, pages = MOST_PAGES) {
     if (items.length) q.set('after', items[items.length - 1].id);
     const { items: page, next } = await apiPage(`${path}?${q}`);
     items.push(...page);
-    // A page cut short for its size (plans) links the next one.
+    // A page cut short for its size links the next one.
     if (!page.length || (page.length < limit && !next)) {
       return { items, complete: true, last: items.length ? items[items.length - 1].id : null };
     }

@@ -51,7 +51,9 @@ class Call:
     ``until`` is when the workflow's wait ends (``time.monotonic()``): the
     call, retries and pauses included, ends by it plus the client's timeout
     (default: ``wait`` from now), so a workflow of several calls takes no
-    longer than one.
+    longer than one. ``linked``: the workflow is sent ``(json, more)``,
+    where ``more`` says the answer links a next page (``Link: <…>;
+    rel="next"``: a page the daemon cut short of its limit for its size).
     """
 
     method: str
@@ -63,6 +65,7 @@ class Call:
     best_effort: bool = False
     wait: float = 0.0
     until: Optional[float] = None
+    linked: bool = False
 
 
 @dataclass
@@ -192,6 +195,17 @@ def parse(response: httpx.Response) -> Any:
             title="Not JSON",
             detail="the daemon's answer was not JSON (is the URL right?)",
         ) from None
+
+
+def answer(call: Call, response: httpx.Response) -> Any:
+    """What the workflow that made ``call`` is sent for ``response``:
+    :func:`parse`'s JSON, with whether it links a next page when the call
+    asks (``linked``)."""
+    data = parse(response)
+    if not call.linked:
+        return data
+    links = ", ".join(response.headers.get_list("link"))
+    return data, 'rel="next"' in links
 
 
 def retry_after(response: httpx.Response, default: float) -> float:
@@ -657,10 +671,12 @@ def grant_requests(status: Optional[str]) -> Flow:
             params["status"] = status
         if after:
             params["after"] = after
-        data = yield Call("GET", "/v1/grant-requests", params=params, retry=True)
+        data, more = yield Call("GET", "/v1/grant-requests", params=params, retry=True, linked=True)
         page = [r for r in data or [] if isinstance(r, dict)]
         items.extend(GrantRequest.from_json(r) for r in page)
-        if len(page) < 500:
+        # A page shorter than asked is the last, unless the daemon cut it
+        # short for its size and linked the next.
+        if not page or (len(page) < 500 and not more):
             break
         after = page[-1].get("id")
     return items

@@ -99,7 +99,7 @@ class AsyncClient:
                     break
                 await asyncio.sleep(pause)
                 continue
-            return _core.parse(response)
+            return _core.answer(call, response)
         raise last or _core.unreachable(self._settings.url, None, 0.0)
 
     async def _drive(self, flow: Flow) -> Any:

@@ -100,7 +100,7 @@ class Client:
                     break
                 time.sleep(pause)
                 continue
-            return _core.parse(response)
+            return _core.answer(call, response)
         raise last or _core.unreachable(self._settings.url, None, 0.0)
 
     def _drive(self, flow: Flow) -> Any:

@@ -113,10 +113,10 @@ async fn catch_up_grant_requests(c: &Connectors) {
             .list_grant_requests(&reader(), pending, page.clone())
             .await
         {
-            Ok(requests) => {
+            Ok((requests, cut)) => {
                 read += requests.len() as i64;
                 let last = requests.last().map(|r| r.id.clone());
-                let short = (requests.len() as i64) < GRANT_REQUESTS_PAGE;
+                let short = (requests.len() as i64) < GRANT_REQUESTS_PAGE && !cut;
                 for r in requests {
                     post(c, card::grant_request_card(&r, !c.notify_only)).await;
                 }

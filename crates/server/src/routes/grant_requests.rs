@@ -3,8 +3,9 @@
 //! deny; unanswered requests expire, which is not a denial.
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -15,6 +16,7 @@ use actiongate_gate::{GrantRequest, GrantRequestStatus, ListPage};
 use crate::auth::{Caller, Operator};
 use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
 use crate::routes::actions::WaitQuery;
+use crate::routes::links::{linked, next_link};
 use crate::state::AppState;
 
 /// Routes of this module.
@@ -92,7 +94,8 @@ pub fn list_page(order: Option<ListOrder>, after: Option<String>, limit: Option<
     get, path = "/v1/grant-requests", tag = "grants",
     params(RequestQuery),
     responses(
-        (status = 200, description = "A page of requests: page on with `after` set to the last id until a page is shorter than `limit`", body = Vec<GrantRequest>),
+        (status = 200, description = "A page of requests: page on with `after` set to the last id until a page is shorter than `limit` and has no `Link` header with `rel=\"next\"` (a page past 2 MiB of JSON is cut short and has one)", body = Vec<GrantRequest>,
+            headers(("Link" = String, description = "`<URL>; rel=\"next\"`: the next page, when this one was cut short of `limit` for its size"))),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`after` names no grant request the caller may see", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid filter", body = Problem, content_type = "application/problem+json"),
@@ -103,13 +106,17 @@ pub async fn list_requests(
     State(state): State<AppState>,
     caller: Caller,
     ApiQuery(q): ApiQuery<RequestQuery>,
-) -> ApiResult<axum::Json<Vec<GrantRequest>>> {
-    Ok(axum::Json(
-        state
-            .gate()
-            .list_grant_requests(&caller, q.status, list_page(q.order, q.after, q.limit))
-            .await?,
-    ))
+    RawQuery(raw): RawQuery,
+) -> ApiResult<Response> {
+    let (requests, cut) = state
+        .gate()
+        .list_grant_requests(&caller, q.status, list_page(q.order, q.after, q.limit))
+        .await?;
+    let next = requests
+        .last()
+        .filter(|_| cut)
+        .map(|last| next_link("/v1/grant-requests", raw.as_deref(), &[("after", &last.id)]));
+    Ok(linked(axum::Json(requests).into_response(), next))
 }
 
 /// Read a grant request; `?wait=S` blocks until it is answered.

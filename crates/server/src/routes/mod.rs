@@ -9,6 +9,7 @@ pub mod grant_requests;
 pub mod grants;
 pub mod handlers;
 pub mod keys;
+mod links;
 pub mod ops;
 pub mod people;
 pub mod presets;

@@ -4,7 +4,7 @@
 
 use axum::Router;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
@@ -17,6 +17,7 @@ use crate::auth::{Caller, Operator};
 use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
 use crate::routes::actions::WaitQuery;
 use crate::routes::grant_requests::list_page;
+use crate::routes::links::{linked, next_link};
 use crate::state::AppState;
 
 /// Routes of this module.
@@ -106,14 +107,6 @@ pub async fn list_sessions(
             )
         });
     Ok(linked(axum::Json(sessions).into_response(), next))
-}
-
-/// `resp` with its `Link` to the next page, when there is one.
-fn linked(mut resp: Response, next: Option<String>) -> Response {
-    if let Some(link) = next.and_then(|l| HeaderValue::from_str(&l).ok()) {
-        resp.headers_mut().insert(header::LINK, link);
-    }
-    resp
 }
 
 /// One session.
@@ -210,21 +203,6 @@ pub async fn list_plans(
         .filter(|_| cut)
         .map(|last| next_link("/v1/plans", raw.as_deref(), &[("after", &last.id)]));
     Ok(linked(axum::Json(plans).into_response(), next))
-}
-
-/// The `Link` (RFC 8288) to the page after this one: the same query, with
-/// `cursor`'s parameters set to where this page ended.
-fn next_link(path: &str, query: Option<&str>, cursor: &[(&str, &str)]) -> String {
-    let mut next = url::form_urlencoded::Serializer::new(String::new());
-    for (k, v) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        if !cursor.iter().any(|(name, _)| *name == k) {
-            next.append_pair(&k, &v);
-        }
-    }
-    for (k, v) in cursor {
-        next.append_pair(k, v);
-    }
-    format!("<{path}?{}>; rel=\"next\"", next.finish())
 }
 
 /// One plan; `?wait=S` blocks until it is decided (or expires), at most S

@@ -38,24 +38,28 @@ async fn a_daemon_started_on_a_long_queue_posts_its_longest_waiting_action() {
     app.stop().await;
 }
 
-#[tokio::test]
-async fn a_daemon_started_on_a_long_queue_posts_its_longest_waiting_grant_request() {
-    let telegram = Fake::start().await;
-    let app = TestApp::spawn_with(|s| s.limits.max_pending_per_agent = 1000).await;
-    let admin = app.admin.clone();
+/// Registers a `files` handler whose `fs.write` takes any scope.
+async fn files_handler(app: &TestApp) {
     let (s, body) = app
         .call(
             Method::POST,
             "/v1/handlers",
-            Some(&admin),
+            Some(&app.admin),
             Some(json!({
                 "id": "files", "name": "Files", "url": "http://127.0.0.1:9/hook",
-                "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object"}}],
+                "permissions": [{"name": "fs.write", "parameters_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}],
                 "actions": [{"name": "write", "permission": "fs.write", "params_schema": {"type": "object"}}]
             })),
         )
         .await;
     assert!(s.is_success(), "{body}");
+}
+
+#[tokio::test]
+async fn a_daemon_started_on_a_long_queue_posts_its_longest_waiting_grant_request() {
+    let telegram = Fake::start().await;
+    let app = TestApp::spawn_with(|s| s.limits.max_pending_per_agent = 1000).await;
+    files_handler(&app).await;
     // Asked while no chat was set up: the oldest, then 500 newer (one
     // listing's worth).
     let agent = app.agent.clone();
@@ -87,6 +91,49 @@ async fn a_daemon_started_on_a_long_queue_posts_its_longest_waiting_grant_reques
     telegram
         .wait_for("/sendMessage", "the oldest grant request's message", |c| {
             c.iter().any(|c| c.body.to_string().contains(&oldest))
+        })
+        .await;
+    app.stop().await;
+}
+
+/// Grant requests so large that one listing's page holds only some of them
+/// (cut short for its size): catching up reads on past it and posts the
+/// newest too.
+#[tokio::test]
+async fn catching_up_reads_past_a_page_cut_short_for_its_size() {
+    let telegram = Fake::start().await;
+    let app = TestApp::spawn_with(|s| s.limits.scope_max_bytes = 600 * 1024).await;
+    files_handler(&app).await;
+    let agent = app.agent.clone();
+    let mut newest = String::new();
+    for i in 0..5 {
+        let path = format!("/srv/{i}/{}", "p".repeat(500_000));
+        let (s, r) = app
+            .call(
+                Method::POST,
+                "/v1/grant-requests",
+                Some(&agent),
+                Some(json!({"handler": "files", "permission": "fs.write",
+                    "scope": {"path": path}, "reason": format!("job {i}")})),
+            )
+            .await;
+        assert!(s.is_success(), "{r}");
+        newest = r["id"].as_str().unwrap().to_owned();
+    }
+    let tg = telegram.base.clone();
+    let app = app
+        .restart_with(move |s| {
+            s.limits.scope_max_bytes = 600 * 1024;
+            let t = &mut s.connectors.telegram;
+            t.token = "123:TOKEN".into();
+            t.chat_id = "-1001".into();
+            t.api_base = tg;
+            t.poll_seconds = 1;
+        })
+        .await;
+    telegram
+        .wait_for("/sendMessage", "the newest grant request's message", |c| {
+            c.iter().any(|c| c.body.to_string().contains(&newest))
         })
         .await;
     app.stop().await;

@@ -1,0 +1,109 @@
+//! `GET /v1/grant-requests` pages stay within the listing's byte budget
+//! (2 MiB of JSON past the first item), as actions and plans do: a page of
+//! the largest requests is cut short of its `limit` and links the next, and
+//! the CLI (`grant-requests`, `pending`) follows the link (docs/api.md).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use crate::cli_support;
+use crate::common;
+
+use cli_support::{ag, register_fs};
+use common::TestApp;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+/// Ids of a JSON array printed by the CLI.
+fn ids_of(stdout: &str) -> Vec<String> {
+    serde_json::from_str::<Value>(stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_page_of_large_grant_requests_is_cut_short_and_links_the_next() {
+    let app = TestApp::spawn_with(|s| s.limits.scope_max_bytes = 600 * 1024).await;
+    register_fs(&app).await;
+    let op = app.operator.clone();
+    // Five requests of about 500 KB each: 2.5 MB, past one page's 2 MiB.
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        let path = format!("/srv/{n}/{}", "p".repeat(500_000));
+        let (s, r) = app
+            .call(
+                Method::POST,
+                "/v1/grant-requests",
+                Some(&app.agent),
+                Some(json!({"handler": "fs", "permission": "fs.use",
+                    "scope": {"path": path}, "reason": "publish", "expires": "2h"})),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{r}");
+        ids.push(r["id"].as_str().unwrap().to_owned());
+    }
+    let mut listed = Vec::new();
+    let mut path = "/v1/grant-requests?status=pending&order=oldest&limit=500".to_owned();
+    let mut pages = 0;
+    loop {
+        let resp = app.send(Method::GET, &path, Some(&op), None).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        let link = resp
+            .headers()
+            .get("link")
+            .map(|l| l.to_str().unwrap().to_owned());
+        let body = resp.bytes().await.unwrap();
+        let page: Vec<Value> = serde_json::from_slice(&body).unwrap();
+        assert!(
+            !page.is_empty() && page.len() < 5,
+            "{} requests",
+            page.len()
+        );
+        // Past its first item, a page holds at most 2 MiB of JSON.
+        let first = serde_json::to_vec(&page[0]).unwrap().len();
+        assert!(body.len() - first <= 2 << 20, "{} bytes", body.len());
+        pages += 1;
+        listed.extend(page.iter().map(|r| r["id"].as_str().unwrap().to_owned()));
+        let Some(link) = link else { break };
+        let last = listed.last().unwrap();
+        assert!(link.ends_with("; rel=\"next\""), "{link}");
+        assert!(link.contains(&format!("after={last}")), "{link}");
+        assert!(
+            link.contains("status=pending") && link.contains("order=oldest"),
+            "{link}"
+        );
+        path = link
+            .trim_start_matches('<')
+            .split_once('>')
+            .unwrap()
+            .0
+            .to_owned();
+        assert!(pages < 10, "never ended");
+    }
+    assert_eq!(listed, ids);
+    assert!(pages > 1);
+    // The agent's own listing is cut the same way.
+    let resp = app
+        .send(
+            Method::GET,
+            "/v1/grant-requests?order=oldest",
+            Some(&app.agent),
+            None,
+        )
+        .await;
+    assert!(resp.headers().get("link").is_some());
+    // The CLI follows the link: every request, and the whole count.
+    let r = ag(&app, &op, &["grant-requests", "--json"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(ids_of(&r.stdout), ids);
+    let r = ag(&app, &op, &["pending"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("5 grant requests wait too"),
+        "{}",
+        r.stdout
+    );
+    app.stop().await;
+}
