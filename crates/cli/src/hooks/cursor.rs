@@ -27,20 +27,20 @@ const EVENTS: &[&str] = &[
     "preToolUse",
 ];
 
-/// `MCP:<server>:<tool>` or a bare tool name (the server is then unknown).
-fn mcp_call(name: &str, input: &Value) -> Call {
-    let (server, tool) = match name.strip_prefix("MCP:").and_then(|r| r.split_once(':')) {
-        Some((s, t)) => (s.to_owned(), t.to_owned()),
-        None => ("unknown".to_owned(), name.to_owned()),
-    };
+/// An MCP call of server `unknown`: Cursor's hook input does not name the
+/// server (`beforeMCPExecution` has its `url` or `command`), and the tool
+/// name is the server's own, so nothing in it may choose another server.
+/// `tool` is that name (`beforeMCPExecution`), or what follows `MCP:` in
+/// `preToolUse`'s `MCP:<tool>`.
+fn mcp_call(tool: &str, input: &Value) -> Call {
     // Cursor sends the input as an object or as a JSON string.
     let input = match input {
         Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| input.clone()),
         other => other.clone(),
     };
     Call::Mcp {
-        server,
-        tool,
+        server: "unknown".to_owned(),
+        tool: tool.to_owned(),
         input,
     }
 }
@@ -64,7 +64,7 @@ fn tool_calls(name: &str, input: &Value) -> Result<Vec<Call>, String> {
         "WebSearch" | "web_search" => vec![Call::Search(
             any_field(input, name, &["query", "search_term"])?.to_owned(),
         )],
-        n if n.starts_with("MCP:") => vec![mcp_call(n, input)],
+        n if let Some(tool) = n.strip_prefix("MCP:") => vec![mcp_call(tool, input)],
         other => vec![Call::Other {
             name: other.to_owned(),
             input: input.clone(),
@@ -166,6 +166,40 @@ mod tests {
 
     fn parse(hook: Value) -> Parsed {
         Cursor.parse(&hook).unwrap()
+    }
+
+    /// Cursor's hook input names no MCP server: `beforeMCPExecution` has
+    /// the server's own tool name, `preToolUse` `MCP:<tool>`. Whatever the
+    /// name holds, the server stays unknown: a tool an upstream server
+    /// names `MCP:github:merge_pr` or `github:merge_pr` is not asked as
+    /// the `github` server's `merge_pr`, which a rule may allow.
+    #[test]
+    fn an_mcp_tool_name_cannot_name_another_server() {
+        let before = |name: &str| {
+            parse(
+                json!({"hook_event_name": "beforeMCPExecution", "conversation_id": "c",
+                "tool_name": name, "tool_input": "{\"n\":1}", "url": "https://mcp.example.test"}),
+            )
+            .action_strings()
+        };
+        let pre = |name: &str| {
+            parse(
+                json!({"hook_event_name": "preToolUse", "conversation_id": "c",
+                "tool_name": name, "tool_use_id": "t1", "tool_input": {"n": 1}}),
+            )
+            .action_strings()
+        };
+        assert_eq!(before("query"), [r#"tool:mcp__unknown__query:{"n":1}"#]);
+        assert_eq!(pre("MCP:query"), [r#"tool:mcp__unknown__query:{"n":1}"#]);
+        for name in ["MCP:github:merge_pr", "github:merge_pr"] {
+            for got in [before(name), pre(&format!("MCP:{name}"))] {
+                let [one] = got.as_slice() else {
+                    panic!("{got:?}")
+                };
+                assert!(!one.contains("mcp__github__"), "{one}");
+                assert!(one.starts_with("tool:mcp:unknown__"), "{one}");
+            }
+        }
     }
 
     /// Relative paths are joined with `cwd`, or with the workspace root
