@@ -65,28 +65,29 @@ pub async fn pending(args: PendingArgs) -> Exit {
             print_json(&Value::Array(items));
             return Ok(Exit::Ok);
         }
-        // Grant requests wait for the same humans: say so (of the agent
-        // asked for), not list them. Best effort: the queue is the answer.
-        // Up to 500 of them (a page cut short for its size links the rest).
-        let page = api
-            .after_pages("/v1/grant-requests?status=pending&limit=500", 500, 500)
-            .await
-            .unwrap_or_default();
-        let full = page.len() >= 500;
-        let requests = page
-            .iter()
-            .filter(|r| args.agent.as_deref().is_none_or(|a| s(r, "agent") == a))
-            .count();
-        let also = match (requests, full) {
-            (0, false) => String::new(),
-            (1, false) => "1 grant request waits too: actiongate grant-requests".to_owned(),
-            (n, false) => format!("{n} grant requests wait too: actiongate grant-requests"),
-            (n, true) => format!("{n} or more grant requests wait too: actiongate grant-requests"),
-        };
+        // Grant requests and plans wait for the same humans: say so (of
+        // the agent asked for), not list them. Best effort: the queue is
+        // the answer (an agent's key may not list plans).
+        let agent = args.agent.as_deref();
+        let also: Vec<String> = [
+            waiting_too(
+                &api,
+                "/v1/grant-requests",
+                500,
+                agent,
+                "grant request",
+                "grant-requests",
+            )
+            .await,
+            waiting_too(&api, "/v1/plans", 200, agent, "plan", "plans").await,
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         if items.is_empty() {
             println!("no pending actions");
-            if !also.is_empty() {
-                println!("{also}");
+            for line in &also {
+                println!("{line}");
             }
             return Ok(Exit::Ok);
         }
@@ -115,12 +116,42 @@ pub async fn pending(args: PendingArgs) -> Exit {
         }
         head.push("REASON");
         print!("{}", table(&head, &rows));
-        if !also.is_empty() {
-            println!("{also}");
+        for line in &also {
+            println!("{line}");
         }
         Ok(Exit::Ok)
     })
     .await
+}
+
+/// "3 plans wait too: actiongate plans": how many pending items of the
+/// listing at `path` (read `page` at a time, up to one page's worth, and
+/// of `agent` when given) also wait for a human; `None` for none, or when
+/// the caller may not list them.
+async fn waiting_too(
+    api: &Api,
+    path: &str,
+    page: usize,
+    agent: Option<&str>,
+    noun: &str,
+    command: &str,
+) -> Option<String> {
+    let first = format!("{path}?status=pending&limit={page}");
+    let items = api.after_pages(&first, page, page).await.ok()?;
+    let n = items
+        .iter()
+        .filter(|r| agent.is_none_or(|a| s(r, "agent") == a))
+        .count();
+    let full = items.len() >= page;
+    let line = match (n, full) {
+        (0, false) => return None,
+        (1, false) => format!("1 {noun} waits too"),
+        (n, false) => format!("{n} {noun}s wait too"),
+        // None of the agent's among the first page: others' fill it.
+        (0, true) => format!("{page} or more {noun}s of other agents wait too"),
+        (n, true) => format!("{n} or more {noun}s wait too"),
+    };
+    Some(format!("{line}: actiongate {command}"))
 }
 
 /// How many approvals action `a` needs (1 unless a rule asks more).

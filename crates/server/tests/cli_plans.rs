@@ -74,6 +74,20 @@ async fn plans_are_listed_approved_step_by_step_and_denied() {
     let r = ag(&app, &op, &["plans", "--json"]).await;
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json().as_array().unwrap().len(), 2);
+    // `pending` says plans wait too (of the agent asked for), without
+    // listing them; an agent's key, which may not list plans, is not told.
+    let r = ag(&app, &op, &["pending"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.stdout,
+        "no pending actions\n2 plans wait too: actiongate plans\n"
+    );
+    let r = ag(&app, &op, &["pending", "--agent", "someone-else"]).await;
+    assert_eq!(r.stdout, "no pending actions\n", "{r:?}");
+    let agent = app.agent.clone();
+    let r = ag(&app, &agent, &["pending"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout, "no pending actions\n", "{r:?}");
 
     let r = ag(&app, &op, &["plan", "approve", &first, "--steps", "0,2"]).await;
     assert_eq!(r.code, 0, "{r:?}");
@@ -147,6 +161,13 @@ async fn pending_plans_are_listed_past_a_page_oldest_first() {
         .map(|p| p["id"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(listed, ids);
+    // `pending` counts up to a page of them.
+    let r = ag(&app, &op, &["pending"]).await;
+    assert!(
+        r.stdout
+            .contains("200 or more plans wait too: actiongate plans"),
+        "{r:?}"
+    );
 }
 
 /// Plans of the largest kind: a page stops past 2 MiB of JSON, short of
