@@ -60,7 +60,22 @@ fn tool_calls(name: &str, input: &Value) -> Result<Vec<Call>, String> {
         "Delete" | "delete_file" => file_calls("delete", input, name, PATHS)?,
         "Read" | "read_file" => read_calls(input, name, PATHS)?,
         "Grep" | "grep" => vec![Call::Grep(field(input, name, "pattern")?.to_owned())],
-        "WebFetch" | "web_fetch" => vec![Call::Fetch(field(input, name, "url")?.to_owned())],
+        // Text typed into a shell the agent started: read as the command
+        // line it may be (a line a program reads instead is asked too).
+        "WriteShellStdin" | "write_shell_stdin" => vec![Call::Shell(
+            any_field(input, name, &["chars", "text", "input", "data"])?.to_owned(),
+        )],
+        "WebFetch" | "web_fetch" | "Fetch" | "fetch" => {
+            vec![Call::Fetch(field(input, name, "url")?.to_owned())]
+        }
+        "ReadMcpResource" | "read_mcp_resource" => vec![map::mcp_resource(
+            any_text(input, &["server", "serverName", "server_name"]),
+            Some(any_field(input, name, &["uri", "url"])?),
+        )],
+        "ListMcpResources" | "list_mcp_resources" => vec![map::mcp_resource(
+            any_text(input, &["server", "serverName", "server_name"]),
+            None,
+        )],
         "WebSearch" | "web_search" => vec![Call::Search(
             any_field(input, name, &["query", "search_term"])?.to_owned(),
         )],
@@ -70,6 +85,11 @@ fn tool_calls(name: &str, input: &Value) -> Result<Vec<Call>, String> {
             input: input.clone(),
         }],
     })
+}
+
+/// The first of `keys` that `input` has as a string.
+fn any_text<'a>(input: &'a Value, keys: &[&str]) -> Option<&'a str> {
+    keys.iter().find_map(|k| text(input, k))
 }
 
 /// Why a line Cursor's terminal runs may not be what the hook read:
@@ -254,6 +274,58 @@ mod tests {
         );
         let matcher = crate::setup::config::CURSOR_TOOLS;
         for tool in ["WebFetch", "WebSearch", "Task", "Write", "Delete"] {
+            assert!(matcher.split('|').any(|t| t == tool), "{tool}");
+        }
+    }
+
+    /// The other tools of Cursor's agent that change or fetch: text typed
+    /// into a shell it started is asked as a command line, `Fetch` as a
+    /// fetch, MCP resources as the MCP proxy asks them, a diff it applies
+    /// with its input; a typed call naming no text cannot be mapped.
+    #[test]
+    fn typing_into_a_shell_fetching_and_applying_diffs_are_asked() {
+        let hook = |name: &str, input: Value| {
+            Cursor.parse(
+                &json!({"hook_event_name": "preToolUse", "conversation_id": "c",
+                "tool_name": name, "tool_use_id": "t1", "tool_input": input}),
+            )
+        };
+        let call = |name: &str, input: Value| hook(name, input).unwrap().action_strings();
+        assert_eq!(
+            call(
+                "WriteShellStdin",
+                json!({"shell_id": "1", "chars": "rm -rf /srv/data"})
+            ),
+            ["tool:bash:rm -rf /srv/data"]
+        );
+        assert!(hook("WriteShellStdin", json!({"shell_id": "1"})).is_err());
+        assert_eq!(
+            call("Fetch", json!({"url": "https://example.test/a"})),
+            ["tool:WebFetch:https://example.test/a"]
+        );
+        assert_eq!(
+            call(
+                "ReadMcpResource",
+                json!({"server": "docs", "uri": "file:///notes"})
+            ),
+            ["tool:mcp-resource:docs file:///notes"]
+        );
+        assert_eq!(
+            call("ListMcpResources", json!({"server": "docs"})),
+            ["tool:mcp-resource:docs *"]
+        );
+        assert_eq!(
+            call("ApplyAgentDiff", json!({"diff": "x"})),
+            [r#"tool:ApplyAgentDiff:{"diff":"x"}"#]
+        );
+        let matcher = crate::setup::config::CURSOR_TOOLS;
+        for tool in [
+            "WriteShellStdin",
+            "Fetch",
+            "ApplyAgentDiff",
+            "ReadMcpResource",
+            "ListMcpResources",
+        ] {
             assert!(matcher.split('|').any(|t| t == tool), "{tool}");
         }
     }

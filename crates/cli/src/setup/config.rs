@@ -286,9 +286,13 @@ pub fn merged(rt: Runtime, current: &str, call: &HookCall) -> Result<String, Str
     Ok(text)
 }
 
-/// The tools of Cursor's agent `preToolUse` asks about: file changes, the
-/// web (a fetch can carry what was read out) and subagents.
-pub const CURSOR_TOOLS: &str = "Write|Edit|StrReplace|MultiEdit|Delete|WebFetch|WebSearch|Task";
+/// The tools of Cursor's agent `preToolUse` asks about: file changes (a
+/// diff it applies included), text typed into a shell it started, the web
+/// (a fetch can carry what was read out), MCP resources (a stranger's
+/// text) and subagents. Shell commands and MCP tools have events of their
+/// own; reads, searches and listings are not asked (reads with
+/// `--guard-reads`).
+pub const CURSOR_TOOLS: &str = "Write|Edit|StrReplace|MultiEdit|Delete|ApplyAgentDiff|WriteShellStdin|WebFetch|Fetch|WebSearch|ReadMcpResource|ListMcpResources|Task";
 
 /// Whether the config text holds actiongate's hook for this runtime.
 pub fn installed(rt: Runtime, text: &str) -> bool {
