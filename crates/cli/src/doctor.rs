@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::Exit;
 use super::http::{Api, ClientError, Conn};
-use super::setup::config::{Runtime, fails_closed, installed};
+use super::setup::config::{Runtime, fails_closed, installed, unasked_tools};
 use super::setup::daemon_up;
 
 /// Flags of `doctor`.
@@ -159,6 +159,18 @@ pub async fn run(a: DoctorArgs) -> Exit {
                     "FIX   {}: the actiongate hook for {} does not refuse when it cannot answer (no `|| exit 2`, or Cursor's `failClosed` off: a moved or crashed hook lets the call run); run `actiongate setup {} {}` again",
                     path.display(),
                     rt.name(),
+                    rt.name(),
+                    if user { "--user" } else { "--project" }
+                );
+                problems += 1;
+            }
+            let unasked = unasked_tools(rt, &text);
+            if !unasked.is_empty() {
+                println!(
+                    "FIX   {}: the actiongate hook for {} does not ask about {} (an older setup wrote it: those calls run unasked); run `actiongate setup {} {}` again",
+                    path.display(),
+                    rt.name(),
+                    unasked.join(", "),
                     rt.name(),
                     if user { "--user" } else { "--project" }
                 );

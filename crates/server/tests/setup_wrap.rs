@@ -228,6 +228,40 @@ async fn setup_merges_without_losing_entries_and_the_installed_hook_answers() {
     app.stop().await;
 }
 
+/// A Cursor hook an older setup wrote asks about fewer of its agent's
+/// tools: doctor names what runs unasked, and setup again fixes it.
+#[tokio::test]
+async fn doctor_names_the_cursor_tools_an_older_setup_left_unasked() {
+    let app = TestApp::spawn().await;
+    let home = tempfile::tempdir().unwrap();
+    let setup = ["setup", "cursor", "--user", "--admin-key", &app.admin];
+    let r = run_in(home.path(), &app.base, &setup).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let doctor = ["doctor", "--url", &app.base];
+    let r = run_in(home.path(), &app.base, &doctor).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let hooks = home.path().join(".cursor/hooks.json");
+    let text = std::fs::read_to_string(&hooks).unwrap();
+    let mut doc: Value = serde_json::from_str(&text).unwrap();
+    doc["hooks"]["preToolUse"][0]["matcher"] =
+        json!("Write|Edit|StrReplace|MultiEdit|Delete|WebFetch|WebSearch|Task");
+    std::fs::write(&hooks, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let r = run_in(home.path(), &app.base, &doctor).await;
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stdout.contains(
+            "does not ask about ApplyAgentDiff, WriteShellStdin, Fetch, ReadMcpResource, ListMcpResources"
+        ),
+        "{}",
+        r.stdout
+    );
+    let r = run_in(home.path(), &app.base, &setup).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = run_in(home.path(), &app.base, &doctor).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn setup_without_a_daemon_writes_a_service_only_when_asked() {
     let home = tempfile::tempdir().unwrap();

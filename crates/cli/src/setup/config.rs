@@ -327,6 +327,30 @@ pub fn fails_closed(rt: Runtime, text: &str) -> bool {
     all
 }
 
+/// The tools of [`CURSOR_TOOLS`] that no actiongate `preToolUse` hook in
+/// a Cursor config asks about (one an older `setup` wrote names fewer),
+/// in that order; none for another runtime.
+pub fn unasked_tools(rt: Runtime, text: &str) -> Vec<&'static str> {
+    if rt != Runtime::Cursor {
+        return Vec::new();
+    }
+    let doc: Value = serde_json::from_str(text).unwrap_or_default();
+    let entries = doc["hooks"]["preToolUse"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let matched: Vec<String> = entries
+        .iter()
+        .filter(|e| is_our_hook(e, rt))
+        .filter_map(|e| e.get("matcher").and_then(Value::as_str))
+        .flat_map(|m| m.split('|').map(str::to_owned))
+        .collect();
+    CURSOR_TOOLS
+        .split('|')
+        .filter(|t| !matched.iter().any(|m| m == t))
+        .collect()
+}
+
 /// Whether a hook command line ends in `|| exit 2` and holds no other
 /// operator: `… || exit 0 || exit 2` runs the call when the hook is
 /// missing or crashes.
@@ -422,6 +446,36 @@ mod tests {
         // A Cursor hook without `failClosed` runs the call when it crashes.
         let open = cursor.replace("\"failClosed\": true", "\"failClosed\": false");
         assert!(installed(Runtime::Cursor, &open) && !fails_closed(Runtime::Cursor, &open));
+    }
+
+    /// An older setup's Cursor `preToolUse` matcher asked about fewer
+    /// tools: what it leaves unasked is named (for doctor), and setup's own
+    /// leaves nothing.
+    #[test]
+    fn a_cursor_matcher_missing_tools_is_found() {
+        let cursor = merged(Runtime::Cursor, "", &call()).unwrap();
+        assert!(unasked_tools(Runtime::Cursor, &cursor).is_empty());
+        let older = cursor.replace(
+            CURSOR_TOOLS,
+            "Write|Edit|StrReplace|MultiEdit|Delete|WebFetch|WebSearch|Task",
+        );
+        assert_eq!(
+            unasked_tools(Runtime::Cursor, &older),
+            [
+                "ApplyAgentDiff",
+                "WriteShellStdin",
+                "Fetch",
+                "ReadMcpResource",
+                "ListMcpResources"
+            ]
+        );
+        let none = cursor.replace("preToolUse", "somethingElse");
+        assert_eq!(
+            unasked_tools(Runtime::Cursor, &none).len(),
+            CURSOR_TOOLS.split('|').count()
+        );
+        let claude = merged(Runtime::ClaudeCode, "", &call()).unwrap();
+        assert!(unasked_tools(Runtime::ClaudeCode, &claude).is_empty());
     }
 
     /// Another hook in the same matcher group as an old actiongate entry,
