@@ -2,7 +2,8 @@
 //! with a line break (a command separator to a shell), a carriage return
 //! and a bidi override is shown with its line break kept and marked `⏎`,
 //! and the hidden characters made visible (`␍`, `⟨U+202E⟩`), and a
-//! Cyrillic letter in a Latin word named (`⟨Cyrillic о⟩`): in the CLI's
+//! Cyrillic letter in a Latin word named (`⟨Cyrillic о⟩`), and a word of
+//! Cyrillic letters drawn like Latin ones (`⟨Cyrillic ѕѕһ⟩`): in the CLI's
 //! `pending` and `show`, and in a chat message (Slack, against a local
 //! fake of its Web API). The web page's rendering is checked by the
 //! browser test (`.ci/web-tests`, "a two-line command shows on two lines").
@@ -16,10 +17,11 @@ use common::daemon::{Daemon, agent_key, request_action, role_key, status_json};
 use common::raw_http::{After, RawServer, answer};
 use common::{binary, client};
 
-/// `cat README.md`, a line feed, then what really runs (on a path with a
-/// Cyrillic `о` that passes for a Latin one); a carriage return and a
-/// right-to-left override that would make `rm` read `mr`.
-const DETAIL: &str = "cat README.md\nrm -rf ~/pr\u{43e}\r\u{202e}mr";
+/// A program named in Cyrillic letters that all look like Latin ones
+/// (`ѕѕһ` is not `ssh`), a line feed, then what really runs (on a path
+/// with a Cyrillic `о` that passes for a Latin one); a carriage return and
+/// a right-to-left override that would make `rm` read `mr`.
+const DETAIL: &str = "\u{455}\u{455}\u{4bb}\nrm -rf ~/pr\u{43e}\r\u{202e}mr";
 
 /// `text` shows the line break as `⏎` (followed by a real break where it
 /// has room for lines: `multi_line`), and every hidden character.
@@ -30,9 +32,9 @@ fn assert_visible(what: &str, text: &str, multi_line: bool) {
         .replace(['\u{2066}', '\u{202d}', '\u{202c}', '\u{2069}'], "")
         .replace("\n│ ", "\n");
     let mark = if multi_line {
-        "cat README.md⏎\n"
+        ":⟨Cyrillic \u{455}\u{455}\u{4bb}⟩⏎\n"
     } else {
-        "cat README.md⏎rm"
+        ":⟨Cyrillic \u{455}\u{455}\u{4bb}⟩⏎rm"
     };
     assert!(
         text.contains(mark) && text.contains("rm -rf ~/pr⟨Cyrillic \u{43e}⟩␍"),

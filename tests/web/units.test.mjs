@@ -41,6 +41,23 @@ test('letters that pass for Latin ones in a Latin word are found, with their scr
   assert.deepEqual([...lookalikes(astral).keys()], [2]);
 });
 
+test('a word wholly of letters drawn like Latin ones, among Latin words, is found (as the daemon finds it)', () => {
+  const found = (t) => [...lookalikes(t)].map(([i, m]) => [[...t][i], m.script, m.among, m.whole]);
+  // A program named with Cyrillic dze, dze, shha reads as `ssh`.
+  assert.deepEqual(found('\u0455\u0455\u04bb root@db.internal'), [
+    ['\u0455', 'Cyrillic', 'Latin', true],
+    ['\u0455', 'Cyrillic', 'Latin', true],
+    ['\u04bb', 'Cyrillic', 'Latin', true],
+  ]);
+  assert.equal(lookalikes('cat \u039f\u039a.txt').size, 2);
+  assert.equal(lookalikes('rm -rf /tmp/x \u0441\u043e\u0440').size, 3);
+  // A Russian word among Latin ones, or Russian with no Latin: plain.
+  assert.equal(lookalikes('git commit -m \u0444\u0438\u043a\u0441').size, 0);
+  assert.equal(lookalikes('\u0441\u043e\u0440 \u0443\u0445\u043e').size, 0);
+  // A mixed word's letters are not "whole".
+  assert.equal(lookalikes('p\u0430ypal').get(1).whole, false);
+});
+
 function body(chunks) {
   const enc = new TextEncoder();
   return new ReadableStream({

@@ -85,28 +85,55 @@ const LOOK_ALIKE: [Script; 13] = [
     Script::Osage,
 ];
 
-/// A letter of another script in a word of `text` that mixes scripts.
+/// A letter of `text` that could pass for another script's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lookalike {
     /// Byte offset of the letter in `text`.
     pub at: usize,
     /// The letter's script ("Cyrillic").
     pub script: &'static str,
-    /// The script it is among ("Latin").
+    /// The script it is among ("Latin"), or, for a letter of a word
+    /// wholly in its own script (`whole`), the script it passes for.
     pub among: &'static str,
+    /// Its word is wholly in its script, every letter drawn like a Latin
+    /// one, in a text that holds Latin letters (`ѕѕһ` among Latin words).
+    pub whole: bool,
+}
+
+/// Whether `c`, not ASCII, is drawn like Latin letters or digits: its
+/// skeleton (Unicode's confusables, UTS #39) is ASCII letters and digits
+/// only, as `ѕ` (U+0455) is `s`.
+pub fn reads_as_latin(c: char) -> bool {
+    if c.is_ascii() {
+        return false;
+    }
+    let mut buf = [0u8; 4];
+    let mut skeleton = unicode_security::skeleton(c.encode_utf8(&mut buf)).peekable();
+    skeleton.peek().is_some() && skeleton.all(|k| k.is_ascii_alphanumeric())
+}
+
+/// Every letter of a [`LOOK_ALIKE`] script that [`reads_as_latin`], in
+/// code point order: the web page keeps the same set (a test compares).
+pub fn latin_lookalike_letters() -> impl Iterator<Item = char> {
+    ('\u{80}'..=char::MAX)
+        .filter(|&c| script_of(c).is_some_and(|s| LOOK_ALIKE.contains(&s)) && reads_as_latin(c))
 }
 
 /// Letters that could pass for others: in each word of `text` (what lies
 /// between white space, so `https://pаypal.com` is one) that holds letters
 /// of more than one script, those of a [`LOOK_ALIKE`] script other than
-/// the word's Latin (or, without Latin, its most common) one, in order. A
-/// word wholly in one script yields none. The web page's `lookalikes()`
-/// follows the same rule.
+/// the word's Latin (or, without Latin, its most common) one; and, when
+/// `text` holds Latin letters, every letter of a word wholly in one
+/// [`LOOK_ALIKE`] script whose letters all [`reads_as_latin`] (a program
+/// named `ѕѕһ` reads as `ssh`), in order. Other words wholly in one script
+/// (Russian text, or a Russian word among Latin ones) yield none. The web
+/// page's `lookalikes()` follows the same rule.
 pub fn lookalikes(text: &str) -> Vec<Lookalike> {
     let mut out = Vec::new();
     if text.is_ascii() {
         return out;
     }
+    let latin = text.chars().any(|c| script_of(c) == Some(Script::Latin));
     for word in text.split(char::is_whitespace) {
         // Where the word begins in `text` (it is a slice of it).
         let at = word.as_ptr().addr() - text.as_ptr().addr();
@@ -118,6 +145,19 @@ pub fn lookalikes(text: &str) -> Vec<Lookalike> {
             continue;
         };
         if letters.iter().all(|&(_, s)| s == first) {
+            let passes = latin
+                && LOOK_ALIKE.contains(&first)
+                && word
+                    .chars()
+                    .all(|c| script_of(c).is_none() || reads_as_latin(c));
+            if passes {
+                out.extend(letters.iter().map(|&(at, s)| Lookalike {
+                    at,
+                    script: s.full_name(),
+                    among: Script::Latin.full_name(),
+                    whole: true,
+                }));
+            }
             continue;
         }
         let keep = if letters.iter().any(|&(_, s)| s == Script::Latin) {
@@ -133,6 +173,7 @@ pub fn lookalikes(text: &str) -> Vec<Lookalike> {
                     at,
                     script: s.full_name(),
                     among: keep.full_name(),
+                    whole: false,
                 }),
         );
     }
@@ -197,11 +238,35 @@ mod tests {
         );
     }
 
+    /// A word wholly in a look-alike script, every letter drawn like a
+    /// Latin one, among Latin words: the program `ѕѕһ` (Cyrillic dze, dze,
+    /// shha) an agent put on the PATH reads as `ssh`.
+    #[test]
+    fn a_word_wholly_of_letters_drawn_like_latin_ones_among_latin_words_is_found() {
+        let text = "\u{455}\u{455}\u{4bb} root@db.internal";
+        let l = lookalikes(text);
+        assert_eq!(l.len(), 3);
+        assert!(
+            l.iter()
+                .all(|l| l.whole && l.script == "Cyrillic" && l.among == "Latin")
+        );
+        assert_eq!(l[2].at, 4);
+        // Greek, and digits or punctuation in the word.
+        assert_eq!(found("cat \u{39f}\u{39a}.txt").len(), 2);
+        assert_eq!(found("rm -rf /tmp/x \u{441}\u{43e}\u{440}").len(), 3);
+        // Not every letter drawn like a Latin one: a Russian word.
+        assert_eq!(found("git commit -m \u{444}\u{438}\u{43a}\u{441}"), []);
+        assert!(reads_as_latin('\u{455}') && reads_as_latin('\u{430}'));
+        assert!(!reads_as_latin('\u{444}') && !reads_as_latin('s'));
+    }
+
     #[test]
     fn words_in_one_script_are_plain() {
         for plain in [
             "ls -la ~/src | grep é",
             "удалить файл /tmp/x",
+            // With no Latin letter in the text: Russian read as Russian.
+            "\u{441}\u{43e}\u{440} \u{443}\u{445}\u{43e}",
             "echo 日本語のテキスト 한국어",
             // Scripts no one takes for Latin, mixed with it.
             "cat レポート.txt",

@@ -38,14 +38,25 @@ pub fn lines(text: &str, indent: &str) -> String {
 fn lines_or_one(text: &str, indent: Option<&str>) -> String {
     let mut out = String::with_capacity(text.len());
     let mut mixed = lookalikes(text).into_iter().peekable();
+    // The script of the look-alike letters being written, between `⟨` and
+    // `⟩`: letters of one script side by side share the brackets.
+    let mut open: Option<&str> = None;
     for (at, c) in text.char_indices() {
         if let Some(l) = mixed.next_if(|l| l.at == at) {
-            out.push('⟨');
-            out.push_str(l.script);
-            out.push(' ');
+            if open != Some(l.script) {
+                if open.is_some() {
+                    out.push('⟩');
+                }
+                out.push('⟨');
+                out.push_str(l.script);
+                out.push(' ');
+                open = Some(l.script);
+            }
             out.push(c);
-            out.push('⟩');
             continue;
+        }
+        if open.take().is_some() {
+            out.push('⟩');
         }
         match shown(c) {
             Some(s) => {
@@ -57,6 +68,9 @@ fn lines_or_one(text: &str, indent: Option<&str>) -> String {
             }
             None => out.push(c),
         }
+    }
+    if open.is_some() {
+        out.push('⟩');
     }
     out
 }
@@ -110,6 +124,21 @@ mod tests {
         );
         // Words each in one script stay as they are.
         assert_eq!(one_line("удалить файл x"), "удалить файл x");
+        // Letters side by side share their brackets; a word wholly of
+        // Cyrillic letters drawn like Latin ones, among Latin words, is
+        // named too (a program `ѕѕһ` is not ssh).
+        assert_eq!(
+            one_line("curl https://p\u{430}\u{443}\u{440}al.com"),
+            "curl https://p⟨Cyrillic \u{430}\u{443}\u{440}⟩al.com"
+        );
+        assert_eq!(
+            one_line("\u{455}\u{455}\u{4bb} root@db"),
+            "⟨Cyrillic \u{455}\u{455}\u{4bb}⟩ root@db"
+        );
+        assert_eq!(
+            one_line("x\u{3bf}\u{430}y"),
+            "x⟨Greek \u{3bf}⟩⟨Cyrillic \u{430}⟩y"
+        );
     }
 
     #[test]

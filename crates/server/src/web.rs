@@ -152,3 +152,22 @@ fn serve(i: usize, headers: &HeaderMap) -> Response {
     );
     resp
 }
+
+#[cfg(test)]
+mod tests {
+    /// The page marks the same letters as drawn like Latin ones as the
+    /// CLI and the chats do: its `READS_AS_LATIN` is the daemon's
+    /// `latin_lookalike_letters`, as `\u{…}` escapes.
+    #[test]
+    fn the_page_knows_the_letters_drawn_like_latin_ones() {
+        let dom = include_str!("../web/dom.js");
+        let expected: String = actiongate_api::text::latin_lookalike_letters()
+            .map(|c| format!("\\u{{{:x}}}", u32::from(c)))
+            .collect();
+        let got = dom
+            .split_once("const READS_AS_LATIN = new Set('")
+            .and_then(|(_, rest)| rest.split_once("')"))
+            .map(|(set, _)| set);
+        assert_eq!(got, Some(expected.as_str()), "dom.js's READS_AS_LATIN");
+    }
+}

@@ -73,6 +73,11 @@ const ONE_AS = { Hiragana: 'Han', Katakana: 'Han', Hangul: 'Han', Bopomofo: 'Han
 const LETTER = /\p{L}/u;
 const SPACE = /\s/u;
 const NOT_ASCII = /[^\x00-\x7f]/;
+// The letters of those scripts drawn like Latin letters or digits (each
+// one's skeleton in Unicode's confusables, UTS #39, is ASCII): the
+// daemon's `latin_lookalike_letters` (crates/api/src/text.rs), which a
+// test compares with this.
+const READS_AS_LATIN = new Set('\u{37f}\u{391}\u{392}\u{395}\u{396}\u{397}\u{399}\u{39a}\u{39c}\u{39d}\u{39f}\u{3a1}\u{3a4}\u{3a5}\u{3a7}\u{3b1}\u{3b3}\u{3b9}\u{3bd}\u{3bf}\u{3c1}\u{3c3}\u{3c5}\u{3d2}\u{3dc}\u{3e8}\u{3ec}\u{3ed}\u{3f1}\u{3f2}\u{3f3}\u{3f8}\u{3f9}\u{3fa}\u{405}\u{406}\u{408}\u{410}\u{412}\u{415}\u{417}\u{41a}\u{41c}\u{41d}\u{41e}\u{420}\u{421}\u{422}\u{423}\u{425}\u{42b}\u{42c}\u{42e}\u{430}\u{431}\u{433}\u{435}\u{43e}\u{440}\u{441}\u{443}\u{445}\u{448}\u{455}\u{456}\u{458}\u{461}\u{474}\u{475}\u{478}\u{479}\u{4ae}\u{4af}\u{4ba}\u{4bb}\u{4bd}\u{4c0}\u{4cf}\u{4d4}\u{4d5}\u{4e0}\u{501}\u{50c}\u{51a}\u{51b}\u{51c}\u{51d}\u{545}\u{54d}\u{54f}\u{555}\u{560}\u{561}\u{563}\u{566}\u{570}\u{575}\u{578}\u{57c}\u{57d}\u{581}\u{582}\u{584}\u{585}\u{13a0}\u{13a1}\u{13a2}\u{13a5}\u{13a9}\u{13aa}\u{13ab}\u{13ac}\u{13b3}\u{13b7}\u{13bb}\u{13bd}\u{13c0}\u{13c2}\u{13c3}\u{13ce}\u{13cf}\u{13d2}\u{13d4}\u{13d5}\u{13d9}\u{13da}\u{13de}\u{13df}\u{13e2}\u{13e6}\u{13e7}\u{13ee}\u{13f3}\u{13f4}\u{142f}\u{144c}\u{146d}\u{146f}\u{1472}\u{148d}\u{14aa}\u{14bf}\u{1541}\u{157c}\u{157d}\u{1587}\u{15af}\u{15b4}\u{15c5}\u{15de}\u{15ea}\u{15f0}\u{15f7}\u{1616}\u{16b7}\u{16c1}\u{16d0}\u{16d5}\u{16d6}\u{1c82}\u{1c83}\u{1c84}\u{1d26}\u{1fbe}\u{2c82}\u{2c85}\u{2c8c}\u{2c8d}\u{2c8e}\u{2c92}\u{2c93}\u{2c94}\u{2c98}\u{2c9a}\u{2c9c}\u{2c9e}\u{2c9f}\u{2ca2}\u{2ca3}\u{2ca4}\u{2ca5}\u{2ca6}\u{2ca8}\u{2ca9}\u{2cac}\u{2cbd}\u{2cc4}\u{2cca}\u{2ccb}\u{2ccc}\u{2cce}\u{2ccf}\u{2cd0}\u{2cd2}\u{2cd3}\u{2cdc}\u{2d38}\u{2d39}\u{2d4a}\u{2d4f}\u{2d54}\u{2d55}\u{2d5d}\u{a4d0}\u{a4d1}\u{a4d2}\u{a4d3}\u{a4d4}\u{a4d6}\u{a4d7}\u{a4d9}\u{a4da}\u{a4dc}\u{a4dd}\u{a4df}\u{a4e0}\u{a4e1}\u{a4e2}\u{a4e3}\u{a4e6}\u{a4e7}\u{a4ea}\u{a4eb}\u{a4ec}\u{a4ee}\u{a4f0}\u{a4f2}\u{a4f3}\u{a4f4}\u{a644}\u{a647}\u{a698}\u{a699}\u{ab75}\u{ab81}\u{ab83}\u{ab93}\u{ab9e}\u{aba4}\u{aba9}\u{abaa}\u{abaf}\u{abbe}\u{10301}\u{10302}\u{10309}\u{1030f}\u{10311}\u{10315}\u{10317}\u{1031a}\u{1031c}\u{10404}\u{10415}\u{1041b}\u{10420}\u{1042c}\u{1043d}\u{10448}\u{104b4}\u{104c2}\u{104ce}\u{104d2}\u{104ea}\u{104f6}\u{11abc}\u{11abe}');
 
 function scriptOf(c) {
   if (!LETTER.test(c)) return null;
@@ -84,9 +89,13 @@ function scriptOf(c) {
  * Letters that could pass for others: in each word of `text` (what lies
  * between spaces, so a whole URL is one) that holds letters of more than
  * one script, the letters of a LOOK_ALIKE script other than the word's
- * Latin (or, without Latin, its most common) one. A Map from the letter's
- * index in code points to `{ script, among }`: its script's name and the
- * word's. A word wholly in one script is not marked.
+ * Latin (or, without Latin, its most common) one; and, when the text holds
+ * Latin letters, every letter of a word wholly in one LOOK_ALIKE script
+ * whose letters are all READS_AS_LATIN (a program named `ѕѕһ` reads as
+ * `ssh`). A Map from the letter's index in code points to `{ script,
+ * among, whole }`: its script's name, the word's (for a whole word,
+ * Latin, which it passes for), and whether the whole word is one. Other
+ * words wholly in one script (Russian text) are not marked.
  */
 export function lookalikes(text) {
   const out = new Map();
@@ -94,6 +103,7 @@ export function lookalikes(text) {
   if (!NOT_ASCII.test(String(text ?? ''))) return out;
   const chars = [...String(text ?? '')];
   const known = new Map();
+  const latin = chars.some((c) => LETTER.test(c) && SCRIPTS[0][1].test(c));
   let start = 0;
   for (let i = 0; i <= chars.length; i++) {
     if (i < chars.length && !SPACE.test(chars[i])) continue;
@@ -109,19 +119,29 @@ export function lookalikes(text) {
     if (counts.size > 1) {
       const keep = counts.has('Latin') ? 'Latin' : [...counts].sort((x, y) => y[1] - x[1])[0][0];
       scripts.forEach((s, k) => {
-        if (s && s !== keep && LOOK_ALIKE.includes(s)) out.set(start + k, { script: s, among: keep });
+        if (s && s !== keep && LOOK_ALIKE.includes(s)) out.set(start + k, { script: s, among: keep, whole: false });
       });
+    } else if (counts.size === 1 && latin) {
+      const [only] = counts.keys();
+      const passes = LOOK_ALIKE.includes(only) && scripts.every((s, k) => !s || READS_AS_LATIN.has(chars[start + k]));
+      if (passes) {
+        scripts.forEach((s, k) => {
+          if (s) out.set(start + k, { script: s, among: 'Latin', whole: true });
+        });
+      }
     }
     start = i + 1;
   }
   return out;
 }
 
-function lookalikeMark(c, { script, among }) {
+function lookalikeMark(c, { script, among, whole }) {
   const span = document.createElement('span');
   span.className = 'mixed';
   const code = c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
-  span.title = `${script} letter U+${code} in a word of ${among} letters: it may look like one of them`;
+  span.title = whole
+    ? `${script} letter U+${code} in a word of ${script} letters that all look like ${among} ones, among ${among} words: it may be read as one`
+    : `${script} letter U+${code} in a word of ${among} letters: it may look like one of them`;
   span.textContent = c;
   return span;
 }
