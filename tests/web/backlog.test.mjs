@@ -225,3 +225,26 @@ test('the grants table shows every active grant, more than one page of them', as
   assert.ok(shown >= 520, `${shown} rows`);
   assert.equal(await page.locator('#grants-cut').count(), 0);
 });
+
+test('grants too large for one page of 2 MiB: the daemon cuts the page short and links the next, and every grant shows', async () => {
+  const { page } = env;
+  // 140 grants of about 15 KB of scope each (16 KiB is the limit): the
+  // first page stops near 2 MiB, far short of its 500.
+  const big = [];
+  for (let i = 0; i < 140; i++) {
+    const r = await env.call('POST', '/v1/grants', env.operator,
+      { agent: 'coder', handler: 'fs', permission: 'fs.write', scope: { path: `big-${i}/${'p'.repeat(15000)}` }, expires: '1h' });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    big.push(r.body.id);
+  }
+  const first = await env.call('GET', '/v1/grants?active=true&limit=500', env.operator);
+  assert.ok(first.body.length < 140, `${first.body.length} grants on the first page`);
+  await page.click('#nav a[data-view=queue]');
+  await page.click('#nav a[data-view=grants]');
+  await page.waitForSelector('#grants-table');
+  // The oldest of them, and every small one before them, past the cut.
+  big.sort();
+  await page.locator(`#grants-table tr[data-id="${big[0]}"]`).waitFor();
+  const shown = await page.locator('#grants-table tbody tr').count();
+  assert.ok(shown >= 660, `${shown} rows`);
+});

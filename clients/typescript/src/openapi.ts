@@ -4025,7 +4025,7 @@ export interface operations {
                 after?: string;
                 /**
                  * @description Page size, 1-500 (default 500). A page shorter than `limit` is the
-                 *     last.
+                 *     last, unless it links the next (`Link`: cut short for its size).
                  */
                 limit?: number;
             };
@@ -4512,7 +4512,7 @@ export interface operations {
                 after?: string;
                 /**
                  * @description Page size, 1-500 (default 500). A page shorter than `limit` is the
-                 *     last.
+                 *     last, unless it links the next (`Link`: cut short for its size).
                  */
                 limit?: number;
             };
@@ -4522,9 +4522,11 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page of grants: page on with `after` set to the last id until a page is shorter than `limit` */
+            /** @description A page of grants: page on with `after` set to the last id until a page is shorter than `limit` and has no `Link` header with `rel="next"` (a page past 2 MiB of JSON is cut short and has one) */
             200: {
                 headers: {
+                    /** @description `<URL>; rel="next"`: the next page, when this one was cut short of `limit` for its size */
+                    Link?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5959,7 +5961,7 @@ export interface operations {
                 after?: string;
                 /**
                  * @description Page size, 1-500 (default 200). A page shorter than `limit` is the
-                 *     last.
+                 *     last, unless it links the next (`Link`: cut short for its size).
                  */
                 limit?: number;
             };

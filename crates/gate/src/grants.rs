@@ -181,12 +181,15 @@ impl Gate {
         Ok(created)
     }
 
-    /// A page of grants, newest (or oldest) first: at most 500.
+    /// A page of grants, newest (or oldest) first: at most 500; and
+    /// whether the page was cut short of its limit to stay within
+    /// [`crate::paging::PAGE_BYTES`] (a grant's scope is up to
+    /// `limits.scope_max_bytes`: more may follow however short it is).
     pub async fn list_grants(
         &self,
         filter: &GrantFilter,
         page: crate::ListPage,
-    ) -> GateResult<Vec<GrantRecord>> {
+    ) -> GateResult<(Vec<GrantRecord>, bool)> {
         let page = page.checked(crate::paging::MAX_PAGE)?;
         let filter = GrantFilter {
             after: page.after,
@@ -207,7 +210,9 @@ impl Gate {
                 "a handler id: 1-64 of a-z 0-9 _ -, starting with a letter or digit",
             ));
         }
-        Ok(self.store().list_grants(&filter).await?)
+        let mut grants = self.store().list_grants(&filter).await?;
+        let cut = crate::paging::cut_to_bytes(&mut grants);
+        Ok((grants, cut))
     }
 
     /// One grant.

@@ -1,7 +1,8 @@
-//! `GET /v1/grant-requests` pages stay within the listing's byte budget
-//! (2 MiB of JSON past the first item), as actions and plans do: a page of
-//! the largest requests is cut short of its `limit` and links the next, and
-//! the CLI (`grant-requests`, `pending`) follows the link (docs/api.md).
+//! `GET /v1/grant-requests` and `GET /v1/grants` pages stay within the
+//! listing's byte budget (2 MiB of JSON past the first item), as actions
+//! and plans do: a page of the largest requests or grants is cut short of
+//! its `limit` and links the next, and the CLI (`grant-requests`,
+//! `pending`, `grants`) follows the link (docs/api.md).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::cli_support;
@@ -105,5 +106,74 @@ async fn a_page_of_large_grant_requests_is_cut_short_and_links_the_next() {
         "{}",
         r.stdout
     );
+    app.stop().await;
+}
+
+/// Follows `GET path` page by page as a client would (its `Link` to the
+/// next when cut short): every id, and how many pages it took.
+async fn follow(app: &TestApp, key: &str, mut path: String) -> (Vec<String>, usize) {
+    let mut ids = Vec::new();
+    let mut pages = 0;
+    loop {
+        let resp = app.send(Method::GET, &path, Some(key), None).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        let link = resp
+            .headers()
+            .get("link")
+            .map(|l| l.to_str().unwrap().to_owned());
+        let body = resp.bytes().await.unwrap();
+        let page: Vec<Value> = serde_json::from_slice(&body).unwrap();
+        let first = serde_json::to_vec(&page[0]).unwrap().len();
+        assert!(body.len() - first <= 2 << 20, "{} bytes", body.len());
+        pages += 1;
+        ids.extend(page.iter().map(|r| r["id"].as_str().unwrap().to_owned()));
+        let Some(link) = link else { break };
+        assert!(
+            link.contains(&format!("after={}", ids.last().unwrap())),
+            "{link}"
+        );
+        path = link
+            .trim_start_matches('<')
+            .split_once('>')
+            .unwrap()
+            .0
+            .to_owned();
+        assert!(pages < 10, "never ended");
+    }
+    (ids, pages)
+}
+
+#[tokio::test]
+async fn a_page_of_large_grants_is_cut_short_and_links_the_next() {
+    let app = TestApp::spawn_with(|s| s.limits.scope_max_bytes = 600 * 1024).await;
+    register_fs(&app).await;
+    let op = app.operator.clone();
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        let path = format!("/srv/{n}/{}", "p".repeat(500_000));
+        let (s, r) = app
+            .call(
+                Method::POST,
+                "/v1/grants",
+                Some(&op),
+                Some(
+                    json!({"handler": "fs", "permission": "fs.use", "agent": "agent-1",
+                    "scope": {"path": path}, "expires": "2h"}),
+                ),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{r}");
+        let grant = r.get("grant").unwrap_or(&r);
+        ids.push(grant["id"].as_str().unwrap().to_owned());
+    }
+    let (listed, pages) = follow(&app, &op, "/v1/grants?order=oldest&active=true".into()).await;
+    assert_eq!(listed, ids);
+    assert!(pages > 1);
+    // The CLI lists them all, newest first.
+    let r = ag(&app, &op, &["grants", "--json"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    let mut newest_first = ids.clone();
+    newest_first.reverse();
+    assert_eq!(ids_of(&r.stdout), newest_first);
     app.stop().await;
 }

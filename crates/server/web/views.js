@@ -1,7 +1,7 @@
 // Rendering of the grants table, the history list and an action's page
 // (the queue's cards are in cards.js). Every view shows API errors through `ctx.fail`.
 
-import { api, enc } from './api.js';
+import { api, apiPage, enc } from './api.js';
 import { h, countdown, when, masked, visible, guarded } from './dom.js';
 import { maskSecrets } from './secrets.js';
 import { displayOf, fieldList, diffBlock, paramsDisclosure, riskBadge } from './cards.js';
@@ -39,15 +39,16 @@ function decidedBy(ctx, a) {
 /** Most active grants the table shows (the newest). */
 export const MOST_GRANTS = 5000;
 
-/** The active grants, newest first, a page at a time: `{ list, complete }`. */
+/** The active grants, newest first, a page at a time: `{ list, complete }`.
+ * A page cut short for its size (large scopes) links the next one. */
 async function activeGrants(pageSize = 500) {
   const list = [];
   while (list.length < MOST_GRANTS) {
     const q = new URLSearchParams({ active: 'true', limit: String(pageSize) });
     if (list.length) q.set('after', list[list.length - 1].id);
-    const page = await api('GET', `/v1/grants?${q}`);
+    const { items: page, next } = await apiPage(`/v1/grants?${q}`);
     list.push(...page);
-    if (page.length < pageSize) return { list, complete: true };
+    if (!page.length || (page.length < pageSize && !next)) return { list, complete: true };
   }
   return { list, complete: false };
 }

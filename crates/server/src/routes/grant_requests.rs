@@ -74,7 +74,7 @@ pub struct RequestQuery {
     #[param(min_length = 1, max_length = 200, pattern = r"^[!-~]{1,200}$")]
     pub after: Option<String>,
     /// Page size, 1-500 (default 500). A page shorter than `limit` is the
-    /// last.
+    /// last, unless it links the next (`Link`: cut short for its size).
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
 }

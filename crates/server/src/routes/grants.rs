@@ -2,8 +2,9 @@
 //! `/v1/permissions/check` for agents to ask whether they hold one.
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -18,6 +19,7 @@ use crate::error::{
     ApiError, ApiJson, ApiJsonBody, ApiPath, ApiQuery, ApiResult, Problem, object_has_key,
     parse_object,
 };
+use crate::routes::links::{linked, next_link};
 use crate::state::AppState;
 
 /// Routes of this module.
@@ -107,7 +109,7 @@ pub struct GrantQuery {
     #[param(min_length = 1, max_length = 200, pattern = r"^[!-~]{1,200}$")]
     pub after: Option<String>,
     /// Page size, 1-500 (default 500). A page shorter than `limit` is the
-    /// last.
+    /// last, unless it links the next (`Link`: cut short for its size).
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
 }
@@ -118,7 +120,8 @@ pub struct GrantQuery {
     get, path = "/v1/grants", tag = "grants",
     params(GrantQuery),
     responses(
-        (status = 200, description = "A page of grants: page on with `after` set to the last id until a page is shorter than `limit`", body = Vec<GrantRecord>),
+        (status = 200, description = "A page of grants: page on with `after` set to the last id until a page is shorter than `limit` and has no `Link` header with `rel=\"next\"` (a page past 2 MiB of JSON is cut short and has one)", body = Vec<GrantRecord>,
+            headers(("Link" = String, description = "`<URL>; rel=\"next\"`: the next page, when this one was cut short of `limit` for its size"))),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an operator", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid filter", body = Problem, content_type = "application/problem+json"),
@@ -129,7 +132,8 @@ pub async fn list_grants(
     State(state): State<AppState>,
     Operator(_caller): Operator,
     ApiQuery(q): ApiQuery<GrantQuery>,
-) -> ApiResult<axum::Json<Vec<GrantRecord>>> {
+    RawQuery(raw): RawQuery,
+) -> ApiResult<Response> {
     let f = GrantFilter {
         active: q.active,
         agent: q.agent,
@@ -137,7 +141,12 @@ pub async fn list_grants(
         ..GrantFilter::default()
     };
     let page = super::grant_requests::list_page(q.order, q.after, q.limit);
-    Ok(axum::Json(state.gate().list_grants(&f, page).await?))
+    let (grants, cut) = state.gate().list_grants(&f, page).await?;
+    let next = grants
+        .last()
+        .filter(|_| cut)
+        .map(|last| next_link("/v1/grants", raw.as_deref(), &[("after", &last.id)]));
+    Ok(linked(axum::Json(grants).into_response(), next))
 }
 
 /// Read a grant (operators).
