@@ -292,22 +292,29 @@ def test_run_a_handler_action(daemon, handler, agent_client, op, agent):
     assert action.raw["outcome"]["result"]["ran"] == "write"
 
 
+def _ask(daemon, handler, made, per_agent, path):
+    """Pending grant requests, ``per_agent[n]`` from each of fresh agents
+    (at most 100 pending each), of scope ``{"path": path(n, i)}``; each id
+    goes to ``made`` as it is made."""
+    for n, count in enumerate(per_agent):
+        key = daemon.key("agent", daemon.agent())
+        with httpx.Client(base_url=daemon.url, headers={"authorization": f"Bearer {key}"}) as c:
+            for i in range(count):
+                r = c.post(
+                    "/v1/grant-requests",
+                    json={"handler": handler, "permission": "notes.write", "reason": "paging",
+                          "scope": {"path": path(n, i)}, "timeout": "10m"},
+                )
+                assert r.status_code == 201, r.text
+                made.append(r.json()["id"])
+
+
 def test_grant_requests_reads_every_page_oldest_first(daemon, handler, op):
-    # 501 pending requests (one page is 500), from six agents of at most
-    # 100 pending each; denied at the end so other tests see none.
+    # 501 pending requests (one page is 500); denied at the end so other
+    # tests see none.
     made = []
     try:
-        for n in range(6):
-            key = daemon.key("agent", daemon.agent())
-            with httpx.Client(base_url=daemon.url, headers={"authorization": f"Bearer {key}"}) as c:
-                for i in range(84 if n < 5 else 81):
-                    r = c.post(
-                        "/v1/grant-requests",
-                        json={"handler": handler, "permission": "notes.write", "reason": "paging",
-                              "scope": {"path": f"/p/{n}/{i}"}, "timeout": "10m"},
-                    )
-                    assert r.status_code == 201, r.text
-                    made.append(r.json()["id"])
+        _ask(daemon, handler, made, [84] * 5 + [81], lambda n, i: f"/p/{n}/{i}")
         listed = [r.id for r in op.grant_requests() if r.id in set(made)]
         assert listed == made
     finally:
@@ -318,21 +325,10 @@ def test_grant_requests_reads_every_page_oldest_first(daemon, handler, op):
 def test_grant_requests_follow_a_page_cut_short_for_its_size(daemon, handler, op):
     # 140 requests of about 15 KB each: past the 2 MiB a page of the
     # listing holds, so the first page is cut short of its 500 and links
-    # the next. From two agents of at most 100 pending each.
+    # the next.
     made = []
     try:
-        for n in range(2):
-            key = daemon.key("agent", daemon.agent())
-            with httpx.Client(base_url=daemon.url, headers={"authorization": f"Bearer {key}"}) as c:
-                for i in range(70):
-                    path = f"/p/{n}/{i}/" + "x" * 15_000
-                    r = c.post(
-                        "/v1/grant-requests",
-                        json={"handler": handler, "permission": "notes.write", "reason": "paging",
-                              "scope": {"path": path}, "timeout": "10m"},
-                    )
-                    assert r.status_code == 201, r.text
-                    made.append(r.json()["id"])
+        _ask(daemon, handler, made, [70, 70], lambda n, i: f"/p/{n}/{i}/" + "x" * 15_000)
         first = daemon.http.get("/v1/grant-requests", params={"status": "pending", "order": "oldest", "limit": 500})
         assert 'rel="next"' in first.headers.get("link", ""), first.headers
         listed = [r.id for r in op.grant_requests() if r.id in set(made)]

@@ -412,7 +412,10 @@ describe('operators', () => {
     }
   });
 
-  test('grantRequests reads every page, oldest first', async () => {
+  /** A handler taking a path scope, and pending grant requests for it:
+   * `perAgent[n]` from each of fresh agents (at most 100 pending each), of
+   * scope `{ path: path(n, i) }`, each id pushed to `made` as it is made. */
+  async function askMany(made, perAgent, path) {
     const handler = `tsp${Math.random().toString(16).slice(2, 8)}`;
     await d.call('POST', '/v1/handlers', {
       id: handler,
@@ -421,22 +424,27 @@ describe('operators', () => {
       permissions: [{ name: 'notes.write', parameters_schema: { type: 'object', properties: { path: { type: 'string' } } } }],
       actions: [{ name: 'write', permission: 'notes.write', params_schema: { type: 'object' }, detail: 'write' }],
     });
-    // 501 pending (a page is 500) from six agents of at most 100 pending each.
+    for (const [n, count] of perAgent.entries()) {
+      const a = await d.agent();
+      for (let i = 0; i < count; i++) {
+        const r = await fetch(`${d.url}/v1/grant-requests`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${a.key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ handler, permission: 'notes.write', reason: 'paging', scope: { path: path(n, i) }, timeout: '10m' }),
+        });
+        const body = await r.text();
+        assert.equal(r.status, 201, body);
+        made.push(JSON.parse(body).id);
+      }
+    }
+    return handler;
+  }
+
+  test('grantRequests reads every page, oldest first', async () => {
+    // 501 pending (a page is 500).
     const made = [];
     try {
-      for (let n = 0; n < 6; n++) {
-        const a = await d.agent();
-        for (let i = 0; i < (n < 5 ? 84 : 81); i++) {
-          const r = await fetch(`${d.url}/v1/grant-requests`, {
-            method: 'POST',
-            headers: { authorization: `Bearer ${a.key}`, 'content-type': 'application/json' },
-            body: JSON.stringify({ handler, permission: 'notes.write', reason: 'paging', scope: { path: `/p/${n}/${i}` }, timeout: '10m' }),
-          });
-          const body = await r.text();
-          assert.equal(r.status, 201, body);
-          made.push(JSON.parse(body).id);
-        }
-      }
+      const handler = await askMany(made, [84, 84, 84, 84, 84, 81], (n, i) => `/p/${n}/${i}`);
       const listed = (await op.grantRequests()).filter((r) => r.handler === handler).map((r) => r.id);
       assert.deepEqual(listed, made);
     } finally {
@@ -445,31 +453,11 @@ describe('operators', () => {
   });
 
   test('grantRequests follows a page cut short for its size', async () => {
-    const handler = `tsc${Math.random().toString(16).slice(2, 8)}`;
-    await d.call('POST', '/v1/handlers', {
-      id: handler,
-      name: 'TS large paging',
-      url: 'http://127.0.0.1:9/hook',
-      permissions: [{ name: 'notes.write', parameters_schema: { type: 'object', properties: { path: { type: 'string' } } } }],
-      actions: [{ name: 'write', permission: 'notes.write', params_schema: { type: 'object' }, detail: 'write' }],
-    });
     // 140 requests of about 15 KB: past the 2 MiB one page holds, so the
     // first page is cut short of its 500 and links the next.
     const made = [];
     try {
-      for (let n = 0; n < 2; n++) {
-        const a = await d.agent();
-        for (let i = 0; i < 70; i++) {
-          const r = await fetch(`${d.url}/v1/grant-requests`, {
-            method: 'POST',
-            headers: { authorization: `Bearer ${a.key}`, 'content-type': 'application/json' },
-            body: JSON.stringify({ handler, permission: 'notes.write', reason: 'paging', scope: { path: `/p/${n}/${i}/${'x'.repeat(15000)}` }, timeout: '10m' }),
-          });
-          const body = await r.text();
-          assert.equal(r.status, 201, body);
-          made.push(JSON.parse(body).id);
-        }
-      }
+      const handler = await askMany(made, [70, 70], (n, i) => `/p/${n}/${i}/${'x'.repeat(15000)}`);
       const first = await fetch(`${d.url}/v1/grant-requests?status=pending&order=oldest&limit=500`, { headers: { authorization: `Bearer ${await d.key('operator')}` } });
       await first.arrayBuffer();
       assert.match(first.headers.get('link') ?? '', /; rel="next"$/);

@@ -23,11 +23,7 @@ async fn a_daemon_started_on_a_long_queue_posts_its_longest_waiting_action() {
     let app = app
         .restart_with(move |s| {
             s.limits.max_pending_per_agent = 1000;
-            let t = &mut s.connectors.telegram;
-            t.token = "123:TOKEN".into();
-            t.chat_id = "-1001".into();
-            t.api_base = tg;
-            t.poll_seconds = 1;
+            telegram_at(s, tg);
         })
         .await;
     telegram
@@ -38,7 +34,16 @@ async fn a_daemon_started_on_a_long_queue_posts_its_longest_waiting_action() {
     app.stop().await;
 }
 
-/// Registers a `files` handler whose `fs.write` takes any scope.
+/// Settings that post to the fake Telegram at `base`.
+fn telegram_at(s: &mut actiongate_server::config::Settings, base: String) {
+    let t = &mut s.connectors.telegram;
+    t.token = "123:TOKEN".into();
+    t.chat_id = "-1001".into();
+    t.api_base = base;
+    t.poll_seconds = 1;
+}
+
+/// Registers a `files` handler whose `fs.write` takes a path scope.
 async fn files_handler(app: &TestApp) {
     let (s, body) = app
         .call(
@@ -81,11 +86,7 @@ async fn a_daemon_started_on_a_long_queue_posts_its_longest_waiting_grant_reques
     let app = app
         .restart_with(move |s| {
             s.limits.max_pending_per_agent = 1000;
-            let t = &mut s.connectors.telegram;
-            t.token = "123:TOKEN".into();
-            t.chat_id = "-1001".into();
-            t.api_base = tg;
-            t.poll_seconds = 1;
+            telegram_at(s, tg);
         })
         .await;
     telegram
@@ -124,11 +125,7 @@ async fn catching_up_reads_past_a_page_cut_short_for_its_size() {
     let app = app
         .restart_with(move |s| {
             s.limits.scope_max_bytes = 600 * 1024;
-            let t = &mut s.connectors.telegram;
-            t.token = "123:TOKEN".into();
-            t.chat_id = "-1001".into();
-            t.api_base = tg;
-            t.poll_seconds = 1;
+            telegram_at(s, tg);
         })
         .await;
     telegram
