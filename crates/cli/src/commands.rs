@@ -69,21 +69,18 @@ pub async fn pending(args: PendingArgs) -> Exit {
         // the agent asked for), not list them. Best effort: the queue is
         // the answer (an agent's key may not list plans).
         let agent = args.agent.as_deref();
-        let also: Vec<String> = [
+        let (requests, plans) = tokio::join!(
             waiting_too(
                 &api,
                 "/v1/grant-requests",
                 500,
                 agent,
                 "grant request",
-                "grant-requests",
-            )
-            .await,
-            waiting_too(&api, "/v1/plans", 200, agent, "plan", "plans").await,
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+                "grant-requests"
+            ),
+            waiting_too(&api, "/v1/plans", 200, agent, "plan", "plans"),
+        );
+        let also: Vec<String> = [requests, plans].into_iter().flatten().collect();
         if items.is_empty() {
             println!("no pending actions");
             for line in &also {
