@@ -70,7 +70,7 @@ pub async fn follow(c: Arc<Connectors>) {
 }
 
 /// Queues a post of every pending action (the longest waiting first, up
-/// to [`CATCH_UP_MOST`]) and grant request not posted yet.
+/// to [`CATCH_UP_MOST`]), grant request and plan not posted yet.
 async fn catch_up(c: &Connectors) {
     let mut q = ListActions {
         status: Some(ActionStatus::Pending),
@@ -98,35 +98,66 @@ async fn catch_up(c: &Connectors) {
             }
         }
     }
-    catch_up_grant_requests(c).await;
+    catch_up_requests_and_plans(c).await;
 }
 
-/// Queues a post of every pending grant request (the longest waiting
-/// first, up to [`CATCH_UP_MOST`]) not posted yet, a page at a time.
-async fn catch_up_grant_requests(c: &Connectors) {
+/// Queues a post of every pending grant request and plan (the longest
+/// waiting first, up to [`CATCH_UP_MOST`] of each) not posted yet.
+async fn catch_up_requests_and_plans(c: &Connectors) {
     let pending = Some(actiongate_gate::GrantRequestStatus::Pending);
-    let mut page = ListPage::oldest(GRANT_REQUESTS_PAGE);
+    catch_up_listing(
+        c,
+        "grant requests",
+        GRANT_REQUESTS_PAGE,
+        |page| async move { c.gate.list_grant_requests(&reader(), pending, page).await },
+        |r| r.id.clone(),
+        |r| card::grant_request_card(r, !c.notify_only),
+    )
+    .await;
+    catch_up_listing(
+        c,
+        "plans",
+        actiongate_gate::plans::PLANS_PAGE,
+        |page| async move {
+            let pending = Some("pending".to_owned());
+            c.gate.list_plans(&reader(), pending, page).await
+        },
+        |p| p.id.clone(),
+        |p| card::plan_card(p, !c.notify_only),
+    )
+    .await;
+}
+
+/// Queues a post of each item of a listing paged by `after` (`list`, the
+/// longest waiting first, `size` a page; a page cut short for its size
+/// says so), up to [`CATCH_UP_MOST`].
+async fn catch_up_listing<T, Listed>(
+    c: &Connectors,
+    what: &str,
+    size: i64,
+    list: impl Fn(ListPage) -> Listed,
+    id: impl Fn(&T) -> String,
+    card: impl Fn(&T) -> Card,
+) where
+    Listed: Future<Output = actiongate_gate::GateResult<(Vec<T>, bool)>>,
+{
+    let mut page = ListPage::oldest(size);
     let mut read = 0;
     while read < CATCH_UP_MOST {
-        match c
-            .gate
-            .list_grant_requests(&reader(), pending, page.clone())
-            .await
-        {
-            Ok((requests, cut)) => {
-                read += requests.len() as i64;
-                let last = requests.last().map(|r| r.id.clone());
-                let short = (requests.len() as i64) < GRANT_REQUESTS_PAGE && !cut;
-                for r in requests {
-                    post(c, card::grant_request_card(&r, !c.notify_only)).await;
+        match list(page.clone()).await {
+            Ok((items, cut)) => {
+                read += items.len() as i64;
+                let short = (items.len() as i64) < size && !cut;
+                for item in &items {
+                    post(c, card(item)).await;
                 }
-                match last {
-                    Some(last) if !short => page.after = Some(last),
+                match items.last() {
+                    Some(last) if !short => page.after = Some(id(last)),
                     _ => break,
                 }
             }
             Err(e) => {
-                tracing::warn!(error = %e.detail, "connectors cannot list grant requests");
+                tracing::warn!(error = %e.detail, "connectors cannot list pending {what}");
                 break;
             }
         }

@@ -135,3 +135,31 @@ async fn catching_up_reads_past_a_page_cut_short_for_its_size() {
         .await;
     app.stop().await;
 }
+
+/// A plan asked while no chat was set up: a daemon started with one posts
+/// its card, as it posts pending actions and grant requests.
+#[tokio::test]
+async fn a_daemon_started_on_a_pending_plan_posts_it() {
+    let telegram = Fake::start().await;
+    let app = TestApp::spawn().await;
+    let agent = app.agent.clone();
+    let (s, p) = app
+        .call(
+            Method::POST,
+            "/v1/plans",
+            Some(&agent),
+            Some(json!({"reason": "ship it", "session": "task-9",
+                "steps": [{"tool": "deploy", "detail": "plan-caught-up"}]})),
+        )
+        .await;
+    assert!(s.is_success(), "{p}");
+    let tg = telegram.base.clone();
+    let app = app.restart_with(move |s| telegram_at(s, tg)).await;
+    telegram
+        .wait_for("/sendMessage", "the plan's message", |c| {
+            c.iter()
+                .any(|c| c.body.to_string().contains("plan-caught-up"))
+        })
+        .await;
+    app.stop().await;
+}
