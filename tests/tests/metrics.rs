@@ -1,10 +1,14 @@
 //! Black-box tests: `/metrics` is open by default and, with
-//! `metrics.auth = "operator"`, for operator and admin keys only.
+//! `metrics.auth = "operator"`, for operator and admin keys only; it counts
+//! what waits for a human, of each kind.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::common;
-use common::client;
-use common::daemon::{Daemon, agent_key, role_key};
+use common::daemon::{
+    Daemon, Keyed, agent_key, files_handler, register_handler, request_action, role_key,
+};
+use common::{call, client};
+use serde_json::json;
 
 /// Status and content type of `GET /metrics` with `key` (none if empty).
 async fn metrics(http: &reqwest::Client, base: &str, key: &str) -> (u16, String) {
@@ -53,4 +57,66 @@ async fn with_operator_auth_metrics_refuse_no_key_and_agent_keys() {
     let (s, _) = metrics(&http, &d.base, &admin).await;
     assert_eq!(s, 200);
     d.stop();
+}
+
+/// The value of gauge `name` in a Prometheus text page.
+fn gauge(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_actions_grant_requests_and_plans_are_counted() {
+    let k = Keyed::start(&[]).await;
+    let (http, base) = (&k.http, &k.d.base);
+    register_handler(http, base, &k.admin, files_handler()).await;
+    // One action (the default profile asks), two grant requests, a plan.
+    let resp = request_action(http, base, &k.agent, "bash", "make deploy").await;
+    assert_eq!(resp.status(), 201);
+    for n in 0..2 {
+        let body = json!({"handler": "files", "permission": "fs.write", "reason": format!("r{n}")});
+        let (s, b) = call(
+            http,
+            reqwest::Method::POST,
+            format!("{base}/v1/grant-requests"),
+            &k.agent,
+            Some(body),
+        )
+        .await;
+        assert_eq!(s, 201, "{b}");
+    }
+    let plan = json!({"session": "task-1", "steps": [{"tool": "bash", "detail": "make"}]});
+    let (s, b) = call(
+        http,
+        reqwest::Method::POST,
+        format!("{base}/v1/plans"),
+        &k.agent,
+        Some(plan),
+    )
+    .await;
+    assert_eq!(s, 201, "{b}");
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        gauge(&text, "actiongate_pending_actions"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        gauge(&text, "actiongate_pending_grant_requests"),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(
+        gauge(&text, "actiongate_pending_plans"),
+        Some(1.0),
+        "{text}"
+    );
+    k.d.stop();
 }

@@ -81,9 +81,9 @@ impl Gate {
         Ok(self.store().ready().await?)
     }
 
-    /// Pending actions, all agents.
-    pub async fn pending_count(&self) -> GateResult<i64> {
-        Ok(self.store().pending_count().await?)
+    /// Pending actions, grant requests and plans, all agents.
+    pub async fn pending_counts(&self) -> GateResult<actiongate_store::PendingCounts> {
+        Ok(self.store().pending_counts().await?)
     }
 
     /// Commits and writes so far.

@@ -18,8 +18,8 @@ use crate::{
     Backend, Claimed, Delivery, DeliveryStatus, DueDelivery, Event, GrantCreated, GrantFilter,
     GrantRecord, GrantRequest, GrantRequestStatus, HandlerRecord, HandlerSecrets, Inserted,
     NewAction, NewGrant, NewGrantRequest, NewHandler, NewKey, NewPerson, NewSubscription,
-    NextDispatch, Outcome, Page, Person, SessionFilter, Store, StoreError, Subscription,
-    TeamDecided, TeamDecision, Transition,
+    NextDispatch, Outcome, Page, PendingCounts, Person, SessionFilter, Store, StoreError,
+    Subscription, TeamDecided, TeamDecision, Transition,
 };
 
 /// Defines each operation on [`Store`] as a call of the same method of the
@@ -70,8 +70,8 @@ contract! {
     pub async fn action_for_key(&self, agent: &str, key: &str) -> Result<Option<Action>, StoreError>;
     /// A page of actions, newest first.
     pub async fn list_actions(&self, f: &ActionFilter) -> Result<Vec<Action>, StoreError>;
-    /// How many actions wait for a human.
-    pub async fn pending_count(&self) -> Result<i64, StoreError>;
+    /// How many actions, grant requests and plans wait for a human.
+    pub async fn pending_counts(&self) -> Result<PendingCounts, StoreError>;
 
     // agents
     /// Creates or replaces an agent; returns it and whether it was new.

@@ -76,7 +76,7 @@ use tokio::sync::broadcast;
 
 pub use actiongate_api::model::*;
 pub use actiongate_api::teams::{ApprovalEntry, ChatIds, Person, Team};
-pub use actions::{ActionFilter, HandlerAction, Inserted, NewAction, Transition};
+pub use actions::{ActionFilter, HandlerAction, Inserted, NewAction, PendingCounts, Transition};
 pub use approvals::{Edit, TeamDecided, TeamDecision};
 pub use backup::backup_sqlite;
 pub use dispatch::{ActionAttempt, AttemptNext, Claimed, HandlerSecrets, NextDispatch};

@@ -128,7 +128,10 @@ async fn listings_filter_and_page_newest_first(kind: Kind) {
         .iter()
         .filter(|a| a.status == ActionStatus::Pending)
         .collect();
-    assert_eq!(store.pending_count().await.unwrap(), pending.len() as i64);
+    assert_eq!(
+        store.pending_counts().await.unwrap().actions,
+        pending.len() as i64
+    );
     let earliest = pending.iter().filter_map(|a| a.deadline).min();
     assert_eq!(
         store

@@ -817,7 +817,7 @@ async fn rebuilding_actions_and_events_keeps_rows_and_the_event_counter() {
     let new = store.action_events(&b.id).await.unwrap();
     assert!(new[0].seq > 3, "seq {} reused", new[0].seq);
     // The pending action is still found by its deadline index and status.
-    assert_eq!(store.pending_count().await.unwrap(), 1);
+    assert_eq!(store.pending_counts().await.unwrap().actions, 1);
     drop(store);
 
     let mut conn = sqlx::sqlite::SqliteConnectOptions::new()

@@ -99,9 +99,13 @@ pub async fn metrics_text(
     if state.settings().metrics.auth == MetricsAuth::Operator {
         operator?;
     }
-    match state.gate().pending_count().await {
-        Ok(n) => metrics::gauge!("actiongate_pending_actions").set(n as f64),
-        Err(e) => tracing::warn!(error = %e, "counting pending actions failed"),
+    match state.gate().pending_counts().await {
+        Ok(n) => {
+            metrics::gauge!("actiongate_pending_actions").set(n.actions as f64);
+            metrics::gauge!("actiongate_pending_grant_requests").set(n.grant_requests as f64);
+            metrics::gauge!("actiongate_pending_plans").set(n.plans as f64);
+        }
+        Err(e) => tracing::warn!(error = %e, "counting what waits for a human failed"),
     }
     metrics::gauge!("actiongate_long_polls_waiting").set(state.gate().waiters().open() as f64);
     let writes = state.gate().write_stats();

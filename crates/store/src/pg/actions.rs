@@ -111,12 +111,15 @@ impl Postgres {
     }
 
     /// How many actions wait for a human.
-    pub async fn pending_count(&self) -> Result<i64, StoreError> {
-        Ok(
-            sqlx::query_scalar("SELECT COUNT(*) FROM actions WHERE status = 'pending'")
-                .fetch_one(&self.pool)
-                .await?,
-        )
+    pub async fn pending_counts(&self) -> Result<crate::actions::PendingCounts, StoreError> {
+        let (actions, grant_requests, plans) = sqlx::query_as(crate::actions::PENDING_COUNTS)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(crate::actions::PendingCounts {
+            actions,
+            grant_requests,
+            plans,
+        })
     }
 }
 
