@@ -151,3 +151,26 @@ def test_a_plan_asked_without_waiting_is_pending_and_followed(daemon, agent_key,
             assert done.status == "approved" and done.approved_steps == [0] and done.asks == {}
 
     asyncio.run(main())
+
+
+def test_plans_are_listed_and_decided(daemon, operator_key):
+    key = daemon.key("agent", daemon.agent())
+    steps = [{"tool": "bash", "detail": "make build"}, {"tool": "bash", "detail": "make test"}]
+    made = []
+    for session in ("aio-plans-a", "aio-plans-b"):
+        r = daemon.http.post("/v1/plans", json={"session": session, "steps": steps},
+                             headers={"authorization": f"Bearer {key}"})
+        assert r.status_code == 201, r.text
+        made.append(r.json()["id"])
+
+    async def main():
+        async with AsyncClient(daemon.url, operator_key) as op:
+            listed = [p.id for p in await op.plans() if p.id in made]
+            approved = await op.approve_plan(made[0])
+            denied = await op.deny_plan(made[1])
+            return listed, approved, denied
+
+    listed, approved, denied = asyncio.run(main())
+    assert listed == made
+    assert (approved.status, approved.approved_steps) == ("approved", [0, 1])
+    assert denied.status == "denied"

@@ -338,6 +338,39 @@ def test_grant_requests_follow_a_page_cut_short_for_its_size(daemon, handler, op
             daemon.http.post(f"/v1/grant-requests/{rid}/deny", json={})
 
 
+def _plan(daemon, key, session, details):
+    """A pending plan of ``details`` (tool ``bash``) asked with ``key``."""
+    steps = [{"tool": "bash", "detail": d} for d in details]
+    r = daemon.http.post("/v1/plans", json={"session": session, "steps": steps},
+                         headers={"authorization": f"Bearer {key}"})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def test_plans_listed_approved_step_by_step_and_denied(daemon, op):
+    key = daemon.key("agent", daemon.agent())
+    first = _plan(daemon, key, "py-plans-a", ["make build", "make test", "make deploy"])
+    second = _plan(daemon, key, "py-plans-b", ["rm -rf build"])
+    pending = [p.id for p in op.plans() if p.id in (first, second)]
+    assert pending == [first, second]
+    for bad in ([], [-1], ["0"]):
+        with pytest.raises(ValueError):
+            op.approve_plan(first, steps=bad)
+    approved = op.approve_plan(first, steps=[0, 2])
+    assert (approved.id, approved.status, approved.approved_steps) == (first, "approved", [0, 2])
+    denied = op.deny_plan(second)
+    assert (denied.id, denied.status) == (second, "denied")
+    assert not [p for p in op.plans() if p.id in (first, second)]
+    assert {p.id: p.status for p in op.plans(None) if p.id in (first, second)} == {
+        first: "approved",
+        second: "denied",
+    }
+    # Decided already: the daemon's 409.
+    with pytest.raises(ApiError) as e:
+        op.deny_plan(first)
+    assert e.value.status == 409
+
+
 def test_request_permission_approved_and_denied(daemon, handler, agent_client, op):
     results = []
 

@@ -713,22 +713,51 @@ export class Client {
 
   /** Every grant request, oldest first (pending ones by default; `status: null` for all), page after page. */
   async grantRequests(options: CallOptions & { status?: string | null } = {}): Promise<GrantRequest[]> {
+    return this.afterPages<GrantRequest>('/v1/grant-requests', 500, options);
+  }
+
+  /** Every plan, oldest first (pending ones by default; `status: null` for all), page after page. */
+  async plans(options: CallOptions & { status?: string | null } = {}): Promise<Plan[]> {
+    return this.afterPages<Plan>('/v1/plans', 200, options);
+  }
+
+  /**
+   * Every item of a listing paged by `after`, oldest first, `limit` a page:
+   * a page shorter than that is the last, unless the daemon cut it short
+   * for its size and links the next (`Link: <…>; rel="next"`).
+   */
+  private async afterPages<T extends { id: string }>(path: string, limit: number, options: CallOptions & { status?: string | null }): Promise<T[]> {
     const status = options.status === undefined ? 'pending' : (options.status ?? undefined);
-    const items: GrantRequest[] = [];
+    const items: T[] = [];
     let after: string | undefined;
     for (;;) {
-      // A page shorter than asked is the last, unless the daemon cut it
-      // short for its size and links the next (`Link: <…>; rel="next"`).
       let linked = false;
       const onHeaders = (h: Headers) => {
         linked = /;\s*rel="next"/.test(h.get('link') ?? '');
       };
-      const data = await this.send<unknown>({ method: 'GET', path: '/v1/grant-requests', query: { status, order: 'oldest', limit: 500, after }, retry: true, signal: options.signal, onHeaders });
-      const page = Array.isArray(data) ? (data as GrantRequest[]) : [];
+      const data = await this.send<unknown>({ method: 'GET', path, query: { status, order: 'oldest', limit, after }, retry: true, signal: options.signal, onHeaders });
+      const page = Array.isArray(data) ? (data as T[]) : [];
       items.push(...page);
-      if (page.length === 0 || (page.length < 500 && !linked)) return items;
+      if (page.length === 0 || (page.length < limit && !linked)) return items;
       after = page[page.length - 1]?.id;
     }
+  }
+
+  /** Approves a plan: every step, or those at `steps` (indices from 0); each approved step may then run once in the plan's session. */
+  async approvePlan(id: string, options: CallOptions & { steps?: number[] } = {}): Promise<Plan> {
+    const body: Record<string, unknown> = {};
+    if (options.steps !== undefined) {
+      if (options.steps.length === 0 || !options.steps.every((i) => Number.isInteger(i) && i >= 0)) {
+        throw new RangeError("steps must be indices of the plan's steps (0, 1, ...), at least one");
+      }
+      body['steps'] = options.steps;
+    }
+    return object<Plan>(await this.send({ method: 'POST', path: `/v1/plans/${encodeURIComponent(id)}/approve`, body, signal: options.signal }));
+  }
+
+  /** Denies a plan. */
+  async denyPlan(id: string, options: CallOptions = {}): Promise<Plan> {
+    return object<Plan>(await this.send({ method: 'POST', path: `/v1/plans/${encodeURIComponent(id)}/deny`, signal: options.signal }));
   }
 
   /** Approves a grant request, optionally narrower or shorter than asked. */

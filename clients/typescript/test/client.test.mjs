@@ -468,6 +468,32 @@ describe('operators', () => {
     }
   });
 
+  test('plans are listed, approved step by step and denied', async () => {
+    const a = await d.agent();
+    const plan = async (session, details) => {
+      const r = await fetch(`${d.url}/v1/plans`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${a.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ session, steps: details.map((detail) => ({ tool: 'bash', detail })) }),
+      });
+      const body = await r.text();
+      assert.equal(r.status, 201, body);
+      return JSON.parse(body).id;
+    };
+    const first = await plan('ts-plans-a', ['make build', 'make test', 'make deploy']);
+    const second = await plan('ts-plans-b', ['rm -rf build']);
+    const mine = (list) => list.filter((p) => p.id === first || p.id === second);
+    assert.deepEqual(mine(await op.plans()).map((p) => p.id), [first, second]);
+    for (const steps of [[], [-1], [1.5]]) await assert.rejects(op.approvePlan(first, { steps }), RangeError);
+    const approved = await op.approvePlan(first, { steps: [0, 2] });
+    assert.equal(approved.status, 'approved');
+    assert.deepEqual(approvedSteps(approved), [0, 2]);
+    assert.equal((await op.denyPlan(second)).status, 'denied');
+    assert.deepEqual(mine(await op.plans()), []);
+    assert.deepEqual(Object.fromEntries(mine(await op.plans({ status: null })).map((p) => [p.id, p.status])), { [first]: 'approved', [second]: 'denied' });
+    await assert.rejects(op.denyPlan(first), (e) => e instanceof ApiError && e.status === 409);
+  });
+
   test('whoami names the role', async () => {
     assert.equal((await op.whoami()).role, 'operator');
   });

@@ -18,7 +18,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import httpx
 
@@ -660,26 +660,54 @@ def revoke(grant_id: str) -> Flow:
     return Grant.from_json(_dict(data))
 
 
-def grant_requests(status: Optional[str]) -> Flow:
-    """``GET /v1/grant-requests``: every one (in ``status`` when given),
-    oldest first, page after page."""
-    items: List[GrantRequest] = []
+def _after_pages(path: str, status: Optional[str], limit: int) -> Flow:
+    """Every item of a listing paged by ``after`` (in ``status`` when
+    given), oldest first, ``limit`` a page: a page shorter than that is the
+    last, unless the daemon cut it short for its size and linked the next."""
+    items: List[Dict[str, Any]] = []
     after: Optional[str] = None
     while True:
-        params: Dict[str, Any] = {"order": "oldest", "limit": 500}
+        params: Dict[str, Any] = {"order": "oldest", "limit": limit}
         if status:
             params["status"] = status
         if after:
             params["after"] = after
-        data, more = yield Call("GET", "/v1/grant-requests", params=params, retry=True, linked=True)
+        data, more = yield Call("GET", path, params=params, retry=True, linked=True)
         page = [r for r in data or [] if isinstance(r, dict)]
-        items.extend(GrantRequest.from_json(r) for r in page)
-        # A page shorter than asked is the last, unless the daemon cut it
-        # short for its size and linked the next.
-        if not page or (len(page) < 500 and not more):
-            break
+        items.extend(page)
+        if not page or (len(page) < limit and not more):
+            return items
         after = page[-1].get("id")
-    return items
+
+
+def grant_requests(status: Optional[str]) -> Flow:
+    """``GET /v1/grant-requests``: every one (in ``status`` when given),
+    oldest first, page after page."""
+    items = yield from _after_pages("/v1/grant-requests", status, 500)
+    return [GrantRequest.from_json(r) for r in items]
+
+
+def plans(status: Optional[str]) -> Flow:
+    """``GET /v1/plans``: every one (in ``status`` when given), oldest
+    first, page after page."""
+    items = yield from _after_pages("/v1/plans", status, 200)
+    return [Plan.from_json(p) for p in items]
+
+
+def answer_plan(plan_id: str, approve: bool, steps: Optional[Sequence[int]]) -> Flow:
+    """Approves a plan (the steps at ``steps``, indices from 0, or all of
+    them) or denies it."""
+    if not approve:
+        data = yield Call("POST", f"/v1/plans/{plan_id}/deny")
+        return Plan.from_json(_dict(data))
+    body: Dict[str, Any] = {}
+    if steps is not None:
+        chosen = list(steps)
+        if not chosen or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in chosen):
+            raise ValueError("steps must be indices of the plan's steps (0, 1, ...), at least one")
+        body["steps"] = chosen
+    data = yield Call("POST", f"/v1/plans/{plan_id}/approve", json=body, has_body=True)
+    return Plan.from_json(_dict(data))
 
 
 def answer_grant_request(request_id: str, approve: bool, body: Dict[str, Any]) -> Flow:

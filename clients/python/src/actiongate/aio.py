@@ -10,7 +10,7 @@ import asyncio
 import functools
 import inspect
 import time
-from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, TypeVar, Union
+from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Sequence, TypeVar, Union
 
 import httpx
 
@@ -314,6 +314,20 @@ class AsyncClient:
     async def deny_grant_request(self, request_id: str, reason: Optional[str] = None) -> GrantRequest:
         """Denies a grant request; the agent sees ``reason``."""
         return await self._drive(_core.answer_grant_request(request_id, False, {"reason": reason}))  # type: ignore[no-any-return]
+
+    async def plans(self, status: Optional[str] = "pending") -> List[Plan]:
+        """Every plan, oldest first (pending ones by default; ``None`` for
+        all), page after page."""
+        return await self._drive(_core.plans(status))  # type: ignore[no-any-return]
+
+    async def approve_plan(self, plan_id: str, steps: Optional[Sequence[int]] = None) -> Plan:
+        """Approves a plan: every step, or those at ``steps`` (indices from
+        0). Each approved step may then run once in the plan's session."""
+        return await self._drive(_core.answer_plan(plan_id, True, steps))  # type: ignore[no-any-return]
+
+    async def deny_plan(self, plan_id: str) -> Plan:
+        """Denies a plan."""
+        return await self._drive(_core.answer_plan(plan_id, False, None))  # type: ignore[no-any-return]
 
     async def people(self) -> List[Person]:
         """Every person, by name (admin key)."""

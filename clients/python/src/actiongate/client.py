@@ -10,7 +10,7 @@ import asyncio
 import functools
 import inspect
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, TypeVar, Union
 
 import httpx
 
@@ -366,6 +366,20 @@ class Client:
     def deny_grant_request(self, request_id: str, reason: Optional[str] = None) -> GrantRequest:
         """Denies a grant request; the agent sees ``reason``."""
         return self._drive(_core.answer_grant_request(request_id, False, {"reason": reason}))  # type: ignore[no-any-return]
+
+    def plans(self, status: Optional[str] = "pending") -> List[Plan]:
+        """Every plan, oldest first (pending ones by default; ``None`` for
+        all), page after page."""
+        return self._drive(_core.plans(status))  # type: ignore[no-any-return]
+
+    def approve_plan(self, plan_id: str, steps: Optional[Sequence[int]] = None) -> Plan:
+        """Approves a plan: every step, or those at ``steps`` (indices from
+        0). Each approved step may then run once in the plan's session."""
+        return self._drive(_core.answer_plan(plan_id, True, steps))  # type: ignore[no-any-return]
+
+    def deny_plan(self, plan_id: str) -> Plan:
+        """Denies a plan."""
+        return self._drive(_core.answer_plan(plan_id, False, None))  # type: ignore[no-any-return]
 
     def people(self) -> List[Person]:
         """Every person, by name (admin key)."""
