@@ -51,6 +51,7 @@ mod late_grant;
 pub mod limits;
 mod lock_probe;
 mod paging;
+mod pending;
 mod people;
 mod people_seen;
 mod pg;
@@ -76,7 +77,7 @@ use tokio::sync::broadcast;
 
 pub use actiongate_api::model::*;
 pub use actiongate_api::teams::{ApprovalEntry, ChatIds, Person, Team};
-pub use actions::{ActionFilter, HandlerAction, Inserted, NewAction, PendingCounts, Transition};
+pub use actions::{ActionFilter, HandlerAction, Inserted, NewAction, Transition};
 pub use approvals::{Edit, TeamDecided, TeamDecision};
 pub use backup::backup_sqlite;
 pub use dispatch::{ActionAttempt, AttemptNext, Claimed, HandlerSecrets, NextDispatch};
@@ -88,6 +89,7 @@ pub use grants::{ApproveFirst, GrantCreated, GrantFilter, NewGrant, NewGrantTarg
 pub use handlers::NewHandler;
 pub use keys::NewKey;
 pub use paging::{Page, id_time_ms, next_events_page};
+pub use pending::PendingCounts;
 pub use people::NewPerson;
 pub use people_seen::PersonSeen;
 pub use pg::{PG_MIGRATOR, PgOptions, Postgres, connect_options, migrate_postgres};

@@ -111,11 +111,11 @@ impl Postgres {
     }
 
     /// How many actions wait for a human.
-    pub async fn pending_counts(&self) -> Result<crate::actions::PendingCounts, StoreError> {
-        let (actions, grant_requests, plans) = sqlx::query_as(crate::actions::PENDING_COUNTS)
+    pub async fn pending_counts(&self) -> Result<crate::PendingCounts, StoreError> {
+        let (actions, grant_requests, plans) = sqlx::query_as(crate::pending::PENDING_COUNTS)
             .fetch_one(&self.pool)
             .await?;
-        Ok(crate::actions::PendingCounts {
+        Ok(crate::PendingCounts {
             actions,
             grant_requests,
             plans,
