@@ -22,7 +22,7 @@ pub struct ShowArgs {
     /// Connection and output.
     #[command(flatten)]
     pub common: Common,
-    /// Action id.
+    /// Action id, or a plan's (`pln_…`) or grant request's (`grq_…`).
     pub id: String,
 }
 

@@ -188,17 +188,36 @@ fn approvals_cell(a: &Value) -> String {
 pub async fn show(args: ShowArgs) -> Exit {
     guarded(async {
         let api = api(&args.common)?;
-        let action = api
-            .get(&format!("/v1/actions/{}", path_segment(&args.id)))
-            .await?;
-        if args.common.json {
-            print_json(&action);
+        // A plan's and a grant request's id say what they are; any other
+        // is an action's.
+        let id = path_segment(&args.id);
+        let (path, kind) = if args.id.starts_with("pln_") {
+            (format!("/v1/plans/{id}"), Shown::Plan)
+        } else if args.id.starts_with("grq_") {
+            (format!("/v1/grant-requests/{id}"), Shown::GrantRequest)
         } else {
-            print!("{}", output::action_details(&action));
+            (format!("/v1/actions/{id}"), Shown::Action)
+        };
+        let item = api.get(&path).await?;
+        if args.common.json {
+            print_json(&item);
+            return Ok(Exit::Ok);
+        }
+        match kind {
+            Shown::Plan => super::plans::print_plan(&item),
+            Shown::GrantRequest => super::grant_requests::print_requests(&[item]),
+            Shown::Action => print!("{}", output::action_details(&item)),
         }
         Ok(Exit::Ok)
     })
     .await
+}
+
+/// What `show` was given the id of.
+enum Shown {
+    Action,
+    Plan,
+    GrantRequest,
 }
 
 /// Prints a decided action and returns success.

@@ -114,46 +114,46 @@ pub async fn grant_requests(args: GrantRequestsArgs) -> Exit {
             println!("no grant requests");
             return Ok(Exit::Ok);
         }
-        let rows: Vec<Vec<String>> = items
-            .iter()
-            .map(|r| {
-                vec![
-                    s(r, "id").to_owned(),
-                    relative(r, "created_at"),
-                    clip(s(r, "agent"), 20),
-                    s(r, "status").to_owned(),
-                    clip(&asked(r), 60),
-                    clip(s(r, "expires"), 24),
-                    clip(s(r, "reason"), 40),
-                ]
-            })
-            .collect();
-        print!(
-            "{}",
-            table(
-                &[
-                    "ID",
-                    "ASKED",
-                    "AGENT",
-                    "STATUS",
-                    "PERMISSION",
-                    "EXPIRES",
-                    "REASON"
-                ],
-                &rows
-            )
-        );
-        // What is granted on approval, whole: a scope cut in the table
-        // (`/srv/…`) may end in what matters (`/../../**`).
-        for r in &items {
-            let full = asked(r);
-            if one_line(&full).chars().count() > 60 {
-                println!("{} asks for: {}", s(r, "id"), one_line(&full));
-            }
-        }
+        print_requests(&items);
         Ok(Exit::Ok)
     })
     .await
+}
+
+/// Grant requests as a table, then what each one asks for whole when the
+/// table cut it: a scope cut there (`/srv/…`) may end in what matters
+/// (`/../../**`).
+pub(crate) fn print_requests(items: &[Value]) {
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|r| {
+            vec![
+                s(r, "id").to_owned(),
+                relative(r, "created_at"),
+                clip(s(r, "agent"), 20),
+                s(r, "status").to_owned(),
+                clip(&asked(r), 60),
+                clip(s(r, "expires"), 24),
+                clip(s(r, "reason"), 40),
+            ]
+        })
+        .collect();
+    let head = [
+        "ID",
+        "ASKED",
+        "AGENT",
+        "STATUS",
+        "PERMISSION",
+        "EXPIRES",
+        "REASON",
+    ];
+    print!("{}", table(&head, &rows));
+    for r in items {
+        let full = asked(r);
+        if one_line(&full).chars().count() > 60 {
+            println!("{} asks for: {}", s(r, "id"), one_line(&full));
+        }
+    }
 }
 
 /// The line a decided request prints.

@@ -111,44 +111,50 @@ pub async fn plans(args: PlansArgs) -> Exit {
             return Ok(Exit::Ok);
         }
         for p in &plans {
-            let steps = p["steps"].as_array().cloned().unwrap_or_default();
-            let rows = vec![vec![
-                s(p, "id").to_owned(),
-                relative(p, "created_at"),
-                clip(s(p, "agent"), 20),
-                clip(s(p, "session"), 24),
-                s(p, "status").to_owned(),
-                steps.len().to_string(),
-                clip(s(p, "reason"), 40),
-            ]];
-            print!(
-                "{}",
-                table(
-                    &[
-                        "ID", "ASKED", "AGENT", "SESSION", "STATUS", "STEPS", "REASON"
-                    ],
-                    &rows
-                )
-            );
-            for (i, step) in steps.iter().enumerate() {
-                let mark = if step["approved"] == json!(true) {
-                    "+"
-                } else {
-                    " "
-                };
-                // Whole: what a step's approval grants is all of it.
-                println!(
-                    "  {mark} {i}: {}",
-                    super::visible::lines(&step_text(step), "       ")
-                );
-                if let Some(why) = step.get("asks").and_then(Value::as_str) {
-                    println!("       asks when it runs: {}", clip(why, 160));
-                }
-            }
+            print_plan(p);
         }
         Ok(Exit::Ok)
     })
     .await
+}
+
+/// One plan: its line of the table, then each step (`+` where approved),
+/// whole, with why it asks when it runs.
+pub(crate) fn print_plan(p: &Value) {
+    let steps = p["steps"].as_array().cloned().unwrap_or_default();
+    let rows = vec![vec![
+        s(p, "id").to_owned(),
+        relative(p, "created_at"),
+        clip(s(p, "agent"), 20),
+        clip(s(p, "session"), 24),
+        s(p, "status").to_owned(),
+        steps.len().to_string(),
+        clip(s(p, "reason"), 40),
+    ]];
+    print!(
+        "{}",
+        table(
+            &[
+                "ID", "ASKED", "AGENT", "SESSION", "STATUS", "STEPS", "REASON"
+            ],
+            &rows
+        )
+    );
+    for (i, step) in steps.iter().enumerate() {
+        let mark = if step["approved"] == json!(true) {
+            "+"
+        } else {
+            " "
+        };
+        // Whole: what a step's approval grants is all of it.
+        println!(
+            "  {mark} {i}: {}",
+            super::visible::lines(&step_text(step), "       ")
+        );
+        if let Some(why) = step.get("asks").and_then(Value::as_str) {
+            println!("       asks when it runs: {}", clip(why, 160));
+        }
+    }
 }
 
 /// The one-line summary of a decided plan.

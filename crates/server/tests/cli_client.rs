@@ -990,6 +990,14 @@ async fn grant_requests_are_listed_approved_and_denied() {
     }
     let r = ag(&app, &op, &["grant-requests"]).await;
     assert_eq!(r.code, 0, "{r:?}");
+    // `show` takes a grant request's id too, the scope printed whole.
+    let shown = ag(&app, &op, &["show", &ids[2]]).await;
+    assert_eq!(shown.code, 0, "{shown:?}");
+    assert!(
+        shown.stdout.contains(&ids[2]) && shown.stdout.contains("../../../**"),
+        "{}",
+        shown.stdout
+    );
     let first = r.stdout.find(&ids[0]).expect("first listed");
     let second = r.stdout.find(&ids[1]).expect("second listed");
     assert!(first < second, "oldest first: {}", r.stdout);

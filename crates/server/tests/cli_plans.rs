@@ -74,6 +74,21 @@ async fn plans_are_listed_approved_step_by_step_and_denied() {
     let r = ag(&app, &op, &["plans", "--json"]).await;
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json().as_array().unwrap().len(), 2);
+    // `show` takes a plan's id too (a chat card names it), and prints it
+    // as `plans` does; its own agent may read it.
+    let r = ag(&app, &op, &["show", &first]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(&first) && r.stdout.contains("  2: deploy: cache"),
+        "{}",
+        r.stdout
+    );
+    let agent = app.agent.clone();
+    let r = ag(&app, &agent, &["show", &first, "--json"]).await;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["id"], first.as_str());
+    let r = ag(&app, &op, &["show", "pln_nope"]).await;
+    assert_eq!(r.code, 5, "{r:?}");
     // `pending` says plans wait too (of the agent asked for), without
     // listing them; an agent's key, which may not list plans, is not told.
     let r = ag(&app, &op, &["pending"]).await;
