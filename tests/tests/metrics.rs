@@ -7,7 +7,7 @@ use crate::common;
 use common::daemon::{
     Daemon, Keyed, agent_key, files_handler, register_handler, request_action, role_key,
 };
-use common::{call, client};
+use common::{call, client, metric};
 use serde_json::json;
 
 /// Status and content type of `GET /metrics` with `key` (none if empty).
@@ -59,12 +59,6 @@ async fn with_operator_auth_metrics_refuse_no_key_and_agent_keys() {
     d.stop();
 }
 
-/// The value of gauge `name` in a Prometheus text page.
-fn gauge(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_actions_grant_requests_and_plans_are_counted() {
     let k = Keyed::start(&[]).await;
@@ -95,28 +89,12 @@ async fn pending_actions_grant_requests_and_plans_are_counted() {
     )
     .await;
     assert_eq!(s, 201, "{b}");
-    let text = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert_eq!(
-        gauge(&text, "actiongate_pending_actions"),
-        Some(1.0),
-        "{text}"
-    );
-    assert_eq!(
-        gauge(&text, "actiongate_pending_grant_requests"),
-        Some(2.0),
-        "{text}"
-    );
-    assert_eq!(
-        gauge(&text, "actiongate_pending_plans"),
-        Some(1.0),
-        "{text}"
-    );
+    for (name, n) in [
+        ("actiongate_pending_actions", 1.0),
+        ("actiongate_pending_grant_requests", 2.0),
+        ("actiongate_pending_plans", 1.0),
+    ] {
+        assert_eq!(metric(http, base, name).await, n, "{name}");
+    }
     k.d.stop();
 }
