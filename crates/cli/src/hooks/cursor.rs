@@ -69,11 +69,11 @@ fn tool_calls(name: &str, input: &Value) -> Result<Vec<Call>, String> {
             vec![Call::Fetch(field(input, name, "url")?.to_owned())]
         }
         "ReadMcpResource" | "read_mcp_resource" => vec![map::mcp_resource(
-            any_text(input, &["server", "serverName", "server_name"]),
+            any_field(input, name, &["server", "serverName", "server_name"]).ok(),
             Some(any_field(input, name, &["uri", "url"])?),
         )],
         "ListMcpResources" | "list_mcp_resources" => vec![map::mcp_resource(
-            any_text(input, &["server", "serverName", "server_name"]),
+            any_field(input, name, &["server", "serverName", "server_name"]).ok(),
             None,
         )],
         "WebSearch" | "web_search" => vec![Call::Search(
@@ -85,11 +85,6 @@ fn tool_calls(name: &str, input: &Value) -> Result<Vec<Call>, String> {
             input: input.clone(),
         }],
     })
-}
-
-/// The first of `keys` that `input` has as a string.
-fn any_text<'a>(input: &'a Value, keys: &[&str]) -> Option<&'a str> {
-    keys.iter().find_map(|k| text(input, k))
 }
 
 /// Why a line Cursor's terminal runs may not be what the hook read:

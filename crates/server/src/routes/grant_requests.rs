@@ -5,7 +5,7 @@
 use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -16,7 +16,7 @@ use actiongate_gate::{GrantRequest, GrantRequestStatus, ListPage};
 use crate::auth::{Caller, Operator};
 use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
 use crate::routes::actions::WaitQuery;
-use crate::routes::links::{linked, next_link};
+use crate::routes::links::after_page;
 use crate::state::AppState;
 
 /// Routes of this module.
@@ -112,11 +112,13 @@ pub async fn list_requests(
         .gate()
         .list_grant_requests(&caller, q.status, list_page(q.order, q.after, q.limit))
         .await?;
-    let next = requests
-        .last()
-        .filter(|_| cut)
-        .map(|last| next_link("/v1/grant-requests", raw.as_deref(), &[("after", &last.id)]));
-    Ok(linked(axum::Json(requests).into_response(), next))
+    Ok(after_page(
+        "/v1/grant-requests",
+        raw.as_deref(),
+        requests,
+        cut,
+        |x| &x.id,
+    ))
 }
 
 /// Read a grant request; `?wait=S` blocks until it is answered.

@@ -4,7 +4,7 @@
 use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -19,7 +19,7 @@ use crate::error::{
     ApiError, ApiJson, ApiJsonBody, ApiPath, ApiQuery, ApiResult, Problem, object_has_key,
     parse_object,
 };
-use crate::routes::links::{linked, next_link};
+use crate::routes::links::after_page;
 use crate::state::AppState;
 
 /// Routes of this module.
@@ -142,11 +142,9 @@ pub async fn list_grants(
     };
     let page = super::grant_requests::list_page(q.order, q.after, q.limit);
     let (grants, cut) = state.gate().list_grants(&f, page).await?;
-    let next = grants
-        .last()
-        .filter(|_| cut)
-        .map(|last| next_link("/v1/grants", raw.as_deref(), &[("after", &last.id)]));
-    Ok(linked(axum::Json(grants).into_response(), next))
+    Ok(after_page("/v1/grants", raw.as_deref(), grants, cut, |x| {
+        &x.id
+    }))
 }
 
 /// Read a grant (operators).

@@ -2,7 +2,7 @@
 //! its `limit` for its size, or whose cursor needs more than an id.
 
 use axum::http::{HeaderValue, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 
 /// `resp` with its `Link` to the next page, when there is one.
 pub(crate) fn linked(mut resp: Response, next: Option<String>) -> Response {
@@ -25,4 +25,20 @@ pub(crate) fn next_link(path: &str, query: Option<&str>, cursor: &[(&str, &str)]
         next.append_pair(k, v);
     }
     format!("<{path}?{}>; rel=\"next\"", next.finish())
+}
+
+/// A page of a listing paged by `after=<last id>` as JSON, linking the
+/// page after its last item when the gate `cut` it short for its size.
+pub(crate) fn after_page<T: serde::Serialize>(
+    path: &str,
+    query: Option<&str>,
+    items: Vec<T>,
+    cut: bool,
+    id: impl Fn(&T) -> &str,
+) -> Response {
+    let next = items
+        .last()
+        .filter(|_| cut)
+        .map(|last| next_link(path, query, &[("after", id(last))]));
+    linked(axum::Json(items).into_response(), next)
 }

@@ -17,7 +17,7 @@ use crate::auth::{Caller, Operator};
 use crate::error::{ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
 use crate::routes::actions::WaitQuery;
 use crate::routes::grant_requests::list_page;
-use crate::routes::links::{linked, next_link};
+use crate::routes::links::{after_page, linked, next_link};
 use crate::state::AppState;
 
 /// Routes of this module.
@@ -198,11 +198,9 @@ pub async fn list_plans(
         .gate()
         .list_plans(&caller, q.status, list_page(q.order, q.after, q.limit))
         .await?;
-    let next = plans
-        .last()
-        .filter(|_| cut)
-        .map(|last| next_link("/v1/plans", raw.as_deref(), &[("after", &last.id)]));
-    Ok(linked(axum::Json(plans).into_response(), next))
+    Ok(after_page("/v1/plans", raw.as_deref(), plans, cut, |x| {
+        &x.id
+    }))
 }
 
 /// One plan; `?wait=S` blocks until it is decided (or expires), at most S
