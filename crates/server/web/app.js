@@ -133,10 +133,21 @@ function onEvent(ev) {
     state.requests.delete(d.id);
   }
   queueChanged();
-  if (ev.type.startsWith('grant.') && currentView() === 'grants') route();
+  if (ev.type.startsWith('grant.') && currentView() === 'grants') reloadGrantsSoon();
   for (const fn of viewListeners) {
     try { fn(ev); } catch (e) { fail(e); }
   }
+}
+
+/** A burst of grant events (an agent's session ending, a script making
+ * hundreds) reloads the grants view once per moment, not once each. */
+let grantsReload = null;
+function reloadGrantsSoon() {
+  if (grantsReload) return;
+  grantsReload = setTimeout(() => {
+    grantsReload = null;
+    if (currentView() === 'grants') route();
+  }, 300);
 }
 
 /** What the current view follows of the stream (History): dropped when

@@ -41,9 +41,10 @@ export const MOST_GRANTS = 5000;
 
 /** The active grants, newest first, a page at a time: `{ list, complete }`.
  * A page cut short for its size (large scopes) links the next one. */
-async function activeGrants(pageSize = 500) {
+async function activeGrants(signal, pageSize = 500) {
   const list = [];
-  while (list.length < MOST_GRANTS) {
+  // A view left (or reloaded) meanwhile reads no further pages.
+  while (list.length < MOST_GRANTS && !signal.aborted) {
     const q = new URLSearchParams({ active: 'true', limit: String(pageSize) });
     if (list.length) q.set('after', list[list.length - 1].id);
     const { items: page, next } = await apiPage(`/v1/grants?${q}`);
@@ -55,7 +56,7 @@ async function activeGrants(pageSize = 500) {
 
 /** Active grants, with revoke. */
 export async function renderGrants(root, ctx, signal) {
-  const { list, complete } = await activeGrants();
+  const { list, complete } = await activeGrants(signal);
   // The operator went elsewhere while this loaded: leave their view alone.
   if (signal.aborted) return;
   const rows = list.map((g) => {
