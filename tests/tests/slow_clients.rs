@@ -190,6 +190,78 @@ async fn past_max_connections_a_new_one_waits_until_one_closes() {
     assert!(d.stderr_lines().iter().all(|l| !l.contains("ERROR")));
 }
 
+/// Sends a whole `GET /healthz` on `s` and reads its answer's head.
+async fn healthz_on(s: &mut TcpStream) -> String {
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
+            .await
+            .expect("no answer")
+            .unwrap();
+        assert!(n > 0, "closed unanswered");
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got).to_ascii_lowercase()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_max_connections_kept_alive_ones_that_answered_make_room() {
+    let dir = tempfile::tempdir().unwrap();
+    // Idle connections are kept a minute: only closing them makes room.
+    let d = Daemon::start(
+        dir.path(),
+        &[
+            ("ACTIONGATE_HTTP__MAX_CONNECTIONS", "4"),
+            ("ACTIONGATE_HTTP__REQUEST_READ_SECONDS", "60"),
+        ],
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Three answered and kept alive, a fourth connected and silent: the
+    // daemon is at its bound.
+    let mut kept = Vec::new();
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(addr(&d)).await.unwrap();
+        let head = healthz_on(&mut s).await;
+        assert!(head.contains("keep-alive: timeout=60"), "{head}");
+        kept.push(s);
+    }
+    let mut quiet = TcpStream::connect(addr(&d)).await.unwrap();
+    // The kept-alive ones close (not the silent one, which has sent nothing
+    // yet), so a new client is served at once.
+    for s in &mut kept {
+        let (_, took) = until_closed(s, Duration::from_secs(10)).await;
+        assert!(
+            took < Duration::from_secs(5),
+            "an idle connection stayed open"
+        );
+    }
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        client().get(format!("{}/healthz", d.base)).send(),
+    )
+    .await
+    .expect("a new client waited for the idle ones' read timeout")
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    // Four open again (the silent one and three more; the new client's
+    // closed with it): an answer given at the bound closes its connection.
+    let _more = [
+        TcpStream::connect(addr(&d)).await.unwrap(),
+        TcpStream::connect(addr(&d)).await.unwrap(),
+        TcpStream::connect(addr(&d)).await.unwrap(),
+    ];
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let head = healthz_on(&mut quiet).await;
+    assert!(head.contains("connection: close"), "{head}");
+    let (_, took) = until_closed(&mut quiet, Duration::from_secs(10)).await;
+    assert!(took < Duration::from_secs(5));
+    assert!(d.stderr_lines().iter().all(|l| !l.contains("ERROR")));
+}
+
 /// The soft and hard limits of open files of process `pid`.
 fn open_files(pid: u32) -> (u64, u64) {
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();

@@ -107,6 +107,88 @@ async fn connections_past_the_cap_wait_until_one_closes() {
 }
 
 #[tokio::test]
+async fn at_the_cap_idle_kept_alive_connections_give_way_to_waiting_ones() {
+    // A read timeout far past the test: only closing the idle ones lets
+    // the third connection in.
+    let ex = Exec::start_with(&["--max-connections", "2", "--request-read-timeout", "60s"]).await;
+    let mut kept = Vec::new();
+    for _ in 0..2 {
+        let mut s = connect(&ex).await;
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let head = closed_within(&mut s, Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        kept.push(s);
+    }
+    // Both answered and kept alive, idle: a delivery on a new connection
+    // is served at once, not after their 60 s.
+    let start = Instant::now();
+    let (s, body) = tokio::time::timeout(
+        Duration::from_secs(10),
+        ex.run(
+            "create_file",
+            json!({"filepath": "a.txt", "content": "x", "reason": "r"}),
+        ),
+    )
+    .await
+    .expect("a connection past the cap waited for the idle ones' read timeout");
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert!(start.elapsed() < Duration::from_secs(5));
+    // The idle ones were closed to make room.
+    for s in &mut kept {
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .expect("an idle connection was left open at the cap")
+            .unwrap_or(0);
+        assert_eq!(n, 0);
+    }
+}
+
+#[tokio::test]
+async fn at_the_cap_an_answer_closes_its_connection() {
+    let ex = Exec::start_with(&["--max-connections", "2", "--request-read-timeout", "60s"]).await;
+    // One slot held by a request still arriving, one by a connection that
+    // has sent nothing yet: the executor is at its cap.
+    let mut arriving = connect(&ex).await;
+    arriving
+        .write_all(b"GET /healthz HTTP/1.1\r\n")
+        .await
+        .unwrap();
+    let mut quiet = connect(&ex).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Its answer says it closes, and it does, so a delivery waiting past
+    // the cap is served at once.
+    let waiting = tokio::time::timeout(
+        Duration::from_secs(10),
+        ex.run(
+            "create_file",
+            json!({"filepath": "b.txt", "content": "x", "reason": "r"}),
+        ),
+    );
+    let answered = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        quiet
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        closed_within(&mut quiet, Duration::from_secs(10))
+            .await
+            .unwrap()
+    };
+    let (waited, head) = tokio::join!(waiting, answered);
+    assert!(
+        head.to_ascii_lowercase().contains("connection: close"),
+        "{head}"
+    );
+    let (s, body) = waited.expect("the delivery past the cap waited for the read timeout");
+    assert_eq!(s, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
 async fn a_large_body_without_a_valid_signature_header_is_refused_before_it_is_read() {
     let ex = Exec::start().await;
     let stale = (chrono::Utc::now().timestamp() - 3600).to_string();

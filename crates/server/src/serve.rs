@@ -6,10 +6,14 @@
 //! request is answered 408. So connections that send nothing, or trickle
 //! a byte at a time, cannot pile up and take every file descriptor. A
 //! request waiting for its answer (a long-poll, an event stream) is not
-//! reading anything and is not limited here.
+//! reading anything and is not limited here. At `http.max_connections`
+//! kept-alive connections that have answered close once idle, and answers
+//! close theirs ([`crate::stall::Pressure`]).
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -19,14 +23,15 @@ use axum::http::header;
 use axum::response::Response;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::GracefulConnection;
 use hyper_util::service::TowerToHyperService;
+use tokio::sync::watch;
 use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use crate::error::BODY_LATE;
-use crate::stall::StallGuardListener;
+use crate::stall::{STOP, StallGuardListener};
 
 /// Serves `app` on `listener` until `shutdown`, then waits for the open
 /// connections to finish their requests.
@@ -37,13 +42,14 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let keep_alive = keep_alive_header(read);
-    let graceful = GracefulShutdown::new();
+    let pressure = listener.pressure();
     loop {
         let io = tokio::select! {
             (io, _) = axum::serve::Listener::accept(&mut listener) => io,
             () = shutdown.cancelled() => break,
         };
         let keep_alive = keep_alive.clone();
+        let answered = Arc::new(AtomicBool::new(false));
         let service = app
             .clone()
             .map_request(move |req: hyper::Request<Incoming>| {
@@ -58,28 +64,65 @@ pub async fn serve(
                     })
                 })
             })
-            .map_response(move |mut response: Response| {
-                if let Some(v) = &keep_alive {
+            .map_response({
+                let (answered, pressure) = (answered.clone(), pressure.clone());
+                move |mut response: Response| {
+                    // Either this sees the bound reached, or the listener's
+                    // call to close sees this answered: no idle connection
+                    // keeps a place another is waiting for.
+                    answered.store(true, Ordering::SeqCst);
+                    let headers = response.headers_mut();
+                    if pressure.full() {
+                        headers.insert(
+                            header::CONNECTION,
+                            header::HeaderValue::from_static("close"),
+                        );
+                    } else if let Some(v) = &keep_alive {
+                        headers
+                            .entry(header::HeaderName::from_static("keep-alive"))
+                            .or_insert_with(|| v.clone());
+                    }
                     response
-                        .headers_mut()
-                        .entry(header::HeaderName::from_static("keep-alive"))
-                        .or_insert_with(|| v.clone());
                 }
-                response
             });
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(read)
             .max_buf_size(CONNECTION_BUFFER)
             .serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::trace!(error = %e, "connection ended");
-            }
-        });
+        tokio::spawn(run_connection(conn, answered, pressure.subscribe()));
     }
-    graceful.shutdown().await;
+    // Every connection closes once its request is answered (an idle one
+    // at once); each gives its place back when it has.
+    pressure.stop();
+    listener.all_closed().await;
+}
+
+/// Serves one connection; asked through `close`, it closes once idle (at
+/// shutdown, or at `http.max_connections` once it has `answered`).
+async fn run_connection<C>(conn: C, answered: Arc<AtomicBool>, mut close: watch::Receiver<u64>)
+where
+    C: GracefulConnection<Error = hyper::Error> + Send + 'static,
+{
+    let mut conn = std::pin::pin!(conn);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            ended = conn.as_mut() => {
+                if let Err(e) = ended {
+                    tracing::trace!(error = %e, "connection ended");
+                }
+                return;
+            }
+            Ok(()) = close.changed(), if !closing => {
+                let stop = *close.borrow_and_update() == STOP;
+                if stop || answered.load(Ordering::SeqCst) {
+                    conn.as_mut().graceful_shutdown();
+                    closing = true;
+                }
+            }
+        }
+    }
 }
 
 /// `Keep-Alive: timeout=N`: how long a kept-alive connection may stay idle

@@ -1,7 +1,9 @@
 //! A send timeout for every connection: a peer that accepts no bytes for
 //! too long is disconnected. And a bound on the connections open at once
 //! (`http.max_connections`, see [`crate::fd_limit`]): past it, the listener
-//! accepts the next one only once another has closed.
+//! accepts the next one only once another has closed. Reaching it also
+//! asks the kept-alive connections to close once idle ([`Pressure`]), so
+//! clients' idle pools cannot hold every place while new connections wait.
 //!
 //! An event stream whose client stops reading fills the socket buffers and
 //! is then never polled again, so it cannot notice on its own that it fell
@@ -14,12 +16,13 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Sleep;
 
 /// A listener whose connections time out writes that make no progress, and
@@ -31,6 +34,44 @@ pub struct StallGuardListener {
     max: usize,
     /// When reaching the bound was last logged.
     warned: Option<Instant>,
+    pressure: Arc<Pressure>,
+}
+
+/// Whether the listener is at its bound, and the call to close idle
+/// connections: `serve` closes those that have answered a request, and
+/// every answer given while at the bound closes its connection too.
+#[derive(Debug)]
+pub struct Pressure {
+    full: AtomicBool,
+    close: watch::Sender<u64>,
+}
+
+/// What [`Pressure::close`] carries to stop serving altogether.
+pub const STOP: u64 = u64::MAX;
+
+impl Pressure {
+    /// Whether the bound is reached: an answer now closes its connection.
+    pub fn full(&self) -> bool {
+        self.full.load(Ordering::SeqCst)
+    }
+
+    /// Changes when connections that have answered are to close once
+    /// idle; [`STOP`] when every connection is.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.close.subscribe()
+    }
+
+    /// Every connection closes once its request is answered.
+    pub fn stop(&self) {
+        self.close.send_replace(STOP);
+    }
+
+    fn reached(&self, full: bool) {
+        self.full.store(full, Ordering::SeqCst);
+        if full {
+            self.close.send_modify(|n| *n = n.wrapping_add(1) % STOP);
+        }
+    }
 }
 
 /// How often reaching `http.max_connections` is logged, at most.
@@ -45,15 +86,32 @@ impl StallGuardListener {
             slots: Arc::new(Semaphore::new(max.max(1))),
             max,
             warned: None,
+            pressure: Arc::new(Pressure {
+                full: AtomicBool::new(false),
+                close: watch::channel(0).0,
+            }),
         }
+    }
+
+    /// Its [`Pressure`].
+    pub fn pressure(&self) -> Arc<Pressure> {
+        self.pressure.clone()
+    }
+
+    /// Waits until every connection it accepted has closed.
+    pub async fn all_closed(&self) {
+        let all = u32::try_from(self.max.max(1)).unwrap_or(u32::MAX);
+        let _all = self.slots.acquire_many(all).await;
     }
 
     /// A place for one more connection, waiting for one to close when all
     /// are taken.
     async fn slot(&mut self) -> Option<OwnedSemaphorePermit> {
         if let Ok(slot) = self.slots.clone().try_acquire_owned() {
+            self.pressure.reached(false);
             return Some(slot);
         }
+        self.pressure.reached(true);
         metrics::counter!("actiongate_http_connections_waited_total").increment(1);
         if self.warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
             self.warned = Some(Instant::now());
