@@ -52,7 +52,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let mut listener = listener;
-    let max_connections = max_connections.clamp(1, Semaphore::MAX_PERMITS);
+    let max_connections = max_connections.clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
     let slots = Arc::new(Semaphore::new(max_connections));
     // Bumped to ask connections to close once idle: by one at the cap,
     // to [`STOP`] at shutdown.
