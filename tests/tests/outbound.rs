@@ -167,6 +167,56 @@ async fn an_answer_cut_short_is_a_failed_attempt_that_is_retried() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_closed_unanswered_is_sent_again_within_the_attempt() {
+    // The first connection is closed as the delivery arrives (an executor
+    // closing kept-alive connections at its cap): no answer at all. The
+    // second answers.
+    let executor = RawServer::start(|n, _| match n {
+        1 => (Vec::new(), After::Close),
+        _ => (
+            answer(
+                "200 OK",
+                &[("content-type", "application/json")],
+                r#"{"ok":true}"#,
+            ),
+            After::Close,
+        ),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (d, agent) = daemon_with_handler(dir.path(), &format!("{}/hook", executor.base)).await;
+    let a = run(&d, &agent).await;
+    assert_eq!(a["status"], "completed", "{a}");
+    assert_eq!(a["attempts"].as_array().unwrap().len(), 1, "{a}");
+    // The same delivery both times: one webhook-id, one attempt number.
+    let got = executor.requests();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
+    assert_eq!(got[0].json()["attempt"], got[1].json()["attempt"]);
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_always_closes_unanswered_fails_each_attempt_after_three_sends() {
+    let executor = RawServer::start(|_, _| (Vec::new(), After::Close)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (d, agent) = daemon_with_handler(dir.path(), &format!("{}/hook", executor.base)).await;
+    let a = run(&d, &agent).await;
+    assert_eq!(a["status"], "failed", "{a}");
+    let attempts = a["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 3, "{a}");
+    let e = attempts[0]["error"].as_str().unwrap_or_default();
+    assert!(e.contains("closed before message completed"), "{e}");
+    // Each attempt was sent three times at most, never more.
+    let got = executor.requests();
+    for n in 1..=3 {
+        let sends = got.iter().filter(|r| r.json()["attempt"] == n).count();
+        assert_eq!(sends, 3, "attempt {n} was sent {sends} times");
+    }
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handler_and_subscription_urls_keep_to_the_allowed_networks() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(dir.path(), &[]);

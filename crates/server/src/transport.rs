@@ -10,7 +10,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actiongate_gate::outbound::OutboundPolicy;
 use actiongate_gate::{OutboundError, OutboundRequest, OutboundResponse, Transport};
@@ -90,24 +90,45 @@ impl HttpTransport {
         if let Err(why) = self.policy.check_url(&req.url) {
             return Err(OutboundError::Connect(format!("{why}; not sent")));
         }
-        let mut builder = self
-            .client
-            .post(&req.url)
-            .timeout(req.timeout)
-            .header("content-type", "application/json");
-        for (name, value) in &req.headers {
-            builder = builder.header(*name, value);
-        }
-        let mut resp = builder.body(req.body).send().await.map_err(|e| {
-            let text = describe(&e);
-            if e.is_timeout() {
-                OutboundError::Timeout(text)
-            } else if e.is_connect() {
-                OutboundError::Connect(text)
-            } else {
-                OutboundError::Other(text)
+        let started = Instant::now();
+        let payload = axum::body::Bytes::from(req.body);
+        let mut resends = 0;
+        let mut resp = loop {
+            let mut builder = self
+                .client
+                .post(&req.url)
+                .timeout(req.timeout.saturating_sub(started.elapsed()))
+                .header("content-type", "application/json");
+            for (name, value) in &req.headers {
+                builder = builder.header(*name, value);
             }
-        })?;
+            match builder.body(payload.clone()).send().await {
+                Ok(resp) => break resp,
+                // A kept-alive connection the receiver closed as this went
+                // out (at its connection cap, or its idle timeout): no
+                // answer came, and receivers deduplicate by webhook-id, so
+                // it goes again on another connection, as browsers resend
+                // on a reused connection that closes unanswered.
+                Err(e)
+                    if resends < MOST_RESENDS
+                        && closed_unanswered(&e)
+                        && started.elapsed() < req.timeout / 2 =>
+                {
+                    resends += 1;
+                    tracing::debug!(url = %req.url, error = %describe(&e), "the connection closed unanswered; sent again");
+                }
+                Err(e) => {
+                    let text = describe(&e);
+                    return Err(if e.is_timeout() {
+                        OutboundError::Timeout(text)
+                    } else if e.is_connect() {
+                        OutboundError::Connect(text)
+                    } else {
+                        OutboundError::Other(text)
+                    });
+                }
+            }
+        };
         let status = resp.status().as_u16();
         let header = |name: &str| {
             resp.headers()
@@ -160,6 +181,35 @@ impl Transport for HttpTransport {
     ) -> Pin<Box<dyn Future<Output = Result<OutboundResponse, OutboundError>> + Send + '_>> {
         Box::pin(self.send(req))
     }
+}
+
+/// Sends of one request again after its connection closed unanswered.
+const MOST_RESENDS: u32 = 2;
+
+/// Whether `e` is a connection that closed (or was reset) before any of
+/// the answer arrived.
+fn closed_unanswered(e: &reqwest::Error) -> bool {
+    if e.is_timeout() || e.is_connect() {
+        return false;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(h) = s.downcast_ref::<hyper::Error>()
+            && h.is_incomplete_message()
+        {
+            return true;
+        }
+        if let Some(io) = s.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            )
+        {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// The error and its causes on one line (reqwest's own text omits them).
