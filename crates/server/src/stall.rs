@@ -46,7 +46,7 @@ pub struct Pressure {
     close: watch::Sender<u64>,
 }
 
-/// What [`Pressure::close`] carries to stop serving altogether.
+/// What [`Pressure::stop`] sends its connections: stop serving altogether.
 pub const STOP: u64 = u64::MAX;
 
 impl Pressure {
