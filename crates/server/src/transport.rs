@@ -19,6 +19,9 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 /// A [`Transport`] over reqwest.
 pub struct HttpTransport {
     client: reqwest::Client,
+    /// Keeps no connection: a send again goes on a new one, not on another
+    /// kept-alive connection the receiver may be closing too.
+    fresh: reqwest::Client,
     policy: Arc<OutboundPolicy>,
 }
 
@@ -65,23 +68,30 @@ impl HttpTransport {
     ) -> anyhow::Result<HttpTransport> {
         actiongate_cli::install_tls_provider();
         let policy = Arc::new(policy);
-        let mut builder = reqwest::Client::builder()
-            // A redirect could send a signed delivery, or fetch a result,
-            // somewhere nobody named: never followed.
-            .redirect(reqwest::redirect::Policy::none())
-            // Direct, whatever HTTP_PROXY says: through a proxy the guarded
-            // resolver would see the proxy's address, never the target's.
-            .no_proxy()
-            .dns_resolver(Arc::new(Guarded(policy.clone())))
-            .pool_max_idle_per_host(idle_per_host)
-            .user_agent(concat!("actiongate/", env!("CARGO_PKG_VERSION")));
-        if let Some(t) = connect_timeout {
-            builder = builder.connect_timeout(t);
-        }
-        let client = builder
-            .build()
-            .map_err(|e| anyhow::anyhow!("cannot build an HTTP client: {e}"))?;
-        Ok(HttpTransport { client, policy })
+        let build = |idle: usize| {
+            let mut builder = reqwest::Client::builder()
+                // A redirect could send a signed delivery, or fetch a
+                // result, somewhere nobody named: never followed.
+                .redirect(reqwest::redirect::Policy::none())
+                // Direct, whatever HTTP_PROXY says: through a proxy the
+                // guarded resolver would see the proxy's address, never
+                // the target's.
+                .no_proxy()
+                .dns_resolver(Arc::new(Guarded(policy.clone())))
+                .pool_max_idle_per_host(idle)
+                .user_agent(concat!("actiongate/", env!("CARGO_PKG_VERSION")));
+            if let Some(t) = connect_timeout {
+                builder = builder.connect_timeout(t);
+            }
+            builder
+                .build()
+                .map_err(|e| anyhow::anyhow!("cannot build an HTTP client: {e}"))
+        };
+        Ok(HttpTransport {
+            client: build(idle_per_host)?,
+            fresh: build(0)?,
+            policy,
+        })
     }
 
     async fn send(&self, req: OutboundRequest) -> Result<OutboundResponse, OutboundError> {
@@ -94,8 +104,12 @@ impl HttpTransport {
         let payload = axum::body::Bytes::from(req.body);
         let mut resends = 0;
         let mut resp = loop {
-            let mut builder = self
-                .client
+            let client = if resends == 0 {
+                &self.client
+            } else {
+                &self.fresh
+            };
+            let mut builder = client
                 .post(&req.url)
                 .timeout(req.timeout.saturating_sub(started.elapsed()))
                 .header("content-type", "application/json");
@@ -107,8 +121,8 @@ impl HttpTransport {
                 // A kept-alive connection the receiver closed as this went
                 // out (at its connection cap, or its idle timeout): no
                 // answer came, and receivers deduplicate by webhook-id, so
-                // it goes again on another connection, as browsers resend
-                // on a reused connection that closes unanswered.
+                // it goes again once, on a new connection, as browsers
+                // resend on a reused connection that closes unanswered.
                 Err(e)
                     if resends < MOST_RESENDS
                         && closed_unanswered(&e)
@@ -184,7 +198,7 @@ impl Transport for HttpTransport {
 }
 
 /// Sends of one request again after its connection closed unanswered.
-const MOST_RESENDS: u32 = 2;
+const MOST_RESENDS: u32 = 1;
 
 /// Whether `e` is a connection that closed (or was reset) before any of
 /// the answer arrived.
