@@ -30,6 +30,11 @@ fn handler(url: &str) -> Value {
     })
 }
 
+/// A whole `200 OK` answer with a JSON `body`.
+fn ok_json(body: &str) -> Vec<u8> {
+    answer("200 OK", &[("content-type", "application/json")], body)
+}
+
 /// A daemon whose agent `bot` (open profile) has the handler `files` at
 /// `url`; the agent's key.
 async fn daemon_with_handler(dir: &std::path::Path, url: &str) -> (Daemon, String) {
@@ -62,17 +67,8 @@ async fn run(d: &Daemon, agent: &str) -> Value {
 
 async fn a_redirect_is_a_failed_attempt(status: &str) {
     // What only the daemon's side of the network should reach.
-    let internal = RawServer::start(|_, _| {
-        (
-            answer(
-                "200 OK",
-                &[("content-type", "application/json")],
-                r#"{"internal":"secret"}"#,
-            ),
-            After::Close,
-        )
-    })
-    .await;
+    let internal =
+        RawServer::start(|_, _| (ok_json(r#"{"internal":"secret"}"#), After::Close)).await;
     let target = format!("{}/internal", internal.base);
     let loc = target.clone();
     let status = status.to_owned();
@@ -139,11 +135,7 @@ async fn an_answer_cut_short_is_a_failed_attempt_that_is_retried() {
                 After::Stall(Duration::from_secs(5)),
             ),
             _ => (
-                answer(
-                    "200 OK",
-                    &[("content-type", "application/json")],
-                    r#"{"whole":true}"#,
-                ),
+                ok_json(r#"{"whole":true}"#),
                 After::Close,
             ),
         }
@@ -173,14 +165,7 @@ async fn a_connection_closed_unanswered_is_sent_again_within_the_attempt() {
     // second answers.
     let executor = RawServer::start(|n, _| match n {
         1 => (Vec::new(), After::Close),
-        _ => (
-            answer(
-                "200 OK",
-                &[("content-type", "application/json")],
-                r#"{"ok":true}"#,
-            ),
-            After::Close,
-        ),
+        _ => (ok_json(r#"{"ok":true}"#), After::Close),
     })
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -297,13 +282,7 @@ async fn every_spelling_of_a_metadata_address_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_name_that_resolves_outside_the_allowed_networks_is_never_contacted() {
-    let executor = RawServer::start(|_, _| {
-        (
-            answer("200 OK", &[("content-type", "application/json")], "{}"),
-            After::Close,
-        )
-    })
-    .await;
+    let executor = RawServer::start(|_, _| (ok_json("{}"), After::Close)).await;
     let port = executor.base.rsplit(':').next().unwrap().to_owned();
     let dir = tempfile::tempdir().unwrap();
     let mut env = ENV.to_vec();
@@ -345,13 +324,7 @@ async fn a_name_that_resolves_outside_the_allowed_networks_is_never_contacted() 
 /// any name past `allowed_networks`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proxy_in_the_environment_carries_no_delivery_past_the_allowed_networks() {
-    let proxy = RawServer::start(|_, _| {
-        (
-            answer("200 OK", &[("content-type", "application/json")], "{}"),
-            After::Close,
-        )
-    })
-    .await;
+    let proxy = RawServer::start(|_, _| (ok_json("{}"), After::Close)).await;
     let dir = tempfile::tempdir().unwrap();
     let mut env = ENV.to_vec();
     env.push(("ACTIONGATE_OUTBOUND__ALLOWED_NETWORKS", "[\"10.0.0.0/8\"]"));
@@ -377,13 +350,7 @@ async fn a_proxy_in_the_environment_carries_no_delivery_past_the_allowed_network
 /// recording the status and where it pointed, retried like a 5xx.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redirect_from_a_notification_receiver_is_not_followed_and_is_retried() {
-    let internal = RawServer::start(|_, _| {
-        (
-            answer("200 OK", &[("content-type", "application/json")], "{}"),
-            After::Close,
-        )
-    })
-    .await;
+    let internal = RawServer::start(|_, _| (ok_json("{}"), After::Close)).await;
     let target = format!("{}/internal", internal.base);
     let loc = target.clone();
     let receiver = RawServer::start(move |_, _| {

@@ -121,7 +121,7 @@ pub async fn plans(args: PlansArgs) -> Exit {
 /// One plan: its line of the table, then each step (`+` where approved),
 /// whole, with why it asks when it runs.
 pub(crate) fn print_plan(p: &Value) {
-    let steps = p["steps"].as_array().cloned().unwrap_or_default();
+    let steps = p["steps"].as_array().map_or(&[][..], Vec::as_slice);
     let rows = vec![vec![
         s(p, "id").to_owned(),
         relative(p, "created_at"),
@@ -159,7 +159,7 @@ pub(crate) fn print_plan(p: &Value) {
 
 /// The one-line summary of a decided plan.
 fn summary(p: &Value) -> String {
-    let steps = p["steps"].as_array().cloned().unwrap_or_default();
+    let steps = p["steps"].as_array().map_or(&[][..], Vec::as_slice);
     let approved = steps
         .iter()
         .filter(|s| s["approved"] == json!(true))
