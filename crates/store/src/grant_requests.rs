@@ -220,6 +220,7 @@ impl SqliteStore {
     ) -> Result<(GrantRequest, GrantCreated), StoreError> {
         let id = id.to_owned();
         let default_profile = self.default_profile.clone();
+        let candidates = self.pending_covered(&grant).await?;
         self.writer
             .run(move |conn| {
                 Box::pin(async move {
@@ -235,7 +236,8 @@ impl SqliteStore {
                     )
                     .await?;
                     let created =
-                        grants::create_on(conn, grant, None, default_profile.as_ref()).await?;
+                        grants::create_on(conn, grant, None, default_profile.as_ref(), &candidates)
+                            .await?;
                     let r = get_on(conn, &id).await?;
                     events::insert_on(conn, &event("grant_request.approved", &r)?).await?;
                     Ok((r, created))

@@ -17,6 +17,7 @@ use crate::grant_governs::handler_governs_on;
 pub(crate) use crate::grant_governs::{asked_under_rules, handler_action_governs};
 pub use crate::grant_list::GrantFilter;
 pub(crate) use crate::grant_list::list_query;
+use crate::grant_scan::{Candidates, candidates_query};
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
 use actiongate_api::model::{Action, ActionStatus, GrantRecord, Json};
 
@@ -309,6 +310,17 @@ where
     DB: sqlx::Database,
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
+    let mut q = covered_where(reach, also)?;
+    q.push(" ORDER BY id");
+    Some(q)
+}
+
+/// [`covered_query`] up to its `WHERE` clause's end, for more conditions.
+pub(crate) fn covered_where<DB>(reach: Reach<'_>, also: Option<&str>) -> Option<QueryBuilder<DB>>
+where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
     let mut q: QueryBuilder<DB> = QueryBuilder::new(concat!(
         "SELECT ",
         actions::action_columns!(),
@@ -332,7 +344,7 @@ where
     if let Some(agent) = reach.agent {
         q.push(" AND agent = ").push_bind(agent.to_owned());
     }
-    q.push(") ORDER BY id");
+    q.push(")");
     Some(q)
 }
 
@@ -451,6 +463,7 @@ pub(crate) async fn create_on(
     new: NewGrant,
     first: Option<ApproveFirst>,
     default_profile: Option<&Arc<policy::Profile>>,
+    candidates: &Candidates,
 ) -> Result<GrantCreated, StoreError> {
     let approved_first = match first {
         Some(first) => {
@@ -476,7 +489,7 @@ pub(crate) async fn create_on(
         .await?;
     let grant = from_row(&row)?;
     events::insert_on(conn, &grant_event("grant.created", &grant)?).await?;
-    let approved = approve_covered_on(conn, &grant, default_profile).await?;
+    let approved = approve_covered_on(conn, &grant, default_profile, candidates).await?;
     Ok(GrantCreated {
         grant,
         approved_first,
@@ -488,18 +501,19 @@ pub(crate) async fn create_on(
 /// where the grant would allow it as a new request: the agent's profile
 /// (its own as stored now, else `default_profile`) is judged first, so
 /// what it denies stays pending for a human. Actions past their deadline
-/// are left to expire.
+/// are left to expire. Only `candidates` are looked at (see `grant_scan`).
 async fn approve_covered_on(
     conn: &mut SqliteConnection,
     grant: &GrantRecord,
     default_profile: Option<&Arc<policy::Profile>>,
+    candidates: &Candidates,
 ) -> Result<Vec<Action>, StoreError> {
     // A grant for a session or a count allows what comes after it only.
     if grant.session.is_some() || grant.uses.is_some() {
         return Ok(Vec::new());
     }
     let pg = to_policy(grant)?;
-    let Some(mut q) = covered_query::<Sqlite>(grant.into(), None) else {
+    let Some(mut q) = candidates_query(grant.into(), candidates) else {
         return Ok(Vec::new());
     };
     let rows = q.build().fetch_all(&mut *conn).await?;
@@ -582,9 +596,12 @@ impl SqliteStore {
         first: Option<ApproveFirst>,
     ) -> Result<GrantCreated, StoreError> {
         let default_profile = self.default_profile.clone();
+        let candidates = self.pending_covered(&new).await?;
         self.writer
             .run(move |conn| {
-                Box::pin(async move { create_on(conn, new, first, default_profile.as_ref()).await })
+                Box::pin(async move {
+                    create_on(conn, new, first, default_profile.as_ref(), &candidates).await
+                })
             })
             .await
     }

@@ -43,6 +43,7 @@ mod grant_cache;
 mod grant_governs;
 mod grant_list;
 mod grant_requests;
+mod grant_scan;
 pub mod grants;
 mod handlers;
 mod in_use;
