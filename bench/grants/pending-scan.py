@@ -3,6 +3,7 @@
 # none of them are made one after another while another client asks
 # actions of a tool none of them reaches; prints each side's latency.
 #   python3 bench/grants/pending-scan.py target/release/actiongate [PENDING]
+# On Postgres: DATABASE_URL=postgres://... (an empty database) before it.
 import json, os, socket, subprocess, sys, tempfile, threading, time, urllib.request
 
 BIN = sys.argv[1]
@@ -10,7 +11,8 @@ PENDING = int(sys.argv[2]) if len(sys.argv) > 2 else 10000
 d = tempfile.mkdtemp(prefix="ag-pending-scan.")
 s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
 p = subprocess.Popen([BIN, "serve", "--data-dir", d, "--listen", f"127.0.0.1:{port}"], stderr=subprocess.DEVNULL,
-                     env={**os.environ, "ACTIONGATE_LOG": "warn", "ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT": "1000000"})
+                     env={**os.environ, "ACTIONGATE_LOG": "warn", "ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT": "1000000",
+                          **({"ACTIONGATE_STORAGE__DATABASE_URL": os.environ["DATABASE_URL"]} if os.environ.get("DATABASE_URL") else {})})
 base = f"http://127.0.0.1:{port}"
 
 

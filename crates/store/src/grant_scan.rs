@@ -1,14 +1,17 @@
-//! The pending actions a new grant may cover, looked through on a read
-//! connection before the writer stores the grant (SQLite).
+//! The pending actions a new grant may cover, looked through before the
+//! grant is stored, outside the writer (SQLite) or the transaction holding
+//! the grants lock (Postgres).
 //!
 //! Creating a grant approves every pending action it covers, and judging
-//! whether it covers one parses its detail (a shell line) or params. Done
-//! in the writer, with 10,000 actions of one tool pending, that held every
-//! other write for about 66 ms per grant. Now a read snapshot is looked
-//! through first; the writer reads only the actions found covered there,
-//! and those asked after the snapshot (each is stored with its
+//! whether it covers one parses the action's detail (a shell line) or
+//! params. Done while writing, with 10,000 actions of one tool pending,
+//! every other write (SQLite) or every action that asks (Postgres) waited
+//! 70-80 ms per grant. Now a read snapshot is looked through first, and
+//! the write reads only the actions found covered there and those the
+//! snapshot did not hold, and judges them again with everything else, as
+//! before: on SQLite those asked after it (each is stored with its
 //! `action.enqueued` event, whose `seq` is above every seq the snapshot
-//! held), and judges them again, with everything else, as before.
+//! held); on Postgres those not among the ids it held.
 //!
 //! Nothing can be missed: what makes a grant cover an action (its agent,
 //! tool, detail, handler, permission, scope and call) does not change while
@@ -22,85 +25,40 @@ use sqlx::{QueryBuilder, Sqlite};
 use crate::SqliteStore;
 use crate::actions;
 use crate::error::StoreError;
-use crate::grants::{NewGrant, NewGrantTarget, Reach, covered_query, covered_where, covers};
+use crate::grants::{NewGrant, NewGrantTarget, Reach, covered_query, covered_query_among, covers};
+use crate::row::Cols;
 use crate::time::now;
 
-/// Which pending actions the writer looks at for a new grant.
+/// Which pending actions the write looks at for a new grant.
 #[derive(Debug, Clone)]
 pub(crate) enum Candidates {
     /// Every pending action the grant may reach (nothing looked through
     /// before).
     All,
-    /// Those found covered in a snapshot, and every action asked after it.
-    Seen {
+    /// SQLite: those found covered in a snapshot, and every action asked
+    /// after it.
+    Since {
         /// The highest event `seq` in the snapshot.
         mark: i64,
         /// The ids found covered, as a JSON array.
-        ids: String,
+        covered: String,
+    },
+    /// Postgres: those found covered in a snapshot, and every action it did
+    /// not hold.
+    Unseen {
+        /// The ids found covered.
+        covered: Vec<String>,
+        /// Every id it held.
+        seen: Vec<String>,
     },
 }
 
-impl SqliteStore {
-    /// Looks through the pending actions `new` may reach on a read
-    /// connection. A grant for a session or a count approves none of them,
-    /// and one without a target none either: nothing is read for those.
-    pub(crate) async fn pending_covered(&self, new: &NewGrant) -> Result<Candidates, StoreError> {
-        let Some(mut q) = covered_query::<Sqlite>(new.into(), None) else {
-            return Ok(Candidates::All);
-        };
-        if new.is_scoped() {
-            return Ok(Candidates::All);
-        }
-        let grant = draft(new)?;
-        // One snapshot for both: an action it lacks was asked after `mark`.
-        let mut tx = self.read.begin().await?;
-        let mark: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM events")
-            .fetch_one(&mut *tx)
-            .await?;
-        let rows = q.build().fetch_all(&mut *tx).await?;
-        tx.rollback().await?;
-        // Judging thousands of shell lines is CPU work: off the runtime. If
-        // that fails, the writer looks through them all, as it used to.
-        let judged = tokio::task::spawn_blocking(move || -> Result<String, StoreError> {
-            let at = now();
-            let mut ids = Vec::new();
-            for row in &rows {
-                let action = actions::from_row(row)?;
-                if covers(&grant, &action, at) {
-                    ids.push(action.id);
-                }
-            }
-            Ok(serde_json::to_string(&ids)?)
-        })
-        .await;
-        let Ok(ids) = judged else {
-            return Ok(Candidates::All);
-        };
-        let ids = ids?;
-        Ok(Candidates::Seen { mark, ids })
+/// The grant `new` will be, as the policy judges it; `None` when it
+/// approves no pending action (one for a session or a count).
+pub(crate) fn draft(new: &NewGrant) -> Result<Option<policy::Grant>, StoreError> {
+    if new.is_scoped() {
+        return Ok(None);
     }
-}
-
-/// The query for the pending actions `reach` may cover, narrowed to
-/// `candidates`, in id order; `None` when it names no target.
-pub(crate) fn candidates_query(
-    reach: Reach<'_>,
-    candidates: &Candidates,
-) -> Option<QueryBuilder<Sqlite>> {
-    let mut q = covered_where::<Sqlite>(reach, None)?;
-    if let Candidates::Seen { mark, ids } = candidates {
-        q.push(" AND (id IN (SELECT value FROM json_each(")
-            .push_bind(ids.clone())
-            .push(")) OR id IN (SELECT action_id FROM events WHERE seq > ")
-            .push_bind(*mark)
-            .push(" AND type = 'action.enqueued'))");
-    }
-    q.push(" ORDER BY id");
-    Some(q)
-}
-
-/// The grant `new` will be, as the policy judges it.
-fn draft(new: &NewGrant) -> Result<policy::Grant, StoreError> {
     let target = match &new.target {
         NewGrantTarget::Permission {
             handler,
@@ -124,12 +82,84 @@ fn draft(new: &NewGrant) -> Result<policy::Grant, StoreError> {
             .map_err(|e| StoreError::Corrupt(e.to_string()))?,
         ),
     };
-    Ok(policy::Grant {
+    Ok(Some(policy::Grant {
         id: new.id.clone(),
         agent: new.agent.clone(),
         target,
         expires_at: new.expires_at,
         revoked_at: None,
+    }))
+}
+
+/// The ids of the actions in `rows` that `grant` covers now, and of every
+/// one; judged on a blocking thread (thousands of shell lines are CPU
+/// work). `None` when that thread failed: the write then looks through them
+/// all, as it used to.
+pub(crate) async fn judge<R>(
+    rows: Vec<R>,
+    grant: policy::Grant,
+) -> Result<Option<(Vec<String>, Vec<String>)>, StoreError>
+where
+    R: Cols + Send + 'static,
+{
+    let judged = tokio::task::spawn_blocking(move || {
+        let at = now();
+        let (mut covered, mut seen) = (Vec::new(), Vec::with_capacity(rows.len()));
+        for row in &rows {
+            let action = actions::from_row(row)?;
+            if covers(&grant, &action, at) {
+                covered.push(action.id.clone());
+            }
+            seen.push(action.id);
+        }
+        Ok::<_, StoreError>((covered, seen))
+    })
+    .await;
+    match judged {
+        Ok(ids) => Ok(Some(ids?)),
+        Err(_) => Ok(None),
+    }
+}
+
+impl SqliteStore {
+    /// Looks through the pending actions `new` may reach on a read
+    /// connection.
+    pub(crate) async fn pending_covered(&self, new: &NewGrant) -> Result<Candidates, StoreError> {
+        let (Some(grant), Some(mut q)) = (draft(new)?, covered_query::<Sqlite>(new.into(), None))
+        else {
+            return Ok(Candidates::All);
+        };
+        // One snapshot for both: an action it lacks was asked after `mark`.
+        let mut tx = self.read.begin().await?;
+        let mark: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM events")
+            .fetch_one(&mut *tx)
+            .await?;
+        let rows = q.build().fetch_all(&mut *tx).await?;
+        tx.rollback().await?;
+        Ok(match judge(rows, grant).await? {
+            Some((covered, _)) => Candidates::Since {
+                mark,
+                covered: serde_json::to_string(&covered)?,
+            },
+            None => Candidates::All,
+        })
+    }
+}
+
+/// The SQLite query for the pending actions `reach` may cover among
+/// `candidates`, in id order; `None` when it names no target.
+pub(crate) fn candidates_query(
+    reach: Reach<'_>,
+    candidates: &Candidates,
+) -> Option<QueryBuilder<Sqlite>> {
+    covered_query_among::<Sqlite>(reach, None, |q| {
+        if let Candidates::Since { mark, covered } = candidates {
+            q.push(" AND (id IN (SELECT value FROM json_each(")
+                .push_bind(covered.clone())
+                .push(")) OR id IN (SELECT action_id FROM events WHERE seq > ")
+                .push_bind(*mark)
+                .push(" AND type = 'action.enqueued'))");
+        }
     })
 }
 
@@ -178,10 +208,10 @@ mod tests {
         let (before_not, _) = store.insert_action(ask(2)).await.unwrap();
         let new = grant("echo [13]");
         let candidates = store.pending_covered(&new).await.unwrap();
-        let Candidates::Seen { ids, .. } = &candidates else {
+        let Candidates::Since { covered, .. } = &candidates else {
             panic!("{candidates:?}");
         };
-        assert_eq!(ids, &serde_json::to_string(&[&before.id]).unwrap());
+        assert_eq!(covered, &serde_json::to_string(&[&before.id]).unwrap());
         let (after, _) = store.insert_action(ask(3)).await.unwrap();
         let (after_not, _) = store.insert_action(ask(4)).await.unwrap();
 

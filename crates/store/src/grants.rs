@@ -310,13 +310,16 @@ where
     DB: sqlx::Database,
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
-    let mut q = covered_where(reach, also)?;
-    q.push(" ORDER BY id");
-    Some(q)
+    covered_query_among(reach, also, |_| {})
 }
 
-/// [`covered_query`] up to its `WHERE` clause's end, for more conditions.
-pub(crate) fn covered_where<DB>(reach: Reach<'_>, also: Option<&str>) -> Option<QueryBuilder<DB>>
+/// [`covered_query`], the pending actions narrowed by what `narrow` adds
+/// to their conditions (`also` is not).
+pub(crate) fn covered_query_among<DB>(
+    reach: Reach<'_>,
+    also: Option<&str>,
+    narrow: impl FnOnce(&mut QueryBuilder<DB>),
+) -> Option<QueryBuilder<DB>>
 where
     DB: sqlx::Database,
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
@@ -344,7 +347,8 @@ where
     if let Some(agent) = reach.agent {
         q.push(" AND agent = ").push_bind(agent.to_owned());
     }
-    q.push(")");
+    narrow(&mut q);
+    q.push(") ORDER BY id");
     Some(q)
 }
 

@@ -380,7 +380,70 @@ async fn a_cautioned_action_is_settled_by_no_grant(kind: Kind) {
     }
 }
 
+/// A grant made while actions it covers are being asked leaves none of them
+/// pending, whichever side they were stored on of the look through pending
+/// actions that is made before the grant's write (`grant_scan`): before it,
+/// between it and the write, or after the write.
+async fn a_grant_made_while_covered_actions_are_asked_leaves_none_pending(kind: Kind) {
+    let Some((store, _dir)) = open_with(kind, guarded()).await else {
+        return;
+    };
+    // A look long enough for asks to land in.
+    for i in 0..300 {
+        store
+            .insert_action(ask("a", &format!("make before-{i}")))
+            .await
+            .unwrap();
+    }
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let askers: Vec<_> = (0..4)
+        .map(|t| {
+            let (store, asked) = (store.clone(), asked.clone());
+            tokio::spawn(async move {
+                for i in 0..150 {
+                    store
+                        .insert_action(ask("b", &format!("make during-{t}-{i}")))
+                        .await
+                        .unwrap();
+                    asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    while asked.load(std::sync::atomic::Ordering::SeqCst) < 40 {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let created = store
+        .create_grant(tool_grant(None, "make.*"), None)
+        .await
+        .unwrap();
+    let during = asked.load(std::sync::atomic::Ordering::SeqCst);
+    for a in askers {
+        a.await.unwrap();
+    }
+    assert!(
+        during < 600,
+        "every ask was over before the grant: {during}"
+    );
+    assert!(created.approved.len() > 300, "{}", created.approved.len());
+    let pending = store
+        .list_actions(&ActionFilter {
+            status: Some(ActionStatus::Pending),
+            limit: 1000,
+            ..ActionFilter::default()
+        })
+        .await
+        .unwrap();
+    let details: Vec<&str> = pending.iter().map(|a| a.detail.as_str()).collect();
+    assert!(
+        details.is_empty(),
+        "{} left pending: {details:?}",
+        details.len()
+    );
+}
+
 crate::conformance!(
+    a_grant_made_while_covered_actions_are_asked_leaves_none_pending,
     a_cautioned_action_is_settled_by_no_grant,
     an_ask_stored_after_a_grant_it_did_not_see_is_approved_on_every_backend,
     a_grant_approves_what_it_covers_where_the_profile_as_stored_now_lets_it,

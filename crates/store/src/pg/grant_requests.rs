@@ -109,6 +109,7 @@ impl Postgres {
         id: &str,
         grant: NewGrant,
     ) -> Result<(GrantRequest, GrantCreated), StoreError> {
+        let candidates = self.pending_covered(&grant).await?;
         let mut tx = self.begin().await?;
         let decided_by = grant.granted_by.clone();
         let grant_id = grant.id.clone();
@@ -127,6 +128,7 @@ impl Postgres {
             grant,
             None,
             self.default_profile.as_ref(),
+            &candidates,
             &mut events,
         )
         .await?;

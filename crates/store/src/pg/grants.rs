@@ -20,20 +20,27 @@
 //! statements from deadlocking on an action committed between them. A
 //! grant for a session or a count made on its own takes no part: it
 //! allows only actions asked after it ([`only_later`]).
+//!
+//! The pending actions are judged on a snapshot before the transaction
+//! (`grant_scan`, [`Postgres::pending_covered`]): it locks and judges
+//! again only those found covered there and those the snapshot did not
+//! hold, so the lock that new asks wait for is held for milliseconds, not
+//! for as long as judging thousands of pending actions takes.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use actiongate_policy as policy;
-use sqlx::{PgConnection, Postgres as Pg};
+use sqlx::{PgConnection, Postgres as Pg, QueryBuilder};
 
 use crate::actions::NewAction;
 use crate::error::StoreError;
 use crate::events::NewEvent;
+use crate::grant_scan::{Candidates, draft, judge};
 use crate::grants::{
     ApproveFirst, GrantCreated, GrantFilter, NewGrant, allows, approve_by_grant, asked_under_rules,
-    compile_profile, covered_query, covers, from_row, grant_columns, grant_event,
-    handler_action_governs, insert_query, list_query, to_policy,
+    compile_profile, covered_query, covered_query_among, covers, from_row, grant_columns,
+    grant_event, handler_action_governs, insert_query, list_query, to_policy,
 };
 use crate::pg::Postgres;
 use crate::pg::actions::transition_on;
@@ -227,13 +234,15 @@ pub(crate) async fn create_on(
     new: NewGrant,
     first: Option<ApproveFirst>,
     default_profile: Option<&Arc<policy::Profile>>,
+    candidates: &Candidates,
     events: &mut Vec<NewEvent>,
 ) -> Result<GrantCreated, StoreError> {
     if first.is_some() || !only_later(&new) {
         lock_grants(conn, true).await?;
     }
     if let Some(first) = &first
-        && let Some(mut q) = covered_query::<Pg>((&new).into(), Some(&first.action_id))
+        && let Some(mut q) =
+            covered_query_among::<Pg>((&new).into(), Some(&first.action_id), among(candidates))
     {
         // The action approved first and what the grant may cover, locked
         // together in id order before any is changed: locked one after the
@@ -268,7 +277,7 @@ pub(crate) async fn create_on(
         .await?;
     let grant = from_row(&row)?;
     events.push(grant_event("grant.created", &grant)?);
-    let approved = approve_covered_on(conn, &grant, default_profile, events).await?;
+    let approved = approve_covered_on(conn, &grant, default_profile, candidates, events).await?;
     Ok(GrantCreated {
         grant,
         approved_first,
@@ -276,13 +285,28 @@ pub(crate) async fn create_on(
     })
 }
 
+/// Narrows the pending actions a grant's queries lock to `candidates`.
+fn among(candidates: &Candidates) -> impl FnOnce(&mut QueryBuilder<Pg>) + '_ {
+    move |q| {
+        if let Candidates::Unseen { covered, seen } = candidates {
+            q.push(" AND (id IN (SELECT unnest(")
+                .push_bind(covered.clone())
+                .push("::text[])) OR id NOT IN (SELECT unnest(")
+                .push_bind(seen.clone())
+                .push("::text[])))");
+        }
+    }
+}
+
 /// Approves every pending action `grant` covers where the grant would
 /// allow it as a new request (the agent's profile judged first); actions
-/// past their deadline are left to expire.
+/// past their deadline are left to expire. Only `candidates` are looked
+/// at.
 async fn approve_covered_on(
     conn: &mut PgConnection,
     grant: &GrantRecord,
     default_profile: Option<&Arc<policy::Profile>>,
+    candidates: &Candidates,
     events: &mut Vec<NewEvent>,
 ) -> Result<Vec<Action>, StoreError> {
     // A grant for a session or a count allows what comes after it only.
@@ -290,7 +314,7 @@ async fn approve_covered_on(
         return Ok(Vec::new());
     }
     let pg = to_policy(grant)?;
-    let Some(mut q) = covered_query::<Pg>(grant.into(), None) else {
+    let Some(mut q) = covered_query_among::<Pg>(grant.into(), None, among(candidates)) else {
         return Ok(Vec::new());
     };
     q.push(" FOR UPDATE");
@@ -353,6 +377,20 @@ async fn approve_covered_on(
 }
 
 impl Postgres {
+    /// Looks through the pending actions `new` may reach, outside any
+    /// transaction (see the module's header).
+    pub(crate) async fn pending_covered(&self, new: &NewGrant) -> Result<Candidates, StoreError> {
+        let (Some(grant), Some(mut q)) = (draft(new)?, covered_query::<Pg>(new.into(), None))
+        else {
+            return Ok(Candidates::All);
+        };
+        let rows = q.build().fetch_all(&self.pool).await?;
+        Ok(match judge(rows, grant).await? {
+            Some((covered, seen)) => Candidates::Unseen { covered, seen },
+            None => Candidates::All,
+        })
+    }
+
     /// Stores a grant; approves `first` (if given) and every pending action
     /// the grant covers, all in one transaction.
     pub async fn create_grant(
@@ -360,6 +398,7 @@ impl Postgres {
         new: NewGrant,
         first: Option<ApproveFirst>,
     ) -> Result<GrantCreated, StoreError> {
+        let candidates = self.pending_covered(&new).await?;
         let mut tx = self.begin().await?;
         let mut events = Vec::new();
         let created = create_on(
@@ -367,6 +406,7 @@ impl Postgres {
             new,
             first,
             self.default_profile.as_ref(),
+            &candidates,
             &mut events,
         )
         .await?;
