@@ -25,9 +25,10 @@ use sqlx::{QueryBuilder, Sqlite};
 use crate::SqliteStore;
 use crate::actions;
 use crate::error::StoreError;
-use crate::grants::{NewGrant, NewGrantTarget, Reach, covered_query, covered_query_among, covers};
+use crate::grants::{NewGrant, NewGrantTarget, covers};
 use crate::row::Cols;
 use crate::time::now;
+use actiongate_api::model::GrantRecord;
 
 /// Which pending actions the write looks at for a new grant.
 #[derive(Debug, Clone)]
@@ -161,6 +162,94 @@ pub(crate) fn candidates_query(
                 .push(" AND type = 'action.enqueued'))");
         }
     })
+}
+
+/// What a grant may cover, as the query for candidates sees it.
+pub(crate) struct Reach<'a> {
+    agent: Option<&'a str>,
+    handler: Option<&'a str>,
+    permission: Option<&'a str>,
+    tool: Option<&'a str>,
+}
+
+impl<'a> From<&'a GrantRecord> for Reach<'a> {
+    fn from(g: &'a GrantRecord) -> Reach<'a> {
+        Reach {
+            agent: g.agent.as_deref(),
+            handler: g.handler.as_deref(),
+            permission: g.permission.as_deref(),
+            tool: g.tool.as_deref(),
+        }
+    }
+}
+
+impl<'a> From<&'a NewGrant> for Reach<'a> {
+    fn from(g: &'a NewGrant) -> Reach<'a> {
+        let (handler, permission, tool) = match &g.target {
+            NewGrantTarget::Permission {
+                handler,
+                permission,
+                ..
+            } => (Some(handler.as_str()), Some(permission.as_str()), None),
+            NewGrantTarget::Tool { tool, .. } => (None, None, Some(tool.as_str())),
+        };
+        Reach {
+            agent: g.agent.as_deref(),
+            handler,
+            permission,
+            tool,
+        }
+    }
+}
+
+/// The query for the pending actions a grant may cover (the policy judges
+/// each), and action `also` when given, in id order; `None` when the grant
+/// names no target.
+pub(crate) fn covered_query<DB>(reach: Reach<'_>, also: Option<&str>) -> Option<QueryBuilder<DB>>
+where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    covered_query_among(reach, also, |_| {})
+}
+
+/// [`covered_query`], the pending actions narrowed by what `narrow` adds
+/// to their conditions (`also` is not).
+pub(crate) fn covered_query_among<DB>(
+    reach: Reach<'_>,
+    also: Option<&str>,
+    narrow: impl FnOnce(&mut QueryBuilder<DB>),
+) -> Option<QueryBuilder<DB>>
+where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut q: QueryBuilder<DB> = QueryBuilder::new(concat!(
+        "SELECT ",
+        actions::action_columns!(),
+        " FROM actions WHERE "
+    ));
+    if let Some(id) = also {
+        q.push("id = ").push_bind(id.to_owned()).push(" OR ");
+    }
+    q.push("(status = 'pending'");
+    match (reach.handler, reach.permission, reach.tool) {
+        (Some(h), Some(p), _) => {
+            q.push(" AND handler = ").push_bind(h.to_owned());
+            q.push(" AND permission = ").push_bind(p.to_owned());
+        }
+        (_, _, Some(tool)) => {
+            q.push(" AND handler IS NULL AND tool = ")
+                .push_bind(tool.to_owned());
+        }
+        _ => return None,
+    }
+    if let Some(agent) = reach.agent {
+        q.push(" AND agent = ").push_bind(agent.to_owned());
+    }
+    narrow(&mut q);
+    q.push(") ORDER BY id");
+    Some(q)
 }
 
 #[cfg(test)]

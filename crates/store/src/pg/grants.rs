@@ -36,11 +36,11 @@ use sqlx::{PgConnection, Postgres as Pg, QueryBuilder};
 use crate::actions::NewAction;
 use crate::error::StoreError;
 use crate::events::NewEvent;
-use crate::grant_scan::{Candidates, draft, judge};
+use crate::grant_scan::{Candidates, covered_query, covered_query_among, draft, judge};
 use crate::grants::{
     ApproveFirst, GrantCreated, GrantFilter, NewGrant, allows, approve_by_grant, asked_under_rules,
-    compile_profile, covered_query, covered_query_among, covers, from_row, grant_columns,
-    grant_event, handler_action_governs, insert_query, list_query, to_policy,
+    compile_profile, covers, from_row, grant_columns, grant_event, handler_action_governs,
+    insert_query, list_query, to_policy,
 };
 use crate::pg::Postgres;
 use crate::pg::actions::transition_on;
