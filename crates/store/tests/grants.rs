@@ -400,7 +400,7 @@ async fn a_grant_made_while_covered_actions_are_asked_leaves_none_pending(kind: 
         .map(|t| {
             let (store, asked) = (store.clone(), asked.clone());
             tokio::spawn(async move {
-                for i in 0..150 {
+                for i in 0..300 {
                     store
                         .insert_action(ask("b", &format!("make during-{t}-{i}")))
                         .await
@@ -429,7 +429,7 @@ async fn a_grant_made_while_covered_actions_are_asked_leaves_none_pending(kind: 
     let pending = store
         .list_actions(&ActionFilter {
             status: Some(ActionStatus::Pending),
-            limit: 1000,
+            limit: 2000,
             ..ActionFilter::default()
         })
         .await
