@@ -60,33 +60,10 @@ pub(crate) fn draft(new: &NewGrant) -> Result<Option<policy::Grant>, StoreError>
     if new.is_scoped() {
         return Ok(None);
     }
-    let target = match &new.target {
-        NewGrantTarget::Permission {
-            handler,
-            permission,
-            scope,
-        } => policy::GrantTarget::Permission {
-            handler: handler.clone(),
-            permission: permission.clone(),
-            scope: scope.clone(),
-        },
-        NewGrantTarget::Tool {
-            tool,
-            pattern,
-            whole_line,
-        } => policy::GrantTarget::Tool(
-            if *whole_line {
-                policy::ToolPattern::whole_line(tool, pattern)
-            } else {
-                policy::ToolPattern::new(tool, pattern)
-            }
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-        ),
-    };
     Ok(Some(policy::Grant {
         id: new.id.clone(),
         agent: new.agent.clone(),
-        target,
+        target: new.target.clone().into_policy()?,
         expires_at: new.expires_at,
         revoked_at: None,
     }))

@@ -176,28 +176,55 @@ pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<GrantRecord, Store
 /// The policy crate's view of a stored grant.
 pub fn to_policy(g: &GrantRecord) -> Result<policy::Grant, StoreError> {
     let target = match (&g.handler, &g.permission, &g.scope, &g.tool, &g.pattern) {
-        (Some(handler), Some(permission), Some(scope), _, _) => policy::GrantTarget::Permission {
+        (Some(handler), Some(permission), Some(scope), _, _) => NewGrantTarget::Permission {
             handler: handler.clone(),
             permission: permission.clone(),
             scope: scope.clone(),
         },
-        (_, _, _, Some(tool), Some(pattern)) => policy::GrantTarget::Tool(
-            if g.whole_line {
-                policy::ToolPattern::whole_line(tool, pattern)
-            } else {
-                policy::ToolPattern::new(tool, pattern)
-            }
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-        ),
+        (_, _, _, Some(tool), Some(pattern)) => NewGrantTarget::Tool {
+            tool: tool.clone(),
+            pattern: pattern.clone(),
+            whole_line: g.whole_line,
+        },
         _ => return Err(StoreError::Corrupt(format!("grant {} has no target", g.id))),
     };
     Ok(policy::Grant {
         id: g.id.clone(),
         agent: g.agent.clone(),
-        target,
+        target: target.into_policy()?,
         expires_at: g.expires_at,
         revoked_at: g.revoked_at,
     })
+}
+
+impl NewGrantTarget {
+    /// The policy crate's view of this target; a pattern it cannot build
+    /// (one stored edited by hand) is corrupt.
+    pub(crate) fn into_policy(self) -> Result<policy::GrantTarget, StoreError> {
+        Ok(match self {
+            NewGrantTarget::Permission {
+                handler,
+                permission,
+                scope,
+            } => policy::GrantTarget::Permission {
+                handler,
+                permission,
+                scope,
+            },
+            NewGrantTarget::Tool {
+                tool,
+                pattern,
+                whole_line,
+            } => policy::GrantTarget::Tool(
+                if whole_line {
+                    policy::ToolPattern::whole_line(&tool, &pattern)
+                } else {
+                    policy::ToolPattern::new(&tool, &pattern)
+                }
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            ),
+        })
+    }
 }
 
 pub(crate) fn grant_event(kind: &'static str, g: &GrantRecord) -> Result<NewEvent, StoreError> {
