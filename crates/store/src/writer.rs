@@ -450,7 +450,9 @@ async fn run(mut conn: SqliteConnection, direct: Option<Direct>, mut inbox: Inbo
         if batch.is_empty() && !inbox.next(&mut batch).await {
             break;
         }
-        let _working = disk.working();
+        // Held until the batch is done with, not until its answers are
+        // sent: a job answered sees the writer idle (or on a later batch).
+        let working = disk.working();
         if checkpoints.restart_due() {
             let copied = match &direct {
                 Some(direct) => direct.checkpoint().map_err(|e| e.to_string()),
@@ -474,6 +476,7 @@ async fn run(mut conn: SqliteConnection, direct: Option<Direct>, mut inbox: Inbo
                         after_commit.publish(&mut conn).await;
                     }
                     // Published first, then answered, as on sqlx's path.
+                    drop(working);
                     for q in batch.drain(..) {
                         if let Queued::Quick(job) = q {
                             job.answer(Ok(()));
@@ -491,6 +494,7 @@ async fn run(mut conn: SqliteConnection, direct: Option<Direct>, mut inbox: Inbo
                             Fault::Busy => disk.found_busy(),
                             _ => {}
                         }
+                        drop(working);
                         for q in batch.drain(..) {
                             if let Queued::Quick(job) = q {
                                 job.answer(Err(fault.to_error("direct write failed")));
@@ -551,6 +555,7 @@ async fn run(mut conn: SqliteConnection, direct: Option<Direct>, mut inbox: Inbo
                 after_commit.publish_known(&mut conn, events).await;
             }
         }
+        drop(working);
         for outcome in done.drain(..) {
             match outcome {
                 Outcome::Job(job) => job.finish(commit.clone()),
