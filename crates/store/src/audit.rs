@@ -217,7 +217,7 @@ impl SqliteStore {
                     };
                     let mut pruned = 0;
                     while seq < upper {
-                        let rows = due_chunk::<sqlx::Sqlite>(seq, upper)
+                        let rows = due_chunk::<sqlx::Sqlite>(SQLITE_EVENTS, seq, upper)
                             .build()
                             .fetch_all(&mut *conn)
                             .await?;
@@ -250,21 +250,31 @@ impl SqliteStore {
 /// MiB at most, however many it prunes (soak review).
 pub(crate) const PRUNE_CHUNK: i64 = 16;
 
-/// The next [`PRUNE_CHUNK`] events after `after`, up to `upper`, whole.
-pub(crate) fn due_chunk<DB>(after: i64, upper: i64) -> sqlx::QueryBuilder<DB>
+/// What SQLite's [`due_chunk`] selects from, up to its condition.
+pub(crate) const SQLITE_EVENTS: &str = concat!(
+    "SELECT ",
+    crate::events::stored_columns!(),
+    " FROM ",
+    crate::events::stored_from!(),
+    " WHERE "
+);
+
+/// What Postgres's [`due_chunk`] selects from, up to its condition.
+pub(crate) const PG_EVENTS: &str = concat!("SELECT ", event_columns!(), " FROM events WHERE ");
+
+/// The next [`PRUNE_CHUNK`] events after `after`, up to `upper`, whole,
+/// selected by `select` ([`SQLITE_EVENTS`] or [`PG_EVENTS`]).
+pub(crate) fn due_chunk<DB>(select: &'static str, after: i64, upper: i64) -> sqlx::QueryBuilder<DB>
 where
     DB: sqlx::Database,
     for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
-    let mut q = sqlx::QueryBuilder::new(concat!(
-        "SELECT ",
-        event_columns!(),
-        " FROM events WHERE seq > "
-    ));
-    q.push_bind(after)
-        .push(" AND seq <= ")
+    let mut q = sqlx::QueryBuilder::new(select);
+    q.push("events.seq > ")
+        .push_bind(after)
+        .push(" AND events.seq <= ")
         .push_bind(upper)
-        .push(" ORDER BY seq LIMIT ")
+        .push(" ORDER BY events.seq LIMIT ")
         .push_bind(PRUNE_CHUNK);
     q
 }

@@ -46,6 +46,9 @@ pub(crate) struct CreateJob {
     /// The events recording it, in order; `seq` is filled in by the insert.
     /// Shared as they will be published (see the type's docs).
     events: Vec<Arc<Event>>,
+    /// What the first event's `data` column holds instead of its JSON,
+    /// when that is stored by reference to the row (`crate::event_ref`).
+    first_stored: Option<String>,
     reply: Option<oneshot::Sender<Result<Box<CreateJob>, StoreError>>>,
 }
 
@@ -69,10 +72,19 @@ impl CreateJob {
         let display = json(action.display.as_ref())?;
         let hints = json(action.hints.as_ref())?;
         let created_events = created_events(&mut action, claim_until.is_some())?;
-        let events = created_events
+        let events: Vec<Arc<Event>> = created_events
             .into_iter()
             .map(|ev| Arc::new(ev.prepare(created)))
             .collect();
+        let first_stored = match events.as_slice() {
+            [only] => crate::event_ref::reference(
+                &action,
+                &only.data,
+                rule.as_deref(),
+                params_view.as_deref(),
+            ),
+            _ => None,
+        };
         let (reply, rx) = oneshot::channel();
         Ok((
             CreateJob {
@@ -85,6 +97,7 @@ impl CreateJob {
                 hints,
                 claim_until,
                 events,
+                first_stored,
                 reply: Some(reply),
             },
             rx,
@@ -193,6 +206,10 @@ impl CreateJob {
     /// Its `i`th event's row, in [`EVENT_COLUMNS`] order, written at `at`.
     pub(crate) fn event_row(&self, i: usize, at: i64) -> [Val<'_>; EVENT_WIDTH] {
         let e = &self.events[i];
+        let data = match (i, &self.first_stored) {
+            (0, Some(mark)) => mark.as_str(),
+            _ => e.data.get(),
+        };
         [
             Val::Text(Some(&e.id)),
             Val::Text(Some(&e.kind)),
@@ -200,7 +217,7 @@ impl CreateJob {
             Val::Text(e.agent.as_deref()),
             Val::Text(e.action_id.as_deref()),
             Val::Text(None),
-            Val::Text(Some(e.data.get())),
+            Val::Text(Some(data)),
         ]
     }
 

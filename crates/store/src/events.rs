@@ -91,7 +91,7 @@ pub(crate) async fn insert_all_on(
 
 macro_rules! columns {
     () => {
-        event_columns!()
+        stored_columns!()
     };
 }
 
@@ -104,18 +104,49 @@ macro_rules! event_columns {
 }
 pub(crate) use event_columns;
 
-/// Reads an event row selected with `event_columns!()`.
+/// The event columns of a SQLite query, with those of the action a
+/// by-reference event renders from (`crate::event_ref`): select them with
+/// [`stored_from!`], and name `events.agent`, not `agent`, in conditions.
+macro_rules! stored_columns {
+    () => {
+        concat!(
+            "events.seq AS seq, events.id AS id, events.type AS type, events.at AS at, \
+             events.agent AS agent, events.action_id AS action_id, \
+             events.grant_id AS grant_id, events.data AS data, ",
+            crate::event_ref::ref_columns!()
+        )
+    };
+}
+pub(crate) use stored_columns;
+
+/// What SQLite's event queries select [`stored_columns!`] from: the
+/// events, each by-reference one with its action's row.
+macro_rules! stored_from {
+    () => {
+        "events LEFT JOIN actions r ON substr(events.data, 1, 1) = '@' AND r.id = events.action_id"
+    };
+}
+pub(crate) use stored_from;
+
+/// Reads an event row selected with `event_columns!()` (Postgres) or
+/// [`stored_columns!`] (SQLite).
 pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<Event, StoreError> {
     let data: String = row.try_get("data")?;
+    let seq = row.try_get("seq")?;
+    let data = if crate::event_ref::is_reference(&data) {
+        crate::event_ref::render(&data, seq, row)?
+    } else {
+        Json::from_text(data)?
+    };
     Ok(Event {
-        seq: row.try_get("seq")?,
+        seq,
         id: row.try_get("id")?,
         kind: row.try_get("type")?,
         at: from_ms(row.try_get("at")?),
         agent: row.try_get("agent")?,
         action_id: row.try_get("action_id")?,
         grant_id: row.try_get("grant_id")?,
-        data: Json::from_text(data)?,
+        data,
     })
 }
 
@@ -127,7 +158,9 @@ pub(crate) async fn after_on(
     let rows = sqlx::query(concat!(
         "SELECT ",
         columns!(),
-        " FROM events WHERE seq > ? ORDER BY seq"
+        " FROM ",
+        stored_from!(),
+        " WHERE events.seq > ? ORDER BY events.seq"
     ))
     .bind(seq)
     .fetch_all(conn)
@@ -209,7 +242,9 @@ impl SqliteStore {
                 sqlx::query(concat!(
                     "SELECT ",
                     columns!(),
-                    " FROM events WHERE seq > ? AND agent = ? ORDER BY seq LIMIT ?"
+                    " FROM ",
+                    stored_from!(),
+                    " WHERE events.seq > ? AND events.agent = ? ORDER BY events.seq LIMIT ?"
                 ))
                 .bind(seq)
                 .bind(agent)
@@ -221,7 +256,9 @@ impl SqliteStore {
                 sqlx::query(concat!(
                     "SELECT ",
                     columns!(),
-                    " FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+                    " FROM ",
+                    stored_from!(),
+                    " WHERE events.seq > ? ORDER BY events.seq LIMIT ?"
                 ))
                 .bind(seq)
                 .bind(limit)
@@ -237,7 +274,9 @@ impl SqliteStore {
         let rows = sqlx::query(concat!(
             "SELECT ",
             columns!(),
-            " FROM events WHERE action_id = ? ORDER BY seq"
+            " FROM ",
+            stored_from!(),
+            " WHERE events.action_id = ? ORDER BY events.seq"
         ))
         .bind(action_id)
         .fetch_all(&self.read)

@@ -36,6 +36,7 @@ pub mod deadline;
 mod direct;
 mod dispatch;
 mod error;
+mod event_ref;
 pub mod event_types;
 mod events;
 mod fault;

@@ -272,6 +272,9 @@ impl crate::SqliteStore {
         self.writer
             .run(move |conn| {
                 Box::pin(async move {
+                    if kind == Records::Actions {
+                        crate::event_ref::write_out(&mut *conn, &ids).await?;
+                    }
                     let gone: Vec<String> = delete_due::<sqlx::Sqlite>(kind, cutoff, &ids)
                         .build_query_scalar()
                         .fetch_all(&mut *conn)

@@ -14,7 +14,7 @@ use sqlx::Row;
 use crate::SqliteStore;
 use crate::error::StoreError;
 use crate::event_types::TypeFilter;
-use crate::events::{event_columns, from_row as event_from_row};
+use crate::events::{from_row as event_from_row, stored_columns, stored_from};
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
 
 /// A subscription about to be stored.
@@ -259,8 +259,10 @@ impl SqliteStore {
                     };
                     let rows = sqlx::query(concat!(
                         "SELECT ",
-                        event_columns!(),
-                        " FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+                        stored_columns!(),
+                        " FROM ",
+                        stored_from!(),
+                        " WHERE events.seq > ? ORDER BY events.seq LIMIT ?"
                     ))
                     .bind(min_cursor)
                     .bind(limit)

@@ -69,6 +69,15 @@ pub async fn execute_raw(held: &Held, sqlite_sql: &'static str, pg_sql: &'static
     }
 }
 
+/// A connection of its own to the SQLite database of `held`; `None` on
+/// Postgres.
+pub async fn sqlite_conn(held: &Held) -> Option<sqlx::SqliteConnection> {
+    use sqlx::Connection;
+    let dir = held.0.as_ref()?;
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    Some(sqlx::SqliteConnection::connect(&url).await.unwrap())
+}
+
 /// The database of `held` opened again, or why not.
 pub async fn try_reopen(held: &Held) -> Result<Store, actiongate_store::StoreError> {
     match held {

@@ -9,6 +9,7 @@ mod backends;
 mod connectors;
 mod cut_calls;
 mod dispatch;
+mod event_refs;
 mod grant_lock;
 mod grant_requests;
 mod grants;

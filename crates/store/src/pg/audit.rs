@@ -9,7 +9,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
-use crate::audit::{Anchor, GENESIS_HASH, chain_rows, due_chunk, due_until};
+use crate::audit::{Anchor, GENESIS_HASH, PG_EVENTS, chain_rows, due_chunk, due_until};
 use crate::error::StoreError;
 use crate::pg::Postgres;
 use crate::time::to_ms;
@@ -80,7 +80,7 @@ impl Postgres {
         let mut pruned = 0;
         if let Some(upper) = due_until(&heads, to_ms(cutoff), keep_after) {
             while seq < upper {
-                let rows = due_chunk::<sqlx::Postgres>(seq, upper)
+                let rows = due_chunk::<sqlx::Postgres>(PG_EVENTS, seq, upper)
                     .build()
                     .fetch_all(&mut *tx)
                     .await?;
