@@ -18,6 +18,7 @@ mod dispatch_lease;
 mod edge_names;
 mod edge_proxy;
 mod edge_review;
+mod event_refs;
 mod examples;
 mod executor_crash;
 mod executor_modes;
