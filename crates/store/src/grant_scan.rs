@@ -11,7 +11,9 @@
 //! snapshot did not hold, and judges them again with everything else, as
 //! before: on SQLite those asked after it (each is stored with its
 //! `action.enqueued` event, whose `seq` is above every seq the snapshot
-//! held); on Postgres those not among the ids it held.
+//! held); on Postgres those not among the ids it held. The look reads a
+//! page at a time ([`LOOK_PAGE`]), so a queue of any length costs it a
+//! page of rows and two ids per action in memory.
 //!
 //! Nothing can be missed: what makes a grant cover an action (its agent,
 //! tool, detail, handler, permission, scope and call) does not change while
@@ -69,33 +71,88 @@ pub(crate) fn draft(new: &NewGrant) -> Result<Option<policy::Grant>, StoreError>
     }))
 }
 
-/// The ids of the actions in `rows` that `grant` covers now, and of every
-/// one; judged on a blocking thread (thousands of shell lines are CPU
-/// work). `None` when that thread failed: the write then looks through them
-/// all, as it used to.
-pub(crate) async fn judge<R>(
-    rows: Vec<R>,
+/// Pending actions read and judged at a time: a look through a queue of
+/// any length holds at most this many rows, plus two ids per action.
+pub(crate) const LOOK_PAGE: usize = 500;
+
+/// A look through the pending actions a new grant may reach, a page
+/// ([`LOOK_PAGE`]) at a time in id order: [`Look::query`] the next page,
+/// [`Look::judge`] it, until the query is `None`.
+pub(crate) struct Look<'a> {
     grant: policy::Grant,
-) -> Result<Option<(Vec<String>, Vec<String>)>, StoreError>
-where
-    R: Cols + Send + 'static,
-{
-    let judged = tokio::task::spawn_blocking(move || {
-        let at = now();
-        let (mut covered, mut seen) = (Vec::new(), Vec::with_capacity(rows.len()));
-        for row in &rows {
-            let action = actions::from_row(row)?;
-            if covers(&grant, &action, at) {
-                covered.push(action.id.clone());
-            }
-            seen.push(action.id);
+    reach: &'a NewGrant,
+    /// The ids of those it covers now.
+    pub(crate) covered: Vec<String>,
+    /// The ids of every one judged.
+    pub(crate) seen: Vec<String>,
+    /// The last page was short: nothing more to read.
+    done: bool,
+}
+
+impl<'a> Look<'a> {
+    /// A look for `new`; `None` when it approves no pending action (one
+    /// for a session or a count) or names no target.
+    pub(crate) fn new(new: &'a NewGrant) -> Result<Option<Look<'a>>, StoreError> {
+        Ok(draft(new)?.map(|grant| Look {
+            grant,
+            reach: new,
+            covered: Vec::new(),
+            seen: Vec::new(),
+            done: false,
+        }))
+    }
+
+    /// The query for the next page; `None` once all are judged.
+    pub(crate) fn query<DB>(&self) -> Option<QueryBuilder<DB>>
+    where
+        DB: sqlx::Database,
+        for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+        for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    {
+        if self.done {
+            return None;
         }
-        Ok::<_, StoreError>((covered, seen))
-    })
-    .await;
-    match judged {
-        Ok(ids) => Ok(Some(ids?)),
-        Err(_) => Ok(None),
+        let after = self.seen.last().cloned();
+        let mut q = covered_query_among::<DB>(self.reach.into(), None, |q| {
+            if let Some(after) = after {
+                q.push(" AND id > ").push_bind(after);
+            }
+        })?;
+        q.push(" LIMIT ").push_bind(LOOK_PAGE as i64);
+        Some(q)
+    }
+
+    /// Judges a page `rows` read by [`Look::query`] on a blocking thread
+    /// (thousands of shell lines are CPU work); `false` when that thread
+    /// failed: the write then looks through them all, as it used to.
+    pub(crate) async fn judge<R>(&mut self, rows: Vec<R>) -> Result<bool, StoreError>
+    where
+        R: Cols + Send + 'static,
+    {
+        self.done = rows.len() < LOOK_PAGE;
+        let grant = self.grant.clone();
+        let judged = tokio::task::spawn_blocking(move || {
+            let at = now();
+            let (mut covered, mut seen) = (Vec::new(), Vec::with_capacity(rows.len()));
+            for row in &rows {
+                let action = actions::from_row(row)?;
+                if covers(&grant, &action, at) {
+                    covered.push(action.id.clone());
+                }
+                seen.push(action.id);
+            }
+            Ok::<_, StoreError>((covered, seen))
+        })
+        .await;
+        match judged {
+            Ok(ids) => {
+                let (covered, seen) = ids?;
+                self.covered.extend(covered);
+                self.seen.extend(seen);
+                Ok(true)
+            }
+            Err(_) => Ok(false),
+        }
     }
 }
 
@@ -103,23 +160,25 @@ impl SqliteStore {
     /// Looks through the pending actions `new` may reach on a read
     /// connection.
     pub(crate) async fn pending_covered(&self, new: &NewGrant) -> Result<Candidates, StoreError> {
-        let (Some(grant), Some(mut q)) = (draft(new)?, covered_query::<Sqlite>(new.into(), None))
-        else {
+        let Some(mut look) = Look::new(new)? else {
             return Ok(Candidates::All);
         };
-        // One snapshot for both: an action it lacks was asked after `mark`.
+        // One snapshot for all pages: an action it lacks was asked after
+        // `mark`.
         let mut tx = self.read.begin().await?;
         let mark: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM events")
             .fetch_one(&mut *tx)
             .await?;
-        let rows = q.build().fetch_all(&mut *tx).await?;
+        while let Some(mut q) = look.query::<Sqlite>() {
+            let rows = q.build().fetch_all(&mut *tx).await?;
+            if !look.judge(rows).await? {
+                return Ok(Candidates::All);
+            }
+        }
         tx.rollback().await?;
-        Ok(match judge(rows, grant).await? {
-            Some((covered, _)) => Candidates::Since {
-                mark,
-                covered: serde_json::to_string(&covered)?,
-            },
-            None => Candidates::All,
+        Ok(Candidates::Since {
+            mark,
+            covered: serde_json::to_string(&look.covered)?,
         })
     }
 }
@@ -180,18 +239,8 @@ impl<'a> From<&'a NewGrant> for Reach<'a> {
 }
 
 /// The query for the pending actions a grant may cover (the policy judges
-/// each), and action `also` when given, in id order; `None` when the grant
-/// names no target.
-pub(crate) fn covered_query<DB>(reach: Reach<'_>, also: Option<&str>) -> Option<QueryBuilder<DB>>
-where
-    DB: sqlx::Database,
-    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-{
-    covered_query_among(reach, also, |_| {})
-}
-
-/// [`covered_query`], the pending actions narrowed by what `narrow` adds
-/// to their conditions (`also` is not).
+/// each), narrowed by what `narrow` adds to their conditions, and action
+/// `also` when given, in id order; `None` when the grant names no target.
 pub(crate) fn covered_query_among<DB>(
     reach: Reach<'_>,
     also: Option<&str>,

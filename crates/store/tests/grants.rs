@@ -442,7 +442,53 @@ async fn a_grant_made_while_covered_actions_are_asked_leaves_none_pending(kind: 
     );
 }
 
+/// The look before a grant reads the queue a page at a time: a grant over
+/// more pending actions than a page approves every one it covers (those
+/// on later pages too) and nothing else.
+async fn a_grant_over_a_queue_longer_than_a_page_approves_all_it_covers(kind: Kind) {
+    let Some((store, _dir)) = open_with(kind, guarded()).await else {
+        return;
+    };
+    let mut covered: Vec<String> = Vec::new();
+    for i in 0..1_234 {
+        let (a, _) = store
+            .insert_action(ask("a", &format!("make step-{i}")))
+            .await
+            .unwrap();
+        covered.push(a.id);
+        if i % 3 == 0 {
+            store
+                .insert_action(ask("a", &format!("rm step-{i}")))
+                .await
+                .unwrap();
+        }
+    }
+    let created = store
+        .create_grant(tool_grant(None, "make.*"), None)
+        .await
+        .unwrap();
+    let approved: std::collections::HashSet<&str> =
+        created.approved.iter().map(|a| a.id.as_str()).collect();
+    let missed = covered
+        .iter()
+        .filter(|id| !approved.contains(id.as_str()))
+        .count();
+    assert_eq!(missed, 0, "{missed} of {} covered left out", covered.len());
+    assert_eq!(approved.len(), covered.len());
+    let pending = store
+        .list_actions(&ActionFilter {
+            status: Some(ActionStatus::Pending),
+            limit: 2000,
+            ..ActionFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(pending.len(), 412);
+    assert!(pending.iter().all(|a| a.detail.starts_with("rm ")));
+}
+
 crate::conformance!(
+    a_grant_over_a_queue_longer_than_a_page_approves_all_it_covers,
     a_grant_made_while_covered_actions_are_asked_leaves_none_pending,
     a_cautioned_action_is_settled_by_no_grant,
     an_ask_stored_after_a_grant_it_did_not_see_is_approved_on_every_backend,

@@ -36,7 +36,7 @@ use sqlx::{PgConnection, Postgres as Pg, QueryBuilder};
 use crate::actions::NewAction;
 use crate::error::StoreError;
 use crate::events::NewEvent;
-use crate::grant_scan::{Candidates, covered_query, covered_query_among, draft, judge};
+use crate::grant_scan::{Candidates, Look, covered_query_among};
 use crate::grants::{
     ApproveFirst, GrantCreated, GrantFilter, NewGrant, allows, approve_by_grant, asked_under_rules,
     compile_profile, covers, from_row, grant_columns, grant_event, handler_action_governs,
@@ -380,14 +380,20 @@ impl Postgres {
     /// Looks through the pending actions `new` may reach, outside any
     /// transaction (see the module's header).
     pub(crate) async fn pending_covered(&self, new: &NewGrant) -> Result<Candidates, StoreError> {
-        let (Some(grant), Some(mut q)) = (draft(new)?, covered_query::<Pg>(new.into(), None))
-        else {
+        let Some(mut look) = Look::new(new)? else {
             return Ok(Candidates::All);
         };
-        let rows = q.build().fetch_all(&self.pool).await?;
-        Ok(match judge(rows, grant).await? {
-            Some((covered, seen)) => Candidates::Unseen { covered, seen },
-            None => Candidates::All,
+        // Each page on its own snapshot: what the write judges again is
+        // exactly what no page held.
+        while let Some(mut q) = look.query::<Pg>() {
+            let rows = q.build().fetch_all(&self.pool).await?;
+            if !look.judge(rows).await? {
+                return Ok(Candidates::All);
+            }
+        }
+        Ok(Candidates::Unseen {
+            covered: look.covered,
+            seen: look.seen,
         })
     }
 
