@@ -650,6 +650,18 @@ async fn an_action_nobody_decides_is_escalated_once() {
             .get("escalated_at")
             .is_none()
     );
+    // One asked once the sweep has read what was pending (and 30 s before
+    // it reads it all again) is found among what was asked since.
+    let later = pending(&http, &d.base, &agent, "deploy", "staging").await;
+    let deadline = Instant::now() + Duration::from_secs(12);
+    loop {
+        let a = get(&http, &d.base, &admin, &later).await;
+        if a.get("escalated_at").is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never escalated: {a}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -41,15 +41,19 @@ const MOST: i64 = 20_000;
 
 /// What the sweep knows of the pending actions: when each is due for
 /// escalation (`None`: never, or escalated already), as of `read_at`.
-/// A round reads only the ids of what is pending, and the rows and rules
-/// of actions it has not seen; it reads everything again when a profile
-/// or handler changed, and every [`REREAD`].
+/// A round reads only the actions asked since the last (their
+/// `action.enqueued` events after `seen`), their rows and rules; it reads
+/// every pending action again when a profile or handler changed, and
+/// every [`REREAD`]. What settled meanwhile stays known until then: its
+/// escalation, when due, finds it no longer pending and writes nothing.
 #[derive(Debug, Default)]
 pub struct Sweep {
     due: HashMap<String, Option<DateTime<Utc>>>,
     read_at: Option<Instant>,
     /// [`Gate::rules_generation`] when it was read.
     rules: (u64, u64, u64),
+    /// The newest event looked at for actions asked.
+    seen: i64,
 }
 
 /// Runs until the gate shuts down.
@@ -110,6 +114,9 @@ impl Sweep {
         };
         let mut due = HashMap::new();
         let mut read = 0;
+        // Before the listing: an action asked while it runs is listed, or
+        // read by the next catch-up, or both.
+        let seen = gate.store().newest_seq().await?;
         let keys = gate.store().list_keys().await?;
         while read < MOST {
             let pending = gate.store().list_actions(&filter).await?;
@@ -125,41 +132,36 @@ impl Sweep {
             }
         }
         self.due = due;
+        self.seen = seen;
         self.read_at = Some(Instant::now());
         Ok(())
     }
 
-    /// Reads the ids of what is pending; forgets what is not, and reads
-    /// the rows and rules of what it has not seen.
+    /// Reads the actions asked since the last look: the rows and rules of
+    /// those still pending (up to [`MOST`] known in all).
     async fn catch_up(&mut self, gate: &Gate) -> crate::GateResult<()> {
-        let mut due = HashMap::with_capacity(self.due.len());
-        let mut after = None;
-        let mut read = 0;
-        while read < MOST {
-            let ids = gate.store().pending_action_ids(after.clone(), PAGE).await?;
-            let full = ids.len() as i64 == PAGE;
-            read += ids.len() as i64;
-            after = ids.last().cloned();
-            for id in ids {
-                let when = match self.due.remove(&id) {
-                    Some(known) => known,
-                    None => match gate.store().get_action(&id).await {
-                        Ok(action) if action.status == ActionStatus::Pending => {
-                            due_at(gate, &action, None).await
-                        }
-                        // Settled (or gone) since it was listed.
-                        Ok(_) | Err(actiongate_store::StoreError::NotFound) => None,
-                        Err(e) => return Err(e.into()),
-                    },
+        loop {
+            let asked = gate.store().enqueued_after(self.seen, PAGE).await?;
+            let full = asked.len() as i64 == PAGE;
+            for (seq, id) in asked {
+                self.seen = seq;
+                if self.due.contains_key(&id) || self.due.len() as i64 >= MOST {
+                    continue;
+                }
+                let when = match gate.store().get_action(&id).await {
+                    Ok(action) if action.status == ActionStatus::Pending => {
+                        due_at(gate, &action, None).await
+                    }
+                    // Settled (or gone) since it was asked.
+                    Ok(_) | Err(actiongate_store::StoreError::NotFound) => None,
+                    Err(e) => return Err(e.into()),
                 };
-                due.insert(id, when);
+                self.due.insert(id, when);
             }
             if !full {
-                break;
+                return Ok(());
             }
         }
-        self.due = due;
-        Ok(())
     }
 }
 

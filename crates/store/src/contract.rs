@@ -324,10 +324,10 @@ contract! {
     /// an `action.approval` event; `None` when it holds none of them or is
     /// not pending.
     pub async fn drop_lapsed(&self, id: &str, lapsed: Vec<String>) -> Result<Option<Action>, StoreError>;
-    /// Ids of pending actions after `after`, ascending (the longest
-    /// waiting first), at most `limit`: what the escalation sweep reads
-    /// each second without reading the rows.
-    pub async fn pending_action_ids(&self, after: Option<String>, limit: i64) -> Result<Vec<String>, StoreError>;
+    /// The actions asked after event `seq` (`(seq, id)` of their
+    /// `action.enqueued` events, oldest first, at most `limit`): what the
+    /// escalation sweep reads each second, only what is new.
+    pub async fn enqueued_after(&self, seq: i64, limit: i64) -> Result<Vec<(i64, String)>, StoreError>;
     // rate
     /// Takes one slot of each `(key, max_per_hour)` of `agent` at `at`, all
     /// or none: `None` when taken, else the first key at its maximum over

@@ -246,11 +246,14 @@ async fn people_own_their_identities(kind: Kind) {
     assert!(store.person_of("telegram:42").await.unwrap().is_none());
 }
 
-/// The escalation sweep's listing: pending ids only, oldest first, paged.
-async fn pending_ids_are_listed_oldest_first_in_pages(kind: Kind) {
+/// The escalation sweep's look at what was asked: the actions stored
+/// pending after an event, oldest first, paged by seq; not those allowed
+/// when asked.
+async fn actions_asked_are_listed_after_an_event_in_pages(kind: Kind) {
     let Some((store, _dir)) = open(kind).await else {
         return;
     };
+    let start = store.newest_seq().await.unwrap();
     let mut ids = Vec::new();
     for n in 0..5 {
         let (a, _) = store
@@ -258,23 +261,22 @@ async fn pending_ids_are_listed_oldest_first_in_pages(kind: Kind) {
             .await
             .unwrap();
         ids.push(a.id);
+        let mut allowed = asked("a", &format!("ls {n}"));
+        allowed.decision.result = DecisionResult::Allow;
+        store.insert_action(allowed).await.unwrap();
     }
-    // One settles: no longer listed.
+    // One settles: still listed (it was asked).
     store
         .team_decide(&ids[1], approval("ann", 1))
         .await
         .unwrap();
-    let first = store.pending_action_ids(None, 2).await.unwrap();
-    assert_eq!(first, [ids[0].clone(), ids[2].clone()]);
-    let rest = store
-        .pending_action_ids(first.last().cloned(), 2)
-        .await
-        .unwrap();
-    assert_eq!(rest, [ids[3].clone(), ids[4].clone()]);
-    let none = store
-        .pending_action_ids(Some(ids[4].clone()), 2)
-        .await
-        .unwrap();
+    let first = store.enqueued_after(start, 2).await.unwrap();
+    let listed = |page: &[(i64, String)]| page.iter().map(|(_, id)| id.clone()).collect::<Vec<_>>();
+    assert_eq!(listed(&first), ids[..2]);
+    let rest = store.enqueued_after(first[1].0, 10).await.unwrap();
+    assert_eq!(listed(&rest), ids[2..]);
+    assert!(rest.windows(2).all(|w| w[0].0 < w[1].0), "{rest:?}");
+    let none = store.enqueued_after(rest[2].0, 10).await.unwrap();
     assert!(none.is_empty(), "{none:?}");
 }
 
@@ -352,7 +354,7 @@ crate::conformance!(
     a_quorum_settles_on_the_last_approval_and_refuses_a_repeat,
     people_own_their_identities,
     an_approval_revoked_meanwhile_is_not_counted,
-    pending_ids_are_listed_oldest_first_in_pages,
+    actions_asked_are_listed_after_an_event_in_pages,
 );
 
 /// Three nodes approve the same actions at once, each as another person,

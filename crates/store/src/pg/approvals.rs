@@ -149,17 +149,18 @@ pub(crate) async fn decide_on(
 }
 
 impl Postgres {
-    /// Ids of pending actions after `after`, ascending, at most `limit`.
-    pub async fn pending_action_ids(
+    /// The actions asked after event `seq`: `(seq, id)` of their
+    /// `action.enqueued` events, oldest first, at most `limit`.
+    pub async fn enqueued_after(
         &self,
-        after: Option<String>,
+        seq: i64,
         limit: i64,
-    ) -> Result<Vec<String>, StoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT id FROM actions WHERE status = 'pending' AND ($1::TEXT IS NULL OR id > $1) \
-             ORDER BY id LIMIT $2",
+    ) -> Result<Vec<(i64, String)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT seq, action_id FROM events WHERE seq > $1 AND type = 'action.enqueued' \
+             AND action_id IS NOT NULL ORDER BY seq LIMIT $2",
         )
-        .bind(after)
+        .bind(seq)
         .bind(limit)
         .fetch_all(&self.pool)
         .await?)
