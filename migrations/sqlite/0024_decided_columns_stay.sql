@@ -20,3 +20,13 @@ WHEN OLD.status <> 'pending' AND (
 BEGIN
     SELECT RAISE(ABORT, 'a decided action''s asked columns do not change');
 END;
+
+-- Nor may such an action be deleted while an event still refers to it:
+-- retention writes those events' JSON out in full first.
+CREATE TRIGGER actions_referred_stay
+BEFORE DELETE ON actions
+WHEN OLD.status <> 'pending' AND EXISTS (
+    SELECT 1 FROM events WHERE action_id = OLD.id AND substr(data, 1, 1) = '@')
+BEGIN
+    SELECT RAISE(ABORT, 'an action an event refers to is not deleted');
+END;

@@ -21,7 +21,8 @@
 //!   one, one with team fields) keeps its whole JSON.
 //! * It reads only columns that never change once an action is decided,
 //!   and derives the rest (status, `decided_at`) from them; migration 0024's
-//!   trigger refuses any change to those columns of a decided action.
+//!   triggers refuse any change to those columns of a decided action, and
+//!   its deletion while an event refers to it.
 //! * Retention that deletes an action first writes its by-reference events'
 //!   JSON in full ([`crate::SqliteStore::prune_records`]).
 

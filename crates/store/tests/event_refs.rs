@@ -188,6 +188,14 @@ async fn a_decided_action_keeps_the_columns_its_events_read(kind: Kind) {
             "{sql}: {err}"
         );
     }
+    // Nor is it deleted while its event refers to it (retention writes the
+    // event out first).
+    let err = sqlx::query("DELETE FROM actions WHERE id = ?")
+        .bind(&a.id)
+        .execute(&mut conn)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("an event refers to"), "{err}");
     // What changes as it settles still may.
     sqlx::query("UPDATE actions SET status = 'completed', outcome = '{}' WHERE id = ?")
         .bind(&a.id)
