@@ -206,10 +206,6 @@ impl CreateJob {
     /// Its `i`th event's row, in [`EVENT_COLUMNS`] order, written at `at`.
     pub(crate) fn event_row(&self, i: usize, at: i64) -> [Val<'_>; EVENT_WIDTH] {
         let e = &self.events[i];
-        let data = match (i, &self.first_stored) {
-            (0, Some(mark)) => mark.as_str(),
-            _ => e.data.get(),
-        };
         [
             Val::Text(Some(&e.id)),
             Val::Text(Some(&e.kind)),
@@ -217,8 +213,17 @@ impl CreateJob {
             Val::Text(e.agent.as_deref()),
             Val::Text(e.action_id.as_deref()),
             Val::Text(None),
-            Val::Text(Some(data)),
+            Val::Text(Some(self.stored_data(i))),
         ]
+    }
+
+    /// What its `i`th event's `data` column holds: the event's JSON, or
+    /// for the first a reference to the row (`crate::event_ref`).
+    pub(crate) fn stored_data(&self, i: usize) -> &str {
+        match (i, &self.first_stored) {
+            (0, Some(mark)) => mark,
+            _ => self.events[i].data.get(),
+        }
     }
 
     /// How many events record it.

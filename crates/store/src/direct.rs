@@ -263,16 +263,16 @@ mod tests {
                     .unwrap();
                 assert_eq!(status, job.action.status.as_str());
                 assert_eq!(events, job.events().len() as i64);
-                for ev in job.events() {
+                for (i, ev) in job.events().iter().enumerate() {
                     let (seq, data): (i64, String) = direct
                         .db
                         .query_row("SELECT seq, data FROM events WHERE id = ?", [&ev.id], |r| {
                             Ok((r.get(0)?, r.get(1)?))
                         })
                         .unwrap();
-                    assert_eq!(seq, ev.seq);
-                    // Or, for a decided decision-only action, a reference
-                    // to its row (read back in `event_ref`'s tests).
+                    // Its JSON, or for a decided decision-only action a
+                    // reference to its row (read back in `event_ref`'s tests).
+                    assert_eq!((seq, data.as_str()), (ev.seq, job.stored_data(i)));
                     if !crate::event_ref::is_reference(&data) {
                         assert_eq!(data.as_str(), ev.data.get());
                     }

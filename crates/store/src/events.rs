@@ -89,12 +89,6 @@ pub(crate) async fn insert_all_on(
     Ok(())
 }
 
-macro_rules! columns {
-    () => {
-        stored_columns!()
-    };
-}
-
 /// The event columns, in the order [`from_row`] reads them, as a literal
 /// for `concat!` (queries must be static strings).
 macro_rules! event_columns {
@@ -157,7 +151,7 @@ pub(crate) async fn after_on(
 ) -> Result<Vec<Event>, StoreError> {
     let rows = sqlx::query(concat!(
         "SELECT ",
-        columns!(),
+        stored_columns!(),
         " FROM ",
         stored_from!(),
         " WHERE events.seq > ? ORDER BY events.seq"
@@ -241,7 +235,7 @@ impl SqliteStore {
             Some(agent) => {
                 sqlx::query(concat!(
                     "SELECT ",
-                    columns!(),
+                    stored_columns!(),
                     " FROM ",
                     stored_from!(),
                     " WHERE events.seq > ? AND events.agent = ? ORDER BY events.seq LIMIT ?"
@@ -255,7 +249,7 @@ impl SqliteStore {
             None => {
                 sqlx::query(concat!(
                     "SELECT ",
-                    columns!(),
+                    stored_columns!(),
                     " FROM ",
                     stored_from!(),
                     " WHERE events.seq > ? ORDER BY events.seq LIMIT ?"
@@ -273,7 +267,7 @@ impl SqliteStore {
     pub async fn action_events(&self, action_id: &str) -> Result<Vec<Event>, StoreError> {
         let rows = sqlx::query(concat!(
             "SELECT ",
-            columns!(),
+            stored_columns!(),
             " FROM ",
             stored_from!(),
             " WHERE events.action_id = ? ORDER BY events.seq"

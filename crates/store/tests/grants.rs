@@ -384,6 +384,18 @@ async fn a_cautioned_action_is_settled_by_no_grant(kind: Kind) {
 /// pending, whichever side they were stored on of the look through pending
 /// actions that is made before the grant's write (`grant_scan`): before it,
 /// between it and the write, or after the write.
+/// Every pending action (up to 2,000), oldest first.
+async fn pending(store: &Store) -> Vec<Action> {
+    store
+        .list_actions(&ActionFilter {
+            status: Some(ActionStatus::Pending),
+            limit: 2000,
+            ..ActionFilter::default()
+        })
+        .await
+        .unwrap()
+}
+
 async fn a_grant_made_while_covered_actions_are_asked_leaves_none_pending(kind: Kind) {
     let Some((store, _dir)) = open_with(kind, guarded()).await else {
         return;
@@ -426,14 +438,7 @@ async fn a_grant_made_while_covered_actions_are_asked_leaves_none_pending(kind: 
         "every ask was over before the grant: {during}"
     );
     assert!(created.approved.len() > 300, "{}", created.approved.len());
-    let pending = store
-        .list_actions(&ActionFilter {
-            status: Some(ActionStatus::Pending),
-            limit: 2000,
-            ..ActionFilter::default()
-        })
-        .await
-        .unwrap();
+    let pending = pending(&store).await;
     let details: Vec<&str> = pending.iter().map(|a| a.detail.as_str()).collect();
     assert!(
         details.is_empty(),
@@ -475,14 +480,7 @@ async fn a_grant_over_a_queue_longer_than_a_page_approves_all_it_covers(kind: Ki
         .count();
     assert_eq!(missed, 0, "{missed} of {} covered left out", covered.len());
     assert_eq!(approved.len(), covered.len());
-    let pending = store
-        .list_actions(&ActionFilter {
-            status: Some(ActionStatus::Pending),
-            limit: 2000,
-            ..ActionFilter::default()
-        })
-        .await
-        .unwrap();
+    let pending = pending(&store).await;
     assert_eq!(pending.len(), 412);
     assert!(pending.iter().all(|a| a.detail.starts_with("rm ")));
 }
