@@ -8,9 +8,10 @@
 //! records a forwarded call's relay as the call is written (it rides in the
 //! request's extensions, [`RelayTo`]), so no answer can come before it; it
 //! counts each progress notification of the call as it is read, before
-//! the result behind it can be; the relay counts it again once it is
-//! passed on; a call's result waits ([`Relay::passed_on`]) until the two
-//! counts meet.
+//! the result behind it can be, and numbers it (the relay passes on the
+//! newest read, whichever task reaches it first); the relay counts it
+//! again once it is passed on; a call's result waits
+//! ([`Relay::passed_on`]) until the two counts meet.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -92,10 +93,17 @@ impl Drop for Handling {
     }
 }
 
-/// The relay a notification was counted for on reading, carried to the
-/// handler in the notification's extensions.
+/// The relay a notification was counted for on reading, and its number
+/// among the call's notifications, carried to the handler in the
+/// notification's extensions.
 #[derive(Debug, Clone)]
-pub struct Counted(pub Relay);
+pub struct Counted {
+    /// The call's relay.
+    pub relay: Relay,
+    /// The order it was read in: rmcp hands each notification to a task of
+    /// its own, so a later one may reach the relay first.
+    pub order: u64,
+}
 
 /// The relay of a forwarded call, carried in its request's extensions to
 /// the transport, which records it under the call's progress token as the
@@ -129,8 +137,8 @@ impl<T> Counting<T> {
             .ok()
             .and_then(|m| m.get(&p.params.progress_token).cloned());
         if let Some(relay) = relay {
-            relay.read.fetch_add(1, SeqCst);
-            p.extensions.insert(Counted(relay));
+            let order = relay.read.fetch_add(1, SeqCst);
+            p.extensions.insert(Counted { relay, order });
         }
     }
 }

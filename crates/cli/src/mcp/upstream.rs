@@ -65,7 +65,7 @@ impl ClientHandler for Upstream {
         mut params: ProgressNotificationParam,
         ctx: NotificationContext<RoleClient>,
     ) {
-        let Some(Counted(relay)) = ctx.extensions.get::<Counted>().cloned() else {
+        let Some(Counted { relay, order }) = ctx.extensions.get::<Counted>().cloned() else {
             return;
         };
         // The call's result waits until this one is done with.
@@ -76,7 +76,7 @@ impl ClientHandler for Upstream {
         params.progress_token = relay.theirs.clone();
         relay
             .latest
-            .send(params, |p| {
+            .send(order, params, |p| {
                 let peer = peer.clone();
                 async move {
                     let _ = peer.notify_progress(p).await;
