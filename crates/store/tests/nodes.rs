@@ -736,13 +736,14 @@ async fn a_late_committer_is_numbered_after_what_was_published_never_skipped() {
     }
 }
 
-/// The backend pid of the one other session waiting for a lock.
+/// The backend pid of the one other session waiting for a lock in this
+/// test's database (tests running beside it share the cluster).
 async fn lock_waiter(admin: &mut sqlx::PgConnection) -> i32 {
     let started = Instant::now();
     loop {
         let pid: Option<i32> = sqlx::query_scalar(
             "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
-             AND pid <> pg_backend_pid() LIMIT 1",
+             AND pid <> pg_backend_pid() AND datname = current_database() LIMIT 1",
         )
         .fetch_optional(&mut *admin)
         .await
