@@ -380,11 +380,7 @@ async fn a_cautioned_action_is_settled_by_no_grant(kind: Kind) {
     }
 }
 
-/// A grant made while actions it covers are being asked leaves none of them
-/// pending, whichever side they were stored on of the look through pending
-/// actions that is made before the grant's write (`grant_scan`): before it,
-/// between it and the write, or after the write.
-/// Every pending action (up to 2,000), oldest first.
+/// Every pending action (up to 2,000).
 async fn pending(store: &Store) -> Vec<Action> {
     store
         .list_actions(&ActionFilter {
@@ -396,6 +392,10 @@ async fn pending(store: &Store) -> Vec<Action> {
         .unwrap()
 }
 
+/// A grant made while actions it covers are being asked leaves none of them
+/// pending, whichever side they were stored on of the look through pending
+/// actions that is made before the grant's write (`grant_scan`): before it,
+/// between it and the write, or after the write.
 async fn a_grant_made_while_covered_actions_are_asked_leaves_none_pending(kind: Kind) {
     let Some((store, _dir)) = open_with(kind, guarded()).await else {
         return;
