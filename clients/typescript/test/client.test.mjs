@@ -584,11 +584,13 @@ describe('errors and failing closed', () => {
     const { name, client } = await agentClient({ allow: [], ask: ['tool:rm:.*'], deny: [] });
     let ran = 0;
     const remove = client.gate(async (paths) => (ran++, [...paths]), { tool: 'rm', wait: 30 });
-    const p = remove(new Set(['/etc/passwd', '/home']));
+    // Handled from the start: the denial may settle it while the operator's
+    // call is still being answered.
+    const denied = assert.rejects(remove(new Set(['/etc/passwd', '/home'])), Denied);
     const item = await d.pendingOf(name);
     assert.equal(item.detail, '["/etc/passwd","/home"]');
     await d.call('POST', `/v1/actions/${item.id}/deny`, { reason: 'no' });
-    await assert.rejects(p, Denied);
+    await denied;
     await assert.rejects(client.gate(() => ran++, { tool: 'rm' })(() => 'a callback'), TypeError);
     assert.equal(ran, 0);
   });
