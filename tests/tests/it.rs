@@ -26,6 +26,7 @@ mod fault_review;
 mod faults;
 mod findings;
 mod fuzz_bodies;
+mod grant_retries;
 mod in_flight_per_key;
 mod layout;
 mod log_full;

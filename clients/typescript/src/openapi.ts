@@ -1752,6 +1752,12 @@ export interface components {
             expires: string;
             /** @description Handler id. */
             handler: string;
+            /**
+             * @description Makes a retry safe: the same key from the same operator with the
+             *     same body answers the grant made the first time (200) and changes
+             *     nothing; with another body it is a 409.
+             */
+            idempotency_key?: string | null;
             /** @description A note. */
             note?: string | null;
             /** @description Permission name. */
@@ -2293,6 +2299,12 @@ export interface components {
             agent?: string | null;
             /** @description `1h`, `30m`, `2d`, `today`, `indefinite`; the server also takes an RFC 3339 time. */
             expires: string;
+            /**
+             * @description Makes a retry safe: the same key from the same operator with the
+             *     same body answers the grant made the first time (200) and changes
+             *     nothing; with another body it is a 409.
+             */
+            idempotency_key?: string | null;
             /** @description A note. */
             note?: string | null;
             /**
@@ -4584,6 +4596,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description Granted before under the same idempotency key and body: that grant, nothing changed (`approved_actions` is empty) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedGrant"];
+                };
+            };
             /** @description Granted */
             201: {
                 headers: {
@@ -4629,7 +4650,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The session named has ended: a grant for it would be void */
+            /** @description The session named has ended: a grant for it would be void; or the idempotency key was used for another grant */
             409: {
                 headers: {
                     [name: string]: unknown;

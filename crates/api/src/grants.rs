@@ -107,6 +107,12 @@ pub struct PermissionGrant {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 10000)]
     pub uses: Option<i64>,
+    /// Makes a retry safe: the same key from the same operator with the
+    /// same body answers the grant made the first time (200) and changes
+    /// nothing; with another body it is a 409.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
+    pub idempotency_key: Option<String>,
 }
 
 /// A grant for decision-only actions of a tool whose detail matches a pattern.
@@ -146,6 +152,12 @@ pub struct ToolGrant {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 10000)]
     pub uses: Option<i64>,
+    /// Makes a retry safe: the same key from the same operator with the
+    /// same body answers the grant made the first time (200) and changes
+    /// nothing; with another body it is a 409.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
+    pub idempotency_key: Option<String>,
 }
 
 /// A grant to create: `{handler, permission, scope}` or `{tool, pattern}`.
@@ -156,6 +168,16 @@ pub enum CreateGrant {
     Permission(PermissionGrant),
     /// A decision-only tool pattern.
     Tool(ToolGrant),
+}
+
+impl CreateGrant {
+    /// The operator's idempotency key, if any.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        match self {
+            CreateGrant::Permission(g) => g.idempotency_key.as_deref(),
+            CreateGrant::Tool(g) => g.idempotency_key.as_deref(),
+        }
+    }
 }
 
 /// Does the calling agent hold this permission for this scope?

@@ -87,7 +87,8 @@ fn humanize(d: Duration) -> String {
     }
 }
 
-fn request_hash<T: Serialize>(body: &T) -> String {
+/// SHA-256 (hex) of a request as sent, for an idempotency key to stand for.
+pub(crate) fn request_hash<T: Serialize>(body: &T) -> String {
     hex::encode(Sha256::digest(serde_json::to_vec(body).unwrap_or_default()))
 }
 

@@ -16,8 +16,8 @@ use crate::connectors::Outgoing;
 use crate::{
     Action, ActionAttempt, ActionFilter, Agent, ApiKey, ApproveFirst, AttemptNext, AttemptRecord,
     Backend, Claimed, Delivery, DeliveryStatus, DueDelivery, Event, GrantCreated, GrantFilter,
-    GrantRecord, GrantRequest, GrantRequestStatus, HandlerRecord, HandlerSecrets, Inserted,
-    NewAction, NewGrant, NewGrantRequest, NewHandler, NewKey, NewPerson, NewSubscription,
+    GrantKey, GrantRecord, GrantRequest, GrantRequestStatus, HandlerRecord, HandlerSecrets,
+    Inserted, NewAction, NewGrant, NewGrantRequest, NewHandler, NewKey, NewPerson, NewSubscription,
     NextDispatch, Outcome, Page, PendingCounts, Person, SessionFilter, Store, StoreError,
     Subscription, TeamDecided, TeamDecision, Transition,
 };
@@ -239,6 +239,10 @@ contract! {
     /// Stores a grant; approves `first` (if given) and every pending action
     /// the grant covers, all in one transaction.
     pub async fn create_grant(&self, new: NewGrant, first: Option<ApproveFirst>) -> Result<GrantCreated, StoreError>;
+    /// Stores a grant under an operator's idempotency key: the same key
+    /// with the same request again answers the grant made the first time
+    /// (`repeated`, nothing changed), with another request a conflict.
+    pub async fn create_grant_once(&self, new: NewGrant, key: GrantKey) -> Result<GrantCreated, StoreError>;
     /// Revokes a grant; a second revoke returns the revoked grant unchanged.
     pub async fn revoke_grant(&self, id: &str) -> Result<GrantRecord, StoreError>;
     /// One grant.

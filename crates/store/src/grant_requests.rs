@@ -235,9 +235,15 @@ impl SqliteStore {
                         Some(&grant_id),
                     )
                     .await?;
-                    let created =
-                        grants::create_on(conn, grant, None, default_profile.as_ref(), &candidates)
-                            .await?;
+                    let created = grants::create_on(
+                        conn,
+                        grant,
+                        None,
+                        None,
+                        default_profile.as_ref(),
+                        &candidates,
+                    )
+                    .await?;
                     let r = get_on(conn, &id).await?;
                     events::insert_on(conn, &event("grant_request.approved", &r)?).await?;
                     Ok((r, created))

@@ -335,7 +335,8 @@ mod tests {
             .writer
             .run(move |conn| {
                 Box::pin(async move {
-                    crate::grants::create_on(conn, new, None, profile.as_ref(), &candidates).await
+                    crate::grants::create_on(conn, new, None, None, profile.as_ref(), &candidates)
+                        .await
                 })
             })
             .await

@@ -15,6 +15,7 @@ use crate::error::StoreError;
 use crate::events::{self, NewEvent};
 use crate::grant_governs::handler_governs_on;
 pub(crate) use crate::grant_governs::{asked_under_rules, handler_action_governs};
+use crate::grant_key::{GrantKey, keyed_query, repeated};
 pub use crate::grant_list::GrantFilter;
 pub(crate) use crate::grant_list::list_query;
 use crate::grant_scan::{Candidates, candidates_query};
@@ -133,6 +134,8 @@ pub struct GrantCreated {
     pub approved_first: Option<Action>,
     /// Other pending actions the grant covered and approved.
     pub approved: Vec<Action>,
+    /// Made before under the same idempotency key: nothing was changed.
+    pub repeated: bool,
 }
 
 /// The grant columns, in the order [`from_row`] reads them, as a literal
@@ -367,7 +370,7 @@ pub(crate) fn refuse_ended(session: &str, ended_at: Option<Option<i64>>) -> Resu
 }
 
 /// The statement storing `new`, returning its row.
-pub(crate) fn insert_query<DB>(new: &NewGrant) -> QueryBuilder<DB>
+pub(crate) fn insert_query<DB>(new: &NewGrant, key: Option<&GrantKey>) -> QueryBuilder<DB>
 where
     DB: sqlx::Database,
     for<'t> Option<String>: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
@@ -378,7 +381,8 @@ where
     let cols = new.target.cols();
     let mut q: QueryBuilder<DB> = QueryBuilder::new(
         "INSERT INTO grants (id, agent, handler, permission, scope, tool, pattern, whole_line, \
-         granted_by, granted_at, expires_at, note, session, uses, uses_left) VALUES (",
+         granted_by, granted_at, expires_at, note, session, uses, uses_left, idempotency_key, \
+         request_hash) VALUES (",
     );
     q.separated(", ")
         .push_bind(new.id.clone())
@@ -395,8 +399,12 @@ where
         .push_bind(new.note.clone())
         .push_bind(new.session.clone())
         .push_bind(new.uses)
-        .push_bind(new.uses);
-    q.push(concat!(") RETURNING ", grant_columns!()));
+        .push_bind(new.uses)
+        .push_bind(key.map(|k| k.key.clone()))
+        .push_bind(key.map(|k| k.request_hash.clone()));
+    q.push(")")
+        .push(crate::grant_key::on_conflict(key))
+        .push(concat!(" RETURNING ", grant_columns!()));
     q
 }
 
@@ -405,9 +413,18 @@ pub(crate) async fn create_on(
     conn: &mut SqliteConnection,
     new: NewGrant,
     first: Option<ApproveFirst>,
+    key: Option<&GrantKey>,
     default_profile: Option<&Arc<policy::Profile>>,
     candidates: &Candidates,
 ) -> Result<GrantCreated, StoreError> {
+    if let Some(key) = key
+        && let Some(row) = keyed_query::<Sqlite>(&new.granted_by, key)
+            .build()
+            .fetch_optional(&mut *conn)
+            .await?
+    {
+        return repeated(&row, key);
+    }
     let approved_first = match first {
         Some(first) => {
             let (decided, event) =
@@ -426,7 +443,9 @@ pub(crate) async fn create_on(
                 .await?;
         refuse_ended(session, ended)?;
     }
-    let row = insert_query::<Sqlite>(&new)
+    // One writer at a time: the key was looked up above in this
+    // transaction, so the insert cannot meet it.
+    let row = insert_query::<Sqlite>(&new, key)
         .build()
         .fetch_one(&mut *conn)
         .await?;
@@ -437,6 +456,7 @@ pub(crate) async fn create_on(
         grant,
         approved_first,
         approved,
+        repeated: false,
     })
 }
 
@@ -538,12 +558,33 @@ impl SqliteStore {
         new: NewGrant,
         first: Option<ApproveFirst>,
     ) -> Result<GrantCreated, StoreError> {
+        self.create_grant_on(new, first, None).await
+    }
+
+    /// Stores a grant under an operator's idempotency key: the same key
+    /// with the same request again answers the grant made the first time
+    /// (`repeated`), with another request a conflict (see `grant_key`).
+    pub async fn create_grant_once(
+        &self,
+        new: NewGrant,
+        key: GrantKey,
+    ) -> Result<GrantCreated, StoreError> {
+        self.create_grant_on(new, None, Some(key)).await
+    }
+
+    async fn create_grant_on(
+        &self,
+        new: NewGrant,
+        first: Option<ApproveFirst>,
+        key: Option<GrantKey>,
+    ) -> Result<GrantCreated, StoreError> {
         let default_profile = self.default_profile.clone();
         let candidates = self.pending_covered(&new).await?;
         self.writer
             .run(move |conn| {
                 Box::pin(async move {
-                    create_on(conn, new, first, default_profile.as_ref(), &candidates).await
+                    let profile = default_profile.as_ref();
+                    create_on(conn, new, first, key.as_ref(), profile, &candidates).await
                 })
             })
             .await

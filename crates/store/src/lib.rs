@@ -42,6 +42,7 @@ mod events;
 mod fault;
 mod grant_cache;
 mod grant_governs;
+mod grant_key;
 mod grant_list;
 mod grant_requests;
 mod grant_scan;
@@ -86,6 +87,7 @@ pub use dispatch::{ActionAttempt, AttemptNext, Claimed, HandlerSecrets, NextDisp
 pub use error::StoreError;
 pub use event_types::{EVENT_TYPES, TypeFilter};
 pub use events::NewEvent;
+pub use grant_key::GrantKey;
 pub use grant_requests::NewGrantRequest;
 pub use grants::{ApproveFirst, GrantCreated, GrantFilter, NewGrant, NewGrantTarget};
 pub use handlers::NewHandler;

@@ -552,7 +552,7 @@ impl SqliteStore {
                     };
                     let plan = plan_from_row(&row)?;
                     for g in &grants {
-                        let row = insert_query::<sqlx::Sqlite>(g)
+                        let row = insert_query::<sqlx::Sqlite>(g, None)
                             .build()
                             .fetch_one(&mut *conn)
                             .await?;

@@ -193,6 +193,46 @@ async fn approving_first_an_action_no_longer_pending_creates_no_grant(kind: Kind
     ));
 }
 
+/// A keyed grant stored again with the same request answers the first,
+/// changed nothing and approved nothing; with another request it is a
+/// conflict; another operator's same key is theirs.
+async fn a_keyed_grant_is_stored_once_per_operator_and_key(kind: Kind) {
+    let Some((store, _dir)) = open_with(kind, guarded()).await else {
+        return;
+    };
+    let (a, _) = store.insert_action(ask("a", "make")).await.unwrap();
+    let key = |hash: &str| GrantKey {
+        key: "k1".to_owned(),
+        request_hash: hash.to_owned(),
+    };
+    let first = store
+        .create_grant_once(tool_grant(None, "make"), key("h1"))
+        .await
+        .unwrap();
+    assert!(!first.repeated);
+    assert_eq!(first.approved.len(), 1);
+    assert_eq!(first.approved[0].id, a.id);
+    let again = store
+        .create_grant_once(tool_grant(None, "make"), key("h1"))
+        .await
+        .unwrap();
+    assert!(again.repeated);
+    assert_eq!(again.grant.id, first.grant.id);
+    assert!(again.approved.is_empty());
+    let other = store
+        .create_grant_once(tool_grant(None, "make .*"), key("h2"))
+        .await;
+    assert!(matches!(other, Err(StoreError::Conflict(_))), "{other:?}");
+    let theirs = NewGrant {
+        granted_by: "another".to_owned(),
+        ..tool_grant(None, "make")
+    };
+    let theirs = store.create_grant_once(theirs, key("h1")).await.unwrap();
+    assert!(!theirs.repeated);
+    let all = store.list_grants(&GrantFilter::default()).await.unwrap();
+    assert_eq!(all.len(), 2);
+}
+
 async fn grants_are_revoked_once_and_listed_by_filter(kind: Kind) {
     let Some((store, _dir)) = open_with(kind, guarded()).await else {
         return;
@@ -495,6 +535,7 @@ crate::conformance!(
     without_a_usable_profile_a_grant_approves_nothing,
     approving_first_an_action_no_longer_pending_creates_no_grant,
     grants_are_revoked_once_and_listed_by_filter,
+    a_keyed_grant_is_stored_once_per_operator_and_key,
 );
 
 /// Two nodes: grants covering the same actions and operators denying them

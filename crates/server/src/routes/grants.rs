@@ -46,10 +46,11 @@ pub struct CreatedGrant {
     request_body = CreateGrant,
     responses(
         (status = 201, description = "Granted", body = CreatedGrant),
+        (status = 200, description = "Granted before under the same idempotency key and body: that grant, nothing changed (`approved_actions` is empty)", body = CreatedGrant),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an operator: only humans grant", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such handler or permission", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The session named has ended: a grant for it would be void", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The session named has ended: a grant for it would be void; or the idempotency key was used for another grant", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
@@ -61,8 +62,12 @@ pub async fn create_grant(
 ) -> ApiResult<(StatusCode, axum::Json<CreatedGrant>)> {
     let body = parse_create_grant(&body)?;
     let created = state.gate().create_grant(&caller, body).await?;
+    let status = match created.repeated {
+        true => StatusCode::OK,
+        false => StatusCode::CREATED,
+    };
     Ok((
-        StatusCode::CREATED,
+        status,
         axum::Json(CreatedGrant {
             grant: created.grant,
             approved_actions: created.approved.into_iter().map(|a| a.id).collect(),

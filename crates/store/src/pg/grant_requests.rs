@@ -127,6 +127,7 @@ impl Postgres {
             &mut tx,
             grant,
             None,
+            None,
             self.default_profile.as_ref(),
             &candidates,
             &mut events,

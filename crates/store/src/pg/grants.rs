@@ -36,6 +36,7 @@ use sqlx::{PgConnection, Postgres as Pg, QueryBuilder};
 use crate::actions::NewAction;
 use crate::error::StoreError;
 use crate::events::NewEvent;
+use crate::grant_key::{GrantKey, keyed_query, repeated};
 use crate::grant_scan::{Candidates, Look, covered_query_among};
 use crate::grants::{
     ApproveFirst, GrantCreated, GrantFilter, NewGrant, allows, approve_by_grant, asked_under_rules,
@@ -233,10 +234,19 @@ pub(crate) async fn create_on(
     conn: &mut PgConnection,
     new: NewGrant,
     first: Option<ApproveFirst>,
+    key: Option<&GrantKey>,
     default_profile: Option<&Arc<policy::Profile>>,
     candidates: &Candidates,
     events: &mut Vec<NewEvent>,
 ) -> Result<GrantCreated, StoreError> {
+    if let Some(key) = key
+        && let Some(row) = keyed_query::<Pg>(&new.granted_by, key)
+            .build()
+            .fetch_optional(&mut *conn)
+            .await?
+    {
+        return repeated(&row, key);
+    }
     if first.is_some() || !only_later(&new) {
         lock_grants(conn, true).await?;
     }
@@ -271,10 +281,25 @@ pub(crate) async fn create_on(
                 .await?;
         crate::grants::refuse_ended(session, ended)?;
     }
-    let row = insert_query::<Pg>(&new)
+    let row = insert_query::<Pg>(&new, key)
         .build()
-        .fetch_one(&mut *conn)
+        .fetch_optional(&mut *conn)
         .await?;
+    let row = match (row, key) {
+        (Some(row), _) => row,
+        // Another daemon's request under the same key committed since the
+        // look above: nothing was inserted; answer what it made. Nothing
+        // was changed before this point but a first approval, which a key
+        // never comes with.
+        (None, Some(key)) => {
+            let row = keyed_query::<Pg>(&new.granted_by, key)
+                .build()
+                .fetch_one(&mut *conn)
+                .await?;
+            return repeated(&row, key);
+        }
+        (None, None) => return Err(StoreError::NotFound),
+    };
     let grant = from_row(&row)?;
     events.push(grant_event("grant.created", &grant)?);
     let approved = approve_covered_on(conn, &grant, default_profile, candidates, events).await?;
@@ -282,6 +307,7 @@ pub(crate) async fn create_on(
         grant,
         approved_first,
         approved,
+        repeated: false,
     })
 }
 
@@ -404,6 +430,26 @@ impl Postgres {
         new: NewGrant,
         first: Option<ApproveFirst>,
     ) -> Result<GrantCreated, StoreError> {
+        self.create_grant_on(new, first, None).await
+    }
+
+    /// Stores a grant under an operator's idempotency key: the same key
+    /// with the same request again answers the grant made the first time
+    /// (`repeated`), with another request a conflict (see `grant_key`).
+    pub async fn create_grant_once(
+        &self,
+        new: NewGrant,
+        key: GrantKey,
+    ) -> Result<GrantCreated, StoreError> {
+        self.create_grant_on(new, None, Some(key)).await
+    }
+
+    async fn create_grant_on(
+        &self,
+        new: NewGrant,
+        first: Option<ApproveFirst>,
+        key: Option<GrantKey>,
+    ) -> Result<GrantCreated, StoreError> {
         let candidates = self.pending_covered(&new).await?;
         let mut tx = self.begin().await?;
         let mut events = Vec::new();
@@ -411,6 +457,7 @@ impl Postgres {
             &mut tx,
             new,
             first,
+            key.as_ref(),
             self.default_profile.as_ref(),
             &candidates,
             &mut events,

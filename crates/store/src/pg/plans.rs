@@ -378,7 +378,7 @@ impl Postgres {
         let plan = plan_from_row(&row)?;
         let mut events = Vec::new();
         for g in &grants {
-            let row = insert_query::<sqlx::Postgres>(g)
+            let row = insert_query::<sqlx::Postgres>(g, None)
                 .build()
                 .fetch_one(&mut *tx)
                 .await?;

@@ -1,0 +1,69 @@
+//! An operator's idempotency key for a grant. The same key from the same
+//! operator with the same request (its hash) answers the grant made the
+//! first time and changes nothing: a retry after a lost answer or a 503
+//! grants nothing twice. With another request it is a conflict. The key is
+//! unique per operator in the schema (`grants_idempotency`), so two
+//! requests racing with one key make one grant on either backend: the
+//! second insert does nothing and reads the first.
+
+use sqlx::QueryBuilder;
+
+use crate::error::StoreError;
+use crate::grants::{GrantCreated, from_row, grant_columns};
+use crate::row::Cols;
+
+/// An idempotency key and the hash of the request it stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantKey {
+    /// The key, as the operator sent it.
+    pub key: String,
+    /// SHA-256 (hex) of the request as sent.
+    pub request_hash: String,
+}
+
+/// The grant `granted_by` made under `key`, if any.
+pub(crate) fn keyed_query<DB>(granted_by: &str, key: &GrantKey) -> QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut q: QueryBuilder<DB> = QueryBuilder::new(concat!(
+        "SELECT request_hash, ",
+        grant_columns!(),
+        " FROM grants WHERE granted_by = "
+    ));
+    q.push_bind(granted_by.to_owned())
+        .push(" AND idempotency_key = ")
+        .push_bind(key.key.clone());
+    q
+}
+
+/// What a request under `key` answers when `row` (read by
+/// [`keyed_query`]) holds a grant: that grant, unchanged, when the request
+/// is the same; a conflict when it is another.
+pub(crate) fn repeated(row: &impl Cols, key: &GrantKey) -> Result<GrantCreated, StoreError> {
+    let stored: Option<String> = row.try_get("request_hash")?;
+    if stored.as_deref() != Some(key.request_hash.as_str()) {
+        return Err(StoreError::Conflict(format!(
+            "idempotency key '{}' was already used for a different grant",
+            key.key
+        )));
+    }
+    Ok(GrantCreated {
+        grant: from_row(row)?,
+        approved_first: None,
+        approved: Vec::new(),
+        repeated: true,
+    })
+}
+
+/// The insert's end: with a key, a second insert under it does nothing
+/// (and returns no row) instead of failing.
+pub(crate) fn on_conflict(key: Option<&GrantKey>) -> &'static str {
+    match key {
+        Some(_) => {
+            " ON CONFLICT (granted_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
+        }
+        None => "",
+    }
+}

@@ -1,0 +1,175 @@
+//! An operator's grant sent again under its idempotency key (a retry after
+//! a lost answer or a 503) grants nothing twice: the same key and body
+//! answer the grant made the first time, another body is a conflict, and
+//! requests racing with one key on several daemons make one grant.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::common::call;
+use crate::common::daemon::{Daemon, Keyed, agent_key, request_action, role_key, status_json};
+use crate::common::pg_cluster::Cluster;
+
+async fn grants(k: &Keyed) -> Vec<Value> {
+    let (s, list) = call(
+        &k.http,
+        Method::GET,
+        format!("{}/v1/grants", k.d.base),
+        &k.operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{list}");
+    list.as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn a_grant_sent_again_under_its_key_is_the_first_and_changes_nothing() {
+    let k = Keyed::start(&[]).await;
+    let base = &k.d.base;
+    let (s, _, pending) =
+        status_json(request_action(&k.http, base, &k.agent, "bash", "make a").await).await;
+    assert_eq!(s, 201, "{pending}");
+    assert_eq!(pending["status"], "pending");
+    let body = json!({"tool": "bash", "pattern": "make [a-z]", "expires": "1h",
+                      "idempotency_key": "grant-make-1"});
+    let url = format!("{base}/v1/grants");
+    let (s, first) = call(
+        &k.http,
+        Method::POST,
+        url.clone(),
+        &k.operator,
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(s, 201, "{first}");
+    assert_eq!(first["approved_actions"], json!([pending["id"]]));
+
+    // The retry: the same grant, nothing approved again, one grant stored.
+    let (s, again) = call(
+        &k.http,
+        Method::POST,
+        url.clone(),
+        &k.operator,
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(s, 200, "{again}");
+    assert_eq!(again["id"], first["id"]);
+    assert_eq!(again["approved_actions"], json!([]));
+    assert_eq!(grants(&k).await.len(), 1);
+
+    // The key with another grant: a conflict, nothing stored.
+    let mut other = body.clone();
+    other["pattern"] = json!("make .*");
+    let (s, p) = call(&k.http, Method::POST, url.clone(), &k.operator, Some(other)).await;
+    assert_eq!(s, 409, "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("grant-make-1"),
+        "{p}"
+    );
+    assert_eq!(grants(&k).await.len(), 1);
+
+    // Keys are each operator's own: another's same key is another grant.
+    let second = role_key(&k.http, base, &k.admin, "operator").await;
+    let (s, theirs) = call(
+        &k.http,
+        Method::POST,
+        url.clone(),
+        &second,
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(s, 201, "{theirs}");
+    assert_ne!(theirs["id"], first["id"]);
+
+    // Revoked, the grant is still what the key made: a retry answers it
+    // as it is now and grants nothing anew.
+    let id = first["id"].as_str().unwrap();
+    let (s, _) = call(
+        &k.http,
+        Method::DELETE,
+        format!("{url}/{id}"),
+        &k.operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200);
+    let (s, late) = call(&k.http, Method::POST, url.clone(), &k.operator, Some(body)).await;
+    assert_eq!(s, 200, "{late}");
+    assert_eq!(late["id"], first["id"]);
+    assert_eq!(late["active"], false);
+    assert_eq!(grants(&k).await.len(), 2);
+
+    // An empty or overlong key is refused by name, and stores nothing.
+    for key in [json!(""), json!("k".repeat(257)), json!(7)] {
+        let bad = json!({"tool": "bash", "pattern": "ls", "expires": "1h", "idempotency_key": key});
+        let (s, p) = call(&k.http, Method::POST, url.clone(), &k.operator, Some(bad)).await;
+        assert_eq!(s, 422, "{p}");
+        assert!(p.to_string().contains("idempotency_key"), "{p}");
+    }
+    assert_eq!(grants(&k).await.len(), 2);
+}
+
+/// Two daemons on one Postgres, each sent the same keyed grant at once,
+/// many times: one grant, and every answer names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_key_racing_on_two_daemons_makes_one_grant() {
+    let Some(cluster) = Cluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let env = [("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())];
+    let daemons: Vec<Daemon> = dirs.iter().map(|d| Daemon::start(d.path(), &env)).collect();
+    let http = crate::common::client();
+    let admin = daemons[0].admin_key();
+    let op = role_key(&http, &daemons[0].base, &admin, "operator").await;
+    let _ = agent_key(&http, &daemons[0].base, &admin, "coder").await;
+    for round in 0..5 {
+        let body = json!({"tool": "bash", "pattern": format!("make r{round}"), "expires": "1h",
+                          "agent": "coder", "idempotency_key": format!("race-{round}")});
+        let sends = (0..8).map(|i| {
+            let (http, op, body) = (http.clone(), op.clone(), body.clone());
+            let base = daemons[i % 2].base.clone();
+            tokio::spawn(async move {
+                call(
+                    &http,
+                    Method::POST,
+                    format!("{base}/v1/grants"),
+                    &op,
+                    Some(body),
+                )
+                .await
+            })
+        });
+        let mut answers = Vec::new();
+        for s in sends {
+            answers.push(s.await.unwrap());
+        }
+        let created = answers.iter().filter(|(s, _)| *s == 201).count();
+        assert_eq!(created, 1, "{answers:?}");
+        assert!(
+            answers
+                .iter()
+                .all(|(s, g)| (*s == 200 || *s == 201) && g["id"] == answers[0].1["id"]),
+            "{answers:?}"
+        );
+        let (s, list) = call(
+            &http,
+            Method::GET,
+            format!("{}/v1/grants?agent=coder", daemons[1].base),
+            &op,
+            None,
+        )
+        .await;
+        assert_eq!(s, 200);
+        let made = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|g| g["pattern"] == body["pattern"])
+            .count();
+        assert_eq!(made, 1, "{list}");
+    }
+}
