@@ -263,6 +263,53 @@ def test_operator_grant_and_revoke(agent_client, op, agent):
     assert agent_client.check("bash", "cargo build").result == "ask"
 
 
+def test_a_grant_whose_answer_was_lost_is_sent_again_and_made_once(daemon, operator_key, agent):
+    """The first grant reaches the daemon but its answer is a 503 (as from a
+    proxy that lost it); the client sends it again under the same key and
+    gets that grant, not a second."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    keys = []
+
+    class Lossy(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            body = self.rfile.read(int(self.headers["content-length"]))
+            keys.append(json.loads(body)["idempotency_key"])
+            r = httpx.post(
+                daemon.url + self.path,
+                content=body,
+                headers={"authorization": self.headers["authorization"], "content-type": "application/json"},
+            )
+            status, out = (r.status_code, r.content) if len(keys) > 1 else (503, b'{"title":"busy","status":503}')
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("retry-after", "0")
+            self.send_header("content-length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Lossy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        with Client(f"http://127.0.0.1:{proxy.server_address[1]}", operator_key) as c:
+            g = c.grant(tool="bash", pattern="make once", agent=agent)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert len(keys) == 2 and keys[0] == keys[1]
+    made = [x for x in daemon.call("GET", f"/v1/grants?agent={agent}") if x["pattern"] == "make once"]
+    assert [x["id"] for x in made] == [g.id]
+    # A key given is the key sent: the same key for another grant is a 409.
+    with Client(daemon.url, operator_key) as c:
+        c.grant(tool="bash", pattern="make twice", agent=agent, idempotency_key="py-grant-key")
+        with pytest.raises(ApiError) as e:
+            c.grant(tool="bash", pattern="make thrice", agent=agent, idempotency_key="py-grant-key")
+    assert e.value.status == 409
+
+
 def test_a_grant_of_one_session_and_one_use(agent_client, op, agent):
     g = op.grant(tool="bash", pattern="make docs", expires="1h", agent=agent, session="py-g1", uses=1)
     assert g.active and g.id

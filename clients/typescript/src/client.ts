@@ -106,6 +106,8 @@ export interface GrantOptions extends CallOptions {
   session?: Schemas['ToolGrant']['session'];
   /** Void after this many allowed actions (1-10000). */
   uses?: Schemas['ToolGrant']['uses'];
+  /** Makes a retry safe (one is made up when not given): the same key and grant answer the grant made the first time. */
+  idempotencyKey?: string;
 }
 
 export interface PermissionOptions extends CallOptions {
@@ -699,10 +701,13 @@ export class Client {
     if ((options.tool === undefined) === (options.handler === undefined)) {
       throw new RangeError('grant either handler and permission, or tool and pattern');
     }
-    const { signal, ...fields } = options;
+    const { signal, idempotencyKey, ...fields } = options;
     const body: Record<string, unknown> = { expires: '1h' };
     for (const [k, v] of Object.entries(fields)) if (v !== undefined) body[k] = v;
-    const created = object<{ grant?: Grant } & Grant>(await this.send({ method: 'POST', path: '/v1/grants', body, signal }));
+    // One key for every attempt: a retry after a 503 or a dropped
+    // connection answers the grant the first attempt made, never a second.
+    body['idempotency_key'] = idempotencyKey ?? randomKey();
+    const created = object<{ grant?: Grant } & Grant>(await this.send({ method: 'POST', path: '/v1/grants', body, retry: true, signal }));
     return (created.grant ?? created) as Grant;
   }
 

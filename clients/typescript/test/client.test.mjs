@@ -556,6 +556,43 @@ describe('errors and failing closed', () => {
     }
   });
 
+  test('a grant whose answer was lost is sent again and made once', async () => {
+    const { name } = await agentClient();
+    const opKey = await d.key('operator');
+    const keys = [];
+    // A proxy that passes the first grant on but answers 503 (the grant
+    // was made, its answer lost), then passes the retry on.
+    const proxy = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', async () => {
+        if (body) keys.push(JSON.parse(body).idempotency_key);
+        const r = await fetch(d.url + req.url, { method: req.method, headers: { authorization: req.headers.authorization, 'content-type': 'application/json' }, body: body || undefined });
+        const text = await r.text();
+        if (keys.length === 1) {
+          res.writeHead(503, { 'retry-after': '0', 'content-type': 'application/problem+json' });
+          return res.end(JSON.stringify({ title: 'busy', status: 503 }));
+        }
+        res.writeHead(r.status, { 'content-type': 'application/json' });
+        res.end(text);
+      });
+    });
+    await new Promise((r) => proxy.listen(0, '127.0.0.1', r));
+    try {
+      const c = new Client({ url: `http://127.0.0.1:${proxy.address().port}`, key: opKey });
+      const g = await c.grant({ tool: 'bash', pattern: 'make once', agent: name });
+      assert.equal(keys.length, 2);
+      assert.equal(keys[0], keys[1]);
+      const made = (await d.call('GET', `/v1/grants?agent=${name}`)).filter((x) => x.pattern === 'make once');
+      assert.deepEqual(made.map((x) => x.id), [g.id]);
+      // A key given is the key sent; the same key for another grant is refused.
+      await op.grant({ tool: 'bash', pattern: 'make twice', agent: name, idempotencyKey: 'ts-grant-key' });
+      await assert.rejects(op.grant({ tool: 'bash', pattern: 'make thrice', agent: name, idempotencyKey: 'ts-grant-key' }), (e) => e instanceof ApiError && e.status === 409);
+    } finally {
+      proxy.close();
+    }
+  });
+
   test('an AbortSignal stops a long wait', async () => {
     const { client } = await agentClient();
     const a = await client.request('bash', 'long', { timeout: '5m' });

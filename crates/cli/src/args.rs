@@ -125,6 +125,11 @@ pub struct GrantArgs {
     /// A note.
     #[arg(long)]
     pub note: Option<String>,
+    /// Makes a retry safe: the same key and grant again answer the grant
+    /// made the first time (nothing granted twice); another grant under it
+    /// is refused.
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
 }
 
 /// Flags of `grants`.

@@ -367,6 +367,7 @@ pub async fn grant(args: GrantArgs) -> Exit {
             ("pattern", &args.pattern),
             ("agent", &args.agent),
             ("note", &args.note),
+            ("idempotency_key", &args.idempotency_key),
         ] {
             if let Some(v) = v {
                 body.insert(k.into(), json!(v));
@@ -378,9 +379,24 @@ pub async fn grant(args: GrantArgs) -> Exit {
                 Value::Object(scope_map(args.scope.clone())?),
             );
         }
-        let g = api.post("/v1/grants", &Value::Object(body)).await?;
+        let (status, g) = api
+            .call(
+                reqwest::Method::POST,
+                "/v1/grants",
+                Some(&Value::Object(body)),
+                Duration::ZERO,
+            )
+            .await?;
         if args.common.json {
             print_json(&g);
+            return Ok(Exit::Ok);
+        }
+        if status == reqwest::StatusCode::OK {
+            println!(
+                "granted before under this idempotency key: {} ({})",
+                s(&g, "id"),
+                output::grant_target(&g)
+            );
             return Ok(Exit::Ok);
         }
         let approved = g

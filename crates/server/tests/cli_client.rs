@@ -146,6 +146,52 @@ async fn reply_and_approve_and_remember() {
     app.stop().await;
 }
 
+/// `grant --idempotency-key`: sent again (a script retrying after a 503
+/// or a timeout), the same grant is answered and nothing is granted twice;
+/// another grant under the key is the daemon's 409, exit 5.
+#[tokio::test]
+async fn a_grant_sent_again_with_its_key_is_granted_once() {
+    let app = TestApp::spawn().await;
+    let op = app.operator.clone();
+    let grant = |pattern: &'static str| {
+        [
+            "grant",
+            "--tool",
+            "bash",
+            "--pattern",
+            pattern,
+            "--expires",
+            "1h",
+            "--idempotency-key",
+            "nightly-1",
+        ]
+    };
+    let first = ag(&app, &op, &grant("make nightly")).await;
+    assert_eq!(first.code, 0, "{first:?}");
+    assert!(first.stdout.starts_with("granted grt_"), "{}", first.stdout);
+    let id = first
+        .stdout
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .trim_end_matches(':');
+    let again = ag(&app, &op, &grant("make nightly")).await;
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(
+        again
+            .stdout
+            .starts_with(&format!("granted before under this idempotency key: {id}")),
+        "{}",
+        again.stdout
+    );
+    let other = ag(&app, &op, &grant("make .*")).await;
+    assert_eq!(other.code, 5, "{other:?}");
+    assert!(other.stderr.contains("nightly-1"), "{}", other.stderr);
+    let list = ag(&app, &op, &["grants", "--json"]).await.json();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn grants_are_made_listed_and_revoked() {
     let app = TestApp::spawn().await;

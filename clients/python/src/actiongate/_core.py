@@ -650,7 +650,10 @@ def deny(action_id: str, reason: Optional[str]) -> Flow:
 def grant(fields: Dict[str, Any]) -> Flow:
     """``POST /v1/grants``."""
     body = {k: v for k, v in fields.items() if v is not None}
-    data = yield Call("POST", "/v1/grants", json=body, has_body=True)
+    # One key for every attempt: a retry after a 503 or a dropped connection
+    # answers the grant the first attempt made, never a second one.
+    body.setdefault("idempotency_key", uuid.uuid4().hex)
+    data = yield Call("POST", "/v1/grants", json=body, has_body=True, retry=True)
     return Grant.from_json(_dict(data))
 
 
@@ -780,6 +783,7 @@ def grant_fields(
     note: Optional[str],
     session: Optional[str] = None,
     uses: Optional[int] = None,
+    idempotency_key: Optional[str] = None,
 ) -> Dict[str, Any]:
     """The body of a grant: ``{handler, permission, scope}`` or ``{tool, pattern}``."""
     if (tool is None) == (handler is None):
@@ -795,6 +799,7 @@ def grant_fields(
         "note": note,
         "session": session,
         "uses": uses,
+        "idempotency_key": idempotency_key,
     }
 
 

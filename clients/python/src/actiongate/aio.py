@@ -290,9 +290,12 @@ class AsyncClient:
         note: Optional[str] = None,
         session: Optional[str] = None,
         uses: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
     ) -> Grant:
         """See :meth:`actiongate.Client.grant`."""
-        fields = _core.grant_fields(handler, permission, scope, tool, pattern, expires, agent, note, session, uses)
+        fields = _core.grant_fields(
+            handler, permission, scope, tool, pattern, expires, agent, note, session, uses, idempotency_key
+        )
         return await self._drive(_core.grant(fields))  # type: ignore[no-any-return]
 
     async def revoke(self, grant_id: str) -> Grant:

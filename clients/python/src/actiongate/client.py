@@ -339,12 +339,17 @@ class Client:
         note: Optional[str] = None,
         session: Optional[str] = None,
         uses: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
     ) -> Grant:
         """Grants ``{handler, permission, scope}`` or ``{tool, pattern}`` until
         ``expires`` (``1h``, ``today``, ``indefinite``, RFC 3339); ``session``
         keeps it to one session (void once it ends), ``uses`` to that many
-        allowed actions."""
-        fields = _core.grant_fields(handler, permission, scope, tool, pattern, expires, agent, note, session, uses)
+        allowed actions. It is sent again on a 503 or a dropped connection
+        under one ``idempotency_key`` (made up when not given), so a grant
+        whose answer was lost is made once."""
+        fields = _core.grant_fields(
+            handler, permission, scope, tool, pattern, expires, agent, note, session, uses, idempotency_key
+        )
         return self._drive(_core.grant(fields))  # type: ignore[no-any-return]
 
     def revoke(self, grant_id: str) -> Grant:
