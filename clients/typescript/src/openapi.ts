@@ -508,7 +508,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List handlers (admins). */
+        /** List handlers by id, a page at a time (admins). */
         get: operations["list_handlers"];
         put?: never;
         /** Register a handler (admins); the response carries its secret, once. */
@@ -4838,6 +4838,16 @@ export interface operations {
             query?: {
                 /** @description Also list retired handlers. */
                 include_retired?: boolean;
+                /**
+                 * @description Only handlers whose id sorts after this one: the last id of the
+                 *     previous page.
+                 */
+                after?: string;
+                /**
+                 * @description Page size, 1-500 (default 500). A page shorter than `limit` is the
+                 *     last, unless it links the next (`Link`: cut short for its size).
+                 */
+                limit?: number;
             };
             header?: never;
             path?: never;
@@ -4845,7 +4855,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Handlers */
+            /** @description Handlers by id; `Link: <…>; rel="next"` when the page was cut short for its size */
             200: {
                 headers: {
                     [name: string]: unknown;

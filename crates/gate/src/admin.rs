@@ -326,9 +326,20 @@ impl Gate {
         Ok((record, warnings))
     }
 
-    /// Handlers (retired ones too with `include_retired`).
-    pub async fn list_handlers(&self, include_retired: bool) -> GateResult<Vec<HandlerRecord>> {
-        Ok(self.store().list_handlers(include_retired).await?)
+    /// A page of handlers by id (retired ones too with `include_retired`):
+    /// at most 500, `page.after` the last id of the previous page; and
+    /// whether the page was cut short of its limit to stay within
+    /// [`crate::paging::PAGE_BYTES`] (a handler's spec holds its schemas:
+    /// more may follow however short it is). The order is always by id.
+    pub async fn list_handlers(
+        &self,
+        include_retired: bool,
+        page: crate::ListPage,
+    ) -> GateResult<(Vec<HandlerRecord>, bool)> {
+        let page = page.checked(crate::paging::MAX_PAGE)?;
+        let mut records = self.store().handlers_page(include_retired, &page).await?;
+        let cut = crate::paging::cut_to_bytes(&mut records);
+        Ok((records, cut))
     }
 
     /// One handler's record, retired or not.

@@ -16,6 +16,7 @@ mod dispatch;
 mod events;
 mod future_sizes;
 mod grant_request_pages;
+mod handler_pages;
 mod handler_taint;
 mod handlers;
 mod hook_dirs;

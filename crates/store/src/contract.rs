@@ -272,6 +272,9 @@ contract! {
     pub async fn get_handler(&self, id: &str) -> Result<HandlerRecord, StoreError>;
     /// Every handler, by id; retired ones only when asked.
     pub async fn list_handlers(&self, include_retired: bool) -> Result<Vec<HandlerRecord>, StoreError>;
+    /// A page of handlers by id: those after `page.after`, at most
+    /// `page.limit`; retired ones only when asked.
+    pub async fn handlers_page(&self, include_retired: bool, page: &Page) -> Result<Vec<HandlerRecord>, StoreError>;
     /// The webhook secret of a handler.
     pub async fn handler_secret(&self, id: &str) -> Result<String, StoreError>;
 

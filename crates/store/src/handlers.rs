@@ -1,11 +1,11 @@
 //! Registered handlers: their spec as registered and their webhook secret.
 
 use serde_json::Value;
-use sqlx::SqliteConnection;
+use sqlx::{QueryBuilder, SqliteConnection};
 
-use crate::SqliteStore;
 use crate::error::StoreError;
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
+use crate::{Page, SqliteStore};
 use actiongate_api::model::HandlerRecord;
 
 /// A handler to register or replace.
@@ -98,6 +98,28 @@ macro_rules! handler_columns {
     };
 }
 pub(crate) use handler_columns;
+
+/// The query of a page of handlers by id (see [`SqliteStore::handlers_page`]).
+pub(crate) fn page_query<DB>(include_retired: bool, page: &Page) -> QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut q: QueryBuilder<DB> = QueryBuilder::new(concat!(
+        "SELECT ",
+        handler_columns!(),
+        " FROM handlers WHERE TRUE"
+    ));
+    if !include_retired {
+        q.push(" AND retired_at IS NULL");
+    }
+    if let Some(after) = &page.after {
+        q.push(" AND id > ").push_bind(after.clone());
+    }
+    q.push(" ORDER BY id LIMIT ").push_bind(page.limit);
+    q
+}
 
 pub(crate) fn from_row(row: &impl crate::row::Cols) -> Result<HandlerRecord, StoreError> {
     let spec: String = row.try_get("spec")?;
@@ -243,6 +265,20 @@ impl SqliteStore {
             .fetch_all(&self.read)
             .await?
         };
+        rows.iter().map(from_row).collect()
+    }
+
+    /// A page of handlers by id: those after `page.after`, at most
+    /// `page.limit`; retired ones only when asked.
+    pub async fn handlers_page(
+        &self,
+        include_retired: bool,
+        page: &Page,
+    ) -> Result<Vec<HandlerRecord>, StoreError> {
+        let rows = page_query::<sqlx::Sqlite>(include_retired, page)
+            .build()
+            .fetch_all(&self.read)
+            .await?;
         rows.iter().map(from_row).collect()
     }
 

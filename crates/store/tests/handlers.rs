@@ -85,6 +85,18 @@ async fn handlers_are_registered_once_replaced_and_retired(kind: Kind) {
     let ids = |hs: Vec<HandlerRecord>| hs.into_iter().map(|h| h.id).collect::<Vec<_>>();
     assert_eq!(ids(store.list_handlers(false).await.unwrap()), ["db"]);
     assert_eq!(ids(store.list_handlers(true).await.unwrap()), ["db", "fs"]);
+    // Pages by id: after the last id of the previous page, at most `limit`.
+    let page = |after: Option<&str>, limit| Page {
+        after: after.map(str::to_owned),
+        limit,
+        oldest_first: false,
+    };
+    let paged = store.handlers_page(true, &page(None, 1)).await.unwrap();
+    assert_eq!(ids(paged), ["db"]);
+    let paged = store.handlers_page(true, &page(Some("db"), 5)).await;
+    assert_eq!(ids(paged.unwrap()), ["fs"]);
+    let paged = store.handlers_page(false, &page(Some("db"), 5)).await;
+    assert!(paged.unwrap().is_empty());
     assert!(matches!(
         store.get_handler("nope").await,
         Err(StoreError::NotFound)

@@ -2,17 +2,19 @@
 //! permissions those need (admins).
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use actiongate_gate::HandlerRecord;
+use actiongate_gate::{HandlerRecord, ListPage};
 
 use crate::auth::Admin;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Problem};
+use crate::routes::links::after_page;
 use crate::state::AppState;
 use actiongate_api::{ActionDecl, HandlerRegistration, PermissionDecl};
 use actiongate_gate::handler_spec;
@@ -145,21 +147,30 @@ pub async fn replace_handler(
     }))
 }
 
-/// `?include_retired=true` also lists retired handlers.
+/// `?include_retired=true` also lists retired handlers; `after` and
+/// `limit` page the list.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct HandlerQuery {
     /// Also list retired handlers.
     pub include_retired: Option<bool>,
+    /// Only handlers whose id sorts after this one: the last id of the
+    /// previous page.
+    #[param(min_length = 1, max_length = 200, pattern = r"^[!-~]{1,200}$")]
+    pub after: Option<String>,
+    /// Page size, 1-500 (default 500). A page shorter than `limit` is the
+    /// last, unless it links the next (`Link`: cut short for its size).
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<i64>,
 }
 
-/// List handlers (admins).
+/// List handlers by id, a page at a time (admins).
 #[utoipa::path(
     get, path = "/v1/handlers", tag = "handlers",
     params(HandlerQuery),
     responses(
-        (status = 200, description = "Handlers", body = Vec<HandlerView>),
+        (status = 200, description = "Handlers by id; `Link: <…>; rel=\"next\"` when the page was cut short for its size", body = Vec<HandlerView>),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
     ),
@@ -169,13 +180,24 @@ pub async fn list_handlers(
     State(state): State<AppState>,
     Admin(_caller): Admin,
     ApiQuery(q): ApiQuery<HandlerQuery>,
-) -> ApiResult<axum::Json<Vec<HandlerView>>> {
-    let records = state
+    RawQuery(raw): RawQuery,
+) -> ApiResult<Response> {
+    let page = ListPage {
+        after: q.after,
+        limit: q.limit,
+        oldest_first: false,
+    };
+    let (records, cut) = state
         .gate()
-        .list_handlers(q.include_retired.unwrap_or(false))
+        .list_handlers(q.include_retired.unwrap_or(false), page)
         .await?;
-    Ok(axum::Json(
-        records.iter().map(view).collect::<Result<_, _>>()?,
+    let views = records.iter().map(view).collect::<Result<Vec<_>, _>>()?;
+    Ok(after_page(
+        "/v1/handlers",
+        raw.as_deref(),
+        views,
+        cut,
+        |v| &v.id,
     ))
 }
 

@@ -9,7 +9,7 @@ use sqlx::postgres::PgRow;
 
 use crate::dispatch::{HandlerSecrets, SecretCols};
 use crate::error::StoreError;
-use crate::handlers::{NewHandler, check_tool_names, from_row, handler_columns, taken};
+use crate::handlers::{NewHandler, check_tool_names, from_row, handler_columns, page_query, taken};
 use crate::pg::Postgres;
 use crate::time::{now, to_ms};
 use actiongate_api::model::HandlerRecord;
@@ -149,6 +149,20 @@ impl Postgres {
         .bind(include_retired)
         .fetch_all(&self.pool)
         .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    /// A page of handlers by id: those after `page.after`, at most
+    /// `page.limit`; retired ones only when asked.
+    pub async fn handlers_page(
+        &self,
+        include_retired: bool,
+        page: &crate::Page,
+    ) -> Result<Vec<HandlerRecord>, StoreError> {
+        let rows = page_query::<sqlx::Postgres>(include_retired, page)
+            .build()
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(from_row).collect()
     }
 
