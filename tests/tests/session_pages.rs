@@ -352,14 +352,30 @@ async fn a_full_page_links_the_next_which_outlives_its_last_session(pg: bool) {
     .await;
     assert!(last.is_empty(), "{last:?}");
     assert_eq!(link, None);
-    // `began` only places a cursor, and is a time.
-    let (s, p) = refused(
+    // `began` alone starts the list past every session that began then:
+    // later ones oldest first, earlier ones newest first.
+    let all = page(&http, &d.base, &operator, &[("order", "oldest")]).await;
+    let began = |id: &str| {
+        let s = all.iter().find(|s| s["id"] == id).unwrap();
+        s["first_seen"].as_str().unwrap().to_owned()
+    };
+    let ids = |list: Vec<Value>| -> Vec<String> {
+        list.iter()
+            .map(|s| s["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let later = page(
         &http,
         &d.base,
         &operator,
-        &[("began", "2026-01-01T00:00:00Z")],
+        &[("order", "oldest"), ("began", &began("s-1"))],
     )
     .await;
+    assert_eq!(ids(later), ["s-2", "s-4"]);
+    let earlier = page(&http, &d.base, &operator, &[("began", &began("s-2"))]).await;
+    assert_eq!(ids(earlier), ["s-1", "s-0"]);
+    // It is a time.
+    let (s, p) = refused(&http, &d.base, &operator, &[("began", "today")]).await;
     assert_eq!((s, fields(&p)), (422, vec!["began".to_owned()]), "{p}");
     let (s, p) = refused(
         &http,

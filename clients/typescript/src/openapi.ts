@@ -6597,6 +6597,8 @@ export interface operations {
                  *     listing gave it, RFC 3339). The page is then placed by it without
                  *     looking the session up, so paging goes on when that session was
                  *     deleted meanwhile (retention); the `Link` of a full page carries it.
+                 *     Alone: the page starts past every session that began at that time
+                 *     (those that began later, oldest first; earlier, newest first).
                  */
                 began?: string;
                 /**

@@ -94,20 +94,14 @@ impl Gate {
         if let Some(after) = &after {
             crate::sessions::validate_stored_session("after", after)?;
         }
-        let after_began = match (&began, &after) {
-            (None, _) => None,
-            (Some(_), None) => {
-                return Err(GateError::invalid(
-                    "began",
-                    "only with after (when that session began)",
-                ));
-            }
-            (Some(t), Some(_)) => Some(
+        let after_began = match &began {
+            None => None,
+            Some(t) => Some(
                 DateTime::parse_from_rfc3339(t)
                     .map_err(|_| {
                         GateError::invalid(
                             "began",
-                            "an RFC 3339 time: the first_seen of the session named by after",
+                            "an RFC 3339 time (with after: the first_seen of that session)",
                         )
                     })?
                     .with_timezone(&Utc),

@@ -27,7 +27,9 @@ pub struct SessionFilter {
     pub active: Option<bool>,
     /// When the session `page.after` began, as the caller was told: the
     /// page is placed by it and that id alone, without looking the session
-    /// up, so paging goes on past a session deleted meanwhile.
+    /// up, so paging goes on past a session deleted meanwhile. Without
+    /// `page.after`, the page starts past every session that began then
+    /// (those that began later, oldest first; earlier, newest first).
     pub after_began: Option<DateTime<Utc>>,
 }
 
@@ -67,14 +69,16 @@ where
         }
         None => {}
     }
-    let (after, order) = if page.oldest_first {
+    let (after, past, order) = if page.oldest_first {
         (
             " AND (first_seen, id) > ",
+            " AND first_seen > ",
             " ORDER BY first_seen ASC, id ASC LIMIT ",
         )
     } else {
         (
             " AND (first_seen, id) < ",
+            " AND first_seen < ",
             " ORDER BY first_seen DESC, id DESC LIMIT ",
         )
     };
@@ -96,6 +100,8 @@ where
             q.push(" AND c.agent = ").push_bind(agent.clone());
         }
         q.push(")");
+    } else if let Some(began) = filter.after_began {
+        q.push(past).push_bind(to_ms(began));
     }
     q.push(order).push_bind(page.limit);
     q

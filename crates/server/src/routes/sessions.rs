@@ -64,6 +64,8 @@ pub struct SessionQuery {
     /// listing gave it, RFC 3339). The page is then placed by it without
     /// looking the session up, so paging goes on when that session was
     /// deleted meanwhile (retention); the `Link` of a full page carries it.
+    /// Alone: the page starts past every session that began at that time
+    /// (those that began later, oldest first; earlier, newest first).
     #[param(value_type = Option<String>, format = DateTime)]
     pub began: Option<String>,
     /// Page size, 1-500 (default 200). A page shorter than `limit` is the
