@@ -263,43 +263,64 @@ def test_operator_grant_and_revoke(agent_client, op, agent):
     assert agent_client.check("bash", "cargo build").result == "ask"
 
 
+class LossyProxy:
+    """A proxy in front of the daemon that passes every request on but
+    answers the first POST with 503 (what it made was made, its answer
+    lost), as a busy daemon or a proxy may; ``keys`` are the idempotency
+    keys POSTed."""
+
+    def __init__(self, daemon) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        keys = self.keys = []
+
+        class Lossy(BaseHTTPRequestHandler):
+            def _pass(self) -> None:
+                n = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(n) if n else None
+                if self.command == "POST":
+                    keys.append(json.loads(body)["idempotency_key"])
+                r = httpx.request(
+                    self.command,
+                    daemon.url + self.path,
+                    content=body,
+                    headers={"authorization": self.headers["authorization"], "content-type": "application/json"},
+                    timeout=60,
+                )
+                lost = self.command == "POST" and len(keys) == 1
+                status, out = (503, b'{"title":"busy","status":503}') if lost else (r.status_code, r.content)
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("retry-after", "0")
+                self.send_header("content-length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            do_GET = do_POST = _pass  # noqa: N815 (http.server's names)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Lossy)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 def test_a_grant_whose_answer_was_lost_is_sent_again_and_made_once(daemon, operator_key, agent):
-    """The first grant reaches the daemon but its answer is a 503 (as from a
-    proxy that lost it); the client sends it again under the same key and
-    gets that grant, not a second."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    keys = []
-
-    class Lossy(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-            body = self.rfile.read(int(self.headers["content-length"]))
-            keys.append(json.loads(body)["idempotency_key"])
-            r = httpx.post(
-                daemon.url + self.path,
-                content=body,
-                headers={"authorization": self.headers["authorization"], "content-type": "application/json"},
-            )
-            status, out = (r.status_code, r.content) if len(keys) > 1 else (503, b'{"title":"busy","status":503}')
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("retry-after", "0")
-            self.send_header("content-length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Lossy)
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    """The first grant reaches the daemon but its answer is a 503; the
+    client sends it again under the same key and gets that grant, not a
+    second."""
+    proxy = LossyProxy(daemon)
     try:
-        with Client(f"http://127.0.0.1:{proxy.server_address[1]}", operator_key) as c:
+        with Client(proxy.url, operator_key) as c:
             g = c.grant(tool="bash", pattern="make once", agent=agent)
     finally:
-        proxy.shutdown()
-        proxy.server_close()
-    assert len(keys) == 2 and keys[0] == keys[1]
+        proxy.close()
+    assert len(proxy.keys) == 2 and proxy.keys[0] == proxy.keys[1]
     made = [x for x in daemon.call("GET", f"/v1/grants?agent={agent}") if x["pattern"] == "make once"]
     assert [x["id"] for x in made] == [g.id]
     # A key given is the key sent: the same key for another grant is a 409.
@@ -308,6 +329,22 @@ def test_a_grant_whose_answer_was_lost_is_sent_again_and_made_once(daemon, opera
         with pytest.raises(ApiError) as e:
             c.grant(tool="bash", pattern="make thrice", agent=agent, idempotency_key="py-grant-key")
     assert e.value.status == 409
+
+
+def test_a_plan_whose_answer_was_lost_is_sent_again_and_asked_once(daemon):
+    name = daemon.agent({"allow": [], "ask": ["(?s).*"], "deny": []})
+    key = daemon.key("agent", name)
+    proxy = LossyProxy(daemon)
+    try:
+        with Client(proxy.url, key) as c:
+            plan = c.request_plan([{"tool": "bash", "detail": "make dist"}], session="py-lost", timeout=0)
+    finally:
+        proxy.close()
+    assert plan.status == "pending"
+    assert len(proxy.keys) == 2 and proxy.keys[0] == proxy.keys[1]
+    asked = [p for p in daemon.call("GET", "/v1/plans?status=pending") if p["agent"] == name]
+    assert [p["id"] for p in asked] == [plan.id]
+    daemon.call("POST", f"/v1/plans/{plan.id}/deny", {})
 
 
 def test_a_grant_of_one_session_and_one_use(agent_client, op, agent):

@@ -127,6 +127,8 @@ export interface PlanOptions extends CallOptions {
   runtime?: string;
   /** Seconds to wait for the decision (default 300). */
   timeout?: number;
+  /** Makes a retry safe (one is made up when not given): the same key and plan answer the plan asked first, asking no human twice. */
+  idempotencyKey?: string;
 }
 
 export interface EventsOptions extends CallOptions {
@@ -568,9 +570,12 @@ export class Client {
     const body: Record<string, unknown> = { session: options.session, steps };
     if (options.reason !== undefined) body['reason'] = options.reason;
     if (options.runtime !== undefined) body['runtime'] = options.runtime;
+    // One key for every attempt: a retry after a 503 or a dropped
+    // connection answers the plan the first attempt made, never a second.
+    body['idempotency_key'] = options.idempotencyKey ?? randomKey();
     const waitEnds = Date.now() + timeout * 1000;
     const deadline = this.deadline(timeout * 1000);
-    const plan = object<Plan>(await this.send({ method: 'POST', path: '/v1/plans', body, deadline, signal: options.signal }));
+    const plan = object<Plan>(await this.send({ method: 'POST', path: '/v1/plans', body, retry: true, deadline, signal: options.signal }));
     return this.pollPlan(plan, waitEnds, deadline, options.signal);
   }
 

@@ -1305,6 +1305,12 @@ export interface components {
         };
         /** @description `POST /v1/plans`: steps an agent asks approval for at once. */
         CreatePlan: {
+            /**
+             * @description Makes a retry safe: the same key from the same agent with the same
+             *     body answers the plan made the first time (200), asking no human
+             *     twice; with another body it is a 409.
+             */
+            idempotency_key?: string | null;
             /** @description Why (shown to the human). */
             reason?: string | null;
             /** @description The runtime sending it, a short slug (1-64 of `a-z 0-9 - _ .`). */
@@ -6073,6 +6079,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description Asked before under the same idempotency key and body: that plan, as it stands now */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Plan"];
+                };
+            };
             /** @description The pending plan */
             201: {
                 headers: {
@@ -6118,7 +6133,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A step's handler is retired */
+            /** @description A step's handler is retired, or the idempotency key was used for another plan */
             409: {
                 headers: {
                     [name: string]: unknown;

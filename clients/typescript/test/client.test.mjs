@@ -18,6 +18,32 @@ async function agentClient(profile) {
   return { name: a.name, client: new Client({ url: d.url, key: a.key }) };
 }
 
+/**
+ * A proxy in front of the daemon that passes every request on but answers
+ * the first POST with 503 (what it made was made, its answer lost), as a
+ * busy daemon or a proxy may; `keys` are the idempotency keys POSTed.
+ */
+async function lossyProxy() {
+  const keys = [];
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', async () => {
+      if (req.method === 'POST') keys.push(JSON.parse(body).idempotency_key);
+      const r = await fetch(d.url + req.url, { method: req.method, headers: { authorization: req.headers.authorization, 'content-type': 'application/json' }, body: body || undefined });
+      const text = await r.text();
+      if (req.method === 'POST' && keys.length === 1) {
+        res.writeHead(503, { 'retry-after': '0', 'content-type': 'application/problem+json' });
+        return res.end(JSON.stringify({ title: 'busy', status: 503 }));
+      }
+      res.writeHead(r.status, { 'content-type': 'application/json' });
+      res.end(text);
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { keys, url: `http://127.0.0.1:${server.address().port}`, close: () => server.close() };
+}
+
 /** A loopback executor that answers 200 and records what it ran. */
 async function executor() {
   const received = [];
@@ -558,36 +584,34 @@ describe('errors and failing closed', () => {
 
   test('a grant whose answer was lost is sent again and made once', async () => {
     const { name } = await agentClient();
-    const opKey = await d.key('operator');
-    const keys = [];
-    // A proxy that passes the first grant on but answers 503 (the grant
-    // was made, its answer lost), then passes the retry on.
-    const proxy = createServer((req, res) => {
-      let body = '';
-      req.on('data', (c) => (body += c));
-      req.on('end', async () => {
-        if (body) keys.push(JSON.parse(body).idempotency_key);
-        const r = await fetch(d.url + req.url, { method: req.method, headers: { authorization: req.headers.authorization, 'content-type': 'application/json' }, body: body || undefined });
-        const text = await r.text();
-        if (keys.length === 1) {
-          res.writeHead(503, { 'retry-after': '0', 'content-type': 'application/problem+json' });
-          return res.end(JSON.stringify({ title: 'busy', status: 503 }));
-        }
-        res.writeHead(r.status, { 'content-type': 'application/json' });
-        res.end(text);
-      });
-    });
-    await new Promise((r) => proxy.listen(0, '127.0.0.1', r));
+    const proxy = await lossyProxy();
     try {
-      const c = new Client({ url: `http://127.0.0.1:${proxy.address().port}`, key: opKey });
+      const c = new Client({ url: proxy.url, key: await d.key('operator') });
       const g = await c.grant({ tool: 'bash', pattern: 'make once', agent: name });
-      assert.equal(keys.length, 2);
-      assert.equal(keys[0], keys[1]);
+      assert.equal(proxy.keys.length, 2);
+      assert.equal(proxy.keys[0], proxy.keys[1]);
       const made = (await d.call('GET', `/v1/grants?agent=${name}`)).filter((x) => x.pattern === 'make once');
       assert.deepEqual(made.map((x) => x.id), [g.id]);
       // A key given is the key sent; the same key for another grant is refused.
       await op.grant({ tool: 'bash', pattern: 'make twice', agent: name, idempotencyKey: 'ts-grant-key' });
       await assert.rejects(op.grant({ tool: 'bash', pattern: 'make thrice', agent: name, idempotencyKey: 'ts-grant-key' }), (e) => e instanceof ApiError && e.status === 409);
+    } finally {
+      proxy.close();
+    }
+  });
+
+  test('a plan whose answer was lost is sent again and asked once', async () => {
+    const a = await d.agent({ allow: [], ask: ['(?s).*'], deny: [] });
+    const proxy = await lossyProxy();
+    try {
+      const c = new Client({ url: proxy.url, key: a.key });
+      const plan = await c.requestPlan([{ tool: 'bash', detail: 'make dist' }], { session: 'ts-lost', timeout: 0 });
+      assert.equal(plan.status, 'pending');
+      assert.equal(proxy.keys.length, 2);
+      assert.equal(proxy.keys[0], proxy.keys[1]);
+      const asked = (await d.call('GET', '/v1/plans?status=pending')).filter((p) => p.agent === a.name);
+      assert.deepEqual(asked.map((p) => p.id), [plan.id]);
+      await d.call('POST', `/v1/plans/${plan.id}/deny`, {});
     } finally {
       proxy.close();
     }

@@ -169,6 +169,12 @@ pub struct CreatePlan {
     /// 1-200 steps.
     #[schema(min_items = 1, max_items = 200)]
     pub steps: Vec<PlanStepRequest>,
+    /// Makes a retry safe: the same key from the same agent with the same
+    /// body answers the plan made the first time (200), asking no human
+    /// twice; with another body it is a 409.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
+    pub idempotency_key: Option<String>,
 }
 
 /// A plan as stored.

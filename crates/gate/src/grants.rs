@@ -7,9 +7,7 @@ use serde_json::{Map, Value};
 
 use actiongate_api::{CreateGrant, PermissionCheck};
 use actiongate_policy as policy;
-use actiongate_store::{
-    GrantCreated, GrantFilter, GrantKey, GrantRecord, NewGrant, NewGrantTarget,
-};
+use actiongate_store::{GrantCreated, GrantFilter, GrantRecord, NewGrant, NewGrantTarget};
 
 use crate::actions::validate_agent_id;
 use crate::policy::validate_tool;
@@ -143,15 +141,7 @@ impl Gate {
         body: CreateGrant,
     ) -> GateResult<GrantCreated> {
         caller.require(actiongate_store::Role::Operator)?;
-        let key = body.idempotency_key();
-        crate::actions::check_len("idempotency_key", key, 256)?;
-        if key == Some("") {
-            return Err(GateError::invalid("idempotency_key", "must not be empty"));
-        }
-        let key = key.map(|k| GrantKey {
-            key: k.to_owned(),
-            request_hash: crate::actions::request_hash(&body),
-        });
+        let key = crate::request_key::request_key(body.idempotency_key(), &body)?;
         let (agent, expires, note, target, (session, uses)) = match body {
             CreateGrant::Permission(g) => {
                 let target = self

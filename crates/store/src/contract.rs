@@ -16,10 +16,10 @@ use crate::connectors::Outgoing;
 use crate::{
     Action, ActionAttempt, ActionFilter, Agent, ApiKey, ApproveFirst, AttemptNext, AttemptRecord,
     Backend, Claimed, Delivery, DeliveryStatus, DueDelivery, Event, GrantCreated, GrantFilter,
-    GrantKey, GrantRecord, GrantRequest, GrantRequestStatus, HandlerRecord, HandlerSecrets,
-    Inserted, NewAction, NewGrant, NewGrantRequest, NewHandler, NewKey, NewPerson, NewSubscription,
-    NextDispatch, Outcome, Page, PendingCounts, Person, SessionFilter, Store, StoreError,
-    Subscription, TeamDecided, TeamDecision, Transition,
+    GrantRecord, GrantRequest, GrantRequestStatus, HandlerRecord, HandlerSecrets, Inserted,
+    NewAction, NewGrant, NewGrantRequest, NewHandler, NewKey, NewPerson, NewSubscription,
+    NextDispatch, Outcome, Page, PendingCounts, Person, RequestKey, SessionFilter, Store,
+    StoreError, Subscription, TeamDecided, TeamDecision, Transition,
 };
 
 /// Defines each operation on [`Store`] as a call of the same method of the
@@ -242,7 +242,7 @@ contract! {
     /// Stores a grant under an operator's idempotency key: the same key
     /// with the same request again answers the grant made the first time
     /// (`repeated`, nothing changed), with another request a conflict.
-    pub async fn create_grant_once(&self, new: NewGrant, key: GrantKey) -> Result<GrantCreated, StoreError>;
+    pub async fn create_grant_once(&self, new: NewGrant, key: RequestKey) -> Result<GrantCreated, StoreError>;
     /// Revokes a grant; a second revoke returns the revoked grant unchanged.
     pub async fn revoke_grant(&self, id: &str) -> Result<GrantRecord, StoreError>;
     /// One grant.
@@ -382,7 +382,10 @@ contract! {
     /// When the open session seen longest ago was last seen.
     pub async fn oldest_open_session(&self) -> Result<Option<DateTime<Utc>>, StoreError>;
     /// Stores a pending plan.
-    pub async fn create_plan(&self, plan: actiongate_api::sessions::Plan) -> Result<actiongate_api::sessions::Plan, StoreError>;
+    pub async fn create_plan(&self, plan: actiongate_api::sessions::Plan, key: Option<RequestKey>) -> Result<(actiongate_api::sessions::Plan, bool), StoreError>;
+    /// The plan `agent` asked for under idempotency key `key`, if any; a
+    /// conflict when that was another request.
+    pub async fn plan_for_key(&self, agent: &str, key: &RequestKey) -> Result<Option<actiongate_api::sessions::Plan>, StoreError>;
     /// One plan.
     pub async fn get_plan(&self, id: &str) -> Result<actiongate_api::sessions::Plan, StoreError>;
     /// A page of plans, newest (or oldest) first by when they were made

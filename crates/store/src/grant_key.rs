@@ -10,19 +10,11 @@ use sqlx::QueryBuilder;
 
 use crate::error::StoreError;
 use crate::grants::{GrantCreated, from_row, grant_columns};
+use crate::request_key::RequestKey;
 use crate::row::Cols;
 
-/// An idempotency key and the hash of the request it stands for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GrantKey {
-    /// The key, as the operator sent it.
-    pub key: String,
-    /// SHA-256 (hex) of the request as sent.
-    pub request_hash: String,
-}
-
 /// The grant `granted_by` made under `key`, if any.
-pub(crate) fn keyed_query<DB>(granted_by: &str, key: &GrantKey) -> QueryBuilder<DB>
+pub(crate) fn keyed_query<DB>(granted_by: &str, key: &RequestKey) -> QueryBuilder<DB>
 where
     DB: sqlx::Database,
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
@@ -41,14 +33,8 @@ where
 /// What a request under `key` answers when `row` (read by
 /// [`keyed_query`]) holds a grant: that grant, unchanged, when the request
 /// is the same; a conflict when it is another.
-pub(crate) fn repeated(row: &impl Cols, key: &GrantKey) -> Result<GrantCreated, StoreError> {
-    let stored: Option<String> = row.try_get("request_hash")?;
-    if stored.as_deref() != Some(key.request_hash.as_str()) {
-        return Err(StoreError::Conflict(format!(
-            "idempotency key '{}' was already used for a different grant",
-            key.key
-        )));
-    }
+pub(crate) fn repeated(row: &impl Cols, key: &RequestKey) -> Result<GrantCreated, StoreError> {
+    key.same_request(row.try_get("request_hash")?, "grant")?;
     Ok(GrantCreated {
         grant: from_row(row)?,
         approved_first: None,
@@ -59,7 +45,7 @@ pub(crate) fn repeated(row: &impl Cols, key: &GrantKey) -> Result<GrantCreated, 
 
 /// The insert's end: with a key, a second insert under it does nothing
 /// (and returns no row) instead of failing.
-pub(crate) fn on_conflict(key: Option<&GrantKey>) -> &'static str {
+pub(crate) fn on_conflict(key: Option<&RequestKey>) -> &'static str {
     match key {
         Some(_) => {
             " ON CONFLICT (granted_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"

@@ -15,10 +15,11 @@ use crate::error::StoreError;
 use crate::events::{self, NewEvent};
 use crate::grant_governs::handler_governs_on;
 pub(crate) use crate::grant_governs::{asked_under_rules, handler_action_governs};
-use crate::grant_key::{GrantKey, keyed_query, repeated};
+use crate::grant_key::{keyed_query, repeated};
 pub use crate::grant_list::GrantFilter;
 pub(crate) use crate::grant_list::list_query;
 use crate::grant_scan::{Candidates, candidates_query};
+use crate::request_key::RequestKey;
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
 use actiongate_api::model::{Action, ActionStatus, GrantRecord, Json};
 
@@ -370,7 +371,7 @@ pub(crate) fn refuse_ended(session: &str, ended_at: Option<Option<i64>>) -> Resu
 }
 
 /// The statement storing `new`, returning its row.
-pub(crate) fn insert_query<DB>(new: &NewGrant, key: Option<&GrantKey>) -> QueryBuilder<DB>
+pub(crate) fn insert_query<DB>(new: &NewGrant, key: Option<&RequestKey>) -> QueryBuilder<DB>
 where
     DB: sqlx::Database,
     for<'t> Option<String>: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
@@ -413,7 +414,7 @@ pub(crate) async fn create_on(
     conn: &mut SqliteConnection,
     new: NewGrant,
     first: Option<ApproveFirst>,
-    key: Option<&GrantKey>,
+    key: Option<&RequestKey>,
     default_profile: Option<&Arc<policy::Profile>>,
     candidates: &Candidates,
 ) -> Result<GrantCreated, StoreError> {
@@ -567,7 +568,7 @@ impl SqliteStore {
     pub async fn create_grant_once(
         &self,
         new: NewGrant,
-        key: GrantKey,
+        key: RequestKey,
     ) -> Result<GrantCreated, StoreError> {
         self.create_grant_on(new, None, Some(key)).await
     }
@@ -576,7 +577,7 @@ impl SqliteStore {
         &self,
         new: NewGrant,
         first: Option<ApproveFirst>,
-        key: Option<GrantKey>,
+        key: Option<RequestKey>,
     ) -> Result<GrantCreated, StoreError> {
         let default_profile = self.default_profile.clone();
         let candidates = self.pending_covered(&new).await?;

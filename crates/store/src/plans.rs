@@ -13,6 +13,8 @@ use crate::error::StoreError;
 use crate::events::{self, NewEvent};
 use crate::grants::{NewGrant, from_row as grant_from_row, grant_event, insert_query};
 use crate::paging::Page;
+use crate::plan_key;
+use crate::request_key::RequestKey;
 use crate::session_list::{self, SessionFilter};
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
 use actiongate_api::model::Json;
@@ -462,28 +464,48 @@ impl SqliteStore {
             .await
     }
 
-    /// Stores a pending plan and its `plan.requested` event.
-    pub async fn create_plan(&self, plan: Plan) -> Result<Plan, StoreError> {
+    /// Stores a pending plan and its `plan.requested` event; under an
+    /// idempotency key `agent` used before for the same request, the plan
+    /// that made instead, unchanged (`false`: not created now).
+    pub async fn create_plan(
+        &self,
+        plan: Plan,
+        key: Option<RequestKey>,
+    ) -> Result<(Plan, bool), StoreError> {
         self.writer
             .run_sparing_grants(move |conn| {
                 Box::pin(async move {
-                    sqlx::query(
-                        "INSERT INTO plans (id, agent, session, reason, status, steps, created_at) \
-                         VALUES (?, ?, ?, ?, 'pending', ?, ?)",
-                    )
-                    .bind(&plan.id)
-                    .bind(&plan.agent)
-                    .bind(&plan.session)
-                    .bind(&plan.reason)
-                    .bind(serde_json::to_string(&plan.steps)?)
-                    .bind(to_ms(plan.created_at))
-                    .execute(&mut *conn)
-                    .await?;
+                    if let Some(key) = &key
+                        && let Some(row) = plan_key::keyed_query::<Sqlite>(&plan.agent, key)
+                            .build()
+                            .fetch_optional(&mut *conn)
+                            .await?
+                    {
+                        return Ok((plan_key::found(&row, key)?, false));
+                    }
+                    plan_key::insert_query::<Sqlite>(&plan, key.as_ref())?
+                        .build()
+                        .execute(&mut *conn)
+                        .await?;
                     events::insert_on(conn, &plan_event("plan.requested", &plan)?).await?;
-                    Ok(plan)
+                    Ok((plan, true))
                 })
             })
             .await
+    }
+
+    /// The plan `agent` asked for under `key`, if any; a conflict when
+    /// that was another request.
+    pub async fn plan_for_key(
+        &self,
+        agent: &str,
+        key: &RequestKey,
+    ) -> Result<Option<Plan>, StoreError> {
+        let row = plan_key::keyed_query::<Sqlite>(agent, key)
+            .build()
+            .fetch_optional(&self.read)
+            .await?;
+        row.map(|row| plan_key::found(&row, key)).transpose()
     }
 
     /// One plan.

@@ -201,7 +201,7 @@ async fn a_keyed_grant_is_stored_once_per_operator_and_key(kind: Kind) {
         return;
     };
     let (a, _) = store.insert_action(ask("a", "make")).await.unwrap();
-    let key = |hash: &str| GrantKey {
+    let key = |hash: &str| RequestKey {
         key: "k1".to_owned(),
         request_hash: hash.to_owned(),
     };

@@ -144,7 +144,7 @@ async fn pending_plans_are_paged_oldest_first_in_the_order_they_were_made(kind: 
         if n % 7 == 6 {
             at -= chrono::Duration::seconds(1);
         }
-        let p = store.create_plan(plan(n, at)).await.unwrap();
+        let p = store.create_plan(plan(n, at), None).await.unwrap().0;
         if n % 4 == 3 {
             store
                 .decide_plan(p.id.clone(), "denied", "op".to_owned(), p.steps, Vec::new())
@@ -178,7 +178,58 @@ async fn pending_plans_are_paged_oldest_first_in_the_order_they_were_made(kind: 
     assert_eq!(all_pages(4, true, list(None)).await.len(), 31);
 }
 
+/// A plan asked again under its key is the first, made once; another
+/// request under the key is a conflict; another agent's key is its own.
+async fn a_keyed_plan_is_stored_once_per_agent_and_key(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
+    let key = |hash: &str| RequestKey {
+        key: "k1".to_owned(),
+        request_hash: hash.to_owned(),
+    };
+    let at = Utc::now();
+    let (first, created) = store
+        .create_plan(plan(1, at), Some(key("h1")))
+        .await
+        .unwrap();
+    assert!(created);
+    let (again, created) = store
+        .create_plan(plan(1, at), Some(key("h1")))
+        .await
+        .unwrap();
+    assert!(!created);
+    assert_eq!(again.id, first.id);
+    let found = store.plan_for_key("a", &key("h1")).await.unwrap();
+    assert_eq!(found.map(|p| p.id), Some(first.id.clone()));
+    assert!(
+        store
+            .plan_for_key(
+                "a",
+                &RequestKey {
+                    key: "k2".to_owned(),
+                    ..key("h1")
+                }
+            )
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let other = store.create_plan(plan(2, at), Some(key("h2"))).await;
+    assert!(matches!(other, Err(StoreError::Conflict(_))), "{other:?}");
+    let looked = store.plan_for_key("a", &key("h2")).await;
+    assert!(matches!(looked, Err(StoreError::Conflict(_))), "{looked:?}");
+    let theirs = Plan {
+        agent: "b".to_owned(),
+        ..plan(1, at)
+    };
+    let (theirs, created) = store.create_plan(theirs, Some(key("h1"))).await.unwrap();
+    assert!(created);
+    assert_ne!(theirs.id, first.id);
+}
+
 crate::conformance!(
     pending_grant_requests_are_paged_oldest_first,
     pending_plans_are_paged_oldest_first_in_the_order_they_were_made,
+    a_keyed_plan_is_stored_once_per_agent_and_key,
 );

@@ -475,10 +475,12 @@ def request_plan(
     reason: Optional[str],
     runtime: Optional[str],
     timeout: float,
+    idempotency_key: Optional[str] = None,
 ) -> Flow:
     """``POST /v1/plans``, then waits up to ``timeout`` seconds for the
     decision (``GET /v1/plans/{id}?wait=``); the plan as it then stands
-    (still ``pending`` when nobody decided in time)."""
+    (still ``pending`` when nobody decided in time). Retried under one
+    idempotency key, so a plan whose answer was lost is asked once."""
     total = seconds(timeout, "timeout")
     if not session:
         raise ValueError("session must not be empty")
@@ -489,8 +491,9 @@ def request_plan(
         body["reason"] = reason
     if runtime is not None:
         body["runtime"] = runtime
+    body["idempotency_key"] = idempotency_key or uuid.uuid4().hex
     deadline = time.monotonic() + total
-    data = yield Call("POST", "/v1/plans", json=body, has_body=True, until=deadline)
+    data = yield Call("POST", "/v1/plans", json=body, has_body=True, retry=True, until=deadline)
     plan = Plan.from_json(_dict(data))
     return (yield from _poll_plan(plan, deadline))
 

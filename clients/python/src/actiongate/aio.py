@@ -208,9 +208,10 @@ class AsyncClient:
         reason: Optional[str] = None,
         runtime: Optional[str] = None,
         timeout: float = 300,
+        idempotency_key: Optional[str] = None,
     ) -> Plan:
         """See :meth:`actiongate.Client.request_plan`."""
-        return await self._drive(_core.request_plan(steps, session, reason, runtime, timeout))  # type: ignore[no-any-return]
+        return await self._drive(_core.request_plan(steps, session, reason, runtime, timeout, idempotency_key))  # type: ignore[no-any-return]
 
     async def plan(self, plan_id: str, wait: float = 0) -> Plan:
         """See :meth:`actiongate.Client.plan`."""

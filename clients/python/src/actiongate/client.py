@@ -235,6 +235,7 @@ class Client:
         reason: Optional[str] = None,
         runtime: Optional[str] = None,
         timeout: float = 300,
+        idempotency_key: Optional[str] = None,
     ) -> Plan:
         """Asks a human to approve a task's steps at once (``{"tool",
         "detail"}`` or ``{"handler", "action", "params"}`` each) and waits
@@ -242,8 +243,10 @@ class Client:
         in ``plan.approved_steps`` runs once in ``session`` without another
         question; the steps in ``plan.asks`` still ask when they run. A plan
         nobody decided in time comes back ``pending``: follow it with
-        :meth:`plan`."""
-        return self._drive(_core.request_plan(steps, session, reason, runtime, timeout))  # type: ignore[no-any-return]
+        :meth:`plan`. It is sent again on a 503 or a dropped connection
+        under one ``idempotency_key`` (made up when not given), so a plan
+        whose answer was lost asks once."""
+        return self._drive(_core.request_plan(steps, session, reason, runtime, timeout, idempotency_key))  # type: ignore[no-any-return]
 
     def plan(self, plan_id: str, wait: float = 0) -> Plan:
         """The plan, waiting up to ``wait`` seconds for its decision."""

@@ -122,9 +122,10 @@ pub async fn call(
                 session,
                 runtime: None,
                 steps,
+                idempotency_key: None,
             };
             match gate.create_plan(caller, body).await {
-                Ok(p) => p.id,
+                Ok((p, _)) => p.id,
                 Err(e) => return error(format!("actiongate: {e}")),
             }
         }

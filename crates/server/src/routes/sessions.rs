@@ -144,9 +144,10 @@ pub async fn end_session(
 /// Ask approval for a plan (agents).
 #[utoipa::path(post, path = "/v1/plans", tag = "sessions", request_body = CreatePlan,
     responses((status = 201, description = "The pending plan", body = Plan),
+        (status = 200, description = "Asked before under the same idempotency key and body: that plan, as it stands now", body = Plan),
         (status = 403, description = "Not an agent key", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "A step names no handler or action", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "A step's handler is retired", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A step's handler is retired, or the idempotency key was used for another plan", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "The agent has limits.max_pending_per_agent items waiting for a human (limit-reached)", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
@@ -155,8 +156,12 @@ pub async fn create_plan(
     caller: Caller,
     ApiJson(body): ApiJson<CreatePlan>,
 ) -> ApiResult<(StatusCode, axum::Json<Plan>)> {
-    let plan = state.gate().create_plan(&caller, body).await?;
-    Ok((StatusCode::CREATED, axum::Json(plan)))
+    let (plan, created) = state.gate().create_plan(&caller, body).await?;
+    let status = match created {
+        true => StatusCode::CREATED,
+        false => StatusCode::OK,
+    };
+    Ok((status, axum::Json(plan)))
 }
 
 /// Filters of `GET /v1/plans`.

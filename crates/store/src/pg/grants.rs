@@ -36,7 +36,7 @@ use sqlx::{PgConnection, Postgres as Pg, QueryBuilder};
 use crate::actions::NewAction;
 use crate::error::StoreError;
 use crate::events::NewEvent;
-use crate::grant_key::{GrantKey, keyed_query, repeated};
+use crate::grant_key::{keyed_query, repeated};
 use crate::grant_scan::{Candidates, Look, covered_query_among};
 use crate::grants::{
     ApproveFirst, GrantCreated, GrantFilter, NewGrant, allows, approve_by_grant, asked_under_rules,
@@ -45,6 +45,7 @@ use crate::grants::{
 };
 use crate::pg::Postgres;
 use crate::pg::actions::transition_on;
+use crate::request_key::RequestKey;
 use crate::time::{now, to_ms};
 use actiongate_api::model::{Action, DecisionResult, GrantRecord};
 
@@ -234,7 +235,7 @@ pub(crate) async fn create_on(
     conn: &mut PgConnection,
     new: NewGrant,
     first: Option<ApproveFirst>,
-    key: Option<&GrantKey>,
+    key: Option<&RequestKey>,
     default_profile: Option<&Arc<policy::Profile>>,
     candidates: &Candidates,
     events: &mut Vec<NewEvent>,
@@ -439,7 +440,7 @@ impl Postgres {
     pub async fn create_grant_once(
         &self,
         new: NewGrant,
-        key: GrantKey,
+        key: RequestKey,
     ) -> Result<GrantCreated, StoreError> {
         self.create_grant_on(new, None, Some(key)).await
     }
@@ -448,7 +449,7 @@ impl Postgres {
         &self,
         new: NewGrant,
         first: Option<ApproveFirst>,
-        key: Option<GrantKey>,
+        key: Option<RequestKey>,
     ) -> Result<GrantCreated, StoreError> {
         let candidates = self.pending_covered(&new).await?;
         let mut tx = self.begin().await?;

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use sqlx::PgConnection;
+use sqlx::{PgConnection, Postgres as Pg};
 
 use crate::error::StoreError;
 use crate::grants::{NewGrant, from_row as grant_from_row, grant_event, insert_query};
@@ -12,10 +12,12 @@ use crate::pg::{
     Postgres,
     grants::{lock_grants, only_later},
 };
+use crate::plan_key;
 use crate::plans::{
     RunReport, list_query, plan_columns, plan_event, plan_from_row, session_columns,
     session_from_row, undecided_event,
 };
+use crate::request_key::RequestKey;
 use crate::session_list::{self, SessionFilter};
 use crate::time::{now, to_ms};
 use actiongate_api::model::Json;
@@ -289,24 +291,43 @@ impl Postgres {
         Ok(s)
     }
 
-    /// Stores a pending plan and its `plan.requested` event.
-    pub async fn create_plan(&self, plan: Plan) -> Result<Plan, StoreError> {
+    /// See `SqliteStore::create_plan`. Two requests under one key racing
+    /// (on two daemons) insert one row: the second inserts nothing and
+    /// answers the first's plan.
+    pub async fn create_plan(
+        &self,
+        plan: Plan,
+        key: Option<RequestKey>,
+    ) -> Result<(Plan, bool), StoreError> {
         let mut tx = self.begin().await?;
-        sqlx::query(
-            "INSERT INTO plans (id, agent, session, reason, status, steps, created_at) \
-             VALUES ($1, $2, $3, $4, 'pending', $5, $6)",
-        )
-        .bind(&plan.id)
-        .bind(&plan.agent)
-        .bind(&plan.session)
-        .bind(&plan.reason)
-        .bind(serde_json::to_string(&plan.steps)?)
-        .bind(to_ms(plan.created_at))
-        .execute(&mut *tx)
-        .await?;
+        let inserted = plan_key::insert_query::<Pg>(&plan, key.as_ref())?
+            .build()
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if let (0, Some(key)) = (inserted, &key) {
+            let row = plan_key::keyed_query::<Pg>(&plan.agent, key)
+                .build()
+                .fetch_one(&mut *tx)
+                .await?;
+            return Ok((plan_key::found(&row, key)?, false));
+        }
         self.commit(tx, vec![plan_event("plan.requested", &plan)?])
             .await?;
-        Ok(plan)
+        Ok((plan, true))
+    }
+
+    /// See `SqliteStore::plan_for_key`.
+    pub async fn plan_for_key(
+        &self,
+        agent: &str,
+        key: &RequestKey,
+    ) -> Result<Option<Plan>, StoreError> {
+        let row = plan_key::keyed_query::<Pg>(agent, key)
+            .build()
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|row| plan_key::found(&row, key)).transpose()
     }
 
     /// One plan.

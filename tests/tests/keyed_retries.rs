@@ -1,7 +1,8 @@
-//! An operator's grant sent again under its idempotency key (a retry after
-//! a lost answer or a 503) grants nothing twice: the same key and body
-//! answer the grant made the first time, another body is a conflict, and
-//! requests racing with one key on several daemons make one grant.
+//! An operator's grant, or an agent's plan, sent again under its
+//! idempotency key (a retry after a lost answer or a 503) is made once:
+//! the same key and body answer what the first request made, another body
+//! is a conflict, and requests racing with one key on several daemons make
+//! one grant.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -172,4 +173,59 @@ async fn one_key_racing_on_two_daemons_makes_one_grant() {
             .count();
         assert_eq!(made, 1, "{list}");
     }
+}
+
+/// A plan asked again under its key asks no human twice, even with the
+/// agent at its pending limit (the plan the first request made is what
+/// holds its place); another plan under the key is a conflict.
+#[tokio::test]
+async fn a_plan_asked_again_under_its_key_is_the_first() {
+    let k = Keyed::start(&[("ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT", "1")]).await;
+    let url = format!("{}/v1/plans", k.d.base);
+    let body = json!({"session": "task-1", "reason": "release",
+                      "steps": [{"tool": "bash", "detail": "make dist"}],
+                      "idempotency_key": "plan-1"});
+    let (s, first) = call(
+        &k.http,
+        Method::POST,
+        url.clone(),
+        &k.agent,
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(s, 201, "{first}");
+    let (s, again) = call(
+        &k.http,
+        Method::POST,
+        url.clone(),
+        &k.agent,
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(s, 200, "{again}");
+    assert_eq!(again["id"], first["id"]);
+    let mut other = body.clone();
+    other["reason"] = json!("another");
+    let (s, p) = call(&k.http, Method::POST, url.clone(), &k.agent, Some(other)).await;
+    assert_eq!(s, 409, "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("plan-1"), "{p}");
+    // Without the key, the same plan is another item: past the limit.
+    let mut unkeyed = body.clone();
+    unkeyed.as_object_mut().unwrap().remove("idempotency_key");
+    let (s, p) = call(&k.http, Method::POST, url.clone(), &k.agent, Some(unkeyed)).await;
+    assert_eq!(s, 429, "{p}");
+    let (s, list) = call(
+        &k.http,
+        Method::GET,
+        format!("{url}?status=pending"),
+        &k.operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{list}");
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    let bad = json!({"session": "task-1", "steps": [{"tool": "bash", "detail": "ls"}], "idempotency_key": ""});
+    let (s, p) = call(&k.http, Method::POST, url, &k.agent, Some(bad)).await;
+    assert_eq!(s, 422, "{p}");
+    assert!(p.to_string().contains("idempotency_key"), "{p}");
 }
