@@ -1,5 +1,6 @@
-//! An operator's grant, or an agent's plan, sent again under its
-//! idempotency key (a retry after a lost answer or a 503) is made once:
+//! An operator's grant, or an agent's plan or grant request, sent again
+//! under its idempotency key (a retry after a lost answer or a 503) is
+//! made once:
 //! the same key and body answer what the first request made, another body
 //! is a conflict, and requests racing with one key on several daemons make
 //! one grant.
@@ -8,7 +9,10 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::common::call;
-use crate::common::daemon::{Daemon, Keyed, agent_key, request_action, role_key, status_json};
+use crate::common::daemon::{
+    Daemon, Keyed, agent_key, files_handler, register_handler, request_action, role_key,
+    status_json,
+};
 use crate::common::pg_cluster::Cluster;
 
 async fn grants(k: &Keyed) -> Vec<Value> {
@@ -228,4 +232,79 @@ async fn a_plan_asked_again_under_its_key_is_the_first() {
     let (s, p) = call(&k.http, Method::POST, url, &k.agent, Some(bad)).await;
     assert_eq!(s, 422, "{p}");
     assert!(p.to_string().contains("idempotency_key"), "{p}");
+}
+
+/// A grant request made again under its key asks no human twice: the
+/// retry answers the first request as it stands, waits on it like the
+/// first, and sees the operator's answer; another request under the key is
+/// a conflict.
+#[tokio::test]
+async fn a_grant_request_made_again_under_its_key_is_the_first() {
+    let k = Keyed::start(&[("ACTIONGATE_LIMITS__MAX_PENDING_PER_AGENT", "1")]).await;
+    let base = &k.d.base;
+    register_handler(&k.http, base, &k.admin, files_handler()).await;
+    let url = format!("{base}/v1/grant-requests");
+    let body = json!({"handler": "files", "permission": "fs.write", "reason": "to write /a",
+                      "idempotency_key": "ask-1"});
+    let (s, first) = call(
+        &k.http,
+        Method::POST,
+        url.clone(),
+        &k.agent,
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(s, 201, "{first}");
+    // At the pending limit, the retry still answers, after its wait.
+    let (s, again) = call(
+        &k.http,
+        Method::POST,
+        format!("{url}?wait=1"),
+        &k.agent,
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(s, 200, "{again}");
+    assert_eq!(
+        (&again["id"], &again["status"]),
+        (&first["id"], &json!("pending"))
+    );
+    let id = first["id"].as_str().unwrap();
+    let (s, a) = call(
+        &k.http,
+        Method::POST,
+        format!("{url}/{id}/approve"),
+        &k.operator,
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(s, 200, "{a}");
+    let (s, late) = call(
+        &k.http,
+        Method::POST,
+        url.clone(),
+        &k.agent,
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(s, 200, "{late}");
+    assert_eq!(
+        (&late["id"], &late["status"]),
+        (&first["id"], &json!("approved"))
+    );
+    let mut other = body.clone();
+    other["reason"] = json!("to write /b");
+    let (s, p) = call(&k.http, Method::POST, url.clone(), &k.agent, Some(other)).await;
+    assert_eq!(s, 409, "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("ask-1"), "{p}");
+    let (s, list) = call(
+        &k.http,
+        Method::GET,
+        format!("{url}?status=approved"),
+        &k.operator,
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{list}");
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
 }

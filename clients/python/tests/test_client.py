@@ -482,6 +482,34 @@ def test_request_permission_approved_and_denied(daemon, handler, agent_client, o
     assert results == [True, False, False]
 
 
+def test_a_grant_request_whose_answer_was_lost_is_sent_again_and_asked_once(daemon, handler, op):
+    """Approved while the first request waits, its answer lost: the retry
+    under the same key answers that request, approved, not a second."""
+    name = daemon.agent()
+    key = daemon.key("agent", name)
+    proxy = LossyProxy(daemon)
+    results = []
+
+    def ask():
+        with Client(proxy.url, key) as c:
+            results.append(c.request_permission("notes.write", "lost notes", 1, handler=handler))
+
+    t = threading.Thread(target=ask)
+    t.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not (reqs := [r for r in op.grant_requests() if r.raw["agent"] == name]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [req] = reqs
+        op.approve_grant_request(req.id)
+        t.join(30)
+    finally:
+        proxy.close()
+    assert results == [True]
+    assert len(proxy.keys) == 2 and proxy.keys[0] == proxy.keys[1]
+    assert [r.id for r in op.grant_requests(status=None) if r.raw["agent"] == name] == [req.id]
+
+
 def test_request_permission_without_a_handler_is_a_pending_item(agent_client, op, agent):
     # Seed 004's request_permission(permission, reason, timeout_minutes):
     # the same item the MCP tool makes, tool:permission:<permission>.

@@ -534,11 +534,14 @@ export class Client {
     const body: Record<string, unknown> = { handler: options.handler, permission, reason, timeout: `${minutes}m` };
     if (options.scope !== undefined) body['scope'] = options.scope;
     if (options.expires !== undefined) body['expires'] = options.expires;
+    // One key for every attempt: a retry after a 503 or a dropped
+    // connection answers the request the first attempt made, never a second.
+    body['idempotency_key'] = randomKey();
     const waitEnds = Date.now() + waitSeconds * 1000;
     const deadline = this.deadline(waitSeconds * 1000);
     let w = pollSeconds(waitEnds - Date.now());
     let req = object<GrantRequest>(
-      await this.send({ method: 'POST', path: '/v1/grant-requests', query: { wait: w }, body, wait: w, deadline, signal: options.signal }),
+      await this.send({ method: 'POST', path: '/v1/grant-requests', query: { wait: w }, body, retry: true, wait: w, deadline, signal: options.signal }),
     );
     while (req.status === 'pending') {
       const remaining = waitEnds - Date.now();

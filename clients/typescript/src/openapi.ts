@@ -1272,6 +1272,12 @@ export interface components {
             expires?: string | null;
             /** @description Handler id. */
             handler: string;
+            /**
+             * @description Makes a retry safe: the same key from the same agent with the same
+             *     body answers the request made the first time (200), asking no human
+             *     twice; with another body it is a 409.
+             */
+            idempotency_key?: string | null;
             /** @description Permission name. */
             permission: string;
             /** @description Why the agent needs it. */
@@ -4121,6 +4127,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description Asked before under the same idempotency key and body: that request as it stands (or once settled within the wait) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GrantRequest"];
+                };
+            };
             /** @description The request (pending, or settled within the wait) */
             201: {
                 headers: {
@@ -4159,6 +4174,15 @@ export interface operations {
             };
             /** @description No such handler or permission */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The idempotency key was used for another request */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -617,6 +617,37 @@ describe('errors and failing closed', () => {
     }
   });
 
+  test('a grant request whose answer was lost is sent again and asked once', async () => {
+    const handler = `tsl${Math.random().toString(16).slice(2, 8)}`;
+    await d.call('POST', '/v1/handlers', {
+      id: handler,
+      name: 'TS lost',
+      url: 'http://127.0.0.1:9/hook',
+      permissions: [{ name: 'notes.write', parameters_schema: { type: 'object' } }],
+      actions: [{ name: 'write', permission: 'notes.write', params_schema: { type: 'object' } }],
+    });
+    const a = await d.agent();
+    const proxy = await lossyProxy();
+    try {
+      const c = new Client({ url: proxy.url, key: a.key });
+      // Answered while the first request waits; its answer is then lost.
+      const asked = c.requestPermission('notes.write', 'need notes', { handler, timeoutMinutes: 1 });
+      let reqs = [];
+      for (let i = 0; i < 100 && !reqs.length; i++) {
+        reqs = (await op.grantRequests()).filter((r) => r.handler === handler);
+        if (!reqs.length) await new Promise((r) => setTimeout(r, 50));
+      }
+      await op.approveGrantRequest(reqs[0].id, { expires: '1h' });
+      assert.equal(await asked, true);
+      assert.equal(proxy.keys.length, 2);
+      assert.equal(proxy.keys[0], proxy.keys[1]);
+      const made = (await op.grantRequests({ status: null })).filter((r) => r.handler === handler);
+      assert.deepEqual(made.map((r) => r.id), [reqs[0].id]);
+    } finally {
+      proxy.close();
+    }
+  });
+
   test('an AbortSignal stops a long wait', async () => {
     const { client } = await agentClient();
     const a = await client.request('bash', 'long', { timeout: '5m' });

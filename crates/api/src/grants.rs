@@ -42,6 +42,12 @@ pub struct CreateGrantRequest {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 10000)]
     pub uses: Option<i64>,
+    /// Makes a retry safe: the same key from the same agent with the same
+    /// body answers the request made the first time (200), asking no human
+    /// twice; with another body it is a 409.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
+    pub idempotency_key: Option<String>,
 }
 
 /// An approval, optionally narrower than asked.

@@ -44,13 +44,21 @@ impl Gate {
         caller: &Caller,
         body: CreateGrantRequest,
         wait: Duration,
-    ) -> GateResult<GrantRequest> {
+    ) -> GateResult<(GrantRequest, bool)> {
         let agent = caller.agent_id()?.to_owned();
         let guard = if wait.is_zero() {
             None
         } else {
             self.long_poll_guard(caller)?
         };
+        // A retry of a request stored is answered (and waited on) as it
+        // stands, before any limit is counted.
+        let key = crate::request_key::request_key(body.idempotency_key.as_deref(), &body)?;
+        if let Some(key) = &key
+            && let Some(r) = self.store().grant_request_for_key(&agent, key).await?
+        {
+            return Ok((self.answer_after(guard, r, wait).await?, false));
+        }
         if body.reason.len() > MAX_TEXT {
             return Err(GateError::invalid("reason", "at most 4096 bytes"));
         }
@@ -68,29 +76,40 @@ impl Gate {
         let deadline =
             actiongate_store::time::now() + chrono::Duration::from_std(timeout).unwrap_or_default();
         let ticket = self.admit_pending(&agent).await?;
-        let r = self
-            .store()
-            .create_grant_request(NewGrantRequest {
-                id: format!("{GRANT_REQUEST_PREFIX}{}", uuid::Uuid::now_v7().simple()),
-                agent,
-                handler: body.handler,
-                permission: body.permission,
-                scope: body.scope,
-                reason: Some(body.reason),
-                expires: body.expires,
-                deadline,
-                session,
-                uses,
-            })
-            .await?;
+        let new = NewGrantRequest {
+            id: format!("{GRANT_REQUEST_PREFIX}{}", uuid::Uuid::now_v7().simple()),
+            agent,
+            handler: body.handler,
+            permission: body.permission,
+            scope: body.scope,
+            reason: Some(body.reason),
+            expires: body.expires,
+            deadline,
+            session,
+            uses,
+        };
+        let (r, created) = match key {
+            Some(key) => self.store().create_grant_request_once(new, key).await?,
+            None => (self.store().create_grant_request(new).await?, true),
+        };
         drop(ticket);
         self.deadlines_changed().notify_one();
-        if wait.is_zero() {
-            Ok(r)
-        } else {
-            self.unless_revoked(guard, self.wait_grant_request(&r.id, wait))
-                .await
+        Ok((self.answer_after(guard, r, wait).await?, created))
+    }
+
+    /// `r` as it stands once settled or after `wait`, whichever is first
+    /// (at once without a wait); `guard` holds the long-poll's place.
+    async fn answer_after(
+        &self,
+        guard: Option<crate::caller::KeyGuard>,
+        r: GrantRequest,
+        wait: Duration,
+    ) -> GateResult<GrantRequest> {
+        if wait.is_zero() || settled(&r) {
+            return Ok(r);
         }
+        self.unless_revoked(guard, self.wait_grant_request(&r.id, wait))
+            .await
     }
 
     async fn wait_grant_request(&self, id: &str, wait: Duration) -> GateResult<GrantRequest> {

@@ -221,6 +221,13 @@ contract! {
     // grant_requests
     /// Stores a pending grant request.
     pub async fn create_grant_request(&self, new: NewGrantRequest) -> Result<GrantRequest, StoreError>;
+    /// Stores a pending grant request under the agent's idempotency key:
+    /// one it used before for the same request answers that request,
+    /// unchanged (`false`: not created now); another request is a conflict.
+    pub async fn create_grant_request_once(&self, new: NewGrantRequest, key: RequestKey) -> Result<(GrantRequest, bool), StoreError>;
+    /// The grant request `agent` made under idempotency key `key`, if any;
+    /// a conflict when that was another request.
+    pub async fn grant_request_for_key(&self, agent: &str, key: &RequestKey) -> Result<Option<GrantRequest>, StoreError>;
     /// Approves a pending request by creating `grant`, in one transaction.
     pub async fn approve_grant_request(&self, id: &str, grant: NewGrant) -> Result<(GrantRequest, GrantCreated), StoreError>;
     /// Denies a pending request.

@@ -10,6 +10,7 @@ use crate::error::StoreError;
 use crate::events::{self, NewEvent};
 use crate::grants::{self, GrantCreated, NewGrant};
 use crate::paging::Page;
+use crate::request_key::RequestKey;
 use crate::time::{from_ms, now, opt_from_ms, to_ms};
 use actiongate_api::model::{GrantRecord, GrantRequest, GrantRequestStatus, Json};
 
@@ -106,6 +107,25 @@ pub(crate) fn event(kind: &'static str, r: &GrantRequest) -> Result<NewEvent, St
     })
 }
 
+/// The id of the grant request `agent` made under `key`, if any; a
+/// conflict when that was another request.
+async fn keyed_on(
+    conn: &mut SqliteConnection,
+    agent: &str,
+    key: &RequestKey,
+) -> Result<Option<String>, StoreError> {
+    let found: Option<(String, Option<String>)> = sqlx::query_as(
+        "SELECT id, request_hash FROM grant_requests WHERE agent = ? AND idempotency_key = ?",
+    )
+    .bind(agent)
+    .bind(&key.key)
+    .fetch_optional(&mut *conn)
+    .await?;
+    found
+        .map(|(id, hash)| key.same_request(hash, "grant request").map(|()| id))
+        .transpose()
+}
+
 async fn get_on(conn: &mut SqliteConnection, id: &str) -> Result<GrantRequest, StoreError> {
     let row = sqlx::query(concat!(
         "SELECT ",
@@ -184,12 +204,52 @@ impl SqliteStore {
         &self,
         new: NewGrantRequest,
     ) -> Result<GrantRequest, StoreError> {
+        Ok(self.create_grant_request_on(new, None).await?.0)
+    }
+
+    /// Stores a pending grant request under the agent's idempotency key:
+    /// one it used before for the same request answers the request that
+    /// made, unchanged (`false`: not created now); another request under it
+    /// is a conflict.
+    pub async fn create_grant_request_once(
+        &self,
+        new: NewGrantRequest,
+        key: RequestKey,
+    ) -> Result<(GrantRequest, bool), StoreError> {
+        self.create_grant_request_on(new, Some(key)).await
+    }
+
+    /// The grant request `agent` made under `key`, if any; a conflict when
+    /// that was another request.
+    pub async fn grant_request_for_key(
+        &self,
+        agent: &str,
+        key: &RequestKey,
+    ) -> Result<Option<GrantRequest>, StoreError> {
+        let mut conn = self.read.acquire().await?;
+        match keyed_on(&mut conn, agent, key).await? {
+            Some(id) => Ok(Some(get_on(&mut conn, &id).await?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn create_grant_request_on(
+        &self,
+        new: NewGrantRequest,
+        key: Option<RequestKey>,
+    ) -> Result<(GrantRequest, bool), StoreError> {
         self.writer
             .run(move |conn| {
                 Box::pin(async move {
+                    if let Some(key) = &key
+                        && let Some(id) = keyed_on(conn, &new.agent, key).await?
+                    {
+                        return Ok((get_on(conn, &id).await?, false));
+                    }
                     sqlx::query(
                         "INSERT INTO grant_requests (id, agent, handler, permission, scope, reason, expires, status, \
-                         deadline, created_at, session, uses) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+                         deadline, created_at, session, uses, idempotency_key, request_hash) \
+                         VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)",
                     )
                     .bind(&new.id)
                     .bind(&new.agent)
@@ -202,11 +262,13 @@ impl SqliteStore {
                     .bind(to_ms(now()))
                     .bind(&new.session)
                     .bind(new.uses)
+                    .bind(key.as_ref().map(|k| &k.key))
+                    .bind(key.as_ref().map(|k| &k.request_hash))
                     .execute(&mut *conn)
                     .await?;
                     let r = get_on(conn, &new.id).await?;
                     events::insert_on(conn, &event("grant_request.created", &r)?).await?;
-                    Ok(r)
+                    Ok((r, true))
                 })
             })
             .await

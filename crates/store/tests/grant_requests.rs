@@ -236,9 +236,54 @@ async fn requests_are_denied_expired_and_listed(kind: Kind) {
     assert!(expired_of_b.is_empty());
 }
 
+/// A request made again under its key is the first, stored once, as it
+/// now stands; another request under the key is a conflict; another
+/// agent's key is its own.
+async fn a_keyed_request_is_stored_once_per_agent_and_key(kind: Kind) {
+    let Some((store, _dir)) = open(kind).await else {
+        return;
+    };
+    let key = |hash: &str| RequestKey {
+        key: "k1".to_owned(),
+        request_hash: hash.to_owned(),
+    };
+    let hour = chrono::Duration::hours(1);
+    let (first, created) = store
+        .create_grant_request_once(request("a", hour), key("h1"))
+        .await
+        .unwrap();
+    assert!(created);
+    store
+        .deny_grant_request(&first.id, "op".to_owned(), None)
+        .await
+        .unwrap();
+    let (again, created) = store
+        .create_grant_request_once(request("a", hour), key("h1"))
+        .await
+        .unwrap();
+    assert!(!created);
+    assert_eq!(again.id, first.id);
+    assert_eq!(again.status, GrantRequestStatus::Denied);
+    let found = store.grant_request_for_key("a", &key("h1")).await.unwrap();
+    assert_eq!(found.map(|r| r.id), Some(first.id.clone()));
+    let other = store
+        .create_grant_request_once(request("a", hour), key("h2"))
+        .await;
+    assert!(matches!(other, Err(StoreError::Conflict(_))), "{other:?}");
+    let looked = store.grant_request_for_key("a", &key("h2")).await;
+    assert!(matches!(looked, Err(StoreError::Conflict(_))), "{looked:?}");
+    let (theirs, created) = store
+        .create_grant_request_once(request("b", hour), key("h1"))
+        .await
+        .unwrap();
+    assert!(created);
+    assert_ne!(theirs.id, first.id);
+}
+
 crate::conformance!(
     an_approved_request_creates_its_grant_in_the_same_commit,
     requests_are_denied_expired_and_listed,
+    a_keyed_request_is_stored_once_per_agent_and_key,
 );
 
 /// Three nodes: approvals, denials and sweeps of the same requests at

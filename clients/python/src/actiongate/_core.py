@@ -443,12 +443,15 @@ def request_permission(
         body["scope"] = dict(scope)
     if expires is not None:
         body["expires"] = expires
+    # One key for every attempt: a retry after a 503 or a dropped connection
+    # answers the request the first attempt made, never a second one.
+    body["idempotency_key"] = uuid.uuid4().hex
     # The daemon expires the request at its deadline; wait a little past it
     # so the answer is the settled one.
     deadline = time.monotonic() + timeout_minutes * 60 + 5
     w = _poll(deadline - time.monotonic())
     data = yield Call(
-        "POST", "/v1/grant-requests", params={"wait": w}, json=body, has_body=True, wait=w, until=deadline
+        "POST", "/v1/grant-requests", params={"wait": w}, json=body, has_body=True, retry=True, wait=w, until=deadline
     )
     req = GrantRequest.from_json(_dict(data))
     while not req.settled:

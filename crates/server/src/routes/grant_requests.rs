@@ -38,9 +38,11 @@ pub fn router() -> Router<AppState> {
     request_body = CreateGrantRequest,
     responses(
         (status = 201, description = "The request (pending, or settled within the wait)", body = GrantRequest),
+        (status = 200, description = "Asked before under the same idempotency key and body: that request as it stands (or once settled within the wait)", body = GrantRequest),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Key not bound to an agent", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such handler or permission", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The idempotency key was used for another request", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "The agent has limits.max_pending_per_agent items waiting for a human, or (with ?wait) the key holds limits.max_open_per_key streams and long-polls open already (limit-reached)", body = Problem, content_type = "application/problem+json"),
     ),
@@ -54,8 +56,12 @@ pub async fn create_request(
 ) -> ApiResult<(StatusCode, axum::Json<GrantRequest>)> {
     caller.agent_id()?;
     let wait = q.duration(&state)?;
-    let r = state.gate().request_grant(&caller, body, wait).await?;
-    Ok((StatusCode::CREATED, axum::Json(r)))
+    let (r, created) = state.gate().request_grant(&caller, body, wait).await?;
+    let status = match created {
+        true => StatusCode::CREATED,
+        false => StatusCode::OK,
+    };
+    Ok((status, axum::Json(r)))
 }
 
 /// `GET /v1/grant-requests` filters and paging.

@@ -14,6 +14,7 @@ use crate::grants::{GrantCreated, NewGrant};
 use crate::paging::Page;
 use crate::pg::Postgres;
 use crate::pg::grants;
+use crate::request_key::RequestKey;
 use crate::time::{from_ms, now, to_ms};
 use actiongate_api::model::{GrantRequest, GrantRequestStatus};
 
@@ -28,6 +29,24 @@ async fn with_grant(
         None => None,
     };
     decode(row, grant)
+}
+
+/// See `grant_requests::keyed_on`.
+async fn keyed_on(
+    conn: &mut PgConnection,
+    agent: &str,
+    key: &RequestKey,
+) -> Result<Option<String>, StoreError> {
+    let found: Option<(String, Option<String>)> = sqlx::query_as(
+        "SELECT id, request_hash FROM grant_requests WHERE agent = $1 AND idempotency_key = $2",
+    )
+    .bind(agent)
+    .bind(&key.key)
+    .fetch_optional(&mut *conn)
+    .await?;
+    found
+        .map(|(id, hash)| key.same_request(hash, "grant request").map(|()| id))
+        .transpose()
 }
 
 async fn get_on(conn: &mut PgConnection, id: &str) -> Result<GrantRequest, StoreError> {
@@ -79,10 +98,44 @@ impl Postgres {
         &self,
         new: NewGrantRequest,
     ) -> Result<GrantRequest, StoreError> {
+        Ok(self.create_grant_request_on(new, None).await?.0)
+    }
+
+    /// See `SqliteStore::create_grant_request_once`. Two requests under
+    /// one key racing (on two daemons) insert one row: the second inserts
+    /// nothing and answers the first's.
+    pub async fn create_grant_request_once(
+        &self,
+        new: NewGrantRequest,
+        key: RequestKey,
+    ) -> Result<(GrantRequest, bool), StoreError> {
+        self.create_grant_request_on(new, Some(key)).await
+    }
+
+    /// See `SqliteStore::grant_request_for_key`.
+    pub async fn grant_request_for_key(
+        &self,
+        agent: &str,
+        key: &RequestKey,
+    ) -> Result<Option<GrantRequest>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        match keyed_on(&mut conn, agent, key).await? {
+            Some(id) => Ok(Some(get_on(&mut conn, &id).await?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn create_grant_request_on(
+        &self,
+        new: NewGrantRequest,
+        key: Option<RequestKey>,
+    ) -> Result<(GrantRequest, bool), StoreError> {
         let mut tx = self.begin().await?;
-        sqlx::query(
+        let inserted = sqlx::query(
             "INSERT INTO grant_requests (id, agent, handler, permission, scope, reason, expires, status, \
-             deadline, created_at, session, uses) VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11)",
+             deadline, created_at, session, uses, idempotency_key, request_hash) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11, $12, $13) \
+             ON CONFLICT (agent, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
         )
         .bind(&new.id)
         .bind(&new.agent)
@@ -95,12 +148,21 @@ impl Postgres {
         .bind(to_ms(now()))
         .bind(&new.session)
         .bind(new.uses)
+        .bind(key.as_ref().map(|k| &k.key))
+        .bind(key.as_ref().map(|k| &k.request_hash))
         .execute(&mut *tx)
-        .await?;
+        .await?
+        .rows_affected();
+        if let (0, Some(key)) = (inserted, &key) {
+            let id = keyed_on(&mut tx, &new.agent, key)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            return Ok((get_on(&mut tx, &id).await?, false));
+        }
         let r = get_on(&mut tx, &new.id).await?;
         self.commit(tx, vec![event("grant_request.created", &r)?])
             .await?;
-        Ok(r)
+        Ok((r, true))
     }
 
     /// Approves a pending request by creating `grant`, in one transaction.
