@@ -15,15 +15,20 @@ use crate::common::daemon::{
 };
 use crate::common::pg_cluster::Cluster;
 
+async fn post(k: &Keyed, url: impl Into<String>, key: &str, body: Option<Value>) -> (u16, Value) {
+    call(&k.http, Method::POST, url.into(), key, body).await
+}
+
+async fn get(k: &Keyed, url: impl Into<String>, key: &str) -> (u16, Value) {
+    call(&k.http, Method::GET, url.into(), key, None).await
+}
+
+async fn delete(k: &Keyed, url: impl Into<String>, key: &str) -> (u16, Value) {
+    call(&k.http, Method::DELETE, url.into(), key, None).await
+}
+
 async fn grants(k: &Keyed) -> Vec<Value> {
-    let (s, list) = call(
-        &k.http,
-        Method::GET,
-        format!("{}/v1/grants", k.d.base),
-        &k.operator,
-        None,
-    )
-    .await;
+    let (s, list) = get(k, format!("{}/v1/grants", k.d.base), &k.operator).await;
     assert_eq!(s, 200, "{list}");
     list.as_array().unwrap().clone()
 }
@@ -39,26 +44,12 @@ async fn a_grant_sent_again_under_its_key_is_the_first_and_changes_nothing() {
     let body = json!({"tool": "bash", "pattern": "make [a-z]", "expires": "1h",
                       "idempotency_key": "grant-make-1"});
     let url = format!("{base}/v1/grants");
-    let (s, first) = call(
-        &k.http,
-        Method::POST,
-        url.clone(),
-        &k.operator,
-        Some(body.clone()),
-    )
-    .await;
+    let (s, first) = post(&k, url.clone(), &k.operator, Some(body.clone())).await;
     assert_eq!(s, 201, "{first}");
     assert_eq!(first["approved_actions"], json!([pending["id"]]));
 
     // The retry: the same grant, nothing approved again, one grant stored.
-    let (s, again) = call(
-        &k.http,
-        Method::POST,
-        url.clone(),
-        &k.operator,
-        Some(body.clone()),
-    )
-    .await;
+    let (s, again) = post(&k, url.clone(), &k.operator, Some(body.clone())).await;
     assert_eq!(s, 200, "{again}");
     assert_eq!(again["id"], first["id"]);
     assert_eq!(again["approved_actions"], json!([]));
@@ -67,7 +58,7 @@ async fn a_grant_sent_again_under_its_key_is_the_first_and_changes_nothing() {
     // The key with another grant: a conflict, nothing stored.
     let mut other = body.clone();
     other["pattern"] = json!("make .*");
-    let (s, p) = call(&k.http, Method::POST, url.clone(), &k.operator, Some(other)).await;
+    let (s, p) = post(&k, url.clone(), &k.operator, Some(other)).await;
     assert_eq!(s, 409, "{p}");
     assert!(
         p["detail"].as_str().unwrap().contains("grant-make-1"),
@@ -77,30 +68,16 @@ async fn a_grant_sent_again_under_its_key_is_the_first_and_changes_nothing() {
 
     // Keys are each operator's own: another's same key is another grant.
     let second = role_key(&k.http, base, &k.admin, "operator").await;
-    let (s, theirs) = call(
-        &k.http,
-        Method::POST,
-        url.clone(),
-        &second,
-        Some(body.clone()),
-    )
-    .await;
+    let (s, theirs) = post(&k, url.clone(), &second, Some(body.clone())).await;
     assert_eq!(s, 201, "{theirs}");
     assert_ne!(theirs["id"], first["id"]);
 
     // Revoked, the grant is still what the key made: a retry answers it
     // as it is now and grants nothing anew.
     let id = first["id"].as_str().unwrap();
-    let (s, _) = call(
-        &k.http,
-        Method::DELETE,
-        format!("{url}/{id}"),
-        &k.operator,
-        None,
-    )
-    .await;
+    let (s, _) = delete(&k, format!("{url}/{id}"), &k.operator).await;
     assert_eq!(s, 200);
-    let (s, late) = call(&k.http, Method::POST, url.clone(), &k.operator, Some(body)).await;
+    let (s, late) = post(&k, url.clone(), &k.operator, Some(body)).await;
     assert_eq!(s, 200, "{late}");
     assert_eq!(late["id"], first["id"]);
     assert_eq!(late["active"], false);
@@ -109,7 +86,7 @@ async fn a_grant_sent_again_under_its_key_is_the_first_and_changes_nothing() {
     // An empty or overlong key is refused by name, and stores nothing.
     for key in [json!(""), json!("k".repeat(257)), json!(7)] {
         let bad = json!({"tool": "bash", "pattern": "ls", "expires": "1h", "idempotency_key": key});
-        let (s, p) = call(&k.http, Method::POST, url.clone(), &k.operator, Some(bad)).await;
+        let (s, p) = post(&k, url.clone(), &k.operator, Some(bad)).await;
         assert_eq!(s, 422, "{p}");
         assert!(p.to_string().contains("idempotency_key"), "{p}");
     }
@@ -189,47 +166,26 @@ async fn a_plan_asked_again_under_its_key_is_the_first() {
     let body = json!({"session": "task-1", "reason": "release",
                       "steps": [{"tool": "bash", "detail": "make dist"}],
                       "idempotency_key": "plan-1"});
-    let (s, first) = call(
-        &k.http,
-        Method::POST,
-        url.clone(),
-        &k.agent,
-        Some(body.clone()),
-    )
-    .await;
+    let (s, first) = post(&k, url.clone(), &k.agent, Some(body.clone())).await;
     assert_eq!(s, 201, "{first}");
-    let (s, again) = call(
-        &k.http,
-        Method::POST,
-        url.clone(),
-        &k.agent,
-        Some(body.clone()),
-    )
-    .await;
+    let (s, again) = post(&k, url.clone(), &k.agent, Some(body.clone())).await;
     assert_eq!(s, 200, "{again}");
     assert_eq!(again["id"], first["id"]);
     let mut other = body.clone();
     other["reason"] = json!("another");
-    let (s, p) = call(&k.http, Method::POST, url.clone(), &k.agent, Some(other)).await;
+    let (s, p) = post(&k, url.clone(), &k.agent, Some(other)).await;
     assert_eq!(s, 409, "{p}");
     assert!(p["detail"].as_str().unwrap().contains("plan-1"), "{p}");
     // Without the key, the same plan is another item: past the limit.
     let mut unkeyed = body.clone();
     unkeyed.as_object_mut().unwrap().remove("idempotency_key");
-    let (s, p) = call(&k.http, Method::POST, url.clone(), &k.agent, Some(unkeyed)).await;
+    let (s, p) = post(&k, url.clone(), &k.agent, Some(unkeyed)).await;
     assert_eq!(s, 429, "{p}");
-    let (s, list) = call(
-        &k.http,
-        Method::GET,
-        format!("{url}?status=pending"),
-        &k.operator,
-        None,
-    )
-    .await;
+    let (s, list) = get(&k, format!("{url}?status=pending"), &k.operator).await;
     assert_eq!(s, 200, "{list}");
     assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
     let bad = json!({"session": "task-1", "steps": [{"tool": "bash", "detail": "ls"}], "idempotency_key": ""});
-    let (s, p) = call(&k.http, Method::POST, url, &k.agent, Some(bad)).await;
+    let (s, p) = post(&k, url, &k.agent, Some(bad)).await;
     assert_eq!(s, 422, "{p}");
     assert!(p.to_string().contains("idempotency_key"), "{p}");
 }
@@ -246,47 +202,25 @@ async fn a_grant_request_made_again_under_its_key_is_the_first() {
     let url = format!("{base}/v1/grant-requests");
     let body = json!({"handler": "files", "permission": "fs.write", "reason": "to write /a",
                       "idempotency_key": "ask-1"});
-    let (s, first) = call(
-        &k.http,
-        Method::POST,
-        url.clone(),
-        &k.agent,
-        Some(body.clone()),
-    )
-    .await;
+    let (s, first) = post(&k, url.clone(), &k.agent, Some(body.clone())).await;
     assert_eq!(s, 201, "{first}");
     // At the pending limit, the retry still answers, after its wait.
-    let (s, again) = call(
-        &k.http,
-        Method::POST,
-        format!("{url}?wait=1"),
-        &k.agent,
-        Some(body.clone()),
-    )
-    .await;
+    let (s, again) = post(&k, format!("{url}?wait=1"), &k.agent, Some(body.clone())).await;
     assert_eq!(s, 200, "{again}");
     assert_eq!(
         (&again["id"], &again["status"]),
         (&first["id"], &json!("pending"))
     );
     let id = first["id"].as_str().unwrap();
-    let (s, a) = call(
-        &k.http,
-        Method::POST,
+    let (s, a) = post(
+        &k,
         format!("{url}/{id}/approve"),
         &k.operator,
         Some(json!({})),
     )
     .await;
     assert_eq!(s, 200, "{a}");
-    let (s, late) = call(
-        &k.http,
-        Method::POST,
-        url.clone(),
-        &k.agent,
-        Some(body.clone()),
-    )
-    .await;
+    let (s, late) = post(&k, url.clone(), &k.agent, Some(body.clone())).await;
     assert_eq!(s, 200, "{late}");
     assert_eq!(
         (&late["id"], &late["status"]),
@@ -294,17 +228,10 @@ async fn a_grant_request_made_again_under_its_key_is_the_first() {
     );
     let mut other = body.clone();
     other["reason"] = json!("to write /b");
-    let (s, p) = call(&k.http, Method::POST, url.clone(), &k.agent, Some(other)).await;
+    let (s, p) = post(&k, url.clone(), &k.agent, Some(other)).await;
     assert_eq!(s, 409, "{p}");
     assert!(p["detail"].as_str().unwrap().contains("ask-1"), "{p}");
-    let (s, list) = call(
-        &k.http,
-        Method::GET,
-        format!("{url}?status=approved"),
-        &k.operator,
-        None,
-    )
-    .await;
+    let (s, list) = get(&k, format!("{url}?status=approved"), &k.operator).await;
     assert_eq!(s, 200, "{list}");
     assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
 }

@@ -44,6 +44,16 @@ async function lossyProxy() {
   return { keys, url: `http://127.0.0.1:${server.address().port}`, close: () => server.close() };
 }
 
+/** The pending grant requests for `handler`, once there is one (5 s at most). */
+async function pendingRequests(handler) {
+  let reqs = [];
+  for (let i = 0; i < 100 && !reqs.length; i++) {
+    reqs = (await op.grantRequests()).filter((r) => r.handler === handler);
+    if (!reqs.length) await new Promise((r) => setTimeout(r, 50));
+  }
+  return reqs;
+}
+
 /** A loopback executor that answers 200 and records what it ran. */
 async function executor() {
   const received = [];
@@ -407,28 +417,16 @@ describe('operators', () => {
       });
       const { client } = await agentClient();
       const asked = client.requestPermission('notes.write', 'need notes', { handler, timeoutMinutes: 1 });
-      let reqs = [];
-      for (let i = 0; i < 100 && !reqs.length; i++) {
-        reqs = (await op.grantRequests()).filter((r) => r.handler === handler);
-        if (!reqs.length) await new Promise((r) => setTimeout(r, 50));
-      }
+      let reqs = await pendingRequests(handler);
       await op.approveGrantRequest(reqs[0].id, { expires: '1h' });
       assert.equal(await asked, true);
       // Granted narrower than asked: not as asked.
       const wide = client.requestPermission('notes.write', 'all notes', { handler, scope: { path: '*' }, timeoutMinutes: 1 });
-      reqs = [];
-      for (let i = 0; i < 100 && !reqs.length; i++) {
-        reqs = (await op.grantRequests()).filter((r) => r.handler === handler);
-        if (!reqs.length) await new Promise((r) => setTimeout(r, 50));
-      }
+      reqs = await pendingRequests(handler);
       await op.approveGrantRequest(reqs[0].id, { scope: { path: 'notes/today.md' }, expires: '1h' });
       assert.equal(await wide, false);
       const refused = client.requestPermission('notes.write', 'more', { handler, timeoutMinutes: 1 });
-      reqs = [];
-      for (let i = 0; i < 100 && !reqs.length; i++) {
-        reqs = (await op.grantRequests()).filter((r) => r.handler === handler);
-        if (!reqs.length) await new Promise((r) => setTimeout(r, 50));
-      }
+      reqs = await pendingRequests(handler);
       const denied = await op.denyGrantRequest(reqs[0].id, { reason: 'enough' });
       assert.equal(denied.status, 'denied');
       assert.equal(await refused, false);
@@ -632,11 +630,7 @@ describe('errors and failing closed', () => {
       const c = new Client({ url: proxy.url, key: a.key });
       // Answered while the first request waits; its answer is then lost.
       const asked = c.requestPermission('notes.write', 'need notes', { handler, timeoutMinutes: 1 });
-      let reqs = [];
-      for (let i = 0; i < 100 && !reqs.length; i++) {
-        reqs = (await op.grantRequests()).filter((r) => r.handler === handler);
-        if (!reqs.length) await new Promise((r) => setTimeout(r, 50));
-      }
+      const reqs = await pendingRequests(handler);
       await op.approveGrantRequest(reqs[0].id, { expires: '1h' });
       assert.equal(await asked, true);
       assert.equal(proxy.keys.length, 2);
