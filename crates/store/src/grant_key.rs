@@ -19,15 +19,12 @@ where
     DB: sqlx::Database,
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
-    let mut q: QueryBuilder<DB> = QueryBuilder::new(concat!(
+    let select = concat!(
         "SELECT request_hash, ",
         grant_columns!(),
         " FROM grants WHERE granted_by = "
-    ));
-    q.push_bind(granted_by.to_owned())
-        .push(" AND idempotency_key = ")
-        .push_bind(key.key.clone());
-    q
+    );
+    crate::request_key::keyed_query(select, granted_by, key)
 }
 
 /// What a request under `key` answers when `row` (read by

@@ -107,6 +107,21 @@ pub(crate) fn event(kind: &'static str, r: &GrantRequest) -> Result<NewEvent, St
     })
 }
 
+/// The id and request hash of a grant request, by agent (for
+/// [`crate::request_key::keyed_query`]).
+pub(crate) const KEYED: &str = "SELECT id, request_hash FROM grant_requests WHERE agent = ";
+
+/// The id of the grant request stored under `key` (`found`, its id and
+/// request hash), if any; a conflict when that was another request.
+pub(crate) fn keyed_id(
+    found: Option<(String, Option<String>)>,
+    key: &RequestKey,
+) -> Result<Option<String>, StoreError> {
+    found
+        .map(|(id, hash)| key.same_request(hash, "grant request").map(|()| id))
+        .transpose()
+}
+
 /// The id of the grant request `agent` made under `key`, if any; a
 /// conflict when that was another request.
 async fn keyed_on(
@@ -114,16 +129,11 @@ async fn keyed_on(
     agent: &str,
     key: &RequestKey,
 ) -> Result<Option<String>, StoreError> {
-    let found: Option<(String, Option<String>)> = sqlx::query_as(
-        "SELECT id, request_hash FROM grant_requests WHERE agent = ? AND idempotency_key = ?",
-    )
-    .bind(agent)
-    .bind(&key.key)
-    .fetch_optional(&mut *conn)
-    .await?;
-    found
-        .map(|(id, hash)| key.same_request(hash, "grant request").map(|()| id))
-        .transpose()
+    let found = crate::request_key::keyed_query::<Sqlite>(KEYED, agent, key)
+        .build_query_as()
+        .fetch_optional(&mut *conn)
+        .await?;
+    keyed_id(found, key)
 }
 
 async fn get_on(conn: &mut SqliteConnection, id: &str) -> Result<GrantRequest, StoreError> {

@@ -114,10 +114,8 @@ where
     if !include_retired {
         q.push(" AND retired_at IS NULL");
     }
-    if let Some(after) = &page.after {
-        q.push(" AND id > ").push_bind(after.clone());
-    }
-    q.push(" ORDER BY id LIMIT ").push_bind(page.limit);
+    // Always by id, ascending: the order `GET /v1/handlers` has always had.
+    crate::paging::by_id(&mut q, page.after.as_deref(), page.limit, true);
     q
 }
 

@@ -17,15 +17,12 @@ where
     DB: sqlx::Database,
     for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
 {
-    let mut q: QueryBuilder<DB> = QueryBuilder::new(concat!(
+    let select = concat!(
         "SELECT request_hash, ",
         plan_columns!(),
         " FROM plans WHERE agent = "
-    ));
-    q.push_bind(agent.to_owned())
-        .push(" AND idempotency_key = ")
-        .push_bind(key.key.clone());
-    q
+    );
+    crate::request_key::keyed_query(select, agent, key)
 }
 
 /// The plan a row read by [`keyed_query`] holds, when the request under

@@ -5,7 +5,27 @@
 //! conflict. Each table keeps the key unique per caller, so requests racing
 //! with one key make one row on either backend.
 
+use sqlx::QueryBuilder;
+
 use crate::error::StoreError;
+
+/// `select` (a statement ending in `WHERE <owner column> = `) narrowed to
+/// the row `owner` stored under `key`.
+pub(crate) fn keyed_query<DB>(
+    select: &'static str,
+    owner: &str,
+    key: &RequestKey,
+) -> QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    for<'t> String: sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut q: QueryBuilder<DB> = QueryBuilder::new(select);
+    q.push_bind(owner.to_owned())
+        .push(" AND idempotency_key = ")
+        .push_bind(key.key.clone());
+    q
+}
 
 /// An idempotency key and the hash of the request it stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]

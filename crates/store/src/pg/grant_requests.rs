@@ -9,7 +9,9 @@ use sqlx::{PgConnection, Postgres as Pg};
 
 use crate::error::StoreError;
 use crate::events::NewEvent;
-use crate::grant_requests::{NewGrantRequest, decode, event, list_query, request_columns};
+use crate::grant_requests::{
+    KEYED, NewGrantRequest, decode, event, keyed_id, list_query, request_columns,
+};
 use crate::grants::{GrantCreated, NewGrant};
 use crate::paging::Page;
 use crate::pg::Postgres;
@@ -37,16 +39,11 @@ async fn keyed_on(
     agent: &str,
     key: &RequestKey,
 ) -> Result<Option<String>, StoreError> {
-    let found: Option<(String, Option<String>)> = sqlx::query_as(
-        "SELECT id, request_hash FROM grant_requests WHERE agent = $1 AND idempotency_key = $2",
-    )
-    .bind(agent)
-    .bind(&key.key)
-    .fetch_optional(&mut *conn)
-    .await?;
-    found
-        .map(|(id, hash)| key.same_request(hash, "grant request").map(|()| id))
-        .transpose()
+    let found = crate::request_key::keyed_query::<Pg>(KEYED, agent, key)
+        .build_query_as()
+        .fetch_optional(&mut *conn)
+        .await?;
+    keyed_id(found, key)
 }
 
 async fn get_on(conn: &mut PgConnection, id: &str) -> Result<GrantRequest, StoreError> {
