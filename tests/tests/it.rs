@@ -14,6 +14,7 @@ mod cluster_mcp;
 mod cluster_restart;
 mod cluster_revoke;
 mod daemon;
+mod decision_retries;
 mod dispatch_lease;
 mod edge_names;
 mod edge_proxy;

@@ -279,7 +279,7 @@ class LossyProxy:
                 n = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(n) if n else None
                 if self.command == "POST":
-                    keys.append(json.loads(body)["idempotency_key"])
+                    keys.append(json.loads(body or b"{}").get("idempotency_key"))
                 r = httpx.request(
                     self.command,
                     daemon.url + self.path,
@@ -345,6 +345,36 @@ def test_a_plan_whose_answer_was_lost_is_sent_again_and_asked_once(daemon):
     asked = [p for p in daemon.call("GET", "/v1/plans?status=pending") if p["agent"] == name]
     assert [p["id"] for p in asked] == [plan.id]
     daemon.call("POST", f"/v1/plans/{plan.id}/deny", {})
+
+
+def test_decisions_whose_answers_were_lost_are_sent_again_and_made_once(daemon, operator_key, agent_client):
+    yes = agent_client.request("bash", "lost yes", wait=0)
+    no = agent_client.request("bash", "lost no", wait=0)
+    plan = agent_client.request_plan([{"tool": "bash", "detail": "lost plan"}], session="py-lost-decisions", timeout=0)
+
+    def decide(f):
+        proxy = LossyProxy(daemon)
+        try:
+            with Client(proxy.url, operator_key) as c:
+                answer = f(c)
+        finally:
+            proxy.close()
+        # The first answer was lost, and the decision sent again.
+        assert len(proxy.keys) == 2
+        return answer
+
+    approved = decide(lambda c: c.approve(yes.id, note="once"))
+    assert approved.status == "approved"
+    assert len(approved.raw["approvals"]) == 1
+    denied = decide(lambda c: c.deny(no.id, reason="once"))
+    assert denied.status == "denied" and denied.raw["decision_note"] == "once"
+    assert decide(lambda c: c.approve_plan(plan.id)).status == "approved"
+    # Another decision on what is decided is still refused.
+    with Client(daemon.url, operator_key) as c:
+        with pytest.raises(ApiError) as e:
+            c.deny(yes.id)
+    assert e.value.status == 409
+    assert len(daemon.call("GET", f"/v1/actions/{yes.id}")["approvals"]) == 1
 
 
 def test_a_grant_of_one_session_and_one_use(agent_client, op, agent):

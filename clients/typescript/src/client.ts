@@ -695,13 +695,17 @@ export class Client {
     const body: Record<string, unknown> = {};
     for (const k of ['note', 'seen', 'detail', 'params'] as const) if (options[k] !== undefined) body[k] = options[k];
     if (options.remember !== undefined) body['remember'] = typeof options.remember === 'string' ? { expires: options.remember } : options.remember;
-    return same<Action>({ id }, await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/approve`, body, signal: options.signal }));
+    // A plain approval sent again is answered as it stands (the daemon
+    // recognises its own decider's): safe to retry after a 503 or a drop.
+    // One that grants or edits is not, and is sent once.
+    const retry = body['remember'] === undefined && body['detail'] === undefined && body['params'] === undefined;
+    return same<Action>({ id }, await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/approve`, body, retry, signal: options.signal }));
   }
 
   /** Denies a pending action; the agent sees `reason`. */
   async deny(id: string, options: CallOptions & { reason?: string } = {}): Promise<Action> {
     const body = options.reason !== undefined ? { reason: options.reason } : {};
-    return same<Action>({ id }, await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/deny`, body, signal: options.signal }));
+    return same<Action>({ id }, await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/deny`, body, retry: true, signal: options.signal }));
   }
 
   /** Grants `{handler, permission, scope}` or `{tool, pattern}` until `expires`. */
@@ -765,12 +769,12 @@ export class Client {
       }
       body['steps'] = options.steps;
     }
-    return object<Plan>(await this.send({ method: 'POST', path: `/v1/plans/${encodeURIComponent(id)}/approve`, body, signal: options.signal }));
+    return object<Plan>(await this.send({ method: 'POST', path: `/v1/plans/${encodeURIComponent(id)}/approve`, body, retry: true, signal: options.signal }));
   }
 
   /** Denies a plan. */
   async denyPlan(id: string, options: CallOptions = {}): Promise<Plan> {
-    return object<Plan>(await this.send({ method: 'POST', path: `/v1/plans/${encodeURIComponent(id)}/deny`, signal: options.signal }));
+    return object<Plan>(await this.send({ method: 'POST', path: `/v1/plans/${encodeURIComponent(id)}/deny`, retry: true, signal: options.signal }));
   }
 
   /** Approves a grant request, optionally narrower or shorter than asked. */
@@ -778,13 +782,15 @@ export class Client {
     const body: Record<string, unknown> = {};
     if (options.scope !== undefined) body['scope'] = options.scope;
     if (options.expires !== undefined) body['expires'] = options.expires;
-    return object<GrantRequest>(await this.send({ method: 'POST', path: `/v1/grant-requests/${encodeURIComponent(id)}/approve`, body, signal: options.signal }));
+    // As asked, a retry is answered as it stands; narrowed, it is sent once.
+    const retry = options.scope === undefined && options.expires === undefined;
+    return object<GrantRequest>(await this.send({ method: 'POST', path: `/v1/grant-requests/${encodeURIComponent(id)}/approve`, body, retry, signal: options.signal }));
   }
 
   /** Denies a grant request; the agent sees `reason`. */
   async denyGrantRequest(id: string, options: CallOptions & { reason?: string } = {}): Promise<GrantRequest> {
     const body = options.reason !== undefined ? { reason: options.reason } : {};
-    return object<GrantRequest>(await this.send({ method: 'POST', path: `/v1/grant-requests/${encodeURIComponent(id)}/deny`, body, signal: options.signal }));
+    return object<GrantRequest>(await this.send({ method: 'POST', path: `/v1/grant-requests/${encodeURIComponent(id)}/deny`, body, retry: true, signal: options.signal }));
   }
 
   /**

@@ -2833,7 +2833,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Already settled (carries current_status), already approved by this person, or `remember.session` has ended */
+            /** @description Already settled otherwise (carries current_status; the same decision sent again by its decider is answered 200 as it stands), already approved by this person through another identity, or `remember.session` has ended */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2964,7 +2964,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Denied */
+            /** @description Denied (or denied before by this caller: the denial sent again, answered as the action stands) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3009,7 +3009,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Already settled; carries current_status */
+            /** @description Already settled otherwise, or by someone else; carries current_status */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3318,7 +3318,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Approved or denied */
+            /** @description Approved or denied (or so decided before by this caller: the decision sent again, answered as the action stands) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3363,7 +3363,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Already settled; carries current_status */
+            /** @description Already settled otherwise, or by someone else; carries current_status */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4336,7 +4336,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Approved; carries the grant */
+            /** @description Approved; carries the grant (also when this caller approved it as asked before: the approval sent again) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -4381,7 +4381,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Already answered or expired, or its session has ended */
+            /** @description Already answered otherwise or by someone else, or expired, or its session has ended */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4444,7 +4444,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Denied */
+            /** @description Denied (also when this caller denied it before: the denial sent again) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -4489,7 +4489,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Already answered or expired */
+            /** @description Already answered otherwise or by someone else, or expired */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6313,7 +6313,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The approved plan */
+            /** @description The approved plan (also when this caller approved the same steps before: the approval sent again) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -6358,7 +6358,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Already decided */
+            /** @description Already decided otherwise, or by someone else */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -6417,7 +6417,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The denied plan */
+            /** @description The denied plan (also when this caller denied it before: the denial sent again) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -6462,7 +6462,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Already decided */
+            /** @description Already decided otherwise, or by someone else */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -29,7 +29,7 @@ async function lossyProxy() {
     let body = '';
     req.on('data', (c) => (body += c));
     req.on('end', async () => {
-      if (req.method === 'POST') keys.push(JSON.parse(body).idempotency_key);
+      if (req.method === 'POST') keys.push(JSON.parse(body || '{}').idempotency_key);
       const r = await fetch(d.url + req.url, { method: req.method, headers: { authorization: req.headers.authorization, 'content-type': 'application/json' }, body: body || undefined });
       const text = await r.text();
       if (req.method === 'POST' && keys.length === 1) {
@@ -640,6 +640,34 @@ describe('errors and failing closed', () => {
     } finally {
       proxy.close();
     }
+  });
+
+  test('decisions whose answers were lost are sent again and made once', async () => {
+    const { client } = await agentClient();
+    const [yes, no] = [await client.request('bash', 'lost yes', { timeout: '5m' }), await client.request('bash', 'lost no', { timeout: '5m' })];
+    const plan = await client.requestPlan([{ tool: 'bash', detail: 'lost plan' }], { session: 'ts-lost-decisions', timeout: 0 });
+    const key = await d.key('operator');
+    const decide = async (f) => {
+      const proxy = await lossyProxy();
+      try {
+        const answer = await f(new Client({ url: proxy.url, key }));
+        assert.equal(proxy.keys.length, 2, 'the first answer was lost and the decision sent again');
+        return answer;
+      } finally {
+        proxy.close();
+      }
+    };
+    const approved = await decide((c) => c.approve(yes.id, { note: 'once' }));
+    assert.equal(approved.status, 'approved');
+    assert.equal(approved.approvals.length, 1);
+    const denied = await decide((c) => c.deny(no.id, { reason: 'once' }));
+    assert.equal(denied.status, 'denied');
+    assert.equal(denied.decision_note, 'once');
+    const decided = await decide((c) => c.approvePlan(plan.id));
+    assert.equal(decided.status, 'approved');
+    // Another decision on what is decided is still refused.
+    await assert.rejects(op.deny(yes.id), (e) => e instanceof ApiError && e.status === 409);
+    assert.equal((await d.call('GET', `/v1/actions/${yes.id}`)).approvals.length, 1);
   });
 
   test('an AbortSignal stops a long wait', async () => {

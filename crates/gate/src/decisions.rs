@@ -148,14 +148,22 @@ impl Gate {
                 check_len(field.unwrap_or("note"), note.as_deref(), MAX_TEXT)?;
                 let action = self.visible_action(caller, id).await?;
                 caller.not_for_own(Some(&action.agent))?;
-                self.team_decide(caller, &action, true, note, channel, edit)
-                    .await
+                let plain = edit.is_empty();
+                let result = self
+                    .team_decide(caller, &action, true, note, channel, edit)
+                    .await;
+                if !plain {
+                    return result;
+                }
+                self.action_decided_again(caller, id, true, result).await
             }
             Verdict::Deny { reason } => {
                 check_len(field.unwrap_or("reason"), reason.as_deref(), MAX_TEXT)?;
                 let action = self.visible_action(caller, id).await?;
-                self.team_decide(caller, &action, false, reason, channel, edit)
-                    .await
+                let result = self
+                    .team_decide(caller, &action, false, reason, channel, edit)
+                    .await;
+                self.action_decided_again(caller, id, false, result).await
             }
             Verdict::ApproveAndRemember { note, remember } => {
                 if !edit.is_empty() {

@@ -165,7 +165,11 @@ impl Gate {
         Ok((requests, cut))
     }
 
-    async fn visible_grant_request(&self, caller: &Caller, id: &str) -> GateResult<GrantRequest> {
+    pub(crate) async fn visible_grant_request(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> GateResult<GrantRequest> {
         match self.store().get_grant_request(id).await {
             Ok(r) if caller.may_see(&r.agent) => Ok(r),
             Ok(_) | Err(StoreError::NotFound) => {
@@ -207,6 +211,23 @@ impl Gate {
         body: ApproveRequest,
     ) -> GateResult<GrantRequest> {
         caller.require(actiongate_store::Role::Operator)?;
+        let as_asked = body.scope.is_none() && body.expires.is_none();
+        let result = self.approve_grant_request_once(caller, id, body).await;
+        if !as_asked {
+            return result;
+        }
+        self.grant_request_decided_again(caller, id, true, result)
+            .await
+    }
+
+    /// [`Gate::approve_grant_request`], answering a request answered
+    /// already with 409.
+    async fn approve_grant_request_once(
+        &self,
+        caller: &Caller,
+        id: &str,
+        body: ApproveRequest,
+    ) -> GateResult<GrantRequest> {
         let r = self.visible_grant_request(caller, id).await?;
         caller.not_for_own(Some(&r.agent))?;
         if settled(&r) {
@@ -290,9 +311,12 @@ impl Gate {
             return Err(GateError::invalid("reason", "at most 4096 bytes"));
         }
         self.visible_grant_request(caller, id).await?;
-        self.store()
+        let result = self
+            .store()
             .deny_grant_request(id, caller.identity(), reason)
             .await
-            .map_err(settled_error)
+            .map_err(settled_error);
+        self.grant_request_decided_again(caller, id, false, result)
+            .await
     }
 }

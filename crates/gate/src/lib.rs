@@ -34,6 +34,7 @@ pub mod caller;
 pub mod carried_taint;
 mod caution;
 pub mod connectors;
+mod decided_again;
 pub mod decisions;
 pub mod dispatch;
 pub mod error;

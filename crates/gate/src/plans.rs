@@ -256,6 +256,18 @@ impl Gate {
         only: Option<Vec<usize>>,
     ) -> GateResult<Plan> {
         caller.require(Role::Operator)?;
+        let result = self.approve_plan_once(caller, id, only.clone()).await;
+        self.plan_decided_again(caller, id, Some(only.as_deref()), result)
+            .await
+    }
+
+    /// [`Gate::approve_plan`], answering a plan decided already with 409.
+    async fn approve_plan_once(
+        &self,
+        caller: &Caller,
+        id: &str,
+        only: Option<Vec<usize>>,
+    ) -> GateResult<Plan> {
         let plan = self.get_plan(caller, id).await?;
         caller.not_for_own(Some(&plan.agent))?;
         if let Some(only) = &only {
@@ -455,7 +467,8 @@ impl Gate {
     pub async fn deny_plan(&self, caller: &Caller, id: &str) -> GateResult<Plan> {
         caller.require(Role::Operator)?;
         let plan = self.get_plan(caller, id).await?;
-        self.store()
+        let result = self
+            .store()
             .decide_plan(
                 id.to_owned(),
                 "denied",
@@ -464,7 +477,8 @@ impl Gate {
                 Vec::new(),
             )
             .await
-            .map_err(plan_settled)
+            .map_err(plan_settled);
+        self.plan_decided_again(caller, id, None, result).await
     }
 
     /// What ran, as the agent's runtime reports it: matched against the

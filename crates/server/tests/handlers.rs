@@ -967,10 +967,14 @@ async fn answering_a_grant_request_twice_names_the_grant_request() {
         .call(Method::POST, &approve, Some(&app.operator), None)
         .await;
     assert_eq!(s, StatusCode::OK);
-    for path in [approve.clone(), format!("/v1/grant-requests/{id}/deny")] {
-        let (s, p) = app
-            .call(Method::POST, &path, Some(&app.operator), None)
-            .await;
+    // Another operator's approval, or this one's denial (its own approval
+    // sent again is answered as it stands: `decision_retries`).
+    let other = app.key("operator", None).await;
+    for (path, key) in [
+        (approve.clone(), &other),
+        (format!("/v1/grant-requests/{id}/deny"), &app.operator),
+    ] {
+        let (s, p) = app.call(Method::POST, &path, Some(key), None).await;
         assert_eq!(s, StatusCode::CONFLICT, "{p}");
         assert_eq!(p["code"], "grant-request-settled", "{p}");
         assert_eq!(p["current_status"], "approved", "{p}");

@@ -44,8 +44,9 @@ class Call:
     """One HTTP request a workflow wants made.
 
     ``retry``: transport errors and 502/503/504 are retried (only for calls
-    that are safe to repeat: reads, checks, and new actions, which carry an
-    idempotency key). ``best_effort``: any error is answered with ``None``
+    that are safe to repeat: reads, checks, writes that make something
+    under an idempotency key, and plain decisions, which the daemon
+    answers as they stand when sent again). ``best_effort``: any error is answered with ``None``
     instead of raising (for clean-ups such as cancelling). ``wait`` is the
     long-poll time the daemon may hold the request, added to the timeout.
     ``until`` is when the workflow's wait ends (``time.monotonic()``): the
@@ -642,14 +643,18 @@ def approve(
     r = _remember(remember)
     if r is not None:
         body["remember"] = r
-    data = yield Call("POST", f"/v1/actions/{action_id}/approve", json=body, has_body=True)
+    # A plain approval sent again is answered as it stands (the daemon
+    # recognises its own decider's), so it is retried after a 503 or a
+    # dropped connection; one that grants or edits is sent once.
+    plain = r is None and params is None and detail is None
+    data = yield Call("POST", f"/v1/actions/{action_id}/approve", json=body, has_body=True, retry=plain)
     return Action.from_json(_same(data, action_id))
 
 
 def deny(action_id: str, reason: Optional[str]) -> Flow:
     """``POST /v1/actions/{id}/deny``; the agent sees ``reason``."""
     body = {"reason": reason} if reason is not None else {}
-    data = yield Call("POST", f"/v1/actions/{action_id}/deny", json=body, has_body=True)
+    data = yield Call("POST", f"/v1/actions/{action_id}/deny", json=body, has_body=True, retry=True)
     return Action.from_json(_same(data, action_id))
 
 
@@ -707,7 +712,7 @@ def answer_plan(plan_id: str, approve: bool, steps: Optional[Sequence[int]]) -> 
     """Approves a plan (the steps at ``steps``, indices from 0, or all of
     them) or denies it."""
     if not approve:
-        data = yield Call("POST", f"/v1/plans/{plan_id}/deny")
+        data = yield Call("POST", f"/v1/plans/{plan_id}/deny", retry=True)
         return Plan.from_json(_dict(data))
     body: Dict[str, Any] = {}
     if steps is not None:
@@ -715,7 +720,7 @@ def answer_plan(plan_id: str, approve: bool, steps: Optional[Sequence[int]]) -> 
         if not chosen or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in chosen):
             raise ValueError("steps must be indices of the plan's steps (0, 1, ...), at least one")
         body["steps"] = chosen
-    data = yield Call("POST", f"/v1/plans/{plan_id}/approve", json=body, has_body=True)
+    data = yield Call("POST", f"/v1/plans/{plan_id}/approve", json=body, has_body=True, retry=True)
     return Plan.from_json(_dict(data))
 
 
@@ -723,7 +728,10 @@ def answer_grant_request(request_id: str, approve: bool, body: Dict[str, Any]) -
     """Approves or denies a grant request."""
     verb = "approve" if approve else "deny"
     body = {k: v for k, v in body.items() if v is not None}
-    data = yield Call("POST", f"/v1/grant-requests/{request_id}/{verb}", json=body, has_body=True)
+    # Denied, or approved as asked, a retry is answered as it stands;
+    # narrowed (scope, expires), it is sent once.
+    retry = not approve or not body
+    data = yield Call("POST", f"/v1/grant-requests/{request_id}/{verb}", json=body, has_body=True, retry=retry)
     return GrantRequest.from_json(_dict(data))
 
 

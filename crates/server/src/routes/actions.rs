@@ -259,7 +259,7 @@ fn optional<T: Default>(body: Option<ApiJson<T>>) -> T {
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an operator, or not an approver under the action's approvals rule (named)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such action", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Already settled (carries current_status), already approved by this person, or `remember.session` has ended", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already settled otherwise (carries current_status; the same decision sent again by its decider is answered 200 as it stands), already approved by this person through another identity, or `remember.session` has ended", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid body, or edited params/detail invalid or denied (still pending)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
@@ -312,11 +312,11 @@ fn channel<'a>(headers: &'a HeaderMap, caller: &Caller) -> &'a str {
     params(("id" = String, Path, description = "Action id (a UUID)")),
     request_body(content = Option<DenyBody>),
     responses(
-        (status = 200, description = "Denied", body = Action),
+        (status = 200, description = "Denied (or denied before by this caller: the denial sent again, answered as the action stands)", body = Action),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an operator", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such action", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Already settled; carries current_status", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already settled otherwise, or by someone else; carries current_status", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid body", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
@@ -347,11 +347,11 @@ pub async fn deny(
     params(("id" = String, Path, description = "Action id (a UUID)")),
     request_body = ReplyBody,
     responses(
-        (status = 200, description = "Approved or denied", body = Action),
+        (status = 200, description = "Approved or denied (or so decided before by this caller: the decision sent again, answered as the action stands)", body = Action),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an operator", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such action", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Already settled; carries current_status", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already settled otherwise, or by someone else; carries current_status", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Reply not understood", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))

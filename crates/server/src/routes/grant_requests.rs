@@ -158,11 +158,11 @@ pub async fn get_request(
     params(("id" = String, Path, description = "Grant request id")),
     request_body(content = Option<ApproveRequest>),
     responses(
-        (status = 200, description = "Approved; carries the grant", body = GrantRequest),
+        (status = 200, description = "Approved; carries the grant (also when this caller approved it as asked before: the approval sent again)", body = GrantRequest),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an operator", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such request", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Already answered or expired, or its session has ended", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already answered otherwise or by someone else, or expired, or its session has ended", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Wider than asked, or invalid", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
@@ -188,11 +188,11 @@ pub async fn approve_request(
     params(("id" = String, Path, description = "Grant request id")),
     request_body(content = Option<DenyRequest>),
     responses(
-        (status = 200, description = "Denied", body = GrantRequest),
+        (status = 200, description = "Denied (also when this caller denied it before: the denial sent again)", body = GrantRequest),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an operator", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such request", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Already answered or expired", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already answered otherwise or by someone else, or expired", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]

@@ -236,10 +236,10 @@ pub async fn get_plan(
 #[utoipa::path(post, path = "/v1/plans/{id}/approve", tag = "sessions",
     params(("id" = String, Path, description = "Plan id")),
     request_body(content = Option<ApprovePlan>, description = "Which steps; no body approves them all"),
-    responses((status = 200, description = "The approved plan", body = Plan),
+    responses((status = 200, description = "The approved plan (also when this caller approved the same steps before: the approval sent again)", body = Plan),
         (status = 403, description = "Not an operator, or the plan's own agent", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such plan", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Already decided", body = Problem, content_type = "application/problem+json")),
+        (status = 409, description = "Already decided otherwise, or by someone else", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn approve_plan(
     State(state): State<AppState>,
@@ -256,10 +256,10 @@ pub async fn approve_plan(
 /// Deny a plan (operators).
 #[utoipa::path(post, path = "/v1/plans/{id}/deny", tag = "sessions",
     params(("id" = String, Path, description = "Plan id")),
-    responses((status = 200, description = "The denied plan", body = Plan),
+    responses((status = 200, description = "The denied plan (also when this caller denied it before: the denial sent again)", body = Plan),
         (status = 403, description = "Not an operator, or the plan's own agent", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such plan", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Already decided", body = Problem, content_type = "application/problem+json")),
+        (status = 409, description = "Already decided otherwise, or by someone else", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn deny_plan(
     State(state): State<AppState>,

@@ -126,7 +126,9 @@ async fn a_pending_action_is_sent_with_buttons_and_an_approvers_tap_approves_and
     fake.push_update(tap(3, "cq-3", APPROVER, &format!("d:{id}")));
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(fake.calls_to("/answerCallbackQuery").len(), 2);
-    assert_eq!(answers[1].body["text"], "Already decided.");
+    // Its approval tapped again is that approval sent again: answered as
+    // it stands (approved), with nothing changed.
+    assert_eq!(answers[1].body["text"], "Approved.");
     assert_eq!(action(&app, &id).await["status"], "approved");
     assert_eq!(fake.calls_to("/editMessageText").len(), 1);
     app.stop().await;

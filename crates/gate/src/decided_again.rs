@@ -1,0 +1,137 @@
+//! A decision sent again: the answer to a decision that was made, but
+//! whose answer was lost (a 503 after the commit, a dropped connection),
+//! so the operator's client sends it once more.
+//!
+//! The store refuses a second decision (409: settled, or "already
+//! approved"); when the refused one is the same verdict from the same
+//! identity as the decision the item holds, the caller is answered the
+//! item as it stands (200) and nothing is written: no second approval, no
+//! event. Only a plain decision is recognised: an approval that edits,
+//! remembers (grants) or narrows names more than the stored decision
+//! keeps, so its repeat stays a 409, as does another verdict, another
+//! identity (another key of the same person included), or an item settled
+//! otherwise (expired, cancelled, approved by a grant).
+
+use actiongate_api::model::GrantRequestStatus;
+use actiongate_api::sessions::Plan;
+use actiongate_store::{Action, ActionStatus, GrantRequest};
+
+use crate::{Caller, ErrorCode, Gate, GateError, GateResult};
+
+/// Whether `e` is the refusal a decision already made gets.
+fn refused_as_decided(e: &GateError) -> bool {
+    matches!(
+        e.code,
+        ErrorCode::ActionSettled | ErrorCode::GrantRequestSettled | ErrorCode::Conflict
+    )
+}
+
+/// Whether `action` holds `by`'s approval (`approve`) or denial, as one
+/// sent again would have made it: an approval counted (the action pending
+/// for more, or approved and on its way), or the denial that settled it.
+pub(crate) fn action_holds(action: &Action, by: &str, approve: bool) -> bool {
+    if approve {
+        let went_on = matches!(
+            action.status,
+            ActionStatus::Pending
+                | ActionStatus::Approved
+                | ActionStatus::Running
+                | ActionStatus::Completed
+                | ActionStatus::Failed
+        );
+        went_on && action.team.approvals.iter().any(|a| a.by == by)
+    } else {
+        action.status == ActionStatus::Denied && action.decided_by.as_deref() == Some(by)
+    }
+}
+
+/// Whether `plan` was decided by `by` as approving `only` (every step when
+/// `None`) or denying it would decide it: approved, each step approved
+/// exactly when it was asked for and did not ask on its own.
+pub(crate) fn plan_holds(plan: &Plan, by: &str, approve: Option<Option<&[usize]>>) -> bool {
+    if plan.decided_by.as_deref() != Some(by) {
+        return false;
+    }
+    match approve {
+        None => plan.status == "denied",
+        Some(only) => {
+            plan.status == "approved"
+                && plan.steps.iter().enumerate().all(|(i, step)| {
+                    let asked = only.is_none_or(|o| o.contains(&i));
+                    step.approved == (asked && step.asks.is_none())
+                })
+        }
+    }
+}
+
+/// Whether grant request `r` was answered by `by` as approving it as asked
+/// (`true`) or denying it would answer it.
+pub(crate) fn grant_request_holds(r: &GrantRequest, by: &str, approve: bool) -> bool {
+    let status = if approve {
+        GrantRequestStatus::Approved
+    } else {
+        GrantRequestStatus::Denied
+    };
+    r.status == status && r.decided_by.as_deref() == Some(by)
+}
+
+impl Gate {
+    /// `result` of a plain decision by `caller` on action `id`; a refusal
+    /// of one the action already holds answers the action as it stands.
+    pub(crate) async fn action_decided_again(
+        &self,
+        caller: &Caller,
+        id: &str,
+        approve: bool,
+        result: GateResult<Action>,
+    ) -> GateResult<Action> {
+        match result {
+            Err(e) if refused_as_decided(&e) => {
+                let by = caller.identity();
+                match self.visible_action(caller, id).await {
+                    Ok(action) if action_holds(&action, &by, approve) => Ok(action),
+                    _ => Err(e),
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// [`Gate::action_decided_again`] for a plan (`approve`: the steps
+    /// asked for, `None` to deny).
+    pub(crate) async fn plan_decided_again(
+        &self,
+        caller: &Caller,
+        id: &str,
+        approve: Option<Option<&[usize]>>,
+        result: GateResult<Plan>,
+    ) -> GateResult<Plan> {
+        match result {
+            Err(e) if refused_as_decided(&e) => match self.get_plan(caller, id).await {
+                Ok(plan) if plan_holds(&plan, &caller.identity(), approve) => Ok(plan),
+                _ => Err(e),
+            },
+            other => other,
+        }
+    }
+
+    /// [`Gate::action_decided_again`] for a grant request (`approve` as
+    /// asked, or deny).
+    pub(crate) async fn grant_request_decided_again(
+        &self,
+        caller: &Caller,
+        id: &str,
+        approve: bool,
+        result: GateResult<GrantRequest>,
+    ) -> GateResult<GrantRequest> {
+        match result {
+            Err(e) if refused_as_decided(&e) => {
+                match self.visible_grant_request(caller, id).await {
+                    Ok(r) if grant_request_holds(&r, &caller.identity(), approve) => Ok(r),
+                    _ => Err(e),
+                }
+            }
+            other => other,
+        }
+    }
+}
