@@ -2,7 +2,8 @@
 //! dropped connection, so the client sends it once more) is answered as
 //! it stands and written once: the same verdict from the same identity is
 //! a 200 with the item as it is now, and no second approval or event; any
-//! other decision on a settled item is still a 409.
+//! other decision on a settled item is still a 409. An agent's cancel and
+//! outcome report alike.
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -100,6 +101,51 @@ async fn an_action_decided_again_by_its_decider_is_answered_as_it_stands() {
     assert_eq!(s, 200, "{c}");
     let (s, p) = post(&k, format!("{url}/deny"), op, json!({})).await;
     assert_eq!((s, &p["current_status"]), (409, &json!("cancelled")), "{p}");
+}
+
+/// The agent's own writes after asking: a cancel or an outcome report sent
+/// again is answered as the action stands; another outcome, or a cancel of
+/// what someone else settled, is a 409.
+#[tokio::test]
+async fn a_cancel_or_an_outcome_sent_again_is_answered_as_it_stands() {
+    let k = Keyed::start(&[]).await;
+    let (base, op) = (&k.d.base, &k.operator);
+    let id = pending(&k.http, base, &k.agent, "bash", "make e").await;
+    let url = format!("{base}/v1/actions/{id}");
+    let (s, first) = post(&k, format!("{url}/cancel"), &k.agent, json!({})).await;
+    assert_eq!((s, &first["status"]), (200, &json!("cancelled")), "{first}");
+    let (s, again) = post(&k, format!("{url}/cancel"), &k.agent, json!({})).await;
+    assert_eq!(s, 200, "{again}");
+    assert_eq!(again["decided_at"], first["decided_at"]);
+    let events = events_of(&k.http, base, &k.admin, &id).await;
+    assert_eq!(count(&events, "action.cancelled"), 1, "{events:?}");
+    // Withdrawn by an operator: the agent's cancel is another one's.
+    let id = pending(&k.http, base, &k.agent, "bash", "make f").await;
+    let url = format!("{base}/v1/actions/{id}");
+    let (s, c) = post(&k, format!("{url}/cancel"), op, json!({})).await;
+    assert_eq!(s, 200, "{c}");
+    let (s, p) = post(&k, format!("{url}/cancel"), &k.agent, json!({})).await;
+    assert_eq!((s, &p["current_status"]), (409, &json!("cancelled")), "{p}");
+
+    let id = pending(&k.http, base, &k.agent, "bash", "make g").await;
+    let url = format!("{base}/v1/actions/{id}");
+    let (s, a) = post(&k, format!("{url}/approve"), op, json!({})).await;
+    assert_eq!(s, 200, "{a}");
+    let report = json!({"status": "completed", "result": {"lines": 3, "ok": true}});
+    let (s, first) = post(&k, format!("{url}/outcome"), &k.agent, report.clone()).await;
+    assert_eq!((s, &first["status"]), (200, &json!("completed")), "{first}");
+    let (s, again) = post(&k, format!("{url}/outcome"), &k.agent, report).await;
+    assert_eq!(s, 200, "{again}");
+    assert_eq!(again["outcome"], first["outcome"]);
+    for other in [
+        json!({"status": "failed", "error": "no"}),
+        json!({"status": "completed", "result": {"lines": 4}}),
+    ] {
+        let (s, p) = post(&k, format!("{url}/outcome"), &k.agent, other).await;
+        assert_eq!((s, &p["current_status"]), (409, &json!("completed")), "{p}");
+    }
+    let events = events_of(&k.http, base, &k.admin, &id).await;
+    assert_eq!(count(&events, "action.completed"), 1, "{events:?}");
 }
 
 /// Under a quorum, an approval sent again by one approver counts once: it

@@ -347,15 +347,15 @@ def test_a_plan_whose_answer_was_lost_is_sent_again_and_asked_once(daemon):
     daemon.call("POST", f"/v1/plans/{plan.id}/deny", {})
 
 
-def test_decisions_whose_answers_were_lost_are_sent_again_and_made_once(daemon, operator_key, agent_client):
+def test_decisions_whose_answers_were_lost_are_sent_again_and_made_once(daemon, operator_key, agent_client, agent_key):
     yes = agent_client.request("bash", "lost yes", wait=0)
     no = agent_client.request("bash", "lost no", wait=0)
     plan = agent_client.request_plan([{"tool": "bash", "detail": "lost plan"}], session="py-lost-decisions", timeout=0)
 
-    def decide(f):
+    def decide(f, key=operator_key):
         proxy = LossyProxy(daemon)
         try:
-            with Client(proxy.url, operator_key) as c:
+            with Client(proxy.url, key) as c:
                 answer = f(c)
         finally:
             proxy.close()
@@ -375,6 +375,11 @@ def test_decisions_whose_answers_were_lost_are_sent_again_and_made_once(daemon, 
             c.deny(yes.id)
     assert e.value.status == 409
     assert len(daemon.call("GET", f"/v1/actions/{yes.id}")["approvals"]) == 1
+    # The agent's own: a report and a cancel.
+    reported = decide(lambda c: c.report(yes.id, "completed", result={"ok": True}), agent_key)
+    assert reported.status == "completed"
+    gone = agent_client.request("bash", "lost cancel", wait=0)
+    assert decide(lambda c: c.cancel(gone.id), agent_key).status == "cancelled"
 
 
 def test_a_grant_of_one_session_and_one_use(agent_client, op, agent):

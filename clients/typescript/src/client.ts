@@ -498,9 +498,9 @@ export class Client {
     return action;
   }
 
-  /** Withdraws a pending action. */
+  /** Withdraws a pending action (sent again after a 503 or a drop: the daemon answers a cancel it made as it stands). */
   async cancel(id: string, options: CallOptions = {}): Promise<Action> {
-    return same<Action>({ id }, await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/cancel`, signal: options.signal }));
+    return same<Action>({ id }, await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/cancel`, retry: true, signal: options.signal }));
   }
 
   /** Reports how an approved decision-only action went (`completed` or `failed`). */
@@ -508,7 +508,8 @@ export class Client {
     const body: Record<string, unknown> = { status };
     if (options.result !== undefined) body['result'] = options.result;
     if (options.error !== undefined) body['error'] = options.error;
-    return same<Action>({ id }, await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/outcome`, body, signal: options.signal }));
+    // The same report sent again is answered as the action stands.
+    return same<Action>({ id }, await this.send({ method: 'POST', path: `/v1/actions/${encodeURIComponent(id)}/outcome`, body, retry: true, signal: options.signal }));
   }
 
   /**

@@ -2892,7 +2892,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Cancelled */
+            /** @description Cancelled (also when this caller cancelled it before: the cancel sent again) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2928,7 +2928,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not pending; carries current_status */
+            /** @description Not pending, and not cancelled by this caller; carries current_status */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3142,7 +3142,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Outcome recorded */
+            /** @description Outcome recorded (also when this same outcome was reported before: the report sent again) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3187,7 +3187,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Not approved; carries current_status */
+            /** @description Not approved, and not holding this same outcome; carries current_status */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -643,14 +643,15 @@ describe('errors and failing closed', () => {
   });
 
   test('decisions whose answers were lost are sent again and made once', async () => {
-    const { client } = await agentClient();
+    const agent = await d.agent();
+    const client = new Client({ url: d.url, key: agent.key });
     const [yes, no] = [await client.request('bash', 'lost yes', { timeout: '5m' }), await client.request('bash', 'lost no', { timeout: '5m' })];
     const plan = await client.requestPlan([{ tool: 'bash', detail: 'lost plan' }], { session: 'ts-lost-decisions', timeout: 0 });
     const key = await d.key('operator');
-    const decide = async (f) => {
+    const decide = async (f, as = key) => {
       const proxy = await lossyProxy();
       try {
-        const answer = await f(new Client({ url: proxy.url, key }));
+        const answer = await f(new Client({ url: proxy.url, key: as }));
         assert.equal(proxy.keys.length, 2, 'the first answer was lost and the decision sent again');
         return answer;
       } finally {
@@ -668,6 +669,11 @@ describe('errors and failing closed', () => {
     // Another decision on what is decided is still refused.
     await assert.rejects(op.deny(yes.id), (e) => e instanceof ApiError && e.status === 409);
     assert.equal((await d.call('GET', `/v1/actions/${yes.id}`)).approvals.length, 1);
+    // The agent's own: a report and a cancel.
+    const reported = await decide((c) => c.report(yes.id, 'completed', { result: { ok: true } }), agent.key);
+    assert.equal(reported.status, 'completed');
+    const gone = await client.request('bash', 'lost cancel', { timeout: '5m' });
+    assert.equal((await decide((c) => c.cancel(gone.id), agent.key)).status, 'cancelled');
   });
 
   test('an AbortSignal stops a long wait', async () => {

@@ -1,6 +1,7 @@
 //! A decision sent again: the answer to a decision that was made, but
 //! whose answer was lost (a 503 after the commit, a dropped connection),
-//! so the operator's client sends it once more.
+//! so the operator's client sends it once more. (An agent's cancel and
+//! outcome report are answered the same way.)
 //!
 //! The store refuses a second decision (409: settled, or "already
 //! approved"); when the refused one is the same verdict from the same
@@ -85,14 +86,26 @@ impl Gate {
         approve: bool,
         result: GateResult<Action>,
     ) -> GateResult<Action> {
+        let by = caller.identity();
+        self.action_sent_again(caller, id, result, |a| action_holds(a, &by, approve))
+            .await
+    }
+
+    /// `result` of a change `caller` asked of action `id`; a refusal of
+    /// one the action already `holds` (a cancel, an outcome sent again)
+    /// answers the action as it stands.
+    pub(crate) async fn action_sent_again(
+        &self,
+        caller: &Caller,
+        id: &str,
+        result: GateResult<Action>,
+        holds: impl FnOnce(&Action) -> bool,
+    ) -> GateResult<Action> {
         match result {
-            Err(e) if refused_as_decided(&e) => {
-                let by = caller.identity();
-                match self.visible_action(caller, id).await {
-                    Ok(action) if action_holds(&action, &by, approve) => Ok(action),
-                    _ => Err(e),
-                }
-            }
+            Err(e) if refused_as_decided(&e) => match self.visible_action(caller, id).await {
+                Ok(action) if holds(&action) => Ok(action),
+                _ => Err(e),
+            },
             other => other,
         }
     }

@@ -362,21 +362,27 @@ impl Gate {
         {
             self.may_decide(caller, &action).await?;
         }
-        let action = self
+        let by = caller.identity();
+        let result = self
             .store()
             .transition(
                 id,
                 Transition {
                     from: PENDING,
                     to: ActionStatus::Cancelled,
-                    decided_by: Some(caller.identity()),
+                    decided_by: Some(by.clone()),
                     note: None,
                     outcome: None,
                     event: "action.cancelled",
                 },
             )
-            .await?;
-        Ok(action)
+            .await
+            .map_err(GateError::from);
+        // Cancelled by this caller already: the cancel sent again.
+        self.action_sent_again(caller, id, result, |a| {
+            a.status == ActionStatus::Cancelled && a.decided_by.as_deref() == Some(by.as_str())
+        })
+        .await
     }
 
     /// The agent reports how an approved decision-only action went.
@@ -412,7 +418,7 @@ impl Gate {
             result: body.result,
             error: body.error,
         };
-        let action = self
+        let result = self
             .store()
             .transition(
                 id,
@@ -421,12 +427,15 @@ impl Gate {
                     to,
                     decided_by: None,
                     note: None,
-                    outcome: Some(outcome),
+                    outcome: Some(outcome.clone()),
                     event,
                 },
             )
-            .await?;
-        Ok(action)
+            .await
+            .map_err(GateError::from);
+        // This outcome reported already: the report sent again.
+        self.action_sent_again(caller, id, result, |a| a.outcome.as_ref() == Some(&outcome))
+            .await
     }
 
     /// Checks an executor's signed callback for action `id`: the

@@ -573,7 +573,8 @@ def outcome(action_id: str, error: Optional[BaseException]) -> Flow:
 
 def cancel(action_id: str) -> Flow:
     """``POST /v1/actions/{id}/cancel``."""
-    data = yield Call("POST", f"/v1/actions/{action_id}/cancel")
+    # A cancel sent again is answered as the action stands: safe to retry.
+    data = yield Call("POST", f"/v1/actions/{action_id}/cancel", retry=True)
     return Action.from_json(_same(data, action_id))
 
 
@@ -584,7 +585,8 @@ def report(action_id: str, status: str, result: Any, error: Optional[str]) -> Fl
         body["result"] = result
     if error is not None:
         body["error"] = error
-    data = yield Call("POST", f"/v1/actions/{action_id}/outcome", json=body, has_body=True)
+    # The same report sent again is answered as the action stands.
+    data = yield Call("POST", f"/v1/actions/{action_id}/outcome", json=body, has_body=True, retry=True)
     return Action.from_json(_same(data, action_id))
 
 

@@ -372,10 +372,10 @@ pub async fn reply(
     post, path = "/v1/actions/{id}/cancel", tag = "actions",
     params(("id" = String, Path, description = "Action id (a UUID)")),
     responses(
-        (status = 200, description = "Cancelled", body = Action),
+        (status = 200, description = "Cancelled (also when this caller cancelled it before: the cancel sent again)", body = Action),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such action visible to the caller", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Not pending; carries current_status", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Not pending, and not cancelled by this caller; carries current_status", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -393,11 +393,11 @@ pub async fn cancel(
     params(("id" = String, Path, description = "Action id (a UUID)")),
     request_body = OutcomeBody,
     responses(
-        (status = 200, description = "Outcome recorded", body = Action),
+        (status = 200, description = "Outcome recorded (also when this same outcome was reported before: the report sent again)", body = Action),
         (status = 401, description = "Missing or unknown key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not the action's agent", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such action visible to the caller", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Not approved; carries current_status", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Not approved, and not holding this same outcome; carries current_status", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid body", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
