@@ -9,7 +9,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::common::call;
-use crate::common::daemon::{Keyed, files_handler, register_handler, role_key};
+use crate::common::daemon::{Daemon, Keyed, agent_key, files_handler, register_handler, role_key};
+use crate::common::pg_cluster::Cluster;
 use crate::teams::{approve, events_of, get, pending, person_key, team};
 
 async fn post(k: &Keyed, url: String, key: &str, body: Value) -> (u16, Value) {
@@ -265,4 +266,59 @@ async fn plans_and_grant_requests_decided_again_are_answered_as_they_stand() {
         assert_eq!((s, &p["status"]), (200, &json!("denied")), "{p}");
     }
     assert_eq!(grants().await, 2);
+}
+
+/// Two daemons on one Postgres: one operator's decision sent to both at
+/// once, many times (a retry racing its first attempt through another
+/// daemon behind a load balancer), is made once and every answer is it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_racing_itself_on_two_daemons_is_made_once() {
+    let Some(cluster) = Cluster::shared() else {
+        return;
+    };
+    let url = cluster.database();
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let env = [("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())];
+    let daemons: Vec<Daemon> = dirs.iter().map(|d| Daemon::start(d.path(), &env)).collect();
+    let http = crate::common::client();
+    let admin = daemons[0].admin_key();
+    let op = role_key(&http, &daemons[0].base, &admin, "operator").await;
+    let agent = agent_key(&http, &daemons[0].base, &admin, "racer").await;
+    for round in 0..6 {
+        let verb = if round % 2 == 0 { "approve" } else { "deny" };
+        let id = pending(
+            &http,
+            &daemons[0].base,
+            &agent,
+            "bash",
+            &format!("make r{round}"),
+        )
+        .await;
+        let sends = (0..6).map(|i| {
+            let (http, op) = (http.clone(), op.clone());
+            let url = format!("{}/v1/actions/{id}/{verb}", daemons[i % 2].base);
+            tokio::spawn(async move { call(&http, Method::POST, url, &op, Some(json!({}))).await })
+        });
+        let mut answers = Vec::new();
+        for s in sends {
+            answers.push(s.await.unwrap());
+        }
+        let settled = if verb == "approve" {
+            "approved"
+        } else {
+            "denied"
+        };
+        assert!(
+            answers.iter().all(|(s, a)| *s == 200
+                && a["status"] == settled
+                && a["decided_at"] == answers[0].1["decided_at"]),
+            "{answers:?}"
+        );
+        let events = events_of(&http, &daemons[1].base, &admin, &id).await;
+        assert_eq!(
+            count(&events, &format!("action.{settled}")),
+            1,
+            "{events:?}"
+        );
+    }
 }
