@@ -199,3 +199,35 @@ test('a grant request\'s scope reads as its keys and quoted values; a card an ap
   assert.equal(await card(plain).locator('.approvers').count(), 0);
   await env.call('POST', `/v1/actions/${plain}/deny`, env.admin, { reason: 'test' });
 });
+
+test('a decision whose answer was lost (a 503 after it was made) is sent again: the card goes, no error, one approval', async () => {
+  const { page } = env;
+  await queue();
+  const key = await agent('lost-answer-agent');
+  const id = await ask(key, { tool: 'bash', detail: 'make lost-answer' });
+  const sent = [];
+  page.on('request', (r) => {
+    if (r.method() === 'POST' && r.url().endsWith(`/v1/actions/${id}/approve`)) sent.push(r.url());
+  });
+  // The daemon makes the approval; its answer is lost on the way back.
+  await page.route(`**/v1/actions/${id}/approve`, async (route) => {
+    const made = await route.fetch();
+    assert.equal(made.status(), 200);
+    await route.fulfill({ status: 503, contentType: 'application/problem+json', headers: { 'retry-after': '1' },
+      body: JSON.stringify({ type: 'about:blank', title: 'Service Unavailable', status: 503, detail: 'answer lost in this test' }) });
+  }, { times: 1 });
+  const errorsBefore = await page.locator('#errors').innerText();
+  await card(id).locator('button.approve').click();
+  await page.locator('#toasts .toast', { hasText: 'make lost-answer' }).locator('button.send-now').click();
+  await card(id).waitFor({ state: 'detached' });
+  for (let t = 0; t < 100 && sent.length < 2; t++) await sleep(100);
+  assert.equal(sent.length, 2, 'the approval was not sent again');
+  // The retry's answer is in: nothing failed, and the card stays gone.
+  await sleep(500);
+  assert.equal(await page.locator('#errors').innerText(), errorsBefore, 'a lost answer was shown as a failure');
+  assert.equal(await card(id).count(), 0);
+  const a = (await env.call('GET', `/v1/actions/${id}`, env.operator)).body;
+  assert.equal(a.status, 'approved', JSON.stringify(a));
+  assert.equal(a.approvals.length, 1, JSON.stringify(a));
+  await page.unroute(`**/v1/actions/${id}/approve`);
+});

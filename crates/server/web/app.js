@@ -3,7 +3,7 @@
 // Hash routes (#/queue, #/grants, #/history?…, #/actions/<id>) keep it one
 // page served at `/`.
 
-import { api, enc, session } from './api.js';
+import { api, decide, enc, session } from './api.js';
 import { EventFollower } from './stream.js';
 import { h, countdown, guarded, lookalikes, visible, visibleText } from './dom.js';
 import { renderGrants, renderHistory, renderAction } from './views.js';
@@ -336,7 +336,7 @@ async function sendApprove(action) {
     throw new Error(`Not approved: ${named(action)} was edited by someone else while you decided; read it again.`);
   }
   // The daemon refuses it too if an edit lands after this check.
-  const after = await api('POST', `/v1/actions/${enc(action.id)}/approve`, { seen: action.edited ? 'edited' : 'asked' });
+  const after = await decide(`/v1/actions/${enc(action.id)}/approve`, { seen: action.edited ? 'edited' : 'asked' });
   if (after && after.status === 'pending') {
     state.actions.set(action.id, after);
     notice(`Approval recorded: ${(after.approvals || []).length} of ${after.approvals_required || 1}.`);
@@ -389,10 +389,10 @@ function approveMany(actions) {
 
 async function sendDeny(it, reason) {
   if (it.a) {
-    await api('POST', `/v1/actions/${enc(it.id)}/deny`, reason ? { reason } : {});
+    await decide(`/v1/actions/${enc(it.id)}/deny`, reason ? { reason } : {});
     removeAction(it.id);
   } else {
-    await api('POST', `/v1/grant-requests/${enc(it.id)}/deny`, reason ? { reason } : {});
+    await decide(`/v1/grant-requests/${enc(it.id)}/deny`, reason ? { reason } : {});
     state.gone.add(it.id);
     state.requests.delete(it.id);
   }
@@ -413,7 +413,7 @@ function approvePlan(plan, steps) {
   }
   const what = steps ? `Approved steps ${steps.join(', ')} of a plan of ${plan.steps.length}` : `Approved a plan of ${plan.steps.length} steps`;
   queue.hold([plan.id], what, async () => {
-    const done = await api('POST', `/v1/plans/${enc(plan.id)}/approve`, steps ? { steps } : {});
+    const done = await decide(`/v1/plans/${enc(plan.id)}/approve`, steps ? { steps } : {});
     const asks = (done.steps || []).flatMap((s, i) => (s.asks ? [`step ${i}: ${maskSecrets(s.asks)}`] : []));
     if (asks.length) notice(`Not granted by the plan, still asked when run: ${asks.join('; ')}`);
     state.gone.add(plan.id);
@@ -423,7 +423,7 @@ function approvePlan(plan, steps) {
 
 function denyPlan(plan) {
   queue.hold([plan.id], `Denied a plan of ${plan.steps.length} steps`, async () => {
-    await api('POST', `/v1/plans/${enc(plan.id)}/deny`, {});
+    await decide(`/v1/plans/${enc(plan.id)}/deny`, {});
     state.gone.add(plan.id);
     state.plans.delete(plan.id);
   });
