@@ -9,8 +9,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::common::call;
-use crate::common::daemon::{Daemon, Keyed, agent_key, files_handler, register_handler, role_key};
-use crate::common::pg_cluster::Cluster;
+use crate::common::daemon::{Keyed, PgPair, agent_key, files_handler, register_handler, role_key};
 use crate::teams::{approve, events_of, get, pending, person_key, team};
 
 async fn post(k: &Keyed, url: String, key: &str, body: Value) -> (u16, Value) {
@@ -273,16 +272,17 @@ async fn plans_and_grant_requests_decided_again_are_answered_as_they_stand() {
 /// daemon behind a load balancer), is made once and every answer is it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_decision_racing_itself_on_two_daemons_is_made_once() {
-    let Some(cluster) = Cluster::shared() else {
+    // The data dirs bound first, so dropped after the daemons.
+    let Some(PgPair {
+        dirs: _dirs,
+        daemons,
+        http,
+        admin,
+        operator: op,
+    }) = PgPair::start().await
+    else {
         return;
     };
-    let url = cluster.database();
-    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
-    let env = [("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())];
-    let daemons: Vec<Daemon> = dirs.iter().map(|d| Daemon::start(d.path(), &env)).collect();
-    let http = crate::common::client();
-    let admin = daemons[0].admin_key();
-    let op = role_key(&http, &daemons[0].base, &admin, "operator").await;
     let agent = agent_key(&http, &daemons[0].base, &admin, "racer").await;
     for round in 0..6 {
         let verb = if round % 2 == 0 { "approve" } else { "deny" };

@@ -10,10 +10,9 @@ use serde_json::{Value, json};
 
 use crate::common::call;
 use crate::common::daemon::{
-    Daemon, Keyed, agent_key, files_handler, register_handler, request_action, role_key,
+    Keyed, PgPair, agent_key, files_handler, register_handler, request_action, role_key,
     status_json,
 };
-use crate::common::pg_cluster::Cluster;
 
 async fn post(k: &Keyed, url: impl Into<String>, key: &str, body: Option<Value>) -> (u16, Value) {
     call(&k.http, Method::POST, url.into(), key, body).await
@@ -97,16 +96,17 @@ async fn a_grant_sent_again_under_its_key_is_the_first_and_changes_nothing() {
 /// many times: one grant, and every answer names it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_key_racing_on_two_daemons_makes_one_grant() {
-    let Some(cluster) = Cluster::shared() else {
+    // The data dirs bound first, so dropped after the daemons.
+    let Some(PgPair {
+        dirs: _dirs,
+        daemons,
+        http,
+        admin,
+        operator: op,
+    }) = PgPair::start().await
+    else {
         return;
     };
-    let url = cluster.database();
-    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
-    let env = [("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())];
-    let daemons: Vec<Daemon> = dirs.iter().map(|d| Daemon::start(d.path(), &env)).collect();
-    let http = crate::common::client();
-    let admin = daemons[0].admin_key();
-    let op = role_key(&http, &daemons[0].base, &admin, "operator").await;
     let _ = agent_key(&http, &daemons[0].base, &admin, "coder").await;
     for round in 0..5 {
         let body = json!({"tool": "bash", "pattern": format!("make r{round}"), "expires": "1h",

@@ -211,6 +211,37 @@ impl Keyed {
     }
 }
 
+/// Two daemons on one database of the shared Postgres cluster, with an
+/// admin key and an operator key made through the first; `None` when
+/// Postgres is not here (and not required). The daemons stop before their
+/// data dirs go.
+pub struct PgPair {
+    pub daemons: Vec<Daemon>,
+    pub http: reqwest::Client,
+    pub admin: String,
+    pub operator: String,
+    pub dirs: [tempfile::TempDir; 2],
+}
+
+impl PgPair {
+    pub async fn start() -> Option<PgPair> {
+        let url = super::pg_cluster::Cluster::shared()?.database();
+        let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+        let env = [("ACTIONGATE_STORAGE__DATABASE_URL", url.as_str())];
+        let daemons: Vec<Daemon> = dirs.iter().map(|d| Daemon::start(d.path(), &env)).collect();
+        let http = super::client();
+        let admin = daemons[0].admin_key();
+        let operator = role_key(&http, &daemons[0].base, &admin, "operator").await;
+        Some(PgPair {
+            daemons,
+            http,
+            admin,
+            operator,
+            dirs,
+        })
+    }
+}
+
 /// A new agent key for `agent` (its profile left as the default, `guarded`:
 /// every action asks, so each is stored pending).
 pub async fn agent_key(client: &reqwest::Client, base: &str, admin: &str, agent: &str) -> String {
