@@ -554,7 +554,10 @@ function openGrantRequest(gr) {
   $('grant-error').textContent = '';
   $('grant-confirm').textContent = 'Approve';
   dialogSubmit = async () => {
-    await api('POST', `/v1/grant-requests/${enc(gr.id)}/approve`, { scope: read(), expires: expiryValue() });
+    const [scope, expires, path] = [read(), expiryValue(), `/v1/grant-requests/${enc(gr.id)}/approve`];
+    // As asked, it is sent bare: the daemon knows that approval sent again.
+    const asAsked = JSON.stringify(scope) === JSON.stringify(gr.scope) && expires === gr.expires;
+    await (asAsked ? decide(path, {}) : api('POST', path, { scope, expires }));
     state.gone.add(gr.id);
     state.requests.delete(gr.id);
     queueChanged();
