@@ -285,13 +285,16 @@ pub async fn approve(args: ApproveArgs) -> Exit {
                 Seen::Asked
             }),
         })?;
-        let action = api
-            .post(
-                &format!("/v1/actions/{}/approve", path_segment(&args.id)),
-                &body,
-            )
-            .await
-            .map_err(|e| match e {
+        let path = format!("/v1/actions/{}/approve", path_segment(&args.id));
+        // A plain approval sent again is answered as the action stands; one
+        // that grants or edits is sent once.
+        let plain = args.remember.is_none() && args.params.is_none() && args.detail.is_none();
+        let sent = if plain {
+            api.post_decision(&path, &body).await
+        } else {
+            api.post(&path, &body).await
+        };
+        let action = sent.map_err(|e| match e {
                 // Refused because another approver edited it: say how to
                 // approve what will run.
                 ClientError::Api(mut p)
@@ -327,7 +330,7 @@ pub async fn deny(args: DenyArgs) -> Exit {
             reason: args.reason.clone(),
         })?;
         let action = api
-            .post(
+            .post_decision(
                 &format!("/v1/actions/{}/deny", path_segment(&args.id)),
                 &body,
             )
@@ -342,7 +345,7 @@ pub async fn reply(args: ReplyArgs) -> Exit {
     guarded(async {
         let api = api(&args.common)?;
         let action = api
-            .post(
+            .post_decision(
                 &format!("/v1/actions/{}/reply", path_segment(&args.id)),
                 &to_body(&ReplyBody {
                     text: args.text.clone(),

@@ -191,12 +191,13 @@ pub async fn approve(args: GrantRequestApproveArgs) -> Exit {
         if let Some(e) = &args.expires {
             body.insert("expires".to_owned(), json!(e));
         }
-        let r = api
-            .post(
-                &format!("/v1/grant-requests/{}/approve", path_segment(&args.id)),
-                &Value::Object(body),
-            )
-            .await?;
+        let path = format!("/v1/grant-requests/{}/approve", path_segment(&args.id));
+        // As asked, the daemon knows it sent again; narrowed, it is sent once.
+        let r = if body.is_empty() {
+            api.post_decision(&path, &Value::Object(body)).await?
+        } else {
+            api.post(&path, &Value::Object(body)).await?
+        };
         if args.common.json {
             print_json(&r);
         } else {
@@ -216,7 +217,7 @@ pub async fn deny(args: GrantRequestDenyArgs) -> Exit {
             None => json!({}),
         };
         let r = api
-            .post(
+            .post_decision(
                 &format!("/v1/grant-requests/{}/deny", path_segment(&args.id)),
                 &body,
             )

@@ -386,6 +386,28 @@ impl Api {
             .1)
     }
 
+    /// POST a decision the daemon answers as the item stands when its
+    /// decider sends it again (approve, deny, reply; a plan's; a grant
+    /// request's as asked): sent again after a 502, 503 or 504 or a
+    /// failed connection, up to three times, so a decision made whose
+    /// answer was lost is not reported as a failure. All of it within
+    /// the request timeout: a daemon that hangs is not waited on twice.
+    pub async fn post_decision(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
+        let started = Instant::now();
+        let mut pauses = DECISION_RETRY_PAUSES.iter();
+        loop {
+            match self.post(path, body).await {
+                Err(e) if lost_answer(&e) => match pauses.next() {
+                    Some(pause) if started.elapsed() + *pause < self.timeout => {
+                        tokio::time::sleep(*pause).await;
+                    }
+                    _ => return Err(e),
+                },
+                other => return other,
+            }
+        }
+    }
+
     /// PUT a JSON body, expecting JSON.
     pub async fn put(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
         Ok(self
@@ -490,6 +512,23 @@ impl Api {
             &json!({}),
         )
         .await
+    }
+}
+
+/// The pauses before each sending again of a decision.
+const DECISION_RETRY_PAUSES: [Duration; 3] = [
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+];
+
+/// Whether `e` may have lost the answer to a request the daemon made (or
+/// says it could not make now): a transport failure or a 502/503/504.
+fn lost_answer(e: &ClientError) -> bool {
+    match e {
+        ClientError::Unreachable(_) => true,
+        ClientError::Api(p) => matches!(p.status, 502..=504),
+        ClientError::BadResponse(_) | ClientError::Usage(_) => false,
     }
 }
 

@@ -202,7 +202,7 @@ pub async fn approve(args: PlanApproveArgs) -> Exit {
             json!({ "steps": args.steps })
         };
         let plan = api
-            .post(
+            .post_decision(
                 &format!("/v1/plans/{}/approve", path_segment(&args.id)),
                 &body,
             )
@@ -222,7 +222,7 @@ pub async fn deny(args: PlanDenyArgs) -> Exit {
     guarded(async {
         let api = api(&args.common)?;
         let plan = api
-            .post(
+            .post_decision(
                 &format!("/v1/plans/{}/deny", path_segment(&args.id)),
                 &json!({}),
             )

@@ -1108,3 +1108,58 @@ async fn grant_requests_are_listed_approved_and_denied() {
     assert_eq!(r.code, 5, "{r:?}");
     app.stop().await;
 }
+
+/// A decision whose answer was lost (a 503 after the daemon made it) is
+/// sent again and reported as made (exit 0), once; an approval that also grants is
+/// sent once, its 503 reported (exit 5), since the daemon could not tell
+/// it sent again.
+#[tokio::test]
+async fn a_decision_whose_answer_was_lost_is_sent_again_and_made_once() {
+    let app = TestApp::spawn().await;
+    let op = app.operator.clone();
+    let mut ids = Vec::new();
+    for detail in ["make yes", "make no", "make remembered"] {
+        let (s, a) = app.request("bash", detail).await;
+        assert_eq!(s, StatusCode::CREATED, "{a}");
+        ids.push(a["id"].as_str().unwrap().to_owned());
+    }
+    let sent = |args: Vec<String>| {
+        let (base, op) = (app.base.clone(), op.clone());
+        async move {
+            let (url, posts) = cli_support::lossy_proxy(&base).await;
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = run(&url, &op, &args).await;
+            (out, posts.load(std::sync::atomic::Ordering::SeqCst))
+        }
+    };
+    let (out, posts) = sent(vec!["approve".into(), ids[0].clone()]).await;
+    assert_eq!((out.code, posts), (0, 2), "{out:?}");
+    let (out, posts) = sent(vec!["deny".into(), ids[1].clone()]).await;
+    assert_eq!((out.code, posts), (0, 2), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let (out, posts) = sent(vec![
+        "approve".into(),
+        ids[2].clone(),
+        "--remember".into(),
+        "1h".into(),
+    ])
+    .await;
+    assert_eq!((out.code, posts), (5, 1), "{out:?}");
+    assert!(out.stderr.contains("answer lost in this test"), "{out:?}");
+    for (id, status) in ids.iter().zip(["approved", "denied", "approved"]) {
+        let (_, a) = app
+            .call(Method::GET, &format!("/v1/actions/{id}"), Some(&op), None)
+            .await;
+        assert_eq!(a["status"], status, "{a}");
+    }
+    let (_, a) = app
+        .call(
+            Method::GET,
+            &format!("/v1/actions/{}", ids[0]),
+            Some(&op),
+            None,
+        )
+        .await;
+    assert_eq!(a["approvals"].as_array().unwrap().len(), 1, "{a}");
+    app.stop().await;
+}

@@ -161,3 +161,50 @@ pub async fn all_actions(app: &TestApp) -> Vec<Value> {
     out.reverse();
     out
 }
+
+/// A proxy in front of `base` that passes every request on but answers
+/// the first POST with 503 (what it made was made, its answer lost), as a
+/// busy daemon or a proxy may; its URL and how many POSTs it saw.
+pub async fn lossy_proxy(base: &str) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use axum::response::IntoResponse;
+    use std::sync::atomic::Ordering;
+    let posts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (base, seen, http) = (base.to_owned(), posts.clone(), reqwest::Client::new());
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let (base, seen, http) = (base.clone(), seen.clone(), http.clone());
+        async move {
+            let (parts, body) = req.into_parts();
+            let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+            let target = parts.uri.path_and_query().map_or("", |p| p.as_str());
+            let mut out = http
+                .request(parts.method.clone(), format!("{base}{target}"))
+                .body(body);
+            for name in ["authorization", "content-type", "accept", "x-actiongate-channel"] {
+                if let Some(v) = parts.headers.get(name) {
+                    out = out.header(name, v);
+                }
+            }
+            let resp = out.send().await.unwrap();
+            let (status, kind) = (resp.status(), resp.headers().get("content-type").cloned());
+            let bytes = resp.bytes().await.unwrap();
+            if parts.method == Method::POST && seen.fetch_add(1, Ordering::SeqCst) == 0 {
+                let lost = r#"{"title":"Service Unavailable","status":503,"detail":"answer lost in this test"}"#;
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [("content-type", "application/problem+json")],
+                    lost,
+                )
+                    .into_response();
+            }
+            let mut answer = (status, bytes).into_response();
+            if let Some(kind) = kind {
+                answer.headers_mut().insert("content-type", kind);
+            }
+            answer
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), posts)
+}
