@@ -297,6 +297,9 @@ test('a click on a card that moved under a still pointer decides nothing', async
   assert.equal(first.body.status, 'pending', JSON.stringify(first.body));
   const c1 = card(first.body.id);
   await c1.waitFor();
+  // A notice above the queue (an earlier test's) leaves after 4 s and
+  // moves every card up: let it go before pointing.
+  await page.waitForFunction(() => !document.querySelector('#errors .notice'), null, { timeout: 10000 });
   // The operator points at Approve of what they read, once the page has
   // settled (on a loaded machine layout can still be moving).
   const approve = c1.locator('button.approve');
@@ -350,6 +353,8 @@ test('a tap on a card that slid under the finger a moment before decides nothing
   const first = await env.call('POST', '/v1/actions', env.agent, { tool: 'bash', detail: 'make tap-harmless' });
   const c1 = card(first.body.id);
   await c1.waitFor();
+  // As above: no notice left to leave and move the cards.
+  await page.waitForFunction(() => !document.querySelector('#errors .notice'), null, { timeout: 10000 });
   await sleep(1500);
   const box = await c1.locator('button.approve').boundingBox();
   const x = box.x + box.width / 2;
