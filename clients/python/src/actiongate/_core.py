@@ -46,8 +46,9 @@ class Call:
     ``retry``: transport errors and 502/503/504 are retried (only for calls
     that are safe to repeat: reads, checks, writes that make something
     under an idempotency key, and plain decisions, which the daemon
-    answers as they stand when sent again). ``best_effort``: any error is answered with ``None``
-    instead of raising (for clean-ups such as cancelling). ``wait`` is the
+    answers as they stand when sent again). ``best_effort``: any error is
+    answered with ``None`` instead of raising (for clean-ups such as
+    cancelling). ``wait`` is the
     long-poll time the daemon may hold the request, added to the timeout.
     ``until`` is when the workflow's wait ends (``time.monotonic()``): the
     call, retries and pauses included, ends by it plus the client's timeout
