@@ -17,7 +17,7 @@ use actiongate_api::model::GrantRequestStatus;
 use actiongate_api::sessions::Plan;
 use actiongate_store::{Action, ActionStatus, GrantRequest};
 
-use crate::{Caller, ErrorCode, Gate, GateError, GateResult};
+use crate::{ErrorCode, GateError, GateResult};
 
 /// Whether `e` is the refusal a decision already made gets.
 fn refused_as_decided(e: &GateError) -> bool {
@@ -76,75 +76,20 @@ pub(crate) fn grant_request_holds(r: &GrantRequest, by: &str, approve: bool) -> 
     r.status == status && r.decided_by.as_deref() == Some(by)
 }
 
-impl Gate {
-    /// `result` of a plain decision by `caller` on action `id`; a refusal
-    /// of one the action already holds answers the action as it stands.
-    pub(crate) async fn action_decided_again(
-        &self,
-        caller: &Caller,
-        id: &str,
-        approve: bool,
-        result: GateResult<Action>,
-    ) -> GateResult<Action> {
-        let by = caller.identity();
-        self.action_sent_again(caller, id, result, |a| action_holds(a, &by, approve))
-            .await
-    }
-
-    /// `result` of a change `caller` asked of action `id`; a refusal of
-    /// one the action already `holds` (a cancel, an outcome sent again)
-    /// answers the action as it stands.
-    pub(crate) async fn action_sent_again(
-        &self,
-        caller: &Caller,
-        id: &str,
-        result: GateResult<Action>,
-        holds: impl FnOnce(&Action) -> bool,
-    ) -> GateResult<Action> {
-        match result {
-            Err(e) if refused_as_decided(&e) => match self.visible_action(caller, id).await {
-                Ok(action) if holds(&action) => Ok(action),
-                _ => Err(e),
-            },
-            other => other,
-        }
-    }
-
-    /// [`Gate::action_decided_again`] for a plan (`approve`: the steps
-    /// asked for, `None` to deny).
-    pub(crate) async fn plan_decided_again(
-        &self,
-        caller: &Caller,
-        id: &str,
-        approve: Option<Option<&[usize]>>,
-        result: GateResult<Plan>,
-    ) -> GateResult<Plan> {
-        match result {
-            Err(e) if refused_as_decided(&e) => match self.get_plan(caller, id).await {
-                Ok(plan) if plan_holds(&plan, &caller.identity(), approve) => Ok(plan),
-                _ => Err(e),
-            },
-            other => other,
-        }
-    }
-
-    /// [`Gate::action_decided_again`] for a grant request (`approve` as
-    /// asked, or deny).
-    pub(crate) async fn grant_request_decided_again(
-        &self,
-        caller: &Caller,
-        id: &str,
-        approve: bool,
-        result: GateResult<GrantRequest>,
-    ) -> GateResult<GrantRequest> {
-        match result {
-            Err(e) if refused_as_decided(&e) => {
-                match self.visible_grant_request(caller, id).await {
-                    Ok(r) if grant_request_holds(&r, &caller.identity(), approve) => Ok(r),
-                    _ => Err(e),
-                }
-            }
-            other => other,
-        }
+/// `result` of a decision, or of an agent's cancel or outcome report: when
+/// it is the refusal a decision made already gets, the item as `read`
+/// finds it now, if it `holds` that same decision; else `result` as it is.
+/// (`read` runs only on a refusal.)
+pub(crate) async fn sent_again<T>(
+    result: GateResult<T>,
+    read: impl Future<Output = GateResult<T>>,
+    holds: impl FnOnce(&T) -> bool,
+) -> GateResult<T> {
+    match result {
+        Err(e) if refused_as_decided(&e) => match read.await {
+            Ok(item) if holds(&item) => Ok(item),
+            _ => Err(e),
+        },
+        other => other,
     }
 }

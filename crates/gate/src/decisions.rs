@@ -9,6 +9,7 @@ use actiongate_store::{
 };
 
 use crate::actions::{MAX_DETAIL, MAX_REPLY, MAX_TEXT, check_len, validate_agent_id};
+use crate::decided_again::{action_holds, sent_again};
 use crate::quorum::EditRequest;
 use crate::{Caller, Gate, GateError, GateResult};
 
@@ -155,7 +156,11 @@ impl Gate {
                 if !plain {
                     return result;
                 }
-                self.action_decided_again(caller, id, true, result).await
+                let by = caller.identity();
+                sent_again(result, self.visible_action(caller, id), |a| {
+                    action_holds(a, &by, true)
+                })
+                .await
             }
             Verdict::Deny { reason } => {
                 check_len(field.unwrap_or("reason"), reason.as_deref(), MAX_TEXT)?;
@@ -163,7 +168,11 @@ impl Gate {
                 let result = self
                     .team_decide(caller, &action, false, reason, channel, edit)
                     .await;
-                self.action_decided_again(caller, id, false, result).await
+                let by = caller.identity();
+                sent_again(result, self.visible_action(caller, id), |a| {
+                    action_holds(a, &by, false)
+                })
+                .await
             }
             Verdict::ApproveAndRemember { note, remember } => {
                 if !edit.is_empty() {
@@ -379,7 +388,7 @@ impl Gate {
             .await
             .map_err(GateError::from);
         // Cancelled by this caller already: the cancel sent again.
-        self.action_sent_again(caller, id, result, |a| {
+        sent_again(result, self.visible_action(caller, id), |a| {
             a.status == ActionStatus::Cancelled && a.decided_by.as_deref() == Some(by.as_str())
         })
         .await
@@ -434,8 +443,10 @@ impl Gate {
             .await
             .map_err(GateError::from);
         // This outcome reported already: the report sent again.
-        self.action_sent_again(caller, id, result, |a| a.outcome.as_ref() == Some(&outcome))
-            .await
+        sent_again(result, self.visible_action(caller, id), |a| {
+            a.outcome.as_ref() == Some(&outcome)
+        })
+        .await
     }
 
     /// Checks an executor's signed callback for action `id`: the

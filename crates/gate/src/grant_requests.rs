@@ -216,8 +216,11 @@ impl Gate {
         if !as_asked {
             return result;
         }
-        self.grant_request_decided_again(caller, id, true, result)
-            .await
+        let by = caller.identity();
+        crate::decided_again::sent_again(result, self.visible_grant_request(caller, id), |r| {
+            crate::decided_again::grant_request_holds(r, &by, true)
+        })
+        .await
     }
 
     /// [`Gate::approve_grant_request`], answering a request answered
@@ -316,7 +319,10 @@ impl Gate {
             .deny_grant_request(id, caller.identity(), reason)
             .await
             .map_err(settled_error);
-        self.grant_request_decided_again(caller, id, false, result)
-            .await
+        let by = caller.identity();
+        crate::decided_again::sent_again(result, self.visible_grant_request(caller, id), |r| {
+            crate::decided_again::grant_request_holds(r, &by, false)
+        })
+        .await
     }
 }

@@ -257,8 +257,11 @@ impl Gate {
     ) -> GateResult<Plan> {
         caller.require(Role::Operator)?;
         let result = self.approve_plan_once(caller, id, only.clone()).await;
-        self.plan_decided_again(caller, id, Some(only.as_deref()), result)
-            .await
+        let by = caller.identity();
+        crate::decided_again::sent_again(result, self.get_plan(caller, id), |p| {
+            crate::decided_again::plan_holds(p, &by, Some(only.as_deref()))
+        })
+        .await
     }
 
     /// [`Gate::approve_plan`], answering a plan decided already with 409.
@@ -478,7 +481,11 @@ impl Gate {
             )
             .await
             .map_err(plan_settled);
-        self.plan_decided_again(caller, id, None, result).await
+        let by = caller.identity();
+        crate::decided_again::sent_again(result, self.get_plan(caller, id), |p| {
+            crate::decided_again::plan_holds(p, &by, None)
+        })
+        .await
     }
 
     /// What ran, as the agent's runtime reports it: matched against the
